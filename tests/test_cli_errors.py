@@ -1,0 +1,105 @@
+"""Malformed and impossible input: the documented exit code, a one-paragraph message, a way
+forward, no traceback, and with --json exactly one JSON document on stdout.
+
+Runs the real console script in a subprocess (no detection: --no-detect where selectors apply).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+BASE = ["--no-detect"]
+# (argv, exit code, error code)
+CASES = [
+    # malformed: exit 2
+    (["plan", "--tf", "2.x"], 2, "bad-tf-spec"),
+    (["plan", "--tf", "two.thirteen"], 2, "bad-tf-spec"),
+    (["plan", "--tf", "2..13"], 2, "bad-tf-spec"),
+    (["plan", "--tf", ">=2.15,<"], 2, "bad-tf-spec"),
+    (["plan", "--tf", "tensorflow==2.13"], 2, "bad-tf-spec"),
+    (["plan", "--tf", ""], 2, "bad-tf-spec"),
+    (["plan", "--driver", "12.2"], 2, "bad-driver-version"),
+    (["plan", "--driver", "latest"], 2, "bad-driver-version"),
+    (["plan", "--driver", "535.104.05.1"], 2, "bad-driver-version"),
+    (["plan", "--driver", "-1"], 2, "bad-driver-version"),
+    (["plan", "--gpu-cc", "ampere"], 2, "bad-compute-capability"),
+    (["plan", "--gpu-cc", "99.0"], 2, "bad-compute-capability"),
+    (["plan", "--python", "3"], 2, "bad-python-version"),
+    (["plan", "--python", "4.0"], 2, "bad-python-version"),
+    (["plan", "--python", "latest"], 2, "bad-python-version"),
+    (["plan", "--mode", "docker"], 2, "bad-option-value"),
+    (["plan", "--os", "solaris"], 2, "bad-option-value"),
+    (["plan", "--arch", "riscv64"], 2, "bad-option-value"),
+    (["plan", "--frobnicate"], 2, "bad-arguments"),
+    (["plan", "--os", "macos", "--driver", "535.104.05"], 2, "conflicting-options"),
+    (["frobnicate"], 2, "unknown-command"),
+    (["create", "--tf", "2.13", "--name", "a", "--prefix", "/tmp/x"], 2, "bad-arguments"),
+    (["create", "--tf", "2.13", "--name", "../evil"], 2, "bad-env-name"),
+    (["create", "--tf", "2.13", "--mode", "pip", "--engine", "micromamba"], 2, "conflicting-options"),
+    (["create", "--tf", "2.13", "--mode", "conda", "--engine", "docker"], 2, "bad-option-value"),
+    (["create", "--tf", "2.13", "--mode", "pip", "--channel", "https://x"], 2, "conflicting-options"),
+    (["create", "--from-lock", "a", "--from-bundle", "b"], 2, "bad-arguments"),
+    (["script", "--tf", "2.13"], 2, "bad-arguments"),
+    (["lock", "--tf", "2.13"], 2, "bad-arguments"),
+    (["remove"], 2, "bad-arguments"),
+    # impossible: exit 3
+    (["plan", "--tf", "2.16.0"], 3, "unknown-tf-version"),
+    (["plan", "--tf", "2.22"], 3, "unknown-tf-version"),
+    (["plan", "--tf", "1.15"], 3, "unknown-tf-version"),
+    (["plan", "--tf", ">=3"], 3, "unknown-tf-version"),
+    (["plan", "--tf", "2.13", "--os", "windows", "--arch", "x86_64"], 3, "windows-native-gpu-unsupported"),
+    (["plan", "--tf", "2.17", "--os", "linux", "--arch", "aarch64"], 3, "no-gpu-build"),
+    (["plan", "--os", "windows", "--arch", "aarch64"], 3, "no-gpu-build"),
+    (["plan", "--tf", "2.21", "--os", "linux", "--arch", "x86_64", "--driver", "470.82.01"], 3, "driver-too-old"),
+    (["plan", "--driver", "390.48", "--os", "linux", "--arch", "x86_64"], 3, "driver-too-old"),
+    (["plan", "--tf", "2.17", "--os", "linux", "--arch", "x86_64", "--gpu-cc", "3.5"], 3, "gpu-too-old"),
+    (["plan", "--tf", "2.21", "--os", "linux", "--arch", "x86_64", "--python", "3.8"], 3, "python-unsupported"),
+    (["plan", "--os", "linux", "--arch", "x86_64", "--python", "3.14"], 3, "python-unsupported"),
+    (["plan", "--tf", "2.9", "--mode", "pip", "--os", "linux", "--arch", "x86_64"], 3, "no-pip-cuda-wheels"),
+    (["plan", "--tf", "2.16", "--mode", "system", "--os", "macos", "--arch", "aarch64"], 3, "mode-unsupported"),
+    (["create", "--tf", "2.30", "--mode", "conda", "--dry-run"], 3, "unknown-tf-version"),
+    # not built yet: exit 1, never a fake success
+    (["create", "--tf", "2.13", "--mode", "conda", "--os", "linux", "--arch", "x86_64"], 1, "not-implemented"),
+    (["lock", "--tf", "2.13", "--platform", "linux-64", "--os", "linux", "--arch", "x86_64"], 1, "not-implemented"),
+    (["doctor"], 1, "not-implemented"),
+]
+
+
+def tfgpu(*argv: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="120")
+    return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, env=env)
+
+
+def _argv(argv: list[str]) -> list[str]:
+    takes_selectors = argv[0] in ("plan", "create", "lock", "bundle", "script")
+    return [*argv, *BASE] if takes_selectors and "--frobnicate" not in argv else argv
+
+
+@pytest.mark.parametrize("argv,exit_code,code", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_error_text(argv, exit_code, code):
+    done = tfgpu(*_argv(argv))
+    assert done.returncode == exit_code, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"error: {code}" in done.stderr
+    assert "→" in done.stderr, "the message names a way forward"
+
+
+@pytest.mark.parametrize("argv,exit_code,code", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_error_json(argv, exit_code, code):
+    done = tfgpu(*_argv(argv), "--json")
+    assert done.returncode == exit_code, done.stderr
+    document = json.loads(done.stdout)
+    assert document["error"]["code"] == code
+    assert document["error"]["message"]
+    assert document["error"]["alternatives"]
+    assert document["error"]["exit_code"] == exit_code
+
+
+def test_help_and_version():
+    assert tfgpu("--help").returncode == 0
+    assert "tfgpu-install" in tfgpu("--version").stdout

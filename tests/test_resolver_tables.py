@@ -1,0 +1,144 @@
+"""Properties generated from the shipped tables: every release, every Python, every mode.
+
+No expected value here is typed by hand: each test derives it from tfgpu/data, so a new row in
+the data is a new test case.
+"""
+
+from __future__ import annotations
+
+import pytest
+from packaging.version import Version
+
+from tfgpu.errors import ImpossibleError
+from tfgpu.resolver import make_request, resolve, tables
+from tfgpu.resolver.drivers import driver_need
+from tfgpu.resolver.gpu import lowest_cc
+
+RELEASES = tables.releases()
+LINUX_GPU = [r for r in RELEASES if r.wheels.get("linux_x86_64") and r.wheels["linux_x86_64"].cuda_build]
+IDS = [str(r.version) for r in LINUX_GPU]
+
+
+def linux(release, **extra):
+    return make_request(tf=str(release.version), os="linux", arch="x86_64", **extra)
+
+
+def test_every_tf2_release_is_known():
+    versions = {str(r.version) for r in RELEASES}
+    series = {f"2.{minor}" for minor in range(22)}
+    assert {r.series for r in RELEASES} == series
+    assert "2.0.0" in versions and "2.21.0" in versions and "2.15.0.post1" in versions
+    assert not [v for v in versions if Version(v).is_prerelease]
+
+
+@pytest.mark.parametrize("release", LINUX_GPU, ids=IDS)
+def test_every_linux_release_has_a_gpu_plan(release):
+    """Each release resolves in conda mode on Linux, with CUDA/cuDNN from the tables."""
+    plan = resolve(linux(release, mode="conda"), None)
+    wheel = release.wheels["linux_x86_64"]
+    assert plan.tensorflow == str(release.version)
+    assert plan.cuda.split(".")[0] == wheel.cuda.split(".")[0]
+    assert plan.cudnn.split(".")[0] == wheel.cudnn.split(".")[0]
+    assert plan.min_driver == driver_need(plan.cuda_build, "linux").minimum
+    assert plan.python in wheel.python
+
+
+@pytest.mark.parametrize("release", LINUX_GPU, ids=IDS)
+def test_series_table_agrees_with_the_wheels(release):
+    """TensorFlow's docs table and the wheel's build_info name the same CUDA and cuDNN major."""
+    series = tables.series()[release.series]
+    wheel = release.wheels["linux_x86_64"]
+    assert Version(series.cudnn).major == Version(wheel.cudnn).major
+    built = Version(wheel.cuda)
+    docs = Version(series.cuda)
+    assert built.major == docs.major
+    if len(built.release) >= 2:
+        assert built.release[:2] == docs.release[:2]
+
+
+@pytest.mark.parametrize("release", LINUX_GPU, ids=IDS)
+def test_newest_driver_admits_every_release_and_an_old_one_none(release):
+    resolve(linux(release, mode="conda", driver="999.99"), None)
+    with pytest.raises(ImpossibleError) as caught:
+        resolve(linux(release, mode="conda", driver="300.10"), None)
+    assert caught.value.code == "driver-too-old"
+
+
+@pytest.mark.parametrize("release", LINUX_GPU, ids=IDS)
+def test_driver_exactly_at_the_minimum_is_enough(release):
+    need = driver_need(resolve(linux(release, mode="conda"), None).cuda_build, "linux").minimum
+    assert resolve(linux(release, mode="conda", driver=need), None).min_driver == need
+
+
+@pytest.mark.parametrize("release", LINUX_GPU, ids=IDS)
+def test_every_published_python_resolves_and_others_do_not(release):
+    wheel = release.wheels["linux_x86_64"]
+    for python in wheel.python:
+        assert resolve(linux(release, mode="conda", python=python), None).python == python
+    for python in ("3.4", "3.15"):
+        with pytest.raises(ImpossibleError) as caught:
+            resolve(linux(release, mode="conda", python=python), None)
+        assert caught.value.code == "python-unsupported"
+
+
+@pytest.mark.parametrize("release", [r for r in LINUX_GPU if r.wheels["linux_x86_64"].compute_capabilities],
+                         ids=lambda r: str(r.version))
+def test_lowest_architecture_runs_and_below_it_is_too_old(release):
+    caps = release.wheels["linux_x86_64"].compute_capabilities
+    lowest = lowest_cc(caps)
+    assert resolve(linux(release, mode="conda", gpu_cc=lowest), None)
+    major, minor = (int(x) for x in lowest.split("."))
+    below = f"{major - 1}.{minor}" if major > 1 else None
+    if below:
+        with pytest.raises(ImpossibleError) as caught:
+            resolve(linux(release, mode="conda", gpu_cc=below), None)
+        assert caught.value.code == "gpu-too-old"
+
+
+@pytest.mark.parametrize("release", LINUX_GPU, ids=IDS)
+def test_conda_plan_uses_only_what_conda_forge_carries(release):
+    """CUDA 11 and older: cudatoolkit; CUDA 12: cuda-version + split packages; cuDNN of the same
+    major with a minor >= the compiled one, a version conda-forge has."""
+    plan = resolve(linux(release, mode="conda"), None)
+    forge = tables.conda_forge()
+    specs = dict(spec.split(" ", 1) if " " in spec else (spec, "") for spec in plan.packages.conda)
+    if Version(plan.cuda).major >= 12:
+        assert "cudatoolkit" not in specs
+        assert specs["cuda-version"] == f"{plan.cuda}.*" and plan.cuda in forge.cuda_version
+        assert set(specs) - {"python", "cuda-version", "cudnn"} <= set(forge.cuda12_packages)
+    else:
+        assert specs["cudatoolkit"] == f"{plan.cuda}.*" and plan.cuda in forge.cudatoolkit
+    cudnn = Version(specs["cudnn"].removeprefix("=="))
+    assert cudnn in {row.version for row in forge.cudnn}
+    wanted = Version(plan.cudnn)
+    assert cudnn.major == wanted.major and cudnn.release[:2] >= wanted.release[:2]
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if r.version >= Version("2.11")], ids=lambda r: str(r.version))
+def test_native_windows_after_2_10_is_refused(release):
+    with pytest.raises(ImpossibleError) as caught:
+        resolve(make_request(tf=str(release.version), mode="conda", os="windows", arch="x86_64"), None)
+    assert caught.value.code == "windows-native-gpu-unsupported"
+    assert any("wsl2" in a.lower() for a in caught.value.alternatives)
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=lambda r: str(r.version))
+def test_linux_aarch64_never_has_a_gpu_build(release):
+    with pytest.raises(ImpossibleError) as caught:
+        resolve(make_request(tf=str(release.version), os="linux", arch="aarch64"), None)
+    assert caught.value.code == "no-gpu-build"
+
+
+@pytest.mark.parametrize("release", [r for r in LINUX_GPU if r.and_cuda], ids=lambda r: str(r.version))
+def test_pip_plan_follows_the_and_cuda_extra(release):
+    """Releases with the extra install it, or (where it is broken) its pins without TensorRT."""
+    wheel = release.wheels["linux_x86_64"]
+    for python in wheel.python:
+        plan = resolve(linux(release, mode="pip", python=python), None)
+        pip = plan.packages.pip
+        if pip[0].endswith(f"[and-cuda]=={release.version}"):
+            continue
+        assert pip[0] == f"tensorflow=={release.version}"
+        assert not [p for p in pip if p.startswith("tensorrt")]
+        expected = {f"{d}{s}" for d, s in release.and_cuda.items() if not d.startswith("tensorrt")}
+        assert set(pip[1:]) == expected

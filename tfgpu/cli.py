@@ -1,0 +1,225 @@
+"""The command line: parse, call the core, render, return an exit code.
+
+This is the only module that parses arguments or decides exit codes; rendering lives in
+``tfgpu.render``. Exit codes (contract): 0 success; 1 the operation failed; 2 malformed input;
+3 well-formed but impossible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+
+from tfgpu import __version__
+from tfgpu.errors import OperationError, TfgpuError, UsageError
+
+COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "remove")
+ENGINES = {"uv": "pip", "pip": "pip", "rattler": "conda", "conda": "conda", "mamba": "conda",
+           "micromamba": "conda"}
+# Which issue builds each command that is not here yet: said to the user instead of a fake success.
+NOT_YET = {"create": 3, "create-pip": 3, "create-conda": 4, "create-system": 6, "lock": 5, "bundle": 5, "script": 6, "doctor": 7, "verify": 7, "remove": 3}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises a UsageError (exit 2, JSON-renderable) instead of exiting."""
+
+    def error(self, message: str):  # noqa: D102 - argparse hook
+        raise UsageError("bad-arguments", f"{self.prog}: {message}.",
+                         [f"Run `{self.prog} --help` for the accepted options."])
+
+
+def _selectors(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("what to resolve (values describe the target machine)")
+    group.add_argument("--tf", metavar="SPEC", help="2.13, 2.13.1, latest, or a range such as '>=2.15,<2.18' "
+                                                     "(default: the newest that fits)")
+    group.add_argument("--mode", help="pip, conda or system (default: pip)")
+    group.add_argument("--python", metavar="X.Y", help="Python version (default: per mode)")
+    group.add_argument("--os", help="linux, wsl2, windows or macos (default: this machine's)")
+    group.add_argument("--arch", help="x86_64 or aarch64 (default: this machine's)")
+    group.add_argument("--driver", metavar="VER", help="NVIDIA driver version, e.g. 535.104.05 (default: detected)")
+    group.add_argument("--gpu-cc", metavar="X.Y", help="GPU compute capability, e.g. 8.6 (default: detected)")
+    group.add_argument("--no-detect", action="store_true", help="do not look at this machine at all")
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def _env_location(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    where = parser.add_mutually_exclusive_group(required=required)
+    where.add_argument("--name", "-n", help="environment name")
+    where.add_argument("--prefix", "-p", help="environment path")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tfgpu-install",
+                     description="Get TensorFlow running on NVIDIA GPUs. The bare form is `create`: "
+                                 "tfgpu-install --tf 2.13 --mode conda")
+    parser.add_argument("--version", action="version", version=f"tfgpu-install {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    create = sub.add_parser("create", help="build an environment (the default command)")
+    _selectors(create)
+    _env_location(create)
+    create.add_argument("--engine", help="uv, pip, rattler, conda, mamba or micromamba")
+    create.add_argument("--channel", action="append", metavar="URL", help="conda channel (repeatable)")
+    create.add_argument("--tf-source", choices=("pypi", "conda-forge"), help="where TensorFlow comes from")
+    create.add_argument("--find-links", metavar="DIR", help="local wheel directory")
+    create.add_argument("--offline", action="store_true", help="use no network")
+    source = create.add_mutually_exclusive_group()
+    source.add_argument("--from-lock", metavar="FILE")
+    source.add_argument("--from-bundle", metavar="DIR")
+    for flag, text in (("--jupyter", "register a Jupyter kernel"), ("--dry-run", "print the plan, touch nothing"),
+                       ("--force", "replace an existing environment"), ("--yes", "do not ask"),
+                       ("--no-verify", "skip the GPU check at the end")):
+        create.add_argument(flag, action="store_true", help=text)
+
+    plan = sub.add_parser("plan", help="print the resolution: versions, packages, reasons")
+    _selectors(plan)
+
+    for name, text in (("lock", "write a lockfile for a team"), ("bundle", "write an offline bundle")):
+        cmd = sub.add_parser(name, help=text)
+        _selectors(cmd)
+        cmd.add_argument("--platform", action="append", required=True, metavar="PLAT")
+        cmd.add_argument("-o", "--output", required=(name == "bundle"), metavar="PATH")
+        if name == "lock":
+            cmd.add_argument("--allow-cpu", action="store_true")
+
+    script = sub.add_parser("script", help="export a provisioning script")
+    _selectors(script)
+    script.add_argument("--format", required=True, choices=("bash", "dockerfile", "ansible", "cloud-init"))
+    script.add_argument("-o", "--output", metavar="FILE")
+
+    doctor = sub.add_parser("doctor", help="explain what is broken and how to fix it")
+    where = doctor.add_mutually_exclusive_group()
+    where.add_argument("--name", "-n")
+    where.add_argument("--prefix", "-p")
+    where.add_argument("--python", metavar="PATH")
+    doctor.add_argument("--log", metavar="FILE")
+    doctor.add_argument("--json", action="store_true")
+
+    verify = sub.add_parser("verify", help="prove the GPU works inside an environment")
+    _env_location(verify)
+    verify.add_argument("--bench", action="store_true")
+    verify.add_argument("--json", action="store_true")
+
+    matrix = sub.add_parser("matrix", help="every TensorFlow release and what it needs")
+    matrix.add_argument("--all", action="store_true", help="every patch release, not only the newest per series")
+    matrix.add_argument("--json", action="store_true")
+
+    remove = sub.add_parser("remove", help="delete an environment tfgpu-install created")
+    _env_location(remove, required=True)
+    return parser
+
+
+def _with_default_command(argv: list[str]) -> list[str]:
+    """``tfgpu-install --tf 2.13 --mode conda`` means ``tfgpu-install create --tf 2.13 --mode conda``."""
+    if not argv or argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    if not argv[0].startswith("-"):
+        raise UsageError("unknown-command", f"{argv[0]!r} is not a tfgpu-install command.",
+                         [f"Commands: {', '.join(COMMANDS)}; or the bare form `tfgpu-install --tf 2.13 --mode conda`."])
+    return ["create", *argv]
+
+
+def _check_create(args: argparse.Namespace) -> None:
+    """Option combinations argparse cannot express."""
+    mode = (args.mode or "pip").lower()
+    if args.engine is not None:
+        if args.engine not in ENGINES:
+            raise UsageError("bad-option-value", f"--engine {args.engine!r} is not one of: {', '.join(ENGINES)}.",
+                             ["Use --engine uv or pip for --mode pip, rattler/conda/mamba/micromamba for --mode conda."])
+        if ENGINES[args.engine] != mode and mode != "system":
+            raise UsageError("conflicting-options", f"--engine {args.engine} drives {ENGINES[args.engine]} "
+                             f"environments, but --mode is {mode}.",
+                             [f"Use --mode {ENGINES[args.engine]}, or drop --engine."])
+    for flag, value in (("--channel", args.channel), ("--tf-source", args.tf_source)):
+        if value and mode != "conda":
+            raise UsageError("conflicting-options", f"{flag} applies to --mode conda only (got --mode {mode}).",
+                             [f"Add --mode conda, or drop {flag}."])
+    if args.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", args.name):
+        raise UsageError("bad-env-name", f"--name {args.name!r} is not a valid environment name.",
+                         ["Use letters, digits, '.', '_' and '-' (up to 64), or give a path with --prefix."])
+
+
+def _resolve(args: argparse.Namespace):
+    from tfgpu.resolver import make_request, resolve
+
+    request = make_request(tf=args.tf, mode=args.mode, python=args.python, os=args.os, arch=args.arch,
+                           driver=args.driver, gpu_cc=args.gpu_cc)
+    host = None
+    if not args.no_detect:
+        from tfgpu.detect import probe
+
+        host = probe()
+    return resolve(request, host), host
+
+
+def _render():
+    from tfgpu import (
+        render,  # rich is imported only when something is rendered for a person
+    )
+
+    return render
+
+
+def _emit(args: argparse.Namespace, document: dict, render) -> None:
+    if getattr(args, "json", False):
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        render()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch a parsed command; raises TfgpuError on failure."""
+    command = args.command or "create"
+    if command == "matrix":
+        from tfgpu.resolver.matrix import matrix
+
+        rows = matrix(all_releases=args.all)
+        _emit(args, {"releases": rows}, lambda: _render().matrix(rows))
+        return 0
+    if command in ("plan", "create", "lock", "bundle", "script"):
+        if command == "create":
+            _check_create(args)
+        resolution, host = _resolve(args)
+        if command == "plan" or (command == "create" and args.dry_run):
+            note = None if command == "plan" else (
+                f"Dry run: nothing was changed. The {resolution.mode} installer is not built yet "
+                f"(issue #{NOT_YET['create-' + resolution.mode]}); this is the plan it will follow.")
+            document = resolution.to_dict() | {"host": host.to_dict() if host else None}
+            if note:
+                document |= {"dry_run": True, "note": note}
+            _emit(args, document, lambda: _render().plan(resolution, host, note))
+            return 0
+    raise OperationError(
+        "not-implemented",
+        f"`tfgpu-install {command}` is not built yet (issue #{NOT_YET[command]}); nothing was done.",
+        ["`tfgpu-install plan` with the same options prints the resolution it will use."
+         if command in ("create", "lock", "bundle", "script") else
+         "`tfgpu-install plan` shows what this machine can run; `tfgpu-install matrix` lists every release."],
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the tool; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    want_json = "--json" in argv
+    try:
+        args = build_parser().parse_args(_with_default_command(argv))
+        return run(args)
+    except TfgpuError as error:
+        if want_json:
+            sys.stdout.write(json.dumps(error.to_dict(), indent=2) + "\n")
+        else:
+            _render().error(error)
+        return error.exit_code
+    except SystemExit as done:  # --help and --version
+        return int(done.code or 0)
+    except KeyboardInterrupt:
+        sys.stderr.write("Interrupted.\n")
+        return 130
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Operating system, WSL2, architecture, distribution, glibc and the Pythons on PATH."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tfgpu.detect.system import System
+
+WSL_LIB = "/usr/lib/wsl/lib"
+"""Where WSL2 mounts the Windows driver's libcuda.so.1 and nvidia-smi."""
+
+_ARCH = {
+    "x86_64": "x86_64",
+    "amd64": "x86_64",
+    "x64": "x86_64",
+    "aarch64": "aarch64",
+    "arm64": "aarch64",
+}
+_OS = {"Linux": "linux", "Windows": "windows", "Darwin": "macos"}
+PYTHON_MINORS = range(6, 16)
+"""``python3.6`` … ``python3.15`` are looked for on PATH."""
+
+
+class PlatformSummary(NamedTuple):
+    """The non-GPU facts of a host."""
+
+    os: str
+    arch: str
+    os_release: str
+    glibc: str | None
+    python: str
+    pythons: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def detect_platform(system: System) -> PlatformSummary:
+    facts = system.platform()
+    os_name, notes = detect_os(system, facts.system)
+    linux_like = os_name in ("linux", "wsl2")
+    return PlatformSummary(
+        os=os_name,
+        arch=normalize_arch(facts.machine),
+        os_release=read_os_release(system) if linux_like else facts.description,
+        glibc=facts.glibc if linux_like else None,
+        python=facts.python,
+        pythons=pythons_on_path(system),
+        notes=notes,
+    )
+
+
+def detect_os(system: System, platform_system: str) -> tuple[str, tuple[str, ...]]:
+    """``"linux"``, ``"wsl2"``, ``"windows"``, ``"macos"`` (or the lower-cased system name), and
+    notes. WSL1 counts as ``"linux"`` with a note: it has no GPU support at all."""
+    if platform_system != "Linux":
+        return _OS.get(platform_system, platform_system.lower() or "unknown"), ()
+    kernel = (system.read_text("/proc/sys/kernel/osrelease") or "").strip()
+    lowered = kernel.lower()
+    if "wsl2" in lowered or "microsoft-standard" in lowered:
+        return "wsl2", ()
+    if "microsoft" in lowered:  # WSL1 kernels say "4.4.0-19041-Microsoft"
+        return "linux", (
+            f"WSL1 detected (kernel {kernel}): WSL1 has no GPU support; convert the distribution "
+            "with 'wsl --set-version <distro> 2'.",
+        )
+    if system.env("WSL_DISTRO_NAME"):  # WSL2 running a custom kernel
+        return "wsl2", ()
+    return "linux", ()
+
+
+def normalize_arch(machine: str) -> str:
+    """``amd64``/``x64`` → ``x86_64``, ``arm64`` → ``aarch64``; others lower-cased as given."""
+    return _ARCH.get(machine.lower(), machine.lower())
+
+
+def read_os_release(system: System) -> str:
+    """PRETTY_NAME from /etc/os-release (or /usr/lib/os-release); ``""`` when there is none."""
+    text = system.read_text("/etc/os-release") or system.read_text("/usr/lib/os-release") or ""
+    fields = parse_os_release(text)
+    if fields.get("PRETTY_NAME"):
+        return fields["PRETTY_NAME"]
+    return " ".join(part for part in (fields.get("NAME"), fields.get("VERSION")) if part)
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    """The KEY=value pairs of an os-release file, quotes removed."""
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if not sep or key.startswith("#"):
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+        fields[key.strip()] = value
+    return fields
+
+
+def pythons_on_path(system: System) -> tuple[str, ...]:
+    """``"3.N"`` for each ``python3.N`` on PATH. They are found, never run: probing stays fast."""
+    return tuple(f"3.{minor}" for minor in PYTHON_MINORS if system.which(f"python3.{minor}"))

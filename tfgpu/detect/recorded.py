@@ -1,0 +1,99 @@
+"""A :class:`~tfgpu.detect.system.System` that answers from recorded facts.
+
+Tests build one from recorded ``nvidia-smi`` outputs, ``/proc`` files and NVML/libcuda answers,
+and other parts of the project use one to probe a machine they are not running on. It touches
+nothing on the real machine.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tfgpu.detect.system import Completed, NvmlSnapshot, PlatformFacts
+
+LINUX_X86_64 = PlatformFacts(system="Linux", machine="x86_64", python="3.11", glibc="2.36")
+
+
+@dataclass
+class RecordedSystem:
+    """Answers every :class:`System` question from the mappings given.
+
+    ``commands`` maps an argv tuple to ``(returncode, stdout, stderr)``; an unrecorded command
+    cannot be started (``run`` returns None). ``executables`` maps a name to its path for
+    ``which``. ``links`` maps a path to what it resolves to. ``libcuda`` maps a library name to
+    ``cuDriverGetVersion``'s value or an error string; an unlisted library is not found. Every
+    ``run`` call is appended to ``ran``.
+    """
+
+    files: Mapping[str, str] = field(default_factory=dict)
+    dirs: Sequence[str] = ()
+    executables: Mapping[str, str] = field(default_factory=dict)
+    commands: Mapping[tuple[str, ...], tuple[int, str, str]] = field(default_factory=dict)
+    environ: Mapping[str, str] = field(default_factory=dict)
+    links: Mapping[str, str] = field(default_factory=dict)
+    nvml_answer: NvmlSnapshot | str = "libnvidia-ml.so.1 not found"
+    libcuda: Mapping[str, int | str] = field(default_factory=dict)
+    facts: PlatformFacts = LINUX_X86_64
+    ran: list[tuple[str, ...]] = field(default_factory=list)
+
+    def _paths(self) -> set[str]:
+        paths = set(self.files) | set(self.dirs) | set(self.executables.values())
+        for path in list(paths):
+            parent = posixpath.dirname(path)
+            while parent not in ("", "/"):
+                paths.add(parent)
+                parent = posixpath.dirname(parent)
+        return paths
+
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+        text = self.files.get(self.realpath(path), self.files.get(path))
+        return None if text is None else text[:max_bytes]
+
+    def is_file(self, path: str) -> bool:
+        real = self.realpath(path)
+        return real in self.files or real in self.executables.values()
+
+    def is_dir(self, path: str) -> bool:
+        real = self.realpath(path)
+        return real in self._paths() and not self.is_file(real)
+
+    def realpath(self, path: str) -> str:
+        for _ in range(40):
+            for link, target in self.links.items():
+                if path == link or path.startswith(link + "/"):
+                    path = target + path[len(link) :]
+                    break
+            else:
+                return path
+        return path
+
+    def glob(self, pattern: str) -> list[str]:
+        depth = pattern.count("/")  # like glob, "*" never crosses a "/"
+        return sorted(
+            path
+            for path in self._paths() | set(self.links)
+            if path.count("/") == depth and fnmatch.fnmatchcase(path, pattern)
+        )
+
+    def env(self, name: str) -> str | None:
+        return self.environ.get(name)
+
+    def which(self, name: str) -> str | None:
+        return self.executables.get(name)
+
+    def run(self, argv: Sequence[str], timeout: float = 10.0) -> Completed | None:
+        self.ran.append(tuple(argv))
+        answer = self.commands.get(tuple(argv))
+        return None if answer is None else Completed(*answer)
+
+    def platform(self) -> PlatformFacts:
+        return self.facts
+
+    def nvml(self) -> NvmlSnapshot | str:
+        return self.nvml_answer
+
+    def libcuda_driver_version(self, library: str) -> int | str:
+        return self.libcuda.get(library, f"{library}: cannot open shared object file")

@@ -1,0 +1,270 @@
+"""The one door between detection and the machine.
+
+Every fact :func:`tfgpu.detect.probe` learns comes through a :class:`System`: files, PATH,
+environment variables, child processes, NVML and libcuda. Tests pass a
+:class:`~tfgpu.detect.recorded.RecordedSystem` built from recorded outputs instead. No method
+raises: a missing file, tool or library is an answer (None, or a short error string).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob as _glob
+import os
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+
+class Completed(NamedTuple):
+    """A finished child process. A timeout reads as return code 124 with a note on stderr."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class NvmlDevice(NamedTuple):
+    """One GPU as NVML describes it."""
+
+    index: int
+    name: str
+    compute_capability: tuple[int, int] | None
+    memory_total_bytes: int | None
+    uuid: str | None
+
+
+class NvmlSnapshot(NamedTuple):
+    """What NVML answered during one nvmlInit/nvmlShutdown session."""
+
+    driver_version: str
+    cuda_driver_version: int | None
+    """``nvmlSystemGetCudaDriverVersion_v2``: 13000 means CUDA 13.0."""
+    devices: tuple[NvmlDevice, ...] = ()
+    device_errors: tuple[str, ...] = ()
+    """One line per GPU NVML could not read (e.g. ``"GPU 3: GPU is lost"``)."""
+
+
+class PlatformFacts(NamedTuple):
+    """What the interpreter knows about the platform without touching the filesystem."""
+
+    system: str
+    """``platform.system()``: ``"Linux"``, ``"Windows"``, ``"Darwin"``."""
+    machine: str
+    """``platform.machine()``: ``"x86_64"``, ``"AMD64"``, ``"arm64"``, ``"aarch64"``."""
+    python: str
+    """The running interpreter, ``"3.11"``."""
+    glibc: str | None
+    """``"2.36"``, or None without glibc."""
+    description: str = ""
+    """A readable platform string for systems without /etc/os-release (Windows, macOS)."""
+
+
+class System:
+    """The real machine."""
+
+    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+        """The file's text (at most ``max_bytes``, undecodable bytes replaced), or None."""
+        try:
+            with open(path, "rb") as handle:
+                return handle.read(max_bytes).decode("utf-8", "replace")
+        except OSError:
+            return None
+
+    def is_file(self, path: str) -> bool:
+        return os.path.isfile(path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return sorted(_glob.glob(pattern))
+
+    def env(self, name: str) -> str | None:
+        return os.environ.get(name)
+
+    def which(self, name: str) -> str | None:
+        return shutil.which(name)
+
+    def run(self, argv: Sequence[str], timeout: float = 10.0) -> Completed | None:
+        """Run ``argv`` (no shell) and capture its output; None when it cannot be started."""
+        import subprocess  # only paid for when a tool is actually run
+
+        try:
+            done = subprocess.run(
+                list(argv),
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                env={**os.environ, "LC_ALL": "C"},
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            return Completed(124, "", f"timed out after {timeout:g} s")
+        except (OSError, ValueError):
+            return None
+        return Completed(done.returncode, done.stdout, done.stderr)
+
+    def platform(self) -> PlatformFacts:
+        if hasattr(os, "uname"):  # POSIX: no need to import `platform` (plan's start-up is budgeted)
+            uname = os.uname()
+            system, machine = uname.sysname, uname.machine
+        else:
+            import platform
+
+            system, machine = platform.system(), platform.machine()
+        glibc = None
+        description = ""
+        if system == "Linux":
+            glibc = _glibc_version()
+        elif system == "Darwin":
+            import platform
+
+            release = platform.mac_ver()[0]
+            description = f"macOS {release}" if release else "macOS"
+        else:
+            import platform
+
+            description = platform.platform(terse=True)
+        return PlatformFacts(
+            system=system,
+            machine=machine,
+            python=f"{sys.version_info.major}.{sys.version_info.minor}",
+            glibc=glibc,
+            description=description,
+        )
+
+    def nvml(self) -> NvmlSnapshot | str:
+        """Ask NVML through nvidia-ml-py; a short error string when it cannot answer."""
+        if sys.platform.startswith("linux"):
+            # Importing pynvml costs 30-130 ms; do not pay it where the library is absent.
+            try:
+                ctypes.CDLL("libnvidia-ml.so.1")
+            except OSError:
+                return "libnvidia-ml.so.1 not found"
+        try:
+            import pynvml
+        except ImportError:
+            return "nvidia-ml-py is not installed"
+        try:
+            pynvml.nvmlInit()
+        except Exception as exc:  # noqa: BLE001 - any NVML failure is an answer, not a crash
+            return _short(exc)
+        try:
+            return _nvml_snapshot(pynvml)
+        except Exception as exc:  # noqa: BLE001
+            return _short(exc)
+        finally:
+            try:
+                pynvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def libcuda_driver_version(self, library: str) -> int | str:
+        """``cuDriverGetVersion`` from ``library`` (12040 means CUDA 12.4), or a short error.
+
+        No ``cuInit``: the version call does not need it, and cuInit costs ~220 ms.
+        """
+        try:
+            lib = ctypes.CDLL(library)
+            get_version = lib.cuDriverGetVersion
+        except (OSError, AttributeError) as exc:
+            return _short(exc)
+        get_version.argtypes = [ctypes.POINTER(ctypes.c_int)]
+        get_version.restype = ctypes.c_int
+        version = ctypes.c_int(0)
+        result = get_version(ctypes.byref(version))
+        if result != 0:
+            return f"cuDriverGetVersion failed with CUresult {result}"
+        return version.value
+
+
+def in_background(function: Callable[..., object], *args: object) -> Callable[[], object]:
+    """Start ``function(*args)`` in a thread; the callable returned waits for it and returns its
+    result (or raises its exception). Used to overlap nvidia-smi's ~25 ms runs with NVML."""
+    outcome: list = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, function(*args)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            outcome.append((False, exc))
+
+    import threading  # only when there is something to overlap
+
+    thread = threading.Thread(target=target, name=f"tfgpu-{getattr(function, '__name__', 'task')}")
+    thread.daemon = True
+    thread.start()
+
+    def wait() -> object:
+        thread.join()
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    return wait
+
+
+def _nvml_snapshot(pynvml) -> NvmlSnapshot:
+    driver = _text(pynvml.nvmlSystemGetDriverVersion())
+    try:
+        cuda = int(pynvml.nvmlSystemGetCudaDriverVersion_v2())
+    except Exception:  # noqa: BLE001 - older drivers lack the call; the version still counts
+        cuda = None
+    devices, errors = [], []
+    for index in range(pynvml.nvmlDeviceGetCount()):
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name = _text(pynvml.nvmlDeviceGetName(handle))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"GPU {index}: {_short(exc)}")
+            continue
+        devices.append(
+            NvmlDevice(
+                index=index,
+                name=name,
+                compute_capability=_optional(pynvml.nvmlDeviceGetCudaComputeCapability, handle),
+                memory_total_bytes=_optional(
+                    lambda h: int(pynvml.nvmlDeviceGetMemoryInfo(h).total), handle
+                ),
+                uuid=_optional(lambda h: _text(pynvml.nvmlDeviceGetUUID(h)), handle),
+            )
+        )
+    return NvmlSnapshot(driver, cuda, tuple(devices), tuple(errors))
+
+
+def _optional(call, handle):
+    try:
+        value = call(handle)
+    except Exception:  # noqa: BLE001 - one unreadable attribute must not hide the GPU
+        return None
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _glibc_version() -> str | None:
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""  # "glibc 2.36"
+    except (ValueError, OSError):
+        libc = ""
+    name, _, version = libc.partition(" ")
+    if name == "glibc" and version:
+        return version
+    import platform
+
+    name, version = platform.libc_ver()
+    return version if name == "glibc" and version else None

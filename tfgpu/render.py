@@ -1,0 +1,116 @@
+"""Human-readable output with rich. Part of the CLI layer: only ``tfgpu.cli`` imports it."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from tfgpu.errors import TfgpuError
+
+_out = Console(highlight=False)
+_err = Console(stderr=True, highlight=False)
+
+
+def error(err: TfgpuError) -> None:
+    """An error as one paragraph, its code, and the ways forward."""
+    body = Text(err.message)
+    for alternative in err.alternatives:
+        body.append("\n  → " + alternative)
+    _err.print(Panel(body, title=f"[bold red]error: {err.code}[/]", title_align="left",
+                     border_style="red", expand=False))
+
+
+def host(detected) -> None:
+    """What detection found: every driver source (answered or not), GPUs, toolkits."""
+    if detected is None:
+        return
+    lines = [f"{detected.os} {detected.arch}, {detected.os_release or 'unknown OS release'}, "
+             f"glibc {detected.glibc or '-'}, Python {detected.python}"]
+    if detected.driver is not None:
+        lines.append(f"driver {detected.driver.version or '?'} (CUDA {detected.driver.cuda or '?'})"
+                     + ("" if detected.driver.agree else f" — sources disagree: {detected.driver.disagreement}"))
+        for reading in detected.driver.readings:
+            answer = (f"{reading.driver_version or '-'} / CUDA {reading.cuda or '-'}" if reading.ok
+                      else f"no answer ({reading.error})")
+            lines.append(f"  {reading.source}: {answer}")
+    for gpu in detected.gpus:
+        memory = f", {gpu.memory_mib} MiB" if gpu.memory_mib else ""
+        lines.append(f"GPU {gpu.index}: {gpu.name}, compute capability {gpu.compute_capability or '?'}{memory}")
+    for kit in detected.toolkits:
+        lines.append(f"CUDA toolkit {kit.version} at {kit.path} ({kit.source})")
+    for note in detected.notes:
+        lines.append(f"[dim]{note}[/]")
+    _out.print(Panel("\n".join(lines), title="[bold]this machine[/]", title_align="left", expand=False))
+
+
+def plan(resolution, detected=None, note: str | None = None) -> None:
+    """The plan: the chosen combination, packages, warnings, reasons, rejected releases."""
+    host(detected)
+    r = resolution
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="bold")
+    summary.add_column()
+    summary.add_row("TensorFlow", f"{r.package}=={r.tensorflow}")
+    summary.add_row("Python", r.python)
+    if r.accelerator == "cuda":
+        summary.add_row("CUDA", f"{r.cuda}  (built with {r.cuda_build})")
+        summary.add_row("cuDNN", f"{r.cudnn} or a newer {r.cudnn.split('.')[0]}.x")
+        summary.add_row("Min. driver", f"{r.min_driver} ({r.os}); the toolkit shipped with {r.toolkit_driver}"
+                        if r.min_driver else "unknown")
+        summary.add_row("Driver", r.driver or "none detected / not given")
+    else:
+        summary.add_row("GPU", "Apple GPU through tensorflow-metal")
+    summary.add_row("Mode", r.mode)
+    summary.add_row("Target", f"{r.os} {r.arch}")
+    _out.print(Panel(summary, title="[bold]tfgpu-install plan[/]", title_align="left", expand=False))
+
+    packages = Table(title="Packages", title_justify="left", show_header=True, header_style="bold")
+    packages.add_column("from")
+    packages.add_column("requirement")
+    for origin, items in (("conda-forge", r.packages.conda), ("PyPI", r.packages.pip),
+                          ("download", r.packages.downloads)):
+        for item in items:
+            packages.add_row(origin, item)
+    _out.print(packages)
+
+    for w in r.warnings:
+        _out.print(f"[yellow]warning[/] [bold]{w.code}[/]: {w.message}")
+        if w.fix:
+            _out.print(f"  [dim]fix:[/] {w.fix}")
+    _out.print("[bold]Why[/]")
+    for reason in r.reasons:
+        _out.print(f"  • {reason}")
+    if r.rejected:
+        _out.print("[bold]Newer releases not taken[/]")
+        for code, group in groupby(r.rejected, key=lambda rej: rej.code):
+            group = list(group)
+            span = group[0].tensorflow if len(group) == 1 else f"{group[-1].tensorflow} … {group[0].tensorflow}"
+            _out.print(f"  • {span} [dim]({code})[/]: {group[0].message}")
+    if note:
+        _out.print(f"[cyan]{note}[/]")
+
+
+def matrix(rows: list[dict]) -> None:
+    """Every release: Python, CUDA, cuDNN, drivers, GPU architectures, platforms."""
+    table = Table(title="TensorFlow GPU matrix (Linux x86_64 unless noted)", header_style="bold")
+    for column in ("TF", "Python", "CUDA", "cuDNN", "driver Linux", "driver Win", "min CC", "GPU on", "pip CUDA"):
+        table.add_column(column)
+    for row in rows:
+        pythons = row["python"]
+        table.add_row(
+            row["tensorflow"],
+            f"{pythons[0]}–{pythons[-1]}" if pythons else "-",
+            row["cuda"] or "-",
+            row["cudnn"] or "-",
+            row["min_driver_linux"] or "-",
+            row["min_driver_windows"] if "windows_x86_64" in row["gpu_platforms"] else "WSL2",
+            row["min_compute_capability"] or "?",
+            ", ".join(p.replace("_x86_64", "") for p in row["gpu_platforms"]) or "-",
+            "and-cuda" if any("[and-cuda]" in p for p in row["pip_cuda"])
+            else ("pinned" if row["pip_cuda"] else "-"),
+        )
+    _out.print(table)

@@ -1,0 +1,101 @@
+"""``resolve(request, host) -> Resolution``: the whole algorithm, pure.
+
+No subprocess, no network, no printing: the tables in ``tfgpu/data`` and the two inputs are all
+it reads. Impossible requests raise :class:`~tfgpu.errors.ImpossibleError` with a stable code and
+ways forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tfgpu.errors import ImpossibleError
+from tfgpu.resolver import tables
+from tfgpu.resolver.candidates import candidates
+from tfgpu.resolver.evaluate import Evaluation, evaluate
+from tfgpu.resolver.model import Rejection, Resolution, Target
+from tfgpu.resolver.notices import notices_for
+from tfgpu.resolver.request import Request
+from tfgpu.resolver.target import make_target
+
+
+def resolve(request: Request, host=None) -> Resolution:
+    """Choose TensorFlow, Python, CUDA and cuDNN for ``request`` on ``host`` (a detected
+    ``tfgpu.detect.Host``, or ``None`` to plan purely from the request).
+
+    The newest release admitted by ``request.tf`` that passes every check wins; every newer one
+    is listed in ``Resolution.rejected`` with its reason.
+    """
+    target = make_target(request, host)
+    releases, how = candidates(request.tf)
+    rejected: list[Rejection] = []
+    for release in releases:
+        ev = evaluate(release, target, request.mode)
+        if ev.failure is None:
+            return _resolution(ev, how, rejected, host)
+        rejected.append(Rejection(str(release.version), ev.failure.code, ev.failure.message))
+    raise _no_fit(request, target, releases)
+
+
+def newest_fit(target: Target, mode: str) -> Evaluation | None:
+    """The newest release of all that fits ``target`` in ``mode``, if any."""
+    for release in tables.releases():
+        ev = evaluate(release, target, mode)
+        if ev.failure is None:
+            return ev
+    return None
+
+
+def _no_fit(request: Request, target: Target, releases) -> ImpossibleError:
+    first = evaluate(releases[0], target, request.mode).failure
+    alternatives = list(first.alternatives)
+    if len(releases) > 1:
+        message = (f"No release matching --tf {request.tf or 'latest'} fits this target. "
+                   f"The newest, TF {releases[0].version}: {first.message}")
+    else:
+        message = first.message
+    fit = newest_fit(target, request.mode) if request.tf not in (None, "latest") else None
+    if fit is not None:
+        alternatives.append(f"TF {fit.release.version} is the newest release that fits this target "
+                            f"(Python {fit.python}, CUDA {fit.cuda or '-'}): --tf {fit.release.version}.")
+    if first.code == "python-unsupported" and target.python_given:
+        fit = newest_fit(replace(target, python=None, python_given=False), request.mode)
+        if fit is not None and request.tf in (None, "latest"):
+            alternatives.append(f"Without --python, TF {fit.release.version} fits (Python {', '.join(fit.pythons)}).")
+    if first.code in ("driver-too-old", "gpu-too-old", "gpu-arch-unsupported"):
+        alternatives.append("NVIDIA's NGC TensorFlow containers (nvcr.io/nvidia/tensorflow) are built for "
+                            "current GPUs and drivers.")
+    return ImpossibleError(first.code, message, alternatives)
+
+
+def _resolution(ev: Evaluation, how: str, rejected: list[Rejection], host) -> Resolution:
+    release, target = ev.release, ev.target
+    option = ev.options[ev.mode]
+    warnings, reasons = notices_for(ev, how, host)
+    series = tables.series().get(release.series)
+    sources = set(release.source) | set(series.source if series else ())
+    if ev.need:
+        sources |= set(ev.need.source)
+    return Resolution(
+        tensorflow=str(release.version),
+        package=ev.metal.package if ev.metal else release.gpu_package,
+        python=ev.python,
+        mode=ev.mode,
+        os=target.os,
+        arch=target.arch,
+        platform=target.platform,
+        accelerator="metal" if ev.metal else "cuda",
+        cuda=".".join(ev.cuda.split(".")[:2]) if ev.cuda else None,
+        cuda_build=ev.cuda,
+        cudnn=ev.cudnn if not ev.metal else None,
+        min_driver=ev.need.minimum if ev.need else None,
+        toolkit_driver=ev.need.toolkit_minimum if ev.need else None,
+        driver=target.driver,
+        compute_capabilities=ev.wheel.compute_capabilities if ev.wheel and not ev.metal else (),
+        packages=option.packages,
+        modes=ev.options,
+        warnings=tuple(warnings),
+        reasons=tuple(reasons),
+        rejected=tuple(rejected),
+        sources=tuple(sorted(sources)),
+    )

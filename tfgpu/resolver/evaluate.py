@@ -1,0 +1,198 @@
+"""Judge one release against one target and mode: does it fit, and if not, why not.
+
+Checks run in a fixed order (GPU build on the platform, Python, glibc, install mode, driver,
+GPU architecture); the first that fails names the release's error code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from packaging.version import Version
+
+from tfgpu.resolver import gpu, tables
+from tfgpu.resolver.drivers import DriverNeed, driver_at_least, driver_need
+from tfgpu.resolver.model import ModeOption, Target
+from tfgpu.resolver.packages import conda_option, pip_option, system_option
+
+LAST_NATIVE_WINDOWS = Version("2.10.1")
+
+
+class Failure(NamedTuple):
+    code: str
+    message: str
+    alternatives: tuple[str, ...] = ()
+
+
+@dataclass
+class Evaluation:
+    """Everything learned about one release for one target."""
+
+    release: tables.Release
+    target: Target
+    mode: str
+    wheel: tables.Wheel | None = None
+    metal: tables.MetalRow | None = None
+    python: str | None = None
+    pythons: tuple[str, ...] = ()
+    cuda: str | None = None
+    cudnn: str | None = None
+    need: DriverNeed | None = None
+    coverage: dict[str, gpu.Coverage] = field(default_factory=dict)
+    options: dict[str, ModeOption] = field(default_factory=dict)
+    failure: Failure | None = None
+
+
+def evaluate(release: tables.Release, target: Target, mode: str) -> Evaluation:
+    """Run every check; ``Evaluation.failure`` is ``None`` when the release fits."""
+    ev = Evaluation(release=release, target=target, mode=mode)
+    for check in (_gpu_build, _python, _glibc, _modes, _driver, _compute_capability):
+        failure = check(ev)
+        if failure is not None:
+            ev.failure = failure
+            break
+    return ev
+
+
+def _metal_row(release: tables.Release, arch: str) -> tables.MetalRow | None:
+    for row in tables.metal():
+        if release.version in row.tensorflow and (arch == "aarch64" or row.x86_64):
+            return row
+    return None
+
+
+def _gpu_build(ev: Evaluation) -> Failure | None:
+    release, target = ev.release, ev.target
+    ev.wheel = release.wheels.get(target.platform)
+    if target.os == "macos":
+        ev.metal = _metal_row(release, target.arch)
+        if ev.metal is None:
+            return Failure("no-gpu-build",
+                           f"tensorflow-metal, Apple's GPU plugin, publishes no build for TF {release.version} "
+                           f"on macOS {target.arch}.",
+                           ("On Apple silicon, TF 2.13-2.17 pair with tensorflow-metal 1.1.0.",))
+        return None
+    if target.platform == "windows_x86_64" and release.version > LAST_NATIVE_WINDOWS:
+        return Failure("windows-native-gpu-unsupported",
+                       f"TF {release.version} has no GPU support on native Windows: TF 2.10 was the last release "
+                       "with it; from 2.11 on, TensorFlow's Windows wheels are CPU-only.",
+                       ("Use WSL2 (Windows 10 21H2/19044 or newer, Windows driver >= 528.33): --os wsl2.",
+                        "Or stay on native Windows with TF 2.10: --tf 2.10 --mode conda."))
+    if ev.wheel is None or not ev.wheel.cuda_build:
+        if target.platform == "linux_aarch64":
+            return Failure("no-gpu-build",
+                           f"TensorFlow's Linux aarch64 wheels are CPU-only (TF {release.version} included): "
+                           "`pip install tensorflow[and-cuda]` there gives no GPU.",
+                           ("Use NVIDIA's NGC TensorFlow container (nvcr.io/nvidia/tensorflow), which has GPU "
+                            "builds for aarch64 (Grace Hopper, Jetson).",
+                            "Or plan for an x86_64 server: --arch x86_64."))
+        what = "no wheel" if ev.wheel is None else "a CPU-only wheel"
+        return Failure("no-gpu-build", f"TF {release.version} has {what} for {target.platform}.")
+    series = tables.series().get(release.series)
+    ev.cuda = ev.wheel.cuda if ev.wheel.cuda.count(".") >= 1 else (series.cuda if series else None)
+    ev.cudnn = series.cudnn if series else ev.wheel.cudnn
+    return None
+
+
+def _supported_pythons(ev: Evaluation) -> tuple[str, ...]:
+    if ev.metal is not None:
+        base = ev.wheel.python if ev.wheel else ()
+        if not base:  # Apple silicon before 2.13: tensorflow-macos, whose tags tfgpu does not record
+            x86 = ev.release.wheels.get("macos_x86_64")
+            base = x86.python if x86 else ()
+        return tuple(p for p in base if not ev.metal.python or p in ev.metal.python)
+    return ev.wheel.python if ev.wheel else ()
+
+
+def _python(ev: Evaluation) -> Failure | None:
+    target = ev.target
+    ev.pythons = tuple(sorted(_supported_pythons(ev), key=Version))
+    if not ev.pythons:
+        return Failure("python-unsupported", f"TF {ev.release.version} lists no Python wheels for {target.platform}.")
+    if target.python is not None:
+        if target.python not in ev.pythons:
+            return Failure("python-unsupported",
+                           f"TF {ev.release.version} has no {target.platform} wheels for Python {target.python}; "
+                           f"it has wheels for Python {', '.join(ev.pythons)}.",
+                           (f"Use --python {ev.pythons[-1]}.",))
+        ev.python = target.python
+    elif ev.mode in ("pip", "system") and target.running_python in ev.pythons:
+        ev.python = target.running_python
+    else:
+        ev.python = ev.pythons[-1]
+    return None
+
+
+_MANYLINUX = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
+
+
+def required_glibc(platform_tag: str) -> str | None:
+    """The glibc a manylinux tag needs: ``manylinux_2_27_x86_64`` -> ``2.27``."""
+    match = re.match(r"manylinux_(\d+)_(\d+)_", platform_tag)
+    if match:
+        return f"{match.group(1)}.{match.group(2)}"
+    return _MANYLINUX.get(platform_tag.split("_")[0])
+
+
+def _glibc(ev: Evaluation) -> Failure | None:
+    if not ev.target.glibc or ev.wheel is None:
+        return None
+    needed = required_glibc(ev.wheel.platform_tag)
+    if needed and Version(ev.target.glibc) < Version(needed):
+        return Failure("glibc-too-old",
+                       f"TF {ev.release.version}'s wheels ({ev.wheel.platform_tag}) need glibc >= {needed}; "
+                       f"this system has glibc {ev.target.glibc}.",
+                       ("Upgrade the OS, or use a container with a newer glibc.",))
+    return None
+
+
+def _modes(ev: Evaluation) -> Failure | None:
+    release, target = ev.release, ev.target
+    ev.options = {
+        "pip": pip_option(release, target.platform, ev.python, ev.metal),
+        "conda": conda_option(release, ev.cuda, ev.cudnn, ev.python, ev.metal),
+        "system": (system_option(release, target.platform, ev.cuda, ev.cudnn) if ev.metal is None
+                   else ModeOption(False, code="mode-unsupported",
+                                   reason="System mode installs NVIDIA's CUDA runfile; macOS has no CUDA.")),
+    }
+    option = ev.options[ev.mode]
+    if option.available:
+        return None
+    others = [f"--mode {name}" for name, opt in ev.options.items() if opt.available and name != ev.mode]
+    return Failure(option.code, f"--mode {ev.mode} cannot install TF {release.version}: {option.reason}",
+                   tuple(f"Use {o}." for o in others))
+
+
+def _driver(ev: Evaluation) -> Failure | None:
+    if ev.metal is not None or ev.cuda is None:
+        return None
+    ev.need = driver_need(ev.cuda, ev.target.os)
+    driver = ev.target.driver
+    if ev.need is None or driver is None:
+        return None
+    if not driver_at_least(driver, ev.need.minimum):
+        return Failure("driver-too-old",
+                       f"TF {ev.release.version} was built with CUDA {ev.cuda}, which needs NVIDIA driver "
+                       f">= {ev.need.minimum} on {ev.target.os}; the driver is {driver} ({ev.target.driver_source}).",
+                       (f"Upgrade the NVIDIA driver to {ev.need.minimum} or newer (TensorFlow never needs a "
+                        "system CUDA toolkit, only the driver).",))
+    return None
+
+
+def _compute_capability(ev: Evaluation) -> Failure | None:
+    if ev.metal is not None or ev.wheel is None:
+        return None
+    caps = ev.wheel.compute_capabilities
+    for cc in ev.target.gpu_ccs:
+        ev.coverage[cc] = gpu.coverage(cc, caps)
+        if ev.coverage[cc] is gpu.Coverage.TOO_OLD:
+            return Failure("gpu-too-old",
+                           f"TF {ev.release.version}'s wheels have kernels for compute capability "
+                           f"{gpu.lowest_cc(caps)} and newer ({gpu.describe(caps)}); this GPU is {cc}.")
+        if ev.coverage[cc] is gpu.Coverage.NO_KERNELS:
+            return Failure("gpu-arch-unsupported",
+                           f"TF {ev.release.version}'s wheels have neither SASS nor usable PTX for compute "
+                           f"capability {cc} (they carry {gpu.describe(caps)}).")
+    return None

@@ -1,0 +1,127 @@
+"""The resolver's output: a :class:`Resolution` and what it is made of."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A warning attached to a plan that still works: a stable ``code``, what, and what to do."""
+
+    code: str
+    message: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a newer release than the chosen one was not taken."""
+
+    tensorflow: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Packages:
+    """What one install mode puts into the environment."""
+
+    pip: tuple[str, ...] = ()
+    """Requirements installed from PyPI (uv or pip)."""
+    conda: tuple[str, ...] = ()
+    """conda match specs solved against conda-forge."""
+    downloads: tuple[str, ...] = ()
+    """Vendor archives (system mode): NVIDIA's runfile, the cuDNN archive."""
+    notes: tuple[str, ...] = ()
+    """How these packages were chosen, one sentence each."""
+
+    def to_dict(self) -> dict:
+        return {key: list(value) for key, value in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class ModeOption:
+    """Whether an install mode can build this release for this target, and with what."""
+
+    available: bool
+    packages: Packages = Packages()
+    code: str = ""
+    reason: str = ""
+    warnings: tuple[Notice, ...] = ()
+    """Caveats of this mode's package choice (e.g. a version whose builds are unverified)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The machine the plan is for: the request's values, else the detected host's."""
+
+    os: str
+    arch: str
+    platform: str
+    python: str | None
+    python_given: bool
+    driver: str | None
+    driver_source: str
+    gpu_ccs: tuple[str, ...]
+    gpu_source: str
+    glibc: str | None
+    running_python: str | None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The chosen combination, the packages for each mode, and the reasons."""
+
+    tensorflow: str
+    package: str
+    python: str
+    mode: str
+    os: str
+    arch: str
+    platform: str
+    accelerator: str
+    """``cuda`` for NVIDIA GPUs, ``metal`` for tensorflow-metal on macOS."""
+    cuda: str | None
+    cuda_build: str | None
+    cudnn: str | None
+    min_driver: str | None
+    toolkit_driver: str | None
+    driver: str | None
+    compute_capabilities: tuple[str, ...]
+    packages: Packages
+    modes: dict[str, ModeOption]
+    warnings: tuple[Notice, ...]
+    reasons: tuple[str, ...]
+    rejected: tuple[Rejection, ...]
+    sources: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict:
+        """The ``plan --json`` document (contract: see the README)."""
+        return {
+            "tensorflow": self.tensorflow,
+            "package": self.package,
+            "python": self.python,
+            "cuda": self.cuda,
+            "cuda_build": self.cuda_build,
+            "cudnn": self.cudnn,
+            "min_driver": self.min_driver,
+            "toolkit_driver": self.toolkit_driver,
+            "driver": self.driver,
+            "mode": self.mode,
+            "os": self.os,
+            "arch": self.arch,
+            "platform": self.platform,
+            "accelerator": self.accelerator,
+            "compute_capabilities": list(self.compute_capabilities),
+            "packages": self.packages.to_dict(),
+            "modes": {
+                name: {"available": opt.available, "packages": opt.packages.to_dict(),
+                       "code": opt.code or None, "reason": opt.reason or None}
+                for name, opt in self.modes.items()
+            },
+            "warnings": [asdict(w) for w in self.warnings],
+            "reasons": list(self.reasons),
+            "rejected": [asdict(r) for r in self.rejected],
+            "sources": list(self.sources),
+        }

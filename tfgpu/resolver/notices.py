@@ -1,0 +1,109 @@
+"""The "why" trace and the warnings of a chosen plan."""
+
+from __future__ import annotations
+
+from tfgpu.resolver import gpu, tables
+from tfgpu.resolver.drivers import driver_at_least
+from tfgpu.resolver.evaluate import Evaluation
+from tfgpu.resolver.model import Notice
+from tfgpu.resolver.packages import quirks_for
+
+
+def notices_for(ev: Evaluation, how: str, host) -> tuple[list[Notice], list[str]]:
+    """Warnings (with codes) and reasons (sentences) for the release ``ev`` describes."""
+    warnings: list[Notice] = []
+    reasons = [f"TensorFlow {ev.release.version}: {how}."]
+    target = ev.target
+    reasons.append(f"Target {target.os} {target.arch} (wheel platform {target.platform}).")
+    if ev.metal is not None:
+        _metal(ev, warnings, reasons)
+    else:
+        _cuda(ev, warnings, reasons)
+    py_how = ("as requested" if target.python_given
+              else "the running interpreter" if ev.python == target.running_python and ev.mode != "conda"
+              else "the newest with wheels")
+    reasons.append(f"Python {ev.python}: {py_how} (TF {ev.release.version} has {target.platform} wheels "
+                   f"for {', '.join(ev.pythons)}).")
+    reasons.extend(ev.options[ev.mode].packages.notes)
+    warnings.extend(ev.options[ev.mode].warnings)
+    for quirk in quirks_for(ev.release, ev.mode, ev.python):
+        warnings.append(Notice(quirk.code, quirk.message, quirk.fix))
+    if host is not None and host.toolkits and target.os == getattr(host, "os", None):
+        kits = ", ".join(f"{t.version} at {t.path}" for t in host.toolkits)
+        reasons.append(f"System CUDA toolkit(s) found ({kits}): TensorFlow does not use them in pip or conda "
+                       f"mode; what matters is the driver and the CUDA {ev.cuda or '-'} libraries in the env.")
+    return warnings, reasons
+
+
+def _metal(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
+    row = ev.metal
+    reasons.append(f"macOS has no CUDA: the GPU is used through tensorflow-metal {row.metal} "
+                   f"(published for TF {row.tensorflow}, macOS {row.macos}+).")
+    if row.unverified:
+        warnings.append(Notice("unverified-data",
+                               f"The tensorflow-metal pairing for TF {ev.release.version} is unverified: {row.note}",
+                               "Check `python -c \"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\"` after install."))
+
+
+def _cuda(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
+    target, wheel = ev.target, ev.wheel
+    series = tables.series().get(ev.release.series)
+    reasons.append(f"The {target.platform} wheel is a CUDA build: CUDA {wheel.cuda}, cuDNN {wheel.cudnn} "
+                   f"(its build_info.py); TensorFlow's tested configuration for {ev.release.series}: "
+                   f"CUDA {series.cuda if series else '?'}, cuDNN {series.cudnn if series else '?'}.")
+    reasons.append(f"cuDNN {ev.cudnn}: TensorFlow loads a cuDNN of the same major and a minor >= the one it "
+                   "was built with.")
+    if series and "cudnn" in series.unverified:
+        warnings.append(Notice("unverified-data",
+                               f"The cuDNN minor TF {ev.release.series} was compiled against is unverified; "
+                               f"the plan assumes {ev.cudnn}.", ""))
+    _driver(ev, warnings, reasons)
+    _gpus(ev, warnings, reasons)
+
+
+def _driver(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
+    target, need = ev.target, ev.need
+    if need is None:
+        reasons.append(f"No driver minimum is recorded for CUDA {ev.cuda} on {target.os}.")
+        return
+    reasons.append(need.rule)
+    if target.driver is None:
+        warnings.append(Notice(
+            "no-driver",
+            f"No NVIDIA driver version is known ({target.driver_source}): this plan needs driver "
+            f">= {need.minimum} on the machine that runs it.",
+            "Install the NVIDIA driver (the plan never installs one), or pass --driver to plan for another machine."))
+        return
+    reasons.append(f"Driver {target.driver} ({target.driver_source}) >= {need.minimum}.")
+    if not driver_at_least(target.driver, need.toolkit_minimum):
+        warnings.append(Notice(
+            "ptx-jit-driver",
+            f"Driver {target.driver} is below CUDA {ev.cuda}'s own minimum {need.toolkit_minimum}: compiled "
+            "kernels run (minor-version compatibility), but PTX the driver must JIT-compile can fail with "
+            "CUDA_ERROR_UNSUPPORTED_PTX_VERSION.",
+            f"Upgrade the driver to {need.toolkit_minimum} or newer for full compatibility."))
+
+
+def _gpus(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
+    target, caps = ev.target, ev.wheel.compute_capabilities
+    if caps:
+        reasons.append(f"TF {ev.release.version}'s kernels: compute capability {gpu.describe(caps)}.")
+    if not target.gpu_ccs:
+        reasons.append(f"GPU: {target.gpu_source}; pass --gpu-cc to check a GPU's architecture.")
+        return
+    for cc, cov in ev.coverage.items():
+        if cov is gpu.Coverage.NATIVE:
+            reasons.append(f"GPU compute capability {cc} ({target.gpu_source}): compiled kernels included.")
+        elif cov is gpu.Coverage.PTX_JIT:
+            warnings.append(Notice(
+                "gpu-ptx-jit",
+                f"TF {ev.release.version} has no compiled kernels for compute capability {cc}: the driver "
+                "JIT-compiles them from PTX (slow first run, minutes for large models; needs a driver at "
+                "least as new as the PTX toolchain).",
+                "Set CUDA_CACHE_MAXSIZE=4294967296 so the JIT cache keeps the compiled kernels; a newer TF "
+                "or NVIDIA's NGC container may carry native kernels."))
+        elif cov is gpu.Coverage.UNKNOWN:
+            warnings.append(Notice(
+                "gpu-arch-unknown",
+                f"TF {ev.release.version}'s wheel does not record its GPU architectures; compute "
+                f"capability {cc} could not be checked.", ""))

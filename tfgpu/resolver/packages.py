@@ -1,0 +1,188 @@
+"""What each install mode puts into the environment for one release and target.
+
+pip:    ``tensorflow[and-cuda]==X`` where the extra works; TensorFlow plus explicit CUDA wheel pins
+        where the extra is broken or missing (pip_cuda.toml); tensorflow-metal on macOS.
+conda:  ``cudatoolkit`` + ``cudnn`` for CUDA 10/11 builds, ``cuda-version`` + the split CUDA
+        packages + ``cudnn`` for CUDA 12 builds, only versions conda-forge carries; TensorFlow
+        itself from PyPI into the env's Python.
+system: NVIDIA's runfile for the build's CUDA, a cuDNN archive, then TensorFlow in a venv.
+"""
+
+from __future__ import annotations
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from tfgpu.resolver import tables
+from tfgpu.resolver.model import ModeOption, Notice, Packages
+
+# The CUDA 12 libraries TensorFlow dlopens, plus nvcc tools for XLA's ptxas and libdevice.
+CUDA12_CONDA = ("cuda-cudart", "libcublas", "libcufft", "libcurand", "libcusolver", "libcusparse",
+                "cuda-nvrtc", "cuda-cupti", "libnvjitlink", "cuda-nvcc-tools")
+
+
+def quirks_for(release: tables.Release, mode: str, python: str | None) -> list[tables.Quirk]:
+    """Known problems of ``release`` that matter for ``mode`` (and ``python``, where given)."""
+    return [
+        q for q in tables.quirks()
+        if release.version in q.tensorflow and mode in q.modes
+        and (python is None or not str(q.python) or Version(python) in q.python)
+    ]
+
+
+def unavailable(code: str, reason: str) -> ModeOption:
+    return ModeOption(available=False, code=code, reason=reason)
+
+
+def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
+    """The pip (venv) mode for one release."""
+    name = release.gpu_package
+    if metal_row is not None:
+        return ModeOption(True, Packages(
+            pip=(f"{metal_row.package}=={release.version}", f"tensorflow-metal=={metal_row.metal}"),
+            notes=(f"tensorflow-metal {metal_row.metal} is the plugin published for TF "
+                   f"{metal_row.tensorflow} (macOS {metal_row.macos}+).",),
+        ))
+    if platform == "windows_x86_64":
+        return unavailable(
+            "no-pip-cuda-wheels",
+            "NVIDIA publishes no CUDA wheels for native Windows: TensorFlow's own recipe takes "
+            "cudatoolkit and cuDNN from conda-forge (--mode conda).")
+    explicit = [q for q in quirks_for(release, "pip", python) if q.effect == "explicit-pins"]
+    if release.and_cuda and not explicit:
+        pip = [f"{name}[and-cuda]=={release.version}"]
+        notes = [f"CUDA libraries from the and-cuda extra of TF {release.version} (read from its wheel)."]
+        floor = _ptxas_floor(release)
+        if floor:
+            pip.append(floor)
+            notes.append(f"{floor}: XLA warns that ptxas up to 12.6.2 miscompiles; the extra's range allows a newer one.")
+        return ModeOption(True, Packages(pip=tuple(pip), notes=tuple(notes)))
+    if release.and_cuda:
+        pins = [f"{dist}{spec}" for dist, spec in sorted(release.and_cuda.items())
+                if not dist.startswith("tensorrt")]
+        return ModeOption(True, Packages(
+            pip=(f"{name}=={release.version}", *pins),
+            notes=(f"The and-cuda extra of TF {release.version} cannot be installed ({explicit[0].code}): "
+                   "its CUDA pins are installed explicitly, without TensorRT.",),
+        ))
+    sets, _ = tables.pip_cuda()
+    for cuda_set in sets:
+        if release.version in cuda_set.tensorflow:
+            return ModeOption(True, Packages(
+                pip=(f"{name}=={release.version}", *cuda_set.packages),
+                notes=(f"TF {release.version} has no and-cuda extra: CUDA {cuda_set.cuda} / cuDNN "
+                       f"{cuda_set.cudnn} wheels pinned explicitly.",),
+            ))
+    return unavailable(
+        "no-pip-cuda-wheels",
+        f"TF {release.version} was built on CUDA {_cuda(release, platform)}, which has no CUDA wheels on PyPI "
+        "(nvidia-*-cu11 wheels start at CUDA 11.7): use --mode conda or --mode system.")
+
+
+def _ptxas_floor(release) -> str:
+    _, ptxas = tables.pip_cuda()
+    spec = release.and_cuda.get(ptxas.get("package", ""), "")
+    first_good = ptxas.get("first_good", "")
+    if not spec or not first_good or spec.startswith("=="):
+        return ""
+    allowed = SpecifierSet(spec)
+    return f"{ptxas['package']}>={first_good}" if Version(first_good) in allowed else ""
+
+
+def _cuda(release, platform: str) -> str:
+    wheel = release.wheels.get(platform)
+    return wheel.cuda if wheel else "?"
+
+
+def choose_conda_cudnn(cuda: str, cudnn: str) -> tables.CondaCudnn | None:
+    """The conda-forge cuDNN for a build: same major, minor >= the compiled one, a build for this
+    CUDA major at or below the build's CUDA; an exact CUDA variant first, then the newest.
+
+    Where no row has a known build for this CUDA, the newest row of the right major whose CUDA
+    variants are unrecorded is taken (its ``unverified`` marks say so; the plan warns).
+    """
+    need = Version(cudnn)
+    cuda_v = Version(cuda)
+
+    def fits(variant: str) -> bool:
+        v = Version(variant)
+        return v.major == cuda_v.major and v.release[:2] <= cuda_v.release[:2]
+
+    known, unknown = [], []
+    for row in tables.conda_forge().cudnn:
+        if row.version.major != need.major or row.version.release[:2] < need.release[:2]:
+            continue
+        variants = [v for v in row.cuda if fits(v)]
+        if variants:
+            exact = any(Version(v).release[:2] == cuda_v.release[:2] for v in variants)
+            known.append((exact, row.version, row))
+        elif not row.cuda:
+            unknown.append((row.version, row))
+    if known:
+        return max(known, key=lambda c: (c[0], c[1]))[2]
+    return max(unknown, key=lambda c: c[0])[1] if unknown else None
+
+
+def conda_option(release, cuda: str | None, cudnn: str | None, python: str, metal_row) -> ModeOption:
+    """The conda mode for one release."""
+    name = release.gpu_package
+    if metal_row is not None:
+        pip_part = pip_option(release, "macos", python, metal_row).packages
+        return ModeOption(True, Packages(conda=(f"python {python}.*",), pip=pip_part.pip, notes=pip_part.notes))
+    if not cuda or not cudnn:
+        return unavailable("no-gpu-build", f"TF {release.version} has no CUDA build here.")
+    forge = tables.conda_forge()
+    mm = ".".join(cuda.split(".")[:2])
+    specs = [f"python {python}.*"]
+    if Version(mm).major >= 12:
+        if mm not in forge.cuda_version:
+            return unavailable("no-conda-cuda-packages", f"conda-forge has no cuda-version {mm}.")
+        specs += [f"cuda-version {mm}.*", *CUDA12_CONDA]
+    else:
+        if mm not in forge.cudatoolkit:
+            return unavailable("no-conda-cuda-packages",
+                               f"conda-forge has no cudatoolkit {mm} (it carries {', '.join(forge.cudatoolkit)}).")
+        specs.append(f"cudatoolkit {mm}.*")
+    row = choose_conda_cudnn(mm, cudnn)
+    if row is None:
+        return unavailable("no-conda-cuda-packages",
+                           f"conda-forge has no cuDNN {Version(cudnn).major}.x >= {cudnn} built for CUDA {mm}.")
+    specs.append(f"cudnn =={row.version}")
+    caveats = () if row.cuda else (Notice(
+        "unverified-data",
+        f"conda-forge carries cuDNN {row.version}, but which CUDA versions it was built for is unverified; "
+        f"the solve decides whether a build for CUDA {mm} exists.",
+        "If the solve fails, use --mode system (NVIDIA's cuDNN archive) or a newer TensorFlow."),)
+    return ModeOption(True, warnings=caveats, packages=Packages(
+        conda=tuple(specs),
+        pip=(f"{name}=={release.version}",),
+        notes=(f"cuDNN {row.version}: major {Version(cudnn).major} as TF requires, minor >= {cudnn}, "
+               f"conda-forge build for CUDA {', '.join(row.cuda) or 'unrecorded versions'}.",
+               "TensorFlow itself comes from PyPI into the env's Python, without the and-cuda extra, "
+               "so CUDA is not installed twice."),
+    ))
+
+
+def system_option(release, platform: str, cuda: str | None, cudnn: str | None) -> ModeOption:
+    """The system (runfile) mode for one release."""
+    if platform != "linux_x86_64":
+        return unavailable("mode-unsupported",
+                           "System mode installs NVIDIA's Linux x86_64 runfile; it exists only for Linux and WSL2 on x86_64.")
+    if not cuda or not cudnn:
+        return unavailable("no-gpu-build", f"TF {release.version} has no CUDA build here.")
+    toolkit = _runfile_toolkit(cuda)
+    if toolkit is None:
+        return unavailable("no-runfile", f"No CUDA {cuda} runfile is recorded in tfgpu's data.")
+    return ModeOption(True, Packages(
+        downloads=(toolkit.runfile_url or toolkit.runfile,
+                   f"cuDNN {Version(cudnn).major}.x >= {cudnn} archive for CUDA {Version(cuda).major}"),
+        pip=(f"{release.gpu_package}=={release.version}",),
+        notes=(f"CUDA {toolkit.version} toolkit (runfile, toolkit only, no driver) for a build made with CUDA {cuda}.",),
+    ))
+
+
+def _runfile_toolkit(cuda: str) -> tables.Toolkit | None:
+    wanted = Version(cuda)
+    rows = [t for t in tables.toolkits() if t.runfile and t.version.release[:2] == wanted.release[:2]]
+    exact = [t for t in rows if t.version == wanted]
+    return exact[0] if exact else (rows[-1] if rows else None)

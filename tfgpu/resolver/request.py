@@ -1,0 +1,172 @@
+"""What the user asked for: parsing and validating the selectors of every command.
+
+Every function here turns one raw command-line string into a normalized value, or raises a
+:class:`~tfgpu.errors.UsageError` (exit 2) that says what was given, what form is expected,
+and an example. Whether a well-formed value is *possible* is the resolver's business.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tfgpu.errors import UsageError
+
+MODES = ("pip", "conda", "system")
+OSES = ("linux", "wsl2", "windows", "macos")
+ARCHES = ("x86_64", "aarch64")
+_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+
+_PYTHON = re.compile(r"^(?:python|py|cp)?(\d)\.?(\d{1,2})(?:\.\d+)?$")
+_DRIVER = re.compile(r"^\d{3,4}(?:\.\d{1,3}){0,2}$")
+_CC = re.compile(r"^(?:sm_|compute_)?(\d{1,2})\.?(\d)$")
+
+
+@dataclass(frozen=True)
+class Request:
+    """A normalized request. ``None`` means "not given": the host's value or a default applies."""
+
+    tf: str | None = None
+    """The TensorFlow spec as typed: ``2.13``, ``2.13.1``, ``latest`` or a PEP 440 specifier."""
+    mode: str = "pip"
+    """``pip``, ``conda`` or ``system``."""
+    python: str | None = None
+    """``3.11`` (major.minor)."""
+    os: str | None = None
+    """Target OS: ``linux``, ``wsl2``, ``windows`` or ``macos``."""
+    arch: str | None = None
+    """Target architecture: ``x86_64`` or ``aarch64``."""
+    driver: str | None = None
+    """Target NVIDIA driver version, e.g. ``535.104.05``."""
+    gpu_cc: str | None = None
+    """Target GPU compute capability, e.g. ``9.0``."""
+
+
+def make_request(
+    *,
+    tf: str | None = None,
+    mode: str | None = None,
+    python: str | None = None,
+    os: str | None = None,
+    arch: str | None = None,
+    driver: str | None = None,
+    gpu_cc: str | None = None,
+) -> Request:
+    """Validate raw selector strings and build a :class:`Request` (``UsageError`` on bad input)."""
+    target_os = parse_choice("--os", os, OSES)
+    request = Request(
+        tf=parse_tf_spec(tf),
+        mode=parse_choice("--mode", mode, MODES) or "pip",
+        python=parse_python(python),
+        os=target_os,
+        arch=parse_arch(arch),
+        driver=parse_driver(driver),
+        gpu_cc=parse_compute_capability(gpu_cc),
+    )
+    if target_os == "macos" and (request.driver or request.gpu_cc):
+        raise UsageError(
+            "conflicting-options",
+            "--driver and --gpu-cc describe an NVIDIA GPU, but --os macos has none: "
+            "TensorFlow on a Mac uses the GPU through Apple's tensorflow-metal plugin.",
+            ["Drop --driver/--gpu-cc to plan a tensorflow-metal environment for macOS.",
+             "Or choose --os linux or --os wsl2 for an NVIDIA GPU."],
+        )
+    return request
+
+
+def parse_choice(flag: str, value: str | None, choices: tuple[str, ...]) -> str | None:
+    """A value from a fixed set, case-insensitively."""
+    if value is None:
+        return None
+    normalized = value.strip().lower()
+    if normalized not in choices:
+        raise UsageError(
+            "bad-option-value",
+            f"{flag} {value!r} is not one of: {', '.join(choices)}.",
+            [f"Use one of {flag} {' | '.join(choices)}."],
+        )
+    return normalized
+
+
+def parse_arch(value: str | None) -> str | None:
+    """``x86_64`` or ``aarch64``; ``amd64``/``x64``/``arm64`` are accepted aliases."""
+    if value is None:
+        return None
+    normalized = _ARCH_ALIASES.get(value.strip().lower(), value.strip().lower())
+    return parse_choice("--arch", normalized, ARCHES)
+
+
+def parse_tf_spec(value: str | None) -> str | None:
+    """Check that ``--tf`` is a version, a series, ``latest`` or a PEP 440 specifier."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.lower() == "latest":
+        return "latest"
+    if text.lower().startswith("tensorflow"):
+        raise UsageError(
+            "bad-tf-spec",
+            f"--tf takes a version, not a requirement: got {value!r}.",
+            ["Write the version only, e.g. --tf 2.13, --tf 2.15.1 or --tf '>=2.15,<2.18'."],
+        )
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        if text and text[0] in "<>=!~":
+            SpecifierSet(text)
+        else:
+            Version(text)
+            if not re.match(r"^v?\d+(\.\d+)+", text):
+                raise InvalidVersion(text)
+    except (InvalidSpecifier, InvalidVersion):
+        raise UsageError(
+            "bad-tf-spec",
+            f"--tf {value!r} is neither a TensorFlow version nor a version range.",
+            ["Use a series (--tf 2.13), a release (--tf 2.13.1), --tf latest, "
+             "or a PEP 440 range (--tf '>=2.15,<2.18')."],
+        ) from None
+    return text.lstrip("v")
+
+
+def parse_python(value: str | None) -> str | None:
+    """``3.11``, ``3.11.4``, ``python3.11``, ``cp311`` and ``311`` all mean ``3.11``."""
+    if value is None:
+        return None
+    match = _PYTHON.match(value.strip().lower())
+    if not match or match.group(1) not in "23":
+        raise UsageError(
+            "bad-python-version",
+            f"--python {value!r} is not a Python version.",
+            ["Give major.minor, e.g. --python 3.11."],
+        )
+    return f"{match.group(1)}.{int(match.group(2))}"
+
+
+def parse_driver(value: str | None) -> str | None:
+    """An NVIDIA driver version as ``nvidia-smi`` prints it: ``535.104.05``, ``527.41``, ``580``."""
+    if value is None:
+        return None
+    text = value.strip()
+    if _DRIVER.match(text):
+        return text
+    hint = ["Give the driver version that `nvidia-smi` prints as 'Driver Version', e.g. --driver 535.104.05."]
+    if re.match(r"^\d{1,2}\.\d+$", text):
+        hint.insert(0, f"{text} looks like a CUDA version. The driver's 'CUDA Version' is the newest "
+                       "CUDA it supports; the resolver needs the driver version itself.")
+    raise UsageError("bad-driver-version", f"--driver {value!r} is not an NVIDIA driver version.", hint)
+
+
+def parse_compute_capability(value: str | None) -> str | None:
+    """``9.0``, ``sm_90`` and ``90`` all mean compute capability 9.0."""
+    if value is None:
+        return None
+    match = _CC.match(value.strip().lower())
+    if not match or not 1 <= int(match.group(1)) <= 15:
+        raise UsageError(
+            "bad-compute-capability",
+            f"--gpu-cc {value!r} is not a GPU compute capability.",
+            ["Give major.minor as NVIDIA lists it, e.g. --gpu-cc 8.6 (RTX 30xx) or --gpu-cc 9.0 (H100/H200); "
+             "`nvidia-smi --query-gpu=compute_cap --format=csv` prints it."],
+        )
+    return f"{int(match.group(1))}.{match.group(2)}"

@@ -1,0 +1,337 @@
+"""The compatibility tables in ``tfgpu/data``, loaded once into typed records.
+
+Each TOML file keeps its provenance (``source`` keys listed in ``sources.toml``); this module only
+reads them. ``scripts/regen_tf_data.py`` regenerates ``tensorflow.toml`` from the wheels on PyPI;
+the other files are curated from shared/reference/compat-facts.md.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+import zlib
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+from typing import NamedTuple
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+PLATFORMS = ("linux_x86_64", "linux_aarch64", "windows_x86_64", "macos_x86_64", "macos_arm64")
+
+
+def load_toml(name: str) -> dict:
+    """One data file shipped in ``tfgpu.data``, parsed."""
+    return _parsed_data()[name]
+
+
+@cache
+def _parsed_data() -> dict[str, dict]:
+    """Every ``tfgpu/data/*.toml``, parsed.
+
+    Parsing the tables takes ~100 ms, which would dominate ``plan``; like Python's own bytecode
+    cache, the parsed form is kept (marshal) in the user cache dir under a digest of the TOML
+    bytes, so an edited or upgraded data file is always parsed afresh. Any problem with the cache
+    (read-only home, a corrupt file) just means parsing again.
+    """
+    sources = {
+        entry.name: entry.read_bytes()
+        for entry in files("tfgpu.data").iterdir()
+        if entry.name.endswith(".toml")
+    }
+    digest = 0
+    for name in sorted(sources):
+        digest = zlib.crc32(name.encode() + b"\0" + sources[name] + b"\0", digest)
+    size = sum(len(raw) for raw in sources.values())
+    cached = _cache_dir() / f"tables-{digest:08x}-{size}-py{sys.hexversion:x}.marshal"
+    try:
+        return marshal.loads(cached.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    import tomllib
+
+    parsed = {name: tomllib.loads(raw.decode("utf-8")) for name, raw in sources.items()}
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_bytes(marshal.dumps(parsed))
+        os.replace(partial, cached)
+    except OSError:
+        pass
+    return parsed
+
+
+def _cache_dir() -> Path:
+    override = os.environ.get("TFGPU_CACHE_DIR")
+    if override:
+        return Path(override)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("tfgpu-install")) / "data"
+
+
+class Wheel(NamedTuple):
+    """What the wheel of one release for one platform contains (read from the wheel itself)."""
+
+    python: tuple[str, ...]
+    platform_tag: str
+    cuda_build: bool
+    cuda: str
+    cudnn: str
+    compute_capabilities: tuple[str, ...]
+    shim_for: str
+    file: str
+
+
+class Series(NamedTuple):
+    """TensorFlow's tested build configuration for one minor series (docs table)."""
+
+    series: str
+    python: str
+    compiler: str
+    bazel: str
+    cuda: str
+    cudnn: str
+    note: str
+    source: tuple[str, ...]
+    unverified: tuple[str, ...] = ()
+
+
+class Release(NamedTuple):
+    """One TensorFlow release, with its wheels per platform."""
+
+    version: Version
+    uploaded: str
+    requires_python: str
+    gpu_package: str
+    numpy: str
+    and_cuda: dict[str, str]
+    wheels: dict[str, Wheel]
+    source: tuple[str, ...]
+
+    @property
+    def series(self) -> str:
+        return f"{self.version.major}.{self.version.minor}"
+
+
+class Quirk(NamedTuple):
+    """A known way a release breaks, and what the plan does about it (``quirks.toml``)."""
+
+    code: str
+    tensorflow: SpecifierSet
+    modes: tuple[str, ...]
+    python: SpecifierSet
+    effect: str
+    newer: str
+    message: str
+    fix: str
+    source: tuple[str, ...]
+
+
+class Toolkit(NamedTuple):
+    """One CUDA toolkit release and the driver it needs (``cuda.toml``)."""
+
+    version: Version
+    linux: str
+    windows: str
+    runfile: str
+    runfile_url: str
+    md5: str
+    sha256: str
+    source: tuple[str, ...]
+    unverified: tuple[str, ...] = ()
+
+
+class MvcFloor(NamedTuple):
+    """The lowest driver that runs any CUDA of one major (minor-version compatibility)."""
+
+    cuda_major: int
+    linux: str
+    windows: str
+    source: tuple[str, ...]
+    unverified: tuple[str, ...] = ()
+
+
+class MetalRow(NamedTuple):
+    """A row of tensorflow-metal's published compatibility table (``metal.toml``)."""
+
+    tensorflow: SpecifierSet
+    metal: str
+    macos: str
+    python: tuple[str, ...]
+    x86_64: bool
+    package: str
+    source: tuple[str, ...]
+    unverified: tuple[str, ...] = ()
+    note: str = ""
+
+
+class CondaCudnn(NamedTuple):
+    """A cuDNN version conda-forge carries, with the CUDA variants it was built for."""
+
+    version: Version
+    cuda: tuple[str, ...]
+    source: tuple[str, ...]
+    unverified: tuple[str, ...] = ()
+
+
+class CondaForge(NamedTuple):
+    """What conda-forge carries for CUDA and TensorFlow (``conda_forge.toml``)."""
+
+    cudatoolkit: tuple[str, ...]
+    cuda_version: tuple[str, ...]
+    cuda12_packages: tuple[str, ...]
+    cudnn: tuple[CondaCudnn, ...]
+    tensorflow_cuda: dict[str, tuple[str, ...]]
+
+
+class PipCudaSet(NamedTuple):
+    """Explicit CUDA wheels for releases without the ``and-cuda`` extra (``pip_cuda.toml``)."""
+
+    tensorflow: SpecifierSet
+    cuda: str
+    cudnn: str
+    packages: tuple[str, ...]
+    source: tuple[str, ...]
+
+
+def _tuple(row: dict, key: str) -> tuple[str, ...]:
+    return tuple(row.get(key, ()))
+
+
+@cache
+def releases() -> tuple[Release, ...]:
+    """Every TensorFlow 2.x release, newest first."""
+    data = load_toml("tensorflow.toml")
+    out = []
+    for row in data["release"]:
+        wheels = {
+            key: Wheel(
+                python=_tuple(w, "python"),
+                platform_tag=w.get("platform_tag", ""),
+                cuda_build=bool(w.get("cuda_build", False)),
+                cuda=w.get("cuda", ""),
+                cudnn=w.get("cudnn", ""),
+                compute_capabilities=_tuple(w, "compute_capabilities"),
+                shim_for=w.get("shim_for", ""),
+                file=w.get("wheel", ""),
+            )
+            for key, w in row.get("wheels", {}).items()
+        }
+        out.append(Release(
+            version=Version(row["version"]),
+            uploaded=row.get("uploaded", ""),
+            requires_python=row.get("requires_python", ""),
+            gpu_package=row.get("gpu_package", "tensorflow"),
+            numpy=row.get("numpy", ""),
+            and_cuda=dict(row.get("and_cuda", {})),
+            wheels=wheels,
+            source=_tuple(row, "source"),
+        ))
+    return tuple(sorted(out, key=lambda r: r.version, reverse=True))
+
+
+@cache
+def series() -> dict[str, Series]:
+    """TensorFlow's tested build configurations, by series ("2.13")."""
+    rows = load_toml("tensorflow_series.toml")["series"]
+    return {
+        row["series"]: Series(
+            series=row["series"], python=row["python"], compiler=row["compiler"],
+            bazel=row["bazel"], cuda=row["cuda"], cudnn=row["cudnn"], note=row.get("note", ""),
+            source=_tuple(row, "source"), unverified=_tuple(row, "unverified"),
+        )
+        for row in rows
+    }
+
+
+@cache
+def quirks() -> tuple[Quirk, ...]:
+    """Known-broken releases."""
+    return tuple(
+        Quirk(
+            code=row["code"], tensorflow=SpecifierSet(row["tensorflow"]), modes=_tuple(row, "modes"),
+            python=SpecifierSet(row.get("python", "")), effect=row["effect"], newer=row.get("newer", ""),
+            message=row["message"], fix=row["fix"], source=_tuple(row, "source"),
+        )
+        for row in load_toml("quirks.toml")["quirk"]
+    )
+
+
+@cache
+def toolkits() -> tuple[Toolkit, ...]:
+    """Every CUDA toolkit release, oldest first."""
+    rows = load_toml("cuda.toml")["toolkit"]
+    return tuple(sorted(
+        (Toolkit(
+            version=Version(row["version"]), linux=row.get("linux", ""), windows=row.get("windows", ""),
+            runfile=row.get("runfile", ""), runfile_url=row.get("runfile_url", ""),
+            md5=row.get("md5", ""), sha256=row.get("sha256", ""),
+            source=_tuple(row, "source"), unverified=_tuple(row, "unverified"),
+        ) for row in rows),
+        key=lambda t: t.version,
+    ))
+
+
+@cache
+def cuda_facts() -> dict:
+    """The rest of ``cuda.toml``: MVC floors and the WSL2 minimum."""
+    data = load_toml("cuda.toml")
+    floors = {
+        int(row["cuda_major"]): MvcFloor(
+            cuda_major=int(row["cuda_major"]), linux=row.get("linux", ""), windows=row.get("windows", ""),
+            source=_tuple(row, "source"), unverified=_tuple(row, "unverified"),
+        )
+        for row in data.get("mvc", [])
+        if row.get("mvc", True)
+    }
+    return {"mvc": floors, "wsl2": data.get("wsl2", {})}
+
+
+@cache
+def metal() -> tuple[MetalRow, ...]:
+    """tensorflow-metal's compatibility table."""
+    return tuple(
+        MetalRow(
+            tensorflow=SpecifierSet(row["tensorflow"]), metal=row["metal"], macos=row.get("macos", ""),
+            python=_tuple(row, "python"), x86_64=bool(row.get("x86_64", False)),
+            package=row.get("package", "tensorflow"), source=_tuple(row, "source"),
+            unverified=_tuple(row, "unverified"), note=row.get("note", ""),
+        )
+        for row in load_toml("metal.toml")["metal"]
+    )
+
+
+@cache
+def conda_forge() -> CondaForge:
+    """What conda-forge carries."""
+    data = load_toml("conda_forge.toml")
+    tf_cuda: dict[str, tuple[str, ...]] = {}
+    for row in data.get("tensorflow", []):
+        for version in row.get("versions", []):
+            tf_cuda[version] = _tuple(row, "cuda")
+    return CondaForge(
+        cudatoolkit=_tuple(data["cudatoolkit"], "versions"),
+        cuda_version=_tuple(data["cuda_version"], "versions"),
+        cuda12_packages=_tuple(data["cuda12_packages"], "names"),
+        cudnn=tuple(
+            CondaCudnn(version=Version(row["version"]), cuda=_tuple(row, "cuda"),
+                       source=_tuple(row, "source"), unverified=_tuple(row, "unverified"))
+            for row in data["cudnn"]
+        ),
+        tensorflow_cuda=tf_cuda,
+    )
+
+
+@cache
+def pip_cuda() -> tuple[tuple[PipCudaSet, ...], dict]:
+    """Explicit pip CUDA sets, and the ptxas facts."""
+    data = load_toml("pip_cuda.toml")
+    sets = tuple(
+        PipCudaSet(tensorflow=SpecifierSet(row["tensorflow"]), cuda=row["cuda"], cudnn=row["cudnn"],
+                   packages=_tuple(row, "packages"), source=_tuple(row, "source"))
+        for row in data["set"]
+    )
+    return sets, data.get("ptxas", {})
