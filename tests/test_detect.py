@@ -220,6 +220,20 @@ def test_nvcc_wrapper_script_is_followed_to_its_toolkit():
     assert any("no NVIDIA driver answered: a toolkit alone" in note for note in host.notes)
 
 
+def test_cuda_13_without_version_file_is_read_from_cuda_h_without_running_nvcc():
+    """CUDA 13 ships no version.json (this build machine and the H200 both): cuda.h's
+    CUDA_VERSION define answers before nvcc would be run."""
+    system = RecordedSystem(
+        files={
+            "/usr/local/cuda-13.0/include/cuda.h": recording("toolkit/13.0.cuda.h.txt"),
+            "/usr/local/cuda-13.0/bin/nvcc": "\x7fELF",
+        },
+        links={"/usr/local/cuda": "/usr/local/cuda-13.0"},
+    )
+    assert probe(system).toolkits == (Toolkit("13.0", "/usr/local/cuda", "cuda.h"),)
+    assert system.ran == []
+
+
 def test_a_toolkit_newer_than_the_driver_is_noted():
     system = RecordedSystem(
         files={"/usr/local/cuda-12.4/version.json": recording("toolkit/12.4.1.version.json")},

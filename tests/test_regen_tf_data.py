@@ -27,6 +27,8 @@ SHIPPED = ROOT / "tfgpu" / "data" / "tensorflow.toml"
 
 
 def _load_script(name: str):
+    if name in sys.modules:  # a sibling already imported by regen_tf_data: the same module
+        return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up while the class is built
@@ -35,6 +37,8 @@ def _load_script(name: str):
 
 
 regen = _load_script("regen_tf_data")
+remote_wheel = _load_script("remote_wheel")
+wheel_facts = _load_script("wheel_facts")
 
 
 # --------------------------------------------------------------------------------------------
@@ -224,7 +228,7 @@ def test_reads_members_by_range_including_zip64(monkeypatch, zip64):
     data = buffer.getvalue()
     assert (b"PK\x06\x06" in data) is zip64
     fetch, calls = _zip_fetcher(data)
-    members = regen.read_wheel_members(fetch, len(data))
+    members = remote_wheel.read_wheel_members(fetch, len(data))
     assert members.build_info == "is_cuda_build = True\n"
     assert members.metadata == "Name: tensorflow\n" * 50
     assert all(end - start < 20_000 for start, end in calls)
@@ -232,19 +236,20 @@ def test_reads_members_by_range_including_zip64(monkeypatch, zip64):
 
 def test_parses_both_build_info_styles():
     old = "is_rocm_build = False\nis_cuda_build = True\n\ncuda_version_number = '10.1'\ncudnn_version_number = '7'\n"
-    assert regen.parse_build_info(old) == regen.BuildInfo(True, "10.1", "7", (), "10.1", "7")
+    assert wheel_facts.parse_build_info(old) == wheel_facts.BuildInfo(True, "10.1", "7", (), "10.1", "7")
     new = ("import collections\nbuild_info = collections.OrderedDict([('cuda_compute_capabilities', "
            "['sm_35', 'compute_80']), ('cuda_version', '64_112'), ('cudnn_version', '64_8'), "
            "('is_cuda_build', True), ('cpu_compiler', some_name)])\n")
-    assert regen.parse_build_info(new) == regen.BuildInfo(True, "11.2", "8", ("sm_35", "compute_80"), "64_112", "64_8")
-    assert regen.parse_build_info("is_cuda_build = False\n").cuda_build is False
-    assert regen.parse_build_info("build_info = {'is_cuda_build': False}\n").cuda == ""
+    assert wheel_facts.parse_build_info(new) == wheel_facts.BuildInfo(
+        True, "11.2", "8", ("sm_35", "compute_80"), "64_112", "64_8")
+    assert wheel_facts.parse_build_info("is_cuda_build = False\n").cuda_build is False
+    assert wheel_facts.parse_build_info("build_info = {'is_cuda_build': False}\n").cuda == ""
 
 
 @pytest.mark.parametrize("raw, normalized", [("64_112", "11.2"), ("64_101", "10.1"), ("64_110", "11.0"),
                                              ("64_8", "8"), ("64_7", "7"), ("12.5.1", "12.5.1"), ("", "")])
 def test_normalizes_windows_dll_suffixes(raw, normalized):
-    assert regen.normalize_dll_version(raw) == normalized
+    assert wheel_facts.normalize_dll_version(raw) == normalized
 
 
 SHIM_METADATA = """\
@@ -265,14 +270,14 @@ Requires-Dist: nvidia-cudnn-cu12==9.3.0.75; extra == "and-cuda"
     ("linux_aarch64", ("tensorflow-cpu-aws", "2.13.1")), ("windows_x86_64", ("tensorflow-intel", "2.13.1")),
     ("macos_arm64", ("tensorflow-macos", "2.13.1")), ("macos_x86_64", None), ("linux_x86_64", None)])
 def test_finds_the_shim_target_for_each_platform(platform, target):
-    assert regen.find_shim_target(regen.parse_requirements(SHIM_METADATA), platform) == target
+    assert wheel_facts.find_shim_target(wheel_facts.parse_requirements(SHIM_METADATA), platform) == target
 
 
 def test_parses_old_and_new_requirement_syntax():
-    reqs = {r.name: r for r in regen.parse_requirements(SHIM_METADATA)}
+    reqs = {r.name: r for r in wheel_facts.parse_requirements(SHIM_METADATA)}
     assert reqs["tensorflow-intel"].specifier == "==2.13.1"
-    assert reqs["numpy"] == regen.Requirement("numpy", "<2.2.0,>=1.26.0", "")
-    assert regen.marker_extra(reqs["nvidia-cudnn-cu12"].marker) == "and-cuda"
+    assert reqs["numpy"] == wheel_facts.Requirement("numpy", "<2.2.0,>=1.26.0", "")
+    assert wheel_facts.marker_extra(reqs["nvidia-cudnn-cu12"].marker) == "and-cuda"
 
 
 def test_selects_final_2x_versions_newest_first():
@@ -322,7 +327,7 @@ def shipped() -> dict:
 def test_shipped_file_lists_every_final_release_newest_first(shipped):
     versions = [r["version"] for r in shipped["release"]]
     assert all(FINAL.match(v) for v in versions), "pre-releases must not be listed"
-    keys = [regen.version_key(v) for v in versions]
+    keys = [wheel_facts.version_key(v) for v in versions]
     assert keys == sorted(keys, reverse=True) and len(set(versions)) == len(versions)
     assert versions[-1] == "2.0.0"
     assert {"2.21.0", "2.15.0.post1", "2.16.1", "2.0.4"} <= set(versions)

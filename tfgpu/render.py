@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import groupby
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -28,22 +29,22 @@ def host(detected) -> None:
     """What detection found: every driver source (answered or not), GPUs, toolkits."""
     if detected is None:
         return
-    lines = [f"{detected.os} {detected.arch}, {detected.os_release or 'unknown OS release'}, "
-             f"glibc {detected.glibc or '-'}, Python {detected.python}"]
+    lines = [escape(f"{detected.os} {detected.arch}, {detected.os_release or 'unknown OS release'}, "
+             f"glibc {detected.glibc or '-'}, Python {detected.python}")]
     if detected.driver is not None:
-        lines.append(f"driver {detected.driver.version or '?'} (CUDA {detected.driver.cuda or '?'})"
-                     + ("" if detected.driver.agree else f" — sources disagree: {detected.driver.disagreement}"))
+        lines.append(escape(f"driver {detected.driver.version or '?'} (CUDA {detected.driver.cuda or '?'})"
+                            + ("" if detected.driver.agree else f" — sources disagree: {detected.driver.disagreement}")))
         for reading in detected.driver.readings:
             answer = (f"{reading.driver_version or '-'} / CUDA {reading.cuda or '-'}" if reading.ok
                       else f"no answer ({reading.error})")
-            lines.append(f"  {reading.source}: {answer}")
+            lines.append(escape(f"  {reading.source}: {answer}"))
     for gpu in detected.gpus:
         memory = f", {gpu.memory_mib} MiB" if gpu.memory_mib else ""
-        lines.append(f"GPU {gpu.index}: {gpu.name}, compute capability {gpu.compute_capability or '?'}{memory}")
+        lines.append(escape(f"GPU {gpu.index}: {gpu.name}, compute capability {gpu.compute_capability or '?'}{memory}"))
     for kit in detected.toolkits:
-        lines.append(f"CUDA toolkit {kit.version} at {kit.path} ({kit.source})")
+        lines.append(escape(f"CUDA toolkit {kit.version} at {kit.path} ({kit.source})"))
     for note in detected.notes:
-        lines.append(f"[dim]{note}[/]")
+        lines.append(f"[dim]{escape(note)}[/]")
     _out.print(Panel("\n".join(lines), title="[bold]this machine[/]", title_align="left", expand=False))
 
 
@@ -54,7 +55,7 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="bold")
     summary.add_column()
-    summary.add_row("TensorFlow", f"{r.package}=={r.tensorflow}")
+    summary.add_row("TensorFlow", escape(f"{r.package}=={r.tensorflow}"))
     summary.add_row("Python", r.python)
     if r.accelerator == "cuda":
         summary.add_row("CUDA", f"{r.cuda}  (built with {r.cuda_build})")
@@ -74,24 +75,24 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
     for origin, items in (("conda-forge", r.packages.conda), ("PyPI", r.packages.pip),
                           ("download", r.packages.downloads)):
         for item in items:
-            packages.add_row(origin, item)
+            packages.add_row(origin, escape(item))
     _out.print(packages)
 
     for w in r.warnings:
-        _out.print(f"[yellow]warning[/] [bold]{w.code}[/]: {w.message}")
+        _out.print(f"[yellow]warning[/] [bold]{w.code}[/]: {escape(w.message)}")
         if w.fix:
-            _out.print(f"  [dim]fix:[/] {w.fix}")
+            _out.print(f"  [dim]fix:[/] {escape(w.fix)}")
     _out.print("[bold]Why[/]")
     for reason in r.reasons:
-        _out.print(f"  • {reason}")
+        _out.print(f"  • {escape(reason)}")
     if r.rejected:
         _out.print("[bold]Newer releases not taken[/]")
         for code, group in groupby(r.rejected, key=lambda rej: rej.code):
             group = list(group)
             span = group[0].tensorflow if len(group) == 1 else f"{group[-1].tensorflow} … {group[0].tensorflow}"
-            _out.print(f"  • {span} [dim]({code})[/]: {group[0].message}")
+            _out.print(f"  • {span} [dim]({code})[/]: {escape(group[0].message)}")
     if note:
-        _out.print(f"[cyan]{note}[/]")
+        _out.print(f"[cyan]{escape(note)}[/]")
 
 
 def matrix(rows: list[dict]) -> None:

@@ -1,0 +1,72 @@
+"""The success paths of the CLI, run as a user runs them: the console module in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+CONTRACT_KEYS = {"tensorflow", "python", "cuda", "cudnn", "min_driver", "mode", "os", "arch", "packages",
+                 "warnings", "reasons"}
+TARGET = ["--os", "linux", "--arch", "x86_64", "--no-detect"]
+
+
+def tfgpu(*argv: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, env=env)
+
+
+def test_plan_json_is_one_document_with_the_contract_keys():
+    done = tfgpu("plan", "--tf", "2.13", "--mode", "conda", "--json", *TARGET)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert CONTRACT_KEYS <= set(plan)
+    assert (plan["tensorflow"], plan["cuda"], plan["cudnn"]) == ("2.13.1", "11.8", "8.6")
+    assert plan["host"] is None  # --no-detect
+
+
+def test_plan_json_reports_detection_when_it_ran():
+    done = tfgpu("plan", "--tf", "2.13", "--json")
+    assert done.returncode == 0, done.stderr
+    host = json.loads(done.stdout)["host"]
+    assert {"os", "arch", "driver", "gpus", "toolkits"} <= set(host)
+
+
+def test_bare_form_dry_run_prints_the_plan_and_changes_nothing(tmp_path):
+    done = tfgpu("--tf", "2.13", "--mode", "conda", "--dry-run", "--prefix", str(tmp_path / "env"), *TARGET)
+    assert done.returncode == 0, done.stderr
+    assert "cudatoolkit 11.8.*" in done.stdout
+    assert "nothing was changed" in done.stdout
+    assert not (tmp_path / "env").exists()
+
+
+def test_bare_form_dry_run_json():
+    done = tfgpu("--tf", "2.21", "--mode", "pip", "--dry-run", "--json", *TARGET)
+    document = json.loads(done.stdout)
+    assert document["dry_run"] is True and document["tensorflow"] == "2.21.0"
+
+
+def test_human_plan_shows_requirements_verbatim():
+    """Regression: rich markup once swallowed the '[and-cuda]' of a requirement."""
+    done = tfgpu("plan", "--tf", "2.21", "--mode", "pip", *TARGET)
+    assert done.returncode == 0, done.stderr
+    assert "tensorflow[and-cuda]==2.21.0" in done.stdout
+    assert "runpath-missing-cusolver" in done.stdout
+
+
+def test_rejected_releases_are_explained():
+    done = tfgpu("plan", "--driver", "470.82.01", "--json", *TARGET)
+    plan = json.loads(done.stdout)
+    assert plan["tensorflow"] == "2.14.1"
+    reasons = {r["tensorflow"]: r["code"] for r in plan["rejected"]}
+    assert reasons["2.21.0"] == "driver-too-old"
+
+
+def test_matrix_lists_every_series_and_every_release_with_all():
+    per_series = json.loads(tfgpu("matrix", "--json").stdout)["releases"]
+    everything = json.loads(tfgpu("matrix", "--all", "--json").stdout)["releases"]
+    assert len(per_series) == 22 and len(everything) > len(per_series)
+    row = next(r for r in per_series if r["tensorflow"] == "2.10.1")
+    assert "windows_x86_64" in row["gpu_platforms"] and row["min_driver_windows"] == "452.39"
+    assert tfgpu("matrix").returncode == 0
