@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 import tomllib
-from pathlib import Path
+from importlib.resources import files
 
 import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-DATA = Path(__file__).resolve().parent.parent / "tfgpu" / "data"
+DATA = files("tfgpu.data")  # the installed package's data, so the wheel test checks what ships
 TABLES = ["cuda.toml", "conda_forge.toml", "metal.toml", "windows.toml"]
 ALL_FILES = ["sources.toml", *TABLES]
 
@@ -25,7 +25,7 @@ UNVERIFIED_PSEUDO_FIELDS = {"uploaded"}
 
 
 def load(name: str) -> dict:
-    with open(DATA / name, "rb") as fh:
+    with DATA.joinpath(name).open("rb") as fh:
         return tomllib.load(fh)
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from tfgpu.detect import CondaExe, Host, System, Toolkit, probe
 from tfgpu.detect.nvidia_smi import query_argv, summary_argv
+from tfgpu.detect.platform_facts import find_interpreters
 from tfgpu.detect.recorded import RecordedSystem
 from tfgpu.detect.system import Completed, NvmlSnapshot, PlatformFacts
 
@@ -56,6 +57,29 @@ def test_linux_facts_from_real_recordings():
     )
     assert host.pythons == ("3.11", "3.13")
     assert system.ran == []  # Pythons are found, never run
+
+
+def test_pyenv_shims_are_looked_through_to_installed_versions():
+    """A pyenv shim for an unselected version fails when run (seen on this build machine), so
+    the interpreter reported is the one under $PYENV_ROOT/versions, or none."""
+    system = RecordedSystem(
+        files={
+            "/root/.pyenv/versions/3.12.1/bin/python3.12": "\x7fELF",
+            "/root/.local/share/uv/python/cpython-3.13.0-linux-x86_64-gnu/bin/python3.13": "\x7fELF",
+        },
+        executables={
+            "python3.11": "/usr/bin/python3.11",
+            "python3.12": "/root/.pyenv/shims/python3.12",
+            "python3.10": "/root/.pyenv/shims/python3.10",  # shim, but 3.10 is not installed
+        },
+        environ={"HOME": "/root"},
+    )
+    assert find_interpreters(system) == {
+        "3.11": "/usr/bin/python3.11",
+        "3.12": "/root/.pyenv/versions/3.12.1/bin/python3.12",
+        "3.13": "/root/.local/share/uv/python/cpython-3.13.0-linux-x86_64-gnu/bin/python3.13",
+    }
+    assert probe(system).pythons == ("3.11", "3.12", "3.13")
 
 
 def test_os_release_falls_back_and_may_be_unknown():

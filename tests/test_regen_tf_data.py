@@ -17,13 +17,14 @@ import threading
 import tomllib
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pypi"
-SHIPPED = ROOT / "tfgpu" / "data" / "tensorflow.toml"
+SHIPPED = files("tfgpu.data").joinpath("tensorflow.toml")  # what the installed package ships
 
 
 def _load_script(name: str):

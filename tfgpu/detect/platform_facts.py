@@ -96,5 +96,30 @@ def parse_os_release(text: str) -> dict[str, str]:
 
 
 def pythons_on_path(system: System) -> tuple[str, ...]:
-    """``"3.N"`` for each ``python3.N`` on PATH. They are found, never run: probing stays fast."""
-    return tuple(f"3.{minor}" for minor in PYTHON_MINORS if system.which(f"python3.{minor}"))
+    """``"3.N"`` for each Python 3.N interpreter found (see :func:`find_interpreters`)."""
+    return tuple(find_interpreters(system))
+
+
+def find_interpreters(system: System) -> dict[str, str]:
+    """``{"3.N": path}``: ``python3.N`` on PATH, then pyenv's and uv's installed versions.
+
+    Found, never run, so probing stays fast; callers that need certainty run the path. A pyenv
+    shim is not an interpreter: ``~/.pyenv/shims/python3.12`` fails ("command not found") unless
+    that version is selected, so shims are looked through to ``$PYENV_ROOT/versions``.
+    """
+    home = system.env("HOME") or ""
+    pyenv_root = system.env("PYENV_ROOT") or (f"{home}/.pyenv" if home else "")
+    uv_root = system.env("UV_PYTHON_INSTALL_DIR") or (f"{home}/.local/share/uv/python" if home else "")
+    found: dict[str, str] = {}
+    for minor in PYTHON_MINORS:
+        name = f"python3.{minor}"
+        candidates = [system.which(name)]
+        if pyenv_root:
+            candidates += sorted(system.glob(f"{pyenv_root}/versions/3.{minor}.*/bin/{name}"), reverse=True)
+        if uv_root:
+            candidates += sorted(system.glob(f"{uv_root}/cpython-3.{minor}.*/bin/{name}"), reverse=True)
+        for path in candidates:
+            if path and "/shims/" not in path.replace("\\", "/"):
+                found[f"3.{minor}"] = path
+                break
+    return found
