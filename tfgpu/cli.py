@@ -11,15 +11,16 @@ import argparse
 import json
 import re
 import sys
+from pathlib import Path
 
 from tfgpu import __version__
-from tfgpu.errors import OperationError, TfgpuError, UsageError
+from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
 
 COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "remove")
 ENGINES = {"uv": "pip", "pip": "pip", "rattler": "conda", "conda": "conda", "mamba": "conda",
            "micromamba": "conda"}
 # Which issue builds each command that is not here yet: said to the user instead of a fake success.
-NOT_YET = {"create": 3, "create-pip": 3, "create-conda": 4, "create-system": 6, "lock": 5, "bundle": 5, "script": 6, "doctor": 7, "verify": 7, "remove": 3}
+NOT_YET = {"lock": 5, "bundle": 5, "script": 6, "doctor": 7}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -178,26 +179,118 @@ def run(args: argparse.Namespace) -> int:
         rows = matrix(all_releases=args.all)
         _emit(args, {"releases": rows}, lambda: _render().matrix(rows))
         return 0
-    if command in ("plan", "create", "lock", "bundle", "script"):
-        if command == "create":
-            _check_create(args)
+    if command == "create":
+        _check_create(args)
+        return _create(args)
+    if command == "verify":
+        return _verify(args)
+    if command == "remove":
+        from tfgpu.installers import remove_env
+
+        path = remove_env(args.name, args.prefix)
+        _render().removed(path)
+        return 0
+    if command == "plan":
         resolution, host = _resolve(args)
-        if command == "plan" or (command == "create" and args.dry_run):
-            note = None if command == "plan" else (
-                f"Dry run: nothing was changed. The {resolution.mode} installer is not built yet "
-                f"(issue #{NOT_YET['create-' + resolution.mode]}); this is the plan it will follow.")
-            document = resolution.to_dict() | {"host": host.to_dict() if host else None}
-            if note:
-                document |= {"dry_run": True, "note": note}
-            _emit(args, document, lambda: _render().plan(resolution, host, note))
-            return 0
+        document = resolution.to_dict() | {"host": host.to_dict() if host else None}
+        _emit(args, document, lambda: _render().plan(resolution, host))
+        return 0
+    if command in ("lock", "bundle", "script"):
+        _resolve(args)  # a wrong version or an impossible target still gets its own error first
     raise OperationError(
         "not-implemented",
         f"`tfgpu-install {command}` is not built yet (issue #{NOT_YET[command]}); nothing was done.",
         ["`tfgpu-install plan` with the same options prints the resolution it will use."
-         if command in ("create", "lock", "bundle", "script") else
+         if command in ("lock", "bundle", "script") else
          "`tfgpu-install plan` shows what this machine can run; `tfgpu-install matrix` lists every release."],
     )
+
+
+def _options(args: argparse.Namespace):
+    from tfgpu.installers.base import Options
+
+    if args.from_lock or args.from_bundle:
+        raise OperationError("not-implemented", "--from-lock and --from-bundle are not built yet (issue #5); "
+                             "nothing was done.", ["Build from the selectors instead (--tf, --mode, --python)."])
+    find_links = args.find_links
+    if find_links and not re.match(r"https?://", find_links):
+        if not Path(find_links).is_dir():
+            raise UsageError("bad-find-links", f"--find-links {find_links!r} is not a directory.",
+                             ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."])
+        find_links = str(Path(find_links).absolute())
+    return Options(engine=args.engine, find_links=find_links,
+                   offline=args.offline, jupyter=args.jupyter, force=args.force, verify=not args.no_verify)
+
+
+def _create(args: argparse.Namespace) -> int:
+    from tfgpu.installers import create_env
+
+    options = _options(args)
+    resolution, host = _resolve(args)
+    name = args.name or (None if args.prefix else default_name(resolution.tensorflow))
+    if args.dry_run:
+        try:
+            result = create_env(resolution, name=name, prefix=args.prefix, options=options, reporter=None,
+                                dry_run=True)
+        except OperationError as error:
+            if error.code != "not-implemented":
+                raise
+            note = f"Dry run: nothing was changed. {error.message.replace('; nothing was done.', '')}: this is the plan it will follow."
+            document = resolution.to_dict() | {"host": host.to_dict() if host else None, "dry_run": True, "note": note}
+            _emit(args, document, lambda: _render().plan(resolution, host, note))
+            return 0
+        document = resolution.to_dict() | {"dry_run": True, "prefix": str(result.location.prefix),
+                                           "steps": [step.to_dict() for step in result.steps]}
+        _emit(args, document, lambda: _render().dry_run(resolution, host, result))
+        return 0
+    render = _render()
+    reporter = render.ConsoleReporter()
+    try:
+        result = create_env(resolution, name=name, prefix=args.prefix, options=options, reporter=reporter)
+    finally:
+        reporter.close()
+    document = {"prefix": str(result.location.prefix), "tensorflow": resolution.tensorflow,
+                "python": resolution.python, "installed": result.outcome.installed, "log": str(result.log_path),
+                "notes": result.notes, "verify": result.verify}
+    if result.verify is not None and not result.verify.get("ok"):
+        from tfgpu.verify import failure
+
+        error = failure(result.verify)
+        error.message = f"The environment is built at {result.location.prefix}, but: {error.message}"
+        error.details = document
+        raise error
+    _emit(args, document, lambda: render.created(result, resolution))
+    return 0
+
+
+def default_name(tensorflow: str) -> str:
+    """``2.13.1`` -> ``tf2.13``: one env per series unless told otherwise."""
+    major, minor = tensorflow.split(".")[:2]
+    return f"tf{major}.{minor}"
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from tfgpu.installers.location import prefix_for
+    from tfgpu.verify import failure, run_verify
+
+    if not (args.name or args.prefix):
+        raise UsageError("missing-location", "Say which environment to verify: --name N or --prefix P.",
+                         ["`tfgpu-install verify --name tf2.21`"])
+    prefix, _ = prefix_for(args.name, args.prefix)
+    if not prefix.is_dir():
+        raise ImpossibleError("no-such-env", f"There is no environment at {prefix}.",
+                              ["Give the env's path with --prefix, or create it first."])
+    if not args.json:
+        _render().note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow)…")
+    report = run_verify(prefix)
+    if not report.get("ok"):
+        error = failure(report)
+        error.details = report
+        if not args.json:
+            _render().verify(report)
+        raise error
+    _emit(args, report, lambda: _render().verify(report))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help and --version
         return int(done.code or 0)
     except KeyboardInterrupt:
-        sys.stderr.write("Interrupted.\n")
+        sys.stderr.write("Interrupted: nothing was left half-built.\n")
         return 130
 
 

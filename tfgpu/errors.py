@@ -22,6 +22,8 @@ class TfgpuError(Exception):
     code: str
     message: str
     alternatives: list[str] = field(default_factory=list)
+    details: dict | None = None
+    """Machine-readable context (e.g. the verify report), added to the ``--json`` document."""
 
     exit_code: ClassVar[int] = 1
 
@@ -33,7 +35,7 @@ class TfgpuError(Exception):
 
     def to_dict(self) -> dict:
         """The ``{"error": ...}`` document printed by ``--json``."""
-        return {
+        document = {
             "error": {
                 "code": self.code,
                 "message": self.message,
@@ -41,6 +43,9 @@ class TfgpuError(Exception):
                 "exit_code": self.exit_code,
             }
         }
+        if self.details is not None:
+            document["details"] = self.details
+        return document
 
 
 class UsageError(TfgpuError):

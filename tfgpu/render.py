@@ -115,3 +115,90 @@ def matrix(rows: list[dict]) -> None:
             else ("pinned" if row["pip_cuda"] else "-"),
         )
     _out.print(table)
+
+
+def note(message: str) -> None:
+    _err.print(f"[dim]{escape(message)}[/]")
+
+
+def removed(path) -> None:
+    _out.print(f"Removed {escape(str(path))}")
+
+
+def dry_run(resolution, detected, result) -> None:
+    """The plan, then every step with its exact command; nothing was touched."""
+    plan(resolution, detected)
+    _out.print(f"[bold]Steps[/] (dry run: nothing was changed; the env would go to {escape(str(result.location.prefix))})")
+    for index, step in enumerate(result.steps, 1):
+        _out.print(f"[bold]{index:2}.[/] {escape(step.describe())}")
+
+
+def created(result, resolution) -> None:
+    _out.print(f"[green]✓[/] TensorFlow {escape(resolution.tensorflow)} (Python {resolution.python}) "
+               f"in {escape(str(result.location.prefix))}")
+    for line in result.notes + (result.outcome.notes if result.outcome else []):
+        _out.print(f"  • {escape(line)}")
+    if result.verify:
+        verify(result.verify)
+    elif result.verify is None:
+        _out.print("  • not verified (--no-verify): `tfgpu-install verify --prefix "
+                   f"{escape(str(result.location.prefix))}` checks the GPU")
+    _out.print(f"  activate: source {escape(str(result.location.prefix))}/bin/activate  "
+               f"[dim](or run {escape(str(result.location.prefix))}/bin/python directly)[/]")
+    _out.print(f"  [dim]log: {escape(str(result.log_path))}[/]")
+
+
+def verify(report: dict) -> None:
+    """The GPU check: what TensorFlow is, what it loaded from where, what each GPU computed."""
+    ok = report.get("ok")
+    head = "[green]GPU check passed[/]" if ok else f"[red]GPU check failed[/]: {escape(str(report.get('reason')))}"
+    _out.print(head)
+    info = report.get("build_info", {})
+    _out.print(f"  TensorFlow {escape(str(report.get('tensorflow', '?')))} (built with CUDA "
+               f"{escape(str(info.get('cuda_version', '?')))}, cuDNN {escape(str(info.get('cudnn_version', '?')))}), "
+               f"Python {escape(str(report.get('python')))}, import {report.get('import_seconds', '?')} s")
+    for gpu in report.get("gpus", []):
+        mark = "[green]✓[/]" if gpu.get("ok") else "[red]✗[/]"
+        _out.print(f"  {mark} {escape(str(gpu.get('device')))} {escape(str(gpu.get('name')))} "
+                   f"(CC {escape(str(gpu.get('compute_capability')))}): 2048² matmul matches the CPU "
+                   f"(max rel. error {gpu.get('max_relative_error', float('nan')):.1e}), "
+                   f"{gpu.get('tflops', '?')} TFLOP/s, first call {gpu.get('first_call_seconds', '?')} s")
+    for name, path in sorted(report.get("libraries", {}).items()):
+        _out.print(f"    [dim]{escape(name)} ← {escape(path)}[/]")
+    for line in report.get("log", []):
+        _out.print(f"    [yellow]log:[/] {escape(line)}")
+
+
+class ConsoleReporter:
+    """Progress of a long install on stderr (stdout stays clean for --json)."""
+
+    def __init__(self) -> None:
+        self._status = None
+        self._title = ""
+
+    def _stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def step(self, index: int, total: int, title: str) -> None:
+        self._stop()
+        self._title = f"[{index}/{total}] {title}"
+        _err.print(f"[bold]{escape(self._title)}[/]")
+        self._status = _err.status(escape(self._title))
+        self._status.start()
+
+    def output(self, line: str) -> None:
+        if self._status is not None and line.strip():
+            self._status.update(f"{escape(self._title)} [dim]— {escape(line.strip()[:100])}[/]")
+
+    def done(self, index: int, total: int, title: str, seconds: float) -> None:
+        self._stop()
+        if seconds >= 1:
+            _err.print(f"  [dim]done in {seconds:.1f} s[/]")
+
+    def note(self, message: str) -> None:
+        _err.print(f"  [cyan]→[/] {escape(message)}")
+
+    def close(self) -> None:
+        self._stop()

@@ -64,12 +64,9 @@ def _parsed_data() -> dict[str, dict]:
 
 
 def _cache_dir() -> Path:
-    override = os.environ.get("TFGPU_CACHE_DIR")
-    if override:
-        return Path(override)
-    from platformdirs import user_cache_dir
+    from tfgpu.paths import cache_root
 
-    return Path(user_cache_dir("tfgpu-install")) / "data"
+    return cache_root() / "data"
 
 
 class Wheel(NamedTuple):

@@ -1,0 +1,88 @@
+"""The installer interface: ``plan()`` is pure and returns steps; ``apply()`` does them.
+
+Every side effect of an install goes through a :class:`Step`, so ``--dry-run`` prints exactly
+what ``apply`` would do, and tests compare lists of steps.
+"""
+
+from __future__ import annotations
+
+import shlex
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing an install does."""
+
+    kind: str
+    """What kind of work: ``venv``, ``compile``, ``install``, ``activation``, ``jupyter``, ``commit``…"""
+    title: str
+    """One line for a person."""
+    argv: tuple[str, ...] = ()
+    """The command it runs, if any (never a shell string)."""
+    writes: tuple[str, ...] = ()
+    """Files or directories it creates."""
+    content: str = ""
+    """What a write step writes, where that is known in advance."""
+
+    def describe(self) -> str:
+        lines = [self.title]
+        if self.argv:
+            lines.append("  $ " + shlex.join(self.argv))
+        lines.extend(f"  writes {path}" for path in self.writes)
+        lines.extend(f"    | {line}" for line in self.content.splitlines())
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "title": self.title, "argv": list(self.argv), "writes": list(self.writes),
+                "content": self.content}
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to build, from the command line."""
+
+    engine: str | None = None
+    find_links: str | None = None
+    offline: bool = False
+    jupyter: bool = False
+    force: bool = False
+    verify: bool = True
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where an env goes: the final prefix, the staging directory it is built in, its name."""
+
+    prefix: Path
+    staging: Path
+    name: str
+    existing: bool = False
+    """The prefix exists already (only allowed with --force: it is replaced at the end)."""
+
+
+@dataclass
+class Outcome:
+    """What an install produced."""
+
+    prefix: Path
+    python: Path
+    installed: dict[str, str] = field(default_factory=dict)
+    """Every distribution in the env and its exact version."""
+    notes: list[str] = field(default_factory=list)
+
+
+class Installer(ABC):
+    """One install mode."""
+
+    mode: str
+
+    @abstractmethod
+    def plan(self, resolution, location: Location, options: Options) -> list[Step]:
+        """The steps that build ``resolution`` at ``location``; touches nothing."""
+
+    @abstractmethod
+    def apply(self, steps: list[Step], runner, reporter, **context) -> Outcome:
+        """Carry out ``steps`` in staging; raise ``OperationError`` on failure (the caller rolls back)."""

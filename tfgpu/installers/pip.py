@@ -1,0 +1,207 @@
+"""pip mode: a venv built by uv (or pip), holding TensorFlow and its CUDA wheels, set up so
+TensorFlow finds those wheels however the env's Python is started.
+
+uv is the engine: ``uv venv --relocatable`` (so the env can be built in staging and moved),
+``uv pip compile --generate-hashes`` once (the exact versions, stated even where TF's extra gives
+ranges), then ``uv pip install --compile-bytecode`` of exactly that, from uv's hard-linking cache.
+``--engine pip`` (or no uv) uses ``python -m venv`` and pip.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tfgpu import __version__
+from tfgpu.errors import OperationError
+from tfgpu.installers import activation
+from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
+from tfgpu.installers.location import MARKER, commit, relocate_venv
+
+_PROBLEM_LINES = re.compile(r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
+                            r"Could not|ERROR|No matching distribution)", re.I)
+_NO_NETWORK = re.compile(r"(dns error|Failed to fetch|error sending request|Could not connect|"
+                         r"Network is unreachable|Temporary failure in name resolution|"
+                         r"failed to lookup address|Connection refused|offline)", re.I)
+
+
+def find_uv() -> str | None:
+    """The uv binary shipped by the ``uv`` package, else one on PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+class PipInstaller(Installer):
+    """Builds a pip-mode env; see the module docstring."""
+
+    mode = "pip"
+
+    def __init__(self, uv: str | None, cache_dir: Path, python: str | None) -> None:
+        self.uv = uv
+        self.cache_dir = cache_dir
+        self.python = python
+        """The interpreter to base the venv on; None lets uv provide a managed one."""
+
+    def engine(self, options: Options) -> str:
+        return "pip" if options.engine == "pip" or self.uv is None else "uv"
+
+    def plan(self, resolution, location: Location, options: Options) -> list[Step]:
+        staging = location.staging
+        env_python = str(staging / "bin" / "python")
+        requirements = list(resolution.packages.pip) + (["ipykernel"] if options.jupyter else [])
+        req_in, req_lock = staging / "tfgpu" / "requirements.in", staging / "tfgpu" / "requirements.txt"
+        sources = self._sources(options)
+        steps = [Step("requirements", f"Write the requirements ({len(requirements)})", writes=(str(req_in),),
+                      content="\n".join(requirements) + "\n")]
+        if self.engine(options) == "uv":
+            base = self.python or resolution.python
+            how = "" if self.python else f" (uv provides a managed Python {resolution.python})"
+            cache = ("--cache-dir", str(self.cache_dir))
+            steps += [
+                Step("run", f"Create the venv with Python {resolution.python}{how}",
+                     (self.uv, "venv", str(staging), "--python", base, "--relocatable", "--seed",
+                      "--allow-existing", *cache, *(("--offline",) if options.offline else ()))),
+                Step("lock", "Resolve the exact versions (hashes included)",
+                     (self.uv, "pip", "compile", str(req_in), "-o", str(req_lock), "--python", env_python,
+                      "--generate-hashes", "--no-header", "--quiet", *cache, *sources), writes=(str(req_lock),)),
+                Step("run", "Install TensorFlow and its CUDA libraries (compiling bytecode)",
+                     (self.uv, "pip", "install", "--python", env_python, "-r", str(req_lock),
+                      "--compile-bytecode", *cache, *sources)),
+                Step("inventory", "Record what was installed",
+                     (self.uv, "pip", "list", "--python", env_python, "--format", "json", *cache, "--offline")),
+            ]
+        else:
+            pip_sources = (("--no-index",) if options.offline else ()) + (
+                ("--find-links", options.find_links) if options.find_links else ())
+            steps += [
+                Step("run", f"Create the venv with Python {resolution.python}",
+                     (self.python or f"python{resolution.python}", "-m", "venv", str(staging))),
+                Step("run", "Install TensorFlow and its CUDA libraries with pip",
+                     (env_python, "-m", "pip", "install", "--disable-pip-version-check", "-r", str(req_in),
+                      *pip_sources)),
+                Step("inventory", "Record what was installed",
+                     (env_python, "-m", "pip", "list", "--format", "json", "--disable-pip-version-check")),
+            ]
+        steps += [
+            Step("activation", "Set up the CUDA libraries for every launch path (activate scripts, load hook, "
+                 "ptxas)", writes=(str(staging / "etc" / "tfgpu"), str(staging / "bin" / "activate"))),
+            Step("marker", "Record the environment", writes=(str(staging / MARKER),)),
+            Step("relocate", "Point the venv's scripts at their final place"),
+            Step("commit", f"Move the finished environment into place at {location.prefix}",
+                 writes=(str(location.prefix),)),
+        ]
+        return steps
+
+    def _sources(self, options: Options) -> tuple[str, ...]:
+        sources: tuple[str, ...] = ()
+        if options.find_links:
+            sources += ("--find-links", options.find_links)
+        if options.offline:
+            sources += ("--offline", "--no-index")
+        return sources
+
+    def apply(self, steps, runner, reporter, *, resolution, location: Location, options: Options) -> Outcome:
+        """Carry out ``steps`` in staging; the caller commits or rolls back."""
+        outcome = Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python")
+        total = len(steps)
+        for index, step in enumerate(steps, 1):
+            reporter.step(index, total, step.title)
+            started = time.monotonic()
+            if step.kind == "requirements":
+                path = Path(step.writes[0])
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(step.content, encoding="utf-8")
+            elif step.kind in ("run", "lock", "inventory"):
+                done = runner.run(step.argv, on_line=reporter.output if step.kind == "run" else None)
+                if done.returncode != 0:
+                    raise install_failed(step, done, runner.log_path, options)
+                if step.kind == "lock":
+                    for pin in exact_pins(Path(step.writes[0]).read_text(encoding="utf-8")):
+                        if pin.startswith(("nvidia-", "tensorflow")):
+                            reporter.note(f"chosen: {pin}")
+                if step.kind == "inventory":
+                    outcome.installed = parse_inventory(done.output)
+            elif step.kind == "activation":
+                site = site_packages(location.staging, resolution.python)
+                layout = activation.read_layout(location.staging, site)
+                activation.write_venv_activation(location.staging, layout)
+                outcome.notes.append(f"{len(layout.preload)} CUDA libraries preloaded by the load hook")
+            elif step.kind == "marker":
+                write_marker(location, resolution, options, outcome, self.engine(options))
+            elif step.kind == "relocate":
+                relocate_venv(location.staging, location.prefix)
+            elif step.kind == "commit":
+                commit(location)
+            reporter.done(index, total, step.title, time.monotonic() - started)
+        return outcome
+
+
+def site_packages(root: Path, python: str) -> str:
+    """``lib/python3.12/site-packages`` (the path every venv of that Python uses on Linux)."""
+    found = sorted(root.glob("lib/python3*/site-packages"))
+    return str(found[0].relative_to(root)) if found else f"lib/python{python}/site-packages"
+
+
+def parse_inventory(output: str) -> dict[str, str]:
+    """``{name: version}`` from ``uv pip list``/``pip list --format json`` (whose first line may be
+    uv's "Using Python ... environment at" note)."""
+    for line in reversed(output.splitlines()):
+        if line.startswith("["):
+            return {row["name"]: row["version"] for row in json.loads(line)}
+    raise OperationError("install-failed", "Could not read the list of installed packages:\n" + output[-500:],
+                         ["Run the same command by hand; the log has the whole output."])
+
+
+def exact_pins(lock_text: str) -> list[str]:
+    """``name==version`` lines of a compiled requirements file."""
+    return [line.split()[0].rstrip("\\") for line in lock_text.splitlines()
+            if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?==", line)]
+
+
+def write_marker(location: Location, resolution, options: Options, outcome: Outcome, engine: str) -> None:
+    lock = location.staging / "tfgpu" / "requirements.txt"
+    (location.staging / MARKER).write_text(json.dumps({
+        "tool": "tfgpu-install",
+        "tool_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "mode": "pip",
+        "engine": engine,
+        "name": location.name,
+        "tensorflow": resolution.tensorflow,
+        "python": resolution.python,
+        "cuda": resolution.cuda,
+        "cudnn": resolution.cudnn,
+        "min_driver": resolution.min_driver,
+        "requirements": list(resolution.packages.pip),
+        "locked": exact_pins(lock.read_text(encoding="utf-8")) if lock.exists() else [],
+        "installed": outcome.installed,
+        "find_links": options.find_links,
+        "offline": options.offline,
+    }, indent=2) + "\n", encoding="utf-8")
+
+
+def install_failed(step: Step, done, log_path: Path, options: Options) -> OperationError:
+    """One line of what went wrong, the tool's own explanation, and what to do."""
+    problem = [line.strip() for line in done.output.splitlines() if _PROBLEM_LINES.search(line)][:8]
+    alternatives = []
+    if _NO_NETWORK.search(done.output) and not options.offline:
+        alternatives.append("No network? Build from a local wheel directory: --find-links DIR --offline.")
+    if options.offline:
+        alternatives.append("--offline uses only the --find-links directory and uv's cache: add the missing "
+                            "wheels there (`pip download` them on a connected machine).")
+    alternatives.append(f"The whole output is in {log_path}.")
+    detail = "\n".join(problem) if problem else done.tail()
+    return OperationError(
+        "install-failed",
+        f"{step.title} failed (`{Path(step.argv[0]).name} {' '.join(step.argv[1:3])}` exited {done.returncode}); "
+        f"nothing was installed.\n{detail}",
+        alternatives,
+    )

@@ -1,0 +1,61 @@
+"""``tfgpu-install verify``: prove, inside an env, that TensorFlow computes on the GPU.
+
+The check runs in the env's own Python (``check_env.py``, shipped as package data); this side
+starts it, keeps TensorFlow's log, and turns the report into a result or an error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from importlib.resources import as_file, files
+from pathlib import Path
+
+from tfgpu.errors import OperationError
+
+_LOG_SIGNS = re.compile(r"(Could not load dynamic library|Cannot dlopen|failed call to cuInit|"
+                        r"Could not find cuda drivers|CUDA_ERROR|libdevice|ptxas|Loaded runtime CuDNN)")
+
+
+def run_verify(prefix: Path, timeout: float = 900) -> dict:
+    """Run the check with ``prefix``'s Python; the report, with TensorFlow's notable log lines."""
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        raise OperationError("not-an-env", f"{prefix} has no bin/python: it is not a Python environment.",
+                             ["Give the env's root with --prefix, or its name with --name."])
+    with as_file(files("tfgpu.verify").joinpath("check_env.py")) as script:
+        try:
+            done = subprocess.run([str(python), "-I", str(script)], capture_output=True, text=True,
+                                  timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise OperationError("verify-timeout", f"The GPU check in {prefix} ran past {timeout:.0f} s.",
+                                 ["Run it by hand to see where it hangs: "
+                                  f"{python} -c 'import tensorflow as tf; print(tf.config.list_physical_devices())'"]) from None
+    lines = done.stdout.strip().splitlines()
+    try:
+        report = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise OperationError("verify-crashed", f"The GPU check in {prefix} crashed (exit {done.returncode}).\n"
+                             + "\n".join(done.stderr.strip().splitlines()[-8:]),
+                             ["Run `tfgpu-install doctor` for the environment."]) from None
+    report["log"] = [line.strip() for line in done.stderr.splitlines() if _LOG_SIGNS.search(line)][:20]
+    report["prefix"] = str(prefix)
+    return report
+
+
+def failure(report: dict) -> OperationError:
+    """The error for a report whose GPU check did not pass (exit 1, never a success)."""
+    return OperationError(report.get("code") or "no-gpu", f"No working GPU in {report['prefix']}: {report.get('reason')}",
+                          _ways_forward(report.get("code")))
+
+
+def _ways_forward(code: str | None) -> list[str]:
+    return {
+        "no-driver": ["Install the NVIDIA driver (the env needs nothing else); in WSL2 install it on Windows.",
+                      "`tfgpu-install doctor` shows every driver source it tried."],
+        "driver-too-old": ["Upgrade the NVIDIA driver, or rebuild the env for an older TF: "
+                           "`tfgpu-install plan` names the newest one this driver runs."],
+        "library-not-loadable": ["Rebuild the env with --force; `tfgpu-install doctor` shows which file is missing."],
+        "tensorflow-import-failed": ["Rebuild the env with --force."],
+    }.get(code or "", ["`tfgpu-install doctor` explains what is wrong and how to fix it."])

@@ -1,0 +1,136 @@
+"""Run by an environment's own Python (``tfgpu-install verify``): does TensorFlow use the GPU?
+
+Prints one JSON document on stdout. Imports TensorFlow, records its build info, which CUDA
+libraries the process loaded and from which files, the GPUs TensorFlow lists, and for each GPU
+a matmul checked against the CPU's result. With no GPU it finds the reason (no driver, a driver
+too old for the build's CUDA, a CUDA library that will not load). Standard library + TensorFlow
+only: it runs on whatever Python the env has.
+"""
+
+import ctypes
+import json
+import os
+import sys
+import time
+
+CUDA_LIBRARY_PREFIXES = ("libcuda.so", "libcudart", "libcublas", "libcudnn", "libcufft", "libcurand",
+                         "libcusolver", "libcusparse", "libnccl", "libnvrtc", "libnvJitLink", "libcupti",
+                         "libnvidia-ml")
+
+
+def loaded_cuda_libraries():
+    """{basename: path} of the CUDA libraries mapped into this process (/proc/self/maps)."""
+    found = {}
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+                name = os.path.basename(path)
+                if path.startswith("/") and name.startswith(CUDA_LIBRARY_PREFIXES):
+                    found.setdefault(name, path)
+    except OSError:
+        pass
+    return found
+
+
+def driver_facts():
+    """(driver CUDA version as "12.4" or None, error or None) through libcuda, without cuInit."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as error:
+        return None, str(error)
+    version = ctypes.c_int(0)
+    if libcuda.cuDriverGetVersion(ctypes.byref(version)) != 0:
+        return None, "cuDriverGetVersion failed"
+    status = libcuda.cuInit(0)
+    value = version.value
+    return "%d.%d" % (value // 1000, value % 1000 // 10), (None if status == 0 else "cuInit returned %d" % status)
+
+
+def diagnose(report, build_cuda):
+    """Why TensorFlow lists no GPU: the first cause found, as (code, message)."""
+    if not report["build_info"].get("is_cuda_build", False):
+        return "cpu-only-build", "This TensorFlow wheel is not a CUDA build (is_cuda_build is False)."
+    cuda, error = driver_facts()
+    report["driver_cuda"] = cuda
+    if cuda is None:
+        return "no-driver", ("No NVIDIA driver: libcuda.so.1 cannot be loaded (%s). Install the NVIDIA "
+                             "driver; the env already holds every other CUDA library." % error)
+    built = tuple(int(x) for x in build_cuda.split(".")[:2]) if build_cuda else None
+    have = tuple(int(x) for x in cuda.split("."))
+    if built and (have[0] < built[0] or (built[0] < 11 and have < built)):
+        return "driver-too-old", ("The driver supports CUDA %s; TensorFlow was built with CUDA %s. Upgrade "
+                                  "the NVIDIA driver." % (cuda, build_cuda))
+    if error:
+        return "cuda-init-failed", "The driver is there (CUDA %s) but %s: no usable GPU." % (cuda, error)
+    hook = sys.modules.get("_tfgpu_cuda_hook")
+    for path, problem in getattr(hook, "errors", []):
+        return "library-not-loadable", "%s does not load: %s" % (os.path.basename(path), problem)
+    return "no-gpu-registered", "TensorFlow registered no GPU; its log (below) says why."
+
+
+def check_gpu(tf, index):
+    """A 2048x2048 matmul on one GPU, compared with the CPU's."""
+    import numpy as np
+
+    rng = np.random.default_rng(index)
+    a = rng.standard_normal((2048, 2048), dtype=np.float32)
+    b = rng.standard_normal((2048, 2048), dtype=np.float32)
+    with tf.device("/CPU:0"):
+        expected = tf.matmul(a, b).numpy()
+    with tf.device("/GPU:%d" % index):
+        started = time.perf_counter()
+        first = tf.matmul(a, b).numpy()
+        first_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        for _ in range(10):
+            result = tf.matmul(a, b)
+        result = result.numpy()
+        seconds = (time.perf_counter() - started) / 10
+    error = float(np.max(np.abs(result - expected)) / max(float(np.max(np.abs(expected))), 1e-30))
+    return {"max_relative_error": error, "ok": error < 2e-2 and bool(np.all(np.isfinite(result))),
+            "first_call_seconds": round(first_seconds, 3), "tflops": round(2 * 2048 ** 3 / seconds / 1e12, 2),
+            "matches_first": bool(np.allclose(first, result, rtol=1e-3, atol=1e-3))}
+
+
+def main():
+    report = {"python": sys.version.split()[0], "executable": sys.executable, "ok": False, "gpus": [],
+              "code": None, "reason": None, "build_info": {}, "libraries": {}}
+    started = time.perf_counter()
+    try:
+        import tensorflow as tf
+    except Exception as error:  # noqa: BLE001 - any import failure is the finding
+        report.update(code="tensorflow-import-failed", reason="import tensorflow failed: %r" % (error,))
+        print(json.dumps(report))
+        return
+    report["import_seconds"] = round(time.perf_counter() - started, 2)
+    report["tensorflow"] = tf.__version__
+    report["build_info"] = {k: (v if isinstance(v, (str, int, float, bool, list)) else str(v))
+                            for k, v in dict(tf.sysconfig.get_build_info()).items()}
+    gpus = tf.config.list_physical_devices("GPU")
+    report["libraries"] = loaded_cuda_libraries()
+    hook = sys.modules.get("_tfgpu_cuda_hook")
+    report["load_hook"] = {"loaded": len(getattr(hook, "loaded", [])), "errors": getattr(hook, "errors", [])} \
+        if hook else None
+    if not gpus:
+        report["code"], report["reason"] = diagnose(report, report["build_info"].get("cuda_version"))
+        print(json.dumps(report))
+        return
+    for index, device in enumerate(gpus):
+        details = tf.config.experimental.get_device_details(device)
+        entry = {"device": device.name, "name": details.get("device_name"),
+                 "compute_capability": ".".join(map(str, details.get("compute_capability", ()) or ()))}
+        try:
+            entry.update(check_gpu(tf, index))
+        except Exception as error:  # noqa: BLE001 - a failing op is the finding
+            entry.update(ok=False, error=repr(error))
+        report["gpus"].append(entry)
+    report["libraries"] = loaded_cuda_libraries()
+    report["ok"] = all(gpu["ok"] for gpu in report["gpus"])
+    if not report["ok"]:
+        report["code"], report["reason"] = "gpu-op-failed", "A GPU matmul failed or disagreed with the CPU."
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
