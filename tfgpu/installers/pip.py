@@ -67,8 +67,9 @@ class PipInstaller(Installer):
             cache = ("--cache-dir", str(self.cache_dir))
             steps += [
                 Step("run", f"Create the venv with Python {resolution.python}{how}",
-                     (self.uv, "venv", str(staging), "--python", base, "--relocatable", "--seed",
-                      "--allow-existing", *cache, *(("--offline",) if options.offline else ()))),
+                     # pip is seeded for the user's later installs, except offline (its wheel may be absent)
+                     (self.uv, "venv", str(staging), "--python", base, "--relocatable", "--prompt", location.name,
+                      *(("--offline",) if options.offline else ("--seed",)), "--allow-existing", *cache)),
                 Step("lock", "Resolve the exact versions (hashes included)",
                      (self.uv, "pip", "compile", str(req_in), "-o", str(req_lock), "--python", env_python,
                       "--generate-hashes", "--no-header", "--quiet", *cache, *sources), writes=(str(req_lock),)),
@@ -83,7 +84,8 @@ class PipInstaller(Installer):
                 ("--find-links", options.find_links) if options.find_links else ())
             steps += [
                 Step("run", f"Create the venv with Python {resolution.python}",
-                     (self.python or f"python{resolution.python}", "-m", "venv", str(staging))),
+                     (self.python or f"python{resolution.python}", "-m", "venv", "--prompt", location.name,
+                      str(staging))),
                 Step("run", "Install TensorFlow and its CUDA libraries with pip",
                      (env_python, "-m", "pip", "install", "--disable-pip-version-check", "-r", str(req_in),
                       *pip_sources)),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -91,11 +92,12 @@ class Runner:
 
 
 def _stop(child: subprocess.Popen) -> None:
+    """After Ctrl-C: a terminal sent the child SIGINT too, a `kill -INT` of our pid did not."""
     try:
-        child.wait(timeout=10)
-    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=5)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
         child.kill()
         child.wait()
-    except KeyboardInterrupt:
-        child.kill()
-        child.wait()
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,252 @@
+"""pip mode, built for real by uv from a local wheelhouse (tests/wheelhouse.py) with no network.
+
+Every env here is a real venv with real shared libraries; TensorFlow itself is the stand-in
+package from the wheelhouse (the real one is in tests/test_pip_e2e.py, marked network).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_tool, shells
+
+TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
+STUB_LIBS = {"libnvJitLink.so.12", "libcudart.so.12", "libcublasLt.so.12", "libcublas.so.12",
+             "libcusolver.so.11", "libcudnn.so.9"}
+
+MAPS = ("import json, os\n"
+        "paths = {line.split()[-1] for line in open('/proc/self/maps') if '/nvidia/' in line}\n"
+        "print(json.dumps(sorted(paths)))\n")
+
+
+def create(prefix: Path, local_wheels: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
+    return run_tool("create", *TARGET, "--prefix", str(prefix), "--find-links", str(local_wheels), "--offline",
+                    "--no-verify", *extra, env=env)
+
+
+@pytest.fixture
+def built_env(tmp_path, local_wheels, tool_env) -> Path:
+    prefix = tmp_path / "env"
+    done = create(prefix, local_wheels, tool_env)
+    assert done.returncode == 0, done.stderr
+    return prefix
+
+
+def leftovers(prefix: Path) -> list[str]:
+    return sorted(p.name for p in prefix.parent.iterdir() if p.name.startswith(f".{prefix.name}."))
+
+
+def test_create_builds_a_complete_env_and_nothing_else(tmp_path, local_wheels, tool_env):
+    prefix = tmp_path / "env"
+    done = create(prefix, local_wheels, tool_env, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["installed"]["tensorflow"] == "2.21.0"
+    assert result["installed"]["nvidia-cusolver-cu12"] == "11.7.5.82"
+    marker = json.loads((prefix / "tfgpu-env.json").read_text())
+    assert marker["tensorflow"] == "2.21.0" and "nvidia-cudnn-cu12==9.28.0.42" in marker["locked"]
+    assert "chosen: nvidia-cudnn-cu12==9.28.0.42" in done.stderr  # exact versions are stated
+    assert leftovers(prefix) == []
+    assert (prefix / "bin" / "ptxas").resolve().is_file()
+
+
+def test_unactivated_python_preloads_the_envs_own_libraries(built_env):
+    """An IDE/cron/systemd start: the env's Python by absolute path, nothing activated."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "XLA_FLAGS", "VIRTUAL_ENV")}
+    done = subprocess.run([str(built_env / "bin" / "python"), "-c", "import tensorflow\n" + MAPS +
+                           "print(os.environ['XLA_FLAGS'])"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    paths, xla = done.stdout.splitlines()
+    loaded = json.loads(paths)
+    assert {Path(p).name for p in loaded} == STUB_LIBS
+    assert all(p.startswith(str(built_env)) for p in loaded)
+    assert xla == f"--xla_gpu_cuda_data_dir={built_env}/lib/python3.11/site-packages/nvidia/cuda_nvcc"
+
+
+def test_python_starts_without_tensorflow_load_nothing(built_env):
+    done = subprocess.run([str(built_env / "bin" / "python"), "-c",
+                           "import sys\n" + MAPS + "print('ctypes' in sys.modules)"],
+                          capture_output=True, text=True)
+    paths, ctypes_loaded = done.stdout.splitlines()
+    assert json.loads(paths) == [] and ctypes_loaded == "False"
+
+
+def test_preload_can_be_switched_off(built_env):
+    done = subprocess.run([str(built_env / "bin" / "python"), "-c", "import tensorflow\n" + MAPS],
+                          capture_output=True, text=True, env={**os.environ, "TFGPU_NO_PRELOAD": "1"})
+    assert json.loads(done.stdout) == []
+
+
+SHELL_SCRIPT = {
+    "bash": '{setup}\n. "{env}/bin/activate"\necho "LD=$LD_LIBRARY_PATH"\necho "XLA=$XLA_FLAGS"\n'
+            'echo "PTXAS=$(command -v ptxas)"\nsoname_check\ndeactivate\n'
+            'echo "AFTER_LD=${{LD_LIBRARY_PATH-<unset>}}"\necho "AFTER_XLA=${{XLA_FLAGS-<unset>}}"\n',
+    "fish": '{setup}\nsource "{env}/bin/activate.fish"\necho "LD=$LD_LIBRARY_PATH"\necho "XLA=$XLA_FLAGS"\n'
+            'echo "PTXAS="(command -v ptxas)\nsoname_check\ndeactivate\n'
+            'if set -q LD_LIBRARY_PATH; echo "AFTER_LD=$LD_LIBRARY_PATH"; else; echo "AFTER_LD=<unset>"; end\n'
+            'if set -q XLA_FLAGS; echo "AFTER_XLA=$XLA_FLAGS"; else; echo "AFTER_XLA=<unset>"; end\n',
+}
+SHELL_SCRIPT["zsh"] = SHELL_SCRIPT["bash"]
+# The loader's own search: a Python without the load hook opens libcusolver by soname.
+SONAME_CHECK = ("TFGPU_NO_PRELOAD=1 python -c \"import ctypes; ctypes.CDLL('libcusolver.so.11'); "
+                "print('SONAME=' + [l.split()[-1] for l in open('/proc/self/maps') if 'libcusolver' in l][0])\"")
+STATES = {  # before activation -> (setup line for sh, for fish)
+    "unset": ("unset LD_LIBRARY_PATH XLA_FLAGS", "set -e LD_LIBRARY_PATH; set -e XLA_FLAGS"),
+    "empty": ("export LD_LIBRARY_PATH= XLA_FLAGS=", "set -gx LD_LIBRARY_PATH ''; set -gx XLA_FLAGS ''"),
+    "set": ("export LD_LIBRARY_PATH=/opt/a:/opt/b XLA_FLAGS=--xla_dump_to=/tmp/x",
+            "set -gx LD_LIBRARY_PATH /opt/a /opt/b; set -gx XLA_FLAGS --xla_dump_to=/tmp/x"),
+}
+EXPECTED_AFTER = {"unset": ("<unset>", "<unset>"), "empty": ("", ""), "set": ("/opt/a:/opt/b", "--xla_dump_to=/tmp/x")}
+
+
+@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("shell", shells())
+def test_activated_shell_puts_env_libraries_first_and_deactivate_restores_exactly(built_env, shell, state):
+    sh_setup, fish_setup = STATES[state]
+    define = (f"function soname_check; {SONAME_CHECK}; end" if shell == "fish"
+              else f"soname_check () {{ {SONAME_CHECK}; }}")
+    script = define + "\n" + SHELL_SCRIPT[shell].format(setup=fish_setup if shell == "fish" else sh_setup,
+                                                        env=built_env)
+    done = subprocess.run([shell, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    out = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    site = f"{built_env}/lib/python3.11/site-packages"
+    first = out["LD"].split(":")[0]
+    assert first == f"{site}/nvidia/nvjitlink/lib"
+    assert f"{site}/nvidia/cusolver/lib" in out["LD"].split(":")
+    if state == "set":
+        assert out["LD"].endswith(":/opt/a:/opt/b")
+        assert out["XLA"].startswith("--xla_dump_to=/tmp/x ")
+    assert out["XLA"].endswith(f"--xla_gpu_cuda_data_dir={site}/nvidia/cuda_nvcc")
+    assert out["PTXAS"] == f"{built_env}/bin/ptxas"
+    assert out["SONAME"] == f"{site}/nvidia/cusolver/lib/libcusolver.so.11"
+    assert (out["AFTER_LD"], out["AFTER_XLA"]) == EXPECTED_AFTER[state]
+
+
+@pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
+def test_activation_script_passes_shellcheck(built_env):
+    done = subprocess.run(["shellcheck", "-s", "bash", str(built_env / "etc" / "tfgpu" / "activate.sh")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
+
+
+def test_a_moved_env_still_finds_its_own_libraries(built_env, tmp_path):
+    moved = tmp_path / "moved"
+    built_env.rename(moved)
+    done = subprocess.run([str(moved / "bin" / "python"), "-c", "import tensorflow\n" + MAPS],
+                          capture_output=True, text=True)
+    assert all(p.startswith(str(moved)) for p in json.loads(done.stdout)) and json.loads(done.stdout)
+    done = subprocess.run(["bash", "-c", f'. "{moved}/bin/activate"; echo "$LD_LIBRARY_PATH"'],
+                          capture_output=True, text=True)
+    assert done.stdout.startswith(f"{moved}/lib/")
+
+
+def test_pip_engine_builds_the_same_env(tmp_path, local_wheels, tool_env):
+    prefix = tmp_path / "pip-env"
+    done = create(prefix, local_wheels, tool_env, "--engine", "pip")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((prefix / "tfgpu-env.json").read_text())["engine"] == "pip"
+    activate = (prefix / "bin" / "activate").read_text()
+    assert ".tfgpu-staging" not in activate and str(prefix) in activate  # relocated after staging
+    run = subprocess.run([str(prefix / "bin" / "python"), "-c", "import tensorflow\n" + MAPS],
+                         capture_output=True, text=True)
+    assert {Path(p).name for p in json.loads(run.stdout)} == STUB_LIBS
+
+
+def test_dry_run_prints_every_command_and_touches_nothing(tmp_path, local_wheels, tool_env):
+    prefix = tmp_path / "env"
+    done = run_tool("create", *TARGET, "--prefix", str(prefix), "--find-links", str(local_wheels), "--offline",
+                    "--dry-run", "--json", env=tool_env)
+    assert done.returncode == 0, done.stderr
+    steps = json.loads(done.stdout)["steps"]
+    commands = [" ".join(step["argv"][1:3]) for step in steps if step["argv"]]
+    assert commands == ["venv " + str(prefix.parent / ".env.tfgpu-staging"), "pip compile", "pip install", "pip list"]
+    assert "--compile-bytecode" in steps[3]["argv"] and "--offline" in steps[3]["argv"]
+    assert not prefix.exists() and leftovers(prefix) == []
+
+
+def test_an_existing_env_is_kept_without_force_and_replaced_with_it(built_env, local_wheels, tool_env):
+    (built_env / "mine.txt").write_text("keep")
+    again = create(built_env, local_wheels, tool_env)
+    assert again.returncode == 3 and "error: env-exists" in again.stderr
+    assert (built_env / "mine.txt").exists()
+    forced = create(built_env, local_wheels, tool_env, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert not (built_env / "mine.txt").exists() and (built_env / "tfgpu-env.json").exists()
+    assert leftovers(built_env) == []
+
+
+def test_a_directory_tfgpu_did_not_build_is_never_touched(tmp_path, local_wheels, tool_env):
+    prefix = tmp_path / "project"
+    prefix.mkdir()
+    (prefix / "data.csv").write_text("1,2\n")
+    done = create(prefix, local_wheels, tool_env, "--force")
+    assert done.returncode == 3 and "target-not-empty" in done.stderr
+    assert [p.name for p in prefix.iterdir()] == ["data.csv"]
+
+
+def test_an_unwritable_target_is_refused_before_anything_happens(tmp_path, local_wheels, tool_env):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = create(blocker / "env", local_wheels, tool_env)
+    assert done.returncode == 3 and "target-not-writable" in done.stderr
+
+
+def test_a_missing_wheel_offline_fails_cleanly(tmp_path, local_wheels, tool_env):
+    prefix = tmp_path / "env"
+    done = run_tool("create", "--tf", "2.20", "--mode", "pip", "--python", "3.11", "--prefix", str(prefix),
+                    "--find-links", str(local_wheels), "--offline", "--no-verify", env=tool_env)
+    assert done.returncode == 1 and "error: install-failed" in done.stderr
+    assert "--offline uses only the --find-links directory" in done.stderr
+    assert not prefix.exists() and leftovers(prefix) == []
+
+
+def test_no_network_is_named_as_the_cause(tmp_path, tool_env):
+    prefix = tmp_path / "env"
+    env = {**tool_env, "UV_DEFAULT_INDEX": "http://127.0.0.1:9/simple", "UV_HTTP_RETRIES": "0"}
+    done = run_tool("create", *TARGET, "--prefix", str(prefix), "--no-verify", env=env)
+    assert done.returncode == 1 and "error: install-failed" in done.stderr
+    assert "No network?" in done.stderr
+    assert not prefix.exists() and leftovers(prefix) == []
+
+
+def test_a_python_that_is_not_installed_is_reported_first(tmp_path, local_wheels, tool_env):
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    env = {**tool_env, "HOME": str(empty), "PYENV_ROOT": str(empty), "UV_PYTHON_INSTALL_DIR": str(empty),
+           "PATH": "/usr/bin:/bin"}
+    done = run_tool("create", "--tf", "2.21", "--mode", "pip", "--python", "3.10", "--prefix", str(tmp_path / "env"),
+                    "--find-links", str(local_wheels), "--offline", env=env)
+    assert done.returncode == 3 and "error: python-not-found" in done.stderr
+    assert not (tmp_path / "env").exists()
+
+
+def test_remove_deletes_only_what_tfgpu_built(built_env, tmp_path, tool_env):
+    other = tmp_path / "other"
+    other.mkdir()
+    refused = run_tool("remove", "--prefix", str(other), env=tool_env)
+    assert refused.returncode == 3 and "not-a-tfgpu-env" in refused.stderr and other.exists()
+    done = run_tool("remove", "--prefix", str(built_env), env=tool_env)
+    assert done.returncode == 0 and not built_env.exists()
+    assert run_tool("remove", "--prefix", str(built_env), env=tool_env).returncode == 3
+
+
+def test_name_puts_the_env_in_the_envs_directory(local_wheels, tool_env):
+    done = run_tool("create", *TARGET, "--name", "team-tf", "--find-links", str(local_wheels), "--offline",
+                    "--no-verify", "--json", env=tool_env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["prefix"] == str(Path(tool_env["TFGPU_ENVS_DIR"]) / "team-tf")
+    assert run_tool("remove", "--name", "team-tf", env=tool_env).returncode == 0
+
+
+def test_verify_without_tensorflow_is_a_clear_failure(built_env, tool_env):
+    """The stand-in tensorflow has no sysconfig: verify must fail with a reason, not a traceback."""
+    done = run_tool("verify", "--prefix", str(built_env), "--json", env=tool_env)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["error"]["code"] in ("verify-crashed", "tensorflow-import-failed")

@@ -1,0 +1,89 @@
+"""Build small, real wheels and shared libraries for tests that must not download 4 GB.
+
+They stand in for PyPI's TensorFlow and nvidia-* wheels at the package-index boundary only: the
+wheels are real zip files that uv installs, the libraries are real ELF objects (built with gcc,
+with the real sonames) that the dynamic loader maps. The real wheels are exercised by the tests
+marked ``network`` (tests/test_pip_e2e.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+# (distribution, version, {path in wheel: soname or None}) for a TF 2.21-shaped and-cuda set.
+CUDA_WHEELS = [
+    ("nvidia-nvjitlink-cu12", "12.9.86", {"nvidia/nvjitlink/lib/libnvJitLink.so.12": "libnvJitLink.so.12"}),
+    ("nvidia-cuda-runtime-cu12", "12.9.79", {"nvidia/cuda_runtime/lib/libcudart.so.12": "libcudart.so.12"}),
+    ("nvidia-cublas-cu12", "12.9.3.13", {"nvidia/cublas/lib/libcublasLt.so.12": "libcublasLt.so.12",
+                                         "nvidia/cublas/lib/libcublas.so.12": "libcublas.so.12"}),
+    ("nvidia-cusolver-cu12", "11.7.5.82", {"nvidia/cusolver/lib/libcusolver.so.11": "libcusolver.so.11"}),
+    ("nvidia-cudnn-cu12", "9.28.0.42", {"nvidia/cudnn/lib/libcudnn.so.9": "libcudnn.so.9"}),
+]
+NVCC = ("nvidia-cuda-nvcc-cu12", "12.9.86")
+
+
+def have_compiler() -> bool:
+    return shutil.which("gcc") is not None
+
+
+def shared_library(path: Path, soname: str) -> Path:
+    """A real, loadable ELF shared object with ``soname``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    symbol = "tfgpu_test_" + "".join(c if c.isalnum() else "_" for c in soname)
+    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(path), "-x", "c", "-"],
+                   input=f"int {symbol}(void) {{ return 1; }}\n", text=True, check=True)
+    return path
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def wheel(directory: Path, dist: str, version: str, files: dict[str, bytes], requires: list[str] = (),
+          extras: list[str] = (), executables: tuple[str, ...] = ()) -> Path:
+    """Write ``<dist>-<version>-py3-none-any.whl`` holding ``files``; returns its path."""
+    stem = dist.replace("-", "_")
+    info = f"{stem}-{version}.dist-info"
+    metadata = [f"Metadata-Version: 2.1", f"Name: {dist}", f"Version: {version}"]
+    metadata += [f"Provides-Extra: {extra}" for extra in extras]
+    metadata += [f"Requires-Dist: {req}" for req in requires]
+    contents = dict(files)
+    contents[f"{info}/METADATA"] = ("\n".join(metadata) + "\n").encode()
+    contents[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tfgpu-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = [_record_line(name, data) for name, data in contents.items()] + [f"{info}/RECORD,,"]
+    contents[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / f"{stem}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in contents.items():
+            entry = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            entry.external_attr = (0o755 if name in executables else 0o644) << 16
+            archive.writestr(entry, data, zipfile.ZIP_DEFLATED)
+    return target
+
+
+def tensorflow_wheelhouse(directory: Path, version: str = "2.21.0") -> Path:
+    """A find-links directory that satisfies ``tensorflow[and-cuda]==<version>`` and the nvcc floor."""
+    libs = directory / ".libs"
+    requires = [f"{dist}>={ver}; extra == 'and-cuda'" for dist, ver, _ in CUDA_WHEELS]
+    requires.append(f"{NVCC[0]}>=12.5.82; extra == 'and-cuda'")
+    wheel(directory, "tensorflow", version,
+          {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()}, requires, extras=["and-cuda"])
+    for dist, ver, members in CUDA_WHEELS:
+        files = {}
+        for name, soname in members.items():
+            files[name] = shared_library(libs / name, soname).read_bytes()
+        wheel(directory, dist, ver, files)
+    ptxas = "nvidia/cuda_nvcc/bin/ptxas"
+    wheel(directory, *NVCC, {
+        ptxas: b"#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler (tfgpu test stand-in)'\n",
+        "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc": b"BC\xc0\xde",
+    }, executables=(ptxas,))
+    shutil.rmtree(libs)
+    return directory
