@@ -6,7 +6,9 @@
 Measures, each from a cold cache of its own:
   tool cold   `tfgpu-install create --mode pip --no-verify`
   uv cold     `uv venv` + `uv pip install --compile-bytecode` of the same requirements
-  pip cold    `python -m venv` + `pip install` of the same requirements (fresh pip cache)
+  pip cold    `python -m venv` + `pip install --isolated` of the same requirements (fresh pip cache;
+              --isolated so that, like uv, it reads PyPI only: this build machine's pip config adds
+              local indexes that hold some of the CUDA wheels)
 then a second env from the now-warm caches:
   tool warm   the same create again, into another prefix
   uv warm     the same uv commands again, into another venv
@@ -79,8 +81,10 @@ def main() -> int:
     results["uv cold"] = by_hand(work / "uv1")
     if not args.skip_pip:
         pip_env = dict(os.environ, PIP_CACHE_DIR=str(work / "pip-cache"))
+        cert = ["--cert", os.environ["PIP_CERT"]] if os.environ.get("PIP_CERT") else []
         results["pip cold"] = (timed([python, "-m", "venv", str(work / "pip1")], pip_env)
-                               + timed([str(work / "pip1" / "bin" / "pip"), "install", "--disable-pip-version-check",
+                               + timed([str(work / "pip1" / "bin" / "pip"), "install", "--isolated", *cert,
+                                        "--cache-dir", str(work / "pip-cache"), "--disable-pip-version-check",
                                         *requirements], pip_env))
     before = disk_bytes(work / "tool-cache", work / "tool1")
     results["tool warm"] = timed([*create, "--prefix", str(work / "tool2")], tool_env)

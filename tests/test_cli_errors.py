@@ -66,7 +66,14 @@ CASES = [
     # not built yet: exit 1, never a fake success
     (["create", "--tf", "2.13", "--mode", "conda", "--os", "linux", "--arch", "x86_64"], 1, "not-implemented"),
     (["lock", "--tf", "2.13", "--platform", "linux-64", "--os", "linux", "--arch", "x86_64"], 1, "not-implemented"),
-    (["doctor"], 1, "not-implemented"),
+    (["script", "--tf", "2.13", "--format", "bash", "--os", "linux", "--arch", "x86_64"], 1, "not-implemented"),
+    # environments that are not there
+    (["doctor", "--prefix", "/nonexistent/env"], 3, "no-such-env"),
+    (["doctor", "--log", "/nonexistent/train.log"], 2, "bad-log-file"),
+    (["verify", "--prefix", "/nonexistent/env"], 3, "no-such-env"),
+    (["verify"], 2, "missing-location"),
+    (["remove", "--prefix", "/nonexistent/env"], 3, "no-such-env"),
+    (["create", "--tf", "2.21", "--mode", "pip", "--find-links", "/nonexistent/wheels"], 2, "bad-find-links"),
 ]
 
 

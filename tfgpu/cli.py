@@ -20,7 +20,7 @@ COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "m
 ENGINES = {"uv": "pip", "pip": "pip", "rattler": "conda", "conda": "conda", "mamba": "conda",
            "micromamba": "conda"}
 # Which issue builds each command that is not here yet: said to the user instead of a fake success.
-NOT_YET = {"lock": 5, "bundle": 5, "script": 6, "doctor": 7}
+NOT_YET = {"lock": 5, "bundle": 5, "script": 6}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     remove = sub.add_parser("remove", help="delete an environment tfgpu-install created")
     _env_location(remove, required=True)
+    remove.add_argument("--json", action="store_true")
     return parser
 
 
@@ -184,11 +185,13 @@ def run(args: argparse.Namespace) -> int:
         return _create(args)
     if command == "verify":
         return _verify(args)
+    if command == "doctor":
+        return _doctor(args)
     if command == "remove":
         from tfgpu.installers import remove_env
 
         path = remove_env(args.name, args.prefix)
-        _render().removed(path)
+        _emit(args, {"removed": str(path)}, lambda: _render().removed(path))
         return 0
     if command == "plan":
         resolution, host = _resolve(args)
@@ -261,6 +264,34 @@ def _create(args: argparse.Namespace) -> int:
         raise error
     _emit(args, document, lambda: render.created(result, resolution))
     return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    if args.log is not None:
+        text = sys.stdin.read() if args.log == "-" else _read_log(args.log)
+        from tfgpu.doctor.logs import match_log
+
+        matches = match_log(text)
+        document = {"log": args.log, "matches": [m.to_dict() for m in matches],
+                    "ok": not any(m.severity == "fail" for m in matches)}
+        _emit(args, document, lambda: _render().log_matches(matches))
+        return 0 if document["ok"] else 1
+    from tfgpu.doctor import run_doctor
+    from tfgpu.installers.location import prefix_for
+
+    root = prefix_for(args.name, args.prefix)[0] if (args.name or args.prefix) else None
+    report = run_doctor(root=root, python=Path(args.python) if args.python else None)
+    _emit(args, report.to_dict(), lambda: _render().doctor(report))
+    return 1 if report.failed else 0
+
+
+def _read_log(path: str) -> str:
+    try:
+        return Path(path).read_bytes().decode("utf-8", "replace")
+    except OSError as error:
+        raise UsageError("bad-log-file", f"Cannot read --log {path}: {error.strerror}.",
+                         ["Give a file with TensorFlow's output, or - to read it from stdin "
+                          "(`python train.py 2>&1 | tfgpu-install doctor --log -`)."]) from None
 
 
 def default_name(tensorflow: str) -> str:

@@ -202,3 +202,38 @@ class ConsoleReporter:
 
     def close(self) -> None:
         self._stop()
+
+
+_STYLE = {"fail": "[red]✗ fail[/]", "warn": "[yellow]! warn[/]", "ok": "[green]✓ ok[/]  ", "skip": "[dim]- skip[/]",
+          "info": "[dim]i info[/]"}
+
+
+def doctor(report) -> None:
+    """Findings grouped by severity: failures first, each with its evidence and fix."""
+    env = report.target.get("env")
+    if env:
+        _out.print(f"[bold]doctor[/] {escape(env['root'])} (TF {escape(str(env.get('tensorflow')))}, "
+                   f"Python {escape(str(env.get('python_version')))})")
+    for status in ("fail", "warn", "ok", "skip"):
+        for finding in (f for f in report.findings if f.status == status):
+            _out.print(f"{_STYLE[status]} [bold]{escape(finding.id)}[/]: {escape(finding.title)}")
+            if status in ("fail", "warn"):
+                for line in finding.evidence:
+                    if line:
+                        _out.print(f"      [dim]{escape(line)}[/]")
+                if finding.fix:
+                    _out.print(f"      [cyan]fix:[/] {escape(finding.fix)}")
+    summary = report.summary()
+    _out.print(f"{summary['fail']} failing, {summary['warn']} warnings, {summary['ok']} ok, {summary['skip']} skipped")
+
+
+def log_matches(matches) -> None:
+    if not matches:
+        _out.print("[green]No known failure signature in this log.[/]")
+        return
+    for match in matches:
+        _out.print(f"{_STYLE.get(match.severity, match.severity)} [bold]{escape(match.id)}[/]: {escape(match.title)} "
+                   f"[dim](line {match.line_number}, {match.count}x)[/]")
+        _out.print(f"      [dim]{escape(match.line.strip()[:200])}[/]")
+        _out.print(f"      cause: {escape(match.cause)}")
+        _out.print(f"      [cyan]fix:[/] {escape(match.fix)}")

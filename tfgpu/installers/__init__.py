@@ -51,8 +51,8 @@ def _installer(resolution, options: Options):
 def create_env(resolution, *, name: str | None, prefix: str | None, options: Options, reporter,
                dry_run: bool = False, run_verify_step: bool = True) -> CreateResult:
     """Build (or, with ``dry_run``, only plan) the env ``resolution`` describes."""
-    location = locate(name, prefix, options.force)
     installer = _installer(resolution, options)
+    location = locate(name, prefix, options.force)
     steps = installer.plan(resolution, location, options)
     result = CreateResult(location=location, steps=steps)
     if dry_run:

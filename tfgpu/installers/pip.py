@@ -3,7 +3,8 @@ TensorFlow finds those wheels however the env's Python is started.
 
 uv is the engine: ``uv venv --relocatable`` (so the env can be built in staging and moved),
 ``uv pip compile --generate-hashes`` once (the exact versions, stated even where TF's extra gives
-ranges), then ``uv pip install --compile-bytecode`` of exactly that, from uv's hard-linking cache.
+ranges), then ``uv pip install`` of exactly that from uv's hard-linking cache, then bytecode
+compiled so that identical files are shared between envs (``bytecode.py``).
 ``--engine pip`` (or no uv) uses ``python -m venv`` and pip.
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from tfgpu import __version__
 from tfgpu.errors import OperationError
-from tfgpu.installers import activation
+from tfgpu.installers import activation, bytecode
 from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
 from tfgpu.installers.location import MARKER, commit, relocate_venv
 
@@ -59,6 +60,7 @@ class PipInstaller(Installer):
         requirements = list(resolution.packages.pip) + (["ipykernel"] if options.jupyter else [])
         req_in, req_lock = staging / "tfgpu" / "requirements.in", staging / "tfgpu" / "requirements.txt"
         sources = self._sources(options)
+        site_rel = f"lib/python{resolution.python}/site-packages"
         steps = [Step("requirements", f"Write the requirements ({len(requirements)})", writes=(str(req_in),),
                       content="\n".join(requirements) + "\n")]
         if self.engine(options) == "uv":
@@ -67,15 +69,15 @@ class PipInstaller(Installer):
             cache = ("--cache-dir", str(self.cache_dir))
             steps += [
                 Step("run", f"Create the venv with Python {resolution.python}{how}",
-                     # pip is seeded for the user's later installs, except offline (its wheel may be absent)
                      (self.uv, "venv", str(staging), "--python", base, "--relocatable", "--prompt", location.name,
-                      *(("--offline",) if options.offline else ("--seed",)), "--allow-existing", *cache)),
+                      *(("--offline",) if options.offline else ()), "--allow-existing", *cache)),
                 Step("lock", "Resolve the exact versions (hashes included)",
                      (self.uv, "pip", "compile", str(req_in), "-o", str(req_lock), "--python", env_python,
                       "--generate-hashes", "--no-header", "--quiet", *cache, *sources), writes=(str(req_lock),)),
-                Step("run", "Install TensorFlow and its CUDA libraries (compiling bytecode)",
-                     (self.uv, "pip", "install", "--python", env_python, "-r", str(req_lock),
-                      "--compile-bytecode", *cache, *sources)),
+                Step("run", "Install TensorFlow and its CUDA libraries",
+                     (self.uv, "pip", "install", "--python", env_python, "-r", str(req_lock), *cache, *sources)),
+                Step("bytecode", "Compile bytecode (identical files shared with other envs)",
+                     bytecode.compile_argv(env_python, staging / site_rel, site_rel)),
                 Step("inventory", "Record what was installed",
                      (self.uv, "pip", "list", "--python", env_python, "--format", "json", *cache, "--offline")),
             ]
@@ -131,6 +133,14 @@ class PipInstaller(Installer):
                             reporter.note(f"chosen: {pin}")
                 if step.kind == "inventory":
                     outcome.installed = parse_inventory(done.output)
+            elif step.kind == "bytecode":
+                done = runner.run(step.argv)
+                if done.returncode != 0:  # a file that does not compile (py2 leftovers) is not fatal
+                    outcome.notes.append(f"some files did not compile to bytecode (see {runner.log_path})")
+                site = Path(step.argv[-1])
+                shared, saved = bytecode.share_identical(site, self.cache_dir.parent / "pyc")
+                if shared:
+                    reporter.note(f"{shared} bytecode files shared with earlier envs ({saved / 1e6:.0f} MB saved)")
             elif step.kind == "activation":
                 site = site_packages(location.staging, resolution.python)
                 layout = activation.read_layout(location.staging, site)

@@ -1,0 +1,204 @@
+"""Checks of one environment: its Python, its TensorFlow wheel, the libraries it will load,
+cuDNN, shadowing, release-specific loader bugs, and XLA's ptxas and libdevice."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from tfgpu.doctor.findings import Finding, fail, ok, skip, warn
+from tfgpu.doctor.libraries import Resolved
+from tfgpu.resolver import gpu, tables
+
+REBUILD = "tfgpu-install create --force --prefix {root} --tf {tf} --mode pip"
+
+
+def release_of(version: str | None) -> tables.Release | None:
+    try:
+        wanted = Version(version or "")
+    except InvalidVersion:
+        return None
+    return next((r for r in tables.releases() if r.version == wanted), None)
+
+
+def python_supported(env, host) -> list[Finding]:
+    release = release_of(env.tf_version)
+    if release is None or not env.python_version:
+        return [skip("env.python", "TensorFlow release or Python version unknown")]
+    platform = {"linux": "linux_x86_64", "wsl2": "linux_x86_64"}.get(host.os, "")
+    wheel = release.wheels.get(platform if host.arch == "x86_64" else "linux_aarch64")
+    if wheel and env.python_version not in wheel.python:
+        return [fail("env.python", f"TF {env.tf_version} has no wheels for Python {env.python_version}",
+                     f"Rebuild with a supported Python ({', '.join(wheel.python)}): "
+                     f"tfgpu-install create --force --prefix {env.root} --tf {env.tf_version} --python {wheel.python[-1]}")]
+    return [ok("env.python", f"Python {env.python_version} is supported by TF {env.tf_version}")]
+
+
+def cuda_build(env, host) -> list[Finding]:
+    if not env.tf_version:
+        return [fail("tf.installed", "TensorFlow is not installed in this environment",
+                     f"tfgpu-install create --prefix {env.root} --tf latest", f"looked in {env.site_packages}")]
+    findings = [ok("tf.installed", f"{env.tf_distribution} {env.tf_version}", f"{env.site_packages}")]
+    info = env.build_info
+    if not info.get("is_cuda_build"):
+        why = {"aarch64": "Linux aarch64 wheels are CPU-only", "macos": "macOS wheels are CPU-only (use tensorflow-metal)",
+               "windows": "Windows wheels from 2.11 on are CPU-only (use WSL2)"}.get(
+            host.arch if host.arch == "aarch64" else host.os, "this wheel was built without CUDA")
+        findings.append(fail("tf.cuda-build", f"TensorFlow {env.tf_version} here is not a CUDA build: {why}",
+                             "Use a Linux x86_64 (or WSL2) CUDA build: `tfgpu-install plan` shows one; on aarch64 "
+                             "use NVIDIA's NGC TensorFlow container.",
+                             f"build_info.py: is_cuda_build={info.get('is_cuda_build')!r}"))
+    else:
+        findings.append(ok("tf.cuda-build", f"CUDA build: CUDA {info.get('cuda_version')}, cuDNN {info.get('cudnn_version')}",
+                           "read from tensorflow/python/platform/build_info.py"))
+    return findings
+
+
+def gpu_architectures(env, host) -> list[Finding]:
+    caps = tuple(env.build_info.get("cuda_compute_capabilities") or ())
+    if not host.gpus:
+        return [skip("gpu.arch", "No GPU detected to compare with the wheel's architectures")]
+    if not caps:
+        return [skip("gpu.arch", "The wheel does not record its GPU architectures")]
+    findings = []
+    for device in host.gpus:
+        cc = device.compute_capability
+        if not cc:
+            continue
+        coverage = gpu.coverage(cc, caps)
+        evidence = (f"GPU {device.index}: {device.name}, compute capability {cc}", f"wheel: {', '.join(caps)}")
+        if coverage is gpu.Coverage.NATIVE:
+            findings.append(ok("gpu.arch", f"{device.name} ({cc}) has compiled kernels in this wheel", *evidence))
+        elif coverage is gpu.Coverage.PTX_JIT:
+            findings.append(warn("gpu.arch", f"{device.name} ({cc}) runs PTX JIT-compiled by the driver",
+                                 "export CUDA_CACHE_MAXSIZE=4294967296 so the JIT cache keeps compiled kernels "
+                                 "(first run is slow); a newer TF may carry native kernels.", *evidence))
+        else:
+            findings.append(fail("gpu.arch", f"This wheel has no kernels usable on {device.name} ({cc})",
+                                 "Use a TensorFlow built for this GPU (`tfgpu-install plan --gpu-cc "
+                                 f"{cc}`) or NVIDIA's NGC container.", *evidence))
+    return findings or [skip("gpu.arch", "GPU compute capability unknown")]
+
+
+def libraries(env, resolved: list[Resolved]) -> list[Finding]:
+    findings = []
+    for lib in resolved:
+        where = f"{lib.soname} -> {lib.path} (found via {lib.via})" if lib.path else f"{lib.soname}: not found"
+        version = f", version {lib.version}" if lib.version else ""
+        if lib.path is None:
+            findings.append(fail(f"libs.{lib.name}", f"{lib.soname} is not on any path TensorFlow searches",
+                                 _loader_fix(env), where, f"RUNPATH: {':'.join(env.runpath) or '-'}"))
+        elif not lib.loaded:
+            findings.append(fail(f"libs.{lib.name}", f"{lib.soname} does not load", _loader_fix(env), where,
+                                 lib.error or ""))
+        else:
+            findings.append(ok(f"libs.{lib.name}", f"{lib.soname} loads{version}", where))
+    return findings
+
+
+def _loader_fix(env) -> str:
+    if env.marker is not None:
+        return f"Rebuild the env's CUDA set-up: {REBUILD.format(root=env.root, tf=env.tf_version)}"
+    return (f"Build the env with tfgpu-install (its load hook and activation fix this): "
+            f"{REBUILD.format(root=env.root.parent / (env.root.name + '-tfgpu'), tf=env.tf_version)}; or put every "
+            f"{env.site_packages}/nvidia/*/lib on LD_LIBRARY_PATH before starting Python.")
+
+
+def cudnn_version(env, resolved: list[Resolved]) -> list[Finding]:
+    lib = next((r for r in resolved if r.name == "cudnn"), None)
+    series = tables.series().get(".".join((env.tf_version or "0.0").split(".")[:2]))
+    if lib is None or not lib.version or series is None:
+        return [skip("cudnn.version", "cuDNN version or TensorFlow's compiled cuDNN unknown")]
+    have, need = Version(lib.version), Version(series.cudnn)
+    evidence = (f"loaded {lib.path}: cuDNN {lib.version}", f"TF {env.tf_version} was built with cuDNN {series.cudnn}")
+    if have.major != need.major or have.release[:2] < need.release[:2]:
+        return [fail("cudnn.version", f"cuDNN {lib.version} is older than the {series.cudnn} TF was built with",
+                     f"Install cuDNN {need.major}.x >= {series.cudnn} in the env, e.g. `uv pip install --python "
+                     f"{env.python} 'nvidia-cudnn-cu12>={series.cudnn}'`, and remove the older copy from the "
+                     "loader path.", *evidence)]
+    return [ok("cudnn.version", f"cuDNN {lib.version} >= {series.cudnn} (same major)", *evidence)]
+
+
+def shadowing(env, resolved: list[Resolved]) -> list[Finding]:
+    losing = [r for r in resolved if r.shadowed and r.via == "LD_LIBRARY_PATH"]
+    harmless = [r for r in resolved if r.shadowed and r.via == "load hook"]
+    if losing:
+        return [warn("libs.shadowing", "A copy outside the env, earlier on LD_LIBRARY_PATH, wins over the env's",
+                     "Remove that directory from LD_LIBRARY_PATH (or activate the env, which puts its own first).",
+                     *(f"{r.soname}: {r.path} wins over {r.shadowed}" for r in losing))]
+    if harmless:
+        return [ok("libs.shadowing", "Other copies on LD_LIBRARY_PATH are not used (the load hook preloads the env's)",
+                   *(f"{r.soname}: {r.shadowed} is not used" for r in harmless))]
+    return [ok("libs.shadowing", "No other copy of a CUDA library shadows the env's")]
+
+
+def release_bugs(env, resolved: list[Resolved]) -> list[Finding]:
+    release = release_of(env.tf_version)
+    if release is None:
+        return []
+    findings = []
+    for quirk in tables.quirks():
+        if release.version not in quirk.tensorflow or quirk.effect != "loader-setup":
+            continue
+        missing = [r.soname for r in resolved if r.path is None]
+        covered = "the env's load hook" if env.hook else ("LD_LIBRARY_PATH" if not missing else "")
+        if missing:
+            findings.append(fail(f"release.{quirk.code}", f"TF {env.tf_version}: {', '.join(missing)} will not be found",
+                                 _loader_fix(env), quirk.message))
+        else:
+            findings.append(ok(f"release.{quirk.code}", f"TF {env.tf_version}'s known loader bug is covered by {covered}",
+                               quirk.message))
+    return findings
+
+
+_PTXAS_VERSION = re.compile(r"V(\d+\.\d+\.\d+)")
+# ptxas knows an architecture from this CUDA release on [MESON] (compat-facts section 5).
+_ARCH_NEEDS = {(8, 9): "11.8", (9, 0): "11.8", (10, 0): "12.8", (12, 0): "12.8"}
+
+
+def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
+    site = env.site_packages
+    nvcc = site / "nvidia" / "cuda_nvcc" if site else None
+    candidates = [env.root / "bin" / "ptxas", *([nvcc / "bin" / "ptxas"] if nvcc else [])]
+    ptxas = next((p for p in candidates if p.exists()), None)
+    findings = []
+    if ptxas is None:
+        findings.append(warn("xla.ptxas", "No ptxas in the env: XLA falls back to the driver to compile PTX",
+                             f"uv pip install --python {env.python} 'nvidia-cuda-nvcc-cu12>=12.6.3' (CUDA 12 builds)",
+                             *(f"looked for {p}" for p in candidates)))
+    else:
+        try:
+            out = subprocess.run([str(ptxas), "--version"], capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.SubprocessError) as error:
+            out = str(error)
+        match = _PTXAS_VERSION.search(out)
+        version = match.group(1) if match else None
+        evidence = (f"{ptxas}: {version or 'version unknown'}",)
+        too_old = [d for d in host.gpus if version and d.compute_capability and
+                   Version(version) < Version(_ARCH_NEEDS.get(tuple(int(x) for x in d.compute_capability.split(".")), "0"))]
+        if too_old:
+            findings.append(fail("xla.ptxas", f"ptxas {version} does not know {too_old[0].name}'s sm_"
+                                 f"{too_old[0].compute_capability.replace('.', '')}",
+                                 "Install a newer nvidia-cuda-nvcc-cu12 in the env.", *evidence))
+        elif version and Version("12.0") <= Version(version) <= Version("12.6.2"):
+            findings.append(warn("xla.ptxas", f"ptxas {version} is one of the versions XLA says miscompile",
+                                 f"uv pip install --python {env.python} 'nvidia-cuda-nvcc-cu12>=12.6.3'", *evidence,
+                                 "XLA: CUDA 12.x.y up to and including 12.6.2 miscompile certain edge cases around clamping."))
+        else:
+            findings.append(ok("xla.ptxas", f"ptxas {version or '?'} for XLA", *evidence))
+    flag = re.search(r"--xla_gpu_cuda_data_dir=(\S+)", environ.get("XLA_FLAGS", ""))
+    dirs = [Path(flag.group(1))] if flag else []
+    dirs += [nvcc] if nvcc else []
+    libdevice = next((d / "nvvm" / "libdevice" / "libdevice.10.bc" for d in dirs
+                      if (d / "nvvm" / "libdevice" / "libdevice.10.bc").exists()), None)
+    if libdevice:
+        findings.append(ok("xla.libdevice", "libdevice for XLA", str(libdevice)))
+    else:
+        findings.append(fail("xla.libdevice", "XLA will not find libdevice ('Can't find libdevice directory')",
+                             f"uv pip install --python {env.python} nvidia-cuda-nvcc-cu12 and set XLA_FLAGS="
+                             "--xla_gpu_cuda_data_dir=<site-packages>/nvidia/cuda_nvcc (tfgpu-install envs do both).",
+                             *(f"looked in {d}" for d in dirs)))
+    return findings

@@ -1,0 +1,132 @@
+"""What an environment holds, read as files: no TensorFlow import.
+
+The env is found from ``--prefix``/``--name`` (its root) or ``--python`` (asked once for its
+prefix and site-packages). TensorFlow's version comes from its dist-info, its CUDA configuration
+from ``build_info.py`` (parsed with ``ast``), its loader search path from the RUNPATH of
+``libtensorflow_framework.so.2``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tfgpu.doctor.elf import read_dynamic
+from tfgpu.errors import ImpossibleError
+
+TF_DISTRIBUTIONS = ("tensorflow", "tensorflow_gpu", "tensorflow_cpu", "tensorflow_intel", "tensorflow_macos",
+                    "tf_nightly")
+
+
+@dataclass
+class EnvFacts:
+    root: Path
+    python: Path
+    python_version: str | None = None
+    site_packages: Path | None = None
+    tf_distribution: str | None = None
+    tf_version: str | None = None
+    build_info: dict = field(default_factory=dict)
+    framework: Path | None = None
+    runpath: tuple[str, ...] = ()
+    hook: Path | None = None
+    activation: Path | None = None
+    marker: dict | None = None
+
+    def to_dict(self) -> dict:
+        return {"root": str(self.root), "python": str(self.python), "python_version": self.python_version,
+                "site_packages": str(self.site_packages) if self.site_packages else None,
+                "tensorflow": self.tf_version, "distribution": self.tf_distribution,
+                "build_info": self.build_info, "load_hook": bool(self.hook), "activation": bool(self.activation)}
+
+
+def parse_build_info(text: str) -> dict:
+    """``build_info = {...}`` or module-level constants (TF 2.0-2.2) -> a dict of literals."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {}
+    found: dict = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target = node.value
+            if isinstance(target, ast.Call) and target.args and not target.keywords:
+                target = target.args[0]  # collections.OrderedDict([(key, value), ...]) (TF 2.3+)
+            try:
+                value = ast.literal_eval(target)
+            except (ValueError, SyntaxError):
+                continue
+            if isinstance(value, list) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
+                value = dict(value)
+            name = node.targets[0].id
+            if name == "build_info" and isinstance(value, dict):
+                found.update(value)
+            else:
+                found[name] = value
+    if "cuda_version" not in found and "cuda_version_number" in found:
+        found["cuda_version"] = found["cuda_version_number"]
+    if "cudnn_version" not in found and "cudnn_version_number" in found:
+        found["cudnn_version"] = found["cudnn_version_number"]
+    return found
+
+
+def _ask_python(python: Path) -> tuple[Path, str, Path]:
+    script = ("import sys, sysconfig, json; print(json.dumps([sys.prefix, '%d.%d' % sys.version_info[:2], "
+              "sysconfig.get_paths()['purelib']]))")
+    try:
+        done = subprocess.run([str(python), "-I", "-c", script], capture_output=True, text=True, timeout=30)
+        prefix, version, purelib = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        raise ImpossibleError("not-a-python", f"{python} does not run as a Python interpreter.",
+                              ["Give the environment's python, e.g. --python ./env/bin/python."]) from None
+    return Path(prefix), version, Path(purelib)
+
+
+def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
+    """Everything doctor needs to know about one env."""
+    if python is not None:
+        prefix, version, site = _ask_python(python)
+        facts = EnvFacts(root=prefix, python=python, python_version=version, site_packages=site)
+    else:
+        if not root.is_dir():
+            raise ImpossibleError("no-such-env", f"There is no environment at {root}.",
+                                  ["Give the env's root with --prefix, its name with --name, or its --python."])
+        facts = EnvFacts(root=root, python=root / "bin" / "python")
+        sites = sorted(root.glob("lib/python3*/site-packages"))
+        facts.site_packages = sites[0] if sites else None
+        if facts.site_packages is not None:
+            facts.python_version = facts.site_packages.parent.name.removeprefix("python")
+    site = facts.site_packages
+    if site is None or not site.is_dir():
+        return facts
+    for dist_info in sorted(site.glob("*.dist-info")):
+        name = dist_info.name.split("-")[0].lower()
+        if name in TF_DISTRIBUTIONS and (dist_info / "METADATA").is_file():
+            text = (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
+            match = re.search(r"^Version:\s*(\S+)", text, re.M)
+            facts.tf_distribution, facts.tf_version = name.replace("_", "-"), match.group(1) if match else None
+            break
+    for candidate in ("tensorflow/python/platform/build_info.py", "tensorflow_core/python/platform/build_info.py"):
+        if (site / candidate).is_file():
+            facts.build_info = parse_build_info((site / candidate).read_text(encoding="utf-8", errors="replace"))
+            break
+    framework = site / "tensorflow" / "libtensorflow_framework.so.2"
+    if framework.is_file():
+        facts.framework = framework
+        dynamic = read_dynamic(str(framework))
+        origin = str(framework.parent)
+        facts.runpath = tuple(p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
+                              for p in (dynamic.runpath if dynamic else ()))
+    hook = site / "_tfgpu_cuda_hook.py"
+    facts.hook = hook if hook.is_file() and (site / "_tfgpu_cuda_hook.pth").is_file() else None
+    activation = facts.root / "etc" / "tfgpu" / "activate.sh"
+    facts.activation = activation if activation.is_file() else None
+    try:
+        facts.marker = json.loads((facts.root / "tfgpu-env.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        facts.marker = None
+    return facts

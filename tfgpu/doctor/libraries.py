@@ -1,0 +1,139 @@
+"""Would each CUDA library TensorFlow needs load, from which file, at which version?
+
+TensorFlow asks the loader for sonames (``dlopen("libcusolver.so.11")``). The loader answers, in
+order: an object already loaded with that soname (what the env's load hook preloads), the
+``LD_LIBRARY_PATH`` directories, the RUNPATH of the calling library
+(``libtensorflow_framework.so.2``), then ``ld.so.cache`` and the default directories. doctor
+walks that order with files only, then loads the chosen files in a child process to prove they
+load and to read their versions.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib.resources import as_file, files
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from tfgpu.resolver import tables
+
+DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+
+
+@dataclass
+class Resolved:
+    name: str
+    soname: str
+    path: str | None
+    via: str
+    """``load hook``, ``LD_LIBRARY_PATH``, ``RUNPATH``, ``ld.so.cache``, ``default dirs`` or ``missing``."""
+    version_symbol: str | None = None
+    loaded: bool = False
+    version: str | None = None
+    error: str | None = None
+    shadowed: str | None = None
+    """Another copy earlier on LD_LIBRARY_PATH that the load hook makes irrelevant, or that wins."""
+
+
+def needed_libraries(build_info: dict) -> list[tuple[str, str, str | None]]:
+    """(name, soname, version symbol) TensorFlow will ask for, from its build_info."""
+    cuda = str(build_info.get("cuda_version", "")).strip()
+    cudnn = str(build_info.get("cudnn_version", "")).strip()
+    if not cuda or not cudnn:
+        return []
+    cuda_version = Version(cuda if "." in cuda else cuda + ".0")
+    for row in tables.load_toml("sonames.toml")["cuda"]:
+        if cuda_version in SpecifierSet(row["versions"]):
+            fill = {"cudnn_major": cudnn.split(".")[0], "cuda_major_minor": ".".join(cuda.split(".")[:2])}
+            return [(lib["name"], lib["soname"].format(**fill), lib.get("version_symbol")) for lib in row["libraries"]]
+    return []
+
+
+def hook_preloads(hook: Path | None) -> dict[str, str]:
+    """soname -> absolute path for what the env's load hook preloads."""
+    if hook is None:
+        return {}
+    for node in ast.parse(hook.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LIBRARIES":
+            relative = ast.literal_eval(node.value)
+            return {Path(r).name: str(hook.parent / r) for r in relative if (hook.parent / r).is_file()}
+    return {}
+
+
+def ld_cache() -> dict[str, str]:
+    """soname -> path from ``ldconfig -p`` (x86-64 entries), or {} without ldconfig."""
+    for ldconfig in ("/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"):
+        try:
+            done = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        cache: dict[str, str] = {}
+        for line in done.stdout.splitlines()[1:]:
+            name, _, rest = line.strip().partition(" (")
+            if "=>" in rest and ("x86-64" in rest or "AArch64" in rest or "64bit" in rest):
+                cache.setdefault(name, rest.split("=>", 1)[1].strip())
+        return cache
+    return {}
+
+
+def resolve_libraries(build_info: dict, runpath: tuple[str, ...], hook: Path | None,
+                      environ: dict[str, str]) -> list[Resolved]:
+    """Where the loader would find each library TensorFlow needs (files only)."""
+    preloaded = hook_preloads(hook)
+    ld_path = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    cache = None
+    out = []
+    for name, soname, symbol in needed_libraries(build_info):
+        in_ld = next((str(Path(d) / soname) for d in ld_path if (Path(d) / soname).exists()), None)
+        if soname in preloaded:
+            entry = Resolved(name, soname, preloaded[soname], "load hook", symbol)
+            if in_ld and Path(in_ld).resolve() != Path(preloaded[soname]).resolve():
+                entry.shadowed = in_ld
+        elif in_ld:
+            entry = Resolved(name, soname, in_ld, "LD_LIBRARY_PATH", symbol)
+            in_runpath = next((str(Path(d) / soname) for d in runpath if (Path(d) / soname).exists()), None)
+            if in_runpath and Path(in_runpath).resolve() != Path(in_ld).resolve():
+                entry.shadowed = in_runpath  # here the env's copy is the one that loses
+        else:
+            in_runpath = next((str(Path(d) / soname) for d in runpath if (Path(d) / soname).exists()), None)
+            if in_runpath:
+                entry = Resolved(name, soname, in_runpath, "RUNPATH", symbol)
+            else:
+                cache = ld_cache() if cache is None else cache
+                default = next((str(Path(d) / soname) for d in DEFAULT_DIRS if (Path(d) / soname).exists()), None)
+                if soname in cache:
+                    entry = Resolved(name, soname, cache[soname], "ld.so.cache", symbol)
+                elif default:
+                    entry = Resolved(name, soname, default, "default dirs", symbol)
+                else:
+                    entry = Resolved(name, soname, None, "missing", symbol)
+        out.append(entry)
+    return out
+
+
+def load_in_child(resolved: list[Resolved], timeout: float = 60) -> None:
+    """Load every found library in a child process, in order; fill ``loaded``/``version``/``error``."""
+    todo = [{"soname": r.soname, "path": r.path, "version_symbol": r.version_symbol} for r in resolved if r.path]
+    if not todo:
+        return
+    with as_file(files("tfgpu.doctor").joinpath("probe_libs.py")) as script:
+        try:
+            done = subprocess.run([sys.executable, "-I", str(script), json.dumps(todo)], capture_output=True,
+                                  text=True, timeout=timeout, env=dict(os.environ))
+            results = {r["soname"]: r for r in json.loads(done.stdout.strip().splitlines()[-1])}
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            results = {}
+    for entry in resolved:
+        result = results.get(entry.soname)
+        if result:
+            entry.loaded, entry.version, entry.error = result["loaded"], result["version"], result["error"]
+            entry.path = result["mapped"] or entry.path
+        elif entry.path:
+            entry.error = "the library probe crashed while loading it"
