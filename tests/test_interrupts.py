@@ -46,7 +46,8 @@ def slow_index(local_wheels):
                                                     ("Set up the CUDA", False)])
 def test_sigint_leaves_nothing_half_built(tmp_path, tool_env, slow_index, marker, must_interrupt):
     prefix = tmp_path / "env"
-    env = {**tool_env, "UV_NO_INDEX": "1", "TFGPU_CACHE_DIR": str(tmp_path / "cold-cache")}
+    # The local server is also the (empty) default index, so nothing can come from PyPI.
+    env = {**tool_env, "UV_DEFAULT_INDEX": slow_index + "simple/", "TFGPU_CACHE_DIR": str(tmp_path / "cold-cache")}
     child = subprocess.Popen(
         [sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--mode", "pip", "--python", "3.11",
          "--prefix", str(prefix), "--find-links", slow_index, "--no-verify"],

@@ -177,9 +177,12 @@ class ConsoleReporter:
         self._title = ""
 
     def _stop(self) -> None:
-        if self._status is not None:
-            self._status.stop()
-            self._status = None
+        status, self._status = self._status, None
+        if status is not None:
+            try:
+                status.stop()
+            except Exception:  # noqa: BLE001 - a Ctrl-C inside rich's live display must not mask the outcome
+                pass
 
     def step(self, index: int, total: int, title: str) -> None:
         self._stop()

@@ -15,8 +15,11 @@ from tfgpu.doctor.findings import Finding, Report
 
 
 def run_doctor(root: Path | None = None, python: Path | None = None, host=None,
-               environ: dict[str, str] | None = None) -> Report:
-    """Every check, for the host and (when given) one environment."""
+               environ: dict[str, str] | None = None, fs_root: str = "/") -> Report:
+    """Every check, for the host and (when given) one environment.
+
+    ``host`` (a detected Host) and ``environ`` default to this machine's; tests pass recorded
+    hosts, and ``fs_root`` for the WSL2 file checks."""
     environ = dict(os.environ if environ is None else environ)
     if host is None:
         from tfgpu.detect import probe
@@ -32,7 +35,7 @@ def run_doctor(root: Path | None = None, python: Path | None = None, host=None,
     tf_cuda = str(env.build_info.get("cuda_version")) if env and env.build_info.get("cuda_version") else None
     report.findings += host_checks.driver_present(host)
     report.findings += host_checks.driver_new_enough(host, tf_cuda)
-    report.findings += host_checks.wsl(host, environ)
+    report.findings += host_checks.wsl(host, environ, fs_root)
     report.findings += host_checks.toolkits(host, tf_cuda)
     if env is None:
         report.findings.append(Finding("env.given", "No environment given: only the machine was checked", "skip",

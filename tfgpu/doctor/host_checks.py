@@ -63,16 +63,22 @@ def driver_new_enough(host, cuda: str | None) -> list[Finding]:
     return [ok("driver.supports-build", f"Driver {found} >= {need.minimum} for CUDA {cuda}", need.rule)]
 
 
-def wsl(host, environ: dict[str, str]) -> list[Finding]:
-    """wsl.libcuda / wsl.no-linux-driver: WSL2's driver comes from Windows."""
+def wsl(host, environ: dict[str, str], fs_root: str = "/") -> list[Finding]:
+    """wsl.libcuda / wsl.no-linux-driver: WSL2's driver comes from Windows.
+
+    ``fs_root`` lets tests point the file lookups at a WSL2-shaped tree."""
     if host.os != "wsl2":
         return [skip("wsl.libcuda", "Not WSL2")]
+
+    def at(path: str) -> str:
+        return os.path.join(fs_root, path.lstrip("/"))
+
     findings = []
-    libcuda = os.path.join(WSL_LIB, "libcuda.so.1")
+    libcuda = f"{WSL_LIB}/libcuda.so.1"
+    confs = [c for c in glob.glob(at("/etc/ld.so.conf.d/*.conf")) if os.path.isfile(c)]
     on_path = WSL_LIB in environ.get("LD_LIBRARY_PATH", "").split(":") or any(
-        WSL_LIB in open(conf, encoding="utf-8", errors="replace").read()
-        for conf in glob.glob("/etc/ld.so.conf.d/*.conf") if os.path.isfile(conf))
-    if not os.path.exists(libcuda):
+        WSL_LIB in open(conf, encoding="utf-8", errors="replace").read() for conf in confs)
+    if not os.path.exists(at(libcuda)):
         findings.append(fail("wsl.libcuda", f"{libcuda} is missing",
                              "Install or update the NVIDIA driver on Windows (>= 528.33 for TF 2.17+); "
                              "then `wsl --shutdown` and reopen.", f"looked for {libcuda}"))
@@ -82,13 +88,13 @@ def wsl(host, environ: dict[str, str]) -> list[Finding]:
                              "and run `sudo ldconfig`).", f"{libcuda} exists"))
     else:
         findings.append(ok("wsl.libcuda", f"libcuda from the Windows driver at {WSL_LIB}"))
-    linux_driver = [p for p in glob.glob("/usr/lib/x86_64-linux-gnu/libcuda.so*") if not os.path.islink(p)]
-    if linux_driver or os.path.exists("/proc/driver/nvidia/version"):
+    linux_driver = [p for p in glob.glob(at("/usr/lib/x86_64-linux-gnu/libcuda.so*")) if not os.path.islink(p)]
+    module = at("/proc/driver/nvidia/version")
+    if linux_driver or os.path.exists(module):
         findings.append(fail("wsl.no-linux-driver", "A Linux NVIDIA driver is installed inside WSL2",
                              "Remove it (`sudo apt remove --purge 'nvidia-driver-*' 'libnvidia-*'`): inside WSL2 "
                              "the Windows driver provides libcuda, and a Linux one shadows it.",
-                             *linux_driver, "/proc/driver/nvidia/version" if os.path.exists(
-                                 "/proc/driver/nvidia/version") else ""))
+                             *linux_driver, *([module] if os.path.exists(module) else [])))
     else:
         findings.append(ok("wsl.no-linux-driver", "No Linux driver inside WSL2"))
     return findings

@@ -1,0 +1,222 @@
+"""doctor, one broken situation per test, built for real (tests/envtree.py: real files and ELF
+libraries). The driver's answers are the only fake: this machine has no GPU, so hosts with a
+driver come from tfgpu.detect's RecordedSystem with outputs recorded on real machines.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import wheelhouse
+from envtree import RUNPATH_2_16_1, RUNPATH_FULL, make_env
+from tfgpu.detect import probe
+from tfgpu.detect.recorded import RecordedSystem
+from tfgpu.detect.system import NvmlDevice, NvmlSnapshot, PlatformFacts
+from tfgpu.doctor import run_doctor
+
+pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the test libraries")
+CLEAN = {"PATH": "/usr/bin:/bin"}  # no LD_LIBRARY_PATH, no XLA_FLAGS
+
+
+def gpu_host(driver="580.159.04", cuda=13000, cc=(9, 0), os_kind="Linux", files=None, name="NVIDIA H200"):
+    """A host whose NVML answers as recorded on the H200 machine (or with the given values)."""
+    system = RecordedSystem(
+        facts=PlatformFacts(system=os_kind, machine="x86_64", python="3.11", glibc="2.39"),
+        nvml_answer=NvmlSnapshot(driver, cuda, (NvmlDevice(0, name, cc, 150754820096, None),)),
+        files=files or {},
+    )
+    return probe(system)
+
+
+def no_gpu_host():
+    return probe(RecordedSystem(facts=PlatformFacts(system="Linux", machine="x86_64", python="3.11",
+                                                             glibc="2.36")))
+
+
+def findings(report) -> dict[str, object]:
+    return {f.id: f for f in report.findings}
+
+
+def test_healthy_env_has_no_failures(tmp_path):
+    env = make_env(tmp_path / "env")
+    report = run_doctor(env, host=gpu_host(), environ=CLEAN)
+    failed = [f"{f.id}: {f.title}" for f in report.findings if f.status == "fail"]
+    assert failed == []
+    by_id = findings(report)
+    assert by_id["libs.cusolver"].status == "ok" and "load hook" in by_id["libs.cusolver"].evidence[0]
+    assert by_id["cudnn.version"].title.startswith("cuDNN 9.28.0 >= 9.3")
+    assert by_id["libs.cudart"].title.endswith("version 12.9")
+    assert by_id["release.runpath-missing-cusolver"].status == "ok"
+
+
+def test_tf_2_21_without_loader_setup_names_libcusolver_and_the_fix(tmp_path):
+    env = make_env(tmp_path / "env", hook=False)
+    by_id = findings(run_doctor(env, host=gpu_host(), environ=CLEAN))
+    assert by_id["libs.cusolver"].status == "fail"
+    assert "libcusolver.so.11 is not on any path TensorFlow searches" == by_id["libs.cusolver"].title
+    bug = by_id["release.runpath-missing-cusolver"]
+    assert bug.status == "fail" and "libcusolver.so.11" in bug.title
+    assert "LD_LIBRARY_PATH" in bug.fix and "tfgpu-install create" in bug.fix
+    assert by_id["libs.cublas"].status == "ok"  # on the RUNPATH
+
+
+def test_activation_covers_what_the_runpath_lacks(tmp_path):
+    env = make_env(tmp_path / "env", hook=False)
+    site = env / "lib/python3.11/site-packages"
+    environ = {"LD_LIBRARY_PATH": f"{site}/nvidia/cusolver/lib"}
+    by_id = findings(run_doctor(env, host=gpu_host(), environ=environ))
+    assert by_id["libs.cusolver"].status == "ok" and "LD_LIBRARY_PATH" in by_id["libs.cusolver"].evidence[0]
+
+
+def test_tf_2_16_1_without_loader_setup_fails_five_libraries(tmp_path):
+    env = make_env(tmp_path / "env", tf_version="2.16.1", cuda="12.3", cudnn_major="8", runpath=RUNPATH_2_16_1,
+                   hook=False, libraries=[("cuda_runtime", "libcudart.so.12"), ("cublas", "libcublasLt.so.12"),
+                                          ("cublas", "libcublas.so.12"), ("cufft", "libcufft.so.11"),
+                                          ("cusolver", "libcusolver.so.11"), ("cusparse", "libcusparse.so.12"),
+                                          ("curand", "libcurand.so.10"), ("cudnn", "libcudnn.so.8")],
+                   cudnn_version=8907, caps=("sm_50", "sm_60", "sm_70", "sm_80", "compute_90"))
+    report = run_doctor(env, host=gpu_host(), environ=CLEAN)
+    failing = sorted(f.id for f in report.findings if f.status == "fail" and f.id.startswith("libs."))
+    assert failing == ["libs.cublas", "libs.cublasLt", "libs.cudnn", "libs.cufft", "libs.curand", "libs.cusolver",
+                       "libs.cusparse"]
+    assert findings(report)["release.runpath-missing-cuda-libs"].status == "fail"
+
+
+def test_cudnn_older_than_the_compiled_minor(tmp_path):
+    env = make_env(tmp_path / "env", cudnn_version=90100)
+    finding = findings(run_doctor(env, host=gpu_host(), environ=CLEAN))["cudnn.version"]
+    assert finding.status == "fail" and "9.1.0 is older than the 9.3" in finding.title
+    assert "nvidia-cudnn-cu12>=9.3" in finding.fix
+
+
+def test_a_system_cudnn_on_ld_library_path_shadows_the_envs(tmp_path):
+    system = tmp_path / "usr-local-cuda" / "lib64"
+    wheelhouse.shared_library(system / "libcudnn.so.9", "libcudnn.so.9")
+    env = make_env(tmp_path / "env", hook=False, runpath=RUNPATH_FULL)
+    by_id = findings(run_doctor(env, host=gpu_host(), environ={"LD_LIBRARY_PATH": str(system)}))
+    assert by_id["libs.shadowing"].status == "warn"
+    assert str(system / "libcudnn.so.9") in by_id["libs.shadowing"].evidence[0]
+    hooked = make_env(tmp_path / "hooked", runpath=RUNPATH_FULL)
+    by_id = findings(run_doctor(hooked, host=gpu_host(), environ={"LD_LIBRARY_PATH": str(system)}))
+    assert by_id["libs.shadowing"].status == "ok" and "not used" in by_id["libs.shadowing"].title
+
+
+def test_missing_ptxas_and_libdevice(tmp_path):
+    env = make_env(tmp_path / "env", ptxas_release=None, libdevice=False)
+    by_id = findings(run_doctor(env, host=gpu_host(), environ=CLEAN))
+    assert by_id["xla.ptxas"].status == "warn" and "nvidia-cuda-nvcc-cu12>=12.6.3" in by_id["xla.ptxas"].fix
+    assert by_id["xla.libdevice"].status == "fail" and "--xla_gpu_cuda_data_dir" in by_id["xla.libdevice"].fix
+
+
+def test_a_ptxas_that_miscompiles_is_named(tmp_path):
+    env = make_env(tmp_path / "env", ptxas_release="12.5.82")
+    finding = findings(run_doctor(env, host=gpu_host(), environ=CLEAN))["xla.ptxas"]
+    assert finding.status == "warn" and "12.5.82" in finding.title
+
+
+def test_a_ptxas_too_old_for_the_gpu(tmp_path):
+    env = make_env(tmp_path / "env", ptxas_release="11.2.152")
+    host = gpu_host(cc=(12, 0), name="NVIDIA GeForce RTX 5090")
+    assert findings(run_doctor(env, host=host, environ=CLEAN))["xla.ptxas"].status == "fail"
+
+
+@pytest.mark.parametrize("driver,status", [("470.82.01", "fail"), ("530.30.02", "warn"), ("580.159.04", "ok")])
+def test_driver_against_the_envs_cuda(tmp_path, driver, status):
+    env = make_env(tmp_path / "env")
+    finding = findings(run_doctor(env, host=gpu_host(driver=driver, cuda=12000), environ=CLEAN))
+    assert finding["driver.supports-build"].status == status
+
+
+@pytest.mark.parametrize("cc,status", [((5, 2), "fail"), ((9, 0), "ok"), ((8, 6), "ok"), ((12, 0), "warn")])
+def test_gpu_architecture_against_the_wheel(tmp_path, cc, status):
+    env = make_env(tmp_path / "env")
+    finding = findings(run_doctor(env, host=gpu_host(cc=cc), environ=CLEAN))["gpu.arch"]
+    assert finding.status == status
+    if status == "warn":
+        assert "CUDA_CACHE_MAXSIZE" in finding.fix
+
+
+def test_no_driver_is_a_failure_with_every_source_as_evidence(tmp_path):
+    report = run_doctor(host=no_gpu_host(), environ=CLEAN)
+    finding = findings(report)["driver.present"]
+    assert finding.status == "fail" and "NVML" in " ".join(finding.evidence)
+
+
+def test_a_cpu_only_wheel(tmp_path):
+    env = make_env(tmp_path / "env", cuda_build=False)
+    finding = findings(run_doctor(env, host=gpu_host(), environ=CLEAN))["tf.cuda-build"]
+    assert finding.status == "fail"
+
+
+def test_python_the_release_has_no_wheels_for(tmp_path):
+    env = make_env(tmp_path / "env", python="3.9")
+    finding = findings(run_doctor(env, host=gpu_host(), environ=CLEAN))["env.python"]
+    assert finding.status == "fail" and "--python 3.13" in finding.fix
+
+
+def test_toolkit_newer_than_the_driver(tmp_path):
+    system = RecordedSystem(
+        facts=PlatformFacts(system="Linux", machine="x86_64", python="3.11", glibc="2.36"),
+        nvml_answer=NvmlSnapshot("535.104.05", 12020, (NvmlDevice(0, "NVIDIA A100", (8, 0), None, None),)),
+        files={"/usr/local/cuda-12.4/version.json": '{"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}'},
+    )
+    finding = findings(run_doctor(host=probe(system), environ=CLEAN))["toolkit.versions"]
+    assert finding.status == "warn" and "12.4.1 is newer than the driver's CUDA 12.2" in finding.title
+    assert any("nvidia-smi prints" in line for line in finding.evidence)
+
+
+WSL_FILES = {"/proc/sys/kernel/osrelease": "5.15.153.1-microsoft-standard-WSL2\n"}
+
+
+def wsl_tree(tmp_path, linux_driver=False, conf=True):
+    root = tmp_path / "wslroot"
+    (root / "usr/lib/wsl/lib").mkdir(parents=True)
+    (root / "usr/lib/wsl/lib/libcuda.so.1").write_bytes(b"\x7fELF")
+    if conf:
+        (root / "etc/ld.so.conf.d").mkdir(parents=True)
+        (root / "etc/ld.so.conf.d/ld.wsl.conf").write_text("/usr/lib/wsl/lib\n")
+    if linux_driver:
+        (root / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
+        (root / "usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14").write_bytes(b"\x7fELF")
+    return str(root)
+
+
+def test_wsl2_shaped_filesystem(tmp_path):
+    host = gpu_host(driver="551.86", cuda=12040, cc=(8, 9), files=WSL_FILES, name="NVIDIA GeForce RTX 4090")
+    assert host.os == "wsl2"
+    healthy = findings(run_doctor(host=host, environ=CLEAN, fs_root=wsl_tree(tmp_path / "a")))
+    assert healthy["wsl.libcuda"].status == "ok" and healthy["wsl.no-linux-driver"].status == "ok"
+    broken = findings(run_doctor(host=host, environ=CLEAN, fs_root=wsl_tree(tmp_path / "b", linux_driver=True,
+                                                                           conf=False)))
+    assert broken["wsl.libcuda"].status == "warn" and "LD_LIBRARY_PATH=/usr/lib/wsl/lib" in broken["wsl.libcuda"].fix
+    assert broken["wsl.no-linux-driver"].status == "fail"
+
+
+def test_doctor_cli_json_schema_and_exit_codes(tmp_path, tool_env):
+    env = make_env(tmp_path / "env")
+    done = subprocess.run([sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(env), "--json"],
+                          capture_output=True, text=True, env=tool_env)
+    document = json.loads(done.stdout)
+    assert set(document) == {"target", "summary", "ok", "findings"}
+    assert set(document["findings"][0]) == {"id", "title", "status", "evidence", "fix"}
+    assert done.returncode == (0 if document["ok"] else 1)
+    assert done.returncode == 1  # no driver on this machine: driver.present fails
+    human = subprocess.run([sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(env)], capture_output=True,
+                           text=True, env=tool_env)
+    assert "✗ fail driver.present" in human.stdout and "fix:" in human.stdout
+
+
+def test_doctor_python_flag_reads_the_same_env(tmp_path, local_wheels, tool_env):
+    from conftest import run_tool
+
+    prefix = tmp_path / "real-env"
+    assert run_tool("create", "--tf", "2.21", "--mode", "pip", "--python", "3.11", "--prefix", str(prefix),
+                    "--find-links", str(local_wheels), "--offline", "--no-verify", env=tool_env).returncode == 0
+    done = run_tool("doctor", "--python", str(prefix / "bin" / "python"), "--json", env=tool_env)
+    document = json.loads(done.stdout)
+    assert document["target"]["env"]["tensorflow"] == "2.21.0"
+    assert document["target"]["env"]["load_hook"] is True
