@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -47,6 +48,7 @@ def real_env(request, tmp_path_factory, shared_cache):
                     "--no-verify", "--json", *extra, env=env, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     yield tf, prefix, libraries, env, json.loads(done.stdout)
+    shutil.rmtree(root, ignore_errors=True)  # the envs hard-link the cache, but their bytecode is their own
 
 
 def test_tensorflow_imports_by_absolute_path_with_the_envs_libraries(real_env):
@@ -100,3 +102,38 @@ def test_jupyter_kernel_carries_the_env(real_env):
     assert spec["env"]["LD_LIBRARY_PATH"].startswith(str(prefix))
     done = subprocess.run([spec["argv"][0], "-c", "import ipykernel_launcher"], capture_output=True, timeout=120)
     assert done.returncode == 0
+
+
+GPU_CHECKS_ON_CPU = """
+import json, sys
+sys.path.insert(0, {verify_dir!r})
+import tensorflow as tf
+cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+import gpu_checks
+out = {{
+    "xla": gpu_checks.xla(tf, "/CPU:0"),
+    "conv": gpu_checks.conv(tf, "/CPU:0"),
+    "mixed": gpu_checks.mixed_precision(tf, "/CPU:0", ""),
+    "mirrored": gpu_checks.mirrored(tf, ["/CPU:0", "/CPU:1"]),
+    "bench": gpu_checks.bench(tf, "/CPU:1", samples=1024, matmul_n=256, cpu_matmul_n=256),
+}}
+print(json.dumps(out))
+"""
+
+
+def test_verify_gpu_checks_run_on_this_tensorflow(real_env):
+    """The GPU checks' code, run on real TensorFlow with CPU devices standing in for GPUs (the
+    same functions run on GPUs on the H200; see the closing notes)."""
+    from importlib.resources import files
+
+    _, prefix, _, _, _ = real_env
+    verify_dir = str(files("tfgpu.verify"))
+    done = subprocess.run([str(prefix / "bin" / "python"), "-c", GPU_CHECKS_ON_CPU.format(verify_dir=verify_dir)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["xla"]["ok"] and out["conv"]["ok"], out
+    assert out["mixed"]["ok"] and out["mixed"]["compute_dtype"] == "float16", out["mixed"]
+    assert out["mirrored"]["ok"] and out["mirrored"]["replicas"] == 2 and out["mirrored"]["global_batch"] == 128
+    assert out["bench"]["ok"] and len(out["bench"]["cnn"]) == 2 and "verdict" in out["bench"]

@@ -313,7 +313,7 @@ def _verify(args: argparse.Namespace) -> int:
                               ["Give the env's path with --prefix, or create it first."])
     if not args.json:
         _render().note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow)…")
-    report = run_verify(prefix)
+    report = run_verify(prefix, bench=args.bench)
     if not report.get("ok"):
         error = failure(report)
         error.details = report

@@ -163,6 +163,30 @@ def verify(report: dict) -> None:
                    f"(CC {escape(str(gpu.get('compute_capability')))}): 2048² matmul matches the CPU "
                    f"(max rel. error {gpu.get('max_relative_error', float('nan')):.1e}), "
                    f"{gpu.get('tflops', '?')} TFLOP/s, first call {gpu.get('first_call_seconds', '?')} s")
+        for part in ("xla", "conv", "mixed_precision"):
+            check = gpu.get(part) or {}
+            mark = "[green]✓[/]" if check.get("ok") else "[red]✗[/]"
+            detail = check.get("note") or check.get("error") or ", ".join(
+                f"{k} {v}" for k, v in check.items() if k not in ("ok", "skipped"))
+            _out.print(f"      {mark} {part.replace('_', ' ')}: {escape(str(detail))}")
+    memory = report.get("memory")
+    if memory:
+        _out.print(f"  memory: {escape(memory.get('note', ''))}"
+                   + (f"; peak {memory['peak_mib']} MiB" if "peak_mib" in memory else ""))
+    mirrored = report.get("mirrored")
+    if mirrored:
+        mark = "[green]✓[/]" if mirrored.get("ok") else "[red]✗[/]"
+        _out.print(f"  {mark} MirroredStrategy: {mirrored.get('replicas', '?')} replicas, global batch "
+                   f"{mirrored.get('global_batch', '?')}, loss {mirrored.get('loss', mirrored.get('error'))}")
+    bench = report.get("bench")
+    if bench:
+        for row in bench["cnn"]:
+            _out.print(f"  bench CNN batch {row['batch']}: CPU {row['cpu_seconds']} s, GPU {row['device_seconds']} s "
+                       f"({row['speedup']}x), GPU mixed_float16 {row.get('device_mixed_seconds', '-')} s")
+        mm = bench["matmul"]
+        _out.print(f"  bench matmul {mm['n']}²: GPU {mm['device_tflops_fp32']} TFLOP/s fp32"
+                   f" ({mm.get('device_tflops_fp16', '-')} fp16), CPU {mm['cpu_tflops_fp32']} TFLOP/s")
+        _out.print(f"  [bold]{escape(bench['verdict'])}[/]")
     for name, path in sorted(report.get("libraries", {}).items()):
         _out.print(f"    [dim]{escape(name)} ← {escape(path)}[/]")
     for line in report.get("log", []):

@@ -1,51 +1,98 @@
-"""Compile an env's bytecode so identical files can be shared between envs.
+"""Compile an env's bytecode once per source file, across every env built from uv's cache.
 
 uv hard-links every installed file from its cache, so a second env of the same packages costs
-almost nothing, except the ``.pyc`` files that compiling writes into each env (~95 MB for TF
-2.21). A ``.pyc`` embeds its source's absolute path, so two envs' copies differ by that path
-alone. Compiling with a fixed ``-d`` prefix makes them byte-identical (the import system puts
-the real path back when it loads them: ``importlib`` fixes ``co_filename``, so tracebacks show
-the real file), and identical files are then hard-linked to one copy in the cache.
+almost nothing, except the ``.pyc`` files compiling writes into each env (~95 MB and ~12 CPU
+seconds for TF 2.21). Here each ``.pyc`` is compiled with a fixed ``co_filename`` (its path
+relative to site-packages: the import system puts the real path back when it loads the file, so
+tracebacks show the real one) and kept in a store in the cache under a key of what determines
+its bytes: the interpreter's magic number, the source file's inode (the same hard-linked file in
+every env), its mtime and size, and its relative path. A later env hard-links the stored file
+instead of compiling again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import subprocess
 from pathlib import Path
 
 FIXED_ROOT = "/tfgpu-env"
-"""The path compiled into every ``co_filename`` (replaced by the real one on import)."""
+WORKER = r"""
+import json, py_compile, sys
+for source, target, shown in json.load(sys.stdin):
+    try:
+        py_compile.compile(source, cfile=target, dfile=shown, doraise=True)
+    except Exception:
+        pass
+"""
 
 
-def compile_argv(python: str, site: Path, site_relative: str) -> tuple[str, ...]:
-    """``compileall`` of site-packages, in parallel, with the fixed prefix."""
-    return (python, "-m", "compileall", "-q", "-j", "0", "-d", f"{FIXED_ROOT}/{site_relative}", str(site))
+def interpreter_tag(python: str) -> tuple[str, str]:
+    """(cache_tag, magic) of an interpreter: ``("cpython-312", "cb0d0d0a")``."""
+    done = subprocess.run([python, "-I", "-c", "import sys, importlib.util, json; "
+                           "print(json.dumps([sys.implementation.cache_tag, importlib.util.MAGIC_NUMBER.hex()]))"],
+                          capture_output=True, text=True, check=True)
+    tag, magic = json.loads(done.stdout)
+    return tag, magic
 
 
-def share_identical(site: Path, store: Path) -> tuple[int, int]:
-    """Hard-link each ``.pyc`` under ``site`` to one content-addressed copy in ``store``.
+def _key(source: Path, relative: str, magic: str) -> str:
+    stat = source.stat()
+    raw = f"{magic}:{stat.st_dev}:{stat.st_ino}:{stat.st_mtime_ns}:{stat.st_size}:{relative}"
+    return hashlib.sha256(raw.encode()).hexdigest()
 
-    Returns (files now shared, bytes saved). Any file that cannot be linked (another
-    filesystem, permissions) just stays a copy of its own.
-    """
-    shared = saved = 0
-    for pyc in site.rglob("*.pyc"):
+
+def _link(source: Path, target: Path) -> bool:
+    try:
+        temporary = target.with_name(target.name + ".tfgpu-link")
+        os.link(source, temporary)
+        os.replace(temporary, target)
+        return True
+    except OSError:
+        return False
+
+
+def compile_site(python: str, site: Path, store: Path, workers: int | None = None) -> tuple[int, int]:
+    """Bytecode for every ``.py`` under ``site``; returns (compiled now, reused from the store)."""
+    tag, magic = interpreter_tag(python)
+    todo, reused, keys = [], 0, {}
+    for source in site.rglob("*.py"):
+        relative = source.relative_to(site).as_posix()
+        target = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
         try:
-            data = pyc.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            kept = store / digest[:2] / digest
-            if kept.exists():
-                if os.path.samefile(kept, pyc):
-                    continue
-                temporary = pyc.with_name(pyc.name + ".tfgpu-link")
-                os.link(kept, temporary)
-                os.replace(temporary, pyc)
-                shared += 1
-                saved += len(data)
-            else:
-                kept.parent.mkdir(parents=True, exist_ok=True)
-                os.link(pyc, kept)
+            key = _key(source, relative, magic)
         except OSError:
             continue
-    return shared, saved
+        stored = store / key[:2] / key
+        target.parent.mkdir(exist_ok=True)
+        if stored.exists() and _link(stored, target):
+            reused += 1
+            continue
+        keys[str(target)] = stored
+        todo.append((str(source), str(target), f"{FIXED_ROOT}/{relative}"))
+    workers = max(1, workers or os.cpu_count() or 1)
+    chunks = [todo[i::workers] for i in range(workers) if todo[i::workers]]
+    children = [subprocess.Popen([python, "-I", "-c", WORKER], stdin=subprocess.PIPE, text=True) for _ in chunks]
+    try:
+        for child, chunk in zip(children, chunks):
+            child.stdin.write(json.dumps(chunk))
+            child.stdin.close()
+        for child in children:
+            child.wait()
+    except BaseException:
+        for child in children:
+            child.kill()
+        raise
+    compiled = 0
+    for target, stored in keys.items():
+        if Path(target).exists():
+            compiled += 1
+            try:
+                stored.parent.mkdir(parents=True, exist_ok=True)
+                if not stored.exists():
+                    os.link(target, stored)
+            except OSError:
+                pass
+    return compiled, reused

@@ -76,8 +76,8 @@ class PipInstaller(Installer):
                       "--generate-hashes", "--no-header", "--quiet", *cache, *sources), writes=(str(req_lock),)),
                 Step("run", "Install TensorFlow and its CUDA libraries",
                      (self.uv, "pip", "install", "--python", env_python, "-r", str(req_lock), *cache, *sources)),
-                Step("bytecode", "Compile bytecode (identical files shared with other envs)",
-                     bytecode.compile_argv(env_python, staging / site_rel, site_rel)),
+                Step("bytecode", "Compile bytecode (each file once across envs, kept in the cache)",
+                     writes=(str(staging / site_rel),)),
                 Step("inventory", "Record what was installed",
                      (self.uv, "pip", "list", "--python", env_python, "--format", "json", *cache, "--offline")),
             ]
@@ -134,13 +134,11 @@ class PipInstaller(Installer):
                 if step.kind == "inventory":
                     outcome.installed = parse_inventory(done.output)
             elif step.kind == "bytecode":
-                done = runner.run(step.argv)
-                if done.returncode != 0:  # a file that does not compile (py2 leftovers) is not fatal
-                    outcome.notes.append(f"some files did not compile to bytecode (see {runner.log_path})")
-                site = Path(step.argv[-1])
-                shared, saved = bytecode.share_identical(site, self.cache_dir.parent / "pyc")
-                if shared:
-                    reporter.note(f"{shared} bytecode files shared with earlier envs ({saved / 1e6:.0f} MB saved)")
+                compiled, reused = bytecode.compile_site(str(location.staging / "bin" / "python"),
+                                                         Path(step.writes[0]), self.cache_dir.parent / "pyc")
+                runner.log(f"bytecode: {compiled} compiled, {reused} reused from the store")
+                if reused:
+                    reporter.note(f"bytecode: {reused} files reused from earlier envs, {compiled} compiled")
             elif step.kind == "activation":
                 site = site_packages(location.staging, resolution.python)
                 layout = activation.read_layout(location.staging, site)

@@ -18,7 +18,7 @@ _LOG_SIGNS = re.compile(r"(Could not load dynamic library|Cannot dlopen|failed c
                         r"Could not find cuda drivers|CUDA_ERROR|libdevice|ptxas|Loaded runtime CuDNN)")
 
 
-def run_verify(prefix: Path, timeout: float = 900) -> dict:
+def run_verify(prefix: Path, timeout: float = 900, bench: bool = False) -> dict:
     """Run the check with ``prefix``'s Python; the report, with TensorFlow's notable log lines."""
     python = prefix / "bin" / "python"
     if not python.exists():
@@ -26,7 +26,8 @@ def run_verify(prefix: Path, timeout: float = 900) -> dict:
                              ["Give the env's root with --prefix, or its name with --name."])
     with as_file(files("tfgpu.verify").joinpath("check_env.py")) as script:
         try:
-            done = subprocess.run([str(python), "-I", str(script)], capture_output=True, text=True,
+            done = subprocess.run([str(python), "-I", str(script), *(["--bench"] if bench else [])],
+                                  capture_output=True, text=True,
                                   timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise OperationError("verify-timeout", f"The GPU check in {prefix} ran past {timeout:.0f} s.",

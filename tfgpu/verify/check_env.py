@@ -13,6 +13,8 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for gpu_checks; -I leaves it out
+
 CUDA_LIBRARY_PREFIXES = ("libcuda.so", "libcudart", "libcublas", "libcudnn", "libcufft", "libcurand",
                          "libcusolver", "libcusparse", "libnccl", "libnvrtc", "libnvJitLink", "libcupti",
                          "libnvidia-ml")
@@ -104,6 +106,7 @@ def main():
         print(json.dumps(report))
         return
     report["import_seconds"] = round(time.perf_counter() - started, 2)
+    growth = set_memory_growth(tf)  # before any op: afterwards TensorFlow refuses
     report["tensorflow"] = tf.__version__
     report["build_info"] = {k: (v if isinstance(v, (str, int, float, bool, list)) else str(v))
                             for k, v in dict(tf.sysconfig.get_build_info()).items()}
@@ -116,6 +119,8 @@ def main():
         report["code"], report["reason"] = diagnose(report, report["build_info"].get("cuda_version"))
         print(json.dumps(report))
         return
+    import gpu_checks
+
     for index, device in enumerate(gpus):
         details = tf.config.experimental.get_device_details(device)
         entry = {"device": device.name, "name": details.get("device_name"),
@@ -124,12 +129,36 @@ def main():
             entry.update(check_gpu(tf, index))
         except Exception as error:  # noqa: BLE001 - a failing op is the finding
             entry.update(ok=False, error=repr(error))
+        name = "/GPU:%d" % index
+        entry["xla"] = gpu_checks.xla(tf, name)
+        entry["conv"] = gpu_checks.conv(tf, name)
+        entry["mixed_precision"] = gpu_checks.mixed_precision(tf, name, entry["compute_capability"])
         report["gpus"].append(entry)
+    report["memory"] = gpu_checks.memory(tf, gpus, growth)
+    if len(gpus) >= 2:
+        report["mirrored"] = gpu_checks.mirrored(tf, ["/GPU:%d" % i for i in range(len(gpus))])
+    if "--bench" in sys.argv:
+        report["bench"] = gpu_checks.bench(tf, "/GPU:0")
     report["libraries"] = loaded_cuda_libraries()
-    report["ok"] = all(gpu["ok"] for gpu in report["gpus"])
-    if not report["ok"]:
-        report["code"], report["reason"] = "gpu-op-failed", "A GPU matmul failed or disagreed with the CPU."
+    failed = [gpu["device"] + " " + part for gpu in report["gpus"]
+              for part in ("matmul", "xla", "conv", "mixed_precision")
+              if not (gpu if part == "matmul" else gpu[part]).get("ok")]
+    if report.get("mirrored") and not report["mirrored"]["ok"]:
+        failed.append("MirroredStrategy")
+    report["ok"] = not failed
+    if failed:
+        report["code"], report["reason"] = "gpu-op-failed", "Failed on the GPU: " + ", ".join(failed) + "."
     print(json.dumps(report))
+
+
+def set_memory_growth(tf):
+    """Memory growth on every GPU, as TensorFlow requires: before anything initializes them."""
+    try:
+        for device in tf.config.list_physical_devices("GPU"):
+            tf.config.experimental.set_memory_growth(device, True)
+        return True
+    except (RuntimeError, ValueError) as error:
+        return str(error)
 
 
 if __name__ == "__main__":
