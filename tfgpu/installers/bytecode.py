@@ -54,9 +54,39 @@ def _link(source: Path, target: Path) -> bool:
         return False
 
 
-def compile_site(python: str, site: Path, store: Path, workers: int | None = None) -> tuple[int, int]:
-    """Bytecode for every ``.py`` under ``site``; returns (compiled now, reused from the store)."""
+def store_has(store: Path, python_version: str, release: str) -> bool:
+    """Whether an env with this TensorFlow release and Python already filled the store."""
+    return (store / "envs" / f"py{python_version}-tensorflow-{release}").exists()
+
+
+def mark_stored(store: Path, python_version: str, release: str) -> None:
+    marker = store / "envs" / f"py{python_version}-tensorflow-{release}"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+
+
+def compile_site(python: str, site: Path, store: Path, workers: int | None = None,
+                 already_compiled: bool = False) -> tuple[int, int]:
+    """Bytecode for every ``.py`` under ``site``; returns (compiled now, reused from the store).
+
+    ``already_compiled``: uv compiled the env (a cold install, where uv's parallel compiler is
+    the fastest way); its files are only added to the store. Their ``co_filename`` names this
+    env's staging path, which importlib replaces with the real path on load, like the fixed one.
+    """
     tag, magic = interpreter_tag(python)
+    if already_compiled:
+        stored = 0
+        for source in site.rglob("*.py"):
+            pyc = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+            try:
+                kept = store / (key := _key(source, source.relative_to(site).as_posix(), magic))[:2] / key
+                if pyc.exists() and not kept.exists():
+                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    os.link(pyc, kept)
+                    stored += 1
+            except OSError:
+                continue
+        return stored, 0
     todo, reused, keys = [], 0, {}
     for source in site.rglob("*.py"):
         relative = source.relative_to(site).as_posix()

@@ -50,6 +50,7 @@ class PipInstaller(Installer):
         self.cache_dir = cache_dir
         self.python = python
         """The interpreter to base the venv on; None lets uv provide a managed one."""
+        self.pyc_store = cache_dir.parent / "pyc"
 
     def engine(self, options: Options) -> str:
         return "pip" if options.engine == "pip" or self.uv is None else "uv"
@@ -61,6 +62,7 @@ class PipInstaller(Installer):
         req_in, req_lock = staging / "tfgpu" / "requirements.in", staging / "tfgpu" / "requirements.txt"
         sources = self._sources(options)
         site_rel = f"lib/python{resolution.python}/site-packages"
+        warm = bytecode.store_has(self.pyc_store, resolution.python, resolution.tensorflow)
         steps = [Step("requirements", f"Write the requirements ({len(requirements)})", writes=(str(req_in),),
                       content="\n".join(requirements) + "\n")]
         if self.engine(options) == "uv":
@@ -74,10 +76,12 @@ class PipInstaller(Installer):
                 Step("lock", "Resolve the exact versions (hashes included)",
                      (self.uv, "pip", "compile", str(req_in), "-o", str(req_lock), "--python", env_python,
                       "--generate-hashes", "--no-header", "--quiet", *cache, *sources), writes=(str(req_lock),)),
-                Step("run", "Install TensorFlow and its CUDA libraries",
-                     (self.uv, "pip", "install", "--python", env_python, "-r", str(req_lock), *cache, *sources)),
-                Step("bytecode", "Compile bytecode (each file once across envs, kept in the cache)",
-                     writes=(str(staging / site_rel),)),
+                Step("run", "Install TensorFlow and its CUDA libraries" + ("" if warm else " (compiling bytecode)"),
+                     (self.uv, "pip", "install", "--python", env_python, "-r", str(req_lock), *cache, *sources,
+                      *(() if warm else ("--compile-bytecode",)))),
+                Step("bytecode", "Share bytecode with earlier envs (kept in the cache)" if warm else
+                     "Keep the bytecode in the cache for later envs", writes=(str(staging / site_rel),),
+                     content="reuse" if warm else "store"),
                 Step("inventory", "Record what was installed",
                      (self.uv, "pip", "list", "--python", env_python, "--format", "json", *cache, "--offline")),
             ]
@@ -135,8 +139,10 @@ class PipInstaller(Installer):
                     outcome.installed = parse_inventory(done.output)
             elif step.kind == "bytecode":
                 compiled, reused = bytecode.compile_site(str(location.staging / "bin" / "python"),
-                                                         Path(step.writes[0]), self.cache_dir.parent / "pyc")
-                runner.log(f"bytecode: {compiled} compiled, {reused} reused from the store")
+                                                         Path(step.writes[0]), self.pyc_store,
+                                                         already_compiled=step.content == "store")
+                bytecode.mark_stored(self.pyc_store, resolution.python, resolution.tensorflow)
+                runner.log(f"bytecode: {compiled} compiled or stored, {reused} reused from the store")
                 if reused:
                     reporter.note(f"bytecode: {reused} files reused from earlier envs, {compiled} compiled")
             elif step.kind == "activation":
