@@ -64,12 +64,15 @@ def gpu_architectures(env, host) -> list[Finding]:
     if not caps:
         return [skip("gpu.arch", "The wheel does not record its GPU architectures")]
     findings = []
+    kinds: dict[tuple[str, str], list[int]] = {}
     for device in host.gpus:
-        cc = device.compute_capability
-        if not cc:
-            continue
+        if device.compute_capability:
+            kinds.setdefault((device.name, device.compute_capability), []).append(device.index)
+    for (name, cc), indices in kinds.items():
+        device = next(d for d in host.gpus if d.index == indices[0])
         coverage = gpu.coverage(cc, caps)
-        evidence = (f"GPU {device.index}: {device.name}, compute capability {cc}", f"wheel: {', '.join(caps)}")
+        which = "GPU " + ", ".join(map(str, indices))
+        evidence = (f"{which}: {name}, compute capability {cc}", f"wheel: {', '.join(caps)}")
         if coverage is gpu.Coverage.NATIVE:
             findings.append(ok("gpu.arch", f"{device.name} ({cc}) has compiled kernels in this wheel", *evidence))
         elif coverage is gpu.Coverage.PTX_JIT:
