@@ -173,6 +173,12 @@ def verify(report: dict) -> None:
     if memory:
         _out.print(f"  memory: {escape(memory.get('note', ''))}"
                    + (f"; peak {memory['peak_mib']} MiB" if "peak_mib" in memory else ""))
+    limit = report.get("memory_limit")
+    if limit:
+        mark = "[green]✓[/]" if limit.get("ok") else "[red]✗[/]"
+        _out.print(f"  {mark} memory limit {limit.get('limit_mib')} MiB set before the first op: enforced "
+                   f"{limit.get('enforced')}, a late change refused {limit.get('late_change_refused')}"
+                   + (f" ({escape(str(limit['error']))})" if limit.get("error") else ""))
     mirrored = report.get("mirrored")
     if mirrored:
         mark = "[green]✓[/]" if mirrored.get("ok") else "[red]✗[/]"

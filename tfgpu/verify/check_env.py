@@ -135,6 +135,7 @@ def main():
         entry["mixed_precision"] = gpu_checks.mixed_precision(tf, name, entry["compute_capability"])
         report["gpus"].append(entry)
     report["memory"] = gpu_checks.memory(tf, gpus, growth)
+    report["memory_limit"] = gpu_checks.memory_limit(sys.executable)
     if len(gpus) >= 2:
         report["mirrored"] = gpu_checks.mirrored(tf, ["/GPU:%d" % i for i in range(len(gpus))])
     if "--bench" in sys.argv:
@@ -145,6 +146,8 @@ def main():
               if not (gpu if part == "matmul" else gpu[part]).get("ok")]
     if report.get("mirrored") and not report["mirrored"]["ok"]:
         failed.append("MirroredStrategy")
+    if not report["memory_limit"]["ok"]:
+        failed.append("memory limit")
     report["ok"] = not failed
     if failed:
         report["code"], report["reason"] = "gpu-op-failed", "Failed on the GPU: " + ", ".join(failed) + "."

@@ -6,6 +6,7 @@ with ``ok``. Standard library + TensorFlow + NumPy only: this file is copied int
 Python's view by path, it is never imported by tfgpu-install itself.
 """
 
+import json
 import time
 
 import numpy as np
@@ -199,3 +200,46 @@ def bench(tf, device, samples=60000, matmul_n=8192, cpu_matmul_n=4096):
         f"The CNN runs {best_cnn:.1f}x faster on the device (compute-bound matmul: {matmul_ratio:.0f}x).")
     result["ok"] = True
     return result
+
+
+MEMORY_LIMIT_CHILD = r"""
+import json, sys
+import tensorflow as tf
+limit = int(sys.argv[1])
+gpus = tf.config.list_physical_devices("GPU")
+out = {"limit_mib": limit}
+# The right way: a logical device with a memory limit, before anything touches the GPU.
+tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit)])
+out["logical_gpus"] = len(tf.config.list_logical_devices("GPU"))
+with tf.device("/GPU:0"):
+    out["matmul_ok"] = bool(tf.reduce_all(tf.math.is_finite(tf.matmul(tf.ones((512, 512)), tf.ones((512, 512))))))
+    try:
+        tf.zeros((2 * limit * 2**20 // 4,), tf.float32).numpy()
+        out["enforced"] = False
+    except tf.errors.ResourceExhaustedError:
+        out["enforced"] = True
+# The wrong way: once the GPU is initialized, TensorFlow refuses a different configuration.
+try:
+    tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit // 2)])
+    out["late_change_refused"] = False
+except RuntimeError as error:
+    out["late_change_refused"] = True
+    out["late_change_error"] = str(error).strip().splitlines()[0][:200]
+print(json.dumps(out))
+"""
+
+
+def memory_limit(python, limit_mib=2048, timeout=300):
+    """A memory limit on GPU 0, configured before the first op, in a fresh process (in this one
+    memory growth is already set, and the two cannot be combined on one GPU): the limit holds
+    (allocating twice the limit fails with ResourceExhaustedError) and a late change is refused."""
+    import subprocess
+
+    try:
+        done = subprocess.run([python, "-I", "-c", MEMORY_LIMIT_CHILD, str(limit_mib)], capture_output=True,
+                              text=True, timeout=timeout)
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+    except Exception as error:  # noqa: BLE001
+        return {"ok": False, "error": str(error)[:300]}
+    out["ok"] = bool(out.get("matmul_ok") and out.get("enforced") and out.get("late_change_refused"))
+    return out
