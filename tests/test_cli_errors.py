@@ -38,6 +38,7 @@ CASES = [
     (["plan", "--frobnicate"], 2, "bad-arguments"),
     (["plan", "--os", "macos", "--driver", "535.104.05"], 2, "conflicting-options"),
     (["frobnicate"], 2, "unknown-command"),
+    ([], 2, "missing-command"),
     (["create", "--tf", "2.13", "--name", "a", "--prefix", "/tmp/x"], 2, "bad-arguments"),
     (["create", "--tf", "2.13", "--name", "../evil"], 2, "bad-env-name"),
     (["create", "--tf", "2.13", "--mode", "pip", "--engine", "micromamba"], 2, "conflicting-options"),
@@ -83,7 +84,7 @@ def tfgpu(*argv: str) -> subprocess.CompletedProcess:
 
 
 def _argv(argv: list[str]) -> list[str]:
-    takes_selectors = argv[0] in ("plan", "create", "lock", "bundle", "script")
+    takes_selectors = bool(argv) and argv[0] in ("plan", "create", "lock", "bundle", "script")
     return [*argv, *BASE] if takes_selectors and "--frobnicate" not in argv else argv
 
 

@@ -115,7 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _with_default_command(argv: list[str]) -> list[str]:
     """``tfgpu-install --tf 2.13 --mode conda`` means ``tfgpu-install create --tf 2.13 --mode conda``."""
-    if not argv or argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
+    if not argv or argv == ["--json"]:
+        raise UsageError("missing-command", "Say what to do: no command and no --tf were given.",
+                         ["`tfgpu-install plan` shows what this machine can run.",
+                          "`tfgpu-install --tf 2.21 --mode pip --name tf2.21` builds an environment.",
+                          "`tfgpu-install --help` lists every command."])
+    if argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
         return argv
     if not argv[0].startswith("-"):
         raise UsageError("unknown-command", f"{argv[0]!r} is not a tfgpu-install command.",

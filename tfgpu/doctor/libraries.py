@@ -123,7 +123,7 @@ def load_in_child(resolved: list[Resolved], timeout: float = 60) -> None:
     todo = [{"soname": r.soname, "path": r.path, "version_symbol": r.version_symbol} for r in resolved if r.path]
     if not todo:
         return
-    with as_file(files("tfgpu.doctor").joinpath("probe_libs.py")) as script:
+    with as_file(files("tfgpu.verify").joinpath("probe_libs.py")) as script:
         try:
             done = subprocess.run([sys.executable, "-I", str(script), json.dumps(todo)], capture_output=True,
                                   text=True, timeout=timeout, env=dict(os.environ))

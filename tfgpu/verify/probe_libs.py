@@ -1,4 +1,5 @@
-"""Run in a child process by doctor: load CUDA libraries by absolute path, in order, and report.
+"""Run in a child process by doctor (it lives with the other child-side scripts): load CUDA
+libraries by absolute path, in order, and report.
 
 argv[1]: JSON list of {"soname", "path", "version_symbol"}. Prints one JSON list: for each,
 whether it loaded, the file the process actually mapped for that soname, and its version from
