@@ -12,8 +12,9 @@ CONTRACT_KEYS = {"tensorflow", "python", "cuda", "cudnn", "min_driver", "mode", 
 TARGET = ["--os", "linux", "--arch", "x86_64", "--no-detect"]
 
 
-def tfgpu(*argv: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, COLUMNS="200")
+def tfgpu(*argv: str, envs_dir: str = "/nonexistent/tfgpu-test-envs") -> subprocess.CompletedProcess:
+    # An envs dir of its own: a dry run's default --name must not meet the user's real envs.
+    env = dict(os.environ, COLUMNS="200", TFGPU_ENVS_DIR=envs_dir)
     return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, env=env)
 
 
