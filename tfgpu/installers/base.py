@@ -17,7 +17,8 @@ class Step:
     """One thing an install does."""
 
     kind: str
-    """What kind of work: ``venv``, ``compile``, ``install``, ``activation``, ``jupyter``, ``commit``…"""
+    """What kind of work: ``requirements``, ``run``, ``lock``, ``bytecode-store``/``bytecode-reuse``,
+    ``inventory``, ``activation``, ``marker``, ``relocate``, ``commit``."""
     title: str
     """One line for a person."""
     argv: tuple[str, ...] = ()

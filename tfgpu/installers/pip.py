@@ -79,9 +79,9 @@ class PipInstaller(Installer):
                 Step("run", "Install TensorFlow and its CUDA libraries" + ("" if warm else " (compiling bytecode)"),
                      (self.uv, "pip", "install", "--python", env_python, "-r", str(req_lock), *cache, *sources,
                       *(() if warm else ("--compile-bytecode",)))),
-                Step("bytecode", "Share bytecode with earlier envs (kept in the cache)" if warm else
-                     "Keep the bytecode in the cache for later envs", writes=(str(staging / site_rel),),
-                     content="reuse" if warm else "store"),
+                Step("bytecode-reuse" if warm else "bytecode-store",
+                     "Share bytecode with earlier envs (kept in the cache)" if warm else
+                     "Keep the bytecode in the cache for later envs", writes=(str(staging / site_rel),)),
                 Step("inventory", "Record what was installed",
                      (self.uv, "pip", "list", "--python", env_python, "--format", "json", *cache, "--offline")),
             ]
@@ -137,10 +137,10 @@ class PipInstaller(Installer):
                             reporter.note(f"chosen: {pin}")
                 if step.kind == "inventory":
                     outcome.installed = parse_inventory(done.output)
-            elif step.kind == "bytecode":
+            elif step.kind in ("bytecode-store", "bytecode-reuse"):
                 compiled, reused = bytecode.compile_site(str(location.staging / "bin" / "python"),
                                                          Path(step.writes[0]), self.pyc_store,
-                                                         already_compiled=step.content == "store")
+                                                         already_compiled=step.kind == "bytecode-store")
                 bytecode.mark_stored(self.pyc_store, resolution.python, resolution.tensorflow)
                 runner.log(f"bytecode: {compiled} compiled or stored, {reused} reused from the store")
                 if reused:
