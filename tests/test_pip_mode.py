@@ -199,6 +199,12 @@ def test_an_unwritable_target_is_refused_before_anything_happens(tmp_path, local
     assert done.returncode == 3 and "target-not-writable" in done.stderr
 
 
+def test_a_directory_that_cannot_be_created_is_refused(tmp_path, local_wheels, tool_env):
+    """/proc accepts no new directories, even for root (a plain permission test would not fail as root)."""
+    done = create(Path("/proc/tfgpu-test/env"), local_wheels, tool_env)
+    assert done.returncode == 3 and "target-not-writable" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_a_missing_wheel_offline_fails_cleanly(tmp_path, local_wheels, tool_env):
     prefix = tmp_path / "env"
     done = run_tool("create", "--tf", "2.20", "--mode", "pip", "--python", "3.11", "--prefix", str(prefix),

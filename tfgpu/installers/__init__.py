@@ -64,10 +64,20 @@ def create_env(resolution, *, name: str | None, prefix: str | None, options: Opt
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     runner = Runner(log_dir() / f"create-{location.name}-{stamp}.log")
     result.log_path = runner.log_path
-    prepare(location)
+    try:
+        prepare(location)
+    except OSError as error:
+        rollback(location)
+        raise ImpossibleError("target-not-writable", f"Cannot create {location.staging}: {error.strerror}.",
+                              ["Choose a --prefix in a directory you can write, or use --name."]) from None
     try:
         result.outcome = installer.apply(steps, runner, reporter, resolution=resolution, location=location,
                                          options=options)
+    except OSError as error:  # disk full, permissions changed under us: a clear error, nothing left
+        rollback(location)
+        raise OperationError("install-failed", f"Building {location.prefix} failed: {error}; nothing was left "
+                             "behind.", [f"The log is {runner.log_path}.", "Check free disk space "
+                                         "(`df -h`) and permissions, then run the same command again."]) from None
     except BaseException:
         rollback(location)
         raise
