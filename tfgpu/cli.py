@@ -19,8 +19,6 @@ from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
 COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "remove")
 ENGINES = {"uv": "pip", "pip": "pip", "rattler": "conda", "conda": "conda", "mamba": "conda",
            "micromamba": "conda"}
-# Which issue builds each command that is not here yet: said to the user instead of a fake success.
-NOT_YET = {"lock": 5, "bundle": 5, "script": 6}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -203,23 +201,47 @@ def run(args: argparse.Namespace) -> int:
         document = resolution.to_dict() | {"host": host.to_dict() if host else None}
         _emit(args, document, lambda: _render().plan(resolution, host))
         return 0
-    if command in ("lock", "bundle", "script"):
-        _resolve(args)  # a wrong version or an impossible target still gets its own error first
+    if command == "lock":
+        return _lock(args)
+    if command == "bundle":
+        return _bundle(args)
+    if command == "script":
+        return _script(args)
+    raise AssertionError(command)
+
+
+def _not_yet(args: argparse.Namespace, what: str, issue: int) -> int:
+    _resolve(args)  # a wrong version or an impossible target still gets its own error first
     raise OperationError(
-        "not-implemented",
-        f"`tfgpu-install {command}` is not built yet (issue #{NOT_YET[command]}); nothing was done.",
-        ["`tfgpu-install plan` with the same options prints the resolution it will use."
-         if command in ("lock", "bundle", "script") else
-         "`tfgpu-install plan` shows what this machine can run; `tfgpu-install matrix` lists every release."],
-    )
+        "not-implemented", f"`{what}` is not built yet (issue #{issue}); nothing was done.",
+        ["`tfgpu-install plan` with the same options prints the resolution it will use."])
+
+
+# --- lock / bundle / from-lock (issue 5) -------------------------------------------------------
+
+def _lock(args: argparse.Namespace) -> int:
+    return _not_yet(args, "tfgpu-install lock", 5)
+
+
+def _bundle(args: argparse.Namespace) -> int:
+    return _not_yet(args, "tfgpu-install bundle", 5)
+
+
+def _create_from(args: argparse.Namespace) -> int:
+    """``create --from-lock FILE`` / ``create --from-bundle DIR``."""
+    raise OperationError("not-implemented", "--from-lock and --from-bundle are not built yet (issue #5); "
+                         "nothing was done.", ["Build from the selectors instead (--tf, --mode, --python)."])
+
+
+# --- script (issue 6) --------------------------------------------------------------------------
+
+def _script(args: argparse.Namespace) -> int:
+    return _not_yet(args, "tfgpu-install script", 6)
 
 
 def _options(args: argparse.Namespace):
     from tfgpu.installers.base import Options
 
-    if args.from_lock or args.from_bundle:
-        raise OperationError("not-implemented", "--from-lock and --from-bundle are not built yet (issue #5); "
-                             "nothing was done.", ["Build from the selectors instead (--tf, --mode, --python)."])
     find_links = args.find_links
     if find_links and not re.match(r"https?://", find_links):
         if not Path(find_links).is_dir():
@@ -227,12 +249,15 @@ def _options(args: argparse.Namespace):
                              ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."])
         find_links = str(Path(find_links).absolute())
     return Options(engine=args.engine, find_links=find_links,
-                   offline=args.offline, jupyter=args.jupyter, force=args.force, verify=not args.no_verify)
+                   offline=args.offline, jupyter=args.jupyter, force=args.force, verify=not args.no_verify,
+                   channels=tuple(args.channel or ()), tf_source=args.tf_source or "pypi", yes=args.yes)
 
 
 def _create(args: argparse.Namespace) -> int:
     from tfgpu.installers import create_env
 
+    if args.from_lock or args.from_bundle:
+        return _create_from(args)
     options = _options(args)
     resolution, host = _resolve(args)
     name = args.name or (None if args.prefix else default_name(resolution.tensorflow))

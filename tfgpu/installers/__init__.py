@@ -16,7 +16,6 @@ from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers.base import Location, Options, Outcome, Step
 from tfgpu.installers.location import MARKER, locate, prefix_for, read_marker, rollback
 
-ISSUE_FOR_MODE = {"conda": 4, "system": 6}
 
 
 @dataclass
@@ -30,22 +29,14 @@ class CreateResult:
 
 
 def _installer(resolution, options: Options):
-    if resolution.mode != "pip":
-        raise OperationError(
-            "not-implemented",
-            f"--mode {resolution.mode} is not built yet (issue #{ISSUE_FOR_MODE[resolution.mode]}); nothing was done.",
-            ["--mode pip builds a working env today; `tfgpu-install plan` shows what the other modes will install."])
-    if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
-        raise ImpossibleError("mode-unsupported-here",
-                              f"pip mode builds Linux environments; this plan is for {resolution.os}.",
-                              ["Run tfgpu-install on the target machine itself."])
-    from tfgpu.installers.interpreters import require_python
-    from tfgpu.installers.pip import PipInstaller, find_uv
-    from tfgpu.paths import cache_root
-
-    uv = None if options.engine == "pip" else find_uv()
-    python = require_python(resolution.python, can_download=uv is not None and not options.offline)
-    return PipInstaller(uv, cache_root() / "uv", python)
+    """The backend for the resolution's mode (each module's ``make_installer`` checks its own needs)."""
+    if resolution.mode == "conda":
+        from tfgpu.installers.conda import make_installer
+    elif resolution.mode == "system":
+        from tfgpu.installers.system import make_installer
+    else:
+        from tfgpu.installers.pip import make_installer
+    return make_installer(resolution, options)
 
 
 def create_env(resolution, *, name: str | None, prefix: str | None, options: Options, reporter,

@@ -51,6 +51,11 @@ class Options:
     jupyter: bool = False
     force: bool = False
     verify: bool = True
+    channels: tuple[str, ...] = ()
+    """conda channels (--channel), in priority order; empty means conda-forge."""
+    tf_source: str = "pypi"
+    """Where TensorFlow comes from in conda mode: ``pypi`` (uv into the env) or ``conda-forge``."""
+    yes: bool = False
 
 
 @dataclass(frozen=True)

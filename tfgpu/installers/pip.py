@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tfgpu import __version__
-from tfgpu.errors import OperationError
+from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers import activation, bytecode
 from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
 from tfgpu.installers.location import MARKER, commit, relocate_venv
@@ -221,3 +221,17 @@ def install_failed(step: Step, done, log_path: Path, options: Options) -> Operat
         f"nothing was installed.\n{detail}",
         alternatives,
     )
+
+
+def make_installer(resolution, options) -> PipInstaller:
+    """pip mode for ``resolution``: uv (or pip with ``--engine pip``) and the Python it needs."""
+    if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
+        raise ImpossibleError("mode-unsupported-here",
+                              f"pip mode builds Linux environments; this plan is for {resolution.os}.",
+                              ["Run tfgpu-install on the target machine itself."])
+    from tfgpu.installers.interpreters import require_python
+    from tfgpu.paths import cache_root
+
+    uv = None if options.engine == "pip" else find_uv()
+    python = require_python(resolution.python, can_download=uv is not None and not options.offline)
+    return PipInstaller(uv, cache_root() / "uv", python)

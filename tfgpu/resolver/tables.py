@@ -41,6 +41,7 @@ def _parsed_data() -> dict[str, dict]:
         for entry in files("tfgpu.data").iterdir()
         if entry.name.endswith(".toml")
     }
+    sources.update(_overlay())
     digest = 0
     for name in sorted(sources):
         digest = zlib.crc32(name.encode() + b"\0" + sources[name] + b"\0", digest)
@@ -61,6 +62,18 @@ def _parsed_data() -> dict[str, dict]:
     except OSError:
         pass
     return parsed
+
+
+def _overlay() -> dict[str, bytes]:
+    """Tables that replace shipped ones of the same name, from ``TFGPU_DATA_DIR``.
+
+    For a site mirror of NVIDIA's downloads (its own checksums), and for tests that serve fake
+    NVIDIA archives from a local server.
+    """
+    override = os.environ.get("TFGPU_DATA_DIR")
+    if not override:
+        return {}
+    return {path.name: path.read_bytes() for path in sorted(Path(override).glob("*.toml"))}
 
 
 def _cache_dir() -> Path:
