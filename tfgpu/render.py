@@ -143,8 +143,8 @@ def created(result, resolution) -> None:
     elif result.verify is None:
         _out.print("  • not verified (--no-verify): `tfgpu-install verify --prefix "
                    f"{escape(str(result.location.prefix))}` checks the GPU")
-    _out.print(f"  activate: source {escape(str(result.location.prefix))}/bin/activate  "
-               f"[dim](or run {escape(str(result.location.prefix))}/bin/python directly)[/]")
+    how = (result.outcome.activate if result.outcome else "") or f"source {result.location.prefix}/bin/activate"
+    _out.print(f"  activate: {escape(how)}  [dim](or run {escape(str(result.location.prefix))}/bin/python directly)[/]")
     _out.print(f"  [dim]log: {escape(str(result.log_path))}[/]")
 
 

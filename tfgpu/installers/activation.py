@@ -16,6 +16,7 @@ Every path is written relative to the env, so the env can be built in staging an
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from importlib.resources import files
@@ -102,12 +103,16 @@ def _sh_word(text: str) -> str:
     return re.sub(r'([\\"$`])', r"\\\1", text)
 
 
+def _under(var: str, relative: str) -> str:
+    return f"${var}" if relative == "." else f"${var}/{_sh_word(relative)}"
+
+
 def shell_layout(layout: CudaLayout, var: str) -> tuple[str, str]:
     """The ``@LAYOUT@`` blocks for sh and fish, paths under ``$var`` (VIRTUAL_ENV, CONDA_PREFIX)."""
-    libs = ":".join(f"${var}/{_sh_word(d)}" for d in layout.lib_dirs)
-    data = f"${var}/{_sh_word(layout.cuda_data_dir)}" if layout.cuda_data_dir else ""
+    libs = ":".join(_under(var, d) for d in layout.lib_dirs)
+    data = _under(var, layout.cuda_data_dir) if layout.cuda_data_dir else ""
     sh = f'_tfgpu_libs="{libs}"\n_tfgpu_cuda_data_dir="{data}"'
-    fish_libs = " ".join(f'"${var}/{_sh_word(d)}"' for d in layout.lib_dirs)
+    fish_libs = " ".join(f'"{_under(var, d)}"' for d in layout.lib_dirs)
     fish = f"set -g _tfgpu_libs {fish_libs}\nset -g _tfgpu_cuda_data_dir \"{data}\""
     return sh, fish
 
@@ -125,12 +130,10 @@ def _append_hook(script: Path, line: str) -> None:
 
 def write_load_hook(site_dir: Path, layout: CudaLayout) -> list[Path]:
     """The ``.pth`` + module that preload the libraries when tensorflow is imported."""
-    ptxas_dir = None
-    if layout.ptxas:
-        ptxas_dir = str(Path(layout.ptxas).parent.relative_to(layout.site_packages))
+    ptxas_dir = os.path.relpath(Path(layout.ptxas).parent, layout.site_packages) if layout.ptxas else None
     source = _template("cuda_hook.py")
     source = source.replace("LIBRARIES = []  # @LIBRARIES@", f"LIBRARIES = {json.dumps(list(layout.preload))}")
-    data = str(Path(layout.cuda_data_dir).relative_to(layout.site_packages)) if layout.cuda_data_dir else ""
+    data = os.path.relpath(layout.cuda_data_dir, layout.site_packages) if layout.cuda_data_dir else ""
     source = source.replace('CUDA_DATA_DIR = ""  # @CUDA_DATA_DIR@', f"CUDA_DATA_DIR = {json.dumps(data)}")
     source = source.replace('PTXAS_DIR = ""  # @PTXAS_DIR@', f"PTXAS_DIR = {json.dumps(ptxas_dir or '')}")
     module = site_dir / f"{HOOK_MODULE}.py"
@@ -161,3 +164,165 @@ def write_venv_activation(root: Path, layout: CudaLayout) -> list[Path]:
         written.append(link)
     written += write_load_hook(root / layout.site_packages, layout)
     return written
+
+
+# --- conda envs: the CUDA libraries live in $CONDA_PREFIX/lib ------------------------------------
+
+CONDA_SCRIPT = "tfgpu-cuda"
+"""Name of the activate.d/deactivate.d scripts (``.sh``, ``.fish``, ``.bat``)."""
+
+
+def read_conda_layout(root: Path, site_packages: str) -> CudaLayout:
+    """The CUDA layout of a conda env (cudatoolkit, or the CUDA 12 split packages, and cudnn).
+
+    XLA looks for ``<dir>/nvvm/libdevice/libdevice.10.bc``; the CUDA 12 packages put it there
+    under the env root, but ``cudatoolkit`` 11.x ships ``lib/libdevice.10.bc``, the trap TF's own
+    2.11-2.13 instructions worked around by copying it. A link under ``etc/tfgpu/cuda`` gives
+    XLA the layout it expects without touching the packages' files.
+    """
+    lib = root / "lib"
+    preload = []
+    for _, bases in COMPONENTS:
+        for base in bases:
+            name = _soname_file(lib, base) if lib.is_dir() else None
+            if name:
+                preload.append(f"{_up(site_packages)}/lib/{name}")
+    data_dir = None
+    if (root / "nvvm" / "libdevice").is_dir():
+        data_dir = "."
+    elif (lib / "libdevice.10.bc").is_file():
+        link = root / "etc" / "tfgpu" / "cuda" / "nvvm" / "libdevice" / "libdevice.10.bc"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(Path("..", "..", "..", "..", "..", "lib", "libdevice.10.bc"))
+        data_dir = "etc/tfgpu/cuda"
+    return CudaLayout(site_packages=site_packages, lib_dirs=("lib",), preload=tuple(preload),
+                      cuda_data_dir=data_dir, ptxas="bin/ptxas" if (root / "bin" / "ptxas").is_file() else None)
+
+
+def _up(relative: str) -> str:
+    return "/".join(".." for _ in Path(relative).parts)
+
+
+def _sections(template: str) -> tuple[str, str]:
+    """A venv template split into its set-up part and its restore function (conda runs them
+    from activate.d and deactivate.d; the venv's deactivate wrapper is not used)."""
+    setup, rest = template.split("# @RESTORE@", 1)
+    restore = rest.split("\n", 1)[1].split("# @VENV@", 1)[0]
+    return setup, restore
+
+
+def _without_header(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def write_conda_activation(root: Path, layout: CudaLayout, windows: bool = False) -> list[Path]:
+    """``etc/conda/activate.d`` and ``deactivate.d`` for sh/bash/zsh, fish (and cmd on Windows),
+    plus the load hook; ptxas is already in the env's ``bin``, on PATH when activated."""
+    activate, deactivate = root / "etc" / "conda" / "activate.d", root / "etc" / "conda" / "deactivate.d"
+    activate.mkdir(parents=True, exist_ok=True)
+    deactivate.mkdir(parents=True, exist_ok=True)
+    sh, fish = shell_layout(layout, "CONDA_PREFIX")
+    header = ("# tfgpu-install: this conda env's CUDA libraries first on the loader path and XLA's libdevice;\n"
+              "# conda sources this on `conda activate`, and the deactivate.d twin restores both exactly.\n")
+    written = []
+    for suffix, template, block, call in (("sh", "activate.sh", sh, "_tfgpu_restore\nunset -f _tfgpu_restore\n"),
+                                          ("fish", "activate.fish", fish,
+                                           "_tfgpu_restore\nfunctions -e _tfgpu_restore\n")):
+        setup, restore = _sections(_template(template))
+        body = _fill(_without_header(setup), block)
+        shellcheck = "# shellcheck shell=sh\n" if suffix == "sh" else ""
+        written.append(activate / f"{CONDA_SCRIPT}.{suffix}")
+        written[-1].write_text(header + shellcheck + body, encoding="utf-8")
+        written.append(deactivate / f"{CONDA_SCRIPT}.{suffix}")
+        if shellcheck:  # the _TFGPU_OLD_* variables are set by the activate.d twin
+            shellcheck = "# shellcheck shell=sh disable=SC2153\n"
+        written[-1].write_text(header + shellcheck + restore + call, encoding="utf-8")
+    if windows:
+        for folder, name in ((activate, "conda_activate.bat"), (deactivate, "conda_deactivate.bat")):
+            written.append(folder / f"{CONDA_SCRIPT}.bat")
+            written[-1].write_text(_template(name).replace("\n", "\r\n"), encoding="utf-8")
+    etc = root / "etc" / "tfgpu"
+    etc.mkdir(parents=True, exist_ok=True)
+    (etc / "layout.json").write_text(json.dumps(layout.to_dict(), indent=2) + "\n", encoding="utf-8")
+    written.append(etc / "layout.json")
+    written += write_load_hook(root / layout.site_packages, layout)
+    return written
+
+
+# --- system mode: a CUDA toolkit installed by NVIDIA's runfile, outside site-packages ---------
+
+def _site_relative(path: str, site_packages: str) -> str:
+    """``cuda/lib64/x`` (env-relative) -> ``../../../cuda/lib64/x`` (site-relative); absolute stays."""
+    import os
+
+    return path if path.startswith("/") else os.path.relpath(path, site_packages)
+
+
+def read_toolkit_layout(toolkit: Path, ref: str, site_packages: str) -> CudaLayout:
+    """The layout of a runfile-installed CUDA toolkit with cuDNN unpacked into it (system mode).
+
+    ``toolkit`` is where its files are now (they are looked at); ``ref`` is how the env names it:
+    relative to the env root (``cuda``, a user prefix that moves with the env) or absolute
+    (``/usr/local/cuda-11.8``). ``lib_dirs``, ``cuda_data_dir`` and ``ptxas`` are env-relative or
+    absolute; ``preload`` entries are site-packages-relative or absolute.
+    """
+    lib = toolkit / "lib64"
+    preload = []
+    for _, bases in COMPONENTS:
+        for base in bases:
+            name = _soname_file(lib, base) if lib.is_dir() else None
+            if name:
+                preload.append(_site_relative(f"{ref}/lib64/{name}", site_packages))
+    return CudaLayout(
+        site_packages=site_packages,
+        lib_dirs=(f"{ref}/lib64",),
+        preload=tuple(preload),
+        cuda_data_dir=ref if (toolkit / "nvvm" / "libdevice").is_dir() else None,
+        ptxas=f"{ref}/bin/ptxas" if (toolkit / "bin" / "ptxas").is_file() else None,
+    )
+
+
+def _shell_ref(var: str, path: str) -> str:
+    return _sh_word(path) if path.startswith("/") else f"${var}/{_sh_word(path)}"
+
+
+def write_toolkit_venv_activation(root: Path, layout: CudaLayout) -> list[Path]:
+    """A venv's activation for a toolkit layout (``read_toolkit_layout``): the same scripts, restore
+    and load hook as ``write_venv_activation``, with paths that may lie outside the env."""
+    etc = root / "etc" / "tfgpu"
+    etc.mkdir(parents=True, exist_ok=True)
+    libs = ":".join(_shell_ref("VIRTUAL_ENV", d) for d in layout.lib_dirs)
+    data = _shell_ref("VIRTUAL_ENV", layout.cuda_data_dir) if layout.cuda_data_dir else ""
+    sh = f'_tfgpu_libs="{libs}"\n_tfgpu_cuda_data_dir="{data}"'
+    fish_libs = " ".join(f'"{_shell_ref("VIRTUAL_ENV", d)}"' for d in layout.lib_dirs)
+    fish = f"set -g _tfgpu_libs {fish_libs}\nset -g _tfgpu_cuda_data_dir \"{data}\""
+    written = [etc / "activate.sh", etc / "activate.fish", etc / "layout.json"]
+    written[0].write_text(_fill(_template("activate.sh"), sh), encoding="utf-8")
+    written[1].write_text(_fill(_template("activate.fish"), fish), encoding="utf-8")
+    written[2].write_text(json.dumps(layout.to_dict(), indent=2) + "\n", encoding="utf-8")
+    _append_hook(root / "bin" / "activate", '. "$VIRTUAL_ENV/etc/tfgpu/activate.sh"')
+    if (root / "bin" / "activate.fish").exists():
+        _append_hook(root / "bin" / "activate.fish", 'source "$VIRTUAL_ENV/etc/tfgpu/activate.fish"')
+    written += [root / "bin" / "activate", root / "bin" / "activate.fish"]
+    if layout.ptxas:
+        link = root / "bin" / "ptxas"
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(Path("..") / layout.ptxas)  # an absolute ptxas replaces the "..": an absolute link
+        written.append(link)
+    site = layout.site_packages
+    source = _template("cuda_hook.py")
+    source = source.replace("LIBRARIES = []  # @LIBRARIES@", f"LIBRARIES = {json.dumps(list(layout.preload))}")
+    data_dir = _site_relative(layout.cuda_data_dir, site) if layout.cuda_data_dir else ""
+    source = source.replace('CUDA_DATA_DIR = ""  # @CUDA_DATA_DIR@', f"CUDA_DATA_DIR = {json.dumps(data_dir)}")
+    ptxas_dir = _site_relative(str(Path(layout.ptxas).parent), site) if layout.ptxas else ""
+    source = source.replace('PTXAS_DIR = ""  # @PTXAS_DIR@', f"PTXAS_DIR = {json.dumps(ptxas_dir)}")
+    module, pth = root / site / f"{HOOK_MODULE}.py", root / site / f"{HOOK_MODULE}.pth"
+    module.write_text(source, encoding="utf-8")
+    pth.write_text(f"import {HOOK_MODULE}\n", encoding="utf-8")
+    return written + [module, pth]

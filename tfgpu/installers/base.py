@@ -27,18 +27,21 @@ class Step:
     """Files or directories it creates."""
     content: str = ""
     """What a write step writes, where that is known in advance."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Environment variables the command needs (e.g. ``CONDA_OVERRIDE_CUDA``)."""
 
     def describe(self) -> str:
         lines = [self.title]
         if self.argv:
-            lines.append("  $ " + shlex.join(self.argv))
+            lines.append("  $ " + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env) + (" " if self.env else "")
+                         + shlex.join(self.argv))
         lines.extend(f"  writes {path}" for path in self.writes)
         lines.extend(f"    | {line}" for line in self.content.splitlines())
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "title": self.title, "argv": list(self.argv), "writes": list(self.writes),
-                "content": self.content}
+                "content": self.content, "env": dict(self.env)}
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,9 @@ class Location:
     name: str
     existing: bool = False
     """The prefix exists already (only allowed with --force: it is replaced at the end)."""
+    in_place: bool = False
+    """Built at the final path (``staging == prefix``): for engines whose envs cannot be moved
+    (conda, mamba, micromamba). An old env is moved aside first and put back on failure."""
 
 
 @dataclass
@@ -78,12 +84,20 @@ class Outcome:
     installed: dict[str, str] = field(default_factory=dict)
     """Every distribution in the env and its exact version."""
     notes: list[str] = field(default_factory=list)
+    activate: str = ""
+    """How a person activates the env (empty: ``source <prefix>/bin/activate``)."""
 
 
 class Installer(ABC):
     """One install mode."""
 
     mode: str
+    in_place = False
+    """Whether envs are built at their final path (see ``Location.in_place``)."""
+
+    def prefix_for_name(self, name: str) -> str | None:
+        """Where ``--name`` puts an env, when this mode has its own place (None: the tool's envs dir)."""
+        return None
 
     @abstractmethod
     def plan(self, resolution, location: Location, options: Options) -> list[Step]:

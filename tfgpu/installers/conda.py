@@ -1,12 +1,275 @@
-"""conda mode (issue #4): not built yet."""
+"""conda mode: a conda env with the CUDA toolkit and cuDNN TensorFlow was built against, TensorFlow
+from PyPI (uv, into the env's own Python), and activation that makes the env's libraries the ones
+TensorFlow loads.
+
+Engines: py-rattler by default (embedded, no conda needed; built in staging with the final prefix
+patched into files, then moved); ``--engine conda|mamba|micromamba`` drives that executable
+instead, at the final path (conda envs cannot be moved), with an old env put back on failure.
+"""
 
 from __future__ import annotations
 
-from tfgpu.errors import OperationError
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from tfgpu.errors import ImpossibleError
+from tfgpu.installers import activation
+from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
+from tfgpu.installers.location import commit
+from tfgpu.installers.pip import exact_pins, find_uv, install_failed, parse_inventory, site_packages
+
+EXTERNAL = ("conda", "mamba", "micromamba")
 
 
-def make_installer(resolution, options):
-    raise OperationError(
-        "not-implemented",
-        f"--mode conda is not built yet (issue #4); nothing was done.",
-        ["--mode pip builds a working env today; `tfgpu-install plan` shows what the other modes will install."])
+def conda_specs(resolution, tf_source: str) -> tuple[list[str], list[str]]:
+    """(conda specs, pip requirements) for the env; ``--tf-source conda-forge`` takes TensorFlow's
+    own CUDA build from conda-forge, which brings its CUDA and cuDNN as dependencies."""
+    specs, pip = list(resolution.packages.conda), list(resolution.packages.pip)
+    if tf_source != "conda-forge":
+        return specs, pip
+    from tfgpu.resolver import tables
+
+    builds = tables.conda_forge().tensorflow_cuda
+    series = ".".join(resolution.tensorflow.split(".")[:2])
+    if resolution.tensorflow not in builds and series not in builds:
+        newest = max(builds, key=lambda v: tuple(int(p) for p in v.split(".")))
+        raise ImpossibleError(
+            "no-conda-forge-build", f"conda-forge has no CUDA build of TensorFlow {resolution.tensorflow} "
+            f"(its newest is {newest}).",
+            [f"--tf {newest} --tf-source conda-forge", "Or drop --tf-source: TensorFlow from PyPI into the conda env."])
+    python = next(s for s in specs if s.startswith("python "))
+    return [python, f"tensorflow =={resolution.tensorflow} cuda*"], []
+
+
+def virtual_cuda(resolution) -> str:
+    """``__cuda`` for the solve: the target driver's CUDA, else the build's own (never a default)."""
+    from tfgpu.resolver.drivers import cuda_for_driver
+
+    if resolution.driver:
+        found = cuda_for_driver(resolution.driver, resolution.os)
+        if found:
+            return found
+    return ".".join((resolution.cuda or "").split(".")[:2])
+
+
+def conda_envs_dir() -> Path | None:
+    """The envs directory of the conda installation on this host (so ``conda activate NAME`` and
+    ``conda env list`` find the env), or None when there is none."""
+    listed = os.environ.get("CONDA_ENVS_PATH") or os.environ.get("CONDA_ENVS_DIRS")
+    if listed:
+        return Path(listed.split(os.pathsep)[0]).expanduser()
+    if os.environ.get("MAMBA_ROOT_PREFIX") and not os.environ.get("CONDA_EXE"):
+        return Path(os.environ["MAMBA_ROOT_PREFIX"]) / "envs"
+    exe = os.environ.get("CONDA_EXE") or shutil.which("conda") or shutil.which("mamba")
+    if exe:
+        root = Path(exe).resolve().parent.parent
+        if (root / "conda-meta").is_dir() or (root / "envs").is_dir():
+            return root / "envs"
+    return None
+
+
+def register_env(prefix: Path) -> None:
+    """Add the env to ``~/.conda/environments.txt``, where ``conda env list`` looks."""
+    listing = Path.home() / ".conda" / "environments.txt"
+    try:
+        known = listing.read_text(encoding="utf-8").splitlines() if listing.exists() else []
+        if str(prefix) not in known:
+            listing.parent.mkdir(parents=True, exist_ok=True)
+            with listing.open("a", encoding="utf-8") as out:
+                out.write(f"{prefix}\n")
+    except OSError:
+        pass  # a read-only home only costs the `conda env list` entry
+
+
+class CondaInstaller(Installer):
+    """Builds a conda-mode env; see the module docstring."""
+
+    mode = "conda"
+
+    def __init__(self, engine: str, exe: str | None, uv: str, cache: Path) -> None:
+        self.engine = engine
+        self.exe = exe
+        self.uv = uv
+        self.cache = cache
+        self.in_place = engine in EXTERNAL
+
+    def prefix_for_name(self, name: str) -> str | None:
+        envs = conda_envs_dir()
+        return str(envs / name) if envs else None
+
+    def plan(self, resolution, location: Location, options: Options) -> list[Step]:
+        from tfgpu.installers.rattler_engine import channel_urls
+
+        root = location.staging
+        specs, pip = conda_specs(resolution, options.tf_source)
+        pip += ["ipykernel"] if options.jupyter else []
+        channels = channel_urls(options.channels)
+        cuda = virtual_cuda(resolution)
+        records = root / "conda-meta" / "tfgpu-solve.json"
+        if self.engine == "rattler":
+            steps = [
+                Step("solve", f"Solve {len(specs)} conda specs with rattler (__cuda={cuda}) from {', '.join(channels)}",
+                     writes=(str(records),), content="\n".join(specs)),
+                Step("conda-install", "Link the conda packages into the env (hard links from the package cache)",
+                     writes=(str(root),)),
+            ]
+        else:
+            argv = [self.exe or self.engine, "create", "-y", "-p", str(root), "--override-channels"]
+            for channel in channels:
+                argv += ["-c", channel]
+            env = () if resolution.driver else (("CONDA_OVERRIDE_CUDA", cuda),)
+            steps = [Step("run", f"Create the env with {self.engine}", tuple(argv + specs), env=env)]
+        python = str(root / "bin" / "python")
+        cache = ("--cache-dir", str(self.cache / "uv"))
+        sources = (("--find-links", options.find_links) if options.find_links else ()) + (
+            ("--offline", "--no-index") if options.offline else ())
+        if pip:
+            req_in, lock = root / "tfgpu" / "requirements.in", root / "tfgpu" / "requirements.txt"
+            steps += [
+                Step("requirements", f"Write the PyPI requirements ({len(pip)})", writes=(str(req_in),),
+                     content="\n".join(pip) + "\n"),
+                Step("lock", "Resolve TensorFlow's PyPI dependencies for the env's Python (hashes included)",
+                     (self.uv, "pip", "compile", str(req_in), "-o", str(lock), "--python", python,
+                      "--generate-hashes", "--no-header", "--quiet", *cache, *sources), writes=(str(lock),)),
+                Step("run", "Install TensorFlow from PyPI into the env's Python (uv)",
+                     (self.uv, "pip", "install", "--python", python, "-r", str(lock), "--compile-bytecode",
+                      *cache, *sources)),
+            ]
+        steps += [
+            Step("inventory", "Record what was installed",
+                 (self.uv, "pip", "list", "--python", python, "--format", "json", *cache, "--offline")),
+            Step("activation", "Write activate.d/deactivate.d scripts and the load hook",
+                 writes=(str(root / "etc" / "conda" / "activate.d"), str(root / "etc" / "conda" / "deactivate.d"))),
+            Step("marker", "Record the environment", writes=(str(root / "tfgpu-env.json"),)),
+        ]
+        if not self.in_place:
+            steps.append(Step("relocate", "Point the scripts uv wrote at the env's final place"))
+        steps.append(Step("commit", f"Move the finished environment into place at {location.prefix}"
+                          if not self.in_place else f"Keep the environment at {location.prefix}",
+                          writes=(str(location.prefix),)))
+        return steps
+
+    def apply(self, steps, runner, reporter, *, resolution, location: Location, options: Options) -> Outcome:
+        """Carry out ``steps``; the caller rolls back on any exception."""
+        from tfgpu.installers import rattler_engine
+
+        outcome = Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python",
+                          activate=f"conda activate {location.prefix}")
+        records: list = []
+        for index, step in enumerate(steps, 1):
+            reporter.step(index, len(steps), step.title)
+            started = time.monotonic()
+            if step.kind == "solve":
+                channels = rattler_engine.channel_urls(options.channels)
+                records = rattler_engine.solve(step.content.splitlines(), channels, platform="linux-64",
+                                               cuda=virtual_cuda(resolution),
+                                               glibc=None, repodata_cache=self.cache / "conda" / "repodata",
+                                               offline=options.offline)
+                runner.log("solved: " + ", ".join(f"{r.name.normalized}={r.version}={r.build}" for r in records))
+            elif step.kind == "conda-install":
+                rattler_engine.install(records, location.staging, location.prefix,
+                                       package_cache=self.cache / "conda" / "pkgs", reporter=reporter,
+                                       offline=options.offline)
+                rattler_engine.write_records(records, location.staging / "conda-meta" / "tfgpu-solve.json")
+                (location.staging / "CACHEDIR.TAG").unlink(missing_ok=True)  # rattler's; backup tools skip tagged dirs
+            elif step.kind == "requirements":
+                path = Path(step.writes[0])
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(step.content, encoding="utf-8")
+            elif step.argv:
+                done = runner.run(step.argv, env=dict(step.env), on_line=reporter.output if step.kind == "run" else None)
+                if done.returncode != 0:
+                    raise install_failed(step, done, runner.log_path, options)
+                if step.kind == "inventory":
+                    outcome.installed = parse_inventory(done.output)
+            elif step.kind == "activation":
+                site = site_packages(location.staging, resolution.python)
+                layout = activation.read_conda_layout(location.staging, site)
+                activation.write_conda_activation(location.staging, layout, windows=resolution.os == "windows")
+                outcome.notes.append(f"{len(layout.preload)} CUDA libraries from the env's lib/ preloaded by the "
+                                     "load hook")
+            elif step.kind == "marker":
+                self._write_marker(location, resolution, options, outcome)
+            elif step.kind == "relocate":
+                relocate_scripts(location.staging, location.prefix)
+            elif step.kind == "commit":
+                commit(location)
+                register_env(location.prefix)
+            reporter.done(index, len(steps), step.title, time.monotonic() - started)
+        return outcome
+
+    def _write_marker(self, location: Location, resolution, options: Options, outcome: Outcome) -> None:
+        from datetime import datetime, timezone
+
+        from tfgpu import __version__
+
+        root = location.staging
+        solved = root / "conda-meta" / "tfgpu-solve.json"
+        conda = json.loads(solved.read_text(encoding="utf-8")) if solved.exists() else [
+            json.loads(p.read_text(encoding="utf-8")) for p in sorted((root / "conda-meta").glob("*.json"))]
+        lock = root / "tfgpu" / "requirements.txt"
+        (root / "tfgpu-env.json").write_text(json.dumps({
+            "tool": "tfgpu-install", "tool_version": __version__,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "mode": "conda", "engine": self.engine, "name": location.name,
+            "tensorflow": resolution.tensorflow, "python": resolution.python, "cuda": resolution.cuda,
+            "cudnn": resolution.cudnn, "min_driver": resolution.min_driver, "virtual_cuda": virtual_cuda(resolution),
+            "channels": list(options.channels), "tf_source": options.tf_source,
+            "conda": [f"{p['name']}={p['version']}={p['build']}" for p in conda if "name" in p],
+            "requirements": list(resolution.packages.pip),
+            "locked": exact_pins(lock.read_text(encoding="utf-8")) if lock.exists() else [],
+            "installed": outcome.installed, "offline": options.offline,
+        }, indent=2) + "\n", encoding="utf-8")
+
+
+def relocate_scripts(staging: Path, final: Path) -> None:
+    """uv wrote the staging path into the entry-point scripts it put in ``bin/``; conda's own files
+    already carry the final prefix (rattler patched it in)."""
+    old, new = str(staging).encode(), str(final).encode()
+    for path in sorted((staging / "bin").iterdir()):
+        if path.is_symlink() or not path.is_file():
+            continue
+        with path.open("rb") as handle:
+            head = handle.read(2)
+        if head != b"#!":
+            continue
+        data = path.read_bytes()
+        if old in data:
+            path.write_bytes(data.replace(old, new))
+
+
+def make_installer(resolution, options: Options) -> CondaInstaller:
+    """conda mode for ``resolution`` with the chosen engine."""
+    if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
+        raise ImpossibleError("mode-unsupported-here",
+                              f"tfgpu-install builds conda envs for Linux and WSL2; this plan is for {resolution.os}.",
+                              ["Run tfgpu-install on the target machine itself, or export a script: "
+                               "`tfgpu-install script --format bash --mode conda`."])
+    from tfgpu.installers.rattler_engine import channel_urls, check_channels
+    from tfgpu.paths import cache_root
+
+    check_channels(channel_urls(options.channels))
+    engine = options.engine or "rattler"
+    exe = None
+    if engine in EXTERNAL:
+        exe = shutil.which(engine) or _from_env(engine)
+        if exe is None:
+            raise ImpossibleError("engine-not-found", f"--engine {engine}: no `{engine}` executable on PATH.",
+                                  ["Drop --engine: the embedded engine (rattler) needs no conda installation.",
+                                   f"Or install {engine}, or put it on PATH."])
+    uv = find_uv()
+    if uv is None:
+        raise ImpossibleError("uv-missing", "uv is needed to install TensorFlow into the conda env, and none was found.",
+                              ["Reinstall tfgpu-install (it depends on the `uv` package)."])
+    return CondaInstaller(engine, exe, uv, cache_root())
+
+
+def _from_env(engine: str) -> str | None:
+    for variable in ("CONDA_EXE", "MAMBA_EXE"):
+        path = os.environ.get(variable)
+        if path and Path(path).name.split(".")[0] == engine and Path(path).is_file():
+            return path
+    return None

@@ -49,7 +49,7 @@ def read_marker(prefix: Path) -> dict | None:
         return None
 
 
-def locate(name: str | None, prefix: str | None, force: bool) -> Location:
+def locate(name: str | None, prefix: str | None, force: bool, in_place: bool = False) -> Location:
     """Check the target before anything is downloaded or written."""
     final, display = prefix_for(name, prefix)
     existing = False
@@ -75,8 +75,8 @@ def locate(name: str | None, prefix: str | None, force: bool) -> Location:
         raise ImpossibleError(
             "target-not-writable", f"Cannot create {final}: {parent} is not a writable directory.",
             ["Choose a --prefix in a directory you can write, or use --name (your own data directory)."])
-    staging = final.parent / f".{final.name}.tfgpu-staging"
-    return Location(prefix=final, staging=staging, name=display, existing=existing)
+    staging = final if in_place else final.parent / f".{final.name}.tfgpu-staging"
+    return Location(prefix=final, staging=staging, name=display, existing=existing, in_place=in_place)
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -85,8 +85,22 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
+def _aside(location: Location) -> Path:
+    return location.prefix.parent / f".{location.prefix.name}.tfgpu-old"
+
+
 def prepare(location: Location) -> None:
-    """Create an empty staging directory (clearing one left by a crashed run)."""
+    """Create an empty staging directory (clearing one left by a crashed run).
+
+    In place: an old env (--force) is moved aside, and the engine creates the prefix itself.
+    """
+    if location.in_place:
+        if location.prefix.exists():
+            if _aside(location).exists():
+                shutil.rmtree(_aside(location))
+            os.rename(location.prefix, _aside(location))
+        location.prefix.parent.mkdir(parents=True, exist_ok=True)
+        return
     if location.staging.exists():
         shutil.rmtree(location.staging)
     location.staging.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +110,10 @@ def prepare(location: Location) -> None:
 def commit(location: Location) -> None:
     """Move the finished env into place; an old one (--force) is deleted only afterwards."""
     final = location.prefix
-    old = final.parent / f".{final.name}.tfgpu-old"
+    old = _aside(location)
+    if location.in_place:
+        shutil.rmtree(old, ignore_errors=True)
+        return
     if final.exists() and not any(final.iterdir()):
         final.rmdir()
     if final.exists():
@@ -109,8 +126,11 @@ def commit(location: Location) -> None:
 
 
 def rollback(location: Location) -> None:
-    """Leave nothing behind: the staging directory goes; the final prefix was never touched."""
+    """Leave nothing behind: the staging directory goes; the final prefix was never touched
+    (in place: the half-built prefix goes and the old env, if any, comes back)."""
     shutil.rmtree(location.staging, ignore_errors=True)
+    if location.in_place and _aside(location).exists():
+        os.rename(_aside(location), location.prefix)
 
 
 def relocate_venv(staging: Path, final: Path) -> None:

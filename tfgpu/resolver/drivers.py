@@ -77,3 +77,15 @@ def driver_need(cuda: str, os: str) -> DriverNeed | None:
         rule += f" WSL2 needs a Windows driver >= {minimum}."
         source = tuple(dict.fromkeys(source + tuple(wsl.get("source", ()))))
     return DriverNeed(cuda=cuda, minimum=minimum, toolkit_minimum=own, rule=rule, source=source)
+
+
+def cuda_for_driver(driver: str, os: str = "linux") -> str | None:
+    """The newest CUDA ``X.Y`` whose toolkit's own minimum ``driver`` meets: what conda's ``__cuda``
+    virtual package would report for that driver. None when the driver is older than every row."""
+    column = "linux" if os in ("linux", "wsl2") else "windows"
+    best = None
+    for toolkit in tables.toolkits():
+        own = getattr(toolkit, column)
+        if own and driver_at_least(driver, own) and (best is None or toolkit.version > best):
+            best = toolkit.version
+    return f"{best.major}.{best.minor}" if best else None

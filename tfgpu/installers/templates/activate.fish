@@ -27,6 +27,7 @@ end
 set -e _tfgpu_libs
 set -e _tfgpu_cuda_data_dir
 
+# @RESTORE@ (conda: deactivate.d runs this part)
 function _tfgpu_restore
     if set -q _TFGPU_HAD_LD_LIBRARY_PATH
         set -gx LD_LIBRARY_PATH $_TFGPU_OLD_LD_LIBRARY_PATH
@@ -41,6 +42,7 @@ function _tfgpu_restore
     set -e _TFGPU_OLD_LD_LIBRARY_PATH _TFGPU_HAD_LD_LIBRARY_PATH _TFGPU_OLD_XLA_FLAGS _TFGPU_HAD_XLA_FLAGS
 end
 
+# @VENV@ (venvs only)
 # Wrap the venv's own deactivate so ours runs first; it removes the wrapper as it always does.
 functions -c deactivate _tfgpu_venv_deactivate
 function deactivate

@@ -30,6 +30,7 @@ if [ -n "$_tfgpu_cuda_data_dir" ]; then
 fi
 unset _tfgpu_libs _tfgpu_cuda_data_dir
 
+# @RESTORE@ (conda: deactivate.d runs this part)
 _tfgpu_restore () {
     if [ -n "${_TFGPU_HAD_LD_LIBRARY_PATH:-}" ]; then
         LD_LIBRARY_PATH="$_TFGPU_OLD_LD_LIBRARY_PATH"
@@ -46,6 +47,7 @@ _tfgpu_restore () {
     unset _TFGPU_OLD_LD_LIBRARY_PATH _TFGPU_HAD_LD_LIBRARY_PATH _TFGPU_OLD_XLA_FLAGS _TFGPU_HAD_XLA_FLAGS
 }
 
+# @VENV@ (venvs only)
 # Wrap the venv's own deactivate so ours runs first; it removes the wrapper as it always does.
 eval "_tfgpu_venv_$(declare -f deactivate)"
 deactivate () {

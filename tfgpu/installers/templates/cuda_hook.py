@@ -26,17 +26,17 @@ def preload():
 
     base = os.path.dirname(os.path.abspath(__file__))
     for relative in LIBRARIES:
-        path = os.path.join(base, relative)
+        path = os.path.normpath(os.path.join(base, relative))
         try:
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
             loaded.append(path)
         except OSError as error:
             errors.append((path, str(error)))
     if CUDA_DATA_DIR and "--xla_gpu_cuda_data_dir=" not in os.environ.get("XLA_FLAGS", ""):
-        flag = "--xla_gpu_cuda_data_dir=" + os.path.join(base, CUDA_DATA_DIR)
+        flag = "--xla_gpu_cuda_data_dir=" + os.path.normpath(os.path.join(base, CUDA_DATA_DIR))
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
     if PTXAS_DIR:
-        os.environ["PATH"] = os.path.join(base, PTXAS_DIR) + os.pathsep + os.environ.get("PATH", "")
+        os.environ["PATH"] = os.path.normpath(os.path.join(base, PTXAS_DIR)) + os.pathsep + os.environ.get("PATH", "")
 
 
 class _BeforeTensorFlow:
