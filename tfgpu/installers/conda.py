@@ -15,6 +15,8 @@ import shutil
 import time
 from pathlib import Path
 
+from dataclasses import dataclass
+
 from tfgpu.errors import ImpossibleError
 from tfgpu.installers import activation
 from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
@@ -22,6 +24,15 @@ from tfgpu.installers.location import commit
 from tfgpu.installers.pip import exact_pins, find_uv, install_failed, parse_inventory, site_packages
 
 EXTERNAL = ("conda", "mamba", "micromamba")
+
+
+@dataclass(frozen=True)
+class LockedCondaOptions(Options):
+    """``create --from-lock conda-lock.yml``: install the lock's packages as they are."""
+
+    lock: object = None
+    """The :class:`tfgpu.lock.conda_lock.CondaLock` read (and checked) by the caller."""
+    platform: str = "linux-64"
 
 
 def conda_specs(resolution, tf_source: str) -> tuple[list[str], list[str]]:
@@ -109,6 +120,9 @@ class CondaInstaller(Installer):
         channels = channel_urls(options.channels)
         cuda = virtual_cuda(resolution)
         records = root / "conda-meta" / "tfgpu-solve.json"
+        lock = getattr(options, "lock", None)
+        if lock is not None:
+            return self._locked_plan(lock, options, location)
         if self.engine == "rattler":
             steps = [
                 Step("solve", f"Solve {len(specs)} conda specs with rattler (__cuda={cuda}) from {', '.join(channels)}",
@@ -152,6 +166,38 @@ class CondaInstaller(Installer):
                           writes=(str(location.prefix),)))
         return steps
 
+    def _locked_plan(self, lock, options, location: Location) -> list[Step]:
+        """Install exactly a conda-lock.yml: its conda records, then its wheels with hashes."""
+        from tfgpu.lock.conda_lock import pip_requirements
+
+        root = location.staging
+        python = str(root / "bin" / "python")
+        cache = ("--cache-dir", str(self.cache / "uv"))
+        conda = lock.packages(options.platform, "conda")
+        pip = pip_requirements(lock, options.platform)
+        steps = [Step("locked-conda", f"Read the {len(conda)} locked conda packages from their channels and check "
+                      "their sha256", writes=(str(root / "conda-meta" / "tfgpu-solve.json"),)),
+                 Step("conda-install", "Link the conda packages into the env (hard links from the package cache)",
+                      writes=(str(root),))]
+        if pip:
+            lock_file = root / "tfgpu" / "requirements.txt"
+            steps += [Step("requirements", f"Write the lock's {pip.count(chr(10))} wheels with their sha256",
+                           writes=(str(lock_file),), content=pip),
+                      Step("run", "Install the locked wheels (every hash required, no resolution)",
+                           (self.uv, "pip", "install", "--python", python, "-r", str(lock_file), "--require-hashes",
+                            "--no-deps", "--compile-bytecode", *cache,
+                            *(("--offline",) if options.offline else ())))]
+        return steps + [
+            Step("inventory", "Record what was installed",
+                 (self.uv, "pip", "list", "--python", python, "--format", "json", *cache, "--offline")),
+            Step("activation", "Write activate.d/deactivate.d scripts and the load hook",
+                 writes=(str(root / "etc" / "conda" / "activate.d"), str(root / "etc" / "conda" / "deactivate.d"))),
+            Step("marker", "Record the environment", writes=(str(root / "tfgpu-env.json"),)),
+            Step("relocate", "Point the scripts uv wrote at the env's final place"),
+            Step("commit", f"Move the finished environment into place at {location.prefix}",
+                 writes=(str(location.prefix),)),
+        ]
+
     def apply(self, steps, runner, reporter, *, resolution, location: Location, options: Options) -> Outcome:
         """Carry out ``steps``; the caller rolls back on any exception."""
         from tfgpu.installers import rattler_engine
@@ -169,6 +215,11 @@ class CondaInstaller(Installer):
                                                glibc=None, repodata_cache=self.cache / "conda" / "repodata",
                                                offline=options.offline)
                 runner.log("solved: " + ", ".join(f"{r.name.normalized}={r.version}={r.build}" for r in records))
+            elif step.kind == "locked-conda":
+                from tfgpu.lock.conda_lock import locked_records
+
+                records = locked_records(options.lock, options.platform, self.cache / "conda" / "repodata",
+                                         options.offline)
             elif step.kind == "conda-install":
                 rattler_engine.install(records, location.staging, location.prefix,
                                        package_cache=self.cache / "conda" / "pkgs", reporter=reporter,
@@ -218,6 +269,7 @@ class CondaInstaller(Installer):
             "tensorflow": resolution.tensorflow, "python": resolution.python, "cuda": resolution.cuda,
             "cudnn": resolution.cudnn, "min_driver": resolution.min_driver, "virtual_cuda": virtual_cuda(resolution),
             "channels": list(options.channels), "tf_source": options.tf_source,
+            "lock": str(options.lock.path) if getattr(options, "lock", None) is not None else None,
             "conda": [f"{p['name']}={p['version']}={p['build']}" for p in conda if "name" in p],
             "requirements": list(resolution.packages.pip),
             "locked": exact_pins(lock.read_text(encoding="utf-8")) if lock.exists() else [],
@@ -253,6 +305,10 @@ def make_installer(resolution, options: Options) -> CondaInstaller:
 
     check_channels(channel_urls(options.channels))
     engine = options.engine or "rattler"
+    if getattr(options, "lock", None) is not None and engine != "rattler":
+        raise ImpossibleError("engine-cannot-install-lock", f"--engine {engine} cannot install a tfgpu conda lock "
+                              "with its hashes checked first.",
+                              ["Drop --engine (the embedded engine installs it), or `conda-lock install` the file."])
     exe = None
     if engine in EXTERNAL:
         exe = shutil.which(engine) or _from_env(engine)

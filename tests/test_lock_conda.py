@@ -1,0 +1,181 @@
+"""`lock --mode conda` and `create --from-lock conda-lock.yml`, for real: rattler solves against the
+local conda channel of tests/condachannel.py, uv locks the PyPI part against a local PEP 503 index
+(tests/localindex.py) standing in for PyPI, conda-lock's own parser and CLI read the result, and
+the install goes through rattler and uv. Only the channel and the index are stand-ins (no conda
+channel or PyPI at test time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import condachannel
+import localindex
+import pytest
+import wheelhouse
+from conftest import run_tool
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@pytest.fixture(scope="module")
+def channel(tmp_path_factory) -> Path:
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared libraries")
+    packages = condachannel.default_packages()
+    version = ".".join(str(part) for part in sys.version_info[:3])
+    for subdir in ("linux-aarch64", "osx-arm64"):  # a Python to lock CPU-only / metal platforms with
+        packages.append(condachannel.Package("python", version, "h0000000_0", subdir=subdir,
+                                             files={"README.python": b"python for a lock test\n"}))
+    return condachannel.build_channel(tmp_path_factory.mktemp("lock-channel"), packages)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    wheels = tmp_path_factory.mktemp("lock-wheels")
+    for version in ("2.13.1", "2.16.1"):
+        wheelhouse.wheel(wheels, "tensorflow", version, {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()},
+                         requires=["numpy-stub>=1"])
+    wheelhouse.wheel(wheels, "numpy-stub", "1.2.3", {"numpy_stub/__init__.py": b""})
+    root = localindex.build_index(wheels, tmp_path_factory.mktemp("lock-index"))
+    with localindex.Server(root) as url:
+        yield url
+
+
+@pytest.fixture
+def env(tmp_path, index) -> dict[str, str]:
+    return dict(os.environ, TFGPU_INDEX_URL=index, TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+                TFGPU_LOG_DIR=str(tmp_path / "logs"), HOME=str(tmp_path))
+
+
+def lock(tmp_path, channel, env, *extra, tf="2.13", platforms=("linux-64",)):
+    out = tmp_path / "conda-lock.yml"
+    argv = ["lock", "--tf", tf, "--mode", "conda", "--python", PY, "--no-detect", "--channel", str(channel),
+            "-o", str(out), *extra]
+    for platform in platforms:
+        argv += ["--platform", platform]
+    return run_tool(*argv, env=env), out
+
+
+def parsed(path: Path):
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    return parse_conda_lock_file(path)
+
+
+def test_conda_locks_own_parser_reads_it_and_its_cli_renders_it(tmp_path, channel, env):
+    done, out = lock(tmp_path, channel, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lockfile = parsed(out)
+    conda = {p.name: p for p in lockfile.package if p.manager == "conda"}
+    pip = {p.name: p for p in lockfile.package if p.manager == "pip"}
+    assert set(conda) == {"python", "cudatoolkit", "cudnn"} and conda["cudnn"].version == "8.9.7.29"
+    assert set(pip) == {"tensorflow", "numpy-stub"} and pip["tensorflow"].version == "2.13.1"
+    assert all(p.hash.sha256 for p in lockfile.package)
+    meta = json.loads(lockfile.metadata.custom_metadata["tfgpu_resolution.linux-64"])
+    assert (meta["tensorflow"], meta["cuda"], meta["cudnn"], meta["min_driver"]) == ("2.13.1", "11.8", "8.6", "450.80.02")
+    rendered = subprocess.run([str(Path(sys.executable).parent / "conda-lock"), "render", "-k", "explicit",
+                               "--platform", "linux-64", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    explicit = (tmp_path / "conda-linux-64.lock").read_text()
+    assert "@EXPLICIT" in explicit and conda["cudatoolkit"].url in explicit
+
+
+def test_a_lock_made_without_a_gpu_targets_the_requested_cuda(tmp_path, channel, env):
+    """No driver here: __cuda is the build's CUDA (11.8; 12.3 for TF 2.16.1), or the --driver's — never a default."""
+    done, out = lock(tmp_path, channel, env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(parsed(out).metadata.custom_metadata["tfgpu_resolution.linux-64"])["virtual_cuda"] == "11.8"
+    done, out = lock(tmp_path, channel, env, "--driver", "535.104.05", tf="2.16.1")
+    assert done.returncode == 0, done.stderr
+    lockfile = parsed(out)
+    assert json.loads(lockfile.metadata.custom_metadata["tfgpu_resolution.linux-64"])["virtual_cuda"] == "12.2"
+    assert {p.name: p.version for p in lockfile.package}["cuda-version"] == "12.3"
+
+
+def test_create_from_the_lock_reproduces_exactly_the_locked_set(tmp_path, channel, env):
+    done, out = lock(tmp_path, channel, env)
+    assert done.returncode == 0, done.stderr
+    prefix = tmp_path / "env"
+    done = run_tool("create", "--from-lock", str(out), "--prefix", str(prefix), "--no-verify", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lockfile = parsed(out)
+    locked_conda = {(p.name, p.version, p.url) for p in lockfile.package if p.manager == "conda"}
+    meta = [json.loads(p.read_text()) for p in (prefix / "conda-meta").glob("*-*.json")]
+    assert {(m["name"], m["version"], m["url"]) for m in meta} == locked_conda
+    locked_pip = {(p.name, p.version) for p in lockfile.package if p.manager == "pip"}
+    marker = json.loads((prefix / "tfgpu-env.json").read_text())
+    installed = {(name, version) for name, version in marker["installed"].items()}
+    assert locked_pip <= installed and installed - locked_pip <= {("pip", v) for _, v in installed}
+    assert (prefix / "etc" / "conda" / "activate.d" / "tfgpu-cuda.sh").is_file()
+
+
+def test_an_edited_lock_is_refused_before_anything_is_installed(tmp_path, channel, env):
+    done, out = lock(tmp_path, channel, env)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    sha = next(p.hash.sha256 for p in parsed(out).package if p.name == "cudnn")
+    out.write_text(text.replace(sha, "0" * 64))
+    done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)
+    assert done.returncode == 3
+    assert json.loads(done.stdout)["error"]["code"] == "lock-modified"
+    assert not (tmp_path / "env").exists()
+
+
+def test_a_tampered_hash_with_a_forged_checksum_is_caught_against_the_channel(tmp_path, channel, env):
+    """Edit a package's sha256 and recompute the lock's own checksum: the channel's record disagrees."""
+    from conda_lock.lockfile import write_conda_lock_file
+
+    from tfgpu.lock.conda_lock import _entry_digest
+
+    done, out = lock(tmp_path, channel, env)
+    assert done.returncode == 0, done.stderr
+    lockfile = parsed(out)
+    for package in lockfile.package:
+        if package.name == "cudatoolkit":
+            package.hash.sha256 = "1" * 64
+    lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = _entry_digest(lockfile.package)
+    write_conda_lock_file(lockfile, out, metadata_choices=set())
+    done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == "lock-hash-mismatch"
+    assert not (tmp_path / "env").exists()
+    assert not [p for p in tmp_path.iterdir() if ".tfgpu-" in p.name]
+
+
+def test_a_truncated_lock_and_another_tools_lock_are_refused(tmp_path, channel, env):
+    done, out = lock(tmp_path, channel, env)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    out.write_text(text[: len(text) // 2])
+    done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)
+    assert done.returncode == 3 and json.loads(done.stdout)["error"]["code"] in ("lock-corrupt", "lock-modified")
+    out.write_text(text.replace("tfgpu_format: '1'", "tfgpu_format: '999'"))
+    done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)
+    assert done.returncode == 3 and json.loads(done.stdout)["error"]["code"] == "lock-format"
+    assert not (tmp_path / "env").exists()
+
+
+def test_several_platforms_in_one_file_and_cpu_only_needs_allow_cpu(tmp_path, channel, env):
+    done, _ = lock(tmp_path, channel, env, platforms=("linux-64", "linux-aarch64"))
+    assert done.returncode == 3
+    assert "no-gpu-build" in done.stdout + done.stderr
+    done, out = lock(tmp_path, channel, env, "--allow-cpu", platforms=("linux-64", "linux-aarch64"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lockfile = parsed(out)
+    assert lockfile.metadata.platforms == ["linux-64", "linux-aarch64"]
+    cpu = json.loads(lockfile.metadata.custom_metadata["tfgpu_resolution.linux-aarch64"])
+    assert cpu["cpu_only"] is True and cpu["virtual_cuda"] is None
+    assert {p.name for p in lockfile.package if p.platform == "linux-aarch64" and p.manager == "conda"} == {"python"}
+
+
+def test_a_platform_typo_is_a_usage_error(tmp_path, channel, env):
+    done, out = lock(tmp_path, channel, env, "--json", platforms=("linux64",))
+    assert done.returncode == 2
+    assert "linux-64" in json.loads(done.stdout)["error"]["message"] + " ".join(
+        json.loads(done.stdout)["error"]["alternatives"])
+    assert not out.exists()

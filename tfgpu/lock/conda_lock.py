@@ -1,0 +1,280 @@
+"""conda-lock.yml for teams: one rattler solve per platform, written with conda-lock's own models.
+
+Each platform is solved with the virtual packages of the *target*, never a silent default:
+``__cuda`` from the resolution (the target driver's CUDA, else the CUDA TensorFlow was built
+with), ``__glibc`` 2.28 for Linux (the floor the pip side locks for), ``__osx`` 14.0 for macOS.
+The PyPI part (TensorFlow and its dependencies, resolved by uv against the public index with
+hashes) goes into the same file as ``manager: pip`` entries, one wheel URL and sha256 each.
+
+``custom_metadata`` records the format, the tool version, each platform's resolution, and a
+sha256 over every package entry, so an edited lock is refused before anything is installed;
+conda-lock itself reads the file (``conda-lock render -k explicit`` works on it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tfgpu import __version__
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
+
+FORMAT = "1"
+GLIBC = "2.28"
+MACOS = "14.0"
+_VIRTUAL = {"linux-64": "x86_64", "linux-aarch64": "aarch64", "win-64": "x86_64", "osx-arm64": "arm64",
+            "osx-64": "x86_64"}
+
+
+def target_virtual_packages(platform: str, cuda: str | None) -> list:
+    """The virtual packages a machine of ``platform`` with a driver for ``cuda`` reports."""
+    from rattler import BuildString, GenericVirtualPackage, PackageName, Version
+
+    def virtual(name: str, version: str) -> GenericVirtualPackage:
+        return GenericVirtualPackage(PackageName(name), Version(version), BuildString("0"))
+
+    found = [virtual("__archspec", "1")]
+    if platform.startswith("linux"):
+        found += [virtual("__unix", "0"), virtual("__linux", "5.10"), virtual("__glibc", GLIBC)]
+    elif platform.startswith("osx"):
+        found += [virtual("__unix", "0"), virtual("__osx", MACOS)]
+    else:
+        found.append(virtual("__win", "0"))
+    if cuda:
+        found.append(virtual("__cuda", cuda))
+    return found
+
+
+def conda_specs(resolution, cpu_only: bool) -> list[str]:
+    specs = list(resolution.packages.conda)
+    return [s for s in specs if s.startswith("python ")] if cpu_only or not specs else specs
+
+
+def solve_platform(specs: list[str], channels: list[str], platform: str, cuda: str | None, cache: Path) -> list:
+    """rattler's solve for another machine; a conflict is ``unsolvable`` with the solver's words."""
+    from rattler import Channel, Gateway, solve
+    from rattler.exceptions import SolverError
+
+    async def run():
+        return await solve([Channel(c) for c in channels], specs, gateway=Gateway(cache_dir=cache),
+                           platforms=[platform, "noarch"], virtual_packages=target_virtual_packages(platform, cuda),
+                           channel_relations="disabled")
+
+    try:
+        return asyncio.run(run())
+    except SolverError as error:
+        raise ImpossibleError("unsolvable", f"The conda packages cannot be locked together for {platform} "
+                              f"(__cuda={cuda or 'none'}):\n{str(error)[:3000]}",
+                              ["`tfgpu-install plan --mode conda` shows the specs and why each was chosen."]) from None
+    except Exception as error:  # network/channel problems: rattler has no common base class
+        raise OperationError("channel-unreachable", f"Could not read the channel index for {platform}: {error}",
+                             ["Check the network and the --channel URL."]) from None
+
+
+def pip_entries(pylock_text: str, platform, python: str) -> list[dict]:
+    """One wheel per locked distribution (the best for the platform), from uv's pylock.toml."""
+    entries = []
+    for package in tomllib.loads(pylock_text).get("packages", []):
+        wheels = [(platform.wheel_rank(w["url"].rsplit("/", 1)[-1], python), w) for w in package.get("wheels", [])]
+        wheels = [(rank, w) for rank, w in wheels if rank is not None]
+        if not wheels:
+            raise ImpossibleError("lock-unsatisfiable", f"{package['name']} {package['version']} has no wheel for "
+                                  f"{platform.name} with Python {python}; a lock installs wheels only.",
+                                  ["Choose another --python or --tf."])
+        wheel = min(wheels, key=lambda pair: pair[0])[1]
+        entries.append({"name": package["name"], "version": package["version"], "url": wheel["url"],
+                        "sha256": wheel["hashes"]["sha256"]})
+    return entries
+
+
+def _entry_digest(packages) -> str:
+    rows = sorted((p.platform, p.manager, p.name, p.version, p.url, p.hash.sha256 or "", p.hash.md5 or "")
+                  for p in packages)
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def _inputs_digest(inputs: dict) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def write(targets, output: str | None, *, channels: list[str], runner, uv: str, cache: Path, reporter=None) -> dict:
+    """Solve every ``(platform, resolution, cpu_only)`` and write one conda-lock.yml; returns a summary."""
+    from conda_lock.lockfile import write_conda_lock_file
+    from conda_lock.lockfile.v1.models import HashModel, LockMeta, TimeMeta
+    from conda_lock.lockfile.v2prelim.models import LockedDependency, Lockfile
+    from conda_lock.models.channel import Channel
+
+    from tfgpu.installers.conda import virtual_cuda
+    from tfgpu.lock import pip_lock
+
+    path = Path(output or "conda-lock.yml").expanduser().absolute()
+    if path.is_dir():
+        raise UsageError("bad-output", f"-o {output} is a directory; give the lock's file name.",
+                         [f"-o {path / 'conda-lock.yml'}"])
+    packages, content_hash, custom = [], {}, {"tfgpu_format": FORMAT, "tfgpu_tool_version": __version__}
+    for platform, resolution, cpu_only in targets:
+        cuda = None if cpu_only or resolution.accelerator != "cuda" else virtual_cuda(resolution)
+        specs = conda_specs(resolution, cpu_only)
+        if reporter is not None:
+            reporter.note(f"solving {platform.name}: {' | '.join(specs)} (__cuda={cuda or 'none'})")
+        records = solve_platform(specs, channels, platform.name, cuda, cache / "conda" / "repodata")
+        for record in records:
+            packages.append(LockedDependency(
+                name=record.name.normalized, version=str(record.version), manager="conda", platform=platform.name,
+                categories={"main"}, dependencies=_depends(record.depends), url=str(record.url), build=str(record.build),
+                hash=HashModel(md5=record.md5.hex() if record.md5 else None,
+                               sha256=record.sha256.hex() if record.sha256 else None)))
+        pip = list(resolution.packages.pip)
+        if pip:
+            _, pylock = pip_lock.compile_pins(pip, platform, resolution.python, runner=runner, uv=uv,
+                                              cache_dir=cache / "uv", only_binary=True)
+            for entry in pip_entries(pylock, platform, resolution.python):
+                packages.append(LockedDependency(name=entry["name"], version=entry["version"], manager="pip",
+                                                 categories={"main"}, platform=platform.name, dependencies={},
+                                                 url=entry["url"],
+                                                 hash=HashModel(sha256=entry["sha256"])))
+        inputs = {"format": FORMAT, "specs": specs, "pip": pip, "channels": channels, "cuda": cuda,
+                  "glibc": GLIBC if platform.name.startswith("linux") else None}
+        content_hash[platform.name] = _inputs_digest(inputs)
+        recorded = resolution.to_dict()
+        custom[f"tfgpu_resolution.{platform.name}"] = json.dumps(
+            {key: recorded[key] for key in ("tensorflow", "package", "python", "mode", "os", "arch", "cuda",
+                                            "cudnn", "min_driver", "accelerator")} | {
+                "virtual_cuda": cuda, "cpu_only": cpu_only, "requirements": pip, "conda_specs": specs},
+            sort_keys=True)
+    custom["tfgpu_packages_sha256"] = _entry_digest(packages)
+    lockfile = Lockfile(package=packages, metadata=LockMeta(
+        content_hash=content_hash, channels=[Channel(url=c, used_env_vars=()) for c in channels],
+        platforms=[p.name for p, _, _ in targets], sources=["tfgpu-install"],
+        time_metadata=TimeMeta(created_at=datetime.now(timezone.utc).isoformat(timespec="seconds")),
+        custom_metadata=custom))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_conda_lock_file(lockfile, path, metadata_choices=set())
+    return {"path": str(path), "platforms": [p.name for p, _, _ in targets], "packages": len(packages),
+            "sha256": custom["tfgpu_packages_sha256"]}
+
+
+def _depends(depends: list[str]) -> dict[str, str]:
+    found = {}
+    for spec in depends:
+        name, _, rest = spec.partition(" ")
+        found[name] = rest.strip() or "*"
+    return found
+
+
+@dataclass(frozen=True)
+class CondaLock:
+    """A conda-lock.yml read back and checked."""
+
+    path: Path
+    lockfile: object
+    custom: dict
+
+    @property
+    def meta(self) -> dict:
+        return {"sha256": self.custom["tfgpu_packages_sha256"], "tool_version": self.custom.get("tfgpu_tool_version")}
+
+    def resolution(self, platform: str) -> dict:
+        key = f"tfgpu_resolution.{platform}"
+        if key not in self.custom:
+            raise ImpossibleError("platform-not-in-lock", f"{self.path} has no {platform} environment "
+                                  f"(it locks {', '.join(self.lockfile.metadata.platforms)}).",
+                                  [f"Regenerate it with --platform {platform}."])
+        return json.loads(self.custom[key])
+
+    def packages(self, platform: str, manager: str) -> list:
+        return [p for p in self.lockfile.package if p.platform == platform and p.manager == manager]
+
+
+def is_conda_lock(path: Path) -> bool:
+    return path.suffix in (".yml", ".yaml")
+
+
+def read(path: Path) -> CondaLock:
+    """Parse with conda-lock's own parser; refuse another tool's or another format's lock, and any
+    edit to the package entries (their sha256 is in the metadata)."""
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    try:
+        lockfile = parse_conda_lock_file(path)
+    except FileNotFoundError:
+        raise UsageError("lock-unreadable", f"There is no lock file at {path}.",
+                         ["Give the conda-lock.yml `tfgpu-install lock --mode conda` wrote."]) from None
+    except Exception as error:  # yaml / pydantic errors: a truncated or hand-broken file
+        raise ImpossibleError("lock-corrupt", f"{path} is not a readable conda-lock file: {str(error)[:400]}",
+                              ["Regenerate it with `tfgpu-install lock --mode conda`; nothing was installed."]) from None
+    custom = lockfile.metadata.custom_metadata or {}
+    if custom.get("tfgpu_format") != FORMAT:
+        found = custom.get("tfgpu_format")
+        raise ImpossibleError("lock-format", f"{path} was not written by this tfgpu-install (format "
+                              f"{found or 'none: another tool'}, this tool reads format {FORMAT}); nothing was installed.",
+                              ["Regenerate it with this version: `tfgpu-install lock --mode conda ...`.",
+                               "A lock written by conda-lock itself installs with `conda-lock install`."])
+    if _entry_digest(lockfile.package) != custom.get("tfgpu_packages_sha256"):
+        raise ImpossibleError("lock-modified", f"{path} was edited after it was written: its package entries do not "
+                              "match the checksum recorded in it. Nothing was installed.",
+                              ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."])
+    return CondaLock(path=path, lockfile=lockfile, custom=custom)
+
+
+def locked_records(lock: CondaLock, platform: str, cache: Path, offline: bool) -> list:
+    """The full repodata records of the locked conda packages (conda-lock.yml keeps no noarch,
+    build number or size), read from the locked channels, matched by URL and checked against the
+    lock's sha256 — all before anything is installed."""
+    from rattler import Channel, Gateway, SourceConfig
+
+    wanted = {p.url: p for p in lock.packages(platform, "conda")}
+    channels = [Channel(c.url) for c in lock.lockfile.metadata.channels]
+    config = SourceConfig(cache_action="force-cache-only" if offline else "cache-or-fetch")
+
+    async def query():
+        gateway = Gateway(cache_dir=cache, default_config=config)
+        return await gateway.query(channels, [platform, "noarch"], sorted({p.name for p in wanted.values()}),
+                                   recursive=False)
+
+    try:
+        found = {str(record.url): record for records in asyncio.run(query()) for record in records}
+    except Exception as error:  # network / cache: rattler has no common base class
+        raise OperationError("channel-unreachable", f"Could not read the locked channels' index: {error}",
+                             ["The lock installs from the channels it names; check the network (or run once "
+                              "with network so --offline has the index cached)."]) from None
+    records = []
+    for url, locked in sorted(wanted.items()):
+        record = found.get(url)
+        if record is None:
+            raise ImpossibleError("locked-package-missing", f"{locked.name} {locked.version} ({url}) is no longer "
+                                  "in its channel; nothing was installed.",
+                                  ["Regenerate the lock against the channel as it is now."])
+        sha256 = record.sha256.hex() if record.sha256 else None
+        if locked.hash.sha256 and sha256 != locked.hash.sha256:
+            raise ImpossibleError("lock-hash-mismatch", f"{locked.name} {locked.version}: the channel's sha256 "
+                                  f"{sha256} is not the locked {locked.hash.sha256}; nothing was installed.",
+                                  ["Someone replaced the package, or the lock was edited: regenerate it and "
+                                   "compare before trusting either."])
+        records.append(record)
+    return records
+
+
+def pip_requirements(lock: CondaLock, platform: str) -> str:
+    """The lock's PyPI part as a requirements file uv installs with every hash required."""
+    lines = [f"{p.name} @ {p.url} --hash=sha256:{p.hash.sha256}" for p in lock.packages(platform, "pip")]
+    return "".join(f"{line}\n" for line in sorted(lines))
+
+
+def prepare(path: Path, options, platform: str = "linux-64"):
+    """(resolution, options, lock) for ``create --from-lock conda-lock.yml`` on ``platform``."""
+    from dataclasses import asdict
+
+    from tfgpu.installers.conda import LockedCondaOptions
+    from tfgpu.resolver import make_request, resolve
+
+    lock = read(path)
+    recorded = lock.resolution(platform)
+    resolution = resolve(make_request(tf=recorded["tensorflow"], mode="conda", python=recorded["python"],
+                                      os=recorded["os"], arch=recorded["arch"]), None)
+    return resolution, LockedCondaOptions(**asdict(options), lock=lock, platform=platform), lock
