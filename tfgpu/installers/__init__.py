@@ -43,11 +43,10 @@ def create_env(resolution, *, name: str | None, prefix: str | None, options: Opt
                dry_run: bool = False, run_verify_step: bool = True) -> CreateResult:
     """Build (or, with ``dry_run``, only plan) the env ``resolution`` describes."""
     installer = _installer(resolution, options)
-    unchanged = getattr(installer, "unchanged", None)  # system mode: built from the same files -> no-op
-    if unchanged is not None and not options.force:
-        result = unchanged(name, prefix)
-        if result is not None:
-            return result
+    if not options.force:
+        done = installer.unchanged(name, prefix)
+        if done is not None:  # e.g. system mode run again over the same files: nothing to do
+            return done
     if name and not prefix:
         prefix = installer.prefix_for_name(name)
     location = locate(name, prefix, options.force, in_place=installer.in_place)

@@ -95,6 +95,11 @@ class Installer(ABC):
     in_place = False
     """Whether envs are built at their final path (see ``Location.in_place``)."""
 
+    def unchanged(self, name: str | None, prefix: str | None):
+        """A finished ``CreateResult`` when the env is already exactly in place (re-running is then
+        a no-op), else None. Modes that cannot tell return None and ``env-exists`` applies."""
+        return None
+
     def prefix_for_name(self, name: str) -> str | None:
         """Where ``--name`` puts an env, when this mode has its own place (None: the tool's envs dir)."""
         return None

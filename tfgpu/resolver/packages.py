@@ -164,7 +164,7 @@ def conda_option(release, cuda: str | None, cudnn: str | None, python: str, meta
 
 
 def system_option(release, platform: str, cuda: str | None, cudnn: str | None) -> ModeOption:
-    """The system (runfile) mode for one release."""
+    """The system (runfile) mode for one release: the CUDA runfile and the concrete cuDNN archive."""
     if platform != "linux_x86_64":
         return unavailable("mode-unsupported",
                            "System mode installs NVIDIA's Linux x86_64 runfile; it exists only for Linux and WSL2 on x86_64.")
@@ -173,16 +173,58 @@ def system_option(release, platform: str, cuda: str | None, cudnn: str | None) -
     toolkit = _runfile_toolkit(cuda)
     if toolkit is None:
         return unavailable("no-runfile", f"No CUDA {cuda} runfile is recorded in tfgpu's data.")
-    return ModeOption(True, Packages(
-        downloads=(toolkit.runfile_url or toolkit.runfile,
-                   f"cuDNN {Version(cudnn).major}.x >= {cudnn} archive for CUDA {Version(cuda).major}"),
+    archive = cudnn_archive_for(cuda, cudnn)
+    if archive is None:
+        return unavailable("no-cudnn-archive", f"No cuDNN {Version(cudnn).major}.x >= {cudnn} archive for CUDA "
+                           f"{Version(cuda).major} is recorded in tfgpu's data (cudnn_archives.toml).")
+    notes = [f"CUDA {toolkit.version} toolkit (runfile, toolkit only, no driver) for a build made with CUDA {cuda}.",
+             f"cuDNN {archive.version} ({archive.filename}): major {Version(cudnn).major} as TF requires, "
+             f"minor >= {cudnn}."]
+    warnings = []
+    for what, name, verified in (("runfile", toolkit.runfile, toolkit.sha256 or toolkit.md5),
+                                 ("cuDNN archive", archive.filename, archive.sha256)):
+        if not verified:
+            warnings.append(Notice(
+                "unverified-download",
+                f"No checksum is recorded for the {what} {name}: system mode refuses to install a download it "
+                "cannot verify.",
+                "Use --mode pip or --mode conda, or give the file's sha256 in a TFGPU_DATA_DIR overlay "
+                "(see the README's System mode section)."))
+    return ModeOption(True, warnings=tuple(warnings), packages=Packages(
+        downloads=(toolkit.runfile_url or toolkit.runfile, archive.url),
         pip=(f"{release.gpu_package}=={release.version}",),
-        notes=(f"CUDA {toolkit.version} toolkit (runfile, toolkit only, no driver) for a build made with CUDA {cuda}.",),
+        notes=tuple(notes),
     ))
 
 
 def _runfile_toolkit(cuda: str) -> tables.Toolkit | None:
+    """The runfile for a build's CUDA: that exact release if its checksum is known, else the newest
+    patch of the same minor with a known checksum (any patch of X.Y runs an X.Y build), else the
+    exact one, else the newest of the minor."""
     wanted = Version(cuda)
     rows = [t for t in tables.toolkits() if t.runfile and t.version.release[:2] == wanted.release[:2]]
     exact = [t for t in rows if t.version == wanted]
-    return exact[0] if exact else (rows[-1] if rows else None)
+    checked = [t for t in rows if t.sha256 or t.md5]
+    for choice in ([t for t in exact if t in checked], checked[-1:], exact, rows[-1:]):
+        if choice:
+            return choice[0]
+    return None
+
+
+def cudnn_archive_for(cuda: str, cudnn: str) -> tables.CudnnArchive | None:
+    """The cuDNN archive for a build: the same major and at least the compiled minor [CUDNN-FC], the
+    archive for the build's CUDA major; a verifiable one (known sha256) first, then one whose
+    recorded CUDA range covers the build, then the newest."""
+    need, cuda_v = Version(cudnn), Version(cuda)
+
+    def covers(row: tables.CudnnArchive) -> bool:
+        if not row.cuda_min or not row.cuda_max:
+            return False
+        return Version(row.cuda_min).release[:2] <= cuda_v.release[:2] <= Version(row.cuda_max).release[:2]
+
+    rows = [row for row in tables.cudnn_archives()
+            if row.platform == "linux_x86_64" and row.cuda_major == cuda_v.major
+            and row.version.major == need.major and row.version.release[:2] >= need.release[:2]]
+    if not rows:
+        return None
+    return max(rows, key=lambda row: (bool(row.sha256), covers(row), row.version))

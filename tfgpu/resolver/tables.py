@@ -345,3 +345,35 @@ def pip_cuda() -> tuple[tuple[PipCudaSet, ...], dict]:
         for row in data["set"]
     )
     return sets, data.get("ptxas", {})
+
+
+class CudnnArchive(NamedTuple):
+    """One NVIDIA cuDNN archive (``cudnn_archives.toml``); ``sha256 == ""`` means unverifiable."""
+
+    version: Version
+    cuda_major: int
+    cuda_min: str
+    cuda_max: str
+    platform: str
+    filename: str
+    url: str
+    sha256: str
+    size: int
+    manifest: str
+    source: tuple[str, ...]
+    unverified: tuple[str, ...] = ()
+
+
+@cache
+def cudnn_archives() -> tuple[CudnnArchive, ...]:
+    """Every recorded cuDNN archive, oldest first."""
+    rows = load_toml("cudnn_archives.toml")["archive"]
+    return tuple(sorted(
+        (CudnnArchive(
+            version=Version(row["version"]), cuda_major=int(row["cuda_major"]), cuda_min=row.get("cuda_min", ""),
+            cuda_max=row.get("cuda_max", ""), platform=row.get("platform", "linux_x86_64"),
+            filename=row["filename"], url=row["url"], sha256=row.get("sha256", ""), size=int(row.get("size", 0)),
+            manifest=row.get("manifest", ""), source=_tuple(row, "source"), unverified=_tuple(row, "unverified"),
+        ) for row in rows),
+        key=lambda a: (a.version, a.cuda_major),
+    ))

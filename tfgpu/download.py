@@ -1,0 +1,214 @@
+"""Vendor downloads: streamed, resumable (HTTP Range), retried with backoff, verified, cached.
+
+A file is downloaded to ``<name>.part`` in the cache directory, resumed from where a broken
+transfer stopped, checked against its sha256 (or NVIDIA's md5 where no sha256 is known) and only
+then renamed to its final name; a file that fails the check is deleted. A verified file is kept
+with a ``.verified`` note (its digest, size and mtime), so a later run uses it without hashing
+gigabytes again. HTTPS only; plain HTTP is accepted for loopback hosts (tests, a local mirror).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from tfgpu.errors import ImpossibleError, OperationError
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+CHUNK = 1 << 16
+PROGRESS_EVERY = 0.2
+"""Seconds between progress lines (the first and the last are always reported)."""
+
+
+def fetch(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "", size: int = 0, reporter=None,
+          retries: int = 4, backoff: float = 0.5) -> Path:
+    """Download ``url`` into ``dest_dir`` (a cache) and return the verified file.
+
+    ``retries`` is how many times a failed attempt (connection error, cut transfer, HTTP 5xx/429)
+    is retried, sleeping ``backoff * 2**n`` seconds before retry n; a cut transfer resumes with a
+    Range request. Raises ``OperationError`` naming the URL on failure; nothing unverified is
+    ever left under the final name.
+    """
+    _check_url(url)
+    if not sha256 and not md5:
+        raise ImpossibleError("unverified-download", f"No checksum is known for {url}, so it is not downloaded: "
+                              "every download is verified before use.",
+                              ["Give its sha256 in a TFGPU_DATA_DIR overlay (see the README's System mode section)."])
+    dest_dir = Path(dest_dir)
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    name = urlsplit(url).path.rsplit("/", 1)[-1] or "download"
+    final, part, note = dest_dir / name, dest_dir / f"{name}.part", dest_dir / f"{name}.verified"
+    algorithm, expected = ("sha256", sha256.lower()) if sha256 else ("md5", md5.lower())
+    if final.is_file() and _known_good(final, note, algorithm, expected):
+        _say(reporter, "note", f"{name}: already downloaded and verified ({algorithm})")
+        return final
+    final.unlink(missing_ok=True)
+    note.unlink(missing_ok=True)
+    transfer = Transfer(url, part, size=size, reporter=reporter, name=name)
+    transfer.run(retries=retries, backoff=backoff)
+    found = _digest(part, algorithm)
+    if found != expected and transfer.resumed:
+        # A resumed file can mix two versions of a changed upstream file: once more from zero.
+        part.unlink(missing_ok=True)
+        transfer = Transfer(url, part, size=size, reporter=reporter, name=name)
+        transfer.run(retries=retries, backoff=backoff)
+        found = _digest(part, algorithm)
+    if found != expected:
+        got = part.stat().st_size
+        part.unlink(missing_ok=True)
+        raise OperationError(
+            "checksum-mismatch",
+            f"{name} from {url} failed its {algorithm} check (expected {expected}, got {found}, {got} bytes); "
+            "the file was deleted and nothing was installed.",
+            ["Run the same command again (a proxy or mirror may have served a damaged copy).",
+             "If it keeps failing, the file upstream differs from the one tfgpu's data records: report it."])
+    if size and part.stat().st_size != size:
+        got = part.stat().st_size
+        part.unlink(missing_ok=True)
+        raise OperationError("size-mismatch", f"{name} from {url} has {got} bytes, not the recorded {size}; "
+                             "deleted, nothing installed.", ["Report it: tfgpu's data may be wrong."])
+    os.replace(part, final)
+    stat = final.stat()
+    note.write_text(f"{algorithm}:{expected} {stat.st_size} {stat.st_mtime_ns}\n", encoding="utf-8")
+    _say(reporter, "note", f"{name}: downloaded, {algorithm} verified")
+    return final
+
+
+def is_cached(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "") -> bool:
+    """The file of ``url`` is in ``dest_dir`` and was verified against this checksum (no hashing)."""
+    name = urlsplit(url).path.rsplit("/", 1)[-1]
+    algorithm, expected = ("sha256", sha256.lower()) if sha256 else ("md5", md5.lower())
+    final = Path(dest_dir) / name
+    return bool(expected) and final.is_file() and _noted(final, Path(dest_dir) / f"{name}.verified", algorithm,
+                                                         expected)
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in LOOPBACK):
+        return
+    raise ImpossibleError("insecure-download", f"Refusing to download {url}: only HTTPS is used (plain HTTP only "
+                          "from this machine's loopback address).",
+                          ["Point the data's URL at an HTTPS mirror (TFGPU_DATA_DIR overlay)."])
+
+
+def _noted(final: Path, note: Path, algorithm: str, expected: str) -> bool:
+    try:
+        recorded, size, mtime = note.read_text(encoding="utf-8").split()
+    except (OSError, ValueError):
+        return False
+    stat = final.stat()
+    return recorded == f"{algorithm}:{expected}" and int(size) == stat.st_size and int(mtime) == stat.st_mtime_ns
+
+
+def _known_good(final: Path, note: Path, algorithm: str, expected: str) -> bool:
+    if _noted(final, note, algorithm, expected):
+        return True
+    if _digest(final, algorithm) != expected:
+        return False
+    stat = final.stat()
+    note.write_text(f"{algorithm}:{expected} {stat.st_size} {stat.st_mtime_ns}\n", encoding="utf-8")
+    return True
+
+
+def _digest(path: Path, algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _say(reporter, kind: str, text: str) -> None:
+    if reporter is not None:
+        getattr(reporter, kind)(text)
+
+
+def progress_line(name: str, done: int, total: int, speed: float) -> str:
+    """``cudnn-….tar.xz: 12.0 of 700.0 MiB (1%), 5.1 MiB/s`` (``speed`` in bytes per second)."""
+    mib = 1024 * 1024
+    rate = f", {speed / mib:.1f} MiB/s" if speed > 0 else ""
+    if total:
+        return f"{name}: {done / mib:.1f} of {total / mib:.1f} MiB ({100 * done // total}%){rate}"
+    return f"{name}: {done / mib:.1f} MiB{rate}"
+
+
+def sleep(seconds: float) -> None:
+    """Backoff pause (a module function so tests can make it instant)."""
+    time.sleep(seconds)
+
+
+_RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+class Transfer:
+    """One file's download into ``part``, resumed across attempts."""
+
+    def __init__(self, url: str, part: Path, *, size: int, reporter, name: str) -> None:
+        self.url, self.part, self.size, self.reporter, self.name = url, part, size, reporter, name
+        self.resumed = False
+
+    def run(self, *, retries: int, backoff: float) -> None:
+        """Attempt until complete; the last failure becomes an ``OperationError``."""
+        import requests
+
+        attempts = retries + 1
+        problem = ""
+        for attempt in range(attempts):
+            if attempt:
+                _say(self.reporter, "note", f"{self.name}: {problem}; retrying ({attempt} of {retries})")
+                sleep(backoff * 2 ** (attempt - 1))
+            try:
+                problem = self._attempt(requests)
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as error:
+                problem = f"transfer broke off ({type(error).__name__})"
+            if not problem:
+                return
+            if problem.startswith("HTTP 4") and not problem.startswith(("HTTP 408", "HTTP 429")):
+                raise OperationError("download-failed", f"Downloading {self.url} failed: {problem}.",
+                                     ["Check the URL (a TFGPU_DATA_DIR overlay may point at a mirror that "
+                                      "lacks the file)."])
+        raise OperationError(
+            "download-failed", f"Downloading {self.url} failed after {attempts} attempts; the last: {problem}. "
+            "Nothing was installed; what arrived is kept and the next run resumes it.",
+            ["Run the same command again later (NVIDIA's servers may be busy).",
+             "Behind a proxy? Set HTTPS_PROXY; requests uses it."])
+
+    def _attempt(self, requests) -> str:
+        """One request; "" when the whole file is in ``part``, else what went wrong."""
+        have = self.part.stat().st_size if self.part.exists() else 0
+        headers = {"Range": f"bytes={have}-"} if have else {}
+        with requests.get(self.url, headers=headers, stream=True, timeout=(15, 60)) as response:
+            if response.status_code == 416 and have:  # nothing after `have`: complete (the checksum decides)
+                return ""
+            if response.status_code in _RETRY_STATUS or response.status_code >= 500:
+                return f"HTTP {response.status_code} {response.reason}"
+            if response.status_code not in (200, 206):
+                return f"HTTP {response.status_code} {response.reason}"
+            if response.status_code == 206 and have:
+                self.resumed = True
+                mode, done = "ab", have
+            else:
+                mode, done = "wb", 0
+            length = int(response.headers.get("Content-Length") or 0)
+            total = done + length if length else self.size
+            expected_end = done + length
+            started, last, first = time.monotonic(), 0.0, done
+            with open(self.part, mode) as out:
+                for chunk in response.iter_content(CHUNK):
+                    out.write(chunk)
+                    done += len(chunk)
+                    now = time.monotonic()
+                    if now - last >= PROGRESS_EVERY:
+                        last = now
+                        _say(self.reporter, "output", self._line(done, total, first, now - started))
+            _say(self.reporter, "output", self._line(done, total, first, time.monotonic() - started))
+            if length and done < expected_end:
+                return f"transfer broke off at {done} of {expected_end} bytes"
+        return ""
+
+    def _line(self, done: int, total: int, first: int, seconds: float) -> str:
+        return progress_line(self.name, done, total, (done - first) / seconds if seconds > 0 else 0.0)

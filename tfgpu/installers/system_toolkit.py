@@ -1,0 +1,193 @@
+"""The CUDA toolkit half of system mode: where it goes, the runfile command, cuDNN unpacked into
+it, the check that it is complete, the marker that makes a re-run a no-op, and the root-only files
+(``/etc/profile.d``, ``/etc/ld.so.conf.d``).
+
+Root installs go to ``/usr/local/cuda-X.Y``; user installs to ``<env>/cuda`` (see the README's
+"System mode" section). ``is_root`` and ``SYSTEM_PREFIX``/``ETC`` are module attributes so tests
+can simulate a non-root user or a different root without being one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from tfgpu.errors import ImpossibleError, OperationError
+
+TOOLKIT_MARKER = "tfgpu-toolkit.json"
+SYSTEM_PREFIX = Path("/usr/local")
+ETC = Path("/etc")
+LDCONFIG = ("ldconfig",)
+"""Refreshes the loader cache after ``ETC/ld.so.conf.d`` changed (tests point ETC elsewhere and
+replace this with a harmless command)."""
+
+
+def is_root() -> bool:
+    """Whether we may write system paths (effective uid 0). Tests monkeypatch this function to
+    simulate an ordinary user, since the test machines run as root."""
+    return os.geteuid() == 0
+
+
+@dataclass(frozen=True)
+class ToolkitPlace:
+    """Where the toolkit goes and how the env refers to it."""
+
+    final: Path
+    staging: Path
+    ref: str
+    """``cuda`` (relative to the env: a user prefix) or the absolute system path."""
+    system: bool
+    reuse: bool = False
+    """A complete toolkit with the same files is already at ``final``: nothing to install."""
+
+    @property
+    def tmpdir(self) -> Path:
+        """The runfile's ``--tmpdir``: beside the toolkit (same disk), not a small /tmp."""
+        return self.staging.with_name(self.staging.name + "-tmp")
+
+    @property
+    def current(self) -> Path:
+        """Where the toolkit's files are once installed, before the env is committed."""
+        return self.final if (self.system or self.reuse) else self.staging
+
+
+def expected_marker(items) -> dict:
+    """What ``TOOLKIT_MARKER`` records: the exact files the toolkit was built from."""
+    return {"tool": "tfgpu-install",
+            **{f"{a.kind}_{key}": value for a in items
+               for key, value in (("version", a.version), ("file", a.filename), ("sha256", a.sha256),
+                                  ("md5", a.md5))}}
+
+
+def read_toolkit_marker(toolkit: Path) -> dict | None:
+    try:
+        return json.loads((toolkit / TOOLKIT_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def place_toolkit(cuda: str, location, system: bool, items, force: bool) -> ToolkitPlace:
+    """Decide where the toolkit goes; refuse (before any download) what cannot be done."""
+    if not system:
+        return ToolkitPlace(final=location.prefix / "cuda", staging=location.staging / "cuda", ref="cuda",
+                            system=False)
+    final = SYSTEM_PREFIX / f"cuda-{cuda}"
+    staging = final.with_name(f".{final.name}.tfgpu-staging")
+    marker = read_toolkit_marker(final)
+    if marker is not None and marker == expected_marker(items) and not force:
+        return ToolkitPlace(final, staging, str(final), system=True, reuse=True)
+    if final.exists() and marker is None:
+        raise ImpossibleError(
+            "toolkit-exists", f"{final} exists and was not installed by tfgpu-install; it is left untouched.",
+            ["Install into a user prefix instead: --prefix DIR (the toolkit goes to DIR/cuda).",
+             f"Or remove {final} yourself and run the same command again."])
+    if final.exists() and not force:
+        raise ImpossibleError(
+            "toolkit-differs", f"{final} was installed by tfgpu-install from other files "
+                               f"(cuDNN {marker.get('cudnn_version')}); it is left untouched.",
+            ["Add --force to rebuild it (the old one stays until the new one is complete).",
+             "Or use a user prefix: --prefix DIR."])
+    if not is_root():
+        raise ImpossibleError(
+            "needs-root", f"Installing the CUDA toolkit into {final} and writing {ETC}/profile.d and "
+                          f"{ETC}/ld.so.conf.d needs root; nothing was downloaded.",
+            ["Install everything under a directory you own: --prefix DIR (toolkit in DIR/cuda, venv at DIR).",
+             "Or run the same command with sudo."])
+    return ToolkitPlace(final, staging, str(final), system=True)
+
+
+def runfile_argv(runfile: Path, place: ToolkitPlace) -> tuple[str, ...]:
+    """NVIDIA's runfile, toolkit only (never the driver), silent [CF-CTK], [ISS-RUNFLAGS]."""
+    return ("sh", str(runfile), "--silent", "--toolkit", f"--toolkitpath={place.staging}", "--override",
+            "--no-man-page", f"--tmpdir={place.tmpdir}")
+
+
+def profile_script(final: Path) -> str:
+    """``/etc/profile.d`` entry: the toolkit's ``bin`` on PATH for login shells (once)."""
+    return (f"# Written by tfgpu-install: the CUDA toolkit in {final} for login shells.\n"
+            f'case ":${{PATH}}:" in\n    *:{final}/bin:*) ;;\n    *) PATH="{final}/bin:${{PATH}}"; export PATH ;;\n'
+            "esac\n")
+
+
+def user_profile(final: Path) -> str:
+    """``<env>/etc/tfgpu/cuda-toolkit.sh``: the user-level twin of the ``/etc/profile.d`` entry
+    (``nvcc`` on PATH, ``CUDA_HOME``, the libraries for the loader) for a ``--prefix`` toolkit."""
+    import shlex
+
+    bin_dir, lib_dir = shlex.quote(f"{final}/bin"), shlex.quote(f"{final}/lib64")
+    return (f"# Written by tfgpu-install: the CUDA toolkit in {final} for a shell or a build (`. <this file>`).\n"
+            "# The env's bin/activate already puts its libraries first; this adds nvcc and CUDA_HOME.\n"
+            f"CUDA_HOME={shlex.quote(str(final))}\nexport CUDA_HOME\n"
+            f'case ":${{PATH}}:" in\n    *:{bin_dir}:*) ;;\n    *) PATH={bin_dir}":${{PATH}}"; export PATH ;;\nesac\n'
+            f'case ":${{LD_LIBRARY_PATH:-}}:" in\n    *:{lib_dir}:*) ;;\n'
+            f'    *) LD_LIBRARY_PATH={lib_dir}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"; export LD_LIBRARY_PATH ;;\n'
+            "esac\n")
+
+
+def ld_conf(final: Path) -> str:
+    """``/etc/ld.so.conf.d`` entry: the toolkit's libraries (and cuDNN) for the dynamic loader."""
+    return f"# Written by tfgpu-install: CUDA toolkit and cuDNN libraries.\n{final}/lib64\n"
+
+
+def unpack_cudnn(archive: Path, toolkit: Path) -> int:
+    """Unpack NVIDIA's cuDNN archive into the toolkit: ``include/`` -> ``include/``, ``lib/`` or
+    ``lib64/`` -> ``lib64/`` (the archive's top directory dropped); returns the files unpacked."""
+    with tarfile.open(archive, "r:*") as tar:
+        members = []
+        for member in tar.getmembers():
+            parts = PurePosixPath(member.name).parts
+            if len(parts) < 3 or parts[1] not in ("include", "lib", "lib64") or ".." in parts:
+                continue  # the top directory, LICENSE, anything else
+            member.name = str(PurePosixPath("include" if parts[1] == "include" else "lib64", *parts[2:]))
+            members.append(member)
+        if not members:
+            raise OperationError("cudnn-archive-empty", f"{archive.name} has no include/ or lib/ inside; "
+                                 "nothing was installed.", ["Report it: the archive layout is unexpected."])
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: refuses links and paths out of the toolkit
+            tar.extractall(toolkit, members=members, filter="data")
+        else:
+            for member in members:
+                link = PurePosixPath(member.linkname)
+                if (member.issym() or member.islnk()) and (link.is_absolute() or ".." in link.parts):
+                    raise OperationError("cudnn-archive-unsafe", f"{archive.name} has a link out of its tree "
+                                         f"({member.name} -> {member.linkname}); nothing was installed.",
+                                         ["Report it."])
+            tar.extractall(toolkit, members=members)  # names were rebuilt from their parts above
+    return len(members)
+
+
+def check_toolkit(toolkit: Path, cudnn_major: int) -> list[str]:
+    """What a complete toolkit has; raises ``OperationError`` naming what is missing."""
+    lib = toolkit / "lib64"
+    wanted = {
+        "lib64/libcudart.so.*": any(lib.glob("libcudart.so.*")),
+        f"lib64/libcudnn.so.{cudnn_major}": (lib / f"libcudnn.so.{cudnn_major}").exists(),
+        "bin/ptxas": (toolkit / "bin" / "ptxas").is_file(),
+        "nvvm/libdevice": (toolkit / "nvvm" / "libdevice").is_dir(),
+    }
+    missing = [name for name, present in wanted.items() if not present]
+    if missing:
+        raise OperationError("toolkit-incomplete", f"The toolkit in {toolkit} lacks {', '.join(missing)}; "
+                             "nothing was installed.", ["The log has the runfile's whole output."])
+    return sorted(wanted)
+
+
+def commit_toolkit(place: ToolkitPlace) -> None:
+    """Move a finished system toolkit into place; an old one (--force) goes only afterwards."""
+    old = place.final.with_name(f".{place.final.name}.tfgpu-old")
+    if place.final.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(place.final, old)
+    os.rename(place.staging, place.final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def clean(place: ToolkitPlace) -> None:
+    """After a failure: the system toolkit's staging and every runfile temp directory go."""
+    shutil.rmtree(place.tmpdir, ignore_errors=True)
+    if place.system and not place.reuse:
+        shutil.rmtree(place.staging, ignore_errors=True)
