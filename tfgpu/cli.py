@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("-o", "--output", required=(name == "bundle"), metavar="PATH")
         if name == "lock":
             cmd.add_argument("--allow-cpu", action="store_true")
+            cmd.add_argument("--channel", action="append", metavar="URL", help="conda channel (repeatable; "
+                             "--mode conda; default conda-forge)")
 
     script = sub.add_parser("script", help="export a provisioning script")
     _selectors(script)
@@ -220,23 +222,150 @@ def _not_yet(args: argparse.Namespace, what: str, issue: int) -> int:
 # --- lock / bundle / from-lock (issue 5) -------------------------------------------------------
 
 def _lock(args: argparse.Namespace) -> int:
-    return _not_yet(args, "tfgpu-install lock", 5)
+    """``lock``: one hashed lock per --platform (see tfgpu/lock/__init__.py for the file names)."""
+    from tfgpu.lock import write_locks
+    from tfgpu.lock.targets import lock_targets
+
+    def resolve_for(os_name: str, arch: str):
+        return _resolve(argparse.Namespace(**{**vars(args), "os": os_name, "arch": arch}))[0]
+
+    targets = lock_targets(args.platform, os=args.os, arch=args.arch, allow_cpu=args.allow_cpu,
+                           resolve=resolve_for)
+    mode = (args.mode or "pip").lower()
+    if args.channel and mode != "conda":
+        raise UsageError("conflicting-options", f"--channel applies to --mode conda only (got --mode {mode}).",
+                         ["Add --mode conda, or drop --channel."])
+    if mode == "conda":
+        return _lock_conda(args, targets)
+    reporter = _render().ConsoleReporter()
+    try:
+        written = write_locks(mode, targets, args.output, reporter)
+    finally:
+        reporter.close()
+    document = {"locks": [item.to_dict() for item in written]}
+
+    def show() -> None:
+        for item in written:
+            kind = "CPU-only" if item.meta["cpu_only"] else f"CUDA {item.meta['resolution']['cuda']}"
+            _render().note(f"{item.platform}: {item.path} ({len(item.pins)} packages, TF "
+                           f"{item.meta['resolution']['tensorflow']}, {kind}, Python {item.meta['python']}); "
+                           f"PEP 751: {item.pylock.name}")
+    _emit(args, document, show)
+    return 0
+
+
+def _lock_conda(args: argparse.Namespace, targets) -> int:
+    """``lock --mode conda``: one conda-lock.yml for every --platform."""
+    from tfgpu.installers.rattler_engine import channel_urls, check_channels
+    from tfgpu.lock import conda_lock, tools
+
+    channels = channel_urls(tuple(args.channel or ()))
+    check_channels(channels)
+    runner, uv, _ = tools("lock")
+    from tfgpu.paths import cache_root
+
+    reporter = _render().ConsoleReporter()
+    try:
+        summary = conda_lock.write(targets, args.output, channels=channels, runner=runner, uv=uv, cache=cache_root(),
+                                   reporter=reporter)
+    finally:
+        reporter.close()
+    _emit(args, {"lock": summary}, lambda: _render().note(
+        f"{summary['path']}: {summary['packages']} packages for {', '.join(summary['platforms'])} "
+        f"(install: tfgpu-install create --from-lock {summary['path']} --name N; conda-lock reads it too)"))
+    return 0
 
 
 def _bundle(args: argparse.Namespace) -> int:
-    return _not_yet(args, "tfgpu-install bundle", 5)
+    """``bundle``: a lock, its wheels and the tool's own wheels in one directory (one platform)."""
+    from tfgpu.lock.bundle import build_bundle
+    from tfgpu.lock.targets import lock_targets
+
+    if len(set(args.platform)) != 1:
+        raise UsageError("conflicting-options", "A bundle is for one platform; several --platform were given.",
+                         ["Build one bundle per platform, each with its own -o DIR."])
+    if (args.mode or "pip").lower() != "pip":
+        raise OperationError("not-implemented", f"`bundle --mode {args.mode}` is not built yet; nothing was "
+                             "written.", ["Bundle with --mode pip."])
+
+    def resolve_for(os_name: str, arch: str):
+        return _resolve(argparse.Namespace(**{**vars(args), "os": os_name, "arch": arch}))[0]
+
+    [(platform, resolution, _)] = lock_targets(args.platform, os=args.os, arch=args.arch, allow_cpu=False,
+                                               resolve=resolve_for)
+    reporter = _render().ConsoleReporter()
+    try:
+        summary = build_bundle(resolution, platform, Path(args.output), reporter=reporter)
+    finally:
+        reporter.close()
+    _emit(args, summary, lambda: _render().note(
+        f"Bundle ready: {summary['bundle']} ({summary['files']} files, {summary['mb']} MB). Install it offline "
+        f"with {summary['bundle']}/install.sh PREFIX"))
+    return 0
 
 
 def _create_from(args: argparse.Namespace) -> int:
-    """``create --from-lock FILE`` / ``create --from-bundle DIR``."""
-    raise OperationError("not-implemented", "--from-lock and --from-bundle are not built yet (issue #5); "
-                         "nothing was done.", ["Build from the selectors instead (--tf, --mode, --python)."])
+    """``create --from-lock FILE`` / ``create --from-bundle DIR``: exactly what the lock pins."""
+    from tfgpu.installers import create_env
+    from tfgpu.lock.install import prepare
+
+    selectors = {key: getattr(args, key) for key in ("tf", "mode", "python", "os", "arch", "driver", "gpu_cc")}
+    reporter = None if args.dry_run else _render().ConsoleReporter()
+    try:
+        resolution, options, lock = prepare(selectors, _options(args), from_lock=args.from_lock,
+                                            from_bundle=args.from_bundle, reporter=reporter)
+        name = args.name or (None if args.prefix else default_name(resolution.tensorflow))
+        result = create_env(resolution, name=name, prefix=args.prefix, options=options, reporter=reporter,
+                            dry_run=args.dry_run)
+    finally:
+        if reporter is not None:
+            reporter.close()
+    source = {"lock": str(lock.path), "lock_sha256": lock.meta["sha256"], "bundle": args.from_bundle}
+    if args.dry_run:
+        document = resolution.to_dict() | source | {"dry_run": True, "prefix": str(result.location.prefix),
+                                                    "steps": [step.to_dict() for step in result.steps]}
+        _emit(args, document, lambda: _render().dry_run(resolution, None, result))
+        return 0
+    document = {"prefix": str(result.location.prefix), "tensorflow": resolution.tensorflow,
+                "python": resolution.python, "installed": result.outcome.installed, "log": str(result.log_path),
+                "notes": result.notes, "verify": result.verify} | source
+    if result.verify is not None and not result.verify.get("ok"):
+        from tfgpu.verify import failure
+
+        error = failure(result.verify)
+        error.message = f"The environment is built at {result.location.prefix}, but: {error.message}"
+        error.details = document
+        raise error
+    _emit(args, document, lambda: _render().created(result, resolution))
+    return 0
 
 
 # --- script (issue 6) --------------------------------------------------------------------------
 
 def _script(args: argparse.Namespace) -> int:
-    return _not_yet(args, "tfgpu-install script", 6)
+    """``script --format F [-o PATH]``: a provisioning artefact for the resolution (tfgpu.export)."""
+    from tfgpu import export
+
+    if args.format in ("ansible",) and not args.output:
+        raise UsageError("missing-output", "The ansible export is a directory (playbook.yml, inventory.example.ini, "
+                         "README.md, files/): say where with -o DIR.", ["tfgpu-install script --format ansible "
+                                                                        "-o ./tf-playbook"])
+    resolution, _ = _resolve(args)
+    result = export.render(resolution, args.format)
+    if args.output:
+        written = export.write(result, args.output)
+        document = result.to_dict() | {"output": args.output, "written": [str(path) for path in written]}
+        _emit(args, document, lambda: _render().note(
+            f"Wrote {', '.join(str(path) for path in written)} ({args.format}, TensorFlow {resolution.tensorflow}, "
+            f"{resolution.mode} mode)."))
+        return 0
+    if args.json:
+        document = result.to_dict()
+        document["files"] = [entry | {"content": item.content} for entry, item in zip(document["files"], result.files)]
+        _emit(args, document, lambda: None)
+    else:
+        sys.stdout.write(result.main.content)
+    return 0
 
 
 def _options(args: argparse.Namespace):

@@ -24,6 +24,9 @@ from tfgpu.installers.location import commit
 from tfgpu.installers.pip import exact_pins, find_uv, install_failed, parse_inventory, site_packages
 
 EXTERNAL = ("conda", "mamba", "micromamba")
+SOLVED = Path("tfgpu") / "conda-records.json"
+"""The solved (or locked) conda records, in full; not under conda-meta/, where conda reads every
+``*.json`` as an installed package."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,7 @@ class CondaInstaller(Installer):
         pip += ["ipykernel"] if options.jupyter else []
         channels = channel_urls(options.channels)
         cuda = virtual_cuda(resolution)
-        records = root / "conda-meta" / "tfgpu-solve.json"
+        records = root / SOLVED
         lock = getattr(options, "lock", None)
         if lock is not None:
             return self._locked_plan(lock, options, location)
@@ -176,7 +179,7 @@ class CondaInstaller(Installer):
         conda = lock.packages(options.platform, "conda")
         pip = pip_requirements(lock, options.platform)
         steps = [Step("locked-conda", f"Read the {len(conda)} locked conda packages from their channels and check "
-                      "their sha256", writes=(str(root / "conda-meta" / "tfgpu-solve.json"),)),
+                      "their sha256", writes=(str(root / SOLVED),)),
                  Step("conda-install", "Link the conda packages into the env (hard links from the package cache)",
                       writes=(str(root),))]
         if pip:
@@ -224,7 +227,7 @@ class CondaInstaller(Installer):
                 rattler_engine.install(records, location.staging, location.prefix,
                                        package_cache=self.cache / "conda" / "pkgs", reporter=reporter,
                                        offline=options.offline)
-                rattler_engine.write_records(records, location.staging / "conda-meta" / "tfgpu-solve.json")
+                rattler_engine.write_records(records, location.staging / SOLVED)
                 (location.staging / "CACHEDIR.TAG").unlink(missing_ok=True)  # rattler's; backup tools skip tagged dirs
             elif step.kind == "requirements":
                 path = Path(step.writes[0])
@@ -258,7 +261,7 @@ class CondaInstaller(Installer):
         from tfgpu import __version__
 
         root = location.staging
-        solved = root / "conda-meta" / "tfgpu-solve.json"
+        solved = root / SOLVED
         conda = json.loads(solved.read_text(encoding="utf-8")) if solved.exists() else [
             json.loads(p.read_text(encoding="utf-8")) for p in sorted((root / "conda-meta").glob("*.json"))]
         lock = root / "tfgpu" / "requirements.txt"

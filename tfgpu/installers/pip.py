@@ -15,6 +15,7 @@ import re
 import shutil
 import time
 from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import __version__
@@ -24,7 +25,7 @@ from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
 from tfgpu.installers.location import MARKER, commit, relocate_venv
 
 _PROBLEM_LINES = re.compile(r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
-                            r"Could not|ERROR|No matching distribution)", re.I)
+                            r"Could not|ERROR|No matching distribution|Hash mismatch|do not match the hashes)", re.I)
 _NO_NETWORK = re.compile(r"(dns error|Failed to fetch|error sending request|Could not connect|"
                          r"Network is unreachable|Temporary failure in name resolution|"
                          r"failed to lookup address|Connection refused|offline)", re.I)
@@ -38,6 +39,16 @@ def find_uv() -> str | None:
         return find_uv_bin()
     except (ImportError, FileNotFoundError):
         return shutil.which("uv")
+
+
+@dataclass(frozen=True)
+class LockedOptions(Options):
+    """Options for ``create --from-lock``/``--from-bundle``: pip mode installs ``locked`` (a hashed
+    requirements body) as it is, with ``--require-hashes``, instead of resolving."""
+
+    locked: str = ""
+    lock_source: str = ""
+    """Where the lock came from and its sha256, recorded in the env's marker."""
 
 
 class PipInstaller(Installer):
@@ -63,8 +74,14 @@ class PipInstaller(Installer):
         sources = self._sources(options)
         site_rel = f"lib/python{resolution.python}/site-packages"
         warm = bytecode.store_has(self.pyc_store, resolution.python, resolution.tensorflow)
-        steps = [Step("requirements", f"Write the requirements ({len(requirements)})", writes=(str(req_in),),
-                      content="\n".join(requirements) + "\n")]
+        locked = getattr(options, "locked", "")
+        if locked:  # create --from-lock: install exactly the lock, every file checked against its hash
+            steps = [Step("locked-requirements", f"Write the lock ({len(exact_pins(locked))} pinned packages, "
+                          "hashes required)", writes=(str(req_lock),))]
+        else:
+            steps = [Step("requirements", f"Write the requirements ({len(requirements)})", writes=(str(req_in),),
+                          content="\n".join(requirements) + "\n")]
+        hashes = ("--require-hashes",) if locked else ()
         if self.engine(options) == "uv":
             base = self.python or resolution.python
             how = "" if self.python else f" (uv provides a managed Python {resolution.python})"
@@ -73,12 +90,16 @@ class PipInstaller(Installer):
                 Step("run", f"Create the venv with Python {resolution.python}{how}",
                      (self.uv, "venv", str(staging), "--python", base, "--relocatable", "--prompt", location.name,
                       *(("--offline",) if options.offline else ()), "--allow-existing", *cache)),
-                Step("lock", "Resolve the exact versions (hashes included)",
-                     (self.uv, "pip", "compile", str(req_in), "-o", str(req_lock), "--python", env_python,
-                      "--generate-hashes", "--no-header", "--quiet", *cache, *sources), writes=(str(req_lock),)),
+            ]
+            if not locked:
+                steps.append(Step("lock", "Resolve the exact versions (hashes included)",
+                                  (self.uv, "pip", "compile", str(req_in), "-o", str(req_lock), "--python",
+                                   env_python, "--generate-hashes", "--no-header", "--quiet", *cache, *sources),
+                                  writes=(str(req_lock),)))
+            steps += [
                 Step("run", "Install TensorFlow and its CUDA libraries" + ("" if warm else " (compiling bytecode)"),
-                     (self.uv, "pip", "install", "--python", env_python, "-r", str(req_lock), *cache, *sources,
-                      *(() if warm else ("--compile-bytecode",)))),
+                     (self.uv, "pip", "install", "--python", env_python, "-r", str(req_lock), *hashes, *cache,
+                      *sources, *(() if warm else ("--compile-bytecode",)))),
                 Step("bytecode-reuse" if warm else "bytecode-store",
                      "Share bytecode with earlier envs (kept in the cache)" if warm else
                      "Keep the bytecode in the cache for later envs", writes=(str(staging / site_rel),)),
@@ -93,8 +114,8 @@ class PipInstaller(Installer):
                      (self.python or f"python{resolution.python}", "-m", "venv", "--prompt", location.name,
                       str(staging))),
                 Step("run", "Install TensorFlow and its CUDA libraries with pip",
-                     (env_python, "-m", "pip", "install", "--disable-pip-version-check", "-r", str(req_in),
-                      *pip_sources)),
+                     (env_python, "-m", "pip", "install", "--disable-pip-version-check", "-r",
+                      str(req_lock if locked else req_in), *hashes, *pip_sources)),
                 Step("inventory", "Record what was installed",
                      (env_python, "-m", "pip", "list", "--format", "json", "--disable-pip-version-check")),
             ]
@@ -123,7 +144,11 @@ class PipInstaller(Installer):
         for index, step in enumerate(steps, 1):
             reporter.step(index, total, step.title)
             started = time.monotonic()
-            if step.kind == "requirements":
+            if step.kind == "locked-requirements":
+                path = Path(step.writes[0])
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(options.locked, encoding="utf-8")
+            elif step.kind == "requirements":
                 path = Path(step.writes[0])
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(step.content, encoding="utf-8")
@@ -201,6 +226,7 @@ def write_marker(location: Location, resolution, options: Options, outcome: Outc
         "installed": outcome.installed,
         "find_links": options.find_links,
         "offline": options.offline,
+        **({"from_lock": options.lock_source} if getattr(options, "lock_source", "") else {}),
     }, indent=2) + "\n", encoding="utf-8")
 
 

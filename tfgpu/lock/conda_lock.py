@@ -51,8 +51,11 @@ def target_virtual_packages(platform: str, cuda: str | None) -> list:
 
 
 def conda_specs(resolution, cpu_only: bool) -> list[str]:
+    """The plan's conda specs; a CPU-only platform gets its Python alone (TensorFlow comes from PyPI)."""
     specs = list(resolution.packages.conda)
-    return [s for s in specs if s.startswith("python ")] if cpu_only or not specs else specs
+    if cpu_only or not specs:
+        return [f"python {resolution.python}.*"]
+    return specs
 
 
 def solve_platform(specs: list[str], channels: list[str], platform: str, cuda: str | None, cache: Path) -> list:
@@ -266,15 +269,38 @@ def pip_requirements(lock: CondaLock, platform: str) -> str:
     return "".join(f"{line}\n" for line in sorted(lines))
 
 
-def prepare(path: Path, options, platform: str = "linux-64"):
-    """(resolution, options, lock) for ``create --from-lock conda-lock.yml`` on ``platform``."""
+def prepare(path: Path, options, selectors: dict | None = None):
+    """(resolution, options, lock) for ``create --from-lock conda-lock.yml`` on this machine."""
     from dataclasses import asdict
 
     from tfgpu.installers.conda import LockedCondaOptions
+    from tfgpu.lock.platforms import host_platform
     from tfgpu.resolver import make_request, resolve
 
     lock = read(path)
+    here = host_platform()
+    platform = here.name if here else "linux-64"
     recorded = lock.resolution(platform)
+    if recorded["cpu_only"]:
+        raise ImpossibleError("lock-cpu-only", f"{path} locks a CPU-only environment for {platform}; tfgpu-install "
+                              "builds GPU environments. Nothing was installed.",
+                              ["`conda-lock install` installs it as it is."])
+    _check_selectors(selectors or {}, recorded, path)
     resolution = resolve(make_request(tf=recorded["tensorflow"], mode="conda", python=recorded["python"],
                                       os=recorded["os"], arch=recorded["arch"]), None)
     return resolution, LockedCondaOptions(**asdict(options), lock=lock, platform=platform), lock
+
+
+def _check_selectors(selectors: dict, recorded: dict, path: Path) -> None:
+    problems = [f"--{key.replace('_', '-')}" for key in ("driver", "gpu_cc", "os", "arch") if selectors.get(key)]
+    if selectors.get("mode") and selectors["mode"].lower() != "conda":
+        problems.append(f"--mode {selectors['mode']} (the lock is a conda lock)")
+    if selectors.get("python") and selectors["python"] != recorded["python"]:
+        problems.append(f"--python {selectors['python']} (the lock has {recorded['python']})")
+    tf = selectors.get("tf")
+    if tf and not (recorded["tensorflow"] == tf or recorded["tensorflow"].startswith(f"{tf}.")):
+        problems.append(f"--tf {tf} (the lock has {recorded['tensorflow']})")
+    if problems:
+        raise UsageError("conflicting-options", f"With a lock, the lock decides what is built; these options disagree "
+                         f"with {path}: " + "; ".join(problems) + ".",
+                         ["Drop them, or write a new lock with `tfgpu-install lock --mode conda`."])

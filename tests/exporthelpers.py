@@ -1,0 +1,46 @@
+"""Shared helpers for the tests of ``tfgpu.export`` (tests/test_export_*.py)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tfgpu import export
+from tfgpu.resolver import make_request, resolve, tables
+
+# CUDA 11 (2.13: explicit cu11 pins) and CUDA 12 releases (2.16.1: the RUNPATH quirk; 2.21: newest).
+VERSIONS = ("2.13", "2.16.1", "2.21")
+MODES = ("pip", "conda", "system")
+
+
+def resolution(tf: str, mode: str, python: str | None = None):
+    """A Linux x86_64 plan with no host detection (what `script --no-detect --os linux` uses)."""
+    return resolve(make_request(tf=tf, mode=mode, python=python, os="linux", arch="x86_64"), None)
+
+
+def render(tf: str, mode: str, fmt: str, python: str | None = None) -> export.Export:
+    return export.render(resolution(tf, mode, python), fmt)
+
+
+def need(binary: str) -> str:
+    path = shutil.which(binary)
+    if path is None:
+        pytest.skip(f"{binary} is not installed")
+    return path
+
+
+def shellcheck(script: str, tmp_path: Path, name: str = "script.sh") -> subprocess.CompletedProcess:
+    """shellcheck at its default severity (style included): the tests expect no output at all."""
+    path = tmp_path / name
+    path.write_text(script)
+    return subprocess.run([need("shellcheck"), "--shell=bash", str(path)], capture_output=True, text=True)
+
+
+def clear_tables() -> None:
+    """The tables are cached per process; tests that point TFGPU_DATA_DIR at the fake server clear them."""
+    for value in vars(tables).values():
+        if hasattr(value, "cache_clear"):
+            value.cache_clear()

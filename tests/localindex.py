@@ -1,0 +1,59 @@
+"""A real PEP 503 package index over HTTP on the loopback address, serving a wheel directory.
+
+It stands in for PyPI at the network boundary only: uv resolves against it and the bundle
+downloader fetches from it exactly as from https://pypi.org/simple.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def build_index(wheels: Path, root: Path) -> Path:
+    """``root/simple/<project>/index.html`` and ``root/files/<wheel>`` for every wheel in ``wheels``."""
+    files = root / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    projects: dict[str, list[str]] = {}
+    for wheel in sorted(wheels.glob("*.whl")):
+        shutil.copy2(wheel, files / wheel.name)
+        project = re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        projects.setdefault(project, []).append(f'<a href="../../files/{wheel.name}#sha256={digest}">{wheel.name}</a>')
+    for project, links in projects.items():
+        page = root / "simple" / project / "index.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text("<!DOCTYPE html><html><body>\n" + "<br>\n".join(links) + "\n</body></html>\n")
+    (root / "simple" / "index.html").write_text(
+        "<html><body>" + "".join(f'<a href="{p}/">{p}</a>' for p in projects) + "</body></html>\n")
+    return root
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # noqa: D102 - keep test output clean
+        pass
+
+
+class Server:
+    """``with Server(root) as url:`` serves ``root`` on 127.0.0.1; ``url`` is the index URL."""
+
+    def __init__(self, root: Path) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(root)))
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/simple"
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return self.url
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,135 @@
+"""The Ansible export: syntax-checked, then run for real with ``-c local`` against localhost.
+
+pip mode installs from the local wheelhouse into a user prefix under tmp_path; a second run must
+report ``changed=0``. The machine has no GPU, so the run sets ``tfgpu_require_driver=false`` and
+``tfgpu_require_gpu=false`` and the summary must report the failed GPU check; a fake
+``nvidia-smi`` (the subprocess boundary) reporting an old driver must fail the host first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import wheelhouse
+from exporthelpers import MODES, clear_tables, need, render, shellcheck
+
+from tfgpu import export
+
+
+def write(tmp_path: Path, tf: str, mode: str, python: str | None = None) -> Path:
+    out = tmp_path / "playbook"
+    export.write(render(tf, mode, "ansible", python), str(out))
+    (out / "inventory.ini").write_text(f"[gpu]\nlocalhost ansible_connection=local "
+                                       f"ansible_python_interpreter={sys.executable}\n")
+    return out
+
+
+def ansible_env(tmp_path: Path, path_prefix: str = "") -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "PIP_", "TFGPU_"))}
+    env.update(ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"), ANSIBLE_REMOTE_TEMP=str(tmp_path / "ansible-remote"),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_HOST_KEY_CHECKING="0",
+               ANSIBLE_CONFIG=str(tmp_path / "none.cfg"), ANSIBLE_STDOUT_CALLBACK="default",
+               HOME=str(tmp_path / "home"))
+    if path_prefix:
+        env["PATH"] = f"{path_prefix}:{env['PATH']}"
+    return env
+
+
+def playbook(out: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([need("ansible-playbook"), "-i", "inventory.ini", "playbook.yml", *extra],
+                          cwd=out, capture_output=True, text=True, env=env, timeout=900)
+
+
+def recap(output: str) -> dict[str, int]:
+    line = re.search(r"^localhost\s+:(.*)$", output, re.MULTILINE).group(1)
+    return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", line)}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_playbook_passes_syntax_check_and_carries_a_clean_script(mode, tmp_path):
+    out = write(tmp_path, "2.21", mode)
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
+        "README.md", "files/install-tf.sh", "inventory.example.ini", "inventory.ini", "playbook.yml"]
+    done = playbook(out, ansible_env(tmp_path), "--syntax-check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = playbook(out, ansible_env(tmp_path), "-i", "inventory.example.ini", "--syntax-check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    check = shellcheck((out / "files" / "install-tf.sh").read_text(), tmp_path)
+    assert check.stdout == ""
+    assert os.access(out / "files" / "install-tf.sh", os.X_OK)
+    modules = set(re.findall(r"^\s+(?:- )?([a-z_]+\.[a-z_]+\.[a-z_]+):", (out / "playbook.yml").read_text(), re.MULTILINE))
+    assert modules and all(m.startswith("ansible.builtin.") for m in modules)
+
+
+def test_playbook_installs_on_localhost_then_changes_nothing(tmp_path, local_wheels):
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    out = write(tmp_path, "2.21", "pip", python)
+    extra = {"tfgpu_require_driver": False, "tfgpu_require_gpu": False, "tfgpu_prefix": str(tmp_path / "env"),
+             "tfgpu_workdir": str(tmp_path / "work"),
+             "tfgpu_script_env": {"TFGPU_FIND_LINKS": str(local_wheels), "TFGPU_OFFLINE": "1",
+                                  "TFGPU_PYTHON": sys.executable}}
+    (out / "extra.json").write_text(json.dumps(extra))
+    env = ansible_env(tmp_path)
+    first = playbook(out, env, "-e", "@extra.json")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert recap(first.stdout)["changed"] >= 1 and recap(first.stdout)["failed"] == 0
+    assert (tmp_path / "env" / "bin" / "python").is_file()
+    summary = re.search(r'"msg": "localhost: (.*)"', first.stdout).group(1)
+    assert summary.startswith(f"TensorFlow 2.21.0 in {tmp_path / 'env'} (installed); driver none; GPU check: FAIL")
+
+    second = playbook(out, env, "-e", "@extra.json")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert recap(second.stdout)["changed"] == 0
+    assert "(already in place)" in second.stdout
+
+    strict = playbook(out, env, "-e", "@extra.json", "-e", "tfgpu_require_gpu=true")
+    assert strict.returncode != 0 and recap(strict.stdout)["failed"] == 1  # no GPU: the host fails, last
+
+
+def test_a_host_with_an_old_driver_fails_with_the_version_needed(tmp_path):
+    out = write(tmp_path, "2.21", "pip")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "nvidia-smi").write_text("#!/bin/sh\necho 470.199.02\n")
+    (bindir / "nvidia-smi").chmod(0o755)
+    done = playbook(out, ansible_env(tmp_path, str(bindir)), "-e", f"tfgpu_prefix={tmp_path / 'env'}")
+    assert done.returncode != 0
+    assert "NVIDIA driver 470.199.02 is too old: TensorFlow 2.21.0 needs >= 525.60.13." in done.stdout
+    assert recap(done.stdout)["failed"] == 1 and not (tmp_path / "env").exists()
+
+
+@pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake NVIDIA libraries")
+def test_system_mode_playbook_against_the_fake_nvidia_server(tmp_path, monkeypatch):
+    from fakenvidia import serve_fake_nvidia
+
+    fake = serve_fake_nvidia(tmp_path, cuda="11.8.0", cudnn="8.6.0.163")
+    try:
+        monkeypatch.setenv("TFGPU_DATA_DIR", str(fake.overlay_dir))
+        monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
+        clear_tables()
+        out = write(tmp_path, "2.13", "system", "3.11")
+        clear_tables()
+        wheels = wheelhouse.wheel(tmp_path / "wheels", "tensorflow", "2.13.1",
+                                  {"tensorflow/__init__.py": b"__version__ = '2.13.1'\n"}).parent
+        extra = {"tfgpu_require_driver": False, "tfgpu_require_gpu": False, "tfgpu_prefix": str(tmp_path / "env"),
+                 "tfgpu_workdir": str(tmp_path / "work"),
+                 "tfgpu_script_env": {"TFGPU_CUDA_PREFIX": str(tmp_path / "cuda"), "TFGPU_SYSTEM_WIDE": "0",
+                                      "TFGPU_DOWNLOADS": str(tmp_path / "dl"), "TFGPU_ALLOW_HTTP": "1",
+                                      "TFGPU_FIND_LINKS": str(wheels), "TFGPU_OFFLINE": "1",
+                                      "TFGPU_PYTHON": sys.executable}}
+        (out / "extra.json").write_text(json.dumps(extra))
+        env = ansible_env(tmp_path)
+        first = playbook(out, env, "-e", "@extra.json")
+        assert first.returncode == 0 and recap(first.stdout)["changed"] >= 1, first.stdout + first.stderr
+        assert (tmp_path / "cuda" / "cuda-11.8" / "version.json").is_file()
+        second = playbook(out, env, "-e", "@extra.json")
+        assert second.returncode == 0 and recap(second.stdout)["changed"] == 0, second.stdout
+        assert [status for _, _, status in fake.requests] == [200, 200]
+    finally:
+        fake.close()

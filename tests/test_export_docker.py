@@ -1,0 +1,67 @@
+"""The Dockerfile export: parsed with dockerfile-parse, linted with hadolint (no findings at all).
+
+One rule is ignored inline, in the generated file, with its reason: DL3008 (pin apt packages) for
+Ubuntu's python3 in system mode, whose version the nvidia/cuda base tag already fixes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from exporthelpers import MODES, VERSIONS, need, render
+
+from tfgpu.errors import ImpossibleError
+
+
+def parse(text: str, tmp_path) -> list[dict]:
+    dockerfile_parse = pytest.importorskip("dockerfile_parse")
+    (tmp_path / "Dockerfile").write_text(text)
+    return dockerfile_parse.DockerfileParser(str(tmp_path / "Dockerfile")).structure
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("tf", VERSIONS)
+def test_dockerfile_parses_and_lints_clean(tf, mode, tmp_path):
+    try:
+        text = render(tf, mode, "dockerfile").main.content
+    except ImpossibleError as error:
+        # TF 2.16 needs cuDNN 8 on CUDA 12.3: no nvidia/cuda tag has that pair (12.3.2 ships cuDNN 9).
+        assert (tf, mode, error.code) == ("2.16.1", "system", "no-docker-image")
+        assert any("--mode pip --format dockerfile" in a for a in error.alternatives)
+        return
+    instructions = [(item["instruction"], item["value"]) for item in parse(text, tmp_path)
+                    if item["instruction"] != "COMMENT"]
+    kinds = [kind for kind, _ in instructions]
+    assert kinds[0] == "FROM" and kinds.count("FROM") == 1
+    assert {"RUN", "HEALTHCHECK", "CMD"} <= set(kinds)
+    base = instructions[0][1]
+    if mode == "pip":
+        assert base.startswith("python:3.") and base.endswith("-slim")
+        assert any(kind == "ENV" and "LD_LIBRARY_PATH=" in value and "XLA_FLAGS=" in value
+                   for kind, value in instructions)
+    elif mode == "system":
+        assert base.startswith("nvidia/cuda:") and "-runtime-ubuntu" in base
+    else:
+        assert base.startswith("mambaorg/micromamba:")
+    if mode != "conda":  # micromamba's image already runs as its own non-root user
+        assert ("USER", "10001:10001") in instructions
+    cmd = json.loads(dict(instructions)["CMD"])
+    assert "list_physical_devices('GPU')" in cmd[2] and "sys.exit('FAIL" in cmd[2]
+    done = subprocess.run([need("hadolint"), "--no-color", "-"], input=text, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == "", done.stdout
+
+
+def test_pip_image_installs_the_pinned_cuda_wheels():
+    text = render("2.13", "pip", "dockerfile").main.content
+    assert "FROM python:3.11-slim" in text
+    assert "pip install --no-cache-dir tensorflow==2.13.1 nvidia-cuda-runtime-cu11==11.8.89 " in text
+
+
+def test_system_image_tag_matches_the_build():
+    text = render("2.21", "system", "dockerfile").main.content
+    assert "FROM nvidia/cuda:12.5.1-cudnn-runtime-ubuntu22.04" in text
+    assert "tensorflow==2.21.0" in text and "Python 3.10 is ubuntu22.04's python3" in text
+    text = render("2.13", "system", "dockerfile").main.content
+    assert "FROM nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04" in text

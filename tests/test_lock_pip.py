@@ -1,0 +1,225 @@
+"""pip locks: written by the real tool with real uv against a real local index (tests/localindex.py
+serving tests/wheelhouse.py's wheels over HTTP), installed back with ``create --from-lock``;
+the tests marked ``network`` lock real TensorFlow 2.21 against PyPI and hand the file to pip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import localindex
+import pytest
+from conftest import run_tool
+
+from tfgpu.lock import pip_lock
+from tfgpu.lock.platforms import PLATFORMS
+
+TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect")
+LOCAL = re.compile(r"file:|/opt/|/tmp/|/work/|/root/|127\.0\.0\.1|localhost")
+
+
+@pytest.fixture(scope="session")
+def index_url(local_wheels, tmp_path_factory):
+    root = localindex.build_index(local_wheels, tmp_path_factory.mktemp("index"))
+    with localindex.Server(root) as url:
+        yield url
+
+
+@pytest.fixture
+def env(tool_env, index_url) -> dict[str, str]:
+    return {**tool_env, "TFGPU_INDEX_URL": index_url, "TFGPU_BUNDLE_TOOL": "0"}
+
+
+@pytest.fixture
+def lock_file(tmp_path, env) -> Path:
+    path = tmp_path / "team.txt"
+    done = run_tool("lock", *TARGET, "--platform", "linux-64", "-o", str(path), env=env)
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def resign(path: Path, edit) -> None:
+    """Rewrite a lock after ``edit(meta, body) -> (meta, body)``, with a valid sha256 (a deliberate forgery)."""
+    lock = pip_lock.read(path)
+    meta, body = edit(dict(lock.meta), lock.body)
+    meta.pop("sha256")
+    path.write_text(pip_lock.render(meta, body, str(path)))
+
+
+def leftovers(prefix: Path) -> list[str]:
+    return sorted(p.name for p in prefix.parent.iterdir() if p.name.startswith(f".{prefix.name}."))
+
+
+def test_lock_records_the_resolution_hashes_and_how_to_regenerate(lock_file, env):
+    text = lock_file.read_text()
+    lock = pip_lock.read(lock_file)
+    assert lock.meta["format"] == pip_lock.FORMAT and lock.meta["platform"] == "linux-64"
+    r = lock.resolution
+    assert (r["tensorflow"], r["python"], r["cuda"], r["cudnn"], r["min_driver"]) == ("2.21.0", "3.11", "12.5", "9.3",
+                                                                                     "525.60.13")
+    assert len(lock.meta["inputs_sha256"]) == 64 and len(lock.meta["sha256"]) == 64
+    assert lock.pins()["nvidia-cudnn-cu12"] == "9.28.0.42" and len(lock.pins()) == 7
+    for block in re.split(r"\n(?=\S)", lock.body.strip()):  # every pin carries its hash
+        if "==" in block:
+            assert "--hash=sha256:" in block, block
+    regenerate = re.search(r"^# Regenerate: (.*)$", text, re.M).group(1)
+    assert "--tf 2.21.0" in regenerate and "--platform linux-64" in regenerate and "--python 3.11" in regenerate
+    assert "# via -r requirements.in" in text.replace("\n    #   ", " ") or "-r requirements.in" in text
+    assert not re.search(r"/tmp/|/work/", lock.body)  # uv's input path is not recorded
+    pylock = lock_file.with_name("pylock.linux-64.toml")
+    assert 'lock-version = "1.0"' in pylock.read_text()
+    again = lock_file.with_name("again.txt")
+    assert run_tool("lock", *TARGET, "--platform", "linux-64", "-o", str(again), env=env).returncode == 0
+    assert pip_lock.read(again).meta["sha256"] == lock.meta["sha256"]  # deterministic: no timestamps
+
+
+def test_several_platforms_get_one_file_each_and_cpu_only_is_said(tmp_path, env):
+    done = run_tool("lock", *TARGET, "--platform", "linux-64", "--platform", "linux-aarch64", "--allow-cpu",
+                    "-o", str(tmp_path / "team.txt"), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    locks = {item["platform"]: item for item in json.loads(done.stdout)["locks"]}
+    assert Path(locks["linux-64"]["path"]).name == "team.linux-64.txt"
+    assert Path(locks["linux-aarch64"]["path"]).name == "team.linux-aarch64.txt"
+    assert (tmp_path / "pylock.linux-aarch64.toml").is_file()
+    cpu = pip_lock.read(tmp_path / "team.linux-aarch64.txt")
+    assert cpu.meta["cpu_only"] and cpu.resolution["accelerator"] == "cpu" and "nvidia-cudnn-cu12" not in cpu.pins()
+    assert "CPU only" in (tmp_path / "team.linux-aarch64.txt").read_text().splitlines()[1]
+
+
+def test_a_platform_without_gpu_build_needs_allow_cpu(tmp_path, env):
+    done = run_tool("lock", *TARGET, "--platform", "linux-aarch64", "-o", str(tmp_path / "x.txt"), "--json", env=env)
+    assert done.returncode == 3
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "no-gpu-build" and any("--allow-cpu" in a for a in error["alternatives"])
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["linux64", "linux_x86_64", "win64", "osx-aarch64"])
+def test_a_platform_typo_lists_the_valid_names(tmp_path, env, name):
+    done = run_tool("lock", *TARGET, "--platform", name, "--json", env=env)
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "bad-platform" and ", ".join(PLATFORMS) in " ".join(error["alternatives"])
+
+
+def test_conflicting_os_and_conda_mode(tmp_path, env):
+    done = run_tool("lock", *TARGET, "--os", "windows", "--platform", "linux-64", "--json", env=env)
+    assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "conflicting-options"
+    done = run_tool("lock", "--tf", "2.21", "--mode", "conda", "--no-detect", "--platform", "linux-64", "--json",
+                    env=env)
+    assert done.returncode == 1 and json.loads(done.stdout)["error"]["code"] == "not-implemented"
+
+
+def test_create_from_lock_installs_exactly_the_lock(tmp_path, lock_file, local_wheels, env):
+    prefix = tmp_path / "env"
+    done = run_tool("create", "--from-lock", str(lock_file), "--prefix", str(prefix), "--find-links",
+                    str(local_wheels), "--offline", "--no-verify", "--json", env={**env, "UV_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    freeze = subprocess.run([sys.executable, "-m", "uv", "pip", "freeze", "--python", str(prefix / "bin" / "python")],
+                            capture_output=True, text=True, check=True).stdout
+    frozen = dict(line.split("==") for line in freeze.split())
+    assert frozen == pip_lock.read(lock_file).pins()
+    marker = json.loads((prefix / "tfgpu-env.json").read_text())
+    assert marker["from_lock"].endswith(pip_lock.read(lock_file).meta["sha256"])
+    assert (prefix / "etc" / "tfgpu" / "activate.sh").is_file()  # the same activation as `create`
+
+
+def _create(tmp_path, lock_file, local_wheels, env, *extra):
+    prefix = tmp_path / "env"
+    done = run_tool("create", "--from-lock", str(lock_file), "--prefix", str(prefix), "--find-links",
+                    str(local_wheels), "--offline", "--no-verify", "--json", *extra, env=env)
+    assert not prefix.exists() and leftovers(prefix) == [], "nothing may be installed"
+    return done.returncode, json.loads(done.stdout)["error"] if done.stdout.strip() else {}
+
+
+def test_an_edited_hash_is_refused_before_anything_is_installed(tmp_path, lock_file, local_wheels, env):
+    text = lock_file.read_text()
+    digest = re.search(r"--hash=sha256:([0-9a-f]{64})", text).group(1)
+    lock_file.write_text(text.replace(digest, digest[:-1] + ("0" if digest[-1] != "0" else "1")))
+    code, error = _create(tmp_path, lock_file, local_wheels, env)
+    assert code == 2 and error["code"] == "lock-modified" and "Regenerate" not in error["message"]
+    assert any("tfgpu-install lock --tf 2.21.0" in a for a in error["alternatives"])
+
+
+def test_a_truncated_lock_is_refused(tmp_path, lock_file, local_wheels, env):
+    text = lock_file.read_text()
+    lock_file.write_text(text[: len(text) * 2 // 3])
+    assert _create(tmp_path, lock_file, local_wheels, env)[1]["code"] == "lock-modified"
+    lock_file.write_text("\n".join(text.splitlines()[:3]))
+    assert _create(tmp_path, lock_file, local_wheels, env)[1]["code"] == "lock-malformed"
+
+
+def test_a_forged_hash_fails_the_install_and_leaves_nothing(tmp_path, lock_file, local_wheels, env):
+    """A lock re-signed after a hash was changed passes the header check; uv's hash check stops it."""
+    def forge(meta, body):
+        digest = re.search(r"--hash=sha256:([0-9a-f]{64})", body).group(1)
+        return meta, body.replace(digest, "0" * 64)
+    resign(lock_file, forge)
+    code, error = _create(tmp_path, lock_file, local_wheels, env)
+    assert code == 1 and error["code"] == "install-failed" and "hash" in error["message"].lower()
+
+
+def test_a_lock_of_another_format_is_refused(tmp_path, lock_file, local_wheels, env):
+    resign(lock_file, lambda meta, body: ({**meta, "format": 99, "tool_version": "9.0"}, body))
+    code, error = _create(tmp_path, lock_file, local_wheels, env)
+    assert code == 3 and error["code"] == "lock-format-unsupported" and "9.0" in error["message"]
+
+
+def test_selectors_must_agree_with_the_lock(tmp_path, lock_file, local_wheels, env):
+    code, error = _create(tmp_path, lock_file, local_wheels, env, "--python", "3.12", "--driver", "535.104.05")
+    assert code == 2 and error["code"] == "conflicting-options"
+    assert "--python 3.12" in error["message"] and "--driver" in error["message"]
+    done = run_tool("create", "--from-lock", str(lock_file), "--tf", "2.21", "--python", "3.11", "--prefix",
+                    str(tmp_path / "env"), "--dry-run", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    steps = json.loads(done.stdout)["steps"]
+    assert steps[0]["kind"] == "locked-requirements" and not any(s["kind"] == "lock" for s in steps)
+    assert "--require-hashes" in next(s for s in steps if "install" in s["argv"])["argv"]
+
+
+def test_a_cpu_only_lock_is_not_installed_as_a_gpu_env(tmp_path, env, local_wheels):
+    path = tmp_path / "cpu.txt"
+    assert run_tool("lock", *TARGET, "--platform", "linux-aarch64", "--allow-cpu", "-o", str(path),
+                    env=env).returncode == 0
+    code, error = _create(tmp_path, path, local_wheels, env)
+    assert code == 3 and error["code"] == "lock-cpu-only"
+
+
+@pytest.fixture(scope="module")
+def real_lock(tmp_path_factory) -> Path:
+    """TF 2.21 for linux-64, Python 3.11 (this machine's Python, so its own pip can check it), from PyPI."""
+    root = tmp_path_factory.mktemp("real-lock")
+    env = {**os.environ, "TFGPU_LOG_DIR": str(root / "logs")}
+    env.pop("TFGPU_INDEX_URL", None)
+    done = run_tool("lock", "--tf", "2.21", "--mode", "pip", "--python", "3.11", "--platform", "linux-64",
+                    "--no-detect", "-o", str(root / "tf221.txt"), env=env)
+    assert done.returncode == 0, done.stderr
+    return root / "tf221.txt"
+
+
+@pytest.mark.network
+def test_real_lock_has_no_machine_local_location(real_lock):
+    """This machine's pip config adds file:// indexes and /opt/wheels; none of it may leak in."""
+    lock = pip_lock.read(real_lock)
+    assert lock.meta["index"] == "https://pypi.org/simple"
+    assert lock.pins()["tensorflow"] == "2.21.0" and "nvidia-cudnn-cu12" in lock.pins()
+    for path in (real_lock, real_lock.with_name("pylock.linux-64.toml")):
+        assert not LOCAL.search(path.read_text().split("# Regenerate:")[-1].split("\n", 1)[-1]), path
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_stock_pip_accepts_the_real_lock(real_lock, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+                           "--isolated", "--dry-run", "--require-hashes", "--index-url", "https://pypi.org/simple",
+                           "-r", str(real_lock)], capture_output=True, text=True, env=env, timeout=1200)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Would install" in done.stdout and "tensorflow-2.21.0" in done.stdout

@@ -1,0 +1,97 @@
+"""Provisioning artefacts rendered from a resolution: bash, Dockerfile, Ansible, cloud-init.
+
+``render(resolution, fmt)`` is pure: it returns the files to write (name, content, mode) and
+never touches the filesystem; ``write(export, output)`` puts them on disk. Every format builds the
+same stack ``tfgpu-install create`` would: the bash script is the engine, and the Ansible playbook
+and the cloud-init user-data run that same script (see the README's "Provisioning exports").
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfgpu.errors import ImpossibleError, UsageError
+
+FORMATS = ("bash", "dockerfile", "ansible", "cloud-init")
+
+
+@dataclass(frozen=True)
+class ExportFile:
+    """One generated file: its path relative to the output, its text and its permission bits."""
+
+    name: str
+    content: str
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class Export:
+    """What one format produced. ``directory``: the files form a tree (``-o`` names a directory)."""
+
+    format: str
+    files: tuple[ExportFile, ...]
+    directory: bool = False
+
+    @property
+    def main(self) -> ExportFile:
+        """The file printed when no ``-o`` is given."""
+        return self.files[0]
+
+    def to_dict(self) -> dict:
+        """The ``script --json`` document (without the contents of the files)."""
+        return {"format": self.format, "files": [
+            {"name": f.name, "mode": oct(f.mode), "bytes": len(f.content.encode())} for f in self.files]}
+
+
+def render(resolution, fmt: str) -> Export:
+    """The files of format ``fmt`` for ``resolution``; raises ImpossibleError where it cannot be done."""
+    if fmt == "bash":
+        from tfgpu.export.bash import render_bash
+
+        return Export("bash", (ExportFile(f"install-tf{resolution.tensorflow}-{resolution.mode}.sh",
+                                          render_bash(resolution), 0o755),))
+    if fmt == "dockerfile":
+        from tfgpu.export.dockerfile import render_dockerfile
+
+        return Export("dockerfile", (ExportFile("Dockerfile", render_dockerfile(resolution)),))
+    if fmt == "ansible":
+        from tfgpu.export.ansible import render_ansible
+
+        return Export("ansible", render_ansible(resolution), directory=True)
+    if fmt == "cloud-init":
+        from tfgpu.export.cloudinit import render_cloud_init
+
+        return Export("cloud-init", (ExportFile("user-data.yaml", render_cloud_init(resolution)),))
+    raise UsageError("bad-option-value", f"--format {fmt!r} is not one of: {', '.join(FORMATS)}.",
+                     [f"Use one of: {', '.join(FORMATS)}."])
+
+
+def write(export: Export, output: str) -> list[Path]:
+    """Write ``export`` to ``output`` (a file, or a directory for multi-file formats)."""
+    target = Path(output).expanduser()
+    if export.directory:
+        if target.exists() and not target.is_dir():
+            raise ImpossibleError("bad-output", f"-o {output}: the {export.format} export is a directory of files, "
+                             "and that path is a file.", ["Give a directory path (it is created if missing)."])
+        parent = target.parent
+    else:
+        if target.is_dir():
+            raise ImpossibleError("bad-output", f"-o {output} is a directory; the {export.format} export is one file.",
+                             [f"Give a file path, e.g. -o {target / export.main.name}."])
+        parent = target.parent
+    if not parent.is_dir():
+        raise ImpossibleError("bad-output", f"-o {output}: the directory {parent} does not exist.",
+                         [f"Create it first (mkdir -p {parent}), or write somewhere else."])
+    if not os.access(parent, os.W_OK):
+        raise ImpossibleError("bad-output", f"-o {output}: the directory {parent} is not writable.",
+                         ["Write somewhere you may write, or leave out -o to print to stdout."])
+    written = []
+    for item in export.files:
+        path = target / item.name if export.directory else target
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(item.content, encoding="utf-8")
+        path.chmod(item.mode)
+        written.append(path)
+    return written

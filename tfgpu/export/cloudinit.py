@@ -1,0 +1,50 @@
+"""cloud-init user-data that runs the bash export once, at the first boot of a new machine.
+
+``write_files`` puts the script at ``/opt/tfgpu-install/install-tf.sh``; ``runcmd`` runs it as
+root with its output in ``/var/log/tfgpu-install.log`` (the script keeps its own detailed log
+beside the env). The env lands in ``/opt/tfgpu-install/envs/<name>``; system mode writes
+``/etc/profile.d`` and ``/etc/ld.so.conf.d``. The machine's image must already have the NVIDIA
+driver (cloud GPU images do); without one, the verification at the end fails and says so.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tfgpu.export.bash import comment, header, render_bash
+
+SCRIPT_PATH = "/opt/tfgpu-install/install-tf.sh"
+LOG_PATH = "/var/log/tfgpu-install.log"
+
+
+def embedded_script(user_data: str) -> str:
+    """The bash script inside user-data rendered by :func:`render_cloud_init` (for checks)."""
+    lines = user_data.split("\n")
+    start = lines.index("    content: |") + 1
+    body = []
+    for line in lines[start:]:
+        if line and not line.startswith("      "):
+            break
+        body.append(line[6:])
+    return "\n".join(body).rstrip("\n") + "\n"
+
+
+def render_cloud_init(resolution) -> str:
+    """``#cloud-config`` user-data for ``resolution``."""
+    script = render_bash(resolution)
+    indented = "\n".join(("      " + line) if line else "" for line in script.rstrip("\n").split("\n"))
+    command = f"HOME=/root bash {SCRIPT_PATH} >> {LOG_PATH} 2>&1"
+    return "\n".join([
+        "#cloud-config",
+        comment(header(resolution, "cloud-init user-data (runs the bash installer at first boot)")),
+        f"# Progress and result: {LOG_PATH} (and `cloud-init status --long`).",
+        "write_files:",
+        f"  - path: {SCRIPT_PATH}",
+        "    permissions: '0755'",
+        "    owner: root:root",
+        "    content: |",
+        indented,
+        "runcmd:",
+        f"  - [bash, -c, {json.dumps(command)}]",
+        "",
+    ])

@@ -1,0 +1,175 @@
+"""A Dockerfile for the resolution: an image whose TensorFlow runs on the host's GPUs.
+
+* system mode: ``FROM nvidia/cuda:<cuda>-cudnn…-runtime-<ubuntu>`` (a tag from
+  ``tfgpu/data/docker_images.toml``: same CUDA major.minor as the build, else a newer minor of the
+  same major, and the same cuDNN major), Ubuntu's python3 and a venv with plain ``tensorflow``.
+* pip mode: ``python:X.Y-slim`` and a venv with the pinned CUDA wheels; the loader set-up is ENV
+  (the wheels' library directories first on LD_LIBRARY_PATH, XLA_FLAGS, ptxas on PATH), which in an
+  image reaches every process the way the load hook does in a venv.
+* conda mode: ``mambaorg/micromamba`` solving the same conda-forge specs (CONDA_OVERRIDE_CUDA set,
+  as the build has no driver), then TensorFlow from PyPI into the env.
+
+Every image runs as a non-root user, checks at build time that TensorFlow imports and is a CUDA
+build (no GPU needed), and its default command is the GPU verification
+(``docker run --rm --gpus all IMAGE`` exits 1 when TensorFlow sees no GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from packaging.version import Version
+
+from tfgpu.errors import ImpossibleError
+from tfgpu.export.bash import comment, default_env_name, header
+from tfgpu.installers.activation import COMPONENTS
+
+MICROMAMBA_IMAGE = "mambaorg/micromamba:1.5.10"  # tag of the 1.5 series; pin by digest in production
+VENV = "/opt/tf"
+VERIFY = ("import sys, tensorflow as tf; gpus = tf.config.list_physical_devices('GPU'); "
+          "print('TensorFlow', tf.__version__, 'GPUs:', [g.name for g in gpus]); "
+          "gpus or sys.exit('FAIL: TensorFlow sees no GPU: run with --gpus all on a host with NVIDIA driver >= {driver} "
+          "and the NVIDIA Container Toolkit'); x = tf.random.normal((1024, 1024)); "
+          "print('OK: matmul on', tf.matmul(x, x).device)")
+HEALTH = "import sys, tensorflow as tf; sys.exit(0 if tf.config.list_physical_devices('GPU') else 1)"
+BUILD_CHECK = ("import tensorflow as tf; print('TensorFlow', tf.__version__, 'CUDA build:', "
+               "tf.test.is_built_with_cuda()); assert tf.test.is_built_with_cuda(), 'not a CUDA build'")
+
+
+def choose_image(resolution) -> dict:
+    """The nvidia/cuda row for ``resolution``; ImpossibleError when no tag fits."""
+    from tfgpu.resolver.tables import load_toml
+
+    cuda = Version(resolution.cuda_build or resolution.cuda)
+    cudnn_major = Version(resolution.cudnn).major
+    rows = [row for row in load_toml("docker_images.toml")["image"]
+            if Version(row["cuda"]).major == cuda.major and row["cudnn_major"] == cudnn_major
+            and Version(row["cuda"]).release[:2] >= cuda.release[:2]]
+    if not rows:
+        raise ImpossibleError(
+            "no-docker-image",
+            f"No nvidia/cuda image with cuDNN {cudnn_major} and CUDA {cuda.major}.{cuda.minor} or a newer "
+            f"{cuda.major}.x is recorded for TF {resolution.tensorflow} (built with CUDA {cuda}, cuDNN {resolution.cudnn}).",
+            ["--mode pip --format dockerfile builds the same TensorFlow on python:X.Y-slim with NVIDIA's CUDA wheels.",
+             "Or choose a TensorFlow whose CUDA/cuDNN has an image (`tfgpu-install matrix`)."])
+    exact = [row for row in rows if Version(row["cuda"]).release[:2] == cuda.release[:2]]
+    if exact:  # the newest patch release of the build's own CUDA
+        return max(exact, key=lambda row: Version(row["cuda"]))
+    return min(rows, key=lambda row: Version(row["cuda"]))  # else the nearest newer minor
+
+
+def _image_python(resolution, row: dict) -> str:
+    from tfgpu.resolver.tables import releases
+
+    wanted = Version(resolution.tensorflow)
+    supported = next((r.wheels[resolution.platform].python for r in releases()
+                      if r.version == wanted and resolution.platform in r.wheels), ())
+    if row["python"] not in supported:
+        raise ImpossibleError(
+            "no-docker-image",
+            f"nvidia/cuda:{row['tag']} has Python {row['python']} ({row['os']}), and TF {resolution.tensorflow} "
+            f"has wheels for {', '.join(supported)} only.",
+            ["--mode pip --format dockerfile picks a python:X.Y-slim base that fits."])
+    return row["python"]
+
+
+def _lines(resolution, what: str) -> list[str]:
+    name = default_env_name(resolution)
+    return [
+        "# syntax=docker/dockerfile:1",
+        comment(header(resolution, what)),
+        "#",
+        f"# Build:  docker build -t {name}-gpu .",
+        f"# Verify: docker run --rm --gpus all {name}-gpu   (the default command: lists the GPUs, runs a",
+        "#         matmul on one, exits 1 if TensorFlow sees none). The host needs NVIDIA driver",
+        f"#         >= {resolution.min_driver} and the NVIDIA Container Toolkit.",
+    ]
+
+
+def _tail(resolution, python: str, user: str | None) -> list[str]:
+    lines = []
+    if user:
+        lines += [f"RUN groupadd --gid 10001 {user} \\",
+                  f"    && useradd --create-home --uid 10001 --gid 10001 --shell /bin/bash {user}",
+                  "USER 10001:10001", f"WORKDIR /home/{user}"]
+    verify = VERIFY.format(driver=resolution.min_driver)
+    lines += [
+        "# Build-time check (no GPU needed): TensorFlow imports and is a CUDA build.",
+        f"RUN {json.dumps([python, '-c', BUILD_CHECK])}",
+        "HEALTHCHECK --interval=30m --timeout=2m --start-period=1m \\",
+        f"    CMD {json.dumps([python, '-c', HEALTH])}",
+        f"CMD {json.dumps([python, '-c', verify])}",
+    ]
+    return lines
+
+
+def _pip(resolution) -> list[str]:
+    site = f"{VENV}/lib/python{resolution.python}/site-packages"
+    libs = ":".join(f"{site}/nvidia/{component}/lib" for component, _ in COMPONENTS)
+    requirements = " ".join(shlex.quote(r) for r in resolution.packages.pip)
+    return [
+        *_lines(resolution, "a Docker image (python slim base + NVIDIA's CUDA wheels)"),
+        f"FROM python:{resolution.python}-slim",
+        f"ENV VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1",
+        f"RUN python -m venv {VENV} \\",
+        f"    && {VENV}/bin/pip install --no-cache-dir {requirements} \\",
+        f"    && if [ -x {site}/nvidia/cuda_nvcc/bin/ptxas ]; then ln -s {site}/nvidia/cuda_nvcc/bin/ptxas {VENV}/bin/ptxas; fi",
+        "# The loader set-up (what the venv's load hook does): the wheels' CUDA libraries first, XLA's",
+        "# libdevice; ENV reaches every process in the container (docker exec, Jupyter, cron).",
+        f"ENV LD_LIBRARY_PATH={libs} \\",
+        f"    XLA_FLAGS=--xla_gpu_cuda_data_dir={site}/nvidia/cuda_nvcc",
+        *_tail(resolution, "python", "tf"),
+    ]
+
+
+def _system(resolution) -> list[str]:
+    row = choose_image(resolution)
+    python = _image_python(resolution, row)
+    unverified = " (tag unverified: check it exists on Docker Hub)" if "tag" in row.get("unverified", []) else ""
+    return [
+        *_lines(resolution, f"a Docker image (nvidia/cuda base with CUDA {row['cuda']} and cuDNN {row['cudnn_major']})"),
+        f"# Base: nvidia/cuda:{row['tag']}{unverified}; Python {python} is {row['os']}'s python3",
+        f"# (the plan's Python {resolution.python} is not what this base ships). XLA's ptxas/libdevice are",
+        "# not in runtime images: use the matching -devel- tag if the model uses jit_compile.",
+        f"FROM nvidia/cuda:{row['tag']}",
+        "# Ubuntu's python3 packages are not pinned: the base tag fixes the release they come from.",
+        "# hadolint ignore=DL3008",
+        "RUN apt-get update \\",
+        "    && apt-get install -y --no-install-recommends python3 python3-venv \\",
+        "    && rm -rf /var/lib/apt/lists/*",
+        f"ENV VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1",
+        f"RUN python3 -m venv {VENV} \\",
+        f"    && {VENV}/bin/pip install --no-cache-dir {shlex.quote(resolution.package + '==' + resolution.tensorflow)}",
+        *_tail(resolution, "python", "tf"),
+    ]
+
+
+def _conda(resolution) -> list[str]:
+    cuda = resolution.cuda_build or resolution.cuda
+    cuda_mm = ".".join(cuda.split(".")[:2])
+    specs = " ".join(shlex.quote(spec) for spec in resolution.packages.conda)
+    requirements = " ".join(shlex.quote(r) for r in resolution.packages.pip)
+    return [
+        *_lines(resolution, "a Docker image (micromamba base, CUDA and cuDNN from conda-forge)"),
+        f"FROM {MICROMAMBA_IMAGE}",
+        "# The build has no driver: the solver is told which CUDA the image is for.",
+        f"ENV CONDA_OVERRIDE_CUDA={cuda_mm}",
+        f"RUN micromamba install --yes --name base --override-channels -c conda-forge {specs} \\",
+        "    && micromamba clean --all --yes",
+        "ARG MAMBA_DOCKERFILE_ACTIVATE=1",
+        f"RUN python -m pip install --no-cache-dir {requirements}",
+        "# What the env's activate.d script does: its CUDA libraries first, XLA's libdevice.",
+        "ENV LD_LIBRARY_PATH=/opt/conda/lib XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/conda",
+        "# The image's own user (mambauser) is not root; the entrypoint activates the env.",
+        *_tail(resolution, "/opt/conda/bin/python", None),
+    ]
+
+
+def render_dockerfile(resolution) -> str:
+    """The Dockerfile text for ``resolution`` (system, pip or conda mode; Linux CUDA targets)."""
+    if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
+        raise ImpossibleError("export-unsupported", f"Docker images with NVIDIA GPUs are Linux images; this plan "
+                              f"is for {resolution.os}.", ["Plan for Linux: --os linux --arch x86_64."])
+    build = {"pip": _pip, "system": _system, "conda": _conda}[resolution.mode]
+    return "\n".join(build(resolution)) + "\n"

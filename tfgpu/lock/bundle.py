@@ -1,0 +1,157 @@
+"""Offline bundles: a pip lock, every wheel it names, tfgpu-install's own wheels, a README and
+``install.sh``, so a machine with Python and no network builds the same environment.
+
+Layout (contract)::
+
+    DIR/bundle.json                 manifest: format, resolution, every file's sha256 and size
+    DIR/tfgpu-lock.<platform>.txt   the lock (hashes required), DIR/pylock.<platform>.toml beside it
+    DIR/wheels/                     every wheel the lock names, for that platform and Python
+    DIR/tool/                       tfgpu-install's wheel and its dependencies' wheels
+    DIR/README.md, DIR/install.sh   what it is; ``./install.sh PREFIX`` installs it
+
+Downloads go through ``tfgpu.download.fetch`` (resumable, hash-checked), so running the same
+``bundle`` command again after a broken transfer continues where it stopped. Wheels already on
+this machine are reused from the directories in ``TFGPU_WHEEL_DIRS`` (matched by file name,
+then checked against the lock's sha256). ``TFGPU_BUNDLE_TOOL=0`` leaves the tool's wheels out
+(``install.sh`` then uses a ``tfgpu-install`` on PATH).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from tfgpu import __version__
+from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.lock import pip_lock, tools
+from tfgpu.lock.bundle_files import digest, install_script, readme, tool_wheel
+from tfgpu.lock.platforms import Platform
+
+MANIFEST = "bundle.json"
+PARTIAL = ".tfgpu-bundle-partial"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """One wheel a bundle needs: where it comes from and what it must hash to."""
+
+    filename: str
+    url: str
+    sha256: str
+    size: int
+
+
+def wheels_from_pylock(text: str, platform: Platform, python: str) -> list[Wheel]:
+    """The best wheel of every package of a PEP 751 lock for ``platform``/``python``."""
+    chosen = []
+    for package in tomllib.loads(text).get("packages", []):
+        ranked = []
+        for entry in package.get("wheels", []):
+            url = entry.get("url") or entry.get("path", "")
+            filename = entry.get("name") or unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+            rank = platform.wheel_rank(filename, python)
+            if rank is not None and entry.get("hashes", {}).get("sha256"):
+                ranked.append((rank, Wheel(filename, url, entry["hashes"]["sha256"], int(entry.get("size") or 0))))
+        if not ranked:
+            raise ImpossibleError("no-wheel-for-platform",
+                                  f"{package['name']} {package.get('version', '')} has no wheel for {platform.name} "
+                                  f"with Python {python}, so it cannot go into an offline bundle.",
+                                  ["Choose another --python, or lock instead (`tfgpu-install lock`) and install "
+                                   "with network."])
+        chosen.append(min(ranked, key=lambda item: item[0])[1])
+    return chosen
+
+
+def _prepare(out: Path) -> None:
+    if out.exists() and any(out.iterdir()) and not (out / PARTIAL).exists() and not (out / MANIFEST).exists():
+        raise ImpossibleError("target-not-empty", f"{out} is not empty and is not a tfgpu-install bundle; it is left "
+                              "untouched.", ["Give a new or empty directory with -o."])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)  # rewritten last: a bundle without it is incomplete
+    (out / PARTIAL).write_text("tfgpu-install bundle in progress; run the same command again to resume.\n")
+
+
+def _collect(wheels: list[Wheel], dest: Path, reporter) -> None:
+    from tfgpu.download import fetch
+
+    reuse = [Path(d) for d in os.environ.get("TFGPU_WHEEL_DIRS", "").split(os.pathsep) if d]
+    dest.mkdir(parents=True, exist_ok=True)
+    for index, wheel in enumerate(wheels, 1):
+        target = dest / wheel.filename
+        for directory in reuse:
+            candidate = directory / wheel.filename
+            if (not target.exists() and candidate.is_file()
+                    and (not wheel.size or candidate.stat().st_size == wheel.size)):
+                try:
+                    os.link(candidate, target)
+                except OSError:
+                    shutil.copy2(candidate, target)
+        if reporter is not None:
+            reporter.output(f"[{index}/{len(wheels)}] {wheel.filename}")
+        got = fetch(wheel.url, dest, sha256=wheel.sha256, size=wheel.size, reporter=reporter)
+        got.with_name(got.name + ".verified").unlink(missing_ok=True)
+        if got != target:  # a percent-encoded URL name: keep the wheel's real file name
+            os.replace(got, target)
+
+
+def add_tool(dest: Path, platform: Platform, python: str, *, reporter=None) -> list[str]:
+    """tfgpu-install's wheel and its dependencies' wheels for ``platform``/``python`` in ``dest``;
+    returns their file names (``pip install --no-index --find-links dest tfgpu-install`` then works)."""
+    runner, uv, cache = tools("bundle-tool")
+    own, requires = tool_wheel(dest, runner=runner, uv=uv, cache_dir=cache)
+    _, tool_pylock = pip_lock.compile_pins(requires, platform, python, runner=runner, uv=uv, cache_dir=cache,
+                                           only_binary=True)
+    deps = wheels_from_pylock(tool_pylock, platform, python)
+    _collect(deps, dest, reporter)
+    return [own.name, *(w.filename for w in deps)]
+
+
+def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) -> dict:
+    """Write the bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
+    if platform.os != "linux" or resolution.accelerator != "cuda":
+        raise UsageError("bundle-platform", f"Bundles build GPU environments for Linux; {platform.name} is not "
+                         "one.", ["Use --platform linux-64; for other platforms write a lock (`tfgpu-install lock`)."])
+    runner, uv, cache = tools("bundle")
+    out = out.absolute()
+    _prepare(out)
+    say = reporter.note if reporter is not None else (lambda message: None)
+    say(f"resolving TF {resolution.tensorflow} for {platform.name}, Python {resolution.python} (wheels only)")
+    body, pylock = pip_lock.compile_pins(list(resolution.packages.pip), platform, resolution.python, runner=runner,
+                                         uv=uv, cache_dir=cache, only_binary=True)
+    lock_name = f"tfgpu-lock.{platform.name}.txt"
+    meta = pip_lock.make_meta(resolution, platform, cpu_only=False)
+    (out / lock_name).write_text(pip_lock.render(meta, body, lock_name), encoding="utf-8")
+    (out / f"pylock.{platform.name}.toml").write_text(pylock, encoding="utf-8")
+    wheels = wheels_from_pylock(pylock, platform, resolution.python)
+    say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
+    _collect(wheels, out / "wheels", reporter)
+    tool_files: list[str] = []
+    if os.environ.get("TFGPU_BUNDLE_TOOL", "1") != "0":
+        say("adding tfgpu-install's own wheel and its dependencies")
+        tool_files = add_tool(out / "tool", platform, resolution.python, reporter=reporter)
+    (out / "README.md").write_text(readme(meta, lock_name, len(wheels)), encoding="utf-8")
+    (out / "install.sh").write_text(install_script(resolution.python, __version__, resolution.tensorflow,
+                                                   platform.name), encoding="utf-8")
+    (out / "install.sh").chmod(0o755)
+    files = {f"wheels/{w.filename}": {"sha256": w.sha256, "size": (out / "wheels" / w.filename).stat().st_size}
+             for w in wheels}
+    for name in [lock_name, f"pylock.{platform.name}.toml", "README.md", "install.sh",
+                 *(f"tool/{n}" for n in tool_files)]:
+        files[name] = {"sha256": digest(out / name), "size": (out / name).stat().st_size}
+    manifest = {"format": FORMAT, "tool": "tfgpu-install", "tool_version": __version__, "platform": platform.name,
+                "python": resolution.python, "tensorflow": resolution.tensorflow, "lock": lock_name,
+                "lock_sha256": pip_lock.read(out / lock_name).meta["sha256"], "files": files}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (out / PARTIAL).unlink(missing_ok=True)
+    total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size
+    summary = {"bundle": str(out), "platform": platform.name, "tensorflow": resolution.tensorflow,
+               "python": resolution.python, "files": len(files) + 1, "wheels": len(wheels),
+               "tool_wheels": len(tool_files), "bytes": total, "mb": round(total / 1e6, 1)}
+    say(f"bundle {out}: {summary['files']} files, {summary['mb']} MB")
+    return summary

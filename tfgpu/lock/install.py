@@ -1,0 +1,158 @@
+"""``create --from-lock FILE`` and ``create --from-bundle DIR``: what to build, checked first.
+
+The lock decides TensorFlow, Python and every pin. Selectors given alongside must agree with it
+(``--tf 2.21`` with a 2.21.0 lock is fine; ``--python 3.11`` with a 3.12 lock is exit 2);
+``--driver``/``--gpu-cc`` do not apply (the lock fixes the build; verify checks the GPU). A lock
+for another platform, or a CPU-only lock, is exit 3. A bundle is checked file by file against
+its manifest before anything is installed: missing or damaged files are exit 3.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.lock import read_lock
+from tfgpu.lock.bundle import FORMAT as BUNDLE_FORMAT
+from tfgpu.lock.bundle import MANIFEST
+from tfgpu.lock.bundle_files import digest
+from tfgpu.lock.platforms import PLATFORMS, host_platform
+from tfgpu.resolver.model import Packages, Resolution
+from tfgpu.resolver.request import (
+    OSES,
+    parse_arch,
+    parse_choice,
+    parse_python,
+    parse_tf_spec,
+)
+
+
+def lock_resolution(lock) -> Resolution:
+    """The :class:`Resolution` a lock recorded (nothing is re-resolved)."""
+    r = lock.resolution
+    where = f"the lock {lock.path} (sha256 {lock.meta['sha256'][:12]}…, tfgpu-install {lock.meta['tool_version']})"
+    return Resolution(
+        tensorflow=r["tensorflow"], package=r["package"], python=r["python"], mode="pip", os=r["os"], arch=r["arch"],
+        platform=r["platform"], accelerator=r["accelerator"], cuda=r["cuda"], cuda_build=r["cuda_build"],
+        cudnn=r["cudnn"], min_driver=r["min_driver"], toolkit_driver=r["toolkit_driver"], driver=None,
+        compute_capabilities=tuple(r["compute_capabilities"]),
+        packages=Packages(pip=tuple(r["requirements"]), notes=(f"Exactly as pinned in {where}.",)),
+        modes={}, warnings=(), reasons=(f"Installed from {where}.",), rejected=())
+
+
+def check_selectors(lock, selectors: dict) -> None:
+    """Selectors given with --from-lock/--from-bundle must agree with the lock (UsageError, exit 2)."""
+    r, platform = lock.resolution, PLATFORMS[lock.meta["platform"]]
+    problems = []
+    tf = parse_tf_spec(selectors.get("tf"))
+    if tf is not None and not _tf_agrees(tf, r["tensorflow"]):
+        problems.append(f"--tf {tf} (the lock has TensorFlow {r['tensorflow']})")
+    if selectors.get("mode") and selectors["mode"].lower() != "pip":
+        problems.append(f"--mode {selectors['mode']} (the lock is a pip lock)")
+    python = parse_python(selectors.get("python"))
+    if python is not None and python != lock.meta["python"]:
+        problems.append(f"--python {python} (the lock is for Python {lock.meta['python']})")
+    target_os = parse_choice("--os", selectors.get("os"), OSES)
+    if target_os is not None and target_os not in platform.oses:
+        problems.append(f"--os {target_os} (the lock is for {platform.name})")
+    arch = parse_arch(selectors.get("arch"))
+    if arch is not None and arch != platform.arch:
+        problems.append(f"--arch {arch} (the lock is for {platform.name})")
+    for flag in ("driver", "gpu_cc"):
+        if selectors.get(flag):
+            problems.append(f"--{flag.replace('_', '-')} (a lock fixes the build; `verify` checks the GPU)")
+    if problems:
+        raise UsageError("conflicting-options", "With a lock, the lock decides what is built; these options "
+                         "disagree with it: " + "; ".join(problems) + ".",
+                         ["Drop them, or write a new lock with `tfgpu-install lock` for what you want."])
+
+
+def _tf_agrees(spec: str, locked: str) -> bool:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    if spec == "latest":
+        return False
+    if spec[0] in "<>=!~":
+        return SpecifierSet(spec).contains(Version(locked), prereleases=True)
+    return locked == spec or locked.startswith(spec + ".")
+
+
+def check_platform(lock) -> None:
+    """The lock must be a GPU lock for this machine's platform (ImpossibleError, exit 3)."""
+    here = host_platform()
+    name = lock.meta["platform"]
+    if lock.meta.get("cpu_only"):
+        raise ImpossibleError("lock-cpu-only", f"{lock.path} is a CPU-only lock (locked with --allow-cpu for {name}); "
+                              "tfgpu-install builds GPU environments only. Nothing was installed.",
+                              [f"Install it with plain pip: pip install --require-hashes -r {lock.path}"])
+    if here is None or here.name != name:
+        raise ImpossibleError("lock-wrong-platform", f"{lock.path} is for {name}; this machine is "
+                              f"{here.name if here else 'another platform'}. Nothing was installed.",
+                              [f"Run it on a {name} machine, or write a lock for this one: --platform "
+                               f"{here.name if here else 'linux-64'}."])
+
+
+def verify_bundle(directory: str | Path, reporter=None) -> tuple[dict, Path]:
+    """Check every file of a bundle against its manifest; returns (manifest, lock path)."""
+    root = Path(directory).expanduser().absolute()
+    try:
+        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        files = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ImpossibleError("bundle-incomplete", f"{root} is not a complete tfgpu-install bundle: its {MANIFEST} "
+                              "is missing or unreadable (an interrupted `bundle` leaves none). Nothing was installed.",
+                              ["Run the `tfgpu-install bundle` command again (it resumes) and copy the whole "
+                               "directory."]) from None
+    if manifest.get("format") != BUNDLE_FORMAT:
+        raise ImpossibleError("bundle-format-unsupported", f"{root} was written by tfgpu-install "
+                              f"{manifest.get('tool_version', '?')} (bundle format {manifest.get('format')!r}); this "
+                              f"version reads format {BUNDLE_FORMAT}. Nothing was installed.",
+                              ["Use the install.sh inside the bundle (it brings its own tfgpu-install)."])
+    if reporter is not None:
+        reporter.note(f"checking {len(files)} files of the bundle "
+                      f"({sum(f['size'] for f in files.values()) / 1e6:.0f} MB) against {MANIFEST}")
+    missing, damaged = [], []
+    for name, expected in sorted(files.items()):
+        path = root / name
+        if not path.is_file():
+            missing.append(name)
+        elif path.stat().st_size != expected["size"] or digest(path) != expected["sha256"]:
+            damaged.append(name)
+    if missing or damaged:
+        listed = "; ".join([*(f"missing {n}" for n in missing[:5]), *(f"damaged {n}" for n in damaged[:5])])
+        raise ImpossibleError("bundle-corrupt", f"The bundle {root} is incomplete or damaged "
+                              f"({len(missing)} missing, {len(damaged)} damaged: {listed}). Nothing was installed.",
+                              ["Copy the bundle again (rsync -a / scp -r), or rebuild it with the same "
+                               "`tfgpu-install bundle` command."])
+    return manifest, root / manifest["lock"]
+
+
+def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bundle: str | None = None,
+            reporter=None):
+    """(resolution, options) for ``create`` from a lock or a bundle, after every check."""
+    from tfgpu.installers.pip import LockedOptions
+
+    if from_lock and Path(from_lock).suffix in (".yml", ".yaml"):
+        from tfgpu.lock import conda_lock
+
+        return conda_lock.prepare(Path(from_lock).expanduser().absolute(), options, selectors)
+    if from_bundle:
+        if options.find_links:
+            raise UsageError("conflicting-options", "--find-links does not go with --from-bundle: the bundle "
+                             "is the only source.", ["Drop --find-links."])
+        manifest, lock_path = verify_bundle(from_bundle, reporter)
+        lock = read_lock(lock_path)
+        if lock.meta["sha256"] != manifest.get("lock_sha256"):
+            raise ImpossibleError("bundle-corrupt", f"The lock in {from_bundle} is not the one the bundle was built "
+                                  "with. Nothing was installed.", ["Rebuild the bundle."])
+        values = asdict(options) | {"find_links": str(lock_path.parent / "wheels"), "offline": True}
+    else:
+        lock = read_lock(from_lock)
+        values = asdict(options)
+    check_selectors(lock, selectors)
+    check_platform(lock)
+    values |= {"locked": lock.body, "lock_source": f"{lock.path} sha256:{lock.meta['sha256']}"}
+    return lock_resolution(lock), LockedOptions(**values), lock

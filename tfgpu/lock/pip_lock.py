@@ -1,0 +1,207 @@
+"""Hashed pip locks: one requirements file per platform that stock pip installs with
+``pip install --require-hashes -r FILE``, plus a PEP 751 ``pylock.<platform>.toml`` beside it.
+
+uv resolves against the public index only (``--no-config``, an explicit ``--default-index``, the
+``UV_*`` index variables blanked), for the target's Python and platform, so a laptop can lock for
+a GPU server. The file starts with a header of comments: the resolution in words, how to install
+and regenerate it, and one ``# tfgpu-lock: {...}`` line that the tool reads back. That line
+records the format, the tool version, the resolution, a sha256 of the inputs, and a sha256 of
+itself plus everything below it, so ``create --from-lock`` refuses an edited or truncated file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfgpu import __version__
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
+from tfgpu.lock.platforms import Platform
+
+FORMAT = 1
+"""The lock format this tool writes and reads; bumped when the header's meaning changes."""
+DEFAULT_INDEX = "https://pypi.org/simple"
+MARK = "# tfgpu-lock: "
+_LOCAL = re.compile(r"file:|(?<![\w.-])/(?:opt|tmp|home|root|work|var)/|127\.0\.0\.1|localhost")
+_BLANKED = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS")
+_RESOLUTION_KEYS = ("tensorflow", "package", "python", "mode", "os", "arch", "platform", "accelerator", "cuda",
+                    "cuda_build", "cudnn", "min_driver", "toolkit_driver", "compute_capabilities")
+
+
+def index_url() -> str:
+    """The index locks resolve against: PyPI, or ``TFGPU_INDEX_URL`` (a mirror, or a test's server)."""
+    return os.environ.get("TFGPU_INDEX_URL") or DEFAULT_INDEX
+
+
+@dataclass(frozen=True)
+class PipLock:
+    """A lock read back and checked: its recorded header and the requirements below it."""
+
+    meta: dict
+    body: str
+    path: Path | None = None
+
+    @property
+    def resolution(self) -> dict:
+        return self.meta["resolution"]
+
+    def pins(self) -> dict[str, str]:
+        """``{name: version}`` of every locked distribution."""
+        return pins(self.body)
+
+
+def pins(body: str) -> dict[str, str]:
+    """``{name: version}`` of the ``name==version`` lines of a compiled requirements file."""
+    found = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s\\;]+)", body, re.MULTILINE)
+    return {name.lower().replace("_", "-"): version for name, version in found}
+
+
+def compile_pins(requirements: list[str], platform: Platform, python: str, *, runner, uv: str, cache_dir: Path,
+                 only_binary: bool = False) -> tuple[str, str]:
+    """Resolve ``requirements`` for ``platform``/``python``: (requirements body with hashes, pylock.toml)."""
+    index = index_url()
+    with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
+        req_in = Path(tmp) / "requirements.in"
+        req_in.write_text("\n".join(requirements) + "\n", encoding="utf-8")
+        common = [uv, "pip", "compile", str(req_in), "--python", sys.executable, "--python-version", python,
+                  "--python-platform", platform.uv, "--no-python-downloads", "--default-index", index,
+                  "--no-config", "--no-header", "--quiet", "--cache-dir", str(cache_dir),
+                  *(("--only-binary", ":all:") if only_binary else ())]
+        jobs = {"txt": [*common, "--generate-hashes", "-o", str(Path(tmp) / "requirements.txt")],
+                "toml": [*common, "--format", "pylock.toml", "-o", str(Path(tmp) / "pylock.toml")]}
+        env = {name: "" for name in _BLANKED}
+        with ThreadPoolExecutor(2) as pool:
+            done = dict(zip(jobs, pool.map(lambda argv: runner.run(argv, env=env), jobs.values())))
+        for result in done.values():
+            if result.returncode != 0:
+                raise _compile_failed(result, requirements, platform, python, runner.log_path)
+        body = (Path(tmp) / "requirements.txt").read_text(encoding="utf-8").replace(str(req_in), "requirements.in")
+        pylock = (Path(tmp) / "pylock.toml").read_text(encoding="utf-8")
+    if index == DEFAULT_INDEX:
+        for text in (body, pylock):
+            if _LOCAL.search(text):
+                raise OperationError("lock-has-local-paths", f"The lock would record a machine-local location "
+                                     f"({_LOCAL.search(text).group(0)!r}); it was not written.",
+                                     [f"The whole uv output is in {runner.log_path}; please report this."])
+    return body, pylock
+
+
+def _compile_failed(result, requirements, platform: Platform, python: str, log_path: Path):
+    lines = [line.strip() for line in result.output.splitlines() if line.strip()][:10]
+    detail = "\n".join(lines)
+    if "No solution found" in result.output or "not satisfiable" in result.output:
+        return ImpossibleError("lock-unsatisfiable",
+                               f"{', '.join(requirements)} has no wheels that install on {platform.name} with "
+                               f"Python {python}:\n{detail}",
+                               ["Choose another --python or --tf that has wheels for this platform.",
+                                f"The whole uv output is in {log_path}."])
+    return OperationError("lock-failed", f"uv could not resolve the lock for {platform.name}:\n{detail}",
+                          ["Locking needs to reach the package index (https://pypi.org/simple).",
+                           f"The whole uv output is in {log_path}."])
+
+
+def make_meta(resolution, platform: Platform, *, cpu_only: bool) -> dict:
+    """The header record of a lock, without its ``sha256`` (added by :func:`render`)."""
+    requirements = list(resolution.packages.pip)
+    recorded = {key: getattr(resolution, key) for key in _RESOLUTION_KEYS}
+    recorded["compute_capabilities"] = list(resolution.compute_capabilities)
+    recorded["requirements"] = requirements
+    inputs = {"format": FORMAT, "mode": "pip", "requirements": requirements, "python": resolution.python,
+              "python_platform": platform.uv, "index": index_url()}
+    return {"format": FORMAT, "tool": "tfgpu-install", "tool_version": __version__, "mode": "pip",
+            "platform": platform.name, "python_platform": platform.uv, "python": resolution.python,
+            "index": index_url(), "cpu_only": cpu_only, "resolution": recorded,
+            "inputs_sha256": _sha256(_canonical(inputs))}
+
+
+def regenerate_command(meta: dict, output: str) -> str:
+    """The exact command that writes this lock again (``--no-detect``: the host plays no part)."""
+    argv = ["tfgpu-install", "lock", "--tf", meta["resolution"]["tensorflow"], "--mode", "pip", "--python",
+            meta["python"], "--os", meta["resolution"]["os"], "--platform", meta["platform"], "--no-detect",
+            *(("--allow-cpu",) if meta["cpu_only"] else ()), "-o", output]
+    return shlex.join(argv)
+
+
+def render(meta: dict, body: str, output: str) -> str:
+    """The whole lock file: the header (human lines, then the record line) and the body."""
+    record = dict(meta)
+    record["sha256"] = _digest(meta, body)
+    r = meta["resolution"]
+    what = (f"CPU only: {meta['platform']} has no TensorFlow GPU build (locked with --allow-cpu)" if meta["cpu_only"]
+            else f"CUDA {r['cuda']}, cuDNN {r['cudnn']}, NVIDIA driver >= {r['min_driver']}")
+    name = Path(output).name
+    lines = [
+        f"# tfgpu-install {__version__} pip lock (format {FORMAT}). Generated: do not edit; "
+        "`tfgpu-install create --from-lock` refuses an edited file.",
+        f"# TensorFlow {r['tensorflow']} for {meta['platform']} ({meta['python_platform']}), Python {meta['python']}: "
+        f"{what}.",
+        f"# Install:    tfgpu-install create --from-lock {name} --prefix ENV",
+        f"#   or plain: pip install --require-hashes -r {name}   (then the CUDA library paths are yours to set)",
+        f"# Regenerate: {regenerate_command(meta, output)}",
+        MARK + _canonical(record),
+    ]
+    return "\n".join(lines) + "\n" + body
+
+
+def read(path: Path, text: str | None = None) -> PipLock:
+    """Read and check a lock: its record line, format and sha256; raises with a way forward."""
+    if text is None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise UsageError("lock-unreadable", f"Cannot read the lock {path}: {error}.",
+                             ["Give the file `tfgpu-install lock` wrote."]) from None
+    _, sep, body = text.partition("\n" + MARK)
+    if not sep and text.startswith(MARK):
+        sep, body = MARK, text[len(MARK):]
+    record_line, _, body = body.partition("\n")
+    try:
+        meta = json.loads(record_line) if sep else None
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or meta.get("tool") != "tfgpu-install":
+        raise UsageError("lock-malformed", f"{path} is not a tfgpu-install lock: it has no readable "
+                         f"`{MARK.strip()}` header line (edited or cut short?).",
+                         ["Write a lock with `tfgpu-install lock ... --mode pip --platform linux-64 -o FILE`.",
+                          "A plain requirements file installs with `tfgpu-install create --tf ... --mode pip`."])
+    if meta.get("format") != FORMAT or meta.get("mode") != "pip":
+        raise ImpossibleError(
+            "lock-format-unsupported",
+            f"{path} was written by tfgpu-install {meta.get('tool_version', '?')} in lock format "
+            f"{meta.get('format')!r} ({meta.get('mode', '?')} mode); this tfgpu-install {__version__} reads pip "
+            f"locks of format {FORMAT}.",
+            [f"Install tfgpu-install {meta.get('tool_version', '?')} to use this lock as it is.",
+             "Or regenerate it with this version: " + regenerate_command(meta, str(path))
+             if "resolution" in meta and "platform" in meta else "Or regenerate it with `tfgpu-install lock`."])
+    recorded = meta.pop("sha256", None)
+    actual = _digest(meta, body)
+    if recorded != actual:
+        raise UsageError(
+            "lock-modified",
+            f"{path} was changed after tfgpu-install wrote it (edited or truncated): its recorded sha256 is "
+            f"{str(recorded)[:16]}…, its content hashes to {actual[:16]}…. Nothing was installed.",
+            ["Restore the file from version control, or regenerate it: " + regenerate_command(meta, str(path)),
+             "Pins are changed by regenerating the lock, never by editing it."])
+    meta["sha256"] = recorded
+    return PipLock(meta=meta, body=body, path=path)
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _digest(meta: dict, body: str) -> str:
+    unsigned = {key: value for key, value in meta.items() if key != "sha256"}
+    return _sha256(_canonical(unsigned) + "\n" + body)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
