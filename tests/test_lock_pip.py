@@ -107,12 +107,12 @@ def test_a_platform_typo_lists_the_valid_names(tmp_path, env, name):
     assert error["code"] == "bad-platform" and ", ".join(PLATFORMS) in " ".join(error["alternatives"])
 
 
-def test_conflicting_os_and_conda_mode(tmp_path, env):
+def test_conflicting_os_and_a_mode_that_cannot_be_locked(tmp_path, env):
     done = run_tool("lock", *TARGET, "--os", "windows", "--platform", "linux-64", "--json", env=env)
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "conflicting-options"
-    done = run_tool("lock", "--tf", "2.21", "--mode", "conda", "--no-detect", "--platform", "linux-64", "--json",
+    done = run_tool("lock", "--tf", "2.21", "--mode", "system", "--no-detect", "--platform", "linux-64", "--json",
                     env=env)
-    assert done.returncode == 1 and json.loads(done.stdout)["error"]["code"] == "not-implemented"
+    assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "mode-not-lockable"
 
 
 def test_create_from_lock_installs_exactly_the_lock(tmp_path, lock_file, local_wheels, env):

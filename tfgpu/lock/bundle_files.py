@@ -60,7 +60,7 @@ def readme(meta: dict, lock_name: str, wheels: int) -> str:
 
 TensorFlow {r['tensorflow']} with CUDA {r['cuda']} and cuDNN {r['cudnn']} (pip wheels) for {meta['platform']},
 Python {meta['python']}. The target needs an NVIDIA driver >= {r['min_driver']}, Python {meta['python']}
-(with its `venv` module) and no network.
+and no network (`install.sh` uses the bundle's own uv, so Python's `venv`/`ensurepip` are not needed).
 
 ## Install
 
@@ -129,9 +129,30 @@ if compgen -G "$bundle/tool/tfgpu_install-*.whl" >/dev/null; then
     data=${{XDG_DATA_HOME:-$HOME/.local/share}}
     tool_env=${{TFGPU_TOOL_ENV:-$data/tfgpu-install/tool-$tool_version-py$want}}
     if [ ! -x "$tool_env/bin/tfgpu-install" ]; then
-        "$python" -m venv "$tool_env"
-        "$tool_env/bin/python" -m pip install --isolated --no-index --find-links "$bundle/tool" \\
-            --disable-pip-version-check --quiet "tfgpu-install==$tool_version"
+        # uv from the bundle's own uv wheel: no pip, no ensurepip (Debian/Ubuntu Pythons often lack
+        # python3-venv), no network. Without a uv wheel, the stdlib venv and its pip.
+        uv_wheel=$(compgen -G "$bundle/tool/uv-*.whl" | head -n 1 || true)
+        if [ -n "$uv_wheel" ]; then
+            uv_dir=$(mktemp -d)
+            trap 'rm -rf "$uv_dir"' EXIT
+            "$python" - "$uv_wheel" "$uv_dir/uv" <<'TFGPU_UV'
+import os, sys, zipfile
+wheel = zipfile.ZipFile(sys.argv[1])
+name = next(n for n in wheel.namelist() if n.endswith("/scripts/uv"))
+with open(sys.argv[2], "wb") as out:
+    out.write(wheel.read(name))
+os.chmod(sys.argv[2], 0o755)
+TFGPU_UV
+            "$uv_dir/uv" venv --quiet --python "$python" --no-python-downloads "$tool_env"
+            "$uv_dir/uv" pip install --quiet --python "$tool_env/bin/python" --offline --no-index \\
+                --no-config --find-links "$bundle/tool" "tfgpu-install==$tool_version"
+            rm -rf "$uv_dir"
+            trap - EXIT
+        else
+            "$python" -m venv "$tool_env"
+            "$tool_env/bin/python" -m pip install --isolated --no-index --find-links "$bundle/tool" \\
+                --disable-pip-version-check --quiet "tfgpu-install==$tool_version"
+        fi
     fi
     tool=$tool_env/bin/tfgpu-install
 else
