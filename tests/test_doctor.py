@@ -105,6 +105,19 @@ def test_a_system_cudnn_on_ld_library_path_shadows_the_envs(tmp_path):
     assert by_id["libs.shadowing"].status == "ok" and "not used" in by_id["libs.shadowing"].title
 
 
+@pytest.mark.parametrize("data_dir", [".", "etc/tfgpu/cuda"])
+def test_libdevice_where_a_conda_envs_activation_points_xla(tmp_path, data_dir):
+    """conda envs keep libdevice under the env root (CUDA 12 packages) or behind a link under
+    etc/tfgpu/cuda (cudatoolkit 11); the env's layout.json says where (found on the H200: doctor
+    looked only in site-packages and failed a working conda env)."""
+    env = make_env(tmp_path / "env", libdevice=False)
+    (env / data_dir / "nvvm" / "libdevice").mkdir(parents=True)
+    (env / data_dir / "nvvm" / "libdevice" / "libdevice.10.bc").write_bytes(b"BC\xc0\xde")
+    (env / "etc" / "tfgpu").mkdir(parents=True, exist_ok=True)
+    (env / "etc" / "tfgpu" / "layout.json").write_text(json.dumps({"cuda_data_dir": data_dir}))
+    assert findings(run_doctor(env, host=gpu_host(), environ=CLEAN))["xla.libdevice"].status == "ok"
+
+
 def test_missing_ptxas_and_libdevice(tmp_path):
     env = make_env(tmp_path / "env", ptxas_release=None, libdevice=False)
     by_id = findings(run_doctor(env, host=gpu_host(), environ=CLEAN))

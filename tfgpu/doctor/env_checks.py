@@ -3,6 +3,8 @@ cuDNN, shadowing, release-specific loader bugs, and XLA's ptxas and libdevice.""
 
 from __future__ import annotations
 
+import json
+
 import re
 import subprocess
 from pathlib import Path
@@ -195,6 +197,8 @@ def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
     flag = re.search(r"--xla_gpu_cuda_data_dir=(\S+)", environ.get("XLA_FLAGS", ""))
     dirs = [Path(flag.group(1))] if flag else []
     dirs += [nvcc] if nvcc else []
+    recorded = _recorded_data_dir(env.root)
+    dirs += [recorded] if recorded else []
     libdevice = next((d / "nvvm" / "libdevice" / "libdevice.10.bc" for d in dirs
                       if (d / "nvvm" / "libdevice" / "libdevice.10.bc").exists()), None)
     if libdevice:
@@ -205,3 +209,13 @@ def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
                              "--xla_gpu_cuda_data_dir=<site-packages>/nvidia/cuda_nvcc (tfgpu-install envs do both).",
                              *(f"looked in {d}" for d in dirs)))
     return findings
+
+
+def _recorded_data_dir(root: Path) -> Path | None:
+    """Where the env's own activation points XLA (``etc/tfgpu/layout.json``): conda and system envs
+    keep libdevice outside site-packages (the env root, a link under etc/tfgpu/cuda, the toolkit)."""
+    try:
+        data = json.loads((root / "etc" / "tfgpu" / "layout.json").read_text(encoding="utf-8"))["cuda_data_dir"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return root / data if data else None
