@@ -103,8 +103,11 @@ def _sh_word(text: str) -> str:
     return re.sub(r'([\\"$`])', r"\\\1", text)
 
 
-def _under(var: str, relative: str) -> str:
-    return f"${var}" if relative == "." else f"${var}/{_sh_word(relative)}"
+def _under(var: str, path: str) -> str:
+    """A layout path in a shell script: under ``$var`` (env-relative; ``.`` is the env) or absolute."""
+    if path.startswith("/"):
+        return _sh_word(path)
+    return f"${var}" if path == "." else f"${var}/{_sh_word(path)}"
 
 
 def shell_layout(layout: CudaLayout, var: str) -> tuple[str, str]:
@@ -128,12 +131,18 @@ def _append_hook(script: Path, line: str) -> None:
     script.write_text(f"{text}\n{BEGIN}\n{line}\n{END}\n", encoding="utf-8")
 
 
+def _site_relative(path: str, site_packages: str) -> str:
+    """``cuda/lib64/x`` (env-relative) -> ``../../../cuda/lib64/x`` (site-relative); absolute stays."""
+    return path if path.startswith("/") else os.path.relpath(path, site_packages)
+
+
 def write_load_hook(site_dir: Path, layout: CudaLayout) -> list[Path]:
     """The ``.pth`` + module that preload the libraries when tensorflow is imported."""
-    ptxas_dir = os.path.relpath(Path(layout.ptxas).parent, layout.site_packages) if layout.ptxas else None
+    site = layout.site_packages
+    ptxas_dir = _site_relative(str(Path(layout.ptxas).parent), site) if layout.ptxas else None
     source = _template("cuda_hook.py")
     source = source.replace("LIBRARIES = []  # @LIBRARIES@", f"LIBRARIES = {json.dumps(list(layout.preload))}")
-    data = os.path.relpath(layout.cuda_data_dir, layout.site_packages) if layout.cuda_data_dir else ""
+    data = _site_relative(layout.cuda_data_dir, site) if layout.cuda_data_dir else ""
     source = source.replace('CUDA_DATA_DIR = ""  # @CUDA_DATA_DIR@', f"CUDA_DATA_DIR = {json.dumps(data)}")
     source = source.replace('PTXAS_DIR = ""  # @PTXAS_DIR@', f"PTXAS_DIR = {json.dumps(ptxas_dir or '')}")
     module = site_dir / f"{HOOK_MODULE}.py"
@@ -160,7 +169,7 @@ def write_venv_activation(root: Path, layout: CudaLayout) -> list[Path]:
         link = root / "bin" / "ptxas"
         if link.is_symlink() or link.exists():
             link.unlink()
-        link.symlink_to(Path("..") / layout.ptxas)
+        link.symlink_to(Path("..") / layout.ptxas)  # an absolute ptxas replaces the "..": an absolute link
         written.append(link)
     written += write_load_hook(root / layout.site_packages, layout)
     return written
@@ -186,7 +195,7 @@ def read_conda_layout(root: Path, site_packages: str) -> CudaLayout:
         for base in bases:
             name = _soname_file(lib, base) if lib.is_dir() else None
             if name:
-                preload.append(f"{_up(site_packages)}/lib/{name}")
+                preload.append(_site_relative(f"lib/{name}", site_packages))
     data_dir = None
     if (root / "nvvm" / "libdevice").is_dir():
         data_dir = "."
@@ -199,10 +208,6 @@ def read_conda_layout(root: Path, site_packages: str) -> CudaLayout:
         data_dir = "etc/tfgpu/cuda"
     return CudaLayout(site_packages=site_packages, lib_dirs=("lib",), preload=tuple(preload),
                       cuda_data_dir=data_dir, ptxas="bin/ptxas" if (root / "bin" / "ptxas").is_file() else None)
-
-
-def _up(relative: str) -> str:
-    return "/".join(".." for _ in Path(relative).parts)
 
 
 def _sections(template: str) -> tuple[str, str]:
@@ -256,13 +261,6 @@ def write_conda_activation(root: Path, layout: CudaLayout, windows: bool = False
 
 # --- system mode: a CUDA toolkit installed by NVIDIA's runfile, outside site-packages ---------
 
-def _site_relative(path: str, site_packages: str) -> str:
-    """``cuda/lib64/x`` (env-relative) -> ``../../../cuda/lib64/x`` (site-relative); absolute stays."""
-    import os
-
-    return path if path.startswith("/") else os.path.relpath(path, site_packages)
-
-
 def read_toolkit_layout(toolkit: Path, ref: str, site_packages: str) -> CudaLayout:
     """The layout of a runfile-installed CUDA toolkit with cuDNN unpacked into it (system mode).
 
@@ -285,44 +283,3 @@ def read_toolkit_layout(toolkit: Path, ref: str, site_packages: str) -> CudaLayo
         cuda_data_dir=ref if (toolkit / "nvvm" / "libdevice").is_dir() else None,
         ptxas=f"{ref}/bin/ptxas" if (toolkit / "bin" / "ptxas").is_file() else None,
     )
-
-
-def _shell_ref(var: str, path: str) -> str:
-    return _sh_word(path) if path.startswith("/") else f"${var}/{_sh_word(path)}"
-
-
-def write_toolkit_venv_activation(root: Path, layout: CudaLayout) -> list[Path]:
-    """A venv's activation for a toolkit layout (``read_toolkit_layout``): the same scripts, restore
-    and load hook as ``write_venv_activation``, with paths that may lie outside the env."""
-    etc = root / "etc" / "tfgpu"
-    etc.mkdir(parents=True, exist_ok=True)
-    libs = ":".join(_shell_ref("VIRTUAL_ENV", d) for d in layout.lib_dirs)
-    data = _shell_ref("VIRTUAL_ENV", layout.cuda_data_dir) if layout.cuda_data_dir else ""
-    sh = f'_tfgpu_libs="{libs}"\n_tfgpu_cuda_data_dir="{data}"'
-    fish_libs = " ".join(f'"{_shell_ref("VIRTUAL_ENV", d)}"' for d in layout.lib_dirs)
-    fish = f"set -g _tfgpu_libs {fish_libs}\nset -g _tfgpu_cuda_data_dir \"{data}\""
-    written = [etc / "activate.sh", etc / "activate.fish", etc / "layout.json"]
-    written[0].write_text(_fill(_template("activate.sh"), sh), encoding="utf-8")
-    written[1].write_text(_fill(_template("activate.fish"), fish), encoding="utf-8")
-    written[2].write_text(json.dumps(layout.to_dict(), indent=2) + "\n", encoding="utf-8")
-    _append_hook(root / "bin" / "activate", '. "$VIRTUAL_ENV/etc/tfgpu/activate.sh"')
-    if (root / "bin" / "activate.fish").exists():
-        _append_hook(root / "bin" / "activate.fish", 'source "$VIRTUAL_ENV/etc/tfgpu/activate.fish"')
-    written += [root / "bin" / "activate", root / "bin" / "activate.fish"]
-    if layout.ptxas:
-        link = root / "bin" / "ptxas"
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(Path("..") / layout.ptxas)  # an absolute ptxas replaces the "..": an absolute link
-        written.append(link)
-    site = layout.site_packages
-    source = _template("cuda_hook.py")
-    source = source.replace("LIBRARIES = []  # @LIBRARIES@", f"LIBRARIES = {json.dumps(list(layout.preload))}")
-    data_dir = _site_relative(layout.cuda_data_dir, site) if layout.cuda_data_dir else ""
-    source = source.replace('CUDA_DATA_DIR = ""  # @CUDA_DATA_DIR@', f"CUDA_DATA_DIR = {json.dumps(data_dir)}")
-    ptxas_dir = _site_relative(str(Path(layout.ptxas).parent), site) if layout.ptxas else ""
-    source = source.replace('PTXAS_DIR = ""  # @PTXAS_DIR@', f"PTXAS_DIR = {json.dumps(ptxas_dir)}")
-    module, pth = root / site / f"{HOOK_MODULE}.py", root / site / f"{HOOK_MODULE}.pth"
-    module.write_text(source, encoding="utf-8")
-    pth.write_text(f"import {HOOK_MODULE}\n", encoding="utf-8")
-    return written + [module, pth]

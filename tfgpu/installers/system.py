@@ -147,7 +147,7 @@ class SystemInstaller(Installer):
                 elif step.kind == "toolkit-activation":
                     site = self.pip_site(location, resolution)
                     layout = activation.read_toolkit_layout(place.current, place.ref, site)
-                    activation.write_toolkit_venv_activation(location.staging, layout)
+                    activation.write_venv_activation(location.staging, layout)
                     outcome.notes.append(f"CUDA from {place.final}: {len(layout.preload)} libraries preloaded "
                                          "by the load hook")
                 elif step.kind == "system-marker":
