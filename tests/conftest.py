@@ -36,6 +36,22 @@ def tool_env(tmp_path, uv_cache) -> dict[str, str]:
     return env
 
 
+@pytest.fixture(scope="session")
+def index_url(local_wheels, tmp_path_factory):
+    """A real PEP 503 index on 127.0.0.1 serving the local wheelhouse (tests/localindex.py)."""
+    import localindex
+
+    root = localindex.build_index(local_wheels, tmp_path_factory.mktemp("index"))
+    with localindex.Server(root) as url:
+        yield url
+
+
+@pytest.fixture
+def lock_env(tool_env, index_url) -> dict[str, str]:
+    """tool_env resolving locks against the local index, bundles without the tool's own wheels."""
+    return {**tool_env, "TFGPU_INDEX_URL": index_url, "TFGPU_BUNDLE_TOOL": "0"}
+
+
 def run_tool(*argv: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True,
                           env=env, timeout=timeout)

@@ -22,16 +22,9 @@ TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect", "-
 DEAD_INDEX = "http://127.0.0.1:9/simple"
 
 
-@pytest.fixture(scope="module")
-def index_url(local_wheels, tmp_path_factory):
-    root = localindex.build_index(local_wheels, tmp_path_factory.mktemp("index"))
-    with localindex.Server(root) as url:
-        yield url
-
-
 @pytest.fixture
-def env(tool_env, index_url) -> dict[str, str]:
-    return {**tool_env, "TFGPU_INDEX_URL": index_url, "TFGPU_BUNDLE_TOOL": "0"}
+def env(lock_env) -> dict[str, str]:
+    return lock_env
 
 
 @pytest.fixture
