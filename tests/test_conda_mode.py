@@ -249,7 +249,7 @@ def test_external_engines_get_the_right_command(tmp_path, channel, tf_wheels, fa
                     "--find-links", str(tf_wheels), "--offline", "--no-verify", "--no-detect", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     seen = json.loads(log.read_text())
-    assert seen["argv"][1:] == ["create", "-y", "-p", str(prefix), "--override-channels", "-c",
+    assert seen["argv"][1:] == ["create", "-y", "-p", str(prefix), "--override-channels", "--offline", "-c",
                                 "https://conda.anaconda.org/conda-forge", f"python {PY}.*", "cudatoolkit 11.8.*",
                                 "cudnn ==8.9.7.29"]
     assert seen["override"] == "11.8"  # no driver known: __cuda from the build, never conda's silent default

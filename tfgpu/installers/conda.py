@@ -134,7 +134,8 @@ class CondaInstaller(Installer):
                      writes=(str(root),)),
             ]
         else:
-            argv = [self.exe or self.engine, "create", "-y", "-p", str(root), "--override-channels"]
+            argv = [self.exe or self.engine, "create", "-y", "-p", str(root), "--override-channels",
+                    *(("--offline",) if options.offline else ())]
             for channel in channels:
                 argv += ["-c", channel]
             env = () if resolution.driver else (("CONDA_OVERRIDE_CUDA", cuda),)
