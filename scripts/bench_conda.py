@@ -6,7 +6,8 @@ Builds the test channel of tests/condachannel.py (conda-forge's names, real pack
 ELF libraries; conda-forge itself is not reachable from the build machine), warms rattler's
 repodata and package caches with one run, then times the solve and the hard-link install into a
 fresh prefix, and the whole ``tfgpu-install create --mode conda`` (solve, link, uv install of
-TensorFlow's wheel, activation, move) for the same spec. Target: solve + install <= 1 s.
+TensorFlow's wheel, activation, move) for the same spec. Target: solve + install <= 1 s. Then
+``tfgpu-install lock --mode conda`` of the same plan (target <= 1 s).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def main() -> int:
                             "--find-links", str(wheels), "--offline", "--no-verify"], env=env, check=True,
                            capture_output=True)
             whole.append(time.perf_counter() - start)
+        locks = lock_timings(work, channel, wheels, env, py, args.runs)
     solve = statistics.median(t[0] for t in timings)
     install = statistics.median(t[1] for t in timings)
     print(f"spec: {' | '.join(specs)}  (packages padded to {PADDING} files)")
@@ -81,7 +83,28 @@ def main() -> int:
           f"{'met' if solve + install <= 1 else 'NOT met'})")
     print(f"whole `create --mode conda`:   {statistics.median(whole) * 1000:7.1f} ms (incl. uv, activation, move, "
           "process start)")
+    print(f"`lock --mode conda` (rattler solve + uv lock of the PyPI part, conda-lock.yml written): "
+          f"{statistics.median(locks) * 1000:.0f} ms median (target <= 1000 ms: "
+          f"{'met' if statistics.median(locks) <= 1 else 'NOT met'})")
     return 0
+
+
+def lock_timings(work: Path, channel: Path, wheels: Path, env: dict, py: str, runs: int) -> list[float]:
+    """The whole `tfgpu-install lock --mode conda` for TF 2.13, linux-64, against the local channel and a
+    local PEP 503 index (tests/localindex.py) standing in for PyPI; warm caches (one run first)."""
+    import localindex
+
+    root = localindex.build_index(wheels, work / "index")
+    found = []
+    with localindex.Server(root) as url:
+        argv = [sys.executable, "-m", "tfgpu", "lock", "--tf", "2.13", "--mode", "conda", "--python", py,
+                "--no-detect", "--platform", "linux-64", "--channel", str(channel), "-o", str(work / "conda-lock.yml")]
+        for i in range(runs + 1):
+            start = time.perf_counter()
+            subprocess.run(argv, env=dict(env, TFGPU_INDEX_URL=url), check=True, capture_output=True)
+            if i:
+                found.append(time.perf_counter() - start)
+    return found
 
 
 if __name__ == "__main__":

@@ -85,6 +85,28 @@ def test_conda_locks_own_parser_reads_it_and_its_cli_renders_it(tmp_path, channe
     assert "@EXPLICIT" in explicit and conda["cudatoolkit"].url in explicit
 
 
+def test_conda_locks_own_models_and_writer_agree_with_our_file(tmp_path, channel, env):
+    """Written directly in conda-lock's v1 format (importing conda-lock costs ~2 s): its parser reads
+    the file into its models, its own writer writes those models again, and the result reads back
+    equal — field for field, metadata included (package order aside)."""
+    from conda_lock.lockfile import write_conda_lock_file
+
+    done, out = lock(tmp_path, channel, env)
+    assert done.returncode == 0, done.stderr
+    ours = parsed(out)
+    again = tmp_path / "rewritten.yml"
+    write_conda_lock_file(ours, again, metadata_choices=set())
+    theirs = parsed(again)
+
+    def normal(lockfile) -> dict:  # conda-lock's writer orders packages its own way
+        dump = lockfile.model_dump()
+        dump["package"].sort(key=lambda p: (p["platform"], p["manager"], p["name"]))
+        return dump
+
+    assert normal(theirs) == normal(ours)
+    assert len(ours.package) == out.read_text().count("\n- name: ")
+
+
 def test_a_lock_made_without_a_gpu_targets_the_requested_cuda(tmp_path, channel, env):
     """No driver here: __cuda is the build's CUDA (11.8; 12.3 for TF 2.16.1), or the --driver's — never a default."""
     done, out = lock(tmp_path, channel, env)
@@ -130,7 +152,7 @@ def test_a_tampered_hash_with_a_forged_checksum_is_caught_against_the_channel(tm
     """Edit a package's sha256 and recompute the lock's own checksum: the channel's record disagrees."""
     from conda_lock.lockfile import write_conda_lock_file
 
-    from tfgpu.lock.conda_lock import _entry_digest
+    from tfgpu.lock.conda_lock import _entry_digest, _model_rows
 
     done, out = lock(tmp_path, channel, env)
     assert done.returncode == 0, done.stderr
@@ -138,7 +160,7 @@ def test_a_tampered_hash_with_a_forged_checksum_is_caught_against_the_channel(tm
     for package in lockfile.package:
         if package.name == "cudatoolkit":
             package.hash.sha256 = "1" * 64
-    lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = _entry_digest(lockfile.package)
+    lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = _entry_digest(_model_rows(lockfile.package))
     write_conda_lock_file(lockfile, out, metadata_choices=set())
     done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)
     assert done.returncode == 3, done.stdout + done.stderr

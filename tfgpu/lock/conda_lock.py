@@ -4,7 +4,8 @@ Each platform is solved with the virtual packages of the *target*, never a silen
 ``__cuda`` from the resolution (the target driver's CUDA, else the CUDA TensorFlow was built
 with), ``__glibc`` 2.28 for Linux (the floor the pip side locks for), ``__osx`` 14.0 for macOS.
 The PyPI part (TensorFlow and its dependencies, resolved by uv against the public index with
-hashes) goes into the same file as ``manager: pip`` entries, one wheel URL and sha256 each.
+hashes) goes into the same file as ``manager: pip`` entries, one wheel URL and sha256 each. The
+file is conda-lock's v1 format; conda-lock's own parser reads it back (``read``).
 
 ``custom_metadata`` records the format, the tool version, each platform's resolution, and a
 sha256 over every package entry, so an edited lock is refused before anything is installed;
@@ -95,22 +96,54 @@ def pip_entries(pylock_text: str, platform, python: str) -> list[dict]:
     return entries
 
 
-def _entry_digest(packages) -> str:
-    rows = sorted((p.platform, p.manager, p.name, p.version, p.url, p.hash.sha256 or "", p.hash.md5 or "")
-                  for p in packages)
-    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+def _entry_digest(rows) -> str:
+    """sha256 over every package entry: ``(platform, manager, name, version, url, sha256, md5)`` rows."""
+    return hashlib.sha256(json.dumps(sorted(list(row) for row in rows)).encode()).hexdigest()
+
+
+def _model_rows(packages) -> list[tuple]:
+    """Digest rows of the entries conda-lock's parser read back."""
+    return [(p.platform, p.manager, p.name, p.version, p.url, p.hash.sha256 or "", p.hash.md5 or "")
+            for p in packages]
+
+
+def _dict_rows(packages: list[dict]) -> list[tuple]:
+    return [(p["platform"], p["manager"], p["name"], p["version"], p["url"], p["hash"].get("sha256", ""),
+             p["hash"].get("md5", "")) for p in packages]
 
 
 def _inputs_digest(inputs: dict) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
+def _entry(platform: str, manager: str, name: str, version: str, url: str, *, sha256: str, md5: str = "",
+           dependencies: dict | None = None, build: str = "") -> dict:
+    """One ``package:`` entry of conda-lock's v1 format (the shape its own writer produces)."""
+    entry = {"name": name, "version": version, "manager": manager, "platform": platform,
+             "dependencies": dependencies or {}, "url": url,
+             "hash": {**({"md5": md5} if md5 else {}), "sha256": sha256}}
+    if build:
+        entry["build"] = build
+    return entry | {"category": "main", "optional": False}
+
+
+HEADER = """\
+# conda-lock.yml written by tfgpu-install {version} (conda-lock's lockfile format, version 1): the same
+# environment on every machine. Install it with:
+#     tfgpu-install create --from-lock {name} --name ENV   (hashes checked before anything is installed)
+#     conda-lock install -n ENV {name}                      (conda-lock reads it too)
+# Regenerate it rather than editing it: an edited package entry is refused.
+"""
+
+
 def write(targets, output: str | None, *, channels: list[str], runner, uv: str, cache: Path, reporter=None) -> dict:
-    """Solve every ``(platform, resolution, cpu_only)`` and write one conda-lock.yml; returns a summary."""
-    from conda_lock.lockfile import write_conda_lock_file
-    from conda_lock.lockfile.v1.models import HashModel, LockMeta, TimeMeta
-    from conda_lock.lockfile.v2prelim.models import LockedDependency, Lockfile
-    from conda_lock.models.channel import Channel
+    """Solve every ``(platform, resolution, cpu_only)`` and write one conda-lock.yml; returns a summary.
+
+    The file is conda-lock's own v1 format, written directly (importing conda-lock costs ~2 s, which
+    would dominate a sub-second lock); the tests read it back with conda-lock's parser and check
+    it equals what conda-lock's own models and writer make of the same entries.
+    """
+    import yaml
 
     from tfgpu.installers.conda import virtual_cuda
     from tfgpu.lock import pip_lock
@@ -126,21 +159,18 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
         if reporter is not None:
             reporter.note(f"solving {platform.name}: {' | '.join(specs)} (__cuda={cuda or 'none'})")
         records = solve_platform(specs, channels, platform.name, cuda, cache / "conda" / "repodata")
-        for record in records:
-            packages.append(LockedDependency(
-                name=record.name.normalized, version=str(record.version), manager="conda", platform=platform.name,
-                categories={"main"}, dependencies=_depends(record.depends), url=str(record.url), build=str(record.build),
-                hash=HashModel(md5=record.md5.hex() if record.md5 else None,
-                               sha256=record.sha256.hex() if record.sha256 else None)))
+        for record in sorted(records, key=lambda r: r.name.normalized):
+            packages.append(_entry(platform.name, "conda", record.name.normalized, str(record.version),
+                                   str(record.url), sha256=record.sha256.hex() if record.sha256 else "",
+                                   md5=record.md5.hex() if record.md5 else "",
+                                   dependencies=_depends(record.depends), build=str(record.build)))
         pip = list(resolution.packages.pip)
         if pip:
-            _, pylock = pip_lock.compile_pins(pip, platform, resolution.python, runner=runner, uv=uv,
-                                              cache_dir=cache / "uv", only_binary=True)
+            pylock = pip_lock.compile_pylock(pip, platform, resolution.python, runner=runner, uv=uv,
+                                             cache_dir=cache / "uv")
             for entry in pip_entries(pylock, platform, resolution.python):
-                packages.append(LockedDependency(name=entry["name"], version=entry["version"], manager="pip",
-                                                 categories={"main"}, platform=platform.name, dependencies={},
-                                                 url=entry["url"],
-                                                 hash=HashModel(sha256=entry["sha256"])))
+                packages.append(_entry(platform.name, "pip", entry["name"], entry["version"], entry["url"],
+                                       sha256=entry["sha256"]))
         inputs = {"format": FORMAT, "specs": specs, "pip": pip, "channels": channels, "cuda": cuda,
                   "glibc": GLIBC if platform.name.startswith("linux") else None}
         content_hash[platform.name] = _inputs_digest(inputs)
@@ -150,14 +180,17 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
                                             "cudnn", "min_driver", "accelerator")} | {
                 "virtual_cuda": cuda, "cpu_only": cpu_only, "requirements": pip, "conda_specs": specs},
             sort_keys=True)
-    custom["tfgpu_packages_sha256"] = _entry_digest(packages)
-    lockfile = Lockfile(package=packages, metadata=LockMeta(
-        content_hash=content_hash, channels=[Channel(url=c, used_env_vars=()) for c in channels],
-        platforms=[p.name for p, _, _ in targets], sources=["tfgpu-install"],
-        time_metadata=TimeMeta(created_at=datetime.now(timezone.utc).isoformat(timespec="seconds")),
-        custom_metadata=custom))
+    custom["tfgpu_packages_sha256"] = _entry_digest(_dict_rows(packages))
+    document = {"version": 1, "metadata": {
+        "content_hash": content_hash, "channels": [{"url": c, "used_env_vars": []} for c in channels],
+        "platforms": [p.name for p, _, _ in targets], "sources": ["tfgpu-install"],
+        "time_metadata": {"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+        "custom_metadata": custom}, "package": packages}
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_conda_lock_file(lockfile, path, metadata_choices=set())
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(HEADER.format(version=__version__, name=path.name)
+                       + yaml.safe_dump(document, sort_keys=False, width=120), encoding="utf-8")
+    partial.replace(path)
     return {"path": str(path), "platforms": [p.name for p, _, _ in targets], "packages": len(packages),
             "sha256": custom["tfgpu_packages_sha256"]}
 
@@ -218,7 +251,7 @@ def read(path: Path) -> CondaLock:
                               f"{found or 'none: another tool'}, this tool reads format {FORMAT}); nothing was installed.",
                               ["Regenerate it with this version: `tfgpu-install lock --mode conda ...`.",
                                "A lock written by conda-lock itself installs with `conda-lock install`."])
-    if _entry_digest(lockfile.package) != custom.get("tfgpu_packages_sha256"):
+    if _entry_digest(_model_rows(lockfile.package)) != custom.get("tfgpu_packages_sha256"):
         raise ImpossibleError("lock-modified", f"{path} was edited after it was written: its package entries do not "
                               "match the checksum recorded in it. Nothing was installed.",
                               ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."])

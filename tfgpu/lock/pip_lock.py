@@ -94,6 +94,29 @@ def compile_pins(requirements: list[str], platform: Platform, python: str, *, ru
     return body, pylock
 
 
+def compile_pylock(requirements: list[str], platform: Platform, python: str, *, runner, uv: str,
+                   cache_dir: Path) -> str:
+    """Only the PEP 751 ``pylock.toml`` (wheel URLs and hashes) of ``requirements``: what a conda
+    lock's pip entries need (one uv run instead of two)."""
+    index = index_url()
+    with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
+        req_in = Path(tmp) / "requirements.in"
+        req_in.write_text("\n".join(requirements) + "\n", encoding="utf-8")
+        argv = [uv, "pip", "compile", str(req_in), "--python", sys.executable, "--python-version", python,
+                "--python-platform", platform.uv, "--no-python-downloads", "--default-index", index, "--no-config",
+                "--no-header", "--quiet", "--cache-dir", str(cache_dir), "--only-binary", ":all:",
+                "--format", "pylock.toml", "-o", str(Path(tmp) / "pylock.toml")]
+        result = runner.run(argv, env={name: "" for name in _BLANKED})
+        if result.returncode != 0:
+            raise _compile_failed(result, requirements, platform, python, runner.log_path)
+        pylock = (Path(tmp) / "pylock.toml").read_text(encoding="utf-8")
+    if index == DEFAULT_INDEX and _LOCAL.search(pylock):
+        raise OperationError("lock-has-local-paths", f"The lock would record a machine-local location "
+                             f"({_LOCAL.search(pylock).group(0)!r}); it was not written.",
+                             [f"The whole uv output is in {runner.log_path}; please report this."])
+    return pylock
+
+
 def _compile_failed(result, requirements, platform: Platform, python: str, log_path: Path):
     lines = [line.strip() for line in result.output.splitlines() if line.strip()][:10]
     detail = "\n".join(lines)
