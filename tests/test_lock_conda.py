@@ -31,15 +31,24 @@ def channel(tmp_path_factory) -> Path:
     for subdir in ("linux-aarch64", "osx-arm64"):  # a Python to lock CPU-only / metal platforms with
         packages.append(condachannel.Package("python", version, "h0000000_0", subdir=subdir,
                                              files={"README.python": b"python for a lock test\n"}))
+    for subdir in ("linux-64", "win-64"):  # TF 2.10 (CUDA 11.2, the last native Windows GPU build)
+        metadata_only = {"README.txt": f"{subdir} package for a lock test\n".encode()}
+        packages += [
+            condachannel.Package("python", "3.10.13", "h0000000_0", subdir=subdir, files=metadata_only),
+            condachannel.Package("cudatoolkit", "11.2.2", "h0000000_13", subdir=subdir, constrains=["__cuda >=11"],
+                                 files=metadata_only),
+            condachannel.Package("cudnn", "8.9.1.23", "cuda112h0000000_0", subdir=subdir,
+                                 depends=["cudatoolkit 11.*"], files=metadata_only)]
     return condachannel.build_channel(tmp_path_factory.mktemp("lock-channel"), packages)
 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     wheels = tmp_path_factory.mktemp("lock-wheels")
-    for version in ("2.13.1", "2.16.1"):
+    for version in ("2.10.1", "2.13.1", "2.16.1"):
         wheelhouse.wheel(wheels, "tensorflow", version, {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()},
                          requires=["numpy-stub>=1"])
+    wheelhouse.wheel(wheels, "tensorflow-metal", "1.0.0", {"tensorflow_metal/__init__.py": b""})
     wheelhouse.wheel(wheels, "numpy-stub", "1.2.3", {"numpy_stub/__init__.py": b""})
     root = localindex.build_index(wheels, tmp_path_factory.mktemp("lock-index"))
     with localindex.Server(root) as url:
@@ -52,9 +61,9 @@ def env(tmp_path, index) -> dict[str, str]:
                 TFGPU_LOG_DIR=str(tmp_path / "logs"), HOME=str(tmp_path))
 
 
-def lock(tmp_path, channel, env, *extra, tf="2.13", platforms=("linux-64",)):
+def lock(tmp_path, channel, env, *extra, tf="2.13", platforms=("linux-64",), python=PY):
     out = tmp_path / "conda-lock.yml"
-    argv = ["lock", "--tf", tf, "--mode", "conda", "--python", PY, "--no-detect", "--channel", str(channel),
+    argv = ["lock", "--tf", tf, "--mode", "conda", "--python", python, "--no-detect", "--channel", str(channel),
             "-o", str(out), *extra]
     for platform in platforms:
         argv += ["--platform", platform]
@@ -201,3 +210,26 @@ def test_a_platform_typo_is_a_usage_error(tmp_path, channel, env):
     assert "linux-64" in json.loads(done.stdout)["error"]["message"] + " ".join(
         json.loads(done.stdout)["error"]["alternatives"])
     assert not out.exists()
+
+
+def test_linux_and_native_windows_in_one_file(tmp_path, channel, env):
+    """TF 2.10, the last native Windows GPU build: win-64 is solved with __win and the build's __cuda."""
+    done, out = lock(tmp_path, channel, env, tf="2.10", platforms=("linux-64", "win-64"), python="3.10")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lockfile = parsed(out)
+    assert lockfile.metadata.platforms == ["linux-64", "win-64"]
+    for platform, os_name in (("linux-64", "linux"), ("win-64", "windows")):
+        conda = {p.name: p for p in lockfile.package if p.platform == platform and p.manager == "conda"}
+        assert conda["cudatoolkit"].version == "11.2.2" and f"/{platform}/" in conda["cudnn"].url
+        meta = json.loads(lockfile.metadata.custom_metadata[f"tfgpu_resolution.{platform}"])
+        assert (meta["tensorflow"], meta["virtual_cuda"], meta["os"]) == ("2.10.1", "11.2", os_name)
+
+
+def test_linux_and_apple_silicon_with_tensorflow_metal(tmp_path, channel, env):
+    done, out = lock(tmp_path, channel, env, platforms=("linux-64", "osx-arm64"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lockfile = parsed(out)
+    mac = {(p.manager, p.name) for p in lockfile.package if p.platform == "osx-arm64"}
+    assert mac == {("conda", "python"), ("pip", "tensorflow"), ("pip", "tensorflow-metal"), ("pip", "numpy-stub")}
+    meta = json.loads(lockfile.metadata.custom_metadata["tfgpu_resolution.osx-arm64"])
+    assert meta["accelerator"] == "metal" and meta["virtual_cuda"] is None
