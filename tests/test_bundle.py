@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import localindex
 import pytest
 from conftest import run_tool
 from test_lock_pip import leftovers

@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import localindex
 import pytest
 from conftest import run_tool
 
