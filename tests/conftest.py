@@ -52,6 +52,46 @@ def lock_env(tool_env, index_url) -> dict[str, str]:
     return {**tool_env, "TFGPU_INDEX_URL": index_url, "TFGPU_BUNDLE_TOOL": "0"}
 
 
+@pytest.fixture(scope="session")
+def lock_channel(tmp_path_factory) -> Path:
+    """A local conda channel (tests/condachannel.py) for conda locks and bundles: TF 2.13/2.16 on linux-64,
+    plus a Python for linux-aarch64/osx-arm64 and a TF 2.10 set for linux-64/win-64."""
+    import condachannel
+
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared libraries")
+    packages = condachannel.default_packages()
+    version = ".".join(str(part) for part in sys.version_info[:3])
+    for subdir in ("linux-aarch64", "osx-arm64"):  # a Python to lock CPU-only / metal platforms with
+        packages.append(condachannel.Package("python", version, "h0000000_0", subdir=subdir,
+                                             files={"README.python": b"python for a lock test\n"}))
+    for subdir in ("linux-64", "win-64"):  # TF 2.10 (CUDA 11.2, the last native Windows GPU build)
+        metadata_only = {"README.txt": f"{subdir} package for a lock test\n".encode()}
+        packages += [
+            condachannel.Package("python", "3.10.13", "h0000000_0", subdir=subdir, files=metadata_only),
+            condachannel.Package("cudatoolkit", "11.2.2", "h0000000_13", subdir=subdir, constrains=["__cuda >=11"],
+                                 files=metadata_only),
+            condachannel.Package("cudnn", "8.9.1.23", "cuda112h0000000_0", subdir=subdir,
+                                 depends=["cudatoolkit 11.*"], files=metadata_only)]
+    return condachannel.build_channel(tmp_path_factory.mktemp("lock-channel"), packages)
+
+
+@pytest.fixture(scope="session")
+def lock_index(tmp_path_factory):
+    """A local PEP 503 index (tests/localindex.py) with stub tensorflow/numpy-stub wheels for conda locks."""
+    import localindex
+
+    wheels = tmp_path_factory.mktemp("lock-wheels")
+    for version in ("2.10.1", "2.13.1", "2.16.1"):
+        wheelhouse.wheel(wheels, "tensorflow", version, {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()},
+                         requires=["numpy-stub>=1"])
+    wheelhouse.wheel(wheels, "tensorflow-metal", "1.0.0", {"tensorflow_metal/__init__.py": b""})
+    wheelhouse.wheel(wheels, "numpy-stub", "1.2.3", {"numpy_stub/__init__.py": b""})
+    root = localindex.build_index(wheels, tmp_path_factory.mktemp("lock-index"))
+    with localindex.Server(root) as url:
+        yield url
+
+
 def run_tool(*argv: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True,
                           env=env, timeout=timeout)

@@ -13,46 +13,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-import condachannel
-import localindex
 import pytest
-import wheelhouse
 from conftest import run_tool
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 @pytest.fixture(scope="module")
-def channel(tmp_path_factory) -> Path:
-    if not wheelhouse.have_compiler():
-        pytest.skip("gcc is needed to build the test shared libraries")
-    packages = condachannel.default_packages()
-    version = ".".join(str(part) for part in sys.version_info[:3])
-    for subdir in ("linux-aarch64", "osx-arm64"):  # a Python to lock CPU-only / metal platforms with
-        packages.append(condachannel.Package("python", version, "h0000000_0", subdir=subdir,
-                                             files={"README.python": b"python for a lock test\n"}))
-    for subdir in ("linux-64", "win-64"):  # TF 2.10 (CUDA 11.2, the last native Windows GPU build)
-        metadata_only = {"README.txt": f"{subdir} package for a lock test\n".encode()}
-        packages += [
-            condachannel.Package("python", "3.10.13", "h0000000_0", subdir=subdir, files=metadata_only),
-            condachannel.Package("cudatoolkit", "11.2.2", "h0000000_13", subdir=subdir, constrains=["__cuda >=11"],
-                                 files=metadata_only),
-            condachannel.Package("cudnn", "8.9.1.23", "cuda112h0000000_0", subdir=subdir,
-                                 depends=["cudatoolkit 11.*"], files=metadata_only)]
-    return condachannel.build_channel(tmp_path_factory.mktemp("lock-channel"), packages)
+def channel(lock_channel) -> Path:
+    return lock_channel
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    wheels = tmp_path_factory.mktemp("lock-wheels")
-    for version in ("2.10.1", "2.13.1", "2.16.1"):
-        wheelhouse.wheel(wheels, "tensorflow", version, {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()},
-                         requires=["numpy-stub>=1"])
-    wheelhouse.wheel(wheels, "tensorflow-metal", "1.0.0", {"tensorflow_metal/__init__.py": b""})
-    wheelhouse.wheel(wheels, "numpy-stub", "1.2.3", {"numpy_stub/__init__.py": b""})
-    root = localindex.build_index(wheels, tmp_path_factory.mktemp("lock-index"))
-    with localindex.Server(root) as url:
-        yield url
+def index(lock_index) -> str:
+    return lock_index
 
 
 @pytest.fixture

@@ -82,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("-o", "--output", required=(name == "bundle"), metavar="PATH")
         if name == "lock":
             cmd.add_argument("--allow-cpu", action="store_true")
-            cmd.add_argument("--channel", action="append", metavar="URL", help="conda channel (repeatable; "
-                             "--mode conda; default conda-forge)")
+        cmd.add_argument("--channel", action="append", metavar="URL", help="conda channel (repeatable; "
+                         "--mode conda; default conda-forge)")
 
     script = sub.add_parser("script", help="export a provisioning script")
     _selectors(script)
@@ -284,9 +284,13 @@ def _bundle(args: argparse.Namespace) -> int:
     if len(set(args.platform)) != 1:
         raise UsageError("conflicting-options", "A bundle is for one platform; several --platform were given.",
                          ["Build one bundle per platform, each with its own -o DIR."])
-    if (args.mode or "pip").lower() != "pip":
-        raise OperationError("not-implemented", f"`bundle --mode {args.mode}` is not built yet; nothing was "
-                             "written.", ["Bundle with --mode pip."])
+    mode = (args.mode or "pip").lower()
+    if mode not in ("pip", "conda"):
+        raise UsageError("mode-not-bundlable", f"--mode {mode} cannot be bundled: system mode installs vendor "
+                         "archives, not packages.", ["Use --mode pip or --mode conda."])
+    if args.channel and mode != "conda":
+        raise UsageError("conflicting-options", f"--channel applies to --mode conda only (got --mode {mode}).",
+                         ["Add --mode conda, or drop --channel."])
 
     def resolve_for(os_name: str, arch: str):
         return _resolve(argparse.Namespace(**{**vars(args), "os": os_name, "arch": arch}))[0]
@@ -295,7 +299,16 @@ def _bundle(args: argparse.Namespace) -> int:
                                                resolve=resolve_for)
     reporter = _render().ConsoleReporter()
     try:
-        summary = build_bundle(resolution, platform, Path(args.output), reporter=reporter)
+        if mode == "conda":
+            from tfgpu.installers.rattler_engine import channel_urls, check_channels
+            from tfgpu.lock.bundle_conda import build_conda_bundle
+
+            channels = channel_urls(tuple(args.channel or ()))
+            check_channels(channels)
+            summary = build_conda_bundle(resolution, platform, Path(args.output), channels=channels,
+                                         reporter=reporter)
+        else:
+            summary = build_bundle(resolution, platform, Path(args.output), reporter=reporter)
     finally:
         reporter.close()
     _emit(args, summary, lambda: _render().note(

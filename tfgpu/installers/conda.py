@@ -34,8 +34,10 @@ class LockedCondaOptions(Options):
     """``create --from-lock conda-lock.yml``: install the lock's packages as they are."""
 
     lock: object = None
-    """The :class:`tfgpu.lock.conda_lock.CondaLock` read (and checked) by the caller."""
+    """The :class:`tfgpu.lock.conda_install.CondaLock` read (and checked) by the caller."""
     platform: str = "linux-64"
+    bundle_dir: str | None = None
+    """``create --from-bundle``: conda packages from ``bundle_dir/channel``, wheels from ``bundle_dir/wheels``."""
 
 
 def conda_specs(resolution, tf_source: str) -> tuple[list[str], list[str]]:
@@ -172,14 +174,18 @@ class CondaInstaller(Installer):
 
     def _locked_plan(self, lock, options, location: Location) -> list[Step]:
         """Install exactly a conda-lock.yml: its conda records, then its wheels with hashes."""
-        from tfgpu.lock.conda_lock import pip_requirements
+        from tfgpu.lock.conda_install import pip_requirements
 
         root = location.staging
         python = str(root / "bin" / "python")
         cache = ("--cache-dir", str(self.cache / "uv"))
         conda = lock.packages(options.platform, "conda")
-        pip = pip_requirements(lock, options.platform)
-        steps = [Step("locked-conda", f"Read the {len(conda)} locked conda packages from their channels and check "
+        bundle = options.bundle_dir
+        pip = pip_requirements(lock, options.platform, pinned=bundle is not None)
+        sources = ("--find-links", str(Path(bundle) / "wheels"), "--offline", "--no-index") if bundle else (
+            ("--offline",) if options.offline else ())
+        where = "the bundle's channel" if bundle else "their channels"
+        steps = [Step("locked-conda", f"Read the {len(conda)} locked conda packages from {where} and check "
                       "their sha256", writes=(str(root / SOLVED),)),
                  Step("conda-install", "Link the conda packages into the env (hard links from the package cache)",
                       writes=(str(root),))]
@@ -189,8 +195,7 @@ class CondaInstaller(Installer):
                            writes=(str(lock_file),), content=pip),
                       Step("run", "Install the locked wheels (every hash required, no resolution)",
                            (self.uv, "pip", "install", "--python", python, "-r", str(lock_file), "--require-hashes",
-                            "--no-deps", "--compile-bytecode", *cache,
-                            *(("--offline",) if options.offline else ())))]
+                            "--no-deps", "--compile-bytecode", *cache, *sources))]
         return steps + [
             Step("inventory", "Record what was installed",
                  (self.uv, "pip", "list", "--python", python, "--format", "json", *cache, "--offline")),
@@ -220,10 +225,12 @@ class CondaInstaller(Installer):
                                                offline=options.offline)
                 runner.log("solved: " + ", ".join(f"{r.name.normalized}={r.version}={r.build}" for r in records))
             elif step.kind == "locked-conda":
-                from tfgpu.lock.conda_lock import locked_records
+                from tfgpu.lock.conda_install import locked_records
 
+                bundle = options.bundle_dir
                 records = locked_records(options.lock, options.platform, self.cache / "conda" / "repodata",
-                                         options.offline)
+                                         options.offline,
+                                         channel_override=(Path(bundle) / "channel").as_uri() if bundle else None)
             elif step.kind == "conda-install":
                 rattler_engine.install(records, location.staging, location.prefix,
                                        package_cache=self.cache / "conda" / "pkgs", reporter=reporter,

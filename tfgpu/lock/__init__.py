@@ -97,14 +97,14 @@ def write_locks(mode: str, targets: list[tuple[Platform, object, bool]], output:
 
 
 def read_lock(path: str | Path):
-    """Read and check a lock file of any mode (only pip locks exist so far)."""
+    """Read and check a lock file of any mode: a pip lock, or a conda-lock.yml (``.yml``/``.yaml``)."""
     from tfgpu.lock import pip_lock
 
     path = Path(path).expanduser().absolute()
     if path.suffix in (".yml", ".yaml"):
-        from tfgpu.lock import conda_lock
+        from tfgpu.lock import conda_install
 
-        return conda_lock.read(path)
+        return conda_install.read(path)
     if not path.is_file():
         raise UsageError("lock-unreadable", f"There is no lock file at {path}.",
                          ["Give the file `tfgpu-install lock` wrote (e.g. tfgpu-lock.linux-64.txt)."])

@@ -68,7 +68,8 @@ def wheels_from_pylock(text: str, platform: Platform, python: str) -> list[Wheel
     return chosen
 
 
-def _prepare(out: Path) -> None:
+def prepare_dir(out: Path) -> None:
+    """Make ``out`` a bundle directory in progress (refusing a foreign, non-empty one)."""
     if out.exists() and any(out.iterdir()) and not (out / PARTIAL).exists() and not (out / MANIFEST).exists():
         raise ImpossibleError("target-not-empty", f"{out} is not empty and is not a tfgpu-install bundle; it is left "
                               "untouched.", ["Give a new or empty directory with -o."])
@@ -77,7 +78,8 @@ def _prepare(out: Path) -> None:
     (out / PARTIAL).write_text("tfgpu-install bundle in progress; run the same command again to resume.\n")
 
 
-def _collect(wheels: list[Wheel], dest: Path, reporter) -> None:
+def collect(wheels: list[Wheel], dest: Path, reporter) -> None:
+    """Every wheel of ``wheels`` in ``dest``, sha256-checked (reused from ``TFGPU_WHEEL_DIRS`` first)."""
     from tfgpu.download import fetch
 
     reuse = [Path(d) for d in os.environ.get("TFGPU_WHEEL_DIRS", "").split(os.pathsep) if d]
@@ -108,7 +110,7 @@ def add_tool(dest: Path, platform: Platform, python: str, *, reporter=None) -> l
     _, tool_pylock = pip_lock.compile_pins(requires, platform, python, runner=runner, uv=uv, cache_dir=cache,
                                            only_binary=True)
     deps = wheels_from_pylock(tool_pylock, platform, python)
-    _collect(deps, dest, reporter)
+    collect(deps, dest, reporter)
     return [own.name, *(w.filename for w in deps)]
 
 
@@ -119,7 +121,7 @@ def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) ->
                          "one.", ["Use --platform linux-64; for other platforms write a lock (`tfgpu-install lock`)."])
     runner, uv, cache = tools("bundle")
     out = out.absolute()
-    _prepare(out)
+    prepare_dir(out)
     say = reporter.note if reporter is not None else (lambda message: None)
     say(f"resolving TF {resolution.tensorflow} for {platform.name}, Python {resolution.python} (wheels only)")
     body, pylock = pip_lock.compile_pins(list(resolution.packages.pip), platform, resolution.python, runner=runner,
@@ -130,7 +132,7 @@ def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) ->
     (out / f"pylock.{platform.name}.toml").write_text(pylock, encoding="utf-8")
     wheels = wheels_from_pylock(pylock, platform, resolution.python)
     say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
-    _collect(wheels, out / "wheels", reporter)
+    collect(wheels, out / "wheels", reporter)
     tool_files: list[str] = []
     if os.environ.get("TFGPU_BUNDLE_TOOL", "1") != "0":
         say("adding tfgpu-install's own wheel and its dependencies")
@@ -144,9 +146,9 @@ def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) ->
     for name in [lock_name, f"pylock.{platform.name}.toml", "README.md", "install.sh",
                  *(f"tool/{n}" for n in tool_files)]:
         files[name] = {"sha256": digest(out / name), "size": (out / name).stat().st_size}
-    manifest = {"format": FORMAT, "tool": "tfgpu-install", "tool_version": __version__, "platform": platform.name,
-                "python": resolution.python, "tensorflow": resolution.tensorflow, "lock": lock_name,
-                "lock_sha256": pip_lock.read(out / lock_name).meta["sha256"], "files": files}
+    manifest = {"format": FORMAT, "mode": "pip", "tool": "tfgpu-install", "tool_version": __version__,
+                "platform": platform.name, "python": resolution.python, "tensorflow": resolution.tensorflow,
+                "lock": lock_name, "lock_sha256": pip_lock.read(out / lock_name).meta["sha256"], "files": files}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     (out / PARTIAL).unlink(missing_ok=True)
     total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size

@@ -1,11 +1,11 @@
-"""conda-lock.yml for teams: one rattler solve per platform, written with conda-lock's own models.
+"""conda-lock.yml for teams: one rattler solve per platform, in conda-lock's own file format.
 
 Each platform is solved with the virtual packages of the *target*, never a silent default:
 ``__cuda`` from the resolution (the target driver's CUDA, else the CUDA TensorFlow was built
 with), ``__glibc`` 2.28 for Linux (the floor the pip side locks for), ``__osx`` 14.0 for macOS.
 The PyPI part (TensorFlow and its dependencies, resolved by uv against the public index with
-hashes) goes into the same file as ``manager: pip`` entries, one wheel URL and sha256 each. The
-file is conda-lock's v1 format; conda-lock's own parser reads it back (``read``).
+hashes) goes into the same file as ``manager: pip`` entries, one wheel URL and sha256 each.
+``tfgpu.lock.conda_install`` reads it back with conda-lock's own parser.
 
 ``custom_metadata`` records the format, the tool version, each platform's resolution, and a
 sha256 over every package entry, so an edited lock is refused before anything is installed;
@@ -18,7 +18,6 @@ import asyncio
 import hashlib
 import json
 import tomllib
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -201,139 +200,3 @@ def _depends(depends: list[str]) -> dict[str, str]:
         name, _, rest = spec.partition(" ")
         found[name] = rest.strip() or "*"
     return found
-
-
-@dataclass(frozen=True)
-class CondaLock:
-    """A conda-lock.yml read back and checked."""
-
-    path: Path
-    lockfile: object
-    custom: dict
-
-    @property
-    def meta(self) -> dict:
-        return {"sha256": self.custom["tfgpu_packages_sha256"], "tool_version": self.custom.get("tfgpu_tool_version")}
-
-    def resolution(self, platform: str) -> dict:
-        key = f"tfgpu_resolution.{platform}"
-        if key not in self.custom:
-            raise ImpossibleError("platform-not-in-lock", f"{self.path} has no {platform} environment "
-                                  f"(it locks {', '.join(self.lockfile.metadata.platforms)}).",
-                                  [f"Regenerate it with --platform {platform}."])
-        return json.loads(self.custom[key])
-
-    def packages(self, platform: str, manager: str) -> list:
-        return [p for p in self.lockfile.package if p.platform == platform and p.manager == manager]
-
-
-def is_conda_lock(path: Path) -> bool:
-    return path.suffix in (".yml", ".yaml")
-
-
-def read(path: Path) -> CondaLock:
-    """Parse with conda-lock's own parser; refuse another tool's or another format's lock, and any
-    edit to the package entries (their sha256 is in the metadata)."""
-    from conda_lock.lockfile import parse_conda_lock_file
-
-    try:
-        lockfile = parse_conda_lock_file(path)
-    except FileNotFoundError:
-        raise UsageError("lock-unreadable", f"There is no lock file at {path}.",
-                         ["Give the conda-lock.yml `tfgpu-install lock --mode conda` wrote."]) from None
-    except Exception as error:  # yaml / pydantic errors: a truncated or hand-broken file
-        raise ImpossibleError("lock-corrupt", f"{path} is not a readable conda-lock file: {str(error)[:400]}",
-                              ["Regenerate it with `tfgpu-install lock --mode conda`; nothing was installed."]) from None
-    custom = lockfile.metadata.custom_metadata or {}
-    if custom.get("tfgpu_format") != FORMAT:
-        found = custom.get("tfgpu_format")
-        raise ImpossibleError("lock-format", f"{path} was not written by this tfgpu-install (format "
-                              f"{found or 'none: another tool'}, this tool reads format {FORMAT}); nothing was installed.",
-                              ["Regenerate it with this version: `tfgpu-install lock --mode conda ...`.",
-                               "A lock written by conda-lock itself installs with `conda-lock install`."])
-    if _entry_digest(_model_rows(lockfile.package)) != custom.get("tfgpu_packages_sha256"):
-        raise ImpossibleError("lock-modified", f"{path} was edited after it was written: its package entries do not "
-                              "match the checksum recorded in it. Nothing was installed.",
-                              ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."])
-    return CondaLock(path=path, lockfile=lockfile, custom=custom)
-
-
-def locked_records(lock: CondaLock, platform: str, cache: Path, offline: bool) -> list:
-    """The full repodata records of the locked conda packages (conda-lock.yml keeps no noarch,
-    build number or size), read from the locked channels, matched by URL and checked against the
-    lock's sha256 — all before anything is installed."""
-    from rattler import Channel, Gateway, SourceConfig
-
-    wanted = {p.url: p for p in lock.packages(platform, "conda")}
-    channels = [Channel(c.url) for c in lock.lockfile.metadata.channels]
-    config = SourceConfig(cache_action="force-cache-only" if offline else "cache-or-fetch")
-
-    async def query():
-        gateway = Gateway(cache_dir=cache, default_config=config)
-        return await gateway.query(channels, [platform, "noarch"], sorted({p.name for p in wanted.values()}),
-                                   recursive=False)
-
-    try:
-        found = {str(record.url): record for records in asyncio.run(query()) for record in records}
-    except Exception as error:  # network / cache: rattler has no common base class
-        raise OperationError("channel-unreachable", f"Could not read the locked channels' index: {error}",
-                             ["The lock installs from the channels it names; check the network (or run once "
-                              "with network so --offline has the index cached)."]) from None
-    records = []
-    for url, locked in sorted(wanted.items()):
-        record = found.get(url)
-        if record is None:
-            raise ImpossibleError("locked-package-missing", f"{locked.name} {locked.version} ({url}) is no longer "
-                                  "in its channel; nothing was installed.",
-                                  ["Regenerate the lock against the channel as it is now."])
-        sha256 = record.sha256.hex() if record.sha256 else None
-        if locked.hash.sha256 and sha256 != locked.hash.sha256:
-            raise ImpossibleError("lock-hash-mismatch", f"{locked.name} {locked.version}: the channel's sha256 "
-                                  f"{sha256} is not the locked {locked.hash.sha256}; nothing was installed.",
-                                  ["Someone replaced the package, or the lock was edited: regenerate it and "
-                                   "compare before trusting either."])
-        records.append(record)
-    return records
-
-
-def pip_requirements(lock: CondaLock, platform: str) -> str:
-    """The lock's PyPI part as a requirements file uv installs with every hash required."""
-    lines = [f"{p.name} @ {p.url} --hash=sha256:{p.hash.sha256}" for p in lock.packages(platform, "pip")]
-    return "".join(f"{line}\n" for line in sorted(lines))
-
-
-def prepare(path: Path, options, selectors: dict | None = None):
-    """(resolution, options, lock) for ``create --from-lock conda-lock.yml`` on this machine."""
-    from dataclasses import asdict
-
-    from tfgpu.installers.conda import LockedCondaOptions
-    from tfgpu.lock.platforms import host_platform
-    from tfgpu.resolver import make_request, resolve
-
-    lock = read(path)
-    here = host_platform()
-    platform = here.name if here else "linux-64"
-    recorded = lock.resolution(platform)
-    if recorded["cpu_only"]:
-        raise ImpossibleError("lock-cpu-only", f"{path} locks a CPU-only environment for {platform}; tfgpu-install "
-                              "builds GPU environments. Nothing was installed.",
-                              ["`conda-lock install` installs it as it is."])
-    _check_selectors(selectors or {}, recorded, path)
-    resolution = resolve(make_request(tf=recorded["tensorflow"], mode="conda", python=recorded["python"],
-                                      os=recorded["os"], arch=recorded["arch"]), None)
-    return resolution, LockedCondaOptions(**asdict(options), lock=lock, platform=platform), lock
-
-
-def _check_selectors(selectors: dict, recorded: dict, path: Path) -> None:
-    problems = [f"--{key.replace('_', '-')}" for key in ("driver", "gpu_cc", "os", "arch") if selectors.get(key)]
-    if selectors.get("mode") and selectors["mode"].lower() != "conda":
-        problems.append(f"--mode {selectors['mode']} (the lock is a conda lock)")
-    if selectors.get("python") and selectors["python"] != recorded["python"]:
-        problems.append(f"--python {selectors['python']} (the lock has {recorded['python']})")
-    tf = selectors.get("tf")
-    if tf and not (recorded["tensorflow"] == tf or recorded["tensorflow"].startswith(f"{tf}.")):
-        problems.append(f"--tf {tf} (the lock has {recorded['tensorflow']})")
-    if problems:
-        raise UsageError("conflicting-options", f"With a lock, the lock decides what is built; these options disagree "
-                         f"with {path}: " + "; ".join(problems) + ".",
-                         ["Drop them, or write a new lock with `tfgpu-install lock --mode conda`."])

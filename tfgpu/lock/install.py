@@ -136,14 +136,16 @@ def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bund
     from tfgpu.installers.pip import LockedOptions
 
     if from_lock and Path(from_lock).suffix in (".yml", ".yaml"):
-        from tfgpu.lock import conda_lock
+        from tfgpu.lock import conda_install
 
-        return conda_lock.prepare(Path(from_lock).expanduser().absolute(), options, selectors)
+        return conda_install.prepare(Path(from_lock).expanduser().absolute(), options, selectors)
     if from_bundle:
         if options.find_links:
             raise UsageError("conflicting-options", "--find-links does not go with --from-bundle: the bundle "
                              "is the only source.", ["Drop --find-links."])
         manifest, lock_path = verify_bundle(from_bundle, reporter)
+        if manifest.get("mode") == "conda" or lock_path.suffix in (".yml", ".yaml"):
+            return _prepare_conda_bundle(manifest, lock_path, options, selectors, from_bundle)
         lock = read_lock(lock_path)
         if lock.meta["sha256"] != manifest.get("lock_sha256"):
             raise ImpossibleError("bundle-corrupt", f"The lock in {from_bundle} is not the one the bundle was built "
@@ -156,3 +158,17 @@ def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bund
     check_platform(lock)
     values |= {"locked": lock.body, "lock_source": f"{lock.path} sha256:{lock.meta['sha256']}"}
     return lock_resolution(lock), LockedOptions(**values), lock
+
+
+def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors: dict, directory: str):
+    """A verified conda bundle: its lock installed from its own channel/ and wheels/ (offline)."""
+    from tfgpu.lock import conda_install
+
+    if options.channels:
+        raise UsageError("conflicting-options", "--channel does not go with --from-bundle: the bundle's own "
+                         "channel/ is the only source.", ["Drop --channel."])
+    resolution, locked, lock = conda_install.prepare(lock_path, options, selectors, bundle_dir=lock_path.parent)
+    if lock.meta["sha256"] != manifest.get("lock_sha256"):
+        raise ImpossibleError("bundle-corrupt", f"The lock in {directory} is not the one the bundle was built "
+                              "with. Nothing was installed.", ["Rebuild the bundle."])
+    return resolution, locked, lock

@@ -1,0 +1,165 @@
+"""Offline conda bundles: a conda-lock.yml, every conda package it locks as a local channel, every
+wheel of its PyPI part, tfgpu-install's own wheels, a README and ``install.sh``.
+
+Layout (contract)::
+
+    DIR/bundle.json             manifest: format, mode "conda", every file's sha256 and size
+    DIR/conda-lock.yml          the lock (``tfgpu-install lock --mode conda`` for one platform)
+    DIR/channel/<subdir>/       every locked conda package, indexed (``repodata.json``): a channel
+    DIR/wheels/                 every ``manager: pip`` wheel of the lock
+    DIR/tool/                   tfgpu-install's wheel and its dependencies' wheels
+    DIR/README.md, DIR/install.sh
+
+``create --from-bundle DIR`` takes the conda records from ``DIR/channel`` (matched by file name,
+checked against the lock's sha256) and the wheels from ``DIR/wheels`` with every hash required.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from tfgpu import __version__
+from tfgpu.errors import OperationError, UsageError
+from tfgpu.lock.bundle import (
+    FORMAT,
+    MANIFEST,
+    PARTIAL,
+    Wheel,
+    add_tool,
+    collect,
+    prepare_dir,
+)
+from tfgpu.lock.bundle_files import digest, install_script
+
+LOCK = "conda-lock.yml"
+
+
+def file_name(url: str) -> str:
+    """The file name a package URL ends in (percent-decoded)."""
+    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+
+
+def subdir_of(url: str) -> str:
+    """The channel subdir (``linux-64``, ``noarch``) a conda package URL sits in."""
+    return unquote(urlsplit(url).path).rstrip("/").rsplit("/", 2)[-2]
+
+
+def copy_package(url: str, sha256: str, dest: Path, reporter=None) -> Path:
+    """The conda package of ``url`` in ``dest`` (its subdir), sha256-checked; a ``file://`` URL is
+    copied, any other downloaded. A mismatch deletes the copy and raises ``checksum-mismatch``."""
+    from tfgpu.download import fetch
+
+    target = dest / file_name(url)
+    if target.is_file() and digest(target) == sha256:
+        return target
+    dest.mkdir(parents=True, exist_ok=True)
+    if not url.startswith("file://"):
+        got = fetch(url, dest, sha256=sha256, reporter=reporter)
+        got.with_name(got.name + ".verified").unlink(missing_ok=True)
+        if got != target:
+            os.replace(got, target)
+        return target
+    part = target.with_name(target.name + ".part")
+    shutil.copyfile(unquote(urlsplit(url).path), part)
+    found = digest(part)
+    if found != sha256:
+        part.unlink()
+        raise OperationError("checksum-mismatch", f"{target.name} from {url} failed its sha256 check (expected "
+                             f"{sha256}, got {found}); it was not put into the bundle.",
+                             [("The channel's package changed after the lock was written: run the same "
+                               "`bundle` command again (it solves afresh)."),
+                              "Or check the channel's copy of the package against its repodata sha256."])
+    os.replace(part, target)
+    return target
+
+
+def readme(recorded: dict, platform: str, conda: int, wheels: int) -> str:
+    """The conda bundle's README.md."""
+    return f"""# Offline TensorFlow bundle, conda mode (tfgpu-install {__version__})
+
+TensorFlow {recorded['tensorflow']} with CUDA {recorded['cuda']} and cuDNN {recorded['cudnn']} (conda packages)
+for {platform}, Python {recorded['python']}. The target needs an NVIDIA driver >= {recorded['min_driver']},
+a Python {recorded['python']} to run the tool, and no network or conda installation.
+
+## Install
+
+    ./install.sh /path/to/env            # makes a venv for tfgpu-install from tool/, then:
+    tfgpu-install create --from-bundle . --prefix /path/to/env
+
+Every file is checked against `bundle.json` before anything is installed; a missing or damaged
+file stops the install (exit 3) with nothing changed. The conda packages come from `channel/`
+(each checked against the lock's sha256), the wheels from `wheels/` (every hash required).
+
+## Contents
+
+- `{LOCK}`: the lock (conda-lock's format; `conda-lock install` reads it too, with network).
+- `channel/`: the {conda} locked conda packages, indexed as a conda channel.
+- `wheels/`: the {wheels} wheels of the lock's PyPI part.
+- `tool/`: tfgpu-install and its dependencies.
+- `bundle.json`: every file's sha256 and size.
+"""
+
+
+def build_conda_bundle(resolution, platform, out: Path, *, channels: list[str], reporter=None) -> dict:
+    """Write the conda bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
+    from rattler.index import index_fs
+
+    from tfgpu.lock import conda_install, conda_lock, tools
+    from tfgpu.paths import cache_root
+
+    if platform.os != "linux" or resolution.accelerator != "cuda":
+        raise UsageError("bundle-platform", f"Bundles build GPU environments for Linux; {platform.name} is not "
+                         "one.", ["Use --platform linux-64; for other platforms write a lock (`tfgpu-install lock`)."])
+    runner, uv, _ = tools("bundle")
+    out = out.absolute()
+    prepare_dir(out)
+    say = reporter.note if reporter is not None else (lambda message: None)
+    summary = conda_lock.write([(platform, resolution, False)], str(out / LOCK), channels=channels, runner=runner,
+                               uv=uv, cache=cache_root(), reporter=reporter)
+    lock = conda_install.read(out / LOCK)
+    conda = lock.packages(platform.name, "conda")
+    say(f"copying {len(conda)} conda packages into {out / 'channel'}")
+    for index, package in enumerate(conda, 1):
+        if reporter is not None:
+            reporter.output(f"[{index}/{len(conda)}] {file_name(package.url)}")
+        copy_package(package.url, package.hash.sha256, out / "channel" / subdir_of(package.url), reporter)
+    keep = {(subdir_of(p.url), file_name(p.url)) for p in conda}
+    for stale in (out / "channel").glob("*/*"):  # a bundle built before from another lock
+        if stale.is_file() and stale.name.endswith((".conda", ".tar.bz2")) and \
+                (stale.parent.name, stale.name) not in keep:
+            stale.unlink()
+    for subdir in ("noarch", platform.name):
+        (out / "channel" / subdir).mkdir(parents=True, exist_ok=True)
+    asyncio.run(index_fs(out / "channel", force=True))
+    wheels = [Wheel(file_name(p.url), p.url, p.hash.sha256, 0) for p in lock.packages(platform.name, "pip")]
+    say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
+    collect(wheels, out / "wheels", reporter)
+    tool_files: list[str] = []
+    if os.environ.get("TFGPU_BUNDLE_TOOL", "1") != "0":
+        say("adding tfgpu-install's own wheel and its dependencies")
+        tool_files = add_tool(out / "tool", platform, resolution.python, reporter=reporter)
+    recorded = lock.resolution(platform.name)
+    (out / "README.md").write_text(readme(recorded, platform.name, len(conda), len(wheels)), encoding="utf-8")
+    (out / "install.sh").write_text(install_script(resolution.python, __version__, resolution.tensorflow,
+                                                   platform.name), encoding="utf-8")
+    (out / "install.sh").chmod(0o755)
+    names = [LOCK, "README.md", "install.sh", *(f"wheels/{w.filename}" for w in wheels),
+             *(f"tool/{n}" for n in tool_files),
+             *sorted(p.relative_to(out).as_posix() for p in (out / "channel").rglob("*") if p.is_file())]
+    files = {name: {"sha256": digest(out / name), "size": (out / name).stat().st_size} for name in names}
+    manifest = {"format": FORMAT, "mode": "conda", "tool": "tfgpu-install", "tool_version": __version__,
+                "platform": platform.name, "python": resolution.python, "tensorflow": resolution.tensorflow,
+                "channels": channels, "lock": LOCK, "lock_sha256": summary["sha256"], "files": files}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (out / PARTIAL).unlink(missing_ok=True)
+    total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size
+    result = {"bundle": str(out), "mode": "conda", "platform": platform.name, "tensorflow": resolution.tensorflow,
+              "python": resolution.python, "files": len(files) + 1, "conda_packages": len(conda),
+              "wheels": len(wheels), "tool_wheels": len(tool_files), "bytes": total, "mb": round(total / 1e6, 1)}
+    say(f"bundle {out}: {result['files']} files, {result['mb']} MB")
+    return result
