@@ -10,8 +10,6 @@ instead, at the final path (conda envs cannot be moved), with an old env put bac
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from dataclasses import dataclass
 from tfgpu.errors import ImpossibleError
 from tfgpu.installers import activation
 from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
+from tfgpu.installers.conda_envs import conda_envs_dir, find_engine, register_env
 from tfgpu.installers.location import commit
 from tfgpu.installers.pip import exact_pins, find_uv, install_failed, parse_inventory, site_packages
 
@@ -71,35 +70,6 @@ def virtual_cuda(resolution) -> str:
     return ".".join((resolution.cuda or "").split(".")[:2])
 
 
-def conda_envs_dir() -> Path | None:
-    """The envs directory of the conda installation on this host (so ``conda activate NAME`` and
-    ``conda env list`` find the env), or None when there is none."""
-    listed = os.environ.get("CONDA_ENVS_PATH") or os.environ.get("CONDA_ENVS_DIRS")
-    if listed:
-        return Path(listed.split(os.pathsep)[0]).expanduser()
-    if os.environ.get("MAMBA_ROOT_PREFIX") and not os.environ.get("CONDA_EXE"):
-        return Path(os.environ["MAMBA_ROOT_PREFIX"]) / "envs"
-    exe = os.environ.get("CONDA_EXE") or shutil.which("conda") or shutil.which("mamba")
-    if exe:
-        root = Path(exe).resolve().parent.parent
-        if (root / "conda-meta").is_dir() or (root / "envs").is_dir():
-            return root / "envs"
-    return None
-
-
-def register_env(prefix: Path) -> None:
-    """Add the env to ``~/.conda/environments.txt``, where ``conda env list`` looks."""
-    listing = Path.home() / ".conda" / "environments.txt"
-    try:
-        known = listing.read_text(encoding="utf-8").splitlines() if listing.exists() else []
-        if str(prefix) not in known:
-            listing.parent.mkdir(parents=True, exist_ok=True)
-            with listing.open("a", encoding="utf-8") as out:
-                out.write(f"{prefix}\n")
-    except OSError:
-        pass  # a read-only home only costs the `conda env list` entry
-
-
 class CondaInstaller(Installer):
     """Builds a conda-mode env; see the module docstring."""
 
@@ -119,15 +89,14 @@ class CondaInstaller(Installer):
     def plan(self, resolution, location: Location, options: Options) -> list[Step]:
         from tfgpu.installers.rattler_engine import channel_urls
 
+        if getattr(options, "lock", None) is not None:
+            return self._locked_plan(options.lock, options, location)
         root = location.staging
         specs, pip = conda_specs(resolution, options.tf_source)
         pip += ["ipykernel"] if options.jupyter else []
         channels = channel_urls(options.channels)
         cuda = virtual_cuda(resolution)
         records = root / SOLVED
-        lock = getattr(options, "lock", None)
-        if lock is not None:
-            return self._locked_plan(lock, options, location)
         if self.engine == "rattler":
             steps = [
                 Step("solve", f"Solve {len(specs)} conda specs with rattler (__cuda={cuda}) from {', '.join(channels)}",
@@ -147,15 +116,15 @@ class CondaInstaller(Installer):
         sources = (("--find-links", options.find_links) if options.find_links else ()) + (
             ("--offline", "--no-index") if options.offline else ())
         if pip:
-            req_in, lock = root / "tfgpu" / "requirements.in", root / "tfgpu" / "requirements.txt"
+            req_in, req_lock = root / "tfgpu" / "requirements.in", root / "tfgpu" / "requirements.txt"
             steps += [
                 Step("requirements", f"Write the PyPI requirements ({len(pip)})", writes=(str(req_in),),
                      content="\n".join(pip) + "\n"),
                 Step("lock", "Resolve TensorFlow's PyPI dependencies for the env's Python (hashes included)",
-                     (self.uv, "pip", "compile", str(req_in), "-o", str(lock), "--python", python,
-                      "--generate-hashes", "--no-header", "--quiet", *cache, *sources), writes=(str(lock),)),
+                     (self.uv, "pip", "compile", str(req_in), "-o", str(req_lock), "--python", python,
+                      "--generate-hashes", "--no-header", "--quiet", *cache, *sources), writes=(str(req_lock),)),
                 Step("run", "Install TensorFlow from PyPI into the env's Python (uv)",
-                     (self.uv, "pip", "install", "--python", python, "-r", str(lock), "--compile-bytecode",
+                     (self.uv, "pip", "install", "--python", python, "-r", str(req_lock), "--compile-bytecode",
                       *cache, *sources)),
             ]
         steps += [
@@ -322,7 +291,7 @@ def make_installer(resolution, options: Options) -> CondaInstaller:
                               ["Drop --engine (the embedded engine installs it), or `conda-lock install` the file."])
     exe = None
     if engine in EXTERNAL:
-        exe = shutil.which(engine) or _from_env(engine)
+        exe = find_engine(engine)
         if exe is None:
             raise ImpossibleError("engine-not-found", f"--engine {engine}: no `{engine}` executable on PATH.",
                                   ["Drop --engine: the embedded engine (rattler) needs no conda installation.",
@@ -332,11 +301,3 @@ def make_installer(resolution, options: Options) -> CondaInstaller:
         raise ImpossibleError("uv-missing", "uv is needed to install TensorFlow into the conda env, and none was found.",
                               ["Reinstall tfgpu-install (it depends on the `uv` package)."])
     return CondaInstaller(engine, exe, uv, cache_root())
-
-
-def _from_env(engine: str) -> str | None:
-    for variable in ("CONDA_EXE", "MAMBA_EXE"):
-        path = os.environ.get(variable)
-        if path and Path(path).name.split(".")[0] == engine and Path(path).is_file():
-            return path
-    return None
