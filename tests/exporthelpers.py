@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,29 @@ def clear_tables() -> None:
     for value in vars(tables).values():
         if hasattr(value, "cache_clear"):
             value.cache_clear()
+
+
+@contextmanager
+def fake_nvidia(tmp_path: Path, monkeypatch, faults=None):
+    """The fake NVIDIA server of tests/fakenvidia.py (CUDA 11.8.0, cuDNN 8.6.0.163), with the data
+    tables pointed at it (``TFGPU_DATA_DIR``) for the body; everything undone afterwards."""
+    from fakenvidia import serve_fake_nvidia
+
+    fake = serve_fake_nvidia(tmp_path, cuda="11.8.0", cudnn="8.6.0.163", **({"faults": faults} if faults else {}))
+    monkeypatch.setenv("TFGPU_DATA_DIR", str(fake.overlay_dir))
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
+    clear_tables()
+    try:
+        yield fake
+    finally:
+        monkeypatch.delenv("TFGPU_DATA_DIR", raising=False)
+        clear_tables()
+        fake.close()
+
+
+def tensorflow_wheel_dir(tmp_path: Path, version: str = "2.13.1") -> Path:
+    """A find-links directory with a stand-in ``tensorflow`` wheel of ``version``."""
+    import wheelhouse
+
+    return wheelhouse.wheel(tmp_path / "wheels", "tensorflow", version,
+                            {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()}).parent

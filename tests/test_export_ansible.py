@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import wheelhouse
-from exporthelpers import MODES, clear_tables, need, render, shellcheck
+from exporthelpers import MODES, fake_nvidia, need, render, shellcheck, tensorflow_wheel_dir
 
 from tfgpu import export
 
@@ -106,17 +106,9 @@ def test_a_host_with_an_old_driver_fails_with_the_version_needed(tmp_path):
 
 @pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake NVIDIA libraries")
 def test_system_mode_playbook_against_the_fake_nvidia_server(tmp_path, monkeypatch):
-    from fakenvidia import serve_fake_nvidia
-
-    fake = serve_fake_nvidia(tmp_path, cuda="11.8.0", cudnn="8.6.0.163")
-    try:
-        monkeypatch.setenv("TFGPU_DATA_DIR", str(fake.overlay_dir))
-        monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
-        clear_tables()
+    with fake_nvidia(tmp_path, monkeypatch) as fake:
         out = write(tmp_path, "2.13", "system", "3.11")
-        clear_tables()
-        wheels = wheelhouse.wheel(tmp_path / "wheels", "tensorflow", "2.13.1",
-                                  {"tensorflow/__init__.py": b"__version__ = '2.13.1'\n"}).parent
+        wheels = tensorflow_wheel_dir(tmp_path)
         extra = {"tfgpu_require_driver": False, "tfgpu_require_gpu": False, "tfgpu_prefix": str(tmp_path / "env"),
                  "tfgpu_workdir": str(tmp_path / "work"),
                  "tfgpu_script_env": {"TFGPU_CUDA_PREFIX": str(tmp_path / "cuda"), "TFGPU_SYSTEM_WIDE": "0",
@@ -131,5 +123,3 @@ def test_system_mode_playbook_against_the_fake_nvidia_server(tmp_path, monkeypat
         second = playbook(out, env, "-e", "@extra.json")
         assert second.returncode == 0 and recap(second.stdout)["changed"] == 0, second.stdout
         assert [status for _, _, status in fake.requests] == [200, 200]
-    finally:
-        fake.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import wheelhouse
-from exporthelpers import MODES, VERSIONS, clear_tables, render, shellcheck
+from exporthelpers import MODES, VERSIONS, fake_nvidia, render, shellcheck, tensorflow_wheel_dir
 
 from tfgpu.errors import ImpossibleError
 
@@ -168,21 +168,12 @@ def test_conda_script_without_conda_stops_with_instructions(tmp_path):
 
 @pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake NVIDIA libraries")
 def test_system_script_against_the_fake_nvidia_server(tmp_path, monkeypatch):
-    from fakenvidia import serve_fake_nvidia
-
-    fake = serve_fake_nvidia(tmp_path, cuda="11.8.0", cudnn="8.6.0.163")
-    try:
-        monkeypatch.setenv("TFGPU_DATA_DIR", str(fake.overlay_dir))
-        monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
-        clear_tables()
+    with fake_nvidia(tmp_path, monkeypatch) as fake:
         text = render("2.13", "system", "bash", python="3.11").main.content
-        clear_tables()
-        monkeypatch.delenv("TFGPU_DATA_DIR")
         assert f"RUNFILE_SHA256={fake.runfile_sha256}" in text and f"CUDNN_SHA256={fake.cudnn_sha256}" in text
         script = tmp_path / "install.sh"
         script.write_text(text)
-        wheels = wheelhouse.wheel(tmp_path / "wheels", "tensorflow", "2.13.1",
-                                  {"tensorflow/__init__.py": b"__version__ = '2.13.1'\n"}).parent
+        wheels = tensorflow_wheel_dir(tmp_path)
         env = script_env(tmp_path, TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"), TFGPU_DOWNLOADS=str(tmp_path / "dl"),
                          TFGPU_SYSTEM_WIDE="0", TFGPU_ALLOW_HTTP="1", TFGPU_FIND_LINKS=str(wheels), TFGPU_OFFLINE="1",
                          TFGPU_PYTHON=sys.executable)
@@ -205,29 +196,20 @@ def test_system_script_against_the_fake_nvidia_server(tmp_path, monkeypatch):
         assert [status for _, _, status in fake.requests] == [200, 200]  # nothing downloaded twice
         verify = run(script, env)
         assert verify.returncode == 1 and "FAIL: TensorFlow 2.13.1 could not list GPUs" in verify.stdout
-    finally:
-        fake.close()
 
 
 @pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake NVIDIA libraries")
 def test_system_script_refuses_a_corrupt_download(tmp_path, monkeypatch):
-    from fakenvidia import Faults, serve_fake_nvidia
+    from fakenvidia import Faults
 
-    fake = serve_fake_nvidia(tmp_path, cuda="11.8.0", cudnn="8.6.0.163", faults=Faults(corrupt=True, only=".run"))
-    try:
-        monkeypatch.setenv("TFGPU_DATA_DIR", str(fake.overlay_dir))
-        monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
-        clear_tables()
+    with fake_nvidia(tmp_path, monkeypatch, faults=Faults(corrupt=True, only=".run")):
         text = render("2.13", "system", "bash", python="3.11").main.content
-        clear_tables()
         script = tmp_path / "install.sh"
         script.write_text(text)
         done = run(script, script_env(tmp_path, TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"), TFGPU_SYSTEM_WIDE="0",
                                       TFGPU_DOWNLOADS=str(tmp_path / "dl"), TFGPU_ALLOW_HTTP="1"))
         assert done.returncode == 1 and "checksum mismatch for cuda_11.8.0_000.00.00_linux.run" in done.stderr
         assert list((tmp_path / "dl").iterdir()) == [] and not (tmp_path / "cuda" / "cuda-11.8").exists()
-    finally:
-        fake.close()
 
 
 def test_system_script_refuses_plain_http_unless_allowed(tmp_path):
@@ -242,18 +224,10 @@ def test_system_script_refuses_plain_http_unless_allowed(tmp_path):
 
 @pytest.mark.skipif(not wheelhouse.have_compiler() or os.geteuid() != 0, reason="needs gcc and root")
 def test_system_script_as_root_writes_profile_d_and_ld_so_conf_d(tmp_path, monkeypatch):
-    from fakenvidia import serve_fake_nvidia
-
-    fake = serve_fake_nvidia(tmp_path, cuda="11.8.0", cudnn="8.6.0.163")
-    try:
-        monkeypatch.setenv("TFGPU_DATA_DIR", str(fake.overlay_dir))
-        monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
-        clear_tables()
+    with fake_nvidia(tmp_path, monkeypatch):
         script = tmp_path / "install.sh"
         script.write_text(render("2.13", "system", "bash", python="3.11").main.content)
-        clear_tables()
-        wheels = wheelhouse.wheel(tmp_path / "wheels", "tensorflow", "2.13.1",
-                                  {"tensorflow/__init__.py": b"__version__ = '2.13.1'\n"}).parent
+        wheels = tensorflow_wheel_dir(tmp_path)
         env = script_env(tmp_path, TFGPU_CUDA_PREFIX=str(tmp_path / "usr-local"), TFGPU_ETC=str(tmp_path / "etc"),
                          TFGPU_DOWNLOADS=str(tmp_path / "dl"), TFGPU_ALLOW_HTTP="1", TFGPU_FIND_LINKS=str(wheels),
                          TFGPU_OFFLINE="1", TFGPU_SKIP_VERIFY="1")
@@ -265,8 +239,6 @@ def test_system_script_as_root_writes_profile_d_and_ld_so_conf_d(tmp_path, monke
         assert f"export CUDA_HOME={tmp_path}/usr-local/cuda-11.8" in profile
         again = run(script, env)
         assert "nothing changed: everything was already in place" in again.stdout, again.stderr
-    finally:
-        fake.close()
 
 
 def test_an_env_of_another_python_is_not_touched(tmp_path):
@@ -291,17 +263,11 @@ def test_pip_script_embeds_the_tools_own_activation_code():
 
 @pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake NVIDIA libraries")
 def test_system_script_resumes_an_interrupted_download(tmp_path, monkeypatch):
-    from fakenvidia import Faults, serve_fake_nvidia
+    from fakenvidia import Faults
 
-    fake = serve_fake_nvidia(tmp_path, cuda="11.8.0", cudnn="8.6.0.163",
-                             faults=Faults(truncate_after=100_000, only=".run"))
-    try:
-        monkeypatch.setenv("TFGPU_DATA_DIR", str(fake.overlay_dir))
-        monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
-        clear_tables()
+    with fake_nvidia(tmp_path, monkeypatch, faults=Faults(truncate_after=100_000, only=".run")) as fake:
         script = tmp_path / "install.sh"
         script.write_text(render("2.13", "system", "bash", python="3.11").main.content)
-        clear_tables()
         # No wheels for the venv step: the script stops there, after the toolkit is in place.
         done = run(script, script_env(tmp_path, TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"), TFGPU_SYSTEM_WIDE="0",
                                       TFGPU_DOWNLOADS=str(tmp_path / "dl"), TFGPU_ALLOW_HTTP="1",
@@ -310,5 +276,3 @@ def test_system_script_resumes_an_interrupted_download(tmp_path, monkeypatch):
         runfile = [(rng, status) for name, rng, status in fake.requests if name.endswith(".run")]
         assert runfile == [("", 200), ("bytes=100000-", 206)]
         assert (tmp_path / "cuda" / "cuda-11.8" / "version.json").is_file()
-    finally:
-        fake.close()

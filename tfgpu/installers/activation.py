@@ -136,6 +136,17 @@ def _site_relative(path: str, site_packages: str) -> str:
     return path if path.startswith("/") else os.path.relpath(path, site_packages)
 
 
+def _preload(lib: Path, ref: str, site_packages: str) -> list[str]:
+    """The CUDA libraries found in ``lib`` (named ``ref`` from the env root), in preload order."""
+    found = []
+    for _, bases in COMPONENTS:
+        for base in bases:
+            name = _soname_file(lib, base) if lib.is_dir() else None
+            if name:
+                found.append(_site_relative(f"{ref}/{name}", site_packages))
+    return found
+
+
 def write_load_hook(site_dir: Path, layout: CudaLayout) -> list[Path]:
     """The ``.pth`` + module that preload the libraries when tensorflow is imported."""
     site = layout.site_packages
@@ -190,12 +201,7 @@ def read_conda_layout(root: Path, site_packages: str) -> CudaLayout:
     XLA the layout it expects without touching the packages' files.
     """
     lib = root / "lib"
-    preload = []
-    for _, bases in COMPONENTS:
-        for base in bases:
-            name = _soname_file(lib, base) if lib.is_dir() else None
-            if name:
-                preload.append(_site_relative(f"lib/{name}", site_packages))
+    preload = _preload(lib, "lib", site_packages)
     data_dir = None
     if (root / "nvvm" / "libdevice").is_dir():
         data_dir = "."
@@ -269,13 +275,7 @@ def read_toolkit_layout(toolkit: Path, ref: str, site_packages: str) -> CudaLayo
     (``/usr/local/cuda-11.8``). ``lib_dirs``, ``cuda_data_dir`` and ``ptxas`` are env-relative or
     absolute; ``preload`` entries are site-packages-relative or absolute.
     """
-    lib = toolkit / "lib64"
-    preload = []
-    for _, bases in COMPONENTS:
-        for base in bases:
-            name = _soname_file(lib, base) if lib.is_dir() else None
-            if name:
-                preload.append(_site_relative(f"{ref}/lib64/{name}", site_packages))
+    preload = _preload(toolkit / "lib64", f"{ref}/lib64", site_packages)
     return CudaLayout(
         site_packages=site_packages,
         lib_dirs=(f"{ref}/lib64",),

@@ -114,15 +114,21 @@ def add_tool(dest: Path, platform: Platform, python: str, *, reporter=None) -> l
     return [own.name, *(w.filename for w in deps)]
 
 
-def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) -> dict:
-    """Write the bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
+def start(resolution, platform: Platform, out: Path, reporter):
+    """What every bundle build begins with: a Linux GPU target, the tools, ``out`` ready for
+    (resumed) writing; returns (runner, uv, uv cache dir, a note function)."""
     if platform.os != "linux" or resolution.accelerator != "cuda":
         raise UsageError("bundle-platform", f"Bundles build GPU environments for Linux; {platform.name} is not "
                          "one.", ["Use --platform linux-64; for other platforms write a lock (`tfgpu-install lock`)."])
     runner, uv, cache = tools("bundle")
+    prepare_dir(out.absolute())
+    return runner, uv, cache, (reporter.note if reporter is not None else (lambda message: None))
+
+
+def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) -> dict:
+    """Write the bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
+    runner, uv, cache, say = start(resolution, platform, out, reporter)
     out = out.absolute()
-    prepare_dir(out)
-    say = reporter.note if reporter is not None else (lambda message: None)
     say(f"resolving TF {resolution.tensorflow} for {platform.name}, Python {resolution.python} (wheels only)")
     body, pylock = pip_lock.compile_pins(list(resolution.packages.pip), platform, resolution.python, runner=runner,
                                          uv=uv, cache_dir=cache, only_binary=True)

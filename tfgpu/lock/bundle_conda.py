@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from tfgpu import __version__
-from tfgpu.errors import OperationError, UsageError
+from tfgpu.errors import OperationError
 from tfgpu.lock.bundle import (
     FORMAT,
     MANIFEST,
@@ -32,7 +32,7 @@ from tfgpu.lock.bundle import (
     Wheel,
     add_tool,
     collect,
-    prepare_dir,
+    start,
 )
 from tfgpu.lock.bundle_files import digest, install_script
 
@@ -109,16 +109,11 @@ def build_conda_bundle(resolution, platform, out: Path, *, channels: list[str], 
     """Write the conda bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
     from rattler.index import index_fs
 
-    from tfgpu.lock import conda_install, conda_lock, tools
+    from tfgpu.lock import conda_install, conda_lock
     from tfgpu.paths import cache_root
 
-    if platform.os != "linux" or resolution.accelerator != "cuda":
-        raise UsageError("bundle-platform", f"Bundles build GPU environments for Linux; {platform.name} is not "
-                         "one.", ["Use --platform linux-64; for other platforms write a lock (`tfgpu-install lock`)."])
-    runner, uv, _ = tools("bundle")
+    runner, uv, _, say = start(resolution, platform, out, reporter)
     out = out.absolute()
-    prepare_dir(out)
-    say = reporter.note if reporter is not None else (lambda message: None)
     summary = conda_lock.write([(platform, resolution, False)], str(out / LOCK), channels=channels, runner=runner,
                                uv=uv, cache=cache_root(), reporter=reporter)
     lock = conda_install.read(out / LOCK)

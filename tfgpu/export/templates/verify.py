@@ -1,3 +1,6 @@
+"""Run on the target by the generated script, with the env's own Python (not tfgpu library code):
+import TensorFlow, list the GPUs and run a matmul on one; prints the result, exit 1 without a GPU."""
+
 import sys
 
 tf_version, min_driver = sys.argv[1], sys.argv[2]
