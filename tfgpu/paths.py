@@ -24,3 +24,18 @@ def log_dir() -> Path:
     from platformdirs import user_log_dir
 
     return Path(user_log_dir("tfgpu-install"))
+
+
+def output_dir(directory: Path, output: str) -> Path:
+    """Create the directory ``-o output`` writes into (and its parents), or say clearly why not."""
+    from tfgpu.errors import ImpossibleError
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ImpossibleError("bad-output", f"-o {output}: cannot create {directory} ({error.strerror}).",
+                              ["Write somewhere you may write (a directory of yours, or the current one)."]) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ImpossibleError("bad-output", f"-o {output}: {directory} is not writable.",
+                              ["Write somewhere you may write (a directory of yours, or the current one)."])
+    return directory

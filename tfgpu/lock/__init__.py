@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tfgpu.errors import OperationError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, Platform, parse_platform
+from tfgpu.paths import output_dir
 
 __all__ = ["PLATFORMS", "Platform", "output_paths", "parse_platform", "read_lock", "tools", "write_locks"]
 
@@ -75,6 +76,8 @@ def write_locks(mode: str, targets: list[tuple[Platform, object, bool]], output:
 
     runner, uv, cache = tools("lock")
     paths = output_paths(output, [platform for platform, _, _ in targets])
+    for path in paths.values():  # before minutes of resolving, not after
+        output_dir(path.parent, output or str(path))
     rendered = []
     for platform, resolution, cpu_only in targets:
         if reporter is not None:
@@ -86,7 +89,6 @@ def write_locks(mode: str, targets: list[tuple[Platform, object, bool]], output:
         rendered.append((platform, path, pip_lock.render(meta, body, str(path)), pylock))
     written = []
     for platform, path, text, pylock in rendered:
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         pylock_path = path.with_name(f"pylock.{platform.name}.toml")
         pylock_path.write_text(f"# Written by tfgpu-install beside {path.name} (the lock it installs from).\n"

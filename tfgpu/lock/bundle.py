@@ -31,6 +31,7 @@ from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock import pip_lock, tools
 from tfgpu.lock.bundle_files import digest, install_script, readme, tool_wheel
 from tfgpu.lock.platforms import Platform
+from tfgpu.paths import output_dir
 
 MANIFEST = "bundle.json"
 PARTIAL = ".tfgpu-bundle-partial"
@@ -73,7 +74,7 @@ def prepare_dir(out: Path) -> None:
     if out.exists() and any(out.iterdir()) and not (out / PARTIAL).exists() and not (out / MANIFEST).exists():
         raise ImpossibleError("target-not-empty", f"{out} is not empty and is not a tfgpu-install bundle; it is left "
                               "untouched.", ["Give a new or empty directory with -o."])
-    out.mkdir(parents=True, exist_ok=True)
+    output_dir(out, str(out))
     (out / MANIFEST).unlink(missing_ok=True)  # rewritten last: a bundle without it is incomplete
     (out / PARTIAL).write_text("tfgpu-install bundle in progress; run the same command again to resume.\n")
 

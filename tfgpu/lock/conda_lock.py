@@ -146,11 +146,13 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
 
     from tfgpu.installers.conda import virtual_cuda
     from tfgpu.lock import pip_lock
+    from tfgpu.paths import output_dir
 
     path = Path(output or "conda-lock.yml").expanduser().absolute()
     if path.is_dir():
         raise UsageError("bad-output", f"-o {output} is a directory; give the lock's file name.",
                          [f"-o {path / 'conda-lock.yml'}"])
+    output_dir(path.parent, output or str(path))
     packages, content_hash, custom = [], {}, {"tfgpu_format": FORMAT, "tfgpu_tool_version": __version__}
     for platform, resolution, cpu_only in targets:
         cuda = None if cpu_only or resolution.accelerator != "cuda" else virtual_cuda(resolution)
@@ -185,7 +187,6 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
         "platforms": [p.name for p, _, _ in targets], "sources": ["tfgpu-install"],
         "time_metadata": {"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
         "custom_metadata": custom}, "package": packages}
-    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(HEADER.format(version=__version__, name=path.name)
                        + yaml.safe_dump(document, sort_keys=False, width=120), encoding="utf-8")
