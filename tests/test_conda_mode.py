@@ -37,7 +37,9 @@ def tf_wheels(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("tf-wheels")
     for version in ("2.13.1", "2.16.1"):
         wheelhouse.wheel(directory, "tensorflow", version,
-                         {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()})
+                         {"tensorflow/__init__.py": f"__version__ = {version!r}\ndef main():\n    print('tb')\n".encode(),
+                          f"tensorflow-{version}.dist-info/entry_points.txt":
+                              b"[console_scripts]\ntensorboard = tensorflow:main\n"})
     return directory
 
 
@@ -83,6 +85,14 @@ def test_cuda11_env_holds_cudatoolkit_cudnn_python_and_tensorflow_from_pypi(env2
     assert marker["installed"]["tensorflow"] == "2.13.1"
     assert not (env213 / "CACHEDIR.TAG").exists()
     assert leftovers(env213) == []
+
+
+def test_scripts_uv_wrote_in_staging_point_at_the_final_env(env213):
+    """uv writes entry points with the staging Python in their shebang; the env is moved afterwards."""
+    script = env213 / "bin" / "tensorboard"
+    assert script.read_text().splitlines()[0] == f"#!{env213}/bin/python"
+    done = subprocess.run([str(script)], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "tb", done.stderr
 
 
 def test_rattler_hard_links_from_its_package_cache(env213):

@@ -19,7 +19,7 @@ from tfgpu.errors import ImpossibleError
 from tfgpu.installers import activation
 from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
 from tfgpu.installers.conda_envs import conda_envs_dir, find_engine, register_env
-from tfgpu.installers.location import commit
+from tfgpu.installers.location import commit, relocate_venv
 from tfgpu.installers.pip import exact_pins, find_uv, install_failed, parse_inventory, site_packages
 
 EXTERNAL = ("conda", "mamba", "micromamba")
@@ -225,7 +225,7 @@ class CondaInstaller(Installer):
             elif step.kind == "marker":
                 self._write_marker(location, resolution, options, outcome)
             elif step.kind == "relocate":
-                relocate_scripts(location.staging, location.prefix)
+                relocate_venv(location.staging, location.prefix)  # uv's entry points; conda's files are patched
             elif step.kind == "commit":
                 commit(location)
                 register_env(location.prefix)
@@ -255,22 +255,6 @@ class CondaInstaller(Installer):
             "locked": exact_pins(lock.read_text(encoding="utf-8")) if lock.exists() else [],
             "installed": outcome.installed, "offline": options.offline,
         }, indent=2) + "\n", encoding="utf-8")
-
-
-def relocate_scripts(staging: Path, final: Path) -> None:
-    """uv wrote the staging path into the entry-point scripts it put in ``bin/``; conda's own files
-    already carry the final prefix (rattler patched it in)."""
-    old, new = str(staging).encode(), str(final).encode()
-    for path in sorted((staging / "bin").iterdir()):
-        if path.is_symlink() or not path.is_file():
-            continue
-        with path.open("rb") as handle:
-            head = handle.read(2)
-        if head != b"#!":
-            continue
-        data = path.read_bytes()
-        if old in data:
-            path.write_bytes(data.replace(old, new))
 
 
 def make_installer(resolution, options: Options) -> CondaInstaller:
