@@ -160,3 +160,16 @@ def test_the_tools_own_wheels_install_with_no_index(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     version = subprocess.run([str(venv / "bin" / "tfgpu-install"), "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and "tfgpu-install" in version.stdout
+    # install.sh makes the tool's venv with the bundle's own uv (no pip, no ensurepip, no index), then
+    # hands over to `create --from-bundle`, which finds this half-bundle incomplete: exit 3.
+    from tfgpu import __version__
+    from tfgpu.lock.bundle_files import install_script
+
+    (tmp_path / "install.sh").write_text(install_script(python, __version__, "2.21.0", "linux-64"))
+    (tmp_path / "install.sh").chmod(0o755)
+    tool_env = tmp_path / "tool-env"
+    done = subprocess.run([str(tmp_path / "install.sh"), str(tmp_path / "env")], capture_output=True, text=True,
+                          env=env | {"TFGPU_PYTHON": sys.executable, "TFGPU_TOOL_ENV": str(tool_env),
+                                     "UV_OFFLINE": "1", "UV_INDEX_URL": "http://127.0.0.1:9/simple"}, timeout=600)
+    assert done.returncode == 3 and "bundle-incomplete" in done.stdout + done.stderr, done.stderr[-2000:]
+    assert (tool_env / "bin" / "tfgpu-install").is_file() and not (tool_env / "bin" / "pip").exists()

@@ -148,6 +148,22 @@ def test_install_sh_passes_shellcheck(bundle):
     assert done.returncode == 0, done.stdout
 
 
+def test_install_sh_builds_the_conda_env_from_the_bundle_alone(tmp_path, bundle, env):
+    """Without tool wheels in the bundle (TFGPU_BUNDLE_TOOL=0) install.sh uses the tfgpu-install on PATH."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "tfgpu-install").write_text(f"#!/bin/sh\nexec {sys.executable} -m tfgpu \"$@\"\n")
+    (bindir / "tfgpu-install").chmod(0o755)
+    prefix = tmp_path / "conda env"
+    done = subprocess.run([str(bundle / "install.sh"), str(prefix), "--no-verify"], capture_output=True, text=True,
+                          env={**offline(env), "PATH": f"{bindir}:{os.environ['PATH']}", "TFGPU_PYTHON": sys.executable},
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    marker = json.loads((prefix / "tfgpu-env.json").read_text())
+    assert marker["mode"] == "conda" and marker["installed"]["tensorflow"] == "2.13.1"
+    assert (prefix / "etc" / "conda" / "activate.d" / "tfgpu-cuda.sh").is_file()
+
+
 def test_channel_with_pip_mode_and_system_mode_are_refused(tmp_path, env):
     base = ("bundle", "--tf", "2.13", "--python", PY, "--no-detect", "--platform", "linux-64", "-o",
             str(tmp_path / "b"), "--json")
