@@ -10,7 +10,7 @@ from fakenvidia import serve_fake_nvidia
 
 from tfgpu import download
 from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.installers.reporter import RecordingReporter
+from tfgpu.progress import RecordingReporter
 
 pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake libraries")
 

@@ -143,9 +143,10 @@ def _check_create(args: argparse.Namespace) -> None:
         if value and mode != "conda":
             raise UsageError("conflicting-options", f"{flag} applies to --mode conda only (got --mode {mode}).",
                              [f"Add --mode conda, or drop {flag}."])
-    if args.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", args.name):
-        raise UsageError("bad-env-name", f"--name {args.name!r} is not a valid environment name.",
-                         ["Use letters, digits, '.', '_' and '-' (up to 64), or give a path with --prefix."])
+    if args.name is not None:
+        from tfgpu.envs.location import check_name
+
+        check_name(args.name)
 
 
 def _resolve(args: argparse.Namespace):
@@ -195,8 +196,8 @@ def run(args: argparse.Namespace) -> int:
     if command == "remove":
         from tfgpu.installers import remove_env
 
-        path = remove_env(args.name, args.prefix)
-        _emit(args, {"removed": str(path)}, lambda: _render().removed(path))
+        removed = remove_env(args.name, args.prefix)
+        _emit(args, removed, lambda: _render().removed(removed["removed"], removed["recovered"]))
         return 0
     if command == "plan":
         resolution, host = _resolve(args)
@@ -449,7 +450,7 @@ def _doctor(args: argparse.Namespace) -> int:
         _emit(args, document, lambda: _render().log_matches(matches))
         return 0 if document["ok"] else 1
     from tfgpu.doctor import run_doctor
-    from tfgpu.installers.location import prefix_for
+    from tfgpu.envs.location import prefix_for
 
     root = prefix_for(args.name, args.prefix)[0] if (args.name or args.prefix) else None
     report = run_doctor(root=root, python=Path(args.python) if args.python else None)
@@ -473,7 +474,7 @@ def default_name(tensorflow: str) -> str:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from tfgpu.installers.location import prefix_for
+    from tfgpu.envs.location import prefix_for
     from tfgpu.verify import failure, run_verify
 
     if not (args.name or args.prefix):
@@ -496,8 +497,21 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tolerant_streams() -> None:
+    """A terminal or pipe in any locale: what it cannot show becomes a replacement character."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError):
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the tool; returns the exit code."""
+    from tfgpu.proc import install_signal_handlers
+
+    _tolerant_streams()
+    install_signal_handlers()
     argv = list(sys.argv[1:] if argv is None else argv)
     want_json = "--json" in argv
     try:
@@ -511,9 +525,10 @@ def main(argv: list[str] | None = None) -> int:
         return error.exit_code
     except SystemExit as done:  # --help and --version
         return int(done.code or 0)
-    except KeyboardInterrupt:
-        sys.stderr.write("Interrupted: nothing was left half-built.\n")
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM/SIGHUP (tfgpu.proc.Interrupted)
+        signum = getattr(stop, "signum", 2)
+        sys.stderr.write(f"Interrupted ({'SIGINT' if signum == 2 else stop}): nothing was left half-built.\n")
+        return 128 + signum
 
 
 def entry() -> None:

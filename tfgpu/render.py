@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tfgpu.errors import TfgpuError
+from tfgpu.progress import Reporter
 
 _out = Console(highlight=False)
 _err = Console(stderr=True, highlight=False)
@@ -121,7 +122,9 @@ def note(message: str) -> None:
     _err.print(f"[dim]{escape(message)}[/]")
 
 
-def removed(path) -> None:
+def removed(path, recovered=()) -> None:
+    for line in recovered:
+        _err.print(f"  [cyan]→[/] {escape(line)}")
     _out.print(f"Removed {escape(str(path))}")
 
 
@@ -199,7 +202,7 @@ def verify(report: dict) -> None:
         _out.print(f"    [yellow]log:[/] {escape(line)}")
 
 
-class ConsoleReporter:
+class ConsoleReporter(Reporter):
     """Progress of a long install on stderr (stdout stays clean for --json)."""
 
     def __init__(self) -> None:

@@ -1,21 +1,20 @@
 """Installers: one backend per mode behind one interface (``plan`` pure, ``apply`` does it).
 
 ``create_env`` is the whole ``create`` operation: check the target, plan, and either print the
-steps (dry run) or build in staging, move into place, and verify; on any failure or Ctrl-C the
-staging directory is deleted and the target is as it was.
+steps (dry run) or, holding the target's lock, finish what an interrupted run left, build in
+staging, move into place, and verify; on any failure or interrupt the staging directory is
+deleted and the target is as it was (``tfgpu.envs.txn``).
 """
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
+from tfgpu.envs import jupyter, txn
+from tfgpu.envs.location import Location, locate, prefix_for, refuse_link, safe_label
 from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.installers.base import Location, Options, Outcome, Step
-from tfgpu.installers.location import MARKER, locate, prefix_for, read_marker, rollback
-
+from tfgpu.installers.base import Options, Outcome, Step
 
 
 @dataclass
@@ -40,8 +39,11 @@ def _installer(resolution, options: Options):
 
 
 def create_env(resolution, *, name: str | None, prefix: str | None, options: Options, reporter,
-               dry_run: bool = False, run_verify_step: bool = True) -> CreateResult:
+               dry_run: bool = False, run_verify_step: bool = True, runner=None) -> CreateResult:
     """Build (or, with ``dry_run``, only plan) the env ``resolution`` describes."""
+    from tfgpu.progress import Reporter
+
+    reporter = reporter or Reporter()
     installer = _installer(resolution, options)
     if not options.force:
         done = installer.unchanged(name, prefix)
@@ -49,39 +51,55 @@ def create_env(resolution, *, name: str | None, prefix: str | None, options: Opt
             return done
     if name and not prefix:
         prefix = installer.prefix_for_name(name)
+    if options.jupyter:
+        jupyter.check_writable()
+    # Every check that can refuse happens here, before anything is created (not even a lock file);
+    # they run again under the lock, where the target cannot change under us.
     location = locate(name, prefix, options.force, in_place=installer.in_place)
     steps = installer.plan(resolution, location, options)
-    result = CreateResult(location=location, steps=steps)
     if dry_run:
-        return result
-    from tfgpu.installers.location import prepare
-    from tfgpu.installers.runner import Runner
-    from tfgpu.paths import log_dir
+        return CreateResult(location=location, steps=steps)
+    final, display = prefix_for(name, prefix)
+    refuse_link(final)
+    if runner is None:
+        from tfgpu.proc import Runner
 
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    runner = Runner(log_dir() / f"create-{location.name}-{stamp}.log")
-    result.log_path = runner.log_path
+        runner = Runner.for_operation(f"create-{safe_label(display)}")
+    if runner.note:
+        reporter.note(runner.note)
     try:
-        prepare(location)
+        lock = txn.TargetLock(final).__enter__()
     except OSError as error:
-        rollback(location)
-        raise ImpossibleError("target-not-writable", f"Cannot create {location.staging}: {error.strerror}.",
+        raise ImpossibleError("target-not-writable", f"Cannot create {final}: {error.strerror}.",
                               ["Choose a --prefix in a directory you can write, or use --name."]) from None
     try:
-        result.outcome = installer.apply(steps, runner, reporter, resolution=resolution, location=location,
-                                         options=options)
-    except OSError as error:  # disk full, permissions changed under us: a clear error, nothing left
-        rollback(location)
-        raise OperationError("install-failed", f"Building {location.prefix} failed: {error}; nothing was left "
-                             "behind.", [f"The log is {runner.log_path}.", "Check free disk space "
-                                         "(`df -h`) and permissions, then run the same command again."]) from None
-    except BaseException:
-        rollback(location)
-        raise
-    if options.jupyter:
-        from tfgpu.installers.jupyter import register_kernel
-
-        result.notes.append(register_kernel(location.prefix, location.name, resolution))
+        for line in txn.recover(final):
+            reporter.note(line)
+            runner.log(line)
+        location = locate(name, prefix, options.force, in_place=installer.in_place)
+        result = CreateResult(location=location, steps=installer.plan(resolution, location, options),
+                              log_path=runner.log_path)
+        try:
+            txn.prepare(location)
+        except OSError as error:
+            txn.rollback(location)
+            raise ImpossibleError("target-not-writable", f"Cannot create {location.staging}: {error.strerror}.",
+                                  ["Choose a --prefix in a directory you can write, or use --name."]) from None
+        try:
+            result.outcome = installer.apply(result.steps, runner, reporter, resolution=resolution,
+                                             location=location, options=options)
+        except OSError as error:  # disk full, permissions changed under us: a clear error, nothing left
+            _undo(location, options)
+            raise OperationError("install-failed", f"Building {location.prefix} failed: {error}; nothing was left "
+                                 "behind.", [*([f"The log is {runner.log_path}."] if runner.log_path else []),
+                                             "Check free disk space (`df -h`) and permissions, then run the "
+                                             "same command again."]) from None
+        except BaseException:
+            _undo(location, options)
+            raise
+    finally:
+        lock.__exit__(None, None, None)
+    result.notes.extend(result.outcome.notes if result.outcome else [])
     if options.verify and run_verify_step:
         from tfgpu.verify import run_verify
 
@@ -90,19 +108,20 @@ def create_env(resolution, *, name: str | None, prefix: str | None, options: Opt
     return result
 
 
-def remove_env(name: str | None, prefix: str | None) -> Path:
-    """Delete an env tfgpu-install built (its marker proves it), and its Jupyter kernel."""
+def _undo(location: Location, options: Options) -> None:
+    """Roll back a failed build: the staging directory, and a kernel this build registered."""
+    txn.rollback(location)
+    if options.jupyter:
+        jupyter.unregister(jupyter.kernel_name(location.prompt, location.id), location.id)
+
+
+def remove_env(name: str | None, prefix: str | None) -> dict:
+    """Delete an env tfgpu-install built at that very place (its marker proves it), and its kernels."""
     path, _ = prefix_for(name, prefix)
-    if not path.exists():
-        raise ImpossibleError("no-such-env", f"There is no environment at {path}.",
-                              ["`ls` the envs directory, or give the path with --prefix."])
-    marker = read_marker(path)
-    if marker is None:
-        raise ImpossibleError("not-a-tfgpu-env",
-                              f"{path} has no {MARKER}: tfgpu-install did not build it, so it is left alone.",
-                              ["Delete it yourself if you are sure."])
-    kernel = marker.get("jupyter_kernel")
-    shutil.rmtree(path)
-    if kernel and Path(kernel).is_dir():
-        shutil.rmtree(kernel, ignore_errors=True)
-    return path
+    if name and not prefix and not path.exists():
+        from tfgpu.installers.conda_envs import conda_envs_dir
+
+        conda = conda_envs_dir()
+        if conda is not None and (conda / name).exists():  # --mode conda --name puts envs there
+            path = conda / name
+    return txn.remove(path)

@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfgpu.envs.location import Location  # noqa: F401 - part of the installer interface
+
 
 @dataclass(frozen=True)
 class Step:
@@ -61,20 +63,6 @@ class Options:
     yes: bool = False
 
 
-@dataclass(frozen=True)
-class Location:
-    """Where an env goes: the final prefix, the staging directory it is built in, its name."""
-
-    prefix: Path
-    staging: Path
-    name: str
-    existing: bool = False
-    """The prefix exists already (only allowed with --force: it is replaced at the end)."""
-    in_place: bool = False
-    """Built at the final path (``staging == prefix``): for engines whose envs cannot be moved
-    (conda, mamba, micromamba). An old env is moved aside first and put back on failure."""
-
-
 @dataclass
 class Outcome:
     """What an install produced."""
@@ -86,6 +74,8 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     activate: str = ""
     """How a person activates the env (empty: ``source <prefix>/bin/activate``)."""
+    kernels: list[str] = field(default_factory=list)
+    """Jupyter kernels registered for the env (names under the kernels directory)."""
 
 
 class Installer(ABC):

@@ -18,9 +18,18 @@ from dataclasses import dataclass
 from tfgpu.errors import ImpossibleError
 from tfgpu.installers import activation
 from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
+from tfgpu.envs import marker, txn
+from tfgpu.envs.location import relocate_venv
 from tfgpu.installers.conda_envs import conda_envs_dir, find_engine, register_env
-from tfgpu.installers.location import commit, relocate_venv
-from tfgpu.installers.pip import exact_pins, find_uv, install_failed, parse_inventory, site_packages
+from tfgpu.installers.pip import (
+    exact_pins,
+    find_uv,
+    install_failed,
+    kernel_steps,
+    parse_inventory,
+    register_kernel,
+    site_packages,
+)
 
 EXTERNAL = ("conda", "mamba", "micromamba")
 SOLVED = Path("tfgpu") / "conda-records.json"
@@ -132,7 +141,8 @@ class CondaInstaller(Installer):
                  (self.uv, "pip", "list", "--python", python, "--format", "json", *cache, "--offline")),
             Step("activation", "Write activate.d/deactivate.d scripts and the load hook",
                  writes=(str(root / "etc" / "conda" / "activate.d"), str(root / "etc" / "conda" / "deactivate.d"))),
-            Step("marker", "Record the environment", writes=(str(root / "tfgpu-env.json"),)),
+            *kernel_steps(location, options),
+            Step("marker", "Record the environment", writes=(str(root / marker.NAME),)),
         ]
         if not self.in_place:
             steps.append(Step("relocate", "Point the scripts uv wrote at the env's final place"))
@@ -170,7 +180,8 @@ class CondaInstaller(Installer):
                  (self.uv, "pip", "list", "--python", python, "--format", "json", *cache, "--offline")),
             Step("activation", "Write activate.d/deactivate.d scripts and the load hook",
                  writes=(str(root / "etc" / "conda" / "activate.d"), str(root / "etc" / "conda" / "deactivate.d"))),
-            Step("marker", "Record the environment", writes=(str(root / "tfgpu-env.json"),)),
+            *kernel_steps(location, options),
+            Step("marker", "Record the environment", writes=(str(root / marker.NAME),)),
             Step("relocate", "Point the scripts uv wrote at the env's final place"),
             Step("commit", f"Move the finished environment into place at {location.prefix}",
                  writes=(str(location.prefix),)),
@@ -202,7 +213,7 @@ class CondaInstaller(Installer):
                                          channel_override=(Path(bundle) / "channel").as_uri() if bundle else None)
             elif step.kind == "conda-install":
                 rattler_engine.install(records, location.staging, location.prefix,
-                                       package_cache=self.cache / "conda" / "pkgs", reporter=reporter,
+                                       package_cache=self.cache / "conda" / "verified-pkgs", reporter=reporter,
                                        offline=options.offline)
                 rattler_engine.write_records(records, location.staging / SOLVED)
                 (location.staging / "CACHEDIR.TAG").unlink(missing_ok=True)  # rattler's; backup tools skip tagged dirs
@@ -222,40 +233,36 @@ class CondaInstaller(Installer):
                 activation.write_conda_activation(location.staging, layout, windows=resolution.os == "windows")
                 outcome.notes.append(f"{len(layout.preload)} CUDA libraries from the env's lib/ preloaded by the "
                                      "load hook")
+            elif step.kind == "jupyter":
+                outcome.kernels.append(register_kernel(location, resolution))
+                outcome.notes.append(f"Jupyter kernel '{outcome.kernels[-1]}' registered")
             elif step.kind == "marker":
                 self._write_marker(location, resolution, options, outcome)
             elif step.kind == "relocate":
                 relocate_venv(location.staging, location.prefix)  # uv's entry points; conda's files are patched
             elif step.kind == "commit":
-                commit(location)
+                txn.commit(location)
                 register_env(location.prefix)
             reporter.done(index, len(steps), step.title, time.monotonic() - started)
         return outcome
 
     def _write_marker(self, location: Location, resolution, options: Options, outcome: Outcome) -> None:
-        from datetime import datetime, timezone
-
-        from tfgpu import __version__
-
         root = location.staging
         solved = root / SOLVED
         conda = json.loads(solved.read_text(encoding="utf-8")) if solved.exists() else [
             json.loads(p.read_text(encoding="utf-8")) for p in sorted((root / "conda-meta").glob("*.json"))]
         lock = root / "tfgpu" / "requirements.txt"
-        (root / "tfgpu-env.json").write_text(json.dumps({
-            "tool": "tfgpu-install", "tool_version": __version__,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        marker.write(root, env_id=location.id, made_for=location.real, kernels=tuple(outcome.kernels), fields={
             "mode": "conda", "engine": self.engine, "name": location.name,
             "tensorflow": resolution.tensorflow, "python": resolution.python, "cuda": resolution.cuda,
             "cudnn": resolution.cudnn, "min_driver": resolution.min_driver, "virtual_cuda": virtual_cuda(resolution),
             "channels": list(options.channels), "tf_source": options.tf_source,
             "lock": str(options.lock.path) if getattr(options, "lock", None) is not None else None,
-            "conda": [f"{p['name']}={p['version']}={p['build']}" for p in conda if "name" in p],
+            "conda": [f"{p['name']}={p['version']}={p['build']}" for p in conda if isinstance(p, dict) and "name" in p],
             "requirements": list(resolution.packages.pip),
             "locked": exact_pins(lock.read_text(encoding="utf-8")) if lock.exists() else [],
             "installed": outcome.installed, "offline": options.offline,
-        }, indent=2) + "\n", encoding="utf-8")
-
+        })
 
 def make_installer(resolution, options: Options) -> CondaInstaller:
     """conda mode for ``resolution`` with the chosen engine."""

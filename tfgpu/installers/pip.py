@@ -14,15 +14,18 @@ import json
 import re
 import shutil
 import time
-from datetime import datetime, timezone
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import __version__
+from tfgpu.envs import jupyter, marker, txn
+from tfgpu.envs.location import relocate_venv
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers import activation, bytecode
 from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
-from tfgpu.installers.location import MARKER, commit, relocate_venv
+
+MARKER = marker.NAME
+# Index settings that would send a locked install somewhere other than the lock's own index.
+UV_INDEX_VARIABLES = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS")
 
 _PROBLEM_LINES = re.compile(r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
                             r"Could not|ERROR|No matching distribution|Hash mismatch|do not match the hashes)", re.I)
@@ -49,6 +52,8 @@ class LockedOptions(Options):
     locked: str = ""
     lock_source: str = ""
     """Where the lock came from and its sha256, recorded in the env's marker."""
+    lock_index: str = ""
+    """The index the lock was resolved against: the install asks that index and no other."""
 
 
 class PipInstaller(Installer):
@@ -82,13 +87,17 @@ class PipInstaller(Installer):
             steps = [Step("requirements", f"Write the requirements ({len(requirements)})", writes=(str(req_in),),
                           content="\n".join(requirements) + "\n")]
         hashes = ("--require-hashes",) if locked else ()
+        index_env: tuple[tuple[str, str], ...] = ()
+        if locked and getattr(options, "lock_index", "") and not options.offline:
+            sources += ("--default-index", options.lock_index, "--no-config")
+            index_env = tuple((name, "") for name in UV_INDEX_VARIABLES)
         if self.engine(options) == "uv":
             base = self.python or resolution.python
             how = "" if self.python else f" (uv provides a managed Python {resolution.python})"
             cache = ("--cache-dir", str(self.cache_dir))
             steps += [
                 Step("run", f"Create the venv with Python {resolution.python}{how}",
-                     (self.uv, "venv", str(staging), "--python", base, "--relocatable", "--prompt", location.name,
+                     (self.uv, "venv", str(staging), "--python", base, "--relocatable", f"--prompt={location.prompt}",
                       *(("--offline",) if options.offline else ()), "--allow-existing", *cache)),
             ]
             if not locked:
@@ -99,7 +108,7 @@ class PipInstaller(Installer):
             steps += [
                 Step("run", "Install TensorFlow and its CUDA libraries" + ("" if warm else " (compiling bytecode)"),
                      (self.uv, "pip", "install", "--python", env_python, "-r", str(req_lock), *hashes, *cache,
-                      *sources, *(() if warm else ("--compile-bytecode",)))),
+                      *sources, *(() if warm else ("--compile-bytecode",))), env=index_env),
                 Step("bytecode-reuse" if warm else "bytecode-store",
                      "Share bytecode with earlier envs (kept in the cache)" if warm else
                      "Keep the bytecode in the cache for later envs", writes=(str(staging / site_rel),)),
@@ -111,7 +120,7 @@ class PipInstaller(Installer):
                 ("--find-links", options.find_links) if options.find_links else ())
             steps += [
                 Step("run", f"Create the venv with Python {resolution.python}",
-                     (self.python or f"python{resolution.python}", "-m", "venv", "--prompt", location.name,
+                     (self.python or f"python{resolution.python}", "-m", "venv", f"--prompt={location.prompt}",
                       str(staging))),
                 Step("run", "Install TensorFlow and its CUDA libraries with pip",
                      (env_python, "-m", "pip", "install", "--disable-pip-version-check", "-r",
@@ -122,6 +131,7 @@ class PipInstaller(Installer):
         steps += [
             Step("activation", "Set up the CUDA libraries for every launch path (activate scripts, load hook, "
                  "ptxas)", writes=(str(staging / "etc" / "tfgpu"), str(staging / "bin" / "activate"))),
+            *kernel_steps(location, options),
             Step("marker", "Record the environment", writes=(str(staging / MARKER),)),
             Step("relocate", "Point the venv's scripts at their final place"),
             Step("commit", f"Move the finished environment into place at {location.prefix}",
@@ -153,7 +163,7 @@ class PipInstaller(Installer):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(step.content, encoding="utf-8")
             elif step.kind in ("run", "lock", "inventory"):
-                done = runner.run(step.argv, on_line=reporter.output if step.kind == "run" else None)
+                done = runner.run(step.argv, env=dict(step.env), on_line=reporter.output if step.kind == "run" else None)
                 if done.returncode != 0:
                     raise install_failed(step, done, runner.log_path, options)
                 if step.kind == "lock":
@@ -175,12 +185,15 @@ class PipInstaller(Installer):
                 layout = activation.read_layout(location.staging, site)
                 activation.write_venv_activation(location.staging, layout)
                 outcome.notes.append(f"{len(layout.preload)} CUDA libraries preloaded by the load hook")
+            elif step.kind == "jupyter":
+                outcome.kernels.append(register_kernel(location, resolution))
+                outcome.notes.append(f"Jupyter kernel '{outcome.kernels[-1]}' registered in {jupyter.kernels_dir()}")
             elif step.kind == "marker":
                 write_marker(location, resolution, options, outcome, self.engine(options))
             elif step.kind == "relocate":
                 relocate_venv(location.staging, location.prefix)
             elif step.kind == "commit":
-                commit(location)
+                txn.commit(location)
             reporter.done(index, total, step.title, time.monotonic() - started)
         return outcome
 
@@ -207,27 +220,33 @@ def exact_pins(lock_text: str) -> list[str]:
             if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?==", line)]
 
 
-def write_marker(location: Location, resolution, options: Options, outcome: Outcome, engine: str) -> None:
+def kernel_steps(location: Location, options: Options) -> list[Step]:
+    """The ``--jupyter`` step, before the marker (which records the kernel's name)."""
+    if not options.jupyter:
+        return []
+    name = jupyter.kernel_name(location.prompt, location.id)
+    return [Step("jupyter", f"Register the Jupyter kernel {name}", writes=(str(jupyter.kernels_dir() / name),))]
+
+
+def register_kernel(location: Location, resolution) -> str:
+    return jupyter.register(location.staging, location.prefix, location.prompt, location.id, resolution.tensorflow)
+
+
+def write_marker(location: Location, resolution, options: Options, outcome: Outcome, engine: str,
+                 **extra) -> None:
+    """The env's marker (``tfgpu.envs.marker``): identity, then what the env holds and how it was built."""
     lock = location.staging / "tfgpu" / "requirements.txt"
-    (location.staging / MARKER).write_text(json.dumps({
-        "tool": "tfgpu-install",
-        "tool_version": __version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "mode": "pip",
-        "engine": engine,
-        "name": location.name,
-        "tensorflow": resolution.tensorflow,
-        "python": resolution.python,
-        "cuda": resolution.cuda,
-        "cudnn": resolution.cudnn,
-        "min_driver": resolution.min_driver,
-        "requirements": list(resolution.packages.pip),
-        "locked": exact_pins(lock.read_text(encoding="utf-8")) if lock.exists() else [],
-        "installed": outcome.installed,
-        "find_links": options.find_links,
-        "offline": options.offline,
-        **({"from_lock": options.lock_source} if getattr(options, "lock_source", "") else {}),
-    }, indent=2) + "\n", encoding="utf-8")
+    marker.write(location.staging, env_id=location.id, made_for=location.real, kernels=tuple(outcome.kernels),
+                 fields={
+                     "mode": "pip", "engine": engine, "name": location.name,
+                     "tensorflow": resolution.tensorflow, "python": resolution.python, "cuda": resolution.cuda,
+                     "cudnn": resolution.cudnn, "min_driver": resolution.min_driver,
+                     "requirements": list(resolution.packages.pip),
+                     "locked": exact_pins(lock.read_text(encoding="utf-8")) if lock.exists() else [],
+                     "installed": outcome.installed, "find_links": options.find_links, "offline": options.offline,
+                     **({"from_lock": options.lock_source} if getattr(options, "lock_source", "") else {}),
+                     **extra,
+                 })
 
 
 def install_failed(step: Step, done, log_path: Path, options: Options) -> OperationError:

@@ -102,18 +102,97 @@ def _explain(error: Exception) -> str:
 
 
 def install(records: list, staging: Path, final: Path, *, package_cache: Path, reporter, offline: bool) -> None:
-    """Link ``records`` into ``staging`` with ``final`` as the prefix embedded in files."""
+    """Link ``records`` into ``staging`` with ``final`` as the prefix embedded in files.
+
+    rattler checks the sha256 of every archive it downloads, but links a ``file://`` archive as it
+    finds it, and keeps what it extracted in its package cache for every later env. So each
+    ``file://`` archive is first copied into the tool's own store and hashed there
+    (:func:`verified_copy`), and rattler is given that copy: nothing unverified reaches the cache.
+    """
     from rattler import install as rattler_install
 
+    originals = [record.url for record in records]
+    store = package_cache.parent / "verified-archives"
     try:
-        asyncio.run(rattler_install(records, target_prefix=staging, alternative_target_prefix=final,
-                                    cache_dir=package_cache, show_progress=False,
-                                    reporter=_Progress(reporter, len(records)), execute_link_scripts=False))
-    except Exception as error:  # noqa: BLE001 - rattler's download/link errors have no common base
-        hint = ("--offline, and a package is not in the package cache: run once with network." if offline else
-                "Check the network and free disk space; the package cache is " + str(package_cache))
-        raise OperationError("install-failed", f"Installing the conda packages failed: {_explain(error)}",
-                             [hint]) from None
+        for record in records:
+            if str(record.url).startswith("file://"):
+                record.url = verified_copy(record, store).as_uri()
+        try:
+            asyncio.run(rattler_install(records, target_prefix=staging, alternative_target_prefix=final,
+                                        cache_dir=package_cache, show_progress=False,
+                                        reporter=_Progress(reporter, len(records)), execute_link_scripts=False))
+        except Exception as error:  # noqa: BLE001 - rattler's download/link errors have no common base
+            hint = ("--offline, and a package is not in the package cache: run once with network." if offline else
+                    "Check the network and free disk space; the package cache is " + str(package_cache))
+            raise OperationError("install-failed", f"Installing the conda packages failed: {_explain(error)}",
+                                 [hint]) from None
+    finally:
+        for record, url in zip(records, originals):
+            record.url = url
+    _restore_urls(staging, records)
+
+
+def verified_copy(record, store: Path) -> Path:
+    """The ``file://`` archive of ``record`` copied into ``store`` and checked against the record's
+    sha256 (its md5 where an old index has no sha256); a mismatch is ``checksum-mismatch``."""
+    import shutil
+    from urllib.parse import unquote, urlsplit
+
+    source = Path(unquote(urlsplit(str(record.url)).path))
+    if record.sha256:
+        algorithm, expected = "sha256", record.sha256.hex()
+    elif record.md5:
+        algorithm, expected = "md5", record.md5.hex()
+    else:
+        raise ImpossibleError("unverified-package", f"{record.file_name} has no sha256 or md5 in its channel's "
+                              "index, so it is not installed: every package is verified before it is linked.",
+                              ["Index the channel with a current tool (`rattler-index`, `conda index`)."])
+    target = store / expected / record.file_name
+    if target.is_file() and _file_digest(target, algorithm) == expected:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.part")
+    try:
+        shutil.copyfile(source, partial)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise OperationError("install-failed", f"Cannot read {source}: {error.strerror}; nothing was installed.",
+                             ["Check the channel directory (--channel) or the bundle."]) from None
+    found = _file_digest(partial, algorithm)
+    if found != expected:
+        partial.unlink(missing_ok=True)
+        raise ImpossibleError("checksum-mismatch", f"{source} is not the package its index and lock name: its "
+                              f"{algorithm} is {found}, not {expected}. Nothing was installed.",
+                              ["Someone replaced the file after it was indexed: rebuild the channel or bundle from "
+                               "a trusted copy, and compare before trusting either."])
+    os.replace(partial, target)
+    return target
+
+
+def _file_digest(path: Path, algorithm: str) -> str:
+    import hashlib
+
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _restore_urls(prefix: Path, records: list) -> None:
+    """conda-meta names where each package came from (the channel), not the verified copy."""
+    by_name = {f"{r.name.normalized}-{r.version}-{r.build}.json": str(r.url) for r in records}
+    for path in (prefix / "conda-meta").glob("*.json"):
+        url = by_name.get(path.name)
+        if url is None:
+            continue
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(document, dict) and document.get("url") != url:
+            document["url"] = url
+            path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 
 class _Progress:

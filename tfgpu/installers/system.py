@@ -25,7 +25,8 @@ from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers import activation
 from tfgpu.installers import system_toolkit as tk
 from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
-from tfgpu.installers.location import MARKER, envs_dir, prefix_for, read_marker
+from tfgpu.envs import marker as env_marker
+from tfgpu.envs.location import envs_dir, prefix_for
 
 
 class _Quiet:
@@ -150,6 +151,10 @@ class SystemInstaller(Installer):
                     activation.write_venv_activation(location.staging, layout)
                     outcome.notes.append(f"CUDA from {place.final}: {len(layout.preload)} libraries preloaded "
                                          "by the load hook")
+                elif step.kind == "jupyter":
+                    from tfgpu.installers.pip import register_kernel
+
+                    outcome.kernels.append(register_kernel(location, resolution))
                 elif step.kind == "system-marker":
                     self._write_marker(location, resolution, options, outcome, place)
                 elif step.kind != "toolkit-reuse":
@@ -202,12 +207,9 @@ class SystemInstaller(Installer):
     def _write_marker(self, location, resolution, options, outcome, place) -> None:
         from tfgpu.installers.pip import write_marker
 
-        write_marker(location, resolution, options, outcome, self.pip.engine(options))
-        path = location.staging / MARKER
-        marker = json.loads(path.read_text(encoding="utf-8"))
-        marker.update(mode="system", toolkit=str(place.final), toolkit_files=tk.expected_marker(
-            list(self.items.values())), downloads=[item._asdict() for item in self.items.values()])
-        path.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        write_marker(location, resolution, options, outcome, self.pip.engine(options), mode="system",
+                     toolkit=str(place.final), toolkit_files=tk.expected_marker(list(self.items.values())),
+                     downloads=[item._asdict() for item in self.items.values()])
 
     def unchanged(self, name: str | None, prefix: str | None):
         """A ``CreateResult`` with nothing to do when the env is already built from the same files
@@ -215,7 +217,7 @@ class SystemInstaller(Installer):
         from tfgpu.installers import CreateResult
 
         path, display = prefix_for(name, prefix)
-        marker = read_marker(path)
+        marker = env_marker.proof(path) if path.is_dir() and not path.is_symlink() else None
         expected = tk.expected_marker(list(self.items.values()))
         if (marker is None or marker.get("mode") != "system" or marker.get("tensorflow") != self.resolution.tensorflow
                 or marker.get("python") != self.resolution.python or marker.get("toolkit_files") != expected

@@ -10,7 +10,6 @@ beside each as ``pylock.<platform>.toml``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from tfgpu.errors import OperationError, UsageError
@@ -52,15 +51,14 @@ def output_paths(output: str | None, platforms: list[Platform]) -> dict[str, Pat
 def tools(operation: str):
     """(runner, uv binary, uv cache dir) for a lock or bundle operation; the log names ``operation``."""
     from tfgpu.installers.pip import find_uv
-    from tfgpu.installers.runner import Runner
-    from tfgpu.paths import cache_root, log_dir
+    from tfgpu.paths import cache_root
+    from tfgpu.proc import Runner
 
     uv = find_uv()
     if uv is None:
         raise OperationError("uv-missing", "Locking needs uv, which is not installed with this tfgpu-install.",
                              ["`pip install uv` into the environment that runs tfgpu-install."])
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Runner(log_dir() / f"{operation}-{stamp}.log"), uv, cache_root() / "uv"
+    return Runner.for_operation(operation), uv, cache_root() / "uv"
 
 
 def write_locks(mode: str, targets: list[tuple[Platform, object, bool]], output: str | None,

@@ -1,4 +1,8 @@
-"""How long work reports progress: the installers call a Reporter; the CLI renders it."""
+"""How long work reports progress: the core calls a :class:`Reporter`; the CLI renders it.
+
+Library code never prints. A ``Reporter`` has no-op hooks, so code may always call it; the
+console reporter in ``tfgpu.render`` subclasses it, tests use :class:`RecordingReporter`.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,9 @@ class Reporter:
     def note(self, message: str) -> None:
         """A fact worth showing: an exact version chosen, a managed interpreter used."""
 
+    def close(self) -> None:
+        """The operation is over (stop any live display)."""
+
 
 class RecordingReporter(Reporter):
     """Keeps every event, for tests."""
@@ -36,3 +43,6 @@ class RecordingReporter(Reporter):
 
     def note(self, message):
         self.events.append(("note", message))
+
+    def notes(self) -> list[str]:
+        return [event[1] for event in self.events if event[0] == "note"]

@@ -1,0 +1,89 @@
+"""``tfgpu-env.json``: what an env is, and the proof that tfgpu-install made it *there*.
+
+A marker proves ownership of a directory only when all of these hold: it is a JSON object no
+larger than :data:`MAX_BYTES`, written by this tool (``"tool": "tfgpu-install"``) in a format it
+knows (:data:`FORMAT`), with a random 128-bit ``id``, and its ``prefix`` is the real path of the
+directory it sits in. A marker copied along with a project directory, hand-written (``{}``), or
+from an env that was moved elsewhere proves nothing, so ``remove`` and ``--force`` leave that
+directory alone. What the tool made outside the prefix (Jupyter kernels) is recorded by *name*
+(``owned.kernels``) and deleted only under the tool's own roots after a second check
+(``tfgpu.envs.jupyter``): a path read from a marker is never deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tfgpu import __version__
+
+NAME = "tfgpu-env.json"
+FORMAT = 2
+"""Marker format: 2 added ``id``, ``prefix`` (the real path) and ``owned``."""
+MAX_BYTES = 4 << 20
+_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def read(prefix: Path) -> dict | None:
+    """The marker of ``prefix`` as a JSON object, or None (missing, unreadable, huge, not an object)."""
+    path = Path(prefix) / NAME
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_BYTES:
+            return None
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def proof(directory: Path, made_for: Path | str | None = None) -> dict | None:
+    """The marker in ``directory`` if it proves tfgpu-install made the env at ``made_for``
+    (default: ``directory`` itself; a directory moved aside by the tool names its old place), else None."""
+    found = read(directory)
+    target = os.path.realpath(made_for if made_for is not None else directory)
+    if (found is None or found.get("tool") != "tfgpu-install" or found.get("marker_format") != FORMAT
+            or not isinstance(found.get("id"), str) or not _ID.fullmatch(found["id"])
+            or found.get("prefix") != target):
+        return None
+    return found
+
+
+def why_not(directory: Path) -> str:
+    """Why ``directory``'s marker proves nothing, in a few words (for error messages)."""
+    found = read(directory)
+    if found is None:
+        return f"it has no readable {NAME}" if not (Path(directory) / NAME).exists() else f"its {NAME} is not valid"
+    if found.get("tool") != "tfgpu-install":
+        return f"its {NAME} was not written by tfgpu-install"
+    if found.get("marker_format") != FORMAT:
+        return (f"its {NAME} is from an older tfgpu-install that did not record ownership (format "
+                f"{found.get('marker_format', 1)})")
+    if found.get("prefix") != os.path.realpath(directory):
+        return f"its {NAME} was made for {found.get('prefix')!r}, not for this directory (copied or moved?)"
+    return f"its {NAME} has no valid id"
+
+
+def write(root: Path, *, env_id: str, made_for: str, fields: dict, kernels: tuple[str, ...] = ()) -> Path:
+    """Write the marker of an env being built in ``root`` (staging) for the real path ``made_for``;
+    atomic (a crash leaves the old marker or the new one, never half of one)."""
+    document = {
+        "tool": "tfgpu-install", "marker_format": FORMAT, "id": env_id, "prefix": made_for,
+        "tool_version": __version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "owned": {"kernels": list(kernels)},
+        **{key: value for key, value in fields.items() if key not in ("tool", "marker_format", "id", "prefix", "owned")},
+    }
+    path = Path(root) / NAME
+    partial = path.with_name(f".{NAME}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+    return path
+
+
+def kernels(found: dict) -> list[str]:
+    """The Jupyter kernel names a proven marker says the tool registered for the env."""
+    owned = found.get("owned")
+    names = owned.get("kernels") if isinstance(owned, dict) else None
+    return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []

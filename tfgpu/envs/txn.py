@@ -1,0 +1,296 @@
+"""Changing a target directory T without ever leaving it half-built, even after SIGKILL.
+
+Every change to T happens under a lock (``.T.tfgpu-lock`` beside it: a second create or remove
+of T fails at once with ``target-busy``), and uses only names the tool owns beside T:
+
+* ``.T.tfgpu-staging/`` a build in progress; the record inside it (:data:`STAGING_RECORD`) names T;
+* ``.T.tfgpu-old/`` the previous env, moved aside by ``--force`` until the new one is in place;
+* ``.T.tfgpu-removing/`` an env being deleted (its marker is deleted last);
+* ``.T.tfgpu-inplace.json`` an in-place build (conda/mamba/micromamba create at T itself).
+
+:func:`recover` runs first in every create and remove of T and finishes or undoes what a killed
+run left: staging is deleted, an env moved aside comes back when T is missing, a removal is
+completed, a half-built in-place env is deleted and the old one put back. Each leftover is deleted
+only when the record or marker inside it names T; anything else is reported and left alone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from tfgpu.envs import marker
+from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.proc import shielded
+
+STAGING_RECORD = ".tfgpu-staging.json"
+
+
+def _sibling(final: Path, suffix: str) -> Path:
+    return final.parent / f".{final.name}.tfgpu-{suffix}"
+
+
+def staging_of(final: Path) -> Path:
+    return _sibling(final, "staging")
+
+
+def old_of(final: Path) -> Path:
+    return _sibling(final, "old")
+
+
+def removing_of(final: Path) -> Path:
+    return _sibling(final, "removing")
+
+
+def journal_of(final: Path) -> Path:
+    return _sibling(final, "inplace.json")
+
+
+class TargetLock:
+    """An exclusive lock on one target, held for a whole create or remove (flock: released by the
+    kernel when the process dies, SIGKILL included)."""
+
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        self.path = _sibling(final, "lock")
+        self.fd: int | None = None
+
+    def __enter__(self) -> TargetLock:
+        self.final.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(10):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise OperationError("target-busy", f"Another tfgpu-install is creating or removing {self.final} "
+                                     "right now; nothing was done.",
+                                     ["Wait for it to finish, then run the same command again."]) from None
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path, follow_symlinks=False).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:  # not a lock file another run deleted while we waited for it
+                self.fd = fd
+                return self
+            os.close(fd)
+        raise OperationError("target-busy", f"Could not lock {self.final}; nothing was done.",
+                             ["Run the same command again."])
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+            os.close(self.fd)
+            self.fd = None
+
+
+def _write_json(path: Path, value: dict) -> None:
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(value) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        if path.is_symlink() or path.stat().st_size > 65536:
+            return None
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _is_real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def _on_error(function, path, _info) -> None:
+    """rmtree met a read-only directory (conda packages ship some): make it writable, try again."""
+    parent = os.path.dirname(path)
+    try:
+        os.chmod(parent, stat.S_IRWXU)
+        if function in (os.rmdir, os.unlink, os.remove):
+            function(path)
+        else:
+            shutil.rmtree(path, onerror=_on_error)
+    except FileNotFoundError:
+        pass
+
+
+def delete_contents(directory: Path, keep: str | None = None) -> None:
+    """Delete everything inside ``directory`` but ``keep``; links are deleted, never followed."""
+    with os.scandir(directory) as entries:
+        for entry in list(entries):
+            if entry.name == keep:
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, onerror=_on_error)
+                else:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+
+
+def finish_removal(directory: Path, made_for: Path) -> bool:
+    """Delete an env already moved to ``directory`` (its kernels first, its marker last). False when
+    ``directory`` is not provably the env made for ``made_for`` and not empty: it is then left alone."""
+    from tfgpu.envs import jupyter
+
+    if not _is_real_dir(directory):
+        return False
+    found = marker.proof(directory, made_for)
+    if found is None:
+        if any(directory.iterdir()):
+            return False
+        directory.rmdir()
+        return True
+    for kernel in marker.kernels(found):
+        jupyter.unregister(kernel, found["id"])
+    delete_contents(directory, keep=marker.NAME)
+    (directory / marker.NAME).unlink(missing_ok=True)
+    directory.rmdir()
+    return True
+
+
+def _foreign(path: Path, what: str) -> ImpossibleError:
+    return ImpossibleError("foreign-leftover", f"{path} looks like {what}, but nothing in it proves tfgpu-install "
+                           "made it for this target; it is left untouched and nothing was done.",
+                           [f"Look at {path} and delete it yourself if it is not yours to keep."])
+
+
+def recover(final: Path) -> list[str]:
+    """Finish or undo what a killed create/remove of ``final`` left (call with the lock held);
+    returns what was done, one sentence each."""
+    done: list[str] = []
+    target = os.path.realpath(final)
+    journal = journal_of(final)
+    if journal.exists() or journal.is_symlink():
+        record = _read_json(journal)
+        if record is None or record.get("target") != target or not isinstance(record.get("id"), str):
+            raise _foreign(journal, "the record of an interrupted in-place build")
+        built = marker.proof(final) if _is_real_dir(final) else None
+        if built is None or built.get("id") != record["id"]:
+            if _is_real_dir(final):
+                shutil.rmtree(final, onerror=_on_error)
+                done.append(f"deleted the half-built environment an interrupted run left at {final}")
+            if _is_real_dir(old_of(final)) and marker.proof(old_of(final), final):
+                os.rename(old_of(final), final)
+                done.append(f"put the previous environment back at {final}")
+        journal.unlink()
+    staging = staging_of(final)
+    if staging.exists() or staging.is_symlink():
+        record = _read_json(staging / STAGING_RECORD) if _is_real_dir(staging) else None
+        if record is None or record.get("target") != target:
+            raise _foreign(staging, "an interrupted build's staging directory")
+        shutil.rmtree(staging, onerror=_on_error)
+        done.append(f"deleted {staging}, left by an interrupted build")
+    removing = removing_of(final)
+    if removing.exists() or removing.is_symlink():
+        if not finish_removal(removing, final):
+            raise _foreign(removing, "an environment being removed")
+        done.append(f"finished removing the environment an interrupted run left in {removing}")
+    old = old_of(final)
+    if old.exists() or old.is_symlink():
+        if not _is_real_dir(old) or (marker.proof(old, final) is None and any(old.iterdir())):
+            raise _foreign(old, "the environment a --force rebuild moved aside")
+        if not final.exists() and not final.is_symlink():
+            os.rename(old, final)
+            done.append(f"put the previous environment back at {final} (an interrupted --force)")
+        else:
+            os.rename(old, removing)
+            finish_removal(removing, final)
+            done.append(f"deleted the environment a finished --force rebuild replaced ({old})")
+    stray = final / STAGING_RECORD
+    if stray.is_file() and marker.proof(final):
+        stray.unlink()
+    return done
+
+
+def prepare(location) -> None:
+    """Make the empty staging directory (with its record); in place, record the build beside the
+    target and move an old env (``--force``) aside. Call after :func:`recover`, with the lock held."""
+    final = location.prefix
+    record = {"tool": "tfgpu-install", "target": location.real, "id": location.id}
+    if location.in_place:
+        _write_json(journal_of(final), record)
+        if final.exists():
+            os.rename(final, old_of(final))
+        final.parent.mkdir(parents=True, exist_ok=True)
+        return
+    location.staging.parent.mkdir(parents=True, exist_ok=True)
+    location.staging.mkdir()
+    _write_json(location.staging / STAGING_RECORD, record)
+
+
+def commit(location) -> None:
+    """Move the finished env into place; an old one (``--force``) is deleted only afterwards."""
+    final, old = location.prefix, old_of(location.prefix)
+    with shielded():
+        if location.in_place:
+            if old.exists():
+                os.rename(old, removing_of(final))
+            journal_of(final).unlink(missing_ok=True)
+        else:
+            if final.exists() and not any(final.iterdir()):
+                final.rmdir()
+            if final.exists():
+                os.rename(final, old)
+            os.rename(location.staging, final)
+            (final / STAGING_RECORD).unlink(missing_ok=True)
+            if old.exists():
+                os.rename(old, removing_of(final))
+    if removing_of(final).exists():
+        finish_removal(removing_of(final), final)
+
+
+def rollback(location) -> None:
+    """Leave nothing behind: the staging directory goes; the final prefix was never touched
+    (in place: the half-built prefix goes and the old env, if any, comes back)."""
+    with shielded():
+        if not location.in_place:
+            if _is_real_dir(location.staging):
+                shutil.rmtree(location.staging, onerror=_on_error)
+            return
+        built = marker.proof(location.prefix) if _is_real_dir(location.prefix) else None
+        if _is_real_dir(location.prefix) and (built is None or built.get("id") == location.id):
+            shutil.rmtree(location.prefix, onerror=_on_error)  # the half-built env of this very run
+        if old_of(location.prefix).exists() and not location.prefix.exists():
+            os.rename(old_of(location.prefix), location.prefix)
+        journal_of(location.prefix).unlink(missing_ok=True)
+
+
+def remove(final: Path) -> dict:
+    """Delete the env at ``final`` if its marker proves tfgpu-install made it there (its Jupyter
+    kernels too); returns ``{"removed", "recovered"}``. Re-running after an interrupted remove
+    finishes it."""
+    from tfgpu.envs.location import refuse_link
+
+    refuse_link(final)
+    with TargetLock(final):
+        recovered = recover(final)
+        if not final.exists():
+            if any("removing" in line for line in recovered):
+                return {"removed": str(final), "recovered": recovered}
+            raise ImpossibleError("no-such-env", f"There is no environment at {final}.",
+                                  ["`tfgpu-install list` shows the environments tfgpu-install built."])
+        if not final.is_dir() or marker.proof(final) is None:
+            raise ImpossibleError("not-a-tfgpu-env", f"{final} was not provably built there by tfgpu-install "
+                                  f"({marker.why_not(final)}), so it is left alone.",
+                                  ["Delete it yourself if you are sure it is yours to delete."])
+        with shielded():
+            os.rename(final, removing_of(final))
+        try:
+            finish_removal(removing_of(final), final)
+        except OSError as error:
+            raise OperationError("remove-failed", f"Removing {final} stopped: {error}. What is left is in "
+                                 f"{removing_of(final)}.", ["Run the same `remove` again: it continues."]) from None
+    return {"removed": str(final), "recovered": recovered}
+

@@ -1,0 +1,318 @@
+"""The one door for child processes: argv lists, a cleaned environment, a log, signals handled.
+
+Every command the tool runs goes through a :class:`Runner` (scripts that run *inside* a target
+env are started through it too). It never raises for a failing command: the caller reads
+``Completed.returncode`` and decides. Tests pass a :class:`RecordingRunner` instead of patching
+``subprocess``.
+
+Signals: ``cli.main`` turns SIGTERM and SIGHUP into :class:`Interrupted` (a ``KeyboardInterrupt``),
+so ``timeout``, ``systemd stop`` and a closed terminal roll back exactly like Ctrl-C. A running
+child is stopped first (SIGINT, then SIGKILL), and every child asks the kernel to be killed when
+the tool dies (``PR_SET_PDEATHSIG``), so a SIGKILLed run leaves no uv still writing into its
+staging directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Variables that would make a child install somewhere else or import the wrong code.
+_DROP = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV", "CONDA_PREFIX",
+         "CONDA_DEFAULT_ENV", "CONDA_SHLVL", "__PYVENV_LAUNCHER__", "UV_PROJECT_ENVIRONMENT", "UV_SYSTEM_PYTHON")
+# pip settings that only choose where packages come from (a mirror, a certificate) are kept.
+_KEEP_PIP = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_CERT", "PIP_CLIENT_CERT",
+             "PIP_DEFAULT_TIMEOUT", "PIP_RETRIES", "PIP_PROXY")
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, handled like Ctrl-C; ``signum`` decides the exit code (128 + signum)."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM/SIGHUP raise :class:`Interrupted` in the main thread (SIGINT already raises)."""
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread / not supported
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP until the block is done: for the few renames that must not be
+    cut in half (commit, rollback); a signal that arrived meanwhile is delivered afterwards."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def clean_environment(base: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` without the variables that leak another environment into a child."""
+    env = {
+        key: value for key, value in base.items()
+        if key not in _DROP and not (key.startswith("PIP_") and key not in _KEEP_PIP)
+    }
+    env.update(extra or {})
+    return env
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A finished command: what ran, its exit status, its whole output (stdout and stderr merged
+    unless asked apart), and how long it took."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    output: str
+    seconds: float = 0.0
+    stderr: str = ""
+
+    def tail(self, lines: int = 12) -> str:
+        return "\n".join(self.output.rstrip().splitlines()[-lines:])
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+_PRCTL = None
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _prepare_prctl() -> None:
+    """Look prctl up before any fork (the child must not load libraries)."""
+    global _PRCTL
+    if _PRCTL is None and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            pass
+
+
+def open_log(operation: str) -> tuple[Path | None, str]:
+    """A new log file for ``operation`` (``create-tf2.21``) in the log directory; when that cannot
+    be written (a read-only home), one in the temporary directory; else none. Returns the path and
+    a note for the user ("" when the log is where the README says)."""
+    from datetime import datetime
+
+    from tfgpu.paths import log_dir
+
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in operation)[:80]
+    try:
+        directory = log_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{safe}-{stamp}-{os.getpid()}.log"
+        path.touch()
+        return path, ""
+    except OSError as error:
+        problem = f"the log directory cannot be written ({error.strerror})"
+    try:
+        handle, name = tempfile.mkstemp(prefix=f"tfgpu-{safe}-", suffix=".log")
+        os.close(handle)
+        return Path(name), f"{problem}; this run's log is {name}"
+    except OSError:
+        return None, f"{problem}, nor the temporary directory: this run keeps no log"
+
+
+class Runner:
+    """Runs commands; one log file per operation (``log_path`` None: keep no log)."""
+
+    def __init__(self, log_path: Path | None = None, extra_env: Mapping[str, str] | None = None) -> None:
+        self.log_path = log_path
+        self.extra_env = dict(extra_env or {})
+        self.note = ""
+        """Said to the user once (e.g. where the log went instead of the log directory)."""
+
+    @classmethod
+    def for_operation(cls, operation: str) -> Runner:
+        """A runner logging to a new file for ``operation`` (see :func:`open_log`)."""
+        path, note = open_log(operation)
+        runner = cls(path)
+        runner.note = note
+        return runner
+
+    def log(self, text: str) -> None:
+        if self.log_path is None:
+            return
+        try:
+            with open(self.log_path, "a", encoding="utf-8", errors="replace") as log:
+                log.write(text if text.endswith("\n") else text + "\n")
+        except OSError:
+            pass  # a log that stopped being writable costs the log, not the operation
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            on_line: Callable[[str], None] | None = None, input: str | None = None,
+            timeout: float | None = None, cwd: str | Path | None = None, clean: bool = True,
+            quiet: bool = False) -> Completed:
+        """Run ``argv``; stdout and stderr merged, streamed line by line to ``on_line``.
+
+        ``clean``: drop the variables that leak another environment (see ``_DROP``); ``env`` is
+        added on top. ``quiet``: do not log (probes whose output is not worth keeping).
+        ``timeout``: the child is killed after that many seconds (return code 124).
+        On an interrupt (Ctrl-C, SIGTERM, SIGHUP) the child is stopped and the interrupt propagates.
+        """
+        argv = tuple(str(a) for a in argv)
+        if not quiet:
+            self.log(f"$ {shlex.join(argv)}")
+        base = clean_environment(os.environ) if clean else dict(os.environ)
+        started = time.monotonic()
+        _prepare_prctl()
+        try:
+            child = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                env={**base, **self.extra_env, **(env or {})}, cwd=cwd,
+                text=True, encoding="utf-8", errors="replace", bufsize=1,
+                preexec_fn=_die_with_parent if _PRCTL is not None else None,
+            )
+        except OSError as error:
+            if not quiet:
+                self.log(f"could not start: {error}")
+            return Completed(argv, 127, f"could not start {argv[0]}: {error}", 0.0)
+        lines: list[str] = []
+        timer = None
+        if timeout is not None:
+            import threading
+
+            timer = threading.Timer(timeout, _kill, (child,))
+            timer.daemon = True
+            timer.start()
+        try:
+            if input is not None:
+                try:
+                    child.stdin.write(input)
+                    child.stdin.close()
+                except BrokenPipeError:
+                    pass
+            for line in child.stdout:
+                lines.append(line)
+                if on_line is not None:
+                    on_line(line.rstrip("\n"))
+            returncode = child.wait()
+        except BaseException:
+            _stop(child)
+            if not quiet:
+                self.log("interrupted")
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+        output = "".join(lines)
+        seconds = time.monotonic() - started
+        if timer is not None and returncode == -signal.SIGKILL and seconds >= timeout:
+            returncode = 124
+            output += f"\n[killed after {timeout:.0f} s]"
+        if not quiet:
+            self.log(output + f"[exit {returncode} after {seconds:.1f} s]")
+        return Completed(argv, returncode, output, seconds)
+
+    def capture(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 30,
+                input: str | None = None, clean: bool = True) -> Completed:
+        """Run a short probe with stdout and stderr kept apart (``output`` is stdout); not logged.
+        For reading facts (``nvidia-smi``, an interpreter's version, a child that prints JSON)."""
+        argv = tuple(str(a) for a in argv)
+        base = clean_environment(os.environ) if clean else dict(os.environ)
+        _prepare_prctl()
+        started = time.monotonic()
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, encoding="utf-8", errors="replace",
+                                  env={**base, **self.extra_env, **(env or {})}, timeout=timeout, input=input,
+                                  stdin=None if input is not None else subprocess.DEVNULL,
+                                  preexec_fn=_die_with_parent if _PRCTL is not None else None)
+        except subprocess.TimeoutExpired as error:
+            return Completed(argv, 124, _text(error.stdout), time.monotonic() - started, _text(error.stderr))
+        except OSError as error:
+            return Completed(argv, 127, "", 0.0, f"could not start {argv[0]}: {error}")
+        return Completed(argv, done.returncode, done.stdout, time.monotonic() - started, done.stderr)
+
+    def start(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, clean: bool = True,
+              **popen) -> subprocess.Popen:
+        """A child that runs beside the tool (parallel workers); the caller waits for it."""
+        _prepare_prctl()
+        base = clean_environment(os.environ) if clean else dict(os.environ)
+        return subprocess.Popen([str(a) for a in argv], env={**base, **self.extra_env, **(env or {})},
+                                preexec_fn=_die_with_parent if _PRCTL is not None else None, **popen)
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _kill(child: subprocess.Popen) -> None:
+    with contextlib.suppress(OSError):
+        child.kill()
+
+
+def _stop(child: subprocess.Popen) -> None:
+    """After an interrupt: a terminal sent the child SIGINT too, a ``kill`` of our pid did not."""
+    try:
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=5)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        child.kill()
+        child.wait()
+    except ProcessLookupError:
+        pass
+
+
+@dataclass
+class RecordingRunner(Runner):
+    """A runner for tests: records every argv and answers from ``results`` (argv[0]'s basename or
+    the whole argv joined, to a :class:`Completed` or a callable taking the argv), else exit 0.
+
+    It stands in for the process boundary only: everything before and after runs for real."""
+
+    results: dict = field(default_factory=dict)
+    calls: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        Runner.__init__(self, None)
+
+    def _answer(self, argv: tuple[str, ...]) -> Completed:
+        self.calls.append(argv)
+        for key in (shlex.join(argv), Path(argv[0]).name):
+            if key in self.results:
+                found = self.results[key]
+                return found(argv) if callable(found) else found
+        return Completed(argv, 0, "")
+
+    def run(self, argv, **kwargs) -> Completed:  # noqa: D102 - see Runner.run
+        done = self._answer(tuple(str(a) for a in argv))
+        if kwargs.get("on_line"):
+            for line in done.output.splitlines():
+                kwargs["on_line"](line)
+        return done
+
+    def capture(self, argv, **kwargs) -> Completed:  # noqa: D102 - see Runner.capture
+        return self._answer(tuple(str(a) for a in argv))
