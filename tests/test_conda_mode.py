@@ -96,7 +96,7 @@ def test_scripts_uv_wrote_in_staging_point_at_the_final_env(env213):
 
 
 def test_rattler_hard_links_from_its_package_cache(env213):
-    cache = env213.parent / "cache" / "conda" / "pkgs"
+    cache = env213.parent / "cache" / "conda" / "verified-pkgs"
     linked = env213 / "lib" / "libcusolver.so.11"
     twins = [p for p in cache.rglob("libcusolver.so.11") if p.stat().st_ino == linked.stat().st_ino]
     assert twins, "the env's file is not a hard link into the package cache"
