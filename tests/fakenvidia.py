@@ -87,6 +87,16 @@ class Faults:
     only: str = ""
     runfile_fails: bool = False
     """The runfile installs half the toolkit, then exits 1."""
+    redirect_to: str = ""
+    """Answer with a 302 to this URL (absolute, or a path on this server)."""
+    endless: bool = False
+    """Send the file, then zeros for ever, with no Content-Length (the connection never ends it)."""
+    announce: int = 0
+    """Announce this Content-Length (and send that many bytes) instead of the file's."""
+    drip: float = 0.0
+    """Send one byte, then sleep this many seconds, and so on (a server that never stops sending)."""
+    no_ranges: bool = False
+    """Ignore Range requests and send no Accept-Ranges header."""
 
 
 @dataclass
@@ -211,6 +221,18 @@ def _handler(fake: FakeNvidia, served: dict[str, bytes]):
             if failing_503:
                 fake.requests.append((name, rng, 503))
                 return self._status(503, b"busy")
+            if applies and faults.redirect_to and not name.startswith("redirected/"):
+                fake.requests.append((name, rng, 302))
+                self.send_response(302)
+                self.send_header("Location", faults.redirect_to)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            name = name.removeprefix("redirected/")
+            if applies and (faults.endless or faults.drip or faults.announce):
+                return self._hostile_body(name, served[name], rng)
+            if applies and faults.no_ranges:
+                rng = ""
             data = served[name]
             if applies and faults.corrupt:
                 data = data[:100] + bytes(b ^ 0xFF for b in data[100:164]) + data[164:]
@@ -229,7 +251,8 @@ def _handler(fake: FakeNvidia, served: dict[str, bytes]):
             if rng:
                 self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("Accept-Ranges", "bytes")
+            if not (applies and faults.no_ranges):
+                self.send_header("Accept-Ranges", "bytes")
             self.end_headers()
             if applies and faults.truncate_after and seen == 1:
                 self.wfile.write(body[:faults.truncate_after])
@@ -242,6 +265,33 @@ def _handler(fake: FakeNvidia, served: dict[str, bytes]):
                 if applies and faults.trickle:
                     self.wfile.flush()
                     time.sleep(faults.trickle)
+
+        def _hostile_body(self, name: str, data: bytes, rng: str) -> None:
+            """The endless, lying or dripping answers (see :class:`Faults`)."""
+            faults = fake.faults
+            fake.requests.append((name, rng, 200))
+            self.send_response(200)
+            if faults.announce:
+                self.send_header("Content-Length", str(faults.announce))
+            self.end_headers()
+            self.close_connection = True
+            try:
+                if faults.drip:
+                    for index in range(len(data)):
+                        self.wfile.write(data[index:index + 1])
+                        self.wfile.flush()
+                        time.sleep(faults.drip)
+                    return
+                if faults.announce:
+                    body = (data * (faults.announce // max(len(data), 1) + 1))[:faults.announce]
+                    self.wfile.write(body)
+                    return
+                self.wfile.write(data)
+                zeros = bytes(1 << 16)
+                while True:
+                    self.wfile.write(zeros)
+            except (BrokenPipeError, ConnectionResetError):
+                return
 
     return Handler
 
@@ -270,6 +320,7 @@ def serve_fake_nvidia(tmp_path: Path, cuda: str = "12.2.2", cudnn: str = "8.9.7.
     runfile = fake_runfile(work, cuda, fails=faults.runfile_fails)
     archive = fake_cudnn_archive(work, cudnn, cuda_major)
     served = {runfile.name: runfile.read_bytes(), archive.name: archive.read_bytes()}
+    served[f"redirected/{runfile.name}"] = served[runfile.name]
     fake = FakeNvidia(base_url="", overlay_dir=work / "overlay", runfile=runfile, runfile_url="",
                       runfile_sha256=hashlib.sha256(served[runfile.name]).hexdigest(), cudnn=archive,
                       cudnn_url="", cudnn_sha256=hashlib.sha256(served[archive.name]).hexdigest(),

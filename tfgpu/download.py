@@ -4,7 +4,14 @@ A file is downloaded to ``<name>.part`` in the cache directory, resumed from whe
 transfer stopped, checked against its sha256 (or NVIDIA's md5 where no sha256 is known) and only
 then renamed to its final name; a file that fails the check is deleted. A verified file is kept
 with a ``.verified`` note (its digest, size and mtime), so a later run uses it without hashing
-gigabytes again. HTTPS only; plain HTTP is accepted for loopback hosts (tests, a local mirror).
+gigabytes again. HTTPS only; plain HTTP is accepted for loopback hosts (tests, a local mirror),
+and every redirect is checked the same way (an https URL never continues over http).
+
+Bounded: a transfer stops at the size the data records (else the size the server announces, else
+:data:`MAX_UNKNOWN`), a server that sends less than :data:`MIN_RATE` on average after
+:data:`GRACE` seconds is given up on (a byte every few seconds never satisfies a read timeout),
+and a full disk stops at once. A ``.part`` is kept only when the server takes range requests, so
+that the next run can resume it; every failure message says whether it was kept.
 """
 
 from __future__ import annotations
@@ -19,6 +26,13 @@ from tfgpu.errors import ImpossibleError, OperationError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 CHUNK = 1 << 16
+MAX_UNKNOWN = 16 << 30
+"""Bytes accepted when neither the data nor the server say how large a file is."""
+MIN_RATE = 32 << 10
+"""Bytes per second, averaged over a transfer, below which it is given up on as stalled..."""
+GRACE = 30.0
+"""...once it has run this many seconds."""
+MAX_REDIRECTS = 5
 PROGRESS_EVERY = 0.2
 """Seconds between progress lines (the first and the last are always reported)."""
 
@@ -144,44 +158,115 @@ def sleep(seconds: float) -> None:
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 
 
+class _Fatal(Exception):
+    """A failure retrying cannot mend (carries the error to raise)."""
+
+    def __init__(self, error) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _unreachable_host(error: Exception) -> str | None:
+    """The host name when a connection error is a name-resolution failure (no network, no DNS)."""
+    text = repr(error)
+    if "NameResolutionError" in text or "Name or service not known" in text or "Temporary failure in name" in text:
+        import re
+
+        found = re.search(r"host='([^']+)'", text)
+        return found.group(1) if found else "the server"
+    return None
+
+
 class Transfer:
     """One file's download into ``part``, resumed across attempts."""
 
     def __init__(self, url: str, part: Path, *, size: int, reporter, name: str) -> None:
         self.url, self.part, self.size, self.reporter, self.name = url, part, size, reporter, name
         self.resumed = False
+        self.resumable = False
+        """The server takes range requests (``Accept-Ranges: bytes`` or a 206 seen)."""
 
     def run(self, *, retries: int, backoff: float) -> None:
         """Attempt until complete; the last failure becomes an ``OperationError``."""
         import requests
+        from urllib3.exceptions import HTTPError as Urllib3Error
 
         attempts = retries + 1
         problem = ""
-        for attempt in range(attempts):
-            if attempt:
-                _say(self.reporter, "note", f"{self.name}: {problem}; retrying ({attempt} of {retries})")
-                sleep(backoff * 2 ** (attempt - 1))
-            try:
-                problem = self._attempt(requests)
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as error:
-                problem = f"transfer broke off ({type(error).__name__})"
-            if not problem:
-                return
-            if problem.startswith("HTTP 4") and not problem.startswith(("HTTP 408", "HTTP 429")):
-                raise OperationError("download-failed", f"Downloading {self.url} failed: {problem}.",
-                                     ["Check the URL (a TFGPU_DATA_DIR overlay may point at a mirror that "
-                                      "lacks the file)."])
+        try:
+            for attempt in range(attempts):
+                if attempt:
+                    _say(self.reporter, "note", f"{self.name}: {problem}; retrying ({attempt} of {retries})")
+                    sleep(backoff * 2 ** (attempt - 1))
+                try:
+                    problem = self._attempt(requests)
+                except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+                        Urllib3Error) as error:  # raw reads raise urllib3's own errors
+                    host = _unreachable_host(error)
+                    if host is not None:
+                        raise _Fatal(OperationError(
+                            "download-unreachable", f"Cannot download {self.url}: the name {host} does not resolve "
+                            f"(no network, or no DNS).{self._kept()}",
+                            [f"Offline: copy {self.name} into {self.part.parent} on this machine (it is checked "
+                             "against its checksum before use), then run again with --offline.",
+                             "Behind a proxy? Set HTTPS_PROXY; requests uses it."])) from None
+                    problem = f"transfer broke off ({type(error).__name__})"
+                if not problem:
+                    return
+                if problem.startswith("HTTP 4") and not problem.startswith(("HTTP 408", "HTTP 429")):
+                    raise _Fatal(OperationError(
+                        "download-failed", f"Downloading {self.url} failed: {problem}.{self._kept()}",
+                        ["Check the URL (a TFGPU_DATA_DIR overlay may point at a mirror that lacks the file)."]))
+        except _Fatal as fatal:
+            raise fatal.error from None
         raise OperationError(
             "download-failed", f"Downloading {self.url} failed after {attempts} attempts; the last: {problem}. "
-            "Nothing was installed; what arrived is kept and the next run resumes it.",
-            ["Run the same command again later (NVIDIA's servers may be busy).",
+            f"Nothing was installed.{self._kept()}",
+            ["Run the same command again later (the server may be busy)" +
+             (": it resumes where this run stopped." if self._keeps() else "."),
              "Behind a proxy? Set HTTPS_PROXY; requests uses it."])
+
+    def _keeps(self) -> bool:
+        return self.resumable and self.part.exists() and self.part.stat().st_size > 0
+
+    def _kept(self) -> str:
+        """Keep the partial file only when it can be resumed; say which."""
+        if self._keeps():
+            return f" The {self.part.stat().st_size} bytes that arrived are kept in {self.part} and resumed next time."
+        self.part.unlink(missing_ok=True)
+        return " Nothing was kept."
+
+    def _open(self, requests, headers: dict):
+        """GET with redirects followed by hand, each target checked like the first URL."""
+        from urllib.parse import urljoin
+
+        url = self.url
+        for _ in range(MAX_REDIRECTS + 1):
+            response = requests.get(url, headers=headers, stream=True, timeout=(15, 60), allow_redirects=False)
+            if response.status_code not in (301, 302, 303, 307, 308):
+                return response
+            target = urljoin(url, response.headers.get("Location", ""))
+            response.close()
+            if urlsplit(url).scheme == "https" and urlsplit(target).scheme != "https":
+                raise _Fatal(ImpossibleError("insecure-download", f"{url} redirects to {target}: a download that "
+                                             "started on HTTPS never continues without it. Nothing was downloaded.",
+                                             ["Point the data's URL at the final HTTPS address (TFGPU_DATA_DIR overlay)."]))
+            try:
+                _check_url(target)
+            except ImpossibleError as error:
+                raise _Fatal(error) from None
+            url = target
+        raise _Fatal(OperationError("download-failed", f"{self.url} redirects more than {MAX_REDIRECTS} times.",
+                                    ["Check the URL."]))
 
     def _attempt(self, requests) -> str:
         """One request; "" when the whole file is in ``part``, else what went wrong."""
         have = self.part.stat().st_size if self.part.exists() else 0
         headers = {"Range": f"bytes={have}-"} if have else {}
-        with requests.get(self.url, headers=headers, stream=True, timeout=(15, 60)) as response:
+        response = self._open(requests, headers)
+        with response:
+            if response.headers.get("Accept-Ranges", "").lower() == "bytes" or response.status_code == 206:
+                self.resumable = True
             if response.status_code == 416 and have:  # nothing after `have`: complete (the checksum decides)
                 return ""
             if response.status_code in _RETRY_STATUS or response.status_code >= 500:
@@ -194,21 +279,52 @@ class Transfer:
             else:
                 mode, done = "wb", 0
             length = int(response.headers.get("Content-Length") or 0)
+            if self.size and length and done + length > self.size:
+                raise _Fatal(OperationError(
+                    "download-too-large", f"{self.url} announces {done + length} bytes; tfgpu's data records "
+                    f"{self.size}. Nothing was installed.{self._drop()}",
+                    ["The server is not serving the file the data names: check the URL or the mirror."]))
+            limit = self.size or (done + length if length else 0) or MAX_UNKNOWN
             total = done + length if length else self.size
             expected_end = done + length
             started, last, first = time.monotonic(), 0.0, done
-            with open(self.part, mode) as out:
-                for chunk in response.iter_content(CHUNK):
-                    out.write(chunk)
-                    done += len(chunk)
-                    now = time.monotonic()
-                    if now - last >= PROGRESS_EVERY:
-                        last = now
-                        _say(self.reporter, "output", self._line(done, total, first, now - started))
+            try:
+                with open(self.part, mode) as out:
+                    raw = response.raw
+                    while True:
+                        chunk = raw.read1(CHUNK) if hasattr(raw, "read1") else raw.read(CHUNK)
+                        if not chunk:
+                            break
+                        if done + len(chunk) > limit:
+                            raise _Fatal(OperationError(
+                                "download-too-large", f"{self.url} sent more than the {limit} bytes "
+                                f"{'its data records' if self.size else 'it announced' if length else 'allowed'}; "
+                                f"the transfer was stopped.{self._drop()}",
+                                ["The server is not serving the file the data names: check the URL or the mirror."]))
+                        out.write(chunk)
+                        done += len(chunk)
+                        now = time.monotonic()
+                        elapsed = now - started
+                        if elapsed > GRACE and (done - first) / elapsed < MIN_RATE:
+                            return (f"the server sent {done - first} bytes in {elapsed:.0f} s (less than "
+                                    f"{MIN_RATE // 1024} KiB/s): stalled")
+                        if now - last >= PROGRESS_EVERY:
+                            last = now
+                            _say(self.reporter, "output", self._line(done, total, first, elapsed))
+            except OSError as error:
+                if isinstance(error, (requests.ConnectionError, requests.Timeout)):
+                    raise
+                raise _Fatal(OperationError(
+                    "download-failed", f"Writing {self.part} failed: {error.strerror or error}.{self._drop()}",
+                    [f"Free space in {self.part.parent} (`df -h`), or point TFGPU_CACHE_DIR at a larger disk."])) from None
             _say(self.reporter, "output", self._line(done, total, first, time.monotonic() - started))
             if length and done < expected_end:
                 return f"transfer broke off at {done} of {expected_end} bytes"
         return ""
+
+    def _drop(self) -> str:
+        self.part.unlink(missing_ok=True)
+        return " Nothing was kept."
 
     def _line(self, done: int, total: int, first: int, seconds: float) -> str:
         return progress_line(self.name, done, total, (done - first) / seconds if seconds > 0 else 0.0)
