@@ -120,9 +120,24 @@ def locked_records(lock: CondaLock, platform: str, cache: Path, offline: bool,
 
 def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> str:
     """The lock's PyPI part as a requirements file uv installs with every hash required; ``pinned``
-    writes ``name==version`` instead of the URL (a bundle's wheels are found by --find-links)."""
-    lines = [f"{f'{p.name}=={p.version}' if pinned else f'{p.name} @ {p.url}'} --hash=sha256:{p.hash.sha256}"
-             for p in lock.packages(platform, "pip")]
+    writes ``name==version`` instead of the URL (a bundle's wheels are found by --find-links).
+    Each entry is checked first: a name, a version, an HTTPS wheel URL and a sha256, nothing else, so
+    a crafted lock cannot slip an option line or another source into the file (``lock-has-options``)."""
+    import re
+    from urllib.parse import urlsplit
+
+    lines = []
+    for p in lock.packages(platform, "pip"):
+        url, sha256 = str(p.url), getattr(p.hash, "sha256", None) or ""
+        parts = urlsplit(url)
+        secure = parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost"))
+        if (not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(p.name)) or not re.fullmatch(r"[A-Za-z0-9.+!_-]+", str(p.version))
+                or not re.fullmatch(r"[0-9a-f]{64}", sha256) or not secure or any(c.isspace() for c in url)
+                or not parts.path.endswith(".whl")):
+            raise UsageError("lock-has-options", f"{lock.path}: the pip entry {str(p.name)[:60]!r} is not a wheel "
+                             "pinned by name, version, HTTPS URL and sha256. Nothing was installed.",
+                             ["Regenerate the lock with `tfgpu-install lock --mode conda`."])
+        lines.append(f"{f'{p.name}=={p.version}' if pinned else f'{p.name} @ {url}'} --hash=sha256:{sha256}")
     return "".join(f"{line}\n" for line in sorted(lines))
 
 

@@ -10,6 +10,8 @@ its manifest before anything is installed: missing or damaged files are exit 3.
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -95,28 +97,68 @@ def check_platform(lock) -> None:
                                f"{here.name if here else 'linux-64'}."])
 
 
+def _bundle_corrupt(root: Path, what: str) -> ImpossibleError:
+    return ImpossibleError("bundle-corrupt", f"The bundle {root} cannot be trusted: {what}. Nothing was installed.",
+                           ["Copy the bundle again (rsync -a / scp -r), or rebuild it with the same "
+                            "`tfgpu-install bundle` command."])
+
+
+def bundle_member(root: Path, name) -> Path:
+    """``root / name`` for a manifest entry, or ``bundle-corrupt``: entries are relative POSIX paths
+    inside the bundle (no absolute path, no ``..``, no link anywhere on the way out)."""
+    from pathlib import PurePosixPath
+
+    if not isinstance(name, str) or not name or "\\" in name or any(ord(c) < 32 for c in name):
+        raise _bundle_corrupt(root, f"its manifest names a file {name!r} that is not a plain relative path")
+    parts = PurePosixPath(name).parts
+    if PurePosixPath(name).is_absolute() or ".." in parts or "." in parts or not parts:
+        raise _bundle_corrupt(root, f"its manifest names {name!r}, which lies outside the bundle")
+    path = root.joinpath(*parts)
+    walk = root
+    for part in parts:
+        walk = walk / part
+        if walk.is_symlink():
+            raise _bundle_corrupt(root, f"{name} is (or passes through) a symbolic link")
+    return path
+
+
 def verify_bundle(directory: str | Path, reporter=None) -> tuple[dict, Path]:
     """Check every file of a bundle against its manifest; returns (manifest, lock path)."""
     root = Path(directory).expanduser().absolute()
     try:
         manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-        files = manifest["files"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, UnicodeDecodeError):
         raise ImpossibleError("bundle-incomplete", f"{root} is not a complete tfgpu-install bundle: its {MANIFEST} "
                               "is missing or unreadable (an interrupted `bundle` leaves none). Nothing was installed.",
                               ["Run the `tfgpu-install bundle` command again (it resumes) and copy the whole "
                                "directory."]) from None
+    if not isinstance(manifest, dict):
+        raise _bundle_corrupt(root, f"its {MANIFEST} is not a JSON object")
     if manifest.get("format") != BUNDLE_FORMAT:
         raise ImpossibleError("bundle-format-unsupported", f"{root} was written by tfgpu-install "
                               f"{manifest.get('tool_version', '?')} (bundle format {manifest.get('format')!r}); this "
                               f"version reads format {BUNDLE_FORMAT}. Nothing was installed.",
                               ["Use the install.sh inside the bundle (it brings its own tfgpu-install)."])
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not files:
+        raise _bundle_corrupt(root, f"its {MANIFEST} has no file list")
+    for name, expected in files.items():
+        if (not isinstance(expected, dict) or not isinstance(expected.get("sha256"), str)
+                or not re.fullmatch(r"[0-9a-f]{64}", expected["sha256"])
+                or not isinstance(expected.get("size"), int) or isinstance(expected.get("size"), bool)
+                or expected["size"] < 0):
+            raise _bundle_corrupt(root, f"its {MANIFEST} entry for {name!r} has no valid sha256 and size")
+        bundle_member(root, name)
+    lock_name = manifest.get("lock")
+    if not isinstance(lock_name, str) or lock_name not in files or "/" in lock_name:
+        raise _bundle_corrupt(root, f"its lock ({lock_name!r}) is not a top-level file its manifest checks")
+    _refuse_links(root)
     if reporter is not None:
         reporter.note(f"checking {len(files)} files of the bundle "
                       f"({sum(f['size'] for f in files.values()) / 1e6:.0f} MB) against {MANIFEST}")
     missing, damaged = [], []
     for name, expected in sorted(files.items()):
-        path = root / name
+        path = bundle_member(root, name)
         if not path.is_file():
             missing.append(name)
         elif path.stat().st_size != expected["size"] or digest(path) != expected["sha256"]:
@@ -127,7 +169,20 @@ def verify_bundle(directory: str | Path, reporter=None) -> tuple[dict, Path]:
                               f"({len(missing)} missing, {len(damaged)} damaged: {listed}). Nothing was installed.",
                               ["Copy the bundle again (rsync -a / scp -r), or rebuild it with the same "
                                "`tfgpu-install bundle` command."])
-    return manifest, root / manifest["lock"]
+    return manifest, bundle_member(root, lock_name)
+
+
+def _refuse_links(root: Path) -> None:
+    """No symbolic link anywhere in the directories installs read from (wheels/, channel/, tool/)."""
+    for sub in ("wheels", "channel", "tool"):
+        top = root / sub
+        if top.is_symlink():
+            raise _bundle_corrupt(root, f"{sub}/ is a symbolic link")
+        for dirpath, dirnames, filenames in os.walk(top):
+            for entry in (*dirnames, *filenames):
+                if os.path.islink(os.path.join(dirpath, entry)):
+                    link = os.path.relpath(os.path.join(dirpath, entry), root)
+                    raise _bundle_corrupt(root, f"{link} is a symbolic link")
 
 
 def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bundle: str | None = None,
@@ -150,13 +205,14 @@ def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bund
         if lock.meta["sha256"] != manifest.get("lock_sha256"):
             raise ImpossibleError("bundle-corrupt", f"The lock in {from_bundle} is not the one the bundle was built "
                                   "with. Nothing was installed.", ["Rebuild the bundle."])
-        values = asdict(options) | {"find_links": str(lock_path.parent / "wheels"), "offline": True}
+        values = asdict(options) | {"find_links": str(lock_path.parent / "wheels"), "offline": True}  # the top level
     else:
         lock = read_lock(from_lock)
         values = asdict(options)
     check_selectors(lock, selectors)
     check_platform(lock)
-    values |= {"locked": lock.body, "lock_source": f"{lock.path} sha256:{lock.meta['sha256']}"}
+    values |= {"locked": lock.body, "lock_source": f"{lock.path} sha256:{lock.meta['sha256']}",
+               "lock_index": lock.meta.get("index", "")}
     return lock_resolution(lock), LockedOptions(**values), lock
 
 

@@ -214,7 +214,47 @@ def read(path: Path, text: str | None = None) -> PipLock:
             ["Restore the file from version control, or regenerate it: " + regenerate_command(meta, str(path)),
              "Pins are changed by regenerating the lock, never by editing it."])
     meta["sha256"] = recorded
+    check_body(body, path)
+    check_index(meta.get("index"), path)
     return PipLock(meta=meta, body=body, path=path)
+
+
+# What a lock body may hold: uv's hashed output and nothing else. A checksum proves a lock was not
+# edited by accident, not that it is honest (anyone can recompute it), so its *content* is checked:
+# an option line (``--index-url``, ``-e``, ``-r``, ``--find-links``...) or a direct URL would make pip or uv
+# fetch from somewhere the lock's reviewer never saw.
+_REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]*\])?==[A-Za-z0-9.+!_-]+"
+                          r"( *;[^\\@]*)?( \\)?")
+_HASH = re.compile(r"\s+--hash=sha256:[0-9a-f]{64}( \\)?")
+
+
+def check_body(body: str, path) -> None:
+    """Every line is a ``name==version`` pin, a ``--hash=sha256:`` continuation or a comment;
+    else ``lock-has-options`` (exit 2)."""
+    for number, line in enumerate(body.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if _REQUIREMENT.fullmatch(line) or _HASH.fullmatch(line):
+            continue
+        raise UsageError("lock-has-options", f"{path} holds more than pinned requirements: line {number} of its "
+                         f"requirements is {line.strip()[:120]!r}. A lock carries `name==version` pins with their "
+                         "hashes only; options and URLs are refused. Nothing was installed.",
+                         ["Regenerate the lock with `tfgpu-install lock` (which never writes option lines)."])
+
+
+def check_index(index, path) -> None:
+    """The index a lock records must be an HTTPS URL (plain HTTP only on loopback, for tests)."""
+    from urllib.parse import urlsplit
+
+    if index is None:
+        return
+    parts = urlsplit(index) if isinstance(index, str) else None
+    if (parts is None or any(c.isspace() for c in index)
+            or not (parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost",
+                                                                                               "::1")))):
+        raise UsageError("lock-has-options", f"{path} records the index {index!r}, which is not an HTTPS URL. "
+                         "Nothing was installed.", ["Regenerate the lock with `tfgpu-install lock`."])
 
 
 def _canonical(value) -> str:
