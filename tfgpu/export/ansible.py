@@ -9,8 +9,7 @@ and fails the hosts that did not get a working GPU stack. Any mode the bash expo
 
 from __future__ import annotations
 
-import json
-
+from tfgpu import quoting
 from tfgpu.export import ExportFile
 from tfgpu.export.bash import comment, default_env_name, header, render_bash, template
 
@@ -46,20 +45,26 @@ def render_ansible(resolution) -> tuple[ExportFile, ...]:
     """playbook.yml, inventory.example.ini, README.md and files/install-tf.sh for ``resolution``."""
     script = render_bash(resolution)
     name = default_env_name(resolution)
+    # Each placeholder is filled through the rendering function of the place it stands in:
+    # YAML scalars, comment text, or a token checked against its grammar (inside a Jinja string).
     values = {
         "@HEADER@": comment(header(resolution, "an Ansible playbook"))[2:],
-        "@TF_VERSION_Q@": json.dumps(resolution.tensorflow),
-        "@MIN_DRIVER_Q@": json.dumps(resolution.min_driver),
-        "@TF_VERSION@": resolution.tensorflow,
-        "@MIN_DRIVER@": resolution.min_driver,
-        "@MODE@": resolution.mode,
-        "@ENV_NAME@": name,
-        "@PYTHON@": resolution.python,
+        "@TF_VERSION_Q@": quoting.yaml_scalar(resolution.tensorflow),
+        "@MIN_DRIVER_Q@": quoting.yaml_scalar(resolution.min_driver),
+        "@PLAY_NAME_Q@": quoting.yaml_scalar(f"TensorFlow {resolution.tensorflow} on NVIDIA GPUs "
+                                             f"({resolution.mode} mode)"),
+        "@MIN_DRIVER@": quoting.one_line(resolution.min_driver),
+        "@TF_VERSION@": quoting.one_line(resolution.tensorflow),
+        "@MODE@": quoting.token(resolution.mode, "pip|conda|system", "The mode"),
+        "@ENV_NAME@": quoting.token(name, quoting.NAME, "The env name"),
+        "@PYTHON@": quoting.one_line(resolution.python),
     }
     playbook, inventory = template("playbook.yml"), template("inventory.example.ini")
     for key, value in values.items():
         playbook, inventory = playbook.replace(key, value), inventory.replace(key, value)
-    readme = README.format(tf=resolution.tensorflow, mode=resolution.mode, cuda=resolution.cuda_build or resolution.cuda,
-                           cudnn=resolution.cudnn, driver=resolution.min_driver, name=name)
+    line = quoting.one_line
+    readme = README.format(tf=line(resolution.tensorflow), mode=line(resolution.mode),
+                           cuda=line(resolution.cuda_build or resolution.cuda), cudnn=line(resolution.cudnn),
+                           driver=line(resolution.min_driver), name=line(name))
     return (ExportFile("playbook.yml", playbook), ExportFile("inventory.example.ini", inventory),
             ExportFile("README.md", readme), ExportFile("files/install-tf.sh", script, 0o755))

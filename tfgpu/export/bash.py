@@ -2,7 +2,7 @@
 
 The script is assembled from shell parts shipped in ``tfgpu/export/templates`` (helpers, one body
 per mode) under a generated header (what it installs and why) and a block of variables, every
-value quoted with ``shlex.quote``. Each step checks whether its result is already in place, so a
+value quoted through ``tfgpu.quoting`` (shell words, one-line comments). Each step checks whether its result is already in place, so a
 second run changes nothing and says so. pip mode embeds tfgpu-install's own activation module
 (``tfgpu/installers/activation.py`` and its templates) to write the same activation and load hook.
 """
@@ -10,13 +10,13 @@ second run changes nothing and says so. pip mode embeds tfgpu-install's own acti
 from __future__ import annotations
 
 import json
-import shlex
 from datetime import date
 from importlib.resources import files
 
 from packaging.version import Version
 
 from tfgpu import __version__
+from tfgpu import quoting
 from tfgpu.errors import ImpossibleError
 
 HEREDOC_ACTIVATE = "TFGPU_ACTIVATE_PY"
@@ -52,12 +52,11 @@ def header(resolution, what: str) -> list[str]:
     return lines
 
 
-def comment(lines: list[str], mark: str = "#") -> str:
-    return "\n".join(f"{mark} {line}".rstrip() for line in lines)
+comment = quoting.comment
 
 
 def _array(name: str, values) -> str:
-    return f"{name}=({' '.join(shlex.quote(v) for v in values)})"
+    return f"{name}=({' '.join(quoting.sh(v) for v in values)})"
 
 
 def _heredoc(text: str, delimiter: str) -> str:
@@ -78,10 +77,10 @@ def activation_program() -> str:
 
 
 def _variables(resolution) -> list[str]:
-    name = default_env_name(resolution)
+    name = quoting.token(default_env_name(resolution), quoting.NAME, "The env name")
     cuda = resolution.cuda_build or resolution.cuda
     cuda_mm = ".".join(cuda.split(".")[:2])
-    q = shlex.quote
+    q = quoting.sh
     mode = resolution.mode
     return [
         f"TF_VERSION={q(resolution.tensorflow)}",
@@ -114,7 +113,7 @@ def _system_variables(resolution) -> list[str]:
         raise error
     by_kind = {item.kind: item for item in items}
     runfile, cudnn = by_kind["runfile"], by_kind["cudnn"]
-    q = shlex.quote
+    q = quoting.sh
     return [
         f"CUDA_TOOLKIT_VERSION={q(runfile.version)}",
         f"CUDNN_FULL_VERSION={q(cudnn.version)}",

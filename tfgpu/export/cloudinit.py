@@ -9,8 +9,7 @@ driver (cloud GPU images do); without one, the verification at the end fails and
 
 from __future__ import annotations
 
-import json
-
+from tfgpu import quoting
 from tfgpu.export.bash import comment, header, render_bash
 
 SCRIPT_PATH = "/opt/tfgpu-install/install-tf.sh"
@@ -19,32 +18,22 @@ LOG_PATH = "/var/log/tfgpu-install.log"
 
 def embedded_script(user_data: str) -> str:
     """The bash script inside user-data rendered by :func:`render_cloud_init` (for checks)."""
-    lines = user_data.split("\n")
-    start = lines.index("    content: |") + 1
-    body = []
-    for line in lines[start:]:
-        if line and not line.startswith("      "):
-            break
-        body.append(line[6:])
-    return "\n".join(body).rstrip("\n") + "\n"
+    import yaml
+
+    return yaml.safe_load(user_data)["write_files"][0]["content"]
 
 
 def render_cloud_init(resolution) -> str:
-    """``#cloud-config`` user-data for ``resolution``."""
+    """``#cloud-config`` user-data for ``resolution`` (the YAML written by PyYAML's serializer)."""
     script = render_bash(resolution)
-    indented = "\n".join(("      " + line) if line else "" for line in script.rstrip("\n").split("\n"))
     command = f"HOME=/root bash {SCRIPT_PATH} >> {LOG_PATH} 2>&1"
+    document = {
+        "write_files": [{"path": SCRIPT_PATH, "permissions": "0755", "owner": "root:root", "content": script}],
+        "runcmd": [["bash", "-c", command]],
+    }
     return "\n".join([
         "#cloud-config",
         comment(header(resolution, "cloud-init user-data (runs the bash installer at first boot)")),
         f"# Progress and result: {LOG_PATH} (and `cloud-init status --long`).",
-        "write_files:",
-        f"  - path: {SCRIPT_PATH}",
-        "    permissions: '0755'",
-        "    owner: root:root",
-        "    content: |",
-        indented,
-        "runcmd:",
-        f"  - [bash, -c, {json.dumps(command)}]",
-        "",
+        quoting.yaml_document(document),
     ])

@@ -16,11 +16,9 @@ build (no GPU needed), and its default command is the GPU verification
 
 from __future__ import annotations
 
-import json
-import shlex
-
 from packaging.version import Version
 
+from tfgpu import quoting
 from tfgpu.errors import ImpossibleError
 from tfgpu.export.bash import comment, default_env_name, header
 from tfgpu.installers.activation import COMPONENTS
@@ -75,15 +73,15 @@ def _image_python(resolution, row: dict) -> str:
 
 
 def _lines(resolution, what: str) -> list[str]:
-    name = default_env_name(resolution)
+    name = quoting.token(default_env_name(resolution), quoting.NAME, "The env name")
     return [
         "# syntax=docker/dockerfile:1",
         comment(header(resolution, what)),
         "#",
-        f"# Build:  docker build -t {name}-gpu .",
-        f"# Verify: docker run --rm --gpus all {name}-gpu   (the default command: lists the GPUs, runs a",
-        "#         matmul on one, exits 1 if TensorFlow sees none). The host needs NVIDIA driver",
-        f"#         >= {resolution.min_driver} and the NVIDIA Container Toolkit.",
+        comment([f"Build:  docker build -t {name}-gpu .",
+                 f"Verify: docker run --rm --gpus all {name}-gpu   (the default command: lists the GPUs, runs a",
+                 "        matmul on one, exits 1 if TensorFlow sees none). The host needs NVIDIA driver",
+                 f"        >= {resolution.min_driver} and the NVIDIA Container Toolkit."]),
     ]
 
 
@@ -96,21 +94,26 @@ def _tail(resolution, python: str, user: str | None) -> list[str]:
     verify = VERIFY.format(driver=resolution.min_driver)
     lines += [
         "# Build-time check (no GPU needed): TensorFlow imports and is a CUDA build.",
-        f"RUN {json.dumps([python, '-c', BUILD_CHECK])}",
+        f"RUN {quoting.docker_json([python, '-c', BUILD_CHECK])}",
         "HEALTHCHECK --interval=30m --timeout=2m --start-period=1m \\",
-        f"    CMD {json.dumps([python, '-c', HEALTH])}",
-        f"CMD {json.dumps([python, '-c', verify])}",
+        f"    CMD {quoting.docker_json([python, '-c', HEALTH])}",
+        f"CMD {quoting.docker_json([python, '-c', verify])}",
     ]
     return lines
 
 
+def _python(resolution) -> str:
+    return quoting.token(resolution.python, r"3\.[0-9]{1,2}", "The Python version")
+
+
 def _pip(resolution) -> list[str]:
-    site = f"{VENV}/lib/python{resolution.python}/site-packages"
+    python = _python(resolution)
+    site = f"{VENV}/lib/python{python}/site-packages"
     libs = ":".join(f"{site}/nvidia/{component}/lib" for component, _ in COMPONENTS)
-    requirements = " ".join(shlex.quote(r) for r in resolution.packages.pip)
+    requirements = " ".join(quoting.docker_word(r, "A requirement") for r in resolution.packages.pip)
     return [
         *_lines(resolution, "a Docker image (python slim base + NVIDIA's CUDA wheels)"),
-        f"FROM python:{resolution.python}-slim",
+        f"FROM python:{python}-slim",
         f"ENV VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1",
         f"RUN python -m venv {VENV} \\",
         f"    && {VENV}/bin/pip install --no-cache-dir {requirements} \\",
@@ -126,13 +129,14 @@ def _pip(resolution) -> list[str]:
 def _system(resolution) -> list[str]:
     row = choose_image(resolution)
     python = _image_python(resolution, row)
+    tag = quoting.token(row["tag"], quoting.IMAGE_TAG, "The nvidia/cuda image tag")
     unverified = " (tag unverified: check it exists on Docker Hub)" if "tag" in row.get("unverified", []) else ""
     return [
         *_lines(resolution, f"a Docker image (nvidia/cuda base with CUDA {row['cuda']} and cuDNN {row['cudnn_major']})"),
-        f"# Base: nvidia/cuda:{row['tag']}{unverified}; Python {python} is {row['os']}'s python3",
-        f"# (the plan's Python {resolution.python} is not what this base ships). XLA's ptxas/libdevice are",
-        "# not in runtime images: use the matching -devel- tag if the model uses jit_compile.",
-        f"FROM nvidia/cuda:{row['tag']}",
+        quoting.comment([f"Base: nvidia/cuda:{tag}{unverified}; Python {python} is {row['os']}'s python3",
+                         f"(the plan's Python {resolution.python} is not what this base ships). XLA's ptxas/libdevice "
+                         "are", "not in runtime images: use the matching -devel- tag if the model uses jit_compile."]),
+        f"FROM nvidia/cuda:{tag}",
         "# Ubuntu's python3 packages are not pinned: the base tag fixes the release they come from.",
         "# hadolint ignore=DL3008",
         "RUN apt-get update \\",
@@ -140,16 +144,17 @@ def _system(resolution) -> list[str]:
         "    && rm -rf /var/lib/apt/lists/*",
         f"ENV VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1",
         f"RUN python3 -m venv {VENV} \\",
-        f"    && {VENV}/bin/pip install --no-cache-dir {shlex.quote(resolution.package + '==' + resolution.tensorflow)}",
+        f"    && {VENV}/bin/pip install --no-cache-dir "
+        f"{quoting.docker_word(resolution.package + '==' + resolution.tensorflow, 'The TensorFlow requirement')}",
         *_tail(resolution, "python", "tf"),
     ]
 
 
 def _conda(resolution) -> list[str]:
     cuda = resolution.cuda_build or resolution.cuda
-    cuda_mm = ".".join(cuda.split(".")[:2])
-    specs = " ".join(shlex.quote(spec) for spec in resolution.packages.conda)
-    requirements = " ".join(shlex.quote(r) for r in resolution.packages.pip)
+    cuda_mm = quoting.token(".".join(cuda.split(".")[:2]), r"[0-9]+\.[0-9]+", "The CUDA version")
+    specs = " ".join(quoting.docker_word(spec, "A conda spec") for spec in resolution.packages.conda)
+    requirements = " ".join(quoting.docker_word(r, "A requirement") for r in resolution.packages.pip)
     return [
         *_lines(resolution, "a Docker image (micromamba base, CUDA and cuDNN from conda-forge)"),
         f"FROM {MICROMAMBA_IMAGE}",

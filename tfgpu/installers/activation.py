@@ -83,7 +83,8 @@ def read_layout(root: Path, site_packages: str) -> CudaLayout:
             if name:
                 preload.append(f"nvidia/{component}/lib/{name}")
     for extra in sorted(nvidia.glob("*/lib")) if nvidia.is_dir() else []:
-        if extra.parent.name not in known:  # e.g. cuda_nvcc, nvshmem: on the path, not preloaded
+        # e.g. cuda_nvcc, nvshmem: on the path, not preloaded. Only plain names: these go into scripts.
+        if extra.parent.name not in known and re.fullmatch(r"[A-Za-z0-9._-]+", extra.parent.name):
             lib_dirs.append(f"{site_packages}/nvidia/{extra.parent.name}/lib")
     nvcc = nvidia / "cuda_nvcc"
     return CudaLayout(
@@ -99,24 +100,27 @@ def _template(name: str) -> str:
     return files("tfgpu.installers").joinpath("templates", name).read_text(encoding="utf-8")
 
 
-def _sh_word(text: str) -> str:
-    return re.sub(r'([\\"$`])', r"\\\1", text)
-
-
-def _under(var: str, path: str) -> str:
-    """A layout path in a shell script: under ``$var`` (env-relative; ``.`` is the env) or absolute."""
+def _under(var: str, path: str, escape) -> str:
+    """A layout path inside a double-quoted shell string: under ``$var`` (env-relative; ``.`` is the
+    env) or absolute; ``escape`` is the shell's (``tfgpu.quoting``), since directory names come from
+    the installed packages."""
     if path.startswith("/"):
-        return _sh_word(path)
-    return f"${var}" if path == "." else f"${var}/{_sh_word(path)}"
+        return escape(path)
+    return f"${var}" if path == "." else f"${var}/{escape(path)}"
 
 
 def shell_layout(layout: CudaLayout, var: str) -> tuple[str, str]:
     """The ``@LAYOUT@`` blocks for sh and fish, paths under ``$var`` (VIRTUAL_ENV, CONDA_PREFIX)."""
-    libs = ":".join(_under(var, d) for d in layout.lib_dirs)
-    data = _under(var, layout.cuda_data_dir) if layout.cuda_data_dir else ""
+    from tfgpu import quoting
+
+    sh_path = lambda path: _under(var, quoting.one_line(path), quoting.sh_double)  # noqa: E731
+    fish_path = lambda path: _under(var, quoting.one_line(path), quoting.fish_double)  # noqa: E731
+    libs = ":".join(sh_path(d) for d in layout.lib_dirs)
+    data = sh_path(layout.cuda_data_dir) if layout.cuda_data_dir else ""
     sh = f'_tfgpu_libs="{libs}"\n_tfgpu_cuda_data_dir="{data}"'
-    fish_libs = " ".join(f'"{_under(var, d)}"' for d in layout.lib_dirs)
-    fish = f"set -g _tfgpu_libs {fish_libs}\nset -g _tfgpu_cuda_data_dir \"{data}\""
+    fish_libs = " ".join(f'"{fish_path(d)}"' for d in layout.lib_dirs)
+    fish_data = fish_path(layout.cuda_data_dir) if layout.cuda_data_dir else ""
+    fish = f"set -g _tfgpu_libs {fish_libs}\nset -g _tfgpu_cuda_data_dir \"{fish_data}\""
     return sh, fish
 
 

@@ -108,8 +108,11 @@ def runfile_argv(runfile: Path, place: ToolkitPlace) -> tuple[str, ...]:
 
 def profile_script(final: Path) -> str:
     """``/etc/profile.d`` entry: the toolkit's ``bin`` on PATH for login shells (once)."""
-    return (f"# Written by tfgpu-install: the CUDA toolkit in {final} for login shells.\n"
-            f'case ":${{PATH}}:" in\n    *:{final}/bin:*) ;;\n    *) PATH="{final}/bin:${{PATH}}"; export PATH ;;\n'
+    from tfgpu import quoting
+
+    bin_dir = quoting.sh(f"{final}/bin")
+    return (f"# Written by tfgpu-install: the CUDA toolkit in {quoting.one_line(final)} for login shells.\n"
+            f'case ":${{PATH}}:" in\n    *:{bin_dir}:*) ;;\n    *) PATH={bin_dir}":${{PATH}}"; export PATH ;;\n'
             "esac\n")
 
 
@@ -119,7 +122,7 @@ def user_profile(final: Path) -> str:
     import shlex
 
     bin_dir, lib_dir = shlex.quote(f"{final}/bin"), shlex.quote(f"{final}/lib64")
-    return (f"# Written by tfgpu-install: the CUDA toolkit in {final} for a shell or a build (`. <this file>`).\n"
+    return (f"# Written by tfgpu-install: the CUDA toolkit for a shell or a build (`. <this file>`).\n"
             "# The env's bin/activate already puts its libraries first; this adds nvcc and CUDA_HOME.\n"
             f"CUDA_HOME={shlex.quote(str(final))}\nexport CUDA_HOME\n"
             f'case ":${{PATH}}:" in\n    *:{bin_dir}:*) ;;\n    *) PATH={bin_dir}":${{PATH}}"; export PATH ;;\nesac\n'
@@ -129,35 +132,82 @@ def user_profile(final: Path) -> str:
 
 
 def ld_conf(final: Path) -> str:
-    """``/etc/ld.so.conf.d`` entry: the toolkit's libraries (and cuDNN) for the dynamic loader."""
-    return f"# Written by tfgpu-install: CUDA toolkit and cuDNN libraries.\n{final}/lib64\n"
+    """``/etc/ld.so.conf.d`` entry: the toolkit's libraries (and cuDNN) for the dynamic loader (one
+    directory per line, so the path must be one line)."""
+    from tfgpu import quoting
+
+    return (f"# Written by tfgpu-install: CUDA toolkit and cuDNN libraries.\n"
+            f"{quoting.single_line(f'{final}/lib64', 'The toolkit path')}\n")
+
+
+def _unsafe(archive: Path, member, why: str) -> OperationError:
+    return OperationError("cudnn-archive-unsafe", f"{archive.name} holds {member.name!r}, {why}; nothing was installed.",
+                          ["The archive is not the one NVIDIA publishes (its checksum passed, so the data that "
+                           "names it is wrong): report it, and do not install it by hand."])
 
 
 def unpack_cudnn(archive: Path, toolkit: Path) -> int:
     """Unpack NVIDIA's cuDNN archive into the toolkit: ``include/`` -> ``include/``, ``lib/`` or
-    ``lib64/`` -> ``lib64/`` (the archive's top directory dropped); returns the files unpacked."""
-    with tarfile.open(archive, "r:*") as tar:
-        members = []
-        for member in tar.getmembers():
-            parts = PurePosixPath(member.name).parts
-            if len(parts) < 3 or parts[1] not in ("include", "lib", "lib64") or ".." in parts:
-                continue  # the top directory, LICENSE, anything else
-            member.name = str(PurePosixPath("include" if parts[1] == "include" else "lib64", *parts[2:]))
-            members.append(member)
-        if not members:
-            raise OperationError("cudnn-archive-empty", f"{archive.name} has no include/ or lib/ inside; "
-                                 "nothing was installed.", ["Report it: the archive layout is unexpected."])
-        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: refuses links and paths out of the toolkit
-            tar.extractall(toolkit, members=members, filter="data")
-        else:
-            for member in members:
-                link = PurePosixPath(member.linkname)
-                if (member.issym() or member.islnk()) and (link.is_absolute() or ".." in link.parts):
-                    raise OperationError("cudnn-archive-unsafe", f"{archive.name} has a link out of its tree "
-                                         f"({member.name} -> {member.linkname}); nothing was installed.",
-                                         ["Report it."])
-            tar.extractall(toolkit, members=members)  # names were rebuilt from their parts above
+    ``lib64/`` -> ``lib64/`` (the archive's top directory dropped); returns the files unpacked.
+
+    Only regular files, directories and links that stay inside the toolkit are unpacked: an
+    absolute or escaping name or link, a device node or a FIFO is ``cudnn-archive-unsafe``, and a
+    damaged archive is ``cudnn-archive-corrupt`` — checked for every member before anything is written."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = []
+            for member in tar.getmembers():
+                parts = PurePosixPath(member.name).parts
+                if member.name.startswith("/") or ".." in parts:
+                    raise _unsafe(archive, member, "a path out of the archive")
+                if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+                    raise _unsafe(archive, member, "a device node or FIFO")
+                if len(parts) < 3 or parts[1] not in ("include", "lib", "lib64"):
+                    continue  # the top directory, LICENSE, anything else
+                target = PurePosixPath("include" if parts[1] == "include" else "lib64", *parts[2:])
+                if member.issym() or member.islnk():
+                    link = PurePosixPath(member.linkname)
+                    base = target.parent if member.issym() else PurePosixPath()
+                    if link.is_absolute() or not _inside(base / link if member.issym() else _renamed(link)):
+                        raise _unsafe(archive, member, f"a link to {member.linkname!r}, outside the toolkit")
+                    if member.islnk():
+                        member.linkname = str(_renamed(link))
+                member.name = str(target)
+                members.append(member)
+            if not members:
+                raise OperationError("cudnn-archive-empty", f"{archive.name} has no include/ or lib/ inside; "
+                                     "nothing was installed.", ["Report it: the archive layout is unexpected."])
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: a second check of the same rules
+                tar.extractall(toolkit, members=members, filter="data")
+            else:
+                tar.extractall(toolkit, members=members)  # every name and link was checked above
+    except (tarfile.TarError, EOFError, OSError) as error:
+        if isinstance(error, getattr(tarfile, "FilterError", ())):
+            raise OperationError("cudnn-archive-unsafe", f"{archive.name}: {error}; nothing was installed.",
+                                 ["Report it."]) from None
+        if isinstance(error, OSError) and not isinstance(error, tarfile.TarError):
+            raise
+        raise OperationError("cudnn-archive-corrupt", f"{archive.name} cannot be unpacked ({error}); nothing was "
+                             "installed.", ["Delete it from the download cache and run again."]) from None
     return len(members)
+
+
+def _inside(path: PurePosixPath) -> bool:
+    """Whether a relative path stays under its root once ``..`` is applied."""
+    depth = 0
+    for part in path.parts:
+        depth += -1 if part == ".." else (0 if part == "." else 1)
+        if depth < 0:
+            return False
+    return True
+
+
+def _renamed(name: PurePosixPath) -> PurePosixPath:
+    """A member name as it is unpacked (``top/lib/x`` -> ``lib64/x``), for hard-link targets."""
+    parts = name.parts
+    if len(parts) < 3 or parts[1] not in ("include", "lib", "lib64"):
+        return PurePosixPath("..", "outside")
+    return PurePosixPath("include" if parts[1] == "include" else "lib64", *parts[2:])
 
 
 def check_toolkit(toolkit: Path, cudnn_major: int) -> list[str]:

@@ -1,0 +1,100 @@
+"""How a value from data or from the user is written into a generated file: one function per format.
+
+Every generated script, playbook, user-data file and Dockerfile writes its values through these,
+so a newline, a quote or a ``$(...)`` in a data table (a ``TFGPU_DATA_DIR`` overlay is a team's
+mirror: data from elsewhere) or in a path stays data: shell words are ``shlex``-quoted, comments
+are one line, YAML goes through a serializer, Dockerfile words are single-line and quoted, and
+identifiers (image tags, versions, env names) must match their grammar or the export stops with
+``bad-data`` (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+from tfgpu.errors import UsageError
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
+
+
+def one_line(text) -> str:
+    """``text`` with every line break and control character turned into one space."""
+    return _CONTROL.sub(" ", str(text)).strip()
+
+
+def comment(lines, mark: str = "#") -> str:
+    """Comment lines (``# ...``); a value can never end a comment and start code."""
+    return "\n".join(f"{mark} {one_line(line)}".rstrip() for line in lines)
+
+
+def sh(value) -> str:
+    """One POSIX shell word (bash, sh, zsh)."""
+    return shlex.quote(str(value))
+
+
+def sh_double(value) -> str:
+    """Text for inside a double-quoted POSIX shell string (``"$VAR/<here>"``)."""
+    return re.sub(r'([\\"$`])', r"\\\1", str(value))
+
+
+def fish_double(value) -> str:
+    """Text for inside a double-quoted fish string (fish expands ``$`` and ``\\`` there)."""
+    return re.sub(r'([\\"$])', r"\\\1", str(value))
+
+
+def yaml_scalar(value) -> str:
+    """A YAML double-quoted scalar (JSON's string syntax is YAML's, escapes included)."""
+    return json.dumps(str(value))
+
+
+def yaml_document(value) -> str:
+    """A YAML document from plain data, through PyYAML's serializer (multi-line text as a literal
+    block where YAML allows one, else a quoted scalar)."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper, data):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+    Dumper.add_representer(str, text)
+    return yaml.dump(value, Dumper=Dumper, sort_keys=False, default_flow_style=False, width=1 << 20,
+                     allow_unicode=False)
+
+
+def single_line(value, what: str) -> str:
+    """``value`` when it has no line break or control character (Dockerfile instructions are
+    lines: a newline inside a quoted word would start a new instruction); else ``bad-data``."""
+    text = str(value)
+    if _CONTROL.search(text):
+        raise UsageError("bad-data", f"{what} {text!r} contains a line break or control character, which cannot go "
+                         "into a generated file safely; nothing was written.",
+                         ["Fix the data file it comes from (a TFGPU_DATA_DIR overlay?)."])
+    return text
+
+
+def docker_word(value, what: str = "a value") -> str:
+    """One shell word on a Dockerfile ``RUN`` line."""
+    return shlex.quote(single_line(value, what))
+
+
+def docker_json(argv, what: str = "a command") -> str:
+    """The exec form of ``CMD``/``RUN``/``HEALTHCHECK`` (a JSON array on one line)."""
+    return json.dumps([single_line(arg, what) for arg in argv])
+
+
+def token(value, pattern: str, what: str) -> str:
+    """``value`` when it matches ``pattern`` whole (an image tag, a version, an env name); else ``bad-data``."""
+    text = str(value)
+    if not re.fullmatch(pattern, text):
+        raise UsageError("bad-data", f"{what} {text!r} is not of the expected form ({pattern}); nothing was written.",
+                         ["Fix the data file it comes from (a TFGPU_DATA_DIR overlay?)."])
+    return text
+
+
+IMAGE_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+VERSION = r"[0-9][0-9A-Za-z.+!_-]{0,63}"
+NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
