@@ -42,9 +42,7 @@ def shellcheck(script: str, tmp_path: Path, name: str = "script.sh") -> subproce
 
 def clear_tables() -> None:
     """The tables are cached per process; tests that point TFGPU_DATA_DIR at the fake server clear them."""
-    for value in vars(tables).values():
-        if hasattr(value, "cache_clear"):
-            value.cache_clear()
+    tables.clear_caches()
 
 
 @contextmanager

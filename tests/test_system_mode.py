@@ -32,9 +32,7 @@ MAPS = "import json\nprint(json.dumps([l.split()[-1] for l in open('/proc/self/m
 
 def clear_tables() -> None:
     """The tables are cached per process; in-process tests change TFGPU_DATA_DIR."""
-    for value in vars(tables).values():
-        if hasattr(value, "cache_clear"):
-            value.cache_clear()
+    tables.clear_caches()
 
 
 @pytest.fixture(scope="module")

@@ -441,13 +441,18 @@ def _create(args: argparse.Namespace) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     if args.log is not None:
-        text = sys.stdin.read() if args.log == "-" else _read_log(args.log)
-        from tfgpu.doctor.logs import match_log
+        from tfgpu.doctor.logs import LOG_LIMIT, match_log, read_log
 
+        text, cut = read_log(args.log)
         matches = match_log(text)
         document = {"log": args.log, "matches": [m.to_dict() for m in matches],
-                    "ok": not any(m.severity == "fail" for m in matches)}
-        _emit(args, document, lambda: _render().log_matches(matches))
+                    "ok": not any(m.severity == "fail" for m in matches), "truncated": cut}
+
+        def show() -> None:
+            if cut:
+                _render().note(f"Only the first {LOG_LIMIT >> 20} MiB of {args.log} were read.")
+            _render().log_matches(matches)
+        _emit(args, document, show)
         return 0 if document["ok"] else 1
     from tfgpu.doctor import run_doctor
     from tfgpu.envs.location import prefix_for
@@ -456,15 +461,6 @@ def _doctor(args: argparse.Namespace) -> int:
     report = run_doctor(root=root, python=Path(args.python) if args.python else None)
     _emit(args, report.to_dict(), lambda: _render().doctor(report))
     return 1 if report.failed else 0
-
-
-def _read_log(path: str) -> str:
-    try:
-        return Path(path).read_bytes().decode("utf-8", "replace")
-    except OSError as error:
-        raise UsageError("bad-log-file", f"Cannot read --log {path}: {error.strerror}.",
-                         ["Give a file with TensorFlow's output, or - to read it from stdin "
-                          "(`python train.py 2>&1 | tfgpu-install doctor --log -`)."]) from None
 
 
 def default_name(tensorflow: str) -> str:

@@ -1,0 +1,139 @@
+"""The data tables (``tfgpu/data/*.toml``): loaded, validated, cached. The resolver reads them
+through :func:`load` and never writes anything itself.
+
+Sources, later ones replacing earlier ones of the same file name: the shipped tables, then a
+``TFGPU_DATA_DIR`` overlay (a site mirror of NVIDIA's downloads with its own checksums; tests
+that serve fake archives). Every table is checked against ``schema.py`` when it is parsed; an
+overlay that is not a directory, names no shipped table, is not UTF-8, is not TOML or breaks its
+schema is ``bad-data`` (exit 2) naming the file.
+
+Parsing takes ~100 ms, which would dominate ``plan``; like Python's own bytecode cache, the parsed
+(and validated) form is kept in the user cache dir under a sha256 of every source's bytes, and the
+cache file carries a sha256 of its own content: a cache that is damaged, truncated, swapped or not
+the tables is parsed afresh, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import sys
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+
+from tfgpu.errors import UsageError
+
+MAX_TABLE_BYTES = 16 << 20
+_MAGIC = b"TFGPU-TABLES-2\n"
+
+
+def load(name: str) -> dict:
+    """One table, parsed and validated (``tensorflow.toml``)."""
+    return _tables()[name]
+
+
+def clear() -> None:
+    """Forget the parsed tables (the next :func:`load` reads the sources again)."""
+    _tables.cache_clear()
+
+
+def shipped_names() -> list[str]:
+    return sorted(entry.name for entry in files("tfgpu.data").iterdir() if entry.name.endswith(".toml"))
+
+
+@cache
+def _tables() -> dict[str, dict]:
+    sources = {entry.name: entry.read_bytes() for entry in files("tfgpu.data").iterdir()
+               if entry.name.endswith(".toml")}
+    where = {name: f"tfgpu/data/{name}" for name in sources}
+    for name, (raw, path) in _overlay(set(sources)).items():
+        sources[name], where[name] = raw, path
+    key = hashlib.sha256()
+    for name in sorted(sources):
+        key.update(name.encode() + b"\0" + hashlib.sha256(sources[name]).digest())
+    cached = _cache_dir() / f"tables-{key.hexdigest()[:32]}-py{sys.hexversion:x}.bin"
+    found = _read_cache(cached, set(sources))
+    if found is not None:
+        return found
+    parsed = {name: _parse(name, raw, where[name]) for name, raw in sources.items()}
+    _write_cache(cached, parsed)
+    return parsed
+
+
+def _parse(name: str, raw: bytes, where: str) -> dict:
+    import tomllib
+
+    from tfgpu.data import schema
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UsageError("bad-data", f"{where} is not UTF-8 text (byte {error.start}).", [_WAY]) from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise UsageError("bad-data", f"{where} is not valid TOML: {error}.", [_WAY]) from None
+    schema.validate(name, document, where)
+    return document
+
+
+_WAY = "Fix that file (or remove it from the TFGPU_DATA_DIR overlay to use the shipped table)."
+
+
+def _overlay(shipped: set[str]) -> dict[str, tuple[bytes, str]]:
+    """``TFGPU_DATA_DIR``'s tables: {name: (bytes, path)}; each must replace a shipped one."""
+    override = os.environ.get("TFGPU_DATA_DIR")
+    if not override:
+        return {}
+    directory = Path(override)
+    if not directory.is_dir():
+        raise UsageError("bad-data", f"TFGPU_DATA_DIR={override} is not a directory.",
+                         ["Point it at a directory of tables (cuda.toml, cudnn_archives.toml, ...), or unset it."])
+    found = {}
+    for path in sorted(directory.glob("*.toml")):
+        if path.name not in shipped:
+            raise UsageError("bad-data", f"{path} replaces no shipped table (they are: {', '.join(sorted(shipped))}).",
+                             ["Rename it after the table it replaces, or remove it."])
+        try:
+            if path.stat().st_size > MAX_TABLE_BYTES:
+                raise UsageError("bad-data", f"{path} is larger than {MAX_TABLE_BYTES >> 20} MiB.", [_WAY])
+            found[path.name] = (path.read_bytes(), str(path))
+        except OSError as error:
+            raise UsageError("bad-data", f"Cannot read {path}: {error.strerror}.", [_WAY]) from None
+    return found
+
+
+def _cache_dir() -> Path:
+    from tfgpu.paths import cache_root
+
+    return cache_root() / "data"
+
+
+def _read_cache(path: Path, names: set[str]) -> dict | None:
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    head = len(_MAGIC) + 32
+    if len(blob) <= head or not blob.startswith(_MAGIC) or hashlib.sha256(blob[head:]).digest() != blob[len(_MAGIC):head]:
+        return None
+    try:
+        value = marshal.loads(blob[head:])
+    except (ValueError, EOFError, TypeError):
+        return None
+    if not isinstance(value, dict) or set(value) != names or not all(isinstance(v, dict) for v in value.values()):
+        return None
+    return value
+
+
+def _write_cache(path: Path, parsed: dict) -> None:
+    payload = marshal.dumps(parsed)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        partial.write_bytes(_MAGIC + hashlib.sha256(payload).digest() + payload)
+        os.replace(partial, path)
+    except OSError:
+        pass  # a read-only cache only costs the parse next time

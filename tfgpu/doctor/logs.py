@@ -73,6 +73,29 @@ def signatures() -> tuple[Signature, ...]:
     )
 
 
+LOG_LIMIT = 32 << 20
+"""Bytes of a log that ``doctor --log`` reads (a log can be endless: ``--log /dev/zero``, a pipe)."""
+
+
+def read_log(source: str, stdin=None) -> tuple[str, bool]:
+    """A log's text (``-``: stdin) and whether it was cut at :data:`LOG_LIMIT`; undecodable bytes
+    become replacement characters. An unreadable file is ``bad-log-file`` (exit 2)."""
+    from tfgpu.errors import UsageError
+
+    try:
+        if source == "-":
+            stream = stdin if stdin is not None else __import__("sys").stdin.buffer
+            data = stream.read(LOG_LIMIT + 1)
+        else:
+            with open(source, "rb") as handle:
+                data = handle.read(LOG_LIMIT + 1)
+    except OSError as error:
+        raise UsageError("bad-log-file", f"Cannot read --log {source}: {error.strerror}.",
+                         ["Give a file with TensorFlow's output, or - to read it from stdin "
+                          "(`python train.py 2>&1 | tfgpu-install doctor --log -`)."]) from None
+    return data[:LOG_LIMIT].decode("utf-8", errors="replace"), len(data) > LOG_LIMIT
+
+
 def match_log(text: str | bytes) -> list[LogMatch]:
     """The known failures in ``text``: one match per signature, ordered fail, warn, info, then by line.
 

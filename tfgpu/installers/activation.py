@@ -109,12 +109,20 @@ def _under(var: str, path: str, escape) -> str:
     return f"${var}" if path == "." else f"${var}/{escape(path)}"
 
 
+# This module runs standalone too (the bash export embeds its source), so it keeps its own two
+# escapes, the same rules as tfgpu.quoting.sh_double/fish_double.
+def _sh_double(text: str) -> str:
+    return re.sub(r'([\\"$`])', r"\\\1", re.sub(r"[\x00-\x1f\x7f]+", " ", text))
+
+
+def _fish_double(text: str) -> str:
+    return re.sub(r'([\\"$])', r"\\\1", re.sub(r"[\x00-\x1f\x7f]+", " ", text))
+
+
 def shell_layout(layout: CudaLayout, var: str) -> tuple[str, str]:
     """The ``@LAYOUT@`` blocks for sh and fish, paths under ``$var`` (VIRTUAL_ENV, CONDA_PREFIX)."""
-    from tfgpu import quoting
-
-    sh_path = lambda path: _under(var, quoting.one_line(path), quoting.sh_double)  # noqa: E731
-    fish_path = lambda path: _under(var, quoting.one_line(path), quoting.fish_double)  # noqa: E731
+    sh_path = lambda path: _under(var, path, _sh_double)  # noqa: E731
+    fish_path = lambda path: _under(var, path, _fish_double)  # noqa: E731
     libs = ":".join(sh_path(d) for d in layout.lib_dirs)
     data = sh_path(layout.cuda_data_dir) if layout.cuda_data_dir else ""
     sh = f'_tfgpu_libs="{libs}"\n_tfgpu_cuda_data_dir="{data}"'

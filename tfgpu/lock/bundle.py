@@ -76,7 +76,8 @@ def prepare_dir(out: Path) -> None:
                               "untouched.", ["Give a new or empty directory with -o."])
     output_dir(out, str(out))
     (out / MANIFEST).unlink(missing_ok=True)  # rewritten last: a bundle without it is incomplete
-    (out / PARTIAL).write_text("tfgpu-install bundle in progress; run the same command again to resume.\n")
+    (out / PARTIAL).write_text("tfgpu-install bundle in progress; run the same command again to resume.\n",
+                              encoding="utf-8")
 
 
 def collect(wheels: list[Wheel], dest: Path, reporter) -> None:

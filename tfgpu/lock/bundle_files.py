@@ -31,7 +31,7 @@ def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, l
     dest.mkdir(parents=True, exist_ok=True)
     root = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory(prefix="tfgpu-tool-") as tmp:
-        if (root / "pyproject.toml").is_file() and 'name = "tfgpu-install"' in (root / "pyproject.toml").read_text():
+        if (root / "pyproject.toml").is_file() and 'name = "tfgpu-install"' in (root / "pyproject.toml").read_text(encoding="utf-8"):
             argv = [uv, "build", "--wheel", "--out-dir", tmp, str(root), "--no-config", "--no-python-downloads",
                     "--default-index", pip_lock.index_url(), "--cache-dir", str(cache_dir), "--quiet"]
         else:  # an installed tfgpu-install: the same version from the index

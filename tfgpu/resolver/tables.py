@@ -7,13 +7,7 @@ the other files are curated from shared/reference/compat-facts.md.
 
 from __future__ import annotations
 
-import marshal
-import os
-import sys
-import zlib
 from functools import cache
-from importlib.resources import files
-from pathlib import Path
 from typing import NamedTuple
 
 from packaging.specifiers import SpecifierSet
@@ -23,63 +17,10 @@ PLATFORMS = ("linux_x86_64", "linux_aarch64", "windows_x86_64", "macos_x86_64", 
 
 
 def load_toml(name: str) -> dict:
-    """One data file shipped in ``tfgpu.data``, parsed."""
-    return _parsed_data()[name]
+    """One data table, parsed and validated by ``tfgpu.data`` (which may cache; this module only reads)."""
+    from tfgpu.data import load
 
-
-@cache
-def _parsed_data() -> dict[str, dict]:
-    """Every ``tfgpu/data/*.toml``, parsed.
-
-    Parsing the tables takes ~100 ms, which would dominate ``plan``; like Python's own bytecode
-    cache, the parsed form is kept (marshal) in the user cache dir under a digest of the TOML
-    bytes, so an edited or upgraded data file is always parsed afresh. Any problem with the cache
-    (read-only home, a corrupt file) just means parsing again.
-    """
-    sources = {
-        entry.name: entry.read_bytes()
-        for entry in files("tfgpu.data").iterdir()
-        if entry.name.endswith(".toml")
-    }
-    sources.update(_overlay())
-    digest = 0
-    for name in sorted(sources):
-        digest = zlib.crc32(name.encode() + b"\0" + sources[name] + b"\0", digest)
-    size = sum(len(raw) for raw in sources.values())
-    cached = _cache_dir() / f"tables-{digest:08x}-{size}-py{sys.hexversion:x}.marshal"
-    try:
-        return marshal.loads(cached.read_bytes())
-    except (OSError, ValueError, EOFError, TypeError):
-        pass
-    import tomllib
-
-    parsed = {name: tomllib.loads(raw.decode("utf-8")) for name, raw in sources.items()}
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_bytes(marshal.dumps(parsed))
-        os.replace(partial, cached)
-    except OSError:
-        pass
-    return parsed
-
-
-def _overlay() -> dict[str, bytes]:
-    """Tables that replace shipped ones of the same name, from ``TFGPU_DATA_DIR``.
-
-    For a site mirror of NVIDIA's downloads (its own checksums), and for tests that serve fake
-    NVIDIA archives from a local server.
-    """
-    override = os.environ.get("TFGPU_DATA_DIR")
-    if not override:
-        return {}
-    return {path.name: path.read_bytes() for path in sorted(Path(override).glob("*.toml"))}
-
-
-def _cache_dir() -> Path:
-    from tfgpu.paths import cache_root
-
-    return cache_root() / "data"
+    return load(name)
 
 
 class Wheel(NamedTuple):
@@ -377,3 +318,13 @@ def cudnn_archives() -> tuple[CudnnArchive, ...]:
         ) for row in rows),
         key=lambda a: (a.version, a.cuda_major),
     ))
+
+
+def clear_caches() -> None:
+    """Forget every parsed table and record (for callers that change ``TFGPU_DATA_DIR`` in-process)."""
+    from tfgpu import data
+
+    data.clear()
+    for value in list(globals().values()):
+        if hasattr(value, "cache_clear"):
+            value.cache_clear()

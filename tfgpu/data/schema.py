@@ -1,0 +1,251 @@
+"""What each table in ``tfgpu/data`` must look like, checked whenever a table is parsed.
+
+A shipped table and a ``TFGPU_DATA_DIR`` overlay (a team's mirror: data from elsewhere) are held
+to the same rules: the keys the code reads, with the types it expects, and values of the form
+they are used in (versions, specifiers, driver versions, checksums, URLs, image tags, regular
+expressions, requirements on one line). Keys a table adds beyond these are allowed, so newer data
+reads with older code. A violation is ``bad-data`` (exit 2) naming the file, the key and what was
+expected.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tfgpu.errors import UsageError
+
+
+def _version(text: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def _specifier(text: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(text)
+    except InvalidSpecifier:
+        return False
+    return True
+
+
+def _regex(text: str) -> bool:
+    try:
+        re.compile(text)
+    except re.error:
+        return False
+    return True
+
+
+def _one_line(text: str) -> bool:
+    return not re.search(r"[\x00-\x1f\x7f\x85\u2028\u2029]", text)
+
+
+@dataclass(frozen=True)
+class Str:
+    """A string; ``form`` a regular expression it must match whole, or a named check."""
+
+    form: str | None = None
+    required: bool = True
+    blank: bool = True
+    """``""`` is allowed (the data's "unknown")."""
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, str):
+            raise _bad(where, "a string", value)
+        if value == "" and self.blank:
+            return
+        checks = {"version": (_version, "a PEP 440 version"), "specifier": (_specifier, "a PEP 440 specifier"),
+                  "regex": (_regex, "a regular expression"), "line": (_one_line, "one line of text")}
+        if self.form in checks:
+            ok, expected = checks[self.form]
+            if not ok(value):
+                raise _bad(where, expected, value)
+        elif self.form is not None and not re.fullmatch(self.form, value):
+            raise _bad(where, f"text of the form {self.form}", value)
+
+
+@dataclass(frozen=True)
+class Int:
+    required: bool = True
+    minimum: int = 0
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or value < self.minimum:
+            raise _bad(where, f"an integer >= {self.minimum}", value)
+
+
+@dataclass(frozen=True)
+class Bool:
+    required: bool = False
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, bool):
+            raise _bad(where, "true or false", value)
+
+
+@dataclass(frozen=True)
+class List:
+    item: object
+    required: bool = False
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, list):
+            raise _bad(where, "a list", value)
+        for index, element in enumerate(value):
+            self.item.check(element, f"{where}[{index}]")
+
+
+@dataclass(frozen=True)
+class Table:
+    fields: dict
+    required: bool = True
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, dict):
+            raise _bad(where, "a table", value)
+        for key, spec in self.fields.items():
+            if key in value:
+                spec.check(value[key], f"{where}.{key}" if where else key)
+            elif getattr(spec, "required", False):
+                raise Invalid(_key(where, key), "present")
+
+
+@dataclass(frozen=True)
+class Map:
+    """A table of any keys, each value of one kind."""
+
+    value: object
+    required: bool = False
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, dict):
+            raise _bad(where, "a table", value)
+        for key, element in value.items():
+            self.value.check(element, f"{where}.{key}")
+
+
+@dataclass(frozen=True)
+class Rows:
+    """An array of tables (``[[name]]``)."""
+
+    row: Table
+    required: bool = True
+    nonempty: bool = True
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, list) or not all(isinstance(row, dict) for row in value):
+            raise _bad(where, "an array of tables ([[...]])", value)
+        if self.nonempty and not value:
+            raise _bad(where, "at least one row", value)
+        for index, row in enumerate(value):
+            self.row.check(row, f"{where}[{index}]")
+
+
+_WAY = "Fix that file (or remove it from the TFGPU_DATA_DIR overlay to use the shipped table)."
+DRIVER = r"[0-9]{2,4}(\.[0-9]{1,3}){1,2}"
+SOURCES = List(Str("line"))
+_OPT = {"source": SOURCES, "unverified": List(Str("line")), "note": Str("line", required=False)}
+
+
+class Invalid(Exception):
+    """A value that breaks its table's schema: where (a key path) and what was expected."""
+
+    def __init__(self, where: str, expected: str, value=None, shown: bool = False) -> None:
+        super().__init__(where)
+        self.where, self.expected, self.value, self.shown = where, expected, value, shown
+
+
+def _bad(where: str, expected: str, value) -> Invalid:
+    return Invalid(f"`{where}`" if where else "the file", expected, value, shown=True)
+
+
+def _key(where: str, key: str) -> str:
+    path = ".".join(part for part in (where, key) if part)
+    return f"`{path}`" if path else "the file"
+
+
+def opt(spec):
+    """The same check, for a key that may be absent."""
+    return type(spec)(**{**spec.__dict__, "required": False})
+
+
+WHEEL = Table({"python": List(Str(r"[0-9]+\.[0-9]+")), "platform_tag": opt(Str("line")),
+               "cuda_build": Bool(), "cuda": opt(Str("version")), "cudnn": opt(Str("version")),
+               "compute_capabilities": List(Str(r"(sm|compute)_[0-9]{2,3}[a-z]?|[0-9]+\.[0-9]+")),
+               "shim_for": opt(Str("line")), "wheel": opt(Str("line"))})
+SCHEMAS: dict[str, Table] = {
+    "tensorflow.toml": Table({"release": Rows(Table({
+        "version": Str("version", blank=False), "uploaded": opt(Str("line")), "requires_python": opt(Str("specifier")),
+        "gpu_package": opt(Str(r"[A-Za-z0-9._-]+")), "numpy": opt(Str("line")),
+        "and_cuda": Map(Str("specifier")), "wheels": Map(WHEEL), "source": SOURCES}))}),
+    "tensorflow_series.toml": Table({"series": Rows(Table({
+        "series": Str(r"[0-9]+\.[0-9]+", blank=False), "python": Str("line"), "compiler": Str("line"),
+        "bazel": Str("line"), "cuda": Str("line"), "cudnn": Str("line"), **_OPT}))}),
+    "quirks.toml": Table({"quirk": Rows(Table({
+        "code": Str(r"[a-z0-9][a-z0-9-]*", blank=False), "tensorflow": Str("specifier"),
+        "modes": List(Str(r"pip|conda|system")), "python": opt(Str("specifier")), "effect": Str(r"[a-z-]+"),
+        "newer": opt(Str("line")), "message": Str("line"), "fix": Str("line"), "source": SOURCES}))}),
+    "cuda.toml": Table({
+        "toolkit": Rows(Table({
+            "version": Str("version", blank=False), "linux": opt(Str(DRIVER)), "windows": opt(Str(DRIVER)),
+            "runfile": opt(Str(r"[A-Za-z0-9._+-]+")), "runfile_url": opt(Str(r"(https?|file)://[^\s]+")),
+            "md5": opt(Str(r"[0-9a-f]{32}")), "sha256": opt(Str(r"[0-9a-f]{64}")), **_OPT})),
+        "mvc": Rows(Table({"cuda_major": Int(), "mvc": Bool(), "linux": opt(Str(DRIVER)), "windows": opt(Str(DRIVER)),
+                           **_OPT}), required=False),
+        "wsl2": Table({"min_driver": opt(Str(DRIVER))}, required=False)}),
+    "cudnn_archives.toml": Table({"archive": Rows(Table({
+        "version": Str("version", blank=False), "cuda_major": Int(), "cuda_min": opt(Str("line")),
+        "cuda_max": opt(Str("line")), "platform": opt(Str(r"[a-z0-9_]+")), "filename": Str(r"[A-Za-z0-9._+-]+"),
+        "url": Str(r"(https?|file)://[^\s]+"), "sha256": opt(Str(r"[0-9a-f]{64}")), "size": opt(Int()),
+        "manifest": opt(Str("line")), **_OPT}), nonempty=False)}),
+    "docker_images.toml": Table({"image": Rows(Table({
+        "cuda": Str("version", blank=False), "cudnn_major": Int(), "os": Str("line"), "python": Str(r"3\.[0-9]+"),
+        "tag": Str(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", blank=False), **_OPT}), nonempty=False)}),
+    "log_signatures.toml": Table({"signature": Rows(Table({
+        "id": Str(r"[a-z0-9][a-z0-9.-]*", blank=False), "title": Str("line"), "pattern": Str("regex", blank=False),
+        "severity": Str(r"fail|warn|info"), "cause": Str("line"), "fix": Str("line"), "source": SOURCES,
+        "example": opt(Str()), "shadows": List(Str("line"))}), nonempty=False)}),
+    "metal.toml": Table({"metal": Rows(Table({
+        "tensorflow": Str("specifier"), "metal": Str("version", blank=False), "macos": opt(Str("line")),
+        "python": List(Str(r"[0-9]+\.[0-9]+")), "x86_64": Bool(), "package": opt(Str(r"[A-Za-z0-9._-]+")), **_OPT}))}),
+    "conda_forge.toml": Table({
+        "cudatoolkit": Table({"versions": List(Str("version"), required=True)}),
+        "cuda_version": Table({"versions": List(Str("version"), required=True)}),
+        "cuda12_packages": Table({"names": List(Str(r"[a-z0-9._-]+"), required=True)}),
+        "cudnn": Rows(Table({"version": Str("version", blank=False), "cuda": List(Str("version")), **_OPT})),
+        "tensorflow": Rows(Table({"versions": List(Str("version")), "cuda": List(Str("version"))}), required=False)}),
+    "pip_cuda.toml": Table({"set": Rows(Table({
+        "tensorflow": Str("specifier"), "cuda": Str("version"), "cudnn": Str("version"),
+        "packages": List(Str(r"[A-Za-z0-9][A-Za-z0-9._\[\],-]*(==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_,<>=-]+"), required=True),
+        "source": SOURCES}), nonempty=False),
+        "ptxas": Table({"first_good": opt(Str("version")), "package": opt(Str(r"[A-Za-z0-9._-]+"))}, required=False)}),
+    "sonames.toml": Table({"cuda": Rows(Table({
+        "versions": Str("specifier"), "source": SOURCES,
+        "libraries": Rows(Table({"name": Str(r"[A-Za-z0-9_]+"), "soname": Str(r"lib[A-Za-z0-9_.{}-]+\.so[0-9.{}a-z_]*"),
+                                 "version_symbol": opt(Str(r"[A-Za-z_][A-Za-z0-9_]*"))}))}))}),
+    "windows.toml": Table({"release": Rows(Table({"series": Str(r"[0-9]+\.[0-9]+")}), required=False)}),
+    "sources.toml": Table({"sources": Map(Table({"title": opt(Str()), "url": opt(Str("line"))}))}),
+}
+
+
+def validate(name: str, document: dict, where: str) -> None:
+    """Check one parsed table against its schema; ``where`` names the file in messages."""
+    schema = SCHEMAS.get(name)
+    if schema is None:
+        return
+    try:
+        schema.check(document, "")
+    except Invalid as problem:
+        if problem.expected == "present":
+            message = f"{where}: {problem.where} is missing."
+        else:
+            message = f"{where}: {problem.where} must be {problem.expected}, not {repr(problem.value)[:80]}."
+        raise UsageError("bad-data", message, [_WAY]) from None
