@@ -36,8 +36,11 @@ from pathlib import Path
 
 import wheelhouse
 
-# CUDA libraries the fake toolkit ships: base name -> soname per CUDA major.
+# CUDA libraries the fake toolkit ships: base name -> soname per CUDA major ("{mm}": CUDA 10's
+# libcudart soname carries the minor too).
 TOOLKIT_LIBS = {
+    10: {"libcudart": "libcudart.so.{mm}", "libcublasLt": "libcublasLt.so.10", "libcublas": "libcublas.so.10",
+         "libcusolver": "libcusolver.so.10"},
     11: {"libcudart": "libcudart.so.11.0", "libcublasLt": "libcublasLt.so.11", "libcublas": "libcublas.so.11",
          "libcusolver": "libcusolver.so.11"},
     12: {"libcudart": "libcudart.so.12", "libcublasLt": "libcublasLt.so.12", "libcublas": "libcublas.so.12",
@@ -150,7 +153,9 @@ def fake_runfile(directory: Path, cuda: str, *, fails: bool = False, pad: int = 
         script = tree / "bin" / tool
         script.write_text(f"#!/bin/sh\necho '{tool}: NVIDIA (R) {banner}, release {cuda} (tfgpu test stand-in)'\n")
         script.chmod(0o755)
+    mm = ".".join(cuda.split(".")[:2])
     for base, soname in TOOLKIT_LIBS[major].items():
+        soname = soname.format(mm=mm)
         real = tree / "lib64" / f"{base}.so.{cuda}"
         wheelhouse.shared_library(real, soname)
         (tree / "lib64" / soname).symlink_to(real.name)
@@ -169,22 +174,30 @@ def fake_runfile(directory: Path, cuda: str, *, fails: bool = False, pad: int = 
     return path
 
 
-def fake_cudnn_archive(directory: Path, version: str, cuda_major: int) -> Path:
-    """``cudnn-linux-x86_64-<version>_cuda<NN>-archive.tar.xz`` with a header and libcudnn."""
-    stem = f"cudnn-linux-x86_64-{version}_cuda{cuda_major}-archive"
+def fake_cudnn_archive(directory: Path, version: str, cuda_major: int, legacy_cuda: str = "") -> Path:
+    """``cudnn-linux-x86_64-<version>_cuda<NN>-archive.tar.xz`` with a header and libcudnn; with
+    ``legacy_cuda`` (``10.1``) the tarball layout NVIDIA used up to 8.2.4 instead:
+    ``cudnn-<legacy_cuda>-linux-x64-v<version>.tgz`` holding ``cuda/include``, ``cuda/lib64``."""
+    if legacy_cuda:
+        stem, top, libdir, suffix, mode = (f"cudnn-{legacy_cuda}-linux-x64-v{version}", "cuda", "lib64", ".tgz",
+                                           "w:gz")
+    else:
+        stem = f"cudnn-linux-x86_64-{version}_cuda{cuda_major}-archive"
+        top, libdir, suffix, mode = stem, "lib", ".tar.xz", "w:xz"
     tree = directory / "cudnn-tree" / stem
     major, minor, patch = version.split(".")[:3]
     (tree / "include").mkdir(parents=True, exist_ok=True)
-    (tree / "include" / "cudnn_version.h").write_text(
+    # cuDNN 7 keeps its version macros in cudnn.h; cuDNN 8 moved them to cudnn_version.h.
+    (tree / "include" / ("cudnn.h" if int(major) < 8 else "cudnn_version.h")).write_text(
         f"#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n")
-    real = tree / "lib" / f"libcudnn.so.{major}.{minor}.{patch}"
+    real = tree / libdir / f"libcudnn.so.{major}.{minor}.{patch}"
     wheelhouse.shared_library(real, f"libcudnn.so.{major}")
-    (tree / "lib" / f"libcudnn.so.{major}").symlink_to(real.name)
-    (tree / "lib" / "libcudnn.so").symlink_to(f"libcudnn.so.{major}")
+    (tree / libdir / f"libcudnn.so.{major}").symlink_to(real.name)
+    (tree / libdir / "libcudnn.so").symlink_to(f"libcudnn.so.{major}")
     (tree / "LICENSE").write_text("fake cuDNN for tests\n")
-    path = directory / f"{stem}.tar.xz"
-    with tarfile.open(path, "w:xz") as archive:
-        archive.add(tree, arcname=stem)
+    path = directory / f"{stem}{suffix}"
+    with tarfile.open(path, mode) as archive:
+        archive.add(tree, arcname=top)
     return path
 
 
@@ -311,14 +324,15 @@ def _overlay_cuda_toml(cuda: str, url: str, sha256: str) -> str:
 
 
 def serve_fake_nvidia(tmp_path: Path, cuda: str = "12.2.2", cudnn: str = "8.9.7.29",
-                      faults: Faults | None = None) -> FakeNvidia:
-    """Build the fake files, start the server on 127.0.0.1, write the overlay; close() when done."""
+                      faults: Faults | None = None, legacy_cudnn: bool = False) -> FakeNvidia:
+    """Build the fake files, start the server on 127.0.0.1, write the overlay; close() when done.
+    ``legacy_cudnn``: serve cuDNN as a legacy tarball (as NVIDIA does for cuDNN 7 and CUDA 10)."""
     work = tmp_path / "fakenvidia"
     work.mkdir(parents=True, exist_ok=True)
     faults = faults or Faults()
     cuda_major = int(cuda.split(".")[0])
     runfile = fake_runfile(work, cuda, fails=faults.runfile_fails)
-    archive = fake_cudnn_archive(work, cudnn, cuda_major)
+    archive = fake_cudnn_archive(work, cudnn, cuda_major, ".".join(cuda.split(".")[:2]) if legacy_cudnn else "")
     served = {runfile.name: runfile.read_bytes(), archive.name: archive.read_bytes()}
     served[f"redirected/{runfile.name}"] = served[runfile.name]
     fake = FakeNvidia(base_url="", overlay_dir=work / "overlay", runfile=runfile, runfile_url="",

@@ -233,13 +233,34 @@ def test_driver_too_old_or_missing_stops_first(tmp_path, in_process, capsys):
 
 
 def test_archives_without_a_known_checksum_are_refused(tmp_path, monkeypatch, capsys):
-    monkeypatch.delenv("TFGPU_DATA_DIR", raising=False)
+    """A file whose checksum the data lacks is never installed. The shipped data has one for every
+    archive TF needs, so an overlay (an incomplete site mirror, say) takes the checksums away from
+    every cuDNN 8 archive for CUDA 11."""
+    import re
+    from importlib.resources import files
+
+    from tfgpu.resolver.packages import cudnn_archive_for
+
+    blocks = files("tfgpu.data").joinpath("cudnn_archives.toml").read_text(encoding="utf-8").split("\n[[archive]]\n")
+    for index, block in enumerate(blocks):
+        if re.search(r'^version = "8\.', block, re.MULTILINE) and re.search(r"^cuda_major = 11$", block, re.MULTILINE):
+            blocks[index] = re.sub(r'^(sha256|md5) = ".*"$', r'\1 = ""', block, flags=re.MULTILINE)
+    overlay = tmp_path / "mirror-data"
+    overlay.mkdir()
+    (overlay / "cudnn_archives.toml").write_text("\n[[archive]]\n".join(blocks), encoding="utf-8")
+    monkeypatch.setenv("TFGPU_DATA_DIR", str(overlay))
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
     clear_tables()
-    code, document = main_json(capsys, "create", *TARGET, "--prefix", str(tmp_path / "env"))
+    try:
+        chosen = cudnn_archive_for("11.8", "8.6")
+        assert not chosen.sha256
+        code, document = main_json(capsys, "create", *TARGET, "--prefix", str(tmp_path / "env"))
+    finally:
+        monkeypatch.delenv("TFGPU_DATA_DIR")
+        clear_tables()
     assert code == 3 and document["error"]["code"] == "unverified-download"
-    assert "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz" in document["error"]["message"]
-    assert not (tmp_path / "env").exists()
+    assert chosen.filename in document["error"]["message"]
+    assert not (tmp_path / "env").exists() and not (tmp_path / "cache" / "downloads").exists()
 
 
 def test_vendor_artifacts_for_exporters():
@@ -269,14 +290,22 @@ def test_cudnn_archive_table_is_well_formed():
         assert row["sha256"] == "" or (len(row["sha256"]) == 64 and int(row["sha256"], 16) >= 0)
         assert row["sha256"] or "sha256" in row["unverified"], row["filename"]
         assert set(row["unverified"]) <= set(row), row["filename"]
-        assert row["platform"] == "linux_x86_64" and f"_cuda{row['cuda_major']}" in row["filename"] or \
-            row["filename"].startswith("cudnn-11.")
+        # NVIDIA's names: the redist archives carry the CUDA variant, the legacy tarballs the CUDA X.Y.
+        redist = f"-{row['version']}_cuda{row['cuda_major']}" in row["filename"]
+        legacy = row["filename"].startswith(f"cudnn-{row['cuda_major']}.") and row["filename"].endswith(
+            f"-linux-x64-v{row['version']}.tgz")
+        assert row["platform"] == "linux_x86_64" and (redist or legacy), row["filename"]
     from tfgpu.resolver.packages import cudnn_archive_for
 
     clear_tables()
-    for cuda, cudnn, expected in (("11.2", "8.1", "8.9.7.29"), ("11.8", "8.6", "8.9.7.29"),
-                                  ("12.3", "8.9", "8.9.7.29"), ("12.5.1", "9.3", "9.3.0.75")):
-        assert str(cudnn_archive_for(cuda, cudnn).version) == expected
+    for cuda, cudnn, expected in (("10.0", "7.4", "cudnn-10.0-linux-x64-v7.6.5.32.tgz"),
+                                  ("10.1", "7.6", "cudnn-10.1-linux-x64-v7.6.5.32.tgz"),
+                                  ("11.0", "8.0", "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz"),
+                                  ("11.2", "8.1", "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz"),
+                                  ("11.8", "8.6", "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz"),
+                                  ("12.3", "8.9", "cudnn-linux-x86_64-8.9.7.29_cuda12-archive.tar.xz"),
+                                  ("12.5.1", "9.3", "cudnn-linux-x86_64-9.3.0.75_cuda12-archive.tar.xz")):
+        assert cudnn_archive_for(cuda, cudnn).filename == expected, (cuda, cudnn)
     assert cudnn_archive_for("12.5", "10.0") is None
 
 

@@ -63,7 +63,8 @@ def artifacts(resolution) -> list[Artifact]:
     return [
         Artifact("runfile", _basename(toolkit.runfile_url), toolkit.runfile_url, toolkit.sha256, toolkit.md5, 0,
                  str(toolkit.version)),
-        Artifact("cudnn", archive.filename, archive.url, archive.sha256, "", archive.size, str(archive.version)),
+        Artifact("cudnn", archive.filename, archive.url, archive.sha256, archive.md5, archive.size,
+                 str(archive.version)),
     ]
 
 

@@ -198,12 +198,13 @@ def system_option(release, platform: str, cuda: str | None, cudnn: str | None) -
 
 
 def _runfile_toolkit(cuda: str) -> tables.Toolkit | None:
-    """The runfile for a build's CUDA: that exact release if its checksum is known, else the newest
-    patch of the same minor with a known checksum (any patch of X.Y runs an X.Y build), else the
-    exact one, else the newest of the minor."""
+    """The runfile for a build's CUDA: the exact release when the build names a patch (12.5.1) and
+    its checksum is known, else the newest patch of the same minor with a known checksum (any patch
+    of X.Y runs an X.Y build; a bare "12.2" is not a request for 12.2.0), else the exact one, else
+    the newest of the minor."""
     wanted = Version(cuda)
     rows = [t for t in tables.toolkits() if t.runfile and t.version.release[:2] == wanted.release[:2]]
-    exact = [t for t in rows if t.version == wanted]
+    exact = [t for t in rows if t.version == wanted] if len(wanted.release) > 2 else []
     checked = [t for t in rows if t.sha256 or t.md5]
     for choice in ([t for t in exact if t in checked], checked[-1:], exact, rows[-1:]):
         if choice:

@@ -303,6 +303,8 @@ class CudnnArchive(NamedTuple):
     manifest: str
     source: tuple[str, ...]
     unverified: tuple[str, ...] = ()
+    md5: str = ""
+    """NVIDIA's md5 from the manifest ("" when unknown); sha256 is what downloads are checked against."""
 
 
 @cache
@@ -315,6 +317,7 @@ def cudnn_archives() -> tuple[CudnnArchive, ...]:
             cuda_max=row.get("cuda_max", ""), platform=row.get("platform", "linux_x86_64"),
             filename=row["filename"], url=row["url"], sha256=row.get("sha256", ""), size=int(row.get("size", 0)),
             manifest=row.get("manifest", ""), source=_tuple(row, "source"), unverified=_tuple(row, "unverified"),
+            md5=row.get("md5", ""),
         ) for row in rows),
         key=lambda a: (a.version, a.cuda_major),
     ))
