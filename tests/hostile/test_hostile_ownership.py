@@ -1,0 +1,221 @@
+"""Deleting and replacing: only a directory whose marker proves the tool made it *there* is removed
+or replaced, and outside it only the tool's own kernels under the Jupyter kernels directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+
+import pytest
+
+from tfgpu.envs import jupyter, marker
+
+from .conftest import changed, snapshot
+
+
+def precious(directory):
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "precious.txt").write_text("keep me\n")
+    return directory
+
+
+FORGED = {
+    "empty-object": "{}",
+    "old-format": json.dumps({"tool": "tfgpu-install", "mode": "pip", "tensorflow": "2.21.0"}),
+    "json-list": json.dumps([{"tool": "tfgpu-install"}]),
+    "json-string": json.dumps("tfgpu-install"),
+    "not-json": "tool = tfgpu-install",
+    "non-utf8": b"\xff\xfe{}".decode("latin-1"),
+    "bad-id": json.dumps({"tool": "tfgpu-install", "marker_format": 2, "id": "../../x", "prefix": "@PREFIX@"}),
+    "id-as-list": json.dumps({"tool": "tfgpu-install", "marker_format": 2, "id": ["a"], "prefix": "@PREFIX@"}),
+    "future-format": json.dumps({"tool": "tfgpu-install", "marker_format": 99, "id": "0" * 32, "prefix": "@PREFIX@"}),
+    "other-tool": json.dumps({"tool": "conda", "marker_format": 2, "id": "0" * 32, "prefix": "@PREFIX@"}),
+    "made-elsewhere": json.dumps({"tool": "tfgpu-install", "marker_format": 2, "id": "0" * 32,
+                                  "prefix": "/somewhere/else"}),
+}
+
+
+@pytest.mark.parametrize("forged", FORGED, ids=list(FORGED))
+@pytest.mark.parametrize("command", ["remove", "create-force"])
+def test_a_forged_marker_proves_nothing(cli, sandbox, forged, command, local_wheels):
+    project = precious(sandbox / "project")
+    text = FORGED[forged].replace("@PREFIX@", os.path.realpath(project))
+    (project / marker.NAME).write_text(text, encoding="latin-1")
+    before = snapshot(sandbox)
+    if command == "remove":
+        done = cli("remove", "--prefix", str(project), "--json")
+        assert (done.code, done.error) == (3, "not-a-tfgpu-env")
+    else:
+        done = cli("create", "--tf", "2.21", "--mode", "pip", "--prefix", str(project), "--force", "--no-verify",
+                   "--find-links", str(local_wheels), "--offline", "--json")
+        assert (done.code, done.error) == (3, "target-not-empty")
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_a_marker_copied_from_a_real_env_proves_nothing(cli, build, sandbox):
+    assert build(sandbox / "env").code == 0
+    project = precious(sandbox / "project")
+    shutil.copy(sandbox / "env" / marker.NAME, project / marker.NAME)
+    before = snapshot(sandbox)
+    done = cli("remove", "--prefix", str(project), "--json")
+    assert (done.code, done.error) == (3, "not-a-tfgpu-env") and "made for" in json.loads(done.out)["error"]["message"]
+    assert changed(before, snapshot(sandbox)) == []
+
+
+def test_a_moved_env_is_not_removed_where_it_was_not_made(cli, build, sandbox):
+    assert build(sandbox / "env").code == 0
+    os.rename(sandbox / "env", sandbox / "moved")
+    done = cli("remove", "--prefix", str(sandbox / "moved"), "--json")
+    assert (done.code, done.error) == (3, "not-a-tfgpu-env")
+    assert (sandbox / "moved" / "bin" / "python").exists()
+
+
+@pytest.mark.parametrize("kind", ["huge", "symlink", "directory"])
+def test_an_odd_marker_file_proves_nothing(cli, sandbox, kind, build):
+    assert build(sandbox / "env").code == 0
+    path = sandbox / "env" / marker.NAME
+    real = json.loads(path.read_text())
+    path.unlink()
+    if kind == "huge":
+        path.write_text(json.dumps({**real, "padding": "x" * (marker.MAX_BYTES + 1)}))
+    elif kind == "symlink":
+        (sandbox / "elsewhere.json").write_text(json.dumps(real))
+        path.symlink_to(sandbox / "elsewhere.json")
+    else:
+        path.mkdir()
+    done = cli("remove", "--prefix", str(sandbox / "env"), "--json")
+    assert (done.code, done.error) == (3, "not-a-tfgpu-env")
+    assert (sandbox / "env" / "bin" / "python").exists()
+
+
+def test_a_path_in_the_marker_is_never_deleted(cli, build, sandbox):
+    """The old marker named its kernel by path ("jupyter_kernel"); now only names under the kernels
+    directory count, and only when the kernel's own file carries the env's id."""
+    assert build(sandbox / "env").code == 0
+    victim = precious(sandbox / "victim")
+    path = sandbox / "env" / marker.NAME
+    found = json.loads(path.read_text())
+    found["jupyter_kernel"] = str(victim)
+    found["owned"] = {"kernels": [str(victim), "../../victim", "tfgpu-env-" + found["id"][:8] + "/../../../victim"]}
+    path.write_text(json.dumps(found))
+    done = cli("remove", "--prefix", str(sandbox / "env"), "--json")
+    assert done.code == 0 and not (sandbox / "env").exists()
+    assert (victim / "precious.txt").read_text() == "keep me\n"
+
+
+def test_a_kernel_of_another_env_is_not_deleted(cli, build, sandbox):
+    assert build(sandbox / "env").code == 0
+    found = json.loads((sandbox / "env" / marker.NAME).read_text())
+    other = jupyter.kernels_dir() / jupyter.kernel_name("env", found["id"])
+    other.mkdir(parents=True)
+    (other / "kernel.json").write_text(json.dumps({"metadata": {"tfgpu-install": {"id": "f" * 32}}}))
+    found["owned"] = {"kernels": [other.name]}
+    (sandbox / "env" / marker.NAME).write_text(json.dumps(found))
+    assert cli("remove", "--prefix", str(sandbox / "env")).code == 0
+    assert (other / "kernel.json").exists()
+
+
+def test_two_envs_with_one_basename_get_two_kernels(sandbox):
+    """Kernel names carry the env's id: removing one env's kernel leaves the other's."""
+    names = []
+    for parent in ("a", "b"):
+        staging = sandbox / parent / ".env.tfgpu-staging"
+        (staging / "etc" / "tfgpu").mkdir(parents=True)
+        (staging / "etc" / "tfgpu" / "layout.json").write_text(json.dumps({"lib_dirs": [], "cuda_data_dir": None}))
+        env_id = secrets.token_hex(16)
+        names.append((jupyter.register(staging, sandbox / parent / "env", "env", env_id, "2.21.0"), env_id))
+    (first, first_id), (second, second_id) = names
+    assert first != second
+    assert jupyter.unregister(first, first_id)
+    assert not (jupyter.kernels_dir() / first).exists() and (jupyter.kernels_dir() / second).is_dir()
+    assert not jupyter.unregister(second, first_id)  # another env's id deletes nothing
+
+
+BAD_NAMES = ["/abs/dir", "../x", "..", ".", "a/b", "-x", " x", "x y", "x$(touch PWNED)", "x" * 65, "\u00e9t\u00e9"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+@pytest.mark.parametrize("command", ["remove", "create", "verify", "doctor"])
+def test_names_are_checked_by_every_command(cli, sandbox, name, command):
+    precious(sandbox / "abs")
+    before = snapshot(sandbox)
+    argv = {"remove": ["remove"], "create": ["create", "--tf", "2.21", "--no-verify"], "verify": ["verify"],
+            "doctor": ["doctor"]}[command]
+    done = cli(*argv, f"--name={name}", "--json")
+    assert (done.code, done.error) == (2, "bad-env-name")
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_symlinked_prefix_is_refused_by_create_force_and_remove(cli, build, sandbox, local_wheels):
+    assert build(sandbox / "real").code == 0
+    (sandbox / "link").symlink_to(sandbox / "real")
+    before = snapshot(sandbox)
+    done = cli("create", "--tf", "2.21", "--mode", "pip", "--prefix", str(sandbox / "link"), "--force", "--no-verify",
+               "--find-links", str(local_wheels), "--offline", "--json")
+    assert (done.code, done.error) == (3, "prefix-is-symlink") and str(sandbox / "real") in done.out
+    done = cli("remove", "--prefix", str(sandbox / "link"), "--json")
+    assert (done.code, done.error) == (3, "prefix-is-symlink")
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_remove_through_dot_dot_removes_the_env_itself(cli, build, sandbox):
+    assert build(sandbox / "env").code == 0
+    precious(sandbox / "neighbour")
+    done = cli("remove", "--prefix", str(sandbox / "env" / "bin" / ".."), "--json")
+    assert done.code == 0 and json.loads(done.out)["removed"] == str(sandbox / "env")
+    assert not (sandbox / "env").exists() and (sandbox / "neighbour" / "precious.txt").exists()
+    assert [p.name for p in sandbox.iterdir() if "tfgpu" in p.name] == []
+
+
+@pytest.mark.parametrize("what", ["missing", "file", "empty-dir"])
+def test_remove_of_what_is_not_an_env(cli, sandbox, what):
+    target = sandbox / "target"
+    if what == "file":
+        target.write_text("not a dir\n")
+    elif what == "empty-dir":
+        target.mkdir()
+    done = cli("remove", "--prefix", str(target), "--json")
+    assert done.code == 3 and done.error == ("no-such-env" if what == "missing" else "not-a-tfgpu-env")
+    assert target.exists() == (what != "missing")
+
+
+LEFTOVERS = ["staging", "old", "removing"]
+
+
+@pytest.mark.parametrize("leftover", LEFTOVERS)
+@pytest.mark.parametrize("shape", ["foreign-dir", "symlink-to-victim"])
+def test_a_leftover_name_the_tool_did_not_make_is_left_alone(cli, sandbox, leftover, shape, local_wheels):
+    victim = precious(sandbox / "victim")
+    path = sandbox / f".env.tfgpu-{leftover}"
+    if shape == "foreign-dir":
+        precious(path)
+    else:
+        path.symlink_to(victim)
+    before = snapshot(sandbox)
+    done = cli("create", "--tf", "2.21", "--mode", "pip", "--prefix", str(sandbox / "env"), "--no-verify",
+               "--find-links", str(local_wheels), "--offline", "--json")
+    assert (done.code, done.error) == (3, "foreign-leftover")
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache", ".env.tfgpu-lock")) == []
+    assert (victim / "precious.txt").exists()
+
+
+def test_a_lock_file_that_is_a_symlink_is_not_followed(cli, sandbox, local_wheels):
+    victim = sandbox / "victim.txt"
+    victim.write_text("keep me\n")
+    (sandbox / ".env.tfgpu-lock").symlink_to(victim)
+    done = cli("create", "--tf", "2.21", "--mode", "pip", "--prefix", str(sandbox / "env"), "--no-verify",
+               "--find-links", str(local_wheels), "--offline", "--json")
+    assert (done.code, done.error) == (3, "target-not-writable")
+    assert victim.read_text() == "keep me\n" and not (sandbox / "env").exists()
+
+
+def test_a_forged_in_place_journal_for_another_target_is_refused(cli, sandbox, local_wheels):
+    victim = precious(sandbox / "env")
+    (victim / marker.NAME).write_text("{}")
+    (sandbox / ".env.tfgpu-inplace.json").write_text(json.dumps({"tool": "tfgpu-install", "target": "/elsewhere",
+                                                                 "id": "0" * 32}))
+    done = cli("remove", "--prefix", str(sandbox / "env"), "--json")
+    assert (done.code, done.error) == (3, "foreign-leftover")
+    assert (victim / "precious.txt").exists()
