@@ -10,7 +10,7 @@ and every redirect is checked the same way (an https URL never continues over ht
 Bounded: a transfer stops at the size the data records (else the size the server announces, else
 :data:`MAX_UNKNOWN`), a server that sends less than :data:`MIN_RATE` on average after
 :data:`GRACE` seconds is given up on (a byte every few seconds never satisfies a read timeout),
-and a full disk stops at once. A ``.part`` is kept only when the server takes range requests, so
+no single attempt runs past :data:`MAX_SECONDS`, and a full disk stops at once. A ``.part`` is kept only when the server takes range requests, so
 that the next run can resume it; every failure message says whether it was kept.
 """
 
@@ -32,6 +32,8 @@ MIN_RATE = 32 << 10
 """Bytes per second, averaged over a transfer, below which it is given up on as stalled..."""
 GRACE = 30.0
 """...once it has run this many seconds."""
+MAX_SECONDS = 6 * 3600.0
+"""The longest one attempt may take, however fast it goes; a resumable transfer continues in the next."""
 MAX_REDIRECTS = 5
 PROGRESS_EVERY = 0.2
 """Seconds between progress lines (the first and the last are always reported)."""
@@ -305,6 +307,8 @@ class Transfer:
                         done += len(chunk)
                         now = time.monotonic()
                         elapsed = now - started
+                        if elapsed > MAX_SECONDS:
+                            return f"the transfer took longer than {MAX_SECONDS / 3600:.0f} h"
                         if elapsed > GRACE and (done - first) / elapsed < MIN_RATE:
                             return (f"the server sent {done - first} bytes in {elapsed:.0f} s (less than "
                                     f"{MIN_RATE // 1024} KiB/s): stalled")

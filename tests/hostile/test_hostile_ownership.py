@@ -219,3 +219,37 @@ def test_a_forged_in_place_journal_for_another_target_is_refused(cli, sandbox, l
     done = cli("remove", "--prefix", str(sandbox / "env"), "--json")
     assert (done.code, done.error) == (3, "foreign-leftover")
     assert (victim / "precious.txt").exists()
+
+
+@pytest.mark.parametrize("forged", ["tool-only", "copied-from-elsewhere", "symlinked-marker"])
+def test_a_system_toolkit_the_tool_cannot_prove_it_installed_is_never_replaced(sandbox, monkeypatch, forged):
+    """/usr/local/cuda-X.Y with a hand-written or copied tfgpu-toolkit.json: --force leaves it alone."""
+    from tfgpu.errors import ImpossibleError
+    from tfgpu.installers import system_toolkit as tk
+
+    monkeypatch.setattr(tk, "SYSTEM_PREFIX", sandbox / "usr-local")
+    monkeypatch.setattr(tk, "is_root", lambda: True)
+    final = precious(sandbox / "usr-local" / "cuda-11.8")
+    record = {"tool": "tfgpu-install"}
+    if forged == "copied-from-elsewhere":
+        record["prefix"] = "/opt/other/cuda-11.8"
+    if forged == "symlinked-marker":
+        (sandbox / "elsewhere.json").write_text(json.dumps({**record, "prefix": os.path.realpath(final)}))
+        (final / tk.TOOLKIT_MARKER).symlink_to(sandbox / "elsewhere.json")
+    else:
+        (final / tk.TOOLKIT_MARKER).write_text(json.dumps(record))
+    with pytest.raises(ImpossibleError) as caught:
+        tk.place_toolkit("11.8", None, True, [], force=True)
+    assert caught.value.code == "toolkit-exists" and (final / "precious.txt").exists()
+
+
+def test_a_foreign_toolkit_staging_directory_is_left_alone(sandbox, monkeypatch):
+    from tfgpu.errors import ImpossibleError
+    from tfgpu.installers import system_toolkit as tk
+
+    final = sandbox / "usr-local" / "cuda-11.8"
+    staging = precious(final.with_name(".cuda-11.8.tfgpu-staging"))
+    place = tk.ToolkitPlace(final=final, staging=staging, ref=str(final), system=True)
+    with pytest.raises(ImpossibleError) as caught:
+        tk.prepare_staging(place)
+    assert caught.value.code == "foreign-leftover" and (staging / "precious.txt").exists()

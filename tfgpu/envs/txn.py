@@ -91,13 +91,13 @@ class TargetLock:
             self.fd = None
 
 
-def _write_json(path: Path, value: dict) -> None:
+def write_record(path: Path, value: dict) -> None:
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     partial.write_text(json.dumps(value) + "\n", encoding="utf-8")
     os.replace(partial, path)
 
 
-def _read_json(path: Path) -> dict | None:
+def read_record(path: Path) -> dict | None:
     try:
         if path.is_symlink() or path.stat().st_size > 65536:
             return None
@@ -107,11 +107,11 @@ def _read_json(path: Path) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _is_real_dir(path: Path) -> bool:
+def is_real_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
 
 
-def _on_error(function, path, _info) -> None:
+def retry_writable(function, path, _info) -> None:
     """rmtree met a read-only directory (conda packages ship some): make it writable, try again."""
     parent = os.path.dirname(path)
     try:
@@ -119,7 +119,7 @@ def _on_error(function, path, _info) -> None:
         if function in (os.rmdir, os.unlink, os.remove):
             function(path)
         else:
-            shutil.rmtree(path, onerror=_on_error)
+            shutil.rmtree(path, onerror=retry_writable)
     except FileNotFoundError:
         pass
 
@@ -132,7 +132,7 @@ def delete_contents(directory: Path, keep: str | None = None) -> None:
                 continue
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, onerror=_on_error)
+                    shutil.rmtree(entry.path, onerror=retry_writable)
                 else:
                     os.unlink(entry.path)
             except FileNotFoundError:
@@ -144,7 +144,7 @@ def finish_removal(directory: Path, made_for: Path) -> bool:
     ``directory`` is not provably the env made for ``made_for`` and not empty: it is then left alone."""
     from tfgpu.envs import jupyter
 
-    if not _is_real_dir(directory):
+    if not is_real_dir(directory):
         return False
     found = marker.proof(directory, made_for)
     if found is None:
@@ -160,7 +160,7 @@ def finish_removal(directory: Path, made_for: Path) -> bool:
     return True
 
 
-def _foreign(path: Path, what: str) -> ImpossibleError:
+def foreign_leftover(path: Path, what: str) -> ImpossibleError:
     return ImpossibleError("foreign-leftover", f"{path} looks like {what}, but nothing in it proves tfgpu-install "
                            "made it for this target; it is left untouched and nothing was done.",
                            [f"Look at {path} and delete it yourself if it is not yours to keep."])
@@ -173,34 +173,34 @@ def recover(final: Path) -> list[str]:
     target = os.path.realpath(final)
     journal = journal_of(final)
     if journal.exists() or journal.is_symlink():
-        record = _read_json(journal)
+        record = read_record(journal)
         if record is None or record.get("target") != target or not isinstance(record.get("id"), str):
-            raise _foreign(journal, "the record of an interrupted in-place build")
-        built = marker.proof(final) if _is_real_dir(final) else None
+            raise foreign_leftover(journal, "the record of an interrupted in-place build")
+        built = marker.proof(final) if is_real_dir(final) else None
         if built is None or built.get("id") != record["id"]:
-            if _is_real_dir(final):
-                shutil.rmtree(final, onerror=_on_error)
+            if is_real_dir(final):
+                shutil.rmtree(final, onerror=retry_writable)
                 done.append(f"deleted the half-built environment an interrupted run left at {final}")
-            if _is_real_dir(old_of(final)) and marker.proof(old_of(final), final):
+            if is_real_dir(old_of(final)) and marker.proof(old_of(final), final):
                 os.rename(old_of(final), final)
                 done.append(f"put the previous environment back at {final}")
         journal.unlink()
     staging = staging_of(final)
     if staging.exists() or staging.is_symlink():
-        record = _read_json(staging / STAGING_RECORD) if _is_real_dir(staging) else None
+        record = read_record(staging / STAGING_RECORD) if is_real_dir(staging) else None
         if record is None or record.get("target") != target:
-            raise _foreign(staging, "an interrupted build's staging directory")
-        shutil.rmtree(staging, onerror=_on_error)
+            raise foreign_leftover(staging, "an interrupted build's staging directory")
+        shutil.rmtree(staging, onerror=retry_writable)
         done.append(f"deleted {staging}, left by an interrupted build")
     removing = removing_of(final)
     if removing.exists() or removing.is_symlink():
         if not finish_removal(removing, final):
-            raise _foreign(removing, "an environment being removed")
+            raise foreign_leftover(removing, "an environment being removed")
         done.append(f"finished removing the environment an interrupted run left in {removing}")
     old = old_of(final)
     if old.exists() or old.is_symlink():
-        if not _is_real_dir(old) or (marker.proof(old, final) is None and any(old.iterdir())):
-            raise _foreign(old, "the environment a --force rebuild moved aside")
+        if not is_real_dir(old) or (marker.proof(old, final) is None and any(old.iterdir())):
+            raise foreign_leftover(old, "the environment a --force rebuild moved aside")
         if not final.exists() and not final.is_symlink():
             os.rename(old, final)
             done.append(f"put the previous environment back at {final} (an interrupted --force)")
@@ -220,14 +220,14 @@ def prepare(location) -> None:
     final = location.prefix
     record = {"tool": "tfgpu-install", "target": location.real, "id": location.id}
     if location.in_place:
-        _write_json(journal_of(final), record)
+        write_record(journal_of(final), record)
         if final.exists():
             os.rename(final, old_of(final))
         final.parent.mkdir(parents=True, exist_ok=True)
         return
     location.staging.parent.mkdir(parents=True, exist_ok=True)
     location.staging.mkdir()
-    _write_json(location.staging / STAGING_RECORD, record)
+    write_record(location.staging / STAGING_RECORD, record)
 
 
 def commit(location) -> None:
@@ -256,12 +256,12 @@ def rollback(location) -> None:
     (in place: the half-built prefix goes and the old env, if any, comes back)."""
     with shielded():
         if not location.in_place:
-            if _is_real_dir(location.staging):
-                shutil.rmtree(location.staging, onerror=_on_error)
+            if is_real_dir(location.staging):
+                shutil.rmtree(location.staging, onerror=retry_writable)
             return
-        built = marker.proof(location.prefix) if _is_real_dir(location.prefix) else None
-        if _is_real_dir(location.prefix) and (built is None or built.get("id") == location.id):
-            shutil.rmtree(location.prefix, onerror=_on_error)  # the half-built env of this very run
+        built = marker.proof(location.prefix) if is_real_dir(location.prefix) else None
+        if is_real_dir(location.prefix) and (built is None or built.get("id") == location.id):
+            shutil.rmtree(location.prefix, onerror=retry_writable)  # the half-built env of this very run
         if old_of(location.prefix).exists() and not location.prefix.exists():
             os.rename(old_of(location.prefix), location.prefix)
         journal_of(location.prefix).unlink(missing_ok=True)

@@ -86,7 +86,7 @@ class SystemInstaller(Installer):
                 Step("toolkit-check", "Check the toolkit: libcudart, libcudnn, ptxas, libdevice"),
                 Step("toolkit-marker", "Record which files the toolkit was built from",
                      writes=(str(place.staging / tk.TOOLKIT_MARKER),),
-                     content=json.dumps(tk.expected_marker(list(self.items.values())), indent=2)),
+                     content=json.dumps(tk.toolkit_record(list(self.items.values()), place.final), indent=2)),
             ]
             if not place.system:
                 steps.append(Step("system-file", "Write a file that puts the toolkit (nvcc, CUDA_HOME) in a shell",
@@ -119,9 +119,20 @@ class SystemInstaller(Installer):
         """Carry out ``steps``; on any failure the toolkit's staging goes too (the caller rolls back the env)."""
         from tfgpu.download import fetch
 
+        import contextlib
+
+        from tfgpu.envs import txn
+
         outcome = Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python")
         place = self.place(location, options)
         total = len(steps)
+        # A system toolkit is a target of its own: its lock is held while it is built and committed.
+        lock = txn.TargetLock(place.final) if place.system and not place.reuse else contextlib.nullcontext()
+        with lock:
+            self._apply(steps, runner, reporter, resolution, location, options, outcome, place, total, fetch)
+        return outcome
+
+    def _apply(self, steps, runner, reporter, resolution, location, options, outcome, place, total, fetch) -> None:
         try:
             for index, step in enumerate(steps, 1):
                 reporter.step(index, total, step.title)
@@ -166,7 +177,6 @@ class SystemInstaller(Installer):
         except BaseException:
             tk.clean(place)
             raise
-        return outcome
 
     @staticmethod
     def pip_site(location: Location, resolution) -> str:
@@ -175,7 +185,7 @@ class SystemInstaller(Installer):
         return site_packages(location.staging, resolution.python)
 
     def _run_runfile(self, step: Step, place: tk.ToolkitPlace, runner, reporter) -> None:
-        shutil.rmtree(place.staging, ignore_errors=True)
+        tk.prepare_staging(place)
         place.tmpdir.mkdir(parents=True, exist_ok=True)
         try:
             done = runner.run(step.argv, on_line=reporter.output)

@@ -63,11 +63,24 @@ def expected_marker(items) -> dict:
                                   ("md5", a.md5))}}
 
 
+def toolkit_record(items, final: Path) -> dict:
+    """What a toolkit's marker holds: the files it was built from and the real path it was made for."""
+    return {**expected_marker(items), "prefix": os.path.realpath(final)}
+
+
 def read_toolkit_marker(toolkit: Path) -> dict | None:
+    """The files a toolkit was built from, if its marker proves tfgpu-install made it at that very
+    path (a marker copied into another toolkit, or hand-written, proves nothing)."""
     try:
-        return json.loads((toolkit / TOOLKIT_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        path = toolkit / TOOLKIT_MARKER
+        if path.is_symlink() or toolkit.is_symlink() or path.stat().st_size > 65536:
+            return None
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
         return None
+    if not isinstance(found, dict) or found.get("tool") != "tfgpu-install" or found.get("prefix") != os.path.realpath(toolkit):
+        return None
+    return {key: value for key, value in found.items() if key != "prefix"}
 
 
 def place_toolkit(cuda: str, location, system: bool, items, force: bool) -> ToolkitPlace:
@@ -80,9 +93,10 @@ def place_toolkit(cuda: str, location, system: bool, items, force: bool) -> Tool
     marker = read_toolkit_marker(final)
     if marker is not None and marker == expected_marker(items) and not force:
         return ToolkitPlace(final, staging, str(final), system=True, reuse=True)
-    if final.exists() and marker is None:
+    if (final.exists() or final.is_symlink()) and marker is None:
         raise ImpossibleError(
-            "toolkit-exists", f"{final} exists and was not installed by tfgpu-install; it is left untouched.",
+            "toolkit-exists", f"{final} exists and tfgpu-install cannot prove it installed it there; it is left "
+            "untouched.",
             ["Install into a user prefix instead: --prefix DIR (the toolkit goes to DIR/cuda).",
              f"Or remove {final} yourself and run the same command again."])
     if final.exists() and not force:
@@ -226,18 +240,50 @@ def check_toolkit(toolkit: Path, cudnn_major: int) -> list[str]:
     return sorted(wanted)
 
 
+def prepare_staging(place: ToolkitPlace) -> None:
+    """An empty staging directory for the runfile, with a record naming the toolkit it is for; one
+    left by a killed run is deleted only when its record says it is that toolkit's (under the lock)."""
+    from tfgpu.envs import txn
+
+    staging = place.staging
+    if staging.exists() or staging.is_symlink():
+        record = txn.read_record(staging / txn.STAGING_RECORD) if txn.is_real_dir(staging) else None
+        if place.system and (record is None or record.get("target") != os.path.realpath(place.final)):
+            raise txn.foreign_leftover(staging, "an interrupted toolkit install's staging directory")
+        shutil.rmtree(staging, onerror=txn.retry_writable)
+    staging.mkdir(parents=True)
+    txn.write_record(staging / txn.STAGING_RECORD, {"tool": "tfgpu-install", "target": os.path.realpath(place.final)})
+
+
 def commit_toolkit(place: ToolkitPlace) -> None:
-    """Move a finished system toolkit into place; an old one (--force) goes only afterwards."""
+    """Move a finished system toolkit into place; an old one (--force, proved ours by its marker
+    when the plan was made) goes only afterwards."""
+    from tfgpu.envs import txn
+    from tfgpu.proc import shielded
+
     old = place.final.with_name(f".{place.final.name}.tfgpu-old")
-    if place.final.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        os.rename(place.final, old)
-    os.rename(place.staging, place.final)
-    shutil.rmtree(old, ignore_errors=True)
+    with shielded():
+        if old.exists() and read_toolkit_marker_for(old, place.final) is not None:
+            shutil.rmtree(old, onerror=txn.retry_writable)
+        if place.final.exists():
+            os.rename(place.final, old)
+        os.rename(place.staging, place.final)
+        (place.final / txn.STAGING_RECORD).unlink(missing_ok=True)
+    if old.exists():
+        shutil.rmtree(old, onerror=txn.retry_writable)
+
+
+def read_toolkit_marker_for(directory: Path, made_for: Path) -> dict | None:
+    """A toolkit moved aside keeps the marker of the place it was made for."""
+    try:
+        found = json.loads((directory / TOOLKIT_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return found if isinstance(found, dict) and found.get("prefix") == os.path.realpath(made_for) else None
 
 
 def clean(place: ToolkitPlace) -> None:
-    """After a failure: the system toolkit's staging and every runfile temp directory go."""
+    """After a failure: the system toolkit's staging (made by this run) and every runfile temp directory go."""
     shutil.rmtree(place.tmpdir, ignore_errors=True)
-    if place.system and not place.reuse:
+    if place.system and not place.reuse and (place.staging / ".tfgpu-staging.json").is_file():
         shutil.rmtree(place.staging, ignore_errors=True)

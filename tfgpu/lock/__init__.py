@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu.errors import OperationError, UsageError
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, Platform, parse_platform
 from tfgpu.paths import output_dir
 
@@ -41,7 +41,7 @@ def output_paths(output: str | None, platforms: list[Platform]) -> dict[str, Pat
         return {p.name: Path(f"tfgpu-lock.{p.name}.txt").absolute() for p in platforms}
     path = Path(output).expanduser().absolute()
     if path.is_dir():
-        raise UsageError("bad-output", f"-o {output} is a directory; give the lock's file name.",
+        raise ImpossibleError("bad-output", f"-o {output} is a directory; give the lock's file name.",
                          [f"-o {Path(output) / 'tfgpu-lock.txt'}"])
     if len(platforms) == 1:
         return {platforms[0].name: path}

@@ -71,6 +71,9 @@ def wheels_from_pylock(text: str, platform: Platform, python: str) -> list[Wheel
 
 def prepare_dir(out: Path) -> None:
     """Make ``out`` a bundle directory in progress (refusing a foreign, non-empty one)."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ImpossibleError("bad-output", f"-o {out}: that path exists and is not a directory (a bundle is a "
+                              "directory of files); it is left untouched.", ["Give a new or empty directory with -o."])
     if out.exists() and any(out.iterdir()) and not (out / PARTIAL).exists() and not (out / MANIFEST).exists():
         raise ImpossibleError("target-not-empty", f"{out} is not empty and is not a tfgpu-install bundle; it is left "
                               "untouched.", ["Give a new or empty directory with -o."])

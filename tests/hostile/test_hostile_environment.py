@@ -1,0 +1,186 @@
+"""Bad data and odd environments are errors, never tracebacks: broken overlays, a damaged parsed-
+table cache, any locale, endless or binary logs, a read-only home, paths that are files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import marshal
+import os
+import subprocess
+import sys
+from importlib.resources import files
+
+import pytest
+
+from tfgpu import data
+
+from .conftest import changed, snapshot
+
+OVERLAYS = {
+    "not-toml": ("cuda.toml", "[[toolkit\n"),
+    "empty": ("cuda.toml", ""),
+    "float-version": ("cuda.toml", None),
+    "missing-key": ("quirks.toml", None),
+    "not-utf8": ("cuda.toml", b'note = "caf\xe9"\n'),
+    "unknown-table": ("cudaa.toml", "x = 1\n"),
+    "array-is-a-table": ("tensorflow.toml", "[release]\nversion = '2.13.1'\n"),
+    "rows-are-strings": ("quirks.toml", "quirk = ['a', 'b']\n"),
+}
+
+
+def _write_overlay(directory, case):
+    name, content = OVERLAYS[case]
+    directory.mkdir(exist_ok=True)
+    if case == "float-version":
+        content = files("tfgpu.data").joinpath("cuda.toml").read_text().replace('version = "12.5.1"', "version = 12.51")
+    if case == "missing-key":
+        import re
+
+        content = re.sub(r"^message = .*\n", "", files("tfgpu.data").joinpath("quirks.toml").read_text(), count=1,
+                         flags=re.M)
+    path = directory / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return name
+
+
+@pytest.mark.parametrize("case", OVERLAYS, ids=list(OVERLAYS))
+@pytest.mark.parametrize("command", [["plan", "--tf", "2.13"], ["matrix"], ["doctor", "--log", "/dev/null"],
+                                     ["script", "--format", "bash"]])
+def test_a_malformed_overlay_is_bad_data_naming_the_file(cli, sandbox, case, command):
+    name = _write_overlay(sandbox / "overlay", case)
+    done = cli(*command, "--json", *(["--no-detect"] if command[0] in ("plan", "script") else []),
+               env={"TFGPU_DATA_DIR": str(sandbox / "overlay")})
+    assert (done.code, done.error) == (2, "bad-data") and name in done.out
+
+
+def test_an_overlay_that_is_not_a_directory(cli, sandbox):
+    (sandbox / "overlay").write_text("x")
+    done = cli("plan", "--json", "--no-detect", env={"TFGPU_DATA_DIR": str(sandbox / "overlay")})
+    assert (done.code, done.error) == (2, "bad-data")
+
+
+def _cache_file(sandbox):
+    found = sorted((sandbox / "cache" / "data").glob("tables-*.bin"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _min_driver(cli) -> str:
+    done = cli("plan", "--tf", "2.21", "--no-detect", "--json")
+    assert done.code == 0, done.out
+    return json.loads(done.out)["min_driver"]
+
+
+@pytest.mark.parametrize("damage", ["flip-a-byte-of-a-value", "truncate", "other-marshal-with-a-valid-checksum",
+                                    "not-a-dict", "empty", "garbage"])
+def test_a_damaged_table_cache_is_parsed_afresh_not_trusted(cli, sandbox, damage):
+    expected = _min_driver(cli)
+    path = _cache_file(sandbox)
+    blob = bytearray(path.read_bytes())
+    head = len(data._MAGIC) + 32
+    if damage == "flip-a-byte-of-a-value":
+        at = blob.index(b"525.60.13", head)
+        blob[at + 2] = ord("5")  # 525 -> 555: still valid marshal, different data
+    elif damage == "truncate":
+        blob = blob[: len(blob) // 2]
+    elif damage in ("other-marshal-with-a-valid-checksum", "not-a-dict"):
+        payload = marshal.dumps({"cuda.toml": {}} if damage == "other-marshal-with-a-valid-checksum" else [1, 2])
+        blob = bytearray(data._MAGIC + hashlib.sha256(payload).digest() + payload)
+    elif damage == "empty":
+        blob = bytearray()
+    else:
+        blob = bytearray(os.urandom(4096))
+    path.write_bytes(bytes(blob))
+    data.clear()
+    assert _min_driver(cli) == expected
+
+
+def test_an_unwritable_cache_costs_only_time(cli, sandbox):
+    (sandbox / "cache").write_text("a file where the cache directory should be\n")
+    assert _min_driver(cli) == "525.60.13"
+
+
+ENCODINGS = ["latin-1", "ascii"]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("argv", [["plan", "--tf", "2.13", "--mode", "conda"], ["matrix"], ["doctor"],
+                                  ["--tf", "2.21", "--prefix", "env", "--dry-run"], ["--help"],
+                                  ["plan", "--tf", "9.99"]],
+                         ids=["plan", "matrix", "doctor", "dry-run", "help", "error"])
+def test_any_locale_works(tool, encoding, argv):
+    done = tool(*argv, env={"PYTHONIOENCODING": encoding, "LANG": "en_US.ISO-8859-1", "LC_ALL": "C"})
+    assert done.code in (0, 1, 3)
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\n", b"Could not load dynamic library 'libcudnn.so.8'\xff\n",
+                                     b"\x00" * 100000])
+def test_doctor_reads_any_bytes_from_stdin(sandbox, content):
+    done = subprocess.run([sys.executable, "-m", "tfgpu", "doctor", "--log", "-", "--json"], input=content,
+                          capture_output=True, cwd=sandbox, timeout=60)
+    assert done.returncode in (0, 1) and b"Traceback" not in done.stderr
+    json.loads(done.stdout)
+
+
+def test_doctor_reads_a_bounded_amount_of_an_endless_log(sandbox):
+    done = subprocess.run([sys.executable, "-m", "tfgpu", "doctor", "--log", "/dev/zero", "--json"],
+                          capture_output=True, cwd=sandbox, timeout=60)
+    assert done.returncode == 0 and json.loads(done.stdout)["truncated"] is True
+
+
+@pytest.mark.parametrize("what", ["missing", "directory"])
+def test_doctor_log_that_cannot_be_read(cli, sandbox, what):
+    path = sandbox / "log"
+    if what == "directory":
+        path.mkdir()
+    done = cli("doctor", "--log", str(path), "--json")
+    assert (done.code, done.error) == (2, "bad-log-file")
+
+
+def test_a_home_where_nothing_can_be_written(tool, sandbox, local_wheels):
+    home = sandbox / "home-is-a-file"
+    home.write_text("")
+    env = {"HOME": str(home), "TFGPU_CACHE_DIR": "", "TFGPU_LOG_DIR": "", "XDG_CACHE_HOME": "", "XDG_DATA_HOME": "",
+           "XDG_STATE_HOME": ""}
+    env = {k: v for k, v in env.items()}
+    clean = {k: v for k, v in os.environ.items() if k not in env}
+    for argv in (["plan", "--tf", "2.21", "--json"], ["--tf", "2.21", "--prefix", str(sandbox / "env"), "--dry-run"]):
+        done = subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, cwd=sandbox,
+                              env={**clean, "HOME": str(home)}, timeout=120)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_an_unwritable_log_directory_is_reported_not_raised(cli, build, sandbox, monkeypatch):
+    (sandbox / "logs").write_text("a file where the log directory should be\n")
+    done = build(sandbox / "env")
+    assert done.code == 0 and "log directory cannot be written" in done.err
+
+
+def test_jupyter_data_dir_that_is_a_file_is_refused_before_building(cli, build, sandbox, monkeypatch):
+    (sandbox / "jupyter").write_text("not a directory\n")
+    before = snapshot(sandbox)
+    done = build(sandbox / "env", "--jupyter")
+    assert (done.code, done.error) == (3, "jupyter-dir-unusable")
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+@pytest.mark.parametrize("command", [["bundle", "--platform", "linux-64"], ["lock", "--platform", "linux-64"]])
+@pytest.mark.parametrize("what", ["existing-file", "directory"])
+def test_output_paths_of_the_wrong_kind(cli, sandbox, command, what):
+    target = sandbox / "out"
+    if what == "existing-file":
+        target.write_text("mine\n")
+    else:
+        target.mkdir()
+        (target / "mine.txt").write_text("mine\n")
+    before = snapshot(sandbox)
+    done = cli(*command, "--tf", "2.21", "--no-detect", "-o", str(target), "--json",
+               env={"TFGPU_INDEX_URL": "http://127.0.0.1:9/simple"})
+    expected = {("bundle", "existing-file"): "bad-output", ("bundle", "directory"): "target-not-empty",
+                ("lock", "existing-file"): None, ("lock", "directory"): "bad-output"}[(command[0], what)]
+    if expected is None:  # a lock may overwrite a file (its own, regenerated); here the index is dead
+        assert done.code in (1, 3)
+    else:
+        assert (done.code, done.error) == (3, expected)
+        assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
