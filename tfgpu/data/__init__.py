@@ -34,9 +34,22 @@ def load(name: str) -> dict:
     return _tables()[name]
 
 
+_DERIVED: list = []
+
+
+def derived(function):
+    """``functools.cache`` for records built from the tables, forgotten with them by :func:`clear`."""
+    cached = cache(function)
+    _DERIVED.append(cached)
+    return cached
+
+
 def clear() -> None:
-    """Forget the parsed tables (the next :func:`load` reads the sources again)."""
+    """Forget the parsed tables and everything derived from them (the next :func:`load` reads the
+    sources again): for callers that change ``TFGPU_DATA_DIR`` in-process."""
     _tables.cache_clear()
+    for function in _DERIVED:
+        function.cache_clear()
 
 
 def shipped_names() -> list[str]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from functools import cache
 
+from tfgpu.data import derived
 from tfgpu.resolver.tables import load_toml
 
 SEVERITIES = ("fail", "warn", "info")
@@ -61,7 +61,7 @@ class LogMatch:
         return data
 
 
-@cache
+@derived
 def signatures() -> tuple[Signature, ...]:
     """Every known signature, in table order, patterns compiled once."""
     return tuple(

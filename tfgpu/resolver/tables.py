@@ -7,11 +7,12 @@ the other files are curated from shared/reference/compat-facts.md.
 
 from __future__ import annotations
 
-from functools import cache
 from typing import NamedTuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+
+from tfgpu.data import derived
 
 PLATFORMS = ("linux_x86_64", "linux_aarch64", "windows_x86_64", "macos_x86_64", "macos_arm64")
 
@@ -152,7 +153,7 @@ def _tuple(row: dict, key: str) -> tuple[str, ...]:
     return tuple(row.get(key, ()))
 
 
-@cache
+@derived
 def releases() -> tuple[Release, ...]:
     """Every TensorFlow 2.x release, newest first."""
     data = load_toml("tensorflow.toml")
@@ -184,7 +185,7 @@ def releases() -> tuple[Release, ...]:
     return tuple(sorted(out, key=lambda r: r.version, reverse=True))
 
 
-@cache
+@derived
 def series() -> dict[str, Series]:
     """TensorFlow's tested build configurations, by series ("2.13")."""
     rows = load_toml("tensorflow_series.toml")["series"]
@@ -198,7 +199,7 @@ def series() -> dict[str, Series]:
     }
 
 
-@cache
+@derived
 def quirks() -> tuple[Quirk, ...]:
     """Known-broken releases."""
     return tuple(
@@ -211,7 +212,7 @@ def quirks() -> tuple[Quirk, ...]:
     )
 
 
-@cache
+@derived
 def toolkits() -> tuple[Toolkit, ...]:
     """Every CUDA toolkit release, oldest first."""
     rows = load_toml("cuda.toml")["toolkit"]
@@ -226,7 +227,7 @@ def toolkits() -> tuple[Toolkit, ...]:
     ))
 
 
-@cache
+@derived
 def cuda_facts() -> dict:
     """The rest of ``cuda.toml``: MVC floors and the WSL2 minimum."""
     data = load_toml("cuda.toml")
@@ -241,7 +242,7 @@ def cuda_facts() -> dict:
     return {"mvc": floors, "wsl2": data.get("wsl2", {})}
 
 
-@cache
+@derived
 def metal() -> tuple[MetalRow, ...]:
     """tensorflow-metal's compatibility table."""
     return tuple(
@@ -255,7 +256,7 @@ def metal() -> tuple[MetalRow, ...]:
     )
 
 
-@cache
+@derived
 def conda_forge() -> CondaForge:
     """What conda-forge carries."""
     data = load_toml("conda_forge.toml")
@@ -276,7 +277,7 @@ def conda_forge() -> CondaForge:
     )
 
 
-@cache
+@derived
 def pip_cuda() -> tuple[tuple[PipCudaSet, ...], dict]:
     """Explicit pip CUDA sets, and the ptxas facts."""
     data = load_toml("pip_cuda.toml")
@@ -307,7 +308,7 @@ class CudnnArchive(NamedTuple):
     """NVIDIA's md5 from the manifest ("" when unknown); sha256 is what downloads are checked against."""
 
 
-@cache
+@derived
 def cudnn_archives() -> tuple[CudnnArchive, ...]:
     """Every recorded cuDNN archive, oldest first."""
     rows = load_toml("cudnn_archives.toml")["archive"]
@@ -323,11 +324,9 @@ def cudnn_archives() -> tuple[CudnnArchive, ...]:
     ))
 
 
+
 def clear_caches() -> None:
     """Forget every parsed table and record (for callers that change ``TFGPU_DATA_DIR`` in-process)."""
     from tfgpu import data
 
     data.clear()
-    for value in list(globals().values()):
-        if hasattr(value, "cache_clear"):
-            value.cache_clear()
