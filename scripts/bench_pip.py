@@ -54,8 +54,8 @@ def main() -> int:
     args = parser.parse_args()
 
     tool = shutil.which("tfgpu-install") or sys.exit("tfgpu-install is not on PATH: pip install -e . first")
-    from tfgpu.installers.interpreters import find_python
-    from tfgpu.installers.pip import find_uv
+    from tfgpu.detect.interpreters import find_python
+    from tfgpu.backends.pip import find_uv
 
     uv = find_uv() or sys.exit("uv not found")
     python = find_python(args.python) or sys.exit(f"Python {args.python} not found")

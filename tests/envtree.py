@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tfgpu.installers import activation
+from tfgpu.envs import activation
 
 # pip's layout for TF 2.21 [and-cuda] (component dir, soname).
 CUDA12 = [("nvjitlink", "libnvJitLink.so.12"), ("cuda_runtime", "libcudart.so.12"),

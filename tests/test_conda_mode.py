@@ -188,7 +188,7 @@ def test_conda_activation_scripts_pass_shellcheck(env213):
 
 def test_windows_envs_get_bat_scripts(tmp_path):
     """Native Windows (TF <= 2.10) activation, written here and read as text (no cmd.exe here)."""
-    from tfgpu.installers.activation import CudaLayout, write_conda_activation
+    from tfgpu.envs.activation import CudaLayout, write_conda_activation
 
     (tmp_path / "lib" / "site-packages").mkdir(parents=True)
     layout = CudaLayout("lib/site-packages", ("lib",), (), None, None)
@@ -380,8 +380,8 @@ def test_every_releases_dry_run_solves_only_conda_forge_packages_with_the_cudnn_
     """Generated from the data: what the solve step of ``create --dry-run`` sends, for every release."""
     from packaging.version import Version
 
-    from tfgpu.installers import create_env
-    from tfgpu.installers.base import Options
+    from tfgpu.ops import create_env
+    from tfgpu.backends.base import Options
     from tfgpu.resolver import make_request, resolve, tables
 
     resolution = resolve(make_request(tf=str(release.version), mode="conda", os="linux", arch="x86_64"), None)

@@ -1,4 +1,4 @@
-"""tfgpu.download against a real local HTTP server with injected faults (tests/fakenvidia.py)."""
+"""tfgpu.engines.download against a real local HTTP server with injected faults (tests/fakenvidia.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import wheelhouse
 from fakenvidia import serve_fake_nvidia
 
-from tfgpu import download
+from tfgpu.engines import download
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.progress import RecordingReporter
 

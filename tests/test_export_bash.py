@@ -250,7 +250,7 @@ def test_pip_script_embeds_the_tools_own_activation_code():
     from importlib.resources import files
 
     script = render("2.16.1", "pip", "bash").main.content
-    source = files("tfgpu.installers").joinpath("activation.py").read_text(encoding="utf-8")
+    source = files("tfgpu.envs").joinpath("activation.py").read_text(encoding="utf-8")
     assert repr(json.dumps(source)) in script  # as activate_env.py's ACTIVATION_SOURCE literal
 
 

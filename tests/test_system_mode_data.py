@@ -22,7 +22,8 @@ from conftest import run_tool
 from exporthelpers import clear_tables, render, resolution, shellcheck
 from fakenvidia import serve_fake_nvidia
 
-from tfgpu import cli, export, vendor
+from tfgpu import cli, export
+from tfgpu.engines import nvidia as vendor
 from tfgpu.resolver import tables
 
 CUDA_RELEASES = [str(r.version) for r in tables.releases()

@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     if command == "doctor":
         return _doctor(args)
     if command == "remove":
-        from tfgpu.installers import remove_env
+        from tfgpu.ops import remove_env
 
         removed = remove_env(args.name, args.prefix)
         _emit(args, removed, lambda: _render().removed(removed["removed"], removed["recovered"]))
@@ -257,7 +257,7 @@ def _lock(args: argparse.Namespace) -> int:
 
 def _lock_conda(args: argparse.Namespace, targets) -> int:
     """``lock --mode conda``: one conda-lock.yml for every --platform."""
-    from tfgpu.installers.rattler_engine import channel_urls, check_channels
+    from tfgpu.engines.rattler import channel_urls, check_channels
     from tfgpu.lock import conda_lock, tools
 
     channels = channel_urls(tuple(args.channel or ()))
@@ -301,7 +301,7 @@ def _bundle(args: argparse.Namespace) -> int:
     reporter = _render().ConsoleReporter()
     try:
         if mode == "conda":
-            from tfgpu.installers.rattler_engine import channel_urls, check_channels
+            from tfgpu.engines.rattler import channel_urls, check_channels
             from tfgpu.lock.bundle_conda import build_conda_bundle
 
             channels = channel_urls(tuple(args.channel or ()))
@@ -320,7 +320,7 @@ def _bundle(args: argparse.Namespace) -> int:
 
 def _create_from(args: argparse.Namespace) -> int:
     """``create --from-lock FILE`` / ``create --from-bundle DIR``: exactly what the lock pins."""
-    from tfgpu.installers import create_env
+    from tfgpu.ops import create_env
     from tfgpu.lock.install import prepare
 
     selectors = {key: getattr(args, key) for key in ("tf", "mode", "python", "os", "arch", "driver", "gpu_cc")}
@@ -383,7 +383,7 @@ def _script(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace):
-    from tfgpu.installers.base import Options
+    from tfgpu.backends.base import Options
 
     find_links = args.find_links
     if find_links and not re.match(r"https?://", find_links):
@@ -397,7 +397,7 @@ def _options(args: argparse.Namespace):
 
 
 def _create(args: argparse.Namespace) -> int:
-    from tfgpu.installers import create_env
+    from tfgpu.ops import create_env
 
     if args.from_lock or args.from_bundle:
         return _create_from(args)

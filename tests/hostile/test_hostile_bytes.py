@@ -218,13 +218,13 @@ def test_a_lock_recording_an_index_that_is_not_https_is_refused(cli, sandbox, in
 
 def test_from_lock_installs_from_the_index_the_lock_records(sandbox, monkeypatch):
     """The recorded index is what uv is told to use, and the user's uv index settings are blanked."""
-    from tfgpu.installers.pip import PipInstaller
+    from tfgpu.backends.pip import PipInstaller
     from tfgpu.envs.location import locate
     from tfgpu.lock.install import prepare
 
     lock = _pip_lock(sandbox, index="https://mirror.example/simple")
     monkeypatch.setattr("tfgpu.lock.install.check_platform", lambda lock: None)
-    from tfgpu.installers.base import Options
+    from tfgpu.backends.base import Options
 
     resolution, options, _ = prepare({}, Options(), from_lock=str(lock))
     installer = PipInstaller("/bin/uv", sandbox / "cache", sys.executable)
@@ -275,7 +275,7 @@ ARCHIVES = {
 @pytest.mark.parametrize("case", ARCHIVES, ids=list(ARCHIVES))
 def test_unsafe_cudnn_archives_are_refused_before_anything_is_written(tmp_path, case):
     from tfgpu.errors import OperationError
-    from tfgpu.installers.system_toolkit import unpack_cudnn
+    from tfgpu.backends.system_toolkit import unpack_cudnn
 
     archive = _archive(tmp_path / "cudnn.tar.xz", [_file(f"{TOP}/include/cudnn.h"), *ARCHIVES[case]])
     toolkit = tmp_path / "toolkit"
@@ -289,7 +289,7 @@ def test_unsafe_cudnn_archives_are_refused_before_anything_is_written(tmp_path, 
 @pytest.mark.parametrize("damage", ["truncated", "not-an-archive"])
 def test_damaged_cudnn_archives_are_corrupt_not_a_traceback(tmp_path, damage):
     from tfgpu.errors import OperationError
-    from tfgpu.installers.system_toolkit import unpack_cudnn
+    from tfgpu.backends.system_toolkit import unpack_cudnn
 
     archive = _archive(tmp_path / "cudnn.tar.xz", [_file(f"{TOP}/include/cudnn.h", b"y" * 100_000),
                                                    _file(f"{TOP}/lib/libcudnn.so.8", bytes(range(256)) * 400)])
@@ -303,7 +303,7 @@ def test_damaged_cudnn_archives_are_corrupt_not_a_traceback(tmp_path, damage):
 
 
 def test_a_safe_archive_with_internal_links_unpacks(tmp_path):
-    from tfgpu.installers.system_toolkit import unpack_cudnn
+    from tfgpu.backends.system_toolkit import unpack_cudnn
 
     archive = _archive(tmp_path / "cudnn.tar.xz", [
         _file(f"{TOP}/include/cudnn.h"), _file(f"{TOP}/lib/libcudnn.so.8.9.7", b"ELF"),

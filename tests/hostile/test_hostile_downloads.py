@@ -14,7 +14,7 @@ import pytest
 import wheelhouse
 from fakenvidia import serve_fake_nvidia
 
-from tfgpu import download
+from tfgpu.engines import download
 from tfgpu.errors import ImpossibleError, OperationError
 
 pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake libraries")
@@ -133,7 +133,7 @@ def test_a_full_disk_stops_at_once_and_keeps_nothing(fake, tmp_path):
         "import resource, signal, sys\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))\n"
-        "from pathlib import Path\nfrom tfgpu import download\nfrom tfgpu.errors import TfgpuError\n"
+        "from pathlib import Path\nfrom tfgpu.engines import download\nfrom tfgpu.errors import TfgpuError\n"
         "try:\n"
         f"    download.fetch({fake.runfile_url!r}, Path({str(tmp_path / 'cache')!r}), sha256={fake.runfile_sha256!r})\n"
         "except TfgpuError as error:\n"

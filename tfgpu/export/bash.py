@@ -4,7 +4,7 @@ The script is assembled from shell parts shipped in ``tfgpu/export/templates`` (
 per mode) under a generated header (what it installs and why) and a block of variables, every
 value quoted through ``tfgpu.quoting`` (shell words, one-line comments). Each step checks whether its result is already in place, so a
 second run changes nothing and says so. pip mode embeds tfgpu-install's own activation module
-(``tfgpu/installers/activation.py`` and its templates) to write the same activation and load hook.
+(``tfgpu/envs/activation.py`` and its templates) to write the same activation and load hook.
 """
 
 from __future__ import annotations
@@ -67,9 +67,9 @@ def _heredoc(text: str, delimiter: str) -> str:
 
 def activation_program() -> str:
     """The Python program that writes a venv's activation and load hook (tfgpu's own module)."""
-    installers = files("tfgpu.installers")
-    source = installers.joinpath("activation.py").read_text(encoding="utf-8")
-    templates = {name: installers.joinpath("templates", name).read_text(encoding="utf-8")
+    envs = files("tfgpu.envs")
+    source = envs.joinpath("activation.py").read_text(encoding="utf-8")
+    templates = {name: envs.joinpath("templates", name).read_text(encoding="utf-8")
                  for name in ("activate.sh", "activate.fish", "cuda_hook.py")}
     program = template("activate_env.py")
     program = program.replace('"@ACTIVATION_SOURCE@"', repr(json.dumps(source)))
@@ -105,7 +105,7 @@ def _variables(resolution) -> list[str]:
 
 
 def _system_variables(resolution) -> list[str]:
-    from tfgpu import vendor
+    from tfgpu.engines import nvidia as vendor
 
     items = vendor.artifacts(resolution)
     error = vendor.unverifiable(items)

@@ -21,7 +21,7 @@ from packaging.version import Version
 from tfgpu import quoting
 from tfgpu.errors import ImpossibleError
 from tfgpu.export.bash import comment, default_env_name, header
-from tfgpu.installers.activation import COMPONENTS
+from tfgpu.envs.activation import COMPONENTS
 
 MICROMAMBA_IMAGE = "mambaorg/micromamba:1.5.10"  # tag of the 1.5 series; pin by digest in production
 VENV = "/opt/tf"

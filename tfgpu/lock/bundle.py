@@ -9,7 +9,7 @@ Layout (contract)::
     DIR/tool/                       tfgpu-install's wheel and its dependencies' wheels
     DIR/README.md, DIR/install.sh   what it is; ``./install.sh PREFIX`` installs it
 
-Downloads go through ``tfgpu.download.fetch`` (resumable, hash-checked), so running the same
+Downloads go through ``tfgpu.engines.download.fetch`` (resumable, hash-checked), so running the same
 ``bundle`` command again after a broken transfer continues where it stopped. Wheels already on
 this machine are reused from the directories in ``TFGPU_WHEEL_DIRS`` (matched by file name,
 then checked against the lock's sha256). ``TFGPU_BUNDLE_TOOL=0`` leaves the tool's wheels out
@@ -85,7 +85,7 @@ def prepare_dir(out: Path) -> None:
 
 def collect(wheels: list[Wheel], dest: Path, reporter) -> None:
     """Every wheel of ``wheels`` in ``dest``, sha256-checked (reused from ``TFGPU_WHEEL_DIRS`` first)."""
-    from tfgpu.download import fetch
+    from tfgpu.engines.download import fetch
 
     reuse = [Path(d) for d in os.environ.get("TFGPU_WHEEL_DIRS", "").split(os.pathsep) if d]
     dest.mkdir(parents=True, exist_ok=True)

@@ -52,7 +52,7 @@ def subdir_of(url: str) -> str:
 def copy_package(url: str, sha256: str, dest: Path, reporter=None) -> Path:
     """The conda package of ``url`` in ``dest`` (its subdir), sha256-checked; a ``file://`` URL is
     copied, any other downloaded. A mismatch deletes the copy and raises ``checksum-mismatch``."""
-    from tfgpu.download import fetch
+    from tfgpu.engines.download import fetch
 
     target = dest / file_name(url)
     if target.is_file() and digest(target) == sha256:

@@ -146,7 +146,7 @@ def prepare(path: Path, options, selectors: dict | None = None, bundle_dir: Path
     ``bundle_dir``, for ``create --from-bundle`` of a conda bundle (offline, from its channel/ and wheels/)."""
     from dataclasses import asdict
 
-    from tfgpu.installers.conda import LockedCondaOptions
+    from tfgpu.backends.conda import LockedCondaOptions
     from tfgpu.lock.platforms import host_platform
     from tfgpu.resolver import make_request, resolve
 

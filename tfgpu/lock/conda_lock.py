@@ -144,7 +144,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
     """
     import yaml
 
-    from tfgpu.installers.conda import virtual_cuda
+    from tfgpu.backends.conda import virtual_cuda
     from tfgpu.lock import pip_lock
     from tfgpu.paths import output_dir
 

@@ -188,7 +188,7 @@ def _refuse_links(root: Path) -> None:
 def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bundle: str | None = None,
             reporter=None):
     """(resolution, options) for ``create`` from a lock or a bundle, after every check."""
-    from tfgpu.installers.pip import LockedOptions
+    from tfgpu.backends.pip import LockedOptions
 
     if from_lock and Path(from_lock).suffix in (".yml", ".yaml"):
         from tfgpu.lock import conda_install

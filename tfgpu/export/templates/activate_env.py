@@ -1,5 +1,5 @@
 # Sets up a venv's CUDA libraries exactly as tfgpu-install does: the code below is tfgpu-install's
-# own activation module (tfgpu/installers/activation.py) and its templates, embedded when this
+# own activation module (tfgpu/envs/activation.py) and its templates, embedded when this
 # script was generated. Files are rewritten only when their content differs (idempotent).
 import json
 import os
@@ -44,7 +44,7 @@ def symlink_to(self, target, target_is_directory=False):
 Path.write_text, Path.unlink, Path.symlink_to = write_text, unlink, symlink_to
 module = types.ModuleType("tfgpu_activation")
 sys.modules[module.__name__] = module
-exec(compile(json.loads(ACTIVATION_SOURCE), "tfgpu/installers/activation.py", "exec"), module.__dict__)
+exec(compile(json.loads(ACTIVATION_SOURCE), "tfgpu/envs/activation.py", "exec"), module.__dict__)
 templates = json.loads(TEMPLATES)
 module._template = templates.__getitem__
 found = sorted(root.glob("lib/python3*/site-packages"))

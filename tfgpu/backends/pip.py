@@ -20,8 +20,8 @@ from pathlib import Path
 from tfgpu.envs import jupyter, marker, txn
 from tfgpu.envs.location import relocate_venv
 from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.installers import activation, bytecode
-from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
+from tfgpu.envs import activation, bytecode
+from tfgpu.backends.base import Installer, Location, Options, Outcome, Step
 
 MARKER = marker.NAME
 # Index settings that would send a locked install somewhere other than the lock's own index.
@@ -274,7 +274,7 @@ def make_installer(resolution, options) -> PipInstaller:
         raise ImpossibleError("mode-unsupported-here",
                               f"pip mode builds Linux environments; this plan is for {resolution.os}.",
                               ["Run tfgpu-install on the target machine itself."])
-    from tfgpu.installers.interpreters import require_python
+    from tfgpu.detect.interpreters import require_python
     from tfgpu.paths import cache_root
 
     uv = None if options.engine == "pip" else find_uv()

@@ -10,7 +10,7 @@ Where things go (README, "System mode"):
   otherwise before anything is downloaded), the venv to the envs directory. A toolkit already
   there from the same files (its marker says so) is used as it is.
 
-Downloads are verified and cached (``tfgpu.download``); a re-run with everything in place is a
+Downloads are verified and cached (``tfgpu.engines.download``); a re-run with everything in place is a
 no-op (``unchanged``).
 """
 
@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.installers import activation
-from tfgpu.installers import system_toolkit as tk
-from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
+from tfgpu.envs import activation
+from tfgpu.backends import system_toolkit as tk
+from tfgpu.backends.base import Installer, Location, Options, Outcome, Step
 from tfgpu.envs import marker as env_marker
 from tfgpu.envs.location import envs_dir, prefix_for
 
@@ -117,7 +117,7 @@ class SystemInstaller(Installer):
 
     def apply(self, steps, runner, reporter, *, resolution, location: Location, options: Options) -> Outcome:
         """Carry out ``steps``; on any failure the toolkit's staging goes too (the caller rolls back the env)."""
-        from tfgpu.download import fetch
+        from tfgpu.engines.download import fetch
 
         import contextlib
 
@@ -163,7 +163,7 @@ class SystemInstaller(Installer):
                     outcome.notes.append(f"CUDA from {place.final}: {len(layout.preload)} libraries preloaded "
                                          "by the load hook")
                 elif step.kind == "jupyter":
-                    from tfgpu.installers.pip import register_kernel
+                    from tfgpu.backends.pip import register_kernel
 
                     outcome.kernels.append(register_kernel(location, resolution))
                 elif step.kind == "system-marker":
@@ -180,7 +180,7 @@ class SystemInstaller(Installer):
 
     @staticmethod
     def pip_site(location: Location, resolution) -> str:
-        from tfgpu.installers.pip import site_packages
+        from tfgpu.backends.pip import site_packages
 
         return site_packages(location.staging, resolution.python)
 
@@ -204,7 +204,7 @@ class SystemInstaller(Installer):
         machine (a loopback URL); never NVIDIA's servers."""
         from urllib.parse import urlsplit
 
-        from tfgpu.download import LOOPBACK
+        from tfgpu.engines.download import LOOPBACK
 
         if (self.downloads / item.filename).is_file() or urlsplit(item.url).hostname in LOOPBACK:
             return
@@ -215,7 +215,7 @@ class SystemInstaller(Installer):
              "Or run without --offline."])
 
     def _write_marker(self, location, resolution, options, outcome, place) -> None:
-        from tfgpu.installers.pip import write_marker
+        from tfgpu.backends.pip import write_marker
 
         write_marker(location, resolution, options, outcome, self.pip.engine(options), mode="system",
                      toolkit=str(place.final), toolkit_files=tk.expected_marker(list(self.items.values())),
@@ -224,7 +224,7 @@ class SystemInstaller(Installer):
     def unchanged(self, name: str | None, prefix: str | None):
         """A ``CreateResult`` with nothing to do when the env is already built from the same files
         (its marker and its toolkit's marker agree with this plan); None otherwise."""
-        from tfgpu.installers import CreateResult
+        from tfgpu.ops import CreateResult
 
         path, display = prefix_for(name, prefix)
         marker = env_marker.proof(path) if path.is_dir() and not path.is_symlink() else None
@@ -264,8 +264,8 @@ def check_driver(resolution) -> None:
 
 def make_installer(resolution, options) -> SystemInstaller:
     """system mode for ``resolution``: the driver is checked, the downloads must be verifiable."""
-    from tfgpu import vendor
-    from tfgpu.installers.pip import make_installer as pip_installer
+    from tfgpu.engines import nvidia as vendor
+    from tfgpu.backends.pip import make_installer as pip_installer
     from tfgpu.paths import cache_root
 
     check_driver(resolution)

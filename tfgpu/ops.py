@@ -14,7 +14,7 @@ from pathlib import Path
 from tfgpu.envs import jupyter, txn
 from tfgpu.envs.location import Location, locate, prefix_for, refuse_link, safe_label
 from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.installers.base import Options, Outcome, Step
+from tfgpu.backends.base import Options, Outcome, Step
 
 
 @dataclass
@@ -30,11 +30,11 @@ class CreateResult:
 def _installer(resolution, options: Options):
     """The backend for the resolution's mode (each module's ``make_installer`` checks its own needs)."""
     if resolution.mode == "conda":
-        from tfgpu.installers.conda import make_installer
+        from tfgpu.backends.conda import make_installer
     elif resolution.mode == "system":
-        from tfgpu.installers.system import make_installer
+        from tfgpu.backends.system import make_installer
     else:
-        from tfgpu.installers.pip import make_installer
+        from tfgpu.backends.pip import make_installer
     return make_installer(resolution, options)
 
 
@@ -119,7 +119,7 @@ def remove_env(name: str | None, prefix: str | None) -> dict:
     """Delete an env tfgpu-install built at that very place (its marker proves it), and its kernels."""
     path, _ = prefix_for(name, prefix)
     if name and not prefix and not path.exists():
-        from tfgpu.installers.conda_envs import conda_envs_dir
+        from tfgpu.envs.conda_envs import conda_envs_dir
 
         conda = conda_envs_dir()
         if conda is not None and (conda / name).exists():  # --mode conda --name puts envs there

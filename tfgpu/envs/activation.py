@@ -97,7 +97,7 @@ def read_layout(root: Path, site_packages: str) -> CudaLayout:
 
 
 def _template(name: str) -> str:
-    return files("tfgpu.installers").joinpath("templates", name).read_text(encoding="utf-8")
+    return files("tfgpu.envs").joinpath("templates", name).read_text(encoding="utf-8")
 
 
 def _under(var: str, path: str, escape) -> str:

@@ -16,12 +16,12 @@ from pathlib import Path
 from dataclasses import dataclass
 
 from tfgpu.errors import ImpossibleError
-from tfgpu.installers import activation
-from tfgpu.installers.base import Installer, Location, Options, Outcome, Step
+from tfgpu.envs import activation
+from tfgpu.backends.base import Installer, Location, Options, Outcome, Step
 from tfgpu.envs import marker, txn
 from tfgpu.envs.location import relocate_venv
-from tfgpu.installers.conda_envs import conda_envs_dir, find_engine, register_env
-from tfgpu.installers.pip import (
+from tfgpu.envs.conda_envs import conda_envs_dir, find_engine, register_env
+from tfgpu.backends.pip import (
     exact_pins,
     find_uv,
     install_failed,
@@ -96,7 +96,7 @@ class CondaInstaller(Installer):
         return str(envs / name) if envs else None
 
     def plan(self, resolution, location: Location, options: Options) -> list[Step]:
-        from tfgpu.installers.rattler_engine import channel_urls
+        from tfgpu.engines.rattler import channel_urls
 
         if getattr(options, "lock", None) is not None:
             return self._locked_plan(options.lock, options, location)
@@ -189,7 +189,7 @@ class CondaInstaller(Installer):
 
     def apply(self, steps, runner, reporter, *, resolution, location: Location, options: Options) -> Outcome:
         """Carry out ``steps``; the caller rolls back on any exception."""
-        from tfgpu.installers import rattler_engine
+        from tfgpu.engines import rattler as rattler_engine
 
         outcome = Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python",
                           activate=f"conda activate {location.prefix}")
@@ -271,7 +271,7 @@ def make_installer(resolution, options: Options) -> CondaInstaller:
                               f"tfgpu-install builds conda envs for Linux and WSL2; this plan is for {resolution.os}.",
                               ["Run tfgpu-install on the target machine itself, or export a script: "
                                "`tfgpu-install script --format bash --mode conda`."])
-    from tfgpu.installers.rattler_engine import channel_urls, check_channels
+    from tfgpu.engines.rattler import channel_urls, check_channels
     from tfgpu.paths import cache_root
 
     check_channels(channel_urls(options.channels))
