@@ -380,13 +380,12 @@ def test_every_releases_dry_run_solves_only_conda_forge_packages_with_the_cudnn_
     """Generated from the data: what the solve step of ``create --dry-run`` sends, for every release."""
     from packaging.version import Version
 
-    from tfgpu.ops import create_env
     from tfgpu.backends.base import Options
+    from tfgpu.ops import create
     from tfgpu.resolver import make_request, resolve, tables
 
     resolution = resolve(make_request(tf=str(release.version), mode="conda", os="linux", arch="x86_64"), None)
-    result = create_env(resolution, name=None, prefix=str(tmp_path / "env"), options=Options(), reporter=None,
-                        dry_run=True)
+    result = create(resolution, name=None, prefix=str(tmp_path / "env"), options=Options(), dry_run=True)
     specs = dict(s.split(" ", 1) if " " in s else (s, "") for s in result.steps[0].content.splitlines())
     forge = tables.conda_forge()
     known = set(forge.cuda12_packages) | {"python", "cudatoolkit", "cudnn", "cuda-version"}

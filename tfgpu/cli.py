@@ -194,9 +194,9 @@ def run(args: argparse.Namespace) -> int:
     if command == "doctor":
         return _doctor(args)
     if command == "remove":
-        from tfgpu.ops import remove_env
+        from tfgpu.ops import remove
 
-        removed = remove_env(args.name, args.prefix)
+        removed = remove(args.name, args.prefix)
         _emit(args, removed, lambda: _render().removed(removed["removed"], removed["recovered"]))
         return 0
     if command == "plan":
@@ -320,17 +320,17 @@ def _bundle(args: argparse.Namespace) -> int:
 
 def _create_from(args: argparse.Namespace) -> int:
     """``create --from-lock FILE`` / ``create --from-bundle DIR``: exactly what the lock pins."""
-    from tfgpu.ops import create_env
     from tfgpu.lock.install import prepare
+    from tfgpu.ops import create
 
     selectors = {key: getattr(args, key) for key in ("tf", "mode", "python", "os", "arch", "driver", "gpu_cc")}
     reporter = None if args.dry_run else _render().ConsoleReporter()
     try:
-        resolution, options, lock = prepare(selectors, _options(args), from_lock=args.from_lock,
-                                            from_bundle=args.from_bundle, reporter=reporter)
+        resolution, options, source, lock = prepare(selectors, _options(args), from_lock=args.from_lock,
+                                                    from_bundle=args.from_bundle, reporter=reporter)
         name = args.name or (None if args.prefix else default_name(resolution.tensorflow))
-        result = create_env(resolution, name=name, prefix=args.prefix, options=options, reporter=reporter,
-                            dry_run=args.dry_run)
+        result = create(resolution, name=name, prefix=args.prefix, options=options, source=source,
+                        reporter=reporter, dry_run=args.dry_run)
     finally:
         if reporter is not None:
             reporter.close()
@@ -393,11 +393,11 @@ def _options(args: argparse.Namespace):
         find_links = str(Path(find_links).absolute())
     return Options(engine=args.engine, find_links=find_links,
                    offline=args.offline, jupyter=args.jupyter, force=args.force, verify=not args.no_verify,
-                   channels=tuple(args.channel or ()), tf_source=args.tf_source or "pypi", yes=args.yes)
+                   channels=tuple(args.channel or ()), tf_source=args.tf_source or "pypi")
 
 
 def _create(args: argparse.Namespace) -> int:
-    from tfgpu.ops import create_env
+    from tfgpu.ops import create as create_env
 
     if args.from_lock or args.from_bundle:
         return _create_from(args)

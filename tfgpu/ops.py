@@ -1,9 +1,10 @@
-"""Installers: one backend per mode behind one interface (``plan`` pure, ``apply`` does it).
+"""The operations that change environments: ``create`` and ``remove``.
 
-``create_env`` is the whole ``create`` operation: check the target, plan, and either print the
-steps (dry run) or, holding the target's lock, finish what an interrupted run left, build in
-staging, move into place, and verify; on any failure or interrupt the staging directory is
-deleted and the target is as it was (``tfgpu.envs.txn``).
+``create`` is: pick the backend for the resolution's mode, locate the target, survey what the
+plan depends on, plan (pure), and either return the steps (dry run) or, holding the target's lock,
+finish what an interrupted run left, build in staging, move into place and verify. On any failure
+or interrupt the staging directory is deleted and the target is as it was (``tfgpu.envs.txn``).
+The runner and reporter are injected, so tests drive the whole operation in-process.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfgpu.backends.base import Backend, Context, Options, Outcome, Source, Step, StepKind, apply
 from tfgpu.envs import jupyter, txn
 from tfgpu.envs.location import Location, locate, prefix_for, refuse_link, safe_label
 from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.backends.base import Options, Outcome, Step
+from tfgpu.progress import Reporter
 
 
 @dataclass
@@ -27,36 +29,43 @@ class CreateResult:
     notes: list[str] = field(default_factory=list)
 
 
-def _installer(resolution, options: Options):
-    """The backend for the resolution's mode (each module's ``make_installer`` checks its own needs)."""
+def backend_for(resolution, options: Options, source: Source) -> Backend:
+    """The backend for the resolution's mode (each module's ``make_backend`` checks its own needs)."""
     if resolution.mode == "conda":
-        from tfgpu.backends.conda import make_installer
-    elif resolution.mode == "system":
-        from tfgpu.backends.system import make_installer
+        from tfgpu.backends.conda import make_backend
+
+        return make_backend(resolution, options, source)
+    if resolution.mode == "system":
+        from tfgpu.backends.system import make_backend
     else:
-        from tfgpu.backends.pip import make_installer
-    return make_installer(resolution, options)
+        from tfgpu.backends.pip import make_backend
+    return make_backend(resolution, options)
 
 
-def create_env(resolution, *, name: str | None, prefix: str | None, options: Options, reporter,
-               dry_run: bool = False, run_verify_step: bool = True, runner=None) -> CreateResult:
-    """Build (or, with ``dry_run``, only plan) the env ``resolution`` describes."""
-    from tfgpu.progress import Reporter
+def create(resolution, *, name: str | None, prefix: str | None, options: Options, source: Source = Source(),
+           reporter: Reporter | None = None, runner=None, dry_run: bool = False, backend: Backend | None = None,
+           verify=None) -> CreateResult:
+    """Build (or, with ``dry_run``, only plan) the env ``resolution`` describes.
 
+    ``runner`` (a ``tfgpu.proc.Runner``) and ``backend`` default to the real ones; ``verify`` is
+    the GPU check run at the end (``tfgpu.verify.run_verify``) unless ``options.verify`` is off."""
     reporter = reporter or Reporter()
-    installer = _installer(resolution, options)
+    backend = backend or backend_for(resolution, options, source)
     if not options.force:
-        done = installer.unchanged(name, prefix)
+        done = backend.unchanged(name, prefix)
         if done is not None:  # e.g. system mode run again over the same files: nothing to do
-            return done
+            location = Location(prefix=done.prefix, staging=done.prefix, name=done.prefix.name, existing=True)
+            return CreateResult(location=location, steps=[Step(StepKind.NOOP, done.notes[0])], outcome=done,
+                                notes=list(done.notes))
     if name and not prefix:
-        prefix = installer.prefix_for_name(name)
+        prefix = backend.prefix_for_name(name)
     if options.jupyter:
         jupyter.check_writable()
     # Every check that can refuse happens here, before anything is created (not even a lock file);
     # they run again under the lock, where the target cannot change under us.
-    location = locate(name, prefix, options.force, in_place=installer.in_place)
-    steps = installer.plan(resolution, location, options)
+    location = locate(name, prefix, options.force, in_place=backend.in_place)
+    facts = backend.survey(resolution, location, options)
+    steps = backend.plan(resolution, location, options, source, facts)
     if dry_run:
         return CreateResult(location=location, steps=steps)
     final, display = prefix_for(name, prefix)
@@ -76,8 +85,9 @@ def create_env(resolution, *, name: str | None, prefix: str | None, options: Opt
         for line in txn.recover(final):
             reporter.note(line)
             runner.log(line)
-        location = locate(name, prefix, options.force, in_place=installer.in_place)
-        result = CreateResult(location=location, steps=installer.plan(resolution, location, options),
+        location = locate(name, prefix, options.force, in_place=backend.in_place)
+        facts = backend.survey(resolution, location, options)
+        result = CreateResult(location=location, steps=backend.plan(resolution, location, options, source, facts),
                               log_path=runner.log_path)
         try:
             txn.prepare(location)
@@ -85,9 +95,11 @@ def create_env(resolution, *, name: str | None, prefix: str | None, options: Opt
             txn.rollback(location)
             raise ImpossibleError("target-not-writable", f"Cannot create {location.staging}: {error.strerror}.",
                                   ["Choose a --prefix in a directory you can write, or use --name."]) from None
+        context = Context(resolution=resolution, location=location, options=options, source=source, runner=runner,
+                          reporter=reporter, facts=facts,
+                          outcome=Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python"))
         try:
-            result.outcome = installer.apply(result.steps, runner, reporter, resolution=resolution,
-                                             location=location, options=options)
+            result.outcome = apply(backend, result.steps, context)
         except OSError as error:  # disk full, permissions changed under us: a clear error, nothing left
             _undo(location, options)
             raise OperationError("install-failed", f"Building {location.prefix} failed: {error}; nothing was left "
@@ -99,12 +111,12 @@ def create_env(resolution, *, name: str | None, prefix: str | None, options: Opt
             raise
     finally:
         lock.__exit__(None, None, None)
-    result.notes.extend(result.outcome.notes if result.outcome else [])
-    if options.verify and run_verify_step:
-        from tfgpu.verify import run_verify
-
+    result.notes.extend(result.outcome.notes)
+    if options.verify:
+        if verify is None:
+            from tfgpu.verify import run_verify as verify
         reporter.note("Checking the GPU inside the new env (imports TensorFlow)…")
-        result.verify = run_verify(location.prefix)
+        result.verify = verify(location.prefix)
     return result
 
 
@@ -115,7 +127,7 @@ def _undo(location: Location, options: Options) -> None:
         jupyter.unregister(jupyter.kernel_name(location.prompt, location.id), location.id)
 
 
-def remove_env(name: str | None, prefix: str | None) -> dict:
+def remove(name: str | None, prefix: str | None) -> dict:
     """Delete an env tfgpu-install built at that very place (its marker proves it), and its kernels."""
     path, _ = prefix_for(name, prefix)
     if name and not prefix and not path.exists():

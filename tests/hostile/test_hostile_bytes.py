@@ -218,17 +218,16 @@ def test_a_lock_recording_an_index_that_is_not_https_is_refused(cli, sandbox, in
 
 def test_from_lock_installs_from_the_index_the_lock_records(sandbox, monkeypatch):
     """The recorded index is what uv is told to use, and the user's uv index settings are blanked."""
-    from tfgpu.backends.pip import PipInstaller
+    from tfgpu.backends.base import Options
+    from tfgpu.backends.pip import PipBackend
     from tfgpu.envs.location import locate
     from tfgpu.lock.install import prepare
 
     lock = _pip_lock(sandbox, index="https://mirror.example/simple")
     monkeypatch.setattr("tfgpu.lock.install.check_platform", lambda lock: None)
-    from tfgpu.backends.base import Options
-
-    resolution, options, _ = prepare({}, Options(), from_lock=str(lock))
-    installer = PipInstaller("/bin/uv", sandbox / "cache", sys.executable)
-    steps = installer.plan(resolution, locate(None, str(sandbox / "env"), False), options)
+    resolution, options, source, _ = prepare({}, Options(), from_lock=str(lock))
+    backend = PipBackend("/bin/uv", sandbox / "cache", sys.executable)
+    steps = backend.plan(resolution, locate(None, str(sandbox / "env"), False), options, source, {})
     install = next(step for step in steps if step.argv[1:3] == ("pip", "install"))
     at = install.argv.index("--default-index")
     assert install.argv[at + 1] == "https://mirror.example/simple" and "--no-config" in install.argv
@@ -275,7 +274,7 @@ ARCHIVES = {
 @pytest.mark.parametrize("case", ARCHIVES, ids=list(ARCHIVES))
 def test_unsafe_cudnn_archives_are_refused_before_anything_is_written(tmp_path, case):
     from tfgpu.errors import OperationError
-    from tfgpu.backends.system_toolkit import unpack_cudnn
+    from tfgpu.engines.nvidia import unpack_cudnn
 
     archive = _archive(tmp_path / "cudnn.tar.xz", [_file(f"{TOP}/include/cudnn.h"), *ARCHIVES[case]])
     toolkit = tmp_path / "toolkit"
@@ -289,7 +288,7 @@ def test_unsafe_cudnn_archives_are_refused_before_anything_is_written(tmp_path, 
 @pytest.mark.parametrize("damage", ["truncated", "not-an-archive"])
 def test_damaged_cudnn_archives_are_corrupt_not_a_traceback(tmp_path, damage):
     from tfgpu.errors import OperationError
-    from tfgpu.backends.system_toolkit import unpack_cudnn
+    from tfgpu.engines.nvidia import unpack_cudnn
 
     archive = _archive(tmp_path / "cudnn.tar.xz", [_file(f"{TOP}/include/cudnn.h", b"y" * 100_000),
                                                    _file(f"{TOP}/lib/libcudnn.so.8", bytes(range(256)) * 400)])
@@ -303,7 +302,7 @@ def test_damaged_cudnn_archives_are_corrupt_not_a_traceback(tmp_path, damage):
 
 
 def test_a_safe_archive_with_internal_links_unpacks(tmp_path):
-    from tfgpu.backends.system_toolkit import unpack_cudnn
+    from tfgpu.engines.nvidia import unpack_cudnn
 
     archive = _archive(tmp_path / "cudnn.tar.xz", [
         _file(f"{TOP}/include/cudnn.h"), _file(f"{TOP}/lib/libcudnn.so.8.9.7", b"ELF"),

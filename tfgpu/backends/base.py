@@ -1,26 +1,65 @@
-"""The installer interface: ``plan()`` is pure and returns steps; ``apply()`` does them.
+"""The backend interface: ``plan()`` is pure and returns typed steps; :func:`apply` carries them out.
 
-Every side effect of an install goes through a :class:`Step`, so ``--dry-run`` prints exactly
-what ``apply`` would do, and tests compare lists of steps.
+A backend (one per mode) reads what it needs from the filesystem first (:meth:`Backend.survey`),
+then :meth:`Backend.plan` turns resolution, location, options, source and those facts into
+:class:`Step` values without touching anything, so ``--dry-run`` prints exactly what :func:`apply`
+does and tests compare lists of steps. Every step carries what it needs (its command, the text it
+writes, its payload); :func:`apply` is the one loop that runs them, each through the handler its
+:class:`StepKind` names. Handlers shared by every mode live here; a backend adds its own.
 """
 
 from __future__ import annotations
 
 import shlex
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
-from tfgpu.envs.location import Location  # noqa: F401 - part of the installer interface
+from tfgpu.envs.location import Location
+
+
+class StepKind(str, Enum):
+    """What a step does; each kind has one handler (several kinds may share one). The values are
+    the ``kind`` strings ``--dry-run --json`` prints."""
+
+    REQUIREMENTS = "requirements"          # the requirements to resolve -> writes[0]
+    LOCKED_REQUIREMENTS = "locked-requirements"  # a lock's hashed body, written as it is
+    SYSTEM_FILE = "system-file"            # a profile.d / ld.so.conf.d / shell file
+    TOOLKIT_MARKER = "toolkit-marker"      # which files the toolkit was built from
+    RUN = "run"                            # argv, output streamed
+    RESOLVE = "lock"                       # uv pip compile: the exact versions, stated
+    INVENTORY = "inventory"                # what the env holds -> outcome.installed
+    BYTECODE_STORE = "bytecode-store"      # uv compiled: keep the .pyc files in the cache's store
+    BYTECODE_REUSE = "bytecode-reuse"      # link the stored .pyc files, compile the rest
+    SOLVE = "solve"                        # rattler solve of the conda specs
+    LOCKED_CONDA = "locked-conda"          # the locked conda records, checked against their sha256
+    CONDA_LINK = "conda-install"           # rattler links the records into the prefix
+    ACTIVATION = "activation"              # activate scripts, load hook, ptxas (the mode's layout)
+    TOOLKIT_ACTIVATION = "toolkit-activation"  # the same, with a runfile toolkit's libraries
+    JUPYTER = "jupyter"                    # the env's kernel (before the marker, which names it)
+    MARKER = "marker"                      # tfgpu-env.json: identity and contents
+    RELOCATE = "relocate"                  # staging path -> final path in scripts
+    COMMIT = "commit"                      # the env moves into place
+    DOWNLOAD = "download"                  # a vendor file, verified and cached
+    RUNFILE = "runfile"                    # NVIDIA's runfile, toolkit only
+    UNPACK = "unpack"                      # cuDNN into the toolkit
+    TOOLKIT_CHECK = "toolkit-check"
+    TOOLKIT_COMMIT = "toolkit-commit"
+    TOOLKIT_REUSE = "toolkit-reuse"        # a toolkit from the same files is there: said, nothing done
+    NOOP = "noop"                          # the env is already in place: said, nothing done
+
+
+WRITES = (StepKind.REQUIREMENTS, StepKind.LOCKED_REQUIREMENTS, StepKind.SYSTEM_FILE, StepKind.TOOLKIT_MARKER)
 
 
 @dataclass(frozen=True)
 class Step:
-    """One thing an install does."""
+    """One thing an install does, with everything it needs to do it."""
 
-    kind: str
-    """What kind of work: ``requirements``, ``run``, ``lock``, ``bytecode-store``/``bytecode-reuse``,
-    ``inventory``, ``activation``, ``marker``, ``relocate``, ``commit``."""
+    kind: StepKind
     title: str
     """One line for a person."""
     argv: tuple[str, ...] = ()
@@ -28,9 +67,11 @@ class Step:
     writes: tuple[str, ...] = ()
     """Files or directories it creates."""
     content: str = ""
-    """What a write step writes, where that is known in advance."""
+    """What a write step writes (a lock's body included: ``--dry-run`` shows it)."""
     env: tuple[tuple[str, str], ...] = ()
     """Environment variables the command needs (e.g. ``CONDA_OVERRIDE_CUDA``)."""
+    payload: object = None
+    """What the handler needs beyond the above (a download's artifact, the marker's fields)."""
 
     def describe(self) -> str:
         lines = [self.title]
@@ -42,7 +83,7 @@ class Step:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "title": self.title, "argv": list(self.argv), "writes": list(self.writes),
+        return {"kind": self.kind.value, "title": self.title, "argv": list(self.argv), "writes": list(self.writes),
                 "content": self.content, "env": dict(self.env)}
 
 
@@ -60,7 +101,46 @@ class Options:
     """conda channels (--channel), in priority order; empty means conda-forge."""
     tf_source: str = "pypi"
     """Where TensorFlow comes from in conda mode: ``pypi`` (uv into the env) or ``conda-forge``."""
-    yes: bool = False
+
+
+class LockedPackage(tuple):
+    """One locked conda package: ``(name, version, url, sha256)``."""
+
+    __slots__ = ()
+
+    def __new__(cls, name: str, version: str, url: str, sha256: str):
+        return super().__new__(cls, (name, version, url, sha256))
+
+    name = property(lambda self: self[0])
+    version = property(lambda self: self[1])
+    url = property(lambda self: self[2])
+    sha256 = property(lambda self: self[3])
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the packages come from: a fresh resolution, a lock, or a bundle (``tfgpu.lock`` reads
+    and checks those and hands the result over as this; backends never read lock files)."""
+
+    kind: str = "resolve"
+    """``resolve``, ``lock`` or ``bundle``."""
+    requirements: str = ""
+    """The locked PyPI part: a hashed requirements body installed as it is."""
+    index: str = ""
+    """The index the lock was resolved against (installs ask it and no other)."""
+    conda: tuple[LockedPackage, ...] = ()
+    """The locked conda packages (conda locks)."""
+    channels: tuple[str, ...] = ()
+    """The channels the conda lock names."""
+    bundle: Path | None = None
+    """A verified bundle directory: conda packages from its ``channel/``, wheels from its ``wheels/``."""
+    label: str = ""
+    """What the marker records (``<lock path> sha256:<digest>``)."""
+    lock_path: str = ""
+
+    @property
+    def locked(self) -> bool:
+        return self.kind != "resolve"
 
 
 @dataclass
@@ -78,26 +158,181 @@ class Outcome:
     """Jupyter kernels registered for the env (names under the kernels directory)."""
 
 
-class Installer(ABC):
+@dataclass
+class Context:
+    """Everything a step handler may use, built once per build."""
+
+    resolution: object
+    location: Location
+    options: Options
+    source: Source
+    runner: object
+    reporter: object
+    outcome: Outcome
+    facts: dict = field(default_factory=dict)
+    """What :meth:`Backend.survey` read, and what earlier steps leave for later ones (solved records)."""
+
+
+Handler = Callable[[Step, Context], None]
+
+
+class Backend(ABC):
     """One install mode."""
 
     mode: str
     in_place = False
     """Whether envs are built at their final path (see ``Location.in_place``)."""
 
-    def unchanged(self, name: str | None, prefix: str | None):
-        """A finished ``CreateResult`` when the env is already exactly in place (re-running is then
-        a no-op), else None. Modes that cannot tell return None and ``env-exists`` applies."""
+    def unchanged(self, name: str | None, prefix: str | None) -> Outcome | None:
+        """The outcome when the env is already exactly in place (re-running is then a no-op), else
+        None. Modes that cannot tell return None and ``env-exists`` applies."""
         return None
 
     def prefix_for_name(self, name: str) -> str | None:
         """Where ``--name`` puts an env, when this mode has its own place (None: the tool's envs dir)."""
         return None
 
-    @abstractmethod
-    def plan(self, resolution, location: Location, options: Options) -> list[Step]:
-        """The steps that build ``resolution`` at ``location``; touches nothing."""
+    def survey(self, resolution, location: Location, options: Options) -> dict:
+        """What the plan depends on that only the filesystem knows (a bytecode store, a toolkit
+        already installed); read here so that :meth:`plan` stays pure."""
+        return {}
 
     @abstractmethod
-    def apply(self, steps: list[Step], runner, reporter, **context) -> Outcome:
-        """Carry out ``steps`` in staging; raise ``OperationError`` on failure (the caller rolls back)."""
+    def plan(self, resolution, location: Location, options: Options, source: Source, facts: dict) -> list[Step]:
+        """The steps that build ``resolution`` at ``location``; touches nothing."""
+
+    def handlers(self) -> dict[StepKind, Handler]:
+        """This mode's handlers, on top of :data:`COMMON`."""
+        return {}
+
+    def finish(self, context: Context) -> None:
+        """After the last step, or after a failure (``context.outcome`` then partial): clean up what
+        a mode keeps outside the env (system mode's toolkit staging)."""
+
+    def hold(self, context: Context):
+        """A context manager held around the steps (system mode locks its toolkit)."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+def apply(backend: Backend, steps: list[Step], context: Context) -> Outcome:
+    """Carry out ``steps`` in staging, each with the handler its kind names. The caller rolls back
+    on any exception (the staging directory goes; the target was never touched)."""
+    handlers = {**COMMON, **backend.handlers()}
+    total = len(steps)
+    with backend.hold(context):
+        try:
+            for index, step in enumerate(steps, 1):
+                context.reporter.step(index, total, step.title)
+                started = time.monotonic()
+                handlers[step.kind](step, context)
+                context.reporter.done(index, total, step.title, time.monotonic() - started)
+        except BaseException:
+            backend.finish(context)
+            raise
+    backend.finish(context)
+    return context.outcome
+
+
+# --- handlers every mode shares ----------------------------------------------------------------
+
+def _write(step: Step, context: Context) -> None:
+    path = Path(step.writes[0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(step.content + ("" if not step.content or step.content.endswith("\n") else "\n"),
+                    encoding="utf-8")
+
+
+def _run(step: Step, context: Context):
+    from tfgpu.engines.uv import install_failed
+
+    done = context.runner.run(step.argv, env=dict(step.env),
+                              on_line=context.reporter.output if step.kind == StepKind.RUN else None)
+    if done.returncode != 0:
+        raise install_failed(step, done, context.runner.log_path, context.options)
+    return done
+
+
+def _resolve(step: Step, context: Context) -> None:
+    from tfgpu.engines.uv import exact_pins
+
+    _run(step, context)
+    for pin in exact_pins(Path(step.writes[0]).read_text(encoding="utf-8")):
+        if pin.startswith(("nvidia-", "tensorflow")):
+            context.reporter.note(f"chosen: {pin}")
+
+
+def _inventory(step: Step, context: Context) -> None:
+    from tfgpu.engines.uv import parse_inventory
+
+    context.outcome.installed = parse_inventory(_run(step, context).output)
+
+
+def _jupyter(step: Step, context: Context) -> None:
+    from tfgpu.envs import jupyter
+
+    location = context.location
+    name = jupyter.register(location.staging, location.prefix, location.prompt, location.id,
+                            context.resolution.tensorflow)
+    context.outcome.kernels.append(name)
+    context.outcome.notes.append(f"Jupyter kernel '{name}' registered in {jupyter.kernels_dir()}")
+
+
+def _marker(step: Step, context: Context) -> None:
+    write_marker(context, step.payload or {})
+
+
+def write_marker(context: Context, extra: dict) -> None:
+    """The env's marker: identity (``tfgpu.envs.marker``), what the env holds, and ``extra`` (the
+    mode's own fields: engine, channels, toolkit...)."""
+    from tfgpu.engines.uv import exact_pins
+    from tfgpu.envs import marker
+
+    location, resolution, options = context.location, context.resolution, context.options
+    lock = location.staging / "tfgpu" / "requirements.txt"
+    fields = {
+        "name": location.name, "tensorflow": resolution.tensorflow, "python": resolution.python,
+        "cuda": resolution.cuda, "cudnn": resolution.cudnn, "min_driver": resolution.min_driver,
+        "requirements": list(resolution.packages.pip),
+        "locked": exact_pins(lock.read_text(encoding="utf-8")) if lock.exists() else [],
+        "installed": context.outcome.installed, "find_links": options.find_links, "offline": options.offline,
+        **({"from_lock": context.source.label} if context.source.label else {}),
+        **extra,
+    }
+    marker.write(location.staging, env_id=location.id, made_for=location.real, kernels=tuple(context.outcome.kernels),
+                 fields=fields)
+
+
+def _relocate(step: Step, context: Context) -> None:
+    from tfgpu.envs.location import relocate_venv
+
+    relocate_venv(context.location.staging, context.location.prefix)
+
+
+def _commit(step: Step, context: Context) -> None:
+    from tfgpu.envs import txn
+
+    txn.commit(context.location)
+
+
+def _note(step: Step, context: Context) -> None:
+    context.outcome.notes.append(step.title)
+
+
+COMMON: dict[StepKind, Handler] = {
+    **{kind: _write for kind in WRITES}, StepKind.RUN: _run, StepKind.RESOLVE: _resolve,
+    StepKind.INVENTORY: _inventory, StepKind.JUPYTER: _jupyter, StepKind.MARKER: _marker,
+    StepKind.RELOCATE: _relocate, StepKind.COMMIT: _commit, StepKind.TOOLKIT_REUSE: _note, StepKind.NOOP: _note,
+}
+
+
+def kernel_steps(location: Location, options: Options) -> list[Step]:
+    """The ``--jupyter`` step, before the marker (which records the kernel's name)."""
+    if not options.jupyter:
+        return []
+    from tfgpu.envs import jupyter
+
+    name = jupyter.kernel_name(location.prompt, location.id)
+    return [Step(StepKind.JUPYTER, f"Register the Jupyter kernel {name}",
+                 writes=(str(jupyter.kernels_dir() / name),))]

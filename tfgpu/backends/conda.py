@@ -5,31 +5,33 @@ TensorFlow loads.
 Engines: py-rattler by default (embedded, no conda needed; built in staging with the final prefix
 patched into files, then moved); ``--engine conda|mamba|micromamba`` drives that executable
 instead, at the final path (conda envs cannot be moved), with an old env put back on failure.
+From a conda lock or bundle (``Source``), the locked records are read from their channels (or the
+bundle's) and checked against the lock before anything is linked, and the locked wheels are
+installed with every hash required.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-from dataclasses import dataclass
-
-from tfgpu.errors import ImpossibleError
-from tfgpu.envs import activation
-from tfgpu.backends.base import Installer, Location, Options, Outcome, Step
-from tfgpu.envs import marker, txn
-from tfgpu.envs.location import relocate_venv
-from tfgpu.envs.conda_envs import conda_envs_dir, find_engine, register_env
-from tfgpu.backends.pip import (
-    exact_pins,
-    find_uv,
-    install_failed,
+from tfgpu.backends.base import (
+    Backend,
+    Context,
+    Location,
+    Options,
+    Source,
+    Step,
+    StepKind,
     kernel_steps,
-    parse_inventory,
-    register_kernel,
-    site_packages,
+    write_marker,
 )
+from tfgpu.backends.pip import site_packages
+from tfgpu.engines import rattler
+from tfgpu.engines import uv as uv_engine
+from tfgpu.envs import activation, marker
+from tfgpu.envs.conda_envs import conda_envs_dir, find_engine, register_env
+from tfgpu.errors import ImpossibleError
 
 EXTERNAL = ("conda", "mamba", "micromamba")
 SOLVED = Path("tfgpu") / "conda-records.json"
@@ -37,49 +39,7 @@ SOLVED = Path("tfgpu") / "conda-records.json"
 ``*.json`` as an installed package."""
 
 
-@dataclass(frozen=True)
-class LockedCondaOptions(Options):
-    """``create --from-lock conda-lock.yml``: install the lock's packages as they are."""
-
-    lock: object = None
-    """The :class:`tfgpu.lock.conda_install.CondaLock` read (and checked) by the caller."""
-    platform: str = "linux-64"
-    bundle_dir: str | None = None
-    """``create --from-bundle``: conda packages from ``bundle_dir/channel``, wheels from ``bundle_dir/wheels``."""
-
-
-def conda_specs(resolution, tf_source: str) -> tuple[list[str], list[str]]:
-    """(conda specs, pip requirements) for the env; ``--tf-source conda-forge`` takes TensorFlow's
-    own CUDA build from conda-forge, which brings its CUDA and cuDNN as dependencies."""
-    specs, pip = list(resolution.packages.conda), list(resolution.packages.pip)
-    if tf_source != "conda-forge":
-        return specs, pip
-    from tfgpu.resolver import tables
-
-    builds = tables.conda_forge().tensorflow_cuda
-    series = ".".join(resolution.tensorflow.split(".")[:2])
-    if resolution.tensorflow not in builds and series not in builds:
-        newest = max(builds, key=lambda v: tuple(int(p) for p in v.split(".")))
-        raise ImpossibleError(
-            "no-conda-forge-build", f"conda-forge has no CUDA build of TensorFlow {resolution.tensorflow} "
-            f"(its newest is {newest}).",
-            [f"--tf {newest} --tf-source conda-forge", "Or drop --tf-source: TensorFlow from PyPI into the conda env."])
-    python = next(s for s in specs if s.startswith("python "))
-    return [python, f"tensorflow =={resolution.tensorflow} cuda*"], []
-
-
-def virtual_cuda(resolution) -> str:
-    """``__cuda`` for the solve: the target driver's CUDA, else the build's own (never a default)."""
-    from tfgpu.resolver.drivers import cuda_for_driver
-
-    if resolution.driver:
-        found = cuda_for_driver(resolution.driver, resolution.os)
-        if found:
-            return found
-    return ".".join((resolution.cuda or "").split(".")[:2])
-
-
-class CondaInstaller(Installer):
+class CondaBackend(Backend):
     """Builds a conda-mode env; see the module docstring."""
 
     mode = "conda"
@@ -95,188 +55,144 @@ class CondaInstaller(Installer):
         envs = conda_envs_dir()
         return str(envs / name) if envs else None
 
-    def plan(self, resolution, location: Location, options: Options) -> list[Step]:
-        from tfgpu.engines.rattler import channel_urls
-
-        if getattr(options, "lock", None) is not None:
-            return self._locked_plan(options.lock, options, location)
+    def plan(self, resolution, location: Location, options: Options, source: Source, facts: dict) -> list[Step]:
         root = location.staging
-        specs, pip = conda_specs(resolution, options.tf_source)
-        pip += ["ipykernel"] if options.jupyter else []
-        channels = channel_urls(options.channels)
-        cuda = virtual_cuda(resolution)
-        records = root / SOLVED
-        if self.engine == "rattler":
-            steps = [
-                Step("solve", f"Solve {len(specs)} conda specs with rattler (__cuda={cuda}) from {', '.join(channels)}",
-                     writes=(str(records),), content="\n".join(specs)),
-                Step("conda-install", "Link the conda packages into the env (hard links from the package cache)",
-                     writes=(str(root),)),
-            ]
-        else:
-            argv = [self.exe or self.engine, "create", "-y", "-p", str(root), "--override-channels",
-                    *(("--offline",) if options.offline else ())]
-            for channel in channels:
-                argv += ["-c", channel]
-            env = () if resolution.driver else (("CONDA_OVERRIDE_CUDA", cuda),)
-            steps = [Step("run", f"Create the env with {self.engine}", tuple(argv + specs), env=env)]
         python = str(root / "bin" / "python")
-        cache = ("--cache-dir", str(self.cache / "uv"))
-        sources = (("--find-links", options.find_links) if options.find_links else ()) + (
-            ("--offline", "--no-index") if options.offline else ())
-        if pip:
-            req_in, req_lock = root / "tfgpu" / "requirements.in", root / "tfgpu" / "requirements.txt"
-            steps += [
-                Step("requirements", f"Write the PyPI requirements ({len(pip)})", writes=(str(req_in),),
-                     content="\n".join(pip) + "\n"),
-                Step("lock", "Resolve TensorFlow's PyPI dependencies for the env's Python (hashes included)",
-                     (self.uv, "pip", "compile", str(req_in), "-o", str(req_lock), "--python", python,
-                      "--generate-hashes", "--no-header", "--quiet", *cache, *sources), writes=(str(req_lock),)),
-                Step("run", "Install TensorFlow from PyPI into the env's Python (uv)",
-                     (self.uv, "pip", "install", "--python", python, "-r", str(req_lock), "--compile-bytecode",
-                      *cache, *sources)),
-            ]
+        cache = self.cache / "uv"
+        if source.locked:
+            steps = self._locked_packages(root, source)
+            pip_text = source.requirements
+            sources = (("--find-links", str(source.bundle / "wheels"), "--offline", "--no-index") if source.bundle
+                       else (("--offline",) if options.offline else ()))
+            if pip_text:
+                lock_file = root / "tfgpu" / "requirements.txt"
+                steps += [Step(StepKind.REQUIREMENTS, f"Write the lock's {pip_text.count(chr(10))} wheels with their sha256",
+                               writes=(str(lock_file),), content=pip_text),
+                          Step(StepKind.RUN, "Install the locked wheels (every hash required, no resolution)",
+                               uv_engine.install(self.uv, python, lock_file, cache=cache, extra=sources, hashes=True,
+                                                 no_deps=True))]
+        else:
+            specs, pip = rattler.conda_specs(resolution, options.tf_source)
+            pip += ["ipykernel"] if options.jupyter else []
+            steps = self._solved_packages(resolution, root, specs, options)
+            sources = uv_engine.sources(options.find_links, options.offline)
+            if pip:
+                req_in, req_lock = root / "tfgpu" / "requirements.in", root / "tfgpu" / "requirements.txt"
+                steps += [
+                    Step(StepKind.REQUIREMENTS, f"Write the PyPI requirements ({len(pip)})", writes=(str(req_in),),
+                         content="\n".join(pip)),
+                    Step(StepKind.RESOLVE, "Resolve TensorFlow's PyPI dependencies for the env's Python (hashes "
+                         "included)", uv_engine.compile_hashed(self.uv, req_in, req_lock, python, cache=cache,
+                                                               extra=sources), writes=(str(req_lock),)),
+                    Step(StepKind.RUN, "Install TensorFlow from PyPI into the env's Python (uv)",
+                         uv_engine.install(self.uv, python, req_lock, cache=cache, extra=sources)),
+                ]
         steps += [
-            Step("inventory", "Record what was installed",
-                 (self.uv, "pip", "list", "--python", python, "--format", "json", *cache, "--offline")),
-            Step("activation", "Write activate.d/deactivate.d scripts and the load hook",
+            Step(StepKind.INVENTORY, "Record what was installed", uv_engine.inventory(self.uv, python, cache=cache)),
+            Step(StepKind.ACTIVATION, "Write activate.d/deactivate.d scripts and the load hook",
                  writes=(str(root / "etc" / "conda" / "activate.d"), str(root / "etc" / "conda" / "deactivate.d"))),
             *kernel_steps(location, options),
-            Step("marker", "Record the environment", writes=(str(root / marker.NAME),)),
+            Step(StepKind.MARKER, "Record the environment", writes=(str(root / marker.NAME),), payload={
+                "mode": "conda", "engine": self.engine, "virtual_cuda": rattler.virtual_cuda(resolution),
+                "channels": list(options.channels), "tf_source": options.tf_source,
+                "lock": source.lock_path or None}),
         ]
         if not self.in_place:
-            steps.append(Step("relocate", "Point the scripts uv wrote at the env's final place"))
-        steps.append(Step("commit", f"Move the finished environment into place at {location.prefix}"
+            steps.append(Step(StepKind.RELOCATE, "Point the scripts uv wrote at the env's final place"))
+        steps.append(Step(StepKind.COMMIT, f"Move the finished environment into place at {location.prefix}"
                           if not self.in_place else f"Keep the environment at {location.prefix}",
                           writes=(str(location.prefix),)))
         return steps
 
-    def _locked_plan(self, lock, options, location: Location) -> list[Step]:
-        """Install exactly a conda-lock.yml: its conda records, then its wheels with hashes."""
-        from tfgpu.lock.conda_install import pip_requirements
+    def _solved_packages(self, resolution, root: Path, specs: list[str], options: Options) -> list[Step]:
+        channels = rattler.channel_urls(options.channels)
+        cuda = rattler.virtual_cuda(resolution)
+        if self.engine == "rattler":
+            return [
+                Step(StepKind.SOLVE, f"Solve {len(specs)} conda specs with rattler (__cuda={cuda}) from "
+                     f"{', '.join(channels)}", writes=(str(root / SOLVED),), content="\n".join(specs),
+                     payload={"channels": channels, "cuda": cuda}),
+                Step(StepKind.CONDA_LINK, "Link the conda packages into the env (hard links from the package cache)",
+                     writes=(str(root),)),
+            ]
+        argv = [self.exe or self.engine, "create", "-y", "-p", str(root), "--override-channels",
+                *(("--offline",) if options.offline else ())]
+        for channel in channels:
+            argv += ["-c", channel]
+        env = () if resolution.driver else (("CONDA_OVERRIDE_CUDA", cuda),)
+        return [Step(StepKind.RUN, f"Create the env with {self.engine}", tuple(argv + specs), env=env)]
 
-        root = location.staging
-        python = str(root / "bin" / "python")
-        cache = ("--cache-dir", str(self.cache / "uv"))
-        conda = lock.packages(options.platform, "conda")
-        bundle = options.bundle_dir
-        pip = pip_requirements(lock, options.platform, pinned=bundle is not None)
-        sources = ("--find-links", str(Path(bundle) / "wheels"), "--offline", "--no-index") if bundle else (
-            ("--offline",) if options.offline else ())
-        where = "the bundle's channel" if bundle else "their channels"
-        steps = [Step("locked-conda", f"Read the {len(conda)} locked conda packages from {where} and check "
-                      "their sha256", writes=(str(root / SOLVED),)),
-                 Step("conda-install", "Link the conda packages into the env (hard links from the package cache)",
-                      writes=(str(root),))]
-        if pip:
-            lock_file = root / "tfgpu" / "requirements.txt"
-            steps += [Step("requirements", f"Write the lock's {pip.count(chr(10))} wheels with their sha256",
-                           writes=(str(lock_file),), content=pip),
-                      Step("run", "Install the locked wheels (every hash required, no resolution)",
-                           (self.uv, "pip", "install", "--python", python, "-r", str(lock_file), "--require-hashes",
-                            "--no-deps", "--compile-bytecode", *cache, *sources))]
-        return steps + [
-            Step("inventory", "Record what was installed",
-                 (self.uv, "pip", "list", "--python", python, "--format", "json", *cache, "--offline")),
-            Step("activation", "Write activate.d/deactivate.d scripts and the load hook",
-                 writes=(str(root / "etc" / "conda" / "activate.d"), str(root / "etc" / "conda" / "deactivate.d"))),
-            *kernel_steps(location, options),
-            Step("marker", "Record the environment", writes=(str(root / marker.NAME),)),
-            Step("relocate", "Point the scripts uv wrote at the env's final place"),
-            Step("commit", f"Move the finished environment into place at {location.prefix}",
-                 writes=(str(location.prefix),)),
-        ]
+    def _locked_packages(self, root: Path, source: Source) -> list[Step]:
+        where = "the bundle's channel" if source.bundle else "their channels"
+        return [Step(StepKind.LOCKED_CONDA, f"Read the {len(source.conda)} locked conda packages from {where} and "
+                     "check their sha256", writes=(str(root / SOLVED),),
+                     content="\n".join(f"{p.name}=={p.version} sha256:{p.sha256}" for p in source.conda)),
+                Step(StepKind.CONDA_LINK, "Link the conda packages into the env (hard links from the package cache)",
+                     writes=(str(root),))]
 
-    def apply(self, steps, runner, reporter, *, resolution, location: Location, options: Options) -> Outcome:
-        """Carry out ``steps``; the caller rolls back on any exception."""
-        from tfgpu.engines import rattler as rattler_engine
+    def handlers(self) -> dict:
+        return {StepKind.SOLVE: self._solve, StepKind.LOCKED_CONDA: self._locked, StepKind.CONDA_LINK: self._link,
+                StepKind.ACTIVATION: _conda_activation, StepKind.MARKER: _conda_marker,
+                StepKind.COMMIT: _commit_and_register}
 
-        outcome = Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python",
-                          activate=f"conda activate {location.prefix}")
-        records: list = []
-        for index, step in enumerate(steps, 1):
-            reporter.step(index, len(steps), step.title)
-            started = time.monotonic()
-            if step.kind == "solve":
-                channels = rattler_engine.channel_urls(options.channels)
-                records = rattler_engine.solve(step.content.splitlines(), channels, platform="linux-64",
-                                               cuda=virtual_cuda(resolution),
-                                               glibc=None, repodata_cache=self.cache / "conda" / "repodata",
-                                               offline=options.offline)
-                runner.log("solved: " + ", ".join(f"{r.name.normalized}={r.version}={r.build}" for r in records))
-            elif step.kind == "locked-conda":
-                from tfgpu.lock.conda_install import locked_records
+    def _solve(self, step: Step, context: Context) -> None:
+        records = rattler.solve(step.content.splitlines(), step.payload["channels"], platform="linux-64",
+                                cuda=step.payload["cuda"], this_host=True,
+                                repodata_cache=self.cache / "conda" / "repodata", offline=context.options.offline)
+        context.runner.log("solved: " + ", ".join(f"{r.name.normalized}={r.version}={r.build}" for r in records))
+        context.facts["records"] = records
 
-                bundle = options.bundle_dir
-                records = locked_records(options.lock, options.platform, self.cache / "conda" / "repodata",
-                                         options.offline,
-                                         channel_override=(Path(bundle) / "channel").as_uri() if bundle else None)
-            elif step.kind == "conda-install":
-                rattler_engine.install(records, location.staging, location.prefix,
-                                       package_cache=self.cache / "conda" / "verified-pkgs", reporter=reporter,
-                                       offline=options.offline)
-                rattler_engine.write_records(records, location.staging / SOLVED)
-                (location.staging / "CACHEDIR.TAG").unlink(missing_ok=True)  # rattler's; backup tools skip tagged dirs
-            elif step.kind == "requirements":
-                path = Path(step.writes[0])
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(step.content, encoding="utf-8")
-            elif step.argv:
-                done = runner.run(step.argv, env=dict(step.env), on_line=reporter.output if step.kind == "run" else None)
-                if done.returncode != 0:
-                    raise install_failed(step, done, runner.log_path, options)
-                if step.kind == "inventory":
-                    outcome.installed = parse_inventory(done.output)
-            elif step.kind == "activation":
-                site = site_packages(location.staging, resolution.python)
-                layout = activation.read_conda_layout(location.staging, site)
-                activation.write_conda_activation(location.staging, layout, windows=resolution.os == "windows")
-                outcome.notes.append(f"{len(layout.preload)} CUDA libraries from the env's lib/ preloaded by the "
-                                     "load hook")
-            elif step.kind == "jupyter":
-                outcome.kernels.append(register_kernel(location, resolution))
-                outcome.notes.append(f"Jupyter kernel '{outcome.kernels[-1]}' registered")
-            elif step.kind == "marker":
-                self._write_marker(location, resolution, options, outcome)
-            elif step.kind == "relocate":
-                relocate_venv(location.staging, location.prefix)  # uv's entry points; conda's files are patched
-            elif step.kind == "commit":
-                txn.commit(location)
-                register_env(location.prefix)
-            reporter.done(index, len(steps), step.title, time.monotonic() - started)
-        return outcome
+    def _locked(self, step: Step, context: Context) -> None:
+        source = context.source
+        context.facts["records"] = rattler.locked_records(
+            source.conda, list(source.channels), platform="linux-64", repodata_cache=self.cache / "conda" / "repodata",
+            offline=context.options.offline,
+            local_channel=(source.bundle / "channel").as_uri() if source.bundle else None)
 
-    def _write_marker(self, location: Location, resolution, options: Options, outcome: Outcome) -> None:
-        root = location.staging
-        solved = root / SOLVED
-        conda = json.loads(solved.read_text(encoding="utf-8")) if solved.exists() else [
-            json.loads(p.read_text(encoding="utf-8")) for p in sorted((root / "conda-meta").glob("*.json"))]
-        lock = root / "tfgpu" / "requirements.txt"
-        marker.write(root, env_id=location.id, made_for=location.real, kernels=tuple(outcome.kernels), fields={
-            "mode": "conda", "engine": self.engine, "name": location.name,
-            "tensorflow": resolution.tensorflow, "python": resolution.python, "cuda": resolution.cuda,
-            "cudnn": resolution.cudnn, "min_driver": resolution.min_driver, "virtual_cuda": virtual_cuda(resolution),
-            "channels": list(options.channels), "tf_source": options.tf_source,
-            "lock": str(options.lock.path) if getattr(options, "lock", None) is not None else None,
-            "conda": [f"{p['name']}={p['version']}={p['build']}" for p in conda if isinstance(p, dict) and "name" in p],
-            "requirements": list(resolution.packages.pip),
-            "locked": exact_pins(lock.read_text(encoding="utf-8")) if lock.exists() else [],
-            "installed": outcome.installed, "offline": options.offline,
-        })
+    def _link(self, step: Step, context: Context) -> None:
+        location, records = context.location, context.facts["records"]
+        rattler.install(records, location.staging, location.prefix, package_cache=self.cache / "conda" / "verified-pkgs",
+                        reporter=context.reporter, offline=context.options.offline)
+        rattler.write_records(records, location.staging / SOLVED)
+        (location.staging / "CACHEDIR.TAG").unlink(missing_ok=True)  # rattler's; backup tools skip tagged dirs
 
-def make_installer(resolution, options: Options) -> CondaInstaller:
+
+def _conda_activation(step: Step, context: Context) -> None:
+    staging = context.location.staging
+    layout = activation.read_conda_layout(staging, site_packages(staging, context.resolution.python))
+    activation.write_conda_activation(staging, layout, windows=context.resolution.os == "windows")
+    context.outcome.notes.append(f"{len(layout.preload)} CUDA libraries from the env's lib/ preloaded by the load hook")
+
+
+def _conda_marker(step: Step, context: Context) -> None:
+    root = context.location.staging
+    solved = root / SOLVED
+    conda = json.loads(solved.read_text(encoding="utf-8")) if solved.exists() else [
+        json.loads(p.read_text(encoding="utf-8")) for p in sorted((root / "conda-meta").glob("*.json"))]
+    listed = [f"{p['name']}={p['version']}={p['build']}" for p in conda if isinstance(p, dict) and "name" in p]
+    write_marker(context, {**step.payload, "conda": listed})
+
+
+def _commit_and_register(step: Step, context: Context) -> None:
+    from tfgpu.envs import txn
+
+    txn.commit(context.location)
+    register_env(context.location.prefix)
+    context.outcome.activate = f"conda activate {context.location.prefix}"
+
+
+def make_backend(resolution, options: Options, source: Source | None = None) -> CondaBackend:
     """conda mode for ``resolution`` with the chosen engine."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
         raise ImpossibleError("mode-unsupported-here",
                               f"tfgpu-install builds conda envs for Linux and WSL2; this plan is for {resolution.os}.",
                               ["Run tfgpu-install on the target machine itself, or export a script: "
                                "`tfgpu-install script --format bash --mode conda`."])
-    from tfgpu.engines.rattler import channel_urls, check_channels
     from tfgpu.paths import cache_root
 
-    check_channels(channel_urls(options.channels))
+    rattler.check_channels(rattler.channel_urls(options.channels))
     engine = options.engine or "rattler"
-    if getattr(options, "lock", None) is not None and engine != "rattler":
+    if source is not None and source.locked and engine != "rattler":
         raise ImpossibleError("engine-cannot-install-lock", f"--engine {engine} cannot install a tfgpu conda lock "
                               "with its hashes checked first.",
                               ["Drop --engine (the embedded engine installs it), or `conda-lock install` the file."])
@@ -287,8 +203,8 @@ def make_installer(resolution, options: Options) -> CondaInstaller:
             raise ImpossibleError("engine-not-found", f"--engine {engine}: no `{engine}` executable on PATH.",
                                   ["Drop --engine: the embedded engine (rattler) needs no conda installation.",
                                    f"Or install {engine}, or put it on PATH."])
-    uv = find_uv()
+    uv = uv_engine.find_uv()
     if uv is None:
         raise ImpossibleError("uv-missing", "uv is needed to install TensorFlow into the conda env, and none was found.",
                               ["Reinstall tfgpu-install (it depends on the `uv` package)."])
-    return CondaInstaller(engine, exe, uv, cache_root())
+    return CondaBackend(engine, exe, uv, cache_root())

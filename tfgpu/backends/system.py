@@ -10,185 +10,129 @@ Where things go (README, "System mode"):
   otherwise before anything is downloaded), the venv to the envs directory. A toolkit already
   there from the same files (its marker says so) is used as it is.
 
-Downloads are verified and cached (``tfgpu.engines.download``); a re-run with everything in place is a
-no-op (``unchanged``).
+The venv half is pip mode's plan, taken step by step by kind: its activation step uses this
+mode's layout (the toolkit's libraries) and its marker records the toolkit. Downloads are verified
+and cached (``tfgpu.engines.download``); a re-run with everything in place is a no-op (``unchanged``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
-import time
 from pathlib import Path
 
-from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.envs import activation
 from tfgpu.backends import system_toolkit as tk
-from tfgpu.backends.base import Installer, Location, Options, Outcome, Step
+from tfgpu.backends.base import Backend, Context, Location, Options, Outcome, Source, Step, StepKind
+from tfgpu.backends.pip import PipBackend, site_packages
+from tfgpu.engines import nvidia
+from tfgpu.envs import activation
 from tfgpu.envs import marker as env_marker
 from tfgpu.envs.location import envs_dir, prefix_for
+from tfgpu.errors import ImpossibleError, OperationError
 
 
-class _Quiet:
-    """Passes a delegated pip step's output and notes on, not its own step numbering."""
-
-    def __init__(self, reporter) -> None:
-        self.reporter = reporter
-
-    def step(self, *args) -> None:
-        pass
-
-    def done(self, *args) -> None:
-        pass
-
-    def output(self, line: str) -> None:
-        self.reporter.output(line)
-
-    def note(self, message: str) -> None:
-        self.reporter.note(message)
-
-
-class SystemInstaller(Installer):
+class SystemBackend(Backend):
     """Builds a system-mode env; see the module docstring."""
 
     mode = "system"
 
-    def __init__(self, resolution, pip, items, downloads: Path) -> None:
+    def __init__(self, resolution, pip: PipBackend, items, downloads: Path) -> None:
         self.resolution = resolution
         self.pip = pip
-        """The PipInstaller that builds the venv half."""
+        """The pip backend that plans and builds the venv half."""
         self.items = {item.kind: item for item in items}
         self.downloads = downloads
 
-    def place(self, location: Location, options: Options) -> tk.ToolkitPlace:
-        """A ``--name`` env (in the envs directory) uses the system toolkit; a ``--prefix`` one its own."""
+    def survey(self, resolution, location: Location, options: Options) -> dict:
+        """Where the toolkit goes (and whether one from the same files is already there): a
+        ``--name`` env (in the envs directory) uses the system toolkit, a ``--prefix`` one its own."""
         system = location.prefix == envs_dir() / location.name
-        return tk.place_toolkit(self.resolution.cuda, location, system, list(self.items.values()), options.force)
+        place = tk.place_toolkit(resolution.cuda, location, system, list(self.items.values()), options.force)
+        return {**self.pip.survey(resolution, location, options), "place": place}
 
-    def plan(self, resolution, location: Location, options: Options) -> list[Step]:
-        place = self.place(location, options)
+    def plan(self, resolution, location: Location, options: Options, source: Source, facts: dict) -> list[Step]:
+        place = facts["place"]
         runfile, cudnn = self.items["runfile"], self.items["cudnn"]
         steps: list[Step] = []
         if place.reuse:
-            steps.append(Step("toolkit-reuse", f"Use the CUDA {runfile.version} toolkit already at {place.final} "
-                                               "(installed by tfgpu-install from the same files)"))
+            steps.append(Step(StepKind.TOOLKIT_REUSE, f"Use the CUDA {runfile.version} toolkit already at {place.final} "
+                                             "(installed by tfgpu-install from the same files)"))
         else:
             for item in (runfile, cudnn):
                 check = f"sha256 {item.sha256}" if item.sha256 else f"md5 {item.md5} (NVIDIA's md5sum.txt)"
-                steps.append(Step("download", f"Download {item.filename} (resumable; cached)",
+                steps.append(Step(StepKind.DOWNLOAD, f"Download {item.filename} (resumable; cached)",
                                   writes=(str(self.downloads / item.filename),),
-                                  content=f"from {item.url}\nverified against {check}"))
+                                  content=f"from {item.url}\nverified against {check}", payload=item))
             steps += [
-                Step("runfile", f"Install the CUDA {runfile.version} toolkit only (no driver) with NVIDIA's runfile",
-                     tk.runfile_argv(self.downloads / runfile.filename, place), writes=(str(place.staging),)),
-                Step("unpack", f"Unpack cuDNN {cudnn.version} into the toolkit (include/, lib64/)",
+                Step(StepKind.RUNFILE, f"Install the CUDA {runfile.version} toolkit only (no driver) with NVIDIA's "
+                     "runfile", nvidia.runfile_argv(self.downloads / runfile.filename, place),
+                     writes=(str(place.staging),)),
+                Step(StepKind.UNPACK, f"Unpack cuDNN {cudnn.version} into the toolkit (include/, lib64/)",
                      writes=(str(place.staging / "include"), str(place.staging / "lib64"))),
-                Step("toolkit-check", "Check the toolkit: libcudart, libcudnn, ptxas, libdevice"),
-                Step("toolkit-marker", "Record which files the toolkit was built from",
+                Step(StepKind.TOOLKIT_CHECK, "Check the toolkit: libcudart, libcudnn, ptxas, libdevice"),
+                Step(StepKind.TOOLKIT_MARKER, "Record which files the toolkit was built from",
                      writes=(str(place.staging / tk.TOOLKIT_MARKER),),
                      content=json.dumps(tk.toolkit_record(list(self.items.values()), place.final), indent=2)),
             ]
-            if not place.system:
-                steps.append(Step("system-file", "Write a file that puts the toolkit (nvcc, CUDA_HOME) in a shell",
-                                  writes=(str(location.staging / "etc" / "tfgpu" / "cuda-toolkit.sh"),),
-                                  content=tk.user_profile(place.final)))
             if place.system:
                 profile = tk.ETC / "profile.d" / f"tfgpu-cuda-{resolution.cuda}.sh"
                 ld_conf = tk.ETC / "ld.so.conf.d" / f"tfgpu-cuda-{resolution.cuda}.conf"
                 steps += [
-                    Step("toolkit-commit", f"Move the toolkit into place at {place.final}", writes=(str(place.final),)),
-                    Step("system-file", "Put the toolkit on PATH for login shells", writes=(str(profile),),
+                    Step(StepKind.TOOLKIT_COMMIT, f"Move the toolkit into place at {place.final}",
+                         writes=(str(place.final),)),
+                    Step(StepKind.SYSTEM_FILE, "Put the toolkit on PATH for login shells", writes=(str(profile),),
                          content=tk.profile_script(place.final)),
-                    Step("system-file", "Tell the dynamic loader about the toolkit's libraries", writes=(str(ld_conf),),
+                    Step(StepKind.SYSTEM_FILE, "Tell the dynamic loader about the toolkit's libraries", writes=(str(ld_conf),),
                          content=tk.ld_conf(place.final)),
-                    Step("run", "Refresh the dynamic loader's cache", tk.LDCONFIG),
+                    Step(StepKind.RUN, "Refresh the dynamic loader's cache", tk.LDCONFIG),
                 ]
-        for step in self.pip.plan(resolution, location, options):
-            if step.kind == "activation":
-                step = Step("toolkit-activation", f"Put the toolkit's CUDA libraries first for every launch path "
+            else:
+                steps.append(Step(StepKind.SYSTEM_FILE, "Write a file that puts the toolkit (nvcc, CUDA_HOME) in a shell",
+                                  writes=(str(location.staging / "etc" / "tfgpu" / "cuda-toolkit.sh"),),
+                                  content=tk.user_profile(place.final)))
+        for step in self.pip.plan(resolution, location, options, source, facts, libraries=""):
+            if step.kind is StepKind.ACTIVATION:
+                step = Step(StepKind.TOOLKIT_ACTIVATION, "Put the toolkit's CUDA libraries first for every launch path "
                             f"(activate scripts, load hook, ptxas) from {place.ref}", writes=step.writes)
-            elif step.kind == "marker":
-                step = Step("system-marker", step.title, writes=step.writes)
-            elif "and its CUDA libraries" in step.title:  # the CUDA libraries come from the toolkit here
-                step = Step(step.kind, step.title.replace(" and its CUDA libraries", ""), step.argv, step.writes,
-                            step.content)
+            elif step.kind is StepKind.MARKER:
+                step = Step(StepKind.MARKER, step.title, writes=step.writes, payload={
+                    **step.payload, "mode": "system", "toolkit": str(place.final),
+                    "toolkit_files": tk.expected_marker(list(self.items.values())),
+                    "downloads": [item._asdict() for item in self.items.values()]})
             steps.append(step)
         return steps
 
-    def apply(self, steps, runner, reporter, *, resolution, location: Location, options: Options) -> Outcome:
-        """Carry out ``steps``; on any failure the toolkit's staging goes too (the caller rolls back the env)."""
-        from tfgpu.engines.download import fetch
+    def handlers(self) -> dict:
+        return {**self.pip.handlers(), StepKind.DOWNLOAD: self._download, StepKind.RUNFILE: self._runfile,
+                StepKind.UNPACK: self._unpack, StepKind.TOOLKIT_CHECK: self._check,
+                StepKind.TOOLKIT_COMMIT: lambda step, context: tk.commit_toolkit(context.facts["place"]),
+                StepKind.TOOLKIT_ACTIVATION: _toolkit_activation}
 
-        import contextlib
-
+    def hold(self, context: Context):
+        """A system toolkit is a target of its own: its lock is held while it is built and committed."""
         from tfgpu.envs import txn
 
-        outcome = Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python")
-        place = self.place(location, options)
-        total = len(steps)
-        # A system toolkit is a target of its own: its lock is held while it is built and committed.
-        lock = txn.TargetLock(place.final) if place.system and not place.reuse else contextlib.nullcontext()
-        with lock:
-            self._apply(steps, runner, reporter, resolution, location, options, outcome, place, total, fetch)
-        return outcome
+        place = context.facts["place"]
+        return txn.TargetLock(place.final) if place.system and not place.reuse else contextlib.nullcontext()
 
-    def _apply(self, steps, runner, reporter, resolution, location, options, outcome, place, total, fetch) -> None:
-        try:
-            for index, step in enumerate(steps, 1):
-                reporter.step(index, total, step.title)
-                started = time.monotonic()
-                if step.kind == "download":
-                    item = next(i for i in self.items.values() if i.filename == Path(step.writes[0]).name)
-                    if options.offline:
-                        self._check_offline(item)
-                    fetch(item.url, self.downloads, sha256=item.sha256, md5=item.md5, size=item.size,
-                          reporter=reporter)
-                elif step.kind == "runfile":
-                    self._run_runfile(step, place, runner, reporter)
-                elif step.kind == "unpack":
-                    count = tk.unpack_cudnn(self.downloads / self.items["cudnn"].filename, place.staging)
-                    runner.log(f"cuDNN: {count} entries unpacked into {place.staging}")
-                elif step.kind == "toolkit-check":
-                    tk.check_toolkit(place.staging, int(self.items["cudnn"].version.split(".")[0]))
-                elif step.kind in ("toolkit-marker", "system-file"):
-                    path = Path(step.writes[0])
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_text(step.content + ("" if step.content.endswith("\n") else "\n"), encoding="utf-8")
-                elif step.kind == "toolkit-commit":
-                    tk.commit_toolkit(place)
-                elif step.kind == "toolkit-activation":
-                    site = self.pip_site(location, resolution)
-                    layout = activation.read_toolkit_layout(place.current, place.ref, site)
-                    activation.write_venv_activation(location.staging, layout)
-                    outcome.notes.append(f"CUDA from {place.final}: {len(layout.preload)} libraries preloaded "
-                                         "by the load hook")
-                elif step.kind == "jupyter":
-                    from tfgpu.backends.pip import register_kernel
+    def finish(self, context: Context) -> None:
+        tk.clean(context.facts["place"])
 
-                    outcome.kernels.append(register_kernel(location, resolution))
-                elif step.kind == "system-marker":
-                    self._write_marker(location, resolution, options, outcome, place)
-                elif step.kind != "toolkit-reuse":
-                    done = self.pip.apply([step], runner, _Quiet(reporter), resolution=resolution,
-                                          location=location, options=options)
-                    if step.kind == "inventory":
-                        outcome.installed = done.installed
-                reporter.done(index, total, step.title, time.monotonic() - started)
-        except BaseException:
-            tk.clean(place)
-            raise
+    def _download(self, step: Step, context: Context) -> None:
+        from tfgpu.engines.download import fetch
 
-    @staticmethod
-    def pip_site(location: Location, resolution) -> str:
-        from tfgpu.backends.pip import site_packages
+        item = step.payload
+        if context.options.offline:
+            self._check_offline(item)
+        fetch(item.url, self.downloads, sha256=item.sha256, md5=item.md5, size=item.size, reporter=context.reporter)
 
-        return site_packages(location.staging, resolution.python)
-
-    def _run_runfile(self, step: Step, place: tk.ToolkitPlace, runner, reporter) -> None:
+    def _runfile(self, step: Step, context: Context) -> None:
+        place, runner = context.facts["place"], context.runner
         tk.prepare_staging(place)
         place.tmpdir.mkdir(parents=True, exist_ok=True)
         try:
-            done = runner.run(step.argv, on_line=reporter.output)
+            done = runner.run(step.argv, on_line=context.reporter.output)
         finally:
             shutil.rmtree(place.tmpdir, ignore_errors=True)
         if done.returncode != 0:
@@ -198,6 +142,14 @@ class SystemInstaller(Installer):
                 [f"The whole output is in {runner.log_path}; the runfile's own log is /var/log/cuda-installer.log "
                  "(root) or /tmp/cuda-installer.log.",
                  f"It unpacks several GB into {place.tmpdir}: check free space there (`df -h`)."])
+
+    def _unpack(self, step: Step, context: Context) -> None:
+        place = context.facts["place"]
+        count = nvidia.unpack_cudnn(self.downloads / self.items["cudnn"].filename, place.staging)
+        context.runner.log(f"cuDNN: {count} entries unpacked into {place.staging}")
+
+    def _check(self, step: Step, context: Context) -> None:
+        nvidia.check_toolkit(context.facts["place"].staging, int(self.items["cudnn"].version.split(".")[0]))
 
     def _check_offline(self, item) -> None:
         """--offline: a file already in the download cache (verified before use), or a mirror on this
@@ -214,34 +166,29 @@ class SystemInstaller(Installer):
             [f"Copy {item.filename} into {self.downloads} (it is checked against its checksum before use).",
              "Or run without --offline."])
 
-    def _write_marker(self, location, resolution, options, outcome, place) -> None:
-        from tfgpu.backends.pip import write_marker
-
-        write_marker(location, resolution, options, outcome, self.pip.engine(options), mode="system",
-                     toolkit=str(place.final), toolkit_files=tk.expected_marker(list(self.items.values())),
-                     downloads=[item._asdict() for item in self.items.values()])
-
-    def unchanged(self, name: str | None, prefix: str | None):
-        """A ``CreateResult`` with nothing to do when the env is already built from the same files
-        (its marker and its toolkit's marker agree with this plan); None otherwise."""
-        from tfgpu.ops import CreateResult
-
-        path, display = prefix_for(name, prefix)
-        marker = env_marker.proof(path) if path.is_dir() and not path.is_symlink() else None
+    def unchanged(self, name: str | None, prefix: str | None) -> Outcome | None:
+        """The outcome when the env is already built from the same files (its marker and its
+        toolkit's marker agree with this plan); None otherwise."""
+        path, _ = prefix_for(name, prefix)
+        found = env_marker.proof(path) if path.is_dir() and not path.is_symlink() else None
         expected = tk.expected_marker(list(self.items.values()))
-        if (marker is None or marker.get("mode") != "system" or marker.get("tensorflow") != self.resolution.tensorflow
-                or marker.get("python") != self.resolution.python or marker.get("toolkit_files") != expected
+        if (found is None or found.get("mode") != "system" or found.get("tensorflow") != self.resolution.tensorflow
+                or found.get("python") != self.resolution.python or found.get("toolkit_files") != expected
                 or not (path / "bin" / "python").exists()):
             return None
-        toolkit = Path(marker.get("toolkit", ""))
+        toolkit = Path(found.get("toolkit", ""))
         if not toolkit.is_absolute() or tk.read_toolkit_marker(toolkit) != expected:
             return None
-        location = Location(prefix=path, staging=path, name=display, existing=True)
         note = (f"Already in place: {path} and the CUDA toolkit in {toolkit} were built from the same files; "
                 "nothing to do.")
-        outcome = Outcome(prefix=path, python=path / "bin" / "python", installed=marker.get("installed", {}),
-                          notes=[note])
-        return CreateResult(location=location, steps=[Step("noop", note)], outcome=outcome)
+        return Outcome(prefix=path, python=path / "bin" / "python", installed=found.get("installed", {}), notes=[note])
+
+
+def _toolkit_activation(step: Step, context: Context) -> None:
+    place, staging = context.facts["place"], context.location.staging
+    layout = activation.read_toolkit_layout(place.current, place.ref, site_packages(staging, context.resolution.python))
+    activation.write_venv_activation(staging, layout)
+    context.outcome.notes.append(f"CUDA from {place.final}: {len(layout.preload)} libraries preloaded by the load hook")
 
 
 def check_driver(resolution) -> None:
@@ -262,15 +209,14 @@ def check_driver(resolution) -> None:
             [f"Upgrade the NVIDIA driver to {need} or newer, then run again."])
 
 
-def make_installer(resolution, options) -> SystemInstaller:
+def make_backend(resolution, options) -> SystemBackend:
     """system mode for ``resolution``: the driver is checked, the downloads must be verifiable."""
-    from tfgpu.engines import nvidia as vendor
-    from tfgpu.backends.pip import make_installer as pip_installer
+    from tfgpu.backends.pip import make_backend as pip_backend
     from tfgpu.paths import cache_root
 
     check_driver(resolution)
-    items = vendor.artifacts(resolution)
-    problem = vendor.unverifiable(items)
+    items = nvidia.artifacts(resolution)
+    problem = nvidia.unverifiable(items)
     if problem is not None:
         raise problem
-    return SystemInstaller(resolution, pip_installer(resolution, options), items, cache_root() / "downloads")
+    return SystemBackend(resolution, pip_backend(resolution, options), items, cache_root() / "downloads")

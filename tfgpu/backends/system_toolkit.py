@@ -1,6 +1,7 @@
-"""The CUDA toolkit half of system mode: where it goes, the runfile command, cuDNN unpacked into
-it, the check that it is complete, the marker that makes a re-run a no-op, and the root-only files
-(``/etc/profile.d``, ``/etc/ld.so.conf.d``).
+"""The CUDA toolkit half of system mode: where it goes, the marker that proves the tool installed it
+there (and makes a re-run a no-op), its staging and commit, and the root-only files
+(``/etc/profile.d``, ``/etc/ld.so.conf.d``). NVIDIA's files themselves (runfile command, cuDNN
+archive, the completeness check) are ``tfgpu.engines.nvidia``'s.
 
 Root installs go to ``/usr/local/cuda-X.Y``; user installs to ``<env>/cuda`` (see the README's
 "System mode" section). ``is_root`` and ``SYSTEM_PREFIX``/``ETC`` are module attributes so tests
@@ -12,11 +13,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tarfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.errors import ImpossibleError
 
 TOOLKIT_MARKER = "tfgpu-toolkit.json"
 SYSTEM_PREFIX = Path("/usr/local")
@@ -114,12 +114,6 @@ def place_toolkit(cuda: str, location, system: bool, items, force: bool) -> Tool
     return ToolkitPlace(final, staging, str(final), system=True)
 
 
-def runfile_argv(runfile: Path, place: ToolkitPlace) -> tuple[str, ...]:
-    """NVIDIA's runfile, toolkit only (never the driver), silent [CF-CTK], [ISS-RUNFLAGS]."""
-    return ("sh", str(runfile), "--silent", "--toolkit", f"--toolkitpath={place.staging}", "--override",
-            "--no-man-page", f"--tmpdir={place.tmpdir}")
-
-
 def profile_script(final: Path) -> str:
     """``/etc/profile.d`` entry: the toolkit's ``bin`` on PATH for login shells (once)."""
     from tfgpu import quoting
@@ -152,92 +146,6 @@ def ld_conf(final: Path) -> str:
 
     return (f"# Written by tfgpu-install: CUDA toolkit and cuDNN libraries.\n"
             f"{quoting.single_line(f'{final}/lib64', 'The toolkit path')}\n")
-
-
-def _unsafe(archive: Path, member, why: str) -> OperationError:
-    return OperationError("cudnn-archive-unsafe", f"{archive.name} holds {member.name!r}, {why}; nothing was installed.",
-                          ["The archive is not the one NVIDIA publishes (its checksum passed, so the data that "
-                           "names it is wrong): report it, and do not install it by hand."])
-
-
-def unpack_cudnn(archive: Path, toolkit: Path) -> int:
-    """Unpack NVIDIA's cuDNN archive into the toolkit: ``include/`` -> ``include/``, ``lib/`` or
-    ``lib64/`` -> ``lib64/`` (the archive's top directory dropped); returns the files unpacked.
-
-    Only regular files, directories and links that stay inside the toolkit are unpacked: an
-    absolute or escaping name or link, a device node or a FIFO is ``cudnn-archive-unsafe``, and a
-    damaged archive is ``cudnn-archive-corrupt`` — checked for every member before anything is written."""
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            members = []
-            for member in tar.getmembers():
-                parts = PurePosixPath(member.name).parts
-                if member.name.startswith("/") or ".." in parts:
-                    raise _unsafe(archive, member, "a path out of the archive")
-                if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
-                    raise _unsafe(archive, member, "a device node or FIFO")
-                if len(parts) < 3 or parts[1] not in ("include", "lib", "lib64"):
-                    continue  # the top directory, LICENSE, anything else
-                target = PurePosixPath("include" if parts[1] == "include" else "lib64", *parts[2:])
-                if member.issym() or member.islnk():
-                    link = PurePosixPath(member.linkname)
-                    base = target.parent if member.issym() else PurePosixPath()
-                    if link.is_absolute() or not _inside(base / link if member.issym() else _renamed(link)):
-                        raise _unsafe(archive, member, f"a link to {member.linkname!r}, outside the toolkit")
-                    if member.islnk():
-                        member.linkname = str(_renamed(link))
-                member.name = str(target)
-                members.append(member)
-            if not members:
-                raise OperationError("cudnn-archive-empty", f"{archive.name} has no include/ or lib/ inside; "
-                                     "nothing was installed.", ["Report it: the archive layout is unexpected."])
-            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: a second check of the same rules
-                tar.extractall(toolkit, members=members, filter="data")
-            else:
-                tar.extractall(toolkit, members=members)  # every name and link was checked above
-    except (tarfile.TarError, EOFError, OSError) as error:
-        if isinstance(error, getattr(tarfile, "FilterError", ())):
-            raise OperationError("cudnn-archive-unsafe", f"{archive.name}: {error}; nothing was installed.",
-                                 ["Report it."]) from None
-        if isinstance(error, OSError) and not isinstance(error, tarfile.TarError):
-            raise
-        raise OperationError("cudnn-archive-corrupt", f"{archive.name} cannot be unpacked ({error}); nothing was "
-                             "installed.", ["Delete it from the download cache and run again."]) from None
-    return len(members)
-
-
-def _inside(path: PurePosixPath) -> bool:
-    """Whether a relative path stays under its root once ``..`` is applied."""
-    depth = 0
-    for part in path.parts:
-        depth += -1 if part == ".." else (0 if part == "." else 1)
-        if depth < 0:
-            return False
-    return True
-
-
-def _renamed(name: PurePosixPath) -> PurePosixPath:
-    """A member name as it is unpacked (``top/lib/x`` -> ``lib64/x``), for hard-link targets."""
-    parts = name.parts
-    if len(parts) < 3 or parts[1] not in ("include", "lib", "lib64"):
-        return PurePosixPath("..", "outside")
-    return PurePosixPath("include" if parts[1] == "include" else "lib64", *parts[2:])
-
-
-def check_toolkit(toolkit: Path, cudnn_major: int) -> list[str]:
-    """What a complete toolkit has; raises ``OperationError`` naming what is missing."""
-    lib = toolkit / "lib64"
-    wanted = {
-        "lib64/libcudart.so.*": any(lib.glob("libcudart.so.*")),
-        f"lib64/libcudnn.so.{cudnn_major}": (lib / f"libcudnn.so.{cudnn_major}").exists(),
-        "bin/ptxas": (toolkit / "bin" / "ptxas").is_file(),
-        "nvvm/libdevice": (toolkit / "nvvm" / "libdevice").is_dir(),
-    }
-    missing = [name for name, present in wanted.items() if not present]
-    if missing:
-        raise OperationError("toolkit-incomplete", f"The toolkit in {toolkit} lacks {', '.join(missing)}; "
-                             "nothing was installed.", ["The log has the runfile's whole output."])
-    return sorted(wanted)
 
 
 def prepare_staging(place: ToolkitPlace) -> None:

@@ -1,9 +1,13 @@
-"""The embedded conda engine: py-rattler solves and installs, no conda executable needed.
+"""The embedded conda engine: every py-rattler call the tool makes (channels, virtual packages,
+solve, query, install), so that creating an env and locking one for another machine solve the
+same way.
 
 The solve sees the *target's* virtual packages, never a silent default: ``__cuda`` comes from the
-resolution (the driver's CUDA, or the build's CUDA when no driver is known) and ``__glibc`` from
-this host. Packages are hard-linked from rattler's package cache into the staging prefix, with the
-final prefix written into every file that embeds its path, so the env can be built aside and moved.
+resolution (the driver's CUDA, or the build's CUDA when no driver is known); ``__glibc`` and the
+rest come from this host when the env is for this host, and from the target platform's stated
+floors when it is a lock for another machine. Packages are hard-linked from rattler's package
+cache into the staging prefix, with the final prefix written into every file that embeds its path,
+so the env can be built aside and moved.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from pathlib import Path
 from tfgpu.errors import ImpossibleError, OperationError
 
 CONDA_FORGE = "https://conda.anaconda.org/conda-forge"
+GLIBC = "2.28"
+"""The glibc a lock for linux-* assumes (the floor the pip side locks for: manylinux_2_28)."""
+MACOS = "14.0"
 
 
 def channel_urls(channels: tuple[str, ...]) -> list[str]:
@@ -42,36 +49,90 @@ def check_channels(urls: list[str]) -> None:
                                        "or a URL such as https://conda.anaconda.org/conda-forge."])
 
 
-def virtual_packages(cuda: str | None, glibc: str | None, platform: str):
-    """``__cuda`` from the plan; ``__glibc`` given (a lock for another machine) or this host's;
-    ``__linux``/``__unix``/``__archspec`` from this host."""
+def virtual_cuda(resolution) -> str:
+    """``__cuda`` for the solve: the target driver's CUDA, else the build's own (never a default)."""
+    from tfgpu.resolver.drivers import cuda_for_driver
+
+    if resolution.driver:
+        found = cuda_for_driver(resolution.driver, resolution.os)
+        if found:
+            return found
+    return ".".join((resolution.cuda or "").split(".")[:2])
+
+
+def conda_specs(resolution, tf_source: str = "pypi", cpu_only: bool = False) -> tuple[list[str], list[str]]:
+    """(conda specs, PyPI requirements) of an env: the plan's, or with ``--tf-source conda-forge``
+    TensorFlow's own CUDA build from conda-forge (which brings its CUDA and cuDNN); a CPU-only
+    platform of a lock gets its Python alone (TensorFlow comes from PyPI)."""
+    specs, pip = list(resolution.packages.conda), list(resolution.packages.pip)
+    if cpu_only or not specs:
+        return [f"python {resolution.python}.*"], pip
+    if tf_source != "conda-forge":
+        return specs, pip
+    from tfgpu.resolver import tables
+
+    builds = tables.conda_forge().tensorflow_cuda
+    series = ".".join(resolution.tensorflow.split(".")[:2])
+    if resolution.tensorflow not in builds and series not in builds:
+        newest = max(builds, key=lambda v: tuple(int(p) for p in v.split(".")))
+        raise ImpossibleError(
+            "no-conda-forge-build", f"conda-forge has no CUDA build of TensorFlow {resolution.tensorflow} "
+            f"(its newest is {newest}).",
+            [f"--tf {newest} --tf-source conda-forge", "Or drop --tf-source: TensorFlow from PyPI into the conda env."])
+    python = next(s for s in specs if s.startswith("python "))
+    return [python, f"tensorflow =={resolution.tensorflow} cuda*"], []
+
+
+def virtual_packages(platform: str, cuda: str | None, *, this_host: bool):
+    """The virtual packages of the machine an env is for: ``__cuda`` from the plan; the rest
+    detected on this host (``this_host``), or the stated floors of ``platform`` (a lock for
+    another machine: ``__glibc`` 2.28, ``__osx`` 14.0)."""
     from rattler import BuildString, GenericVirtualPackage, PackageName, Version, VirtualPackage
 
-    found = []
-    for package in VirtualPackage.detect():
-        generic = package.into_generic()
-        if generic.name.normalized == "__cuda" or (glibc and generic.name.normalized == "__glibc"):
-            continue
-        found.append(generic)
-    if glibc and platform.startswith("linux"):
-        found.append(GenericVirtualPackage(PackageName("__glibc"), Version(glibc), BuildString("0")))
+    def virtual(name: str, version: str) -> GenericVirtualPackage:
+        return GenericVirtualPackage(PackageName(name), Version(version), BuildString("0"))
+
+    if this_host:
+        found = [p.into_generic() for p in VirtualPackage.detect()]
+        found = [p for p in found if p.name.normalized != "__cuda"]
+    else:
+        found = [virtual("__archspec", "1")]
+        if platform.startswith("linux"):
+            found += [virtual("__unix", "0"), virtual("__linux", "5.10"), virtual("__glibc", GLIBC)]
+        elif platform.startswith("osx"):
+            found += [virtual("__unix", "0"), virtual("__osx", MACOS)]
+        else:
+            found.append(virtual("__win", "0"))
     if cuda:
-        found.append(GenericVirtualPackage(PackageName("__cuda"), Version(cuda), BuildString("0")))
+        found.append(virtual("__cuda", cuda))
     return found
 
 
-def solve(specs: list[str], channels: list[str], *, platform: str, cuda: str | None, glibc: str | None,
-          repodata_cache: Path, offline: bool) -> list:
-    """rattler's solve; a conflict becomes ``unsolvable`` (exit 3) with the solver's own explanation."""
-    from rattler import Channel, Gateway, SourceConfig
-    from rattler.exceptions import SolverError
+def _gateway(repodata_cache: Path, offline: bool):
+    from rattler import Gateway, SourceConfig
 
     config = SourceConfig(cache_action="force-cache-only" if offline else "cache-or-fetch")
-    gateway = Gateway(cache_dir=repodata_cache, default_config=config)
-    virtual = virtual_packages(cuda, glibc, platform)
+    return Gateway(cache_dir=repodata_cache, default_config=config)
+
+
+def solve(specs: list[str], channels: list[str], *, platform: str, cuda: str | None, this_host: bool,
+          repodata_cache: Path, offline: bool) -> list:
+    """rattler's solve for ``platform``; a conflict becomes ``unsolvable`` (exit 3) with the solver's
+    own explanation and the virtual packages it saw."""
+    from rattler import Channel
+    from rattler import solve as rattler_solve
+    from rattler.exceptions import SolverError
+
+    virtual = virtual_packages(platform, cuda, this_host=this_host)
     shown = ", ".join(f"{v.name.normalized}={v.version}" for v in virtual if v.name.normalized in ("__cuda", "__glibc"))
+
+    async def run():
+        return await rattler_solve([Channel(url) for url in channels], specs, gateway=_gateway(repodata_cache, offline),
+                                   platforms=[platform, "noarch"], virtual_packages=virtual,
+                                   channel_relations="disabled")
+
     try:
-        return asyncio.run(_solve(gateway, specs, [Channel(url) for url in channels], platform, virtual))
+        return asyncio.run(run())
     except SolverError as error:
         raise ImpossibleError(
             "unsolvable", f"The conda packages cannot be installed together on {platform} "
@@ -85,15 +146,50 @@ def solve(specs: list[str], channels: list[str], *, platform: str, cuda: str | N
                 ["Run once with network to fill the cache, or use a local channel: --channel /path/to/channel."]) from None
         raise OperationError("channel-unreachable", f"Could not read the channel index: {_explain(error)}",
                              ["Check the network and the --channel URL; a local mirror works with "
-                              "--channel file:///path --offline."]) from None
+                              "--channel file:///path --offline.", "Or --mode pip: CUDA from PyPI wheels, no conda "
+                              "channel needed."]) from None
 
 
-async def _solve(gateway, specs, channels, platform, virtual):
-    from rattler import solve as rattler_solve
+def locked_records(packages, channels: list[str], *, platform: str, repodata_cache: Path, offline: bool,
+                   local_channel: str | None = None) -> list:
+    """The full repodata records of locked packages (``(name, version, url, sha256)``; a lock keeps no
+    noarch, build number or size), read from the locked channels, matched by URL and checked against
+    the locked sha256 — all before anything is installed. ``local_channel`` (a bundle's ``file://``
+    channel) is read instead, its records matched by file name."""
+    from rattler import Channel
 
-    return await rattler_solve(
-        channels, specs, gateway=gateway, platforms=[platform, "noarch"], virtual_packages=virtual,
-        channel_relations="disabled")
+    def key(url: str) -> str:
+        return url.rsplit("/", 1)[-1] if local_channel else url
+
+    wanted = {key(p.url): p for p in packages}
+    readers = [Channel(local_channel)] if local_channel else [Channel(c) for c in channels]
+    gateway = _gateway(repodata_cache, offline and local_channel is None)  # a local channel needs no network
+
+    async def query():
+        return await gateway.query(readers, [platform, "noarch"], sorted({p.name for p in wanted.values()}),
+                                   recursive=False)
+
+    try:
+        found = {key(str(record.url)): record for records in asyncio.run(query()) for record in records}
+    except Exception as error:  # network / cache: rattler has no common base class
+        raise OperationError("channel-unreachable", f"Could not read the locked channels' index: {_explain(error)}",
+                             ["The lock installs from the channels it names; check the network (or run once "
+                              "with network so --offline has the index cached)."]) from None
+    records = []
+    for url, locked in sorted(wanted.items()):
+        record = found.get(url)
+        if record is None:
+            raise ImpossibleError("locked-package-missing", f"{locked.name} {locked.version} ({url}) is no longer "
+                                  "in its channel; nothing was installed.",
+                                  ["Regenerate the lock against the channel as it is now."])
+        sha256 = record.sha256.hex() if record.sha256 else None
+        if locked.sha256 and sha256 != locked.sha256:
+            raise ImpossibleError("lock-hash-mismatch", f"{locked.name} {locked.version}: the channel's sha256 "
+                                  f"{sha256} is not the locked {locked.sha256}; nothing was installed.",
+                                  ["Someone replaced the package, or the lock was edited: regenerate it and "
+                                   "compare before trusting either."])
+        records.append(record)
+    return records
 
 
 def _explain(error: Exception) -> str:

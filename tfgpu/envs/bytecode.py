@@ -15,8 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 from pathlib import Path
+
+from tfgpu.errors import OperationError
+from tfgpu.proc import PIPE
 
 FIXED_ROOT = "/tfgpu-env"
 WORKER = r"""
@@ -29,12 +31,15 @@ for source, target, shown in json.load(sys.stdin):
 """
 
 
-def interpreter_tag(python: str) -> tuple[str, str]:
+def interpreter_tag(runner, python: str) -> tuple[str, str]:
     """(cache_tag, magic) of an interpreter: ``("cpython-312", "cb0d0d0a")``."""
-    done = subprocess.run([python, "-I", "-c", "import sys, importlib.util, json; "
-                           "print(json.dumps([sys.implementation.cache_tag, importlib.util.MAGIC_NUMBER.hex()]))"],
-                          capture_output=True, text=True, check=True)
-    tag, magic = json.loads(done.stdout)
+    done = runner.capture([python, "-I", "-c", "import sys, importlib.util, json; "
+                           "print(json.dumps([sys.implementation.cache_tag, importlib.util.MAGIC_NUMBER.hex()]))"])
+    try:
+        tag, magic = json.loads(done.output)
+    except ValueError:
+        raise OperationError("install-failed", f"The env's Python ({python}) did not start: {done.stderr.strip()[-300:]}",
+                             ["Run it by hand to see why; the environment was not kept."]) from None
     return tag, magic
 
 
@@ -65,7 +70,7 @@ def mark_stored(store: Path, python_version: str, release: str) -> None:
     marker.touch()
 
 
-def compile_site(python: str, site: Path, store: Path, workers: int | None = None,
+def compile_site(runner, python: str, site: Path, store: Path, workers: int | None = None,
                  already_compiled: bool = False) -> tuple[int, int]:
     """Bytecode for every ``.py`` under ``site``; returns (compiled now, reused from the store).
 
@@ -73,7 +78,7 @@ def compile_site(python: str, site: Path, store: Path, workers: int | None = Non
     the fastest way); its files are only added to the store. Their ``co_filename`` names this
     env's staging path, which importlib replaces with the real path on load, like the fixed one.
     """
-    tag, magic = interpreter_tag(python)
+    tag, magic = interpreter_tag(runner, python)
     if already_compiled:
         stored = 0
         for source in site.rglob("*.py"):
@@ -104,7 +109,7 @@ def compile_site(python: str, site: Path, store: Path, workers: int | None = Non
         todo.append((str(source), str(target), f"{FIXED_ROOT}/{relative}"))
     workers = max(1, workers or os.cpu_count() or 1)
     chunks = [todo[i::workers] for i in range(workers) if todo[i::workers]]
-    children = [subprocess.Popen([python, "-I", "-c", WORKER], stdin=subprocess.PIPE, text=True) for _ in chunks]
+    children = [runner.start([python, "-I", "-c", WORKER], stdin=PIPE, text=True) for _ in chunks]
     try:
         for child, chunk in zip(children, chunks):
             child.stdin.write(json.dumps(chunk))

@@ -50,7 +50,7 @@ def output_paths(output: str | None, platforms: list[Platform]) -> dict[str, Pat
 
 def tools(operation: str):
     """(runner, uv binary, uv cache dir) for a lock or bundle operation; the log names ``operation``."""
-    from tfgpu.backends.pip import find_uv
+    from tfgpu.engines.uv import find_uv
     from tfgpu.paths import cache_root
     from tfgpu.proc import Runner
 

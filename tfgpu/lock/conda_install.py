@@ -5,13 +5,12 @@ what rattler and uv install — every sha256 checked before anything is linked.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu.errors import ImpossibleError, OperationError, UsageError
-from tfgpu.lock.conda_lock import FORMAT, _entry_digest, _model_rows
+from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.lock.conda_lock import FORMAT, entry_digest, model_rows
 
 
 @dataclass(frozen=True)
@@ -38,10 +37,6 @@ class CondaLock:
         return [p for p in self.lockfile.package if p.platform == platform and p.manager == manager]
 
 
-def is_conda_lock(path: Path) -> bool:
-    return path.suffix in (".yml", ".yaml")
-
-
 def read(path: Path) -> CondaLock:
     """Parse with conda-lock's own parser; refuse another tool's or another format's lock, and any
     edit to the package entries (their sha256 is in the metadata)."""
@@ -62,60 +57,11 @@ def read(path: Path) -> CondaLock:
                               f"{found or 'none: another tool'}, this tool reads format {FORMAT}); nothing was installed.",
                               ["Regenerate it with this version: `tfgpu-install lock --mode conda ...`.",
                                "A lock written by conda-lock itself installs with `conda-lock install`."])
-    if _entry_digest(_model_rows(lockfile.package)) != custom.get("tfgpu_packages_sha256"):
+    if entry_digest(model_rows(lockfile.package)) != custom.get("tfgpu_packages_sha256"):
         raise ImpossibleError("lock-modified", f"{path} was edited after it was written: its package entries do not "
                               "match the checksum recorded in it. Nothing was installed.",
                               ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."])
     return CondaLock(path=path, lockfile=lockfile, custom=custom)
-
-
-def locked_records(lock: CondaLock, platform: str, cache: Path, offline: bool,
-                   channel_override: str | None = None) -> list:
-    """The full repodata records of the locked conda packages (conda-lock.yml keeps no noarch,
-    build number or size), read from the locked channels, matched by URL and checked against the
-    lock's sha256 — all before anything is installed.
-
-    ``channel_override`` (a bundle's ``file://`` channel) is read instead of the locked channels,
-    and its records are matched by file name (the locked URLs point elsewhere), still checked
-    against the lock's sha256.
-    """
-    from rattler import Channel, Gateway, SourceConfig
-
-    def key(url: str) -> str:
-        return url.rsplit("/", 1)[-1] if channel_override else url
-
-    wanted = {key(p.url): p for p in lock.packages(platform, "conda")}
-    channels = ([Channel(channel_override)] if channel_override else
-                [Channel(c.url) for c in lock.lockfile.metadata.channels])
-    local = channel_override is not None  # a local channel needs no network, offline or not
-    config = SourceConfig(cache_action="force-cache-only" if offline and not local else "cache-or-fetch")
-
-    async def query():
-        gateway = Gateway(cache_dir=cache, default_config=config)
-        return await gateway.query(channels, [platform, "noarch"], sorted({p.name for p in wanted.values()}),
-                                   recursive=False)
-
-    try:
-        found = {key(str(record.url)): record for records in asyncio.run(query()) for record in records}
-    except Exception as error:  # network / cache: rattler has no common base class
-        raise OperationError("channel-unreachable", f"Could not read the locked channels' index: {error}",
-                             ["The lock installs from the channels it names; check the network (or run once "
-                              "with network so --offline has the index cached)."]) from None
-    records = []
-    for url, locked in sorted(wanted.items()):
-        record = found.get(url)
-        if record is None:
-            raise ImpossibleError("locked-package-missing", f"{locked.name} {locked.version} ({url}) is no longer "
-                                  "in its channel; nothing was installed.",
-                                  ["Regenerate the lock against the channel as it is now."])
-        sha256 = record.sha256.hex() if record.sha256 else None
-        if locked.hash.sha256 and sha256 != locked.hash.sha256:
-            raise ImpossibleError("lock-hash-mismatch", f"{locked.name} {locked.version}: the channel's sha256 "
-                                  f"{sha256} is not the locked {locked.hash.sha256}; nothing was installed.",
-                                  ["Someone replaced the package, or the lock was edited: regenerate it and "
-                                   "compare before trusting either."])
-        records.append(record)
-    return records
 
 
 def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> str:
@@ -142,11 +88,13 @@ def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> st
 
 
 def prepare(path: Path, options, selectors: dict | None = None, bundle_dir: Path | None = None):
-    """(resolution, options, lock) for ``create --from-lock conda-lock.yml`` on this machine; with
-    ``bundle_dir``, for ``create --from-bundle`` of a conda bundle (offline, from its channel/ and wheels/)."""
-    from dataclasses import asdict
+    """(resolution, options, source, lock) for ``create --from-lock conda-lock.yml`` on this machine;
+    with ``bundle_dir``, for ``create --from-bundle`` of a conda bundle (offline, from its channel/
+    and wheels/)."""
+    from dataclasses import replace
 
-    from tfgpu.backends.conda import LockedCondaOptions
+    from tfgpu.backends.base import LockedPackage, Source
+    from tfgpu.lock.install import check_selectors
     from tfgpu.lock.platforms import host_platform
     from tfgpu.resolver import make_request, resolve
 
@@ -158,24 +106,16 @@ def prepare(path: Path, options, selectors: dict | None = None, bundle_dir: Path
         raise ImpossibleError("lock-cpu-only", f"{path} locks a CPU-only environment for {platform}; tfgpu-install "
                               "builds GPU environments. Nothing was installed.",
                               ["`conda-lock install` installs it as it is."])
-    _check_selectors(selectors or {}, recorded, path)
+    check_selectors(recorded, mode="conda", python=recorded["python"], platform=platform, selectors=selectors or {},
+                    path=path)
     resolution = resolve(make_request(tf=recorded["tensorflow"], mode="conda", python=recorded["python"],
                                       os=recorded["os"], arch=recorded["arch"]), None)
-    values = asdict(options) | ({"offline": True} if bundle_dir else {})
-    return resolution, LockedCondaOptions(**values, lock=lock, platform=platform,
-                                          bundle_dir=str(bundle_dir) if bundle_dir else None), lock
-
-
-def _check_selectors(selectors: dict, recorded: dict, path: Path) -> None:
-    problems = [f"--{key.replace('_', '-')}" for key in ("driver", "gpu_cc", "os", "arch") if selectors.get(key)]
-    if selectors.get("mode") and selectors["mode"].lower() != "conda":
-        problems.append(f"--mode {selectors['mode']} (the lock is a conda lock)")
-    if selectors.get("python") and selectors["python"] != recorded["python"]:
-        problems.append(f"--python {selectors['python']} (the lock has {recorded['python']})")
-    tf = selectors.get("tf")
-    if tf and not (recorded["tensorflow"] == tf or recorded["tensorflow"].startswith(f"{tf}.")):
-        problems.append(f"--tf {tf} (the lock has {recorded['tensorflow']})")
-    if problems:
-        raise UsageError("conflicting-options", f"With a lock, the lock decides what is built; these options disagree "
-                         f"with {path}: " + "; ".join(problems) + ".",
-                         ["Drop them, or write a new lock with `tfgpu-install lock --mode conda`."])
+    if bundle_dir:
+        options = replace(options, offline=True)
+    conda = tuple(LockedPackage(p.name, p.version, str(p.url), p.hash.sha256 or "")
+                  for p in lock.packages(platform, "conda"))
+    source = Source(kind="bundle" if bundle_dir else "lock",
+                    requirements=pip_requirements(lock, platform, pinned=bundle_dir is not None), conda=conda,
+                    channels=tuple(c.url for c in lock.lockfile.metadata.channels), bundle=bundle_dir,
+                    label=f"{path} sha256:{lock.meta['sha256']}", lock_path=str(path))
+    return resolution, options, source, lock

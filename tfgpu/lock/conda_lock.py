@@ -14,7 +14,6 @@ conda-lock itself reads the file (``conda-lock render -k explicit`` works on it)
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import tomllib
@@ -22,61 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tfgpu import __version__
-from tfgpu.errors import ImpossibleError, OperationError, UsageError
+from tfgpu.errors import ImpossibleError, UsageError
 
 FORMAT = "1"
-GLIBC = "2.28"
-MACOS = "14.0"
-_VIRTUAL = {"linux-64": "x86_64", "linux-aarch64": "aarch64", "win-64": "x86_64", "osx-arm64": "arm64",
-            "osx-64": "x86_64"}
-
-
-def target_virtual_packages(platform: str, cuda: str | None) -> list:
-    """The virtual packages a machine of ``platform`` with a driver for ``cuda`` reports."""
-    from rattler import BuildString, GenericVirtualPackage, PackageName, Version
-
-    def virtual(name: str, version: str) -> GenericVirtualPackage:
-        return GenericVirtualPackage(PackageName(name), Version(version), BuildString("0"))
-
-    found = [virtual("__archspec", "1")]
-    if platform.startswith("linux"):
-        found += [virtual("__unix", "0"), virtual("__linux", "5.10"), virtual("__glibc", GLIBC)]
-    elif platform.startswith("osx"):
-        found += [virtual("__unix", "0"), virtual("__osx", MACOS)]
-    else:
-        found.append(virtual("__win", "0"))
-    if cuda:
-        found.append(virtual("__cuda", cuda))
-    return found
-
-
-def conda_specs(resolution, cpu_only: bool) -> list[str]:
-    """The plan's conda specs; a CPU-only platform gets its Python alone (TensorFlow comes from PyPI)."""
-    specs = list(resolution.packages.conda)
-    if cpu_only or not specs:
-        return [f"python {resolution.python}.*"]
-    return specs
-
-
-def solve_platform(specs: list[str], channels: list[str], platform: str, cuda: str | None, cache: Path) -> list:
-    """rattler's solve for another machine; a conflict is ``unsolvable`` with the solver's words."""
-    from rattler import Channel, Gateway, solve
-    from rattler.exceptions import SolverError
-
-    async def run():
-        return await solve([Channel(c) for c in channels], specs, gateway=Gateway(cache_dir=cache),
-                           platforms=[platform, "noarch"], virtual_packages=target_virtual_packages(platform, cuda),
-                           channel_relations="disabled")
-
-    try:
-        return asyncio.run(run())
-    except SolverError as error:
-        raise ImpossibleError("unsolvable", f"The conda packages cannot be locked together for {platform} "
-                              f"(__cuda={cuda or 'none'}):\n{str(error)[:3000]}",
-                              ["`tfgpu-install plan --mode conda` shows the specs and why each was chosen."]) from None
-    except Exception as error:  # network/channel problems: rattler has no common base class
-        raise OperationError("channel-unreachable", f"Could not read the channel index for {platform}: {error}",
-                             ["Check the network and the --channel URL."]) from None
 
 
 def pip_entries(pylock_text: str, platform, python: str) -> list[dict]:
@@ -95,12 +42,12 @@ def pip_entries(pylock_text: str, platform, python: str) -> list[dict]:
     return entries
 
 
-def _entry_digest(rows) -> str:
+def entry_digest(rows) -> str:
     """sha256 over every package entry: ``(platform, manager, name, version, url, sha256, md5)`` rows."""
     return hashlib.sha256(json.dumps(sorted(list(row) for row in rows)).encode()).hexdigest()
 
 
-def _model_rows(packages) -> list[tuple]:
+def model_rows(packages) -> list[tuple]:
     """Digest rows of the entries conda-lock's parser read back."""
     return [(p.platform, p.manager, p.name, p.version, p.url, p.hash.sha256 or "", p.hash.md5 or "")
             for p in packages]
@@ -144,7 +91,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
     """
     import yaml
 
-    from tfgpu.backends.conda import virtual_cuda
+    from tfgpu.engines import rattler
     from tfgpu.lock import pip_lock
     from tfgpu.paths import output_dir
 
@@ -155,11 +102,12 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
     output_dir(path.parent, output or str(path))
     packages, content_hash, custom = [], {}, {"tfgpu_format": FORMAT, "tfgpu_tool_version": __version__}
     for platform, resolution, cpu_only in targets:
-        cuda = None if cpu_only or resolution.accelerator != "cuda" else virtual_cuda(resolution)
-        specs = conda_specs(resolution, cpu_only)
+        cuda = None if cpu_only or resolution.accelerator != "cuda" else rattler.virtual_cuda(resolution)
+        specs, _ = rattler.conda_specs(resolution, cpu_only=cpu_only)
         if reporter is not None:
             reporter.note(f"solving {platform.name}: {' | '.join(specs)} (__cuda={cuda or 'none'})")
-        records = solve_platform(specs, channels, platform.name, cuda, cache / "conda" / "repodata")
+        records = rattler.solve(specs, channels, platform=platform.name, cuda=cuda, this_host=False,
+                                repodata_cache=cache / "conda" / "repodata", offline=False)
         for record in sorted(records, key=lambda r: r.name.normalized):
             packages.append(_entry(platform.name, "conda", record.name.normalized, str(record.version),
                                    str(record.url), sha256=record.sha256.hex() if record.sha256 else "",
@@ -173,7 +121,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
                 packages.append(_entry(platform.name, "pip", entry["name"], entry["version"], entry["url"],
                                        sha256=entry["sha256"]))
         inputs = {"format": FORMAT, "specs": specs, "pip": pip, "channels": channels, "cuda": cuda,
-                  "glibc": GLIBC if platform.name.startswith("linux") else None}
+                  "glibc": rattler.GLIBC if platform.name.startswith("linux") else None}
         content_hash[platform.name] = _inputs_digest(inputs)
         recorded = resolution.to_dict()
         custom[f"tfgpu_resolution.{platform.name}"] = json.dumps(
@@ -181,7 +129,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
                                             "cudnn", "min_driver", "accelerator")} | {
                 "virtual_cuda": cuda, "cpu_only": cpu_only, "requirements": pip, "conda_specs": specs},
             sort_keys=True)
-    custom["tfgpu_packages_sha256"] = _entry_digest(_dict_rows(packages))
+    custom["tfgpu_packages_sha256"] = entry_digest(_dict_rows(packages))
     document = {"version": 1, "metadata": {
         "content_hash": content_hash, "channels": [{"url": c, "used_env_vars": []} for c in channels],
         "platforms": [p.name for p, _, _ in targets], "sources": ["tfgpu-install"],

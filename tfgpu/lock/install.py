@@ -44,30 +44,33 @@ def lock_resolution(lock) -> Resolution:
         modes={}, warnings=(), reasons=(f"Installed from {where}.",), rejected=())
 
 
-def check_selectors(lock, selectors: dict) -> None:
-    """Selectors given with --from-lock/--from-bundle must agree with the lock (UsageError, exit 2)."""
-    r, platform = lock.resolution, PLATFORMS[lock.meta["platform"]]
+def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, selectors: dict, path) -> None:
+    """Selectors given with --from-lock/--from-bundle must agree with the lock (UsageError, exit 2);
+    the same rule for pip and conda locks: ``--tf`` as a version, a series or a PEP 440 range,
+    ``--python``/``--os``/``--arch`` as the lock has them, ``--driver``/``--gpu-cc`` never (the lock
+    fixes the build; ``verify`` checks the GPU)."""
+    target = PLATFORMS[platform]
     problems = []
     tf = parse_tf_spec(selectors.get("tf"))
-    if tf is not None and not _tf_agrees(tf, r["tensorflow"]):
-        problems.append(f"--tf {tf} (the lock has TensorFlow {r['tensorflow']})")
-    if selectors.get("mode") and selectors["mode"].lower() != "pip":
-        problems.append(f"--mode {selectors['mode']} (the lock is a pip lock)")
-    python = parse_python(selectors.get("python"))
-    if python is not None and python != lock.meta["python"]:
-        problems.append(f"--python {python} (the lock is for Python {lock.meta['python']})")
+    if tf is not None and not _tf_agrees(tf, recorded["tensorflow"]):
+        problems.append(f"--tf {tf} (the lock has TensorFlow {recorded['tensorflow']})")
+    if selectors.get("mode") and selectors["mode"].lower() != mode:
+        problems.append(f"--mode {selectors['mode']} (the lock is a {mode} lock)")
+    wanted = parse_python(selectors.get("python"))
+    if wanted is not None and wanted != python:
+        problems.append(f"--python {wanted} (the lock is for Python {python})")
     target_os = parse_choice("--os", selectors.get("os"), OSES)
-    if target_os is not None and target_os not in platform.oses:
-        problems.append(f"--os {target_os} (the lock is for {platform.name})")
+    if target_os is not None and target_os not in target.oses:
+        problems.append(f"--os {target_os} (the lock is for {target.name})")
     arch = parse_arch(selectors.get("arch"))
-    if arch is not None and arch != platform.arch:
-        problems.append(f"--arch {arch} (the lock is for {platform.name})")
+    if arch is not None and arch != target.arch:
+        problems.append(f"--arch {arch} (the lock is for {target.name})")
     for flag in ("driver", "gpu_cc"):
         if selectors.get(flag):
             problems.append(f"--{flag.replace('_', '-')} (a lock fixes the build; `verify` checks the GPU)")
     if problems:
-        raise UsageError("conflicting-options", "With a lock, the lock decides what is built; these options "
-                         "disagree with it: " + "; ".join(problems) + ".",
+        raise UsageError("conflicting-options", f"With a lock, the lock decides what is built; these options "
+                         f"disagree with {path}: " + "; ".join(problems) + ".",
                          ["Drop them, or write a new lock with `tfgpu-install lock` for what you want."])
 
 
@@ -187,8 +190,12 @@ def _refuse_links(root: Path) -> None:
 
 def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bundle: str | None = None,
             reporter=None):
-    """(resolution, options) for ``create`` from a lock or a bundle, after every check."""
-    from tfgpu.backends.pip import LockedOptions
+    """(resolution, options, source, lock) for ``create`` from a lock or a bundle, after every check:
+    the lock decides what is built, and ``source`` carries what backends install (they never read
+    lock files themselves)."""
+    from dataclasses import replace
+
+    from tfgpu.backends.base import Source
 
     if from_lock and Path(from_lock).suffix in (".yml", ".yaml"):
         from tfgpu.lock import conda_install
@@ -205,15 +212,17 @@ def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bund
         if lock.meta["sha256"] != manifest.get("lock_sha256"):
             raise ImpossibleError("bundle-corrupt", f"The lock in {from_bundle} is not the one the bundle was built "
                                   "with. Nothing was installed.", ["Rebuild the bundle."])
-        values = asdict(options) | {"find_links": str(lock_path.parent / "wheels"), "offline": True}  # the top level
+        options = replace(options, find_links=str(lock_path.parent / "wheels"), offline=True)  # the top level
+        kind, bundle = "bundle", lock_path.parent
     else:
         lock = read_lock(from_lock)
-        values = asdict(options)
-    check_selectors(lock, selectors)
+        kind, bundle = "lock", None
+    check_selectors(lock.resolution, mode="pip", python=lock.meta["python"], platform=lock.meta["platform"],
+                    selectors=selectors, path=lock.path)
     check_platform(lock)
-    values |= {"locked": lock.body, "lock_source": f"{lock.path} sha256:{lock.meta['sha256']}",
-               "lock_index": lock.meta.get("index", "")}
-    return lock_resolution(lock), LockedOptions(**values), lock
+    source = Source(kind=kind, requirements=lock.body, index=lock.meta.get("index", ""), bundle=bundle,
+                    label=f"{lock.path} sha256:{lock.meta['sha256']}", lock_path=str(lock.path))
+    return lock_resolution(lock), options, source, lock
 
 
 def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors: dict, directory: str):
@@ -223,8 +232,8 @@ def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors: d
     if options.channels:
         raise UsageError("conflicting-options", "--channel does not go with --from-bundle: the bundle's own "
                          "channel/ is the only source.", ["Drop --channel."])
-    resolution, locked, lock = conda_install.prepare(lock_path, options, selectors, bundle_dir=lock_path.parent)
-    if lock.meta["sha256"] != manifest.get("lock_sha256"):
+    prepared = conda_install.prepare(lock_path, options, selectors, bundle_dir=lock_path.parent)
+    if prepared[3].meta["sha256"] != manifest.get("lock_sha256"):
         raise ImpossibleError("bundle-corrupt", f"The lock in {directory} is not the one the bundle was built "
                               "with. Nothing was installed.", ["Rebuild the bundle."])
-    return resolution, locked, lock
+    return prepared

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import __version__
+from tfgpu.engines.uv import INDEX_VARIABLES
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.lock.platforms import Platform
 
@@ -31,7 +32,6 @@ FORMAT = 1
 DEFAULT_INDEX = "https://pypi.org/simple"
 MARK = "# tfgpu-lock: "
 _LOCAL = re.compile(r"file:|(?<![\w.-])/(?:opt|tmp|home|root|work|var)/|127\.0\.0\.1|localhost")
-_BLANKED = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS")
 _RESOLUTION_KEYS = ("tensorflow", "package", "python", "mode", "os", "arch", "platform", "accelerator", "cuda",
                     "cuda_build", "cudnn", "min_driver", "toolkit_driver", "compute_capabilities")
 
@@ -77,7 +77,7 @@ def compile_pins(requirements: list[str], platform: Platform, python: str, *, ru
                   *(("--only-binary", ":all:") if only_binary else ())]
         jobs = {"txt": [*common, "--generate-hashes", "-o", str(Path(tmp) / "requirements.txt")],
                 "toml": [*common, "--format", "pylock.toml", "-o", str(Path(tmp) / "pylock.toml")]}
-        env = {name: "" for name in _BLANKED}
+        env = {name: "" for name in INDEX_VARIABLES}
         with ThreadPoolExecutor(2) as pool:
             done = dict(zip(jobs, pool.map(lambda argv: runner.run(argv, env=env), jobs.values())))
         for result in done.values():
@@ -106,7 +106,7 @@ def compile_pylock(requirements: list[str], platform: Platform, python: str, *, 
                 "--python-platform", platform.uv, "--no-python-downloads", "--default-index", index, "--no-config",
                 "--no-header", "--quiet", "--cache-dir", str(cache_dir), "--only-binary", ":all:",
                 "--format", "pylock.toml", "-o", str(Path(tmp) / "pylock.toml")]
-        result = runner.run(argv, env={name: "" for name in _BLANKED})
+        result = runner.run(argv, env={name: "" for name in INDEX_VARIABLES})
         if result.returncode != 0:
             raise _compile_failed(result, requirements, platform, python, runner.log_path)
         pylock = (Path(tmp) / "pylock.toml").read_text(encoding="utf-8")

@@ -1,0 +1,114 @@
+"""uv, the PyPI engine: where its binary is, the commands every mode runs with it, and how to read
+what it says back (the installed set, the pins it chose, why it failed).
+
+Every command is an argv built here, so pip mode, conda mode's PyPI part, system mode's venv,
+locks and bundles say the same things to uv.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from tfgpu.errors import OperationError
+
+INDEX_VARIABLES = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS")
+"""uv settings that would send a locked install (or a lock) to an index other than the one named."""
+
+_PROBLEM_LINES = re.compile(r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
+                            r"Could not|ERROR|No matching distribution|Hash mismatch|do not match the hashes)", re.I)
+_NO_NETWORK = re.compile(r"(dns error|Failed to fetch|error sending request|Could not connect|"
+                         r"Network is unreachable|Temporary failure in name resolution|"
+                         r"failed to lookup address|Connection refused|offline)", re.I)
+
+
+def find_uv() -> str | None:
+    """The uv binary shipped by the ``uv`` package, else one on PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def sources(find_links: str | None, offline: bool) -> tuple[str, ...]:
+    """Where packages may come from: a wheel directory, and nothing but it and the cache offline."""
+    found: tuple[str, ...] = ()
+    if find_links:
+        found += ("--find-links", find_links)
+    if offline:
+        found += ("--offline", "--no-index")
+    return found
+
+
+def venv(uv: str, target: Path, python: str, prompt: str, *, offline: bool, cache: Path) -> tuple[str, ...]:
+    """A relocatable venv (built in staging, moved into place); the prompt is the tool's own label,
+    passed as ``--prompt=…`` so that no value can read as an option."""
+    return (uv, "venv", str(target), "--python", python, "--relocatable", f"--prompt={prompt}",
+            *(("--offline",) if offline else ()), "--allow-existing", "--cache-dir", str(cache))
+
+
+def compile_hashed(uv: str, requirements_in: Path, out: Path, python: str, *, cache: Path,
+                   extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The exact versions of ``requirements_in`` for ``python``, every hash included."""
+    return (uv, "pip", "compile", str(requirements_in), "-o", str(out), "--python", python, "--generate-hashes",
+            "--no-header", "--quiet", "--cache-dir", str(cache), *extra)
+
+
+def install(uv: str, python: str, requirements: Path, *, cache: Path, extra: tuple[str, ...] = (),
+            hashes: bool = False, no_deps: bool = False, compile_bytecode: bool = True) -> tuple[str, ...]:
+    """Install exactly ``requirements`` into ``python``'s environment."""
+    return (uv, "pip", "install", "--python", python, "-r", str(requirements),
+            *(("--require-hashes",) if hashes else ()), *(("--no-deps",) if no_deps else ()),
+            *(("--compile-bytecode",) if compile_bytecode else ()), "--cache-dir", str(cache), *extra)
+
+
+def inventory(uv: str, python: str, *, cache: Path) -> tuple[str, ...]:
+    return (uv, "pip", "list", "--python", python, "--format", "json", "--cache-dir", str(cache), "--offline")
+
+
+def locked_index(index: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """(argv, env) that make an install use ``index`` and no other (``--from-lock``)."""
+    return ("--default-index", index, "--no-config"), tuple((name, "") for name in INDEX_VARIABLES)
+
+
+def parse_inventory(output: str) -> dict[str, str]:
+    """``{name: version}`` from ``uv pip list``/``pip list --format json`` (whose first line may be
+    uv's "Using Python ... environment at" note)."""
+    for line in reversed(output.splitlines()):
+        if line.startswith("["):
+            try:
+                return {row["name"]: row["version"] for row in json.loads(line)}
+            except (ValueError, KeyError, TypeError):
+                break
+    raise OperationError("install-failed", "Could not read the list of installed packages:\n" + output[-500:],
+                         ["Run the same command by hand; the log has the whole output."])
+
+
+def exact_pins(lock_text: str) -> list[str]:
+    """``name==version`` lines of a compiled requirements file."""
+    return [line.split()[0].rstrip("\\") for line in lock_text.splitlines()
+            if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?==", line)]
+
+
+def install_failed(step, done, log_path: Path | None, options) -> OperationError:
+    """One line of what went wrong, the tool's own explanation, and what to do."""
+    problem = [line.strip() for line in done.output.splitlines() if _PROBLEM_LINES.search(line)][:8]
+    alternatives = []
+    if _NO_NETWORK.search(done.output) and not options.offline:
+        alternatives.append("No network? Build from a local wheel directory: --find-links DIR --offline.")
+    if options.offline:
+        alternatives.append("--offline uses only the --find-links directory and uv's cache: add the missing "
+                            "wheels there (`pip download` them on a connected machine).")
+    if log_path is not None:
+        alternatives.append(f"The whole output is in {log_path}.")
+    detail = "\n".join(problem) if problem else done.tail()
+    return OperationError(
+        "install-failed",
+        f"{step.title} failed (`{Path(step.argv[0]).name} {' '.join(step.argv[1:3])}` exited {done.returncode}); "
+        f"nothing was installed.\n{detail}",
+        alternatives,
+    )
