@@ -95,11 +95,14 @@ class Resolution:
     reasons: tuple[str, ...]
     rejected: tuple[Rejection, ...]
     sources: tuple[str, ...] = field(default=())
+    prerelease: bool = False
+    """The chosen release is a pre-release (``2.22.0rc0``)."""
 
     def to_dict(self) -> dict:
         """The ``plan --json`` document (contract: see the README)."""
         return {
             "tensorflow": self.tensorflow,
+            "prerelease": self.prerelease,
             "package": self.package,
             "python": self.python,
             "cuda": self.cuda,

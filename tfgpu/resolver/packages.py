@@ -50,8 +50,10 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
             "cudatoolkit and cuDNN from conda-forge (--mode conda).")
     explicit = [q for q in quirks_for(release, "pip", python) if q.effect == "explicit-pins"]
     if release.and_cuda and not explicit:
-        pip = [f"{name}[and-cuda]=={release.version}"]
-        notes = [f"CUDA libraries from the and-cuda extra of TF {release.version} (read from its wheel)."]
+        extra = release.cuda_extra or "and-cuda"
+        pip = [f"{name}[{extra}]=={release.version}"]
+        notes = [f"CUDA libraries from the {extra} extra of TF {release.version} (read from its wheel): "
+                 + ", ".join(f"{dist}{spec}" for dist, spec in sorted(release.and_cuda.items())) + "."]
         floor = _ptxas_floor(release)
         if floor:
             pip.append(floor)
@@ -95,8 +97,9 @@ def _cuda(release, platform: str) -> str:
 
 
 def choose_conda_cudnn(cuda: str, cudnn: str) -> tables.CondaCudnn | None:
-    """The conda-forge cuDNN for a build: same major, minor >= the compiled one, a build for this
-    CUDA major at or below the build's CUDA; an exact CUDA variant first, then the newest.
+    """The conda-forge cuDNN for a build: same major, minor >= the compiled one, a build that installs
+    with the build's CUDA (its recipe's run pins, ``runs_with``; rows without them: a variant of the
+    same CUDA major at or below the build's); a variant of exactly the build's CUDA first, then the newest.
 
     Where no row has a known build for this CUDA, the newest row of the right major whose CUDA
     variants are unrecorded is taken (its ``unverified`` marks say so; the plan warns).
@@ -104,17 +107,17 @@ def choose_conda_cudnn(cuda: str, cudnn: str) -> tables.CondaCudnn | None:
     need = Version(cudnn)
     cuda_v = Version(cuda)
 
-    def fits(variant: str) -> bool:
-        v = Version(variant)
-        return v.major == cuda_v.major and v.release[:2] <= cuda_v.release[:2]
+    def fits(row: tables.CondaCudnn) -> bool:
+        if row.runs_with:
+            return any(cuda_v in SpecifierSet(spec) for spec in row.runs_with)
+        return any(Version(v).major == cuda_v.major and Version(v).release[:2] <= cuda_v.release[:2] for v in row.cuda)
 
     known, unknown = [], []
     for row in tables.conda_forge().cudnn:
         if row.version.major != need.major or row.version.release[:2] < need.release[:2]:
             continue
-        variants = [v for v in row.cuda if fits(v)]
-        if variants:
-            exact = any(Version(v).release[:2] == cuda_v.release[:2] for v in variants)
+        if row.cuda and fits(row):
+            exact = any(Version(v).release[:2] == cuda_v.release[:2] for v in row.cuda)
             known.append((exact, row.version, row))
         elif not row.cuda:
             unknown.append((row.version, row))

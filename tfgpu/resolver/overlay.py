@@ -1,0 +1,64 @@
+"""The user's release overlay: rows ``tfgpu-install update-data`` fetched from PyPI.
+
+It lives in the user data dir (``tfgpu.paths.data_dir()``), in the same format as the shipped
+``tensorflow.toml``; ``tables.releases()`` adds its rows for versions the shipped data lacks, so
+newer shipped data supersedes it. Reading it is reading a table: nothing here fetches.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+UPDATES_FILE = "tensorflow-updates.toml"
+
+
+@cache
+def updates() -> dict:
+    """The overlay, parsed; {} when there is none."""
+    from tfgpu.paths import data_dir
+
+    path = data_dir() / UPDATES_FILE
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return {}
+    import tomllib
+
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        from tfgpu.errors import OperationError
+
+        raise OperationError("data-overlay-corrupt", f"The release data fetched by update-data ({path}) cannot "
+                             f"be read: {error}.", ["Run `tfgpu-install update-data` again, or delete the file "
+                                                    "to use only the data shipped with tfgpu-install."]) from None
+
+
+def update_rows() -> list[dict]:
+    """The overlay's ``[[release]]`` rows."""
+    return list(updates().get("release", []))
+
+
+def data_status() -> dict:
+    """How current the release data is: the shipped table's date, and the overlay's."""
+    from tfgpu.resolver import tables
+
+    shipped = tables.load_toml("tensorflow.toml")
+    overlay = updates()
+    everything = tables.releases()
+    return {
+        "shipped_generated": shipped.get("generated", ""),
+        "updated": overlay.get("fetched", ""),
+        "updated_from": overlay.get("index", ""),
+        "update_releases": [str(r.version) for r in everything if r.origin == "update"],
+        "newest": str(everything[0].version) if everything else "",
+        "newest_final": next((str(r.version) for r in everything if not r.version.is_prerelease), ""),
+    }
+
+
+def describe_age(status: dict) -> str:
+    """One sentence: how old the data is and where newer releases come from."""
+    text = f"tfgpu-install's release data was generated on {status['shipped_generated'] or 'an unknown date'}"
+    if status["updated"]:
+        text += f" and updated from PyPI on {status['updated']}"
+    return text + f" (newest release known: {status['newest'] or '-'})"
