@@ -139,3 +139,25 @@ class _Running:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def recorded_members(wheel: str, project: str = "tensorflow"):
+    """``read_wheel_members`` of a recorded wheel, served from the recorded ranges only."""
+    from tfgpu.datasource.remote_zip import read_wheel_members
+
+    spans = []
+    with tarfile.open(FIXTURE / "ranges.tar.xz") as tar:
+        for member in tar.getmembers():
+            name, span = member.name.split("/")
+            if name == wheel:
+                start, end = map(int, span.split("-"))
+                spans.append((start, end, tar.extractfile(member).read()))
+    document = json.loads((FIXTURE / "index" / f"{project}.json").read_text("utf-8"))
+    size = next(f["size"] for files in document["releases"].values() for f in files if f["filename"] == wheel)
+
+    def fetch(start: int, end: int) -> bytes:
+        for first, last, data in spans:
+            if first <= start and end <= last:
+                return data[start - first:end - first + 1]
+        raise AssertionError(f"{wheel}: bytes {start}-{end} were not recorded")
+    return read_wheel_members(fetch, size)

@@ -75,3 +75,14 @@ def test_matrix_lists_every_series_and_every_release_with_all():
     assert "windows_x86_64" in row["gpu_platforms"] and row["min_driver_windows"] == "452.39"
     human = tfgpu("matrix")
     assert human.returncode == 0 and "release data was generated on" in human.stderr
+
+
+def test_pre_lets_latest_choose_a_pre_release_and_plan_json_says_so():
+    plain = json.loads(tfgpu("plan", "--tf", "latest", "--json", *TARGET).stdout)
+    pre = json.loads(tfgpu("plan", "--tf", "latest", "--pre", "--json", *TARGET).stdout)
+    assert (plain["tensorflow"], plain["prerelease"]) == ("2.21.0", False)
+    assert (pre["tensorflow"], pre["prerelease"], pre["python"]) == ("2.22.0rc0", True, "3.14")
+    assert "prerelease" in {w["code"] for w in pre["warnings"]}
+    exact = json.loads(tfgpu("plan", "--tf", "2.22.0rc0", "--json", *TARGET).stdout)
+    assert exact["tensorflow"] == "2.22.0rc0"  # an exact pre-release needs no --pre
+    assert "--pre" in tfgpu("plan", "--help").stdout

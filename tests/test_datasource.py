@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import pypifixture
 from tfgpu.datasource import releases, remote_zip, toml_out, wheel_facts
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pypi"
@@ -139,24 +140,7 @@ def test_toml_strings_are_escaped():
 @pytest.fixture(scope="module")
 def members_2_22():
     """read_wheel_members over the recorded ranges of the 2.22.0rc0 Linux wheel."""
-    spans = []
-    with tarfile.open(FIXTURE / "ranges.tar.xz") as tar:
-        for member in tar.getmembers():
-            name, span = member.name.split("/")
-            if name == WHEEL_2_22:
-                start, end = map(int, span.split("-"))
-                spans.append((start, end, tar.extractfile(member).read()))
-    import json
-
-    size = next(f["size"] for f in json.loads((FIXTURE / "index" / "tensorflow.json").read_text())["releases"]["2.22.0rc0"]
-                if f["filename"] == WHEEL_2_22)
-
-    def fetch(start: int, end: int) -> bytes:
-        for first, last, data in spans:
-            if first <= start and end <= last:
-                return data[start - first:end - first + 1]
-        raise AssertionError(f"bytes {start}-{end} were not recorded")
-    return remote_zip.read_wheel_members(fetch, size)
+    return pypifixture.recorded_members(WHEEL_2_22)
 
 
 def test_2_22_build_info_holds_only_the_build_kind(members_2_22):

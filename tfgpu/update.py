@@ -76,6 +76,10 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
     from tfgpu.resolver import tables
     from tfgpu.resolver.overlay import UPDATES_FILE
 
+    if index_url is None and offline:  # the cache holds the answers of the index used last time
+        from tfgpu.resolver.overlay import updates
+
+        index_url = updates().get("index")
     url = _check_index(index_url or DEFAULT_INDEX)
     fetcher = Fetcher(cache_root() / "pypi", refresh_json=not offline, timeout=TIMEOUT_S, retries=2,
                       offline=offline, max_json_bytes=MAX_JSON_BYTES, max_range_bytes=MAX_RANGE_BYTES)

@@ -35,6 +35,9 @@ class Packages:
     """Vendor archives (system mode): NVIDIA's runfile, the cuDNN archive."""
     notes: tuple[str, ...] = ()
     """How these packages were chosen, one sentence each."""
+    cuda_extra: tuple[str, ...] = ()
+    """The CUDA wheels the ``pip`` entry's extra brings, as the wheel's METADATA pins them
+    (``nvidia-cudnn-cu12<10.0,>=9.10.2.21``): the pins the plan relies on, installed through the extra."""
 
     def to_dict(self) -> dict:
         return {key: list(value) for key, value in asdict(self).items()}

@@ -105,6 +105,12 @@ def _gpus(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
     target, caps = ev.target, ev.wheel.compute_capabilities
     if caps:
         reasons.append(f"TF {ev.release.version}'s kernels: compute capability {gpu.describe(caps)}.")
+    if "compute_capabilities" in ev.wheel.unverified:
+        warnings.append(Notice(
+            "unverified-data",
+            f"TF {ev.release.version}'s wheel lists its GPU targets without saying which carry PTX; the plan "
+            "assumes the SASS/PTX split of an older release with the same targets.",
+            "The next tfgpu-install release reads the wheel's fatbins (scripts/regen_tf_data.py) and supersedes this row."))
     if not target.gpu_ccs:
         reasons.append(f"GPU: {target.gpu_source}; pass --gpu-cc to check a GPU's architecture.")
         return

@@ -39,6 +39,24 @@ def update_rows() -> list[dict]:
     return list(updates().get("release", []))
 
 
+def merged(shipped: list) -> list:
+    """``shipped`` releases plus the overlay's for versions ``shipped`` lacks; a pre-release that a final
+    release of its series (at or above its base version) has superseded is dropped."""
+    from packaging.version import Version
+
+    from tfgpu.resolver.tables import release_from_row
+
+    known = {r.version for r in shipped}
+    everything = shipped + [r for r in (release_from_row(row, "update") for row in update_rows())
+                            if r.version not in known]
+    finals = [r.version for r in everything if not r.version.is_prerelease]
+
+    def superseded(v) -> bool:
+        return any(f.release[:2] == v.release[:2] and f >= Version(v.base_version) for f in finals)
+
+    return [r for r in everything if not r.version.is_prerelease or not superseded(r.version)]
+
+
 def data_status() -> dict:
     """How current the release data is: the shipped table's date, and the overlay's."""
     from tfgpu.resolver import tables

@@ -261,22 +261,12 @@ def release_from_row(row: dict, origin: str = "shipped") -> Release:
 
 @cache
 def releases() -> tuple[Release, ...]:
-    """Every TensorFlow 2.x release, newest first: the shipped rows, plus the rows of the user's
-    update overlay for versions the shipped data lacks (newer shipped data supersedes the overlay;
-    a pre-release that a final release of its series has superseded is dropped)."""
-    from tfgpu.resolver.overlay import update_rows
+    """Every TensorFlow 2.x release, newest first: the shipped rows, plus the update overlay's rows for
+    versions the shipped data lacks (``tfgpu.resolver.overlay``: newer shipped data supersedes it)."""
+    from tfgpu.resolver.overlay import merged
 
     shipped = [release_from_row(row) for row in load_toml("tensorflow.toml")["release"]]
-    known = {r.version for r in shipped}
-    fetched = [r for r in (release_from_row(row, "update") for row in update_rows()) if r.version not in known]
-    everything = shipped + fetched
-    finals = [r.version for r in everything if not r.version.is_prerelease]
-
-    def superseded(v: Version) -> bool:  # a final of its series at or above its base version is out
-        return any(f.release[:2] == v.release[:2] and f >= Version(v.base_version) for f in finals)
-
-    out = [r for r in everything if not r.version.is_prerelease or not superseded(r.version)]
-    return tuple(sorted(out, key=lambda r: r.version, reverse=True))
+    return tuple(sorted(merged(shipped), key=lambda r: r.version, reverse=True))
 
 
 @cache
