@@ -116,8 +116,8 @@ def new_gpu_notices(release: tables.Release, wheel: tables.Wheel, cc: str, cover
             "blackwell-xla-ptx",
             f"XLA cannot compile for {sm}: TF {release.version} was built with CUDA {wheel.cuda}, so its XLA emits "
             f"at most PTX ISA {emitted}, whatever ptxas is installed{pinned}, while {sm} needs PTX ISA >= {need}. "
-            f"jit_compile=True, Keras models compiled with jit_compile and XLA auto-clustering abort with "
-            f"\"{error}\".",
+            f"jit_compile=True, Keras models compiled with jit_compile and XLA auto-clustering fail on this GPU "
+            f"(reported with TF 2.22.0.dev: \"{error}\").",
             "Run without XLA: jit_compile=False in model.compile and tf.function, and "
             f"TF_XLA_FLAGS=--tf_xla_auto_jit=0. A newer ptxas does not help. {forward}"))
     return notices

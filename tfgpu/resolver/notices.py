@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from packaging.specifiers import SpecifierSet
+
 from tfgpu.resolver import gpu, tables
 from tfgpu.resolver.drivers import driver_at_least
 from tfgpu.resolver.evaluate import Evaluation
@@ -84,6 +86,13 @@ def _driver(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
         reasons.append(f"No driver minimum is recorded for CUDA {ev.cuda} on {target.os}.")
         return
     reasons.append(need.rule)
+    wsl = tables.cuda_facts()["wsl2_driver"].get(int(ev.cuda.split(".")[0]), {})
+    if target.os == "wsl2" and (not wsl or ev.release.version not in SpecifierSet(wsl.get("docs_cover", ""))):
+        warnings.append(Notice(
+            "unverified-data",
+            f"TensorFlow's docs of TF {ev.release.series}'s time say nothing about WSL2: the plan asks for the "
+            f"Windows driver {need.minimum}, but whether TF {ev.release.version} runs in WSL2 is not recorded.",
+            "Prefer a release whose docs cover WSL2 (TF 2.9 and later)."))
     if target.driver is None:
         warnings.append(Notice(
             "no-driver",
