@@ -111,9 +111,11 @@ class RecordingReader:
         self.image: list[tuple[int, bytes]] = []
 
     def find(self, needle: bytes) -> int | None:
+        """As the wrapped reader's; a search reads nothing the parser keeps."""
         return self.reader.find(needle)
 
     def read(self, n: int) -> bytes:
+        """As the wrapped reader's, keeping the bytes and where they were."""
         at = self.reader.pos
         data = self.reader.read(n)
         self.image.append((at, data))
@@ -185,6 +187,7 @@ class FatbinScanner:
         self.scanned: dict[str, dict] = {}           # wheel file name -> the cache document
 
     def cache_file(self, wheel: WheelFile) -> Path | None:
+        """Where the scan of ``wheel`` is cached (None without a cache dir)."""
         return self.cache_dir / "fatbin" / f"{wheel.filename}.json" if self.cache_dir else None
 
     def __call__(self, wheel: WheelFile, entries: tuple[ZipEntry, ...]) -> ArchScan | None:

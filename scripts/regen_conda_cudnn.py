@@ -52,10 +52,12 @@ HEADER = """\
 
 
 def git(repo: Path, *args: str) -> str:
+    """The output of one git command in ``repo`` (raises on failure)."""
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
 
 
 def show(repo: Path, commit: str, path: str) -> str | None:
+    """A file's text at ``commit``, or None where it does not exist there."""
     done = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:{path}"], capture_output=True, text=True)
     return done.stdout if done.returncode == 0 else None
 
@@ -151,6 +153,7 @@ def variants(repo: Path, commit: str) -> dict[str, set[str]]:
 
 
 def collect(repo: Path, branches: tuple[str, ...]) -> tuple[dict[str, dict], list[str]]:
+    """Per cuDNN version: variants, run ranges, skip rules, first/last commit; and the branch heads read."""
     rows: dict[str, dict] = {}
     heads = []
     for branch in branches:
@@ -178,6 +181,7 @@ def _vkey(text: str) -> tuple[int, ...]:
 
 
 def render(rows: dict[str, dict], heads: list[str]) -> str:
+    """The conda_cudnn.toml text, versions oldest first."""
     date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     lines = [HEADER.format(date=date, heads=", ".join(heads)).rstrip("\n"), f"generated = {toml_value(date)}"]
     for version in sorted(rows, key=_vkey):
@@ -193,6 +197,7 @@ def render(rows: dict[str, dict], heads: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("repo", type=Path, help="a clone of conda-forge/cudnn-feedstock (a bare git dir works)")
     parser.add_argument("--branch", action="append", help=f"release branches (default: {', '.join(BRANCHES)})")

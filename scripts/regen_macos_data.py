@@ -43,12 +43,14 @@ HEADER = """\
 
 
 def version_key(version: str) -> tuple:
+    """PEP 440 order for these projects' versions (releases and a/b/rc pre-releases)."""
     parts = re.match(r"^(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?", version)
     release = tuple(int(p) for p in parts.group(1).split("."))
     return release + (({"a": 0, "b": 1, "rc": 2}[parts.group(2)], int(parts.group(3))) if parts.group(2) else (3, 0))
 
 
 def rows_for(index: Index, project: str) -> list[dict]:
+    """One row per version of ``project`` that has wheels, oldest first."""
     document = index.project(project)
     if document is None:
         raise SourceError(f"{index.project_url(project)}: not found")
@@ -73,6 +75,7 @@ def rows_for(index: Index, project: str) -> list[dict]:
 
 
 def render(rows: list[dict]) -> str:
+    """The macos_wheels.toml text."""
     date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     lines = [HEADER.format(date=date).rstrip("\n"), f"generated = {toml_value(date)}"]
     for row in rows:
@@ -81,6 +84,7 @@ def render(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--index-url", default="https://pypi.org/pypi")
