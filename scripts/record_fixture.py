@@ -9,12 +9,18 @@ Runs ``regen_tf_data.run`` against the real index for the given versions and sto
   releases the script must skip). File URLs are rewritten to ``/files/<filename>``, which a
   local test server resolves against its own address.
 * ``ranges.tar.xz``: every byte range fetched, as members ``<filename>/<start>-<end>``
-  (inclusive bounds). One solid xz archive, because the central directories of the wheels
-  of one release share most of their file names: that keeps the fixture well under 1 MB.
+  (inclusive bounds), except the data of GPU kernels libraries that scripts/fatbin.py streams:
+  hundreds of MB per wheel, of which the parser needs only the fatbin headers.
+* ``fatbin.tar.xz``: for each such library, ``<filename>/scan.json`` (the member, where its data
+  starts in the wheel, its inflated size, what the scan found) and ``<filename>/<offset>`` for
+  every piece of the inflated member the parser read: a sparse image the test server deflates
+  and serves in place of the member's data.
 
-Example::
+Both archives are solid xz: the central directories of one release's wheels share most of their
+file names, and fatbin headers repeat. Example::
 
-    python scripts/record_fixture.py 2.0.0 2.14.1 --also-list 2.14.0rc1 1.15.5 --cache /tmp/tfdata-cache
+    python scripts/record_fixture.py 2.0.0 2.14.1 2.22.0rc0 --also-list 2.14.0rc1 1.15.5 \\
+        --linux-only 2.22.0rc0 --cache /tmp/tfdata-cache
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE.parent / "tests" / "fixtures" / "pypi"
 RANGES_ARCHIVE = "ranges.tar.xz"
+FATBIN_ARCHIVE = "fatbin.tar.xz"
 
 
 def load_regen():
@@ -46,18 +53,28 @@ def load_regen():
 
 
 regen = load_regen()
+import fatbin  # noqa: E402 (regen_tf_data put scripts/ on sys.path)
 
 
 class RecordingFetcher(regen.Fetcher):
-    """A Fetcher that remembers every JSON document and byte range it returned."""
+    """A Fetcher that remembers every JSON document and byte range it returned.
 
-    def __init__(self, *args, **kwargs) -> None:
+    ``linux_only`` versions keep only their Linux x86_64 files in the tensorflow listing (the run
+    then reads one wheel of theirs, which keeps the fixture small)."""
+
+    def __init__(self, *args, linux_only: set[str] = frozenset(), **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.linux_only = linux_only
         self.documents: dict[str, dict | None] = {}
         self.ranges: dict[tuple[str, int, int], bytes] = {}
 
     def json(self, url: str) -> dict | None:
         document = super().json(url)
+        if document and url.rstrip("/").endswith("/tensorflow/json"):
+            releases = document.get("releases", {})
+            for version in self.linux_only & set(releases):
+                releases[version] = [f for f in releases[version] if f["filename"].endswith("_x86_64.whl")
+                                     and "manylinux" in f["filename"]]
         self.documents[url] = document
         return document
 
@@ -77,7 +94,14 @@ def trim(document: dict, versions: set[str]) -> dict:
     return {"info": info, "releases": releases}
 
 
-def write_fixture(fetcher: RecordingFetcher, out: Path, versions: set[str], also_list: set[str]) -> None:
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    member = tarfile.TarInfo(name)
+    member.size, member.mode = len(data), 0o644  # mtime 0, no owner: reproducible
+    tar.addfile(member, io.BytesIO(data))
+
+
+def write_fixture(fetcher: RecordingFetcher, scanned: dict[str, dict], out: Path, versions: set[str],
+                  also_list: set[str]) -> None:
     shutil.rmtree(out / "index", ignore_errors=True)
     for url, document in sorted(fetcher.documents.items()):
         if document is None:
@@ -91,9 +115,13 @@ def write_fixture(fetcher: RecordingFetcher, out: Path, versions: set[str], also
     with tarfile.open(out / RANGES_ARCHIVE, "w:xz", preset=preset, format=tarfile.USTAR_FORMAT) as tar:
         for (url, start, end), data in sorted(fetcher.ranges.items()):
             filename = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
-            member = tarfile.TarInfo(f"{filename}/{start}-{end}")
-            member.size, member.mode = len(data), 0o644  # mtime 0, no owner: reproducible
-            tar.addfile(member, io.BytesIO(data))
+            _add(tar, f"{filename}/{start}-{end}", data)
+    with tarfile.open(out / FATBIN_ARCHIVE, "w:xz", preset=preset, format=tarfile.USTAR_FORMAT) as tar:
+        for filename, document in sorted(scanned.items()):
+            about = {k: document[k] for k in ("member", "data_start", "inflated_size", "found")}
+            _add(tar, f"{filename}/scan.json", json.dumps(about, sort_keys=True).encode())
+            for offset, hex_data in document["image"]:
+                _add(tar, f"{filename}/{offset}", bytes.fromhex(hex_data))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,21 +132,24 @@ def main(argv: list[str] | None = None) -> int:
                         help="versions kept in the tensorflow listing without their wheels being read")
     parser.add_argument("--index-url", default=regen.DEFAULT_INDEX)
     parser.add_argument("--cache", type=Path, help="cache directory, as for regen_tf_data.py")
+    parser.add_argument("--linux-only", nargs="*", default=[], metavar="VERSION",
+                        help="versions recorded with their Linux x86_64 wheels only")
     args = parser.parse_args(argv)
 
-    fetcher = RecordingFetcher(args.cache)
+    fetcher = RecordingFetcher(args.cache, linux_only=set(args.linux_only))
+    scanner = fatbin.FatbinScanner(fetcher, args.cache, regen.log, bulk_fetcher=regen.Fetcher(args.cache))
     with tempfile.TemporaryDirectory() as tmp:
         run_args = argparse.Namespace(out=Path(tmp) / "tensorflow.toml", index_url=args.index_url,
-                                      only=args.versions, jobs=regen.MAX_JOBS)
+                                      only=args.versions, jobs=regen.MAX_JOBS, cache=args.cache)
         try:
-            regen.run(run_args, fetcher)
+            regen.run(run_args, fetcher, scanner=scanner)
         except regen.RegenError as exc:
             regen.log(f"error: {exc}")
             return 1
-    write_fixture(fetcher, args.out, set(args.versions), set(args.also_list))
+    write_fixture(fetcher, scanner.scanned, args.out, set(args.versions), set(args.also_list))
     size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
-    regen.log(f"recorded {len(fetcher.documents)} documents and {len(fetcher.ranges)} ranges "
-              f"into {args.out} ({size / 1e6:.2f} MB on disk)")
+    regen.log(f"recorded {len(fetcher.documents)} documents, {len(fetcher.ranges)} ranges and "
+              f"{len(scanner.scanned)} fatbin images into {args.out} ({size / 1e6:.2f} MB on disk)")
     return 0
 
 

@@ -6,11 +6,16 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 import wheelhouse
+
+# Every plan reads the release rows `tfgpu-install update-data` stored in the user's data dir: the
+# tests must not see what was fetched on this machine (subprocesses inherit this too).
+os.environ.setdefault("TFGPU_USER_DATA_DIR", tempfile.mkdtemp(prefix="tfgpu-test-data-"))
 
 
 @pytest.fixture(scope="session")
@@ -71,7 +76,8 @@ def lock_channel(tmp_path_factory) -> Path:
             condachannel.Package("python", "3.10.13", "h0000000_0", subdir=subdir, files=metadata_only),
             condachannel.Package("cudatoolkit", "11.2.2", "h0000000_13", subdir=subdir, constrains=["__cuda >=11"],
                                  files=metadata_only),
-            condachannel.Package("cudnn", "8.9.1.23", "cuda112h0000000_0", subdir=subdir,
+            # conda-forge's newest cudnn with a CUDA 11.2 build (cudnn-feedstock history: conda_cudnn.toml)
+            condachannel.Package("cudnn", "8.8.0.121", "cuda112h0000000_0", subdir=subdir,
                                  depends=["cudatoolkit 11.*"], files=metadata_only)]
     return condachannel.build_channel(tmp_path_factory.mktemp("lock-channel"), packages)
 

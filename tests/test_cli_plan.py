@@ -65,9 +65,24 @@ def test_rejected_releases_are_explained():
 
 
 def test_matrix_lists_every_series_and_every_release_with_all():
-    per_series = json.loads(tfgpu("matrix", "--json").stdout)["releases"]
+    document = json.loads(tfgpu("matrix", "--json").stdout)
+    per_series = document["releases"]
     everything = json.loads(tfgpu("matrix", "--all", "--json").stdout)["releases"]
-    assert len(per_series) == 22 and len(everything) > len(per_series)
+    assert len(per_series) == 23 and len(everything) > len(per_series)
+    assert [r["tensorflow"] for r in per_series if r["prerelease"]] == ["2.22.0rc0"]
+    assert document["data"]["shipped_generated"] and document["data"]["newest"] == "2.22.0rc0"
     row = next(r for r in per_series if r["tensorflow"] == "2.10.1")
     assert "windows_x86_64" in row["gpu_platforms"] and row["min_driver_windows"] == "452.39"
-    assert tfgpu("matrix").returncode == 0
+    human = tfgpu("matrix")
+    assert human.returncode == 0 and "release data was generated on" in human.stderr
+
+
+def test_pre_lets_latest_choose_a_pre_release_and_plan_json_says_so():
+    plain = json.loads(tfgpu("plan", "--tf", "latest", "--json", *TARGET).stdout)
+    pre = json.loads(tfgpu("plan", "--tf", "latest", "--pre", "--json", *TARGET).stdout)
+    assert (plain["tensorflow"], plain["prerelease"]) == ("2.21.0", False)
+    assert (pre["tensorflow"], pre["prerelease"], pre["python"]) == ("2.22.0rc0", True, "3.14")
+    assert "prerelease" in {w["code"] for w in pre["warnings"]}
+    exact = json.loads(tfgpu("plan", "--tf", "2.22.0rc0", "--json", *TARGET).stdout)
+    assert exact["tensorflow"] == "2.22.0rc0"  # an exact pre-release needs no --pre
+    assert "--pre" in tfgpu("plan", "--help").stdout

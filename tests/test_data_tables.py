@@ -1,6 +1,7 @@
 """Structural invariants of the compatibility tables in tfgpu/data/.
 
-Covers sources.toml, cuda.toml, conda_forge.toml, metal.toml and windows.toml: they parse,
+Covers sources.toml, cuda.toml, conda_forge.toml (+ the generated conda_cudnn.toml), metal.toml
+(+ the generated macos_wheels.toml), windows.toml and ptx.toml: they parse,
 every row/table cites sources that exist, and the values have the shapes the resolver
 relies on. The facts themselves come from the shared compat-facts reference.
 """
@@ -16,7 +17,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 DATA = files("tfgpu.data")  # the installed package's data, so the wheel test checks what ships
-TABLES = ["cuda.toml", "conda_forge.toml", "metal.toml", "windows.toml"]
+TABLES = ["cuda.toml", "conda_forge.toml", "conda_cudnn.toml", "metal.toml", "macos_wheels.toml", "windows.toml",
+          "ptx.toml"]
 ALL_FILES = ["sources.toml", *TABLES]
 
 DOTTED = re.compile(r"^\d+(\.\d+)*$")
@@ -74,6 +76,8 @@ def test_every_row_has_known_sources(name, sources):
     doc = load(name)
     # every top-level table, and every row of every array of tables, carries source
     for key, value in doc.items():
+        if key == "generated":  # the date a generated table was written
+            continue
         rows = value if isinstance(value, list) else [value]
         for i, row in enumerate(rows):
             assert isinstance(row, dict), (name, key)
@@ -197,11 +201,14 @@ def test_conda_forge_versions():
     for mm, full in doc["cudatoolkit"]["exact"].items():
         assert mm in ctk and full.startswith(mm + "."), (mm, full)
     assert not set(doc["cuda_version"]["unverified_versions"]) & set(cv)
-    cudnn = [Version(r["version"]) for r in doc["cudnn"]]
+    rows = load("conda_cudnn.toml")["cudnn"]
+    cudnn = [Version(r["version"]) for r in rows]
     assert cudnn == sorted(cudnn) and len(set(cudnn)) == len(cudnn)
-    for r in doc["cudnn"]:
-        if not r["cuda"]:
-            assert "cuda" in r["unverified"], r["version"]
+    for r in rows:  # every version has its variants and the CUDA ranges its builds install with
+        assert r["cuda"] and r["runs_with"], r["version"]
+        for spec in r["runs_with"]:
+            assert any(Version(v) in SpecifierSet(spec) for v in r["cuda"]), (r["version"], spec)
+        assert r["first"] and r["last"] and r["source"] == ["CF-CUDNN"]
     seen = []
     for r in doc["tensorflow"]:
         assert r["versions"] and r["cuda"]
@@ -222,7 +229,7 @@ def test_metal_specifiers():
         Version(r["metal"])
         Version(r["macos"])
         assert r["package"] in ("tensorflow", "tensorflow-macos")
-        assert isinstance(r["x86_64"], bool)
+        assert "python" not in r and "x86_64" not in r  # those come from the wheels (macos_wheels.toml)
         specs.append(spec)
     # rows do not overlap: each TF minor maps to at most one metal version
     for minor in range(0, 30):
@@ -242,3 +249,33 @@ def test_windows_releases():
     for r in doc["release"]:
         assert r["python"] and all(is_dotted(p) for p in r["python"])
         assert is_dotted(r["cuda"]) and is_dotted(r["cudnn"])
+
+
+def test_every_metal_pin_is_a_version_pypi_has():
+    wheels = {(r["project"], r["version"]): r for r in load("macos_wheels.toml")["wheels"]}
+    for r in load("metal.toml")["metal"]:
+        row = wheels[("tensorflow-metal", r["metal"])]
+        assert row["macos_arm64"], r["metal"]
+
+
+# --- ptx.toml ----------------------------------------------------------------------------------
+
+
+def test_ptx_targets():
+    doc = load("ptx.toml")
+    ccs = [Version(r["cc"]) for r in doc["target"]]
+    assert ccs == sorted(ccs)
+    for r in doc["target"]:
+        assert Version(r["min_ptx_isa"]) >= Version("8.6"), r["cc"]
+    for cuda, isa in doc["xla"]["cuda_to_ptx_isa"].items():
+        Version(cuda), Version(isa)
+    for r in doc["jit_report"]:
+        SpecifierSet(r["tensorflow"]), SpecifierSet(r["cc"])
+        assert all(Version(v) in SpecifierSet(r["tensorflow"]) or v.count(".") == 1 for v in r["reported"])
+
+
+def test_wsl2_driver_floors_per_cuda_major():
+    rows = {r["cuda_major"]: r for r in load("cuda.toml")["wsl2_driver"]}
+    assert set(rows) == {11, 12}
+    for r in rows.values():
+        assert is_dotted(r["min_driver"]) and r["source"]

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+import pypifixture
+
 import wheelhouse
 from envtree import RUNPATH_2_16_1, RUNPATH_FULL, make_env
 from tfgpu.detect import probe
@@ -151,6 +153,35 @@ def test_gpu_architecture_against_the_wheel(tmp_path, cc, status):
     assert finding.status == status
     if status == "warn":
         assert "CUDA_CACHE_MAXSIZE" in finding.fix
+
+
+def _tf_2_22_env(root, cudnn_version: int):
+    """An env laid out like TF 2.22.0rc0's wheel: its recorded build_info.py (is_cuda_build only) and
+    the two headers, at the paths the wheel installs them."""
+    members = pypifixture.recorded_members("tensorflow-2.22.0rc0-cp314-cp314-manylinux_2_27_x86_64.whl")
+    env = make_env(root, tf_version="2.22.0rc0", python="3.12", cudnn_version=cudnn_version)
+    tf = env / "lib" / "python3.12" / "site-packages" / "tensorflow"
+    (tf / "python" / "platform" / "build_info.py").write_text(members.build_info)
+    for path, text in (("include/third_party/gpus/cuda/cuda_config.h", members.cuda_config),
+                       ("include/third_party/gpus/cudnn/include/cudnn_version.h", members.cudnn_version)):
+        (tf / path).parent.mkdir(parents=True, exist_ok=True)
+        (tf / path).write_text(text)
+    return env
+
+
+def test_tf_2_22_cuda_facts_come_from_the_headers(tmp_path):
+    by_id = findings(run_doctor(_tf_2_22_env(tmp_path / "env", 91500), host=gpu_host(), environ=CLEAN))
+    build = by_id["tf.cuda-build"]
+    assert build.status == "ok" and build.title == "CUDA build: CUDA 12.5.1, cuDNN 9"
+    assert "tensorflow/include/third_party/gpus/cuda/cuda_config.h" in build.evidence[0]
+    assert by_id["cudnn.version"].status == "ok" and by_id["cudnn.version"].title == "cuDNN 9.15.0 >= 9.10 (same major)"
+    assert "its cudnn_version.h" in by_id["cudnn.version"].evidence[1]
+    assert by_id["gpu.arch"].status == "ok"  # the H200 host: sm_90 from tfgpu's row for 2.22.0rc0
+
+
+def test_tf_2_22_with_a_cudnn_older_than_its_header(tmp_path):
+    finding = findings(run_doctor(_tf_2_22_env(tmp_path / "env", 90300), host=gpu_host(), environ=CLEAN))["cudnn.version"]
+    assert finding.status == "fail" and "9.3.0 is older than the 9.10" in finding.title
 
 
 def test_no_driver_is_a_failure_with_every_source_as_evidence(tmp_path):

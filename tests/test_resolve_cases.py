@@ -28,7 +28,7 @@ def test_case(case):
     packages = plan["packages"]
     warning_codes = {w["code"] for w in plan["warnings"]}
     rejected = {r["tensorflow"] for r in plan["rejected"]}
-    for kind in ("pip", "conda"):
+    for kind in ("pip", "conda", "cuda_extra"):
         for item in case.get(f"{kind}_contains", []):
             assert item in packages[kind], (item, packages[kind])
         for prefix in case.get(f"{kind}_excludes_prefix", []):

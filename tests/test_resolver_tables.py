@@ -25,10 +25,15 @@ def linux(release, **extra):
 
 def test_every_tf2_release_is_known():
     versions = {str(r.version) for r in RELEASES}
-    series = {f"2.{minor}" for minor in range(22)}
+    series = {f"2.{minor}" for minor in range(23)}
     assert {r.series for r in RELEASES} == series
-    assert "2.0.0" in versions and "2.21.0" in versions and "2.15.0.post1" in versions
-    assert not [v for v in versions if Version(v).is_prerelease]
+    assert {"2.0.0", "2.21.0", "2.15.0.post1", "2.22.0rc0"} <= versions
+    # pre-releases are rows marked as such, and only until a final of their series supersedes them
+    assert [str(r.version) for r in RELEASES if r.prerelease] == [v for v in versions if Version(v).is_prerelease]
+    for release in RELEASES:
+        if release.prerelease:
+            assert not [r for r in RELEASES if not r.prerelease and r.series == release.series
+                        and r.version >= Version(release.version.base_version)]
 
 
 @pytest.mark.parametrize("release", LINUX_GPU, ids=IDS)
@@ -46,7 +51,10 @@ def test_every_linux_release_has_a_gpu_plan(release):
 @pytest.mark.parametrize("release", LINUX_GPU, ids=IDS)
 def test_series_table_agrees_with_the_wheels(release):
     """TensorFlow's docs table and the wheel's build_info name the same CUDA and cuDNN major."""
-    series = tables.series()[release.series]
+    series = tables.series().get(release.series)
+    if series is None:  # TensorFlow publishes its tested configuration with the final release
+        assert release.prerelease
+        pytest.skip(f"no tested configuration published for {release.series} yet")
     wheel = release.wheels["linux_x86_64"]
     assert Version(series.cudnn).major == Version(wheel.cudnn).major
     built = Version(wheel.cuda)

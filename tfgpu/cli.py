@@ -16,7 +16,7 @@ from pathlib import Path
 from tfgpu import __version__
 from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
 
-COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "remove")
+COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "remove", "update-data")
 ENGINES = {"uv": "pip", "pip": "pip", "rattler": "conda", "conda": "conda", "mamba": "conda",
            "micromamba": "conda"}
 
@@ -39,6 +39,8 @@ def _selectors(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--arch", help="x86_64 or aarch64 (default: this machine's)")
     group.add_argument("--driver", metavar="VER", help="NVIDIA driver version, e.g. 535.104.05 (default: detected)")
     group.add_argument("--gpu-cc", metavar="X.Y", help="GPU compute capability, e.g. 8.6 (default: detected)")
+    group.add_argument("--pre", action="store_true", help="let latest and ranges choose pre-releases (an exact "
+                                                          "one such as 2.22.0rc0 always resolves)")
     group.add_argument("--no-detect", action="store_true", help="do not look at this machine at all")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
@@ -107,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--all", action="store_true", help="every patch release, not only the newest per series")
     matrix.add_argument("--json", action="store_true")
 
+    update = sub.add_parser("update-data", help="fetch TensorFlow releases published since this tool's data")
+    update.add_argument("--offline", action="store_true", help="use only cached answers; never fetch")
+    update.add_argument("--index", metavar="URL", help="PyPI JSON API root (default: https://pypi.org/pypi)")
+    update.add_argument("--json", action="store_true")
+
     remove = sub.add_parser("remove", help="delete an environment tfgpu-install created")
     _env_location(remove, required=True)
     remove.add_argument("--json", action="store_true")
@@ -153,7 +160,7 @@ def _resolve(args: argparse.Namespace):
     from tfgpu.resolver import make_request, resolve
 
     request = make_request(tf=args.tf, mode=args.mode, python=args.python, os=args.os, arch=args.arch,
-                           driver=args.driver, gpu_cc=args.gpu_cc)
+                           driver=args.driver, gpu_cc=args.gpu_cc, pre=getattr(args, "pre", False))
     host = None
     if not args.no_detect:
         from tfgpu.detect import probe
@@ -183,8 +190,18 @@ def run(args: argparse.Namespace) -> int:
     if command == "matrix":
         from tfgpu.resolver.matrix import matrix
 
-        rows = matrix(all_releases=args.all)
-        _emit(args, {"releases": rows}, lambda: _render().matrix(rows))
+        from tfgpu.resolver.overlay import data_status, describe_age
+
+        rows, status = matrix(all_releases=args.all), data_status()
+        _emit(args, {"releases": rows, "data": status},
+              lambda: (_render().matrix(rows), _render().note(describe_age(status) + "; `tfgpu-install update-data` "
+                                                               "fetches newer releases.")))
+        return 0
+    if command == "update-data":
+        from tfgpu.update import update_data
+
+        report = update_data(offline=args.offline, index_url=args.index)
+        _emit(args, report, lambda: _render().note(report["summary"]))
         return 0
     if command == "create":
         _check_create(args)

@@ -16,6 +16,17 @@ def cache_root() -> Path:
     return Path(user_cache_dir("tfgpu-install"))
 
 
+def data_dir() -> Path:
+    """The user's own data: release rows fetched by ``tfgpu-install update-data``.
+    ``TFGPU_USER_DATA_DIR`` overrides (tests, CI)."""
+    override = os.environ.get("TFGPU_USER_DATA_DIR")
+    if override:
+        return Path(override)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("tfgpu-install")) / "data"
+
+
 def log_dir() -> Path:
     """One log file per operation, with every command and its whole output."""
     override = os.environ.get("TFGPU_LOG_DIR")

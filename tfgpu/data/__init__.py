@@ -70,12 +70,13 @@ def _tables() -> dict[str, dict]:
     found = _read_cache(cached, set(sources))
     if found is not None:
         return found
-    parsed = {name: _parse(name, raw, where[name]) for name, raw in sources.items()}
+    parsed = {name: parse(name, raw, where[name]) for name, raw in sources.items()}
     _write_cache(cached, parsed)
     return parsed
 
 
-def _parse(name: str, raw: bytes, where: str) -> dict:
+def parse(name: str, raw: bytes, where: str) -> dict:
+    """One table's bytes, decoded, parsed and checked against its schema (``bad-data`` naming ``where``)."""
     import tomllib
 
     from tfgpu.data import schema

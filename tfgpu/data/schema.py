@@ -180,12 +180,14 @@ def opt(spec):
 WHEEL = Table({"python": List(Str(r"[0-9]+\.[0-9]+")), "platform_tag": opt(Str("line")),
                "cuda_build": Bool(), "cuda": opt(Str("version")), "cudnn": opt(Str("version")),
                "compute_capabilities": List(Str(r"(sm|compute)_[0-9]{2,3}[a-z]?|[0-9]+\.[0-9]+")),
-               "shim_for": opt(Str("line")), "wheel": opt(Str("line"))})
+               "shim_for": opt(Str("line")), "wheel": opt(Str("line")), "cudnn_compiled": opt(Str("version")),
+               "ptx_isa": opt(Str(r"[0-9]+\.[0-9]+")), "source": SOURCES, "unverified": List(Str("line"))})
 SCHEMAS: dict[str, Table] = {
     "tensorflow.toml": Table({"release": Rows(Table({
         "version": Str("version", blank=False), "uploaded": opt(Str("line")), "requires_python": opt(Str("specifier")),
-        "gpu_package": opt(Str(r"[A-Za-z0-9._-]+")), "numpy": opt(Str("line")),
-        "and_cuda": Map(Str("specifier")), "wheels": Map(WHEEL), "source": SOURCES}))}),
+        "gpu_package": opt(Str(r"[A-Za-z0-9._-]+")), "numpy": opt(Str("line")), "prerelease": Bool(),
+        "cuda_extra": opt(Str(r"[a-z0-9-]*")), "and_cuda": Map(Str("specifier")), "wheels": Map(WHEEL),
+        "source": SOURCES}))}),
     "tensorflow_series.toml": Table({"series": Rows(Table({
         "series": Str(r"[0-9]+\.[0-9]+", blank=False), "python": Str("line"), "compiler": Str("line"),
         "bazel": Str("line"), "cuda": Str("line"), "cudnn": Str("line"), **_OPT}))}),
@@ -200,7 +202,8 @@ SCHEMAS: dict[str, Table] = {
             "md5": opt(Str(r"[0-9a-f]{32}")), "sha256": opt(Str(r"[0-9a-f]{64}")), **_OPT})),
         "mvc": Rows(Table({"cuda_major": Int(), "mvc": Bool(), "linux": opt(Str(DRIVER)), "windows": opt(Str(DRIVER)),
                            **_OPT}), required=False),
-        "wsl2": Table({"min_driver": opt(Str(DRIVER))}, required=False)}),
+        "wsl2": Table({"min_driver": opt(Str(DRIVER))}, required=False),
+        "wsl2_driver": Rows(Table({"cuda_major": Int(), "min_driver": Str(DRIVER), **_OPT}), required=False)}),
     "cudnn_archives.toml": Table({"archive": Rows(Table({
         "version": Str("version", blank=False), "cuda_major": Int(), "cuda_min": opt(Str("line")),
         "cuda_max": opt(Str("line")), "platform": opt(Str(r"[a-z0-9_]+")), "filename": Str(r"[A-Za-z0-9._+-]+"),
@@ -220,8 +223,18 @@ SCHEMAS: dict[str, Table] = {
         "cudatoolkit": Table({"versions": List(Str("version"), required=True)}),
         "cuda_version": Table({"versions": List(Str("version"), required=True)}),
         "cuda12_packages": Table({"names": List(Str(r"[a-z0-9._-]+"), required=True)}),
-        "cudnn": Rows(Table({"version": Str("version", blank=False), "cuda": List(Str("version")), **_OPT})),
         "tensorflow": Rows(Table({"versions": List(Str("version")), "cuda": List(Str("version"))}), required=False)}),
+    "conda_cudnn.toml": Table({"cudnn": Rows(Table({
+        "version": Str("version", blank=False), "cuda": List(Str("version")), "cuda_win": List(Str("version")),
+        "runs_with": List(Str("line")), "skip": List(Str("line")), "source": SOURCES}))}),
+    "ptx.toml": Table({"target": Rows(Table({"cc": Str(r"[0-9]+\.[0-9]+"), "min_ptx_isa": Str(r"[0-9]+\.[0-9]+"),
+                                             "name": opt(Str("line")), "source": SOURCES})),
+                       "xla": Table({"cuda_to_ptx_isa": Map(Str(r"[0-9]+\.[0-9]+")), "rule": opt(Str("line")),
+                                     "error": opt(Str("line"))}, required=False)}),
+    "macos_wheels.toml": Table({"wheels": Rows(Table({
+        "project": Str(r"[A-Za-z0-9._-]+", blank=False), "version": Str("version", blank=False),
+        "prerelease": Bool(), "yanked": Bool(), "macos_x86_64": List(Str(r"[0-9]+\.[0-9]+")),
+        "macos_arm64": List(Str(r"[0-9]+\.[0-9]+")), "source": SOURCES}))}),
     "pip_cuda.toml": Table({"set": Rows(Table({
         "tensorflow": Str("specifier"), "cuda": Str("version"), "cudnn": Str("version"),
         "packages": List(Str(r"[A-Za-z0-9][A-Za-z0-9._\[\],-]*(==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_,<>=-]+"), required=True),

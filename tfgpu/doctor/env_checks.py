@@ -54,13 +54,27 @@ def cuda_build(env, host) -> list[Finding]:
                              "use NVIDIA's NGC TensorFlow container.",
                              f"build_info.py: is_cuda_build={info.get('is_cuda_build')!r}"))
     else:
+        where = sorted({env.build_sources.get(k, "") for k in ("cuda_version", "cudnn_version")} - {""})
         findings.append(ok("tf.cuda-build", f"CUDA build: CUDA {info.get('cuda_version')}, cuDNN {info.get('cudnn_version')}",
-                           "read from tensorflow/python/platform/build_info.py"))
+                           "read from " + (" and ".join(where) or "tensorflow/python/platform/build_info.py")))
     return findings
 
 
-def gpu_architectures(env, host) -> list[Finding]:
+def wheel_capabilities(env) -> tuple[tuple[str, ...], str]:
+    """The wheel's compute capabilities in TF's notation, and where they were read: build_info.py, else
+    (TF 2.22+, whose cuda_config.h lists bare numbers) tfgpu's row for this release, read from its fatbins."""
     caps = tuple(env.build_info.get("cuda_compute_capabilities") or ())
+    if caps:
+        return caps, "build_info.py"
+    release = release_of(env.tf_version)
+    wheel = release.wheels.get("linux_x86_64") if release else None
+    if wheel and wheel.compute_capabilities and env.header_capabilities:
+        return wheel.compute_capabilities, "tfgpu's data for this release (cuda_config.h lists no SASS/PTX kinds)"
+    return (), ""
+
+
+def gpu_architectures(env, host) -> list[Finding]:
+    caps, _ = wheel_capabilities(env)
     if not host.gpus:
         return [skip("gpu.arch", "No GPU detected to compare with the wheel's architectures")]
     if not caps:
@@ -115,16 +129,19 @@ def _loader_fix(env) -> str:
 def cudnn_version(env, resolved: list[Resolved]) -> list[Finding]:
     lib = next((r for r in resolved if r.name == "cudnn"), None)
     series = tables.series().get(".".join((env.tf_version or "0.0").split(".")[:2]))
-    if lib is None or not lib.version or series is None:
+    # The env's own cudnn_version.h (TF 2.21+) is the compiled version; else TF's tested-configurations table.
+    compiled = ".".join(env.cudnn_compiled.split(".")[:2]) if env.cudnn_compiled else (series.cudnn if series else None)
+    if lib is None or not lib.version or compiled is None:
         return [skip("cudnn.version", "cuDNN version or TensorFlow's compiled cuDNN unknown")]
-    have, need = Version(lib.version), Version(series.cudnn)
-    evidence = (f"loaded {lib.path}: cuDNN {lib.version}", f"TF {env.tf_version} was built with cuDNN {series.cudnn}")
+    have, need = Version(lib.version), Version(compiled)
+    evidence = (f"loaded {lib.path}: cuDNN {lib.version}", f"TF {env.tf_version} was built with cuDNN {compiled}"
+                + (" (its cudnn_version.h)" if env.cudnn_compiled else ""))
     if have.major != need.major or have.release[:2] < need.release[:2]:
-        return [fail("cudnn.version", f"cuDNN {lib.version} is older than the {series.cudnn} TF was built with",
-                     f"Install cuDNN {need.major}.x >= {series.cudnn} in the env, e.g. `uv pip install --python "
-                     f"{env.python} 'nvidia-cudnn-cu12>={series.cudnn}'`, and remove the older copy from the "
+        return [fail("cudnn.version", f"cuDNN {lib.version} is older than the {compiled} TF was built with",
+                     f"Install cuDNN {need.major}.x >= {compiled} in the env, e.g. `uv pip install --python "
+                     f"{env.python} 'nvidia-cudnn-cu12>={compiled}'`, and remove the older copy from the "
                      "loader path.", *evidence)]
-    return [ok("cudnn.version", f"cuDNN {lib.version} >= {series.cudnn} (same major)", *evidence)]
+    return [ok("cudnn.version", f"cuDNN {lib.version} >= {compiled} (same major)", *evidence)]
 
 
 def shadowing(env, resolved: list[Resolved]) -> list[Finding]:

@@ -2,8 +2,10 @@
 
 The env is found from ``--prefix``/``--name`` (its root) or ``--python`` (asked once for its
 prefix and site-packages). TensorFlow's version comes from its dist-info, its CUDA configuration
-from ``build_info.py`` (parsed with ``ast``), its loader search path from the RUNPATH of
-``libtensorflow_framework.so.2``.
+from ``build_info.py`` (parsed with ``ast``), and, for what build_info.py no longer records (TF 2.22
+keeps only ``is_cuda_build`` there), from the headers TensorFlow ships: ``cuda_config.h`` and
+``cudnn_version.h`` under ``tensorflow/include/third_party/gpus/``. Its loader search path comes from
+the RUNPATH of ``libtensorflow_framework.so.2``.
 """
 
 from __future__ import annotations
@@ -36,12 +38,19 @@ class EnvFacts:
     hook: Path | None = None
     activation: Path | None = None
     marker: dict | None = None
+    build_sources: dict = field(default_factory=dict)
+    """Which file each build fact came from (``cuda_version`` -> ``.../cuda_config.h``)."""
+    cudnn_compiled: str | None = None
+    """The cuDNN of the shipped ``cudnn_version.h`` ("9.10.0"), where there is one."""
+    header_capabilities: tuple[str, ...] = ()
+    """Compute capabilities as ``cuda_config.h`` lists them ("6.0", ...; no SASS/PTX kinds)."""
 
     def to_dict(self) -> dict:
         return {"root": str(self.root), "python": str(self.python), "python_version": self.python_version,
                 "site_packages": str(self.site_packages) if self.site_packages else None,
                 "tensorflow": self.tf_version, "distribution": self.tf_distribution,
-                "build_info": self.build_info, "load_hook": bool(self.hook), "activation": bool(self.activation)}
+                "build_info": self.build_info, "build_sources": self.build_sources,
+                "cudnn_compiled": self.cudnn_compiled, "load_hook": bool(self.hook), "activation": bool(self.activation)}
 
 
 def parse_build_info(text: str) -> dict:
@@ -72,6 +81,31 @@ def parse_build_info(text: str) -> dict:
     if "cudnn_version" not in found and "cudnn_version_number" in found:
         found["cudnn_version"] = found["cudnn_version_number"]
     return found
+
+
+CUDA_CONFIG_H = ("tensorflow/include/third_party/gpus/cuda/cuda_config.h",
+                 "tensorflow/include/external/local_config_cuda/cuda/cuda/cuda_config.h")
+CUDNN_VERSION_H = ("tensorflow/include/third_party/gpus/cudnn/include/cudnn_version.h",
+                   "tensorflow/include/external/cuda_cudnn/include/cudnn_version.h")
+
+
+def read_headers(facts: EnvFacts, site: Path) -> None:
+    """Fill what build_info.py lacks from cuda_config.h, and the compiled cuDNN from cudnn_version.h."""
+    config_path = next((c for c in CUDA_CONFIG_H if (site / c).is_file()), None)
+    cudnn_path = next((c for c in CUDNN_VERSION_H if (site / c).is_file()), None)
+    if config_path is None and cudnn_path is None:
+        return
+    from tfgpu.datasource.wheel_facts import parse_cuda_config, parse_cudnn_version
+
+    if config_path is not None and facts.build_info.get("is_cuda_build"):
+        config = parse_cuda_config((site / config_path).read_text(encoding="utf-8", errors="replace"))
+        for key, value in (("cuda_version", config.cuda), ("cudnn_version", config.cudnn)):
+            if value and not facts.build_info.get(key):
+                facts.build_info[key] = value
+                facts.build_sources[key] = config_path
+        facts.header_capabilities = config.compute_capabilities
+    if cudnn_path is not None:
+        facts.cudnn_compiled = parse_cudnn_version((site / cudnn_path).read_text(encoding="utf-8", errors="replace")) or None
 
 
 def _ask_python(python: Path) -> tuple[Path, str, Path]:
@@ -113,7 +147,9 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
     for candidate in ("tensorflow/python/platform/build_info.py", "tensorflow_core/python/platform/build_info.py"):
         if (site / candidate).is_file():
             facts.build_info = parse_build_info((site / candidate).read_text(encoding="utf-8", errors="replace"))
+            facts.build_sources = {key: candidate for key in facts.build_info}
             break
+    read_headers(facts, site)
     framework = site / "tensorflow" / "libtensorflow_framework.so.2"
     if framework.is_file():
         facts.framework = framework

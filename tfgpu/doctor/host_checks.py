@@ -80,7 +80,7 @@ def wsl(host, environ: dict[str, str], fs_root: str = "/") -> list[Finding]:
         WSL_LIB in open(conf, encoding="utf-8", errors="replace").read() for conf in confs)
     if not os.path.exists(at(libcuda)):
         findings.append(fail("wsl.libcuda", f"{libcuda} is missing",
-                             "Install or update the NVIDIA driver on Windows (>= 528.33 for TF 2.17+); "
+                             "Install or update the NVIDIA driver on Windows (>= 528.33 for the CUDA 12 builds, TF 2.15+); "
                              "then `wsl --shutdown` and reopen.", f"looked for {libcuda}"))
     elif not on_path:
         findings.append(warn("wsl.libcuda", f"{WSL_LIB} is not on the loader path",

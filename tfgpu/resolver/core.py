@@ -27,7 +27,7 @@ def resolve(request: Request, host=None) -> Resolution:
     is listed in ``Resolution.rejected`` with its reason.
     """
     target = make_target(request, host)
-    releases, how = candidates(request.tf)
+    releases, how = candidates(request.tf, request.pre)
     rejected: list[Rejection] = []
     for release in releases:
         ev = evaluate(release, target, request.mode)
@@ -37,9 +37,11 @@ def resolve(request: Request, host=None) -> Resolution:
     raise _no_fit(request, target, releases)
 
 
-def newest_fit(target: Target, mode: str) -> Evaluation | None:
-    """The newest release of all that fits ``target`` in ``mode``, if any."""
+def newest_fit(target: Target, mode: str, pre: bool = False) -> Evaluation | None:
+    """The newest release of all that fits ``target`` in ``mode``, if any (pre-releases only with ``pre``)."""
     for release in tables.releases():
+        if release.version.is_prerelease and not pre:
+            continue
         ev = evaluate(release, target, mode)
         if ev.failure is None:
             return ev
@@ -54,12 +56,12 @@ def _no_fit(request: Request, target: Target, releases) -> ImpossibleError:
                    f"The newest, TF {releases[0].version}: {first.message}")
     else:
         message = first.message
-    fit = newest_fit(target, request.mode) if request.tf not in (None, "latest") else None
+    fit = newest_fit(target, request.mode, request.pre) if request.tf not in (None, "latest") else None
     if fit is not None:
         alternatives.append(f"TF {fit.release.version} is the newest release that fits this target "
                             f"(Python {fit.python}, CUDA {fit.cuda or '-'}): --tf {fit.release.version}.")
     if first.code == "python-unsupported" and target.python_given:
-        fit = newest_fit(replace(target, python=None, python_given=False), request.mode)
+        fit = newest_fit(replace(target, python=None, python_given=False), request.mode, request.pre)
         if fit is not None and request.tf in (None, "latest"):
             alternatives.append(f"Without --python, TF {fit.release.version} fits (Python {', '.join(fit.pythons)}).")
     if first.code in ("driver-too-old", "gpu-too-old", "gpu-arch-unsupported"):
@@ -98,4 +100,5 @@ def _resolution(ev: Evaluation, how: str, rejected: list[Rejection], host) -> Re
         reasons=tuple(reasons),
         rejected=tuple(rejected),
         sources=tuple(sorted(sources)),
+        prerelease=release.version.is_prerelease,
     )

@@ -71,7 +71,8 @@ def driver_need(cuda: str, os: str) -> DriverNeed | None:
     else:
         minimum = own
         rule = f"CUDA {cuda} needs the driver its toolkit shipped with, >= {own}."
-    wsl = facts["wsl2"]
+    # WSL2: the floor TF's docs gave for builds of this CUDA major, from the docs of their time.
+    wsl = facts["wsl2_driver"].get(Version(cuda).major, {})
     if os == "wsl2" and wsl.get("min_driver") and driver_key(wsl["min_driver"]) > driver_key(minimum):
         minimum = wsl["min_driver"]
         rule += f" WSL2 needs a Windows driver >= {minimum}."

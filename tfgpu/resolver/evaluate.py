@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from packaging.version import Version
 
-from tfgpu.resolver import gpu, tables
+from tfgpu.resolver import gpu, macos, tables
 from tfgpu.resolver.drivers import DriverNeed, driver_at_least, driver_need
 from tfgpu.resolver.model import ModeOption, Target
 from tfgpu.resolver.packages import conda_option, pip_option, system_option
@@ -56,29 +56,23 @@ def evaluate(release: tables.Release, target: Target, mode: str) -> Evaluation:
     return ev
 
 
-def _metal_row(release: tables.Release, arch: str) -> tables.MetalRow | None:
-    for row in tables.metal():
-        if release.version in row.tensorflow and (arch == "aarch64" or row.x86_64):
-            return row
-    return None
-
-
 def _gpu_build(ev: Evaluation) -> Failure | None:
     release, target = ev.release, ev.target
     ev.wheel = release.wheels.get(target.platform)
     if target.os == "macos":
-        ev.metal = _metal_row(release, target.arch)
-        if ev.metal is None:
-            return Failure("no-gpu-build",
-                           f"tensorflow-metal, Apple's GPU plugin, publishes no build for TF {release.version} "
-                           f"on macOS {target.arch}.",
-                           ("On Apple silicon, TF 2.13-2.17 pair with tensorflow-metal 1.1.0.",))
+        pairing = macos.pair(release, target.platform)
+        if pairing.row is None:
+            return Failure("no-gpu-build", pairing.problem, pairing.alternatives)
+        ev.metal = pairing.row
         return None
     if target.platform == "windows_x86_64" and release.version > LAST_NATIVE_WINDOWS:
+        linux = release.wheels.get("linux_x86_64")
+        need = driver_need(linux.cuda, "wsl2") if linux and linux.cuda_build and "." in linux.cuda else None
+        driver = f", Windows driver >= {need.minimum}" if need else ""
         return Failure("windows-native-gpu-unsupported",
                        f"TF {release.version} has no GPU support on native Windows: TF 2.10 was the last release "
                        "with it; from 2.11 on, TensorFlow's Windows wheels are CPU-only.",
-                       ("Use WSL2 (Windows 10 21H2/19044 or newer, Windows driver >= 528.33): --os wsl2.",
+                       (f"Use WSL2 (Windows 10 21H2/19044 or newer{driver}): --os wsl2.",
                         "Or stay on native Windows with TF 2.10: --tf 2.10 --mode conda."))
     if ev.wheel is None or not ev.wheel.cuda_build:
         if target.platform == "linux_aarch64":
@@ -92,17 +86,21 @@ def _gpu_build(ev: Evaluation) -> Failure | None:
         return Failure("no-gpu-build", f"TF {release.version} has {what} for {target.platform}.")
     series = tables.series().get(release.series)
     ev.cuda = ev.wheel.cuda if ev.wheel.cuda.count(".") >= 1 else (series.cuda if series else None)
-    ev.cudnn = series.cudnn if series else ev.wheel.cudnn
+    ev.cudnn = compiled_cudnn(ev.wheel, series)
     return None
 
 
+def compiled_cudnn(wheel: tables.Wheel, series: tables.Series | None) -> str:
+    """The cuDNN major.minor the build needs: the wheel's own cudnn_version.h where it ships one
+    (TF 2.21+), else TensorFlow's tested-configurations table, else the major of build_info."""
+    if wheel.cudnn_compiled:
+        return ".".join(wheel.cudnn_compiled.split(".")[:2])
+    return series.cudnn if series else wheel.cudnn
+
+
 def _supported_pythons(ev: Evaluation) -> tuple[str, ...]:
-    if ev.metal is not None:
-        base = ev.wheel.python if ev.wheel else ()
-        if not base:  # Apple silicon before 2.13: tensorflow-macos, whose tags tfgpu does not record
-            x86 = ev.release.wheels.get("macos_x86_64")
-            base = x86.python if x86 else ()
-        return tuple(p for p in base if not ev.metal.python or p in ev.metal.python)
+    if ev.metal is not None:  # the Pythons both the TF package and tensorflow-metal have wheels for
+        return ev.metal.python
     return ev.wheel.python if ev.wheel else ()
 
 

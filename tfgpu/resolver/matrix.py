@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tfgpu.resolver import gpu, tables
 from tfgpu.resolver.drivers import driver_need
-from tfgpu.resolver.evaluate import LAST_NATIVE_WINDOWS
+from tfgpu.resolver.evaluate import LAST_NATIVE_WINDOWS, compiled_cudnn
 from tfgpu.resolver.packages import choose_conda_cudnn, pip_option
 
 
@@ -25,7 +25,7 @@ def _row(release: tables.Release) -> dict:
     cuda = None
     if wheel and wheel.cuda_build:
         cuda = wheel.cuda if "." in wheel.cuda else (series.cuda if series else None)
-    cudnn = series.cudnn if series else None
+    cudnn = compiled_cudnn(wheel, series) if wheel and wheel.cuda_build else (series.cudnn if series else None)
     linux = driver_need(cuda, "linux") if cuda else None
     windows = driver_need(cuda, "windows") if cuda else None
     caps = wheel.compute_capabilities if wheel else ()
@@ -34,6 +34,8 @@ def _row(release: tables.Release) -> dict:
     metal = [row.metal for row in tables.metal() if release.version in row.tensorflow]
     return {
         "tensorflow": str(release.version),
+        "prerelease": release.version.is_prerelease,
+        "data": release.origin,
         "uploaded": release.uploaded,
         "python": list(wheel.python) if wheel else [],
         "cuda": cuda,

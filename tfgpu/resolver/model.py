@@ -35,6 +35,9 @@ class Packages:
     """Vendor archives (system mode): NVIDIA's runfile, the cuDNN archive."""
     notes: tuple[str, ...] = ()
     """How these packages were chosen, one sentence each."""
+    cuda_extra: tuple[str, ...] = ()
+    """The CUDA wheels the ``pip`` entry's extra brings, as the wheel's METADATA pins them
+    (``nvidia-cudnn-cu12<10.0,>=9.10.2.21``): the pins the plan relies on, installed through the extra."""
 
     def to_dict(self) -> dict:
         return {key: list(value) for key, value in asdict(self).items()}
@@ -95,11 +98,14 @@ class Resolution:
     reasons: tuple[str, ...]
     rejected: tuple[Rejection, ...]
     sources: tuple[str, ...] = field(default=())
+    prerelease: bool = False
+    """The chosen release is a pre-release (``2.22.0rc0``)."""
 
     def to_dict(self) -> dict:
         """The ``plan --json`` document (contract: see the README)."""
         return {
             "tensorflow": self.tensorflow,
+            "prerelease": self.prerelease,
             "package": self.package,
             "python": self.python,
             "cuda": self.cuda,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from packaging.specifiers import SpecifierSet
+
 from tfgpu.resolver import gpu, tables
 from tfgpu.resolver.drivers import driver_at_least
 from tfgpu.resolver.evaluate import Evaluation
 from tfgpu.resolver.model import Notice
+from tfgpu.resolver.newgpu import new_gpu_notices
 from tfgpu.resolver.packages import quirks_for
 
 
@@ -14,6 +17,15 @@ def notices_for(ev: Evaluation, how: str, host) -> tuple[list[Notice], list[str]
     warnings: list[Notice] = []
     reasons = [f"TensorFlow {ev.release.version}: {how}."]
     target = ev.target
+    if ev.release.version.is_prerelease:
+        warnings.append(Notice(
+            "prerelease",
+            f"TF {ev.release.version} is a pre-release (published {ev.release.uploaded or 'on an unknown date'}): "
+            "release candidates change before the final release, and its dependencies may be pre-releases too.",
+            f"For production use the newest final release (drop --pre, or --tf {ev.release.version.base_version} "
+            "once it is published: `tfgpu-install update-data` fetches it)."))
+    if ev.release.origin == "update":
+        reasons.append(f"TF {ev.release.version}'s row was fetched from PyPI by `tfgpu-install update-data`.")
     reasons.append(f"Target {target.os} {target.arch} (wheel platform {target.platform}).")
     if ev.metal is not None:
         _metal(ev, warnings, reasons)
@@ -45,15 +57,22 @@ def _metal(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
                                "Check `python -c \"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\"` after install."))
 
 
+_WHEEL_FILES = {"WHL-BI": "build_info.py", "WHL-CUDA-H": "cuda_config.h", "WHL-CUDNN-H": "cudnn_version.h",
+                "WHL-FATBIN": "the fatbins of its GPU library"}
+
+
 def _cuda(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
     target, wheel = ev.target, ev.wheel
     series = tables.series().get(ev.release.series)
-    reasons.append(f"The {target.platform} wheel is a CUDA build: CUDA {wheel.cuda}, cuDNN {wheel.cudnn} "
-                   f"(its build_info.py); TensorFlow's tested configuration for {ev.release.series}: "
-                   f"CUDA {series.cuda if series else '?'}, cuDNN {series.cudnn if series else '?'}.")
+    read_from = ", ".join(_WHEEL_FILES[k] for k in wheel.source if k in _WHEEL_FILES) or "its build_info.py"
+    compiled = f", compiled against cuDNN {wheel.cudnn_compiled}" if wheel.cudnn_compiled else ""
+    reasons.append(f"The {target.platform} wheel is a CUDA build: CUDA {wheel.cuda}, cuDNN {wheel.cudnn}"
+                   f"{compiled} (read from the wheel: {read_from}); TensorFlow's tested configuration for "
+                   f"{ev.release.series}: " + (f"CUDA {series.cuda}, cuDNN {series.cudnn}." if series else
+                                               "not published yet."))
     reasons.append(f"cuDNN {ev.cudnn}: TensorFlow loads a cuDNN of the same major and a minor >= the one it "
                    "was built with.")
-    if series and "cudnn" in series.unverified:
+    if series and "cudnn" in series.unverified and not wheel.cudnn_compiled:
         warnings.append(Notice("unverified-data",
                                f"The cuDNN minor TF {ev.release.series} was compiled against is unverified; "
                                f"the plan assumes {ev.cudnn}.", ""))
@@ -67,6 +86,13 @@ def _driver(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
         reasons.append(f"No driver minimum is recorded for CUDA {ev.cuda} on {target.os}.")
         return
     reasons.append(need.rule)
+    wsl = tables.cuda_facts()["wsl2_driver"].get(int(ev.cuda.split(".")[0]), {})
+    if target.os == "wsl2" and (not wsl or ev.release.version not in SpecifierSet(wsl.get("docs_cover", ""))):
+        warnings.append(Notice(
+            "unverified-data",
+            f"TensorFlow's docs of TF {ev.release.series}'s time say nothing about WSL2: the plan asks for the "
+            f"Windows driver {need.minimum}, but whether TF {ev.release.version} runs in WSL2 is not recorded.",
+            "Prefer a release whose docs cover WSL2 (TF 2.9 and later)."))
     if target.driver is None:
         warnings.append(Notice(
             "no-driver",
@@ -88,6 +114,12 @@ def _gpus(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
     target, caps = ev.target, ev.wheel.compute_capabilities
     if caps:
         reasons.append(f"TF {ev.release.version}'s kernels: compute capability {gpu.describe(caps)}.")
+    if "compute_capabilities" in ev.wheel.unverified:
+        warnings.append(Notice(
+            "unverified-data",
+            f"TF {ev.release.version}'s wheel lists its GPU targets without saying which carry PTX; the plan "
+            "assumes the SASS/PTX split of an older release with the same targets.",
+            "The next tfgpu-install release reads the wheel's fatbins (scripts/regen_tf_data.py) and supersedes this row."))
     if not target.gpu_ccs:
         reasons.append(f"GPU: {target.gpu_source}; pass --gpu-cc to check a GPU's architecture.")
         return
@@ -102,6 +134,8 @@ def _gpus(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
                 "least as new as the PTX toolchain).",
                 "Set CUDA_CACHE_MAXSIZE=4294967296 so the JIT cache keeps the compiled kernels; a newer TF "
                 "or NVIDIA's NGC container may carry native kernels."))
+        if cov in (gpu.Coverage.PTX_JIT, gpu.Coverage.NATIVE):
+            warnings.extend(new_gpu_notices(ev.release, ev.wheel, cc, cov, target.os))
         elif cov is gpu.Coverage.UNKNOWN:
             warnings.append(Notice(
                 "gpu-arch-unknown",

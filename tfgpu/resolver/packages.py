@@ -50,13 +50,16 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
             "cudatoolkit and cuDNN from conda-forge (--mode conda).")
     explicit = [q for q in quirks_for(release, "pip", python) if q.effect == "explicit-pins"]
     if release.and_cuda and not explicit:
-        pip = [f"{name}[and-cuda]=={release.version}"]
-        notes = [f"CUDA libraries from the and-cuda extra of TF {release.version} (read from its wheel)."]
+        extra = release.cuda_extra or "and-cuda"
+        pip = [f"{name}[{extra}]=={release.version}"]
+        pins = tuple(f"{dist}{spec}" for dist, spec in sorted(release.and_cuda.items()))
+        notes = [f"CUDA libraries from the {extra} extra of TF {release.version} (read from its wheel; "
+                 f"packages.cuda_extra lists its {len(pins)} pins)."]
         floor = _ptxas_floor(release)
         if floor:
             pip.append(floor)
             notes.append(f"{floor}: XLA warns that ptxas up to 12.6.2 miscompiles; the extra's range allows a newer one.")
-        return ModeOption(True, Packages(pip=tuple(pip), notes=tuple(notes)))
+        return ModeOption(True, Packages(pip=tuple(pip), notes=tuple(notes), cuda_extra=pins))
     if release.and_cuda:
         pins = [f"{dist}{spec}" for dist, spec in sorted(release.and_cuda.items())
                 if not dist.startswith("tensorrt")]
@@ -95,8 +98,10 @@ def _cuda(release, platform: str) -> str:
 
 
 def choose_conda_cudnn(cuda: str, cudnn: str) -> tables.CondaCudnn | None:
-    """The conda-forge cuDNN for a build: same major, minor >= the compiled one, a build for this
-    CUDA major at or below the build's CUDA; an exact CUDA variant first, then the newest.
+    """The conda-forge cuDNN for a build: same major, minor >= the compiled one, a build that installs
+    with the build's CUDA (its recipe's run pins, ``runs_with``; rows without them: a variant of the
+    same CUDA major at or below the build's). Preferred: a variant of exactly the build's CUDA, then one
+    built with a CUDA no newer than the build's, then the newest.
 
     Where no row has a known build for this CUDA, the newest row of the right major whose CUDA
     variants are unrecorded is taken (its ``unverified`` marks say so; the plan warns).
@@ -104,18 +109,20 @@ def choose_conda_cudnn(cuda: str, cudnn: str) -> tables.CondaCudnn | None:
     need = Version(cudnn)
     cuda_v = Version(cuda)
 
-    def fits(variant: str) -> bool:
-        v = Version(variant)
-        return v.major == cuda_v.major and v.release[:2] <= cuda_v.release[:2]
+    def fits(row: tables.CondaCudnn) -> bool:
+        if row.runs_with:
+            return any(cuda_v in SpecifierSet(spec) for spec in row.runs_with)
+        return any(Version(v).major == cuda_v.major and Version(v).release[:2] <= cuda_v.release[:2] for v in row.cuda)
 
     known, unknown = [], []
     for row in tables.conda_forge().cudnn:
         if row.version.major != need.major or row.version.release[:2] < need.release[:2]:
             continue
-        variants = [v for v in row.cuda if fits(v)]
-        if variants:
-            exact = any(Version(v).release[:2] == cuda_v.release[:2] for v in variants)
-            known.append((exact, row.version, row))
+        if row.cuda and fits(row):
+            same_major = [Version(v) for v in row.cuda if Version(v).major == cuda_v.major]
+            exact = any(v.release[:2] == cuda_v.release[:2] for v in same_major)
+            older = any(v.release[:2] <= cuda_v.release[:2] for v in same_major)
+            known.append(((exact, older), row.version, row))
         elif not row.cuda:
             unknown.append((row.version, row))
     if known:
@@ -157,10 +164,18 @@ def conda_option(release, cuda: str | None, cudnn: str | None, python: str, meta
         conda=tuple(specs),
         pip=(f"{name}=={release.version}",),
         notes=(f"cuDNN {row.version}: major {Version(cudnn).major} as TF requires, minor >= {cudnn}, "
-               f"conda-forge build for CUDA {', '.join(row.cuda) or 'unrecorded versions'}.",
+               f"conda-forge build for CUDA {_variants_for(row, mm)}.",
                "TensorFlow itself comes from PyPI into the env's Python, without the and-cuda extra, "
                "so CUDA is not installed twice."),
     ))
+
+
+def _variants_for(row: tables.CondaCudnn, cuda: str) -> str:
+    """The row's CUDA variants that serve a build of ``cuda``, and the range they install with."""
+    major = Version(cuda).major
+    variants = [v for v in row.cuda if Version(v).major == major] or list(row.cuda)
+    ranges = [spec for spec in row.runs_with if Version(cuda) in SpecifierSet(spec)]
+    return (", ".join(variants) or "unrecorded versions") + (f" (installs with CUDA {ranges[0]})" if ranges else "")
 
 
 def system_option(release, platform: str, cuda: str | None, cudnn: str | None) -> ModeOption:

@@ -40,6 +40,9 @@ class Request:
     """Target NVIDIA driver version, e.g. ``535.104.05``."""
     gpu_cc: str | None = None
     """Target GPU compute capability, e.g. ``9.0``."""
+    pre: bool = False
+    """Let ``latest`` and ranges choose pre-releases (PEP 440: without it they never do; an exact
+    pre-release version such as ``2.22.0rc0`` always resolves)."""
 
 
 def make_request(
@@ -51,6 +54,7 @@ def make_request(
     arch: str | None = None,
     driver: str | None = None,
     gpu_cc: str | None = None,
+    pre: bool = False,
 ) -> Request:
     """Validate raw selector strings and build a :class:`Request` (``UsageError`` on bad input)."""
     target_os = parse_choice("--os", os, OSES)
@@ -62,6 +66,7 @@ def make_request(
         arch=parse_arch(arch),
         driver=parse_driver(driver),
         gpu_cc=parse_compute_capability(gpu_cc),
+        pre=bool(pre),
     )
     if target_os == "macos" and (request.driver or request.gpu_cc):
         raise UsageError(

@@ -35,6 +35,12 @@ class Wheel(NamedTuple):
     compute_capabilities: tuple[str, ...]
     shim_for: str
     file: str
+    cudnn_compiled: str = ""
+    """The cuDNN of the wheel's own cudnn_version.h ("9.10.0"), where it ships one."""
+    ptx_isa: str = ""
+    """The newest PTX ISA version in the wheel's fatbins ("8.5"), where they were read."""
+    source: tuple[str, ...] = ()
+    unverified: tuple[str, ...] = ()
 
 
 class Series(NamedTuple):
@@ -62,6 +68,11 @@ class Release(NamedTuple):
     and_cuda: dict[str, str]
     wheels: dict[str, Wheel]
     source: tuple[str, ...]
+    prerelease: bool = False
+    cuda_extra: str = ""
+    """The pip extra that installs CUDA ("and-cuda"); "" where the release has none."""
+    origin: str = "shipped"
+    """``shipped`` (tfgpu/data) or ``update`` (fetched by ``tfgpu-install update-data``)."""
 
     @property
     def series(self) -> str:
@@ -127,6 +138,8 @@ class CondaCudnn(NamedTuple):
     cuda: tuple[str, ...]
     source: tuple[str, ...]
     unverified: tuple[str, ...] = ()
+    runs_with: tuple[str, ...] = ()
+    """PEP 440 ranges of the CUDA its linux-64 builds install with (``>=12.0,<13``)."""
 
 
 class CondaForge(NamedTuple):
@@ -153,36 +166,49 @@ def _tuple(row: dict, key: str) -> tuple[str, ...]:
     return tuple(row.get(key, ()))
 
 
+def release_from_row(row: dict, origin: str = "shipped") -> Release:
+    """One ``[[release]]`` row of tensorflow.toml (or of the update overlay) as a Release."""
+    wheels = {
+        key: Wheel(
+            python=_tuple(w, "python"),
+            platform_tag=w.get("platform_tag", ""),
+            cuda_build=bool(w.get("cuda_build", False)),
+            cuda=w.get("cuda", ""),
+            cudnn=w.get("cudnn", ""),
+            compute_capabilities=_tuple(w, "compute_capabilities"),
+            shim_for=w.get("shim_for", ""),
+            file=w.get("wheel", ""),
+            cudnn_compiled=w.get("cudnn_compiled", ""),
+            ptx_isa=w.get("ptx_isa", ""),
+            source=_tuple(w, "source"),
+            unverified=_tuple(w, "unverified"),
+        )
+        for key, w in row.get("wheels", {}).items()
+    }
+    and_cuda = dict(row.get("and_cuda", {}))
+    return Release(
+        version=Version(row["version"]),
+        uploaded=row.get("uploaded", ""),
+        requires_python=row.get("requires_python", ""),
+        gpu_package=row.get("gpu_package", "tensorflow"),
+        numpy=row.get("numpy", ""),
+        and_cuda=and_cuda,
+        wheels=wheels,
+        source=_tuple(row, "source"),
+        prerelease=bool(row.get("prerelease", False)),
+        cuda_extra=row.get("cuda_extra", "and-cuda" if and_cuda else ""),
+        origin=origin,
+    )
+
+
 @derived
 def releases() -> tuple[Release, ...]:
-    """Every TensorFlow 2.x release, newest first."""
-    data = load_toml("tensorflow.toml")
-    out = []
-    for row in data["release"]:
-        wheels = {
-            key: Wheel(
-                python=_tuple(w, "python"),
-                platform_tag=w.get("platform_tag", ""),
-                cuda_build=bool(w.get("cuda_build", False)),
-                cuda=w.get("cuda", ""),
-                cudnn=w.get("cudnn", ""),
-                compute_capabilities=_tuple(w, "compute_capabilities"),
-                shim_for=w.get("shim_for", ""),
-                file=w.get("wheel", ""),
-            )
-            for key, w in row.get("wheels", {}).items()
-        }
-        out.append(Release(
-            version=Version(row["version"]),
-            uploaded=row.get("uploaded", ""),
-            requires_python=row.get("requires_python", ""),
-            gpu_package=row.get("gpu_package", "tensorflow"),
-            numpy=row.get("numpy", ""),
-            and_cuda=dict(row.get("and_cuda", {})),
-            wheels=wheels,
-            source=_tuple(row, "source"),
-        ))
-    return tuple(sorted(out, key=lambda r: r.version, reverse=True))
+    """Every TensorFlow 2.x release, newest first: the shipped rows, plus the update overlay's rows for
+    versions the shipped data lacks (``tfgpu.resolver.overlay``: newer shipped data supersedes it)."""
+    from tfgpu.resolver.overlay import merged
+
+    shipped = [release_from_row(row) for row in load_toml("tensorflow.toml")["release"]]
+    return tuple(sorted(merged(shipped), key=lambda r: r.version, reverse=True))
 
 
 @derived
@@ -239,7 +265,8 @@ def cuda_facts() -> dict:
         for row in data.get("mvc", [])
         if row.get("mvc", True)
     }
-    return {"mvc": floors, "wsl2": data.get("wsl2", {})}
+    wsl2_driver = {int(row["cuda_major"]): row for row in data.get("wsl2_driver", [])}
+    return {"mvc": floors, "wsl2": data.get("wsl2", {}), "wsl2_driver": wsl2_driver}
 
 
 @derived
@@ -270,8 +297,10 @@ def conda_forge() -> CondaForge:
         cuda12_packages=_tuple(data["cuda12_packages"], "names"),
         cudnn=tuple(
             CondaCudnn(version=Version(row["version"]), cuda=_tuple(row, "cuda"),
-                       source=_tuple(row, "source"), unverified=_tuple(row, "unverified"))
-            for row in data["cudnn"]
+                       source=_tuple(row, "source"), unverified=_tuple(row, "unverified"),
+                       runs_with=_tuple(row, "runs_with"))
+            # generated from the cudnn-feedstock's history (scripts/regen_conda_cudnn.py)
+            for row in load_toml("conda_cudnn.toml").get("cudnn", data.get("cudnn", []))
         ),
         tensorflow_cuda=tf_cuda,
     )

@@ -1,26 +1,26 @@
-"""Parse what was read from a wheel into the facts regen_tf_data.py records.
+"""Parse what was read from a TensorFlow wheel into facts (pure functions on text, no I/O).
 
-This module owns the parsing of what was read, as pure functions on text (no I/O):
-
-* METADATA ``Requires-Dist`` entries and the parts of their environment markers that matter
-  here (``extra``, the platform variables);
+* METADATA ``Requires-Dist`` entries, ``Provides-Extra`` and the parts of environment markers
+  that matter here (``extra``, the platform variables); the CUDA extras among the extras;
 * shim detection: a wheel whose METADATA pins another TensorFlow distribution for a platform;
-* ``build_info.py``, read with ``ast`` (never executed), in both its old and new layout, with
-  Windows DLL version suffixes normalised ("64_112" -> "11.2");
-* the output platform keys (``PLATFORMS``, their marker environments, the key of a wheel
-  platform tag) and the sort keys of TensorFlow and Python versions.
+* ``build_info.py``, read with ``ast`` (never executed), old and new layout, Windows DLL suffixes
+  normalised ("64_112" -> "11.2");
+* ``cuda_config.h`` (TF_CUDA_VERSION, TF_CUDNN_VERSION and the compute capabilities, in either of
+  the forms TensorFlow has written) and ``cudnn_version.h`` (CUDNN_MAJOR/MINOR/PATCHLEVEL); from
+  TF 2.22 on these headers are the only record of the CUDA facts inside the wheel;
+* platform keys of wheel tags, and sort keys of TensorFlow (pre-releases included) and Python versions.
 
-Standard library only.
+``tfgpu.doctor`` uses the same header parsers on an installed TensorFlow.
 """
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import email.parser
 import re
+from typing import NamedTuple
 
-from remote_wheel import RegenError  # one error class for fetching, reading and parsing
+from tfgpu.datasource.errors import SourceError
 
 #: Output platform keys, in the order they are written.
 PLATFORMS = ("linux_x86_64", "linux_aarch64", "windows_x86_64", "macos_x86_64", "macos_arm64")
@@ -34,16 +34,17 @@ MARKER_ENV = {
     "macos_arm64": {"platform_system": "Darwin", "platform_machine": "arm64", "sys_platform": "darwin"},
 }
 
-#: A final TensorFlow 2.x release, post releases included (2.15.0.post1).
-FINAL_2X = re.compile(r"^2\.(\d+)\.(\d+)(?:\.post(\d+))?$")
+#: A TensorFlow 2.x version: final, post, or pre-release (a/b/rc). Dev builds (tf-nightly) are not rows.
+TF_2X = re.compile(r"^2\.(\d+)\.(\d+)(?:(a|b|rc)(\d+))?(?:\.post(\d+))?$")
+
+#: Extras that install CUDA from PyPI, in the order a plan prefers them: TensorFlow's ``and-cuda``,
+#: and the names tf-nightly added (``cuda12``, ``cuda``). ``cuda12-local`` installs nothing: it
+#: means "the CUDA installed on this system".
+CUDA_EXTRAS = ("and-cuda", "cuda12", "cuda13", "cuda")
+LOCAL_CUDA_EXTRA = re.compile(r"^cuda\d*-local$")
 
 
-# --------------------------------------------------------------------------------------------
-# METADATA requirements, environment markers, build_info.py
-
-
-@dataclasses.dataclass(frozen=True)
-class Requirement:
+class Requirement(NamedTuple):
     """One Requires-Dist entry."""
 
     name: str       # PEP 503-normalised
@@ -61,20 +62,50 @@ def parse_requirements(metadata: str) -> list[Requirement]:
     for line in message.get_all("Requires-Dist") or []:
         match = _REQUIREMENT.match(line.replace("\n", " "))
         if not match:
-            raise RegenError(f"cannot parse Requires-Dist: {line!r}")
+            raise SourceError(f"cannot parse Requires-Dist: {line!r}")
         name, spec, marker = match.groups()
-        result.append(Requirement(normalize_name(name),
-                                  re.sub(r"[\s()]", "", spec), (marker or "").strip()))
+        result.append(Requirement(normalize_name(name), re.sub(r"[\s()]", "", spec), (marker or "").strip()))
     return result
 
 
+def provided_extras(metadata: str) -> list[str]:
+    """The ``Provides-Extra`` names of a METADATA file, normalised, in order."""
+    message = email.parser.HeaderParser().parsestr(metadata)
+    return [normalize_name(extra.strip()) for extra in message.get_all("Provides-Extra") or []]
+
+
 def normalize_name(name: str) -> str:
+    """PEP 503 normalisation: ``Google_Pasta`` -> ``google-pasta``."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def marker_extra(marker: str) -> str | None:
+    """The extra a marker belongs to (``extra == "and-cuda"``), or None."""
     match = re.search(r"""\bextra\s*==\s*['"]([^'"]+)['"]""", marker)
     return normalize_name(match.group(1)) if match else None
+
+
+class CudaExtras(NamedTuple):
+    """The CUDA extras of a release: which one a plan installs, its pins, and all their names."""
+
+    name: str                 # "" when the release has none
+    pins: dict[str, str]
+    names: tuple[str, ...]    # every CUDA extra, local ones included (tf-nightly: and-cuda, cuda, cuda12, cuda12-local)
+
+
+def cuda_extras(requirements: list[Requirement], extras: list[str]) -> CudaExtras:
+    """Find the CUDA extras: the known names, plus any extra whose requirements are all NVIDIA wheels."""
+    by_extra: dict[str, dict[str, str]] = {}
+    for req in requirements:
+        if (extra := marker_extra(req.marker)) is not None:
+            by_extra.setdefault(extra, {})[req.name] = req.specifier
+    names = [e for e in dict.fromkeys([*extras, *by_extra])
+             if e in CUDA_EXTRAS or LOCAL_CUDA_EXTRA.match(e)
+             or (by_extra.get(e) and all(n.startswith("nvidia-") or n.startswith("tensorrt") for n in by_extra[e]))]
+    chosen = next((e for e in CUDA_EXTRAS if by_extra.get(e)), "")
+    if not chosen:
+        chosen = next((e for e in names if by_extra.get(e)), "")
+    return CudaExtras(chosen, dict(sorted(by_extra.get(chosen, {}).items())), tuple(names))
 
 
 def marker_matches(marker: str, env: dict[str, str]) -> bool:
@@ -110,9 +141,8 @@ def find_shim_target(requirements: list[Requirement], platform: str) -> tuple[st
     return None
 
 
-@dataclasses.dataclass(frozen=True)
-class BuildInfo:
-    """The facts this script keeps from build_info.py (cuda/cudnn normalised, raw kept)."""
+class BuildInfo(NamedTuple):
+    """The CUDA facts of one wheel (cuda/cudnn normalised, raw kept). Empty strings: not recorded."""
 
     cuda_build: bool
     cuda: str
@@ -131,8 +161,7 @@ def parse_build_info(source: str) -> BuildInfo:
     constants: dict[str, object] = {}
     info: dict[str, object] = {}
     for node in ast.parse(source).body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Name)):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             continue
         if node.targets[0].id == "build_info":
             info = _literal_pairs(node.value)
@@ -168,8 +197,46 @@ def _literal_pairs(node: ast.expr) -> dict[str, object]:
         try:
             items[ast.literal_eval(key)] = ast.literal_eval(value)
         except ValueError:
-            pass  # e.g. a value computed at import time: not a fact this script records
+            pass  # e.g. a value computed at import time: not a fact recorded here
     return items
+
+
+class CudaConfig(NamedTuple):
+    """``cuda_config.h``: the CUDA and cuDNN TensorFlow was configured with, and its GPU targets.
+
+    ``compute_capabilities`` are "X.Y" strings: the header does not say which are SASS and which PTX.
+    """
+
+    cuda: str
+    cudnn: str
+    compute_capabilities: tuple[str, ...]
+
+
+_DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)[ \t]+(.*?)\s*$", re.M)
+
+
+def parse_cuda_config(text: str) -> CudaConfig:
+    """Both forms: ``TF_CUDA_COMPUTE_CAPABILITIES 60, 70, 90`` (2.4+) and
+    ``TF_CUDA_CAPABILITIES CudaVersion("3.5"), CudaVersion("7.0")`` (2.0-2.3)."""
+    defines = {name: value for name, value in _DEFINE.findall(text)}
+    caps: list[str] = []
+    if "TF_CUDA_COMPUTE_CAPABILITIES" in defines:
+        for number in re.findall(r"\d+", defines["TF_CUDA_COMPUTE_CAPABILITIES"]):
+            caps.append(f"{number[:-1]}.{number[-1]}")
+    elif "TF_CUDA_CAPABILITIES" in defines:
+        caps = re.findall(r'CudaVersion\("(\d+\.\d+)"\)', defines["TF_CUDA_CAPABILITIES"])
+    return CudaConfig(cuda=defines.get("TF_CUDA_VERSION", "").strip('"'),
+                      cudnn=defines.get("TF_CUDNN_VERSION", "").strip('"'),
+                      compute_capabilities=tuple(caps))
+
+
+def parse_cudnn_version(text: str) -> str:
+    """``cudnn_version.h`` -> "9.10.0" (CUDNN_MAJOR.CUDNN_MINOR.CUDNN_PATCHLEVEL), or "" if absent."""
+    defines = {name: value for name, value in _DEFINE.findall(text)}
+    parts = [defines.get(f"CUDNN_{key}", "") for key in ("MAJOR", "MINOR", "PATCHLEVEL")]
+    if not all(p.isdigit() for p in parts[:2]):
+        return ""
+    return ".".join(p for p in parts if p.isdigit())
 
 
 def normalize_dll_version(value: str) -> str:
@@ -179,10 +246,6 @@ def normalize_dll_version(value: str) -> str:
         return value
     digits = match.group(1)
     return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 3 else digits
-
-
-# --------------------------------------------------------------------------------------------
-# Platform keys and sort keys
 
 
 def platform_key(tag: str) -> str | None:
@@ -202,10 +265,28 @@ def platform_key(tag: str) -> str | None:
     return None
 
 
+_STAGES = {"a": 0, "b": 1, "rc": 2, None: 3}
+
+
 def version_key(version: str) -> tuple[int, ...]:
-    """Sort key of a final 2.x version; a post release sorts after its base release."""
-    match = FINAL_2X.match(version)
-    return (2, int(match.group(1)), int(match.group(2)), int(match.group(3) or -1))
+    """Sort key of a 2.x version (PEP 440 order): 2.22.0rc0 < 2.22.0 < 2.22.0.post1."""
+    match = TF_2X.match(version)
+    if not match:
+        raise SourceError(f"not a TensorFlow 2.x version: {version!r}")
+    minor, patch, stage, number, post = match.groups()
+    return (2, int(minor), int(patch), _STAGES[stage], int(number or 0), int(post or -1))
+
+
+def is_prerelease(version: str) -> bool:
+    """``2.22.0rc0`` and friends (a, b, rc)."""
+    match = TF_2X.match(version)
+    return bool(match and match.group(3))
+
+
+def base_version(version: str) -> str:
+    """``2.22.0rc0`` -> ``2.22.0``."""
+    match = TF_2X.match(version)
+    return f"2.{match.group(1)}.{match.group(2)}" if match else version
 
 
 def python_key(python: str) -> tuple[int, ...]:

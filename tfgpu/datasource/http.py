@@ -1,0 +1,150 @@
+"""JSON documents and byte ranges over HTTP: bounded, retried, optionally cached on disk.
+
+Every request has a timeout; a JSON document larger than ``max_json_bytes`` and a range larger
+than ``max_range_bytes`` are refused before they are read, and a server that answers a range
+request with the whole file is refused too (that would download the wheel). ``offline=True``
+answers only from the cache and never opens a connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from tfgpu.datasource.errors import SourceError
+
+__all__ = ["Fetcher", "SourceError", "write_atomic"]
+
+USER_AGENT = "tfgpu-install (Python urllib; reads wheel metadata by range requests)"
+MAX_JSON_BYTES = 64 * 1024 * 1024
+MAX_RANGE_BYTES = 16 * 1024 * 1024
+
+
+class Fetcher:
+    """Fetches JSON documents and byte ranges, retrying transient failures.
+
+    With ``cache_dir`` every JSON document and byte range is stored on disk and served from
+    there next time. Wheel URLs are content-addressed, so cached ranges never go stale; pass
+    ``refresh_json=True`` to re-read the (changing) JSON documents. ``on_retry(message)`` is
+    told about each retry (the regeneration script logs them).
+    """
+
+    def __init__(self, cache_dir: Path | None = None, *, refresh_json: bool = False, timeout: float = 60.0,
+                 retries: int = 5, offline: bool = False, max_json_bytes: int = MAX_JSON_BYTES,
+                 max_range_bytes: int = MAX_RANGE_BYTES, on_retry=None) -> None:
+        self.cache_dir = cache_dir
+        self.refresh_json = refresh_json
+        self.timeout = timeout
+        self.retries = retries
+        self.offline = offline
+        self.max_json_bytes = max_json_bytes
+        self.max_range_bytes = max_range_bytes
+        self.on_retry = on_retry
+        self._stats_lock = threading.Lock()
+        self.requests = 0
+        self.bytes = 0
+
+    def json(self, url: str) -> dict | None:
+        """The JSON document at ``url``, or None when the server answers 404."""
+        cached = self._cache_path("json", url, ".json")
+        if cached and cached.exists() and (not self.refresh_json or self.offline):
+            return json.loads(cached.read_text("utf-8"))
+        body = self._request(url, None)
+        try:
+            document = None if body is None else json.loads(body)
+        except ValueError as exc:
+            raise SourceError(f"{url}: not a JSON document ({exc})") from None
+        if cached:
+            write_atomic(cached, json.dumps(document).encode())
+        return document
+
+    def range(self, url: str, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` (inclusive) of the file at ``url``."""
+        if end < start or end - start + 1 > self.max_range_bytes:
+            raise SourceError(f"{url}: refusing a range of {end - start + 1} bytes "
+                              f"(at most {self.max_range_bytes} per request)")
+        cached = self._cache_path("ranges", url, f"/{start}-{end}")
+        if cached and cached.exists():
+            return cached.read_bytes()
+        data = self._request(url, (start, end))
+        if data is None:
+            raise SourceError(f"{url}: 404 Not Found")
+        if cached:
+            write_atomic(cached, data)
+        return data
+
+    def _cache_path(self, kind: str, url: str, suffix: str) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        digest = hashlib.sha256(url.encode()).hexdigest()[:24]
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", urllib.parse.urlsplit(url).path.strip("/"))[-80:]
+        return self.cache_dir / kind / f"{name}-{digest}{suffix}"
+
+    def _request(self, url: str, byte_range: tuple[int, int] | None) -> bytes | None:
+        if self.offline:
+            raise SourceError(f"{url}: not in the cache, and --offline allows no network")
+        if urllib.parse.urlsplit(url).scheme not in ("https", "http"):
+            raise SourceError(f"{url}: only http(s) URLs are read")
+        headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
+        if byte_range:
+            headers["Range"] = "bytes={}-{}".format(*byte_range)
+        limit = byte_range[1] - byte_range[0] + 1 if byte_range else self.max_json_bytes
+        for attempt in range(self.retries + 1):
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                            timeout=self.timeout) as response:
+                    _check_response(url, response, byte_range, limit)
+                    data = response.read(limit + 1)
+                break
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:
+                    return None
+                if exc.code != 429 and exc.code < 500 or attempt == self.retries:
+                    raise SourceError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+                problem = f"HTTP {exc.code}"
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+                if attempt == self.retries:
+                    raise SourceError(f"{url}: {getattr(exc, 'reason', exc)}") from None
+                problem = str(exc)
+            delay = 2 ** attempt
+            if self.on_retry:
+                self.on_retry(f"retry in {delay}s ({problem}): {url}")
+            time.sleep(delay)
+        if len(data) > limit:
+            raise SourceError(f"{url}: answer larger than the {limit} bytes allowed")
+        if byte_range and len(data) != limit:
+            raise SourceError(f"{url}: asked for bytes {byte_range}, got {len(data)} bytes")
+        with self._stats_lock:
+            self.requests += 1
+            self.bytes += len(data)
+        return data
+
+
+def _check_response(url: str, response, byte_range, limit: int) -> None:
+    if byte_range:
+        if response.status != 206:
+            # Never read on: that would download the whole wheel.
+            raise SourceError(f"{url}: asked for a byte range, got HTTP {response.status}")
+        content_range = response.headers.get("Content-Range", "")
+        if not content_range.startswith("bytes {}-{}/".format(*byte_range)):
+            raise SourceError(f"{url}: asked for bytes {byte_range}, got {content_range!r}")
+    length = response.headers.get("Content-Length")
+    if length and length.isdigit() and int(length) > limit:
+        raise SourceError(f"{url}: {length} bytes, more than the {limit} allowed")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -1,0 +1,123 @@
+"""A GPU newer than a release's kernels (Blackwell, 10.x/12.x): what runs, what does not, what to do.
+
+Per release, from the tables: the wheel's newest ``compute_XX`` PTX and its PTX ISA (tensorflow.toml,
+read from the wheel), the PTX ISA the GPU's target needs and the PTX ISA XLA emits for the
+release's build CUDA (ptx.toml), the driver that knows the GPU (cuda.toml), and JIT failures
+reported for the release (ptx.toml). Pure: tables in, notices out.
+"""
+
+from __future__ import annotations
+
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from tfgpu.data import derived
+from tfgpu.resolver import gpu, tables
+from tfgpu.resolver.model import Notice
+
+
+@derived
+def _table() -> dict:
+    return tables.load_toml("ptx.toml")
+
+
+def target_row(cc: str) -> dict | None:
+    """The ptx.toml ``[[target]]`` row of a compute capability ("12.0"), if it has one."""
+    return next((row for row in _table().get("target", []) if row["cc"] == cc), None)
+
+
+def xla_ptx_isa(cuda: str) -> str:
+    """The highest PTX ISA XLA emits in a build made with CUDA ``cuda`` ("12.5.1" -> "8.5")."""
+    major, minor = (int(p) for p in cuda.split(".")[:2])
+    mapped = _table().get("xla", {}).get("cuda_to_ptx_isa", {}).get(f"{major}.{minor}")
+    return mapped or f"{major - 4}.{minor}"
+
+
+def _cuda_for_isa(need: str) -> str:
+    """The first CUDA whose PTX ISA reaches ``need`` (for the message)."""
+    mapping = _table().get("xla", {}).get("cuda_to_ptx_isa", {})
+    fits = [cuda for cuda, isa in mapping.items() if Version(isa) >= Version(need)]
+    return min(fits, key=Version) if fits else ""
+
+
+def _driver_for(cc: str, os: str) -> tuple[str, str]:
+    """(the lowest driver whose CUDA knows this GPU, that CUDA) from [[arch_min_cuda]] and [[toolkit]]."""
+    rows = tables.load_toml("cuda.toml").get("arch_min_cuda", [])
+    cuda = next((row["cuda"] for row in rows if row["cc"] == cc), "")
+    if not cuda:
+        return "", ""
+    column = "linux" if os == "linux" else "windows"
+    kits = [t for t in tables.toolkits() if t.version.release[:2] == Version(cuda).release[:2] and getattr(t, column)]
+    return (getattr(kits[0], column), cuda) if kits else ("", cuda)
+
+
+def _newest_ptx(caps: tuple[str, ...]) -> str:
+    ptx = [gpu.Arch.parse(c) for c in caps if c.startswith("compute_")]
+    if not ptx:
+        return ""
+    newest = max(ptx, key=lambda a: a.cc)
+    return f"compute_{newest.major}{newest.minor}"
+
+
+def _jit_report(release: tables.Release, cc: str) -> dict | None:
+    for row in _table().get("jit_report", []):
+        if release.version in SpecifierSet(row["tensorflow"]) and Version(cc) in SpecifierSet(row["cc"]):
+            return row
+    return None
+
+
+def _first_release_reaching(need: str) -> str:
+    for release in sorted(tables.releases(), key=lambda r: r.version):
+        wheel = release.wheels.get("linux_x86_64")
+        if wheel and wheel.cuda_build and wheel.cuda.count(".") >= 1 and Version(xla_ptx_isa(wheel.cuda)) >= Version(need):
+            return str(release.version)
+    return ""
+
+
+def new_gpu_notices(release: tables.Release, wheel: tables.Wheel, cc: str, coverage: gpu.Coverage,
+                    os: str) -> list[Notice]:
+    """``blackwell-ptx-jit`` (the driver JIT is what runs) and ``blackwell-xla-ptx`` (XLA cannot
+    target the GPU) for a GPU listed in ptx.toml; [] for other GPUs."""
+    row = target_row(cc)
+    if row is None:
+        return []
+    sm, need, name = f"sm_{cc.replace('.', '')}", row["min_ptx_isa"], row["name"]
+    notices = []
+    driver, driver_cuda = _driver_for(cc, os)
+    driver_text = f" and only with a driver that knows {sm}: >= {driver} (CUDA {driver_cuda}'s)" if driver else ""
+    if coverage is gpu.Coverage.PTX_JIT:
+        ptx = _newest_ptx(wheel.compute_capabilities)
+        isa = f"PTX ISA {wheel.ptx_isa}" if wheel.ptx_isa else "its PTX ISA unrecorded"
+        message = (f"TF {release.version} has no SASS for compute capability {cc}, {name}: what runs is its "
+                   f"newest PTX, {ptx} ({isa}), JIT-compiled by the driver for {sm} at start-up: minutes the first "
+                   f"time{driver_text}.")
+        report = _jit_report(release, cc)
+        if report:
+            message += (f" With pip TF {', '.join(report['reported'])} this JIT was reported to fail on "
+                        f"{cc} GPUs: {report['error']}.")
+        notices.append(Notice("blackwell-ptx-jit", message,
+                              "Keep the JIT result between runs (CUDA_CACHE_MAXSIZE=4294967296); if ops fail "
+                              "with CUDA_ERROR_INVALID_PTX/INVALID_HANDLE, use NVIDIA's NGC TensorFlow container "
+                              "(nvcr.io/nvidia/tensorflow), which is built for Blackwell."))
+    if wheel.cuda.count(".") >= 1 and Version(xla_ptx_isa(wheel.cuda)) < Version(need):
+        emitted = xla_ptx_isa(wheel.cuda)
+        ptxas = release.and_cuda.get("nvidia-cuda-nvcc-cu12", "")
+        pinned = f" (the and-cuda extra installs ptxas from nvidia-cuda-nvcc-cu12{ptxas})" if ptxas else ""
+        error = _table().get("xla", {}).get("error", "").format(isa=emitted, target=sm, need=need)
+        first = _first_release_reaching(need)
+        newest = tables.releases()[0].version
+        forward = (f"TF {first} is the first release built with a CUDA whose PTX ISA reaches {need}."
+                   if first else
+                   f"No TensorFlow release known to tfgpu-install (up to {newest}) is built with CUDA "
+                   f">= {_cuda_for_isa(need)}, which XLA needs for {sm}, and the XLA fixes were closed "
+                   "without merging; NVIDIA's NGC TensorFlow container is built for Blackwell.")
+        notices.append(Notice(
+            "blackwell-xla-ptx",
+            f"XLA cannot compile for {sm}: TF {release.version} was built with CUDA {wheel.cuda}, so its XLA emits "
+            f"at most PTX ISA {emitted}, whatever ptxas is installed{pinned}, while {sm} needs PTX ISA >= {need}. "
+            f"jit_compile=True, Keras models compiled with jit_compile and XLA auto-clustering fail on this GPU "
+            f"(reported with TF 2.22.0.dev: \"{error}\").",
+            "Run without XLA: jit_compile=False in model.compile and tf.function, and "
+            f"TF_XLA_FLAGS=--tf_xla_auto_jit=0. A newer ptxas does not help. {forward}"))
+    return notices
