@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from tfgpu.backends.options import Options  # noqa: F401 - part of the backend interface
 from tfgpu.envs.location import Location
 
 
@@ -85,22 +86,6 @@ class Step:
     def to_dict(self) -> dict:
         return {"kind": self.kind.value, "title": self.title, "argv": list(self.argv), "writes": list(self.writes),
                 "content": self.content, "env": dict(self.env)}
-
-
-@dataclass(frozen=True)
-class Options:
-    """How to build, from the command line."""
-
-    engine: str | None = None
-    find_links: str | None = None
-    offline: bool = False
-    jupyter: bool = False
-    force: bool = False
-    verify: bool = True
-    channels: tuple[str, ...] = ()
-    """conda channels (--channel), in priority order; empty means conda-forge."""
-    tf_source: str = "pypi"
-    """Where TensorFlow comes from in conda mode: ``pypi`` (uv into the env) or ``conda-forge``."""
 
 
 class LockedPackage(tuple):

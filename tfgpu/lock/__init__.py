@@ -96,6 +96,16 @@ def write_locks(mode: str, targets: list[tuple[Platform, object, bool]], output:
     return written
 
 
+def write_conda_lock(targets, output: str | None, *, channels: list[str], reporter=None) -> dict:
+    """One conda-lock.yml for every ``(platform, resolution, cpu_only)`` (``tfgpu.lock.conda_lock``)."""
+    from tfgpu.lock import conda_lock
+    from tfgpu.paths import cache_root
+
+    runner, uv, _ = tools("lock")
+    return conda_lock.write(targets, output, channels=channels, runner=runner, uv=uv, cache=cache_root(),
+                            reporter=reporter)
+
+
 def read_lock(path: str | Path):
     """Read and check a lock file of any mode: a pip lock, or a conda-lock.yml (``.yml``/``.yaml``)."""
     from tfgpu.lock import pip_lock

@@ -5,7 +5,6 @@ for, the CPU package of the release the GPU platforms get.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 from tfgpu.errors import ImpossibleError, UsageError
@@ -26,10 +25,17 @@ def parse_platforms(names: list[str]) -> list[Platform]:
     return list(seen.values())
 
 
-def lock_targets(names: list[str], *, os: str | None, arch: str | None, allow_cpu: bool,
-                 resolve: Callable[[str, str], object]) -> list[tuple[Platform, object, bool]]:
-    """``[(platform, resolution, cpu_only)]``; ``resolve(os, arch)`` runs the resolver with the
-    command's other selectors. ``--os``/``--arch``, when given, must agree with every platform."""
+def lock_targets(names: list[str], selectors: dict, *, allow_cpu: bool, host=None) -> list[tuple[Platform, object, bool]]:
+    """``[(platform, resolution, cpu_only)]``: each platform resolved with the command's selectors
+    (``tf``, ``mode``, ``python``, ``driver``, ``gpu_cc``, ``pre``) and that platform's OS and
+    architecture; ``host`` is this machine's facts, which the resolver uses only where the target is
+    this machine. ``--os``/``--arch``, when given, must agree with every platform."""
+    from tfgpu.resolver import make_request, resolve as run_resolver
+
+    def resolve(os_name: str, arch_name: str):
+        return run_resolver(make_request(**{**selectors, "os": os_name, "arch": arch_name}), host)
+
+    os, arch = selectors.get("os"), selectors.get("arch")
     platforms = parse_platforms(names)
     target_os, target_arch = parse_choice("--os", os, OSES), parse_arch(arch)
     targets = []

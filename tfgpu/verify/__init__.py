@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from importlib.resources import as_file, files
 from pathlib import Path
 
@@ -18,22 +17,23 @@ _LOG_SIGNS = re.compile(r"(Could not load dynamic library|Cannot dlopen|failed c
                         r"Could not find cuda drivers|CUDA_ERROR|libdevice|ptxas|Loaded runtime CuDNN)")
 
 
-def run_verify(prefix: Path, timeout: float = 900, bench: bool = False) -> dict:
+def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=None) -> dict:
     """Run the check with ``prefix``'s Python; the report, with TensorFlow's notable log lines."""
+    from tfgpu.proc import Runner
+
     python = prefix / "bin" / "python"
     if not python.exists():
         raise OperationError("not-an-env", f"{prefix} has no bin/python: it is not a Python environment.",
                              ["Give the env's root with --prefix, or its name with --name."])
+    runner = runner or Runner()
     with as_file(files("tfgpu.verify").joinpath("check_env.py")) as script:
-        try:
-            done = subprocess.run([str(python), "-I", str(script), *(["--bench"] if bench else [])],
-                                  capture_output=True, text=True,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise OperationError("verify-timeout", f"The GPU check in {prefix} ran past {timeout:.0f} s.",
-                                 ["Run it by hand to see where it hangs: "
-                                  f"{python} -c 'import tensorflow as tf; print(tf.config.list_physical_devices())'"]) from None
-    lines = done.stdout.strip().splitlines()
+        done = runner.capture([str(python), "-I", str(script), *(["--bench"] if bench else [])], timeout=timeout,
+                              clean=False)
+    if done.returncode == 124:
+        raise OperationError("verify-timeout", f"The GPU check in {prefix} ran past {timeout:.0f} s.",
+                             ["Run it by hand to see where it hangs: "
+                              f"{python} -c 'import tensorflow as tf; print(tf.config.list_physical_devices())'"])
+    lines = done.output.strip().splitlines()
     try:
         report = json.loads(lines[-1])
     except (IndexError, ValueError):
@@ -45,10 +45,14 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False) -> dict:
     return report
 
 
-def failure(report: dict) -> OperationError:
-    """The error for a report whose GPU check did not pass (exit 1, never a success)."""
-    return OperationError(report.get("code") or "no-gpu", f"No working GPU in {report['prefix']}: {report.get('reason')}",
-                          _ways_forward(report.get("code")))
+def failure(report: dict, *, built: bool = False, details: dict | None = None) -> OperationError:
+    """The error for a report whose GPU check did not pass (exit 1, never a success); ``built``:
+    the env was just built (and stays), which the message says first."""
+    message = f"No working GPU in {report['prefix']}: {report.get('reason')}"
+    if built:
+        message = f"The environment is built at {report['prefix']}, but: {message}"
+    return OperationError(report.get("code") or "no-gpu", message, _ways_forward(report.get("code")),
+                          details=report if details is None else details)
 
 
 def _ways_forward(code: str | None) -> list[str]:

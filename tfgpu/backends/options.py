@@ -1,0 +1,74 @@
+"""How to build (``Options``), checked once: the option combinations argparse cannot express.
+
+The CLI hands the raw flags to :func:`build_options`; every rule about which flag goes with which
+mode lives here, next to the backends that read them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfgpu.errors import UsageError
+
+ENGINES = {"uv": "pip", "pip": "pip", "rattler": "conda", "conda": "conda", "mamba": "conda",
+           "micromamba": "conda"}
+"""Each ``--engine`` and the mode whose envs it builds (system mode builds its venv like pip mode)."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to build, from the command line."""
+
+    engine: str | None = None
+    find_links: str | None = None
+    offline: bool = False
+    jupyter: bool = False
+    force: bool = False
+    verify: bool = True
+    channels: tuple[str, ...] = ()
+    """conda channels (--channel), in priority order; empty means conda-forge."""
+    tf_source: str = "pypi"
+    """Where TensorFlow comes from in conda mode: ``pypi`` (uv into the env) or ``conda-forge``."""
+
+
+def mode_of(mode: str | None) -> str:
+    """The ``--mode`` value, checked (default pip)."""
+    from tfgpu.resolver.request import MODES, parse_choice
+
+    return parse_choice("--mode", mode, MODES) or "pip"
+
+
+def check_channels_for(mode: str, channels) -> None:
+    """``--channel`` goes with conda mode only."""
+    if channels and mode != "conda":
+        raise UsageError("conflicting-options", f"--channel applies to --mode conda only (got --mode {mode}).",
+                         ["Add --mode conda, or drop --channel."])
+
+
+def build_options(*, mode: str | None, engine: str | None = None, channels=(), tf_source: str | None = None,
+                  find_links: str | None = None, offline: bool = False, jupyter: bool = False, force: bool = False,
+                  verify: bool = True) -> Options:
+    """``Options`` from the create flags, or the ``UsageError`` (exit 2) for a combination that
+    cannot work: an engine of another mode, conda-only flags without conda mode, a missing wheel dir."""
+    mode = mode_of(mode)
+    if engine is not None:
+        if engine not in ENGINES:
+            raise UsageError("bad-option-value", f"--engine {engine!r} is not one of: {', '.join(ENGINES)}.",
+                             ["Use --engine uv or pip for --mode pip, rattler/conda/mamba/micromamba for --mode conda."])
+        if ENGINES[engine] != mode and mode != "system":
+            raise UsageError("conflicting-options", f"--engine {engine} drives {ENGINES[engine]} "
+                             f"environments, but --mode is {mode}.",
+                             [f"Use --mode {ENGINES[engine]}, or drop --engine."])
+    check_channels_for(mode, channels)
+    if tf_source and mode != "conda":
+        raise UsageError("conflicting-options", f"--tf-source applies to --mode conda only (got --mode {mode}).",
+                         ["Add --mode conda, or drop --tf-source."])
+    if find_links and not re.match(r"https?://", find_links):
+        if not Path(find_links).is_dir():
+            raise UsageError("bad-find-links", f"--find-links {find_links!r} is not a directory.",
+                             ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."])
+        find_links = str(Path(find_links).absolute())
+    return Options(engine=engine, find_links=find_links, offline=offline, jupyter=jupyter, force=force,
+                   verify=verify, channels=tuple(channels or ()), tf_source=tf_source or "pypi")
