@@ -305,7 +305,8 @@ def test_cudnn_archive_table_is_well_formed():
                                   ("11.2", "8.1", "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz"),
                                   ("11.8", "8.6", "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz"),
                                   ("12.3", "8.9", "cudnn-linux-x86_64-8.9.7.29_cuda12-archive.tar.xz"),
-                                  ("12.5.1", "9.3", "cudnn-linux-x86_64-9.3.0.75_cuda12-archive.tar.xz")):
+                                  ("12.5.1", "9.3", "cudnn-linux-x86_64-9.3.0.75_cuda12-archive.tar.xz"),
+                                  ("12.5.1", "9.10", "cudnn-linux-x86_64-9.10.2.21_cuda12-archive.tar.xz")):
         assert cudnn_archive_for(cuda, cudnn).filename == expected, (cuda, cudnn)
     assert cudnn_archive_for("12.5", "10.0") is None
 

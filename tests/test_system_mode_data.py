@@ -60,6 +60,16 @@ def test_system_mode_downloads_are_verifiable_for_every_cuda_release(tf):
     assert cudnn.url.startswith("https://developer.download.nvidia.com/") and runfile.url.startswith("https://")
 
 
+@pytest.mark.parametrize("tf", [v for v in CUDA_RELEASES if v.startswith(("2.18.", "2.19.", "2.20.", "2.21.", "2.22."))])
+def test_cudnn9_releases_get_the_archive_of_the_cudnn_they_were_compiled_against(tf):
+    """TF 2.18-2.21 (compiled against cuDNN 9.3) keep the 9.3 archive, whose recorded CUDA range covers
+    their CUDA 12.5 build, though a newer 9.x is recorded; 2.22.0rc0 (compiled against 9.10) gets 9.10."""
+    plan = resolution(tf, "system")
+    _, cudnn = vendor.artifacts(plan)
+    compiled = next(r.wheels["linux_x86_64"] for r in tables.releases() if str(r.version) == tf)
+    assert cudnn.version.split(".")[:2] == compiled.cudnn_compiled.split(".")[:2], (tf, cudnn.filename)
+
+
 def test_tf213_system_dry_run_lists_nvidias_files_with_the_datas_checksums(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
     code = cli.main(["create", "--tf", "2.13", "--mode", "system", "--python", "3.11", "--driver", "999.99",
