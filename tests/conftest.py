@@ -99,6 +99,38 @@ def lock_index(tmp_path_factory):
 
 
 def run_tool(*argv: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    """tfgpu-install run in this process, as ``python -m tfgpu`` would run it: ``os.environ`` is
+    ``env`` for the call, stdout and stderr are captured, the exit code is ``cli.main``'s. The tools
+    it starts (uv, rattler's work, the runfile, bash) are real processes as always; only the Python
+    start-up of the tool itself is saved. Tests that need the tool as a process of its own (signals,
+    raw argv bytes, locales) run ``run_process``."""
+    import contextlib
+    import io
+    import signal
+
+    from tfgpu import cli
+    from tfgpu.resolver import tables
+
+    saved, handlers = dict(os.environ), {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        tables.clear_caches()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main([str(arg) for arg in argv])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        tables.clear_caches()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    return subprocess.CompletedProcess([sys.executable, "-m", "tfgpu", *argv], code, out.getvalue(), err.getvalue())
+
+
+def run_process(*argv: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    """tfgpu-install as a process of its own (``python -m tfgpu``)."""
     return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True,
                           env=env, timeout=timeout)
 

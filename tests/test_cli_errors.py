@@ -90,8 +90,9 @@ CASES = [
 
 
 def tfgpu(*argv: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, COLUMNS="120")
-    return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, env=env)
+    from conftest import run_tool
+
+    return run_tool(*argv, env=dict(os.environ, COLUMNS="120"))
 
 
 def _argv(argv: list[str]) -> list[str]:

@@ -22,7 +22,7 @@ from tfgpu.detect import CondaExe, Host, System, Toolkit, probe
 from tfgpu.detect.nvidia_smi import query_argv, summary_argv
 from tfgpu.detect.platform_facts import find_interpreters
 from tfgpu.detect.recorded import RecordedSystem
-from tfgpu.detect.system import Completed, NvmlSnapshot, PlatformFacts
+from tfgpu.detect.system import NvmlSnapshot, PlatformFacts
 
 FIXTURES = Path(__file__).parent / "fixtures" / "detect"
 WSL_LIB = "/usr/lib/wsl/lib"
@@ -358,9 +358,8 @@ def test_real_system_answers_without_raising(tmp_path):
     assert system.read_text(str(tmp_path / "missing")) is None
     assert system.run([str(tmp_path / "missing")]) is None
     assert system.run(["sleep", "5"], timeout=0.2).returncode == 124
-    assert system.run(["sh", "-c", "echo out; echo err >&2; exit 3"]) == Completed(
-        3, "out\n", "err\n"
-    )
+    done = system.run(["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
     if not _has_nvidia_driver():
         assert isinstance(system.nvml(), str)
         assert isinstance(system.libcuda_driver_version("libcuda.so.1"), str)

@@ -67,6 +67,7 @@ def test_playbook_passes_syntax_check_and_carries_a_clean_script(mode, tmp_path)
     assert modules and all(m.startswith("ansible.builtin.") for m in modules)
 
 
+@pytest.mark.slow
 def test_playbook_installs_on_localhost_then_changes_nothing(tmp_path, local_wheels):
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     out = write(tmp_path, "2.21", "pip", python)
@@ -92,6 +93,7 @@ def test_playbook_installs_on_localhost_then_changes_nothing(tmp_path, local_whe
     assert strict.returncode != 0 and recap(strict.stdout)["failed"] == 1  # no GPU: the host fails, last
 
 
+@pytest.mark.slow
 def test_a_host_with_an_old_driver_fails_with_the_version_needed(tmp_path):
     out = write(tmp_path, "2.21", "pip")
     bindir = tmp_path / "bin"
@@ -104,6 +106,7 @@ def test_a_host_with_an_old_driver_fails_with_the_version_needed(tmp_path):
     assert recap(done.stdout)["failed"] == 1 and not (tmp_path / "env").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake NVIDIA libraries")
 def test_system_mode_playbook_against_the_fake_nvidia_server(tmp_path, monkeypatch):
     with fake_nvidia(tmp_path, monkeypatch) as fake:

@@ -64,6 +64,7 @@ def pip_script(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_pip_script_builds_the_env_fails_verification_honestly_then_changes_nothing(tmp_path, local_wheels,
                                                                                   pip_script):
     prefix = tmp_path / "my envs" / "tf 2.21"  # a space: every path in the script must be quoted
@@ -121,6 +122,7 @@ exit 0
 """
 
 
+@pytest.mark.slow
 def test_conda_script_drives_the_conda_on_path_and_writes_activate_d(tmp_path):
     script = tmp_path / "install.sh"
     script.write_text(render("2.21", "conda", "bash").main.content)
@@ -159,6 +161,7 @@ def test_conda_script_without_conda_stops_with_instructions(tmp_path):
     assert "no conda, mamba or micromamba on PATH" in done.stderr and "Miniforge" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake NVIDIA libraries")
 def test_system_script_against_the_fake_nvidia_server(tmp_path, monkeypatch):
     with fake_nvidia(tmp_path, monkeypatch) as fake:
@@ -215,6 +218,7 @@ def test_system_script_refuses_plain_http_unless_allowed(tmp_path):
     assert not (tmp_path / "dl" / "cuda_12.5.1_555.42.06_linux.run.partial").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not wheelhouse.have_compiler() or os.geteuid() != 0, reason="needs gcc and root")
 def test_system_script_as_root_writes_profile_d_and_ld_so_conf_d(tmp_path, monkeypatch):
     with fake_nvidia(tmp_path, monkeypatch):
@@ -254,6 +258,7 @@ def test_pip_script_embeds_the_tools_own_activation_code():
     assert repr(json.dumps(source)) in script  # as activate_env.py's ACTIVATION_SOURCE literal
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake NVIDIA libraries")
 def test_system_script_resumes_an_interrupted_download(tmp_path, monkeypatch):
     from fakenvidia import Faults

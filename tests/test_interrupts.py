@@ -18,6 +18,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a real slow server and real signals: seconds per case
+
 WHEEL_DELAY_S = 2.0
 
 

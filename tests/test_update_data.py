@@ -102,6 +102,7 @@ def test_an_index_that_is_neither_https_nor_loopback_is_refused(env):
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "bad-option-value"
 
 
+@pytest.mark.slow
 def test_an_unreachable_index_is_a_clear_error(env):
     done = tfgpu(env, "update-data", "--index", "http://127.0.0.1:9/pypi", "--json")
     error = json.loads(done.stdout)["error"]

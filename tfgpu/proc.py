@@ -89,6 +89,13 @@ class Completed:
     output: str
     seconds: float = 0.0
     stderr: str = ""
+    started: bool = True
+    """False when the program could not be started at all (not found, not executable)."""
+
+    @property
+    def stdout(self) -> str:
+        """What :meth:`Runner.capture` read from stdout (``output`` under the name probes use)."""
+        return self.output
 
     def tail(self, lines: int = 12) -> str:
         return "\n".join(self.output.rstrip().splitlines()[-lines:])
@@ -198,7 +205,7 @@ class Runner:
         except OSError as error:
             if not quiet:
                 self.log(f"could not start: {error}")
-            return Completed(argv, 127, f"could not start {argv[0]}: {error}", 0.0)
+            return Completed(argv, 127, f"could not start {argv[0]}: {error}", 0.0, started=False)
         lines: list[str] = []
         timer = None
         if timeout is not None:
@@ -251,8 +258,8 @@ class Runner:
                                   preexec_fn=_die_with_parent if _PRCTL is not None else None)
         except subprocess.TimeoutExpired as error:
             return Completed(argv, 124, _text(error.stdout), time.monotonic() - started, _text(error.stderr))
-        except OSError as error:
-            return Completed(argv, 127, "", 0.0, f"could not start {argv[0]}: {error}")
+        except (OSError, ValueError) as error:
+            return Completed(argv, 127, "", 0.0, f"could not start {argv[0]}: {error}", started=False)
         return Completed(argv, done.returncode, done.stdout, time.monotonic() - started, done.stderr)
 
     def start(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, clean: bool = True,

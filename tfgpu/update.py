@@ -74,10 +74,10 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
     from tfgpu.datasource.toml_out import render_toml
     from tfgpu.paths import cache_root, data_dir
     from tfgpu.resolver import tables
-    from tfgpu.resolver.overlay import UPDATES_FILE
+    from tfgpu.data.updates import UPDATES_FILE
 
     if index_url is None and offline:  # the cache holds the answers of the index used last time
-        from tfgpu.resolver.overlay import updates
+        from tfgpu.data.updates import updates
 
         index_url = updates().get("index")
     url = _check_index(index_url or DEFAULT_INDEX)

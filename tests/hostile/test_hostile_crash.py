@@ -62,6 +62,7 @@ def siblings(prefix: Path) -> list[str]:
                   and not p.name.endswith("-lock"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sigterm_and_sighup_roll_back_like_ctrl_c(sandbox, slow_index, signum, code):
     prefix = sandbox / "env"
@@ -86,6 +87,7 @@ def _staging_writers(staging: Path) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_sigkill_during_create_leaves_nothing_running_and_the_next_run_recovers(sandbox, slow_index, cli,
                                                                                   local_wheels, uv_cache):
     prefix = sandbox / "env"
@@ -174,6 +176,7 @@ def test_a_second_run_on_a_busy_target_fails_at_once(cli, build, sandbox, comman
     assert marker.proof(sandbox / "env") and siblings(sandbox / "env") == []
 
 
+@pytest.mark.slow
 def test_two_creates_of_one_name_at_once_never_lose_the_env(sandbox, local_wheels, uv_cache):
     env = {**os.environ, "TFGPU_CACHE_DIR": str(uv_cache), "TFGPU_ENVS_DIR": str(sandbox / "envs")}
     argv = [sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--mode", "pip", "--python", PY, "--name",

@@ -97,6 +97,7 @@ def test_announced_length_above_the_recorded_size_is_refused_before_reading(fake
     assert leftovers(tmp_path / "cache") == []
 
 
+@pytest.mark.slow
 def test_a_byte_every_few_seconds_is_given_up_on(fake, tmp_path, monkeypatch):
     monkeypatch.setattr(download, "GRACE", 1.0)
     fake.faults.drip = 0.3

@@ -176,7 +176,7 @@ def test_output_paths_of_the_wrong_kind(cli, sandbox, command, what):
         (target / "mine.txt").write_text("mine\n")
     before = snapshot(sandbox)
     done = cli(*command, "--tf", "2.21", "--no-detect", "-o", str(target), "--json",
-               env={"TFGPU_INDEX_URL": "http://127.0.0.1:9/simple"})
+               env={"TFGPU_INDEX_URL": "http://127.0.0.1:9/simple", "UV_OFFLINE": "1"})
     expected = {("bundle", "existing-file"): "bad-output", ("bundle", "directory"): "target-not-empty",
                 ("lock", "existing-file"): None, ("lock", "directory"): "bad-output"}[(command[0], what)]
     if expected is None:  # a lock may overwrite a file (its own, regenerated); here the index is dead

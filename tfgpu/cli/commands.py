@@ -148,7 +148,7 @@ def _targets(args, allow_cpu: bool):
 def cmd_lock(args) -> int:
     """``lock``: one hashed lock per --platform (pip), or one conda-lock.yml for all (conda)."""
     from tfgpu.backends.options import check_channels_for, mode_of
-    from tfgpu.lock import write_conda_lock, write_locks
+    from tfgpu.lock.writing import write_conda_lock, write_locks
 
     mode = mode_of(args.mode)
     check_channels_for(mode, args.channel)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 from tfgpu.errors import ImpossibleError
@@ -20,19 +19,16 @@ def find_python(version: str) -> str | None:
     from tfgpu.detect import System
     from tfgpu.detect.platform_facts import find_interpreters
 
-    path = find_interpreters(System()).get(version)
-    if path and _reports(path, version):
+    system = System()
+    path = find_interpreters(system).get(version)
+    if path and _reports(system, path, version):
         return path
     return None
 
 
-def _reports(path: str, version: str) -> bool:
-    try:
-        done = subprocess.run([path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0 and done.stdout.strip() == version
+def _reports(system, path: str, version: str) -> bool:
+    done = system.run([path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=30)
+    return done is not None and done.returncode == 0 and done.stdout.strip() == version
 
 
 def require_python(version: str, *, can_download: bool) -> str | None:

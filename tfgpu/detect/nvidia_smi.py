@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from tfgpu.detect.host import DriverReading, Gpu
 from tfgpu.detect.platform_facts import WSL_LIB
-from tfgpu.detect.system import Completed, System, in_background
+from tfgpu.detect.system import System, in_background
 
 FIELDS = "driver_version,name,compute_cap,memory.total,uuid"
 LEGACY_FIELDS = "driver_version,name,memory.total,uuid"
@@ -129,7 +129,7 @@ def _failed(error: str) -> SmiResult:
     return SmiResult(DriverReading("nvidia-smi", False, error=error))
 
 
-def _first_line(done: Completed) -> str:
+def _first_line(done) -> str:
     for line in (done.stdout + "\n" + done.stderr).splitlines():
         if line.strip():
             return line.strip()[:200]

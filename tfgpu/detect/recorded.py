@@ -12,7 +12,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tfgpu.detect.system import Completed, NvmlSnapshot, PlatformFacts
+from tfgpu.detect.system import NvmlSnapshot, PlatformFacts
 
 LINUX_X86_64 = PlatformFacts(system="Linux", machine="x86_64", python="3.11", glibc="2.36")
 
@@ -84,10 +84,15 @@ class RecordedSystem:
     def which(self, name: str) -> str | None:
         return self.executables.get(name)
 
-    def run(self, argv: Sequence[str], timeout: float = 10.0) -> Completed | None:
+    def run(self, argv: Sequence[str], timeout: float = 10.0):
+        from tfgpu.proc import Completed
+
         self.ran.append(tuple(argv))
         answer = self.commands.get(tuple(argv))
-        return None if answer is None else Completed(*answer)
+        if answer is None:
+            return None
+        returncode, stdout, stderr = answer
+        return Completed(tuple(argv), returncode, stdout, 0.0, stderr)
 
     def platform(self) -> PlatformFacts:
         return self.facts

@@ -17,14 +17,6 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 
-class Completed(NamedTuple):
-    """A finished child process. A timeout reads as return code 124 with a note on stderr."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 class NvmlDevice(NamedTuple):
     """One GPU as NVML describes it."""
 
@@ -90,25 +82,18 @@ class System:
     def which(self, name: str) -> str | None:
         return shutil.which(name)
 
-    def run(self, argv: Sequence[str], timeout: float = 10.0) -> Completed | None:
-        """Run ``argv`` (no shell) and capture its output; None when it cannot be started."""
-        import subprocess  # only paid for when a tool is actually run
+    def run(self, argv: Sequence[str], timeout: float = 10.0):
+        """Run ``argv`` (no shell) through ``tfgpu.proc`` and capture its output (a
+        ``proc.Completed``: ``returncode``, ``stdout``, ``stderr``; a timeout reads as 124);
+        None when it cannot be started."""
+        from tfgpu.proc import Runner  # only paid for when a tool is actually run
 
-        try:
-            done = subprocess.run(
-                list(argv),
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout,
-                env={**os.environ, "LC_ALL": "C"},
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired:
-            return Completed(124, "", f"timed out after {timeout:g} s")
-        except (OSError, ValueError):
+        done = Runner().capture(list(argv), env={"LC_ALL": "C"}, timeout=timeout, clean=False)
+        if not done.started:
             return None
-        return Completed(done.returncode, done.stdout, done.stderr)
+        if done.returncode == 124:
+            return done.__class__(done.argv, 124, done.output, done.seconds, f"timed out after {timeout:g} s")
+        return done
 
     def platform(self) -> PlatformFacts:
         if hasattr(os, "uname"):  # POSIX: no need to import `platform` (plan's start-up is budgeted)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import re
-import subprocess
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -192,10 +191,10 @@ def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
                              f"uv pip install --python {env.python} 'nvidia-cuda-nvcc-cu12>=12.6.3' (CUDA 12 builds)",
                              *(f"looked for {p}" for p in candidates)))
     else:
-        try:
-            out = subprocess.run([str(ptxas), "--version"], capture_output=True, text=True, timeout=20).stdout
-        except (OSError, subprocess.SubprocessError) as error:
-            out = str(error)
+        from tfgpu.proc import Runner
+
+        done = Runner().capture([str(ptxas), "--version"], timeout=20, clean=False)
+        out = done.output if done.started else done.stderr
         match = _PTXAS_VERSION.search(out)
         version = match.group(1) if match else None
         evidence = (f"{ptxas}: {version or 'version unknown'}",)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,12 +108,14 @@ def read_headers(facts: EnvFacts, site: Path) -> None:
 
 
 def _ask_python(python: Path) -> tuple[Path, str, Path]:
+    from tfgpu.proc import Runner
+
     script = ("import sys, sysconfig, json; print(json.dumps([sys.prefix, '%d.%d' % sys.version_info[:2], "
               "sysconfig.get_paths()['purelib']]))")
+    done = Runner().capture([str(python), "-I", "-c", script], timeout=30)
     try:
-        done = subprocess.run([str(python), "-I", "-c", script], capture_output=True, text=True, timeout=30)
-        prefix, version, purelib = json.loads(done.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError):
+        prefix, version, purelib = json.loads(done.output)
+    except (ValueError, TypeError):
         raise ImpossibleError("not-a-python", f"{python} does not run as a Python interpreter.",
                               ["Give the environment's python, e.g. --python ./env/bin/python."]) from None
     return Path(prefix), version, Path(purelib)

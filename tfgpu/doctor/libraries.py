@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from importlib.resources import as_file, files
@@ -69,10 +67,11 @@ def hook_preloads(hook: Path | None) -> dict[str, str]:
 
 def ld_cache() -> dict[str, str]:
     """soname -> path from ``ldconfig -p`` (x86-64 entries), or {} without ldconfig."""
+    from tfgpu.proc import Runner
+
     for ldconfig in ("/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"):
-        try:
-            done = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
+        done = Runner().capture([ldconfig, "-p"], timeout=10, clean=False)
+        if not done.started or done.returncode == 124:
             continue
         cache: dict[str, str] = {}
         for line in done.stdout.splitlines()[1:]:
@@ -123,12 +122,14 @@ def load_in_child(resolved: list[Resolved], timeout: float = 60) -> None:
     todo = [{"soname": r.soname, "path": r.path, "version_symbol": r.version_symbol} for r in resolved if r.path]
     if not todo:
         return
+    from tfgpu.proc import Runner
+
     with as_file(files("tfgpu.verify").joinpath("probe_libs.py")) as script:
+        # The user's environment as it is (LD_LIBRARY_PATH included): that is what TensorFlow's loader sees.
+        done = Runner().capture([sys.executable, "-I", str(script), json.dumps(todo)], timeout=timeout, clean=False)
         try:
-            done = subprocess.run([sys.executable, "-I", str(script), json.dumps(todo)], capture_output=True,
-                                  text=True, timeout=timeout, env=dict(os.environ))
-            results = {r["soname"]: r for r in json.loads(done.stdout.strip().splitlines()[-1])}
-        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            results = {r["soname"]: r for r in json.loads(done.output.strip().splitlines()[-1])}
+        except (ValueError, IndexError, TypeError, KeyError):
             results = {}
     for entry in resolved:
         result = results.get(entry.soname)

@@ -9,40 +9,14 @@ and the cloud-init user-data run that same script (see the README's "Provisionin
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.export.files import Export, ExportFile
+
+__all__ = ["FORMATS", "Export", "ExportFile", "render", "write"]
 
 FORMATS = ("bash", "dockerfile", "ansible", "cloud-init")
-
-
-@dataclass(frozen=True)
-class ExportFile:
-    """One generated file: its path relative to the output, its text and its permission bits."""
-
-    name: str
-    content: str
-    mode: int = 0o644
-
-
-@dataclass(frozen=True)
-class Export:
-    """What one format produced. ``directory``: the files form a tree (``-o`` names a directory)."""
-
-    format: str
-    files: tuple[ExportFile, ...]
-    directory: bool = False
-
-    @property
-    def main(self) -> ExportFile:
-        """The file printed when no ``-o`` is given."""
-        return self.files[0]
-
-    def to_dict(self) -> dict:
-        """The ``script --json`` document (without the contents of the files)."""
-        return {"format": self.format, "files": [
-            {"name": f.name, "mode": oct(f.mode), "bytes": len(f.content.encode())} for f in self.files]}
 
 
 def render(resolution, fmt: str) -> Export:

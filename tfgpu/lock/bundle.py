@@ -28,7 +28,8 @@ from urllib.parse import unquote, urlsplit
 
 from tfgpu import __version__
 from tfgpu.errors import ImpossibleError, UsageError
-from tfgpu.lock import pip_lock, tools
+from tfgpu.lock import pip_lock
+from tfgpu.lock.writing import tools
 from tfgpu.lock.bundle_files import digest, install_script, readme, tool_wheel
 from tfgpu.lock.platforms import Platform
 from tfgpu.paths import output_dir

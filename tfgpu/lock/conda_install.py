@@ -94,7 +94,7 @@ def prepare(path: Path, options, selectors: dict | None = None, bundle_dir: Path
     from dataclasses import replace
 
     from tfgpu.backends.base import LockedPackage, Source
-    from tfgpu.lock.install import check_selectors
+    from tfgpu.lock.selectors import check_selectors
     from tfgpu.lock.platforms import host_platform
     from tfgpu.resolver import make_request, resolve
 

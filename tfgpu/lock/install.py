@@ -12,92 +12,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict
 from pathlib import Path
 
 from tfgpu.errors import ImpossibleError, UsageError
-from tfgpu.lock import read_lock
 from tfgpu.lock.bundle import FORMAT as BUNDLE_FORMAT
 from tfgpu.lock.bundle import MANIFEST
 from tfgpu.lock.bundle_files import digest
-from tfgpu.lock.platforms import PLATFORMS, host_platform
-from tfgpu.resolver.model import Packages, Resolution
-from tfgpu.resolver.request import (
-    OSES,
-    parse_arch,
-    parse_choice,
-    parse_python,
-    parse_tf_spec,
-)
-
-
-def lock_resolution(lock) -> Resolution:
-    """The :class:`Resolution` a lock recorded (nothing is re-resolved)."""
-    r = lock.resolution
-    where = f"the lock {lock.path} (sha256 {lock.meta['sha256'][:12]}…, tfgpu-install {lock.meta['tool_version']})"
-    return Resolution(
-        tensorflow=r["tensorflow"], package=r["package"], python=r["python"], mode="pip", os=r["os"], arch=r["arch"],
-        platform=r["platform"], accelerator=r["accelerator"], cuda=r["cuda"], cuda_build=r["cuda_build"],
-        cudnn=r["cudnn"], min_driver=r["min_driver"], toolkit_driver=r["toolkit_driver"], driver=None,
-        compute_capabilities=tuple(r["compute_capabilities"]),
-        packages=Packages(pip=tuple(r["requirements"]), notes=(f"Exactly as pinned in {where}.",)),
-        modes={}, warnings=(), reasons=(f"Installed from {where}.",), rejected=())
-
-
-def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, selectors: dict, path) -> None:
-    """Selectors given with --from-lock/--from-bundle must agree with the lock (UsageError, exit 2);
-    the same rule for pip and conda locks: ``--tf`` as a version, a series or a PEP 440 range,
-    ``--python``/``--os``/``--arch`` as the lock has them, ``--driver``/``--gpu-cc`` never (the lock
-    fixes the build; ``verify`` checks the GPU)."""
-    target = PLATFORMS[platform]
-    problems = []
-    tf = parse_tf_spec(selectors.get("tf"))
-    if tf is not None and not _tf_agrees(tf, recorded["tensorflow"]):
-        problems.append(f"--tf {tf} (the lock has TensorFlow {recorded['tensorflow']})")
-    if selectors.get("mode") and selectors["mode"].lower() != mode:
-        problems.append(f"--mode {selectors['mode']} (the lock is a {mode} lock)")
-    wanted = parse_python(selectors.get("python"))
-    if wanted is not None and wanted != python:
-        problems.append(f"--python {wanted} (the lock is for Python {python})")
-    target_os = parse_choice("--os", selectors.get("os"), OSES)
-    if target_os is not None and target_os not in target.oses:
-        problems.append(f"--os {target_os} (the lock is for {target.name})")
-    arch = parse_arch(selectors.get("arch"))
-    if arch is not None and arch != target.arch:
-        problems.append(f"--arch {arch} (the lock is for {target.name})")
-    for flag in ("driver", "gpu_cc"):
-        if selectors.get(flag):
-            problems.append(f"--{flag.replace('_', '-')} (a lock fixes the build; `verify` checks the GPU)")
-    if problems:
-        raise UsageError("conflicting-options", f"With a lock, the lock decides what is built; these options "
-                         f"disagree with {path}: " + "; ".join(problems) + ".",
-                         ["Drop them, or write a new lock with `tfgpu-install lock` for what you want."])
-
-
-def _tf_agrees(spec: str, locked: str) -> bool:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
-
-    if spec == "latest":
-        return False
-    if spec[0] in "<>=!~":
-        return SpecifierSet(spec).contains(Version(locked), prereleases=True)
-    return locked == spec or locked.startswith(spec + ".")
-
-
-def check_platform(lock) -> None:
-    """The lock must be a GPU lock for this machine's platform (ImpossibleError, exit 3)."""
-    here = host_platform()
-    name = lock.meta["platform"]
-    if lock.meta.get("cpu_only"):
-        raise ImpossibleError("lock-cpu-only", f"{lock.path} is a CPU-only lock (locked with --allow-cpu for {name}); "
-                              "tfgpu-install builds GPU environments only. Nothing was installed.",
-                              [f"Install it with plain pip: pip install --require-hashes -r {lock.path}"])
-    if here is None or here.name != name:
-        raise ImpossibleError("lock-wrong-platform", f"{lock.path} is for {name}; this machine is "
-                              f"{here.name if here else 'another platform'}. Nothing was installed.",
-                              [f"Run it on a {name} machine, or write a lock for this one: --platform "
-                               f"{here.name if here else 'linux-64'}."])
+from tfgpu.lock.selectors import check_platform, check_selectors, lock_resolution
 
 
 def _bundle_corrupt(root: Path, what: str) -> ImpossibleError:
@@ -237,3 +158,18 @@ def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors: d
         raise ImpossibleError("bundle-corrupt", f"The lock in {directory} is not the one the bundle was built "
                               "with. Nothing was installed.", ["Rebuild the bundle."])
     return prepared
+
+
+def read_lock(path: str | Path):
+    """Read and check a lock file of any mode: a pip lock, or a conda-lock.yml (``.yml``/``.yaml``)."""
+    from tfgpu.lock import pip_lock
+
+    path = Path(path).expanduser().absolute()
+    if path.suffix in (".yml", ".yaml"):
+        from tfgpu.lock import conda_install
+
+        return conda_install.read(path)
+    if not path.is_file():
+        raise UsageError("lock-unreadable", f"There is no lock file at {path}.",
+                         ["Give the file `tfgpu-install lock` wrote (e.g. tfgpu-lock.linux-64.txt)."])
+    return pip_lock.read(path)

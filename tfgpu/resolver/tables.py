@@ -205,10 +205,8 @@ def release_from_row(row: dict, origin: str = "shipped") -> Release:
 def releases() -> tuple[Release, ...]:
     """Every TensorFlow 2.x release, newest first: the shipped rows, plus the update overlay's rows for
     versions the shipped data lacks (``tfgpu.resolver.overlay``: newer shipped data supersedes it)."""
-    from tfgpu.resolver.overlay import merged
-
     shipped = [release_from_row(row) for row in load_toml("tensorflow.toml")["release"]]
-    return tuple(sorted(merged(shipped), key=lambda r: r.version, reverse=True))
+    return tuple(sorted(_merged(shipped), key=lambda r: r.version, reverse=True))
 
 
 @derived
@@ -359,3 +357,19 @@ def clear_caches() -> None:
     from tfgpu import data
 
     data.clear()
+
+
+def _merged(shipped: list) -> list:
+    """``shipped`` releases plus the overlay's for versions ``shipped`` lacks; a pre-release that a final
+    release of its series (at or above its base version) has superseded is dropped."""
+    from tfgpu.data.updates import update_rows
+
+    known = {r.version for r in shipped}
+    everything = shipped + [r for r in (release_from_row(row, "update") for row in update_rows())
+                            if r.version not in known]
+    finals = [r.version for r in everything if not r.version.is_prerelease]
+
+    def superseded(v) -> bool:
+        return any(f.release[:2] == v.release[:2] and f >= Version(v.base_version) for f in finals)
+
+    return [r for r in everything if not r.version.is_prerelease or not superseded(r.version)]
