@@ -65,13 +65,13 @@ def fetch(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "", size: in
     note.unlink(missing_ok=True)
     transfer = Transfer(url, part, size=size, reporter=reporter, name=name)
     transfer.run(retries=retries, backoff=backoff)
-    found = _digest(part, algorithm)
+    found = file_digest(part, algorithm)
     if found != expected and transfer.resumed:
         # A resumed file can mix two versions of a changed upstream file: once more from zero.
         part.unlink(missing_ok=True)
         transfer = Transfer(url, part, size=size, reporter=reporter, name=name)
         transfer.run(retries=retries, backoff=backoff)
-        found = _digest(part, algorithm)
+        found = file_digest(part, algorithm)
     if found != expected:
         got = part.stat().st_size
         part.unlink(missing_ok=True)
@@ -123,14 +123,16 @@ def _noted(final: Path, note: Path, algorithm: str, expected: str) -> bool:
 def _known_good(final: Path, note: Path, algorithm: str, expected: str) -> bool:
     if _noted(final, note, algorithm, expected):
         return True
-    if _digest(final, algorithm) != expected:
+    if file_digest(final, algorithm) != expected:
         return False
     stat = final.stat()
     note.write_text(f"{algorithm}:{expected} {stat.st_size} {stat.st_mtime_ns}\n", encoding="utf-8")
     return True
 
 
-def _digest(path: Path, algorithm: str) -> str:
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
+    """The hex digest of a file, read in blocks (the one checksum reader: downloads, conda archives,
+    bundle files)."""
     digest = hashlib.new(algorithm)
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

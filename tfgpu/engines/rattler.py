@@ -234,6 +234,8 @@ def verified_copy(record, store: Path) -> Path:
     import shutil
     from urllib.parse import unquote, urlsplit
 
+    from tfgpu.engines.download import file_digest
+
     source = Path(unquote(urlsplit(str(record.url)).path))
     if record.sha256:
         algorithm, expected = "sha256", record.sha256.hex()
@@ -244,7 +246,7 @@ def verified_copy(record, store: Path) -> Path:
                               "index, so it is not installed: every package is verified before it is linked.",
                               ["Index the channel with a current tool (`rattler-index`, `conda index`)."])
     target = store / expected / record.file_name
-    if target.is_file() and _file_digest(target, algorithm) == expected:
+    if target.is_file() and file_digest(target, algorithm) == expected:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.part")
@@ -254,7 +256,7 @@ def verified_copy(record, store: Path) -> Path:
         partial.unlink(missing_ok=True)
         raise OperationError("install-failed", f"Cannot read {source}: {error.strerror}; nothing was installed.",
                              ["Check the channel directory (--channel) or the bundle."]) from None
-    found = _file_digest(partial, algorithm)
+    found = file_digest(partial, algorithm)
     if found != expected:
         partial.unlink(missing_ok=True)
         raise ImpossibleError("checksum-mismatch", f"{source} is not the package its index and lock name: its "
@@ -263,16 +265,6 @@ def verified_copy(record, store: Path) -> Path:
                                "a trusted copy, and compare before trusting either."])
     os.replace(partial, target)
     return target
-
-
-def _file_digest(path: Path, algorithm: str) -> str:
-    import hashlib
-
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _restore_urls(prefix: Path, records: list) -> None:

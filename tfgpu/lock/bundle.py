@@ -131,6 +131,20 @@ def start(resolution, platform: Platform, out: Path, reporter):
     return runner, uv, cache, (reporter.note if reporter is not None else (lambda message: None))
 
 
+def add_tool_and_installer(out: Path, resolution, platform: Platform, readme_text: str, say, reporter) -> list[str]:
+    """What every bundle ends with: the tool's own wheels (unless ``TFGPU_BUNDLE_TOOL=0``), its
+    README and ``install.sh``; returns the tool's wheel file names."""
+    tool_files: list[str] = []
+    if os.environ.get("TFGPU_BUNDLE_TOOL", "1") != "0":
+        say("adding tfgpu-install's own wheel and its dependencies")
+        tool_files = add_tool(out / "tool", platform, resolution.python, reporter=reporter)
+    (out / "README.md").write_text(readme_text, encoding="utf-8")
+    (out / "install.sh").write_text(install_script(resolution.python, __version__, resolution.tensorflow,
+                                                   platform.name), encoding="utf-8")
+    (out / "install.sh").chmod(0o755)
+    return tool_files
+
+
 def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) -> dict:
     """Write the bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
     runner, uv, cache, say = start(resolution, platform, out, reporter)
@@ -145,14 +159,8 @@ def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) ->
     wheels = wheels_from_pylock(pylock, platform, resolution.python)
     say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
     collect(wheels, out / "wheels", reporter)
-    tool_files: list[str] = []
-    if os.environ.get("TFGPU_BUNDLE_TOOL", "1") != "0":
-        say("adding tfgpu-install's own wheel and its dependencies")
-        tool_files = add_tool(out / "tool", platform, resolution.python, reporter=reporter)
-    (out / "README.md").write_text(readme(meta, lock_name, len(wheels)), encoding="utf-8")
-    (out / "install.sh").write_text(install_script(resolution.python, __version__, resolution.tensorflow,
-                                                   platform.name), encoding="utf-8")
-    (out / "install.sh").chmod(0o755)
+    tool_files = add_tool_and_installer(out, resolution, platform, readme(meta, lock_name, len(wheels)), say,
+                                        reporter)
     files = {f"wheels/{w.filename}": {"sha256": w.sha256, "size": (out / "wheels" / w.filename).stat().st_size}
              for w in wheels}
     for name in [lock_name, f"pylock.{platform.name}.toml", "README.md", "install.sh",

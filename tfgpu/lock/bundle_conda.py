@@ -30,11 +30,11 @@ from tfgpu.lock.bundle import (
     MANIFEST,
     PARTIAL,
     Wheel,
-    add_tool,
+    add_tool_and_installer,
     collect,
     start,
 )
-from tfgpu.lock.bundle_files import digest, install_script
+from tfgpu.lock.bundle_files import digest
 
 LOCK = "conda-lock.yml"
 
@@ -134,15 +134,9 @@ def build_conda_bundle(resolution, platform, out: Path, *, channels: list[str], 
     wheels = [Wheel(file_name(p.url), p.url, p.hash.sha256, 0) for p in lock.packages(platform.name, "pip")]
     say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
     collect(wheels, out / "wheels", reporter)
-    tool_files: list[str] = []
-    if os.environ.get("TFGPU_BUNDLE_TOOL", "1") != "0":
-        say("adding tfgpu-install's own wheel and its dependencies")
-        tool_files = add_tool(out / "tool", platform, resolution.python, reporter=reporter)
     recorded = lock.resolution(platform.name)
-    (out / "README.md").write_text(readme(recorded, platform.name, len(conda), len(wheels)), encoding="utf-8")
-    (out / "install.sh").write_text(install_script(resolution.python, __version__, resolution.tensorflow,
-                                                   platform.name), encoding="utf-8")
-    (out / "install.sh").chmod(0o755)
+    tool_files = add_tool_and_installer(out, resolution, platform, readme(recorded, platform.name, len(conda),
+                                                                          len(wheels)), say, reporter)
     names = [LOCK, "README.md", "install.sh", *(f"wheels/{w.filename}" for w in wheels),
              *(f"tool/{n}" for n in tool_files),
              *sorted(p.relative_to(out).as_posix() for p in (out / "channel").rglob("*") if p.is_file())]

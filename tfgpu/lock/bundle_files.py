@@ -4,7 +4,6 @@ wheel (built from the source tree when running from a checkout, else downloaded 
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 import sys
 import tempfile
@@ -18,12 +17,10 @@ from tfgpu.lock import pip_lock
 
 
 def digest(path: Path) -> str:
-    """The sha256 of a file, read in blocks."""
-    sha = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
+    """The sha256 of a file."""
+    from tfgpu.engines.download import file_digest
+
+    return file_digest(path)
 
 
 def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, list[str]]:
