@@ -180,10 +180,22 @@ _PTXAS_VERSION = re.compile(r"V(\d+\.\d+\.\d+)")
 _ARCH_NEEDS = {(8, 9): "11.8", (9, 0): "11.8", (10, 0): "12.8", (12, 0): "12.8"}
 
 
+def _toolkit_dirs(site: Path | None) -> list[Path]:
+    """Where pip wheels keep ptxas and libdevice: ``nvidia/cuda_nvcc`` (CUDA 11/12 wheels) and the
+    merged ``nvidia/cu13`` tree of CUDA 13's wheels (newest first)."""
+    if site is None:
+        return []
+    merged = sorted((p for p in (site / "nvidia").glob("cu[0-9][0-9]") if p.is_dir()), key=lambda p: p.name,
+                    reverse=True)
+    return [site / "nvidia" / "cuda_nvcc", *merged]
+
+
 def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
     site = env.site_packages
-    nvcc = site / "nvidia" / "cuda_nvcc" if site else None
-    candidates = [env.root / "bin" / "ptxas", *([nvcc / "bin" / "ptxas"] if nvcc else [])]
+    toolkits = _toolkit_dirs(site)
+    nvcc = next((d for d in toolkits if (d / "bin" / "ptxas").exists() or (d / "nvvm").is_dir()),
+                toolkits[0] if toolkits else None)
+    candidates = [env.root / "bin" / "ptxas", *(d / "bin" / "ptxas" for d in toolkits)]
     ptxas = next((p for p in candidates if p.exists()), None)
     findings = []
     if ptxas is None:
@@ -212,7 +224,7 @@ def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
             findings.append(ok("xla.ptxas", f"ptxas {version or '?'} for XLA", *evidence))
     flag = re.search(r"--xla_gpu_cuda_data_dir=(\S+)", environ.get("XLA_FLAGS", ""))
     dirs = [Path(flag.group(1))] if flag else []
-    dirs += [nvcc] if nvcc else []
+    dirs += toolkits
     recorded = _recorded_data_dir(env.root)
     dirs += [recorded] if recorded else []
     libdevice = next((d / "nvvm" / "libdevice" / "libdevice.10.bc" for d in dirs

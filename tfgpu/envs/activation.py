@@ -67,32 +67,49 @@ def _soname_file(lib_dir: Path, base: str) -> str | None:
     return (exact or sorted(versioned, key=len) or [None])[0]
 
 
+def _merged_toolkits(nvidia: Path) -> list[str]:
+    """The merged toolkit trees of an env, newest first: CUDA 13's wheels install every toolkit
+    component into one ``nvidia/cu13/`` (``lib/``, ``bin/ptxas``, ``nvvm/libdevice``) instead of
+    one directory per component; a later major is expected to do the same (``cu14``)."""
+    found = [p.name for p in nvidia.glob("cu[0-9]*") if p.is_dir() and re.fullmatch(r"cu[0-9]{2}", p.name)]
+    return sorted(found, key=lambda name: int(name[2:]), reverse=True)
+
+
 def read_layout(root: Path, site_packages: str) -> CudaLayout:
-    """The CUDA layout of the pip-installed ``nvidia-*`` wheels in an env."""
+    """The CUDA layout of the pip-installed ``nvidia-*`` wheels in an env: one ``nvidia/<component>/lib``
+    per library (CUDA 11/12 wheels), or the merged ``nvidia/cu13/lib`` (CUDA 13 wheels; cuDNN and
+    NCCL keep their own directory), or both side by side. Each library is preloaded once, from the
+    first directory that has it, in :data:`COMPONENTS` order."""
     nvidia = root / site_packages / "nvidia"
+    merged = _merged_toolkits(nvidia) if nvidia.is_dir() else []
     lib_dirs: list[str] = []
     preload: list[str] = []
     known = {component for component, _ in COMPONENTS}
     for component, bases in COMPONENTS:
-        lib_dir = nvidia / component / "lib"
-        if not lib_dir.is_dir():
-            continue
-        lib_dirs.append(f"{site_packages}/nvidia/{component}/lib")
         for base in bases:
-            name = _soname_file(lib_dir, base)
-            if name:
-                preload.append(f"nvidia/{component}/lib/{name}")
+            for directory in (component, *merged):
+                lib_dir = nvidia / directory / "lib"
+                name = _soname_file(lib_dir, base) if lib_dir.is_dir() else None
+                if name:
+                    if f"{site_packages}/nvidia/{directory}/lib" not in lib_dirs:
+                        lib_dirs.append(f"{site_packages}/nvidia/{directory}/lib")
+                    preload.append(f"nvidia/{directory}/lib/{name}")
+                    break
     for extra in sorted(nvidia.glob("*/lib")) if nvidia.is_dir() else []:
         # e.g. cuda_nvcc, nvshmem: on the path, not preloaded. Only plain names: these go into scripts.
-        if extra.parent.name not in known and re.fullmatch(r"[A-Za-z0-9._-]+", extra.parent.name):
-            lib_dirs.append(f"{site_packages}/nvidia/{extra.parent.name}/lib")
-    nvcc = nvidia / "cuda_nvcc"
+        relative = f"{site_packages}/nvidia/{extra.parent.name}/lib"
+        if (extra.parent.name not in known and relative not in lib_dirs
+                and re.fullmatch(r"[A-Za-z0-9._-]+", extra.parent.name)):
+            lib_dirs.append(relative)
+    tools = [name for name in ("cuda_nvcc", *merged)]
+    data = next((t for t in tools if (nvidia / t / "nvvm" / "libdevice").is_dir()), None)
+    ptxas = next((t for t in tools if (nvidia / t / "bin" / "ptxas").is_file()), None)
     return CudaLayout(
         site_packages=site_packages,
         lib_dirs=tuple(lib_dirs),
         preload=tuple(preload),
-        cuda_data_dir=f"{site_packages}/nvidia/cuda_nvcc" if (nvcc / "nvvm" / "libdevice").is_dir() else None,
-        ptxas=f"{site_packages}/nvidia/cuda_nvcc/bin/ptxas" if (nvcc / "bin" / "ptxas").is_file() else None,
+        cuda_data_dir=f"{site_packages}/nvidia/{data}" if data else None,
+        ptxas=f"{site_packages}/nvidia/{ptxas}/bin/ptxas" if ptxas else None,
     )
 
 
