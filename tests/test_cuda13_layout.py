@@ -141,3 +141,30 @@ def test_the_sonames_table_has_cuda_13():
     assert rows and {lib["soname"] for lib in rows[0]["libraries"]} >= {"libcudart.so.13", "libcusolver.so.12"}
     members = {Path(m).name for wheel in LAYOUT["wheels"].values() for m in wheel["members"]}
     assert {lib["soname"] for lib in rows[0]["libraries"] if "{" not in lib["soname"]} <= members
+
+
+ORACLE_NAMES = {"cudart": "libcudart", "nvJitLink": "libnvJitLink", "nvrtc": "libnvrtc", "cublas": "libcublas",
+                "cublasLt": "libcublasLt", "cufft": "libcufft", "curand": "libcurand", "cusolver": "libcusolver",
+                "cusparse": "libcusparse", "cupti": "libcupti"}
+
+
+def test_nvidias_own_finder_picks_the_same_files(env13):
+    """NVIDIA's cuda-pathfinder (its public ``load_nvidia_dynamic_lib``) knows where CUDA wheels put
+    their libraries; run in the env's own Python, it must find each library exactly where the load
+    hook preloads it from. (The hook does not use cuda-pathfinder at run time: it must work in an
+    env without it, and it preloads the paths fixed when the env was set up, env first, where
+    cuda-pathfinder searches again at each start in its own order.)"""
+    pathfinder = pytest.importorskip("cuda.pathfinder")
+    search_root = Path(pathfinder.__file__).parents[2]
+    program = ("import json, cuda.pathfinder as p\n"
+               f"names = {sorted(ORACLE_NAMES)!r}\n"
+               "print(json.dumps({n: p.load_nvidia_dynamic_lib(n).abs_path for n in names}))\n")
+    done = subprocess.run([str(env13 / "bin" / "python"), "-c", program], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(search_root), "TFGPU_NO_PRELOAD": "1"})
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    layout = json.loads((env13 / "etc" / "tfgpu" / "layout.json").read_text())
+    site = env13 / layout["site_packages"]
+    preloaded = {Path(p).name.split(".so")[0]: str(site / p) for p in layout["preload"]}
+    for name, base in ORACLE_NAMES.items():
+        assert os.path.realpath(found[name]) == os.path.realpath(preloaded[base]), name

@@ -11,6 +11,13 @@ libdevice and ptxas are) is read from the installed env, then written three ways
 * ``ptxas`` linked into ``bin/`` so an activated shell finds it on PATH.
 
 Every path is written relative to the env, so the env can be built in staging and moved.
+
+Layouts: one ``nvidia/<component>/lib`` per library (CUDA 11/12 wheels), the merged
+``nvidia/cu13/`` tree of CUDA 13's wheels, a conda env's ``lib/``, a runfile toolkit's ``lib64/``.
+NVIDIA's cuda-pathfinder knows the wheel layouts too, and the tests check that it finds each library
+where this module preloads it from; it is not used at run time because the load hook must work in
+any env (cuda-pathfinder is not installed there) and must load the paths fixed when the env was set
+up, the env's own first, where cuda-pathfinder searches again, in its own order, at every start.
 """
 
 from __future__ import annotations
