@@ -98,6 +98,32 @@ def lock_index(tmp_path_factory):
         yield url
 
 
+@pytest.fixture(scope="session")
+def repair_wheels(tmp_path_factory) -> Path:
+    """TensorFlow 2.21.0 (a CUDA build) and every CUDA wheel its resolution names, plus an old cuDNN
+    (tests/repairhelpers.py): what users' own envs are made from in the repair tests."""
+    import repairhelpers
+    from tfgpu.resolver import make_request, resolve
+
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared libraries")
+    directory = tmp_path_factory.mktemp("repair-wheels")
+    repairhelpers.tensorflow_wheel(directory, "2.21.0", cuda=True)
+    resolution = resolve(make_request(tf="2.21.0", mode="pip", python=f"{sys.version_info[0]}.{sys.version_info[1]}"),
+                         None)
+    return repairhelpers.cuda_wheelhouse(directory, resolution)
+
+
+@pytest.fixture(scope="session")
+def cpu_wheels(tmp_path_factory) -> Path:
+    """A CPU-only TensorFlow 2.21.0 wheel (build_info says is_cuda_build False)."""
+    import repairhelpers
+
+    directory = tmp_path_factory.mktemp("cpu-wheels")
+    repairhelpers.tensorflow_wheel(directory, "2.21.0", cuda=False)
+    return directory
+
+
 def run_tool(*argv: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     """tfgpu-install run in this process, as ``python -m tfgpu`` would run it: ``os.environ`` is
     ``env`` for the call, stdout and stderr are captured, the exit code is ``cli.main``'s. The tools

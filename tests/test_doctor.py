@@ -62,7 +62,7 @@ def test_tf_2_21_without_loader_setup_names_libcusolver_and_the_fix(tmp_path):
     assert "libcusolver.so.11 is not on any path TensorFlow searches" == by_id["libs.cusolver"].title
     bug = by_id["release.runpath-missing-cusolver"]
     assert bug.status == "fail" and "libcusolver.so.11" in bug.title
-    assert "LD_LIBRARY_PATH" in bug.fix and "tfgpu-install create" in bug.fix
+    assert "LD_LIBRARY_PATH" in bug.fix and "tfgpu-install repair --prefix" in bug.fix
     assert by_id["libs.cublas"].status == "ok"  # on the RUNPATH
 
 

@@ -128,6 +128,49 @@ def removed(path, recovered=()) -> None:
     _out.print(f"Removed {escape(str(path))}")
 
 
+def repair_plan(plan: dict, prefix) -> None:
+    """What a repair will do, before it does it (stderr: it precedes a question)."""
+    _err.print(f"[bold]Repair of {escape(str(prefix))}[/] ({plan['manager']} packages)")
+    for title, rows in (("add", plan["add"]), ("change", plan["change"])):
+        for row in rows:
+            was = f" (now {row['installed']}: {row['reason']})" if row["installed"] else ""
+            _err.print(f"  {title} {escape(row['wanted'])}{escape(was)}")
+    for path in plan["files"]:
+        _err.print(f"  write {escape(path)}")
+    if plan["nothing_to_do"]:
+        _err.print("  nothing to do: the env already has what its TensorFlow needs")
+
+
+def repaired(summary: dict) -> None:
+    plan = summary["plan"]
+    if summary.get("declined"):
+        _out.print("Nothing was changed.")
+        return
+    if summary.get("dry_run") or plan["nothing_to_do"]:
+        repair_plan(plan, summary["prefix"])
+        if summary.get("dry_run") and not plan["nothing_to_do"]:
+            _out.print("Dry run: nothing was changed. Run again without --dry-run to repair.")
+        else:
+            _out.print(f"{escape(summary['prefix'])} needs no repair.")
+        return
+    added = ", ".join(f"{p['name']} {p['version']}" for p in summary.get("added", [])) or "none"
+    changed = ", ".join(f"{p['name']} {p['from']} -> {p['to']}" for p in summary.get("changed", [])) or "none"
+    _out.print(f"Repaired {escape(summary['prefix'])} (TensorFlow {escape(summary['tensorflow'] or '?')})")
+    _out.print(f"  packages added: {escape(added)}")
+    _out.print(f"  packages changed: {escape(changed)}")
+    _out.print(f"  files written: {len(summary.get('files', []))}")
+    if summary.get("verify"):
+        verify(summary["verify"])
+    _out.print(f"Undo with: tfgpu-install repair --undo --prefix {escape(summary['prefix'])}")
+
+
+def repair_undone(done: dict) -> None:
+    _out.print(f"Put {escape(done['prefix'])} back as it was before the repair")
+    for title in ("removed", "restored"):
+        if done.get(title):
+            _out.print(f"  {title}: {escape(', '.join(done[title]))}")
+
+
 def dry_run(resolution, detected, result) -> None:
     """The plan, then every step with its exact command; nothing was touched."""
     plan(resolution, detected)

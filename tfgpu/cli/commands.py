@@ -12,22 +12,10 @@ import json
 import sys
 from pathlib import Path
 
+from tfgpu.cli.output import emit, render
 from tfgpu.errors import ImpossibleError, UsageError
 
 SELECTORS = ("tf", "mode", "python", "os", "arch", "driver", "gpu_cc", "pre")
-
-
-def render():
-    from tfgpu import render as module  # rich is imported only when something is shown to a person
-
-    return module
-
-
-def emit(args: argparse.Namespace, document: dict, show) -> None:
-    if getattr(args, "json", False):
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
-    else:
-        show()
 
 
 def selectors(args: argparse.Namespace) -> dict:

@@ -12,7 +12,7 @@ import argparse
 from tfgpu import __version__
 from tfgpu.errors import UsageError
 
-COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "update-data", "remove")
+COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "update-data", "remove", "repair")
 PLATFORM_HELP = ("conda-style platform name: linux-64 (Linux x86_64, WSL2 included), linux-aarch64, win-64, "
                  "osx-arm64, osx-64; repeatable")
 
@@ -135,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     remove = sub.add_parser("remove", help="delete an environment tfgpu-install created")
     _env_location(remove, required=True)
     _json(remove)
+
+    from tfgpu.cli.repair import add_parser as add_repair
+
+    add_repair(sub)
     return parser
 
 

@@ -15,6 +15,8 @@ from tfgpu.doctor.libraries import Resolved
 from tfgpu.resolver import gpu, tables
 
 REBUILD = "tfgpu-install create --force --prefix {root} --tf {tf} --mode pip"
+REPAIR = "tfgpu-install repair --prefix {root}"
+"""In place and undoable: what an env tfgpu-install did not build is pointed at first."""
 
 
 def release_of(version: str | None) -> tables.Release | None:
@@ -120,8 +122,8 @@ def libraries(env, resolved: list[Resolved]) -> list[Finding]:
 def _loader_fix(env) -> str:
     if env.marker is not None:
         return f"Rebuild the env's CUDA set-up: {REBUILD.format(root=env.root, tf=env.tf_version)}"
-    return (f"Build the env with tfgpu-install (its load hook and activation fix this): "
-            f"{REBUILD.format(root=env.root.parent / (env.root.name + '-tfgpu'), tf=env.tf_version)}; or put every "
+    return (f"Repair the env in place (adds the missing CUDA wheels, the load hook and activation; `--dry-run` "
+            f"shows what, `--undo` reverts): {REPAIR.format(root=env.root)}; or put every "
             f"{env.site_packages}/nvidia/*/lib on LD_LIBRARY_PATH before starting Python.")
 
 
@@ -137,9 +139,10 @@ def cudnn_version(env, resolved: list[Resolved]) -> list[Finding]:
                 + (" (its cudnn_version.h)" if env.cudnn_compiled else ""))
     if have.major != need.major or have.release[:2] < need.release[:2]:
         return [fail("cudnn.version", f"cuDNN {lib.version} is older than the {compiled} TF was built with",
-                     f"Install cuDNN {need.major}.x >= {compiled} in the env, e.g. `uv pip install --python "
-                     f"{env.python} 'nvidia-cudnn-cu12>={compiled}'`, and remove the older copy from the "
-                     "loader path.", *evidence)]
+                     f"Install cuDNN {need.major}.x >= {compiled} in the env: "
+                     f"`{REPAIR.format(root=env.root)} --allow-changes` (undoable), or `uv pip install --python "
+                     f"{env.python} 'nvidia-cudnn-cu12>={compiled}'`; and remove any older copy from the loader "
+                     "path.", *evidence)]
     return [ok("cudnn.version", f"cuDNN {lib.version} >= {compiled} (same major)", *evidence)]
 
 
@@ -233,8 +236,9 @@ def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
         findings.append(ok("xla.libdevice", "libdevice for XLA", str(libdevice)))
     else:
         findings.append(fail("xla.libdevice", "XLA will not find libdevice ('Can't find libdevice directory')",
-                             f"uv pip install --python {env.python} nvidia-cuda-nvcc-cu12 and set XLA_FLAGS="
-                             "--xla_gpu_cuda_data_dir=<site-packages>/nvidia/cuda_nvcc (tfgpu-install envs do both).",
+                             f"`{REPAIR.format(root=env.root)}` adds nvidia-cuda-nvcc and sets XLA_FLAGS for the env;"
+                             f" by hand: uv pip install --python {env.python} nvidia-cuda-nvcc-cu12 and set XLA_FLAGS="
+                             "--xla_gpu_cuda_data_dir=<site-packages>/nvidia/cuda_nvcc.",
                              *(f"looked in {d}" for d in dirs)))
     return findings
 

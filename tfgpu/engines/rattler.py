@@ -116,9 +116,10 @@ def _gateway(repodata_cache: Path, offline: bool):
 
 
 def solve(specs: list[str], channels: list[str], *, platform: str, cuda: str | None, this_host: bool,
-          repodata_cache: Path, offline: bool) -> list:
+          repodata_cache: Path, offline: bool, pinned: list | None = None) -> list:
     """rattler's solve for ``platform``; a conflict becomes ``unsolvable`` (exit 3) with the solver's
-    own explanation and the virtual packages it saw."""
+    own explanation and the virtual packages it saw. ``pinned``: records (an env's installed
+    packages) the solution must keep exactly."""
     from rattler import Channel
     from rattler import solve as rattler_solve
     from rattler.exceptions import SolverError
@@ -129,7 +130,7 @@ def solve(specs: list[str], channels: list[str], *, platform: str, cuda: str | N
     async def run():
         return await rattler_solve([Channel(url) for url in channels], specs, gateway=_gateway(repodata_cache, offline),
                                    platforms=[platform, "noarch"], virtual_packages=virtual,
-                                   channel_relations="disabled")
+                                   channel_relations="disabled", pinned_packages=pinned or None)
 
     try:
         return asyncio.run(run())
@@ -197,13 +198,15 @@ def _explain(error: Exception) -> str:
     return text[:3000]
 
 
-def install(records: list, staging: Path, final: Path, *, package_cache: Path, reporter, offline: bool) -> None:
+def install(records: list, staging: Path, final: Path, *, package_cache: Path, reporter, offline: bool,
+            keep: set[str] | None = None) -> None:
     """Link ``records`` into ``staging`` with ``final`` as the prefix embedded in files.
 
     rattler checks the sha256 of every archive it downloads, but links a ``file://`` archive as it
     finds it, and keeps what it extracted in its package cache for every later env. So each
     ``file://`` archive is first copied into the tool's own store and hashed there
     (:func:`verified_copy`), and rattler is given that copy: nothing unverified reaches the cache.
+    ``keep``: packages already in the prefix that are left exactly as they are (adding to an env).
     """
     from rattler import install as rattler_install
 
@@ -216,7 +219,8 @@ def install(records: list, staging: Path, final: Path, *, package_cache: Path, r
         try:
             asyncio.run(rattler_install(records, target_prefix=staging, alternative_target_prefix=final,
                                         cache_dir=package_cache, show_progress=False,
-                                        reporter=_Progress(reporter, len(records)), execute_link_scripts=False))
+                                        reporter=_Progress(reporter, len(records)), execute_link_scripts=False,
+                                        ignored_packages=keep))
         except Exception as error:  # noqa: BLE001 - rattler's download/link errors have no common base
             hint = ("--offline, and a package is not in the package cache: run once with network." if offline else
                     "Check the network and free disk space; the package cache is " + str(package_cache))

@@ -228,13 +228,17 @@ CONDA_SCRIPT = "tfgpu-cuda"
 """Name of the activate.d/deactivate.d scripts (``.sh``, ``.fish``, ``.bat``)."""
 
 
+LIBDEVICE_LINK_DIR = "etc/tfgpu/cuda"
+
+
 def read_conda_layout(root: Path, site_packages: str) -> CudaLayout:
     """The CUDA layout of a conda env (cudatoolkit, or the CUDA 12 split packages, and cudnn).
 
     XLA looks for ``<dir>/nvvm/libdevice/libdevice.10.bc``; the CUDA 12 packages put it there
     under the env root, but ``cudatoolkit`` 11.x ships ``lib/libdevice.10.bc``, the trap TF's own
     2.11-2.13 instructions worked around by copying it. A link under ``etc/tfgpu/cuda`` gives
-    XLA the layout it expects without touching the packages' files.
+    XLA the layout it expects without touching the packages' files (:func:`write_conda_activation`
+    makes it). Reads only.
     """
     lib = root / "lib"
     preload = _preload(lib, "lib", site_packages)
@@ -242,12 +246,7 @@ def read_conda_layout(root: Path, site_packages: str) -> CudaLayout:
     if (root / "nvvm" / "libdevice").is_dir():
         data_dir = "."
     elif (lib / "libdevice.10.bc").is_file():
-        link = root / "etc" / "tfgpu" / "cuda" / "nvvm" / "libdevice" / "libdevice.10.bc"
-        link.parent.mkdir(parents=True, exist_ok=True)
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(Path("..", "..", "..", "..", "..", "lib", "libdevice.10.bc"))
-        data_dir = "etc/tfgpu/cuda"
+        data_dir = LIBDEVICE_LINK_DIR
     return CudaLayout(site_packages=site_packages, lib_dirs=("lib",), preload=tuple(preload),
                       cuda_data_dir=data_dir, ptxas="bin/ptxas" if (root / "bin" / "ptxas").is_file() else None)
 
@@ -273,10 +272,17 @@ def write_conda_activation(root: Path, layout: CudaLayout, windows: bool = False
     activate, deactivate = root / "etc" / "conda" / "activate.d", root / "etc" / "conda" / "deactivate.d"
     activate.mkdir(parents=True, exist_ok=True)
     deactivate.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if layout.cuda_data_dir == LIBDEVICE_LINK_DIR:
+        link = root / LIBDEVICE_LINK_DIR / "nvvm" / "libdevice" / "libdevice.10.bc"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(Path("..", "..", "..", "..", "..", "lib", "libdevice.10.bc"))
+        written.append(link)
     sh, fish = shell_layout(layout, "CONDA_PREFIX")
     header = ("# tfgpu-install: this conda env's CUDA libraries first on the loader path and XLA's libdevice;\n"
               "# conda sources this on `conda activate`, and the deactivate.d twin restores both exactly.\n")
-    written = []
     for suffix, template, block, call in (("sh", "activate.sh", sh, "_tfgpu_restore\nunset -f _tfgpu_restore\n"),
                                           ("fish", "activate.fish", fish,
                                            "_tfgpu_restore\nfunctions -e _tfgpu_restore\n")):

@@ -67,7 +67,7 @@ class TargetLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                raise OperationError("target-busy", f"Another tfgpu-install is creating or removing {self.final} "
+                raise OperationError("target-busy", f"Another tfgpu-install is creating, repairing or removing {self.final} "
                                      "right now; nothing was done.",
                                      ["Wait for it to finish, then run the same command again."]) from None
             try:

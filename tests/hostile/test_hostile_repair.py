@@ -1,0 +1,154 @@
+"""``repair`` against hostile or half-done state: a journal that is not ours, names an option or a
+path outside the env, is truncated, huge or a link; a directory in the env that links out of it; a
+repair SIGKILLed half way; two repairs at once. Each leaves everything outside the env unchanged,
+changes nothing inside unless it completes, and exits with its documented code.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+import repairhelpers as rh
+from hostile.conftest import changed, snapshot
+
+QUIET = ("--no-detect", "--yes", "--no-verify")
+
+
+@pytest.fixture
+def user_env(sandbox, repair_wheels, uv_cache, monkeypatch) -> Path:
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(uv_cache))
+    return rh.user_venv(sandbox / "env", repair_wheels, "tensorflow==2.21.0")
+
+
+def repaired(cli, user_env, repair_wheels) -> dict:
+    done = cli("repair", "--prefix", str(user_env), "--find-links", str(repair_wheels), "--offline", *QUIET, "--json")
+    assert done.code == 0, done.out + done.err
+    return json.loads((user_env / "etc" / "tfgpu" / "repair.json").read_text())
+
+
+def write_journal(user_env: Path, journal: dict) -> None:
+    (user_env / "etc" / "tfgpu" / "repair.json").write_text(json.dumps(journal))
+
+
+@pytest.mark.parametrize("tamper", [
+    pytest.param(lambda j: j | {"prefix": "/somewhere/else"}, id="journal-of-another-env"),
+    pytest.param(lambda j: j | {"tool": "conda"}, id="journal-of-another-tool"),
+    pytest.param(lambda j: j | {"added": [{"name": "--index-url=http://127.0.0.1:9/", "version": "1"}]},
+                 id="package-name-is-an-option"),
+    pytest.param(lambda j: j | {"changed": [{"name": "nvidia-cudnn-cu12", "from": "9; touch PWNED", "to": "9"}]},
+                 id="version-is-a-command"),
+    pytest.param(lambda j: j | {"files": {"../outside.txt": None}}, id="file-outside-the-env"),
+    pytest.param(lambda j: j | {"files": {"/etc/hostname": None}}, id="absolute-file"),
+    pytest.param(lambda j: j | {"dirs": ["../.."]}, id="directory-outside-the-env"),
+    pytest.param(lambda j: j | {"files": {"bin/x": {"kind": "file", "data": "", "mode": 0o4755}}}, id="setuid-mode"),
+    pytest.param(lambda j: j | {"before": ["not", "a", "mapping"]}, id="wrong-shape"),
+    pytest.param(lambda j: j | {"manager": "apt"}, id="unknown-manager"),
+])
+def test_a_tampered_journal_is_refused_and_nothing_changes(cli, sandbox, user_env, repair_wheels, tamper):
+    journal = repaired(cli, user_env, repair_wheels)
+    write_journal(user_env, tamper(journal))
+    before = snapshot(sandbox)
+    for argv in (("repair", "--undo"), ("repair", *QUIET, "--offline", "--find-links", str(repair_wheels))):
+        done = cli(*argv, "--prefix", str(user_env), "--json")
+        assert (done.code, done.error) == (3, "repair-journal-foreign"), done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+@pytest.mark.parametrize("damage", ["truncated", "huge", "symlink", "directory"])
+def test_a_damaged_journal_is_refused_not_taken_for_no_repair(cli, sandbox, user_env, repair_wheels, damage):
+    repaired(cli, user_env, repair_wheels)
+    path = user_env / "etc" / "tfgpu" / "repair.json"
+    text = path.read_text()
+    if damage == "truncated":
+        path.write_text(text[: len(text) // 2])
+    elif damage == "huge":
+        with path.open("a") as handle:
+            handle.truncate(17 << 20)  # sparse: no real disk used
+    elif damage == "symlink":
+        (sandbox / "elsewhere.json").write_text(text)
+        path.unlink()
+        path.symlink_to(sandbox / "elsewhere.json")
+    else:
+        path.unlink()
+        path.mkdir()
+    before = snapshot(sandbox)
+    done = cli("repair", "--prefix", str(user_env), *QUIET, "--offline", "--find-links", str(repair_wheels), "--json")
+    assert (done.code, done.error) == (3, "repair-journal-foreign"), done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_a_directory_linking_out_of_the_env_stops_the_repair_before_it_writes_there(cli, sandbox, user_env,
+                                                                                    repair_wheels):
+    outside = sandbox / "outside-etc"
+    outside.mkdir()
+    (user_env / "etc").symlink_to(outside)
+    before = snapshot(sandbox)
+    done = cli("repair", "--prefix", str(user_env), "--find-links", str(repair_wheels), "--offline", *QUIET, "--json")
+    assert done.code == 3 and done.error == "repair-path-outside", done.out
+    assert list(outside.iterdir()) == []
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_a_symlinked_prefix_is_refused(cli, sandbox, user_env, repair_wheels):
+    link = sandbox / "link-to-env"
+    link.symlink_to(user_env)
+    done = cli("repair", "--prefix", str(link), "--find-links", str(repair_wheels), "--offline", *QUIET, "--json")
+    assert (done.code, done.error) == (3, "prefix-is-symlink")
+
+
+def test_a_second_repair_of_the_same_env_at_once_is_turned_away(cli, user_env, repair_wheels):
+    from tfgpu.envs import txn
+
+    before = rh.snapshot(user_env)
+    with txn.TargetLock(user_env):
+        done = cli("repair", "--prefix", str(user_env), "--find-links", str(repair_wheels), "--offline", *QUIET,
+                   "--json")
+    assert (done.code, done.error) == (1, "target-busy")
+    assert rh.snapshot(user_env) == before
+
+
+class SlowWheels(SimpleHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - http.server's name
+        if self.path.endswith(".whl"):
+            time.sleep(2.0)
+        super().do_GET()
+
+    def log_message(self, *args):  # noqa: D102 - quiet
+        pass
+
+
+@pytest.mark.slow
+def test_sigkill_half_way_through_a_repair_is_rolled_back_by_the_next_run(sandbox, user_env, repair_wheels, cli):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SlowWheels, directory=str(repair_wheels)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    before, frozen = rh.snapshot(user_env), rh.freeze(user_env)
+    journal = user_env / "etc" / "tfgpu" / "repair.json"
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tfgpu", "repair", "--prefix", str(user_env), *QUIET, "--find-links",
+             f"http://127.0.0.1:{server.server_address[1]}/", "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "TFGPU_CACHE_DIR": str(sandbox / "cold"), "UV_NO_INDEX": "1"},
+            start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not journal.exists() and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        time.sleep(1.0)  # uv is now fetching the (slow) wheels
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    finally:
+        server.shutdown()
+    assert json.loads(journal.read_text())["state"] == "applying"
+    undone = cli("repair", "--undo", "--prefix", str(user_env), "--json")
+    assert undone.code == 0, undone.out + undone.err
+    assert rh.snapshot(user_env) == before and rh.freeze(user_env) == frozen

@@ -1,0 +1,160 @@
+"""``tfgpu-install repair``: make the env a user already has find its GPU, in place, reversibly.
+
+It reads what is there (``survey``), resolves that very TensorFlow for this machine (or the
+``--driver``/``--gpu-cc`` given), works out the smallest change (``plan``: missing CUDA packages,
+wrong versions only with ``--allow-changes``, the activation and load hook), and carries it out as
+a transaction with a journal (``apply``) that ``--undo`` reverses byte for byte. It refuses what
+it cannot fix: a CPU-only TensorFlow, a driver or GPU too old, an interpreter that is not a venv or
+conda prefix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfgpu.errors import ImpossibleError, UsageError
+
+
+def locate(name: str | None, prefix: str | None, python: str | None) -> tuple[Path | None, Path | None]:
+    """(prefix, python) from ``--name``/``--prefix``/``--python``."""
+    from tfgpu.envs.location import check_path_text, prefix_for, refuse_link
+
+    if python:
+        check_path_text(python, "--python")
+        return None, Path(python).expanduser().absolute()
+    if not (name or prefix):
+        raise UsageError("missing-location", "Say which environment to repair: --prefix P, --name N or --python PATH.",
+                         ["`tfgpu-install repair --prefix ./venv`"])
+    path, _ = prefix_for(name, prefix)
+    if name and not prefix and not path.exists():
+        from tfgpu.envs.conda_envs import conda_envs_dir
+
+        conda = conda_envs_dir()
+        if conda is not None and (conda / name).exists():
+            path = conda / name
+    refuse_link(path)
+    return path, None
+
+
+def _refuse_cpu_only(survey) -> None:
+    if survey.cuda_build:
+        return
+    raise ImpossibleError(
+        "cpu-only-build", f"The TensorFlow in {survey.prefix} ({survey.tf_distribution} {survey.tf_version}) is a "
+        "CPU-only build: no library set-up can give it a GPU.",
+        ["On Linux x86_64 (or WSL2), install the CUDA build: `tensorflow[and-cuda]` for 2.14 and newer.",
+         "Linux aarch64 and macOS wheels, and native Windows after 2.10, are CPU-only: use Linux x86_64 or WSL2 "
+         "(macOS: tensorflow-metal)."])
+
+
+def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detect: bool):
+    from tfgpu.resolver import make_request, resolve
+
+    host = None
+    if detect:
+        from tfgpu.detect import probe
+
+        host = probe()
+    request = make_request(tf=survey.tf_version, mode=manager, python=survey.python_version, driver=driver,
+                           gpu_cc=gpu_cc)
+    return resolve(request, host)
+
+
+def _installer(plan_or_journal_manager: str, survey, resolution, runner, *, find_links, offline, channels):
+    from tfgpu.paths import cache_root
+
+    if plan_or_journal_manager == "conda":
+        from tfgpu.engines import rattler
+        from tfgpu.repair.packages import CondaPackages
+
+        cuda = rattler.virtual_cuda(resolution) if resolution is not None else ""
+        return CondaPackages(survey.prefix, rattler.channel_urls(tuple(channels)), cuda, cache_root(), offline=offline)
+    from tfgpu.engines.uv import find_uv
+    from tfgpu.repair.packages import PipPackages
+
+    uv = find_uv()
+    if uv is None:
+        raise ImpossibleError("uv-missing", "Repairing needs uv, which is not installed with this tfgpu-install.",
+                              ["Reinstall tfgpu-install (it depends on the `uv` package)."])
+    return PipPackages(uv, survey.python, survey.site_packages, runner, cache_root() / "uv", find_links=find_links,
+                       offline=offline)
+
+
+def repair(*, name: str | None = None, prefix: str | None = None, python: str | None = None, driver: str | None = None,
+           gpu_cc: str | None = None, allow_changes: bool = False, dry_run: bool = False, find_links: str | None = None,
+           offline: bool = False, channels=(), detect: bool = True, reporter=None, runner=None, confirm=None) -> dict:
+    """Repair the env; returns a summary (``repaired`` False when nothing had to be done).
+
+    ``confirm(plan) -> bool`` is asked before anything changes (the CLI asks on a terminal)."""
+    from tfgpu.envs import txn
+    from tfgpu.progress import Reporter
+    from tfgpu.repair.apply import apply_repair, check_journal, undo_journal
+    from tfgpu.repair.plan import manager_of, plan_repair
+    from tfgpu.repair.survey import survey as read_env
+
+    reporter = reporter or Reporter()
+    where, interpreter = locate(name, prefix, python)
+    found = read_env(where, interpreter)
+    check_journal(found.prefix, found.journal)
+    _refuse_cpu_only(found)
+    manager = manager_of(found)
+    resolution = _resolve(found, manager, driver, gpu_cc, detect)
+    if found.journal is not None and found.journal.get("state") == "applying" and not dry_run:
+        runner = runner or _runner(found)
+        with txn.TargetLock(found.prefix):
+            reporter.note("an earlier repair was interrupted: undoing it first")
+            undo_journal(found.prefix, found.journal, _installer(found.journal.get("manager", manager), found,
+                                                                  resolution, runner, find_links=find_links,
+                                                                  offline=offline, channels=channels), reporter)
+        found = read_env(found.prefix)
+    plan = plan_repair(found, resolution)
+    summary = {"prefix": str(found.prefix), "tensorflow": found.tf_version, "env": found.to_dict(),
+               "plan": plan.to_dict(), "dry_run": dry_run}
+    if plan.change and not allow_changes:
+        listed = "; ".join(f"{p.name} {p.installed} -> {p.wanted} ({p.reason})" for p in plan.change)
+        raise ImpossibleError("repair-needs-changes", f"Repairing {found.prefix} needs packages the env already holds "
+                              f"changed: {listed}. Nothing was changed.",
+                              ["Add --allow-changes to change exactly these (`repair --undo` puts them back).",
+                               f"Or change them yourself, then run `tfgpu-install repair --prefix {found.prefix}`."],
+                              details=summary)
+    if dry_run or plan.nothing_to_do:
+        return summary | {"repaired": False, "nothing_to_do": plan.nothing_to_do}
+    if confirm is not None and not confirm(plan):
+        return summary | {"repaired": False, "declined": True}
+    runner = runner or _runner(found)
+    installer = _installer(plan.manager, found, resolution, runner, find_links=find_links, offline=offline,
+                           channels=channels)
+    with txn.TargetLock(found.prefix):
+        done = apply_repair(plan, installer, reporter)
+    return summary | {"repaired": True, "nothing_to_do": False, **done, "log": str(runner.log_path) if runner.log_path else None}
+
+
+def undo(*, name: str | None = None, prefix: str | None = None, python: str | None = None,
+         find_links: str | None = None, offline: bool = False, reporter=None, runner=None) -> dict:
+    """Put the env back exactly as the first repair found it."""
+    from tfgpu.envs import txn
+    from tfgpu.progress import Reporter
+    from tfgpu.repair.apply import check_journal, undo_journal
+    from tfgpu.repair.survey import JOURNAL
+    from tfgpu.repair.survey import survey as read_env
+
+    reporter = reporter or Reporter()
+    where, interpreter = locate(name, prefix, python)
+    found = read_env(where, interpreter)
+    if found.journal is None:
+        raise ImpossibleError("nothing-to-undo", f"{found.prefix} has no {JOURNAL}: tfgpu-install has not repaired it "
+                              "(or the repair was already undone).", ["Nothing to do."])
+    check_journal(found.prefix, found.journal)
+    runner = runner or _runner(found)
+    installer = _installer(found.journal.get("manager", "pip"), found, None, runner, find_links=find_links,
+                           offline=offline, channels=())
+    with txn.TargetLock(found.prefix):
+        done = undo_journal(found.prefix, found.journal, installer, reporter)
+    return {"prefix": str(found.prefix), "undone": True, **done}
+
+
+def _runner(found):
+    from tfgpu.envs.location import safe_label
+    from tfgpu.proc import Runner
+
+    return Runner.for_operation(f"repair-{safe_label(found.prefix.name)}")

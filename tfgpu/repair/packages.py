@@ -1,0 +1,121 @@
+"""Adding the CUDA packages a repair needs, and taking them out again, without moving anything the
+user installed: pip-style envs through uv with every installed distribution pinned as a
+constraint; conda prefixes through rattler, solved with the installed packages pinned and linked
+with them left untouched.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from tfgpu.engines import uv as uv_engine
+from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.repair.survey import distributions
+
+
+class PipPackages:
+    """CUDA wheels into (and out of) an env's site-packages with uv."""
+
+    def __init__(self, uv: str, python: Path, site: Path, runner, cache: Path, *, find_links: str | None,
+                 offline: bool) -> None:
+        self.uv, self.python, self.site, self.runner, self.cache = uv, python, site, runner, cache
+        self.sources = uv_engine.sources(find_links, offline)
+        self.offline = offline
+
+    def install(self, plan, reporter) -> None:
+        wanted = [*plan.add, *plan.change]
+        if not wanted:
+            return
+        changing = {p.name for p in plan.change}
+        pinned = {n: v for n, v in distributions(self.site).items() if n not in changing}
+        with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
+            requirements, constraints = Path(tmp) / "requirements.in", Path(tmp) / "constraints.txt"
+            requirements.write_text("".join(f"{p.wanted}\n" for p in wanted), encoding="utf-8")
+            constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pinned.items())), encoding="utf-8")
+            argv = (self.uv, "pip", "install", "--python", str(self.python), "-r", str(requirements), "-c",
+                    str(constraints), "--cache-dir", str(self.cache), *self.sources)
+            reporter.note(f"installing {', '.join(p.wanted for p in wanted)} (everything else pinned as it is)")
+            done = self.runner.run(argv, on_line=reporter.output)
+        if done.returncode != 0:
+            conflict = "No solution found" in done.output or "unsatisfiable" in done.output
+            raise (ImpossibleError if conflict else OperationError)(
+                "repair-conflict" if conflict else "install-failed",
+                "The CUDA packages could not be added without changing what the env already holds; nothing was "
+                f"changed.\n{done.tail()}" if conflict else f"Adding the CUDA packages failed; nothing was changed.\n"
+                f"{done.tail()}",
+                ["`tfgpu-install repair --dry-run` lists what would change; --allow-changes lets it change them.",
+                 *([f"The whole output is in {self.runner.log_path}."] if self.runner.log_path else [])])
+
+    def undo(self, added: list[str], changed: dict[str, str], reporter) -> None:
+        """Uninstall ``added``; put each of ``changed`` (name -> version before) back."""
+        if added:
+            reporter.note(f"removing {', '.join(added)}")
+            done = self.runner.run((self.uv, "pip", "uninstall", "--python", str(self.python), *added))
+            if done.returncode != 0:
+                raise OperationError("undo-failed", f"Removing {', '.join(added)} failed:\n{done.tail()}",
+                                     ["Run the same `repair --undo` again."])
+        back = [f"{name}=={version}" for name, version in sorted(changed.items())]
+        if back:
+            reporter.note(f"putting back {', '.join(back)}")
+            done = self.runner.run((self.uv, "pip", "install", "--python", str(self.python), "--no-deps",
+                                    "--cache-dir", str(self.cache), *self.sources, *back))
+            if done.returncode != 0:
+                raise OperationError("undo-failed", f"Putting back {', '.join(back)} failed:\n{done.tail()}",
+                                     ["Those versions come from uv's cache or the index: run `repair --undo` again "
+                                      "with network (or --find-links DIR holding them)."])
+
+
+class CondaPackages:
+    """conda CUDA packages into (and out of) a conda prefix with rattler."""
+
+    def __init__(self, prefix: Path, channels: list[str], cuda: str, cache: Path, *, offline: bool) -> None:
+        self.prefix, self.channels, self.cuda, self.cache, self.offline = prefix, channels, cuda, cache, offline
+
+    def _installed(self) -> list:
+        from rattler import PrefixRecord
+
+        return [PrefixRecord.from_path(path) for path in sorted((self.prefix / "conda-meta").glob("*.json"))]
+
+    def install(self, plan, reporter) -> None:
+        from tfgpu.engines import rattler
+
+        wanted = [*plan.add, *plan.change]
+        if not wanted:
+            return
+        changing = {p.name for p in plan.change}
+        installed = self._installed()
+        pinned = [r for r in installed if r.name.normalized not in changing]
+        # Every installed package is asked for too, pinned: a solve for the new ones alone could pull
+        # a CUDA 11 cudnn (and cudatoolkit) into a CUDA 12 env, since only packages in the solution
+        # bring their constraints (cuda-version's) to bear.
+        specs = [p.wanted for p in wanted] + [r.name.normalized for r in pinned]
+        records = rattler.solve(specs, self.channels, platform="linux-64", cuda=self.cuda,
+                                this_host=True, repodata_cache=self.cache / "conda" / "repodata", offline=self.offline,
+                                pinned=pinned)
+        have = {r.name.normalized for r in installed}
+        new = [r for r in records if r.name.normalized not in have or r.name.normalized in changing]
+        reporter.note(f"linking {', '.join(f'{r.name.normalized}={r.version}' for r in new)} into the env")
+        rattler.install(new, self.prefix, self.prefix, package_cache=self.cache / "conda" / "verified-pkgs",
+                        reporter=reporter, offline=self.offline, keep=have - changing)
+
+    def undo(self, added: list[str], replaced: dict[str, str], reporter) -> None:
+        """Unlink ``added``; reinstall each of ``replaced`` (name -> its conda-meta record before)."""
+        from rattler import PrefixRecord
+
+        from tfgpu.engines import rattler
+
+        if not (added or replaced):
+            return
+        with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
+            before = []
+            for name, text in sorted(replaced.items()):
+                path = Path(tmp) / f"{name}.json"
+                path.write_text(text, encoding="utf-8")
+                before.append(PrefixRecord.from_path(path))
+        keep = [r for r in self._installed() if r.name.normalized not in added and r.name.normalized not in replaced]
+        reporter.note(f"unlinking {', '.join(added)}" if added else "putting back the replaced packages")
+        # A replaced package is fetched again by the URL and sha256 its record names.
+        rattler.install(before, self.prefix, self.prefix, reporter=reporter,
+                        package_cache=self.cache / "conda" / "verified-pkgs", offline=self.offline and not before,
+                        keep={r.name.normalized for r in keep})
