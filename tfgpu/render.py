@@ -236,8 +236,15 @@ def verify(report: dict) -> None:
             _out.print(f"  bench CNN batch {row['batch']}: CPU {row['cpu_seconds']} s, GPU {row['device_seconds']} s "
                        f"({row['speedup']}x), GPU mixed_float16 {row.get('device_mixed_seconds', '-')} s")
         mm = bench["matmul"]
-        _out.print(f"  bench matmul {mm['n']}²: GPU {mm['device_tflops_fp32']} TFLOP/s fp32"
-                   f" ({mm.get('device_tflops_fp16', '-')} fp16), CPU {mm['cpu_tflops_fp32']} TFLOP/s")
+        for dtype, figure in mm["dtypes"].items():
+            if "median" in figure:
+                peak = f", peak {figure['ceiling']:g}" if figure.get("ceiling") else ""
+                _out.print(f"  bench matmul {mm['n']}² {dtype}: {figure['median']:g} TFLOP/s (min {figure['min']:g}, "
+                           f"max {figure['max']:g}{peak})")
+            else:
+                _out.print(f"  bench matmul {mm['n']}² {dtype}: {escape(figure.get('error', '-'))}")
+        _out.print(f"  bench matmul {mm['cpu_n']}² fp32 on the CPU: {mm['cpu_fp32']['median']:g} TFLOP/s")
+        _out.print(f"  [dim]{escape(mm['method'])}[/]")
         _out.print(f"  [bold]{escape(bench['verdict'])}[/]")
     for name, path in sorted(report.get("libraries", {}).items()):
         _out.print(f"    [dim]{escape(name)} ← {escape(path)}[/]")

@@ -209,6 +209,9 @@ SCHEMAS: dict[str, Table] = {
         "cuda_max": opt(Str("line")), "platform": opt(Str(r"[a-z0-9_]+")), "filename": Str(r"[A-Za-z0-9._+-]+"),
         "url": Str(r"(https?|file)://[^\s]+"), "sha256": opt(Str(r"[0-9a-f]{64}")), "size": opt(Int()),
         "manifest": opt(Str("line")), **_OPT}), nonempty=False)}),
+    "gpu_peaks.toml": Table({"arch": Rows(Table({
+        "cc": Str(r"[0-9]+\.[0-9]+", blank=False), "name": Str("line"), "fp32": Int(), "tf32": Int(), "fp16": Int(),
+        "bf16": Int(), "source": SOURCES}))}),
     "docker_images.toml": Table({"image": Rows(Table({
         "cuda": Str("version", blank=False), "cudnn_major": Int(), "os": Str("line"), "python": Str(r"3\.[0-9]+"),
         "tag": Str(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", blank=False), **_OPT}), nonempty=False)}),

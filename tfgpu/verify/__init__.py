@@ -27,7 +27,7 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
                              ["Give the env's root with --prefix, or its name with --name."])
     runner = runner or Runner()
     with as_file(files("tfgpu.verify").joinpath("check_env.py")) as script:
-        done = runner.capture([str(python), "-I", str(script), *(["--bench"] if bench else [])], timeout=timeout,
+        done = runner.capture([str(python), "-I", str(script), *(_bench_arguments() if bench else [])], timeout=timeout,
                               clean=False)
     if done.returncode == 124:
         raise OperationError("verify-timeout", f"The GPU check in {prefix} ran past {timeout:.0f} s.",
@@ -43,6 +43,13 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
     report["log"] = [line.strip() for line in done.stderr.splitlines() if _LOG_SIGNS.search(line)][:20]
     report["prefix"] = str(prefix)
     return report
+
+
+def _bench_arguments() -> list[str]:
+    """``--bench`` and the peak rates its figures are held to (the env's Python reads no TOML)."""
+    from tfgpu import data
+
+    return ["--bench", "--peaks", json.dumps(data.load("gpu_peaks.toml")["arch"])]
 
 
 def failure(report: dict, *, built: bool = False, details: dict | None = None) -> OperationError:

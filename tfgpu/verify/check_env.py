@@ -139,7 +139,8 @@ def main():
     if len(gpus) >= 2:
         report["mirrored"] = gpu_checks.mirrored(tf, ["/GPU:%d" % i for i in range(len(gpus))])
     if "--bench" in sys.argv:
-        report["bench"] = gpu_checks.bench(tf, "/GPU:0")
+        peaks = json.loads(sys.argv[sys.argv.index("--peaks") + 1]) if "--peaks" in sys.argv else []
+        report["bench"] = gpu_checks.bench(tf, "/GPU:0", peaks, report["gpus"][0]["compute_capability"])
     report["libraries"] = loaded_cuda_libraries()
     failed = [gpu["device"] + " " + part for gpu in report["gpus"]
               for part in ("matmul", "xla", "conv", "mixed_precision")

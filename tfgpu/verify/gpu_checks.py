@@ -151,26 +151,15 @@ def _epoch_seconds(tf, device, batch, samples, mixed=False):
         policy.set_global_policy(previous)
 
 
-def _matmul_tflops(tf, device, n, dtype):
-    with tf.device(device):
-        a = tf.random.uniform((n, n), dtype=dtype)
-        b = tf.random.uniform((n, n), dtype=dtype)
-        tf.matmul(a, b).numpy()
-        repeats = 10 if device.startswith("/GPU") else 2
-        started = time.perf_counter()
-        for _ in range(repeats):
-            c = tf.matmul(a, b)
-        float(tf.reduce_sum(c))  # wait for the device
-        seconds = (time.perf_counter() - started) / repeats
-    return 2 * n ** 3 / seconds / 1e12
-
-
-def bench(tf, device, samples=60000, matmul_n=8192, cpu_matmul_n=4096):
-    """The seeds' MNIST-shaped CNN on CPU vs ``device`` (synthetic data) and a compute-bound matmul.
+def bench(tf, device, peaks=(), compute_capability="", samples=60000, matmul_n=8192, cpu_matmul_n=4096):
+    """The seeds' MNIST-shaped CNN on CPU vs ``device`` (synthetic data) and compute-bound matmuls
+    (``matmul_bench``: warmed, synced, repeated, median, held to the GPU's peak).
 
     A small CNN is bound by per-step overhead, not by the GPU: its speed-up is reported with that
     verdict instead of being presented as what the GPU can do; the matmul shows the latter.
     """
+    import matmul_bench
+
     result = {"cnn": []}
     for batch in (128, 1024):
         cpu = _epoch_seconds(tf, "/CPU:0", batch, samples)
@@ -182,23 +171,20 @@ def bench(tf, device, samples=60000, matmul_n=8192, cpu_matmul_n=4096):
         except Exception as error:  # noqa: BLE001
             row["mixed_error"] = str(error).splitlines()[0][:200]
         result["cnn"].append(row)
-    result["matmul"] = {"n": matmul_n, "device_tflops_fp32": round(_matmul_tflops(tf, device, matmul_n, tf.float32), 1),
-                        "cpu_n": cpu_matmul_n, "cpu_tflops_fp32": round(_matmul_tflops(tf, "/CPU:0", cpu_matmul_n,
-                                                                                       tf.float32), 3)}
-    try:
-        result["matmul"]["device_tflops_fp16"] = round(_matmul_tflops(tf, device, matmul_n, tf.float16), 1)
-    except Exception:  # noqa: BLE001
-        pass
-    matmul_ratio = result["matmul"]["device_tflops_fp32"] / max(result["matmul"]["cpu_tflops_fp32"], 1e-9)
+    result["matmul"] = matmul_bench.matmul_figures(tf, device, list(peaks), compute_capability, n=matmul_n,
+                                                   cpu_n=cpu_matmul_n)
+    fp32 = result["matmul"]["dtypes"]["fp32"].get("median")
+    cpu = result["matmul"]["cpu_fp32"]["median"]
+    matmul_ratio = fp32 / max(cpu, 1e-9) if fp32 else 0.0
     best_cnn = max(row["speedup"] for row in result["cnn"])
     result["matmul_speedup"] = round(matmul_ratio, 1)
-    result["overhead_bound"] = best_cnn < 0.2 * matmul_ratio
+    result["overhead_bound"] = bool(fp32) and best_cnn < 0.2 * matmul_ratio
     result["verdict"] = (
         f"The CNN runs {best_cnn:.1f}x faster on the device, while a compute-bound matmul runs {matmul_ratio:.0f}x "
         "faster: the small CNN is bound by per-step overhead (kernel launches, input pipeline), not by the GPU. "
         "Larger batches or models show the GPU's speed." if result["overhead_bound"] else
         f"The CNN runs {best_cnn:.1f}x faster on the device (compute-bound matmul: {matmul_ratio:.0f}x).")
-    result["ok"] = True
+    result["ok"] = bool(fp32)
     return result
 
 
