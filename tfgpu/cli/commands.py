@@ -34,18 +34,25 @@ def selectors(args: argparse.Namespace) -> dict:
     return {key: getattr(args, key, None) for key in SELECTORS}
 
 
-def host_of(args: argparse.Namespace):
+def host_of(args: argparse.Namespace, artefact: bool = False):
+    """This machine's facts, or None: with --no-detect, and for an artefact whose command line
+    describes another machine (``tfgpu.resolver.target.names_another_machine``)."""
     if args.no_detect:
         return None
+    if artefact:
+        from tfgpu.resolver.target import names_another_machine
+
+        if names_another_machine(selectors(args)):
+            return None
     from tfgpu.detect import probe
 
     return probe()
 
 
-def resolve(args: argparse.Namespace):
+def resolve(args: argparse.Namespace, artefact: bool = False):
     from tfgpu.resolver import make_request, resolve as run
 
-    host = host_of(args)
+    host = host_of(args, artefact)
     return run(make_request(**selectors(args)), host), host
 
 
@@ -142,7 +149,7 @@ def cmd_remove(args) -> int:
 def _targets(args, allow_cpu: bool):
     from tfgpu.lock.targets import lock_targets
 
-    return lock_targets(args.platform, selectors(args), allow_cpu=allow_cpu, host=host_of(args))
+    return lock_targets(args.platform, selectors(args), allow_cpu=allow_cpu, host=host_of(args, artefact=True))
 
 
 def cmd_lock(args) -> int:
@@ -222,7 +229,7 @@ def cmd_script(args) -> int:
         raise UsageError("missing-output", "The ansible export is a directory (playbook.yml, inventory.example.ini, "
                          "README.md, files/): say where with -o DIR.",
                          ["tfgpu-install script --format ansible -o ./tf-playbook"])
-    resolution, _ = resolve(args)
+    resolution, _ = resolve(args, artefact=True)
     result = export.render(resolution, args.format)
     if args.output:
         written = export.write(result, args.output)
