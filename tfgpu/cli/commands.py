@@ -225,10 +225,10 @@ def cmd_script(args) -> int:
     """``script --format F [-o PATH]``: a provisioning artefact for the resolution (``tfgpu.export``)."""
     from tfgpu import export
 
-    if args.format == "ansible" and not args.output:
-        raise UsageError("missing-output", "The ansible export is a directory (playbook.yml, inventory.example.ini, "
-                         "README.md, files/): say where with -o DIR.",
-                         ["tfgpu-install script --format ansible -o ./tf-playbook"])
+    if args.format in export.DIRECTORY_FORMATS and not args.output:
+        raise UsageError("missing-output", f"The {args.format} export is a directory of files "
+                         f"({export.DIRECTORY_FORMATS[args.format]}): say where with -o DIR.",
+                         [f"tfgpu-install script --format {args.format} -o ./tf-{args.format}"])
     resolution, _ = resolve(args, artefact=True)
     result = export.render(resolution, args.format)
     if args.output:
@@ -281,6 +281,18 @@ def cmd_verify(args) -> int:
     if not prefix.is_dir():
         raise ImpossibleError("no-such-env", f"There is no environment at {prefix}.",
                               ["Give the env's path with --prefix, or create it first."])
+    if args.workers is not None:
+        from tfgpu.verify import multiworker_failure, run_multiworker
+
+        if not args.json:
+            render().note(f"{args.workers} workers of {prefix}/bin/python, one MultiWorkerMirroredStrategy step…")
+        report = run_multiworker(prefix, args.workers)
+        if not report.get("ok"):
+            if not args.json:
+                render().multiworker(report)
+            raise multiworker_failure(report)
+        emit(args, report, lambda: render().multiworker(report))
+        return 0
     if not args.json:
         render().note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow)…")
     report = run_verify(prefix, bench=args.bench)
