@@ -30,7 +30,7 @@ def _pip(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     post = [f"python -m venv {VENV}",
             f"{VENV}/bin/pip install --no-cache-dir {requirements}",
             f"if [ -x {site}/nvidia/cuda_nvcc/bin/ptxas ]; then ln -s {site}/nvidia/cuda_nvcc/bin/ptxas {VENV}/bin/ptxas; fi"]
-    environment = [f"export VIRTUAL_ENV={VENV}", f"export PATH={VENV}/bin:$PATH",
+    environment = [f"export VIRTUAL_ENV={VENV}", f'export PATH="{VENV}/bin:$PATH"',
                    f'export LD_LIBRARY_PATH="{libs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"',
                    f"export XLA_FLAGS=--xla_gpu_cuda_data_dir={site}/nvidia/cuda_nvcc"]
     return f"python:{python}-slim", post, environment, f"{VENV}/bin/python", None
@@ -47,7 +47,7 @@ def _system(resolution) -> tuple[str, list[str], list[str], str, str | None]:
             "rm -rf /var/lib/apt/lists/*",
             f"python3 -m venv {VENV}",
             f"{VENV}/bin/pip install --no-cache-dir {requirement}"]
-    environment = [f"export VIRTUAL_ENV={VENV}", f"export PATH={VENV}/bin:$PATH"]
+    environment = [f"export VIRTUAL_ENV={VENV}", f'export PATH="{VENV}/bin:$PATH"']
     return f"nvidia/cuda:{tag}", post, environment, f"{VENV}/bin/python", image_python
 
 
@@ -61,7 +61,7 @@ def _conda(resolution) -> tuple[str, list[str], list[str], str, str | None]:
             f"micromamba install --yes --root-prefix /opt/conda --name base --override-channels -c conda-forge {specs}",
             "micromamba clean --all --yes",
             f"/opt/conda/bin/python -m pip install --no-cache-dir {requirements}"]
-    environment = ["export PATH=/opt/conda/bin:$PATH",
+    environment = ['export PATH="/opt/conda/bin:$PATH"',
                    'export LD_LIBRARY_PATH="/opt/conda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"',
                    "export XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/conda"]
     return MICROMAMBA_IMAGE, post, environment, "/opt/conda/bin/python", None
