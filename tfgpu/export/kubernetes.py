@@ -76,7 +76,7 @@ def _python(resolution) -> str:
 def manifests(resolution) -> list[dict]:
     """The Service, the ConfigMap and the Job, as plain data."""
     names = _names(resolution)
-    workers = ",".join(f'"{names["job"]}-{i}.{names["service"]}:{PORT}' for i in range(WORKERS))
+    workers = ",".join(f'"{names["job"]}-{i}.{names["service"]}:{PORT}"' for i in range(WORKERS))
     labels = {"app.kubernetes.io/name": names["job"], "app.kubernetes.io/managed-by": "tfgpu-install"}
     env = [{"name": "TFGPU_PYTHON", "value": _python(resolution)},
            {"name": "TFGPU_WORKERS", "value": workers},
