@@ -163,3 +163,30 @@ def run_process(*argv: str, env: dict[str, str] | None = None, timeout: float = 
 
 def shells() -> list[str]:
     return [shell for shell in ("bash", "zsh", "fish") if shutil.which(shell)]
+
+
+TF_CPU = "tensorflow-cpu==2.21.0"  # the CPU wheel: ~250 MB instead of the CUDA wheels' ~3 GB
+
+
+@pytest.fixture(scope="session")
+def real_tf_env() -> Path:
+    """A venv with real TensorFlow (CPU wheel) from PyPI, built once with uv and kept under the
+    tests' persistent cache (like tests/test_pip_e2e.py's), so later runs reuse it. Network tests only."""
+    from tfgpu.engines.uv import find_uv
+
+    cache = Path.home() / ".cache" / "tfgpu-install-tests"
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    env = cache / "envs" / f"{TF_CPU.replace('==', '-')}-py{python}"
+    if (env / ".complete").is_file():
+        return env
+    uv = find_uv()
+    if uv is None:
+        pytest.skip("uv is not installed")
+    shutil.rmtree(env, ignore_errors=True)
+    env.parent.mkdir(parents=True, exist_ok=True)
+    common = {**os.environ, "UV_CACHE_DIR": str(cache / "uv")}
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(env)], check=True, env=common, timeout=300)
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(env / "bin" / "python"), TF_CPU], check=True,
+                   env=common, timeout=1800)
+    (env / ".complete").write_text(TF_CPU + "\n")
+    return env

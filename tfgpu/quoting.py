@@ -29,6 +29,12 @@ def comment(lines, mark: str = "#") -> str:
     return "\n".join(f"{mark} {one_line(line)}".rstrip() for line in lines)
 
 
+def tcl_comment(lines) -> str:
+    """Tcl comment lines: as :func:`comment`, and no line ends in a backslash (in Tcl a
+    backslash-newline continues a comment onto the next line, which would swallow that line)."""
+    return "\n".join(line.rstrip("\\").rstrip() for line in comment(lines).splitlines())
+
+
 def sh(value) -> str:
     """One POSIX shell word (bash, sh, zsh)."""
     return shlex.quote(str(value))
@@ -55,7 +61,8 @@ def yaml_document(value) -> str:
     import yaml
 
     class Dumper(yaml.SafeDumper):
-        pass
+        def ignore_aliases(self, data):  # a value used twice is written twice: no &anchors/*aliases
+            return True
 
     def text(dumper, data):
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
@@ -98,3 +105,31 @@ def token(value, pattern: str, what: str) -> str:
 IMAGE_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 VERSION = r"[0-9][0-9A-Za-z.+!_-]{0,63}"
 NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+
+
+def tcl_string(value) -> str:
+    """A Tcl double-quoted word (Environment Modules' and Lmod's Tcl modulefiles): ``\\ " $ [ ] { }``
+    escaped so nothing is substituted, control characters as ``\\uXXXX`` (exactly four digits, so
+    a following hex digit is never read into the escape)."""
+    def escape(match: re.Match) -> str:
+        char = match.group(0)
+        return "\\" + char if char in '\\"$[]{}' else f"\\u{ord(char):04x}"
+
+    return '"' + re.sub(r'[\\"$\[\]{}\x00-\x1f\x7f]', escape, str(value)) + '"'
+
+
+def lua_string(value) -> str:
+    """A Lua double-quoted string (Lmod's modulefiles): ``\\`` and ``"`` escaped, control characters
+    as ``\\ddd`` (always three digits); never a long bracket, which ``]]`` in the value would end."""
+    def escape(match: re.Match) -> str:
+        char = match.group(0)
+        return "\\" + char if char in '\\"' else f"\\{ord(char):03d}"
+
+    return '"' + re.sub(r'[\\"\x00-\x1f\x7f]', escape, str(value)) + '"'
+
+
+def def_word(value, what: str = "a value") -> str:
+    """One shell word in a section of an Apptainer definition file. The file is split into sections
+    at lines starting with ``%``, so a line break inside even a quoted word could open a section:
+    the value must be one line (else ``bad-data``), then it is ``shlex``-quoted."""
+    return shlex.quote(single_line(value, what))

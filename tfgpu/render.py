@@ -194,6 +194,22 @@ def created(result, resolution) -> None:
     _out.print(f"  [dim]log: {escape(str(result.log_path))}[/]")
 
 
+def multiworker(report: dict) -> None:
+    """``verify --workers N``: each worker's loss after the step, the collective, the wall time."""
+    ok = report.get("ok")
+    where = {"gpu": "one GPU each", "shared-gpu": "sharing GPU 0 under a memory limit each",
+             "cpu": "on the CPU (no GPU visible)"}.get(report.get("devices"), str(report.get("devices")))
+    head = "[green]multi-worker step passed[/]" if ok else f"[red]multi-worker step failed[/]: {escape(str(report.get('reason')))}"
+    _out.print(f"{head}: {report.get('workers')} workers {escape(where)}, collective "
+               f"{escape(', '.join(report.get('collective') or ['?']))}, {report.get('seconds')} s")
+    for entry in report.get("results", []):
+        mark = "[green]✓[/]" if entry.get("ok") else "[red]✗[/]"
+        loss = entry.get("loss_after")
+        detail = (f"loss {entry.get('loss_before'):.6f} → {loss:.6f} after the step, step {entry.get('step_seconds')} s"
+                  if loss is not None else escape(str(entry.get("error") or "no report")))
+        _out.print(f"  {mark} worker {entry.get('worker')}: {detail}")
+
+
 def verify(report: dict) -> None:
     """The GPU check: what TensorFlow is, what it loaded from where, what each GPU computed."""
     ok = report.get("ok")

@@ -73,7 +73,7 @@ def test_odd_but_safe_prefixes_build_and_activate_cleanly(build, sandbox, prefix
 
 # --- data overlays (a team mirror) reaching generated files -----------------------------------
 
-FORMATS = ["bash", "dockerfile", "ansible", "cloud-init"]
+FORMATS = ["bash", "dockerfile", "ansible", "cloud-init", "slurm", "kubernetes"]
 
 
 def _overlay(sandbox, name: str, edit) -> str:
@@ -107,12 +107,13 @@ def test_shell_text_in_data_stays_a_comment(cli, sandbox, fmt):
     paths = [out] if out.is_file() else [p for p in out.rglob("*") if p.is_file()]
     for path in paths:
         text = path.read_text()
+        mark = "--" if path.suffix == ".lua" else "#"
         for line in text.splitlines():
             if "PWNED" in line:
-                assert line.lstrip().startswith("#"), (path.name, line)
+                assert line.lstrip().startswith(mark), (path.name, line)
         if path.suffix in (".yml", ".yaml"):
-            yaml.safe_load(text)
-        if path.suffix == ".sh" or path.name == "out" and fmt == "bash":
+            list(yaml.safe_load_all(text))
+        if path.suffix in (".sh", ".sbatch") or path.name == "out" and fmt == "bash":
             subprocess.run(["bash", "-n", str(path)], check=True)
     if fmt == "bash":  # run the header part for real: nothing in a comment runs
         head = out.read_text().split("set -euo pipefail")[0]
@@ -146,3 +147,89 @@ def test_malformed_values_in_a_data_overlay_are_bad_data(cli, sandbox, table, ed
     overlay = _overlay(sandbox, table, edit)
     done = cli("plan", "--tf", "2.13", "--no-detect", "--json", env={"TFGPU_DATA_DIR": overlay})
     assert (done.code, done.error) == (2, "bad-data") and table in done.out
+
+
+# --- the cluster formats: sbatch, modulefiles (Tcl, Lua), Apptainer definition, Kubernetes YAML ----
+
+HOSTILE_VALUES = {
+    "command-substitution": "$(touch PWNED)",
+    "backticks": "`touch PWNED`",
+    "tcl-command": "[exec touch PWNED]",
+    "lua-long-bracket-end": "]] os.execute('touch PWNED') --[[",
+    "double-quote": 'a"b; os.execute("touch PWNED")',
+    "backslash-newline": "a\\\nputs PWNED",
+    "newline": "x\nexec touch PWNED",
+    "braces": "} ; exec touch PWNED ; {",
+    "percent-section": "x\n%post\ntouch PWNED",
+}
+
+
+@pytest.mark.parametrize("value", HOSTILE_VALUES.values(), ids=list(HOSTILE_VALUES))
+def test_tcl_and_lua_strings_are_data_to_the_real_interpreters(sandbox, value):
+    """What tfgpu.quoting writes into a modulefile reads back as exactly the value, and runs nothing."""
+    from tfgpu import quoting
+
+    for binary, program in (("tclsh", f"puts -nonewline [set v {quoting.tcl_string(value)}]\n"),
+                            ("lua", f"io.write({quoting.lua_string(value)})\n")):
+        if subprocess.run(["which", binary], capture_output=True).returncode:
+            continue
+        script = sandbox / f"probe.{binary}"
+        script.write_text(program)
+        done = subprocess.run([binary, str(script)], capture_output=True, text=True, cwd=sandbox, timeout=30)
+        assert done.returncode == 0 and done.stdout == value, (binary, done.stdout, done.stderr)
+    assert not (sandbox / "PWNED").exists()
+
+
+@pytest.mark.parametrize("value", [v for v in HOSTILE_VALUES.values() if "\n" in v])
+def test_a_line_break_never_reaches_an_apptainer_section(value):
+    from tfgpu import quoting
+    from tfgpu.errors import UsageError
+
+    with pytest.raises(UsageError) as raised:
+        quoting.def_word(value, "A requirement")
+    assert raised.value.code == "bad-data"
+
+
+def _hostile_quirk(sandbox) -> str:
+    message = "$(touch PWNED) `touch PWNED` [exec touch PWNED] ]] \\\" } { ; os.execute('touch PWNED') \\\\"
+    return _overlay(sandbox, "quirks.toml", lambda t: t.replace('message = "', f'message = "{message} ', 1))
+
+
+def test_hostile_data_in_the_slurm_export_runs_nowhere(cli, sandbox):
+    """A data value with shell, Tcl and Lua syntax in it: the sbatch script parses, the modulefiles
+    load under the real module systems, the definition's sections stay shell, and nothing runs."""
+    overlay = _hostile_quirk(sandbox)
+    done, out = _script(cli, sandbox, "slurm", overlay, "--tf", "2.13")
+    assert done.code == 0, done.out
+    subprocess.run(["bash", "-n", str(out / "tfgpu-job.sbatch")], check=True)
+    head = (out / "tfgpu-job.sbatch").read_text().split("set -euo pipefail")[0]
+    subprocess.run(["bash", "-c", head], check=True, cwd=sandbox)
+    from tfgpu.export.apptainer import sections
+
+    parts = sections((out / "tfgpu-env.def").read_text())
+    assert not any("PWNED" in parts[name] for name in ("post", "environment", "runscript", "test", "labels"))
+    lmod = "/usr/share/lmod/lmod/libexec/lmod"
+    if os.path.exists(lmod):
+        env = sandbox / "env"
+        for tree in ("modulefiles", "modulefiles-tcl"):
+            for path in (out / tree).rglob("*"):
+                if path.is_file():
+                    target = env / path.relative_to(out)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(path.read_text())
+            ran = subprocess.run(["bash", "-c", f'eval "$({lmod} bash load tf2.13)" && printf %s "$VIRTUAL_ENV"'],
+                                 capture_output=True, text=True, cwd=sandbox, timeout=60,
+                                 env={"PATH": "/usr/bin:/bin", "HOME": str(sandbox), "MODULEPATH": str(env / tree)})
+            assert ran.returncode == 0 and ran.stdout == str(env), (tree, ran.stderr)
+    assert not (sandbox / "PWNED").exists()
+
+
+def test_hostile_data_in_the_kubernetes_manifests_stays_a_comment(cli, sandbox):
+    overlay = _hostile_quirk(sandbox)
+    done, out = _script(cli, sandbox, "kubernetes", overlay, "--tf", "2.13")
+    assert done.code == 0, done.out
+    text = (out / "tfgpu-job.yaml").read_text()
+    documents = [doc for doc in yaml.safe_load_all(text) if doc]
+    assert [doc["kind"] for doc in documents] == ["Service", "ConfigMap", "Job"]
+    assert "PWNED" not in json.dumps(documents)  # only in the comment header, which YAML drops
+    assert not (sandbox / "PWNED").exists()

@@ -22,18 +22,25 @@ def selectors(args: argparse.Namespace) -> dict:
     return {key: getattr(args, key, None) for key in SELECTORS}
 
 
-def host_of(args: argparse.Namespace):
+def host_of(args: argparse.Namespace, artefact: bool = False):
+    """This machine's facts, or None: with --no-detect, and for an artefact whose command line
+    describes another machine (``tfgpu.resolver.target.names_another_machine``)."""
     if args.no_detect:
         return None
+    if artefact:
+        from tfgpu.resolver.target import names_another_machine
+
+        if names_another_machine(selectors(args)):
+            return None
     from tfgpu.detect import probe
 
     return probe()
 
 
-def resolve(args: argparse.Namespace):
+def resolve(args: argparse.Namespace, artefact: bool = False):
     from tfgpu.resolver import make_request, resolve as run
 
-    host = host_of(args)
+    host = host_of(args, artefact)
     return run(make_request(**selectors(args)), host), host
 
 
@@ -130,7 +137,7 @@ def cmd_remove(args) -> int:
 def _targets(args, allow_cpu: bool):
     from tfgpu.lock.targets import lock_targets
 
-    return lock_targets(args.platform, selectors(args), allow_cpu=allow_cpu, host=host_of(args))
+    return lock_targets(args.platform, selectors(args), allow_cpu=allow_cpu, host=host_of(args, artefact=True))
 
 
 def cmd_lock(args) -> int:
@@ -206,11 +213,11 @@ def cmd_script(args) -> int:
     """``script --format F [-o PATH]``: a provisioning artefact for the resolution (``tfgpu.export``)."""
     from tfgpu import export
 
-    if args.format == "ansible" and not args.output:
-        raise UsageError("missing-output", "The ansible export is a directory (playbook.yml, inventory.example.ini, "
-                         "README.md, files/): say where with -o DIR.",
-                         ["tfgpu-install script --format ansible -o ./tf-playbook"])
-    resolution, _ = resolve(args)
+    if args.format in export.DIRECTORY_FORMATS and not args.output:
+        raise UsageError("missing-output", f"The {args.format} export is a directory of files "
+                         f"({export.DIRECTORY_FORMATS[args.format]}): say where with -o DIR.",
+                         [f"tfgpu-install script --format {args.format} -o ./tf-{args.format}"])
+    resolution, _ = resolve(args, artefact=True)
     result = export.render(resolution, args.format)
     if args.output:
         written = export.write(result, args.output)
@@ -262,6 +269,18 @@ def cmd_verify(args) -> int:
     if not prefix.is_dir():
         raise ImpossibleError("no-such-env", f"There is no environment at {prefix}.",
                               ["Give the env's path with --prefix, or create it first."])
+    if args.workers is not None:
+        from tfgpu.verify import multiworker_failure, run_multiworker
+
+        if not args.json:
+            render().note(f"{args.workers} workers of {prefix}/bin/python, one MultiWorkerMirroredStrategy step…")
+        report = run_multiworker(prefix, args.workers)
+        if not report.get("ok"):
+            if not args.json:
+                render().multiworker(report)
+            raise multiworker_failure(report)
+        emit(args, report, lambda: render().multiworker(report))
+        return 0
     if not args.json:
         render().note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow)…")
     report = run_verify(prefix, bench=args.bench)

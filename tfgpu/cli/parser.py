@@ -108,9 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     script = sub.add_parser("script", help="export a provisioning script")
     _selectors(script)
-    script.add_argument("--format", required=True, choices=("bash", "dockerfile", "ansible", "cloud-init"),
+    script.add_argument("--format", required=True, choices=("bash", "dockerfile", "ansible", "cloud-init", "slurm", "kubernetes"),
                         help="what to write")
-    script.add_argument("-o", "--output", metavar="PATH", help="a file (a directory for ansible); default stdout")
+    script.add_argument("-o", "--output", metavar="PATH", help="a file (a directory for ansible, slurm and kubernetes); default stdout")
 
     doctor = sub.add_parser("doctor", help="explain what is broken and how to fix it")
     where = _env_location(doctor)
@@ -121,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="prove the GPU works inside an environment")
     _env_location(verify)
     verify.add_argument("--bench", action="store_true", help="add CPU-vs-GPU numbers (synced, repeated, median)")
+    verify.add_argument("--workers", type=int, metavar="N", help="instead: one MultiWorkerMirroredStrategy training "
+                        "step across N local worker processes (one GPU each, N sharing one GPU, or the CPU)")
     _json(verify)
 
     matrix = sub.add_parser("matrix", help="every TensorFlow release and what it needs")

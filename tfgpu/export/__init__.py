@@ -1,4 +1,5 @@
-"""Provisioning artefacts rendered from a resolution: bash, Dockerfile, Ansible, cloud-init.
+"""Provisioning artefacts rendered from a resolution: bash, Dockerfile, Ansible, cloud-init, and
+for clusters a Slurm job directory (sbatch, modulefiles, Apptainer) and Kubernetes manifests.
 
 ``render(resolution, fmt)`` is pure: it returns the files to write (name, content, mode) and
 never touches the filesystem; ``write(export, output)`` puts them on disk. Every format builds the
@@ -14,9 +15,15 @@ from pathlib import Path
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.export.files import Export, ExportFile
 
-__all__ = ["FORMATS", "Export", "ExportFile", "render", "write"]
+__all__ = ["DIRECTORY_FORMATS", "FORMATS", "Export", "ExportFile", "render", "write"]
 
-FORMATS = ("bash", "dockerfile", "ansible", "cloud-init")
+FORMATS = ("bash", "dockerfile", "ansible", "cloud-init", "slurm", "kubernetes")
+DIRECTORY_FORMATS = {
+    "ansible": "playbook.yml, inventory.example.ini, README.md, files/",
+    "slurm": "tfgpu-job.sbatch, install-tf.sh, tfgpu/, modulefiles/, tfgpu-env.def, README.md",
+    "kubernetes": "tfgpu-job.yaml, Dockerfile, README.md",
+}
+"""Formats whose export is a tree of files (``-o`` names a directory), with what it holds."""
 
 
 def render(resolution, fmt: str) -> Export:
@@ -38,6 +45,14 @@ def render(resolution, fmt: str) -> Export:
         from tfgpu.export.cloudinit import render_cloud_init
 
         return Export("cloud-init", (ExportFile("user-data.yaml", render_cloud_init(resolution)),))
+    if fmt == "slurm":
+        from tfgpu.export.slurm import render_slurm
+
+        return Export("slurm", render_slurm(resolution), directory=True)
+    if fmt == "kubernetes":
+        from tfgpu.export.kubernetes import render_kubernetes
+
+        return Export("kubernetes", render_kubernetes(resolution), directory=True)
     raise UsageError("bad-option-value", f"--format {fmt!r} is not one of: {', '.join(FORMATS)}.",
                      [f"Use one of: {', '.join(FORMATS)}."])
 

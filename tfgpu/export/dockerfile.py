@@ -72,11 +72,11 @@ def _image_python(resolution, row: dict) -> str:
     return row["python"]
 
 
-def _lines(resolution, what: str) -> list[str]:
+def _lines(resolution, what: str, image_python: str | None = None) -> list[str]:
     name = quoting.token(default_env_name(resolution), quoting.NAME, "The env name")
     return [
         "# syntax=docker/dockerfile:1",
-        comment(header(resolution, what)),
+        comment(header(resolution, what, image_python=image_python)),
         "#",
         comment([f"Build:  docker build -t {name}-gpu .",
                  f"Verify: docker run --rm --gpus all {name}-gpu   (the default command: lists the GPUs, runs a",
@@ -132,7 +132,8 @@ def _system(resolution) -> list[str]:
     tag = quoting.token(row["tag"], quoting.IMAGE_TAG, "The nvidia/cuda image tag")
     unverified = " (tag unverified: check it exists on Docker Hub)" if "tag" in row.get("unverified", []) else ""
     return [
-        *_lines(resolution, f"a Docker image (nvidia/cuda base with CUDA {row['cuda']} and cuDNN {row['cudnn_major']})"),
+        *_lines(resolution, f"a Docker image (nvidia/cuda base with CUDA {row['cuda']} and cuDNN {row['cudnn_major']})",
+                image_python=python),
         quoting.comment([f"Base: nvidia/cuda:{tag}{unverified}; Python {python} is {row['os']}'s python3",
                          f"(the plan's Python {resolution.python} is not what this base ships). XLA's ptxas/libdevice "
                          "are", "not in runtime images: use the matching -devel- tag if the model uses jit_compile."]),

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
-from datetime import datetime, timezone
 from pathlib import Path
 
 from tfgpu import __version__
@@ -130,10 +129,11 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
                 "virtual_cuda": cuda, "cpu_only": cpu_only, "requirements": pip, "conda_specs": specs},
             sort_keys=True)
     custom["tfgpu_packages_sha256"] = entry_digest(_dict_rows(packages))
+    # No time_metadata (optional in conda-lock's format): the same inputs give the same bytes, and
+    # version control already says when a lock changed.
     document = {"version": 1, "metadata": {
         "content_hash": content_hash, "channels": [{"url": c, "used_env_vars": []} for c in channels],
         "platforms": [p.name for p, _, _ in targets], "sources": ["tfgpu-install"],
-        "time_metadata": {"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
         "custom_metadata": custom}, "package": packages}
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(HEADER.format(version=__version__, name=path.name)

@@ -160,6 +160,7 @@ def render(meta: dict, body: str, output: str) -> str:
     r = meta["resolution"]
     what = (f"CPU only: {meta['platform']} has no TensorFlow GPU build (locked with --allow-cpu)" if meta["cpu_only"]
             else f"CUDA {r['cuda']}, cuDNN {r['cudnn']}, NVIDIA driver >= {r['min_driver']}")
+    # The file's name, never its directory: the same inputs in two checkouts give the same bytes.
     name = Path(output).name
     lines = [
         f"# tfgpu-install {__version__} pip lock (format {FORMAT}). Generated: do not edit; "
@@ -168,7 +169,7 @@ def render(meta: dict, body: str, output: str) -> str:
         f"{what}.",
         f"# Install:    tfgpu-install create --from-lock {name} --prefix ENV",
         f"#   or plain: pip install --require-hashes -r {name}   (then the CUDA library paths are yours to set)",
-        f"# Regenerate: {regenerate_command(meta, output)}",
+        f"# Regenerate: {regenerate_command(meta, name)}",
         MARK + _canonical(record),
     ]
     return "\n".join(lines) + "\n" + body

@@ -40,7 +40,8 @@ def notices_for(ev: Evaluation, how: str, host) -> tuple[list[Notice], list[str]
     warnings.extend(ev.options[ev.mode].warnings)
     for quirk in quirks_for(ev.release, ev.mode, ev.python):
         warnings.append(Notice(quirk.code, quirk.message, quirk.fix))
-    if host is not None and host.toolkits and target.os == getattr(host, "os", None):
+    if host is not None and host.toolkits and (target.os, target.arch) == (getattr(host, "os", None),
+                                                                  getattr(host, "arch", None)):
         kits = ", ".join(f"{t.version} at {t.path}" for t in host.toolkits)
         reasons.append(f"System CUDA toolkit(s) found ({kits}): TensorFlow does not use them in pip or conda "
                        f"mode; what matters is the driver and the CUDA {ev.cuda or '-'} libraries in the env.")

@@ -66,3 +66,18 @@ def make_target(request: Request, host) -> Target:
         glibc=host.glibc if here and os in ("linux", "wsl2") else None,
         running_python=host.python if here else None,
     )
+
+
+TARGET_SELECTORS = ("os", "arch", "driver", "gpu_cc")
+"""The selectors that describe a machine (``--python`` chooses within one)."""
+
+
+def names_another_machine(selectors: dict) -> bool:
+    """Whether an artefact (an export, a lock) is for a machine the command line describes.
+
+    A plan merges the command line with this machine's facts, value by value. A file written for
+    other machines must not: once any of ``--os``, ``--arch``, ``--driver`` or ``--gpu-cc`` is given,
+    this machine's driver, GPUs, glibc, interpreter and toolkits play no part in what it says (a
+    login node without GPUs exporting for its compute nodes, a laptop for a server).
+    """
+    return any(selectors.get(key) for key in TARGET_SELECTORS)

@@ -52,6 +52,47 @@ def _bench_arguments() -> list[str]:
     return ["--bench", "--peaks", json.dumps(data.load("gpu_peaks.toml")["arch"])]
 
 
+def run_multiworker(prefix: Path, workers: int, timeout: float = 900, runner=None) -> dict:
+    """``verify --workers N``: ``multiworker.py`` run by ``prefix``'s Python starts N local workers
+    (one GPU each, N sharing one GPU, or the CPU) through one MultiWorkerMirroredStrategy step;
+    the report has each worker's loss after the step, the collective used, and the wall time."""
+    from tfgpu.proc import Runner
+
+    if not 2 <= workers <= 64:
+        from tfgpu.errors import UsageError
+
+        raise UsageError("bad-option-value", f"--workers {workers}: a multi-worker check needs 2 to 64 workers.",
+                         ["`tfgpu-install verify --prefix ENV --workers 2`"])
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        raise OperationError("not-an-env", f"{prefix} has no bin/python: it is not a Python environment.",
+                             ["Give the env's root with --prefix, or its name with --name."])
+    runner = runner or Runner()
+    with as_file(files("tfgpu.verify").joinpath("multiworker.py")) as script:
+        done = runner.capture([str(python), "-I", str(script), "--workers", str(workers), "--timeout",
+                               str(int(timeout - 30))], timeout=timeout, clean=False, env={"NCCL_NVLS_ENABLE": "0"})
+    lines = [line for line in done.output.strip().splitlines() if line.startswith("{")]
+    try:
+        report = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise OperationError("verify-crashed", f"The multi-worker check in {prefix} crashed (exit {done.returncode}).\n"
+                             + "\n".join(done.stderr.strip().splitlines()[-8:]),
+                             ["Run `tfgpu-install doctor` for the environment."]) from None
+    report["prefix"] = str(prefix)
+    return report
+
+
+def multiworker_failure(report: dict) -> OperationError:
+    """The error for a multi-worker check that did not pass (exit 1)."""
+    return OperationError("multiworker-failed", f"The {report.get('workers')}-worker MultiWorkerMirroredStrategy "
+                          f"step in {report['prefix']} failed: {report.get('reason')}",
+                          ["Run one worker by hand to see its whole log: TF_CONFIG='{\"cluster\": {\"worker\": "
+                           "[\"127.0.0.1:23456\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}' "
+                           f"{report['prefix']}/bin/python -I <tfgpu>/verify/multiworker.py --worker",
+                           "`tfgpu-install verify` (without --workers) checks each GPU on its own."],
+                          details=report)
+
+
 def failure(report: dict, *, built: bool = False, details: dict | None = None) -> OperationError:
     """The error for a report whose GPU check did not pass (exit 1, never a success); ``built``:
     the env was just built (and stays), which the message says first."""

@@ -124,6 +124,18 @@ fi
 # The venv: plain tensorflow (its CUDA comes from the toolkit above, not from wheels).
 ensure_venv
 pip_install "$TFGPU_PREFIX/bin/python" "$TFGPU_PREFIX/etc/tfgpu/installed-requirements.txt" "${PIP_REQUIREMENTS[@]}"
+# The toolkit and cuDNN this env uses, linked into it: a modulefile (script --format slurm) or a
+# person finds them at <env>/etc/tfgpu/cuda and <env>/etc/tfgpu/cudnn wherever TFGPU_CUDA_PREFIX was.
+mkdir -p "$TFGPU_PREFIX/etc/tfgpu"
+for link_name in cuda cudnn; do
+    if [ "$link_name" = cuda ]; then link_target="$CUDA_HOME"; else link_target="$CUDNN_HOME"; fi
+    if [ "$(readlink "$TFGPU_PREFIX/etc/tfgpu/$link_name" 2>/dev/null)" = "$link_target" ]; then
+        in_place "link $TFGPU_PREFIX/etc/tfgpu/$link_name"
+    else
+        ln -sfn "$link_target" "$TFGPU_PREFIX/etc/tfgpu/$link_name"
+        changed "linked $TFGPU_PREFIX/etc/tfgpu/$link_name -> $link_target"
+    fi
+done
 if ! grep -qF "$ACTIVATION_FILE" "$TFGPU_PREFIX/bin/activate"; then
     printf '\n%s\n' ". $(printf %q "$ACTIVATION_FILE")  # tfgpu-install: CUDA for this venv" >>"$TFGPU_PREFIX/bin/activate"
     changed "the venv's activate script sources $ACTIVATION_FILE"

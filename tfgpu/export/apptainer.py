@@ -1,0 +1,128 @@
+"""An Apptainer (Singularity) definition file for the resolution: the image the Dockerfile export
+describes, for clusters that run containers with ``apptainer exec --nv`` instead of Docker.
+
+The same base image (``tfgpu.export.dockerfile.choose_image`` in system mode, ``python:X.Y-slim``
+in pip mode, micromamba in conda mode), the same packages, the same loader set-up and the same
+checks: ``%post`` installs and checks that TensorFlow imports as a CUDA build (no GPU needed),
+``%test`` repeats that check, ``%runscript`` runs a program given to ``apptainer run`` or, with
+none, the GPU verification. Apptainer's ``--nv`` binds the host driver's libraries through
+LD_LIBRARY_PATH, so ``%environment`` puts the env's directories in front of it, never instead.
+Shell words go through ``tfgpu.quoting.def_word`` (one line: a ``%`` at the start of a line
+would open a section), labels through ``one_line``.
+"""
+
+from __future__ import annotations
+
+from tfgpu import quoting
+from tfgpu.envs.activation import COMPONENTS
+from tfgpu.errors import ImpossibleError
+from tfgpu.export.bash import comment, default_env_name, header
+from tfgpu.export.dockerfile import BUILD_CHECK, MICROMAMBA_IMAGE, VENV, VERIFY, _image_python, choose_image
+
+NAME = "tfgpu-env.def"
+
+
+def _pip(resolution) -> tuple[str, list[str], list[str], str, str | None]:
+    python = quoting.token(resolution.python, r"3\.[0-9]{1,2}", "The Python version")
+    site = f"{VENV}/lib/python{python}/site-packages"
+    libs = ":".join(f"{site}/nvidia/{component}/lib" for component, _ in COMPONENTS)
+    requirements = " ".join(quoting.def_word(r, "A requirement") for r in resolution.packages.pip)
+    post = [f"python -m venv {VENV}",
+            f"{VENV}/bin/pip install --no-cache-dir {requirements}",
+            f"if [ -x {site}/nvidia/cuda_nvcc/bin/ptxas ]; then ln -s {site}/nvidia/cuda_nvcc/bin/ptxas {VENV}/bin/ptxas; fi"]
+    environment = [f"export VIRTUAL_ENV={VENV}", f'export PATH="{VENV}/bin:$PATH"',
+                   f'export LD_LIBRARY_PATH="{libs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"',
+                   f"export XLA_FLAGS=--xla_gpu_cuda_data_dir={site}/nvidia/cuda_nvcc"]
+    return f"python:{python}-slim", post, environment, f"{VENV}/bin/python", None
+
+
+def _system(resolution) -> tuple[str, list[str], list[str], str, str | None]:
+    row = choose_image(resolution)
+    image_python = _image_python(resolution, row)
+    tag = quoting.token(row["tag"], quoting.IMAGE_TAG, "The nvidia/cuda image tag")
+    requirement = quoting.def_word(f"{resolution.package}=={resolution.tensorflow}", "The TensorFlow requirement")
+    post = ["export DEBIAN_FRONTEND=noninteractive",
+            "apt-get update",
+            "apt-get install -y --no-install-recommends python3 python3-venv",
+            "rm -rf /var/lib/apt/lists/*",
+            f"python3 -m venv {VENV}",
+            f"{VENV}/bin/pip install --no-cache-dir {requirement}"]
+    environment = [f"export VIRTUAL_ENV={VENV}", f'export PATH="{VENV}/bin:$PATH"']
+    return f"nvidia/cuda:{tag}", post, environment, f"{VENV}/bin/python", image_python
+
+
+def _conda(resolution) -> tuple[str, list[str], list[str], str, str | None]:
+    cuda = resolution.cuda_build or resolution.cuda
+    cuda_mm = quoting.token(".".join(cuda.split(".")[:2]), r"[0-9]+\.[0-9]+", "The CUDA version")
+    specs = " ".join(quoting.def_word(spec, "A conda spec") for spec in resolution.packages.conda)
+    requirements = " ".join(quoting.def_word(r, "A requirement") for r in resolution.packages.pip)
+    post = ["# The build has no driver: the solver is told which CUDA the image is for.",
+            f"export CONDA_OVERRIDE_CUDA={cuda_mm} MAMBA_ROOT_PREFIX=/opt/conda",
+            f"micromamba install --yes --root-prefix /opt/conda --name base --override-channels -c conda-forge {specs}",
+            "micromamba clean --all --yes",
+            f"/opt/conda/bin/python -m pip install --no-cache-dir {requirements}"]
+    environment = ['export PATH="/opt/conda/bin:$PATH"',
+                   'export LD_LIBRARY_PATH="/opt/conda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"',
+                   "export XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/conda"]
+    return MICROMAMBA_IMAGE, post, environment, "/opt/conda/bin/python", None
+
+
+def render_apptainer(resolution) -> str:
+    """The definition file's text (Linux CUDA targets; the same refusals as the Dockerfile export)."""
+    if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
+        raise ImpossibleError("export-unsupported", f"Apptainer images with NVIDIA GPUs are Linux images; this plan "
+                              f"is for {resolution.os}.", ["Plan for Linux: --os linux --arch x86_64."])
+    base, post, environment, python, image_python = {"pip": _pip, "system": _system, "conda": _conda}[resolution.mode](resolution)
+    base = quoting.single_line(base, "The base image")
+    name = quoting.token(default_env_name(resolution), quoting.NAME, "The env name")
+    check = quoting.def_word(BUILD_CHECK, "The build check")
+    verify = quoting.def_word(VERIFY.format(driver=resolution.min_driver).replace("--gpus all", "--nv").replace(
+        "the NVIDIA Container Toolkit", "its libraries bound into the container"), "The verification")
+    labels = {"org.opencontainers.image.title": f"{name}-gpu", "tfgpu.tensorflow": resolution.tensorflow,
+              "tfgpu.mode": resolution.mode, "tfgpu.cuda": resolution.cuda_build or resolution.cuda,
+              "tfgpu.cudnn": resolution.cudnn, "tfgpu.min_driver": resolution.min_driver}
+    what = f"an Apptainer image ({base})"
+    lines = [
+        comment(header(resolution, what, image_python=image_python)),
+        "#",
+        comment([f"Build:  apptainer build {name}-gpu.sif {NAME}   (Docker's base image is pulled; no GPU needed)",
+                 f"Verify: apptainer run --nv {name}-gpu.sif   (lists the GPUs, runs a matmul, exit 1 without one)",
+                 f"Run:    apptainer run --nv {name}-gpu.sif train.py   (a program: run with the image's Python)",
+                 f"The host needs NVIDIA driver >= {resolution.min_driver}; --nv binds its libraries into the image."]),
+        "Bootstrap: docker",
+        f"From: {base}",
+        "",
+        "%labels",
+        *(f"    {key} {quoting.one_line(value)}" for key, value in labels.items()),
+        "",
+        "%environment",
+        *(f"    {line}" for line in environment),
+        "    export NCCL_NVLS_ENABLE=0  # NVLink multicast off: shared GPU hosts",
+        "",
+        "%post",
+        "    set -eu",
+        *(f"    {line}" for line in post),
+        "    # Build-time check (no GPU needed): TensorFlow imports and is a CUDA build.",
+        f"    {python} -c {check}",
+        "",
+        "%test",
+        f"    exec {python} -c {check}",
+        "",
+        "%runscript",
+        f'    if [ "$#" -gt 0 ]; then exec {python} "$@"; fi',
+        f"    exec {python} -c {verify}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def sections(text: str) -> dict[str, str]:
+    """``{section: body}`` of a definition file (``header`` for what precedes the first ``%``);
+    the tests use it to shellcheck each script section."""
+    found, current = {"header": []}, "header"
+    for line in text.splitlines():
+        if line.startswith("%"):
+            current = line[1:].split()[0]
+            found[current] = []
+        else:
+            found[current].append(line)
+    return {key: "\n".join(value) + "\n" for key, value in found.items()}
