@@ -19,9 +19,14 @@ INDEX_VARIABLES = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT
 
 _PROBLEM_LINES = re.compile(r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
                             r"Could not|ERROR|No matching distribution|Hash mismatch|do not match the hashes)", re.I)
-_NO_NETWORK = re.compile(r"(dns error|Failed to fetch|error sending request|Could not connect|"
-                         r"Network is unreachable|Temporary failure in name resolution|"
-                         r"failed to lookup address|Connection refused|offline)", re.I)
+# A failure to reach the index at all: uv's connection errors. ("Failed to fetch" and "error sending
+# request" also head HTTP 404s and hash mismatches, so they are not signs of a missing network.)
+_NO_NETWORK = re.compile(r"(dns error|error resolving DNS|failed to lookup address|Name or service not known|"
+                         r"Temporary failure in name resolution|Network is unreachable|Connection refused|"
+                         r"Could not connect|tcp connect error|operation timed out|connection timed out)", re.I)
+# A package that --offline could not find: neither in --find-links nor in uv's cache.
+_NOT_OFFLINE = re.compile(r"(No solution found|there is no version of|not found in the provided package locations|"
+                          r"network connectivity is disabled|network was disabled|not found in the cache)", re.I)
 
 
 def find_uv() -> str | None:
@@ -34,13 +39,20 @@ def find_uv() -> str | None:
         return shutil.which("uv")
 
 
-def sources(find_links: str | None, offline: bool) -> tuple[str, ...]:
-    """Where packages may come from: a wheel directory, and nothing but it and the cache offline."""
+def sources(find_links: str | None, offline: bool, *, only_find_links: bool = False) -> tuple[str, ...]:
+    """Where packages may come from: a wheel directory, the index, uv's cache.
+
+    ``offline``: uv's ``--offline`` (no network access at all), which still reads the index's
+    answers and the wheels uv's cache already holds, so a release installed once installs again
+    with no network. ``only_find_links`` (a bundle): ``--no-index`` as well, so nothing but the
+    wheel directory is used (``--no-index`` alone would also ignore the cached index)."""
     found: tuple[str, ...] = ()
     if find_links:
         found += ("--find-links", find_links)
     if offline:
-        found += ("--offline", "--no-index")
+        found += ("--offline",)
+    if only_find_links:
+        found += ("--no-index",)
     return found
 
 
@@ -99,10 +111,13 @@ def install_failed(step, done, log_path: Path | None, options) -> OperationError
     problem = [line.strip() for line in done.output.splitlines() if _PROBLEM_LINES.search(line)][:8]
     alternatives = []
     if _NO_NETWORK.search(done.output) and not options.offline:
-        alternatives.append("No network? Build from a local wheel directory: --find-links DIR --offline.")
-    if options.offline:
-        alternatives.append("--offline uses only the --find-links directory and uv's cache: add the missing "
-                            "wheels there (`pip download` them on a connected machine).")
+        alternatives.append("No network? Build from a local wheel directory (--find-links DIR --offline), or with "
+                            "--offline alone from what uv's cache already holds.")
+    if options.offline and _NOT_OFFLINE.search(done.output):
+        where = f"the --find-links directory ({options.find_links}) and " if options.find_links else ""
+        alternatives.append(f"--offline installs only from {where}what uv's cache already holds: put the "
+                            "missing wheels in a directory (`pip download` them on a connected machine) and pass "
+                            "--find-links DIR, or run once with network so the cache has them.")
     if log_path is not None:
         alternatives.append(f"The whole output is in {log_path}.")
     detail = "\n".join(problem) if problem else done.tail()
