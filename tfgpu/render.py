@@ -260,8 +260,9 @@ def doctor(report) -> None:
     """Findings grouped by severity: failures first, each with its evidence and fix."""
     env = report.target.get("env")
     if env:
-        _out.print(f"[bold]doctor[/] {escape(env['root'])} (TF {escape(str(env.get('tensorflow')))}, "
-                   f"Python {escape(str(env.get('python_version')))})")
+        tf = f"TF {env['tensorflow']}" if env.get("tensorflow") else "no TensorFlow"
+        python = f"Python {env['python_version']}" if env.get("python_version") else "Python unknown"
+        _out.print(f"[bold]doctor[/] {escape(env['root'])} ({escape(tf)}, {escape(python)})", whole=True)
     for status in ("fail", "warn", "ok", "skip"):
         for finding in (f for f in report.findings if f.status == status):
             _out.print(f"{_STYLE[status]} [bold]{escape(finding.id)}[/]: {escape(finding.title)}")

@@ -106,21 +106,26 @@ def exact_pins(lock_text: str) -> list[str]:
             if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?==", line)]
 
 
-def install_failed(step, done, log_path: Path | None, options) -> OperationError:
-    """One line of what went wrong, the tool's own explanation, and what to do."""
-    problem = [line.strip() for line in done.output.splitlines() if _PROBLEM_LINES.search(line)][:8]
+def install_failed(step, done, log_path: Path | None, options, location=None) -> OperationError:
+    """One line of what went wrong, the tool's own explanation, and what to do. ``location`` (the
+    build's): its staging directory is gone when this is shown, so the text names the env instead."""
+    output = done.output
+    if location is not None and location.staging != location.prefix:
+        output = output.replace(str(location.staging), str(location.prefix))
+    lines = [line for line in output.splitlines() if not line.startswith("Using Python ")]
+    problem = [line.strip() for line in lines if _PROBLEM_LINES.search(line)][:8]
     alternatives = []
-    if _NO_NETWORK.search(done.output) and not options.offline:
+    if _NO_NETWORK.search(output) and not options.offline:
         alternatives.append("No network? Build from a local wheel directory (--find-links DIR --offline), or with "
                             "--offline alone from what uv's cache already holds.")
-    if options.offline and _NOT_OFFLINE.search(done.output):
+    if options.offline and _NOT_OFFLINE.search(output):
         where = f"the --find-links directory ({options.find_links}) and " if options.find_links else ""
         alternatives.append(f"--offline installs only from {where}what uv's cache already holds: put the "
                             "missing wheels in a directory (`pip download` them on a connected machine) and pass "
                             "--find-links DIR, or run once with network so the cache has them.")
     if log_path is not None:
         alternatives.append(f"The whole output is in {log_path}.")
-    detail = "\n".join(problem) if problem else done.tail()
+    detail = "\n".join(problem) if problem else "\n".join(lines[-12:])
     return OperationError(
         "install-failed",
         f"{step.title} failed (`{Path(step.argv[0]).name} {' '.join(step.argv[1:3])}` exited {done.returncode}); "
