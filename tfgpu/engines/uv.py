@@ -2,7 +2,9 @@
 what it says back (the installed set, the pins it chose, why it failed).
 
 Every command is an argv built here, so pip mode, conda mode's PyPI part, system mode's venv,
-locks and bundles say the same things to uv.
+locks and bundles say the same things to uv. Every one names its interpreter (``--python`` with a
+path, or an exact X.Y for a venv uv may provide), so uv never picks one: left to itself, a new uv
+downloads the newest CPython, for which TensorFlow has no wheels.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from tfgpu.errors import OperationError
@@ -76,6 +79,26 @@ def install(uv: str, python: str, requirements: Path, *, cache: Path, extra: tup
     return (uv, "pip", "install", "--python", python, "-r", str(requirements),
             *(("--require-hashes",) if hashes else ()), *(("--no-deps",) if no_deps else ()),
             *(("--compile-bytecode",) if compile_bytecode else ()), "--cache-dir", str(cache), *extra)
+
+
+def compile_for_target(uv: str, requirements_in: Path, output: Path, *, python_version: str, python_platform: str,
+                       index: str, cache: Path, pylock: bool = False, only_binary: bool = False,
+                       interpreter: str | None = None) -> tuple[str, ...]:
+    """A lock for another machine: ``requirements_in`` resolved for ``python_version`` on
+    ``python_platform`` against ``index`` only (no uv config), with hashes, or as a PEP 751
+    ``pylock.toml``. The interpreter that runs the resolution is this tool's own (never downloaded)."""
+    return (uv, "pip", "compile", str(requirements_in), "--python", interpreter or sys.executable,
+            "--python-version", python_version, "--python-platform", python_platform, "--no-python-downloads",
+            "--default-index", index, "--no-config", "--no-header", "--quiet", "--cache-dir", str(cache),
+            *(("--only-binary", ":all:") if only_binary else ()),
+            *(("--format", "pylock.toml") if pylock else ("--generate-hashes",)), "-o", str(output))
+
+
+def build_wheel(uv: str, source: Path, out_dir: Path, *, index: str, cache: Path,
+                interpreter: str | None = None) -> tuple[str, ...]:
+    """A wheel of the project at ``source``, built with this tool's own interpreter."""
+    return (uv, "build", "--wheel", "--out-dir", str(out_dir), str(source), "--python", interpreter or sys.executable,
+            "--no-config", "--no-python-downloads", "--default-index", index, "--cache-dir", str(cache), "--quiet")
 
 
 def inventory(uv: str, python: str, *, cache: Path) -> tuple[str, ...]:
