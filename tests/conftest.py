@@ -27,6 +27,15 @@ def local_wheels(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def no_gpu_wheels(tmp_path_factory) -> Path:
+    """The wheelhouse of ``local_wheels`` with a TensorFlow that imports and lists no GPU: what
+    ``verify`` meets on a machine without a driver (see ``wheelhouse.NO_GPU_TENSORFLOW``)."""
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared libraries")
+    return wheelhouse.tensorflow_wheelhouse(tmp_path_factory.mktemp("no-gpu-wheels"), no_gpu=True)
+
+
+@pytest.fixture(scope="session")
 def uv_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("uv-cache")
 

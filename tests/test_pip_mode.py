@@ -210,8 +210,53 @@ def test_a_missing_wheel_offline_fails_cleanly(tmp_path, local_wheels, tool_env)
     done = run_tool("create", "--tf", "2.20", "--mode", "pip", "--python", "3.11", "--prefix", str(prefix),
                     "--find-links", str(local_wheels), "--offline", "--no-verify", env=tool_env)
     assert done.returncode == 1 and "error: install-failed" in done.stderr
-    assert "--offline uses only the --find-links directory" in done.stderr
+    assert f"--offline installs only from the --find-links directory ({local_wheels}) and" in done.stderr
+    assert "No network?" not in done.stderr
     assert not prefix.exists() and leftovers(prefix) == []
+
+
+def test_offline_installs_a_release_uvs_cache_already_holds(tmp_path, local_wheels, tool_env):
+    """--offline alone: what an earlier online install left in uv's cache is enough, so the index
+    must not be switched off (uv's --no-index would ignore the cached index answers too)."""
+    import localindex
+
+    root = localindex.build_index(local_wheels, tmp_path / "index")
+    env = {**tool_env, "TFGPU_CACHE_DIR": str(tmp_path / "cache")}
+    with localindex.Server(root) as url:
+        env["UV_DEFAULT_INDEX"] = url
+        first = run_tool("create", *TARGET, "--prefix", str(tmp_path / "online"), "--no-verify", env=env)
+        assert first.returncode == 0, first.stderr
+    # The index is gone: only uv's cache can answer now.
+    done = run_tool("create", *TARGET, "--prefix", str(tmp_path / "offline"), "--offline", "--no-verify", "--json",
+                    env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["installed"]["tensorflow"] == "2.21.0"
+    step_argv = json.loads(run_tool("create", *TARGET, "--prefix", str(tmp_path / "dry"), "--offline", "--dry-run",
+                                    "--json", env=env).stdout)["steps"]
+    assert all("--no-index" not in step["argv"] for step in step_argv)
+
+
+def test_a_failure_that_is_not_the_network_does_not_blame_it():
+    """uv heads a hash mismatch or an HTTP 404 with "Failed to fetch": that is not a missing network."""
+    from tfgpu.backends.base import Step, StepKind
+    from tfgpu.backends.options import build_options
+    from tfgpu.engines.uv import install_failed
+    from tfgpu.proc import Completed
+
+    step = Step(StepKind.RUN, "Install TensorFlow", ("uv", "pip", "install"))
+    online, offline = build_options(mode="pip"), build_options(mode="pip", offline=True)
+    mismatch = ("error: Failed to fetch: `https://pypi.org/simple/tensorflow/`\n  cause: error sending request\n"
+                "  cause: Hash mismatch for `tensorflow==2.21.0`")
+    missing = "error: No solution found\n  cause: Because there is no version of tensorflow==2.99 and you require it"
+    dns = ("error: Failed to fetch: https://pypi.org/simple/tensorflow/\n  cause: dns error\n"
+           "  cause: failed to lookup address information: Name or service not known")
+    for output, options in ((mismatch, online), (missing, online), (mismatch, offline)):
+        error = install_failed(step, Completed(step.argv, 1, output), None, options)
+        assert not any("--offline" in way or "No network" in way for way in error.alternatives), (output, options)
+    assert any("--offline installs only from what uv's cache" in way
+               for way in install_failed(step, Completed(step.argv, 1, missing), None, offline).alternatives)
+    assert any("No network?" in way for way in install_failed(step, Completed(step.argv, 1, dns), None,
+                                                              online).alternatives)
 
 
 def test_no_network_is_named_as_the_cause(tmp_path, tool_env):
@@ -257,3 +302,21 @@ def test_verify_without_tensorflow_is_a_clear_failure(built_env, tool_env):
     done = run_tool("verify", "--prefix", str(built_env), "--json", env=tool_env)
     assert done.returncode == 1
     assert json.loads(done.stdout)["error"]["code"] in ("verify-crashed", "tensorflow-import-failed")
+
+
+def test_a_failed_gpu_check_says_how_to_use_the_env_and_where_the_log_is(tmp_path, no_gpu_wheels, tool_env):
+    """The normal case on a machine without a GPU: the env is built, verify finds no driver, and
+    the error says so, how to activate the env, and where TensorFlow's output was kept."""
+    prefix = tmp_path / "env"
+    done = run_tool("create", *TARGET, "--prefix", str(prefix), "--find-links", str(no_gpu_wheels), "--offline",
+                    env=tool_env)
+    assert done.returncode == 1 and "error: no-driver" in done.stderr, done.stderr
+    assert f"source {prefix}/bin/activate" in done.stderr
+    logs = sorted(Path(tool_env["TFGPU_LOG_DIR"]).glob("create-env-*.log"))
+    assert len(logs) == 1 and f"TensorFlow's whole output is in {logs[0]}." in done.stderr
+    assert "check_env.py" in logs[0].read_text()
+    assert ".tfgpu-staging" not in done.stdout + done.stderr.split("error: no-driver")[1]
+    assert (prefix / "bin" / "python").exists()  # the env stays built
+    again = run_tool("verify", "--prefix", str(prefix), env=tool_env)
+    verify_logs = sorted(Path(tool_env["TFGPU_LOG_DIR"]).glob("verify-env-*.log"))
+    assert again.returncode == 1 and len(verify_logs) == 1 and str(verify_logs[0]) in again.stderr

@@ -68,13 +68,39 @@ def wheel(directory: Path, dist: str, version: str, files: dict[str, bytes], req
     return target
 
 
-def tensorflow_wheelhouse(directory: Path, version: str = "2.21.0") -> Path:
-    """A find-links directory that satisfies ``tensorflow[and-cuda]==<version>`` and the nvcc floor."""
+NO_GPU_TENSORFLOW = '''"""A CUDA build of TensorFlow on a machine without a driver, as verify sees it: it imports, says
+it was built with CUDA and lists no GPU (verify then finds the reason itself)."""
+__version__ = {version!r}
+
+
+class config:
+    @staticmethod
+    def list_physical_devices(kind=None):
+        return []
+
+    class experimental:
+        @staticmethod
+        def set_memory_growth(device, enable):
+            raise ValueError("no such device")
+
+
+class sysconfig:
+    @staticmethod
+    def get_build_info():
+        return {{"is_cuda_build": True, "cuda_version": "12.5.1", "cudnn_version": "9"}}
+'''
+"""``tensorflow/__init__.py`` of :func:`tensorflow_wheelhouse` with ``no_gpu=True``."""
+
+
+def tensorflow_wheelhouse(directory: Path, version: str = "2.21.0", no_gpu: bool = False) -> Path:
+    """A find-links directory that satisfies ``tensorflow[and-cuda]==<version>`` and the nvcc floor;
+    ``no_gpu``: its TensorFlow imports and lists no GPU (:data:`NO_GPU_TENSORFLOW`), else it is a bare
+    package with a version."""
     libs = directory / ".libs"
     requires = [f"{dist}>={ver}; extra == 'and-cuda'" for dist, ver, _ in CUDA_WHEELS]
     requires.append(f"{NVCC[0]}>=12.5.82; extra == 'and-cuda'")
-    wheel(directory, "tensorflow", version,
-          {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()}, requires, extras=["and-cuda"])
+    init = NO_GPU_TENSORFLOW.format(version=version) if no_gpu else f"__version__ = {version!r}\n"
+    wheel(directory, "tensorflow", version, {"tensorflow/__init__.py": init.encode()}, requires, extras=["and-cuda"])
     for dist, ver, members in CUDA_WHEELS:
         files = {}
         for name, soname in members.items():

@@ -4,26 +4,31 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
-from rich.text import Text
 
+from tfgpu.console import Stream, table
 from tfgpu.errors import TfgpuError
 from tfgpu.progress import Reporter
 
-_out = Console(highlight=False)
-_err = Console(stderr=True, highlight=False)
+_out = Stream()
+_err = Stream(stderr=True)
 
 
 def error(err: TfgpuError) -> None:
-    """An error as one paragraph, its code, and the ways forward."""
-    body = Text(err.message)
+    """An error: its code, the message, and the ways forward, each line whole (they hold commands
+    and paths that must survive copy and paste, on any terminal width)."""
+    _err.print(f"[bold red]error: {escape(err.code)}[/]", whole=True)
+    for line in err.message.splitlines():
+        _err.print(escape(line), whole=True)
     for alternative in err.alternatives:
-        body.append("\n  → " + alternative)
-    _err.print(Panel(body, title=f"[bold red]error: {err.code}[/]", title_align="left",
-                     border_style="red", expand=False))
+        _err.print(f"  [cyan]→[/] {escape(alternative)}", whole=True)
+
+
+def targets_this_machine(resolution, detected) -> bool:
+    """Whether the plan is for the machine that was detected (else its facts are beside the point)."""
+    return detected is not None and (resolution.os, resolution.arch) == (detected.os, detected.arch)
 
 
 def host(detected) -> None:
@@ -50,12 +55,14 @@ def host(detected) -> None:
 
 
 def plan(resolution, detected=None, note: str | None = None) -> None:
-    """The plan: the chosen combination, packages, warnings, reasons, rejected releases."""
-    host(detected)
+    """The plan: the chosen combination, packages, warnings, reasons, rejected releases; what this
+    machine is only when the plan is for it (a plan for macOS or Windows made here is not)."""
+    if targets_this_machine(resolution, detected):
+        host(detected)
     r = resolution
     summary = Table.grid(padding=(0, 2))
-    summary.add_column(style="bold")
-    summary.add_column()
+    summary.add_column(style="bold", no_wrap=True)
+    summary.add_column(overflow="fold")
     summary.add_row("TensorFlow", escape(f"{r.package}=={r.tensorflow}"))
     summary.add_row("Python", r.python)
     if r.accelerator == "cuda":
@@ -70,9 +77,8 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
     summary.add_row("Target", f"{r.os} {r.arch}")
     _out.print(Panel(summary, title="[bold]tfgpu-install plan[/]", title_align="left", expand=False))
 
-    packages = Table(title="Packages", title_justify="left", show_header=True, header_style="bold")
-    packages.add_column("from")
-    packages.add_column("requirement")
+    packages = table("from", "requirement", title="Packages", title_justify="left", show_header=True,
+                     header_style="bold")
     for origin, items in (("conda-forge", r.packages.conda), ("PyPI", r.packages.pip),
                           ("download", r.packages.downloads)):
         for item in items:
@@ -98,12 +104,12 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
 
 def matrix(rows: list[dict]) -> None:
     """Every release: Python, CUDA, cuDNN, drivers, GPU architectures, platforms."""
-    table = Table(title="TensorFlow GPU matrix (Linux x86_64 unless noted)", header_style="bold")
-    for column in ("TF", "Python", "CUDA", "cuDNN", "driver Linux", "driver Win", "min CC", "GPU on", "pip CUDA"):
-        table.add_column(column)
+    found = table("TF", "Python", "CUDA", "cuDNN", "driver Linux", "driver Win", "min CC", "GPU on", "pip CUDA",
+                  title="TensorFlow GPU matrix (Python, CUDA, cuDNN, min CC: Linux x86_64; GPU on macos: "
+                        "tensorflow-metal)", header_style="bold")
     for row in rows:
         pythons = row["python"]
-        table.add_row(
+        found.add_row(
             row["tensorflow"],
             f"{pythons[0]}–{pythons[-1]}" if pythons else "-",
             row["cuda"] or "-",
@@ -111,11 +117,12 @@ def matrix(rows: list[dict]) -> None:
             row["min_driver_linux"] or "-",
             row["min_driver_windows"] if "windows_x86_64" in row["gpu_platforms"] else "WSL2",
             row["min_compute_capability"] or "?",
-            ", ".join(p.replace("_x86_64", "") for p in row["gpu_platforms"]) or "-",
+            ", ".join(p.replace("_x86_64", "").replace(" (tensorflow-metal)", "") for p in row["gpu_platforms"])
+            or "-",
             "and-cuda" if any("[and-cuda]" in p for p in row["pip_cuda"])
             else ("pinned" if row["pip_cuda"] else "-"),
         )
-    _out.print(table)
+    _out.print(found)
 
 
 def note(message: str) -> None:
@@ -174,9 +181,13 @@ def repair_undone(done: dict) -> None:
 def dry_run(resolution, detected, result) -> None:
     """The plan, then every step with its exact command; nothing was touched."""
     plan(resolution, detected)
-    _out.print(f"[bold]Steps[/] (dry run: nothing was changed; the env would go to {escape(str(result.location.prefix))})")
+    _out.print(f"[bold]Steps[/] (dry run: nothing was changed; the env would go to {escape(str(result.location.prefix))})",
+               whole=True)
     for index, step in enumerate(result.steps, 1):
-        _out.print(f"[bold]{index:2}.[/] {escape(step.describe())}")
+        title, *details = step.describe().splitlines()
+        _out.print(f"[bold]{index:2}.[/] {escape(title)}", whole=True)
+        for line in details:  # commands, paths and file contents: one line each, never broken
+            _out.print(escape(line), whole=True)
 
 
 def created(result, resolution) -> None:
@@ -190,8 +201,9 @@ def created(result, resolution) -> None:
         _out.print("  • not verified (--no-verify): `tfgpu-install verify --prefix "
                    f"{escape(str(result.location.prefix))}` checks the GPU")
     how = (result.outcome.activate if result.outcome else "") or f"source {result.location.prefix}/bin/activate"
-    _out.print(f"  activate: {escape(how)}  [dim](or run {escape(str(result.location.prefix))}/bin/python directly)[/]")
-    _out.print(f"  [dim]log: {escape(str(result.log_path))}[/]")
+    _out.print(f"  activate: {escape(how)}  [dim](or run {escape(str(result.location.prefix))}/bin/python directly)[/]",
+               whole=True)
+    _out.print(f"  [dim]log: {escape(str(result.log_path))}[/]", whole=True)
 
 
 def multiworker(report: dict) -> None:
@@ -263,7 +275,7 @@ def verify(report: dict) -> None:
         _out.print(f"  [dim]{escape(mm['method'])}[/]")
         _out.print(f"  [bold]{escape(bench['verdict'])}[/]")
     for name, path in sorted(report.get("libraries", {}).items()):
-        _out.print(f"    [dim]{escape(name)} ← {escape(path)}[/]")
+        _out.print(f"    [dim]{escape(name)} ← {escape(path)}[/]", whole=True)
     for line in report.get("log", []):
         _out.print(f"    [yellow]log:[/] {escape(line)}")
 
@@ -314,8 +326,9 @@ def doctor(report) -> None:
     """Findings grouped by severity: failures first, each with its evidence and fix."""
     env = report.target.get("env")
     if env:
-        _out.print(f"[bold]doctor[/] {escape(env['root'])} (TF {escape(str(env.get('tensorflow')))}, "
-                   f"Python {escape(str(env.get('python_version')))})")
+        tf = f"TF {env['tensorflow']}" if env.get("tensorflow") else "no TensorFlow"
+        python = f"Python {env['python_version']}" if env.get("python_version") else "Python unknown"
+        _out.print(f"[bold]doctor[/] {escape(env['root'])} ({escape(tf)}, {escape(python)})", whole=True)
     for status in ("fail", "warn", "ok", "skip"):
         for finding in (f for f in report.findings if f.status == status):
             _out.print(f"{_STYLE[status]} [bold]{escape(finding.id)}[/]: {escape(finding.title)}")

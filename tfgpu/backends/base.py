@@ -235,7 +235,7 @@ def _run(step: Step, context: Context):
     done = context.runner.run(step.argv, env=dict(step.env),
                               on_line=context.reporter.output if step.kind == StepKind.RUN else None)
     if done.returncode != 0:
-        raise install_failed(step, done, context.runner.log_path, context.options)
+        raise install_failed(step, done, context.runner.log_path, context.options, context.location)
     return done
 
 

@@ -44,7 +44,7 @@ class PipBackend(Backend):
         staging = location.staging
         env_python = str(staging / "bin" / "python")
         req_in, req_lock = staging / "tfgpu" / "requirements.in", staging / "tfgpu" / "requirements.txt"
-        sources = uv_engine.sources(options.find_links, options.offline)
+        sources = uv_engine.sources(options.find_links, options.offline, only_find_links=source.kind == "bundle")
         index_env: tuple[tuple[str, str], ...] = ()
         if source.locked:  # install exactly the lock, every file checked against its hash
             count = len(uv_engine.exact_pins(source.requirements))

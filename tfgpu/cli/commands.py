@@ -121,7 +121,15 @@ def cmd_create(args) -> int:
     if result.verify is not None and not result.verify.get("ok"):
         from tfgpu.verify import failure
 
-        raise failure(result.verify, built=True, details=document)
+        if not args.json:
+            render().verify(result.verify)
+        error = failure(result.verify, built=True, details=document)
+        how = result.outcome.activate or f"source {result.location.prefix}/bin/activate"
+        error.alternatives.append(f"The env works for everything but the GPU now: `{how}` (or run "
+                                  f"{result.location.prefix}/bin/python directly).")
+        if result.log_path and not result.verify.get("log_path"):
+            error.alternatives.append(f"The log of this create is {result.log_path}.")
+        raise error
     emit(args, document, lambda: render().created(result, resolution))
     return 0
 
@@ -283,7 +291,11 @@ def cmd_verify(args) -> int:
         return 0
     if not args.json:
         render().note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow)…")
-    report = run_verify(prefix, bench=args.bench)
+    from tfgpu.envs.location import safe_label
+    from tfgpu.proc import Runner
+
+    runner = Runner.for_operation(f"verify-{safe_label(prefix.name)}")
+    report = run_verify(prefix, bench=args.bench, runner=runner)
     if not report.get("ok"):
         if not args.json:
             render().verify(report)

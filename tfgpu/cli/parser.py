@@ -12,7 +12,9 @@ import argparse
 from tfgpu import __version__
 from tfgpu.errors import UsageError
 
-COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "update-data", "remove", "repair")
+COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "update-data", "remove", "repair",
+            "list", "completion")
+SHELLS = ("bash", "zsh", "fish")
 PLATFORM_HELP = ("conda-style platform name: linux-64 (Linux x86_64, WSL2 included), linux-aarch64, win-64, "
                  "osx-arm64, osx-64; repeatable")
 
@@ -38,6 +40,10 @@ def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or syst
     group.add_argument("--pre", action="store_true", help="let latest and ranges choose pre-releases (an exact "
                                                           "one such as 2.22.0rc0 always resolves)")
     group.add_argument("--no-detect", action="store_true", help="do not look at this machine at all")
+    project = group.add_mutually_exclusive_group()
+    project.add_argument("--project", metavar="FILE", help="read the target from this tfgpu.toml or pyproject.toml "
+                         "(default: the nearest one in this directory or a parent; flags override it)")
+    project.add_argument("--no-project", action="store_true", help="ignore any project file")
     _json(parser)
 
 
@@ -96,13 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (("lock", "write a lockfile for a team"), ("bundle", "write an offline bundle")):
         cmd = sub.add_parser(name, help=text)
         _selectors(cmd, modes="pip or conda")
-        cmd.add_argument("--platform", action="append", required=True, metavar="PLAT", help=PLATFORM_HELP)
+        cmd.add_argument("--platform", action="append", metavar="PLAT",
+                         help=PLATFORM_HELP + " (required unless the project file lists platforms)")
         cmd.add_argument("-o", "--output", required=(name == "bundle"), metavar="PATH",
                          help="the bundle directory" if name == "bundle" else
                          "the lock file (several platforms: the platform goes before its extension)")
         if name == "lock":
             cmd.add_argument("--allow-cpu", action="store_true",
                              help="lock TensorFlow's CPU package for platforms with no GPU build (the lock says so)")
+            cmd.add_argument("--check", metavar="FILE",
+                             help="write nothing: exit 0 if FILE is what its recorded inputs resolve to today, 1 "
+                                  "with what changed (for CI)")
         cmd.add_argument("--channel", action="append", metavar="URL", help="conda channel (repeatable; "
                          "--mode conda; default conda-forge)")
 
@@ -141,6 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
     from tfgpu.cli.repair import add_parser as add_repair
 
     add_repair(sub)
+
+    listing = sub.add_parser("list", help="the environments tfgpu-install built, with TF, CUDA, mode and health")
+    _json(listing)
+
+    completion = sub.add_parser("completion", help="print a shell completion script: eval \"$(tfgpu-install "
+                                "completion bash)\"")
+    completion.add_argument("shell", choices=SHELLS, help="bash, zsh or fish")
     return parser
 
 

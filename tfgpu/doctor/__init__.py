@@ -33,7 +33,7 @@ def run_doctor(root: Path | None = None, python: Path | None = None, host=None,
         env = read_env(root, python)
         report.target["env"] = env.to_dict()
     tf_cuda = str(env.build_info.get("cuda_version")) if env and env.build_info.get("cuda_version") else None
-    report.findings += host_checks.driver_present(host)
+    report.findings += host_checks.driver_present(host, tf_cuda)
     report.findings += host_checks.driver_new_enough(host, tf_cuda)
     report.findings += host_checks.wsl(host, environ, fs_root)
     report.findings += host_checks.toolkits(host, tf_cuda)

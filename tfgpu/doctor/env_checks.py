@@ -42,8 +42,11 @@ def python_supported(env, host) -> list[Finding]:
 
 def cuda_build(env, host) -> list[Finding]:
     if not env.tf_version:
+        where = (f"looked in {env.site_packages}" if env.site_packages else
+                 f"{env.root} has no lib/python3.*/site-packages")
         return [fail("tf.installed", "TensorFlow is not installed in this environment",
-                     f"tfgpu-install create --prefix {env.root} --tf latest", f"looked in {env.site_packages}")]
+                     f"tfgpu-install create --force --prefix {env.root} --tf latest" if env.marker else
+                     f"tfgpu-install create --prefix {env.root.parent / (env.root.name + '-tf')} --tf latest", where)]
     findings = [ok("tf.installed", f"{env.tf_distribution} {env.tf_version}", f"{env.site_packages}")]
     info = env.build_info
     if not info.get("is_cuda_build"):

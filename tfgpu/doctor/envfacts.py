@@ -133,6 +133,12 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
         facts = EnvFacts(root=root, python=root / "bin" / "python")
         sites = sorted(root.glob("lib/python3*/site-packages"))
         facts.site_packages = sites[0] if sites else None
+        if facts.site_packages is None and not facts.python.exists():
+            raise ImpossibleError("not-an-env", f"{root} is not a Python environment: it has no bin/python and no "
+                                  "lib/python3.*/site-packages.",
+                                  ["Give the env's root with --prefix (the directory holding bin/python), its name "
+                                   "with --name, or its interpreter with --python.",
+                                   "`tfgpu-install list` shows the environments tfgpu-install built."])
         if facts.site_packages is not None:
             facts.python_version = facts.site_packages.parent.name.removeprefix("python")
     site = facts.site_packages

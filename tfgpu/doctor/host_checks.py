@@ -20,15 +20,43 @@ def _readings(host) -> tuple[str, ...]:
                                     else f"no answer ({r.error})") for r in host.driver.readings)
 
 
-def driver_present(host) -> list[Finding]:
-    """driver.present / driver.sources-agree: every detection source, and whether they agree."""
+# How each distribution installs NVIDIA's driver: its own packages where it has them (Ubuntu's
+# ubuntu-drivers picks the recommended branch; Debian's nvidia-driver is in non-free), else
+# NVIDIA's CUDA repository for that distribution, else NVIDIA's download page.
+_DRIVER_INSTALL = (
+    ("ubuntu", "`sudo ubuntu-drivers install` (Ubuntu's recommended driver; or `sudo apt install "
+               "nvidia-driver-<branch>`)"),
+    ("debian", "`sudo apt install nvidia-driver firmware-misc-nonfree` with the non-free and non-free-firmware "
+               "components enabled in /etc/apt/sources.list (newer branches than Debian's: NVIDIA's CUDA "
+               "repository for Debian, `sudo apt install cuda-drivers`)"),
+    ("fedora", "`sudo dnf install akmod-nvidia` from RPM Fusion"),
+    ("red hat", "`sudo dnf install cuda-drivers` from NVIDIA's CUDA repository for RHEL"),
+    ("rocky", "`sudo dnf install cuda-drivers` from NVIDIA's CUDA repository for RHEL"),
+    ("alma", "`sudo dnf install cuda-drivers` from NVIDIA's CUDA repository for RHEL"),
+    ("arch", "`sudo pacman -S nvidia`"),
+)
+
+
+def driver_install_hint(host, minimum: str | None = None) -> str:
+    """How to install the NVIDIA driver on ``host``'s distribution (its os-release names it)."""
+    if host.os == "wsl2":
+        return "Install the NVIDIA driver on Windows (not inside WSL); WSL2 then finds it in /usr/lib/wsl/lib."
+    release = (host.os_release or "").lower()
+    how = next((text for key, text in _DRIVER_INSTALL if key in release),
+               "your distribution's NVIDIA driver package, or NVIDIA's installer from "
+               "https://www.nvidia.com/Download/index.aspx")
+    need = f" (this env needs {minimum} or newer)" if minimum else ""
+    return f"Install the NVIDIA driver{need}: {how}; then reboot and check with `nvidia-smi`."
+
+
+def driver_present(host, cuda: str | None = None) -> list[Finding]:
+    """driver.present / driver.sources-agree: every detection source, and whether they agree.
+    ``cuda``: the env's build CUDA, so the fix names the driver it needs."""
     if host.os == "macos":
         return [skip("driver.present", "macOS has no NVIDIA driver (TensorFlow uses tensorflow-metal)")]
     if host.driver is None or not host.driver.version and not host.driver.cuda:
-        fix = ("Install the NVIDIA driver on Windows (not inside WSL); WSL2 then finds it in /usr/lib/wsl/lib."
-               if host.os == "wsl2" else
-               "Install the NVIDIA driver (e.g. `sudo apt install nvidia-driver-580` on Ubuntu) and reboot; "
-               "check with `nvidia-smi`.")
+        need = driver_need(cuda, "wsl2" if host.os == "wsl2" else "linux") if cuda else None
+        fix = driver_install_hint(host, need.minimum if need else None)
         return [fail("driver.present", "No NVIDIA driver answered", fix, *_readings(host))]
     findings = [ok("driver.present", f"NVIDIA driver {host.driver.version or '?'} (CUDA {host.driver.cuda or '?'})",
                    *_readings(host))]

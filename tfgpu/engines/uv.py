@@ -2,7 +2,9 @@
 what it says back (the installed set, the pins it chose, why it failed).
 
 Every command is an argv built here, so pip mode, conda mode's PyPI part, system mode's venv,
-locks and bundles say the same things to uv.
+locks and bundles say the same things to uv. Every one names its interpreter (``--python`` with a
+path, or an exact X.Y for a venv uv may provide), so uv never picks one: left to itself, a new uv
+downloads the newest CPython, for which TensorFlow has no wheels.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from tfgpu.errors import OperationError
@@ -19,9 +22,14 @@ INDEX_VARIABLES = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT
 
 _PROBLEM_LINES = re.compile(r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
                             r"Could not|ERROR|No matching distribution|Hash mismatch|do not match the hashes)", re.I)
-_NO_NETWORK = re.compile(r"(dns error|Failed to fetch|error sending request|Could not connect|"
-                         r"Network is unreachable|Temporary failure in name resolution|"
-                         r"failed to lookup address|Connection refused|offline)", re.I)
+# A failure to reach the index at all: uv's connection errors. ("Failed to fetch" and "error sending
+# request" also head HTTP 404s and hash mismatches, so they are not signs of a missing network.)
+_NO_NETWORK = re.compile(r"(dns error|error resolving DNS|failed to lookup address|Name or service not known|"
+                         r"Temporary failure in name resolution|Network is unreachable|Connection refused|"
+                         r"Could not connect|tcp connect error|operation timed out|connection timed out)", re.I)
+# A package that --offline could not find: neither in --find-links nor in uv's cache.
+_NOT_OFFLINE = re.compile(r"(No solution found|there is no version of|not found in the provided package locations|"
+                          r"network connectivity is disabled|network was disabled|not found in the cache)", re.I)
 
 
 def find_uv() -> str | None:
@@ -34,13 +42,20 @@ def find_uv() -> str | None:
         return shutil.which("uv")
 
 
-def sources(find_links: str | None, offline: bool) -> tuple[str, ...]:
-    """Where packages may come from: a wheel directory, and nothing but it and the cache offline."""
+def sources(find_links: str | None, offline: bool, *, only_find_links: bool = False) -> tuple[str, ...]:
+    """Where packages may come from: a wheel directory, the index, uv's cache.
+
+    ``offline``: uv's ``--offline`` (no network access at all), which still reads the index's
+    answers and the wheels uv's cache already holds, so a release installed once installs again
+    with no network. ``only_find_links`` (a bundle): ``--no-index`` as well, so nothing but the
+    wheel directory is used (``--no-index`` alone would also ignore the cached index)."""
     found: tuple[str, ...] = ()
     if find_links:
         found += ("--find-links", find_links)
     if offline:
-        found += ("--offline", "--no-index")
+        found += ("--offline",)
+    if only_find_links:
+        found += ("--no-index",)
     return found
 
 
@@ -64,6 +79,26 @@ def install(uv: str, python: str, requirements: Path, *, cache: Path, extra: tup
     return (uv, "pip", "install", "--python", python, "-r", str(requirements),
             *(("--require-hashes",) if hashes else ()), *(("--no-deps",) if no_deps else ()),
             *(("--compile-bytecode",) if compile_bytecode else ()), "--cache-dir", str(cache), *extra)
+
+
+def compile_for_target(uv: str, requirements_in: Path, output: Path, *, python_version: str, python_platform: str,
+                       index: str, cache: Path, pylock: bool = False, only_binary: bool = False,
+                       interpreter: str | None = None) -> tuple[str, ...]:
+    """A lock for another machine: ``requirements_in`` resolved for ``python_version`` on
+    ``python_platform`` against ``index`` only (no uv config), with hashes, or as a PEP 751
+    ``pylock.toml``. The interpreter that runs the resolution is this tool's own (never downloaded)."""
+    return (uv, "pip", "compile", str(requirements_in), "--python", interpreter or sys.executable,
+            "--python-version", python_version, "--python-platform", python_platform, "--no-python-downloads",
+            "--default-index", index, "--no-config", "--no-header", "--quiet", "--cache-dir", str(cache),
+            *(("--only-binary", ":all:") if only_binary else ()),
+            *(("--format", "pylock.toml") if pylock else ("--generate-hashes",)), "-o", str(output))
+
+
+def build_wheel(uv: str, source: Path, out_dir: Path, *, index: str, cache: Path,
+                interpreter: str | None = None) -> tuple[str, ...]:
+    """A wheel of the project at ``source``, built with this tool's own interpreter."""
+    return (uv, "build", "--wheel", "--out-dir", str(out_dir), str(source), "--python", interpreter or sys.executable,
+            "--no-config", "--no-python-downloads", "--default-index", index, "--cache-dir", str(cache), "--quiet")
 
 
 def inventory(uv: str, python: str, *, cache: Path) -> tuple[str, ...]:
@@ -94,18 +129,26 @@ def exact_pins(lock_text: str) -> list[str]:
             if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?==", line)]
 
 
-def install_failed(step, done, log_path: Path | None, options) -> OperationError:
-    """One line of what went wrong, the tool's own explanation, and what to do."""
-    problem = [line.strip() for line in done.output.splitlines() if _PROBLEM_LINES.search(line)][:8]
+def install_failed(step, done, log_path: Path | None, options, location=None) -> OperationError:
+    """One line of what went wrong, the tool's own explanation, and what to do. ``location`` (the
+    build's): its staging directory is gone when this is shown, so the text names the env instead."""
+    output = done.output
+    if location is not None and location.staging != location.prefix:
+        output = output.replace(str(location.staging), str(location.prefix))
+    lines = [line for line in output.splitlines() if not line.startswith("Using Python ")]
+    problem = [line.strip() for line in lines if _PROBLEM_LINES.search(line)][:8]
     alternatives = []
-    if _NO_NETWORK.search(done.output) and not options.offline:
-        alternatives.append("No network? Build from a local wheel directory: --find-links DIR --offline.")
-    if options.offline:
-        alternatives.append("--offline uses only the --find-links directory and uv's cache: add the missing "
-                            "wheels there (`pip download` them on a connected machine).")
+    if _NO_NETWORK.search(output) and not options.offline:
+        alternatives.append("No network? Build from a local wheel directory (--find-links DIR --offline), or with "
+                            "--offline alone from what uv's cache already holds.")
+    if options.offline and _NOT_OFFLINE.search(output):
+        where = f"the --find-links directory ({options.find_links}) and " if options.find_links else ""
+        alternatives.append(f"--offline installs only from {where}what uv's cache already holds: put the "
+                            "missing wheels in a directory (`pip download` them on a connected machine) and pass "
+                            "--find-links DIR, or run once with network so the cache has them.")
     if log_path is not None:
         alternatives.append(f"The whole output is in {log_path}.")
-    detail = "\n".join(problem) if problem else done.tail()
+    detail = "\n".join(problem) if problem else "\n".join(lines[-12:])
     return OperationError(
         "install-failed",
         f"{step.title} failed (`{Path(step.argv[0]).name} {' '.join(step.argv[1:3])}` exited {done.returncode}); "

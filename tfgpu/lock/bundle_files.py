@@ -1,11 +1,10 @@
 """The files a bundle carries besides wheels: its README, ``install.sh``, and tfgpu-install's own
-wheel (built from the source tree when running from a checkout, else downloaded from the index).
+wheel (built from the source tree when running from a checkout, else rebuilt from the installed files).
 """
 
 from __future__ import annotations
 
 import shlex
-import sys
 import tempfile
 import zipfile
 from email.parser import HeaderParser
@@ -24,30 +23,94 @@ def digest(path: Path) -> str:
 
 
 def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, list[str]]:
-    """tfgpu-install's wheel in ``dest`` and its runtime requirements (``Requires-Dist`` without extras)."""
+    """tfgpu-install's wheel in ``dest`` and its runtime requirements (``Requires-Dist`` without extras).
+
+    From a checkout (``pip install -e``, or running the source tree) the wheel is built with
+    ``uv build``; from any installed copy (``pip install .``, a wheel, the tool env of a bundle's
+    ``install.sh``) it is rebuilt from the installed files, each checked against the installation's
+    RECORD first. Nothing is downloaded: the wheel is the code that is running."""
+    from tfgpu.engines.uv import build_wheel
+
     dest.mkdir(parents=True, exist_ok=True)
     root = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory(prefix="tfgpu-tool-") as tmp:
         if (root / "pyproject.toml").is_file() and 'name = "tfgpu-install"' in (root / "pyproject.toml").read_text(encoding="utf-8"):
-            argv = [uv, "build", "--wheel", "--out-dir", tmp, str(root), "--no-config", "--no-python-downloads",
-                    "--default-index", pip_lock.index_url(), "--cache-dir", str(cache_dir), "--quiet"]
-        else:  # an installed tfgpu-install: the same version from the index
-            argv = [sys.executable, "-m", "pip", "download", "--isolated", "--no-deps", "--only-binary", ":all:",
-                "--index-url", pip_lock.index_url(), "--dest", tmp, f"tfgpu-install=={__version__}"]
-        done = runner.run(argv)
-        built = sorted(Path(tmp).glob("tfgpu_install-*.whl"))
-        if done.returncode != 0 or not built:
-            raise OperationError("bundle-tool-wheel", f"Could not get tfgpu-install's own wheel:\n{done.tail()}",
-                                 [f"The whole output is in {runner.log_path}.",
-                                  "Or set TFGPU_BUNDLE_TOOL=0 to leave the tool out (install.sh then needs "
-                                  "tfgpu-install on the target's PATH)."])
-        target = dest / built[0].name
-        target.write_bytes(built[0].read_bytes())
+            done = runner.run(build_wheel(uv, root, Path(tmp), index=pip_lock.index_url(), cache=cache_dir))
+            built = sorted(Path(tmp).glob("tfgpu_install-*.whl"))
+            if done.returncode != 0 or not built:
+                raise OperationError("bundle-tool-wheel", f"Could not build tfgpu-install's own wheel from {root}:\n"
+                                     f"{done.tail()}",
+                                     [f"The whole output is in {runner.log_path}.",
+                                      "Or set TFGPU_BUNDLE_TOOL=0 to leave the tool out (install.sh then needs "
+                                      "tfgpu-install on the target's PATH)."])
+            built = built[0]
+        else:
+            built = wheel_from_installation(Path(tmp))
+            runner.log(f"tfgpu-install's wheel rebuilt from its installed files: {built.name}")
+        target = dest / built.name
+        target.write_bytes(built.read_bytes())
     with zipfile.ZipFile(target) as archive:
         meta_name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         metadata = HeaderParser().parsestr(archive.read(meta_name).decode("utf-8"))
     requires = [req for req in metadata.get_all("Requires-Dist") or [] if "extra ==" not in req]
     return target, requires
+
+
+_NOT_IN_WHEEL = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
+
+
+def wheel_from_installation(out_dir: Path) -> Path:
+    """The wheel of the installed tfgpu-install that is running, rebuilt from its files (every one
+    checked against the RECORD the installer wrote), with a fresh RECORD."""
+    import base64
+    import hashlib
+    from importlib import metadata
+
+    import tfgpu
+
+    def refuse(problem: str) -> OperationError:
+        return OperationError("bundle-tool-wheel", f"Cannot rebuild tfgpu-install's own wheel: {problem}.",
+                              ["Reinstall tfgpu-install (`pip install --force-reinstall tfgpu-install`), or run "
+                               "`bundle` from a checkout of its source.",
+                               "Or set TFGPU_BUNDLE_TOOL=0 to leave the tool out (install.sh then needs "
+                               "tfgpu-install on the target's PATH)."])
+
+    try:
+        dist = metadata.distribution("tfgpu-install")
+    except metadata.PackageNotFoundError:
+        raise refuse("no installed distribution named tfgpu-install was found") from None
+    running = Path(tfgpu.__file__).resolve()
+    if Path(dist.locate_file("tfgpu/__init__.py")).resolve() != running or not dist.files:
+        raise refuse(f"the code running ({running.parent}) is not the installed distribution's")
+    info = next((p.parts[0] for p in dist.files if p.parts[0].endswith(".dist-info")), None)
+    members: dict[str, bytes] = {}
+    for item in sorted(dist.files, key=str):
+        name = item.as_posix()
+        if (name.startswith("..") or "__pycache__" in item.parts or name.endswith(".pyc")
+                or (item.parts[0] == info and item.name in _NOT_IN_WHEEL)):
+            continue
+        if item.parts[0] not in ("tfgpu", info):
+            continue
+        data = Path(dist.locate_file(item)).read_bytes()
+        if item.hash is not None:
+            found = base64.urlsafe_b64encode(hashlib.new(item.hash.mode, data).digest()).rstrip(b"=").decode()
+            if found != item.hash.value:
+                raise refuse(f"{name} differs from what was installed (its RECORD hash)")
+        members[name] = data
+    if info is None or f"{info}/METADATA" not in members or "tfgpu/__init__.py" not in members:
+        raise refuse("its RECORD does not list the package and its metadata")
+    record = [f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
+              f"{len(data)}" for name, data in members.items()]
+    members[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
+    tag = next((line.split(":", 1)[1].strip() for line in members.get(f"{info}/WHEEL", b"").decode().splitlines()
+                if line.startswith("Tag:")), "py3-none-any")
+    target = out_dir / f"{info.removesuffix('.dist-info')}-{tag}.whl"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.external_attr = 0o644 << 16
+            archive.writestr(entry, data, zipfile.ZIP_DEFLATED)
+    return target
 
 
 def readme(meta: dict, lock_name: str, wheels: int) -> str:
@@ -141,14 +204,16 @@ with open(sys.argv[2], "wb") as out:
 os.chmod(sys.argv[2], 0o755)
 TFGPU_UV
             "$uv_dir/uv" venv --quiet --python "$python" --no-python-downloads "$tool_env"
+            # --compile-bytecode: without .pyc files the tool compiles its modules when it starts, and
+            # on every start where the env is not writable by the user (a tool env made by root).
             "$uv_dir/uv" pip install --quiet --python "$tool_env/bin/python" --offline --no-index \\
-                --no-config --find-links "$bundle/tool" "tfgpu-install==$tool_version"
+                --no-config --compile-bytecode --find-links "$bundle/tool" "tfgpu-install==$tool_version"
             rm -rf "$uv_dir"
             trap - EXIT
         else
             "$python" -m venv "$tool_env"
             "$tool_env/bin/python" -m pip install --isolated --no-index --find-links "$bundle/tool" \\
-                --disable-pip-version-check --quiet "tfgpu-install==$tool_version"
+                --disable-pip-version-check --quiet --compile "tfgpu-install==$tool_version"
         fi
     fi
     tool=$tool_env/bin/tfgpu-install

@@ -90,8 +90,6 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
     """
     import yaml
 
-    from tfgpu.engines import rattler
-    from tfgpu.lock import pip_lock
     from tfgpu.paths import output_dir
 
     path = Path(output or "conda-lock.yml").expanduser().absolute()
@@ -101,32 +99,16 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
     output_dir(path.parent, output or str(path))
     packages, content_hash, custom = [], {}, {"tfgpu_format": FORMAT, "tfgpu_tool_version": __version__}
     for platform, resolution, cpu_only in targets:
-        cuda = None if cpu_only or resolution.accelerator != "cuda" else rattler.virtual_cuda(resolution)
-        specs, _ = rattler.conda_specs(resolution, cpu_only=cpu_only)
-        if reporter is not None:
-            reporter.note(f"solving {platform.name}: {' | '.join(specs)} (__cuda={cuda or 'none'})")
-        records = rattler.solve(specs, channels, platform=platform.name, cuda=cuda, this_host=False,
-                                repodata_cache=cache / "conda" / "repodata", offline=False)
-        for record in sorted(records, key=lambda r: r.name.normalized):
-            packages.append(_entry(platform.name, "conda", record.name.normalized, str(record.version),
-                                   str(record.url), sha256=record.sha256.hex() if record.sha256 else "",
-                                   md5=record.md5.hex() if record.md5 else "",
-                                   dependencies=_depends(record.depends), build=str(record.build)))
-        pip = list(resolution.packages.pip)
-        if pip:
-            pylock = pip_lock.compile_pylock(pip, platform, resolution.python, runner=runner, uv=uv,
-                                             cache_dir=cache / "uv")
-            for entry in pip_entries(pylock, platform, resolution.python):
-                packages.append(_entry(platform.name, "pip", entry["name"], entry["version"], entry["url"],
-                                       sha256=entry["sha256"]))
-        inputs = {"format": FORMAT, "specs": specs, "pip": pip, "channels": channels, "cuda": cuda,
-                  "glibc": rattler.GLIBC if platform.name.startswith("linux") else None}
+        entries, inputs = lock_platform(platform, resolution, cpu_only, channels, runner=runner, uv=uv, cache=cache,
+                                        reporter=reporter)
+        packages += entries
         content_hash[platform.name] = _inputs_digest(inputs)
         recorded = resolution.to_dict()
         custom[f"tfgpu_resolution.{platform.name}"] = json.dumps(
             {key: recorded[key] for key in ("tensorflow", "package", "python", "mode", "os", "arch", "cuda",
                                             "cudnn", "min_driver", "accelerator")} | {
-                "virtual_cuda": cuda, "cpu_only": cpu_only, "requirements": pip, "conda_specs": specs},
+                "virtual_cuda": inputs["cuda"], "cpu_only": cpu_only, "requirements": inputs["pip"],
+                "conda_specs": inputs["specs"]},
             sort_keys=True)
     custom["tfgpu_packages_sha256"] = entry_digest(_dict_rows(packages))
     # No time_metadata (optional in conda-lock's format): the same inputs give the same bytes, and
@@ -141,6 +123,46 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
     partial.replace(path)
     return {"path": str(path), "platforms": [p.name for p, _, _ in targets], "packages": len(packages),
             "sha256": custom["tfgpu_packages_sha256"]}
+
+
+_DRIVER_CUDA = object()
+
+
+def lock_platform(platform, resolution, cpu_only: bool, channels: list[str], *, runner, uv: str, cache: Path,
+                  reporter=None, cuda=_DRIVER_CUDA) -> tuple[list[dict], dict]:
+    """One platform's package entries (conda, then pip) and the inputs they were solved from (what
+    ``content_hash`` digests). ``cuda``: the ``__cuda`` to solve with (default: the resolution's)."""
+    from tfgpu.engines import rattler
+    from tfgpu.lock import pip_lock
+
+    if cuda is _DRIVER_CUDA:
+        cuda = None if cpu_only or resolution.accelerator != "cuda" else rattler.virtual_cuda(resolution)
+    specs, _ = rattler.conda_specs(resolution, cpu_only=cpu_only)
+    if reporter is not None:
+        reporter.note(f"solving {platform.name}: {' | '.join(specs)} (__cuda={cuda or 'none'})")
+    records = rattler.solve(specs, channels, platform=platform.name, cuda=cuda, this_host=False,
+                            repodata_cache=cache / "conda" / "repodata", offline=False)
+    entries = []
+    for record in sorted(records, key=lambda r: r.name.normalized):
+        entries.append(_entry(platform.name, "conda", record.name.normalized, str(record.version),
+                              str(record.url), sha256=record.sha256.hex() if record.sha256 else "",
+                              md5=record.md5.hex() if record.md5 else "",
+                              dependencies=_depends(record.depends), build=str(record.build)))
+    pip = list(resolution.packages.pip)
+    if pip:
+        pylock = pip_lock.compile_pylock(pip, platform, resolution.python, runner=runner, uv=uv,
+                                         cache_dir=cache / "uv")
+        for entry in pip_entries(pylock, platform, resolution.python):
+            entries.append(_entry(platform.name, "pip", entry["name"], entry["version"], entry["url"],
+                                  sha256=entry["sha256"]))
+    inputs = {"format": FORMAT, "specs": specs, "pip": pip, "channels": channels, "cuda": cuda,
+              "glibc": rattler.GLIBC if platform.name.startswith("linux") else None}
+    return entries, inputs
+
+
+def inputs_digest(inputs: dict) -> str:
+    """``content_hash`` of one platform's inputs."""
+    return _inputs_digest(inputs)
 
 
 def _depends(depends: list[str]) -> dict[str, str]:

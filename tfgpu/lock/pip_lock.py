@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shlex
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -65,18 +64,19 @@ def pins(body: str) -> dict[str, str]:
 
 
 def compile_pins(requirements: list[str], platform: Platform, python: str, *, runner, uv: str, cache_dir: Path,
-                 only_binary: bool = False) -> tuple[str, str]:
-    """Resolve ``requirements`` for ``platform``/``python``: (requirements body with hashes, pylock.toml)."""
-    index = index_url()
+                 only_binary: bool = False, index: str | None = None) -> tuple[str, str]:
+    """Resolve ``requirements`` for ``platform``/``python``: (requirements body with hashes, pylock.toml).
+    ``index``: the index to resolve against (default :func:`index_url`)."""
+    from tfgpu.engines.uv import compile_for_target
+
+    index = index or index_url()
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req_in = Path(tmp) / "requirements.in"
         req_in.write_text("\n".join(requirements) + "\n", encoding="utf-8")
-        common = [uv, "pip", "compile", str(req_in), "--python", sys.executable, "--python-version", python,
-                  "--python-platform", platform.uv, "--no-python-downloads", "--default-index", index,
-                  "--no-config", "--no-header", "--quiet", "--cache-dir", str(cache_dir),
-                  *(("--only-binary", ":all:") if only_binary else ())]
-        jobs = {"txt": [*common, "--generate-hashes", "-o", str(Path(tmp) / "requirements.txt")],
-                "toml": [*common, "--format", "pylock.toml", "-o", str(Path(tmp) / "pylock.toml")]}
+        common = {"python_version": python, "python_platform": platform.uv, "index": index, "cache": cache_dir,
+                  "only_binary": only_binary}
+        jobs = {"txt": compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", **common),
+                "toml": compile_for_target(uv, req_in, Path(tmp) / "pylock.toml", pylock=True, **common)}
         env = {name: "" for name in INDEX_VARIABLES}
         with ThreadPoolExecutor(2) as pool:
             done = dict(zip(jobs, pool.map(lambda argv: runner.run(argv, env=env), jobs.values())))
@@ -98,14 +98,15 @@ def compile_pylock(requirements: list[str], platform: Platform, python: str, *, 
                    cache_dir: Path) -> str:
     """Only the PEP 751 ``pylock.toml`` (wheel URLs and hashes) of ``requirements``: what a conda
     lock's pip entries need (one uv run instead of two)."""
+    from tfgpu.engines.uv import compile_for_target
+
     index = index_url()
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req_in = Path(tmp) / "requirements.in"
         req_in.write_text("\n".join(requirements) + "\n", encoding="utf-8")
-        argv = [uv, "pip", "compile", str(req_in), "--python", sys.executable, "--python-version", python,
-                "--python-platform", platform.uv, "--no-python-downloads", "--default-index", index, "--no-config",
-                "--no-header", "--quiet", "--cache-dir", str(cache_dir), "--only-binary", ":all:",
-                "--format", "pylock.toml", "-o", str(Path(tmp) / "pylock.toml")]
+        argv = compile_for_target(uv, req_in, Path(tmp) / "pylock.toml", python_version=python,
+                                  python_platform=platform.uv, index=index, cache=cache_dir, pylock=True,
+                                  only_binary=True)
         result = runner.run(argv, env={name: "" for name in INDEX_VARIABLES})
         if result.returncode != 0:
             raise _compile_failed(result, requirements, platform, python, runner.log_path)
@@ -131,18 +132,27 @@ def _compile_failed(result, requirements, platform: Platform, python: str, log_p
                            f"The whole uv output is in {log_path}."])
 
 
-def make_meta(resolution, platform: Platform, *, cpu_only: bool) -> dict:
+def make_meta(resolution, platform: Platform, *, cpu_only: bool, index: str | None = None) -> dict:
     """The header record of a lock, without its ``sha256`` (added by :func:`render`)."""
     requirements = list(resolution.packages.pip)
     recorded = {key: getattr(resolution, key) for key in _RESOLUTION_KEYS}
     recorded["compute_capabilities"] = list(resolution.compute_capabilities)
     recorded["requirements"] = requirements
-    inputs = {"format": FORMAT, "mode": "pip", "requirements": requirements, "python": resolution.python,
-              "python_platform": platform.uv, "index": index_url()}
+    index = index or index_url()
     return {"format": FORMAT, "tool": "tfgpu-install", "tool_version": __version__, "mode": "pip",
             "platform": platform.name, "python_platform": platform.uv, "python": resolution.python,
-            "index": index_url(), "cpu_only": cpu_only, "resolution": recorded,
-            "inputs_sha256": _sha256(_canonical(inputs))}
+            "index": index, "cpu_only": cpu_only, "resolution": recorded,
+            "inputs_sha256": inputs_digest(lock_inputs(requirements, resolution.python, platform.uv, index))}
+
+
+def lock_inputs(requirements: list[str], python: str, python_platform: str, index: str) -> dict:
+    """What a pip lock is resolved from (``inputs_sha256`` digests it): the same inputs, the same lock."""
+    return {"format": FORMAT, "mode": "pip", "requirements": list(requirements), "python": python,
+            "python_platform": python_platform, "index": index}
+
+
+def inputs_digest(inputs: dict) -> str:
+    return _sha256(_canonical(inputs))
 
 
 def regenerate_command(meta: dict, output: str) -> str:

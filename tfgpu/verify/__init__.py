@@ -11,7 +11,7 @@ import re
 from importlib.resources import as_file, files
 from pathlib import Path
 
-from tfgpu.errors import OperationError
+from tfgpu.errors import ImpossibleError, OperationError
 
 _LOG_SIGNS = re.compile(r"(Could not load dynamic library|Cannot dlopen|failed call to cuInit|"
                         r"Could not find cuda drivers|CUDA_ERROR|libdevice|ptxas|Loaded runtime CuDNN)")
@@ -23,7 +23,7 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
 
     python = prefix / "bin" / "python"
     if not python.exists():
-        raise OperationError("not-an-env", f"{prefix} has no bin/python: it is not a Python environment.",
+        raise ImpossibleError("not-an-env", f"{prefix} has no bin/python: it is not a Python environment.",
                              ["Give the env's root with --prefix, or its name with --name."])
     runner = runner or Runner()
     with as_file(files("tfgpu.verify").joinpath("check_env.py")) as script:
@@ -33,15 +33,20 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
         raise OperationError("verify-timeout", f"The GPU check in {prefix} ran past {timeout:.0f} s.",
                              ["Run it by hand to see where it hangs: "
                               f"{python} -c 'import tensorflow as tf; print(tf.config.list_physical_devices())'"])
+    runner.log(f"$ {python} -I check_env.py{' --bench' if bench else ''}  (exit {done.returncode})\n"
+               f"{done.stderr}{done.output}")
     lines = done.output.strip().splitlines()
     try:
         report = json.loads(lines[-1])
     except (IndexError, ValueError):
         raise OperationError("verify-crashed", f"The GPU check in {prefix} crashed (exit {done.returncode}).\n"
                              + "\n".join(done.stderr.strip().splitlines()[-8:]),
-                             ["Run `tfgpu-install doctor` for the environment."]) from None
+                             ["Run `tfgpu-install doctor` for the environment.",
+                              *([f"The check's whole output is in {runner.log_path}."] if runner.log_path else [])]
+                             ) from None
     report["log"] = [line.strip() for line in done.stderr.splitlines() if _LOG_SIGNS.search(line)][:20]
     report["prefix"] = str(prefix)
+    report["log_path"] = str(runner.log_path) if runner.log_path else None
     return report
 
 
@@ -99,16 +104,18 @@ def failure(report: dict, *, built: bool = False, details: dict | None = None) -
     message = f"No working GPU in {report['prefix']}: {report.get('reason')}"
     if built:
         message = f"The environment is built at {report['prefix']}, but: {message}"
-    return OperationError(report.get("code") or "no-gpu", message, _ways_forward(report.get("code")),
-                          details=report if details is None else details)
+    ways = _ways_forward(report.get("code"))
+    if report.get("log_path"):
+        ways.append(f"TensorFlow's whole output is in {report['log_path']}.")
+    return OperationError(report.get("code") or "no-gpu", message, ways, details=report if details is None else details)
 
 
 def _ways_forward(code: str | None) -> list[str]:
-    return {
+    return list({
         "no-driver": ["Install the NVIDIA driver (the env needs nothing else); in WSL2 install it on Windows.",
                       "`tfgpu-install doctor` shows every driver source it tried."],
         "driver-too-old": ["Upgrade the NVIDIA driver, or rebuild the env for an older TF: "
                            "`tfgpu-install plan` names the newest one this driver runs."],
         "library-not-loadable": ["Rebuild the env with --force; `tfgpu-install doctor` shows which file is missing."],
         "tensorflow-import-failed": ["Rebuild the env with --force."],
-    }.get(code or "", ["`tfgpu-install doctor` explains what is wrong and how to fix it."])
+    }.get(code or "", ["`tfgpu-install doctor` explains what is wrong and how to fix it."]))

@@ -1,0 +1,137 @@
+"""Where the tool's human output goes, and how it is laid out for what is on the other end.
+
+The output contract (README, "Output"):
+
+* **Not a terminal** (a pipe, a file, ``| cat``, CI logs): plain text. No colour, no boxes, no
+  truncation and no wrapping: every line is as long as its content, so paths, commands and URLs
+  arrive whole and ``grep``/``cut``/copy-paste work. Tables are columns separated by two spaces
+  (the last column unpadded); panels are a title line and their content indented.
+* **A terminal**, however narrow: rich's layout, but nothing essential is cut: table cells fold
+  (never an ellipsis), and text printed with ``whole=True`` (commands, paths, URLs) is never
+  broken by rich — the terminal wraps it visually, and copying it gives one line.
+* ``--json`` never comes here.
+
+rich decides what a terminal is (``isatty``, ``TTY_COMPATIBLE``, ``FORCE_COLOR``), so
+``TTY_COMPATIBLE=1 COLUMNS=80`` stands for an 80-column terminal in tests. Part of the CLI layer,
+with ``tfgpu.render``: library code never imports it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+PLAIN_WIDTH = 1 << 16
+"""The width a plain stream claims: more than any line, so rich never wraps or crops one."""
+
+
+def table(*headers: str, **options) -> Table:
+    """A table whose cells never end in "…": they wrap at spaces, and fold only a word wider than
+    the terminal allows. Light rules (a line under the header, none between columns) leave the
+    width to the content."""
+    from rich import box
+
+    options = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "padding": (0, 1, 0, 0), **options}
+    found = Table(**options)
+    for header in headers:
+        found.add_column(header, overflow="fold")
+    return found
+
+
+class Stream:
+    """stdout (or stderr) as the tool writes to it; looked up at each call, so a redirected
+    ``sys.stdout`` (tests, ``contextlib.redirect_stdout``) is honoured."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self.stderr = stderr
+        self._made: tuple = (None, None, None)
+
+    def console(self) -> Console:
+        """The console for the stream as it is now (rich reads the environment and size live)."""
+        stream = sys.stderr if self.stderr else sys.stdout
+        if self._made[0] is not stream:
+            self._made = (stream, Console(file=stream, highlight=False),
+                          Console(file=stream, highlight=False, width=PLAIN_WIDTH, color_system=None,
+                                  soft_wrap=True, emoji=False))
+        _, terminal, plain = self._made
+        return terminal if terminal.is_terminal else plain
+
+    @property
+    def plain(self) -> bool:
+        return not self.console().is_terminal
+
+    def print(self, *objects, whole: bool = False, **options) -> None:
+        """Print like rich; ``whole``: a line that must not be broken (a command, a path, a URL)."""
+        console = self.console()
+        if not console.is_terminal:
+            objects = tuple(plain_text(item) if isinstance(item, (Panel, Table)) else item for item in objects)
+            options["soft_wrap"] = True
+        else:
+            for item in objects:
+                if isinstance(item, Table):
+                    fit(item, console.width)
+            if whole:
+                options["soft_wrap"] = True
+        console.print(*objects, **options)
+
+    def status(self, message: str):
+        return self.console().status(message)
+
+
+def fit(found: Table, width: int) -> None:
+    """Give each column of ``found`` a fixed width so the table fits ``width`` columns: every
+    column gets its longest line if that fits; else the columns that can wrap at spaces give way
+    first (down to their longest word), and only then are the widest values folded. (rich's own
+    layout shrinks every column in proportion, which folds short values that had room.)"""
+    if not found.columns:
+        return
+    texts = [[_cell(column.header), *(_cell(cell) for cell in column.cells)] for column in found.columns]
+    natural = [max(max((len(line) for line in text.splitlines()), default=0) for text in column) or 1
+               for column in texts]
+    shortest = [max(max((len(word) for word in text.split()), default=0) for text in column) or 1
+                for column in texts]
+    left, right = found.padding[3], found.padding[1]
+    room = width - (left + right) * len(texts) + (0 if found.pad_edge else left + right)
+    if found.box:  # a separator between columns (a space in the light boxes), and the edges
+        room -= len(texts) - 1 + (2 if found.show_edge else 0)
+    widths = list(natural)
+    while sum(widths) > max(room, len(widths)):
+        slack = [i for i, w in enumerate(widths) if w > shortest[i]]
+        pool = slack or [i for i, w in enumerate(widths) if w > 1]
+        if not pool:
+            break
+        widths[max(pool, key=lambda i: widths[i])] -= 1
+    for column, size in zip(found.columns, widths):
+        column.width = column.min_width = column.max_width = size
+
+
+def _cell(value) -> str:
+    if isinstance(value, Text):
+        return value.plain
+    if isinstance(value, str):
+        return Text.from_markup(value).plain
+    return str(value)
+
+
+def plain_text(item: Panel | Table) -> Text:
+    """A panel or table as plain lines (see the module docstring)."""
+    if isinstance(item, Panel):
+        title = _cell(item.title) if item.title is not None else ""
+        inner = item.renderable
+        body = plain_text(inner).plain if isinstance(inner, (Panel, Table)) else _cell(inner)
+        lines = ([title] if title else []) + ["  " + line if title else line for line in body.splitlines()]
+        return Text("\n".join(lines))
+    columns = [[_cell(cell).replace("\n", " ") for cell in column.cells] for column in item.columns]
+    headers = [_cell(column.header) for column in item.columns]
+    rows = [list(row) for row in zip(*columns)]
+    if item.show_header and any(headers):
+        rows.insert(0, headers)
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(len(headers))]
+    lines = [_cell(item.title)] if item.title else []
+    for row in rows:
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    return Text("\n".join(lines))

@@ -1,0 +1,173 @@
+"""A project's target, carried in its repository: ``tfgpu.toml``, or ``[tool.tfgpu]`` in ``pyproject.toml``.
+
+The file is looked for in the current directory, then in each parent; the nearest directory that
+has one wins (a directory with both is ambiguous and refused). ``TFGPU_PROJECT_FILE`` names a file
+to use instead, or ``none`` for no project file; ``--project FILE`` and ``--no-project`` do the same
+for one command. ``plan``, ``create``, ``lock``, ``bundle`` and ``script`` read it; any flag given
+on the command line overrides the file's value.
+
+Keys (all optional)::
+
+    tf = ">=2.20,<2.22"        # --tf: a version, a series, latest, or a PEP 440 range (a string)
+    mode = "pip"               # --mode: pip, conda or system
+    python = "3.12"            # --python (a string: 3.10 as a TOML number is 3.1)
+    os = "linux"               # --os / --arch: the target, when it is not the machine running the tool
+    arch = "x86_64"
+    driver = "535.104.05"      # --driver: the oldest NVIDIA driver the team's machines run
+    gpu-cc = "8.0"             # --gpu-cc: the oldest GPU architecture they have
+    pre = false                # --pre
+    platforms = ["linux-64"]   # lock / bundle --platform
+    channels = ["conda-forge"] # --channel (conda mode)
+
+Every value is checked by the same parser as its flag; a bad one is ``bad-project-file`` (exit 2)
+naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tfgpu.errors import UsageError
+
+FILE = "tfgpu.toml"
+ENVIRONMENT = "TFGPU_PROJECT_FILE"
+KEYS = {  # key in the file -> (the argparse destination of its flag, the TOML type it must have)
+    "tf": ("tf", str), "mode": ("mode", str), "python": ("python", str), "os": ("os", str), "arch": ("arch", str),
+    "driver": ("driver", str), "gpu-cc": ("gpu_cc", str), "pre": ("pre", bool), "platforms": ("platform", list),
+    "channels": ("channel", list),
+}
+
+
+@dataclass(frozen=True)
+class Project:
+    """A project file that applies: where it is, and its values by flag destination."""
+
+    path: Path
+    values: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        shown = ", ".join(f"{key} {_show(self.values[dest])}" for key, (dest, _) in KEYS.items() if dest in self.values)
+        return f"{self.path} ({shown or 'no settings'})"
+
+
+def _show(value) -> str:
+    return ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else value
+
+
+def find(start: Path | None = None) -> Path | None:
+    """The project file for ``start`` (default: the current directory), or None."""
+    named = os.environ.get(ENVIRONMENT)
+    if named:
+        if named.lower() == "none":
+            return None
+        return Path(named).expanduser().absolute()
+    here = (start or Path.cwd()).absolute()
+    for directory in (here, *here.parents):
+        own = directory / FILE
+        pyproject = directory / "pyproject.toml"
+        shared = pyproject.is_file() and _declares_tool_table(pyproject)
+        if own.is_file() and shared:
+            raise UsageError("bad-project-file", f"{directory} has both {FILE} and a [tool.tfgpu] table in "
+                             "pyproject.toml: tfgpu-install does not guess which one is meant.",
+                             [f"Keep one of the two (delete {own}, or the [tool.tfgpu] table)."])
+        if own.is_file():
+            return own
+        if shared:
+            return pyproject
+    return None
+
+
+def _declares_tool_table(pyproject: Path) -> bool:
+    try:
+        text = pyproject.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    if "tfgpu" not in text:
+        return False
+    try:
+        tool = tomllib.loads(text).get("tool", {})
+    except tomllib.TOMLDecodeError as error:
+        if "[tool.tfgpu" in text:  # ours, and broken: say so rather than ignore the team's settings
+            raise UsageError("bad-project-file", f"{pyproject} is not valid TOML: {error}.",
+                             ["Fix the file; its [tool.tfgpu] table holds this project's target."]) from None
+        return False
+    return isinstance(tool, dict) and "tfgpu" in tool
+
+
+def load(path: Path | None = None, *, explicit: bool = False) -> Project | None:
+    """Read and check the project file at ``path`` (default: :func:`find`'s); None when there is none."""
+    path = path or find()
+    if path is None:
+        return None
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UsageError("bad-project-file", f"Cannot read the project file {path}: {error.strerror}.",
+                         ["Give an existing file (--project FILE), or --no-project."]) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise UsageError("bad-project-file", f"{path} is not valid TOML: {error}.",
+                         ["Fix the file; every value is a TOML string, boolean or list of strings."]) from None
+    if path.name == "pyproject.toml":
+        table = document.get("tool", {}).get("tfgpu")
+        prefix = "tool.tfgpu."
+        if table is None:
+            if explicit:
+                raise UsageError("bad-project-file", f"{path} has no [tool.tfgpu] table.",
+                                 ["Add one, or give a tfgpu.toml with --project."])
+            return None
+    else:
+        table, prefix = document, ""
+    if not isinstance(table, dict):
+        raise _bad(path, prefix.rstrip(".") or "tfgpu", "is not a table")
+    return Project(path=path, values=_checked(path, prefix, table))
+
+
+def _bad(path: Path, key: str, problem: str, ways: list[str] | None = None) -> UsageError:
+    return UsageError("bad-project-file", f"{path}: {key} {problem}.",
+                      ways or [f"Keys: {', '.join(KEYS)} (see `tfgpu-install --help` for what each flag takes)."])
+
+
+def _checked(path: Path, prefix: str, table: dict) -> dict:
+    from tfgpu.lock.platforms import parse_platform
+    from tfgpu.resolver import request
+
+    parsers = {"tf": request.parse_tf_spec, "python": request.parse_python, "driver": request.parse_driver,
+               "gpu-cc": request.parse_compute_capability, "arch": request.parse_arch,
+               "mode": lambda v: request.parse_choice("--mode", v, request.MODES),
+               "os": lambda v: request.parse_choice("--os", v, request.OSES),
+               "platforms": lambda v: [parse_platform(item).name for item in v]}
+    values = {}
+    for key, value in table.items():
+        if key not in KEYS:
+            raise _bad(path, prefix + key, "is not a setting tfgpu-install knows")
+        dest, kind = KEYS[key]
+        if isinstance(value, float) and kind is str:
+            raise _bad(path, prefix + key, f"= {value!r} is a TOML number; write it as a string", [
+                f'{key} = "{value}" (as a number, 3.10 reads as 3.1)'])
+        if not isinstance(value, kind) or (kind is list and not all(isinstance(v, str) for v in value)):
+            expected = {str: "a string", bool: "true or false", list: "a list of strings"}[kind]
+            raise _bad(path, prefix + key, f"= {value!r} is not {expected}")
+        try:
+            values[dest] = parsers[key](value) if key in parsers else value
+        except UsageError as error:
+            raise _bad(path, prefix + key, f"= {value!r}: {error.message}", error.alternatives) from None
+    if values.get("channel") and values.get("mode") not in (None, "conda"):
+        raise _bad(path, prefix + "channels", f"is for conda mode, and the file says mode = {values['mode']!r}")
+    return values
+
+
+def apply(project: Project, args, destinations: set[str]) -> list[str]:
+    """Fill ``args`` (an argparse namespace) from ``project`` where the command line left a value
+    unset; only ``destinations`` (the flags this command has). Returns the keys taken."""
+    taken = []
+    for key, (dest, _) in KEYS.items():
+        if dest not in project.values or dest not in destinations or getattr(args, dest, None) not in (None, False, []):
+            continue
+        if dest == "channel" and (getattr(args, "mode", None) or project.values.get("mode")) != "conda":
+            continue  # the command line chose another mode: the project's conda channels do not apply
+        setattr(args, dest, project.values[dest])
+        taken.append(key)
+    return taken
