@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """A long, synced reference timing of TensorFlow matmuls, to hold `verify --bench` against.
 
-    ENV/bin/python scripts/bench_matmul_reference.py [--n 8192] [--rounds 5] [--calls 50] [--warmup 20]
+    ENV/bin/python scripts/bench_matmul_reference.py [--n 8192] [--rounds 5] [--calls 400] [--warmup 50]
 
 Run with the env's own Python on a GPU machine. Per dtype (fp32, fp16, bf16): --warmup calls, each
 waited for; then --rounds rounds of --calls matmuls, each round ended by `.numpy()` of the whole
 last product (the plain way to wait for a GPU in TensorFlow), minus the time that copy alone takes
-(measured on an idle GPU). Prints one JSON line: median TFLOP/s per dtype and each round's rate.
+(measured on an idle GPU). Rounds are long on purpose: with 50 calls a round the copy of a
+134-268 MB product is a tenth of the round on an H200 and varies from run to run (+-10% seen);
+with 400 it is ~1%. Prints one JSON line: median TFLOP/s per dtype and each round's rate.
 Deliberately not the bench's own method (warm-up by time, one-element copies): an independent
 long measurement of the same quantity. Compare: `tfgpu-install verify --prefix ENV --bench --json`.
 """
@@ -23,8 +25,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--n", type=int, default=8192)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=50)
-    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--warmup", type=int, default=50)
     args = parser.parse_args()
 
     import tensorflow as tf

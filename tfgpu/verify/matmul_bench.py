@@ -20,7 +20,8 @@ CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13  # kHz, the peak SM clock
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 NVML_CLOCK_SM = 1
 MAX_WARM_SECONDS = 60.0
-METHOD = ("{n}x{n} matmul per dtype: warmed for >= {warm:g} s and until two calls in a row agree, then {rounds} rounds x {per_round} calls, each round "
+MAX_PER_ROUND = 1000
+METHOD = ("{n}x{n} matmul per dtype: warmed for >= {warm:g} s and until two calls in a row agree, then {rounds} rounds of >= {per_round} calls and >= 0.3 s each, each round "
           "ended by copying one element of the last product to the host (waits for the GPU); median of the "
           "per-round rates, with min-max. fp32 runs on TensorFloat-32 tensor cores where TensorFlow enables them "
           "(its default on compute capability >= 8.0).")
@@ -72,7 +73,8 @@ def ceiling_tflops(peaks, compute_capability, sms, clock_mhz, dtype):
     return sms * clock_mhz * 1e6 * row[dtype] / 1e12
 
 
-def rate(tf, device, n, dtype, warm_seconds=1.0, rounds=7, per_round=20, min_warm_calls=3, clock=time.perf_counter):
+def rate(tf, device, n, dtype, warm_seconds=1.0, rounds=7, per_round=20, min_warm_calls=3, round_seconds=0.3,
+         clock=time.perf_counter):
     """``{"median", "min", "max", "spread_pct", ...}`` TFLOP/s of an n x n ``dtype`` matmul on ``device``."""
     with tf.device(device):
         a = tf.cast(tf.random.uniform((n, n), dtype=tf.float32), dtype)
@@ -87,6 +89,9 @@ def rate(tf, device, n, dtype, warm_seconds=1.0, rounds=7, per_round=20, min_war
             took = clock() - call_started
             steady = last is not None and abs(took - last) <= 0.1 * max(last, 1e-9)
             last, calls = took, calls + 1
+        # Each round long enough to show the sustained rate (power and clocks settle under load),
+        # not a burst: at least per_round calls and round_seconds of work.
+        per_round = min(MAX_PER_ROUND, max(per_round, int(round_seconds / max(last, 1e-9)) + 1))
         rates = []
         for _ in range(rounds):
             started = clock()
@@ -125,5 +130,5 @@ def matmul_figures(tf, device, peaks, compute_capability, n=8192, cpu_n=4096, or
         result["dtypes"][name] = figure
     result["cpu_n"] = cpu_n
     result["cpu_fp32"] = rate(tf, "/CPU:0", cpu_n, tf.float32, warm_seconds=0.0, rounds=3, per_round=1,
-                                 min_warm_calls=1)
+                                 min_warm_calls=1, round_seconds=0.0)
     return result
