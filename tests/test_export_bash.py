@@ -178,6 +178,9 @@ def test_system_script_against_the_fake_nvidia_server(tmp_path, monkeypatch):
         assert "downloaded cuda_11.8.0_000.00.00_linux.run (checksum verified)" in first.stdout
         cuda_home = tmp_path / "cuda" / "cuda-11.8"
         assert (cuda_home / "version.json").is_file() and (cuda_home / "nvvm" / "libdevice").is_dir()
+        # where the Slurm export's modulefile finds the toolkit and cuDNN, wherever they were put
+        assert (tmp_path / "env" / "etc" / "tfgpu" / "cuda").resolve() == cuda_home.resolve()
+        assert (tmp_path / "env" / "etc" / "tfgpu" / "cudnn" / "lib").is_dir()
         activation = tmp_path / "cuda" / "tfgpu-cuda-11.8.sh"
         loads = subprocess.run(["bash", "-c", f'. "{activation}"; "{tmp_path}/env/bin/python" -c '
                                 '"import ctypes; ctypes.CDLL(\'libcudart.so.11.0\'); ctypes.CDLL(\'libcudnn.so.8\'); '

@@ -83,3 +83,13 @@ def test_cloud_init_is_yaml_running_the_script_with_a_log(capsys, tmp_path, tf, 
     assert document["runcmd"] == [["bash", "-c", "HOME=/root bash /opt/tfgpu-install/install-tf.sh "
                                    ">> /var/log/tfgpu-install.log 2>&1"]]
     assert shellcheck(entry["content"], tmp_path).stdout == ""
+
+
+@pytest.mark.parametrize("fmt", ["slurm", "kubernetes"])
+def test_cluster_formats_need_a_directory(capsys, tmp_path, fmt):
+    code, out, _ = main(capsys, "script", "--tf", "2.21", *TARGET, "--format", fmt, "--json")
+    error = json.loads(out)["error"]
+    assert code == 2 and error["code"] == "missing-output" and f"--format {fmt} -o" in error["alternatives"][0]
+    code, out, _ = main(capsys, "script", "--tf", "2.21", *TARGET, "--format", fmt, "-o", str(tmp_path / fmt), "--json")
+    document = json.loads(out)
+    assert code == 0 and document["format"] == fmt and all(p.startswith(str(tmp_path / fmt)) for p in document["written"])

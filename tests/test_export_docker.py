@@ -65,3 +65,22 @@ def test_system_image_tag_matches_the_build():
     assert "tensorflow==2.21.0" in text and "Python 3.10 is ubuntu22.04's python3" in text
     text = render("2.13", "system", "dockerfile").main.content
     assert "FROM nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04" in text
+
+
+def test_an_image_from_an_nvidia_cuda_base_says_nothing_of_the_runfile_or_its_checksums():
+    """The system-mode image gets CUDA and cuDNN from its base: the header names neither the runfile
+    nor the cuDNN archive, warns about no checksum of a file it never downloads, and gives the
+    base's Python, not the plan's."""
+    from dataclasses import replace
+
+    from exporthelpers import resolution
+
+    from tfgpu.export.dockerfile import render_dockerfile
+    from tfgpu.resolver.model import Notice
+
+    plan = resolution("2.13", "system")
+    plan = replace(plan, warnings=(*plan.warnings, Notice("unverified-download", "No checksum is recorded for the "
+                                                          "runfile cuda_11.8.0_520.61.05_linux.run.", "")))
+    head = render_dockerfile(plan).split("\nFROM ")[0]
+    assert "runfile" not in head and "cudnn-linux" not in head and "No checksum" not in head
+    assert "Python 3.10: the base image's python3." in head and "for Python 3.10, system mode" in head

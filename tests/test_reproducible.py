@@ -36,7 +36,9 @@ def same_in_two_directories(tmp_path: Path, name: str, write) -> dict[str, bytes
     return a
 
 
-@pytest.mark.parametrize("mode", ["pip", "conda", "system"])
+# pip mode in the fast tier; the other modes' files differ only in their mode's parts (slow tier).
+@pytest.mark.parametrize("mode", ["pip", pytest.param("conda", marks=pytest.mark.slow),
+                                  pytest.param("system", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_exports_are_byte_identical_from_two_directories(tmp_path, fmt, mode):
     def write(path: Path) -> None:
