@@ -168,3 +168,22 @@ def test_nvidias_own_finder_picks_the_same_files(env13):
     preloaded = {Path(p).name.split(".so")[0]: str(site / p) for p in layout["preload"]}
     for name, base in ORACLE_NAMES.items():
         assert os.path.realpath(found[name]) == os.path.realpath(preloaded[base]), name
+
+
+def test_artefacts_written_before_the_env_exists_name_the_merged_tree(env13):
+    """Dockerfile, Apptainer and modulefile paths for a CUDA 13 build are where the recorded CUDA 13
+    wheels put their files (and the CUDA 12 paths where the CUDA 12 wheels put theirs)."""
+    from tfgpu.envs.activation import read_layout, wheel_dirs
+
+    members = {m for wheel in LAYOUT["wheels"].values() for m in wheel["members"]}
+    lib_dirs, data_dir, ptxas = wheel_dirs("13.0", "SITE")
+    for directory in lib_dirs:
+        assert any(m.startswith(directory.removeprefix("SITE/") + "/") for m in members), directory
+    assert any(m.startswith(data_dir.removeprefix("SITE/") + "/nvvm/libdevice/") for m in members)
+    assert ptxas.removeprefix("SITE/") in members
+    # The same answer the layout reader gives once the env exists.
+    site = f"lib/python{PY}/site-packages"
+    layout = read_layout(env13, site)
+    assert layout.cuda_data_dir == data_dir.replace("SITE", site) and layout.ptxas == ptxas.replace("SITE", site)
+    assert set(lib_dirs[:1]) <= {d.replace(site, "SITE") for d in layout.lib_dirs}
+    assert wheel_dirs("12.5", "SITE")[1] == "SITE/nvidia/cuda_nvcc"

@@ -20,6 +20,7 @@ from conftest import run_tool
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 CASES = {  # TF -> (Python, libraries that must resolve inside the env, extra create flags)
+    "2.22.0rc0": ("3.12", ("libcudart.so.12", "libcublas.so.12", "libcusolver.so.11", "libcudnn.so.9"), ()),
     "2.21": ("3.12", ("libcudart.so.12", "libcublas.so.12", "libcusolver.so.11", "libcudnn.so.9"), ("--jupyter",)),
     "2.16.1": ("3.11", ("libcudart.so.12", "libcublas.so.12", "libcusolver.so.11", "libcudnn.so.8"), ()),
     "2.13": ("3.11", ("libcudart.so.11.0", "libcublas.so.11", "libcusolver.so.11", "libcudnn.so.8"), ()),

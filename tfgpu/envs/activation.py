@@ -82,6 +82,22 @@ def _merged_toolkits(nvidia: Path) -> list[str]:
     return sorted(found, key=lambda name: int(name[2:]), reverse=True)
 
 
+MERGED_FROM_CUDA = 13
+"""The first CUDA major whose wheels merge the toolkit into ``nvidia/cu<major>/`` [WHL-CU13-LAYOUT]."""
+
+
+def wheel_dirs(cuda: str | None, site: str) -> tuple[list[str], str, str]:
+    """(library directories, XLA data directory, ptxas) where the CUDA wheels of TensorFlow built
+    with ``cuda`` will be, under ``site``: for artefacts written before the env exists (Dockerfile,
+    Apptainer, modulefiles), which cannot read the layout as :func:`read_layout` does."""
+    major = int((cuda or "0").split(".")[0] or 0)
+    if major >= MERGED_FROM_CUDA:
+        tree = f"{site}/nvidia/cu{major}"
+        return [f"{tree}/lib", f"{site}/nvidia/cudnn/lib", f"{site}/nvidia/nccl/lib"], tree, f"{tree}/bin/ptxas"
+    return ([f"{site}/nvidia/{component}/lib" for component, _ in COMPONENTS], f"{site}/nvidia/cuda_nvcc",
+            f"{site}/nvidia/cuda_nvcc/bin/ptxas")
+
+
 def read_layout(root: Path, site_packages: str) -> CudaLayout:
     """The CUDA layout of the pip-installed ``nvidia-*`` wheels in an env: one ``nvidia/<component>/lib``
     per library (CUDA 11/12 wheels), or the merged ``nvidia/cu13/lib`` (CUDA 13 wheels; cuDNN and

@@ -14,7 +14,7 @@ would open a section), labels through ``one_line``.
 from __future__ import annotations
 
 from tfgpu import quoting
-from tfgpu.envs.activation import COMPONENTS
+from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
 from tfgpu.export.bash import comment, default_env_name, header
 from tfgpu.export.dockerfile import BUILD_CHECK, MICROMAMBA_IMAGE, VENV, VERIFY, _image_python, choose_image
@@ -25,14 +25,15 @@ NAME = "tfgpu-env.def"
 def _pip(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     python = quoting.token(resolution.python, r"3\.[0-9]{1,2}", "The Python version")
     site = f"{VENV}/lib/python{python}/site-packages"
-    libs = ":".join(f"{site}/nvidia/{component}/lib" for component, _ in COMPONENTS)
+    lib_dirs, data_dir, ptxas = wheel_dirs(resolution.cuda, site)
+    libs = ":".join(lib_dirs)
     requirements = " ".join(quoting.def_word(r, "A requirement") for r in resolution.packages.pip)
     post = [f"python -m venv {VENV}",
             f"{VENV}/bin/pip install --no-cache-dir {requirements}",
-            f"if [ -x {site}/nvidia/cuda_nvcc/bin/ptxas ]; then ln -s {site}/nvidia/cuda_nvcc/bin/ptxas {VENV}/bin/ptxas; fi"]
+            f"if [ -x {ptxas} ]; then ln -s {ptxas} {VENV}/bin/ptxas; fi"]
     environment = [f"export VIRTUAL_ENV={VENV}", f'export PATH="{VENV}/bin:$PATH"',
                    f'export LD_LIBRARY_PATH="{libs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"',
-                   f"export XLA_FLAGS=--xla_gpu_cuda_data_dir={site}/nvidia/cuda_nvcc"]
+                   f"export XLA_FLAGS=--xla_gpu_cuda_data_dir={data_dir}"]
     return f"python:{python}-slim", post, environment, f"{VENV}/bin/python", None
 
 

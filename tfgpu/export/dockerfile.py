@@ -21,7 +21,7 @@ from packaging.version import Version
 from tfgpu import quoting
 from tfgpu.errors import ImpossibleError
 from tfgpu.export.bash import comment, default_env_name, header
-from tfgpu.envs.activation import COMPONENTS
+from tfgpu.envs.activation import wheel_dirs
 
 MICROMAMBA_IMAGE = "mambaorg/micromamba:1.5.10"  # tag of the 1.5 series; pin by digest in production
 VENV = "/opt/tf"
@@ -109,7 +109,8 @@ def _python(resolution) -> str:
 def _pip(resolution) -> list[str]:
     python = _python(resolution)
     site = f"{VENV}/lib/python{python}/site-packages"
-    libs = ":".join(f"{site}/nvidia/{component}/lib" for component, _ in COMPONENTS)
+    lib_dirs, data_dir, ptxas = wheel_dirs(resolution.cuda, site)
+    libs = ":".join(lib_dirs)
     requirements = " ".join(quoting.docker_word(r, "A requirement") for r in resolution.packages.pip)
     return [
         *_lines(resolution, "a Docker image (python slim base + NVIDIA's CUDA wheels)"),
@@ -117,11 +118,11 @@ def _pip(resolution) -> list[str]:
         f"ENV VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1",
         f"RUN python -m venv {VENV} \\",
         f"    && {VENV}/bin/pip install --no-cache-dir {requirements} \\",
-        f"    && if [ -x {site}/nvidia/cuda_nvcc/bin/ptxas ]; then ln -s {site}/nvidia/cuda_nvcc/bin/ptxas {VENV}/bin/ptxas; fi",
+        f"    && if [ -x {ptxas} ]; then ln -s {ptxas} {VENV}/bin/ptxas; fi",
         "# The loader set-up (what the venv's load hook does): the wheels' CUDA libraries first, XLA's",
         "# libdevice; ENV reaches every process in the container (docker exec, Jupyter, cron).",
         f"ENV LD_LIBRARY_PATH={libs} \\",
-        f"    XLA_FLAGS=--xla_gpu_cuda_data_dir={site}/nvidia/cuda_nvcc",
+        f"    XLA_FLAGS=--xla_gpu_cuda_data_dir={data_dir}",
         *_tail(resolution, "python", "tf"),
     ]
 

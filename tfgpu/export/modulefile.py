@@ -13,7 +13,7 @@ or Tcl string function.
 from __future__ import annotations
 
 from tfgpu import quoting
-from tfgpu.envs.activation import COMPONENTS
+from tfgpu.envs.activation import wheel_dirs
 from tfgpu.export.bash import default_env_name
 
 LUA_DIR, TCL_DIR = "modulefiles", "modulefiles-tcl"
@@ -37,8 +37,8 @@ def _layout(resolution) -> tuple[list[str], list[str], str | None, list[tuple[st
     python = quoting.token(resolution.python, r"3\.[0-9]{1,2}", "The Python version")
     if resolution.mode == "pip":
         site = f"lib/python{python}/site-packages"
-        return (["bin"], [f"{site}/nvidia/{component}/lib" for component, _ in COMPONENTS],
-                f"{site}/nvidia/cuda_nvcc", [])
+        lib_dirs, data_dir, _ = wheel_dirs(resolution.cuda, site)
+        return ["bin"], lib_dirs, data_dir, []
     if resolution.mode == "conda":
         data = "." if (resolution.cuda or "0").split(".")[0] not in ("10", "11") else "lib"
         return ["bin"], ["lib"], data, []
