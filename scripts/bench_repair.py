@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark `repair` against what a user would otherwise do with an env that has no GPU.
 
-    python scripts/bench_repair.py [--tf 2.21.0] [--python 3.12] [--runs 3] [--work DIR]
+    python scripts/bench_repair.py [--tf 2.21.0] [--python 3.12] [--runs 3] [--work DIR] [--cache DIR]
 
 The env is the one users arrive with: `uv venv` + `uv pip install tensorflow==X` (no CUDA wheels).
 Every side runs from the same warm uv cache (one cold install fills it first, untimed), median
@@ -48,6 +48,7 @@ def main() -> int:
     parser.add_argument("--python", default="3.12")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--work", help="scratch directory (default: a temporary one, deleted after)")
+    parser.add_argument("--cache", help="an existing tfgpu-install cache to start from (default: one under --work)")
     args = parser.parse_args()
 
     tool = shutil.which("tfgpu-install") or sys.exit("tfgpu-install is not on PATH: pip install -e . first")
@@ -58,7 +59,7 @@ def main() -> int:
     python = find_python(args.python) or sys.exit(f"no Python {args.python} here")
     work = Path(args.work or tempfile.mkdtemp(prefix="tfgpu-bench-repair-"))
     work.mkdir(parents=True, exist_ok=True)
-    cache = work / "cache"
+    cache = Path(args.cache) if args.cache else work / "cache"
     env = {**os.environ, "TFGPU_CACHE_DIR": str(cache), "UV_CACHE_DIR": str(cache / "uv"),
            "TFGPU_LOG_DIR": str(work / "logs"), "TFGPU_ENVS_DIR": str(work / "envs")}
 
