@@ -97,9 +97,10 @@ def write_record(path: Path, value: dict) -> None:
     os.replace(partial, path)
 
 
-def read_record(path: Path) -> dict | None:
+def read_record(path: Path, limit: int = 65536) -> dict | None:
+    """The JSON object in ``path``; None for a link, a file over ``limit`` bytes, or anything else."""
     try:
-        if path.is_symlink() or path.stat().st_size > 65536:
+        if path.is_symlink() or path.stat().st_size > limit:
             return None
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):

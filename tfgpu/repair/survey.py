@@ -122,16 +122,13 @@ for "not repaired" (which would make the next repair journal the repaired state 
 
 
 def read_journal(root: Path) -> dict | None:
+    from tfgpu.envs.txn import read_record
+
     path = root / JOURNAL
     if not (path.exists() or path.is_symlink()):
         return None
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > JOURNAL_LIMIT:
-            return UNREADABLE
-        journal = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return UNREADABLE
-    return journal if isinstance(journal, dict) else UNREADABLE
+    journal = read_record(path, JOURNAL_LIMIT)
+    return journal if journal is not None else UNREADABLE
 
 
 def _refuse_managed(python: Path) -> None:
