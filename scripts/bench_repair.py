@@ -11,7 +11,8 @@ of ``--runs``:
   uv by hand    `uv pip install 'tensorflow[and-cuda]==X'` into a fresh copy (what a user types;
                 it adds the wheels but not the load hook or activation an unactivated start needs)
   rebuild       `tfgpu-install create` of a whole new env of the same release
-and what repair touched: packages added, files written, bytes it added to the env.
+and what repair touched: packages added, files written, the disk it added (the wheels' files are
+hard-linked from uv's cache, so only what is not already there counts).
 Target (README): warm repair of a TF 2.21 env <= 10 s. Needs network (PyPI) the first time.
 """
 
@@ -37,9 +38,11 @@ def timed(argv: list[str], env: dict) -> tuple[float, str]:
     return time.perf_counter() - start, done.stdout
 
 
-def disk_bytes(path: Path) -> int:
-    done = subprocess.run(["du", "-s", "--block-size=1", str(path)], capture_output=True, text=True, check=True)
-    return int(done.stdout.split()[0])
+def disk_bytes(*paths: Path) -> int:
+    """Bytes on disk under ``paths``, each hard-linked inode counted once (as `du` does)."""
+    done = subprocess.run(["du", "-s", "-c", "--block-size=1", *map(str, paths)], capture_output=True, text=True,
+                          check=True)
+    return int(done.stdout.splitlines()[-1].split()[0])
 
 
 def main() -> int:
@@ -80,13 +83,13 @@ def main() -> int:
     touched = {}
     for run in range(args.runs):
         prefix = user_env(f"repair-{run}")
-        size = disk_bytes(prefix)
+        size = disk_bytes(cache, prefix)  # what the env adds beyond uv's cache, whose files it hard-links
         seconds, out = timed([tool, "repair", "--prefix", str(prefix), "--yes", "--no-verify", "--no-detect",
                               "--json"], env)
         results["repair"].append(seconds)
         summary = json.loads(out)
         touched = {"packages added": len(summary["added"]), "packages changed": len(summary["changed"]),
-                   "files written": len(summary["files"]), "MB added": (disk_bytes(prefix) - size) / 1e6}
+                   "files written": len(summary["files"]), "MB added": (disk_bytes(cache, prefix) - size) / 1e6}
         results["undo"].append(timed([tool, "repair", "--undo", "--prefix", str(prefix)], env)[0])
         by_hand = user_env(f"by-hand-{run}")
         results["uv by hand"].append(timed([uv, "pip", "install", "--quiet", "--python",
