@@ -214,6 +214,33 @@ def verify(report: dict) -> None:
         _out.print(f"    [yellow]log:[/] {escape(line)}")
 
 
+def env_list(envs: list[dict], searched) -> None:
+    """``list``: one row per env, its health, and where it is (the path whole)."""
+    if not envs:
+        _out.print("No environment built by tfgpu-install in " + ", ".join(escape(str(d)) for d in searched) + ".",
+                   whole=True)
+        return
+    rows = table("name", "TF", "CUDA", "mode", "Python", "health", "path", header_style="bold")
+    for env in envs:
+        health = "[green]ok[/]" if env["healthy"] else f"[red]broken[/]: {escape('; '.join(env['problems']))}"
+        rows.add_row(escape(env["name"]), escape(str(env["tensorflow"] or "-")), escape(str(env["cuda"] or "-")),
+                     escape(str(env["mode"] or "-")), escape(str(env["python"] or "-")), health, escape(env["prefix"]))
+    _out.print(rows)
+
+
+def lock_check(found) -> None:
+    """``lock --check``: current, or every change, one line each."""
+    what = f"{found.mode} lock of TF {found.tensorflow} for {', '.join(found.platforms)}"
+    if found.current:
+        _out.print(f"[green]current[/]: {escape(str(found.path))} ({escape(what)}; {found.packages} packages "
+                   "resolve the same today)", whole=True)
+        return
+    _out.print(f"[red]not current[/]: {escape(str(found.path))} ({escape(what)})", whole=True)
+    for change in found.changes:
+        _out.print(f"  {escape(change['kind'])}: {escape(change['text'])}", whole=True)
+    _out.print(f"  [dim]regenerate it with the command in its header to take these changes[/]", whole=True)
+
+
 class ConsoleReporter(Reporter):
     """Progress of a long install on stderr (stdout stays clean for --json)."""
 

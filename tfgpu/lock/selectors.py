@@ -32,7 +32,7 @@ def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, se
     target = PLATFORMS[platform]
     problems = []
     tf = parse_tf_spec(selectors.get("tf"))
-    if tf is not None and not _tf_agrees(tf, recorded["tensorflow"]):
+    if tf is not None and not tf_agrees(tf, recorded["tensorflow"]):
         problems.append(f"--tf {tf} (the lock has TensorFlow {recorded['tensorflow']})")
     if selectors.get("mode") and selectors["mode"].lower() != mode:
         problems.append(f"--mode {selectors['mode']} (the lock is a {mode} lock)")
@@ -54,7 +54,8 @@ def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, se
                          ["Drop them, or write a new lock with `tfgpu-install lock` for what you want."])
 
 
-def _tf_agrees(spec: str, locked: str) -> bool:
+def tf_agrees(spec: str, locked: str) -> bool:
+    """Whether a --tf value (a version, a series or a range) admits the locked version."""
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
