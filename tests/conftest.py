@@ -16,6 +16,8 @@ import wheelhouse
 # Every plan reads the release rows `tfgpu-install update-data` stored in the user's data dir: the
 # tests must not see what was fetched on this machine (subprocesses inherit this too).
 os.environ.setdefault("TFGPU_USER_DATA_DIR", tempfile.mkdtemp(prefix="tfgpu-test-data-"))
+# Nor a tfgpu.toml above the directory the tests run in (tests/test_project_file.py sets its own).
+os.environ.setdefault("TFGPU_PROJECT_FILE", "none")
 
 
 @pytest.fixture(scope="session")

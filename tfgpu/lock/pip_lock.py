@@ -64,9 +64,9 @@ def pins(body: str) -> dict[str, str]:
 
 
 def compile_pins(requirements: list[str], platform: Platform, python: str, *, runner, uv: str, cache_dir: Path,
-                 only_binary: bool = False, index: str | None = None) -> tuple[str, str]:
+                 only_binary: bool = False, index: str | None = None, refresh: bool = False) -> tuple[str, str]:
     """Resolve ``requirements`` for ``platform``/``python``: (requirements body with hashes, pylock.toml).
-    ``index``: the index to resolve against (default :func:`index_url`)."""
+    ``index``: the index to resolve against (default :func:`index_url`); ``refresh``: no cached answers."""
     from tfgpu.engines.uv import compile_for_target
 
     index = index or index_url()
@@ -74,7 +74,7 @@ def compile_pins(requirements: list[str], platform: Platform, python: str, *, ru
         req_in = Path(tmp) / "requirements.in"
         req_in.write_text("\n".join(requirements) + "\n", encoding="utf-8")
         common = {"python_version": python, "python_platform": platform.uv, "index": index, "cache": cache_dir,
-                  "only_binary": only_binary}
+                  "only_binary": only_binary, "refresh": refresh}
         jobs = {"txt": compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", **common),
                 "toml": compile_for_target(uv, req_in, Path(tmp) / "pylock.toml", pylock=True, **common)}
         env = {name: "" for name in INDEX_VARIABLES}
