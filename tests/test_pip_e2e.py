@@ -30,10 +30,10 @@ MAPS = ("import json, os\nprint(json.dumps(sorted({l.split()[-1] for l in open('
 
 @pytest.fixture(scope="module")
 def shared_cache():
-    """A persistent uv cache, so re-runs on one machine do not download everything again."""
-    path = Path.home() / ".cache" / "tfgpu-install-tests"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """A persistent cache (TFGPU_TEST_CACHE/e2e), so re-runs on one machine do not download everything again."""
+    from conftest import suite_cache
+
+    return suite_cache("e2e")
 
 
 @pytest.fixture(scope="module", params=list(CASES))

@@ -201,13 +201,7 @@ def verify(report: dict) -> None:
                    f"{mirrored.get('global_batch', '?')}, loss {mirrored.get('loss', mirrored.get('error'))}")
     bench = report.get("bench")
     if bench:
-        for row in bench["cnn"]:
-            _out.print(f"  bench CNN batch {row['batch']}: CPU {row['cpu_seconds']} s, GPU {row['device_seconds']} s "
-                       f"({row['speedup']}x), GPU mixed_float16 {row.get('device_mixed_seconds', '-')} s")
-        mm = bench["matmul"]
-        _out.print(f"  bench matmul {mm['n']}²: GPU {mm['device_tflops_fp32']} TFLOP/s fp32"
-                   f" ({mm.get('device_tflops_fp16', '-')} fp16), CPU {mm['cpu_tflops_fp32']} TFLOP/s")
-        _out.print(f"  [bold]{escape(bench['verdict'])}[/]")
+        bench_lines(bench)
     for name, path in sorted(report.get("libraries", {}).items()):
         _out.print(f"    [dim]{escape(name)} ← {escape(path)}[/]", whole=True)
     for line in report.get("log", []):
@@ -239,6 +233,33 @@ def lock_check(found) -> None:
     for change in found.changes:
         _out.print(f"  {escape(change['kind'])}: {escape(change['text'])}", whole=True)
     _out.print(f"  [dim]regenerate it with the command in its header to take these changes[/]", whole=True)
+
+
+def bench_lines(bench: dict) -> None:
+    """``verify --bench``: every figure with its median, spread and peak, and how it was measured."""
+    for row in bench["cnn"]:
+        _out.print(f"  bench CNN batch {row['batch']}: CPU {row['cpu_seconds']} s, GPU {row['device_seconds']} s "
+                   f"({row['speedup']}x), GPU mixed_float16 {row.get('device_mixed_seconds', '-')} s "
+                   f"[dim](median of 3 epochs)[/]")
+    mm = bench["matmul"]
+    name = (mm.get("device_info") or {}).get("name") or "the GPU"
+    _out.print(f"  bench matmul {mm['n']}² on {escape(str(name))} (median of rounds; spread = (max-min)/median):")
+    for row in mm.get("device", []):
+        if row.get("median_tflops") is None:
+            _out.print(f"      {row['dtype']:<9} not measured: {escape(str(row.get('error')))}")
+            continue
+        peak = f", peak {row['peak_tflops']}" if row.get("peak_tflops") is not None else ""
+        flag = " [yellow](clamped to the peak)[/]" if row.get("clamped") else ""
+        _out.print(f"      {row['dtype']:<9} {row['median_tflops']} TFLOP/s (spread {row['spread']:.0%}, "
+                   f"{row['rounds']} x {row['calls_per_round']} calls{peak}){flag}")
+    cpu = mm.get("cpu") or {}
+    _out.print(f"      CPU float32 {mm.get('cpu_n', '?')}²: {cpu.get('median_tflops', mm.get('cpu_tflops_fp32'))} "
+               f"TFLOP/s (spread {cpu.get('spread', 0):.0%})")
+    for warning in bench.get("warnings", []):
+        _out.print(f"  [yellow]warning[/]: {escape(warning)}")
+    if bench.get("method"):
+        _out.print(f"  [dim]method: {escape(bench['method'])}[/]")
+    _out.print(f"  [bold]{escape(bench['verdict'])}[/]")
 
 
 class ConsoleReporter(Reporter):

@@ -83,6 +83,18 @@ class Int:
 
 
 @dataclass(frozen=True)
+class Num:
+    """A number (TOML integer or float), at least ``minimum``."""
+
+    required: bool = True
+    minimum: float = 0
+
+    def check(self, value, where: str) -> None:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < self.minimum:
+            raise _bad(where, f"a number >= {self.minimum}", value)
+
+
+@dataclass(frozen=True)
 class Bool:
     required: bool = False
 
@@ -246,6 +258,11 @@ SCHEMAS: dict[str, Table] = {
                                  "version_symbol": opt(Str(r"[A-Za-z_][A-Za-z0-9_]*"))}))}))}),
     "windows.toml": Table({"release": Rows(Table({"series": Str(r"[0-9]+\.[0-9]+")}), required=False)}),
     "sources.toml": Table({"sources": Map(Table({"title": opt(Str()), "url": opt(Str("line"))}))}),
+    "gpu_peaks.toml": Table({
+        "gpu": Rows(Table({"match": Str("regex", blank=False), "float32": Num(minimum=0.1),
+                           "float16": Num(minimum=0.1), "bfloat16": Num(minimum=0.1), "source": SOURCES})),
+        "per_sm": Rows(Table({"cc": Str(r"[0-9]+\.[0-9]+"), "float32": Num(minimum=1), "float16": Num(minimum=1),
+                              "bfloat16": Num(minimum=1), "source": SOURCES}))}),
 }
 
 

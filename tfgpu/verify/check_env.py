@@ -139,7 +139,9 @@ def main():
     if len(gpus) >= 2:
         report["mirrored"] = gpu_checks.mirrored(tf, ["/GPU:%d" % i for i in range(len(gpus))])
     if "--bench" in sys.argv:
-        report["bench"] = gpu_checks.bench(tf, "/GPU:0")
+        first = report["gpus"][0]
+        report["bench"] = gpu_checks.bench(tf, "/GPU:0", device_info={
+            "name": first.get("name"), "compute_capability": first.get("compute_capability")})
     report["libraries"] = loaded_cuda_libraries()
     failed = [gpu["device"] + " " + part for gpu in report["gpus"]
               for part in ("matmul", "xla", "conv", "mixed_precision")

@@ -134,7 +134,93 @@ def mirrored(tf, devices):
         return {"ok": False, "error": str(error).strip().splitlines()[0][:300]}
 
 
-def _epoch_seconds(tf, device, batch, samples, mixed=False):
+BENCH_METHOD = (
+    "per dtype, n x n matmuls on one device: a warm-up of at least {warmup} calls and 1 s that goes on until two "
+    "timed batches agree within 5% (kernels compiled or JIT-ed, clocks up), then {rounds} rounds of the same number of "
+    "calls (at least {min_calls} on a GPU, and enough for {round_seconds} s). A round's clock starts on an idle "
+    "device and stops once one element of the round's last product has been read back to the host (a device runs "
+    "its queue in order, so every matmul of the round has finished). TFLOP/s = 2 n^3 x calls / round time; "
+    "reported: the median round and the spread, (max - min) / median, beside the GPU's peak.")
+
+
+def _sync(value):
+    """Wait until the device has finished everything queued before ``value``: read one element back."""
+    return value[0, 0].numpy()
+
+
+def matmul_rate(tf, device, n, dtype, warmup=20, rounds=5, min_calls=50, round_seconds=0.25, max_calls=5000,
+                budget_seconds=120.0, warm_seconds=None):
+    """The matmul throughput of ``device`` for ``dtype`` (a ``tf.DType``), measured as BENCH_METHOD says.
+    ``warm_seconds``: the shortest warm-up (default 1 s on a GPU, whose clocks take a moment to rise)."""
+    import math
+    import statistics
+
+    gpu = device.upper().startswith("/GPU")
+    warm_seconds = (1.0 if gpu else 0.2) if warm_seconds is None else warm_seconds
+    with tf.device(device):
+        a = tf.cast(tf.random.uniform((n, n), -1.0, 1.0, seed=1), dtype)
+        b = tf.cast(tf.random.uniform((n, n), -1.0, 1.0, seed=2), dtype)
+        product = tf.matmul(a, b)
+        _sync(product)
+        started, calls, previous, settled, batch = time.perf_counter(), 1, None, False, max(2, warmup // 4)
+        while True:
+            clock = time.perf_counter()
+            for _ in range(batch):
+                product = tf.matmul(a, b)
+            _sync(product)
+            per_call = (time.perf_counter() - clock) / batch
+            calls += batch
+            if (calls >= warmup and time.perf_counter() - started >= warm_seconds and previous is not None
+                    and abs(per_call - previous) <= 0.05 * previous):
+                settled = True
+                break
+            if time.perf_counter() - started > budget_seconds / 3:
+                break  # it never settled: measured all the same, and the result says so
+            if calls >= warmup:
+                batch = min(batch * 2, 1000)  # longer batches average out a noisy clock
+            previous = per_call
+        per_round = int(min(max_calls, max(min_calls if gpu else 1, math.ceil(round_seconds / max(per_call, 1e-9)))))
+        times = []
+        for _ in range(rounds):
+            _sync(product)
+            clock = time.perf_counter()
+            for _ in range(per_round):
+                product = tf.matmul(a, b)
+            _sync(product)
+            times.append(time.perf_counter() - clock)
+    rates = sorted(2 * n ** 3 * per_round / seconds / 1e12 for seconds in times)
+    median = statistics.median(rates)
+    digits = 1 if median >= 10 else 3
+    return {"dtype": dtype.name, "n": n, "median_tflops": round(median, digits), "min_tflops": round(rates[0], digits),
+            "max_tflops": round(rates[-1], digits), "spread": round((rates[-1] - rates[0]) / median, 3),
+            "round_tflops": [round(rate, digits) for rate in rates], "rounds": rounds, "calls_per_round": per_round,
+            "warmup_calls": calls, "warmup_settled": settled}
+
+
+def device_attributes(ordinal=0):
+    """SM count and maximum clock of CUDA device ``ordinal`` from the driver (for the peak when the GPU is
+    not in tfgpu's table); {} when libcuda does not answer."""
+    import ctypes
+
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        handle, value = ctypes.c_int(0), ctypes.c_int(0)
+        if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGet(ctypes.byref(handle), ordinal) != 0:
+            return {}
+        found = {}
+        for key, attribute, scale in (("sm_count", 16, 1), ("clock_mhz", 13, 1e-3)):  # MULTIPROCESSOR_COUNT, CLOCK_RATE
+            if libcuda.cuDeviceGetAttribute(ctypes.byref(value), attribute, handle) == 0:
+                found[key] = value.value * scale
+        return found
+    except (OSError, AttributeError):
+        return {}
+
+
+def _epoch_seconds(tf, device, batch, samples, mixed=False, repeats=3):
+    """Seconds per epoch of the small CNN: one warm-up fit, then ``repeats`` timed epochs (fit returns
+    once the epoch's last step is done, so each is synchronised); their median and spread."""
+    import statistics
+
     policy = tf.keras.mixed_precision
     previous = policy.global_policy()
     if mixed:
@@ -144,52 +230,53 @@ def _epoch_seconds(tf, device, batch, samples, mixed=False):
             model = _mnist_model(tf)
             x, y = _synthetic(samples)
             model.fit(x[: batch * 2], y[: batch * 2], batch_size=batch, epochs=1, verbose=0)  # build and warm up
-            started = time.perf_counter()
-            model.fit(x, y, batch_size=batch, epochs=1, verbose=0)
-            return time.perf_counter() - started
+            times = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                model.fit(x, y, batch_size=batch, epochs=1, verbose=0)
+                times.append(time.perf_counter() - started)
+            median = statistics.median(times)
+            return median, (max(times) - min(times)) / median
     finally:
         policy.set_global_policy(previous)
 
 
-def _matmul_tflops(tf, device, n, dtype):
-    with tf.device(device):
-        a = tf.random.uniform((n, n), dtype=dtype)
-        b = tf.random.uniform((n, n), dtype=dtype)
-        tf.matmul(a, b).numpy()
-        repeats = 10 if device.startswith("/GPU") else 2
-        started = time.perf_counter()
-        for _ in range(repeats):
-            c = tf.matmul(a, b)
-        float(tf.reduce_sum(c))  # wait for the device
-        seconds = (time.perf_counter() - started) / repeats
-    return 2 * n ** 3 / seconds / 1e12
-
-
-def bench(tf, device, samples=60000, matmul_n=8192, cpu_matmul_n=4096):
-    """The seeds' MNIST-shaped CNN on CPU vs ``device`` (synthetic data) and a compute-bound matmul.
+def bench(tf, device, samples=20000, matmul_n=8192, cpu_matmul_n=2048, device_info=None):
+    """The seeds' MNIST-shaped CNN on CPU vs ``device`` (synthetic data) and compute-bound matmuls per
+    dtype, each measured as BENCH_METHOD says (the method is part of the result).
 
     A small CNN is bound by per-step overhead, not by the GPU: its speed-up is reported with that
-    verdict instead of being presented as what the GPU can do; the matmul shows the latter.
+    verdict instead of being presented as what the GPU can do; the matmul shows the latter. The
+    tool clamps a matmul figure above the GPU's peak (``tfgpu.verify.peaks``, which knows the table).
     """
-    result = {"cnn": []}
+    result = {"cnn": [], "method": BENCH_METHOD.format(warmup=20, rounds=5, min_calls=50, round_seconds=0.25)}
     for batch in (128, 1024):
-        cpu = _epoch_seconds(tf, "/CPU:0", batch, samples)
-        gpu = _epoch_seconds(tf, device, batch, samples)
-        row = {"batch": batch, "cpu_seconds": round(cpu, 2), "device_seconds": round(gpu, 2),
-               "speedup": round(cpu / gpu, 2)}
+        cpu, cpu_spread = _epoch_seconds(tf, "/CPU:0", batch, samples)
+        gpu, gpu_spread = _epoch_seconds(tf, device, batch, samples)
+        row = {"batch": batch, "samples": samples, "cpu_seconds": round(cpu, 2), "cpu_spread": round(cpu_spread, 3),
+               "device_seconds": round(gpu, 2), "device_spread": round(gpu_spread, 3), "speedup": round(cpu / gpu, 2)}
         try:
-            row["device_mixed_seconds"] = round(_epoch_seconds(tf, device, batch, samples, mixed=True), 2)
+            row["device_mixed_seconds"] = round(_epoch_seconds(tf, device, batch, samples, mixed=True)[0], 2)
         except Exception as error:  # noqa: BLE001
             row["mixed_error"] = str(error).splitlines()[0][:200]
         result["cnn"].append(row)
-    result["matmul"] = {"n": matmul_n, "device_tflops_fp32": round(_matmul_tflops(tf, device, matmul_n, tf.float32), 1),
-                        "cpu_n": cpu_matmul_n, "cpu_tflops_fp32": round(_matmul_tflops(tf, "/CPU:0", cpu_matmul_n,
-                                                                                       tf.float32), 3)}
-    try:
-        result["matmul"]["device_tflops_fp16"] = round(_matmul_tflops(tf, device, matmul_n, tf.float16), 1)
-    except Exception:  # noqa: BLE001
-        pass
-    matmul_ratio = result["matmul"]["device_tflops_fp32"] / max(result["matmul"]["cpu_tflops_fp32"], 1e-9)
+    info = dict(device_info or {})
+    if device.upper().startswith("/GPU"):
+        info.update(device_attributes(int(device.rsplit(":", 1)[-1])))
+    rows = []
+    for dtype in (tf.float32, tf.float16, tf.bfloat16):
+        try:
+            rows.append(matmul_rate(tf, device, matmul_n, dtype))
+        except Exception as error:  # noqa: BLE001 - a dtype the device cannot multiply is said, not fatal
+            rows.append({"dtype": dtype.name, "n": matmul_n, "median_tflops": None,
+                         "error": str(error).strip().splitlines()[0][:200]})
+    cpu_row = matmul_rate(tf, "/CPU:0", cpu_matmul_n, tf.float32, warmup=4, rounds=5, round_seconds=0.5)
+    by_dtype = {row["dtype"]: row for row in rows}
+    result["matmul"] = {"n": matmul_n, "device": rows, "device_info": info, "cpu": cpu_row, "cpu_n": cpu_matmul_n,
+                        "device_tflops_fp32": by_dtype["float32"]["median_tflops"],
+                        "device_tflops_fp16": by_dtype["float16"]["median_tflops"],
+                        "cpu_tflops_fp32": cpu_row["median_tflops"]}
+    matmul_ratio = (by_dtype["float32"]["median_tflops"] or 0) / max(cpu_row["median_tflops"], 1e-9)
     best_cnn = max(row["speedup"] for row in result["cnn"])
     result["matmul_speedup"] = round(matmul_ratio, 1)
     result["overhead_bound"] = best_cnn < 0.2 * matmul_ratio
