@@ -92,7 +92,8 @@ def _check_pip(lock, reporter) -> Check:
                       f"{meta['index']}")
     runner, uv, cache = tools("lock-check")
     body, _ = pip_lock.compile_pins(old["requirements"], platform, meta["python"], runner=runner, uv=uv,
-                                    cache_dir=cache, index=meta["index"], refresh=True)
+                                    cache_dir=cache, index=meta["index"], refresh=True,
+                                    with_pylock=False)
     before, after = _pinned(lock.body), _pinned(body)
     found.packages = len(before)
     _package_changes(found, platform.name, before, after)
