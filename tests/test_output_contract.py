@@ -179,3 +179,14 @@ def test_help_offers_only_the_modes_a_command_takes():
         assert refused.returncode == 2 and "system" in refused.stderr
     [yes] = [action for path, name, action in _options(build_parser()) if name == "--yes"]
     assert "never asks" in yes.help
+
+
+def test_the_readme_lists_the_steps_a_dry_run_prints():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## pip mode", 1)[1].split("## System mode", 1)[0]
+    listed = re.findall(r"^\s*\d+\. \*\*([^*]+)\*\*", section, re.M)
+    done = run_tool("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--prefix", "/tmp/tfgpu-readme-env",
+                    "--dry-run", "--json", "--no-detect", "--os", "linux")
+    titles = [step["title"] for step in json.loads(done.stdout)["steps"]]
+    assert len(listed) == len(titles) == 10
+    assert all(title.startswith(name.rstrip(".")) for name, title in zip(listed, titles)), (listed, titles)
