@@ -38,6 +38,8 @@ os.environ.setdefault("TFGPU_USER_DATA_DIR", str(_SESSION / "user-data"))
 os.environ.setdefault("TFGPU_CACHE_DIR", str(suite_cache("tool-cache")))
 os.environ.setdefault("TFGPU_LOG_DIR", str(_SESSION / "logs"))
 os.environ.setdefault("TFGPU_ENVS_DIR", str(_SESSION / "envs"))
+# pip's downloads for the tests that run pip (the installed-tool bundle test, stock pip on a real lock).
+os.environ.setdefault("PIP_CACHE_DIR", str(suite_cache("pip")))
 # Nor a tfgpu.toml above the directory the tests run in (tests/test_project_file.py sets its own).
 os.environ.setdefault("TFGPU_PROJECT_FILE", "none")
 
