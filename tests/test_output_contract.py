@@ -190,3 +190,13 @@ def test_the_readme_lists_the_steps_a_dry_run_prints():
     titles = [step["title"] for step in json.loads(done.stdout)["steps"]]
     assert len(listed) == len(titles) == 10
     assert all(title.startswith(name.rstrip(".")) for name, title in zip(listed, titles)), (listed, titles)
+
+
+def test_no_printed_line_ends_in_an_ellipsis():
+    """'…' reads as "cut here": no output uses it, not even for a range of releases."""
+    for argv in (("plan", "--driver", "470.82.01", "--no-detect", "--os", "linux", "--arch", "x86_64"),
+                 ("plan", "--tf", "2.21", "--mode", "system", "--driver", "580.65.06", "--no-detect", "--os", "linux"),
+                 ("matrix", "--all")):
+        for env in (piped(), terminal(80)):
+            done = run_tool(*argv, env=env)
+            assert done.returncode == 0 and "…" not in done.stdout + done.stderr, argv

@@ -96,7 +96,7 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
         _out.print("[bold]Newer releases not taken[/]")
         for code, group in groupby(r.rejected, key=lambda rej: rej.code):
             group = list(group)
-            span = group[0].tensorflow if len(group) == 1 else f"{group[-1].tensorflow} … {group[0].tensorflow}"
+            span = group[0].tensorflow if len(group) == 1 else f"{group[-1].tensorflow}–{group[0].tensorflow}"
             _out.print(f"  • {span} [dim]({code})[/]: {escape(group[0].message)}")
     if note:
         _out.print(f"[cyan]{escape(note)}[/]")

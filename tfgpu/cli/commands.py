@@ -309,7 +309,7 @@ def cmd_verify(args) -> int:
         raise ImpossibleError("no-such-env", f"There is no environment at {prefix}.",
                               ["Give the env's path with --prefix, or create it first."])
     if not args.json:
-        render().note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow)…")
+        render().note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow).")
     from tfgpu.envs.location import safe_label
     from tfgpu.proc import Runner
 

@@ -223,7 +223,7 @@ def read(path: Path, text: str | None = None) -> PipLock:
         raise UsageError(
             "lock-modified",
             f"{path} was changed after tfgpu-install wrote it (edited or truncated): its recorded sha256 is "
-            f"{str(recorded)[:16]}…, its content hashes to {actual[:16]}…. Nothing was installed.",
+            f"{recorded}, its content hashes to {actual}. Nothing was installed.",
             ["Restore the file from version control, or regenerate it: " + regenerate_command(meta, str(path)),
              "Pins are changed by regenerating the lock, never by editing it."])
     meta["sha256"] = recorded

@@ -14,7 +14,7 @@ from tfgpu.resolver.request import OSES, parse_arch, parse_choice, parse_python,
 def lock_resolution(lock) -> Resolution:
     """The :class:`Resolution` a lock recorded (nothing is re-resolved)."""
     r = lock.resolution
-    where = f"the lock {lock.path} (sha256 {lock.meta['sha256'][:12]}…, tfgpu-install {lock.meta['tool_version']})"
+    where = f"the lock {lock.path} (sha256 {lock.meta['sha256']}, tfgpu-install {lock.meta['tool_version']})"
     return Resolution(
         tensorflow=r["tensorflow"], package=r["package"], python=r["python"], mode="pip", os=r["os"], arch=r["arch"],
         platform=r["platform"], accelerator=r["accelerator"], cuda=r["cuda"], cuda_build=r["cuda_build"],
