@@ -97,7 +97,9 @@ def test_jupyter_kernel_carries_the_env(real_env):
     tf, prefix, _, env, _ = real_env
     if tf != "2.21":
         pytest.skip("--jupyter is exercised on the 2.21 env")
-    spec = json.loads((Path(env["JUPYTER_DATA_DIR"]) / "kernels" / "tfgpu-env" / "kernel.json").read_text())
+    # The kernel is named after the env and its marker's id (tfgpu-<name>-<id8>, see README "Safety").
+    [kernel] = (Path(env["JUPYTER_DATA_DIR"]) / "kernels").glob("tfgpu-env-*")
+    spec = json.loads((kernel / "kernel.json").read_text())
     assert spec["argv"][0] == str(prefix / "bin" / "python")
     assert spec["env"]["LD_LIBRARY_PATH"].startswith(str(prefix))
     done = subprocess.run([spec["argv"][0], "-c", "import ipykernel_launcher"], capture_output=True, timeout=120)
