@@ -232,7 +232,7 @@ def lock_check(found) -> None:
     _out.print(f"[red]not current[/]: {escape(str(found.path))} ({escape(what)})", whole=True)
     for change in found.changes:
         _out.print(f"  {escape(change['kind'])}: {escape(change['text'])}", whole=True)
-    _out.print(f"  [dim]regenerate it with the command in its header to take these changes[/]", whole=True)
+    _out.print("  [dim]regenerate it with the command in its header to take these changes[/]", whole=True)
 
 
 def bench_lines(bench: dict) -> None:
