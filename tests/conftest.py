@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -13,9 +14,34 @@ import pytest
 
 import wheelhouse
 
-# Every plan reads the release rows `tfgpu-install update-data` stored in the user's data dir: the
-# tests must not see what was fetched on this machine (subprocesses inherit this too).
-os.environ.setdefault("TFGPU_USER_DATA_DIR", tempfile.mkdtemp(prefix="tfgpu-test-data-"))
+# Where the suite keeps what is worth keeping between runs (README, "Tests"): one directory,
+# TFGPU_TEST_CACHE, default ~/.cache/tfgpu-install-tests. It holds the uv cache of the network tests
+# (real TensorFlow and CUDA wheels from PyPI), the tool's own cache for tests that do not set one,
+# and the tensorflow-cpu env of the benchmark test. Everything else lives in pytest's temporary
+# directories (tmp_path; the last three runs are kept) or in this session's directory below.
+TEST_CACHE = Path(os.environ.get("TFGPU_TEST_CACHE") or Path.home() / ".cache" / "tfgpu-install-tests")
+
+
+def suite_cache(*parts: str) -> Path:
+    """A directory under TFGPU_TEST_CACHE (created)."""
+    path = TEST_CACHE.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+_SESSION = Path(tempfile.mkdtemp(prefix="tfgpu-tests-"))
+atexit.register(shutil.rmtree, _SESSION, True)
+# The user's own tfgpu-install directories are never touched: every plan reads the release rows
+# `update-data` stored in the user's data dir, and a test that names no cache, log or envs directory
+# gets these (subprocesses inherit them).
+os.environ.setdefault("TFGPU_USER_DATA_DIR", str(_SESSION / "user-data"))
+os.environ.setdefault("TFGPU_CACHE_DIR", str(suite_cache("tool-cache")))
+os.environ.setdefault("TFGPU_LOG_DIR", str(_SESSION / "logs"))
+os.environ.setdefault("TFGPU_ENVS_DIR", str(_SESSION / "envs"))
+# pip's downloads for the tests that run pip (the installed-tool bundle test, stock pip on a real lock).
+os.environ.setdefault("PIP_CACHE_DIR", str(suite_cache("pip")))
+# Nor a tfgpu.toml above the directory the tests run in (tests/test_project_file.py sets its own).
+os.environ.setdefault("TFGPU_PROJECT_FILE", "none")
 
 
 @pytest.fixture(scope="session")
@@ -170,8 +196,15 @@ def run_process(*argv: str, env: dict[str, str] | None = None, timeout: float = 
                           env=env, timeout=timeout)
 
 
-def shells() -> list[str]:
-    return [shell for shell in ("bash", "zsh", "fish") if shutil.which(shell)]
+SHELLS = ("bash", "zsh", "fish")
+
+
+def shells() -> list:
+    """Every shell the tool supports, as parameters; one that is not installed is a visible skip
+    (``SKIPPED ... zsh is not installed``), never a silently missing test."""
+    return [pytest.param(shell, marks=pytest.mark.skipif(shutil.which(shell) is None,
+                                                         reason=f"{shell} is not installed: its tests cannot run"))
+            for shell in SHELLS]
 
 
 TF_CPU = "tensorflow-cpu==2.21.0"  # the CPU wheel: ~250 MB instead of the CUDA wheels' ~3 GB
@@ -183,7 +216,7 @@ def real_tf_env() -> Path:
     tests' persistent cache (like tests/test_pip_e2e.py's), so later runs reuse it. Network tests only."""
     from tfgpu.engines.uv import find_uv
 
-    cache = Path.home() / ".cache" / "tfgpu-install-tests"
+    cache = TEST_CACHE
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     env = cache / "envs" / f"{TF_CPU.replace('==', '-')}-py{python}"
     if (env / ".complete").is_file():

@@ -341,7 +341,7 @@ def serve_fake_nvidia(tmp_path: Path, cuda: str = "12.2.2", cudnn: str = "8.9.7.
                       cuda=cuda, cudnn_version=cudnn, faults=faults)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake, served))
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     fake.server = server
     fake.base_url = f"http://127.0.0.1:{server.server_address[1]}"
     fake.runfile_url = f"{fake.base_url}/{runfile.name}"

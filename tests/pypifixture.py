@@ -133,7 +133,7 @@ class _Running:
 
     def __enter__(self) -> str:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return f"http://127.0.0.1:{self.server.server_address[1]}/pypi"
 
     def __exit__(self, *exc) -> None:

@@ -153,7 +153,8 @@ def test_the_tools_own_wheels_install_with_no_index(tmp_path):
     assert names[0].startswith("tfgpu_install-") and any(n.startswith("uv-") for n in names)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {
+        "PIP_CONFIG_FILE": os.devnull, "PIP_CACHE_DIR": os.environ["PIP_CACHE_DIR"]}
     done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--isolated", "--no-index",
                            "--find-links", str(tmp_path / "tool"), "tfgpu-install"], capture_output=True, text=True,
                           env=env, timeout=600)

@@ -18,7 +18,7 @@ from packaging.version import Version
 
 DATA = files("tfgpu.data")  # the installed package's data, so the wheel test checks what ships
 TABLES = ["cuda.toml", "conda_forge.toml", "conda_cudnn.toml", "metal.toml", "macos_wheels.toml", "windows.toml",
-          "ptx.toml"]
+          "ptx.toml", "gpu_peaks.toml"]
 ALL_FILES = ["sources.toml", *TABLES]
 
 DOTTED = re.compile(r"^\d+(\.\d+)*$")

@@ -37,7 +37,7 @@ class SlowWheels(SimpleHTTPRequestHandler):
 def slow_index(local_wheels):
     server = ThreadingHTTPServer(("127.0.0.1", 0),
                                  functools.partial(SlowWheels, directory=str(local_wheels)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/"
     server.shutdown()

@@ -209,7 +209,8 @@ def test_real_lock_has_no_machine_local_location(real_lock):
 def test_stock_pip_accepts_the_real_lock(real_lock, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {
+        "PIP_CONFIG_FILE": os.devnull, "PIP_CACHE_DIR": os.environ["PIP_CACHE_DIR"]}
     done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
                            "--isolated", "--dry-run", "--require-hashes", "--index-url", "https://pypi.org/simple",
                            "-r", str(real_lock)], capture_output=True, text=True, env=env, timeout=1200)

@@ -179,3 +179,24 @@ def test_help_offers_only_the_modes_a_command_takes():
         assert refused.returncode == 2 and "system" in refused.stderr
     [yes] = [action for path, name, action in _options(build_parser()) if name == "--yes"]
     assert "never asks" in yes.help
+
+
+def test_the_readme_lists_the_steps_a_dry_run_prints():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## pip mode", 1)[1].split("## System mode", 1)[0]
+    listed = re.findall(r"^\s*\d+\. \*\*([^*]+)\*\*", section, re.M)
+    done = run_tool("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--prefix", "/tmp/tfgpu-readme-env",
+                    "--dry-run", "--json", "--no-detect", "--os", "linux")
+    titles = [step["title"] for step in json.loads(done.stdout)["steps"]]
+    assert len(listed) == len(titles) == 10
+    assert all(title.startswith(name.rstrip(".")) for name, title in zip(listed, titles)), (listed, titles)
+
+
+def test_no_printed_line_ends_in_an_ellipsis():
+    """'…' reads as "cut here": no output uses it, not even for a range of releases."""
+    for argv in (("plan", "--driver", "470.82.01", "--no-detect", "--os", "linux", "--arch", "x86_64"),
+                 ("plan", "--tf", "2.21", "--mode", "system", "--driver", "580.65.06", "--no-detect", "--os", "linux"),
+                 ("matrix", "--all")):
+        for env in (piped(), terminal(80)):
+            done = run_tool(*argv, env=env)
+            assert done.returncode == 0 and "…" not in done.stdout + done.stderr, argv

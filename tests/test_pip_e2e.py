@@ -32,10 +32,10 @@ MAPS = ("import json, os\nprint(json.dumps(sorted({l.split()[-1] for l in open('
 
 @pytest.fixture(scope="module")
 def shared_cache():
-    """A persistent uv cache, so re-runs on one machine do not download everything again."""
-    path = Path.home() / ".cache" / "tfgpu-install-tests"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """A persistent cache (TFGPU_TEST_CACHE/e2e), so re-runs on one machine do not download everything again."""
+    from conftest import suite_cache
+
+    return suite_cache("e2e")
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -99,7 +99,9 @@ def test_jupyter_kernel_carries_the_env(real_env):
     tf, prefix, _, env, _ = real_env
     if tf != "2.21":
         pytest.skip("--jupyter is exercised on the 2.21 env")
-    spec = json.loads((Path(env["JUPYTER_DATA_DIR"]) / "kernels" / "tfgpu-env" / "kernel.json").read_text())
+    # The kernel is named after the env and its marker's id (tfgpu-<name>-<id8>, see README "Safety").
+    [kernel] = (Path(env["JUPYTER_DATA_DIR"]) / "kernels").glob("tfgpu-env-*")
+    spec = json.loads((kernel / "kernel.json").read_text())
     assert spec["argv"][0] == str(prefix / "bin" / "python")
     assert spec["env"]["LD_LIBRARY_PATH"].startswith(str(prefix))
     done = subprocess.run([spec["argv"][0], "-c", "import ipykernel_launcher"], capture_output=True, timeout=120)

@@ -124,3 +124,42 @@ def test_the_ceiling_is_the_whitepaper_peak_for_an_h100_sxm():
     assert matmul_bench.ceiling_tflops(peaks, "8.0", 108, 1410, "fp16") == pytest.approx(312, rel=0.01)
     assert matmul_bench.ceiling_tflops(peaks, "7.0", 80, 1530, "fp16") == pytest.approx(125, rel=0.01)
     assert matmul_bench.ceiling_tflops(peaks, "3.5", 15, 875, "fp16") is None  # no row: no ceiling claimed
+
+
+REFERENCE = r"""
+import json, statistics, sys, time
+sys.path.insert(0, sys.argv[1])
+import tensorflow as tf
+import matmul_bench
+n = 512
+ours = matmul_bench.rate(tf, "/CPU:0", n, tf.float32, warm_seconds=0.5, rounds=7, per_round=20, round_seconds=0.5)
+with tf.device("/CPU:0"):
+    a = tf.random.uniform((n, n)); b = tf.random.uniform((n, n))
+    for _ in range(100):
+        c = tf.matmul(a, b).numpy()
+    rates = []
+    for _ in range(20):
+        started = time.perf_counter()
+        for _ in range(40):
+            c = tf.matmul(a, b).numpy()
+        rates.append(2 * n ** 3 * 40 / (time.perf_counter() - started) / 1e12)
+print(json.dumps({"ours": ours, "reference": statistics.median(rates)}))
+"""
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_real_tensorflow_on_the_cpu_agrees_with_a_long_reference_loop(real_tf_env):
+    """Real TensorFlow (tensorflow-cpu from PyPI): the bench's median against 20 rounds x 40 calls after
+    100 warm-up calls, each call read back in full (on a CPU the copy is free, so this is the plain way)."""
+    import json
+    import os
+    import subprocess
+
+    done = subprocess.run([str(real_tf_env / "bin" / "python"), "-c", REFERENCE,
+                           str(Path(matmul_bench.__file__).parent)], capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    ours, reference = result["ours"]["median"], result["reference"]
+    assert abs(ours - reference) / reference < 0.3, result

@@ -6,9 +6,9 @@ The output contract (README, "Output"):
   truncation and no wrapping: every line is as long as its content, so paths, commands and URLs
   arrive whole and ``grep``/``cut``/copy-paste work. Tables are columns separated by two spaces
   (the last column unpadded); panels are a title line and their content indented.
-* **A terminal**, however narrow: rich's layout, but nothing essential is cut: table cells fold
-  (never an ellipsis), and text printed with ``whole=True`` (commands, paths, URLs) is never
-  broken by rich — the terminal wraps it visually, and copying it gives one line.
+* **A terminal**, however narrow: rich lays out tables and panels, and nothing essential is cut:
+  table cells fold (never an ellipsis); lines of text (they hold commands, paths and URLs) are never
+  broken by rich — the terminal wraps what is wider than itself, and copying gives one line.
 * ``--json`` never comes here.
 
 rich decides what a terminal is (``isatty``, ``TTY_COMPATIBLE``, ``FORCE_COLOR``), so
@@ -64,8 +64,10 @@ class Stream:
     def plain(self) -> bool:
         return not self.console().is_terminal
 
-    def print(self, *objects, whole: bool = False, **options) -> None:
-        """Print like rich; ``whole``: a line that must not be broken (a command, a path, a URL)."""
+    def print(self, *objects, whole: bool = True, **options) -> None:
+        """Print like rich. Text is printed ``whole`` (rich never breaks it; a terminal wraps what is
+        wider than itself, and copying it gives one line): lines hold commands, paths and URLs.
+        ``whole=False`` lets rich wrap prose at spaces. Tables and panels are laid out to the width."""
         console = self.console()
         if not console.is_terminal:
             objects = tuple(plain_text(item) if isinstance(item, (Panel, Table)) else item for item in objects)
@@ -74,7 +76,7 @@ class Stream:
             for item in objects:
                 if isinstance(item, Table):
                     fit(item, console.width)
-            if whole:
+            if whole and not any(isinstance(item, (Panel, Table)) for item in objects):
                 options["soft_wrap"] = True
         console.print(*objects, **options)
 

@@ -116,7 +116,7 @@ def create(resolution, *, name: str | None, prefix: str | None, options: Options
     if options.verify:
         if verify is None:
             from tfgpu.verify import run_verify as verify
-        reporter.note("Checking the GPU inside the new env (imports TensorFlow)…")
+        reporter.note("Checking the GPU inside the new env (imports TensorFlow).")
         result.verify = verify(location.prefix, runner=runner)  # its output goes into this create's log
     return result
 

@@ -96,7 +96,7 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
         _out.print("[bold]Newer releases not taken[/]")
         for code, group in groupby(r.rejected, key=lambda rej: rej.code):
             group = list(group)
-            span = group[0].tensorflow if len(group) == 1 else f"{group[-1].tensorflow} … {group[0].tensorflow}"
+            span = group[0].tensorflow if len(group) == 1 else f"{group[-1].tensorflow}–{group[0].tensorflow}"
             _out.print(f"  • {span} [dim]({code})[/]: {escape(group[0].message)}")
     if note:
         _out.print(f"[cyan]{escape(note)}[/]")
@@ -260,24 +260,56 @@ def verify(report: dict) -> None:
                    f"{mirrored.get('global_batch', '?')}, loss {mirrored.get('loss', mirrored.get('error'))}")
     bench = report.get("bench")
     if bench:
-        for row in bench["cnn"]:
-            _out.print(f"  bench CNN batch {row['batch']}: CPU {row['cpu_seconds']} s, GPU {row['device_seconds']} s "
-                       f"({row['speedup']}x), GPU mixed_float16 {row.get('device_mixed_seconds', '-')} s")
-        mm = bench["matmul"]
-        for dtype, figure in mm["dtypes"].items():
-            if "median" in figure:
-                peak = f", peak {figure['ceiling']:g}" if figure.get("ceiling") else ""
-                _out.print(f"  bench matmul {mm['n']}² {dtype}: {figure['median']:g} TFLOP/s (min {figure['min']:g}, "
-                           f"max {figure['max']:g}{peak})")
-            else:
-                _out.print(f"  bench matmul {mm['n']}² {dtype}: {escape(figure.get('error', '-'))}")
-        _out.print(f"  bench matmul {mm['cpu_n']}² fp32 on the CPU: {mm['cpu_fp32']['median']:g} TFLOP/s")
-        _out.print(f"  [dim]{escape(mm['method'])}[/]")
-        _out.print(f"  [bold]{escape(bench['verdict'])}[/]")
+        bench_lines(bench)
     for name, path in sorted(report.get("libraries", {}).items()):
         _out.print(f"    [dim]{escape(name)} ← {escape(path)}[/]", whole=True)
     for line in report.get("log", []):
         _out.print(f"    [yellow]log:[/] {escape(line)}")
+
+
+def env_list(envs: list[dict], searched) -> None:
+    """``list``: one row per env, its health, and where it is (the path whole)."""
+    if not envs:
+        _out.print("No environment built by tfgpu-install in " + ", ".join(escape(str(d)) for d in searched) + ".",
+                   whole=True)
+        return
+    rows = table("name", "TF", "CUDA", "mode", "Python", "health", "path", header_style="bold")
+    for env in envs:
+        health = "[green]ok[/]" if env["healthy"] else f"[red]broken[/]: {escape('; '.join(env['problems']))}"
+        rows.add_row(escape(env["name"]), escape(str(env["tensorflow"] or "-")), escape(str(env["cuda"] or "-")),
+                     escape(str(env["mode"] or "-")), escape(str(env["python"] or "-")), health, escape(env["prefix"]))
+    _out.print(rows)
+
+
+def lock_check(found) -> None:
+    """``lock --check``: current, or every change, one line each."""
+    what = f"{found.mode} lock of TF {found.tensorflow} for {', '.join(found.platforms)}"
+    if found.current:
+        _out.print(f"[green]current[/]: {escape(str(found.path))} ({escape(what)}; {found.packages} packages "
+                   "resolve the same today)", whole=True)
+        return
+    _out.print(f"[red]not current[/]: {escape(str(found.path))} ({escape(what)})", whole=True)
+    for change in found.changes:
+        _out.print(f"  {escape(change['kind'])}: {escape(change['text'])}", whole=True)
+    _out.print("  [dim]regenerate it with the command in its header to take these changes[/]", whole=True)
+
+
+def bench_lines(bench: dict) -> None:
+    """``verify --bench``: every figure with its median, min-max and the GPU's peak, and how it was measured."""
+    for row in bench["cnn"]:
+        _out.print(f"  bench CNN batch {row['batch']}: CPU {row['cpu_seconds']} s, GPU {row['device_seconds']} s "
+                   f"({row['speedup']}x), GPU mixed_float16 {row.get('device_mixed_seconds', '-')} s")
+    mm = bench["matmul"]
+    for dtype, figure in mm["dtypes"].items():
+        if "median" in figure:
+            peak = f", peak {figure['ceiling']:g}" if figure.get("ceiling") else ""
+            _out.print(f"  bench matmul {mm['n']}² {dtype}: {figure['median']:g} TFLOP/s (min {figure['min']:g}, "
+                       f"max {figure['max']:g}, {figure['rounds']} x {figure['per_round']} calls{peak})")
+        else:
+            _out.print(f"  bench matmul {mm['n']}² {dtype}: {escape(figure.get('error', '-'))}")
+    _out.print(f"  bench matmul {mm['cpu_n']}² fp32 on the CPU: {mm['cpu_fp32']['median']:g} TFLOP/s")
+    _out.print(f"  [dim]method: {escape(mm['method'])}[/]")
+    _out.print(f"  [bold]{escape(bench['verdict'])}[/]")
 
 
 class ConsoleReporter(Reporter):

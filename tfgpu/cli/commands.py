@@ -51,6 +51,7 @@ def default_name(tensorflow: str) -> str:
 
 
 def cmd_plan(args) -> int:
+    with_project(args)
     resolution, host = resolve(args)
     document = resolution.to_dict() | {"host": host.to_dict() if host else None}
     emit(args, document, lambda: render().plan(resolution, host))
@@ -81,6 +82,8 @@ def cmd_create(args) -> int:
     from tfgpu.backends.options import build_options
     from tfgpu.ops import create
 
+    if not (args.from_lock or args.from_bundle):  # with a lock, the lock decides what is built
+        with_project(args)
     if args.name is not None:
         from tfgpu.envs.location import check_name
 
@@ -153,6 +156,10 @@ def cmd_lock(args) -> int:
     from tfgpu.backends.options import check_channels_for, mode_of
     from tfgpu.lock.writing import write_conda_lock, write_locks
 
+    from_project = with_project(args)
+    if args.check:
+        return lock_check(args, from_project)
+    needs_platforms(args)
     mode = mode_of(args.mode)
     check_channels_for(mode, args.channel)
     targets = _targets(args, args.allow_cpu)
@@ -184,11 +191,29 @@ def cmd_lock(args) -> int:
     return 0
 
 
+def lock_check(args, from_project: list[str]) -> int:
+    """``lock --check FILE``: 0 when the lock is what its recorded inputs resolve to today, else 1."""
+    from tfgpu.lock.check import check_lock
+
+    wanted = {key: getattr(args, key) for key in ("tf", "mode", "python", "platform") if getattr(args, key, None)}
+    wanted["source"] = "the project file" if from_project else "the command line"
+    reporter = None if args.json else render().ConsoleReporter()
+    try:
+        found = check_lock(args.check, wanted, reporter=reporter)
+    finally:
+        if reporter is not None:
+            reporter.close()
+    emit(args, found.to_dict(), lambda: render().lock_check(found))
+    return 0 if found.current else 1
+
+
 def cmd_bundle(args) -> int:
     """``bundle``: a lock, its packages and the tool's own wheels in one directory (one platform)."""
     from tfgpu.backends.options import check_channels_for, mode_of
     from tfgpu.lock.bundle import build_bundle
 
+    with_project(args)
+    needs_platforms(args)
     if len(set(args.platform)) != 1:
         raise UsageError("conflicting-options", "A bundle is for one platform; several --platform were given.",
                          ["Build one bundle per platform, each with its own -o DIR."])
@@ -221,6 +246,7 @@ def cmd_script(args) -> int:
     """``script --format F [-o PATH]``: a provisioning artefact for the resolution (``tfgpu.export``)."""
     from tfgpu import export
 
+    with_project(args)
     if args.format in export.DIRECTORY_FORMATS and not args.output:
         raise UsageError("missing-output", f"The {args.format} export is a directory of files "
                          f"({export.DIRECTORY_FORMATS[args.format]}): say where with -o DIR.",
@@ -290,7 +316,7 @@ def cmd_verify(args) -> int:
         emit(args, report, lambda: render().multiworker(report))
         return 0
     if not args.json:
-        render().note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow)…")
+        render().note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow).")
     from tfgpu.envs.location import safe_label
     from tfgpu.proc import Runner
 
@@ -307,3 +333,48 @@ def cmd_verify(args) -> int:
 HANDLERS = {"create": cmd_create, "plan": cmd_plan, "lock": cmd_lock, "bundle": cmd_bundle, "script": cmd_script,
             "doctor": cmd_doctor, "verify": cmd_verify, "matrix": cmd_matrix, "update-data": cmd_update_data,
             "remove": cmd_remove}
+
+
+def with_project(args) -> list[str]:
+    """The project file's settings where the command line left them unset (``tfgpu.project``);
+    returns the keys it supplied."""
+    if getattr(args, "no_project", False):
+        return []
+    from tfgpu import project
+
+    explicit = getattr(args, "project", None)
+    found = project.load(Path(explicit).expanduser().absolute() if explicit else None, explicit=bool(explicit))
+    if found is None:
+        return []
+    taken = project.apply(found, args, set(vars(args)))
+    if taken and not args.json:
+        render().note(f"Using the project file {found.describe()}; flags on the command line override it.")
+    return [f"{key} (from {found.path})" for key in taken]
+
+
+def needs_platforms(args) -> None:
+    if not args.platform:
+        raise UsageError("bad-arguments", f"tfgpu-install {args.command}: say which platforms with --platform "
+                         "(e.g. --platform linux-64), or list them in the project file (platforms = [...]).",
+                         [f"tfgpu-install {args.command} --platform linux-64 ..."])
+
+
+def cmd_list(args) -> int:
+    """``list``: the envs tfgpu-install built (their markers prove it), with a cheap health check."""
+    from tfgpu.envs.listing import list_envs, search_dirs
+
+    dirs = search_dirs()
+    envs = list_envs(dirs)
+    emit(args, {"envs": envs, "searched": [str(d) for d in dirs]}, lambda: render().env_list(envs, dirs))
+    return 0
+
+
+def cmd_completion(args) -> int:
+    """``completion SHELL``: the completion script, generated from the parser."""
+    from tfgpu.cli.completion import script
+
+    sys.stdout.write(script(args.shell))
+    return 0
+
+
+HANDLERS.update({"list": cmd_list, "completion": cmd_completion})

@@ -83,14 +83,15 @@ def install(uv: str, python: str, requirements: Path, *, cache: Path, extra: tup
 
 def compile_for_target(uv: str, requirements_in: Path, output: Path, *, python_version: str, python_platform: str,
                        index: str, cache: Path, pylock: bool = False, only_binary: bool = False,
-                       interpreter: str | None = None) -> tuple[str, ...]:
+                       interpreter: str | None = None, refresh: bool = False) -> tuple[str, ...]:
     """A lock for another machine: ``requirements_in`` resolved for ``python_version`` on
     ``python_platform`` against ``index`` only (no uv config), with hashes, or as a PEP 751
-    ``pylock.toml``. The interpreter that runs the resolution is this tool's own (never downloaded)."""
+    ``pylock.toml``. The interpreter that runs the resolution is this tool's own (never downloaded).
+    ``refresh``: ask the index again instead of trusting uv's cached answers (``lock --check``)."""
     return (uv, "pip", "compile", str(requirements_in), "--python", interpreter or sys.executable,
             "--python-version", python_version, "--python-platform", python_platform, "--no-python-downloads",
             "--default-index", index, "--no-config", "--no-header", "--quiet", "--cache-dir", str(cache),
-            *(("--only-binary", ":all:") if only_binary else ()),
+            *(("--only-binary", ":all:") if only_binary else ()), *(("--refresh",) if refresh else ()),
             *(("--format", "pylock.toml") if pylock else ("--generate-hashes",)), "-o", str(output))
 
 

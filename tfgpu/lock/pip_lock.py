@@ -64,9 +64,11 @@ def pins(body: str) -> dict[str, str]:
 
 
 def compile_pins(requirements: list[str], platform: Platform, python: str, *, runner, uv: str, cache_dir: Path,
-                 only_binary: bool = False, index: str | None = None) -> tuple[str, str]:
+                 only_binary: bool = False, index: str | None = None, refresh: bool = False,
+                 with_pylock: bool = True) -> tuple[str, str]:
     """Resolve ``requirements`` for ``platform``/``python``: (requirements body with hashes, pylock.toml).
-    ``index``: the index to resolve against (default :func:`index_url`)."""
+    ``index``: the index to resolve against (default :func:`index_url`); ``refresh``: no cached answers;
+    ``with_pylock``: also the PEP 751 file (else "" for it)."""
     from tfgpu.engines.uv import compile_for_target
 
     index = index or index_url()
@@ -74,9 +76,10 @@ def compile_pins(requirements: list[str], platform: Platform, python: str, *, ru
         req_in = Path(tmp) / "requirements.in"
         req_in.write_text("\n".join(requirements) + "\n", encoding="utf-8")
         common = {"python_version": python, "python_platform": platform.uv, "index": index, "cache": cache_dir,
-                  "only_binary": only_binary}
-        jobs = {"txt": compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", **common),
-                "toml": compile_for_target(uv, req_in, Path(tmp) / "pylock.toml", pylock=True, **common)}
+                  "only_binary": only_binary, "refresh": refresh}
+        jobs = {"txt": compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", **common)}
+        if with_pylock:
+            jobs["toml"] = compile_for_target(uv, req_in, Path(tmp) / "pylock.toml", pylock=True, **common)
         env = {name: "" for name in INDEX_VARIABLES}
         with ThreadPoolExecutor(2) as pool:
             done = dict(zip(jobs, pool.map(lambda argv: runner.run(argv, env=env), jobs.values())))
@@ -84,7 +87,7 @@ def compile_pins(requirements: list[str], platform: Platform, python: str, *, ru
             if result.returncode != 0:
                 raise _compile_failed(result, requirements, platform, python, runner.log_path)
         body = (Path(tmp) / "requirements.txt").read_text(encoding="utf-8").replace(str(req_in), "requirements.in")
-        pylock = (Path(tmp) / "pylock.toml").read_text(encoding="utf-8")
+        pylock = (Path(tmp) / "pylock.toml").read_text(encoding="utf-8") if with_pylock else ""
     if index == DEFAULT_INDEX:
         for text in (body, pylock):
             if _LOCAL.search(text):
@@ -221,7 +224,7 @@ def read(path: Path, text: str | None = None) -> PipLock:
         raise UsageError(
             "lock-modified",
             f"{path} was changed after tfgpu-install wrote it (edited or truncated): its recorded sha256 is "
-            f"{str(recorded)[:16]}…, its content hashes to {actual[:16]}…. Nothing was installed.",
+            f"{recorded}, its content hashes to {actual}. Nothing was installed.",
             ["Restore the file from version control, or regenerate it: " + regenerate_command(meta, str(path)),
              "Pins are changed by regenerating the lock, never by editing it."])
     meta["sha256"] = recorded

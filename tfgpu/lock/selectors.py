@@ -14,7 +14,7 @@ from tfgpu.resolver.request import OSES, parse_arch, parse_choice, parse_python,
 def lock_resolution(lock) -> Resolution:
     """The :class:`Resolution` a lock recorded (nothing is re-resolved)."""
     r = lock.resolution
-    where = f"the lock {lock.path} (sha256 {lock.meta['sha256'][:12]}…, tfgpu-install {lock.meta['tool_version']})"
+    where = f"the lock {lock.path} (sha256 {lock.meta['sha256']}, tfgpu-install {lock.meta['tool_version']})"
     return Resolution(
         tensorflow=r["tensorflow"], package=r["package"], python=r["python"], mode="pip", os=r["os"], arch=r["arch"],
         platform=r["platform"], accelerator=r["accelerator"], cuda=r["cuda"], cuda_build=r["cuda_build"],
@@ -32,7 +32,7 @@ def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, se
     target = PLATFORMS[platform]
     problems = []
     tf = parse_tf_spec(selectors.get("tf"))
-    if tf is not None and not _tf_agrees(tf, recorded["tensorflow"]):
+    if tf is not None and not tf_agrees(tf, recorded["tensorflow"]):
         problems.append(f"--tf {tf} (the lock has TensorFlow {recorded['tensorflow']})")
     if selectors.get("mode") and selectors["mode"].lower() != mode:
         problems.append(f"--mode {selectors['mode']} (the lock is a {mode} lock)")
@@ -54,7 +54,8 @@ def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, se
                          ["Drop them, or write a new lock with `tfgpu-install lock` for what you want."])
 
 
-def _tf_agrees(spec: str, locked: str) -> bool:
+def tf_agrees(spec: str, locked: str) -> bool:
+    """Whether a --tf value (a version, a series or a range) admits the locked version."""
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 

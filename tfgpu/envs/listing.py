@@ -1,0 +1,80 @@
+"""``tfgpu-install list``: the environments this tool built, and whether each still looks whole.
+
+Only directories whose marker *proves* the tool made them there (``tfgpu.envs.marker.proof``) are
+listed, from the tool's envs directory and the conda installation's envs directory; an env built
+with ``--prefix`` elsewhere is not found (nothing records it outside the env). The health check is
+cheap on purpose — no Python is started, TensorFlow is not imported: ``bin/python`` must be there
+and the TensorFlow the marker records must be installed. ``verify`` and ``doctor`` go further.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TF_DISTRIBUTIONS = ("tensorflow", "tensorflow_cpu", "tensorflow_gpu", "tensorflow_macos")
+
+
+def search_dirs() -> list[Path]:
+    """Where ``list`` looks: the tool's envs directory, then conda's (when there is one)."""
+    from tfgpu.envs.conda_envs import conda_envs_dir
+    from tfgpu.envs.location import envs_dir
+
+    found = [envs_dir()]
+    conda = conda_envs_dir()
+    if conda is not None and conda not in found:
+        found.append(conda)
+    return found
+
+
+def health(prefix: Path, recorded: dict) -> list[str]:
+    """What is wrong with the env at ``prefix`` on a cheap look (empty: it looks whole)."""
+    problems = []
+    python = prefix / "bin" / "python"
+    if not python.exists():  # exists() follows the link: a venv whose base interpreter is gone fails too
+        problems.append("bin/python is missing" if not python.is_symlink() else
+                        f"bin/python points to {os.readlink(python)}, which is gone")
+    wanted = recorded.get("tensorflow")
+    if wanted:
+        found = installed_tensorflow(prefix)
+        if not found:
+            problems.append(f"TensorFlow {wanted} is not installed")
+        elif wanted not in found:
+            problems.append(f"TensorFlow {wanted} was installed; the env now has {', '.join(sorted(found))}")
+    return problems
+
+
+def installed_tensorflow(prefix: Path) -> set[str]:
+    """The versions of TensorFlow distributions in the env's site-packages (their dist-info names)."""
+    found = set()
+    for site in prefix.glob("lib/python3*/site-packages"):
+        for info in site.glob("*.dist-info"):
+            name, _, rest = info.name.removesuffix(".dist-info").partition("-")
+            if name.lower() in TF_DISTRIBUTIONS and (info / "METADATA").is_file():
+                found.add(rest)
+    return found
+
+
+def list_envs(dirs: list[Path] | None = None) -> list[dict]:
+    """Every env the tool provably built in ``dirs`` (default :func:`search_dirs`), sorted by name."""
+    from tfgpu.envs import marker
+
+    envs = []
+    for root in dirs or search_dirs():
+        try:
+            children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            continue
+        for prefix in children:
+            recorded = marker.proof(prefix)
+            if recorded is None:
+                continue
+            problems = health(prefix, recorded)
+            envs.append({
+                "name": prefix.name, "prefix": str(prefix), "mode": recorded.get("mode"),
+                "tensorflow": recorded.get("tensorflow"), "python": recorded.get("python"),
+                "cuda": recorded.get("cuda"), "cudnn": recorded.get("cudnn"), "engine": recorded.get("engine"),
+                "created": recorded.get("created"), "tool_version": recorded.get("tool_version"),
+                "from_lock": recorded.get("from_lock"), "healthy": not problems, "problems": problems,
+            })
+    return envs
