@@ -74,11 +74,19 @@ def compile_hashed(uv: str, requirements_in: Path, out: Path, python: str, *, ca
 
 
 def install(uv: str, python: str, requirements: Path, *, cache: Path, extra: tuple[str, ...] = (),
-            hashes: bool = False, no_deps: bool = False, compile_bytecode: bool = True) -> tuple[str, ...]:
-    """Install exactly ``requirements`` into ``python``'s environment."""
+            hashes: bool = False, no_deps: bool = False, compile_bytecode: bool = True,
+            constraints: Path | None = None) -> tuple[str, ...]:
+    """Install exactly ``requirements`` into ``python``'s environment (``constraints``: a file of
+    pins the solution must keep, as ``repair`` holds everything an env already has)."""
     return (uv, "pip", "install", "--python", python, "-r", str(requirements),
+            *(("-c", str(constraints)) if constraints is not None else ()),
             *(("--require-hashes",) if hashes else ()), *(("--no-deps",) if no_deps else ()),
             *(("--compile-bytecode",) if compile_bytecode else ()), "--cache-dir", str(cache), *extra)
+
+
+def uninstall(uv: str, python: str, names: list[str]) -> tuple[str, ...]:
+    """Remove the distributions ``names`` from ``python``'s environment."""
+    return (uv, "pip", "uninstall", "--python", python, *names)
 
 
 def compile_for_target(uv: str, requirements_in: Path, output: Path, *, python_version: str, python_platform: str,

@@ -33,8 +33,8 @@ class PipPackages:
             requirements, constraints = Path(tmp) / "requirements.in", Path(tmp) / "constraints.txt"
             requirements.write_text("".join(f"{p.wanted}\n" for p in wanted), encoding="utf-8")
             constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pinned.items())), encoding="utf-8")
-            argv = (self.uv, "pip", "install", "--python", str(self.python), "-r", str(requirements), "-c",
-                    str(constraints), "--cache-dir", str(self.cache), *self.sources)
+            argv = uv_engine.install(self.uv, str(self.python), requirements, cache=self.cache, extra=self.sources,
+                                     constraints=constraints, compile_bytecode=False)
             reporter.note(f"installing {', '.join(p.wanted for p in wanted)} (everything else pinned as it is)")
             done = self.runner.run(argv, on_line=reporter.output)
         if done.returncode != 0:
@@ -51,15 +51,18 @@ class PipPackages:
         """Uninstall ``added``; put each of ``changed`` (name -> version before) back."""
         if added:
             reporter.note(f"removing {', '.join(added)}")
-            done = self.runner.run((self.uv, "pip", "uninstall", "--python", str(self.python), *added))
+            done = self.runner.run(uv_engine.uninstall(self.uv, str(self.python), added))
             if done.returncode != 0:
                 raise OperationError("undo-failed", f"Removing {', '.join(added)} failed:\n{done.tail()}",
                                      ["Run the same `repair --undo` again."])
         back = [f"{name}=={version}" for name, version in sorted(changed.items())]
         if back:
             reporter.note(f"putting back {', '.join(back)}")
-            done = self.runner.run((self.uv, "pip", "install", "--python", str(self.python), "--no-deps",
-                                    "--cache-dir", str(self.cache), *self.sources, *back))
+            with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
+                pins = Path(tmp) / "requirements.txt"
+                pins.write_text("".join(f"{pin}\n" for pin in back), encoding="utf-8")
+                done = self.runner.run(uv_engine.install(self.uv, str(self.python), pins, cache=self.cache,
+                                                         extra=self.sources, no_deps=True, compile_bytecode=False))
             if done.returncode != 0:
                 raise OperationError("undo-failed", f"Putting back {', '.join(back)} failed:\n{done.tail()}",
                                      ["Those versions come from uv's cache or the index: run `repair --undo` again "
