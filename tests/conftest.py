@@ -211,6 +211,13 @@ TF_CPU = "tensorflow-cpu==2.21.0"  # the CPU wheel: ~250 MB instead of the CUDA 
 
 
 @pytest.fixture(scope="session")
+def shared_cache() -> Path:
+    """The network tests' persistent tfgpu-install cache (TFGPU_TEST_CACHE/e2e; its uv cache in uv/),
+    so re-runs on one machine do not download the TensorFlow and CUDA wheels again."""
+    return suite_cache("e2e")
+
+
+@pytest.fixture(scope="session")
 def real_tf_env() -> Path:
     """A venv with real TensorFlow (CPU wheel) from PyPI, built once with uv and kept under the
     tests' persistent cache (like tests/test_pip_e2e.py's), so later runs reuse it. Network tests only."""
@@ -226,7 +233,7 @@ def real_tf_env() -> Path:
         pytest.skip("uv is not installed")
     shutil.rmtree(env, ignore_errors=True)
     env.parent.mkdir(parents=True, exist_ok=True)
-    common = {**os.environ, "UV_CACHE_DIR": str(cache / "uv")}
+    common = {**os.environ, "UV_CACHE_DIR": str(suite_cache("e2e", "uv"))}
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(env)], check=True, env=common, timeout=300)
     subprocess.run([uv, "pip", "install", "-q", "--python", str(env / "bin" / "python"), TF_CPU], check=True,
                    env=common, timeout=1800)

@@ -30,14 +30,6 @@ MAPS = ("import json, os\nprint(json.dumps(sorted({l.split()[-1] for l in open('
         "if '/nvidia/' in l})))\n")
 
 
-@pytest.fixture(scope="module")
-def shared_cache():
-    """A persistent cache (TFGPU_TEST_CACHE/e2e), so re-runs on one machine do not download everything again."""
-    from conftest import suite_cache
-
-    return suite_cache("e2e")
-
-
 @pytest.fixture(scope="module", params=list(CASES))
 def real_env(request, tmp_path_factory, shared_cache):
     tf = request.param

@@ -30,13 +30,6 @@ MAPS = ("import json\nprint(json.dumps(sorted({l.split()[-1] for l in open('/pro
         "if '/nvidia/' in l})))\n")
 
 
-@pytest.fixture(scope="module")
-def shared_cache():
-    path = Path.home() / ".cache" / "tfgpu-install-tests"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def clean_environ() -> dict:
     return {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "XLA_FLAGS", "VIRTUAL_ENV")}
 
