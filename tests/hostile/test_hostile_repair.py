@@ -152,3 +152,15 @@ def test_sigkill_half_way_through_a_repair_is_rolled_back_by_the_next_run(sandbo
     undone = cli("repair", "--undo", "--prefix", str(user_env), "--json")
     assert undone.code == 0, undone.out + undone.err
     assert rh.snapshot(user_env) == before and rh.freeze(user_env) == frozen
+
+
+def test_a_journal_with_conda_forges_underscore_packages_is_ours():
+    """conda-forge envs hold ``_libgcc_mutex`` and ``_openmp_mutex``: names, not options."""
+    import os
+
+    from tfgpu.repair.apply import FORMAT, check_journal
+
+    prefix = Path("/tmp")
+    journal = {"tool": "tfgpu-install", "format": FORMAT, "prefix": os.path.realpath(prefix), "files": {},
+               "manager": "conda", "conda_before": {"_libgcc_mutex": "0.1", "_openmp_mutex": "4.5"}}
+    check_journal(prefix, journal)

@@ -205,7 +205,8 @@ def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
     return {"removed": added, "restored": sorted(changed), "files": sorted(journal.get("files", {}))}
 
 
-NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+NAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?$")
+"""A PEP 508 or conda package name (conda-forge's ``_libgcc_mutex`` starts with "_"); never "-": an option."""
 
 
 def check_journal(prefix: Path, journal: dict | None) -> None:
