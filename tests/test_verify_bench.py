@@ -16,7 +16,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tfgpu" / "verify"))
+import tfgpu.verify
+
+# The module runs inside the env on its own (check_env puts its directory on sys.path), so it is
+# imported the same way here, from wherever the tool is installed (checkout or wheel).
+sys.path.insert(0, str(Path(tfgpu.verify.__file__).resolve().parent))
 import matmul_bench  # noqa: E402 - the env-side module, imported as check_env imports it
 
 N = 8192
