@@ -56,7 +56,7 @@ def main() -> int:
 
         def solve_and_install(prefix: Path) -> tuple[float, float]:
             start = time.perf_counter()
-            records = rattler_engine.solve(specs, urls, platform="linux-64", cuda="12.2", glibc=None,
+            records = rattler_engine.solve(specs, urls, platform="linux-64", cuda="12.2", this_host=False,
                                            repodata_cache=cache / "repodata", offline=False)
             solved = time.perf_counter()
             rattler_engine.install(records, prefix, prefix, package_cache=cache / "pkgs", reporter=None, offline=False)

@@ -55,7 +55,7 @@ def main() -> int:
 
     tool = shutil.which("tfgpu-install") or sys.exit("tfgpu-install is not on PATH: pip install -e . first")
     from tfgpu.detect.interpreters import find_python
-    from tfgpu.backends.pip import find_uv
+    from tfgpu.engines.uv import find_uv
 
     uv = find_uv() or sys.exit("uv not found")
     python = find_python(args.python) or sys.exit(f"Python {args.python} not found")

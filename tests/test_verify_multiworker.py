@@ -102,6 +102,12 @@ def test_a_worker_count_out_of_range_is_a_usage_error(tmp_path, workers):
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "bad-option-value"
 
 
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]])
+def test_a_directory_without_python_is_not_an_env_for_either_check(tmp_path, workers):
+    done = run_tool("verify", "--prefix", str(tmp_path), *workers, "--json")
+    assert done.returncode == 3 and json.loads(done.stdout)["error"]["code"] == "not-an-env"
+
+
 @pytest.mark.network
 @pytest.mark.slow
 def test_two_real_tensorflow_workers_train_one_step_on_the_cpu(real_tf_env):

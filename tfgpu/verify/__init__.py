@@ -17,14 +17,20 @@ _LOG_SIGNS = re.compile(r"(Could not load dynamic library|Cannot dlopen|failed c
                         r"Could not find cuda drivers|CUDA_ERROR|libdevice|ptxas|Loaded runtime CuDNN)")
 
 
+def _env_python(prefix: Path) -> Path:
+    """The env's interpreter; a directory without one is ``not-an-env`` (exit 3), as for doctor."""
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        raise ImpossibleError("not-an-env", f"{prefix} has no bin/python: it is not a Python environment.",
+                              ["Give the env's root with --prefix, or its name with --name."])
+    return python
+
+
 def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=None) -> dict:
     """Run the check with ``prefix``'s Python; the report, with TensorFlow's notable log lines."""
     from tfgpu.proc import Runner
 
-    python = prefix / "bin" / "python"
-    if not python.exists():
-        raise ImpossibleError("not-an-env", f"{prefix} has no bin/python: it is not a Python environment.",
-                             ["Give the env's root with --prefix, or its name with --name."])
+    python = _env_python(prefix)
     runner = runner or Runner()
     with as_file(files("tfgpu.verify").joinpath("check_env.py")) as script:
         done = runner.capture([str(python), "-I", str(script), *(_bench_arguments() if bench else [])], timeout=timeout,
@@ -68,10 +74,7 @@ def run_multiworker(prefix: Path, workers: int, timeout: float = 900, runner=Non
 
         raise UsageError("bad-option-value", f"--workers {workers}: a multi-worker check needs 2 to 64 workers.",
                          ["`tfgpu-install verify --prefix ENV --workers 2`"])
-    python = prefix / "bin" / "python"
-    if not python.exists():
-        raise OperationError("not-an-env", f"{prefix} has no bin/python: it is not a Python environment.",
-                             ["Give the env's root with --prefix, or its name with --name."])
+    python = _env_python(prefix)
     runner = runner or Runner()
     with as_file(files("tfgpu.verify").joinpath("multiworker.py")) as script:
         done = runner.capture([str(python), "-I", str(script), "--workers", str(workers), "--timeout",
