@@ -126,7 +126,7 @@ def test_an_edited_lock_is_refused_before_anything_is_installed(tmp_path, channe
     sha = next(p.hash.sha256 for p in parsed(out).package if p.name == "cudnn")
     out.write_text(text.replace(sha, "ab" * 32))
     done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)
-    assert done.returncode == 3
+    assert done.returncode == 2
     assert json.loads(done.stdout)["error"]["code"] == "lock-modified"
     assert not (tmp_path / "env").exists()
 
@@ -158,10 +158,10 @@ def test_a_truncated_lock_and_another_tools_lock_are_refused(tmp_path, channel, 
     text = out.read_text()
     out.write_text(text[: len(text) // 2])
     done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)
-    assert done.returncode == 3 and json.loads(done.stdout)["error"]["code"] in ("lock-corrupt", "lock-modified")
+    assert (done.returncode, json.loads(done.stdout)["error"]["code"]) in ((3, "lock-corrupt"), (2, "lock-modified"))
     out.write_text(text.replace("tfgpu_format: '1'", "tfgpu_format: '999'"))
     done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)
-    assert done.returncode == 3 and json.loads(done.stdout)["error"]["code"] == "lock-format"
+    assert done.returncode == 3 and json.loads(done.stdout)["error"]["code"] == "lock-format-unsupported"
     assert not (tmp_path / "env").exists()
 
 

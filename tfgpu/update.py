@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
-import ipaddress
-import urllib.parse
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -35,13 +33,9 @@ HEADER = """\
 
 
 def _check_index(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    loopback = False
-    try:
-        loopback = ipaddress.ip_address(parts.hostname or "").is_loopback
-    except ValueError:
-        loopback = parts.hostname == "localhost"
-    if parts.scheme == "https" or (parts.scheme == "http" and loopback):
+    from tfgpu.urls import is_secure
+
+    if is_secure(url):
         return url.rstrip("/")
     raise UsageError("bad-option-value", f"--index {url!r} is not an https URL (http:// is accepted for loopback only).",
                      [f"Use the PyPI JSON API root, e.g. --index {DEFAULT_INDEX}."])

@@ -58,7 +58,7 @@ def test_a_replaced_package_in_a_file_channel_is_refused(cli, sandbox, channel_c
     done = cli("--tf", "2.13", "--mode", "conda", "--python", PY, "--prefix", str(sandbox / "env"), "--channel",
                str(channel_copy), "--driver", DRIVER, "--find-links", str(tf_wheels), "--offline", "--no-verify",
                "--json")
-    assert (done.code, done.error) == (3, "checksum-mismatch")
+    assert (done.code, done.error) == (1, "checksum-mismatch")
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
     # and nothing extracted from it reached the package cache that later envs link from
     assert not [p for p in (sandbox / "cache").rglob("libcudnn.so.8") if b"EVIL" in p.read_bytes()]
@@ -72,7 +72,7 @@ def test_a_replaced_package_is_refused_through_a_conda_lock(cli, sandbox, channe
     assert done.code == 0, done.out
     tamper_cudnn(channel_copy)
     done = cli("create", "--from-lock", str(lock), "--prefix", str(sandbox / "env"), "--no-verify", "--json", env=env)
-    assert (done.code, done.error) == (3, "checksum-mismatch")
+    assert (done.code, done.error) == (1, "checksum-mismatch")
     assert not (sandbox / "env").exists()
 
 
@@ -107,7 +107,7 @@ def test_a_replaced_package_in_a_conda_bundle_with_a_rewritten_manifest_is_refus
                                "size": archive.stat().st_size}
     (bundle / "bundle.json").write_text(json.dumps(manifest))
     done = cli("create", "--from-bundle", str(bundle), "--prefix", str(sandbox / "env"), "--no-verify", "--json")
-    assert done.code == 3 and done.error in ("checksum-mismatch", "lock-hash-mismatch")
+    assert (done.code, done.error) in ((1, "checksum-mismatch"), (3, "lock-hash-mismatch"))
     assert not (sandbox / "env").exists()
 
 
@@ -311,3 +311,43 @@ def test_a_safe_archive_with_internal_links_unpacks(tmp_path):
     assert unpack_cudnn(archive, toolkit) == 3
     assert (toolkit / "lib64" / "libcudnn.so.8").resolve().read_bytes() == b"ELF"
     assert not (toolkit / "LICENSE").exists()
+
+
+# Plain HTTP: whoever is on the path serves the checksums as well as the bytes (repodata.json, an
+# index page), so a channel or wheel source over http:// is refused before anything is fetched or
+# built; loopback (a local mirror, a test's server) is the one exception, as for downloads.
+PLAIN_HTTP = ("http://mirror.example.org/conda-forge", "http://10.0.0.5/ch", "http://[::ffff:10.0.0.5]/ch",
+              "ftp://mirror.example.org/ch", "http://[unclosed/ch")
+
+
+@pytest.mark.parametrize("channel", PLAIN_HTTP)
+@pytest.mark.parametrize("command", ["create", "lock"])
+def test_a_channel_over_plain_http_is_refused(cli, sandbox, command, channel):
+    before = snapshot(sandbox)
+    target = ("--prefix", str(sandbox / "env"), "--no-verify") if command == "create" else \
+        ("-o", str(sandbox / "conda-lock.yml"), "--platform", "linux-64")
+    done = cli(command, "--tf", "2.13", "--mode", "conda", "--python", PY, "--driver", DRIVER, "--channel", channel,
+               *target, "--json")
+    assert (done.code, done.error) == (3, "insecure-download"), done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+@pytest.mark.parametrize("source", ["http://mirror.example.org/wheels/", "http://192.168.1.10/simple/tensorflow/"])
+def test_wheels_over_plain_http_are_refused_for_create_and_repair(cli, sandbox, source):
+    before = snapshot(sandbox)
+    create = cli("--tf", "2.21", "--mode", "pip", "--prefix", str(sandbox / "env"), "--find-links", source,
+                 "--no-verify", "--json")
+    repair = cli("repair", "--prefix", str(sandbox), "--find-links", source, "--yes", "--json")
+    assert [(d.code, d.error) for d in (create, repair)] == [(3, "insecure-download")] * 2
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_a_loopback_channel_passes_the_transport_rule():
+    from tfgpu.engines import rattler
+    from tfgpu.urls import is_secure
+
+    assert rattler.channel_urls(("http://127.0.0.1:8000/ch/", "https://conda.anaconda.org/x", "file:///srv/ch")) == \
+        ["http://127.0.0.1:8000/ch", "https://conda.anaconda.org/x", "file:///srv/ch"]
+    assert [is_secure(u) for u in ("http://localhost/x", "http://[::1]/x", "http://127.3.4.5/x", "https://a/x",
+                                   "http://localhost.evil.org/x", "http://127.0.0.1.nip.io/x")] == \
+        [True, True, True, True, False, False]

@@ -6,10 +6,10 @@ mode lives here, next to the backends that read them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfgpu.engines import uv as uv_engine
 from tfgpu.errors import UsageError
 
 ENGINES = {"uv": "pip", "pip": "pip", "rattler": "conda", "conda": "conda", "mamba": "conda",
@@ -65,10 +65,6 @@ def build_options(*, mode: str | None, engine: str | None = None, channels=(), t
     if tf_source and mode != "conda":
         raise UsageError("conflicting-options", f"--tf-source applies to --mode conda only (got --mode {mode}).",
                          ["Add --mode conda, or drop --tf-source."])
-    if find_links and not re.match(r"https?://", find_links):
-        if not Path(find_links).is_dir():
-            raise UsageError("bad-find-links", f"--find-links {find_links!r} is not a directory.",
-                             ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."])
-        find_links = str(Path(find_links).absolute())
+    find_links = uv_engine.find_links_source(find_links)
     return Options(engine=engine, find_links=find_links, offline=offline, jupyter=jupyter, force=force,
                    verify=verify, channels=tuple(channels or ()), tf_source=tf_source or "pypi")

@@ -156,9 +156,9 @@ class SystemBackend(Backend):
         machine (a loopback URL); never NVIDIA's servers."""
         from urllib.parse import urlsplit
 
-        from tfgpu.engines.download import LOOPBACK
+        from tfgpu.urls import is_loopback
 
-        if (self.downloads / item.filename).is_file() or urlsplit(item.url).hostname in LOOPBACK:
+        if (self.downloads / item.filename).is_file() or is_loopback(urlsplit(item.url).hostname):
             return
         raise OperationError(
             "offline-download-missing", f"--offline: {item.filename} is not in {self.downloads} and would have "

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tfgpu import urls
 from tfgpu.errors import ImpossibleError, OperationError
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 CHUNK = 1 << 16
 MAX_UNKNOWN = 16 << 30
 """Bytes accepted when neither the data nor the server say how large a file is."""
@@ -103,8 +103,7 @@ def is_cached(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "") -> b
 
 
 def _check_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in LOOPBACK):
+    if urls.is_secure(url):
         return
     raise ImpossibleError("insecure-download", f"Refusing to download {url}: only HTTPS is used (plain HTTP only "
                           "from this machine's loopback address).",

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.urls import is_secure
 
 CONDA_FORGE = "https://conda.anaconda.org/conda-forge"
 GLIBC = "2.28"
@@ -30,6 +31,13 @@ def channel_urls(channels: tuple[str, ...]) -> list[str]:
     urls = []
     for channel in channels or (CONDA_FORGE,):
         if "://" in channel:
+            # repodata.json carries the packages' checksums: served over plain HTTP, a forged one
+            # vouches for forged packages (tfgpu.urls).
+            if not (channel.startswith("file://") or is_secure(channel)):
+                raise ImpossibleError("insecure-download", f"Refusing the channel {channel}: channels are read over "
+                                      "HTTPS only (plain HTTP only from this machine's loopback address), since "
+                                      "its repodata holds the checksums the packages are checked against.",
+                                      ["Use the channel's https:// URL, or a local copy: --channel /path/to/channel."])
             urls.append(channel.rstrip("/"))
         elif channel.startswith(("/", ".", "~")):
             urls.append(Path(channel).expanduser().absolute().as_uri())
@@ -142,7 +150,7 @@ def solve(specs: list[str], channels: list[str], *, platform: str, cuda: str | N
              "An older TensorFlow, or --mode pip (CUDA from PyPI wheels), may solve where this does not."]) from None
     except Exception as error:  # rattler raises its own classes for network and cache problems
         if offline:
-            raise ImpossibleError(
+            raise OperationError(
                 "offline-no-cache", f"--offline, but the channel index is not in the cache: {_explain(error)}",
                 ["Run once with network to fill the cache, or use a local channel: --channel /path/to/channel."]) from None
         raise OperationError("channel-unreachable", f"Could not read the channel index: {_explain(error)}",
@@ -263,7 +271,7 @@ def verified_copy(record, store: Path) -> Path:
     found = file_digest(partial, algorithm)
     if found != expected:
         partial.unlink(missing_ok=True)
-        raise ImpossibleError("checksum-mismatch", f"{source} is not the package its index and lock name: its "
+        raise OperationError("checksum-mismatch", f"{source} is not the package its index and lock name: its "
                               f"{algorithm} is {found}, not {expected}. Nothing was installed.",
                               ["Someone replaced the file after it was indexed: rebuild the channel or bundle from "
                                "a trusted copy, and compare before trusting either."])

@@ -15,7 +15,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from tfgpu.errors import OperationError
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
+from tfgpu.urls import is_secure
 
 INDEX_VARIABLES = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS")
 """uv settings that would send a locked install (or a lock) to an index other than the one named."""
@@ -40,6 +41,24 @@ def find_uv() -> str | None:
         return find_uv_bin()
     except (ImportError, FileNotFoundError):
         return shutil.which("uv")
+
+
+def find_links_source(value: str | None) -> str | None:
+    """A ``--find-links`` value checked, as uv will be given it: a local directory (made absolute,
+    so the staging directory's cwd does not change its meaning) or a secure URL. An index page over
+    plain HTTP can be swapped along with the wheels it lists (``tfgpu.urls``)."""
+    if not value:
+        return None
+    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", value) and not value.startswith("file://"):
+        if not is_secure(value):
+            raise ImpossibleError("insecure-download", f"Refusing --find-links {value}: wheels are fetched over "
+                                  "HTTPS only (plain HTTP only from this machine's loopback address).",
+                                  ["Use an https:// URL, or a local directory of wheels (`pip download -d DIR ...`)."])
+        return value
+    if not Path(value).is_dir():
+        raise UsageError("bad-find-links", f"--find-links {value!r} is not a directory.",
+                         ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."])
+    return str(Path(value).absolute())
 
 
 def sources(find_links: str | None, offline: bool, *, only_find_links: bool = False) -> tuple[str, ...]:

@@ -53,12 +53,12 @@ def read(path: Path) -> CondaLock:
     custom = lockfile.metadata.custom_metadata or {}
     if custom.get("tfgpu_format") != FORMAT:
         found = custom.get("tfgpu_format")
-        raise ImpossibleError("lock-format", f"{path} was not written by this tfgpu-install (format "
+        raise ImpossibleError("lock-format-unsupported", f"{path} was not written by this tfgpu-install (format "
                               f"{found or 'none: another tool'}, this tool reads format {FORMAT}); nothing was installed.",
                               ["Regenerate it with this version: `tfgpu-install lock --mode conda ...`.",
                                "A lock written by conda-lock itself installs with `conda-lock install`."])
     if entry_digest(model_rows(lockfile.package)) != custom.get("tfgpu_packages_sha256"):
-        raise ImpossibleError("lock-modified", f"{path} was edited after it was written: its package entries do not "
+        raise UsageError("lock-modified", f"{path} was edited after it was written: its package entries do not "
                               "match the checksum recorded in it. Nothing was installed.",
                               ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."])
     return CondaLock(path=path, lockfile=lockfile, custom=custom)

@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 
 from tfgpu import __version__
-from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.errors import ImpossibleError
 
 FORMAT = "1"
 
@@ -94,7 +94,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
 
     path = Path(output or "conda-lock.yml").expanduser().absolute()
     if path.is_dir():
-        raise UsageError("bad-output", f"-o {output} is a directory; give the lock's file name.",
+        raise ImpossibleError("bad-output", f"-o {output} is a directory; give the lock's file name.",
                          [f"-o {path / 'conda-lock.yml'}"])
     output_dir(path.parent, output or str(path))
     packages, content_hash, custom = [], {}, {"tfgpu_format": FORMAT, "tfgpu_tool_version": __version__}

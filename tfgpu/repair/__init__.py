@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tfgpu.engines import uv as uv_engine
 from tfgpu.errors import ImpossibleError, UsageError
 
 
@@ -93,6 +94,7 @@ def repair(*, name: str | None = None, prefix: str | None = None, python: str | 
     from tfgpu.repair.survey import survey as read_env
 
     reporter = reporter or Reporter()
+    find_links = uv_engine.find_links_source(find_links)
     where, interpreter = locate(name, prefix, python)
     found = read_env(where, interpreter)
     check_journal(found.prefix, found.journal)
@@ -139,6 +141,7 @@ def undo(*, name: str | None = None, prefix: str | None = None, python: str | No
     from tfgpu.repair.survey import survey as read_env
 
     reporter = reporter or Reporter()
+    find_links = uv_engine.find_links_source(find_links)
     where, interpreter = locate(name, prefix, python)
     found = read_env(where, interpreter)
     if found.journal is None:
