@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -50,3 +52,24 @@ def output_dir(directory: Path, output: str) -> Path:
         raise ImpossibleError("bad-output", f"-o {output}: {directory} is not writable.",
                               ["Write somewhere you may write (a directory of yours, or the current one)."])
     return directory
+
+
+def write_output(path: Path, content: str | bytes, mode: int = 0o644) -> Path:
+    """Write a file the user asked for (``-o``: an export, a lock) in one step.
+
+    The bytes go to a fresh temporary file beside ``path`` (``mkstemp``: created exclusively, so no
+    planted name or link is followed), which is then renamed over ``path``. A symbolic link at
+    ``path`` is therefore replaced, never written through (a link planted in a checkout cannot
+    aim the write at ``~/.bashrc``), and a crash leaves the old file or the new one, not half."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(partial, mode)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+        raise
+    return path

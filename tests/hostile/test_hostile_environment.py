@@ -17,6 +17,8 @@ from tfgpu import data
 
 from .conftest import changed, snapshot
 
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+
 OVERLAYS = {
     "not-toml": ("cuda.toml", "[[toolkit\n"),
     "empty": ("cuda.toml", ""),
@@ -184,3 +186,122 @@ def test_output_paths_of_the_wrong_kind(cli, sandbox, command, what):
     else:
         assert (done.code, done.error) == (3, expected)
         assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+# --- what -o points at, or holds, is not the tool's to follow -------------------------------------
+# A checkout someone else prepared may hold links where an export or a lock will be written. The
+# tool writes each file through a fresh temporary beside it and renames it into place, so a link
+# is replaced, never written through; a linked *directory* inside -o stops the export before it
+# writes anything.
+
+
+def _victim(sandbox):
+    victim = sandbox / "victim"
+    victim.mkdir()
+    (victim / "bashrc").write_text("# mine\n")
+    (victim / "bashrc").chmod(0o600)
+    return victim
+
+
+def test_a_link_where_an_export_writes_a_file_is_replaced_not_followed(cli, sandbox):
+    victim = _victim(sandbox)
+    out = sandbox / "out"
+    out.mkdir()
+    (out / "install-tf.sh").symlink_to(victim / "bashrc")
+    single = sandbox / "run.sh"
+    single.symlink_to(victim / "bashrc")
+    before = snapshot(victim)
+    slurm = cli("script", "--tf", "2.16.1", "--format", "slurm", "-o", str(out), "--no-detect", "--json")
+    bash = cli("script", "--tf", "2.16.1", "--format", "bash", "-o", str(single), "--no-detect", "--json")
+    assert (slurm.code, bash.code) == (0, 0), slurm.out + bash.out
+    assert changed(before, snapshot(victim)) == [] and (victim / "bashrc").read_text() == "# mine\n"
+    for written in (out / "install-tf.sh", single):
+        assert not written.is_symlink() and written.read_text().startswith("#!")
+    assert not [p.name for p in [*out.rglob("*"), *sandbox.glob(".*")] if p.name.endswith(".tmp")]
+
+
+def test_a_linked_directory_inside_the_export_directory_stops_it_before_anything_is_written(cli, sandbox):
+    victim = _victim(sandbox)
+    out = sandbox / "out"
+    out.mkdir()
+    (out / "tfgpu").symlink_to(victim)  # the export writes tfgpu/check_env.py ...
+    before = snapshot(sandbox)
+    done = cli("script", "--tf", "2.16.1", "--format", "slurm", "-o", str(out), "--no-detect", "--json")
+    assert (done.code, done.error) == (3, "bad-output") and "symbolic link" in done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_a_directory_where_an_export_writes_a_file_is_a_clear_error(cli, sandbox):
+    out = sandbox / "out"
+    (out / "install-tf.sh").mkdir(parents=True)
+    before = snapshot(sandbox)
+    done = cli("script", "--tf", "2.16.1", "--format", "slurm", "-o", str(out), "--no-detect", "--json")
+    assert (done.code, done.error) == (3, "bad-output")
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_a_full_disk_half_way_through_an_export_leaves_whole_files_and_no_traceback(cli, sandbox, monkeypatch):
+    import errno
+
+    out = sandbox / "out"
+    first = cli("script", "--tf", "2.16.1", "--format", "slurm", "-o", str(out), "--no-detect", "--json")
+    assert first.code == 0
+    old = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    real_replace, calls = os.replace, []
+
+    def replace(source, target):
+        calls.append(target)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    done = cli("script", "--tf", "2.21", "--format", "slurm", "-o", str(out), "--no-detect", "--json")
+    assert (done.code, done.error) == (3, "bad-output") and "No space left" in done.out
+    assert "Traceback" not in done.out
+    for path in out.rglob("*"):
+        assert not path.name.endswith(".tmp")
+        if path in old:  # every file is the whole old one or the whole new one
+            assert path.read_bytes() == old[path] or path.read_text().count("2.21") > 0
+
+
+def test_a_link_where_a_lock_is_written_is_replaced_not_followed(cli, sandbox, lock_channel, lock_index):
+    victim = _victim(sandbox)
+    lock = sandbox / "conda-lock.yml"
+    lock.symlink_to(victim / "bashrc")
+    before = snapshot(victim)
+    done = cli("lock", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--platform", "linux-64",
+               "--channel", str(lock_channel), "-o", str(lock), "--json", env={"TFGPU_INDEX_URL": lock_index})
+    assert done.code == 0, done.out
+    assert changed(before, snapshot(victim)) == [] and not lock.is_symlink() and "tfgpu" in lock.read_text()
+
+
+def test_a_link_where_a_pip_lock_and_its_pylock_are_written_is_replaced_not_followed(cli, sandbox, local_wheels):
+    import localindex
+
+    victim = _victim(sandbox)
+    lock = sandbox / "team.txt"
+    lock.symlink_to(victim / "bashrc")
+    (sandbox / "pylock.linux-64.toml").symlink_to(victim / "bashrc")
+    before = snapshot(victim)
+    with localindex.Server(localindex.build_index(local_wheels, sandbox / "index")) as url:
+        done = cli("lock", "--tf", "2.21", "--mode", "pip", "--python", "3.11", "--platform", "linux-64",
+                   "--no-detect", "-o", str(lock), "--json", env={"TFGPU_INDEX_URL": url})
+    assert done.code == 0, done.out
+    assert changed(before, snapshot(victim)) == []
+    assert not lock.is_symlink() and not (sandbox / "pylock.linux-64.toml").is_symlink()
+
+
+def test_a_link_planted_in_a_bundle_being_resumed_is_refused(cli, sandbox):
+    from tfgpu.lock.bundle import PARTIAL
+
+    victim = _victim(sandbox)
+    out = sandbox / "bundle"
+    out.mkdir()
+    (out / PARTIAL).write_text("in progress\n")
+    (out / "install.sh").symlink_to(victim / "bashrc")
+    before = snapshot(sandbox)
+    done = cli("bundle", "--tf", "2.21", "--platform", "linux-64", "--no-detect", "-o", str(out), "--json",
+               env={"TFGPU_INDEX_URL": "http://127.0.0.1:9/simple", "UV_OFFLINE": "1"})
+    assert (done.code, done.error) == (3, "bad-output") and "symbolic link" in done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.export.files import Export, ExportFile
+from tfgpu.paths import write_output
 
 __all__ = ["DIRECTORY_FORMATS", "FORMATS", "Export", "ExportFile", "render", "write"]
 
@@ -76,11 +77,32 @@ def write(export: Export, output: str) -> list[Path]:
     if not os.access(parent, os.W_OK):
         raise ImpossibleError("bad-output", f"-o {output}: the directory {parent} is not writable.",
                          ["Write somewhere you may write, or leave out -o to print to stdout."])
+    paths = [target / item.name if export.directory else target for item in export.files]
+    if export.directory:
+        _check_tree(target, paths, output)  # before anything is written
     written = []
-    for item in export.files:
-        path = target / item.name if export.directory else target
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(item.content, encoding="utf-8")
-        path.chmod(item.mode)
-        written.append(path)
+    try:
+        for item, path in zip(export.files, paths):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            written.append(write_output(path, item.content, item.mode))
+    except OSError as error:
+        raise ImpossibleError("bad-output", f"-o {output}: cannot write {path} ({error.strerror or error}).",
+                              ["Write somewhere you may write, or leave out -o to print to stdout."]) from None
     return written
+
+
+def _check_tree(target: Path, paths: list[Path], output: str) -> None:
+    """Below ``-o DIR`` the export writes real directories and files only: a directory of the tree
+    that is a symbolic link (one planted in a checkout, say) would carry the files elsewhere, and a
+    file's place taken by a directory cannot be written."""
+    for path in paths:
+        for place in [*reversed(path.relative_to(target).parents[:-1]), path.relative_to(target)]:
+            here = target / place
+            if here.is_symlink() and here != path:
+                raise ImpossibleError("bad-output", f"-o {output}: {here} is a symbolic link (to "
+                                      f"{os.readlink(here)}); the export writes only into real directories "
+                                      "below -o, so nothing was written.",
+                                      ["Remove the link, or give a new directory with -o."])
+        if path.is_dir() and not path.is_symlink():
+            raise ImpossibleError("bad-output", f"-o {output}: {path} is a directory where the export writes a "
+                                  "file; nothing was written.", ["Move it away, or give a new directory with -o."])

@@ -32,7 +32,7 @@ from tfgpu.lock import pip_lock
 from tfgpu.lock.writing import tools
 from tfgpu.lock.bundle_files import digest, install_script, readme, tool_wheel
 from tfgpu.lock.platforms import Platform
-from tfgpu.paths import output_dir
+from tfgpu.paths import output_dir, write_output
 
 MANIFEST = "bundle.json"
 PARTIAL = ".tfgpu-bundle-partial"
@@ -79,9 +79,22 @@ def prepare_dir(out: Path) -> None:
         raise ImpossibleError("target-not-empty", f"{out} is not empty and is not a tfgpu-install bundle; it is left "
                               "untouched.", ["Give a new or empty directory with -o."])
     output_dir(out, str(out))
+    _refuse_links(out)
     (out / MANIFEST).unlink(missing_ok=True)  # rewritten last: a bundle without it is incomplete
-    (out / PARTIAL).write_text("tfgpu-install bundle in progress; run the same command again to resume.\n",
-                              encoding="utf-8")
+    write_output(out / PARTIAL, "tfgpu-install bundle in progress; run the same command again to resume.\n")
+
+
+def _refuse_links(out: Path) -> None:
+    """A bundle holds real files and directories only (wheels reused from elsewhere are hard links).
+    A symbolic link in a bundle being resumed, planted or left by hand, would carry the wheels or the
+    installer somewhere else, or put another file into the bundle's manifest."""
+    for root, dirs, files in os.walk(out):
+        for name in (*dirs, *files):
+            path = Path(root) / name
+            if path.is_symlink():
+                raise ImpossibleError("bad-output", f"-o {out}: {path} is a symbolic link (to {os.readlink(path)}); "
+                                      "a bundle holds real files only, so nothing more was written.",
+                                      ["Give a new or empty directory with -o, or remove the link."])
 
 
 def collect(wheels: list[Wheel], dest: Path, reporter) -> None:
@@ -138,10 +151,9 @@ def add_tool_and_installer(out: Path, resolution, platform: Platform, readme_tex
     if os.environ.get("TFGPU_BUNDLE_TOOL", "1") != "0":
         say("adding tfgpu-install's own wheel and its dependencies")
         tool_files = add_tool(out / "tool", platform, resolution.python, reporter=reporter)
-    (out / "README.md").write_text(readme_text, encoding="utf-8")
-    (out / "install.sh").write_text(install_script(resolution.python, __version__, resolution.tensorflow,
-                                                   platform.name), encoding="utf-8")
-    (out / "install.sh").chmod(0o755)
+    write_output(out / "README.md", readme_text)
+    write_output(out / "install.sh", install_script(resolution.python, __version__, resolution.tensorflow,
+                                                    platform.name), 0o755)
     return tool_files
 
 
@@ -154,8 +166,8 @@ def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) ->
                                          uv=uv, cache_dir=cache, only_binary=True)
     lock_name = f"tfgpu-lock.{platform.name}.txt"
     meta = pip_lock.make_meta(resolution, platform, cpu_only=False)
-    (out / lock_name).write_text(pip_lock.render(meta, body, lock_name), encoding="utf-8")
-    (out / f"pylock.{platform.name}.toml").write_text(pylock, encoding="utf-8")
+    write_output(out / lock_name, pip_lock.render(meta, body, lock_name))
+    write_output(out / f"pylock.{platform.name}.toml", pylock)
     wheels = wheels_from_pylock(pylock, platform, resolution.python)
     say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
     collect(wheels, out / "wheels", reporter)
@@ -169,7 +181,7 @@ def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) ->
     manifest = {"format": FORMAT, "mode": "pip", "tool": "tfgpu-install", "tool_version": __version__,
                 "platform": platform.name, "python": resolution.python, "tensorflow": resolution.tensorflow,
                 "lock": lock_name, "lock_sha256": pip_lock.read(out / lock_name).meta["sha256"], "files": files}
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_output(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (out / PARTIAL).unlink(missing_ok=True)
     total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size
     summary = {"bundle": str(out), "platform": platform.name, "tensorflow": resolution.tensorflow,

@@ -35,6 +35,7 @@ from tfgpu.lock.bundle import (
     start,
 )
 from tfgpu.lock.bundle_files import digest
+from tfgpu.paths import write_output
 
 LOCK = "conda-lock.yml"
 
@@ -144,7 +145,7 @@ def build_conda_bundle(resolution, platform, out: Path, *, channels: list[str], 
     manifest = {"format": FORMAT, "mode": "conda", "tool": "tfgpu-install", "tool_version": __version__,
                 "platform": platform.name, "python": resolution.python, "tensorflow": resolution.tensorflow,
                 "channels": channels, "lock": LOCK, "lock_sha256": summary["sha256"], "files": files}
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_output(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (out / PARTIAL).unlink(missing_ok=True)
     total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size
     result = {"bundle": str(out), "mode": "conda", "platform": platform.name, "tensorflow": resolution.tensorflow,

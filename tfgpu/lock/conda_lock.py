@@ -90,7 +90,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
     """
     import yaml
 
-    from tfgpu.paths import output_dir
+    from tfgpu.paths import output_dir, write_output
 
     path = Path(output or "conda-lock.yml").expanduser().absolute()
     if path.is_dir():
@@ -117,10 +117,8 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
         "content_hash": content_hash, "channels": [{"url": c, "used_env_vars": []} for c in channels],
         "platforms": [p.name for p, _, _ in targets], "sources": ["tfgpu-install"],
         "custom_metadata": custom}, "package": packages}
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(HEADER.format(version=__version__, name=path.name)
-                       + yaml.safe_dump(document, sort_keys=False, width=120), encoding="utf-8")
-    partial.replace(path)
+    write_output(path, HEADER.format(version=__version__, name=path.name)
+                 + yaml.safe_dump(document, sort_keys=False, width=120))
     return {"path": str(path), "platforms": [p.name for p, _, _ in targets], "packages": len(packages),
             "sha256": custom["tfgpu_packages_sha256"]}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.lock.platforms import Platform
-from tfgpu.paths import output_dir
+from tfgpu.paths import output_dir, write_output
 
 @dataclass(frozen=True)
 class Written:
@@ -84,10 +84,10 @@ def write_locks(mode: str, targets: list[tuple[Platform, object, bool]], output:
         rendered.append((platform, path, pip_lock.render(meta, body, str(path)), pylock))
     written = []
     for platform, path, text, pylock in rendered:
-        path.write_text(text, encoding="utf-8")
+        write_output(path, text)
         pylock_path = path.with_name(f"pylock.{platform.name}.toml")
-        pylock_path.write_text(f"# Written by tfgpu-install beside {path.name} (the lock it installs from).\n"
-                               + pylock, encoding="utf-8")
+        write_output(pylock_path, f"# Written by tfgpu-install beside {path.name} (the lock it installs from).\n"
+                     + pylock)
         lock = pip_lock.read(path, text)
         written.append(Written(platform.name, path, pylock_path, lock.meta, lock.pins()))
     return written
