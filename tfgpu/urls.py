@@ -30,3 +30,17 @@ def is_secure(url: str) -> bool:
     except ValueError:  # a malformed netloc (an unclosed "[")
         return False
     return parts.scheme == "https" or (parts.scheme == "http" and is_loopback(host))
+
+
+def checked(url: str, what: str) -> str:
+    """``url`` in canonical form if the transport rule allows it; else a ``UsageError("insecure-url")``
+    naming ``what`` (where the URL came from: "--channel", "TFGPU_INDEX_URL", "the lock's index").
+
+    The one door every URL passes before the tool or an engine uses it (see the module's docstring).
+    """
+    from tfgpu.errors import UsageError
+
+    if not is_secure(url):
+        raise UsageError("insecure-url", f"{what}: {url!r} is not an HTTPS URL (plain HTTP is allowed only to "
+                         "this machine's loopback address).", ["Use the https:// address of the same server."])
+    return url

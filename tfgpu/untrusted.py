@@ -1,0 +1,250 @@
+"""The one reader for files the tool did not just write itself: markers, journals, staging records,
+locks, ``bundle.json``, project files, ``pyproject.toml``, data overlays, caches, upstream answers.
+
+Any of them may be hostile or damaged: a FIFO (reading blocks forever), a device (``/dev/zero``
+never ends), a link to a multi-GB file, 200,000 levels of nesting (the parsers recurse), YAML
+aliases that expand to 10^9 nodes, bytes that are not UTF-8, or the wrong types. This module is
+the only place that opens such a file for reading or parses JSON, TOML or YAML, and it makes each
+of those cases one documented error of the file's *kind*:
+
+- a file is opened without blocking and must be a regular file (``fstat`` after ``open``, so a
+  name swapped between a check and the open cannot slip through); links are refused for the kinds
+  that live inside an env or the tool's own state;
+- at most ``limit`` bytes are read, even when the file grows while it is read;
+- text is strict UTF-8; parsed documents are at most ``depth`` levels deep; YAML with an anchor or
+  an alias is refused before it is composed.
+
+``tests/test_layering.py`` fails when a module outside this one calls a parser or reads a file.
+Callers check the *shape* of what comes back (types, keys) with :func:`expect`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
+
+KiB, MiB = 1024, 1024 * 1024
+
+
+class Unreadable(Exception):
+    """The file or text cannot be used; ``reason`` says why in words. Raised only for kinds whose
+    callers treat a bad file as absent (caches, staging records, markers); every other kind turns
+    it into its own :class:`TfgpuError`."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of untrusted file: how big and how deep it may be, and what a bad one means."""
+
+    what: str
+    """How messages name it ("bundle.json", "the pip lock")."""
+    limit: int
+    """The most bytes read."""
+    error: Callable[[str], TfgpuError] | None = None
+    """Builds the kind's documented error from a sentence; None: raise :class:`Unreadable`."""
+    depth: int = 32
+    """The deepest nesting of a parsed document."""
+    links: bool = True
+    """Whether the path may be a symbolic link (the user's own files may; state inside an env may not)."""
+
+
+def _advice(*ways: str) -> list[str]:
+    return list(ways)
+
+
+# The kinds, one table: each cap is far above what the tool itself ever writes of that kind.
+MARKER = Kind("the env's marker", 64 * KiB, None, links=False)
+STAGING_RECORD = Kind("the staging record", 64 * KiB, None, links=False)
+CACHE = Kind("a cache entry", 64 * MiB, None, depth=64, links=False)
+JOURNAL = Kind("the repair journal", 256 * MiB, None, depth=16, links=False)
+PIP_LOCK = Kind("the pip lock", 32 * MiB, lambda m: UsageError(
+    "lock-malformed", m, _advice("Regenerate the lock with `tfgpu-install lock`.")))
+CONDA_LOCK = Kind("the conda lock", 64 * MiB, lambda m: ImpossibleError(
+    "lock-format-unsupported", m, _advice("Regenerate the lock with `tfgpu-install lock --mode conda`.")))
+BUNDLE = Kind("bundle.json", 16 * MiB, lambda m: ImpossibleError(
+    "bundle-format-unsupported", m, _advice("Build the bundle again with `tfgpu-install bundle`.")))
+PROJECT = Kind("the project file", 1 * MiB, lambda m: UsageError(
+    "bad-project-file", m, _advice("Fix the file, or pass --no-project to ignore it.")))
+OVERLAY = Kind("the data overlay", 16 * MiB, lambda m: OperationError(
+    "data-overlay-corrupt", m, _advice("Run `tfgpu-install update-data` again, or delete the overlay it names.")))
+UPSTREAM = Kind("an answer from the index", 64 * MiB, lambda m: OperationError(
+    "update-failed", m, _advice("Try again later; the data the tool ships is still used.")), depth=64)
+LOG = Kind("the log", 32 * MiB, lambda m: UsageError(
+    "bad-log-file", m, _advice("Pass a regular file holding the program's output (or - for standard input).")))
+ENV_FILE = Kind("a file of the env", 64 * MiB, None, depth=64)
+"""Files an env holds that the tool reads for facts (``build_info.py``, ``conda-meta`` records,
+ELF headers, RECORDs): a bad one is a fact to report, not a crash."""
+PACKAGE_DATA = Kind("the tool's own data", 64 * MiB, lambda m: UsageError(
+    "bad-data", m, _advice("Reinstall tfgpu-install.")), depth=64)
+SYSTEM_FILE = Kind("a system file", 4 * MiB, None)
+"""``/proc`` and ``/etc`` facts read by detection: absence or damage is a fact, never a failure."""
+
+
+def _fail(kind: Kind, source: str, reason: str) -> TfgpuError | Unreadable:
+    message = f"Cannot use {kind.what} ({source}): {reason}."
+    return kind.error(message) if kind.error else Unreadable(message)
+
+
+def read_bytes(path: Path | str, kind: Kind) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``kind.limit`` bytes."""
+    source = str(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not kind.links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        if not kind.links and os.path.islink(path):
+            raise _fail(kind, source, "it is a symbolic link") from None
+        raise _fail(kind, source, error.strerror or str(error)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _fail(kind, source, "it is not a regular file (a directory, FIFO, device or socket)")
+        if info.st_size > kind.limit:
+            raise _fail(kind, source, f"it holds {info.st_size:,} bytes, more than the {kind.limit:,} allowed")
+        chunks, size = [], 0
+        while size <= kind.limit:
+            chunk = os.read(fd, min(1 * MiB, kind.limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > kind.limit:
+            raise _fail(kind, source, f"it grew past the {kind.limit:,} bytes allowed while it was read")
+        return b"".join(chunks)
+    except OSError as error:
+        raise _fail(kind, source, error.strerror or str(error)) from None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path | str, kind: Kind, *, errors: str = "strict") -> str:
+    """The UTF-8 text of ``path`` (see :func:`read_bytes`); ``errors="replace"`` for logs shown as evidence."""
+    return decode(read_bytes(path, kind), kind, str(path), errors=errors)
+
+
+def decode(data: bytes, kind: Kind, source: str, *, errors: str = "strict") -> str:
+    if len(data) > kind.limit:
+        raise _fail(kind, source, f"it holds {len(data):,} bytes, more than the {kind.limit:,} allowed")
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as error:
+        raise _fail(kind, source, f"it is not UTF-8 text (byte {error.start})") from None
+
+
+def depth_of(value: Any, limit: int) -> int:
+    """How deep ``value`` nests (iteratively: a deep document cannot exhaust the stack), stopping past ``limit``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _checked_depth(value: Any, kind: Kind, source: str) -> Any:
+    if depth_of(value, kind.depth) > kind.depth:
+        raise _fail(kind, source, f"it nests deeper than {kind.depth} levels")
+    return value
+
+
+def parse_json(text: str | bytes, kind: Kind, source: str) -> Any:
+    """A JSON document from text the tool was handed (a file, a child's output, an HTTP body)."""
+    if isinstance(text, bytes):
+        text = decode(text, kind, source)
+    elif len(text) > kind.limit:
+        raise _fail(kind, source, f"it holds {len(text):,} characters, more than the {kind.limit:,} allowed")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise _fail(kind, source, f"it nests deeper than {kind.depth} levels") from None
+    except ValueError as error:
+        raise _fail(kind, source, f"it is not valid JSON ({error})") from None
+    return _checked_depth(value, kind, source)
+
+
+def load_json(path: Path | str, kind: Kind) -> Any:
+    return parse_json(read_text(path, kind), kind, str(path))
+
+
+def parse_toml(text: str, kind: Kind, source: str) -> dict:
+    import tomllib
+
+    if len(text) > kind.limit:
+        raise _fail(kind, source, f"it holds {len(text):,} characters, more than the {kind.limit:,} allowed")
+    try:
+        value = tomllib.loads(text)
+    except RecursionError:
+        raise _fail(kind, source, f"it nests deeper than {kind.depth} levels") from None
+    except tomllib.TOMLDecodeError as error:
+        raise _fail(kind, source, f"it is not valid TOML ({error})") from None
+    return _checked_depth(value, kind, source)
+
+
+def load_toml(path: Path | str, kind: Kind) -> dict:
+    return parse_toml(read_text(path, kind), kind, str(path))
+
+
+def parse_yaml(text: str, kind: Kind, source: str) -> Any:
+    """A YAML document, refusing anchors and aliases (a "billion laughs" file expands them into 10^9
+    nodes) and nesting past ``kind.depth``, both seen in the event stream before anything is built."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    if len(text) > kind.limit:
+        raise _fail(kind, source, f"it holds {len(text):,} characters, more than the {kind.limit:,} allowed")
+    try:
+        level = 0
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise _fail(kind, source, "it uses YAML anchors or aliases, which the tool never writes")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                level += 1
+                if level > kind.depth:
+                    raise _fail(kind, source, f"it nests deeper than {kind.depth} levels")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                level -= 1
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader, aliases refused above
+    except yaml.YAMLError as error:
+        raise _fail(kind, source, f"it is not valid YAML ({str(error).splitlines()[0]})") from None
+    except RecursionError:
+        raise _fail(kind, source, f"it nests deeper than {kind.depth} levels") from None
+
+
+def load_yaml(path: Path | str, kind: Kind) -> Any:
+    return parse_yaml(read_text(path, kind), kind, str(path))
+
+
+def expect(value: Any, shape: type | tuple[type, ...], kind: Kind, source: str, where: str = "the document") -> Any:
+    """``value`` if it is of ``shape``; else the kind's error naming ``where`` and what was found."""
+    if isinstance(value, bool) and bool not in (shape if isinstance(shape, tuple) else (shape,)):
+        found = "a boolean"
+    elif isinstance(value, shape):
+        return value
+    else:
+        found = {dict: "a table", list: "a list", str: "a string", int: "a number", float: "a number",
+                 type(None): "nothing"}.get(type(value), type(value).__name__)
+    names = shape if isinstance(shape, tuple) else (shape,)
+    wanted = " or ".join({dict: "a table", list: "a list", str: "a string", int: "a whole number",
+                          float: "a number"}.get(t, t.__name__) for t in names)
+    raise _fail(kind, source, f"{where} is {found}, not {wanted}")
