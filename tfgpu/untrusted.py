@@ -81,12 +81,18 @@ OVERLAY = Kind("the data overlay", 16 * MiB, lambda m: OperationError(
 UPSTREAM = Kind("an answer from the index", 64 * MiB, lambda m: OperationError(
     "update-failed", m, _advice("Try again later; the data the tool ships is still used.")), depth=64)
 LOG = Kind("the log", 32 * MiB, lambda m: UsageError(
-    "bad-log-file", m, _advice("Pass a regular file holding the program's output (or - for standard input).")))
+    "bad-log-file", m, _advice("Give a regular file with TensorFlow's output, or - to read it from stdin "
+                               "(`python train.py 2>&1 | tfgpu-install doctor --log -`).")))
 ENV_FILE = Kind("a file of the env", 64 * MiB, None, depth=64)
 """Files an env holds that the tool reads for facts (``build_info.py``, ``conda-meta`` records,
 ELF headers, RECORDs): a bad one is a fact to report, not a crash."""
 PACKAGE_DATA = Kind("the tool's own data", 64 * MiB, lambda m: UsageError(
     "bad-data", m, _advice("Reinstall tfgpu-install.")), depth=64)
+LIBRARY = Kind("a shared library", 4 * 1024 * MiB, None)
+"""An ELF file of an env read whole for its dynamic section (CUDA libraries run to hundreds of MB)."""
+CHILD_OUTPUT = Kind("the answer of a child process", 64 * MiB, None, depth=64)
+"""JSON the tool's own child processes print (probes run in the target env): a bad answer means the
+probe did not run as expected, which each caller reports in its own words."""
 SYSTEM_FILE = Kind("a system file", 4 * MiB, None)
 """``/proc`` and ``/etc`` facts read by detection: absence or damage is a fact, never a failure."""
 
@@ -96,8 +102,8 @@ def _fail(kind: Kind, source: str, reason: str) -> TfgpuError | Unreadable:
     return kind.error(message) if kind.error else Unreadable(message)
 
 
-def read_bytes(path: Path | str, kind: Kind) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most ``kind.limit`` bytes."""
+def _open(path: Path | str, kind: Kind) -> tuple[int, os.stat_result]:
+    """A descriptor of ``path`` opened without blocking, and its ``fstat``, if it is a regular file."""
     source = str(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     if not kind.links:
@@ -110,29 +116,84 @@ def read_bytes(path: Path | str, kind: Kind) -> bytes:
         raise _fail(kind, source, error.strerror or str(error)) from None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _fail(kind, source, "it is not a regular file (a directory, FIFO, device or socket)")
+    except OSError as error:
+        os.close(fd)
+        raise _fail(kind, source, error.strerror or str(error)) from None
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise _fail(kind, source, "it is not a regular file (a directory, FIFO, device or socket)")
+    return fd, info
+
+
+def _read_upto(read: Callable[[int], bytes], size: int) -> bytes:
+    """At most ``size`` bytes from ``read`` (a file that grows while it is read is cut there)."""
+    chunks, total = [], 0
+    while total < size:
+        chunk = read(min(1 * MiB, size - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+def read_bytes(path: Path | str, kind: Kind) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``kind.limit`` bytes."""
+    source = str(path)
+    fd, info = _open(path, kind)
+    try:
         if info.st_size > kind.limit:
             raise _fail(kind, source, f"it holds {info.st_size:,} bytes, more than the {kind.limit:,} allowed")
-        chunks, size = [], 0
-        while size <= kind.limit:
-            chunk = os.read(fd, min(1 * MiB, kind.limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > kind.limit:
+        data = _read_upto(lambda n: os.read(fd, n), kind.limit + 1)
+        if len(data) > kind.limit:
             raise _fail(kind, source, f"it grew past the {kind.limit:,} bytes allowed while it was read")
-        return b"".join(chunks)
+        return data
     except OSError as error:
         raise _fail(kind, source, error.strerror or str(error)) from None
     finally:
         os.close(fd)
 
 
+def read_head(path: Path | str, kind: Kind, size: int) -> bytes:
+    """The first ``size`` bytes (at most) of ``path`` if it is a regular file, however long it is:
+    a log cut at its cap, the start of a script, a ``/proc`` file (whose size reads as 0)."""
+    fd, _info = _open(path, kind)
+    try:
+        return _read_upto(lambda n: os.read(fd, n), min(size, kind.limit + 1))
+    except OSError as error:
+        raise _fail(kind, str(path), error.strerror or str(error)) from None
+    finally:
+        os.close(fd)
+
+
+def read_stream(stream: Any, kind: Kind, size: int, source: str = "standard input") -> bytes:
+    """At most ``size`` bytes of an already open binary stream (standard input is not a path: it
+    may be a pipe, which is what it is for); a reader that blocks is the user's own choice."""
+    try:
+        return _read_upto(stream.read, min(size, kind.limit + 1))
+    except OSError as error:
+        raise _fail(kind, source, error.strerror or str(error)) from None
+
+
 def read_text(path: Path | str, kind: Kind, *, errors: str = "strict") -> str:
     """The UTF-8 text of ``path`` (see :func:`read_bytes`); ``errors="replace"`` for logs shown as evidence."""
     return decode(read_bytes(path, kind), kind, str(path), errors=errors)
+
+
+def text_or_none(path: Path | str, kind: Kind, *, errors: str = "strict") -> str | None:
+    """:func:`read_text` for kinds whose callers treat a bad or missing file as absent: None then."""
+    try:
+        return read_text(path, kind, errors=errors)
+    except Unreadable:
+        return None
+
+
+def json_or_none(path: Path | str, kind: Kind) -> Any:
+    """:func:`load_json` for kinds whose callers treat a bad or missing file as absent: None then."""
+    try:
+        return load_json(path, kind)
+    except Unreadable:
+        return None
 
 
 def decode(data: bytes, kind: Kind, source: str, *, errors: str = "strict") -> str:

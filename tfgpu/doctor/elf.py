@@ -9,6 +9,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from tfgpu import untrusted
+
 DT_NEEDED, DT_STRTAB, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 5, 14, 15, 29
 PT_LOAD, PT_DYNAMIC = 1, 2
 
@@ -23,9 +25,8 @@ class Dynamic:
 
 def read_dynamic(path: str) -> Dynamic | None:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
+        data = untrusted.read_bytes(path, untrusted.LIBRARY)
+    except untrusted.Unreadable:
         return None
     if data[:4] != b"\x7fELF" or len(data) < 64:
         return None

@@ -3,13 +3,13 @@ cuDNN, shadowing, release-specific loader bugs, and XLA's ptxas and libdevice.""
 
 from __future__ import annotations
 
-import json
 
 import re
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from tfgpu import untrusted
 from tfgpu.doctor.findings import Finding, fail, ok, skip, warn
 from tfgpu.doctor.libraries import Resolved
 from tfgpu.resolver import gpu, tables
@@ -250,7 +250,7 @@ def _recorded_data_dir(root: Path) -> Path | None:
     """Where the env's own activation points XLA (``etc/tfgpu/layout.json``): conda and system envs
     keep libdevice outside site-packages (the env root, a link under etc/tfgpu/cuda, the toolkit)."""
     try:
-        data = json.loads((root / "etc" / "tfgpu" / "layout.json").read_text(encoding="utf-8"))["cuda_data_dir"]
-    except (OSError, ValueError, KeyError, TypeError):
+        data = untrusted.load_json(root / "etc" / "tfgpu" / "layout.json", untrusted.ENV_FILE)["cuda_data_dir"]
+    except (untrusted.Unreadable, KeyError, TypeError):
         return None
     return root / data if data else None

@@ -11,11 +11,11 @@ the RUNPATH of ``libtensorflow_framework.so.2``.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.doctor.elf import read_dynamic
 from tfgpu.errors import ImpossibleError
 
@@ -97,14 +97,15 @@ def read_headers(facts: EnvFacts, site: Path) -> None:
     from tfgpu.datasource.wheel_facts import parse_cuda_config, parse_cudnn_version
 
     if config_path is not None and facts.build_info.get("is_cuda_build"):
-        config = parse_cuda_config((site / config_path).read_text(encoding="utf-8", errors="replace"))
+        config = parse_cuda_config(untrusted.text_or_none(site / config_path, untrusted.ENV_FILE, errors="replace") or "")
         for key, value in (("cuda_version", config.cuda), ("cudnn_version", config.cudnn)):
             if value and not facts.build_info.get(key):
                 facts.build_info[key] = value
                 facts.build_sources[key] = config_path
         facts.header_capabilities = config.compute_capabilities
     if cudnn_path is not None:
-        facts.cudnn_compiled = parse_cudnn_version((site / cudnn_path).read_text(encoding="utf-8", errors="replace")) or None
+        facts.cudnn_compiled = parse_cudnn_version(
+            untrusted.text_or_none(site / cudnn_path, untrusted.ENV_FILE, errors="replace") or "") or None
 
 
 def _ask_python(python: Path) -> tuple[Path, str, Path]:
@@ -114,8 +115,8 @@ def _ask_python(python: Path) -> tuple[Path, str, Path]:
               "sysconfig.get_paths()['purelib']]))")
     done = Runner().capture([str(python), "-I", "-c", script], timeout=30)
     try:
-        prefix, version, purelib = json.loads(done.output)
-    except (ValueError, TypeError):
+        prefix, version, purelib = untrusted.parse_json(done.output, untrusted.CHILD_OUTPUT, str(python))
+    except (untrusted.Unreadable, ValueError, TypeError):
         raise ImpossibleError("not-a-python", f"{python} does not run as a Python interpreter.",
                               ["Give the environment's python, e.g. --python ./env/bin/python."]) from None
     return Path(prefix), version, Path(purelib)
@@ -147,13 +148,14 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
     for dist_info in sorted(site.glob("*.dist-info")):
         name = dist_info.name.split("-")[0].lower()
         if name in TF_DISTRIBUTIONS and (dist_info / "METADATA").is_file():
-            text = (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
+            text = untrusted.text_or_none(dist_info / "METADATA", untrusted.ENV_FILE, errors="replace") or ""
             match = re.search(r"^Version:\s*(\S+)", text, re.M)
             facts.tf_distribution, facts.tf_version = name.replace("_", "-"), match.group(1) if match else None
             break
     for candidate in ("tensorflow/python/platform/build_info.py", "tensorflow_core/python/platform/build_info.py"):
         if (site / candidate).is_file():
-            facts.build_info = parse_build_info((site / candidate).read_text(encoding="utf-8", errors="replace"))
+            facts.build_info = parse_build_info(
+                untrusted.text_or_none(site / candidate, untrusted.ENV_FILE, errors="replace") or "")
             facts.build_sources = {key: candidate for key in facts.build_info}
             break
     read_headers(facts, site)
@@ -168,8 +170,5 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
     facts.hook = hook if hook.is_file() and (site / "_tfgpu_cuda_hook.pth").is_file() else None
     activation = facts.root / "etc" / "tfgpu" / "activate.sh"
     facts.activation = activation if activation.is_file() else None
-    try:
-        facts.marker = json.loads((facts.root / "tfgpu-env.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        facts.marker = None
+    facts.marker = untrusted.json_or_none(facts.root / "tfgpu-env.json", untrusted.MARKER)
     return facts

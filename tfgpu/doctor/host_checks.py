@@ -7,6 +7,7 @@ import os
 
 from packaging.version import Version
 
+from tfgpu import untrusted
 from tfgpu.doctor.findings import Finding, fail, ok, skip, warn
 from tfgpu.resolver.drivers import driver_at_least, driver_need
 
@@ -105,7 +106,7 @@ def wsl(host, environ: dict[str, str], fs_root: str = "/") -> list[Finding]:
     libcuda = f"{WSL_LIB}/libcuda.so.1"
     confs = [c for c in glob.glob(at("/etc/ld.so.conf.d/*.conf")) if os.path.isfile(c)]
     on_path = WSL_LIB in environ.get("LD_LIBRARY_PATH", "").split(":") or any(
-        WSL_LIB in open(conf, encoding="utf-8", errors="replace").read() for conf in confs)
+        WSL_LIB in (untrusted.text_or_none(conf, untrusted.SYSTEM_FILE, errors="replace") or "") for conf in confs)
     if not os.path.exists(at(libcuda)):
         findings.append(fail("wsl.libcuda", f"{libcuda} is missing",
                              "Install or update the NVIDIA driver on Windows (>= 528.33 for the CUDA 12 builds, TF 2.15+); "

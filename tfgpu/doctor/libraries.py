@@ -20,6 +20,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from tfgpu import untrusted
 from tfgpu.resolver import tables
 
 DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
@@ -58,7 +59,7 @@ def hook_preloads(hook: Path | None) -> dict[str, str]:
     """soname -> absolute path for what the env's load hook preloads."""
     if hook is None:
         return {}
-    for node in ast.parse(hook.read_text(encoding="utf-8")).body:
+    for node in ast.parse(untrusted.text_or_none(hook, untrusted.ENV_FILE) or "").body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LIBRARIES":
             relative = ast.literal_eval(node.value)
             return {Path(r).name: str(hook.parent / r) for r in relative if (hook.parent / r).is_file()}
@@ -128,8 +129,9 @@ def load_in_child(resolved: list[Resolved], timeout: float = 60) -> None:
         # The user's environment as it is (LD_LIBRARY_PATH included): that is what TensorFlow's loader sees.
         done = Runner().capture([sys.executable, "-I", str(script), json.dumps(todo)], timeout=timeout, clean=False)
         try:
-            results = {r["soname"]: r for r in json.loads(done.output.strip().splitlines()[-1])}
-        except (ValueError, IndexError, TypeError, KeyError):
+            results = {r["soname"]: r for r in untrusted.parse_json(done.output.strip().splitlines()[-1],
+                                                                     untrusted.CHILD_OUTPUT, "the library probe")}
+        except (untrusted.Unreadable, IndexError, TypeError, KeyError):
             results = {}
     for entry in resolved:
         result = results.get(entry.soname)

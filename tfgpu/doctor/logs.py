@@ -80,19 +80,13 @@ LOG_LIMIT = 32 << 20
 def read_log(source: str, stdin=None) -> tuple[str, bool]:
     """A log's text (``-``: stdin) and whether it was cut at :data:`LOG_LIMIT`; undecodable bytes
     become replacement characters. An unreadable file is ``bad-log-file`` (exit 2)."""
-    from tfgpu.errors import UsageError
+    from tfgpu import untrusted
 
-    try:
-        if source == "-":
-            stream = stdin if stdin is not None else __import__("sys").stdin.buffer
-            data = stream.read(LOG_LIMIT + 1)
-        else:
-            with open(source, "rb") as handle:
-                data = handle.read(LOG_LIMIT + 1)
-    except OSError as error:
-        raise UsageError("bad-log-file", f"Cannot read --log {source}: {error.strerror}.",
-                         ["Give a file with TensorFlow's output, or - to read it from stdin "
-                          "(`python train.py 2>&1 | tfgpu-install doctor --log -`)."]) from None
+    if source == "-":
+        stream = stdin if stdin is not None else __import__("sys").stdin.buffer
+        data = untrusted.read_stream(stream, untrusted.LOG, LOG_LIMIT + 1)
+    else:
+        data = untrusted.read_head(source, untrusted.LOG, LOG_LIMIT + 1)
     return data[:LOG_LIMIT].decode("utf-8", errors="replace"), len(data) > LOG_LIMIT
 
 

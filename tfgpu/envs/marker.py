@@ -18,23 +18,20 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tfgpu import __version__
+from tfgpu import __version__, untrusted
 
 NAME = "tfgpu-env.json"
 FORMAT = 2
 """Marker format: 2 added ``id``, ``prefix`` (the real path) and ``owned``."""
-MAX_BYTES = 4 << 20
+MAX_BYTES = untrusted.MARKER.limit
 _ID = re.compile(r"[0-9a-f]{32}")
 
 
 def read(prefix: Path) -> dict | None:
     """The marker of ``prefix`` as a JSON object, or None (missing, unreadable, huge, not an object)."""
-    path = Path(prefix) / NAME
     try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_BYTES:
-            return None
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        value = untrusted.load_json(Path(prefix) / NAME, untrusted.MARKER)
+    except untrusted.Unreadable:
         return None
     return value if isinstance(value, dict) else None
 

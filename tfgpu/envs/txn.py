@@ -23,6 +23,7 @@ import shutil
 import stat
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.envs import marker
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.proc import shielded
@@ -97,13 +98,11 @@ def write_record(path: Path, value: dict) -> None:
     os.replace(partial, path)
 
 
-def read_record(path: Path, limit: int = 65536) -> dict | None:
-    """The JSON object in ``path``; None for a link, a file over ``limit`` bytes, or anything else."""
+def read_record(path: Path, kind: untrusted.Kind = untrusted.STAGING_RECORD) -> dict | None:
+    """The JSON object in ``path``; None for a link, a file over the kind's limit, or anything else."""
     try:
-        if path.is_symlink() or path.stat().st_size > limit:
-            return None
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        value = untrusted.load_json(path, kind)
+    except untrusted.Unreadable:
         return None
     return value if isinstance(value, dict) else None
 

@@ -20,6 +20,7 @@ import os
 import re
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError
 from tfgpu.proc import shielded
 from tfgpu.repair.plan import RepairPlan, differing_files, state_of
@@ -162,7 +163,7 @@ def _conda_meta(prefix: Path, name: str) -> str | None:
     if record is None:
         return None
     path = prefix / "conda-meta" / f"{name}-{record.version}-{record.build}.json"
-    return path.read_text(encoding="utf-8") if path.is_file() else None
+    return untrusted.text_or_none(path, untrusted.ENV_FILE)
 
 
 def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from tfgpu import untrusted
 from tfgpu.repair.survey import EnvSurvey, canonical
 
 CONDA_CUDA = ("cudatoolkit", "cuda-cudart", "cuda-version", "cudnn", "libcublas")
@@ -191,7 +192,7 @@ def render_activation(survey: EnvSurvey, manager: str, scratch: Path) -> dict[st
             continue  # e.g. bin/activate.fish where the env has none
         relative = path.relative_to(scratch).as_posix()
         rendered[relative] = (("link", os.readlink(path)) if path.is_symlink() else
-                              ("file", path.read_bytes(), path.stat().st_mode & 0o777))
+                              ("file", untrusted.read_bytes(path, untrusted.ENV_FILE), path.stat().st_mode & 0o777))
     return rendered
 
 
@@ -200,7 +201,7 @@ def state_of(path: Path) -> object:
     if path.is_symlink():
         return ("link", os.readlink(path))
     if path.is_file():
-        return ("file", path.read_bytes(), path.stat().st_mode & 0o777)
+        return ("file", untrusted.read_bytes(path, untrusted.ENV_FILE), path.stat().st_mode & 0o777)
     return None
 
 

@@ -5,11 +5,11 @@ repair may touch at all (a venv or a conda prefix; never a system or externally 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError
 
 JOURNAL = Path("etc") / "tfgpu" / "repair.json"
@@ -58,8 +58,8 @@ def distributions(site: Path) -> dict[str, str]:
     found = {}
     for dist_info in sorted(site.glob("*.dist-info")):
         try:
-            text = (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            text = untrusted.read_text(dist_info / "METADATA", untrusted.ENV_FILE, errors="replace")
+        except untrusted.Unreadable:
             continue
         name = re.search(r"^Name:\s*(\S+)", text, re.M)
         version = re.search(r"^Version:\s*(\S+)", text, re.M)
@@ -72,8 +72,8 @@ def conda_packages(prefix: Path) -> dict[str, str]:
     found = {}
     for path in sorted((prefix / "conda-meta").glob("*.json")):
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            record = untrusted.load_json(path, untrusted.ENV_FILE)
+        except untrusted.Unreadable:
             continue
         if isinstance(record, dict) and isinstance(record.get("name"), str):
             found[record["name"]] = str(record.get("version", ""))
@@ -127,7 +127,7 @@ def read_journal(root: Path) -> dict | None:
     path = root / JOURNAL
     if not (path.exists() or path.is_symlink()):
         return None
-    journal = read_record(path, JOURNAL_LIMIT)
+    journal = read_record(path, untrusted.JOURNAL)
     return journal if journal is not None else UNREADABLE
 
 
@@ -138,8 +138,8 @@ def _refuse_managed(python: Path) -> None:
     done = Runner().capture([str(python), "-I", "-c", "import json, sys, sysconfig; print(json.dumps("
                              "[sys.prefix != sys.base_prefix, sysconfig.get_path('stdlib')]))"], timeout=30)
     try:
-        in_venv, stdlib = json.loads(done.output)
-    except (ValueError, TypeError):
+        in_venv, stdlib = untrusted.parse_json(done.output, untrusted.CHILD_OUTPUT, str(python))
+    except (untrusted.Unreadable, ValueError, TypeError):
         return  # read_env already refused an interpreter that does not run
     # The marker governs the base interpreter only; a venv made from it is the user's own (PEP 668).
     if not in_venv and stdlib and (Path(stdlib) / "EXTERNALLY-MANAGED").is_file():
