@@ -355,7 +355,7 @@ def _has_nvidia_driver() -> bool:
 
 def test_real_system_answers_without_raising(tmp_path):
     system = System()
-    assert system.read_text(str(tmp_path / "missing")) is None
+    assert system.file_text(str(tmp_path / "missing")) is None
     assert system.run([str(tmp_path / "missing")]) is None
     assert system.run(["sleep", "5"], timeout=0.2).returncode == 124
     done = system.run(["sh", "-c", "echo out; echo err >&2; exit 3"])

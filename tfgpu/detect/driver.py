@@ -104,7 +104,7 @@ def read_libcuda(system: System, os_name: str, notes: list[str]) -> DriverReadin
 
 
 def read_procfs(system: System) -> DriverReading:
-    text = system.read_text(PROCFS, max_bytes=4096)
+    text = system.file_text(PROCFS, max_bytes=4096)
     if text is None:
         return DriverReading("procfs", False, error="not found (no nvidia kernel module loaded)")
     version = parse_procfs(text)

@@ -53,7 +53,7 @@ def detect_os(system: System, platform_system: str) -> tuple[str, tuple[str, ...
     notes. WSL1 counts as ``"linux"`` with a note: it has no GPU support at all."""
     if platform_system != "Linux":
         return _OS.get(platform_system, platform_system.lower() or "unknown"), ()
-    kernel = (system.read_text("/proc/sys/kernel/osrelease") or "").strip()
+    kernel = (system.file_text("/proc/sys/kernel/osrelease") or "").strip()
     lowered = kernel.lower()
     if "wsl2" in lowered or "microsoft-standard" in lowered:
         return "wsl2", ()
@@ -74,7 +74,7 @@ def normalize_arch(machine: str) -> str:
 
 def read_os_release(system: System) -> str:
     """PRETTY_NAME from /etc/os-release (or /usr/lib/os-release); ``""`` when there is none."""
-    text = system.read_text("/etc/os-release") or system.read_text("/usr/lib/os-release") or ""
+    text = system.file_text("/etc/os-release") or system.file_text("/usr/lib/os-release") or ""
     fields = parse_os_release(text)
     if fields.get("PRETTY_NAME"):
         return fields["PRETTY_NAME"]

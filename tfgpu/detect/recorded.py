@@ -48,7 +48,7 @@ class RecordedSystem:
                 parent = posixpath.dirname(parent)
         return paths
 
-    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+    def file_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
         text = self.files.get(self.realpath(path), self.files.get(path))
         return None if text is None else text[:max_bytes]
 

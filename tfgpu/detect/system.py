@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from tfgpu import untrusted
+
 
 class NvmlDevice(NamedTuple):
     """One GPU as NVML describes it."""
@@ -56,12 +58,12 @@ class PlatformFacts(NamedTuple):
 class System:
     """The real machine."""
 
-    def read_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
-        """The file's text (at most ``max_bytes``, undecodable bytes replaced), or None."""
+    def file_text(self, path: str, max_bytes: int = 1 << 20) -> str | None:
+        """The file's text (at most ``max_bytes``, undecodable bytes replaced), or None (missing,
+        or not a regular file: a FIFO here would block detection forever)."""
         try:
-            with open(path, "rb") as handle:
-                return handle.read(max_bytes).decode("utf-8", "replace")
-        except OSError:
+            return untrusted.read_head(path, untrusted.SYSTEM_FILE, max_bytes).decode("utf-8", "replace")
+        except untrusted.Unreadable:
             return None
 
     def is_file(self, path: str) -> bool:

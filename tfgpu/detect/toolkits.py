@@ -8,10 +8,10 @@ path, so ``/usr/local/cuda`` → ``/usr/local/cuda-13.0`` is one toolkit.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
+from tfgpu import untrusted
 from tfgpu.detect.host import Toolkit
 from tfgpu.detect.system import System
 
@@ -61,17 +61,17 @@ def candidate_roots(system: System, os_name: str) -> list[str]:
 
 def read_toolkit(system: System, root: str, nvcc: str) -> Toolkit | None:
     """The toolkit at ``root``, or None when no version file or nvcc says what it is."""
-    text = system.read_text(os.path.join(root, "version.json"))
+    text = system.file_text(os.path.join(root, "version.json"))
     if text is not None:
         version = parse_version_json(text)
         if version:
             return Toolkit(version, root, "version.json")
-    text = system.read_text(os.path.join(root, "version.txt"))
+    text = system.file_text(os.path.join(root, "version.txt"))
     if text is not None:
         match = _VERSION_TXT.search(text)
         if match:
             return Toolkit(match.group(1), root, "version.txt")
-    text = system.read_text(os.path.join(root, "include", "cuda.h"), max_bytes=65536)
+    text = system.file_text(os.path.join(root, "include", "cuda.h"), max_bytes=65536)
     match = _CUDA_H.search(text) if text is not None else None
     if match:
         number = int(match.group(1))
@@ -86,8 +86,8 @@ def read_toolkit(system: System, root: str, nvcc: str) -> Toolkit | None:
 def parse_version_json(text: str) -> str | None:
     """``{"cuda": {"version": "12.4.1", ...}, ...}`` → ``"12.4.1"``; None if not that shape."""
     try:
-        version = json.loads(text)["cuda"]["version"]
-    except (ValueError, KeyError, TypeError):
+        version = untrusted.parse_json(text, untrusted.SYSTEM_FILE, "version.json")["cuda"]["version"]
+    except (untrusted.Unreadable, KeyError, TypeError):
         return None
     return version if isinstance(version, str) and version else None
 
@@ -100,7 +100,7 @@ def _follow_wrapper(system: System, path: str) -> str:
     """The nvcc a small ``#!`` wrapper script execs (``exec /usr/local/cuda-13.0/bin/nvcc "$@"``);
     otherwise ``path`` itself. Without this, a wrapper in /usr/local/bin would pass for a
     toolkit installed in /usr/local."""
-    head = system.read_text(path, max_bytes=4096)
+    head = system.file_text(path, max_bytes=4096)
     if head is None or not head.startswith("#!"):
         return path
     match = _WRAPPER_TARGET.search(head)
