@@ -69,6 +69,10 @@ STAGING_RECORD = Kind("the staging record", 64 * KiB, None, links=False)
 CACHE = Kind("a cache entry", 64 * MiB, None, depth=64, links=False)
 JOURNAL = Kind("the repair journal", 256 * MiB, None, depth=16, links=False)
 PIP_LOCK = Kind("the pip lock", 32 * MiB, lambda m: UsageError(
+    "lock-unreadable", m, _advice("Give the file `tfgpu-install lock` wrote.")))
+LOCK_RECORD = Kind("a lock's record line", 1 * MiB, None)
+"""The JSON header line of a pip lock: one that does not parse means the file is not one of ours."""
+PIP_LOCK_SHAPE = Kind("the pip lock", 32 * MiB, lambda m: UsageError(
     "lock-malformed", m, _advice("Regenerate the lock with `tfgpu-install lock`.")))
 CONDA_LOCK = Kind("the conda lock", 64 * MiB, lambda m: ImpossibleError(
     "lock-format-unsupported", m, _advice("Regenerate the lock with `tfgpu-install lock --mode conda`.")))

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import __version__
+from tfgpu import __version__, untrusted
 from tfgpu.engines.uv import INDEX_VARIABLES
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.lock.platforms import Platform
@@ -86,8 +86,9 @@ def compile_pins(requirements: list[str], platform: Platform, python: str, *, ru
         for result in done.values():
             if result.returncode != 0:
                 raise _compile_failed(result, requirements, platform, python, runner.log_path)
-        body = (Path(tmp) / "requirements.txt").read_text(encoding="utf-8").replace(str(req_in), "requirements.in")
-        pylock = (Path(tmp) / "pylock.toml").read_text(encoding="utf-8") if with_pylock else ""
+        body = untrusted.read_text(Path(tmp) / "requirements.txt", untrusted.PIP_LOCK).replace(str(req_in),
+                                                                                               "requirements.in")
+        pylock = untrusted.read_text(Path(tmp) / "pylock.toml", untrusted.PIP_LOCK) if with_pylock else ""
     if index == DEFAULT_INDEX:
         for text in (body, pylock):
             if _LOCAL.search(text):
@@ -113,7 +114,7 @@ def compile_pylock(requirements: list[str], platform: Platform, python: str, *, 
         result = runner.run(argv, env={name: "" for name in INDEX_VARIABLES})
         if result.returncode != 0:
             raise _compile_failed(result, requirements, platform, python, runner.log_path)
-        pylock = (Path(tmp) / "pylock.toml").read_text(encoding="utf-8")
+        pylock = untrusted.read_text(Path(tmp) / "pylock.toml", untrusted.PIP_LOCK)
     if index == DEFAULT_INDEX and _LOCAL.search(pylock):
         raise OperationError("lock-has-local-paths", f"The lock would record a machine-local location "
                              f"({_LOCAL.search(pylock).group(0)!r}); it was not written.",
@@ -191,18 +192,14 @@ def render(meta: dict, body: str, output: str) -> str:
 def read(path: Path, text: str | None = None) -> PipLock:
     """Read and check a lock: its record line, format and sha256; raises with a way forward."""
     if text is None:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise UsageError("lock-unreadable", f"Cannot read the lock {path}: {error}.",
-                             ["Give the file `tfgpu-install lock` wrote."]) from None
+        text = untrusted.read_text(path, untrusted.PIP_LOCK)
     _, sep, body = text.partition("\n" + MARK)
     if not sep and text.startswith(MARK):
         sep, body = MARK, text[len(MARK):]
     record_line, _, body = body.partition("\n")
     try:
-        meta = json.loads(record_line) if sep else None
-    except ValueError:
+        meta = untrusted.parse_json(record_line, untrusted.LOCK_RECORD, str(path)) if sep else None
+    except untrusted.Unreadable:
         meta = None
     if not isinstance(meta, dict) or meta.get("tool") != "tfgpu-install":
         raise UsageError("lock-malformed", f"{path} is not a tfgpu-install lock: it has no readable "
@@ -210,14 +207,18 @@ def read(path: Path, text: str | None = None) -> PipLock:
                          ["Write a lock with `tfgpu-install lock ... --mode pip --platform linux-64 -o FILE`.",
                           "A plain requirements file installs with `tfgpu-install create --tf ... --mode pip`."])
     if meta.get("format") != FORMAT or meta.get("mode") != "pip":
+        try:
+            again = "Or regenerate it with this version: " + regenerate_command(meta, str(path))
+        except (KeyError, TypeError):
+            again = "Or regenerate it with `tfgpu-install lock`."
         raise ImpossibleError(
             "lock-format-unsupported",
             f"{path} was written by tfgpu-install {meta.get('tool_version', '?')} in lock format "
             f"{meta.get('format')!r} ({meta.get('mode', '?')} mode); this tfgpu-install {__version__} reads pip "
             f"locks of format {FORMAT}.",
             [f"Install tfgpu-install {meta.get('tool_version', '?')} to use this lock as it is.",
-             "Or regenerate it with this version: " + regenerate_command(meta, str(path))
-             if "resolution" in meta and "platform" in meta else "Or regenerate it with `tfgpu-install lock`."])
+             again])
+    _check_shape(meta, path)
     recorded = meta.pop("sha256", None)
     actual = _digest(meta, body)
     if recorded != actual:
@@ -231,6 +232,28 @@ def read(path: Path, text: str | None = None) -> PipLock:
     check_body(body, path)
     check_index(meta.get("index"), path)
     return PipLock(meta=meta, body=body, path=path)
+
+
+def _check_shape(meta: dict, path) -> None:
+    """The record's fields are of the types this version writes (a record with the right checksum
+    may still hold a list where a string goes: anyone can recompute the checksum)."""
+    from tfgpu.lock.platforms import PLATFORMS
+
+    kind, source = untrusted.PIP_LOCK_SHAPE, str(path)
+    for key in ("platform", "python_platform", "python", "index", "inputs_sha256", "tool_version"):
+        untrusted.expect(meta.get(key), str, kind, source, f"the record's {key!r}")
+    untrusted.expect(meta.get("cpu_only"), bool, kind, source, "the record's 'cpu_only'")
+    if meta["platform"] not in PLATFORMS:
+        untrusted.expect(None, str, kind, source, f"the record's platform {meta['platform']!r}")
+    recorded = untrusted.expect(meta.get("resolution"), dict, kind, source, "the record's 'resolution'")
+    for key in _RESOLUTION_KEYS:
+        if key not in recorded:
+            untrusted.expect(None, str, kind, source, f"the resolution's {key!r}")
+        if key != "compute_capabilities":
+            untrusted.expect(recorded[key], (str, int, float, type(None)), kind, source, f"the resolution's {key!r}")
+    for key in ("compute_capabilities", "requirements"):
+        for item in untrusted.expect(recorded.get(key), list, kind, source, f"the resolution's {key!r}"):
+            untrusted.expect(item, str, kind, source, f"an item of the resolution's {key!r}")
 
 
 # What a lock body may hold: uv's hashed output and nothing else. A checksum proves a lock was not
