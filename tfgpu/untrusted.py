@@ -75,9 +75,9 @@ LOCK_RECORD = Kind("a lock's record line", 1 * MiB, None)
 PIP_LOCK_SHAPE = Kind("the pip lock", 32 * MiB, lambda m: UsageError(
     "lock-malformed", m, _advice("Regenerate the lock with `tfgpu-install lock`.")))
 CONDA_LOCK = Kind("the conda lock", 64 * MiB, lambda m: ImpossibleError(
-    "lock-format-unsupported", m, _advice("Regenerate the lock with `tfgpu-install lock --mode conda`.")))
-BUNDLE = Kind("bundle.json", 16 * MiB, lambda m: ImpossibleError(
-    "bundle-format-unsupported", m, _advice("Build the bundle again with `tfgpu-install bundle`.")))
+    "lock-corrupt", m, _advice("Regenerate it with `tfgpu-install lock --mode conda`; nothing was installed.")))
+BUNDLE = Kind("bundle.json", 16 * MiB, None)
+"""A bundle's manifest: the caller says ``bundle-incomplete`` (an interrupted ``bundle`` leaves none)."""
 PROJECT = Kind("the project file", 1 * MiB, lambda m: UsageError(
     "bad-project-file", m, _advice("Fix the file, or pass --no-project to ignore it.")))
 OVERLAY = Kind("the data overlay", 16 * MiB, lambda m: OperationError(
@@ -94,6 +94,8 @@ PACKAGE_DATA = Kind("the tool's own data", 64 * MiB, lambda m: UsageError(
     "bad-data", m, _advice("Reinstall tfgpu-install.")), depth=64)
 LIBRARY = Kind("a shared library", 4 * 1024 * MiB, None)
 """An ELF file of an env read whole for its dynamic section (CUDA libraries run to hundreds of MB)."""
+ARTIFACT = Kind("a downloaded or bundled file", 1 << 50, None)
+"""Wheels, conda packages and archives, read in blocks for their checksum or unpacked."""
 CHILD_OUTPUT = Kind("the answer of a child process", 64 * MiB, None, depth=64)
 """JSON the tool's own child processes print (probes run in the target env): a bad answer means the
 probe did not run as expected, which each caller reports in its own words."""
@@ -158,6 +160,13 @@ def read_bytes(path: Path | str, kind: Kind) -> bytes:
         os.close(fd)
 
 
+def open_stream(path: Path | str, kind: Kind):
+    """A binary file object of ``path`` if it is a regular file, for files read in blocks and never
+    held whole (checksums of downloads and bundle files, archives): the kind's size cap does not apply."""
+    fd, _info = _open(path, kind)
+    return os.fdopen(fd, "rb")
+
+
 def read_head(path: Path | str, kind: Kind, size: int) -> bytes:
     """The first ``size`` bytes (at most) of ``path`` if it is a regular file, however long it is:
     a log cut at its cap, the start of a script, a ``/proc`` file (whose size reads as 0)."""
@@ -198,6 +207,19 @@ def json_or_none(path: Path | str, kind: Kind) -> Any:
         return load_json(path, kind)
     except Unreadable:
         return None
+
+
+def package_text(package: str, *parts: str) -> str:
+    """The text of a file shipped inside the tool (templates, programs run in the target env)."""
+    return decode(package_bytes(package, *parts), PACKAGE_DATA, "/".join((package, *parts)))
+
+
+def package_bytes(package: str, *parts: str) -> bytes:
+    """The bytes of a file shipped inside the tool, through the same checks as any other file."""
+    from importlib.resources import as_file, files
+
+    with as_file(files(package).joinpath(*parts)) as path:
+        return read_bytes(path, PACKAGE_DATA)
 
 
 def decode(data: bytes, kind: Kind, source: str, *, errors: str = "strict") -> str:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tfgpu import urls
+from tfgpu import untrusted, urls
 from tfgpu.errors import ImpossibleError, OperationError
 
 CHUNK = 1 << 16
@@ -112,8 +112,8 @@ def _check_url(url: str) -> None:
 
 def _noted(final: Path, note: Path, algorithm: str, expected: str) -> bool:
     try:
-        recorded, size, mtime = note.read_text(encoding="utf-8").split()
-    except (OSError, ValueError):
+        recorded, size, mtime = untrusted.read_text(note, untrusted.CACHE).split()
+    except (untrusted.Unreadable, ValueError):
         return False
     stat = final.stat()
     return recorded == f"{algorithm}:{expected}" and int(size) == stat.st_size and int(mtime) == stat.st_mtime_ns
@@ -133,7 +133,7 @@ def file_digest(path: Path, algorithm: str = "sha256") -> str:
     """The hex digest of a file, read in blocks (the one checksum reader: downloads, conda archives,
     bundle files)."""
     digest = hashlib.new(algorithm)
-    with open(path, "rb") as handle:
+    with untrusted.open_stream(path, untrusted.ARTIFACT) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

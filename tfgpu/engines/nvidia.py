@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, OperationError
 
 
@@ -110,7 +111,7 @@ def unpack_cudnn(archive: Path, toolkit: Path) -> int:
     absolute or escaping name or link, a device node or a FIFO is ``cudnn-archive-unsafe``, and a
     damaged archive is ``cudnn-archive-corrupt`` — checked for every member before anything is written."""
     try:
-        with tarfile.open(archive, "r:*") as tar:
+        with untrusted.open_stream(archive, untrusted.ARTIFACT) as raw, tarfile.open(fileobj=raw, mode="r:*") as tar:
             members = []
             for member in tar.getmembers():
                 parts = PurePosixPath(member.name).parts

@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.urls import is_secure
 
@@ -287,8 +288,8 @@ def _restore_urls(prefix: Path, records: list) -> None:
         if url is None:
             continue
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            document = untrusted.load_json(path, untrusted.ENV_FILE)
+        except untrusted.Unreadable:
             continue
         if isinstance(document, dict) and document.get("url") != url:
             document["url"] = url
@@ -323,7 +324,8 @@ class _Progress:
 def records_to_json(records: list) -> list[dict]:
     """What the env was solved to, as full repodata records (URL, sha256, md5, depends): written
     into the env and read back by lockfiles."""
-    return sorted((json.loads(record.to_json()) for record in records), key=lambda row: row["name"])
+    return sorted((untrusted.parse_json(record.to_json(), untrusted.CHILD_OUTPUT, "a solved record")
+                   for record in records), key=lambda row: row["name"])
 
 
 def write_records(records: list, path: Path) -> None:

@@ -9,12 +9,12 @@ downloads the newest CPython, for which TensorFlow has no wheels.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sys
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.urls import is_secure
 
@@ -144,8 +144,9 @@ def parse_inventory(output: str) -> dict[str, str]:
     for line in reversed(output.splitlines()):
         if line.startswith("["):
             try:
-                return {row["name"]: row["version"] for row in json.loads(line)}
-            except (ValueError, KeyError, TypeError):
+                return {row["name"]: row["version"]
+                        for row in untrusted.parse_json(line, untrusted.CHILD_OUTPUT, "the package list")}
+            except (untrusted.Unreadable, KeyError, TypeError):
                 break
     raise OperationError("install-failed", "Could not read the list of installed packages:\n" + output[-500:],
                          ["Run the same command by hand; the log has the whole output."])

@@ -26,8 +26,9 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
+
+from tfgpu import untrusted
 
 # Preload order: each library after the ones it links against [ENGINES-H200] (nvJitLink before
 # cuSPARSE/cuSOLVER, cuBLASLt before cuBLAS, cuDNN 8's sub-libraries before libcudnn).
@@ -137,7 +138,7 @@ def read_layout(root: Path, site_packages: str) -> CudaLayout:
 
 
 def _template(name: str) -> str:
-    return files("tfgpu.envs").joinpath("templates", name).read_text(encoding="utf-8")
+    return untrusted.package_text("tfgpu.envs", "templates", name)
 
 
 def _under(var: str, path: str, escape) -> str:
@@ -177,7 +178,7 @@ def _fill(template: str, block: str) -> str:
 
 
 def _append_hook(script: Path, line: str) -> None:
-    text = script.read_text(encoding="utf-8") if script.exists() else ""
+    text = untrusted.read_text(script, untrusted.ENV_FILE) if script.exists() else ""
     if BEGIN in text:
         text = text[: text.index(BEGIN)].rstrip("\n") + "\n"
     script.write_text(f"{text}\n{BEGIN}\n{line}\n{END}\n", encoding="utf-8")

@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import OperationError
 from tfgpu.proc import PIPE
 
@@ -36,8 +37,8 @@ def interpreter_tag(runner, python: str) -> tuple[str, str]:
     done = runner.capture([python, "-I", "-c", "import sys, importlib.util, json; "
                            "print(json.dumps([sys.implementation.cache_tag, importlib.util.MAGIC_NUMBER.hex()]))"])
     try:
-        tag, magic = json.loads(done.output)
-    except ValueError:
+        tag, magic = untrusted.parse_json(done.output, untrusted.CHILD_OUTPUT, python)
+    except (untrusted.Unreadable, ValueError, TypeError):
         raise OperationError("install-failed", f"The env's Python ({python}) did not start: {done.stderr.strip()[-300:]}",
                              ["Run it by hand to see why; the environment was not kept."]) from None
     return tag, magic

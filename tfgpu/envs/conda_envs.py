@@ -6,6 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
+from tfgpu import untrusted
+
 
 def conda_envs_dir() -> Path | None:
     """The envs directory of the conda installation on this host (so ``conda activate NAME`` and
@@ -27,12 +29,12 @@ def register_env(prefix: Path) -> None:
     """Add the env to ``~/.conda/environments.txt``, where ``conda env list`` looks."""
     listing = Path.home() / ".conda" / "environments.txt"
     try:
-        known = listing.read_text(encoding="utf-8").splitlines() if listing.exists() else []
+        known = untrusted.read_text(listing, untrusted.SYSTEM_FILE).splitlines() if listing.exists() else []
         if str(prefix) not in known:
             listing.parent.mkdir(parents=True, exist_ok=True)
             with listing.open("a", encoding="utf-8") as out:
                 out.write(f"{prefix}\n")
-    except OSError:
+    except (OSError, untrusted.Unreadable):
         pass  # a read-only home only costs the `conda env list` entry
 
 

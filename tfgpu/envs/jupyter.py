@@ -16,6 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError
 
 KERNEL = re.compile(r"tfgpu-[A-Za-z0-9._-]{1,64}-[0-9a-f]{8}")
@@ -57,7 +58,7 @@ def check_writable() -> None:
 def register(staging: Path, final: Path, label: str, env_id: str, tensorflow: str) -> str:
     """Write ``kernels/tfgpu-<label>-<id8>/kernel.json`` for the env being built in ``staging``
     (paths name its final place); returns the kernel's name."""
-    layout = json.loads((staging / "etc" / "tfgpu" / "layout.json").read_text(encoding="utf-8"))
+    layout = untrusted.load_json(staging / "etc" / "tfgpu" / "layout.json", untrusted.ENV_FILE)
     env = {}
     if layout["lib_dirs"]:
         env["LD_LIBRARY_PATH"] = ":".join(str(final / d) for d in layout["lib_dirs"])
@@ -94,9 +95,9 @@ def unregister(name: str, env_id: str) -> bool:
     if kernel_dir.is_symlink() or not kernel_dir.is_dir() or root.is_symlink():
         return False
     try:
-        spec = json.loads((kernel_dir / "kernel.json").read_text(encoding="utf-8"))
+        spec = untrusted.load_json(kernel_dir / "kernel.json", untrusted.MARKER)
         owner = spec["metadata"]["tfgpu-install"]["id"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (untrusted.Unreadable, KeyError, TypeError):
         return False
     if owner != env_id:
         return False

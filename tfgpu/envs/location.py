@@ -16,6 +16,7 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, UsageError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -172,6 +173,6 @@ def relocate_venv(staging: Path, final: Path) -> None:
     for path in [*(sorted(bin_dir.iterdir()) if bin_dir.is_dir() else []), staging / "pyvenv.cfg"]:
         if path.is_symlink() or not path.is_file():
             continue
-        data = path.read_bytes()
+        data = untrusted.read_bytes(path, untrusted.LIBRARY)
         if old in data and b"\0" not in data[:1024]:
             path.write_bytes(data.replace(old, new))

@@ -21,12 +21,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from tfgpu import __version__
+from tfgpu import __version__, untrusted
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock import pip_lock
 from tfgpu.lock.writing import tools
@@ -52,7 +51,7 @@ class Wheel:
 def wheels_from_pylock(text: str, platform: Platform, python: str) -> list[Wheel]:
     """The best wheel of every package of a PEP 751 lock for ``platform``/``python``."""
     chosen = []
-    for package in tomllib.loads(text).get("packages", []):
+    for package in untrusted.parse_toml(text, untrusted.PIP_LOCK, "pylock.toml").get("packages", []):
         ranked = []
         for entry in package.get("wheels", []):
             url = entry.get("url") or entry.get("path", "")

@@ -10,7 +10,7 @@ import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
 
-from tfgpu import __version__
+from tfgpu import __version__, untrusted
 from tfgpu.errors import OperationError
 from tfgpu.lock import pip_lock
 
@@ -34,7 +34,7 @@ def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, l
     dest.mkdir(parents=True, exist_ok=True)
     root = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory(prefix="tfgpu-tool-") as tmp:
-        if (root / "pyproject.toml").is_file() and 'name = "tfgpu-install"' in (root / "pyproject.toml").read_text(encoding="utf-8"):
+        if 'name = "tfgpu-install"' in (untrusted.text_or_none(root / "pyproject.toml", untrusted.CACHE) or ""):
             done = runner.run(build_wheel(uv, root, Path(tmp), index=pip_lock.index_url(), cache=cache_dir))
             built = sorted(Path(tmp).glob("tfgpu_install-*.whl"))
             if done.returncode != 0 or not built:
@@ -48,7 +48,7 @@ def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, l
             built = wheel_from_installation(Path(tmp))
             runner.log(f"tfgpu-install's wheel rebuilt from its installed files: {built.name}")
         target = dest / built.name
-        target.write_bytes(built.read_bytes())
+        target.write_bytes(untrusted.read_bytes(built, untrusted.ARTIFACT))
     with zipfile.ZipFile(target) as archive:
         meta_name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         metadata = HeaderParser().parsestr(archive.read(meta_name).decode("utf-8"))
@@ -91,7 +91,7 @@ def wheel_from_installation(out_dir: Path) -> Path:
             continue
         if item.parts[0] not in ("tfgpu", info):
             continue
-        data = Path(dist.locate_file(item)).read_bytes()
+        data = untrusted.read_bytes(Path(dist.locate_file(item)), untrusted.PACKAGE_DATA)
         if item.hash is not None:
             found = base64.urlsafe_b64encode(hashlib.new(item.hash.mode, data).digest()).rstrip(b"=").decode()
             if found != item.hash.value:

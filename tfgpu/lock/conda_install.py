@@ -5,10 +5,10 @@ what rattler and uv install — every sha256 checked before anything is linked.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.conda_lock import FORMAT, entry_digest, model_rows
 
@@ -31,7 +31,15 @@ class CondaLock:
             raise ImpossibleError("platform-not-in-lock", f"{self.path} has no {platform} environment "
                                   f"(it locks {', '.join(self.lockfile.metadata.platforms)}).",
                                   [f"Regenerate it with --platform {platform}."])
-        return json.loads(self.custom[key])
+        source, kind = str(self.path), untrusted.CONDA_LOCK
+        recorded = untrusted.expect(untrusted.parse_json(self.custom[key], kind, source), dict, kind, source, key)
+        for name in ("tensorflow", "package", "python", "mode", "os", "arch", "virtual_cuda"):
+            untrusted.expect(recorded.get(name), str, kind, source, f"{key}'s {name!r}")
+        untrusted.expect(recorded.get("cpu_only"), bool, kind, source, f"{key}'s 'cpu_only'")
+        for name in ("requirements", "conda_specs"):
+            for item in untrusted.expect(recorded.get(name), list, kind, source, f"{key}'s {name!r}"):
+                untrusted.expect(item, str, kind, source, f"an item of {key}'s {name!r}")
+        return recorded
 
     def packages(self, platform: str, manager: str) -> list:
         return [p for p in self.lockfile.package if p.platform == platform and p.manager == manager]
@@ -40,14 +48,15 @@ class CondaLock:
 def read(path: Path) -> CondaLock:
     """Parse with conda-lock's own parser; refuse another tool's or another format's lock, and any
     edit to the package entries (their sha256 is in the metadata)."""
-    from conda_lock.lockfile import parse_conda_lock_file
-
-    try:
-        lockfile = parse_conda_lock_file(path)
-    except FileNotFoundError:
+    if not (path.exists() or path.is_symlink()):
         raise UsageError("lock-unreadable", f"There is no lock file at {path}.",
-                         ["Give the conda-lock.yml `tfgpu-install lock --mode conda` wrote."]) from None
-    except Exception as error:  # yaml / pydantic errors: a truncated or hand-broken file
+                         ["Give the conda-lock.yml `tfgpu-install lock --mode conda` wrote."])
+    # Read through the door (bounded, no aliases), then validated with conda-lock's own models, as
+    # conda-lock's parse_conda_lock_file does after its own unbounded read.
+    content = untrusted.expect(untrusted.load_yaml(path, untrusted.CONDA_LOCK), dict, untrusted.CONDA_LOCK, str(path))
+    try:
+        lockfile = _validated(content, path)
+    except Exception as error:  # pydantic errors: a truncated or hand-broken file
         raise ImpossibleError("lock-corrupt", f"{path} is not a readable conda-lock file: {str(error)[:400]}",
                               ["Regenerate it with `tfgpu-install lock --mode conda`; nothing was installed."]) from None
     custom = lockfile.metadata.custom_metadata or {}
@@ -62,6 +71,20 @@ def read(path: Path) -> CondaLock:
                               "match the checksum recorded in it. Nothing was installed.",
                               ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."])
     return CondaLock(path=path, lockfile=lockfile, custom=custom)
+
+
+def _validated(content: dict, path: Path):
+    from conda_lock.lockfile import Lockfile, LockfileV1, lockfile_v1_to_v2
+
+    version = content.pop("version", None)
+    if version == 1:
+        lockfile = lockfile_v1_to_v2(LockfileV1.model_validate(content))
+    elif version == 2:
+        lockfile = Lockfile.model_validate(content)
+    else:
+        raise ValueError(f"it has {'no' if version is None else 'an unknown'} lockfile version")
+    lockfile.toposort_inplace()
+    return lockfile
 
 
 def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> str:

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from pathlib import Path
 
-from tfgpu import __version__
+from tfgpu import __version__, untrusted
 from tfgpu.errors import ImpossibleError
 
 FORMAT = "1"
@@ -28,7 +27,7 @@ FORMAT = "1"
 def pip_entries(pylock_text: str, platform, python: str) -> list[dict]:
     """One wheel per locked distribution (the best for the platform), from uv's pylock.toml."""
     entries = []
-    for package in tomllib.loads(pylock_text).get("packages", []):
+    for package in untrusted.parse_toml(pylock_text, untrusted.PIP_LOCK, "uv's pylock.toml").get("packages", []):
         wheels = [(platform.wheel_rank(w["url"].rsplit("/", 1)[-1], python), w) for w in package.get("wheels", [])]
         wheels = [(rank, w) for rank, w in wheels if rank is not None]
         if not wheels:

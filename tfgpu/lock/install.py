@@ -9,11 +9,11 @@ its manifest before anything is installed: missing or damaged files are exit 3.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.bundle import FORMAT as BUNDLE_FORMAT
 from tfgpu.lock.bundle import MANIFEST
@@ -50,10 +50,11 @@ def verify_bundle(directory: str | Path, reporter=None) -> tuple[dict, Path]:
     """Check every file of a bundle against its manifest; returns (manifest, lock path)."""
     root = Path(directory).expanduser().absolute()
     try:
-        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        manifest = untrusted.load_json(root / MANIFEST, untrusted.BUNDLE)
+    except untrusted.Unreadable as error:
         raise ImpossibleError("bundle-incomplete", f"{root} is not a complete tfgpu-install bundle: its {MANIFEST} "
-                              "is missing or unreadable (an interrupted `bundle` leaves none). Nothing was installed.",
+                              "is missing or unreadable (an interrupted `bundle` leaves none). Nothing was installed. "
+                              f"{error.reason}",
                               ["Run the `tfgpu-install bundle` command again (it resumes) and copy the whole "
                                "directory."]) from None
     if not isinstance(manifest, dict):
