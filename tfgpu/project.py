@@ -26,10 +26,10 @@ naming the file and the key.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import UsageError
 
 FILE = "tfgpu.toml"
@@ -81,18 +81,14 @@ def find(start: Path | None = None) -> Path | None:
 
 
 def _declares_tool_table(pyproject: Path) -> bool:
-    try:
-        text = pyproject.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
+    text = untrusted.read_text(pyproject, untrusted.PROJECT, errors="replace")
     if "tfgpu" not in text:
         return False
     try:
-        tool = tomllib.loads(text).get("tool", {})
-    except tomllib.TOMLDecodeError as error:
+        tool = untrusted.parse_toml(text, untrusted.PROJECT, str(pyproject)).get("tool", {})
+    except UsageError:
         if "[tool.tfgpu" in text:  # ours, and broken: say so rather than ignore the team's settings
-            raise UsageError("bad-project-file", f"{pyproject} is not valid TOML: {error}.",
-                             ["Fix the file; its [tool.tfgpu] table holds this project's target."]) from None
+            raise
         return False
     return isinstance(tool, dict) and "tfgpu" in tool
 
@@ -102,16 +98,10 @@ def load(path: Path | None = None, *, explicit: bool = False) -> Project | None:
     path = path or find()
     if path is None:
         return None
-    try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise UsageError("bad-project-file", f"Cannot read the project file {path}: {error.strerror}.",
-                         ["Give an existing file (--project FILE), or --no-project."]) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise UsageError("bad-project-file", f"{path} is not valid TOML: {error}.",
-                         ["Fix the file; every value is a TOML string, boolean or list of strings."]) from None
+    document = untrusted.load_toml(path, untrusted.PROJECT)
     if path.name == "pyproject.toml":
-        table = document.get("tool", {}).get("tfgpu")
+        tool = untrusted.expect(document.get("tool", {}), dict, untrusted.PROJECT, str(path), "[tool]")
+        table = tool.get("tfgpu")
         prefix = "tool.tfgpu."
         if table is None:
             if explicit:

@@ -10,11 +10,10 @@ second run changes nothing and says so. pip mode embeds tfgpu-install's own acti
 from __future__ import annotations
 
 import json
-from importlib.resources import files
 
 from packaging.version import Version
 
-from tfgpu import __version__
+from tfgpu import __version__, untrusted
 from tfgpu import quoting
 from tfgpu.errors import ImpossibleError
 
@@ -24,7 +23,7 @@ HEREDOC_VERIFY = "TFGPU_VERIFY_PY"
 
 def template(name: str) -> str:
     """One file of ``tfgpu/export/templates``."""
-    return files("tfgpu.export").joinpath("templates", name).read_text(encoding="utf-8")
+    return untrusted.package_text("tfgpu.export", "templates", name)
 
 
 def default_env_name(resolution) -> str:
@@ -79,9 +78,8 @@ def _heredoc(text: str, delimiter: str) -> str:
 
 def activation_program() -> str:
     """The Python program that writes a venv's activation and load hook (tfgpu's own module)."""
-    envs = files("tfgpu.envs")
-    source = envs.joinpath("activation.py").read_text(encoding="utf-8")
-    templates = {name: envs.joinpath("templates", name).read_text(encoding="utf-8")
+    source = untrusted.package_text("tfgpu.envs", "activation.py")
+    templates = {name: untrusted.package_text("tfgpu.envs", "templates", name)
                  for name in ("activate.sh", "activate.fish", "cuda_hook.py")}
     program = template("activate_env.py")
     program = program.replace('"@ACTIVATION_SOURCE@"', repr(json.dumps(source)))

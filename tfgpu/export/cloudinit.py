@@ -9,7 +9,7 @@ driver (cloud GPU images do); without one, the verification at the end fails and
 
 from __future__ import annotations
 
-from tfgpu import quoting
+from tfgpu import quoting, untrusted
 from tfgpu.export.bash import comment, header, render_bash
 
 SCRIPT_PATH = "/opt/tfgpu-install/install-tf.sh"
@@ -18,9 +18,7 @@ LOG_PATH = "/var/log/tfgpu-install.log"
 
 def embedded_script(user_data: str) -> str:
     """The bash script inside user-data rendered by :func:`render_cloud_init` (for checks)."""
-    import yaml
-
-    return yaml.safe_load(user_data)["write_files"][0]["content"]
+    return untrusted.parse_yaml(user_data, untrusted.PACKAGE_DATA, "user-data")["write_files"][0]["content"]
 
 
 def render_cloud_init(resolution) -> str:

@@ -12,11 +12,10 @@ the programs come from a ConfigMap. Everything is YAML through ``tfgpu.quoting.y
 
 from __future__ import annotations
 
-from importlib.resources import files
 
 from packaging.version import Version
 
-from tfgpu import quoting
+from tfgpu import quoting, untrusted
 from tfgpu.errors import ImpossibleError
 from tfgpu.export.bash import comment, default_env_name, header, template
 from tfgpu.export.dockerfile import render_dockerfile
@@ -87,8 +86,7 @@ def manifests(resolution) -> list[dict]:
            {"name": "NCCL_DEBUG", "value": "WARN"}]
     gpus = {"limits": {"nvidia.com/gpu": GPUS_PER_WORKER}}
     mounts = [{"name": "programs", "mountPath": MOUNT, "readOnly": True}]
-    verify = files("tfgpu.verify")
-    data = {name: verify.joinpath(name).read_text(encoding="utf-8") for name in PROGRAMS}
+    data = {name: untrusted.package_text("tfgpu.verify", name) for name in PROGRAMS}
     data["preflight.py"] = template("slurm_preflight.py")
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": names["service"], "labels": labels},
                "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,

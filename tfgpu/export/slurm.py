@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 
-from tfgpu import quoting
+from tfgpu import quoting, untrusted
 from tfgpu.export.apptainer import NAME as DEF_NAME, render_apptainer
 from tfgpu.export.bash import _heredoc, comment, default_env_name, header, render_bash, template
 from tfgpu.export.files import ExportFile
@@ -108,7 +108,6 @@ def render_slurm(resolution) -> tuple[ExportFile, ...]:
     name = default_env_name(resolution)
     lua_path, tcl_path = module_paths(resolution)
     module_header = header(resolution, "a modulefile for the env install-tf.sh builds")
-    verify = files("tfgpu.verify")
     line = quoting.one_line
     d = DEFAULTS
     readme = README.format(tf=line(resolution.tensorflow), mode=line(resolution.mode),
@@ -126,7 +125,7 @@ def render_slurm(resolution) -> tuple[ExportFile, ...]:
                                 f"3. No container: {line(error.message)} {line(error.alternatives[0])}")
     return (ExportFile(JOB, render_sbatch(resolution), 0o755),
             ExportFile("install-tf.sh", render_bash(resolution), 0o755),
-            *(ExportFile(f"tfgpu/{helper}", verify.joinpath(helper).read_text(encoding="utf-8"))
+            *(ExportFile(f"tfgpu/{helper}", untrusted.package_text("tfgpu.verify", helper))
               for helper in HELPERS),
             ExportFile(lua_path, render_lua(resolution, module_header)),
             ExportFile(tcl_path, render_tcl(resolution, module_header)),
