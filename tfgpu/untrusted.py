@@ -80,8 +80,11 @@ BUNDLE = Kind("bundle.json", 16 * MiB, None)
 """A bundle's manifest: the caller says ``bundle-incomplete`` (an interrupted ``bundle`` leaves none)."""
 PROJECT = Kind("the project file", 1 * MiB, lambda m: UsageError(
     "bad-project-file", m, _advice("Fix the file, or pass --no-project to ignore it.")))
-OVERLAY = Kind("the data overlay", 16 * MiB, lambda m: OperationError(
-    "data-overlay-corrupt", m, _advice("Run `tfgpu-install update-data` again, or delete the overlay it names.")))
+OVERLAY = Kind("the release data fetched by update-data", 16 * MiB, lambda m: OperationError(
+    "data-overlay-corrupt", m, _advice("Delete it, then run `tfgpu-install update-data` again.")))
+DATA_TABLE = Kind("a data table", 16 * MiB, lambda m: UsageError(
+    "bad-data", m, _advice("Fix that file (or remove it from the TFGPU_DATA_DIR overlay to use the shipped table).")),
+    depth=64)
 UPSTREAM = Kind("an answer from the index", 64 * MiB, lambda m: OperationError(
     "update-failed", m, _advice("Try again later; the data the tool ships is still used.")), depth=64)
 LOG = Kind("the log", 32 * MiB, lambda m: UsageError(

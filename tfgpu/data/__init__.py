@@ -23,9 +23,10 @@ from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import UsageError
 
-MAX_TABLE_BYTES = 16 << 20
+MAX_TABLE_BYTES = untrusted.DATA_TABLE.limit
 _MAGIC = b"TFGPU-TABLES-2\n"
 
 
@@ -58,8 +59,7 @@ def shipped_names() -> list[str]:
 
 @cache
 def _tables() -> dict[str, dict]:
-    sources = {entry.name: entry.read_bytes() for entry in files("tfgpu.data").iterdir()
-               if entry.name.endswith(".toml")}
+    sources = {name: untrusted.package_bytes("tfgpu.data", name) for name in shipped_names()}
     where = {name: f"tfgpu/data/{name}" for name in sources}
     for name, (raw, path) in _overlay(set(sources)).items():
         sources[name], where[name] = raw, path
@@ -77,18 +77,9 @@ def _tables() -> dict[str, dict]:
 
 def parse(name: str, raw: bytes, where: str) -> dict:
     """One table's bytes, decoded, parsed and checked against its schema (``bad-data`` naming ``where``)."""
-    import tomllib
-
     from tfgpu.data import schema
 
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise UsageError("bad-data", f"{where} is not UTF-8 text (byte {error.start}).", [_WAY]) from None
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise UsageError("bad-data", f"{where} is not valid TOML: {error}.", [_WAY]) from None
+    document = untrusted.parse_toml(untrusted.decode(raw, untrusted.DATA_TABLE, where), untrusted.DATA_TABLE, where)
     schema.validate(name, document, where)
     return document
 
@@ -110,12 +101,7 @@ def _overlay(shipped: set[str]) -> dict[str, tuple[bytes, str]]:
         if path.name not in shipped:
             raise UsageError("bad-data", f"{path} replaces no shipped table (they are: {', '.join(sorted(shipped))}).",
                              ["Rename it after the table it replaces, or remove it."])
-        try:
-            if path.stat().st_size > MAX_TABLE_BYTES:
-                raise UsageError("bad-data", f"{path} is larger than {MAX_TABLE_BYTES >> 20} MiB.", [_WAY])
-            found[path.name] = (path.read_bytes(), str(path))
-        except OSError as error:
-            raise UsageError("bad-data", f"Cannot read {path}: {error.strerror}.", [_WAY]) from None
+        found[path.name] = (untrusted.read_bytes(path, untrusted.DATA_TABLE), str(path))
     return found
 
 
@@ -127,8 +113,8 @@ def _cache_dir() -> Path:
 
 def _read_cache(path: Path, names: set[str]) -> dict | None:
     try:
-        blob = path.read_bytes()
-    except OSError:
+        blob = untrusted.read_bytes(path, untrusted.CACHE)
+    except untrusted.Unreadable:
         return None
     head = len(_MAGIC) + 32
     if len(blob) <= head or not blob.startswith(_MAGIC) or hashlib.sha256(blob[head:]).digest() != blob[len(_MAGIC):head]:

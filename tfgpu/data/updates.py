@@ -8,6 +8,7 @@ reading a table: nothing here fetches (``tfgpu.update`` does, on request).
 
 from __future__ import annotations
 
+from tfgpu import untrusted
 from tfgpu.data import derived
 
 UPDATES_FILE = "tensorflow-updates.toml"
@@ -17,18 +18,14 @@ UPDATES_FILE = "tensorflow-updates.toml"
 def updates() -> dict:
     """The overlay, parsed and checked against tensorflow.toml's schema (it was fetched from the
     network, so it is held to the same rules as a shipped table); {} when there is none."""
-    from tfgpu.data import MAX_TABLE_BYTES, parse
+    from tfgpu.data import parse
     from tfgpu.errors import OperationError, UsageError
     from tfgpu.paths import data_dir
 
     path = data_dir() / UPDATES_FILE
-    try:
-        if path.stat().st_size > MAX_TABLE_BYTES:
-            raise OperationError("data-overlay-corrupt", f"{path} is larger than {MAX_TABLE_BYTES >> 20} MiB.",
-                                 ["Delete it, then run `tfgpu-install update-data` again."])
-        raw = path.read_bytes()
-    except OSError:
+    if not (path.exists() or path.is_symlink()):
         return {}
+    raw = untrusted.read_bytes(path, untrusted.OVERLAY)
     try:
         return parse("tensorflow.toml", raw, str(path))
     except UsageError as error:
