@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.backends.options import Options  # noqa: F401 - part of the backend interface
 from tfgpu.envs.location import Location
 
@@ -243,7 +244,7 @@ def _resolve(step: Step, context: Context) -> None:
     from tfgpu.engines.uv import exact_pins
 
     _run(step, context)
-    for pin in exact_pins(Path(step.writes[0]).read_text(encoding="utf-8")):
+    for pin in exact_pins(untrusted.read_text(Path(step.writes[0]), untrusted.PIP_LOCK)):
         if pin.startswith(("nvidia-", "tensorflow")):
             context.reporter.note(f"chosen: {pin}")
 
@@ -280,7 +281,7 @@ def write_marker(context: Context, extra: dict) -> None:
         "name": location.name, "tensorflow": resolution.tensorflow, "python": resolution.python,
         "cuda": resolution.cuda, "cudnn": resolution.cudnn, "min_driver": resolution.min_driver,
         "requirements": list(resolution.packages.pip),
-        "locked": exact_pins(lock.read_text(encoding="utf-8")) if lock.exists() else [],
+        "locked": exact_pins(untrusted.read_text(lock, untrusted.PIP_LOCK)) if lock.exists() else [],
         "installed": context.outcome.installed, "find_links": options.find_links, "offline": options.offline,
         **({"from_lock": context.source.label} if context.source.label else {}),
         **extra,

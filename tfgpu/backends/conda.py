@@ -12,9 +12,9 @@ installed with every hash required.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.backends.base import (
     Backend,
     Context,
@@ -167,8 +167,9 @@ def _conda_activation(step: Step, context: Context) -> None:
 def _conda_marker(step: Step, context: Context) -> None:
     root = context.location.staging
     solved = root / SOLVED
-    conda = json.loads(solved.read_text(encoding="utf-8")) if solved.exists() else [
-        json.loads(p.read_text(encoding="utf-8")) for p in sorted((root / "conda-meta").glob("*.json"))]
+    conda = untrusted.json_or_none(solved, untrusted.ENV_FILE) if solved.exists() else [
+        untrusted.json_or_none(p, untrusted.ENV_FILE) for p in sorted((root / "conda-meta").glob("*.json"))]
+    conda = conda if isinstance(conda, list) else []
     listed = [f"{p['name']}={p['version']}={p['build']}" for p in conda if isinstance(p, dict) and "name" in p]
     write_marker(context, {**step.payload, "conda": listed})
 

@@ -10,12 +10,12 @@ can simulate a non-root user or a different root without being one.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError
 
 TOOLKIT_MARKER = "tfgpu-toolkit.json"
@@ -71,13 +71,9 @@ def toolkit_record(items, final: Path) -> dict:
 def read_toolkit_marker(toolkit: Path) -> dict | None:
     """The files a toolkit was built from, if its marker proves tfgpu-install made it at that very
     path (a marker copied into another toolkit, or hand-written, proves nothing)."""
-    try:
-        path = toolkit / TOOLKIT_MARKER
-        if path.is_symlink() or toolkit.is_symlink() or path.stat().st_size > 65536:
-            return None
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+    if toolkit.is_symlink():
         return None
+    found = untrusted.json_or_none(toolkit / TOOLKIT_MARKER, untrusted.MARKER)
     if not isinstance(found, dict) or found.get("tool") != "tfgpu-install" or found.get("prefix") != os.path.realpath(toolkit):
         return None
     return {key: value for key, value in found.items() if key != "prefix"}
@@ -183,10 +179,7 @@ def commit_toolkit(place: ToolkitPlace) -> None:
 
 def read_toolkit_marker_for(directory: Path, made_for: Path) -> dict | None:
     """A toolkit moved aside keeps the marker of the place it was made for."""
-    try:
-        found = json.loads((directory / TOOLKIT_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
+    found = untrusted.json_or_none(directory / TOOLKIT_MARKER, untrusted.MARKER)
     return found if isinstance(found, dict) and found.get("prefix") == os.path.realpath(made_for) else None
 
 

@@ -20,6 +20,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.datasource.errors import SourceError
 
 __all__ = ["Fetcher", "SourceError", "write_atomic"]
@@ -57,12 +58,12 @@ class Fetcher:
         """The JSON document at ``url``, or None when the server answers 404."""
         cached = self._cache_path("json", url, ".json")
         if cached and cached.exists() and (not self.refresh_json or self.offline):
-            return json.loads(cached.read_text("utf-8"))
+            try:
+                return untrusted.load_json(cached, untrusted.CACHE)
+            except untrusted.Unreadable:
+                pass  # a damaged cache entry is asked for again (or, offline, is not in the cache)
         body = self._request(url, None)
-        try:
-            document = None if body is None else json.loads(body)
-        except ValueError as exc:
-            raise SourceError(f"{url}: not a JSON document ({exc})") from None
+        document = None if body is None else untrusted.parse_json(body, untrusted.UPSTREAM, url)
         if cached:
             write_atomic(cached, json.dumps(document).encode())
         return document
@@ -74,7 +75,10 @@ class Fetcher:
                               f"(at most {self.max_range_bytes} per request)")
         cached = self._cache_path("ranges", url, f"/{start}-{end}")
         if cached and cached.exists():
-            return cached.read_bytes()
+            try:
+                return untrusted.read_bytes(cached, untrusted.CACHE)
+            except untrusted.Unreadable:
+                pass
         data = self._request(url, (start, end))
         if data is None:
             raise SourceError(f"{url}: 404 Not Found")

@@ -18,7 +18,6 @@ Nothing in it names the machine it was generated on or an absolute path of it.
 
 from __future__ import annotations
 
-from importlib.resources import files
 
 from tfgpu import quoting, untrusted
 from tfgpu.export.apptainer import NAME as DEF_NAME, render_apptainer

@@ -11,6 +11,7 @@ import re
 from importlib.resources import as_file, files
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, OperationError
 
 _LOG_SIGNS = re.compile(r"(Could not load dynamic library|Cannot dlopen|failed call to cuInit|"
@@ -43,8 +44,9 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
                f"{done.stderr}{done.output}")
     lines = done.output.strip().splitlines()
     try:
-        report = json.loads(lines[-1])
-    except (IndexError, ValueError):
+        report = untrusted.expect(untrusted.parse_json(lines[-1], untrusted.CHILD_OUTPUT, str(python)), dict,
+                                  untrusted.CHILD_OUTPUT, str(python))
+    except (IndexError, untrusted.Unreadable):
         raise OperationError("verify-crashed", f"The GPU check in {prefix} crashed (exit {done.returncode}).\n"
                              + "\n".join(done.stderr.strip().splitlines()[-8:]),
                              ["Run `tfgpu-install doctor` for the environment.",
@@ -81,8 +83,9 @@ def run_multiworker(prefix: Path, workers: int, timeout: float = 900, runner=Non
                                str(int(timeout - 30))], timeout=timeout, clean=False, env={"NCCL_NVLS_ENABLE": "0"})
     lines = [line for line in done.output.strip().splitlines() if line.startswith("{")]
     try:
-        report = json.loads(lines[-1])
-    except (IndexError, ValueError):
+        report = untrusted.expect(untrusted.parse_json(lines[-1], untrusted.CHILD_OUTPUT, str(python)), dict,
+                                  untrusted.CHILD_OUTPUT, str(python))
+    except (IndexError, untrusted.Unreadable):
         raise OperationError("verify-crashed", f"The multi-worker check in {prefix} crashed (exit {done.returncode}).\n"
                              + "\n".join(done.stderr.strip().splitlines()[-8:]),
                              ["Run `tfgpu-install doctor` for the environment."]) from None
