@@ -136,3 +136,130 @@ def test_no_module_over_400_lines():
     sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
              for path in ROOT.rglob("*.py")}
     assert {name: size for name, size in sizes.items() if size > 400} == {}
+
+
+# The one reader for untrusted files: outside tfgpu/untrusted.py (and code that runs in the target
+# env), nothing parses JSON/TOML/YAML or opens a file for reading. Writing stays with the caller.
+PARSERS = {("json", "load"), ("json", "loads"), ("tomllib", "load"), ("tomllib", "loads"), ("yaml", "load"),
+           ("yaml", "safe_load"), ("yaml", "full_load"), ("yaml", "unsafe_load"), ("yaml", "load_all"),
+           ("yaml", "safe_load_all"), ("yaml", "parse"), ("yaml", "compose"), ("yaml", "compose_all")}
+ARCHIVE_MODULES = {"tarfile", "gzip", "bz2", "lzma", "io", "codecs", "zipfile"}
+WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT"}
+FOREIGN_READERS = {"parse_conda_lock_file"}
+"""Other libraries' functions that open and parse a file themselves, unbounded."""
+
+
+def _strings(node: ast.AST, assigned: dict[str, list[ast.AST]]) -> list[str] | None:
+    """The string constants a mode expression can take (a name: every value the module assigns it);
+    None when it can be anything."""
+    if isinstance(node, ast.Name):
+        values = assigned.get(node.id)
+        if not values:
+            return None
+        found = []
+        for value in values:
+            strings = _strings(value, {})
+            if strings is None:
+                return None
+            found += strings
+        return found
+    strings = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    if not strings or not all(isinstance(n, (ast.Constant, ast.IfExp, ast.Compare, ast.Name, ast.Attribute,
+                                                     ast.BoolOp, ast.UnaryOp)) for n in ast.walk(node)):
+        return None
+    return strings
+
+
+def _assignments(tree: ast.AST) -> dict[str, list[ast.AST]]:
+    """name -> every value assigned to it in the module (tuple assignments paired element-wise)."""
+    found: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                pairs = [(target, node.value)]
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs = list(zip(target.elts, node.value.elts))
+                for name, value in pairs:
+                    if isinstance(name, ast.Name):
+                        found.setdefault(name.id, []).append(value)
+    return found
+
+
+def _reads(mode: ast.AST | None, assigned) -> bool:
+    if mode is None:
+        return True
+    strings = _strings(mode, assigned)
+    return strings is None or any(not set(s) & set("wax") for s in strings)
+
+
+def reads_around_the_door(source: str) -> list[str]:
+    """Each call in ``source`` that reads a file or parses a document without tfgpu.untrusted."""
+    tree = ast.parse(source)
+    assigned = _assignments(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func, where = node.func, f"line {node.lineno}"
+        keywords = {k.arg: k.value for k in node.keywords}
+        if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) in FOREIGN_READERS:
+            found.append(f"{where}: a library's own file reader")
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (func.value.id, func.attr) in PARSERS:
+            found.append(f"{where}: {func.value.id}.{func.attr}")
+        elif isinstance(func, ast.Attribute) and func.attr in ("read_text", "read_bytes"):
+            if not (isinstance(func.value, ast.Name) and func.value.id == "untrusted"):
+                found.append(f"{where}: .{func.attr}()")
+        elif isinstance(func, ast.Attribute) and func.attr == "open" and isinstance(func.value, ast.Name) \
+                and func.value.id == "os":
+            flags = {n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", None)
+                     for arg in node.args[1:2] for n in ast.walk(arg)}
+            if not flags & WRITE_FLAGS:
+                found.append(f"{where}: os.open for reading")
+        elif isinstance(func, ast.Name) and func.id == "open" or (
+                isinstance(func, ast.Attribute) and func.attr == "open" and isinstance(func.value, ast.Name)
+                and func.value.id in ARCHIVE_MODULES):
+            if not node.args and "fileobj" in keywords:
+                continue  # an archive over a file object the door opened
+            mode = node.args[1] if len(node.args) > 1 else keywords.get("mode")
+            if _reads(mode, assigned):
+                found.append(f"{where}: open() for reading")
+        elif isinstance(func, ast.Attribute) and func.attr == "open":  # Path.open(mode)
+            mode = node.args[0] if node.args else keywords.get("mode")
+            if _reads(mode, assigned):
+                found.append(f"{where}: .open() for reading")
+    return found
+
+
+def test_untrusted_files_are_read_only_through_the_door():
+    offenders = {}
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative == "untrusted.py" or relative in IN_TARGET_ENV or relative.startswith(TEMPLATE_DIRS):
+            continue
+        found = reads_around_the_door(path.read_text(encoding="utf-8"))
+        if found:
+            offenders[relative] = found
+    assert offenders == {}
+
+
+@pytest.mark.parametrize("source", [
+    "import json\njson.loads(text)", "import json\njson.load(handle)", "import tomllib\ntomllib.loads(t)",
+    "import yaml\nyaml.safe_load(t)", "import yaml\nyaml.compose(t)", "path.read_text(encoding='utf-8')",
+    "files('x').joinpath('y').read_bytes()", "open(path)", "open(path, 'rb')", "open(path, mode='r+')",
+    "path.open()", "path.open('rb')", "import tarfile\ntarfile.open(archive, 'r:*')",
+    "import os\nos.open(path, os.O_RDONLY | os.O_NONBLOCK)", "mode = 'rb'\nopen(path, mode)",
+    "from conda_lock.lockfile import parse_conda_lock_file\nparse_conda_lock_file(path)",
+])
+def test_the_door_check_sees_each_way_around(source):
+    assert reads_around_the_door(source)
+
+
+@pytest.mark.parametrize("source", [
+    "from tfgpu import untrusted\nuntrusted.read_text(p, untrusted.PIP_LOCK)", "open(path, 'w')",
+    "open(path, 'ab')", "path.open('a', encoding='utf-8')", "import os\nos.fdopen(fd, 'wb')",
+    "import os\nos.open(path, os.O_RDWR | os.O_CREAT, 0o644)", "import json\njson.dumps(value)",
+    "mode, done = 'ab', 1\nmode, done = 'wb', 0\nopen(part, mode)",
+    "import tarfile\ntarfile.open(fileobj=raw, mode='r:*')",
+])
+def test_the_door_check_lets_writes_through(source):
+    assert reads_around_the_door(source) == []
