@@ -1,0 +1,226 @@
+"""Hostile files at every surface the tool reads (``tfgpu.untrusted``, the one reader): a FIFO in
+place of the file (reading one blocks forever), a link to ``/dev/zero`` (never ends), a sparse file
+far over the cap, 200,000 levels of nesting (the parsers recurse), YAML aliases that expand to 10^9
+nodes, bytes that are not UTF-8, and the wrong types. Each case runs the command that reads the
+surface as a child process with a deadline, and asserts the documented exit code and error code,
+no traceback, and nothing changed outside what the tool itself keeps (cache, logs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from hostile.conftest import changed, snapshot
+
+DEEP = 200_000
+HAZARDS = ("fifo", "dev-zero", "huge", "deep", "aliases", "not-utf8", "wrong-types")
+TOOL_STATE = ("cache", "logs", "envs/.")  # what the tool keeps for itself in the sandbox
+
+
+def deep_json() -> str:
+    return "[" * DEEP + "]" * DEEP
+
+
+def billion_laughs() -> str:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for level in range(1, 9):
+        prior = chr(ord("a") + level - 1)
+        lines.append(f"{chr(ord('a') + level)}: &{chr(ord('a') + level)} [{', '.join(['*' + prior] * 9)}]")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Surface:
+    """One file the tool reads: where it goes, the command that reads it, and the expected outcome."""
+
+    name: str
+    path: str
+    """Where the hostile file goes, relative to the sandbox."""
+    argv: tuple[str, ...]
+    expected: dict[str, tuple[int, str]]
+    """hazard -> (exit code, error code); "" where the tool goes on without the file (exit as given)."""
+    content: dict[str, str | bytes] = field(default_factory=dict)
+    """hazard -> what the file holds (deep, aliases, not-utf8, wrong-types)."""
+    setup: Callable[[Path], None] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables naming paths in the sandbox ("" unsets the variable)."""
+
+
+def fake_env(root: Path) -> None:
+    """A directory shaped like a Python env (its python is this interpreter), cheap to make."""
+    (root / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages").mkdir(parents=True)
+    (root / "bin").mkdir()
+    (root / "bin" / "python").symlink_to(sys.executable)
+
+
+def json_content(wrong: str) -> dict[str, str | bytes]:
+    return {"deep": deep_json(), "not-utf8": b'{"tool": "tfgpu-install\xff"}', "wrong-types": wrong}
+
+
+def toml_content(wrong: str, prefix: str = "") -> dict[str, str | bytes]:
+    return {"deep": prefix + "tf = " + "[" * DEEP + "]" * DEEP + "\n", "not-utf8": prefix.encode() + b'tf = "2.21\xff"\n',
+            "wrong-types": prefix + wrong}
+
+
+YAML = {"deep": deep_json(), "aliases": billion_laughs(), "not-utf8": b"version: 1\nmetadata: \xff\n",
+        "wrong-types": "- version\n- 1\n"}
+PIP_LOCK = {"deep": "# tfgpu-lock: " + deep_json() + "\nx==1\n", "not-utf8": b"# tfgpu-lock: {}\nx==1 \xff\n",
+            "wrong-types": "# tfgpu-lock: " + json.dumps({"tool": "tfgpu-install", "format": 1, "mode": "pip",
+                                                          "platform": ["linux-64"], "resolution": "2.21"}) + "\nx==1\n"}
+PIP_LOCK_EXPECTED = {"fifo": (2, "lock-unreadable"), "dev-zero": (2, "lock-unreadable"), "huge": (2, "lock-unreadable"),
+                     "not-utf8": (2, "lock-unreadable"), "deep": (2, "lock-malformed"), "wrong-types": (2, "lock-malformed")}
+TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--os", "linux", "--arch", "x86_64", "--driver", "580",
+          "--gpu-cc", "8.0", "--no-detect", "--offline")
+
+
+def every(outcome: tuple[int, str], *, but: dict | None = None) -> dict[str, tuple[int, str]]:
+    return {hazard: outcome for hazard in HAZARDS if hazard != "aliases"} | (but or {})
+
+
+def _journal_env(sandbox: Path) -> None:
+    """A real venv (repair asks its interpreter) that seems to hold TensorFlow."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(sandbox / "V")], check=True, timeout=60)
+    site = next((sandbox / "V" / "lib").glob("python3*/site-packages"))
+    info = site / "tensorflow-2.21.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorflow\nVersion: 2.21.0\n")
+    (sandbox / "V" / "etc" / "tfgpu").mkdir(parents=True)
+
+
+def _listed_env(sandbox: Path) -> None:
+    fake_env(sandbox / "envs" / "V")
+
+
+def _marker_env(sandbox: Path) -> None:
+    fake_env(sandbox / "M")
+
+
+def _staging(sandbox: Path) -> None:
+    (sandbox / ".S.tfgpu-staging").mkdir()
+
+
+def _bundle(sandbox: Path) -> None:
+    (sandbox / "B").mkdir()
+
+
+def _warm_cache(sandbox: Path) -> None:
+    """Run plan once so the parsed-data cache exists; the hostile file then replaces it."""
+    done = subprocess.run([sys.executable, "-m", "tfgpu", "plan", "--tf", "2.21", "--no-detect", "--json"],
+                          cwd=sandbox, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (cached,) = (sandbox / "cache" / "data").glob("tables-*.bin")
+    (sandbox / "cache-path").write_text(str(cached.relative_to(sandbox)))
+
+
+SURFACES = [
+    Surface("bundle.json", "B/bundle.json", ("create", "--from-bundle", "B", "--prefix", "P"),
+            every((3, "bundle-incomplete"), but={"wrong-types": (3, "bundle-corrupt")}),
+            json_content("[]"), _bundle),
+    Surface("conda-lock-check", "conda-lock.yml", ("lock", "--check", "conda-lock.yml"),
+            every((3, "lock-corrupt"), but={"aliases": (3, "lock-corrupt")}), YAML),
+    Surface("conda-lock-create", "conda-lock.yml", ("create", "--from-lock", "conda-lock.yml", "--prefix", "P"),
+            every((3, "lock-corrupt"), but={"aliases": (3, "lock-corrupt")}), YAML),
+    Surface("pip-lock-check", "requirements.lock.txt", ("lock", "--check", "requirements.lock.txt"),
+            PIP_LOCK_EXPECTED, PIP_LOCK),
+    Surface("pip-lock-create", "requirements.lock.txt",
+            ("create", "--from-lock", "requirements.lock.txt", "--prefix", "P"), PIP_LOCK_EXPECTED, PIP_LOCK),
+    Surface("--project", "team.toml", ("plan", "--project", "team.toml", "--tf", "2.21", "--no-detect"),
+            every((2, "bad-project-file")), toml_content('tf = ["2.21"]\n')),
+    # Found by looking, not named: only a regular file is taken for one (a FIFO or device is no project file).
+    Surface("tfgpu.toml", "tfgpu.toml", ("plan", "--tf", "2.21", "--no-detect"),
+            every((2, "bad-project-file"), but={"fifo": (0, ""), "dev-zero": (0, "")}), toml_content('tf = ["2.21"]\n'),
+            env={"TFGPU_PROJECT_FILE": ""}),
+    Surface("pyproject.toml", "pyproject.toml", ("plan", "--tf", "2.21", "--no-detect"),
+            every((2, "bad-project-file"), but={"fifo": (0, ""), "dev-zero": (0, "")}),
+            toml_content('tf = ["2.21"]\n', "[tool.tfgpu]\n") | {"wrong-types": '[tool]\ntfgpu = "2.21"\n'},
+            env={"TFGPU_PROJECT_FILE": ""}),
+    Surface("TFGPU_DATA_DIR", "D/tensorflow.toml", ("plan", "--tf", "2.21", "--no-detect"),
+            every((2, "bad-data")), toml_content('release = "2.21"\n'), lambda s: (s / "D").mkdir(),
+            {"TFGPU_DATA_DIR": "D"}),
+    Surface("update-data overlay", "U/tensorflow-updates.toml", ("plan", "--tf", "2.21", "--no-detect"),
+            every((1, "data-overlay-corrupt")), toml_content('release = "2.21"\n'), lambda s: (s / "U").mkdir(),
+            {"TFGPU_USER_DATA_DIR": "U"}),
+    Surface("marker-remove", "M/tfgpu-env.json", ("remove", "--prefix", "M"),
+            every((3, "not-a-tfgpu-env")), json_content("[]"), _marker_env),
+    Surface("marker-list", "envs/V/tfgpu-env.json", ("list",), every((0, "")), json_content("[]"), _listed_env),
+    Surface("staging record", ".S.tfgpu-staging/.tfgpu-staging.json", ("create", "--prefix", "S", *TARGET),
+            every((3, "foreign-leftover")), json_content("[]"), _staging),
+    Surface("repair journal", "V/etc/tfgpu/repair.json", ("repair", "--prefix", "V", "--undo", "--yes"),
+            every((3, "repair-journal-foreign")), json_content("[]"), _journal_env),
+    Surface("parsed-data cache", "@cache", ("plan", "--tf", "2.21", "--no-detect"), every((0, "")),
+            {"deep": b"\0" * 64, "not-utf8": b"\xff" * 64, "wrong-types": b"TFGPU"}, _warm_cache),
+    Surface("doctor --log", "train.log", ("doctor", "--log", "train.log"),
+            {"fifo": (2, "bad-log-file"), "dev-zero": (2, "bad-log-file"), "huge": (0, ""), "not-utf8": (0, "")},
+            {"not-utf8": b"Epoch 1 \xff\xfe\n"}),
+]
+
+
+def _place(sandbox: Path, surface: Surface, hazard: str) -> Path:
+    relative = surface.path
+    if relative == "@cache":
+        relative = (sandbox / "cache-path").read_text()
+    path = sandbox / relative
+    path.unlink(missing_ok=True)
+    if hazard == "fifo":
+        os.mkfifo(path)
+    elif hazard == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif hazard == "huge":
+        path.write_bytes(b"")
+        os.truncate(path, 5 << 30)  # sparse: 5 GiB that take no disk, over every cap
+    else:
+        content = surface.content[hazard]
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return path
+
+
+CASES = [pytest.param(surface, hazard, id=f"{surface.name}-{hazard}")
+         for surface in SURFACES for hazard in HAZARDS if hazard in surface.expected]
+
+
+@pytest.mark.parametrize(("surface", "hazard"), CASES)
+def test_a_hostile_file_is_refused_promptly_with_its_code(sandbox, surface, hazard):
+    if surface.setup:
+        surface.setup(sandbox)
+    _place(sandbox, surface, hazard)
+    before = snapshot(sandbox)
+    env = {**os.environ, **{k: str(sandbox / v) for k, v in surface.env.items() if v}}
+    for key in (k for k, v in surface.env.items() if not v):
+        env.pop(key, None)
+    try:
+        done = subprocess.run([sys.executable, "-m", "tfgpu", *surface.argv, "--json"], cwd=sandbox, env=env,
+                              capture_output=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{' '.join(surface.argv)} did not return within 20 s with a {hazard} at {surface.path}")
+    err = done.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in err, err
+    try:
+        code = json.loads(done.stdout)["error"]["code"] if done.returncode else ""
+    except (ValueError, KeyError, TypeError):
+        code = "?"
+    assert (done.returncode, code) == surface.expected[hazard], done.stdout.decode("utf-8", "replace")[-2000:] + err
+    assert changed(before, snapshot(sandbox), TOOL_STATE) == []
+
+
+@pytest.mark.parametrize("hazard", [h for h in HAZARDS if h != "aliases"])
+def test_doctor_reads_a_hostile_marker_as_no_marker(sandbox, hazard):
+    """doctor reports on any env; a marker it cannot use is no marker (the same exit as without one),
+    never a hang or a traceback."""
+    fake_env(sandbox / "M")
+    argv = [sys.executable, "-m", "tfgpu", "doctor", "--prefix", "M", "--json"]
+    without = subprocess.run(argv, cwd=sandbox, capture_output=True, timeout=60)
+    surface = next(s for s in SURFACES if s.name == "marker-remove")
+    _place(sandbox, surface, hazard)
+    before = snapshot(sandbox)
+    done = subprocess.run(argv, cwd=sandbox, capture_output=True, timeout=20)
+    assert "Traceback" not in done.stderr.decode("utf-8", "replace")
+    assert done.returncode == without.returncode
+    assert changed(before, snapshot(sandbox), TOOL_STATE) == []
