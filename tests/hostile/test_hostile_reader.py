@@ -224,3 +224,52 @@ def test_doctor_reads_a_hostile_marker_as_no_marker(sandbox, hazard):
     assert "Traceback" not in done.stderr.decode("utf-8", "replace")
     assert done.returncode == without.returncode
     assert changed(before, snapshot(sandbox), TOOL_STATE) == []
+
+
+WHEEL = {"filename": "tensorflow-2.99.0-cp311-cp311-manylinux_2_17_x86_64.whl", "packagetype": "bdist_wheel",
+         "url": "https://files.example/tf.whl", "size": 1, "upload_time_iso_8601": "2026-01-01T00:00:00Z",
+         "requires_python": ">=3.9"}
+ANSWERS = {
+    "deep": deep_json().encode(),
+    "not-utf8": b'{"releases": {"2.99.0": []}, "info": "\xff"}',
+    "not-json": b"<html>maintenance</html>",
+    "releases-is-a-string": json.dumps({"releases": "x"}).encode(),
+    "size-is-a-string": json.dumps({"releases": {"2.99.0": [WHEEL | {"size": "big"}]}}).encode(),
+    "file-is-a-string": json.dumps({"releases": {"2.99.0": ["tensorflow.whl"]}}).encode(),
+    "a-list": b"[]",
+}
+
+
+@pytest.mark.parametrize("answer", list(ANSWERS))
+def test_a_malformed_answer_from_the_index_is_update_failed(sandbox, answer):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = ANSWERS[answer]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the http.server name
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    before = snapshot(sandbox)
+    try:
+        done = subprocess.run([sys.executable, "-m", "tfgpu", "update-data", "--index",
+                               f"http://127.0.0.1:{server.server_port}/pypi", "--json"], cwd=sandbox,
+                              env={**os.environ, "TFGPU_USER_DATA_DIR": str(sandbox / "U")}, capture_output=True,
+                              timeout=60)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in done.stderr.decode("utf-8", "replace")
+    assert (done.returncode, json.loads(done.stdout)["error"]["code"]) == (1, "update-failed"), done.stdout
+    assert not (sandbox / "U").exists()
+    assert changed(before, snapshot(sandbox), TOOL_STATE) == []

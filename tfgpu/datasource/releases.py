@@ -22,6 +22,7 @@ import re
 import threading
 import urllib.parse
 
+from tfgpu import untrusted
 from tfgpu.datasource import wheel_facts as facts
 from tfgpu.datasource.http import Fetcher, SourceError
 from tfgpu.datasource.remote_zip import WheelMembers, ZipEntry, read_wheel_members
@@ -60,6 +61,27 @@ def wheel_from_json(entry: dict, base_url: str) -> WheelFile | None:
                      platform, platform_tags[0], pythons)
 
 
+def checked_project(document, url: str) -> dict | None:
+    """A PyPI JSON project document whose parts this module reads have the types it reads them as
+    (anything else is the index's answer being wrong: ``update-failed``, never a KeyError)."""
+    if document is None:
+        return None
+    kind = untrusted.UPSTREAM
+    document = untrusted.expect(document, dict, kind, url)
+    releases = untrusted.expect(document.get("releases", {}), dict, kind, url, "'releases'")
+    for version, files in releases.items():
+        for entry in untrusted.expect(files, list, kind, url, f"the files of {version}"):
+            entry = untrusted.expect(entry, dict, kind, url, f"a file entry of {version}")
+            for key in ("filename", "upload_time_iso_8601"):
+                untrusted.expect(entry.get(key), str, kind, url, f"{key!r} of a file of {version}")
+            untrusted.expect(entry.get("requires_python"), (str, type(None)), kind, url,
+                             f"'requires_python' of {entry['filename']!r}")
+            if entry.get("packagetype") == "bdist_wheel":
+                untrusted.expect(entry.get("url"), str, kind, url, f"'url' of {entry['filename']!r}")
+                untrusted.expect(entry.get("size"), int, kind, url, f"'size' of {entry['filename']!r}")
+    return document
+
+
 class Index:
     """Project documents from the PyPI JSON API, each fetched once."""
 
@@ -76,7 +98,8 @@ class Index:
         """The project's JSON document (None when the index has no such project)."""
         with self._lock:
             if project not in self._projects:
-                self._projects[project] = self.fetcher.json(self.project_url(project))
+                url = self.project_url(project)
+                self._projects[project] = checked_project(self.fetcher.json(url), url)
             return self._projects[project]
 
     def files(self, project: str, version: str) -> list[dict]:
