@@ -57,6 +57,9 @@ class Kind:
     """The deepest nesting of a parsed document."""
     links: bool = True
     """Whether the path may be a symbolic link (the user's own files may; state inside an env may not)."""
+    streams: bool = False
+    """Whether a FIFO or device may be read too, in blocking mode, up to the cap: a log handed over as
+    ``<(cmd)``, ``/dev/stdin`` or ``/dev/null``, like standard input. Never for a kind read whole."""
 
 
 def _advice(*ways: str) -> list[str]:
@@ -88,8 +91,9 @@ DATA_TABLE = Kind("a data table", 16 * MiB, lambda m: UsageError(
 UPSTREAM = Kind("an answer from the index", 64 * MiB, lambda m: OperationError(
     "update-failed", m, _advice("Try again later; the data the tool ships is still used.")), depth=64)
 LOG = Kind("the log", 32 * MiB, lambda m: UsageError(
-    "bad-log-file", m, _advice("Give a regular file with TensorFlow's output, or - to read it from stdin "
-                               "(`python train.py 2>&1 | tfgpu-install doctor --log -`).")))
+    "bad-log-file", m, _advice("Give a file with TensorFlow's output, or - to read it from stdin "
+                               "(`python train.py 2>&1 | tfgpu-install doctor --log -`).")), streams=True)
+"""Read as a head (:func:`read_head`): a longer log is cut at the cap, as a pipe on stdin is."""
 ENV_FILE = Kind("a file of the env", 64 * MiB, None, depth=64)
 """Files an env holds that the tool reads for facts (``build_info.py``, ``conda-meta`` records,
 ELF headers, RECORDs): a bad one is a fact to report, not a crash."""
@@ -128,7 +132,9 @@ def _open(path: Path | str, kind: Kind) -> tuple[int, os.stat_result]:
     except OSError as error:
         os.close(fd)
         raise _fail(kind, source, error.strerror or str(error)) from None
-    if not stat.S_ISREG(info.st_mode):
+    if kind.streams and (stat.S_ISFIFO(info.st_mode) or stat.S_ISCHR(info.st_mode)):
+        os.set_blocking(fd, True)  # opened without blocking; a FIFO nobody writes to then reads as empty
+    elif not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise _fail(kind, source, "it is not a regular file (a directory, FIFO, device or socket)")
     return fd, info
