@@ -96,7 +96,7 @@ LOG = Kind("the log", 32 * MiB, lambda m: UsageError(
 """Read as a head (:func:`read_head`): a longer log is cut at the cap, as a pipe on stdin is."""
 ENV_FILE = Kind("a file of the env", 64 * MiB, None, depth=64)
 """Files an env holds that the tool reads for facts (``build_info.py``, ``conda-meta`` records,
-ELF headers, RECORDs): a bad one is a fact to report, not a crash."""
+``METADATA``, activation scripts): a bad one is a fact to report, not a crash."""
 PACKAGE_DATA = Kind("the tool's own data", 64 * MiB, lambda m: UsageError(
     "bad-data", m, _advice("Reinstall tfgpu-install.")), depth=64)
 LIBRARY = Kind("a shared library", 4 * 1024 * MiB, None)
@@ -116,7 +116,8 @@ def _fail(kind: Kind, source: str, reason: str) -> TfgpuError | Unreadable:
 
 
 def _open(path: Path | str, kind: Kind) -> tuple[int, os.stat_result]:
-    """A descriptor of ``path`` opened without blocking, and its ``fstat``, if it is a regular file."""
+    """A descriptor of ``path`` opened without blocking (a FIFO would block the open itself), and its
+    ``fstat``, if it is a regular file (or a FIFO or device, for a kind whose ``streams`` allows it)."""
     source = str(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     if not kind.links:
@@ -177,8 +178,9 @@ def open_stream(path: Path | str, kind: Kind):
 
 
 def read_head(path: Path | str, kind: Kind, size: int) -> bytes:
-    """The first ``size`` bytes (at most) of ``path`` if it is a regular file, however long it is:
-    a log cut at its cap, the start of a script, a ``/proc`` file (whose size reads as 0)."""
+    """The first ``size`` bytes (at most, and at most the cap and one) of ``path`` if it is a regular
+    file (or, for a kind that allows it, a stream), however long it is: a log cut at its cap, the
+    start of a script, a ``/proc`` file (whose size reads as 0)."""
     fd, _info = _open(path, kind)
     try:
         return _read_upto(lambda n: os.read(fd, n), min(size, kind.limit + 1))
