@@ -56,6 +56,16 @@ class Url:
     path: str
 
     @property
+    def loopback(self) -> bool:
+        """The host is this machine (``localhost`` or a loopback address)."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    @property
     def filename(self) -> str:
         """The last path segment, percent-decoded: the file a download is saved as."""
         return unquote(self.path.rsplit("/", 1)[-1])
@@ -65,9 +75,14 @@ def trust(hosts) -> frozenset[str]:
     """Set the hosts plain HTTP may reach (each checked and canonical, as in a URL); returns them.
     A name that is not a host is ``bad-url``."""
     global _trusted
-    _trusted = frozenset(_host(str(name).strip(), f"--insecure-host {name!r}", str(name))
-                         for name in hosts if str(name).strip())
+    _trusted = frozenset(host_name(str(name).strip(), "--insecure-host") for name in hosts if str(name).strip())
     return _trusted
+
+
+def host_name(name: str, what: str) -> str:
+    """``name`` as a host the door compares (lowercase, IDNA, an IP address in its plain form);
+    ``bad-url`` naming ``what`` when it is not a host."""
+    return _host(name, what, name)
 
 
 def trusted() -> frozenset[str]:
@@ -83,8 +98,9 @@ def checked(url: str, what: str, *, allow_file: bool = False) -> str:
     return parse(url, what, allow_file=allow_file).text
 
 
-def parse(url: str, what: str, *, allow_file: bool = False) -> Url:
-    """:func:`checked`, returning the parts as well."""
+def parse(url: str, what: str, *, allow_file: bool = False, transport: bool = True) -> Url:
+    """:func:`checked`, returning the parts as well; ``transport=False``: only well-formed (a
+    project file's channel, checked against the rule once the run's trusted hosts are known)."""
     if not isinstance(url, str):
         raise _bad(what, url, "it is not a string")
     for char in url:
@@ -125,7 +141,7 @@ def parse(url: str, what: str, *, allow_file: bool = False) -> Url:
     if port and int(port) != _DEFAULT_PORTS[scheme]:
         shown += f":{int(port)}"
     canonical = Url(f"{scheme}://{shown}{rest}", scheme, host, path)
-    if scheme == "http" and host not in _trusted:
+    if transport and scheme == "http" and host not in _trusted:
         raise UsageError("insecure-url", f"{what}: {canonical.text} is plain HTTP to {host}, a host not named as "
                          "trusted: over plain HTTP anyone on the path can swap the files and the checksums beside "
                          "them. Nothing was fetched.",
@@ -160,7 +176,12 @@ def filename(url: str) -> str:
 
 def path_parts(url: str) -> list[str]:
     """The percent-decoded path segments of ``url``."""
-    return unquote(urlsplit(url).path).rstrip("/").split("/")
+    return unquote(path_of(url)).rstrip("/").split("/")
+
+
+def path_of(url: str) -> str:
+    """The path of ``url`` as it is written (percent-encoded): for names derived from it, not for fetching."""
+    return urlsplit(url).path
 
 
 def _host(raw: str, what: str, url) -> str:

@@ -24,8 +24,8 @@ import shutil
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
+from tfgpu import urls
 from tfgpu import __version__
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock import pip_lock
@@ -56,7 +56,7 @@ def wheels_from_pylock(text: str, platform: Platform, python: str) -> list[Wheel
         ranked = []
         for entry in package.get("wheels", []):
             url = entry.get("url") or entry.get("path", "")
-            filename = entry.get("name") or unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+            filename = entry.get("name") or urls.filename(url)
             rank = platform.wheel_rank(filename, python)
             if rank is not None and entry.get("hashes", {}).get("sha256"):
                 ranked.append((rank, Wheel(filename, url, entry["hashes"]["sha256"], int(entry.get("size") or 0))))
