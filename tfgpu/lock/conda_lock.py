@@ -46,13 +46,14 @@ DIGEST = "tfgpu_packages_sha256"
 """The ``custom_metadata`` key of :func:`lock_digest`."""
 
 
-def lock_digest(channels, platforms, content_hash: dict, custom: dict, rows) -> str:
+def lock_digest(channels, platforms, custom: dict, rows) -> str:
     """sha256 over everything in a lock that decides what is installed: its channels, platforms,
-    recorded inputs (``content_hash``) and resolutions (``custom_metadata``, this digest aside), and
-    every package entry as ``(platform, manager, name, version, url, sha256, md5)``. A lock that
-    points a channel or a package at another server is as edited as one with another hash."""
+    resolutions (``custom_metadata``, this digest aside) and every package entry as ``(platform,
+    manager, name, version, url, sha256, md5)``. A lock that points a channel or a package at another
+    server is as edited as one with another hash. (``content_hash`` records the inputs for ``lock
+    --check``, which reports it when it no longer matches; it decides nothing that is installed.)"""
     bound = {"channels": [str(c) for c in channels], "platforms": [str(p) for p in platforms],
-             "content_hash": dict(content_hash), "custom": {k: v for k, v in custom.items() if k != DIGEST},
+             "custom": {k: v for k, v in custom.items() if k != DIGEST},
              "packages": sorted([str(v) for v in row] for row in rows)}
     return hashlib.sha256(json.dumps(bound, sort_keys=True).encode()).hexdigest()
 
@@ -60,8 +61,8 @@ def lock_digest(channels, platforms, content_hash: dict, custom: dict, rows) -> 
 def model_digest(lockfile) -> str:
     """:func:`lock_digest` of a lock conda-lock's parser read back."""
     metadata = lockfile.metadata
-    return lock_digest([c.url for c in metadata.channels], metadata.platforms, metadata.content_hash,
-                       metadata.custom_metadata or {}, model_rows(lockfile.package))
+    return lock_digest([c.url for c in metadata.channels], metadata.platforms, metadata.custom_metadata or {},
+                       model_rows(lockfile.package))
 
 
 def model_rows(packages) -> list[tuple]:
@@ -128,8 +129,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
                 "virtual_cuda": inputs["cuda"], "cpu_only": cpu_only, "requirements": inputs["pip"],
                 "conda_specs": inputs["specs"]},
             sort_keys=True)
-    custom[DIGEST] = lock_digest(channels, [p.name for p, _, _ in targets], content_hash, custom,
-                                 _dict_rows(packages))
+    custom[DIGEST] = lock_digest(channels, [p.name for p, _, _ in targets], custom, _dict_rows(packages))
     # No time_metadata (optional in conda-lock's format): the same inputs give the same bytes, and
     # version control already says when a lock changed.
     document = {"version": 1, "metadata": {
