@@ -159,6 +159,7 @@ def add_tool_and_installer(out: Path, resolution, platform: Platform, readme_tex
 
 def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) -> dict:
     """Write the bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
+    pip_lock.index_url()  # TFGPU_INDEX_URL through the URL door before the bundle directory is made
     runner, uv, cache, say = start(resolution, platform, out, reporter)
     out = out.absolute()
     say(f"resolving TF {resolution.tensorflow} for {platform.name}, Python {resolution.python} (wheels only)")
