@@ -53,9 +53,11 @@ MALFORMED = {
 
 
 @pytest.fixture
-def unnamed(monkeypatch):
-    """No host named for plain HTTP, as on a user's machine (the suite names its loopback)."""
+def unnamed(monkeypatch, tmp_path):
+    """No host named for plain HTTP, as on a user's machine (the suite names its loopback); the
+    user data dir is the case's own (an update-data that gets through writes its overlay there)."""
     monkeypatch.delenv("TFGPU_INSECURE_HOSTS", raising=False)
+    monkeypatch.setenv("TFGPU_USER_DATA_DIR", str(tmp_path / "user-data"))
     urls.trust(())
 
 
