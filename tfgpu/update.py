@@ -17,7 +17,7 @@ import datetime
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from tfgpu.errors import OperationError, UsageError
+from tfgpu.errors import OperationError
 
 DEFAULT_INDEX = "https://pypi.org/pypi"
 TIMEOUT_S = 30.0

@@ -145,7 +145,7 @@ def parse(url: str, what: str, *, allow_file: bool = False, transport: bool = Tr
         raise UsageError("insecure-url", f"{what}: {canonical.text} is plain HTTP to {host}, a host not named as "
                          "trusted: over plain HTTP anyone on the path can swap the files and the checksums beside "
                          "them. Nothing was fetched.",
-                         [f"Use the https:// address of the same server.",
+                         ["Use the https:// address of the same server.",
                           f"If {host} is yours and the path to it is trusted (a local mirror): --insecure-host {host} "
                           f"(or {ENVIRONMENT}={host})."])
     return canonical

@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tfgpu.errors import ImpossibleError, OperationError, UsageError
+from tfgpu.errors import OperationError, UsageError
 from tfgpu.urls import checked, is_local
 
 INDEX_VARIABLES = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS")
