@@ -48,15 +48,23 @@ LOOPBACK_HOSTS = "127.0.0.1,localhost"
 os.environ.setdefault("TFGPU_INSECURE_HOSTS", LOOPBACK_HOSTS)
 
 
-@pytest.fixture(autouse=True)
-def _named_loopback():
-    """Code called directly (not through the command line, which names the hosts at start-up)
-    trusts what the suite names; each test starts from that, whatever an earlier one set."""
+
+def _name_loopback() -> None:
     from tfgpu import urls
 
     urls.trust(os.environ.get("TFGPU_INSECURE_HOSTS", "").split(","))
+
+
+_name_loopback()  # for code called directly, module and session fixtures included
+
+
+@pytest.fixture(autouse=True)
+def _named_loopback():
+    """Code called directly (not through the command line, which names the hosts at start-up)
+    trusts what the suite names; each test starts and ends with that, whatever it set itself."""
+    _name_loopback()
     yield
-    urls.trust(())
+    _name_loopback()
 
 
 @pytest.fixture(scope="session")
