@@ -305,3 +305,16 @@ def test_a_project_file_names_its_mirror(cli, sandbox, monkeypatch, unnamed):
     with pytest.raises(UsageError) as caught:
         with_project(build_parser().parse_args(["plan", "--json"]))
     assert caught.value.code == "bad-url"
+
+
+@pytest.mark.parametrize("edit", [("https://pypi.org/simple", "https://evil.example/simple"),
+                                  ('"platform":"linux-64"', '"platform":"linux-aarch64"'),
+                                  ("a" * 64, "b" * 64)], ids=["index", "platform", "hash"])
+def test_a_pip_lock_binds_its_index_platform_and_hashes(cli, sandbox, edit):
+    lock = _pip_lock(sandbox)
+    text = lock.read_text()
+    assert edit[0] in text
+    lock.write_text(text.replace(edit[0], edit[1]))
+    done = timed(cli, "create", "--from-lock", str(lock), "--prefix", str(sandbox / "env"), "--no-verify", "--json")
+    assert (done.code, done.error) == (2, "lock-modified"), done.out
+    assert not (sandbox / "env").exists()
