@@ -212,6 +212,8 @@ def _host(raw: str, what: str, url) -> str:
 
 
 def _bad(what: str, url, reason: str) -> UsageError:
-    return UsageError("bad-url", f"{what}: {url!r} is refused: {reason}. Nothing was fetched.",
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in url) \
+        if isinstance(url, str) else repr(url)[:200]  # a backslash stays one backslash; controls are escaped
+    return UsageError("bad-url", f"{what}: '{shown[:500]}' is refused: {reason}. Nothing was fetched.",
                       ["Give the plain https:// address (scheme, host, optional port, path), as the server "
                        "publishes it."])
