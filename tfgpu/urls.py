@@ -153,7 +153,9 @@ def parse(url: str, what: str, *, allow_file: bool = False, transport: bool = Tr
 
 def join(base: str, reference: str, what: str) -> str:
     """``reference`` (an index's link, a redirect's ``Location``) read against ``base``, through the door."""
-    if not isinstance(reference, str) or "\\" in reference:
+    if not isinstance(reference, str):
+        raise _bad(what, reference, "it is not a string")
+    if "\\" in reference:  # before urljoin, which would read it its own way
         raise _bad(what, reference, "it holds a backslash, which engines read as the end of the host")
     return checked(urljoin(base, reference), what)
 
