@@ -42,6 +42,29 @@ os.environ.setdefault("TFGPU_ENVS_DIR", str(_SESSION / "envs"))
 os.environ.setdefault("PIP_CACHE_DIR", str(suite_cache("pip")))
 # Nor a tfgpu.toml above the directory the tests run in (tests/test_project_file.py sets its own).
 os.environ.setdefault("TFGPU_PROJECT_FILE", "none")
+# The suite's servers (an index, a channel, a fake NVIDIA) answer plain HTTP on loopback, which the
+# tool reaches only when the host is named (README, Safety): the suite names it, as a user would.
+LOOPBACK_HOSTS = "127.0.0.1,localhost"
+os.environ.setdefault("TFGPU_INSECURE_HOSTS", LOOPBACK_HOSTS)
+
+
+
+def _name_loopback() -> None:
+    from tfgpu import urls
+
+    urls.trust(os.environ.get("TFGPU_INSECURE_HOSTS", "").split(","))
+
+
+_name_loopback()  # for code called directly, module and session fixtures included
+
+
+@pytest.fixture(autouse=True)
+def _named_loopback():
+    """Code called directly (not through the command line, which names the hosts at start-up)
+    trusts what the suite names; each test starts and ends with that, whatever it set itself."""
+    _name_loopback()
+    yield
+    _name_loopback()
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import wheelhouse
 from fakenvidia import serve_fake_nvidia
 
 from tfgpu.engines import download
-from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.progress import RecordingReporter
 
 pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake libraries")
@@ -107,9 +107,9 @@ def test_slow_server_still_reports_progress(fake, tmp_path, monkeypatch):
 
 
 def test_refuses_plain_http_and_unverifiable_files(tmp_path):
-    with pytest.raises(ImpossibleError) as caught:
+    with pytest.raises(UsageError) as caught:
         download.fetch("http://example.com/cuda.run", tmp_path, sha256="0" * 64)
-    assert caught.value.code == "insecure-download"
+    assert caught.value.code == "insecure-url"
     with pytest.raises(ImpossibleError) as caught:
         download.fetch("https://example.com/cuda.run", tmp_path)
     assert caught.value.code == "unverified-download"

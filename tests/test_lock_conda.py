@@ -135,7 +135,7 @@ def test_a_tampered_hash_with_a_forged_checksum_is_caught_against_the_channel(tm
     """Edit a package's sha256 and recompute the lock's own checksum: the channel's record disagrees."""
     from conda_lock.lockfile import write_conda_lock_file
 
-    from tfgpu.lock.conda_lock import entry_digest as _entry_digest, model_rows as _model_rows
+    from tfgpu.lock.conda_lock import model_digest
 
     done, out = lock(tmp_path, channel, env)
     assert done.returncode == 0, done.stderr
@@ -143,7 +143,7 @@ def test_a_tampered_hash_with_a_forged_checksum_is_caught_against_the_channel(tm
     for package in lockfile.package:
         if package.name == "cudatoolkit":
             package.hash.sha256 = "1" * 64
-    lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = _entry_digest(_model_rows(lockfile.package))
+    lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = model_digest(lockfile)
     write_conda_lock_file(lockfile, out, metadata_choices=set())
     done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)
     assert done.returncode == 3, done.stdout + done.stderr
@@ -159,7 +159,7 @@ def test_a_truncated_lock_and_another_tools_lock_are_refused(tmp_path, channel, 
     out.write_text(text[: len(text) // 2])
     done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)
     assert (done.returncode, json.loads(done.stdout)["error"]["code"]) in ((3, "lock-corrupt"), (2, "lock-modified"))
-    out.write_text(text.replace("tfgpu_format: '1'", "tfgpu_format: '999'"))
+    out.write_text(text.replace("tfgpu_format: '2'", "tfgpu_format: '999'"))
     done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)
     assert done.returncode == 3 and json.loads(done.stdout)["error"]["code"] == "lock-format-unsupported"
     assert not (tmp_path / "env").exists()

@@ -99,7 +99,7 @@ def test_offline_without_a_cache_never_fetches_and_says_so(env):
 
 def test_an_index_that_is_neither_https_nor_loopback_is_refused(env):
     done = tfgpu(env, "update-data", "--index", "http://pypi.example.org/pypi", "--json")
-    assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "bad-option-value"
+    assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "insecure-url"
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ Keys (all optional)::
     pre = false                # --pre
     platforms = ["linux-64"]   # lock / bundle --platform
     channels = ["conda-forge"] # --channel (conda mode)
+    insecure-hosts = ["127.0.0.1"]  # --insecure-host: hosts plain HTTP may reach (a local mirror)
 
 Every value is checked by the same parser as its flag; a bad one is ``bad-project-file`` (exit 2)
 naming the file and the key.
@@ -37,7 +38,7 @@ ENVIRONMENT = "TFGPU_PROJECT_FILE"
 KEYS = {  # key in the file -> (the argparse destination of its flag, the TOML type it must have)
     "tf": ("tf", str), "mode": ("mode", str), "python": ("python", str), "os": ("os", str), "arch": ("arch", str),
     "driver": ("driver", str), "gpu-cc": ("gpu_cc", str), "pre": ("pre", bool), "platforms": ("platform", list),
-    "channels": ("channel", list),
+    "channels": ("channel", list), "insecure-hosts": ("insecure_hosts", list),
 }
 
 
@@ -123,12 +124,16 @@ def _bad(path: Path, key: str, problem: str, ways: list[str] | None = None) -> U
 def _checked(path: Path, prefix: str, table: dict) -> dict:
     from tfgpu.lock.platforms import parse_platform
     from tfgpu.resolver import request
+    from tfgpu.urls import host_name, parse
 
     parsers = {"tf": request.parse_tf_spec, "python": request.parse_python, "driver": request.parse_driver,
                "gpu-cc": request.parse_compute_capability, "arch": request.parse_arch,
                "mode": lambda v: request.parse_choice("--mode", v, request.MODES),
                "os": lambda v: request.parse_choice("--os", v, request.OSES),
-               "platforms": lambda v: [parse_platform(item).name for item in v]}
+               "platforms": lambda v: [parse_platform(item).name for item in v],
+               "insecure-hosts": lambda v: [host_name(item, "insecure-hosts") for item in v],
+               "channels": lambda v: [parse(item, f"{path}: channels", allow_file=True, transport=False).text
+                                      if "://" in item else item for item in v]}
     values = {}
     for key, value in table.items():
         if key not in KEYS:
@@ -143,6 +148,8 @@ def _checked(path: Path, prefix: str, table: dict) -> dict:
         try:
             values[dest] = parsers[key](value) if key in parsers else value
         except UsageError as error:
+            if error.code == "bad-url":  # the URL door's own code, whatever the URL came from
+                raise
             raise _bad(path, prefix + key, f"= {value!r}: {error.message}", error.alternatives) from None
     if values.get("channel") and values.get("mode") not in (None, "conda"):
         raise _bad(path, prefix + "channels", f"is for conda mode, and the file says mode = {values['mode']!r}")

@@ -17,7 +17,7 @@ import datetime
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from tfgpu.errors import OperationError, UsageError
+from tfgpu.errors import OperationError
 
 DEFAULT_INDEX = "https://pypi.org/pypi"
 TIMEOUT_S = 30.0
@@ -33,12 +33,9 @@ HEADER = """\
 
 
 def _check_index(url: str) -> str:
-    from tfgpu.urls import is_secure
+    from tfgpu.urls import checked
 
-    if is_secure(url):
-        return url.rstrip("/")
-    raise UsageError("bad-option-value", f"--index {url!r} is not an https URL (http:// is accepted for loopback only).",
-                     [f"Use the PyPI JSON API root, e.g. --index {DEFAULT_INDEX}."])
+    return checked(url, "--index").rstrip("/")
 
 
 def validate(record) -> str:

@@ -1,46 +1,221 @@
-"""The one transport rule for every URL the tool fetches from or hands to uv or rattler.
+"""The one door for URLs: every URL the tool fetches from, or hands to uv or rattler, passes
+:func:`checked` first, whatever it came from (an option, an environment variable, a project file,
+a lock, a bundle, a data overlay, an index's answer, a redirect).
 
-HTTPS, or plain HTTP to this machine's own loopback address (a local mirror, a test's server).
-Over plain HTTP to anywhere else, whoever sits on the path can swap the bytes *and* the checksums
-served beside them (a conda channel's repodata.json, an index page, a data overlay's URL), so a
-hash check would only confirm the attacker's own numbers. ``file://`` URLs and paths are local
-directories, checked by the caller.
+**One reading.** Python's ``urlsplit`` and the engines (rattler and uv use the WHATWG reading, as
+requests/urllib3 do for the authority) disagree on odd strings: ``http://10.9.9.9\\@127.0.0.1/``
+is a URL to 127.0.0.1 for ``urlsplit`` and to 10.9.9.9 for the engines, which end the authority at
+the backslash; they also drop tabs and newlines, percent-decode a host and read ``127.1`` or
+``2130706433`` as an IPv4 address. So the door refuses (``bad-url``) rather than reinterprets
+anything on which two readers could differ: a backslash, whitespace or a control character
+anywhere, userinfo (``user:pw@``: credentials belong in ``~/.netrc`` or a keyring), an empty
+host, a ``%`` or a non-IDNA character in a host, a host that is not a dotted quad but that an
+engine would read as an IPv4 address, a bad port, and any scheme but ``https``, ``http`` and
+(where the caller allows it) ``file``. What passes is handed on in canonical form: scheme and host
+lowercased, the host in IDNA (ASCII), the default port dropped, non-ASCII in the path percent-encoded.
+
+**One transport rule.** HTTPS anywhere; plain HTTP only to the hosts the user named with
+``--insecure-host HOST`` (also ``TFGPU_INSECURE_HOSTS=a,b`` and a project file's
+``insecure-hosts``), loopback included: over plain HTTP whoever sits on the path can swap the
+bytes *and* the checksums served beside them (repodata.json, an index page, an overlay's URL), so a
+hash check would only confirm the attacker's own numbers. Plain HTTP to any other host is
+``insecure-url``. The named hosts are one module-level frozen set, set once by the command line
+at start-up through :func:`trust` (and again when a project file adds its own); library code and
+tests that call the door directly name theirs with :func:`trust` too. Nothing else changes it.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from urllib.parse import urlsplit
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, unquote, urljoin, urlsplit
+
+from tfgpu.errors import UsageError
+
+ENVIRONMENT = "TFGPU_INSECURE_HOSTS"
+"""Comma-separated hosts that plain HTTP may reach, as ``--insecure-host`` (read by the command line)."""
+
+_trusted: frozenset[str] = frozenset()
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+_LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?")
+# What an engine reads as an IPv4 part: decimal, 0x-hex or octal digits (WHATWG's IPv4 parser).
+_NUMERIC = re.compile(r"(0x[0-9a-f]*|[0-9]+)")
+_SAFE = "".join(chr(c) for c in range(0x21, 0x7F))
 
 
-def is_loopback(host: str | None) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host or "").is_loopback
-    except ValueError:
-        return False
+@dataclass(frozen=True)
+class Url:
+    """A URL read once: its canonical text and the parts callers need (never re-split elsewhere)."""
+
+    text: str
+    scheme: str
+    host: str
+    path: str
+
+    @property
+    def loopback(self) -> bool:
+        """The host is this machine (``localhost`` or a loopback address)."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def filename(self) -> str:
+        """The last path segment, percent-decoded: the file a download is saved as."""
+        return unquote(self.path.rsplit("/", 1)[-1])
 
 
-def is_secure(url: str) -> bool:
-    """``url`` may be fetched: https anywhere, http only to loopback."""
+def trust(hosts) -> frozenset[str]:
+    """Set the hosts plain HTTP may reach (each checked and canonical, as in a URL); returns them.
+    A name that is not a host is ``bad-url``."""
+    global _trusted
+    _trusted = frozenset(host_name(str(name).strip(), "--insecure-host") for name in hosts if str(name).strip())
+    return _trusted
+
+
+def host_name(name: str, what: str) -> str:
+    """``name`` as a host the door compares (lowercase, IDNA, an IP address in its plain form);
+    ``bad-url`` naming ``what`` when it is not a host."""
+    return _host(name, what, name)
+
+
+def trusted() -> frozenset[str]:
+    """The hosts plain HTTP may reach now (see the module's docstring)."""
+    return _trusted
+
+
+def checked(url: str, what: str, *, allow_file: bool = False) -> str:
+    """``url`` in canonical form if it is well-formed and the transport rule allows it; else a
+    ``UsageError``: ``bad-url`` (malformed, ambiguous, credentials) or ``insecure-url`` (plain
+    HTTP to a host not named). ``what`` says where the URL came from ("--channel", "TFGPU_INDEX_URL",
+    "the lock's index"); ``allow_file``: a ``file://`` URL (a local channel or wheel) is accepted."""
+    return parse(url, what, allow_file=allow_file).text
+
+
+def parse(url: str, what: str, *, allow_file: bool = False, transport: bool = True) -> Url:
+    """:func:`checked`, returning the parts as well; ``transport=False``: only well-formed (a
+    project file's channel, checked against the rule once the run's trusted hosts are known)."""
+    if not isinstance(url, str):
+        raise _bad(what, url, "it is not a string")
+    for char in url:
+        if char == "\\":
+            raise _bad(what, url, "it holds a backslash, which engines read as the end of the host")
+        if char.isspace() or ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0:
+            raise _bad(what, url, "it holds whitespace or a control character")
+    match = _SCHEME.match(url)
+    if not match:
+        raise _bad(what, url, "it does not start with https:// (or http://)")
+    scheme = match.group(1).lower()
+    if scheme not in ("https", "http") and not (allow_file and scheme == "file"):
+        raise _bad(what, url, f"{scheme}:// is not a scheme tfgpu-install fetches from (https, or http to a named "
+                   "host" + (", or file" if allow_file else "") + ")")
     try:
         parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:  # a malformed netloc (an unclosed "[")
-        return False
-    return parts.scheme == "https" or (parts.scheme == "http" and is_loopback(host))
+    except ValueError as error:  # an unclosed "["
+        raise _bad(what, url, str(error)) from None
+    netloc = parts.netloc
+    if "@" in netloc:
+        raise _bad(what, url, "it carries a user name or password; credentials belong in ~/.netrc or a keyring, "
+                   "never in a URL")
+    rest = quote(url[match.end() + len(netloc):], safe=_SAFE)
+    path = urlsplit("http://h" + rest).path
+    if scheme == "file":
+        if netloc not in ("", "localhost"):
+            raise _bad(what, url, "a file:// URL names no host")
+        return Url("file://" + rest, "file", "", path)
+    end = netloc.find("]") + 1 if netloc.startswith("[") else 0
+    raw, _, port = netloc[end:].partition(":") if not end else (netloc[:end], "", netloc[end:])
+    if end and port and not port.startswith(":"):
+        raise _bad(what, url, "text follows the IPv6 address")
+    port = port.removeprefix(":") if end else port
+    if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise _bad(what, url, f"{port!r} is not a port")
+    host = _host(raw, what, url)
+    shown = f"[{host}]" if ":" in host else host
+    if port and int(port) != _DEFAULT_PORTS[scheme]:
+        shown += f":{int(port)}"
+    canonical = Url(f"{scheme}://{shown}{rest}", scheme, host, path)
+    if transport and scheme == "http" and host not in _trusted:
+        raise UsageError("insecure-url", f"{what}: {canonical.text} is plain HTTP to {host}, a host not named as "
+                         "trusted: over plain HTTP anyone on the path can swap the files and the checksums beside "
+                         "them. Nothing was fetched.",
+                         ["Use the https:// address of the same server.",
+                          f"If {host} is yours and the path to it is trusted (a local mirror): --insecure-host {host} "
+                          f"(or {ENVIRONMENT}={host})."])
+    return canonical
 
 
-def checked(url: str, what: str) -> str:
-    """``url`` in canonical form if the transport rule allows it; else a ``UsageError("insecure-url")``
-    naming ``what`` (where the URL came from: "--channel", "TFGPU_INDEX_URL", "the lock's index").
+def join(base: str, reference: str, what: str) -> str:
+    """``reference`` (an index's link, a redirect's ``Location``) read against ``base``, through the door."""
+    if not isinstance(reference, str):
+        raise _bad(what, reference, "it is not a string")
+    if "\\" in reference:  # before urljoin, which would read it its own way
+        raise _bad(what, reference, "it holds a backslash, which engines read as the end of the host")
+    return checked(urljoin(base, reference), what)
 
-    The one door every URL passes before the tool or an engine uses it (see the module's docstring).
-    """
-    from tfgpu.errors import UsageError
 
-    if not is_secure(url):
-        raise UsageError("insecure-url", f"{what}: {url!r} is not an HTTPS URL (plain HTTP is allowed only to "
-                         "this machine's loopback address).", ["Use the https:// address of the same server."])
-    return url
+def is_local(url: str) -> bool:
+    """``url`` is a ``file://`` URL or a path (not a URL of any other scheme)."""
+    match = _SCHEME.match(url)
+    return match is None or match.group(1).lower() == "file"
+
+
+def local_path(url: str) -> Path:
+    """The path a ``file://`` URL names."""
+    return Path(unquote(urlsplit(url).path))
+
+
+def filename(url: str) -> str:
+    """The last path segment of ``url``, percent-decoded (a download's file name)."""
+    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+
+
+def path_parts(url: str) -> list[str]:
+    """The percent-decoded path segments of ``url``."""
+    return unquote(path_of(url)).rstrip("/").split("/")
+
+
+def path_of(url: str) -> str:
+    """The path of ``url`` as it is written (percent-encoded): for names derived from it, not for fetching."""
+    return urlsplit(url).path
+
+
+def _host(raw: str, what: str, url) -> str:
+    if "%" in raw:
+        raise _bad(what, url, "its host is percent-encoded (or has an IPv6 zone), which engines read differently")
+    if (raw.startswith("[") and raw.endswith("]")) or ":" in raw:
+        try:
+            return str(ipaddress.IPv6Address(raw.removeprefix("[").removesuffix("]")))
+        except ValueError:
+            raise _bad(what, url, f"{raw} is not an IPv6 address") from None
+    if not raw:
+        raise _bad(what, url, "it names no host")
+    try:
+        host = raw.encode("idna").decode("ascii").lower() if not raw.isascii() else raw.lower()
+    except UnicodeError:
+        raise _bad(what, url, f"its host {raw!r} is not a valid international domain name") from None
+    host = host.removesuffix(".")
+    labels = host.split(".")
+    if _NUMERIC.fullmatch(labels[-1]):
+        try:  # the last label is a number: engines read the host as IPv4, so it must be a plain dotted quad
+            return str(ipaddress.IPv4Address(host))
+        except ValueError:
+            raise _bad(what, url, f"its host {raw!r} reads as an IPv4 address in other tools, but not as a "
+                       "dotted quad") from None
+    if not all(_LABEL.fullmatch(label) for label in labels) or len(host) > 253:
+        raise _bad(what, url, f"its host {raw!r} is not a host name")
+    return host
+
+
+def _bad(what: str, url, reason: str) -> UsageError:
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in url) \
+        if isinstance(url, str) else repr(url)[:200]  # a backslash stays one backslash; controls are escaped
+    return UsageError("bad-url", f"{what}: '{shown[:500]}' is refused: {reason}. Nothing was fetched.",
+                      ["Give the plain https:// address (scheme, host, optional port, path), as the server "
+                       "publishes it."])

@@ -16,6 +16,7 @@ import condachannel
 import pytest
 import wheelhouse
 
+from tfgpu.errors import UsageError
 from tfgpu.lock import pip_lock
 
 from .conftest import changed, snapshot
@@ -209,11 +210,12 @@ def test_lock_bodies_hold_pins_and_hashes_only(cli, sandbox, line):
     assert not (sandbox / "env").exists()
 
 
-@pytest.mark.parametrize("index", ["http://evil.example/simple", "ftp://evil.example/", "https://a b/"])
-def test_a_lock_recording_an_index_that_is_not_https_is_refused(cli, sandbox, index):
+@pytest.mark.parametrize("index, code", [("http://evil.example/simple", "insecure-url"), ("ftp://evil.example/", "bad-url"),
+                                         ("https://a b/", "bad-url")])
+def test_a_lock_recording_an_index_that_is_not_https_is_refused(cli, sandbox, index, code):
     done = cli("create", "--from-lock", str(_pip_lock(sandbox, index=index)), "--prefix", str(sandbox / "env"),
                "--no-verify", "--json")
-    assert (done.code, done.error) == (2, "lock-has-options")
+    assert (done.code, done.error) == (2, code)
 
 
 def test_from_lock_installs_from_the_index_the_lock_records(sandbox, monkeypatch):
@@ -315,9 +317,11 @@ def test_a_safe_archive_with_internal_links_unpacks(tmp_path):
 
 # Plain HTTP: whoever is on the path serves the checksums as well as the bytes (repodata.json, an
 # index page), so a channel or wheel source over http:// is refused before anything is fetched or
-# built; loopback (a local mirror, a test's server) is the one exception, as for downloads.
-PLAIN_HTTP = ("http://mirror.example.org/conda-forge", "http://10.0.0.5/ch", "http://[::ffff:10.0.0.5]/ch",
-              "ftp://mirror.example.org/ch", "http://[unclosed/ch")
+# built (insecure-url), unless the user names the host (--insecure-host); a URL the engines could
+# read differently is bad-url (tests/hostile/test_hostile_urls.py has the rest).
+PLAIN_HTTP = {"http://mirror.example.org/conda-forge": "insecure-url", "http://10.0.0.5/ch": "insecure-url",
+              "http://[::ffff:10.0.0.5]/ch": "insecure-url", "ftp://mirror.example.org/ch": "bad-url",
+              "http://[unclosed/ch": "bad-url"}
 
 
 @pytest.mark.parametrize("channel", PLAIN_HTTP)
@@ -328,7 +332,7 @@ def test_a_channel_over_plain_http_is_refused(cli, sandbox, command, channel):
         ("-o", str(sandbox / "conda-lock.yml"), "--platform", "linux-64")
     done = cli(command, "--tf", "2.13", "--mode", "conda", "--python", PY, "--driver", DRIVER, "--channel", channel,
                *target, "--json")
-    assert (done.code, done.error) == (3, "insecure-download"), done.out
+    assert (done.code, done.error) == (2, PLAIN_HTTP[channel]), done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
 
 
@@ -338,16 +342,22 @@ def test_wheels_over_plain_http_are_refused_for_create_and_repair(cli, sandbox, 
     create = cli("--tf", "2.21", "--mode", "pip", "--prefix", str(sandbox / "env"), "--find-links", source,
                  "--no-verify", "--json")
     repair = cli("repair", "--prefix", str(sandbox), "--find-links", source, "--yes", "--json")
-    assert [(d.code, d.error) for d in (create, repair)] == [(3, "insecure-download")] * 2
+    assert [(d.code, d.error) for d in (create, repair)] == [(2, "insecure-url")] * 2
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
 
 
-def test_a_loopback_channel_passes_the_transport_rule():
+def test_a_named_loopback_channel_passes_the_transport_rule():
+    from tfgpu import urls
     from tfgpu.engines import rattler
-    from tfgpu.urls import is_secure
 
     assert rattler.channel_urls(("http://127.0.0.1:8000/ch/", "https://conda.anaconda.org/x", "file:///srv/ch")) == \
         ["http://127.0.0.1:8000/ch", "https://conda.anaconda.org/x", "file:///srv/ch"]
-    assert [is_secure(u) for u in ("http://localhost/x", "http://[::1]/x", "http://127.3.4.5/x", "https://a/x",
-                                   "http://localhost.evil.org/x", "http://127.0.0.1.nip.io/x")] == \
-        [True, True, True, True, False, False]
+    urls.trust(["localhost", "::1", "127.3.4.5"])
+    allowed = []
+    for url in ("http://localhost/x", "http://[::1]/x", "http://127.3.4.5/x", "https://a/x", "http://127.0.0.1/x",
+                "http://localhost.evil.org/x", "http://127.0.0.1.nip.io/x"):
+        try:
+            allowed.append(bool(urls.checked(url, "t")))
+        except UsageError:
+            allowed.append(False)
+    assert allowed == [True, True, True, True, False, False, False]

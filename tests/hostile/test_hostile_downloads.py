@@ -15,7 +15,7 @@ import wheelhouse
 from fakenvidia import serve_fake_nvidia
 
 from tfgpu.engines import download
-from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
 
 pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake libraries")
 
@@ -39,9 +39,9 @@ def fetch(fake, tmp_path, **kwargs):
 
 def test_redirect_to_plain_http_elsewhere_is_refused(fake, tmp_path):
     fake.faults.redirect_to = "http://downloads.example.com/cuda.run"
-    with pytest.raises(ImpossibleError) as caught:
+    with pytest.raises(UsageError) as caught:
         fetch(fake, tmp_path)
-    assert caught.value.code == "insecure-download" and "example.com" in caught.value.message
+    assert caught.value.code == "insecure-url" and "downloads.example.com" in caught.value.message
     assert leftovers(tmp_path / "cache") == []
 
 
@@ -64,9 +64,9 @@ def test_https_never_continues_over_http(monkeypatch, tmp_path):
 
     calls = []
     monkeypatch.setattr(requests, "get", lambda url, **kw: calls.append(url) or Redirect())
-    with pytest.raises(ImpossibleError) as caught:
+    with pytest.raises(UsageError) as caught:
         download.fetch("https://developer.download.nvidia.com/cuda.run", tmp_path, sha256="0" * 64, retries=0)
-    assert caught.value.code == "insecure-download" and "never continues" in caught.value.message
+    assert caught.value.code == "insecure-url" and "never continues" in caught.value.message
     assert calls == ["https://developer.download.nvidia.com/cuda.run"]
 
 
@@ -134,7 +134,8 @@ def test_a_full_disk_stops_at_once_and_keeps_nothing(fake, tmp_path):
         "import resource, signal, sys\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))\n"
-        "from pathlib import Path\nfrom tfgpu.engines import download\nfrom tfgpu.errors import TfgpuError\n"
+        "from pathlib import Path\nfrom tfgpu import urls\nfrom tfgpu.engines import download\n"
+        "from tfgpu.errors import TfgpuError\nurls.trust(['127.0.0.1'])\n"
         "try:\n"
         f"    download.fetch({fake.runfile_url!r}, Path({str(tmp_path / 'cache')!r}), sha256={fake.runfile_sha256!r})\n"
         "except TfgpuError as error:\n"

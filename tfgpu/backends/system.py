@@ -154,11 +154,9 @@ class SystemBackend(Backend):
     def _check_offline(self, item) -> None:
         """--offline: a file already in the download cache (verified before use), or a mirror on this
         machine (a loopback URL); never NVIDIA's servers."""
-        from urllib.parse import urlsplit
+        from tfgpu.urls import parse
 
-        from tfgpu.urls import is_loopback
-
-        if (self.downloads / item.filename).is_file() or is_loopback(urlsplit(item.url).hostname):
+        if (self.downloads / item.filename).is_file() or parse(item.url, "the download's URL").loopback:
             return
         raise OperationError(
             "offline-download-missing", f"--offline: {item.filename} is not in {self.downloads} and would have "

@@ -25,7 +25,7 @@ def _tolerant_streams() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the tool; returns the exit code."""
     from tfgpu.cli import repair
-    from tfgpu.cli.commands import HANDLERS
+    from tfgpu.cli.commands import HANDLERS, trust_hosts
     from tfgpu.cli.output import render
     from tfgpu.cli.parser import build_parser, with_default_command
     from tfgpu.proc import install_signal_handlers
@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     want_json = "--json" in argv
     try:
         args = build_parser().parse_args(with_default_command(argv))
+        trust_hosts(args)
         handlers = HANDLERS | {"repair": repair.cmd_repair}
         return handlers[args.command or "create"](args)
     except TfgpuError as error:

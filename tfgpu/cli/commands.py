@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -335,6 +336,16 @@ HANDLERS = {"create": cmd_create, "plan": cmd_plan, "lock": cmd_lock, "bundle": 
             "remove": cmd_remove}
 
 
+def trust_hosts(args, project_hosts=()) -> None:
+    """Name the hosts plain HTTP may reach (``tfgpu.urls``), once at start-up: ``--insecure-host``,
+    ``TFGPU_INSECURE_HOSTS`` and, when a project file applies, its ``insecure-hosts``. Every run
+    starts from these alone, so nothing carries over from an earlier call in the same process."""
+    from tfgpu import urls
+
+    named = os.environ.get(urls.ENVIRONMENT, "").split(",")
+    urls.trust([*(getattr(args, "insecure_host", None) or ()), *named, *project_hosts])
+
+
 def with_project(args) -> list[str]:
     """The project file's settings where the command line left them unset (``tfgpu.project``);
     returns the keys it supplied."""
@@ -347,6 +358,7 @@ def with_project(args) -> list[str]:
     if found is None:
         return []
     taken = project.apply(found, args, set(vars(args)))
+    trust_hosts(args, found.values.get("insecure_hosts", ()))
     if taken and not args.json:
         render().note(f"Using the project file {found.describe()}; flags on the command line override it.")
     return [f"{key} (from {found.path})" for key in taken]

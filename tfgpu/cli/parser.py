@@ -47,6 +47,13 @@ def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or syst
     _json(parser)
 
 
+def insecure_host(parser: argparse.ArgumentParser) -> None:
+    """``--insecure-host``: where the tool fetches, the one way to allow plain HTTP (``tfgpu.urls``)."""
+    parser.add_argument("--insecure-host", action="append", metavar="HOST",
+                        help="allow plain HTTP to HOST, loopback included (repeatable; also "
+                             "TFGPU_INSECURE_HOSTS=a,b); everything else is fetched over HTTPS only")
+
+
 def _json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout, nothing else there")
 
@@ -71,6 +78,7 @@ def _create(sub) -> None:
     create.add_argument("--tf-source", choices=("pypi", "conda-forge"),
                         help="conda mode: TensorFlow from PyPI (default) or conda-forge's CUDA build")
     create.add_argument("--find-links", metavar="DIR", help="a directory (or URL) of wheels to install from")
+    insecure_host(create)
     create.add_argument("--offline", action="store_true",
                         help="use no network: --find-links, local channels and the caches only")
     source = create.add_mutually_exclusive_group()
@@ -115,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   "with what changed (for CI)")
         cmd.add_argument("--channel", action="append", metavar="URL", help="conda channel (repeatable; "
                          "--mode conda; default conda-forge)")
+        insecure_host(cmd)
 
     script = sub.add_parser("script", help="export a provisioning script")
     _selectors(script)
@@ -142,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     update = sub.add_parser("update-data", help="fetch TensorFlow releases published since this tool's data")
     update.add_argument("--offline", action="store_true", help="use only cached answers; never fetch")
     update.add_argument("--index", metavar="URL", help="PyPI JSON API root (default: https://pypi.org/pypi)")
+    insecure_host(update)
     _json(update)
 
     remove = sub.add_parser("remove", help="delete an environment tfgpu-install created")
@@ -151,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tfgpu.cli.repair import add_parser as add_repair
 
     add_repair(sub)
+    insecure_host(sub.choices["repair"])
 
     listing = sub.add_parser("list", help="the environments tfgpu-install built, with TF, CUDA, mode and health")
     _json(listing)

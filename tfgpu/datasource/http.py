@@ -3,7 +3,8 @@
 Every request has a timeout; a JSON document larger than ``max_json_bytes`` and a range larger
 than ``max_range_bytes`` are refused before they are read, and a server that answers a range
 request with the whole file is refused too (that would download the wheel). ``offline=True``
-answers only from the cache and never opens a connection.
+answers only from the cache and never opens a connection. Every URL, and every redirect's
+target, passes the URL door (``tfgpu.urls``) before a connection is opened to it.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ import re
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu import untrusted, urls
 from tfgpu.datasource.errors import SourceError
 
 __all__ = ["Fetcher", "SourceError", "write_atomic"]
@@ -28,6 +28,17 @@ __all__ = ["Fetcher", "SourceError", "write_atomic"]
 USER_AGENT = "tfgpu-install (Python urllib; reads wheel metadata by range requests)"
 MAX_JSON_BYTES = 64 * 1024 * 1024
 MAX_RANGE_BYTES = 16 * 1024 * 1024
+
+
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib follows redirects by itself: each target passes the URL door before it is followed."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102 - urllib hook
+        target = urls.join(req.full_url, newurl, f"the redirect from {req.full_url}")
+        return super().redirect_request(req, fp, code, msg, headers, target)
+
+
+_OPENER = urllib.request.build_opener(_CheckedRedirects)
 
 
 class Fetcher:
@@ -90,22 +101,20 @@ class Fetcher:
         if self.cache_dir is None:
             return None
         digest = hashlib.sha256(url.encode()).hexdigest()[:24]
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", urllib.parse.urlsplit(url).path.strip("/"))[-80:]
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", urls.path_of(url).strip("/"))[-80:]
         return self.cache_dir / kind / f"{name}-{digest}{suffix}"
 
     def _request(self, url: str, byte_range: tuple[int, int] | None) -> bytes | None:
         if self.offline:
             raise SourceError(f"{url}: not in the cache, and --offline allows no network")
-        if urllib.parse.urlsplit(url).scheme not in ("https", "http"):
-            raise SourceError(f"{url}: only http(s) URLs are read")
+        url = urls.checked(url, "a data source's URL")
         headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
         if byte_range:
             headers["Range"] = "bytes={}-{}".format(*byte_range)
         limit = byte_range[1] - byte_range[0] + 1 if byte_range else self.max_json_bytes
         for attempt in range(self.retries + 1):
             try:
-                with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
-                                            timeout=self.timeout) as response:
+                with _OPENER.open(urllib.request.Request(url, headers=headers), timeout=self.timeout) as response:
                     _check_response(url, response, byte_range, limit)
                     data = response.read(limit + 1)
                 break

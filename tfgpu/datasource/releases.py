@@ -20,9 +20,8 @@ import collections
 import dataclasses
 import re
 import threading
-import urllib.parse
 
-from tfgpu import untrusted
+from tfgpu import untrusted, urls
 from tfgpu.datasource import wheel_facts as facts
 from tfgpu.datasource.http import Fetcher, SourceError
 from tfgpu.datasource.remote_zip import WheelMembers, ZipEntry, read_wheel_members
@@ -57,7 +56,8 @@ def wheel_from_json(entry: dict, base_url: str) -> WheelFile | None:
         return None
     pythons = tuple(f"{m.group(1)}.{m.group(2)}" for tag in parts[-3].split(".")
                     if (m := re.fullmatch(r"cp(\d)(\d+)", tag)))
-    return WheelFile(filename, urllib.parse.urljoin(base_url, entry["url"]), int(entry["size"]),
+    # The index's answer names where the wheel is: through the URL door before anything is fetched.
+    return WheelFile(filename, urls.join(base_url, entry["url"], f"the index's URL for {filename}"), int(entry["size"]),
                      platform, platform_tags[0], pythons)
 
 

@@ -4,8 +4,9 @@ A file is downloaded to ``<name>.part`` in the cache directory, resumed from whe
 transfer stopped, checked against its sha256 (or NVIDIA's md5 where no sha256 is known) and only
 then renamed to its final name; a file that fails the check is deleted. A verified file is kept
 with a ``.verified`` note (its digest, size and mtime), so a later run uses it without hashing
-gigabytes again. HTTPS only; plain HTTP is accepted for loopback hosts (tests, a local mirror),
-and every redirect is checked the same way (an https URL never continues over http).
+gigabytes again. Every URL passes the URL door (``tfgpu.urls``: HTTPS, plain HTTP only to hosts
+the user named), and so does every redirect's target, followed here by hand (an https URL never
+continues over http).
 
 Bounded: a transfer stops at the size the data records (else the size the server announces, else
 :data:`MAX_UNKNOWN`), a server that sends less than :data:`MIN_RATE` on average after
@@ -20,10 +21,9 @@ import hashlib
 import os
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from tfgpu import untrusted, urls
-from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
 
 CHUNK = 1 << 16
 MAX_UNKNOWN = 16 << 30
@@ -48,14 +48,14 @@ def fetch(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "", size: in
     Range request. Raises ``OperationError`` naming the URL on failure; nothing unverified is
     ever left under the final name.
     """
-    _check_url(url)
+    url = urls.checked(url, "a download's URL")
     if not sha256 and not md5:
         raise ImpossibleError("unverified-download", f"No checksum is known for {url}, so it is not downloaded: "
                               "every download is verified before use.",
                               ["Give its sha256 in a TFGPU_DATA_DIR overlay (see the README's System mode section)."])
     dest_dir = Path(dest_dir)
     dest_dir.mkdir(parents=True, exist_ok=True)
-    name = urlsplit(url).path.rsplit("/", 1)[-1] or "download"
+    name = urls.path_of(url).rsplit("/", 1)[-1] or "download"
     final, part, note = dest_dir / name, dest_dir / f"{name}.part", dest_dir / f"{name}.verified"
     algorithm, expected = ("sha256", sha256.lower()) if sha256 else ("md5", md5.lower())
     if final.is_file() and _known_good(final, note, algorithm, expected):
@@ -95,19 +95,11 @@ def fetch(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "", size: in
 
 def is_cached(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "") -> bool:
     """The file of ``url`` is in ``dest_dir`` and was verified against this checksum (no hashing)."""
-    name = urlsplit(url).path.rsplit("/", 1)[-1]
+    name = urls.path_of(url).rsplit("/", 1)[-1]
     algorithm, expected = ("sha256", sha256.lower()) if sha256 else ("md5", md5.lower())
     final = Path(dest_dir) / name
     return bool(expected) and final.is_file() and _noted(final, Path(dest_dir) / f"{name}.verified", algorithm,
                                                          expected)
-
-
-def _check_url(url: str) -> None:
-    if urls.is_secure(url):
-        return
-    raise ImpossibleError("insecure-download", f"Refusing to download {url}: only HTTPS is used (plain HTTP only "
-                          "from this machine's loopback address).",
-                          ["Point the data's URL at an HTTPS mirror (TFGPU_DATA_DIR overlay)."])
 
 
 def _noted(final: Path, note: Path, algorithm: str, expected: str) -> bool:
@@ -241,24 +233,22 @@ class Transfer:
 
     def _open(self, requests, headers: dict):
         """GET with redirects followed by hand, each target checked like the first URL."""
-        from urllib.parse import urljoin
-
         url = self.url
         for _ in range(MAX_REDIRECTS + 1):
             response = requests.get(url, headers=headers, stream=True, timeout=(15, 60), allow_redirects=False)
             if response.status_code not in (301, 302, 303, 307, 308):
                 return response
-            target = urljoin(url, response.headers.get("Location", ""))
+            location = response.headers.get("Location", "")
             response.close()
-            if urlsplit(url).scheme == "https" and urlsplit(target).scheme != "https":
-                raise _Fatal(ImpossibleError("insecure-download", f"{url} redirects to {target}: a download that "
-                                             "started on HTTPS never continues without it. Nothing was downloaded.",
-                                             ["Point the data's URL at the final HTTPS address (TFGPU_DATA_DIR overlay)."]))
             try:
-                _check_url(target)
-            except ImpossibleError as error:
+                target = urls.parse(urls.join(url, location, f"the redirect from {url}"), "")
+            except UsageError as error:
                 raise _Fatal(error) from None
-            url = target
+            if url.startswith("https:") and target.scheme != "https":
+                raise _Fatal(UsageError("insecure-url", f"{url} redirects to {target.text}: a download that started "
+                                        "on HTTPS never continues without it. Nothing was downloaded.",
+                                        ["Point the data's URL at the final HTTPS address (TFGPU_DATA_DIR overlay)."]))
+            url = target.text
         raise _Fatal(OperationError("download-failed", f"{self.url} redirects more than {MAX_REDIRECTS} times.",
                                     ["Check the URL."]))
 

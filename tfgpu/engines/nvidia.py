@@ -11,9 +11,8 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
-from urllib.parse import urlsplit
 
-from tfgpu import untrusted
+from tfgpu import untrusted, urls
 from tfgpu.errors import ImpossibleError, OperationError
 
 
@@ -64,16 +63,19 @@ def artifacts(resolution) -> list[Artifact]:
     if archive is None:
         raise ImpossibleError("no-cudnn-archive", f"No cuDNN archive for cuDNN {resolution.cudnn} / CUDA {cuda} "
                               "is recorded in tfgpu's data.", ["Use --mode pip or --mode conda."])
+    # The data (an overlay included) names these URLs: through the door before anything is built.
+    runfile = urls.checked(toolkit.runfile_url, f"the CUDA {cuda} runfile's URL in tfgpu's data")
+    tarball = urls.checked(archive.url, f"the cuDNN {archive.version} archive's URL in tfgpu's data")
     return [
-        Artifact("runfile", _basename(toolkit.runfile_url), toolkit.runfile_url, toolkit.sha256, toolkit.md5, 0,
+        Artifact("runfile", _basename(runfile), runfile, toolkit.sha256, toolkit.md5, 0,
                  str(toolkit.version)),
-        Artifact("cudnn", archive.filename, archive.url, archive.sha256, archive.md5, archive.size,
+        Artifact("cudnn", archive.filename, tarball, archive.sha256, archive.md5, archive.size,
                  str(archive.version)),
     ]
 
 
 def _basename(url: str) -> str:
-    return urlsplit(url).path.rsplit("/", 1)[-1]
+    return urls.filename(url)
 
 
 def unverifiable(items: list[Artifact]) -> ImpossibleError | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.urls import is_secure
+from tfgpu.urls import checked, local_path
 
 CONDA_FORGE = "https://conda.anaconda.org/conda-forge"
 GLIBC = "2.28"
@@ -31,19 +31,14 @@ def channel_urls(channels: tuple[str, ...]) -> list[str]:
     """``--channel`` values as URLs; a bare name means anaconda.org, a path a local channel."""
     urls = []
     for channel in channels or (CONDA_FORGE,):
-        if "://" in channel:
-            # repodata.json carries the packages' checksums: served over plain HTTP, a forged one
-            # vouches for forged packages (tfgpu.urls).
-            if not (channel.startswith("file://") or is_secure(channel)):
-                raise ImpossibleError("insecure-download", f"Refusing the channel {channel}: channels are read over "
-                                      "HTTPS only (plain HTTP only from this machine's loopback address), since "
-                                      "its repodata holds the checksums the packages are checked against.",
-                                      ["Use the channel's https:// URL, or a local copy: --channel /path/to/channel."])
-            urls.append(channel.rstrip("/"))
+        if "://" in channel or "\\" in channel:
+            # repodata.json carries the packages' checksums: read over plain HTTP from a host not
+            # named, a forged one vouches for forged packages (tfgpu.urls).
+            urls.append(checked(channel, "--channel", allow_file=True).rstrip("/"))
         elif channel.startswith(("/", ".", "~")):
             urls.append(Path(channel).expanduser().absolute().as_uri())
         else:
-            urls.append(f"https://conda.anaconda.org/{channel}")
+            urls.append(checked(f"https://conda.anaconda.org/{channel}", "--channel"))
     return urls
 
 
@@ -51,7 +46,7 @@ def check_channels(urls: list[str]) -> None:
     """A local channel that is not there is a usage error before anything else happens."""
     for url in urls:
         if url.startswith("file://"):
-            path = Path(url.removeprefix("file://"))
+            path = local_path(url)
             if not path.is_dir():
                 raise ImpossibleError("unknown-channel", f"The channel {url} does not exist ({path} is not a directory).",
                                       ["Give a channel directory holding linux-64/ and noarch/ (with repodata.json), "
@@ -245,11 +240,9 @@ def verified_copy(record, store: Path) -> Path:
     """The ``file://`` archive of ``record`` copied into ``store`` and checked against the record's
     sha256 (its md5 where an old index has no sha256); a mismatch is ``checksum-mismatch``."""
     import shutil
-    from urllib.parse import unquote, urlsplit
-
     from tfgpu.engines.download import file_digest
 
-    source = Path(unquote(urlsplit(str(record.url)).path))
+    source = local_path(str(record.url))
     if record.sha256:
         algorithm, expected = "sha256", record.sha256.hex()
     elif record.md5:

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.errors import ImpossibleError, OperationError, UsageError
-from tfgpu.urls import is_secure
+from tfgpu.errors import OperationError, UsageError
+from tfgpu.urls import checked, is_local
 
 INDEX_VARIABLES = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS")
 """uv settings that would send a locked install (or a lock) to an index other than the one named."""
@@ -45,16 +45,13 @@ def find_uv() -> str | None:
 
 def find_links_source(value: str | None) -> str | None:
     """A ``--find-links`` value checked, as uv will be given it: a local directory (made absolute,
-    so the staging directory's cwd does not change its meaning) or a secure URL. An index page over
-    plain HTTP can be swapped along with the wheels it lists (``tfgpu.urls``)."""
+    so the staging directory's cwd does not change its meaning) or a URL through the door, in
+    canonical form. An index page over plain HTTP can be swapped along with the wheels it lists
+    (``tfgpu.urls``)."""
     if not value:
         return None
-    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", value) and not value.startswith("file://"):
-        if not is_secure(value):
-            raise ImpossibleError("insecure-download", f"Refusing --find-links {value}: wheels are fetched over "
-                                  "HTTPS only (plain HTTP only from this machine's loopback address).",
-                                  ["Use an https:// URL, or a local directory of wheels (`pip download -d DIR ...`)."])
-        return value
+    if not is_local(value) or "\\" in value:
+        return checked(value, "--find-links")
     if not Path(value).is_dir():
         raise UsageError("bad-find-links", f"--find-links {value!r} is not a directory.",
                          ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."])
@@ -117,7 +114,7 @@ def compile_for_target(uv: str, requirements_in: Path, output: Path, *, python_v
     ``refresh``: ask the index again instead of trusting uv's cached answers (``lock --check``)."""
     return (uv, "pip", "compile", str(requirements_in), "--python", interpreter or sys.executable,
             "--python-version", python_version, "--python-platform", python_platform, "--no-python-downloads",
-            "--default-index", index, "--no-config", "--no-header", "--quiet", "--cache-dir", str(cache),
+            "--default-index", checked(index, "the index"), "--no-config", "--no-header", "--quiet", "--cache-dir", str(cache),
             *(("--only-binary", ":all:") if only_binary else ()), *(("--refresh",) if refresh else ()),
             *(("--format", "pylock.toml") if pylock else ("--generate-hashes",)), "-o", str(output))
 
@@ -126,7 +123,8 @@ def build_wheel(uv: str, source: Path, out_dir: Path, *, index: str, cache: Path
                 interpreter: str | None = None) -> tuple[str, ...]:
     """A wheel of the project at ``source``, built with this tool's own interpreter."""
     return (uv, "build", "--wheel", "--out-dir", str(out_dir), str(source), "--python", interpreter or sys.executable,
-            "--no-config", "--no-python-downloads", "--default-index", index, "--cache-dir", str(cache), "--quiet")
+            "--no-config", "--no-python-downloads", "--default-index", checked(index, "the index"), "--cache-dir", str(cache),
+            "--quiet")
 
 
 def inventory(uv: str, python: str, *, cache: Path) -> tuple[str, ...]:
@@ -135,7 +133,7 @@ def inventory(uv: str, python: str, *, cache: Path) -> tuple[str, ...]:
 
 def locked_index(index: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """(argv, env) that make an install use ``index`` and no other (``--from-lock``)."""
-    return ("--default-index", index, "--no-config"), tuple((name, "") for name in INDEX_VARIABLES)
+    return ("--default-index", checked(index, "the lock's index"), "--no-config"), tuple((name, "") for name in INDEX_VARIABLES)
 
 
 def parse_inventory(output: str) -> dict[str, str]:

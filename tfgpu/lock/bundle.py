@@ -23,9 +23,8 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
-from tfgpu import __version__, untrusted
+from tfgpu import __version__, untrusted, urls
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock import pip_lock
 from tfgpu.lock.writing import tools
@@ -55,7 +54,7 @@ def wheels_from_pylock(text: str, platform: Platform, python: str) -> list[Wheel
         ranked = []
         for entry in package.get("wheels", []):
             url = entry.get("url") or entry.get("path", "")
-            filename = entry.get("name") or unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+            filename = entry.get("name") or urls.filename(url)
             rank = platform.wheel_rank(filename, python)
             if rank is not None and entry.get("hashes", {}).get("sha256"):
                 ranked.append((rank, Wheel(filename, url, entry["hashes"]["sha256"], int(entry.get("size") or 0))))
@@ -158,6 +157,7 @@ def add_tool_and_installer(out: Path, resolution, platform: Platform, readme_tex
 
 def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) -> dict:
     """Write the bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
+    pip_lock.index_url()  # TFGPU_INDEX_URL through the URL door before the bundle directory is made
     runner, uv, cache, say = start(resolution, platform, out, reporter)
     out = out.absolute()
     say(f"resolving TF {resolution.tensorflow} for {platform.name}, Python {resolution.python} (wheels only)")

@@ -21,8 +21,8 @@ import json
 import os
 import shutil
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
+from tfgpu import urls
 from tfgpu import __version__
 from tfgpu.errors import OperationError
 from tfgpu.lock.bundle import (
@@ -42,12 +42,12 @@ LOCK = "conda-lock.yml"
 
 def file_name(url: str) -> str:
     """The file name a package URL ends in (percent-decoded)."""
-    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+    return urls.filename(url)
 
 
 def subdir_of(url: str) -> str:
     """The channel subdir (``linux-64``, ``noarch``) a conda package URL sits in."""
-    return unquote(urlsplit(url).path).rstrip("/").rsplit("/", 2)[-2]
+    return urls.path_parts(url)[-2]
 
 
 def copy_package(url: str, sha256: str, dest: Path, reporter=None) -> Path:
@@ -66,7 +66,7 @@ def copy_package(url: str, sha256: str, dest: Path, reporter=None) -> Path:
             os.replace(got, target)
         return target
     part = target.with_name(target.name + ".part")
-    shutil.copyfile(unquote(urlsplit(url).path), part)
+    shutil.copyfile(urls.local_path(url), part)
     found = digest(part)
     if found != sha256:
         part.unlink()

@@ -153,7 +153,7 @@ def _check_conda(lock, reporter) -> Check:
 
     metadata = lock.lockfile.metadata
     platforms = list(metadata.platforms)
-    channels = [str(channel.url) for channel in metadata.channels]
+    channels = list(lock.channels())
     first = lock.resolution(platforms[0])
     found = Check(Path(lock.path), "conda", platforms, first["tensorflow"], first["python"])
     runner, uv, _ = tools("lock-check")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, UsageError
-from tfgpu.lock.conda_lock import FORMAT, entry_digest, model_rows
+from tfgpu.lock.conda_lock import FORMAT, model_digest
+from tfgpu.urls import checked
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,11 @@ class CondaLock:
                 untrusted.expect(item, str, kind, source, f"an item of {key}'s {name!r}")
         return recorded
 
+    def channels(self) -> tuple[str, ...]:
+        """The recorded channels, each through the URL door (a bundle's is a local file:// channel)."""
+        return tuple(checked(str(c.url), f"{self.path}: metadata.channels", allow_file=True)
+                     for c in self.lockfile.metadata.channels)
+
     def packages(self, platform: str, manager: str) -> list:
         return [p for p in self.lockfile.package if p.platform == platform and p.manager == manager]
 
@@ -66,9 +72,9 @@ def read(path: Path) -> CondaLock:
                               f"{found or 'none: another tool'}, this tool reads format {FORMAT}); nothing was installed.",
                               ["Regenerate it with this version: `tfgpu-install lock --mode conda ...`.",
                                "A lock written by conda-lock itself installs with `conda-lock install`."])
-    if entry_digest(model_rows(lockfile.package)) != custom.get("tfgpu_packages_sha256"):
-        raise UsageError("lock-modified", f"{path} was edited after it was written: its package entries do not "
-                              "match the checksum recorded in it. Nothing was installed.",
+    if model_digest(lockfile) != custom.get("tfgpu_packages_sha256"):
+        raise UsageError("lock-modified", f"{path} was edited after it was written: its channels, platforms or "
+                              "package entries do not match the checksum recorded in it. Nothing was installed.",
                               ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."])
     return CondaLock(path=path, lockfile=lockfile, custom=custom)
 
@@ -93,16 +99,16 @@ def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> st
     Each entry is checked first: a name, a version, an HTTPS wheel URL and a sha256, nothing else, so
     a crafted lock cannot slip an option line or another source into the file (``lock-has-options``)."""
     import re
-    from urllib.parse import urlsplit
+
+    from tfgpu.urls import parse
 
     lines = []
     for p in lock.packages(platform, "pip"):
-        url, sha256 = str(p.url), getattr(p.hash, "sha256", None) or ""
-        parts = urlsplit(url)
-        secure = parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost"))
+        sha256 = getattr(p.hash, "sha256", None) or ""
+        wheel = parse(str(p.url), f"{lock.path}: {str(p.name)[:60]}'s url")  # bad-url / insecure-url first
+        url = wheel.text
         if (not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(p.name)) or not re.fullmatch(r"[A-Za-z0-9.+!_-]+", str(p.version))
-                or not re.fullmatch(r"[0-9a-f]{64}", sha256) or not secure or any(c.isspace() for c in url)
-                or not parts.path.endswith(".whl")):
+                or not re.fullmatch(r"[0-9a-f]{64}", sha256) or not wheel.path.endswith(".whl")):
             raise UsageError("lock-has-options", f"{lock.path}: the pip entry {str(p.name)[:60]!r} is not a wheel "
                              "pinned by name, version, HTTPS URL and sha256. Nothing was installed.",
                              ["Regenerate the lock with `tfgpu-install lock --mode conda`."])
@@ -135,10 +141,10 @@ def prepare(path: Path, options, selectors: dict | None = None, bundle_dir: Path
                                       os=recorded["os"], arch=recorded["arch"]), None)
     if bundle_dir:
         options = replace(options, offline=True)
-    conda = tuple(LockedPackage(p.name, p.version, str(p.url), p.hash.sha256 or "")
-                  for p in lock.packages(platform, "conda"))
+    conda = tuple(LockedPackage(p.name, p.version, checked(str(p.url), f"{path}: {p.name}'s url", allow_file=True),
+                                p.hash.sha256 or "") for p in lock.packages(platform, "conda"))
     source = Source(kind="bundle" if bundle_dir else "lock",
                     requirements=pip_requirements(lock, platform, pinned=bundle_dir is not None), conda=conda,
-                    channels=tuple(c.url for c in lock.lockfile.metadata.channels), bundle=bundle_dir,
+                    channels=lock.channels(), bundle=bundle_dir,
                     label=f"{path} sha256:{lock.meta['sha256']}", lock_path=str(path))
     return resolution, options, source, lock

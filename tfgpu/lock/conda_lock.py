@@ -21,7 +21,8 @@ from pathlib import Path
 from tfgpu import __version__, untrusted
 from tfgpu.errors import ImpossibleError
 
-FORMAT = "1"
+FORMAT = "2"
+"""Format 2 binds channels, platforms and resolutions as well as the packages (:func:`lock_digest`)."""
 
 
 def pip_entries(pylock_text: str, platform, python: str) -> list[dict]:
@@ -40,9 +41,27 @@ def pip_entries(pylock_text: str, platform, python: str) -> list[dict]:
     return entries
 
 
-def entry_digest(rows) -> str:
-    """sha256 over every package entry: ``(platform, manager, name, version, url, sha256, md5)`` rows."""
-    return hashlib.sha256(json.dumps(sorted(list(row) for row in rows)).encode()).hexdigest()
+DIGEST = "tfgpu_packages_sha256"
+"""The ``custom_metadata`` key of :func:`lock_digest`."""
+
+
+def lock_digest(channels, platforms, custom: dict, rows) -> str:
+    """sha256 over everything in a lock that decides what is installed: its channels, platforms,
+    resolutions (``custom_metadata``, this digest aside) and every package entry as ``(platform,
+    manager, name, version, url, sha256, md5)``. A lock that points a channel or a package at another
+    server is as edited as one with another hash. (``content_hash`` records the inputs for ``lock
+    --check``, which reports it when it no longer matches; it decides nothing that is installed.)"""
+    bound = {"channels": [str(c) for c in channels], "platforms": [str(p) for p in platforms],
+             "custom": {k: v for k, v in custom.items() if k != DIGEST},
+             "packages": sorted([str(v) for v in row] for row in rows)}
+    return hashlib.sha256(json.dumps(bound, sort_keys=True).encode()).hexdigest()
+
+
+def model_digest(lockfile) -> str:
+    """:func:`lock_digest` of a lock conda-lock's parser read back."""
+    metadata = lockfile.metadata
+    return lock_digest([c.url for c in metadata.channels], metadata.platforms, metadata.custom_metadata or {},
+                       model_rows(lockfile.package))
 
 
 def model_rows(packages) -> list[tuple]:
@@ -109,7 +128,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
                 "virtual_cuda": inputs["cuda"], "cpu_only": cpu_only, "requirements": inputs["pip"],
                 "conda_specs": inputs["specs"]},
             sort_keys=True)
-    custom["tfgpu_packages_sha256"] = entry_digest(_dict_rows(packages))
+    custom[DIGEST] = lock_digest(channels, [p.name for p, _, _ in targets], custom, _dict_rows(packages))
     # No time_metadata (optional in conda-lock's format): the same inputs give the same bytes, and
     # version control already says when a lock changed.
     document = {"version": 1, "metadata": {

@@ -36,8 +36,12 @@ _RESOLUTION_KEYS = ("tensorflow", "package", "python", "mode", "os", "arch", "pl
 
 
 def index_url() -> str:
-    """The index locks resolve against: PyPI, or ``TFGPU_INDEX_URL`` (a mirror, or a test's server)."""
-    return os.environ.get("TFGPU_INDEX_URL") or DEFAULT_INDEX
+    """The index locks resolve against: PyPI, or ``TFGPU_INDEX_URL`` (a mirror, or a test's server),
+    through the URL door."""
+    from tfgpu.urls import checked
+
+    named = os.environ.get("TFGPU_INDEX_URL")
+    return checked(named, "TFGPU_INDEX_URL") if named else DEFAULT_INDEX
 
 
 @dataclass(frozen=True)
@@ -230,7 +234,8 @@ def read(path: Path, text: str | None = None) -> PipLock:
              "Pins are changed by regenerating the lock, never by editing it."])
     meta["sha256"] = recorded
     check_body(body, path)
-    check_index(meta.get("index"), path)
+    if "index" in meta:
+        meta["index"] = check_index(meta["index"], path)  # canonical: what uv is handed
     return PipLock(meta=meta, body=body, path=path)
 
 
@@ -280,18 +285,11 @@ def check_body(body: str, path) -> None:
                          ["Regenerate the lock with `tfgpu-install lock` (which never writes option lines)."])
 
 
-def check_index(index, path) -> None:
-    """The index a lock records must be an HTTPS URL (plain HTTP only on loopback, for tests)."""
-    from urllib.parse import urlsplit
+def check_index(index, path) -> str | None:
+    """The index a lock records passes the URL door (``bad-url``, ``insecure-url``) before anything reads it."""
+    from tfgpu.urls import checked
 
-    if index is None:
-        return
-    parts = urlsplit(index) if isinstance(index, str) else None
-    if (parts is None or any(c.isspace() for c in index)
-            or not (parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in ("127.0.0.1", "localhost",
-                                                                                               "::1")))):
-        raise UsageError("lock-has-options", f"{path} records the index {index!r}, which is not an HTTPS URL. "
-                         "Nothing was installed.", ["Regenerate the lock with `tfgpu-install lock`."])
+    return None if index is None else checked(index, f"{path}: the recorded index")
 
 
 def _canonical(value) -> str:

@@ -1,0 +1,320 @@
+"""Hostile URLs, from every source, against the one URL door (``tfgpu/urls.py``).
+
+``http://10.9.9.9\\@127.0.0.1:9/ch`` is a URL to 127.0.0.1 for Python's ``urlsplit`` and to
+10.9.9.9 for uv, rattler and requests: the door refuses it (``bad-url``) wherever it comes from,
+before any connection (nothing listens on 10.9.9.9 here, and the cases return at once). Plain HTTP
+reaches only hosts the user names (``--insecure-host``), loopback included (``insecure-url``).
+Each case asserts the exit code and error code, no traceback (the in-process ``cli`` lets an
+unexpected exception fail the test) and nothing changed outside what the tool built.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tfgpu import urls
+from tfgpu.errors import UsageError
+
+from .conftest import changed, snapshot
+from .test_hostile_bytes import _pip_lock
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+DRIVER = "535.104.05"
+SPLIT = "http://10.9.9.9\\@127.0.0.1:9/ch"
+"""The URL two readers disagree on."""
+FAST = 20.0
+"""Seconds: a refusal is immediate; a connection attempt to 10.9.9.9 would hang far longer."""
+
+MALFORMED = {
+    "backslash": SPLIT,
+    "backslash-https": "https://10.9.9.9\\@conda.anaconda.org/conda-forge",
+    "userinfo": "https://user:secret@conda.anaconda.org/conda-forge",
+    "user": "http://evil@127.0.0.1:9/ch",
+    "tab": "https://conda.anaconda.org/conda\t-forge",
+    "newline": "https://conda.anaconda.org/ch\n--index-url",
+    "space": "https://conda.anaconda.org /ch",
+    "control": "https://conda.anaconda.org/\x00ch",
+    "empty-host": "http:///10.9.9.9/ch",
+    "no-slashes": "http:10.9.9.9/ch",
+    "percent-host": "http://%31%30.9.9.9/ch",
+    "numeric-host": "http://2130706433/ch",
+    "short-ipv4": "http://127.1/ch",
+    "hex-ipv4": "http://0x7f.0.0.1/ch",
+    "ipv6-zone": "http://[fe80::1%25eth0]/ch",
+    "scheme": "ftp://mirror.example.org/ch",
+    "bad-port": "https://conda.anaconda.org:99999/ch",
+}
+
+
+@pytest.fixture
+def unnamed(monkeypatch, tmp_path):
+    """No host named for plain HTTP, as on a user's machine (the suite names its loopback); the
+    user data dir is the case's own (an update-data that gets through writes its overlay there)."""
+    monkeypatch.delenv("TFGPU_INSECURE_HOSTS", raising=False)
+    monkeypatch.setenv("TFGPU_USER_DATA_DIR", str(tmp_path / "user-data"))
+    urls.trust(())
+
+
+def timed(run, *argv, **kwargs):
+    started = time.monotonic()
+    done = run(*argv, **kwargs)
+    assert time.monotonic() - started < FAST, "the tool tried to connect before refusing"
+    return done
+
+
+@pytest.mark.parametrize("url", MALFORMED.values(), ids=MALFORMED.keys())
+def test_the_door_refuses_what_engines_read_differently(url):
+    urls.trust(["127.0.0.1"])
+    with pytest.raises(UsageError) as caught:
+        urls.checked(url, "--channel")
+    assert caught.value.code == "bad-url" and "--channel" in caught.value.message
+
+
+def test_the_door_hands_on_the_canonical_form():
+    urls.trust(["127.0.0.1", "Mirror.LAN"])
+    assert [urls.checked(u, "t") for u in ("HTTPS://Conda.Anaconda.ORG:443/conda-forge", "http://127.0.0.1:80/ch",
+                                           "http://mirror.lan.:8080/simple/", "https://bücher.example/ä")] == [
+        "https://conda.anaconda.org/conda-forge", "http://127.0.0.1/ch", "http://mirror.lan:8080/simple/",
+        "https://xn--bcher-kva.example/%C3%A4"]
+
+
+@pytest.mark.parametrize("command", ["create", "lock", "bundle"])
+def test_a_split_channel_is_bad_url_before_any_connection(cli, sandbox, command):
+    before = snapshot(sandbox)
+    target = {"create": ("--prefix", str(sandbox / "env"), "--no-verify"),
+              "lock": ("-o", str(sandbox / "conda-lock.yml"), "--platform", "linux-64"),
+              "bundle": ("-o", str(sandbox / "B"), "--platform", "linux-64")}[command]
+    done = timed(cli, command, "--tf", "2.13", "--mode", "conda", "--python", PY, "--driver", DRIVER,
+                 "--channel", SPLIT, *target, "--json")
+    assert (done.code, done.error) == (2, "bad-url"), done.out
+    assert "backslash" in done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_a_split_channel_in_the_project_file_is_bad_url(cli, sandbox, monkeypatch):
+    project = sandbox / "tfgpu.toml"
+    project.write_text(f'mode = "conda"\nchannels = [{SPLIT!r}]\n'.replace("'", '"').replace("\\", "\\\\"))
+    monkeypatch.setenv("TFGPU_PROJECT_FILE", str(project))
+    before = snapshot(sandbox)
+    done = timed(cli, "lock", "--tf", "2.13", "--python", PY, "--driver", DRIVER, "--platform", "linux-64",
+                 "-o", str(sandbox / "conda-lock.yml"), "--json")
+    assert (done.code, done.error) == (2, "bad-url"), done.out
+    assert str(project) in done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+@pytest.mark.parametrize("command", ["check", "create"])
+def test_a_split_index_in_a_pip_lock_is_bad_url(cli, sandbox, command):
+    lock = _pip_lock(sandbox, index=SPLIT)  # its checksum recomputed, as an attacker can
+    before = snapshot(sandbox)
+    argv = ("lock", "--check", str(lock)) if command == "check" else \
+        ("create", "--from-lock", str(lock), "--prefix", str(sandbox / "env"), "--no-verify")
+    done = timed(cli, *argv, "--json")
+    assert (done.code, done.error) == (2, "bad-url"), done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_the_index_variable_goes_through_the_door(cli, sandbox):
+    before = snapshot(sandbox)
+    done = timed(cli, "bundle", "--tf", "2.21", "--mode", "pip", "--python", PY, "--platform", "linux-64",
+                 "-o", str(sandbox / "B"), "--json", env={"TFGPU_INDEX_URL": "http://10.9.9.9/simple"})
+    assert (done.code, done.error) == (2, "insecure-url"), done.out
+    assert "TFGPU_INDEX_URL" in done.out and "10.9.9.9" in done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_an_overlay_download_url_goes_through_the_door(cli, sandbox, tmp_path, monkeypatch):
+    from fakenvidia import _overlay_cuda_toml
+
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    # One backslash in the URL: doubled for TOML, and doubled again for the helper's re.sub.
+    (overlay / "cuda.toml").write_text(_overlay_cuda_toml("11.8.0", SPLIT.replace("\\", "\\" * 4) + "/cuda.run",
+                                                          "0" * 64))
+    monkeypatch.setenv("TFGPU_DATA_DIR", str(overlay))
+    before = snapshot(sandbox)
+    done = timed(cli, "create", "--tf", "2.13", "--mode", "system", "--python", PY, "--driver", "999.99",
+                 "--prefix", str(sandbox / "env"), "--no-verify", "--json")
+    assert (done.code, done.error) == (2, "bad-url"), done.out
+    assert "runfile" in done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+# -- conda locks: the checksum binds the channels -------------------------------------------------
+
+@pytest.fixture
+def conda_lock(tmp_path, lock_channel, lock_index, monkeypatch):
+    from conftest import run_tool
+
+    env = {"TFGPU_INDEX_URL": lock_index, "TFGPU_CACHE_DIR": str(tmp_path / "cache"),
+           "TFGPU_LOG_DIR": str(tmp_path / "logs")}
+    path = tmp_path / "conda-lock.yml"
+    made = run_tool("lock", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--channel",
+                    str(lock_channel), "--platform", "linux-64", "-o", str(path), env={**__import__("os").environ, **env})
+    assert made.returncode == 0, made.stderr
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return path
+
+
+@pytest.mark.parametrize("command", ["check", "create"])
+def test_an_edited_conda_lock_channel_is_lock_modified(cli, sandbox, conda_lock, command):
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    channel = str(parse_conda_lock_file(conda_lock).metadata.channels[0].url)
+    conda_lock.write_text(conda_lock.read_text().replace(channel, "http://10.9.9.9/ch"))
+    before = snapshot(sandbox)
+    argv = ("lock", "--check", str(conda_lock)) if command == "check" else \
+        ("create", "--from-lock", str(conda_lock), "--prefix", str(sandbox / "env"), "--no-verify")
+    done = timed(cli, *argv, "--json")
+    assert (done.code, done.error) == (2, "lock-modified"), done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_a_conda_lock_channel_with_a_forged_checksum_still_meets_the_door(cli, sandbox, conda_lock):
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    from tfgpu.lock.conda_lock import model_digest
+
+    lockfile = parse_conda_lock_file(conda_lock)
+    channel, recorded = str(lockfile.metadata.channels[0].url), lockfile.metadata.custom_metadata["tfgpu_packages_sha256"]
+    conda_lock.write_text(conda_lock.read_text().replace(channel, SPLIT))
+    forged = model_digest(parse_conda_lock_file(conda_lock))  # anyone can recompute it
+    conda_lock.write_text(conda_lock.read_text().replace(recorded, forged))
+    done = timed(cli, "lock", "--check", str(conda_lock), "--json")
+    assert (done.code, done.error) == (2, "bad-url"), done.out
+
+
+def test_an_edited_conda_lock_platform_is_lock_modified(cli, sandbox, conda_lock):
+    text = conda_lock.read_text()
+    conda_lock.write_text(text.replace("platforms:\n  - linux-64", "platforms:\n  - linux-64\n  - osx-arm64", 1))
+    assert conda_lock.read_text() != text
+    done = timed(cli, "lock", "--check", str(conda_lock), "--json")
+    assert (done.code, done.error) == (2, "lock-modified"), done.out
+
+
+# -- redirects and loopback ------------------------------------------------------------------------
+
+class _Redirecting(BaseHTTPRequestHandler):
+    target = "http://10.9.9.9/cuda.run"
+    seen: list = []
+
+    def do_GET(self):  # noqa: N802 - http.server hook
+        self.seen.append(self.path)
+        self.send_response(302)
+        self.send_header("Location", self.target)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def redirecting():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Redirecting)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    _Redirecting.seen = []
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("target", ["http://10.9.9.9/cuda.run", "http://10.9.9.9\\@127.0.0.1/cuda.run"])
+def test_the_downloader_refuses_a_redirect_naming_its_target(redirecting, tmp_path, target, monkeypatch):
+    from tfgpu.engines import download
+
+    monkeypatch.setattr(_Redirecting, "target", target)
+    with pytest.raises(UsageError) as caught:
+        download.fetch(f"{redirecting}/cuda.run", tmp_path / "cache", sha256="0" * 64, retries=0)
+    assert caught.value.code in ("insecure-url", "bad-url") and "10.9.9.9" in caught.value.message
+    assert _Redirecting.seen == ["/cuda.run"]
+    assert not list((tmp_path / "cache").iterdir())
+
+
+def test_the_data_fetcher_refuses_a_redirect_naming_its_target(redirecting, tmp_path):
+    from tfgpu.datasource.http import Fetcher
+
+    with pytest.raises(UsageError) as caught:
+        Fetcher(tmp_path / "cache", retries=0, timeout=5).json(f"{redirecting}/pypi/tensorflow/json")
+    assert caught.value.code == "insecure-url" and "10.9.9.9" in caught.value.message
+    assert _Redirecting.seen == ["/pypi/tensorflow/json"]
+
+
+def test_update_data_refuses_wheel_urls_an_index_points_elsewhere(tmp_path, monkeypatch, cli, sandbox):
+    """An index on loopback whose answer lists its wheels on plain HTTP elsewhere: refused before any fetch."""
+    import json
+    import shutil
+
+    import pypifixture
+    from test_update_data import SHIPPED, without
+
+    shipped = tmp_path / "shipped"  # the data as it was before 2.22.0rc0, so the index has a new release
+    shipped.mkdir()
+    (shipped / "tensorflow.toml").write_text(without(SHIPPED, "2.22.0rc0"), "utf-8")
+    monkeypatch.setenv("TFGPU_DATA_DIR", str(shipped))
+    monkeypatch.setenv("TFGPU_USER_DATA_DIR", str(tmp_path / "data"))
+
+    index = tmp_path / "index"
+    shutil.copytree(pypifixture.FIXTURE / "index", index)
+    document = json.loads((index / "tensorflow.json").read_text())
+    for files in document["releases"].values():
+        for entry in files:
+            entry["url"] = "http://10.9.9.9/files/" + entry["filename"]
+    (index / "tensorflow.json").write_text(json.dumps(document))
+    with pypifixture.serve(index) as url:
+        done = timed(cli, "update-data", "--index", url, "--json")
+    assert (done.code, done.error) == (2, "insecure-url"), done.out
+    assert "10.9.9.9" in done.out
+
+
+def test_loopback_needs_naming_too(cli, sandbox, unnamed):
+    import pypifixture
+
+    with pypifixture.serve() as url:
+        refused = timed(cli, "update-data", "--index", url, "--json")
+        assert (refused.code, refused.error) == (2, "insecure-url"), refused.out
+        assert "--insecure-host 127.0.0.1" in refused.out
+        allowed = cli("update-data", "--index", url, "--insecure-host", "127.0.0.1", "--json")
+    assert allowed.error != "insecure-url" and allowed.code in (0, 1), allowed.out
+
+
+def test_hosts_named_in_the_environment_and_the_option_are_checked(cli, sandbox, unnamed):
+    done = cli("update-data", "--index", "http://127.0.0.1:9/pypi", "--insecure-host", "10.9.9.9\\@x", "--json")
+    assert (done.code, done.error) == (2, "bad-url"), done.out
+    done = cli("update-data", "--index", "http://127.0.0.1:9/pypi", "--json", env={"TFGPU_INSECURE_HOSTS": "a b"})
+    assert (done.code, done.error) == (2, "bad-url"), done.out
+
+
+def test_a_project_file_names_its_mirror(cli, sandbox, monkeypatch, unnamed):
+    from tfgpu.cli.commands import with_project
+    from tfgpu.cli.parser import build_parser
+
+    project = sandbox / "tfgpu.toml"
+    project.write_text('insecure-hosts = ["Mirror.LAN", "127.0.0.1"]\n')
+    monkeypatch.setenv("TFGPU_PROJECT_FILE", str(project))
+    args = build_parser().parse_args(["plan", "--json"])
+    with_project(args)
+    assert urls.trusted() == {"mirror.lan", "127.0.0.1"}
+    project.write_text('insecure-hosts = ["10.9.9.9\\\\@x"]\n')
+    with pytest.raises(UsageError) as caught:
+        with_project(build_parser().parse_args(["plan", "--json"]))
+    assert caught.value.code == "bad-url"
+
+
+@pytest.mark.parametrize("edit", [("https://pypi.org/simple", "https://evil.example/simple"),
+                                  ('"platform":"linux-64"', '"platform":"linux-aarch64"'),
+                                  ("a" * 64, "b" * 64)], ids=["index", "platform", "hash"])
+def test_a_pip_lock_binds_its_index_platform_and_hashes(cli, sandbox, edit):
+    lock = _pip_lock(sandbox)
+    text = lock.read_text()
+    assert edit[0] in text
+    lock.write_text(text.replace(edit[0], edit[1]))
+    done = timed(cli, "create", "--from-lock", str(lock), "--prefix", str(sandbox / "env"), "--no-verify", "--json")
+    assert (done.code, done.error) == (2, "lock-modified"), done.out
+    assert not (sandbox / "env").exists()

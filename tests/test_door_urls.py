@@ -1,0 +1,136 @@
+"""The URL door holds (``tfgpu/urls.py``): no module reads a URL its own way, the tool's own HTTP
+clients are the only modules that open connections, and each of them sends every URL and every
+redirect target through the door. Read from the source (AST), so a new path that goes around the
+door fails here, not in a user's hands.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import tfgpu
+
+ROOT = Path(tfgpu.__file__).parent
+TEMPLATE_DIRS = ("envs/templates/", "export/templates/")
+DOOR = "urls.py"
+# The tool's own HTTP clients: the only modules that may open a connection.
+CLIENTS = {"engines/download.py": "requests", "datasource/http.py": "urllib"}
+# Modules that hand URLs to an engine (uv, rattler) on the command line or through its API.
+HANDERS = ("engines/uv.py", "engines/rattler.py")
+SPLITTERS = {"urlsplit", "urlparse", "urljoin", "urlunsplit", "urlunparse", "urldefrag", "splithost", "splituser",
+             "parse_url", "urlopen", "build_opener"}
+NETWORK_MODULES = ("requests", "urllib.request", "urllib3", "http.client", "httpx", "aiohttp", "socket")
+# Binds loopback ports for its worker processes (a TF_CONFIG cluster); it fetches nothing.
+NO_FETCH = {"verify/multiworker.py"}
+DOOR_CALLS = {"checked", "join", "parse"}
+
+
+def sources() -> dict[str, ast.Module]:
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if not relative.startswith(TEMPLATE_DIRS):
+            found[relative] = ast.parse(path.read_text(encoding="utf-8"))
+    return found
+
+
+def imported(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def called(tree: ast.Module) -> list[ast.Call]:
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+
+
+def name_of(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def door_calls(tree: ast.Module) -> set[str]:
+    """The door's functions this module calls (``urls.checked(...)``, or ``checked`` imported from it)."""
+    from_door = {alias.asname or alias.name for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module == "tfgpu.urls" for alias in node.names}
+    found = set()
+    for call in called(tree):
+        func = call.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "urls":
+            found.add(func.attr)
+        elif isinstance(func, ast.Name) and func.id in from_door:
+            found.add(func.id)
+    return found & DOOR_CALLS
+
+
+@pytest.fixture(scope="module")
+def tree() -> dict[str, ast.Module]:
+    return sources()
+
+
+def test_only_the_door_splits_urls(tree):
+    """``urllib.parse`` and its kin read ``http://a\\@b/`` differently from the engines: one reading, in urls.py."""
+    offenders = []
+    for relative, module in tree.items():
+        if relative == DOOR:
+            continue
+        if any(name == "urllib.parse" or name.startswith("urllib.parse.") for name in imported(module)):
+            offenders.append(f"{relative}: imports urllib.parse")
+        offenders += [f"{relative}:{call.lineno}: {name_of(call)}()" for call in called(module)
+                      if name_of(call) in SPLITTERS - {"urlopen", "build_opener"}]
+    assert offenders == [], "URLs are read by tfgpu/urls.py alone:\n" + "\n".join(offenders)
+
+
+def test_only_the_tools_http_clients_open_connections(tree):
+    offenders = [f"{relative}: {name}" for relative, module in tree.items() if relative not in set(CLIENTS) | NO_FETCH
+                 for name in sorted(imported(module)) if name.startswith(NETWORK_MODULES)]
+    offenders += [f"{relative}:{call.lineno}: {name_of(call)}()" for relative, module in tree.items()
+                  if relative not in CLIENTS for call in called(module) if name_of(call) in ("urlopen", "build_opener")]
+    assert offenders == [], "connections are opened by " + ", ".join(CLIENTS) + " only:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_each_http_client_sends_urls_and_redirects_through_the_door(tree, client):
+    module = tree[client]
+    assert "tfgpu.urls" in imported(module), f"{client} does not import the URL door"
+    calls = door_calls(module)
+    assert "checked" in calls, f"{client} never calls urls.checked on the URL it is given"
+    assert "join" in calls, f"{client} never sends a redirect's target through urls.join"
+    if CLIENTS[client] == "requests":
+        gets = [call for call in called(module) if name_of(call) in ("get", "request", "head", "post")
+                and isinstance(call.func, ast.Attribute) and getattr(call.func.value, "id", "") in ("requests", "session")]
+        assert gets, f"{client} makes no request"
+        for call in gets:  # requests follows redirects unseen unless told not to
+            keywords = {k.arg: k.value for k in call.keywords}
+            assert isinstance(keywords.get("allow_redirects"), ast.Constant) and \
+                keywords["allow_redirects"].value is False, f"{client}:{call.lineno} lets requests follow redirects"
+    else:
+        assert not [c for c in called(module) if name_of(c) == "urlopen"], \
+            f"{client} calls urlopen, whose redirects bypass the door"
+        handlers = [node for node in ast.walk(module) if isinstance(node, ast.ClassDef)
+                    and any(getattr(base, "attr", "") == "HTTPRedirectHandler" for base in node.bases)]
+        assert handlers and all("join" in door_calls(ast.Module(body=[h], type_ignores=[])) for h in handlers), \
+            f"{client}: urllib's redirects are followed without the door"
+
+
+@pytest.mark.parametrize("hander", HANDERS)
+def test_what_reaches_an_engine_went_through_the_door(tree, hander):
+    assert "checked" in door_calls(tree[hander]), f"{hander} hands URLs to an engine without urls.checked"
+
+
+def test_the_transport_rule_has_no_second_entry(tree):
+    """``is_secure``/``is_loopback`` were a check beside the door; only the door decides now."""
+    offenders = [f"{relative}:{getattr(node, 'lineno', '?')}" for relative, module in tree.items()
+                 if relative != DOOR for node in ast.walk(module)
+                 if isinstance(node, (ast.Name, ast.Attribute, ast.alias))
+                 and (getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None))
+                 in ("is_secure", "is_loopback")]
+    assert offenders == [], offenders
