@@ -254,3 +254,9 @@ def remove_tree(tree: Path, owner: Path | None = None) -> None:
 def scratch_text(directory: Path, name: str, text: str) -> Path:
     """A file in the caller's own temporary directory (argument files for uv and rattler)."""
     return put_text(directory / name, text)
+
+
+def discard_tree(tree: Path) -> None:
+    """Delete a temporary tree of the tool's own (a runfile's scratch), errors ignored: it holds
+    nothing anyone needs, and links inside it are deleted, never followed."""
+    shutil.rmtree(tree, ignore_errors=True)
