@@ -132,8 +132,8 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
     extra_dirs = [site_cache] if not (prefix / site_cache).exists() else []  # the load hook's bytecode lands there
     journal["dirs"] = [*journal["dirs"], *(d for d in [*_new_dirs(prefix, journal["files"]), *extra_dirs]
                                            if d not in journal["dirs"])]
-    write_journal(prefix, journal)
     try:
+        write_journal(prefix, journal)  # inside: a full disk here still takes back the directories it made
         before = installed(survey.site_packages)
         journal.setdefault("intended", [])
         intended = getattr(installer, "intended", None)
