@@ -147,6 +147,7 @@ def test_undo_after_an_interrupted_repair_keeps_what_the_user_installed_since(cl
     frozen = rh.freeze(user_env)
     assert repair(cli, user_env, repair_wheels).code == 0
     journal = json.loads(journal_of(user_env).read_text())
+    assert {p["name"] for p in journal["intended"]} == {p["name"] for p in journal["added"]}  # uv's dry run
     # As a SIGKILL right after the install leaves it: packages in, journal still "applying".
     journal["state"] = "applying"
     for key in ("added", "changed", "written"):
