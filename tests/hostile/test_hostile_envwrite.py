@@ -322,3 +322,56 @@ def test_repair_on_a_full_disk_is_a_clear_error_and_changes_nothing(cli, sandbox
         assert rh.snapshot(env) == before
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_sigterm_after_the_parent_turned_read_only_leaves_its_mode_and_says_what_is_left(sandbox, local_wheels):
+    import functools
+    import signal
+    import sys
+    import threading
+    import time
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Slow(SimpleHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            if self.path.endswith(".whl"):
+                time.sleep(2.0)
+            super().do_GET()
+
+        def log_message(self, *args):  # noqa: D102 - quiet
+            pass
+
+    parent = sandbox / "P"
+    parent.mkdir()
+    if not chattr(parent, "+a"):
+        pytest.skip("chattr +a is not available here")
+    chattr(parent, "-a")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Slow, directory=str(local_wheels)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    index = f"http://127.0.0.1:{server.server_address[1]}/"
+    env = {**os.environ, "UV_DEFAULT_INDEX": index + "simple/", "TFGPU_CACHE_DIR": str(sandbox / "cold")}
+    child = subprocess.Popen([sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--mode", "pip", "--python",
+                              f"{sys.version_info[0]}.{sys.version_info[1]}", "--prefix", str(parent / "env"),
+                              "--find-links", index, "--no-verify", "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             start_new_session=True)
+    try:
+        for line in child.stderr:
+            if line.startswith("[") and "Resolve the exact" in line:
+                break
+        mode = parent.stat().st_mode
+        assert chattr(parent, "+a")
+        os.killpg(child.pid, signal.SIGTERM)
+        out, err = child.communicate(timeout=120)
+        assert parent.stat().st_mode == mode
+    finally:
+        chattr(parent, "-a")
+        server.shutdown()
+    assert "Traceback" not in err, err
+    assert child.returncode == 3 and json.loads(out)["error"]["code"] == "target-not-writable", out + err
+    staging = [p for p in parent.iterdir() if "tfgpu-staging" in p.name]
+    assert [p.name for p in staging[0].iterdir()] == [".tfgpu-staging.json"]
+    from tfgpu.envs import txn
+
+    assert txn.recover(parent / "env") and not [p for p in parent.iterdir() if "tfgpu-staging" in p.name]

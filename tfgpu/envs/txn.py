@@ -12,6 +12,13 @@ of T fails at once with ``target-busy``), and uses only names the tool owns besi
 run left: staging is deleted, an env moved aside comes back when T is missing, a removal is
 completed, a half-built in-place env is deleted and the old one put back. Each leftover is deleted
 only when the record or marker inside it names T; anything else is reported and left alone.
+
+Deleting goes through the env-write door (``tfgpu.envs.writes.remove_tree``): only a tree this
+run made (or proved its own) is made writable to be emptied, never the directory holding T. Where
+that directory refuses a delete or a rename, the run stops with ``target-not-writable`` and says
+what is left where (a staging directory keeps its record, so the next run can prove it and delete
+it). A target whose name is too long for ``.T.tfgpu-staging`` gets short, fixed-length sibling
+names instead.
 """
 
 from __future__ import annotations
