@@ -16,6 +16,10 @@ from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.repair.survey import canonical, distributions
 
 
+KEEP_AS_IS = ("Or keep the env as it is now and set the journal aside: `tfgpu-install repair --undo "
+              "--forget-journal --prefix ENV`.")
+
+
 class PipPackages:
     """CUDA wheels into (and out of) an env's site-packages with uv."""
 
@@ -71,7 +75,7 @@ class PipPackages:
             done = self.runner.run(uv_engine.uninstall(self.uv, str(self.python), added))
             if done.returncode != 0:
                 raise OperationError("undo-failed", f"Removing {', '.join(added)} failed:\n{done.tail()}",
-                                     ["Run the same `repair --undo` again."])
+                                     ["Run the same `repair --undo` again.", KEEP_AS_IS])
         back = [f"{name}=={version}" for name, version in sorted(changed.items())]
         if back:
             reporter.note(f"putting back {', '.join(back)}")
@@ -82,7 +86,7 @@ class PipPackages:
             if done.returncode != 0:
                 raise OperationError("undo-failed", f"Putting back {', '.join(back)} failed:\n{done.tail()}",
                                      ["Those versions come from uv's cache or the index: run `repair --undo` again "
-                                      "with network (or --find-links DIR holding them)."])
+                                      "with network (or --find-links DIR holding them).", KEEP_AS_IS])
 
 
 class CondaPackages:
