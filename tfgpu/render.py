@@ -172,8 +172,11 @@ def repaired(summary: dict) -> None:
 
 
 def repair_undone(done: dict) -> None:
+    if done.get("journal_set_aside"):
+        _out.print(f"Set the repair journal of {escape(done['prefix'])} aside: {escape(done['journal_set_aside'])}")
+        return
     _out.print(f"Put {escape(done['prefix'])} back as it was before the repair")
-    for title in ("removed", "restored"):
+    for title in ("removed", "restored", "left"):
         if done.get(title):
             _out.print(f"  {title}: {escape(', '.join(done[title]))}")
 

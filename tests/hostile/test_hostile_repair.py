@@ -164,3 +164,58 @@ def test_a_journal_with_conda_forges_underscore_packages_is_ours():
     journal = {"tool": "tfgpu-install", "format": FORMAT, "prefix": os.path.realpath(prefix), "files": {},
                "manager": "conda", "conda_before": {"_libgcc_mutex": "0.1", "_openmp_mutex": "4.5"}}
     check_journal(prefix, journal)
+
+
+def _slow_repair(sandbox, user_env, repair_wheels):
+    """A repair child fetching its wheels from a slow server on 127.0.0.1; returns (child, server)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SlowWheels, directory=str(repair_wheels)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tfgpu", "repair", "--prefix", str(user_env), *QUIET, "--find-links",
+         f"http://127.0.0.1:{server.server_address[1]}/", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "TFGPU_CACHE_DIR": str(sandbox / "cold"), "UV_NO_INDEX": "1"}, start_new_session=True)
+    journal = user_env / "etc" / "tfgpu" / "repair.json"
+    deadline = time.monotonic() + 60
+    while not journal.exists() and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.05)
+    return child, server
+
+
+@pytest.mark.slow
+def test_sigkill_then_a_user_install_then_undo_keeps_the_users_package(sandbox, user_env, repair_wheels, cli):
+    import wheelhouse
+
+    frozen = rh.freeze(user_env)
+    child, server = _slow_repair(sandbox, user_env, repair_wheels)
+    try:
+        time.sleep(1.0)
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    finally:
+        server.shutdown()
+    mine = sandbox / "mine"
+    mine.mkdir()
+    wheelhouse.wheel(mine, "somepkg", "1.0", {"somepkg/__init__.py": b"VALUE = 1\n"})
+    subprocess.run([rh.uv(), "pip", "install", "--quiet", "--python", str(user_env / "bin" / "python"), "--no-index",
+                    "--find-links", str(mine), "somepkg==1.0"], check=True)
+    undone = cli("repair", "--undo", "--prefix", str(user_env), "--json")
+    assert undone.code == 0, undone.out + undone.err
+    assert rh.freeze(user_env) == "".join(sorted([*frozen.splitlines(True), "somepkg==1.0\n"]))
+    assert not (user_env / "etc" / "tfgpu").exists()
+
+
+@pytest.mark.slow
+def test_a_remove_during_a_repair_is_turned_away_and_neither_corrupts_the_env(sandbox, user_env, repair_wheels, cli):
+    before = rh.snapshot(user_env)
+    child, server = _slow_repair(sandbox, user_env, repair_wheels)
+    try:
+        removed = cli("remove", "--prefix", str(user_env), "--json")
+        out, err = child.communicate(timeout=180)
+    finally:
+        server.shutdown()
+    assert (removed.code, removed.error) == (1, "target-busy"), removed.out
+    assert child.returncode == 0, out + err.decode()
+    undone = cli("repair", "--undo", "--prefix", str(user_env), "--json")
+    assert undone.code == 0, undone.out
+    assert rh.snapshot(user_env) == before

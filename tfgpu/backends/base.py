@@ -224,10 +224,10 @@ def apply(backend: Backend, steps: list[Step], context: Context) -> Outcome:
 # --- handlers every mode shares ----------------------------------------------------------------
 
 def _write(step: Step, context: Context) -> None:
-    path = Path(step.writes[0])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(step.content + ("" if not step.content or step.content.endswith("\n") else "\n"),
-                    encoding="utf-8")
+    from tfgpu.envs import writes
+
+    writes.put_text(Path(step.writes[0]), step.content + ("" if not step.content or step.content.endswith("\n")
+                                                          else "\n"))
 
 
 def _run(step: Step, context: Context):

@@ -29,7 +29,7 @@ from tfgpu.backends.base import (
 from tfgpu.backends.pip import site_packages
 from tfgpu.engines import rattler
 from tfgpu.engines import uv as uv_engine
-from tfgpu.envs import activation, marker
+from tfgpu.envs import activation, marker, writes
 from tfgpu.envs.conda_envs import conda_envs_dir, find_engine, register_env
 from tfgpu.errors import ImpossibleError
 
@@ -154,7 +154,7 @@ class CondaBackend(Backend):
         rattler.install(records, location.staging, location.prefix, package_cache=self.cache / "conda" / "verified-pkgs",
                         reporter=context.reporter, offline=context.options.offline)
         rattler.write_records(records, location.staging / SOLVED)
-        (location.staging / "CACHEDIR.TAG").unlink(missing_ok=True)  # rattler's; backup tools skip tagged dirs
+        writes.delete(location.staging / "CACHEDIR.TAG")  # rattler's; backup tools skip tagged dirs
 
 
 def _conda_activation(step: Step, context: Context) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from pathlib import Path
 
 from tfgpu.backends import system_toolkit as tk
@@ -29,6 +28,7 @@ from tfgpu.engines import nvidia
 from tfgpu.envs import activation
 from tfgpu.envs import marker as env_marker
 from tfgpu.envs.location import envs_dir, prefix_for
+from tfgpu.envs import writes
 from tfgpu.errors import ImpossibleError, OperationError
 
 
@@ -134,7 +134,7 @@ class SystemBackend(Backend):
         try:
             done = runner.run(step.argv, on_line=context.reporter.output)
         finally:
-            shutil.rmtree(place.tmpdir, ignore_errors=True)
+            writes.discard_tree(place.tmpdir)
         if done.returncode != 0:
             raise OperationError(
                 "runfile-failed", f"NVIDIA's CUDA {self.items['runfile'].version} runfile exited {done.returncode}; "

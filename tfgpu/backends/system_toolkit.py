@@ -11,11 +11,11 @@ can simulate a non-root user or a different root without being one.
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import untrusted
+from tfgpu.envs import writes
 from tfgpu.errors import ImpossibleError
 
 TOOLKIT_MARKER = "tfgpu-toolkit.json"
@@ -154,7 +154,7 @@ def prepare_staging(place: ToolkitPlace) -> None:
         record = txn.read_record(staging / txn.STAGING_RECORD) if txn.is_real_dir(staging) else None
         if place.system and (record is None or record.get("target") != os.path.realpath(place.final)):
             raise txn.foreign_leftover(staging, "an interrupted toolkit install's staging directory")
-        shutil.rmtree(staging, onerror=txn.retry_writable)
+        writes.remove_tree(staging)
     staging.mkdir(parents=True)
     txn.write_record(staging / txn.STAGING_RECORD, {"tool": "tfgpu-install", "target": os.path.realpath(place.final)})
 
@@ -168,13 +168,13 @@ def commit_toolkit(place: ToolkitPlace) -> None:
     old = place.final.with_name(f".{place.final.name}.tfgpu-old")
     with shielded():
         if old.exists() and read_toolkit_marker_for(old, place.final) is not None:
-            shutil.rmtree(old, onerror=txn.retry_writable)
+            writes.remove_tree(old)
         if place.final.exists():
-            os.rename(place.final, old)
-        os.rename(place.staging, place.final)
-        (place.final / txn.STAGING_RECORD).unlink(missing_ok=True)
+            writes.move(place.final, old)
+        writes.move(place.staging, place.final)
+        writes.delete(place.final / txn.STAGING_RECORD)
     if old.exists():
-        shutil.rmtree(old, onerror=txn.retry_writable)
+        writes.remove_tree(old)
 
 
 def read_toolkit_marker_for(directory: Path, made_for: Path) -> dict | None:
@@ -185,6 +185,6 @@ def read_toolkit_marker_for(directory: Path, made_for: Path) -> dict | None:
 
 def clean(place: ToolkitPlace) -> None:
     """After a failure: the system toolkit's staging (made by this run) and every runfile temp directory go."""
-    shutil.rmtree(place.tmpdir, ignore_errors=True)
+    writes.discard_tree(place.tmpdir)
     if place.system and not place.reuse and (place.staging / ".tfgpu-staging.json").is_file():
-        shutil.rmtree(place.staging, ignore_errors=True)
+        writes.discard_tree(place.staging)

@@ -21,6 +21,9 @@ def add_parser(sub) -> None:
     where.add_argument("--prefix", "-p", help="environment path (a venv or a conda prefix)")
     where.add_argument("--python", metavar="PATH", help="the environment of this Python interpreter")
     repair.add_argument("--undo", action="store_true", help="put the env back exactly as the first repair found it")
+    repair.add_argument("--forget-journal", action="store_true",
+                        help="with --undo: set aside a repair journal the tool cannot apply (kept, renamed), "
+                             "changing nothing else")
     repair.add_argument("--allow-changes", action="store_true",
                         help="let the repair change the versions of CUDA packages the env already holds (listed "
                              "first; --undo puts them back)")
@@ -58,12 +61,16 @@ def cmd_repair(args: argparse.Namespace) -> int:
     if args.undo:
         reporter = None if args.json else render().ConsoleReporter()
         try:
-            done = repair.undo(**where, find_links=args.find_links, offline=args.offline, reporter=reporter)
+            done = repair.undo(**where, find_links=args.find_links, offline=args.offline,
+                               forget_journal=args.forget_journal, reporter=reporter)
         finally:
             if reporter is not None:
                 reporter.close()
         emit(args, done, lambda: render().repair_undone(done))
         return 0
+    if args.forget_journal:
+        raise UsageError("conflicting-options", "--forget-journal goes with --undo.",
+                         ["`tfgpu-install repair --undo --forget-journal --prefix P`"])
     confirm = None
     if not (args.dry_run or args.yes):
         if args.json or not sys.stdin.isatty():

@@ -113,7 +113,7 @@ def _ask_python(python: Path) -> tuple[Path, str, Path]:
 
     script = ("import sys, sysconfig, json; print(json.dumps([sys.prefix, '%d.%d' % sys.version_info[:2], "
               "sysconfig.get_paths()['purelib']]))")
-    done = Runner().capture([str(python), "-I", "-c", script], timeout=30)
+    done = Runner().capture([str(python), "-I", "-B", "-c", script], timeout=30)
     try:
         prefix, version, purelib = untrusted.parse_json(done.output, untrusted.CHILD_OUTPUT, str(python))
     except (untrusted.Unreadable, ValueError, TypeError):

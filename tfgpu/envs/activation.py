@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import untrusted
+from tfgpu.envs import writes
 
 # Preload order: each library after the ones it links against [ENGINES-H200] (nvJitLink before
 # cuSPARSE/cuSOLVER, cuBLASLt before cuBLAS, cuDNN 8's sub-libraries before libcudnn).
@@ -177,11 +178,19 @@ def _fill(template: str, block: str) -> str:
     return re.sub(r"^# @LAYOUT@.*$", lambda _: block, template, count=1, flags=re.M)
 
 
+def _mode(path: Path) -> int | None:
+    """The mode an edited file keeps (a fresh file gets the default)."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        return None
+
+
 def _append_hook(script: Path, line: str) -> None:
     text = untrusted.read_text(script, untrusted.ENV_FILE) if script.exists() else ""
     if BEGIN in text:
         text = text[: text.index(BEGIN)].rstrip("\n") + "\n"
-    script.write_text(f"{text}\n{BEGIN}\n{line}\n{END}\n", encoding="utf-8")
+    writes.put_text(script, f"{text}\n{BEGIN}\n{line}\n{END}\n", _mode(script))
 
 
 def _site_relative(path: str, site_packages: str) -> str:
@@ -211,29 +220,27 @@ def write_load_hook(site_dir: Path, layout: CudaLayout) -> list[Path]:
     source = source.replace('PTXAS_DIR = ""  # @PTXAS_DIR@', f"PTXAS_DIR = {json.dumps(ptxas_dir or '')}")
     module = site_dir / f"{HOOK_MODULE}.py"
     pth = site_dir / f"{HOOK_MODULE}.pth"
-    module.write_text(source, encoding="utf-8")
-    pth.write_text(f"import {HOOK_MODULE}\n", encoding="utf-8")
+    writes.put_text(module, source)
+    writes.put_text(pth, f"import {HOOK_MODULE}\n")
     return [module, pth]
 
 
 def write_venv_activation(root: Path, layout: CudaLayout) -> list[Path]:
     """Everything a venv needs: shell hooks, the load hook, ptxas on PATH."""
     etc = root / "etc" / "tfgpu"
-    etc.mkdir(parents=True, exist_ok=True)
+    writes.make_dirs(etc)
     sh, fish = shell_layout(layout, "VIRTUAL_ENV")
     written = [etc / "activate.sh", etc / "activate.fish", etc / "layout.json"]
-    written[0].write_text(_fill(_template("activate.sh"), sh), encoding="utf-8")
-    written[1].write_text(_fill(_template("activate.fish"), fish), encoding="utf-8")
-    written[2].write_text(json.dumps(layout.to_dict(), indent=2) + "\n", encoding="utf-8")
+    writes.put_text(written[0], _fill(_template("activate.sh"), sh))
+    writes.put_text(written[1], _fill(_template("activate.fish"), fish))
+    writes.put_text(written[2], json.dumps(layout.to_dict(), indent=2) + "\n")
     _append_hook(root / "bin" / "activate", '. "$VIRTUAL_ENV/etc/tfgpu/activate.sh"')
     if (root / "bin" / "activate.fish").exists():
         _append_hook(root / "bin" / "activate.fish", 'source "$VIRTUAL_ENV/etc/tfgpu/activate.fish"')
     written += [root / "bin" / "activate", root / "bin" / "activate.fish"]
     if layout.ptxas:
         link = root / "bin" / "ptxas"
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(Path("..") / layout.ptxas)  # an absolute ptxas replaces the "..": an absolute link
+        writes.put_link(link, Path("..") / layout.ptxas)  # an absolute ptxas replaces the "..": an absolute link
         written.append(link)
     written += write_load_hook(root / layout.site_packages, layout)
     return written
@@ -287,15 +294,12 @@ def write_conda_activation(root: Path, layout: CudaLayout, windows: bool = False
     """``etc/conda/activate.d`` and ``deactivate.d`` for sh/bash/zsh, fish (and cmd on Windows),
     plus the load hook; ptxas is already in the env's ``bin``, on PATH when activated."""
     activate, deactivate = root / "etc" / "conda" / "activate.d", root / "etc" / "conda" / "deactivate.d"
-    activate.mkdir(parents=True, exist_ok=True)
-    deactivate.mkdir(parents=True, exist_ok=True)
+    writes.make_dirs(activate)
+    writes.make_dirs(deactivate)
     written: list[Path] = []
     if layout.cuda_data_dir == LIBDEVICE_LINK_DIR:
         link = root / LIBDEVICE_LINK_DIR / "nvvm" / "libdevice" / "libdevice.10.bc"
-        link.parent.mkdir(parents=True, exist_ok=True)
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(Path("..", "..", "..", "..", "..", "lib", "libdevice.10.bc"))
+        writes.put_link(link, Path("..", "..", "..", "..", "..", "lib", "libdevice.10.bc"))
         written.append(link)
     sh, fish = shell_layout(layout, "CONDA_PREFIX")
     header = ("# tfgpu-install: this conda env's CUDA libraries first on the loader path and XLA's libdevice;\n"
@@ -307,18 +311,18 @@ def write_conda_activation(root: Path, layout: CudaLayout, windows: bool = False
         body = _fill(_without_header(setup), block)
         shellcheck = "# shellcheck shell=sh\n" if suffix == "sh" else ""
         written.append(activate / f"{CONDA_SCRIPT}.{suffix}")
-        written[-1].write_text(header + shellcheck + body, encoding="utf-8")
+        writes.put_text(written[-1], header + shellcheck + body)
         written.append(deactivate / f"{CONDA_SCRIPT}.{suffix}")
         if shellcheck:  # the _TFGPU_OLD_* variables are set by the activate.d twin
             shellcheck = "# shellcheck shell=sh disable=SC2153\n"
-        written[-1].write_text(header + shellcheck + restore + call, encoding="utf-8")
+        writes.put_text(written[-1], header + shellcheck + restore + call)
     if windows:
         for folder, name in ((activate, "conda_activate.bat"), (deactivate, "conda_deactivate.bat")):
             written.append(folder / f"{CONDA_SCRIPT}.bat")
-            written[-1].write_text(_template(name).replace("\n", "\r\n"), encoding="utf-8")
+            writes.put_text(written[-1], _template(name).replace("\n", "\r\n"))
     etc = root / "etc" / "tfgpu"
-    etc.mkdir(parents=True, exist_ok=True)
-    (etc / "layout.json").write_text(json.dumps(layout.to_dict(), indent=2) + "\n", encoding="utf-8")
+    writes.make_dirs(etc)
+    writes.put_text(etc / "layout.json", json.dumps(layout.to_dict(), indent=2) + "\n")
     written.append(etc / "layout.json")
     written += write_load_hook(root / layout.site_packages, layout)
     return written

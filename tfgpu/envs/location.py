@@ -82,6 +82,10 @@ def check_path_text(text: str, flag: str = "--prefix") -> str:
         raise UsageError("bad-prefix", f"{flag} {text!r} contains {shown}, which activation scripts cannot carry "
                          "safely (they put the path in double quotes).",
                          ["Choose a path of letters, digits, spaces and '/._-+@:,=%~' (or use --name)."])
+    long = next((part for part in text.split("/") if len(part.encode("utf-8")) > 255), None)
+    if long is not None:
+        raise UsageError("bad-prefix", f"{flag} has a component of {len(long.encode('utf-8'))} bytes ({long[:40]}…); "
+                         "no file system takes a name longer than 255.", ["Choose a shorter name."])
     return text
 
 

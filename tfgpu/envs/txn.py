@@ -12,6 +12,13 @@ of T fails at once with ``target-busy``), and uses only names the tool owns besi
 run left: staging is deleted, an env moved aside comes back when T is missing, a removal is
 completed, a half-built in-place env is deleted and the old one put back. Each leftover is deleted
 only when the record or marker inside it names T; anything else is reported and left alone.
+
+Deleting goes through the env-write door (``tfgpu.envs.writes.remove_tree``): only a tree this
+run made (or proved its own) is made writable to be emptied, never the directory holding T. Where
+that directory refuses a delete or a rename, the run stops with ``target-not-writable`` and says
+what is left where (a staging directory keeps its record, so the next run can prove it and delete
+it). A target whose name is too long for ``.T.tfgpu-staging`` gets short, fixed-length sibling
+names instead.
 """
 
 from __future__ import annotations
@@ -19,12 +26,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
-import stat
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.envs import marker
+from tfgpu.envs import marker, writes
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.proc import shielded
 
@@ -32,7 +37,14 @@ STAGING_RECORD = ".tfgpu-staging.json"
 
 
 def _sibling(final: Path, suffix: str) -> Path:
-    return final.parent / f".{final.name}.tfgpu-{suffix}"
+    name = f".{final.name}.tfgpu-{suffix}"
+    if len(name.encode()) > 255:
+        # A long target name would make a sibling's name longer than a file name may be: a short,
+        # fixed-length name derived from the target's instead (the record inside still names it).
+        import hashlib
+
+        name = f".tfgpu-{suffix}-{hashlib.sha256(final.name.encode()).hexdigest()[:16]}"
+    return final.parent / name
 
 
 def staging_of(final: Path) -> Path:
@@ -61,9 +73,14 @@ class TargetLock:
         self.fd: int | None = None
 
     def __enter__(self) -> TargetLock:
-        self.final.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(10):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                self.final.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except OSError as error:
+                raise ImpossibleError("target-not-writable", f"Cannot lock {self.final}: {error.strerror} (the lock "
+                                      f"is the file {self.path}); nothing was done.",
+                                      [f"Check that {self.final.parent} is a directory you can write."]) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -111,19 +128,6 @@ def is_real_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
 
 
-def retry_writable(function, path, _info) -> None:
-    """rmtree met a read-only directory (conda packages ship some): make it writable, try again."""
-    parent = os.path.dirname(path)
-    try:
-        os.chmod(parent, stat.S_IRWXU)
-        if function in (os.rmdir, os.unlink, os.remove):
-            function(path)
-        else:
-            shutil.rmtree(path, onerror=retry_writable)
-    except FileNotFoundError:
-        pass
-
-
 def delete_contents(directory: Path, keep: str | None = None) -> None:
     """Delete everything inside ``directory`` but ``keep``; links are deleted, never followed."""
     with os.scandir(directory) as entries:
@@ -132,11 +136,32 @@ def delete_contents(directory: Path, keep: str | None = None) -> None:
                 continue
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, onerror=retry_writable)
+                    writes.remove_tree(Path(entry.path), owner=directory)
                 else:
-                    os.unlink(entry.path)
+                    writes.delete(Path(entry.path))
             except FileNotFoundError:
                 pass
+
+
+def drop_staging(staging: Path) -> None:
+    """Delete a staging directory; its record goes last, and comes back when the staging directory
+    itself cannot be deleted (its parent is read-only): the next run can then prove it ours."""
+    record = read_record(staging / STAGING_RECORD)
+    delete_contents(staging, keep=STAGING_RECORD)
+    writes.delete(staging / STAGING_RECORD)
+    try:
+        staging.rmdir()
+    except OSError as error:
+        if record is not None:
+            try:
+                write_record(staging / STAGING_RECORD, record)
+            except OSError:
+                pass
+        raise ImpossibleError("target-not-writable", f"The build was rolled back, but its empty staging directory "
+                              f"{staging} could not be deleted: {error.strerror} (its directory {staging.parent} is "
+                              "not writable; tfgpu-install never changes the mode of a directory it did not make).",
+                              [f"Make {staging.parent} writable again, then run the same command (it deletes "
+                               f"{staging.name} first), or delete it yourself: rm -rf {staging}"]) from None
 
 
 def finish_removal(directory: Path, made_for: Path) -> bool:
@@ -179,7 +204,7 @@ def recover(final: Path) -> list[str]:
         built = marker.proof(final) if is_real_dir(final) else None
         if built is None or built.get("id") != record["id"]:
             if is_real_dir(final):
-                shutil.rmtree(final, onerror=retry_writable)
+                writes.remove_tree(final)
                 done.append(f"deleted the half-built environment an interrupted run left at {final}")
             if is_real_dir(old_of(final)) and marker.proof(old_of(final), final):
                 os.rename(old_of(final), final)
@@ -190,7 +215,7 @@ def recover(final: Path) -> list[str]:
         record = read_record(staging / STAGING_RECORD) if is_real_dir(staging) else None
         if record is None or record.get("target") != target:
             raise foreign_leftover(staging, "an interrupted build's staging directory")
-        shutil.rmtree(staging, onerror=retry_writable)
+        drop_staging(staging)
         done.append(f"deleted {staging}, left by an interrupted build")
     removing = removing_of(final)
     if removing.exists() or removing.is_symlink():
@@ -257,11 +282,11 @@ def rollback(location) -> None:
     with shielded():
         if not location.in_place:
             if is_real_dir(location.staging):
-                shutil.rmtree(location.staging, onerror=retry_writable)
+                drop_staging(location.staging)
             return
         built = marker.proof(location.prefix) if is_real_dir(location.prefix) else None
         if is_real_dir(location.prefix) and (built is None or built.get("id") == location.id):
-            shutil.rmtree(location.prefix, onerror=retry_writable)  # the half-built env of this very run
+            writes.remove_tree(location.prefix)  # the half-built env of this very run
         if old_of(location.prefix).exists() and not location.prefix.exists():
             os.rename(old_of(location.prefix), location.prefix)
         journal_of(location.prefix).unlink(missing_ok=True)
@@ -285,8 +310,13 @@ def remove(final: Path) -> dict:
             raise ImpossibleError("not-a-tfgpu-env", f"{final} was not provably built there by tfgpu-install "
                                   f"({marker.why_not(final)}), so it is left alone.",
                                   ["Delete it yourself if you are sure it is yours to delete."])
-        with shielded():
-            os.rename(final, removing_of(final))
+        try:
+            with shielded():
+                os.rename(final, removing_of(final))
+        except OSError as error:
+            raise ImpossibleError("target-not-writable", f"Cannot remove {final}: {error.strerror} ({final.parent} "
+                                  "is not writable); nothing was removed.",
+                                  [f"Make {final.parent} writable, then run the same `remove` again."]) from None
         try:
             finish_removal(removing_of(final), final)
         except OSError as error:

@@ -81,33 +81,54 @@ def _installer(plan_or_journal_manager: str, survey, resolution, runner, *, find
                        offline=offline)
 
 
+def _root(where: Path | None, interpreter: Path | None) -> Path:
+    """The env's directory, to lock before its state is read (``--python``: the interpreter's env)."""
+    if where is not None:
+        return where
+    from tfgpu.repair.survey import survey as read_env
+
+    return read_env(None, interpreter).prefix
+
+
 def repair(*, name: str | None = None, prefix: str | None = None, python: str | None = None, driver: str | None = None,
            gpu_cc: str | None = None, allow_changes: bool = False, dry_run: bool = False, find_links: str | None = None,
            offline: bool = False, channels=(), detect: bool = True, reporter=None, runner=None, confirm=None) -> dict:
     """Repair the env; returns a summary (``repaired`` False when nothing had to be done).
 
-    ``confirm(plan) -> bool`` is asked before anything changes (the CLI asks on a terminal)."""
+    ``confirm(plan) -> bool`` is asked before anything changes (the CLI asks on a terminal). The
+    env's lock is taken before its state (survey, journal) is read, and held to the end."""
     from tfgpu.envs import txn
     from tfgpu.progress import Reporter
-    from tfgpu.repair.apply import apply_repair, check_journal, undo_journal
-    from tfgpu.repair.plan import manager_of, plan_repair
-    from tfgpu.repair.survey import survey as read_env
 
     reporter = reporter or Reporter()
     find_links = uv_engine.find_links_source(find_links)
     where, interpreter = locate(name, prefix, python)
-    found = read_env(where, interpreter)
+    root = _root(where, interpreter)
+    if dry_run:  # changes nothing: no lock, so it works in an env the user cannot write
+        return _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, True, find_links, offline, channels,
+                              detect, reporter, runner, confirm)
+    with txn.TargetLock(root):
+        return _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, False, find_links, offline, channels,
+                              detect, reporter, runner, confirm)
+
+
+def _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, dry_run, find_links, offline, channels, detect,
+                   reporter, runner, confirm) -> dict:
+    from tfgpu.repair.apply import apply_repair, check_journal, undo_journal
+    from tfgpu.repair.plan import manager_of, plan_repair
+    from tfgpu.repair.survey import survey as read_env
+
+    found = read_env(root, interpreter)
     check_journal(found.prefix, found.journal)
     _refuse_cpu_only(found)
     manager = manager_of(found)
     resolution = _resolve(found, manager, driver, gpu_cc, detect)
     if found.journal is not None and found.journal.get("state") == "applying" and not dry_run:
         runner = runner or _runner(found)
-        with txn.TargetLock(found.prefix):
-            reporter.note("an earlier repair was interrupted: undoing it first")
-            undo_journal(found.prefix, found.journal, _installer(found.journal.get("manager", manager), found,
-                                                                  resolution, runner, find_links=find_links,
-                                                                  offline=offline, channels=channels), reporter)
+        reporter.note("an earlier repair was interrupted: undoing it first")
+        undo_journal(found.prefix, found.journal, _installer(found.journal.get("manager", manager), found,
+                                                              resolution, runner, find_links=find_links,
+                                                              offline=offline, channels=channels), reporter)
         found = read_env(found.prefix)
     plan = plan_repair(found, resolution)
     summary = {"prefix": str(found.prefix), "tensorflow": found.tf_version, "env": found.to_dict(),
@@ -126,32 +147,40 @@ def repair(*, name: str | None = None, prefix: str | None = None, python: str | 
     runner = runner or _runner(found)
     installer = _installer(plan.manager, found, resolution, runner, find_links=find_links, offline=offline,
                            channels=channels)
-    with txn.TargetLock(found.prefix):
-        done = apply_repair(plan, installer, reporter)
+    done = apply_repair(plan, installer, reporter)
     return summary | {"repaired": True, "nothing_to_do": False, **done, "log": str(runner.log_path) if runner.log_path else None}
 
 
 def undo(*, name: str | None = None, prefix: str | None = None, python: str | None = None,
-         find_links: str | None = None, offline: bool = False, reporter=None, runner=None) -> dict:
-    """Put the env back exactly as the first repair found it."""
+         find_links: str | None = None, offline: bool = False, forget_journal: bool = False, reporter=None,
+         runner=None) -> dict:
+    """Take back what the repair did (only what is still as it left it), under the env's lock.
+    ``forget_journal``: set aside a journal the tool cannot apply, changing nothing else."""
     from tfgpu.envs import txn
     from tfgpu.progress import Reporter
     from tfgpu.repair.apply import check_journal, undo_journal
-    from tfgpu.repair.survey import JOURNAL
+    from tfgpu.repair.journal import forget
+    from tfgpu.repair.survey import JOURNAL, read_journal
     from tfgpu.repair.survey import survey as read_env
 
     reporter = reporter or Reporter()
     find_links = uv_engine.find_links_source(find_links)
     where, interpreter = locate(name, prefix, python)
-    found = read_env(where, interpreter)
-    if found.journal is None:
-        raise ImpossibleError("nothing-to-undo", f"{found.prefix} has no {JOURNAL}: tfgpu-install has not repaired it "
-                              "(or the repair was already undone).", ["Nothing to do."])
-    check_journal(found.prefix, found.journal)
-    runner = runner or _runner(found)
-    installer = _installer(found.journal.get("manager", "pip"), found, None, runner, find_links=find_links,
-                           offline=offline, channels=())
-    with txn.TargetLock(found.prefix):
+    root = _root(where, interpreter)
+    with txn.TargetLock(root):
+        if forget_journal:
+            if read_journal(root) is None:
+                raise ImpossibleError("nothing-to-undo", f"{root} has no {JOURNAL}; nothing to set aside.",
+                                      ["Nothing to do."])
+            return {"prefix": str(root), "undone": False, "journal_set_aside": forget(root)}
+        found = read_env(root)
+        if found.journal is None:
+            raise ImpossibleError("nothing-to-undo", f"{found.prefix} has no {JOURNAL}: tfgpu-install has not repaired "
+                                  "it (or the repair was already undone).", ["Nothing to do."])
+        check_journal(found.prefix, found.journal)
+        runner = runner or _runner(found)
+        installer = _installer(found.journal.get("manager", "pip"), found, None, runner, find_links=find_links,
+                               offline=offline, channels=())
         done = undo_journal(found.prefix, found.journal, installer, reporter)
     return {"prefix": str(found.prefix), "undone": True, **done}
 

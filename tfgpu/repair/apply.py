@@ -1,33 +1,45 @@
-"""Carrying out a repair as a transaction, and undoing it exactly.
+"""Carrying out a repair as a transaction, and undoing exactly what it did.
 
-Before anything changes, the journal (``<env>/etc/tfgpu/repair.json``) records the state of
-every file the repair will write (its bytes and mode, or its link target, or that it did not
-exist) and the distributions the env holds; as the repair goes it records the packages it added or
-changed. ``--undo`` puts every file back byte for byte, uninstalls what was added, reinstalls what
-was changed at its old version, and deletes the journal and the directories the repair made.
+Before anything changes, the journal (``<env>/etc/tfgpu/repair.json``, ``tfgpu.repair.journal``)
+records the state of every file the repair will write (its bytes and mode, or its link target, or
+that it did not exist), the distributions the env holds, and the packages the engine is about to
+install (``intended``: a dry run of the very same install). As the repair goes it records what it
+added (with each distribution's RECORD digest) and changed, and the digest of every file it
+writes, before writing it.
 
-The env's lock (``tfgpu.envs.txn.TargetLock``) is held throughout. A failure or an interrupt rolls
-back at once; a journal still marked ``applying`` (a SIGKILLed repair) is rolled back by the next
-``repair`` or ``repair --undo`` before anything else. A repaired env gets no ``tfgpu-env.json``:
-the tool never claims to own an env it did not build, so ``remove`` still refuses it.
+``--undo`` takes back only what the repair did and only while it is as the repair left it: a
+package the repair added is removed only at the version (and RECORD) it came in with, a file is
+restored only while it holds what the repair wrote; anything changed since, and any package the
+user installed afterwards (even into a repair that was SIGKILLed half way), is left alone and
+reported. Every write and delete goes through the env-write door (``tfgpu.envs.writes``), and
+the env is checked for directories that link out of it before an engine touches it.
+
+The env's lock (``tfgpu.envs.txn.TargetLock``) is held throughout by the caller. A failure or an
+interrupt rolls back at once; a journal still marked ``applying`` is rolled back by the next
+``repair`` or ``repair --undo`` before anything else. A repaired env gets no ``tfgpu-env.json``.
 """
 
 from __future__ import annotations
 
 import base64
-import json
+import hashlib
 import os
 import re
+import stat
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.errors import ImpossibleError
+from tfgpu.envs import writes
+from tfgpu.envs.writes import inside
 from tfgpu.proc import shielded
+from tfgpu.repair.journal import FORMAT, check_journal, write_journal
 from tfgpu.repair.plan import RepairPlan, differing_files, state_of
-from tfgpu.repair.survey import JOURNAL, EnvSurvey, conda_packages, distributions
+from tfgpu.repair.survey import JOURNAL, EnvSurvey, canonical, conda_packages, distributions
 
-FORMAT = 1
+__all__ = ["FORMAT", "apply_repair", "check_journal", "inside", "undo_journal"]
+
 HOOK_CACHES = ("__pycache__/_tfgpu_cuda_hook.*.pyc",)
+RECORD_LIMIT = 64 << 20
 
 
 def _encode(state) -> dict | None:
@@ -38,25 +50,47 @@ def _encode(state) -> dict | None:
     return {"kind": "file", "data": base64.b64encode(state[1]).decode("ascii"), "mode": state[2]}
 
 
-def _restore(path: Path, before: dict | None) -> None:
-    if path.is_symlink() or path.exists():
-        path.unlink()
+def _decode(before: dict | None):
     if before is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
+        return None
     if before["kind"] == "link":
-        path.symlink_to(before["target"])
-    else:
-        path.write_bytes(base64.b64decode(before["data"]))
-        os.chmod(path, before["mode"])
+        return ("link", before["target"])
+    return ("file", base64.b64decode(before["data"]), before["mode"])
 
 
-def _write_journal(prefix: Path, journal: dict) -> None:
-    path = inside(prefix, str(JOURNAL))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    partial.write_text(json.dumps(journal, indent=1) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+def digest(state) -> str:
+    """One digest for a file state (absent, a link and its target, or bytes and mode)."""
+    if state is None:
+        return hashlib.sha256(b"absent").hexdigest()
+    if state[0] == "link":
+        return hashlib.sha256(b"link\0" + os.fsencode(state[1])).hexdigest()
+    return hashlib.sha256(b"file\0" + oct(state[2]).encode() + b"\0" + state[1]).hexdigest()
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > RECORD_LIMIT:
+            return None
+        return hashlib.sha256(untrusted.read_bytes(path, untrusted.ENV_FILE)).hexdigest()
+    except (OSError, untrusted.Unreadable):
+        return None
+
+
+def installed(site: Path | None) -> dict[str, dict]:
+    """``{name: {"version", "record"}}``: each distribution with the digest of its RECORD."""
+    found: dict[str, dict] = {}
+    if site is None:
+        return found
+    for dist_info in sorted(site.glob("*.dist-info")):
+        text = untrusted.text_or_none(dist_info / "METADATA", untrusted.ENV_FILE, errors="replace")
+        if text is None:
+            continue
+        name, version = re.search(r"^Name:\s*(\S+)", text, re.M), re.search(r"^Version:\s*(\S+)", text, re.M)
+        if name and version:
+            found[canonical(name.group(1))] = {"version": version.group(1),
+                                               "record": _file_digest(dist_info / "RECORD")}
+    return found
 
 
 def _new_dirs(prefix: Path, paths) -> list[str]:
@@ -74,10 +108,12 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
     (``tfgpu.repair.packages``); on any failure everything done so far is undone."""
     survey = plan.survey
     prefix = survey.prefix
+    writes.check_tree(prefix)  # before the journal, before any engine: a directory linking out stops it here
     journal = survey.journal or {"tool": "tfgpu-install", "format": FORMAT, "prefix": os.path.realpath(prefix),
                                  "tensorflow": survey.tf_version, "manager": plan.manager, "files": {},
                                  "dirs": [], "added": [], "changed": [], "before": dict(survey.distributions),
-                                 "conda_before": dict(survey.conda), "conda_replaced": {}}
+                                 "conda_before": dict(survey.conda), "conda_replaced": {}, "intended": [],
+                                 "written": {}}
     if plan.manager == "conda":
         # A replaced conda package's record, kept before anything changes: undo reinstalls from it.
         for change in plan.change:
@@ -92,15 +128,24 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
     for relative in sorted(planned | _activation_paths(survey, plan.manager)):
         if relative not in journal["files"]:
             journal["files"][relative] = _encode(state_of(inside(prefix, relative)))
-    journal["dirs"] = [*journal["dirs"], *(d for d in _new_dirs(prefix, journal["files"]) if d not in journal["dirs"])]
-    _write_journal(prefix, journal)
+    site_cache = f"{survey.site_relative}/__pycache__"
+    extra_dirs = [site_cache] if not (prefix / site_cache).exists() else []  # the load hook's bytecode lands there
+    journal["dirs"] = [*journal["dirs"], *(d for d in [*_new_dirs(prefix, journal["files"]), *extra_dirs]
+                                           if d not in journal["dirs"])]
     try:
-        before = distributions(survey.site_packages)
+        write_journal(prefix, journal)  # inside: a full disk here still takes back the directories it made
+        before = installed(survey.site_packages)
+        journal.setdefault("intended", [])
+        intended = getattr(installer, "intended", None)
+        journal["intended"] += [p for p in (intended(plan, reporter) if intended else []) if p not in journal["intended"]]
+        write_journal(prefix, journal)
         installer.install(plan, reporter)
-        after = distributions(survey.site_packages)
-        journal["added"] += [{"name": n, "version": v} for n, v in sorted(after.items()) if n not in before]
-        journal["changed"] += [{"name": n, "from": before[n], "to": v} for n, v in sorted(after.items())
-                               if n in before and before[n] != v]
+        after = installed(survey.site_packages)
+        journal.setdefault("added", [])
+        journal["added"] += [{"name": n, **v} for n, v in sorted(after.items()) if n not in before]
+        journal["changed"] += [{"name": n, "from": before[n]["version"], "to": v["version"]}
+                               for n, v in sorted(after.items())
+                               if n in before and before[n]["version"] != v["version"]]
         if plan.manager == "conda":
             now = conda_packages(prefix)
             journal["conda_added"] = sorted(set(now) - set(journal["conda_before"]))
@@ -109,10 +154,10 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
             journal["changed"] += [{"name": n, "from": journal["conda_before"][n], "to": v, "conda": True}
                                    for n, v in sorted(now.items())
                                    if n in journal["conda_before"] and journal["conda_before"][n] != v]
-        _write_journal(prefix, journal)
+        write_journal(prefix, journal)
         written = _write_files(survey, plan.manager, journal)
         journal["state"] = "done"
-        _write_journal(prefix, journal)
+        write_journal(prefix, journal)
     except BaseException:
         with shielded():
             undo_journal(prefix, journal, installer, reporter)
@@ -132,27 +177,21 @@ def _activation_paths(survey: EnvSurvey, manager: str) -> set[str]:
 
 def _write_files(survey: EnvSurvey, manager: str, journal: dict) -> list[str]:
     """Render the activation against the env as it is now (packages in) and write what differs;
-    a path the first rendering did not name (``bin/ptxas`` once nvcc is in) is journalled first."""
+    a path the first rendering did not name (``bin/ptxas`` once nvcc is in) is journalled first,
+    and every file's new digest is journalled before it is written."""
     from tfgpu.repair.survey import survey as read_again
 
-    fresh = read_again(survey.prefix)
+    prefix = survey.prefix
+    fresh = read_again(prefix)
     changed = differing_files(fresh, manager)
-    new = [relative for relative in changed if relative not in journal["files"]]
-    if new:
-        for relative in new:
-            journal["files"][relative] = _encode(state_of(inside(survey.prefix, relative)))
-        journal["dirs"] += [d for d in _new_dirs(survey.prefix, new) if d not in journal["dirs"]]
-        _write_journal(survey.prefix, journal)
+    for relative in changed:
+        if relative not in journal["files"]:
+            journal["files"][relative] = _encode(state_of(inside(prefix, relative)))
+    journal["dirs"] += [d for d in _new_dirs(prefix, changed) if d not in journal["dirs"]]
+    journal.setdefault("written", {}).update({relative: digest(state) for relative, state in changed.items()})
+    write_journal(prefix, journal)
     for relative, state in sorted(changed.items()):
-        path = inside(survey.prefix, relative)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_symlink() or path.exists():
-            path.unlink()
-        if state[0] == "link":
-            path.symlink_to(state[1])
-        else:
-            path.write_bytes(state[1])
-            os.chmod(path, state[2])
+        writes.put_state(inside(prefix, relative), state, root=prefix)
     return sorted(changed)
 
 
@@ -166,118 +205,86 @@ def _conda_meta(prefix: Path, name: str) -> str | None:
     return untrusted.text_or_none(path, untrusted.ENV_FILE)
 
 
-def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict]:
-    """(added, changed) packages to undo. A finished repair recorded them; an interrupted one is
-    measured against what the env held before it started (anything since then is the repair's)."""
+def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict, list[str]]:
+    """(added, changed, left): the packages to take out and to put back, and what is left alone
+    because it is not as the repair left it (or the repair did not install it)."""
+    done = journal.get("state") == "done"
+    intended = {(p.get("name"), p.get("version")) for p in journal.get("intended", [])}
+    intended_names = {name for name, _ in intended}
+    legacy = "intended" not in journal  # a journal from before intents were recorded: as it says
+    left: list[str] = []
     if journal.get("manager") == "conda":
         before = journal.get("conda_before", {})
         now = conda_packages(prefix)
-        if journal.get("state") == "done":
-            added = list(journal.get("conda_added", []))
+        if done:
+            versions = {p["name"]: p.get("version") for p in journal.get("added", []) if p.get("conda")}
+            candidates = {n: versions.get(n) for n in journal.get("conda_added", [])}
         else:
-            added = sorted(set(now) - set(before))
-        replaced = journal.get("conda_replaced", {})
-        return added, {n: t for n, t in replaced.items() if now.get(n) != before.get(n)}
+            candidates = {n: None for n in sorted(set(now) - set(before))}
+        added = []
+        for name, version in sorted(candidates.items()):
+            ours = legacy or (version is not None or (name, now.get(name)) in intended)
+            if name in now and ours and (version is None or now[name] == version):
+                added.append(name)
+            elif name in now:
+                left.append(f"{name} {now[name]} (not as the repair left it, or not the repair's)")
+        replaced = {n: t for n, t in journal.get("conda_replaced", {}).items() if now.get(n) != before.get(n)}
+        return added, replaced, left
     site = next(iter(sorted(prefix.glob("lib/python3*/site-packages"))), None)
-    now = distributions(site) if site is not None else {}
+    now = installed(site)
     before = journal.get("before", {})
-    if journal.get("state") == "done":
-        return ([p["name"] for p in journal.get("added", [])],
-                {p["name"]: p["from"] for p in journal.get("changed", [])})
-    return (sorted(set(now) - set(before)),
-            {n: v for n, v in before.items() if n in now and now[n] != v or n not in now})
+    if done:
+        candidates = {p["name"]: p for p in journal.get("added", []) if not p.get("conda")}
+        changes = {p["name"]: (p["from"], p.get("to")) for p in journal.get("changed", []) if not p.get("conda")}
+    else:
+        candidates = {n: None for n in sorted(set(now) - set(before))}
+        changes = {n: (v, None) for n, v in before.items() if n not in now or now[n]["version"] != v}
+    added = []
+    for name, entry in candidates.items():
+        here = now.get(name)
+        if here is None:
+            continue
+        if entry is not None:
+            ours = here["version"] == entry.get("version") and entry.get("record") in (None, here["record"])
+        else:
+            ours = legacy or (name, here["version"]) in intended
+        if ours:
+            added.append(name)
+        else:
+            left.append(f"{name} {here['version']} (installed or changed after the repair, not by it)")
+    changed = {}
+    for name, (old, to) in sorted(changes.items()):
+        here = now.get(name, {}).get("version")
+        ours = (here == to) if to is not None else (legacy or name in intended_names)
+        if ours and here != old:
+            changed[name] = old
+        elif here != old:
+            left.append(f"{name} {here or '(absent)'} (changed after the repair, not by it; it had {old})")
+    return added, changed, left
 
 
 def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
-    """Put the env back as the journal found it: packages first, then files, then directories."""
-    added, changed = _package_changes(prefix, journal)
+    """Put back what the repair did and nothing else: packages first, then files, then directories."""
+    writes.check_tree(prefix)  # uninstalling through a link out of the env would delete elsewhere
+    added, changed, left = _package_changes(prefix, journal)
     installer.undo(added, changed, reporter)
+    written = journal.get("written")
     for relative, before in sorted(journal.get("files", {}).items()):
-        _restore(inside(prefix, relative), before)
+        path = inside(prefix, relative)
+        original, now = _decode(before), state_of(path)
+        if now == original:
+            continue
+        if written is None or written.get(relative) == digest(now):
+            writes.put_state(path, original, root=prefix)
+        else:
+            left.append(f"{relative} (changed since the repair wrote it)")
     site = next(iter(sorted(prefix.glob("lib/python3*/site-packages"))), None)
     for pattern in HOOK_CACHES if site is not None else ():
         for cached in site.glob(pattern):
-            cached.unlink(missing_ok=True)
-    (prefix / JOURNAL).unlink(missing_ok=True)
+            writes.delete(cached, root=prefix)
+    writes.delete(inside(prefix, str(JOURNAL)), root=prefix)
     for directory in sorted(journal.get("dirs", []), key=lambda d: d.count("/"), reverse=True):
-        path = inside(prefix, directory)
-        if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
-            path.rmdir()
-    return {"removed": added, "restored": sorted(changed), "files": sorted(journal.get("files", {}))}
-
-
-NAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?$")
-"""A PEP 508 or conda package name (conda-forge's ``_libgcc_mutex`` starts with "_"); never "-": an option."""
-
-
-def check_journal(prefix: Path, journal: dict | None) -> None:
-    """A journal must be this tool's, for this very env, and hold only names and paths (never an
-    option, a path outside the env, or a version that is not one) before anything acts on it."""
-    if journal is None:
-        return
-    if journal.get("unreadable"):
-        raise ImpossibleError("repair-journal-foreign", f"{prefix / JOURNAL} cannot be read (not a file, damaged, or "
-                              "far larger than a journal); nothing was done.",
-                              [f"Look at it, and delete it if the env is as you want it: rm {prefix / JOURNAL}"])
-    if (journal.get("tool") != "tfgpu-install" or journal.get("format") != FORMAT
-            or journal.get("prefix") != os.path.realpath(prefix) or not isinstance(journal.get("files"), dict)):
-        raise ImpossibleError("repair-journal-foreign", f"{prefix / JOURNAL} was not written by a repair of this env "
-                              "(another tool, another version, or an env copied from elsewhere); nothing was done.",
-                              [f"Look at it, and delete it if the env is as you want it: rm {prefix / JOURNAL}"])
-    problem = _journal_problem(journal)
-    if problem:
-        raise ImpossibleError("repair-journal-foreign", f"{prefix / JOURNAL} {problem}; nothing was done.",
-                              [f"Look at it, and delete it if the env is as you want it: rm {prefix / JOURNAL}"])
-
-
-SHAPES = {"files": dict, "dirs": list, "added": list, "changed": list, "before": dict, "conda_before": dict,
-          "conda_added": list, "conda_replaced": dict, "manager": str, "state": str}
-
-
-def _journal_problem(journal: dict) -> str | None:
-    for key, kind in SHAPES.items():
-        if key in journal and not isinstance(journal[key], kind):
-            return f"holds {key!r} of the wrong kind"
-    if journal.get("manager", "pip") not in ("pip", "conda"):
-        return "names a package manager this tool does not use"
-    if not all(isinstance(text, str) for text in journal.get("conda_replaced", {}).values()):
-        return "holds a conda record that is not text"
-    for relative in [*journal["files"], *journal.get("dirs", [])]:
-        if not isinstance(relative, str) or not _relative_ok(relative):
-            return f"names {relative!r}, outside the env"
-    for state in journal["files"].values():
-        if state is not None and not (isinstance(state, dict) and (
-                (state.get("kind") == "link" and isinstance(state.get("target"), str)) or
-                (state.get("kind") == "file" and isinstance(state.get("data"), str) and
-                 isinstance(state.get("mode"), int) and 0 <= state["mode"] <= 0o777))):
-            return "holds a file state this tool does not write"
-    versions = [*journal.get("before", {}).items(), *journal.get("conda_before", {}).items(),
-                *((p.get("name"), p.get("from")) for p in journal.get("changed", []) if isinstance(p, dict)),
-                *((p.get("name"), p.get("version")) for p in journal.get("added", []) if isinstance(p, dict))]
-    for name, version in versions:
-        if not (isinstance(name, str) and NAME.match(name) and isinstance(version, str) and VERSION.match(version)):
-            return f"names a package {name!r} {version!r} that is not a package name and version"
-    for name in [*journal.get("conda_added", []), *journal.get("conda_replaced", {})]:
-        if not (isinstance(name, str) and NAME.match(name)):
-            return f"names a package {name!r} that is not a package name"
-    return None
-
-
-VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
-
-
-def _relative_ok(relative: str) -> bool:
-    parts = Path(relative).parts
-    return bool(parts) and not relative.startswith("/") and ".." not in parts and "\0" not in relative
-
-
-def inside(prefix: Path, relative: str) -> Path:
-    """``prefix / relative``, refused unless its directory really is inside the env (a directory on
-    the way that is a link out of it would carry a write elsewhere)."""
-    path = prefix / relative
-    real_parent, real_prefix = os.path.realpath(path.parent), os.path.realpath(prefix)
-    if not _relative_ok(relative) or os.path.commonpath([real_parent, real_prefix]) != real_prefix:
-        raise ImpossibleError("repair-path-outside", f"{path} leads outside {prefix} (through a symbolic link); the "
-                              "repair writes only inside the env, so it stopped.",
-                              [f"Look at what links out of the env: ls -l {path.parent}"])
-    return path
+        writes.remove_empty_dir(inside(prefix, directory))
+    for line in left:
+        reporter.note(f"left as it is: {line}")
+    return {"removed": added, "restored": sorted(changed), "files": sorted(journal.get("files", {})), "left": left}

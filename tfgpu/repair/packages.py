@@ -6,12 +6,18 @@ with them left untouched.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 
 from tfgpu.engines import uv as uv_engine
+from tfgpu.envs import writes
 from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.repair.survey import distributions
+from tfgpu.repair.survey import canonical, distributions
+
+
+KEEP_AS_IS = ("Or keep the env as it is now and set the journal aside: `tfgpu-install repair --undo "
+              "--forget-journal --prefix ENV`.")
 
 
 class PipPackages:
@@ -23,20 +29,35 @@ class PipPackages:
         self.sources = uv_engine.sources(find_links, offline)
         self.offline = offline
 
+    def _run_install(self, plan, dry_run: bool = False, on_line=None):
+        wanted = [*plan.add, *plan.change]
+        changing = {p.name for p in plan.change}
+        pinned = {n: v for n, v in distributions(self.site).items() if n not in changing}
+        with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
+            requirements = writes.scratch_text(Path(tmp), "requirements.in", "".join(f"{p.wanted}\n" for p in wanted))
+            constraints = writes.scratch_text(Path(tmp), "constraints.txt",
+                                              "".join(f"{n}=={v}\n" for n, v in sorted(pinned.items())))
+            argv = uv_engine.install(self.uv, str(self.python), requirements, cache=self.cache, extra=self.sources,
+                                     constraints=constraints, compile_bytecode=False)
+            return self.runner.run([*argv, *(("--dry-run",) if dry_run else ())], on_line=on_line)
+
+    def intended(self, plan, reporter) -> list[dict]:
+        """What the install will put in (name, version), from uv's dry run of the very same command:
+        recorded before anything changes, so an undo after a SIGKILL takes out only these."""
+        if not [*plan.add, *plan.change]:
+            return []
+        reporter.note("working out exactly what the install adds")
+        done = self._run_install(plan, dry_run=True)
+        found = [{"name": canonical(m.group(1)), "version": m.group(2)}
+                 for m in re.finditer(r"^\s*\+\s*([A-Za-z0-9._-]+)==(\S+)\s*$", done.output, re.M)]
+        return found if done.returncode == 0 else []
+
     def install(self, plan, reporter) -> None:
         wanted = [*plan.add, *plan.change]
         if not wanted:
             return
-        changing = {p.name for p in plan.change}
-        pinned = {n: v for n, v in distributions(self.site).items() if n not in changing}
-        with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
-            requirements, constraints = Path(tmp) / "requirements.in", Path(tmp) / "constraints.txt"
-            requirements.write_text("".join(f"{p.wanted}\n" for p in wanted), encoding="utf-8")
-            constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pinned.items())), encoding="utf-8")
-            argv = uv_engine.install(self.uv, str(self.python), requirements, cache=self.cache, extra=self.sources,
-                                     constraints=constraints, compile_bytecode=False)
-            reporter.note(f"installing {', '.join(p.wanted for p in wanted)} (everything else pinned as it is)")
-            done = self.runner.run(argv, on_line=reporter.output)
+        reporter.note(f"installing {', '.join(p.wanted for p in wanted)} (everything else pinned as it is)")
+        done = self._run_install(plan, on_line=reporter.output)
         if done.returncode != 0:
             conflict = "No solution found" in done.output or "unsatisfiable" in done.output
             raise (ImpossibleError if conflict else OperationError)(
@@ -54,19 +75,18 @@ class PipPackages:
             done = self.runner.run(uv_engine.uninstall(self.uv, str(self.python), added))
             if done.returncode != 0:
                 raise OperationError("undo-failed", f"Removing {', '.join(added)} failed:\n{done.tail()}",
-                                     ["Run the same `repair --undo` again."])
+                                     ["Run the same `repair --undo` again.", KEEP_AS_IS])
         back = [f"{name}=={version}" for name, version in sorted(changed.items())]
         if back:
             reporter.note(f"putting back {', '.join(back)}")
             with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
-                pins = Path(tmp) / "requirements.txt"
-                pins.write_text("".join(f"{pin}\n" for pin in back), encoding="utf-8")
+                pins = writes.scratch_text(Path(tmp), "requirements.txt", "".join(f"{pin}\n" for pin in back))
                 done = self.runner.run(uv_engine.install(self.uv, str(self.python), pins, cache=self.cache,
                                                          extra=self.sources, no_deps=True, compile_bytecode=False))
             if done.returncode != 0:
                 raise OperationError("undo-failed", f"Putting back {', '.join(back)} failed:\n{done.tail()}",
                                      ["Those versions come from uv's cache or the index: run `repair --undo` again "
-                                      "with network (or --find-links DIR holding them)."])
+                                      "with network (or --find-links DIR holding them).", KEEP_AS_IS])
 
 
 class CondaPackages:
@@ -80,12 +100,31 @@ class CondaPackages:
 
         return [PrefixRecord.from_path(path) for path in sorted((self.prefix / "conda-meta").glob("*.json"))]
 
+    def intended(self, plan, reporter) -> list[dict]:
+        """What linking will put in (name, version): the solve, done once, before anything changes."""
+        self._new = self._solve(plan) if [*plan.add, *plan.change] else []
+        return [{"name": r.name.normalized, "version": str(r.version)} for r in self._new]
+
     def install(self, plan, reporter) -> None:
+        from tfgpu.engines import rattler
+
+        new = getattr(self, "_new", None)
+        if new is None:
+            new = self._solve(plan)
+        if not new:
+            return
+        have = {r.name.normalized for r in self._installed()}
+        changing = {p.name for p in plan.change}
+        reporter.note(f"linking {', '.join(f'{r.name.normalized}={r.version}' for r in new)} into the env")
+        rattler.install(new, self.prefix, self.prefix, package_cache=self.cache / "conda" / "verified-pkgs",
+                        reporter=reporter, offline=self.offline, keep=have - changing)
+
+    def _solve(self, plan) -> list:
         from tfgpu.engines import rattler
 
         wanted = [*plan.add, *plan.change]
         if not wanted:
-            return
+            return []
         changing = {p.name for p in plan.change}
         installed = self._installed()
         pinned = [r for r in installed if r.name.normalized not in changing]
@@ -97,10 +136,7 @@ class CondaPackages:
                                 this_host=True, repodata_cache=self.cache / "conda" / "repodata", offline=self.offline,
                                 pinned=pinned)
         have = {r.name.normalized for r in installed}
-        new = [r for r in records if r.name.normalized not in have or r.name.normalized in changing]
-        reporter.note(f"linking {', '.join(f'{r.name.normalized}={r.version}' for r in new)} into the env")
-        rattler.install(new, self.prefix, self.prefix, package_cache=self.cache / "conda" / "verified-pkgs",
-                        reporter=reporter, offline=self.offline, keep=have - changing)
+        return [r for r in records if r.name.normalized not in have or r.name.normalized in changing]
 
     def undo(self, added: list[str], replaced: dict[str, str], reporter) -> None:
         """Unlink ``added``; reinstall each of ``replaced`` (name -> its conda-meta record before)."""
@@ -113,8 +149,7 @@ class CondaPackages:
         with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
             before = []
             for name, text in sorted(replaced.items()):
-                path = Path(tmp) / f"{name}.json"
-                path.write_text(text, encoding="utf-8")
+                path = writes.scratch_text(Path(tmp), f"{name}.json", text)
                 before.append(PrefixRecord.from_path(path))
         keep = [r for r in self._installed() if r.name.normalized not in added and r.name.normalized not in replaced]
         reporter.note(f"unlinking {', '.join(added)}" if added else "putting back the replaced packages")

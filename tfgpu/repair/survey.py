@@ -135,7 +135,7 @@ def _refuse_managed(python: Path) -> None:
     """PEP 668: an interpreter whose stdlib holds ``EXTERNALLY-MANAGED`` belongs to the system."""
     from tfgpu.proc import Runner
 
-    done = Runner().capture([str(python), "-I", "-c", "import json, sys, sysconfig; print(json.dumps("
+    done = Runner().capture([str(python), "-I", "-B", "-c", "import json, sys, sysconfig; print(json.dumps("
                              "[sys.prefix != sys.base_prefix, sysconfig.get_path('stdlib')]))"], timeout=30)
     try:
         in_venv, stdlib = untrusted.parse_json(done.output, untrusted.CHILD_OUTPUT, str(python))

@@ -14,6 +14,10 @@ from pathlib import Path
 from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, OperationError
 
+NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
+"""The check imports TensorFlow with the env's Python (``-B``) and so do the processes it starts:
+none of them writes ``__pycache__`` into an env this tool may not own (a repaired one, say)."""
+
 _LOG_SIGNS = re.compile(r"(Could not load dynamic library|Cannot dlopen|failed call to cuInit|"
                         r"Could not find cuda drivers|CUDA_ERROR|libdevice|ptxas|Loaded runtime CuDNN)")
 
@@ -34,8 +38,8 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
     python = _env_python(prefix)
     runner = runner or Runner()
     with as_file(files("tfgpu.verify").joinpath("check_env.py")) as script:
-        done = runner.capture([str(python), "-I", str(script), *(_bench_arguments() if bench else [])], timeout=timeout,
-                              clean=False)
+        done = runner.capture([str(python), "-I", "-B", str(script), *(_bench_arguments() if bench else [])],
+                              timeout=timeout, clean=False, env=NO_BYTECODE)
     if done.returncode == 124:
         raise OperationError("verify-timeout", f"The GPU check in {prefix} ran past {timeout:.0f} s.",
                              ["Run it by hand to see where it hangs: "
@@ -79,8 +83,9 @@ def run_multiworker(prefix: Path, workers: int, timeout: float = 900, runner=Non
     python = _env_python(prefix)
     runner = runner or Runner()
     with as_file(files("tfgpu.verify").joinpath("multiworker.py")) as script:
-        done = runner.capture([str(python), "-I", str(script), "--workers", str(workers), "--timeout",
-                               str(int(timeout - 30))], timeout=timeout, clean=False, env={"NCCL_NVLS_ENABLE": "0"})
+        done = runner.capture([str(python), "-I", "-B", str(script), "--workers", str(workers), "--timeout",
+                               str(int(timeout - 30))], timeout=timeout, clean=False,
+                              env={"NCCL_NVLS_ENABLE": "0", **NO_BYTECODE})
     lines = [line for line in done.output.strip().splitlines() if line.startswith("{")]
     try:
         report = untrusted.expect(untrusted.parse_json(lines[-1], untrusted.CHILD_OUTPUT, str(python)), dict,

@@ -222,7 +222,7 @@ def memory_limit(python, limit_mib=2048, timeout=300):
     import subprocess
 
     try:
-        done = subprocess.run([python, "-I", "-c", MEMORY_LIMIT_CHILD, str(limit_mib)], capture_output=True,
+        done = subprocess.run([python, "-I", "-B", "-c", MEMORY_LIMIT_CHILD, str(limit_mib)], capture_output=True,
                               text=True, timeout=timeout)
         out = json.loads(done.stdout.strip().splitlines()[-1])
     except Exception as error:  # noqa: BLE001

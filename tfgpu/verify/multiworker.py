@@ -167,7 +167,7 @@ def coordinate(workers, timeout, memory_mb, devices=None):
     for index in range(workers):
         env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
                    NCCL_NVLS_ENABLE="0", TFGPU_WORKER_DEVICES=chosen, TF_CPP_MIN_LOG_LEVEL="2", **placed[index])
-        procs.append(subprocess.Popen([sys.executable, "-I", os.path.abspath(__file__), "--worker"], env=env,
+        procs.append(subprocess.Popen([sys.executable, "-I", "-B", os.path.abspath(__file__), "--worker"], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results, deadline = [], time.monotonic() + timeout
     for index, proc in enumerate(procs):

@@ -1,0 +1,262 @@
+"""The one door for writing into an environment: every file the tool writes, every link it makes,
+every path it deletes inside an env (or the staging directory of one) goes through here, and the
+check that comes before uv or rattler install into an env that already exists.
+
+What it promises, in one place:
+
+* nothing is written, linked or deleted through a link that leaves the env: a write's directory
+  must resolve inside the root it is made for (``repair-path-outside``), and :func:`check_tree`
+  walks an existing env (without following links) for directory links that lead out of it before
+  an engine extracts anything there;
+* a file is written whole or not at all: a temporary in the same directory, renamed into place, so
+  a link planted at the target is replaced, never followed;
+* a directory (or anything else) where a file or link goes is a typed error
+  (``env-path-blocked``) naming the path, never ``IsADirectoryError``;
+* a full disk or a refused permission is a typed error (``env-write-failed``,
+  ``target-not-writable``), never an ``OSError`` traceback;
+* a tree is deleted only below the directory the caller owns, and only that tree's own modes are
+  changed on the way (never a parent's).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from tfgpu.errors import ImpossibleError, OperationError
+
+MAX_DEPTH = 64
+"""How deep :func:`check_tree` walks; no engine writes deeper than this into an env."""
+
+
+def blocked(path: Path, what: str = "a file") -> ImpossibleError:
+    return ImpossibleError("env-path-blocked", f"{path} is in the way: tfgpu-install writes {what} there, and a "
+                           "directory (or something else that is not a file or link) is there now; nothing more "
+                           "was written.", [f"Move it aside (`mv {path} {path}.saved`), then run the same command "
+                                            "again."])
+
+
+def outside(path: Path, root: Path) -> ImpossibleError:
+    return ImpossibleError("repair-path-outside", f"{path} leads outside {root} (through a symbolic link); "
+                           "tfgpu-install writes only inside the env, so it stopped before writing there.",
+                           [f"Look at what links out of the env: ls -l {path.parent}",
+                            "Replace the link with a real directory (or remove it), then run the same command "
+                            "again."])
+
+
+def failed(error: OSError, path) -> Exception:
+    """A typed error for an ``OSError`` met while writing ``path``."""
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return ImpossibleError("target-not-writable", f"Cannot write {path}: {error.strerror}.",
+                               ["Check the permissions of that directory (and that its file system is not "
+                                "read-only), then run the same command again."])
+    if error.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY):
+        return blocked(Path(path))
+    return OperationError("env-write-failed", f"Writing {path} failed: {error.strerror or error}.",
+                          ["Check free disk space (`df -h`), then run the same command again."])
+
+
+def _real_inside(path: str, root: str) -> bool:
+    real_root = os.path.realpath(root)
+    return os.path.commonpath([os.path.realpath(path), real_root]) == real_root
+
+
+def inside(root: Path, relative: str) -> Path:
+    """``root / relative``, refused unless ``relative`` is a plain relative path and the directory it
+    goes into really is inside ``root`` (a directory on the way that links out would carry a write
+    elsewhere)."""
+    parts = Path(relative).parts
+    path = root / relative
+    if not parts or relative.startswith("/") or ".." in parts or "\0" in relative:
+        raise outside(path, root)
+    if not _real_inside(str(path.parent), str(root)):
+        raise outside(path, root)
+    return path
+
+
+def check_tree(root: Path, max_depth: int = MAX_DEPTH) -> None:
+    """Before an engine installs into (or uninstalls from) the existing env ``root``: every directory
+    in it that is a link must resolve inside ``root``. Links are never followed, so the walk ends."""
+    pending = [(str(root), 0)]
+    while pending:
+        directory, depth = pending.pop()
+        try:
+            with os.scandir(directory) as entries:
+                found = list(entries)
+        except OSError:
+            continue  # unreadable: the engine cannot write there either, and says so
+        for entry in found:
+            try:
+                if entry.is_symlink():
+                    if os.path.isdir(entry.path) and not _real_inside(entry.path, str(root)):
+                        raise outside(Path(entry.path), root)
+                elif entry.is_dir(follow_symlinks=False) and depth < max_depth:
+                    pending.append((entry.path, depth + 1))
+            except OSError:
+                continue
+
+
+def make_dirs(path: Path, root: Path | None = None) -> None:
+    """``mkdir -p path``; a file where a directory goes is ``env-path-blocked``."""
+    if root is not None and not _real_inside(str(path), str(root)):
+        raise outside(path, root)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise blocked(path, "a directory") from None
+    except OSError as error:
+        raise failed(error, path) from None
+
+
+def _ready(path: Path, root: Path | None) -> None:
+    if root is not None and not _real_inside(str(path.parent), str(root)):
+        raise outside(path, root)
+    make_dirs(path.parent)
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise failed(error, path) from None
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+        raise blocked(path)
+
+
+def put_bytes(path: Path, data: bytes, mode: int | None = None, root: Path | None = None) -> Path:
+    """Write ``data`` to ``path`` whole (a temporary beside it, renamed into place); a link there is
+    replaced, never followed. ``root``: the env ``path`` must stay inside."""
+    _ready(path, root)
+    partial = path.with_name(f".{path.name[:200]}.{os.getpid()}.tfgpu-tmp")
+    try:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        if mode is not None:
+            os.chmod(partial, mode)
+        os.replace(partial, path)
+    except OSError as error:
+        _forget(partial)
+        raise failed(error, path) from None
+    return path
+
+
+def put_text(path: Path, text: str, mode: int | None = None, root: Path | None = None) -> Path:
+    return put_bytes(path, text.encode("utf-8"), mode, root)
+
+
+def put_link(path: Path, target: str | Path, root: Path | None = None) -> Path:
+    """Make ``path`` a symbolic link to ``target`` (made beside it, renamed into place)."""
+    _ready(path, root)
+    partial = path.with_name(f".{path.name[:200]}.{os.getpid()}.tfgpu-tmp")
+    try:
+        _forget(partial)
+        os.symlink(target, partial)
+        os.replace(partial, path)
+    except OSError as error:
+        _forget(partial)
+        raise failed(error, path) from None
+    return path
+
+
+def put_state(path: Path, state, root: Path | None = None) -> None:
+    """``state`` as :func:`tfgpu.repair.plan.state_of` reads it: None (absent), ("link", target) or
+    ("file", bytes, mode)."""
+    if state is None:
+        delete(path, root)
+    elif state[0] == "link":
+        put_link(path, state[1], root)
+    else:
+        put_bytes(path, state[1], state[2], root)
+
+
+def delete(path: Path, root: Path | None = None) -> None:
+    """Delete the file or link at ``path`` (a link itself, never what it points to); absent is fine;
+    a directory there is ``env-path-blocked``."""
+    if root is not None and not _real_inside(str(path.parent), str(root)):
+        raise outside(path, root)
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise failed(error, path) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise blocked(path)
+    _forget(path, strict=True)
+
+
+def _forget(path: Path, strict: bool = False) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        if strict:
+            raise failed(error, path) from None
+
+
+def remove_empty_dir(path: Path) -> bool:
+    """``rmdir path`` when it is a real, empty directory; True when it went."""
+    try:
+        if stat.S_ISDIR(path.lstat().st_mode) and not any(path.iterdir()):
+            path.rmdir()
+            return True
+    except OSError:
+        pass
+    return False
+
+
+def move(source: Path, destination: Path) -> None:
+    """Rename ``source`` to ``destination`` (same directory tree, one step)."""
+    try:
+        os.rename(source, destination)
+    except OSError as error:
+        raise failed(error, destination) from None
+
+
+def remove_tree(tree: Path, owner: Path | None = None) -> None:
+    """Delete ``tree`` (a directory this run made or proved its own), links inside deleted, never
+    followed. A read-only directory inside it is made writable to empty it; nothing above ``tree``
+    (or ``owner``, a directory above it the caller also made) is ever changed. A failure (the parent
+    is read-only, say) is ``target-not-writable``, naming what is left."""
+    top = os.path.realpath(owner if owner is not None else tree)
+
+    def retry(function, path, info):
+        parent = os.path.dirname(path)
+        if os.path.commonpath([os.path.realpath(parent), top]) != top:
+            raise info[1]  # the parent of the tree: not ours to chmod
+        try:
+            os.chmod(parent, stat.S_IRWXU)
+            if function in (os.rmdir, os.unlink, os.remove):
+                function(path)
+            else:
+                shutil.rmtree(path, onerror=retry)
+        except FileNotFoundError:
+            pass
+
+    if not (tree.exists() or tree.is_symlink()):
+        return
+    if tree.is_symlink() or not tree.is_dir():
+        _forget(tree, strict=True)
+        return
+    try:
+        shutil.rmtree(tree, onerror=retry)
+    except OSError as error:
+        raise ImpossibleError("target-not-writable", f"Could not delete {tree}: {error.strerror or error} (its "
+                              "directory is not writable). It is left there; nothing else was changed.",
+                              [f"Make {tree.parent} writable, then run the same command again (it deletes "
+                               f"{tree.name} first).", f"Or delete it yourself: rm -rf {tree}"]) from None
+
+
+def scratch_text(directory: Path, name: str, text: str) -> Path:
+    """A file in the caller's own temporary directory (argument files for uv and rattler)."""
+    return put_text(directory / name, text)
+
+
+def discard_tree(tree: Path) -> None:
+    """Delete a temporary tree of the tool's own (a runfile's scratch), errors ignored: it holds
+    nothing anyone needs, and links inside it are deleted, never followed."""
+    shutil.rmtree(tree, ignore_errors=True)
