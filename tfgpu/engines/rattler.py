@@ -30,6 +30,8 @@ CONDA_FORGE = "https://conda.anaconda.org/conda-forge"
 GLIBC = "2.28"
 """The glibc a lock for linux-* assumes (the floor the pip side locks for: manylinux_2_28)."""
 MACOS = "14.0"
+PROGRESS = "progress: "
+"""The prefix of the engine process's lines that are passed on to the reporter."""
 
 
 def channel_urls(channels: tuple[str, ...]) -> list[str]:
@@ -203,7 +205,6 @@ def _engine(operation: str, what: str, request: dict, runner=None, reporter=None
     import signal
     import tempfile
 
-    from tfgpu.engines.rattler_child import PROGRESS
     from tfgpu.proc import Runner
 
     runner = runner if runner is not None else Runner()

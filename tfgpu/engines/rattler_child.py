@@ -23,8 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-PROGRESS = "progress: "
-"""The prefix of the lines the parent passes on to its reporter."""
+from tfgpu.engines.rattler import PROGRESS
 
 
 def _say(text: str) -> None:
