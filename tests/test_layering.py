@@ -132,6 +132,26 @@ def test_child_processes_start_only_in_the_door():
     assert sorted(set(offenders)) == []
 
 
+def test_rattlers_asynchronous_work_runs_only_in_the_engine_process():
+    """py-rattler's solve, install, gateway and indexer start native threads that can abort the
+    interpreter as it exits: only ``engines/rattler_child.py`` (a process of its own) calls them;
+    the tool builds rattler's plain records only."""
+    asynchronous = {"solve", "install", "Gateway", "SourceConfig", "index_fs"}
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative == "engines/rattler_child.py" or relative.startswith(TEMPLATE_DIRS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "rattler" and (
+                    node.module != "rattler" or any(a.name in asynchronous for a in node.names)):
+                offenders.append(f"{relative}: from {node.module} import ...")
+            elif isinstance(node, ast.Import) and any(a.name.split(".")[0] in ("rattler", "asyncio")
+                                                       for a in node.names):
+                offenders.append(f"{relative}: import {', '.join(a.name for a in node.names)}")
+    assert sorted(set(offenders)) == []
+
+
 def test_no_module_over_400_lines():
     sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
              for path in ROOT.rglob("*.py")}

@@ -11,6 +11,14 @@ The output contract (README, "Output"):
   broken by rich — the terminal wraps what is wider than itself, and copying gives one line.
 * ``--json`` never comes here.
 
+Untrusted text — names and paths read from disk, lines of logs, anything another program wrote —
+is shown through :func:`shown`: every control character (C0, DEL, C1, ESC, the bidirectional
+overrides) appears escaped (``\\x1b``, ``\\n``), so a directory named with a terminal escape
+sequence or a newline cannot recolour, retitle or rewrite the user's terminal, nor forge a line of
+the output. :meth:`Stream.print` applies the same rule to everything it prints (newlines and tabs
+of the tool's own layout aside), so stray escapes that reach a renderer unescaped still arrive
+defused.
+
 rich decides what a terminal is (``isatty``, ``TTY_COMPATIBLE``, ``FORCE_COLOR``), so
 ``TTY_COMPATIBLE=1 COLUMNS=80`` stands for an 80-column terminal in tests. Part of the CLI layer,
 with ``tfgpu.render``: library code never imports it.
@@ -18,6 +26,7 @@ with ``tfgpu.render``: library code never imports it.
 
 from __future__ import annotations
 
+import re
 import sys
 
 from rich.console import Console
@@ -27,6 +36,29 @@ from rich.text import Text
 
 PLAIN_WIDTH = 1 << 16
 """The width a plain stream claims: more than any line, so rich never wraps or crops one."""
+
+
+_OTHER_CONTROLS = "\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # DEL, C1, bidi marks
+_ANY_CONTROL = re.compile("[\x00-\x1f" + _OTHER_CONTROLS + "]")
+_STRAY_CONTROL = re.compile("[\x00-\x08\x0b-\x1f" + _OTHER_CONTROLS + "]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(match: re.Match) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def shown(text) -> str:
+    """``text`` (a name, a path, a line read from disk) as it may reach a terminal: every control
+    character escaped, newlines and tabs included, so it stays one line of plain characters."""
+    return _ANY_CONTROL.sub(_escaped, str(text))
+
+
+def defused(text: str) -> str:
+    """``text`` with every control character but newline and tab escaped (the tool's own layout)."""
+    return _STRAY_CONTROL.sub(_escaped, text)
 
 
 def table(*headers: str, **options) -> Table:
@@ -69,6 +101,7 @@ class Stream:
         wider than itself, and copying it gives one line): lines hold commands, paths and URLs.
         ``whole=False`` lets rich wrap prose at spaces. Tables and panels are laid out to the width."""
         console = self.console()
+        objects = tuple(_defused_item(item) for item in objects)
         if not console.is_terminal:
             objects = tuple(plain_text(item) if isinstance(item, (Panel, Table)) else item for item in objects)
             options["soft_wrap"] = True
@@ -82,6 +115,25 @@ class Stream:
 
     def status(self, message: str):
         return self.console().status(message)
+
+
+def _defused_item(item):
+    """What :meth:`Stream.print` prints, with stray control characters escaped (:func:`defused`)."""
+    if isinstance(item, str):
+        return defused(item)
+    if isinstance(item, Text):
+        return item if not _STRAY_CONTROL.search(item.plain) else Text(defused(item.plain), style=item.style)
+    if isinstance(item, Table):
+        for column in item.columns:
+            column.header = _defused_item(column.header)
+            column._cells[:] = [_defused_item(cell) for cell in column._cells]
+        if item.title is not None:
+            item.title = _defused_item(item.title)
+    elif isinstance(item, Panel):
+        item.renderable = _defused_item(item.renderable)
+        if item.title is not None:
+            item.title = _defused_item(item.title)
+    return item
 
 
 def fit(found: Table, width: int) -> None:

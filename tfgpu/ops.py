@@ -108,7 +108,7 @@ def create(resolution, *, name: str | None, prefix: str | None, options: Options
                                              "same command again."]) from None
         except BaseException as error:
             _undo(location, options)
-            _name_the_log(error, runner.log_path)
+            runner.record_failure(error)
             raise
     finally:
         lock.__exit__(None, None, None)
@@ -119,16 +119,6 @@ def create(resolution, *, name: str | None, prefix: str | None, options: Options
         reporter.note("Checking the GPU inside the new env (imports TensorFlow).")
         result.verify = verify(location.prefix, runner=runner)  # its output goes into this create's log
     return result
-
-
-def _name_the_log(error: BaseException, log_path: Path | None) -> None:
-    """Every failed build says where its log is (uv's, rattler's, the runfile's or a download's error)."""
-    from tfgpu.errors import TfgpuError
-
-    if isinstance(error, TfgpuError) and log_path is not None:
-        said = error.message + "\n".join(error.alternatives)
-        if str(log_path) not in said:
-            error.alternatives.append(f"The log of this run (every command and its whole output) is {log_path}.")
 
 
 def _undo(location: Location, options: Options) -> None:

@@ -177,6 +177,23 @@ class Runner:
         except OSError:
             pass  # a log that stopped being writable costs the log, not the operation
 
+    def record_failure(self, error: BaseException) -> None:
+        """Write what failed into the log (the error's code, message and way forward), so a failed
+        run's log holds its error even where no command ran; a tool error also names the log."""
+        from tfgpu.errors import TfgpuError
+
+        if self.log_path is None:
+            return
+        if isinstance(error, TfgpuError):
+            self.log(f"failed: {error.code}: {error.message}" + "".join(f"\n  -> {a}" for a in error.alternatives))
+            named = f"The log of this run (every command and its whole output) is {self.log_path}."
+            if str(self.log_path) not in error.message + "\n".join(error.alternatives):
+                error.alternatives.append(named)
+        elif isinstance(error, KeyboardInterrupt):
+            self.log(f"interrupted ({error})")
+        else:
+            self.log(f"failed: {type(error).__name__}: {error}")
+
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             on_line: Callable[[str], None] | None = None, input: str | None = None,
             timeout: float | None = None, cwd: str | Path | None = None, clean: bool = True,

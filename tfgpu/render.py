@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from tfgpu.console import Stream, table
+from tfgpu.console import Stream, shown, table
 from tfgpu.errors import TfgpuError
 from tfgpu.progress import Reporter
 
@@ -132,7 +132,7 @@ def note(message: str) -> None:
 def removed(path, recovered=()) -> None:
     for line in recovered:
         _err.print(f"  [cyan]→[/] {escape(line)}")
-    _out.print(f"Removed {escape(str(path))}")
+    _out.print(f"Removed {escape(shown(path))}")
 
 
 def repair_plan(plan: dict, prefix) -> None:
@@ -273,14 +273,14 @@ def verify(report: dict) -> None:
 def env_list(envs: list[dict], searched) -> None:
     """``list``: one row per env, its health, and where it is (the path whole)."""
     if not envs:
-        _out.print("No environment built by tfgpu-install in " + ", ".join(escape(str(d)) for d in searched) + ".",
+        _out.print("No environment built by tfgpu-install in " + ", ".join(escape(shown(d)) for d in searched) + ".",
                    whole=True)
         return
     rows = table("name", "TF", "CUDA", "mode", "Python", "health", "path", header_style="bold")
     for env in envs:
-        health = "[green]ok[/]" if env["healthy"] else f"[red]broken[/]: {escape('; '.join(env['problems']))}"
-        rows.add_row(escape(env["name"]), escape(str(env["tensorflow"] or "-")), escape(str(env["cuda"] or "-")),
-                     escape(str(env["mode"] or "-")), escape(str(env["python"] or "-")), health, escape(env["prefix"]))
+        health = "[green]ok[/]" if env["healthy"] else f"[red]broken[/]: {escape(shown('; '.join(env['problems'])))}"
+        rows.add_row(*(escape(shown(env[key] or "-")) for key in ("name", "tensorflow", "cuda", "mode", "python")),
+                     health, escape(shown(env["prefix"])))
     _out.print(rows)
 
 
@@ -363,14 +363,15 @@ def doctor(report) -> None:
     if env:
         tf = f"TF {env['tensorflow']}" if env.get("tensorflow") else "no TensorFlow"
         python = f"Python {env['python_version']}" if env.get("python_version") else "Python unknown"
-        _out.print(f"[bold]doctor[/] {escape(env['root'])} ({escape(tf)}, {escape(python)})", whole=True)
+        _out.print(f"[bold]doctor[/] {escape(shown(env['root']))} ({escape(shown(tf))}, {escape(shown(python))})",
+                   whole=True)
     for status in ("fail", "warn", "ok", "skip"):
         for finding in (f for f in report.findings if f.status == status):
             _out.print(f"{_STYLE[status]} [bold]{escape(finding.id)}[/]: {escape(finding.title)}")
             if status in ("fail", "warn"):
                 for line in finding.evidence:
                     if line:
-                        _out.print(f"      [dim]{escape(line)}[/]")
+                        _out.print(f"      [dim]{escape(shown(line))}[/]")
                 if finding.fix:
                     _out.print(f"      [cyan]fix:[/] {escape(finding.fix)}")
     summary = report.summary()
@@ -384,6 +385,6 @@ def log_matches(matches) -> None:
     for match in matches:
         _out.print(f"{_STYLE.get(match.severity, match.severity)} [bold]{escape(match.id)}[/]: {escape(match.title)} "
                    f"[dim](line {match.line_number}, {match.count}x)[/]")
-        _out.print(f"      [dim]{escape(match.line.strip()[:200])}[/]")
+        _out.print(f"      [dim]{escape(shown(match.line.strip()[:200]))}[/]")
         _out.print(f"      cause: {escape(match.cause)}")
         _out.print(f"      [cyan]fix:[/] {escape(match.fix)}")

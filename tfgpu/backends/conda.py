@@ -138,7 +138,8 @@ class CondaBackend(Backend):
     def _solve(self, step: Step, context: Context) -> None:
         records = rattler.solve(step.content.splitlines(), step.payload["channels"], platform="linux-64",
                                 cuda=step.payload["cuda"], this_host=True,
-                                repodata_cache=self.cache / "conda" / "repodata", offline=context.options.offline)
+                                repodata_cache=self.cache / "conda" / "repodata", offline=context.options.offline,
+                                runner=context.runner)
         context.runner.log("solved: " + ", ".join(f"{r.name.normalized}={r.version}={r.build}" for r in records))
         context.facts["records"] = records
 
@@ -147,12 +148,12 @@ class CondaBackend(Backend):
         context.facts["records"] = rattler.locked_records(
             source.conda, list(source.channels), platform="linux-64", repodata_cache=self.cache / "conda" / "repodata",
             offline=context.options.offline,
-            local_channel=(source.bundle / "channel").as_uri() if source.bundle else None)
+            local_channel=(source.bundle / "channel").as_uri() if source.bundle else None, runner=context.runner)
 
     def _link(self, step: Step, context: Context) -> None:
         location, records = context.location, context.facts["records"]
         rattler.install(records, location.staging, location.prefix, package_cache=self.cache / "conda" / "verified-pkgs",
-                        reporter=context.reporter, offline=context.options.offline)
+                        reporter=context.reporter, offline=context.options.offline, runner=context.runner)
         rattler.write_records(records, location.staging / SOLVED)
         writes.delete(location.staging / "CACHEDIR.TAG")  # rattler's; backup tools skip tagged dirs
 

@@ -3,6 +3,9 @@
 A catalogue of checks with stable ids (see the README); each returns findings with a status
 (ok/warn/fail/skip), the evidence it read, and the fix. The environment is read as files
 (dist-info, ``build_info.py``, ELF RUNPATHs); libraries are loaded only in a child process.
+A part of the env the user running doctor cannot read (a directory without search permission, a
+link into one) is a finding, ``env.readable``, never a traceback: every check runs through
+:func:`_guarded`.
 """
 
 from __future__ import annotations
@@ -26,35 +29,64 @@ def run_doctor(root: Path | None = None, python: Path | None = None, host=None,
 
         host = probe()
     report = Report(target={"host": host.to_dict()})
-    env = None
+    env, unreadable = None, None
     if root is not None or python is not None:
         from tfgpu.doctor.envfacts import read_env
 
-        env = read_env(root, python)
-        report.target["env"] = env.to_dict()
+        try:
+            env = read_env(root, python)
+        except OSError as error:
+            report.target["env"] = {"root": str(root or python)}
+            unreadable = _unreadable("env.readable", error)
+        else:
+            report.target["env"] = env.to_dict()
     tf_cuda = str(env.build_info.get("cuda_version")) if env and env.build_info.get("cuda_version") else None
     report.findings += host_checks.driver_present(host, tf_cuda)
     report.findings += host_checks.driver_new_enough(host, tf_cuda)
     report.findings += host_checks.wsl(host, environ, fs_root)
     report.findings += host_checks.toolkits(host, tf_cuda)
+    if unreadable is not None:
+        report.findings.append(unreadable)
+        return report
     if env is None:
         report.findings.append(Finding("env.given", "No environment given: only the machine was checked", "skip",
                                        ("Add --prefix, --name or --python to check an environment.",)))
         return report
-    report.findings += env_checks.python_supported(env, host)
-    report.findings += env_checks.cuda_build(env, host)
+    report.findings += _guarded(env_checks.python_supported, env, host)
+    report.findings += _guarded(env_checks.cuda_build, env, host)
     if not env.tf_version or not env.build_info.get("is_cuda_build"):
         return report
     from tfgpu.doctor.libraries import load_in_child, resolve_libraries
 
-    resolved = resolve_libraries(env.build_info, env.runpath, env.hook, environ)
-    load_in_child(resolved)
+    try:
+        resolved = resolve_libraries(env.build_info, env.runpath, env.hook, environ)
+        load_in_child(resolved)
+    except OSError as error:
+        report.findings.append(_unreadable("env.readable", error))
+        return report
     report.target["libraries"] = [{"soname": r.soname, "path": r.path, "via": r.via, "version": r.version,
                                    "loaded": r.loaded} for r in resolved]
-    report.findings += env_checks.gpu_architectures(env, host)
-    report.findings += env_checks.libraries(env, resolved)
-    report.findings += env_checks.cudnn_version(env, resolved)
-    report.findings += env_checks.shadowing(env, resolved)
-    report.findings += env_checks.release_bugs(env, resolved)
-    report.findings += env_checks.xla_tools(env, host, environ)
+    report.findings += _guarded(env_checks.gpu_architectures, env, host)
+    report.findings += _guarded(env_checks.libraries, env, resolved)
+    report.findings += _guarded(env_checks.cudnn_version, env, resolved)
+    report.findings += _guarded(env_checks.shadowing, env, resolved)
+    report.findings += _guarded(env_checks.release_bugs, env, resolved)
+    report.findings += _guarded(env_checks.xla_tools, env, host, environ)
     return report
+
+
+def _guarded(check, *args) -> list[Finding]:
+    """``check``'s findings; a file it cannot read (permissions, a link into a closed directory)
+    becomes a failing ``env.readable`` finding naming the path, and the other checks still run."""
+    try:
+        return check(*args)
+    except OSError as error:
+        return [_unreadable("env.readable", error)]
+
+
+def _unreadable(id: str, error: OSError) -> Finding:
+    where = f" {error.filename}" if error.filename else ""
+    return Finding(id, "Part of the environment cannot be read by this user", "fail",
+                   (f"{error.strerror or error}:{where}",),
+                   "Run doctor as the env's owner, or give this user read and search permission "
+                   "(`chmod -R u+rX,go+rX` on the env).")

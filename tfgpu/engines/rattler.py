@@ -8,13 +8,19 @@ rest come from this host when the env is for this host, and from the target plat
 floors when it is a lock for another machine. Packages are hard-linked from rattler's package
 cache into the staging prefix, with the final prefix written into every file that embeds its path,
 so the env can be built aside and moved.
+
+Everything asynchronous (solve, reading the channels' index, install, indexing) runs in a child
+process, ``tfgpu.engines.rattler_child``, started through ``tfgpu.proc.Runner``: rattler's native
+threads can outlive an interpreter and abort it as it exits, and there such a crash is the engine's,
+reported as ``engine-crashed`` with the log, never the tool's. This module builds the requests and
+turns the answers back into rattler's records (plain data: no runtime is started here).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 
 from tfgpu import untrusted
@@ -25,6 +31,8 @@ CONDA_FORGE = "https://conda.anaconda.org/conda-forge"
 GLIBC = "2.28"
 """The glibc a lock for linux-* assumes (the floor the pip side locks for: manylinux_2_28)."""
 MACOS = "14.0"
+PROGRESS = "progress: "
+"""The prefix of the engine process's lines that are passed on to the reporter."""
 
 
 def channel_urls(channels: tuple[str, ...]) -> list[str]:
@@ -112,74 +120,58 @@ def virtual_packages(platform: str, cuda: str | None, *, this_host: bool):
     return found
 
 
-def _gateway(repodata_cache: Path, offline: bool):
-    from rattler import Gateway, SourceConfig
-
-    config = SourceConfig(cache_action="force-cache-only" if offline else "cache-or-fetch")
-    return Gateway(cache_dir=repodata_cache, default_config=config)
-
-
 def solve(specs: list[str], channels: list[str], *, platform: str, cuda: str | None, this_host: bool,
-          repodata_cache: Path, offline: bool, pinned: list | None = None) -> list:
+          repodata_cache: Path, offline: bool, pinned: list | None = None, runner=None) -> list:
     """rattler's solve for ``platform``; a conflict becomes ``unsolvable`` (exit 3) with the solver's
     own explanation and the virtual packages it saw. ``pinned``: records (an env's installed
-    packages) the solution must keep exactly."""
-    from rattler import Channel
-    from rattler import solve as rattler_solve
-    from rattler.exceptions import SolverError
-
+    packages) the solution must keep exactly. ``runner``: whose log keeps the engine's output."""
     virtual = virtual_packages(platform, cuda, this_host=this_host)
     shown = ", ".join(f"{v.name.normalized}={v.version}" for v in virtual if v.name.normalized in ("__cuda", "__glibc"))
-
-    async def run():
-        return await rattler_solve([Channel(url) for url in channels], specs, gateway=_gateway(repodata_cache, offline),
-                                   platforms=[platform, "noarch"], virtual_packages=virtual,
-                                   channel_relations="disabled", pinned_packages=pinned or None)
-
-    try:
-        return asyncio.run(run())
-    except SolverError as error:
+    what = f"{platform} ({shown or 'no __cuda'}): {' | '.join(specs)} from {', '.join(channels)}"
+    answer = _engine("solve", what, {"specs": specs, "channels": channels, "platform": platform, "cuda": cuda,
+                                     "this_host": this_host, "repodata_cache": str(repodata_cache),
+                                     "offline": offline, "pinned": records_to_json(pinned or [])}, runner)
+    error = answer.get("error")
+    if error is None:
+        return _records(answer)
+    if error["kind"] == "unsolvable":
         raise ImpossibleError(
             "unsolvable", f"The conda packages cannot be installed together on {platform} "
-            f"({shown or 'no __cuda'}):\n{_explain(error)}",
+            f"({shown or 'no __cuda'}):\n{_explain(error['text'])}",
             ["`tfgpu-install plan --mode conda` shows the specs and why each was chosen.",
-             "An older TensorFlow, or --mode pip (CUDA from PyPI wheels), may solve where this does not."]) from None
-    except Exception as error:  # rattler raises its own classes for network and cache problems
-        if offline:
-            raise OperationError(
-                "offline-no-cache", f"--offline, but the channel index is not in the cache: {_explain(error)}",
-                ["Run once with network to fill the cache, or use a local channel: --channel /path/to/channel."]) from None
-        raise OperationError("channel-unreachable", f"Could not read the channel index: {_explain(error)}",
-                             ["Check the network and the --channel URL; a local mirror works with "
-                              "--channel file:///path --offline.", "Or --mode pip: CUDA from PyPI wheels, no conda "
-                              "channel needed."]) from None
+             "An older TensorFlow, or --mode pip (CUDA from PyPI wheels), may solve where this does not."])
+    if offline:
+        raise OperationError(
+            "offline-no-cache", f"--offline, but the channel index is not in the cache: {_explain(error['text'])}",
+            ["Run once with network to fill the cache, or use a local channel: --channel /path/to/channel."])
+    raise OperationError("channel-unreachable", f"Could not read the channel index: {_explain(error['text'])}",
+                         ["Check the network and the --channel URL; a local mirror works with "
+                          "--channel file:///path --offline.", "Or --mode pip: CUDA from PyPI wheels, no conda "
+                          "channel needed."])
 
 
 def locked_records(packages, channels: list[str], *, platform: str, repodata_cache: Path, offline: bool,
-                   local_channel: str | None = None) -> list:
+                   local_channel: str | None = None, runner=None) -> list:
     """The full repodata records of locked packages (``(name, version, url, sha256)``; a lock keeps no
     noarch, build number or size), read from the locked channels, matched by URL and checked against
     the locked sha256 — all before anything is installed. ``local_channel`` (a bundle's ``file://``
     channel) is read instead, its records matched by file name."""
-    from rattler import Channel
-
     def key(url: str) -> str:
         return url.rsplit("/", 1)[-1] if local_channel else url
 
     wanted = {key(p.url): p for p in packages}
-    readers = [Channel(local_channel)] if local_channel else [Channel(c) for c in channels]
-    gateway = _gateway(repodata_cache, offline and local_channel is None)  # a local channel needs no network
-
-    async def query():
-        return await gateway.query(readers, [platform, "noarch"], sorted({p.name for p in wanted.values()}),
-                                   recursive=False)
-
-    try:
-        found = {key(str(record.url)): record for records in asyncio.run(query()) for record in records}
-    except Exception as error:  # network / cache: rattler has no common base class
-        raise OperationError("channel-unreachable", f"Could not read the locked channels' index: {_explain(error)}",
+    readers = [local_channel] if local_channel else list(channels)
+    names = sorted({p.name for p in wanted.values()})
+    answer = _engine("query", f"{platform}: {len(names)} locked packages from {', '.join(readers)}",
+                     {"channels": readers, "platforms": [platform, "noarch"], "names": names,
+                      "repodata_cache": str(repodata_cache),
+                      "offline": offline and local_channel is None}, runner)  # a local channel needs no network
+    if answer.get("error") is not None:
+        raise OperationError("channel-unreachable", "Could not read the locked channels' index: "
+                             f"{_explain(answer['error']['text'])}",
                              ["The lock installs from the channels it names; check the network (or run once "
-                              "with network so --offline has the index cached)."]) from None
+                              "with network so --offline has the index cached)."])
+    found = {key(str(record.url)): record for record in _records(answer)}
     records = []
     for url, locked in sorted(wanted.items()):
         record = found.get(url)
@@ -197,13 +189,71 @@ def locked_records(packages, channels: list[str], *, platform: str, repodata_cac
     return records
 
 
-def _explain(error: Exception) -> str:
+def _explain(error) -> str:
     text = str(error).strip()
     return text[:3000]
 
 
+def _engine(operation: str, what: str, request: dict, runner=None, reporter=None) -> dict:
+    """Run one rattler ``operation`` in ``tfgpu.engines.rattler_child`` (see the module docstring)
+    and return its answer; an engine that ends without one is ``engine-crashed``. ``what`` names
+    the operation in the log and in the error."""
+    import signal
+    import tempfile
+
+    from tfgpu.proc import Runner
+
+    runner = runner if runner is not None else Runner()
+
+    def passed_on(line: str) -> None:
+        if reporter is not None and line.startswith(PROGRESS):
+            reporter.output(line.removeprefix(PROGRESS))
+
+    root = str(Path(__file__).resolve().parents[2])  # the child imports this very tfgpu
+    with tempfile.TemporaryDirectory(prefix="tfgpu-rattler-") as scratch:
+        result = Path(scratch) / "answer.json"
+        request = {**request, "op": operation, "what": what, "result": str(result)}
+        done = runner.run([sys.executable, "-m", "tfgpu.engines.rattler_child"], input=json.dumps(request),
+                          on_line=passed_on, env={"PYTHONPATH": root})
+        try:
+            answer = untrusted.load_json(result, untrusted.CHILD_OUTPUT)
+        except untrusted.Unreadable:
+            answer = None
+    if isinstance(answer, dict) and (isinstance(answer.get("records"), list) or isinstance(answer.get("error"), dict)):
+        return answer
+    ended = (f"killed by {signal.Signals(-done.returncode).name}" if done.returncode < 0 and
+             -done.returncode in signal.valid_signals() else f"exit status {done.returncode}")
+    where = f"Its whole output is in {runner.log_path}." if runner.log_path else "Run it again to see if it recurs."
+    raise OperationError("engine-crashed", f"The conda engine (rattler) ended without an answer ({ended}) while "
+                         f"running {operation} for {what}; nothing was changed by the tool.\n{done.tail()}",
+                         [where, "If it recurs, --mode pip takes CUDA from PyPI wheels without rattler."])
+
+
+def _records(answer: dict) -> list:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tfgpu-rattler-") as scratch:
+        return records_from_json(answer["records"], Path(scratch))
+
+
+def records_from_json(rows: list[dict], scratch: Path) -> list:
+    """rattler's repodata records from their JSON (the engine's answers and requests): rattler reads
+    a record from an ``index.json``-like file, and takes its checksums and size apart."""
+    from rattler import PackageRecord, RepoDataRecord
+
+    records = []
+    for number, row in enumerate(rows):
+        path = scratch / f"record-{number}.json"
+        path.write_text(json.dumps(row), encoding="utf-8")
+        package = PackageRecord.from_index_json(path, size=row.get("size"), sha256=row.get("sha256"),
+                                                md5=row.get("md5"))
+        url = str(row["url"])
+        records.append(RepoDataRecord(package, row.get("fn") or url.rsplit("/", 1)[-1], url, row.get("channel") or ""))
+    return records
+
+
 def install(records: list, staging: Path, final: Path, *, package_cache: Path, reporter, offline: bool,
-            keep: set[str] | None = None) -> None:
+            keep: set[str] | None = None, runner=None) -> None:
     """Link ``records`` into ``staging`` with ``final`` as the prefix embedded in files.
 
     rattler checks the sha256 of every archive it downloads, but links a ``file://`` archive as it
@@ -212,24 +262,21 @@ def install(records: list, staging: Path, final: Path, *, package_cache: Path, r
     (:func:`verified_copy`), and rattler is given that copy: nothing unverified reaches the cache.
     ``keep``: packages already in the prefix that are left exactly as they are (adding to an env).
     """
-    from rattler import install as rattler_install
-
     originals = [record.url for record in records]
     store = package_cache.parent / "verified-archives"
     try:
         for record in records:
             if str(record.url).startswith("file://"):
                 record.url = verified_copy(record, store).as_uri()
-        try:
-            asyncio.run(rattler_install(records, target_prefix=staging, alternative_target_prefix=final,
-                                        cache_dir=package_cache, show_progress=False,
-                                        reporter=_Progress(reporter, len(records)), execute_link_scripts=False,
-                                        ignored_packages=keep))
-        except Exception as error:  # noqa: BLE001 - rattler's download/link errors have no common base
+        answer = _engine("install", f"{len(records)} packages into {staging} (prefix {final})",
+                         {"records": records_to_json(records), "staging": str(staging), "final": str(final),
+                          "package_cache": str(package_cache), "keep": sorted(keep) if keep is not None else None},
+                         runner, reporter)
+        if answer.get("error") is not None:
             hint = ("--offline, and a package is not in the package cache: run once with network." if offline else
                     "Check the network and free disk space; the package cache is " + str(package_cache))
-            raise OperationError("install-failed", f"Installing the conda packages failed: {_explain(error)}",
-                                 [hint]) from None
+            raise OperationError("install-failed", "Installing the conda packages failed: "
+                                 f"{_explain(answer['error']['text'])}", [hint])
     finally:
         for record, url in zip(records, originals):
             record.url = url
@@ -289,36 +336,15 @@ def _restore_urls(prefix: Path, records: list) -> None:
             path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 
-class _Progress:
-    """rattler's installer callbacks, passed on to the tool's reporter as one line each."""
-
-    def __init__(self, reporter, total: int) -> None:
-        self.reporter = reporter
-        self.total = total
-        self.linked = 0
-
-    def on_transaction_start(self, total_operations: int) -> None:
-        self.total = total_operations
-
-    def on_download_start(self, cache_entry: int) -> int:
-        return cache_entry
-
-    def on_link_complete(self, index: int) -> None:
-        self.linked += 1
-        if self.reporter is not None:
-            self.reporter.output(f"linked {self.linked}/{self.total} packages")
-
-    def __getattr__(self, name: str):  # every other callback: nothing to report
-        if name.startswith("on_"):
-            return lambda *args, **kwargs: 0
-        raise AttributeError(name)
-
-
 def records_to_json(records: list) -> list[dict]:
     """What the env was solved to, as full repodata records (URL, sha256, md5, depends): written
     into the env and read back by lockfiles."""
-    return sorted((untrusted.parse_json(record.to_json(), untrusted.CHILD_OUTPUT, "a solved record")
-                   for record in records), key=lambda row: row["name"])
+    # A prefix record's own fields (its files) are not the package's.
+    rows = ({key: value for key, value in untrusted.parse_json(record.to_json(), untrusted.CHILD_OUTPUT,
+                                                                "a solved record").items()
+             if key not in ("files", "paths_data", "requested_spec", "requested_specs", "link",
+                            "package_tarball_full_path", "extracted_package_dir")} for record in records)
+    return sorted(rows, key=lambda row: row["name"])
 
 
 def write_records(records: list, path: Path) -> None:
@@ -326,3 +352,11 @@ def write_records(records: list, path: Path) -> None:
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     partial.write_text(json.dumps(records_to_json(records), indent=1) + "\n", encoding="utf-8")
     os.replace(partial, path)
+
+
+def index_channel(directory: Path, runner=None) -> None:
+    """Write ``repodata.json`` for every subdirectory of the channel ``directory`` (rattler's indexer)."""
+    answer = _engine("index", str(directory), {"channel": str(directory)}, runner)
+    if answer.get("error") is not None:
+        raise OperationError("index-failed", f"Indexing the channel {directory} failed: "
+                             f"{_explain(answer['error']['text'])}", ["Check free disk space and try again."])

@@ -28,7 +28,15 @@ def search_dirs() -> list[Path]:
 
 
 def health(prefix: Path, recorded: dict) -> list[str]:
-    """What is wrong with the env at ``prefix`` on a cheap look (empty: it looks whole)."""
+    """What is wrong with the env at ``prefix`` on a cheap look (empty: it looks whole); a part this
+    user cannot read (permissions) is said as a problem, not raised."""
+    try:
+        return _health(prefix, recorded)
+    except OSError as error:
+        return [f"cannot be read by this user ({error.strerror or error}: {error.filename})"]
+
+
+def _health(prefix: Path, recorded: dict) -> list[str]:
     problems = []
     python = prefix / "bin" / "python"
     if not python.exists():  # exists() follows the link: a venv whose base interpreter is gone fails too
@@ -62,11 +70,14 @@ def list_envs(dirs: list[Path] | None = None) -> list[dict]:
     envs = []
     for root in dirs or search_dirs():
         try:
-            children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+            children = sorted(p for p in root.iterdir() if _is_dir(p) and not p.name.startswith("."))
         except OSError:
             continue
         for prefix in children:
-            recorded = marker.proof(prefix)
+            try:
+                recorded = marker.proof(prefix)
+            except OSError:  # an env this user cannot enter proves nothing to them
+                recorded = None
             if recorded is None:
                 continue
             problems = health(prefix, recorded)
@@ -78,3 +89,10 @@ def list_envs(dirs: list[Path] | None = None) -> list[dict]:
                 "from_lock": recorded.get("from_lock"), "healthy": not problems, "problems": problems,
             })
     return envs
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False

@@ -16,7 +16,6 @@ checked against the lock's sha256) and the wheels from ``DIR/wheels`` with every
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -108,8 +107,7 @@ file stops the install (exit 3) with nothing changed. The conda packages come fr
 
 def build_conda_bundle(resolution, platform, out: Path, *, channels: list[str], reporter=None) -> dict:
     """Write the conda bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
-    from rattler.index import index_fs
-
+    from tfgpu.engines import rattler
     from tfgpu.lock import conda_install, conda_lock
     from tfgpu.paths import cache_root
 
@@ -131,7 +129,7 @@ def build_conda_bundle(resolution, platform, out: Path, *, channels: list[str], 
             stale.unlink()
     for subdir in ("noarch", platform.name):
         (out / "channel" / subdir).mkdir(parents=True, exist_ok=True)
-    asyncio.run(index_fs(out / "channel", force=True))
+    rattler.index_channel(out / "channel", runner)
     wheels = [Wheel(file_name(p.url), p.url, p.hash.sha256, 0) for p in lock.packages(platform.name, "pip")]
     say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
     collect(wheels, out / "wheels", reporter)

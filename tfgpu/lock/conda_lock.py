@@ -117,8 +117,12 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
     output_dir(path.parent, output or str(path))
     packages, content_hash, custom = [], {}, {"tfgpu_format": FORMAT, "tfgpu_tool_version": __version__}
     for platform, resolution, cpu_only in targets:
-        entries, inputs = lock_platform(platform, resolution, cpu_only, channels, runner=runner, uv=uv, cache=cache,
-                                        reporter=reporter)
+        try:
+            entries, inputs = lock_platform(platform, resolution, cpu_only, channels, runner=runner, uv=uv,
+                                            cache=cache, reporter=reporter)
+        except BaseException as error:
+            runner.record_failure(error)  # the log holds what failed, and the message names the log
+            raise
         packages += entries
         content_hash[platform.name] = _inputs_digest(inputs)
         recorded = resolution.to_dict()
@@ -157,7 +161,7 @@ def lock_platform(platform, resolution, cpu_only: bool, channels: list[str], *, 
     if reporter is not None:
         reporter.note(f"solving {platform.name}: {' | '.join(specs)} (__cuda={cuda or 'none'})")
     records = rattler.solve(specs, channels, platform=platform.name, cuda=cuda, this_host=False,
-                            repodata_cache=cache / "conda" / "repodata", offline=False)
+                            repodata_cache=cache / "conda" / "repodata", offline=False, runner=runner)
     entries = []
     for record in sorted(records, key=lambda r: r.name.normalized):
         entries.append(_entry(platform.name, "conda", record.name.normalized, str(record.version),
