@@ -244,6 +244,10 @@ def reads_around_the_door(source: str) -> list[str]:
             if _reads(mode, assigned):
                 found.append(f"{where}: open() for reading")
         elif isinstance(func, ast.Attribute) and func.attr == "open":  # Path.open(mode)
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Call) and (getattr(first.func, "attr", None) or getattr(first.func, "id", None)) \
+                    == "Request":
+                continue  # an HTTP request through urllib's opener: the URL door's concern, not a file
             mode = node.args[0] if node.args else keywords.get("mode")
             if _reads(mode, assigned):
                 found.append(f"{where}: .open() for reading")
@@ -280,6 +284,7 @@ def test_the_door_check_sees_each_way_around(source):
     "import os\nos.open(path, os.O_RDWR | os.O_CREAT, 0o644)", "import json\njson.dumps(value)",
     "mode, done = 'ab', 1\nmode, done = 'wb', 0\nopen(part, mode)",
     "import tarfile\ntarfile.open(fileobj=raw, mode='r:*')",
+    "import urllib.request\nopener.open(urllib.request.Request(url), timeout=5)",
 ])
 def test_the_door_check_lets_writes_through(source):
     assert reads_around_the_door(source) == []
