@@ -12,6 +12,9 @@ from pathlib import Path
 from tfgpu.engines import uv as uv_engine
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.repair.survey import distributions
+from tfgpu.requirements import canonical, lines, requirement
+
+_WANTED, _HELD = "A CUDA package the repair adds", "A package the env already holds"
 
 
 class PipPackages:
@@ -31,8 +34,9 @@ class PipPackages:
         pinned = {n: v for n, v in distributions(self.site).items() if n not in changing}
         with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
             requirements, constraints = Path(tmp) / "requirements.in", Path(tmp) / "constraints.txt"
-            requirements.write_text("".join(f"{p.wanted}\n" for p in wanted), encoding="utf-8")
-            constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pinned.items())), encoding="utf-8")
+            requirements.write_text(lines(canonical(p.wanted, what=_WANTED) for p in wanted), encoding="utf-8")
+            constraints.write_text(lines(requirement(n, f"=={v}", what=_HELD) for n, v in sorted(pinned.items())),
+                                   encoding="utf-8")
             argv = uv_engine.install(self.uv, str(self.python), requirements, cache=self.cache, extra=self.sources,
                                      constraints=constraints, compile_bytecode=False)
             reporter.note(f"installing {', '.join(p.wanted for p in wanted)} (everything else pinned as it is)")
@@ -60,7 +64,7 @@ class PipPackages:
             reporter.note(f"putting back {', '.join(back)}")
             with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
                 pins = Path(tmp) / "requirements.txt"
-                pins.write_text("".join(f"{pin}\n" for pin in back), encoding="utf-8")
+                pins.write_text(lines(canonical(pin, what=_HELD) for pin in back), encoding="utf-8")
                 done = self.runner.run(uv_engine.install(self.uv, str(self.python), pins, cache=self.cache,
                                                          extra=self.sources, no_deps=True, compile_bytecode=False))
             if done.returncode != 0:
