@@ -157,6 +157,7 @@ def requirement(name: str, spec: str = "", *, what: str, extras: tuple[str, ...]
 
 def lines(requirements) -> str:
     """The text of a requirements file: one requirement a line, each minted by this door."""
+    requirements = list(requirements)
     for item in requirements:
         if not isinstance(item, Requirement):
             raise TypeError(f"{item!r} did not come through tfgpu.requirements (a requirements file takes only "
