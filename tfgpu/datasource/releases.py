@@ -43,10 +43,18 @@ class WheelFile:
 
 
 def wheel_from_json(entry: dict, base_url: str) -> WheelFile | None:
-    """A WheelFile for a PyPI JSON file entry, or None if it is no wheel for a known platform."""
-    filename = entry["filename"]
+    """A WheelFile for a PyPI JSON file entry, or None if it is no wheel for a known platform.
+    Its URL must pass the transport rule here, before anything is fetched from it."""
+    from tfgpu import untrusted
+    from tfgpu.urls import checked
+
+    where = f"{base_url} (a file entry)"
+    entry = untrusted.expect(entry, dict, untrusted.UPSTREAM, base_url, "a file entry")
+    filename = untrusted.expect(entry.get("filename"), str, untrusted.UPSTREAM, where, "its filename")
     if entry.get("packagetype") != "bdist_wheel" or not filename.endswith(".whl"):
         return None
+    untrusted.expect(entry.get("url"), str, untrusted.UPSTREAM, where, f"the url of {filename}")
+    untrusted.expect(entry.get("size"), int, untrusted.UPSTREAM, where, f"the size of {filename}")
     parts = filename[:-4].split("-")
     if len(parts) not in (5, 6):
         return None
@@ -56,8 +64,8 @@ def wheel_from_json(entry: dict, base_url: str) -> WheelFile | None:
         return None
     pythons = tuple(f"{m.group(1)}.{m.group(2)}" for tag in parts[-3].split(".")
                     if (m := re.fullmatch(r"cp(\d)(\d+)", tag)))
-    return WheelFile(filename, urllib.parse.urljoin(base_url, entry["url"]), int(entry["size"]),
-                     platform, platform_tags[0], pythons)
+    url = checked(urllib.parse.urljoin(base_url, entry["url"]), "the index's file list")
+    return WheelFile(filename, url, int(entry["size"]), platform, platform_tags[0], pythons)
 
 
 class Index:
@@ -76,7 +84,8 @@ class Index:
         """The project's JSON document (None when the index has no such project)."""
         with self._lock:
             if project not in self._projects:
-                self._projects[project] = self.fetcher.json(self.project_url(project))
+                self._projects[project] = _project_shape(self.fetcher.json(self.project_url(project)),
+                                                         self.project_url(project))
             return self._projects[project]
 
     def files(self, project: str, version: str) -> list[dict]:
@@ -91,6 +100,25 @@ class Index:
             if (wheel := wheel_from_json(entry, base)) is not None:
                 grouped[wheel.platform].append(wheel)
         return grouped
+
+
+def _project_shape(document, url: str) -> dict | None:
+    """``document`` if it has the shape of a PyPI JSON project page (a table whose ``releases``
+    maps versions to lists of file tables); else ``update-failed`` naming what was found."""
+    from tfgpu import untrusted
+
+    if document is None:
+        return None
+    kind = untrusted.UPSTREAM
+    untrusted.expect(document, dict, kind, url)
+    releases = untrusted.expect(document.get("releases", {}), dict, kind, url, "`releases`")
+    for version, files in releases.items():
+        for entry in untrusted.expect(files, list, kind, url, f"`releases.{version}`"):
+            untrusted.expect(entry, dict, kind, url, f"a file of `releases.{version}`")
+            for key in ("filename", "upload_time_iso_8601"):
+                untrusted.expect(entry.get(key, ""), str, kind, url, f"`{key}` of a file of {version}")
+            untrusted.expect(entry.get("requires_python") or "", str, kind, url, f"`requires_python` of {version}")
+    return document
 
 
 def best_wheel(wheels: list[WheelFile]) -> WheelFile:
