@@ -220,3 +220,19 @@ def test_nothing_new_writes_nothing_and_leaves_the_overlay_as_it_was(update, ind
 def test_a_bad_deadline_setting_is_a_usage_error(update, index):
     done = update(index, TFGPU_UPDATE_TIMEOUT="soon")
     assert (done.code, done.error) == (2, "bad-option-value")
+
+
+def test_a_row_the_loader_refuses_is_never_renamed_into_place(update, index, sandbox):
+    """A release whose facts pass the row checks but not the table's schema (a CUDA version that is
+    no version): the new overlay is read back with plan's loader first, so nothing replaces the old one."""
+    wheel = wheel_bytes("build_info = {'is_cuda_build': True, 'cuda_version': '12.x', 'cudnn_version': '9'}\n")
+    Index.files = {WHEEL: wheel}
+    Index.document = json.dumps({"releases": {NEW: [entry(size=len(wheel))]}}).encode()
+    data = sandbox / "data"
+    data.mkdir()
+    (data / "tensorflow-updates.toml").write_bytes(b"# kept\n")
+    done = update(index)
+    assert (done.code, done.error) == (1, "update-failed"), done.out + done.err
+    assert "nothing was written" in json.loads(done.out)["error"]["message"]
+    assert sorted(p.name for p in data.iterdir()) == ["tensorflow-updates.toml"]
+    assert (data / "tensorflow-updates.toml").read_bytes() == b"# kept\n"
