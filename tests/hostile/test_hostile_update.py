@@ -233,6 +233,6 @@ def test_a_row_the_loader_refuses_is_never_renamed_into_place(update, index, san
     (data / "tensorflow-updates.toml").write_bytes(b"# kept\n")
     done = update(index)
     assert (done.code, done.error) == (1, "update-failed"), done.out + done.err
-    assert "nothing was written" in json.loads(done.out)["error"]["message"]
+    assert "does not pass the checks every table passes" in json.loads(done.out)["error"]["message"]
     assert sorted(p.name for p in data.iterdir()) == ["tensorflow-updates.toml"]
     assert (data / "tensorflow-updates.toml").read_bytes() == b"# kept\n"
