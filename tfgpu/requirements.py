@@ -109,8 +109,6 @@ def problem(text: object, *, markers: bool = False) -> str | None:
         return "it starts with '-', so an installer would read it as an option"
     if _UNSAFE.search(text.replace(" ", "")) or text != text.strip():
         return "it holds line breaks, tabs or control characters, or surrounding spaces"
-    if "@" in text and not markers:
-        return "a URL requirement (`name @ url`) is never taken from data"
     try:
         parsed = Parsed(text)
     except InvalidRequirement as error:

@@ -106,6 +106,8 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
         reader = ReleaseReader(index, known_capabilities=capabilities)
         with concurrent.futures.ThreadPoolExecutor(JOBS) as pool:
             records = list(pool.map(reader.read, wanted))
+        good = [r for r in records if not validate(r)]
+        skipped = [{"version": r.version, "reason": validate(r)} for r in records if validate(r)]
     except _MALFORMED as error:
         raise OperationError("update-failed", f"The answer of {url} is not what a PyPI JSON API and its wheels "
                              f"look like ({type(error).__name__}: {str(error)[:200]}); nothing was written.",
@@ -120,8 +122,6 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
                              ["Check the network (PyPI must be reachable), or give a mirror of the PyPI JSON API "
                               "with --index URL.", "The data shipped with tfgpu-install still works: "
                               "`tfgpu-install plan` needs no network."]) from None
-    good = [r for r in records if not validate(r)]
-    skipped = [{"version": r.version, "reason": validate(r)} for r in records if validate(r)]
     fetched = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     header = HEADER.format(date=fetched, index=url, shipped=shipped.get("generated", "?"))
     text = render_toml(good, header, {"fetched": fetched, "index": url, "shipped_generated": shipped.get("generated", "")})

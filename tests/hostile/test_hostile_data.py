@@ -153,3 +153,16 @@ def test_the_door_renders_the_canonical_form():
     assert requirements.requirement("nvidia-cudnn-cu12", ">=9.3.0.75,<10.0", what="t") == \
         "nvidia-cudnn-cu12<10.0,>=9.3.0.75"
     assert requirements.match_spec("tensorflow ==2.17.0 cuda*", what="t") == "tensorflow ==2.17.0 cuda*"
+
+
+@pytest.mark.parametrize("case", ["option-key", "newline-key", "gpu-package-option", "option-value"])
+@pytest.mark.parametrize("command", ["plan", "script"])
+def test_the_door_holds_where_a_table_escaped_its_schema(cli, sandbox, overlay, monkeypatch, case, command):
+    """The schema is the first check, not the only one: with it switched off (a forged parse cache,
+    a table added without a schema), the requirement door still refuses the row."""
+    monkeypatch.setattr("tfgpu.data.schema.validate", lambda *args: None)
+    before = snapshot(sandbox)
+    done = cli(*COMMANDS[command], env=overlay("tensorflow.toml", HOSTILE_ROWS[case]))
+    assert (done.code, done.error) == (2, "bad-requirement"), done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+    assert not (sandbox / "install.sh").exists()
