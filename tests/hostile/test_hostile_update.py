@@ -162,7 +162,9 @@ def test_a_trickling_server_ends_within_the_deadline(update, index, sandbox, dri
     done = update(index)
     took = time.monotonic() - started
     assert (done.code, done.error) == (1, "update-failed"), done.out + done.err
-    assert took < 3 + 5  # the 3 s deadline, plus the interpreter's start
+    # the 3 s deadline, plus the interpreter's start on a busy machine; the answer alone would
+    # take 2 s a byte, many minutes
+    assert took < 3 + 12
     assert "deadline" in json.loads(done.out)["error"]["message"]
     assert not (sandbox / "data").exists()
 
