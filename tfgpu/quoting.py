@@ -68,6 +68,7 @@ def yaml_document(value) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
 
     Dumper.add_representer(str, text)
+    Dumper.add_multi_representer(str, text)  # str subclasses too (tfgpu.requirements.Requirement)
     return yaml.dump(value, Dumper=Dumper, sort_keys=False, default_flow_style=False, width=1 << 20,
                      allow_unicode=False)
 

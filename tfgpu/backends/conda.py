@@ -26,7 +26,8 @@ from tfgpu.backends.base import (
     kernel_steps,
     write_marker,
 )
-from tfgpu.backends.pip import site_packages
+from tfgpu.backends.pip import IPYKERNEL, site_packages
+from tfgpu.requirements import lines
 from tfgpu.engines import rattler
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import activation, marker, writes
@@ -73,14 +74,14 @@ class CondaBackend(Backend):
                                                  no_deps=True))]
         else:
             specs, pip = rattler.conda_specs(resolution, options.tf_source)
-            pip += ["ipykernel"] if options.jupyter else []
+            pip += [IPYKERNEL] if options.jupyter else []
             steps = self._solved_packages(resolution, root, specs, options)
             sources = uv_engine.sources(options.find_links, options.offline)
             if pip:
                 req_in, req_lock = root / "tfgpu" / "requirements.in", root / "tfgpu" / "requirements.txt"
                 steps += [
                     Step(StepKind.REQUIREMENTS, f"Write the PyPI requirements ({len(pip)})", writes=(str(req_in),),
-                         content="\n".join(pip)),
+                         content=lines(pip)),
                     Step(StepKind.RESOLVE, "Resolve TensorFlow's PyPI dependencies for the env's Python (hashes "
                          "included)", uv_engine.compile_hashed(self.uv, req_in, req_lock, python, cache=cache,
                                                                extra=sources), writes=(str(req_lock),)),

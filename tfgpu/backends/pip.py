@@ -17,6 +17,9 @@ from tfgpu.backends.base import Backend, Context, Location, Options, Source, Ste
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import activation, bytecode, marker
 from tfgpu.errors import ImpossibleError
+from tfgpu.requirements import lines, requirement
+
+IPYKERNEL = requirement("ipykernel", what="--jupyter")
 
 
 class PipBackend(Backend):
@@ -54,9 +57,9 @@ class PipBackend(Backend):
                 extra, index_env = uv_engine.locked_index(source.index)
                 sources += extra
         else:
-            requirements = list(resolution.packages.pip) + (["ipykernel"] if options.jupyter else [])
+            requirements = list(resolution.packages.pip) + ([IPYKERNEL] if options.jupyter else [])
             steps = [Step(StepKind.REQUIREMENTS, f"Write the requirements ({len(requirements)})", writes=(str(req_in),),
-                          content="\n".join(requirements))]
+                          content=lines(requirements))]
         title = f"Install TensorFlow {libraries}".rstrip()
         if self.engine(options) == "uv":
             warm = facts.get("warm", False)

@@ -48,6 +48,29 @@ def _one_line(text: str) -> bool:
     return not re.search(r"[\x00-\x1f\x7f\x85\u2028\u2029]", text)
 
 
+def _name(text: str) -> bool:
+    from tfgpu.requirements import name_problem
+
+    return name_problem(text) is None
+
+
+def _requirement(text: str) -> bool:
+    from tfgpu.requirements import problem
+
+    return problem(text) is None
+
+
+def _specifier_word(text: str) -> bool:
+    """A version specifier that is also safe to append to a name: one line, no spaces, not an option."""
+    return _specifier(text) and not re.search(r"[\s\x00-\x1f\x7f-\x9f]", text) and not text.startswith("-")
+
+
+def _conda_name(text: str) -> bool:
+    from tfgpu.requirements import spec_problem
+
+    return " " not in text and spec_problem(text) is None
+
+
 @dataclass(frozen=True)
 class Str:
     """A string; ``form`` a regular expression it must match whole, or a named check."""
@@ -63,7 +86,11 @@ class Str:
         if value == "" and self.blank:
             return
         checks = {"version": (_version, "a PEP 440 version"), "specifier": (_specifier, "a PEP 440 specifier"),
-                  "regex": (_regex, "a regular expression"), "line": (_one_line, "one line of text")}
+                  "regex": (_regex, "a regular expression"), "line": (_one_line, "one line of text"),
+                  "name": (_name, "a package name (PEP 508: ASCII letters, digits, '.', '_', '-')"),
+                  "requirement": (_requirement, "a requirement on one line (`name==1.2`), not an option or URL"),
+                  "pin": (_specifier_word, "a version specifier without spaces (`>=9,<10`)"),
+                  "conda-name": (_conda_name, "a conda package name")}
         if self.form in checks:
             ok, expected = checks[self.form]
             if not ok(value):
@@ -120,15 +147,22 @@ class Table:
 
 @dataclass(frozen=True)
 class Map:
-    """A table of any keys, each value of one kind."""
+    """A table of any keys, each value of one kind; ``key``: the check each key must pass too (a
+    key that becomes a package name or an option is data like any value)."""
 
     value: object
     required: bool = False
+    key: Str = None
 
     def check(self, value, where: str) -> None:
         if not isinstance(value, dict):
             raise _bad(where, "a table", value)
         for key, element in value.items():
+            if self.key is not None:
+                try:
+                    self.key.check(key, where)
+                except Invalid as problem:
+                    raise Invalid(f"a key of `{where}`", problem.expected, key, shown=True) from None
             self.value.check(element, f"{where}.{key}")
 
 
@@ -185,8 +219,10 @@ WHEEL = Table({"python": List(Str(r"[0-9]+\.[0-9]+")), "platform_tag": opt(Str("
 SCHEMAS: dict[str, Table] = {
     "tensorflow.toml": Table({"release": Rows(Table({
         "version": Str("version", blank=False), "uploaded": opt(Str("line")), "requires_python": opt(Str("specifier")),
-        "gpu_package": opt(Str(r"[A-Za-z0-9._-]+")), "numpy": opt(Str("line")), "prerelease": Bool(),
-        "cuda_extra": opt(Str(r"[a-z0-9-]*")), "and_cuda": Map(Str("specifier")), "wheels": Map(WHEEL),
+        "gpu_package": opt(Str("name")), "numpy": opt(Str("line")), "prerelease": Bool(),
+        "cuda_extra": opt(Str(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")),
+        "and_cuda": Map(Str("pin"), key=Str("name", blank=False)),
+        "wheels": Map(WHEEL, key=Str(r"[a-z0-9_]+", blank=False)),
         "source": SOURCES}))}),
     "tensorflow_series.toml": Table({"series": Rows(Table({
         "series": Str(r"[0-9]+\.[0-9]+", blank=False), "python": Str("line"), "compiler": Str("line"),
@@ -221,28 +257,28 @@ SCHEMAS: dict[str, Table] = {
         "example": opt(Str()), "shadows": List(Str("line"))}), nonempty=False)}),
     "metal.toml": Table({"metal": Rows(Table({
         "tensorflow": Str("specifier"), "metal": Str("version", blank=False), "macos": opt(Str("line")),
-        "python": List(Str(r"[0-9]+\.[0-9]+")), "x86_64": Bool(), "package": opt(Str(r"[A-Za-z0-9._-]+")), **_OPT}))}),
+        "python": List(Str(r"[0-9]+\.[0-9]+")), "x86_64": Bool(), "package": opt(Str("name")), **_OPT}))}),
     "conda_forge.toml": Table({
         "cudatoolkit": Table({"versions": List(Str("version"), required=True)}),
         "cuda_version": Table({"versions": List(Str("version"), required=True)}),
-        "cuda12_packages": Table({"names": List(Str(r"[a-z0-9._-]+"), required=True)}),
+        "cuda12_packages": Table({"names": List(Str("conda-name", blank=False), required=True)}),
         "tensorflow": Rows(Table({"versions": List(Str("version")), "cuda": List(Str("version"))}), required=False)}),
     "conda_cudnn.toml": Table({"cudnn": Rows(Table({
         "version": Str("version", blank=False), "cuda": List(Str("version")), "cuda_win": List(Str("version")),
         "runs_with": List(Str("line")), "skip": List(Str("line")), "source": SOURCES}))}),
     "ptx.toml": Table({"target": Rows(Table({"cc": Str(r"[0-9]+\.[0-9]+"), "min_ptx_isa": Str(r"[0-9]+\.[0-9]+"),
                                              "name": opt(Str("line")), "source": SOURCES})),
-                       "xla": Table({"cuda_to_ptx_isa": Map(Str(r"[0-9]+\.[0-9]+")), "rule": opt(Str("line")),
+                       "xla": Table({"cuda_to_ptx_isa": Map(Str(r"[0-9]+\.[0-9]+"), key=Str(r"[0-9]+\.[0-9]+")), "rule": opt(Str("line")),
                                      "error": opt(Str("line"))}, required=False)}),
     "macos_wheels.toml": Table({"wheels": Rows(Table({
-        "project": Str(r"[A-Za-z0-9._-]+", blank=False), "version": Str("version", blank=False),
+        "project": Str("name", blank=False), "version": Str("version", blank=False),
         "prerelease": Bool(), "yanked": Bool(), "macos_x86_64": List(Str(r"[0-9]+\.[0-9]+")),
         "macos_arm64": List(Str(r"[0-9]+\.[0-9]+")), "source": SOURCES}))}),
     "pip_cuda.toml": Table({"set": Rows(Table({
         "tensorflow": Str("specifier"), "cuda": Str("version"), "cudnn": Str("version"),
-        "packages": List(Str(r"[A-Za-z0-9][A-Za-z0-9._\[\],-]*(==|>=|<=|~=|!=|<|>)[A-Za-z0-9.*+!_,<>=-]+"), required=True),
+        "packages": List(Str("requirement", blank=False), required=True),
         "source": SOURCES}), nonempty=False),
-        "ptxas": Table({"first_good": opt(Str("version")), "package": opt(Str(r"[A-Za-z0-9._-]+"))}, required=False)}),
+        "ptxas": Table({"first_good": opt(Str("version")), "package": opt(Str("name"))}, required=False)}),
     "sonames.toml": Table({"cuda": Rows(Table({
         "versions": Str("specifier"), "source": SOURCES,
         "libraries": Rows(Table({"name": Str(r"[A-Za-z0-9_]+"), "soname": Str(r"lib[A-Za-z0-9_.{}-]+\.so[0-9.{}a-z_]*"),

@@ -18,11 +18,17 @@ UPDATES_FILE = "tensorflow-updates.toml"
 def updates() -> dict:
     """The overlay, parsed and checked against tensorflow.toml's schema (it was fetched from the
     network, so it is held to the same rules as a shipped table); {} when there is none."""
-    from tfgpu.data import parse
-    from tfgpu.errors import OperationError, UsageError
     from tfgpu.paths import data_dir
 
-    path = data_dir() / UPDATES_FILE
+    return load(data_dir() / UPDATES_FILE)
+
+
+def load(path) -> dict:
+    """The overlay at ``path``, parsed and checked ({} when there is none): what :func:`updates`
+    reads, and what ``update-data`` checks a new overlay with before it renames it into place."""
+    from tfgpu.data import parse
+    from tfgpu.errors import OperationError, UsageError
+
     if not (path.exists() or path.is_symlink()):
         return {}
     raw = untrusted.read_bytes(path, untrusted.OVERLAY)

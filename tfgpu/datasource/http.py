@@ -5,6 +5,10 @@ than ``max_range_bytes`` are refused before they are read, and a server that ans
 request with the whole file is refused too (that would download the wheel). ``offline=True``
 answers only from the cache and never opens a connection. Every URL, and every redirect's
 target, passes the URL door (``tfgpu.urls``) before a connection is opened to it.
+
+A ``deadline`` (a ``time.monotonic()`` value) bounds a whole run, not one read: a server that
+sends one byte every few seconds never trips a per-read timeout, so a watchdog shuts the
+connection's socket down when the deadline passes, and no retry starts after it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import http.client
 import json
 import os
 import re
+import socket
 import threading
 import time
 import urllib.error
@@ -38,9 +43,6 @@ class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, target)
 
 
-_OPENER = urllib.request.build_opener(_CheckedRedirects)
-
-
 class Fetcher:
     """Fetches JSON documents and byte ranges, retrying transient failures.
 
@@ -52,7 +54,7 @@ class Fetcher:
 
     def __init__(self, cache_dir: Path | None = None, *, refresh_json: bool = False, timeout: float = 60.0,
                  retries: int = 5, offline: bool = False, max_json_bytes: int = MAX_JSON_BYTES,
-                 max_range_bytes: int = MAX_RANGE_BYTES, on_retry=None) -> None:
+                 max_range_bytes: int = MAX_RANGE_BYTES, on_retry=None, deadline: float | None = None) -> None:
         self.cache_dir = cache_dir
         self.refresh_json = refresh_json
         self.timeout = timeout
@@ -61,6 +63,8 @@ class Fetcher:
         self.max_json_bytes = max_json_bytes
         self.max_range_bytes = max_range_bytes
         self.on_retry = on_retry
+        self.deadline = deadline
+        """``time.monotonic()`` after which no request runs on (None: only the per-request timeout)."""
         self._stats_lock = threading.Lock()
         self.requests = 0
         self.bytes = 0
@@ -74,7 +78,12 @@ class Fetcher:
             except untrusted.Unreadable:
                 pass  # a damaged cache entry is asked for again (or, offline, is not in the cache)
         body = self._request(url, None)
-        document = None if body is None else untrusted.parse_json(body, untrusted.UPSTREAM, url)
+        from tfgpu.errors import TfgpuError
+
+        try:
+            document = None if body is None else untrusted.parse_json(body, untrusted.UPSTREAM, url)
+        except TfgpuError as error:
+            raise SourceError(error.message) from None
         if cached:
             write_atomic(cached, json.dumps(document).encode())
         return document
@@ -113,10 +122,15 @@ class Fetcher:
             headers["Range"] = "bytes={}-{}".format(*byte_range)
         limit = byte_range[1] - byte_range[0] + 1 if byte_range else self.max_json_bytes
         for attempt in range(self.retries + 1):
+            remaining = self._remaining(url)
+            watch = _Watchdog(remaining)
             try:
-                with _OPENER.open(urllib.request.Request(url, headers=headers), timeout=self.timeout) as response:
+                with watch, _opener(watch).open(urllib.request.Request(url, headers=headers),
+                                                timeout=min(self.timeout, remaining)) as response:
                     _check_response(url, response, byte_range, limit)
                     data = response.read(limit + 1)
+                if watch.expired:
+                    raise TimeoutError("the deadline passed while the answer was read")
                 break
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:
@@ -124,11 +138,15 @@ class Fetcher:
                 if exc.code != 429 and exc.code < 500 or attempt == self.retries:
                     raise SourceError(f"{url}: HTTP {exc.code} {exc.reason}") from None
                 problem = f"HTTP {exc.code}"
-            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                if watch.expired:
+                    self._remaining(url, after=True)
                 if attempt == self.retries:
                     raise SourceError(f"{url}: {getattr(exc, 'reason', exc)}") from None
                 problem = str(exc)
             delay = 2 ** attempt
+            if self.deadline is not None and time.monotonic() + delay >= self.deadline:
+                raise SourceError(f"{url}: {problem}, and no time is left to try again")
             if self.on_retry:
                 self.on_retry(f"retry in {delay}s ({problem}): {url}")
             time.sleep(delay)
@@ -140,6 +158,81 @@ class Fetcher:
             self.requests += 1
             self.bytes += len(data)
         return data
+
+
+    def _remaining(self, url: str, *, after: bool = False) -> float:
+        """Seconds left before the deadline (the per-request timeout when there is none); a
+        :class:`SourceError` once it has passed."""
+        if self.deadline is None:
+            return self.timeout
+        left = self.deadline - time.monotonic()
+        if left <= 0 or after:
+            raise SourceError(f"{url}: no complete answer before the run's deadline (the whole run may take "
+                              f"{self.timeout:g} s)")
+        return left
+
+
+class _Watchdog:
+    """Shuts down the sockets of one request when its time is up, so a read that trickles in
+    byte by byte ends at the deadline instead of at the server's pleasure."""
+
+    def __init__(self, seconds: float) -> None:
+        self.sockets: list[socket.socket] = []
+        self.expired = False
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+
+    def add(self, sock) -> None:
+        with self._lock:
+            self.sockets.append(sock)
+            if self.expired:
+                _shutdown(sock)
+
+    def _cut(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self.sockets:
+                _shutdown(sock)
+
+    def __enter__(self):
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.cancel()
+
+
+def _shutdown(sock) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _opener(watch: _Watchdog) -> urllib.request.OpenerDirector:
+    """urllib's opener, with every connection's socket handed to ``watch`` and redirects held to
+    the transport rule."""
+
+    class Plain(http.client.HTTPConnection):
+        def connect(self):
+            super().connect()
+            watch.add(self.sock)
+
+    class Secure(http.client.HTTPSConnection):
+        def connect(self):
+            super().connect()
+            watch.add(self.sock)
+
+    class PlainHandler(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(Plain, req)
+
+    class SecureHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(Secure, req, context=self._context)
+
+    return urllib.request.build_opener(PlainHandler, SecureHandler, _CheckedRedirects)
 
 
 def _check_response(url: str, response, byte_range, limit: int) -> None:

@@ -43,10 +43,15 @@ class WheelFile:
 
 
 def wheel_from_json(entry: dict, base_url: str) -> WheelFile | None:
-    """A WheelFile for a PyPI JSON file entry, or None if it is no wheel for a known platform."""
-    filename = entry["filename"]
+    """A WheelFile for a PyPI JSON file entry, or None if it is no wheel for a known platform.
+    Its URL must pass the transport rule here, before anything is fetched from it."""
+    where = f"{base_url} (a file entry)"
+    entry = untrusted.expect(entry, dict, untrusted.UPSTREAM, base_url, "a file entry")
+    filename = untrusted.expect(entry.get("filename"), str, untrusted.UPSTREAM, where, "its filename")
     if entry.get("packagetype") != "bdist_wheel" or not filename.endswith(".whl"):
         return None
+    untrusted.expect(entry.get("url"), str, untrusted.UPSTREAM, where, f"the url of {filename}")
+    untrusted.expect(entry.get("size"), int, untrusted.UPSTREAM, where, f"the size of {filename}")
     parts = filename[:-4].split("-")
     if len(parts) not in (5, 6):
         return None

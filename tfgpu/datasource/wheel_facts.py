@@ -160,7 +160,11 @@ def parse_build_info(source: str) -> BuildInfo:
     """
     constants: dict[str, object] = {}
     info: dict[str, object] = {}
-    for node in ast.parse(source).body:
+    try:
+        body = ast.parse(source).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        raise SourceError(f"build_info.py does not parse as Python ({type(error).__name__})") from None
+    for node in body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             continue
         if node.targets[0].id == "build_info":

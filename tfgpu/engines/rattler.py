@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.requirements import match_spec
 from tfgpu.urls import checked, local_path
 
 CONDA_FORGE = "https://conda.anaconda.org/conda-forge"
@@ -78,7 +79,7 @@ def conda_specs(resolution, tf_source: str = "pypi", cpu_only: bool = False) -> 
     platform of a lock gets its Python alone (TensorFlow comes from PyPI)."""
     specs, pip = list(resolution.packages.conda), list(resolution.packages.pip)
     if cpu_only or not specs:
-        return [f"python {resolution.python}.*"], pip
+        return [match_spec(f"python {resolution.python}.*", what="The env's Python")], pip
     if tf_source != "conda-forge":
         return specs, pip
     from tfgpu.resolver import tables
@@ -92,7 +93,7 @@ def conda_specs(resolution, tf_source: str = "pypi", cpu_only: bool = False) -> 
             f"(its newest is {newest}).",
             [f"--tf {newest} --tf-source conda-forge", "Or drop --tf-source: TensorFlow from PyPI into the conda env."])
     python = next(s for s in specs if s.startswith("python "))
-    return [python, f"tensorflow =={resolution.tensorflow} cuda*"], []
+    return [python, match_spec(f"tensorflow =={resolution.tensorflow} cuda*", what="--tf-source conda-forge")], []
 
 
 def virtual_packages(platform: str, cuda: str | None, *, this_host: bool):

@@ -13,7 +13,7 @@ would open a section), labels through ``one_line``.
 
 from __future__ import annotations
 
-from tfgpu import quoting
+from tfgpu import quoting, requirements
 from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
 from tfgpu.export.bash import comment, default_env_name, header
@@ -41,7 +41,9 @@ def _system(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     row = choose_image(resolution)
     image_python = _image_python(resolution, row)
     tag = quoting.token(row["tag"], quoting.IMAGE_TAG, "The nvidia/cuda image tag")
-    requirement = quoting.def_word(f"{resolution.package}=={resolution.tensorflow}", "The TensorFlow requirement")
+    requirement = quoting.def_word(requirements.requirement(resolution.package, f"=={resolution.tensorflow}",
+                                                            what="The TensorFlow requirement"),
+                                   "The TensorFlow requirement")
     post = ["export DEBIAN_FRONTEND=noninteractive",
             "apt-get update",
             "apt-get install -y --no-install-recommends python3 python3-venv",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from tfgpu import quoting
+from tfgpu import quoting, requirements
 from tfgpu.errors import ImpossibleError
 from tfgpu.export.bash import comment, default_env_name, header
 from tfgpu.envs.activation import wheel_dirs
@@ -147,9 +147,15 @@ def _system(resolution) -> list[str]:
         f"ENV VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1",
         f"RUN python3 -m venv {VENV} \\",
         f"    && {VENV}/bin/pip install --no-cache-dir "
-        f"{quoting.docker_word(resolution.package + '==' + resolution.tensorflow, 'The TensorFlow requirement')}",
+        f"{quoting.docker_word(_tensorflow(resolution), 'The TensorFlow requirement')}",
         *_tail(resolution, "python", "tf"),
     ]
+
+
+def _tensorflow(resolution) -> str:
+    """The system image's one requirement, through the requirement door like every other."""
+    return requirements.requirement(resolution.package, f"=={resolution.tensorflow}",
+                                    what="The TensorFlow requirement")
 
 
 def _conda(resolution) -> list[str]:

@@ -31,6 +31,7 @@ from tfgpu.lock.writing import tools
 from tfgpu.lock.bundle_files import digest, install_script, readme, tool_wheel
 from tfgpu.lock.platforms import Platform
 from tfgpu.paths import output_dir, write_output
+from tfgpu.requirements import canonical
 
 MANIFEST = "bundle.json"
 PARTIAL = ".tfgpu-bundle-partial"
@@ -124,6 +125,7 @@ def add_tool(dest: Path, platform: Platform, python: str, *, reporter=None) -> l
     returns their file names (``pip install --no-index --find-links dest tfgpu-install`` then works)."""
     runner, uv, cache = tools("bundle-tool")
     own, requires = tool_wheel(dest, runner=runner, uv=uv, cache_dir=cache)
+    requires = [canonical(text, what=f"{own}'s Requires-Dist", markers=True) for text in requires]
     _, tool_pylock = pip_lock.compile_pins(requires, platform, python, runner=runner, uv=uv, cache_dir=cache,
                                            only_binary=True)
     deps = wheels_from_pylock(tool_pylock, platform, python)

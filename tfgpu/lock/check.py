@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tfgpu.errors import TfgpuError
 from tfgpu.lock.platforms import parse_platform
+from tfgpu.requirements import canonical
 
 
 @dataclass
@@ -77,7 +78,8 @@ def _check_pip(lock, reporter) -> Check:
     meta, recorded = lock.meta, lock.meta["resolution"]
     found = Check(Path(lock.path), "pip", [meta["platform"]], recorded["tensorflow"], meta["python"])
     platform = parse_platform(meta["platform"])
-    old = pip_lock.lock_inputs(recorded["requirements"], meta["python"], meta["python_platform"], meta["index"])
+    requirements = [canonical(text, what=f"The lock {lock.path}") for text in recorded["requirements"]]
+    old = pip_lock.lock_inputs(requirements, meta["python"], meta["python_platform"], meta["index"])
     try:
         _, resolution, _ = _target(recorded["tensorflow"], "pip", meta["python"], recorded["os"], platform.name,
                                    meta["cpu_only"])

@@ -25,6 +25,7 @@ from tfgpu import __version__, untrusted
 from tfgpu.engines.uv import INDEX_VARIABLES
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.lock.platforms import Platform
+from tfgpu.requirements import lines
 
 FORMAT = 1
 """The lock format this tool writes and reads; bumped when the header's meaning changes."""
@@ -78,7 +79,7 @@ def compile_pins(requirements: list[str], platform: Platform, python: str, *, ru
     index = index or index_url()
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req_in = Path(tmp) / "requirements.in"
-        req_in.write_text("\n".join(requirements) + "\n", encoding="utf-8")
+        req_in.write_text(lines(requirements), encoding="utf-8")
         common = {"python_version": python, "python_platform": platform.uv, "index": index, "cache": cache_dir,
                   "only_binary": only_binary, "refresh": refresh}
         jobs = {"txt": compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", **common)}
@@ -111,7 +112,7 @@ def compile_pylock(requirements: list[str], platform: Platform, python: str, *, 
     index = index_url()
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req_in = Path(tmp) / "requirements.in"
-        req_in.write_text("\n".join(requirements) + "\n", encoding="utf-8")
+        req_in.write_text(lines(requirements), encoding="utf-8")
         argv = compile_for_target(uv, req_in, Path(tmp) / "pylock.toml", python_version=python,
                                   python_platform=platform.uv, index=index, cache=cache_dir, pylock=True,
                                   only_binary=True)

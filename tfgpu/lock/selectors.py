@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, host_platform
+from tfgpu.requirements import canonical
 from tfgpu.resolver.model import Packages, Resolution
 from tfgpu.resolver.request import OSES, parse_arch, parse_choice, parse_python, parse_tf_spec
 
@@ -20,7 +21,8 @@ def lock_resolution(lock) -> Resolution:
         platform=r["platform"], accelerator=r["accelerator"], cuda=r["cuda"], cuda_build=r["cuda_build"],
         cudnn=r["cudnn"], min_driver=r["min_driver"], toolkit_driver=r["toolkit_driver"], driver=None,
         compute_capabilities=tuple(r["compute_capabilities"]),
-        packages=Packages(pip=tuple(r["requirements"]), notes=(f"Exactly as pinned in {where}.",)),
+        packages=Packages(pip=tuple(canonical(text, what=f"The lock {lock.path}") for text in r["requirements"]),
+                          notes=(f"Exactly as pinned in {where}.",)),
         modes={}, warnings=(), reasons=(f"Installed from {where}.",), rejected=())
 
 

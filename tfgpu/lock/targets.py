@@ -11,6 +11,7 @@ from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import Platform, parse_platform
 from tfgpu.resolver.model import Notice, Packages
 from tfgpu.resolver.request import OSES, parse_arch, parse_choice
+from tfgpu.requirements import requirement
 
 CPU_ONLY_CODES = ("no-gpu-build", "windows-native-gpu-unsupported")
 """Resolver errors that mean "this platform has no GPU build" (``--allow-cpu`` turns them into a CPU lock)."""
@@ -67,6 +68,7 @@ def cpu_resolution(reference, platform: Platform, why: str):
                     "Run on Linux x86_64 (or WSL2) for the GPU.")
     return replace(reference, os=platform.os, arch=platform.arch, platform=f"{platform.os}_{platform.arch}",
                    accelerator="cpu", cuda=None, cuda_build=None, cudnn=None, min_driver=None, toolkit_driver=None,
-                   compute_capabilities=(), packages=Packages(pip=(f"tensorflow=={reference.tensorflow}",)),
+                   compute_capabilities=(),
+                   packages=Packages(pip=(requirement("tensorflow", f"=={reference.tensorflow}", what="--allow-cpu"),)),
                    warnings=(*reference.warnings, notice),
                    reasons=(*reference.reasons, f"--allow-cpu: {platform.name} gets the CPU package."))

@@ -10,6 +10,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from tfgpu import requirements as req
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import writes
 from tfgpu.errors import ImpossibleError, OperationError
@@ -18,6 +19,8 @@ from tfgpu.repair.survey import canonical, distributions
 
 KEEP_AS_IS = ("Or keep the env as it is now and set the journal aside: `tfgpu-install repair --undo "
               "--forget-journal --prefix ENV`.")
+
+_WANTED, _HELD = "A CUDA package the repair adds", "A package the env already holds"
 
 
 class PipPackages:
@@ -34,9 +37,10 @@ class PipPackages:
         changing = {p.name for p in plan.change}
         pinned = {n: v for n, v in distributions(self.site).items() if n not in changing}
         with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
-            requirements = writes.scratch_text(Path(tmp), "requirements.in", "".join(f"{p.wanted}\n" for p in wanted))
-            constraints = writes.scratch_text(Path(tmp), "constraints.txt",
-                                              "".join(f"{n}=={v}\n" for n, v in sorted(pinned.items())))
+            requirements = writes.scratch_text(Path(tmp), "requirements.in",
+                                               req.lines(req.canonical(p.wanted, what=_WANTED) for p in wanted))
+            constraints = writes.scratch_text(Path(tmp), "constraints.txt", req.lines(
+                req.requirement(n, f"=={v}", what=_HELD) for n, v in sorted(pinned.items())))
             argv = uv_engine.install(self.uv, str(self.python), requirements, cache=self.cache, extra=self.sources,
                                      constraints=constraints, compile_bytecode=False)
             return self.runner.run([*argv, *(("--dry-run",) if dry_run else ())], on_line=on_line)
@@ -80,7 +84,8 @@ class PipPackages:
         if back:
             reporter.note(f"putting back {', '.join(back)}")
             with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
-                pins = writes.scratch_text(Path(tmp), "requirements.txt", "".join(f"{pin}\n" for pin in back))
+                pins = writes.scratch_text(Path(tmp), "requirements.txt",
+                                           req.lines(req.canonical(pin, what=_HELD) for pin in back))
                 done = self.runner.run(uv_engine.install(self.uv, str(self.python), pins, cache=self.cache,
                                                          extra=self.sources, no_deps=True, compile_bytecode=False))
             if done.returncode != 0:

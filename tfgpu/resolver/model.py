@@ -39,8 +39,19 @@ class Packages:
     """The CUDA wheels the ``pip`` entry's extra brings, as the wheel's METADATA pins them
     (``nvidia-cudnn-cu12<10.0,>=9.10.2.21``): the pins the plan relies on, installed through the extra."""
 
+    def __post_init__(self) -> None:
+        # The door (tfgpu.requirements) is the only maker of what uv, pip, rattler, locks and
+        # exports are handed: a plain string here was built around it.
+        from tfgpu.requirements import MatchSpec, Requirement
+
+        for field_name, kind in (("pip", Requirement), ("cuda_extra", Requirement), ("conda", MatchSpec)):
+            for item in getattr(self, field_name):
+                if not isinstance(item, kind):
+                    raise TypeError(f"Packages.{field_name} takes {kind.__name__} values from tfgpu.requirements, "
+                                    f"not {item!r}")
+
     def to_dict(self) -> dict:
-        return {key: list(value) for key, value in asdict(self).items()}
+        return {key: [str(item) for item in value] for key, value in asdict(self).items()}
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,16 @@ from __future__ import annotations
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from tfgpu.requirements import canonical, match_spec, requirement
 from tfgpu.resolver import tables
 from tfgpu.resolver.model import ModeOption, Notice, Packages
 
 # The CUDA 12 libraries TensorFlow dlopens, plus nvcc tools for XLA's ptxas and libdevice.
 CUDA12_CONDA = ("cuda-cudart", "libcublas", "libcufft", "libcurand", "libcusolver", "libcusparse",
                 "cuda-nvrtc", "cuda-cupti", "libnvjitlink", "cuda-nvcc-tools")
+
+
+_DATA = "A requirement from the release data"
 
 
 def quirks_for(release: tables.Release, mode: str, python: str | None) -> list[tables.Quirk]:
@@ -39,7 +43,8 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
     name = release.gpu_package
     if metal_row is not None:
         return ModeOption(True, Packages(
-            pip=(f"{metal_row.package}=={release.version}", f"tensorflow-metal=={metal_row.metal}"),
+            pip=(requirement(metal_row.package, f"=={release.version}", what=_DATA),
+                 requirement("tensorflow-metal", f"=={metal_row.metal}", what=_DATA)),
             notes=(f"tensorflow-metal {metal_row.metal} is the plugin published for TF "
                    f"{metal_row.tensorflow} (macOS {metal_row.macos}+).",),
         ))
@@ -51,8 +56,8 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
     explicit = [q for q in quirks_for(release, "pip", python) if q.effect == "explicit-pins"]
     if release.and_cuda and not explicit:
         extra = release.cuda_extra or "and-cuda"
-        pip = [f"{name}[{extra}]=={release.version}"]
-        pins = tuple(f"{dist}{spec}" for dist, spec in sorted(release.and_cuda.items()))
+        pip = [requirement(name, f"=={release.version}", extras=(extra,), what=_DATA)]
+        pins = tuple(requirement(dist, spec, what=_DATA) for dist, spec in sorted(release.and_cuda.items()))
         notes = [f"CUDA libraries from the {extra} extra of TF {release.version} (read from its wheel; "
                  f"packages.cuda_extra lists its {len(pins)} pins)."]
         floor = _ptxas_floor(release)
@@ -61,10 +66,10 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
             notes.append(f"{floor}: XLA warns that ptxas up to 12.6.2 miscompiles; the extra's range allows a newer one.")
         return ModeOption(True, Packages(pip=tuple(pip), notes=tuple(notes), cuda_extra=pins))
     if release.and_cuda:
-        pins = [f"{dist}{spec}" for dist, spec in sorted(release.and_cuda.items())
+        pins = [requirement(dist, spec, what=_DATA) for dist, spec in sorted(release.and_cuda.items())
                 if not dist.startswith("tensorrt")]
         return ModeOption(True, Packages(
-            pip=(f"{name}=={release.version}", *pins),
+            pip=(requirement(name, f"=={release.version}", what=_DATA), *pins),
             notes=(f"The and-cuda extra of TF {release.version} cannot be installed ({explicit[0].code}): "
                    "its CUDA pins are installed explicitly, without TensorRT.",),
         ))
@@ -72,7 +77,8 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
     for cuda_set in sets:
         if release.version in cuda_set.tensorflow:
             return ModeOption(True, Packages(
-                pip=(f"{name}=={release.version}", *cuda_set.packages),
+                pip=(requirement(name, f"=={release.version}", what=_DATA),
+                     *(canonical(p, what=_DATA) for p in cuda_set.packages)),
                 notes=(f"TF {release.version} has no and-cuda extra: CUDA {cuda_set.cuda} / cuDNN "
                        f"{cuda_set.cudnn} wheels pinned explicitly.",),
             ))
@@ -89,7 +95,7 @@ def _ptxas_floor(release) -> str:
     if not spec or not first_good or spec.startswith("=="):
         return ""
     allowed = SpecifierSet(spec)
-    return f"{ptxas['package']}>={first_good}" if Version(first_good) in allowed else ""
+    return requirement(ptxas["package"], f">={first_good}", what=_DATA) if Version(first_good) in allowed else ""
 
 
 def _cuda(release, platform: str) -> str:
@@ -135,7 +141,8 @@ def conda_option(release, cuda: str | None, cudnn: str | None, python: str, meta
     name = release.gpu_package
     if metal_row is not None:
         pip_part = pip_option(release, "macos", python, metal_row).packages
-        return ModeOption(True, Packages(conda=(f"python {python}.*",), pip=pip_part.pip, notes=pip_part.notes))
+        return ModeOption(True, Packages(conda=(match_spec(f"python {python}.*", what=_DATA),), pip=pip_part.pip,
+                                         notes=pip_part.notes))
     if not cuda or not cudnn:
         return unavailable("no-gpu-build", f"TF {release.version} has no CUDA build here.")
     forge = tables.conda_forge()
@@ -161,8 +168,8 @@ def conda_option(release, cuda: str | None, cudnn: str | None, python: str, meta
         f"the solve decides whether a build for CUDA {mm} exists.",
         "If the solve fails, use --mode system (NVIDIA's cuDNN archive) or a newer TensorFlow."),)
     return ModeOption(True, warnings=caveats, packages=Packages(
-        conda=tuple(specs),
-        pip=(f"{name}=={release.version}",),
+        conda=tuple(match_spec(spec, what=_DATA) for spec in specs),
+        pip=(requirement(name, f"=={release.version}", what=_DATA),),
         notes=(f"cuDNN {row.version}: major {Version(cudnn).major} as TF requires, minor >= {cudnn}, "
                f"conda-forge build for CUDA {_variants_for(row, mm)}.",
                "TensorFlow itself comes from PyPI into the env's Python, without the and-cuda extra, "
@@ -207,7 +214,7 @@ def system_option(release, platform: str, cuda: str | None, cudnn: str | None) -
                 "(see the README's System mode section)."))
     return ModeOption(True, warnings=tuple(warnings), packages=Packages(
         downloads=(toolkit.runfile_url or toolkit.runfile, archive.url),
-        pip=(f"{release.gpu_package}=={release.version}",),
+        pip=(requirement(release.gpu_package, f"=={release.version}", what=_DATA),),
         notes=tuple(notes),
     ))
 

@@ -1,0 +1,168 @@
+"""Data never becomes options: a data overlay (``TFGPU_DATA_DIR``) or the ``update-data`` overlay
+whose table keys or values look like uv/pip options, hold a line break, a URL requirement or a
+confusable letter is refused when the table is read, before anything is resolved, installed or
+written; and the requirement door itself refuses the same texts wherever they come from."""
+
+from __future__ import annotations
+
+import re
+from importlib.resources import files
+
+import pytest
+
+from .conftest import changed, snapshot
+
+SHIPPED = files("tfgpu.data").joinpath("tensorflow.toml").read_text("utf-8")
+PIP_CUDA = files("tfgpu.data").joinpath("pip_cuda.toml").read_text("utf-8")
+FIRST_PIN = '"nvidia-cublas-cu12" = "==12.2.5.6"\n'
+GPU_PACKAGE = 'gpu_package = "tensorflow"\n'
+MARK = '[[release]]\nversion = "2.15.0"\n'
+
+
+def block_2_15(text: str = SHIPPED) -> str:
+    return text.split(MARK, 1)[1].split("\n[[release]]\n", 1)[0]
+
+
+def with_2_15(old: str, new: str) -> str:
+    """tensorflow.toml with one line of the 2.15.0 row replaced."""
+    head, tail = SHIPPED.split(MARK, 1)
+    block, sep, rest = tail.partition("\n[[release]]\n")
+    assert block.count(old) == 1, old
+    return head + MARK + block.replace(old, new) + sep + rest
+
+
+HOSTILE_ROWS = {
+    "option-key": with_2_15(FIRST_PIN, FIRST_PIN + '"--extra-index-url=http://10.9.9.9/simple" = ">=1"\n'),
+    "newline-key": with_2_15(FIRST_PIN, FIRST_PIN + '"nvidia-nccl-cu11\\n-e /etc" = ">=1"\n'),
+    "url-key": with_2_15(FIRST_PIN, FIRST_PIN + '"evil @ file:///etc/passwd" = ""\n'),
+    "confusable-key": with_2_15(FIRST_PIN, FIRST_PIN + '"nvidia-cudnn-cu1\u0662" = ">=1"\n'),
+    "option-value": with_2_15(FIRST_PIN, '"nvidia-cublas-cu12" = "--index-url=http://10.9.9.9/simple"\n'),
+    "spaced-value": with_2_15(FIRST_PIN, '"nvidia-cublas-cu12" = ">=1 --no-deps"\n'),
+    "gpu-package-option": with_2_15(GPU_PACKAGE, GPU_PACKAGE.replace('"tensorflow"', '"--no-index"')),
+    "gpu-package-confusable": with_2_15(GPU_PACKAGE, GPU_PACKAGE.replace('"tensorflow"', '"tensorfl\u043ew"')),
+    "extra-option": with_2_15('cuda_extra = "and-cuda"', 'cuda_extra = "-e"'),
+    "platform-key": with_2_15("[release.wheels.linux_x86_64]", '[release.wheels."linux_x86_64 --pre"]'),
+}
+
+
+@pytest.fixture
+def overlay(sandbox):
+    """``overlay(name, text)``: a TFGPU_DATA_DIR holding one replaced table; returns the env to pass."""
+    def make(name: str, text: str) -> dict[str, str]:
+        directory = sandbox.parent / "overlay"
+        directory.mkdir(exist_ok=True)
+        (directory / name).write_text(text, "utf-8")
+        return {"TFGPU_DATA_DIR": str(directory)}
+
+    return make
+
+
+COMMANDS = {
+    "plan": ["plan", "--tf", "2.15.0", "--os", "linux", "--arch", "x86_64", "--no-detect", "--json"],
+    "create": ["create", "--tf", "2.15.0", "--os", "linux", "--no-detect", "--driver", "550.54", "--gpu-cc", "8.0",
+               "--no-verify", "--offline", "--prefix", "env", "--json"],
+    "script": ["script", "--format", "bash", "--tf", "2.15.0", "--os", "linux", "--no-detect", "--driver", "550.54",
+               "--gpu-cc", "8.0", "-o", "install.sh", "--json"],
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("case", list(HOSTILE_ROWS))
+def test_a_hostile_overlay_row_is_bad_data_before_anything_runs(cli, sandbox, overlay, case, command):
+    env = overlay("tensorflow.toml", HOSTILE_ROWS[case])
+    before = snapshot(sandbox)
+    done = cli(*COMMANDS[command], env=env)
+    assert (done.code, done.error) == (2, "bad-data"), done.out
+    assert "tensorflow.toml" in done.out and "release[" in done.out  # the file and the key, named
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+    assert not (sandbox / "env").exists() and not (sandbox / "install.sh").exists()
+
+
+@pytest.mark.parametrize("package", ["--no-index", "nvidia-cudnn-cu11 @ file:///etc/passwd",
+                                     "nvidia-cudnn-cu11==8.6.0.163\n-e /etc", "nvidia-cudnn-cu11==8.6; os_name=='nt'",
+                                     "nvidia-cudnn-cu1\u0131==8.6"])
+def test_a_hostile_pip_cuda_pin_is_bad_data(cli, sandbox, overlay, package):
+    first = re.search(r'packages = \[\s*"([^"]+)"', PIP_CUDA)
+    text = PIP_CUDA.replace(f'"{first.group(1)}"', f'"{package}"'.replace("\n", "\\n"), 1)
+    before = snapshot(sandbox)
+    done = cli("plan", "--tf", "2.11", "--os", "linux", "--no-detect", "--json",
+               env=overlay("pip_cuda.toml", text))
+    assert (done.code, done.error) == (2, "bad-data"), done.out
+    assert "pip_cuda.toml" in done.out and "packages" in done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+@pytest.mark.parametrize("case", ["option-key", "newline-key", "gpu-package-option"])
+def test_the_update_overlay_with_a_hostile_row_is_data_overlay_corrupt(cli, sandbox, case):
+    """The same rows in the overlay update-data writes (in the user data dir) are that file's
+    documented error, naming it and the way forward."""
+    data = sandbox.parent / "user-data"
+    data.mkdir()
+    block = block_2_15(HOSTILE_ROWS[case])
+    path = data / "tensorflow-updates.toml"
+    path.write_text('fetched = "2027-01-01"\n\n[[release]]\nversion = "2.99.0"\n' + block, "utf-8")
+    before = snapshot(sandbox)
+    done = cli("plan", "--tf", "2.21", "--os", "linux", "--no-detect", "--json",
+               env={"TFGPU_USER_DATA_DIR": str(data)})
+    assert (done.code, done.error) == (1, "data-overlay-corrupt"), done.out
+    assert str(path) in done.out and "update-data" in done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+HOSTILE_REQUIREMENTS = ["--extra-index-url=http://10.9.9.9/simple", "-e /etc", "--no-index",
+                        "tensorflow==2.15\n-e /etc", "tensorflow==2.15\r--pre", "evil @ file:///etc/passwd",
+                        "tensorfl\u043ew==2.15", "nump\u0131", " tensorflow", "tensorflow==2.15 --no-deps",
+                        "tensorflow; os_name == 'nt'", "\x1b[31mtensorflow", ""]
+
+
+@pytest.mark.parametrize("text", HOSTILE_REQUIREMENTS)
+def test_the_door_refuses_requirements_that_are_options_urls_or_confusables(text):
+    from tfgpu import requirements
+    from tfgpu.errors import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        requirements.canonical(text, what="A test's requirement")
+    assert caught.value.code == "bad-requirement" and "A test's requirement" in caught.value.message
+
+
+@pytest.mark.parametrize(("name", "spec"), [("--no-index", ""), ("tensorflow", "--pre"), ("tensorflow", "==1\n-e ."),
+                                            ("tensorflow==1", ""), ("a b", ""), ("tensorflow", "1.0"),
+                                            ("tensorflow", ">=1 ; os_name=='nt'")])
+def test_the_door_checks_name_and_spec_each_on_its_own(name, spec):
+    from tfgpu import requirements
+    from tfgpu.errors import UsageError
+
+    with pytest.raises(UsageError):
+        requirements.requirement(name, spec, what="A test's requirement")
+
+
+@pytest.mark.parametrize("text", ["--override-channels", "cudnn\n-c evil", "evil::cudnn", "cudnn >=9 --force",
+                                  "CUDNN", "cudnn >=9 build x", "python 3.11.* \u2028"])
+def test_the_door_refuses_conda_specs_that_are_options_or_channels(text):
+    from tfgpu import requirements
+    from tfgpu.errors import UsageError
+
+    with pytest.raises(UsageError):
+        requirements.match_spec(text, what="A test's spec")
+
+
+def test_the_door_renders_the_canonical_form():
+    from tfgpu import requirements
+
+    assert requirements.canonical("TensorFlow[and-cuda] == 2.15.0", what="t") == "TensorFlow[and-cuda]==2.15.0"
+    assert requirements.requirement("nvidia-cudnn-cu12", ">=9.3.0.75,<10.0", what="t") == \
+        "nvidia-cudnn-cu12<10.0,>=9.3.0.75"
+    assert requirements.match_spec("tensorflow ==2.17.0 cuda*", what="t") == "tensorflow ==2.17.0 cuda*"
+
+
+@pytest.mark.parametrize("case", ["option-key", "newline-key", "gpu-package-option", "option-value"])
+@pytest.mark.parametrize("command", ["plan", "script"])
+def test_the_door_holds_where_a_table_escaped_its_schema(cli, sandbox, overlay, monkeypatch, case, command):
+    """The schema is the first check, not the only one: with it switched off (a forged parse cache,
+    a table added without a schema), the requirement door still refuses the row."""
+    monkeypatch.setattr("tfgpu.data.schema.validate", lambda *args: None)
+    before = snapshot(sandbox)
+    done = cli(*COMMANDS[command], env=overlay("tensorflow.toml", HOSTILE_ROWS[case]))
+    assert (done.code, done.error) == (2, "bad-requirement"), done.out
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+    assert not (sandbox / "install.sh").exists()
