@@ -27,7 +27,7 @@ import zlib
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from tfgpu.errors import OperationError
+from tfgpu.errors import OperationError, UsageError
 
 DEFAULT_INDEX = "https://pypi.org/pypi"
 TIMEOUT_S = 30.0

@@ -348,7 +348,7 @@ def test_sigterm_after_the_parent_turned_read_only_leaves_its_mode_and_says_what
         pytest.skip("chattr +a is not available here")
     chattr(parent, "-a")
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Slow, directory=str(local_wheels)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     index = f"http://127.0.0.1:{server.server_address[1]}/"
     env = {**os.environ, "UV_DEFAULT_INDEX": index + "simple/", "TFGPU_CACHE_DIR": str(sandbox / "cold")}
     child = subprocess.Popen([sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--mode", "pip", "--python",

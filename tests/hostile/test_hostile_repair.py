@@ -131,7 +131,7 @@ class SlowWheels(SimpleHTTPRequestHandler):
 @pytest.mark.slow
 def test_sigkill_half_way_through_a_repair_is_rolled_back_by_the_next_run(sandbox, user_env, repair_wheels, cli):
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SlowWheels, directory=str(repair_wheels)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     before, frozen = rh.snapshot(user_env), rh.freeze(user_env)
     journal = user_env / "etc" / "tfgpu" / "repair.json"
     try:
@@ -169,7 +169,7 @@ def test_a_journal_with_conda_forges_underscore_packages_is_ours():
 def _slow_repair(sandbox, user_env, repair_wheels):
     """A repair child fetching its wheels from a slow server on 127.0.0.1; returns (child, server)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SlowWheels, directory=str(repair_wheels)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     child = subprocess.Popen(
         [sys.executable, "-m", "tfgpu", "repair", "--prefix", str(user_env), *QUIET, "--find-links",
          f"http://127.0.0.1:{server.server_address[1]}/", "--json"],

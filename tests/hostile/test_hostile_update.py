@@ -85,7 +85,7 @@ def index():
     Index.document, Index.files, Index.drip, Index.requests = b"{}", {}, "", []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Index)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/pypi"
     server.shutdown()
@@ -169,13 +169,16 @@ def test_a_trickling_server_ends_within_the_deadline(update, index, sandbox, dri
     assert not (sandbox / "data").exists()
 
 
-@pytest.mark.parametrize("url", ["http://10.9.9.9/files/" + WHEEL, "//10.9.9.9/files/" + WHEEL,
-                                 "ftp://127.0.0.1/" + WHEEL, "file:///etc/passwd"])
-def test_listed_wheel_urls_that_break_the_transport_rule_are_refused_before_any_fetch(update, index, sandbox, url):
+@pytest.mark.parametrize(("url", "code"), [("http://10.9.9.9/files/" + WHEEL, "insecure-url"),
+                                           ("//10.9.9.9/files/" + WHEEL, "insecure-url"),
+                                           ("http://10.9.9.9\\@127.0.0.1/files/" + WHEEL, "bad-url"),
+                                           ("ftp://127.0.0.1/" + WHEEL, "bad-url"), ("file:///etc/passwd", "bad-url")])
+def test_listed_wheel_urls_that_break_the_transport_rule_are_refused_before_any_fetch(update, index, sandbox, url,
+                                                                                      code):
     Index.files = {WHEEL: wheel_bytes("build_info = {}\n")}
     Index.document = json.dumps({"releases": {NEW: [entry(url=url)]}}).encode()
     done = update(index)
-    assert done.code == 2 and done.error == "insecure-url", done.out + done.err
+    assert done.code == 2 and done.error == code, done.out + done.err
     assert "the index's file list" in json.loads(done.out)["error"]["message"]
     assert Index.requests == ["/pypi/tensorflow/json"]  # no wheel was asked for, here or anywhere
     assert not (sandbox / "data").exists()

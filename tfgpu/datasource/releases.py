@@ -62,7 +62,7 @@ def wheel_from_json(entry: dict, base_url: str) -> WheelFile | None:
     pythons = tuple(f"{m.group(1)}.{m.group(2)}" for tag in parts[-3].split(".")
                     if (m := re.fullmatch(r"cp(\d)(\d+)", tag)))
     # The index's answer names where the wheel is: through the URL door before anything is fetched.
-    return WheelFile(filename, urls.join(base_url, entry["url"], f"the index's URL for {filename}"), int(entry["size"]),
+    return WheelFile(filename, urls.join(base_url, entry["url"], f"the index's file list ({filename})"), int(entry["size"]),
                      platform, platform_tags[0], pythons)
 
 
