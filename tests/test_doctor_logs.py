@@ -277,4 +277,6 @@ def test_twenty_megabytes_of_noise_is_fast():
     got = match_log(text)
     elapsed = time.perf_counter() - started
     assert [m.id for m in got] == ["could-not-load-dynamic-library"]
-    assert elapsed < 2.0, f"{elapsed:.2f} s for {len(text) / 1e6:.0f} MB"
+    # Backtracking gone wrong takes minutes on 20 MB; 15 s leaves room for a busy 2-core machine
+    # (the match itself takes about 1 s there) without turning this into a timing test.
+    assert elapsed < 15.0, f"{elapsed:.2f} s for {len(text) / 1e6:.0f} MB"
