@@ -100,9 +100,16 @@ def rate(tf, device, n, dtype, warm_seconds=1.0, rounds=7, per_round=20, min_war
             _wait(product)
             rates.append(2 * n ** 3 * per_round / (clock() - started) / 1e12)
     median = statistics.median(rates)
-    return {"median": round(median, 1), "min": round(min(rates), 1), "max": round(max(rates), 1),
+    return {"median": _shown(median), "min": _shown(min(rates)), "max": _shown(max(rates)),
             "spread_pct": round((max(rates) - min(rates)) / median * 100, 1), "warmup_calls": calls,
             "rounds": rounds, "per_round": per_round}
+
+
+def _shown(tflops):
+    """A rate as reported: one decimal for GPU-sized figures, three significant digits below 10
+    TFLOP/s, so a small CPU matmul (0.04 TFLOP/s on a busy machine) is not reported as 0.0, which
+    reads as "no figure" and fails the bench."""
+    return round(tflops, 1) if tflops >= 10 else float(f"{tflops:.3g}")
 
 
 def _wait(product):
