@@ -260,6 +260,13 @@ def _check_shape(meta: dict, path) -> None:
     for key in ("compute_capabilities", "requirements"):
         for item in untrusted.expect(recorded.get(key), list, kind, source, f"the resolution's {key!r}"):
             untrusted.expect(item, str, kind, source, f"an item of the resolution's {key!r}")
+    from tfgpu.lock.selectors import check_record
+
+    check_record(recorded, path=path, mode="pip")
+    if meta["python"] != recorded["python"] or meta["python_platform"] not in {p.uv for p in PLATFORMS.values()}:
+        raise UsageError("lock-malformed", f"{path}: the record's python {meta['python'][:40]!r} and python_platform "
+                         f"{meta['python_platform'][:40]!r} are not its resolution's Python and a known platform. "
+                         "Nothing was installed.", ["Regenerate the lock with `tfgpu-install lock`."])
 
 
 # What a lock body may hold: uv's hashed output and nothing else. A checksum proves a lock was not
