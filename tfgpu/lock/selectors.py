@@ -15,6 +15,7 @@ from tfgpu.resolver.request import (OSES, parse_arch, parse_choice, parse_comput
                                     parse_python, parse_tf_spec)
 
 _ACCELERATORS = ("cuda", "metal", "cpu")
+_WHEEL_PLATFORM = re.compile(r"[a-z0-9_]{1,64}", re.ASCII)
 _COMPONENT = re.compile(r"\d{1,4}(?:\.\d{1,4}){0,3}")
 
 
@@ -37,7 +38,6 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
     selectors (``lock-malformed``, exit 2, otherwise). Both lock readers call this before any
     field is used: a checksum proves nothing (anyone can recompute it), and these fields become
     ``uv venv --python X``, ``--python-version X`` and file names (the bytecode store's marker)."""
-    from tfgpu.lock.platforms import PLATFORMS
     from tfgpu.requirements import name_problem
     from tfgpu.versions import is_canonical_release
 
@@ -64,7 +64,7 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
     parsed("os", lambda v: parse_choice("--os", v, OSES), "one of " + ", ".join(OSES))
     parsed("arch", parse_arch, "x86_64 or aarch64")
     parsed("package", lambda v: None if name_problem(v) else v, "a distribution name")
-    parsed("platform", lambda v: v if v in PLATFORMS else None, "a platform this tool locks for", optional=True)
+    parsed("platform", lambda v: v if _WHEEL_PLATFORM.fullmatch(v) else None, "a wheel platform tag", optional=True)
     parsed("accelerator", lambda v: v if v in _ACCELERATORS else None, " or ".join(_ACCELERATORS), optional=True)
     for key in ("cuda", "cuda_build", "cudnn", "virtual_cuda"):
         parsed(key, lambda v: v if _COMPONENT.fullmatch(v) else None, "a version (e.g. 12.2)", optional=True)
