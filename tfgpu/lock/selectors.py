@@ -15,7 +15,7 @@ from tfgpu.resolver.request import (OSES, parse_arch, parse_choice, parse_comput
                                     parse_python, parse_tf_spec)
 
 _ACCELERATORS = ("cuda", "metal", "cpu")
-_WHEEL_PLATFORM = re.compile(r"[a-z0-9_]{1,64}", re.ASCII)
+_WHEEL_PLATFORM = re.compile(r"[a-z0-9_-]{1,64}", re.ASCII)
 _COMPONENT = re.compile(r"\d{1,4}(?:\.\d{1,4}){0,3}")
 
 
