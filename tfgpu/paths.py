@@ -39,6 +39,17 @@ def user_path(text: str, what: str) -> str:
     return text
 
 
+def path_option(what: str):
+    """The argparse ``type`` of an option that names a file or directory: its text goes through
+    :func:`user_path` when the option is read, before any code stats it. A URL (``--channel``,
+    ``--find-links``) is the URL door's to check."""
+
+    def check(text: str) -> str:
+        return text if "://" in text else user_path(text, what)
+
+    return check
+
+
 def _variable(name: str) -> str | None:
     """A ``TFGPU_*`` path variable, through :func:`user_path` (None when unset or empty)."""
     value = os.environ.get(name)

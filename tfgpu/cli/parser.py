@@ -11,6 +11,7 @@ import argparse
 
 from tfgpu import __version__
 from tfgpu.errors import UsageError
+from tfgpu.paths import path_option as _path
 
 COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "update-data", "remove", "repair",
             "list", "completion")
@@ -25,18 +26,6 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D102 - argparse hook
         raise UsageError("bad-arguments", f"{self.prog}: {message}.",
                          [f"Run `{self.prog} --help` for the accepted options."])
-
-
-def _path(what: str):
-    """The ``type`` of an option that names a file or directory: its text must be one a file system
-    can hold (``tfgpu.paths.user_path``: ``bad-path``, exit 2, naming the option) when it is read,
-    before any code stats it. A URL (``--channel``, ``--find-links``) is the URL door's to check."""
-    from tfgpu.paths import user_path
-
-    def check(text: str) -> str:
-        return text if "://" in text else user_path(text, what)
-
-    return check
 
 
 def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or system") -> None:

@@ -112,13 +112,12 @@ def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, se
 
 def tf_agrees(spec: str, locked: str) -> bool:
     """Whether a --tf value (a version, a series or a range) admits the locked version."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
+    from tfgpu.versions import specifier, version
 
     if spec == "latest":
         return False
     if spec[0] in "<>=!~":
-        return SpecifierSet(spec).contains(Version(locked), prereleases=True)
+        return specifier(spec).contains(version(locked), prereleases=True)
     return locked == spec or locked.startswith(spec + ".")
 
 
