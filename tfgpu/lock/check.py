@@ -86,7 +86,8 @@ def _check_pip(lock, reporter) -> Check:
         new = pip_lock.lock_inputs(list(resolution.packages.pip), resolution.python, platform.uv, meta["index"])
         if pip_lock.inputs_digest(new) != meta["inputs_sha256"]:
             _input_changes(found, old, new)
-    except (ImpossibleError, OperationError) as error:  # a record the parsers refuse is the lock's fault
+    # Only "no longer resolves" is a change; a record the parsers refuse (UsageError) ends the check.
+    except (ImpossibleError, OperationError) as error:
         found.add("inputs", f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for "
                             f"{platform.name}: {error.message}", code=error.code)
     if reporter is not None:
