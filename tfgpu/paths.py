@@ -7,10 +7,58 @@ import os
 import tempfile
 from pathlib import Path
 
+NAME_MAX = 255
+"""Bytes in one path component: what Linux, macOS and Windows file systems take."""
+PATH_MAX = 4095
+"""Bytes in a whole path (Linux's PATH_MAX, less the terminating NUL)."""
+
+
+def user_path(text: str, what: str) -> str:
+    """``text`` as the user gave it, once it can name a file at all: no NUL, each component at
+    most :data:`NAME_MAX` bytes, the whole at most :data:`PATH_MAX`; else ``bad-path`` (exit 2)
+    naming ``what`` (the option or variable). Every path option and ``TFGPU_*`` path variable is
+    read through here: past this point ``stat()`` on it fails with ENOENT or EACCES, which the
+    code handles, never with ENAMETOOLONG, which it would not."""
+    from tfgpu.errors import UsageError
+
+    try:
+        raw = os.fsencode(text)
+    except (UnicodeError, TypeError):
+        raw = None
+    if raw is None or b"\0" in raw:
+        problem = "it is not a path the file system can hold (a NUL or an unencodable character)"
+    elif len(raw) > PATH_MAX:
+        problem = f"it is {len(raw)} bytes long; no file system takes a path over {PATH_MAX}"
+    else:
+        long = next((part for part in raw.split(b"/") if len(part) > NAME_MAX), None)
+        problem = None if long is None else (f"one of its names is {len(long)} bytes long; no file system takes a "
+                                             f"name over {NAME_MAX}")
+    if problem:
+        shown = text[:60] + ("…" if len(text) > 60 else "")
+        raise UsageError("bad-path", f"{what} {shown!r}: {problem}.", [f"Give {what} a shorter path."])
+    return text
+
+
+def path_option(what: str):
+    """The argparse ``type`` of an option that names a file or directory: its text goes through
+    :func:`user_path` when the option is read, before any code stats it. A URL (``--channel``,
+    ``--find-links``) is the URL door's to check."""
+
+    def check(text: str) -> str:
+        return text if "://" in text else user_path(text, what)
+
+    return check
+
+
+def _variable(name: str) -> str | None:
+    """A ``TFGPU_*`` path variable, through :func:`user_path` (None when unset or empty)."""
+    value = os.environ.get(name)
+    return user_path(value, name) if value else None
+
 
 def cache_root() -> Path:
     """Caches: parsed tables, uv's package cache. ``TFGPU_CACHE_DIR`` overrides."""
-    override = os.environ.get("TFGPU_CACHE_DIR")
+    override = _variable("TFGPU_CACHE_DIR")
     if override:
         return Path(override)
     from platformdirs import user_cache_dir
@@ -21,7 +69,7 @@ def cache_root() -> Path:
 def data_dir() -> Path:
     """The user's own data: release rows fetched by ``tfgpu-install update-data``.
     ``TFGPU_USER_DATA_DIR`` overrides (tests, CI)."""
-    override = os.environ.get("TFGPU_USER_DATA_DIR")
+    override = _variable("TFGPU_USER_DATA_DIR")
     if override:
         return Path(override)
     from platformdirs import user_data_dir
@@ -31,7 +79,7 @@ def data_dir() -> Path:
 
 def log_dir() -> Path:
     """One log file per operation, with every command and its whole output."""
-    override = os.environ.get("TFGPU_LOG_DIR")
+    override = _variable("TFGPU_LOG_DIR")
     if override:
         return Path(override)
     from platformdirs import user_log_dir

@@ -64,7 +64,9 @@ def find(start: Path | None = None) -> Path | None:
     if named:
         if named.lower() == "none":
             return None
-        return Path(named).expanduser().absolute()
+        from tfgpu.paths import user_path
+
+        return Path(user_path(named, ENVIRONMENT)).expanduser().absolute()
     here = (start or Path.cwd()).absolute()
     for directory in (here, *here.parents):
         own = directory / FILE

@@ -7,6 +7,7 @@ operation failed; 2 malformed input; 3 well-formed but impossible; 128+N a signa
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 
@@ -26,7 +27,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run the tool; returns the exit code."""
     from tfgpu.cli import repair
     from tfgpu.cli.commands import HANDLERS, trust_hosts
-    from tfgpu.cli.output import render
     from tfgpu.cli.parser import build_parser, with_default_command
     from tfgpu.proc import install_signal_handlers
 
@@ -39,18 +39,35 @@ def main(argv: list[str] | None = None) -> int:
         trust_hosts(args)
         handlers = HANDLERS | {"repair": repair.cmd_repair}
         return handlers[args.command or "create"](args)
+    except OSError as error:
+        # A path derived from one the user gave (a lock beside -o, a platform's file name, a bundle's
+        # member) can still be too long for the file system; any stat() anywhere then raises
+        # ENAMETOOLONG. It is the same bad input as an over-long option, so it gets the same answer.
+        if error.errno != errno.ENAMETOOLONG:
+            raise
+        from tfgpu.errors import UsageError
+
+        return _report(UsageError("bad-path", f"A path is too long for the file system: {str(error.filename)[:80]!r}… "
+                                  "(a name over 255 bytes, or a path over 4095).",
+                                  ["Give the options that name files and directories shorter paths."]), want_json)
     except TfgpuError as error:
-        if want_json:
-            sys.stdout.write(json.dumps(error.to_dict(), indent=2) + "\n")
-        else:
-            render().error(error)
-        return error.exit_code
+        return _report(error, want_json)
     except SystemExit as done:  # --help and --version
         return int(done.code or 0)
     except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM/SIGHUP (tfgpu.proc.Interrupted)
         signum = getattr(stop, "signum", 2)
         sys.stderr.write(f"Interrupted ({'SIGINT' if signum == 2 else stop}): nothing was left half-built.\n")
         return 128 + signum
+
+
+def _report(error: TfgpuError, want_json: bool) -> int:
+    from tfgpu.cli.output import render
+
+    if want_json:
+        sys.stdout.write(json.dumps(error.to_dict(), indent=2) + "\n")
+    else:
+        render().error(error)
+    return error.exit_code
 
 
 def entry() -> None:

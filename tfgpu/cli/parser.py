@@ -11,6 +11,7 @@ import argparse
 
 from tfgpu import __version__
 from tfgpu.errors import UsageError
+from tfgpu.paths import path_option as _path
 
 COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "update-data", "remove", "repair",
             "list", "completion")
@@ -41,7 +42,7 @@ def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or syst
                                                           "one such as 2.22.0rc0 always resolves)")
     group.add_argument("--no-detect", action="store_true", help="do not look at this machine at all")
     project = group.add_mutually_exclusive_group()
-    project.add_argument("--project", metavar="FILE", help="read the target from this tfgpu.toml or pyproject.toml "
+    project.add_argument("--project", metavar="FILE", type=_path("--project"), help="read the target from this tfgpu.toml or pyproject.toml "
                          "(default: the nearest one in this directory or a parent; flags override it)")
     project.add_argument("--no-project", action="store_true", help="ignore any project file")
     _json(parser)
@@ -72,19 +73,22 @@ def _create(sub) -> None:
     _env_location(create)
     create.add_argument("--engine", help="uv or pip (pip mode); rattler (default), conda, mamba or micromamba "
                                          "(conda mode)")
-    create.add_argument("--channel", action="append", metavar="URL",
+    create.add_argument("--channel", action="append", metavar="URL", type=_path("--channel"),
                         help="conda channel: URL, name or local directory (repeatable; --mode conda; default "
                              "conda-forge)")
     create.add_argument("--tf-source", choices=("pypi", "conda-forge"),
                         help="conda mode: TensorFlow from PyPI (default) or conda-forge's CUDA build")
-    create.add_argument("--find-links", metavar="DIR", help="a directory (or URL) of wheels to install from")
+    create.add_argument("--find-links", metavar="DIR", type=_path("--find-links"),
+                        help="a directory (or URL) of wheels to install from")
     insecure_host(create)
     create.add_argument("--offline", action="store_true",
                         help="use no network: --find-links, local channels and the caches only")
     source = create.add_mutually_exclusive_group()
-    source.add_argument("--from-lock", metavar="FILE", help="install exactly this lock (tfgpu-lock.*.txt or "
+    source.add_argument("--from-lock", metavar="FILE", type=_path("--from-lock"),
+                        help="install exactly this lock (tfgpu-lock.*.txt or "
                                                             "conda-lock.yml), every hash checked first")
-    source.add_argument("--from-bundle", metavar="DIR", help="install from an offline bundle made by "
+    source.add_argument("--from-bundle", metavar="DIR", type=_path("--from-bundle"),
+                        help="install from an offline bundle made by "
                                                              "`tfgpu-install bundle`, every file checked first")
     for flag, text in (("--jupyter", "register a Jupyter kernel for the env"),
                        ("--dry-run", "print every step and command; change nothing"),
@@ -112,16 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
         _selectors(cmd, modes="pip or conda")
         cmd.add_argument("--platform", action="append", metavar="PLAT",
                          help=PLATFORM_HELP + " (required unless the project file lists platforms)")
-        cmd.add_argument("-o", "--output", required=(name == "bundle"), metavar="PATH",
+        cmd.add_argument("-o", "--output", required=(name == "bundle"), metavar="PATH", type=_path("-o"),
                          help="the bundle directory" if name == "bundle" else
                          "the lock file (several platforms: the platform goes before its extension)")
         if name == "lock":
             cmd.add_argument("--allow-cpu", action="store_true",
                              help="lock TensorFlow's CPU package for platforms with no GPU build (the lock says so)")
-            cmd.add_argument("--check", metavar="FILE",
+            cmd.add_argument("--check", metavar="FILE", type=_path("--check"),
                              help="write nothing: exit 0 if FILE is what its recorded inputs resolve to today, 1 "
                                   "with what changed (for CI)")
-        cmd.add_argument("--channel", action="append", metavar="URL", help="conda channel (repeatable; "
+        cmd.add_argument("--channel", action="append", metavar="URL", type=_path("--channel"), help="conda channel (repeatable; "
                          "--mode conda; default conda-forge)")
         insecure_host(cmd)
 
@@ -129,12 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     _selectors(script)
     script.add_argument("--format", required=True, choices=("bash", "dockerfile", "ansible", "cloud-init", "slurm", "kubernetes"),
                         help="what to write")
-    script.add_argument("-o", "--output", metavar="PATH", help="a file (a directory for ansible, slurm and kubernetes); default stdout")
+    script.add_argument("-o", "--output", metavar="PATH", type=_path("-o"), help="a file (a directory for ansible, slurm and kubernetes); default stdout")
 
     doctor = sub.add_parser("doctor", help="explain what is broken and how to fix it")
     where = _env_location(doctor)
-    where.add_argument("--python", metavar="PATH", help="the environment of this Python interpreter")
-    doctor.add_argument("--log", metavar="FILE", help="match a TensorFlow log against known failures (- for stdin)")
+    where.add_argument("--python", metavar="PATH", type=_path("--python"), help="the environment of this Python interpreter")
+    doctor.add_argument("--log", metavar="FILE", type=_path("--log"), help="match a TensorFlow log against known failures (- for stdin)")
     _json(doctor)
 
     verify = sub.add_parser("verify", help="prove the GPU works inside an environment")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from tfgpu.errors import UsageError
+from tfgpu.paths import path_option as _path
 
 
 def add_parser(sub) -> None:
@@ -19,7 +20,7 @@ def add_parser(sub) -> None:
     where = repair.add_mutually_exclusive_group()
     where.add_argument("--name", "-n", help="environment name (tfgpu-install's envs directory, then conda's)")
     where.add_argument("--prefix", "-p", help="environment path (a venv or a conda prefix)")
-    where.add_argument("--python", metavar="PATH", help="the environment of this Python interpreter")
+    where.add_argument("--python", metavar="PATH", type=_path("--python"), help="the environment of this Python interpreter")
     repair.add_argument("--undo", action="store_true", help="put the env back exactly as the first repair found it")
     repair.add_argument("--forget-journal", action="store_true",
                         help="with --undo: set aside a repair journal the tool cannot apply (kept, renamed), "
@@ -32,9 +33,9 @@ def add_parser(sub) -> None:
     repair.add_argument("--driver", metavar="VER", help="NVIDIA driver version to repair for (default: detected)")
     repair.add_argument("--gpu-cc", metavar="X.Y", help="GPU compute capability to repair for (default: detected)")
     repair.add_argument("--no-detect", action="store_true", help="do not look at this machine's driver and GPU")
-    repair.add_argument("--find-links", metavar="DIR", help="a directory (or URL) of wheels to install from")
+    repair.add_argument("--find-links", metavar="DIR", type=_path("--find-links"), help="a directory (or URL) of wheels to install from")
     repair.add_argument("--offline", action="store_true", help="use no network: --find-links and the caches only")
-    repair.add_argument("--channel", action="append", metavar="URL",
+    repair.add_argument("--channel", action="append", metavar="URL", type=_path("--channel"),
                         help="conda channel for conda prefixes (repeatable; default conda-forge)")
     repair.add_argument("--no-verify", action="store_true", help="skip the GPU check at the end")
     repair.add_argument("--json", action="store_true", help="print one JSON document on stdout, nothing else there")

@@ -89,10 +89,12 @@ _WAY = "Fix that file (or remove it from the TFGPU_DATA_DIR overlay to use the s
 
 def _overlay(shipped: set[str]) -> dict[str, tuple[bytes, str]]:
     """``TFGPU_DATA_DIR``'s tables: {name: (bytes, path)}; each must replace a shipped one."""
+    from tfgpu.paths import user_path
+
     override = os.environ.get("TFGPU_DATA_DIR")
     if not override:
         return {}
-    directory = Path(override)
+    directory = Path(user_path(override, "TFGPU_DATA_DIR"))
     if not directory.is_dir():
         raise UsageError("bad-data", f"TFGPU_DATA_DIR={override} is not a directory.",
                          ["Point it at a directory of tables (cuda.toml, cudnn_archives.toml, ...), or unset it."])

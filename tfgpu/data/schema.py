@@ -17,23 +17,15 @@ from tfgpu.errors import UsageError
 
 
 def _version(text: str) -> bool:
-    from packaging.version import InvalidVersion, Version
+    from tfgpu.versions import version
 
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True
+    return version(text) is not None
 
 
 def _specifier(text: str) -> bool:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from tfgpu.versions import specifier
 
-    try:
-        SpecifierSet(text)
-    except InvalidSpecifier:
-        return False
-    return True
+    return specifier(text) is not None
 
 
 def _regex(text: str) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from tfgpu import untrusted
@@ -60,13 +61,28 @@ def _link(source: Path, target: Path) -> bool:
         return False
 
 
+def _marker(store: Path, python_version: str, release: str) -> Path | None:
+    """The marker file of a (Python, TensorFlow release) pair, or None when either is not a plain
+    version: the release comes from a resolution (perhaps a lock's record), and it is part of a
+    file name here, so ``2.21.0/../..`` must never name a path outside the store."""
+    from tfgpu.versions import is_canonical_release
+
+    if not (re.fullmatch(r"\d\.\d{1,2}", python_version or "") and is_canonical_release(release)):
+        return None
+    return store / "envs" / f"py{python_version}-tensorflow-{release}"
+
+
 def store_has(store: Path, python_version: str, release: str) -> bool:
     """Whether an env with this TensorFlow release and Python already filled the store."""
-    return (store / "envs" / f"py{python_version}-tensorflow-{release}").exists()
+    marker = _marker(store, python_version, release)
+    return marker is not None and marker.exists()
 
 
 def mark_stored(store: Path, python_version: str, release: str) -> None:
-    marker = store / "envs" / f"py{python_version}-tensorflow-{release}"
+    """Record that this pair filled the store (nothing for a release that is not a plain version)."""
+    marker = _marker(store, python_version, release)
+    if marker is None:
+        return
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
 

@@ -97,9 +97,11 @@ def normalize(text: str, flag: str = "--prefix") -> Path:
 
 def envs_dir() -> Path:
     """Where ``--name`` envs live (pip and system mode): the platformdirs data dir."""
+    from tfgpu.paths import user_path
+
     override = os.environ.get("TFGPU_ENVS_DIR")
     if override:
-        return normalize(override, "TFGPU_ENVS_DIR")
+        return normalize(user_path(override, "TFGPU_ENVS_DIR"), "TFGPU_ENVS_DIR")
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("tfgpu-install")) / "envs"

@@ -100,7 +100,10 @@ def collect(wheels: list[Wheel], dest: Path, reporter) -> None:
     """Every wheel of ``wheels`` in ``dest``, sha256-checked (reused from ``TFGPU_WHEEL_DIRS`` first)."""
     from tfgpu.engines.download import fetch
 
-    reuse = [Path(d) for d in os.environ.get("TFGPU_WHEEL_DIRS", "").split(os.pathsep) if d]
+    from tfgpu.paths import user_path
+
+    reuse = [Path(user_path(d, "TFGPU_WHEEL_DIRS"))
+             for d in os.environ.get("TFGPU_WHEEL_DIRS", "").split(os.pathsep) if d]
     dest.mkdir(parents=True, exist_ok=True)
     for index, wheel in enumerate(wheels, 1):
         target = dest / wheel.filename

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfgpu.errors import TfgpuError
+from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.lock.platforms import parse_platform
 from tfgpu.requirements import canonical
 
@@ -86,7 +86,8 @@ def _check_pip(lock, reporter) -> Check:
         new = pip_lock.lock_inputs(list(resolution.packages.pip), resolution.python, platform.uv, meta["index"])
         if pip_lock.inputs_digest(new) != meta["inputs_sha256"]:
             _input_changes(found, old, new)
-    except TfgpuError as error:
+    # Only "no longer resolves" is a change; a record the parsers refuse (UsageError) ends the check.
+    except (ImpossibleError, OperationError) as error:
         found.add("inputs", f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for "
                             f"{platform.name}: {error.message}", code=error.code)
     if reporter is not None:
@@ -168,7 +169,7 @@ def _check_conda(lock, reporter) -> Check:
         try:
             _, resolution, cpu_only = _target(recorded["tensorflow"], "conda", recorded["python"], recorded["os"], name,
                                               recorded["cpu_only"])
-        except TfgpuError as error:
+        except (ImpossibleError, OperationError) as error:
             found.add("inputs", f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for {name}: "
                                 f"{error.message}", code=error.code)
             continue

@@ -40,7 +40,9 @@ class CondaLock:
         for name in ("requirements", "conda_specs"):
             for item in untrusted.expect(recorded.get(name), list, kind, source, f"{key}'s {name!r}"):
                 untrusted.expect(item, str, kind, source, f"an item of {key}'s {name!r}")
-        return recorded
+        from tfgpu.lock.selectors import check_record
+
+        return check_record(recorded, path=self.path, mode="conda")
 
     def channels(self) -> tuple[str, ...]:
         """The recorded channels, each through the URL door (a bundle's is a local file:// channel)."""

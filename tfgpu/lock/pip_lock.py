@@ -260,15 +260,38 @@ def _check_shape(meta: dict, path) -> None:
     for key in ("compute_capabilities", "requirements"):
         for item in untrusted.expect(recorded.get(key), list, kind, source, f"the resolution's {key!r}"):
             untrusted.expect(item, str, kind, source, f"an item of the resolution's {key!r}")
+    from tfgpu.lock.selectors import check_record
+
+    check_record(recorded, path=path, mode="pip")
+    if meta["python"] != recorded["python"] or meta["python_platform"] not in {p.uv for p in PLATFORMS.values()}:
+        raise UsageError("lock-malformed", f"{path}: the record's python {meta['python'][:40]!r} and python_platform "
+                         f"{meta['python_platform'][:40]!r} are not its resolution's Python and a known platform. "
+                         "Nothing was installed.", ["Regenerate the lock with `tfgpu-install lock`."])
 
 
 # What a lock body may hold: uv's hashed output and nothing else. A checksum proves a lock was not
 # edited by accident, not that it is honest (anyone can recompute it), so its *content* is checked:
-# an option line (``--index-url``, ``-e``, ``-r``, ``--find-links``...) or a direct URL would make pip or uv
-# fetch from somewhere the lock's reviewer never saw.
-_REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]*\])?==[A-Za-z0-9.+!_-]+"
-                          r"( *;[^\\@]*)?( \\)?")
+# an option line (``--index-url``, ``-e``, ``-r``, ``--find-links``...), option text after a marker,
+# or a direct URL would make pip or uv fetch from somewhere the lock's reviewer never saw. Each
+# requirement line is parsed by the requirement door (markers allowed) and must be one ``==`` pin.
 _HASH = re.compile(r"\s+--hash=sha256:[0-9a-f]{64}( \\)?")
+
+
+def _pin_problem(line: str) -> str | None:
+    """Why ``line`` is not one ``name==version`` pin (with an optional marker), or None."""
+    from packaging.requirements import Requirement
+
+    from tfgpu.requirements import problem
+    from tfgpu.versions import version
+
+    text = line[:-2] if line.endswith(" \\") else line
+    why = problem(text, markers=True)
+    if why:
+        return why
+    specifiers = list(Requirement(text).specifier)
+    if len(specifiers) != 1 or specifiers[0].operator != "==" or version(specifiers[0].version) is None:
+        return "it is not one exact `==` pin"
+    return None
 
 
 def check_body(body: str, path) -> None:
@@ -278,7 +301,7 @@ def check_body(body: str, path) -> None:
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        if _REQUIREMENT.fullmatch(line) or _HASH.fullmatch(line):
+        if _HASH.fullmatch(line) or _pin_problem(line) is None:
             continue
         raise UsageError("lock-has-options", f"{path} holds more than pinned requirements: line {number} of its "
                          f"requirements is {line.strip()[:120]!r}. A lock carries `name==version` pins with their "

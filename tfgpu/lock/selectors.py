@@ -5,11 +5,18 @@ and the :class:`Resolution` a pip lock recorded (nothing is re-resolved).
 
 from __future__ import annotations
 
+import re
+
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, host_platform
 from tfgpu.requirements import canonical
 from tfgpu.resolver.model import Packages, Resolution
-from tfgpu.resolver.request import OSES, parse_arch, parse_choice, parse_python, parse_tf_spec
+from tfgpu.resolver.request import (OSES, parse_arch, parse_choice, parse_compute_capability, parse_driver,
+                                    parse_python, parse_tf_spec)
+
+_ACCELERATORS = ("cuda", "metal", "cpu")
+_WHEEL_PLATFORM = re.compile(r"[a-z0-9_-]{1,64}", re.ASCII)
+_COMPONENT = re.compile(r"\d{1,4}(?:\.\d{1,4}){0,3}")
 
 
 def lock_resolution(lock) -> Resolution:
@@ -24,6 +31,53 @@ def lock_resolution(lock) -> Resolution:
         packages=Packages(pip=tuple(canonical(text, what=f"The lock {lock.path}") for text in r["requirements"]),
                           notes=(f"Exactly as pinned in {where}.",)),
         modes={}, warnings=(), reasons=(f"Installed from {where}.",), rejected=())
+
+
+def check_record(recorded: dict, *, path, mode: str) -> dict:
+    """A lock's recorded resolution, every field parsed by the parsers that parse the user's own
+    selectors (``lock-malformed``, exit 2, otherwise). Both lock readers call this before any
+    field is used: a checksum proves nothing (anyone can recompute it), and these fields become
+    ``uv venv --python X``, ``--python-version X`` and file names (the bytecode store's marker)."""
+    from tfgpu.requirements import name_problem
+    from tfgpu.versions import is_canonical_release
+
+    def refuse(key: str, why: str):
+        return UsageError("lock-malformed", f"{path}: the recorded {key} {str(recorded.get(key))[:80]!r} is not "
+                          f"{why}. Nothing was installed.",
+                          ["Regenerate the lock with `tfgpu-install lock`; a lock's record is never edited by hand."])
+
+    def parsed(key: str, parser, why: str, optional: bool = False) -> None:
+        value = recorded.get(key)
+        if optional and value in (None, ""):
+            return
+        try:
+            ok = isinstance(value, str) and parser(value) == value
+        except UsageError:
+            ok = False
+        if not ok:
+            raise refuse(key, why)
+
+    parsed("tensorflow", lambda v: v if parse_tf_spec(v) == v and is_canonical_release(v) else None,
+           "a TensorFlow version (e.g. 2.15.1)")
+    parsed("python", parse_python, "a Python version written X.Y (e.g. 3.11)")
+    parsed("mode", lambda v: v if v == mode else None, f"{mode!r} (this is a {mode} lock)")
+    parsed("os", lambda v: parse_choice("--os", v, OSES), "one of " + ", ".join(OSES))
+    parsed("arch", parse_arch, "x86_64 or aarch64")
+    parsed("package", lambda v: None if name_problem(v) else v, "a distribution name")
+    parsed("platform", lambda v: v if _WHEEL_PLATFORM.fullmatch(v) else None, "a wheel platform tag", optional=True)
+    parsed("accelerator", lambda v: v if v in _ACCELERATORS else None, " or ".join(_ACCELERATORS), optional=True)
+    for key in ("cuda", "cuda_build", "cudnn", "virtual_cuda"):
+        parsed(key, lambda v: v if _COMPONENT.fullmatch(v) else None, "a version (e.g. 12.2)", optional=True)
+    for key in ("min_driver", "toolkit_driver"):
+        parsed(key, parse_driver, "an NVIDIA driver version", optional=True)
+    for cc in recorded.get("compute_capabilities") or ():
+        try:
+            if not isinstance(cc, str):
+                raise UsageError("lock-malformed", "not text")
+            parse_compute_capability(cc)
+        except UsageError:
+            raise refuse("compute_capabilities", "a list of GPU compute capabilities") from None
+    return recorded
 
 
 def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, selectors: dict, path) -> None:
@@ -58,13 +112,12 @@ def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, se
 
 def tf_agrees(spec: str, locked: str) -> bool:
     """Whether a --tf value (a version, a series or a range) admits the locked version."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
+    from tfgpu.versions import specifier, version
 
     if spec == "latest":
         return False
     if spec[0] in "<>=!~":
-        return SpecifierSet(spec).contains(Version(locked), prereleases=True)
+        return specifier(spec).contains(version(locked), prereleases=True)
     return locked == spec or locked.startswith(spec + ".")
 
 

@@ -114,23 +114,19 @@ def parse_tf_spec(value: str | None) -> str | None:
             f"--tf takes a version, not a requirement: got {value!r}.",
             ["Write the version only, e.g. --tf 2.13, --tf 2.15.1 or --tf '>=2.15,<2.18'."],
         )
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
+    from tfgpu.versions import specifier, version
 
-    try:
-        if text and text[0] in "<>=!~":
-            SpecifierSet(text)
-        else:
-            Version(text)
-            if not re.match(r"^v?\d+(\.\d+)+", text):
-                raise InvalidVersion(text)
-    except (InvalidSpecifier, InvalidVersion):
+    if text and text[0] in "<>=!~":
+        valid = specifier(text) is not None
+    else:
+        valid = version(text) is not None and re.match(r"^v?\d+(\.\d+)+", text) is not None
+    if not valid:
         raise UsageError(
             "bad-tf-spec",
             f"--tf {value!r} is neither a TensorFlow version nor a version range.",
             ["Use a series (--tf 2.13), a release (--tf 2.13.1), --tf latest, "
              "or a PEP 440 range (--tf '>=2.15,<2.18')."],
-        ) from None
+        )
     return text.lstrip("v")
 
 
