@@ -301,3 +301,33 @@ def validate(name: str, document: dict, where: str) -> None:
         else:
             message = f"{where}: {problem.where} must be {problem.expected}, not {repr(problem.value)[:80]}."
         raise UsageError("bad-data", message, [_WAY]) from None
+
+
+def _fits(spec, value) -> bool:
+    """Whether ``value`` has the *types* ``spec`` asks for, every leaf (no forms: no version or regex parsed)."""
+    if isinstance(spec, Str):
+        return isinstance(value, str)
+    if isinstance(spec, Int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(spec, Bool):
+        return isinstance(value, bool)
+    if isinstance(spec, List):
+        return isinstance(value, list) and all(_fits(spec.item, item) for item in value)
+    if isinstance(spec, Rows):
+        return isinstance(value, list) and all(_fits(spec.row, row) for row in value)
+    if isinstance(spec, Map):
+        return isinstance(value, dict) and all(isinstance(k, str) and _fits(spec.value, v) for k, v in value.items())
+    if isinstance(spec, Table):
+        return isinstance(value, dict) and all(
+            _fits(field, value[key]) if key in value else not getattr(field, "required", False)
+            for key, field in spec.fields.items())
+    return True
+
+
+def fits(name: str, document) -> bool:
+    """Whether a table read back from the parsed-data cache has every type its schema asks for: the
+    full :func:`validate` costs ~100 ms a run (versions and specifiers parsed), this walk a few; the
+    cache holds only what :func:`validate` passed, so a cache that does not fit was not written by
+    the tool and is parsed again."""
+    schema = SCHEMAS.get(name)
+    return isinstance(document, dict) and (schema is None or _fits(schema, document))
