@@ -36,12 +36,70 @@ def _specifier(text: str) -> bool:
     return True
 
 
+MAX_PATTERN = 1000
+"""Characters of one pattern (the longest shipped signature is a fraction of it)."""
+
+
 def _regex(text: str) -> bool:
+    return pattern_problem(text) is None
+
+
+def pattern_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a signature's pattern, or None. Data must not become a runaway
+    program: besides compiling, a pattern is at most :data:`MAX_PATTERN` characters and has no
+    repeat inside a repeat (``(a+)+``, ``(a*)*``, ``(?:x+y?)*``), the form whose backtracking is
+    exponential in the length of one line (41 bytes take minutes). Cutting log lines would not hold
+    that; refusing the form does. (Alternation under a repeat, ``(a|aa)+``, can still backtrack
+    polynomially; the log's size cap bounds it.)"""
+    if len(text) > MAX_PATTERN:
+        return f"it is {len(text):,} characters long, more than {MAX_PATTERN:,}"
+    try:
+        parsed = _sre_parser().parse(text)
+    except (re.error, RecursionError, OverflowError):
+        return "it does not compile"
+    if _nested_repeat(parsed, inside=False):
+        return "it repeats a group that itself repeats, which backtracks without bound"
     try:
         re.compile(text)
-    except re.error:
-        return False
-    return True
+    except (re.error, RecursionError, OverflowError):
+        return "it does not compile"
+    return None
+
+
+def _sre_parser():
+    try:
+        from re import _parser  # Python 3.11+
+    except ImportError:  # pragma: no cover - older Pythons
+        import sre_parse as _parser
+    return _parser
+
+
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
+def _nested_repeat(items, inside: bool) -> bool:
+    """Whether a repeat of more than one (``+``, ``*``, ``{2,}``) holds a repeat of variable count."""
+    for op, argument in items:
+        name = str(op)
+        if name in _REPEATS:
+            low, high, body = argument
+            if inside and low != high:  # a variable repeat under a repeat of many
+                return True
+            if _nested_repeat(body, inside=inside or high > 1):
+                return True
+        elif name == "SUBPATTERN":
+            if _nested_repeat(argument[-1], inside):
+                return True
+        elif name == "BRANCH":
+            if any(_nested_repeat(branch, inside) for branch in argument[1]):
+                return True
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            if _nested_repeat(argument[1], inside):
+                return True
+        elif name == "ATOMIC_GROUP":
+            if _nested_repeat(argument, inside):
+                return True
+    return False
 
 
 def _one_line(text: str) -> bool:
@@ -86,7 +144,7 @@ class Str:
         if value == "" and self.blank:
             return
         checks = {"version": (_version, "a PEP 440 version"), "specifier": (_specifier, "a PEP 440 specifier"),
-                  "regex": (_regex, "a regular expression"), "line": (_one_line, "one line of text"),
+                  "regex": (_regex, "a regular expression without a repeat inside a repeat, at most 1000 characters"), "line": (_one_line, "one line of text"),
                   "name": (_name, "a package name (PEP 508: ASCII letters, digits, '.', '_', '-')"),
                   "requirement": (_requirement, "a requirement on one line (`name==1.2`), not an option or URL"),
                   "pin": (_specifier_word, "a version specifier without spaces (`>=9,<10`)"),
