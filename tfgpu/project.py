@@ -1,7 +1,9 @@
 """A project's target, carried in its repository: ``tfgpu.toml``, or ``[tool.tfgpu]`` in ``pyproject.toml``.
 
 The file is looked for in the current directory, then in each parent; the nearest directory that
-has one wins (a directory with both is ambiguous and refused). ``TFGPU_PROJECT_FILE`` names a file
+has one wins (a directory with both is ambiguous and refused). A file found that way must belong to
+this user or root, and the walk ends at a directory anyone may write to without the sticky bit
+(:func:`_not_ours`): another user's file is not used, and the command says so. ``TFGPU_PROJECT_FILE`` names a file
 to use instead, or ``none`` for no project file; ``--project FILE`` and ``--no-project`` do the same
 for one command. ``plan``, ``create``, ``lock``, ``bundle`` and ``script`` read it; any flag given
 on the command line overrides the file's value.
@@ -68,9 +70,14 @@ def find(start: Path | None = None) -> Path | None:
 
         return Path(user_path(named, ENVIRONMENT)).expanduser().absolute()
     here = (start or Path.cwd()).absolute()
+    refused.clear()
     for directory in (here, *here.parents):
         own = directory / FILE
         pyproject = directory / "pyproject.toml"
+        problem = _not_ours(directory, (own, pyproject))
+        if problem:
+            refused.append(f"{problem}: it is not used (pass --project FILE to use a file anyway).")
+            return None
         shared = pyproject.is_file() and _declares_tool_table(pyproject)
         if own.is_file() and shared:
             raise UsageError("bad-project-file", f"{directory} has both {FILE} and a [tool.tfgpu] table in "
@@ -80,6 +87,37 @@ def find(start: Path | None = None) -> Path | None:
             return own
         if shared:
             return pyproject
+    return None
+
+
+refused: list[str] = []
+"""Why the last :func:`find` used no file it saw (another user's file, an unsafe directory), one
+sentence each, for the command line to show as a note (stderr, also under --json)."""
+
+
+def _not_ours(directory: Path, candidates: tuple[Path, ...]) -> str | None:
+    """Why the walk must not take a project file from ``directory``, or None. Like git's
+    ``safe.directory``: in a shared directory (``/tmp``, a scratch volume) another user could plant
+    one that picks the mode, channels and insecure hosts of this user's next ``create``. A file (and
+    the link to it, if it is one) must be owned by this user or root; a directory anyone may write
+    to without the sticky bit (anyone could swap the file) ends the walk there."""
+    if not hasattr(os, "geteuid"):
+        return None
+    trusted = {os.geteuid(), 0}
+    try:
+        mode = directory.stat().st_mode
+    except OSError:
+        return None
+    if mode & 0o002 and not mode & 0o1000:
+        found = [path for path in candidates if path.is_file()]
+        return f"{found[0]} is in {directory}, which anyone may write to" if found else None
+    for path in candidates:
+        try:
+            owners = {path.lstat().st_uid, path.stat().st_uid}
+        except OSError:
+            continue
+        if not owners <= trusted:
+            return f"{path} belongs to another user (uid {max(owners - trusted)})"
     return None
 
 

@@ -106,6 +106,11 @@ ARTIFACT = Kind("a downloaded or bundled file", 1 << 50, None)
 CHILD_OUTPUT = Kind("the answer of a child process", 64 * MiB, None, depth=64)
 """JSON the tool's own child processes print (probes run in the target env): a bad answer means the
 probe did not run as expected, which each caller reports in its own words."""
+CHANNEL_INDEX = Kind("a local channel's index", 4 * 1024 * MiB, lambda m: UsageError(
+    "bad-channel", m, _advice("Give a channel directory whose <subdir>/repodata.json files are regular files.")))
+"""A ``repodata.json`` of a ``--channel DIR`` or ``file://`` channel, read by the conda engine's child
+process: checked here (:func:`check_file`) before the child is handed the channel, so a FIFO or a
+device there cannot block it."""
 SYSTEM_FILE = Kind("a system file", 4 * MiB, None)
 """``/proc`` and ``/etc`` facts read by detection: absence or damage is a fact, never a failure."""
 
@@ -168,6 +173,15 @@ def read_bytes(path: Path | str, kind: Kind) -> bytes:
         raise _fail(kind, source, error.strerror or str(error)) from None
     finally:
         os.close(fd)
+
+
+def check_file(path: Path | str, kind: Kind) -> None:
+    """Nothing if ``path`` is a regular file of at most ``kind.limit`` bytes, for a file another
+    program reads (the conda engine's child reads a channel's index): the kind's error otherwise."""
+    fd, info = _open(path, kind)
+    os.close(fd)
+    if info.st_size > kind.limit:
+        raise _fail(kind, str(path), f"it holds {info.st_size:,} bytes, more than the {kind.limit:,} allowed")
 
 
 def open_stream(path: Path | str, kind: Kind):
@@ -296,6 +310,8 @@ def parse_toml(text: str, kind: Kind, source: str) -> dict:
         raise _fail(kind, source, f"it nests deeper than {kind.depth} levels") from None
     except tomllib.TOMLDecodeError as error:
         raise _fail(kind, source, f"it is not valid TOML ({error})") from None
+    except (ValueError, OverflowError) as error:  # an integer past Python's digit limit
+        raise _fail(kind, source, f"it holds a value that cannot be read ({str(error)[:120]})") from None
     return _checked_depth(value, kind, source)
 
 
@@ -316,6 +332,9 @@ def parse_yaml(text: str, kind: Kind, source: str) -> Any:
         for event in yaml.parse(text, Loader=loader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise _fail(kind, source, "it uses YAML anchors or aliases, which the tool never writes")
+            if getattr(event, "tag", None) not in (None, "!"):
+                # An explicit tag (!!int, !!python/..., a local !x) picks a constructor; no lock needs one.
+                raise _fail(kind, source, f"it uses the YAML tag {str(event.tag)[:60]}, which the tool never writes")
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 level += 1
                 if level > kind.depth:
@@ -327,6 +346,10 @@ def parse_yaml(text: str, kind: Kind, source: str) -> Any:
         raise _fail(kind, source, f"it is not valid YAML ({str(error).splitlines()[0]})") from None
     except RecursionError:
         raise _fail(kind, source, f"it nests deeper than {kind.depth} levels") from None
+    except (ValueError, OverflowError, TypeError) as error:
+        # The safe constructors raise these for an implicit scalar they cannot build: a timestamp
+        # out of range (2020-99-99), an integer past Python's digit limit.
+        raise _fail(kind, source, f"it holds a value that cannot be read ({str(error)[:120]})") from None
 
 
 def load_yaml(path: Path | str, kind: Kind) -> Any:

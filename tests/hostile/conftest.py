@@ -127,3 +127,14 @@ def build(cli, local_wheels, sandbox, monkeypatch, uv_cache):
         return done
 
     return make
+
+
+def no_traceback(cli, *argv, env=None) -> Result:
+    """``cli(*argv)``, failing the test when an exception escapes the tool (the traceback the README
+    promises never to print) rather than letting pytest report it as an error of the test."""
+    try:
+        return cli(*argv, env=env)
+    except SystemExit:
+        raise
+    except BaseException as error:  # noqa: BLE001 - the point of the helper
+        pytest.fail(f"traceback: {type(error).__name__}: {str(error)[:200]}")

@@ -156,6 +156,7 @@ def test_an_interrupted_in_place_build_is_undone(cli, build, sandbox):
     half = sandbox / "env"
     (half / "conda-meta").mkdir(parents=True)
     (half / "conda-meta" / "history").write_text("half built\n")
+    txn.inplace_token(half, "1" * 32).write_text("1" * 32)  # what the build put inside the directory it made
     txn.journal_of(half).write_text(json.dumps({"tool": "tfgpu-install", "target": os.path.realpath(half),
                                                 "id": "1" * 32}))
     done = cli("remove", "--prefix", str(half), "--json")

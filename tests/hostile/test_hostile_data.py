@@ -5,12 +5,14 @@ written; and the requirement door itself refuses the same texts wherever they co
 
 from __future__ import annotations
 
+import hashlib
+import marshal
 import re
 from importlib.resources import files
 
 import pytest
 
-from .conftest import changed, snapshot
+from .conftest import changed, no_traceback, snapshot
 
 SHIPPED = files("tfgpu.data").joinpath("tensorflow.toml").read_text("utf-8")
 PIP_CUDA = files("tfgpu.data").joinpath("pip_cuda.toml").read_text("utf-8")
@@ -166,3 +168,86 @@ def test_the_door_holds_where_a_table_escaped_its_schema(cli, sandbox, overlay, 
     assert (done.code, done.error) == (2, "bad-requirement"), done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
     assert not (sandbox / "install.sh").exists()
+
+
+# -- the parsed-data cache: a checksum anyone can recompute, and no schema check after it ------
+# tfgpu/data/__init__.py:_read_cache accepts any marshal dict whose embedded sha256 matches and
+# whose keys are the table names; _tables returns it without schema.validate. A cache entry with a
+# table of the wrong shape then crashes the command (and any value skips the schema's checks).
+
+def test_a_forged_parsed_data_cache_is_rebuilt_not_trusted(cli, sandbox):
+    from tfgpu.data import _MAGIC
+
+    first = cli("plan", "--tf", "2.21", "--no-detect", "--json")
+    assert first.code == 0, first.out
+    (cached,) = (sandbox / "cache" / "data").glob("tables-*.bin")
+    blob = cached.read_bytes()
+    tables = marshal.loads(blob[len(_MAGIC) + 32:])
+    tables["tensorflow.toml"]["release"] = "not a list of tables"
+    payload = marshal.dumps(tables)
+    cached.write_bytes(_MAGIC + hashlib.sha256(payload).digest() + payload)
+    done = no_traceback(cli, "plan", "--tf", "2.21", "--no-detect", "--json")
+    assert done.code == 0, done.out  # the cache is only a cache: a bad one is parsed again
+
+
+# -- log_signatures.toml from a data overlay ------------------------------------------------------
+# The schema makes "example" optional (opt(Str())), but doctor/logs.py:signatures reads row["example"]:
+# an overlay row without one is a KeyError. And the schema only checks that "pattern" compiles: a
+# pattern with nested quantifiers backtracks exponentially on one short line of the log, so
+# `doctor --log` hangs (the README: "never ... a hang").
+
+SIGNATURE = """[[signature]]
+id = "x"
+title = "t"
+pattern = '''{pattern}'''
+severity = "fail"
+cause = "c"
+fix = "f"
+source = []
+{extra}"""
+
+
+@pytest.mark.parametrize("missing", ["example", "source"])
+def test_an_overlay_signature_without_an_optional_key_is_read(cli, sandbox, missing):
+    (sandbox / "D").mkdir()
+    text = SIGNATURE.format(pattern="Cannot dlopen", extra="example = 'Cannot dlopen'\n")
+    text = "\n".join(line for line in text.splitlines() if not line.startswith(missing + " ")) + "\n"
+    (sandbox / "D" / "log_signatures.toml").write_text(text)
+    (sandbox / "train.log").write_text("Cannot dlopen some GPU libraries.\n")
+    done = no_traceback(cli, "doctor", "--log", str(sandbox / "train.log"), "--json",
+                         env={"TFGPU_DATA_DIR": str(sandbox / "D")})
+    assert done.code in (0, 1, 2), done.out
+
+
+def test_an_overlay_signature_cannot_hang_doctor_log(tool, sandbox):
+    import subprocess
+
+    (sandbox / "D").mkdir()
+    (sandbox / "D" / "log_signatures.toml").write_text(SIGNATURE.format(pattern="^(a+)+$", extra="example = 'aaa'\n"))
+    (sandbox / "train.log").write_text("a" * 40 + "!\n")
+    try:
+        done = tool("doctor", "--log", "train.log", "--json", env={"TFGPU_DATA_DIR": str(sandbox / "D")}, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("doctor --log hung on a 41-byte log: the overlay's pattern backtracks exponentially")
+    assert (done.code, done.error) == (2, "bad-data"), done.out
+
+
+@pytest.mark.parametrize("pattern", ["(a*)*", "(?:x+y?)*z", "(a?)+$", "(\\w{1,3}b)+", "a" * 1001],
+                         ids=["star-star", "group-plus-star", "optional-plus", "bounded-in-plus", "too-long"])
+def test_an_overlay_signature_whose_pattern_could_run_away_is_bad_data(cli, sandbox, pattern):
+    (sandbox / "D").mkdir()
+    (sandbox / "D" / "log_signatures.toml").write_text(SIGNATURE.format(pattern=pattern, extra=""))
+    (sandbox / "train.log").write_text("a" * 40 + "!\n")
+    before = snapshot(sandbox)
+    done = no_traceback(cli, "doctor", "--log", str(sandbox / "train.log"), "--json",
+                        env={"TFGPU_DATA_DIR": str(sandbox / "D")})
+    assert (done.code, done.error) == (2, "bad-data"), done.out
+    assert "log_signatures.toml" in done.out
+    assert changed(before, snapshot(sandbox), ("logs", "cache")) == []
+
+
+def test_every_shipped_signature_pattern_passes_the_runaway_check():
+    from tfgpu.data.schema import pattern_problem
+    from tfgpu.resolver.tables import load_toml
+
+    assert [row["id"] for row in load_toml("log_signatures.toml")["signature"] if pattern_problem(row["pattern"])] == []

@@ -7,12 +7,15 @@ import json
 import os
 import secrets
 import shutil
+import sys
 
 import pytest
 
 from tfgpu.envs import jupyter, marker
 
-from .conftest import changed, snapshot
+from .conftest import changed, no_traceback, snapshot
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def precious(directory):
@@ -253,3 +256,68 @@ def test_a_foreign_toolkit_staging_directory_is_left_alone(sandbox, monkeypatch)
     with pytest.raises(ImpossibleError) as caught:
         tk.prepare_staging(place)
     assert caught.value.code == "foreign-leftover" and (staging / "precious.txt").exists()
+
+
+# -- a project file found by walking up, owned by someone else ----------------------------------
+# project.find takes the nearest tfgpu.toml in any parent directory, whoever owns it: in a shared,
+# world-writable directory (/tmp, a scratch volume) another user plants channels and insecure-hosts
+# for root's next `create` (git refuses the same since CVE-2022-24765: safe.directory).
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
+def test_a_project_file_planted_by_another_user_in_a_parent_is_not_used(cli, sandbox, monkeypatch):
+    monkeypatch.delenv("TFGPU_PROJECT_FILE", raising=False)
+    shared = sandbox / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    planted = shared / "tfgpu.toml"
+    planted.write_text('mode = "conda"\nchannels = ["https://evil.example/ch"]\ninsecure-hosts = ["evil.example"]\n')
+    os.chown(planted, 65534, 65534)
+    (shared / "victim").mkdir()
+    monkeypatch.chdir(shared / "victim")
+    done = no_traceback(cli, "plan", "--tf", "2.21", "--no-detect", "--json")
+    assert done.code == 0, done.out
+    assert json.loads(done.out)["mode"] == "pip", "the planted file chose the mode (and its channels and hosts)"
+    assert "belongs to another user" in done.err and "--project" in done.err  # said, also under --json
+
+
+# -- a hand-written in-place journal beside a directory the tool never made ----------------------
+# envs/txn.py:recover trusts `.T.tfgpu-inplace.json` as proof: a record whose "target" is T's real
+# path and whose "id" is any string makes the next `remove` of T delete T with writes.remove_tree —
+# T holds no marker, nothing ties it to a build. `remove` then says "no-such-env". (`create` holds:
+# it stops at target-not-empty before recovering.) The README: "It deletes only what it can prove it made."
+
+@pytest.mark.parametrize("command", ["remove"])
+def test_a_planted_in_place_journal_does_not_delete_a_directory_the_tool_never_made(cli, sandbox, command):
+    from tfgpu.envs import txn
+
+    victim = sandbox / "T"
+    victim.mkdir()
+    (victim / "thesis.tex").write_text("years of work\n")
+    txn.journal_of(victim).write_text(json.dumps({"target": os.path.realpath(victim), "id": "x"}))
+    if command == "remove":
+        done = no_traceback(cli, "remove", "--prefix", str(victim), "--json")
+    else:
+        done = no_traceback(cli, "create", "--tf", "2.21", "--mode", "pip", "--python", PY, "--prefix", str(victim),
+                             "--no-detect", "--offline", "--no-verify", "--json")
+    assert (victim / "thesis.tex").exists(), f"{command} deleted {victim}: {done.out[:300]}"
+    assert (done.code, done.error) == (3, "foreign-leftover"), done.out
+
+
+def test_a_project_file_in_a_parent_anyone_may_write_to_is_not_used(cli, sandbox, monkeypatch):
+    # The file is the user's own, but the directory lets anyone swap it (no sticky bit).
+    monkeypatch.delenv("TFGPU_PROJECT_FILE", raising=False)
+    open_dir = sandbox / "open"
+    open_dir.mkdir()
+    (open_dir / "tfgpu.toml").write_text('mode = "conda"\n')
+    open_dir.chmod(0o777)
+    (open_dir / "work").mkdir()
+    monkeypatch.chdir(open_dir / "work")
+    try:
+        done = no_traceback(cli, "plan", "--tf", "2.21", "--no-detect", "--json")
+    finally:
+        open_dir.chmod(0o755)
+    assert done.code == 0, done.out
+    assert json.loads(done.out)["mode"] == "pip"
+    assert "anyone may write to" in done.err
+    explicit = no_traceback(cli, "plan", "--tf", "2.21", "--no-detect", "--json", "--project", str(open_dir / "tfgpu.toml"))
+    assert explicit.code == 0 and json.loads(explicit.out)["mode"] == "conda", explicit.out

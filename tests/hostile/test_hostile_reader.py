@@ -20,7 +20,7 @@ from typing import Callable
 import pytest
 
 from conftest import run_tool
-from hostile.conftest import changed, snapshot
+from hostile.conftest import changed, no_traceback, snapshot
 
 DEEP = 200_000
 HAZARDS = ("fifo", "dev-zero", "huge", "deep", "aliases", "not-utf8", "wrong-types")
@@ -293,3 +293,108 @@ def test_a_malformed_answer_from_the_index_is_update_failed(sandbox, answer):
     assert (done.returncode, json.loads(done.stdout)["error"]["code"]) == (1, "update-failed"), done.stdout
     assert not (sandbox / "U").exists()
     assert changed(before, snapshot(sandbox), TOOL_STATE) == []
+
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+# -- YAML scalars that PyYAML's safe constructor turns into ValueError (not YAMLError) ----------
+# untrusted.parse_yaml catches yaml.YAMLError and RecursionError only; a timestamp out of range, an
+# explicit !!int / !!float tag on a non-number, or an int past Python's 4300-digit limit raise
+# ValueError from the constructor and escape as a traceback.
+
+YAML_VALUE_ERRORS = {
+    "bad-timestamp": "version: 2\nmetadata: {created: 2020-99-99}\n",
+    "tagged-int": "version: !!int abc\n",
+    "tagged-float": "version: !!float abc\n",
+    "long-int": "version: " + "9" * 5000 + "\n",
+}
+
+
+@pytest.mark.parametrize("content", YAML_VALUE_ERRORS.values(), ids=list(YAML_VALUE_ERRORS))
+@pytest.mark.parametrize("command", ["check", "create"])
+def test_a_conda_lock_whose_scalar_does_not_construct_is_lock_corrupt(cli, sandbox, content, command):
+    lock = sandbox / "conda-lock.yml"
+    lock.write_text(content)
+    before = snapshot(sandbox)
+    argv = ("lock", "--check", str(lock)) if command == "check" else \
+        ("create", "--from-lock", str(lock), "--prefix", str(sandbox / "P"), "--no-verify")
+    done = no_traceback(cli, *argv, "--json")
+    assert (done.code, done.error) == (3, "lock-corrupt"), done.out
+    assert changed(before, snapshot(sandbox), ("logs", "cache")) == []
+
+
+# -- TOML integers past Python's int-string limit ------------------------------------------------
+# tomllib raises ValueError ("Exceeds the limit (4300 digits)"), not TOMLDecodeError; parse_toml
+# catches only the latter (and RecursionError).
+
+HUGE_INT = "x = " + "9" * 5000 + "\n"
+
+
+@pytest.mark.parametrize("where", ["--project", "tfgpu.toml-in-parent", "pyproject.toml", "TFGPU_DATA_DIR"])
+def test_a_toml_file_with_a_huge_integer_is_its_kinds_error(cli, sandbox, where, monkeypatch):
+    env = {}
+    argv = ["plan", "--tf", "2.21", "--no-detect", "--json"]
+    expected = (2, "bad-project-file")
+    if where == "--project":
+        (sandbox / "team.toml").write_text(HUGE_INT)
+        argv += ["--project", str(sandbox / "team.toml")]
+    elif where == "tfgpu.toml-in-parent":
+        monkeypatch.delenv("TFGPU_PROJECT_FILE", raising=False)
+        (sandbox / "tfgpu.toml").write_text(HUGE_INT)
+        (sandbox / "sub").mkdir()
+        monkeypatch.chdir(sandbox / "sub")
+    elif where == "pyproject.toml":
+        monkeypatch.delenv("TFGPU_PROJECT_FILE", raising=False)
+        (sandbox / "pyproject.toml").write_text("[tool.tfgpu]\n" + HUGE_INT)
+    else:
+        (sandbox / "D").mkdir()
+        (sandbox / "D" / "tensorflow.toml").write_text(HUGE_INT)
+        env = {"TFGPU_DATA_DIR": str(sandbox / "D")}
+        expected = (2, "bad-data")
+    before = snapshot(sandbox)
+    done = no_traceback(cli, *argv, env=env)
+    assert (done.code, done.error) == expected, done.out
+    assert changed(before, snapshot(sandbox), ("logs", "cache")) == []
+
+
+# -- a proving marker with a wrong-typed field ---------------------------------------------------
+# envs/listing.py:_health does `wanted not in found` (a set) with the marker's "tensorflow" as it is:
+# a list or a table there is "unhashable type" — `list` (and `list --json`) crash on one env.
+
+@pytest.mark.parametrize("value", [["2.21.0"], {"a": 1}], ids=["list", "table"])
+def test_list_reports_an_env_whose_marker_records_a_wrong_typed_tensorflow(cli, sandbox, value):
+    prefix = sandbox / "envs" / "V"
+    site = prefix / "lib" / f"python{PY}" / "site-packages" / "tensorflow-2.21.0.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text("Name: tensorflow\nVersion: 2.21.0\n")
+    (prefix / "bin").mkdir()
+    (prefix / "bin" / "python").symlink_to(sys.executable)
+    (prefix / "tfgpu-env.json").write_text(json.dumps({
+        "tool": "tfgpu-install", "marker_format": 2, "id": "0" * 32, "prefix": os.path.realpath(prefix),
+        "owned": {"kernels": []}, "tensorflow": value}))
+    before = snapshot(sandbox)
+    done = no_traceback(cli, "list", "--json")
+    assert done.code == 0, done.out
+    assert changed(before, snapshot(sandbox), ("logs", "cache")) == []
+
+
+# -- a local channel (--channel DIR, a team's file:// mirror) whose repodata.json is a FIFO -------
+# The rattler child reads the channel's index with no bound: a FIFO nobody writes to blocks it for
+# ever (the parent waits on the child). A bundle holds (its manifest lists repodata.json: a FIFO
+# there is "missing"), a plain --channel directory does not.
+
+def test_a_fifo_in_a_local_channel_does_not_hang_lock(tool, sandbox):
+    import subprocess
+
+    channel = sandbox / "ch"
+    (channel / "linux-64").mkdir(parents=True)
+    (channel / "noarch").mkdir()
+    (channel / "noarch" / "repodata.json").write_text("{}")
+    os.mkfifo(channel / "linux-64" / "repodata.json")
+    try:
+        done = tool("lock", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--platform", "linux-64",
+                    "--channel", str(channel), "-o", str(sandbox / "conda-lock.yml"), "--json", timeout=45)
+    except subprocess.TimeoutExpired:
+        pytest.fail("lock hung reading a FIFO in the --channel directory")
+    assert (done.code, done.error) == (2, "bad-channel"), done.out

@@ -355,6 +355,8 @@ def with_project(args) -> list[str]:
 
     explicit = getattr(args, "project", None)
     found = project.load(Path(explicit).expanduser().absolute() if explicit else None, explicit=bool(explicit))
+    for refusal in () if explicit else project.refused:
+        render().note(refusal)  # stderr, also under --json
     if found is None:
         return []
     taken = project.apply(found, args, set(vars(args)))

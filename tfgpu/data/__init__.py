@@ -10,7 +10,9 @@ schema is ``bad-data`` (exit 2) naming the file.
 Parsing takes ~100 ms, which would dominate ``plan``; like Python's own bytecode cache, the parsed
 (and validated) form is kept in the user cache dir under a sha256 of every source's bytes, and the
 cache file carries a sha256 of its own content: a cache that is damaged, truncated, swapped or not
-the tables is parsed afresh, never trusted.
+the tables is parsed afresh, never trusted. What comes back from the cache is checked against the
+schema's types (:func:`schema.fits`, a few ms; the full validation costs ~100 ms), so a forged entry
+can never hand the code a value of a type it does not expect.
 """
 
 from __future__ import annotations
@@ -126,6 +128,13 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
     except (ValueError, EOFError, TypeError):
         return None
     if not isinstance(value, dict) or set(value) != names or not all(isinstance(v, dict) for v in value.values()):
+        return None
+    from tfgpu.data import schema
+
+    # The checksum inside the file is against damage only: anyone who can write the cache can
+    # recompute it. What the code reads is held here, every type of every table, so a forged or
+    # stale entry is parsed again (and validated in full), never used.
+    if not all(schema.fits(name, table) for name, table in value.items()):
         return None
     return value
 

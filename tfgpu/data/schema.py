@@ -28,12 +28,70 @@ def _specifier(text: str) -> bool:
     return specifier(text) is not None
 
 
+MAX_PATTERN = 1000
+"""Characters of one pattern (the longest shipped signature is a fraction of it)."""
+
+
 def _regex(text: str) -> bool:
+    return pattern_problem(text) is None
+
+
+def pattern_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a signature's pattern, or None. Data must not become a runaway
+    program: besides compiling, a pattern is at most :data:`MAX_PATTERN` characters and has no
+    repeat inside a repeat (``(a+)+``, ``(a*)*``, ``(?:x+y?)*``), the form whose backtracking is
+    exponential in the length of one line (41 bytes take minutes). Cutting log lines would not hold
+    that; refusing the form does. (Alternation under a repeat, ``(a|aa)+``, can still backtrack
+    polynomially; the log's size cap bounds it.)"""
+    if len(text) > MAX_PATTERN:
+        return f"it is {len(text):,} characters long, more than {MAX_PATTERN:,}"
+    try:
+        parsed = _sre_parser().parse(text)
+    except (re.error, RecursionError, OverflowError):
+        return "it does not compile"
+    if _nested_repeat(parsed, inside=False):
+        return "it repeats a group that itself repeats, which backtracks without bound"
     try:
         re.compile(text)
-    except re.error:
-        return False
-    return True
+    except (re.error, RecursionError, OverflowError):
+        return "it does not compile"
+    return None
+
+
+def _sre_parser():
+    try:
+        from re import _parser  # Python 3.11+
+    except ImportError:  # pragma: no cover - older Pythons
+        import sre_parse as _parser
+    return _parser
+
+
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
+def _nested_repeat(items, inside: bool) -> bool:
+    """Whether a repeat of more than one (``+``, ``*``, ``{2,}``) holds a repeat of variable count."""
+    for op, argument in items:
+        name = str(op)
+        if name in _REPEATS:
+            low, high, body = argument
+            if inside and low != high:  # a variable repeat under a repeat of many
+                return True
+            if _nested_repeat(body, inside=inside or high > 1):
+                return True
+        elif name == "SUBPATTERN":
+            if _nested_repeat(argument[-1], inside):
+                return True
+        elif name == "BRANCH":
+            if any(_nested_repeat(branch, inside) for branch in argument[1]):
+                return True
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            if _nested_repeat(argument[1], inside):
+                return True
+        elif name == "ATOMIC_GROUP":
+            if _nested_repeat(argument, inside):
+                return True
+    return False
 
 
 def _one_line(text: str) -> bool:
@@ -78,7 +136,7 @@ class Str:
         if value == "" and self.blank:
             return
         checks = {"version": (_version, "a PEP 440 version"), "specifier": (_specifier, "a PEP 440 specifier"),
-                  "regex": (_regex, "a regular expression"), "line": (_one_line, "one line of text"),
+                  "regex": (_regex, "a regular expression without a repeat inside a repeat, at most 1000 characters"), "line": (_one_line, "one line of text"),
                   "name": (_name, "a package name (PEP 508: ASCII letters, digits, '.', '_', '-')"),
                   "requirement": (_requirement, "a requirement on one line (`name==1.2`), not an option or URL"),
                   "pin": (_specifier_word, "a version specifier without spaces (`>=9,<10`)"),
@@ -293,3 +351,33 @@ def validate(name: str, document: dict, where: str) -> None:
         else:
             message = f"{where}: {problem.where} must be {problem.expected}, not {repr(problem.value)[:80]}."
         raise UsageError("bad-data", message, [_WAY]) from None
+
+
+def _fits(spec, value) -> bool:
+    """Whether ``value`` has the *types* ``spec`` asks for, every leaf (no forms: no version or regex parsed)."""
+    if isinstance(spec, Str):
+        return isinstance(value, str)
+    if isinstance(spec, Int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(spec, Bool):
+        return isinstance(value, bool)
+    if isinstance(spec, List):
+        return isinstance(value, list) and all(_fits(spec.item, item) for item in value)
+    if isinstance(spec, Rows):
+        return isinstance(value, list) and all(_fits(spec.row, row) for row in value)
+    if isinstance(spec, Map):
+        return isinstance(value, dict) and all(isinstance(k, str) and _fits(spec.value, v) for k, v in value.items())
+    if isinstance(spec, Table):
+        return isinstance(value, dict) and all(
+            _fits(field, value[key]) if key in value else not getattr(field, "required", False)
+            for key, field in spec.fields.items())
+    return True
+
+
+def fits(name: str, document) -> bool:
+    """Whether a table read back from the parsed-data cache has every type its schema asks for: the
+    full :func:`validate` costs ~100 ms a run (versions and specifiers parsed), this walk a few; the
+    cache holds only what :func:`validate` passed, so a cache that does not fit was not written by
+    the tool and is parsed again."""
+    schema = SCHEMAS.get(name)
+    return isinstance(document, dict) and (schema is None or _fits(schema, document))

@@ -170,5 +170,7 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
     facts.hook = hook if hook.is_file() and (site / "_tfgpu_cuda_hook.pth").is_file() else None
     activation = facts.root / "etc" / "tfgpu" / "activate.sh"
     facts.activation = activation if activation.is_file() else None
-    facts.marker = untrusted.json_or_none(facts.root / "tfgpu-env.json", untrusted.MARKER)
+    from tfgpu.envs import marker
+
+    facts.marker = marker.read(facts.root)  # the marker's one reader: a wrong-typed field reads as missing
     return facts

@@ -63,13 +63,20 @@ class LogMatch:
 
 @derived
 def signatures() -> tuple[Signature, ...]:
-    """Every known signature, in table order, patterns compiled once."""
+    """Every known signature, in table order, patterns compiled once.
+
+    What holds a runaway pattern off is ``schema.pattern_problem`` (no repeat inside a repeat, a
+    length cap): the schema refuses such a pattern in any table, and it is checked again here
+    because the parsed-data cache is checked for types only. Lines are not cut before matching:
+    ``^(a+)+$`` backtracks for minutes on a 41-byte line, so no cut would hold it."""
+    from tfgpu.data.schema import pattern_problem
+
     return tuple(
         Signature(id=row["id"], title=row["title"], pattern=re.compile(row["pattern"]),
                   severity=row["severity"], cause=row["cause"], fix=row["fix"],
-                  source=tuple(row["source"]), example=row["example"],
+                  source=tuple(row.get("source", ())), example=row.get("example", ""),
                   shadows=tuple(row.get("shadows", ())))
-        for row in load_toml("log_signatures.toml")["signature"]
+        for row in load_toml("log_signatures.toml")["signature"] if pattern_problem(row["pattern"]) is None
     )
 
 

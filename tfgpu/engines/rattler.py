@@ -51,6 +51,35 @@ def channel_urls(channels: tuple[str, ...]) -> list[str]:
     return urls
 
 
+INDEX_FILES = ("repodata.json", "repodata.json.zst", "repodata.json.bz2", "current_repodata.json")
+
+
+def check_local_indexes(urls: list[str], subdirs: list[str]) -> None:
+    """Every index file of a ``file://`` channel that the engine's child would read for ``subdirs``
+    is a regular file within the reader's cap (``untrusted.CHANNEL_INDEX``): the child reads it
+    without a bound, so a FIFO there would block it, and the tool waiting on it, for ever. Called
+    by :func:`_engine` for every request, so no channel reaches rattler around it."""
+    for url in urls:
+        if not str(url).startswith("file://"):
+            continue
+        root = local_path(url)
+        for subdir in dict.fromkeys(subdirs):
+            for name in INDEX_FILES:
+                path = root / subdir / name
+                if os.path.lexists(path):
+                    untrusted.check_file(path, untrusted.CHANNEL_INDEX)
+
+
+def engine_timeout() -> float:
+    """The most seconds one engine operation may run (``TFGPU_ENGINE_TIMEOUT``, default 30 minutes):
+    generous for a cold solve over conda-forge, and a bound, so no hang of the child is for ever."""
+    try:
+        value = float(os.environ.get("TFGPU_ENGINE_TIMEOUT", "") or 1800)
+    except ValueError:
+        value = 1800.0
+    return value if value > 0 else 1800.0
+
+
 def check_channels(urls: list[str]) -> None:
     """A local channel that is not there is a usage error before anything else happens."""
     for url in urls:
@@ -211,17 +240,24 @@ def _engine(operation: str, what: str, request: dict, runner=None, reporter=None
             reporter.output(line.removeprefix(PROGRESS))
 
     root = str(Path(__file__).resolve().parents[2])  # the child imports this very tfgpu
+    subdirs = [request.get("platform")] if isinstance(request.get("platform"), str) else []
+    subdirs += [p for p in request.get("platforms") or () if isinstance(p, str)]
+    check_local_indexes([c for c in request.get("channels") or () if isinstance(c, str)], subdirs + ["noarch"])
     with tempfile.TemporaryDirectory(prefix="tfgpu-rattler-") as scratch:
         result = Path(scratch) / "answer.json"
         request = {**request, "op": operation, "what": what, "result": str(result)}
         done = runner.run([sys.executable, "-m", "tfgpu.engines.rattler_child"], input=json.dumps(request),
-                          on_line=passed_on, env={"PYTHONPATH": root})
+                          on_line=passed_on, env={"PYTHONPATH": root}, timeout=engine_timeout())
         try:
             answer = untrusted.load_json(result, untrusted.CHILD_OUTPUT)
         except untrusted.Unreadable:
             answer = None
     if isinstance(answer, dict) and (isinstance(answer.get("records"), list) or isinstance(answer.get("error"), dict)):
         return answer
+    if done.returncode == 124:
+        raise OperationError("engine-crashed", f"The conda engine (rattler) did not finish {operation} for {what} "
+                             f"within {engine_timeout():.0f} seconds and was stopped; nothing was changed by the tool.",
+                             ["Set TFGPU_ENGINE_TIMEOUT (seconds) higher if the solve is just slow."])
     ended = (f"killed by {signal.Signals(-done.returncode).name}" if done.returncode < 0 and
              -done.returncode in signal.valid_signals() else f"exit status {done.returncode}")
     where = f"Its whole output is in {runner.log_path}." if runner.log_path else "Run it again to see if it recurs."

@@ -27,13 +27,31 @@ MAX_BYTES = untrusted.MARKER.limit
 _ID = re.compile(r"[0-9a-f]{32}")
 
 
+_TEXT = (str, type(None))
+_FIELDS = {
+    "tool": _TEXT, "id": _TEXT, "prefix": _TEXT, "tool_version": _TEXT, "created": _TEXT, "name": _TEXT,
+    "tensorflow": _TEXT, "python": _TEXT, "cuda": _TEXT, "cudnn": _TEXT, "min_driver": _TEXT, "mode": _TEXT,
+    "engine": _TEXT, "from_lock": _TEXT, "virtual_cuda": _TEXT, "tf_source": _TEXT, "lock": _TEXT,
+    "marker_format": (int, type(None)), "owned": (dict, type(None)), "requirements": (list, type(None)),
+    "locked": (list, type(None)), "find_links": (list, type(None)), "channels": (list, type(None)),
+    "offline": (bool, type(None)), "cpu_only": (bool, type(None)),
+}
+"""The type of each field the tool writes; a field of another type (a hand-edited or damaged
+marker: ``"tensorflow": ["2.21.0"]``) reads as missing, so no reader meets a type it does not expect."""
+
+
 def read(prefix: Path) -> dict | None:
-    """The marker of ``prefix`` as a JSON object, or None (missing, unreadable, huge, not an object)."""
+    """The marker of ``prefix`` as a JSON object, or None (missing, unreadable, huge, not an object);
+    fields of the wrong type are left out (see :data:`_FIELDS`)."""
     try:
         value = untrusted.load_json(Path(prefix) / NAME, untrusted.MARKER)
     except untrusted.Unreadable:
         return None
-    return value if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return None
+    return {key: field for key, field in value.items()
+            if key not in _FIELDS or (isinstance(field, _FIELDS[key])
+                                      and not (isinstance(field, bool) and bool not in _FIELDS[key]))}
 
 
 def proof(directory: Path, made_for: Path | str | None = None) -> dict | None:

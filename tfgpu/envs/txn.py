@@ -191,6 +191,19 @@ def foreign_leftover(path: Path, what: str) -> ImpossibleError:
                            [f"Look at {path} and delete it yourself if it is not yours to keep."])
 
 
+def inplace_token(final: Path, build_id: str) -> Path:
+    """The file an in-place build leaves inside the directory it made, naming its journal's id
+    (conda and mamba, run with ``-y``, build into a directory that exists)."""
+    return final / f".tfgpu-inplace-{build_id}"
+
+
+def _token_matches(final: Path, build_id: str) -> bool:
+    if not build_id or "/" in build_id or build_id in (".", ".."):
+        return False
+    token = inplace_token(final, build_id)
+    return untrusted.text_or_none(token, untrusted.MARKER) == build_id
+
+
 def recover(final: Path) -> list[str]:
     """Finish or undo what a killed create/remove of ``final`` left (call with the lock held);
     returns what was done, one sentence each."""
@@ -204,6 +217,10 @@ def recover(final: Path) -> list[str]:
         built = marker.proof(final) if is_real_dir(final) else None
         if built is None or built.get("id") != record["id"]:
             if is_real_dir(final):
+                # The journal beside the target is no proof (anyone who can write there can write
+                # one): only the token the build put inside the directory it made itself is.
+                if built is not None or not _token_matches(final, record["id"]):
+                    raise foreign_leftover(final, "an environment an interrupted in-place build left")
                 writes.remove_tree(final)
                 done.append(f"deleted the half-built environment an interrupted run left at {final}")
             if is_real_dir(old_of(final)) and marker.proof(old_of(final), final):
@@ -249,6 +266,10 @@ def prepare(location) -> None:
         if final.exists():
             os.rename(final, old_of(final))
         final.parent.mkdir(parents=True, exist_ok=True)
+        # The proof that this run made the directory: it makes it (it does not exist now) and puts
+        # the journal's random id inside, where the engine (conda, mamba) then builds the env.
+        final.mkdir()
+        writes.put_text(inplace_token(final, location.id), location.id, root=final)
         return
     location.staging.parent.mkdir(parents=True, exist_ok=True)
     location.staging.mkdir()
@@ -263,6 +284,7 @@ def commit(location) -> None:
             if old.exists():
                 os.rename(old, removing_of(final))
             journal_of(final).unlink(missing_ok=True)
+            inplace_token(final, location.id).unlink(missing_ok=True)
         else:
             if final.exists() and not any(final.iterdir()):
                 final.rmdir()
