@@ -375,3 +375,84 @@ def test_sigterm_after_the_parent_turned_read_only_leaves_its_mode_and_says_what
     from tfgpu.envs import txn
 
     assert txn.recover(parent / "env") and not [p for p in parent.iterdir() if "tfgpu-staging" in p.name]
+
+
+# --- reads for rewriting, and deletes, stay inside the env --------------------------------------
+
+def test_repair_never_copies_a_file_an_env_link_points_to_outside_the_env(cli, sandbox, user_env, repair_wheels):
+    """bin/activate -> a secret outside the env: repair refuses the link (it would read it to add
+    its hook) and copies neither its bytes nor its mode into the env."""
+    outside = sandbox / "private"
+    outside.mkdir()
+    secret = outside / "id_rsa"
+    secret.write_text("-----BEGIN PRIVATE KEY----- SECRET-OUTSIDE-THE-ENV\n")
+    activate = user_env / "bin" / "activate"
+    activate.unlink()
+    activate.symlink_to(secret)
+    before = snapshot(sandbox)
+    done = repair(cli, user_env, repair_wheels)
+    assert (done.code, done.error) == (3, "repair-path-outside"), done.out + done.err
+    assert "Traceback" not in done.err and str(activate) in json.loads(done.out)["error"]["message"]
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+    assert activate.is_symlink() and b"SECRET" not in b"".join(
+        p.read_bytes() for p in user_env.rglob("*") if p.is_file() and not p.is_symlink() and p.stat().st_size < 1 << 20)
+
+
+def test_an_activate_script_linking_inside_the_env_is_followed(tmp_path):
+    from tfgpu.envs import writes
+
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "activate.real").write_text("# the env's own\n")
+    os.chmod(env / "bin" / "activate.real", 0o640)
+    (env / "bin" / "activate").symlink_to("activate.real")
+    assert writes.read_own(env / "bin" / "activate", env) == (b"# the env's own\n", 0o640)
+    assert writes.read_own(env / "bin" / "absent", env) is None
+
+
+def test_a_move_never_replaces_what_is_at_its_destination(tmp_path):
+    """A file onto a file, a directory onto an empty directory: os.rename would replace both."""
+    from tfgpu.envs import writes
+    from tfgpu.errors import ImpossibleError
+
+    (tmp_path / "new.txt").write_text("new")
+    (tmp_path / "kept.txt").write_text("kept")
+    (tmp_path / "newdir").mkdir()
+    (tmp_path / "keptdir").mkdir()
+    for source, there in (("new.txt", "kept.txt"), ("newdir", "keptdir")):
+        with pytest.raises(ImpossibleError) as refused:
+            writes.move(tmp_path / source, tmp_path / there)
+        assert refused.value.code == "env-path-blocked" and (tmp_path / source).exists()
+    assert (tmp_path / "kept.txt").read_text() == "kept"
+    writes.move(tmp_path / "new.txt", tmp_path / "moved.txt")
+    assert (tmp_path / "moved.txt").read_text() == "new" and not (tmp_path / "new.txt").exists()
+    writes.move(tmp_path / "moved.txt", tmp_path / "kept.txt", replace=True)
+    assert (tmp_path / "kept.txt").read_text() == "new"
+
+
+def test_remove_never_deletes_into_a_file_system_mounted_inside_the_env(cli, sandbox):
+    """A data set mounted at ``env/data``: ``remove`` stops before deleting or moving anything
+    (``env-has-mount``, naming the mount point and ``umount``) and works once it is unmounted."""
+    from tfgpu.envs import marker
+
+    env = sandbox / "env"
+    (env / "data").mkdir(parents=True)
+    (env / "bin").mkdir()
+    (env / "bin" / "python").write_text("#!/bin/sh\n")
+    marker.write(env, env_id="0123456789abcdef0123456789abcdef", made_for=os.path.realpath(env), fields={})
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(env / "data")],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        (env / "data" / "dataset.csv").write_text("precious\n")
+        before = snapshot(sandbox)
+        done = cli("remove", "--prefix", str(env), "--json")
+        assert (done.code, done.error) == (3, "env-has-mount"), done.out + done.err
+        error = json.loads(done.out)["error"]
+        assert str(env / "data") in error["message"] and "umount" in " ".join(error["alternatives"])
+        assert os.path.ismount(env / "data") and (env / "data" / "dataset.csv").read_text() == "precious\n"
+        assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+    finally:
+        if os.path.ismount(env / "data"):
+            subprocess.run(["umount", str(env / "data")], check=False)
+    assert cli("remove", "--prefix", str(env), "--json").code == 0 and not env.exists()

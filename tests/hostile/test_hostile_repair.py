@@ -54,6 +54,13 @@ def write_journal(user_env: Path, journal: dict) -> None:
     pytest.param(lambda j: j | {"files": {"bin/x": {"kind": "file", "data": "", "mode": 0o4755}}}, id="setuid-mode"),
     pytest.param(lambda j: j | {"before": ["not", "a", "mapping"]}, id="wrong-shape"),
     pytest.param(lambda j: j | {"manager": "apt"}, id="unknown-manager"),
+    pytest.param(lambda j: {k: v for k, v in j.items() if k != "written"}, id="no-record-of-what-it-wrote"),
+    pytest.param(lambda j: {k: v for k, v in j.items() if k != "intended"}, id="no-record-of-what-it-meant"),
+    pytest.param(lambda j: j | {"added": [{"name": "tensorflow", "version": j["before"]["tensorflow"],
+                                           "record": "0" * 64}]}, id="added-what-was-there-before"),
+    pytest.param(lambda j: j | {"added": [{"name": "somepkg", "version": "1.0", "record": None}]},
+                 id="added-without-a-record-digest"),
+    pytest.param(lambda j: j | {"written": {"my-notes.txt": "0" * 64}}, id="written-without-a-state-before"),
 ])
 def test_a_tampered_journal_is_refused_and_nothing_changes(cli, sandbox, user_env, repair_wheels, tamper):
     journal = repaired(cli, user_env, repair_wheels)
@@ -162,6 +169,7 @@ def test_a_journal_with_conda_forges_underscore_packages_is_ours():
 
     prefix = Path("/tmp")
     journal = {"tool": "tfgpu-install", "format": FORMAT, "prefix": os.path.realpath(prefix), "files": {},
+               "written": {}, "intended": [], "added": [], "before": {},
                "manager": "conda", "conda_before": {"_libgcc_mutex": "0.1", "_openmp_mutex": "4.5"}}
     check_journal(prefix, journal)
 
@@ -219,3 +227,37 @@ def test_a_remove_during_a_repair_is_turned_away_and_neither_corrupts_the_env(sa
     undone = cli("repair", "--undo", "--prefix", str(user_env), "--json")
     assert undone.code == 0, undone.out
     assert rh.snapshot(user_env) == before
+
+
+def test_undo_never_takes_out_what_the_repair_did_not_add(cli, sandbox, user_env, repair_wheels):
+    """A journal of this env with no ``written`` map, listing TensorFlow (there before the repair)
+    as added with no RECORD digest and a user's file as absent before: refused as a whole, so
+    neither the package nor the file goes."""
+    journal = repaired(cli, user_env, repair_wheels)
+    notes = user_env / "my-notes.txt"
+    notes.write_text("the user's own file\n")
+    journal.pop("written")
+    journal["files"]["my-notes.txt"] = None
+    journal["added"].append({"name": "tensorflow", "version": journal["before"]["tensorflow"], "record": None})
+    write_journal(user_env, journal)
+    before = snapshot(sandbox)
+    done = cli("repair", "--undo", "--prefix", str(user_env), "--json")
+    assert (done.code, done.error) == (3, "repair-journal-foreign"), done.out
+    assert "--forget-journal" in " ".join(json.loads(done.out)["error"]["alternatives"])
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+    assert notes.exists() and list(next(user_env.glob("lib/python3*/site-packages")).glob("tensorflow-*.dist-info"))
+
+
+def test_forgetting_a_journal_twice_in_one_second_keeps_both(cli, user_env, repair_wheels, monkeypatch):
+    """Both journals set aside in the same second are kept (the name's second is not unique)."""
+    import tfgpu.repair.journal as journal_module
+
+    monkeypatch.setattr(journal_module.time, "strftime", lambda fmt, *a: "20260101T000000")
+    repaired(cli, user_env, repair_wheels)
+    journal = user_env / "etc" / "tfgpu" / "repair.json"
+    for text in ("{ first damaged journal", "{ second damaged journal"):
+        journal.write_text(text)
+        done = cli("repair", "--undo", "--forget-journal", "--prefix", str(user_env), "--json")
+        assert done.code == 0, done.out
+    kept = sorted(p.read_text() for p in journal.parent.glob("repair.json.forgotten-*"))
+    assert kept == ["{ first damaged journal", "{ second damaged journal"], kept

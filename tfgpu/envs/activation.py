@@ -178,19 +178,12 @@ def _fill(template: str, block: str) -> str:
     return re.sub(r"^# @LAYOUT@.*$", lambda _: block, template, count=1, flags=re.M)
 
 
-def _mode(path: Path) -> int | None:
-    """The mode an edited file keeps (a fresh file gets the default)."""
-    try:
-        return path.stat().st_mode & 0o777
-    except OSError:
-        return None
-
-
-def _append_hook(script: Path, line: str) -> None:
-    text = untrusted.read_text(script, untrusted.ENV_FILE) if script.exists() else ""
+def _append_hook(script: Path, line: str, root: Path) -> None:
+    found = writes.read_own(script, root)  # a link out of the env is refused, never read through
+    text = found[0].decode("utf-8", errors="replace") if found else ""
     if BEGIN in text:
         text = text[: text.index(BEGIN)].rstrip("\n") + "\n"
-    writes.put_text(script, f"{text}\n{BEGIN}\n{line}\n{END}\n", _mode(script))
+    writes.put_text(script, f"{text}\n{BEGIN}\n{line}\n{END}\n", found[1] if found else None)
 
 
 def _site_relative(path: str, site_packages: str) -> str:
@@ -234,9 +227,9 @@ def write_venv_activation(root: Path, layout: CudaLayout) -> list[Path]:
     writes.put_text(written[0], _fill(_template("activate.sh"), sh))
     writes.put_text(written[1], _fill(_template("activate.fish"), fish))
     writes.put_text(written[2], json.dumps(layout.to_dict(), indent=2) + "\n")
-    _append_hook(root / "bin" / "activate", '. "$VIRTUAL_ENV/etc/tfgpu/activate.sh"')
+    _append_hook(root / "bin" / "activate", '. "$VIRTUAL_ENV/etc/tfgpu/activate.sh"', root)
     if (root / "bin" / "activate.fish").exists():
-        _append_hook(root / "bin" / "activate.fish", 'source "$VIRTUAL_ENV/etc/tfgpu/activate.fish"')
+        _append_hook(root / "bin" / "activate.fish", 'source "$VIRTUAL_ENV/etc/tfgpu/activate.fish"', root)
     written += [root / "bin" / "activate", root / "bin" / "activate.fish"]
     if layout.ptxas:
         link = root / "bin" / "ptxas"

@@ -129,7 +129,9 @@ def is_real_dir(path: Path) -> bool:
 
 
 def delete_contents(directory: Path, keep: str | None = None) -> None:
-    """Delete everything inside ``directory`` but ``keep``; links are deleted, never followed."""
+    """Delete everything inside ``directory`` but ``keep``; links are deleted, never followed. Another
+    file system mounted anywhere inside stops it before the first delete (``env-has-mount``)."""
+    writes.check_no_mounts(directory)
     with os.scandir(directory) as entries:
         for entry in list(entries):
             if entry.name == keep:
@@ -332,6 +334,7 @@ def remove(final: Path) -> dict:
             raise ImpossibleError("not-a-tfgpu-env", f"{final} was not provably built there by tfgpu-install "
                                   f"({marker.why_not(final)}), so it is left alone.",
                                   ["Delete it yourself if you are sure it is yours to delete."])
+        writes.check_no_mounts(final)  # before the rename: a mount point inside stays where it was
         try:
             with shielded():
                 os.rename(final, removing_of(final))

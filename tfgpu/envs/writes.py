@@ -15,17 +15,23 @@ What it promises, in one place:
 * a full disk or a refused permission is a typed error (``env-write-failed``,
   ``target-not-writable``), never an ``OSError`` traceback;
 * a tree is deleted only below the directory the caller owns, and only that tree's own modes are
-  changed on the way (never a parent's).
+  changed on the way (never a parent's); a tree with another file system mounted inside it is not
+  deleted at all (``env-has-mount``), checked before the first delete so nothing is half-removed;
+* a move never replaces what is at its destination unless the caller says so;
+* a file of an env the tool reads in order to rewrite it (:func:`read_own`) is read through a
+  link only while the link resolves inside the env: bytes or a mode from outside never end up in it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import shutil
 import stat
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, OperationError
 
 MAX_DEPTH = 64
@@ -79,7 +85,12 @@ def inside(root: Path, relative: str) -> Path:
 
 def check_tree(root: Path, max_depth: int = MAX_DEPTH) -> None:
     """Before an engine installs into (or uninstalls from) the existing env ``root``: every directory
-    in it that is a link must resolve inside ``root``. Links are never followed, so the walk ends."""
+    in it that is a link must resolve inside ``root``. Links are never followed, so the walk ends.
+
+    A file link out of the env is not refused here: a venv's ``bin/python`` links to the system's
+    interpreter, and an engine replaces or deletes a file link, never writes through it. The files
+    the tool itself reads in order to rewrite them go through :func:`read_own`, which refuses a link
+    out."""
     pending = [(str(root), 0)]
     while pending:
         directory, depth = pending.pop()
@@ -97,6 +108,24 @@ def check_tree(root: Path, max_depth: int = MAX_DEPTH) -> None:
                     pending.append((entry.path, depth + 1))
             except OSError:
                 continue
+
+
+def read_own(path: Path, root: Path) -> tuple[bytes, int] | None:
+    """The bytes and mode of the env's file ``path`` that the tool is about to rewrite (None: there
+    is no file there). A link is followed only while it resolves inside ``root``; one that leads out
+    is ``repair-path-outside``, so nothing from outside the env is ever copied into it."""
+    real = os.path.realpath(path)
+    if not _real_inside(real, str(root)):
+        raise outside(path, root)
+    try:
+        info = os.stat(real, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise failed(error, path) from None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return untrusted.read_bytes(real, untrusted.ENV_FILE), info.st_mode & 0o777
 
 
 def make_dirs(path: Path, root: Path | None = None) -> None:
@@ -209,12 +238,79 @@ def remove_empty_dir(path: Path) -> bool:
     return False
 
 
-def move(source: Path, destination: Path) -> None:
-    """Rename ``source`` to ``destination`` (same directory tree, one step)."""
-    try:
+RENAME_NOREPLACE = 1
+
+
+def _rename_noreplace(source: str, destination: str) -> None:
+    """``rename`` that fails with EEXIST when ``destination`` exists, in one step (``renameat2``);
+    where the kernel or file system lacks it, a file is hard-linked then unlinked (the link fails
+    when the name is taken), a directory renamed after a check."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        at_cwd = -100
+        if renameat2(at_cwd, os.fsencode(source), at_cwd, os.fsencode(destination), RENAME_NOREPLACE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise OSError(code, os.strerror(code), destination)
+    if os.path.isdir(source) and not os.path.islink(source):
+        if os.path.lexists(destination):
+            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), destination)
         os.rename(source, destination)
+        return
+    os.link(source, destination, follow_symlinks=False)
+    os.unlink(source)
+
+
+def move(source: Path, destination: Path, replace: bool = False) -> None:
+    """Rename ``source`` to ``destination`` (same directory tree, one step). Whatever is at
+    ``destination`` is kept (``env-path-blocked``) unless ``replace``: a rename that replaces would
+    lose it without a word."""
+    try:
+        if replace:
+            os.rename(source, destination)
+        else:
+            _rename_noreplace(str(source), str(destination))
     except OSError as error:
         raise failed(error, destination) from None
+
+
+def mounts_inside(tree: Path, max_depth: int = MAX_DEPTH) -> list[str]:
+    """The directories in ``tree`` on another file system than ``tree`` itself (a mount point),
+    found without following links; the walk does not go into them."""
+    try:
+        device = os.lstat(tree).st_dev
+    except OSError:
+        return []
+    found, pending = [], [(str(tree), 0)]
+    while pending:
+        directory, depth = pending.pop()
+        try:
+            with os.scandir(directory) as entries:
+                children = [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        for child in children:
+            try:
+                if os.lstat(child).st_dev != device or os.path.ismount(child):
+                    found.append(child)
+                elif depth < max_depth:
+                    pending.append((child, depth + 1))
+            except OSError:
+                continue
+    return sorted(found)
+
+
+def check_no_mounts(tree: Path) -> None:
+    """Refuse (``env-has-mount``) before anything of ``tree`` is deleted or moved when another file
+    system is mounted inside it: its files are not the tool's to delete."""
+    found = mounts_inside(tree)
+    if found:
+        raise ImpossibleError("env-has-mount", f"{found[0]} is a mount point inside {tree} (another file system "
+                              f"is mounted there{f', and {len(found) - 1} more' if len(found) > 1 else ''}); "
+                              "tfgpu-install deletes only what it made, so it deleted nothing.",
+                              [f"Unmount it first (`umount {found[0]}`), then run the same command again."])
 
 
 def remove_tree(tree: Path, owner: Path | None = None) -> None:
@@ -242,6 +338,7 @@ def remove_tree(tree: Path, owner: Path | None = None) -> None:
     if tree.is_symlink() or not tree.is_dir():
         _forget(tree, strict=True)
         return
+    check_no_mounts(tree)  # rmtree would cross into it
     try:
         shutil.rmtree(tree, onerror=retry)
     except OSError as error:

@@ -211,7 +211,6 @@ def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict, list
     done = journal.get("state") == "done"
     intended = {(p.get("name"), p.get("version")) for p in journal.get("intended", [])}
     intended_names = {name for name, _ in intended}
-    legacy = "intended" not in journal  # a journal from before intents were recorded: as it says
     left: list[str] = []
     if journal.get("manager") == "conda":
         before = journal.get("conda_before", {})
@@ -223,7 +222,7 @@ def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict, list
             candidates = {n: None for n in sorted(set(now) - set(before))}
         added = []
         for name, version in sorted(candidates.items()):
-            ours = legacy or (version is not None or (name, now.get(name)) in intended)
+            ours = version is not None or (name, now.get(name)) in intended
             if name in now and ours and (version is None or now[name] == version):
                 added.append(name)
             elif name in now:
@@ -245,9 +244,9 @@ def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict, list
         if here is None:
             continue
         if entry is not None:
-            ours = here["version"] == entry.get("version") and entry.get("record") in (None, here["record"])
+            ours = here["version"] == entry.get("version") and entry.get("record") == here["record"]
         else:
-            ours = legacy or (name, here["version"]) in intended
+            ours = (name, here["version"]) in intended
         if ours:
             added.append(name)
         else:
@@ -255,7 +254,7 @@ def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict, list
     changed = {}
     for name, (old, to) in sorted(changes.items()):
         here = now.get(name, {}).get("version")
-        ours = (here == to) if to is not None else (legacy or name in intended_names)
+        ours = (here == to) if to is not None else name in intended_names
         if ours and here != old:
             changed[name] = old
         elif here != old:
@@ -268,13 +267,13 @@ def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
     writes.check_tree(prefix)  # uninstalling through a link out of the env would delete elsewhere
     added, changed, left = _package_changes(prefix, journal)
     installer.undo(added, changed, reporter)
-    written = journal.get("written")
+    written = journal.get("written", {})  # check_journal: every journal acted on holds it
     for relative, before in sorted(journal.get("files", {}).items()):
         path = inside(prefix, relative)
         original, now = _decode(before), state_of(path)
         if now == original:
             continue
-        if written is None or written.get(relative) == digest(now):
+        if written.get(relative) == digest(now):
             writes.put_state(path, original, root=prefix)
         else:
             left.append(f"{relative} (changed since the repair wrote it)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import time
 from pathlib import Path
 
@@ -63,7 +64,9 @@ def check_journal(prefix: Path, journal: dict | None) -> None:
 def forget(prefix: Path) -> str:
     """Set the journal aside (call with the env's lock held); returns where it went."""
     path = writes.inside(prefix, str(JOURNAL))
-    aside = path.with_name(f"repair.json.forgotten-{time.strftime('%Y%m%dT%H%M%S')}")
+    # The second is only for a person reading the names; the random part keeps two set aside in one
+    # second apart, and the move never replaces (a name taken anyway stops it, losing nothing).
+    aside = path.with_name(f"repair.json.forgotten-{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}")
     writes.move(path, aside)
     return str(aside)
 
@@ -72,6 +75,12 @@ def _journal_problem(journal: dict) -> str | None:
     for key, kind in SHAPES.items():
         if key in journal and not isinstance(journal[key], kind):
             return f"holds {key!r} of the wrong kind"
+    # Undo restores only the files whose digests the repair wrote down, and takes out only packages
+    # it intended or recorded: a journal without those records (none of this format lacks them)
+    # would make it act on anything it names.
+    missing = [key for key in ("written", "intended", "added", "before") if key not in journal]
+    if missing:
+        return f"lacks {missing[0]!r}, which every journal of this format holds"
     if journal.get("manager", "pip") not in ("pip", "conda"):
         return "names a package manager this tool does not use"
     if not all(isinstance(text, str) for text in journal.get("conda_replaced", {}).values()):
@@ -90,9 +99,23 @@ def _journal_problem(journal: dict) -> str | None:
     rows = [*journal.get("changed", []), *journal.get("added", []), *journal.get("intended", [])]
     if not all(isinstance(p, dict) for p in rows):
         return "holds a package entry that is not one"
-    if not all(p.get("record") is None or (isinstance(p["record"], str) and DIGEST.match(p["record"]))
+    if not all(p.get("conda") is True or (isinstance(p.get("record"), str) and DIGEST.match(p["record"]))
                for p in journal.get("added", [])):
-        return "holds a package digest that is not one"
+        return "holds a package the repair added without the digest of its RECORD"
+    return _contradiction(journal)
+
+
+def _contradiction(journal: dict) -> str | None:
+    """What a repair's own journal never holds: a package both there before and added by it, a file
+    digest for a path whose earlier state it did not record."""
+    pip_added = {p.get("name") for p in journal.get("added", []) if not p.get("conda")}
+    conda_added = {*journal.get("conda_added", []), *(p.get("name") for p in journal.get("added", []) if p.get("conda"))}
+    both = sorted((pip_added & set(journal.get("before", {}))) | (conda_added & set(journal.get("conda_before", {}))))
+    if both:
+        return f"lists {both[0]!r} both as there before the repair and as added by it"
+    unrecorded = sorted(set(journal.get("written", {})) - set(journal["files"]))
+    if unrecorded:
+        return f"holds a digest for {unrecorded[0]!r} without its state before the repair"
     versions = [*journal.get("before", {}).items(), *journal.get("conda_before", {}).items(),
                 *((p.get("name"), p.get("from")) for p in journal.get("changed", [])),
                 *((p.get("name"), p.get("version")) for p in [*journal.get("added", []), *journal.get("intended", [])])]

@@ -9,7 +9,6 @@ Pure apart from reading the env: the files are rendered into a scratch directory
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from tfgpu import untrusted
+from tfgpu.envs import writes
 from tfgpu.repair.survey import EnvSurvey, canonical
 
 CONDA_CUDA = ("cudatoolkit", "cuda-cudart", "cuda-version", "cudnn", "libcublas")
@@ -176,9 +176,9 @@ def render_activation(survey: EnvSurvey, manager: str, scratch: Path) -> dict[st
     prefix = survey.prefix
     (scratch / "bin").mkdir()
     for script in ("bin/activate", "bin/activate.fish"):
-        if (prefix / script).is_file():
-            (scratch / script).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(prefix / script, scratch / script)
+        found = writes.read_own(prefix / script, prefix)  # a link out of the env: repair-path-outside
+        if found is not None:
+            writes.put_bytes(scratch / script, found[0], found[1])
     (scratch / survey.site_relative).mkdir(parents=True, exist_ok=True)
     if manager == "conda":
         layout = activation.read_conda_layout(prefix, survey.site_relative)
