@@ -36,18 +36,19 @@ PROGRESS = "progress: "
 """The prefix of the engine process's lines that are passed on to the reporter."""
 
 
-def channel_urls(channels: tuple[str, ...]) -> list[str]:
-    """``--channel`` values as URLs; a bare name means anaconda.org, a path a local channel."""
+def channel_urls(channels: tuple[str, ...], what: str = "--channel") -> list[str]:
+    """``--channel`` values as URLs; a bare name means anaconda.org, a path a local channel.
+    ``what``: where the channels came from, for the URL door's messages (a project file's key)."""
     urls = []
     for channel in channels or (CONDA_FORGE,):
         if "://" in channel or "\\" in channel:
             # repodata.json carries the packages' checksums: read over plain HTTP from a host not
             # named, a forged one vouches for forged packages (tfgpu.urls).
-            urls.append(checked(channel, "--channel", allow_file=True).rstrip("/"))
+            urls.append(checked(channel, what, allow_file=True).rstrip("/"))
         elif channel.startswith(("/", ".", "~")):
             urls.append(Path(channel).expanduser().absolute().as_uri())
         else:
-            urls.append(checked(f"https://conda.anaconda.org/{channel}", "--channel"))
+            urls.append(checked(f"https://conda.anaconda.org/{channel}", what))
     return urls
 
 
