@@ -232,7 +232,11 @@ def _opener(watch: _Watchdog) -> urllib.request.OpenerDirector:
         def https_open(self, req):
             return self.do_open(Secure, req, context=self._context)
 
-    return urllib.request.build_opener(PlainHandler, SecureHandler, _CheckedRedirects)
+    # Plain HTTP never goes through a proxy (one could answer for the named host in clear text):
+    # only the HTTPS proxy is kept, a tunnel to a TLS-verified host.
+    https_only = {scheme: url for scheme, url in urllib.request.getproxies().items() if scheme == "https"}
+    return urllib.request.build_opener(urllib.request.ProxyHandler(https_only), PlainHandler, SecureHandler,
+                                       _CheckedRedirects)
 
 
 def _check_response(url: str, response, byte_range, limit: int) -> None:
