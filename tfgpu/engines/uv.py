@@ -20,7 +20,7 @@ from pathlib import Path
 from tfgpu import untrusted
 from tfgpu.errors import OperationError, UsageError
 from tfgpu.proc import INDEX_VARIABLES  # the one list: checked for every child, blanked for a lock's run
-from tfgpu.urls import checked, is_local
+from tfgpu.urls import checked, is_local, parse
 
 _PROBLEM_LINES = re.compile(r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
                             r"Could not|ERROR|No matching distribution|Hash mismatch|do not match the hashes)", re.I)
@@ -135,6 +135,14 @@ def inventory(uv: str, python: str, *, cache: Path) -> tuple[str, ...]:
 def locked_index(index: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """(argv, env) that make an install use ``index`` and no other (``--from-lock``)."""
     return ("--default-index", checked(index, "the lock's index")), tuple((name, "") for name in INDEX_VARIABLES)
+
+
+def pip_locked_index(index: str) -> tuple[str, ...]:
+    """pip's options that make a locked install ask ``index`` only (with ``--isolated``, which
+    ignores pip's variables and config files); a plain-HTTP index passed the URL door, so its host
+    was named, and pip is told to trust it."""
+    parsed = parse(index, "the lock's index")
+    return ("--index-url", parsed.text, *(("--trusted-host", parsed.host) if parsed.scheme == "http" else ()))
 
 
 def parse_inventory(output: str) -> dict[str, str]:
