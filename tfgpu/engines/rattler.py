@@ -53,8 +53,12 @@ def channel_urls(channels: tuple[str, ...], what: str = "--channel") -> list[str
 
 
 def check_channels(urls: list[str]) -> None:
-    """A local channel that is not there is a usage error before anything else happens."""
+    """A local channel that is not there is a usage error before anything else happens; a channel
+    over plain HTTP that redirects where the URL door refuses stops the run before rattler follows."""
+    from tfgpu.datasource.http import preflight
+
     for url in urls:
+        preflight(f"{url}/noarch/repodata.json", "a channel's redirect target")
         if url.startswith("file://"):
             path = local_path(url)
             if not path.is_dir():

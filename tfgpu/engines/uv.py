@@ -52,7 +52,11 @@ def find_links_source(value: str | None) -> str | None:
     if not value:
         return None
     if not is_local(value) or "\\" in value:
-        return checked(value, "--find-links")
+        from tfgpu.datasource.http import preflight
+
+        value = checked(value, "--find-links")
+        preflight(value, "the --find-links page's redirect target")
+        return value
     if not Path(value).is_dir():
         raise UsageError("bad-find-links", f"--find-links {value!r} is not a directory.",
                          ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."])
@@ -134,14 +138,24 @@ def inventory(uv: str, python: str, *, cache: Path) -> tuple[str, ...]:
 
 def locked_index(index: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """(argv, env) that make an install use ``index`` and no other (``--from-lock``)."""
-    return ("--default-index", checked(index, "the lock's index")), tuple((name, "") for name in INDEX_VARIABLES)
+    return ("--default-index", preflown_index(index, "the lock's index")), tuple((name, "") for name in INDEX_VARIABLES)
+
+
+def preflown_index(index: str, what: str) -> str:
+    """``index`` through the URL door, and asked once before an engine follows its redirects
+    (``tfgpu.datasource.http.preflight``)."""
+    from tfgpu.datasource.http import preflight
+
+    index = checked(index, what)
+    preflight(index.rstrip("/") + "/", f"{what}'s redirect target")
+    return index
 
 
 def pip_locked_index(index: str) -> tuple[str, ...]:
     """pip's options that make a locked install ask ``index`` only (with ``--isolated``, which
     ignores pip's variables and config files); a plain-HTTP index passed the URL door, so its host
     was named, and pip is told to trust it."""
-    parsed = parse(index, "the lock's index")
+    parsed = parse(preflown_index(index, "the lock's index"), "the lock's index")
     return ("--index-url", parsed.text, *(("--trusted-host", parsed.host) if parsed.scheme == "http" else ()))
 
 
