@@ -199,3 +199,49 @@ def test_a_huge_project_channel_gives_a_short_error_naming_the_project_file(cli,
     assert (done.code, done.error) == (2, "insecure-url"), done.out[:2000]
     assert len(done.out) < 20_000, f"the error is {len(done.out)} characters long"
     assert str(project) in done.out
+
+
+def test_every_uv_command_the_tool_builds_says_no_config(tmp_path, unnamed):
+    """uv's config files (a cloned project's uv.toml, the user's) are never read: each argv builder."""
+    from tfgpu.engines import uv as uv_engine
+
+    cache, req = tmp_path / "cache", tmp_path / "r.txt"
+    built = [
+        uv_engine.venv("uv", tmp_path / "env", "3.12", "env", offline=False, cache=cache),
+        uv_engine.compile_hashed("uv", req, tmp_path / "o.txt", "python", cache=cache),
+        uv_engine.install("uv", "python", req, cache=cache),
+        uv_engine.uninstall("uv", "python", ["six"]),
+        uv_engine.inventory("uv", "python", cache=cache),
+        uv_engine.compile_for_target("uv", req, tmp_path / "o.txt", python_version="3.12",
+                                     python_platform="x86_64-manylinux_2_28", index="https://pypi.org/simple",
+                                     cache=cache),
+        uv_engine.build_wheel("uv", tmp_path, tmp_path / "out", index="https://pypi.org/simple", cache=cache),
+    ]
+    assert [argv[:3] for argv in built if argv.count("--no-config") != 1] == []
+
+
+def test_index_variables_pass_the_door_and_plain_http_gets_no_proxy(unnamed):
+    """One rule for children: each index variable uv or pip reads is checked and kept (an HTTPS
+    mirror works, a local find-links directory stays), plain HTTP to a host not named is
+    insecure-url, and no proxy is left for plain HTTP."""
+    from tfgpu.errors import UsageError
+    from tfgpu.proc import clean_environment
+
+    env = clean_environment({
+        "UV_INDEX_URL": "https://Mirror.example/simple", "UV_INDEX": "corp=https://a.example/simple https://b.example/s",
+        "UV_FIND_LINKS": "/opt/wheels,https://c.example/links", "PIP_EXTRA_INDEX_URL": "https://d.example/simple",
+        "PIP_TRUSTED_HOST": "10.9.9.9", "PIP_PROXY": "http://10.9.9.9:3128", "PIP_CERT": "/etc/ca.pem",
+        "HTTP_PROXY": "http://10.9.9.9:3128", "http_proxy": "http://10.9.9.9:3128", "ALL_PROXY": "http://p.example:1",
+        "NO_PROXY": "localhost"})
+    assert env["UV_INDEX_URL"] == "https://mirror.example/simple"
+    assert env["UV_INDEX"] == "corp=https://a.example/simple https://b.example/s"
+    assert env["UV_FIND_LINKS"] == "/opt/wheels,https://c.example/links"
+    assert env["PIP_CERT"] == "/etc/ca.pem" and env["NO_PROXY"] == "localhost"
+    assert env["HTTPS_PROXY"] == "http://p.example:1"
+    assert not {"PIP_TRUSTED_HOST", "PIP_PROXY", "HTTP_PROXY", "http_proxy", "ALL_PROXY"} & set(env)
+    for name, value, code in (("UV_EXTRA_INDEX_URL", "https://ok.example/s http://10.9.9.9/s", "insecure-url"),
+                              ("PIP_INDEX_URL", "http://10.9.9.9/simple", "insecure-url"),
+                              ("UV_FIND_LINKS", "https://a\\@10.9.9.9/", "bad-url")):
+        with pytest.raises(UsageError) as caught:
+            clean_environment({name: value})
+        assert caught.value.code == code and name in caught.value.message
