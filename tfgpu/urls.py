@@ -142,9 +142,9 @@ def parse(url: str, what: str, *, allow_file: bool = False, transport: bool = Tr
         authority += f":{int(port)}"
     canonical = Url(f"{scheme}://{authority}{rest}", scheme, host, path)
     if transport and scheme == "http" and host not in _trusted:
-        raise UsageError("insecure-url", f"{what}: {shown(canonical.text)} is plain HTTP to {host}, a host not named as "
-                         "trusted: over plain HTTP anyone on the path can swap the files and the checksums beside "
-                         "them. Nothing was fetched.",
+        raise UsageError("insecure-url", f"{what}: {shown(canonical.text)} is plain HTTP to {host}, a host not "
+                         "named as trusted: over plain HTTP anyone on the path can swap the files and the checksums "
+                         "beside them. Nothing was fetched.",
                          ["Use the https:// address of the same server.",
                           f"If {host} is yours and the path to it is trusted (a local mirror): --insecure-host {host} "
                           f"(or {ENVIRONMENT}={host})."])

@@ -228,7 +228,8 @@ def test_index_variables_pass_the_door_and_plain_http_gets_no_proxy(unnamed):
     from tfgpu.proc import clean_environment
 
     env = clean_environment({
-        "UV_INDEX_URL": "https://Mirror.example/simple", "UV_INDEX": "corp=https://a.example/simple https://b.example/s",
+        "UV_INDEX_URL": "https://Mirror.example/simple",
+        "UV_INDEX": "corp=https://a.example/simple https://b.example/s",
         "UV_FIND_LINKS": "/opt/wheels,https://c.example/links", "PIP_EXTRA_INDEX_URL": "https://d.example/simple",
         "PIP_TRUSTED_HOST": "10.9.9.9", "PIP_PROXY": "http://10.9.9.9:3128", "PIP_CERT": "/etc/ca.pem",
         "HTTP_PROXY": "http://10.9.9.9:3128", "http_proxy": "http://10.9.9.9:3128", "ALL_PROXY": "http://p.example:1",

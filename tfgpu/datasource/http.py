@@ -248,7 +248,7 @@ class _HeldRedirects(urllib.request.HTTPRedirectHandler):
         self.target = ""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102 - urllib hook
-        self.target = urls.join(req.full_url, newurl, f"{self.what} ({req.full_url} redirects to it)")
+        self.target = urls.join(req.full_url, newurl, f"{self.what} ({urls.shown(req.full_url)} redirects to it)")
         return None
 
 

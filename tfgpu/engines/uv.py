@@ -90,7 +90,8 @@ def venv(uv: str, target: Path, python: str, prompt: str, *, offline: bool, cach
 def compile_hashed(uv: str, requirements_in: Path, out: Path, python: str, *, cache: Path,
                    extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The exact versions of ``requirements_in`` for ``python``, every hash included."""
-    return (uv, "pip", "compile", str(requirements_in), "-o", str(out), "--no-config", "--python", python, "--generate-hashes",
+    return (uv, "pip", "compile", str(requirements_in), "-o", str(out), "--no-config", "--python", python,
+            "--generate-hashes",
             "--no-header", "--quiet", "--cache-dir", str(cache), *extra)
 
 
@@ -138,7 +139,8 @@ def inventory(uv: str, python: str, *, cache: Path) -> tuple[str, ...]:
 
 def locked_index(index: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """(argv, env) that make an install use ``index`` and no other (``--from-lock``)."""
-    return ("--default-index", preflown_index(index, "the lock's index")), tuple((name, "") for name in INDEX_VARIABLES)
+    blanked = tuple((name, "") for name in INDEX_VARIABLES)
+    return ("--default-index", preflown_index(index, "the lock's index")), blanked
 
 
 def preflown_index(index: str, what: str) -> str:
