@@ -206,5 +206,7 @@ def apply(project: Project, args, destinations: set[str]) -> list[str]:
         if dest == "channel" and (getattr(args, "mode", None) or project.values.get("mode")) != "conda":
             continue  # the command line chose another mode: the project's conda channels do not apply
         setattr(args, dest, project.values[dest])
+        if dest == "channel":  # the URL door's messages name where a channel came from
+            args.channel_from = f"{project.path}: channels"
         taken.append(key)
     return taken

@@ -135,16 +135,16 @@ def parse(url: str, what: str, *, allow_file: bool = False, transport: bool = Tr
         raise _bad(what, url, "text follows the IPv6 address")
     port = port.removeprefix(":") if end else port
     if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
-        raise _bad(what, url, f"{port!r} is not a port")
+        raise _bad(what, url, f"{shown(port)!r} is not a port")
     host = _host(raw, what, url)
-    shown = f"[{host}]" if ":" in host else host
+    authority = f"[{host}]" if ":" in host else host
     if port and int(port) != _DEFAULT_PORTS[scheme]:
-        shown += f":{int(port)}"
-    canonical = Url(f"{scheme}://{shown}{rest}", scheme, host, path)
+        authority += f":{int(port)}"
+    canonical = Url(f"{scheme}://{authority}{rest}", scheme, host, path)
     if transport and scheme == "http" and host not in _trusted:
-        raise UsageError("insecure-url", f"{what}: {canonical.text} is plain HTTP to {host}, a host not named as "
-                         "trusted: over plain HTTP anyone on the path can swap the files and the checksums beside "
-                         "them. Nothing was fetched.",
+        raise UsageError("insecure-url", f"{what}: {shown(canonical.text)} is plain HTTP to {host}, a host not "
+                         "named as trusted: over plain HTTP anyone on the path can swap the files and the checksums "
+                         "beside them. Nothing was fetched.",
                          ["Use the https:// address of the same server.",
                           f"If {host} is yours and the path to it is trusted (a local mirror): --insecure-host {host} "
                           f"(or {ENVIRONMENT}={host})."])
@@ -193,29 +193,38 @@ def _host(raw: str, what: str, url) -> str:
         try:
             return str(ipaddress.IPv6Address(raw.removeprefix("[").removesuffix("]")))
         except ValueError:
-            raise _bad(what, url, f"{raw} is not an IPv6 address") from None
+            raise _bad(what, url, f"{shown(raw)} is not an IPv6 address") from None
     if not raw:
         raise _bad(what, url, "it names no host")
     try:
         host = raw.encode("idna").decode("ascii").lower() if not raw.isascii() else raw.lower()
     except UnicodeError:
-        raise _bad(what, url, f"its host {raw!r} is not a valid international domain name") from None
+        raise _bad(what, url, f"its host {shown(raw)!r} is not a valid international domain name") from None
     host = host.removesuffix(".")
     labels = host.split(".")
     if _NUMERIC.fullmatch(labels[-1]):
         try:  # the last label is a number: engines read the host as IPv4, so it must be a plain dotted quad
             return str(ipaddress.IPv4Address(host))
         except ValueError:
-            raise _bad(what, url, f"its host {raw!r} reads as an IPv4 address in other tools, but not as a "
+            raise _bad(what, url, f"its host {shown(raw)!r} reads as an IPv4 address in other tools, but not as a "
                        "dotted quad") from None
     if not all(_LABEL.fullmatch(label) for label in labels) or len(host) > 253:
-        raise _bad(what, url, f"its host {raw!r} is not a host name")
+        raise _bad(what, url, f"its host {shown(raw)!r} is not a host name")
+    if any(len(label) > 63 for label in labels):  # socket's idna codec refuses it later, as a fetch that failed
+        raise _bad(what, url, "a label of its host is longer than 63 characters")
     return host
 
 
+def shown(url, limit: int = 200) -> str:
+    """``url`` as a message shows it: controls escaped (a backslash stays one backslash), at most
+    ``limit`` characters, with how much was cut said in words (a hostile URL can be a megabyte)."""
+    text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in url) if isinstance(url, str) else repr(url)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} ({len(text):,} characters; the first {limit} shown)"
+
+
 def _bad(what: str, url, reason: str) -> UsageError:
-    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in url) \
-        if isinstance(url, str) else repr(url)[:200]  # a backslash stays one backslash; controls are escaped
-    return UsageError("bad-url", f"{what}: '{shown[:500]}' is refused: {reason}. Nothing was fetched.",
+    return UsageError("bad-url", f"{what}: '{shown(url)}' is refused: {reason}. Nothing was fetched.",
                       ["Give the plain https:// address (scheme, host, optional port, path), as the server "
                        "publishes it."])

@@ -49,7 +49,7 @@ def check_channels_for(mode: str, channels) -> None:
 
 def build_options(*, mode: str | None, engine: str | None = None, channels=(), tf_source: str | None = None,
                   find_links: str | None = None, offline: bool = False, jupyter: bool = False, force: bool = False,
-                  verify: bool = True) -> Options:
+                  verify: bool = True, channel_from: str = "--channel") -> Options:
     """``Options`` from the create flags, or the ``UsageError`` (exit 2) for a combination that
     cannot work: an engine of another mode, conda-only flags without conda mode, a missing wheel dir."""
     mode = mode_of(mode)
@@ -62,6 +62,10 @@ def build_options(*, mode: str | None, engine: str | None = None, channels=(), t
                              f"environments, but --mode is {mode}.",
                              [f"Use --mode {ENGINES[engine]}, or drop --engine."])
     check_channels_for(mode, channels)
+    if channels:  # through the URL door now, named by where they came from (a flag, a project file)
+        from tfgpu.engines.rattler import channel_urls
+
+        channel_urls(tuple(channels), channel_from)
     if tf_source and mode != "conda":
         raise UsageError("conflicting-options", f"--tf-source applies to --mode conda only (got --mode {mode}).",
                          ["Add --mode conda, or drop --tf-source."])

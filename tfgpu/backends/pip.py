@@ -85,8 +85,12 @@ class PipBackend(Backend):
                      uv_engine.inventory(self.uv, env_python, cache=cache)),
             ]
         else:
-            pip_sources = (("--no-index",) if options.offline else ()) + (
+            pip_sources = (("--no-index",) if options.offline or source.kind == "bundle" else ()) + (
                 ("--find-links", options.find_links) if options.find_links else ())
+            if source.locked:  # the lock's own index and no other: pip's variables and config are ignored
+                asks_index = source.index and "--no-index" not in pip_sources
+                pip_sources = ("--isolated", *pip_sources,
+                               *(uv_engine.pip_locked_index(source.index) if asks_index else ()))
             steps += [
                 Step(StepKind.RUN, f"Create the venv with Python {resolution.python}",
                      (self.python or f"python{resolution.python}", "-m", "venv", f"--prompt={location.prompt}",

@@ -90,6 +90,7 @@ def cmd_create(args) -> int:
 
         check_name(args.name)
     options = build_options(mode=args.mode, engine=args.engine, channels=args.channel, tf_source=args.tf_source,
+                            channel_from=getattr(args, "channel_from", "--channel"),
                             find_links=args.find_links, offline=args.offline, jupyter=args.jupyter, force=args.force,
                             verify=not args.no_verify)
     reporter = None if args.dry_run else render().ConsoleReporter()
@@ -169,7 +170,7 @@ def cmd_lock(args) -> int:
         if mode == "conda":
             from tfgpu.engines.rattler import channel_urls, check_channels
 
-            channels = channel_urls(tuple(args.channel or ()))
+            channels = channel_urls(tuple(args.channel or ()), getattr(args, "channel_from", "--channel"))
             check_channels(channels)
             summary = write_conda_lock(targets, args.output, channels=channels, reporter=reporter)
         else:
@@ -230,7 +231,7 @@ def cmd_bundle(args) -> int:
             from tfgpu.engines.rattler import channel_urls, check_channels
             from tfgpu.lock.bundle_conda import build_conda_bundle
 
-            channels = channel_urls(tuple(args.channel or ()))
+            channels = channel_urls(tuple(args.channel or ()), getattr(args, "channel_from", "--channel"))
             check_channels(channels)
             summary = build_conda_bundle(resolution, platform, Path(args.output), channels=channels, reporter=reporter)
         else:

@@ -28,7 +28,7 @@ from pathlib import Path
 from tfgpu import untrusted, urls
 from tfgpu.datasource.errors import SourceError
 
-__all__ = ["Fetcher", "SourceError", "write_atomic"]
+__all__ = ["Fetcher", "SourceError", "preflight", "write_atomic"]
 
 USER_AGENT = "tfgpu-install (Python urllib; reads wheel metadata by range requests)"
 MAX_JSON_BYTES = 64 * 1024 * 1024
@@ -232,7 +232,54 @@ def _opener(watch: _Watchdog) -> urllib.request.OpenerDirector:
         def https_open(self, req):
             return self.do_open(Secure, req, context=self._context)
 
-    return urllib.request.build_opener(PlainHandler, SecureHandler, _CheckedRedirects)
+    # Plain HTTP never goes through a proxy (one could answer for the named host in clear text):
+    # only the HTTPS proxy is kept, a tunnel to a TLS-verified host.
+    https_only = {scheme: url for scheme, url in urllib.request.getproxies().items() if scheme == "https"}
+    return urllib.request.build_opener(urllib.request.ProxyHandler(https_only), PlainHandler, SecureHandler,
+                                       _CheckedRedirects)
+
+
+class _HeldRedirects(urllib.request.HTTPRedirectHandler):
+    """The preflight's redirects: the target passes the URL door (or the run stops), and is kept in
+    ``target`` instead of followed (urllib then answers with the 3xx as an ``HTTPError``)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.target = ""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102 - urllib hook
+        self.target = urls.join(req.full_url, newurl, f"{self.what} ({urls.shown(req.full_url)} redirects to it)")
+        return None
+
+
+_preflown: set[str] = set()
+PREFLIGHT_HOPS = 5
+
+
+def preflight(url: str, what: str, *, timeout: float = 10.0) -> None:
+    """Before a plain-HTTP ``url`` (a host named with --insecure-host) is handed to uv or rattler,
+    which follow redirects by themselves with no switch to stop them: ask it once, redirects not
+    followed, and stop the run (``insecure-url``/``bad-url`` naming the target) when it redirects
+    somewhere the URL door refuses (plain HTTP to a host not named). HTTPS URLs are left alone
+    (the engines follow those on TLS-verified hosts only), and so is a host that does not answer:
+    the engine reports that as it always has. Each URL is asked once per run."""
+    for _ in range(PREFLIGHT_HOPS):
+        if not url.startswith("http:") or url in _preflown:
+            return
+        _preflown.add(url)
+        # No proxy: plain HTTP never goes through one.
+        held = _HeldRedirects(what)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), held)
+        try:
+            with opener.open(urllib.request.Request(url, headers={"User-Agent": USER_AGENT}), timeout=timeout):
+                return
+        except urllib.error.HTTPError as answer:
+            answer.close()
+            if not held.target:
+                return
+            url = held.target
+        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError):
+            return
 
 
 def _check_response(url: str, response, byte_range, limit: int) -> None:

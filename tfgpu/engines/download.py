@@ -235,7 +235,11 @@ class Transfer:
         """GET with redirects followed by hand, each target checked like the first URL."""
         url = self.url
         for _ in range(MAX_REDIRECTS + 1):
-            response = requests.get(url, headers=headers, stream=True, timeout=(15, 60), allow_redirects=False)
+            # Plain HTTP never goes through a proxy (HTTP_PROXY, ALL_PROXY): one could answer for the
+            # named host in clear text. HTTPS keeps the environment's proxy (a tunnel to a verified host).
+            proxies = {"http": None, "all": None} if url.startswith("http:") else None
+            response = requests.get(url, headers=headers, stream=True, timeout=(15, 60), allow_redirects=False,
+                                    proxies=proxies)
             if response.status_code not in (301, 302, 303, 307, 308):
                 return response
             location = response.headers.get("Location", "")

@@ -36,18 +36,19 @@ PROGRESS = "progress: "
 """The prefix of the engine process's lines that are passed on to the reporter."""
 
 
-def channel_urls(channels: tuple[str, ...]) -> list[str]:
-    """``--channel`` values as URLs; a bare name means anaconda.org, a path a local channel."""
+def channel_urls(channels: tuple[str, ...], what: str = "--channel") -> list[str]:
+    """``--channel`` values as URLs; a bare name means anaconda.org, a path a local channel.
+    ``what``: where the channels came from, for the URL door's messages (a project file's key)."""
     urls = []
     for channel in channels or (CONDA_FORGE,):
         if "://" in channel or "\\" in channel:
             # repodata.json carries the packages' checksums: read over plain HTTP from a host not
             # named, a forged one vouches for forged packages (tfgpu.urls).
-            urls.append(checked(channel, "--channel", allow_file=True).rstrip("/"))
+            urls.append(checked(channel, what, allow_file=True).rstrip("/"))
         elif channel.startswith(("/", ".", "~")):
             urls.append(Path(channel).expanduser().absolute().as_uri())
         else:
-            urls.append(checked(f"https://conda.anaconda.org/{channel}", "--channel"))
+            urls.append(checked(f"https://conda.anaconda.org/{channel}", what))
     return urls
 
 
@@ -81,8 +82,12 @@ def engine_timeout() -> float:
 
 
 def check_channels(urls: list[str]) -> None:
-    """A local channel that is not there is a usage error before anything else happens."""
+    """A local channel that is not there is a usage error before anything else happens; a channel
+    over plain HTTP that redirects where the URL door refuses stops the run before rattler follows."""
+    from tfgpu.datasource.http import preflight
+
     for url in urls:
+        preflight(f"{url}/noarch/repodata.json", "a channel's redirect target")
         if url.startswith("file://"):
             path = local_path(url)
             if not path.is_dir():

@@ -4,7 +4,10 @@ what it says back (the installed set, the pins it chose, why it failed).
 Every command is an argv built here, so pip mode, conda mode's PyPI part, system mode's venv,
 locks and bundles say the same things to uv. Every one names its interpreter (``--python`` with a
 path, or an exact X.Y for a venv uv may provide), so uv never picks one: left to itself, a new uv
-downloads the newest CPython, for which TensorFlow has no wheels.
+downloads the newest CPython, for which TensorFlow has no wheels. Every one says ``--no-config``:
+a ``uv.toml`` or ``pyproject.toml [tool.uv]`` in the working directory or its parents (a cloned
+project's), or the user's ``~/.config/uv/uv.toml``, would otherwise name indexes that never pass
+the URL door; uv's index variables are held by ``tfgpu.proc`` (through the door, or dropped).
 """
 
 from __future__ import annotations
@@ -16,10 +19,8 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import OperationError, UsageError
-from tfgpu.urls import checked, is_local
-
-INDEX_VARIABLES = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS")
-"""uv settings that would send a locked install (or a lock) to an index other than the one named."""
+from tfgpu.proc import INDEX_VARIABLES  # the one list: checked for every child, blanked for a lock's run
+from tfgpu.urls import checked, is_local, parse
 
 _PROBLEM_LINES = re.compile(r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
                             r"Could not|ERROR|No matching distribution|Hash mismatch|do not match the hashes)", re.I)
@@ -51,7 +52,11 @@ def find_links_source(value: str | None) -> str | None:
     if not value:
         return None
     if not is_local(value) or "\\" in value:
-        return checked(value, "--find-links")
+        from tfgpu.datasource.http import preflight
+
+        value = checked(value, "--find-links")
+        preflight(value, "the --find-links page's redirect target")
+        return value
     if not Path(value).is_dir():
         raise UsageError("bad-find-links", f"--find-links {value!r} is not a directory.",
                          ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."])
@@ -78,14 +83,15 @@ def sources(find_links: str | None, offline: bool, *, only_find_links: bool = Fa
 def venv(uv: str, target: Path, python: str, prompt: str, *, offline: bool, cache: Path) -> tuple[str, ...]:
     """A relocatable venv (built in staging, moved into place); the prompt is the tool's own label,
     passed as ``--prompt=…`` so that no value can read as an option."""
-    return (uv, "venv", str(target), "--python", python, "--relocatable", f"--prompt={prompt}",
+    return (uv, "venv", str(target), "--no-config", "--python", python, "--relocatable", f"--prompt={prompt}",
             *(("--offline",) if offline else ()), "--allow-existing", "--cache-dir", str(cache))
 
 
 def compile_hashed(uv: str, requirements_in: Path, out: Path, python: str, *, cache: Path,
                    extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The exact versions of ``requirements_in`` for ``python``, every hash included."""
-    return (uv, "pip", "compile", str(requirements_in), "-o", str(out), "--python", python, "--generate-hashes",
+    return (uv, "pip", "compile", str(requirements_in), "-o", str(out), "--no-config", "--python", python,
+            "--generate-hashes",
             "--no-header", "--quiet", "--cache-dir", str(cache), *extra)
 
 
@@ -94,7 +100,7 @@ def install(uv: str, python: str, requirements: Path, *, cache: Path, extra: tup
             constraints: Path | None = None) -> tuple[str, ...]:
     """Install exactly ``requirements`` into ``python``'s environment (``constraints``: a file of
     pins the solution must keep, as ``repair`` holds everything an env already has)."""
-    return (uv, "pip", "install", "--python", python, "-r", str(requirements),
+    return (uv, "pip", "install", "--no-config", "--python", python, "-r", str(requirements),
             *(("-c", str(constraints)) if constraints is not None else ()),
             *(("--require-hashes",) if hashes else ()), *(("--no-deps",) if no_deps else ()),
             *(("--compile-bytecode",) if compile_bytecode else ()), "--cache-dir", str(cache), *extra)
@@ -102,7 +108,7 @@ def install(uv: str, python: str, requirements: Path, *, cache: Path, extra: tup
 
 def uninstall(uv: str, python: str, names: list[str]) -> tuple[str, ...]:
     """Remove the distributions ``names`` from ``python``'s environment."""
-    return (uv, "pip", "uninstall", "--python", python, *names)
+    return (uv, "pip", "uninstall", "--no-config", "--python", python, *names)
 
 
 def compile_for_target(uv: str, requirements_in: Path, output: Path, *, python_version: str, python_platform: str,
@@ -128,12 +134,31 @@ def build_wheel(uv: str, source: Path, out_dir: Path, *, index: str, cache: Path
 
 
 def inventory(uv: str, python: str, *, cache: Path) -> tuple[str, ...]:
-    return (uv, "pip", "list", "--python", python, "--format", "json", "--cache-dir", str(cache), "--offline")
+    return (uv, "pip", "list", "--no-config", "--python", python, "--format", "json", "--cache-dir", str(cache), "--offline")
 
 
 def locked_index(index: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """(argv, env) that make an install use ``index`` and no other (``--from-lock``)."""
-    return ("--default-index", checked(index, "the lock's index"), "--no-config"), tuple((name, "") for name in INDEX_VARIABLES)
+    blanked = tuple((name, "") for name in INDEX_VARIABLES)
+    return ("--default-index", preflown_index(index, "the lock's index")), blanked
+
+
+def preflown_index(index: str, what: str) -> str:
+    """``index`` through the URL door, and asked once before an engine follows its redirects
+    (``tfgpu.datasource.http.preflight``)."""
+    from tfgpu.datasource.http import preflight
+
+    index = checked(index, what)
+    preflight(index.rstrip("/") + "/", f"{what}'s redirect target")
+    return index
+
+
+def pip_locked_index(index: str) -> tuple[str, ...]:
+    """pip's options that make a locked install ask ``index`` only (with ``--isolated``, which
+    ignores pip's variables and config files); a plain-HTTP index passed the URL door, so its host
+    was named, and pip is told to trust it."""
+    parsed = parse(preflown_index(index, "the lock's index"), "the lock's index")
+    return ("--index-url", parsed.text, *(("--trusted-host", parsed.host) if parsed.scheme == "http" else ()))
 
 
 def parse_inventory(output: str) -> dict[str, str]:

@@ -39,10 +39,10 @@ _RESOLUTION_KEYS = ("tensorflow", "package", "python", "mode", "os", "arch", "pl
 def index_url() -> str:
     """The index locks resolve against: PyPI, or ``TFGPU_INDEX_URL`` (a mirror, or a test's server),
     through the URL door."""
-    from tfgpu.urls import checked
+    from tfgpu.engines.uv import preflown_index
 
     named = os.environ.get("TFGPU_INDEX_URL")
-    return checked(named, "TFGPU_INDEX_URL") if named else DEFAULT_INDEX
+    return preflown_index(named, "TFGPU_INDEX_URL") if named else DEFAULT_INDEX
 
 
 @dataclass(frozen=True)
