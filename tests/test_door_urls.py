@@ -18,8 +18,9 @@ TEMPLATE_DIRS = ("envs/templates/", "export/templates/")
 DOOR = "urls.py"
 # The tool's own HTTP clients: the only modules that may open a connection.
 CLIENTS = {"engines/download.py": "requests", "datasource/http.py": "urllib"}
-# Modules that hand URLs to an engine (uv, rattler) on the command line or through its API.
-HANDERS = ("engines/uv.py", "engines/rattler.py")
+# Modules that make the URLs handed to an engine (uv on its command line; rattler's channels, which
+# engines/channels.py makes for engines/rattler.py).
+HANDERS = ("engines/uv.py", "engines/channels.py")
 SPLITTERS = {"urlsplit", "urlparse", "urljoin", "urlunsplit", "urlunparse", "urldefrag", "splithost", "splituser",
              "parse_url", "urlopen", "build_opener"}
 NETWORK_MODULES = ("requests", "urllib.request", "urllib3", "http.client", "httpx", "aiohttp", "socket")

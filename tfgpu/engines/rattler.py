@@ -25,50 +25,15 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.engines.channels import CONDA_FORGE, channel_urls, check_channels, check_local_indexes  # noqa: F401
 from tfgpu.requirements import match_spec
-from tfgpu.urls import checked, local_path
+from tfgpu.urls import local_path
 
-CONDA_FORGE = "https://conda.anaconda.org/conda-forge"
 GLIBC = "2.28"
 """The glibc a lock for linux-* assumes (the floor the pip side locks for: manylinux_2_28)."""
 MACOS = "14.0"
 PROGRESS = "progress: "
 """The prefix of the engine process's lines that are passed on to the reporter."""
-
-
-def channel_urls(channels: tuple[str, ...], what: str = "--channel") -> list[str]:
-    """``--channel`` values as URLs; a bare name means anaconda.org, a path a local channel.
-    ``what``: where the channels came from, for the URL door's messages (a project file's key)."""
-    urls = []
-    for channel in channels or (CONDA_FORGE,):
-        if "://" in channel or "\\" in channel:
-            # repodata.json carries the packages' checksums: read over plain HTTP from a host not
-            # named, a forged one vouches for forged packages (tfgpu.urls).
-            urls.append(checked(channel, what, allow_file=True).rstrip("/"))
-        elif channel.startswith(("/", ".", "~")):
-            urls.append(Path(channel).expanduser().absolute().as_uri())
-        else:
-            urls.append(checked(f"https://conda.anaconda.org/{channel}", what))
-    return urls
-
-
-INDEX_FILES = ("repodata.json", "repodata.json.zst", "repodata.json.bz2", "current_repodata.json")
-
-
-def check_local_indexes(urls: list[str], subdirs: list[str]) -> None:
-    """Every index file of a ``file://`` channel that the engine's child would read for ``subdirs``
-    is a regular file within the reader's cap (``untrusted.CHANNEL_INDEX``): the child reads it
-    without a bound, so a FIFO there would block it, and the tool waiting on it, for ever. Called
-    by :func:`_engine` for every request, so no channel reaches rattler around it."""
-    for url in urls:
-        if not str(url).startswith("file://"):
-            continue
-        root = local_path(url)
-        for subdir in dict.fromkeys(subdirs):
-            for name in INDEX_FILES:
-                path = root / subdir / name
-                if os.path.lexists(path):
-                    untrusted.check_file(path, untrusted.CHANNEL_INDEX)
 
 
 def engine_timeout() -> float:
@@ -79,21 +44,6 @@ def engine_timeout() -> float:
     except ValueError:
         value = 1800.0
     return value if value > 0 else 1800.0
-
-
-def check_channels(urls: list[str]) -> None:
-    """A local channel that is not there is a usage error before anything else happens; a channel
-    over plain HTTP that redirects where the URL door refuses stops the run before rattler follows."""
-    from tfgpu.datasource.http import preflight
-
-    for url in urls:
-        preflight(f"{url}/noarch/repodata.json", "a channel's redirect target")
-        if url.startswith("file://"):
-            path = local_path(url)
-            if not path.is_dir():
-                raise ImpossibleError("unknown-channel", f"The channel {url} does not exist ({path} is not a directory).",
-                                      ["Give a channel directory holding linux-64/ and noarch/ (with repodata.json), "
-                                       "or a URL such as https://conda.anaconda.org/conda-forge."])
 
 
 def virtual_cuda(resolution) -> str:

@@ -1,6 +1,5 @@
-"""Attack "files": hostile files that still get around the reader door (tfgpu/untrusted.py) or a
-lock's binding. Each case here FAILS on the current code (a traceback, or a file that is used
-when it should be refused); see the report for where each goes around the door."""
+"""A forged pip lock header (its checksum recomputed, as anyone can): a number where the recorded
+TensorFlow version goes is ``lock-malformed`` at the lock's one record check, never a traceback."""
 
 from __future__ import annotations
 
