@@ -26,23 +26,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Variables that would make a child install somewhere else or import the wrong code.
-_DROP = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV", "CONDA_PREFIX",
-         "CONDA_DEFAULT_ENV", "CONDA_SHLVL", "__PYVENV_LAUNCHER__", "UV_PROJECT_ENVIRONMENT", "UV_SYSTEM_PYTHON")
-# Variables that name where uv or pip fetch packages from, and how each one separates its URLs (None:
-# one URL). Each one present passes the URL door (tfgpu.urls) before a child is started, so a
-# corporate HTTPS mirror keeps working and plain HTTP to a host not named is insecure-url before
-# anything runs; a run that must use one index only (a lock's) blanks them for its command.
-INDEX_VARIABLES = {"UV_INDEX": " ", "UV_INDEX_URL": None, "UV_EXTRA_INDEX_URL": " ", "UV_DEFAULT_INDEX": None,
-                   "UV_FIND_LINKS": ",", "PIP_INDEX_URL": None, "PIP_EXTRA_INDEX_URL": " ", "PIP_FIND_LINKS": " "}
-# Other pip settings that are kept: a certificate, patience. PIP_TRUSTED_HOST (plain HTTP, or no
-# certificate check, for hosts the URL door never heard of) and PIP_PROXY (used for plain HTTP too)
-# are dropped with every other PIP_ variable.
-_KEEP_PIP = (*(name for name in INDEX_VARIABLES if name.startswith("PIP_")), "PIP_CERT", "PIP_CLIENT_CERT",
-             "PIP_DEFAULT_TIMEOUT", "PIP_RETRIES")
-# Plain HTTP never goes through a proxy: over plain HTTP the proxy could answer for the named host.
-# HTTPS_PROXY and NO_PROXY stay (a tunnel to a TLS-verified host); ALL_PROXY serves HTTPS only.
-_PLAIN_PROXIES = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+from tfgpu.childenv import clean_environment, without_plain_proxy
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PIPE, DEVNULL = subprocess.PIPE, subprocess.DEVNULL
 
@@ -80,53 +65,6 @@ def shielded() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def clean_environment(base: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``base`` without the variables that leak another environment into a child, its index
-    variables checked by the URL door (``UsageError`` insecure-url or bad-url), and no proxy for
-    plain HTTP."""
-    env = {
-        key: value for key, value in base.items()
-        if key not in _DROP and not (key.startswith("PIP_") and key not in _KEEP_PIP)
-    }
-    for name, separator in INDEX_VARIABLES.items():
-        if env.get(name):
-            env[name] = checked_index(name, env[name], separator)
-    env = without_plain_proxy(env)
-    env.update(extra or {})
-    return env
-
-
-def checked_index(name: str, value: str, separator: str | None) -> str:
-    """``value`` of the index variable ``name``, each URL in it through the URL door (a local
-    find-links directory is not a URL; ``UV_INDEX`` entries may be ``name=URL``)."""
-    from tfgpu import urls
-
-    kept = []
-    for item in (value.split(separator) if separator else [value]):
-        if not item:
-            continue
-        label, url = ("", item)
-        if name == "UV_INDEX" and "=" in item.split("://", 1)[0]:
-            label, _, url = item.partition("=")
-            label += "="
-        if not (name.endswith("FIND_LINKS") and urls.is_local(url) and "\\" not in url):
-            from tfgpu.datasource.http import preflight
-
-            url = urls.checked(url, name)
-            preflight(url if name.endswith("FIND_LINKS") else url.rstrip("/") + "/", f"{name}'s redirect target")
-        kept.append(label + url)
-    return (separator or "").join(kept)
-
-
-def without_plain_proxy(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with no proxy for plain HTTP (see ``_PLAIN_PROXIES``)."""
-    found = {key: value for key, value in env.items() if key not in _PLAIN_PROXIES}
-    every = env.get("ALL_PROXY") or env.get("all_proxy")
-    if every and not (env.get("HTTPS_PROXY") or env.get("https_proxy")):
-        found["HTTPS_PROXY"] = every
-    return found
-
-
 @dataclass(frozen=True)
 class Completed:
     """A finished command: what ran, its exit status, its whole output (stdout and stderr merged
@@ -157,8 +95,20 @@ _PRCTL = None
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # the parent held them across the fork
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+@contextlib.contextmanager
+def _forking() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP while a child is forked: Python runs its at-fork hooks (logging's
+    lock release) right after ``fork``, and a signal handler that raises inside such a hook has its
+    exception printed and dropped ("Exception ignored in _releaseLock"), so the run would go on as
+    if no SIGTERM had come. Held, the signal is delivered once the fork is done; the child unblocks
+    them before ``exec`` (``_die_with_parent``)."""
+    with shielded():
+        yield
 
 
 def _prepare_prctl() -> None:
@@ -248,7 +198,7 @@ class Runner:
             quiet: bool = False) -> Completed:
         """Run ``argv``; stdout and stderr merged, streamed line by line to ``on_line``.
 
-        ``clean``: drop the variables that leak another environment (see ``_DROP``); ``env`` is
+        ``clean``: drop the variables that leak another environment (see ``tfgpu.childenv``); ``env`` is
         added on top. ``quiet``: do not log (probes whose output is not worth keeping).
         ``timeout``: the child is killed after that many seconds (return code 124).
         On an interrupt (Ctrl-C, SIGTERM, SIGHUP) the child is stopped and the interrupt propagates.
@@ -260,13 +210,13 @@ class Runner:
         started = time.monotonic()
         _prepare_prctl()
         try:
-            child = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                env={**base, **self.extra_env, **(env or {})}, cwd=cwd,
-                text=True, encoding="utf-8", errors="replace", bufsize=1,
-                preexec_fn=_die_with_parent if _PRCTL is not None else None,
-            )
+            with _forking():
+                child = subprocess.Popen(
+                    argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                    env={**base, **self.extra_env, **(env or {})}, cwd=cwd,
+                    text=True, encoding="utf-8", errors="replace", bufsize=1, preexec_fn=_die_with_parent,
+                )
         except OSError as error:
             if not quiet:
                 self.log(f"could not start: {error}")
@@ -317,23 +267,33 @@ class Runner:
         _prepare_prctl()
         started = time.monotonic()
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, encoding="utf-8", errors="replace",
-                                  env={**base, **self.extra_env, **(env or {})}, timeout=timeout, input=input,
-                                  stdin=None if input is not None else subprocess.DEVNULL,
-                                  preexec_fn=_die_with_parent if _PRCTL is not None else None)
-        except subprocess.TimeoutExpired as error:
-            return Completed(argv, 124, _text(error.stdout), time.monotonic() - started, _text(error.stderr))
+            with _forking():
+                child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                         encoding="utf-8", errors="replace", env={**base, **self.extra_env, **(env or {})},
+                                         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                         preexec_fn=_die_with_parent)
         except (OSError, ValueError) as error:
             return Completed(argv, 127, "", 0.0, f"could not start {argv[0]}: {error}", started=False)
-        return Completed(argv, done.returncode, done.stdout, time.monotonic() - started, done.stderr)
+        with child:
+            try:
+                out, err = child.communicate(input, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                out, err = child.communicate()
+                return Completed(argv, 124, _text(out), time.monotonic() - started, _text(err))
+            except BaseException:
+                child.kill()
+                raise
+        return Completed(argv, child.returncode, out, time.monotonic() - started, err)
 
     def start(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, clean: bool = True,
               **popen) -> subprocess.Popen:
         """A child that runs beside the tool (parallel workers); the caller waits for it."""
         _prepare_prctl()
         base = clean_environment(os.environ) if clean else without_plain_proxy(os.environ)
-        return subprocess.Popen([str(a) for a in argv], env={**base, **self.extra_env, **(env or {})},
-                                preexec_fn=_die_with_parent if _PRCTL is not None else None, **popen)
+        with _forking():
+            return subprocess.Popen([str(a) for a in argv], env={**base, **self.extra_env, **(env or {})},
+                                    preexec_fn=_die_with_parent, **popen)
 
 
 def _text(value) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import OperationError, UsageError
-from tfgpu.proc import INDEX_VARIABLES  # the one list: checked for every child, blanked for a lock's run
+from tfgpu.childenv import INDEX_VARIABLES  # the one list: checked for every child, blanked for a lock's run
 from tfgpu.urls import checked, is_local, parse
 
 _PROBLEM_LINES = re.compile(r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"

@@ -156,8 +156,12 @@ def _ready(path: Path, root: Path | None) -> None:
 
 def put_bytes(path: Path, data: bytes, mode: int | None = None, root: Path | None = None) -> Path:
     """Write ``data`` to ``path`` whole (a temporary beside it, renamed into place); a link there is
-    replaced, never followed. ``root``: the env ``path`` must stay inside."""
+    replaced, never followed. ``root``: the env ``path`` must stay inside. A file that already holds
+    exactly ``data`` (and ``mode``) is left as it is: a second run of the same build or export changes
+    nothing, not even a directory's modification time."""
     _ready(path, root)
+    if _holds(path, data, mode):
+        return path
     partial = path.with_name(f".{path.name[:200]}.{os.getpid()}.tfgpu-tmp")
     try:
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -172,13 +176,29 @@ def put_bytes(path: Path, data: bytes, mode: int | None = None, root: Path | Non
     return path
 
 
+def _holds(path: Path, data: bytes, mode: int | None) -> bool:
+    """Whether ``path`` is a regular file (not a link) with exactly these bytes and mode."""
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != len(data):
+            return False
+        if mode is not None and stat.S_IMODE(info.st_mode) != mode:
+            return False
+        return untrusted.read_bytes(path, untrusted.ENV_FILE) == data
+    except (OSError, untrusted.Unreadable):
+        return False
+
+
 def put_text(path: Path, text: str, mode: int | None = None, root: Path | None = None) -> Path:
     return put_bytes(path, text.encode("utf-8"), mode, root)
 
 
 def put_link(path: Path, target: str | Path, root: Path | None = None) -> Path:
-    """Make ``path`` a symbolic link to ``target`` (made beside it, renamed into place)."""
+    """Make ``path`` a symbolic link to ``target`` (made beside it, renamed into place); a link
+    already pointing there is left as it is."""
     _ready(path, root)
+    if os.path.islink(path) and os.readlink(path) == os.fspath(target):
+        return path
     partial = path.with_name(f".{path.name[:200]}.{os.getpid()}.tfgpu-tmp")
     try:
         _forget(partial)

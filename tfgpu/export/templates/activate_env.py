@@ -12,40 +12,73 @@ TEMPLATES = "@TEMPLATES@"
 
 root = Path(sys.argv[1])
 changed = []
-_write_text = Path.write_text
-_pending_unlink = {}
+templates = json.loads(TEMPLATES)
+
+# The activation module writes through tfgpu-install's doors (tfgpu.envs.writes, tfgpu.untrusted),
+# which the target does not have: these stand-ins keep the doors' promises that matter here
+# (whole files renamed into place, a link out of the env never read through, nothing rewritten
+# that already holds the same bytes) and record what changed.
 
 
-def write_text(self, data, encoding=None, errors=None, newline=None):
+def _inside(path, env):
+    real, top = os.path.realpath(path), os.path.realpath(env)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def read_own(path, env):
+    if not _inside(path, env):
+        sys.exit("%s links out of the env: nothing was read through it" % path)
     try:
-        if self.read_text(encoding=encoding or "utf-8") == data:
-            return len(data)
-    except OSError:
-        pass
-    changed.append(str(self))
-    return _write_text(self, data, encoding=encoding, errors=errors, newline=newline)
+        with open(os.path.realpath(path), "rb") as handle:
+            return handle.read(), os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        return None
 
 
-def unlink(self, missing_ok=False):
-    # Deferred to symlink_to: relinking to the same target is then a no-op.
-    _pending_unlink[str(self)] = os.readlink(self) if self.is_symlink() else None
+def put_text(path, text, mode=None, env=None):
+    data = text.encode("utf-8")
+    if not os.path.islink(path) and os.path.isfile(path):
+        with open(path, "rb") as handle:
+            if handle.read() == data and (mode is None or os.stat(path).st_mode & 0o7777 == mode):
+                return path
+    partial = "%s.tfgpu-tmp" % path
+    with open(partial, "wb") as handle:
+        handle.write(data)
+    if mode is not None:
+        os.chmod(partial, mode)
+    os.replace(partial, path)
+    changed.append(str(path))
+    return path
 
 
-def symlink_to(self, target, target_is_directory=False):
-    old = _pending_unlink.pop(str(self), None)
-    if old is not None and old == str(target):
-        return
-    if os.path.lexists(self):
-        os.unlink(self)
-    changed.append(str(self))
-    os.symlink(str(target), str(self))
+def put_link(path, target, env=None):
+    if os.path.islink(path) and os.readlink(path) == str(target):
+        return path
+    partial = "%s.tfgpu-tmp" % path
+    if os.path.lexists(partial):
+        os.unlink(partial)
+    os.symlink(str(target), partial)
+    os.replace(partial, path)
+    changed.append(str(path))
+    return path
 
 
-Path.write_text, Path.unlink, Path.symlink_to = write_text, unlink, symlink_to
+def make_dirs(path, env=None):
+    os.makedirs(path, exist_ok=True)
+
+
+for name, members in (("tfgpu", {}), ("tfgpu.envs", {}),
+                      ("tfgpu.envs.writes", {"read_own": read_own, "put_text": put_text, "put_link": put_link,
+                                             "make_dirs": make_dirs}),
+                      ("tfgpu.untrusted", {"package_text": lambda *parts: templates[parts[-1]]})):
+    stand_in = types.ModuleType(name)
+    stand_in.__dict__.update(members)
+    sys.modules[name] = stand_in
+sys.modules["tfgpu"].envs, sys.modules["tfgpu"].untrusted = sys.modules["tfgpu.envs"], sys.modules["tfgpu.untrusted"]
+sys.modules["tfgpu.envs"].writes = sys.modules["tfgpu.envs.writes"]
 module = types.ModuleType("tfgpu_activation")
 sys.modules[module.__name__] = module
 exec(compile(json.loads(ACTIVATION_SOURCE), "tfgpu/envs/activation.py", "exec"), module.__dict__)
-templates = json.loads(TEMPLATES)
 module._template = templates.__getitem__
 found = sorted(root.glob("lib/python3*/site-packages"))
 if not found:
