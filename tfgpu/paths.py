@@ -34,7 +34,7 @@ def user_path(text: str, what: str) -> str:
         problem = None if long is None else (f"one of its names is {len(long)} bytes long; no file system takes a "
                                              f"name over {NAME_MAX}")
     if problem:
-        shown = text[:60] + ("…" if len(text) > 60 else "")
+        shown = text if len(text) <= 60 else f"{text[:60]} ({len(text):,} characters; the first 60 shown)"
         raise UsageError("bad-path", f"{what} {shown!r}: {problem}.", [f"Give {what} a shorter path."])
     return text
 

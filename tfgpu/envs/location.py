@@ -84,7 +84,7 @@ def check_path_text(text: str, flag: str = "--prefix") -> str:
                          ["Choose a path of letters, digits, spaces and '/._-+@:,=%~' (or use --name)."])
     long = next((part for part in text.split("/") if len(part.encode("utf-8")) > 255), None)
     if long is not None:
-        raise UsageError("bad-prefix", f"{flag} has a component of {len(long.encode('utf-8'))} bytes ({long[:40]}…); "
+        raise UsageError("bad-prefix", f"{flag} has a component of {len(long.encode('utf-8'))} bytes (it starts {long[:40]!r}); "
                          "no file system takes a name longer than 255.", ["Choose a shorter name."])
     return text
 
