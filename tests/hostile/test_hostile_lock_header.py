@@ -3,30 +3,15 @@ TensorFlow version goes is ``lock-malformed`` at the lock's one record check, ne
 
 from __future__ import annotations
 
-import hashlib
-import json
-import marshal
-import os
 import sys
-from pathlib import Path
 
 import pytest
 
 from tfgpu.lock import pip_lock
 
-from .conftest import changed, snapshot
+from .conftest import changed, no_traceback, snapshot
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-def _no_traceback(cli, *argv, env=None):
-    """The tool's result; an exception escaping cli.main is the traceback the README promises never to print."""
-    try:
-        return cli(*argv, env=env)
-    except SystemExit:
-        raise
-    except BaseException as error:  # noqa: BLE001 - the point of the test
-        pytest.fail(f"traceback: {type(error).__name__}: {str(error)[:200]}")
 
 
 # -- 4. a pip lock's resolution values: the shape check allows numbers where strings go -----------
@@ -47,6 +32,6 @@ def test_a_pip_lock_whose_tensorflow_is_a_number_is_lock_malformed(cli, sandbox,
     lock = sandbox / "tfgpu-lock.linux-64.txt"
     lock.write_text("# a forged lock\n" + pip_lock.MARK + pip_lock._canonical(record) + "\n" + body)
     before = snapshot(sandbox)
-    done = _no_traceback(cli, "lock", "--check", str(lock), "--json")
+    done = no_traceback(cli, "lock", "--check", str(lock), "--json")
     assert (done.code, done.error) == (2, "lock-malformed"), done.out
     assert changed(before, snapshot(sandbox), ("logs", "cache")) == []
