@@ -380,7 +380,7 @@ def test_every_releases_dry_run_solves_only_conda_forge_packages_with_the_cudnn_
     """Generated from the data: what the solve step of ``create --dry-run`` sends, for every release."""
     from packaging.version import Version
 
-    from tfgpu.backends.base import Options
+    from tfgpu.installers.base import Options
     from tfgpu.ops import create
     from tfgpu.resolver import make_request, resolve, tables
 

@@ -16,7 +16,7 @@ import tfgpu
 
 PACKAGE = Path(tfgpu.__file__).resolve().parent
 WATCHED = [*sorted((PACKAGE / "repair").glob("*.py")), PACKAGE / "envs" / "activation.py",
-           *sorted((PACKAGE / "backends").glob("*.py"))]
+           *sorted((PACKAGE / "installers").glob("*.py"))]
 ALLOWED = {PACKAGE / "envs" / "writes.py", PACKAGE / "envs" / "txn.py"}
 """The door itself, and the transaction that moves whole targets into place."""
 

@@ -44,7 +44,7 @@ def imports(path: Path, known: set[str]) -> set[str]:
 
 
 def unit(module: str) -> str:
-    """The subpackage (or top-level module) a module belongs to: tfgpu.backends.pip -> backends."""
+    """The subpackage (or top-level module) a module belongs to: tfgpu.installers.pip -> installers."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "tfgpu"
 
@@ -101,9 +101,9 @@ def test_no_import_cycle_between_modules(graph):
     assert cycles(graph) == []
 
 
-def test_backends_never_read_lock_files(graph):
-    """Locks and bundles are read and checked by tfgpu.lock, which hands backends a Source."""
-    offenders = sorted(m for m, targets in graph.items() if unit(m) == "backends" and any(unit(t) == "lock" for t in targets))
+def test_installers_never_read_lock_files(graph):
+    """Locks and bundles are read and checked by tfgpu.lock, which hands installers a Source."""
+    offenders = sorted(m for m, targets in graph.items() if unit(m) == "installers" and any(unit(t) == "lock" for t in targets))
     assert offenders == []
 
 

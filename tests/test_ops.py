@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu.backends.base import Backend, Options, Source, Step, StepKind
+from tfgpu.installers.base import Backend, Options, Source, Step, StepKind
 from tfgpu.envs import marker, txn
 from tfgpu.errors import OperationError
 from tfgpu.ops import create

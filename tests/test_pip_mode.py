@@ -238,8 +238,8 @@ def test_offline_installs_a_release_uvs_cache_already_holds(tmp_path, local_whee
 
 def test_a_failure_that_is_not_the_network_does_not_blame_it():
     """uv heads a hash mismatch or an HTTP 404 with "Failed to fetch": that is not a missing network."""
-    from tfgpu.backends.base import Step, StepKind
-    from tfgpu.backends.options import build_options
+    from tfgpu.installers.base import Step, StepKind
+    from tfgpu.installers.options import build_options
     from tfgpu.engines.uv import install_failed
     from tfgpu.proc import Completed
 

@@ -2,7 +2,7 @@
 a real runfile-shaped script, a real cuDNN tar.xz, a real venv from a local wheelhouse.
 
 These tests run as root on the CI machines, so "not root" is simulated by replacing
-``tfgpu.backends.system_toolkit.is_root``, and the system paths (``/usr/local``, ``/etc``,
+``tfgpu.installers.system_toolkit.is_root``, and the system paths (``/usr/local``, ``/etc``,
 ``ldconfig``) are redirected into ``tmp_path``.
 """
 
@@ -21,7 +21,7 @@ from fakenvidia import Faults, serve_fake_nvidia
 
 from tfgpu import cli
 from tfgpu.engines import nvidia as vendor
-from tfgpu.backends import system_toolkit
+from tfgpu.installers import system_toolkit
 from tfgpu.resolver import make_request, resolve, tables
 
 pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake libraries")

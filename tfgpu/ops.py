@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfgpu.backends.base import Backend, Context, Options, Outcome, Source, Step, StepKind, apply
+from tfgpu.installers.base import Backend, Context, Options, Outcome, Source, Step, StepKind, apply
 from tfgpu.envs import jupyter, txn
 from tfgpu.envs.location import Location, locate, prefix_for, refuse_link, safe_label
 from tfgpu.errors import ImpossibleError, OperationError
@@ -32,13 +32,13 @@ class CreateResult:
 def backend_for(resolution, options: Options, source: Source) -> Backend:
     """The backend for the resolution's mode (each module's ``make_backend`` checks its own needs)."""
     if resolution.mode == "conda":
-        from tfgpu.backends.conda import make_backend
+        from tfgpu.installers.conda import make_backend
 
         return make_backend(resolution, options, source)
     if resolution.mode == "system":
-        from tfgpu.backends.system import make_backend
+        from tfgpu.installers.system import make_backend
     else:
-        from tfgpu.backends.pip import make_backend
+        from tfgpu.installers.pip import make_backend
     return make_backend(resolution, options)
 
 

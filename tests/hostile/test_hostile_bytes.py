@@ -220,8 +220,8 @@ def test_a_lock_recording_an_index_that_is_not_https_is_refused(cli, sandbox, in
 
 def test_from_lock_installs_from_the_index_the_lock_records(sandbox, monkeypatch):
     """The recorded index is what uv is told to use, and the user's uv index settings are blanked."""
-    from tfgpu.backends.base import Options
-    from tfgpu.backends.pip import PipBackend
+    from tfgpu.installers.base import Options
+    from tfgpu.installers.pip import PipBackend
     from tfgpu.envs.location import locate
     from tfgpu.lock.install import prepare
 

@@ -228,7 +228,7 @@ def test_a_forged_in_place_journal_for_another_target_is_refused(cli, sandbox, l
 def test_a_system_toolkit_the_tool_cannot_prove_it_installed_is_never_replaced(sandbox, monkeypatch, forged):
     """/usr/local/cuda-X.Y with a hand-written or copied tfgpu-toolkit.json: --force leaves it alone."""
     from tfgpu.errors import ImpossibleError
-    from tfgpu.backends import system_toolkit as tk
+    from tfgpu.installers import system_toolkit as tk
 
     monkeypatch.setattr(tk, "SYSTEM_PREFIX", sandbox / "usr-local")
     monkeypatch.setattr(tk, "is_root", lambda: True)
@@ -248,7 +248,7 @@ def test_a_system_toolkit_the_tool_cannot_prove_it_installed_is_never_replaced(s
 
 def test_a_foreign_toolkit_staging_directory_is_left_alone(sandbox, monkeypatch):
     from tfgpu.errors import ImpossibleError
-    from tfgpu.backends import system_toolkit as tk
+    from tfgpu.installers import system_toolkit as tk
 
     final = sandbox / "usr-local" / "cuda-11.8"
     staging = precious(final.with_name(".cuda-11.8.tfgpu-staging"))

@@ -1,6 +1,6 @@
 """One function per command: build the objects from the parsed arguments, call the core, render.
 
-Nothing here decides policy: option rules are ``tfgpu.backends.options``', what a lock allows is
+Nothing here decides policy: option rules are ``tfgpu.installers.options``', what a lock allows is
 ``tfgpu.lock``'s, what a create does is ``tfgpu.ops``'. Each function returns the exit code or
 raises a ``TfgpuError``; ``--json`` prints one document, otherwise ``tfgpu.render`` shows it.
 """
@@ -80,7 +80,7 @@ def cmd_update_data(args) -> int:
 
 def cmd_create(args) -> int:
     """``create``: from a fresh resolution, or exactly what a lock or bundle pins."""
-    from tfgpu.backends.options import build_options
+    from tfgpu.installers.options import build_options
     from tfgpu.ops import create
 
     if not (args.from_lock or args.from_bundle):  # with a lock, the lock decides what is built
@@ -104,7 +104,7 @@ def cmd_create(args) -> int:
                                                         from_bundle=args.from_bundle, reporter=reporter)
             extra = {"lock": str(lock.path), "lock_sha256": lock.meta["sha256"], "bundle": args.from_bundle}
         else:
-            from tfgpu.backends.base import Source
+            from tfgpu.installers.base import Source
 
             resolution, host = resolve(args)
             source = Source()
@@ -155,7 +155,7 @@ def _targets(args, allow_cpu: bool):
 
 def cmd_lock(args) -> int:
     """``lock``: one hashed lock per --platform (pip), or one conda-lock.yml for all (conda)."""
-    from tfgpu.backends.options import check_channels_for, mode_of
+    from tfgpu.installers.options import check_channels_for, mode_of
     from tfgpu.lock.writing import write_conda_lock, write_locks
 
     from_project = with_project(args)
@@ -211,7 +211,7 @@ def lock_check(args, from_project: list[str]) -> int:
 
 def cmd_bundle(args) -> int:
     """``bundle``: a lock, its packages and the tool's own wheels in one directory (one platform)."""
-    from tfgpu.backends.options import check_channels_for, mode_of
+    from tfgpu.installers.options import check_channels_for, mode_of
     from tfgpu.lock.bundle import build_bundle
 
     with_project(args)

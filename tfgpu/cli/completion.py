@@ -34,7 +34,7 @@ class Option:
 
 def _values(command: str, action: argparse.Action) -> tuple[tuple[str, ...], bool]:
     """(the values an option takes, whether it takes a path)."""
-    from tfgpu.backends.options import ENGINES
+    from tfgpu.installers.options import ENGINES
     from tfgpu.lock.platforms import PLATFORMS
     from tfgpu.resolver.request import ARCHES, MODES, OSES
 

@@ -1,7 +1,7 @@
 """The command line's grammar: every command, every option, and its help text.
 
 A test walks this parser and fails on any option without help. Values are parsed and checked by
-the core (``tfgpu.resolver.request``, ``tfgpu.backends.options``), so an error names the flag and
+the core (``tfgpu.resolver.request``, ``tfgpu.installers.options``), so an error names the flag and
 the accepted values with the project's own exit codes, not argparse's.
 """
 

@@ -124,7 +124,7 @@ def prepare(path: Path, options, selectors: dict | None = None, bundle_dir: Path
     and wheels/)."""
     from dataclasses import replace
 
-    from tfgpu.backends.base import LockedPackage, Source
+    from tfgpu.installers.base import LockedPackage, Source
     from tfgpu.lock.selectors import check_selectors
     from tfgpu.lock.platforms import host_platform
     from tfgpu.resolver import make_request, resolve

@@ -113,11 +113,11 @@ def _refuse_links(root: Path) -> None:
 def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bundle: str | None = None,
             reporter=None):
     """(resolution, options, source, lock) for ``create`` from a lock or a bundle, after every check:
-    the lock decides what is built, and ``source`` carries what backends install (they never read
+    the lock decides what is built, and ``source`` carries what installers install (they never read
     lock files themselves)."""
     from dataclasses import replace
 
-    from tfgpu.backends.base import Source
+    from tfgpu.installers.base import Source
 
     if from_lock and Path(from_lock).suffix in (".yml", ".yaml"):
         from tfgpu.lock import conda_install

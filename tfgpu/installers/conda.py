@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.backends.base import (
+from tfgpu.installers.base import (
     Backend,
     Context,
     Location,
@@ -26,7 +26,7 @@ from tfgpu.backends.base import (
     kernel_steps,
     write_marker,
 )
-from tfgpu.backends.pip import IPYKERNEL, site_packages
+from tfgpu.installers.pip import IPYKERNEL, site_packages
 from tfgpu.requirements import lines
 from tfgpu.engines import rattler
 from tfgpu.engines import uv as uv_engine

@@ -1,7 +1,7 @@
 """How to build (``Options``), checked once: the option combinations argparse cannot express.
 
 The CLI hands the raw flags to :func:`build_options`; every rule about which flag goes with which
-mode lives here, next to the backends that read them.
+mode lives here, next to the installers that read them.
 """
 
 from __future__ import annotations

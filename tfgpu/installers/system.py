@@ -21,9 +21,9 @@ import contextlib
 import json
 from pathlib import Path
 
-from tfgpu.backends import system_toolkit as tk
-from tfgpu.backends.base import Backend, Context, Location, Options, Outcome, Source, Step, StepKind
-from tfgpu.backends.pip import PipBackend, site_packages
+from tfgpu.installers import system_toolkit as tk
+from tfgpu.installers.base import Backend, Context, Location, Options, Outcome, Source, Step, StepKind
+from tfgpu.installers.pip import PipBackend, site_packages
 from tfgpu.engines import nvidia
 from tfgpu.envs import activation
 from tfgpu.envs import marker as env_marker
@@ -209,7 +209,7 @@ def check_driver(resolution) -> None:
 
 def make_backend(resolution, options) -> SystemBackend:
     """system mode for ``resolution``: the driver is checked, the downloads must be verifiable."""
-    from tfgpu.backends.pip import make_backend as pip_backend
+    from tfgpu.installers.pip import make_backend as pip_backend
     from tfgpu.paths import cache_root
 
     check_driver(resolution)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfgpu.backends.base import Backend, Context, Location, Options, Source, Step, StepKind, kernel_steps
+from tfgpu.installers.base import Backend, Context, Location, Options, Source, Step, StepKind, kernel_steps
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import activation, bytecode, marker
 from tfgpu.errors import ImpossibleError

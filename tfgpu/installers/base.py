@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.backends.options import Options  # noqa: F401 - part of the backend interface
+from tfgpu.installers.options import Options  # noqa: F401 - part of the backend interface
 from tfgpu.envs.location import Location
 
 
@@ -106,7 +106,7 @@ class LockedPackage(tuple):
 @dataclass(frozen=True)
 class Source:
     """Where the packages come from: a fresh resolution, a lock, or a bundle (``tfgpu.lock`` reads
-    and checks those and hands the result over as this; backends never read lock files)."""
+    and checks those and hands the result over as this; installers never read lock files)."""
 
     kind: str = "resolve"
     """``resolve``, ``lock`` or ``bundle``."""
