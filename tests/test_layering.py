@@ -289,3 +289,68 @@ def test_the_door_check_sees_each_way_around(source):
 ])
 def test_the_door_check_lets_writes_through(source):
     assert reads_around_the_door(source) == []
+
+
+def _imported_names(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_only_the_front_door_imports_argparse():
+    """The parsed command line never leaves ``tfgpu.cli``: operations take a ``Settings``."""
+    offenders = sorted(name for name, path in modules().items()
+                       if "argparse" in _imported_names(path) and not name.startswith("tfgpu.cli"))
+    assert offenders == []
+
+
+def test_no_operation_imports_the_command_line(graph):
+    offenders = sorted(f"{module} -> {target}" for module, targets in graph.items() if unit(module) != "cli"
+                       and module != "tfgpu.__main__" for target in targets if unit(target) == "cli")
+    assert offenders == []
+
+
+def test_every_option_is_defined_once():
+    """``add_argument`` only in ``tfgpu/cli/options.py`` (and the parser's own --version and the
+    completion command's shell): a command lists options, it never defines one."""
+    offenders = []
+    for path in sorted((ROOT / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+                    and path.name != "options.py"):
+                first = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+                if (path.name, first) not in (("parser.py", "--version"), ("parser.py", "shell")):
+                    offenders.append(f"{path.name}:{node.lineno} {first}")
+    assert offenders == []
+
+
+def test_commands_take_the_settings_and_return_a_typed_result():
+    import inspect
+    import typing
+
+    from tfgpu import results
+    from tfgpu.cli import commands, output
+    from tfgpu.settings import Settings
+
+    for command, handler in commands.HANDLERS.items():
+        hints = typing.get_type_hints(handler)
+        assert list(inspect.signature(handler).parameters) == ["settings"], command
+        assert hints["settings"] is Settings and hints["return"] is results.Result, command
+    kinds = {kind for kind in vars(results).values()
+             if isinstance(kind, type) and issubclass(kind, results.Result) and kind is not results.Result}
+    assert kinds == set(output._TEXT)  # every result has its one text form
+
+
+def test_json_documents_are_written_in_one_place():
+    """``--json`` output is ``tfgpu.cli.output.show``'s (and an error's, in ``tfgpu.cli``)."""
+    offenders = []
+    for path in sorted((ROOT / "cli").glob("*.py")):
+        if path.name in ("output.py", "__init__.py"):
+            continue
+        if "json.dumps" in path.read_text(encoding="utf-8"):
+            offenders.append(path.name)
+    assert offenders == []

@@ -51,6 +51,24 @@ class Project:
     path: Path
     values: dict = field(default_factory=dict)
 
+    def supplied(self, given: dict) -> dict:
+        """The values this file supplies to a command whose parsed options are ``given`` (by flag
+        destination): only for options the command has and the command line left unset."""
+        taken = {}
+        for dest, _ in KEYS.values():
+            value = self.values.get(dest)
+            if value is None or dest not in given or given[dest] not in (None, False, []):
+                continue
+            if dest == "channel" and (given.get("mode") or self.values.get("mode")) != "conda":
+                continue  # the command line chose another mode: the project's conda channels do not apply
+            taken[dest] = value
+        return taken
+
+    @staticmethod
+    def key_of(dest: str) -> str:
+        """The file's key for a flag destination (``gpu_cc`` -> ``gpu-cc``)."""
+        return next(key for key, (where, _) in KEYS.items() if where == dest)
+
     def describe(self) -> str:
         shown = ", ".join(f"{key} {_show(self.values[dest])}" for key, (dest, _) in KEYS.items() if dest in self.values)
         return f"{self.path} ({shown or 'no settings'})"
@@ -194,19 +212,3 @@ def _checked(path: Path, prefix: str, table: dict) -> dict:
     if values.get("channel") and values.get("mode") not in (None, "conda"):
         raise _bad(path, prefix + "channels", f"is for conda mode, and the file says mode = {values['mode']!r}")
     return values
-
-
-def apply(project: Project, args, destinations: set[str]) -> list[str]:
-    """Fill ``args`` (an argparse namespace) from ``project`` where the command line left a value
-    unset; only ``destinations`` (the flags this command has). Returns the keys taken."""
-    taken = []
-    for key, (dest, _) in KEYS.items():
-        if dest not in project.values or dest not in destinations or getattr(args, dest, None) not in (None, False, []):
-            continue
-        if dest == "channel" and (getattr(args, "mode", None) or project.values.get("mode")) != "conda":
-            continue  # the command line chose another mode: the project's conda channels do not apply
-        setattr(args, dest, project.values[dest])
-        if dest == "channel":  # the URL door's messages name where a channel came from
-            args.channel_from = f"{project.path}: channels"
-        taken.append(key)
-    return taken

@@ -292,18 +292,17 @@ def test_hosts_named_in_the_environment_and_the_option_are_checked(cli, sandbox,
 
 
 def test_a_project_file_names_its_mirror(cli, sandbox, monkeypatch, unnamed):
-    from tfgpu.cli.commands import with_project
+    from tfgpu.cli import inputs
     from tfgpu.cli.parser import build_parser
 
     project = sandbox / "tfgpu.toml"
     project.write_text('insecure-hosts = ["Mirror.LAN", "127.0.0.1"]\n')
     monkeypatch.setenv("TFGPU_PROJECT_FILE", str(project))
-    args = build_parser().parse_args(["plan", "--json"])
-    with_project(args)
+    inputs.trust(inputs.build(build_parser().parse_args(["plan", "--json"])))
     assert urls.trusted() == {"mirror.lan", "127.0.0.1"}
     project.write_text('insecure-hosts = ["10.9.9.9\\\\@x"]\n')
     with pytest.raises(UsageError) as caught:
-        with_project(build_parser().parse_args(["plan", "--json"]))
+        inputs.build(build_parser().parse_args(["plan", "--json"]))
     assert caught.value.code == "bad-url"
 
 

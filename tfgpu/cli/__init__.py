@@ -1,7 +1,9 @@
-"""The command line: parse, build objects, call the core, render, return an exit code.
+"""The command line, the tool's front door: parse, build the settings, run, show, return an exit code.
 
-``parser`` holds the grammar, ``commands`` one function per command; this module runs them and is
-the one place that turns an error into an exit code. Exit codes (contract): 0 success; 1 the
+``options`` defines every option once, ``parser`` says which command takes which, ``inputs``
+builds the one frozen ``tfgpu.settings.Settings`` of a run (options, project file, environment),
+``commands`` has one function per command returning a typed result, and ``output`` shows a result
+by its type. This module runs them and is the one place that turns an error into an exit code. Exit codes (contract): 0 success; 1 the
 operation failed; 2 malformed input; 3 well-formed but impossible; 128+N a signal (Ctrl-C: 130).
 """
 
@@ -25,8 +27,9 @@ def _tolerant_streams() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the tool; returns the exit code."""
-    from tfgpu.cli import repair
-    from tfgpu.cli.commands import HANDLERS, trust_hosts
+    from tfgpu.cli import inputs
+    from tfgpu.cli.commands import HANDLERS
+    from tfgpu.cli.output import note, show
     from tfgpu.cli.parser import build_parser, with_default_command
     from tfgpu.proc import install_signal_handlers
 
@@ -35,10 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     want_json = "--json" in argv
     try:
-        args = build_parser().parse_args(with_default_command(argv))
-        trust_hosts(args)
-        handlers = HANDLERS | {"repair": repair.cmd_repair}
-        return handlers[args.command or "create"](args)
+        settings = inputs.build(build_parser().parse_args(with_default_command(argv)))
+        inputs.trust(settings)
+        for line in settings.notes:
+            note(line)  # stderr, also under --json
+        return show(settings, HANDLERS[settings.command](settings))
     except OSError as error:
         # A path derived from one the user gave (a lock beside -o, a platform's file name, a bundle's
         # member) can still be too long for the file system; any stat() anywhere then raises

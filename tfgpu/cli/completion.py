@@ -40,12 +40,12 @@ def _values(command: str, action: argparse.Action) -> tuple[tuple[str, ...], boo
 
     if action.choices:
         return tuple(action.choices), False
-    known = {"mode": tuple(m for m in MODES if m in (action.help or "")), "os": OSES, "arch": ARCHES,
+    known = {"mode": ("pip", "conda") if command in ("lock", "bundle") else MODES, "os": OSES, "arch": ARCHES,
              "engine": tuple(ENGINES), "platform": tuple(PLATFORMS), "tf": _series()}
     if action.dest in known:
         return known[action.dest], False
     if action.dest == "python":
-        return ((), True) if command == "doctor" else (_pythons(), False)
+        return _pythons(), False
     return (), (action.metavar or "") in PATH_METAVARS or action.dest in ("prefix", "output")
 
 

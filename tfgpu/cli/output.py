@@ -1,20 +1,103 @@
-"""How a command's result reaches the user: one JSON document with ``--json``, else ``tfgpu.render``."""
+"""How a result reaches the user, by its type: one JSON document with ``--json``, else text.
+
+:func:`show` is the one place a result (``tfgpu.results``) becomes output. ``tfgpu.render`` draws
+the text (rich is imported only when something is shown to a person); the JSON document is the
+result's own ``to_dict()``.
+"""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from tfgpu import results
+from tfgpu.settings import Settings
+
 
 def render():
-    from tfgpu import render as module  # rich is imported only when something is shown to a person
+    from tfgpu import render as module
 
     return module
 
 
-def emit(args: argparse.Namespace, document: dict, show) -> None:
-    if getattr(args, "json", False):
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+def note(message: str) -> None:
+    """A line for the person at the terminal, on stderr (so also under --json)."""
+    render().note(message)
+
+
+def show(settings: Settings, result: results.Result) -> int:
+    """Show ``result`` and return its exit code."""
+    if settings.json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
-        show()
+        _TEXT[type(result)](result)
+    return result.exit_code
+
+
+def text(result: results.Result) -> None:
+    """The text form of ``result`` whatever ``--json`` says (a failure shows it before its error)."""
+    _TEXT[type(result)](result)
+
+
+def _plan(result: results.Planned) -> None:
+    render().plan(result.resolution, result.host)
+
+
+def _matrix(result: results.Matrix) -> None:
+    from tfgpu.resolver.overlay import describe_age
+
+    render().matrix(result.rows)
+    render().note(describe_age(result.data) + "; `tfgpu-install update-data` fetches newer releases.")
+
+
+def _created(result: results.Created) -> None:
+    if result.dry_run:
+        render().dry_run(result.resolution, result.host, result.outcome)
+    else:
+        render().created(result.outcome, result.resolution)
+
+
+def _exported(result: results.Exported) -> None:
+    written = ", ".join(str(path) for path in result.written)
+    render().note(f"Wrote {written} ({result.format}, TensorFlow {result.resolution.tensorflow}, "
+                  f"{result.resolution.mode} mode).")
+
+
+def _log_matches(result: results.LogMatches) -> None:
+    from tfgpu.doctor.logs import LOG_LIMIT
+
+    if result.truncated:
+        render().note(f"Only the first {LOG_LIMIT >> 20} MiB of {result.log} were read.")
+    render().log_matches(result.matches)
+
+
+def _verified(result: results.Verified) -> None:
+    (render().multiworker if result.multiworker else render().verify)(result.report)
+
+
+def _written(result: results.Written) -> None:
+    for line in result.lines:
+        render().note(line)
+
+
+def _text(result: results.Text) -> None:
+    sys.stdout.write(result.text)
+
+
+_TEXT = {
+    results.Planned: _plan,
+    results.Matrix: _matrix,
+    results.DataUpdate: lambda result: render().note(result.summary),
+    results.Created: _created,
+    results.Removed: lambda result: render().removed(result.removed, result.recovered),
+    results.LockChecked: lambda result: render().lock_check(result.check),
+    results.Exported: _exported,
+    results.LogMatches: _log_matches,
+    results.Doctored: lambda result: render().doctor(result.report),
+    results.Verified: _verified,
+    results.EnvList: lambda result: render().env_list(result.envs, result.searched),
+    results.Repaired: lambda result: (render().repair_undone if result.undone else render().repaired)(result.summary),
+    results.Written: _written,
+    results.Text: _text,
+}
+"""Each result type's text form; a test checks every type in ``tfgpu.results`` has one."""

@@ -1,0 +1,87 @@
+"""The one place a run's inputs are put together: options, project file, environment variables.
+
+:func:`build` turns the parsed command line into the frozen ``tfgpu.settings.Settings`` with the
+precedence that module documents; nothing else reads the namespace, merges the project file or
+reads the variables that stand in for options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from tfgpu.settings import Selectors, Settings
+
+READS_PROJECT = ("plan", "create", "lock", "bundle", "script")
+"""The commands a project file applies to (the ones that resolve a target)."""
+ACTIVE_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX")
+"""The variables that name the active env, in the order they are asked."""
+
+# Namespace destination -> Settings field, where the two differ.
+_RENAMED = {"all": "all_releases", "platform": "platforms", "channel": "channels", "insecure_host": "insecure_hosts"}
+_NEGATED = {"no_detect": "detect", "no_verify": "verify"}
+_LISTS = ("platforms", "channels", "insecure_hosts")
+
+
+def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Settings:
+    """The settings of this run: flags, then the project file, then defaults."""
+    from tfgpu import urls
+
+    given = vars(args)
+    command = given.get("command") or "create"
+    values: dict = {"command": command}
+    for dest, value in given.items():
+        if dest in ("command", "project", "no_project") or dest in Selectors.__dataclass_fields__:
+            continue
+        if dest in _NEGATED:
+            values[_NEGATED[dest]] = not value
+            continue
+        key = _RENAMED.get(dest, dest)
+        if key in Settings.__dataclass_fields__:
+            values[key] = tuple(value or ()) if key in _LISTS else value
+    selectors = {key: given[key] for key in Selectors.__dataclass_fields__ if key in given}
+    project_hosts: tuple[str, ...] = ()
+    if command in READS_PROJECT and not (given.get("from_lock") or given.get("from_bundle")):
+        found, notes = _project(given)
+        values["notes"] = notes
+        if found is not None:
+            taken = found.supplied(given)
+            for dest, value in taken.items():
+                if dest == "channel":
+                    values["channels"] = tuple(value)
+                    values["channels_from"] = f"{found.path}: channels"  # the URL door's messages name it
+                elif dest == "platform":
+                    values["platforms"] = tuple(value)
+                else:
+                    selectors[dest] = value
+            values["project_file"] = str(found.path)
+            values["project_keys"] = tuple(found.key_of(dest) for dest in taken)
+            project_hosts = tuple(found.values.get("insecure_hosts", ()))
+            if taken and not given.get("json"):
+                values["notes"] = (*notes, f"Using the project file {found.describe()}; flags on the command "
+                                           "line override it.")
+    named = tuple(host for host in environ.get(urls.ENVIRONMENT, "").split(",") if host.strip())
+    values["insecure_hosts"] = (*values.get("insecure_hosts", ()), *project_hosts, *named)
+    values["active_env"] = tuple((name, environ[name]) for name in ACTIVE_ENV if environ.get(name))
+    return Settings(selectors=Selectors(**selectors), **values)
+
+
+def _project(given: dict):
+    """(the project file that applies or None, the notes on files seen and not used)."""
+    if given.get("no_project"):
+        return None, ()
+    from tfgpu import project
+
+    explicit = given.get("project")
+    found = project.load(Path(explicit).expanduser().absolute() if explicit else None, explicit=bool(explicit))
+    return found, tuple(() if explicit else project.refused)
+
+
+def trust(settings: Settings) -> None:
+    """Name the hosts plain HTTP may reach (``tfgpu.urls``) for this run, and only these: nothing
+    carries over from an earlier run in the same process."""
+    from tfgpu import urls
+
+    urls.trust(list(settings.insecure_hosts))

@@ -1,0 +1,225 @@
+"""What each command's operation hands back, typed: the value a script reads as JSON and a person
+reads as text.
+
+Every result has ``to_dict()`` (the JSON document of ``--json``: a contract, held by the tests
+that read those documents) and ``exit_code``. ``tfgpu.cli.output.show`` renders a result by its
+type, in one place; operations never print and the command line never assembles a document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Result:
+    """The base: a result succeeds unless it says otherwise."""
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+    def to_dict(self) -> dict:  # pragma: no cover - each result defines its document
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Planned(Result):
+    """``plan``: the resolution, and what detection found (None with --no-detect)."""
+
+    resolution: Any
+    host: Any = None
+
+    def to_dict(self) -> dict:
+        return self.resolution.to_dict() | {"host": self.host.to_dict() if self.host else None}
+
+
+@dataclass(frozen=True)
+class Matrix(Result):
+    """``matrix``: one row per release, and how old the data is."""
+
+    rows: list
+    data: dict
+
+    def to_dict(self) -> dict:
+        return {"releases": self.rows, "data": self.data}
+
+
+@dataclass(frozen=True)
+class DataUpdate(Result):
+    """``update-data``: what was fetched and written (``tfgpu.update``)."""
+
+    report: dict
+
+    @property
+    def summary(self) -> str:
+        return self.report["summary"]
+
+    def to_dict(self) -> dict:
+        return self.report
+
+
+@dataclass(frozen=True)
+class Created(Result):
+    """``create``: the env built (or, with --dry-run, the steps that would build it)."""
+
+    outcome: Any  # tfgpu.ops.CreateResult
+    resolution: Any
+    host: Any = None
+    dry_run: bool = False
+    lock: dict = field(default_factory=dict)  # with --from-lock/--from-bundle: the lock, its digest, the bundle
+
+    @property
+    def prefix(self) -> str:
+        return str(self.outcome.location.prefix)
+
+    def to_dict(self) -> dict:
+        if self.dry_run:
+            return self.resolution.to_dict() | self.lock | {
+                "dry_run": True, "prefix": self.prefix, "steps": [step.to_dict() for step in self.outcome.steps]}
+        done = self.outcome
+        return {"prefix": self.prefix, "tensorflow": self.resolution.tensorflow, "python": self.resolution.python,
+                "installed": done.outcome.installed, "log": str(done.log_path) if done.log_path else None,
+                "notes": done.notes, "verify": done.verify} | self.lock
+
+
+@dataclass(frozen=True)
+class Removed(Result):
+    """``remove``: the env deleted, and what an interrupted earlier remove left that was finished."""
+
+    removed: str
+    recovered: list
+
+    def to_dict(self) -> dict:
+        return {"removed": self.removed, "recovered": self.recovered}
+
+
+@dataclass(frozen=True)
+class LockChecked(Result):
+    """``lock --check``: 0 when the lock is what its recorded inputs resolve to today, else 1."""
+
+    check: Any  # tfgpu.lock.check.Check
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.check.current else 1
+
+    def to_dict(self) -> dict:
+        return self.check.to_dict()
+
+
+@dataclass(frozen=True)
+class Exported(Result):
+    """``script``: the provisioning artefact, written to ``output`` or meant for stdout."""
+
+    export: Any  # tfgpu.export.Export
+    resolution: Any
+    format: str
+    output: str | None = None
+    written: tuple = ()
+
+    def to_dict(self) -> dict:
+        document = self.export.to_dict()
+        if self.output:
+            return document | {"output": self.output, "written": [str(path) for path in self.written]}
+        document["files"] = [entry | {"content": item.content}
+                             for entry, item in zip(document["files"], self.export.files, strict=True)]
+        return document
+
+
+@dataclass(frozen=True)
+class LogMatches(Result):
+    """``doctor --log``: the known failures a TensorFlow log shows."""
+
+    log: str
+    matches: list
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not any(match.severity == "fail" for match in self.matches)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def to_dict(self) -> dict:
+        return {"log": self.log, "matches": [match.to_dict() for match in self.matches], "ok": self.ok,
+                "truncated": self.truncated}
+
+
+@dataclass(frozen=True)
+class Doctored(Result):
+    """``doctor``: the findings about this machine and, when one was named or active, an env."""
+
+    report: Any  # tfgpu.doctor.Report
+    env: dict | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.report.failed else 0
+
+    def to_dict(self) -> dict:
+        return self.report.to_dict() | ({"env": self.env} if self.env else {})
+
+
+@dataclass(frozen=True)
+class Verified(Result):
+    """``verify``: the report the env's own Python wrote (a JSON protocol between the tool and the
+    env, so a document here as well); ``multiworker`` for ``--workers N``."""
+
+    report: dict
+    multiworker: bool = False
+    env: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.report.get("ok"))
+
+    def to_dict(self) -> dict:
+        return self.report | ({"env": self.env} if self.env else {})
+
+
+@dataclass(frozen=True)
+class EnvList(Result):
+    """``list``: the envs the tool built, and the directories searched."""
+
+    envs: list
+    searched: list
+
+    def to_dict(self) -> dict:
+        return {"envs": self.envs, "searched": [str(directory) for directory in self.searched]}
+
+
+@dataclass(frozen=True)
+class Repaired(Result):
+    """``repair`` (``undone``: ``repair --undo``): the summary of what changed."""
+
+    summary: dict
+    undone: bool = False
+
+    def to_dict(self) -> dict:
+        return self.summary
+
+
+@dataclass(frozen=True)
+class Written(Result):
+    """``lock`` and ``bundle``: what was written, and the line that says so."""
+
+    document: dict
+    lines: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return self.document
+
+
+@dataclass(frozen=True)
+class Text(Result):
+    """Text meant for stdout as it is: a completion script, a script with no -o."""
+
+    text: str
+    document: dict | None = None
+
+    def to_dict(self) -> dict:
+        return self.document or {"text": self.text}
