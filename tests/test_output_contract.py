@@ -177,7 +177,7 @@ def test_help_offers_only_the_modes_a_command_takes():
         refused = run_tool(command, "--tf", "2.21", "--mode", "system", "--platform", "linux-64", "-o",
                            "/nonexistent/out", "--no-detect")
         assert refused.returncode == 2 and "system" in refused.stderr
-    helps = {action.help for path, name, action in _options(build_parser()) if name == "--yes"}
+    helps = {action.help for path, name, action in _options(build_parser()) if name == "--yes/-y"}
     assert len(helps) == 1 and "never asks" in helps.pop()  # one definition: the same words on every command
 
 
