@@ -176,7 +176,7 @@ def test_channel_with_pip_mode_and_system_mode_are_refused(tmp_path, env):
 
 def test_a_package_that_fails_its_sha256_is_not_left_in_the_bundle(tmp_path):
     from tfgpu.errors import OperationError
-    from tfgpu.lock.bundle_conda import copy_package
+    from tfgpu.lock.bundle.conda_bundle import copy_package
 
     source = tmp_path / "src" / "linux-64" / "cudnn-1-h0_0.tar.bz2"
     source.parent.mkdir(parents=True)

@@ -135,7 +135,7 @@ def test_a_tampered_hash_with_a_forged_checksum_is_caught_against_the_channel(tm
     """Edit a package's sha256 and recompute the lock's own checksum: the channel's record disagrees."""
     from conda_lock.lockfile import write_conda_lock_file
 
-    from tfgpu.lock.conda_lock import model_digest
+    from tfgpu.lock.conda.write import model_digest
 
     done, out = lock(tmp_path, channel, env)
     assert done.returncode == 0, done.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import run_tool
 
-from tfgpu.lock import pip_lock
+from tfgpu.lock.pip import lockfile as pip_lock
 from tfgpu.lock.platforms import PLATFORMS
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect")

@@ -98,7 +98,7 @@ def cmd_create(args) -> int:
     host = None
     try:
         if args.from_lock or args.from_bundle:
-            from tfgpu.lock.install import prepare
+            from tfgpu.lock import prepare
 
             resolution, options, source, lock = prepare(selectors(args), options, from_lock=args.from_lock,
                                                         from_bundle=args.from_bundle, reporter=reporter)
@@ -147,55 +147,33 @@ def cmd_remove(args) -> int:
     return 0
 
 
-def _targets(args, allow_cpu: bool):
-    from tfgpu.lock.targets import lock_targets
-
-    return lock_targets(args.platform, selectors(args), allow_cpu=allow_cpu, host=host_of(args, artefact=True))
-
-
 def cmd_lock(args) -> int:
     """``lock``: one hashed lock per --platform (pip), or one conda-lock.yml for all (conda)."""
-    from tfgpu.installers.options import check_channels_for, mode_of
-    from tfgpu.lock.writing import write_conda_lock, write_locks
+    from tfgpu import lock
 
     from_project = with_project(args)
     if args.check:
         return lock_check(args, from_project)
     needs_platforms(args)
-    mode = mode_of(args.mode)
-    check_channels_for(mode, args.channel)
-    targets = _targets(args, args.allow_cpu)
     reporter = render().ConsoleReporter()
     try:
-        if mode == "conda":
-            from tfgpu.engines.rattler import channel_urls, check_channels
-
-            channels = channel_urls(tuple(args.channel or ()), getattr(args, "channel_from", "--channel"))
-            check_channels(channels)
-            summary = write_conda_lock(targets, args.output, channels=channels, reporter=reporter)
-        else:
-            written = write_locks(mode, targets, args.output, reporter)
+        written = lock.write(mode=args.mode, platforms=args.platform, selectors=selectors(args),
+                             allow_cpu=args.allow_cpu, host=host_of(args, artefact=True), output=args.output,
+                             channels=args.channel, channel_from=getattr(args, "channel_from", "--channel"),
+                             reporter=reporter)
     finally:
         reporter.close()
-    if mode == "conda":
-        emit(args, {"lock": summary}, lambda: render().note(
-            f"{summary['path']}: {summary['packages']} packages for {', '.join(summary['platforms'])} "
-            f"(install: tfgpu-install create --from-lock {summary['path']} --name N; conda-lock reads it too)"))
-        return 0
 
     def show() -> None:
-        for item in written:
-            kind = "CPU-only" if item.meta["cpu_only"] else f"CUDA {item.meta['resolution']['cuda']}"
-            render().note(f"{item.platform}: {item.path} ({len(item.pins)} packages, TF "
-                          f"{item.meta['resolution']['tensorflow']}, {kind}, Python {item.meta['python']}); "
-                          f"PEP 751: {item.pylock.name}")
-    emit(args, {"locks": [item.to_dict() for item in written]}, show)
+        for line in written.notes():
+            render().note(line)
+    emit(args, written.to_dict(), show)
     return 0
 
 
 def lock_check(args, from_project: list[str]) -> int:
     """``lock --check FILE``: 0 when the lock is what its recorded inputs resolve to today, else 1."""
-    from tfgpu.lock.check import check_lock
+    from tfgpu.lock import check_lock
 
     wanted = {key: getattr(args, key) for key in ("tf", "mode", "python", "platform") if getattr(args, key, None)}
     wanted["source"] = "the project file" if from_project else "the command line"
@@ -211,36 +189,20 @@ def lock_check(args, from_project: list[str]) -> int:
 
 def cmd_bundle(args) -> int:
     """``bundle``: a lock, its packages and the tool's own wheels in one directory (one platform)."""
-    from tfgpu.installers.options import check_channels_for, mode_of
-    from tfgpu.lock.bundle import build_bundle
+    from tfgpu.lock import bundle
 
     with_project(args)
     needs_platforms(args)
-    if len(set(args.platform)) != 1:
-        raise UsageError("conflicting-options", "A bundle is for one platform; several --platform were given.",
-                         ["Build one bundle per platform, each with its own -o DIR."])
-    mode = mode_of(args.mode)
-    if mode not in ("pip", "conda"):
-        raise UsageError("mode-not-bundlable", f"--mode {mode} cannot be bundled: system mode installs vendor "
-                         "archives, not packages.", ["Use --mode pip or --mode conda."])
-    check_channels_for(mode, args.channel)
-    [(platform, resolution, _)] = _targets(args, allow_cpu=False)
     reporter = render().ConsoleReporter()
     try:
-        if mode == "conda":
-            from tfgpu.engines.rattler import channel_urls, check_channels
-            from tfgpu.lock.bundle_conda import build_conda_bundle
-
-            channels = channel_urls(tuple(args.channel or ()), getattr(args, "channel_from", "--channel"))
-            check_channels(channels)
-            summary = build_conda_bundle(resolution, platform, Path(args.output), channels=channels, reporter=reporter)
-        else:
-            summary = build_bundle(resolution, platform, Path(args.output), reporter=reporter)
+        built = bundle.build(mode=args.mode, platforms=args.platform, selectors=selectors(args),
+                             host=host_of(args, artefact=True), output=args.output, channels=args.channel,
+                             channel_from=getattr(args, "channel_from", "--channel"), reporter=reporter)
     finally:
         reporter.close()
-    emit(args, summary, lambda: render().note(
-        f"Bundle ready: {summary['bundle']} ({summary['files']} files, {summary['mb']} MB). Install it offline "
-        f"with {summary['bundle']}/install.sh PREFIX"))
+    emit(args, built.to_dict(), lambda: render().note(
+        f"Bundle ready: {built.bundle} ({built.files} files, {built.mb} MB). Install it offline "
+        f"with {built.bundle}/install.sh PREFIX"))
     return 0
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from tfgpu import __version__, untrusted
 from tfgpu.errors import OperationError
-from tfgpu.lock import pip_lock
+from tfgpu.lock.pip import lockfile
+from tfgpu.lock.resolving import index_url
 
 
 def digest(path: Path) -> str:
@@ -35,7 +36,7 @@ def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, l
     root = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory(prefix="tfgpu-tool-") as tmp:
         if 'name = "tfgpu-install"' in (untrusted.text_or_none(root / "pyproject.toml", untrusted.CACHE) or ""):
-            done = runner.run(build_wheel(uv, root, Path(tmp), index=pip_lock.index_url(), cache=cache_dir))
+            done = runner.run(build_wheel(uv, root, Path(tmp), index=index_url(), cache=cache_dir))
             built = sorted(Path(tmp).glob("tfgpu_install-*.whl"))
             if done.returncode != 0 or not built:
                 raise OperationError("bundle-tool-wheel", f"Could not build tfgpu-install's own wheel from {root}:\n"
@@ -144,7 +145,7 @@ every wheel checked against its sha256, and the environment is set up and verifi
 - `tool/`: tfgpu-install and its dependencies.
 - `bundle.json`: every file's sha256 and size.
 
-Regenerate: `{pip_lock.regenerate_command(meta, 'DIR').replace(' lock ', ' bundle ').replace(' --no-detect', '')}`
+Regenerate: `{lockfile.regenerate_command(meta, 'DIR').replace(' lock ', ' bundle ').replace(' --no-detect', '')}`
 """
 
 
