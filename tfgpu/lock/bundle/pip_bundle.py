@@ -17,7 +17,7 @@ from tfgpu.lock.bundle.steps import (
     start,
     wheels_from_pylock,
 )
-from tfgpu.lock.bundle.files import digest, readme
+from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins, index_url
@@ -56,3 +56,38 @@ def build(resolution, platform: Platform, out: Path, *, reporter=None) -> Built:
                   len(wheels), len(tool_files), total)
     say(f"bundle {out}: {built.files} files, {built.mb} MB")
     return built
+
+
+def readme(meta: dict, lock_name: str, wheels: int) -> str:
+    """A pip bundle's README.md."""
+    r = meta["resolution"]
+    return f"""# Offline TensorFlow bundle (tfgpu-install {__version__})
+
+TensorFlow {r['tensorflow']} with CUDA {r['cuda']} and cuDNN {r['cudnn']} (pip wheels) for {meta['platform']},
+Python {meta['python']}. The target needs an NVIDIA driver >= {r['min_driver']}, Python {meta['python']}
+and no network (`install.sh` uses the bundle's own uv, so Python's `venv`/`ensurepip` are not needed).
+
+## Install
+
+    ./install.sh /path/to/env            # makes a venv for tfgpu-install from tool/, then:
+    tfgpu-install create --from-bundle . --prefix /path/to/env
+
+`install.sh` takes Python from `TFGPU_PYTHON`, else `python{meta['python']}`, else `python3`; it keeps
+tfgpu-install in `~/.local/share/tfgpu-install/tool-{__version__}-py{meta['python']}` (`TFGPU_TOOL_ENV` overrides).
+Extra arguments go to `create` (for example `--no-verify`, `--force`, `--jupyter`).
+
+Every file is checked against `bundle.json` before anything is installed; a missing or damaged
+file stops the install (exit 3) with nothing changed. Then `{lock_name}` is installed exactly, with
+every wheel checked against its sha256, and the environment is set up and verified as
+`tfgpu-install create` does.
+
+## Contents
+
+- `{lock_name}`: the lock (`pip install --require-hashes -r {lock_name}` also accepts it);
+  `pylock.{meta['platform']}.toml` is the same resolution in PEP 751 form.
+- `wheels/`: the {wheels} wheels the lock names.
+- `tool/`: tfgpu-install and its dependencies.
+- `bundle.json`: every file's sha256 and size.
+
+Regenerate: `{lockfile.regenerate_command(meta, 'DIR').replace(' lock ', ' bundle ').replace(' --no-detect', '')}`
+"""
