@@ -33,6 +33,9 @@ def bundle(tmp_path, env) -> Path:
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["wheels"] == 7 and summary["files"] == 12 and summary["bytes"] > 0
+    # The document scripts read (contract), key for key in this order.
+    assert list(summary) == ["bundle", "platform", "tensorflow", "python", "files", "wheels", "tool_wheels", "bytes",
+                             "mb"]
     return out
 
 

@@ -82,6 +82,8 @@ def test_bundle_holds_the_lock_a_channel_the_wheels_and_a_manifest(built):
     assert not (bundle / ".tfgpu-bundle-partial").exists()
     assert not [p for p in bundle.rglob("*") if p.name.endswith((".part", ".verified"))]
     assert (summary["conda_packages"], summary["wheels"], summary["tool_wheels"]) == (3, 2, 0)
+    assert list(summary) == ["bundle", "mode", "platform", "tensorflow", "python", "files", "conda_packages", "wheels",
+                             "tool_wheels", "bytes", "mb"]  # the document scripts read (contract)
     assert "channel/" in (bundle / "README.md").read_text()
 
 
