@@ -15,7 +15,7 @@ import pytest
 from conftest import run_tool
 from test_lock_pip import leftovers
 
-from tfgpu.lock import pip_lock
+from tfgpu.lock.pip import lockfile as pip_lock
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect", "--platform", "linux-64")
 DEAD_INDEX = "http://127.0.0.1:9/simple"
@@ -33,6 +33,9 @@ def bundle(tmp_path, env) -> Path:
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["wheels"] == 7 and summary["files"] == 12 and summary["bytes"] > 0
+    # The document scripts read (contract), key for key in this order.
+    assert list(summary) == ["bundle", "platform", "tensorflow", "python", "files", "wheels", "tool_wheels", "bytes",
+                             "mb"]
     return out
 
 
@@ -145,7 +148,7 @@ def test_bundle_refuses_a_foreign_directory_and_several_platforms(tmp_path, env)
 @pytest.mark.slow
 def test_the_tools_own_wheels_install_with_no_index(tmp_path):
     """The tool part of a bundle for this machine's Python: a venv gets tfgpu-install from it alone."""
-    from tfgpu.lock.bundle import add_tool
+    from tfgpu.lock.bundle.steps import add_tool
     from tfgpu.lock.platforms import PLATFORMS
 
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -164,7 +167,7 @@ def test_the_tools_own_wheels_install_with_no_index(tmp_path):
     # install.sh makes the tool's venv with the bundle's own uv (no pip, no ensurepip, no index), then
     # hands over to `create --from-bundle`, which finds this half-bundle incomplete: exit 3.
     from tfgpu import __version__
-    from tfgpu.lock.bundle_files import install_script
+    from tfgpu.lock.bundle.files import install_script
 
     (tmp_path / "install.sh").write_text(install_script(python, __version__, "2.21.0", "linux-64"))
     (tmp_path / "install.sh").chmod(0o755)

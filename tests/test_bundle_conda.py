@@ -82,6 +82,8 @@ def test_bundle_holds_the_lock_a_channel_the_wheels_and_a_manifest(built):
     assert not (bundle / ".tfgpu-bundle-partial").exists()
     assert not [p for p in bundle.rglob("*") if p.name.endswith((".part", ".verified"))]
     assert (summary["conda_packages"], summary["wheels"], summary["tool_wheels"]) == (3, 2, 0)
+    assert list(summary) == ["bundle", "mode", "platform", "tensorflow", "python", "files", "conda_packages", "wheels",
+                             "tool_wheels", "bytes", "mb"]  # the document scripts read (contract)
     assert "channel/" in (bundle / "README.md").read_text()
 
 
@@ -176,7 +178,7 @@ def test_channel_with_pip_mode_and_system_mode_are_refused(tmp_path, env):
 
 def test_a_package_that_fails_its_sha256_is_not_left_in_the_bundle(tmp_path):
     from tfgpu.errors import OperationError
-    from tfgpu.lock.bundle_conda import copy_package
+    from tfgpu.lock.bundle.conda_bundle import copy_package
 
     source = tmp_path / "src" / "linux-64" / "cudnn-1-h0_0.tar.bz2"
     source.parent.mkdir(parents=True)

@@ -42,16 +42,16 @@ def test_every_option_that_names_a_path_is_read_through_user_path():
 
 
 def test_both_lock_readers_check_their_record(monkeypatch, tmp_path):
-    """pip_lock.read and a conda lock's resolution go through lock.selectors.check_record."""
-    for relative, caller in (("lock/pip_lock.py", "_check_shape"), ("lock/conda_install.py", "resolution")):
+    """A pip lock's read and a conda lock's resolution go through lock.selectors.check_record."""
+    for relative, caller in (("lock/pip/lockfile.py", "_check_shape"), ("lock/conda/read.py", "resolution")):
         tree = ast.parse((ROOT / relative).read_text(encoding="utf-8"))
         function = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == caller)
         calls = {n.func.id for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
         assert "check_record" in calls, f"{relative}:{caller} uses a lock's record without check_record"
 
 
-OUTSIDE_TEXT = ("resolver/request.py", "data/schema.py", "lock/selectors.py", "lock/pip_lock.py", "lock/check.py",
-                "lock/conda_install.py")
+OUTSIDE_TEXT = ("resolver/request.py", "data/schema.py", "lock/selectors.py", "lock/pip/lockfile.py", "lock/check.py",
+                "lock/pip/check.py", "lock/conda/check.py", "lock/conda/read.py")
 
 
 @pytest.mark.parametrize("relative", OUTSIDE_TEXT)

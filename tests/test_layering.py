@@ -1,6 +1,6 @@
 """The shape of the package, held by tests: no import cycle (between subpackages, or between any
 two modules), one door for child processes (``tfgpu/proc.py``), no module over 400 lines, no
-backend reading lock files. Imports inside functions count: a lazy import is still a dependency.
+backend reading lock files, one folder per lock format that uses no other format's. Imports inside functions count: a lazy import is still a dependency.
 """
 
 from __future__ import annotations
@@ -105,6 +105,61 @@ def test_installers_never_read_lock_files(graph):
     """Locks and bundles are read and checked by tfgpu.lock, which hands installers a Source."""
     offenders = sorted(m for m, targets in graph.items() if unit(m) == "installers" and any(unit(t) == "lock" for t in targets))
     assert offenders == []
+
+
+LOCK_FORMATS = ("pip", "conda", "bundle")
+"""tfgpu/lock/'s folders, one per format, each with its writing and reading."""
+LOCK_FORMATS_USED = {"pip": set(), "conda": set(), "bundle": {"pip", "conda"}}
+"""Which other format's folder a format's folder may use: a bundle holds a pip or a conda lock."""
+
+
+def lock_format(module: str) -> str | None:
+    """The format folder a module lies in (tfgpu.lock.pip.write -> pip), or None."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["tfgpu", "lock"] and parts[2] in LOCK_FORMATS else None
+
+
+def test_a_lock_format_folder_uses_no_other_formats_folder(graph):
+    """pip/ and conda/ never import each other (what both need lives at tfgpu/lock/'s top); bundle/
+    may use both, since a bundle holds a lock; no format's folder imports the face above it."""
+    offenders = sorted(f"{m} -> {t}" for m, targets in graph.items() if lock_format(m) for t in targets
+                       if t == "tfgpu.lock" or (lock_format(t) not in (None, lock_format(m))
+                                                and lock_format(t) not in LOCK_FORMATS_USED[lock_format(m)]))
+    assert offenders == []
+
+
+def test_the_shared_lock_modules_import_no_format_folder(graph):
+    """At tfgpu/lock/'s top, only the package's face (tfgpu/lock/__init__.py, which dispatches by mode
+    or by the lock file given) imports a format's folder; platforms, targets, selectors, resolving,
+    tools and check serve every format and know none."""
+    shared = [m for m in graph if m.startswith("tfgpu.lock.") and lock_format(m) is None]
+    assert "tfgpu.lock.check" in shared and "tfgpu.lock.selectors" in shared
+    offenders = sorted(f"{m} -> {t}" for m in shared for t in graph[m] if lock_format(t))
+    assert offenders == []
+
+
+def test_the_cli_calls_only_the_lock_faces_and_decides_nothing_by_mode(graph):
+    """The command line hands its inputs to tfgpu.lock (write, check_lock, prepare) and
+    tfgpu.lock.bundle (build): which format does the work, the --channel rules and the refusals
+    are the lock package's. The CLI imports no module inside a format's folder, and the lock and
+    bundle commands hold no test of the mode."""
+    faces = {"tfgpu.lock", "tfgpu.lock.bundle"}
+    offenders = sorted(f"{m} -> {t}" for m, targets in graph.items() if unit(m) == "cli" for t in targets
+                       if lock_format(t) and t not in faces)
+    assert offenders == []
+    tree = ast.parse((ROOT / "cli" / "commands.py").read_text(encoding="utf-8"))
+    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    for name in ("cmd_lock", "lock_check", "cmd_bundle"):
+        function = functions[name]
+        names = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} | {
+            alias.name for n in ast.walk(function) if isinstance(n, ast.ImportFrom) for alias in n.names}
+        assert not names & {"mode_of", "check_channels_for", "channel_urls", "check_channels"}, name
+        compared = [c.value for n in ast.walk(function) if isinstance(n, ast.Compare)
+                    for c in (n.left, *n.comparators) if isinstance(c, ast.Constant)]
+        assert not {"pip", "conda", "system"} & set(compared), f"{name} compares with a mode"
+        tested = [ast.unparse(n) for n in ast.walk(function) if isinstance(n, ast.Compare)
+                  and any(isinstance(c, ast.Attribute) and c.attr == "mode" for c in ast.walk(n))]
+        assert tested == [], f"{name} tests the mode: {tested}"
 
 
 def test_the_resolver_imports_no_engine_backend_or_process_door(graph):

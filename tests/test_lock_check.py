@@ -14,7 +14,7 @@ import pytest
 import localindex
 import wheelhouse
 from conftest import run_tool
-from tfgpu.lock import pip_lock
+from tfgpu.lock.pip import lockfile as pip_lock
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect")
 

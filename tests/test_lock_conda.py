@@ -50,6 +50,22 @@ def parsed(path: Path):
     return parse_conda_lock_file(path)
 
 
+def test_what_a_conda_lock_run_says_it_wrote(tmp_path, channel, env):
+    """``lock --json`` gives one document for the one file (contract); without it, one line says
+    where the file is and how to install it."""
+    done, out = lock(tmp_path, channel, env, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads(done.stdout)
+    assert list(document) == ["lock"] and list(document["lock"]) == ["path", "platforms", "packages", "sha256"]
+    assert document["lock"]["path"] == str(out) and document["lock"]["platforms"] == ["linux-64"]
+    assert document["lock"]["packages"] == 5
+    done, out = lock(tmp_path, channel, env)
+    assert done.returncode == 0 and done.stdout == ""
+    said = " ".join(done.stderr.split())
+    assert (f"{out}: 5 packages for linux-64 (install: tfgpu-install create --from-lock {out} --name N; "
+            "conda-lock reads it too)") in said
+
+
 def test_conda_locks_own_parser_reads_it_and_its_cli_renders_it(tmp_path, channel, env):
     done, out = lock(tmp_path, channel, env)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -135,7 +151,7 @@ def test_a_tampered_hash_with_a_forged_checksum_is_caught_against_the_channel(tm
     """Edit a package's sha256 and recompute the lock's own checksum: the channel's record disagrees."""
     from conda_lock.lockfile import write_conda_lock_file
 
-    from tfgpu.lock.conda_lock import model_digest
+    from tfgpu.lock.conda.write import model_digest
 
     done, out = lock(tmp_path, channel, env)
     assert done.returncode == 0, done.stderr

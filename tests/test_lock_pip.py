@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import run_tool
 
-from tfgpu.lock import pip_lock
+from tfgpu.lock.pip import lockfile as pip_lock
 from tfgpu.lock.platforms import PLATFORMS
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect")
@@ -74,7 +74,11 @@ def test_several_platforms_get_one_file_each_and_cpu_only_is_said(tmp_path, env)
     done = run_tool("lock", *TARGET, "--platform", "linux-64", "--platform", "linux-aarch64", "--allow-cpu",
                     "-o", str(tmp_path / "team.txt"), "--json", env=env)
     assert done.returncode == 0, done.stderr
-    locks = {item["platform"]: item for item in json.loads(done.stdout)["locks"]}
+    document = json.loads(done.stdout)
+    assert list(document) == ["locks"] and all(list(item) == ["platform", "path", "pylock", "tensorflow", "python",
+                                                              "cpu_only", "packages", "sha256"]
+                                               for item in document["locks"])  # the document scripts read
+    locks = {item["platform"]: item for item in document["locks"]}
     assert Path(locks["linux-64"]["path"]).name == "team.linux-64.txt"
     assert Path(locks["linux-aarch64"]["path"]).name == "team.linux-aarch64.txt"
     assert (tmp_path / "pylock.linux-aarch64.toml").is_file()
@@ -216,3 +220,33 @@ def test_stock_pip_accepts_the_real_lock(real_lock, tmp_path):
                            "-r", str(real_lock)], capture_output=True, text=True, env=env, timeout=1200)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "Would install" in done.stdout and "tensorflow-2.21.0" in done.stdout
+
+
+UNKNOWN = {"platforms": ["linux-64"], "selectors": {"tf": "9.99"}, "output": "out"}
+"""A lock or bundle of a TensorFlow that does not exist: only the resolver refuses it."""
+
+
+@pytest.mark.parametrize("call, code", [
+    (lambda lock, bundle: lock.write(mode="system", **UNKNOWN), "mode-not-lockable"),
+    (lambda lock, bundle: lock.write(mode="pip", channels=["conda-forge"], **UNKNOWN), "conflicting-options"),
+    (lambda lock, bundle: bundle.build(mode="system", **UNKNOWN), "mode-not-bundlable"),
+    (lambda lock, bundle: bundle.build(mode="pip", channels=["conda-forge"], **UNKNOWN), "conflicting-options"),
+    (lambda lock, bundle: bundle.build(mode="pip", **{**UNKNOWN, "platforms": ["linux-64", "win-64"]}),
+     "conflicting-options"),
+    (lambda lock, bundle: lock.write(mode="pip", **UNKNOWN), "unknown-tf-version"),
+])
+def test_the_lock_faces_refuse_before_anything_is_resolved(tmp_path, monkeypatch, call, code):
+    """tfgpu.lock.write and tfgpu.lock.bundle.build hold the mode policy (what can be locked or
+    bundled, --channel with conda only, one platform per bundle), and refuse before resolving: the
+    TensorFlow asked for does not exist, so only the last case, which passes every rule, reaches
+    the resolver."""
+    from tfgpu import lock
+    from tfgpu.errors import TfgpuError
+    from tfgpu.lock import bundle
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TfgpuError) as refused:
+        call(lock, bundle)
+    assert refused.value.code == code
+    assert list(tmp_path.iterdir()) == []  # nothing written
+

@@ -72,7 +72,7 @@ def test_every_uv_step_of_every_mode_names_its_interpreter(tmp_path, mode):
 
 
 def test_the_bundle_installer_names_its_interpreter():
-    from tfgpu.lock.bundle_files import install_script
+    from tfgpu.lock.bundle.files import install_script
 
     text = install_script("3.12", "1.0", "2.21.0", "linux-64")
     calls = [line for line in text.splitlines() if re.search(r'"\$uv_dir/uv" (venv|pip)', line)]

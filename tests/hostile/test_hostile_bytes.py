@@ -17,7 +17,7 @@ import pytest
 import wheelhouse
 
 from tfgpu.errors import UsageError
-from tfgpu.lock import pip_lock
+from tfgpu.lock.pip import lockfile as pip_lock
 
 from .conftest import changed, snapshot
 
@@ -223,10 +223,10 @@ def test_from_lock_installs_from_the_index_the_lock_records(sandbox, monkeypatch
     from tfgpu.installers.base import Options
     from tfgpu.installers.pip import PipBackend
     from tfgpu.envs.location import locate
-    from tfgpu.lock.install import prepare
+    from tfgpu.lock import prepare
 
     lock = _pip_lock(sandbox, index="https://mirror.example/simple")
-    monkeypatch.setattr("tfgpu.lock.install.check_platform", lambda lock: None)
+    monkeypatch.setattr("tfgpu.lock.pip.install.check_platform", lambda lock: None)
     resolution, options, source, _ = prepare({}, Options(), from_lock=str(lock))
     backend = PipBackend("/bin/uv", sandbox / "cache", sys.executable)
     steps = backend.plan(resolution, locate(None, str(sandbox / "env"), False), options, source, {})

@@ -293,7 +293,7 @@ def test_a_link_where_a_pip_lock_and_its_pylock_are_written_is_replaced_not_foll
 
 
 def test_a_link_planted_in_a_bundle_being_resumed_is_refused(cli, sandbox):
-    from tfgpu.lock.bundle import PARTIAL
+    from tfgpu.lock.bundle.steps import PARTIAL
 
     victim = _victim(sandbox)
     out = sandbox / "bundle"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tfgpu.lock import pip_lock
+from tfgpu.lock.pip import lockfile as pip_lock
 
 from .conftest import changed, no_traceback, snapshot
 

@@ -15,7 +15,7 @@ HASH = "    --hash=sha256:" + "a" * 64
 def forged_pip_lock(path, *, record_python: str = "3.11", resolution_python: str = "3.11",
                     tensorflow: str = "2.15.1") -> None:
     """A pip lock whose checksum is right (anyone can recompute it) and whose record is hostile."""
-    from tfgpu.lock import pip_lock
+    from tfgpu.lock.pip import lockfile as pip_lock
 
     resolution = {"tensorflow": tensorflow, "package": "tensorflow", "python": resolution_python, "mode": "pip",
                   "os": "linux", "arch": "x86_64", "platform": "linux-64", "accelerator": "cuda", "cuda": "12.2",
@@ -61,7 +61,7 @@ def test_a_lock_records_tensorflow_version_never_names_a_path(cli, sandbox, loca
     import re
     import sys
 
-    from tfgpu.lock import pip_lock
+    from tfgpu.lock.pip import lockfile as pip_lock
 
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(uv_cache))
     body = ""
@@ -94,7 +94,7 @@ def test_lock_check_of_a_record_with_a_thousand_digit_tensorflow_is_a_clear_erro
 
 def test_option_text_after_a_pins_marker_is_refused(cli, sandbox):
     """``name==1 ; marker --index-url=...``: the marker's tail is an option pip would obey."""
-    from tfgpu.lock import pip_lock
+    from tfgpu.lock.pip import lockfile as pip_lock
 
     lock = sandbox / "tfgpu-lock.linux-64.txt"
     forged_pip_lock(lock)
@@ -110,7 +110,7 @@ def test_option_text_after_a_pins_marker_is_refused(cli, sandbox):
 
 
 def test_a_records_cuda_that_is_not_a_version_is_malformed(cli, sandbox):
-    from tfgpu.lock import pip_lock
+    from tfgpu.lock.pip import lockfile as pip_lock
 
     lock = sandbox / "tfgpu-lock.linux-64.txt"
     forged_pip_lock(lock)

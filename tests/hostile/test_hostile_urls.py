@@ -179,7 +179,7 @@ def test_an_edited_conda_lock_channel_is_lock_modified(cli, sandbox, conda_lock,
 def test_a_conda_lock_channel_with_a_forged_checksum_still_meets_the_door(cli, sandbox, conda_lock):
     from conda_lock.lockfile import parse_conda_lock_file
 
-    from tfgpu.lock.conda_lock import model_digest
+    from tfgpu.lock.conda.write import model_digest
 
     lockfile = parse_conda_lock_file(conda_lock)
     channel, recorded = str(lockfile.metadata.channels[0].url), lockfile.metadata.custom_metadata["tfgpu_packages_sha256"]

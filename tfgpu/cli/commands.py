@@ -83,7 +83,7 @@ def cmd_create(settings: Settings) -> results.Result:
     host = None
     try:
         if settings.from_lock or settings.from_bundle:
-            from tfgpu.lock.install import prepare
+            from tfgpu.lock import prepare
 
             resolution, options, source, found = prepare(_request(settings), options, from_lock=settings.from_lock,
                                                          from_bundle=settings.from_bundle, reporter=reporter)
@@ -122,52 +122,27 @@ def cmd_remove(settings: Settings) -> results.Result:
     return results.Removed(done["removed"], done["recovered"])
 
 
-def _targets(settings: Settings, allow_cpu: bool):
-    from tfgpu.lock.targets import lock_targets
-
-    return lock_targets(list(settings.platforms), _request(settings), allow_cpu=allow_cpu,
-                        host=host_of(settings, artefact=True))
-
-
 def cmd_lock(settings: Settings) -> results.Result:
     """``lock``: one hashed lock per --platform (pip), or one conda-lock.yml for all (conda)."""
-    from tfgpu.installers.options import check_channels_for, mode_of
-    from tfgpu.lock.writing import write_conda_lock, write_locks
+    from tfgpu import lock
 
     if settings.check:
         return lock_check(settings)
     needs_platforms(settings)
-    mode = mode_of(settings.selectors.mode)
-    check_channels_for(mode, settings.channels)
-    targets = _targets(settings, settings.allow_cpu)
     reporter = render().ConsoleReporter()
     try:
-        if mode == "conda":
-            from tfgpu.engines.rattler import channel_urls, check_channels
-
-            channels = channel_urls(settings.channels, settings.channels_from)
-            check_channels(channels)
-            summary = write_conda_lock(targets, settings.output, channels=channels, reporter=reporter)
-        else:
-            written = write_locks(mode, targets, settings.output, reporter)
+        written = lock.write(mode=settings.selectors.mode, platforms=list(settings.platforms),
+                             selectors=_request(settings), allow_cpu=settings.allow_cpu,
+                             host=host_of(settings, artefact=True), output=settings.output,
+                             channels=settings.channels, channel_from=settings.channels_from, reporter=reporter)
     finally:
         reporter.close()
-    if mode == "conda":
-        return results.Written({"lock": summary}, (
-            f"{summary['path']}: {summary['packages']} packages for {', '.join(summary['platforms'])} "
-            f"(install: tfgpu-install create --from-lock {summary['path']} --name N; conda-lock reads it too)",))
-    lines = []
-    for item in written:
-        kind = "CPU-only" if item.meta["cpu_only"] else f"CUDA {item.meta['resolution']['cuda']}"
-        lines.append(f"{item.platform}: {item.path} ({len(item.pins)} packages, TF "
-                     f"{item.meta['resolution']['tensorflow']}, {kind}, Python {item.meta['python']}); "
-                     f"PEP 751: {item.pylock.name}")
-    return results.Written({"locks": [item.to_dict() for item in written]}, tuple(lines))
+    return results.Written(written.to_dict(), tuple(written.notes()))
 
 
 def lock_check(settings: Settings) -> results.Result:
     """``lock --check FILE``: 0 when the lock is what its recorded inputs resolve to today, else 1."""
-    from tfgpu.lock.check import check_lock
+    from tfgpu.lock import check_lock
 
     wanted = {key: value for key, value in (("tf", settings.selectors.tf), ("mode", settings.selectors.mode),
                                             ("python", settings.selectors.python),
@@ -184,35 +159,19 @@ def lock_check(settings: Settings) -> results.Result:
 
 def cmd_bundle(settings: Settings) -> results.Result:
     """``bundle``: a lock, its packages and the tool's own wheels in one directory (one platform)."""
-    from tfgpu.installers.options import check_channels_for, mode_of
-    from tfgpu.lock.bundle import build_bundle
+    from tfgpu.lock import bundle
 
     needs_platforms(settings)
-    if len(set(settings.platforms)) != 1:
-        raise UsageError("conflicting-options", "A bundle is for one platform; several --platform were given.",
-                         ["Build one bundle per platform, each with its own -o DIR."])
-    mode = mode_of(settings.selectors.mode)
-    if mode not in ("pip", "conda"):
-        raise UsageError("mode-not-bundlable", f"--mode {mode} cannot be bundled: system mode installs vendor "
-                         "archives, not packages.", ["Use --mode pip or --mode conda."])
-    check_channels_for(mode, settings.channels)
-    [(platform, resolution, _)] = _targets(settings, allow_cpu=False)
     reporter = render().ConsoleReporter()
     try:
-        if mode == "conda":
-            from tfgpu.engines.rattler import channel_urls, check_channels
-            from tfgpu.lock.bundle_conda import build_conda_bundle
-
-            channels = channel_urls(settings.channels, settings.channels_from)
-            check_channels(channels)
-            summary = build_conda_bundle(resolution, platform, Path(settings.output), channels=channels,
-                                         reporter=reporter)
-        else:
-            summary = build_bundle(resolution, platform, Path(settings.output), reporter=reporter)
+        built = bundle.build(mode=settings.selectors.mode, platforms=list(settings.platforms),
+                             selectors=_request(settings), host=host_of(settings, artefact=True),
+                             output=settings.output, channels=settings.channels,
+                             channel_from=settings.channels_from, reporter=reporter)
     finally:
         reporter.close()
-    return results.Written(summary, (f"Bundle ready: {summary['bundle']} ({summary['files']} files, {summary['mb']} "
-                                     f"MB). Install it offline with {summary['bundle']}/install.sh PREFIX",))
+    return results.Written(built.to_dict(), (f"Bundle ready: {built.bundle} ({built.files} files, {built.mb} MB). "
+                                             f"Install it offline with {built.bundle}/install.sh PREFIX",))
 
 
 def cmd_script(settings: Settings) -> results.Result:

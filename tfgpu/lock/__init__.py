@@ -1,6 +1,102 @@
-"""Team lockfiles and offline bundles: writing them (``writing``, with ``pip_lock`` for hashed
-requirements + pylock.toml and ``conda_lock`` for conda-lock.yml), bundles (``bundle``,
-``bundle_conda``), and reading them back for ``create --from-lock``/``--from-bundle``
-(``install``, ``conda_install``, with the rules both share in ``selectors``): every check made
-before anything is installed, the result handed to the installers as a ``Source``.
+"""Team lockfiles and offline bundles, one folder per format, each with its writing and reading:
+
+* ``pip/``: hashed requirements locks with a PEP 751 ``pylock.toml`` beside each;
+* ``conda/``: conda-lock.yml (conda-lock's own format);
+* ``bundle/``: offline bundle directories (a lock, its packages, the tool), built and read back.
+
+What every format shares stays here: the platforms a lock can target (``platforms``), what each
+``--platform`` resolves to (``targets``), resolving requirements with uv (``resolving``), the
+tools a run uses (``tools``), what a lock allows around it (``selectors``) and the ``lock --check``
+answer and comparisons (``check``).
+
+This module is the face the command line calls: it takes the inputs, decides by ``--mode`` (or
+by the lock file given) which format's folder does the work, and returns that folder's typed
+result. It is the one top-level module that imports a format's folder; building a bundle has its
+own face, :func:`tfgpu.lock.bundle.build`.
 """
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _conda_file(path) -> bool:
+    return Path(path).suffix in (".yml", ".yaml")
+
+
+def write(*, mode: str | None, platforms: list[str], selectors: dict, allow_cpu: bool = False, host=None,
+          output: str | None = None, channels=(), channel_from: str = "--channel", reporter=None):
+    """``tfgpu-install lock``: one hashed lock per platform (pip), or one conda-lock.yml for all
+    (conda). ``selectors``: the resolver's (``tf``, ``python``, ``os``, ``arch``, ``driver``,
+    ``gpu_cc``, ``pre``); ``host``: this machine's facts, or None for another machine.
+
+    Returns ``tfgpu.lock.pip.write.PipLocks`` or ``tfgpu.lock.conda.write.Written``: each has
+    ``to_dict()`` (the ``--json`` document) and ``notes()`` (what a person is shown)."""
+    from tfgpu.errors import UsageError
+    from tfgpu.installers.options import check_channels_for, mode_of
+    from tfgpu.lock.targets import lock_targets
+
+    mode = mode_of(mode)
+    check_channels_for(mode, channels)
+    if mode not in ("pip", "conda"):  # before minutes of resolving, as a bundle refuses it
+        raise UsageError("mode-not-lockable", f"--mode {mode} cannot be locked: system mode installs vendor "
+                         "archives, not packages.", ["Use --mode pip (or --mode conda)."])
+    targets = lock_targets(platforms, selectors, allow_cpu=allow_cpu, host=host)
+    if mode == "conda":
+        from tfgpu.lock.conda.write import write_lock
+
+        return write_lock(targets, output, channels=channels, channel_from=channel_from, reporter=reporter)
+    from tfgpu.lock.pip.write import write_locks
+
+    return write_locks(targets, output, reporter)
+
+
+def read(path: str | Path):
+    """Read and check a lock file of any format: a pip lock, or a conda-lock.yml (``.yml``/``.yaml``)."""
+    from tfgpu.errors import UsageError
+
+    path = Path(path).expanduser().absolute()
+    if _conda_file(path):
+        from tfgpu.lock.conda.read import read as read_conda
+
+        return read_conda(path)
+    if not path.is_file():
+        raise UsageError("lock-unreadable", f"There is no lock file at {path}.",
+                         ["Give the file `tfgpu-install lock` wrote (e.g. tfgpu-lock.linux-64.txt)."])
+    from tfgpu.lock.pip.lockfile import read as read_pip
+
+    return read_pip(path)
+
+
+def check_lock(path: str | Path, wanted: dict | None = None, reporter=None):
+    """``lock --check FILE``: whether a pip lock or a conda-lock.yml is what its recorded inputs
+    resolve to today (a :class:`tfgpu.lock.check.Check`); ``wanted``: selectors it should still
+    match (``tf``, ``mode``, ``python``, ``platform``; from the project file or the command line)."""
+    from tfgpu.lock.check import check_wanted
+
+    lock = read(path)  # refuses an edited, truncated or foreign lock first (exit 2/3)
+    if _conda_file(lock.path):
+        from tfgpu.lock.conda.check import check
+    else:
+        from tfgpu.lock.pip.check import check
+    found = check(lock, reporter)
+    check_wanted(found, wanted or {})
+    return found
+
+
+def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bundle: str | None = None,
+            reporter=None):
+    """(resolution, options, source, lock) for ``create --from-lock FILE``/``--from-bundle DIR``,
+    after every check: the lock decides what is built (selectors given alongside must agree with
+    it), and ``source`` carries what installers install (they never read lock files themselves)."""
+    if from_lock and _conda_file(from_lock):
+        from tfgpu.lock.conda.install import prepare as prepare_conda
+
+        return prepare_conda(Path(from_lock).expanduser().absolute(), options, selectors)
+    if from_bundle:
+        from tfgpu.lock.bundle.read import prepare as prepare_bundle
+
+        return prepare_bundle(from_bundle, options, selectors, reporter)
+    from tfgpu.lock.pip.install import prepare as prepare_pip
+
+    return prepare_pip(read(from_lock), options, selectors)

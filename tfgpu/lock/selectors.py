@@ -1,6 +1,6 @@
-"""What a lock allows around it: selectors given with ``--from-lock``/``--from-bundle`` must agree
-with the lock (one rule for pip and conda locks), the lock must be a GPU lock for this machine,
-and the :class:`Resolution` a pip lock recorded (nothing is re-resolved).
+"""What a lock allows around it, one rule for pip and conda locks: its recorded resolution is
+parsed by the parsers of the user's own selectors, selectors given with ``--from-lock``/
+``--from-bundle`` must agree with it, and it must be a GPU lock for this machine.
 """
 
 from __future__ import annotations
@@ -9,28 +9,12 @@ import re
 
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, host_platform
-from tfgpu.requirements import canonical
-from tfgpu.resolver.model import Packages, Resolution
 from tfgpu.resolver.request import (OSES, parse_arch, parse_choice, parse_compute_capability, parse_driver,
                                     parse_python, parse_tf_spec)
 
 _ACCELERATORS = ("cuda", "metal", "cpu")
 _WHEEL_PLATFORM = re.compile(r"[a-z0-9_-]{1,64}", re.ASCII)
 _COMPONENT = re.compile(r"\d{1,4}(?:\.\d{1,4}){0,3}")
-
-
-def lock_resolution(lock) -> Resolution:
-    """The :class:`Resolution` a lock recorded (nothing is re-resolved)."""
-    r = lock.resolution
-    where = f"the lock {lock.path} (sha256 {lock.meta['sha256']}, tfgpu-install {lock.meta['tool_version']})"
-    return Resolution(
-        tensorflow=r["tensorflow"], package=r["package"], python=r["python"], mode="pip", os=r["os"], arch=r["arch"],
-        platform=r["platform"], accelerator=r["accelerator"], cuda=r["cuda"], cuda_build=r["cuda_build"],
-        cudnn=r["cudnn"], min_driver=r["min_driver"], toolkit_driver=r["toolkit_driver"], driver=None,
-        compute_capabilities=tuple(r["compute_capabilities"]),
-        packages=Packages(pip=tuple(canonical(text, what=f"The lock {lock.path}") for text in r["requirements"]),
-                          notes=(f"Exactly as pinned in {where}.",)),
-        modes={}, warnings=(), reasons=(f"Installed from {where}.",), rejected=())
 
 
 def check_record(recorded: dict, *, path, mode: str) -> dict:

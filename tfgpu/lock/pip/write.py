@@ -1,4 +1,5 @@
-"""Writing team locks: the file names, the tools a lock run uses, and the pip and conda writers.
+"""Writing hashed pip locks: the file names, then one lock (and its ``pylock.<platform>.toml``)
+per platform.
 
 Output naming (contract): ``lock --platform P -o FILE`` writes FILE; with several platforms each
 gets FILE with the platform inserted before the extension (``team.txt`` -> ``team.linux-64.txt``);
@@ -12,9 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu.errors import ImpossibleError, OperationError, UsageError
+from tfgpu.errors import ImpossibleError
+from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import Platform
+from tfgpu.lock.resolving import compile_pins
+from tfgpu.lock.tools import tools
 from tfgpu.paths import output_dir, write_output
+
 
 @dataclass(frozen=True)
 class Written:
@@ -31,6 +36,27 @@ class Written:
                 "tensorflow": self.meta["resolution"]["tensorflow"], "python": self.meta["python"],
                 "cpu_only": self.meta["cpu_only"], "packages": len(self.pins), "sha256": self.meta["sha256"]}
 
+    def note(self) -> str:
+        """The line ``lock`` shows for it."""
+        kind = "CPU-only" if self.meta["cpu_only"] else f"CUDA {self.meta['resolution']['cuda']}"
+        return (f"{self.platform}: {self.path} ({len(self.pins)} packages, TF {self.meta['resolution']['tensorflow']}, "
+                f"{kind}, Python {self.meta['python']}); PEP 751: {self.pylock.name}")
+
+
+@dataclass(frozen=True)
+class PipLocks:
+    """What ``lock --mode pip`` wrote: one lock per platform."""
+
+    locks: tuple[Written, ...]
+
+    def to_dict(self) -> dict:
+        """The ``lock --json`` document (contract): ``{"locks": [...]}``."""
+        return {"locks": [item.to_dict() for item in self.locks]}
+
+    def notes(self) -> list[str]:
+        """What ``lock`` shows a person, one line per lock."""
+        return [item.note() for item in self.locks]
+
 
 def output_paths(output: str | None, platforms: list[Platform]) -> dict[str, Path]:
     """Where each platform's lock goes (see the module docstring)."""
@@ -45,30 +71,11 @@ def output_paths(output: str | None, platforms: list[Platform]) -> dict[str, Pat
     return {p.name: path.with_name(f"{path.stem}.{p.name}{path.suffix or '.txt'}") for p in platforms}
 
 
-def tools(operation: str):
-    """(runner, uv binary, uv cache dir) for a lock or bundle operation; the log names ``operation``."""
-    from tfgpu.engines.uv import find_uv
-    from tfgpu.paths import cache_root
-    from tfgpu.proc import Runner
-
-    uv = find_uv()
-    if uv is None:
-        raise ImpossibleError("uv-missing", "Locking needs uv, which is not installed with this tfgpu-install.",
-                             ["`pip install uv` into the environment that runs tfgpu-install."])
-    return Runner.for_operation(operation), uv, cache_root() / "uv"
-
-
-def write_locks(mode: str, targets: list[tuple[Platform, object, bool]], output: str | None,
-                reporter=None) -> list[Written]:
-    """Lock each ``(platform, resolution, cpu_only)`` in ``mode``; returns what was written.
+def write_locks(targets: list[tuple[Platform, object, bool]], output: str | None, reporter=None) -> PipLocks:
+    """Lock each ``(platform, resolution, cpu_only)``; returns what was written.
 
     Every platform is resolved before any file is written, so a failure leaves no partial set.
     """
-    if mode != "pip":  # conda locks: tfgpu.lock.conda_lock.write (one file for every platform)
-        raise UsageError("mode-not-lockable", f"--mode {mode} cannot be locked: system mode installs vendor "
-                         "archives, not packages.", ["Use --mode pip (or --mode conda)."])
-    from tfgpu.lock import pip_lock
-
     runner, uv, cache = tools("lock")
     paths = output_paths(output, [platform for platform, _, _ in targets])
     for path in paths.values():  # before minutes of resolving, not after
@@ -77,27 +84,17 @@ def write_locks(mode: str, targets: list[tuple[Platform, object, bool]], output:
     for platform, resolution, cpu_only in targets:
         if reporter is not None:
             reporter.note(f"locking TF {resolution.tensorflow} for {platform.name}, Python {resolution.python}")
-        body, pylock = pip_lock.compile_pins(list(resolution.packages.pip), platform, resolution.python,
-                                             runner=runner, uv=uv, cache_dir=cache)
-        meta = pip_lock.make_meta(resolution, platform, cpu_only=cpu_only)
+        body, pylock = compile_pins(list(resolution.packages.pip), platform, resolution.python,
+                                    runner=runner, uv=uv, cache_dir=cache)
+        meta = lockfile.make_meta(resolution, platform, cpu_only=cpu_only)
         path = paths[platform.name]
-        rendered.append((platform, path, pip_lock.render(meta, body, str(path)), pylock))
+        rendered.append((platform, path, lockfile.render(meta, body, str(path)), pylock))
     written = []
     for platform, path, text, pylock in rendered:
         write_output(path, text)
         pylock_path = path.with_name(f"pylock.{platform.name}.toml")
         write_output(pylock_path, f"# Written by tfgpu-install beside {path.name} (the lock it installs from).\n"
                      + pylock)
-        lock = pip_lock.read(path, text)
+        lock = lockfile.read(path, text)
         written.append(Written(platform.name, path, pylock_path, lock.meta, lock.pins()))
-    return written
-
-
-def write_conda_lock(targets, output: str | None, *, channels: list[str], reporter=None) -> dict:
-    """One conda-lock.yml for every ``(platform, resolution, cpu_only)`` (``tfgpu.lock.conda_lock``)."""
-    from tfgpu.lock import conda_lock
-    from tfgpu.paths import cache_root
-
-    runner, uv, _ = tools("lock")
-    return conda_lock.write(targets, output, channels=channels, runner=runner, uv=uv, cache=cache_root(),
-                            reporter=reporter)
+    return PipLocks(tuple(written))

@@ -1,48 +1,32 @@
-"""Hashed pip locks: one requirements file per platform that stock pip installs with
-``pip install --require-hashes -r FILE``, plus a PEP 751 ``pylock.<platform>.toml`` beside it.
+"""The hashed pip lock's file format: one requirements file per platform that stock pip installs
+with ``pip install --require-hashes -r FILE`` (the PEP 751 ``pylock.<platform>.toml`` goes beside it).
 
-uv resolves against the public index only (``--no-config``, an explicit ``--default-index``, the
-``UV_*`` index variables blanked), for the target's Python and platform, so a laptop can lock for
-a GPU server. The file starts with a header of comments: the resolution in words, how to install
-and regenerate it, and one ``# tfgpu-lock: {...}`` line that the tool reads back. That line
-records the format, the tool version, the resolution, a sha256 of the inputs, and a sha256 of
-itself plus everything below it, so ``create --from-lock`` refuses an edited or truncated file.
+The file starts with a header of comments: the resolution in words, how to install and regenerate
+it, and one ``# tfgpu-lock: {...}`` line that the tool reads back. That line records the format,
+the tool version, the resolution, a sha256 of the inputs, and a sha256 of itself plus everything
+below it, so ``create --from-lock`` refuses an edited or truncated file. Resolving the pins is
+``tfgpu.lock.resolving``'s; this module renders and reads the file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shlex
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import __version__, untrusted
-from tfgpu.engines.uv import INDEX_VARIABLES
-from tfgpu.errors import ImpossibleError, OperationError, UsageError
+from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import Platform
-from tfgpu.requirements import lines
+from tfgpu.lock.resolving import index_url
 
 FORMAT = 1
 """The lock format this tool writes and reads; bumped when the header's meaning changes."""
-DEFAULT_INDEX = "https://pypi.org/simple"
 MARK = "# tfgpu-lock: "
-_LOCAL = re.compile(r"file:|(?<![\w.-])/(?:opt|tmp|home|root|work|var)/|127\.0\.0\.1|localhost")
 _RESOLUTION_KEYS = ("tensorflow", "package", "python", "mode", "os", "arch", "platform", "accelerator", "cuda",
                     "cuda_build", "cudnn", "min_driver", "toolkit_driver", "compute_capabilities")
-
-
-def index_url() -> str:
-    """The index locks resolve against: PyPI, or ``TFGPU_INDEX_URL`` (a mirror, or a test's server),
-    through the URL door."""
-    from tfgpu.engines.uv import preflown_index
-
-    named = os.environ.get("TFGPU_INDEX_URL")
-    return preflown_index(named, "TFGPU_INDEX_URL") if named else DEFAULT_INDEX
 
 
 @dataclass(frozen=True)
@@ -66,79 +50,6 @@ def pins(body: str) -> dict[str, str]:
     """``{name: version}`` of the ``name==version`` lines of a compiled requirements file."""
     found = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s\\;]+)", body, re.MULTILINE)
     return {name.lower().replace("_", "-"): version for name, version in found}
-
-
-def compile_pins(requirements: list[str], platform: Platform, python: str, *, runner, uv: str, cache_dir: Path,
-                 only_binary: bool = False, index: str | None = None, refresh: bool = False,
-                 with_pylock: bool = True) -> tuple[str, str]:
-    """Resolve ``requirements`` for ``platform``/``python``: (requirements body with hashes, pylock.toml).
-    ``index``: the index to resolve against (default :func:`index_url`); ``refresh``: no cached answers;
-    ``with_pylock``: also the PEP 751 file (else "" for it)."""
-    from tfgpu.engines.uv import compile_for_target
-
-    index = index or index_url()
-    with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
-        req_in = Path(tmp) / "requirements.in"
-        req_in.write_text(lines(requirements), encoding="utf-8")
-        common = {"python_version": python, "python_platform": platform.uv, "index": index, "cache": cache_dir,
-                  "only_binary": only_binary, "refresh": refresh}
-        jobs = {"txt": compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", **common)}
-        if with_pylock:
-            jobs["toml"] = compile_for_target(uv, req_in, Path(tmp) / "pylock.toml", pylock=True, **common)
-        env = {name: "" for name in INDEX_VARIABLES}
-        with ThreadPoolExecutor(2) as pool:
-            done = dict(zip(jobs, pool.map(lambda argv: runner.run(argv, env=env), jobs.values())))
-        for result in done.values():
-            if result.returncode != 0:
-                raise _compile_failed(result, requirements, platform, python, runner.log_path)
-        body = untrusted.read_text(Path(tmp) / "requirements.txt", untrusted.PIP_LOCK).replace(str(req_in),
-                                                                                               "requirements.in")
-        pylock = untrusted.read_text(Path(tmp) / "pylock.toml", untrusted.PIP_LOCK) if with_pylock else ""
-    if index == DEFAULT_INDEX:
-        for text in (body, pylock):
-            if _LOCAL.search(text):
-                raise OperationError("lock-has-local-paths", f"The lock would record a machine-local location "
-                                     f"({_LOCAL.search(text).group(0)!r}); it was not written.",
-                                     [f"The whole uv output is in {runner.log_path}; please report this."])
-    return body, pylock
-
-
-def compile_pylock(requirements: list[str], platform: Platform, python: str, *, runner, uv: str,
-                   cache_dir: Path) -> str:
-    """Only the PEP 751 ``pylock.toml`` (wheel URLs and hashes) of ``requirements``: what a conda
-    lock's pip entries need (one uv run instead of two)."""
-    from tfgpu.engines.uv import compile_for_target
-
-    index = index_url()
-    with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
-        req_in = Path(tmp) / "requirements.in"
-        req_in.write_text(lines(requirements), encoding="utf-8")
-        argv = compile_for_target(uv, req_in, Path(tmp) / "pylock.toml", python_version=python,
-                                  python_platform=platform.uv, index=index, cache=cache_dir, pylock=True,
-                                  only_binary=True)
-        result = runner.run(argv, env={name: "" for name in INDEX_VARIABLES})
-        if result.returncode != 0:
-            raise _compile_failed(result, requirements, platform, python, runner.log_path)
-        pylock = untrusted.read_text(Path(tmp) / "pylock.toml", untrusted.PIP_LOCK)
-    if index == DEFAULT_INDEX and _LOCAL.search(pylock):
-        raise OperationError("lock-has-local-paths", f"The lock would record a machine-local location "
-                             f"({_LOCAL.search(pylock).group(0)!r}); it was not written.",
-                             [f"The whole uv output is in {runner.log_path}; please report this."])
-    return pylock
-
-
-def _compile_failed(result, requirements, platform: Platform, python: str, log_path: Path):
-    lines = [line.strip() for line in result.output.splitlines() if line.strip()][:10]
-    detail = "\n".join(lines)
-    if "No solution found" in result.output or "not satisfiable" in result.output:
-        return ImpossibleError("lock-unsatisfiable",
-                               f"{', '.join(requirements)} has no wheels that install on {platform.name} with "
-                               f"Python {python}:\n{detail}",
-                               ["Choose another --python or --tf that has wheels for this platform.",
-                                f"The whole uv output is in {log_path}."])
-    return OperationError("lock-failed", f"uv could not resolve the lock for {platform.name}:\n{detail}",
-                          ["Locking needs to reach the package index (https://pypi.org/simple).",
-                           f"The whole uv output is in {log_path}."])
 
 
 def make_meta(resolution, platform: Platform, *, cpu_only: bool, index: str | None = None) -> dict:

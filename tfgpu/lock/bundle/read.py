@@ -1,10 +1,7 @@
-"""``create --from-lock FILE`` and ``create --from-bundle DIR``: what to build, checked first.
-
-The lock decides TensorFlow, Python and every pin. Selectors given alongside must agree with it
-(``--tf 2.21`` with a 2.21.0 lock is fine; ``--python 3.11`` with a 3.12 lock is exit 2);
-``--driver``/``--gpu-cc`` do not apply (the lock fixes the build; verify checks the GPU). A lock
-for another platform, or a CPU-only lock, is exit 3. A bundle is checked file by file against
-its manifest before anything is installed: missing or damaged files are exit 3.
+"""``create --from-bundle DIR``: the bundle checked file by file against its manifest before
+anything is installed (missing or damaged files are exit 3), then the lock inside it prepared
+as its format's folder prepares a lock (``pip/install.py``, ``conda/install.py``), with the
+bundle's own wheels and channel as the only source.
 """
 
 from __future__ import annotations
@@ -15,10 +12,9 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, UsageError
-from tfgpu.lock.bundle import FORMAT as BUNDLE_FORMAT
-from tfgpu.lock.bundle import MANIFEST
-from tfgpu.lock.bundle_files import digest
-from tfgpu.lock.selectors import check_platform, check_selectors, lock_resolution
+from tfgpu.lock.bundle.steps import FORMAT as BUNDLE_FORMAT
+from tfgpu.lock.bundle.steps import MANIFEST
+from tfgpu.lock.bundle.files import digest
 
 
 def _bundle_corrupt(root: Path, what: str) -> ImpossibleError:
@@ -110,67 +106,35 @@ def _refuse_links(root: Path) -> None:
                     raise _bundle_corrupt(root, f"{link} is a symbolic link")
 
 
-def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bundle: str | None = None,
-            reporter=None):
-    """(resolution, options, source, lock) for ``create`` from a lock or a bundle, after every check:
-    the lock decides what is built, and ``source`` carries what installers install (they never read
-    lock files themselves)."""
+def prepare(directory: str, options, selectors: dict, reporter=None):
+    """(resolution, options, source, lock) for ``create --from-bundle DIR``, after every check."""
     from dataclasses import replace
 
-    from tfgpu.installers.base import Source
+    from tfgpu.lock.pip import install, lockfile
 
-    if from_lock and Path(from_lock).suffix in (".yml", ".yaml"):
-        from tfgpu.lock import conda_install
-
-        return conda_install.prepare(Path(from_lock).expanduser().absolute(), options, selectors)
-    if from_bundle:
-        if options.find_links:
-            raise UsageError("conflicting-options", "--find-links does not go with --from-bundle: the bundle "
-                             "is the only source.", ["Drop --find-links."])
-        manifest, lock_path = verify_bundle(from_bundle, reporter)
-        if manifest.get("mode") == "conda" or lock_path.suffix in (".yml", ".yaml"):
-            return _prepare_conda_bundle(manifest, lock_path, options, selectors, from_bundle)
-        lock = read_lock(lock_path)
-        if lock.meta["sha256"] != manifest.get("lock_sha256"):
-            raise ImpossibleError("bundle-corrupt", f"The lock in {from_bundle} is not the one the bundle was built "
-                                  "with. Nothing was installed.", ["Rebuild the bundle."])
-        options = replace(options, find_links=str(lock_path.parent / "wheels"), offline=True)  # the top level
-        kind, bundle = "bundle", lock_path.parent
-    else:
-        lock = read_lock(from_lock)
-        kind, bundle = "lock", None
-    check_selectors(lock.resolution, mode="pip", python=lock.meta["python"], platform=lock.meta["platform"],
-                    selectors=selectors, path=lock.path)
-    check_platform(lock)
-    source = Source(kind=kind, requirements=lock.body, index=lock.meta.get("index", ""), bundle=bundle,
-                    label=f"{lock.path} sha256:{lock.meta['sha256']}", lock_path=str(lock.path))
-    return lock_resolution(lock), options, source, lock
+    if options.find_links:
+        raise UsageError("conflicting-options", "--find-links does not go with --from-bundle: the bundle "
+                         "is the only source.", ["Drop --find-links."])
+    manifest, lock_path = verify_bundle(directory, reporter)
+    if manifest.get("mode") == "conda" or lock_path.suffix in (".yml", ".yaml"):
+        return _prepare_conda_bundle(manifest, lock_path, options, selectors, directory)
+    lock = lockfile.read(lock_path)
+    if lock.meta["sha256"] != manifest.get("lock_sha256"):
+        raise ImpossibleError("bundle-corrupt", f"The lock in {directory} is not the one the bundle was built "
+                              "with. Nothing was installed.", ["Rebuild the bundle."])
+    options = replace(options, find_links=str(lock_path.parent / "wheels"), offline=True)  # the top level
+    return install.prepare(lock, options, selectors, bundle=lock_path.parent)
 
 
 def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors: dict, directory: str):
     """A verified conda bundle: its lock installed from its own channel/ and wheels/ (offline)."""
-    from tfgpu.lock import conda_install
+    from tfgpu.lock.conda import install
 
     if options.channels:
         raise UsageError("conflicting-options", "--channel does not go with --from-bundle: the bundle's own "
                          "channel/ is the only source.", ["Drop --channel."])
-    prepared = conda_install.prepare(lock_path, options, selectors, bundle_dir=lock_path.parent)
+    prepared = install.prepare(lock_path, options, selectors, bundle_dir=lock_path.parent)
     if prepared[3].meta["sha256"] != manifest.get("lock_sha256"):
         raise ImpossibleError("bundle-corrupt", f"The lock in {directory} is not the one the bundle was built "
                               "with. Nothing was installed.", ["Rebuild the bundle."])
     return prepared
-
-
-def read_lock(path: str | Path):
-    """Read and check a lock file of any mode: a pip lock, or a conda-lock.yml (``.yml``/``.yaml``)."""
-    from tfgpu.lock import pip_lock
-
-    path = Path(path).expanduser().absolute()
-    if path.suffix in (".yml", ".yaml"):
-        from tfgpu.lock import conda_install
-
-        return conda_install.read(path)
-    if not path.is_file():
-        raise UsageError("lock-unreadable", f"There is no lock file at {path}.",
-                         ["Give the file `tfgpu-install lock` wrote (e.g. tfgpu-lock.linux-64.txt)."])
-    return pip_lock.read(path)

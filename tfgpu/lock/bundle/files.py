@@ -1,5 +1,6 @@
-"""The files a bundle carries besides wheels: its README, ``install.sh``, and tfgpu-install's own
-wheel (built from the source tree when running from a checkout, else rebuilt from the installed files).
+"""The files every bundle carries besides its lock and packages: ``install.sh`` and tfgpu-install's
+own wheel (built from the source tree when running from a checkout, else rebuilt from the installed
+files). Each kind of bundle writes its own README (``pip_bundle.py``, ``conda_bundle.py``).
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
 
-from tfgpu import __version__, untrusted
+from tfgpu import untrusted
 from tfgpu.errors import OperationError
-from tfgpu.lock import pip_lock
+from tfgpu.lock.resolving import index_url
 
 
 def digest(path: Path) -> str:
@@ -35,7 +36,7 @@ def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, l
     root = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory(prefix="tfgpu-tool-") as tmp:
         if 'name = "tfgpu-install"' in (untrusted.text_or_none(root / "pyproject.toml", untrusted.CACHE) or ""):
-            done = runner.run(build_wheel(uv, root, Path(tmp), index=pip_lock.index_url(), cache=cache_dir))
+            done = runner.run(build_wheel(uv, root, Path(tmp), index=index_url(), cache=cache_dir))
             built = sorted(Path(tmp).glob("tfgpu_install-*.whl"))
             if done.returncode != 0 or not built:
                 raise OperationError("bundle-tool-wheel", f"Could not build tfgpu-install's own wheel from {root}:\n"
@@ -111,41 +112,6 @@ def wheel_from_installation(out_dir: Path) -> Path:
             entry.external_attr = 0o644 << 16
             archive.writestr(entry, data, zipfile.ZIP_DEFLATED)
     return target
-
-
-def readme(meta: dict, lock_name: str, wheels: int) -> str:
-    """The bundle's README.md."""
-    r = meta["resolution"]
-    return f"""# Offline TensorFlow bundle (tfgpu-install {__version__})
-
-TensorFlow {r['tensorflow']} with CUDA {r['cuda']} and cuDNN {r['cudnn']} (pip wheels) for {meta['platform']},
-Python {meta['python']}. The target needs an NVIDIA driver >= {r['min_driver']}, Python {meta['python']}
-and no network (`install.sh` uses the bundle's own uv, so Python's `venv`/`ensurepip` are not needed).
-
-## Install
-
-    ./install.sh /path/to/env            # makes a venv for tfgpu-install from tool/, then:
-    tfgpu-install create --from-bundle . --prefix /path/to/env
-
-`install.sh` takes Python from `TFGPU_PYTHON`, else `python{meta['python']}`, else `python3`; it keeps
-tfgpu-install in `~/.local/share/tfgpu-install/tool-{__version__}-py{meta['python']}` (`TFGPU_TOOL_ENV` overrides).
-Extra arguments go to `create` (for example `--no-verify`, `--force`, `--jupyter`).
-
-Every file is checked against `bundle.json` before anything is installed; a missing or damaged
-file stops the install (exit 3) with nothing changed. Then `{lock_name}` is installed exactly, with
-every wheel checked against its sha256, and the environment is set up and verified as
-`tfgpu-install create` does.
-
-## Contents
-
-- `{lock_name}`: the lock (`pip install --require-hashes -r {lock_name}` also accepts it);
-  `pylock.{meta['platform']}.toml` is the same resolution in PEP 751 form.
-- `wheels/`: the {wheels} wheels the lock names.
-- `tool/`: tfgpu-install and its dependencies.
-- `bundle.json`: every file's sha256 and size.
-
-Regenerate: `{pip_lock.regenerate_command(meta, 'DIR').replace(' lock ', ' bundle ').replace(' --no-detect', '')}`
-"""
 
 
 def install_script(python: str, tool_version: str, tensorflow: str, platform: str) -> str:

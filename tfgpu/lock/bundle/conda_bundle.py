@@ -24,16 +24,17 @@ from pathlib import Path
 from tfgpu import urls
 from tfgpu import __version__
 from tfgpu.errors import OperationError
-from tfgpu.lock.bundle import (
+from tfgpu.lock.bundle.steps import (
     FORMAT,
     MANIFEST,
     PARTIAL,
+    Built,
     Wheel,
     add_tool_and_installer,
     collect,
     start,
 )
-from tfgpu.lock.bundle_files import digest
+from tfgpu.lock.bundle.files import digest
 from tfgpu.paths import write_output
 
 LOCK = "conda-lock.yml"
@@ -105,17 +106,19 @@ file stops the install (exit 3) with nothing changed. The conda packages come fr
 """
 
 
-def build_conda_bundle(resolution, platform, out: Path, *, channels: list[str], reporter=None) -> dict:
-    """Write the conda bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
+def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "--channel", reporter=None) -> Built:
+    """Write the conda bundle for ``resolution`` on ``platform`` into ``out``; returns its summary.
+    ``channels``: the ``--channel`` values (conda-forge when none), from ``channel_from``."""
     from tfgpu.engines import rattler
-    from tfgpu.lock import conda_install, conda_lock
+    from tfgpu.lock.conda import read, write
     from tfgpu.paths import cache_root
 
+    channels = write.channel_list(channels, channel_from)
     runner, uv, _, say = start(resolution, platform, out, reporter)
     out = out.absolute()
-    summary = conda_lock.write([(platform, resolution, False)], str(out / LOCK), channels=channels, runner=runner,
-                               uv=uv, cache=cache_root(), reporter=reporter)
-    lock = conda_install.read(out / LOCK)
+    written = write.write([(platform, resolution, False)], str(out / LOCK), channels=channels, runner=runner,
+                           uv=uv, cache=cache_root(), reporter=reporter)
+    lock = read.read(out / LOCK)
     conda = lock.packages(platform.name, "conda")
     say(f"copying {len(conda)} conda packages into {out / 'channel'}")
     for index, package in enumerate(conda, 1):
@@ -142,12 +145,11 @@ def build_conda_bundle(resolution, platform, out: Path, *, channels: list[str], 
     files = {name: {"sha256": digest(out / name), "size": (out / name).stat().st_size} for name in names}
     manifest = {"format": FORMAT, "mode": "conda", "tool": "tfgpu-install", "tool_version": __version__,
                 "platform": platform.name, "python": resolution.python, "tensorflow": resolution.tensorflow,
-                "channels": channels, "lock": LOCK, "lock_sha256": summary["sha256"], "files": files}
+                "channels": channels, "lock": LOCK, "lock_sha256": written.sha256, "files": files}
     write_output(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (out / PARTIAL).unlink(missing_ok=True)
     total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size
-    result = {"bundle": str(out), "mode": "conda", "platform": platform.name, "tensorflow": resolution.tensorflow,
-              "python": resolution.python, "files": len(files) + 1, "conda_packages": len(conda),
-              "wheels": len(wheels), "tool_wheels": len(tool_files), "bytes": total, "mb": round(total / 1e6, 1)}
-    say(f"bundle {out}: {result['files']} files, {result['mb']} MB")
-    return result
+    built = Built(str(out), "conda", platform.name, resolution.tensorflow, resolution.python, len(files) + 1,
+                  len(wheels), len(tool_files), total, conda_packages=len(conda))
+    say(f"bundle {out}: {built.files} files, {built.mb} MB")
+    return built

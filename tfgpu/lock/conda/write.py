@@ -5,7 +5,7 @@ Each platform is solved with the virtual packages of the *target*, never a silen
 with), ``__glibc`` 2.28 for Linux (the floor the pip side locks for), ``__osx`` 14.0 for macOS.
 The PyPI part (TensorFlow and its dependencies, resolved by uv against the public index with
 hashes) goes into the same file as ``manager: pip`` entries, one wheel URL and sha256 each.
-``tfgpu.lock.conda_install`` reads it back with conda-lock's own parser.
+``tfgpu.lock.conda.read`` reads it back with conda-lock's own parser.
 
 ``custom_metadata`` records the format, the tool version, each platform's resolution, and a
 sha256 over every package entry, so an edited lock is refused before anything is installed;
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import __version__, untrusted
@@ -90,6 +91,51 @@ def _entry(platform: str, manager: str, name: str, version: str, url: str, *, sh
     return entry | {"category": "main", "optional": False}
 
 
+@dataclass(frozen=True)
+class Written:
+    """The conda-lock.yml ``lock --mode conda`` wrote: one file for every platform."""
+
+    path: str
+    platforms: tuple[str, ...]
+    packages: int
+    sha256: str
+
+    def summary(self) -> dict:
+        return {"path": self.path, "platforms": list(self.platforms), "packages": self.packages,
+                "sha256": self.sha256}
+
+    def to_dict(self) -> dict:
+        """The ``lock --json`` document (contract): ``{"lock": summary}``."""
+        return {"lock": self.summary()}
+
+    def notes(self) -> list[str]:
+        """What ``lock`` shows a person."""
+        return [f"{self.path}: {self.packages} packages for {', '.join(self.platforms)} (install: tfgpu-install "
+                f"create --from-lock {self.path} --name N; conda-lock reads it too)"]
+
+
+def channel_list(channels, channel_from: str = "--channel") -> list[str]:
+    """The channels a conda lock records: ``--channel`` values (conda-forge when none) as URLs,
+    each checked to exist and answer where the URL door allows. ``channel_from``: where they came
+    from (a flag, a project file's key), for the messages."""
+    from tfgpu.engines.channels import channel_urls, check_channels
+
+    urls = channel_urls(tuple(channels or ()), channel_from)
+    check_channels(urls)
+    return urls
+
+
+def write_lock(targets, output: str | None, *, channels=(), channel_from: str = "--channel",
+               reporter=None) -> Written:
+    """``lock --mode conda``: one conda-lock.yml for every ``(platform, resolution, cpu_only)``."""
+    from tfgpu.lock.tools import tools
+    from tfgpu.paths import cache_root
+
+    urls = channel_list(channels, channel_from)
+    runner, uv, _ = tools("lock")
+    return write(targets, output, channels=urls, runner=runner, uv=uv, cache=cache_root(), reporter=reporter)
+
+
 HEADER = """\
 # conda-lock.yml written by tfgpu-install {version} (conda-lock's lockfile format, version 1): the same
 # environment on every machine. Install it with:
@@ -99,8 +145,9 @@ HEADER = """\
 """
 
 
-def write(targets, output: str | None, *, channels: list[str], runner, uv: str, cache: Path, reporter=None) -> dict:
-    """Solve every ``(platform, resolution, cpu_only)`` and write one conda-lock.yml; returns a summary.
+def write(targets, output: str | None, *, channels: list[str], runner, uv: str, cache: Path,
+          reporter=None) -> Written:
+    """Solve every ``(platform, resolution, cpu_only)`` and write one conda-lock.yml; returns what it wrote.
 
     The file is conda-lock's own v1 format, written directly (importing conda-lock costs ~2 s, which
     would dominate a sub-second lock); the tests read it back with conda-lock's parser and check
@@ -141,8 +188,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
         "custom_metadata": custom}, "package": packages}
     write_output(path, HEADER.format(version=__version__, name=path.name)
                  + yaml.safe_dump(document, sort_keys=False, width=120))
-    return {"path": str(path), "platforms": [p.name for p, _, _ in targets], "packages": len(packages),
-            "sha256": custom["tfgpu_packages_sha256"]}
+    return Written(str(path), tuple(p.name for p, _, _ in targets), len(packages), custom[DIGEST])
 
 
 _DRIVER_CUDA = object()
@@ -153,7 +199,7 @@ def lock_platform(platform, resolution, cpu_only: bool, channels: list[str], *, 
     """One platform's package entries (conda, then pip) and the inputs they were solved from (what
     ``content_hash`` digests). ``cuda``: the ``__cuda`` to solve with (default: the resolution's)."""
     from tfgpu.engines import rattler
-    from tfgpu.lock import pip_lock
+    from tfgpu.lock.resolving import compile_pylock
 
     if cuda is _DRIVER_CUDA:
         cuda = None if cpu_only or resolution.accelerator != "cuda" else rattler.virtual_cuda(resolution)
@@ -170,8 +216,7 @@ def lock_platform(platform, resolution, cpu_only: bool, channels: list[str], *, 
                               dependencies=_depends(record.depends), build=str(record.build)))
     pip = list(resolution.packages.pip)
     if pip:
-        pylock = pip_lock.compile_pylock(pip, platform, resolution.python, runner=runner, uv=uv,
-                                         cache_dir=cache / "uv")
+        pylock = compile_pylock(pip, platform, resolution.python, runner=runner, uv=uv, cache_dir=cache / "uv")
         for entry in pip_entries(pylock, platform, resolution.python):
             entries.append(_entry(platform.name, "pip", entry["name"], entry["version"], entry["url"],
                                   sha256=entry["sha256"]))

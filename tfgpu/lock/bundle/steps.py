@@ -1,7 +1,10 @@
-"""Offline bundles: a pip lock, every wheel it names, tfgpu-install's own wheels, a README and
-``install.sh``, so a machine with Python and no network builds the same environment.
+"""Building offline bundles, the steps every bundle shares: the directory (resumable, refusing a
+foreign one), wheels collected sha256-checked, tfgpu-install's own wheels, the README and
+``install.sh``, and the summary a build returns. A bundle holds a lock, every package it names and
+the tool, so a machine with Python and no network builds the same environment; the pip bundle is
+``pip_bundle.py``'s, the conda bundle ``conda_bundle.py``'s.
 
-Layout (contract)::
+Layout of a pip bundle (contract)::
 
     DIR/bundle.json                 manifest: format, resolution, every file's sha256 and size
     DIR/tfgpu-lock.<platform>.txt   the lock (hashes required), DIR/pylock.<platform>.toml beside it
@@ -18,7 +21,6 @@ then checked against the lock's sha256). ``TFGPU_BUNDLE_TOOL=0`` leaves the tool
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -26,16 +28,45 @@ from pathlib import Path
 
 from tfgpu import __version__, untrusted, urls
 from tfgpu.errors import ImpossibleError, UsageError
-from tfgpu.lock import pip_lock
-from tfgpu.lock.writing import tools
-from tfgpu.lock.bundle_files import digest, install_script, readme, tool_wheel
+from tfgpu.lock.bundle.files import install_script, tool_wheel
 from tfgpu.lock.platforms import Platform
+from tfgpu.lock.resolving import compile_pins
+from tfgpu.lock.tools import tools
 from tfgpu.paths import output_dir, write_output
 from tfgpu.requirements import canonical
 
 MANIFEST = "bundle.json"
 PARTIAL = ".tfgpu-bundle-partial"
 FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Built:
+    """A bundle built: where, for what, and how big. ``conda_packages`` is None for a pip bundle."""
+
+    bundle: str
+    mode: str
+    platform: str
+    tensorflow: str
+    python: str
+    files: int
+    wheels: int
+    tool_wheels: int
+    bytes: int
+    conda_packages: int | None = None
+
+    @property
+    def mb(self) -> float:
+        return round(self.bytes / 1e6, 1)
+
+    def to_dict(self) -> dict:
+        """The ``bundle --json`` document (contract; a conda bundle's also names its mode and its
+        conda packages)."""
+        conda = self.conda_packages is not None
+        return ({"bundle": self.bundle} | ({"mode": self.mode} if conda else {})
+                | {"platform": self.platform, "tensorflow": self.tensorflow, "python": self.python, "files": self.files}
+                | ({"conda_packages": self.conda_packages} if conda else {})
+                | {"wheels": self.wheels, "tool_wheels": self.tool_wheels, "bytes": self.bytes, "mb": self.mb})
 
 
 @dataclass(frozen=True)
@@ -129,8 +160,8 @@ def add_tool(dest: Path, platform: Platform, python: str, *, reporter=None) -> l
     runner, uv, cache = tools("bundle-tool")
     own, requires = tool_wheel(dest, runner=runner, uv=uv, cache_dir=cache)
     requires = [canonical(text, what=f"{own}'s Requires-Dist", markers=True) for text in requires]
-    _, tool_pylock = pip_lock.compile_pins(requires, platform, python, runner=runner, uv=uv, cache_dir=cache,
-                                           only_binary=True)
+    _, tool_pylock = compile_pins(requires, platform, python, runner=runner, uv=uv, cache_dir=cache,
+                                  only_binary=True)
     deps = wheels_from_pylock(tool_pylock, platform, python)
     collect(deps, dest, reporter)
     return [own.name, *(w.filename for w in deps)]
@@ -158,38 +189,3 @@ def add_tool_and_installer(out: Path, resolution, platform: Platform, readme_tex
     write_output(out / "install.sh", install_script(resolution.python, __version__, resolution.tensorflow,
                                                     platform.name), 0o755)
     return tool_files
-
-
-def build_bundle(resolution, platform: Platform, out: Path, *, reporter=None) -> dict:
-    """Write the bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
-    pip_lock.index_url()  # TFGPU_INDEX_URL through the URL door before the bundle directory is made
-    runner, uv, cache, say = start(resolution, platform, out, reporter)
-    out = out.absolute()
-    say(f"resolving TF {resolution.tensorflow} for {platform.name}, Python {resolution.python} (wheels only)")
-    body, pylock = pip_lock.compile_pins(list(resolution.packages.pip), platform, resolution.python, runner=runner,
-                                         uv=uv, cache_dir=cache, only_binary=True)
-    lock_name = f"tfgpu-lock.{platform.name}.txt"
-    meta = pip_lock.make_meta(resolution, platform, cpu_only=False)
-    write_output(out / lock_name, pip_lock.render(meta, body, lock_name))
-    write_output(out / f"pylock.{platform.name}.toml", pylock)
-    wheels = wheels_from_pylock(pylock, platform, resolution.python)
-    say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
-    collect(wheels, out / "wheels", reporter)
-    tool_files = add_tool_and_installer(out, resolution, platform, readme(meta, lock_name, len(wheels)), say,
-                                        reporter)
-    files = {f"wheels/{w.filename}": {"sha256": w.sha256, "size": (out / "wheels" / w.filename).stat().st_size}
-             for w in wheels}
-    for name in [lock_name, f"pylock.{platform.name}.toml", "README.md", "install.sh",
-                 *(f"tool/{n}" for n in tool_files)]:
-        files[name] = {"sha256": digest(out / name), "size": (out / name).stat().st_size}
-    manifest = {"format": FORMAT, "mode": "pip", "tool": "tfgpu-install", "tool_version": __version__,
-                "platform": platform.name, "python": resolution.python, "tensorflow": resolution.tensorflow,
-                "lock": lock_name, "lock_sha256": pip_lock.read(out / lock_name).meta["sha256"], "files": files}
-    write_output(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    (out / PARTIAL).unlink(missing_ok=True)
-    total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size
-    summary = {"bundle": str(out), "platform": platform.name, "tensorflow": resolution.tensorflow,
-               "python": resolution.python, "files": len(files) + 1, "wheels": len(wheels),
-               "tool_wheels": len(tool_files), "bytes": total, "mb": round(total / 1e6, 1)}
-    say(f"bundle {out}: {summary['files']} files, {summary['mb']} MB")
-    return summary

@@ -1,0 +1,59 @@
+"""``lock --check`` of a pip lock: the recorded requirements locked again by this tool (inputs),
+then re-resolved against the recorded index (packages). The comparison itself is
+``tfgpu.lock.check``'s, shared with conda locks."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.lock.check import Check, input_changes, package_changes, target_today
+from tfgpu.lock.pip import lockfile
+from tfgpu.lock.platforms import parse_platform
+from tfgpu.lock.resolving import compile_pins
+from tfgpu.lock.tools import tools
+from tfgpu.requirements import canonical
+
+
+def check(lock, reporter=None) -> Check:
+    """Whether a pip lock (read and checked by :func:`tfgpu.lock.pip.lockfile.read`) is current."""
+    meta, recorded = lock.meta, lock.meta["resolution"]
+    found = Check(Path(lock.path), "pip", [meta["platform"]], recorded["tensorflow"], meta["python"])
+    platform = parse_platform(meta["platform"])
+    requirements = [canonical(text, what=f"The lock {lock.path}") for text in recorded["requirements"]]
+    old = lockfile.lock_inputs(requirements, meta["python"], meta["python_platform"], meta["index"])
+    try:
+        _, resolution, _ = target_today(recorded["tensorflow"], "pip", meta["python"], recorded["os"], platform.name,
+                                        meta["cpu_only"])
+        new = lockfile.lock_inputs(list(resolution.packages.pip), resolution.python, platform.uv, meta["index"])
+        if lockfile.inputs_digest(new) != meta["inputs_sha256"]:
+            input_changes(found, old, new)
+    # Only "no longer resolves" is a change; a record the parsers refuse (UsageError) ends the check.
+    except (ImpossibleError, OperationError) as error:
+        found.add("inputs", f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for "
+                            f"{platform.name}: {error.message}", code=error.code)
+    if reporter is not None:
+        reporter.note(f"re-resolving {len(old['requirements'])} requirements for {platform.name} against "
+                      f"{meta['index']}")
+    runner, uv, cache = tools("lock-check")
+    body, _ = compile_pins(old["requirements"], platform, meta["python"], runner=runner, uv=uv, cache_dir=cache,
+                           index=meta["index"], refresh=True, with_pylock=False)
+    before, after = _pinned(lock.body), _pinned(body)
+    found.packages = len(before)
+    package_changes(found, platform.name, before, after)
+    return found
+
+
+def _pinned(body: str) -> dict[str, tuple[str, frozenset]]:
+    """``{name: (version, hashes)}`` of a hashed requirements body."""
+    found, name = {}, None
+    for line in body.splitlines():
+        pin = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s\\;]+)", line)
+        if pin:
+            name = pin.group(1).lower().replace("_", "-")
+            found[name] = (pin.group(2), frozenset())
+        for digest in re.findall(r"--hash=sha256:([0-9a-f]{64})", line):
+            if name is not None:
+                found[name] = (found[name][0], found[name][1] | {digest})
+    return found

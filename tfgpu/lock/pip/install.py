@@ -1,0 +1,39 @@
+"""``create --from-lock FILE`` of a pip lock, and the pip lock inside a bundle: the lock decides
+TensorFlow, Python and every pin, selectors given alongside must agree with it
+(``tfgpu.lock.selectors``), and installers get a ``Source`` (they never read lock files).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfgpu.lock.selectors import check_platform, check_selectors
+from tfgpu.requirements import canonical
+from tfgpu.resolver.model import Packages, Resolution
+
+
+def prepare(lock, options, selectors: dict, bundle: Path | None = None):
+    """(resolution, options, source, lock) for a pip lock read by ``tfgpu.lock.pip.lockfile.read``;
+    ``bundle``: the bundle directory it came from (its wheels are the only source)."""
+    from tfgpu.installers.base import Source
+
+    check_selectors(lock.resolution, mode="pip", python=lock.meta["python"], platform=lock.meta["platform"],
+                    selectors=selectors, path=lock.path)
+    check_platform(lock)
+    source = Source(kind="bundle" if bundle else "lock", requirements=lock.body, index=lock.meta.get("index", ""),
+                    bundle=bundle, label=f"{lock.path} sha256:{lock.meta['sha256']}", lock_path=str(lock.path))
+    return lock_resolution(lock), options, source, lock
+
+
+def lock_resolution(lock) -> Resolution:
+    """The :class:`Resolution` a lock recorded (nothing is re-resolved)."""
+    r = lock.resolution
+    where = f"the lock {lock.path} (sha256 {lock.meta['sha256']}, tfgpu-install {lock.meta['tool_version']})"
+    return Resolution(
+        tensorflow=r["tensorflow"], package=r["package"], python=r["python"], mode="pip", os=r["os"], arch=r["arch"],
+        platform=r["platform"], accelerator=r["accelerator"], cuda=r["cuda"], cuda_build=r["cuda_build"],
+        cudnn=r["cudnn"], min_driver=r["min_driver"], toolkit_driver=r["toolkit_driver"], driver=None,
+        compute_capabilities=tuple(r["compute_capabilities"]),
+        packages=Packages(pip=tuple(canonical(text, what=f"The lock {lock.path}") for text in r["requirements"]),
+                          notes=(f"Exactly as pinned in {where}.",)),
+        modes={}, warnings=(), reasons=(f"Installed from {where}.",), rejected=())

@@ -1,0 +1,19 @@
+"""The tools every lock, bundle and ``lock --check`` run uses: a runner whose log names the
+operation, uv, and uv's cache. Format-neutral."""
+
+from __future__ import annotations
+
+from tfgpu.errors import ImpossibleError
+
+
+def tools(operation: str):
+    """(runner, uv binary, uv cache dir) for a lock or bundle operation; the log names ``operation``."""
+    from tfgpu.engines.uv import find_uv
+    from tfgpu.paths import cache_root
+    from tfgpu.proc import Runner
+
+    uv = find_uv()
+    if uv is None:
+        raise ImpossibleError("uv-missing", "Locking needs uv, which is not installed with this tfgpu-install.",
+                             ["`pip install uv` into the environment that runs tfgpu-install."])
+    return Runner.for_operation(operation), uv, cache_root() / "uv"
