@@ -16,7 +16,7 @@ from pathlib import Path
 from tfgpu.cli.output import emit, render
 from tfgpu.errors import ImpossibleError, UsageError
 
-SELECTORS = ("tf", "mode", "python", "os", "arch", "driver", "gpu_cc", "pre")
+SELECTORS = ("tf", "mode", "python", "os", "arch", "driver", "gpu_cc", "pre", "tf_source")
 
 
 def selectors(args: argparse.Namespace) -> dict:
@@ -89,7 +89,7 @@ def cmd_create(args) -> int:
         from tfgpu.envs.location import check_name
 
         check_name(args.name)
-    options = build_options(mode=args.mode, engine=args.engine, channels=args.channel, tf_source=args.tf_source,
+    options = build_options(mode=args.mode, engine=args.engine, channels=args.channel,
                             channel_from=getattr(args, "channel_from", "--channel"),
                             find_links=args.find_links, offline=args.offline, jupyter=args.jupyter, force=args.force,
                             verify=not args.no_verify)

@@ -38,6 +38,8 @@ def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or syst
     group.add_argument("--arch", help="x86_64 or aarch64 (default: this machine's)")
     group.add_argument("--driver", metavar="VER", help="NVIDIA driver version, e.g. 535.104.05 (default: detected)")
     group.add_argument("--gpu-cc", metavar="X.Y", help="GPU compute capability, e.g. 8.6 (default: detected)")
+    group.add_argument("--tf-source", choices=("pypi", "conda-forge"),
+                       help="conda mode: TensorFlow from PyPI (default) or conda-forge's CUDA build")
     group.add_argument("--pre", action="store_true", help="let latest and ranges choose pre-releases (an exact "
                                                           "one such as 2.22.0rc0 always resolves)")
     group.add_argument("--no-detect", action="store_true", help="do not look at this machine at all")
@@ -76,8 +78,6 @@ def _create(sub) -> None:
     create.add_argument("--channel", action="append", metavar="URL", type=_path("--channel"),
                         help="conda channel: URL, name or local directory (repeatable; --mode conda; default "
                              "conda-forge)")
-    create.add_argument("--tf-source", choices=("pypi", "conda-forge"),
-                        help="conda mode: TensorFlow from PyPI (default) or conda-forge's CUDA build")
     create.add_argument("--find-links", metavar="DIR", type=_path("--find-links"),
                         help="a directory (or URL) of wheels to install from")
     insecure_host(create)
