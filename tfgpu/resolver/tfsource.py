@@ -53,7 +53,7 @@ def choose(wish: str | None, version: str, platform: str, python: str, mode: str
         return Choice(PYPI, f"TensorFlow from PyPI: {mode} mode installs it with the Python packages.")
     newest = newest_conda_forge()
     if wish != CONDA_FORGE:
-        how = "as asked (--tf-source pypi)" if wish == PYPI else "the default"
+        how = "--tf-source pypi" if wish == PYPI else "the default"
         return Choice(PYPI, f"TensorFlow from PyPI into the conda env ({how}): TensorFlow's own wheels, with "
                             "CUDA and cuDNN from conda-forge; --tf-source conda-forge takes conda-forge's CUDA "
                             f"build instead (up to {newest}).")
