@@ -78,6 +78,11 @@ def test_tf_source_conda_forge_locks_tensorflow_from_the_channel_and_nothing_fro
     assert conda["tensorflow"].version == "2.13.1" and "cudatoolkit" in conda
     meta = json.loads(lockfile.metadata.custom_metadata["tfgpu_resolution.linux-64"])
     assert meta["conda_specs"][-1] == "tensorflow ==2.13.1 cuda*" and meta["requirements"] == []
+    prefix = tmp_path / "env"
+    done = run_tool("create", "--from-lock", str(out), "--prefix", str(prefix), "--no-verify", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    marker = json.loads((prefix / "tfgpu-env.json").read_text())
+    assert marker["tf_source"] == "conda-forge" and any(p.startswith("tensorflow=2.13.1=") for p in marker["conda"])
 
 
 def test_conda_locks_own_models_and_writer_agree_with_our_file(tmp_path, channel, env):
