@@ -83,6 +83,8 @@ def test_tf_source_conda_forge_locks_tensorflow_from_the_channel_and_nothing_fro
     assert done.returncode == 0, done.stdout + done.stderr
     marker = json.loads((prefix / "tfgpu-env.json").read_text())
     assert marker["tf_source"] == "conda-forge" and any(p.startswith("tensorflow=2.13.1=") for p in marker["conda"])
+    checked = run_tool("lock", "--check", str(out), "--json", env=env)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["current"], checked.stdout + checked.stderr
 
 
 def test_conda_locks_own_models_and_writer_agree_with_our_file(tmp_path, channel, env):

@@ -62,12 +62,13 @@ def check_lock(path: str | Path, wanted: dict | None = None, reporter=None) -> C
     return found
 
 
-def _target(tensorflow: str, mode: str, python: str, os_name: str, platform: str, cpu_only: bool):
+def _target(tensorflow: str, mode: str, python: str, os_name: str, platform: str, cpu_only: bool,
+            tf_source: str | None = None):
     """The resolution this tool gives the lock's target today (``(platform, resolution, cpu_only)``)."""
     from tfgpu.lock.targets import lock_targets
 
-    [target] = lock_targets([platform], {"tf": tensorflow, "mode": mode, "python": python, "os": os_name},
-                            allow_cpu=cpu_only, host=None)
+    [target] = lock_targets([platform], {"tf": tensorflow, "mode": mode, "python": python, "os": os_name,
+                                         "tf_source": tf_source}, allow_cpu=cpu_only, host=None)
     return target
 
 
@@ -167,8 +168,10 @@ def _check_conda(lock, reporter) -> Check:
                       "channels": channels, "cuda": recorded["virtual_cuda"],
                       "glibc": rattler.GLIBC if name.startswith("linux") else None}
         try:
+            # A locked conda spec of tensorflow itself: the lock took conda-forge's build, and is checked as such.
+            source = "conda-forge" if any(str(spec).split()[0] == "tensorflow" for spec in recorded["conda_specs"]) else None
             _, resolution, cpu_only = _target(recorded["tensorflow"], "conda", recorded["python"], recorded["os"], name,
-                                              recorded["cpu_only"])
+                                              recorded["cpu_only"], source)
         except (ImpossibleError, OperationError) as error:
             found.add("inputs", f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for {name}: "
                                 f"{error.message}", code=error.code)
