@@ -207,6 +207,7 @@ def test_tensorflow_from_conda_forge_skips_pypi(tmp_path, channel, tf_wheels):
     packages = conda_packages(tmp_path / "env")
     assert packages["tensorflow"] == "2.13.1" and packages["cudatoolkit"] == "11.8.0"
     assert "requirements.txt" not in [p.name for p in (tmp_path / "env").rglob("requirements.txt")]
+    assert json.loads((tmp_path / "env" / "tfgpu-env.json").read_text())["tf_source"] == "conda-forge"
 
 
 def test_tf_source_conda_forge_for_a_release_it_lacks_names_its_newest(tmp_path, channel, tf_wheels):

@@ -84,6 +84,25 @@ def test_conda_locks_own_parser_reads_it_and_its_cli_renders_it(tmp_path, channe
     assert "@EXPLICIT" in explicit and conda["cudatoolkit"].url in explicit
 
 
+def test_tf_source_conda_forge_locks_tensorflow_from_the_channel_and_nothing_from_pypi(tmp_path, channel, env):
+    """The lock takes the resolver's decision, as plan and create do: TensorFlow's conda build."""
+    done, out = lock(tmp_path, channel, env, "--tf-source", "conda-forge")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lockfile = parsed(out)
+    assert {p.name for p in lockfile.package if p.manager == "pip"} == set()
+    conda = {p.name: p for p in lockfile.package if p.manager == "conda"}
+    assert conda["tensorflow"].version == "2.13.1" and "cudatoolkit" in conda
+    meta = json.loads(lockfile.metadata.custom_metadata["tfgpu_resolution.linux-64"])
+    assert meta["conda_specs"][-1] == "tensorflow ==2.13.1 cuda*" and meta["requirements"] == []
+    prefix = tmp_path / "env"
+    done = run_tool("create", "--from-lock", str(out), "--prefix", str(prefix), "--no-verify", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    marker = json.loads((prefix / "tfgpu-env.json").read_text())
+    assert marker["tf_source"] == "conda-forge" and any(p.startswith("tensorflow=2.13.1=") for p in marker["conda"])
+    checked = run_tool("lock", "--check", str(out), "--json", env=env)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["current"], checked.stdout + checked.stderr
+
+
 def test_conda_locks_own_models_and_writer_agree_with_our_file(tmp_path, channel, env):
     """Written directly in conda-lock's v1 format (importing conda-lock costs ~2 s): its parser reads
     the file into its models, its own writer writes those models again, and the result reads back

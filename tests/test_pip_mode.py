@@ -239,8 +239,8 @@ def test_offline_installs_a_release_uvs_cache_already_holds(tmp_path, local_whee
 def test_a_failure_that_is_not_the_network_does_not_blame_it():
     """uv heads a hash mismatch or an HTTP 404 with "Failed to fetch": that is not a missing network."""
     from tfgpu.installers.base import Step, StepKind
+    from tfgpu.installers.base import install_failed
     from tfgpu.installers.options import build_options
-    from tfgpu.engines.uv import install_failed
     from tfgpu.proc import Completed
 
     step = Step(StepKind.RUN, "Install TensorFlow", ("uv", "pip", "install"))
@@ -257,6 +257,30 @@ def test_a_failure_that_is_not_the_network_does_not_blame_it():
                for way in install_failed(step, Completed(step.argv, 1, missing), None, offline).alternatives)
     assert any("No network?" in way for way in install_failed(step, Completed(step.argv, 1, dns), None,
                                                               online).alternatives)
+
+
+def test_the_engine_reports_facts_and_the_installer_says_what_they_mean(tmp_path):
+    """uv's engine reads the output (which command, exit status, the problem lines, whether the index
+    was unreachable) and advises nothing; the installer turns those facts and the build's options
+    into the install-failed error, with the staging path shown as the env's own."""
+    from tfgpu.engines.uv import run_failure
+    from tfgpu.envs.location import Location
+    from tfgpu.installers.base import Step, StepKind, install_failed
+    from tfgpu.installers.options import build_options
+    from tfgpu.proc import Completed
+
+    location = Location(prefix=tmp_path / "env", staging=tmp_path / ".env.staging", name="env")
+    step = Step(StepKind.RUN, "Install TensorFlow", ("/opt/bin/uv", "pip", "install", "-r", "x"))
+    output = (f"Using Python 3.11 at {location.staging}/bin/python\nerror: Failed to fetch\n"
+              f"  cause: dns error in {location.staging}\n")
+    facts = run_failure(step.argv, Completed(step.argv, 2, output), location)
+    assert (facts.command, facts.returncode, facts.unreachable, facts.not_found) == ("uv pip install", 2, True, False)
+    assert str(location.staging) not in facts.detail and str(location.prefix) in facts.detail
+    assert not hasattr(facts, "alternatives")
+    error = install_failed(step, Completed(step.argv, 2, output), tmp_path / "log", build_options(mode="pip"), location)
+    assert error.code == "install-failed"
+    assert str(error).startswith("Install TensorFlow failed (`uv pip install` exited 2); nothing was installed.\n")
+    assert error.alternatives[0].startswith("No network?") and error.alternatives[-1] == f"The whole output is in {tmp_path / 'log'}."
 
 
 def test_no_network_is_named_as_the_cause(tmp_path, tool_env):

@@ -73,7 +73,8 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
         summary.add_row("Driver", r.driver or "none detected / not given")
     else:
         summary.add_row("GPU", "Apple GPU through tensorflow-metal")
-    summary.add_row("Mode", r.mode)
+    summary.add_row("Mode", r.mode if r.mode != "conda" else
+                    f"conda (TensorFlow from {'conda-forge' if r.tensorflow_source == 'conda-forge' else 'PyPI'})")
     summary.add_row("Target", f"{r.os} {r.arch}")
     _out.print(Panel(summary, title="[bold]tfgpu-install plan[/]", title_align="left", expand=False))
 

@@ -16,7 +16,7 @@ from tfgpu.settings import Settings
 
 
 def _request(settings: Settings) -> dict:
-    return {key: value for key, value in settings.selectors.as_dict().items() if key != "tf_source"}
+    return settings.selectors.as_dict()
 
 
 def host_of(settings: Settings, artefact: bool = False):
@@ -75,7 +75,7 @@ def cmd_create(settings: Settings) -> results.Result:
 
         check_name(settings.name)
     options = build_options(mode=settings.selectors.mode, engine=settings.engine, channels=settings.channels,
-                            tf_source=settings.selectors.tf_source, channel_from=settings.channels_from,
+                            channel_from=settings.channels_from,
                             find_links=settings.find_links, offline=settings.offline, jupyter=settings.jupyter,
                             force=settings.force, verify=settings.verify)
     reporter = None if settings.dry_run else render().ConsoleReporter()

@@ -57,27 +57,14 @@ def virtual_cuda(resolution) -> str:
     return ".".join((resolution.cuda or "").split(".")[:2])
 
 
-def conda_specs(resolution, tf_source: str = "pypi", cpu_only: bool = False) -> tuple[list[str], list[str]]:
-    """(conda specs, PyPI requirements) of an env: the plan's, or with ``--tf-source conda-forge``
-    TensorFlow's own CUDA build from conda-forge (which brings its CUDA and cuDNN); a CPU-only
-    platform of a lock gets its Python alone (TensorFlow comes from PyPI)."""
+def conda_specs(resolution, cpu_only: bool = False) -> tuple[list[str], list[str]]:
+    """(conda specs, PyPI requirements) of an env: the resolution's, which already say where
+    TensorFlow comes from (``Resolution.tensorflow_source``: PyPI, or conda-forge's CUDA build, as the
+    resolver decided); a CPU-only platform of a lock gets its Python alone (TensorFlow from PyPI)."""
     specs, pip = list(resolution.packages.conda), list(resolution.packages.pip)
     if cpu_only or not specs:
         return [match_spec(f"python {resolution.python}.*", what="The env's Python")], pip
-    if tf_source != "conda-forge":
-        return specs, pip
-    from tfgpu.resolver import tables
-
-    builds = tables.conda_forge().tensorflow_cuda
-    series = ".".join(resolution.tensorflow.split(".")[:2])
-    if resolution.tensorflow not in builds and series not in builds:
-        newest = max(builds, key=lambda v: tuple(int(p) for p in v.split(".")))
-        raise ImpossibleError(
-            "no-conda-forge-build", f"conda-forge has no CUDA build of TensorFlow {resolution.tensorflow} "
-            f"(its newest is {newest}).",
-            [f"--tf {newest} --tf-source conda-forge", "Or drop --tf-source: TensorFlow from PyPI into the conda env."])
-    python = next(s for s in specs if s.startswith("python "))
-    return [python, match_spec(f"tensorflow =={resolution.tensorflow} cuda*", what="--tf-source conda-forge")], []
+    return specs, pip
 
 
 def virtual_packages(platform: str, cuda: str | None, *, this_host: bool):

@@ -16,6 +16,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from tfgpu import untrusted
 from tfgpu.errors import OperationError, UsageError
@@ -181,29 +182,29 @@ def exact_pins(lock_text: str) -> list[str]:
             if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?==", line)]
 
 
-def install_failed(step, done, log_path: Path | None, options, location=None) -> OperationError:
-    """One line of what went wrong, the tool's own explanation, and what to do. ``location`` (the
-    build's): its staging directory is gone when this is shown, so the text names the env instead."""
+class RunFailure(NamedTuple):
+    """What a failed command says, as facts: which command, its exit status, the lines that name
+    the problem (else the output's tail), and two readings of uv's output. What they mean for the
+    user (what to do) is the mode installer's to say (``tfgpu.installers.base.install_failed``)."""
+
+    command: str
+    """The program and its first two arguments (``uv pip install``)."""
+    returncode: int
+    detail: str
+    unreachable: bool
+    """The index could not be reached at all (a connection error, not an HTTP 404 or a bad hash)."""
+    not_found: bool
+    """A package was found neither where uv looked nor in its cache."""
+
+
+def run_failure(argv, done, location=None) -> RunFailure:
+    """The facts of ``done``, a failed run of ``argv``. ``location`` (the build's): its staging
+    directory is gone when this is shown, so the text names the env instead."""
     output = done.output
     if location is not None and location.staging != location.prefix:
         output = output.replace(str(location.staging), str(location.prefix))
     lines = [line for line in output.splitlines() if not line.startswith("Using Python ")]
     problem = [line.strip() for line in lines if _PROBLEM_LINES.search(line)][:8]
-    alternatives = []
-    if _NO_NETWORK.search(output) and not options.offline:
-        alternatives.append("No network? Build from a local wheel directory (--find-links DIR --offline), or with "
-                            "--offline alone from what uv's cache already holds.")
-    if options.offline and _NOT_OFFLINE.search(output):
-        where = f"the --find-links directory ({options.find_links}) and " if options.find_links else ""
-        alternatives.append(f"--offline installs only from {where}what uv's cache already holds: put the "
-                            "missing wheels in a directory (`pip download` them on a connected machine) and pass "
-                            "--find-links DIR, or run once with network so the cache has them.")
-    if log_path is not None:
-        alternatives.append(f"The whole output is in {log_path}.")
-    detail = "\n".join(problem) if problem else "\n".join(lines[-12:])
-    return OperationError(
-        "install-failed",
-        f"{step.title} failed (`{Path(step.argv[0]).name} {' '.join(step.argv[1:3])}` exited {done.returncode}); "
-        f"nothing was installed.\n{detail}",
-        alternatives,
-    )
+    return RunFailure(command=f"{Path(argv[0]).name} {' '.join(argv[1:3])}", returncode=done.returncode,
+                      detail="\n".join(problem) if problem else "\n".join(lines[-12:]),
+                      unreachable=bool(_NO_NETWORK.search(output)), not_found=bool(_NOT_OFFLINE.search(output)))

@@ -63,7 +63,7 @@ def _conda(resolution) -> tuple[str, list[str], list[str], str, str | None]:
             f"export CONDA_OVERRIDE_CUDA={cuda_mm} MAMBA_ROOT_PREFIX=/opt/conda",
             f"micromamba install --yes --root-prefix /opt/conda --name base --override-channels -c conda-forge {specs}",
             "micromamba clean --all --yes",
-            f"/opt/conda/bin/python -m pip install --no-cache-dir {requirements}"]
+            *([f"/opt/conda/bin/python -m pip install --no-cache-dir {requirements}"] if requirements else [])]
     environment = ['export PATH="/opt/conda/bin:$PATH"',
                    'export LD_LIBRARY_PATH="/opt/conda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"',
                    "export XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/conda"]

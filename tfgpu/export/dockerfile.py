@@ -171,7 +171,7 @@ def _conda(resolution) -> list[str]:
         f"RUN micromamba install --yes --name base --override-channels -c conda-forge {specs} \\",
         "    && micromamba clean --all --yes",
         "ARG MAMBA_DOCKERFILE_ACTIVATE=1",
-        f"RUN python -m pip install --no-cache-dir {requirements}",
+        *([f"RUN python -m pip install --no-cache-dir {requirements}"] if requirements else []),
         "# What the env's activate.d script does: its CUDA libraries first, XLA's libdevice.",
         "ENV LD_LIBRARY_PATH=/opt/conda/lib XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/conda",
         "# The image's own user (mambauser) is not root; the entrypoint activates the env.",

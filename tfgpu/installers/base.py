@@ -230,9 +230,30 @@ def _write(step: Step, context: Context) -> None:
                                                           else "\n"))
 
 
-def _run(step: Step, context: Context):
-    from tfgpu.engines.uv import install_failed
+def install_failed(step: Step, done, log_path: Path | None, options: Options, location=None):
+    """What a failed command of a build means: the ``install-failed`` error, from the engine's facts
+    (``tfgpu.engines.uv.run_failure``) and what this build's options make the way forward: a missing
+    network points at a local wheel directory, a package ``--offline`` could not find at where to put it."""
+    from tfgpu.engines.uv import run_failure
+    from tfgpu.errors import OperationError
 
+    facts = run_failure(step.argv, done, location)
+    alternatives = []
+    if facts.unreachable and not options.offline:
+        alternatives.append("No network? Build from a local wheel directory (--find-links DIR --offline), or with "
+                            "--offline alone from what uv's cache already holds.")
+    if options.offline and facts.not_found:
+        where = f"the --find-links directory ({options.find_links}) and " if options.find_links else ""
+        alternatives.append(f"--offline installs only from {where}what uv's cache already holds: put the "
+                            "missing wheels in a directory (`pip download` them on a connected machine) and pass "
+                            "--find-links DIR, or run once with network so the cache has them.")
+    if log_path is not None:
+        alternatives.append(f"The whole output is in {log_path}.")
+    return OperationError("install-failed", f"{step.title} failed (`{facts.command}` exited {facts.returncode}); "
+                          f"nothing was installed.\n{facts.detail}", alternatives)
+
+
+def _run(step: Step, context: Context):
     done = context.runner.run(step.argv, env=dict(step.env),
                               on_line=context.reporter.output if step.kind == StepKind.RUN else None)
     if done.returncode != 0:

@@ -73,7 +73,7 @@ class CondaBackend(Backend):
                                uv_engine.install(self.uv, python, lock_file, cache=cache, extra=sources, hashes=True,
                                                  no_deps=True))]
         else:
-            specs, pip = rattler.conda_specs(resolution, options.tf_source)
+            specs, pip = rattler.conda_specs(resolution)
             pip += [IPYKERNEL] if options.jupyter else []
             steps = self._solved_packages(resolution, root, specs, options)
             sources = uv_engine.sources(options.find_links, options.offline)
@@ -95,7 +95,7 @@ class CondaBackend(Backend):
             *kernel_steps(location, options),
             Step(StepKind.MARKER, "Record the environment", writes=(str(root / marker.NAME),), payload={
                 "mode": "conda", "engine": self.engine, "virtual_cuda": rattler.virtual_cuda(resolution),
-                "channels": list(options.channels), "tf_source": options.tf_source,
+                "channels": list(options.channels), "tf_source": resolution.tensorflow_source,
                 "lock": source.lock_path or None}),
         ]
         if not self.in_place:

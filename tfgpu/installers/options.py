@@ -29,8 +29,6 @@ class Options:
     verify: bool = True
     channels: tuple[str, ...] = ()
     """conda channels (--channel), in priority order; empty means conda-forge."""
-    tf_source: str = "pypi"
-    """Where TensorFlow comes from in conda mode: ``pypi`` (uv into the env) or ``conda-forge``."""
 
 
 def mode_of(mode: str | None) -> str:
@@ -47,7 +45,7 @@ def check_channels_for(mode: str, channels) -> None:
                          ["Add --mode conda, or drop --channel."])
 
 
-def build_options(*, mode: str | None, engine: str | None = None, channels=(), tf_source: str | None = None,
+def build_options(*, mode: str | None, engine: str | None = None, channels=(),
                   find_links: str | None = None, offline: bool = False, jupyter: bool = False, force: bool = False,
                   verify: bool = True, channel_from: str = "--channel") -> Options:
     """``Options`` from the create flags, or the ``UsageError`` (exit 2) for a combination that
@@ -66,9 +64,6 @@ def build_options(*, mode: str | None, engine: str | None = None, channels=(), t
         from tfgpu.engines.rattler import channel_urls
 
         channel_urls(tuple(channels), channel_from)
-    if tf_source and mode != "conda":
-        raise UsageError("conflicting-options", f"--tf-source applies to --mode conda only (got --mode {mode}).",
-                         ["Add --mode conda, or drop --tf-source."])
     find_links = uv_engine.find_links_source(find_links)
     return Options(engine=engine, find_links=find_links, offline=offline, jupyter=jupyter, force=force,
-                   verify=verify, channels=tuple(channels or ()), tf_source=tf_source or "pypi")
+                   verify=verify, channels=tuple(channels or ()))

@@ -46,12 +46,13 @@ class Check:
                 "python": self.python, "current": self.current, "packages": self.packages, "changes": self.changes}
 
 
-def target_today(tensorflow: str, mode: str, python: str, os_name: str, platform: str, cpu_only: bool):
+def target_today(tensorflow: str, mode: str, python: str, os_name: str, platform: str, cpu_only: bool,
+                 tf_source: str | None = None):
     """The resolution this tool gives the lock's target today (``(platform, resolution, cpu_only)``)."""
     from tfgpu.lock.targets import lock_targets
 
-    [target] = lock_targets([platform], {"tf": tensorflow, "mode": mode, "python": python, "os": os_name},
-                            allow_cpu=cpu_only, host=None)
+    [target] = lock_targets([platform], {"tf": tensorflow, "mode": mode, "python": python, "os": os_name,
+                                         "tf_source": tf_source}, allow_cpu=cpu_only, host=None)
     return target
 
 

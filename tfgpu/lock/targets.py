@@ -68,7 +68,7 @@ def cpu_resolution(reference, platform: Platform, why: str):
                     "Run on Linux x86_64 (or WSL2) for the GPU.")
     return replace(reference, os=platform.os, arch=platform.arch, platform=f"{platform.os}_{platform.arch}",
                    accelerator="cpu", cuda=None, cuda_build=None, cudnn=None, min_driver=None, toolkit_driver=None,
-                   compute_capabilities=(),
+                   compute_capabilities=(), tensorflow_source="pypi",
                    packages=Packages(pip=(requirement("tensorflow", f"=={reference.tensorflow}", what="--allow-cpu"),)),
                    warnings=(*reference.warnings, notice),
                    reasons=(*reference.reasons, f"--allow-cpu: {platform.name} gets the CPU package."))

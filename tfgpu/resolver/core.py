@@ -30,38 +30,40 @@ def resolve(request: Request, host=None) -> Resolution:
     releases, how = candidates(request.tf, request.pre)
     rejected: list[Rejection] = []
     for release in releases:
-        ev = evaluate(release, target, request.mode)
+        ev = evaluate(release, target, request.mode, request.tf_source)
         if ev.failure is None:
             return _resolution(ev, how, rejected, host)
         rejected.append(Rejection(str(release.version), ev.failure.code, ev.failure.message))
     raise _no_fit(request, target, releases)
 
 
-def newest_fit(target: Target, mode: str, pre: bool = False) -> Evaluation | None:
-    """The newest release of all that fits ``target`` in ``mode``, if any (pre-releases only with ``pre``)."""
+def newest_fit(target: Target, mode: str, pre: bool = False, tf_source: str | None = None) -> Evaluation | None:
+    """The newest release of all that fits ``target`` in ``mode``, if any (pre-releases only with
+    ``pre``; from ``tf_source`` where the user asked for one)."""
     for release in tables.releases():
         if release.version.is_prerelease and not pre:
             continue
-        ev = evaluate(release, target, mode)
+        ev = evaluate(release, target, mode, tf_source)
         if ev.failure is None:
             return ev
     return None
 
 
 def _no_fit(request: Request, target: Target, releases) -> ImpossibleError:
-    first = evaluate(releases[0], target, request.mode).failure
+    first = evaluate(releases[0], target, request.mode, request.tf_source).failure
     alternatives = list(first.alternatives)
     if len(releases) > 1:
         message = (f"No release matching --tf {request.tf or 'latest'} fits this target. "
                    f"The newest, TF {releases[0].version}: {first.message}")
     else:
         message = first.message
-    fit = newest_fit(target, request.mode, request.pre) if request.tf not in (None, "latest") else None
+    fit = newest_fit(target, request.mode, request.pre, request.tf_source) if request.tf not in (None, "latest") else None
     if fit is not None:
         alternatives.append(f"TF {fit.release.version} is the newest release that fits this target "
                             f"(Python {fit.python}, CUDA {fit.cuda or '-'}): --tf {fit.release.version}.")
     if first.code == "python-unsupported" and target.python_given:
-        fit = newest_fit(replace(target, python=None, python_given=False), request.mode, request.pre)
+        fit = newest_fit(replace(target, python=None, python_given=False), request.mode, request.pre,
+                         request.tf_source)
         if fit is not None and request.tf in (None, "latest"):
             alternatives.append(f"Without --python, TF {fit.release.version} fits (Python {', '.join(fit.pythons)}).")
     if first.code in ("driver-too-old", "gpu-too-old", "gpu-arch-unsupported"):
@@ -101,4 +103,5 @@ def _resolution(ev: Evaluation, how: str, rejected: list[Rejection], host) -> Re
         rejected=tuple(rejected),
         sources=tuple(sorted(sources)),
         prerelease=release.version.is_prerelease,
+        tensorflow_source=ev.tf_source,
     )

@@ -16,6 +16,7 @@ from tfgpu.resolver import gpu, macos, tables
 from tfgpu.resolver.drivers import DriverNeed, driver_at_least, driver_need
 from tfgpu.resolver.model import ModeOption, Target
 from tfgpu.resolver.packages import conda_option, pip_option, system_option
+from tfgpu.resolver.tfsource import choose as choose_source
 
 LAST_NATIVE_WINDOWS = Version("2.10.1")
 
@@ -33,6 +34,8 @@ class Evaluation:
     release: tables.Release
     target: Target
     mode: str
+    wish: str | None = None
+    """Where the user wants TensorFlow from (``--tf-source``), if they said."""
     wheel: tables.Wheel | None = None
     metal: tables.MetalRow | None = None
     python: str | None = None
@@ -43,11 +46,15 @@ class Evaluation:
     coverage: dict[str, gpu.Coverage] = field(default_factory=dict)
     options: dict[str, ModeOption] = field(default_factory=dict)
     failure: Failure | None = None
+    tf_source: str = "pypi"
+    """Where TensorFlow comes from (``tfgpu.resolver.tfsource``), and why: ``source_reason``."""
+    source_reason: str = ""
 
 
-def evaluate(release: tables.Release, target: Target, mode: str) -> Evaluation:
-    """Run every check; ``Evaluation.failure`` is ``None`` when the release fits."""
-    ev = Evaluation(release=release, target=target, mode=mode)
+def evaluate(release: tables.Release, target: Target, mode: str, tf_source: str | None = None) -> Evaluation:
+    """Run every check; ``Evaluation.failure`` is ``None`` when the release fits. ``tf_source``:
+    the user's wish for where TensorFlow comes from in conda mode."""
+    ev = Evaluation(release=release, target=target, mode=mode, wish=tf_source)
     for check in (_gpu_build, _python, _glibc, _modes, _driver, _compute_capability):
         failure = check(ev)
         if failure is not None:
@@ -155,6 +162,12 @@ def _modes(ev: Evaluation) -> Failure | None:
                    else ModeOption(False, code="mode-unsupported",
                                    reason="System mode installs NVIDIA's CUDA runfile; macOS has no CUDA.")),
     }
+    choice = choose_source(ev.wish, str(release.version), target.platform, ev.python, ev.mode)
+    if choice.failure is not None:
+        return Failure(*choice.failure)
+    ev.tf_source, ev.source_reason = choice.source, choice.reason
+    if choice.option is not None:
+        ev.options["conda"] = choice.option
     option = ev.options[ev.mode]
     if option.available:
         return None

@@ -111,6 +111,9 @@ class Resolution:
     sources: tuple[str, ...] = field(default=())
     prerelease: bool = False
     """The chosen release is a pre-release (``2.22.0rc0``)."""
+    tensorflow_source: str = "pypi"
+    """Where TensorFlow comes from: ``pypi``, or ``conda-forge`` (its CUDA build, conda mode only);
+    decided by the resolver (``tfgpu.resolver.tfsource``), the reason is in ``reasons``."""
 
     def to_dict(self) -> dict:
         """The ``plan --json`` document (contract: see the README)."""
@@ -118,6 +121,7 @@ class Resolution:
             "tensorflow": self.tensorflow,
             "prerelease": self.prerelease,
             "package": self.package,
+            "tensorflow_source": self.tensorflow_source,
             "python": self.python,
             "cuda": self.cuda,
             "cuda_build": self.cuda_build,

@@ -36,6 +36,8 @@ def notices_for(ev: Evaluation, how: str, host) -> tuple[list[Notice], list[str]
               else "the newest with wheels")
     reasons.append(f"Python {ev.python}: {py_how} (TF {ev.release.version} has {target.platform} wheels "
                    f"for {', '.join(ev.pythons)}).")
+    if ev.mode == "conda" and ev.metal is None:
+        reasons.append(ev.source_reason)
     reasons.extend(ev.options[ev.mode].packages.notes)
     warnings.extend(ev.options[ev.mode].warnings)
     for quirk in quirks_for(ev.release, ev.mode, ev.python):

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from tfgpu.errors import UsageError
 
 MODES = ("pip", "conda", "system")
+TF_SOURCES = ("pypi", "conda-forge")
+"""Where TensorFlow may come from in conda mode (``--tf-source``); the resolver chooses when none is given."""
 OSES = ("linux", "wsl2", "windows", "macos")
 ARCHES = ("x86_64", "aarch64")
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
@@ -40,6 +42,9 @@ class Request:
     """Target NVIDIA driver version, e.g. ``535.104.05``."""
     gpu_cc: str | None = None
     """Target GPU compute capability, e.g. ``9.0``."""
+    tf_source: str | None = None
+    """conda mode: where the user wants TensorFlow from, ``pypi`` or ``conda-forge`` (``None``: the
+    resolver chooses; see ``tfgpu.resolver.tfsource``)."""
     pre: bool = False
     """Let ``latest`` and ranges choose pre-releases (PEP 440: without it they never do; an exact
     pre-release version such as ``2.22.0rc0`` always resolves)."""
@@ -55,6 +60,7 @@ def make_request(
     driver: str | None = None,
     gpu_cc: str | None = None,
     pre: bool = False,
+    tf_source: str | None = None,
 ) -> Request:
     """Validate raw selector strings and build a :class:`Request` (``UsageError`` on bad input)."""
     target_os = parse_choice("--os", os, OSES)
@@ -67,7 +73,11 @@ def make_request(
         driver=parse_driver(driver),
         gpu_cc=parse_compute_capability(gpu_cc),
         pre=bool(pre),
+        tf_source=parse_choice("--tf-source", tf_source, TF_SOURCES),
     )
+    if request.tf_source and request.mode != "conda":
+        raise UsageError("conflicting-options", f"--tf-source applies to --mode conda only (got --mode {request.mode}).",
+                         ["Add --mode conda, or drop --tf-source."])
     if target_os == "macos" and (request.driver or request.gpu_cc):
         raise UsageError(
             "conflicting-options",

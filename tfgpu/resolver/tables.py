@@ -150,6 +150,8 @@ class CondaForge(NamedTuple):
     cuda12_packages: tuple[str, ...]
     cudnn: tuple[CondaCudnn, ...]
     tensorflow_cuda: dict[str, tuple[str, ...]]
+    tensorflow_cuda_platforms: tuple[str, ...] = ("linux_x86_64",)
+    """The wheel platforms conda-forge builds TensorFlow with CUDA for (elsewhere its builds are CPU-only)."""
 
 
 class PipCudaSet(NamedTuple):
@@ -301,6 +303,7 @@ def conda_forge() -> CondaForge:
             for row in load_toml("conda_cudnn.toml").get("cudnn", data.get("cudnn", []))
         ),
         tensorflow_cuda=tf_cuda,
+        tensorflow_cuda_platforms=_tuple(data.get("tensorflow_builds", {}), "cuda_platforms") or ("linux_x86_64",),
     )
 
 

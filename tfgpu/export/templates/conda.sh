@@ -33,7 +33,10 @@ else
     printf '%s\n' "${CONDA_SPECS[@]}" >"$SPECS_STAMP"
     changed "created the conda env $TFGPU_PREFIX"
 fi
-pip_install "$TFGPU_PREFIX/bin/python" "$TFGPU_PREFIX/etc/tfgpu/installed-requirements.txt" "${PIP_REQUIREMENTS[@]}"
+# None with --tf-source conda-forge: TensorFlow came with the conda packages.
+if [ "${#PIP_REQUIREMENTS[@]}" -gt 0 ]; then
+    pip_install "$TFGPU_PREFIX/bin/python" "$TFGPU_PREFIX/etc/tfgpu/installed-requirements.txt" "${PIP_REQUIREMENTS[@]}"
+fi
 
 mkdir -p "$TFGPU_PREFIX/etc/conda/activate.d" "$TFGPU_PREFIX/etc/conda/deactivate.d"
 write_if_changed "$TFGPU_PREFIX/etc/conda/activate.d/tfgpu-cuda.sh" 644 <<'TFGPU_ACTIVATE'

@@ -31,8 +31,10 @@ def check(lock, reporter=None) -> Check:
                       "channels": channels, "cuda": recorded["virtual_cuda"],
                       "glibc": rattler.GLIBC if name.startswith("linux") else None}
         try:
+            # A locked conda spec of tensorflow itself: the lock took conda-forge's build, and is checked as such.
+            source = "conda-forge" if any(str(spec).split()[0] == "tensorflow" for spec in recorded["conda_specs"]) else None
             _, resolution, cpu_only = target_today(recorded["tensorflow"], "conda", recorded["python"],
-                                                   recorded["os"], name, recorded["cpu_only"])
+                                                   recorded["os"], name, recorded["cpu_only"], source)
         except (ImpossibleError, OperationError) as error:
             found.add("inputs", f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for {name}: "
                                 f"{error.message}", code=error.code)

@@ -62,6 +62,9 @@ def prepare(path: Path, options, selectors: dict | None = None, bundle_dir: Path
         options = replace(options, offline=True)
     conda = tuple(LockedPackage(p.name, p.version, checked(str(p.url), f"{path}: {p.name}'s url", allow_file=True),
                                 p.hash.sha256 or "") for p in lock.packages(platform, "conda"))
+    # The lock fixed where TensorFlow comes from when it was written: a conda package of it means conda-forge's build.
+    resolution = replace(resolution, tensorflow_source="conda-forge" if any(p.name == "tensorflow" for p in conda)
+                         else "pypi")
     source = Source(kind="bundle" if bundle_dir else "lock",
                     requirements=pip_requirements(lock, platform, pinned=bundle_dir is not None), conda=conda,
                     channels=lock.channels(), bundle=bundle_dir,
