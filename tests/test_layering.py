@@ -164,8 +164,10 @@ def test_the_cli_calls_only_the_lock_faces_and_decides_nothing_by_mode(graph):
 
 def test_the_resolver_imports_no_engine_backend_or_process_door(graph):
     """resolver/ is pure: it reads tables (through tfgpu.data) and the Host it is given, and makes its
-    requirements through the requirement door (tfgpu.requirements, itself pure)."""
-    allowed = {"resolver", "data", "errors", "detect", "requirements", "versions"}
+    requirements through the requirement door (tfgpu.requirements, itself pure); what the user
+    described arrives as ``tfgpu.settings.Selectors``, plain data that imports nothing of the tool."""
+    assert graph["tfgpu.settings"] == set()
+    allowed = {"resolver", "data", "errors", "detect", "requirements", "versions", "settings"}
     offenders = {m: sorted(t for t in targets if unit(t) not in allowed) for m, targets in graph.items()
                  if unit(m) == "resolver"}
     assert {m: t for m, t in offenders.items() if t} == {}

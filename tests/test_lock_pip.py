@@ -17,6 +17,7 @@ from conftest import run_tool
 
 from tfgpu.lock.pip import lockfile as pip_lock
 from tfgpu.lock.platforms import PLATFORMS
+from tfgpu.settings import Selectors
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect")
 LOCAL = re.compile(r"file:|/opt/|/tmp/|/work/|/root/|127\.0\.0\.1|localhost")
@@ -222,7 +223,7 @@ def test_stock_pip_accepts_the_real_lock(real_lock, tmp_path):
     assert "Would install" in done.stdout and "tensorflow-2.21.0" in done.stdout
 
 
-UNKNOWN = {"platforms": ["linux-64"], "selectors": {"tf": "9.99"}, "output": "out"}
+UNKNOWN = {"platforms": ["linux-64"], "selectors": Selectors(tf="9.99"), "output": "out"}
 """A lock or bundle of a TensorFlow that does not exist: only the resolver refuses it."""
 
 

@@ -224,10 +224,11 @@ def test_from_lock_installs_from_the_index_the_lock_records(sandbox, monkeypatch
     from tfgpu.installers.pip import PipBackend
     from tfgpu.envs.location import locate
     from tfgpu.lock import prepare
+    from tfgpu.settings import Selectors
 
     lock = _pip_lock(sandbox, index="https://mirror.example/simple")
     monkeypatch.setattr("tfgpu.lock.pip.install.check_platform", lambda lock: None)
-    resolution, options, source, _ = prepare({}, Options(), from_lock=str(lock))
+    resolution, options, source, _ = prepare(Selectors(), Options(), from_lock=str(lock))
     backend = PipBackend("/bin/uv", sandbox / "cache", sys.executable)
     steps = backend.plan(resolution, locate(None, str(sandbox / "env"), False), options, source, {})
     install = next(step for step in steps if step.argv[1:3] == ("pip", "install"))

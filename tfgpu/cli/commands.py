@@ -15,10 +15,6 @@ from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.settings import Settings
 
 
-def _request(settings: Settings) -> dict:
-    return settings.selectors.as_dict()
-
-
 def host_of(settings: Settings, artefact: bool = False):
     """This machine's facts, or None: with --no-detect, and for an artefact whose command line
     describes another machine (``tfgpu.resolver.target.names_another_machine``)."""
@@ -27,7 +23,7 @@ def host_of(settings: Settings, artefact: bool = False):
     if artefact:
         from tfgpu.resolver.target import names_another_machine
 
-        if names_another_machine(settings.selectors.as_dict()):
+        if names_another_machine(settings.selectors):
             return None
     from tfgpu.detect import probe
 
@@ -35,10 +31,10 @@ def host_of(settings: Settings, artefact: bool = False):
 
 
 def resolve(settings: Settings, artefact: bool = False):
-    from tfgpu.resolver import make_request, resolve as run
+    from tfgpu.resolver import request_for, resolve as run
 
     host = host_of(settings, artefact)
-    return run(make_request(**_request(settings)), host), host
+    return run(request_for(settings.selectors), host), host
 
 
 def default_name(tensorflow: str) -> str:
@@ -85,7 +81,7 @@ def cmd_create(settings: Settings) -> results.Result:
         if settings.from_lock or settings.from_bundle:
             from tfgpu.lock import prepare
 
-            resolution, options, source, found = prepare(_request(settings), options, from_lock=settings.from_lock,
+            resolution, options, source, found = prepare(settings.selectors, options, from_lock=settings.from_lock,
                                                          from_bundle=settings.from_bundle, reporter=reporter)
             lock = {"lock": str(found.path), "lock_sha256": found.meta["sha256"], "bundle": settings.from_bundle}
         else:
@@ -132,7 +128,7 @@ def cmd_lock(settings: Settings) -> results.Result:
     reporter = render().ConsoleReporter()
     try:
         written = lock.write(mode=settings.selectors.mode, platforms=list(settings.platforms),
-                             selectors=_request(settings), allow_cpu=settings.allow_cpu,
+                             selectors=settings.selectors, allow_cpu=settings.allow_cpu,
                              host=host_of(settings, artefact=True), output=settings.output,
                              channels=settings.channels, channel_from=settings.channels_from, reporter=reporter)
     finally:
@@ -165,7 +161,7 @@ def cmd_bundle(settings: Settings) -> results.Result:
     reporter = render().ConsoleReporter()
     try:
         built = bundle.build(mode=settings.selectors.mode, platforms=list(settings.platforms),
-                             selectors=_request(settings), host=host_of(settings, artefact=True),
+                             selectors=settings.selectors, host=host_of(settings, artefact=True),
                              output=settings.output, channels=settings.channels,
                              channel_from=settings.channels_from, reporter=reporter)
     finally:

@@ -24,10 +24,10 @@ def _conda_file(path) -> bool:
     return Path(path).suffix in (".yml", ".yaml")
 
 
-def write(*, mode: str | None, platforms: list[str], selectors: dict, allow_cpu: bool = False, host=None,
+def write(*, mode: str | None, platforms: list[str], selectors, allow_cpu: bool = False, host=None,
           output: str | None = None, channels=(), channel_from: str = "--channel", reporter=None):
     """``tfgpu-install lock``: one hashed lock per platform (pip), or one conda-lock.yml for all
-    (conda). ``selectors``: the resolver's (``tf``, ``python``, ``os``, ``arch``, ``driver``,
+    (conda). ``selectors``: what the user described (``tfgpu.settings.Selectors``: ``tf``, ``python``, ``os``, ``arch``, ``driver``,
     ``gpu_cc``, ``pre``); ``host``: this machine's facts, or None for another machine.
 
     Returns ``tfgpu.lock.pip.write.PipLocks`` or ``tfgpu.lock.conda.write.Written``: each has
@@ -84,7 +84,7 @@ def check_lock(path: str | Path, wanted: dict | None = None, reporter=None):
     return found
 
 
-def prepare(selectors: dict, options, *, from_lock: str | None = None, from_bundle: str | None = None,
+def prepare(selectors, options, *, from_lock: str | None = None, from_bundle: str | None = None,
             reporter=None):
     """(resolution, options, source, lock) for ``create --from-lock FILE``/``--from-bundle DIR``,
     after every check: the lock decides what is built (selectors given alongside must agree with

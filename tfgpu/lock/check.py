@@ -51,8 +51,10 @@ def target_today(tensorflow: str, mode: str, python: str, os_name: str, platform
     """The resolution this tool gives the lock's target today (``(platform, resolution, cpu_only)``)."""
     from tfgpu.lock.targets import lock_targets
 
-    [target] = lock_targets([platform], {"tf": tensorflow, "mode": mode, "python": python, "os": os_name,
-                                         "tf_source": tf_source}, allow_cpu=cpu_only, host=None)
+    from tfgpu.settings import Selectors
+
+    [target] = lock_targets([platform], Selectors(tf=tensorflow, mode=mode, python=python, os=os_name,
+                                                  tf_source=tf_source), allow_cpu=cpu_only, host=None)
     return target
 
 

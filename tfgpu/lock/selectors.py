@@ -64,29 +64,29 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
     return recorded
 
 
-def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, selectors: dict, path) -> None:
+def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, selectors, path) -> None:
     """Selectors given with --from-lock/--from-bundle must agree with the lock (UsageError, exit 2);
     the same rule for pip and conda locks: ``--tf`` as a version, a series or a PEP 440 range,
     ``--python``/``--os``/``--arch`` as the lock has them, ``--driver``/``--gpu-cc`` never (the lock
     fixes the build; ``verify`` checks the GPU)."""
     target = PLATFORMS[platform]
     problems = []
-    tf = parse_tf_spec(selectors.get("tf"))
+    tf = parse_tf_spec(selectors.tf)
     if tf is not None and not tf_agrees(tf, recorded["tensorflow"]):
         problems.append(f"--tf {tf} (the lock has TensorFlow {recorded['tensorflow']})")
-    if selectors.get("mode") and selectors["mode"].lower() != mode:
-        problems.append(f"--mode {selectors['mode']} (the lock is a {mode} lock)")
-    wanted = parse_python(selectors.get("python"))
+    if selectors.mode and selectors.mode.lower() != mode:
+        problems.append(f"--mode {selectors.mode} (the lock is a {mode} lock)")
+    wanted = parse_python(selectors.python)
     if wanted is not None and wanted != python:
         problems.append(f"--python {wanted} (the lock is for Python {python})")
-    target_os = parse_choice("--os", selectors.get("os"), OSES)
+    target_os = parse_choice("--os", selectors.os, OSES)
     if target_os is not None and target_os not in target.oses:
         problems.append(f"--os {target_os} (the lock is for {target.name})")
-    arch = parse_arch(selectors.get("arch"))
+    arch = parse_arch(selectors.arch)
     if arch is not None and arch != target.arch:
         problems.append(f"--arch {arch} (the lock is for {target.name})")
     for flag in ("driver", "gpu_cc"):
-        if selectors.get(flag):
+        if getattr(selectors, flag):
             problems.append(f"--{flag.replace('_', '-')} (a lock fixes the build; `verify` checks the GPU)")
     if problems:
         raise UsageError("conflicting-options", f"With a lock, the lock decides what is built; these options "

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.settings import Selectors
 from tfgpu.lock.platforms import Platform, parse_platform
 from tfgpu.resolver.model import Notice, Packages
 from tfgpu.resolver.request import OSES, parse_arch, parse_choice
@@ -26,17 +27,19 @@ def parse_platforms(names: list[str]) -> list[Platform]:
     return list(seen.values())
 
 
-def lock_targets(names: list[str], selectors: dict, *, allow_cpu: bool, host=None) -> list[tuple[Platform, object, bool]]:
+def lock_targets(names: list[str], selectors: Selectors, *, allow_cpu: bool, host=None) -> list[tuple[Platform, object, bool]]:
     """``[(platform, resolution, cpu_only)]``: each platform resolved with the command's selectors
-    (``tf``, ``mode``, ``python``, ``driver``, ``gpu_cc``, ``pre``) and that platform's OS and
+    (a ``tfgpu.settings.Selectors``) and that platform's OS and
     architecture; ``host`` is this machine's facts, which the resolver uses only where the target is
     this machine. ``--os``/``--arch``, when given, must agree with every platform."""
-    from tfgpu.resolver import make_request, resolve as run_resolver
+    from dataclasses import replace
+
+    from tfgpu.resolver import request_for, resolve as run_resolver
 
     def resolve(os_name: str, arch_name: str):
-        return run_resolver(make_request(**{**selectors, "os": os_name, "arch": arch_name}), host)
+        return run_resolver(request_for(replace(selectors, os=os_name, arch=arch_name)), host)
 
-    os, arch = selectors.get("os"), selectors.get("arch")
+    os, arch = selectors.os, selectors.arch
     platforms = parse_platforms(names)
     target_os, target_arch = parse_choice("--os", os, OSES), parse_arch(arch)
     targets = []

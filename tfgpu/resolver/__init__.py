@@ -5,6 +5,6 @@ Pure: it reads the tables in ``tfgpu/data`` and its two inputs, nothing else.
 
 from tfgpu.resolver.core import resolve
 from tfgpu.resolver.model import Notice, Packages, Rejection, Resolution
-from tfgpu.resolver.request import Request, make_request
+from tfgpu.resolver.request import Request, make_request, request_for
 
-__all__ = ["Notice", "Packages", "Rejection", "Request", "Resolution", "make_request", "resolve"]
+__all__ = ["Notice", "Packages", "Rejection", "Request", "Resolution", "make_request", "request_for", "resolve"]

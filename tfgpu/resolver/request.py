@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from tfgpu.errors import UsageError
+from tfgpu.settings import Selectors
 
 MODES = ("pip", "conda", "system")
 TF_SOURCES = ("pypi", "conda-forge")
@@ -48,6 +49,11 @@ class Request:
     pre: bool = False
     """Let ``latest`` and ranges choose pre-releases (PEP 440: without it they never do; an exact
     pre-release version such as ``2.22.0rc0`` always resolves)."""
+
+
+def request_for(selectors: Selectors) -> Request:
+    """The checked :class:`Request` for what the user described (``tfgpu.settings.Selectors``)."""
+    return make_request(**selectors.as_dict())
 
 
 def make_request(

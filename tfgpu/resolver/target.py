@@ -72,7 +72,7 @@ TARGET_SELECTORS = ("os", "arch", "driver", "gpu_cc")
 """The selectors that describe a machine (``--python`` chooses within one)."""
 
 
-def names_another_machine(selectors: dict) -> bool:
+def names_another_machine(selectors) -> bool:
     """Whether an artefact (an export, a lock) is for a machine the command line describes.
 
     A plan merges the command line with this machine's facts, value by value. A file written for
@@ -80,4 +80,4 @@ def names_another_machine(selectors: dict) -> bool:
     this machine's driver, GPUs, glibc, interpreter and toolkits play no part in what it says (a
     login node without GPUs exporting for its compute nodes, a laptop for a server).
     """
-    return any(selectors.get(key) for key in TARGET_SELECTORS)
+    return any(getattr(selectors, key) for key in TARGET_SELECTORS)

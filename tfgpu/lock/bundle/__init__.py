@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def build(*, mode: str | None, platforms: list[str], selectors: dict, host=None, output: str | Path,
+def build(*, mode: str | None, platforms: list[str], selectors, host=None, output: str | Path,
           channels=(), channel_from: str = "--channel", reporter=None):
     """``tfgpu-install bundle``: the bundle of one platform, pip or conda, in ``output``; returns a
     :class:`tfgpu.lock.bundle.steps.Built` (``to_dict()`` is the ``--json`` document).

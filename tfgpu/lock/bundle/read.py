@@ -106,7 +106,7 @@ def _refuse_links(root: Path) -> None:
                     raise _bundle_corrupt(root, f"{link} is a symbolic link")
 
 
-def prepare(directory: str, options, selectors: dict, reporter=None):
+def prepare(directory: str, options, selectors, reporter=None):
     """(resolution, options, source, lock) for ``create --from-bundle DIR``, after every check."""
     from dataclasses import replace
 
@@ -126,7 +126,7 @@ def prepare(directory: str, options, selectors: dict, reporter=None):
     return install.prepare(lock, options, selectors, bundle=lock_path.parent)
 
 
-def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors: dict, directory: str):
+def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors, directory: str):
     """A verified conda bundle: its lock installed from its own channel/ and wheels/ (offline)."""
     from tfgpu.lock.conda import install
 

@@ -35,7 +35,7 @@ def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> st
     return "".join(f"{line}\n" for line in sorted(lines))
 
 
-def prepare(path: Path, options, selectors: dict | None = None, bundle_dir: Path | None = None):
+def prepare(path: Path, options, selectors=None, bundle_dir: Path | None = None):
     """(resolution, options, source, lock) for ``create --from-lock conda-lock.yml`` on this machine;
     with ``bundle_dir``, for ``create --from-bundle`` of a conda bundle (offline, from its channel/
     and wheels/)."""
@@ -43,6 +43,7 @@ def prepare(path: Path, options, selectors: dict | None = None, bundle_dir: Path
 
     from tfgpu.installers.base import LockedPackage, Source
     from tfgpu.lock.selectors import check_selectors
+    from tfgpu.settings import Selectors
     from tfgpu.lock.platforms import host_platform
     from tfgpu.resolver import make_request, resolve
 
@@ -54,7 +55,7 @@ def prepare(path: Path, options, selectors: dict | None = None, bundle_dir: Path
         raise ImpossibleError("lock-cpu-only", f"{path} locks a CPU-only environment for {platform}; tfgpu-install "
                               "builds GPU environments. Nothing was installed.",
                               ["`conda-lock install` installs it as it is."])
-    check_selectors(recorded, mode="conda", python=recorded["python"], platform=platform, selectors=selectors or {},
+    check_selectors(recorded, mode="conda", python=recorded["python"], platform=platform, selectors=selectors or Selectors(),
                     path=path)
     resolution = resolve(make_request(tf=recorded["tensorflow"], mode="conda", python=recorded["python"],
                                       os=recorded["os"], arch=recorded["arch"]), None)

@@ -12,7 +12,7 @@ from tfgpu.requirements import canonical
 from tfgpu.resolver.model import Packages, Resolution
 
 
-def prepare(lock, options, selectors: dict, bundle: Path | None = None):
+def prepare(lock, options, selectors, bundle: Path | None = None):
     """(resolution, options, source, lock) for a pip lock read by ``tfgpu.lock.pip.lockfile.read``;
     ``bundle``: the bundle directory it came from (its wheels are the only source)."""
     from tfgpu.installers.base import Source
