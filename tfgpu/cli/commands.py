@@ -376,7 +376,8 @@ def needs_platforms(args) -> None:
 
 def cmd_list(args) -> int:
     """``list``: the envs tfgpu-install built (their markers prove it), with a cheap health check."""
-    from tfgpu.envs.listing import list_envs, search_dirs
+    from tfgpu.envs.listing import list_envs
+    from tfgpu.envs.which import search_dirs
 
     dirs = search_dirs()
     envs = list_envs(dirs)
