@@ -286,31 +286,34 @@ def cmd_doctor(args) -> int:
         emit(args, document, show)
         return 0 if document["ok"] else 1
     from tfgpu.doctor import run_doctor
-    from tfgpu.envs.location import prefix_for
+    from tfgpu.envs.which import which_env
 
-    root = prefix_for(args.name, args.prefix)[0] if (args.name or args.prefix) else None
-    report = run_doctor(root=root, python=Path(args.python) if args.python else None)
-    emit(args, report.to_dict(), lambda: render().doctor(report))
+    target = which_env(name=args.name, prefix=args.prefix, interpreter=args.interpreter, purpose="doctor")
+    if target is not None and target.implicit and not args.json:
+        render().note(target.describe())
+    report = run_doctor(root=target.prefix if target else None, python=target.interpreter if target else None)
+    document = report.to_dict() | ({"which_env": target.to_dict()} if target else {})
+    emit(args, document, lambda: render().doctor(report))
     return 1 if report.failed else 0
 
 
 def cmd_verify(args) -> int:
-    from tfgpu.envs.location import prefix_for
+    from tfgpu.envs.which import which_env
     from tfgpu.verify import failure, run_verify
 
-    if not (args.name or args.prefix):
-        raise UsageError("missing-location", "Say which environment to verify: --name N or --prefix P.",
-                         ["`tfgpu-install verify --name tf2.21`"])
-    prefix, _ = prefix_for(args.name, args.prefix)
+    target = which_env(name=args.name, prefix=args.prefix, purpose="verify")
+    prefix = target.prefix
     if not prefix.is_dir():
         raise ImpossibleError("no-such-env", f"There is no environment at {prefix}.",
                               ["Give the env's path with --prefix, or create it first."])
+    if target.implicit and not args.json:
+        render().note(target.describe())
     if args.workers is not None:
         from tfgpu.verify import multiworker_failure, run_multiworker
 
         if not args.json:
             render().note(f"{args.workers} workers of {prefix}/bin/python, one MultiWorkerMirroredStrategy step…")
-        report = run_multiworker(prefix, args.workers)
+        report = run_multiworker(prefix, args.workers) | {"which_env": target.to_dict()}
         if not report.get("ok"):
             if not args.json:
                 render().multiworker(report)
@@ -323,7 +326,7 @@ def cmd_verify(args) -> int:
     from tfgpu.proc import Runner
 
     runner = Runner.for_operation(f"verify-{safe_label(prefix.name)}")
-    report = run_verify(prefix, bench=args.bench, runner=runner)
+    report = run_verify(prefix, bench=args.bench, runner=runner) | {"which_env": target.to_dict()}
     if not report.get("ok"):
         if not args.json:
             render().verify(report)

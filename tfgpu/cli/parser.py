@@ -20,10 +20,25 @@ PLATFORM_HELP = ("conda-style platform name: linux-64 (Linux x86_64, WSL2 includ
                  "osx-arm64, osx-64; repeatable")
 
 
+INTERPRETER_COMMANDS = ("doctor", "repair")
+"""The commands that take an interpreter path (``--interpreter``); ``--python`` is a version elsewhere."""
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that raises a UsageError (exit 2, JSON-renderable) instead of exiting."""
 
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - kept for error()
+        self.argv = list(args) if args is not None else []
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):  # noqa: D102 - argparse hook
+        argv = getattr(self, "argv", [])
+        if (argv and argv[0] in INTERPRETER_COMMANDS and message.startswith("unrecognized arguments")
+                and any(word == "--python" or word.startswith("--python=") for word in argv)):
+            # The one option whose meaning changed: say where the old spelling went.
+            raise UsageError("bad-arguments", f"tfgpu-install {argv[0]}: --python is a Python version elsewhere; give "
+                             "an interpreter with --interpreter PATH.",
+                             [f"`tfgpu-install {argv[0]} --interpreter ./env/bin/python`"])
         raise UsageError("bad-arguments", f"{self.prog}: {message}.",
                          [f"Run `{self.prog} --help` for the accepted options."])
 
@@ -137,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = sub.add_parser("doctor", help="explain what is broken and how to fix it")
     where = _env_location(doctor)
-    where.add_argument("--python", metavar="PATH", type=_path("--python"), help="the environment of this Python interpreter")
+    where.add_argument("--interpreter", metavar="PATH", type=_path("--interpreter"),
+                       help="the environment of this Python interpreter")
     doctor.add_argument("--log", metavar="FILE", type=_path("--log"), help="match a TensorFlow log against known failures (- for stdin)")
     _json(doctor)
 

@@ -20,7 +20,8 @@ def add_parser(sub) -> None:
     where = repair.add_mutually_exclusive_group()
     where.add_argument("--name", "-n", help="environment name (tfgpu-install's envs directory, then conda's)")
     where.add_argument("--prefix", "-p", help="environment path (a venv or a conda prefix)")
-    where.add_argument("--python", metavar="PATH", type=_path("--python"), help="the environment of this Python interpreter")
+    where.add_argument("--interpreter", metavar="PATH", type=_path("--interpreter"),
+                       help="the environment of this Python interpreter")
     repair.add_argument("--undo", action="store_true", help="put the env back exactly as the first repair found it")
     repair.add_argument("--forget-journal", action="store_true",
                         help="with --undo: set aside a repair journal the tool cannot apply (kept, renamed), "
@@ -58,7 +59,10 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from tfgpu import repair
     from tfgpu.cli.output import emit, render
 
-    where = {"name": args.name, "prefix": args.prefix, "python": args.python}
+    target = repair.locate(args.name, args.prefix, args.interpreter)  # default: the active env
+    if target.implicit and not args.json:
+        render().note(target.describe())
+    where = {"target": target}
     if args.undo:
         reporter = None if args.json else render().ConsoleReporter()
         try:

@@ -58,6 +58,11 @@ class EnvTarget:
     def active(self) -> bool:
         return self.chosen_by in ACTIVE
 
+    @property
+    def implicit(self) -> bool:
+        """The path is not what the user typed (a name looked up, an active env): worth saying."""
+        return self.chosen_by == "--name" or self.active
+
     def describe(self) -> str:
         """One sentence for stderr: which env, and why that one."""
         if self.chosen_by == "--interpreter":

@@ -81,10 +81,13 @@ def _root(where: Path | None, interpreter: Path | None) -> Path:
     return read_env(None, interpreter).prefix
 
 
-def repair(*, name: str | None = None, prefix: str | None = None, interpreter: str | None = None,
+def repair(*, target=None, name: str | None = None, prefix: str | None = None, interpreter: str | None = None,
            driver: str | None = None, gpu_cc: str | None = None, allow_changes: bool = False, dry_run: bool = False,
-           find_links: str | None = None, offline: bool = False, channels=(), detect: bool = True, reporter=None, runner=None, confirm=None) -> dict:
-    """Repair the env; returns a summary (``repaired`` False when nothing had to be done).
+           find_links: str | None = None, offline: bool = False, channels=(), detect: bool = True, reporter=None,
+           runner=None, confirm=None) -> dict:
+    """Repair the env ``target`` (a ``tfgpu.envs.which.EnvTarget``; else ``locate``'s answer for
+    ``name``/``prefix``/``interpreter``); returns a summary (``repaired`` False when nothing had to
+    be done).
 
     ``confirm(plan) -> bool`` is asked before anything changes (the CLI asks on a terminal). The
     env's lock is taken before its state (survey, journal) is read, and held to the end."""
@@ -93,7 +96,7 @@ def repair(*, name: str | None = None, prefix: str | None = None, interpreter: s
 
     reporter = reporter or Reporter()
     find_links = uv_engine.find_links_source(find_links)
-    target = locate(name, prefix, interpreter)
+    target = target or locate(name, prefix, interpreter)
     interpreter = target.interpreter
     root = _root(target.prefix, interpreter)
     if dry_run:  # changes nothing: no lock, so it works in an env the user cannot write
@@ -143,7 +146,7 @@ def _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, dry_run, fi
     return summary | {"repaired": True, "nothing_to_do": False, **done, "log": str(runner.log_path) if runner.log_path else None}
 
 
-def undo(*, name: str | None = None, prefix: str | None = None, interpreter: str | None = None,
+def undo(*, target=None, name: str | None = None, prefix: str | None = None, interpreter: str | None = None,
          find_links: str | None = None, offline: bool = False, forget_journal: bool = False, reporter=None,
          runner=None) -> dict:
     """Take back what the repair did (only what is still as it left it), under the env's lock.
@@ -157,7 +160,7 @@ def undo(*, name: str | None = None, prefix: str | None = None, interpreter: str
 
     reporter = reporter or Reporter()
     find_links = uv_engine.find_links_source(find_links)
-    target = locate(name, prefix, interpreter)
+    target = target or locate(name, prefix, interpreter)
     root = _root(target.prefix, target.interpreter)
     with txn.TargetLock(root):
         if forget_journal:
