@@ -254,13 +254,13 @@ def test_doctor_cli_json_schema_and_exit_codes(tmp_path, tool_env):
     assert "✗ fail driver.present" in human.stdout and "fix:" in human.stdout
 
 
-def test_doctor_python_flag_reads_the_same_env(tmp_path, local_wheels, tool_env):
+def test_doctor_interpreter_flag_reads_the_same_env(tmp_path, local_wheels, tool_env):
     from conftest import run_tool
 
     prefix = tmp_path / "real-env"
     assert run_tool("create", "--tf", "2.21", "--mode", "pip", "--python", "3.11", "--prefix", str(prefix),
                     "--find-links", str(local_wheels), "--offline", "--no-verify", env=tool_env).returncode == 0
-    done = run_tool("doctor", "--python", str(prefix / "bin" / "python"), "--json", env=tool_env)
+    done = run_tool("doctor", "--interpreter", str(prefix / "bin" / "python"), "--json", env=tool_env)
     document = json.loads(done.stdout)
     assert document["target"]["env"]["tensorflow"] == "2.21.0"
     assert document["target"]["env"]["load_hook"] is True

@@ -131,7 +131,7 @@ def test_the_system_python_is_refused(tool_env, tmp_path):
                                  capture_output=True, text=True).stdout.strip() or sysconfig.get_path("stdlib"))
     if not (stdlib / "EXTERNALLY-MANAGED").is_file():
         pytest.skip("this machine's /usr/bin/python3 is not marked EXTERNALLY-MANAGED")
-    done = run_tool("repair", "--python", "/usr/bin/python3", *QUIET, "--json", env=tool_env)
+    done = run_tool("repair", "--interpreter", "/usr/bin/python3", *QUIET, "--json", env=tool_env)
     assert done.returncode == 3
     assert json.loads(done.stdout)["error"]["code"] in ("externally-managed", "not-an-env-prefix", "no-tensorflow")
 
