@@ -85,7 +85,7 @@ def test_doctor_on_a_hostile_env_name_shows_it_escaped(cli, hostile_env, sandbox
     refused = cli("doctor", "--prefix", str(hostile_env))  # a prefix no activation script can carry
     assert refused.code == 2 and "error: bad-prefix" in refused.err
     assert "\x1b" not in refused.out + refused.err and "\x07" not in refused.out + refused.err
-    done = cli("doctor", "--python", str(hostile_env / "bin" / "python"))  # the interpreter names its env
+    done = cli("doctor", "--interpreter", str(hostile_env / "bin" / "python"))  # the interpreter names its env
     assert done.code in (0, 1), done.err
     no_raw_controls(done.out, done.err)
     assert changed(before, snapshot(sandbox), ("logs",)) == []
