@@ -98,7 +98,8 @@ def which_env(*, name: str | None = None, prefix: str | None = None, interpreter
     from tfgpu.envs.location import check_path_text, normalize
 
     if interpreter:
-        check_path_text(interpreter, "--interpreter")
+        if purpose == "repair":  # repair writes the env's path into activation scripts; doctor only reads
+            check_path_text(interpreter, "--interpreter")
         return EnvTarget(prefix=None, chosen_by="--interpreter",
                          interpreter=Path(interpreter).expanduser().absolute())
     if prefix:
