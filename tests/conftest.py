@@ -46,6 +46,11 @@ os.environ.setdefault("TFGPU_PROJECT_FILE", "none")
 # tool reaches only when the host is named (README, Safety): the suite names it, as a user would.
 LOOPBACK_HOSTS = "127.0.0.1,localhost"
 os.environ.setdefault("TFGPU_INSECURE_HOSTS", LOOPBACK_HOSTS)
+# verify, doctor and repair take the active env when none is named (tfgpu.envs.which): the suite runs
+# as from a shell with none active, whichever venv or conda env runs pytest; a test that wants one
+# active sets VIRTUAL_ENV or CONDA_PREFIX itself.
+for _active in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+    os.environ.pop(_active, None)
 
 
 

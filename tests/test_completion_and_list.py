@@ -38,6 +38,8 @@ CASES = [
     ("tfgpu-install completion ", {"bash", "zsh", "fish"}, set()),
     ("tfgpu-install lock --platform linux-", {"linux-64", "linux-aarch64"}, {"win-64"}),
     ("tfgpu-install plan --tf 2.2", {"2.21", "2.20", "2.22"}, {"2.13"}),
+    ("tfgpu-install doctor --int", {"--interpreter"}, {"--python"}),
+    ("tfgpu-install repair --int", {"--interpreter"}, {"--python"}),
 ]
 
 

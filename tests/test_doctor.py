@@ -245,7 +245,9 @@ def test_doctor_cli_json_schema_and_exit_codes(tmp_path, tool_env):
     done = subprocess.run([sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(env), "--json"],
                           capture_output=True, text=True, env=tool_env)
     document = json.loads(done.stdout)
-    assert set(document) == {"target", "summary", "ok", "findings"}
+    # which_env (how the env was chosen, tfgpu.envs.which) is the one key added to the contract
+    assert set(document) == {"target", "summary", "ok", "findings", "which_env"}
+    assert document["which_env"]["chosen_by"] == "--prefix" and document["which_env"]["prefix"] == str(env)
     assert set(document["findings"][0]) == {"id", "title", "status", "evidence", "fix"}
     assert done.returncode == (0 if document["ok"] else 1)
     assert done.returncode == 1  # no driver on this machine: driver.present fails
@@ -254,7 +256,7 @@ def test_doctor_cli_json_schema_and_exit_codes(tmp_path, tool_env):
     assert "✗ fail driver.present" in human.stdout and "fix:" in human.stdout
 
 
-def test_doctor_python_flag_reads_the_same_env(tmp_path, local_wheels, tool_env):
+def test_doctor_interpreter_flag_reads_the_same_env(tmp_path, local_wheels, tool_env):
     from conftest import run_tool
 
     prefix = tmp_path / "real-env"

@@ -411,3 +411,46 @@ def test_json_documents_are_written_in_one_place():
         if "json.dumps" in path.read_text(encoding="utf-8"):
             offenders.append(path.name)
     assert offenders == []
+
+
+# Turning a name into a directory: ``prefix_for`` (the tool's envs directory), ``envs_dir`` and the
+# conda installation's envs directories. Which *existing* env a command means is answered by
+# tfgpu/envs/which.py alone; the only other callers place a *new* env (create: where ``--name``
+# puts it), each named here with its function, so a command that looks a name up itself fails.
+NAME_TO_PATH = {"prefix_for", "envs_dir", "conda_envs_dir", "conda_envs_dirs"}
+PLACES_A_NEW_ENV = {
+    ("envs/location.py", "prefix_for"),  # the tool's envs directory, for a new env
+    ("envs/location.py", "locate"),  # create's target, checked before anything is written
+    ("envs/conda_envs.py", "conda_envs_dir"),  # the first of conda's envs dirs: where a new env goes
+    ("ops.py", "create"),
+    ("installers/conda.py", "prefix_for_name"),  # create --mode conda --name N
+    ("installers/system.py", "unchanged"),  # system mode run again over the same target
+    ("installers/system.py", "survey"),  # system mode: is the target the tool's envs directory
+}
+
+
+def _calls_by_function(tree: ast.AST):
+    """(enclosing function, called name) for every call of a plain or dotted name."""
+    def walk(node: ast.AST, function: str):
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            if isinstance(child, ast.Call):
+                func = child.func
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                if name:
+                    yield function, name
+            yield from walk(child, inner)
+
+    yield from walk(tree, "<module>")
+
+
+def test_only_the_which_env_module_turns_a_name_into_an_existing_env():
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative == "envs/which.py" or relative.startswith(TEMPLATE_DIRS):
+            continue
+        for function, name in _calls_by_function(ast.parse(path.read_text(encoding="utf-8"))):
+            if name in NAME_TO_PATH and (relative, function) not in PLACES_A_NEW_ENV:
+                offenders.append(f"{relative}: {function}() calls {name}()")
+    assert sorted(set(offenders)) == []

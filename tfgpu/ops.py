@@ -129,12 +129,9 @@ def _undo(location: Location, options: Options) -> None:
 
 
 def remove(name: str | None, prefix: str | None) -> dict:
-    """Delete an env tfgpu-install built at that very place (its marker proves it), and its kernels."""
-    path, _ = prefix_for(name, prefix)
-    if name and not prefix and not path.exists():
-        from tfgpu.envs.conda_envs import conda_envs_dir
+    """Delete an env tfgpu-install built at that very place (its marker proves it), and its kernels.
+    ``--name`` is looked up as every command looks it up (``tfgpu.envs.which``); never the active env."""
+    from tfgpu.envs.which import which_env
 
-        conda = conda_envs_dir()
-        if conda is not None and (conda / name).exists():  # --mode conda --name puts envs there
-            path = conda / name
-    return txn.remove(path)
+    target = which_env(name=name, prefix=prefix, purpose="remove")
+    return txn.remove(target.prefix) | {"which_env": target.to_dict()}

@@ -90,9 +90,11 @@ class Removed(Result):
 
     removed: str
     recovered: list
+    which_env: dict | None = None  # how --name/--prefix was resolved (``tfgpu.envs.which``)
 
     def to_dict(self) -> dict:
-        return {"removed": self.removed, "recovered": self.recovered}
+        return {"removed": self.removed, "recovered": self.recovered} | (
+            {"which_env": self.which_env} if self.which_env else {})
 
 
 @dataclass(frozen=True)
@@ -154,14 +156,14 @@ class Doctored(Result):
     """``doctor``: the findings about this machine and, when one was named or active, an env."""
 
     report: Any  # tfgpu.doctor.Report
-    env: dict | None = None
+    which_env: dict | None = None  # the env examined and how it was chosen (``tfgpu.envs.which``)
 
     @property
     def exit_code(self) -> int:
         return 1 if self.report.failed else 0
 
     def to_dict(self) -> dict:
-        return self.report.to_dict() | ({"env": self.env} if self.env else {})
+        return self.report.to_dict() | ({"which_env": self.which_env} if self.which_env else {})
 
 
 @dataclass(frozen=True)
@@ -171,14 +173,14 @@ class Verified(Result):
 
     report: dict
     multiworker: bool = False
-    env: dict | None = None
+    which_env: dict | None = None  # the env verified and how it was chosen (``tfgpu.envs.which``)
 
     @property
     def ok(self) -> bool:
         return bool(self.report.get("ok"))
 
     def to_dict(self) -> dict:
-        return self.report | ({"env": self.env} if self.env else {})
+        return self.report | ({"which_env": self.which_env} if self.which_env else {})
 
 
 @dataclass(frozen=True)

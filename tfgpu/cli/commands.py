@@ -115,7 +115,7 @@ def cmd_remove(settings: Settings) -> results.Result:
     from tfgpu.ops import remove
 
     done = remove(settings.name, settings.prefix)
-    return results.Removed(done["removed"], done["recovered"])
+    return results.Removed(done["removed"], done["recovered"], done.get("which_env"))
 
 
 def cmd_lock(settings: Settings) -> results.Result:
@@ -188,6 +188,17 @@ def cmd_script(settings: Settings) -> results.Result:
     return results.Text(made.main.content)
 
 
+def _which(settings: Settings, purpose: str):
+    """The env the command means (``tfgpu.envs.which``), said on stderr when the user did not type it."""
+    from tfgpu.envs.which import which_env
+
+    target = which_env(name=settings.name, prefix=settings.prefix, interpreter=settings.interpreter,
+                       environ=dict(settings.active_env), purpose=purpose)
+    if target is not None and target.implicit and not settings.json:
+        note(target.describe())
+    return target
+
+
 def cmd_doctor(settings: Settings) -> results.Result:
     if settings.log is not None:
         from tfgpu.doctor.logs import match_log, read_log
@@ -195,24 +206,21 @@ def cmd_doctor(settings: Settings) -> results.Result:
         content, cut = read_log(settings.log)
         return results.LogMatches(settings.log, match_log(content), cut)
     from tfgpu.doctor import run_doctor
-    from tfgpu.envs.location import prefix_for
 
-    root = prefix_for(settings.name, settings.prefix)[0] if (settings.name or settings.prefix) else None
-    report = run_doctor(root=root, python=Path(settings.interpreter) if settings.interpreter else None)
-    return results.Doctored(report)
+    target = _which(settings, "doctor")
+    report = run_doctor(root=target.prefix if target else None, python=target.interpreter if target else None)
+    return results.Doctored(report, target.to_dict() if target else None)
 
 
 def cmd_verify(settings: Settings) -> results.Result:
-    from tfgpu.envs.location import prefix_for
     from tfgpu.verify import failure, run_verify
 
-    if not (settings.name or settings.prefix):
-        raise UsageError("missing-location", "Say which environment to verify: --name N or --prefix P.",
-                         ["`tfgpu-install verify --name tf2.21`"])
-    prefix, _ = prefix_for(settings.name, settings.prefix)
+    target = _which(settings, "verify")
+    prefix = target.prefix
     if not prefix.is_dir():
         raise ImpossibleError("no-such-env", f"There is no environment at {prefix}.",
                               ["Give the env's path with --prefix, or create it first."])
+    chosen = target.to_dict()
     if settings.workers is not None:
         from tfgpu.verify import multiworker_failure, run_multiworker
 
@@ -222,8 +230,8 @@ def cmd_verify(settings: Settings) -> results.Result:
         if not report.get("ok"):
             if not settings.json:
                 text(results.Verified(report, multiworker=True))
-            raise multiworker_failure(report)
-        return results.Verified(report, multiworker=True)
+            raise multiworker_failure(report | {"which_env": chosen})
+        return results.Verified(report, multiworker=True, which_env=chosen)
     if not settings.json:
         note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow).")
     from tfgpu.envs.location import safe_label
@@ -234,8 +242,8 @@ def cmd_verify(settings: Settings) -> results.Result:
     if not report.get("ok"):
         if not settings.json:
             text(results.Verified(report))
-        raise failure(report)
-    return results.Verified(report)
+        raise failure(report | {"which_env": chosen})
+    return results.Verified(report, which_env=chosen)
 
 
 def needs_platforms(settings: Settings) -> None:
@@ -247,7 +255,8 @@ def needs_platforms(settings: Settings) -> None:
 
 def cmd_list(settings: Settings) -> results.Result:
     """``list``: the envs tfgpu-install built (their markers prove it), with a cheap health check."""
-    from tfgpu.envs.listing import list_envs, search_dirs
+    from tfgpu.envs.listing import list_envs
+    from tfgpu.envs.which import search_dirs
 
     dirs = search_dirs()
     return results.EnvList(list_envs(dirs), dirs)

@@ -44,7 +44,7 @@ def _values(command: str, action: argparse.Action) -> tuple[tuple[str, ...], boo
              "engine": tuple(ENGINES), "platform": tuple(PLATFORMS), "tf": _series()}
     if action.dest in known:
         return known[action.dest], False
-    if action.dest == "python":
+    if action.dest == "python":  # a version everywhere (an interpreter path is --interpreter, a PATH)
         return _pythons(), False
     return (), (action.metavar or "") in PATH_METAVARS or action.dest in ("prefix", "output")
 

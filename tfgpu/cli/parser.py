@@ -17,15 +17,27 @@ COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "m
 SHELLS = ("bash", "zsh", "fish")
 
 
+INTERPRETER_COMMANDS = ("doctor", "repair")
+"""The commands that take an interpreter path (``--interpreter``); ``--python`` is a version elsewhere."""
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that raises a UsageError (exit 2, JSON-renderable) instead of exiting."""
 
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - kept for error()
+        self.argv = list(args) if args is not None else []
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):  # noqa: D102 - argparse hook
-        ways = [f"Run `{self.prog} --help` for the accepted options."]
-        if "--python" in message and self.prog.split()[-1] in ("doctor", "repair"):
-            ways.insert(0, "--python is a Python version (X.Y) on the commands that resolve; to name the env of "
-                           "an interpreter, give --interpreter PATH.")
-        raise UsageError("bad-arguments", f"{self.prog}: {message}.", ways)
+        argv = getattr(self, "argv", [])
+        if (argv and argv[0] in INTERPRETER_COMMANDS and message.startswith("unrecognized arguments")
+                and any(word == "--python" or word.startswith("--python=") for word in argv)):
+            # The one option whose meaning changed: say where the old spelling went.
+            raise UsageError("bad-arguments", f"tfgpu-install {argv[0]}: --python is a Python version elsewhere; give "
+                             "an interpreter with --interpreter PATH.",
+                             [f"`tfgpu-install {argv[0]} --interpreter ./env/bin/python`"])
+        raise UsageError("bad-arguments", f"{self.prog}: {message}.",
+                         [f"Run `{self.prog} --help` for the accepted options."])
 
 
 def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or system") -> None:
@@ -72,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(doctor, "log", "json")
 
     verify = sub.add_parser("verify", help="prove the GPU works inside an environment (default: the active env)")
-    add_exclusive(verify, "name", "prefix", "interpreter")
+    add_exclusive(verify, "name", "prefix")
     add(verify, "bench", "workers", "json")
 
     add(sub.add_parser("matrix", help="every TensorFlow release and what it needs"), "all", "json")

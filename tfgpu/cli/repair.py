@@ -32,7 +32,11 @@ def cmd_repair(settings: Settings) -> results.Result:
     from tfgpu import repair
     from tfgpu.cli.output import note, render
 
-    where = {"name": settings.name, "prefix": settings.prefix, "python": settings.interpreter}
+    target = repair.locate(settings.name, settings.prefix, settings.interpreter,
+                           environ=dict(settings.active_env))  # default: the active env
+    if target.implicit and not settings.json:
+        note(target.describe())
+    where = {"target": target}
     if settings.undo:
         reporter = None if settings.json else render().ConsoleReporter()
         try:

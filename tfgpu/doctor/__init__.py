@@ -50,7 +50,8 @@ def run_doctor(root: Path | None = None, python: Path | None = None, host=None,
         return report
     if env is None:
         report.findings.append(Finding("env.given", "No environment given: only the machine was checked", "skip",
-                                       ("Add --prefix, --name or --python to check an environment.",)))
+                                       ("Add --prefix, --name or --interpreter PATH to check an environment "
+                                        "(or activate one).",)))
         return report
     report.findings += _guarded(env_checks.python_supported, env, host)
     report.findings += _guarded(env_checks.cuda_build, env, host)

@@ -1,6 +1,6 @@
 """What an environment holds, read as files: no TensorFlow import.
 
-The env is found from ``--prefix``/``--name`` (its root) or ``--python`` (asked once for its
+The env is found from ``--prefix``/``--name`` (its root) or ``--interpreter`` (asked once for its
 prefix and site-packages). TensorFlow's version comes from its dist-info, its CUDA configuration
 from ``build_info.py`` (parsed with ``ast``), and, for what build_info.py no longer records (TF 2.22
 keeps only ``is_cuda_build`` there), from the headers TensorFlow ships: ``cuda_config.h`` and
@@ -118,7 +118,7 @@ def _ask_python(python: Path) -> tuple[Path, str, Path]:
         prefix, version, purelib = untrusted.parse_json(done.output, untrusted.CHILD_OUTPUT, str(python))
     except (untrusted.Unreadable, ValueError, TypeError):
         raise ImpossibleError("not-a-python", f"{python} does not run as a Python interpreter.",
-                              ["Give the environment's python, e.g. --python ./env/bin/python."]) from None
+                              ["Give the environment's python, e.g. --interpreter ./env/bin/python."]) from None
     return Path(prefix), version, Path(purelib)
 
 
@@ -130,7 +130,8 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
     else:
         if not root.is_dir():
             raise ImpossibleError("no-such-env", f"There is no environment at {root}.",
-                                  ["Give the env's root with --prefix, its name with --name, or its --python."])
+                                  ["Give the env's root with --prefix, its name with --name, or its interpreter with "
+                                   "--interpreter PATH."])
         facts = EnvFacts(root=root, python=root / "bin" / "python")
         sites = sorted(root.glob("lib/python3*/site-packages"))
         facts.site_packages = sites[0] if sites else None
@@ -138,7 +139,7 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
             raise ImpossibleError("not-an-env", f"{root} is not a Python environment: it has no bin/python and no "
                                   "lib/python3.*/site-packages.",
                                   ["Give the env's root with --prefix (the directory holding bin/python), its name "
-                                   "with --name, or its interpreter with --python.",
+                                   "with --name, or its interpreter with --interpreter.",
                                    "`tfgpu-install list` shows the environments tfgpu-install built."])
         if facts.site_packages is not None:
             facts.python_version = facts.site_packages.parent.name.removeprefix("python")

@@ -11,15 +11,39 @@ from tfgpu import untrusted
 
 def conda_envs_dir() -> Path | None:
     """The envs directory of the conda installation on this host (so ``conda activate NAME`` and
-    ``conda env list`` find the env), or None when there is none."""
-    listed = os.environ.get("CONDA_ENVS_PATH") or os.environ.get("CONDA_ENVS_DIRS")
-    if listed:
-        return Path(listed.split(os.pathsep)[0]).expanduser()
+    ``conda env list`` find the env), or None when there is none: where ``create --mode conda
+    --name N`` puts a new env (the first of :func:`conda_envs_dirs`)."""
+    dirs = conda_envs_dirs()
+    return dirs[0] if dirs else None
+
+
+def conda_envs_dirs() -> list[Path]:
+    """Every envs directory of the conda installation, in conda's order: the entries of
+    ``CONDA_ENVS_PATH`` (or ``CONDA_ENVS_DIRS``), then the installation's own ``envs/`` (micromamba:
+    ``$MAMBA_ROOT_PREFIX/envs``). Empty when there is no conda. The variables' paths go through
+    ``tfgpu.paths.user_path`` (``bad-path`` naming the variable)."""
+    from tfgpu.paths import user_path
+
+    found: list[Path] = []
+    for variable in ("CONDA_ENVS_PATH", "CONDA_ENVS_DIRS"):
+        listed = os.environ.get(variable)
+        if listed:
+            found += [Path(user_path(entry, variable)).expanduser() for entry in listed.split(os.pathsep) if entry]
+            break
+    root = _installation_envs()
+    if root is not None and root not in found:
+        found.append(root)
+    return found
+
+
+def _installation_envs() -> Path | None:
+    from tfgpu.paths import user_path
+
     if os.environ.get("MAMBA_ROOT_PREFIX") and not os.environ.get("CONDA_EXE"):
-        return Path(os.environ["MAMBA_ROOT_PREFIX"]) / "envs"
+        return Path(user_path(os.environ["MAMBA_ROOT_PREFIX"], "MAMBA_ROOT_PREFIX")) / "envs"
     exe = os.environ.get("CONDA_EXE") or shutil.which("conda") or shutil.which("mamba")
     if exe:
-        root = Path(exe).resolve().parent.parent
+        root = Path(user_path(exe, "CONDA_EXE")).resolve().parent.parent
         if (root / "conda-meta").is_dir() or (root / "envs").is_dir():
             return root / "envs"
     return None

@@ -1,8 +1,9 @@
 """``tfgpu-install list``: the environments this tool built, and whether each still looks whole.
 
 Only directories whose marker *proves* the tool made them there (``tfgpu.envs.marker.proof``) are
-listed, from the tool's envs directory and the conda installation's envs directory; an env built
-with ``--prefix`` elsewhere is not found (nothing records it outside the env). The health check is
+listed, from the directories ``--name`` is looked up in (``tfgpu.envs.which.search_dirs``: the
+tool's envs directory, then the conda installation's), so ``list`` shows what ``--name`` finds; an
+env built with ``--prefix`` elsewhere is not found (nothing records it outside the env). The health check is
 cheap on purpose — no Python is started, TensorFlow is not imported: ``bin/python`` must be there
 and the TensorFlow the marker records must be installed. ``verify`` and ``doctor`` go further.
 """
@@ -13,18 +14,6 @@ import os
 from pathlib import Path
 
 TF_DISTRIBUTIONS = ("tensorflow", "tensorflow_cpu", "tensorflow_gpu", "tensorflow_macos")
-
-
-def search_dirs() -> list[Path]:
-    """Where ``list`` looks: the tool's envs directory, then conda's (when there is one)."""
-    from tfgpu.envs.conda_envs import conda_envs_dir
-    from tfgpu.envs.location import envs_dir
-
-    found = [envs_dir()]
-    conda = conda_envs_dir()
-    if conda is not None and conda not in found:
-        found.append(conda)
-    return found
 
 
 def health(prefix: Path, recorded: dict) -> list[str]:
@@ -64,8 +53,9 @@ def installed_tensorflow(prefix: Path) -> set[str]:
 
 
 def list_envs(dirs: list[Path] | None = None) -> list[dict]:
-    """Every env the tool provably built in ``dirs`` (default :func:`search_dirs`), sorted by name."""
+    """Every env the tool provably built in ``dirs`` (default ``which.search_dirs()``), sorted by name."""
     from tfgpu.envs import marker
+    from tfgpu.envs.which import search_dirs
 
     envs = []
     for root in dirs or search_dirs():

@@ -13,28 +13,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfgpu.engines import uv as uv_engine
-from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.errors import ImpossibleError
 
 
-def locate(name: str | None, prefix: str | None, python: str | None) -> tuple[Path | None, Path | None]:
-    """(prefix, python) from ``--name``/``--prefix``/``--python``."""
-    from tfgpu.envs.location import check_path_text, prefix_for, refuse_link
+def locate(name: str | None, prefix: str | None, interpreter: str | None, environ=None):
+    """The env to repair (``tfgpu.envs.which``: ``--name``/``--prefix``/``--interpreter``, else the
+    active env that ``environ`` names); a prefix that is a symbolic link is refused."""
+    from tfgpu.envs.location import refuse_link
+    from tfgpu.envs.which import which_env
 
-    if python:
-        check_path_text(python, "--python")
-        return None, Path(python).expanduser().absolute()
-    if not (name or prefix):
-        raise UsageError("missing-location", "Say which environment to repair: --prefix P, --name N or --python PATH.",
-                         ["`tfgpu-install repair --prefix ./venv`"])
-    path, _ = prefix_for(name, prefix)
-    if name and not prefix and not path.exists():
-        from tfgpu.envs.conda_envs import conda_envs_dir
-
-        conda = conda_envs_dir()
-        if conda is not None and (conda / name).exists():
-            path = conda / name
-    refuse_link(path)
-    return path, None
+    target = which_env(name=name, prefix=prefix, interpreter=interpreter, purpose="repair",
+                       **({} if environ is None else {"environ": environ}))
+    if target.prefix is not None:
+        refuse_link(target.prefix)
+    return target
 
 
 def _refuse_cpu_only(survey) -> None:
@@ -82,7 +74,7 @@ def _installer(plan_or_journal_manager: str, survey, resolution, runner, *, find
 
 
 def _root(where: Path | None, interpreter: Path | None) -> Path:
-    """The env's directory, to lock before its state is read (``--python``: the interpreter's env)."""
+    """The env's directory, to lock before its state is read (``--interpreter``: the interpreter's env)."""
     if where is not None:
         return where
     from tfgpu.repair.survey import survey as read_env
@@ -90,10 +82,13 @@ def _root(where: Path | None, interpreter: Path | None) -> Path:
     return read_env(None, interpreter).prefix
 
 
-def repair(*, name: str | None = None, prefix: str | None = None, python: str | None = None, driver: str | None = None,
-           gpu_cc: str | None = None, allow_changes: bool = False, dry_run: bool = False, find_links: str | None = None,
-           offline: bool = False, channels=(), detect: bool = True, reporter=None, runner=None, confirm=None) -> dict:
-    """Repair the env; returns a summary (``repaired`` False when nothing had to be done).
+def repair(*, target=None, name: str | None = None, prefix: str | None = None, interpreter: str | None = None,
+           driver: str | None = None, gpu_cc: str | None = None, allow_changes: bool = False, dry_run: bool = False,
+           find_links: str | None = None, offline: bool = False, channels=(), detect: bool = True, reporter=None,
+           runner=None, confirm=None) -> dict:
+    """Repair the env ``target`` (a ``tfgpu.envs.which.EnvTarget``; else ``locate``'s answer for
+    ``name``/``prefix``/``interpreter``); returns a summary (``repaired`` False when nothing had to
+    be done).
 
     ``confirm(plan) -> bool`` is asked before anything changes (the CLI asks on a terminal). The
     env's lock is taken before its state (survey, journal) is read, and held to the end."""
@@ -102,14 +97,15 @@ def repair(*, name: str | None = None, prefix: str | None = None, python: str | 
 
     reporter = reporter or Reporter()
     find_links = uv_engine.find_links_source(find_links)
-    where, interpreter = locate(name, prefix, python)
-    root = _root(where, interpreter)
+    target = target or locate(name, prefix, interpreter)
+    interpreter = target.interpreter
+    root = _root(target.prefix, interpreter)
     if dry_run:  # changes nothing: no lock, so it works in an env the user cannot write
         return _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, True, find_links, offline, channels,
-                              detect, reporter, runner, confirm)
+                              detect, reporter, runner, confirm) | {"which_env": target.to_dict()}
     with txn.TargetLock(root):
         return _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, False, find_links, offline, channels,
-                              detect, reporter, runner, confirm)
+                              detect, reporter, runner, confirm) | {"which_env": target.to_dict()}
 
 
 def _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, dry_run, find_links, offline, channels, detect,
@@ -151,7 +147,7 @@ def _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, dry_run, fi
     return summary | {"repaired": True, "nothing_to_do": False, **done, "log": str(runner.log_path) if runner.log_path else None}
 
 
-def undo(*, name: str | None = None, prefix: str | None = None, python: str | None = None,
+def undo(*, target=None, name: str | None = None, prefix: str | None = None, interpreter: str | None = None,
          find_links: str | None = None, offline: bool = False, forget_journal: bool = False, reporter=None,
          runner=None) -> dict:
     """Take back what the repair did (only what is still as it left it), under the env's lock.
@@ -165,8 +161,8 @@ def undo(*, name: str | None = None, prefix: str | None = None, python: str | No
 
     reporter = reporter or Reporter()
     find_links = uv_engine.find_links_source(find_links)
-    where, interpreter = locate(name, prefix, python)
-    root = _root(where, interpreter)
+    target = target or locate(name, prefix, interpreter)
+    root = _root(target.prefix, target.interpreter)
     with txn.TargetLock(root):
         if forget_journal:
             if read_journal(root) is None:
