@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 NAME_MAX = 255
@@ -109,6 +108,8 @@ def write_output(path: Path, content: str | bytes, mode: int = 0o644) -> Path:
     planted name or link is followed), which is then renamed over ``path``. A symbolic link at
     ``path`` is therefore replaced, never written through (a link planted in a checkout cannot
     aim the write at ``~/.bashrc``), and a crash leaves the old file or the new one, not half."""
+    import tempfile  # here, not at the top: every command reads paths, few write a file
+
     data = content.encode("utf-8") if isinstance(content, str) else content
     fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -35,7 +35,7 @@ def host_of(args: argparse.Namespace, artefact: bool = False):
             return None
     from tfgpu.detect import probe
 
-    return probe()
+    return probe(given=selectors(args))
 
 
 def resolve(args: argparse.Namespace, artefact: bool = False):
