@@ -354,23 +354,26 @@ def validate(name: str, document: dict, where: str) -> None:
 
 
 def _fits(spec, value) -> bool:
-    """Whether ``value`` has the *types* ``spec`` asks for, every leaf (no forms: no version or regex parsed)."""
-    if isinstance(spec, Str):
+    """Whether ``value`` has the *types* ``spec`` asks for, every leaf (no forms: no version or regex
+    parsed). Loops, not a call per leaf: it runs on each table a command reads back from the cache."""
+    kind = type(spec)  # the spec classes are never subclassed
+    if kind is Str:
         return isinstance(value, str)
-    if isinstance(spec, Int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(spec, Bool):
-        return isinstance(value, bool)
-    if isinstance(spec, List):
-        return isinstance(value, list) and all(_fits(spec.item, item) for item in value)
-    if isinstance(spec, Rows):
-        return isinstance(value, list) and all(_fits(spec.row, row) for row in value)
-    if isinstance(spec, Map):
+    if kind is Int or kind is Bool:
+        return isinstance(value, bool) if kind is Bool else isinstance(value, int) and not isinstance(value, bool)
+    if kind is List or kind is Rows:
+        item = spec.item if kind is List else spec.row
+        if type(item) is Str:
+            return isinstance(value, list) and all(isinstance(element, str) for element in value)
+        return isinstance(value, list) and all(_fits(item, element) for element in value)
+    if kind is Map:
         return isinstance(value, dict) and all(isinstance(k, str) and _fits(spec.value, v) for k, v in value.items())
-    if isinstance(spec, Table):
-        return isinstance(value, dict) and all(
-            _fits(field, value[key]) if key in value else not getattr(field, "required", False)
-            for key, field in spec.fields.items())
+    if kind is Table:
+        if not isinstance(value, dict):
+            return False
+        for key, field in spec.fields.items():
+            if not (_fits(field, value[key]) if key in value else not getattr(field, "required", False)):
+                return False
     return True
 
 
