@@ -22,8 +22,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tfgpu.childenv import clean_environment, without_plain_proxy
+
+if TYPE_CHECKING:
+    import subprocess
 
 # subprocess, tempfile and shlex are imported where a child is started or a log opened: every
 # command imports this module for its signal handlers, and `plan` starts no child.

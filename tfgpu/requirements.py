@@ -33,7 +33,8 @@ _CONDA_NAME = r"[a-z0-9_][a-z0-9_.-]*"
 _CONDA_VERSION = r"[0-9A-Za-z.*+_!=<>~,|]+"
 _CONDA_BUILD = r"[A-Za-z0-9_.*]+"
 _UNSAFE = r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]"
-_SIMPLE = r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([A-Za-z0-9._,-]+)\])?((?:(?:==|!=|<=|>=|~=|<|>)[0-9][0-9A-Za-z.*+!_-]*,)*(?:==|!=|<=|>=|~=|<|>)[0-9][0-9A-Za-z.*+!_-]*)?"
+_SPEC = r"(?:==|!=|<=|>=|~=|<|>)[0-9][0-9A-Za-z.*+!_-]*"
+_SIMPLE = rf"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([A-Za-z0-9._,-]+)\])?((?:{_SPEC},)*{_SPEC})?"
 """``name``, ``name[extra,...]``, each with a comma-separated version specifier and no spaces,
 markers or URLs: the requirements the tables hold, put in canonical form without importing
 ``packaging.requirements`` (its import compiles some 30 patterns; ``plan`` makes only these)."""
