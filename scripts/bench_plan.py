@@ -1,27 +1,33 @@
 #!/usr/bin/env python3
-"""Measure `tfgpu-install plan --json` wall time (target: median <= 150 ms over >= 10 runs).
+"""Measure `tfgpu-install plan --json` wall time (target: median <= 100 ms over >= 10 runs).
 
 Runs the installed console script as a user would, with host detection on, next to the
-interpreter's own start-up (`python -c pass`) and `pip --version` for scale.
+interpreter's own start-up (`python -c pass`) and `pip --version` for scale. A user's Python
+writes and reuses bytecode, so the children run without PYTHONDONTWRITEBYTECODE (a shell or CI
+that exports it would otherwise time a recompile of every module on every start), after a warm-up
+that compiles it.
 
-    python scripts/bench_plan.py [--runs 15]
+    python scripts/bench_plan.py [--runs 21]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 
+TARGET_MS = 100
 
-def timed(argv: list[str], runs: int) -> list[float]:
+
+def timed(argv: list[str], runs: int, env: dict[str, str]) -> list[float]:
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         samples.append((time.perf_counter() - start) * 1000)
         if done.returncode not in (0,):
             raise SystemExit(f"{argv} exited {done.returncode}")
@@ -30,9 +36,10 @@ def timed(argv: list[str], runs: int) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--runs", type=int, default=21)
     args = parser.parse_args()
     tool = shutil.which("tfgpu-install") or sys.exit("tfgpu-install is not on PATH: pip install -e . first")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     cases = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "pip --version": [sys.executable, "-m", "pip", "--version"],
@@ -41,18 +48,22 @@ def main() -> int:
         "plan (rich, 2.13 conda)": [tool, "plan", "--tf", "2.13", "--mode", "conda"],
         "matrix --json": [tool, "matrix", "--json"],
     }
-    timed(cases["plan --json (2.13 conda)"], 2)  # warm the page cache and bytecode
+    for argv in cases.values():  # warm the page cache, write the bytecode and the parsed-table cache
+        timed(argv, 1, env)
     print(f"{'command':28} {'median ms':>10} {'min ms':>8} {'max ms':>8}   (n={args.runs})")
     results = {}
     for label, argv in cases.items():
-        samples = timed(argv, args.runs)
+        samples = timed(argv, args.runs, env)
         results[label] = statistics.median(samples)
         print(f"{label:28} {results[label]:10.1f} {min(samples):8.1f} {max(samples):8.1f}")
-    target = results["plan --json (2.13 conda)"]
-    print(f"\nplan --json median {target:.0f} ms (target <= 150 ms): {'OK' if target <= 150 else 'OVER'}; "
-          f"{target / results['python -c pass']:.1f}x bare interpreter start, "
-          f"{target / results['pip --version']:.2f}x `pip --version`")
-    return 0 if target <= 150 else 1
+    plans = {label: ms for label, ms in results.items() if label.startswith("plan --json")}
+    worst = max(plans.values())
+    for label, ms in plans.items():
+        print(f"\n{label}: median {ms:.0f} ms (target <= {TARGET_MS} ms): {'OK' if ms <= TARGET_MS else 'OVER'}; "
+              f"{ms / results['python -c pass']:.1f}x bare interpreter start, "
+              f"{ms / results['pip --version']:.2f}x `pip --version`", end="")
+    print()
+    return 0 if worst <= TARGET_MS else 1
 
 
 if __name__ == "__main__":

@@ -279,3 +279,29 @@ def test_wsl2_driver_floors_per_cuda_major():
     assert set(rows) == {11, 12}
     for r in rows.values():
         assert is_dotted(r["min_driver"]) and r["source"]
+
+
+# -- the full schema over every shipped table ------------------------------------------------
+# A command reads the shipped tables back from the parsed-data cache and checks only their types
+# there; the full validation (versions, specifiers, patterns, requirements) of what ships is here.
+
+
+def shipped() -> list[str]:
+    return sorted(entry.name for entry in DATA.iterdir() if entry.name.endswith(".toml"))
+
+
+@pytest.mark.parametrize("name", shipped())
+def test_every_shipped_table_passes_its_full_schema(name):
+    from tfgpu.data import parse, schema
+
+    assert name in schema.SCHEMAS, f"{name} ships without a schema"
+    table = parse(name, DATA.joinpath(name).read_bytes(), f"tfgpu/data/{name}")  # bad-data if it breaks it
+    assert schema.fits(name, table)
+
+
+def test_the_table_list_read_from_disk_is_the_packages():
+    """``tfgpu.data`` lists its directory instead of asking importlib.resources (a start-up cost);
+    the two must name the same tables."""
+    from tfgpu.data import shipped_names
+
+    assert shipped_names() == shipped()

@@ -145,6 +145,36 @@ def wsl2_system(**overrides) -> RecordedSystem:
     return RecordedSystem(**settings)
 
 
+# -- probing only what the options leave open ------------------------------------------------
+
+
+def test_driver_and_gpu_cc_given_leave_the_driver_unprobed():
+    """With both given nothing of the driver is read: nvidia-smi is not run, NVML and libcuda are
+    not asked (their recorded answers would otherwise appear), and the notes say why."""
+    system = wsl2_system()
+    host = probe(system, given={"driver": "535.104.05", "gpu_cc": "8.6"})
+    assert (host.os, host.driver, host.gpus, system.ran) == ("wsl2", None, (), [])
+    assert host.notes[-1] == "The NVIDIA driver and the GPUs were not probed: --driver and --gpu-cc were given."
+    only_driver = probe(wsl2_system(), given={"driver": "535.104.05"})
+    assert only_driver.driver is not None and only_driver.gpus  # --gpu-cc still open: GPUs read
+
+
+def test_another_machines_os_or_arch_leaves_the_rest_of_this_one_unprobed():
+    """``--os windows`` on Linux: only the OS and arch are read (no os-release, no PATH walk, no
+    driver, no toolkit); the same OS and arch given as this machine's probe as usual."""
+    system = wsl2_system(files={"/proc/sys/kernel/osrelease": recording("os/debian-12.osrelease"),
+                                "/etc/os-release": recording("os/debian-12.os-release")},
+                         executables={"python3.11": "/usr/bin/python3.11", "conda": "/opt/conda/bin/conda"})
+    elsewhere = probe(system, given={"os": "windows", "arch": None})
+    assert (elsewhere.os, elsewhere.arch, elsewhere.os_release, elsewhere.pythons, elsewhere.driver,
+            elsewhere.toolkits, elsewhere.conda, system.ran) == ("linux", "x86_64", "", (), None, (), (), [])
+    assert "the target (windows) is another machine" in elsewhere.notes[-1]
+    assert probe(system, given={"arch": "aarch64"}).pythons == ()
+    here = probe(system, given={"os": "Linux", "arch": "amd64"})  # aliases of this machine's own
+    assert (here.os_release, here.pythons) == ("Debian GNU/Linux 12 (bookworm)", ("3.11",))
+    assert here == probe(system)
+
+
 def test_wsl2_with_the_windows_driver():
     host = probe(wsl2_system())
     assert host.os == "wsl2"

@@ -53,3 +53,49 @@ def test_every_release_of_the_data_goes_through_the_door_in_every_mode():
                 assert all(isinstance(s, requirements.MatchSpec) for s in packages.conda)
                 count += len(packages.pip)
     assert count > 100
+
+
+def _data_requirements() -> set[str]:
+    """Every requirement the shipped tables make the door render: pins of and-cuda extras,
+    pip_cuda's package lists, the release names with their versions."""
+    from tfgpu.data import load
+
+    found = set()
+    for row in load("tensorflow.toml")["release"]:
+        name = row.get("gpu_package") or "tensorflow"
+        found |= {f"{name}=={row['version']}", f"{name}[{row.get('cuda_extra') or 'and-cuda'}]=={row['version']}"}
+        found |= {f"{dist}{spec}" for dist, spec in row.get("and_cuda", {}).items()}
+    for cuda_set in load("pip_cuda.toml")["set"]:
+        found |= set(cuda_set["packages"])
+    return found
+
+
+EDGES = ["tensorflow", "TensorFlow[and-cuda]==2.15.0", "a[y,x,y]>=1,<2,!=1.5", "nvidia-cudnn-cu12>=9.3.0.75,<10.0",
+         "x==1.0.*", "x~=2.1", "x===1.0", "x==1.0+local", "x>=1,", "x>=1,,<2", "x[]==1", "x==", "x=1", "x==a b",
+         "x>=1 ,<2", "x; python_version<'3'", "x @ https://e.example/x.whl", "-x==1", "x-==1", "x[a-]==1",
+         "x==1.0.dev0", "x<=2!1.0", "x>1.0.post1", "x!=1.*", "x>=1.0a1", "Ab.C_d-E==1", "x[A_b]>1"]
+
+
+def test_every_requirement_of_the_data_is_rendered_quickly_and_as_packaging_would():
+    for text in sorted(_data_requirements()):
+        assert requirements._simple_canonical(text) is not None, text
+        test_the_quick_rendering_is_packagings(text)
+
+
+@pytest.mark.parametrize("text", EDGES)
+def test_the_quick_rendering_is_packagings(text):
+    """Simple requirements are rendered without importing ``packaging.requirements`` (a start-up
+    cost of every ``plan``); what comes out, or the refusal, is exactly what the full parse gives."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    quick = requirements._simple_canonical(text)
+    try:
+        full = str(Requirement(text)) if requirements.problem(text) is None else None
+    except InvalidRequirement:
+        full = None
+    assert quick is None or quick == full, (quick, full)
+    if full is None:
+        with pytest.raises(requirements.UsageError):
+            requirements.canonical(text, what="t")
+    else:
+        assert requirements.canonical(text, what="t") == full

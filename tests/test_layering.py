@@ -454,3 +454,50 @@ def test_only_the_which_env_module_turns_a_name_into_an_existing_env():
             if name in NAME_TO_PATH and (relative, function) not in PLACES_A_NEW_ENV:
                 offenders.append(f"{relative}: {function}() calls {name}()")
     assert sorted(set(offenders)) == []
+
+
+# -- what `plan` imports ----------------------------------------------------------------------
+# `plan --json` answers in a few tens of milliseconds when it imports only what it uses. This holds
+# that without timing anything: the modules a plan may load are listed, and a module added to its
+# path (an eager import of the CLI's other commands, of rich, of a backend) fails here by name.
+
+PLAN_MAY_IMPORT = {
+    "tfgpu", "tfgpu.errors", "tfgpu.paths", "tfgpu.proc", "tfgpu.childenv", "tfgpu.urls", "tfgpu.project",
+    "tfgpu.untrusted", "tfgpu.versions", "tfgpu.requirements",
+    "tfgpu.cli", "tfgpu.cli.commands", "tfgpu.cli.parser", "tfgpu.cli.output", "tfgpu.cli.repair",
+    "tfgpu.data", "tfgpu.data.schema", "tfgpu.data.updates",
+    *(f"tfgpu.resolver.{name}" for name in ("candidates", "core", "drivers", "evaluate", "gpu", "macos", "model",
+                                            "newgpu", "notices", "packages", "request", "tables", "target")),
+    "tfgpu.resolver",
+}
+"""With ``--no-detect``; detection adds ``tfgpu.detect.*`` (and, where a driver answers, what reads it)."""
+PLAN_NEEDS_NOT = {"subprocess", "tempfile", "threading", "ctypes", "platform", "logging", "tomllib", "zipfile",
+                  "importlib.resources", "packaging.requirements", "packaging.markers", "platformdirs", "rich",
+                  "yaml", "requests", "urllib3", "rattler", "pynvml", "uv"}
+"""Heavy modules a plan does not use: child processes, parsers of what the parsed-data cache already
+holds, the full requirement grammar (simple requirements are rendered without it), the output and
+network libraries of other commands."""
+
+
+def test_plan_imports_only_what_it_uses(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = ("import contextlib, io, json, sys\nfrom tfgpu.cli import main\n"
+              "with contextlib.redirect_stdout(io.StringIO()):\n"
+              "    code = main(['plan', '--json', '--no-detect', '--tf', '2.13', '--mode', 'conda'])\n"
+              "print(json.dumps([code, sorted(sys.modules)]))\n")
+    env = {**os.environ, "TFGPU_CACHE_DIR": str(tmp_path / "cache"), "TFGPU_USER_DATA_DIR": str(tmp_path / "data"),
+           "HOME": str(tmp_path), "XDG_CACHE_HOME": "", "XDG_DATA_HOME": ""}
+    env.pop("TFGPU_DATA_DIR", None)
+    for run in ("first", "cached"):  # the first run parses the tables and writes the cache
+        done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        code, loaded = json.loads(done.stdout)
+    assert code == 0
+    ours = {name for name in loaded if name.split(".")[0] == "tfgpu"}
+    assert sorted(ours - PLAN_MAY_IMPORT) == []
+    assert sorted(name for name in loaded if name in PLAN_NEEDS_NOT or name.split(".")[0] in PLAN_NEEDS_NOT) == []

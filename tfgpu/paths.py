@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import sys
 from pathlib import Path
 
 NAME_MAX = 255
@@ -61,6 +61,9 @@ def cache_root() -> Path:
     override = _variable("TFGPU_CACHE_DIR")
     if override:
         return Path(override)
+    linux = _xdg_home("XDG_CACHE_HOME", "~/.cache")
+    if linux is not None:
+        return linux / "tfgpu-install"
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("tfgpu-install"))
@@ -72,9 +75,27 @@ def data_dir() -> Path:
     override = _variable("TFGPU_USER_DATA_DIR")
     if override:
         return Path(override)
+    linux = _xdg_home("XDG_DATA_HOME", "~/.local/share")
+    if linux is not None:
+        return linux / "tfgpu-install" / "data"
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("tfgpu-install")) / "data"
+
+
+def _xdg_home(variable: str, default: str) -> Path | None:
+    """On Linux, the XDG base directory platformdirs gives: ``$variable`` when it is an absolute
+    path, else ``default`` under an absolute ``$HOME``; None elsewhere or when HOME is not absolute
+    (platformdirs then decides). Every command reads the cache dir and platformdirs' import (with
+    tempfile and shutil) was a tenth of ``plan``'s start-up."""
+    if not sys.platform.startswith("linux"):
+        return None
+    value = os.environ.get(variable, "")
+    if os.path.isabs(value):
+        return Path(value)
+    if not os.path.isabs(os.environ.get("HOME", "")):
+        return None
+    return Path(os.path.expanduser(default))
 
 
 def log_dir() -> Path:
@@ -109,6 +130,8 @@ def write_output(path: Path, content: str | bytes, mode: int = 0o644) -> Path:
     planted name or link is followed), which is then renamed over ``path``. A symbolic link at
     ``path`` is therefore replaced, never written through (a link planted in a checkout cannot
     aim the write at ``~/.bashrc``), and a crash leaves the old file or the new one, not half."""
+    import tempfile  # here, not at the top: every command reads paths, few write a file
+
     data = content.encode("utf-8") if isinstance(content, str) else content
     fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

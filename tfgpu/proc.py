@@ -16,20 +16,30 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tfgpu.childenv import clean_environment, without_plain_proxy
 
+if TYPE_CHECKING:
+    import subprocess
+
+# subprocess, tempfile and shlex are imported where a child is started or a log opened: every
+# command imports this module for its signal handlers, and `plan` starts no child.
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-PIPE, DEVNULL = subprocess.PIPE, subprocess.DEVNULL
+
+
+def __getattr__(name: str):
+    if name in ("PIPE", "DEVNULL"):  # subprocess's constants, without importing it for every command
+        import subprocess
+
+        return getattr(subprocess, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Interrupted(KeyboardInterrupt):
@@ -141,6 +151,8 @@ def open_log(operation: str) -> tuple[Path | None, str]:
         return path, ""
     except OSError as error:
         problem = f"the log directory cannot be written ({error.strerror})"
+    import tempfile
+
     try:
         handle, name = tempfile.mkstemp(prefix=f"tfgpu-{safe}-", suffix=".log")
         os.close(handle)
@@ -203,6 +215,9 @@ class Runner:
         ``timeout``: the child is killed after that many seconds (return code 124).
         On an interrupt (Ctrl-C, SIGTERM, SIGHUP) the child is stopped and the interrupt propagates.
         """
+        import shlex
+        import subprocess
+
         argv = tuple(str(a) for a in argv)
         if not quiet:
             self.log(f"$ {shlex.join(argv)}")
@@ -262,6 +277,8 @@ class Runner:
                 input: str | None = None, clean: bool = True) -> Completed:
         """Run a short probe with stdout and stderr kept apart (``output`` is stdout); not logged.
         For reading facts (``nvidia-smi``, an interpreter's version, a child that prints JSON)."""
+        import subprocess
+
         argv = tuple(str(a) for a in argv)
         base = clean_environment(os.environ) if clean else without_plain_proxy(os.environ)
         _prepare_prctl()
@@ -289,6 +306,8 @@ class Runner:
     def start(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, clean: bool = True,
               **popen) -> subprocess.Popen:
         """A child that runs beside the tool (parallel workers); the caller waits for it."""
+        import subprocess
+
         _prepare_prctl()
         base = clean_environment(os.environ) if clean else without_plain_proxy(os.environ)
         with _forking():
@@ -309,6 +328,8 @@ def _kill(child: subprocess.Popen) -> None:
 
 def _stop(child: subprocess.Popen) -> None:
     """After an interrupt: a terminal sent the child SIGINT too, a ``kill`` of our pid did not."""
+    import subprocess
+
     try:
         child.send_signal(signal.SIGINT)
         child.wait(timeout=5)
@@ -333,6 +354,8 @@ class RecordingRunner(Runner):
         Runner.__init__(self, None)
 
     def _answer(self, argv: tuple[str, ...]) -> Completed:
+        import shlex
+
         self.calls.append(argv)
         for key in (shlex.join(argv), Path(argv[0]).name):
             if key in self.results:

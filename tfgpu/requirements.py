@@ -23,13 +23,26 @@ import re
 
 from tfgpu.errors import UsageError
 
-NAME = re.compile(r"[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9]", re.IGNORECASE | re.ASCII)
-"""A distribution name (PEP 508), ASCII only."""
+# Patterns are compiled on first use (``re``'s own cache): ``plan`` imports this module and would
+# otherwise pay for every pattern here on each run.
+NAME = r"[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9]"
+"""A distribution name (PEP 508), ASCII only (matched with ``re.IGNORECASE | re.ASCII``)."""
 EXTRA = NAME
-_CONDA_NAME = re.compile(r"[a-z0-9_][a-z0-9_.-]*", re.ASCII)
-_CONDA_VERSION = re.compile(r"[0-9A-Za-z.*+_!=<>~,|]+", re.ASCII)
-_CONDA_BUILD = re.compile(r"[A-Za-z0-9_.*]+", re.ASCII)
-_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
+_NAME_FLAGS = re.IGNORECASE | re.ASCII
+_CONDA_NAME = r"[a-z0-9_][a-z0-9_.-]*"
+_CONDA_VERSION = r"[0-9A-Za-z.*+_!=<>~,|]+"
+_CONDA_BUILD = r"[A-Za-z0-9_.*]+"
+_UNSAFE = r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]"
+_SPEC = r"(?:==|!=|<=|>=|~=|<|>)[0-9][0-9A-Za-z.*+!_-]*"
+_SIMPLE = rf"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([A-Za-z0-9._,-]+)\])?((?:{_SPEC},)*{_SPEC})?"
+"""``name``, ``name[extra,...]``, each with a comma-separated version specifier and no spaces,
+markers or URLs: the requirements the tables hold, put in canonical form without importing
+``packaging.requirements`` (its import compiles some 30 patterns; ``plan`` makes only these)."""
+
+
+def _is_name(text: str) -> bool:
+    return re.fullmatch(NAME, text, _NAME_FLAGS) is not None
+
 
 _MINT = object()
 
@@ -91,9 +104,9 @@ def name_problem(text: object) -> str | None:
         return "it is not text"
     if text.startswith("-"):
         return "it starts with '-', so an installer would read it as an option"
-    if _UNSAFE.search(text):
+    if re.search(_UNSAFE, text):
         return "it holds whitespace or control characters"
-    if not NAME.fullmatch(text):
+    if not _is_name(text):
         return "a name is ASCII letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
     return None
 
@@ -107,7 +120,7 @@ def problem(text: object, *, markers: bool = False) -> str | None:
         return "it is not text"
     if text.startswith("-"):
         return "it starts with '-', so an installer would read it as an option"
-    if _UNSAFE.search(text.replace(" ", "")) or text != text.strip():
+    if re.search(_UNSAFE, text.replace(" ", "")) or text != text.strip():
         return "it holds line breaks, tabs or control characters, or surrounding spaces"
     try:
         parsed = Parsed(text)
@@ -120,7 +133,7 @@ def problem(text: object, *, markers: bool = False) -> str | None:
     if name_problem(parsed.name):
         return name_problem(parsed.name)
     for extra in parsed.extras:
-        if not EXTRA.fullmatch(extra):
+        if not _is_name(extra):
             return f"the extra {extra!r} is not a name"
     return None
 
@@ -128,12 +141,38 @@ def problem(text: object, *, markers: bool = False) -> str | None:
 def canonical(text: str, *, what: str, markers: bool = False) -> Requirement:
     """``text`` parsed as one PEP 508 requirement and rendered in canonical form (``bad-requirement``
     naming ``what`` when it is not one)."""
+    simple = _simple_canonical(text)
+    if simple is not None:
+        return Requirement(simple, _MINT)
     from packaging.requirements import Requirement as Parsed
 
     why = problem(text, markers=markers)
     if why:
         raise _refuse(what, text, why)
     return Requirement(str(Parsed(text)), _MINT)
+
+
+def _simple_canonical(text: object) -> str | None:
+    """``packaging``'s canonical form of a :data:`_SIMPLE` requirement, or None for anything else
+    (which then takes the full parse). Same rendering as ``str(packaging.requirements.Requirement)``:
+    the name as given, the extras sorted, the specifier set in its canonical order."""
+    if not isinstance(text, str) or text.startswith("-"):
+        return None
+    found = re.fullmatch(_SIMPLE, text, re.ASCII)
+    if found is None or name_problem(found[1]):
+        return None
+    name, extras, spec = found[1], found[2], found[3]
+    if extras is not None and not all(_is_name(extra) for extra in extras.split(",")):
+        return None
+    text = name + (f"[{','.join(sorted(set(extras.split(','))))}]" if extras else "")
+    if spec:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            text += str(SpecifierSet(spec))
+        except InvalidSpecifier:
+            return None
+    return text
 
 
 def requirement(name: str, spec: str = "", *, what: str, extras: tuple[str, ...] = ()) -> Requirement:
@@ -143,9 +182,9 @@ def requirement(name: str, spec: str = "", *, what: str, extras: tuple[str, ...]
     if why:
         raise _refuse(what, name, why)
     for extra in extras:
-        if not isinstance(extra, str) or not EXTRA.fullmatch(extra):
+        if not isinstance(extra, str) or not _is_name(extra):
             raise _refuse(what, extra, "an extra is a name")
-    if not isinstance(spec, str) or _UNSAFE.search(spec) or spec.lstrip().startswith("-"):
+    if not isinstance(spec, str) or re.search(_UNSAFE, spec) or spec.lstrip().startswith("-"):
         raise _refuse(what, spec, "a version specifier is on one line, without options")
     if spec and spec.lstrip()[0] not in "=<>!~":
         raise _refuse(what, spec, "a version specifier starts with ==, >=, <=, ~=, !=, < or >")
@@ -174,15 +213,15 @@ def spec_problem(text: object, *, expected_channel: bool = False) -> str | None:
         return "it holds line breaks or control characters"
     name, _, version = text.partition(" ")
     version, _, build = version.partition(" ")
-    if build and not _CONDA_BUILD.fullmatch(build):
+    if build and not re.fullmatch(_CONDA_BUILD, build, re.ASCII):
         return "a build string is one word of letters, digits, '_', '.' and '*'"
     if "::" in name:
         if not expected_channel:
             return "a channel prefix (`channel::name`) is never taken from data"
         name = name.split("::", 1)[1]
-    if not _CONDA_NAME.fullmatch(name):
+    if not re.fullmatch(_CONDA_NAME, name, re.ASCII):
         return "a conda package name is lowercase ASCII letters, digits, '.', '_' and '-'"
-    if version and not _CONDA_VERSION.fullmatch(version):
+    if version and not re.fullmatch(_CONDA_VERSION, version, re.ASCII):
         return "a version is one word of digits, letters, '.', '*', and comparison operators"
     return None
 

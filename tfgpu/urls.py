@@ -38,11 +38,12 @@ ENVIRONMENT = "TFGPU_INSECURE_HOSTS"
 """Comma-separated hosts that plain HTTP may reach, as ``--insecure-host`` (read by the command line)."""
 
 _trusted: frozenset[str] = frozenset()
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+# Patterns, compiled on first use (``re`` caches them): most runs never need them.
+_SCHEME = r"([A-Za-z][A-Za-z0-9+.-]*)://"
 _DEFAULT_PORTS = {"https": 443, "http": 80}
-_LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?")
+_LABEL = r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?"
 # What an engine reads as an IPv4 part: decimal, 0x-hex or octal digits (WHATWG's IPv4 parser).
-_NUMERIC = re.compile(r"(0x[0-9a-f]*|[0-9]+)")
+_NUMERIC = r"(0x[0-9a-f]*|[0-9]+)"
 _SAFE = "".join(chr(c) for c in range(0x21, 0x7F))
 
 
@@ -108,7 +109,7 @@ def parse(url: str, what: str, *, allow_file: bool = False, transport: bool = Tr
             raise _bad(what, url, "it holds a backslash, which engines read as the end of the host")
         if char.isspace() or ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0:
             raise _bad(what, url, "it holds whitespace or a control character")
-    match = _SCHEME.match(url)
+    match = re.match(_SCHEME, url)
     if not match:
         raise _bad(what, url, "it does not start with https:// (or http://)")
     scheme = match.group(1).lower()
@@ -162,7 +163,7 @@ def join(base: str, reference: str, what: str) -> str:
 
 def is_local(url: str) -> bool:
     """``url`` is a ``file://`` URL or a path (not a URL of any other scheme)."""
-    match = _SCHEME.match(url)
+    match = re.match(_SCHEME, url)
     return match is None or match.group(1).lower() == "file"
 
 
@@ -202,13 +203,13 @@ def _host(raw: str, what: str, url) -> str:
         raise _bad(what, url, f"its host {shown(raw)!r} is not a valid international domain name") from None
     host = host.removesuffix(".")
     labels = host.split(".")
-    if _NUMERIC.fullmatch(labels[-1]):
+    if re.fullmatch(_NUMERIC, labels[-1]):
         try:  # the last label is a number: engines read the host as IPv4, so it must be a plain dotted quad
             return str(ipaddress.IPv4Address(host))
         except ValueError:
             raise _bad(what, url, f"its host {shown(raw)!r} reads as an IPv4 address in other tools, but not as a "
                        "dotted quad") from None
-    if not all(_LABEL.fullmatch(label) for label in labels) or len(host) > 253:
+    if not all(re.fullmatch(_LABEL, label) for label in labels) or len(host) > 253:
         raise _bad(what, url, f"its host {shown(raw)!r} is not a host name")
     if any(len(label) > 63 for label in labels):  # socket's idna codec refuses it later, as a fetch that failed
         raise _bad(what, url, "a label of its host is longer than 63 characters")

@@ -27,7 +27,7 @@ def host_of(settings: Settings, artefact: bool = False):
             return None
     from tfgpu.detect import probe
 
-    return probe()
+    return probe(given=settings.selectors.given())
 
 
 def resolve(settings: Settings, artefact: bool = False):

@@ -10,9 +10,12 @@ schema is ``bad-data`` (exit 2) naming the file.
 Parsing takes ~100 ms, which would dominate ``plan``; like Python's own bytecode cache, the parsed
 (and validated) form is kept in the user cache dir under a sha256 of every source's bytes, and the
 cache file carries a sha256 of its own content: a cache that is damaged, truncated, swapped or not
-the tables is parsed afresh, never trusted. What comes back from the cache is checked against the
-schema's types (:func:`schema.fits`, a few ms; the full validation costs ~100 ms), so a forged entry
-can never hand the code a value of a type it does not expect.
+the tables is parsed afresh, never trusted. A table that comes back from the cache is checked
+against the schema's types (:func:`schema.fits`) when it is first read, so a forged entry can never
+hand the code a value of a type it does not expect: it is parsed again (and validated in full).
+The full validation of the shipped tables runs when they are parsed, and in the tests over every
+shipped table (they are part of the release); the user's ``update-data`` overlay
+(``tfgpu.data.updates``) is untrusted and validated in full each time it is read.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import marshal
 import os
 import sys
 from functools import cache
-from importlib.resources import files
 from pathlib import Path
 
 from tfgpu import untrusted
@@ -34,7 +36,21 @@ _MAGIC = b"TFGPU-TABLES-2\n"
 
 def load(name: str) -> dict:
     """One table, parsed and validated (``tensorflow.toml``)."""
-    return _tables()[name]
+    tables = _tables()
+    if name not in _fitted:
+        from tfgpu.data import schema
+
+        if not schema.fits(name, tables[name]):
+            # Not what the tool wrote: parse every source again, validate, and write a cache that is.
+            tables.update(_parse_all())
+            _fitted.update(tables)
+        _fitted.add(name)
+    return tables[name]
+
+
+_fitted: set[str] = set()
+"""The tables of :func:`_tables` known to have their schema's types: parsed and validated in this
+process, or read back from the cache and checked by :func:`schema.fits` on first use."""
 
 
 _DERIVED: list = []
@@ -51,29 +67,61 @@ def clear() -> None:
     """Forget the parsed tables and everything derived from them (the next :func:`load` reads the
     sources again): for callers that change ``TFGPU_DATA_DIR`` in-process."""
     _tables.cache_clear()
+    _fitted.clear()
     for function in _DERIVED:
         function.cache_clear()
 
 
 def shipped_names() -> list[str]:
-    return sorted(entry.name for entry in files("tfgpu.data").iterdir() if entry.name.endswith(".toml"))
+    return sorted(_shipped_files())
+
+
+def _shipped_files() -> dict[str, Path | None]:
+    """{name: path} of the shipped tables; the path is None where the package is not a directory
+    on disk (a zip), and the bytes are then read through ``importlib.resources``. Listing the
+    directory directly spares every command the import of ``importlib.resources`` (and zipfile)."""
+    here = Path(__file__).parent
+    if here.is_dir():
+        return {entry.name: here / entry.name for entry in os.scandir(here) if entry.name.endswith(".toml")}
+    from importlib.resources import files
+
+    return {entry.name: None for entry in files("tfgpu.data").iterdir() if entry.name.endswith(".toml")}
+
+
+def _sources() -> tuple[dict[str, bytes], dict[str, str]]:
+    """Every table's bytes and where they came from: the shipped ones, then the overlay's."""
+    sources = {name: untrusted.read_bytes(path, untrusted.PACKAGE_DATA) if path is not None else
+               untrusted.package_bytes("tfgpu.data", name) for name, path in _shipped_files().items()}
+    where = {name: f"tfgpu/data/{name}" for name in sources}
+    for name, (raw, path) in _overlay(set(sources)).items():
+        sources[name], where[name] = raw, path
+    return sources, where
+
+
+def _cache_file(sources: dict[str, bytes]) -> Path:
+    key = hashlib.sha256()
+    for name in sorted(sources):
+        key.update(name.encode() + b"\0" + hashlib.sha256(sources[name]).digest())
+    return _cache_dir() / f"tables-{key.hexdigest()[:32]}-py{sys.hexversion:x}.bin"
 
 
 @cache
 def _tables() -> dict[str, dict]:
-    sources = {name: untrusted.package_bytes("tfgpu.data", name) for name in shipped_names()}
-    where = {name: f"tfgpu/data/{name}" for name in sources}
-    for name, (raw, path) in _overlay(set(sources)).items():
-        sources[name], where[name] = raw, path
-    key = hashlib.sha256()
-    for name in sorted(sources):
-        key.update(name.encode() + b"\0" + hashlib.sha256(sources[name]).digest())
-    cached = _cache_dir() / f"tables-{key.hexdigest()[:32]}-py{sys.hexversion:x}.bin"
-    found = _read_cache(cached, set(sources))
+    sources, where = _sources()
+    found = _read_cache(_cache_file(sources), set(sources))
     if found is not None:
         return found
+    parsed = _parse_all(sources, where)
+    _fitted.update(parsed)
+    return parsed
+
+
+def _parse_all(sources: dict[str, bytes] | None = None, where: dict[str, str] | None = None) -> dict[str, dict]:
+    """Every table parsed and validated from its source, and the cache written for the next run."""
+    if sources is None or where is None:
+        sources, where = _sources()
     parsed = {name: parse(name, raw, where[name]) for name, raw in sources.items()}
-    _write_cache(cached, parsed)
+    _write_cache(_cache_file(sources), parsed)
     return parsed
 
 
@@ -127,14 +175,11 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
         value = marshal.loads(blob[head:])
     except (ValueError, EOFError, TypeError):
         return None
-    if not isinstance(value, dict) or set(value) != names or not all(isinstance(v, dict) for v in value.values()):
-        return None
-    from tfgpu.data import schema
-
     # The checksum inside the file is against damage only: anyone who can write the cache can
-    # recompute it. What the code reads is held here, every type of every table, so a forged or
-    # stale entry is parsed again (and validated in full), never used.
-    if not all(schema.fits(name, table) for name, table in value.items()):
+    # recompute it. What the code reads is held by :func:`load`, every type of each table it reads
+    # (checked on first use, so a command pays only for the tables it reads), so a forged or stale
+    # entry is parsed again (and validated in full), never used.
+    if not isinstance(value, dict) or set(value) != names or not all(isinstance(v, dict) for v in value.values()):
         return None
     return value
 

@@ -11,7 +11,7 @@ expected.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from tfgpu.errors import UsageError
 
@@ -121,8 +121,9 @@ def _conda_name(text: str) -> bool:
     return " " not in text and spec_problem(text) is None
 
 
-@dataclass(frozen=True)
-class Str:
+# The checks are NamedTuples, not dataclasses: each command that reads a table imports this module,
+# and a frozen dataclass costs about a millisecond to create.
+class Str(NamedTuple):
     """A string; ``form`` a regular expression it must match whole, or a named check."""
 
     form: str | None = None
@@ -149,8 +150,7 @@ class Str:
             raise _bad(where, f"text of the form {self.form}", value)
 
 
-@dataclass(frozen=True)
-class Int:
+class Int(NamedTuple):
     required: bool = True
     minimum: int = 0
 
@@ -159,8 +159,7 @@ class Int:
             raise _bad(where, f"an integer >= {self.minimum}", value)
 
 
-@dataclass(frozen=True)
-class Bool:
+class Bool(NamedTuple):
     required: bool = False
 
     def check(self, value, where: str) -> None:
@@ -168,8 +167,7 @@ class Bool:
             raise _bad(where, "true or false", value)
 
 
-@dataclass(frozen=True)
-class List:
+class List(NamedTuple):
     item: object
     required: bool = False
 
@@ -180,8 +178,7 @@ class List:
             self.item.check(element, f"{where}[{index}]")
 
 
-@dataclass(frozen=True)
-class Table:
+class Table(NamedTuple):
     fields: dict
     required: bool = True
 
@@ -195,14 +192,13 @@ class Table:
                 raise Invalid(_key(where, key), "present")
 
 
-@dataclass(frozen=True)
-class Map:
+class Map(NamedTuple):
     """A table of any keys, each value of one kind; ``key``: the check each key must pass too (a
     key that becomes a package name or an option is data like any value)."""
 
     value: object
     required: bool = False
-    key: Str = None
+    key: Str | None = None
 
     def check(self, value, where: str) -> None:
         if not isinstance(value, dict):
@@ -216,8 +212,7 @@ class Map:
             self.value.check(element, f"{where}.{key}")
 
 
-@dataclass(frozen=True)
-class Rows:
+class Rows(NamedTuple):
     """An array of tables (``[[name]]``)."""
 
     row: Table
@@ -258,7 +253,7 @@ def _key(where: str, key: str) -> str:
 
 def opt(spec):
     """The same check, for a key that may be absent."""
-    return type(spec)(**{**spec.__dict__, "required": False})
+    return spec._replace(required=False)
 
 
 WHEEL = Table({"python": List(Str(r"[0-9]+\.[0-9]+")), "platform_tag": opt(Str("line")),
@@ -354,23 +349,26 @@ def validate(name: str, document: dict, where: str) -> None:
 
 
 def _fits(spec, value) -> bool:
-    """Whether ``value`` has the *types* ``spec`` asks for, every leaf (no forms: no version or regex parsed)."""
-    if isinstance(spec, Str):
+    """Whether ``value`` has the *types* ``spec`` asks for, every leaf (no forms: no version or regex
+    parsed). Loops, not a call per leaf: it runs on each table a command reads back from the cache."""
+    kind = type(spec)  # the spec classes are never subclassed
+    if kind is Str:
         return isinstance(value, str)
-    if isinstance(spec, Int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(spec, Bool):
-        return isinstance(value, bool)
-    if isinstance(spec, List):
-        return isinstance(value, list) and all(_fits(spec.item, item) for item in value)
-    if isinstance(spec, Rows):
-        return isinstance(value, list) and all(_fits(spec.row, row) for row in value)
-    if isinstance(spec, Map):
+    if kind is Int or kind is Bool:
+        return isinstance(value, bool) if kind is Bool else isinstance(value, int) and not isinstance(value, bool)
+    if kind is List or kind is Rows:
+        item = spec.item if kind is List else spec.row
+        if type(item) is Str:
+            return isinstance(value, list) and all(isinstance(element, str) for element in value)
+        return isinstance(value, list) and all(_fits(item, element) for element in value)
+    if kind is Map:
         return isinstance(value, dict) and all(isinstance(k, str) and _fits(spec.value, v) for k, v in value.items())
-    if isinstance(spec, Table):
-        return isinstance(value, dict) and all(
-            _fits(field, value[key]) if key in value else not getattr(field, "required", False)
-            for key, field in spec.fields.items())
+    if kind is Table:
+        if not isinstance(value, dict):
+            return False
+        for key, field in spec.fields.items():
+            if not (_fits(field, value[key]) if key in value else not getattr(field, "required", False)):
+                return False
     return True
 
 

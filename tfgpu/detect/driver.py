@@ -19,7 +19,8 @@ from tfgpu.detect.system import NvmlDevice, NvmlSnapshot, System, in_background
 PROCFS = "/proc/driver/nvidia/version"
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."
-_NVRM = re.compile(r"NVRM version:.*?Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)?)(?=\s|$)", re.M)
+# Patterns, compiled on first use (``re`` caches them): most runs never need them.
+_NVRM = r"NVRM version:.*?Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)?)(?=\s|$)"
 _SOURCE_NAMES = {"nvml": "NVML", "libcuda": "libcuda", "nvidia-smi": "nvidia-smi", "procfs": PROCFS}
 
 
@@ -115,7 +116,7 @@ def read_procfs(system: System) -> DriverReading:
 
 def parse_procfs(text: str) -> str | None:
     """The kernel module's version from ``/proc/driver/nvidia/version``, or None."""
-    match = _NVRM.search(text)
+    match = re.search(_NVRM, text, re.M)
     return match.group(1) if match else None
 
 

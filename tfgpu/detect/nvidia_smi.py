@@ -23,9 +23,10 @@ FIELDS = "driver_version,name,compute_cap,memory.total,uuid"
 LEGACY_FIELDS = "driver_version,name,memory.total,uuid"
 TIMEOUT_S = 10.0
 
-_VERSION = re.compile(r"^\d+(\.\d+)+$")
-_CC = re.compile(r"^\d+\.\d+$")
-_BANNER_CUDA = re.compile(r"CUDA Version\s*:\s*(\S+)")
+# Patterns, compiled on first use (``re`` caches them): most runs never need them.
+_VERSION = r"^\d+(\.\d+)+$"
+_CC = r"^\d+\.\d+$"
+_BANNER_CUDA = r"CUDA Version\s*:\s*(\S+)"
 
 
 class SmiResult(NamedTuple):
@@ -97,9 +98,9 @@ def parse_query(stdout: str, with_cc: bool = True) -> list[tuple[str, Gpu]]:
         tail = parts[len(parts) - (width - 2) :]
         name = ", ".join(parts[1 : len(parts) - (width - 2)])
         driver = parts[0]
-        if not _VERSION.match(driver):
+        if not re.match(_VERSION, driver):
             raise ValueError(f"unexpected driver version {driver[:40]!r}")
-        cc = tail[0] if with_cc and _CC.match(tail[0]) else ""
+        cc = tail[0] if with_cc and re.match(_CC, tail[0]) else ""
         memory, uuid = tail[-2], tail[-1]
         gpu = Gpu(
             index=len(rows),
@@ -118,11 +119,11 @@ def parse_query(stdout: str, with_cc: bool = True) -> list[tuple[str, Gpu]]:
 def parse_cuda_version(stdout: str) -> str | None:
     """``CUDA Version`` from ``nvidia-smi -q`` (or the plain table's banner); None for
     ``ERR!``/``N/A``; ValueError when the output has no such line."""
-    match = _BANNER_CUDA.search(stdout)
+    match = re.search(_BANNER_CUDA, stdout)
     if match is None:
         raise ValueError("no 'CUDA Version' in nvidia-smi output")
     value = match.group(1)
-    return value if _CC.match(value) else None
+    return value if re.match(_CC, value) else None
 
 
 def _failed(error: str) -> SmiResult:

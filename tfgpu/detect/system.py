@@ -8,7 +8,6 @@ raises: a missing file, tool or library is an answer (None, or a short error str
 
 from __future__ import annotations
 
-import ctypes
 import glob as _glob
 import os
 import shutil
@@ -130,6 +129,8 @@ class System:
         """Ask NVML through nvidia-ml-py; a short error string when it cannot answer."""
         if sys.platform.startswith("linux"):
             # Importing pynvml costs 30-130 ms; do not pay it where the library is absent.
+            import ctypes  # here: a probe that leaves the driver out never loads a library
+
             try:
                 ctypes.CDLL("libnvidia-ml.so.1")
             except OSError:
@@ -157,6 +158,8 @@ class System:
 
         No ``cuInit``: the version call does not need it, and cuInit costs ~220 ms.
         """
+        import ctypes
+
         try:
             lib = ctypes.CDLL(library)
             get_version = lib.cuDriverGetVersion

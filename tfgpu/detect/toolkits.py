@@ -16,10 +16,11 @@ from tfgpu.detect.host import Toolkit
 from tfgpu.detect.system import System
 
 NVCC_TIMEOUT_S = 10.0
-_VERSION_TXT = re.compile(r"CUDA Version\s+(\d+(?:\.\d+)+)")
-_CUDA_H = re.compile(r"#define\s+CUDA_VERSION\s+(\d+)")  # 13000 -> 13.0
-_NVCC_RELEASE = re.compile(r"release (\d+\.\d+)")  # "release 12.4, V12.4.131"
-_WRAPPER_TARGET = re.compile(r"(/[^\s\"']+)/bin/nvcc\b")
+# Patterns, compiled on first use (``re`` caches them): most runs never need them.
+_VERSION_TXT = r"CUDA Version\s+(\d+(?:\.\d+)+)"
+_CUDA_H = r"#define\s+CUDA_VERSION\s+(\d+)"  # 13000 -> 13.0
+_NVCC_RELEASE = r"release (\d+\.\d+)"  # "release 12.4, V12.4.131"
+_WRAPPER_TARGET = r"(/[^\s\"']+)/bin/nvcc\b"
 
 
 def find_toolkits(system: System, os_name: str) -> tuple[Toolkit, ...]:
@@ -68,18 +69,18 @@ def read_toolkit(system: System, root: str, nvcc: str) -> Toolkit | None:
             return Toolkit(version, root, "version.json")
     text = system.file_text(os.path.join(root, "version.txt"))
     if text is not None:
-        match = _VERSION_TXT.search(text)
+        match = re.search(_VERSION_TXT, text)
         if match:
             return Toolkit(match.group(1), root, "version.txt")
     text = system.file_text(os.path.join(root, "include", "cuda.h"), max_bytes=65536)
-    match = _CUDA_H.search(text) if text is not None else None
+    match = re.search(_CUDA_H, text) if text is not None else None
     if match:
         number = int(match.group(1))
         return Toolkit(f"{number // 1000}.{number % 1000 // 10}", root, "cuda.h")
     if not system.is_file(nvcc):
         return None
     done = system.run([nvcc, "--version"], NVCC_TIMEOUT_S)
-    match = _NVCC_RELEASE.search(done.stdout) if done is not None and done.returncode == 0 else None
+    match = re.search(_NVCC_RELEASE, done.stdout) if done is not None and done.returncode == 0 else None
     return Toolkit(match.group(1), root, "nvcc") if match else None
 
 
@@ -103,5 +104,5 @@ def _follow_wrapper(system: System, path: str) -> str:
     head = system.file_text(path, max_bytes=4096)
     if head is None or not head.startswith("#!"):
         return path
-    match = _WRAPPER_TARGET.search(head)
+    match = re.search(_WRAPPER_TARGET, head)
     return system.realpath(match.group(1) + "/bin/nvcc") if match else path

@@ -20,9 +20,10 @@ OSES = ("linux", "wsl2", "windows", "macos")
 ARCHES = ("x86_64", "aarch64")
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
-_PYTHON = re.compile(r"^(?:python|py|cp)?(\d)\.?(\d{1,2})(?:\.\d+)?$")
-_DRIVER = re.compile(r"^\d{3,4}(?:\.\d{1,3}){0,2}$")
-_CC = re.compile(r"^(?:sm_|compute_)?(\d{1,2})\.?(\d)$")
+# Patterns, compiled on first use (``re`` caches them): most runs never need them.
+_PYTHON = r"^(?:python|py|cp)?(\d)\.?(\d{1,2})(?:\.\d+)?$"
+_DRIVER = r"^\d{3,4}(?:\.\d{1,3}){0,2}$"
+_CC = r"^(?:sm_|compute_)?(\d{1,2})\.?(\d)$"
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def parse_python(value: str | None) -> str | None:
     """``3.11``, ``3.11.4``, ``python3.11``, ``cp311`` and ``311`` all mean ``3.11``."""
     if value is None:
         return None
-    match = _PYTHON.match(value.strip().lower())
+    match = re.match(_PYTHON, value.strip().lower())
     if not match or match.group(1) not in "23":
         raise UsageError(
             "bad-python-version",
@@ -165,7 +166,7 @@ def parse_driver(value: str | None) -> str | None:
     if value is None:
         return None
     text = value.strip()
-    if _DRIVER.match(text):
+    if re.match(_DRIVER, text):
         return text
     hint = ["Give the driver version that `nvidia-smi` prints as 'Driver Version', e.g. --driver 535.104.05."]
     if re.match(r"^\d{1,2}\.\d+$", text):
@@ -178,7 +179,7 @@ def parse_compute_capability(value: str | None) -> str | None:
     """``9.0``, ``sm_90`` and ``90`` all mean compute capability 9.0."""
     if value is None:
         return None
-    match = _CC.match(value.strip().lower())
+    match = re.match(_CC, value.strip().lower())
     if not match or not 1 <= int(match.group(1)) <= 15:
         raise UsageError(
             "bad-compute-capability",
