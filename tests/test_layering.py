@@ -464,10 +464,12 @@ def test_only_the_which_env_module_turns_a_name_into_an_existing_env():
 PLAN_MAY_IMPORT = {
     "tfgpu", "tfgpu.errors", "tfgpu.paths", "tfgpu.proc", "tfgpu.childenv", "tfgpu.urls", "tfgpu.project",
     "tfgpu.untrusted", "tfgpu.versions", "tfgpu.requirements",
-    "tfgpu.cli", "tfgpu.cli.commands", "tfgpu.cli.parser", "tfgpu.cli.output", "tfgpu.cli.repair",
+    "tfgpu.cli", "tfgpu.cli.commands", "tfgpu.cli.parser", "tfgpu.cli.output", "tfgpu.cli.options",
+    "tfgpu.cli.inputs", "tfgpu.settings", "tfgpu.results",
     "tfgpu.data", "tfgpu.data.schema", "tfgpu.data.updates",
     *(f"tfgpu.resolver.{name}" for name in ("candidates", "core", "drivers", "evaluate", "gpu", "macos", "model",
-                                            "newgpu", "notices", "packages", "request", "tables", "target")),
+                                            "newgpu", "notices", "packages", "request", "tables", "target",
+                                            "tfsource")),
     "tfgpu.resolver",
 }
 """With ``--no-detect``; detection adds ``tfgpu.detect.*`` (and, where a driver answers, what reads it)."""
