@@ -48,16 +48,24 @@ def main() -> int:
         channel = condachannel.build_channel(work / "channel", packages)
         wheels = work / "wheels"
         wheelhouse.wheel(wheels, "tensorflow", "2.13.1", {"tensorflow/__init__.py": b"__version__ = '2.13.1'\n"})
-        resolution = resolve(make_request(tf="2.13", mode="conda", python=py, os="linux", arch="x86_64",
-                                          driver="535.104.05"), None)
+        resolution = resolve(
+            make_request(tf="2.13", mode="conda", python=py, os="linux", arch="x86_64", driver="535.104.05"), None
+        )
         specs = list(resolution.packages.conda)
         urls = rattler_engine.channel_urls((str(channel),))
         cache = work / "cache"
 
         def solve_and_install(prefix: Path) -> tuple[float, float]:
             start = time.perf_counter()
-            records = rattler_engine.solve(specs, urls, platform="linux-64", cuda="12.2", this_host=False,
-                                           repodata_cache=cache / "repodata", offline=False)
+            records = rattler_engine.solve(
+                specs,
+                urls,
+                platform="linux-64",
+                cuda="12.2",
+                this_host=False,
+                repodata_cache=cache / "repodata",
+                offline=False,
+            )
             solved = time.perf_counter()
             rattler_engine.install(records, prefix, prefix, package_cache=cache / "pkgs", reporter=None, offline=False)
             return solved - start, time.perf_counter() - solved
@@ -68,10 +76,32 @@ def main() -> int:
         whole = []
         for i in range(args.runs):
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "tfgpu", "--tf", "2.13", "--mode", "conda", "--python", py,
-                            "--prefix", str(work / f"full{i}"), "--channel", str(channel), "--driver", "535.104.05",
-                            "--find-links", str(wheels), "--offline", "--no-verify"], env=env, check=True,
-                           capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "tfgpu",
+                    "--tf",
+                    "2.13",
+                    "--mode",
+                    "conda",
+                    "--python",
+                    py,
+                    "--prefix",
+                    str(work / f"full{i}"),
+                    "--channel",
+                    str(channel),
+                    "--driver",
+                    "535.104.05",
+                    "--find-links",
+                    str(wheels),
+                    "--offline",
+                    "--no-verify",
+                ],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
             whole.append(time.perf_counter() - start)
         locks = lock_timings(work, channel, wheels, env, py, args.runs)
     solve = statistics.median(t[0] for t in timings)
@@ -79,13 +109,19 @@ def main() -> int:
     print(f"spec: {' | '.join(specs)}  (packages padded to {PADDING} files)")
     print(f"solve (warm repodata):         {solve * 1000:7.1f} ms median of {args.runs}")
     print(f"install (warm package cache):  {install * 1000:7.1f} ms")
-    print(f"solve + install:               {(solve + install) * 1000:7.1f} ms  (target <= 1000 ms: "
-          f"{'met' if solve + install <= 1 else 'NOT met'})")
-    print(f"whole `create --mode conda`:   {statistics.median(whole) * 1000:7.1f} ms (incl. uv, activation, move, "
-          "process start)")
-    print(f"`lock --mode conda` (rattler solve + uv lock of the PyPI part, conda-lock.yml written): "
-          f"{statistics.median(locks) * 1000:.0f} ms median (target <= 1000 ms: "
-          f"{'met' if statistics.median(locks) <= 1 else 'NOT met'})")
+    print(
+        f"solve + install:               {(solve + install) * 1000:7.1f} ms  (target <= 1000 ms: "
+        f"{'met' if solve + install <= 1 else 'NOT met'})"
+    )
+    print(
+        f"whole `create --mode conda`:   {statistics.median(whole) * 1000:7.1f} ms (incl. uv, activation, move, "
+        "process start)"
+    )
+    print(
+        f"`lock --mode conda` (rattler solve + uv lock of the PyPI part, conda-lock.yml written): "
+        f"{statistics.median(locks) * 1000:.0f} ms median (target <= 1000 ms: "
+        f"{'met' if statistics.median(locks) <= 1 else 'NOT met'})"
+    )
     return 0
 
 
@@ -97,8 +133,25 @@ def lock_timings(work: Path, channel: Path, wheels: Path, env: dict, py: str, ru
     root = localindex.build_index(wheels, work / "index")
     found = []
     with localindex.Server(root) as url:
-        argv = [sys.executable, "-m", "tfgpu", "lock", "--tf", "2.13", "--mode", "conda", "--python", py,
-                "--no-detect", "--platform", "linux-64", "--channel", str(channel), "-o", str(work / "conda-lock.yml")]
+        argv = [
+            sys.executable,
+            "-m",
+            "tfgpu",
+            "lock",
+            "--tf",
+            "2.13",
+            "--mode",
+            "conda",
+            "--python",
+            py,
+            "--no-detect",
+            "--platform",
+            "linux-64",
+            "--channel",
+            str(channel),
+            "-o",
+            str(work / "conda-lock.yml"),
+        ]
         for i in range(runs + 1):
             start = time.perf_counter()
             subprocess.run(argv, env=dict(env, TFGPU_INDEX_URL=url), check=True, capture_output=True)

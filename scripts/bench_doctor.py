@@ -33,8 +33,9 @@ def main() -> int:
     python = f"{args.prefix}/bin/python"
     timed([tool, "doctor", "--prefix", args.prefix, "--json"], 1)  # page cache, bytecode
     doctor = statistics.median(timed([tool, "doctor", "--prefix", args.prefix, "--json"], args.runs))
-    tf = statistics.median(timed([python, "-c", "import tensorflow as tf; tf.config.list_physical_devices('GPU')"],
-                                 args.runs))
+    tf = statistics.median(
+        timed([python, "-c", "import tensorflow as tf; tf.config.list_physical_devices('GPU')"], args.runs)
+    )
     print(f"{'doctor --prefix ENV':42} {doctor:6.2f} s  (target <= 1 s) {'OK' if doctor <= 1 else 'OVER'}")
     print(f"{'import tensorflow + list_physical_devices':42} {tf:6.2f} s")
     print(f"{'ratio':42} {doctor / tf:6.2f}x")

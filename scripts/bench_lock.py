@@ -42,8 +42,10 @@ def bench_lock(runs: int, env: dict) -> None:
         tool("lock", *SELECTORS, "-o", out, env=env)  # warm uv's cache
         times = [tool("lock", *SELECTORS, "-o", out, env=env)[0] for _ in range(runs)]
         pins = sum(1 for line in Path(out).read_text().splitlines() if "==" in line and not line.startswith("#"))
-    print(f"pip lock, TF 2.21 linux-64 py3.12, warm cache ({pins} pins): median {statistics.median(times):.2f} s, "
-          f"min {min(times):.2f} s, max {max(times):.2f} s over {runs} runs (target <= 2 s)")
+    print(
+        f"pip lock, TF 2.21 linux-64 py3.12, warm cache ({pins} pins): median {statistics.median(times):.2f} s, "
+        f"min {min(times):.2f} s, max {max(times):.2f} s over {runs} runs (target <= 2 s)"
+    )
 
 
 def bench_bundle(env: dict, keep: str | None, reuse: str | None) -> None:
@@ -55,9 +57,11 @@ def bench_bundle(env: dict, keep: str | None, reuse: str | None) -> None:
         seconds, done = tool("bundle", *SELECTORS, "-o", str(out), "--json", env=env)
         summary = json.loads(done.stdout)
         how = f"reusing wheels from {reuse}" if reuse else "downloading"
-        print(f"bundle, TF 2.21 linux-64 py3.12 ({how}): {seconds:.1f} s, {summary['files']} files "
-              f"({summary['wheels']} wheels + {summary['tool_wheels']} tool wheels), {summary['mb']} MB"
-              + (f", kept in {out}" if keep else ", deleted"))
+        print(
+            f"bundle, TF 2.21 linux-64 py3.12 ({how}): {seconds:.1f} s, {summary['files']} files "
+            f"({summary['wheels']} wheels + {summary['tool_wheels']} tool wheels), {summary['mb']} MB"
+            + (f", kept in {out}" if keep else ", deleted")
+        )
     finally:
         if parent:
             shutil.rmtree(parent, ignore_errors=True)

@@ -31,8 +31,14 @@ def main() -> None:
 
     import tensorflow as tf
 
-    n, out = args.n, {"method": f"{args.warmup} warm-up calls, {args.rounds} rounds x {args.calls} calls, "
-                                f".numpy() of the last product minus its copy time", "dtypes": {}}
+    n, out = (
+        args.n,
+        {
+            "method": f"{args.warmup} warm-up calls, {args.rounds} rounds x {args.calls} calls, "
+            f".numpy() of the last product minus its copy time",
+            "dtypes": {},
+        },
+    )
     for name, dtype in (("fp32", tf.float32), ("fp16", tf.float16), ("bf16", tf.bfloat16)):
         with tf.device("/GPU:0"):
             a = tf.cast(tf.random.normal((n, n)), dtype)
@@ -53,9 +59,12 @@ def main() -> None:
                     product = tf.matmul(a, b)
                 product.numpy()
                 seconds = time.perf_counter() - started - copy
-                rates.append(2 * n ** 3 * args.calls / seconds / 1e12)
-        out["dtypes"][name] = {"median": round(statistics.median(rates), 1), "rounds": [round(r, 1) for r in rates],
-                               "copy_seconds": round(copy, 4)}
+                rates.append(2 * n**3 * args.calls / seconds / 1e12)
+        out["dtypes"][name] = {
+            "median": round(statistics.median(rates), 1),
+            "rounds": [round(r, 1) for r in rates],
+            "copy_seconds": round(copy, 4),
+        }
     print(json.dumps(out))
 
 

@@ -40,8 +40,7 @@ def timed(argv: list[str], env: dict | None = None) -> float:
 
 def disk_bytes(*paths: Path) -> int:
     """Bytes on disk under ``paths``, each hard-linked inode counted once (as `du` does)."""
-    done = subprocess.run(["du", "-s", "--block-size=1", *map(str, paths)], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(["du", "-s", "--block-size=1", *map(str, paths)], capture_output=True, text=True, check=True)
     return sum(int(line.split()[0]) for line in done.stdout.splitlines())
 
 
@@ -62,8 +61,14 @@ def main() -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="tfgpu-bench-"))
     work.mkdir(parents=True, exist_ok=True)
 
-    plan = json.loads(subprocess.run([tool, "plan", "--tf", args.tf, "--mode", "pip", "--python", args.python,
-                                      "--json"], capture_output=True, text=True, check=True).stdout)
+    plan = json.loads(
+        subprocess.run(
+            [tool, "plan", "--tf", args.tf, "--mode", "pip", "--python", args.python, "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     requirements = plan["packages"]["pip"]
     print(f"TF {plan['tensorflow']}, Python {args.python}: {' '.join(requirements)}\n")
 
@@ -72,9 +77,10 @@ def main() -> int:
     create = [tool, "create", "--tf", args.tf, "--mode", "pip", "--python", args.python, "--no-verify"]
 
     def by_hand(venv: Path) -> float:
-        return (timed([uv, "venv", str(venv), "--python", python], uv_env)
-                + timed([uv, "pip", "install", "--python", str(venv / "bin" / "python"), "--compile-bytecode",
-                         *requirements], uv_env))
+        return timed([uv, "venv", str(venv), "--python", python], uv_env) + timed(
+            [uv, "pip", "install", "--python", str(venv / "bin" / "python"), "--compile-bytecode", *requirements],
+            uv_env,
+        )
 
     results: dict[str, float] = {}
     results["tool cold"] = timed([*create, "--prefix", str(work / "tool1")], tool_env)
@@ -82,10 +88,19 @@ def main() -> int:
     if not args.skip_pip:
         pip_env = dict(os.environ, PIP_CACHE_DIR=str(work / "pip-cache"))
         cert = ["--cert", os.environ["PIP_CERT"]] if os.environ.get("PIP_CERT") else []
-        results["pip cold"] = (timed([python, "-m", "venv", str(work / "pip1")], pip_env)
-                               + timed([str(work / "pip1" / "bin" / "pip"), "install", "--isolated", *cert,
-                                        "--cache-dir", str(work / "pip-cache"), "--disable-pip-version-check",
-                                        *requirements], pip_env))
+        results["pip cold"] = timed([python, "-m", "venv", str(work / "pip1")], pip_env) + timed(
+            [
+                str(work / "pip1" / "bin" / "pip"),
+                "install",
+                "--isolated",
+                *cert,
+                "--cache-dir",
+                str(work / "pip-cache"),
+                "--disable-pip-version-check",
+                *requirements,
+            ],
+            pip_env,
+        )
     before = disk_bytes(work / "tool-cache", work / "tool1")
     results["tool warm"] = timed([*create, "--prefix", str(work / "tool2")], tool_env)
     added = disk_bytes(work / "tool-cache", work / "tool1", work / "tool2") - before
@@ -93,8 +108,10 @@ def main() -> int:
 
     for label, seconds in results.items():
         print(f"{label:10} {seconds:7.1f} s")
-    checks = [("tool cold / uv cold", results["tool cold"] / results["uv cold"], 1.15),
-              ("tool warm / uv warm", results["tool warm"] / results["uv warm"], 1.3)]
+    checks = [
+        ("tool cold / uv cold", results["tool cold"] / results["uv cold"], 1.15),
+        ("tool warm / uv warm", results["tool warm"] / results["uv warm"], 1.3),
+    ]
     if "pip cold" in results:
         checks.insert(1, ("tool cold / pip cold", results["tool cold"] / results["pip cold"], 0.3))
     print()

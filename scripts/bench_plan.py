@@ -59,9 +59,12 @@ def main() -> int:
     plans = {label: ms for label, ms in results.items() if label.startswith("plan --json")}
     worst = max(plans.values())
     for label, ms in plans.items():
-        print(f"\n{label}: median {ms:.0f} ms (target <= {TARGET_MS} ms): {'OK' if ms <= TARGET_MS else 'OVER'}; "
-              f"{ms / results['python -c pass']:.1f}x bare interpreter start, "
-              f"{ms / results['pip --version']:.2f}x `pip --version`", end="")
+        print(
+            f"\n{label}: median {ms:.0f} ms (target <= {TARGET_MS} ms): {'OK' if ms <= TARGET_MS else 'OVER'}; "
+            f"{ms / results['python -c pass']:.1f}x bare interpreter start, "
+            f"{ms / results['pip --version']:.2f}x `pip --version`",
+            end="",
+        )
     print()
     return 0 if worst <= TARGET_MS else 1
 

@@ -40,8 +40,9 @@ def timed(argv: list[str], env: dict) -> tuple[float, str]:
 
 def disk_bytes(*paths: Path) -> int:
     """Bytes on disk under ``paths``, each hard-linked inode counted once (as `du` does)."""
-    done = subprocess.run(["du", "-s", "-c", "--block-size=1", *map(str, paths)], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        ["du", "-s", "-c", "--block-size=1", *map(str, paths)], capture_output=True, text=True, check=True
+    )
     return int(done.stdout.splitlines()[-1].split()[0])
 
 
@@ -63,47 +64,91 @@ def main() -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="tfgpu-bench-repair-"))
     work.mkdir(parents=True, exist_ok=True)
     cache = Path(args.cache) if args.cache else work / "cache"
-    env = {**os.environ, "TFGPU_CACHE_DIR": str(cache), "UV_CACHE_DIR": str(cache / "uv"),
-           "TFGPU_LOG_DIR": str(work / "logs"), "TFGPU_ENVS_DIR": str(work / "envs")}
+    env = {
+        **os.environ,
+        "TFGPU_CACHE_DIR": str(cache),
+        "UV_CACHE_DIR": str(cache / "uv"),
+        "TFGPU_LOG_DIR": str(work / "logs"),
+        "TFGPU_ENVS_DIR": str(work / "envs"),
+    }
 
     def user_env(name: str) -> Path:
         prefix = work / name
         subprocess.run([uv, "venv", "--quiet", "--python", python, str(prefix)], check=True, env=env)
-        subprocess.run([uv, "pip", "install", "--quiet", "--python", str(prefix / "bin" / "python"),
-                        f"tensorflow=={args.tf}"], check=True, env=env)
+        subprocess.run(
+            [uv, "pip", "install", "--quiet", "--python", str(prefix / "bin" / "python"), f"tensorflow=={args.tf}"],
+            check=True,
+            env=env,
+        )
         return prefix
 
     print(f"filling the cache (TF {args.tf}, Python {args.python}; untimed)…", file=sys.stderr)
     warm = user_env("warm-up")
     timed([tool, "repair", "--prefix", str(warm), "--yes", "--no-verify", "--no-detect"], env)
-    timed([uv, "pip", "install", "--quiet", "--python", str(warm / "bin" / "python"),
-           f"tensorflow[and-cuda]=={args.tf}"], env)
+    timed(
+        [uv, "pip", "install", "--quiet", "--python", str(warm / "bin" / "python"), f"tensorflow[and-cuda]=={args.tf}"],
+        env,
+    )
 
     results: dict[str, list[float]] = {"repair": [], "undo": [], "uv by hand": [], "rebuild": []}
     touched = {}
     for run in range(args.runs):
         prefix = user_env(f"repair-{run}")
         size = disk_bytes(cache, prefix)  # what the env adds beyond uv's cache, whose files it hard-links
-        seconds, out = timed([tool, "repair", "--prefix", str(prefix), "--yes", "--no-verify", "--no-detect",
-                              "--json"], env)
+        seconds, out = timed(
+            [tool, "repair", "--prefix", str(prefix), "--yes", "--no-verify", "--no-detect", "--json"], env
+        )
         results["repair"].append(seconds)
         summary = json.loads(out)
-        touched = {"packages added": len(summary["added"]), "packages changed": len(summary["changed"]),
-                   "files written": len(summary["files"]), "MB added": (disk_bytes(cache, prefix) - size) / 1e6}
+        touched = {
+            "packages added": len(summary["added"]),
+            "packages changed": len(summary["changed"]),
+            "files written": len(summary["files"]),
+            "MB added": (disk_bytes(cache, prefix) - size) / 1e6,
+        }
         results["undo"].append(timed([tool, "repair", "--undo", "--prefix", str(prefix)], env)[0])
         by_hand = user_env(f"by-hand-{run}")
-        results["uv by hand"].append(timed([uv, "pip", "install", "--quiet", "--python",
-                                            str(by_hand / "bin" / "python"), f"tensorflow[and-cuda]=={args.tf}"],
-                                           env)[0])
-        results["rebuild"].append(timed([tool, "create", "--tf", args.tf, "--mode", "pip", "--python", args.python,
-                                         "--prefix", str(work / f"rebuilt-{run}"), "--no-verify", "--no-detect"],
-                                        env)[0])
+        results["uv by hand"].append(
+            timed(
+                [
+                    uv,
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--python",
+                    str(by_hand / "bin" / "python"),
+                    f"tensorflow[and-cuda]=={args.tf}",
+                ],
+                env,
+            )[0]
+        )
+        results["rebuild"].append(
+            timed(
+                [
+                    tool,
+                    "create",
+                    "--tf",
+                    args.tf,
+                    "--mode",
+                    "pip",
+                    "--python",
+                    args.python,
+                    "--prefix",
+                    str(work / f"rebuilt-{run}"),
+                    "--no-verify",
+                    "--no-detect",
+                ],
+                env,
+            )[0]
+        )
     median = {name: statistics.median(times) for name, times in results.items()}
     print(f"TF {args.tf}, Python {args.python}, warm cache, median of {args.runs}:")
     for name, seconds in median.items():
         print(f"  {name:<12} {seconds:6.2f} s")
-    print(f"  repair / uv by hand: {median['repair'] / median['uv by hand']:.2f}x; "
-          f"repair / rebuild: {median['repair'] / median['rebuild']:.2f}x")
+    print(
+        f"  repair / uv by hand: {median['repair'] / median['uv by hand']:.2f}x; "
+        f"repair / rebuild: {median['repair'] / median['rebuild']:.2f}x"
+    )
     print("  " + "; ".join(f"{k}: {v:.0f}" if isinstance(v, float) else f"{k}: {v}" for k, v in touched.items()))
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)

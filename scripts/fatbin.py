@@ -32,7 +32,7 @@ from tfgpu.datasource.remote_zip import ZipEntry, member_span
 MAGIC = b"\x50\xed\x55\xba"
 CHUNK = 8 * 1024 * 1024
 INFLATE_STEP = 16 * 1024 * 1024
-MAX_FATBIN = 1 << 32       # a blob's declared size beyond this is not a fatbin header
+MAX_FATBIN = 1 << 32  # a blob's declared size beyond this is not a fatbin header
 LIBRARY = re.compile(r"\.(?:so(?:\.\d+)*|pyd|dll)$")
 PTX, ELF = 1, 2
 
@@ -45,7 +45,7 @@ class InflatingReader:
         self._inflater = zlib.decompressobj(-15)
         self._pending = b""
         self._buf = bytearray()
-        self._base = 0      # absolute offset of _buf[0]
+        self._base = 0  # absolute offset of _buf[0]
         self.pos = 0
         self.done = False
 
@@ -90,7 +90,7 @@ class InflatingReader:
         while self._base + len(self._buf) < self.pos + n and self._pull():
             pass
         start = self.pos - self._base
-        data = bytes(self._buf[start:start + n])
+        data = bytes(self._buf[start : start + n])
         self.pos += len(data)
         return data
 
@@ -159,8 +159,12 @@ def scan(reader) -> dict:
                 ptx_versions.add((major, minor))
             cursor += entry_header + payload
         reader.seek(end)
-    return {"sass": sorted(sass), "ptx": sorted(ptx), "ptx_versions": [list(v) for v in sorted(ptx_versions)],
-            "blobs": blobs}
+    return {
+        "sass": sorted(sass),
+        "ptx": sorted(ptx),
+        "ptx_versions": [list(v) for v in sorted(ptx_versions)],
+        "blobs": blobs,
+    }
 
 
 def tf_notation(found: dict) -> tuple[str, ...]:
@@ -181,10 +185,10 @@ class FatbinScanner:
 
     def __init__(self, fetcher, cache_dir: Path | None, log=lambda message: None, bulk_fetcher=None) -> None:
         self.fetcher = fetcher
-        self.bulk_fetcher = bulk_fetcher or fetcher   # the member's data chunks (record_fixture.py keeps them apart)
+        self.bulk_fetcher = bulk_fetcher or fetcher  # the member's data chunks (record_fixture.py keeps them apart)
         self.cache_dir = cache_dir
         self.log = log
-        self.scanned: dict[str, dict] = {}           # wheel file name -> the cache document
+        self.scanned: dict[str, dict] = {}  # wheel file name -> the cache document
 
     def cache_file(self, wheel: WheelFile) -> Path | None:
         """Where the scan of ``wheel`` is cached (None without a cache dir)."""
@@ -199,8 +203,10 @@ class FatbinScanner:
         if cached and cached.is_file():
             result = json.loads(cached.read_text("utf-8"))
         else:
-            self.log(f"  scanning the fatbins of {wheel.filename}:{member.name} "
-                     f"({member.compressed_size / 1e6:.0f} MB compressed)")
+            self.log(
+                f"  scanning the fatbins of {wheel.filename}:{member.name} "
+                f"({member.compressed_size / 1e6:.0f} MB compressed)"
+            )
             result = self.scan_member(wheel, member, span)
             if cached:
                 write_atomic(cached, json.dumps(result).encode())
@@ -214,12 +220,19 @@ class FatbinScanner:
     def scan_member(self, wheel: WheelFile, member: ZipEntry, span: tuple[int, int]) -> dict:
         """Stream and scan one member; returns the cache document (result + header image)."""
         start, end = span
-        chunks = (self.bulk_fetcher.range(wheel.url, max(start, k * CHUNK), min(end, (k + 1) * CHUNK) - 1)
-                  for k in range(start // CHUNK, (end - 1) // CHUNK + 1))
+        chunks = (
+            self.bulk_fetcher.range(wheel.url, max(start, k * CHUNK), min(end, (k + 1) * CHUNK) - 1)
+            for k in range(start // CHUNK, (end - 1) // CHUNK + 1)
+        )
         reader = RecordingReader(InflatingReader(chunks))
         found = scan(reader)
-        return {"member": member.name, "data_start": start, "inflated_size": member.size, "found": found,
-                "image": [[offset, data.hex()] for offset, data in merge_image(reader.image)]}
+        return {
+            "member": member.name,
+            "data_start": start,
+            "inflated_size": member.size,
+            "found": found,
+            "image": [[offset, data.hex()] for offset, data in merge_image(reader.image)],
+        }
 
 
 def merge_image(image: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -263,7 +276,7 @@ class ImageReader:
         if i >= 0:
             offset, data = self.image[i]
             if self.pos + n <= offset + len(data):
-                piece = data[self.pos - offset:self.pos - offset + n]
+                piece = data[self.pos - offset : self.pos - offset + n]
                 self.pos += n
                 return piece
         raise SourceError(f"bytes {self.pos}..{self.pos + n} were not recorded")

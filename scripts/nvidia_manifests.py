@@ -82,8 +82,11 @@ def read(path: Path, cudnn_base: str = CUDNN_REDIST) -> Manifest:
             return Manifest(path, "NVIDIA CUDA redistrib manifest (component archives, no runfile)", ())
         raise ManifestError(f"{path}: JSON, but not an NVIDIA redistrib manifest")
     if "{% set cudavars" in text:
-        return Manifest(path, "conda-forge cudatoolkit cudavars (md5 from NVIDIA's md5sum.txt)",
-                        tuple(_conda_forge_cudavars(text, name)))
+        return Manifest(
+            path,
+            "conda-forge cudatoolkit cudavars (md5 from NVIDIA's md5sum.txt)",
+            tuple(_conda_forge_cudavars(text, name)),
+        )
     if re.search(r"^_versions = \{", text, re.MULTILINE):
         facts, kind = _spack_versions(text, name)
         return Manifest(path, kind, tuple(facts))
@@ -110,10 +113,20 @@ def _cudnn_redist(document: dict, name: str, base: str) -> list[Fact]:
     for item in variants:
         relative = item["relative_path"]
         filename = PurePosixPath(relative).name
-        facts.append(Fact(
-            filename=filename, origin=name, primary=True, sha256=item.get("sha256", ""), md5=item.get("md5", ""),
-            size=int(item.get("size", 0) or 0), url=base + relative, manifest=base + name,
-            version=product.get("version", ""), cuda_major=_cudnn_cuda_major(filename)))
+        facts.append(
+            Fact(
+                filename=filename,
+                origin=name,
+                primary=True,
+                sha256=item.get("sha256", ""),
+                md5=item.get("md5", ""),
+                size=int(item.get("size", 0) or 0),
+                url=base + relative,
+                manifest=base + name,
+                version=product.get("version", ""),
+                cuda_major=_cudnn_cuda_major(filename),
+            )
+        )
     return facts
 
 
@@ -141,7 +154,7 @@ def _spack_versions(text: str, name: str) -> tuple[list[Fact], str]:
     start = re.search(r"^_versions = \{", text, re.MULTILINE).end() - 1
     end = _closing_brace(text, start)
     try:
-        table = ast.literal_eval(text[start:end + 1])
+        table = ast.literal_eval(text[start : end + 1])
     except (ValueError, SyntaxError) as error:
         raise ManifestError(f"{name}: spack _versions is not a literal ({error})") from None
     facts = []
@@ -152,13 +165,20 @@ def _spack_versions(text: str, name: str) -> tuple[list[Fact], str]:
             continue
         if isinstance(value, tuple):  # cuda: (sha256, url)
             sha256, url = value
-            facts.append(Fact(filename=_basename(url), origin=name, primary=False, sha256=sha256, url=url,
-                              version=key))
+            facts.append(Fact(filename=_basename(url), origin=name, primary=False, sha256=sha256, url=url, version=key))
         else:  # cudnn: "<version>-<cuda>": sha256
             version, cuda = key.split("-", 1)
             filename = cudnn_filename(version, cuda)
-            facts.append(Fact(filename=filename, origin=name, primary=False, sha256=value, version=version,
-                              cuda_major=_cudnn_cuda_major(filename)))
+            facts.append(
+                Fact(
+                    filename=filename,
+                    origin=name,
+                    primary=False,
+                    sha256=value,
+                    version=version,
+                    cuda_major=_cudnn_cuda_major(filename),
+                )
+            )
     return facts, f"spack {'cuda' if runfiles else 'cudnn'} _versions (derived sha256)"
 
 
@@ -193,9 +213,19 @@ def _nix_cudnn(text: str, name: str) -> tuple[list[Fact], list[str]]:
             warnings.append(f"{name}: unreadable hash for {_basename(url)}: {_nix_field(block, 'hash')!r}")
             continue
         filename = _basename(url)
-        facts.append(Fact(filename=filename, origin=name, primary=False, sha256=sha256, url=url,
-                          version=_nix_field(block, "version"), cuda_major=_cudnn_cuda_major(filename),
-                          cuda_min=_nix_field(block, "minCudaVersion"), cuda_max=_nix_field(block, "maxCudaVersion")))
+        facts.append(
+            Fact(
+                filename=filename,
+                origin=name,
+                primary=False,
+                sha256=sha256,
+                url=url,
+                version=_nix_field(block, "version"),
+                cuda_major=_cudnn_cuda_major(filename),
+                cuda_min=_nix_field(block, "minCudaVersion"),
+                cuda_max=_nix_field(block, "maxCudaVersion"),
+            )
+        )
     return facts, warnings
 
 
@@ -209,8 +239,16 @@ def _nix_cudatoolkit(text: str, name: str) -> tuple[list[Fact], list[str]]:
         if not sha256:
             warnings.append(f"{name}: unreadable sha256 for {_basename(url)}")
             continue
-        facts.append(Fact(filename=_basename(url), origin=name, primary=False, sha256=sha256, url=url,
-                          version=_nix_field(block, "version")))
+        facts.append(
+            Fact(
+                filename=_basename(url),
+                origin=name,
+                primary=False,
+                sha256=sha256,
+                url=url,
+                version=_nix_field(block, "version"),
+            )
+        )
     return facts, warnings
 
 
@@ -218,7 +256,7 @@ def nix_hash_hex(value: str) -> str:
     """A sha256 as nixpkgs writes it (``sha256-<base64>`` SRI, nix base-32, or hex) in hex; "" if
     it is none of these."""
     if value.startswith("sha256-"):
-        encoded = value[len("sha256-"):]
+        encoded = value[len("sha256-") :]
         if not re.fullmatch(r"[A-Za-z0-9+/]+={0,2}", encoded):
             return ""
         try:  # nixpkgs accepts an SRI hash without its "=" padding
@@ -258,8 +296,15 @@ def _conda_forge_cudavars(text: str, name: str) -> list[Fact]:
         post = _linux64(block, "runfile_post") or "_linux.run"
         if not (version and patch and md5) or patch == "skip":
             continue
-        facts.append(Fact(filename=f"cuda_{version.group(1)}_{patch}{post}", origin=name, primary=False, md5=md5,
-                          version=version.group(1)))
+        facts.append(
+            Fact(
+                filename=f"cuda_{version.group(1)}_{patch}{post}",
+                origin=name,
+                primary=False,
+                md5=md5,
+                version=version.group(1),
+            )
+        )
     return facts
 
 

@@ -73,8 +73,11 @@ class RecordingFetcher(regen.Fetcher):
         if document and url.rstrip("/").endswith("/tensorflow/json"):
             releases = document.get("releases", {})
             for version in self.linux_only & set(releases):
-                releases[version] = [f for f in releases[version] if f["filename"].endswith("_x86_64.whl")
-                                     and "manylinux" in f["filename"]]
+                releases[version] = [
+                    f
+                    for f in releases[version]
+                    if f["filename"].endswith("_x86_64.whl") and "manylinux" in f["filename"]
+                ]
         self.documents[url] = document
         return document
 
@@ -89,7 +92,8 @@ def trim(document: dict, versions: set[str]) -> dict:
     info = {k: document["info"].get(k) for k in ("name", "version", "requires_python", "summary")}
     releases = {
         version: [dict(entry, url=f"/files/{entry['filename']}") for entry in files]
-        for version, files in document.get("releases", {}).items() if version in versions
+        for version, files in document.get("releases", {}).items()
+        if version in versions
     }
     return {"info": info, "releases": releases}
 
@@ -100,8 +104,9 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(member, io.BytesIO(data))
 
 
-def write_fixture(fetcher: RecordingFetcher, scanned: dict[str, dict], out: Path, versions: set[str],
-                  also_list: set[str]) -> None:
+def write_fixture(
+    fetcher: RecordingFetcher, scanned: dict[str, dict], out: Path, versions: set[str], also_list: set[str]
+) -> None:
     shutil.rmtree(out / "index", ignore_errors=True)
     for url, document in sorted(fetcher.documents.items()):
         if document is None:
@@ -128,19 +133,34 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("versions", nargs="+", metavar="VERSION")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="fixture directory (default: %(default)s)")
-    parser.add_argument("--also-list", nargs="*", default=[], metavar="VERSION",
-                        help="versions kept in the tensorflow listing without their wheels being read")
+    parser.add_argument(
+        "--also-list",
+        nargs="*",
+        default=[],
+        metavar="VERSION",
+        help="versions kept in the tensorflow listing without their wheels being read",
+    )
     parser.add_argument("--index-url", default=regen.DEFAULT_INDEX)
     parser.add_argument("--cache", type=Path, help="cache directory, as for regen_tf_data.py")
-    parser.add_argument("--linux-only", nargs="*", default=[], metavar="VERSION",
-                        help="versions recorded with their Linux x86_64 wheels only")
+    parser.add_argument(
+        "--linux-only",
+        nargs="*",
+        default=[],
+        metavar="VERSION",
+        help="versions recorded with their Linux x86_64 wheels only",
+    )
     args = parser.parse_args(argv)
 
     fetcher = RecordingFetcher(args.cache, linux_only=set(args.linux_only))
     scanner = fatbin.FatbinScanner(fetcher, args.cache, regen.log, bulk_fetcher=regen.Fetcher(args.cache))
     with tempfile.TemporaryDirectory() as tmp:
-        run_args = argparse.Namespace(out=Path(tmp) / "tensorflow.toml", index_url=args.index_url,
-                                      only=args.versions, jobs=regen.MAX_JOBS, cache=args.cache)
+        run_args = argparse.Namespace(
+            out=Path(tmp) / "tensorflow.toml",
+            index_url=args.index_url,
+            only=args.versions,
+            jobs=regen.MAX_JOBS,
+            cache=args.cache,
+        )
         try:
             regen.run(run_args, fetcher, scanner=scanner)
         except regen.RegenError as exc:
@@ -148,8 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     write_fixture(fetcher, scanner.scanned, args.out, set(args.versions), set(args.also_list))
     size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
-    regen.log(f"recorded {len(fetcher.documents)} documents, {len(fetcher.ranges)} ranges and "
-              f"{len(scanner.scanned)} fatbin images into {args.out} ({size / 1e6:.2f} MB on disk)")
+    regen.log(
+        f"recorded {len(fetcher.documents)} documents, {len(fetcher.ranges)} ranges and "
+        f"{len(scanner.scanned)} fatbin images into {args.out} ({size / 1e6:.2f} MB on disk)"
+    )
     return 0
 
 

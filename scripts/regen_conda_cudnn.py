@@ -67,11 +67,23 @@ def show(repo: Path, commit: str, path: str) -> str | None:
 
 # --- conda selectors, evaluated without eval() --------------------------------------------------
 
+
 def selector_true(selector: str, variant: str) -> bool:
     """Evaluate a ``# [ ... ]`` selector for a linux-64 build of ``variant``; unknown names are false."""
-    names = {"linux": True, "linux64": True, "unix": True, "x86_64": True, "win": False, "win64": False,
-             "osx": False, "aarch64": False, "ppc64le": False, "cuda_compiler_version": variant,
-             "cuda_major": variant.split(".")[0], "None": None}
+    names = {
+        "linux": True,
+        "linux64": True,
+        "unix": True,
+        "x86_64": True,
+        "win": False,
+        "win64": False,
+        "osx": False,
+        "aarch64": False,
+        "ppc64le": False,
+        "cuda_compiler_version": variant,
+        "cuda_major": variant.split(".")[0],
+        "None": None,
+    }
 
     def value(node):
         if isinstance(node, ast.Constant):
@@ -98,12 +110,17 @@ def selector_true(selector: str, variant: str) -> bool:
                 return left in right
             if isinstance(op, ast.NotIn):
                 return left not in right
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "startswith" and len(node.args) == 1):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "startswith"
+            and len(node.args) == 1
+        ):
             return str(value(node.func.value) or "").startswith(value(node.args[0]))
         if isinstance(node, ast.Subscript):
             return str(value(node.value))[:2]  # the one slice these recipes use: cuda_compiler_version[:2]
         raise ValueError(f"selector not understood: {selector!r}")
+
     return bool(value(ast.parse(selector, mode="eval").body))
 
 
@@ -161,15 +178,18 @@ def collect(repo: Path, branches: tuple[str, ...]) -> tuple[dict[str, dict], lis
     heads = []
     for branch in branches:
         heads.append(f"{branch} @{git(repo, 'rev-parse', '--short', branch).strip()}")
-        for line in git(repo, "log", "--first-parent", "--reverse", "--format=%h %ad", "--date=short", branch).splitlines():
+        for line in git(
+            repo, "log", "--first-parent", "--reverse", "--format=%h %ad", "--date=short", branch
+        ).splitlines():
             commit, date = line.split()
             recipe = show(repo, commit, "recipe/meta.yaml")
             version = re.search(r'set version = "([^"]+)"', recipe or "")
             found = variants(repo, commit)
             if not version or not (found["cuda"] or found["cuda_win"]):
                 continue
-            row = rows.setdefault(version.group(1), {"cuda": set(), "cuda_win": set(), "runs_with": set(),
-                                                     "first": f"{commit} {date}"})
+            row = rows.setdefault(
+                version.group(1), {"cuda": set(), "cuda_win": set(), "runs_with": set(), "first": f"{commit} {date}"}
+            )
             row["cuda"] |= found["cuda"]
             row["cuda_win"] |= found["cuda_win"]
             row["runs_with"] |= {runs_with(recipe, v) for v in found["cuda"]}
@@ -185,17 +205,22 @@ def _vkey(text: str) -> tuple[int, ...]:
 
 def render(rows: dict[str, dict], heads: list[str]) -> str:
     """The conda_cudnn.toml text, versions oldest first."""
-    date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    date = datetime.datetime.now(datetime.UTC).date().isoformat()
     lines = [HEADER.format(date=date, heads=", ".join(heads)).rstrip("\n"), f"generated = {toml_value(date)}"]
     for version in sorted(rows, key=_vkey):
         row = rows[version]
-        lines += ["", "[[cudnn]]", f"version = {toml_value(version)}",
-                  f"cuda = {toml_value(sorted(row['cuda'], key=_vkey))}",
-                  f"cuda_win = {toml_value(sorted(row['cuda_win'], key=_vkey))}",
-                  f"runs_with = {toml_value(sorted(row['runs_with'], key=_vkey))}",
-                  f"skip = {toml_value(row['skip'])}",
-                  f"first = {toml_value(row['first'])}", f"last = {toml_value(row['last'])}",
-                  'source = ["CF-CUDNN"]']
+        lines += [
+            "",
+            "[[cudnn]]",
+            f"version = {toml_value(version)}",
+            f"cuda = {toml_value(sorted(row['cuda'], key=_vkey))}",
+            f"cuda_win = {toml_value(sorted(row['cuda_win'], key=_vkey))}",
+            f"runs_with = {toml_value(sorted(row['runs_with'], key=_vkey))}",
+            f"skip = {toml_value(row['skip'])}",
+            f"first = {toml_value(row['first'])}",
+            f"last = {toml_value(row['last'])}",
+            'source = ["CF-CUDNN"]',
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -60,10 +60,13 @@ def rows_for(index: Index, project: str) -> list[dict]:
         wheels = [w for w in (wheel_from_json(f, index.project_url(project)) for f in files) if w]
         if not wheels:
             continue
-        row = {"project": project, "version": version,
-               "uploaded": min(f["upload_time_iso_8601"] for f in files)[:10],
-               "prerelease": bool(re.search(r"(a|b|rc|dev)\d*", version)),
-               "yanked": all(f.get("yanked") for f in files)}
+        row = {
+            "project": project,
+            "version": version,
+            "uploaded": min(f["upload_time_iso_8601"] for f in files)[:10],
+            "prerelease": bool(re.search(r"(a|b|rc|dev)\d*", version)),
+            "yanked": all(f.get("yanked") for f in files),
+        }
         for platform in PLATFORMS:
             mine = [w for w in wheels if w.platform == platform]
             row[platform] = sorted({p for w in mine for p in w.pythons}, key=python_key)
@@ -77,7 +80,7 @@ def rows_for(index: Index, project: str) -> list[dict]:
 
 def render(rows: list[dict]) -> str:
     """The macos_wheels.toml text."""
-    date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    date = datetime.datetime.now(datetime.UTC).date().isoformat()
     lines = [HEADER.format(date=date).rstrip("\n"), f"generated = {toml_value(date)}"]
     for row in rows:
         lines += ["", "[[wheels]]"] + [f"{key} = {toml_value(value)}" for key, value in row.items()]

@@ -44,9 +44,18 @@ from nvidia_manifests import CUDNN_REDIST, Fact, ManifestError, read
 DATA = Path(__file__).resolve().parent.parent / "tfgpu" / "data"
 TABLES = {"runfile": ("cuda.toml", "toolkit", "runfile"), "cudnn": ("cudnn_archives.toml", "archive", "filename")}
 # Row field <- Fact attribute, per table.
-FIELDS = {"runfile": {"sha256": "sha256", "md5": "md5", "runfile_url": "url"},
-          "cudnn": {"sha256": "sha256", "md5": "md5", "size": "size", "url": "url", "manifest": "manifest",
-                    "cuda_min": "cuda_min", "cuda_max": "cuda_max"}}
+FIELDS = {
+    "runfile": {"sha256": "sha256", "md5": "md5", "runfile_url": "url"},
+    "cudnn": {
+        "sha256": "sha256",
+        "md5": "md5",
+        "size": "size",
+        "url": "url",
+        "manifest": "manifest",
+        "cuda_min": "cuda_min",
+        "cuda_max": "cuda_max",
+    },
+}
 EMPTY = ("", 0)
 
 
@@ -96,8 +105,10 @@ def merge(facts: list[Fact]) -> tuple[dict[str, dict], list[str]]:
             # A file sits under one URL per site and may be listed by several of NVIDIA's
             # manifests; its checksums, size and CUDA range have one value.
             if len(values) > 1 and field not in ("url", "manifest"):
-                conflicts.append(f"{filename}: manifests disagree on {field}: "
-                                 + "; ".join(f"{v} ({', '.join(o)})" for v, o in values.items()))
+                conflicts.append(
+                    f"{filename}: manifests disagree on {field}: "
+                    + "; ".join(f"{v} ({', '.join(o)})" for v, o in values.items())
+                )
     return merged, conflicts
 
 
@@ -172,11 +183,10 @@ def _set(block: str, field: str, value) -> str:
     line = f"{field} = {_render(value)}"
     if re.search(rf"^{field} = .*$", block, re.MULTILINE):
         return re.sub(rf"^{field} = .*$", lambda _: line, block, count=1, flags=re.MULTILINE)
-    before = ORDER[:ORDER.index(field)] if field in ORDER else ()
+    before = ORDER[: ORDER.index(field)] if field in ORDER else ()
     for anchor in reversed(before):
         if re.search(rf"^{anchor} = .*$", block, re.MULTILINE):
-            return re.sub(rf"^({anchor} = .*)$", lambda m: f"{m.group(1)}\n{line}", block, count=1,
-                          flags=re.MULTILINE)
+            return re.sub(rf"^({anchor} = .*)$", lambda m: f"{m.group(1)}\n{line}", block, count=1, flags=re.MULTILINE)
     return re.sub(r"^(source = .*)$", lambda m: f"{line}\n{m.group(1)}", block, count=1, flags=re.MULTILINE)
 
 
@@ -221,8 +231,10 @@ def update(tables: Tables, merged: dict[str, dict], facts: list[Fact], add: set[
             if table_of(filename) != table or filename not in merged:
                 continue
             if table != "cudnn":
-                raise ManifestError(f"--add {filename}: only cuDNN archive rows can be added "
-                                    "(a toolkit row needs driver facts no manifest has)")
+                raise ManifestError(
+                    f"--add {filename}: only cuDNN archive rows can be added "
+                    "(a toolkit row needs driver facts no manifest has)"
+                )
             blocks = _insert(blocks, _new_archive(filename, merged[filename], facts, origins[filename]))
             done.append(f"{name}: {filename}: added")
         tables.text[name] = f"\n[[{array}]]\n".join(blocks)
@@ -235,12 +247,22 @@ def _new_archive(filename: str, fields: dict, facts: list[Fact], sources: list[s
     if not version or not fact.cuda_major or "url" not in fields or "sha256" not in fields:
         raise ManifestError(f"--add {filename}: the manifests give no version, CUDA major, URL or sha256 for it")
     value = {field: next(iter(values)) for field, values in fields.items()}
-    row = {"version": version, "cuda_major": fact.cuda_major, "cuda_min": value.get("cuda_min", ""),
-           "cuda_max": value.get("cuda_max", ""), "platform": "linux_x86_64", "filename": filename,
-           "url": value["url"], "sha256": value["sha256"], "md5": value.get("md5", ""), "size": value.get("size", 0),
-           "manifest": value.get("manifest", ""), "source": sources,
-           "unverified": [f for f in ("cuda_min", "cuda_max", "md5", "size") if f not in value],
-           "note": ""}
+    row = {
+        "version": version,
+        "cuda_major": fact.cuda_major,
+        "cuda_min": value.get("cuda_min", ""),
+        "cuda_max": value.get("cuda_max", ""),
+        "platform": "linux_x86_64",
+        "filename": filename,
+        "url": value["url"],
+        "sha256": value["sha256"],
+        "md5": value.get("md5", ""),
+        "size": value.get("size", 0),
+        "manifest": value.get("manifest", ""),
+        "source": sources,
+        "unverified": [f for f in ("cuda_min", "cuda_max", "md5", "size") if f not in value],
+        "note": "",
+    }
     return "\n".join(f"{field} = {_render(v)}" for field, v in row.items()) + "\n"
 
 
@@ -251,7 +273,7 @@ def _insert(blocks: list[str], new: str) -> list[str]:
 
     rows = blocks[1:]
     last = rows[-1] if rows else ""
-    trailer = last[len(last.rstrip("\n")):]  # keep the file's final newline(s) at the end
+    trailer = last[len(last.rstrip("\n")) :]  # keep the file's final newline(s) at the end
     rows = [r.rstrip("\n") + "\n" for r in rows]
     key = order(new)
     position = next((i for i, r in enumerate(rows) if order(r) > key), len(rows))
@@ -265,17 +287,26 @@ def _insert(blocks: list[str], new: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("manifests", nargs="+", type=Path)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="exit 1 when the data disagrees with a manifest")
     mode.add_argument("--update", action="store_true", help="fill empty fields of matching rows in place")
-    parser.add_argument("--complete", action="store_true",
-                        help="with --check: also fail on a checksum no manifest confirms, or a row citing "
-                             "a manifest's key that does not list its file")
-    parser.add_argument("--add", action="append", default=[], metavar="FILE",
-                        help="with --update: add an archive row for this file name")
+    parser.add_argument(
+        "--complete",
+        action="store_true",
+        help="with --check: also fail on a checksum no manifest confirms, or a row citing "
+        "a manifest's key that does not list its file",
+    )
+    parser.add_argument(
+        "--add",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="with --update: add an archive row for this file name",
+    )
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--cudnn-base", default=CUDNN_REDIST)
     args = parser.parse_args(argv)

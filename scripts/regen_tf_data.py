@@ -39,8 +39,8 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))   # fatbin.py, when run as a script
-sys.path.insert(0, str(ROOT))                               # tfgpu, when run from a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # fatbin.py, when run as a script
+sys.path.insert(0, str(ROOT))  # tfgpu, when run from a checkout
 
 from fatbin import FatbinScanner  # noqa: E402
 
@@ -84,8 +84,12 @@ def known_capabilities(path: Path) -> list[list[str]]:
         document = tomllib.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return []
-    return [w["compute_capabilities"] for r in document.get("release", [])
-            for w in r.get("wheels", {}).values() if w.get("compute_capabilities") and not w.get("unverified")]
+    return [
+        w["compute_capabilities"]
+        for r in document.get("release", [])
+        for w in r.get("wheels", {}).values()
+        if w.get("compute_capabilities") and not w.get("unverified")
+    ]
 
 
 def change_summary(old_text: str | None, new_text: str) -> list[str]:
@@ -109,8 +113,10 @@ def change_summary(old_text: str | None, new_text: str) -> list[str]:
                 if wa.get(key) != wb.get(key):
                     counts[f"wheels.{key}"] += 1
                     examples.setdefault(f"wheels.{key}", f"{version} {platform}: {wa.get(key)!r} -> {wb.get(key)!r}")
-    lines = [f"releases: {len(new)} ({len(added)} added: {', '.join(added) or '-'}; "
-             f"{len(removed)} removed: {', '.join(removed) or '-'})"]
+    lines = [
+        f"releases: {len(new)} ({len(added)} added: {', '.join(added) or '-'}; "
+        f"{len(removed)} removed: {', '.join(removed) or '-'})"
+    ]
     lines += [f"  {key}: {n} changed, e.g. {examples[key]}" for key, n in sorted(counts.items())]
     return lines
 
@@ -123,8 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--refresh-json", action="store_true", help="re-fetch JSON documents even if cached")
     parser.add_argument("--only", nargs="+", metavar="VERSION", help="partial run: read and write only these releases")
     parser.add_argument("--jobs", type=int, default=MAX_JOBS, help=f"parallel releases (1-{MAX_JOBS})")
-    parser.add_argument("--no-fatbin", action="store_true",
-                        help="do not stream GPU libraries; capabilities only the fatbin could give are unverified")
+    parser.add_argument(
+        "--no-fatbin",
+        action="store_true",
+        help="do not stream GPU libraries; capabilities only the fatbin could give are unverified",
+    )
     return parser
 
 
@@ -154,13 +163,15 @@ def run(args: argparse.Namespace, fetcher: Fetcher | None = None, scanner=None) 
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
-    generated = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    generated = datetime.datetime.now(datetime.UTC).date().isoformat()
     text = render_toml(releases, HEADER.format(date=generated), {"generated": generated, "index": index.index_url})
     previous = args.out.read_text("utf-8") if args.out.is_file() else None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, "utf-8")
-    log(f"wrote {args.out}: {len(releases)} releases; {fetcher.requests} requests, "
-        f"{fetcher.bytes / 1e6:.1f} MB fetched, {time.monotonic() - started:.1f} s")
+    log(
+        f"wrote {args.out}: {len(releases)} releases; {fetcher.requests} requests, "
+        f"{fetcher.bytes / 1e6:.1f} MB fetched, {time.monotonic() - started:.1f} s"
+    )
     for line in change_summary(previous, text):
         log(line)
     return releases

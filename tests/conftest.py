@@ -11,7 +11,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 import wheelhouse
 
 # Where the suite keeps what is worth keeping between runs (README, "Tests"): one directory,
@@ -51,7 +50,6 @@ os.environ.setdefault("TFGPU_INSECURE_HOSTS", LOOPBACK_HOSTS)
 # active sets VIRTUAL_ENV or CONDA_PREFIX itself.
 for _active in ("VIRTUAL_ENV", "CONDA_PREFIX"):
     os.environ.pop(_active, None)
-
 
 
 def _name_loopback() -> None:
@@ -98,9 +96,13 @@ def uv_cache(tmp_path_factory) -> Path:
 def tool_env(tmp_path, uv_cache) -> dict[str, str]:
     """Environment for running tfgpu-install: its own cache, logs, envs dir and Jupyter dir."""
     env = dict(os.environ)
-    env.update(TFGPU_CACHE_DIR=str(uv_cache), TFGPU_LOG_DIR=str(tmp_path / "logs"),
-               TFGPU_ENVS_DIR=str(tmp_path / "envs"), JUPYTER_DATA_DIR=str(tmp_path / "jupyter"),
-               COLUMNS="160")
+    env.update(
+        TFGPU_CACHE_DIR=str(uv_cache),
+        TFGPU_LOG_DIR=str(tmp_path / "logs"),
+        TFGPU_ENVS_DIR=str(tmp_path / "envs"),
+        JUPYTER_DATA_DIR=str(tmp_path / "jupyter"),
+        COLUMNS="160",
+    )
     return env
 
 
@@ -131,17 +133,28 @@ def lock_channel(tmp_path_factory) -> Path:
     packages = condachannel.default_packages()
     version = ".".join(str(part) for part in sys.version_info[:3])
     for subdir in ("linux-aarch64", "osx-arm64"):  # a Python to lock CPU-only / metal platforms with
-        packages.append(condachannel.Package("python", version, "h0000000_0", subdir=subdir,
-                                             files={"README.python": b"python for a lock test\n"}))
+        packages.append(
+            condachannel.Package(
+                "python", version, "h0000000_0", subdir=subdir, files={"README.python": b"python for a lock test\n"}
+            )
+        )
     for subdir in ("linux-64", "win-64"):  # TF 2.10 (CUDA 11.2, the last native Windows GPU build)
         metadata_only = {"README.txt": f"{subdir} package for a lock test\n".encode()}
         packages += [
             condachannel.Package("python", "3.10.13", "h0000000_0", subdir=subdir, files=metadata_only),
-            condachannel.Package("cudatoolkit", "11.2.2", "h0000000_13", subdir=subdir, constrains=["__cuda >=11"],
-                                 files=metadata_only),
+            condachannel.Package(
+                "cudatoolkit", "11.2.2", "h0000000_13", subdir=subdir, constrains=["__cuda >=11"], files=metadata_only
+            ),
             # conda-forge's newest cudnn with a CUDA 11.2 build (cudnn-feedstock history: conda_cudnn.toml)
-            condachannel.Package("cudnn", "8.8.0.121", "cuda112h0000000_0", subdir=subdir,
-                                 depends=["cudatoolkit 11.*"], files=metadata_only)]
+            condachannel.Package(
+                "cudnn",
+                "8.8.0.121",
+                "cuda112h0000000_0",
+                subdir=subdir,
+                depends=["cudatoolkit 11.*"],
+                files=metadata_only,
+            ),
+        ]
     return condachannel.build_channel(tmp_path_factory.mktemp("lock-channel"), packages)
 
 
@@ -152,8 +165,13 @@ def lock_index(tmp_path_factory):
 
     wheels = tmp_path_factory.mktemp("lock-wheels")
     for version in ("2.10.1", "2.13.1", "2.16.1"):
-        wheelhouse.wheel(wheels, "tensorflow", version, {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()},
-                         requires=["numpy-stub>=1"])
+        wheelhouse.wheel(
+            wheels,
+            "tensorflow",
+            version,
+            {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()},
+            requires=["numpy-stub>=1"],
+        )
     wheelhouse.wheel(wheels, "tensorflow-metal", "1.0.0", {"tensorflow_metal/__init__.py": b""})
     wheelhouse.wheel(wheels, "numpy-stub", "1.2.3", {"numpy_stub/__init__.py": b""})
     root = localindex.build_index(wheels, tmp_path_factory.mktemp("lock-index"))
@@ -166,14 +184,16 @@ def repair_wheels(tmp_path_factory) -> Path:
     """TensorFlow 2.21.0 (a CUDA build) and every CUDA wheel its resolution names, plus an old cuDNN
     (tests/repairhelpers.py): what users' own envs are made from in the repair tests."""
     import repairhelpers
+
     from tfgpu.resolver import make_request, resolve
 
     if not wheelhouse.have_compiler():
         pytest.skip("gcc is needed to build the test shared libraries")
     directory = tmp_path_factory.mktemp("repair-wheels")
     repairhelpers.tensorflow_wheel(directory, "2.21.0", cuda=True)
-    resolution = resolve(make_request(tf="2.21.0", mode="pip", python=f"{sys.version_info[0]}.{sys.version_info[1]}"),
-                         None)
+    resolution = resolve(
+        make_request(tf="2.21.0", mode="pip", python=f"{sys.version_info[0]}.{sys.version_info[1]}"), None
+    )
     return repairhelpers.cuda_wheelhouse(directory, resolution)
 
 
@@ -220,8 +240,9 @@ def run_tool(*argv: str, env: dict[str, str] | None = None, timeout: float = 900
 
 def run_process(*argv: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
     """tfgpu-install as a process of its own (``python -m tfgpu``)."""
-    return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 SHELLS = ("bash", "zsh", "fish")
@@ -230,9 +251,15 @@ SHELLS = ("bash", "zsh", "fish")
 def shells() -> list:
     """Every shell the tool supports, as parameters; one that is not installed is a visible skip
     (``SKIPPED ... zsh is not installed``), never a silently missing test."""
-    return [pytest.param(shell, marks=pytest.mark.skipif(shutil.which(shell) is None,
-                                                         reason=f"{shell} is not installed: its tests cannot run"))
-            for shell in SHELLS]
+    return [
+        pytest.param(
+            shell,
+            marks=pytest.mark.skipif(
+                shutil.which(shell) is None, reason=f"{shell} is not installed: its tests cannot run"
+            ),
+        )
+        for shell in SHELLS
+    ]
 
 
 TF_CPU = "tensorflow-cpu==2.21.0"  # the CPU wheel: ~250 MB instead of the CUDA wheels' ~3 GB
@@ -263,7 +290,11 @@ def real_tf_env() -> Path:
     env.parent.mkdir(parents=True, exist_ok=True)
     common = {**os.environ, "UV_CACHE_DIR": str(suite_cache("e2e", "uv"))}
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(env)], check=True, env=common, timeout=300)
-    subprocess.run([uv, "pip", "install", "-q", "--python", str(env / "bin" / "python"), TF_CPU], check=True,
-                   env=common, timeout=1800)
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(env / "bin" / "python"), TF_CPU],
+        check=True,
+        env=common,
+        timeout=1800,
+    )
     (env / ".complete").write_text(TF_CPU + "\n")
     return env

@@ -16,10 +16,17 @@ from pathlib import Path
 from tfgpu.envs import activation
 
 # pip's layout for TF 2.21 [and-cuda] (component dir, soname).
-CUDA12 = [("nvjitlink", "libnvJitLink.so.12"), ("cuda_runtime", "libcudart.so.12"),
-          ("cublas", "libcublasLt.so.12"), ("cublas", "libcublas.so.12"), ("cusparse", "libcusparse.so.12"),
-          ("cusolver", "libcusolver.so.11"), ("cufft", "libcufft.so.11"), ("curand", "libcurand.so.10"),
-          ("cudnn", "libcudnn.so.9")]
+CUDA12 = [
+    ("nvjitlink", "libnvJitLink.so.12"),
+    ("cuda_runtime", "libcudart.so.12"),
+    ("cublas", "libcublasLt.so.12"),
+    ("cublas", "libcublas.so.12"),
+    ("cusparse", "libcusparse.so.12"),
+    ("cusolver", "libcusolver.so.11"),
+    ("cufft", "libcufft.so.11"),
+    ("curand", "libcurand.so.10"),
+    ("cudnn", "libcudnn.so.9"),
+]
 # RUNPATH of TF 2.21.0's libtensorflow_framework.so.2: no cusolver entry [WHL-RPATH].
 RUNPATH_2_21 = ["nccl", "cuda_cupti", "cublas", "cudnn", "cufft", "cusparse", "cuda_runtime", "nvshmem"]
 # TF 2.16.1: only cuda_runtime [WHL-RPATH].
@@ -45,11 +52,23 @@ def cuda_source(soname: str, cudart: int, cudnn: int) -> str:
     return ""
 
 
-def make_env(root: Path, *, tf_version: str = "2.21.0", python: str = "3.11", cuda: str = "12.5.1",
-             cudnn_major: str = "9", caps: tuple[str, ...] = ("sm_60", "sm_70", "sm_80", "sm_89", "compute_90"),
-             cuda_build: bool = True, runpath: list[str] = RUNPATH_2_21, libraries=CUDA12,
-             cudart_version: int = 12090, cudnn_version: int = 92800, hook: bool = True,
-             ptxas_release: str | None = "12.9.86", libdevice: bool = True) -> Path:
+def make_env(
+    root: Path,
+    *,
+    tf_version: str = "2.21.0",
+    python: str = "3.11",
+    cuda: str = "12.5.1",
+    cudnn_major: str = "9",
+    caps: tuple[str, ...] = ("sm_60", "sm_70", "sm_80", "sm_89", "compute_90"),
+    cuda_build: bool = True,
+    runpath: list[str] = RUNPATH_2_21,
+    libraries=CUDA12,
+    cudart_version: int = 12090,
+    cudnn_version: int = 92800,
+    hook: bool = True,
+    ptxas_release: str | None = "12.9.86",
+    libdevice: bool = True,
+) -> Path:
     """Lay out an env under ``root``; returns ``root``."""
     site = root / "lib" / f"python{python}" / "site-packages"
     tf = site / "tensorflow"
@@ -58,22 +77,26 @@ def make_env(root: Path, *, tf_version: str = "2.21.0", python: str = "3.11", cu
         '"""Auto-generated module providing information about the build."""\nimport collections\n\n'
         f"build_info = collections.OrderedDict([('cuda_compute_capabilities', {list(caps)!r}), "
         f"('cuda_version', {cuda!r}), ('cudnn_version', {cudnn_major!r}), ('is_cuda_build', {cuda_build}), "
-        "('is_rocm_build', False)])\n")
+        "('is_rocm_build', False)])\n"
+    )
     dist = site / f"tensorflow-{tf_version}.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: tensorflow\nVersion: {tf_version}\n")
     rpath = ":".join(f"$ORIGIN/../nvidia/{c}/lib" for c in runpath)
     compile_library(tf / "libtensorflow_framework.so.2", "libtensorflow_framework.so.2", runpath=rpath)
     for component, soname in libraries:
-        compile_library(site / "nvidia" / component / "lib" / soname, soname,
-                        cuda_source(soname, cudart_version, cudnn_version))
+        compile_library(
+            site / "nvidia" / component / "lib" / soname, soname, cuda_source(soname, cudart_version, cudnn_version)
+        )
     nvcc = site / "nvidia" / "cuda_nvcc"
     if ptxas_release:
         ptxas = nvcc / "bin" / "ptxas"
         ptxas.parent.mkdir(parents=True)
         major_minor = ".".join(ptxas_release.split(".")[:2])
-        ptxas.write_text("#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler'\n"
-                         f"echo 'Cuda compilation tools, release {major_minor}, V{ptxas_release}'\n")
+        ptxas.write_text(
+            "#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler'\n"
+            f"echo 'Cuda compilation tools, release {major_minor}, V{ptxas_release}'\n"
+        )
         ptxas.chmod(0o755)
     if libdevice:
         (nvcc / "nvvm" / "libdevice").mkdir(parents=True)

@@ -67,5 +67,6 @@ def tensorflow_wheel_dir(tmp_path: Path, version: str = "2.13.1") -> Path:
     """A find-links directory with a stand-in ``tensorflow`` wheel of ``version``."""
     import wheelhouse
 
-    return wheelhouse.wheel(tmp_path / "wheels", "tensorflow", version,
-                            {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()}).parent
+    return wheelhouse.wheel(
+        tmp_path / "wheels", "tensorflow", version, {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode()}
+    ).parent

@@ -39,12 +39,25 @@ import wheelhouse
 # CUDA libraries the fake toolkit ships: base name -> soname per CUDA major ("{mm}": CUDA 10's
 # libcudart soname carries the minor too).
 TOOLKIT_LIBS = {
-    10: {"libcudart": "libcudart.so.{mm}", "libcublasLt": "libcublasLt.so.10", "libcublas": "libcublas.so.10",
-         "libcusolver": "libcusolver.so.10"},
-    11: {"libcudart": "libcudart.so.11.0", "libcublasLt": "libcublasLt.so.11", "libcublas": "libcublas.so.11",
-         "libcusolver": "libcusolver.so.11"},
-    12: {"libcudart": "libcudart.so.12", "libcublasLt": "libcublasLt.so.12", "libcublas": "libcublas.so.12",
-         "libnvJitLink": "libnvJitLink.so.12", "libcusolver": "libcusolver.so.11"},
+    10: {
+        "libcudart": "libcudart.so.{mm}",
+        "libcublasLt": "libcublasLt.so.10",
+        "libcublas": "libcublas.so.10",
+        "libcusolver": "libcusolver.so.10",
+    },
+    11: {
+        "libcudart": "libcudart.so.11.0",
+        "libcublasLt": "libcublasLt.so.11",
+        "libcublas": "libcublas.so.11",
+        "libcusolver": "libcusolver.so.11",
+    },
+    12: {
+        "libcudart": "libcudart.so.12",
+        "libcublasLt": "libcublasLt.so.12",
+        "libcublas": "libcublas.so.12",
+        "libnvJitLink": "libnvJitLink.so.12",
+        "libcusolver": "libcusolver.so.11",
+    },
 }
 
 RUNFILE = r"""#!/bin/sh
@@ -166,8 +179,9 @@ def fake_runfile(directory: Path, cuda: str, *, fails: bool = False, pad: int = 
     payload = base64.encodebytes(_tar_gz(tree)).decode()
     fail = 'echo "fake runfile: failing on purpose after a partial install" >&2; exit 1' if fails else ""
     # Padding (shell comments) so the file is big enough to be cut mid-transfer and resumed.
-    padding = "".join(f"# {line}\n" for line in base64.encodebytes(random.Random(cuda).randbytes(pad)).decode()
-                      .splitlines())
+    padding = "".join(
+        f"# {line}\n" for line in base64.encodebytes(random.Random(cuda).randbytes(pad)).decode().splitlines()
+    )
     text = RUNFILE.replace("@VERSION@", cuda).replace("@FAIL@", fail + "\n" + padding) + payload
     path = directory / f"cuda_{cuda}_000.00.00_linux.run"
     path.write_text(text)
@@ -179,8 +193,7 @@ def fake_cudnn_archive(directory: Path, version: str, cuda_major: int, legacy_cu
     ``legacy_cuda`` (``10.1``) the tarball layout NVIDIA used up to 8.2.4 instead:
     ``cudnn-<legacy_cuda>-linux-x64-v<version>.tgz`` holding ``cuda/include``, ``cuda/lib64``."""
     if legacy_cuda:
-        stem, top, libdir, suffix, mode = (f"cudnn-{legacy_cuda}-linux-x64-v{version}", "cuda", "lib64", ".tgz",
-                                           "w:gz")
+        stem, top, libdir, suffix, mode = (f"cudnn-{legacy_cuda}-linux-x64-v{version}", "cuda", "lib64", ".tgz", "w:gz")
     else:
         stem = f"cudnn-linux-x86_64-{version}_cuda{cuda_major}-archive"
         top, libdir, suffix, mode = stem, "lib", ".tar.xz", "w:xz"
@@ -189,7 +202,8 @@ def fake_cudnn_archive(directory: Path, version: str, cuda_major: int, legacy_cu
     (tree / "include").mkdir(parents=True, exist_ok=True)
     # cuDNN 7 keeps its version macros in cudnn.h; cuDNN 8 moved them to cudnn_version.h.
     (tree / "include" / ("cudnn.h" if int(major) < 8 else "cudnn_version.h")).write_text(
-        f"#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n")
+        f"#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n"
+    )
     real = tree / libdir / f"libcudnn.so.{major}.{minor}.{patch}"
     wheelhouse.shared_library(real, f"libcudnn.so.{major}")
     (tree / libdir / f"libcudnn.so.{major}").symlink_to(real.name)
@@ -268,13 +282,13 @@ def _handler(fake: FakeNvidia, served: dict[str, bytes]):
                 self.send_header("Accept-Ranges", "bytes")
             self.end_headers()
             if applies and faults.truncate_after and seen == 1:
-                self.wfile.write(body[:faults.truncate_after])
+                self.wfile.write(body[: faults.truncate_after])
                 self.wfile.flush()
                 self.close_connection = True
                 return
             piece = 4096 if applies and faults.trickle else len(body) or 1
             for offset in range(0, len(body), piece):
-                self.wfile.write(body[offset:offset + piece])
+                self.wfile.write(body[offset : offset + piece])
                 if applies and faults.trickle:
                     self.wfile.flush()
                     time.sleep(faults.trickle)
@@ -291,12 +305,12 @@ def _handler(fake: FakeNvidia, served: dict[str, bytes]):
             try:
                 if faults.drip:
                     for index in range(len(data)):
-                        self.wfile.write(data[index:index + 1])
+                        self.wfile.write(data[index : index + 1])
                         self.wfile.flush()
                         time.sleep(faults.drip)
                     return
                 if faults.announce:
-                    body = (data * (faults.announce // max(len(data), 1) + 1))[:faults.announce]
+                    body = (data * (faults.announce // max(len(data), 1) + 1))[: faults.announce]
                     self.wfile.write(body)
                     return
                 self.wfile.write(data)
@@ -323,8 +337,13 @@ def _overlay_cuda_toml(cuda: str, url: str, sha256: str) -> str:
     raise ValueError(f"cuda.toml has no toolkit row {cuda}")
 
 
-def serve_fake_nvidia(tmp_path: Path, cuda: str = "12.2.2", cudnn: str = "8.9.7.29",
-                      faults: Faults | None = None, legacy_cudnn: bool = False) -> FakeNvidia:
+def serve_fake_nvidia(
+    tmp_path: Path,
+    cuda: str = "12.2.2",
+    cudnn: str = "8.9.7.29",
+    faults: Faults | None = None,
+    legacy_cudnn: bool = False,
+) -> FakeNvidia:
     """Build the fake files, start the server on 127.0.0.1, write the overlay; close() when done.
     ``legacy_cudnn``: serve cuDNN as a legacy tarball (as NVIDIA does for cuDNN 7 and CUDA 10)."""
     work = tmp_path / "fakenvidia"
@@ -335,10 +354,19 @@ def serve_fake_nvidia(tmp_path: Path, cuda: str = "12.2.2", cudnn: str = "8.9.7.
     archive = fake_cudnn_archive(work, cudnn, cuda_major, ".".join(cuda.split(".")[:2]) if legacy_cudnn else "")
     served = {runfile.name: runfile.read_bytes(), archive.name: archive.read_bytes()}
     served[f"redirected/{runfile.name}"] = served[runfile.name]
-    fake = FakeNvidia(base_url="", overlay_dir=work / "overlay", runfile=runfile, runfile_url="",
-                      runfile_sha256=hashlib.sha256(served[runfile.name]).hexdigest(), cudnn=archive,
-                      cudnn_url="", cudnn_sha256=hashlib.sha256(served[archive.name]).hexdigest(),
-                      cuda=cuda, cudnn_version=cudnn, faults=faults)
+    fake = FakeNvidia(
+        base_url="",
+        overlay_dir=work / "overlay",
+        runfile=runfile,
+        runfile_url="",
+        runfile_sha256=hashlib.sha256(served[runfile.name]).hexdigest(),
+        cudnn=archive,
+        cudnn_url="",
+        cudnn_sha256=hashlib.sha256(served[archive.name]).hexdigest(),
+        cuda=cuda,
+        cudnn_version=cudnn,
+        faults=faults,
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake, served))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
@@ -354,5 +382,6 @@ def serve_fake_nvidia(tmp_path: Path, cuda: str = "12.2.2", cudnn: str = "8.9.7.
         f'version = "{cudnn}"\ncuda_major = {cuda_major}\ncuda_min = "{mm}"\ncuda_max = "{mm}"\n'
         f'platform = "linux_x86_64"\nfilename = "{archive.name}"\nurl = "{fake.cudnn_url}"\n'
         f'sha256 = "{fake.cudnn_sha256}"\nsize = {len(served[archive.name])}\nmanifest = ""\n'
-        'source = []\nunverified = []\n')
+        "source = []\nunverified = []\n"
+    )
     return fake

@@ -30,7 +30,8 @@ def build_index(wheels: Path, root: Path) -> Path:
         page.parent.mkdir(parents=True, exist_ok=True)
         page.write_text("<!DOCTYPE html><html><body>\n" + "<br>\n".join(links) + "\n</body></html>\n")
     (root / "simple" / "index.html").write_text(
-        "<html><body>" + "".join(f'<a href="{p}/">{p}</a>' for p in projects) + "</body></html>\n")
+        "<html><body>" + "".join(f'<a href="{p}/">{p}</a>' for p in projects) + "</body></html>\n"
+    )
     return root
 
 

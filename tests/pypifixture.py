@@ -93,11 +93,11 @@ class RecordedIndex(BaseHTTPRequestHandler):
     def _body(self, filename: str, start: int, end: int) -> bytes | None:
         for first, last, data in self.ranges.get(filename, []):
             if first <= start and end <= last:
-                return data[start - first:end - first + 1]
+                return data[start - first : end - first + 1]
         if filename in self.members:
             data_start, stream = self.members[filename]
             if start >= data_start:
-                piece = stream[start - data_start:end - data_start + 1]
+                piece = stream[start - data_start : end - data_start + 1]
                 return piece + bytes(end - start + 1 - len(piece))
         return None
 
@@ -120,10 +120,15 @@ def serve(index_dir: Path | None = None):
             filename, span = member.name.split("/")
             start, end = map(int, span.split("-"))
             ranges.setdefault(filename, []).append((start, end, tar.extractfile(member).read()))
-    members = {wheel: (image["data_start"], deflate_image(image["pieces"], image["inflated_size"]))
-               for wheel, image in load_images().items()}
-    handler = type("Handler", (RecordedIndex,), {"ranges": ranges, "members": members,
-                                                  "index_dir": index_dir or FIXTURE / "index", "requests": []})
+    members = {
+        wheel: (image["data_start"], deflate_image(image["pieces"], image["inflated_size"]))
+        for wheel, image in load_images().items()
+    }
+    handler = type(
+        "Handler",
+        (RecordedIndex,),
+        {"ranges": ranges, "members": members, "index_dir": index_dir or FIXTURE / "index", "requests": []},
+    )
     return _Running(handler)
 
 
@@ -158,6 +163,7 @@ def recorded_members(wheel: str, project: str = "tensorflow"):
     def fetch(start: int, end: int) -> bytes:
         for first, last, data in spans:
             if first <= start and end <= last:
-                return data[start - first:end - first + 1]
+                return data[start - first : end - first + 1]
         raise AssertionError(f"{wheel}: bytes {start}-{end} were not recorded")
+
     return read_wheel_members(fetch, size)

@@ -14,19 +14,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import wheelhouse
 from packaging.requirements import Requirement
 
-import wheelhouse
-
-BUILD_INFO = ("build_info = {{'is_cuda_build': {cuda}, 'cuda_version': '12.5.1', 'cudnn_version': '9', "
-              "'cuda_compute_capabilities': ['sm_60', 'sm_70', 'sm_80', 'sm_89', 'compute_90']}}\n")
+BUILD_INFO = (
+    "build_info = {{'is_cuda_build': {cuda}, 'cuda_version': '12.5.1', 'cudnn_version': '9', "
+    "'cuda_compute_capabilities': ['sm_60', 'sm_70', 'sm_80', 'sm_89', 'compute_90']}}\n"
+)
 OLD_CUDNN = "9.1.0.70"
 """A cuDNN older than TensorFlow 2.21's floor (its extra asks >=9.3.0.75)."""
 
 
 def tensorflow_wheel(directory: Path, version: str, cuda: bool) -> Path:
-    files = {"tensorflow/__init__.py": f"__version__ = {version!r}\n".encode(),
-             "tensorflow/python/platform/build_info.py": BUILD_INFO.format(cuda=cuda).encode()}
+    files = {
+        "tensorflow/__init__.py": f"__version__ = {version!r}\n".encode(),
+        "tensorflow/python/platform/build_info.py": BUILD_INFO.format(cuda=cuda).encode(),
+    }
     return wheelhouse.wheel(directory, "tensorflow", version, files)
 
 
@@ -46,9 +49,15 @@ def cuda_wheelhouse(directory: Path, resolution) -> Path:
         made.add(name)
         if name == wheelhouse.NVCC[0]:
             ptxas = "nvidia/cuda_nvcc/bin/ptxas"
-            wheelhouse.wheel(directory, *wheelhouse.NVCC, {
-                ptxas: b"#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler (tfgpu test stand-in)'\n",
-                "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc": b"BC\xc0\xde"}, executables=(ptxas,))
+            wheelhouse.wheel(
+                directory,
+                *wheelhouse.NVCC,
+                {
+                    ptxas: b"#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler (tfgpu test stand-in)'\n",
+                    "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc": b"BC\xc0\xde",
+                },
+                executables=(ptxas,),
+            )
             continue
         version, members = known.get(name, (None, {}))
         if version is None:
@@ -57,9 +66,16 @@ def cuda_wheelhouse(directory: Path, resolution) -> Path:
         files = {path: wheelhouse.shared_library(libs / path, soname).read_bytes() for path, soname in members.items()}
         files = files or {f"nvidia/{name.removeprefix('nvidia-').removesuffix('-cu12')}/README": b"stand-in\n"}
         wheelhouse.wheel(directory, name, version, files)
-    wheelhouse.wheel(directory, "nvidia-cudnn-cu12", OLD_CUDNN, {
-        "nvidia/cudnn/lib/libcudnn.so.9": wheelhouse.shared_library(libs / "old" / "libcudnn.so.9",
-                                                                   "libcudnn.so.9").read_bytes()})
+    wheelhouse.wheel(
+        directory,
+        "nvidia-cudnn-cu12",
+        OLD_CUDNN,
+        {
+            "nvidia/cudnn/lib/libcudnn.so.9": wheelhouse.shared_library(
+                libs / "old" / "libcudnn.so.9", "libcudnn.so.9"
+            ).read_bytes()
+        },
+    )
     return directory
 
 
@@ -73,14 +89,29 @@ def user_venv(prefix: Path, wheels: Path, *requirements: str, env: dict | None =
     """``uv venv`` + ``uv pip install`` from ``wheels``: an env tfgpu-install did not build."""
     run = dict(env or os.environ)
     subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(prefix)], check=True, env=run)
-    subprocess.run([uv(), "pip", "install", "--quiet", "--python", str(prefix / "bin" / "python"), "--no-index",
-                    "--find-links", str(wheels), *requirements], check=True, env=run)
+    subprocess.run(
+        [
+            uv(),
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(prefix / "bin" / "python"),
+            "--no-index",
+            "--find-links",
+            str(wheels),
+            *requirements,
+        ],
+        check=True,
+        env=run,
+    )
     return prefix
 
 
 def freeze(prefix: Path) -> str:
-    done = subprocess.run([uv(), "pip", "freeze", "--python", str(prefix / "bin" / "python")], capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [uv(), "pip", "freeze", "--python", str(prefix / "bin" / "python")], capture_output=True, text=True, check=True
+    )
     return done.stdout
 
 

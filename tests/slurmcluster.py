@@ -64,7 +64,7 @@ class Cluster:
         self.ports = (ctld_port, d_port)
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         for sub in ("run", "state", "spool"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         key = self.root / "munge.key"
@@ -73,11 +73,30 @@ class Cluster:
         cpus = max(2, os.cpu_count() or 2)
         import getpass
 
-        self.conf.write_text(SLURM_CONF.format(root=self.root, run=self.run, user=getpass.getuser(),
-                                               ctld_port=self.ports[0], d_port=self.ports[1], cpus=cpus))
-        subprocess.run([_exe("munged"), f"--key-file={key}", f"--socket={self.run}/munge.sock",
-                        f"--pid-file={self.run}/munged.pid", f"--log-file={self.root}/munged.log",
-                        f"--seed-file={self.run}/munge.seed", "--force"], check=True, env=self.env, timeout=30)
+        self.conf.write_text(
+            SLURM_CONF.format(
+                root=self.root,
+                run=self.run,
+                user=getpass.getuser(),
+                ctld_port=self.ports[0],
+                d_port=self.ports[1],
+                cpus=cpus,
+            )
+        )
+        subprocess.run(
+            [
+                _exe("munged"),
+                f"--key-file={key}",
+                f"--socket={self.run}/munge.sock",
+                f"--pid-file={self.run}/munged.pid",
+                f"--log-file={self.root}/munged.log",
+                f"--seed-file={self.run}/munge.seed",
+                "--force",
+            ],
+            check=True,
+            env=self.env,
+            timeout=30,
+        )
         subprocess.run([_exe("slurmctld"), "-i", "-c"], check=True, env=self.env, timeout=30)
         subprocess.run([_exe("slurmd"), "-N", "localhost"], check=True, env=self.env, timeout=30)
         deadline = time.monotonic() + 60
@@ -87,12 +106,20 @@ class Cluster:
                 return self
             time.sleep(0.5)
         self.__exit__(None, None, None)
-        raise RuntimeError(f"the test Slurm node never became idle: {state.stdout} {state.stderr}\n"
-                           + (self.root / "slurmctld.log").read_text()[-2000:])
+        raise RuntimeError(
+            f"the test Slurm node never became idle: {state.stdout} {state.stderr}\n"
+            + (self.root / "slurmctld.log").read_text()[-2000:]
+        )
 
     def submit(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
-        done = subprocess.run([_exe("sbatch"), "--parsable", *argv], capture_output=True, text=True, cwd=cwd,
-                              env={**self.env, **(env or {})}, timeout=60)
+        done = subprocess.run(
+            [_exe("sbatch"), "--parsable", *argv],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env={**self.env, **(env or {})},
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip().split(";")[0]
 

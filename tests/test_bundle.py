@@ -34,8 +34,17 @@ def bundle(tmp_path, env) -> Path:
     summary = json.loads(done.stdout)
     assert summary["wheels"] == 7 and summary["files"] == 12 and summary["bytes"] > 0
     # The document scripts read (contract), key for key in this order.
-    assert list(summary) == ["bundle", "platform", "tensorflow", "python", "files", "wheels", "tool_wheels", "bytes",
-                             "mb"]
+    assert list(summary) == [
+        "bundle",
+        "platform",
+        "tensorflow",
+        "python",
+        "files",
+        "wheels",
+        "tool_wheels",
+        "bytes",
+        "mb",
+    ]
     return out
 
 
@@ -58,11 +67,16 @@ def test_bundle_holds_the_lock_every_wheel_and_a_manifest(bundle):
 
 def test_create_from_bundle_offline_reproduces_the_lock(tmp_path, bundle, env):
     prefix = tmp_path / "env"
-    done = run_tool("create", "--from-bundle", str(bundle), "--prefix", str(prefix), "--no-verify", "--json",
-                    env=offline(env))
+    done = run_tool(
+        "create", "--from-bundle", str(bundle), "--prefix", str(prefix), "--no-verify", "--json", env=offline(env)
+    )
     assert done.returncode == 0, done.stderr
-    freeze = subprocess.run([sys.executable, "-m", "uv", "pip", "freeze", "--python", str(prefix / "bin" / "python")],
-                            capture_output=True, text=True, check=True).stdout
+    freeze = subprocess.run(
+        [sys.executable, "-m", "uv", "pip", "freeze", "--python", str(prefix / "bin" / "python")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     lock = pip_lock.read(bundle / json.loads((bundle / "bundle.json").read_text())["lock"])
     assert dict(line.split("==") for line in freeze.split()) == lock.pins()
     assert json.loads((prefix / "tfgpu-env.json").read_text())["offline"] is True
@@ -83,8 +97,9 @@ def test_a_damaged_bundle_is_refused_and_nothing_installed(tmp_path, bundle, env
     else:
         (bundle / "bundle.json").unlink()
     prefix = tmp_path / "env"
-    done = run_tool("create", "--from-bundle", str(bundle), "--prefix", str(prefix), "--no-verify", "--json",
-                    env=offline(env))
+    done = run_tool(
+        "create", "--from-bundle", str(bundle), "--prefix", str(prefix), "--no-verify", "--json", env=offline(env)
+    )
     assert done.returncode == 3, done.stderr
     error = json.loads(done.stdout)["error"]
     assert error["code"] == ("bundle-incomplete" if damage == "no-manifest" else "bundle-corrupt")
@@ -103,16 +118,24 @@ def test_install_sh_builds_the_env_offline(tmp_path, bundle, env):
     """Without tool wheels (TFGPU_BUNDLE_TOOL=0) install.sh uses the tfgpu-install on PATH."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    (bindir / "tfgpu-install").write_text(f"#!/bin/sh\nexec {sys.executable} -m tfgpu \"$@\"\n")
+    (bindir / "tfgpu-install").write_text(f'#!/bin/sh\nexec {sys.executable} -m tfgpu "$@"\n')
     (bindir / "tfgpu-install").chmod(0o755)
     prefix = tmp_path / "my env"
-    done = subprocess.run([str(bundle / "install.sh"), str(prefix), "--no-verify"], capture_output=True, text=True,
-                          env={**offline(env), "PATH": f"{bindir}:{os.environ['PATH']}",
-                               "TFGPU_PYTHON": sys.executable}, timeout=600)
+    done = subprocess.run(
+        [str(bundle / "install.sh"), str(prefix), "--no-verify"],
+        capture_output=True,
+        text=True,
+        env={**offline(env), "PATH": f"{bindir}:{os.environ['PATH']}", "TFGPU_PYTHON": sys.executable},
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (prefix / "tfgpu-env.json").is_file()
-    wrong = subprocess.run([str(bundle / "install.sh"), str(tmp_path / "other")], capture_output=True, text=True,
-                           env={**os.environ, "TFGPU_PYTHON": "/usr/bin/false"})
+    wrong = subprocess.run(
+        [str(bundle / "install.sh"), str(tmp_path / "other")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TFGPU_PYTHON": "/usr/bin/false"},
+    )
     assert wrong.returncode != 0 and not (tmp_path / "other").exists()
 
 
@@ -124,8 +147,12 @@ def test_rebuilding_resumes_and_reuses_local_wheels(tmp_path, bundle, env, local
     (bundle / ".tfgpu-bundle-partial").write_text("")
     done = run_tool("bundle", *TARGET, "-o", str(bundle), "--json", env=env)
     assert done.returncode == 0, done.stderr
-    assert run_tool("create", "--from-bundle", str(bundle), "--prefix", str(tmp_path / "e"), "--dry-run",
-                    env=offline(env)).returncode == 0
+    assert (
+        run_tool(
+            "create", "--from-bundle", str(bundle), "--prefix", str(tmp_path / "e"), "--dry-run", env=offline(env)
+        ).returncode
+        == 0
+    )
     fresh = tmp_path / "reused"
     done = run_tool("bundle", *TARGET, "-o", str(fresh), env={**env, "TFGPU_WHEEL_DIRS": str(local_wheels)})
     assert done.returncode == 0, done.stderr
@@ -157,10 +184,26 @@ def test_the_tools_own_wheels_install_with_no_index(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {
-        "PIP_CONFIG_FILE": os.devnull, "PIP_CACHE_DIR": os.environ["PIP_CACHE_DIR"]}
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--isolated", "--no-index",
-                           "--find-links", str(tmp_path / "tool"), "tfgpu-install"], capture_output=True, text=True,
-                          env=env, timeout=600)
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_CACHE_DIR": os.environ["PIP_CACHE_DIR"],
+    }
+    done = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--isolated",
+            "--no-index",
+            "--find-links",
+            str(tmp_path / "tool"),
+            "tfgpu-install",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     version = subprocess.run([str(venv / "bin" / "tfgpu-install"), "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and "tfgpu-install" in version.stdout
@@ -172,8 +215,18 @@ def test_the_tools_own_wheels_install_with_no_index(tmp_path):
     (tmp_path / "install.sh").write_text(install_script(python, __version__, "2.21.0", "linux-64"))
     (tmp_path / "install.sh").chmod(0o755)
     tool_env = tmp_path / "tool-env"
-    done = subprocess.run([str(tmp_path / "install.sh"), str(tmp_path / "env")], capture_output=True, text=True,
-                          env=env | {"TFGPU_PYTHON": sys.executable, "TFGPU_TOOL_ENV": str(tool_env),
-                                     "UV_OFFLINE": "1", "UV_INDEX_URL": "http://127.0.0.1:9/simple"}, timeout=600)
+    done = subprocess.run(
+        [str(tmp_path / "install.sh"), str(tmp_path / "env")],
+        capture_output=True,
+        text=True,
+        env=env
+        | {
+            "TFGPU_PYTHON": sys.executable,
+            "TFGPU_TOOL_ENV": str(tool_env),
+            "UV_OFFLINE": "1",
+            "UV_INDEX_URL": "http://127.0.0.1:9/simple",
+        },
+        timeout=600,
+    )
     assert done.returncode == 3 and "bundle-incomplete" in done.stdout + done.stderr, done.stderr[-2000:]
     assert (tool_env / "bin" / "tfgpu-install").is_file() and not (tool_env / "bin" / "pip").exists()

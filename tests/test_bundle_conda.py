@@ -21,8 +21,14 @@ DEAD_INDEX = "http://127.0.0.1:9/simple"
 
 
 def _env(root: Path, index: str) -> dict[str, str]:
-    return dict(os.environ, TFGPU_INDEX_URL=index, TFGPU_CACHE_DIR=str(root / "cache"),
-                TFGPU_LOG_DIR=str(root / "logs"), HOME=str(root), TFGPU_BUNDLE_TOOL="0")
+    return dict(
+        os.environ,
+        TFGPU_INDEX_URL=index,
+        TFGPU_CACHE_DIR=str(root / "cache"),
+        TFGPU_LOG_DIR=str(root / "logs"),
+        HOME=str(root),
+        TFGPU_BUNDLE_TOOL="0",
+    )
 
 
 def offline(env: dict) -> dict:
@@ -37,8 +43,24 @@ def built(tmp_path_factory, lock_channel, lock_index) -> tuple[Path, dict]:
     channel = root / "channel-copy"
     shutil.copytree(lock_channel, channel)
     out = root / "bundle"
-    done = run_tool("bundle", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--platform",
-                    "linux-64", "--channel", str(channel), "-o", str(out), "--json", env=_env(root, lock_index))
+    done = run_tool(
+        "bundle",
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--no-detect",
+        "--platform",
+        "linux-64",
+        "--channel",
+        str(channel),
+        "-o",
+        str(out),
+        "--json",
+        env=_env(root, lock_index),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     shutil.rmtree(channel)
     return out, json.loads(done.stdout)
@@ -58,8 +80,11 @@ def locked(bundle: Path):
     from conda_lock.lockfile import parse_conda_lock_file
 
     lockfile = parse_conda_lock_file(bundle / "conda-lock.yml")
-    return ([p for p in lockfile.package if p.manager == "conda"], [p for p in lockfile.package if p.manager == "pip"],
-            lockfile.metadata.custom_metadata)
+    return (
+        [p for p in lockfile.package if p.manager == "conda"],
+        [p for p in lockfile.package if p.manager == "pip"],
+        lockfile.metadata.custom_metadata,
+    )
 
 
 def test_bundle_holds_the_lock_a_channel_the_wheels_and_a_manifest(built):
@@ -82,20 +107,31 @@ def test_bundle_holds_the_lock_a_channel_the_wheels_and_a_manifest(built):
     assert not (bundle / ".tfgpu-bundle-partial").exists()
     assert not [p for p in bundle.rglob("*") if p.name.endswith((".part", ".verified"))]
     assert (summary["conda_packages"], summary["wheels"], summary["tool_wheels"]) == (3, 2, 0)
-    assert list(summary) == ["bundle", "mode", "platform", "tensorflow", "python", "files", "conda_packages", "wheels",
-                             "tool_wheels", "bytes", "mb"]  # the document scripts read (contract)
+    assert list(summary) == [
+        "bundle",
+        "mode",
+        "platform",
+        "tensorflow",
+        "python",
+        "files",
+        "conda_packages",
+        "wheels",
+        "tool_wheels",
+        "bytes",
+        "mb",
+    ]  # the document scripts read (contract)
     assert "channel/" in (bundle / "README.md").read_text()
 
 
 def test_create_from_the_bundle_alone_reproduces_the_lock(tmp_path, bundle, env):
     prefix = tmp_path / "env"
-    done = run_tool("create", "--from-bundle", str(bundle), "--prefix", str(prefix), "--no-verify", "--json",
-                    env=offline(env))
+    done = run_tool(
+        "create", "--from-bundle", str(bundle), "--prefix", str(prefix), "--no-verify", "--json", env=offline(env)
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     conda, pip, _ = locked(bundle)
     meta = [json.loads(p.read_text()) for p in (prefix / "conda-meta").glob("*-*.json")]
-    assert {(m["name"], m["version"], m["sha256"]) for m in meta} == {
-        (p.name, p.version, p.hash.sha256) for p in conda}
+    assert {(m["name"], m["version"], m["sha256"]) for m in meta} == {(p.name, p.version, p.hash.sha256) for p in conda}
     assert all(m["url"].startswith((bundle / "channel").as_uri()) for m in meta)
     marker = json.loads((prefix / "tfgpu-env.json").read_text())
     installed = set(marker["installed"].items())
@@ -113,8 +149,9 @@ def test_a_damaged_package_in_the_channel_is_refused_and_nothing_installed(tmp_p
     data[len(data) // 2] ^= 0xFF
     package.write_bytes(bytes(data))
     prefix = tmp_path / "env"
-    done = run_tool("create", "--from-bundle", str(copy), "--prefix", str(prefix), "--no-verify", "--json",
-                    env=offline(env))
+    done = run_tool(
+        "create", "--from-bundle", str(copy), "--prefix", str(prefix), "--no-verify", "--json", env=offline(env)
+    )
     assert done.returncode == 3, done.stdout + done.stderr
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "bundle-corrupt" and package.name in error["message"]
@@ -123,18 +160,44 @@ def test_a_damaged_package_in_the_channel_is_refused_and_nothing_installed(tmp_p
 
 
 def test_selectors_that_disagree_with_the_bundle_are_a_usage_error(tmp_path, bundle, env):
-    done = run_tool("create", "--from-bundle", str(bundle), "--prefix", str(tmp_path / "env"), "--tf", "2.16",
-                    "--json", env=offline(env))
+    done = run_tool(
+        "create",
+        "--from-bundle",
+        str(bundle),
+        "--prefix",
+        str(tmp_path / "env"),
+        "--tf",
+        "2.16",
+        "--json",
+        env=offline(env),
+    )
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "conflicting-options"
-    done = run_tool("create", "--from-bundle", str(bundle), "--prefix", str(tmp_path / "env"), "--channel",
-                    "conda-forge", "--json", env=offline(env))
+    done = run_tool(
+        "create",
+        "--from-bundle",
+        str(bundle),
+        "--prefix",
+        str(tmp_path / "env"),
+        "--channel",
+        "conda-forge",
+        "--json",
+        env=offline(env),
+    )
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "conflicting-options"
     assert not (tmp_path / "env").exists()
 
 
 def test_a_dry_run_installs_from_the_bundle_only(tmp_path, bundle, env):
-    done = run_tool("create", "--from-bundle", str(bundle), "--prefix", str(tmp_path / "env"), "--dry-run", "--json",
-                    env=offline(env))
+    done = run_tool(
+        "create",
+        "--from-bundle",
+        str(bundle),
+        "--prefix",
+        str(tmp_path / "env"),
+        "--dry-run",
+        "--json",
+        env=offline(env),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     plan = json.loads(done.stdout)
     install = next(step for step in plan["steps"] if "--require-hashes" in (step.get("argv") or []))
@@ -145,8 +208,7 @@ def test_a_dry_run_installs_from_the_bundle_only(tmp_path, bundle, env):
 
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
 def test_install_sh_passes_shellcheck(bundle):
-    done = subprocess.run(["shellcheck", str(bundle / "install.sh")], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(["shellcheck", str(bundle / "install.sh")], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout
 
 
@@ -154,12 +216,16 @@ def test_install_sh_builds_the_conda_env_from_the_bundle_alone(tmp_path, bundle,
     """Without tool wheels in the bundle (TFGPU_BUNDLE_TOOL=0) install.sh uses the tfgpu-install on PATH."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    (bindir / "tfgpu-install").write_text(f"#!/bin/sh\nexec {sys.executable} -m tfgpu \"$@\"\n")
+    (bindir / "tfgpu-install").write_text(f'#!/bin/sh\nexec {sys.executable} -m tfgpu "$@"\n')
     (bindir / "tfgpu-install").chmod(0o755)
     prefix = tmp_path / "conda env"
-    done = subprocess.run([str(bundle / "install.sh"), str(prefix), "--no-verify"], capture_output=True, text=True,
-                          env={**offline(env), "PATH": f"{bindir}:{os.environ['PATH']}", "TFGPU_PYTHON": sys.executable},
-                          timeout=600)
+    done = subprocess.run(
+        [str(bundle / "install.sh"), str(prefix), "--no-verify"],
+        capture_output=True,
+        text=True,
+        env={**offline(env), "PATH": f"{bindir}:{os.environ['PATH']}", "TFGPU_PYTHON": sys.executable},
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     marker = json.loads((prefix / "tfgpu-env.json").read_text())
     assert marker["mode"] == "conda" and marker["installed"]["tensorflow"] == "2.13.1"
@@ -167,8 +233,19 @@ def test_install_sh_builds_the_conda_env_from_the_bundle_alone(tmp_path, bundle,
 
 
 def test_channel_with_pip_mode_and_system_mode_are_refused(tmp_path, env):
-    base = ("bundle", "--tf", "2.13", "--python", PY, "--no-detect", "--platform", "linux-64", "-o",
-            str(tmp_path / "b"), "--json")
+    base = (
+        "bundle",
+        "--tf",
+        "2.13",
+        "--python",
+        PY,
+        "--no-detect",
+        "--platform",
+        "linux-64",
+        "-o",
+        str(tmp_path / "b"),
+        "--json",
+    )
     done = run_tool(*base, "--mode", "pip", "--channel", "conda-forge", env=env)
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "conflicting-options"
     done = run_tool(*base, "--mode", "system", env=env)

@@ -14,9 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import localindex
+import pytest
 from conftest import suite_cache
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
@@ -27,8 +26,7 @@ TARGET = ("--tf", "2.21", "--mode", "pip", "--python", PYTHON, "--no-detect", "-
 
 def run(argv, env=None, timeout=900) -> subprocess.CompletedProcess:
     """Run outside the checkout (a Python started in it would import the source tree)."""
-    done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, timeout=timeout,
-                          cwd="/")
+    done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env, timeout=timeout, cwd="/")
     assert done.returncode == 0, (argv, done.stdout[-3000:], done.stderr[-3000:])
     return done
 
@@ -49,12 +47,42 @@ def index(installed, local_wheels, tmp_path_factory):
     """A local index: the stand-in TensorFlow wheels and wheels of the tool's own dependencies (from
     PyPI for the bundle's platform and Python, cached)."""
     deps = suite_cache("bundle-tool-deps", f"py{PYTHON}")
-    requires = run([installed / "bin" / "python", "-c", "from importlib.metadata import requires; "
-                    "print('\\n'.join(r for r in requires('tfgpu-install') if 'extra ==' not in r))"]).stdout.split("\n")
-    run([installed / "bin" / "python", "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-         "--only-binary=:all:", "--python-version", PYTHON, "--implementation", "cp", "--platform",
-         "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
-         "--platform", "linux_x86_64", "--platform", "any", "-d", deps, *[r for r in requires if r.strip()]])
+    requires = run(
+        [
+            installed / "bin" / "python",
+            "-c",
+            "from importlib.metadata import requires; "
+            "print('\\n'.join(r for r in requires('tfgpu-install') if 'extra ==' not in r))",
+        ]
+    ).stdout.split("\n")
+    run(
+        [
+            installed / "bin" / "python",
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--only-binary=:all:",
+            "--python-version",
+            PYTHON,
+            "--implementation",
+            "cp",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "--platform",
+            "manylinux_2_17_x86_64",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--platform",
+            "linux_x86_64",
+            "--platform",
+            "any",
+            "-d",
+            deps,
+            *[r for r in requires if r.strip()],
+        ]
+    )
     wheels = tmp_path_factory.mktemp("bundle-index-wheels")
     for source in (*local_wheels.glob("*.whl"), *deps.glob("*.whl")):
         (wheels / source.name).write_bytes(source.read_bytes())
@@ -64,8 +92,13 @@ def index(installed, local_wheels, tmp_path_factory):
 
 
 def test_a_pip_installed_tool_bundles_itself_and_its_bundle_installs(installed, index, tmp_path):
-    env = dict(os.environ, TFGPU_INDEX_URL=index, TFGPU_CACHE_DIR=str(tmp_path / "cache"),
-               TFGPU_LOG_DIR=str(tmp_path / "logs"), TFGPU_BUNDLE_TOOL="1")
+    env = dict(
+        os.environ,
+        TFGPU_INDEX_URL=index,
+        TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+        TFGPU_LOG_DIR=str(tmp_path / "logs"),
+        TFGPU_BUNDLE_TOOL="1",
+    )
     out = tmp_path / "bundle"
     done = run([installed / "bin" / "tfgpu-install", "bundle", *TARGET, "-o", out, "--json"], env=env)
     summary = json.loads(done.stdout)
@@ -76,8 +109,13 @@ def test_a_pip_installed_tool_bundles_itself_and_its_bundle_installs(installed, 
 
     # The bundle installs offline: its own uv makes the tool env (byte-compiled) from tool/ alone.
     tool_env = tmp_path / "tool-env"
-    offline = env | {"TFGPU_PYTHON": sys.executable, "TFGPU_TOOL_ENV": str(tool_env), "UV_OFFLINE": "1",
-                     "TFGPU_INDEX_URL": "http://127.0.0.1:9/simple", "UV_INDEX_URL": "http://127.0.0.1:9/simple"}
+    offline = env | {
+        "TFGPU_PYTHON": sys.executable,
+        "TFGPU_TOOL_ENV": str(tool_env),
+        "UV_OFFLINE": "1",
+        "TFGPU_INDEX_URL": "http://127.0.0.1:9/simple",
+        "UV_INDEX_URL": "http://127.0.0.1:9/simple",
+    }
     run([out / "install.sh", tmp_path / "env", "--no-verify"], env=offline)
     assert (tmp_path / "env" / "tfgpu-env.json").is_file()
     site = next(tool_env.glob("lib/python3*/site-packages"))

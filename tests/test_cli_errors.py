@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -65,20 +64,57 @@ CASES = [
     (["plan", "--tf", "2.16", "--mode", "system", "--os", "macos", "--arch", "aarch64"], 3, "mode-unsupported"),
     (["create", "--tf", "2.30", "--mode", "conda", "--dry-run"], 3, "unknown-tf-version"),
     # conda, locks, bundles, exports
-    (["create", "--tf", "2.21", "--mode", "conda", "--tf-source", "conda-forge", "--os", "linux", "--arch", "x86_64",
-      "--dry-run"], 3, "no-conda-forge-build"),
-    (["create", "--tf", "2.13", "--mode", "conda", "--channel", "/nonexistent/channel", "--dry-run"], 3,
-     "unknown-channel"),
+    (
+        [
+            "create",
+            "--tf",
+            "2.21",
+            "--mode",
+            "conda",
+            "--tf-source",
+            "conda-forge",
+            "--os",
+            "linux",
+            "--arch",
+            "x86_64",
+            "--dry-run",
+        ],
+        3,
+        "no-conda-forge-build",
+    ),
+    (
+        ["create", "--tf", "2.13", "--mode", "conda", "--channel", "/nonexistent/channel", "--dry-run"],
+        3,
+        "unknown-channel",
+    ),
     (["lock", "--tf", "2.13", "--platform", "linux64"], 2, "bad-platform"),
     (["lock", "--tf", "2.13", "--platform", "linux-64", "-o", "/proc/x/team.txt"], 3, "bad-output"),
-    (["lock", "--tf", "2.13", "--mode", "conda", "--platform", "linux-64", "-o", "/proc/x/conda-lock.yml"], 3,
-     "bad-output"),
+    (
+        ["lock", "--tf", "2.13", "--mode", "conda", "--platform", "linux-64", "-o", "/proc/x/conda-lock.yml"],
+        3,
+        "bad-output",
+    ),
     (["bundle", "--tf", "2.13", "--platform", "linux-64", "-o", "/proc/x/bundle"], 3, "bad-output"),
     (["lock", "--tf", "2.13", "--platform", "linux-64", "--channel", "conda-forge"], 2, "conflicting-options"),
     (["create", "--from-lock", "/nonexistent/team.txt", "--prefix", "/tmp/x"], 2, "lock-unreadable"),
     (["create", "--from-bundle", "/nonexistent/bundle", "--prefix", "/tmp/x"], 3, "bundle-incomplete"),
-    (["script", "--tf", "2.13", "--format", "bash", "--os", "linux", "--arch", "x86_64", "-o",
-      "/nonexistent/dir/x.sh"], 3, "bad-output"),
+    (
+        [
+            "script",
+            "--tf",
+            "2.13",
+            "--format",
+            "bash",
+            "--os",
+            "linux",
+            "--arch",
+            "x86_64",
+            "-o",
+            "/nonexistent/dir/x.sh",
+        ],
+        3,
+        "bad-output",
+    ),
     # environments that are not there
     (["doctor", "--prefix", "/nonexistent/env"], 3, "no-such-env"),
     (["doctor", "--log", "/nonexistent/train.log"], 2, "bad-log-file"),

@@ -7,8 +7,19 @@ import os
 import subprocess
 import sys
 
-CONTRACT_KEYS = {"tensorflow", "python", "cuda", "cudnn", "min_driver", "mode", "os", "arch", "packages",
-                 "warnings", "reasons"}
+CONTRACT_KEYS = {
+    "tensorflow",
+    "python",
+    "cuda",
+    "cudnn",
+    "min_driver",
+    "mode",
+    "os",
+    "arch",
+    "packages",
+    "warnings",
+    "reasons",
+}
 TARGET = ["--os", "linux", "--arch", "x86_64", "--no-detect"]
 
 

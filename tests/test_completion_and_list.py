@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import run_tool, shells
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
@@ -55,21 +54,24 @@ def offered(shell: str, path: Path, lines: list[str]) -> list[set[str]]:
     """What the real shell offers for each command line (one shell session for all of them)."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(path.parent), "TERM": "dumb", "TYPED": "\n".join(lines)}
     if shell == "bash":
-        driver = (f"source {path}\n"
-                  'while IFS= read -r LINE; do read -ra COMP_WORDS <<< "$LINE"; [[ "$LINE" == *" " ]] && COMP_WORDS+=("");'
-                  ' COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _tfgpu_install; echo "--case--";'
-                  ' printf "%s\\n" "${COMPREPLY[@]}"; done <<< "$TYPED"')
+        driver = (
+            f"source {path}\n"
+            'while IFS= read -r LINE; do read -ra COMP_WORDS <<< "$LINE"; [[ "$LINE" == *" " ]] && COMP_WORDS+=("");'
+            ' COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _tfgpu_install; echo "--case--";'
+            ' printf "%s\\n" "${COMPREPLY[@]}"; done <<< "$TYPED"'
+        )
         done = subprocess.run(["bash", "--norc", "-c", driver], capture_output=True, text=True, env=env, timeout=60)
     elif shell == "fish":
-        driver = f'source {path}; for line in (string split \\n -- $TYPED); echo -- --case--; complete -C $line; end'
-        done = subprocess.run(["fish", "--no-config", "-c", driver], capture_output=True, text=True, env=env,
-                              timeout=60)
+        driver = f"source {path}; for line in (string split \\n -- $TYPED); echo -- --case--; complete -C $line; end"
+        done = subprocess.run(
+            ["fish", "--no-config", "-c", driver], capture_output=True, text=True, env=env, timeout=60
+        )
     else:  # a real interactive zsh on a pseudo-terminal (zpty), compinit loaded, TAB pressed
         (path.parent / "capture.zsh").write_text(ZSH_CAPTURE)
         driver = f"""
 zmodload zsh/zpty
 zpty z "zsh -f -i"
-zpty -w z "PS1='> '; autoload -Uz compinit; compinit -u -D; source {path}; source {path.parent / 'capture.zsh'}; print -- RE\\"\\"ADY"
+zpty -w z "PS1='> '; autoload -Uz compinit; compinit -u -D; source {path}; source {path.parent / "capture.zsh"}; print -- RE\\"\\"ADY"
 zpty -r z out '*READY*'
 integer n=0
 for line in "${{(@f)TYPED}}"; do
@@ -87,19 +89,22 @@ zpty -d z
         done = subprocess.run(["zsh", "-f", "-c", driver], capture_output=True, text=True, env=env, timeout=120)
         chunks = done.stdout.split("--case--")[1:]
         assert done.returncode == 0 and len(chunks) == len(lines), done.stdout + done.stderr
-        return [{word for hits in re.findall(r"<<HITS>>(.*?)<<END>>", chunk) for word in hits.split()}
-                for chunk in chunks]
+        return [
+            {word for hits in re.findall(r"<<HITS>>(.*?)<<END>>", chunk) for word in hits.split()} for chunk in chunks
+        ]
     assert done.returncode == 0, done.stderr
     chunks = done.stdout.split("--case--")[1:]
     assert len(chunks) == len(lines), done.stdout
-    return [{row.split("\t")[0] for row in chunk.split("\n") if row.strip()} if shell == "fish"
-            else set(chunk.split()) for chunk in chunks]
+    return [
+        {row.split("\t")[0] for row in chunk.split("\n") if row.strip()} if shell == "fish" else set(chunk.split())
+        for chunk in chunks
+    ]
 
 
 @pytest.mark.parametrize("shell", shells())
 def test_completion_offers_what_the_parser_accepts(shell, tmp_path):
     path = script(shell, tmp_path)
-    for (line, wanted, unwanted), found in zip(CASES, offered(shell, path, [case[0] for case in CASES])):
+    for (line, wanted, unwanted), found in zip(CASES, offered(shell, path, [case[0] for case in CASES]), strict=True):
         assert wanted <= found, (shell, line, found)
         assert not unwanted & found, (shell, line, found)
 
@@ -114,8 +119,11 @@ def test_every_command_and_option_is_in_every_script(tmp_path):
         for name, command in commands.items():
             assert name in text
             for option in command["options"]:
-                assert all((flag if shell != "fish" else flag.lstrip("-")) in text for flag in option.flags), \
-                    (shell, name, option.flags)
+                assert all((flag if shell != "fish" else flag.lstrip("-")) in text for flag in option.flags), (
+                    shell,
+                    name,
+                    option.flags,
+                )
 
 
 def test_completion_rejects_an_unknown_shell():
@@ -124,8 +132,9 @@ def test_completion_rejects_an_unknown_shell():
 
 
 def _create(name: str, local_wheels: Path, env: dict) -> Path:
-    done = run_tool("create", *TARGET, "--name", name, "--find-links", str(local_wheels), "--offline", "--no-verify",
-                    env=env)
+    done = run_tool(
+        "create", *TARGET, "--name", name, "--find-links", str(local_wheels), "--offline", "--no-verify", env=env
+    )
     assert done.returncode == 0, done.stderr
     return Path(env["TFGPU_ENVS_DIR"]) / name
 

@@ -36,16 +36,39 @@ def channel(tmp_path_factory) -> Path:
 def tf_wheels(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("tf-wheels")
     for version in ("2.13.1", "2.16.1"):
-        wheelhouse.wheel(directory, "tensorflow", version,
-                         {"tensorflow/__init__.py": f"__version__ = {version!r}\ndef main():\n    print('tb')\n".encode(),
-                          f"tensorflow-{version}.dist-info/entry_points.txt":
-                              b"[console_scripts]\ntensorboard = tensorflow:main\n"})
+        wheelhouse.wheel(
+            directory,
+            "tensorflow",
+            version,
+            {
+                "tensorflow/__init__.py": f"__version__ = {version!r}\ndef main():\n    print('tb')\n".encode(),
+                f"tensorflow-{version}.dist-info/entry_points.txt": b"[console_scripts]\ntensorboard = tensorflow:main\n",
+            },
+        )
     return directory
 
 
 def create(prefix: Path, channel: Path, wheels: Path, env: dict, *extra: str, tf: str = "2.13"):
-    return run_tool("--tf", tf, "--mode", "conda", "--python", PY, "--prefix", str(prefix), "--channel", str(channel),
-                    "--driver", DRIVER, "--find-links", str(wheels), "--offline", "--no-verify", *extra, env=env)
+    return run_tool(
+        "--tf",
+        tf,
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--prefix",
+        str(prefix),
+        "--channel",
+        str(channel),
+        "--driver",
+        DRIVER,
+        "--find-links",
+        str(wheels),
+        "--offline",
+        "--no-verify",
+        *extra,
+        env=env,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -103,10 +126,16 @@ def test_rattler_hard_links_from_its_package_cache(env213):
 
 
 def test_unactivated_python_loads_the_envs_cuda_libraries(env213):
-    code = ("import tensorflow, _tfgpu_cuda_hook as h, os; print(json.dumps({'loaded': h.loaded, 'errors': h.errors,"
-            " 'xla': os.environ.get('XLA_FLAGS')}))")
-    done = subprocess.run([str(env213 / "bin" / "python"), "-c", "import json; " + code], capture_output=True,
-                          text=True, env={"PATH": "/usr/bin:/bin"})
+    code = (
+        "import tensorflow, _tfgpu_cuda_hook as h, os; print(json.dumps({'loaded': h.loaded, 'errors': h.errors,"
+        " 'xla': os.environ.get('XLA_FLAGS')}))"
+    )
+    done = subprocess.run(
+        [str(env213 / "bin" / "python"), "-c", "import json; " + code],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert not report["errors"]
@@ -137,24 +166,32 @@ def _script(shell: str, env: Path, setup: str) -> str:
     from rattler.shell import ActivationVariables, Shell, activate
 
     conda = activate(env, ActivationVariables(None, []), getattr(Shell, shell)).script
-    check = ("TFGPU_NO_PRELOAD=1 python -c \"import ctypes; ctypes.CDLL('libcusolver.so.11'); "
-             "print('SONAME=' + [l.split()[-1] for l in open('/proc/self/maps') if 'libcusolver' in l][0])\"")
+    check = (
+        "TFGPU_NO_PRELOAD=1 python -c \"import ctypes; ctypes.CDLL('libcusolver.so.11'); "
+        "print('SONAME=' + [l.split()[-1] for l in open('/proc/self/maps') if 'libcusolver' in l][0])\""
+    )
     if shell == "fish":
-        return (f"{setup}\nenv | sort > $DUMP.before\nset -l saved_path $PATH\n{conda}\n"
-                f"echo \"LD=$LD_LIBRARY_PATH\"\necho \"XLA=$XLA_FLAGS\"\n{check}\n"
-                f"source {env}/etc/conda/deactivate.d/tfgpu-cuda.fish\n"
-                "set -gx PATH $saved_path; set -e CONDA_PREFIX; set -e CONDA_SHLVL\nenv | sort > $DUMP.after\n")
-    return (f"{setup}\nenv | sort > \"$DUMP.before\"\nsaved_path=$PATH\n{conda}\n"
-            f"echo \"LD=$LD_LIBRARY_PATH\"\necho \"XLA=$XLA_FLAGS\"\n{check}\n"
-            f". {env}/etc/conda/deactivate.d/tfgpu-cuda.sh\n"
-            "PATH=$saved_path; unset CONDA_PREFIX CONDA_SHLVL\nenv | sort > \"$DUMP.after\"\n")
+        return (
+            f"{setup}\nenv | sort > $DUMP.before\nset -l saved_path $PATH\n{conda}\n"
+            f'echo "LD=$LD_LIBRARY_PATH"\necho "XLA=$XLA_FLAGS"\n{check}\n'
+            f"source {env}/etc/conda/deactivate.d/tfgpu-cuda.fish\n"
+            "set -gx PATH $saved_path; set -e CONDA_PREFIX; set -e CONDA_SHLVL\nenv | sort > $DUMP.after\n"
+        )
+    return (
+        f'{setup}\nenv | sort > "$DUMP.before"\nsaved_path=$PATH\n{conda}\n'
+        f'echo "LD=$LD_LIBRARY_PATH"\necho "XLA=$XLA_FLAGS"\n{check}\n'
+        f". {env}/etc/conda/deactivate.d/tfgpu-cuda.sh\n"
+        'PATH=$saved_path; unset CONDA_PREFIX CONDA_SHLVL\nenv | sort > "$DUMP.after"\n'
+    )
 
 
 STATES = {
     "unset": ("unset LD_LIBRARY_PATH XLA_FLAGS", "set -e LD_LIBRARY_PATH; set -e XLA_FLAGS"),
     "empty": ("export LD_LIBRARY_PATH= XLA_FLAGS=", "set -gx LD_LIBRARY_PATH ''; set -gx XLA_FLAGS ''"),
-    "set": ("export LD_LIBRARY_PATH=/opt/a:/opt/b XLA_FLAGS=--xla_dump_to=/tmp/x",
-            "set -gx LD_LIBRARY_PATH /opt/a /opt/b; set -gx XLA_FLAGS --xla_dump_to=/tmp/x"),
+    "set": (
+        "export LD_LIBRARY_PATH=/opt/a:/opt/b XLA_FLAGS=--xla_dump_to=/tmp/x",
+        "set -gx LD_LIBRARY_PATH /opt/a /opt/b; set -gx XLA_FLAGS --xla_dump_to=/tmp/x",
+    ),
 }
 
 
@@ -163,8 +200,12 @@ STATES = {
 def test_conda_activation_puts_env_lib_first_and_deactivation_restores_every_byte(env213, shell, state, tmp_path):
     setup = STATES[state][1 if shell == "fish" else 0]
     dump = tmp_path / "env"
-    done = subprocess.run([shell, "-c", _script(shell, env213, setup)], capture_output=True, text=True,
-                          env=dict(os.environ, DUMP=str(dump)))
+    done = subprocess.run(
+        [shell, "-c", _script(shell, env213, setup)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, DUMP=str(dump)),
+    )
     assert done.returncode == 0, done.stderr
     out = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     assert out["LD"].split(":")[0] == f"{env213}/lib"
@@ -174,8 +215,9 @@ def test_conda_activation_puts_env_lib_first_and_deactivation_restores_every_byt
     assert out["SONAME"] == f"{env213}/lib/libcusolver.so.11"
     before, after = (Path(f"{dump}.{when}").read_bytes() for when in ("before", "after"))
     strip = (b"_=", b"SHLVL=")
-    assert [line for line in before.splitlines() if not line.startswith(strip)] == \
-        [line for line in after.splitlines() if not line.startswith(strip)]
+    assert [line for line in before.splitlines() if not line.startswith(strip)] == [
+        line for line in after.splitlines() if not line.startswith(strip)
+    ]
 
 
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
@@ -200,8 +242,9 @@ def test_windows_envs_get_bat_scripts(tmp_path):
 
 
 def test_tensorflow_from_conda_forge_skips_pypi(tmp_path, channel, tf_wheels):
-    env = dict(os.environ, TFGPU_CACHE_DIR=str(tmp_path / "cache"), TFGPU_LOG_DIR=str(tmp_path / "logs"),
-               HOME=str(tmp_path))
+    env = dict(
+        os.environ, TFGPU_CACHE_DIR=str(tmp_path / "cache"), TFGPU_LOG_DIR=str(tmp_path / "logs"), HOME=str(tmp_path)
+    )
     done = create(tmp_path / "env", channel, tf_wheels, env, "--tf-source", "conda-forge")
     assert done.returncode == 0, done.stdout + done.stderr
     packages = conda_packages(tmp_path / "env")
@@ -253,16 +296,48 @@ def fake_engine(tmp_path):
 @pytest.mark.parametrize("engine", ["conda", "mamba", "micromamba"])
 def test_external_engines_get_the_right_command(tmp_path, channel, tf_wheels, fake_engine, engine):
     log = tmp_path / "argv.json"
-    env = dict(os.environ, TFGPU_CACHE_DIR=str(tmp_path / "cache"), TFGPU_LOG_DIR=str(tmp_path / "logs"),
-               HOME=str(tmp_path), PATH=f"{fake_engine}:{os.environ['PATH']}", FAKE_CONDA_LOG=str(log))
+    env = dict(
+        os.environ,
+        TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+        TFGPU_LOG_DIR=str(tmp_path / "logs"),
+        HOME=str(tmp_path),
+        PATH=f"{fake_engine}:{os.environ['PATH']}",
+        FAKE_CONDA_LOG=str(log),
+    )
     prefix = tmp_path / "env"
-    done = run_tool("--tf", "2.13", "--mode", "conda", "--python", PY, "--prefix", str(prefix), "--engine", engine,
-                    "--find-links", str(tf_wheels), "--offline", "--no-verify", "--no-detect", env=env)
+    done = run_tool(
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--prefix",
+        str(prefix),
+        "--engine",
+        engine,
+        "--find-links",
+        str(tf_wheels),
+        "--offline",
+        "--no-verify",
+        "--no-detect",
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     seen = json.loads(log.read_text())
-    assert seen["argv"][1:] == ["create", "-y", "-p", str(prefix), "--override-channels", "--offline", "-c",
-                                "https://conda.anaconda.org/conda-forge", f"python {PY}.*", "cudatoolkit 11.8.*",
-                                "cudnn ==8.9.7.29"]
+    assert seen["argv"][1:] == [
+        "create",
+        "-y",
+        "-p",
+        str(prefix),
+        "--override-channels",
+        "--offline",
+        "-c",
+        "https://conda.anaconda.org/conda-forge",
+        f"python {PY}.*",
+        "cudatoolkit 11.8.*",
+        "cudnn ==8.9.7.29",
+    ]
     assert seen["override"] == "11.8"  # no driver known: __cuda from the build, never conda's silent default
     assert json.loads((prefix / "tfgpu-env.json").read_text())["installed"]["tensorflow"] == "2.13.1"
     assert (prefix / "etc" / "conda" / "activate.d" / "tfgpu-cuda.sh").is_file()
@@ -270,11 +345,34 @@ def test_external_engines_get_the_right_command(tmp_path, channel, tf_wheels, fa
 
 def test_external_engine_failure_restores_the_old_env(tmp_path, channel, tf_wheels, fake_engine):
     log = tmp_path / "argv.json"
-    env = dict(os.environ, TFGPU_CACHE_DIR=str(tmp_path / "cache"), TFGPU_LOG_DIR=str(tmp_path / "logs"),
-               HOME=str(tmp_path), PATH=f"{fake_engine}:{os.environ['PATH']}", FAKE_CONDA_LOG=str(log))
+    env = dict(
+        os.environ,
+        TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+        TFGPU_LOG_DIR=str(tmp_path / "logs"),
+        HOME=str(tmp_path),
+        PATH=f"{fake_engine}:{os.environ['PATH']}",
+        FAKE_CONDA_LOG=str(log),
+    )
     prefix = tmp_path / "env"
-    args = ("--tf", "2.13", "--mode", "conda", "--python", PY, "--prefix", str(prefix), "--engine", "mamba",
-            "--driver", DRIVER, "--find-links", str(tf_wheels), "--offline", "--no-verify", "--no-detect")
+    args = (
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--prefix",
+        str(prefix),
+        "--engine",
+        "mamba",
+        "--driver",
+        DRIVER,
+        "--find-links",
+        str(tf_wheels),
+        "--offline",
+        "--no-verify",
+        "--no-detect",
+    )
     assert run_tool(*args, env=env).returncode == 0
     assert json.loads(log.read_text())["override"] is None  # a driver is known: no override
     before = (prefix / "tfgpu-env.json").read_text()
@@ -289,8 +387,19 @@ def test_external_engine_failure_restores_the_old_env(tmp_path, channel, tf_whee
 def test_missing_engine_binary_is_refused_before_anything(tmp_path):
     env = dict(os.environ, PATH="/usr/bin:/bin", TFGPU_LOG_DIR=str(tmp_path / "logs"))
     env.pop("CONDA_EXE", None), env.pop("MAMBA_EXE", None)
-    done = run_tool("--tf", "2.13", "--mode", "conda", "--prefix", str(tmp_path / "env"), "--engine", "micromamba",
-                    "--no-detect", "--json", env=env)
+    done = run_tool(
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--prefix",
+        str(tmp_path / "env"),
+        "--engine",
+        "micromamba",
+        "--no-detect",
+        "--json",
+        env=env,
+    )
     assert done.returncode == 3
     assert json.loads(done.stdout)["error"]["code"] == "engine-not-found"
     assert not (tmp_path / "env").exists()
@@ -318,8 +427,22 @@ def test_unsolvable_spec_shows_the_solvers_explanation(tmp_path, tf_wheels):
 
 def test_offline_with_an_empty_cache(tmp_path, tf_wheels):
     env = dict(os.environ, TFGPU_CACHE_DIR=str(tmp_path / "cache"), TFGPU_LOG_DIR=str(tmp_path / "logs"))
-    done = run_tool("--tf", "2.13", "--mode", "conda", "--python", PY, "--prefix", str(tmp_path / "env"),
-                    "--driver", DRIVER, "--offline", "--no-verify", "--json", env=env)
+    done = run_tool(
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--prefix",
+        str(tmp_path / "env"),
+        "--driver",
+        DRIVER,
+        "--offline",
+        "--no-verify",
+        "--json",
+        env=env,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "offline-no-cache"
     assert not (tmp_path / "env").exists() and leftovers(tmp_path / "env") == []
@@ -347,11 +470,33 @@ def test_name_goes_to_the_conda_installations_envs_dir(tmp_path, channel, tf_whe
     (root / "conda-meta").mkdir(parents=True)
     (root / "bin").mkdir()
     (root / "bin" / "conda").write_text("#!/bin/sh\nexit 0\n")
-    env = dict(os.environ, TFGPU_CACHE_DIR=str(tmp_path / "cache"), TFGPU_LOG_DIR=str(tmp_path / "logs"),
-               HOME=str(tmp_path), CONDA_EXE=str(root / "bin" / "conda"))
+    env = dict(
+        os.environ,
+        TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+        TFGPU_LOG_DIR=str(tmp_path / "logs"),
+        HOME=str(tmp_path),
+        CONDA_EXE=str(root / "bin" / "conda"),
+    )
     env.pop("CONDA_ENVS_PATH", None)
-    done = run_tool("--tf", "2.13", "--mode", "conda", "--python", PY, "--name", "tf213", "--channel", str(channel),
-                    "--driver", DRIVER, "--find-links", str(tf_wheels), "--offline", "--no-verify", env=env)
+    done = run_tool(
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--name",
+        "tf213",
+        "--channel",
+        str(channel),
+        "--driver",
+        DRIVER,
+        "--find-links",
+        str(tf_wheels),
+        "--offline",
+        "--no-verify",
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (root / "envs" / "tf213" / "tfgpu-env.json").is_file()
     assert str(root / "envs" / "tf213") in (tmp_path / ".conda" / "environments.txt").read_text().splitlines()
@@ -360,8 +505,23 @@ def test_name_goes_to_the_conda_installations_envs_dir(tmp_path, channel, tf_whe
 
 @pytest.mark.parametrize("tf", ["2.13", "2.16.1"])
 def test_dry_run_lists_every_step_and_touches_nothing(tmp_path, channel, tf):
-    done = run_tool("--tf", tf, "--mode", "conda", "--python", PY, "--prefix", str(tmp_path / "env"), "--channel",
-                    str(channel), "--driver", DRIVER, "--dry-run", "--json", env=dict(os.environ))
+    done = run_tool(
+        "--tf",
+        tf,
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--prefix",
+        str(tmp_path / "env"),
+        "--channel",
+        str(channel),
+        "--driver",
+        DRIVER,
+        "--dry-run",
+        "--json",
+        env=dict(os.environ),
+    )
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     kinds = [step["kind"] for step in plan["steps"]]

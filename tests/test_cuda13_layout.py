@@ -20,16 +20,18 @@ from pathlib import Path
 import pytest
 import wheelhouse
 from conftest import shells
-
 from envtree import compile_library, cuda_source
+
 from tfgpu.envs import activation
 
 pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the test libraries")
 LAYOUT = json.loads((Path(__file__).parent / "fixtures" / "cuda13" / "wheel-layout.json").read_text())
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
-MAPS = ("import json, os\n"
-        "paths = sorted({l.split()[-1] for l in open('/proc/self/maps') if '/nvidia/' in l})\n"
-        "print(json.dumps(paths))\n")
+MAPS = (
+    "import json, os\n"
+    "paths = sorted({l.split()[-1] for l in open('/proc/self/maps') if '/nvidia/' in l})\n"
+    "print(json.dumps(paths))\n"
+)
 
 
 def cuda13_env(root: Path, *, with_tf: bool = True) -> Path:
@@ -68,9 +70,20 @@ def test_the_layout_reader_finds_the_merged_tree(tmp_path):
     site = f"lib/python{PY}/site-packages"
     layout = activation.read_layout(root, site)
     names = [Path(p).name for p in layout.preload]
-    assert names == ["libnvJitLink.so.13", "libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13",
-                     "libcusparse.so.12", "libcusolver.so.12", "libcufft.so.12", "libcurand.so.10", "libnvrtc.so.13",
-                     "libcudnn.so.9", "libnccl.so.2", "libcupti.so.13"]
+    assert names == [
+        "libnvJitLink.so.13",
+        "libcudart.so.13",
+        "libcublasLt.so.13",
+        "libcublas.so.13",
+        "libcusparse.so.12",
+        "libcusolver.so.12",
+        "libcufft.so.12",
+        "libcurand.so.10",
+        "libnvrtc.so.13",
+        "libcudnn.so.9",
+        "libnccl.so.2",
+        "libcupti.so.13",
+    ]
     assert [p for p in layout.preload if Path(p).name == "libcudnn.so.9"] == ["nvidia/cudnn/lib/libcudnn.so.9"]
     assert layout.preload[1] == "nvidia/cu13/lib/libcudart.so.13"
     assert layout.lib_dirs[:2] == (f"{site}/nvidia/cu13/lib", f"{site}/nvidia/cudnn/lib")
@@ -80,23 +93,29 @@ def test_the_layout_reader_finds_the_merged_tree(tmp_path):
 
 
 def test_an_unactivated_start_maps_every_library_from_the_env(env13):
-    done = subprocess.run([str(env13 / "bin" / "python"), "-c", "import tensorflow, os\n" + MAPS +
-                           "print(os.environ['XLA_FLAGS'])"], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [str(env13 / "bin" / "python"), "-c", "import tensorflow, os\n" + MAPS + "print(os.environ['XLA_FLAGS'])"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr
     mapped, xla = done.stdout.splitlines()
     names = {Path(p).name for p in json.loads(mapped)}
     assert {"libcudart.so.13", "libcublas.so.13", "libcusolver.so.12", "libcudnn.so.9", "libnccl.so.2"} <= names
     assert all(p.startswith(str(env13)) for p in json.loads(mapped))
-    assert xla.endswith(f"site-packages/nvidia/cu13")
+    assert xla.endswith("site-packages/nvidia/cu13")
 
 
 @pytest.mark.parametrize("shell", shells())
 def test_activation_puts_the_merged_tree_first_and_restores_it(env13, shell):
-    script = {"fish": 'source "$argv[1]/bin/activate.fish"; echo $LD_LIBRARY_PATH; echo $XLA_FLAGS; deactivate; '
-                      'echo "[$LD_LIBRARY_PATH]"',
-              }.get(shell, '. "$1/bin/activate"; echo "$LD_LIBRARY_PATH"; echo "$XLA_FLAGS"; deactivate; '
-                           'echo "[${LD_LIBRARY_PATH-}]"')
+    script = {
+        "fish": 'source "$argv[1]/bin/activate.fish"; echo $LD_LIBRARY_PATH; echo $XLA_FLAGS; deactivate; '
+        'echo "[$LD_LIBRARY_PATH]"',
+    }.get(
+        shell,
+        '. "$1/bin/activate"; echo "$LD_LIBRARY_PATH"; echo "$XLA_FLAGS"; deactivate; echo "[${LD_LIBRARY_PATH-}]"',
+    )
     argv = [shell, "-c", script, "x", str(env13)] if shell != "fish" else [shell, "-c", script, str(env13)]
     done = subprocess.run(argv, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": str(env13)})
     assert done.returncode == 0, done.stderr
@@ -116,10 +135,12 @@ def test_doctor_reads_a_cuda13_env(tmp_path):
     (tf / "python" / "platform").mkdir(parents=True)
     (tf / "python" / "platform" / "build_info.py").write_text(
         "build_info = {'cuda_compute_capabilities': ['sm_90', 'compute_100'], 'cuda_version': '13.0', "
-        "'cudnn_version': '9', 'is_cuda_build': True}\n")
+        "'cudnn_version': '9', 'is_cuda_build': True}\n"
+    )
     (site / "tensorflow-2.99.0.dist-info").mkdir()
-    (site / "tensorflow-2.99.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorflow\n"
-                                                                  "Version: 2.99.0\n")
+    (site / "tensorflow-2.99.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tensorflow\nVersion: 2.99.0\n"
+    )
     compile_library(tf / "libtensorflow_framework.so.2", "libtensorflow_framework.so.2")
     activation.write_venv_activation(root, activation.read_layout(root, f"lib/python{PY}/site-packages"))
     report = run_doctor(root=root, host=gpu_host(), environ={"PATH": "/usr/bin:/bin"})
@@ -141,9 +162,18 @@ def test_the_sonames_table_has_cuda_13():
     assert {lib["soname"] for lib in rows[0]["libraries"] if "{" not in lib["soname"]} <= members
 
 
-ORACLE_NAMES = {"cudart": "libcudart", "nvJitLink": "libnvJitLink", "nvrtc": "libnvrtc", "cublas": "libcublas",
-                "cublasLt": "libcublasLt", "cufft": "libcufft", "curand": "libcurand", "cusolver": "libcusolver",
-                "cusparse": "libcusparse", "cupti": "libcupti"}
+ORACLE_NAMES = {
+    "cudart": "libcudart",
+    "nvJitLink": "libnvJitLink",
+    "nvrtc": "libnvrtc",
+    "cublas": "libcublas",
+    "cublasLt": "libcublasLt",
+    "cufft": "libcufft",
+    "curand": "libcurand",
+    "cusolver": "libcusolver",
+    "cusparse": "libcusparse",
+    "cupti": "libcupti",
+}
 
 
 def test_nvidias_own_finder_picks_the_same_files(env13):
@@ -154,11 +184,17 @@ def test_nvidias_own_finder_picks_the_same_files(env13):
     cuda-pathfinder searches again at each start in its own order.)"""
     pathfinder = pytest.importorskip("cuda.pathfinder")
     search_root = Path(pathfinder.__file__).parents[2]
-    program = ("import json, cuda.pathfinder as p\n"
-               f"names = {sorted(ORACLE_NAMES)!r}\n"
-               "print(json.dumps({n: p.load_nvidia_dynamic_lib(n).abs_path for n in names}))\n")
-    done = subprocess.run([str(env13 / "bin" / "python"), "-c", program], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(search_root), "TFGPU_NO_PRELOAD": "1"})
+    program = (
+        "import json, cuda.pathfinder as p\n"
+        f"names = {sorted(ORACLE_NAMES)!r}\n"
+        "print(json.dumps({n: p.load_nvidia_dynamic_lib(n).abs_path for n in names}))\n"
+    )
+    done = subprocess.run(
+        [str(env13 / "bin" / "python"), "-c", program],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(search_root), "TFGPU_NO_PRELOAD": "1"},
+    )
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     layout = json.loads((env13 / "etc" / "tfgpu" / "layout.json").read_text())

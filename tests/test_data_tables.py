@@ -17,8 +17,16 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 DATA = files("tfgpu.data")  # the installed package's data, so the wheel test checks what ships
-TABLES = ["cuda.toml", "conda_forge.toml", "conda_cudnn.toml", "metal.toml", "macos_wheels.toml", "windows.toml",
-          "ptx.toml", "gpu_peaks.toml"]
+TABLES = [
+    "cuda.toml",
+    "conda_forge.toml",
+    "conda_cudnn.toml",
+    "metal.toml",
+    "macos_wheels.toml",
+    "windows.toml",
+    "ptx.toml",
+    "gpu_peaks.toml",
+]
 ALL_FILES = ["sources.toml", *TABLES]
 
 DOTTED = re.compile(r"^\d+(\.\d+)*$")
@@ -234,7 +242,7 @@ def test_metal_specifiers():
     # rows do not overlap: each TF minor maps to at most one metal version
     for minor in range(0, 30):
         tf = Version(f"2.{minor}.0")
-        hits = [r["metal"] for r, s in zip(rows, specs) if tf in s]
+        hits = [r["metal"] for r, s in zip(rows, specs, strict=True) if tf in s]
         assert len(hits) <= 1, (str(tf), hits)
 
 

@@ -5,14 +5,13 @@ build_info.py, cuda_config.h and cudnn_version.h (TF 2.22's layout), versions an
 from __future__ import annotations
 
 import io
-import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
 
+import pypifixture
 import pytest
 
-import pypifixture
 from tfgpu.datasource import releases, remote_zip, toml_out, wheel_facts
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pypi"
@@ -25,7 +24,8 @@ def _zip_fetcher(data: bytes):
     def fetch(start: int, end: int) -> bytes:
         assert 0 <= start <= end < len(data)
         calls.append((start, end))
-        return data[start:end + 1]
+        return data[start : end + 1]
+
     return fetch, calls
 
 
@@ -51,17 +51,30 @@ def test_reads_members_by_range_including_zip64(monkeypatch, zip64):
 def test_parses_both_build_info_styles():
     old = "is_rocm_build = False\nis_cuda_build = True\n\ncuda_version_number = '10.1'\ncudnn_version_number = '7'\n"
     assert wheel_facts.parse_build_info(old) == wheel_facts.BuildInfo(True, "10.1", "7", (), "10.1", "7")
-    new = ("import collections\nbuild_info = collections.OrderedDict([('cuda_compute_capabilities', "
-           "['sm_35', 'compute_80']), ('cuda_version', '64_112'), ('cudnn_version', '64_8'), "
-           "('is_cuda_build', True), ('cpu_compiler', some_name)])\n")
+    new = (
+        "import collections\nbuild_info = collections.OrderedDict([('cuda_compute_capabilities', "
+        "['sm_35', 'compute_80']), ('cuda_version', '64_112'), ('cudnn_version', '64_8'), "
+        "('is_cuda_build', True), ('cpu_compiler', some_name)])\n"
+    )
     assert wheel_facts.parse_build_info(new) == wheel_facts.BuildInfo(
-        True, "11.2", "8", ("sm_35", "compute_80"), "64_112", "64_8")
+        True, "11.2", "8", ("sm_35", "compute_80"), "64_112", "64_8"
+    )
     assert wheel_facts.parse_build_info("is_cuda_build = False\n").cuda_build is False
     assert wheel_facts.parse_build_info("build_info = {'is_cuda_build': False}\n").cuda == ""
 
 
-@pytest.mark.parametrize("raw, normalized", [("64_112", "11.2"), ("64_101", "10.1"), ("64_110", "11.0"),
-                                             ("64_8", "8"), ("64_7", "7"), ("12.5.1", "12.5.1"), ("", "")])
+@pytest.mark.parametrize(
+    "raw, normalized",
+    [
+        ("64_112", "11.2"),
+        ("64_101", "10.1"),
+        ("64_110", "11.0"),
+        ("64_8", "8"),
+        ("64_7", "7"),
+        ("12.5.1", "12.5.1"),
+        ("", ""),
+    ],
+)
 def test_normalizes_windows_dll_suffixes(raw, normalized):
     assert wheel_facts.normalize_dll_version(raw) == normalized
 
@@ -80,9 +93,16 @@ Requires-Dist: nvidia-cudnn-cu12==9.3.0.75; extra == "and-cuda"
 """
 
 
-@pytest.mark.parametrize("platform, target", [
-    ("linux_aarch64", ("tensorflow-cpu-aws", "2.13.1")), ("windows_x86_64", ("tensorflow-intel", "2.13.1")),
-    ("macos_arm64", ("tensorflow-macos", "2.13.1")), ("macos_x86_64", None), ("linux_x86_64", None)])
+@pytest.mark.parametrize(
+    "platform, target",
+    [
+        ("linux_aarch64", ("tensorflow-cpu-aws", "2.13.1")),
+        ("windows_x86_64", ("tensorflow-intel", "2.13.1")),
+        ("macos_arm64", ("tensorflow-macos", "2.13.1")),
+        ("macos_x86_64", None),
+        ("linux_x86_64", None),
+    ],
+)
 def test_finds_the_shim_target_for_each_platform(platform, target):
     assert wheel_facts.find_shim_target(wheel_facts.parse_requirements(SHIM_METADATA), platform) == target
 
@@ -95,12 +115,40 @@ def test_parses_old_and_new_requirement_syntax():
 
 
 def test_selects_2x_versions_newest_first_with_the_unsuperseded_pre_releases():
-    document = {"releases": {v: [{}] for v in ["1.15.5", "2.0.0", "2.10.0", "2.9.3", "2.15.0.post1", "2.15.0",
-                                               "2.16.0rc0", "2.16.1", "2.11.0.dev2022", "2.2.0a1", "2.2.0",
-                                               "2.17.0rc1", "2.17.1rc0", "2.17.0"]} | {"2.99.0": []}}
+    document = {
+        "releases": {
+            v: [{}]
+            for v in [
+                "1.15.5",
+                "2.0.0",
+                "2.10.0",
+                "2.9.3",
+                "2.15.0.post1",
+                "2.15.0",
+                "2.16.0rc0",
+                "2.16.1",
+                "2.11.0.dev2022",
+                "2.2.0a1",
+                "2.2.0",
+                "2.17.0rc1",
+                "2.17.1rc0",
+                "2.17.0",
+            ]
+        }
+        | {"2.99.0": []}
+    }
     # 2.16.0rc0 (2.16.1 is out), 2.2.0a1 and 2.17.0rc1 are superseded; 2.17.1rc0 is not; dev builds never rows
-    assert releases.select_versions(document) == ["2.17.1rc0", "2.17.0", "2.16.1", "2.15.0.post1", "2.15.0",
-                                                  "2.10.0", "2.9.3", "2.2.0", "2.0.0"]
+    assert releases.select_versions(document) == [
+        "2.17.1rc0",
+        "2.17.0",
+        "2.16.1",
+        "2.15.0.post1",
+        "2.15.0",
+        "2.10.0",
+        "2.9.3",
+        "2.2.0",
+        "2.0.0",
+    ]
 
 
 def test_version_key_is_pep440_order():
@@ -110,15 +158,27 @@ def test_version_key_is_pep440_order():
     assert wheel_facts.base_version("2.22.0rc0") == "2.22.0"
 
 
-@pytest.mark.parametrize("filename, platform, tag, pythons", [
-    ("tensorflow-2.13.1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-     "linux_x86_64", "manylinux_2_17_x86_64", ("3.11",)),
-    ("tensorflow-2.21.0-cp313-cp313-manylinux_2_27_aarch64.whl", "linux_aarch64", "manylinux_2_27_aarch64", ("3.13",)),
-    ("tensorflow-2.0.0-cp27-cp27mu-manylinux2010_x86_64.whl", "linux_x86_64", "manylinux2010_x86_64", ("2.7",)),
-    ("tensorflow-2.10.0-cp310-cp310-win_amd64.whl", "windows_x86_64", "win_amd64", ("3.10",)),
-    ("tensorflow-2.0.0-cp37-cp37m-macosx_10_11_x86_64.whl", "macos_x86_64", "macosx_10_11_x86_64", ("3.7",)),
-    ("tensorflow-2.16.1-cp312-cp312-macosx_12_0_arm64.whl", "macos_arm64", "macosx_12_0_arm64", ("3.12",)),
-])
+@pytest.mark.parametrize(
+    "filename, platform, tag, pythons",
+    [
+        (
+            "tensorflow-2.13.1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+            "linux_x86_64",
+            "manylinux_2_17_x86_64",
+            ("3.11",),
+        ),
+        (
+            "tensorflow-2.21.0-cp313-cp313-manylinux_2_27_aarch64.whl",
+            "linux_aarch64",
+            "manylinux_2_27_aarch64",
+            ("3.13",),
+        ),
+        ("tensorflow-2.0.0-cp27-cp27mu-manylinux2010_x86_64.whl", "linux_x86_64", "manylinux2010_x86_64", ("2.7",)),
+        ("tensorflow-2.10.0-cp310-cp310-win_amd64.whl", "windows_x86_64", "win_amd64", ("3.10",)),
+        ("tensorflow-2.0.0-cp37-cp37m-macosx_10_11_x86_64.whl", "macos_x86_64", "macosx_10_11_x86_64", ("3.7",)),
+        ("tensorflow-2.16.1-cp312-cp312-macosx_12_0_arm64.whl", "macos_arm64", "macosx_12_0_arm64", ("3.12",)),
+    ],
+)
 def test_classifies_wheels_by_platform(filename, platform, tag, pythons):
     entry = {"filename": filename, "packagetype": "bdist_wheel", "url": "../../x/" + filename, "size": 1}
     wheel = releases.wheel_from_json(entry, "https://pypi.org/pypi/tensorflow/json")
@@ -129,8 +189,6 @@ def test_classifies_wheels_by_platform(filename, platform, tag, pythons):
 def test_toml_strings_are_escaped():
     value = 'python_version >= "3.12" \\ é'
     assert tomllib.loads(f"k = {toml_out.toml_value(value)}")["k"] == value
-
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,8 +223,10 @@ def test_2_22_and_cuda_extra_adds_nvshmem(members_2_22):
 
 
 def test_old_cuda_config_form():
-    text = ('#define TF_CUDA_CAPABILITIES CudaVersion("3.5"), CudaVersion("7.0")\n'
-            '#define TF_CUDA_VERSION "10.1"\n#define TF_CUDNN_VERSION "7"\n')
+    text = (
+        '#define TF_CUDA_CAPABILITIES CudaVersion("3.5"), CudaVersion("7.0")\n'
+        '#define TF_CUDA_VERSION "10.1"\n#define TF_CUDNN_VERSION "7"\n'
+    )
     assert wheel_facts.parse_cuda_config(text) == wheel_facts.CudaConfig("10.1", "7", ("3.5", "7.0"))
     assert wheel_facts.parse_cudnn_version("#define CUDNN_MAJOR 8\n") == ""
 
@@ -197,25 +257,50 @@ def test_tf_nightly_cuda_extras_are_understood():
     extras = wheel_facts.cuda_extras(reqs, wheel_facts.provided_extras(TF_NIGHTLY_METADATA))
     assert extras.names == ("and-cuda", "cuda", "cuda12", "cuda12-local")
     assert extras.name == "and-cuda" and set(extras.pins) == {"nvidia-cudnn-cu12", "nvidia-nvshmem-cu12"}
-    only_cuda12 = TF_NIGHTLY_METADATA.replace('extra == "and-cuda"', 'extra == "x"').replace("Provides-Extra: and-cuda\n", "")
-    extras = wheel_facts.cuda_extras(wheel_facts.parse_requirements(only_cuda12), wheel_facts.provided_extras(only_cuda12))
+    only_cuda12 = TF_NIGHTLY_METADATA.replace('extra == "and-cuda"', 'extra == "x"').replace(
+        "Provides-Extra: and-cuda\n", ""
+    )
+    extras = wheel_facts.cuda_extras(
+        wheel_facts.parse_requirements(only_cuda12), wheel_facts.provided_extras(only_cuda12)
+    )
     assert extras.name == "cuda12"
 
 
 def test_python_3_14_tags_sort_after_3_9():
-    entry = {"filename": "tensorflow-2.22.0rc0-cp314-cp314-manylinux_2_27_x86_64.whl", "packagetype": "bdist_wheel",
-             "url": "x", "size": 1}
+    entry = {
+        "filename": "tensorflow-2.22.0rc0-cp314-cp314-manylinux_2_27_x86_64.whl",
+        "packagetype": "bdist_wheel",
+        "url": "x",
+        "size": 1,
+    }
     assert releases.wheel_from_json(entry, "https://pypi.org/pypi/tensorflow/json").pythons == ("3.14",)
     assert sorted(["3.14", "3.9", "3.10"], key=wheel_facts.python_key) == ["3.9", "3.10", "3.14"]
 
 
 def test_a_rendered_release_reads_back():
     record = releases.ReleaseRecord(
-        version="2.22.0rc0", uploaded="2026-09-22", requires_python=">=3.10", gpu_package="tensorflow",
-        numpy=">=1.26.0", numpy_markers={}, sources=["PYPI-JSON"], and_cuda={"nvidia-nvshmem-cu12": ">=3.2.5"},
-        wheels={"linux_x86_64": releases.PlatformRecord(python=["3.14"], platform_tag="manylinux_2_27_x86_64",
-                                                        cuda_build=True, cuda="12.5.1", cudnn="9", source=["PYPI-JSON"])},
-        prerelease=True, cuda_extra="and-cuda", cuda_extras=["and-cuda"])
+        version="2.22.0rc0",
+        uploaded="2026-09-22",
+        requires_python=">=3.10",
+        gpu_package="tensorflow",
+        numpy=">=1.26.0",
+        numpy_markers={},
+        sources=["PYPI-JSON"],
+        and_cuda={"nvidia-nvshmem-cu12": ">=3.2.5"},
+        wheels={
+            "linux_x86_64": releases.PlatformRecord(
+                python=["3.14"],
+                platform_tag="manylinux_2_27_x86_64",
+                cuda_build=True,
+                cuda="12.5.1",
+                cudnn="9",
+                source=["PYPI-JSON"],
+            )
+        },
+        prerelease=True,
+        cuda_extra="and-cuda",
+        cuda_extras=["and-cuda"],
+    )
     row = tomllib.loads("\n".join(toml_out.render_release(record)))["release"][0]
     assert row["prerelease"] is True and row["and_cuda"] == {"nvidia-nvshmem-cu12": ">=3.2.5"}
     assert row["wheels"]["linux_x86_64"]["python"] == ["3.14"]

@@ -99,9 +99,7 @@ def test_os_release_falls_back_and_may_be_unknown():
     ],
 )
 def test_os_and_arch_are_normalized(system, machine, expected):
-    facts = PlatformFacts(
-        system=system, machine=machine, python="3.12", glibc="2.36", description="X 1"
-    )
+    facts = PlatformFacts(system=system, machine=machine, python="3.12", glibc="2.36", description="X 1")
     host = probe(RecordedSystem(facts=facts))
     assert (host.os, host.arch, host.glibc) == expected
     if system != "Linux":
@@ -109,9 +107,7 @@ def test_os_and_arch_are_normalized(system, machine, expected):
 
 
 def test_macos_tries_no_driver_source():
-    facts = PlatformFacts(
-        system="Darwin", machine="arm64", python="3.12", glibc=None, description="macOS 14.4"
-    )
+    facts = PlatformFacts(system="Darwin", machine="arm64", python="3.12", glibc=None, description="macOS 14.4")
     system = RecordedSystem(facts=facts, executables={"nvidia-smi": "/usr/local/bin/nvidia-smi"})
     host = probe(system)
     assert (host.driver, host.gpus, host.os_release, system.ran) == (None, (), "macOS 14.4", [])
@@ -162,12 +158,24 @@ def test_driver_and_gpu_cc_given_leave_the_driver_unprobed():
 def test_another_machines_os_or_arch_leaves_the_rest_of_this_one_unprobed():
     """``--os windows`` on Linux: only the OS and arch are read (no os-release, no PATH walk, no
     driver, no toolkit); the same OS and arch given as this machine's probe as usual."""
-    system = wsl2_system(files={"/proc/sys/kernel/osrelease": recording("os/debian-12.osrelease"),
-                                "/etc/os-release": recording("os/debian-12.os-release")},
-                         executables={"python3.11": "/usr/bin/python3.11", "conda": "/opt/conda/bin/conda"})
+    system = wsl2_system(
+        files={
+            "/proc/sys/kernel/osrelease": recording("os/debian-12.osrelease"),
+            "/etc/os-release": recording("os/debian-12.os-release"),
+        },
+        executables={"python3.11": "/usr/bin/python3.11", "conda": "/opt/conda/bin/conda"},
+    )
     elsewhere = probe(system, given={"os": "windows", "arch": None})
-    assert (elsewhere.os, elsewhere.arch, elsewhere.os_release, elsewhere.pythons, elsewhere.driver,
-            elsewhere.toolkits, elsewhere.conda, system.ran) == ("linux", "x86_64", "", (), None, (), (), [])
+    assert (
+        elsewhere.os,
+        elsewhere.arch,
+        elsewhere.os_release,
+        elsewhere.pythons,
+        elsewhere.driver,
+        elsewhere.toolkits,
+        elsewhere.conda,
+        system.ran,
+    ) == ("linux", "x86_64", "", (), None, (), (), [])
     assert "the target (windows) is another machine" in elsewhere.notes[-1]
     assert probe(system, given={"arch": "aarch64"}).pythons == ()
     here = probe(system, given={"os": "Linux", "arch": "amd64"})  # aliases of this machine's own
@@ -221,9 +229,7 @@ def test_wsl2_with_a_custom_kernel_is_recognized_by_its_environment():
 
 
 def test_wsl1_is_linux_with_a_note():
-    host = probe(
-        RecordedSystem(files={"/proc/sys/kernel/osrelease": recording("os/wsl1.osrelease")})
-    )
+    host = probe(RecordedSystem(files={"/proc/sys/kernel/osrelease": recording("os/wsl1.osrelease")}))
     assert host.os == "linux"
     assert any(note.startswith("WSL1 detected") for note in host.notes)
 
@@ -241,9 +247,7 @@ def test_toolkits_from_version_files_nvcc_and_path_deduplicated():
         dirs=["/usr/local/cuda-9.0-removed"],  # a leftover directory with nothing in it
         links={"/usr/local/cuda": "/usr/local/cuda-12.4"},
         executables={"nvcc": "/opt/nvhpc/cuda/bin/nvcc"},
-        commands={
-            ("/opt/nvhpc/cuda/bin/nvcc", "--version"): (0, recording("toolkit/nvcc-12.4.txt"), "")
-        },
+        commands={("/opt/nvhpc/cuda/bin/nvcc", "--version"): (0, recording("toolkit/nvcc-12.4.txt"), "")},
         environ={"CUDA_HOME": "/usr/local/cuda-12.4"},
     )
     assert probe(system).toolkits == (
@@ -264,9 +268,7 @@ def test_nvcc_wrapper_script_is_followed_to_its_toolkit():
         },
         links={"/usr/local/cuda": "/usr/local/cuda-13.0"},
         executables={"nvcc": "/usr/local/bin/nvcc"},
-        commands={
-            ("/usr/local/cuda/bin/nvcc", "--version"): (0, recording("toolkit/nvcc-13.0.txt"), "")
-        },
+        commands={("/usr/local/cuda/bin/nvcc", "--version"): (0, recording("toolkit/nvcc-13.0.txt"), "")},
     )
     host = probe(system)
     assert host.toolkits == (Toolkit("13.0", "/usr/local/cuda", "nvcc"),)
@@ -294,9 +296,7 @@ def test_a_toolkit_newer_than_the_driver_is_noted():
         nvml_answer=NvmlSnapshot("535.104.05", 12020, ()),
     )
     (note,) = [note for note in probe(system).notes if "toolkit" in note]
-    assert note.startswith(
-        "CUDA toolkit 12.4.1 at /usr/local/cuda-12.4 is newer than the CUDA 12.2"
-    )
+    assert note.startswith("CUDA toolkit 12.4.1 at /usr/local/cuda-12.4 is newer than the CUDA 12.2")
 
 
 class SpySystem(System):
@@ -357,11 +357,7 @@ def test_conda_family_executables_deduplicated_by_real_path():
 
 
 def test_host_is_frozen_and_its_dict_is_plain_json():
-    host = probe(
-        wsl2_system(
-            executables={"python3.12": "/usr/bin/python3.12", "conda": "/opt/conda/bin/conda"}
-        )
-    )
+    host = probe(wsl2_system(executables={"python3.12": "/usr/bin/python3.12", "conda": "/opt/conda/bin/conda"}))
     with pytest.raises(dataclasses.FrozenInstanceError):
         host.os = "linux"
     document = host.to_dict()

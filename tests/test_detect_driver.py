@@ -68,9 +68,7 @@ def gpu_system(
 
 def h200_nvml(count: int = 1, driver: str = "580.159.04", cuda: int = 13000) -> NvmlSnapshot:
     devices = tuple(
-        NvmlDevice(
-            i, "NVIDIA H200", (9, 0), H200_BYTES, f"GPU-5f1c7a2e-9d4b-4c3e-8a61-00000000000{i}"
-        )
+        NvmlDevice(i, "NVIDIA H200", (9, 0), H200_BYTES, f"GPU-5f1c7a2e-9d4b-4c3e-8a61-00000000000{i}")
         for i in range(count)
     )
     return NvmlSnapshot(driver, cuda, devices)
@@ -207,9 +205,7 @@ def test_no_driver_at_all_is_a_fact_not_an_error(smi_installed):
 
 def test_garbage_output_is_recorded_not_raised():
     commands = smi(query="nvidia-smi/garbage.txt", q_compute="nvidia-smi/garbage.txt")
-    host = probe(
-        gpu_system(nvml=h200_nvml(), libcuda=13000, commands=commands, procfs="procfs/garbage.txt")
-    )
+    host = probe(gpu_system(nvml=h200_nvml(), libcuda=13000, commands=commands, procfs="procfs/garbage.txt"))
     nvml, libcuda, smi_reading, procfs = host.driver.readings
     assert nvml.ok and libcuda.ok
     assert not smi_reading.ok and smi_reading.error.startswith("unexpected")
@@ -247,10 +243,7 @@ def test_cuda_versions_that_disagree_are_reported():
     system = gpu_system(nvml=h200_nvml(cuda=12080), libcuda=13000)
     driver = probe(system).driver
     assert driver.agree is False
-    assert (
-        driver.disagreement
-        == "The driver sources disagree (CUDA version: NVML says 12.8, libcuda says 13.0)."
-    )
+    assert driver.disagreement == "The driver sources disagree (CUDA version: NVML says 12.8, libcuda says 13.0)."
 
 
 def test_nvml_devices_it_cannot_read_become_notes():
@@ -305,9 +298,7 @@ def test_parse_query_keeps_a_name_with_a_comma_and_unknown_fields():
 
 
 def test_parse_query_of_the_real_h200_legacy_query():
-    ((driver, gpu),) = parse_query(
-        recording("nvidia-smi/580.159.04-h200.legacy-query.txt"), with_cc=False
-    )
+    ((driver, gpu),) = parse_query(recording("nvidia-smi/580.159.04-h200.legacy-query.txt"), with_cc=False)
     assert (driver, gpu.name, gpu.compute_capability, gpu.memory_mib) == (
         "580.159.04",
         "NVIDIA H200",
@@ -321,8 +312,6 @@ def test_the_real_bad_field_message_is_what_the_retry_looks_for():
     assert "is not a valid field to query" in recording("nvidia-smi/580.159.04.bad-field.txt")
 
 
-@pytest.mark.parametrize(
-    ("value", "text"), [(13000, "13.0"), (12040, "12.4"), (11080, "11.8"), (12010, "12.1")]
-)
+@pytest.mark.parametrize(("value", "text"), [(13000, "13.0"), (12040, "12.4"), (11080, "11.8"), (12010, "12.1")])
 def test_cuda_from_int(value, text):
     assert cuda_from_int(value) == text

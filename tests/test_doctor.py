@@ -9,12 +9,11 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 import pypifixture
-
+import pytest
 import wheelhouse
 from envtree import RUNPATH_2_16_1, RUNPATH_FULL, make_env
+
 from tfgpu.detect import probe
 from tfgpu.detect.recorded import RecordedSystem
 from tfgpu.detect.system import NvmlDevice, NvmlSnapshot, PlatformFacts
@@ -35,8 +34,7 @@ def gpu_host(driver="580.159.04", cuda=13000, cc=(9, 0), os_kind="Linux", files=
 
 
 def no_gpu_host():
-    return probe(RecordedSystem(facts=PlatformFacts(system="Linux", machine="x86_64", python="3.11",
-                                                             glibc="2.36")))
+    return probe(RecordedSystem(facts=PlatformFacts(system="Linux", machine="x86_64", python="3.11", glibc="2.36")))
 
 
 def findings(report) -> dict[str, object]:
@@ -75,16 +73,37 @@ def test_activation_covers_what_the_runpath_lacks(tmp_path):
 
 
 def test_tf_2_16_1_without_loader_setup_fails_five_libraries(tmp_path):
-    env = make_env(tmp_path / "env", tf_version="2.16.1", cuda="12.3", cudnn_major="8", runpath=RUNPATH_2_16_1,
-                   hook=False, libraries=[("cuda_runtime", "libcudart.so.12"), ("cublas", "libcublasLt.so.12"),
-                                          ("cublas", "libcublas.so.12"), ("cufft", "libcufft.so.11"),
-                                          ("cusolver", "libcusolver.so.11"), ("cusparse", "libcusparse.so.12"),
-                                          ("curand", "libcurand.so.10"), ("cudnn", "libcudnn.so.8")],
-                   cudnn_version=8907, caps=("sm_50", "sm_60", "sm_70", "sm_80", "compute_90"))
+    env = make_env(
+        tmp_path / "env",
+        tf_version="2.16.1",
+        cuda="12.3",
+        cudnn_major="8",
+        runpath=RUNPATH_2_16_1,
+        hook=False,
+        libraries=[
+            ("cuda_runtime", "libcudart.so.12"),
+            ("cublas", "libcublasLt.so.12"),
+            ("cublas", "libcublas.so.12"),
+            ("cufft", "libcufft.so.11"),
+            ("cusolver", "libcusolver.so.11"),
+            ("cusparse", "libcusparse.so.12"),
+            ("curand", "libcurand.so.10"),
+            ("cudnn", "libcudnn.so.8"),
+        ],
+        cudnn_version=8907,
+        caps=("sm_50", "sm_60", "sm_70", "sm_80", "compute_90"),
+    )
     report = run_doctor(env, host=gpu_host(), environ=CLEAN)
     failing = sorted(f.id for f in report.findings if f.status == "fail" and f.id.startswith("libs."))
-    assert failing == ["libs.cublas", "libs.cublasLt", "libs.cudnn", "libs.cufft", "libs.curand", "libs.cusolver",
-                       "libs.cusparse"]
+    assert failing == [
+        "libs.cublas",
+        "libs.cublasLt",
+        "libs.cudnn",
+        "libs.cufft",
+        "libs.curand",
+        "libs.cusolver",
+        "libs.cusparse",
+    ]
     assert findings(report)["release.runpath-missing-cuda-libs"].status == "fail"
 
 
@@ -162,8 +181,10 @@ def _tf_2_22_env(root, cudnn_version: int):
     env = make_env(root, tf_version="2.22.0rc0", python="3.12", cudnn_version=cudnn_version)
     tf = env / "lib" / "python3.12" / "site-packages" / "tensorflow"
     (tf / "python" / "platform" / "build_info.py").write_text(members.build_info)
-    for path, text in (("include/third_party/gpus/cuda/cuda_config.h", members.cuda_config),
-                       ("include/third_party/gpus/cudnn/include/cudnn_version.h", members.cudnn_version)):
+    for path, text in (
+        ("include/third_party/gpus/cuda/cuda_config.h", members.cuda_config),
+        ("include/third_party/gpus/cudnn/include/cudnn_version.h", members.cudnn_version),
+    ):
         (tf / path).parent.mkdir(parents=True, exist_ok=True)
         (tf / path).write_text(text)
     return env
@@ -180,7 +201,9 @@ def test_tf_2_22_cuda_facts_come_from_the_headers(tmp_path):
 
 
 def test_tf_2_22_with_a_cudnn_older_than_its_header(tmp_path):
-    finding = findings(run_doctor(_tf_2_22_env(tmp_path / "env", 90300), host=gpu_host(), environ=CLEAN))["cudnn.version"]
+    finding = findings(run_doctor(_tf_2_22_env(tmp_path / "env", 90300), host=gpu_host(), environ=CLEAN))[
+        "cudnn.version"
+    ]
     assert finding.status == "fail" and "9.3.0 is older than the 9.10" in finding.title
 
 
@@ -234,16 +257,21 @@ def test_wsl2_shaped_filesystem(tmp_path):
     assert host.os == "wsl2"
     healthy = findings(run_doctor(host=host, environ=CLEAN, fs_root=wsl_tree(tmp_path / "a")))
     assert healthy["wsl.libcuda"].status == "ok" and healthy["wsl.no-linux-driver"].status == "ok"
-    broken = findings(run_doctor(host=host, environ=CLEAN, fs_root=wsl_tree(tmp_path / "b", linux_driver=True,
-                                                                           conf=False)))
+    broken = findings(
+        run_doctor(host=host, environ=CLEAN, fs_root=wsl_tree(tmp_path / "b", linux_driver=True, conf=False))
+    )
     assert broken["wsl.libcuda"].status == "warn" and "LD_LIBRARY_PATH=/usr/lib/wsl/lib" in broken["wsl.libcuda"].fix
     assert broken["wsl.no-linux-driver"].status == "fail"
 
 
 def test_doctor_cli_json_schema_and_exit_codes(tmp_path, tool_env):
     env = make_env(tmp_path / "env")
-    done = subprocess.run([sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(env), "--json"],
-                          capture_output=True, text=True, env=tool_env)
+    done = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(env), "--json"],
+        capture_output=True,
+        text=True,
+        env=tool_env,
+    )
     document = json.loads(done.stdout)
     # which_env (how the env was chosen, tfgpu.envs.which) is the one key added to the contract
     assert set(document) == {"target", "summary", "ok", "findings", "which_env"}
@@ -251,8 +279,9 @@ def test_doctor_cli_json_schema_and_exit_codes(tmp_path, tool_env):
     assert set(document["findings"][0]) == {"id", "title", "status", "evidence", "fix"}
     assert done.returncode == (0 if document["ok"] else 1)
     assert done.returncode == 1  # no driver on this machine: driver.present fails
-    human = subprocess.run([sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(env)], capture_output=True,
-                           text=True, env=tool_env)
+    human = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(env)], capture_output=True, text=True, env=tool_env
+    )
     assert "✗ fail driver.present" in human.stdout and "fix:" in human.stdout
 
 
@@ -260,8 +289,25 @@ def test_doctor_interpreter_flag_reads_the_same_env(tmp_path, local_wheels, tool
     from conftest import run_tool
 
     prefix = tmp_path / "real-env"
-    assert run_tool("create", "--tf", "2.21", "--mode", "pip", "--python", "3.11", "--prefix", str(prefix),
-                    "--find-links", str(local_wheels), "--offline", "--no-verify", env=tool_env).returncode == 0
+    assert (
+        run_tool(
+            "create",
+            "--tf",
+            "2.21",
+            "--mode",
+            "pip",
+            "--python",
+            "3.11",
+            "--prefix",
+            str(prefix),
+            "--find-links",
+            str(local_wheels),
+            "--offline",
+            "--no-verify",
+            env=tool_env,
+        ).returncode
+        == 0
+    )
     done = run_tool("doctor", "--interpreter", str(prefix / "bin" / "python"), "--json", env=tool_env)
     document = json.loads(done.stdout)
     assert document["target"]["env"]["tensorflow"] == "2.21.0"

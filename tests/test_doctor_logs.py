@@ -24,8 +24,16 @@ DATA = files("tfgpu.data")
 ROWS = tomllib.loads(DATA.joinpath("log_signatures.toml").read_text("utf-8"))["signature"]
 SIGNATURES = {sig.id: sig for sig in signatures()}
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
-REQUIRED = {"id": str, "title": str, "pattern": str, "severity": str, "cause": str, "fix": str,
-            "source": list, "example": str}
+REQUIRED = {
+    "id": str,
+    "title": str,
+    "pattern": str,
+    "severity": str,
+    "cause": str,
+    "fix": str,
+    "source": list,
+    "example": str,
+}
 
 
 def fixture(name: str) -> str:
@@ -106,7 +114,7 @@ def test_compat_facts_failure_table_is_covered():
         "ValueError: Memory growth cannot differ between GPU devices",
         "cudaGetDevice() failed. Status: CUDA driver version is insufficient for CUDA runtime version",
         "Loaded runtime CuDNN library: 9.1.0 but source was compiled with: 9.3.0.  CuDNN library needs",
-        "ERROR: No matching distribution found for tensorrt-libs==8.6.1; extra == \"and-cuda\"",
+        'ERROR: No matching distribution found for tensorrt-libs==8.6.1; extra == "and-cuda"',
         "NotFoundError: dlopen(/x/tensorflow-plugins/libmetal_plugin.dylib, 0x0006): Symbol not found: _TF_X",
         "CUDA_ERROR_UNSUPPORTED_PTX_VERSION: the provided PTX was compiled with an unsupported toolchain.",
         "Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN",
@@ -120,22 +128,30 @@ def test_compat_facts_failure_table_is_covered():
 
 EXPECTED = {
     # fixture: [(id, line_number, count), ...] in the order match_log returns them
-    "tf2161-and-cuda-no-gpu.txt": [("cannot-dlopen-gpu-libraries", 9, 1),
-                                   ("duplicate-factory-registration-noise", 3, 3),
-                                   ("tensorrt-not-found-noise", 8, 1)],
+    "tf2161-and-cuda-no-gpu.txt": [
+        ("cannot-dlopen-gpu-libraries", 9, 1),
+        ("duplicate-factory-registration-noise", 3, 3),
+        ("tensorrt-not-found-noise", 8, 1),
+    ],
     "h200-tf221-cusolver.txt": [("missing-libcusolver-11", 8, 1), ("cannot-dlopen-gpu-libraries", 11, 1)],
     "traceback-physical-devices.txt": [("physical-devices-already-initialized", 9, 1)],
     "mirrored-strategy-reshape.txt": [("mirrored-strategy-reshape", 17, 2)],
-    "wsl2-tf213-no-cuda.txt": [("could-not-find-cuda-drivers", 6, 2), ("wsl-libcuda-not-symlink", 3, 1),
-                               ("tensorrt-not-found-noise", 10, 1)],
+    "wsl2-tf213-no-cuda.txt": [
+        ("could-not-find-cuda-drivers", 6, 2),
+        ("wsl-libcuda-not-symlink", 3, 1),
+        ("tensorrt-not-found-noise", 10, 1),
+    ],
     "docker-no-toolkit.txt": [("docker-no-gpu-driver", 2, 1)],
     "cudnn-mismatch.txt": [("cudnn-version-mismatch", 3, 1), ("dnn-library-init-failed", 4, 2)],
     "blackwell-rtx5080.txt": [("invalid-ptx", 4, 1), ("no-kernels-for-compute-capability", 3, 1)],
     "cpu-host-cuinit-303.txt": [("cuinit-303", 2, 1)],
     "container-cuinit-stub.txt": [("cuinit-stub-library", 2, 1), ("kernel-driver-not-running", 3, 1)],
     "pip-tf2150-tensorrt.txt": [("tensorrt-not-on-pypi", 6, 1)],
-    "xla-libdevice.txt": [("libdevice-not-found", 8, 2), ("cant-find-libdevice-directory", 1, 1),
-                          ("ptxas-too-old", 11, 1)],
+    "xla-libdevice.txt": [
+        ("libdevice-not-found", 8, 2),
+        ("cant-find-libdevice-directory", 1, 1),
+        ("ptxas-too-old", 11, 1),
+    ],
     "clean-h200-tf221.txt": [],
 }
 
@@ -178,28 +194,38 @@ def test_captured_groups_fill_cause_and_fix():
 
 
 def test_specific_signature_shadows_the_generic_one():
-    line = ("2020-12-15 18:20:21.222324: W tensorflow/stream_executor/platform/default/dso_loader.cc:60] "
-            "Could not load dynamic library 'libcusolver.so.10'; dlerror: libcusolver.so.10: cannot open shared "
-            "object file: No such file or directory")
+    line = (
+        "2020-12-15 18:20:21.222324: W tensorflow/stream_executor/platform/default/dso_loader.cc:60] "
+        "Could not load dynamic library 'libcusolver.so.10'; dlerror: libcusolver.so.10: cannot open shared "
+        "object file: No such file or directory"
+    )
     other = line.replace("libcusolver.so.10", "libcurand.so.10")
     got = match_log(f"{line}\n{other}\n")
     assert [(m.id, m.line_number, m.count) for m in got] == [
-        ("tf24-libcusolver-so10", 1, 1), ("could-not-load-dynamic-library", 2, 1)]
+        ("tf24-libcusolver-so10", 1, 1),
+        ("could-not-load-dynamic-library", 2, 1),
+    ]
     assert "libcurand.so.10" in got[1].cause  # the generic one is filled from ITS first line
 
 
 def test_order_is_severity_then_line():
-    text = "\n".join([
-        SIGNATURES["tensorrt-not-found-noise"].example,
-        SIGNATURES["no-kernels-for-compute-capability"].example,
-        SIGNATURES["oom-allocating-tensor"].example,
-        SIGNATURES["cuda-out-of-memory"].example,
-        SIGNATURES["memory-growth-differs"].example,
-    ])
+    text = "\n".join(
+        [
+            SIGNATURES["tensorrt-not-found-noise"].example,
+            SIGNATURES["no-kernels-for-compute-capability"].example,
+            SIGNATURES["oom-allocating-tensor"].example,
+            SIGNATURES["cuda-out-of-memory"].example,
+            SIGNATURES["memory-growth-differs"].example,
+        ]
+    )
     got = match_log(text)
-    assert [m.id for m in got] == ["oom-allocating-tensor", "memory-growth-differs",
-                                   "no-kernels-for-compute-capability", "cuda-out-of-memory",
-                                   "tensorrt-not-found-noise"]
+    assert [m.id for m in got] == [
+        "oom-allocating-tensor",
+        "memory-growth-differs",
+        "no-kernels-for-compute-capability",
+        "cuda-out-of-memory",
+        "tensorrt-not-found-noise",
+    ]
     assert [m.line_number for m in got] == [3, 5, 2, 4, 1]
 
 
@@ -259,7 +285,8 @@ def test_one_enormous_line_is_truncated_in_the_result():
 def test_twenty_megabytes_of_noise_is_fast():
     """A guard against catastrophic backtracking, not a performance target."""
     noise = fixture("clean-h200-tf221.txt") + "".join(
-        line + "\n" for line in [
+        line + "\n"
+        for line in [
             "2024-03-12 10:11:13.000001: I external/local_xla/xla/stream_executor/cuda/cuda_executor.cc:998] "
             "successful NUMA node read from SysFS had negative value (-1), but there must be at least one NUMA "
             "node, so returning NUMA node zero.",
@@ -271,7 +298,8 @@ def test_twenty_megabytes_of_noise_is_fast():
             "1875/1875 [==============================] - 5s 2ms/step - loss: 0.2961 - accuracy: 0.9143",
             "Input to the model: failed call to nothing; kernel image is fine; PTX ok; back to the start; "
             "libmetal_plugin.dylib loaded; Could not load dynamic library 'libfoo.so'x",
-        ])
+        ]
+    )
     text = noise * (20_000_000 // len(noise) + 1)
     started = time.perf_counter()
     got = match_log(text)

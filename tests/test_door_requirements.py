@@ -45,9 +45,11 @@ def test_every_release_of_the_data_goes_through_the_door_in_every_mode():
     count = 0
     for release in tables.releases():
         for platform, wheel in release.wheels.items():
-            for option in (pip_option(release, platform, wheel.python[-1], None),
-                           conda_option(release, wheel.cuda, wheel.cudnn, wheel.python[-1], None),
-                           system_option(release, platform, wheel.cuda, wheel.cudnn)):
+            for option in (
+                pip_option(release, platform, wheel.python[-1], None),
+                conda_option(release, wheel.cuda, wheel.cudnn, wheel.python[-1], None),
+                system_option(release, platform, wheel.cuda, wheel.cudnn),
+            ):
                 packages = option.packages
                 assert all(isinstance(p, requirements.Requirement) for p in (*packages.pip, *packages.cuda_extra))
                 assert all(isinstance(s, requirements.MatchSpec) for s in packages.conda)
@@ -70,10 +72,35 @@ def _data_requirements() -> set[str]:
     return found
 
 
-EDGES = ["tensorflow", "TensorFlow[and-cuda]==2.15.0", "a[y,x,y]>=1,<2,!=1.5", "nvidia-cudnn-cu12>=9.3.0.75,<10.0",
-         "x==1.0.*", "x~=2.1", "x===1.0", "x==1.0+local", "x>=1,", "x>=1,,<2", "x[]==1", "x==", "x=1", "x==a b",
-         "x>=1 ,<2", "x; python_version<'3'", "x @ https://e.example/x.whl", "-x==1", "x-==1", "x[a-]==1",
-         "x==1.0.dev0", "x<=2!1.0", "x>1.0.post1", "x!=1.*", "x>=1.0a1", "Ab.C_d-E==1", "x[A_b]>1"]
+EDGES = [
+    "tensorflow",
+    "TensorFlow[and-cuda]==2.15.0",
+    "a[y,x,y]>=1,<2,!=1.5",
+    "nvidia-cudnn-cu12>=9.3.0.75,<10.0",
+    "x==1.0.*",
+    "x~=2.1",
+    "x===1.0",
+    "x==1.0+local",
+    "x>=1,",
+    "x>=1,,<2",
+    "x[]==1",
+    "x==",
+    "x=1",
+    "x==a b",
+    "x>=1 ,<2",
+    "x; python_version<'3'",
+    "x @ https://e.example/x.whl",
+    "-x==1",
+    "x-==1",
+    "x[a-]==1",
+    "x==1.0.dev0",
+    "x<=2!1.0",
+    "x>1.0.post1",
+    "x!=1.*",
+    "x>=1.0a1",
+    "Ab.C_d-E==1",
+    "x[A_b]>1",
+]
 
 
 def test_every_requirement_of_the_data_is_rendered_quickly_and_as_packaging_would():

@@ -21,8 +21,19 @@ CLIENTS = {"engines/download.py": "requests", "datasource/http.py": "urllib"}
 # Modules that make the URLs handed to an engine (uv on its command line; rattler's channels, which
 # engines/channels.py makes for engines/rattler.py).
 HANDERS = ("engines/uv.py", "engines/channels.py")
-SPLITTERS = {"urlsplit", "urlparse", "urljoin", "urlunsplit", "urlunparse", "urldefrag", "splithost", "splituser",
-             "parse_url", "urlopen", "build_opener"}
+SPLITTERS = {
+    "urlsplit",
+    "urlparse",
+    "urljoin",
+    "urlunsplit",
+    "urlunparse",
+    "urldefrag",
+    "splithost",
+    "splituser",
+    "parse_url",
+    "urlopen",
+    "build_opener",
+}
 NETWORK_MODULES = ("requests", "urllib.request", "urllib3", "http.client", "httpx", "aiohttp", "socket")
 # Binds loopback ports for its worker processes (a TF_CONFIG cluster); it fetches nothing.
 NO_FETCH = {"verify/multiworker.py"}
@@ -60,8 +71,12 @@ def name_of(call: ast.Call) -> str:
 
 def door_calls(tree: ast.Module) -> set[str]:
     """The door's functions this module calls (``urls.checked(...)``, or ``checked`` imported from it)."""
-    from_door = {alias.asname or alias.name for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module == "tfgpu.urls" for alias in node.names}
+    from_door = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "tfgpu.urls"
+        for alias in node.names
+    }
     found = set()
     for call in called(tree):
         func = call.func
@@ -85,16 +100,29 @@ def test_only_the_door_splits_urls(tree):
             continue
         if any(name == "urllib.parse" or name.startswith("urllib.parse.") for name in imported(module)):
             offenders.append(f"{relative}: imports urllib.parse")
-        offenders += [f"{relative}:{call.lineno}: {name_of(call)}()" for call in called(module)
-                      if name_of(call) in SPLITTERS - {"urlopen", "build_opener"}]
+        offenders += [
+            f"{relative}:{call.lineno}: {name_of(call)}()"
+            for call in called(module)
+            if name_of(call) in SPLITTERS - {"urlopen", "build_opener"}
+        ]
     assert offenders == [], "URLs are read by tfgpu/urls.py alone:\n" + "\n".join(offenders)
 
 
 def test_only_the_tools_http_clients_open_connections(tree):
-    offenders = [f"{relative}: {name}" for relative, module in tree.items() if relative not in set(CLIENTS) | NO_FETCH
-                 for name in sorted(imported(module)) if name.startswith(NETWORK_MODULES)]
-    offenders += [f"{relative}:{call.lineno}: {name_of(call)}()" for relative, module in tree.items()
-                  if relative not in CLIENTS for call in called(module) if name_of(call) in ("urlopen", "build_opener")]
+    offenders = [
+        f"{relative}: {name}"
+        for relative, module in tree.items()
+        if relative not in set(CLIENTS) | NO_FETCH
+        for name in sorted(imported(module))
+        if name.startswith(NETWORK_MODULES)
+    ]
+    offenders += [
+        f"{relative}:{call.lineno}: {name_of(call)}()"
+        for relative, module in tree.items()
+        if relative not in CLIENTS
+        for call in called(module)
+        if name_of(call) in ("urlopen", "build_opener")
+    ]
     assert offenders == [], "connections are opened by " + ", ".join(CLIENTS) + " only:\n" + "\n".join(offenders)
 
 
@@ -106,20 +134,32 @@ def test_each_http_client_sends_urls_and_redirects_through_the_door(tree, client
     assert "checked" in calls, f"{client} never calls urls.checked on the URL it is given"
     assert "join" in calls, f"{client} never sends a redirect's target through urls.join"
     if CLIENTS[client] == "requests":
-        gets = [call for call in called(module) if name_of(call) in ("get", "request", "head", "post")
-                and isinstance(call.func, ast.Attribute) and getattr(call.func.value, "id", "") in ("requests", "session")]
+        gets = [
+            call
+            for call in called(module)
+            if name_of(call) in ("get", "request", "head", "post")
+            and isinstance(call.func, ast.Attribute)
+            and getattr(call.func.value, "id", "") in ("requests", "session")
+        ]
         assert gets, f"{client} makes no request"
         for call in gets:  # requests follows redirects unseen unless told not to
             keywords = {k.arg: k.value for k in call.keywords}
-            assert isinstance(keywords.get("allow_redirects"), ast.Constant) and \
-                keywords["allow_redirects"].value is False, f"{client}:{call.lineno} lets requests follow redirects"
+            assert (
+                isinstance(keywords.get("allow_redirects"), ast.Constant) and keywords["allow_redirects"].value is False
+            ), f"{client}:{call.lineno} lets requests follow redirects"
     else:
-        assert not [c for c in called(module) if name_of(c) == "urlopen"], \
+        assert not [c for c in called(module) if name_of(c) == "urlopen"], (
             f"{client} calls urlopen, whose redirects bypass the door"
-        handlers = [node for node in ast.walk(module) if isinstance(node, ast.ClassDef)
-                    and any(getattr(base, "attr", "") == "HTTPRedirectHandler" for base in node.bases)]
-        assert handlers and all("join" in door_calls(ast.Module(body=[h], type_ignores=[])) for h in handlers), \
+        )
+        handlers = [
+            node
+            for node in ast.walk(module)
+            if isinstance(node, ast.ClassDef)
+            and any(getattr(base, "attr", "") == "HTTPRedirectHandler" for base in node.bases)
+        ]
+        assert handlers and all("join" in door_calls(ast.Module(body=[h], type_ignores=[])) for h in handlers), (
             f"{client}: urllib's redirects are followed without the door"
+        )
 
 
 @pytest.mark.parametrize("hander", HANDERS)
@@ -129,9 +169,13 @@ def test_what_reaches_an_engine_went_through_the_door(tree, hander):
 
 def test_the_transport_rule_has_no_second_entry(tree):
     """``is_secure``/``is_loopback`` were a check beside the door; only the door decides now."""
-    offenders = [f"{relative}:{getattr(node, 'lineno', '?')}" for relative, module in tree.items()
-                 if relative != DOOR for node in ast.walk(module)
-                 if isinstance(node, (ast.Name, ast.Attribute, ast.alias))
-                 and (getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None))
-                 in ("is_secure", "is_loopback")]
+    offenders = [
+        f"{relative}:{getattr(node, 'lineno', '?')}"
+        for relative, module in tree.items()
+        if relative != DOOR
+        for node in ast.walk(module)
+        if isinstance(node, (ast.Name, ast.Attribute, ast.alias))
+        and (getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None))
+        in ("is_secure", "is_loopback")
+    ]
     assert offenders == [], offenders

@@ -31,8 +31,11 @@ def _options(parser: argparse.ArgumentParser, prog: str = "tfgpu-install"):
 def test_every_option_that_names_a_path_is_read_through_user_path():
     """An option whose value is a FILE, DIR, PATH (or a channel, which may be a directory) has the
     path door as its ``type``: a 300-byte name is ``bad-path`` when the option is read."""
-    pathlike = [(prog, action) for prog, action in _options(build_parser())
-                if action.metavar in ("FILE", "DIR", "PATH") or "--channel" in action.option_strings]
+    pathlike = [
+        (prog, action)
+        for prog, action in _options(build_parser())
+        if action.metavar in ("FILE", "DIR", "PATH") or "--channel" in action.option_strings
+    ]
     assert len(pathlike) >= 8
     for prog, action in pathlike:
         assert action.type is not None, f"{prog} {action.option_strings[0]} is read without the path door"
@@ -50,8 +53,16 @@ def test_both_lock_readers_check_their_record(monkeypatch, tmp_path):
         assert "check_record" in calls, f"{relative}:{caller} uses a lock's record without check_record"
 
 
-OUTSIDE_TEXT = ("resolver/request.py", "data/schema.py", "lock/selectors.py", "lock/pip/lockfile.py", "lock/check.py",
-                "lock/pip/check.py", "lock/conda/check.py", "lock/conda/read.py")
+OUTSIDE_TEXT = (
+    "resolver/request.py",
+    "data/schema.py",
+    "lock/selectors.py",
+    "lock/pip/lockfile.py",
+    "lock/check.py",
+    "lock/pip/check.py",
+    "lock/conda/check.py",
+    "lock/conda/read.py",
+)
 
 
 @pytest.mark.parametrize("relative", OUTSIDE_TEXT)

@@ -15,20 +15,37 @@ from pathlib import Path
 import tfgpu
 
 PACKAGE = Path(tfgpu.__file__).resolve().parent
-WATCHED = [*sorted((PACKAGE / "repair").glob("*.py")), PACKAGE / "envs" / "activation.py",
-           *sorted((PACKAGE / "installers").glob("*.py"))]
+WATCHED = [
+    *sorted((PACKAGE / "repair").glob("*.py")),
+    PACKAGE / "envs" / "activation.py",
+    *sorted((PACKAGE / "installers").glob("*.py")),
+]
 ALLOWED = {PACKAGE / "envs" / "writes.py", PACKAGE / "envs" / "txn.py"}
 """The door itself, and the transaction that moves whole targets into place."""
 
-PATH_METHODS = {"write_text", "write_bytes", "unlink", "rmdir", "symlink_to", "hardlink_to", "rename", "touch",
-                "chmod"}
-MODULE_CALLS = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("os", "unlink"), ("os", "remove"),
-                ("os", "rmdir"), ("os", "removedirs"), ("os", "symlink"), ("os", "link"), ("os", "chmod"),
-                ("shutil", "rmtree"), ("shutil", "move"),
-                # a copy reads its source through any link (bytes and mode from outside the env): an
-                # env file read for rewriting goes through writes.read_own
-                ("shutil", "copy"), ("shutil", "copy2"), ("shutil", "copyfile"), ("shutil", "copytree"),
-                ("shutil", "copymode"), ("shutil", "copystat")}
+PATH_METHODS = {"write_text", "write_bytes", "unlink", "rmdir", "symlink_to", "hardlink_to", "rename", "touch", "chmod"}
+MODULE_CALLS = {
+    ("os", "replace"),
+    ("os", "rename"),
+    ("os", "renames"),
+    ("os", "unlink"),
+    ("os", "remove"),
+    ("os", "rmdir"),
+    ("os", "removedirs"),
+    ("os", "symlink"),
+    ("os", "link"),
+    ("os", "chmod"),
+    ("shutil", "rmtree"),
+    ("shutil", "move"),
+    # a copy reads its source through any link (bytes and mode from outside the env): an
+    # env file read for rewriting goes through writes.read_own
+    ("shutil", "copy"),
+    ("shutil", "copy2"),
+    ("shutil", "copyfile"),
+    ("shutil", "copytree"),
+    ("shutil", "copymode"),
+    ("shutil", "copystat"),
+}
 
 
 def _writes_a_file(node: ast.Call) -> bool:
@@ -37,8 +54,7 @@ def _writes_a_file(node: ast.Call) -> bool:
     if name != "open":
         return False
     modes = [*node.args[1:2], *(k.value for k in node.keywords if k.arg == "mode")]
-    return any(isinstance(m, ast.Constant) and isinstance(m.value, str) and set(m.value) & set("wax+")
-               for m in modes)
+    return any(isinstance(m, ast.Constant) and isinstance(m.value, str) and set(m.value) & set("wax+") for m in modes)
 
 
 def bypasses(path: Path) -> list[str]:
@@ -70,11 +86,13 @@ def test_nothing_writes_into_an_env_around_the_door():
 
 def test_the_check_sees_each_kind_of_bypass(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text("import os, shutil\n"
-                      "def f(p):\n"
-                      "    p.write_text('x')\n    p.write_bytes(b'')\n    p.unlink()\n    os.replace(p, p)\n"
-                      "    os.rename(p, p)\n    shutil.rmtree(p)\n    os.unlink(p)\n    open(p, 'w')\n"
-                      "    shutil.copy2(p, p)\n    'a'.replace('a', 'b')\n    open(p)\n")
+    sample.write_text(
+        "import os, shutil\n"
+        "def f(p):\n"
+        "    p.write_text('x')\n    p.write_bytes(b'')\n    p.unlink()\n    os.replace(p, p)\n"
+        "    os.rename(p, p)\n    shutil.rmtree(p)\n    os.unlink(p)\n    open(p, 'w')\n"
+        "    shutil.copy2(p, p)\n    'a'.replace('a', 'b')\n    open(p)\n"
+    )
     global PACKAGE
     saved, PACKAGE = PACKAGE, tmp_path.parent
     try:

@@ -24,8 +24,7 @@ def fake(tmp_path, monkeypatch):
 
 
 def get(fake, tmp_path, reporter=None, **kwargs):
-    return download.fetch(fake.runfile_url, tmp_path / "cache", sha256=fake.runfile_sha256, reporter=reporter,
-                          **kwargs)
+    return download.fetch(fake.runfile_url, tmp_path / "cache", sha256=fake.runfile_sha256, reporter=reporter, **kwargs)
 
 
 def test_download_is_verified_and_cached(fake, tmp_path):

@@ -35,7 +35,7 @@ def raised_codes() -> dict[str, dict[int, list[str]]]:
 
 def readme_rows() -> dict[int, set[str]]:
     text = (ROOT / "README.md").read_text()
-    table = text[text.index("| code | meaning |"):]
+    table = text[text.index("| code | meaning |") :]
     rows = {}
     for line in table.splitlines()[2:]:
         if not line.startswith("|"):
@@ -52,13 +52,21 @@ def test_every_code_has_one_exit_status():
 
 def test_the_readme_table_lists_every_code_under_its_exit_status():
     rows = readme_rows()
-    missing = sorted(f"{code} (exit {status})" for code, sites in raised_codes().items() for status in sites
-                     if code not in rows.get(status, set()))
+    missing = sorted(
+        f"{code} (exit {status})"
+        for code, sites in raised_codes().items()
+        for status in sites
+        if code not in rows.get(status, set())
+    )
     assert missing == []
 
 
 def test_the_readme_table_lists_no_code_the_tool_does_not_raise_under_another_status():
     codes = raised_codes()
-    misplaced = sorted(f"{code} (table: {status}, raised: {sorted(codes[code])})" for status, listed in
-                       readme_rows().items() for code in listed if code in codes and status not in codes[code])
+    misplaced = sorted(
+        f"{code} (table: {status}, raised: {sorted(codes[code])})"
+        for status, listed in readme_rows().items()
+        for code in listed
+        if code in codes and status not in codes[code]
+    )
     assert misplaced == []

@@ -25,25 +25,38 @@ from tfgpu import export
 def write(tmp_path: Path, tf: str, mode: str, python: str | None = None) -> Path:
     out = tmp_path / "playbook"
     export.write(render(tf, mode, "ansible", python), str(out))
-    (out / "inventory.ini").write_text(f"[gpu]\nlocalhost ansible_connection=local "
-                                       f"ansible_python_interpreter={sys.executable}\n")
+    (out / "inventory.ini").write_text(
+        f"[gpu]\nlocalhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+    )
     return out
 
 
 def ansible_env(tmp_path: Path, path_prefix: str = "") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "PIP_", "TFGPU_"))}
-    env.update(ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"), ANSIBLE_REMOTE_TEMP=str(tmp_path / "ansible-remote"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_HOST_KEY_CHECKING="0",
-               ANSIBLE_CONFIG=str(tmp_path / "none.cfg"), ANSIBLE_STDOUT_CALLBACK="default",
-               HOME=str(tmp_path / "home"))
+    env.update(
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"),
+        ANSIBLE_REMOTE_TEMP=str(tmp_path / "ansible-remote"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_RETRY_FILES_ENABLED="0",
+        ANSIBLE_HOST_KEY_CHECKING="0",
+        ANSIBLE_CONFIG=str(tmp_path / "none.cfg"),
+        ANSIBLE_STDOUT_CALLBACK="default",
+        HOME=str(tmp_path / "home"),
+    )
     if path_prefix:
         env["PATH"] = f"{path_prefix}:{env['PATH']}"
     return env
 
 
 def playbook(out: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([need("ansible-playbook"), "-i", "inventory.ini", "playbook.yml", *extra],
-                          cwd=out, capture_output=True, text=True, env=env, timeout=900)
+    return subprocess.run(
+        [need("ansible-playbook"), "-i", "inventory.ini", "playbook.yml", *extra],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
 
 
 def recap(output: str) -> dict[str, int]:
@@ -55,7 +68,12 @@ def recap(output: str) -> dict[str, int]:
 def test_playbook_passes_syntax_check_and_carries_a_clean_script(mode, tmp_path):
     out = write(tmp_path, "2.21", mode)
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
-        "README.md", "files/install-tf.sh", "inventory.example.ini", "inventory.ini", "playbook.yml"]
+        "README.md",
+        "files/install-tf.sh",
+        "inventory.example.ini",
+        "inventory.ini",
+        "playbook.yml",
+    ]
     done = playbook(out, ansible_env(tmp_path), "--syntax-check")
     assert done.returncode == 0, done.stdout + done.stderr
     done = playbook(out, ansible_env(tmp_path), "-i", "inventory.example.ini", "--syntax-check")
@@ -63,7 +81,9 @@ def test_playbook_passes_syntax_check_and_carries_a_clean_script(mode, tmp_path)
     check = shellcheck((out / "files" / "install-tf.sh").read_text(), tmp_path)
     assert check.stdout == ""
     assert os.access(out / "files" / "install-tf.sh", os.X_OK)
-    modules = set(re.findall(r"^\s+(?:- )?([a-z_]+\.[a-z_]+\.[a-z_]+):", (out / "playbook.yml").read_text(), re.MULTILINE))
+    modules = set(
+        re.findall(r"^\s+(?:- )?([a-z_]+\.[a-z_]+\.[a-z_]+):", (out / "playbook.yml").read_text(), re.MULTILINE)
+    )
     assert modules and all(m.startswith("ansible.builtin.") for m in modules)
 
 
@@ -71,10 +91,17 @@ def test_playbook_passes_syntax_check_and_carries_a_clean_script(mode, tmp_path)
 def test_playbook_installs_on_localhost_then_changes_nothing(tmp_path, local_wheels):
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     out = write(tmp_path, "2.21", "pip", python)
-    extra = {"tfgpu_require_driver": False, "tfgpu_require_gpu": False, "tfgpu_prefix": str(tmp_path / "env"),
-             "tfgpu_workdir": str(tmp_path / "work"),
-             "tfgpu_script_env": {"TFGPU_FIND_LINKS": str(local_wheels), "TFGPU_OFFLINE": "1",
-                                  "TFGPU_PYTHON": sys.executable}}
+    extra = {
+        "tfgpu_require_driver": False,
+        "tfgpu_require_gpu": False,
+        "tfgpu_prefix": str(tmp_path / "env"),
+        "tfgpu_workdir": str(tmp_path / "work"),
+        "tfgpu_script_env": {
+            "TFGPU_FIND_LINKS": str(local_wheels),
+            "TFGPU_OFFLINE": "1",
+            "TFGPU_PYTHON": sys.executable,
+        },
+    }
     (out / "extra.json").write_text(json.dumps(extra))
     env = ansible_env(tmp_path)
     first = playbook(out, env, "-e", "@extra.json")
@@ -112,12 +139,21 @@ def test_system_mode_playbook_against_the_fake_nvidia_server(tmp_path, monkeypat
     with fake_nvidia(tmp_path, monkeypatch) as fake:
         out = write(tmp_path, "2.13", "system", "3.11")
         wheels = tensorflow_wheel_dir(tmp_path)
-        extra = {"tfgpu_require_driver": False, "tfgpu_require_gpu": False, "tfgpu_prefix": str(tmp_path / "env"),
-                 "tfgpu_workdir": str(tmp_path / "work"),
-                 "tfgpu_script_env": {"TFGPU_CUDA_PREFIX": str(tmp_path / "cuda"), "TFGPU_SYSTEM_WIDE": "0",
-                                      "TFGPU_DOWNLOADS": str(tmp_path / "dl"), "TFGPU_ALLOW_HTTP": "1",
-                                      "TFGPU_FIND_LINKS": str(wheels), "TFGPU_OFFLINE": "1",
-                                      "TFGPU_PYTHON": sys.executable}}
+        extra = {
+            "tfgpu_require_driver": False,
+            "tfgpu_require_gpu": False,
+            "tfgpu_prefix": str(tmp_path / "env"),
+            "tfgpu_workdir": str(tmp_path / "work"),
+            "tfgpu_script_env": {
+                "TFGPU_CUDA_PREFIX": str(tmp_path / "cuda"),
+                "TFGPU_SYSTEM_WIDE": "0",
+                "TFGPU_DOWNLOADS": str(tmp_path / "dl"),
+                "TFGPU_ALLOW_HTTP": "1",
+                "TFGPU_FIND_LINKS": str(wheels),
+                "TFGPU_OFFLINE": "1",
+                "TFGPU_PYTHON": sys.executable,
+            },
+        }
         (out / "extra.json").write_text(json.dumps(extra))
         env = ansible_env(tmp_path)
         first = playbook(out, env, "-e", "@extra.json")

@@ -19,9 +19,16 @@ import pytest
 import wheelhouse
 from exporthelpers import MODES, VERSIONS, fake_nvidia, render, shellcheck, tensorflow_wheel_dir
 
-SCRIPT_ENV_DROP = ("PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_INDEX_URL", "VIRTUAL_ENV", "CONDA_PREFIX",
-                   "LD_LIBRARY_PATH", "XLA_FLAGS", "TFGPU_DATA_DIR")
-
+SCRIPT_ENV_DROP = (
+    "PIP_FIND_LINKS",
+    "PIP_NO_INDEX",
+    "PIP_INDEX_URL",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "LD_LIBRARY_PATH",
+    "XLA_FLAGS",
+    "TFGPU_DATA_DIR",
+)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -36,16 +43,24 @@ def test_every_script_passes_shellcheck(tf, mode, tmp_path):
 def test_header_says_what_and_why():
     script = render("2.21", "pip", "bash").main.content
     head = script.split("set -euo pipefail")[0]
-    for fact in ("TensorFlow 2.21.0", "CUDA 12.5.1", "cuDNN 9.3", "driver >= 525.60.13", "Why this combination",
-                 "TFGPU_PREFIX", "TFGPU_SKIP_VERIFY"):
+    for fact in (
+        "TensorFlow 2.21.0",
+        "CUDA 12.5.1",
+        "cuDNN 9.3",
+        "driver >= 525.60.13",
+        "Why this combination",
+        "TFGPU_PREFIX",
+        "TFGPU_SKIP_VERIFY",
+    ):
         assert fact in head
     assert "PIP_REQUIREMENTS=('tensorflow[and-cuda]==2.21.0' 'nvidia-cuda-nvcc-cu12>=12.6.3')" in script
 
 
 def script_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in SCRIPT_ENV_DROP}
-    env.update({"TFGPU_PREFIX": str(tmp_path / "env"), "TFGPU_PYTHON": sys.executable, "HOME": str(tmp_path / "home"),
-                **extra})
+    env.update(
+        {"TFGPU_PREFIX": str(tmp_path / "env"), "TFGPU_PYTHON": sys.executable, "HOME": str(tmp_path / "home"), **extra}
+    )
     return env
 
 
@@ -65,11 +80,15 @@ def pip_script(tmp_path) -> Path:
 
 
 @pytest.mark.slow
-def test_pip_script_builds_the_env_fails_verification_honestly_then_changes_nothing(tmp_path, local_wheels,
-                                                                                  pip_script):
+def test_pip_script_builds_the_env_fails_verification_honestly_then_changes_nothing(tmp_path, local_wheels, pip_script):
     prefix = tmp_path / "my envs" / "tf 2.21"  # a space: every path in the script must be quoted
-    env = script_env(tmp_path, TFGPU_FIND_LINKS=str(local_wheels), TFGPU_OFFLINE="1", TFGPU_PREFIX=str(prefix),
-                     TFGPU_LOG=str(tmp_path / "install.log"))
+    env = script_env(
+        tmp_path,
+        TFGPU_FIND_LINKS=str(local_wheels),
+        TFGPU_OFFLINE="1",
+        TFGPU_PREFIX=str(prefix),
+        TFGPU_LOG=str(tmp_path / "install.log"),
+    )
     first = run(pip_script, env)
     # The stand-in TensorFlow cannot list GPUs, and there is no GPU: the script must say so and fail.
     assert first.returncode == 1, first.stdout + first.stderr
@@ -82,12 +101,18 @@ def test_pip_script_builds_the_env_fails_verification_honestly_then_changes_noth
 
     # The same hook as tfgpu-install's own pip mode: an unactivated python preloads the env's libraries.
     clean = {k: v for k, v in os.environ.items() if k not in SCRIPT_ENV_DROP}
-    hook = subprocess.run([str(prefix / "bin" / "python"), "-c",
-                           "import tensorflow, json, _tfgpu_cuda_hook as h; print(json.dumps([h.loaded, h.errors]))"],
-                          capture_output=True, text=True, env=clean)
+    hook = subprocess.run(
+        [
+            str(prefix / "bin" / "python"),
+            "-c",
+            "import tensorflow, json, _tfgpu_cuda_hook as h; print(json.dumps([h.loaded, h.errors]))",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean,
+    )
     loaded, errors = json.loads(hook.stdout)
-    assert errors == [] and {Path(p).name for p in loaded} >= {"libcudart.so.12", "libcusolver.so.11",
-                                                                 "libcudnn.so.9"}
+    assert errors == [] and {Path(p).name for p in loaded} >= {"libcudart.so.12", "libcusolver.so.11", "libcudnn.so.9"}
 
     before = mtimes(prefix)
     second = run(pip_script, dict(env, TFGPU_SKIP_VERIFY="1"))
@@ -130,11 +155,18 @@ def test_conda_script_drives_the_conda_on_path_and_writes_activate_d(tmp_path):
     bindir.mkdir()
     (bindir / "conda").write_text(FAKE_CONDA)
     (bindir / "conda").chmod(0o755)
-    wheels = wheelhouse.wheel(tmp_path / "wheels", "tensorflow", "2.21.0",
-                              {"tensorflow/__init__.py": b"__version__ = '2.21.0'\n"}).parent
-    env = script_env(tmp_path, PATH=f"{bindir}:/usr/bin:/bin", FAKE_CONDA_LOG=str(tmp_path / "conda.log"),
-                     FAKE_CONDA_PYTHON=sys.executable, TFGPU_FIND_LINKS=str(wheels), TFGPU_OFFLINE="1",
-                     TFGPU_SKIP_VERIFY="1")
+    wheels = wheelhouse.wheel(
+        tmp_path / "wheels", "tensorflow", "2.21.0", {"tensorflow/__init__.py": b"__version__ = '2.21.0'\n"}
+    ).parent
+    env = script_env(
+        tmp_path,
+        PATH=f"{bindir}:/usr/bin:/bin",
+        FAKE_CONDA_LOG=str(tmp_path / "conda.log"),
+        FAKE_CONDA_PYTHON=sys.executable,
+        TFGPU_FIND_LINKS=str(wheels),
+        TFGPU_OFFLINE="1",
+        TFGPU_SKIP_VERIFY="1",
+    )
     first = run(script, env)
     assert first.returncode == 0, first.stdout + first.stderr
     argv, override = (tmp_path / "conda.log").read_text().splitlines()
@@ -143,11 +175,21 @@ def test_conda_script_drives_the_conda_on_path_and_writes_activate_d(tmp_path):
     assert override == "CONDA_OVERRIDE_CUDA=12.5"  # no driver here: the solve is told the target's CUDA
     activate = tmp_path / "env" / "etc" / "conda" / "activate.d" / "tfgpu-cuda.sh"
     assert activate.is_file() and (activate.parent.parent / "deactivate.d" / "tfgpu-cuda.sh").is_file()
-    sourced = subprocess.run(["bash", "-c", f'export CONDA_PREFIX={tmp_path / "env"}; LD_LIBRARY_PATH=/x; . "{activate}"; '
-                              'echo "$LD_LIBRARY_PATH|$XLA_FLAGS"; . "${CONDA_PREFIX}/etc/conda/deactivate.d/tfgpu-cuda.sh"; '
-                              'echo "$LD_LIBRARY_PATH|${XLA_FLAGS-unset}"'], capture_output=True, text=True)
-    assert sourced.stdout.splitlines() == [f"{tmp_path / 'env'}/lib:/x|--xla_gpu_cuda_data_dir={tmp_path / 'env'}/lib",
-                                           "/x|unset"]
+    sourced = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'export CONDA_PREFIX={tmp_path / "env"}; LD_LIBRARY_PATH=/x; . "{activate}"; '
+            'echo "$LD_LIBRARY_PATH|$XLA_FLAGS"; . "${CONDA_PREFIX}/etc/conda/deactivate.d/tfgpu-cuda.sh"; '
+            'echo "$LD_LIBRARY_PATH|${XLA_FLAGS-unset}"',
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert sourced.stdout.splitlines() == [
+        f"{tmp_path / 'env'}/lib:/x|--xla_gpu_cuda_data_dir={tmp_path / 'env'}/lib",
+        "/x|unset",
+    ]
     second = run(script, env)
     assert "nothing changed: everything was already in place" in second.stdout, second.stderr
     assert len((tmp_path / "conda.log").read_text().splitlines()) == 2  # conda was not run again
@@ -170,9 +212,16 @@ def test_system_script_against_the_fake_nvidia_server(tmp_path, monkeypatch):
         script = tmp_path / "install.sh"
         script.write_text(text)
         wheels = tensorflow_wheel_dir(tmp_path)
-        env = script_env(tmp_path, TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"), TFGPU_DOWNLOADS=str(tmp_path / "dl"),
-                         TFGPU_SYSTEM_WIDE="0", TFGPU_ALLOW_HTTP="1", TFGPU_FIND_LINKS=str(wheels), TFGPU_OFFLINE="1",
-                         TFGPU_PYTHON=sys.executable)
+        env = script_env(
+            tmp_path,
+            TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"),
+            TFGPU_DOWNLOADS=str(tmp_path / "dl"),
+            TFGPU_SYSTEM_WIDE="0",
+            TFGPU_ALLOW_HTTP="1",
+            TFGPU_FIND_LINKS=str(wheels),
+            TFGPU_OFFLINE="1",
+            TFGPU_PYTHON=sys.executable,
+        )
         first = run(script, dict(env, TFGPU_SKIP_VERIFY="1"))
         assert first.returncode == 0, first.stdout + first.stderr
         assert "downloaded cuda_11.8.0_000.00.00_linux.run (checksum verified)" in first.stdout
@@ -182,9 +231,17 @@ def test_system_script_against_the_fake_nvidia_server(tmp_path, monkeypatch):
         assert (tmp_path / "env" / "etc" / "tfgpu" / "cuda").resolve() == cuda_home.resolve()
         assert (tmp_path / "env" / "etc" / "tfgpu" / "cudnn" / "lib").is_dir()
         activation = tmp_path / "cuda" / "tfgpu-cuda-11.8.sh"
-        loads = subprocess.run(["bash", "-c", f'. "{activation}"; "{tmp_path}/env/bin/python" -c '
-                                '"import ctypes; ctypes.CDLL(\'libcudart.so.11.0\'); ctypes.CDLL(\'libcudnn.so.8\'); '
-                                'import os; print(os.environ[\'XLA_FLAGS\'])"'], capture_output=True, text=True)
+        loads = subprocess.run(
+            [
+                "bash",
+                "-c",
+                f'. "{activation}"; "{tmp_path}/env/bin/python" -c '
+                "\"import ctypes; ctypes.CDLL('libcudart.so.11.0'); ctypes.CDLL('libcudnn.so.8'); "
+                "import os; print(os.environ['XLA_FLAGS'])\"",
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert loads.returncode == 0, loads.stderr
         assert loads.stdout.strip() == f"--xla_gpu_cuda_data_dir={cuda_home}"
         before = mtimes(tmp_path / "cuda") | mtimes(tmp_path / "env")
@@ -205,8 +262,16 @@ def test_system_script_refuses_a_corrupt_download(tmp_path, monkeypatch):
         text = render("2.13", "system", "bash", python="3.11").main.content
         script = tmp_path / "install.sh"
         script.write_text(text)
-        done = run(script, script_env(tmp_path, TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"), TFGPU_SYSTEM_WIDE="0",
-                                      TFGPU_DOWNLOADS=str(tmp_path / "dl"), TFGPU_ALLOW_HTTP="1"))
+        done = run(
+            script,
+            script_env(
+                tmp_path,
+                TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"),
+                TFGPU_SYSTEM_WIDE="0",
+                TFGPU_DOWNLOADS=str(tmp_path / "dl"),
+                TFGPU_ALLOW_HTTP="1",
+            ),
+        )
         assert done.returncode == 1 and "checksum mismatch for cuda_11.8.0_000.00.00_linux.run" in done.stderr
         assert list((tmp_path / "dl").iterdir()) == [] and not (tmp_path / "cuda" / "cuda-11.8").exists()
 
@@ -215,8 +280,16 @@ def test_system_script_refuses_plain_http_unless_allowed(tmp_path):
     text = render("2.21", "system", "bash").main.content
     script = tmp_path / "install.sh"
     script.write_text(text)
-    done = run(script, script_env(tmp_path, TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"), TFGPU_SYSTEM_WIDE="0",
-                                  TFGPU_DOWNLOADS=str(tmp_path / "dl"), TFGPU_DOWNLOAD_BASE="http://127.0.0.1:9"))
+    done = run(
+        script,
+        script_env(
+            tmp_path,
+            TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"),
+            TFGPU_SYSTEM_WIDE="0",
+            TFGPU_DOWNLOADS=str(tmp_path / "dl"),
+            TFGPU_DOWNLOAD_BASE="http://127.0.0.1:9",
+        ),
+    )
     assert done.returncode == 1 and "refusing to download http://127.0.0.1:9/cuda_12.5.1" in done.stderr
     assert not (tmp_path / "dl" / "cuda_12.5.1_555.42.06_linux.run.partial").exists()
 
@@ -228,9 +301,16 @@ def test_system_script_as_root_writes_profile_d_and_ld_so_conf_d(tmp_path, monke
         script = tmp_path / "install.sh"
         script.write_text(render("2.13", "system", "bash", python="3.11").main.content)
         wheels = tensorflow_wheel_dir(tmp_path)
-        env = script_env(tmp_path, TFGPU_CUDA_PREFIX=str(tmp_path / "usr-local"), TFGPU_ETC=str(tmp_path / "etc"),
-                         TFGPU_DOWNLOADS=str(tmp_path / "dl"), TFGPU_ALLOW_HTTP="1", TFGPU_FIND_LINKS=str(wheels),
-                         TFGPU_OFFLINE="1", TFGPU_SKIP_VERIFY="1")
+        env = script_env(
+            tmp_path,
+            TFGPU_CUDA_PREFIX=str(tmp_path / "usr-local"),
+            TFGPU_ETC=str(tmp_path / "etc"),
+            TFGPU_DOWNLOADS=str(tmp_path / "dl"),
+            TFGPU_ALLOW_HTTP="1",
+            TFGPU_FIND_LINKS=str(wheels),
+            TFGPU_OFFLINE="1",
+            TFGPU_SKIP_VERIFY="1",
+        )
         done = run(script, env)
         assert done.returncode == 0, done.stdout + done.stderr
         conf = (tmp_path / "etc" / "ld.so.conf.d" / "tfgpu-cuda-11.8.conf").read_text().split()
@@ -270,9 +350,18 @@ def test_system_script_resumes_an_interrupted_download(tmp_path, monkeypatch):
         script = tmp_path / "install.sh"
         script.write_text(render("2.13", "system", "bash", python="3.11").main.content)
         # No wheels for the venv step: the script stops there, after the toolkit is in place.
-        done = run(script, script_env(tmp_path, TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"), TFGPU_SYSTEM_WIDE="0",
-                                      TFGPU_DOWNLOADS=str(tmp_path / "dl"), TFGPU_ALLOW_HTTP="1",
-                                      TFGPU_FIND_LINKS=str(tmp_path), TFGPU_OFFLINE="1"))
+        done = run(
+            script,
+            script_env(
+                tmp_path,
+                TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"),
+                TFGPU_SYSTEM_WIDE="0",
+                TFGPU_DOWNLOADS=str(tmp_path / "dl"),
+                TFGPU_ALLOW_HTTP="1",
+                TFGPU_FIND_LINKS=str(tmp_path),
+                TFGPU_OFFLINE="1",
+            ),
+        )
         assert "download of cuda_11.8.0_000.00.00_linux.run interrupted (attempt 1)" in done.stderr
         runfile = [(rng, status) for name, rng, status in fake.requests if name.endswith(".run")]
         assert runfile == [("", 200), ("bytes=100000-", 206)]

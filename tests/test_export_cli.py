@@ -45,8 +45,9 @@ def test_output_into_a_missing_directory_is_a_clear_error(capsys, tmp_path):
 
 def test_output_file_and_json(capsys, tmp_path):
     target = tmp_path / "install.sh"
-    code, out, _ = main(capsys, "script", "--tf", "2.16.1", "--mode", "conda", *TARGET, "--format", "bash",
-                        "-o", str(target), "--json")
+    code, out, _ = main(
+        capsys, "script", "--tf", "2.16.1", "--mode", "conda", *TARGET, "--format", "bash", "-o", str(target), "--json"
+    )
     document = json.loads(out)
     assert code == 0 and document["format"] == "bash" and document["written"] == [str(target)]
     assert document["files"][0]["mode"] == "0o755" and target.stat().st_mode & 0o777 == 0o755
@@ -54,8 +55,9 @@ def test_output_file_and_json(capsys, tmp_path):
 
 
 def test_json_without_output_carries_the_contents(capsys):
-    code, out, _ = main(capsys, "script", "--tf", "2.21", "--mode", "system", *TARGET, "--format", "dockerfile",
-                        "--json")
+    code, out, _ = main(
+        capsys, "script", "--tf", "2.21", "--mode", "system", *TARGET, "--format", "dockerfile", "--json"
+    )
     document = json.loads(out)
     assert code == 0 and document["format"] == "dockerfile"
     assert document["files"][0]["name"] == "Dockerfile" and "FROM nvidia/cuda:" in document["files"][0]["content"]
@@ -65,8 +67,9 @@ def test_ansible_needs_a_directory(capsys, tmp_path):
     code, out, _ = main(capsys, "script", "--tf", "2.21", *TARGET, "--format", "ansible", "--json")
     assert code == 2 and json.loads(out)["error"]["code"] == "missing-output"
     (tmp_path / "file").write_text("")
-    code, out, _ = main(capsys, "script", "--tf", "2.21", *TARGET, "--format", "ansible", "-o",
-                        str(tmp_path / "file"), "--json")
+    code, out, _ = main(
+        capsys, "script", "--tf", "2.21", *TARGET, "--format", "ansible", "-o", str(tmp_path / "file"), "--json"
+    )
     assert code == 3 and json.loads(out)["error"]["code"] == "bad-output"
 
 
@@ -80,8 +83,9 @@ def test_cloud_init_is_yaml_running_the_script_with_a_log(capsys, tmp_path, tf, 
     (entry,) = document["write_files"]
     assert entry["path"] == "/opt/tfgpu-install/install-tf.sh" and entry["permissions"] == "0755"
     assert entry["content"] == embedded_script(out)
-    assert document["runcmd"] == [["bash", "-c", "HOME=/root bash /opt/tfgpu-install/install-tf.sh "
-                                   ">> /var/log/tfgpu-install.log 2>&1"]]
+    assert document["runcmd"] == [
+        ["bash", "-c", "HOME=/root bash /opt/tfgpu-install/install-tf.sh >> /var/log/tfgpu-install.log 2>&1"]
+    ]
     assert shellcheck(entry["content"], tmp_path).stdout == ""
 
 
@@ -92,4 +96,6 @@ def test_cluster_formats_need_a_directory(capsys, tmp_path, fmt):
     assert code == 2 and error["code"] == "missing-output" and f"--format {fmt} -o" in error["alternatives"][0]
     code, out, _ = main(capsys, "script", "--tf", "2.21", *TARGET, "--format", fmt, "-o", str(tmp_path / fmt), "--json")
     document = json.loads(out)
-    assert code == 0 and document["format"] == fmt and all(p.startswith(str(tmp_path / fmt)) for p in document["written"])
+    assert (
+        code == 0 and document["format"] == fmt and all(p.startswith(str(tmp_path / fmt)) for p in document["written"])
+    )

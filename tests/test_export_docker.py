@@ -31,16 +31,18 @@ def test_dockerfile_parses_and_lints_clean(tf, mode, tmp_path):
         assert (tf, mode, error.code) == ("2.16.1", "system", "no-docker-image")
         assert any("--mode pip --format dockerfile" in a for a in error.alternatives)
         return
-    instructions = [(item["instruction"], item["value"]) for item in parse(text, tmp_path)
-                    if item["instruction"] != "COMMENT"]
+    instructions = [
+        (item["instruction"], item["value"]) for item in parse(text, tmp_path) if item["instruction"] != "COMMENT"
+    ]
     kinds = [kind for kind, _ in instructions]
     assert kinds[0] == "FROM" and kinds.count("FROM") == 1
     assert {"RUN", "HEALTHCHECK", "CMD"} <= set(kinds)
     base = instructions[0][1]
     if mode == "pip":
         assert base.startswith("python:3.") and base.endswith("-slim")
-        assert any(kind == "ENV" and "LD_LIBRARY_PATH=" in value and "XLA_FLAGS=" in value
-                   for kind, value in instructions)
+        assert any(
+            kind == "ENV" and "LD_LIBRARY_PATH=" in value and "XLA_FLAGS=" in value for kind, value in instructions
+        )
     elif mode == "system":
         assert base.startswith("nvidia/cuda:") and "-runtime-ubuntu" in base
     else:
@@ -79,8 +81,15 @@ def test_an_image_from_an_nvidia_cuda_base_says_nothing_of_the_runfile_or_its_ch
     from tfgpu.resolver.model import Notice
 
     plan = resolution("2.13", "system")
-    plan = replace(plan, warnings=(*plan.warnings, Notice("unverified-download", "No checksum is recorded for the "
-                                                          "runfile cuda_11.8.0_520.61.05_linux.run.", "")))
+    plan = replace(
+        plan,
+        warnings=(
+            *plan.warnings,
+            Notice(
+                "unverified-download", "No checksum is recorded for the runfile cuda_11.8.0_520.61.05_linux.run.", ""
+            ),
+        ),
+    )
     head = render_dockerfile(plan).split("\nFROM ")[0]
     assert "runfile" not in head and "cudnn-linux" not in head and "No checksum" not in head
     assert "Python 3.10: the base image's python3." in head and "for Python 3.10, system mode" in head

@@ -63,18 +63,25 @@ def test_node_affinity_follows_the_driver_and_the_lowest_architecture():
             if expr["operator"] == "In":
                 return value in expr["values"]
             return int(value) > int(expr["values"][0])  # Gt
+
         return any(all(holds(e) for e in term["matchExpressions"]) for term in terms)
 
     def node(driver: str, cc: str) -> dict[str, str]:
         major, minor = driver.split(".")[:2]
         cmajor, cminor = cc.split(".")
-        return {"nvidia.com/gpu.present": "true", "nvidia.com/cuda.driver.major": major,
-                "nvidia.com/cuda.driver.minor": str(int(minor)), "nvidia.com/gpu.compute.major": cmajor,
-                "nvidia.com/gpu.compute.minor": cminor}
+        return {
+            "nvidia.com/gpu.present": "true",
+            "nvidia.com/cuda.driver.major": major,
+            "nvidia.com/cuda.driver.minor": str(int(minor)),
+            "nvidia.com/gpu.compute.major": cmajor,
+            "nvidia.com/gpu.compute.minor": cminor,
+        }
 
     assert admits(node("535.104.05", "9.0")) and admits(node("525.60.13", "6.0")) and admits(node("530.30", "8.6"))
     assert not admits(node("525.50.0", "9.0")) and not admits(node("470.82.01", "9.0"))
-    assert not admits(node("550.54", "5.2")) and not admits({**node("550.54", "9.0"), "nvidia.com/gpu.present": "false"})
+    assert not admits(node("550.54", "5.2")) and not admits(
+        {**node("550.54", "9.0"), "nvidia.com/gpu.present": "false"}
+    )
 
 
 def test_the_worker_command_builds_tf_config_from_the_job_index(tmp_path):
@@ -85,10 +92,16 @@ def test_the_worker_command_builds_tf_config_from_the_job_index(tmp_path):
     fake_python.write_text('#!/bin/sh\nprintf "%s\\n" "$TF_CONFIG"\n')
     fake_python.chmod(0o755)
     assert worker["command"][2] == WORKER_SH
-    done = subprocess.run([*worker["command"], *worker["args"]], capture_output=True, text=True, timeout=30,
-                          env={**env, "TFGPU_PYTHON": str(fake_python), "JOB_COMPLETION_INDEX": "1", "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [*worker["command"], *worker["args"]],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**env, "TFGPU_PYTHON": str(fake_python), "JOB_COMPLETION_INDEX": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr
     config = json.loads(done.stdout.strip().splitlines()[-1])
-    assert config == {"cluster": {"worker": [f"tf2-21-train-0.tf2-21-workers:{PORT}",
-                                             f"tf2-21-train-1.tf2-21-workers:{PORT}"]},
-                      "task": {"type": "worker", "index": 1}}
+    assert config == {
+        "cluster": {"worker": [f"tf2-21-train-0.tf2-21-workers:{PORT}", f"tf2-21-train-1.tf2-21-workers:{PORT}"]},
+        "task": {"type": "worker", "index": 1},
+    }

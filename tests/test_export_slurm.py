@@ -11,7 +11,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -52,8 +51,17 @@ def test_the_job_asks_for_gpus_runs_srun_with_nccl_settings_and_a_preflight():
 
 def test_the_directory_holds_every_file_the_job_names():
     names = set(files("2.21", "pip"))
-    assert {"tfgpu-job.sbatch", "install-tf.sh", "tfgpu/multiworker.py", "tfgpu/check_env.py", "tfgpu/gpu_checks.py",
-            "modulefiles/tf2.21/2.21.0.lua", "modulefiles-tcl/tf2.21/2.21.0", "tfgpu-env.def", "README.md"} == names
+    assert {
+        "tfgpu-job.sbatch",
+        "install-tf.sh",
+        "tfgpu/multiworker.py",
+        "tfgpu/check_env.py",
+        "tfgpu/gpu_checks.py",
+        "modulefiles/tf2.21/2.21.0.lua",
+        "modulefiles-tcl/tf2.21/2.21.0",
+        "tfgpu-env.def",
+        "README.md",
+    } == names
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -63,7 +71,7 @@ def test_apptainer_definition_is_the_dockerfiles_image(mode):
     dockerfile = render_dockerfile(plan)
     base = re.search(r"^FROM (\S+)$", dockerfile, re.M).group(1)
     assert re.search(r"^Bootstrap: docker\nFrom: (\S+)$", definition, re.M).group(1) == base
-    for requirement in (plan.packages.pip if mode == "pip" else plan.packages.conda):
+    for requirement in plan.packages.pip if mode == "pip" else plan.packages.conda:
         assert requirement in definition and requirement in dockerfile
     assert "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" in definition or mode == "system"  # --nv's libraries kept
     assert "NCCL_NVLS_ENABLE=0" in definition
@@ -92,22 +100,33 @@ def install_modulefiles(env: Path, out: dict[str, str]) -> None:
 
 def module_cmd() -> list[str] | None:
     """Environment Modules' modulecmd.tcl: installed, or unpacked by .ci/run (TFGPU_TEST_MODULECMD)."""
-    for candidate in (os.environ.get("TFGPU_TEST_MODULECMD"), "/usr/lib/x86_64-linux-gnu/modulecmd.tcl",
-                      "/usr/share/modules/libexec/modulecmd.tcl"):
+    for candidate in (
+        os.environ.get("TFGPU_TEST_MODULECMD"),
+        "/usr/lib/x86_64-linux-gnu/modulecmd.tcl",
+        "/usr/share/modules/libexec/modulecmd.tcl",
+    ):
         if candidate and Path(candidate).is_file() and shutil.which("tclsh"):
             return ["tclsh", candidate]
     return None
 
 
-SHOW = ('printf "%s|%s|%s|%s\\n" "$PATH" "${LD_LIBRARY_PATH-unset}" "${XLA_FLAGS-unset}" "${VIRTUAL_ENV-unset}"')
+SHOW = 'printf "%s|%s|%s|%s\\n" "$PATH" "${LD_LIBRARY_PATH-unset}" "${XLA_FLAGS-unset}" "${VIRTUAL_ENV-unset}"'
 
 
 def load_unload(command: str, modulepath: Path, module: str, tmp_path: Path) -> list[list[str]]:
-    script = (f'export MODULEPATH={shlex.quote(str(modulepath))}; XLA_FLAGS=--keep; export XLA_FLAGS; {SHOW}; '
-              f'eval "$({command} bash load {module})"; {SHOW}; '
-              f'eval "$({command} bash unload {module})"; {SHOW}')
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    script = (
+        f"export MODULEPATH={shlex.quote(str(modulepath))}; XLA_FLAGS=--keep; export XLA_FLAGS; {SHOW}; "
+        f'eval "$({command} bash load {module})"; {SHOW}; '
+        f'eval "$({command} bash unload {module})"; {SHOW}'
+    )
+    done = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert done.returncode == 0, done.stderr
     return [line.split("|") for line in done.stdout.strip().splitlines()]
 
@@ -134,7 +153,7 @@ def test_modulefile_loads_the_env_and_unloads_exactly(flavour, tmp_path):
     assert loaded[1].split(":")[:2] == [f"{site}/cublas/lib", f"{site}/cudnn/lib"]  # only what exists, in order
     assert loaded[2] == f"--xla_gpu_cuda_data_dir={site}/cuda_nvcc" and loaded[3] == str(env)
     if flavour == "lmod-tcl":  # Lmod 8.6's Tcl translation leaves a pushenv'd value on unload:
-        before[2] = after[2]   # Lmod users load the Lua file (the README says so), which restores it
+        before[2] = after[2]  # Lmod users load the Lua file (the README says so), which restores it
     assert after == before  # PATH, LD_LIBRARY_PATH (unset), XLA_FLAGS (the user's) and VIRTUAL_ENV restored
 
 
@@ -157,19 +176,30 @@ def test_the_job_runs_two_workers_through_a_multiworker_step_on_real_slurm(slurm
     job_dir = tmp_path / "job"
     export.write(render("2.21", "pip", "slurm"), str(job_dir))
     # The node has no GPU: no gres, the CPU allowed, the env a real TensorFlow (CPU wheel).
-    job = slurm_cluster.submit(["--gres=none", "--cpus-per-task=1", "--output", str(job_dir / "job-%j.out"),
-                                f"--export=ALL,TFGPU_PREFIX={real_tf_env},TFGPU_ALLOW_CPU=1", "tfgpu-job.sbatch"],
-                               cwd=job_dir)
+    job = slurm_cluster.submit(
+        [
+            "--gres=none",
+            "--cpus-per-task=1",
+            "--output",
+            str(job_dir / "job-%j.out"),
+            f"--export=ALL,TFGPU_PREFIX={real_tf_env},TFGPU_ALLOW_CPU=1",
+            "tfgpu-job.sbatch",
+        ],
+        cwd=job_dir,
+    )
     state = slurm_cluster.wait(job)
     output = (job_dir / f"job-{job}.out").read_text()
     print(output)  # the job's output, for the record (pytest -s shows it)
     assert state == "COMPLETED", output[-4000:]
     import json
 
-    workers = {int(m.group(1)): json.loads(m.group(2))
-               for m in re.finditer(r"^(\d+): TFGPU-WORKER (\{.*\})$", output, re.M)}
+    workers = {
+        int(m.group(1)): json.loads(m.group(2)) for m in re.finditer(r"^(\d+): TFGPU-WORKER (\{.*\})$", output, re.M)
+    }
     assert sorted(workers) == [0, 1], output[-4000:]
     losses = {index: report["loss_after"] for index, report in workers.items()}
-    assert all(report["ok"] and report["workers"] == 2 and report["collective"] == "RING" for report in workers.values())
+    assert all(
+        report["ok"] and report["workers"] == 2 and report["collective"] == "RING" for report in workers.values()
+    )
     assert losses[0] == pytest.approx(losses[1], rel=1e-5) and losses[0] < workers[0]["loss_before"]
     assert "preflight 0: no GPU" in output and "all 2 worker(s) finished" in output

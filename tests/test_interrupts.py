@@ -35,25 +35,51 @@ class SlowWheels(SimpleHTTPRequestHandler):
 
 @pytest.fixture
 def slow_index(local_wheels):
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(SlowWheels, directory=str(local_wheels)))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SlowWheels, directory=str(local_wheels)))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/"
     server.shutdown()
 
 
-@pytest.mark.parametrize("marker,must_interrupt", [("Create the venv", False), ("Resolve the exact", True),
-                                                    ("Install TensorFlow", False), ("Compile bytecode", False),
-                                                    ("Set up the CUDA", False)])
+@pytest.mark.parametrize(
+    "marker,must_interrupt",
+    [
+        ("Create the venv", False),
+        ("Resolve the exact", True),
+        ("Install TensorFlow", False),
+        ("Compile bytecode", False),
+        ("Set up the CUDA", False),
+    ],
+)
 def test_sigint_leaves_nothing_half_built(tmp_path, tool_env, slow_index, marker, must_interrupt):
     prefix = tmp_path / "env"
     # The local server is also the (empty) default index, so nothing can come from PyPI.
     env = {**tool_env, "UV_DEFAULT_INDEX": slow_index + "simple/", "TFGPU_CACHE_DIR": str(tmp_path / "cold-cache")}
     child = subprocess.Popen(
-        [sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--mode", "pip", "--python", "3.11",
-         "--prefix", str(prefix), "--find-links", slow_index, "--no-verify"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "tfgpu",
+            "create",
+            "--tf",
+            "2.21",
+            "--mode",
+            "pip",
+            "--python",
+            "3.11",
+            "--prefix",
+            str(prefix),
+            "--find-links",
+            slow_index,
+            "--no-verify",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     seen = []
     for line in child.stderr:
         seen.append(line)

@@ -1,5 +1,5 @@
 """The shape of the package, held by tests: no import cycle (between subpackages, or between any
-two modules), one door for child processes (``tfgpu/proc.py``), no module over 400 lines, no
+two modules), one door for child processes (``tfgpu/proc.py``), no module over 500 lines (as ruff formats it), no
 backend reading lock files, one folder per lock format that uses no other format's. Imports inside functions count: a lazy import is still a dependency.
 """
 
@@ -103,7 +103,9 @@ def test_no_import_cycle_between_modules(graph):
 
 def test_installers_never_read_lock_files(graph):
     """Locks and bundles are read and checked by tfgpu.lock, which hands installers a Source."""
-    offenders = sorted(m for m, targets in graph.items() if unit(m) == "installers" and any(unit(t) == "lock" for t in targets))
+    offenders = sorted(
+        m for m, targets in graph.items() if unit(m) == "installers" and any(unit(t) == "lock" for t in targets)
+    )
     assert offenders == []
 
 
@@ -122,9 +124,14 @@ def lock_format(module: str) -> str | None:
 def test_a_lock_format_folder_uses_no_other_formats_folder(graph):
     """pip/ and conda/ never import each other (what both need lives at tfgpu/lock/'s top); bundle/
     may use both, since a bundle holds a lock; no format's folder imports the face above it."""
-    offenders = sorted(f"{m} -> {t}" for m, targets in graph.items() if lock_format(m) for t in targets
-                       if t == "tfgpu.lock" or (lock_format(t) not in (None, lock_format(m))
-                                                and lock_format(t) not in LOCK_FORMATS_USED[lock_format(m)]))
+    offenders = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        if lock_format(m)
+        for t in targets
+        if t == "tfgpu.lock"
+        or (lock_format(t) not in (None, lock_format(m)) and lock_format(t) not in LOCK_FORMATS_USED[lock_format(m)])
+    )
     assert offenders == []
 
 
@@ -144,21 +151,36 @@ def test_the_cli_calls_only_the_lock_faces_and_decides_nothing_by_mode(graph):
     are the lock package's. The CLI imports no module inside a format's folder, and the lock and
     bundle commands hold no test of the mode."""
     faces = {"tfgpu.lock", "tfgpu.lock.bundle"}
-    offenders = sorted(f"{m} -> {t}" for m, targets in graph.items() if unit(m) == "cli" for t in targets
-                       if lock_format(t) and t not in faces)
+    offenders = sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        if unit(m) == "cli"
+        for t in targets
+        if lock_format(t) and t not in faces
+    )
     assert offenders == []
     tree = ast.parse((ROOT / "cli" / "commands.py").read_text(encoding="utf-8"))
     functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
     for name in ("cmd_lock", "lock_check", "cmd_bundle"):
         function = functions[name]
         names = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} | {
-            alias.name for n in ast.walk(function) if isinstance(n, ast.ImportFrom) for alias in n.names}
+            alias.name for n in ast.walk(function) if isinstance(n, ast.ImportFrom) for alias in n.names
+        }
         assert not names & {"mode_of", "check_channels_for", "channel_urls", "check_channels"}, name
-        compared = [c.value for n in ast.walk(function) if isinstance(n, ast.Compare)
-                    for c in (n.left, *n.comparators) if isinstance(c, ast.Constant)]
+        compared = [
+            c.value
+            for n in ast.walk(function)
+            if isinstance(n, ast.Compare)
+            for c in (n.left, *n.comparators)
+            if isinstance(c, ast.Constant)
+        ]
         assert not {"pip", "conda", "system"} & set(compared), f"{name} compares with a mode"
-        tested = [ast.unparse(n) for n in ast.walk(function) if isinstance(n, ast.Compare)
-                  and any(isinstance(c, ast.Attribute) and c.attr == "mode" for c in ast.walk(n))]
+        tested = [
+            ast.unparse(n)
+            for n in ast.walk(function)
+            if isinstance(n, ast.Compare)
+            and any(isinstance(c, ast.Attribute) and c.attr == "mode" for c in ast.walk(n))
+        ]
         assert tested == [], f"{name} tests the mode: {tested}"
 
 
@@ -168,8 +190,9 @@ def test_the_resolver_imports_no_engine_backend_or_process_door(graph):
     described arrives as ``tfgpu.settings.Selectors``, plain data that imports nothing of the tool."""
     assert graph["tfgpu.settings"] == set()
     allowed = {"resolver", "data", "errors", "detect", "requirements", "versions", "settings"}
-    offenders = {m: sorted(t for t in targets if unit(t) not in allowed) for m, targets in graph.items()
-                 if unit(m) == "resolver"}
+    offenders = {
+        m: sorted(t for t in targets if unit(t) not in allowed) for m, targets in graph.items() if unit(m) == "resolver"
+    }
     assert {m: t for m, t in offenders.items() if t} == {}
 
 
@@ -184,8 +207,12 @@ def test_child_processes_start_only_in_the_door():
                 offenders.append(relative)
             elif isinstance(node, ast.ImportFrom) and node.module in ("subprocess", "multiprocessing"):
                 offenders.append(relative)
-            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
-                  and node.attr in ("system", "popen", "execv", "execvp", "spawnv", "fork", "posix_spawn")):
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "os"
+                and node.attr in ("system", "popen", "execv", "execvp", "spawnv", "fork", "posix_spawn")
+            ):
                 offenders.append(relative)
     assert sorted(set(offenders)) == []
 
@@ -201,26 +228,51 @@ def test_rattlers_asynchronous_work_runs_only_in_the_engine_process():
         if relative == "engines/rattler_child.py" or relative.startswith(TEMPLATE_DIRS):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "rattler" and (
-                    node.module != "rattler" or any(a.name in asynchronous for a in node.names)):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.split(".")[0] == "rattler"
+                and (node.module != "rattler" or any(a.name in asynchronous for a in node.names))
+            ):
                 offenders.append(f"{relative}: from {node.module} import ...")
-            elif isinstance(node, ast.Import) and any(a.name.split(".")[0] in ("rattler", "asyncio")
-                                                       for a in node.names):
+            elif isinstance(node, ast.Import) and any(
+                a.name.split(".")[0] in ("rattler", "asyncio") for a in node.names
+            ):
                 offenders.append(f"{relative}: import {', '.join(a.name for a in node.names)}")
     assert sorted(set(offenders)) == []
 
 
-def test_no_module_over_400_lines():
-    sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
-             for path in ROOT.rglob("*.py")}
-    assert {name: size for name, size in sizes.items() if size > 400} == {}
+MODULE_LINES = 500
+"""A module a newcomer reads in one sitting. Counted on ``ruff format``'s layout (120 columns, one
+argument a line where a call does not fit): the 400 lines this limit was before the formatter ran
+are about 500 of its lines."""
+
+
+def test_no_module_over_the_line_limit():
+    sizes = {
+        path.relative_to(ROOT).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+        for path in ROOT.rglob("*.py")
+    }
+    assert {name: size for name, size in sizes.items() if size > MODULE_LINES} == {}
 
 
 # The one reader for untrusted files: outside tfgpu/untrusted.py (and code that runs in the target
 # env), nothing parses JSON/TOML/YAML or opens a file for reading. Writing stays with the caller.
-PARSERS = {("json", "load"), ("json", "loads"), ("tomllib", "load"), ("tomllib", "loads"), ("yaml", "load"),
-           ("yaml", "safe_load"), ("yaml", "full_load"), ("yaml", "unsafe_load"), ("yaml", "load_all"),
-           ("yaml", "safe_load_all"), ("yaml", "parse"), ("yaml", "compose"), ("yaml", "compose_all")}
+PARSERS = {
+    ("json", "load"),
+    ("json", "loads"),
+    ("tomllib", "load"),
+    ("tomllib", "loads"),
+    ("yaml", "load"),
+    ("yaml", "safe_load"),
+    ("yaml", "full_load"),
+    ("yaml", "unsafe_load"),
+    ("yaml", "load_all"),
+    ("yaml", "safe_load_all"),
+    ("yaml", "parse"),
+    ("yaml", "compose"),
+    ("yaml", "compose_all"),
+}
 ARCHIVE_MODULES = {"tarfile", "gzip", "bz2", "lzma", "io", "codecs", "zipfile"}
 WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT"}
 FOREIGN_READERS = {"parse_conda_lock_file"}
@@ -242,8 +294,10 @@ def _strings(node: ast.AST, assigned: dict[str, list[ast.AST]]) -> list[str] | N
             found += strings
         return found
     strings = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-    if not strings or not all(isinstance(n, (ast.Constant, ast.IfExp, ast.Compare, ast.Name, ast.Attribute,
-                                                     ast.BoolOp, ast.UnaryOp)) for n in ast.walk(node)):
+    if not strings or not all(
+        isinstance(n, (ast.Constant, ast.IfExp, ast.Compare, ast.Name, ast.Attribute, ast.BoolOp, ast.UnaryOp))
+        for n in ast.walk(node)
+    ):
         return None
     return strings
 
@@ -256,7 +310,7 @@ def _assignments(tree: ast.AST) -> dict[str, list[ast.AST]]:
             for target in node.targets:
                 pairs = [(target, node.value)]
                 if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
-                    pairs = list(zip(target.elts, node.value.elts))
+                    pairs = list(zip(target.elts, node.value.elts, strict=False))
                 for name, value in pairs:
                     if isinstance(name, ast.Name):
                         found.setdefault(name.id, []).append(value)
@@ -282,20 +336,38 @@ def reads_around_the_door(source: str) -> list[str]:
         keywords = {k.arg: k.value for k in node.keywords}
         if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) in FOREIGN_READERS:
             found.append(f"{where}: a library's own file reader")
-        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (func.value.id, func.attr) in PARSERS:
+        elif (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and (func.value.id, func.attr) in PARSERS
+        ):
             found.append(f"{where}: {func.value.id}.{func.attr}")
         elif isinstance(func, ast.Attribute) and func.attr in ("read_text", "read_bytes"):
             if not (isinstance(func.value, ast.Name) and func.value.id == "untrusted"):
                 found.append(f"{where}: .{func.attr}()")
-        elif isinstance(func, ast.Attribute) and func.attr == "open" and isinstance(func.value, ast.Name) \
-                and func.value.id == "os":
-            flags = {n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", None)
-                     for arg in node.args[1:2] for n in ast.walk(arg)}
+        elif (
+            isinstance(func, ast.Attribute)
+            and func.attr == "open"
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "os"
+        ):
+            flags = {
+                n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", None)
+                for arg in node.args[1:2]
+                for n in ast.walk(arg)
+            }
             if not flags & WRITE_FLAGS:
                 found.append(f"{where}: os.open for reading")
-        elif isinstance(func, ast.Name) and func.id == "open" or (
-                isinstance(func, ast.Attribute) and func.attr == "open" and isinstance(func.value, ast.Name)
-                and func.value.id in ARCHIVE_MODULES):
+        elif (
+            isinstance(func, ast.Name)
+            and func.id == "open"
+            or (
+                isinstance(func, ast.Attribute)
+                and func.attr == "open"
+                and isinstance(func.value, ast.Name)
+                and func.value.id in ARCHIVE_MODULES
+            )
+        ):
             if not node.args and "fileobj" in keywords:
                 continue  # an archive over a file object the door opened
             mode = node.args[1] if len(node.args) > 1 else keywords.get("mode")
@@ -303,8 +375,10 @@ def reads_around_the_door(source: str) -> list[str]:
                 found.append(f"{where}: open() for reading")
         elif isinstance(func, ast.Attribute) and func.attr == "open":  # Path.open(mode)
             first = node.args[0] if node.args else None
-            if isinstance(first, ast.Call) and (getattr(first.func, "attr", None) or getattr(first.func, "id", None)) \
-                    == "Request":
+            if (
+                isinstance(first, ast.Call)
+                and (getattr(first.func, "attr", None) or getattr(first.func, "id", None)) == "Request"
+            ):
                 continue  # an HTTP request through urllib's opener: the URL door's concern, not a file
             mode = node.args[0] if node.args else keywords.get("mode")
             if _reads(mode, assigned):
@@ -324,26 +398,46 @@ def test_untrusted_files_are_read_only_through_the_door():
     assert offenders == {}
 
 
-@pytest.mark.parametrize("source", [
-    "import json\njson.loads(text)", "import json\njson.load(handle)", "import tomllib\ntomllib.loads(t)",
-    "import yaml\nyaml.safe_load(t)", "import yaml\nyaml.compose(t)", "path.read_text(encoding='utf-8')",
-    "files('x').joinpath('y').read_bytes()", "open(path)", "open(path, 'rb')", "open(path, mode='r+')",
-    "path.open()", "path.open('rb')", "import tarfile\ntarfile.open(archive, 'r:*')",
-    "import os\nos.open(path, os.O_RDONLY | os.O_NONBLOCK)", "mode = 'rb'\nopen(path, mode)",
-    "from conda_lock.lockfile import parse_conda_lock_file\nparse_conda_lock_file(path)",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import json\njson.loads(text)",
+        "import json\njson.load(handle)",
+        "import tomllib\ntomllib.loads(t)",
+        "import yaml\nyaml.safe_load(t)",
+        "import yaml\nyaml.compose(t)",
+        "path.read_text(encoding='utf-8')",
+        "files('x').joinpath('y').read_bytes()",
+        "open(path)",
+        "open(path, 'rb')",
+        "open(path, mode='r+')",
+        "path.open()",
+        "path.open('rb')",
+        "import tarfile\ntarfile.open(archive, 'r:*')",
+        "import os\nos.open(path, os.O_RDONLY | os.O_NONBLOCK)",
+        "mode = 'rb'\nopen(path, mode)",
+        "from conda_lock.lockfile import parse_conda_lock_file\nparse_conda_lock_file(path)",
+    ],
+)
 def test_the_door_check_sees_each_way_around(source):
     assert reads_around_the_door(source)
 
 
-@pytest.mark.parametrize("source", [
-    "from tfgpu import untrusted\nuntrusted.read_text(p, untrusted.PIP_LOCK)", "open(path, 'w')",
-    "open(path, 'ab')", "path.open('a', encoding='utf-8')", "import os\nos.fdopen(fd, 'wb')",
-    "import os\nos.open(path, os.O_RDWR | os.O_CREAT, 0o644)", "import json\njson.dumps(value)",
-    "mode, done = 'ab', 1\nmode, done = 'wb', 0\nopen(part, mode)",
-    "import tarfile\ntarfile.open(fileobj=raw, mode='r:*')",
-    "import urllib.request\nopener.open(urllib.request.Request(url), timeout=5)",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from tfgpu import untrusted\nuntrusted.read_text(p, untrusted.PIP_LOCK)",
+        "open(path, 'w')",
+        "open(path, 'ab')",
+        "path.open('a', encoding='utf-8')",
+        "import os\nos.fdopen(fd, 'wb')",
+        "import os\nos.open(path, os.O_RDWR | os.O_CREAT, 0o644)",
+        "import json\njson.dumps(value)",
+        "mode, done = 'ab', 1\nmode, done = 'wb', 0\nopen(part, mode)",
+        "import tarfile\ntarfile.open(fileobj=raw, mode='r:*')",
+        "import urllib.request\nopener.open(urllib.request.Request(url), timeout=5)",
+    ],
+)
 def test_the_door_check_lets_writes_through(source):
     assert reads_around_the_door(source) == []
 
@@ -360,14 +454,22 @@ def _imported_names(path: Path) -> set[str]:
 
 def test_only_the_front_door_imports_argparse():
     """The parsed command line never leaves ``tfgpu.cli``: operations take a ``Settings``."""
-    offenders = sorted(name for name, path in modules().items()
-                       if "argparse" in _imported_names(path) and not name.startswith("tfgpu.cli"))
+    offenders = sorted(
+        name
+        for name, path in modules().items()
+        if "argparse" in _imported_names(path) and not name.startswith("tfgpu.cli")
+    )
     assert offenders == []
 
 
 def test_no_operation_imports_the_command_line(graph):
-    offenders = sorted(f"{module} -> {target}" for module, targets in graph.items() if unit(module) != "cli"
-                       and module != "tfgpu.__main__" for target in targets if unit(target) == "cli")
+    offenders = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if unit(module) != "cli" and module != "tfgpu.__main__"
+        for target in targets
+        if unit(target) == "cli"
+    )
     assert offenders == []
 
 
@@ -377,8 +479,12 @@ def test_every_option_is_defined_once():
     offenders = []
     for path in sorted((ROOT / "cli").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
-                    and path.name != "options.py"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"
+                and path.name != "options.py"
+            ):
                 first = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
                 if (path.name, first) not in (("parser.py", "--version"), ("parser.py", "shell")):
                     offenders.append(f"{path.name}:{node.lineno} {first}")
@@ -397,8 +503,11 @@ def test_commands_take_the_settings_and_return_a_typed_result():
         hints = typing.get_type_hints(handler)
         assert list(inspect.signature(handler).parameters) == ["settings"], command
         assert hints["settings"] is Settings and hints["return"] is results.Result, command
-    kinds = {kind for kind in vars(results).values()
-             if isinstance(kind, type) and issubclass(kind, results.Result) and kind is not results.Result}
+    kinds = {
+        kind
+        for kind in vars(results).values()
+        if isinstance(kind, type) and issubclass(kind, results.Result) and kind is not results.Result
+    }
     assert kinds == set(output._TEXT)  # every result has its one text form
 
 
@@ -431,6 +540,7 @@ PLACES_A_NEW_ENV = {
 
 def _calls_by_function(tree: ast.AST):
     """(enclosing function, called name) for every call of a plain or dotted name."""
+
     def walk(node: ast.AST, function: str):
         for child in ast.iter_child_nodes(node):
             inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
@@ -462,20 +572,71 @@ def test_only_the_which_env_module_turns_a_name_into_an_existing_env():
 # path (an eager import of the CLI's other commands, of rich, of a backend) fails here by name.
 
 PLAN_MAY_IMPORT = {
-    "tfgpu", "tfgpu.errors", "tfgpu.paths", "tfgpu.proc", "tfgpu.childenv", "tfgpu.urls", "tfgpu.project",
-    "tfgpu.untrusted", "tfgpu.versions", "tfgpu.requirements",
-    "tfgpu.cli", "tfgpu.cli.commands", "tfgpu.cli.parser", "tfgpu.cli.output", "tfgpu.cli.options",
-    "tfgpu.cli.inputs", "tfgpu.settings", "tfgpu.results",
-    "tfgpu.data", "tfgpu.data.schema", "tfgpu.data.updates",
-    *(f"tfgpu.resolver.{name}" for name in ("candidates", "core", "drivers", "evaluate", "gpu", "macos", "model",
-                                            "newgpu", "notices", "packages", "request", "tables", "target",
-                                            "tfsource")),
+    "tfgpu",
+    "tfgpu.errors",
+    "tfgpu.paths",
+    "tfgpu.proc",
+    "tfgpu.childenv",
+    "tfgpu.urls",
+    "tfgpu.project",
+    "tfgpu.untrusted",
+    "tfgpu.versions",
+    "tfgpu.requirements",
+    "tfgpu.cli",
+    "tfgpu.cli.commands",
+    "tfgpu.cli.parser",
+    "tfgpu.cli.output",
+    "tfgpu.cli.options",
+    "tfgpu.cli.inputs",
+    "tfgpu.settings",
+    "tfgpu.results",
+    "tfgpu.data",
+    "tfgpu.data.schema",
+    "tfgpu.data.checks",
+    "tfgpu.data.updates",
+    *(
+        f"tfgpu.resolver.{name}"
+        for name in (
+            "candidates",
+            "core",
+            "drivers",
+            "evaluate",
+            "gpu",
+            "macos",
+            "model",
+            "newgpu",
+            "notices",
+            "packages",
+            "request",
+            "tables",
+            "target",
+            "tfsource",
+        )
+    ),
     "tfgpu.resolver",
 }
 """With ``--no-detect``; detection adds ``tfgpu.detect.*`` (and, where a driver answers, what reads it)."""
-PLAN_NEEDS_NOT = {"subprocess", "tempfile", "threading", "ctypes", "platform", "logging", "tomllib", "zipfile",
-                  "importlib.resources", "packaging.requirements", "packaging.markers", "platformdirs", "rich",
-                  "yaml", "requests", "urllib3", "rattler", "pynvml", "uv"}
+PLAN_NEEDS_NOT = {
+    "subprocess",
+    "tempfile",
+    "threading",
+    "ctypes",
+    "platform",
+    "logging",
+    "tomllib",
+    "zipfile",
+    "importlib.resources",
+    "packaging.requirements",
+    "packaging.markers",
+    "platformdirs",
+    "rich",
+    "yaml",
+    "requests",
+    "urllib3",
+    "rattler",
+    "pynvml",
+    "uv",
+}
 """Heavy modules a plan does not use: child processes, parsers of what the parsed-data cache already
 holds, the full requirement grammar (simple requirements are rendered without it), the output and
 network libraries of other commands."""
@@ -487,16 +648,25 @@ def test_plan_imports_only_what_it_uses(tmp_path):
     import subprocess
     import sys
 
-    script = ("import contextlib, io, json, sys\nfrom tfgpu.cli import main\n"
-              "with contextlib.redirect_stdout(io.StringIO()):\n"
-              "    code = main(['plan', '--json', '--no-detect', '--tf', '2.13', '--mode', 'conda'])\n"
-              "print(json.dumps([code, sorted(sys.modules)]))\n")
-    env = {**os.environ, "TFGPU_CACHE_DIR": str(tmp_path / "cache"), "TFGPU_USER_DATA_DIR": str(tmp_path / "data"),
-           "HOME": str(tmp_path), "XDG_CACHE_HOME": "", "XDG_DATA_HOME": ""}
+    script = (
+        "import contextlib, io, json, sys\nfrom tfgpu.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    code = main(['plan', '--json', '--no-detect', '--tf', '2.13', '--mode', 'conda'])\n"
+        "print(json.dumps([code, sorted(sys.modules)]))\n"
+    )
+    env = {
+        **os.environ,
+        "TFGPU_CACHE_DIR": str(tmp_path / "cache"),
+        "TFGPU_USER_DATA_DIR": str(tmp_path / "data"),
+        "HOME": str(tmp_path),
+        "XDG_CACHE_HOME": "",
+        "XDG_DATA_HOME": "",
+    }
     env.pop("TFGPU_DATA_DIR", None)
-    for run in ("first", "cached"):  # the first run parses the tables and writes the cache
-        done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=120)
+    for _run in ("first", "cached"):  # the first run parses the tables and writes the cache
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         code, loaded = json.loads(done.stdout)
     assert code == 0

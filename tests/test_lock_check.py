@@ -9,11 +9,11 @@ import shutil
 import sys
 from pathlib import Path
 
-import pytest
-
 import localindex
+import pytest
 import wheelhouse
 from conftest import run_tool
+
 from tfgpu.lock.pip import lockfile as pip_lock
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect")
@@ -54,8 +54,16 @@ def test_a_fresh_lock_is_current(lock_file, env):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"current: {lock_file}")
     report = json.loads(run_tool("lock", "--check", str(lock_file), "--json", env=env).stdout)
-    assert report == {"lock": str(lock_file), "mode": "pip", "platforms": ["linux-64"], "tensorflow": "2.21.0",
-                      "python": "3.11", "current": True, "packages": 7, "changes": []}
+    assert report == {
+        "lock": str(lock_file),
+        "mode": "pip",
+        "platforms": ["linux-64"],
+        "tensorflow": "2.21.0",
+        "python": "3.11",
+        "current": True,
+        "packages": 7,
+        "changes": [],
+    }
 
 
 def test_a_new_release_inside_a_locked_range_makes_it_stale(tmp_path, local_wheels):
@@ -74,8 +82,15 @@ def test_a_new_release_inside_a_locked_range_makes_it_stale(tmp_path, local_whee
     report = json.loads(done.stdout)
     assert report["current"] is False
     assert [c for c in report["changes"] if c["kind"] == "package"] == [
-        {"kind": "package", "text": "linux-64: nvidia-cudnn-cu12 9.28.0.42 -> 9.29.0.1", "platform": "linux-64",
-         "package": "nvidia-cudnn-cu12", "locked": "9.28.0.42", "now": "9.29.0.1"}]
+        {
+            "kind": "package",
+            "text": "linux-64: nvidia-cudnn-cu12 9.28.0.42 -> 9.29.0.1",
+            "platform": "linux-64",
+            "package": "nvidia-cudnn-cu12",
+            "locked": "9.28.0.42",
+            "now": "9.29.0.1",
+        }
+    ]
     human = run_tool("lock", "--check", str(lock_file), env=env | {"UV_HTTP_RETRIES": "0"})  # no index: an error
     assert human.returncode == 1 and "error: lock-failed" in human.stderr
 
@@ -87,8 +102,9 @@ def test_inputs_this_tool_would_lock_differently_are_named(lock_file, env):
     meta.pop("sha256")
     older = [r for r in meta["resolution"]["requirements"] if not r.startswith("nvidia-cuda-nvcc")]
     meta["resolution"] = meta["resolution"] | {"requirements": older}
-    meta["inputs_sha256"] = pip_lock.inputs_digest(pip_lock.lock_inputs(older, meta["python"], meta["python_platform"],
-                                                                        meta["index"]))
+    meta["inputs_sha256"] = pip_lock.inputs_digest(
+        pip_lock.lock_inputs(older, meta["python"], meta["python_platform"], meta["index"])
+    )
     lock_file.write_text(pip_lock.render(meta, lock.body, str(lock_file)))
     done = run_tool("lock", "--check", str(lock_file), "--json", env=env)
     assert done.returncode == 1
@@ -111,12 +127,32 @@ def test_an_edited_lock_is_an_error_not_a_stale_lock(lock_file, env):
 
 
 def test_a_conda_lock_is_checked_platform_by_platform(tmp_path, lock_channel, lock_index):
-    env = dict(os.environ, TFGPU_INDEX_URL=lock_index, TFGPU_CACHE_DIR=str(tmp_path / "cache"),
-               TFGPU_LOG_DIR=str(tmp_path / "logs"), HOME=str(tmp_path))
+    env = dict(
+        os.environ,
+        TFGPU_INDEX_URL=lock_index,
+        TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+        TFGPU_LOG_DIR=str(tmp_path / "logs"),
+        HOME=str(tmp_path),
+    )
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     path = tmp_path / "conda-lock.yml"
-    made = run_tool("lock", "--tf", "2.13", "--mode", "conda", "--python", python, "--no-detect", "--channel",
-                    str(lock_channel), "--platform", "linux-64", "-o", str(path), env=env)
+    made = run_tool(
+        "lock",
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--python",
+        python,
+        "--no-detect",
+        "--channel",
+        str(lock_channel),
+        "--platform",
+        "linux-64",
+        "-o",
+        str(path),
+        env=env,
+    )
     assert made.returncode == 0, made.stderr
     done = run_tool("lock", "--check", str(path), "--json", env=env)
     assert done.returncode == 0, done.stderr

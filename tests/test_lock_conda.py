@@ -31,14 +31,32 @@ def index(lock_index) -> str:
 
 @pytest.fixture
 def env(tmp_path, index) -> dict[str, str]:
-    return dict(os.environ, TFGPU_INDEX_URL=index, TFGPU_CACHE_DIR=str(tmp_path / "cache"),
-                TFGPU_LOG_DIR=str(tmp_path / "logs"), HOME=str(tmp_path))
+    return dict(
+        os.environ,
+        TFGPU_INDEX_URL=index,
+        TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+        TFGPU_LOG_DIR=str(tmp_path / "logs"),
+        HOME=str(tmp_path),
+    )
 
 
 def lock(tmp_path, channel, env, *extra, tf="2.13", platforms=("linux-64",), python=PY):
     out = tmp_path / "conda-lock.yml"
-    argv = ["lock", "--tf", tf, "--mode", "conda", "--python", python, "--no-detect", "--channel", str(channel),
-            "-o", str(out), *extra]
+    argv = [
+        "lock",
+        "--tf",
+        tf,
+        "--mode",
+        "conda",
+        "--python",
+        python,
+        "--no-detect",
+        "--channel",
+        str(channel),
+        "-o",
+        str(out),
+        *extra,
+    ]
     for platform in platforms:
         argv += ["--platform", platform]
     return run_tool(*argv, env=env), out
@@ -62,8 +80,10 @@ def test_what_a_conda_lock_run_says_it_wrote(tmp_path, channel, env):
     done, out = lock(tmp_path, channel, env)
     assert done.returncode == 0 and done.stdout == ""
     said = " ".join(done.stderr.split())
-    assert (f"{out}: 5 packages for linux-64 (install: tfgpu-install create --from-lock {out} --name N; "
-            "conda-lock reads it too)") in said
+    assert (
+        f"{out}: 5 packages for linux-64 (install: tfgpu-install create --from-lock {out} --name N; "
+        "conda-lock reads it too)"
+    ) in said
 
 
 def test_conda_locks_own_parser_reads_it_and_its_cli_renders_it(tmp_path, channel, env):
@@ -76,9 +96,26 @@ def test_conda_locks_own_parser_reads_it_and_its_cli_renders_it(tmp_path, channe
     assert set(pip) == {"tensorflow", "numpy-stub"} and pip["tensorflow"].version == "2.13.1"
     assert all(p.hash.sha256 for p in lockfile.package)
     meta = json.loads(lockfile.metadata.custom_metadata["tfgpu_resolution.linux-64"])
-    assert (meta["tensorflow"], meta["cuda"], meta["cudnn"], meta["min_driver"]) == ("2.13.1", "11.8", "8.6", "450.80.02")
-    rendered = subprocess.run([str(Path(sys.executable).parent / "conda-lock"), "render", "-k", "explicit",
-                               "--platform", "linux-64", str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert (meta["tensorflow"], meta["cuda"], meta["cudnn"], meta["min_driver"]) == (
+        "2.13.1",
+        "11.8",
+        "8.6",
+        "450.80.02",
+    )
+    rendered = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "conda-lock"),
+            "render",
+            "-k",
+            "explicit",
+            "--platform",
+            "linux-64",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert rendered.returncode == 0, rendered.stderr
     explicit = (tmp_path / "conda-linux-64.lock").read_text()
     assert "@EXPLICIT" in explicit and conda["cudatoolkit"].url in explicit
@@ -217,7 +254,8 @@ def test_a_platform_typo_is_a_usage_error(tmp_path, channel, env):
     done, out = lock(tmp_path, channel, env, "--json", platforms=("linux64",))
     assert done.returncode == 2
     assert "linux-64" in json.loads(done.stdout)["error"]["message"] + " ".join(
-        json.loads(done.stdout)["error"]["alternatives"])
+        json.loads(done.stdout)["error"]["alternatives"]
+    )
     assert not out.exists()
 
 

@@ -53,8 +53,13 @@ def test_lock_records_the_resolution_hashes_and_how_to_regenerate(lock_file, env
     lock = pip_lock.read(lock_file)
     assert lock.meta["format"] == pip_lock.FORMAT and lock.meta["platform"] == "linux-64"
     r = lock.resolution
-    assert (r["tensorflow"], r["python"], r["cuda"], r["cudnn"], r["min_driver"]) == ("2.21.0", "3.11", "12.5", "9.3",
-                                                                                     "525.60.13")
+    assert (r["tensorflow"], r["python"], r["cuda"], r["cudnn"], r["min_driver"]) == (
+        "2.21.0",
+        "3.11",
+        "12.5",
+        "9.3",
+        "525.60.13",
+    )
     assert len(lock.meta["inputs_sha256"]) == 64 and len(lock.meta["sha256"]) == 64
     assert lock.pins()["nvidia-cudnn-cu12"] == "9.28.0.42" and len(lock.pins()) == 7
     for block in re.split(r"\n(?=\S)", lock.body.strip()):  # every pin carries its hash
@@ -72,13 +77,25 @@ def test_lock_records_the_resolution_hashes_and_how_to_regenerate(lock_file, env
 
 
 def test_several_platforms_get_one_file_each_and_cpu_only_is_said(tmp_path, env):
-    done = run_tool("lock", *TARGET, "--platform", "linux-64", "--platform", "linux-aarch64", "--allow-cpu",
-                    "-o", str(tmp_path / "team.txt"), "--json", env=env)
+    done = run_tool(
+        "lock",
+        *TARGET,
+        "--platform",
+        "linux-64",
+        "--platform",
+        "linux-aarch64",
+        "--allow-cpu",
+        "-o",
+        str(tmp_path / "team.txt"),
+        "--json",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    assert list(document) == ["locks"] and all(list(item) == ["platform", "path", "pylock", "tensorflow", "python",
-                                                              "cpu_only", "packages", "sha256"]
-                                               for item in document["locks"])  # the document scripts read
+    assert list(document) == ["locks"] and all(
+        list(item) == ["platform", "path", "pylock", "tensorflow", "python", "cpu_only", "packages", "sha256"]
+        for item in document["locks"]
+    )  # the document scripts read
     locks = {item["platform"]: item for item in document["locks"]}
     assert Path(locks["linux-64"]["path"]).name == "team.linux-64.txt"
     assert Path(locks["linux-aarch64"]["path"]).name == "team.linux-aarch64.txt"
@@ -107,18 +124,34 @@ def test_a_platform_typo_lists_the_valid_names(tmp_path, env, name):
 def test_conflicting_os_and_a_mode_that_cannot_be_locked(tmp_path, env):
     done = run_tool("lock", *TARGET, "--os", "windows", "--platform", "linux-64", "--json", env=env)
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "conflicting-options"
-    done = run_tool("lock", "--tf", "2.21", "--mode", "system", "--no-detect", "--platform", "linux-64", "--json",
-                    env=env)
+    done = run_tool(
+        "lock", "--tf", "2.21", "--mode", "system", "--no-detect", "--platform", "linux-64", "--json", env=env
+    )
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "mode-not-lockable"
 
 
 def test_create_from_lock_installs_exactly_the_lock(tmp_path, lock_file, local_wheels, env):
     prefix = tmp_path / "env"
-    done = run_tool("create", "--from-lock", str(lock_file), "--prefix", str(prefix), "--find-links",
-                    str(local_wheels), "--offline", "--no-verify", "--json", env={**env, "UV_OFFLINE": "1"})
+    done = run_tool(
+        "create",
+        "--from-lock",
+        str(lock_file),
+        "--prefix",
+        str(prefix),
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--no-verify",
+        "--json",
+        env={**env, "UV_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stderr
-    freeze = subprocess.run([sys.executable, "-m", "uv", "pip", "freeze", "--python", str(prefix / "bin" / "python")],
-                            capture_output=True, text=True, check=True).stdout
+    freeze = subprocess.run(
+        [sys.executable, "-m", "uv", "pip", "freeze", "--python", str(prefix / "bin" / "python")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     frozen = dict(line.split("==") for line in freeze.split())
     assert frozen == pip_lock.read(lock_file).pins()
     marker = json.loads((prefix / "tfgpu-env.json").read_text())
@@ -128,8 +161,20 @@ def test_create_from_lock_installs_exactly_the_lock(tmp_path, lock_file, local_w
 
 def _create(tmp_path, lock_file, local_wheels, env, *extra):
     prefix = tmp_path / "env"
-    done = run_tool("create", "--from-lock", str(lock_file), "--prefix", str(prefix), "--find-links",
-                    str(local_wheels), "--offline", "--no-verify", "--json", *extra, env=env)
+    done = run_tool(
+        "create",
+        "--from-lock",
+        str(lock_file),
+        "--prefix",
+        str(prefix),
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--no-verify",
+        "--json",
+        *extra,
+        env=env,
+    )
     assert not prefix.exists() and leftovers(prefix) == [], "nothing may be installed"
     return done.returncode, json.loads(done.stdout)["error"] if done.stdout.strip() else {}
 
@@ -153,9 +198,11 @@ def test_a_truncated_lock_is_refused(tmp_path, lock_file, local_wheels, env):
 
 def test_a_forged_hash_fails_the_install_and_leaves_nothing(tmp_path, lock_file, local_wheels, env):
     """A lock re-signed after a hash was changed passes the header check; uv's hash check stops it."""
+
     def forge(meta, body):
         digest = re.search(r"--hash=sha256:([0-9a-f]{64})", body).group(1)
         return meta, body.replace(digest, "0" * 64)
+
     resign(lock_file, forge)
     code, error = _create(tmp_path, lock_file, local_wheels, env)
     assert code == 1 and error["code"] == "install-failed" and "hash" in error["message"].lower()
@@ -171,8 +218,20 @@ def test_selectors_must_agree_with_the_lock(tmp_path, lock_file, local_wheels, e
     code, error = _create(tmp_path, lock_file, local_wheels, env, "--python", "3.12", "--driver", "535.104.05")
     assert code == 2 and error["code"] == "conflicting-options"
     assert "--python 3.12" in error["message"] and "--driver" in error["message"]
-    done = run_tool("create", "--from-lock", str(lock_file), "--tf", "2.21", "--python", "3.11", "--prefix",
-                    str(tmp_path / "env"), "--dry-run", "--json", env=env)
+    done = run_tool(
+        "create",
+        "--from-lock",
+        str(lock_file),
+        "--tf",
+        "2.21",
+        "--python",
+        "3.11",
+        "--prefix",
+        str(tmp_path / "env"),
+        "--dry-run",
+        "--json",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     steps = json.loads(done.stdout)["steps"]
     assert steps[0]["kind"] == "locked-requirements" and not any(s["kind"] == "lock" for s in steps)
@@ -181,8 +240,10 @@ def test_selectors_must_agree_with_the_lock(tmp_path, lock_file, local_wheels, e
 
 def test_a_cpu_only_lock_is_not_installed_as_a_gpu_env(tmp_path, env, local_wheels):
     path = tmp_path / "cpu.txt"
-    assert run_tool("lock", *TARGET, "--platform", "linux-aarch64", "--allow-cpu", "-o", str(path),
-                    env=env).returncode == 0
+    assert (
+        run_tool("lock", *TARGET, "--platform", "linux-aarch64", "--allow-cpu", "-o", str(path), env=env).returncode
+        == 0
+    )
     code, error = _create(tmp_path, path, local_wheels, env)
     assert code == 3 and error["code"] == "lock-cpu-only"
 
@@ -193,8 +254,21 @@ def real_lock(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("real-lock")
     env = {**os.environ, "TFGPU_LOG_DIR": str(root / "logs")}
     env.pop("TFGPU_INDEX_URL", None)
-    done = run_tool("lock", "--tf", "2.21", "--mode", "pip", "--python", "3.11", "--platform", "linux-64",
-                    "--no-detect", "-o", str(root / "tf221.txt"), env=env)
+    done = run_tool(
+        "lock",
+        "--tf",
+        "2.21",
+        "--mode",
+        "pip",
+        "--python",
+        "3.11",
+        "--platform",
+        "linux-64",
+        "--no-detect",
+        "-o",
+        str(root / "tf221.txt"),
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     return root / "tf221.txt"
 
@@ -215,10 +289,30 @@ def test_stock_pip_accepts_the_real_lock(real_lock, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {
-        "PIP_CONFIG_FILE": os.devnull, "PIP_CACHE_DIR": os.environ["PIP_CACHE_DIR"]}
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-                           "--isolated", "--dry-run", "--require-hashes", "--index-url", "https://pypi.org/simple",
-                           "-r", str(real_lock)], capture_output=True, text=True, env=env, timeout=1200)
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_CACHE_DIR": os.environ["PIP_CACHE_DIR"],
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--isolated",
+            "--dry-run",
+            "--require-hashes",
+            "--index-url",
+            "https://pypi.org/simple",
+            "-r",
+            str(real_lock),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "Would install" in done.stdout and "tensorflow-2.21.0" in done.stdout
 
@@ -227,15 +321,20 @@ UNKNOWN = {"platforms": ["linux-64"], "selectors": Selectors(tf="9.99"), "output
 """A lock or bundle of a TensorFlow that does not exist: only the resolver refuses it."""
 
 
-@pytest.mark.parametrize("call, code", [
-    (lambda lock, bundle: lock.write(mode="system", **UNKNOWN), "mode-not-lockable"),
-    (lambda lock, bundle: lock.write(mode="pip", channels=["conda-forge"], **UNKNOWN), "conflicting-options"),
-    (lambda lock, bundle: bundle.build(mode="system", **UNKNOWN), "mode-not-bundlable"),
-    (lambda lock, bundle: bundle.build(mode="pip", channels=["conda-forge"], **UNKNOWN), "conflicting-options"),
-    (lambda lock, bundle: bundle.build(mode="pip", **{**UNKNOWN, "platforms": ["linux-64", "win-64"]}),
-     "conflicting-options"),
-    (lambda lock, bundle: lock.write(mode="pip", **UNKNOWN), "unknown-tf-version"),
-])
+@pytest.mark.parametrize(
+    "call, code",
+    [
+        (lambda lock, bundle: lock.write(mode="system", **UNKNOWN), "mode-not-lockable"),
+        (lambda lock, bundle: lock.write(mode="pip", channels=["conda-forge"], **UNKNOWN), "conflicting-options"),
+        (lambda lock, bundle: bundle.build(mode="system", **UNKNOWN), "mode-not-bundlable"),
+        (lambda lock, bundle: bundle.build(mode="pip", channels=["conda-forge"], **UNKNOWN), "conflicting-options"),
+        (
+            lambda lock, bundle: bundle.build(mode="pip", **{**UNKNOWN, "platforms": ["linux-64", "win-64"]}),
+            "conflicting-options",
+        ),
+        (lambda lock, bundle: lock.write(mode="pip", **UNKNOWN), "unknown-tf-version"),
+    ],
+)
 def test_the_lock_faces_refuse_before_anything_is_resolved(tmp_path, monkeypatch, call, code):
     """tfgpu.lock.write and tfgpu.lock.bundle.build hold the mode policy (what can be locked or
     bundled, --channel with conda only, one platform per bundle), and refuse before resolving: the
@@ -250,4 +349,3 @@ def test_the_lock_faces_refuse_before_anything_is_resolved(tmp_path, monkeypatch
         call(lock, bundle)
     assert refused.value.code == code
     assert list(tmp_path.iterdir()) == []  # nothing written
-

@@ -8,25 +8,38 @@ import os
 import re
 
 import pytest
-
 from conftest import run_tool
+
 from tfgpu.detect.host import Host
 from tfgpu.doctor import host_checks
 from tfgpu.doctor.logs import signatures
 
 
 def host(os_release: str, os_name: str = "linux") -> Host:
-    return Host(os=os_name, arch="x86_64", os_release=os_release, glibc="2.36", python="3.11", pythons=(),
-                driver=None, gpus=(), toolkits=(), conda=())
+    return Host(
+        os=os_name,
+        arch="x86_64",
+        os_release=os_release,
+        glibc="2.36",
+        python="3.11",
+        pythons=(),
+        driver=None,
+        gpus=(),
+        toolkits=(),
+        conda=(),
+    )
 
 
-@pytest.mark.parametrize("release,says,never", [
-    ("Debian GNU/Linux 12 (bookworm)", "apt install nvidia-driver firmware-misc-nonfree", "ubuntu"),
-    ("Ubuntu 24.04.1 LTS", "ubuntu-drivers install", "non-free"),
-    ("Fedora Linux 40 (Workstation Edition)", "akmod-nvidia", "apt"),
-    ("Rocky Linux 9.4 (Blue Onyx)", "dnf install cuda-drivers", "apt"),
-    ("Gentoo Linux", "nvidia.com/Download", "apt"),
-])
+@pytest.mark.parametrize(
+    "release,says,never",
+    [
+        ("Debian GNU/Linux 12 (bookworm)", "apt install nvidia-driver firmware-misc-nonfree", "ubuntu"),
+        ("Ubuntu 24.04.1 LTS", "ubuntu-drivers install", "non-free"),
+        ("Fedora Linux 40 (Workstation Edition)", "akmod-nvidia", "apt"),
+        ("Rocky Linux 9.4 (Blue Onyx)", "dnf install cuda-drivers", "apt"),
+        ("Gentoo Linux", "nvidia.com/Download", "apt"),
+    ],
+)
 def test_the_driver_fix_is_the_one_for_this_distribution(release, says, never):
     [finding] = host_checks.driver_present(host(release), "12.5.1")
     assert finding.status == "fail" and says in finding.fix and never not in finding.fix.lower()
@@ -70,8 +83,22 @@ def test_doctor_on_an_env_without_tensorflow_says_so_in_words(tmp_path):
 
 def test_an_unreachable_conda_channel_offers_pip_mode(tmp_path):
     env = dict(os.environ, TFGPU_CACHE_DIR=str(tmp_path / "cache"), TFGPU_LOG_DIR=str(tmp_path / "logs"))
-    done = run_tool("create", "--tf", "2.13", "--mode", "conda", "--prefix", str(tmp_path / "env"), "--channel",
-                    "http://127.0.0.1:9/conda-forge", "--no-verify", "--no-detect", "--os", "linux", env=env)
+    done = run_tool(
+        "create",
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--prefix",
+        str(tmp_path / "env"),
+        "--channel",
+        "http://127.0.0.1:9/conda-forge",
+        "--no-verify",
+        "--no-detect",
+        "--os",
+        "linux",
+        env=env,
+    )
     assert done.returncode == 1 and "error: channel-unreachable" in done.stderr
     assert "--mode pip" in done.stderr
     [log] = (tmp_path / "logs").glob("create-env-*.log")  # conda builds keep a log too, and say where

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu.installers.base import Backend, Options, Source, Step, StepKind
 from tfgpu.envs import marker, txn
 from tfgpu.errors import OperationError
+from tfgpu.installers.base import Backend, Options, Source, Step, StepKind
 from tfgpu.ops import create
 from tfgpu.proc import Completed, RecordingRunner
 from tfgpu.progress import RecordingReporter
@@ -41,8 +41,16 @@ def resolution():
 
 def build(tmp_path, resolution, runner, **options):
     reporter = RecordingReporter()
-    result = create(resolution, name=None, prefix=str(tmp_path / "env"), options=Options(verify=False, **options),
-                    source=Source(), reporter=reporter, runner=runner, backend=ScriptedBackend())
+    result = create(
+        resolution,
+        name=None,
+        prefix=str(tmp_path / "env"),
+        options=Options(verify=False, **options),
+        source=Source(),
+        reporter=reporter,
+        runner=runner,
+        backend=ScriptedBackend(),
+    )
     return result, reporter
 
 
@@ -82,8 +90,15 @@ def test_the_target_is_locked_while_the_steps_run(tmp_path, resolution):
 
 def test_a_dry_run_runs_nothing_and_writes_nothing(tmp_path, resolution):
     runner = RecordingRunner()
-    result = create(resolution, name=None, prefix=str(tmp_path / "env"), options=Options(), runner=runner,
-                    backend=ScriptedBackend(), dry_run=True)
+    result = create(
+        resolution,
+        name=None,
+        prefix=str(tmp_path / "env"),
+        options=Options(),
+        runner=runner,
+        backend=ScriptedBackend(),
+        dry_run=True,
+    )
     assert runner.calls == [] and list(tmp_path.iterdir()) == []
     assert [step.kind for step in result.steps][-1] is StepKind.COMMIT
 

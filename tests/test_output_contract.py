@@ -17,13 +17,24 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import run_tool
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 PIP = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
-SYSTEM = ("--tf", "2.21", "--mode", "system", "--python", "3.11", "--driver", "580.65.06", "--os", "linux",
-          "--arch", "x86_64")
+SYSTEM = (
+    "--tf",
+    "2.21",
+    "--mode",
+    "system",
+    "--python",
+    "3.11",
+    "--driver",
+    "580.65.06",
+    "--os",
+    "linux",
+    "--arch",
+    "x86_64",
+)
 
 
 def terminal(columns: int = 80) -> dict[str, str]:
@@ -32,7 +43,8 @@ def terminal(columns: int = 80) -> dict[str, str]:
 
 def piped(columns: int = 80) -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in ("TTY_COMPATIBLE", "FORCE_COLOR")} | {
-        "COLUMNS": str(columns)}
+        "COLUMNS": str(columns)
+    }
 
 
 def commands(text: str) -> list[list[str]]:
@@ -76,8 +88,11 @@ def test_dry_run_commands_are_exactly_the_steps(tmp_path, env):
     assert human.returncode == 0, human.stderr
     assert commands(human.stdout) == [step["argv"] for step in steps if step["argv"]]
     assert "…" not in human.stdout
-    written = [line.strip().removeprefix("writes ") for line in ANSI.sub("", human.stdout).splitlines()
-               if line.startswith("  writes ")]
+    written = [
+        line.strip().removeprefix("writes ")
+        for line in ANSI.sub("", human.stdout).splitlines()
+        if line.startswith("  writes ")
+    ]
     assert written == [path for step in steps for path in step["writes"]]
 
 
@@ -89,16 +104,17 @@ def test_system_dry_run_prints_every_url_whole(tmp_path):
     assert plan["packages"]["downloads"] and "…" not in done.stdout
     for url in plan["packages"]["downloads"]:
         assert url in done.stdout.split()  # a whole word: the packages table and the download steps
-    assert commands(done.stdout)[0][:2] == ["sh", str(tmp_path / "cache" / "downloads" /
-                                                      Path(plan["packages"]["downloads"][0]).name)]
+    assert commands(done.stdout)[0][:2] == [
+        "sh",
+        str(tmp_path / "cache" / "downloads" / Path(plan["packages"]["downloads"][0]).name),
+    ]
 
 
 def test_the_printed_dry_run_builds_the_env(tmp_path, local_wheels, tool_env):
     """Copy and paste: the files the dry run shows, then its commands, one by one, each exit 0."""
     env = tool_env | {"COLUMNS": "80"}
     prefix = tmp_path / "env"
-    done = run_tool("--prefix", str(prefix), *PIP, "--find-links", str(local_wheels), "--offline", "--dry-run",
-                    env=env)
+    done = run_tool("--prefix", str(prefix), *PIP, "--find-links", str(local_wheels), "--offline", "--dry-run", env=env)
     assert done.returncode == 0, done.stderr
     ran, target, content = 0, None, []
 
@@ -162,8 +178,11 @@ def test_every_option_of_every_command_has_help():
 
     found = list(_options(build_parser()))
     assert len(found) > 60
-    missing = [f"{path} {name}" for path, name, action in found
-               if action.option_strings and (not action.help or action.help == argparse.SUPPRESS)]
+    missing = [
+        f"{path} {name}"
+        for path, name, action in found
+        if action.option_strings and (not action.help or action.help == argparse.SUPPRESS)
+    ]
     assert missing == []
 
 
@@ -171,11 +190,24 @@ def test_help_offers_only_the_modes_a_command_takes():
     from tfgpu.cli.parser import build_parser
 
     for command in ("lock", "bundle"):
-        [mode] = [action for path, name, action in _options(build_parser()) if path == f"tfgpu-install {command}"
-                  and name == "--mode"]
+        [mode] = [
+            action
+            for path, name, action in _options(build_parser())
+            if path == f"tfgpu-install {command}" and name == "--mode"
+        ]
         assert "system" not in mode.help and "pip or conda" in mode.help
-        refused = run_tool(command, "--tf", "2.21", "--mode", "system", "--platform", "linux-64", "-o",
-                           "/nonexistent/out", "--no-detect")
+        refused = run_tool(
+            command,
+            "--tf",
+            "2.21",
+            "--mode",
+            "system",
+            "--platform",
+            "linux-64",
+            "-o",
+            "/nonexistent/out",
+            "--no-detect",
+        )
         assert refused.returncode == 2 and "system" in refused.stderr
     helps = {action.help for path, name, action in _options(build_parser()) if name == "--yes/-y"}
     assert len(helps) == 1 and "never asks" in helps.pop()  # one definition: the same words on every command
@@ -185,18 +217,33 @@ def test_the_readme_lists_the_steps_a_dry_run_prints():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("## pip mode", 1)[1].split("## System mode", 1)[0]
     listed = re.findall(r"^\s*\d+\. \*\*([^*]+)\*\*", section, re.M)
-    done = run_tool("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--prefix", "/tmp/tfgpu-readme-env",
-                    "--dry-run", "--json", "--no-detect", "--os", "linux")
+    done = run_tool(
+        "--tf",
+        "2.21",
+        "--mode",
+        "pip",
+        "--python",
+        "3.11",
+        "--prefix",
+        "/tmp/tfgpu-readme-env",
+        "--dry-run",
+        "--json",
+        "--no-detect",
+        "--os",
+        "linux",
+    )
     titles = [step["title"] for step in json.loads(done.stdout)["steps"]]
     assert len(listed) == len(titles) == 10
-    assert all(title.startswith(name.rstrip(".")) for name, title in zip(listed, titles)), (listed, titles)
+    assert all(title.startswith(name.rstrip(".")) for name, title in zip(listed, titles, strict=True)), (listed, titles)
 
 
 def test_no_printed_line_ends_in_an_ellipsis():
     """'…' reads as "cut here": no output uses it, not even for a range of releases."""
-    for argv in (("plan", "--driver", "470.82.01", "--no-detect", "--os", "linux", "--arch", "x86_64"),
-                 ("plan", "--tf", "2.21", "--mode", "system", "--driver", "580.65.06", "--no-detect", "--os", "linux"),
-                 ("matrix", "--all")):
+    for argv in (
+        ("plan", "--driver", "470.82.01", "--no-detect", "--os", "linux", "--arch", "x86_64"),
+        ("plan", "--tf", "2.21", "--mode", "system", "--driver", "580.65.06", "--no-detect", "--os", "linux"),
+        ("matrix", "--all"),
+    ):
         for env in (piped(), terminal(80)):
             done = run_tool(*argv, env=env)
             assert done.returncode == 0 and "…" not in done.stdout + done.stderr, argv

@@ -15,9 +15,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
-
 from conftest import run_tool
+from packaging.version import Version
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 CASES = {  # TF -> (Python, libraries that must resolve inside the env, extra create flags)
@@ -26,8 +25,9 @@ CASES = {  # TF -> (Python, libraries that must resolve inside the env, extra cr
     "2.16.1": ("3.11", ("libcudart.so.12", "libcublas.so.12", "libcusolver.so.11", "libcudnn.so.8"), ()),
     "2.13": ("3.11", ("libcudart.so.11.0", "libcublas.so.11", "libcusolver.so.11", "libcudnn.so.8"), ()),
 }
-MAPS = ("import json, os\nprint(json.dumps(sorted({l.split()[-1] for l in open('/proc/self/maps') "
-        "if '/nvidia/' in l})))\n")
+MAPS = (
+    "import json, os\nprint(json.dumps(sorted({l.split()[-1] for l in open('/proc/self/maps') if '/nvidia/' in l})))\n"
+)
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -35,11 +35,30 @@ def real_env(request, tmp_path_factory, shared_cache):
     tf = request.param
     python, libraries, extra = CASES[tf]
     root = tmp_path_factory.mktemp(f"tf{tf}")
-    env = dict(os.environ, TFGPU_CACHE_DIR=str(shared_cache), TFGPU_LOG_DIR=str(root / "logs"),
-               JUPYTER_DATA_DIR=str(root / "jupyter"), COLUMNS="160")
+    env = dict(
+        os.environ,
+        TFGPU_CACHE_DIR=str(shared_cache),
+        TFGPU_LOG_DIR=str(root / "logs"),
+        JUPYTER_DATA_DIR=str(root / "jupyter"),
+        COLUMNS="160",
+    )
     prefix = root / "env"
-    done = run_tool("create", "--tf", tf, "--mode", "pip", "--python", python, "--prefix", str(prefix),
-                    "--no-verify", "--json", *extra, env=env, timeout=1800)
+    done = run_tool(
+        "create",
+        "--tf",
+        tf,
+        "--mode",
+        "pip",
+        "--python",
+        python,
+        "--prefix",
+        str(prefix),
+        "--no-verify",
+        "--json",
+        *extra,
+        env=env,
+        timeout=1800,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     yield tf, prefix, libraries, env, json.loads(done.stdout)
     shutil.rmtree(root, ignore_errors=True)  # the envs hard-link the cache, but their bytecode is their own
@@ -49,9 +68,13 @@ def test_tensorflow_imports_by_absolute_path_with_the_envs_libraries(real_env):
     tf, prefix, libraries, _, result = real_env
     assert result["tensorflow"].startswith(tf)
     clean = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "XLA_FLAGS", "VIRTUAL_ENV")}
-    done = subprocess.run([str(prefix / "bin" / "python"), "-c",
-                           "import tensorflow as tf\nprint(tf.__version__)\n" + MAPS],
-                          capture_output=True, text=True, env=clean, timeout=600)
+    done = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import tensorflow as tf\nprint(tf.__version__)\n" + MAPS],
+        capture_output=True,
+        text=True,
+        env=clean,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     version, maps = done.stdout.strip().splitlines()[-2:]
     assert str(Version(version)).startswith(tf)  # tf.__version__ is "2.22.0-rc0", PEP 440 says 2.22.0rc0
@@ -63,14 +86,17 @@ def test_tensorflow_imports_by_absolute_path_with_the_envs_libraries(real_env):
 def test_activated_shell_resolves_each_soname_to_the_env(real_env):
     """The loader's own search (TFGPU_NO_PRELOAD=1: no hook), through LD_LIBRARY_PATH alone."""
     _, prefix, libraries, _, _ = real_env
-    check = ("import ctypes, json\n"
-             f"names = {list(libraries)!r}\n"
-             "for n in names: ctypes.CDLL(n)\n"
-             "maps = [l.split()[-1] for l in open('/proc/self/maps')]\n"
-             "print(json.dumps({n: next(p for p in maps if p.endswith('/' + n)) for n in names}))\n")
+    check = (
+        "import ctypes, json\n"
+        f"names = {list(libraries)!r}\n"
+        "for n in names: ctypes.CDLL(n)\n"
+        "maps = [l.split()[-1] for l in open('/proc/self/maps')]\n"
+        "print(json.dumps({n: next(p for p in maps if p.endswith('/' + n)) for n in names}))\n"
+    )
     script = f'. "{prefix}/bin/activate" && TFGPU_NO_PRELOAD=1 python -c "$CHECK" && command -v ptxas'
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
-                          env={**os.environ, "CHECK": check}, timeout=120)
+    done = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "CHECK": check}, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     resolved, ptxas = done.stdout.strip().splitlines()[-2:]
     assert all(path.startswith(str(prefix)) for path in json.loads(resolved).values())
@@ -125,8 +151,12 @@ def test_verify_gpu_checks_run_on_this_tensorflow(real_env):
 
     _, prefix, _, _, _ = real_env
     verify_dir = str(files("tfgpu.verify"))
-    done = subprocess.run([str(prefix / "bin" / "python"), "-c", GPU_CHECKS_ON_CPU.format(verify_dir=verify_dir)],
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", GPU_CHECKS_ON_CPU.format(verify_dir=verify_dir)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["xla"]["ok"] and out["conv"]["ok"], out

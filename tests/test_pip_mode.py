@@ -13,21 +13,38 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import run_tool, shells
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
-STUB_LIBS = {"libnvJitLink.so.12", "libcudart.so.12", "libcublasLt.so.12", "libcublas.so.12",
-             "libcusolver.so.11", "libcudnn.so.9"}
+STUB_LIBS = {
+    "libnvJitLink.so.12",
+    "libcudart.so.12",
+    "libcublasLt.so.12",
+    "libcublas.so.12",
+    "libcusolver.so.11",
+    "libcudnn.so.9",
+}
 
-MAPS = ("import json, os\n"
-        "paths = {line.split()[-1] for line in open('/proc/self/maps') if '/nvidia/' in line}\n"
-        "print(json.dumps(sorted(paths)))\n")
+MAPS = (
+    "import json, os\n"
+    "paths = {line.split()[-1] for line in open('/proc/self/maps') if '/nvidia/' in line}\n"
+    "print(json.dumps(sorted(paths)))\n"
+)
 
 
 def create(prefix: Path, local_wheels: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
-    return run_tool("create", *TARGET, "--prefix", str(prefix), "--find-links", str(local_wheels), "--offline",
-                    "--no-verify", *extra, env=env)
+    return run_tool(
+        "create",
+        *TARGET,
+        "--prefix",
+        str(prefix),
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--no-verify",
+        *extra,
+        env=env,
+    )
 
 
 @pytest.fixture
@@ -59,8 +76,12 @@ def test_create_builds_a_complete_env_and_nothing_else(tmp_path, local_wheels, t
 def test_unactivated_python_preloads_the_envs_own_libraries(built_env):
     """An IDE/cron/systemd start: the env's Python by absolute path, nothing activated."""
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "XLA_FLAGS", "VIRTUAL_ENV")}
-    done = subprocess.run([str(built_env / "bin" / "python"), "-c", "import tensorflow\n" + MAPS +
-                           "print(os.environ['XLA_FLAGS'])"], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [str(built_env / "bin" / "python"), "-c", "import tensorflow\n" + MAPS + "print(os.environ['XLA_FLAGS'])"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     paths, xla = done.stdout.splitlines()
     loaded = json.loads(paths)
@@ -70,37 +91,47 @@ def test_unactivated_python_preloads_the_envs_own_libraries(built_env):
 
 
 def test_python_starts_without_tensorflow_load_nothing(built_env):
-    done = subprocess.run([str(built_env / "bin" / "python"), "-c",
-                           "import sys\n" + MAPS + "print('ctypes' in sys.modules)"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [str(built_env / "bin" / "python"), "-c", "import sys\n" + MAPS + "print('ctypes' in sys.modules)"],
+        capture_output=True,
+        text=True,
+    )
     paths, ctypes_loaded = done.stdout.splitlines()
     assert json.loads(paths) == [] and ctypes_loaded == "False"
 
 
 def test_preload_can_be_switched_off(built_env):
-    done = subprocess.run([str(built_env / "bin" / "python"), "-c", "import tensorflow\n" + MAPS],
-                          capture_output=True, text=True, env={**os.environ, "TFGPU_NO_PRELOAD": "1"})
+    done = subprocess.run(
+        [str(built_env / "bin" / "python"), "-c", "import tensorflow\n" + MAPS],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TFGPU_NO_PRELOAD": "1"},
+    )
     assert json.loads(done.stdout) == []
 
 
 SHELL_SCRIPT = {
     "bash": '{setup}\n. "{env}/bin/activate"\necho "LD=$LD_LIBRARY_PATH"\necho "XLA=$XLA_FLAGS"\n'
-            'echo "PTXAS=$(command -v ptxas)"\nsoname_check\ndeactivate\n'
-            'echo "AFTER_LD=${{LD_LIBRARY_PATH-<unset>}}"\necho "AFTER_XLA=${{XLA_FLAGS-<unset>}}"\n',
+    'echo "PTXAS=$(command -v ptxas)"\nsoname_check\ndeactivate\n'
+    'echo "AFTER_LD=${{LD_LIBRARY_PATH-<unset>}}"\necho "AFTER_XLA=${{XLA_FLAGS-<unset>}}"\n',
     "fish": '{setup}\nsource "{env}/bin/activate.fish"\necho "LD=$LD_LIBRARY_PATH"\necho "XLA=$XLA_FLAGS"\n'
-            'echo "PTXAS="(command -v ptxas)\nsoname_check\ndeactivate\n'
-            'if set -q LD_LIBRARY_PATH; echo "AFTER_LD=$LD_LIBRARY_PATH"; else; echo "AFTER_LD=<unset>"; end\n'
-            'if set -q XLA_FLAGS; echo "AFTER_XLA=$XLA_FLAGS"; else; echo "AFTER_XLA=<unset>"; end\n',
+    'echo "PTXAS="(command -v ptxas)\nsoname_check\ndeactivate\n'
+    'if set -q LD_LIBRARY_PATH; echo "AFTER_LD=$LD_LIBRARY_PATH"; else; echo "AFTER_LD=<unset>"; end\n'
+    'if set -q XLA_FLAGS; echo "AFTER_XLA=$XLA_FLAGS"; else; echo "AFTER_XLA=<unset>"; end\n',
 }
 SHELL_SCRIPT["zsh"] = SHELL_SCRIPT["bash"]
 # The loader's own search: a Python without the load hook opens libcusolver by soname.
-SONAME_CHECK = ("TFGPU_NO_PRELOAD=1 python -c \"import ctypes; ctypes.CDLL('libcusolver.so.11'); "
-                "print('SONAME=' + [l.split()[-1] for l in open('/proc/self/maps') if 'libcusolver' in l][0])\"")
+SONAME_CHECK = (
+    "TFGPU_NO_PRELOAD=1 python -c \"import ctypes; ctypes.CDLL('libcusolver.so.11'); "
+    "print('SONAME=' + [l.split()[-1] for l in open('/proc/self/maps') if 'libcusolver' in l][0])\""
+)
 STATES = {  # before activation -> (setup line for sh, for fish)
     "unset": ("unset LD_LIBRARY_PATH XLA_FLAGS", "set -e LD_LIBRARY_PATH; set -e XLA_FLAGS"),
     "empty": ("export LD_LIBRARY_PATH= XLA_FLAGS=", "set -gx LD_LIBRARY_PATH ''; set -gx XLA_FLAGS ''"),
-    "set": ("export LD_LIBRARY_PATH=/opt/a:/opt/b XLA_FLAGS=--xla_dump_to=/tmp/x",
-            "set -gx LD_LIBRARY_PATH /opt/a /opt/b; set -gx XLA_FLAGS --xla_dump_to=/tmp/x"),
+    "set": (
+        "export LD_LIBRARY_PATH=/opt/a:/opt/b XLA_FLAGS=--xla_dump_to=/tmp/x",
+        "set -gx LD_LIBRARY_PATH /opt/a /opt/b; set -gx XLA_FLAGS --xla_dump_to=/tmp/x",
+    ),
 }
 EXPECTED_AFTER = {"unset": ("<unset>", "<unset>"), "empty": ("", ""), "set": ("/opt/a:/opt/b", "--xla_dump_to=/tmp/x")}
 
@@ -109,10 +140,12 @@ EXPECTED_AFTER = {"unset": ("<unset>", "<unset>"), "empty": ("", ""), "set": ("/
 @pytest.mark.parametrize("shell", shells())
 def test_activated_shell_puts_env_libraries_first_and_deactivate_restores_exactly(built_env, shell, state):
     sh_setup, fish_setup = STATES[state]
-    define = (f"function soname_check; {SONAME_CHECK}; end" if shell == "fish"
-              else f"soname_check () {{ {SONAME_CHECK}; }}")
-    script = define + "\n" + SHELL_SCRIPT[shell].format(setup=fish_setup if shell == "fish" else sh_setup,
-                                                        env=built_env)
+    define = (
+        f"function soname_check; {SONAME_CHECK}; end" if shell == "fish" else f"soname_check () {{ {SONAME_CHECK}; }}"
+    )
+    script = (
+        define + "\n" + SHELL_SCRIPT[shell].format(setup=fish_setup if shell == "fish" else sh_setup, env=built_env)
+    )
     done = subprocess.run([shell, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     out = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
@@ -131,19 +164,22 @@ def test_activated_shell_puts_env_libraries_first_and_deactivate_restores_exactl
 
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
 def test_activation_script_passes_shellcheck(built_env):
-    done = subprocess.run(["shellcheck", "-s", "bash", str(built_env / "etc" / "tfgpu" / "activate.sh")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["shellcheck", "-s", "bash", str(built_env / "etc" / "tfgpu" / "activate.sh")], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout
 
 
 def test_a_moved_env_still_finds_its_own_libraries(built_env, tmp_path):
     moved = tmp_path / "moved"
     built_env.rename(moved)
-    done = subprocess.run([str(moved / "bin" / "python"), "-c", "import tensorflow\n" + MAPS],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [str(moved / "bin" / "python"), "-c", "import tensorflow\n" + MAPS], capture_output=True, text=True
+    )
     assert all(p.startswith(str(moved)) for p in json.loads(done.stdout)) and json.loads(done.stdout)
-    done = subprocess.run(["bash", "-c", f'. "{moved}/bin/activate"; echo "$LD_LIBRARY_PATH"'],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", "-c", f'. "{moved}/bin/activate"; echo "$LD_LIBRARY_PATH"'], capture_output=True, text=True
+    )
     assert done.stdout.startswith(f"{moved}/lib/")
 
 
@@ -154,20 +190,30 @@ def test_pip_engine_builds_the_same_env(tmp_path, local_wheels, tool_env):
     assert json.loads((prefix / "tfgpu-env.json").read_text())["engine"] == "pip"
     activate = (prefix / "bin" / "activate").read_text()
     assert ".tfgpu-staging" not in activate and str(prefix) in activate  # relocated after staging
-    run = subprocess.run([str(prefix / "bin" / "python"), "-c", "import tensorflow\n" + MAPS],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import tensorflow\n" + MAPS], capture_output=True, text=True
+    )
     assert {Path(p).name for p in json.loads(run.stdout)} == STUB_LIBS
 
 
 def test_dry_run_prints_every_command_and_touches_nothing(tmp_path, local_wheels, tool_env):
     prefix = tmp_path / "env"
-    done = run_tool("create", *TARGET, "--prefix", str(prefix), "--find-links", str(local_wheels), "--offline",
-                    "--dry-run", "--json", env=tool_env)
+    done = run_tool(
+        "create",
+        *TARGET,
+        "--prefix",
+        str(prefix),
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--dry-run",
+        "--json",
+        env=tool_env,
+    )
     assert done.returncode == 0, done.stderr
     steps = json.loads(done.stdout)["steps"]
     commands = [" ".join(step["argv"][1:3]) for step in steps if step["argv"]]
-    assert commands == ["venv " + str(prefix.parent / ".env.tfgpu-staging"), "pip compile", "pip install",
-                        "pip list"]
+    assert commands == ["venv " + str(prefix.parent / ".env.tfgpu-staging"), "pip compile", "pip install", "pip list"]
     assert "--offline" in steps[3]["argv"] and steps[4]["kind"].startswith("bytecode-")
     assert not prefix.exists() and leftovers(prefix) == []
 
@@ -207,8 +253,22 @@ def test_a_directory_that_cannot_be_created_is_refused(tmp_path, local_wheels, t
 
 def test_a_missing_wheel_offline_fails_cleanly(tmp_path, local_wheels, tool_env):
     prefix = tmp_path / "env"
-    done = run_tool("create", "--tf", "2.20", "--mode", "pip", "--python", "3.11", "--prefix", str(prefix),
-                    "--find-links", str(local_wheels), "--offline", "--no-verify", env=tool_env)
+    done = run_tool(
+        "create",
+        "--tf",
+        "2.20",
+        "--mode",
+        "pip",
+        "--python",
+        "3.11",
+        "--prefix",
+        str(prefix),
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--no-verify",
+        env=tool_env,
+    )
     assert done.returncode == 1 and "error: install-failed" in done.stderr
     assert f"--offline installs only from the --find-links directory ({local_wheels}) and" in done.stderr
     assert "No network?" not in done.stderr
@@ -227,36 +287,46 @@ def test_offline_installs_a_release_uvs_cache_already_holds(tmp_path, local_whee
         first = run_tool("create", *TARGET, "--prefix", str(tmp_path / "online"), "--no-verify", env=env)
         assert first.returncode == 0, first.stderr
     # The index is gone: only uv's cache can answer now.
-    done = run_tool("create", *TARGET, "--prefix", str(tmp_path / "offline"), "--offline", "--no-verify", "--json",
-                    env=env)
+    done = run_tool(
+        "create", *TARGET, "--prefix", str(tmp_path / "offline"), "--offline", "--no-verify", "--json", env=env
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["installed"]["tensorflow"] == "2.21.0"
-    step_argv = json.loads(run_tool("create", *TARGET, "--prefix", str(tmp_path / "dry"), "--offline", "--dry-run",
-                                    "--json", env=env).stdout)["steps"]
+    step_argv = json.loads(
+        run_tool(
+            "create", *TARGET, "--prefix", str(tmp_path / "dry"), "--offline", "--dry-run", "--json", env=env
+        ).stdout
+    )["steps"]
     assert all("--no-index" not in step["argv"] for step in step_argv)
 
 
 def test_a_failure_that_is_not_the_network_does_not_blame_it():
     """uv heads a hash mismatch or an HTTP 404 with "Failed to fetch": that is not a missing network."""
-    from tfgpu.installers.base import Step, StepKind
-    from tfgpu.installers.base import install_failed
+    from tfgpu.installers.base import Step, StepKind, install_failed
     from tfgpu.installers.options import build_options
     from tfgpu.proc import Completed
 
     step = Step(StepKind.RUN, "Install TensorFlow", ("uv", "pip", "install"))
     online, offline = build_options(mode="pip"), build_options(mode="pip", offline=True)
-    mismatch = ("error: Failed to fetch: `https://pypi.org/simple/tensorflow/`\n  cause: error sending request\n"
-                "  cause: Hash mismatch for `tensorflow==2.21.0`")
+    mismatch = (
+        "error: Failed to fetch: `https://pypi.org/simple/tensorflow/`\n  cause: error sending request\n"
+        "  cause: Hash mismatch for `tensorflow==2.21.0`"
+    )
     missing = "error: No solution found\n  cause: Because there is no version of tensorflow==2.99 and you require it"
-    dns = ("error: Failed to fetch: https://pypi.org/simple/tensorflow/\n  cause: dns error\n"
-           "  cause: failed to lookup address information: Name or service not known")
+    dns = (
+        "error: Failed to fetch: https://pypi.org/simple/tensorflow/\n  cause: dns error\n"
+        "  cause: failed to lookup address information: Name or service not known"
+    )
     for output, options in ((mismatch, online), (missing, online), (mismatch, offline)):
         error = install_failed(step, Completed(step.argv, 1, output), None, options)
         assert not any("--offline" in way or "No network" in way for way in error.alternatives), (output, options)
-    assert any("--offline installs only from what uv's cache" in way
-               for way in install_failed(step, Completed(step.argv, 1, missing), None, offline).alternatives)
-    assert any("No network?" in way for way in install_failed(step, Completed(step.argv, 1, dns), None,
-                                                              online).alternatives)
+    assert any(
+        "--offline installs only from what uv's cache" in way
+        for way in install_failed(step, Completed(step.argv, 1, missing), None, offline).alternatives
+    )
+    assert any(
+        "No network?" in way for way in install_failed(step, Completed(step.argv, 1, dns), None, online).alternatives
+    )
 
 
 def test_the_engine_reports_facts_and_the_installer_says_what_they_mean(tmp_path):
@@ -271,8 +341,10 @@ def test_the_engine_reports_facts_and_the_installer_says_what_they_mean(tmp_path
 
     location = Location(prefix=tmp_path / "env", staging=tmp_path / ".env.staging", name="env")
     step = Step(StepKind.RUN, "Install TensorFlow", ("/opt/bin/uv", "pip", "install", "-r", "x"))
-    output = (f"Using Python 3.11 at {location.staging}/bin/python\nerror: Failed to fetch\n"
-              f"  cause: dns error in {location.staging}\n")
+    output = (
+        f"Using Python 3.11 at {location.staging}/bin/python\nerror: Failed to fetch\n"
+        f"  cause: dns error in {location.staging}\n"
+    )
     facts = run_failure(step.argv, Completed(step.argv, 2, output), location)
     assert (facts.command, facts.returncode, facts.unreachable, facts.not_found) == ("uv pip install", 2, True, False)
     assert str(location.staging) not in facts.detail and str(location.prefix) in facts.detail
@@ -280,7 +352,10 @@ def test_the_engine_reports_facts_and_the_installer_says_what_they_mean(tmp_path
     error = install_failed(step, Completed(step.argv, 2, output), tmp_path / "log", build_options(mode="pip"), location)
     assert error.code == "install-failed"
     assert str(error).startswith("Install TensorFlow failed (`uv pip install` exited 2); nothing was installed.\n")
-    assert error.alternatives[0].startswith("No network?") and error.alternatives[-1] == f"The whole output is in {tmp_path / 'log'}."
+    assert (
+        error.alternatives[0].startswith("No network?")
+        and error.alternatives[-1] == f"The whole output is in {tmp_path / 'log'}."
+    )
 
 
 def test_no_network_is_named_as_the_cause(tmp_path, tool_env):
@@ -295,10 +370,28 @@ def test_no_network_is_named_as_the_cause(tmp_path, tool_env):
 def test_a_python_that_is_not_installed_is_reported_first(tmp_path, local_wheels, tool_env):
     empty = tmp_path / "nothing"
     empty.mkdir()
-    env = {**tool_env, "HOME": str(empty), "PYENV_ROOT": str(empty), "UV_PYTHON_INSTALL_DIR": str(empty),
-           "PATH": "/usr/bin:/bin"}
-    done = run_tool("create", "--tf", "2.21", "--mode", "pip", "--python", "3.10", "--prefix", str(tmp_path / "env"),
-                    "--find-links", str(local_wheels), "--offline", env=env)
+    env = {
+        **tool_env,
+        "HOME": str(empty),
+        "PYENV_ROOT": str(empty),
+        "UV_PYTHON_INSTALL_DIR": str(empty),
+        "PATH": "/usr/bin:/bin",
+    }
+    done = run_tool(
+        "create",
+        "--tf",
+        "2.21",
+        "--mode",
+        "pip",
+        "--python",
+        "3.10",
+        "--prefix",
+        str(tmp_path / "env"),
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        env=env,
+    )
     assert done.returncode == 3 and "error: python-not-found" in done.stderr
     assert not (tmp_path / "env").exists()
 
@@ -314,8 +407,18 @@ def test_remove_deletes_only_what_tfgpu_built(built_env, tmp_path, tool_env):
 
 
 def test_name_puts_the_env_in_the_envs_directory(local_wheels, tool_env):
-    done = run_tool("create", *TARGET, "--name", "team-tf", "--find-links", str(local_wheels), "--offline",
-                    "--no-verify", "--json", env=tool_env)
+    done = run_tool(
+        "create",
+        *TARGET,
+        "--name",
+        "team-tf",
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--no-verify",
+        "--json",
+        env=tool_env,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["prefix"] == str(Path(tool_env["TFGPU_ENVS_DIR"]) / "team-tf")
     assert run_tool("remove", "--name", "team-tf", env=tool_env).returncode == 0
@@ -332,8 +435,9 @@ def test_a_failed_gpu_check_says_how_to_use_the_env_and_where_the_log_is(tmp_pat
     """The normal case on a machine without a GPU: the env is built, verify finds no driver, and
     the error says so, how to activate the env, and where TensorFlow's output was kept."""
     prefix = tmp_path / "env"
-    done = run_tool("create", *TARGET, "--prefix", str(prefix), "--find-links", str(no_gpu_wheels), "--offline",
-                    env=tool_env)
+    done = run_tool(
+        "create", *TARGET, "--prefix", str(prefix), "--find-links", str(no_gpu_wheels), "--offline", env=tool_env
+    )
     assert done.returncode == 1 and "error: no-driver" in done.stderr, done.stderr
     assert f"source {prefix}/bin/activate" in done.stderr
     logs = sorted(Path(tool_env["TFGPU_LOG_DIR"]).glob("create-env-*.log"))

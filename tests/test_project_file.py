@@ -8,7 +8,6 @@ import json
 import os
 
 import pytest
-
 from conftest import run_tool
 
 TEAM = 'tf = "2.20"\nmode = "pip"\npython = "3.12"\ndriver = "535.104.05"\nplatforms = ["linux-64"]\n'
@@ -31,8 +30,12 @@ def plan(env, *argv) -> dict:
 def test_a_tfgpu_toml_in_a_parent_directory_is_the_target(tmp_path, env):
     (tmp_path / "repo" / "tfgpu.toml").write_text(TEAM)
     found = plan(env)
-    assert (found["tensorflow"], found["mode"], found["python"], found["driver"]) == ("2.20.0", "pip", "3.12",
-                                                                                      "535.104.05")
+    assert (found["tensorflow"], found["mode"], found["python"], found["driver"]) == (
+        "2.20.0",
+        "pip",
+        "3.12",
+        "535.104.05",
+    )
     assert plan(env, "--tf", "2.19", "--python", "3.11")["tensorflow"].startswith("2.19")  # flags override
     assert plan(env, "--no-project")["tensorflow"] != "2.20.0"
     human = run_tool("plan", "--no-detect", "--os", "linux", env=env)
@@ -40,8 +43,9 @@ def test_a_tfgpu_toml_in_a_parent_directory_is_the_target(tmp_path, env):
 
 
 def test_pyproject_tool_table(tmp_path, env):
-    (tmp_path / "repo" / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.tfgpu]\ntf = "2.16"\n'
-                                                      'mode = "conda"\n')
+    (tmp_path / "repo" / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.tfgpu]\ntf = "2.16"\nmode = "conda"\n'
+    )
     found = plan(env)
     assert found["tensorflow"].startswith("2.16") and found["mode"] == "conda"
 
@@ -54,18 +58,21 @@ def test_the_nearest_file_wins_and_a_pyproject_without_the_table_is_no_project(t
     assert plan(env)["tensorflow"].startswith("2.18")
 
 
-@pytest.mark.parametrize("text,key,says", [
-    ('tf = 2.10\n', "tf", "write it as a string"),
-    ('python = "3"\n', "python", "3"),
-    ('mode = "docker"\n', "mode", "docker"),
-    ('driver = "latest"\n', "driver", "latest"),
-    ('platforms = ["linux64"]\n', "platforms", "linux64"),
-    ('platforms = "linux-64"\n', "platforms", "list of strings"),
-    ('pre = "yes"\n', "pre", "true or false"),
-    ('tensorflow = "2.21"\n', "tensorflow", "not a setting"),
-    ('mode = "pip"\nchannels = ["conda-forge"]\n', "channels", "conda mode"),
-    ('tf = "2.21\n', "", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text,key,says",
+    [
+        ("tf = 2.10\n", "tf", "write it as a string"),
+        ('python = "3"\n', "python", "3"),
+        ('mode = "docker"\n', "mode", "docker"),
+        ('driver = "latest"\n', "driver", "latest"),
+        ('platforms = ["linux64"]\n', "platforms", "linux64"),
+        ('platforms = "linux-64"\n', "platforms", "list of strings"),
+        ('pre = "yes"\n', "pre", "true or false"),
+        ('tensorflow = "2.21"\n', "tensorflow", "not a setting"),
+        ('mode = "pip"\nchannels = ["conda-forge"]\n', "channels", "conda mode"),
+        ('tf = "2.21\n', "", "not valid TOML"),
+    ],
+)
 def test_a_bad_value_names_the_file_and_the_key(tmp_path, env, text, key, says):
     path = tmp_path / "repo" / "tfgpu.toml"
     path.write_text(text)

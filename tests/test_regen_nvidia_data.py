@@ -25,8 +25,9 @@ FIXTURE_KEYS = {key: entry for key, entry in SOURCES.items() if entry.get("fixtu
 
 
 def regen(*args: str | Path, data: Path = DATA) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), "--data", str(data), *map(str, args)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--data", str(data), *map(str, args)], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_data_agrees_with_every_manifest_and_each_checksum_is_confirmed():

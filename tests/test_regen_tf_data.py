@@ -17,9 +17,9 @@ import tomllib
 from importlib.resources import files
 from pathlib import Path
 
+import pypifixture
 import pytest
 
-import pypifixture
 from tfgpu.datasource import wheel_facts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,11 +66,17 @@ def by_version(document: dict) -> dict[str, dict]:
 
 
 CU11_AND_CUDA = {
-    "nvidia-cublas-cu11": "==11.11.3.6", "nvidia-cuda-cupti-cu11": "==11.8.87",
-    "nvidia-cuda-nvcc-cu11": "==11.8.89", "nvidia-cuda-runtime-cu11": "==11.8.89",
-    "nvidia-cudnn-cu11": "==8.7.0.84", "nvidia-cufft-cu11": "==10.9.0.58",
-    "nvidia-curand-cu11": "==10.3.0.86", "nvidia-cusolver-cu11": "==11.4.1.48",
-    "nvidia-cusparse-cu11": "==11.7.5.86", "nvidia-nccl-cu11": "==2.16.5", "tensorrt": "==8.5.3.1",
+    "nvidia-cublas-cu11": "==11.11.3.6",
+    "nvidia-cuda-cupti-cu11": "==11.8.87",
+    "nvidia-cuda-nvcc-cu11": "==11.8.89",
+    "nvidia-cuda-runtime-cu11": "==11.8.89",
+    "nvidia-cudnn-cu11": "==8.7.0.84",
+    "nvidia-cufft-cu11": "==10.9.0.58",
+    "nvidia-curand-cu11": "==10.3.0.86",
+    "nvidia-cusolver-cu11": "==11.4.1.48",
+    "nvidia-cusparse-cu11": "==11.7.5.86",
+    "nvidia-nccl-cu11": "==2.16.5",
+    "tensorrt": "==8.5.3.1",
 }
 OLDEST_ARCHS = ["compute_35", "compute_37", "compute_52", "compute_60", "compute_61", "compute_70"]
 
@@ -87,7 +93,11 @@ def test_lists_final_releases_and_the_unsuperseded_pre_release_newest_first(gene
 def test_release_2_22_0rc0_from_its_headers_and_fatbins(generated):
     release = by_version(generated[0])["2.22.0rc0"]
     assert release["prerelease"] is True
-    assert (release["uploaded"], release["requires_python"], release["cuda_extra"]) == ("2026-09-22", ">=3.10", "and-cuda")
+    assert (release["uploaded"], release["requires_python"], release["cuda_extra"]) == (
+        "2026-09-22",
+        ">=3.10",
+        "and-cuda",
+    )
     assert release["and_cuda"]["nvidia-cudnn-cu12"] == "<10.0,>=9.10.2.21"
     assert release["and_cuda"]["nvidia-nccl-cu12"] == "<3.0,>=2.30.7"
     assert release["and_cuda"]["nvidia-nvshmem-cu12"] == ">=3.2.5"
@@ -95,7 +105,12 @@ def test_release_2_22_0rc0_from_its_headers_and_fatbins(generated):
     assert linux["python"] == ["3.10", "3.11", "3.12", "3.13", "3.14"]
     # build_info.py says only is_cuda_build: CUDA/cuDNN from cuda_config.h, the compiled cuDNN from
     # cudnn_version.h, SASS vs PTX from the fatbins (the header lists 60, 70, 80, 89, 90)
-    assert (linux["cuda_build"], linux["cuda"], linux["cudnn"], linux["cudnn_compiled"]) == (True, "12.5.1", "9", "9.10.0")
+    assert (linux["cuda_build"], linux["cuda"], linux["cudnn"], linux["cudnn_compiled"]) == (
+        True,
+        "12.5.1",
+        "9",
+        "9.10.0",
+    )
     assert linux["compute_capabilities"] == ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"]
     assert linux["ptx_isa"] == "8.5"
     assert linux["source"] == ["PYPI-JSON", "WHL-META", "WHL-BI", "WHL-CUDA-H", "WHL-CUDNN-H", "WHL-FATBIN"]
@@ -124,9 +139,13 @@ def test_release_2_14_1(generated):
         "source": ["PYPI-JSON", "WHL-META", "WHL-BI"],
     }
     shims = {platform: wheel["shim_for"] for platform, wheel in wheels.items()}
-    assert shims == {"linux_x86_64": "", "linux_aarch64": "tensorflow-cpu-aws",
-                     "windows_x86_64": "tensorflow-intel", "macos_x86_64": "",
-                     "macos_arm64": "tensorflow-macos"}
+    assert shims == {
+        "linux_x86_64": "",
+        "linux_aarch64": "tensorflow-cpu-aws",
+        "windows_x86_64": "tensorflow-intel",
+        "macos_x86_64": "",
+        "macos_arm64": "tensorflow-macos",
+    }
     for platform in ("linux_aarch64", "windows_x86_64", "macos_x86_64", "macos_arm64"):
         assert wheels[platform]["cuda_build"] is False
         assert wheels[platform]["python"] == ["3.9", "3.10", "3.11"]
@@ -157,7 +176,10 @@ def test_release_2_0_0_takes_its_cuda_build_from_tensorflow_gpu_and_its_archs_fr
     assert windows["python"] == ["3.5", "3.6", "3.7"]
     assert windows["wheel"].startswith("tensorflow_gpu-2.0.0-")
     assert (macos["cuda_build"], macos["cuda"], macos["wheel"]) == (
-        False, "", "tensorflow-2.0.0-cp37-cp37m-macosx_10_11_x86_64.whl")
+        False,
+        "",
+        "tensorflow-2.0.0-cp37-cp37m-macosx_10_11_x86_64.whl",
+    )
 
 
 def test_output_matches_the_shipped_file_for_these_releases(generated):
@@ -165,8 +187,9 @@ def test_output_matches_the_shipped_file_for_these_releases(generated):
     for version, release in by_version(generated[0]).items():
         if version == "2.22.0rc0":  # recorded with its Linux x86_64 wheels only
             assert release["wheels"]["linux_x86_64"] == shipped[version]["wheels"]["linux_x86_64"]
-            assert {k: v for k, v in release.items() if k != "wheels"} == \
-                {k: v for k, v in shipped[version].items() if k != "wheels"}
+            assert {k: v for k, v in release.items() if k != "wheels"} == {
+                k: v for k, v in shipped[version].items() if k != "wheels"
+            }
             continue
         assert release == shipped[version]
 
@@ -226,13 +249,18 @@ def test_tf_notation_marks_the_archs_that_carry_ptx(images):
     by_member = {image["member"]: image["found"] for image in images.values()}
     assert fatbin.tf_notation(by_member["tensorflow_core/python/_pywrap_tensorflow_internal.so"]) == tuple(OLDEST_ARCHS)
     assert fatbin.tf_notation(by_member["tensorflow/libtensorflow_cc.so.2"]) == (
-        "sm_60", "sm_70", "sm_80", "sm_89", "compute_90")
+        "sm_60",
+        "sm_70",
+        "sm_80",
+        "sm_89",
+        "compute_90",
+    )
 
 
 def test_inflating_reader_over_a_synthetic_stream(images):
     image = images["tensorflow_gpu-2.0.0-cp37-cp37m-win_amd64.whl"]
     stream = pypifixture.deflate_image(image["pieces"], image["inflated_size"])
-    chunks = (stream[i:i + fatbin.CHUNK] for i in range(0, len(stream), fatbin.CHUNK))
+    chunks = (stream[i : i + fatbin.CHUNK] for i in range(0, len(stream), fatbin.CHUNK))
     assert fatbin.scan(fatbin.InflatingReader(chunks)) == image["found"]
 
 
@@ -249,8 +277,11 @@ def test_a_blob_header_of_the_wrong_shape_is_skipped():
 def test_kernels_library_is_the_largest_shared_library():
     from tfgpu.datasource.remote_zip import ZipEntry
 
-    entries = (ZipEntry("a/x.so", 8, 10, 20, 0), ZipEntry("a/big.pyd", 8, 99, 200, 0),
-               ZipEntry("a/data.bin", 8, 500, 900, 0))
+    entries = (
+        ZipEntry("a/x.so", 8, 10, 20, 0),
+        ZipEntry("a/big.pyd", 8, 99, 200, 0),
+        ZipEntry("a/data.bin", 8, 500, 900, 0),
+    )
     assert fatbin.kernels_library(entries).name == "a/big.pyd"
 
 
@@ -259,11 +290,21 @@ def test_kernels_library_is_the_largest_shared_library():
 
 # compat-facts.md section 1: the linux x86_64 wheel's build_info per series (x.y.0 and patches);
 # 2.22 from its cuda_config.h.
-LINUX_BUILD = {"2.0": ("10", "7"), "2.1": ("10.1", "7"), "2.2": ("10", "7"), "2.3": ("10.1", "7"),
-               "2.4": ("11.0", "8"), **{f"2.{m}": ("11.2", "8") for m in range(5, 12)},
-               "2.12": ("11.8", "8"), "2.13": ("11.8", "8"), "2.14": ("11.8", "8"), "2.15": ("12.2", "8"),
-               "2.16": ("12.3", "8"), "2.17": ("12.3", "8"),
-               **{f"2.{m}": ("12.5.1", "9") for m in range(18, 23)}}
+LINUX_BUILD = {
+    "2.0": ("10", "7"),
+    "2.1": ("10.1", "7"),
+    "2.2": ("10", "7"),
+    "2.3": ("10.1", "7"),
+    "2.4": ("11.0", "8"),
+    **{f"2.{m}": ("11.2", "8") for m in range(5, 12)},
+    "2.12": ("11.8", "8"),
+    "2.13": ("11.8", "8"),
+    "2.14": ("11.8", "8"),
+    "2.15": ("12.2", "8"),
+    "2.16": ("12.3", "8"),
+    "2.17": ("12.3", "8"),
+    **{f"2.{m}": ("12.5.1", "9") for m in range(18, 23)},
+}
 
 
 @pytest.fixture(scope="module")
@@ -313,5 +354,14 @@ def test_shipped_file_records_where_each_fact_came_from(shipped):
         union = {key for wheel in release["wheels"].values() for key in wheel["source"]}
         assert set(release["source"]) == union and union <= keys
         for wheel in release["wheels"].values():
-            assert {"python", "platform_tag", "cuda_build", "cuda", "cudnn", "compute_capabilities",
-                    "shim_for", "wheel", "source"} <= set(wheel)
+            assert {
+                "python",
+                "platform_tag",
+                "cuda_build",
+                "cuda",
+                "cudnn",
+                "compute_capabilities",
+                "shim_for",
+                "wheel",
+                "source",
+            } <= set(wheel)

@@ -14,12 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import repairhelpers as rh
 from conftest import run_tool
 
-MAPS = ("import json\n"
-        "print(json.dumps(sorted({l.split()[-1] for l in open('/proc/self/maps') if '/nvidia/' in l})))\n")
+MAPS = "import json\nprint(json.dumps(sorted({l.split()[-1] for l in open('/proc/self/maps') if '/nvidia/' in l})))\n"
 QUIET = ("--no-detect", "--yes", "--no-verify", "--offline")
 
 
@@ -29,14 +27,14 @@ def repair(prefix: Path, wheels: Path, env: dict, *extra: str):
 
 def loaded_libraries(prefix: Path) -> list[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "XLA_FLAGS", "VIRTUAL_ENV")}
-    done = subprocess.run([str(prefix / "bin" / "python"), "-c", "import tensorflow\n" + MAPS], capture_output=True,
-                          text=True, env=env)
+    done = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import tensorflow\n" + MAPS], capture_output=True, text=True, env=env
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
-def test_plain_env_is_repaired_then_repair_is_a_no_op_then_undo_restores_every_byte(tmp_path, repair_wheels,
-                                                                                      tool_env):
+def test_plain_env_is_repaired_then_repair_is_a_no_op_then_undo_restores_every_byte(tmp_path, repair_wheels, tool_env):
     prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
     before, frozen = rh.snapshot(prefix), rh.freeze(prefix)
 
@@ -90,8 +88,9 @@ def test_an_old_cudnn_is_changed_only_when_allowed_and_undo_puts_it_back(tmp_pat
     changed = json.loads(done.stdout)["changed"]
     assert [(p["name"], p["from"]) for p in changed] == [("nvidia-cudnn-cu12", rh.OLD_CUDNN)]
 
-    undone = run_tool("repair", "--undo", "--prefix", str(prefix), "--find-links", str(repair_wheels), "--offline",
-                      env=tool_env)
+    undone = run_tool(
+        "repair", "--undo", "--prefix", str(prefix), "--find-links", str(repair_wheels), "--offline", env=tool_env
+    )
     assert undone.returncode == 0, undone.stderr
     assert f"nvidia-cudnn-cu12=={rh.OLD_CUDNN}" in rh.freeze(prefix)
     assert rh.snapshot(prefix) == before
@@ -127,8 +126,14 @@ def test_the_system_python_is_refused(tool_env, tmp_path):
     """Debian's /usr/bin/python3 carries EXTERNALLY-MANAGED (PEP 668)."""
     import sysconfig
 
-    stdlib = Path(subprocess.run(["/usr/bin/python3", "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
-                                 capture_output=True, text=True).stdout.strip() or sysconfig.get_path("stdlib"))
+    stdlib = Path(
+        subprocess.run(
+            ["/usr/bin/python3", "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        or sysconfig.get_path("stdlib")
+    )
     if not (stdlib / "EXTERNALLY-MANAGED").is_file():
         pytest.skip("this machine's /usr/bin/python3 is not marked EXTERNALLY-MANAGED")
     done = run_tool("repair", "--interpreter", "/usr/bin/python3", *QUIET, "--json", env=tool_env)
@@ -162,23 +167,59 @@ def conda_prefix(tmp_path, lock_channel, local_wheels):
 
     prefix = tmp_path / "conda-env"
     version = ".".join(str(p) for p in sys.version_info[:2])
-    specs = [f"python {version}.*", "cuda-version 12.3.*", "cuda-cudart", "libcublas", "libcufft", "libcurand",
-             "libcusolver", "libcusparse", "cuda-nvrtc", "cuda-cupti", "libnvjitlink", "cuda-nvcc-tools"]
-    records = rattler_engine.solve(specs, [lock_channel.as_uri()], platform="linux-64", cuda="12.3", this_host=False,
-                                   repodata_cache=tmp_path / "repodata", offline=True)
-    asyncio.run(install(records, target_prefix=prefix, cache_dir=tmp_path / "pkgs", show_progress=False,
-                        execute_link_scripts=False))
+    specs = [
+        f"python {version}.*",
+        "cuda-version 12.3.*",
+        "cuda-cudart",
+        "libcublas",
+        "libcufft",
+        "libcurand",
+        "libcusolver",
+        "libcusparse",
+        "cuda-nvrtc",
+        "cuda-cupti",
+        "libnvjitlink",
+        "cuda-nvcc-tools",
+    ]
+    records = rattler_engine.solve(
+        specs,
+        [lock_channel.as_uri()],
+        platform="linux-64",
+        cuda="12.3",
+        this_host=False,
+        repodata_cache=tmp_path / "repodata",
+        offline=True,
+    )
+    asyncio.run(
+        install(
+            records, target_prefix=prefix, cache_dir=tmp_path / "pkgs", show_progress=False, execute_link_scripts=False
+        )
+    )
     wheels = tmp_path / "tf-wheels"
     rh.tensorflow_wheel(wheels, "2.16.1", cuda=True)
-    subprocess.run([rh.uv(), "pip", "install", "--quiet", "--python", str(prefix / "bin" / "python"), "--no-index",
-                    "--find-links", str(wheels), "tensorflow==2.16.1"], check=True)
+    subprocess.run(
+        [
+            rh.uv(),
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(prefix / "bin" / "python"),
+            "--no-index",
+            "--find-links",
+            str(wheels),
+            "tensorflow==2.16.1",
+        ],
+        check=True,
+    )
     return prefix
 
 
 def test_a_conda_prefix_gets_the_missing_cudnn_from_conda_and_undo_unlinks_it(conda_prefix, lock_channel, tool_env):
     before = rh.snapshot(conda_prefix)
-    done = run_tool("repair", "--prefix", str(conda_prefix), "--channel", str(lock_channel), *QUIET, "--json",
-                    env=tool_env)
+    done = run_tool(
+        "repair", "--prefix", str(conda_prefix), "--channel", str(lock_channel), *QUIET, "--json", env=tool_env
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads(done.stdout)
     assert summary["plan"]["manager"] == "conda"
@@ -195,9 +236,17 @@ def test_a_conda_prefix_gets_the_missing_cudnn_from_conda_and_undo_unlinks_it(co
 
 
 def loaded_conda(prefix: Path) -> list[str]:
-    done = subprocess.run([str(prefix / "bin" / "python"), "-c", "import tensorflow, json\n"
-                           "print(json.dumps(sorted({l.split()[-1] for l in open('/proc/self/maps') "
-                           "if '/lib/lib' in l and 'libcu' in l})))"], capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"})
+    done = subprocess.run(
+        [
+            str(prefix / "bin" / "python"),
+            "-c",
+            "import tensorflow, json\n"
+            "print(json.dumps(sorted({l.split()[-1] for l in open('/proc/self/maps') "
+            "if '/lib/lib' in l and 'libcu' in l})))",
+        ],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"},
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)

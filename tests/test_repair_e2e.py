@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 import repairhelpers as rh
 from conftest import run_tool
 
@@ -26,8 +25,7 @@ CASES = {  # TF -> (Python, libraries that must map from the env once repaired)
     "2.16.1": ("3.11", ("libcudart.so.12", "libcublas.so.12", "libcusolver.so.11", "libcudnn.so.8")),
     "2.13.1": ("3.11", ("libcudart.so.11.0", "libcublas.so.11", "libcusolver.so.11", "libcudnn.so.8")),
 }
-MAPS = ("import json\nprint(json.dumps(sorted({l.split()[-1] for l in open('/proc/self/maps') "
-        "if '/nvidia/' in l})))\n")
+MAPS = "import json\nprint(json.dumps(sorted({l.split()[-1] for l in open('/proc/self/maps') if '/nvidia/' in l})))\n"
 
 
 def clean_environ() -> dict:
@@ -35,8 +33,13 @@ def clean_environ() -> dict:
 
 
 def loaded(prefix: Path) -> list[str]:
-    done = subprocess.run([str(prefix / "bin" / "python"), "-c", "import tensorflow\n" + MAPS], capture_output=True,
-                          text=True, env=clean_environ(), timeout=600)
+    done = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import tensorflow\n" + MAPS],
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -52,14 +55,19 @@ def test_a_real_plain_uv_env_is_repaired_and_undone(tf, tmp_path, shared_cache):
     prefix = tmp_path / "env"
     user = {**os.environ, "UV_CACHE_DIR": str(shared_cache / "uv")}  # the cache the tool's own uv uses
     subprocess.run([rh.uv(), "venv", "--quiet", "--python", interpreter, str(prefix)], check=True, env=user)
-    subprocess.run([rh.uv(), "pip", "install", "--quiet", "--python", str(prefix / "bin" / "python"),
-                    f"tensorflow=={tf}"], check=True, env=user, timeout=1800)
+    subprocess.run(
+        [rh.uv(), "pip", "install", "--quiet", "--python", str(prefix / "bin" / "python"), f"tensorflow=={tf}"],
+        check=True,
+        env=user,
+        timeout=1800,
+    )
     assert loaded(prefix) == []  # what the user arrives with: TensorFlow finds no CUDA library at all
     before, frozen = rh.snapshot(prefix), rh.freeze(prefix)
 
     env = {**os.environ, "TFGPU_CACHE_DIR": str(shared_cache), "TFGPU_LOG_DIR": str(tmp_path / "logs")}
-    done = run_tool("repair", "--prefix", str(prefix), "--no-detect", "--yes", "--no-verify", "--json", env=env,
-                    timeout=1800)
+    done = run_tool(
+        "repair", "--prefix", str(prefix), "--no-detect", "--yes", "--no-verify", "--json", env=env, timeout=1800
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads(done.stdout)
     assert summary["changed"] == [] and summary["added"]
@@ -76,5 +84,6 @@ def test_a_real_plain_uv_env_is_repaired_and_undone(tf, tmp_path, shared_cache):
     undone = run_tool("repair", "--undo", "--prefix", str(prefix), "--json", env=env, timeout=1800)
     assert undone.returncode == 0, undone.stdout[-3000:] + undone.stderr[-3000:]
     assert rh.freeze(prefix) == frozen
-    assert {k: v for k, v in rh.snapshot(prefix).items() if "__pycache__" not in k} == \
-        {k: v for k, v in before.items() if "__pycache__" not in k}
+    assert {k: v for k, v in rh.snapshot(prefix).items() if "__pycache__" not in k} == {
+        k: v for k, v in before.items() if "__pycache__" not in k
+    }

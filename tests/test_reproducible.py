@@ -12,8 +12,14 @@ import pytest
 from conftest import run_tool
 
 TARGET = ("--no-detect", "--os", "linux", "--arch", "x86_64")
-FORMATS = {"bash": "install.sh", "dockerfile": "Dockerfile", "cloud-init": "user-data.yaml", "ansible": "playbook",
-           "slurm": "job", "kubernetes": "k8s"}
+FORMATS = {
+    "bash": "install.sh",
+    "dockerfile": "Dockerfile",
+    "cloud-init": "user-data.yaml",
+    "ansible": "playbook",
+    "slurm": "job",
+    "kubernetes": "k8s",
+}
 
 
 def tree(path: Path) -> dict[str, bytes]:
@@ -37,13 +43,28 @@ def same_in_two_directories(tmp_path: Path, name: str, write) -> dict[str, bytes
 
 
 # pip mode in the fast tier; the other modes' files differ only in their mode's parts (slow tier).
-@pytest.mark.parametrize("mode", ["pip", pytest.param("conda", marks=pytest.mark.slow),
-                                  pytest.param("system", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "mode", ["pip", pytest.param("conda", marks=pytest.mark.slow), pytest.param("system", marks=pytest.mark.slow)]
+)
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_exports_are_byte_identical_from_two_directories(tmp_path, fmt, mode):
     def write(path: Path) -> None:
-        done = run_tool("script", "--tf", "2.13", "--mode", mode, *TARGET, "--driver", "535.104.05", "--gpu-cc", "8.0",
-                        "--format", fmt, "-o", str(path))
+        done = run_tool(
+            "script",
+            "--tf",
+            "2.13",
+            "--mode",
+            mode,
+            *TARGET,
+            "--driver",
+            "535.104.05",
+            "--gpu-cc",
+            "8.0",
+            "--format",
+            fmt,
+            "-o",
+            str(path),
+        )
         assert done.returncode == 0, done.stdout + done.stderr
 
     written = same_in_two_directories(tmp_path, FORMATS[fmt], write)
@@ -53,8 +74,21 @@ def test_exports_are_byte_identical_from_two_directories(tmp_path, fmt, mode):
 
 def test_pip_locks_are_byte_identical_from_two_directories(tmp_path, lock_env):
     def write(path: Path) -> None:
-        done = run_tool("lock", "--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect", "--platform",
-                        "linux-64", "-o", str(path.with_suffix(".txt")), env=lock_env)
+        done = run_tool(
+            "lock",
+            "--tf",
+            "2.21",
+            "--mode",
+            "pip",
+            "--python",
+            "3.11",
+            "--no-detect",
+            "--platform",
+            "linux-64",
+            "-o",
+            str(path.with_suffix(".txt")),
+            env=lock_env,
+        )
         assert done.returncode == 0, done.stderr
 
     written = same_in_two_directories(tmp_path, "team", write)
@@ -64,13 +98,32 @@ def test_pip_locks_are_byte_identical_from_two_directories(tmp_path, lock_env):
 
 
 def test_conda_locks_are_byte_identical_from_two_directories(tmp_path, lock_channel, lock_index):
-    env = dict(os.environ, TFGPU_INDEX_URL=lock_index, TFGPU_CACHE_DIR=str(tmp_path / "cache"),
-               TFGPU_LOG_DIR=str(tmp_path / "logs"))
+    env = dict(
+        os.environ,
+        TFGPU_INDEX_URL=lock_index,
+        TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+        TFGPU_LOG_DIR=str(tmp_path / "logs"),
+    )
     python = "3.11"
 
     def write(path: Path) -> None:
-        done = run_tool("lock", "--tf", "2.13", "--mode", "conda", "--python", python, "--no-detect", "--channel",
-                        str(lock_channel), "--platform", "linux-64", "-o", str(path), env=env)
+        done = run_tool(
+            "lock",
+            "--tf",
+            "2.13",
+            "--mode",
+            "conda",
+            "--python",
+            python,
+            "--no-detect",
+            "--channel",
+            str(lock_channel),
+            "--platform",
+            "linux-64",
+            "-o",
+            str(path),
+            env=env,
+        )
         assert done.returncode == 0, done.stderr
 
     written = same_in_two_directories(tmp_path, "conda-lock.yml", write)

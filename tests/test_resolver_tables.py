@@ -32,8 +32,13 @@ def test_every_tf2_release_is_known():
     assert [str(r.version) for r in RELEASES if r.prerelease] == [v for v in versions if Version(v).is_prerelease]
     for release in RELEASES:
         if release.prerelease:
-            assert not [r for r in RELEASES if not r.prerelease and r.series == release.series
-                        and r.version >= Version(release.version.base_version)]
+            assert not [
+                r
+                for r in RELEASES
+                if not r.prerelease
+                and r.series == release.series
+                and r.version >= Version(release.version.base_version)
+            ]
 
 
 @pytest.mark.parametrize("release", LINUX_GPU, ids=IDS)
@@ -89,8 +94,9 @@ def test_every_published_python_resolves_and_others_do_not(release):
         assert caught.value.code == "python-unsupported"
 
 
-@pytest.mark.parametrize("release", [r for r in LINUX_GPU if r.wheels["linux_x86_64"].compute_capabilities],
-                         ids=lambda r: str(r.version))
+@pytest.mark.parametrize(
+    "release", [r for r in LINUX_GPU if r.wheels["linux_x86_64"].compute_capabilities], ids=lambda r: str(r.version)
+)
 def test_lowest_architecture_runs_and_below_it_is_too_old(release):
     caps = release.wheels["linux_x86_64"].compute_capabilities
     lowest = lowest_cc(caps)

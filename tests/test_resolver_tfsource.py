@@ -45,8 +45,7 @@ def test_other_modes_say_pypi_and_give_no_conda_source_reason():
 def test_asking_for_conda_forge_puts_its_cuda_build_in_the_packages():
     resolution = conda(tf="2.13", tf_source="conda-forge")
     assert resolution.tensorflow_source == "conda-forge"
-    assert [str(s) for s in resolution.packages.conda] == [f"python {resolution.python}.*",
-                                                            "tensorflow ==2.13.1 cuda*"]
+    assert [str(s) for s in resolution.packages.conda] == [f"python {resolution.python}.*", "tensorflow ==2.13.1 cuda*"]
     assert resolution.packages.pip == ()
     assert resolution.modes["conda"].packages == resolution.packages  # plan's per-mode view agrees
     assert any("TensorFlow from conda-forge (as asked" in r for r in resolution.reasons)
@@ -68,8 +67,11 @@ def test_latest_from_conda_forge_is_its_newest_and_the_newer_releases_are_reject
 
 
 def test_a_release_conda_forge_lacks_is_refused_naming_its_newest():
-    lacking = next(str(r.version) for r in tables.releases() if not r.version.is_prerelease
-                   and conda_forge_cuda(str(r.version)) is None and r.version.release[:2] >= (2, 20))
+    lacking = next(
+        str(r.version)
+        for r in tables.releases()
+        if not r.version.is_prerelease and conda_forge_cuda(str(r.version)) is None and r.version.release[:2] >= (2, 20)
+    )
     with pytest.raises(ImpossibleError) as caught:
         conda(tf=lacking, tf_source="conda-forge")
     assert caught.value.code == "no-conda-forge-build"
@@ -101,8 +103,12 @@ def test_the_engine_only_translates_the_decision():
 
 def tool(*argv: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, COLUMNS="200", TFGPU_ENVS_DIR="/nonexistent/tfgpu-test-envs")
-    return subprocess.run([sys.executable, "-m", "tfgpu", *argv, "--no-detect", "--os", "linux", "--arch", "x86_64"],
-                          capture_output=True, text=True, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "tfgpu", *argv, "--no-detect", "--os", "linux", "--arch", "x86_64"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
 
 
 def test_plan_shows_the_source_in_text_and_json():

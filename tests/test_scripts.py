@@ -54,8 +54,12 @@ def test_every_name_a_script_takes_from_tfgpu_exists_and_every_call_binds(script
         if not isinstance(node, ast.Call):
             continue
         function = _called(node, objects, modules)
-        if function is None or not callable(function) or any(isinstance(a, ast.Starred) for a in node.args) \
-                or any(k.arg is None for k in node.keywords):
+        if (
+            function is None
+            or not callable(function)
+            or any(isinstance(a, ast.Starred) for a in node.args)
+            or any(k.arg is None for k in node.keywords)
+        ):
             continue
         try:
             signature = inspect.signature(function)
@@ -64,5 +68,7 @@ def test_every_name_a_script_takes_from_tfgpu_exists_and_every_call_binds(script
         try:
             signature.bind(*node.args, **{k.arg: k.value for k in node.keywords})
         except TypeError as error:
-            pytest.fail(f"{script.name}:{node.lineno}: {ast.unparse(node.func)}(...) does not fit "
-                        f"{function.__qualname__}{signature}: {error}")
+            pytest.fail(
+                f"{script.name}:{node.lineno}: {ast.unparse(node.func)}(...) does not fit "
+                f"{function.__qualname__}{signature}: {error}"
+            )

@@ -55,9 +55,16 @@ def fake(tmp_path):
 def env_for(tmp_path, uv_cache):
     def make(fake_server) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(fake_server.env(), TFGPU_CACHE_DIR=str(tmp_path / "cache"), TFGPU_LOG_DIR=str(tmp_path / "logs"),
-                   TFGPU_ENVS_DIR=str(tmp_path / "envs"), UV_CACHE_DIR=str(uv_cache), COLUMNS="160")
+        env.update(
+            fake_server.env(),
+            TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+            TFGPU_LOG_DIR=str(tmp_path / "logs"),
+            TFGPU_ENVS_DIR=str(tmp_path / "envs"),
+            UV_CACHE_DIR=str(uv_cache),
+            COLUMNS="160",
+        )
         return env
+
     return make
 
 
@@ -75,8 +82,18 @@ def in_process(monkeypatch, env_for, fake, tmp_path):
 
 
 def create(prefix: Path, wheels: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
-    return run_tool("create", *TARGET, "--prefix", str(prefix), "--find-links", str(wheels), "--offline",
-                    "--no-verify", *extra, env=env)
+    return run_tool(
+        "create",
+        *TARGET,
+        "--prefix",
+        str(prefix),
+        "--find-links",
+        str(wheels),
+        "--offline",
+        "--no-verify",
+        *extra,
+        env=env,
+    )
 
 
 def main_json(capsys, *argv: str) -> tuple[int, dict]:
@@ -105,12 +122,16 @@ def test_user_prefix_install_works_and_a_rerun_is_a_noop(tmp_path, fake, env_for
     assert not list(cached.glob("*.part"))
 
     # activated in real bash: the prefix's CUDA first, ptxas from the toolkit, the loader finds libcudart there
-    loader = ("import ctypes, json; ctypes.CDLL('libcudart.so.11.0'); print('MAPS=' + json.dumps("
-              "[l.split()[-1] for l in open('/proc/self/maps') if 'libcud' in l]))")
-    script = (f'export LD_LIBRARY_PATH=/opt/other\n. "{prefix}/bin/activate"\necho "LD=$LD_LIBRARY_PATH"\n'
-              'echo "PTXAS=$(readlink -f "$(command -v ptxas)")"\necho "XLA=$XLA_FLAGS"\n'
-              f"TFGPU_NO_PRELOAD=1 python -c {shlex.quote(loader)}\n"
-              'deactivate\necho "AFTER=$LD_LIBRARY_PATH"\n')
+    loader = (
+        "import ctypes, json; ctypes.CDLL('libcudart.so.11.0'); print('MAPS=' + json.dumps("
+        "[l.split()[-1] for l in open('/proc/self/maps') if 'libcud' in l]))"
+    )
+    script = (
+        f'export LD_LIBRARY_PATH=/opt/other\n. "{prefix}/bin/activate"\necho "LD=$LD_LIBRARY_PATH"\n'
+        'echo "PTXAS=$(readlink -f "$(command -v ptxas)")"\necho "XLA=$XLA_FLAGS"\n'
+        f"TFGPU_NO_PRELOAD=1 python -c {shlex.quote(loader)}\n"
+        'deactivate\necho "AFTER=$LD_LIBRARY_PATH"\n'
+    )
     shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
     assert shell.returncode == 0, shell.stderr
     out = dict(line.split("=", 1) for line in shell.stdout.splitlines() if "=" in line)
@@ -123,16 +144,23 @@ def test_user_prefix_install_works_and_a_rerun_is_a_noop(tmp_path, fake, env_for
     # the user-level twin of /etc/profile.d: nvcc and CUDA_HOME for a shell or a build
     toolkit_sh = prefix / "etc" / "tfgpu" / "cuda-toolkit.sh"
     twice = f'unset LD_LIBRARY_PATH; . "{toolkit_sh}"; . "{toolkit_sh}"; '  # sourcing again adds nothing
-    shell = subprocess.run(["bash", "-c", twice + 'command -v nvcc; echo "$CUDA_HOME"; echo "$LD_LIBRARY_PATH"; '
-                            "nvcc --version"], capture_output=True, text=True)
+    shell = subprocess.run(
+        ["bash", "-c", twice + 'command -v nvcc; echo "$CUDA_HOME"; echo "$LD_LIBRARY_PATH"; nvcc --version'],
+        capture_output=True,
+        text=True,
+    )
     assert shell.returncode == 0, shell.stderr
     assert shell.stdout.splitlines()[:3] == [str(cuda / "bin" / "nvcc"), str(cuda), f"{cuda}/lib64"]
     assert f"release {CUDA}" in shell.stdout
 
     # unactivated (IDE, cron): the load hook loads the prefix's libraries when tensorflow is imported
     bare = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "XLA_FLAGS", "VIRTUAL_ENV")}
-    run = subprocess.run([str(prefix / "bin" / "python"), "-c", "import os, tensorflow\n" + MAPS +
-                          "print(os.environ['XLA_FLAGS'])"], capture_output=True, text=True, env=bare)
+    run = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import os, tensorflow\n" + MAPS + "print(os.environ['XLA_FLAGS'])"],
+        capture_output=True,
+        text=True,
+        env=bare,
+    )
     assert run.returncode == 0, run.stderr
     loaded, xla = run.stdout.splitlines()
     names = {Path(p).name for p in json.loads(loaded)}
@@ -156,8 +184,14 @@ def test_dry_run_lists_every_command_and_touches_nothing(tmp_path, in_process, c
     runfile = next(s for s in steps if s["kind"] == "runfile")
     staging = tmp_path / ".env.tfgpu-staging"
     assert runfile["argv"][0] == "sh" and runfile["argv"][1].endswith(in_process.runfile.name)
-    assert runfile["argv"][2:] == ["--silent", "--toolkit", f"--toolkitpath={staging}/cuda", "--override",
-                                   "--no-man-page", f"--tmpdir={staging}/cuda-tmp"]
+    assert runfile["argv"][2:] == [
+        "--silent",
+        "--toolkit",
+        f"--toolkitpath={staging}/cuda",
+        "--override",
+        "--no-man-page",
+        f"--tmpdir={staging}/cuda-tmp",
+    ]
     downloads = [s for s in steps if s["kind"] == "download"]
     assert [in_process.runfile_url in d["content"] for d in downloads] == [True, False]
     assert in_process.cudnn_sha256 in downloads[1]["content"]
@@ -177,8 +211,9 @@ def test_system_paths_without_root_are_refused_before_any_download(tmp_path, in_
     assert not (tmp_path / "cache" / "downloads").exists()
 
 
-def test_root_install_writes_system_files_and_a_second_env_reuses_the_toolkit(tmp_path, in_process, capsys,
-                                                                              tf213_wheels, monkeypatch):
+def test_root_install_writes_system_files_and_a_second_env_reuses_the_toolkit(
+    tmp_path, in_process, capsys, tf213_wheels, monkeypatch
+):
     monkeypatch.setattr(system_toolkit, "is_root", lambda: True)  # as when the suite runs as a normal user
     common = (*TARGET, "--find-links", str(tf213_wheels), "--offline", "--no-verify")
     code, document = main_json(capsys, "create", *common, "--name", "one")
@@ -222,12 +257,39 @@ def test_failing_runfile_leaves_nothing_behind(tmp_path, env_for, tf213_wheels):
 
 
 def test_driver_too_old_or_missing_stops_first(tmp_path, in_process, capsys):
-    code, document = main_json(capsys, "create", "--tf", "2.13", "--mode", "system", "--python", "3.11",
-                               "--driver", "400.1", "--prefix", str(tmp_path / "env"))
+    code, document = main_json(
+        capsys,
+        "create",
+        "--tf",
+        "2.13",
+        "--mode",
+        "system",
+        "--python",
+        "3.11",
+        "--driver",
+        "400.1",
+        "--prefix",
+        str(tmp_path / "env"),
+    )
     assert code == 3 and document["error"]["code"] == "driver-too-old"
     assert "450.80.02" in document["error"]["message"]
-    code, document = main_json(capsys, "create", "--tf", "2.13", "--mode", "system", "--python", "3.11",
-                               "--os", "linux", "--arch", "x86_64", "--no-detect", "--prefix", str(tmp_path / "env"))
+    code, document = main_json(
+        capsys,
+        "create",
+        "--tf",
+        "2.13",
+        "--mode",
+        "system",
+        "--python",
+        "3.11",
+        "--os",
+        "linux",
+        "--arch",
+        "x86_64",
+        "--no-detect",
+        "--prefix",
+        str(tmp_path / "env"),
+    )
     assert code == 3 and document["error"]["code"] == "driver-missing"
     assert "450.80.02" in document["error"]["message"]
     assert in_process.requests == [] and not (tmp_path / "env").exists()
@@ -266,8 +328,9 @@ def test_archives_without_a_known_checksum_are_refused(tmp_path, monkeypatch, ca
 
 def test_vendor_artifacts_for_exporters():
     clear_tables()
-    request = make_request(tf="2.18", mode="system", python=None, os="linux", arch="x86_64", driver="999.99",
-                           gpu_cc=None)
+    request = make_request(
+        tf="2.18", mode="system", python=None, os="linux", arch="x86_64", driver="999.99", gpu_cc=None
+    )
     runfile, cudnn = vendor.artifacts(resolve(request, None))
     assert runfile.kind == "runfile" and runfile.filename == "cuda_12.5.1_555.42.06_linux.run"
     assert runfile.sha256 == "b5e0a779e089c86610051141c4cf498beef431858ec63398107391727ecbdb04"
@@ -294,22 +357,24 @@ def test_cudnn_archive_table_is_well_formed():
         # NVIDIA's names: the redist archives carry the CUDA variant, the legacy tarballs the CUDA X.Y.
         redist = f"-{row['version']}_cuda{row['cuda_major']}" in row["filename"]
         legacy = row["filename"].startswith(f"cudnn-{row['cuda_major']}.") and row["filename"].endswith(
-            f"-linux-x64-v{row['version']}.tgz")
+            f"-linux-x64-v{row['version']}.tgz"
+        )
         assert row["platform"] == "linux_x86_64" and (redist or legacy), row["filename"]
     from tfgpu.resolver.packages import cudnn_archive_for
 
     clear_tables()
-    for cuda, cudnn, expected in (("10.0", "7.4", "cudnn-10.0-linux-x64-v7.6.5.32.tgz"),
-                                  ("10.1", "7.6", "cudnn-10.1-linux-x64-v7.6.5.32.tgz"),
-                                  ("11.0", "8.0", "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz"),
-                                  ("11.2", "8.1", "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz"),
-                                  ("11.8", "8.6", "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz"),
-                                  ("12.3", "8.9", "cudnn-linux-x86_64-8.9.7.29_cuda12-archive.tar.xz"),
-                                  ("12.5.1", "9.3", "cudnn-linux-x86_64-9.3.0.75_cuda12-archive.tar.xz"),
-                                  ("12.5.1", "9.10", "cudnn-linux-x86_64-9.10.2.21_cuda12-archive.tar.xz")):
+    for cuda, cudnn, expected in (
+        ("10.0", "7.4", "cudnn-10.0-linux-x64-v7.6.5.32.tgz"),
+        ("10.1", "7.6", "cudnn-10.1-linux-x64-v7.6.5.32.tgz"),
+        ("11.0", "8.0", "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz"),
+        ("11.2", "8.1", "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz"),
+        ("11.8", "8.6", "cudnn-linux-x86_64-8.9.7.29_cuda11-archive.tar.xz"),
+        ("12.3", "8.9", "cudnn-linux-x86_64-8.9.7.29_cuda12-archive.tar.xz"),
+        ("12.5.1", "9.3", "cudnn-linux-x86_64-9.3.0.75_cuda12-archive.tar.xz"),
+        ("12.5.1", "9.10", "cudnn-linux-x86_64-9.10.2.21_cuda12-archive.tar.xz"),
+    ):
         assert cudnn_archive_for(cuda, cudnn).filename == expected, (cuda, cudnn)
     assert cudnn_archive_for("12.5", "10.0") is None
-
 
 
 def test_offline_uses_files_copied_into_the_cache(tmp_path, in_process, capsys, tf213_wheels):
@@ -317,8 +382,16 @@ def test_offline_uses_files_copied_into_the_cache(tmp_path, in_process, capsys, 
     overlay = in_process.overlay_dir / "cudnn_archives.toml"
     overlay.write_text(overlay.read_text().replace(in_process.base_url, "https://nvidia.invalid/cudnn"))
     clear_tables()
-    argv = ("create", *TARGET, "--prefix", str(tmp_path / "env"), "--find-links", str(tf213_wheels), "--offline",
-            "--no-verify")
+    argv = (
+        "create",
+        *TARGET,
+        "--prefix",
+        str(tmp_path / "env"),
+        "--find-links",
+        str(tf213_wheels),
+        "--offline",
+        "--no-verify",
+    )
     code, document = main_json(capsys, *argv)
     assert code == 1 and document["error"]["code"] == "offline-download-missing"
     assert in_process.cudnn.name in document["error"]["message"] and not (tmp_path / "env").exists()

@@ -26,8 +26,7 @@ from tfgpu import cli, export
 from tfgpu.engines import nvidia as vendor
 from tfgpu.resolver import tables
 
-CUDA_RELEASES = [str(r.version) for r in tables.releases()
-                 if (w := r.wheels.get("linux_x86_64")) and w.cuda_build]
+CUDA_RELEASES = [str(r.version) for r in tables.releases() if (w := r.wheels.get("linux_x86_64")) and w.cuda_build]
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +59,9 @@ def test_system_mode_downloads_are_verifiable_for_every_cuda_release(tf):
     assert cudnn.url.startswith("https://developer.download.nvidia.com/") and runfile.url.startswith("https://")
 
 
-@pytest.mark.parametrize("tf", [v for v in CUDA_RELEASES if v.startswith(("2.18.", "2.19.", "2.20.", "2.21.", "2.22."))])
+@pytest.mark.parametrize(
+    "tf", [v for v in CUDA_RELEASES if v.startswith(("2.18.", "2.19.", "2.20.", "2.21.", "2.22."))]
+)
 def test_cudnn9_releases_get_the_archive_of_the_cudnn_they_were_compiled_against(tf):
     """TF 2.18-2.21 (compiled against cuDNN 9.3) keep the 9.3 archive, whose recorded CUDA range covers
     their CUDA 12.5 build, though a newer 9.x is recorded; 2.22.0rc0 (compiled against 9.10) gets 9.10."""
@@ -72,8 +73,23 @@ def test_cudnn9_releases_get_the_archive_of_the_cudnn_they_were_compiled_against
 
 def test_tf213_system_dry_run_lists_nvidias_files_with_the_datas_checksums(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
-    code = cli.main(["create", "--tf", "2.13", "--mode", "system", "--python", "3.11", "--driver", "999.99",
-                     "--prefix", str(tmp_path / "env"), "--dry-run", "--json"])
+    code = cli.main(
+        [
+            "create",
+            "--tf",
+            "2.13",
+            "--mode",
+            "system",
+            "--python",
+            "3.11",
+            "--driver",
+            "999.99",
+            "--prefix",
+            str(tmp_path / "env"),
+            "--dry-run",
+            "--json",
+        ]
+    )
     document = json.loads(capsys.readouterr().out)
     assert code == 0, document
     downloads = [step["content"] for step in document["steps"] if step["kind"] == "download"]
@@ -99,9 +115,24 @@ def test_tf213_system_exports_render_with_the_datas_checksums(fmt, tmp_path):
 @pytest.mark.parametrize("fmt", ["bash", "ansible", "cloud-init"])
 def test_script_command_renders_tf213_system(fmt, tmp_path):
     out = tmp_path / ("playbook" if fmt == "ansible" else "out")
-    done = run_tool("script", "--tf", "2.13", "--mode", "system", "--no-detect", "--os", "linux", "--arch", "x86_64",
-                    "--format", fmt, "-o", str(out), "--json",
-                    env={k: v for k, v in os.environ.items() if k != "TFGPU_DATA_DIR"})
+    done = run_tool(
+        "script",
+        "--tf",
+        "2.13",
+        "--mode",
+        "system",
+        "--no-detect",
+        "--os",
+        "linux",
+        "--arch",
+        "x86_64",
+        "--format",
+        fmt,
+        "-o",
+        str(out),
+        "--json",
+        env={k: v for k, v in os.environ.items() if k != "TFGPU_DATA_DIR"},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "unverified-download" not in done.stdout and json.loads(done.stdout)["written"]
 
@@ -112,17 +143,38 @@ needs_gcc = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc build
 @needs_gcc
 def test_legacy_cudnn_tarball_installs_with_system_mode(tmp_path, uv_cache):
     """cuDNN in NVIDIA's pre-8.3 layout (``cuda/lib64``) lands in the toolkit's lib64."""
-    wheels = wheelhouse.wheel(tmp_path / "wheels", "tensorflow", "2.13.1",
-                              {"tensorflow/__init__.py": b"__version__ = '2.13.1'\n"}).parent
+    wheels = wheelhouse.wheel(
+        tmp_path / "wheels", "tensorflow", "2.13.1", {"tensorflow/__init__.py": b"__version__ = '2.13.1'\n"}
+    ).parent
     with serve_fake_nvidia(tmp_path, cuda="11.8.0", cudnn="8.6.0.163", legacy_cudnn=True) as fake:
         assert fake.cudnn.name == "cudnn-11.8-linux-x64-v8.6.0.163.tgz"
-        env = {**{k: v for k, v in os.environ.items() if k != "TFGPU_DATA_DIR"}, **fake.env(),
-               "TFGPU_CACHE_DIR": str(tmp_path / "cache"), "TFGPU_LOG_DIR": str(tmp_path / "logs"),
-               "UV_CACHE_DIR": str(uv_cache)}
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "TFGPU_DATA_DIR"},
+            **fake.env(),
+            "TFGPU_CACHE_DIR": str(tmp_path / "cache"),
+            "TFGPU_LOG_DIR": str(tmp_path / "logs"),
+            "UV_CACHE_DIR": str(uv_cache),
+        }
         prefix = tmp_path / "env"
-        done = run_tool("create", "--tf", "2.13", "--mode", "system", "--python", "3.11", "--driver", "999.99",
-                        "--prefix", str(prefix), "--find-links", str(wheels), "--offline", "--no-verify", "--json",
-                        env=env)
+        done = run_tool(
+            "create",
+            "--tf",
+            "2.13",
+            "--mode",
+            "system",
+            "--python",
+            "3.11",
+            "--driver",
+            "999.99",
+            "--prefix",
+            str(prefix),
+            "--find-links",
+            str(wheels),
+            "--offline",
+            "--no-verify",
+            "--json",
+            env=env,
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     lib64 = prefix / "cuda" / "lib64"
     assert (lib64 / "libcudnn.so.8").exists() and (lib64 / "libcudnn.so.8.6.0").is_file()
@@ -139,10 +191,18 @@ def test_bash_export_installs_cuda10_with_the_legacy_cudnn_tarball(tmp_path, mon
         script = tmp_path / "install.sh"
         script.write_text(render("2.3", "system", "bash").main.content)
         env = {k: v for k, v in os.environ.items() if k not in ("TFGPU_DATA_DIR", "LD_LIBRARY_PATH", "VIRTUAL_ENV")}
-        env.update(TFGPU_PREFIX=str(tmp_path / "env"), HOME=str(tmp_path / "home"), TFGPU_SYSTEM_WIDE="0",
-                   TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"), TFGPU_DOWNLOADS=str(tmp_path / "dl"),
-                   TFGPU_ALLOW_HTTP="1", TFGPU_FIND_LINKS=str(tmp_path), TFGPU_OFFLINE="1",
-                   TFGPU_PYTHON="/nonexistent/python", PATH="/usr/bin:/bin")
+        env.update(
+            TFGPU_PREFIX=str(tmp_path / "env"),
+            HOME=str(tmp_path / "home"),
+            TFGPU_SYSTEM_WIDE="0",
+            TFGPU_CUDA_PREFIX=str(tmp_path / "cuda"),
+            TFGPU_DOWNLOADS=str(tmp_path / "dl"),
+            TFGPU_ALLOW_HTTP="1",
+            TFGPU_FIND_LINKS=str(tmp_path),
+            TFGPU_OFFLINE="1",
+            TFGPU_PYTHON="/nonexistent/python",
+            PATH="/usr/bin:/bin",
+        )
         done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert "Python 3.8 is needed" in done.stderr, done.stdout + done.stderr
     assert f"downloaded {fake.cudnn.name} (checksum verified)" in done.stdout
@@ -150,7 +210,8 @@ def test_bash_export_installs_cuda10_with_the_legacy_cudnn_tarball(tmp_path, mon
     assert (cudnn_home / "include" / "cudnn.h").is_file() and os.readlink(cudnn_home / "lib") == "lib64"
     activation = tmp_path / "cuda" / "tfgpu-cuda-10.1.sh"
     load = "import ctypes; ctypes.CDLL('libcudart.so.10.1'); ctypes.CDLL('libcudnn.so.7')"
-    loads = subprocess.run(["bash", "-c", f'. "{activation}"; "{sys.executable}" -c "{load}"'],
-                           capture_output=True, text=True)
+    loads = subprocess.run(
+        ["bash", "-c", f'. "{activation}"; "{sys.executable}" -c "{load}"'], capture_output=True, text=True
+    )
     assert loads.returncode == 0, loads.stderr
     assert (tmp_path / "cuda" / "cuda-10.1" / "version.json").is_file() and not (tmp_path / "env").exists()

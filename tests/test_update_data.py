@@ -17,9 +17,8 @@ import tomllib
 from importlib.resources import files
 from pathlib import Path
 
-import pytest
-
 import pypifixture
+import pytest
 
 SHIPPED = files("tfgpu.data").joinpath("tensorflow.toml").read_text("utf-8")
 TARGET = ["--os", "linux", "--arch", "x86_64", "--no-detect"]
@@ -37,8 +36,13 @@ def env(tmp_path) -> dict[str, str]:
     old = tmp_path / "shipped"
     old.mkdir()
     (old / "tensorflow.toml").write_text(without(SHIPPED, "2.22.0rc0"), "utf-8")
-    return dict(os.environ, TFGPU_DATA_DIR=str(old), TFGPU_USER_DATA_DIR=str(tmp_path / "data"),
-                TFGPU_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
+    return dict(
+        os.environ,
+        TFGPU_DATA_DIR=str(old),
+        TFGPU_USER_DATA_DIR=str(tmp_path / "data"),
+        TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+        COLUMNS="200",
+    )
 
 
 def tfgpu(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
@@ -75,7 +79,12 @@ def test_update_data_fetches_the_new_release_and_plan_then_resolves_it(env, inde
 
     plan = json.loads(tfgpu(env, "plan", "--tf", "2.22.0rc0", "--json", *TARGET).stdout)
     assert (plan["tensorflow"], plan["prerelease"], plan["python"], plan["cuda"], plan["cudnn"]) == (
-        "2.22.0rc0", True, "3.14", "12.5", "9.10")
+        "2.22.0rc0",
+        True,
+        "3.14",
+        "12.5",
+        "9.10",
+    )
     assert "nvidia-nvshmem-cu12>=3.2.5" in plan["packages"]["cuda_extra"]
     assert {"prerelease", "unverified-data"} <= {w["code"] for w in plan["warnings"]}
     assert any("update-data" in r for r in plan["reasons"])

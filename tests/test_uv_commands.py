@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import run_tool
 
 import tfgpu
-from conftest import run_tool
 from tfgpu.engines import uv as engine
 
 CACHE = Path("/cache")
@@ -28,17 +28,32 @@ def named_interpreter(argv) -> str:
 
 
 def test_every_command_the_engine_builds_names_its_interpreter(tmp_path):
-    for argv in (engine.venv("uv", tmp_path, "3.12", "env", offline=True, cache=CACHE),
-                 engine.compile_hashed("uv", tmp_path / "in", tmp_path / "out", "/env/bin/python", cache=CACHE),
-                 engine.install("uv", "/env/bin/python", tmp_path / "r.txt", cache=CACHE),
-                 engine.inventory("uv", "/env/bin/python", cache=CACHE),
-                 engine.compile_for_target("uv", tmp_path / "in", tmp_path / "out", python_version="3.12",
-                                           python_platform="x86_64-manylinux_2_28", index="https://x/simple",
-                                           cache=CACHE),
-                 engine.build_wheel("uv", tmp_path, tmp_path, index="https://x/simple", cache=CACHE)):
+    for argv in (
+        engine.venv("uv", tmp_path, "3.12", "env", offline=True, cache=CACHE),
+        engine.compile_hashed("uv", tmp_path / "in", tmp_path / "out", "/env/bin/python", cache=CACHE),
+        engine.install("uv", "/env/bin/python", tmp_path / "r.txt", cache=CACHE),
+        engine.inventory("uv", "/env/bin/python", cache=CACHE),
+        engine.compile_for_target(
+            "uv",
+            tmp_path / "in",
+            tmp_path / "out",
+            python_version="3.12",
+            python_platform="x86_64-manylinux_2_28",
+            index="https://x/simple",
+            cache=CACHE,
+        ),
+        engine.build_wheel("uv", tmp_path, tmp_path, index="https://x/simple", cache=CACHE),
+    ):
         named_interpreter(argv)
-    lock = engine.compile_for_target("uv", tmp_path / "in", tmp_path / "out", python_version="3.12",
-                                     python_platform="x86_64-manylinux_2_28", index="https://x/simple", cache=CACHE)
+    lock = engine.compile_for_target(
+        "uv",
+        tmp_path / "in",
+        tmp_path / "out",
+        python_version="3.12",
+        python_platform="x86_64-manylinux_2_28",
+        index="https://x/simple",
+        cache=CACHE,
+    )
     assert "--no-python-downloads" in lock and lock[lock.index("--python-version") + 1] == "3.12"
 
 
@@ -52,7 +67,8 @@ def test_no_uv_command_is_put_together_anywhere_else():
             if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) >= 2:
                 first, second = node.elts[0], node.elts[1]
                 named_uv = (isinstance(first, ast.Name) and first.id == "uv") or (
-                    isinstance(first, ast.Attribute) and first.attr == "uv")
+                    isinstance(first, ast.Attribute) and first.attr == "uv"
+                )
                 if named_uv and isinstance(second, ast.Constant) and second.value in ("pip", "venv", "build"):
                     offenders.append(f"{path.relative_to(root)}:{node.lineno}")
     assert offenders == []
@@ -61,11 +77,26 @@ def test_no_uv_command_is_put_together_anywhere_else():
 @pytest.mark.parametrize("mode", ["pip", "conda", "system"])
 def test_every_uv_step_of_every_mode_names_its_interpreter(tmp_path, mode):
     extra = ("--driver", "580.65.06") if mode == "system" else ()
-    done = run_tool("--tf", "2.21" if mode != "conda" else "2.16", "--mode", mode, "--prefix", str(tmp_path / "env"),
-                    "--dry-run", "--json", "--no-detect", "--os", "linux", "--arch", "x86_64", *extra)
+    done = run_tool(
+        "--tf",
+        "2.21" if mode != "conda" else "2.16",
+        "--mode",
+        mode,
+        "--prefix",
+        str(tmp_path / "env"),
+        "--dry-run",
+        "--json",
+        "--no-detect",
+        "--os",
+        "linux",
+        "--arch",
+        "x86_64",
+        *extra,
+    )
     assert done.returncode == 0, done.stderr
-    uv_steps = [step["argv"] for step in json.loads(done.stdout)["steps"] if step["argv"]
-                and Path(step["argv"][0]).name == "uv"]
+    uv_steps = [
+        step["argv"] for step in json.loads(done.stdout)["steps"] if step["argv"] and Path(step["argv"][0]).name == "uv"
+    ]
     assert uv_steps
     for argv in uv_steps:
         named_interpreter(argv)

@@ -25,7 +25,7 @@ import matmul_bench  # noqa: E402 - the env-side module, imported as check_env i
 
 N = 8192
 SECONDS_PER_CALL = 0.002  # so the true rate is 2 N^3 / 0.002 s
-TRUE_TFLOPS = 2 * N ** 3 / SECONDS_PER_CALL / 1e12
+TRUE_TFLOPS = 2 * N**3 / SECONDS_PER_CALL / 1e12
 
 
 class FakeStream:
@@ -101,7 +101,7 @@ def test_a_method_that_does_not_wait_would_report_far_above_the_true_rate():
     started = stream.clock()
     for _ in range(20):
         tf.matmul(None, None)
-    unsynced = 2 * N ** 3 * 20 / (stream.clock() - started) / 1e12
+    unsynced = 2 * N**3 * 20 / (stream.clock() - started) / 1e12
     assert unsynced > 100 * TRUE_TFLOPS
 
 
@@ -109,8 +109,9 @@ def test_a_figure_above_the_gpus_peak_is_not_given(monkeypatch):
     stream = FakeStream(slow_first_calls=0)
     monkeypatch.setattr(matmul_bench, "device_limits", lambda ordinal=0: (1, 1.0))  # 1 SM at 1 MHz: a tiny peak
     peaks = [{"cc": "9.0", "fp32": 256, "tf32": 2048, "fp16": 4096, "bf16": 4096}]
-    monkeypatch.setattr(matmul_bench, "rate", lambda *a, **k: {"median": 5.0, "min": 4.9, "max": 5.1,
-                                                                "spread_pct": 4.0})
+    monkeypatch.setattr(
+        matmul_bench, "rate", lambda *a, **k: {"median": 5.0, "min": 4.9, "max": 5.1, "spread_pct": 4.0}
+    )
     result = matmul_bench.matmul_figures(FakeTF(stream), "/GPU:0", peaks, "9.0", n=N, cpu_n=N)
     for name in ("fp32", "fp16", "bf16"):
         assert "median" not in result["dtypes"][name]
@@ -160,9 +161,13 @@ def test_real_tensorflow_on_the_cpu_agrees_with_a_long_reference_loop(real_tf_en
     import os
     import subprocess
 
-    done = subprocess.run([str(real_tf_env / "bin" / "python"), "-c", REFERENCE,
-                           str(Path(matmul_bench.__file__).parent)], capture_output=True, text=True, timeout=900,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    done = subprocess.run(
+        [str(real_tf_env / "bin" / "python"), "-c", REFERENCE, str(Path(matmul_bench.__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     ours, reference = result["ours"]["median"], result["reference"]

@@ -48,8 +48,13 @@ def test_every_worker_gets_its_tf_config_and_nvlink_multicast_off(monkeypatch):
         def __init__(self, argv, env, **_):
             started.append(env)
             config = json.loads(env["TF_CONFIG"])
-            self.report = {"worker": config["task"]["index"], "ok": True, "loss_before": 2.0, "loss_after": 1.5,
-                           "collective": "RING"}
+            self.report = {
+                "worker": config["task"]["index"],
+                "ok": True,
+                "loss_before": 2.0,
+                "loss_after": 1.5,
+                "collective": "RING",
+            }
 
         def communicate(self, timeout=None):
             return module.MARK + json.dumps(self.report) + "\n", ""
@@ -88,8 +93,15 @@ def fake_env(tmp_path: Path) -> Path:
 
 
 def test_workers_without_tensorflow_fail_with_the_reason(tmp_path):
-    done = run_tool("verify", "--prefix", str(fake_env(tmp_path)), "--workers", "2", "--json",
-                    env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    done = run_tool(
+        "verify",
+        "--prefix",
+        str(fake_env(tmp_path)),
+        "--workers",
+        "2",
+        "--json",
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
     document = json.loads(done.stdout)
     assert done.returncode == 1 and document["error"]["code"] == "multiworker-failed", done.stdout
     assert "No module named 'numpy'" in document["error"]["message"] or "tensorflow" in document["error"]["message"]
@@ -111,14 +123,27 @@ def test_a_directory_without_python_is_not_an_env_for_either_check(tmp_path, wor
 @pytest.mark.network
 @pytest.mark.slow
 def test_two_real_tensorflow_workers_train_one_step_on_the_cpu(real_tf_env):
-    done = run_tool("verify", "--prefix", str(real_tf_env), "--workers", "2", "--json",
-                    env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    done = run_tool(
+        "verify",
+        "--prefix",
+        str(real_tf_env),
+        "--workers",
+        "2",
+        "--json",
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert report["ok"] and report["workers"] == 2 and report["devices"] == "cpu" and report["collective"] == ["RING"]
     losses = [entry["loss_after"] for entry in report["results"]]
     assert [entry["worker"] for entry in report["results"]] == [0, 1] and losses[0] == pytest.approx(losses[1])
     assert all(entry["loss_after"] < entry["loss_before"] for entry in report["results"]) and report["seconds"] > 0
-    human = run_tool("verify", "--prefix", str(real_tf_env), "--workers", "2",
-                     env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "COLUMNS": "200"})
+    human = run_tool(
+        "verify",
+        "--prefix",
+        str(real_tf_env),
+        "--workers",
+        "2",
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "COLUMNS": "200"},
+    )
     assert human.returncode == 0 and "worker 0: loss" in human.stdout and "worker 1: loss" in human.stdout

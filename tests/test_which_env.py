@@ -19,7 +19,6 @@ import secrets
 from pathlib import Path
 
 import pytest
-
 from conftest import run_tool
 
 REPORT = {"ok": True, "python": "3.11.7", "tensorflow": "2.13.1", "gpus": [], "build_info": {}}
@@ -49,9 +48,18 @@ def fake_env(prefix: Path, *, kind: str = "conda", built: bool = True) -> Path:
     python.write_text(f"#!/bin/sh\nprintf '%s\\n' '{json.dumps(REPORT)}'\n")
     python.chmod(0o755)
     if built:
-        marker.write(prefix, env_id=secrets.token_hex(16), made_for=os.path.realpath(prefix),
-                     fields={"name": prefix.name, "mode": "conda" if kind == "conda" else "pip",
-                             "tensorflow": "2.13.1", "python": "3.11", "engine": "rattler"})
+        marker.write(
+            prefix,
+            env_id=secrets.token_hex(16),
+            made_for=os.path.realpath(prefix),
+            fields={
+                "name": prefix.name,
+                "mode": "conda" if kind == "conda" else "pip",
+                "tensorflow": "2.13.1",
+                "python": "3.11",
+                "engine": "rattler",
+            },
+        )
     return prefix
 
 
@@ -69,14 +77,23 @@ def conda_root(tmp_path) -> Path:
 
 @pytest.fixture
 def env(tmp_path, conda_root) -> dict[str, str]:
-    found = {key: value for key, value in os.environ.items()
-             if key not in ("CONDA_ENVS_PATH", "CONDA_ENVS_DIRS", "MAMBA_ROOT_PREFIX", "MAMBA_EXE")}
-    return found | {"TFGPU_ENVS_DIR": str(tmp_path / "envs"), "TFGPU_LOG_DIR": str(tmp_path / "logs"),
-                    "JUPYTER_DATA_DIR": str(tmp_path / "jupyter"), "HOME": str(tmp_path),
-                    "CONDA_EXE": str(conda_root / "bin" / "conda"), "COLUMNS": "160"}
+    found = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("CONDA_ENVS_PATH", "CONDA_ENVS_DIRS", "MAMBA_ROOT_PREFIX", "MAMBA_EXE")
+    }
+    return found | {
+        "TFGPU_ENVS_DIR": str(tmp_path / "envs"),
+        "TFGPU_LOG_DIR": str(tmp_path / "logs"),
+        "JUPYTER_DATA_DIR": str(tmp_path / "jupyter"),
+        "HOME": str(tmp_path),
+        "CONDA_EXE": str(conda_root / "bin" / "conda"),
+        "COLUMNS": "160",
+    }
 
 
 # --- (a) a tool-built conda-mode env in the conda installation's envs dir -------------------------
+
 
 def test_verify_name_finds_a_conda_mode_env(conda_root, env):
     prefix = fake_env(conda_root / "envs" / "tf213")
@@ -84,8 +101,13 @@ def test_verify_name_finds_a_conda_mode_env(conda_root, env):
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["prefix"] == str(prefix) and report["ok"] is True
-    assert report["which_env"] == {"prefix": str(prefix), "chosen_by": "--name", "kind": "conda",
-                                   "built_by_tool": True, "interpreter": None}
+    assert report["which_env"] == {
+        "prefix": str(prefix),
+        "chosen_by": "--name",
+        "kind": "conda",
+        "built_by_tool": True,
+        "interpreter": None,
+    }
     text = cli("verify", "--name", "tf213", env=env)
     assert text.returncode == 0 and f"Using {prefix} (--name tf213)." in text.stderr
 
@@ -139,6 +161,7 @@ def test_a_name_in_no_place_says_where_it_looked(conda_root, env):
 
 # --- (b) no location: the active env, VIRTUAL_ENV then CONDA_PREFIX, said ---------------------------
 
+
 @pytest.mark.parametrize("active", [("VIRTUAL_ENV",), ("CONDA_PREFIX",), ("VIRTUAL_ENV", "CONDA_PREFIX")])
 def test_verify_doctor_and_repair_default_to_the_active_env(tmp_path, env, active):
     venv = fake_env(tmp_path / "venv", kind="venv", built=False)
@@ -182,6 +205,7 @@ def test_remove_never_takes_the_active_env(tmp_path, env):
 
 # --- (c) a hostile VIRTUAL_ENV: a clean error with the documented code ------------------------------
 
+
 def _hostile(kind: str, tmp_path: Path) -> str:
     if kind == "file":
         (tmp_path / "a-file").write_text("not an env\n")
@@ -206,14 +230,22 @@ def _hostile(kind: str, tmp_path: Path) -> str:
     raise AssertionError(kind)
 
 
-HOSTILE = [("file", 3, "no-such-env"), ("fifo", 3, "no-such-env"), ("link-loop", 3, "no-such-env"),
-           ("nonexistent", 3, "no-such-env"), ("relative", 2, "bad-prefix"), ("huge", 2, "bad-path"),
-           ("long-name", 2, "bad-path"), ("quote", 2, "bad-prefix")]
+HOSTILE = [
+    ("file", 3, "no-such-env"),
+    ("fifo", 3, "no-such-env"),
+    ("link-loop", 3, "no-such-env"),
+    ("nonexistent", 3, "no-such-env"),
+    ("relative", 2, "bad-prefix"),
+    ("huge", 2, "bad-path"),
+    ("long-name", 2, "bad-path"),
+    ("quote", 2, "bad-prefix"),
+]
 
 
 @pytest.mark.parametrize("kind,status,code", HOSTILE, ids=[case[0] for case in HOSTILE])
-@pytest.mark.parametrize("command", [("verify",), ("doctor",), ("repair", "--dry-run", "--no-detect")],
-                         ids=["verify", "doctor", "repair"])
+@pytest.mark.parametrize(
+    "command", [("verify",), ("doctor",), ("repair", "--dry-run", "--no-detect")], ids=["verify", "doctor", "repair"]
+)
 def test_a_hostile_virtual_env_is_a_clean_error(tmp_path, env, kind, status, code, command):
     env = env | {"VIRTUAL_ENV": _hostile(kind, tmp_path), "CONDA_PREFIX": str(tmp_path)}
     done = cli(*command, "--json", env=env)
@@ -226,6 +258,7 @@ def test_a_hostile_virtual_env_is_a_clean_error(tmp_path, env, kind, status, cod
 
 
 # --- (d) --python is a version; an interpreter is --interpreter -------------------------------------
+
 
 @pytest.mark.parametrize("command", ["doctor", "repair"])
 @pytest.mark.parametrize("form", [("--python", "/usr/bin/python3"), ("--python=3.11",)])
@@ -245,6 +278,7 @@ def test_interpreter_names_the_env_of_that_python(tmp_path, env):
 
 
 # --- the function itself -------------------------------------------------------------------------------
+
 
 def test_which_env_is_one_frozen_answer(tmp_path, monkeypatch):
     import dataclasses

@@ -19,8 +19,14 @@ from pathlib import Path
 CUDA_WHEELS = [
     ("nvidia-nvjitlink-cu12", "12.9.86", {"nvidia/nvjitlink/lib/libnvJitLink.so.12": "libnvJitLink.so.12"}),
     ("nvidia-cuda-runtime-cu12", "12.9.79", {"nvidia/cuda_runtime/lib/libcudart.so.12": "libcudart.so.12"}),
-    ("nvidia-cublas-cu12", "12.9.3.13", {"nvidia/cublas/lib/libcublasLt.so.12": "libcublasLt.so.12",
-                                         "nvidia/cublas/lib/libcublas.so.12": "libcublas.so.12"}),
+    (
+        "nvidia-cublas-cu12",
+        "12.9.3.13",
+        {
+            "nvidia/cublas/lib/libcublasLt.so.12": "libcublasLt.so.12",
+            "nvidia/cublas/lib/libcublas.so.12": "libcublas.so.12",
+        },
+    ),
     ("nvidia-cusolver-cu12", "11.7.5.82", {"nvidia/cusolver/lib/libcusolver.so.11": "libcusolver.so.11"}),
     ("nvidia-cudnn-cu12", "9.28.0.42", {"nvidia/cudnn/lib/libcudnn.so.9": "libcudnn.so.9"}),
 ]
@@ -35,8 +41,12 @@ def shared_library(path: Path, soname: str) -> Path:
     """A real, loadable ELF shared object with ``soname``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     symbol = "tfgpu_test_" + "".join(c if c.isalnum() else "_" for c in soname)
-    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(path), "-x", "c", "-"],
-                   input=f"int {symbol}(void) {{ return 1; }}\n", text=True, check=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(path), "-x", "c", "-"],
+        input=f"int {symbol}(void) {{ return 1; }}\n",
+        text=True,
+        check=True,
+    )
     return path
 
 
@@ -45,17 +55,26 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def wheel(directory: Path, dist: str, version: str, files: dict[str, bytes], requires: list[str] = (),
-          extras: list[str] = (), executables: tuple[str, ...] = ()) -> Path:
+def wheel(
+    directory: Path,
+    dist: str,
+    version: str,
+    files: dict[str, bytes],
+    requires: list[str] = (),
+    extras: list[str] = (),
+    executables: tuple[str, ...] = (),
+) -> Path:
     """Write ``<dist>-<version>-py3-none-any.whl`` holding ``files``; returns its path."""
     stem = dist.replace("-", "_")
     info = f"{stem}-{version}.dist-info"
-    metadata = [f"Metadata-Version: 2.1", f"Name: {dist}", f"Version: {version}"]
+    metadata = ["Metadata-Version: 2.1", f"Name: {dist}", f"Version: {version}"]
     metadata += [f"Provides-Extra: {extra}" for extra in extras]
     metadata += [f"Requires-Dist: {req}" for req in requires]
     contents = dict(files)
     contents[f"{info}/METADATA"] = ("\n".join(metadata) + "\n").encode()
-    contents[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tfgpu-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    contents[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: tfgpu-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     record = [_record_line(name, data) for name, data in contents.items()] + [f"{info}/RECORD,,"]
     contents[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
     directory.mkdir(parents=True, exist_ok=True)
@@ -107,9 +126,14 @@ def tensorflow_wheelhouse(directory: Path, version: str = "2.21.0", no_gpu: bool
             files[name] = shared_library(libs / name, soname).read_bytes()
         wheel(directory, dist, ver, files)
     ptxas = "nvidia/cuda_nvcc/bin/ptxas"
-    wheel(directory, *NVCC, {
-        ptxas: b"#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler (tfgpu test stand-in)'\n",
-        "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc": b"BC\xc0\xde",
-    }, executables=(ptxas,))
+    wheel(
+        directory,
+        *NVCC,
+        {
+            ptxas: b"#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler (tfgpu test stand-in)'\n",
+            "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc": b"BC\xc0\xde",
+        },
+        executables=(ptxas,),
+    )
     shutil.rmtree(libs)
     return directory

@@ -8,29 +8,55 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 # Variables that would make a child install somewhere else or import the wrong code.
-_DROP = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV", "CONDA_PREFIX",
-         "CONDA_DEFAULT_ENV", "CONDA_SHLVL", "__PYVENV_LAUNCHER__", "UV_PROJECT_ENVIRONMENT", "UV_SYSTEM_PYTHON")
+_DROP = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "PYTHONUSERBASE",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "CONDA_SHLVL",
+    "__PYVENV_LAUNCHER__",
+    "UV_PROJECT_ENVIRONMENT",
+    "UV_SYSTEM_PYTHON",
+)
 # Variables that name where uv or pip fetch packages from, and how each one separates its URLs (None:
 # one URL). Each one present passes the URL door (tfgpu.urls) before a child is started, so a
 # corporate HTTPS mirror keeps working and plain HTTP to a host not named is insecure-url before
 # anything runs; a run that must use one index only (a lock's) blanks them for its command.
-INDEX_VARIABLES = {"UV_INDEX": " ", "UV_INDEX_URL": None, "UV_EXTRA_INDEX_URL": " ", "UV_DEFAULT_INDEX": None,
-                   "UV_FIND_LINKS": ",", "PIP_INDEX_URL": None, "PIP_EXTRA_INDEX_URL": " ", "PIP_FIND_LINKS": " "}
+INDEX_VARIABLES = {
+    "UV_INDEX": " ",
+    "UV_INDEX_URL": None,
+    "UV_EXTRA_INDEX_URL": " ",
+    "UV_DEFAULT_INDEX": None,
+    "UV_FIND_LINKS": ",",
+    "PIP_INDEX_URL": None,
+    "PIP_EXTRA_INDEX_URL": " ",
+    "PIP_FIND_LINKS": " ",
+}
 # Other pip settings that are kept: a certificate, patience. PIP_TRUSTED_HOST (plain HTTP, or no
 # certificate check, for hosts the URL door never heard of) and PIP_PROXY (used for plain HTTP too)
 # are dropped with every other PIP_ variable.
-_KEEP_PIP = (*(name for name in INDEX_VARIABLES if name.startswith("PIP_")), "PIP_CERT", "PIP_CLIENT_CERT",
-             "PIP_DEFAULT_TIMEOUT", "PIP_RETRIES")
+_KEEP_PIP = (
+    *(name for name in INDEX_VARIABLES if name.startswith("PIP_")),
+    "PIP_CERT",
+    "PIP_CLIENT_CERT",
+    "PIP_DEFAULT_TIMEOUT",
+    "PIP_RETRIES",
+)
 # Plain HTTP never goes through a proxy: over plain HTTP the proxy could answer for the named host.
 # HTTPS_PROXY and NO_PROXY stay (a tunnel to a TLS-verified host); ALL_PROXY serves HTTPS only.
 _PLAIN_PROXIES = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
 
 def clean_environment(base: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` without the variables that leak another environment into a child, its index
     variables checked by the URL door (``UsageError`` insecure-url or bad-url), and no proxy for
     plain HTTP."""
     env = {
-        key: value for key, value in base.items()
+        key: value
+        for key, value in base.items()
         if key not in _DROP and not (key.startswith("PIP_") and key not in _KEEP_PIP)
     }
     for name, separator in INDEX_VARIABLES.items():
@@ -47,7 +73,7 @@ def checked_index(name: str, value: str, separator: str | None) -> str:
     from tfgpu import urls
 
     kept = []
-    for item in (value.split(separator) if separator else [value]):
+    for item in value.split(separator) if separator else [value]:
         if not item:
             continue
         label, url = ("", item)

@@ -86,9 +86,13 @@ class Stream:
         """The console for the stream as it is now (rich reads the environment and size live)."""
         stream = sys.stderr if self.stderr else sys.stdout
         if self._made[0] is not stream:
-            self._made = (stream, Console(file=stream, highlight=False),
-                          Console(file=stream, highlight=False, width=PLAIN_WIDTH, color_system=None,
-                                  soft_wrap=True, emoji=False))
+            self._made = (
+                stream,
+                Console(file=stream, highlight=False),
+                Console(
+                    file=stream, highlight=False, width=PLAIN_WIDTH, color_system=None, soft_wrap=True, emoji=False
+                ),
+            )
         _, terminal, plain = self._made
         return terminal if terminal.is_terminal else plain
 
@@ -144,10 +148,10 @@ def fit(found: Table, width: int) -> None:
     if not found.columns:
         return
     texts = [[_cell(column.header), *(_cell(cell) for cell in column.cells)] for column in found.columns]
-    natural = [max(max((len(line) for line in text.splitlines()), default=0) for text in column) or 1
-               for column in texts]
-    shortest = [max(max((len(word) for word in text.split()), default=0) for text in column) or 1
-                for column in texts]
+    natural = [
+        max(max((len(line) for line in text.splitlines()), default=0) for text in column) or 1 for column in texts
+    ]
+    shortest = [max(max((len(word) for word in text.split()), default=0) for text in column) or 1 for column in texts]
     left, right = found.padding[3], found.padding[1]
     room = width - (left + right) * len(texts) + (0 if found.pad_edge else left + right)
     if found.box:  # a separator between columns (a space in the light boxes), and the edges
@@ -159,7 +163,7 @@ def fit(found: Table, width: int) -> None:
         if not pool:
             break
         widths[max(pool, key=lambda i: widths[i])] -= 1
-    for column, size in zip(found.columns, widths):
+    for column, size in zip(found.columns, widths, strict=True):
         column.width = column.min_width = column.max_width = size
 
 
@@ -181,7 +185,7 @@ def plain_text(item: Panel | Table) -> Text:
         return Text("\n".join(lines))
     columns = [[_cell(cell).replace("\n", " ") for cell in column.cells] for column in item.columns]
     headers = [_cell(column.header) for column in item.columns]
-    rows = [list(row) for row in zip(*columns)]
+    rows = [list(row) for row in zip(*columns, strict=False)]
     if item.show_header and any(headers):
         rows.insert(0, headers)
     widths = [max((len(row[i]) for row in rows), default=0) for i in range(len(headers))]

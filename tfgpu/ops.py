@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfgpu.installers.base import Backend, Context, Options, Outcome, Source, Step, StepKind, apply
 from tfgpu.envs import jupyter, txn
 from tfgpu.envs.location import Location, locate, prefix_for, refuse_link, safe_label
 from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.installers.base import Backend, Context, Options, Outcome, Source, Step, StepKind, apply
 from tfgpu.progress import Reporter
 
 
@@ -42,9 +42,19 @@ def backend_for(resolution, options: Options, source: Source) -> Backend:
     return make_backend(resolution, options)
 
 
-def create(resolution, *, name: str | None, prefix: str | None, options: Options, source: Source = Source(),
-           reporter: Reporter | None = None, runner=None, dry_run: bool = False, backend: Backend | None = None,
-           verify=None) -> CreateResult:
+def create(
+    resolution,
+    *,
+    name: str | None,
+    prefix: str | None,
+    options: Options,
+    source: Source = Source(),  # noqa: B008 - frozen: one shared default is safe
+    reporter: Reporter | None = None,
+    runner=None,
+    dry_run: bool = False,
+    backend: Backend | None = None,
+    verify=None,
+) -> CreateResult:
     """Build (or, with ``dry_run``, only plan) the env ``resolution`` describes.
 
     ``runner`` (a ``tfgpu.proc.Runner``) and ``backend`` default to the real ones; ``verify`` is
@@ -55,8 +65,9 @@ def create(resolution, *, name: str | None, prefix: str | None, options: Options
         done = backend.unchanged(name, prefix)
         if done is not None:  # e.g. system mode run again over the same files: nothing to do
             location = Location(prefix=done.prefix, staging=done.prefix, name=done.prefix.name, existing=True)
-            return CreateResult(location=location, steps=[Step(StepKind.NOOP, done.notes[0])], outcome=done,
-                                notes=list(done.notes))
+            return CreateResult(
+                location=location, steps=[Step(StepKind.NOOP, done.notes[0])], outcome=done, notes=list(done.notes)
+            )
     if name and not prefix:
         prefix = backend.prefix_for_name(name)
     if options.jupyter:
@@ -79,33 +90,53 @@ def create(resolution, *, name: str | None, prefix: str | None, options: Options
     try:
         lock = txn.TargetLock(final).__enter__()
     except OSError as error:
-        raise ImpossibleError("target-not-writable", f"Cannot create {final}: {error.strerror}.",
-                              ["Choose a --prefix in a directory you can write, or use --name."]) from None
+        raise ImpossibleError(
+            "target-not-writable",
+            f"Cannot create {final}: {error.strerror}.",
+            ["Choose a --prefix in a directory you can write, or use --name."],
+        ) from None
     try:
         for line in txn.recover(final):
             reporter.note(line)
             runner.log(line)
         location = locate(name, prefix, options.force, in_place=backend.in_place)
         facts = backend.survey(resolution, location, options)
-        result = CreateResult(location=location, steps=backend.plan(resolution, location, options, source, facts),
-                              log_path=runner.log_path)
+        result = CreateResult(
+            location=location,
+            steps=backend.plan(resolution, location, options, source, facts),
+            log_path=runner.log_path,
+        )
         try:
             txn.prepare(location)
         except OSError as error:
             txn.rollback(location)
-            raise ImpossibleError("target-not-writable", f"Cannot create {location.staging}: {error.strerror}.",
-                                  ["Choose a --prefix in a directory you can write, or use --name."]) from None
-        context = Context(resolution=resolution, location=location, options=options, source=source, runner=runner,
-                          reporter=reporter, facts=facts,
-                          outcome=Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python"))
+            raise ImpossibleError(
+                "target-not-writable",
+                f"Cannot create {location.staging}: {error.strerror}.",
+                ["Choose a --prefix in a directory you can write, or use --name."],
+            ) from None
+        context = Context(
+            resolution=resolution,
+            location=location,
+            options=options,
+            source=source,
+            runner=runner,
+            reporter=reporter,
+            facts=facts,
+            outcome=Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python"),
+        )
         try:
             result.outcome = apply(backend, result.steps, context)
         except OSError as error:  # disk full, permissions changed under us: a clear error, nothing left
             _undo(location, options)
-            raise OperationError("install-failed", f"Building {location.prefix} failed: {error}; nothing was left "
-                                 "behind.", [*([f"The log is {runner.log_path}."] if runner.log_path else []),
-                                             "Check free disk space (`df -h`) and permissions, then run the "
-                                             "same command again."]) from None
+            raise OperationError(
+                "install-failed",
+                f"Building {location.prefix} failed: {error}; nothing was left behind.",
+                [
+                    *([f"The log is {runner.log_path}."] if runner.log_path else []),
+                    "Check free disk space (`df -h`) and permissions, then run the same command again.",
+                ],
+            ) from None
         except BaseException as error:
             _undo(location, options)
             runner.record_failure(error)

@@ -31,8 +31,11 @@ def user_path(text: str, what: str) -> str:
         problem = f"it is {len(raw)} bytes long; no file system takes a path over {PATH_MAX}"
     else:
         long = next((part for part in raw.split(b"/") if len(part) > NAME_MAX), None)
-        problem = None if long is None else (f"one of its names is {len(long)} bytes long; no file system takes a "
-                                             f"name over {NAME_MAX}")
+        problem = (
+            None
+            if long is None
+            else (f"one of its names is {len(long)} bytes long; no file system takes a name over {NAME_MAX}")
+        )
     if problem:
         shown = text if len(text) <= 60 else f"{text[:60]} ({len(text):,} characters; the first 60 shown)"
         raise UsageError("bad-path", f"{what} {shown!r}: {problem}.", [f"Give {what} a shorter path."])
@@ -115,11 +118,17 @@ def output_dir(directory: Path, output: str) -> Path:
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise ImpossibleError("bad-output", f"-o {output}: cannot create {directory} ({error.strerror}).",
-                              ["Write somewhere you may write (a directory of yours, or the current one)."]) from None
+        raise ImpossibleError(
+            "bad-output",
+            f"-o {output}: cannot create {directory} ({error.strerror}).",
+            ["Write somewhere you may write (a directory of yours, or the current one)."],
+        ) from None
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise ImpossibleError("bad-output", f"-o {output}: {directory} is not writable.",
-                              ["Write somewhere you may write (a directory of yours, or the current one)."])
+        raise ImpossibleError(
+            "bad-output",
+            f"-o {output}: {directory} is not writable.",
+            ["Write somewhere you may write (a directory of yours, or the current one)."],
+        )
     return directory
 
 

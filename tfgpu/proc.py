@@ -52,6 +52,7 @@ class Interrupted(KeyboardInterrupt):
 
 def install_signal_handlers() -> None:
     """SIGTERM/SIGHUP raise :class:`Interrupted` in the main thread (SIGINT already raises)."""
+
     def handler(signum, _frame):
         raise Interrupted(signum)
 
@@ -204,10 +205,18 @@ class Runner:
         else:
             self.log(f"failed: {type(error).__name__}: {error}")
 
-    def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-            on_line: Callable[[str], None] | None = None, input: str | None = None,
-            timeout: float | None = None, cwd: str | Path | None = None, clean: bool = True,
-            quiet: bool = False) -> Completed:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        on_line: Callable[[str], None] | None = None,
+        input: str | None = None,
+        timeout: float | None = None,
+        cwd: str | Path | None = None,
+        clean: bool = True,
+        quiet: bool = False,
+    ) -> Completed:
         """Run ``argv``; stdout and stderr merged, streamed line by line to ``on_line``.
 
         ``clean``: drop the variables that leak another environment (see ``tfgpu.childenv``); ``env`` is
@@ -227,10 +236,17 @@ class Runner:
         try:
             with _forking():
                 child = subprocess.Popen(
-                    argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    argv,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
                     stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                    env={**base, **self.extra_env, **(env or {})}, cwd=cwd,
-                    text=True, encoding="utf-8", errors="replace", bufsize=1, preexec_fn=_die_with_parent,
+                    env={**base, **self.extra_env, **(env or {})},
+                    cwd=cwd,
+                    text=True,
+                    encoding="utf-8",
+                    errors="replace",
+                    bufsize=1,
+                    preexec_fn=_die_with_parent,
                 )
         except OSError as error:
             if not quiet:
@@ -273,8 +289,15 @@ class Runner:
             self.log(output + f"[exit {returncode} after {seconds:.1f} s]")
         return Completed(argv, returncode, output, seconds)
 
-    def capture(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 30,
-                input: str | None = None, clean: bool = True) -> Completed:
+    def capture(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 30,
+        input: str | None = None,
+        clean: bool = True,
+    ) -> Completed:
         """Run a short probe with stdout and stderr kept apart (``output`` is stdout); not logged.
         For reading facts (``nvidia-smi``, an interpreter's version, a child that prints JSON)."""
         import subprocess
@@ -285,10 +308,17 @@ class Runner:
         started = time.monotonic()
         try:
             with _forking():
-                child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                         encoding="utf-8", errors="replace", env={**base, **self.extra_env, **(env or {})},
-                                         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                         preexec_fn=_die_with_parent)
+                child = subprocess.Popen(
+                    argv,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    encoding="utf-8",
+                    errors="replace",
+                    env={**base, **self.extra_env, **(env or {})},
+                    stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                    preexec_fn=_die_with_parent,
+                )
         except (OSError, ValueError) as error:
             return Completed(argv, 127, "", 0.0, f"could not start {argv[0]}: {error}", started=False)
         with child:
@@ -303,16 +333,21 @@ class Runner:
                 raise
         return Completed(argv, child.returncode, out, time.monotonic() - started, err)
 
-    def start(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, clean: bool = True,
-              **popen) -> subprocess.Popen:
+    def start(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, clean: bool = True, **popen
+    ) -> subprocess.Popen:
         """A child that runs beside the tool (parallel workers); the caller waits for it."""
         import subprocess
 
         _prepare_prctl()
         base = clean_environment(os.environ) if clean else without_plain_proxy(os.environ)
         with _forking():
-            return subprocess.Popen([str(a) for a in argv], env={**base, **self.extra_env, **(env or {})},
-                                    preexec_fn=_die_with_parent, **popen)
+            return subprocess.Popen(
+                [str(a) for a in argv],
+                env={**base, **self.extra_env, **(env or {})},
+                preexec_fn=_die_with_parent,
+                **popen,
+            )
 
 
 def _text(value) -> str:

@@ -38,9 +38,17 @@ from tfgpu.errors import UsageError
 FILE = "tfgpu.toml"
 ENVIRONMENT = "TFGPU_PROJECT_FILE"
 KEYS = {  # key in the file -> (the argparse destination of its flag, the TOML type it must have)
-    "tf": ("tf", str), "mode": ("mode", str), "python": ("python", str), "os": ("os", str), "arch": ("arch", str),
-    "driver": ("driver", str), "gpu-cc": ("gpu_cc", str), "pre": ("pre", bool), "platforms": ("platform", list),
-    "channels": ("channel", list), "insecure-hosts": ("insecure_hosts", list),
+    "tf": ("tf", str),
+    "mode": ("mode", str),
+    "python": ("python", str),
+    "os": ("os", str),
+    "arch": ("arch", str),
+    "driver": ("driver", str),
+    "gpu-cc": ("gpu_cc", str),
+    "pre": ("pre", bool),
+    "platforms": ("platform", list),
+    "channels": ("channel", list),
+    "insecure-hosts": ("insecure_hosts", list),
 }
 
 
@@ -98,9 +106,12 @@ def find(start: Path | None = None) -> Path | None:
             return None
         shared = pyproject.is_file() and _declares_tool_table(pyproject)
         if own.is_file() and shared:
-            raise UsageError("bad-project-file", f"{directory} has both {FILE} and a [tool.tfgpu] table in "
-                             "pyproject.toml: tfgpu-install does not guess which one is meant.",
-                             [f"Keep one of the two (delete {own}, or the [tool.tfgpu] table)."])
+            raise UsageError(
+                "bad-project-file",
+                f"{directory} has both {FILE} and a [tool.tfgpu] table in "
+                "pyproject.toml: tfgpu-install does not guess which one is meant.",
+                [f"Keep one of the two (delete {own}, or the [tool.tfgpu] table)."],
+            )
         if own.is_file():
             return own
         if shared:
@@ -164,8 +175,11 @@ def load(path: Path | None = None, *, explicit: bool = False) -> Project | None:
         prefix = "tool.tfgpu."
         if table is None:
             if explicit:
-                raise UsageError("bad-project-file", f"{path} has no [tool.tfgpu] table.",
-                                 ["Add one, or give a tfgpu.toml with --project."])
+                raise UsageError(
+                    "bad-project-file",
+                    f"{path} has no [tool.tfgpu] table.",
+                    ["Add one, or give a tfgpu.toml with --project."],
+                )
             return None
     else:
         table, prefix = document, ""
@@ -175,8 +189,11 @@ def load(path: Path | None = None, *, explicit: bool = False) -> Project | None:
 
 
 def _bad(path: Path, key: str, problem: str, ways: list[str] | None = None) -> UsageError:
-    return UsageError("bad-project-file", f"{path}: {key} {problem}.",
-                      ways or [f"Keys: {', '.join(KEYS)} (see `tfgpu-install --help` for what each flag takes)."])
+    return UsageError(
+        "bad-project-file",
+        f"{path}: {key} {problem}.",
+        ways or [f"Keys: {', '.join(KEYS)} (see `tfgpu-install --help` for what each flag takes)."],
+    )
 
 
 def _checked(path: Path, prefix: str, table: dict) -> dict:
@@ -184,22 +201,33 @@ def _checked(path: Path, prefix: str, table: dict) -> dict:
     from tfgpu.resolver import request
     from tfgpu.urls import host_name, parse
 
-    parsers = {"tf": request.parse_tf_spec, "python": request.parse_python, "driver": request.parse_driver,
-               "gpu-cc": request.parse_compute_capability, "arch": request.parse_arch,
-               "mode": lambda v: request.parse_choice("--mode", v, request.MODES),
-               "os": lambda v: request.parse_choice("--os", v, request.OSES),
-               "platforms": lambda v: [parse_platform(item).name for item in v],
-               "insecure-hosts": lambda v: [host_name(item, "insecure-hosts") for item in v],
-               "channels": lambda v: [parse(item, f"{path}: channels", allow_file=True, transport=False).text
-                                      if "://" in item else item for item in v]}
+    parsers = {
+        "tf": request.parse_tf_spec,
+        "python": request.parse_python,
+        "driver": request.parse_driver,
+        "gpu-cc": request.parse_compute_capability,
+        "arch": request.parse_arch,
+        "mode": lambda v: request.parse_choice("--mode", v, request.MODES),
+        "os": lambda v: request.parse_choice("--os", v, request.OSES),
+        "platforms": lambda v: [parse_platform(item).name for item in v],
+        "insecure-hosts": lambda v: [host_name(item, "insecure-hosts") for item in v],
+        "channels": lambda v: [
+            parse(item, f"{path}: channels", allow_file=True, transport=False).text if "://" in item else item
+            for item in v
+        ],
+    }
     values = {}
     for key, value in table.items():
         if key not in KEYS:
             raise _bad(path, prefix + key, "is not a setting tfgpu-install knows")
         dest, kind = KEYS[key]
         if isinstance(value, float) and kind is str:
-            raise _bad(path, prefix + key, f"= {value!r} is a TOML number; write it as a string", [
-                f'{key} = "{value}" (as a number, 3.10 reads as 3.1)'])
+            raise _bad(
+                path,
+                prefix + key,
+                f"= {value!r} is a TOML number; write it as a string",
+                [f'{key} = "{value}" (as a number, 3.10 reads as 3.1)'],
+            )
         if not isinstance(value, kind) or (kind is list and not all(isinstance(v, str) for v in value)):
             expected = {str: "a string", bool: "true or false", list: "a list of strings"}[kind]
             raise _bad(path, prefix + key, f"= {value!r} is not {expected}")

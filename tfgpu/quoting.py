@@ -69,8 +69,9 @@ def yaml_document(value) -> str:
 
     Dumper.add_representer(str, text)
     Dumper.add_multi_representer(str, text)  # str subclasses too (tfgpu.requirements.Requirement)
-    return yaml.dump(value, Dumper=Dumper, sort_keys=False, default_flow_style=False, width=1 << 20,
-                     allow_unicode=False)
+    return yaml.dump(
+        value, Dumper=Dumper, sort_keys=False, default_flow_style=False, width=1 << 20, allow_unicode=False
+    )
 
 
 def single_line(value, what: str) -> str:
@@ -78,9 +79,12 @@ def single_line(value, what: str) -> str:
     lines: a newline inside a quoted word would start a new instruction); else ``bad-data``."""
     text = str(value)
     if _CONTROL.search(text):
-        raise UsageError("bad-data", f"{what} {text!r} contains a line break or control character, which cannot go "
-                         "into a generated file safely; nothing was written.",
-                         ["Fix the data file it comes from (a TFGPU_DATA_DIR overlay?)."])
+        raise UsageError(
+            "bad-data",
+            f"{what} {text!r} contains a line break or control character, which cannot go "
+            "into a generated file safely; nothing was written.",
+            ["Fix the data file it comes from (a TFGPU_DATA_DIR overlay?)."],
+        )
     return text
 
 
@@ -98,8 +102,11 @@ def token(value, pattern: str, what: str) -> str:
     """``value`` when it matches ``pattern`` whole (an image tag, a version, an env name); else ``bad-data``."""
     text = str(value)
     if not re.fullmatch(pattern, text):
-        raise UsageError("bad-data", f"{what} {text!r} is not of the expected form ({pattern}); nothing was written.",
-                         ["Fix the data file it comes from (a TFGPU_DATA_DIR overlay?)."])
+        raise UsageError(
+            "bad-data",
+            f"{what} {text!r} is not of the expected form ({pattern}); nothing was written.",
+            ["Fix the data file it comes from (a TFGPU_DATA_DIR overlay?)."],
+        )
     return text
 
 
@@ -112,6 +119,7 @@ def tcl_string(value) -> str:
     """A Tcl double-quoted word (Environment Modules' and Lmod's Tcl modulefiles): ``\\ " $ [ ] { }``
     escaped so nothing is substituted, control characters as ``\\uXXXX`` (exactly four digits, so
     a following hex digit is never read into the escape)."""
+
     def escape(match: re.Match) -> str:
         char = match.group(0)
         return "\\" + char if char in '\\"$[]{}' else f"\\u{ord(char):04x}"
@@ -122,6 +130,7 @@ def tcl_string(value) -> str:
 def lua_string(value) -> str:
     """A Lua double-quoted string (Lmod's modulefiles): ``\\`` and ``"`` escaped, control characters
     as ``\\ddd`` (always three digits); never a long bracket, which ``]]`` in the value would end."""
+
     def escape(match: re.Match) -> str:
         char = match.group(0)
         return "\\" + char if char in '\\"' else f"\\{ord(char):03d}"

@@ -35,14 +35,25 @@ def host(detected) -> None:
     """What detection found: every driver source (answered or not), GPUs, toolkits."""
     if detected is None:
         return
-    lines = [escape(f"{detected.os} {detected.arch}, {detected.os_release or 'unknown OS release'}, "
-             f"glibc {detected.glibc or '-'}, Python {detected.python}")]
+    lines = [
+        escape(
+            f"{detected.os} {detected.arch}, {detected.os_release or 'unknown OS release'}, "
+            f"glibc {detected.glibc or '-'}, Python {detected.python}"
+        )
+    ]
     if detected.driver is not None:
-        lines.append(escape(f"driver {detected.driver.version or '?'} (CUDA {detected.driver.cuda or '?'})"
-                            + ("" if detected.driver.agree else f" — sources disagree: {detected.driver.disagreement}")))
+        lines.append(
+            escape(
+                f"driver {detected.driver.version or '?'} (CUDA {detected.driver.cuda or '?'})"
+                + ("" if detected.driver.agree else f" — sources disagree: {detected.driver.disagreement}")
+            )
+        )
         for reading in detected.driver.readings:
-            answer = (f"{reading.driver_version or '-'} / CUDA {reading.cuda or '-'}" if reading.ok
-                      else f"no answer ({reading.error})")
+            answer = (
+                f"{reading.driver_version or '-'} / CUDA {reading.cuda or '-'}"
+                if reading.ok
+                else f"no answer ({reading.error})"
+            )
             lines.append(escape(f"  {reading.source}: {answer}"))
     for gpu in detected.gpus:
         memory = f", {gpu.memory_mib} MiB" if gpu.memory_mib else ""
@@ -68,20 +79,30 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
     if r.accelerator == "cuda":
         summary.add_row("CUDA", f"{r.cuda}  (built with {r.cuda_build})")
         summary.add_row("cuDNN", f"{r.cudnn} or a newer {r.cudnn.split('.')[0]}.x")
-        summary.add_row("Min. driver", f"{r.min_driver} ({r.os}); the toolkit shipped with {r.toolkit_driver}"
-                        if r.min_driver else "unknown")
+        summary.add_row(
+            "Min. driver",
+            f"{r.min_driver} ({r.os}); the toolkit shipped with {r.toolkit_driver}" if r.min_driver else "unknown",
+        )
         summary.add_row("Driver", r.driver or "none detected / not given")
     else:
         summary.add_row("GPU", "Apple GPU through tensorflow-metal")
-    summary.add_row("Mode", r.mode if r.mode != "conda" else
-                    f"conda (TensorFlow from {'conda-forge' if r.tensorflow_source == 'conda-forge' else 'PyPI'})")
+    summary.add_row(
+        "Mode",
+        r.mode
+        if r.mode != "conda"
+        else f"conda (TensorFlow from {'conda-forge' if r.tensorflow_source == 'conda-forge' else 'PyPI'})",
+    )
     summary.add_row("Target", f"{r.os} {r.arch}")
     _out.print(Panel(summary, title="[bold]tfgpu-install plan[/]", title_align="left", expand=False))
 
-    packages = table("from", "requirement", title="Packages", title_justify="left", show_header=True,
-                     header_style="bold")
-    for origin, items in (("conda-forge", r.packages.conda), ("PyPI", r.packages.pip),
-                          ("download", r.packages.downloads)):
+    packages = table(
+        "from", "requirement", title="Packages", title_justify="left", show_header=True, header_style="bold"
+    )
+    for origin, items in (
+        ("conda-forge", r.packages.conda),
+        ("PyPI", r.packages.pip),
+        ("download", r.packages.downloads),
+    ):
         for item in items:
             packages.add_row(origin, escape(item))
     _out.print(packages)
@@ -105,9 +126,19 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
 
 def matrix(rows: list[dict]) -> None:
     """Every release: Python, CUDA, cuDNN, drivers, GPU architectures, platforms."""
-    found = table("TF", "Python", "CUDA", "cuDNN", "driver Linux", "driver Win", "min CC", "GPU on", "pip CUDA",
-                  title="TensorFlow GPU matrix (Python, CUDA, cuDNN, min CC: Linux x86_64; GPU on macos: "
-                        "tensorflow-metal)", header_style="bold")
+    found = table(
+        "TF",
+        "Python",
+        "CUDA",
+        "cuDNN",
+        "driver Linux",
+        "driver Win",
+        "min CC",
+        "GPU on",
+        "pip CUDA",
+        title="TensorFlow GPU matrix (Python, CUDA, cuDNN, min CC: Linux x86_64; GPU on macos: tensorflow-metal)",
+        header_style="bold",
+    )
     for row in rows:
         pythons = row["python"]
         found.add_row(
@@ -118,10 +149,8 @@ def matrix(rows: list[dict]) -> None:
             row["min_driver_linux"] or "-",
             row["min_driver_windows"] if "windows_x86_64" in row["gpu_platforms"] else "WSL2",
             row["min_compute_capability"] or "?",
-            ", ".join(p.replace("_x86_64", "").replace(" (tensorflow-metal)", "") for p in row["gpu_platforms"])
-            or "-",
-            "and-cuda" if any("[and-cuda]" in p for p in row["pip_cuda"])
-            else ("pinned" if row["pip_cuda"] else "-"),
+            ", ".join(p.replace("_x86_64", "").replace(" (tensorflow-metal)", "") for p in row["gpu_platforms"]) or "-",
+            "and-cuda" if any("[and-cuda]" in p for p in row["pip_cuda"]) else ("pinned" if row["pip_cuda"] else "-"),
         )
     _out.print(found)
 
@@ -185,8 +214,10 @@ def repair_undone(done: dict) -> None:
 def dry_run(resolution, detected, result) -> None:
     """The plan, then every step with its exact command; nothing was touched."""
     plan(resolution, detected)
-    _out.print(f"[bold]Steps[/] (dry run: nothing was changed; the env would go to {escape(str(result.location.prefix))})",
-               whole=True)
+    _out.print(
+        f"[bold]Steps[/] (dry run: nothing was changed; the env would go to {escape(str(result.location.prefix))})",
+        whole=True,
+    )
     for index, step in enumerate(result.steps, 1):
         title, *details = step.describe().splitlines()
         _out.print(f"[bold]{index:2}.[/] {escape(title)}", whole=True)
@@ -195,34 +226,52 @@ def dry_run(resolution, detected, result) -> None:
 
 
 def created(result, resolution) -> None:
-    _out.print(f"[green]✓[/] TensorFlow {escape(resolution.tensorflow)} (Python {resolution.python}) "
-               f"in {escape(str(result.location.prefix))}")
+    _out.print(
+        f"[green]✓[/] TensorFlow {escape(resolution.tensorflow)} (Python {resolution.python}) "
+        f"in {escape(str(result.location.prefix))}"
+    )
     for line in result.notes + (result.outcome.notes if result.outcome else []):
         _out.print(f"  • {escape(line)}")
     if result.verify:
         verify(result.verify)
     elif result.verify is None:
-        _out.print("  • not verified (--no-verify): `tfgpu-install verify --prefix "
-                   f"{escape(str(result.location.prefix))}` checks the GPU")
+        _out.print(
+            "  • not verified (--no-verify): `tfgpu-install verify --prefix "
+            f"{escape(str(result.location.prefix))}` checks the GPU"
+        )
     how = (result.outcome.activate if result.outcome else "") or f"source {result.location.prefix}/bin/activate"
-    _out.print(f"  activate: {escape(how)}  [dim](or run {escape(str(result.location.prefix))}/bin/python directly)[/]",
-               whole=True)
+    _out.print(
+        f"  activate: {escape(how)}  [dim](or run {escape(str(result.location.prefix))}/bin/python directly)[/]",
+        whole=True,
+    )
     _out.print(f"  [dim]log: {escape(str(result.log_path))}[/]", whole=True)
 
 
 def multiworker(report: dict) -> None:
     """``verify --workers N``: each worker's loss after the step, the collective, the wall time."""
     ok = report.get("ok")
-    where = {"gpu": "one GPU each", "shared-gpu": "sharing GPU 0 under a memory limit each",
-             "cpu": "on the CPU (no GPU visible)"}.get(report.get("devices"), str(report.get("devices")))
-    head = "[green]multi-worker step passed[/]" if ok else f"[red]multi-worker step failed[/]: {escape(str(report.get('reason')))}"
-    _out.print(f"{head}: {report.get('workers')} workers {escape(where)}, collective "
-               f"{escape(', '.join(report.get('collective') or ['?']))}, {report.get('seconds')} s")
+    where = {
+        "gpu": "one GPU each",
+        "shared-gpu": "sharing GPU 0 under a memory limit each",
+        "cpu": "on the CPU (no GPU visible)",
+    }.get(report.get("devices"), str(report.get("devices")))
+    head = (
+        "[green]multi-worker step passed[/]"
+        if ok
+        else f"[red]multi-worker step failed[/]: {escape(str(report.get('reason')))}"
+    )
+    _out.print(
+        f"{head}: {report.get('workers')} workers {escape(where)}, collective "
+        f"{escape(', '.join(report.get('collective') or ['?']))}, {report.get('seconds')} s"
+    )
     for entry in report.get("results", []):
         mark = "[green]✓[/]" if entry.get("ok") else "[red]✗[/]"
         loss = entry.get("loss_after")
-        detail = (f"loss {entry.get('loss_before'):.6f} → {loss:.6f} after the step, step {entry.get('step_seconds')} s"
-                  if loss is not None else escape(str(entry.get("error") or "no report")))
+        detail = (
+            f"loss {entry.get('loss_before'):.6f} → {loss:.6f} after the step, step {entry.get('step_seconds')} s"
+            if loss is not None
+            else escape(str(entry.get("error") or "no report"))
+        )
         _out.print(f"  {mark} worker {entry.get('worker')}: {detail}")
 
 
@@ -232,36 +281,49 @@ def verify(report: dict) -> None:
     head = "[green]GPU check passed[/]" if ok else f"[red]GPU check failed[/]: {escape(str(report.get('reason')))}"
     _out.print(head)
     info = report.get("build_info", {})
-    _out.print(f"  TensorFlow {escape(str(report.get('tensorflow', '?')))} (built with CUDA "
-               f"{escape(str(info.get('cuda_version', '?')))}, cuDNN {escape(str(info.get('cudnn_version', '?')))}), "
-               f"Python {escape(str(report.get('python')))}, import {report.get('import_seconds', '?')} s")
+    _out.print(
+        f"  TensorFlow {escape(str(report.get('tensorflow', '?')))} (built with CUDA "
+        f"{escape(str(info.get('cuda_version', '?')))}, cuDNN {escape(str(info.get('cudnn_version', '?')))}), "
+        f"Python {escape(str(report.get('python')))}, import {report.get('import_seconds', '?')} s"
+    )
     for gpu in report.get("gpus", []):
         mark = "[green]✓[/]" if gpu.get("ok") else "[red]✗[/]"
-        _out.print(f"  {mark} {escape(str(gpu.get('device')))} {escape(str(gpu.get('name')))} "
-                   f"(CC {escape(str(gpu.get('compute_capability')))}): 2048² matmul matches the CPU "
-                   f"(max rel. error {gpu.get('max_relative_error', float('nan')):.1e}), "
-                   f"{gpu.get('tflops', '?')} TFLOP/s, first call {gpu.get('first_call_seconds', '?')} s")
+        _out.print(
+            f"  {mark} {escape(str(gpu.get('device')))} {escape(str(gpu.get('name')))} "
+            f"(CC {escape(str(gpu.get('compute_capability')))}): 2048² matmul matches the CPU "
+            f"(max rel. error {gpu.get('max_relative_error', float('nan')):.1e}), "
+            f"{gpu.get('tflops', '?')} TFLOP/s, first call {gpu.get('first_call_seconds', '?')} s"
+        )
         for part in ("xla", "conv", "mixed_precision"):
             check = gpu.get(part) or {}
             mark = "[green]✓[/]" if check.get("ok") else "[red]✗[/]"
-            detail = check.get("note") or check.get("error") or ", ".join(
-                f"{k} {v}" for k, v in check.items() if k not in ("ok", "skipped"))
+            detail = (
+                check.get("note")
+                or check.get("error")
+                or ", ".join(f"{k} {v}" for k, v in check.items() if k not in ("ok", "skipped"))
+            )
             _out.print(f"      {mark} {part.replace('_', ' ')}: {escape(str(detail))}")
     memory = report.get("memory")
     if memory:
-        _out.print(f"  memory: {escape(memory.get('note', ''))}"
-                   + (f"; peak {memory['peak_mib']} MiB" if "peak_mib" in memory else ""))
+        _out.print(
+            f"  memory: {escape(memory.get('note', ''))}"
+            + (f"; peak {memory['peak_mib']} MiB" if "peak_mib" in memory else "")
+        )
     limit = report.get("memory_limit")
     if limit:
         mark = "[green]✓[/]" if limit.get("ok") else "[red]✗[/]"
-        _out.print(f"  {mark} memory limit {limit.get('limit_mib')} MiB set before the first op: enforced "
-                   f"{limit.get('enforced')}, a late change refused {limit.get('late_change_refused')}"
-                   + (f" ({escape(str(limit['error']))})" if limit.get("error") else ""))
+        _out.print(
+            f"  {mark} memory limit {limit.get('limit_mib')} MiB set before the first op: enforced "
+            f"{limit.get('enforced')}, a late change refused {limit.get('late_change_refused')}"
+            + (f" ({escape(str(limit['error']))})" if limit.get("error") else "")
+        )
     mirrored = report.get("mirrored")
     if mirrored:
         mark = "[green]✓[/]" if mirrored.get("ok") else "[red]✗[/]"
-        _out.print(f"  {mark} MirroredStrategy: {mirrored.get('replicas', '?')} replicas, global batch "
-                   f"{mirrored.get('global_batch', '?')}, loss {mirrored.get('loss', mirrored.get('error'))}")
+        _out.print(
+            f"  {mark} MirroredStrategy: {mirrored.get('replicas', '?')} replicas, global batch "
+            f"{mirrored.get('global_batch', '?')}, loss {mirrored.get('loss', mirrored.get('error'))}"
+        )
     bench = report.get("bench")
     if bench:
         bench_lines(bench)
@@ -274,14 +336,19 @@ def verify(report: dict) -> None:
 def env_list(envs: list[dict], searched) -> None:
     """``list``: one row per env, its health, and where it is (the path whole)."""
     if not envs:
-        _out.print("No environment built by tfgpu-install in " + ", ".join(escape(shown(d)) for d in searched) + ".",
-                   whole=True)
+        _out.print(
+            "No environment built by tfgpu-install in " + ", ".join(escape(shown(d)) for d in searched) + ".",
+            whole=True,
+        )
         return
     rows = table("name", "TF", "CUDA", "mode", "Python", "health", "path", header_style="bold")
     for env in envs:
         health = "[green]ok[/]" if env["healthy"] else f"[red]broken[/]: {escape(shown('; '.join(env['problems'])))}"
-        rows.add_row(*(escape(shown(env[key] or "-")) for key in ("name", "tensorflow", "cuda", "mode", "python")),
-                     health, escape(shown(env["prefix"])))
+        rows.add_row(
+            *(escape(shown(env[key] or "-")) for key in ("name", "tensorflow", "cuda", "mode", "python")),
+            health,
+            escape(shown(env["prefix"])),
+        )
     _out.print(rows)
 
 
@@ -289,8 +356,11 @@ def lock_check(found) -> None:
     """``lock --check``: current, or every change, one line each."""
     what = f"{found.mode} lock of TF {found.tensorflow} for {', '.join(found.platforms)}"
     if found.current:
-        _out.print(f"[green]current[/]: {escape(str(found.path))} ({escape(what)}; {found.packages} packages "
-                   "resolve the same today)", whole=True)
+        _out.print(
+            f"[green]current[/]: {escape(str(found.path))} ({escape(what)}; {found.packages} packages "
+            "resolve the same today)",
+            whole=True,
+        )
         return
     _out.print(f"[red]not current[/]: {escape(str(found.path))} ({escape(what)})", whole=True)
     for change in found.changes:
@@ -301,14 +371,18 @@ def lock_check(found) -> None:
 def bench_lines(bench: dict) -> None:
     """``verify --bench``: every figure with its median, min-max and the GPU's peak, and how it was measured."""
     for row in bench["cnn"]:
-        _out.print(f"  bench CNN batch {row['batch']}: CPU {row['cpu_seconds']} s, GPU {row['device_seconds']} s "
-                   f"({row['speedup']}x), GPU mixed_float16 {row.get('device_mixed_seconds', '-')} s")
+        _out.print(
+            f"  bench CNN batch {row['batch']}: CPU {row['cpu_seconds']} s, GPU {row['device_seconds']} s "
+            f"({row['speedup']}x), GPU mixed_float16 {row.get('device_mixed_seconds', '-')} s"
+        )
     mm = bench["matmul"]
     for dtype, figure in mm["dtypes"].items():
         if "median" in figure:
             peak = f", peak {figure['ceiling']:g}" if figure.get("ceiling") else ""
-            _out.print(f"  bench matmul {mm['n']}² {dtype}: {figure['median']:g} TFLOP/s (min {figure['min']:g}, "
-                       f"max {figure['max']:g}, {figure['rounds']} x {figure['per_round']} calls{peak})")
+            _out.print(
+                f"  bench matmul {mm['n']}² {dtype}: {figure['median']:g} TFLOP/s (min {figure['min']:g}, "
+                f"max {figure['max']:g}, {figure['rounds']} x {figure['per_round']} calls{peak})"
+            )
         else:
             _out.print(f"  bench matmul {mm['n']}² {dtype}: {escape(figure.get('error', '-'))}")
     _out.print(f"  bench matmul {mm['cpu_n']}² fp32 on the CPU: {mm['cpu_fp32']['median']:g} TFLOP/s")
@@ -354,8 +428,13 @@ class ConsoleReporter(Reporter):
         self._stop()
 
 
-_STYLE = {"fail": "[red]✗ fail[/]", "warn": "[yellow]! warn[/]", "ok": "[green]✓ ok[/]  ", "skip": "[dim]- skip[/]",
-          "info": "[dim]i info[/]"}
+_STYLE = {
+    "fail": "[red]✗ fail[/]",
+    "warn": "[yellow]! warn[/]",
+    "ok": "[green]✓ ok[/]  ",
+    "skip": "[dim]- skip[/]",
+    "info": "[dim]i info[/]",
+}
 
 
 def doctor(report) -> None:
@@ -364,8 +443,9 @@ def doctor(report) -> None:
     if env:
         tf = f"TF {env['tensorflow']}" if env.get("tensorflow") else "no TensorFlow"
         python = f"Python {env['python_version']}" if env.get("python_version") else "Python unknown"
-        _out.print(f"[bold]doctor[/] {escape(shown(env['root']))} ({escape(shown(tf))}, {escape(shown(python))})",
-                   whole=True)
+        _out.print(
+            f"[bold]doctor[/] {escape(shown(env['root']))} ({escape(shown(tf))}, {escape(shown(python))})", whole=True
+        )
     for status in ("fail", "warn", "ok", "skip"):
         for finding in (f for f in report.findings if f.status == status):
             _out.print(f"{_STYLE[status]} [bold]{escape(finding.id)}[/]: {escape(finding.title)}")
@@ -384,8 +464,10 @@ def log_matches(matches) -> None:
         _out.print("[green]No known failure signature in this log.[/]")
         return
     for match in matches:
-        _out.print(f"{_STYLE.get(match.severity, match.severity)} [bold]{escape(match.id)}[/]: {escape(match.title)} "
-                   f"[dim](line {match.line_number}, {match.count}x)[/]")
+        _out.print(
+            f"{_STYLE.get(match.severity, match.severity)} [bold]{escape(match.id)}[/]: {escape(match.title)} "
+            f"[dim](line {match.line_number}, {match.count}x)[/]"
+        )
         _out.print(f"      [dim]{escape(shown(match.line.strip()[:200]))}[/]")
         _out.print(f"      cause: {escape(match.cause)}")
         _out.print(f"      [cyan]fix:[/] {escape(match.fix)}")

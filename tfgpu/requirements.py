@@ -92,10 +92,14 @@ def _remint_spec(text: str) -> MatchSpec:
 
 
 def _refuse(what: str, text: object, why: str) -> UsageError:
-    return UsageError("bad-requirement", f"{what}: {str(text)[:120]!r} is not a package requirement the tool "
-                      f"will hand to an installer ({why}).",
-                      ["Fix the data or lock it came from (a requirement is `name`, `name==1.2` or "
-                       "`name[extra]>=1,<2`, on one line, never an option)."])
+    return UsageError(
+        "bad-requirement",
+        f"{what}: {str(text)[:120]!r} is not a package requirement the tool will hand to an installer ({why}).",
+        [
+            "Fix the data or lock it came from (a requirement is `name`, `name==1.2` or "
+            "`name[extra]>=1,<2`, on one line, never an option)."
+        ],
+    )
 
 
 def name_problem(text: object) -> str | None:
@@ -197,8 +201,10 @@ def lines(requirements) -> str:
     requirements = list(requirements)
     for item in requirements:
         if not isinstance(item, Requirement):
-            raise TypeError(f"{item!r} did not come through tfgpu.requirements (a requirements file takes only "
-                            "requirements it made)")
+            raise TypeError(
+                f"{item!r} did not come through tfgpu.requirements (a requirements file takes only "
+                "requirements it made)"
+            )
     return "".join(f"{item}\n" for item in requirements)
 
 

@@ -76,12 +76,21 @@ class Created(Result):
 
     def to_dict(self) -> dict:
         if self.dry_run:
-            return self.resolution.to_dict() | self.lock | {
-                "dry_run": True, "prefix": self.prefix, "steps": [step.to_dict() for step in self.outcome.steps]}
+            return (
+                self.resolution.to_dict()
+                | self.lock
+                | {"dry_run": True, "prefix": self.prefix, "steps": [step.to_dict() for step in self.outcome.steps]}
+            )
         done = self.outcome
-        return {"prefix": self.prefix, "tensorflow": self.resolution.tensorflow, "python": self.resolution.python,
-                "installed": done.outcome.installed, "log": str(done.log_path) if done.log_path else None,
-                "notes": done.notes, "verify": done.verify} | self.lock
+        return {
+            "prefix": self.prefix,
+            "tensorflow": self.resolution.tensorflow,
+            "python": self.resolution.python,
+            "installed": done.outcome.installed,
+            "log": str(done.log_path) if done.log_path else None,
+            "notes": done.notes,
+            "verify": done.verify,
+        } | self.lock
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,8 @@ class Removed(Result):
 
     def to_dict(self) -> dict:
         return {"removed": self.removed, "recovered": self.recovered} | (
-            {"which_env": self.which_env} if self.which_env else {})
+            {"which_env": self.which_env} if self.which_env else {}
+        )
 
 
 @dataclass(frozen=True)
@@ -125,8 +135,9 @@ class Exported(Result):
         document = self.export.to_dict()
         if self.output:
             return document | {"output": self.output, "written": [str(path) for path in self.written]}
-        document["files"] = [entry | {"content": item.content}
-                             for entry, item in zip(document["files"], self.export.files, strict=True)]
+        document["files"] = [
+            entry | {"content": item.content} for entry, item in zip(document["files"], self.export.files, strict=True)
+        ]
         return document
 
 
@@ -147,8 +158,12 @@ class LogMatches(Result):
         return 0 if self.ok else 1
 
     def to_dict(self) -> dict:
-        return {"log": self.log, "matches": [match.to_dict() for match in self.matches], "ok": self.ok,
-                "truncated": self.truncated}
+        return {
+            "log": self.log,
+            "matches": [match.to_dict() for match in self.matches],
+            "ok": self.ok,
+            "truncated": self.truncated,
+        }
 
 
 @dataclass(frozen=True)

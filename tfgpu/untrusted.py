@@ -71,34 +71,73 @@ MARKER = Kind("the env's marker", 64 * KiB, None, links=False)
 STAGING_RECORD = Kind("the staging record", 64 * KiB, None, links=False)
 CACHE = Kind("a cache entry", 64 * MiB, None, depth=64, links=False)
 JOURNAL = Kind("the repair journal", 256 * MiB, None, depth=16, links=False)
-PIP_LOCK = Kind("the pip lock", 32 * MiB, lambda m: UsageError(
-    "lock-unreadable", m, _advice("Give the file `tfgpu-install lock` wrote.")))
+PIP_LOCK = Kind(
+    "the pip lock",
+    32 * MiB,
+    lambda m: UsageError("lock-unreadable", m, _advice("Give the file `tfgpu-install lock` wrote.")),
+)
 LOCK_RECORD = Kind("a lock's record line", 1 * MiB, None)
 """The JSON header line of a pip lock: one that does not parse means the file is not one of ours."""
-PIP_LOCK_SHAPE = Kind("the pip lock", 32 * MiB, lambda m: UsageError(
-    "lock-malformed", m, _advice("Regenerate the lock with `tfgpu-install lock`.")))
-CONDA_LOCK = Kind("the conda lock", 64 * MiB, lambda m: ImpossibleError(
-    "lock-corrupt", m, _advice("Regenerate it with `tfgpu-install lock --mode conda`; nothing was installed.")))
+PIP_LOCK_SHAPE = Kind(
+    "the pip lock",
+    32 * MiB,
+    lambda m: UsageError("lock-malformed", m, _advice("Regenerate the lock with `tfgpu-install lock`.")),
+)
+CONDA_LOCK = Kind(
+    "the conda lock",
+    64 * MiB,
+    lambda m: ImpossibleError(
+        "lock-corrupt", m, _advice("Regenerate it with `tfgpu-install lock --mode conda`; nothing was installed.")
+    ),
+)
 BUNDLE = Kind("bundle.json", 16 * MiB, None)
 """A bundle's manifest: the caller says ``bundle-incomplete`` (an interrupted ``bundle`` leaves none)."""
-PROJECT = Kind("the project file", 1 * MiB, lambda m: UsageError(
-    "bad-project-file", m, _advice("Fix the file, or pass --no-project to ignore it.")))
-OVERLAY = Kind("the release data fetched by update-data", 16 * MiB, lambda m: OperationError(
-    "data-overlay-corrupt", m, _advice("Delete it, then run `tfgpu-install update-data` again.")))
-DATA_TABLE = Kind("a data table", 16 * MiB, lambda m: UsageError(
-    "bad-data", m, _advice("Fix that file (or remove it from the TFGPU_DATA_DIR overlay to use the shipped table).")),
-    depth=64)
-UPSTREAM = Kind("an answer from the index", 64 * MiB, lambda m: OperationError(
-    "update-failed", m, _advice("Try again later; the data the tool ships is still used.")), depth=64)
-LOG = Kind("the log", 32 * MiB, lambda m: UsageError(
-    "bad-log-file", m, _advice("Give a file with TensorFlow's output, or - to read it from stdin "
-                               "(`python train.py 2>&1 | tfgpu-install doctor --log -`).")), streams=True)
+PROJECT = Kind(
+    "the project file",
+    1 * MiB,
+    lambda m: UsageError("bad-project-file", m, _advice("Fix the file, or pass --no-project to ignore it.")),
+)
+OVERLAY = Kind(
+    "the release data fetched by update-data",
+    16 * MiB,
+    lambda m: OperationError(
+        "data-overlay-corrupt", m, _advice("Delete it, then run `tfgpu-install update-data` again.")
+    ),
+)
+DATA_TABLE = Kind(
+    "a data table",
+    16 * MiB,
+    lambda m: UsageError(
+        "bad-data", m, _advice("Fix that file (or remove it from the TFGPU_DATA_DIR overlay to use the shipped table).")
+    ),
+    depth=64,
+)
+UPSTREAM = Kind(
+    "an answer from the index",
+    64 * MiB,
+    lambda m: OperationError("update-failed", m, _advice("Try again later; the data the tool ships is still used.")),
+    depth=64,
+)
+LOG = Kind(
+    "the log",
+    32 * MiB,
+    lambda m: UsageError(
+        "bad-log-file",
+        m,
+        _advice(
+            "Give a file with TensorFlow's output, or - to read it from stdin "
+            "(`python train.py 2>&1 | tfgpu-install doctor --log -`)."
+        ),
+    ),
+    streams=True,
+)
 """Read as a head (:func:`read_head`): a longer log is cut at the cap, as a pipe on stdin is."""
 ENV_FILE = Kind("a file of the env", 64 * MiB, None, depth=64)
 """Files an env holds that the tool reads for facts (``build_info.py``, ``conda-meta`` records,
 ``METADATA``, activation scripts): a bad one is a fact to report, not a crash."""
-PACKAGE_DATA = Kind("the tool's own data", 64 * MiB, lambda m: UsageError(
-    "bad-data", m, _advice("Reinstall tfgpu-install.")), depth=64)
+PACKAGE_DATA = Kind(
+    "the tool's own data", 64 * MiB, lambda m: UsageError("bad-data", m, _advice("Reinstall tfgpu-install.")), depth=64
+)
 LIBRARY = Kind("a shared library", 4 * 1024 * MiB, None)
 """An ELF file of an env read whole for its dynamic section (CUDA libraries run to hundreds of MB)."""
 ARTIFACT = Kind("a downloaded or bundled file", 1 << 50, None)
@@ -106,8 +145,13 @@ ARTIFACT = Kind("a downloaded or bundled file", 1 << 50, None)
 CHILD_OUTPUT = Kind("the answer of a child process", 64 * MiB, None, depth=64)
 """JSON the tool's own child processes print (probes run in the target env): a bad answer means the
 probe did not run as expected, which each caller reports in its own words."""
-CHANNEL_INDEX = Kind("a local channel's index", 4 * 1024 * MiB, lambda m: UsageError(
-    "bad-channel", m, _advice("Give a channel directory whose <subdir>/repodata.json files are regular files.")))
+CHANNEL_INDEX = Kind(
+    "a local channel's index",
+    4 * 1024 * MiB,
+    lambda m: UsageError(
+        "bad-channel", m, _advice("Give a channel directory whose <subdir>/repodata.json files are regular files.")
+    ),
+)
 """A ``repodata.json`` of a ``--channel DIR`` or ``file://`` channel, read by the conda engine's child
 process: checked here (:func:`check_file`) before the child is handed the channel, so a FIFO or a
 device there cannot block it."""
@@ -363,9 +407,17 @@ def expect(value: Any, shape: type | tuple[type, ...], kind: Kind, source: str, 
     elif isinstance(value, shape):
         return value
     else:
-        found = {dict: "a table", list: "a list", str: "a string", int: "a number", float: "a number",
-                 type(None): "nothing"}.get(type(value), type(value).__name__)
+        found = {
+            dict: "a table",
+            list: "a list",
+            str: "a string",
+            int: "a number",
+            float: "a number",
+            type(None): "nothing",
+        }.get(type(value), type(value).__name__)
     names = shape if isinstance(shape, tuple) else (shape,)
-    wanted = " or ".join({dict: "a table", list: "a list", str: "a string", int: "a whole number",
-                          float: "a number"}.get(t, t.__name__) for t in names)
+    wanted = " or ".join(
+        {dict: "a table", list: "a list", str: "a string", int: "a whole number", float: "a number"}.get(t, t.__name__)
+        for t in names
+    )
     raise _fail(kind, source, f"{where} is {found}, not {wanted}")

@@ -71,12 +71,12 @@ def validate(record) -> str:
 
 def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
     """Fetch new release rows into the overlay; returns a report (``--json`` prints it)."""
+    from tfgpu.data.updates import UPDATES_FILE
     from tfgpu.datasource.http import Fetcher, SourceError
     from tfgpu.datasource.releases import Index, ReleaseReader, select_versions
     from tfgpu.datasource.toml_out import render_toml
     from tfgpu.paths import cache_root, data_dir
     from tfgpu.resolver import tables
-    from tfgpu.data.updates import UPDATES_FILE
 
     if index_url is None and offline:  # the cache holds the answers of the index used last time
         from tfgpu.data.updates import updates
@@ -84,14 +84,25 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
         index_url = updates().get("index")
     url = _check_index(index_url or DEFAULT_INDEX)
     budget = _budget()
-    fetcher = Fetcher(cache_root() / "pypi", refresh_json=not offline, timeout=budget, retries=2,
-                      offline=offline, max_json_bytes=MAX_JSON_BYTES, max_range_bytes=MAX_RANGE_BYTES,
-                      deadline=time.monotonic() + budget)
+    fetcher = Fetcher(
+        cache_root() / "pypi",
+        refresh_json=not offline,
+        timeout=budget,
+        retries=2,
+        offline=offline,
+        max_json_bytes=MAX_JSON_BYTES,
+        max_range_bytes=MAX_RANGE_BYTES,
+        deadline=time.monotonic() + budget,
+    )
     shipped = tables.load_toml("tensorflow.toml")
     rows = shipped.get("release", [])
     known = {Version(row["version"]) for row in rows}
-    capabilities = [w.get("compute_capabilities") for row in rows for w in row.get("wheels", {}).values()
-                    if w.get("compute_capabilities") and not w.get("unverified")]
+    capabilities = [
+        w.get("compute_capabilities")
+        for row in rows
+        for w in row.get("wheels", {}).values()
+        if w.get("compute_capabilities") and not w.get("unverified")
+    ]
     index = Index(fetcher, url)
     try:
         document = index.project("tensorflow")
@@ -106,43 +117,77 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
         good = [r for r in records if not validate(r)]
         skipped = [{"version": r.version, "reason": validate(r)} for r in records if validate(r)]
     except _MALFORMED as error:
-        raise OperationError("update-failed", f"The answer of {url} is not what a PyPI JSON API and its wheels "
-                             f"look like ({type(error).__name__}: {str(error)[:200]}); nothing was written.",
-                             ["Check --index: it must be the root of a PyPI JSON API (as "
-                              f"{DEFAULT_INDEX}).", "The data shipped with tfgpu-install still works."]) from None
+        raise OperationError(
+            "update-failed",
+            f"The answer of {url} is not what a PyPI JSON API and its wheels "
+            f"look like ({type(error).__name__}: {str(error)[:200]}); nothing was written.",
+            [
+                f"Check --index: it must be the root of a PyPI JSON API (as {DEFAULT_INDEX}).",
+                "The data shipped with tfgpu-install still works.",
+            ],
+        ) from None
     except SourceError as error:
         if offline:
-            raise OperationError("offline-no-cache", f"update-data --offline has no cached answer for what it "
-                                 f"needs: {error}.", ["Run `tfgpu-install update-data` once with network access; "
-                                                      "later runs can be --offline."]) from None
-        raise OperationError("update-failed", f"Could not read the release data from {url}: {error}.",
-                             ["Check the network (PyPI must be reachable), or give a mirror of the PyPI JSON API "
-                              "with --index URL.", "The data shipped with tfgpu-install still works: "
-                              "`tfgpu-install plan` needs no network."]) from None
-    fetched = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+            raise OperationError(
+                "offline-no-cache",
+                f"update-data --offline has no cached answer for what it needs: {error}.",
+                ["Run `tfgpu-install update-data` once with network access; later runs can be --offline."],
+            ) from None
+        raise OperationError(
+            "update-failed",
+            f"Could not read the release data from {url}: {error}.",
+            [
+                "Check the network (PyPI must be reachable), or give a mirror of the PyPI JSON API with --index URL.",
+                "The data shipped with tfgpu-install still works: `tfgpu-install plan` needs no network.",
+            ],
+        ) from None
+    fetched = datetime.datetime.now(datetime.UTC).date().isoformat()
     header = HEADER.format(date=fetched, index=url, shipped=shipped.get("generated", "?"))
-    text = render_toml(good, header, {"fetched": fetched, "index": url, "shipped_generated": shipped.get("generated", "")})
+    text = render_toml(
+        good, header, {"fetched": fetched, "index": url, "shipped_generated": shipped.get("generated", "")}
+    )
     target = data_dir() / UPDATES_FILE
     new = [r.version for r in good]
     if new:  # nothing new: the overlay there is (if any) stays as it is
         _install(target, text.encode("utf-8"), url)
     return {
-        "index": url, "fetched": fetched, "offline": offline, "overlay": str(target) if new else None,
-        "shipped_generated": shipped.get("generated", ""), "new_releases": new, "skipped": skipped,
-        "requests": fetcher.requests, "bytes": fetcher.bytes,
-        "summary": (f"{len(new)} release(s) newer than the shipped data ({shipped.get('generated', '?')}): "
-                    f"{', '.join(new)}; stored in {target}." if new else
-                    f"Up to date: {url} lists no TensorFlow release the shipped data "
-                    f"({shipped.get('generated', '?')}) lacks; nothing was written.")
-                   + (f" Skipped {len(skipped)}: " + "; ".join(f"{s['version']} ({s['reason']})" for s in skipped)
-                      if skipped else ""),
+        "index": url,
+        "fetched": fetched,
+        "offline": offline,
+        "overlay": str(target) if new else None,
+        "shipped_generated": shipped.get("generated", ""),
+        "new_releases": new,
+        "skipped": skipped,
+        "requests": fetcher.requests,
+        "bytes": fetcher.bytes,
+        "summary": (
+            f"{len(new)} release(s) newer than the shipped data ({shipped.get('generated', '?')}): "
+            f"{', '.join(new)}; stored in {target}."
+            if new
+            else f"Up to date: {url} lists no TensorFlow release the shipped data "
+            f"({shipped.get('generated', '?')}) lacks; nothing was written."
+        )
+        + (
+            f" Skipped {len(skipped)}: " + "; ".join(f"{s['version']} ({s['reason']})" for s in skipped)
+            if skipped
+            else ""
+        ),
     }
 
 
 # What a malformed answer raises on its way through the readers (a value of the wrong type, a
 # missing key, a zip that is not one): each is the index's fault, never the tool's.
-_MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError, struct.error, UnicodeError, zlib.error,
-              RecursionError)
+_MALFORMED = (
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    IndexError,
+    struct.error,
+    UnicodeError,
+    zlib.error,
+    RecursionError,
+)
 
 
 def _budget() -> float:
@@ -155,8 +200,11 @@ def _budget() -> float:
     except ValueError:
         value = 0.0
     if not 0 < value <= 3600:
-        raise UsageError("bad-option-value", f"TFGPU_UPDATE_TIMEOUT={text!r} is not a number of seconds (0-3600].",
-                         [f"Unset it for the default of {TIMEOUT_S:g} s."])
+        raise UsageError(
+            "bad-option-value",
+            f"TFGPU_UPDATE_TIMEOUT={text!r} is not a number of seconds (0-3600].",
+            [f"Unset it for the default of {TIMEOUT_S:g} s."],
+        )
     return value
 
 
@@ -176,8 +224,11 @@ def _install(target, data: bytes, url: str) -> None:
             os.fsync(out.fileno())
     except OSError as error:
         partial.unlink(missing_ok=True)
-        raise OperationError("update-not-written", f"Cannot write {target}: {error.strerror}.",
-                             ["Set TFGPU_USER_DATA_DIR to a directory you may write."]) from None
+        raise OperationError(
+            "update-not-written",
+            f"Cannot write {target}: {error.strerror}.",
+            ["Set TFGPU_USER_DATA_DIR to a directory you may write."],
+        ) from None
     try:
         rows = load(partial).get("release", [])
         if not rows:
@@ -187,11 +238,17 @@ def _install(target, data: bytes, url: str) -> None:
         os.replace(partial, target)
     except (TfgpuError, *_MALFORMED) as error:
         reason = error.message if isinstance(error, TfgpuError) else f"{type(error).__name__}: {error}"
-        raise OperationError("update-failed", f"The release data read from {url} does not pass the checks every "
-                             f"table passes ({reason[:300]}); nothing was written.",
-                             ["The data shipped with tfgpu-install still works; try again later."]) from None
+        raise OperationError(
+            "update-failed",
+            f"The release data read from {url} does not pass the checks every "
+            f"table passes ({reason[:300]}); nothing was written.",
+            ["The data shipped with tfgpu-install still works; try again later."],
+        ) from None
     except OSError as error:
-        raise OperationError("update-not-written", f"Cannot write {target}: {error.strerror}.",
-                             ["Set TFGPU_USER_DATA_DIR to a directory you may write."]) from None
+        raise OperationError(
+            "update-not-written",
+            f"Cannot write {target}: {error.strerror}.",
+            ["Set TFGPU_USER_DATA_DIR to a directory you may write."],
+        ) from None
     finally:
         partial.unlink(missing_ok=True)

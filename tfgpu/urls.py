@@ -114,17 +114,22 @@ def parse(url: str, what: str, *, allow_file: bool = False, transport: bool = Tr
         raise _bad(what, url, "it does not start with https:// (or http://)")
     scheme = match.group(1).lower()
     if scheme not in ("https", "http") and not (allow_file and scheme == "file"):
-        raise _bad(what, url, f"{scheme}:// is not a scheme tfgpu-install fetches from (https, or http to a named "
-                   "host" + (", or file" if allow_file else "") + ")")
+        raise _bad(
+            what,
+            url,
+            f"{scheme}:// is not a scheme tfgpu-install fetches from (https, or http to a named "
+            "host" + (", or file" if allow_file else "") + ")",
+        )
     try:
         parts = urlsplit(url)
     except ValueError as error:  # an unclosed "["
         raise _bad(what, url, str(error)) from None
     netloc = parts.netloc
     if "@" in netloc:
-        raise _bad(what, url, "it carries a user name or password; credentials belong in ~/.netrc or a keyring, "
-                   "never in a URL")
-    rest = quote(url[match.end() + len(netloc):], safe=_SAFE)
+        raise _bad(
+            what, url, "it carries a user name or password; credentials belong in ~/.netrc or a keyring, never in a URL"
+        )
+    rest = quote(url[match.end() + len(netloc) :], safe=_SAFE)
     path = urlsplit("http://h" + rest).path
     if scheme == "file":
         if netloc not in ("", "localhost"):
@@ -143,12 +148,17 @@ def parse(url: str, what: str, *, allow_file: bool = False, transport: bool = Tr
         authority += f":{int(port)}"
     canonical = Url(f"{scheme}://{authority}{rest}", scheme, host, path)
     if transport and scheme == "http" and host not in _trusted:
-        raise UsageError("insecure-url", f"{what}: {shown(canonical.text)} is plain HTTP to {host}, a host not "
-                         "named as trusted: over plain HTTP anyone on the path can swap the files and the checksums "
-                         "beside them. Nothing was fetched.",
-                         ["Use the https:// address of the same server.",
-                          f"If {host} is yours and the path to it is trusted (a local mirror): --insecure-host {host} "
-                          f"(or {ENVIRONMENT}={host})."])
+        raise UsageError(
+            "insecure-url",
+            f"{what}: {shown(canonical.text)} is plain HTTP to {host}, a host not "
+            "named as trusted: over plain HTTP anyone on the path can swap the files and the checksums "
+            "beside them. Nothing was fetched.",
+            [
+                "Use the https:// address of the same server.",
+                f"If {host} is yours and the path to it is trusted (a local mirror): --insecure-host {host} "
+                f"(or {ENVIRONMENT}={host}).",
+            ],
+        )
     return canonical
 
 
@@ -207,8 +217,9 @@ def _host(raw: str, what: str, url) -> str:
         try:  # the last label is a number: engines read the host as IPv4, so it must be a plain dotted quad
             return str(ipaddress.IPv4Address(host))
         except ValueError:
-            raise _bad(what, url, f"its host {shown(raw)!r} reads as an IPv4 address in other tools, but not as a "
-                       "dotted quad") from None
+            raise _bad(
+                what, url, f"its host {shown(raw)!r} reads as an IPv4 address in other tools, but not as a dotted quad"
+            ) from None
     if not all(re.fullmatch(_LABEL, label) for label in labels) or len(host) > 253:
         raise _bad(what, url, f"its host {shown(raw)!r} is not a host name")
     if any(len(label) > 63 for label in labels):  # socket's idna codec refuses it later, as a fetch that failed
@@ -226,6 +237,8 @@ def shown(url, limit: int = 200) -> str:
 
 
 def _bad(what: str, url, reason: str) -> UsageError:
-    return UsageError("bad-url", f"{what}: '{shown(url)}' is refused: {reason}. Nothing was fetched.",
-                      ["Give the plain https:// address (scheme, host, optional port, path), as the server "
-                       "publishes it."])
+    return UsageError(
+        "bad-url",
+        f"{what}: '{shown(url)}' is refused: {reason}. Nothing was fetched.",
+        ["Give the plain https:// address (scheme, host, optional port, path), as the server publishes it."],
+    )

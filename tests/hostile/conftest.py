@@ -46,8 +46,13 @@ def snapshot(root: Path) -> dict[str, tuple]:
             path = Path(dirpath) / name
             info = path.lstat()
             link = os.readlink(path) if stat.S_ISLNK(info.st_mode) else None
-            found[str(path.relative_to(root))] = (stat.S_IFMT(info.st_mode), info.st_size, info.st_mode,
-                                                  info.st_mtime_ns, link)
+            found[str(path.relative_to(root))] = (
+                stat.S_IFMT(info.st_mode),
+                info.st_size,
+                info.st_mode,
+                info.st_mtime_ns,
+                link,
+            )
     return found
 
 
@@ -63,8 +68,12 @@ def sandbox(tmp_path, monkeypatch) -> Path:
     and the working directory set to it, so ``PWNED`` would land here."""
     root = tmp_path / "sandbox"
     root.mkdir()
-    for key, sub in (("TFGPU_CACHE_DIR", "cache"), ("TFGPU_LOG_DIR", "logs"), ("TFGPU_ENVS_DIR", "envs"),
-                     ("JUPYTER_DATA_DIR", "jupyter")):
+    for key, sub in (
+        ("TFGPU_CACHE_DIR", "cache"),
+        ("TFGPU_LOG_DIR", "logs"),
+        ("TFGPU_ENVS_DIR", "envs"),
+        ("JUPYTER_DATA_DIR", "jupyter"),
+    ):
         monkeypatch.setenv(key, str(root / sub))
     monkeypatch.delenv("TFGPU_DATA_DIR", raising=False)
     monkeypatch.setenv("COLUMNS", "160")
@@ -105,9 +114,15 @@ def cli(sandbox, monkeypatch, capsys):
 @pytest.fixture
 def tool(sandbox):
     """``tool(*argv, env={...})`` runs ``python -m tfgpu`` as a child process."""
+
     def run(*argv, env: dict[str, str] | None = None, timeout: float = 300) -> Result:
-        done = subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, cwd=sandbox,
-                              env={**os.environ, **(env or {})}, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, "-m", "tfgpu", *argv],
+            capture_output=True,
+            cwd=sandbox,
+            env={**os.environ, **(env or {})},
+            timeout=timeout,
+        )
         out, err = done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
         assert "Traceback" not in err, err
         return Result(done.returncode, out, err)
@@ -121,9 +136,23 @@ def build(cli, local_wheels, sandbox, monkeypatch, uv_cache):
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(uv_cache))
 
     def make(prefix: Path | str, *extra: str) -> Result:
-        done = cli("create", "--tf", "2.21", "--mode", "pip", "--python", f"{sys.version_info[0]}.{sys.version_info[1]}",
-                   "--prefix", str(prefix), "--find-links", str(local_wheels), "--offline", "--no-verify", "--json",
-                   *extra)
+        done = cli(
+            "create",
+            "--tf",
+            "2.21",
+            "--mode",
+            "pip",
+            "--python",
+            f"{sys.version_info[0]}.{sys.version_info[1]}",
+            "--prefix",
+            str(prefix),
+            "--find-links",
+            str(local_wheels),
+            "--offline",
+            "--no-verify",
+            "--json",
+            *extra,
+        )
         return done
 
     return make

@@ -43,9 +43,29 @@ def slow_index(local_wheels):
 def start_create(prefix: Path, index: str, sandbox: Path) -> subprocess.Popen:
     env = {**os.environ, "UV_DEFAULT_INDEX": index + "simple/", "TFGPU_CACHE_DIR": str(sandbox / "cold-cache")}
     return subprocess.Popen(
-        [sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--mode", "pip", "--python", PY, "--prefix",
-         str(prefix), "--find-links", index, "--no-verify"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "tfgpu",
+            "create",
+            "--tf",
+            "2.21",
+            "--mode",
+            "pip",
+            "--python",
+            PY,
+            "--prefix",
+            str(prefix),
+            "--find-links",
+            index,
+            "--no-verify",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def wait_for(child: subprocess.Popen, marker_text: str) -> list[str]:
@@ -58,8 +78,11 @@ def wait_for(child: subprocess.Popen, marker_text: str) -> list[str]:
 
 
 def siblings(prefix: Path) -> list[str]:
-    return sorted(p.name for p in prefix.parent.iterdir() if p.name.startswith(f".{prefix.name}.tfgpu-")
-                  and not p.name.endswith("-lock"))
+    return sorted(
+        p.name
+        for p in prefix.parent.iterdir()
+        if p.name.startswith(f".{prefix.name}.tfgpu-") and not p.name.endswith("-lock")
+    )
 
 
 @pytest.mark.slow
@@ -88,8 +111,9 @@ def _staging_writers(staging: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_sigkill_during_create_leaves_nothing_running_and_the_next_run_recovers(sandbox, slow_index, cli,
-                                                                                  local_wheels, uv_cache):
+def test_sigkill_during_create_leaves_nothing_running_and_the_next_run_recovers(
+    sandbox, slow_index, cli, local_wheels, uv_cache
+):
     prefix = sandbox / "env"
     child = start_create(prefix, slow_index, sandbox)
     wait_for(child, "Install TensorFlow")
@@ -102,8 +126,23 @@ def test_sigkill_during_create_leaves_nothing_running_and_the_next_run_recovers(
     while _staging_writers(staging) and time.monotonic() < deadline:  # uv dies with the tool (PDEATHSIG)
         time.sleep(0.2)
     assert _staging_writers(staging) == []
-    done = cli("create", "--tf", "2.21", "--mode", "pip", "--python", PY, "--prefix", str(prefix), "--find-links",
-               str(local_wheels), "--offline", "--no-verify", "--json", env={"TFGPU_CACHE_DIR": str(uv_cache)})
+    done = cli(
+        "create",
+        "--tf",
+        "2.21",
+        "--mode",
+        "pip",
+        "--python",
+        PY,
+        "--prefix",
+        str(prefix),
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--no-verify",
+        "--json",
+        env={"TFGPU_CACHE_DIR": str(uv_cache)},
+    )
     assert done.code == 0, done.out + done.err
     assert "left by an interrupted build" in done.err and siblings(prefix) == []
 
@@ -157,8 +196,9 @@ def test_an_interrupted_in_place_build_is_undone(cli, build, sandbox):
     (half / "conda-meta").mkdir(parents=True)
     (half / "conda-meta" / "history").write_text("half built\n")
     txn.inplace_token(half, "1" * 32).write_text("1" * 32)  # what the build put inside the directory it made
-    txn.journal_of(half).write_text(json.dumps({"tool": "tfgpu-install", "target": os.path.realpath(half),
-                                                "id": "1" * 32}))
+    txn.journal_of(half).write_text(
+        json.dumps({"tool": "tfgpu-install", "target": os.path.realpath(half), "id": "1" * 32})
+    )
     done = cli("remove", "--prefix", str(half), "--json")
     recovered = json.loads(done.out)["recovered"]
     assert done.code == 0 and any("half-built" in line for line in recovered)
@@ -171,8 +211,11 @@ def test_a_second_run_on_a_busy_target_fails_at_once(cli, build, sandbox, comman
     assert build(sandbox / "env").code == 0
     with txn.TargetLock(sandbox / "env"):
         started = time.monotonic()
-        done = build(sandbox / "env", "--force") if command == "create" else cli("remove", "--prefix",
-                                                                                  str(sandbox / "env"), "--json")
+        done = (
+            build(sandbox / "env", "--force")
+            if command == "create"
+            else cli("remove", "--prefix", str(sandbox / "env"), "--json")
+        )
         assert (done.code, done.error) == (1, "target-busy") and time.monotonic() - started < 5
     assert marker.proof(sandbox / "env") and siblings(sandbox / "env") == []
 
@@ -180,11 +223,30 @@ def test_a_second_run_on_a_busy_target_fails_at_once(cli, build, sandbox, comman
 @pytest.mark.slow
 def test_two_creates_of_one_name_at_once_never_lose_the_env(sandbox, local_wheels, uv_cache):
     env = {**os.environ, "TFGPU_CACHE_DIR": str(uv_cache), "TFGPU_ENVS_DIR": str(sandbox / "envs")}
-    argv = [sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--mode", "pip", "--python", PY, "--name",
-            "same", "--find-links", str(local_wheels), "--offline", "--no-verify", "--force", "--json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "tfgpu",
+        "create",
+        "--tf",
+        "2.21",
+        "--mode",
+        "pip",
+        "--python",
+        PY,
+        "--name",
+        "same",
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--no-verify",
+        "--force",
+        "--json",
+    ]
     for _ in range(4):
-        children = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-                    for _ in range(2)]
+        children = [
+            subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)
+        ]
         results = [(child.wait(timeout=300), child.stdout.read(), child.stderr.read()) for child in children]
         for code, out, err in results:
             assert "Traceback" not in err

@@ -50,6 +50,7 @@ HOSTILE_ROWS = {
 @pytest.fixture
 def overlay(sandbox):
     """``overlay(name, text)``: a TFGPU_DATA_DIR holding one replaced table; returns the env to pass."""
+
     def make(name: str, text: str) -> dict[str, str]:
         directory = sandbox.parent / "overlay"
         directory.mkdir(exist_ok=True)
@@ -61,10 +62,40 @@ def overlay(sandbox):
 
 COMMANDS = {
     "plan": ["plan", "--tf", "2.15.0", "--os", "linux", "--arch", "x86_64", "--no-detect", "--json"],
-    "create": ["create", "--tf", "2.15.0", "--os", "linux", "--no-detect", "--driver", "550.54", "--gpu-cc", "8.0",
-               "--no-verify", "--offline", "--prefix", "env", "--json"],
-    "script": ["script", "--format", "bash", "--tf", "2.15.0", "--os", "linux", "--no-detect", "--driver", "550.54",
-               "--gpu-cc", "8.0", "-o", "install.sh", "--json"],
+    "create": [
+        "create",
+        "--tf",
+        "2.15.0",
+        "--os",
+        "linux",
+        "--no-detect",
+        "--driver",
+        "550.54",
+        "--gpu-cc",
+        "8.0",
+        "--no-verify",
+        "--offline",
+        "--prefix",
+        "env",
+        "--json",
+    ],
+    "script": [
+        "script",
+        "--format",
+        "bash",
+        "--tf",
+        "2.15.0",
+        "--os",
+        "linux",
+        "--no-detect",
+        "--driver",
+        "550.54",
+        "--gpu-cc",
+        "8.0",
+        "-o",
+        "install.sh",
+        "--json",
+    ],
 }
 
 
@@ -80,15 +111,21 @@ def test_a_hostile_overlay_row_is_bad_data_before_anything_runs(cli, sandbox, ov
     assert not (sandbox / "env").exists() and not (sandbox / "install.sh").exists()
 
 
-@pytest.mark.parametrize("package", ["--no-index", "nvidia-cudnn-cu11 @ file:///etc/passwd",
-                                     "nvidia-cudnn-cu11==8.6.0.163\n-e /etc", "nvidia-cudnn-cu11==8.6; os_name=='nt'",
-                                     "nvidia-cudnn-cu1\u0131==8.6"])
+@pytest.mark.parametrize(
+    "package",
+    [
+        "--no-index",
+        "nvidia-cudnn-cu11 @ file:///etc/passwd",
+        "nvidia-cudnn-cu11==8.6.0.163\n-e /etc",
+        "nvidia-cudnn-cu11==8.6; os_name=='nt'",
+        "nvidia-cudnn-cu1\u0131==8.6",
+    ],
+)
 def test_a_hostile_pip_cuda_pin_is_bad_data(cli, sandbox, overlay, package):
     first = re.search(r'packages = \[\s*"([^"]+)"', PIP_CUDA)
     text = PIP_CUDA.replace(f'"{first.group(1)}"', f'"{package}"'.replace("\n", "\\n"), 1)
     before = snapshot(sandbox)
-    done = cli("plan", "--tf", "2.11", "--os", "linux", "--no-detect", "--json",
-               env=overlay("pip_cuda.toml", text))
+    done = cli("plan", "--tf", "2.11", "--os", "linux", "--no-detect", "--json", env=overlay("pip_cuda.toml", text))
     assert (done.code, done.error) == (2, "bad-data"), done.out
     assert "pip_cuda.toml" in done.out and "packages" in done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -104,17 +141,27 @@ def test_the_update_overlay_with_a_hostile_row_is_data_overlay_corrupt(cli, sand
     path = data / "tensorflow-updates.toml"
     path.write_text('fetched = "2027-01-01"\n\n[[release]]\nversion = "2.99.0"\n' + block, "utf-8")
     before = snapshot(sandbox)
-    done = cli("plan", "--tf", "2.21", "--os", "linux", "--no-detect", "--json",
-               env={"TFGPU_USER_DATA_DIR": str(data)})
+    done = cli("plan", "--tf", "2.21", "--os", "linux", "--no-detect", "--json", env={"TFGPU_USER_DATA_DIR": str(data)})
     assert (done.code, done.error) == (1, "data-overlay-corrupt"), done.out
     assert str(path) in done.out and "update-data" in done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
 
 
-HOSTILE_REQUIREMENTS = ["--extra-index-url=http://10.9.9.9/simple", "-e /etc", "--no-index",
-                        "tensorflow==2.15\n-e /etc", "tensorflow==2.15\r--pre", "evil @ file:///etc/passwd",
-                        "tensorfl\u043ew==2.15", "nump\u0131", " tensorflow", "tensorflow==2.15 --no-deps",
-                        "tensorflow; os_name == 'nt'", "\x1b[31mtensorflow", ""]
+HOSTILE_REQUIREMENTS = [
+    "--extra-index-url=http://10.9.9.9/simple",
+    "-e /etc",
+    "--no-index",
+    "tensorflow==2.15\n-e /etc",
+    "tensorflow==2.15\r--pre",
+    "evil @ file:///etc/passwd",
+    "tensorfl\u043ew==2.15",
+    "nump\u0131",
+    " tensorflow",
+    "tensorflow==2.15 --no-deps",
+    "tensorflow; os_name == 'nt'",
+    "\x1b[31mtensorflow",
+    "",
+]
 
 
 @pytest.mark.parametrize("text", HOSTILE_REQUIREMENTS)
@@ -127,9 +174,18 @@ def test_the_door_refuses_requirements_that_are_options_urls_or_confusables(text
     assert caught.value.code == "bad-requirement" and "A test's requirement" in caught.value.message
 
 
-@pytest.mark.parametrize(("name", "spec"), [("--no-index", ""), ("tensorflow", "--pre"), ("tensorflow", "==1\n-e ."),
-                                            ("tensorflow==1", ""), ("a b", ""), ("tensorflow", "1.0"),
-                                            ("tensorflow", ">=1 ; os_name=='nt'")])
+@pytest.mark.parametrize(
+    ("name", "spec"),
+    [
+        ("--no-index", ""),
+        ("tensorflow", "--pre"),
+        ("tensorflow", "==1\n-e ."),
+        ("tensorflow==1", ""),
+        ("a b", ""),
+        ("tensorflow", "1.0"),
+        ("tensorflow", ">=1 ; os_name=='nt'"),
+    ],
+)
 def test_the_door_checks_name_and_spec_each_on_its_own(name, spec):
     from tfgpu import requirements
     from tfgpu.errors import UsageError
@@ -138,8 +194,18 @@ def test_the_door_checks_name_and_spec_each_on_its_own(name, spec):
         requirements.requirement(name, spec, what="A test's requirement")
 
 
-@pytest.mark.parametrize("text", ["--override-channels", "cudnn\n-c evil", "evil::cudnn", "cudnn >=9 --force",
-                                  "CUDNN", "cudnn >=9 build x", "python 3.11.* \u2028"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "--override-channels",
+        "cudnn\n-c evil",
+        "evil::cudnn",
+        "cudnn >=9 --force",
+        "CUDNN",
+        "cudnn >=9 build x",
+        "python 3.11.* \u2028",
+    ],
+)
 def test_the_door_refuses_conda_specs_that_are_options_or_channels(text):
     from tfgpu import requirements
     from tfgpu.errors import UsageError
@@ -152,8 +218,10 @@ def test_the_door_renders_the_canonical_form():
     from tfgpu import requirements
 
     assert requirements.canonical("TensorFlow[and-cuda] == 2.15.0", what="t") == "TensorFlow[and-cuda]==2.15.0"
-    assert requirements.requirement("nvidia-cudnn-cu12", ">=9.3.0.75,<10.0", what="t") == \
-        "nvidia-cudnn-cu12<10.0,>=9.3.0.75"
+    assert (
+        requirements.requirement("nvidia-cudnn-cu12", ">=9.3.0.75,<10.0", what="t")
+        == "nvidia-cudnn-cu12<10.0,>=9.3.0.75"
+    )
     assert requirements.match_spec("tensorflow ==2.17.0 cuda*", what="t") == "tensorflow ==2.17.0 cuda*"
 
 
@@ -175,6 +243,7 @@ def test_the_door_holds_where_a_table_escaped_its_schema(cli, sandbox, overlay, 
 # whose keys are the table names; _tables returns it without schema.validate. A cache entry with a
 # table of the wrong shape then crashes the command (and any value skips the schema's checks).
 
+
 def test_a_forged_parsed_data_cache_is_rebuilt_not_trusted(cli, sandbox):
     from tfgpu.data import _MAGIC
 
@@ -182,7 +251,7 @@ def test_a_forged_parsed_data_cache_is_rebuilt_not_trusted(cli, sandbox):
     assert first.code == 0, first.out
     (cached,) = (sandbox / "cache" / "data").glob("tables-*.bin")
     blob = cached.read_bytes()
-    tables = marshal.loads(blob[len(_MAGIC) + 32:])
+    tables = marshal.loads(blob[len(_MAGIC) + 32 :])
     tables["tensorflow.toml"]["release"] = "not a list of tables"
     payload = marshal.dumps(tables)
     cached.write_bytes(_MAGIC + hashlib.sha256(payload).digest() + payload)
@@ -214,8 +283,9 @@ def test_an_overlay_signature_without_an_optional_key_is_read(cli, sandbox, miss
     text = "\n".join(line for line in text.splitlines() if not line.startswith(missing + " ")) + "\n"
     (sandbox / "D" / "log_signatures.toml").write_text(text)
     (sandbox / "train.log").write_text("Cannot dlopen some GPU libraries.\n")
-    done = no_traceback(cli, "doctor", "--log", str(sandbox / "train.log"), "--json",
-                         env={"TFGPU_DATA_DIR": str(sandbox / "D")})
+    done = no_traceback(
+        cli, "doctor", "--log", str(sandbox / "train.log"), "--json", env={"TFGPU_DATA_DIR": str(sandbox / "D")}
+    )
     assert done.code in (0, 1, 2), done.out
 
 
@@ -232,22 +302,26 @@ def test_an_overlay_signature_cannot_hang_doctor_log(tool, sandbox):
     assert (done.code, done.error) == (2, "bad-data"), done.out
 
 
-@pytest.mark.parametrize("pattern", ["(a*)*", "(?:x+y?)*z", "(a?)+$", "(\\w{1,3}b)+", "a" * 1001],
-                         ids=["star-star", "group-plus-star", "optional-plus", "bounded-in-plus", "too-long"])
+@pytest.mark.parametrize(
+    "pattern",
+    ["(a*)*", "(?:x+y?)*z", "(a?)+$", "(\\w{1,3}b)+", "a" * 1001],
+    ids=["star-star", "group-plus-star", "optional-plus", "bounded-in-plus", "too-long"],
+)
 def test_an_overlay_signature_whose_pattern_could_run_away_is_bad_data(cli, sandbox, pattern):
     (sandbox / "D").mkdir()
     (sandbox / "D" / "log_signatures.toml").write_text(SIGNATURE.format(pattern=pattern, extra=""))
     (sandbox / "train.log").write_text("a" * 40 + "!\n")
     before = snapshot(sandbox)
-    done = no_traceback(cli, "doctor", "--log", str(sandbox / "train.log"), "--json",
-                        env={"TFGPU_DATA_DIR": str(sandbox / "D")})
+    done = no_traceback(
+        cli, "doctor", "--log", str(sandbox / "train.log"), "--json", env={"TFGPU_DATA_DIR": str(sandbox / "D")}
+    )
     assert (done.code, done.error) == (2, "bad-data"), done.out
     assert "log_signatures.toml" in done.out
     assert changed(before, snapshot(sandbox), ("logs", "cache")) == []
 
 
 def test_every_shipped_signature_pattern_passes_the_runaway_check():
-    from tfgpu.data.schema import pattern_problem
+    from tfgpu.data.checks import pattern_problem
     from tfgpu.resolver.tables import load_toml
 
     assert [row["id"] for row in load_toml("log_signatures.toml")["signature"] if pattern_problem(row["pattern"])] == []

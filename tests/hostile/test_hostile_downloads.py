@@ -15,7 +15,7 @@ import wheelhouse
 from fakenvidia import serve_fake_nvidia
 
 from tfgpu.engines import download
-from tfgpu.errors import ImpossibleError, OperationError, UsageError
+from tfgpu.errors import OperationError, UsageError
 
 pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the fake libraries")
 
@@ -139,7 +139,8 @@ def test_a_full_disk_stops_at_once_and_keeps_nothing(fake, tmp_path):
         "try:\n"
         f"    download.fetch({fake.runfile_url!r}, Path({str(tmp_path / 'cache')!r}), sha256={fake.runfile_sha256!r})\n"
         "except TfgpuError as error:\n"
-        "    print(error.code); print(error.message)\n")
+        "    print(error.code); print(error.message)\n"
+    )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     code, message = done.stdout.splitlines()[:2]

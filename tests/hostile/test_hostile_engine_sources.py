@@ -30,9 +30,21 @@ DRIVER = "535.104.05"
 def unnamed(monkeypatch, tmp_path):
     monkeypatch.delenv("TFGPU_INSECURE_HOSTS", raising=False)
     monkeypatch.setenv("TFGPU_USER_DATA_DIR", str(tmp_path / "user-data"))
-    for name in ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS",
-                 "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy",
-                 "NO_PROXY", "no_proxy"):
+    for name in (
+        "UV_INDEX",
+        "UV_INDEX_URL",
+        "UV_EXTRA_INDEX_URL",
+        "UV_DEFAULT_INDEX",
+        "UV_FIND_LINKS",
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
     urls.trust(())
 
@@ -65,8 +77,22 @@ def recorder(host: str = "127.0.0.1"):
 
 
 def _create(cli, sandbox, **kwargs):
-    return cli("create", "--tf", "2.21", "--mode", "pip", "--python", PY, "--driver", DRIVER,
-               "--prefix", str(sandbox / "env"), "--no-verify", "--json", **kwargs)
+    return cli(
+        "create",
+        "--tf",
+        "2.21",
+        "--mode",
+        "pip",
+        "--python",
+        PY,
+        "--driver",
+        DRIVER,
+        "--prefix",
+        str(sandbox / "env"),
+        "--no-verify",
+        "--json",
+        **kwargs,
+    )
 
 
 def test_uv_index_variable_is_not_a_way_around_the_door(cli, sandbox, unnamed):
@@ -90,9 +116,24 @@ def test_a_committed_uv_toml_is_not_a_way_around_the_door(cli, sandbox, unnamed)
     with recorder("127.0.0.2") as (url, seen), recorder("127.0.0.1") as (named, _):
         (sandbox / "uv.toml").write_text(f'[pip]\nindex-url = "{url}/simple"\n')
         before = snapshot(sandbox)
-        done = cli("create", "--tf", "2.21", "--mode", "pip", "--python", PY, "--driver", DRIVER,
-                   "--prefix", str(sandbox / "env"), "--no-verify", "--insecure-host", "127.0.0.1", "--json",
-                   env={"UV_DEFAULT_INDEX": named + "/simple"})
+        done = cli(
+            "create",
+            "--tf",
+            "2.21",
+            "--mode",
+            "pip",
+            "--python",
+            PY,
+            "--driver",
+            DRIVER,
+            "--prefix",
+            str(sandbox / "env"),
+            "--no-verify",
+            "--insecure-host",
+            "127.0.0.1",
+            "--json",
+            env={"UV_DEFAULT_INDEX": named + "/simple"},
+        )
     assert seen == [], f"uv fetched {seen[:3]} over plain HTTP from a host not named (exit {done.code}, {done.error})"
     assert done.code in (1, 2, 3), done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -103,8 +144,15 @@ def test_a_plain_http_proxy_is_not_a_way_around_the_door(cli, sandbox, unnamed):
     tool's own client send the plain-HTTP request, and take the answer, from the proxy: bytes the
     rule says come only from the named host come from another one, in clear text."""
     with recorder("127.0.0.1") as (index, direct), recorder("127.0.0.2") as (proxy, proxied):
-        done = cli("update-data", "--index", index + "/pypi", "--insecure-host", "127.0.0.1", "--json",
-                   env={"HTTP_PROXY": proxy, "http_proxy": proxy})
+        done = cli(
+            "update-data",
+            "--index",
+            index + "/pypi",
+            "--insecure-host",
+            "127.0.0.1",
+            "--json",
+            env={"HTTP_PROXY": proxy, "http_proxy": proxy},
+        )
     assert proxied == [], f"plain HTTP went through {proxy}, a host not named: {proxied[:3]} (exit {done.code})"
     assert done.code in (1, 2), done.out
 
@@ -141,9 +189,27 @@ def test_rattler_does_not_follow_a_channel_redirect_to_a_host_not_named(cli, san
     lock records" does not hold for `lock` or an unlocked create)."""
     with recorder("127.0.0.2") as (other, reached), redirector(other) as (channel, _):
         before = snapshot(sandbox)
-        done = cli("lock", "--no-project", "--mode", "conda", "--tf", "2.13", "--python", PY, "--driver", DRIVER,
-                   "--platform", "linux-64", "-o", str(sandbox / "conda-lock.yml"), "--channel", channel + "/ch",
-                   "--insecure-host", "127.0.0.1", "--json")
+        done = cli(
+            "lock",
+            "--no-project",
+            "--mode",
+            "conda",
+            "--tf",
+            "2.13",
+            "--python",
+            PY,
+            "--driver",
+            DRIVER,
+            "--platform",
+            "linux-64",
+            "-o",
+            str(sandbox / "conda-lock.yml"),
+            "--channel",
+            channel + "/ch",
+            "--insecure-host",
+            "127.0.0.1",
+            "--json",
+        )
     assert reached == [], f"rattler fetched {reached[:3]} from 127.0.0.2, a host not named (exit {done.code})"
     assert done.code in (1, 2), done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -154,9 +220,27 @@ def test_uv_does_not_follow_a_find_links_redirect_to_a_host_not_named(cli, sandb
     (UV_INDEX_URL names the same loopback server, so that no request leaves the machine)."""
     with recorder("127.0.0.2") as (other, reached), redirector(other) as (links, _):
         before = snapshot(sandbox)
-        done = cli("create", "--no-project", "--mode", "pip", "--tf", "2.21", "--python", PY, "--driver", DRIVER,
-                   "--prefix", str(sandbox / "env"), "--no-verify", "--find-links", links + "/wheels/",
-                   "--insecure-host", "127.0.0.1", "--json", env={"UV_INDEX_URL": links + "/simple"})
+        done = cli(
+            "create",
+            "--no-project",
+            "--mode",
+            "pip",
+            "--tf",
+            "2.21",
+            "--python",
+            PY,
+            "--driver",
+            DRIVER,
+            "--prefix",
+            str(sandbox / "env"),
+            "--no-verify",
+            "--find-links",
+            links + "/wheels/",
+            "--insecure-host",
+            "127.0.0.1",
+            "--json",
+            env={"UV_INDEX_URL": links + "/simple"},
+        )
     assert reached == [], f"uv fetched {reached[:3]} from 127.0.0.2, a host not named (exit {done.code})"
     assert done.code in (1, 2, 3), done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -171,9 +255,21 @@ def test_the_pip_engine_installs_a_lock_from_the_index_it_records(cli, sandbox, 
     with recorder("127.0.0.1") as (named, _), recorder("127.0.0.2") as (other, reached):
         lock = _pip_lock(sandbox, index=named + "/simple")
         before = snapshot(sandbox)
-        done = cli("create", "--no-project", "--from-lock", str(lock), "--engine", "pip", "--prefix",
-                   str(sandbox / "env"), "--no-verify", "--insecure-host", "127.0.0.1", "--json",
-                   env={"PIP_INDEX_URL": other + "/simple"})
+        done = cli(
+            "create",
+            "--no-project",
+            "--from-lock",
+            str(lock),
+            "--engine",
+            "pip",
+            "--prefix",
+            str(sandbox / "env"),
+            "--no-verify",
+            "--insecure-host",
+            "127.0.0.1",
+            "--json",
+            env={"PIP_INDEX_URL": other + "/simple"},
+        )
     assert reached == [], f"pip fetched {reached[:3]} from 127.0.0.2, a host not named (exit {done.code})"
     assert done.code in (1, 2, 3), done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -194,8 +290,20 @@ def test_a_huge_project_channel_gives_a_short_error_naming_the_project_file(cli,
     project = sandbox / "tfgpu.toml"
     project.write_text('mode = "conda"\nchannels = ["http://10.9.9.9/' + "a" * 1_000_000 + '"]\n')
     monkeypatch.setenv("TFGPU_PROJECT_FILE", str(project))
-    done = cli("lock", "--tf", "2.13", "--python", PY, "--driver", DRIVER, "--platform", "linux-64",
-               "-o", str(sandbox / "conda-lock.yml"), "--json")
+    done = cli(
+        "lock",
+        "--tf",
+        "2.13",
+        "--python",
+        PY,
+        "--driver",
+        DRIVER,
+        "--platform",
+        "linux-64",
+        "-o",
+        str(sandbox / "conda-lock.yml"),
+        "--json",
+    )
     assert (done.code, done.error) == (2, "insecure-url"), done.out[:2000]
     assert len(done.out) < 20_000, f"the error is {len(done.out)} characters long"
     assert str(project) in done.out
@@ -212,9 +320,15 @@ def test_every_uv_command_the_tool_builds_says_no_config(tmp_path, unnamed):
         uv_engine.install("uv", "python", req, cache=cache),
         uv_engine.uninstall("uv", "python", ["six"]),
         uv_engine.inventory("uv", "python", cache=cache),
-        uv_engine.compile_for_target("uv", req, tmp_path / "o.txt", python_version="3.12",
-                                     python_platform="x86_64-manylinux_2_28", index="https://pypi.org/simple",
-                                     cache=cache),
+        uv_engine.compile_for_target(
+            "uv",
+            req,
+            tmp_path / "o.txt",
+            python_version="3.12",
+            python_platform="x86_64-manylinux_2_28",
+            index="https://pypi.org/simple",
+            cache=cache,
+        ),
         uv_engine.build_wheel("uv", tmp_path, tmp_path / "out", index="https://pypi.org/simple", cache=cache),
     ]
     assert [argv[:3] for argv in built if argv.count("--no-config") != 1] == []
@@ -227,22 +341,32 @@ def test_index_variables_pass_the_door_and_plain_http_gets_no_proxy(unnamed):
     from tfgpu.errors import UsageError
     from tfgpu.proc import clean_environment
 
-    env = clean_environment({
-        "UV_INDEX_URL": "https://Mirror.example/simple",
-        "UV_INDEX": "corp=https://a.example/simple https://b.example/s",
-        "UV_FIND_LINKS": "/opt/wheels,https://c.example/links", "PIP_EXTRA_INDEX_URL": "https://d.example/simple",
-        "PIP_TRUSTED_HOST": "10.9.9.9", "PIP_PROXY": "http://10.9.9.9:3128", "PIP_CERT": "/etc/ca.pem",
-        "HTTP_PROXY": "http://10.9.9.9:3128", "http_proxy": "http://10.9.9.9:3128", "ALL_PROXY": "http://p.example:1",
-        "NO_PROXY": "localhost"})
+    env = clean_environment(
+        {
+            "UV_INDEX_URL": "https://Mirror.example/simple",
+            "UV_INDEX": "corp=https://a.example/simple https://b.example/s",
+            "UV_FIND_LINKS": "/opt/wheels,https://c.example/links",
+            "PIP_EXTRA_INDEX_URL": "https://d.example/simple",
+            "PIP_TRUSTED_HOST": "10.9.9.9",
+            "PIP_PROXY": "http://10.9.9.9:3128",
+            "PIP_CERT": "/etc/ca.pem",
+            "HTTP_PROXY": "http://10.9.9.9:3128",
+            "http_proxy": "http://10.9.9.9:3128",
+            "ALL_PROXY": "http://p.example:1",
+            "NO_PROXY": "localhost",
+        }
+    )
     assert env["UV_INDEX_URL"] == "https://mirror.example/simple"
     assert env["UV_INDEX"] == "corp=https://a.example/simple https://b.example/s"
     assert env["UV_FIND_LINKS"] == "/opt/wheels,https://c.example/links"
     assert env["PIP_CERT"] == "/etc/ca.pem" and env["NO_PROXY"] == "localhost"
     assert env["HTTPS_PROXY"] == "http://p.example:1"
     assert not {"PIP_TRUSTED_HOST", "PIP_PROXY", "HTTP_PROXY", "http_proxy", "ALL_PROXY"} & set(env)
-    for name, value, code in (("UV_EXTRA_INDEX_URL", "https://ok.example/s http://10.9.9.9/s", "insecure-url"),
-                              ("PIP_INDEX_URL", "http://10.9.9.9/simple", "insecure-url"),
-                              ("UV_FIND_LINKS", "https://a\\@10.9.9.9/", "bad-url")):
+    for name, value, code in (
+        ("UV_EXTRA_INDEX_URL", "https://ok.example/s http://10.9.9.9/s", "insecure-url"),
+        ("PIP_INDEX_URL", "http://10.9.9.9/simple", "insecure-url"),
+        ("UV_FIND_LINKS", "https://a\\@10.9.9.9/", "bad-url"),
+    ):
         with pytest.raises(UsageError) as caught:
             clean_environment({name: value})
         assert caught.value.code == code and name in caught.value.message

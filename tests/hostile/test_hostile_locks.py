@@ -12,19 +12,42 @@ HUGE = "1" * 5000
 HASH = "    --hash=sha256:" + "a" * 64
 
 
-def forged_pip_lock(path, *, record_python: str = "3.11", resolution_python: str = "3.11",
-                    tensorflow: str = "2.15.1") -> None:
+def forged_pip_lock(
+    path, *, record_python: str = "3.11", resolution_python: str = "3.11", tensorflow: str = "2.15.1"
+) -> None:
     """A pip lock whose checksum is right (anyone can recompute it) and whose record is hostile."""
     from tfgpu.lock.pip import lockfile as pip_lock
 
-    resolution = {"tensorflow": tensorflow, "package": "tensorflow", "python": resolution_python, "mode": "pip",
-                  "os": "linux", "arch": "x86_64", "platform": "linux-64", "accelerator": "cuda", "cuda": "12.2",
-                  "cuda_build": "12.2", "cudnn": "8.9", "min_driver": "525.60.13", "toolkit_driver": "535",
-                  "compute_capabilities": ["8.0"], "requirements": ["tensorflow[and-cuda]==2.15.1"]}
-    meta = {"format": pip_lock.FORMAT, "tool": "tfgpu-install", "tool_version": "0", "mode": "pip",
-            "platform": "linux-64", "python_platform": "x86_64-manylinux_2_28", "python": record_python,
-            "index": "https://pypi.org/simple", "cpu_only": False, "resolution": resolution,
-            "inputs_sha256": "0" * 64}
+    resolution = {
+        "tensorflow": tensorflow,
+        "package": "tensorflow",
+        "python": resolution_python,
+        "mode": "pip",
+        "os": "linux",
+        "arch": "x86_64",
+        "platform": "linux-64",
+        "accelerator": "cuda",
+        "cuda": "12.2",
+        "cuda_build": "12.2",
+        "cudnn": "8.9",
+        "min_driver": "525.60.13",
+        "toolkit_driver": "535",
+        "compute_capabilities": ["8.0"],
+        "requirements": ["tensorflow[and-cuda]==2.15.1"],
+    }
+    meta = {
+        "format": pip_lock.FORMAT,
+        "tool": "tfgpu-install",
+        "tool_version": "0",
+        "mode": "pip",
+        "platform": "linux-64",
+        "python_platform": "x86_64-manylinux_2_28",
+        "python": record_python,
+        "index": "https://pypi.org/simple",
+        "cpu_only": False,
+        "resolution": resolution,
+        "inputs_sha256": "0" * 64,
+    }
     body = f"six==1.16.0 \\\n{HASH}\n"
     path.write_text(pip_lock.render(meta, body, str(path)), encoding="utf-8")
 
@@ -38,8 +61,9 @@ def test_a_lock_records_python_that_is_a_path_is_never_run(cli, sandbox):
     lock = sandbox / "tfgpu-lock.linux-64.txt"
     forged_pip_lock(lock, resolution_python=str(evil))
     before = snapshot(sandbox)
-    done = cli("create", "--from-lock", str(lock), "--prefix", str(sandbox / "E"), "--no-verify", "--no-detect",
-               "--json")
+    done = cli(
+        "create", "--from-lock", str(lock), "--prefix", str(sandbox / "E"), "--no-verify", "--no-detect", "--json"
+    )
     assert not (sandbox / "PWNED").exists(), "the lock's python ran"
     assert (done.code, done.error) == (2, "lock-malformed"), done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -70,18 +94,55 @@ def test_a_lock_records_tensorflow_version_never_names_a_path(cli, sandbox, loca
         body += f"{name.replace('_', '-')}=={version} \\\n    --hash=sha256:{hashlib.sha256(whl.read_bytes()).hexdigest()}\n"
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     escape = "2.21.0/" + "../" * 12 + str(sandbox / "ESCAPED").lstrip("/")
-    resolution = {"tensorflow": escape, "package": "tensorflow", "python": python, "mode": "pip", "os": "linux",
-                  "arch": "x86_64", "platform": "linux-64", "accelerator": "cuda", "cuda": "12.5", "cuda_build": "12.5",
-                  "cudnn": "9", "min_driver": "525.60.13", "toolkit_driver": "555", "compute_capabilities": ["8.0"],
-                  "requirements": ["tensorflow[and-cuda]==2.21.0"]}
-    meta = {"format": pip_lock.FORMAT, "tool": "tfgpu-install", "tool_version": "0", "mode": "pip",
-            "platform": "linux-64", "python_platform": "x86_64-manylinux_2_28", "python": python,
-            "index": "https://pypi.org/simple", "cpu_only": False, "resolution": resolution, "inputs_sha256": "0" * 64}
+    resolution = {
+        "tensorflow": escape,
+        "package": "tensorflow",
+        "python": python,
+        "mode": "pip",
+        "os": "linux",
+        "arch": "x86_64",
+        "platform": "linux-64",
+        "accelerator": "cuda",
+        "cuda": "12.5",
+        "cuda_build": "12.5",
+        "cudnn": "9",
+        "min_driver": "525.60.13",
+        "toolkit_driver": "555",
+        "compute_capabilities": ["8.0"],
+        "requirements": ["tensorflow[and-cuda]==2.21.0"],
+    }
+    meta = {
+        "format": pip_lock.FORMAT,
+        "tool": "tfgpu-install",
+        "tool_version": "0",
+        "mode": "pip",
+        "platform": "linux-64",
+        "python_platform": "x86_64-manylinux_2_28",
+        "python": python,
+        "index": "https://pypi.org/simple",
+        "cpu_only": False,
+        "resolution": resolution,
+        "inputs_sha256": "0" * 64,
+    }
     lock = sandbox / "tfgpu-lock.linux-64.txt"
     lock.write_text(pip_lock.render(meta, body, str(lock)), encoding="utf-8")
-    done = cli("create", "--from-lock", str(lock), "--prefix", str(sandbox / "E"), "--find-links", str(local_wheels),
-               "--offline", "--no-verify", "--no-detect", "--json")
-    assert not (sandbox / "ESCAPED").exists(), ("the lock's tensorflow version named a file outside the store", done.out[:600])
+    done = cli(
+        "create",
+        "--from-lock",
+        str(lock),
+        "--prefix",
+        str(sandbox / "E"),
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--no-verify",
+        "--no-detect",
+        "--json",
+    )
+    assert not (sandbox / "ESCAPED").exists(), (
+        "the lock's tensorflow version named a file outside the store",
+        done.out[:600],
+    )
     assert (done.code, done.error) == (2, "lock-malformed"), done.out
 
 
@@ -103,8 +164,9 @@ def test_option_text_after_a_pins_marker_is_refused(cli, sandbox):
     body = f'six==1.16.0 ; python_version > "0" --index-url=http://10.9.9.9/simple \\\n{HASH}\n'
     lock.write_text(pip_lock.render(meta, body, str(lock)), encoding="utf-8")
     before = snapshot(sandbox)
-    done = cli("create", "--from-lock", str(lock), "--prefix", str(sandbox / "E"), "--no-verify", "--no-detect",
-               "--json")
+    done = cli(
+        "create", "--from-lock", str(lock), "--prefix", str(sandbox / "E"), "--no-verify", "--no-detect", "--json"
+    )
     assert (done.code, done.error) == (2, "lock-has-options"), done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
 

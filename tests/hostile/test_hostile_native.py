@@ -31,13 +31,28 @@ def refused_channel() -> str:
 
 
 def lock_argv(out: Path, channel: str) -> list[str]:
-    return ["lock", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--channel", channel,
-            "--platform", "linux-64", "-o", str(out)]
+    return [
+        "lock",
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--no-detect",
+        "--channel",
+        channel,
+        "--platform",
+        "linux-64",
+        "-o",
+        str(out),
+    ]
 
 
 def run_process(argv: list[str], env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, env={**os.environ, **env}, timeout=300
+    )
 
 
 def the_log(logs: Path) -> str:
@@ -54,8 +69,9 @@ def test_an_unreachable_channel_ends_with_its_error_every_time(sandbox):
     codes = []
     for attempt in range(5):
         home = sandbox / f"home{attempt}"
-        done = run_process(lock_argv(home / "conda-lock.yml", channel),
-                           {"HOME": str(home), "TFGPU_LOG_DIR": str(home / "logs")})
+        done = run_process(
+            lock_argv(home / "conda-lock.yml", channel), {"HOME": str(home), "TFGPU_LOG_DIR": str(home / "logs")}
+        )
         codes.append(done.returncode)
         assert "error: channel-unreachable" in done.stderr, done.stderr
         assert "Fatal Python error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
@@ -78,8 +94,22 @@ def test_a_failed_conda_lock_leaves_a_log_naming_the_solve_and_the_error(cli, sa
 def test_a_failed_conda_create_leaves_a_log_naming_the_solve_and_the_error(cli, sandbox):
     channel = refused_channel()
     prefix = sandbox / "env"
-    done = cli("create", "--tf", "2.13", "--mode", "conda", "--python", PY, "--driver", "535.104.05",
-               "--prefix", str(prefix), "--channel", channel, "--no-verify")
+    done = cli(
+        "create",
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--driver",
+        "535.104.05",
+        "--prefix",
+        str(prefix),
+        "--channel",
+        channel,
+        "--no-verify",
+    )
     assert done.code == 1 and "error: channel-unreachable" in done.err
     log = the_log(sandbox / "logs")
     assert str(sandbox / "logs") in done.err
@@ -101,8 +131,16 @@ def test_an_engine_that_dies_is_engine_crashed_naming_the_operation_and_the_log(
     monkeypatch.setattr(rattler.sys, "executable", str(crashing))
     runner = Runner(sandbox / "crash.log")
     with pytest.raises(OperationError) as raised:
-        rattler.solve(["python 3.11.*"], ["https://conda.anaconda.org/conda-forge"], platform="linux-64",
-                      cuda=None, this_host=False, repodata_cache=sandbox / "cache", offline=True, runner=runner)
+        rattler.solve(
+            ["python 3.11.*"],
+            ["https://conda.anaconda.org/conda-forge"],
+            platform="linux-64",
+            cuda=None,
+            this_host=False,
+            repodata_cache=sandbox / "cache",
+            offline=True,
+            runner=runner,
+        )
     error = raised.value
     assert error.code == "engine-crashed"
     assert "SIGABRT" in error.message and "solve" in error.message and "python 3.11.*" in error.message
@@ -115,11 +153,23 @@ def test_the_engine_process_answers_in_json_and_never_finalises(sandbox):
     """The child protocol itself: a request on stdin, the answer in the named file, an error as
     data (a local channel that is not there), exit 0 through os._exit."""
     result = sandbox / "answer.json"
-    request = {"op": "query", "what": "a missing channel", "result": str(result),
-               "channels": [(sandbox / "no-channel").as_uri()], "platforms": ["linux-64", "noarch"],
-               "names": ["python"], "repodata_cache": str(sandbox / "cache"), "offline": False}
-    done = subprocess.run([sys.executable, "-m", "tfgpu.engines.rattler_child"], input=json.dumps(request),
-                          capture_output=True, text=True, timeout=120)
+    request = {
+        "op": "query",
+        "what": "a missing channel",
+        "result": str(result),
+        "channels": [(sandbox / "no-channel").as_uri()],
+        "platforms": ["linux-64", "noarch"],
+        "names": ["python"],
+        "repodata_cache": str(sandbox / "cache"),
+        "offline": False,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tfgpu.engines.rattler_child"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("rattler query: a missing channel")
     answer = json.loads(result.read_text())

@@ -35,8 +35,9 @@ FORGED = {
     "id-as-list": json.dumps({"tool": "tfgpu-install", "marker_format": 2, "id": ["a"], "prefix": "@PREFIX@"}),
     "future-format": json.dumps({"tool": "tfgpu-install", "marker_format": 99, "id": "0" * 32, "prefix": "@PREFIX@"}),
     "other-tool": json.dumps({"tool": "conda", "marker_format": 2, "id": "0" * 32, "prefix": "@PREFIX@"}),
-    "made-elsewhere": json.dumps({"tool": "tfgpu-install", "marker_format": 2, "id": "0" * 32,
-                                  "prefix": "/somewhere/else"}),
+    "made-elsewhere": json.dumps(
+        {"tool": "tfgpu-install", "marker_format": 2, "id": "0" * 32, "prefix": "/somewhere/else"}
+    ),
 }
 
 
@@ -51,8 +52,21 @@ def test_a_forged_marker_proves_nothing(cli, sandbox, forged, command, local_whe
         done = cli("remove", "--prefix", str(project), "--json")
         assert (done.code, done.error) == (3, "not-a-tfgpu-env")
     else:
-        done = cli("create", "--tf", "2.21", "--mode", "pip", "--prefix", str(project), "--force", "--no-verify",
-                   "--find-links", str(local_wheels), "--offline", "--json")
+        done = cli(
+            "create",
+            "--tf",
+            "2.21",
+            "--mode",
+            "pip",
+            "--prefix",
+            str(project),
+            "--force",
+            "--no-verify",
+            "--find-links",
+            str(local_wheels),
+            "--offline",
+            "--json",
+        )
         assert (done.code, done.error) == (3, "target-not-empty")
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
 
@@ -144,8 +158,12 @@ BAD_NAMES = ["/abs/dir", "../x", "..", ".", "a/b", "-x", " x", "x y", "x$(touch 
 def test_names_are_checked_by_every_command(cli, sandbox, name, command):
     precious(sandbox / "abs")
     before = snapshot(sandbox)
-    argv = {"remove": ["remove"], "create": ["create", "--tf", "2.21", "--no-verify"], "verify": ["verify"],
-            "doctor": ["doctor"]}[command]
+    argv = {
+        "remove": ["remove"],
+        "create": ["create", "--tf", "2.21", "--no-verify"],
+        "verify": ["verify"],
+        "doctor": ["doctor"],
+    }[command]
     done = cli(*argv, f"--name={name}", "--json")
     assert (done.code, done.error) == (2, "bad-env-name")
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -155,8 +173,21 @@ def test_symlinked_prefix_is_refused_by_create_force_and_remove(cli, build, sand
     assert build(sandbox / "real").code == 0
     (sandbox / "link").symlink_to(sandbox / "real")
     before = snapshot(sandbox)
-    done = cli("create", "--tf", "2.21", "--mode", "pip", "--prefix", str(sandbox / "link"), "--force", "--no-verify",
-               "--find-links", str(local_wheels), "--offline", "--json")
+    done = cli(
+        "create",
+        "--tf",
+        "2.21",
+        "--mode",
+        "pip",
+        "--prefix",
+        str(sandbox / "link"),
+        "--force",
+        "--no-verify",
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--json",
+    )
     assert (done.code, done.error) == (3, "prefix-is-symlink") and str(sandbox / "real") in done.out
     done = cli("remove", "--prefix", str(sandbox / "link"), "--json")
     assert (done.code, done.error) == (3, "prefix-is-symlink")
@@ -197,8 +228,20 @@ def test_a_leftover_name_the_tool_did_not_make_is_left_alone(cli, sandbox, lefto
     else:
         path.symlink_to(victim)
     before = snapshot(sandbox)
-    done = cli("create", "--tf", "2.21", "--mode", "pip", "--prefix", str(sandbox / "env"), "--no-verify",
-               "--find-links", str(local_wheels), "--offline", "--json")
+    done = cli(
+        "create",
+        "--tf",
+        "2.21",
+        "--mode",
+        "pip",
+        "--prefix",
+        str(sandbox / "env"),
+        "--no-verify",
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--json",
+    )
     assert (done.code, done.error) == (3, "foreign-leftover")
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache", ".env.tfgpu-lock")) == []
     assert (victim / "precious.txt").exists()
@@ -208,8 +251,20 @@ def test_a_lock_file_that_is_a_symlink_is_not_followed(cli, sandbox, local_wheel
     victim = sandbox / "victim.txt"
     victim.write_text("keep me\n")
     (sandbox / ".env.tfgpu-lock").symlink_to(victim)
-    done = cli("create", "--tf", "2.21", "--mode", "pip", "--prefix", str(sandbox / "env"), "--no-verify",
-               "--find-links", str(local_wheels), "--offline", "--json")
+    done = cli(
+        "create",
+        "--tf",
+        "2.21",
+        "--mode",
+        "pip",
+        "--prefix",
+        str(sandbox / "env"),
+        "--no-verify",
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--json",
+    )
     assert (done.code, done.error) == (3, "target-not-writable")
     assert victim.read_text() == "keep me\n" and not (sandbox / "env").exists()
 
@@ -217,8 +272,9 @@ def test_a_lock_file_that_is_a_symlink_is_not_followed(cli, sandbox, local_wheel
 def test_a_forged_in_place_journal_for_another_target_is_refused(cli, sandbox, local_wheels):
     victim = precious(sandbox / "env")
     (victim / marker.NAME).write_text("{}")
-    (sandbox / ".env.tfgpu-inplace.json").write_text(json.dumps({"tool": "tfgpu-install", "target": "/elsewhere",
-                                                                 "id": "0" * 32}))
+    (sandbox / ".env.tfgpu-inplace.json").write_text(
+        json.dumps({"tool": "tfgpu-install", "target": "/elsewhere", "id": "0" * 32})
+    )
     done = cli("remove", "--prefix", str(sandbox / "env"), "--json")
     assert (done.code, done.error) == (3, "foreign-leftover")
     assert (victim / "precious.txt").exists()
@@ -263,6 +319,7 @@ def test_a_foreign_toolkit_staging_directory_is_left_alone(sandbox, monkeypatch)
 # world-writable directory (/tmp, a scratch volume) another user plants channels and insecure-hosts
 # for root's next `create` (git refuses the same since CVE-2022-24765: safe.directory).
 
+
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
 def test_a_project_file_planted_by_another_user_in_a_parent_is_not_used(cli, sandbox, monkeypatch):
     monkeypatch.delenv("TFGPU_PROJECT_FILE", raising=False)
@@ -286,6 +343,7 @@ def test_a_project_file_planted_by_another_user_in_a_parent_is_not_used(cli, san
 # T holds no marker, nothing ties it to a build. `remove` then says "no-such-env". (`create` holds:
 # it stops at target-not-empty before recovering.) The README: "It deletes only what it can prove it made."
 
+
 @pytest.mark.parametrize("command", ["remove"])
 def test_a_planted_in_place_journal_does_not_delete_a_directory_the_tool_never_made(cli, sandbox, command):
     from tfgpu.envs import txn
@@ -297,8 +355,22 @@ def test_a_planted_in_place_journal_does_not_delete_a_directory_the_tool_never_m
     if command == "remove":
         done = no_traceback(cli, "remove", "--prefix", str(victim), "--json")
     else:
-        done = no_traceback(cli, "create", "--tf", "2.21", "--mode", "pip", "--python", PY, "--prefix", str(victim),
-                             "--no-detect", "--offline", "--no-verify", "--json")
+        done = no_traceback(
+            cli,
+            "create",
+            "--tf",
+            "2.21",
+            "--mode",
+            "pip",
+            "--python",
+            PY,
+            "--prefix",
+            str(victim),
+            "--no-detect",
+            "--offline",
+            "--no-verify",
+            "--json",
+        )
     assert (victim / "thesis.tex").exists(), f"{command} deleted {victim}: {done.out[:300]}"
     assert (done.code, done.error) == (3, "foreign-leftover"), done.out
 
@@ -319,5 +391,7 @@ def test_a_project_file_in_a_parent_anyone_may_write_to_is_not_used(cli, sandbox
     assert done.code == 0, done.out
     assert json.loads(done.out)["mode"] == "pip"
     assert "anyone may write to" in done.err
-    explicit = no_traceback(cli, "plan", "--tf", "2.21", "--no-detect", "--json", "--project", str(open_dir / "tfgpu.toml"))
+    explicit = no_traceback(
+        cli, "plan", "--tf", "2.21", "--no-detect", "--json", "--project", str(open_dir / "tfgpu.toml")
+    )
     assert explicit.code == 0 and json.loads(explicit.out)["mode"] == "conda", explicit.out

@@ -21,8 +21,18 @@ OVERLONG = {
     "find-links": ("create", "--dry-run", "--no-verify", "--prefix", "E", "--find-links", LONG, *TARGET),
     "from-lock": ("create", "--dry-run", "--no-verify", "--prefix", "E", "--from-lock", LONG, *TARGET),
     "from-lock-yml": ("create", "--dry-run", "--no-verify", "--prefix", "E", "--from-lock", LONG + ".yml", *TARGET),
-    "conda-channel": ("create", "--dry-run", "--no-verify", "--prefix", "E", "--mode", "conda", "--channel",
-                      "/tmp/" + LONG, *TARGET),
+    "conda-channel": (
+        "create",
+        "--dry-run",
+        "--no-verify",
+        "--prefix",
+        "E",
+        "--mode",
+        "conda",
+        "--channel",
+        "/tmp/" + LONG,
+        *TARGET,
+    ),
 }
 
 

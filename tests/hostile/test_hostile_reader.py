@@ -13,13 +13,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
 from conftest import run_tool
+
 from hostile.conftest import changed, no_traceback, snapshot
 
 DEEP = 200_000
@@ -68,19 +68,52 @@ def json_content(wrong: str) -> dict[str, str | bytes]:
 
 
 def toml_content(wrong: str, prefix: str = "") -> dict[str, str | bytes]:
-    return {"deep": prefix + "tf = " + "[" * DEEP + "]" * DEEP + "\n", "not-utf8": prefix.encode() + b'tf = "2.21\xff"\n',
-            "wrong-types": prefix + wrong}
+    return {
+        "deep": prefix + "tf = " + "[" * DEEP + "]" * DEEP + "\n",
+        "not-utf8": prefix.encode() + b'tf = "2.21\xff"\n',
+        "wrong-types": prefix + wrong,
+    }
 
 
-YAML = {"deep": deep_json(), "aliases": billion_laughs(), "not-utf8": b"version: 1\nmetadata: \xff\n",
-        "wrong-types": "- version\n- 1\n"}
-PIP_LOCK = {"deep": "# tfgpu-lock: " + deep_json() + "\nx==1\n", "not-utf8": b"# tfgpu-lock: {}\nx==1 \xff\n",
-            "wrong-types": "# tfgpu-lock: " + json.dumps({"tool": "tfgpu-install", "format": 1, "mode": "pip",
-                                                          "platform": ["linux-64"], "resolution": "2.21"}) + "\nx==1\n"}
-PIP_LOCK_EXPECTED = {"fifo": (2, "lock-unreadable"), "dev-zero": (2, "lock-unreadable"), "huge": (2, "lock-unreadable"),
-                     "not-utf8": (2, "lock-unreadable"), "deep": (2, "lock-malformed"), "wrong-types": (2, "lock-malformed")}
-TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--os", "linux", "--arch", "x86_64", "--driver", "580",
-          "--gpu-cc", "8.0", "--no-detect", "--offline")
+YAML = {
+    "deep": deep_json(),
+    "aliases": billion_laughs(),
+    "not-utf8": b"version: 1\nmetadata: \xff\n",
+    "wrong-types": "- version\n- 1\n",
+}
+PIP_LOCK = {
+    "deep": "# tfgpu-lock: " + deep_json() + "\nx==1\n",
+    "not-utf8": b"# tfgpu-lock: {}\nx==1 \xff\n",
+    "wrong-types": "# tfgpu-lock: "
+    + json.dumps({"tool": "tfgpu-install", "format": 1, "mode": "pip", "platform": ["linux-64"], "resolution": "2.21"})
+    + "\nx==1\n",
+}
+PIP_LOCK_EXPECTED = {
+    "fifo": (2, "lock-unreadable"),
+    "dev-zero": (2, "lock-unreadable"),
+    "huge": (2, "lock-unreadable"),
+    "not-utf8": (2, "lock-unreadable"),
+    "deep": (2, "lock-malformed"),
+    "wrong-types": (2, "lock-malformed"),
+}
+TARGET = (
+    "--tf",
+    "2.21",
+    "--mode",
+    "pip",
+    "--python",
+    "3.11",
+    "--os",
+    "linux",
+    "--arch",
+    "x86_64",
+    "--driver",
+    "580",
+    "--gpu-cc",
+    "8.0",
+    "--no-detect",
+    "--offline",
+)
 
 
 def every(outcome: tuple[int, str], *, but: dict | None = None) -> dict[str, tuple[int, str]]:
@@ -115,54 +148,137 @@ def _bundle(sandbox: Path) -> None:
 
 def _warm_cache(sandbox: Path) -> None:
     """Run plan once so the parsed-data cache exists; the hostile file then replaces it."""
-    done = subprocess.run([sys.executable, "-m", "tfgpu", "plan", "--tf", "2.21", "--no-detect", "--json"],
-                          cwd=sandbox, capture_output=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "plan", "--tf", "2.21", "--no-detect", "--json"],
+        cwd=sandbox,
+        capture_output=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     (cached,) = (sandbox / "cache" / "data").glob("tables-*.bin")
     (sandbox / "cache-path").write_text(str(cached.relative_to(sandbox)))
 
 
 SURFACES = [
-    Surface("bundle.json", "B/bundle.json", ("create", "--from-bundle", "B", "--prefix", "P"),
-            every((3, "bundle-incomplete"), but={"wrong-types": (3, "bundle-corrupt")}),
-            json_content("[]"), _bundle),
-    Surface("conda-lock-check", "conda-lock.yml", ("lock", "--check", "conda-lock.yml"),
-            every((3, "lock-corrupt"), but={"aliases": (3, "lock-corrupt")}), YAML),
-    Surface("conda-lock-create", "conda-lock.yml", ("create", "--from-lock", "conda-lock.yml", "--prefix", "P"),
-            every((3, "lock-corrupt"), but={"aliases": (3, "lock-corrupt")}), YAML),
-    Surface("pip-lock-check", "requirements.lock.txt", ("lock", "--check", "requirements.lock.txt"),
-            PIP_LOCK_EXPECTED, PIP_LOCK),
-    Surface("pip-lock-create", "requirements.lock.txt",
-            ("create", "--from-lock", "requirements.lock.txt", "--prefix", "P"), PIP_LOCK_EXPECTED, PIP_LOCK),
-    Surface("--project", "team.toml", ("plan", "--project", "team.toml", "--tf", "2.21", "--no-detect"),
-            every((2, "bad-project-file")), toml_content('tf = ["2.21"]\n')),
+    Surface(
+        "bundle.json",
+        "B/bundle.json",
+        ("create", "--from-bundle", "B", "--prefix", "P"),
+        every((3, "bundle-incomplete"), but={"wrong-types": (3, "bundle-corrupt")}),
+        json_content("[]"),
+        _bundle,
+    ),
+    Surface(
+        "conda-lock-check",
+        "conda-lock.yml",
+        ("lock", "--check", "conda-lock.yml"),
+        every((3, "lock-corrupt"), but={"aliases": (3, "lock-corrupt")}),
+        YAML,
+    ),
+    Surface(
+        "conda-lock-create",
+        "conda-lock.yml",
+        ("create", "--from-lock", "conda-lock.yml", "--prefix", "P"),
+        every((3, "lock-corrupt"), but={"aliases": (3, "lock-corrupt")}),
+        YAML,
+    ),
+    Surface(
+        "pip-lock-check",
+        "requirements.lock.txt",
+        ("lock", "--check", "requirements.lock.txt"),
+        PIP_LOCK_EXPECTED,
+        PIP_LOCK,
+    ),
+    Surface(
+        "pip-lock-create",
+        "requirements.lock.txt",
+        ("create", "--from-lock", "requirements.lock.txt", "--prefix", "P"),
+        PIP_LOCK_EXPECTED,
+        PIP_LOCK,
+    ),
+    Surface(
+        "--project",
+        "team.toml",
+        ("plan", "--project", "team.toml", "--tf", "2.21", "--no-detect"),
+        every((2, "bad-project-file")),
+        toml_content('tf = ["2.21"]\n'),
+    ),
     # Found by looking, not named: only a regular file is taken for one (a FIFO or device is no project file).
-    Surface("tfgpu.toml", "tfgpu.toml", ("plan", "--tf", "2.21", "--no-detect"),
-            every((2, "bad-project-file"), but={"fifo": (0, ""), "dev-zero": (0, "")}), toml_content('tf = ["2.21"]\n'),
-            env={"TFGPU_PROJECT_FILE": ""}),
-    Surface("pyproject.toml", "pyproject.toml", ("plan", "--tf", "2.21", "--no-detect"),
-            every((2, "bad-project-file"), but={"fifo": (0, ""), "dev-zero": (0, "")}),
-            toml_content('tf = ["2.21"]\n', "[tool.tfgpu]\n") | {"wrong-types": '[tool]\ntfgpu = "2.21"\n'},
-            env={"TFGPU_PROJECT_FILE": ""}),
-    Surface("TFGPU_DATA_DIR", "D/tensorflow.toml", ("plan", "--tf", "2.21", "--no-detect"),
-            every((2, "bad-data")), toml_content('release = "2.21"\n'), lambda s: (s / "D").mkdir(),
-            {"TFGPU_DATA_DIR": "D"}),
-    Surface("update-data overlay", "U/tensorflow-updates.toml", ("plan", "--tf", "2.21", "--no-detect"),
-            every((1, "data-overlay-corrupt")), toml_content('release = "2.21"\n'), lambda s: (s / "U").mkdir(),
-            {"TFGPU_USER_DATA_DIR": "U"}),
-    Surface("marker-remove", "M/tfgpu-env.json", ("remove", "--prefix", "M"),
-            every((3, "not-a-tfgpu-env")), json_content("[]"), _marker_env),
+    Surface(
+        "tfgpu.toml",
+        "tfgpu.toml",
+        ("plan", "--tf", "2.21", "--no-detect"),
+        every((2, "bad-project-file"), but={"fifo": (0, ""), "dev-zero": (0, "")}),
+        toml_content('tf = ["2.21"]\n'),
+        env={"TFGPU_PROJECT_FILE": ""},
+    ),
+    Surface(
+        "pyproject.toml",
+        "pyproject.toml",
+        ("plan", "--tf", "2.21", "--no-detect"),
+        every((2, "bad-project-file"), but={"fifo": (0, ""), "dev-zero": (0, "")}),
+        toml_content('tf = ["2.21"]\n', "[tool.tfgpu]\n") | {"wrong-types": '[tool]\ntfgpu = "2.21"\n'},
+        env={"TFGPU_PROJECT_FILE": ""},
+    ),
+    Surface(
+        "TFGPU_DATA_DIR",
+        "D/tensorflow.toml",
+        ("plan", "--tf", "2.21", "--no-detect"),
+        every((2, "bad-data")),
+        toml_content('release = "2.21"\n'),
+        lambda s: (s / "D").mkdir(),
+        {"TFGPU_DATA_DIR": "D"},
+    ),
+    Surface(
+        "update-data overlay",
+        "U/tensorflow-updates.toml",
+        ("plan", "--tf", "2.21", "--no-detect"),
+        every((1, "data-overlay-corrupt")),
+        toml_content('release = "2.21"\n'),
+        lambda s: (s / "U").mkdir(),
+        {"TFGPU_USER_DATA_DIR": "U"},
+    ),
+    Surface(
+        "marker-remove",
+        "M/tfgpu-env.json",
+        ("remove", "--prefix", "M"),
+        every((3, "not-a-tfgpu-env")),
+        json_content("[]"),
+        _marker_env,
+    ),
     Surface("marker-list", "envs/V/tfgpu-env.json", ("list",), every((0, "")), json_content("[]"), _listed_env),
-    Surface("staging record", ".S.tfgpu-staging/.tfgpu-staging.json", ("create", "--prefix", "S", *TARGET),
-            every((3, "foreign-leftover")), json_content("[]"), _staging),
-    Surface("repair journal", "V/etc/tfgpu/repair.json", ("repair", "--prefix", "V", "--undo", "--yes"),
-            every((3, "repair-journal-foreign")), json_content("[]"), _journal_env),
-    Surface("parsed-data cache", "@cache", ("plan", "--tf", "2.21", "--no-detect"), every((0, "")),
-            {"deep": b"\0" * 64, "not-utf8": b"\xff" * 64, "wrong-types": b"TFGPU"}, _warm_cache),
-    Surface("doctor --log", "train.log", ("doctor", "--log", "train.log"),
-            # Read like standard input, bounded: a FIFO nobody writes to is an empty log, /dev/zero a cut one.
-            {"fifo": (0, ""), "dev-zero": (0, ""), "huge": (0, ""), "not-utf8": (0, "")},
-            {"not-utf8": b"Epoch 1 \xff\xfe\n"}),
+    Surface(
+        "staging record",
+        ".S.tfgpu-staging/.tfgpu-staging.json",
+        ("create", "--prefix", "S", *TARGET),
+        every((3, "foreign-leftover")),
+        json_content("[]"),
+        _staging,
+    ),
+    Surface(
+        "repair journal",
+        "V/etc/tfgpu/repair.json",
+        ("repair", "--prefix", "V", "--undo", "--yes"),
+        every((3, "repair-journal-foreign")),
+        json_content("[]"),
+        _journal_env,
+    ),
+    Surface(
+        "parsed-data cache",
+        "@cache",
+        ("plan", "--tf", "2.21", "--no-detect"),
+        every((0, "")),
+        {"deep": b"\0" * 64, "not-utf8": b"\xff" * 64, "wrong-types": b"TFGPU"},
+        _warm_cache,
+    ),
+    Surface(
+        "doctor --log",
+        "train.log",
+        ("doctor", "--log", "train.log"),
+        # Read like standard input, bounded: a FIFO nobody writes to is an empty log, /dev/zero a cut one.
+        {"fifo": (0, ""), "dev-zero": (0, ""), "huge": (0, ""), "not-utf8": (0, "")},
+        {"not-utf8": b"Epoch 1 \xff\xfe\n"},
+    ),
 ]
 
 
@@ -185,8 +301,12 @@ def _place(sandbox: Path, surface: Surface, hazard: str) -> Path:
     return path
 
 
-CASES = [pytest.param(surface, hazard, id=f"{surface.name}-{hazard}")
-         for surface in SURFACES for hazard in HAZARDS if hazard in surface.expected]
+CASES = [
+    pytest.param(surface, hazard, id=f"{surface.name}-{hazard}")
+    for surface in SURFACES
+    for hazard in HAZARDS
+    if hazard in surface.expected
+]
 
 
 class Hung(Exception):
@@ -248,9 +368,14 @@ def test_doctor_reads_a_hostile_marker_as_no_marker(sandbox, hazard):
     assert changed(before, snapshot(sandbox), TOOL_STATE) == []
 
 
-WHEEL = {"filename": "tensorflow-2.99.0-cp311-cp311-manylinux_2_17_x86_64.whl", "packagetype": "bdist_wheel",
-         "url": "https://files.example/tf.whl", "size": 1, "upload_time_iso_8601": "2026-01-01T00:00:00Z",
-         "requires_python": ">=3.9"}
+WHEEL = {
+    "filename": "tensorflow-2.99.0-cp311-cp311-manylinux_2_17_x86_64.whl",
+    "packagetype": "bdist_wheel",
+    "url": "https://files.example/tf.whl",
+    "size": 1,
+    "upload_time_iso_8601": "2026-01-01T00:00:00Z",
+    "requires_python": ">=3.9",
+}
 ANSWERS = {
     "deep": deep_json().encode(),
     "not-utf8": b'{"releases": {"2.99.0": []}, "info": "\xff"}',
@@ -284,8 +409,11 @@ def test_a_malformed_answer_from_the_index_is_update_failed(sandbox, answer):
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     before = snapshot(sandbox)
     try:
-        done = run_guarded(["update-data", "--index", f"http://127.0.0.1:{server.server_port}/pypi", "--json"],
-                           {**os.environ, "TFGPU_USER_DATA_DIR": str(sandbox / "U")}, 60)
+        done = run_guarded(
+            ["update-data", "--index", f"http://127.0.0.1:{server.server_port}/pypi", "--json"],
+            {**os.environ, "TFGPU_USER_DATA_DIR": str(sandbox / "U")},
+            60,
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -317,8 +445,11 @@ def test_a_conda_lock_whose_scalar_does_not_construct_is_lock_corrupt(cli, sandb
     lock = sandbox / "conda-lock.yml"
     lock.write_text(content)
     before = snapshot(sandbox)
-    argv = ("lock", "--check", str(lock)) if command == "check" else \
-        ("create", "--from-lock", str(lock), "--prefix", str(sandbox / "P"), "--no-verify")
+    argv = (
+        ("lock", "--check", str(lock))
+        if command == "check"
+        else ("create", "--from-lock", str(lock), "--prefix", str(sandbox / "P"), "--no-verify")
+    )
     done = no_traceback(cli, *argv, "--json")
     assert (done.code, done.error) == (3, "lock-corrupt"), done.out
     assert changed(before, snapshot(sandbox), ("logs", "cache")) == []
@@ -362,6 +493,7 @@ def test_a_toml_file_with_a_huge_integer_is_its_kinds_error(cli, sandbox, where,
 # envs/listing.py:_health does `wanted not in found` (a set) with the marker's "tensorflow" as it is:
 # a list or a table there is "unhashable type" — `list` (and `list --json`) crash on one env.
 
+
 @pytest.mark.parametrize("value", [["2.21.0"], {"a": 1}], ids=["list", "table"])
 def test_list_reports_an_env_whose_marker_records_a_wrong_typed_tensorflow(cli, sandbox, value):
     prefix = sandbox / "envs" / "V"
@@ -370,9 +502,18 @@ def test_list_reports_an_env_whose_marker_records_a_wrong_typed_tensorflow(cli, 
     (site / "METADATA").write_text("Name: tensorflow\nVersion: 2.21.0\n")
     (prefix / "bin").mkdir()
     (prefix / "bin" / "python").symlink_to(sys.executable)
-    (prefix / "tfgpu-env.json").write_text(json.dumps({
-        "tool": "tfgpu-install", "marker_format": 2, "id": "0" * 32, "prefix": os.path.realpath(prefix),
-        "owned": {"kernels": []}, "tensorflow": value}))
+    (prefix / "tfgpu-env.json").write_text(
+        json.dumps(
+            {
+                "tool": "tfgpu-install",
+                "marker_format": 2,
+                "id": "0" * 32,
+                "prefix": os.path.realpath(prefix),
+                "owned": {"kernels": []},
+                "tensorflow": value,
+            }
+        )
+    )
     before = snapshot(sandbox)
     done = no_traceback(cli, "list", "--json")
     assert done.code == 0, done.out
@@ -384,6 +525,7 @@ def test_list_reports_an_env_whose_marker_records_a_wrong_typed_tensorflow(cli, 
 # ever (the parent waits on the child). A bundle holds (its manifest lists repodata.json: a FIFO
 # there is "missing"), a plain --channel directory does not.
 
+
 def test_a_fifo_in_a_local_channel_does_not_hang_lock(tool, sandbox):
     import subprocess
 
@@ -393,8 +535,24 @@ def test_a_fifo_in_a_local_channel_does_not_hang_lock(tool, sandbox):
     (channel / "noarch" / "repodata.json").write_text("{}")
     os.mkfifo(channel / "linux-64" / "repodata.json")
     try:
-        done = tool("lock", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--platform", "linux-64",
-                    "--channel", str(channel), "-o", str(sandbox / "conda-lock.yml"), "--json", timeout=45)
+        done = tool(
+            "lock",
+            "--tf",
+            "2.13",
+            "--mode",
+            "conda",
+            "--python",
+            PY,
+            "--no-detect",
+            "--platform",
+            "linux-64",
+            "--channel",
+            str(channel),
+            "-o",
+            str(sandbox / "conda-lock.yml"),
+            "--json",
+            timeout=45,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("lock hung reading a FIFO in the --channel directory")
     assert (done.code, done.error) == (2, "bad-channel"), done.out

@@ -18,8 +18,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 import repairhelpers as rh
+
 from hostile.conftest import changed, snapshot
 
 QUIET = ("--no-detect", "--yes", "--no-verify")
@@ -41,27 +41,40 @@ def write_journal(user_env: Path, journal: dict) -> None:
     (user_env / "etc" / "tfgpu" / "repair.json").write_text(json.dumps(journal))
 
 
-@pytest.mark.parametrize("tamper", [
-    pytest.param(lambda j: j | {"prefix": "/somewhere/else"}, id="journal-of-another-env"),
-    pytest.param(lambda j: j | {"tool": "conda"}, id="journal-of-another-tool"),
-    pytest.param(lambda j: j | {"added": [{"name": "--index-url=http://127.0.0.1:9/", "version": "1"}]},
-                 id="package-name-is-an-option"),
-    pytest.param(lambda j: j | {"changed": [{"name": "nvidia-cudnn-cu12", "from": "9; touch PWNED", "to": "9"}]},
-                 id="version-is-a-command"),
-    pytest.param(lambda j: j | {"files": {"../outside.txt": None}}, id="file-outside-the-env"),
-    pytest.param(lambda j: j | {"files": {"/etc/hostname": None}}, id="absolute-file"),
-    pytest.param(lambda j: j | {"dirs": ["../.."]}, id="directory-outside-the-env"),
-    pytest.param(lambda j: j | {"files": {"bin/x": {"kind": "file", "data": "", "mode": 0o4755}}}, id="setuid-mode"),
-    pytest.param(lambda j: j | {"before": ["not", "a", "mapping"]}, id="wrong-shape"),
-    pytest.param(lambda j: j | {"manager": "apt"}, id="unknown-manager"),
-    pytest.param(lambda j: {k: v for k, v in j.items() if k != "written"}, id="no-record-of-what-it-wrote"),
-    pytest.param(lambda j: {k: v for k, v in j.items() if k != "intended"}, id="no-record-of-what-it-meant"),
-    pytest.param(lambda j: j | {"added": [{"name": "tensorflow", "version": j["before"]["tensorflow"],
-                                           "record": "0" * 64}]}, id="added-what-was-there-before"),
-    pytest.param(lambda j: j | {"added": [{"name": "somepkg", "version": "1.0", "record": None}]},
-                 id="added-without-a-record-digest"),
-    pytest.param(lambda j: j | {"written": {"my-notes.txt": "0" * 64}}, id="written-without-a-state-before"),
-])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        pytest.param(lambda j: j | {"prefix": "/somewhere/else"}, id="journal-of-another-env"),
+        pytest.param(lambda j: j | {"tool": "conda"}, id="journal-of-another-tool"),
+        pytest.param(
+            lambda j: j | {"added": [{"name": "--index-url=http://127.0.0.1:9/", "version": "1"}]},
+            id="package-name-is-an-option",
+        ),
+        pytest.param(
+            lambda j: j | {"changed": [{"name": "nvidia-cudnn-cu12", "from": "9; touch PWNED", "to": "9"}]},
+            id="version-is-a-command",
+        ),
+        pytest.param(lambda j: j | {"files": {"../outside.txt": None}}, id="file-outside-the-env"),
+        pytest.param(lambda j: j | {"files": {"/etc/hostname": None}}, id="absolute-file"),
+        pytest.param(lambda j: j | {"dirs": ["../.."]}, id="directory-outside-the-env"),
+        pytest.param(
+            lambda j: j | {"files": {"bin/x": {"kind": "file", "data": "", "mode": 0o4755}}}, id="setuid-mode"
+        ),
+        pytest.param(lambda j: j | {"before": ["not", "a", "mapping"]}, id="wrong-shape"),
+        pytest.param(lambda j: j | {"manager": "apt"}, id="unknown-manager"),
+        pytest.param(lambda j: {k: v for k, v in j.items() if k != "written"}, id="no-record-of-what-it-wrote"),
+        pytest.param(lambda j: {k: v for k, v in j.items() if k != "intended"}, id="no-record-of-what-it-meant"),
+        pytest.param(
+            lambda j: j | {"added": [{"name": "tensorflow", "version": j["before"]["tensorflow"], "record": "0" * 64}]},
+            id="added-what-was-there-before",
+        ),
+        pytest.param(
+            lambda j: j | {"added": [{"name": "somepkg", "version": "1.0", "record": None}]},
+            id="added-without-a-record-digest",
+        ),
+        pytest.param(lambda j: j | {"written": {"my-notes.txt": "0" * 64}}, id="written-without-a-state-before"),
+    ],
+)
 def test_a_tampered_journal_is_refused_and_nothing_changes(cli, sandbox, user_env, repair_wheels, tamper):
     journal = repaired(cli, user_env, repair_wheels)
     write_journal(user_env, tamper(journal))
@@ -95,8 +108,9 @@ def test_a_damaged_journal_is_refused_not_taken_for_no_repair(cli, sandbox, user
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
 
 
-def test_a_directory_linking_out_of_the_env_stops_the_repair_before_it_writes_there(cli, sandbox, user_env,
-                                                                                    repair_wheels):
+def test_a_directory_linking_out_of_the_env_stops_the_repair_before_it_writes_there(
+    cli, sandbox, user_env, repair_wheels
+):
     outside = sandbox / "outside-etc"
     outside.mkdir()
     (user_env / "etc").symlink_to(outside)
@@ -119,8 +133,9 @@ def test_a_second_repair_of_the_same_env_at_once_is_turned_away(cli, user_env, r
 
     before = rh.snapshot(user_env)
     with txn.TargetLock(user_env):
-        done = cli("repair", "--prefix", str(user_env), "--find-links", str(repair_wheels), "--offline", *QUIET,
-                   "--json")
+        done = cli(
+            "repair", "--prefix", str(user_env), "--find-links", str(repair_wheels), "--offline", *QUIET, "--json"
+        )
     assert (done.code, done.error) == (1, "target-busy")
     assert rh.snapshot(user_env) == before
 
@@ -143,10 +158,23 @@ def test_sigkill_half_way_through_a_repair_is_rolled_back_by_the_next_run(sandbo
     journal = user_env / "etc" / "tfgpu" / "repair.json"
     try:
         child = subprocess.Popen(
-            [sys.executable, "-m", "tfgpu", "repair", "--prefix", str(user_env), *QUIET, "--find-links",
-             f"http://127.0.0.1:{server.server_address[1]}/", "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "TFGPU_CACHE_DIR": str(sandbox / "cold"), "UV_NO_INDEX": "1"},
-            start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "tfgpu",
+                "repair",
+                "--prefix",
+                str(user_env),
+                *QUIET,
+                "--find-links",
+                f"http://127.0.0.1:{server.server_address[1]}/",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "TFGPU_CACHE_DIR": str(sandbox / "cold"), "UV_NO_INDEX": "1"},
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 60
         while not journal.exists() and time.monotonic() < deadline and child.poll() is None:
             time.sleep(0.05)
@@ -168,9 +196,18 @@ def test_a_journal_with_conda_forges_underscore_packages_is_ours():
     from tfgpu.repair.apply import FORMAT, check_journal
 
     prefix = Path("/tmp")
-    journal = {"tool": "tfgpu-install", "format": FORMAT, "prefix": os.path.realpath(prefix), "files": {},
-               "written": {}, "intended": [], "added": [], "before": {},
-               "manager": "conda", "conda_before": {"_libgcc_mutex": "0.1", "_openmp_mutex": "4.5"}}
+    journal = {
+        "tool": "tfgpu-install",
+        "format": FORMAT,
+        "prefix": os.path.realpath(prefix),
+        "files": {},
+        "written": {},
+        "intended": [],
+        "added": [],
+        "before": {},
+        "manager": "conda",
+        "conda_before": {"_libgcc_mutex": "0.1", "_openmp_mutex": "4.5"},
+    }
     check_journal(prefix, journal)
 
 
@@ -179,10 +216,23 @@ def _slow_repair(sandbox, user_env, repair_wheels):
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(SlowWheels, directory=str(repair_wheels)))
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     child = subprocess.Popen(
-        [sys.executable, "-m", "tfgpu", "repair", "--prefix", str(user_env), *QUIET, "--find-links",
-         f"http://127.0.0.1:{server.server_address[1]}/", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "TFGPU_CACHE_DIR": str(sandbox / "cold"), "UV_NO_INDEX": "1"}, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "tfgpu",
+            "repair",
+            "--prefix",
+            str(user_env),
+            *QUIET,
+            "--find-links",
+            f"http://127.0.0.1:{server.server_address[1]}/",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TFGPU_CACHE_DIR": str(sandbox / "cold"), "UV_NO_INDEX": "1"},
+        start_new_session=True,
+    )
     journal = user_env / "etc" / "tfgpu" / "repair.json"
     deadline = time.monotonic() + 60
     while not journal.exists() and time.monotonic() < deadline and child.poll() is None:
@@ -205,8 +255,21 @@ def test_sigkill_then_a_user_install_then_undo_keeps_the_users_package(sandbox, 
     mine = sandbox / "mine"
     mine.mkdir()
     wheelhouse.wheel(mine, "somepkg", "1.0", {"somepkg/__init__.py": b"VALUE = 1\n"})
-    subprocess.run([rh.uv(), "pip", "install", "--quiet", "--python", str(user_env / "bin" / "python"), "--no-index",
-                    "--find-links", str(mine), "somepkg==1.0"], check=True)
+    subprocess.run(
+        [
+            rh.uv(),
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(user_env / "bin" / "python"),
+            "--no-index",
+            "--find-links",
+            str(mine),
+            "somepkg==1.0",
+        ],
+        check=True,
+    )
     undone = cli("repair", "--undo", "--prefix", str(user_env), "--json")
     assert undone.code == 0, undone.out + undone.err
     assert rh.freeze(user_env) == "".join(sorted([*frozen.splitlines(True), "somepkg==1.0\n"]))

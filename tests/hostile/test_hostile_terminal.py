@@ -31,8 +31,12 @@ def fake_env(root: Path) -> Path:
     (site / "tensorflow-2.21.0.dist-info" / "METADATA").write_text("Name: tensorflow\nVersion: 2.21.0\n")
     (root / "bin").mkdir()
     os.symlink(sys.executable, root / "bin" / "python")
-    marker.write(root, env_id="0" * 32, made_for=os.path.realpath(root),
-                 fields={"mode": "pip", "tensorflow": "2.21.0", "python": f"{sys.version_info[0]}.{sys.version_info[1]}"})
+    marker.write(
+        root,
+        env_id="0" * 32,
+        made_for=os.path.realpath(root),
+        fields={"mode": "pip", "tensorflow": "2.21.0", "python": f"{sys.version_info[0]}.{sys.version_info[1]}"},
+    )
     return root
 
 
@@ -51,7 +55,7 @@ def no_raw_controls(*texts: str) -> None:
 def test_shown_escapes_every_control_character():
     from tfgpu.console import defused, shown
 
-    controls = "".join(map(chr, [*range(0x20), 0x7f, *range(0x80, 0xa0), 0x202e, 0x2066]))
+    controls = "".join(map(chr, [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x202E, 0x2066]))
     escaped = shown(f"a{controls}b")
     assert escaped.isprintable() and escaped.startswith("a\\x00") and escaped.endswith("\\u2066b")
     assert shown("plain/path é ü") == "plain/path é ü"
@@ -117,13 +121,13 @@ def test_stray_escapes_in_any_message_are_defused(capsys):
 
 # --- a part of an env this user cannot read: only a non-root user is stopped by permissions ---
 
+
 def _as_nobody() -> list[str] | None:
     """The argv prefix that runs a command as ``nobody`` (root drops to it with setpriv), or None."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         return None
     argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-    probe = subprocess.run([*argv, sys.executable, "-c", "import tfgpu.cli"], capture_output=True, timeout=60,
-                           cwd="/")
+    probe = subprocess.run([*argv, sys.executable, "-c", "import tfgpu.cli"], capture_output=True, timeout=60, cwd="/")
     return argv if probe.returncode == 0 else None
 
 
@@ -155,10 +159,22 @@ def closed_envs():
 
 
 def _run_as(as_nobody: list[str], top: Path, *argv: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HOME": str(top), "TFGPU_ENVS_DIR": str(top / "envs"), "TFGPU_LOG_DIR": str(top / "logs"),
-           "TFGPU_CACHE_DIR": str(top / "cache"), "CONDA_ENVS_PATH": str(top / "no-conda")}
-    return subprocess.run([*as_nobody, sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True,
-                          env=env, cwd=str(top), timeout=300)
+    env = {
+        **os.environ,
+        "HOME": str(top),
+        "TFGPU_ENVS_DIR": str(top / "envs"),
+        "TFGPU_LOG_DIR": str(top / "logs"),
+        "TFGPU_CACHE_DIR": str(top / "cache"),
+        "CONDA_ENVS_PATH": str(top / "no-conda"),
+    }
+    return subprocess.run(
+        [*as_nobody, sys.executable, "-m", "tfgpu", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(top),
+        timeout=300,
+    )
 
 
 def test_list_over_an_env_this_user_cannot_read_lists_it_as_unreadable(closed_envs):

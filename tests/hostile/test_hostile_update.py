@@ -25,15 +25,23 @@ WHEEL = f"tensorflow-{NEW}-cp311-cp311-manylinux_2_17_x86_64.whl"
 def wheel_bytes(build_info: str) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr(f"tensorflow-{NEW}.dist-info/METADATA",
-                         f"Metadata-Version: 2.1\nName: tensorflow\nVersion: {NEW}\n")
+        archive.writestr(
+            f"tensorflow-{NEW}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: tensorflow\nVersion: {NEW}\n"
+        )
         archive.writestr("tensorflow/python/platform/build_info.py", build_info)
     return buffer.getvalue()
 
 
 def entry(**fields) -> dict:
-    return {"filename": WHEEL, "url": f"/files/{WHEEL}", "size": 1000, "packagetype": "bdist_wheel",
-            "upload_time_iso_8601": "2027-01-01T00:00:00Z", "requires_python": ">=3.10", **fields}
+    return {
+        "filename": WHEEL,
+        "url": f"/files/{WHEEL}",
+        "size": 1000,
+        "packagetype": "bdist_wheel",
+        "upload_time_iso_8601": "2027-01-01T00:00:00Z",
+        "requires_python": ">=3.10",
+        **fields,
+    }
 
 
 class Index(BaseHTTPRequestHandler):
@@ -55,12 +63,15 @@ class Index(BaseHTTPRequestHandler):
             data = self.files[name]
             start, end = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers["Range"]).groups())
             end = min(end, len(data) - 1)
-            return self._send(206, data[start:end + 1], {"Content-Range": f"bytes {start}-{end}/{len(data)}"})
+            return self._send(206, data[start : end + 1], {"Content-Range": f"bytes {start}-{end}/{len(data)}"})
         self._send(404, b"")
 
     def _send(self, status: int, body: bytes, headers: dict | None = None) -> None:
-        head = f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\n" + "".join(
-            f"{k}: {v}\r\n" for k, v in (headers or {}).items()) + "\r\n"
+        head = (
+            f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+            + "\r\n"
+        )
         raw = head.encode() + body
         if self.drip:
             start = 0 if self.drip == "head" else len(head)
@@ -68,7 +79,7 @@ class Index(BaseHTTPRequestHandler):
             self.wfile.flush()
             try:
                 for index in range(start, len(raw)):
-                    self.wfile.write(raw[index:index + 1])
+                    self.wfile.write(raw[index : index + 1])
                     self.wfile.flush()
                     time.sleep(2)
             except OSError:
@@ -98,9 +109,19 @@ def update(tool, sandbox):
     data = sandbox / "data"
 
     def run(url: str, **env: str):
-        return tool("update-data", "--index", url, "--json", env={
-            "TFGPU_USER_DATA_DIR": str(data), "TFGPU_UPDATE_TIMEOUT": "3", "TFGPU_CACHE_DIR": str(sandbox / "cache"),
-            **env}, timeout=60)
+        return tool(
+            "update-data",
+            "--index",
+            url,
+            "--json",
+            env={
+                "TFGPU_USER_DATA_DIR": str(data),
+                "TFGPU_UPDATE_TIMEOUT": "3",
+                "TFGPU_CACHE_DIR": str(sandbox / "cache"),
+                **env,
+            },
+            timeout=60,
+        )
 
     return run
 
@@ -169,12 +190,19 @@ def test_a_trickling_server_ends_within_the_deadline(update, index, sandbox, dri
     assert not (sandbox / "data").exists()
 
 
-@pytest.mark.parametrize(("url", "code"), [("http://10.9.9.9/files/" + WHEEL, "insecure-url"),
-                                           ("//10.9.9.9/files/" + WHEEL, "insecure-url"),
-                                           ("http://10.9.9.9\\@127.0.0.1/files/" + WHEEL, "bad-url"),
-                                           ("ftp://127.0.0.1/" + WHEEL, "bad-url"), ("file:///etc/passwd", "bad-url")])
-def test_listed_wheel_urls_that_break_the_transport_rule_are_refused_before_any_fetch(update, index, sandbox, url,
-                                                                                      code):
+@pytest.mark.parametrize(
+    ("url", "code"),
+    [
+        ("http://10.9.9.9/files/" + WHEEL, "insecure-url"),
+        ("//10.9.9.9/files/" + WHEEL, "insecure-url"),
+        ("http://10.9.9.9\\@127.0.0.1/files/" + WHEEL, "bad-url"),
+        ("ftp://127.0.0.1/" + WHEEL, "bad-url"),
+        ("file:///etc/passwd", "bad-url"),
+    ],
+)
+def test_listed_wheel_urls_that_break_the_transport_rule_are_refused_before_any_fetch(
+    update, index, sandbox, url, code
+):
     Index.files = {WHEEL: wheel_bytes("build_info = {}\n")}
     Index.document = json.dumps({"releases": {NEW: [entry(url=url)]}}).encode()
     done = update(index)
@@ -199,8 +227,9 @@ def test_a_redirect_off_the_rule_is_refused(update, index, sandbox, monkeypatch)
 
 
 def test_nothing_new_writes_nothing_and_leaves_the_overlay_as_it_was(update, index, sandbox, tool):
-    Index.document = json.dumps({"releases": {"2.21.0": [entry(filename="tensorflow-2.21.0-cp311-cp311-"
-                                                                          "manylinux_2_17_x86_64.whl")]}}).encode()
+    Index.document = json.dumps(
+        {"releases": {"2.21.0": [entry(filename="tensorflow-2.21.0-cp311-cp311-manylinux_2_17_x86_64.whl")]}}
+    ).encode()
     done = update(index)
     assert done.code == 0, done.out + done.err
     report = json.loads(done.out)
@@ -217,8 +246,16 @@ def test_nothing_new_writes_nothing_and_leaves_the_overlay_as_it_was(update, ind
     assert existing.read_bytes() == b"# an earlier update's overlay, kept as it is\n"
 
     existing.unlink()
-    plan = tool("plan", "--tf", "2.21", "--os", "linux", "--no-detect", "--json",
-                env={"TFGPU_USER_DATA_DIR": str(data), "TFGPU_CACHE_DIR": str(sandbox / "cache")})
+    plan = tool(
+        "plan",
+        "--tf",
+        "2.21",
+        "--os",
+        "linux",
+        "--no-detect",
+        "--json",
+        env={"TFGPU_USER_DATA_DIR": str(data), "TFGPU_CACHE_DIR": str(sandbox / "cache")},
+    )
     assert plan.code == 0, plan.out
 
 

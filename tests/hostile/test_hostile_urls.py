@@ -77,20 +77,46 @@ def test_the_door_refuses_what_engines_read_differently(url):
 
 def test_the_door_hands_on_the_canonical_form():
     urls.trust(["127.0.0.1", "Mirror.LAN"])
-    assert [urls.checked(u, "t") for u in ("HTTPS://Conda.Anaconda.ORG:443/conda-forge", "http://127.0.0.1:80/ch",
-                                           "http://mirror.lan.:8080/simple/", "https://bücher.example/ä")] == [
-        "https://conda.anaconda.org/conda-forge", "http://127.0.0.1/ch", "http://mirror.lan:8080/simple/",
-        "https://xn--bcher-kva.example/%C3%A4"]
+    assert [
+        urls.checked(u, "t")
+        for u in (
+            "HTTPS://Conda.Anaconda.ORG:443/conda-forge",
+            "http://127.0.0.1:80/ch",
+            "http://mirror.lan.:8080/simple/",
+            "https://bücher.example/ä",
+        )
+    ] == [
+        "https://conda.anaconda.org/conda-forge",
+        "http://127.0.0.1/ch",
+        "http://mirror.lan:8080/simple/",
+        "https://xn--bcher-kva.example/%C3%A4",
+    ]
 
 
 @pytest.mark.parametrize("command", ["create", "lock", "bundle"])
 def test_a_split_channel_is_bad_url_before_any_connection(cli, sandbox, command):
     before = snapshot(sandbox)
-    target = {"create": ("--prefix", str(sandbox / "env"), "--no-verify"),
-              "lock": ("-o", str(sandbox / "conda-lock.yml"), "--platform", "linux-64"),
-              "bundle": ("-o", str(sandbox / "B"), "--platform", "linux-64")}[command]
-    done = timed(cli, command, "--tf", "2.13", "--mode", "conda", "--python", PY, "--driver", DRIVER,
-                 "--channel", SPLIT, *target, "--json")
+    target = {
+        "create": ("--prefix", str(sandbox / "env"), "--no-verify"),
+        "lock": ("-o", str(sandbox / "conda-lock.yml"), "--platform", "linux-64"),
+        "bundle": ("-o", str(sandbox / "B"), "--platform", "linux-64"),
+    }[command]
+    done = timed(
+        cli,
+        command,
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--driver",
+        DRIVER,
+        "--channel",
+        SPLIT,
+        *target,
+        "--json",
+    )
     assert (done.code, done.error) == (2, "bad-url"), done.out
     assert "backslash" in done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -101,8 +127,21 @@ def test_a_split_channel_in_the_project_file_is_bad_url(cli, sandbox, monkeypatc
     project.write_text(f'mode = "conda"\nchannels = [{SPLIT!r}]\n'.replace("'", '"').replace("\\", "\\\\"))
     monkeypatch.setenv("TFGPU_PROJECT_FILE", str(project))
     before = snapshot(sandbox)
-    done = timed(cli, "lock", "--tf", "2.13", "--python", PY, "--driver", DRIVER, "--platform", "linux-64",
-                 "-o", str(sandbox / "conda-lock.yml"), "--json")
+    done = timed(
+        cli,
+        "lock",
+        "--tf",
+        "2.13",
+        "--python",
+        PY,
+        "--driver",
+        DRIVER,
+        "--platform",
+        "linux-64",
+        "-o",
+        str(sandbox / "conda-lock.yml"),
+        "--json",
+    )
     assert (done.code, done.error) == (2, "bad-url"), done.out
     assert str(project) in done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -112,8 +151,11 @@ def test_a_split_channel_in_the_project_file_is_bad_url(cli, sandbox, monkeypatc
 def test_a_split_index_in_a_pip_lock_is_bad_url(cli, sandbox, command):
     lock = _pip_lock(sandbox, index=SPLIT)  # its checksum recomputed, as an attacker can
     before = snapshot(sandbox)
-    argv = ("lock", "--check", str(lock)) if command == "check" else \
-        ("create", "--from-lock", str(lock), "--prefix", str(sandbox / "env"), "--no-verify")
+    argv = (
+        ("lock", "--check", str(lock))
+        if command == "check"
+        else ("create", "--from-lock", str(lock), "--prefix", str(sandbox / "env"), "--no-verify")
+    )
     done = timed(cli, *argv, "--json")
     assert (done.code, done.error) == (2, "bad-url"), done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -121,8 +163,22 @@ def test_a_split_index_in_a_pip_lock_is_bad_url(cli, sandbox, command):
 
 def test_the_index_variable_goes_through_the_door(cli, sandbox):
     before = snapshot(sandbox)
-    done = timed(cli, "bundle", "--tf", "2.21", "--mode", "pip", "--python", PY, "--platform", "linux-64",
-                 "-o", str(sandbox / "B"), "--json", env={"TFGPU_INDEX_URL": "http://10.9.9.9/simple"})
+    done = timed(
+        cli,
+        "bundle",
+        "--tf",
+        "2.21",
+        "--mode",
+        "pip",
+        "--python",
+        PY,
+        "--platform",
+        "linux-64",
+        "-o",
+        str(sandbox / "B"),
+        "--json",
+        env={"TFGPU_INDEX_URL": "http://10.9.9.9/simple"},
+    )
     assert (done.code, done.error) == (2, "insecure-url"), done.out
     assert "TFGPU_INDEX_URL" in done.out and "10.9.9.9" in done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -134,12 +190,27 @@ def test_an_overlay_download_url_goes_through_the_door(cli, sandbox, tmp_path, m
     overlay = tmp_path / "overlay"
     overlay.mkdir()
     # One backslash in the URL: doubled for TOML, and doubled again for the helper's re.sub.
-    (overlay / "cuda.toml").write_text(_overlay_cuda_toml("11.8.0", SPLIT.replace("\\", "\\" * 4) + "/cuda.run",
-                                                          "0" * 64))
+    (overlay / "cuda.toml").write_text(
+        _overlay_cuda_toml("11.8.0", SPLIT.replace("\\", "\\" * 4) + "/cuda.run", "0" * 64)
+    )
     monkeypatch.setenv("TFGPU_DATA_DIR", str(overlay))
     before = snapshot(sandbox)
-    done = timed(cli, "create", "--tf", "2.13", "--mode", "system", "--python", PY, "--driver", "999.99",
-                 "--prefix", str(sandbox / "env"), "--no-verify", "--json")
+    done = timed(
+        cli,
+        "create",
+        "--tf",
+        "2.13",
+        "--mode",
+        "system",
+        "--python",
+        PY,
+        "--driver",
+        "999.99",
+        "--prefix",
+        str(sandbox / "env"),
+        "--no-verify",
+        "--json",
+    )
     assert (done.code, done.error) == (2, "bad-url"), done.out
     assert "runfile" in done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -147,15 +218,34 @@ def test_an_overlay_download_url_goes_through_the_door(cli, sandbox, tmp_path, m
 
 # -- conda locks: the checksum binds the channels -------------------------------------------------
 
+
 @pytest.fixture
 def conda_lock(tmp_path, lock_channel, lock_index, monkeypatch):
     from conftest import run_tool
 
-    env = {"TFGPU_INDEX_URL": lock_index, "TFGPU_CACHE_DIR": str(tmp_path / "cache"),
-           "TFGPU_LOG_DIR": str(tmp_path / "logs")}
+    env = {
+        "TFGPU_INDEX_URL": lock_index,
+        "TFGPU_CACHE_DIR": str(tmp_path / "cache"),
+        "TFGPU_LOG_DIR": str(tmp_path / "logs"),
+    }
     path = tmp_path / "conda-lock.yml"
-    made = run_tool("lock", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--channel",
-                    str(lock_channel), "--platform", "linux-64", "-o", str(path), env={**__import__("os").environ, **env})
+    made = run_tool(
+        "lock",
+        "--tf",
+        "2.13",
+        "--mode",
+        "conda",
+        "--python",
+        PY,
+        "--no-detect",
+        "--channel",
+        str(lock_channel),
+        "--platform",
+        "linux-64",
+        "-o",
+        str(path),
+        env={**__import__("os").environ, **env},
+    )
     assert made.returncode == 0, made.stderr
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -169,8 +259,11 @@ def test_an_edited_conda_lock_channel_is_lock_modified(cli, sandbox, conda_lock,
     channel = str(parse_conda_lock_file(conda_lock).metadata.channels[0].url)
     conda_lock.write_text(conda_lock.read_text().replace(channel, "http://10.9.9.9/ch"))
     before = snapshot(sandbox)
-    argv = ("lock", "--check", str(conda_lock)) if command == "check" else \
-        ("create", "--from-lock", str(conda_lock), "--prefix", str(sandbox / "env"), "--no-verify")
+    argv = (
+        ("lock", "--check", str(conda_lock))
+        if command == "check"
+        else ("create", "--from-lock", str(conda_lock), "--prefix", str(sandbox / "env"), "--no-verify")
+    )
     done = timed(cli, *argv, "--json")
     assert (done.code, done.error) == (2, "lock-modified"), done.out
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
@@ -182,7 +275,10 @@ def test_a_conda_lock_channel_with_a_forged_checksum_still_meets_the_door(cli, s
     from tfgpu.lock.conda.write import model_digest
 
     lockfile = parse_conda_lock_file(conda_lock)
-    channel, recorded = str(lockfile.metadata.channels[0].url), lockfile.metadata.custom_metadata["tfgpu_packages_sha256"]
+    channel, recorded = (
+        str(lockfile.metadata.channels[0].url),
+        lockfile.metadata.custom_metadata["tfgpu_packages_sha256"],
+    )
     conda_lock.write_text(conda_lock.read_text().replace(channel, SPLIT))
     forged = model_digest(parse_conda_lock_file(conda_lock))  # anyone can recompute it
     conda_lock.write_text(conda_lock.read_text().replace(recorded, forged))
@@ -199,6 +295,7 @@ def test_an_edited_conda_lock_platform_is_lock_modified(cli, sandbox, conda_lock
 
 
 # -- redirects and loopback ------------------------------------------------------------------------
+
 
 class _Redirecting(BaseHTTPRequestHandler):
     target = "http://10.9.9.9/cuda.run"
@@ -306,9 +403,15 @@ def test_a_project_file_names_its_mirror(cli, sandbox, monkeypatch, unnamed):
     assert caught.value.code == "bad-url"
 
 
-@pytest.mark.parametrize("edit", [("https://pypi.org/simple", "https://evil.example/simple"),
-                                  ('"platform":"linux-64"', '"platform":"linux-aarch64"'),
-                                  ("a" * 64, "b" * 64)], ids=["index", "platform", "hash"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("https://pypi.org/simple", "https://evil.example/simple"),
+        ('"platform":"linux-64"', '"platform":"linux-aarch64"'),
+        ("a" * 64, "b" * 64),
+    ],
+    ids=["index", "platform", "hash"],
+)
 def test_a_pip_lock_binds_its_index_platform_and_hashes(cli, sandbox, edit):
     lock = _pip_lock(sandbox)
     text = lock.read_text()

@@ -51,9 +51,15 @@ def main(argv: list[str] | None = None) -> int:
             raise
         from tfgpu.errors import UsageError
 
-        return _report(UsageError("bad-path", f"A path is too long for the file system (it starts {str(error.filename)[:80]!r}) "
-                                  "(a name over 255 bytes, or a path over 4095).",
-                                  ["Give the options that name files and directories shorter paths."]), want_json)
+        return _report(
+            UsageError(
+                "bad-path",
+                f"A path is too long for the file system (it starts {str(error.filename)[:80]!r}) "
+                "(a name over 255 bytes, or a path over 4095).",
+                ["Give the options that name files and directories shorter paths."],
+            ),
+            want_json,
+        )
     except TfgpuError as error:
         return _report(error, want_json)
     except SystemExit as done:  # --help and --version

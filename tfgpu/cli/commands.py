@@ -7,8 +7,6 @@ Nothing here decides policy: option rules are ``tfgpu.installers.options``', wha
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tfgpu import results
 from tfgpu.cli.output import note, render, text
 from tfgpu.errors import ImpossibleError, UsageError
@@ -31,7 +29,8 @@ def host_of(settings: Settings, artefact: bool = False):
 
 
 def resolve(settings: Settings, artefact: bool = False):
-    from tfgpu.resolver import request_for, resolve as run
+    from tfgpu.resolver import request_for
+    from tfgpu.resolver import resolve as run
 
     host = host_of(settings, artefact)
     return run(request_for(settings.selectors), host), host
@@ -70,10 +69,17 @@ def cmd_create(settings: Settings) -> results.Result:
         from tfgpu.envs.location import check_name
 
         check_name(settings.name)
-    options = build_options(mode=settings.selectors.mode, engine=settings.engine, channels=settings.channels,
-                            channel_from=settings.channels_from,
-                            find_links=settings.find_links, offline=settings.offline, jupyter=settings.jupyter,
-                            force=settings.force, verify=settings.verify)
+    options = build_options(
+        mode=settings.selectors.mode,
+        engine=settings.engine,
+        channels=settings.channels,
+        channel_from=settings.channels_from,
+        find_links=settings.find_links,
+        offline=settings.offline,
+        jupyter=settings.jupyter,
+        force=settings.force,
+        verify=settings.verify,
+    )
     reporter = None if settings.dry_run else render().ConsoleReporter()
     lock: dict = {}
     host = None
@@ -81,8 +87,13 @@ def cmd_create(settings: Settings) -> results.Result:
         if settings.from_lock or settings.from_bundle:
             from tfgpu.lock import prepare
 
-            resolution, options, source, found = prepare(settings.selectors, options, from_lock=settings.from_lock,
-                                                         from_bundle=settings.from_bundle, reporter=reporter)
+            resolution, options, source, found = prepare(
+                settings.selectors,
+                options,
+                from_lock=settings.from_lock,
+                from_bundle=settings.from_bundle,
+                reporter=reporter,
+            )
             lock = {"lock": str(found.path), "lock_sha256": found.meta["sha256"], "bundle": settings.from_bundle}
         else:
             from tfgpu.installers.base import Source
@@ -90,8 +101,15 @@ def cmd_create(settings: Settings) -> results.Result:
             resolution, host = resolve(settings)
             source = Source()
         name = settings.name or (None if settings.prefix else default_name(resolution.tensorflow))
-        outcome = create(resolution, name=name, prefix=settings.prefix, options=options, source=source,
-                         reporter=reporter, dry_run=settings.dry_run)
+        outcome = create(
+            resolution,
+            name=name,
+            prefix=settings.prefix,
+            options=options,
+            source=source,
+            reporter=reporter,
+            dry_run=settings.dry_run,
+        )
     finally:
         if reporter is not None:
             reporter.close()
@@ -103,8 +121,9 @@ def cmd_create(settings: Settings) -> results.Result:
             text(results.Verified(outcome.verify))
         error = failure(outcome.verify, built=True, details=created.to_dict())
         how = outcome.outcome.activate or f"source {created.prefix}/bin/activate"
-        error.alternatives.append(f"The env works for everything but the GPU now: `{how}` (or run "
-                                  f"{created.prefix}/bin/python directly).")
+        error.alternatives.append(
+            f"The env works for everything but the GPU now: `{how}` (or run {created.prefix}/bin/python directly)."
+        )
         if outcome.log_path and not outcome.verify.get("log_path"):
             error.alternatives.append(f"The log of this create is {outcome.log_path}.")
         raise error
@@ -127,10 +146,17 @@ def cmd_lock(settings: Settings) -> results.Result:
     needs_platforms(settings)
     reporter = render().ConsoleReporter()
     try:
-        written = lock.write(mode=settings.selectors.mode, platforms=list(settings.platforms),
-                             selectors=settings.selectors, allow_cpu=settings.allow_cpu,
-                             host=host_of(settings, artefact=True), output=settings.output,
-                             channels=settings.channels, channel_from=settings.channels_from, reporter=reporter)
+        written = lock.write(
+            mode=settings.selectors.mode,
+            platforms=list(settings.platforms),
+            selectors=settings.selectors,
+            allow_cpu=settings.allow_cpu,
+            host=host_of(settings, artefact=True),
+            output=settings.output,
+            channels=settings.channels,
+            channel_from=settings.channels_from,
+            reporter=reporter,
+        )
     finally:
         reporter.close()
     return results.Written(written.to_dict(), tuple(written.notes()))
@@ -140,9 +166,16 @@ def lock_check(settings: Settings) -> results.Result:
     """``lock --check FILE``: 0 when the lock is what its recorded inputs resolve to today, else 1."""
     from tfgpu.lock import check_lock
 
-    wanted = {key: value for key, value in (("tf", settings.selectors.tf), ("mode", settings.selectors.mode),
-                                            ("python", settings.selectors.python),
-                                            ("platform", list(settings.platforms))) if value}
+    wanted = {
+        key: value
+        for key, value in (
+            ("tf", settings.selectors.tf),
+            ("mode", settings.selectors.mode),
+            ("python", settings.selectors.python),
+            ("platform", list(settings.platforms)),
+        )
+        if value
+    }
     wanted["source"] = "the project file" if settings.project_keys else "the command line"
     reporter = None if settings.json else render().ConsoleReporter()
     try:
@@ -160,14 +193,25 @@ def cmd_bundle(settings: Settings) -> results.Result:
     needs_platforms(settings)
     reporter = render().ConsoleReporter()
     try:
-        built = bundle.build(mode=settings.selectors.mode, platforms=list(settings.platforms),
-                             selectors=settings.selectors, host=host_of(settings, artefact=True),
-                             output=settings.output, channels=settings.channels,
-                             channel_from=settings.channels_from, reporter=reporter)
+        built = bundle.build(
+            mode=settings.selectors.mode,
+            platforms=list(settings.platforms),
+            selectors=settings.selectors,
+            host=host_of(settings, artefact=True),
+            output=settings.output,
+            channels=settings.channels,
+            channel_from=settings.channels_from,
+            reporter=reporter,
+        )
     finally:
         reporter.close()
-    return results.Written(built.to_dict(), (f"Bundle ready: {built.bundle} ({built.files} files, {built.mb} MB). "
-                                             f"Install it offline with {built.bundle}/install.sh PREFIX",))
+    return results.Written(
+        built.to_dict(),
+        (
+            f"Bundle ready: {built.bundle} ({built.files} files, {built.mb} MB). "
+            f"Install it offline with {built.bundle}/install.sh PREFIX",
+        ),
+    )
 
 
 def cmd_script(settings: Settings) -> results.Result:
@@ -175,9 +219,12 @@ def cmd_script(settings: Settings) -> results.Result:
     from tfgpu import export
 
     if settings.format in export.DIRECTORY_FORMATS and not settings.output:
-        raise UsageError("missing-output", f"The {settings.format} export is a directory of files "
-                         f"({export.DIRECTORY_FORMATS[settings.format]}): say where with -o DIR.",
-                         [f"tfgpu-install script --format {settings.format} -o ./tf-{settings.format}"])
+        raise UsageError(
+            "missing-output",
+            f"The {settings.format} export is a directory of files "
+            f"({export.DIRECTORY_FORMATS[settings.format]}): say where with -o DIR.",
+            [f"tfgpu-install script --format {settings.format} -o ./tf-{settings.format}"],
+        )
     resolution, _ = resolve(settings, artefact=True)
     made = export.render(resolution, settings.format)
     if settings.output:
@@ -192,8 +239,13 @@ def _which(settings: Settings, purpose: str):
     """The env the command means (``tfgpu.envs.which``), said on stderr when the user did not type it."""
     from tfgpu.envs.which import which_env
 
-    target = which_env(name=settings.name, prefix=settings.prefix, interpreter=settings.interpreter,
-                       environ=dict(settings.active_env), purpose=purpose)
+    target = which_env(
+        name=settings.name,
+        prefix=settings.prefix,
+        interpreter=settings.interpreter,
+        environ=dict(settings.active_env),
+        purpose=purpose,
+    )
     if target is not None and target.implicit and not settings.json:
         note(target.describe())
     return target
@@ -218,8 +270,11 @@ def cmd_verify(settings: Settings) -> results.Result:
     target = _which(settings, "verify")
     prefix = target.prefix
     if not prefix.is_dir():
-        raise ImpossibleError("no-such-env", f"There is no environment at {prefix}.",
-                              ["Give the env's path with --prefix, or create it first."])
+        raise ImpossibleError(
+            "no-such-env",
+            f"There is no environment at {prefix}.",
+            ["Give the env's path with --prefix, or create it first."],
+        )
     chosen = target.to_dict()
     if settings.workers is not None:
         from tfgpu.verify import multiworker_failure, run_multiworker
@@ -248,9 +303,12 @@ def cmd_verify(settings: Settings) -> results.Result:
 
 def needs_platforms(settings: Settings) -> None:
     if not settings.platforms:
-        raise UsageError("bad-arguments", f"tfgpu-install {settings.command}: say which platforms with --platform "
-                         "(e.g. --platform linux-64), or list them in the project file (platforms = [...]).",
-                         [f"tfgpu-install {settings.command} --platform linux-64 ..."])
+        raise UsageError(
+            "bad-arguments",
+            f"tfgpu-install {settings.command}: say which platforms with --platform "
+            "(e.g. --platform linux-64), or list them in the project file (platforms = [...]).",
+            [f"tfgpu-install {settings.command} --platform linux-64 ..."],
+        )
 
 
 def cmd_list(settings: Settings) -> results.Result:
@@ -275,6 +333,18 @@ def cmd_repair(settings: Settings) -> results.Result:
     return run(settings)
 
 
-HANDLERS = {"create": cmd_create, "plan": cmd_plan, "lock": cmd_lock, "bundle": cmd_bundle, "script": cmd_script,
-            "doctor": cmd_doctor, "verify": cmd_verify, "matrix": cmd_matrix, "update-data": cmd_update_data,
-            "remove": cmd_remove, "repair": cmd_repair, "list": cmd_list, "completion": cmd_completion}
+HANDLERS = {
+    "create": cmd_create,
+    "plan": cmd_plan,
+    "lock": cmd_lock,
+    "bundle": cmd_bundle,
+    "script": cmd_script,
+    "doctor": cmd_doctor,
+    "verify": cmd_verify,
+    "matrix": cmd_matrix,
+    "update-data": cmd_update_data,
+    "remove": cmd_remove,
+    "repair": cmd_repair,
+    "list": cmd_list,
+    "completion": cmd_completion,
+}

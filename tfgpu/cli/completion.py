@@ -40,8 +40,14 @@ def _values(command: str, action: argparse.Action) -> tuple[tuple[str, ...], boo
 
     if action.choices:
         return tuple(action.choices), False
-    known = {"mode": ("pip", "conda") if command in ("lock", "bundle") else MODES, "os": OSES, "arch": ARCHES,
-             "engine": tuple(ENGINES), "platform": tuple(PLATFORMS), "tf": _series()}
+    known = {
+        "mode": ("pip", "conda") if command in ("lock", "bundle") else MODES,
+        "os": OSES,
+        "arch": ARCHES,
+        "engine": tuple(ENGINES),
+        "platform": tuple(PLATFORMS),
+        "tf": _series(),
+    }
     if action.dest in known:
         return known[action.dest], False
     if action.dest == "python":  # a version everywhere (an interpreter path is --interpreter, a PATH)
@@ -79,8 +85,15 @@ def model(parser: argparse.ArgumentParser) -> dict[str, dict]:
                 positional = tuple(action.choices or ())
                 continue
             values, paths = _values(name, action)
-            options.append(Option(tuple(action.option_strings), " ".join((action.help or "").split()),
-                                  action.nargs != 0, values, paths))
+            options.append(
+                Option(
+                    tuple(action.option_strings),
+                    " ".join((action.help or "").split()),
+                    action.nargs != 0,
+                    values,
+                    paths,
+                )
+            )
         commands[name] = {"help": helps.get(name, ""), "options": options, "positional": positional}
     return commands
 
@@ -99,16 +112,18 @@ def _words(items) -> str:
 
 def _bash(commands: dict) -> str:
     names = list(commands)
-    lines = [f"# {PROG} completion for bash, generated from its parser: eval \"$({PROG} completion bash)\"",
-             "_tfgpu_install() {",
-             '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="" i',
-             "    for ((i = 1; i < COMP_CWORD; i++)); do",
-             '        case "${COMP_WORDS[i]}" in',
-             f"            {'|'.join(names)}) cmd=${{COMP_WORDS[i]}}; break ;;",
-             "        esac",
-             "    done",
-             '    local key="${cmd:-create}"',
-             '    case "$key $prev" in']
+    lines = [
+        f'# {PROG} completion for bash, generated from its parser: eval "$({PROG} completion bash)"',
+        "_tfgpu_install() {",
+        '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="" i',
+        "    for ((i = 1; i < COMP_CWORD; i++)); do",
+        '        case "${COMP_WORDS[i]}" in',
+        f"            {'|'.join(names)}) cmd=${{COMP_WORDS[i]}}; break ;;",
+        "        esac",
+        "    done",
+        '    local key="${cmd:-create}"',
+        '    case "$key $prev" in',
+    ]
     for name, command in commands.items():
         for option in command["options"]:
             if not option.takes_value:
@@ -125,12 +140,15 @@ def _bash(commands: dict) -> str:
     for name, command in commands.items():
         flags = [flag for option in command["options"] for flag in option.flags] + ["--help"]
         lines.append(f"        {name}) opts={shlex.quote(_words([*command['positional'], *flags]))} ;;")
-    lines += ["    esac",
-              f'    if [ "$COMP_CWORD" -eq 1 ] && [[ "$cur" != -* ]]; then opts={shlex.quote(_words(names))}; fi',
-              '    if [ "$COMP_CWORD" -eq 1 ] && [[ "$cur" == -* ]]; then opts="$opts --version"; fi',
-              '    COMPREPLY=($(compgen -W "$opts" -- "$cur"))',
-              "}",
-              f"complete -o default -F _tfgpu_install {PROG}", ""]
+    lines += [
+        "    esac",
+        f'    if [ "$COMP_CWORD" -eq 1 ] && [[ "$cur" != -* ]]; then opts={shlex.quote(_words(names))}; fi',
+        '    if [ "$COMP_CWORD" -eq 1 ] && [[ "$cur" == -* ]]; then opts="$opts --version"; fi',
+        '    COMPREPLY=($(compgen -W "$opts" -- "$cur"))',
+        "}",
+        f"complete -o default -F _tfgpu_install {PROG}",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -152,23 +170,25 @@ def _zsh_spec(option: Option) -> str:
 
 
 def _zsh(commands: dict) -> str:
-    lines = [f"#compdef {PROG}",
-             f"# {PROG} completion for zsh, generated from its parser.",
-             "_tfgpu_install() {",
-             "    local -a commands",
-             "    commands=(" + " ".join(f"'{name}:{_zsh_text(c['help'])}'" for name, c in commands.items()) + ")",
-             "    local cmd=${words[2]}",
-             "    if (( CURRENT == 2 )) && [[ ${words[CURRENT]} != -* ]]; then",
-             "        _describe -t commands command commands",
-             "        return",
-             "    fi",
-             "    if (( ${commands[(I)${cmd}:*]} )); then",
-             "        shift words",
-             "        (( CURRENT-- ))",
-             "    else",
-             "        cmd=create",
-             "    fi",
-             "    case $cmd in"]
+    lines = [
+        f"#compdef {PROG}",
+        f"# {PROG} completion for zsh, generated from its parser.",
+        "_tfgpu_install() {",
+        "    local -a commands",
+        "    commands=(" + " ".join(f"'{name}:{_zsh_text(c['help'])}'" for name, c in commands.items()) + ")",
+        "    local cmd=${words[2]}",
+        "    if (( CURRENT == 2 )) && [[ ${words[CURRENT]} != -* ]]; then",
+        "        _describe -t commands command commands",
+        "        return",
+        "    fi",
+        "    if (( ${commands[(I)${cmd}:*]} )); then",
+        "        shift words",
+        "        (( CURRENT-- ))",
+        "    else",
+        "        cmd=create",
+        "    fi",
+        "    case $cmd in",
+    ]
     for name, command in commands.items():
         specs = [_zsh_spec(option) for option in command["options"]]
         if command["positional"]:
@@ -180,12 +200,16 @@ def _zsh(commands: dict) -> str:
 
 def _fish(commands: dict) -> str:
     names = " ".join(commands)
-    lines = [f"# {PROG} completion for fish, generated from its parser.",
-             f"complete -c {PROG} -f",
-             f"complete -c {PROG} -n 'not __fish_seen_subcommand_from {names}' -l version -d 'print the version'"]
+    lines = [
+        f"# {PROG} completion for fish, generated from its parser.",
+        f"complete -c {PROG} -f",
+        f"complete -c {PROG} -n 'not __fish_seen_subcommand_from {names}' -l version -d 'print the version'",
+    ]
     for name, command in commands.items():
-        lines.append(f"complete -c {PROG} -n 'not __fish_seen_subcommand_from {names}' -a {name} "
-                     f"-d {shlex.quote(command['help'])}")
+        lines.append(
+            f"complete -c {PROG} -n 'not __fish_seen_subcommand_from {names}' -a {name} "
+            f"-d {shlex.quote(command['help'])}"
+        )
     for name, command in commands.items():
         when = f"__fish_seen_subcommand_from {name}"
         if name == "create":  # the bare form: `tfgpu-install --tf 2.13 --mode conda` is create
@@ -198,8 +222,9 @@ def _fish(commands: dict) -> str:
                 words += ["-r", "-F"] if option.paths else ["-x"]
                 if option.values:
                     words += ["-a", shlex.quote(" ".join(option.values))]
-            lines.append(f"complete -c {PROG} -n {shlex.quote(when)} {' '.join(words)} "
-                         f"-d {shlex.quote(option.help[:80])}")
+            lines.append(
+                f"complete -c {PROG} -n {shlex.quote(when)} {' '.join(words)} -d {shlex.quote(option.help[:80])}"
+            )
         if command["positional"]:
             lines.append(f"complete -c {PROG} -n {shlex.quote(when)} -a {shlex.quote(' '.join(command['positional']))}")
     return "\n".join(lines) + "\n"

@@ -60,8 +60,10 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
             values["project_keys"] = tuple(found.key_of(dest) for dest in taken)
             project_hosts = tuple(found.values.get("insecure_hosts", ()))
             if taken and not given.get("json"):
-                values["notes"] = (*notes, f"Using the project file {found.describe()}; flags on the command "
-                                           "line override it.")
+                values["notes"] = (
+                    *notes,
+                    f"Using the project file {found.describe()}; flags on the command line override it.",
+                )
     named = tuple(host for host in environ.get(urls.ENVIRONMENT, "").split(",") if host.strip())
     values["insecure_hosts"] = (*values.get("insecure_hosts", ()), *project_hosts, *named)
     values["active_env"] = tuple((name, environ[name]) for name in ACTIVE_ENV if environ.get(name))

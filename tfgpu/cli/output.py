@@ -59,8 +59,9 @@ def _created(result: results.Created) -> None:
 
 def _exported(result: results.Exported) -> None:
     written = ", ".join(str(path) for path in result.written)
-    render().note(f"Wrote {written} ({result.format}, TensorFlow {result.resolution.tensorflow}, "
-                  f"{result.resolution.mode} mode).")
+    render().note(
+        f"Wrote {written} ({result.format}, TensorFlow {result.resolution.tensorflow}, {result.resolution.mode} mode)."
+    )
 
 
 def _log_matches(result: results.LogMatches) -> None:

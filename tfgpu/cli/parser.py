@@ -12,8 +12,21 @@ from tfgpu import __version__
 from tfgpu.cli.options import add, add_exclusive
 from tfgpu.errors import UsageError
 
-COMMANDS = ("create", "plan", "lock", "bundle", "script", "doctor", "verify", "matrix", "update-data", "remove", "repair",
-            "list", "completion")
+COMMANDS = (
+    "create",
+    "plan",
+    "lock",
+    "bundle",
+    "script",
+    "doctor",
+    "verify",
+    "matrix",
+    "update-data",
+    "remove",
+    "repair",
+    "list",
+    "completion",
+)
 SHELLS = ("bash", "zsh", "fish")
 
 
@@ -30,14 +43,22 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D102 - argparse hook
         argv = getattr(self, "argv", [])
-        if (argv and argv[0] in INTERPRETER_COMMANDS and message.startswith("unrecognized arguments")
-                and any(word == "--python" or word.startswith("--python=") for word in argv)):
+        if (
+            argv
+            and argv[0] in INTERPRETER_COMMANDS
+            and message.startswith("unrecognized arguments")
+            and any(word == "--python" or word.startswith("--python=") for word in argv)
+        ):
             # The one option whose meaning changed: say where the old spelling went.
-            raise UsageError("bad-arguments", f"tfgpu-install {argv[0]}: --python is a Python version elsewhere; give "
-                             "an interpreter with --interpreter PATH.",
-                             [f"`tfgpu-install {argv[0]} --interpreter ./env/bin/python`"])
-        raise UsageError("bad-arguments", f"{self.prog}: {message}.",
-                         [f"Run `{self.prog} --help` for the accepted options."])
+            raise UsageError(
+                "bad-arguments",
+                f"tfgpu-install {argv[0]}: --python is a Python version elsewhere; give "
+                "an interpreter with --interpreter PATH.",
+                [f"`tfgpu-install {argv[0]} --interpreter ./env/bin/python`"],
+            )
+        raise UsageError(
+            "bad-arguments", f"{self.prog}: {message}.", [f"Run `{self.prog} --help` for the accepted options."]
+        )
 
 
 def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or system") -> None:
@@ -49,11 +70,14 @@ def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or syst
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="tfgpu-install",
-                    description="Get TensorFlow running on NVIDIA GPUs. The bare form is `create`: "
-                                "tfgpu-install --tf 2.13 --mode conda")
-    parser.add_argument("--version", action="version", version=f"tfgpu-install {__version__}",
-                        help="print the version and exit")
+    parser = Parser(
+        prog="tfgpu-install",
+        description="Get TensorFlow running on NVIDIA GPUs. The bare form is `create`: "
+        "tfgpu-install --tf 2.13 --mode conda",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"tfgpu-install {__version__}", help="print the version and exit"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     create = sub.add_parser("create", help="build an environment (the default command)")
@@ -95,15 +119,32 @@ def build_parser() -> argparse.ArgumentParser:
     add_exclusive(remove, "name", "prefix", required=True)
     add(remove, "json")
 
-    repair = sub.add_parser("repair", help="make an existing env's TensorFlow find the GPU, in place (undoable; "
-                            "default: the active env)")
+    repair = sub.add_parser(
+        "repair", help="make an existing env's TensorFlow find the GPU, in place (undoable; default: the active env)"
+    )
     add_exclusive(repair, "name", "prefix", "interpreter")
-    add(repair, "undo", "forget_journal", "allow_changes", "dry_run", "yes", "driver", "gpu_cc", "no_detect",
-        "find_links", "offline", "channel", "insecure_host", "no_verify", "json")
+    add(
+        repair,
+        "undo",
+        "forget_journal",
+        "allow_changes",
+        "dry_run",
+        "yes",
+        "driver",
+        "gpu_cc",
+        "no_detect",
+        "find_links",
+        "offline",
+        "channel",
+        "insecure_host",
+        "no_verify",
+        "json",
+    )
 
     add(sub.add_parser("list", help="the environments tfgpu-install built, with TF, CUDA, mode and health"), "json")
-    completion = sub.add_parser("completion", help="print a shell completion script: eval \"$(tfgpu-install "
-                                "completion bash)\"")
+    completion = sub.add_parser(
+        "completion", help='print a shell completion script: eval "$(tfgpu-install completion bash)"'
+    )
     completion.add_argument("shell", choices=SHELLS, help="bash, zsh or fish")
     return parser
 
@@ -111,13 +152,21 @@ def build_parser() -> argparse.ArgumentParser:
 def with_default_command(argv: list[str]) -> list[str]:
     """``tfgpu-install --tf 2.13 --mode conda`` means ``tfgpu-install create --tf 2.13 --mode conda``."""
     if not argv or argv == ["--json"]:
-        raise UsageError("missing-command", "Say what to do: no command and no --tf were given.",
-                         ["`tfgpu-install plan` shows what this machine can run.",
-                          "`tfgpu-install --tf 2.21 --mode pip --name tf2.21` builds an environment.",
-                          "`tfgpu-install --help` lists every command."])
+        raise UsageError(
+            "missing-command",
+            "Say what to do: no command and no --tf were given.",
+            [
+                "`tfgpu-install plan` shows what this machine can run.",
+                "`tfgpu-install --tf 2.21 --mode pip --name tf2.21` builds an environment.",
+                "`tfgpu-install --help` lists every command.",
+            ],
+        )
     if argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
         return argv
     if not argv[0].startswith("-"):
-        raise UsageError("unknown-command", f"{argv[0]!r} is not a tfgpu-install command.",
-                         [f"Commands: {', '.join(COMMANDS)}; or the bare form `tfgpu-install --tf 2.13 --mode conda`."])
+        raise UsageError(
+            "unknown-command",
+            f"{argv[0]!r} is not a tfgpu-install command.",
+            [f"Commands: {', '.join(COMMANDS)}; or the bare form `tfgpu-install --tf 2.13 --mode conda`."],
+        )
     return ["create", *argv]

@@ -32,36 +32,56 @@ def cmd_repair(settings: Settings) -> results.Result:
     from tfgpu import repair
     from tfgpu.cli.output import note, render
 
-    target = repair.locate(settings.name, settings.prefix, settings.interpreter,
-                           environ=dict(settings.active_env))  # default: the active env
+    target = repair.locate(
+        settings.name, settings.prefix, settings.interpreter, environ=dict(settings.active_env)
+    )  # default: the active env
     if target.implicit and not settings.json:
         note(target.describe())
     where = {"target": target}
     if settings.undo:
         reporter = None if settings.json else render().ConsoleReporter()
         try:
-            done = repair.undo(**where, find_links=settings.find_links, offline=settings.offline,
-                               forget_journal=settings.forget_journal, reporter=reporter)
+            done = repair.undo(
+                **where,
+                find_links=settings.find_links,
+                offline=settings.offline,
+                forget_journal=settings.forget_journal,
+                reporter=reporter,
+            )
         finally:
             if reporter is not None:
                 reporter.close()
         return results.Repaired(done, undone=True)
     if settings.forget_journal:
-        raise UsageError("conflicting-options", "--forget-journal goes with --undo.",
-                         ["`tfgpu-install repair --undo --forget-journal --prefix P`"])
+        raise UsageError(
+            "conflicting-options",
+            "--forget-journal goes with --undo.",
+            ["`tfgpu-install repair --undo --forget-journal --prefix P`"],
+        )
     confirm = None
     if not (settings.dry_run or settings.yes):
         if settings.json or not sys.stdin.isatty():
-            raise UsageError("repair-needs-yes", "repair changes an existing env, and there is no terminal to ask "
-                             "on (or --json was given).",
-                             ["Add --yes to go ahead, or --dry-run to see what would change first."])
+            raise UsageError(
+                "repair-needs-yes",
+                "repair changes an existing env, and there is no terminal to ask on (or --json was given).",
+                ["Add --yes to go ahead, or --dry-run to see what would change first."],
+            )
         confirm = _ask
     reporter = None if (settings.dry_run or settings.json) else render().ConsoleReporter()
     try:
-        summary = repair.repair(**where, driver=settings.selectors.driver, gpu_cc=settings.selectors.gpu_cc,
-                                allow_changes=settings.allow_changes, dry_run=settings.dry_run,
-                                find_links=settings.find_links, offline=settings.offline, channels=settings.channels,
-                                detect=settings.detect, reporter=reporter, confirm=confirm)
+        summary = repair.repair(
+            **where,
+            driver=settings.selectors.driver,
+            gpu_cc=settings.selectors.gpu_cc,
+            allow_changes=settings.allow_changes,
+            dry_run=settings.dry_run,
+            find_links=settings.find_links,
+            offline=settings.offline,
+            channels=settings.channels,
+            detect=settings.detect,
+            reporter=reporter,
+            confirm=confirm,
+        )
     finally:
         if reporter is not None:
             reporter.close()

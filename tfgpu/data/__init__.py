@@ -90,8 +90,12 @@ def _shipped_files() -> dict[str, Path | None]:
 
 def _sources() -> tuple[dict[str, bytes], dict[str, str]]:
     """Every table's bytes and where they came from: the shipped ones, then the overlay's."""
-    sources = {name: untrusted.read_bytes(path, untrusted.PACKAGE_DATA) if path is not None else
-               untrusted.package_bytes("tfgpu.data", name) for name, path in _shipped_files().items()}
+    sources = {
+        name: untrusted.read_bytes(path, untrusted.PACKAGE_DATA)
+        if path is not None
+        else untrusted.package_bytes("tfgpu.data", name)
+        for name, path in _shipped_files().items()
+    }
     where = {name: f"tfgpu/data/{name}" for name in sources}
     for name, (raw, path) in _overlay(set(sources)).items():
         sources[name], where[name] = raw, path
@@ -146,13 +150,19 @@ def _overlay(shipped: set[str]) -> dict[str, tuple[bytes, str]]:
         return {}
     directory = Path(user_path(override, "TFGPU_DATA_DIR"))
     if not directory.is_dir():
-        raise UsageError("bad-data", f"TFGPU_DATA_DIR={override} is not a directory.",
-                         ["Point it at a directory of tables (cuda.toml, cudnn_archives.toml, ...), or unset it."])
+        raise UsageError(
+            "bad-data",
+            f"TFGPU_DATA_DIR={override} is not a directory.",
+            ["Point it at a directory of tables (cuda.toml, cudnn_archives.toml, ...), or unset it."],
+        )
     found = {}
     for path in sorted(directory.glob("*.toml")):
         if path.name not in shipped:
-            raise UsageError("bad-data", f"{path} replaces no shipped table (they are: {', '.join(sorted(shipped))}).",
-                             ["Rename it after the table it replaces, or remove it."])
+            raise UsageError(
+                "bad-data",
+                f"{path} replaces no shipped table (they are: {', '.join(sorted(shipped))}).",
+                ["Rename it after the table it replaces, or remove it."],
+            )
         found[path.name] = (untrusted.read_bytes(path, untrusted.DATA_TABLE), str(path))
     return found
 
@@ -169,7 +179,11 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
     except untrusted.Unreadable:
         return None
     head = len(_MAGIC) + 32
-    if len(blob) <= head or not blob.startswith(_MAGIC) or hashlib.sha256(blob[head:]).digest() != blob[len(_MAGIC):head]:
+    if (
+        len(blob) <= head
+        or not blob.startswith(_MAGIC)
+        or hashlib.sha256(blob[head:]).digest() != blob[len(_MAGIC) : head]
+    ):
         return None
     try:
         value = marshal.loads(blob[head:])

@@ -35,9 +35,14 @@ def load(path) -> dict:
     try:
         return parse("tensorflow.toml", raw, str(path))
     except UsageError as error:
-        raise OperationError("data-overlay-corrupt", f"The release data fetched by update-data cannot be used: "
-                             f"{error.message}", ["Run `tfgpu-install update-data` again, or delete the file "
-                                                  "to use only the data shipped with tfgpu-install."]) from None
+        raise OperationError(
+            "data-overlay-corrupt",
+            f"The release data fetched by update-data cannot be used: {error.message}",
+            [
+                "Run `tfgpu-install update-data` again, or delete the file "
+                "to use only the data shipped with tfgpu-install."
+            ],
+        ) from None
 
 
 def update_rows() -> list[dict]:

@@ -52,9 +52,19 @@ class Fetcher:
     told about each retry (the regeneration script logs them).
     """
 
-    def __init__(self, cache_dir: Path | None = None, *, refresh_json: bool = False, timeout: float = 60.0,
-                 retries: int = 5, offline: bool = False, max_json_bytes: int = MAX_JSON_BYTES,
-                 max_range_bytes: int = MAX_RANGE_BYTES, on_retry=None, deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        *,
+        refresh_json: bool = False,
+        timeout: float = 60.0,
+        retries: int = 5,
+        offline: bool = False,
+        max_json_bytes: int = MAX_JSON_BYTES,
+        max_range_bytes: int = MAX_RANGE_BYTES,
+        on_retry=None,
+        deadline: float | None = None,
+    ) -> None:
         self.cache_dir = cache_dir
         self.refresh_json = refresh_json
         self.timeout = timeout
@@ -91,8 +101,9 @@ class Fetcher:
     def range(self, url: str, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` (inclusive) of the file at ``url``."""
         if end < start or end - start + 1 > self.max_range_bytes:
-            raise SourceError(f"{url}: refusing a range of {end - start + 1} bytes "
-                              f"(at most {self.max_range_bytes} per request)")
+            raise SourceError(
+                f"{url}: refusing a range of {end - start + 1} bytes (at most {self.max_range_bytes} per request)"
+            )
         cached = self._cache_path("ranges", url, f"/{start}-{end}")
         if cached and cached.exists():
             try:
@@ -125,8 +136,12 @@ class Fetcher:
             remaining = self._remaining(url)
             watch = _Watchdog(remaining)
             try:
-                with watch, _opener(watch).open(urllib.request.Request(url, headers=headers),
-                                                timeout=min(self.timeout, remaining)) as response:
+                with (
+                    watch,
+                    _opener(watch).open(
+                        urllib.request.Request(url, headers=headers), timeout=min(self.timeout, remaining)
+                    ) as response,
+                ):
                     _check_response(url, response, byte_range, limit)
                     data = response.read(limit + 1)
                 if watch.expired:
@@ -144,7 +159,7 @@ class Fetcher:
                 if attempt == self.retries:
                     raise SourceError(f"{url}: {getattr(exc, 'reason', exc)}") from None
                 problem = str(exc)
-            delay = 2 ** attempt
+            delay = 2**attempt
             if self.deadline is not None and time.monotonic() + delay >= self.deadline:
                 raise SourceError(f"{url}: {problem}, and no time is left to try again")
             if self.on_retry:
@@ -159,7 +174,6 @@ class Fetcher:
             self.bytes += len(data)
         return data
 
-
     def _remaining(self, url: str, *, after: bool = False) -> float:
         """Seconds left before the deadline (the per-request timeout when there is none); a
         :class:`SourceError` once it has passed."""
@@ -167,8 +181,9 @@ class Fetcher:
             return self.timeout
         left = self.deadline - time.monotonic()
         if left <= 0 or after:
-            raise SourceError(f"{url}: no complete answer before the run's deadline (the whole run may take "
-                              f"{self.timeout:g} s)")
+            raise SourceError(
+                f"{url}: no complete answer before the run's deadline (the whole run may take {self.timeout:g} s)"
+            )
         return left
 
 
@@ -235,8 +250,9 @@ def _opener(watch: _Watchdog) -> urllib.request.OpenerDirector:
     # Plain HTTP never goes through a proxy (one could answer for the named host in clear text):
     # only the HTTPS proxy is kept, a tunnel to a TLS-verified host.
     https_only = {scheme: url for scheme, url in urllib.request.getproxies().items() if scheme == "https"}
-    return urllib.request.build_opener(urllib.request.ProxyHandler(https_only), PlainHandler, SecureHandler,
-                                       _CheckedRedirects)
+    return urllib.request.build_opener(
+        urllib.request.ProxyHandler(https_only), PlainHandler, SecureHandler, _CheckedRedirects
+    )
 
 
 class _HeldRedirects(urllib.request.HTTPRedirectHandler):

@@ -38,8 +38,8 @@ class WheelFile:
     url: str
     size: int
     platform: str
-    platform_tag: str          # first of the (possibly compressed) platform tags
-    pythons: tuple[str, ...]   # "3.11", from the cp tags
+    platform_tag: str  # first of the (possibly compressed) platform tags
+    pythons: tuple[str, ...]  # "3.11", from the cp tags
 
 
 def wheel_from_json(entry: dict, base_url: str) -> WheelFile | None:
@@ -59,11 +59,18 @@ def wheel_from_json(entry: dict, base_url: str) -> WheelFile | None:
     platform = next(filter(None, map(facts.platform_key, platform_tags)), None)
     if platform is None:
         return None
-    pythons = tuple(f"{m.group(1)}.{m.group(2)}" for tag in parts[-3].split(".")
-                    if (m := re.fullmatch(r"cp(\d)(\d+)", tag)))
+    pythons = tuple(
+        f"{m.group(1)}.{m.group(2)}" for tag in parts[-3].split(".") if (m := re.fullmatch(r"cp(\d)(\d+)", tag))
+    )
     # The index's answer names where the wheel is: through the URL door before anything is fetched.
-    return WheelFile(filename, urls.join(base_url, entry["url"], f"the index's file list ({filename})"), int(entry["size"]),
-                     platform, platform_tags[0], pythons)
+    return WheelFile(
+        filename,
+        urls.join(base_url, entry["url"], f"the index's file list ({filename})"),
+        int(entry["size"]),
+        platform,
+        platform_tags[0],
+        pythons,
+    )
 
 
 def checked_project(document, url: str) -> dict | None:
@@ -79,8 +86,13 @@ def checked_project(document, url: str) -> dict | None:
             entry = untrusted.expect(entry, dict, kind, url, f"a file entry of {version}")
             for key in ("filename", "upload_time_iso_8601"):
                 untrusted.expect(entry.get(key), str, kind, url, f"{key!r} of a file of {version}")
-            untrusted.expect(entry.get("requires_python"), (str, type(None)), kind, url,
-                             f"'requires_python' of {entry['filename']!r}")
+            untrusted.expect(
+                entry.get("requires_python"),
+                (str, type(None)),
+                kind,
+                url,
+                f"'requires_python' of {entry['filename']!r}",
+            )
             if entry.get("packagetype") == "bdist_wheel":
                 untrusted.expect(entry.get("url"), str, kind, url, f"'url' of {entry['filename']!r}")
                 untrusted.expect(entry.get("size"), int, kind, url, f"'size' of {entry['filename']!r}")
@@ -152,8 +164,8 @@ def select_versions(document: dict, only: list[str] | None = None) -> list[str]:
 class ArchScan:
     """What the regeneration script's fatbin scanner found in a wheel's GPU kernels library."""
 
-    compute_capabilities: tuple[str, ...]   # TensorFlow's notation: sm_XY (SASS only), compute_XY (+PTX)
-    ptx_isa: str                            # newest PTX ISA version embedded, "8.5"
+    compute_capabilities: tuple[str, ...]  # TensorFlow's notation: sm_XY (SASS only), compute_XY (+PTX)
+    ptx_isa: str  # newest PTX ISA version embedded, "8.5"
     member: str
 
 
@@ -230,8 +242,9 @@ class ReleaseReader:
                 for platform in ("linux_x86_64", "windows_x86_64"):
                     if gpu_wheels.get(platform):
                         records[platform] = self._platform(gpu_wheels[platform], platform)
-                        records[platform].note = (f"CUDA build of tensorflow-gpu=={version}; "
-                                                  "the tensorflow wheel is CPU-only")
+                        records[
+                            platform
+                        ].note = f"CUDA build of tensorflow-gpu=={version}; the tensorflow wheel is CPU-only"
         metadata = records["linux_x86_64"].metadata if "linux_x86_64" in records else None
         requirements = facts.parse_requirements(metadata) if metadata else []
         extras = facts.cuda_extras(requirements, facts.provided_extras(metadata) if metadata else [])
@@ -257,8 +270,9 @@ class ReleaseReader:
     def _platform(self, wheels: list[WheelFile], platform: str) -> PlatformRecord:
         wheel = best_wheel(wheels)
         pythons = sorted({p for w in wheels for p in w.pythons}, key=facts.python_key)
-        record = PlatformRecord(python=pythons, platform_tag=wheel.platform_tag, wheel=wheel.filename,
-                                source=["PYPI-JSON"])
+        record = PlatformRecord(
+            python=pythons, platform_tag=wheel.platform_tag, wheel=wheel.filename, source=["PYPI-JSON"]
+        )
         members, read_from = self._members(wheel), wheel
         record.metadata = members.metadata
         requirements = facts.parse_requirements(members.metadata) if members.metadata else []
@@ -313,22 +327,31 @@ class ReleaseReader:
             record.source.append("WHL-FATBIN")
             found = sorted({arch_number(c) for c in scan.compute_capabilities}, key=facts.python_key)
             if numbers and found != sorted(numbers, key=facts.python_key):
-                record.note = _join(record.note, f"cuda_config.h lists {', '.join(numbers)}; the fatbin of "
-                                                 f"{scan.member} carries {', '.join(found)}")
+                record.note = _join(
+                    record.note,
+                    f"cuda_config.h lists {', '.join(numbers)}; the fatbin of {scan.member} carries {', '.join(found)}",
+                )
             return
         if not numbers:
             return
-        same = next((caps for caps in self.known_capabilities
-                     if sorted(arch_number(c) for c in caps) == sorted(numbers)), None)
+        same = next(
+            (caps for caps in self.known_capabilities if sorted(arch_number(c) for c in caps) == sorted(numbers)), None
+        )
         if same:
             record.compute_capabilities = list(same)
             record.unverified.append("compute_capabilities")
-            record.note = _join(record.note, "cuda_config.h lists the targets without saying which carry PTX; "
-                                             "the SASS/PTX kinds are those of an older release with the same targets")
+            record.note = _join(
+                record.note,
+                "cuda_config.h lists the targets without saying which carry PTX; "
+                "the SASS/PTX kinds are those of an older release with the same targets",
+            )
         else:
             record.unverified.append("compute_capabilities")
-            record.note = _join(record.note, f"cuda_config.h lists compute capabilities {', '.join(numbers)} "
-                                             "without saying which carry PTX; not recorded")
+            record.note = _join(
+                record.note,
+                f"cuda_config.h lists compute capabilities {', '.join(numbers)} "
+                "without saying which carry PTX; not recorded",
+            )
 
     def _members(self, wheel: WheelFile) -> WheelMembers:
         try:

@@ -19,12 +19,16 @@ from tfgpu.datasource.errors import SourceError
 #: build_info.py: tensorflow_core/ in 2.0 and 2.1.
 BUILD_INFO_MEMBERS = ("tensorflow/python/platform/build_info.py", "tensorflow_core/python/platform/build_info.py")
 #: The CUDA configuration header: third_party/gpus (2.22+) or the older local_config_cuda copy.
-CUDA_CONFIG_MEMBERS = ("tensorflow/include/third_party/gpus/cuda/cuda_config.h",
-                       "tensorflow/include/external/local_config_cuda/cuda/cuda/cuda_config.h",
-                       "tensorflow_core/include/external/local_config_cuda/cuda/cuda/cuda_config.h")
+CUDA_CONFIG_MEMBERS = (
+    "tensorflow/include/third_party/gpus/cuda/cuda_config.h",
+    "tensorflow/include/external/local_config_cuda/cuda/cuda/cuda_config.h",
+    "tensorflow_core/include/external/local_config_cuda/cuda/cuda/cuda_config.h",
+)
 #: cudnn_version.h of the cuDNN TensorFlow was compiled against.
-CUDNN_VERSION_MEMBERS = ("tensorflow/include/third_party/gpus/cudnn/include/cudnn_version.h",
-                         "tensorflow/include/external/cuda_cudnn/include/cudnn_version.h")
+CUDNN_VERSION_MEMBERS = (
+    "tensorflow/include/third_party/gpus/cudnn/include/cudnn_version.h",
+    "tensorflow/include/external/cuda_cudnn/include/cudnn_version.h",
+)
 METADATA_MEMBER = re.compile(r"^[^/]+\.dist-info/METADATA$")
 MAX_MEMBER_BYTES = 4 * 1024 * 1024
 
@@ -33,10 +37,10 @@ ZIP64_LOCATOR = b"PK\x06\x07"
 ZIP64_EOCD = b"PK\x06\x06"
 CENTRAL_ENTRY = b"PK\x01\x02"
 LOCAL_HEADER = b"PK\x03\x04"
-TAIL_BYTES = 8 * 1024              # a wheel has no archive comment: the EOCD is the last 22 bytes
+TAIL_BYTES = 8 * 1024  # a wheel has no archive comment: the EOCD is the last 22 bytes
 MAX_TAIL_BYTES = 22 + 0xFFFF + 20  # EOCD + longest comment + zip64 locator
-CD_CHUNK = 512 * 1024              # read the central directory in chunks
-LOCAL_SLACK = 1024                 # room for the local header's extra field
+CD_CHUNK = 512 * 1024  # read the central directory in chunks
+LOCAL_SLACK = 1024  # room for the local header's extra field
 
 
 class ZipEntry(NamedTuple):
@@ -63,16 +67,22 @@ class WheelMembers(NamedTuple):
 def _wanted_key(name: str) -> str | None:
     if METADATA_MEMBER.match(name):
         return "metadata"
-    for key, names in (("build_info", BUILD_INFO_MEMBERS), ("cuda_config", CUDA_CONFIG_MEMBERS),
-                       ("cudnn_version", CUDNN_VERSION_MEMBERS)):
+    for key, names in (
+        ("build_info", BUILD_INFO_MEMBERS),
+        ("cuda_config", CUDA_CONFIG_MEMBERS),
+        ("cudnn_version", CUDNN_VERSION_MEMBERS),
+    ):
         if name in names:
             return key
     return None
 
 
 def _preference(key: str, name: str) -> int:
-    names = {"build_info": BUILD_INFO_MEMBERS, "cuda_config": CUDA_CONFIG_MEMBERS,
-             "cudnn_version": CUDNN_VERSION_MEMBERS}.get(key, (name,))
+    names = {
+        "build_info": BUILD_INFO_MEMBERS,
+        "cuda_config": CUDA_CONFIG_MEMBERS,
+        "cudnn_version": CUDNN_VERSION_MEMBERS,
+    }.get(key, (name,))
     return names.index(name) if name in names else 0
 
 
@@ -88,8 +98,9 @@ def read_wheel_members(fetch, size: int) -> WheelMembers:
         if key and (key not in found or _preference(key, entry.name) < _preference(key, found[key].name)):
             found[key] = entry
     text = {key: read_member(fetch, size, entry).decode("utf-8", "replace") for key, entry in found.items()}
-    return WheelMembers(text.get("metadata"), text.get("build_info"), text.get("cuda_config"),
-                        text.get("cudnn_version"), entries)
+    return WheelMembers(
+        text.get("metadata"), text.get("build_info"), text.get("cuda_config"), text.get("cudnn_version"), entries
+    )
 
 
 def central_directory(fetch, size: int):
@@ -98,13 +109,13 @@ def central_directory(fetch, size: int):
     buf, pos, next_fetch, end = b"", 0, offset, offset + cd_size
     while True:
         while len(buf) - pos >= 46:
-            if buf[pos:pos + 4] != CENTRAL_ENTRY:
+            if buf[pos : pos + 4] != CENTRAL_ENTRY:
                 raise SourceError("central directory entry without its signature")
             name_len, extra_len, comment_len = struct.unpack_from("<HHH", buf, pos + 28)
             total = 46 + name_len + extra_len + comment_len
             if len(buf) - pos < total:
                 break
-            yield _parse_central_entry(buf[pos:pos + total])
+            yield _parse_central_entry(buf[pos : pos + total])
             pos += total
         if next_fetch >= end:
             return
@@ -123,10 +134,10 @@ def _locate_central_directory(fetch, size: int) -> tuple[int, int]:
     else:
         raise SourceError("no end-of-central-directory record: not a zip file")
     cd_size, cd_offset = struct.unpack_from("<II", tail, at + 12)
-    if at >= 20 and tail[at - 20:at - 16] == ZIP64_LOCATOR:
+    if at >= 20 and tail[at - 20 : at - 16] == ZIP64_LOCATOR:
         (eocd64_offset,) = struct.unpack_from("<Q", tail, at - 20 + 8)
         if eocd64_offset >= tail_start:
-            record = tail[eocd64_offset - tail_start:eocd64_offset - tail_start + 56]
+            record = tail[eocd64_offset - tail_start : eocd64_offset - tail_start + 56]
         else:
             record = fetch(eocd64_offset, eocd64_offset + 55)
         if record[:4] != ZIP64_EOCD:
@@ -138,10 +149,9 @@ def _locate_central_directory(fetch, size: int) -> tuple[int, int]:
 
 
 def _parse_central_entry(raw: bytes) -> ZipEntry:
-    (flags, method, crc, csize, usize, name_len, extra_len,
-     offset) = struct.unpack_from("<8xHH4xIIIHH10xI", raw)
-    name = raw[46:46 + name_len].decode("utf-8" if flags & 0x800 else "cp437")
-    extra = raw[46 + name_len:46 + name_len + extra_len]
+    (flags, method, crc, csize, usize, name_len, extra_len, offset) = struct.unpack_from("<8xHH4xIIIHH10xI", raw)
+    name = raw[46 : 46 + name_len].decode("utf-8" if flags & 0x800 else "cp437")
+    extra = raw[46 + name_len : 46 + name_len + extra_len]
     while len(extra) >= 4:  # zip64 extended information (APPNOTE 4.5.3)
         tag, length = struct.unpack_from("<HH", extra)
         if tag == 0x0001:
@@ -152,7 +162,7 @@ def _parse_central_entry(raw: bytes) -> ZipEntry:
                 csize = next(values)
             if offset == 0xFFFFFFFF:
                 offset = next(values)
-        extra = extra[4 + length:]
+        extra = extra[4 + length :]
     return ZipEntry(name, method, csize, usize, offset, crc)
 
 
@@ -178,7 +188,7 @@ def read_member(fetch, size: int, entry: ZipEntry, max_bytes: int = MAX_MEMBER_B
     start = 30 + name_len + extra_len
     if start + entry.compressed_size > len(raw):
         raw += fetch(entry.header_offset + len(raw), entry.header_offset + start + entry.compressed_size - 1)
-    data = raw[start:start + entry.compressed_size]
+    data = raw[start : start + entry.compressed_size]
     if entry.method == 8:
         try:
             data = zlib.decompress(data, -15)

@@ -47,7 +47,7 @@ LOCAL_CUDA_EXTRA = re.compile(r"^cuda\d*-local$")
 class Requirement(NamedTuple):
     """One Requires-Dist entry."""
 
-    name: str       # PEP 503-normalised
+    name: str  # PEP 503-normalised
     specifier: str  # as written, without spaces or parentheses, e.g. "<=1.24.3,>=1.22"
     marker: str
 
@@ -88,9 +88,9 @@ def marker_extra(marker: str) -> str | None:
 class CudaExtras(NamedTuple):
     """The CUDA extras of a release: which one a plan installs, its pins, and all their names."""
 
-    name: str                 # "" when the release has none
+    name: str  # "" when the release has none
     pins: dict[str, str]
-    names: tuple[str, ...]    # every CUDA extra, local ones included (tf-nightly: and-cuda, cuda, cuda12, cuda12-local)
+    names: tuple[str, ...]  # every CUDA extra, local ones included (tf-nightly: and-cuda, cuda, cuda12, cuda12-local)
 
 
 def cuda_extras(requirements: list[Requirement], extras: list[str]) -> CudaExtras:
@@ -99,9 +99,13 @@ def cuda_extras(requirements: list[Requirement], extras: list[str]) -> CudaExtra
     for req in requirements:
         if (extra := marker_extra(req.marker)) is not None:
             by_extra.setdefault(extra, {})[req.name] = req.specifier
-    names = [e for e in dict.fromkeys([*extras, *by_extra])
-             if e in CUDA_EXTRAS or LOCAL_CUDA_EXTRA.match(e)
-             or (by_extra.get(e) and all(n.startswith("nvidia-") or n.startswith("tensorrt") for n in by_extra[e]))]
+    names = [
+        e
+        for e in dict.fromkeys([*extras, *by_extra])
+        if e in CUDA_EXTRAS
+        or LOCAL_CUDA_EXTRA.match(e)
+        or (by_extra.get(e) and all(n.startswith("nvidia-") or n.startswith("tensorrt") for n in by_extra[e]))
+    ]
     chosen = next((e for e in CUDA_EXTRAS if by_extra.get(e)), "")
     if not chosen:
         chosen = next((e for e in names if by_extra.get(e)), "")
@@ -110,6 +114,7 @@ def cuda_extras(requirements: list[Requirement], extras: list[str]) -> CudaExtra
 
 def marker_matches(marker: str, env: dict[str, str]) -> bool:
     """Evaluate the platform parts of an environment marker; anything else counts as true."""
+
     def evaluate(node) -> bool:
         if isinstance(node, ast.BoolOp):
             results = [evaluate(value) for value in node.values]
@@ -124,6 +129,7 @@ def marker_matches(marker: str, env: dict[str, str]) -> bool:
                 if isinstance(node.ops[0], ast.NotEq):
                     return env[left.id] != right.value
         return True
+
     return evaluate(ast.parse(marker, mode="eval").body) if marker else True
 
 
@@ -133,10 +139,13 @@ def find_shim_target(requirements: list[Requirement], platform: str) -> tuple[st
     A shim's METADATA carries e.g. ``tensorflow-intel==2.13.1; platform_system == "Windows"``.
     """
     for req in requirements:
-        if (req.name.startswith("tensorflow") and req.specifier.startswith("==")
-                and re.search(r"platform_system|platform_machine|sys_platform", req.marker)
-                and marker_extra(req.marker) is None
-                and marker_matches(req.marker, MARKER_ENV[platform])):
+        if (
+            req.name.startswith("tensorflow")
+            and req.specifier.startswith("==")
+            and re.search(r"platform_system|platform_machine|sys_platform", req.marker)
+            and marker_extra(req.marker) is None
+            and marker_matches(req.marker, MARKER_ENV[platform])
+        ):
             return req.name, req.specifier[2:]
     return None
 
@@ -191,7 +200,7 @@ def _literal_pairs(node: ast.expr) -> dict[str, object]:
     if isinstance(node, ast.Call) and len(node.args) == 1:
         node = node.args[0]
     if isinstance(node, ast.Dict):
-        pairs = zip(node.keys, node.values)
+        pairs = zip(node.keys, node.values, strict=True)
     elif isinstance(node, (ast.List, ast.Tuple)):
         pairs = [e.elts for e in node.elts if isinstance(e, ast.Tuple) and len(e.elts) == 2]
     else:
@@ -229,9 +238,11 @@ def parse_cuda_config(text: str) -> CudaConfig:
             caps.append(f"{number[:-1]}.{number[-1]}")
     elif "TF_CUDA_CAPABILITIES" in defines:
         caps = re.findall(r'CudaVersion\("(\d+\.\d+)"\)', defines["TF_CUDA_CAPABILITIES"])
-    return CudaConfig(cuda=defines.get("TF_CUDA_VERSION", "").strip('"'),
-                      cudnn=defines.get("TF_CUDNN_VERSION", "").strip('"'),
-                      compute_capabilities=tuple(caps))
+    return CudaConfig(
+        cuda=defines.get("TF_CUDA_VERSION", "").strip('"'),
+        cudnn=defines.get("TF_CUDNN_VERSION", "").strip('"'),
+        compute_capabilities=tuple(caps),
+    )
 
 
 def parse_cudnn_version(text: str) -> str:

@@ -83,10 +83,23 @@ def _elsewhere(system: System, given: Mapping[str, object]) -> Host:
     facts = system.platform()
     os_name, arch, notes = _this_os_arch(system)
     wanted = "/".join(str(given[key]) for key in ("os", "arch") if given.get(key))
-    return Host(os=os_name, arch=arch, os_release="", glibc=None, python=facts.python, pythons=(), driver=None,
-                gpus=(), toolkits=(), conda=(),
-                notes=(*notes, f"Only this machine's OS and architecture were read: the target ({wanted}) is "
-                               "another machine, so nothing else here plays a part."))
+    return Host(
+        os=os_name,
+        arch=arch,
+        os_release="",
+        glibc=None,
+        python=facts.python,
+        pythons=(),
+        driver=None,
+        gpus=(),
+        toolkits=(),
+        conda=(),
+        notes=(
+            *notes,
+            f"Only this machine's OS and architecture were read: the target ({wanted}) is "
+            "another machine, so nothing else here plays a part.",
+        ),
+    )
 
 
 def _wsl_notes(system: System, os_name: str) -> list[str]:

@@ -134,13 +134,9 @@ def reconcile(readings: tuple[DriverReading, ...]) -> DriverInfo | None:
     cuda = _first(answered, ("nvml", "libcuda", "nvidia-smi"), "cuda")
     clashes = []
     for label, attribute in (("driver version", "driver_version"), ("CUDA version", "cuda")):
-        said = {
-            source: getattr(r, attribute) for source, r in answered.items() if getattr(r, attribute)
-        }
+        said = {source: getattr(r, attribute) for source, r in answered.items() if getattr(r, attribute)}
         if len(set(said.values())) > 1:
-            clashes.append(
-                f"{label}: " + ", ".join(f"{_SOURCE_NAMES[s]} says {v}" for s, v in said.items())
-            )
+            clashes.append(f"{label}: " + ", ".join(f"{_SOURCE_NAMES[s]} says {v}" for s, v in said.items()))
     disagreement = None
     if clashes:
         disagreement = "The driver sources disagree (" + "; ".join(clashes) + ")"
@@ -154,9 +150,7 @@ def reconcile(readings: tuple[DriverReading, ...]) -> DriverInfo | None:
     return DriverInfo(version, cuda, readings, agree=not clashes, disagreement=disagreement)
 
 
-def _first(
-    answered: dict[str, DriverReading], order: tuple[str, ...], attribute: str
-) -> str | None:
+def _first(answered: dict[str, DriverReading], order: tuple[str, ...], attribute: str) -> str | None:
     for source in order:
         value = getattr(answered.get(source), attribute, None)
         if value:

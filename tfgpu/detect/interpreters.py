@@ -40,7 +40,9 @@ def require_python(version: str, *, can_download: bool) -> str | None:
         "python-not-found",
         f"This plan needs Python {version}, which is not installed here, and uv cannot download a "
         "managed interpreter (--offline, or --engine pip).",
-        [f"Install Python {version} (your package manager, pyenv, or `uv python install {version}`).",
-         "Or drop --offline / --engine pip so uv can provide a managed Python.",
-         "Or choose another Python the release supports with --python."],
+        [
+            f"Install Python {version} (your package manager, pyenv, or `uv python install {version}`).",
+            "Or drop --offline / --engine pip so uv can provide a managed Python.",
+            "Or choose another Python the release supports with --python.",
+        ],
     )

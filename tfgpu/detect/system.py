@@ -220,9 +220,7 @@ def _nvml_snapshot(pynvml) -> NvmlSnapshot:
                 index=index,
                 name=name,
                 compute_capability=_optional(pynvml.nvmlDeviceGetCudaComputeCapability, handle),
-                memory_total_bytes=_optional(
-                    lambda h: int(pynvml.nvmlDeviceGetMemoryInfo(h).total), handle
-                ),
+                memory_total_bytes=_optional(lambda h: int(pynvml.nvmlDeviceGetMemoryInfo(h).total), handle),
                 uuid=_optional(lambda h: _text(pynvml.nvmlDeviceGetUUID(h)), handle),
             )
         )

@@ -51,9 +51,7 @@ def candidate_roots(system: System, os_name: str) -> list[str]:
     roots: list[str] = []
     if os_name == "windows":
         program_files = system.env("ProgramFiles") or r"C:\Program Files"
-        roots += system.glob(
-            os.path.join(program_files, "NVIDIA GPU Computing Toolkit", "CUDA", "v*")
-        )
+        roots += system.glob(os.path.join(program_files, "NVIDIA GPU Computing Toolkit", "CUDA", "v*"))
     else:
         roots += ["/usr/local/cuda", *system.glob("/usr/local/cuda-*"), "/opt/cuda"]
     roots += [path for path in (system.env("CUDA_HOME"), system.env("CUDA_PATH")) if path]

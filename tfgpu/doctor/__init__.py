@@ -17,8 +17,13 @@ from tfgpu.doctor import env_checks, host_checks
 from tfgpu.doctor.findings import Finding, Report
 
 
-def run_doctor(root: Path | None = None, python: Path | None = None, host=None,
-               environ: dict[str, str] | None = None, fs_root: str = "/") -> Report:
+def run_doctor(
+    root: Path | None = None,
+    python: Path | None = None,
+    host=None,
+    environ: dict[str, str] | None = None,
+    fs_root: str = "/",
+) -> Report:
     """Every check, for the host and (when given) one environment.
 
     ``host`` (a detected Host) and ``environ`` default to this machine's; tests pass recorded
@@ -49,9 +54,14 @@ def run_doctor(root: Path | None = None, python: Path | None = None, host=None,
         report.findings.append(unreadable)
         return report
     if env is None:
-        report.findings.append(Finding("env.given", "No environment given: only the machine was checked", "skip",
-                                       ("Add --prefix, --name or --interpreter PATH to check an environment "
-                                        "(or activate one).",)))
+        report.findings.append(
+            Finding(
+                "env.given",
+                "No environment given: only the machine was checked",
+                "skip",
+                ("Add --prefix, --name or --interpreter PATH to check an environment (or activate one).",),
+            )
+        )
         return report
     report.findings += _guarded(env_checks.python_supported, env, host)
     report.findings += _guarded(env_checks.cuda_build, env, host)
@@ -65,8 +75,9 @@ def run_doctor(root: Path | None = None, python: Path | None = None, host=None,
     except OSError as error:
         report.findings.append(_unreadable("env.readable", error))
         return report
-    report.target["libraries"] = [{"soname": r.soname, "path": r.path, "via": r.via, "version": r.version,
-                                   "loaded": r.loaded} for r in resolved]
+    report.target["libraries"] = [
+        {"soname": r.soname, "path": r.path, "via": r.via, "version": r.version, "loaded": r.loaded} for r in resolved
+    ]
     report.findings += _guarded(env_checks.gpu_architectures, env, host)
     report.findings += _guarded(env_checks.libraries, env, resolved)
     report.findings += _guarded(env_checks.cudnn_version, env, resolved)
@@ -87,7 +98,11 @@ def _guarded(check, *args) -> list[Finding]:
 
 def _unreadable(id: str, error: OSError) -> Finding:
     where = f" {error.filename}" if error.filename else ""
-    return Finding(id, "Part of the environment cannot be read by this user", "fail",
-                   (f"{error.strerror or error}:{where}",),
-                   "Run doctor as the env's owner, or give this user read and search permission "
-                   "(`chmod -R u+rX,go+rX` on the env).")
+    return Finding(
+        id,
+        "Part of the environment cannot be read by this user",
+        "fail",
+        (f"{error.strerror or error}:{where}",),
+        "Run doctor as the env's owner, or give this user read and search permission "
+        "(`chmod -R u+rX,go+rX` on the env).",
+    )

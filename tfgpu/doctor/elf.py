@@ -32,10 +32,16 @@ def read_dynamic(path: str) -> Dynamic | None:
         return None
     is64, endian = data[4] == 2, "<" if data[5] == 1 else ">"
     if is64:
-        phoff, phentsize, phnum = struct.unpack_from(endian + "Q", data, 32)[0], *struct.unpack_from(endian + "HH", data, 54)
+        phoff, phentsize, phnum = (
+            struct.unpack_from(endian + "Q", data, 32)[0],
+            *struct.unpack_from(endian + "HH", data, 54),
+        )
         phdr, dyn_entry = endian + "IIQQQQQQ", endian + "qQ"
     else:
-        phoff, phentsize, phnum = struct.unpack_from(endian + "I", data, 28)[0], *struct.unpack_from(endian + "HH", data, 42)
+        phoff, phentsize, phnum = (
+            struct.unpack_from(endian + "I", data, 28)[0],
+            *struct.unpack_from(endian + "HH", data, 42),
+        )
         phdr, dyn_entry = endian + "IIIIIIII", endian + "iI"
     loads, dynamic = [], None
     for index in range(phnum):
@@ -57,13 +63,15 @@ def read_dynamic(path: str) -> Dynamic | None:
             break
         entries.append((tag, value))
     strtab = next((v for t, v in entries if t == DT_STRTAB), None)
-    base = next((off + (strtab - vaddr) for vaddr, off, size_ in loads if vaddr <= (strtab or -1) < vaddr + size_), None)
+    base = next(
+        (off + (strtab - vaddr) for vaddr, off, size_ in loads if vaddr <= (strtab or -1) < vaddr + size_), None
+    )
     if base is None:
         return None
 
     def string(offset: int) -> str:
         end = data.index(b"\0", base + offset)
-        return data[base + offset:end].decode("utf-8", "replace")
+        return data[base + offset : end].decode("utf-8", "replace")
 
     soname = next((string(v) for t, v in entries if t == DT_SONAME), None)
     needed = tuple(string(v) for t, v in entries if t == DT_NEEDED)

@@ -3,7 +3,6 @@ cuDNN, shadowing, release-specific loader bugs, and XLA's ptxas and libdevice.""
 
 from __future__ import annotations
 
-
 import re
 from pathlib import Path
 
@@ -34,33 +33,58 @@ def python_supported(env, host) -> list[Finding]:
     platform = {"linux": "linux_x86_64", "wsl2": "linux_x86_64"}.get(host.os, "")
     wheel = release.wheels.get(platform if host.arch == "x86_64" else "linux_aarch64")
     if wheel and env.python_version not in wheel.python:
-        return [fail("env.python", f"TF {env.tf_version} has no wheels for Python {env.python_version}",
-                     f"Rebuild with a supported Python ({', '.join(wheel.python)}): "
-                     f"tfgpu-install create --force --prefix {env.root} --tf {env.tf_version} --python {wheel.python[-1]}")]
+        return [
+            fail(
+                "env.python",
+                f"TF {env.tf_version} has no wheels for Python {env.python_version}",
+                f"Rebuild with a supported Python ({', '.join(wheel.python)}): "
+                f"tfgpu-install create --force --prefix {env.root} --tf {env.tf_version} --python {wheel.python[-1]}",
+            )
+        ]
     return [ok("env.python", f"Python {env.python_version} is supported by TF {env.tf_version}")]
 
 
 def cuda_build(env, host) -> list[Finding]:
     if not env.tf_version:
-        where = (f"looked in {env.site_packages}" if env.site_packages else
-                 f"{env.root} has no lib/python3.*/site-packages")
-        return [fail("tf.installed", "TensorFlow is not installed in this environment",
-                     f"tfgpu-install create --force --prefix {env.root} --tf latest" if env.marker else
-                     f"tfgpu-install create --prefix {env.root.parent / (env.root.name + '-tf')} --tf latest", where)]
+        where = (
+            f"looked in {env.site_packages}" if env.site_packages else f"{env.root} has no lib/python3.*/site-packages"
+        )
+        return [
+            fail(
+                "tf.installed",
+                "TensorFlow is not installed in this environment",
+                f"tfgpu-install create --force --prefix {env.root} --tf latest"
+                if env.marker
+                else f"tfgpu-install create --prefix {env.root.parent / (env.root.name + '-tf')} --tf latest",
+                where,
+            )
+        ]
     findings = [ok("tf.installed", f"{env.tf_distribution} {env.tf_version}", f"{env.site_packages}")]
     info = env.build_info
     if not info.get("is_cuda_build"):
-        why = {"aarch64": "Linux aarch64 wheels are CPU-only", "macos": "macOS wheels are CPU-only (use tensorflow-metal)",
-               "windows": "Windows wheels from 2.11 on are CPU-only (use WSL2)"}.get(
-            host.arch if host.arch == "aarch64" else host.os, "this wheel was built without CUDA")
-        findings.append(fail("tf.cuda-build", f"TensorFlow {env.tf_version} here is not a CUDA build: {why}",
-                             "Use a Linux x86_64 (or WSL2) CUDA build: `tfgpu-install plan` shows one; on aarch64 "
-                             "use NVIDIA's NGC TensorFlow container.",
-                             f"build_info.py: is_cuda_build={info.get('is_cuda_build')!r}"))
+        why = {
+            "aarch64": "Linux aarch64 wheels are CPU-only",
+            "macos": "macOS wheels are CPU-only (use tensorflow-metal)",
+            "windows": "Windows wheels from 2.11 on are CPU-only (use WSL2)",
+        }.get(host.arch if host.arch == "aarch64" else host.os, "this wheel was built without CUDA")
+        findings.append(
+            fail(
+                "tf.cuda-build",
+                f"TensorFlow {env.tf_version} here is not a CUDA build: {why}",
+                "Use a Linux x86_64 (or WSL2) CUDA build: `tfgpu-install plan` shows one; on aarch64 "
+                "use NVIDIA's NGC TensorFlow container.",
+                f"build_info.py: is_cuda_build={info.get('is_cuda_build')!r}",
+            )
+        )
     else:
         where = sorted({env.build_sources.get(k, "") for k in ("cuda_version", "cudnn_version")} - {""})
-        findings.append(ok("tf.cuda-build", f"CUDA build: CUDA {info.get('cuda_version')}, cuDNN {info.get('cudnn_version')}",
-                           "read from " + (" and ".join(where) or "tensorflow/python/platform/build_info.py")))
+        findings.append(
+            ok(
+                "tf.cuda-build",
+                f"CUDA build: CUDA {info.get('cuda_version')}, cuDNN {info.get('cudnn_version')}",
+                "read from " + (" and ".join(where) or "tensorflow/python/platform/build_info.py"),
+            )
+        )
     return findings
 
 
@@ -96,13 +120,25 @@ def gpu_architectures(env, host) -> list[Finding]:
         if coverage is gpu.Coverage.NATIVE:
             findings.append(ok("gpu.arch", f"{device.name} ({cc}) has compiled kernels in this wheel", *evidence))
         elif coverage is gpu.Coverage.PTX_JIT:
-            findings.append(warn("gpu.arch", f"{device.name} ({cc}) runs PTX JIT-compiled by the driver",
-                                 "export CUDA_CACHE_MAXSIZE=4294967296 so the JIT cache keeps compiled kernels "
-                                 "(first run is slow); a newer TF may carry native kernels.", *evidence))
+            findings.append(
+                warn(
+                    "gpu.arch",
+                    f"{device.name} ({cc}) runs PTX JIT-compiled by the driver",
+                    "export CUDA_CACHE_MAXSIZE=4294967296 so the JIT cache keeps compiled kernels "
+                    "(first run is slow); a newer TF may carry native kernels.",
+                    *evidence,
+                )
+            )
         else:
-            findings.append(fail("gpu.arch", f"This wheel has no kernels usable on {device.name} ({cc})",
-                                 "Use a TensorFlow built for this GPU (`tfgpu-install plan --gpu-cc "
-                                 f"{cc}`) or NVIDIA's NGC container.", *evidence))
+            findings.append(
+                fail(
+                    "gpu.arch",
+                    f"This wheel has no kernels usable on {device.name} ({cc})",
+                    "Use a TensorFlow built for this GPU (`tfgpu-install plan --gpu-cc "
+                    f"{cc}`) or NVIDIA's NGC container.",
+                    *evidence,
+                )
+            )
     return findings or [skip("gpu.arch", "GPU compute capability unknown")]
 
 
@@ -112,11 +148,19 @@ def libraries(env, resolved: list[Resolved]) -> list[Finding]:
         where = f"{lib.soname} -> {lib.path} (found via {lib.via})" if lib.path else f"{lib.soname}: not found"
         version = f", version {lib.version}" if lib.version else ""
         if lib.path is None:
-            findings.append(fail(f"libs.{lib.name}", f"{lib.soname} is not on any path TensorFlow searches",
-                                 _loader_fix(env), where, f"RUNPATH: {':'.join(env.runpath) or '-'}"))
+            findings.append(
+                fail(
+                    f"libs.{lib.name}",
+                    f"{lib.soname} is not on any path TensorFlow searches",
+                    _loader_fix(env),
+                    where,
+                    f"RUNPATH: {':'.join(env.runpath) or '-'}",
+                )
+            )
         elif not lib.loaded:
-            findings.append(fail(f"libs.{lib.name}", f"{lib.soname} does not load", _loader_fix(env), where,
-                                 lib.error or ""))
+            findings.append(
+                fail(f"libs.{lib.name}", f"{lib.soname} does not load", _loader_fix(env), where, lib.error or "")
+            )
         else:
             findings.append(ok(f"libs.{lib.name}", f"{lib.soname} loads{version}", where))
     return findings
@@ -125,9 +169,11 @@ def libraries(env, resolved: list[Resolved]) -> list[Finding]:
 def _loader_fix(env) -> str:
     if env.marker is not None:
         return f"Rebuild the env's CUDA set-up: {REBUILD.format(root=env.root, tf=env.tf_version)}"
-    return (f"Repair the env in place (adds the missing CUDA wheels, the load hook and activation; `--dry-run` "
-            f"shows what, `--undo` reverts): {REPAIR.format(root=env.root)}; or put every "
-            f"{env.site_packages}/nvidia/*/lib on LD_LIBRARY_PATH before starting Python.")
+    return (
+        f"Repair the env in place (adds the missing CUDA wheels, the load hook and activation; `--dry-run` "
+        f"shows what, `--undo` reverts): {REPAIR.format(root=env.root)}; or put every "
+        f"{env.site_packages}/nvidia/*/lib on LD_LIBRARY_PATH before starting Python."
+    )
 
 
 def cudnn_version(env, resolved: list[Resolved]) -> list[Finding]:
@@ -138,14 +184,23 @@ def cudnn_version(env, resolved: list[Resolved]) -> list[Finding]:
     if lib is None or not lib.version or compiled is None:
         return [skip("cudnn.version", "cuDNN version or TensorFlow's compiled cuDNN unknown")]
     have, need = Version(lib.version), Version(compiled)
-    evidence = (f"loaded {lib.path}: cuDNN {lib.version}", f"TF {env.tf_version} was built with cuDNN {compiled}"
-                + (" (its cudnn_version.h)" if env.cudnn_compiled else ""))
+    evidence = (
+        f"loaded {lib.path}: cuDNN {lib.version}",
+        f"TF {env.tf_version} was built with cuDNN {compiled}"
+        + (" (its cudnn_version.h)" if env.cudnn_compiled else ""),
+    )
     if have.major != need.major or have.release[:2] < need.release[:2]:
-        return [fail("cudnn.version", f"cuDNN {lib.version} is older than the {compiled} TF was built with",
-                     f"Install cuDNN {need.major}.x >= {compiled} in the env: "
-                     f"`{REPAIR.format(root=env.root)} --allow-changes` (undoable), or `uv pip install --python "
-                     f"{env.python} 'nvidia-cudnn-cu12>={compiled}'`; and remove any older copy from the loader "
-                     "path.", *evidence)]
+        return [
+            fail(
+                "cudnn.version",
+                f"cuDNN {lib.version} is older than the {compiled} TF was built with",
+                f"Install cuDNN {need.major}.x >= {compiled} in the env: "
+                f"`{REPAIR.format(root=env.root)} --allow-changes` (undoable), or `uv pip install --python "
+                f"{env.python} 'nvidia-cudnn-cu12>={compiled}'`; and remove any older copy from the loader "
+                "path.",
+                *evidence,
+            )
+        ]
     return [ok("cudnn.version", f"cuDNN {lib.version} >= {compiled} (same major)", *evidence)]
 
 
@@ -153,12 +208,22 @@ def shadowing(env, resolved: list[Resolved]) -> list[Finding]:
     losing = [r for r in resolved if r.shadowed and r.via == "LD_LIBRARY_PATH"]
     harmless = [r for r in resolved if r.shadowed and r.via == "load hook"]
     if losing:
-        return [warn("libs.shadowing", "A copy outside the env, earlier on LD_LIBRARY_PATH, wins over the env's",
-                     "Remove that directory from LD_LIBRARY_PATH (or activate the env, which puts its own first).",
-                     *(f"{r.soname}: {r.path} wins over {r.shadowed}" for r in losing))]
+        return [
+            warn(
+                "libs.shadowing",
+                "A copy outside the env, earlier on LD_LIBRARY_PATH, wins over the env's",
+                "Remove that directory from LD_LIBRARY_PATH (or activate the env, which puts its own first).",
+                *(f"{r.soname}: {r.path} wins over {r.shadowed}" for r in losing),
+            )
+        ]
     if harmless:
-        return [ok("libs.shadowing", "Other copies on LD_LIBRARY_PATH are not used (the load hook preloads the env's)",
-                   *(f"{r.soname}: {r.shadowed} is not used" for r in harmless))]
+        return [
+            ok(
+                "libs.shadowing",
+                "Other copies on LD_LIBRARY_PATH are not used (the load hook preloads the env's)",
+                *(f"{r.soname}: {r.shadowed} is not used" for r in harmless),
+            )
+        ]
     return [ok("libs.shadowing", "No other copy of a CUDA library shadows the env's")]
 
 
@@ -173,11 +238,22 @@ def release_bugs(env, resolved: list[Resolved]) -> list[Finding]:
         missing = [r.soname for r in resolved if r.path is None]
         covered = "the env's load hook" if env.hook else ("LD_LIBRARY_PATH" if not missing else "")
         if missing:
-            findings.append(fail(f"release.{quirk.code}", f"TF {env.tf_version}: {', '.join(missing)} will not be found",
-                                 _loader_fix(env), quirk.message))
+            findings.append(
+                fail(
+                    f"release.{quirk.code}",
+                    f"TF {env.tf_version}: {', '.join(missing)} will not be found",
+                    _loader_fix(env),
+                    quirk.message,
+                )
+            )
         else:
-            findings.append(ok(f"release.{quirk.code}", f"TF {env.tf_version}'s known loader bug is covered by {covered}",
-                               quirk.message))
+            findings.append(
+                ok(
+                    f"release.{quirk.code}",
+                    f"TF {env.tf_version}'s known loader bug is covered by {covered}",
+                    quirk.message,
+                )
+            )
     return findings
 
 
@@ -191,23 +267,27 @@ def _toolkit_dirs(site: Path | None) -> list[Path]:
     merged ``nvidia/cu13`` tree of CUDA 13's wheels (newest first)."""
     if site is None:
         return []
-    merged = sorted((p for p in (site / "nvidia").glob("cu[0-9][0-9]") if p.is_dir()), key=lambda p: p.name,
-                    reverse=True)
+    merged = sorted(
+        (p for p in (site / "nvidia").glob("cu[0-9][0-9]") if p.is_dir()), key=lambda p: p.name, reverse=True
+    )
     return [site / "nvidia" / "cuda_nvcc", *merged]
 
 
 def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
     site = env.site_packages
     toolkits = _toolkit_dirs(site)
-    nvcc = next((d for d in toolkits if (d / "bin" / "ptxas").exists() or (d / "nvvm").is_dir()),
-                toolkits[0] if toolkits else None)
     candidates = [env.root / "bin" / "ptxas", *(d / "bin" / "ptxas" for d in toolkits)]
     ptxas = next((p for p in candidates if p.exists()), None)
     findings = []
     if ptxas is None:
-        findings.append(warn("xla.ptxas", "No ptxas in the env: XLA falls back to the driver to compile PTX",
-                             f"uv pip install --python {env.python} 'nvidia-cuda-nvcc-cu12>=12.6.3' (CUDA 12 builds)",
-                             *(f"looked for {p}" for p in candidates)))
+        findings.append(
+            warn(
+                "xla.ptxas",
+                "No ptxas in the env: XLA falls back to the driver to compile PTX",
+                f"uv pip install --python {env.python} 'nvidia-cuda-nvcc-cu12>=12.6.3' (CUDA 12 builds)",
+                *(f"looked for {p}" for p in candidates),
+            )
+        )
     else:
         from tfgpu.proc import Runner
 
@@ -216,16 +296,33 @@ def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
         match = _PTXAS_VERSION.search(out)
         version = match.group(1) if match else None
         evidence = (f"{ptxas}: {version or 'version unknown'}",)
-        too_old = [d for d in host.gpus if version and d.compute_capability and
-                   Version(version) < Version(_ARCH_NEEDS.get(tuple(int(x) for x in d.compute_capability.split(".")), "0"))]
+        too_old = [
+            d
+            for d in host.gpus
+            if version
+            and d.compute_capability
+            and Version(version) < Version(_ARCH_NEEDS.get(tuple(int(x) for x in d.compute_capability.split(".")), "0"))
+        ]
         if too_old:
-            findings.append(fail("xla.ptxas", f"ptxas {version} does not know {too_old[0].name}'s sm_"
-                                 f"{too_old[0].compute_capability.replace('.', '')}",
-                                 "Install a newer nvidia-cuda-nvcc-cu12 in the env.", *evidence))
+            findings.append(
+                fail(
+                    "xla.ptxas",
+                    f"ptxas {version} does not know {too_old[0].name}'s sm_"
+                    f"{too_old[0].compute_capability.replace('.', '')}",
+                    "Install a newer nvidia-cuda-nvcc-cu12 in the env.",
+                    *evidence,
+                )
+            )
         elif version and Version("12.0") <= Version(version) <= Version("12.6.2"):
-            findings.append(warn("xla.ptxas", f"ptxas {version} is one of the versions XLA says miscompile",
-                                 f"uv pip install --python {env.python} 'nvidia-cuda-nvcc-cu12>=12.6.3'", *evidence,
-                                 "XLA: CUDA 12.x.y up to and including 12.6.2 miscompile certain edge cases around clamping."))
+            findings.append(
+                warn(
+                    "xla.ptxas",
+                    f"ptxas {version} is one of the versions XLA says miscompile",
+                    f"uv pip install --python {env.python} 'nvidia-cuda-nvcc-cu12>=12.6.3'",
+                    *evidence,
+                    "XLA: CUDA 12.x.y up to and including 12.6.2 miscompile certain edge cases around clamping.",
+                )
+            )
         else:
             findings.append(ok("xla.ptxas", f"ptxas {version or '?'} for XLA", *evidence))
     flag = re.search(r"--xla_gpu_cuda_data_dir=(\S+)", environ.get("XLA_FLAGS", ""))
@@ -233,16 +330,27 @@ def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
     dirs += toolkits
     recorded = _recorded_data_dir(env.root)
     dirs += [recorded] if recorded else []
-    libdevice = next((d / "nvvm" / "libdevice" / "libdevice.10.bc" for d in dirs
-                      if (d / "nvvm" / "libdevice" / "libdevice.10.bc").exists()), None)
+    libdevice = next(
+        (
+            d / "nvvm" / "libdevice" / "libdevice.10.bc"
+            for d in dirs
+            if (d / "nvvm" / "libdevice" / "libdevice.10.bc").exists()
+        ),
+        None,
+    )
     if libdevice:
         findings.append(ok("xla.libdevice", "libdevice for XLA", str(libdevice)))
     else:
-        findings.append(fail("xla.libdevice", "XLA will not find libdevice ('Can't find libdevice directory')",
-                             f"`{REPAIR.format(root=env.root)}` adds nvidia-cuda-nvcc and sets XLA_FLAGS for the env;"
-                             f" by hand: uv pip install --python {env.python} nvidia-cuda-nvcc-cu12 and set XLA_FLAGS="
-                             "--xla_gpu_cuda_data_dir=<site-packages>/nvidia/cuda_nvcc.",
-                             *(f"looked in {d}" for d in dirs)))
+        findings.append(
+            fail(
+                "xla.libdevice",
+                "XLA will not find libdevice ('Can't find libdevice directory')",
+                f"`{REPAIR.format(root=env.root)}` adds nvidia-cuda-nvcc and sets XLA_FLAGS for the env;"
+                f" by hand: uv pip install --python {env.python} nvidia-cuda-nvcc-cu12 and set XLA_FLAGS="
+                "--xla_gpu_cuda_data_dir=<site-packages>/nvidia/cuda_nvcc.",
+                *(f"looked in {d}" for d in dirs),
+            )
+        )
     return findings
 
 

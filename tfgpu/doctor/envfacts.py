@@ -19,8 +19,14 @@ from tfgpu import untrusted
 from tfgpu.doctor.elf import read_dynamic
 from tfgpu.errors import ImpossibleError
 
-TF_DISTRIBUTIONS = ("tensorflow", "tensorflow_gpu", "tensorflow_cpu", "tensorflow_intel", "tensorflow_macos",
-                    "tf_nightly")
+TF_DISTRIBUTIONS = (
+    "tensorflow",
+    "tensorflow_gpu",
+    "tensorflow_cpu",
+    "tensorflow_intel",
+    "tensorflow_macos",
+    "tf_nightly",
+)
 
 
 @dataclass
@@ -45,11 +51,19 @@ class EnvFacts:
     """Compute capabilities as ``cuda_config.h`` lists them ("6.0", ...; no SASS/PTX kinds)."""
 
     def to_dict(self) -> dict:
-        return {"root": str(self.root), "python": str(self.python), "python_version": self.python_version,
-                "site_packages": str(self.site_packages) if self.site_packages else None,
-                "tensorflow": self.tf_version, "distribution": self.tf_distribution,
-                "build_info": self.build_info, "build_sources": self.build_sources,
-                "cudnn_compiled": self.cudnn_compiled, "load_hook": bool(self.hook), "activation": bool(self.activation)}
+        return {
+            "root": str(self.root),
+            "python": str(self.python),
+            "python_version": self.python_version,
+            "site_packages": str(self.site_packages) if self.site_packages else None,
+            "tensorflow": self.tf_version,
+            "distribution": self.tf_distribution,
+            "build_info": self.build_info,
+            "build_sources": self.build_sources,
+            "cudnn_compiled": self.cudnn_compiled,
+            "load_hook": bool(self.hook),
+            "activation": bool(self.activation),
+        }
 
 
 def parse_build_info(text: str) -> dict:
@@ -82,10 +96,14 @@ def parse_build_info(text: str) -> dict:
     return found
 
 
-CUDA_CONFIG_H = ("tensorflow/include/third_party/gpus/cuda/cuda_config.h",
-                 "tensorflow/include/external/local_config_cuda/cuda/cuda/cuda_config.h")
-CUDNN_VERSION_H = ("tensorflow/include/third_party/gpus/cudnn/include/cudnn_version.h",
-                   "tensorflow/include/external/cuda_cudnn/include/cudnn_version.h")
+CUDA_CONFIG_H = (
+    "tensorflow/include/third_party/gpus/cuda/cuda_config.h",
+    "tensorflow/include/external/local_config_cuda/cuda/cuda/cuda_config.h",
+)
+CUDNN_VERSION_H = (
+    "tensorflow/include/third_party/gpus/cudnn/include/cudnn_version.h",
+    "tensorflow/include/external/cuda_cudnn/include/cudnn_version.h",
+)
 
 
 def read_headers(facts: EnvFacts, site: Path) -> None:
@@ -97,28 +115,37 @@ def read_headers(facts: EnvFacts, site: Path) -> None:
     from tfgpu.datasource.wheel_facts import parse_cuda_config, parse_cudnn_version
 
     if config_path is not None and facts.build_info.get("is_cuda_build"):
-        config = parse_cuda_config(untrusted.text_or_none(site / config_path, untrusted.ENV_FILE, errors="replace") or "")
+        config = parse_cuda_config(
+            untrusted.text_or_none(site / config_path, untrusted.ENV_FILE, errors="replace") or ""
+        )
         for key, value in (("cuda_version", config.cuda), ("cudnn_version", config.cudnn)):
             if value and not facts.build_info.get(key):
                 facts.build_info[key] = value
                 facts.build_sources[key] = config_path
         facts.header_capabilities = config.compute_capabilities
     if cudnn_path is not None:
-        facts.cudnn_compiled = parse_cudnn_version(
-            untrusted.text_or_none(site / cudnn_path, untrusted.ENV_FILE, errors="replace") or "") or None
+        facts.cudnn_compiled = (
+            parse_cudnn_version(untrusted.text_or_none(site / cudnn_path, untrusted.ENV_FILE, errors="replace") or "")
+            or None
+        )
 
 
 def _ask_python(python: Path) -> tuple[Path, str, Path]:
     from tfgpu.proc import Runner
 
-    script = ("import sys, sysconfig, json; print(json.dumps([sys.prefix, '%d.%d' % sys.version_info[:2], "
-              "sysconfig.get_paths()['purelib']]))")
+    script = (
+        "import sys, sysconfig, json; print(json.dumps([sys.prefix, '%d.%d' % sys.version_info[:2], "
+        "sysconfig.get_paths()['purelib']]))"
+    )
     done = Runner().capture([str(python), "-I", "-B", "-c", script], timeout=30)
     try:
         prefix, version, purelib = untrusted.parse_json(done.output, untrusted.CHILD_OUTPUT, str(python))
     except (untrusted.Unreadable, ValueError, TypeError):
-        raise ImpossibleError("not-a-python", f"{python} does not run as a Python interpreter.",
-                              ["Give the environment's python, e.g. --interpreter ./env/bin/python."]) from None
+        raise ImpossibleError(
+            "not-a-python",
+            f"{python} does not run as a Python interpreter.",
+            ["Give the environment's python, e.g. --interpreter ./env/bin/python."],
+        ) from None
     return Path(prefix), version, Path(purelib)
 
 
@@ -129,18 +156,27 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
         facts = EnvFacts(root=prefix, python=python, python_version=version, site_packages=site)
     else:
         if not root.is_dir():
-            raise ImpossibleError("no-such-env", f"There is no environment at {root}.",
-                                  ["Give the env's root with --prefix, its name with --name, or its interpreter with "
-                                   "--interpreter PATH."])
+            raise ImpossibleError(
+                "no-such-env",
+                f"There is no environment at {root}.",
+                [
+                    "Give the env's root with --prefix, its name with --name, or its interpreter with "
+                    "--interpreter PATH."
+                ],
+            )
         facts = EnvFacts(root=root, python=root / "bin" / "python")
         sites = sorted(root.glob("lib/python3*/site-packages"))
         facts.site_packages = sites[0] if sites else None
         if facts.site_packages is None and not facts.python.exists():
-            raise ImpossibleError("not-an-env", f"{root} is not a Python environment: it has no bin/python and no "
-                                  "lib/python3.*/site-packages.",
-                                  ["Give the env's root with --prefix (the directory holding bin/python), its name "
-                                   "with --name, or its interpreter with --interpreter.",
-                                   "`tfgpu-install list` shows the environments tfgpu-install built."])
+            raise ImpossibleError(
+                "not-an-env",
+                f"{root} is not a Python environment: it has no bin/python and no lib/python3.*/site-packages.",
+                [
+                    "Give the env's root with --prefix (the directory holding bin/python), its name "
+                    "with --name, or its interpreter with --interpreter.",
+                    "`tfgpu-install list` shows the environments tfgpu-install built.",
+                ],
+            )
         if facts.site_packages is not None:
             facts.python_version = facts.site_packages.parent.name.removeprefix("python")
     site = facts.site_packages
@@ -156,7 +192,8 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
     for candidate in ("tensorflow/python/platform/build_info.py", "tensorflow_core/python/platform/build_info.py"):
         if (site / candidate).is_file():
             facts.build_info = parse_build_info(
-                untrusted.text_or_none(site / candidate, untrusted.ENV_FILE, errors="replace") or "")
+                untrusted.text_or_none(site / candidate, untrusted.ENV_FILE, errors="replace") or ""
+            )
             facts.build_sources = {key: candidate for key in facts.build_info}
             break
     read_headers(facts, site)
@@ -165,8 +202,9 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
         facts.framework = framework
         dynamic = read_dynamic(str(framework))
         origin = str(framework.parent)
-        facts.runpath = tuple(p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
-                              for p in (dynamic.runpath if dynamic else ()))
+        facts.runpath = tuple(
+            p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for p in (dynamic.runpath if dynamic else ())
+        )
     hook = site / "_tfgpu_cuda_hook.py"
     facts.hook = hook if hook.is_file() and (site / "_tfgpu_cuda_hook.pth").is_file() else None
     activation = facts.root / "etc" / "tfgpu" / "activate.sh"

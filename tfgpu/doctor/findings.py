@@ -55,5 +55,9 @@ class Report:
         return {status: sum(f.status == status for f in self.findings) for status in STATUSES}
 
     def to_dict(self) -> dict:
-        return {"target": self.target, "summary": self.summary(), "ok": not self.failed,
-                "findings": [f.to_dict() for f in self.findings]}
+        return {
+            "target": self.target,
+            "summary": self.summary(),
+            "ok": not self.failed,
+            "findings": [f.to_dict() for f in self.findings],
+        }

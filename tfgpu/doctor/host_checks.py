@@ -17,19 +17,27 @@ WSL_LIB = "/usr/lib/wsl/lib"
 def _readings(host) -> tuple[str, ...]:
     if host.driver is None:
         return tuple(n for n in host.notes if "driver" in n.lower())
-    return tuple(f"{r.source}: " + (f"driver {r.driver_version or '-'}, CUDA {r.cuda or '-'}" if r.ok
-                                    else f"no answer ({r.error})") for r in host.driver.readings)
+    return tuple(
+        f"{r.source}: "
+        + (f"driver {r.driver_version or '-'}, CUDA {r.cuda or '-'}" if r.ok else f"no answer ({r.error})")
+        for r in host.driver.readings
+    )
 
 
 # How each distribution installs NVIDIA's driver: its own packages where it has them (Ubuntu's
 # ubuntu-drivers picks the recommended branch; Debian's nvidia-driver is in non-free), else
 # NVIDIA's CUDA repository for that distribution, else NVIDIA's download page.
 _DRIVER_INSTALL = (
-    ("ubuntu", "`sudo ubuntu-drivers install` (Ubuntu's recommended driver; or `sudo apt install "
-               "nvidia-driver-<branch>`)"),
-    ("debian", "`sudo apt install nvidia-driver firmware-misc-nonfree` with the non-free and non-free-firmware "
-               "components enabled in /etc/apt/sources.list (newer branches than Debian's: NVIDIA's CUDA "
-               "repository for Debian, `sudo apt install cuda-drivers`)"),
+    (
+        "ubuntu",
+        "`sudo ubuntu-drivers install` (Ubuntu's recommended driver; or `sudo apt install nvidia-driver-<branch>`)",
+    ),
+    (
+        "debian",
+        "`sudo apt install nvidia-driver firmware-misc-nonfree` with the non-free and non-free-firmware "
+        "components enabled in /etc/apt/sources.list (newer branches than Debian's: NVIDIA's CUDA "
+        "repository for Debian, `sudo apt install cuda-drivers`)",
+    ),
     ("fedora", "`sudo dnf install akmod-nvidia` from RPM Fusion"),
     ("red hat", "`sudo dnf install cuda-drivers` from NVIDIA's CUDA repository for RHEL"),
     ("rocky", "`sudo dnf install cuda-drivers` from NVIDIA's CUDA repository for RHEL"),
@@ -43,9 +51,11 @@ def driver_install_hint(host, minimum: str | None = None) -> str:
     if host.os == "wsl2":
         return "Install the NVIDIA driver on Windows (not inside WSL); WSL2 then finds it in /usr/lib/wsl/lib."
     release = (host.os_release or "").lower()
-    how = next((text for key, text in _DRIVER_INSTALL if key in release),
-               "your distribution's NVIDIA driver package, or NVIDIA's installer from "
-               "https://www.nvidia.com/Download/index.aspx")
+    how = next(
+        (text for key, text in _DRIVER_INSTALL if key in release),
+        "your distribution's NVIDIA driver package, or NVIDIA's installer from "
+        "https://www.nvidia.com/Download/index.aspx",
+    )
     need = f" (this env needs {minimum} or newer)" if minimum else ""
     return f"Install the NVIDIA driver{need}: {how}; then reboot and check with `nvidia-smi`."
 
@@ -59,15 +69,25 @@ def driver_present(host, cuda: str | None = None) -> list[Finding]:
         need = driver_need(cuda, "wsl2" if host.os == "wsl2" else "linux") if cuda else None
         fix = driver_install_hint(host, need.minimum if need else None)
         return [fail("driver.present", "No NVIDIA driver answered", fix, *_readings(host))]
-    findings = [ok("driver.present", f"NVIDIA driver {host.driver.version or '?'} (CUDA {host.driver.cuda or '?'})",
-                   *_readings(host))]
+    findings = [
+        ok(
+            "driver.present",
+            f"NVIDIA driver {host.driver.version or '?'} (CUDA {host.driver.cuda or '?'})",
+            *_readings(host),
+        )
+    ]
     if host.driver.agree:
         findings.append(ok("driver.sources-agree", "Every source that answered agrees"))
     else:
-        findings.append(warn("driver.sources-agree", "Driver sources disagree",
-                             "Reboot (or reload the nvidia kernel module) after a driver upgrade, so the "
-                             "loaded kernel module matches the installed libraries.",
-                             host.driver.disagreement or ""))
+        findings.append(
+            warn(
+                "driver.sources-agree",
+                "Driver sources disagree",
+                "Reboot (or reload the nvidia kernel module) after a driver upgrade, so the "
+                "loaded kernel module matches the installed libraries.",
+                host.driver.disagreement or "",
+            )
+        )
     return findings
 
 
@@ -82,13 +102,25 @@ def driver_new_enough(host, cuda: str | None) -> list[Finding]:
         return [skip("driver.supports-build", f"No driver minimum recorded for CUDA {cuda}")]
     found = host.driver.version
     if not driver_at_least(found, need.minimum):
-        return [fail("driver.supports-build", f"Driver {found} is too old for CUDA {cuda}",
-                     f"Upgrade the NVIDIA driver to {need.minimum} or newer, or use an older TensorFlow "
-                     "(`tfgpu-install plan` names the newest one this driver runs).", need.rule)]
+        return [
+            fail(
+                "driver.supports-build",
+                f"Driver {found} is too old for CUDA {cuda}",
+                f"Upgrade the NVIDIA driver to {need.minimum} or newer, or use an older TensorFlow "
+                "(`tfgpu-install plan` names the newest one this driver runs).",
+                need.rule,
+            )
+        ]
     if not driver_at_least(found, need.toolkit_minimum):
-        return [warn("driver.supports-build", f"Driver {found} runs CUDA {cuda} by minor-version compatibility only",
-                     f"Upgrade to {need.toolkit_minimum}+ so PTX the driver JIT-compiles cannot fail "
-                     "(CUDA_ERROR_UNSUPPORTED_PTX_VERSION).", need.rule)]
+        return [
+            warn(
+                "driver.supports-build",
+                f"Driver {found} runs CUDA {cuda} by minor-version compatibility only",
+                f"Upgrade to {need.toolkit_minimum}+ so PTX the driver JIT-compiles cannot fail "
+                "(CUDA_ERROR_UNSUPPORTED_PTX_VERSION).",
+                need.rule,
+            )
+        ]
     return [ok("driver.supports-build", f"Driver {found} >= {need.minimum} for CUDA {cuda}", need.rule)]
 
 
@@ -106,24 +138,43 @@ def wsl(host, environ: dict[str, str], fs_root: str = "/") -> list[Finding]:
     libcuda = f"{WSL_LIB}/libcuda.so.1"
     confs = [c for c in glob.glob(at("/etc/ld.so.conf.d/*.conf")) if os.path.isfile(c)]
     on_path = WSL_LIB in environ.get("LD_LIBRARY_PATH", "").split(":") or any(
-        WSL_LIB in (untrusted.text_or_none(conf, untrusted.SYSTEM_FILE, errors="replace") or "") for conf in confs)
+        WSL_LIB in (untrusted.text_or_none(conf, untrusted.SYSTEM_FILE, errors="replace") or "") for conf in confs
+    )
     if not os.path.exists(at(libcuda)):
-        findings.append(fail("wsl.libcuda", f"{libcuda} is missing",
-                             "Install or update the NVIDIA driver on Windows (>= 528.33 for the CUDA 12 builds, TF 2.15+); "
-                             "then `wsl --shutdown` and reopen.", f"looked for {libcuda}"))
+        findings.append(
+            fail(
+                "wsl.libcuda",
+                f"{libcuda} is missing",
+                "Install or update the NVIDIA driver on Windows (>= 528.33 for the CUDA 12 builds, TF 2.15+); "
+                "then `wsl --shutdown` and reopen.",
+                f"looked for {libcuda}",
+            )
+        )
     elif not on_path:
-        findings.append(warn("wsl.libcuda", f"{WSL_LIB} is not on the loader path",
-                             f"export LD_LIBRARY_PATH={WSL_LIB}:$LD_LIBRARY_PATH (or add it to /etc/ld.so.conf.d "
-                             "and run `sudo ldconfig`).", f"{libcuda} exists"))
+        findings.append(
+            warn(
+                "wsl.libcuda",
+                f"{WSL_LIB} is not on the loader path",
+                f"export LD_LIBRARY_PATH={WSL_LIB}:$LD_LIBRARY_PATH (or add it to /etc/ld.so.conf.d "
+                "and run `sudo ldconfig`).",
+                f"{libcuda} exists",
+            )
+        )
     else:
         findings.append(ok("wsl.libcuda", f"libcuda from the Windows driver at {WSL_LIB}"))
     linux_driver = [p for p in glob.glob(at("/usr/lib/x86_64-linux-gnu/libcuda.so*")) if not os.path.islink(p)]
     module = at("/proc/driver/nvidia/version")
     if linux_driver or os.path.exists(module):
-        findings.append(fail("wsl.no-linux-driver", "A Linux NVIDIA driver is installed inside WSL2",
-                             "Remove it (`sudo apt remove --purge 'nvidia-driver-*' 'libnvidia-*'`): inside WSL2 "
-                             "the Windows driver provides libcuda, and a Linux one shadows it.",
-                             *linux_driver, *([module] if os.path.exists(module) else [])))
+        findings.append(
+            fail(
+                "wsl.no-linux-driver",
+                "A Linux NVIDIA driver is installed inside WSL2",
+                "Remove it (`sudo apt remove --purge 'nvidia-driver-*' 'libnvidia-*'`): inside WSL2 "
+                "the Windows driver provides libcuda, and a Linux one shadows it.",
+                *linux_driver,
+                *([module] if os.path.exists(module) else []),
+            )
+        )
     else:
         findings.append(ok("wsl.no-linux-driver", "No Linux driver inside WSL2"))
     return findings
@@ -137,16 +188,27 @@ def toolkits(host, tf_cuda: str | None) -> list[Finding]:
     driver_cuda = host.driver.cuda if host.driver else None
     newer = []
     for kit in host.toolkits:
-        sentences.append(f"CUDA toolkit {kit.version} is installed at {kit.path} ({kit.source}): that is what "
-                         "`nvcc --version` reports, not what TensorFlow uses.")
+        sentences.append(
+            f"CUDA toolkit {kit.version} is installed at {kit.path} ({kit.source}): that is what "
+            "`nvcc --version` reports, not what TensorFlow uses."
+        )
         if driver_cuda and Version(kit.version).release[:2] > Version(driver_cuda).release[:2]:
             newer.append(kit)
-    sentences.append(f"The driver supports CUDA up to {driver_cuda}: that is the 'CUDA Version' nvidia-smi prints."
-                     if driver_cuda else "No driver answered, so no CUDA version is supported yet.")
+    sentences.append(
+        f"The driver supports CUDA up to {driver_cuda}: that is the 'CUDA Version' nvidia-smi prints."
+        if driver_cuda
+        else "No driver answered, so no CUDA version is supported yet."
+    )
     if tf_cuda:
         sentences.append(f"TensorFlow was built with CUDA {tf_cuda} and uses the CUDA libraries in its env.")
     if newer:
-        return [warn("toolkit.versions", f"Toolkit {newer[0].version} is newer than the driver's CUDA {driver_cuda}",
-                     "Programs built with that toolkit need a newer driver; TensorFlow is unaffected. Upgrade the "
-                     "driver or use a toolkit <= the driver's CUDA.", *sentences)]
+        return [
+            warn(
+                "toolkit.versions",
+                f"Toolkit {newer[0].version} is newer than the driver's CUDA {driver_cuda}",
+                "Programs built with that toolkit need a newer driver; TensorFlow is unaffected. Upgrade the "
+                "driver or use a toolkit <= the driver's CUDA.",
+                *sentences,
+            )
+        ]
     return [ok("toolkit.versions", "Toolkit, driver and TensorFlow CUDA versions explained", *sentences)]

@@ -83,8 +83,9 @@ def ld_cache() -> dict[str, str]:
     return {}
 
 
-def resolve_libraries(build_info: dict, runpath: tuple[str, ...], hook: Path | None,
-                      environ: dict[str, str]) -> list[Resolved]:
+def resolve_libraries(
+    build_info: dict, runpath: tuple[str, ...], hook: Path | None, environ: dict[str, str]
+) -> list[Resolved]:
     """Where the loader would find each library TensorFlow needs (files only)."""
     preloaded = hook_preloads(hook)
     ld_path = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d]
@@ -129,8 +130,12 @@ def load_in_child(resolved: list[Resolved], timeout: float = 60) -> None:
         # The user's environment as it is (LD_LIBRARY_PATH included): that is what TensorFlow's loader sees.
         done = Runner().capture([sys.executable, "-I", str(script), json.dumps(todo)], timeout=timeout, clean=False)
         try:
-            results = {r["soname"]: r for r in untrusted.parse_json(done.output.strip().splitlines()[-1],
-                                                                     untrusted.CHILD_OUTPUT, "the library probe")}
+            results = {
+                r["soname"]: r
+                for r in untrusted.parse_json(
+                    done.output.strip().splitlines()[-1], untrusted.CHILD_OUTPUT, "the library probe"
+                )
+            }
         except (untrusted.Unreadable, IndexError, TypeError, KeyError):
             results = {}
     for entry in resolved:

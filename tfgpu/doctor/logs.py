@@ -65,18 +65,26 @@ class LogMatch:
 def signatures() -> tuple[Signature, ...]:
     """Every known signature, in table order, patterns compiled once.
 
-    What holds a runaway pattern off is ``schema.pattern_problem`` (no repeat inside a repeat, a
+    What holds a runaway pattern off is ``tfgpu.data.checks.pattern_problem`` (no repeat inside a repeat, a
     length cap): the schema refuses such a pattern in any table, and it is checked again here
     because the parsed-data cache is checked for types only. Lines are not cut before matching:
     ``^(a+)+$`` backtracks for minutes on a 41-byte line, so no cut would hold it."""
-    from tfgpu.data.schema import pattern_problem
+    from tfgpu.data.checks import pattern_problem
 
     return tuple(
-        Signature(id=row["id"], title=row["title"], pattern=re.compile(row["pattern"]),
-                  severity=row["severity"], cause=row["cause"], fix=row["fix"],
-                  source=tuple(row.get("source", ())), example=row.get("example", ""),
-                  shadows=tuple(row.get("shadows", ())))
-        for row in load_toml("log_signatures.toml")["signature"] if pattern_problem(row["pattern"]) is None
+        Signature(
+            id=row["id"],
+            title=row["title"],
+            pattern=re.compile(row["pattern"]),
+            severity=row["severity"],
+            cause=row["cause"],
+            fix=row["fix"],
+            source=tuple(row.get("source", ())),
+            example=row.get("example", ""),
+            shadows=tuple(row.get("shadows", ())),
+        )
+        for row in load_toml("log_signatures.toml")["signature"]
+        if pattern_problem(row["pattern"]) is None
     )
 
 
@@ -123,15 +131,22 @@ def match_log(text: str | bytes) -> list[LogMatch]:
     for sig in found:
         start = kept[sig.id][0]
         end = text.find("\n", start)
-        line = text[start:end if end >= 0 else len(text)]
+        line = text[start : end if end >= 0 else len(text)]
         first = sig.pattern.search(text, start)
         groups = first.groupdict() if first else {}
-        matches.append(LogMatch(
-            id=sig.id, title=sig.title, severity=sig.severity,
-            cause=_fill(sig.cause, groups), fix=_fill(sig.fix, groups),
-            line=line[:_MAX_LINE].rstrip(), line_number=numbers[start], count=len(kept[sig.id]),
-            source=sig.source,
-        ))
+        matches.append(
+            LogMatch(
+                id=sig.id,
+                title=sig.title,
+                severity=sig.severity,
+                cause=_fill(sig.cause, groups),
+                fix=_fill(sig.fix, groups),
+                line=line[:_MAX_LINE].rstrip(),
+                line_number=numbers[start],
+                count=len(kept[sig.id]),
+                source=sig.source,
+            )
+        )
     rank = {severity: i for i, severity in enumerate(SEVERITIES)}
     matches.sort(key=lambda m: (rank.get(m.severity, len(rank)), m.line_number, m.id))
     return matches
@@ -164,6 +179,7 @@ def _line_numbers(text: str, offsets: list[int]) -> dict[int, int]:
 
 def _fill(template: str, groups: dict[str, str | None]) -> str:
     """``template`` with each ``{name}`` replaced by the captured group ``name``."""
+
     def value(placeholder: re.Match[str]) -> str:
         name = placeholder.group(1)
         if name not in groups:

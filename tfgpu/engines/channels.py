@@ -61,6 +61,11 @@ def check_channels(urls: list[str]) -> None:
         if url.startswith("file://"):
             path = local_path(url)
             if not path.is_dir():
-                raise ImpossibleError("unknown-channel", f"The channel {url} does not exist ({path} is not a directory).",
-                                      ["Give a channel directory holding linux-64/ and noarch/ (with repodata.json), "
-                                       "or a URL such as https://conda.anaconda.org/conda-forge."])
+                raise ImpossibleError(
+                    "unknown-channel",
+                    f"The channel {url} does not exist ({path} is not a directory).",
+                    [
+                        "Give a channel directory holding linux-64/ and noarch/ (with repodata.json), "
+                        "or a URL such as https://conda.anaconda.org/conda-forge."
+                    ],
+                )

@@ -39,8 +39,17 @@ PROGRESS_EVERY = 0.2
 """Seconds between progress lines (the first and the last are always reported)."""
 
 
-def fetch(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "", size: int = 0, reporter=None,
-          retries: int = 4, backoff: float = 0.5) -> Path:
+def fetch(
+    url: str,
+    dest_dir: Path,
+    *,
+    sha256: str = "",
+    md5: str = "",
+    size: int = 0,
+    reporter=None,
+    retries: int = 4,
+    backoff: float = 0.5,
+) -> Path:
     """Download ``url`` into ``dest_dir`` (a cache) and return the verified file.
 
     ``retries`` is how many times a failed attempt (connection error, cut transfer, HTTP 5xx/429)
@@ -50,9 +59,11 @@ def fetch(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "", size: in
     """
     url = urls.checked(url, "a download's URL")
     if not sha256 and not md5:
-        raise ImpossibleError("unverified-download", f"No checksum is known for {url}, so it is not downloaded: "
-                              "every download is verified before use.",
-                              ["Give its sha256 in a TFGPU_DATA_DIR overlay (see the README's System mode section)."])
+        raise ImpossibleError(
+            "unverified-download",
+            f"No checksum is known for {url}, so it is not downloaded: every download is verified before use.",
+            ["Give its sha256 in a TFGPU_DATA_DIR overlay (see the README's System mode section)."],
+        )
     dest_dir = Path(dest_dir)
     dest_dir.mkdir(parents=True, exist_ok=True)
     name = urls.path_of(url).rsplit("/", 1)[-1] or "download"
@@ -79,13 +90,19 @@ def fetch(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "", size: in
             "checksum-mismatch",
             f"{name} from {url} failed its {algorithm} check (expected {expected}, got {found}, {got} bytes); "
             "the file was deleted and nothing was installed.",
-            ["Run the same command again (a proxy or mirror may have served a damaged copy).",
-             "If it keeps failing, the file upstream differs from the one tfgpu's data records: report it."])
+            [
+                "Run the same command again (a proxy or mirror may have served a damaged copy).",
+                "If it keeps failing, the file upstream differs from the one tfgpu's data records: report it.",
+            ],
+        )
     if size and part.stat().st_size != size:
         got = part.stat().st_size
         part.unlink(missing_ok=True)
-        raise OperationError("size-mismatch", f"{name} from {url} has {got} bytes, not the recorded {size}; "
-                             "deleted, nothing installed.", ["Report it: tfgpu's data may be wrong."])
+        raise OperationError(
+            "size-mismatch",
+            f"{name} from {url} has {got} bytes, not the recorded {size}; deleted, nothing installed.",
+            ["Report it: tfgpu's data may be wrong."],
+        )
     os.replace(part, final)
     stat = final.stat()
     note.write_text(f"{algorithm}:{expected} {stat.st_size} {stat.st_mtime_ns}\n", encoding="utf-8")
@@ -98,8 +115,9 @@ def is_cached(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "") -> b
     name = urls.path_of(url).rsplit("/", 1)[-1]
     algorithm, expected = ("sha256", sha256.lower()) if sha256 else ("md5", md5.lower())
     final = Path(dest_dir) / name
-    return bool(expected) and final.is_file() and _noted(final, Path(dest_dir) / f"{name}.verified", algorithm,
-                                                         expected)
+    return (
+        bool(expected) and final.is_file() and _noted(final, Path(dest_dir) / f"{name}.verified", algorithm, expected)
+    )
 
 
 def _noted(final: Path, note: Path, algorithm: str, expected: str) -> bool:
@@ -195,31 +213,49 @@ class Transfer:
                     sleep(backoff * 2 ** (attempt - 1))
                 try:
                     problem = self._attempt(requests)
-                except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
-                        Urllib3Error) as error:  # raw reads raise urllib3's own errors
+                except (
+                    requests.ConnectionError,
+                    requests.Timeout,
+                    requests.exceptions.ChunkedEncodingError,
+                    Urllib3Error,
+                ) as error:  # raw reads raise urllib3's own errors
                     host = _unreachable_host(error)
                     if host is not None:
-                        raise _Fatal(OperationError(
-                            "download-unreachable", f"Cannot download {self.url}: the name {host} does not resolve "
-                            f"(no network, or no DNS).{self._kept()}",
-                            [f"Offline: copy {self.name} into {self.part.parent} on this machine (it is checked "
-                             "against its checksum before use), then run again with --offline.",
-                             "Behind a proxy? Set HTTPS_PROXY; requests uses it."])) from None
+                        raise _Fatal(
+                            OperationError(
+                                "download-unreachable",
+                                f"Cannot download {self.url}: the name {host} does not resolve "
+                                f"(no network, or no DNS).{self._kept()}",
+                                [
+                                    f"Offline: copy {self.name} into {self.part.parent} on this machine (it is checked "
+                                    "against its checksum before use), then run again with --offline.",
+                                    "Behind a proxy? Set HTTPS_PROXY; requests uses it.",
+                                ],
+                            )
+                        ) from None
                     problem = f"transfer broke off ({type(error).__name__})"
                 if not problem:
                     return
                 if problem.startswith("HTTP 4") and not problem.startswith(("HTTP 408", "HTTP 429")):
-                    raise _Fatal(OperationError(
-                        "download-failed", f"Downloading {self.url} failed: {problem}.{self._kept()}",
-                        ["Check the URL (a TFGPU_DATA_DIR overlay may point at a mirror that lacks the file)."]))
+                    raise _Fatal(
+                        OperationError(
+                            "download-failed",
+                            f"Downloading {self.url} failed: {problem}.{self._kept()}",
+                            ["Check the URL (a TFGPU_DATA_DIR overlay may point at a mirror that lacks the file)."],
+                        )
+                    )
         except _Fatal as fatal:
             raise fatal.error from None
         raise OperationError(
-            "download-failed", f"Downloading {self.url} failed after {attempts} attempts; the last: {problem}. "
+            "download-failed",
+            f"Downloading {self.url} failed after {attempts} attempts; the last: {problem}. "
             f"Nothing was installed.{self._kept()}",
-            ["Run the same command again later (the server may be busy)" +
-             (": it resumes where this run stopped." if self._keeps() else "."),
-             "Behind a proxy? Set HTTPS_PROXY; requests uses it."])
+            [
+                "Run the same command again later (the server may be busy)"
+                + (": it resumes where this run stopped." if self._keeps() else "."),
+                "Behind a proxy? Set HTTPS_PROXY; requests uses it.",
+            ],
+        )
 
     def _keeps(self) -> bool:
         return self.resumable and self.part.exists() and self.part.stat().st_size > 0
@@ -238,8 +274,9 @@ class Transfer:
             # Plain HTTP never goes through a proxy (HTTP_PROXY, ALL_PROXY): one could answer for the
             # named host in clear text. HTTPS keeps the environment's proxy (a tunnel to a verified host).
             proxies = {"http": None, "all": None} if url.startswith("http:") else None
-            response = requests.get(url, headers=headers, stream=True, timeout=(15, 60), allow_redirects=False,
-                                    proxies=proxies)
+            response = requests.get(
+                url, headers=headers, stream=True, timeout=(15, 60), allow_redirects=False, proxies=proxies
+            )
             if response.status_code not in (301, 302, 303, 307, 308):
                 return response
             location = response.headers.get("Location", "")
@@ -249,12 +286,20 @@ class Transfer:
             except UsageError as error:
                 raise _Fatal(error) from None
             if url.startswith("https:") and target.scheme != "https":
-                raise _Fatal(UsageError("insecure-url", f"{url} redirects to {target.text}: a download that started "
-                                        "on HTTPS never continues without it. Nothing was downloaded.",
-                                        ["Point the data's URL at the final HTTPS address (TFGPU_DATA_DIR overlay)."]))
+                raise _Fatal(
+                    UsageError(
+                        "insecure-url",
+                        f"{url} redirects to {target.text}: a download that started "
+                        "on HTTPS never continues without it. Nothing was downloaded.",
+                        ["Point the data's URL at the final HTTPS address (TFGPU_DATA_DIR overlay)."],
+                    )
+                )
             url = target.text
-        raise _Fatal(OperationError("download-failed", f"{self.url} redirects more than {MAX_REDIRECTS} times.",
-                                    ["Check the URL."]))
+        raise _Fatal(
+            OperationError(
+                "download-failed", f"{self.url} redirects more than {MAX_REDIRECTS} times.", ["Check the URL."]
+            )
+        )
 
     def _attempt(self, requests) -> str:
         """One request; "" when the whole file is in ``part``, else what went wrong."""
@@ -277,10 +322,14 @@ class Transfer:
                 mode, done = "wb", 0
             length = int(response.headers.get("Content-Length") or 0)
             if self.size and length and done + length > self.size:
-                raise _Fatal(OperationError(
-                    "download-too-large", f"{self.url} announces {done + length} bytes; tfgpu's data records "
-                    f"{self.size}. Nothing was installed.{self._drop()}",
-                    ["The server is not serving the file the data names: check the URL or the mirror."]))
+                raise _Fatal(
+                    OperationError(
+                        "download-too-large",
+                        f"{self.url} announces {done + length} bytes; tfgpu's data records "
+                        f"{self.size}. Nothing was installed.{self._drop()}",
+                        ["The server is not serving the file the data names: check the URL or the mirror."],
+                    )
+                )
             limit = self.size or (done + length if length else 0) or MAX_UNKNOWN
             total = done + length if length else self.size
             expected_end = done + length
@@ -293,11 +342,15 @@ class Transfer:
                         if not chunk:
                             break
                         if done + len(chunk) > limit:
-                            raise _Fatal(OperationError(
-                                "download-too-large", f"{self.url} sent more than the {limit} bytes "
-                                f"{'its data records' if self.size else 'it announced' if length else 'allowed'}; "
-                                f"the transfer was stopped.{self._drop()}",
-                                ["The server is not serving the file the data names: check the URL or the mirror."]))
+                            raise _Fatal(
+                                OperationError(
+                                    "download-too-large",
+                                    f"{self.url} sent more than the {limit} bytes "
+                                    f"{'its data records' if self.size else 'it announced' if length else 'allowed'}; "
+                                    f"the transfer was stopped.{self._drop()}",
+                                    ["The server is not serving the file the data names: check the URL or the mirror."],
+                                )
+                            )
                         out.write(chunk)
                         done += len(chunk)
                         now = time.monotonic()
@@ -305,17 +358,23 @@ class Transfer:
                         if elapsed > MAX_SECONDS:
                             return f"the transfer took longer than {MAX_SECONDS / 3600:.0f} h"
                         if elapsed > GRACE and (done - first) / elapsed < MIN_RATE:
-                            return (f"the server sent {done - first} bytes in {elapsed:.0f} s (less than "
-                                    f"{MIN_RATE // 1024} KiB/s): stalled")
+                            return (
+                                f"the server sent {done - first} bytes in {elapsed:.0f} s (less than "
+                                f"{MIN_RATE // 1024} KiB/s): stalled"
+                            )
                         if now - last >= PROGRESS_EVERY:
                             last = now
                             _say(self.reporter, "output", self._line(done, total, first, elapsed))
             except OSError as error:
                 if isinstance(error, (requests.ConnectionError, requests.Timeout)):
                     raise
-                raise _Fatal(OperationError(
-                    "download-failed", f"Writing {self.part} failed: {error.strerror or error}.{self._drop()}",
-                    [f"Free space in {self.part.parent} (`df -h`), or point TFGPU_CACHE_DIR at a larger disk."])) from None
+                raise _Fatal(
+                    OperationError(
+                        "download-failed",
+                        f"Writing {self.part} failed: {error.strerror or error}.{self._drop()}",
+                        [f"Free space in {self.part.parent} (`df -h`), or point TFGPU_CACHE_DIR at a larger disk."],
+                    )
+                ) from None
             _say(self.reporter, "output", self._line(done, total, first, time.monotonic() - started))
             if length and done < expected_end:
                 return f"transfer broke off at {done} of {expected_end} bytes"

@@ -48,29 +48,37 @@ def artifacts(resolution) -> list[Artifact]:
     from tfgpu.resolver.packages import _runfile_toolkit, cudnn_archive_for
 
     if not resolution.cuda or not resolution.cudnn or resolution.accelerator != "cuda":
-        raise ImpossibleError("no-gpu-build", f"TF {resolution.tensorflow} has no CUDA build for "
-                              f"{resolution.os}/{resolution.arch}: there is nothing for system mode to download.",
-                              ["Plan for a Linux x86_64 target: --os linux --arch x86_64."])
+        raise ImpossibleError(
+            "no-gpu-build",
+            f"TF {resolution.tensorflow} has no CUDA build for "
+            f"{resolution.os}/{resolution.arch}: there is nothing for system mode to download.",
+            ["Plan for a Linux x86_64 target: --os linux --arch x86_64."],
+        )
     if resolution.platform != "linux_x86_64":
-        raise ImpossibleError("mode-unsupported", "NVIDIA's CUDA runfile exists for Linux x86_64 only; this plan "
-                              f"is for {resolution.platform}.", ["Use --mode pip or --mode conda."])
+        raise ImpossibleError(
+            "mode-unsupported",
+            f"NVIDIA's CUDA runfile exists for Linux x86_64 only; this plan is for {resolution.platform}.",
+            ["Use --mode pip or --mode conda."],
+        )
     cuda = resolution.cuda_build or resolution.cuda
     toolkit = _runfile_toolkit(cuda)
     if toolkit is None or not toolkit.runfile_url:
-        raise ImpossibleError("no-runfile", f"No CUDA {cuda} runfile is recorded in tfgpu's data.",
-                              ["Use --mode pip or --mode conda."])
+        raise ImpossibleError(
+            "no-runfile", f"No CUDA {cuda} runfile is recorded in tfgpu's data.", ["Use --mode pip or --mode conda."]
+        )
     archive = cudnn_archive_for(cuda, resolution.cudnn)
     if archive is None:
-        raise ImpossibleError("no-cudnn-archive", f"No cuDNN archive for cuDNN {resolution.cudnn} / CUDA {cuda} "
-                              "is recorded in tfgpu's data.", ["Use --mode pip or --mode conda."])
+        raise ImpossibleError(
+            "no-cudnn-archive",
+            f"No cuDNN archive for cuDNN {resolution.cudnn} / CUDA {cuda} is recorded in tfgpu's data.",
+            ["Use --mode pip or --mode conda."],
+        )
     # The data (an overlay included) names these URLs: through the door before anything is built.
     runfile = urls.checked(toolkit.runfile_url, f"the CUDA {cuda} runfile's URL in tfgpu's data")
     tarball = urls.checked(archive.url, f"the cuDNN {archive.version} archive's URL in tfgpu's data")
     return [
-        Artifact("runfile", _basename(runfile), runfile, toolkit.sha256, toolkit.md5, 0,
-                 str(toolkit.version)),
-        Artifact("cudnn", archive.filename, tarball, archive.sha256, archive.md5, archive.size,
-                 str(archive.version)),
+        Artifact("runfile", _basename(runfile), runfile, toolkit.sha256, toolkit.md5, 0, str(toolkit.version)),
+        Artifact("cudnn", archive.filename, tarball, archive.sha256, archive.md5, archive.size, str(archive.version)),
     ]
 
 
@@ -88,21 +96,37 @@ def unverifiable(items: list[Artifact]) -> ImpossibleError | None:
         "unverified-download",
         f"tfgpu's data records no checksum for {names}, so it will not be installed: every download is verified "
         "before use. Missing fact: the sha256 of that file (from NVIDIA's redistrib_<version>.json manifest).",
-        ["Use --mode pip or --mode conda for this release.",
-         "Or put a cuda.toml / cudnn_archives.toml with the file's sha256 in a directory named by TFGPU_DATA_DIR "
-         "(see the README's System mode section)."])
+        [
+            "Use --mode pip or --mode conda for this release.",
+            "Or put a cuda.toml / cudnn_archives.toml with the file's sha256 in a directory named by TFGPU_DATA_DIR "
+            "(see the README's System mode section).",
+        ],
+    )
 
 
 def runfile_argv(runfile: Path, place) -> tuple[str, ...]:
     """NVIDIA's runfile, toolkit only (never the driver), silent [CF-CTK], [ISS-RUNFLAGS]."""
-    return ("sh", str(runfile), "--silent", "--toolkit", f"--toolkitpath={place.staging}", "--override",
-            "--no-man-page", f"--tmpdir={place.tmpdir}")
+    return (
+        "sh",
+        str(runfile),
+        "--silent",
+        "--toolkit",
+        f"--toolkitpath={place.staging}",
+        "--override",
+        "--no-man-page",
+        f"--tmpdir={place.tmpdir}",
+    )
 
 
 def _unsafe(archive: Path, member, why: str) -> OperationError:
-    return OperationError("cudnn-archive-unsafe", f"{archive.name} holds {member.name!r}, {why}; nothing was installed.",
-                          ["The archive is not the one NVIDIA publishes (its checksum passed, so the data that "
-                           "names it is wrong): report it, and do not install it by hand."])
+    return OperationError(
+        "cudnn-archive-unsafe",
+        f"{archive.name} holds {member.name!r}, {why}; nothing was installed.",
+        [
+            "The archive is not the one NVIDIA publishes (its checksum passed, so the data that "
+            "names it is wrong): report it, and do not install it by hand."
+        ],
+    )
 
 
 def unpack_cudnn(archive: Path, toolkit: Path) -> int:
@@ -134,20 +158,27 @@ def unpack_cudnn(archive: Path, toolkit: Path) -> int:
                 member.name = str(target)
                 members.append(member)
             if not members:
-                raise OperationError("cudnn-archive-empty", f"{archive.name} has no include/ or lib/ inside; "
-                                     "nothing was installed.", ["Report it: the archive layout is unexpected."])
+                raise OperationError(
+                    "cudnn-archive-empty",
+                    f"{archive.name} has no include/ or lib/ inside; nothing was installed.",
+                    ["Report it: the archive layout is unexpected."],
+                )
             if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: a second check of the same rules
                 tar.extractall(toolkit, members=members, filter="data")
             else:
                 tar.extractall(toolkit, members=members)  # every name and link was checked above
     except (tarfile.TarError, EOFError, OSError) as error:
         if isinstance(error, getattr(tarfile, "FilterError", ())):
-            raise OperationError("cudnn-archive-unsafe", f"{archive.name}: {error}; nothing was installed.",
-                                 ["Report it."]) from None
+            raise OperationError(
+                "cudnn-archive-unsafe", f"{archive.name}: {error}; nothing was installed.", ["Report it."]
+            ) from None
         if isinstance(error, OSError) and not isinstance(error, tarfile.TarError):
             raise
-        raise OperationError("cudnn-archive-corrupt", f"{archive.name} cannot be unpacked ({error}); nothing was "
-                             "installed.", ["Delete it from the download cache and run again."]) from None
+        raise OperationError(
+            "cudnn-archive-corrupt",
+            f"{archive.name} cannot be unpacked ({error}); nothing was installed.",
+            ["Delete it from the download cache and run again."],
+        ) from None
     return len(members)
 
 
@@ -180,6 +211,9 @@ def check_toolkit(toolkit: Path, cudnn_major: int) -> list[str]:
     }
     missing = [name for name, present in wanted.items() if not present]
     if missing:
-        raise OperationError("toolkit-incomplete", f"The toolkit in {toolkit} lacks {', '.join(missing)}; "
-                             "nothing was installed.", ["The log has the runfile's whole output."])
+        raise OperationError(
+            "toolkit-incomplete",
+            f"The toolkit in {toolkit} lacks {', '.join(missing)}; nothing was installed.",
+            ["The log has the runfile's whole output."],
+        )
     return sorted(wanted)

@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.engines.channels import CONDA_FORGE, channel_urls, check_channels, check_local_indexes  # noqa: F401
+from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.requirements import match_spec
 from tfgpu.urls import local_path
 
@@ -92,71 +92,131 @@ def virtual_packages(platform: str, cuda: str | None, *, this_host: bool):
     return found
 
 
-def solve(specs: list[str], channels: list[str], *, platform: str, cuda: str | None, this_host: bool,
-          repodata_cache: Path, offline: bool, pinned: list | None = None, runner=None) -> list:
+def solve(
+    specs: list[str],
+    channels: list[str],
+    *,
+    platform: str,
+    cuda: str | None,
+    this_host: bool,
+    repodata_cache: Path,
+    offline: bool,
+    pinned: list | None = None,
+    runner=None,
+) -> list:
     """rattler's solve for ``platform``; a conflict becomes ``unsolvable`` (exit 3) with the solver's
     own explanation and the virtual packages it saw. ``pinned``: records (an env's installed
     packages) the solution must keep exactly. ``runner``: whose log keeps the engine's output."""
     virtual = virtual_packages(platform, cuda, this_host=this_host)
     shown = ", ".join(f"{v.name.normalized}={v.version}" for v in virtual if v.name.normalized in ("__cuda", "__glibc"))
     what = f"{platform} ({shown or 'no __cuda'}): {' | '.join(specs)} from {', '.join(channels)}"
-    answer = _engine("solve", what, {"specs": specs, "channels": channels, "platform": platform, "cuda": cuda,
-                                     "this_host": this_host, "repodata_cache": str(repodata_cache),
-                                     "offline": offline, "pinned": records_to_json(pinned or [])}, runner)
+    answer = _engine(
+        "solve",
+        what,
+        {
+            "specs": specs,
+            "channels": channels,
+            "platform": platform,
+            "cuda": cuda,
+            "this_host": this_host,
+            "repodata_cache": str(repodata_cache),
+            "offline": offline,
+            "pinned": records_to_json(pinned or []),
+        },
+        runner,
+    )
     error = answer.get("error")
     if error is None:
         return _records(answer)
     if error["kind"] == "unsolvable":
         raise ImpossibleError(
-            "unsolvable", f"The conda packages cannot be installed together on {platform} "
+            "unsolvable",
+            f"The conda packages cannot be installed together on {platform} "
             f"({shown or 'no __cuda'}):\n{_explain(error['text'])}",
-            ["`tfgpu-install plan --mode conda` shows the specs and why each was chosen.",
-             "An older TensorFlow, or --mode pip (CUDA from PyPI wheels), may solve where this does not."])
+            [
+                "`tfgpu-install plan --mode conda` shows the specs and why each was chosen.",
+                "An older TensorFlow, or --mode pip (CUDA from PyPI wheels), may solve where this does not.",
+            ],
+        )
     if offline:
         raise OperationError(
-            "offline-no-cache", f"--offline, but the channel index is not in the cache: {_explain(error['text'])}",
-            ["Run once with network to fill the cache, or use a local channel: --channel /path/to/channel."])
-    raise OperationError("channel-unreachable", f"Could not read the channel index: {_explain(error['text'])}",
-                         ["Check the network and the --channel URL; a local mirror works with "
-                          "--channel file:///path --offline.", "Or --mode pip: CUDA from PyPI wheels, no conda "
-                          "channel needed."])
+            "offline-no-cache",
+            f"--offline, but the channel index is not in the cache: {_explain(error['text'])}",
+            ["Run once with network to fill the cache, or use a local channel: --channel /path/to/channel."],
+        )
+    raise OperationError(
+        "channel-unreachable",
+        f"Could not read the channel index: {_explain(error['text'])}",
+        [
+            "Check the network and the --channel URL; a local mirror works with --channel file:///path --offline.",
+            "Or --mode pip: CUDA from PyPI wheels, no conda channel needed.",
+        ],
+    )
 
 
-def locked_records(packages, channels: list[str], *, platform: str, repodata_cache: Path, offline: bool,
-                   local_channel: str | None = None, runner=None) -> list:
+def locked_records(
+    packages,
+    channels: list[str],
+    *,
+    platform: str,
+    repodata_cache: Path,
+    offline: bool,
+    local_channel: str | None = None,
+    runner=None,
+) -> list:
     """The full repodata records of locked packages (``(name, version, url, sha256)``; a lock keeps no
     noarch, build number or size), read from the locked channels, matched by URL and checked against
     the locked sha256 — all before anything is installed. ``local_channel`` (a bundle's ``file://``
     channel) is read instead, its records matched by file name."""
+
     def key(url: str) -> str:
         return url.rsplit("/", 1)[-1] if local_channel else url
 
     wanted = {key(p.url): p for p in packages}
     readers = [local_channel] if local_channel else list(channels)
     names = sorted({p.name for p in wanted.values()})
-    answer = _engine("query", f"{platform}: {len(names)} locked packages from {', '.join(readers)}",
-                     {"channels": readers, "platforms": [platform, "noarch"], "names": names,
-                      "repodata_cache": str(repodata_cache),
-                      "offline": offline and local_channel is None}, runner)  # a local channel needs no network
+    answer = _engine(
+        "query",
+        f"{platform}: {len(names)} locked packages from {', '.join(readers)}",
+        {
+            "channels": readers,
+            "platforms": [platform, "noarch"],
+            "names": names,
+            "repodata_cache": str(repodata_cache),
+            "offline": offline and local_channel is None,
+        },
+        runner,
+    )  # a local channel needs no network
     if answer.get("error") is not None:
-        raise OperationError("channel-unreachable", "Could not read the locked channels' index: "
-                             f"{_explain(answer['error']['text'])}",
-                             ["The lock installs from the channels it names; check the network (or run once "
-                              "with network so --offline has the index cached)."])
+        raise OperationError(
+            "channel-unreachable",
+            f"Could not read the locked channels' index: {_explain(answer['error']['text'])}",
+            [
+                "The lock installs from the channels it names; check the network (or run once "
+                "with network so --offline has the index cached)."
+            ],
+        )
     found = {key(str(record.url)): record for record in _records(answer)}
     records = []
     for url, locked in sorted(wanted.items()):
         record = found.get(url)
         if record is None:
-            raise ImpossibleError("locked-package-missing", f"{locked.name} {locked.version} ({url}) is no longer "
-                                  "in its channel; nothing was installed.",
-                                  ["Regenerate the lock against the channel as it is now."])
+            raise ImpossibleError(
+                "locked-package-missing",
+                f"{locked.name} {locked.version} ({url}) is no longer in its channel; nothing was installed.",
+                ["Regenerate the lock against the channel as it is now."],
+            )
         sha256 = record.sha256.hex() if record.sha256 else None
         if locked.sha256 and sha256 != locked.sha256:
-            raise ImpossibleError("lock-hash-mismatch", f"{locked.name} {locked.version}: the channel's sha256 "
-                                  f"{sha256} is not the locked {locked.sha256}; nothing was installed.",
-                                  ["Someone replaced the package, or the lock was edited: regenerate it and "
-                                   "compare before trusting either."])
+            raise ImpossibleError(
+                "lock-hash-mismatch",
+                f"{locked.name} {locked.version}: the channel's sha256 "
+                f"{sha256} is not the locked {locked.sha256}; nothing was installed.",
+                [
+                    "Someone replaced the package, or the lock was edited: regenerate it and "
+                    "compare before trusting either."
+                ],
+            )
         records.append(record)
     return records
 
@@ -188,8 +248,13 @@ def _engine(operation: str, what: str, request: dict, runner=None, reporter=None
     with tempfile.TemporaryDirectory(prefix="tfgpu-rattler-") as scratch:
         result = Path(scratch) / "answer.json"
         request = {**request, "op": operation, "what": what, "result": str(result)}
-        done = runner.run([sys.executable, "-m", "tfgpu.engines.rattler_child"], input=json.dumps(request),
-                          on_line=passed_on, env={"PYTHONPATH": root}, timeout=engine_timeout())
+        done = runner.run(
+            [sys.executable, "-m", "tfgpu.engines.rattler_child"],
+            input=json.dumps(request),
+            on_line=passed_on,
+            env={"PYTHONPATH": root},
+            timeout=engine_timeout(),
+        )
         try:
             answer = untrusted.load_json(result, untrusted.CHILD_OUTPUT)
         except untrusted.Unreadable:
@@ -197,15 +262,24 @@ def _engine(operation: str, what: str, request: dict, runner=None, reporter=None
     if isinstance(answer, dict) and (isinstance(answer.get("records"), list) or isinstance(answer.get("error"), dict)):
         return answer
     if done.returncode == 124:
-        raise OperationError("engine-crashed", f"The conda engine (rattler) did not finish {operation} for {what} "
-                             f"within {engine_timeout():.0f} seconds and was stopped; nothing was changed by the tool.",
-                             ["Set TFGPU_ENGINE_TIMEOUT (seconds) higher if the solve is just slow."])
-    ended = (f"killed by {signal.Signals(-done.returncode).name}" if done.returncode < 0 and
-             -done.returncode in signal.valid_signals() else f"exit status {done.returncode}")
+        raise OperationError(
+            "engine-crashed",
+            f"The conda engine (rattler) did not finish {operation} for {what} "
+            f"within {engine_timeout():.0f} seconds and was stopped; nothing was changed by the tool.",
+            ["Set TFGPU_ENGINE_TIMEOUT (seconds) higher if the solve is just slow."],
+        )
+    ended = (
+        f"killed by {signal.Signals(-done.returncode).name}"
+        if done.returncode < 0 and -done.returncode in signal.valid_signals()
+        else f"exit status {done.returncode}"
+    )
     where = f"Its whole output is in {runner.log_path}." if runner.log_path else "Run it again to see if it recurs."
-    raise OperationError("engine-crashed", f"The conda engine (rattler) ended without an answer ({ended}) while "
-                         f"running {operation} for {what}; nothing was changed by the tool.\n{done.tail()}",
-                         [where, "If it recurs, --mode pip takes CUDA from PyPI wheels without rattler."])
+    raise OperationError(
+        "engine-crashed",
+        f"The conda engine (rattler) ended without an answer ({ended}) while "
+        f"running {operation} for {what}; nothing was changed by the tool.\n{done.tail()}",
+        [where, "If it recurs, --mode pip takes CUDA from PyPI wheels without rattler."],
+    )
 
 
 def _records(answer: dict) -> list:
@@ -224,15 +298,25 @@ def records_from_json(rows: list[dict], scratch: Path) -> list:
     for number, row in enumerate(rows):
         path = scratch / f"record-{number}.json"
         path.write_text(json.dumps(row), encoding="utf-8")
-        package = PackageRecord.from_index_json(path, size=row.get("size"), sha256=row.get("sha256"),
-                                                md5=row.get("md5"))
+        package = PackageRecord.from_index_json(
+            path, size=row.get("size"), sha256=row.get("sha256"), md5=row.get("md5")
+        )
         url = str(row["url"])
         records.append(RepoDataRecord(package, row.get("fn") or url.rsplit("/", 1)[-1], url, row.get("channel") or ""))
     return records
 
 
-def install(records: list, staging: Path, final: Path, *, package_cache: Path, reporter, offline: bool,
-            keep: set[str] | None = None, runner=None) -> None:
+def install(
+    records: list,
+    staging: Path,
+    final: Path,
+    *,
+    package_cache: Path,
+    reporter,
+    offline: bool,
+    keep: set[str] | None = None,
+    runner=None,
+) -> None:
     """Link ``records`` into ``staging`` with ``final`` as the prefix embedded in files.
 
     rattler checks the sha256 of every archive it downloads, but links a ``file://`` archive as it
@@ -247,17 +331,30 @@ def install(records: list, staging: Path, final: Path, *, package_cache: Path, r
         for record in records:
             if str(record.url).startswith("file://"):
                 record.url = verified_copy(record, store).as_uri()
-        answer = _engine("install", f"{len(records)} packages into {staging} (prefix {final})",
-                         {"records": records_to_json(records), "staging": str(staging), "final": str(final),
-                          "package_cache": str(package_cache), "keep": sorted(keep) if keep is not None else None},
-                         runner, reporter)
+        answer = _engine(
+            "install",
+            f"{len(records)} packages into {staging} (prefix {final})",
+            {
+                "records": records_to_json(records),
+                "staging": str(staging),
+                "final": str(final),
+                "package_cache": str(package_cache),
+                "keep": sorted(keep) if keep is not None else None,
+            },
+            runner,
+            reporter,
+        )
         if answer.get("error") is not None:
-            hint = ("--offline, and a package is not in the package cache: run once with network." if offline else
-                    "Check the network and free disk space; the package cache is " + str(package_cache))
-            raise OperationError("install-failed", "Installing the conda packages failed: "
-                                 f"{_explain(answer['error']['text'])}", [hint])
+            hint = (
+                "--offline, and a package is not in the package cache: run once with network."
+                if offline
+                else "Check the network and free disk space; the package cache is " + str(package_cache)
+            )
+            raise OperationError(
+                "install-failed", f"Installing the conda packages failed: {_explain(answer['error']['text'])}", [hint]
+            )
     finally:
-        for record, url in zip(records, originals):
+        for record, url in zip(records, originals, strict=True):
             record.url = url
     _restore_urls(staging, records)
 
@@ -266,6 +363,7 @@ def verified_copy(record, store: Path) -> Path:
     """The ``file://`` archive of ``record`` copied into ``store`` and checked against the record's
     sha256 (its md5 where an old index has no sha256); a mismatch is ``checksum-mismatch``."""
     import shutil
+
     from tfgpu.engines.download import file_digest
 
     source = local_path(str(record.url))
@@ -274,9 +372,12 @@ def verified_copy(record, store: Path) -> Path:
     elif record.md5:
         algorithm, expected = "md5", record.md5.hex()
     else:
-        raise ImpossibleError("unverified-package", f"{record.file_name} has no sha256 or md5 in its channel's "
-                              "index, so it is not installed: every package is verified before it is linked.",
-                              ["Index the channel with a current tool (`rattler-index`, `conda index`)."])
+        raise ImpossibleError(
+            "unverified-package",
+            f"{record.file_name} has no sha256 or md5 in its channel's "
+            "index, so it is not installed: every package is verified before it is linked.",
+            ["Index the channel with a current tool (`rattler-index`, `conda index`)."],
+        )
     target = store / expected / record.file_name
     if target.is_file() and file_digest(target, algorithm) == expected:
         return target
@@ -286,15 +387,23 @@ def verified_copy(record, store: Path) -> Path:
         shutil.copyfile(source, partial)
     except OSError as error:
         partial.unlink(missing_ok=True)
-        raise OperationError("install-failed", f"Cannot read {source}: {error.strerror}; nothing was installed.",
-                             ["Check the channel directory (--channel) or the bundle."]) from None
+        raise OperationError(
+            "install-failed",
+            f"Cannot read {source}: {error.strerror}; nothing was installed.",
+            ["Check the channel directory (--channel) or the bundle."],
+        ) from None
     found = file_digest(partial, algorithm)
     if found != expected:
         partial.unlink(missing_ok=True)
-        raise OperationError("checksum-mismatch", f"{source} is not the package its index and lock name: its "
-                              f"{algorithm} is {found}, not {expected}. Nothing was installed.",
-                              ["Someone replaced the file after it was indexed: rebuild the channel or bundle from "
-                               "a trusted copy, and compare before trusting either."])
+        raise OperationError(
+            "checksum-mismatch",
+            f"{source} is not the package its index and lock name: its "
+            f"{algorithm} is {found}, not {expected}. Nothing was installed.",
+            [
+                "Someone replaced the file after it was indexed: rebuild the channel or bundle from "
+                "a trusted copy, and compare before trusting either."
+            ],
+        )
     os.replace(partial, target)
     return target
 
@@ -319,10 +428,23 @@ def records_to_json(records: list) -> list[dict]:
     """What the env was solved to, as full repodata records (URL, sha256, md5, depends): written
     into the env and read back by lockfiles."""
     # A prefix record's own fields (its files) are not the package's.
-    rows = ({key: value for key, value in untrusted.parse_json(record.to_json(), untrusted.CHILD_OUTPUT,
-                                                                "a solved record").items()
-             if key not in ("files", "paths_data", "requested_spec", "requested_specs", "link",
-                            "package_tarball_full_path", "extracted_package_dir")} for record in records)
+    rows = (
+        {
+            key: value
+            for key, value in untrusted.parse_json(record.to_json(), untrusted.CHILD_OUTPUT, "a solved record").items()
+            if key
+            not in (
+                "files",
+                "paths_data",
+                "requested_spec",
+                "requested_specs",
+                "link",
+                "package_tarball_full_path",
+                "extracted_package_dir",
+            )
+        }
+        for record in records
+    )
     return sorted(rows, key=lambda row: row["name"])
 
 
@@ -337,5 +459,8 @@ def index_channel(directory: Path, runner=None) -> None:
     """Write ``repodata.json`` for every subdirectory of the channel ``directory`` (rattler's indexer)."""
     answer = _engine("index", str(directory), {"channel": str(directory)}, runner)
     if answer.get("error") is not None:
-        raise OperationError("index-failed", f"Indexing the channel {directory} failed: "
-                             f"{_explain(answer['error']['text'])}", ["Check free disk space and try again."])
+        raise OperationError(
+            "index-failed",
+            f"Indexing the channel {directory} failed: {_explain(answer['error']['text'])}",
+            ["Check free disk space and try again."],
+        )

@@ -46,18 +46,28 @@ def _solve(request: dict, scratch: Path) -> list:
 
     virtual = virtual_packages(request["platform"], request["cuda"], this_host=request["this_host"])
     pinned = records_from_json(request.get("pinned") or [], scratch)
-    return asyncio.run(solve([Channel(url) for url in request["channels"]], request["specs"],
-                             gateway=_gateway(request["repodata_cache"], request["offline"]),
-                             platforms=[request["platform"], "noarch"], virtual_packages=virtual,
-                             channel_relations="disabled", pinned_packages=pinned or None))
+    return asyncio.run(
+        solve(
+            [Channel(url) for url in request["channels"]],
+            request["specs"],
+            gateway=_gateway(request["repodata_cache"], request["offline"]),
+            platforms=[request["platform"], "noarch"],
+            virtual_packages=virtual,
+            channel_relations="disabled",
+            pinned_packages=pinned or None,
+        )
+    )
 
 
 def _query(request: dict, scratch: Path) -> list:
     from rattler import Channel
 
     gateway = _gateway(request["repodata_cache"], request["offline"])
-    found = asyncio.run(gateway.query([Channel(url) for url in request["channels"]], request["platforms"],
-                                      request["names"], recursive=False))
+    found = asyncio.run(
+        gateway.query(
+            [Channel(url) for url in request["channels"]], request["platforms"], request["names"], recursive=False
+        )
+    )
     return [record for records in found for record in records]
 
 
@@ -68,9 +78,18 @@ def _install(request: dict, scratch: Path) -> list:
 
     records = records_from_json(request["records"], scratch)
     keep = set(request["keep"]) if request.get("keep") is not None else None
-    asyncio.run(install(records, target_prefix=Path(request["staging"]), alternative_target_prefix=Path(request["final"]),
-                        cache_dir=Path(request["package_cache"]), show_progress=False,
-                        reporter=_Progress(len(records)), execute_link_scripts=False, ignored_packages=keep))
+    asyncio.run(
+        install(
+            records,
+            target_prefix=Path(request["staging"]),
+            alternative_target_prefix=Path(request["final"]),
+            cache_dir=Path(request["package_cache"]),
+            show_progress=False,
+            reporter=_Progress(len(records)),
+            execute_link_scripts=False,
+            ignored_packages=keep,
+        )
+    )
     return []
 
 
@@ -123,16 +142,21 @@ def _answer(request: dict) -> dict:
         _say(f"error: {type(error).__name__}: {error}")
         return {"error": {"kind": "failed", "text": str(error) or type(error).__name__}}
     _say(f"done: {len(records)} records" if records else "done")
-    return {"records": [untrusted.parse_json(record.to_json(), untrusted.CHILD_OUTPUT, "a solved record")
-                        for record in records]}
+    return {
+        "records": [
+            untrusted.parse_json(record.to_json(), untrusted.CHILD_OUTPUT, "a solved record") for record in records
+        ]
+    }
 
 
 def main() -> None:
     code = 0
     try:
-        request = untrusted.parse_json(untrusted.read_stream(sys.stdin.buffer, untrusted.CHILD_OUTPUT,
-                                                             untrusted.CHILD_OUTPUT.limit), untrusted.CHILD_OUTPUT,
-                                       "the request")
+        request = untrusted.parse_json(
+            untrusted.read_stream(sys.stdin.buffer, untrusted.CHILD_OUTPUT, untrusted.CHILD_OUTPUT.limit),
+            untrusted.CHILD_OUTPUT,
+            "the request",
+        )
         answer = _answer(request)
         partial = f"{request['result']}.part"
         with open(partial, "w", encoding="utf-8") as handle:

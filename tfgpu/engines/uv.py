@@ -19,20 +19,29 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tfgpu import untrusted
-from tfgpu.errors import OperationError, UsageError
 from tfgpu.childenv import INDEX_VARIABLES  # the one list: checked for every child, blanked for a lock's run
+from tfgpu.errors import OperationError, UsageError
 from tfgpu.urls import checked, is_local, parse
 
-_PROBLEM_LINES = re.compile(r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
-                            r"Could not|ERROR|No matching distribution|Hash mismatch|do not match the hashes)", re.I)
+_PROBLEM_LINES = re.compile(
+    r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
+    r"Could not|ERROR|No matching distribution|Hash mismatch|do not match the hashes)",
+    re.I,
+)
 # A failure to reach the index at all: uv's connection errors. ("Failed to fetch" and "error sending
 # request" also head HTTP 404s and hash mismatches, so they are not signs of a missing network.)
-_NO_NETWORK = re.compile(r"(dns error|error resolving DNS|failed to lookup address|Name or service not known|"
-                         r"Temporary failure in name resolution|Network is unreachable|Connection refused|"
-                         r"Could not connect|tcp connect error|operation timed out|connection timed out)", re.I)
+_NO_NETWORK = re.compile(
+    r"(dns error|error resolving DNS|failed to lookup address|Name or service not known|"
+    r"Temporary failure in name resolution|Network is unreachable|Connection refused|"
+    r"Could not connect|tcp connect error|operation timed out|connection timed out)",
+    re.I,
+)
 # A package that --offline could not find: neither in --find-links nor in uv's cache.
-_NOT_OFFLINE = re.compile(r"(No solution found|there is no version of|not found in the provided package locations|"
-                          r"network connectivity is disabled|network was disabled|not found in the cache)", re.I)
+_NOT_OFFLINE = re.compile(
+    r"(No solution found|there is no version of|not found in the provided package locations|"
+    r"network connectivity is disabled|network was disabled|not found in the cache)",
+    re.I,
+)
 
 
 def find_uv() -> str | None:
@@ -59,8 +68,11 @@ def find_links_source(value: str | None) -> str | None:
         preflight(value, "the --find-links page's redirect target")
         return value
     if not Path(value).is_dir():
-        raise UsageError("bad-find-links", f"--find-links {value!r} is not a directory.",
-                         ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."])
+        raise UsageError(
+            "bad-find-links",
+            f"--find-links {value!r} is not a directory.",
+            ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."],
+        )
     return str(Path(value).absolute())
 
 
@@ -84,27 +96,76 @@ def sources(find_links: str | None, offline: bool, *, only_find_links: bool = Fa
 def venv(uv: str, target: Path, python: str, prompt: str, *, offline: bool, cache: Path) -> tuple[str, ...]:
     """A relocatable venv (built in staging, moved into place); the prompt is the tool's own label,
     passed as ``--prompt=…`` so that no value can read as an option."""
-    return (uv, "venv", str(target), "--no-config", "--python", python, "--relocatable", f"--prompt={prompt}",
-            *(("--offline",) if offline else ()), "--allow-existing", "--cache-dir", str(cache))
+    return (
+        uv,
+        "venv",
+        str(target),
+        "--no-config",
+        "--python",
+        python,
+        "--relocatable",
+        f"--prompt={prompt}",
+        *(("--offline",) if offline else ()),
+        "--allow-existing",
+        "--cache-dir",
+        str(cache),
+    )
 
 
-def compile_hashed(uv: str, requirements_in: Path, out: Path, python: str, *, cache: Path,
-                   extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+def compile_hashed(
+    uv: str, requirements_in: Path, out: Path, python: str, *, cache: Path, extra: tuple[str, ...] = ()
+) -> tuple[str, ...]:
     """The exact versions of ``requirements_in`` for ``python``, every hash included."""
-    return (uv, "pip", "compile", str(requirements_in), "-o", str(out), "--no-config", "--python", python,
-            "--generate-hashes",
-            "--no-header", "--quiet", "--cache-dir", str(cache), *extra)
+    return (
+        uv,
+        "pip",
+        "compile",
+        str(requirements_in),
+        "-o",
+        str(out),
+        "--no-config",
+        "--python",
+        python,
+        "--generate-hashes",
+        "--no-header",
+        "--quiet",
+        "--cache-dir",
+        str(cache),
+        *extra,
+    )
 
 
-def install(uv: str, python: str, requirements: Path, *, cache: Path, extra: tuple[str, ...] = (),
-            hashes: bool = False, no_deps: bool = False, compile_bytecode: bool = True,
-            constraints: Path | None = None) -> tuple[str, ...]:
+def install(
+    uv: str,
+    python: str,
+    requirements: Path,
+    *,
+    cache: Path,
+    extra: tuple[str, ...] = (),
+    hashes: bool = False,
+    no_deps: bool = False,
+    compile_bytecode: bool = True,
+    constraints: Path | None = None,
+) -> tuple[str, ...]:
     """Install exactly ``requirements`` into ``python``'s environment (``constraints``: a file of
     pins the solution must keep, as ``repair`` holds everything an env already has)."""
-    return (uv, "pip", "install", "--no-config", "--python", python, "-r", str(requirements),
-            *(("-c", str(constraints)) if constraints is not None else ()),
-            *(("--require-hashes",) if hashes else ()), *(("--no-deps",) if no_deps else ()),
-            *(("--compile-bytecode",) if compile_bytecode else ()), "--cache-dir", str(cache), *extra)
+    return (
+        uv,
+        "pip",
+        "install",
+        "--no-config",
+        "--python",
+        python,
+        "-r",
+        str(requirements),
+        *(("-c", str(constraints)) if constraints is not None else ()),
+        *(("--require-hashes",) if hashes else ()),
+        *(("--no-deps",) if no_deps else ()),
+        *(("--compile-bytecode",) if compile_bytecode else ()),
+        "--cache-dir",
+        str(cache),
+        *extra,
+    )
 
 
 def uninstall(uv: str, python: str, names: list[str]) -> tuple[str, ...]:
@@ -112,30 +173,88 @@ def uninstall(uv: str, python: str, names: list[str]) -> tuple[str, ...]:
     return (uv, "pip", "uninstall", "--no-config", "--python", python, *names)
 
 
-def compile_for_target(uv: str, requirements_in: Path, output: Path, *, python_version: str, python_platform: str,
-                       index: str, cache: Path, pylock: bool = False, only_binary: bool = False,
-                       interpreter: str | None = None, refresh: bool = False) -> tuple[str, ...]:
+def compile_for_target(
+    uv: str,
+    requirements_in: Path,
+    output: Path,
+    *,
+    python_version: str,
+    python_platform: str,
+    index: str,
+    cache: Path,
+    pylock: bool = False,
+    only_binary: bool = False,
+    interpreter: str | None = None,
+    refresh: bool = False,
+) -> tuple[str, ...]:
     """A lock for another machine: ``requirements_in`` resolved for ``python_version`` on
     ``python_platform`` against ``index`` only (no uv config), with hashes, or as a PEP 751
     ``pylock.toml``. The interpreter that runs the resolution is this tool's own (never downloaded).
     ``refresh``: ask the index again instead of trusting uv's cached answers (``lock --check``)."""
-    return (uv, "pip", "compile", str(requirements_in), "--python", interpreter or sys.executable,
-            "--python-version", python_version, "--python-platform", python_platform, "--no-python-downloads",
-            "--default-index", checked(index, "the index"), "--no-config", "--no-header", "--quiet", "--cache-dir", str(cache),
-            *(("--only-binary", ":all:") if only_binary else ()), *(("--refresh",) if refresh else ()),
-            *(("--format", "pylock.toml") if pylock else ("--generate-hashes",)), "-o", str(output))
+    return (
+        uv,
+        "pip",
+        "compile",
+        str(requirements_in),
+        "--python",
+        interpreter or sys.executable,
+        "--python-version",
+        python_version,
+        "--python-platform",
+        python_platform,
+        "--no-python-downloads",
+        "--default-index",
+        checked(index, "the index"),
+        "--no-config",
+        "--no-header",
+        "--quiet",
+        "--cache-dir",
+        str(cache),
+        *(("--only-binary", ":all:") if only_binary else ()),
+        *(("--refresh",) if refresh else ()),
+        *(("--format", "pylock.toml") if pylock else ("--generate-hashes",)),
+        "-o",
+        str(output),
+    )
 
 
-def build_wheel(uv: str, source: Path, out_dir: Path, *, index: str, cache: Path,
-                interpreter: str | None = None) -> tuple[str, ...]:
+def build_wheel(
+    uv: str, source: Path, out_dir: Path, *, index: str, cache: Path, interpreter: str | None = None
+) -> tuple[str, ...]:
     """A wheel of the project at ``source``, built with this tool's own interpreter."""
-    return (uv, "build", "--wheel", "--out-dir", str(out_dir), str(source), "--python", interpreter or sys.executable,
-            "--no-config", "--no-python-downloads", "--default-index", checked(index, "the index"), "--cache-dir", str(cache),
-            "--quiet")
+    return (
+        uv,
+        "build",
+        "--wheel",
+        "--out-dir",
+        str(out_dir),
+        str(source),
+        "--python",
+        interpreter or sys.executable,
+        "--no-config",
+        "--no-python-downloads",
+        "--default-index",
+        checked(index, "the index"),
+        "--cache-dir",
+        str(cache),
+        "--quiet",
+    )
 
 
 def inventory(uv: str, python: str, *, cache: Path) -> tuple[str, ...]:
-    return (uv, "pip", "list", "--no-config", "--python", python, "--format", "json", "--cache-dir", str(cache), "--offline")
+    return (
+        uv,
+        "pip",
+        "list",
+        "--no-config",
+        "--python",
+        python,
+        "--format",
+        "json",
+        "--cache-dir",
+        str(cache),
+        "--offline",
+    )
 
 
 def locked_index(index: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
@@ -168,18 +287,26 @@ def parse_inventory(output: str) -> dict[str, str]:
     for line in reversed(output.splitlines()):
         if line.startswith("["):
             try:
-                return {row["name"]: row["version"]
-                        for row in untrusted.parse_json(line, untrusted.CHILD_OUTPUT, "the package list")}
+                return {
+                    row["name"]: row["version"]
+                    for row in untrusted.parse_json(line, untrusted.CHILD_OUTPUT, "the package list")
+                }
             except (untrusted.Unreadable, KeyError, TypeError):
                 break
-    raise OperationError("install-failed", "Could not read the list of installed packages:\n" + output[-500:],
-                         ["Run the same command by hand; the log has the whole output."])
+    raise OperationError(
+        "install-failed",
+        "Could not read the list of installed packages:\n" + output[-500:],
+        ["Run the same command by hand; the log has the whole output."],
+    )
 
 
 def exact_pins(lock_text: str) -> list[str]:
     """``name==version`` lines of a compiled requirements file."""
-    return [line.split()[0].rstrip("\\") for line in lock_text.splitlines()
-            if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?==", line)]
+    return [
+        line.split()[0].rstrip("\\")
+        for line in lock_text.splitlines()
+        if re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?==", line)
+    ]
 
 
 class RunFailure(NamedTuple):
@@ -205,6 +332,10 @@ def run_failure(argv, done, location=None) -> RunFailure:
         output = output.replace(str(location.staging), str(location.prefix))
     lines = [line for line in output.splitlines() if not line.startswith("Using Python ")]
     problem = [line.strip() for line in lines if _PROBLEM_LINES.search(line)][:8]
-    return RunFailure(command=f"{Path(argv[0]).name} {' '.join(argv[1:3])}", returncode=done.returncode,
-                      detail="\n".join(problem) if problem else "\n".join(lines[-12:]),
-                      unreachable=bool(_NO_NETWORK.search(output)), not_found=bool(_NOT_OFFLINE.search(output)))
+    return RunFailure(
+        command=f"{Path(argv[0]).name} {' '.join(argv[1:3])}",
+        returncode=done.returncode,
+        detail="\n".join(problem) if problem else "\n".join(lines[-12:]),
+        unreachable=bool(_NO_NETWORK.search(output)),
+        not_found=bool(_NOT_OFFLINE.search(output)),
+    )

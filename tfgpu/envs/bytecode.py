@@ -35,13 +35,23 @@ for source, target, shown in json.load(sys.stdin):
 
 def interpreter_tag(runner, python: str) -> tuple[str, str]:
     """(cache_tag, magic) of an interpreter: ``("cpython-312", "cb0d0d0a")``."""
-    done = runner.capture([python, "-I", "-c", "import sys, importlib.util, json; "
-                           "print(json.dumps([sys.implementation.cache_tag, importlib.util.MAGIC_NUMBER.hex()]))"])
+    done = runner.capture(
+        [
+            python,
+            "-I",
+            "-c",
+            "import sys, importlib.util, json; "
+            "print(json.dumps([sys.implementation.cache_tag, importlib.util.MAGIC_NUMBER.hex()]))",
+        ]
+    )
     try:
         tag, magic = untrusted.parse_json(done.output, untrusted.CHILD_OUTPUT, python)
     except (untrusted.Unreadable, ValueError, TypeError):
-        raise OperationError("install-failed", f"The env's Python ({python}) did not start: {done.stderr.strip()[-300:]}",
-                             ["Run it by hand to see why; the environment was not kept."]) from None
+        raise OperationError(
+            "install-failed",
+            f"The env's Python ({python}) did not start: {done.stderr.strip()[-300:]}",
+            ["Run it by hand to see why; the environment was not kept."],
+        ) from None
     return tag, magic
 
 
@@ -87,8 +97,9 @@ def mark_stored(store: Path, python_version: str, release: str) -> None:
     marker.touch()
 
 
-def compile_site(runner, python: str, site: Path, store: Path, workers: int | None = None,
-                 already_compiled: bool = False) -> tuple[int, int]:
+def compile_site(
+    runner, python: str, site: Path, store: Path, workers: int | None = None, already_compiled: bool = False
+) -> tuple[int, int]:
     """Bytecode for every ``.py`` under ``site``; returns (compiled now, reused from the store).
 
     ``already_compiled``: uv compiled the env (a cold install, where uv's parallel compiler is
@@ -128,7 +139,7 @@ def compile_site(runner, python: str, site: Path, store: Path, workers: int | No
     chunks = [todo[i::workers] for i in range(workers) if todo[i::workers]]
     children = [runner.start([python, "-I", "-c", WORKER], stdin=PIPE, text=True) for _ in chunks]
     try:
-        for child, chunk in zip(children, chunks):
+        for child, chunk in zip(children, chunks, strict=False):
             child.stdin.write(json.dumps(chunk))
             child.stdin.close()
         for child in children:

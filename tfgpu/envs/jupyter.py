@@ -49,10 +49,13 @@ def check_writable() -> None:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if (path.exists() and not path.is_dir()) or not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise ImpossibleError("jupyter-dir-unusable", f"--jupyter: the kernels directory {path} cannot be written "
-                              f"({probe} is {'not a directory' if not probe.is_dir() else 'not writable'}); "
-                              "nothing was built.",
-                              ["Point JUPYTER_DATA_DIR at a directory you can write, or drop --jupyter."])
+        raise ImpossibleError(
+            "jupyter-dir-unusable",
+            f"--jupyter: the kernels directory {path} cannot be written "
+            f"({probe} is {'not a directory' if not probe.is_dir() else 'not writable'}); "
+            "nothing was built.",
+            ["Point JUPYTER_DATA_DIR at a directory you can write, or drop --jupyter."],
+        )
 
 
 def register(staging: Path, final: Path, label: str, env_id: str, tensorflow: str) -> str:
@@ -79,9 +82,11 @@ def register(staging: Path, final: Path, label: str, env_id: str, tensorflow: st
         kernel_dir.mkdir(parents=True, exist_ok=True)
         (kernel_dir / "kernel.json").write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
     except OSError as error:
-        raise ImpossibleError("jupyter-dir-unusable", f"--jupyter: cannot write the kernel {kernel_dir}: {error}; "
-                              "nothing was built.",
-                              ["Point JUPYTER_DATA_DIR at a directory you can write, or drop --jupyter."]) from None
+        raise ImpossibleError(
+            "jupyter-dir-unusable",
+            f"--jupyter: cannot write the kernel {kernel_dir}: {error}; nothing was built.",
+            ["Point JUPYTER_DATA_DIR at a directory you can write, or drop --jupyter."],
+        ) from None
     return name
 
 

@@ -29,8 +29,11 @@ def _health(prefix: Path, recorded: dict) -> list[str]:
     problems = []
     python = prefix / "bin" / "python"
     if not python.exists():  # exists() follows the link: a venv whose base interpreter is gone fails too
-        problems.append("bin/python is missing" if not python.is_symlink() else
-                        f"bin/python points to {os.readlink(python)}, which is gone")
+        problems.append(
+            "bin/python is missing"
+            if not python.is_symlink()
+            else f"bin/python points to {os.readlink(python)}, which is gone"
+        )
     wanted = recorded.get("tensorflow")
     if wanted:
         found = installed_tensorflow(prefix)
@@ -71,13 +74,23 @@ def list_envs(dirs: list[Path] | None = None) -> list[dict]:
             if recorded is None:
                 continue
             problems = health(prefix, recorded)
-            envs.append({
-                "name": prefix.name, "prefix": str(prefix), "mode": recorded.get("mode"),
-                "tensorflow": recorded.get("tensorflow"), "python": recorded.get("python"),
-                "cuda": recorded.get("cuda"), "cudnn": recorded.get("cudnn"), "engine": recorded.get("engine"),
-                "created": recorded.get("created"), "tool_version": recorded.get("tool_version"),
-                "from_lock": recorded.get("from_lock"), "healthy": not problems, "problems": problems,
-            })
+            envs.append(
+                {
+                    "name": prefix.name,
+                    "prefix": str(prefix),
+                    "mode": recorded.get("mode"),
+                    "tensorflow": recorded.get("tensorflow"),
+                    "python": recorded.get("python"),
+                    "cuda": recorded.get("cuda"),
+                    "cudnn": recorded.get("cudnn"),
+                    "engine": recorded.get("engine"),
+                    "created": recorded.get("created"),
+                    "tool_version": recorded.get("tool_version"),
+                    "from_lock": recorded.get("from_lock"),
+                    "healthy": not problems,
+                    "problems": problems,
+                }
+            )
     return envs
 
 

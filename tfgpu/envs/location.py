@@ -63,9 +63,14 @@ def real_path(path: Path) -> str:
 def check_name(name: str, flag: str = "--name") -> str:
     """A valid env name, or ``bad-env-name`` (exit 2)."""
     if not NAME.fullmatch(name):
-        raise UsageError("bad-env-name", f"{flag} {name!r} is not a valid environment name.",
-                         ["Use letters, digits, '.', '_' and '-' (up to 64, starting with a letter or digit), "
-                          "or give a path with --prefix."])
+        raise UsageError(
+            "bad-env-name",
+            f"{flag} {name!r} is not a valid environment name.",
+            [
+                "Use letters, digits, '.', '_' and '-' (up to 64, starting with a letter or digit), "
+                "or give a path with --prefix."
+            ],
+        )
     return name
 
 
@@ -74,18 +79,28 @@ def check_path_text(text: str, flag: str = "--prefix") -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise UsageError("bad-prefix", f"{flag} {text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8.",
-                         ["Use a path whose name is UTF-8 text."]) from None
+        raise UsageError(
+            "bad-prefix",
+            f"{flag} {text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8.",
+            ["Use a path whose name is UTF-8 text."],
+        ) from None
     bad = _UNSAFE.search(text)
     if bad:
         shown = repr(bad.group(0))
-        raise UsageError("bad-prefix", f"{flag} {text!r} contains {shown}, which activation scripts cannot carry "
-                         "safely (they put the path in double quotes).",
-                         ["Choose a path of letters, digits, spaces and '/._-+@:,=%~' (or use --name)."])
+        raise UsageError(
+            "bad-prefix",
+            f"{flag} {text!r} contains {shown}, which activation scripts cannot carry "
+            "safely (they put the path in double quotes).",
+            ["Choose a path of letters, digits, spaces and '/._-+@:,=%~' (or use --name)."],
+        )
     long = next((part for part in text.split("/") if len(part.encode("utf-8")) > 255), None)
     if long is not None:
-        raise UsageError("bad-prefix", f"{flag} has a component of {len(long.encode('utf-8'))} bytes (it starts {long[:40]!r}); "
-                         "no file system takes a name longer than 255.", ["Choose a shorter name."])
+        raise UsageError(
+            "bad-prefix",
+            f"{flag} has a component of {len(long.encode('utf-8'))} bytes (it starts {long[:40]!r}); "
+            "no file system takes a name longer than 255.",
+            ["Choose a shorter name."],
+        )
     return text
 
 
@@ -114,17 +129,23 @@ def prefix_for(name: str | None, prefix: str | None) -> tuple[Path, str]:
         return path, path.name or "env"
     if name:
         return envs_dir() / check_name(name), name
-    raise UsageError("missing-location", "Say where the environment goes: --name N or --prefix P.",
-                     ["--name tf213 puts it in tfgpu-install's envs directory; --prefix ./env anywhere."])
+    raise UsageError(
+        "missing-location",
+        "Say where the environment goes: --name N or --prefix P.",
+        ["--name tf213 puts it in tfgpu-install's envs directory; --prefix ./env anywhere."],
+    )
 
 
 def refuse_link(path: Path) -> None:
     """``prefix-is-symlink`` (exit 3) for a prefix that is a symbolic link."""
     if path.is_symlink():
         target = real_path(path)
-        raise ImpossibleError("prefix-is-symlink", f"{path} is a symbolic link (to {target}); tfgpu-install changes "
-                              "real directories only, so it is left untouched.",
-                              [f"Give the real directory: --prefix {target}"])
+        raise ImpossibleError(
+            "prefix-is-symlink",
+            f"{path} is a symbolic link (to {target}); tfgpu-install changes "
+            "real directories only, so it is left untouched.",
+            [f"Give the real directory: --prefix {target}"],
+        )
 
 
 def locate(name: str | None, prefix: str | None, force: bool, in_place: bool = False) -> Location:
@@ -136,8 +157,11 @@ def locate(name: str | None, prefix: str | None, force: bool, in_place: bool = F
     existing = False
     if final.exists():
         if not final.is_dir():
-            raise ImpossibleError("target-not-a-directory", f"{final} exists and is not a directory.",
-                                  ["Choose another --prefix or --name."])
+            raise ImpossibleError(
+                "target-not-a-directory",
+                f"{final} exists and is not a directory.",
+                ["Choose another --prefix or --name."],
+            )
         if any(final.iterdir()):
             proof = marker.proof(final)
             if proof is None:
@@ -146,18 +170,25 @@ def locate(name: str | None, prefix: str | None, force: bool, in_place: bool = F
                     f"{final} is not empty and tfgpu-install cannot prove it built it "
                     f"({marker.why_not(final)}); it is left untouched (--force replaces only environments "
                     "tfgpu-install built there).",
-                    ["Choose another --prefix or --name, or empty that directory yourself."])
+                    ["Choose another --prefix or --name, or empty that directory yourself."],
+                )
             if not force:
                 raise ImpossibleError(
-                    "env-exists", f"An environment already exists at {final}; it is left untouched.",
-                    ["Add --force to rebuild it (the old one stays until the new one is complete).",
-                     f"Or `tfgpu-install remove --prefix {final}` first, or choose another --name."])
+                    "env-exists",
+                    f"An environment already exists at {final}; it is left untouched.",
+                    [
+                        "Add --force to rebuild it (the old one stays until the new one is complete).",
+                        f"Or `tfgpu-install remove --prefix {final}` first, or choose another --name.",
+                    ],
+                )
             existing = True
     parent = _nearest_existing(final.parent)
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise ImpossibleError(
-            "target-not-writable", f"Cannot create {final}: {parent} is not a writable directory.",
-            ["Choose a --prefix in a directory you can write, or use --name (your own data directory)."])
+            "target-not-writable",
+            f"Cannot create {final}: {parent} is not a writable directory.",
+            ["Choose a --prefix in a directory you can write, or use --name (your own data directory)."],
+        )
     staging = final if in_place else final.parent / f".{final.name}.tfgpu-staging"
     return Location(prefix=final, staging=staging, name=display, existing=existing, in_place=in_place)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tfgpu import __version__, untrusted
@@ -29,12 +29,31 @@ _ID = re.compile(r"[0-9a-f]{32}")
 
 _TEXT = (str, type(None))
 _FIELDS = {
-    "tool": _TEXT, "id": _TEXT, "prefix": _TEXT, "tool_version": _TEXT, "created": _TEXT, "name": _TEXT,
-    "tensorflow": _TEXT, "python": _TEXT, "cuda": _TEXT, "cudnn": _TEXT, "min_driver": _TEXT, "mode": _TEXT,
-    "engine": _TEXT, "from_lock": _TEXT, "virtual_cuda": _TEXT, "tf_source": _TEXT, "lock": _TEXT,
-    "marker_format": (int, type(None)), "owned": (dict, type(None)), "requirements": (list, type(None)),
-    "locked": (list, type(None)), "find_links": (list, type(None)), "channels": (list, type(None)),
-    "offline": (bool, type(None)), "cpu_only": (bool, type(None)),
+    "tool": _TEXT,
+    "id": _TEXT,
+    "prefix": _TEXT,
+    "tool_version": _TEXT,
+    "created": _TEXT,
+    "name": _TEXT,
+    "tensorflow": _TEXT,
+    "python": _TEXT,
+    "cuda": _TEXT,
+    "cudnn": _TEXT,
+    "min_driver": _TEXT,
+    "mode": _TEXT,
+    "engine": _TEXT,
+    "from_lock": _TEXT,
+    "virtual_cuda": _TEXT,
+    "tf_source": _TEXT,
+    "lock": _TEXT,
+    "marker_format": (int, type(None)),
+    "owned": (dict, type(None)),
+    "requirements": (list, type(None)),
+    "locked": (list, type(None)),
+    "find_links": (list, type(None)),
+    "channels": (list, type(None)),
+    "offline": (bool, type(None)),
+    "cpu_only": (bool, type(None)),
 }
 """The type of each field the tool writes; a field of another type (a hand-edited or damaged
 marker: ``"tensorflow": ["2.21.0"]``) reads as missing, so no reader meets a type it does not expect."""
@@ -49,9 +68,12 @@ def read(prefix: Path) -> dict | None:
         return None
     if not isinstance(value, dict):
         return None
-    return {key: field for key, field in value.items()
-            if key not in _FIELDS or (isinstance(field, _FIELDS[key])
-                                      and not (isinstance(field, bool) and bool not in _FIELDS[key]))}
+    return {
+        key: field
+        for key, field in value.items()
+        if key not in _FIELDS
+        or (isinstance(field, _FIELDS[key]) and not (isinstance(field, bool) and bool not in _FIELDS[key]))
+    }
 
 
 def proof(directory: Path, made_for: Path | str | None = None) -> dict | None:
@@ -59,9 +81,14 @@ def proof(directory: Path, made_for: Path | str | None = None) -> dict | None:
     (default: ``directory`` itself; a directory moved aside by the tool names its old place), else None."""
     found = read(directory)
     target = os.path.realpath(made_for if made_for is not None else directory)
-    if (found is None or found.get("tool") != "tfgpu-install" or found.get("marker_format") != FORMAT
-            or not isinstance(found.get("id"), str) or not _ID.fullmatch(found["id"])
-            or found.get("prefix") != target):
+    if (
+        found is None
+        or found.get("tool") != "tfgpu-install"
+        or found.get("marker_format") != FORMAT
+        or not isinstance(found.get("id"), str)
+        or not _ID.fullmatch(found["id"])
+        or found.get("prefix") != target
+    ):
         return None
     return found
 
@@ -74,8 +101,10 @@ def why_not(directory: Path) -> str:
     if found.get("tool") != "tfgpu-install":
         return f"its {NAME} was not written by tfgpu-install"
     if found.get("marker_format") != FORMAT:
-        return (f"its {NAME} is from an older tfgpu-install that did not record ownership (format "
-                f"{found.get('marker_format', 1)})")
+        return (
+            f"its {NAME} is from an older tfgpu-install that did not record ownership (format "
+            f"{found.get('marker_format', 1)})"
+        )
     if found.get("prefix") != os.path.realpath(directory):
         return f"its {NAME} was made for {found.get('prefix')!r}, not for this directory (copied or moved?)"
     return f"its {NAME} has no valid id"
@@ -85,10 +114,16 @@ def write(root: Path, *, env_id: str, made_for: str, fields: dict, kernels: tupl
     """Write the marker of an env being built in ``root`` (staging) for the real path ``made_for``;
     atomic (a crash leaves the old marker or the new one, never half of one)."""
     document = {
-        "tool": "tfgpu-install", "marker_format": FORMAT, "id": env_id, "prefix": made_for,
-        "tool_version": __version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "tool": "tfgpu-install",
+        "marker_format": FORMAT,
+        "id": env_id,
+        "prefix": made_for,
+        "tool_version": __version__,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "owned": {"kernels": list(kernels)},
-        **{key: value for key, value in fields.items() if key not in ("tool", "marker_format", "id", "prefix", "owned")},
+        **{
+            key: value for key, value in fields.items() if key not in ("tool", "marker_format", "id", "prefix", "owned")
+        },
     }
     path = Path(root) / NAME
     partial = path.with_name(f".{NAME}.{os.getpid()}.tmp")

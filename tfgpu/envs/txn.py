@@ -78,16 +78,21 @@ class TargetLock:
                 self.final.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             except OSError as error:
-                raise ImpossibleError("target-not-writable", f"Cannot lock {self.final}: {error.strerror} (the lock "
-                                      f"is the file {self.path}); nothing was done.",
-                                      [f"Check that {self.final.parent} is a directory you can write."]) from None
+                raise ImpossibleError(
+                    "target-not-writable",
+                    f"Cannot lock {self.final}: {error.strerror} (the lock is the file {self.path}); nothing was done.",
+                    [f"Check that {self.final.parent} is a directory you can write."],
+                ) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                raise OperationError("target-busy", f"Another tfgpu-install is creating, repairing or removing {self.final} "
-                                     "right now; nothing was done.",
-                                     ["Wait for it to finish, then run the same command again."]) from None
+                raise OperationError(
+                    "target-busy",
+                    f"Another tfgpu-install is creating, repairing or removing {self.final} "
+                    "right now; nothing was done.",
+                    ["Wait for it to finish, then run the same command again."],
+                ) from None
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.path, follow_symlinks=False).st_ino
             except FileNotFoundError:
@@ -96,8 +101,9 @@ class TargetLock:
                 self.fd = fd
                 return self
             os.close(fd)
-        raise OperationError("target-busy", f"Could not lock {self.final}; nothing was done.",
-                             ["Run the same command again."])
+        raise OperationError(
+            "target-busy", f"Could not lock {self.final}; nothing was done.", ["Run the same command again."]
+        )
 
     def __exit__(self, *exc) -> None:
         if self.fd is not None:
@@ -159,11 +165,16 @@ def drop_staging(staging: Path) -> None:
                 write_record(staging / STAGING_RECORD, record)
             except OSError:
                 pass
-        raise ImpossibleError("target-not-writable", f"The build was rolled back, but its empty staging directory "
-                              f"{staging} could not be deleted: {error.strerror} (its directory {staging.parent} is "
-                              "not writable; tfgpu-install never changes the mode of a directory it did not make).",
-                              [f"Make {staging.parent} writable again, then run the same command (it deletes "
-                               f"{staging.name} first), or delete it yourself: rm -rf {staging}"]) from None
+        raise ImpossibleError(
+            "target-not-writable",
+            f"The build was rolled back, but its empty staging directory "
+            f"{staging} could not be deleted: {error.strerror} (its directory {staging.parent} is "
+            "not writable; tfgpu-install never changes the mode of a directory it did not make).",
+            [
+                f"Make {staging.parent} writable again, then run the same command (it deletes "
+                f"{staging.name} first), or delete it yourself: rm -rf {staging}"
+            ],
+        ) from None
 
 
 def finish_removal(directory: Path, made_for: Path) -> bool:
@@ -188,9 +199,12 @@ def finish_removal(directory: Path, made_for: Path) -> bool:
 
 
 def foreign_leftover(path: Path, what: str) -> ImpossibleError:
-    return ImpossibleError("foreign-leftover", f"{path} looks like {what}, but nothing in it proves tfgpu-install "
-                           "made it for this target; it is left untouched and nothing was done.",
-                           [f"Look at {path} and delete it yourself if it is not yours to keep."])
+    return ImpossibleError(
+        "foreign-leftover",
+        f"{path} looks like {what}, but nothing in it proves tfgpu-install "
+        "made it for this target; it is left untouched and nothing was done.",
+        [f"Look at {path} and delete it yourself if it is not yours to keep."],
+    )
 
 
 def inplace_token(final: Path, build_id: str) -> Path:
@@ -328,24 +342,34 @@ def remove(final: Path) -> dict:
         if not final.exists():
             if any("removing" in line for line in recovered):
                 return {"removed": str(final), "recovered": recovered}
-            raise ImpossibleError("no-such-env", f"There is no environment at {final}.",
-                                  ["`tfgpu-install list` shows the environments tfgpu-install built."])
+            raise ImpossibleError(
+                "no-such-env",
+                f"There is no environment at {final}.",
+                ["`tfgpu-install list` shows the environments tfgpu-install built."],
+            )
         if not final.is_dir() or marker.proof(final) is None:
-            raise ImpossibleError("not-a-tfgpu-env", f"{final} was not provably built there by tfgpu-install "
-                                  f"({marker.why_not(final)}), so it is left alone.",
-                                  ["Delete it yourself if you are sure it is yours to delete."])
+            raise ImpossibleError(
+                "not-a-tfgpu-env",
+                f"{final} was not provably built there by tfgpu-install "
+                f"({marker.why_not(final)}), so it is left alone.",
+                ["Delete it yourself if you are sure it is yours to delete."],
+            )
         writes.check_no_mounts(final)  # before the rename: a mount point inside stays where it was
         try:
             with shielded():
                 os.rename(final, removing_of(final))
         except OSError as error:
-            raise ImpossibleError("target-not-writable", f"Cannot remove {final}: {error.strerror} ({final.parent} "
-                                  "is not writable); nothing was removed.",
-                                  [f"Make {final.parent} writable, then run the same `remove` again."]) from None
+            raise ImpossibleError(
+                "target-not-writable",
+                f"Cannot remove {final}: {error.strerror} ({final.parent} is not writable); nothing was removed.",
+                [f"Make {final.parent} writable, then run the same `remove` again."],
+            ) from None
         try:
             finish_removal(removing_of(final), final)
         except OSError as error:
-            raise OperationError("remove-failed", f"Removing {final} stopped: {error}. What is left is in "
-                                 f"{removing_of(final)}.", ["Run the same `remove` again: it continues."]) from None
+            raise OperationError(
+                "remove-failed",
+                f"Removing {final} stopped: {error}. What is left is in {removing_of(final)}.",
+                ["Run the same `remove` again: it continues."],
+            ) from None
     return {"removed": str(final), "recovered": recovered}
-

@@ -24,9 +24,10 @@ the variable. Markers are read by ``tfgpu.envs.marker`` (the untrusted reader). 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Literal
 
 from tfgpu.errors import ImpossibleError, UsageError
 
@@ -35,8 +36,12 @@ ACTIVE: tuple[ChosenBy, ...] = ("VIRTUAL_ENV", "CONDA_PREFIX")
 """The variables naming the active env, in the order they are asked."""
 DEFAULTS_TO_ACTIVE = ("verify", "doctor", "repair")
 """The purposes for which no location means the active env (``remove`` never defaults)."""
-_LOCATION = {"verify": "--name N or --prefix P", "doctor": "--name N, --prefix P or --interpreter PATH",
-             "repair": "--prefix P, --name N or --interpreter PATH", "remove": "--name N or --prefix P"}
+_LOCATION = {
+    "verify": "--name N or --prefix P",
+    "doctor": "--name N, --prefix P or --interpreter PATH",
+    "repair": "--prefix P, --name N or --interpreter PATH",
+    "remove": "--name N or --prefix P",
+}
 
 
 @dataclass(frozen=True)
@@ -72,9 +77,13 @@ class EnvTarget:
         return f"Using {self.prefix} ({self.chosen_by} {self.name if self.name else self.prefix})."
 
     def to_dict(self) -> dict:
-        return {"prefix": str(self.prefix) if self.prefix else None, "chosen_by": self.chosen_by, "kind": self.kind,
-                "built_by_tool": self.built_by_tool,
-                "interpreter": str(self.interpreter) if self.interpreter else None}
+        return {
+            "prefix": str(self.prefix) if self.prefix else None,
+            "chosen_by": self.chosen_by,
+            "kind": self.kind,
+            "built_by_tool": self.built_by_tool,
+            "interpreter": str(self.interpreter) if self.interpreter else None,
+        }
 
 
 def search_dirs() -> list[Path]:
@@ -90,8 +99,14 @@ def search_dirs() -> list[Path]:
     return found
 
 
-def which_env(*, name: str | None = None, prefix: str | None = None, interpreter: str | None = None,
-              environ: Mapping[str, str] = os.environ, purpose: str = "verify") -> EnvTarget | None:
+def which_env(
+    *,
+    name: str | None = None,
+    prefix: str | None = None,
+    interpreter: str | None = None,
+    environ: Mapping[str, str] = os.environ,
+    purpose: str = "verify",
+) -> EnvTarget | None:
     """The env ``--name``/``--prefix``/``--interpreter`` name or, for verify, doctor and repair,
     the active one. None only for ``purpose="doctor"`` with nothing given and nothing active (doctor
     then checks the machine alone); for the others that is ``missing-location`` (exit 2)."""
@@ -100,8 +115,7 @@ def which_env(*, name: str | None = None, prefix: str | None = None, interpreter
     if interpreter:
         if purpose == "repair":  # repair writes the env's path into activation scripts; doctor only reads
             check_path_text(interpreter, "--interpreter")
-        return EnvTarget(prefix=None, chosen_by="--interpreter",
-                         interpreter=Path(interpreter).expanduser().absolute())
+        return EnvTarget(prefix=None, chosen_by="--interpreter", interpreter=Path(interpreter).expanduser().absolute())
     if prefix:
         return _target(normalize(prefix), "--prefix")
     if name:
@@ -114,10 +128,15 @@ def which_env(*, name: str | None = None, prefix: str | None = None, interpreter
     if purpose == "doctor":
         return None
     options = _LOCATION.get(purpose, _LOCATION["verify"])
-    raise UsageError("missing-location", f"Say which environment to {purpose}: {options}"
-                     + (" (or activate one)." if purpose in DEFAULTS_TO_ACTIVE else "."),
-                     [f"`tfgpu-install {purpose} --name tf2.21`, or `tfgpu-install {purpose} --prefix ./env`."
-                      + (" With a venv or conda env active, the active one." if purpose in DEFAULTS_TO_ACTIVE else "")])
+    raise UsageError(
+        "missing-location",
+        f"Say which environment to {purpose}: {options}"
+        + (" (or activate one)." if purpose in DEFAULTS_TO_ACTIVE else "."),
+        [
+            f"`tfgpu-install {purpose} --name tf2.21`, or `tfgpu-install {purpose} --prefix ./env`."
+            + (" With a venv or conda env active, the active one." if purpose in DEFAULTS_TO_ACTIVE else "")
+        ],
+    )
 
 
 def _by_name(name: str) -> Path:
@@ -127,17 +146,20 @@ def _by_name(name: str) -> Path:
 
     check_name(name)
     dirs = search_dirs()
-    found = [root / name for root in dirs
-             if os.path.lexists(root / name) or os.path.lexists(removing_of(root / name))]
+    found = [root / name for root in dirs if os.path.lexists(root / name) or os.path.lexists(removing_of(root / name))]
     if len(found) > 1:
-        raise UsageError("ambiguous-env-name", f"--name {name} names {len(found)} environments: "
-                         f"{' and '.join(str(path) for path in found)}; tfgpu-install does not guess between them.",
-                         [f"Say which with --prefix: --prefix {found[0]}", f"or --prefix {found[1]}"])
+        raise UsageError(
+            "ambiguous-env-name",
+            f"--name {name} names {len(found)} environments: "
+            f"{' and '.join(str(path) for path in found)}; tfgpu-install does not guess between them.",
+            [f"Say which with --prefix: --prefix {found[0]}", f"or --prefix {found[1]}"],
+        )
     if not found:
-        raise ImpossibleError("no-such-env", f"There is no environment named {name} in "
-                              f"{', '.join(str(root) for root in dirs)}.",
-                              ["`tfgpu-install list` shows the environments tfgpu-install built; give another "
-                               "env's path with --prefix."])
+        raise ImpossibleError(
+            "no-such-env",
+            f"There is no environment named {name} in {', '.join(str(root) for root in dirs)}.",
+            ["`tfgpu-install list` shows the environments tfgpu-install built; give another env's path with --prefix."],
+        )
     return found[0]
 
 
@@ -148,14 +170,22 @@ def _active(variable: str, value: str) -> Path:
 
     user_path(value, variable)
     if not os.path.isabs(value):
-        raise UsageError("bad-prefix", f"{variable} {value!r} is not an absolute path (activate scripts set one), so "
-                         "which environment is active is not known.",
-                         [f"Activate the env again (or unset {variable}), or give it with --prefix or --name."])
+        raise UsageError(
+            "bad-prefix",
+            f"{variable} {value!r} is not an absolute path (activate scripts set one), so "
+            "which environment is active is not known.",
+            [f"Activate the env again (or unset {variable}), or give it with --prefix or --name."],
+        )
     path = normalize(value, variable)
     if not _is_dir(path):
-        raise ImpossibleError("no-such-env", f"{variable} names {path}, which is {_what_is(path)}, not an environment "
-                              "directory.", [f"Deactivate it (`deactivate`, `conda deactivate`) or unset {variable}, "
-                                             "or give the environment with --prefix or --name."])
+        raise ImpossibleError(
+            "no-such-env",
+            f"{variable} names {path}, which is {_what_is(path)}, not an environment directory.",
+            [
+                f"Deactivate it (`deactivate`, `conda deactivate`) or unset {variable}, "
+                "or give the environment with --prefix or --name."
+            ],
+        )
     return path
 
 

@@ -39,30 +39,45 @@ MAX_DEPTH = 64
 
 
 def blocked(path: Path, what: str = "a file") -> ImpossibleError:
-    return ImpossibleError("env-path-blocked", f"{path} is in the way: tfgpu-install writes {what} there, and a "
-                           "directory (or something else that is not a file or link) is there now; nothing more "
-                           "was written.", [f"Move it aside (`mv {path} {path}.saved`), then run the same command "
-                                            "again."])
+    return ImpossibleError(
+        "env-path-blocked",
+        f"{path} is in the way: tfgpu-install writes {what} there, and a "
+        "directory (or something else that is not a file or link) is there now; nothing more "
+        "was written.",
+        [f"Move it aside (`mv {path} {path}.saved`), then run the same command again."],
+    )
 
 
 def outside(path: Path, root: Path) -> ImpossibleError:
-    return ImpossibleError("repair-path-outside", f"{path} leads outside {root} (through a symbolic link); "
-                           "tfgpu-install writes only inside the env, so it stopped before writing there.",
-                           [f"Look at what links out of the env: ls -l {path.parent}",
-                            "Replace the link with a real directory (or remove it), then run the same command "
-                            "again."])
+    return ImpossibleError(
+        "repair-path-outside",
+        f"{path} leads outside {root} (through a symbolic link); "
+        "tfgpu-install writes only inside the env, so it stopped before writing there.",
+        [
+            f"Look at what links out of the env: ls -l {path.parent}",
+            "Replace the link with a real directory (or remove it), then run the same command again.",
+        ],
+    )
 
 
 def failed(error: OSError, path) -> Exception:
     """A typed error for an ``OSError`` met while writing ``path``."""
     if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return ImpossibleError("target-not-writable", f"Cannot write {path}: {error.strerror}.",
-                               ["Check the permissions of that directory (and that its file system is not "
-                                "read-only), then run the same command again."])
+        return ImpossibleError(
+            "target-not-writable",
+            f"Cannot write {path}: {error.strerror}.",
+            [
+                "Check the permissions of that directory (and that its file system is not "
+                "read-only), then run the same command again."
+            ],
+        )
     if error.errno in (errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ENOTEMPTY):
         return blocked(Path(path))
-    return OperationError("env-write-failed", f"Writing {path} failed: {error.strerror or error}.",
-                          ["Check free disk space (`df -h`), then run the same command again."])
+    return OperationError(
+        "env-write-failed",
+        f"Writing {path} failed: {error.strerror or error}.",
+        ["Check free disk space (`df -h`), then run the same command again."],
+    )
 
 
 def _real_inside(path: str, root: str) -> bool:
@@ -327,10 +342,13 @@ def check_no_mounts(tree: Path) -> None:
     system is mounted inside it: its files are not the tool's to delete."""
     found = mounts_inside(tree)
     if found:
-        raise ImpossibleError("env-has-mount", f"{found[0]} is a mount point inside {tree} (another file system "
-                              f"is mounted there{f', and {len(found) - 1} more' if len(found) > 1 else ''}); "
-                              "tfgpu-install deletes only what it made, so it deleted nothing.",
-                              [f"Unmount it first (`umount {found[0]}`), then run the same command again."])
+        raise ImpossibleError(
+            "env-has-mount",
+            f"{found[0]} is a mount point inside {tree} (another file system "
+            f"is mounted there{f', and {len(found) - 1} more' if len(found) > 1 else ''}); "
+            "tfgpu-install deletes only what it made, so it deleted nothing.",
+            [f"Unmount it first (`umount {found[0]}`), then run the same command again."],
+        )
 
 
 def remove_tree(tree: Path, owner: Path | None = None) -> None:
@@ -362,10 +380,15 @@ def remove_tree(tree: Path, owner: Path | None = None) -> None:
     try:
         shutil.rmtree(tree, onerror=retry)
     except OSError as error:
-        raise ImpossibleError("target-not-writable", f"Could not delete {tree}: {error.strerror or error} (its "
-                              "directory is not writable). It is left there; nothing else was changed.",
-                              [f"Make {tree.parent} writable, then run the same command again (it deletes "
-                               f"{tree.name} first).", f"Or delete it yourself: rm -rf {tree}"]) from None
+        raise ImpossibleError(
+            "target-not-writable",
+            f"Could not delete {tree}: {error.strerror or error} (its "
+            "directory is not writable). It is left there; nothing else was changed.",
+            [
+                f"Make {tree.parent} writable, then run the same command again (it deletes {tree.name} first).",
+                f"Or delete it yourself: rm -rf {tree}",
+            ],
+        ) from None
 
 
 def scratch_text(directory: Path, name: str, text: str) -> Path:

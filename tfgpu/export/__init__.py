@@ -32,8 +32,10 @@ def render(resolution, fmt: str) -> Export:
     if fmt == "bash":
         from tfgpu.export.bash import render_bash
 
-        return Export("bash", (ExportFile(f"install-tf{resolution.tensorflow}-{resolution.mode}.sh",
-                                          render_bash(resolution), 0o755),))
+        return Export(
+            "bash",
+            (ExportFile(f"install-tf{resolution.tensorflow}-{resolution.mode}.sh", render_bash(resolution), 0o755),),
+        )
     if fmt == "dockerfile":
         from tfgpu.export.dockerfile import render_dockerfile
 
@@ -54,8 +56,11 @@ def render(resolution, fmt: str) -> Export:
         from tfgpu.export.kubernetes import render_kubernetes
 
         return Export("kubernetes", render_kubernetes(resolution), directory=True)
-    raise UsageError("bad-option-value", f"--format {fmt!r} is not one of: {', '.join(FORMATS)}.",
-                     [f"Use one of: {', '.join(FORMATS)}."])
+    raise UsageError(
+        "bad-option-value",
+        f"--format {fmt!r} is not one of: {', '.join(FORMATS)}.",
+        [f"Use one of: {', '.join(FORMATS)}."],
+    )
 
 
 def write(export: Export, output: str) -> list[Path]:
@@ -63,31 +68,46 @@ def write(export: Export, output: str) -> list[Path]:
     target = Path(output).expanduser()
     if export.directory:
         if target.exists() and not target.is_dir():
-            raise ImpossibleError("bad-output", f"-o {output}: the {export.format} export is a directory of files, "
-                             "and that path is a file.", ["Give a directory path (it is created if missing)."])
+            raise ImpossibleError(
+                "bad-output",
+                f"-o {output}: the {export.format} export is a directory of files, and that path is a file.",
+                ["Give a directory path (it is created if missing)."],
+            )
         parent = target.parent
     else:
         if target.is_dir():
-            raise ImpossibleError("bad-output", f"-o {output} is a directory; the {export.format} export is one file.",
-                             [f"Give a file path, e.g. -o {target / export.main.name}."])
+            raise ImpossibleError(
+                "bad-output",
+                f"-o {output} is a directory; the {export.format} export is one file.",
+                [f"Give a file path, e.g. -o {target / export.main.name}."],
+            )
         parent = target.parent
     if not parent.is_dir():
-        raise ImpossibleError("bad-output", f"-o {output}: the directory {parent} does not exist.",
-                         [f"Create it first (mkdir -p {parent}), or write somewhere else."])
+        raise ImpossibleError(
+            "bad-output",
+            f"-o {output}: the directory {parent} does not exist.",
+            [f"Create it first (mkdir -p {parent}), or write somewhere else."],
+        )
     if not os.access(parent, os.W_OK):
-        raise ImpossibleError("bad-output", f"-o {output}: the directory {parent} is not writable.",
-                         ["Write somewhere you may write, or leave out -o to print to stdout."])
+        raise ImpossibleError(
+            "bad-output",
+            f"-o {output}: the directory {parent} is not writable.",
+            ["Write somewhere you may write, or leave out -o to print to stdout."],
+        )
     paths = [target / item.name if export.directory else target for item in export.files]
     if export.directory:
         _check_tree(target, paths, output)  # before anything is written
     written = []
     try:
-        for item, path in zip(export.files, paths):
+        for item, path in zip(export.files, paths, strict=True):
             path.parent.mkdir(parents=True, exist_ok=True)
             written.append(write_output(path, item.content, item.mode))
     except OSError as error:
-        raise ImpossibleError("bad-output", f"-o {output}: cannot write {path} ({error.strerror or error}).",
-                              ["Write somewhere you may write, or leave out -o to print to stdout."]) from None
+        raise ImpossibleError(
+            "bad-output",
+            f"-o {output}: cannot write {path} ({error.strerror or error}).",
+            ["Write somewhere you may write, or leave out -o to print to stdout."],
+        ) from None
     return written
 
 
@@ -99,10 +119,16 @@ def _check_tree(target: Path, paths: list[Path], output: str) -> None:
         for place in [*reversed(path.relative_to(target).parents[:-1]), path.relative_to(target)]:
             here = target / place
             if here.is_symlink() and here != path:
-                raise ImpossibleError("bad-output", f"-o {output}: {here} is a symbolic link (to "
-                                      f"{os.readlink(here)}); the export writes only into real directories "
-                                      "below -o, so nothing was written.",
-                                      ["Remove the link, or give a new directory with -o."])
+                raise ImpossibleError(
+                    "bad-output",
+                    f"-o {output}: {here} is a symbolic link (to "
+                    f"{os.readlink(here)}); the export writes only into real directories "
+                    "below -o, so nothing was written.",
+                    ["Remove the link, or give a new directory with -o."],
+                )
         if path.is_dir() and not path.is_symlink():
-            raise ImpossibleError("bad-output", f"-o {output}: {path} is a directory where the export writes a "
-                                  "file; nothing was written.", ["Move it away, or give a new directory with -o."])
+            raise ImpossibleError(
+                "bad-output",
+                f"-o {output}: {path} is a directory where the export writes a file; nothing was written.",
+                ["Move it away, or give a new directory with -o."],
+            )

@@ -10,8 +10,8 @@ and fails the hosts that did not get a working GPU stack. Any mode the bash expo
 from __future__ import annotations
 
 from tfgpu import quoting
-from tfgpu.export.files import ExportFile
 from tfgpu.export.bash import comment, default_env_name, header, render_bash, template
+from tfgpu.export.files import ExportFile
 
 README = """# TensorFlow {tf} on NVIDIA GPUs: Ansible playbook ({mode} mode)
 
@@ -51,8 +51,9 @@ def render_ansible(resolution) -> tuple[ExportFile, ...]:
         "@HEADER@": comment(header(resolution, "an Ansible playbook"))[2:],
         "@TF_VERSION_Q@": quoting.yaml_scalar(resolution.tensorflow),
         "@MIN_DRIVER_Q@": quoting.yaml_scalar(resolution.min_driver),
-        "@PLAY_NAME_Q@": quoting.yaml_scalar(f"TensorFlow {resolution.tensorflow} on NVIDIA GPUs "
-                                             f"({resolution.mode} mode)"),
+        "@PLAY_NAME_Q@": quoting.yaml_scalar(
+            f"TensorFlow {resolution.tensorflow} on NVIDIA GPUs ({resolution.mode} mode)"
+        ),
         "@MIN_DRIVER@": quoting.one_line(resolution.min_driver),
         "@TF_VERSION@": quoting.one_line(resolution.tensorflow),
         "@MODE@": quoting.token(resolution.mode, "pip|conda|system", "The mode"),
@@ -63,8 +64,17 @@ def render_ansible(resolution) -> tuple[ExportFile, ...]:
     for key, value in values.items():
         playbook, inventory = playbook.replace(key, value), inventory.replace(key, value)
     line = quoting.one_line
-    readme = README.format(tf=line(resolution.tensorflow), mode=line(resolution.mode),
-                           cuda=line(resolution.cuda_build or resolution.cuda), cudnn=line(resolution.cudnn),
-                           driver=line(resolution.min_driver), name=line(name))
-    return (ExportFile("playbook.yml", playbook), ExportFile("inventory.example.ini", inventory),
-            ExportFile("README.md", readme), ExportFile("files/install-tf.sh", script, 0o755))
+    readme = README.format(
+        tf=line(resolution.tensorflow),
+        mode=line(resolution.mode),
+        cuda=line(resolution.cuda_build or resolution.cuda),
+        cudnn=line(resolution.cudnn),
+        driver=line(resolution.min_driver),
+        name=line(name),
+    )
+    return (
+        ExportFile("playbook.yml", playbook),
+        ExportFile("inventory.example.ini", inventory),
+        ExportFile("README.md", readme),
+        ExportFile("files/install-tf.sh", script, 0o755),
+    )

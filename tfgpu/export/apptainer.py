@@ -28,12 +28,17 @@ def _pip(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     lib_dirs, data_dir, ptxas = wheel_dirs(resolution.cuda, site)
     libs = ":".join(lib_dirs)
     requirements = " ".join(quoting.def_word(r, "A requirement") for r in resolution.packages.pip)
-    post = [f"python -m venv {VENV}",
-            f"{VENV}/bin/pip install --no-cache-dir {requirements}",
-            f"if [ -x {ptxas} ]; then ln -s {ptxas} {VENV}/bin/ptxas; fi"]
-    environment = [f"export VIRTUAL_ENV={VENV}", f'export PATH="{VENV}/bin:$PATH"',
-                   f'export LD_LIBRARY_PATH="{libs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"',
-                   f"export XLA_FLAGS=--xla_gpu_cuda_data_dir={data_dir}"]
+    post = [
+        f"python -m venv {VENV}",
+        f"{VENV}/bin/pip install --no-cache-dir {requirements}",
+        f"if [ -x {ptxas} ]; then ln -s {ptxas} {VENV}/bin/ptxas; fi",
+    ]
+    environment = [
+        f"export VIRTUAL_ENV={VENV}",
+        f'export PATH="{VENV}/bin:$PATH"',
+        f'export LD_LIBRARY_PATH="{libs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"',
+        f"export XLA_FLAGS=--xla_gpu_cuda_data_dir={data_dir}",
+    ]
     return f"python:{python}-slim", post, environment, f"{VENV}/bin/python", None
 
 
@@ -41,15 +46,18 @@ def _system(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     row = choose_image(resolution)
     image_python = _image_python(resolution, row)
     tag = quoting.token(row["tag"], quoting.IMAGE_TAG, "The nvidia/cuda image tag")
-    requirement = quoting.def_word(requirements.requirement(resolution.package, f"=={resolution.tensorflow}",
-                                                            what="The TensorFlow requirement"),
-                                   "The TensorFlow requirement")
-    post = ["export DEBIAN_FRONTEND=noninteractive",
-            "apt-get update",
-            "apt-get install -y --no-install-recommends python3 python3-venv",
-            "rm -rf /var/lib/apt/lists/*",
-            f"python3 -m venv {VENV}",
-            f"{VENV}/bin/pip install --no-cache-dir {requirement}"]
+    requirement = quoting.def_word(
+        requirements.requirement(resolution.package, f"=={resolution.tensorflow}", what="The TensorFlow requirement"),
+        "The TensorFlow requirement",
+    )
+    post = [
+        "export DEBIAN_FRONTEND=noninteractive",
+        "apt-get update",
+        "apt-get install -y --no-install-recommends python3 python3-venv",
+        "rm -rf /var/lib/apt/lists/*",
+        f"python3 -m venv {VENV}",
+        f"{VENV}/bin/pip install --no-cache-dir {requirement}",
+    ]
     environment = [f"export VIRTUAL_ENV={VENV}", f'export PATH="{VENV}/bin:$PATH"']
     return f"nvidia/cuda:{tag}", post, environment, f"{VENV}/bin/python", image_python
 
@@ -59,39 +67,61 @@ def _conda(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     cuda_mm = quoting.token(".".join(cuda.split(".")[:2]), r"[0-9]+\.[0-9]+", "The CUDA version")
     specs = " ".join(quoting.def_word(spec, "A conda spec") for spec in resolution.packages.conda)
     requirements = " ".join(quoting.def_word(r, "A requirement") for r in resolution.packages.pip)
-    post = ["# The build has no driver: the solver is told which CUDA the image is for.",
-            f"export CONDA_OVERRIDE_CUDA={cuda_mm} MAMBA_ROOT_PREFIX=/opt/conda",
-            f"micromamba install --yes --root-prefix /opt/conda --name base --override-channels -c conda-forge {specs}",
-            "micromamba clean --all --yes",
-            *([f"/opt/conda/bin/python -m pip install --no-cache-dir {requirements}"] if requirements else [])]
-    environment = ['export PATH="/opt/conda/bin:$PATH"',
-                   'export LD_LIBRARY_PATH="/opt/conda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"',
-                   "export XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/conda"]
+    post = [
+        "# The build has no driver: the solver is told which CUDA the image is for.",
+        f"export CONDA_OVERRIDE_CUDA={cuda_mm} MAMBA_ROOT_PREFIX=/opt/conda",
+        f"micromamba install --yes --root-prefix /opt/conda --name base --override-channels -c conda-forge {specs}",
+        "micromamba clean --all --yes",
+        *([f"/opt/conda/bin/python -m pip install --no-cache-dir {requirements}"] if requirements else []),
+    ]
+    environment = [
+        'export PATH="/opt/conda/bin:$PATH"',
+        'export LD_LIBRARY_PATH="/opt/conda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"',
+        "export XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/conda",
+    ]
     return MICROMAMBA_IMAGE, post, environment, "/opt/conda/bin/python", None
 
 
 def render_apptainer(resolution) -> str:
     """The definition file's text (Linux CUDA targets; the same refusals as the Dockerfile export)."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
-        raise ImpossibleError("export-unsupported", f"Apptainer images with NVIDIA GPUs are Linux images; this plan "
-                              f"is for {resolution.os}.", ["Plan for Linux: --os linux --arch x86_64."])
-    base, post, environment, python, image_python = {"pip": _pip, "system": _system, "conda": _conda}[resolution.mode](resolution)
+        raise ImpossibleError(
+            "export-unsupported",
+            f"Apptainer images with NVIDIA GPUs are Linux images; this plan is for {resolution.os}.",
+            ["Plan for Linux: --os linux --arch x86_64."],
+        )
+    base, post, environment, python, image_python = {"pip": _pip, "system": _system, "conda": _conda}[resolution.mode](
+        resolution
+    )
     base = quoting.single_line(base, "The base image")
     name = quoting.token(default_env_name(resolution), quoting.NAME, "The env name")
     check = quoting.def_word(BUILD_CHECK, "The build check")
-    verify = quoting.def_word(VERIFY.format(driver=resolution.min_driver).replace("--gpus all", "--nv").replace(
-        "the NVIDIA Container Toolkit", "its libraries bound into the container"), "The verification")
-    labels = {"org.opencontainers.image.title": f"{name}-gpu", "tfgpu.tensorflow": resolution.tensorflow,
-              "tfgpu.mode": resolution.mode, "tfgpu.cuda": resolution.cuda_build or resolution.cuda,
-              "tfgpu.cudnn": resolution.cudnn, "tfgpu.min_driver": resolution.min_driver}
+    verify = quoting.def_word(
+        VERIFY.format(driver=resolution.min_driver)
+        .replace("--gpus all", "--nv")
+        .replace("the NVIDIA Container Toolkit", "its libraries bound into the container"),
+        "The verification",
+    )
+    labels = {
+        "org.opencontainers.image.title": f"{name}-gpu",
+        "tfgpu.tensorflow": resolution.tensorflow,
+        "tfgpu.mode": resolution.mode,
+        "tfgpu.cuda": resolution.cuda_build or resolution.cuda,
+        "tfgpu.cudnn": resolution.cudnn,
+        "tfgpu.min_driver": resolution.min_driver,
+    }
     what = f"an Apptainer image ({base})"
     lines = [
         comment(header(resolution, what, image_python=image_python)),
         "#",
-        comment([f"Build:  apptainer build {name}-gpu.sif {NAME}   (Docker's base image is pulled; no GPU needed)",
-                 f"Verify: apptainer run --nv {name}-gpu.sif   (lists the GPUs, runs a matmul, exit 1 without one)",
-                 f"Run:    apptainer run --nv {name}-gpu.sif train.py   (a program: run with the image's Python)",
-                 f"The host needs NVIDIA driver >= {resolution.min_driver}; --nv binds its libraries into the image."]),
+        comment(
+            [
+                f"Build:  apptainer build {name}-gpu.sif {NAME}   (Docker's base image is pulled; no GPU needed)",
+                f"Verify: apptainer run --nv {name}-gpu.sif   (lists the GPUs, runs a matmul, exit 1 without one)",
+                f"Run:    apptainer run --nv {name}-gpu.sif train.py   (a program: run with the image's Python)",
+                f"The host needs NVIDIA driver >= {resolution.min_driver}; --nv binds its libraries into the image.",
+            ]
+        ),
         "Bootstrap: docker",
         f"From: {base}",
         "",

@@ -13,8 +13,7 @@ import json
 
 from packaging.version import Version
 
-from tfgpu import __version__, untrusted
-from tfgpu import quoting
+from tfgpu import __version__, quoting, untrusted
 from tfgpu.errors import ImpossibleError
 
 HEREDOC_ACTIVATE = "TFGPU_ACTIVATE_PY"
@@ -79,8 +78,10 @@ def _heredoc(text: str, delimiter: str) -> str:
 def activation_program() -> str:
     """The Python program that writes a venv's activation and load hook (tfgpu's own module)."""
     source = untrusted.package_text("tfgpu.envs", "activation.py")
-    templates = {name: untrusted.package_text("tfgpu.envs", "templates", name)
-                 for name in ("activate.sh", "activate.fish", "cuda_hook.py")}
+    templates = {
+        name: untrusted.package_text("tfgpu.envs", "templates", name)
+        for name in ("activate.sh", "activate.fish", "cuda_hook.py")
+    }
     program = template("activate_env.py")
     program = program.replace('"@ACTIVATION_SOURCE@"', repr(json.dumps(source)))
     return program.replace('"@TEMPLATES@"', repr(json.dumps(templates)))
@@ -127,9 +128,11 @@ def _system_variables(resolution) -> list[str]:
     return [
         f"CUDA_TOOLKIT_VERSION={q(runfile.version)}",
         f"CUDNN_FULL_VERSION={q(cudnn.version)}",
-        *(f"{prefix}_{field}={q(str(value))}" for prefix, item in (("RUNFILE", runfile), ("CUDNN", cudnn))
-          for field, value in (("NAME", item.filename), ("URL", item.url), ("SHA256", item.sha256),
-                               ("MD5", item.md5))),
+        *(
+            f"{prefix}_{field}={q(str(value))}"
+            for prefix, item in (("RUNFILE", runfile), ("CUDNN", cudnn))
+            for field, value in (("NAME", item.filename), ("URL", item.url), ("SHA256", item.sha256), ("MD5", item.md5))
+        ),
     ]
 
 
@@ -145,13 +148,15 @@ OVERRIDES = [
 ]
 MODE_OVERRIDES = {
     "conda": ["  TFGPU_CONDA         the conda, mamba or micromamba executable (default: the first on PATH)"],
-    "system": ["  TFGPU_CUDA_PREFIX   where cuda-X.Y and cuDNN go (default: /usr/local as root, else",
-               "                      ~/.local/share/tfgpu-install)",
-               "  TFGPU_DOWNLOADS     download cache (default: ~/.cache/tfgpu-install/downloads)",
-               "  TFGPU_DOWNLOAD_BASE a mirror holding the same files (checksums still apply);",
-               "                      TFGPU_ALLOW_HTTP=1 allows a plain-http mirror",
-               "  TFGPU_SYSTEM_WIDE=0 as root, write no /etc/profile.d or ld.so.conf.d file",
-               "  TFGPU_ETC           the /etc to write into (default: /etc; ldconfig runs only for /etc)"],
+    "system": [
+        "  TFGPU_CUDA_PREFIX   where cuda-X.Y and cuDNN go (default: /usr/local as root, else",
+        "                      ~/.local/share/tfgpu-install)",
+        "  TFGPU_DOWNLOADS     download cache (default: ~/.cache/tfgpu-install/downloads)",
+        "  TFGPU_DOWNLOAD_BASE a mirror holding the same files (checksums still apply);",
+        "                      TFGPU_ALLOW_HTTP=1 allows a plain-http mirror",
+        "  TFGPU_SYSTEM_WIDE=0 as root, write no /etc/profile.d or ld.so.conf.d file",
+        "  TFGPU_ETC           the /etc to write into (default: /etc; ldconfig runs only for /etc)",
+    ],
 }
 
 
@@ -159,14 +164,18 @@ def render_bash(resolution) -> str:
     """The whole script for ``resolution`` (pip, conda or system mode)."""
     mode = resolution.mode
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
-        raise ImpossibleError("export-unsupported",
-                              f"The bash export builds Linux CUDA environments; this plan is for {resolution.os}.",
-                              ["Plan for the Linux target: --os linux --arch x86_64 (or --os wsl2)."])
+        raise ImpossibleError(
+            "export-unsupported",
+            f"The bash export builds Linux CUDA environments; this plan is for {resolution.os}.",
+            ["Plan for the Linux target: --os linux --arch x86_64 (or --os wsl2)."],
+        )
     variables = _variables(resolution)
-    extra = {"conda": lambda: [_array("CONDA_SPECS", resolution.packages.conda)],
-             "system": lambda: _system_variables(resolution)}.get(mode, list)()
+    extra = {
+        "conda": lambda: [_array("CONDA_SPECS", resolution.packages.conda)],
+        "system": lambda: _system_variables(resolution),
+    }.get(mode, list)()
     at = variables.index("@MODE_VARIABLES@")
-    variables[at:at + 1] = [*extra, ""]
+    variables[at : at + 1] = [*extra, ""]
     parts = [
         "#!/usr/bin/env bash",
         comment(header(resolution, "a standalone installer (no tfgpu-install needed on the target)")),
@@ -183,7 +192,11 @@ def render_bash(resolution) -> str:
         "",
     ]
     if mode == "pip":
-        parts += ["write_activation() {",
-                  f'    "$1" - "$2" {_heredoc(activation_program(), HEREDOC_ACTIVATE)}', "}", ""]
+        parts += [
+            "write_activation() {",
+            f'    "$1" - "$2" {_heredoc(activation_program(), HEREDOC_ACTIVATE)}',
+            "}",
+            "",
+        ]
     parts += [template(f"{mode}.sh").rstrip(), ""]
     return "\n".join(parts)

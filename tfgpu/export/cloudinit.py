@@ -29,9 +29,11 @@ def render_cloud_init(resolution) -> str:
         "write_files": [{"path": SCRIPT_PATH, "permissions": "0755", "owner": "root:root", "content": script}],
         "runcmd": [["bash", "-c", command]],
     }
-    return "\n".join([
-        "#cloud-config",
-        comment(header(resolution, "cloud-init user-data (runs the bash installer at first boot)")),
-        f"# Progress and result: {LOG_PATH} (and `cloud-init status --long`).",
-        quoting.yaml_document(document),
-    ])
+    return "\n".join(
+        [
+            "#cloud-config",
+            comment(header(resolution, "cloud-init user-data (runs the bash installer at first boot)")),
+            f"# Progress and result: {LOG_PATH} (and `cloud-init status --long`).",
+            quoting.yaml_document(document),
+        ]
+    )

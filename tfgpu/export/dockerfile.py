@@ -19,20 +19,24 @@ from __future__ import annotations
 from packaging.version import Version
 
 from tfgpu import quoting, requirements
+from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
 from tfgpu.export.bash import comment, default_env_name, header
-from tfgpu.envs.activation import wheel_dirs
 
 MICROMAMBA_IMAGE = "mambaorg/micromamba:1.5.10"  # tag of the 1.5 series; pin by digest in production
 VENV = "/opt/tf"
-VERIFY = ("import sys, tensorflow as tf; gpus = tf.config.list_physical_devices('GPU'); "
-          "print('TensorFlow', tf.__version__, 'GPUs:', [g.name for g in gpus]); "
-          "gpus or sys.exit('FAIL: TensorFlow sees no GPU: run with --gpus all on a host with NVIDIA driver >= {driver} "
-          "and the NVIDIA Container Toolkit'); x = tf.random.normal((1024, 1024)); "
-          "print('OK: matmul on', tf.matmul(x, x).device)")
+VERIFY = (
+    "import sys, tensorflow as tf; gpus = tf.config.list_physical_devices('GPU'); "
+    "print('TensorFlow', tf.__version__, 'GPUs:', [g.name for g in gpus]); "
+    "gpus or sys.exit('FAIL: TensorFlow sees no GPU: run with --gpus all on a host with NVIDIA driver >= {driver} "
+    "and the NVIDIA Container Toolkit'); x = tf.random.normal((1024, 1024)); "
+    "print('OK: matmul on', tf.matmul(x, x).device)"
+)
 HEALTH = "import sys, tensorflow as tf; sys.exit(0 if tf.config.list_physical_devices('GPU') else 1)"
-BUILD_CHECK = ("import tensorflow as tf; print('TensorFlow', tf.__version__, 'CUDA build:', "
-               "tf.test.is_built_with_cuda()); assert tf.test.is_built_with_cuda(), 'not a CUDA build'")
+BUILD_CHECK = (
+    "import tensorflow as tf; print('TensorFlow', tf.__version__, 'CUDA build:', "
+    "tf.test.is_built_with_cuda()); assert tf.test.is_built_with_cuda(), 'not a CUDA build'"
+)
 
 
 def choose_image(resolution) -> dict:
@@ -41,16 +45,23 @@ def choose_image(resolution) -> dict:
 
     cuda = Version(resolution.cuda_build or resolution.cuda)
     cudnn_major = Version(resolution.cudnn).major
-    rows = [row for row in load_toml("docker_images.toml")["image"]
-            if Version(row["cuda"]).major == cuda.major and row["cudnn_major"] == cudnn_major
-            and Version(row["cuda"]).release[:2] >= cuda.release[:2]]
+    rows = [
+        row
+        for row in load_toml("docker_images.toml")["image"]
+        if Version(row["cuda"]).major == cuda.major
+        and row["cudnn_major"] == cudnn_major
+        and Version(row["cuda"]).release[:2] >= cuda.release[:2]
+    ]
     if not rows:
         raise ImpossibleError(
             "no-docker-image",
             f"No nvidia/cuda image with cuDNN {cudnn_major} and CUDA {cuda.major}.{cuda.minor} or a newer "
             f"{cuda.major}.x is recorded for TF {resolution.tensorflow} (built with CUDA {cuda}, cuDNN {resolution.cudnn}).",
-            ["--mode pip --format dockerfile builds the same TensorFlow on python:X.Y-slim with NVIDIA's CUDA wheels.",
-             "Or choose a TensorFlow whose CUDA/cuDNN has an image (`tfgpu-install matrix`)."])
+            [
+                "--mode pip --format dockerfile builds the same TensorFlow on python:X.Y-slim with NVIDIA's CUDA wheels.",
+                "Or choose a TensorFlow whose CUDA/cuDNN has an image (`tfgpu-install matrix`).",
+            ],
+        )
     exact = [row for row in rows if Version(row["cuda"]).release[:2] == cuda.release[:2]]
     if exact:  # the newest patch release of the build's own CUDA
         return max(exact, key=lambda row: Version(row["cuda"]))
@@ -61,14 +72,21 @@ def _image_python(resolution, row: dict) -> str:
     from tfgpu.resolver.tables import releases
 
     wanted = Version(resolution.tensorflow)
-    supported = next((r.wheels[resolution.platform].python for r in releases()
-                      if r.version == wanted and resolution.platform in r.wheels), ())
+    supported = next(
+        (
+            r.wheels[resolution.platform].python
+            for r in releases()
+            if r.version == wanted and resolution.platform in r.wheels
+        ),
+        (),
+    )
     if row["python"] not in supported:
         raise ImpossibleError(
             "no-docker-image",
             f"nvidia/cuda:{row['tag']} has Python {row['python']} ({row['os']}), and TF {resolution.tensorflow} "
             f"has wheels for {', '.join(supported)} only.",
-            ["--mode pip --format dockerfile picks a python:X.Y-slim base that fits."])
+            ["--mode pip --format dockerfile picks a python:X.Y-slim base that fits."],
+        )
     return row["python"]
 
 
@@ -78,19 +96,26 @@ def _lines(resolution, what: str, image_python: str | None = None) -> list[str]:
         "# syntax=docker/dockerfile:1",
         comment(header(resolution, what, image_python=image_python)),
         "#",
-        comment([f"Build:  docker build -t {name}-gpu .",
-                 f"Verify: docker run --rm --gpus all {name}-gpu   (the default command: lists the GPUs, runs a",
-                 "        matmul on one, exits 1 if TensorFlow sees none). The host needs NVIDIA driver",
-                 f"        >= {resolution.min_driver} and the NVIDIA Container Toolkit."]),
+        comment(
+            [
+                f"Build:  docker build -t {name}-gpu .",
+                f"Verify: docker run --rm --gpus all {name}-gpu   (the default command: lists the GPUs, runs a",
+                "        matmul on one, exits 1 if TensorFlow sees none). The host needs NVIDIA driver",
+                f"        >= {resolution.min_driver} and the NVIDIA Container Toolkit.",
+            ]
+        ),
     ]
 
 
 def _tail(resolution, python: str, user: str | None) -> list[str]:
     lines = []
     if user:
-        lines += [f"RUN groupadd --gid 10001 {user} \\",
-                  f"    && useradd --create-home --uid 10001 --gid 10001 --shell /bin/bash {user}",
-                  "USER 10001:10001", f"WORKDIR /home/{user}"]
+        lines += [
+            f"RUN groupadd --gid 10001 {user} \\",
+            f"    && useradd --create-home --uid 10001 --gid 10001 --shell /bin/bash {user}",
+            "USER 10001:10001",
+            f"WORKDIR /home/{user}",
+        ]
     verify = VERIFY.format(driver=resolution.min_driver)
     lines += [
         "# Build-time check (no GPU needed): TensorFlow imports and is a CUDA build.",
@@ -133,11 +158,18 @@ def _system(resolution) -> list[str]:
     tag = quoting.token(row["tag"], quoting.IMAGE_TAG, "The nvidia/cuda image tag")
     unverified = " (tag unverified: check it exists on Docker Hub)" if "tag" in row.get("unverified", []) else ""
     return [
-        *_lines(resolution, f"a Docker image (nvidia/cuda base with CUDA {row['cuda']} and cuDNN {row['cudnn_major']})",
-                image_python=python),
-        quoting.comment([f"Base: nvidia/cuda:{tag}{unverified}; Python {python} is {row['os']}'s python3",
-                         f"(the plan's Python {resolution.python} is not what this base ships). XLA's ptxas/libdevice "
-                         "are", "not in runtime images: use the matching -devel- tag if the model uses jit_compile."]),
+        *_lines(
+            resolution,
+            f"a Docker image (nvidia/cuda base with CUDA {row['cuda']} and cuDNN {row['cudnn_major']})",
+            image_python=python,
+        ),
+        quoting.comment(
+            [
+                f"Base: nvidia/cuda:{tag}{unverified}; Python {python} is {row['os']}'s python3",
+                f"(the plan's Python {resolution.python} is not what this base ships). XLA's ptxas/libdevice are",
+                "not in runtime images: use the matching -devel- tag if the model uses jit_compile.",
+            ]
+        ),
         f"FROM nvidia/cuda:{tag}",
         "# Ubuntu's python3 packages are not pinned: the base tag fixes the release they come from.",
         "# hadolint ignore=DL3008",
@@ -154,8 +186,7 @@ def _system(resolution) -> list[str]:
 
 def _tensorflow(resolution) -> str:
     """The system image's one requirement, through the requirement door like every other."""
-    return requirements.requirement(resolution.package, f"=={resolution.tensorflow}",
-                                    what="The TensorFlow requirement")
+    return requirements.requirement(resolution.package, f"=={resolution.tensorflow}", what="The TensorFlow requirement")
 
 
 def _conda(resolution) -> list[str]:
@@ -182,7 +213,10 @@ def _conda(resolution) -> list[str]:
 def render_dockerfile(resolution) -> str:
     """The Dockerfile text for ``resolution`` (system, pip or conda mode; Linux CUDA targets)."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
-        raise ImpossibleError("export-unsupported", f"Docker images with NVIDIA GPUs are Linux images; this plan "
-                              f"is for {resolution.os}.", ["Plan for Linux: --os linux --arch x86_64."])
+        raise ImpossibleError(
+            "export-unsupported",
+            f"Docker images with NVIDIA GPUs are Linux images; this plan is for {resolution.os}.",
+            ["Plan for Linux: --os linux --arch x86_64."],
+        )
     build = {"pip": _pip, "system": _system, "conda": _conda}[resolution.mode]
     return "\n".join(build(resolution)) + "\n"

@@ -29,5 +29,7 @@ class Export:
 
     def to_dict(self) -> dict:
         """The ``script --json`` document (without the contents of the files)."""
-        return {"format": self.format, "files": [
-            {"name": f.name, "mode": oct(f.mode), "bytes": len(f.content.encode())} for f in self.files]}
+        return {
+            "format": self.format,
+            "files": [{"name": f.name, "mode": oct(f.mode), "bytes": len(f.content.encode())} for f in self.files],
+        }

@@ -12,7 +12,6 @@ the programs come from a ConfigMap. Everything is YAML through ``tfgpu.quoting.y
 
 from __future__ import annotations
 
-
 from packaging.version import Version
 
 from tfgpu import quoting, untrusted
@@ -44,18 +43,32 @@ PREFLIGHT_SH = """set -eu
 
 def _names(resolution) -> dict[str, str]:
     base = quoting.token(default_env_name(resolution).replace(".", "-"), r"[a-z][a-z0-9-]{0,40}", "The job name")
-    return {"job": f"{base}-train", "service": f"{base}-workers", "programs": f"{base}-programs",
-            "image": f"{quoting.token(default_env_name(resolution), quoting.NAME, 'The image name')}-gpu:"
-                     f"{quoting.token(resolution.tensorflow, quoting.IMAGE_TAG, 'The image tag')}"}
+    return {
+        "job": f"{base}-train",
+        "service": f"{base}-workers",
+        "programs": f"{base}-programs",
+        "image": f"{quoting.token(default_env_name(resolution), quoting.NAME, 'The image name')}-gpu:"
+        f"{quoting.token(resolution.tensorflow, quoting.IMAGE_TAG, 'The image tag')}",
+    }
 
 
 def _at_least(major_key: str, minor_key: str, version: str) -> list[list[dict]]:
     """Node-selector terms (ORed) for "the labels say at least ``version``": a newer major, or the
     same major with a minor at least as high (Gt takes one integer)."""
     major, minor = Version(version).major, Version(version).minor
-    return [[{"key": major_key, "operator": "Gt", "values": [str(major - 1 if minor == 0 else major)]}],
-            *([[{"key": major_key, "operator": "In", "values": [str(major)]},
-                {"key": minor_key, "operator": "Gt", "values": [str(minor - 1)]}]] if minor else [])]
+    return [
+        [{"key": major_key, "operator": "Gt", "values": [str(major - 1 if minor == 0 else major)]}],
+        *(
+            [
+                [
+                    {"key": major_key, "operator": "In", "values": [str(major)]},
+                    {"key": minor_key, "operator": "Gt", "values": [str(minor - 1)]},
+                ]
+            ]
+            if minor
+            else []
+        ),
+    ]
 
 
 def node_affinity(resolution) -> dict:
@@ -77,38 +90,81 @@ def manifests(resolution) -> list[dict]:
     names = _names(resolution)
     workers = ",".join(f'"{names["job"]}-{i}.{names["service"]}:{PORT}"' for i in range(WORKERS))
     labels = {"app.kubernetes.io/name": names["job"], "app.kubernetes.io/managed-by": "tfgpu-install"}
-    env = [{"name": "TFGPU_PYTHON", "value": _python(resolution)},
-           {"name": "TFGPU_WORKERS", "value": workers},
-           {"name": "TFGPU_WORKER_COUNT", "value": str(WORKERS)},
-           {"name": "TFGPU_MIN_DRIVER", "value": str(resolution.min_driver)},
-           # NVLink multicast off: GPU nodes are shared between jobs.
-           {"name": "NCCL_NVLS_ENABLE", "value": "0"},
-           {"name": "NCCL_DEBUG", "value": "WARN"}]
+    env = [
+        {"name": "TFGPU_PYTHON", "value": _python(resolution)},
+        {"name": "TFGPU_WORKERS", "value": workers},
+        {"name": "TFGPU_WORKER_COUNT", "value": str(WORKERS)},
+        {"name": "TFGPU_MIN_DRIVER", "value": str(resolution.min_driver)},
+        # NVLink multicast off: GPU nodes are shared between jobs.
+        {"name": "NCCL_NVLS_ENABLE", "value": "0"},
+        {"name": "NCCL_DEBUG", "value": "WARN"},
+    ]
     gpus = {"limits": {"nvidia.com/gpu": GPUS_PER_WORKER}}
     mounts = [{"name": "programs", "mountPath": MOUNT, "readOnly": True}]
     data = {name: untrusted.package_text("tfgpu.verify", name) for name in PROGRAMS}
     data["preflight.py"] = template("slurm_preflight.py")
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": names["service"], "labels": labels},
-               "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
-                        "selector": {"app.kubernetes.io/name": names["job"]},
-                        "ports": [{"name": "grpc", "port": PORT, "targetPort": PORT}]}}
-    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": names["programs"], "labels": labels},
-              "data": data}
-    pod = {"metadata": {"labels": labels},
-           "spec": {"subdomain": names["service"], "restartPolicy": "Never", "affinity": node_affinity(resolution),
-                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                    "initContainers": [{"name": "verify", "image": names["image"], "command": ["/bin/sh", "-c", PREFLIGHT_SH],
-                                        "env": env, "resources": gpus, "volumeMounts": mounts}],
-                    "containers": [{"name": "worker", "image": names["image"],
-                                    "command": ["/bin/sh", "-c", WORKER_SH, "tfgpu-worker"],
-                                    "args": [f"{MOUNT}/multiworker.py", "--worker"],
-                                    "env": env, "ports": [{"name": "grpc", "containerPort": PORT}],
-                                    "resources": gpus, "volumeMounts": mounts}],
-                    "volumes": [{"name": "programs", "configMap": {"name": names["programs"]}}]}}
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": names["job"], "labels": labels},
-           "spec": {"completionMode": "Indexed", "completions": WORKERS, "parallelism": WORKERS,
-                    # A lost worker stalls the all-reduce of the others: fail the Job, restart it whole.
-                    "backoffLimit": 0, "template": pod}}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": names["service"], "labels": labels},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {"app.kubernetes.io/name": names["job"]},
+            "ports": [{"name": "grpc", "port": PORT, "targetPort": PORT}],
+        },
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": names["programs"], "labels": labels},
+        "data": data,
+    }
+    pod = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "subdomain": names["service"],
+            "restartPolicy": "Never",
+            "affinity": node_affinity(resolution),
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "initContainers": [
+                {
+                    "name": "verify",
+                    "image": names["image"],
+                    "command": ["/bin/sh", "-c", PREFLIGHT_SH],
+                    "env": env,
+                    "resources": gpus,
+                    "volumeMounts": mounts,
+                }
+            ],
+            "containers": [
+                {
+                    "name": "worker",
+                    "image": names["image"],
+                    "command": ["/bin/sh", "-c", WORKER_SH, "tfgpu-worker"],
+                    "args": [f"{MOUNT}/multiworker.py", "--worker"],
+                    "env": env,
+                    "ports": [{"name": "grpc", "containerPort": PORT}],
+                    "resources": gpus,
+                    "volumeMounts": mounts,
+                }
+            ],
+            "volumes": [{"name": "programs", "configMap": {"name": names["programs"]}}],
+        },
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": names["job"], "labels": labels},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": WORKERS,
+            "parallelism": WORKERS,
+            # A lost worker stalls the all-reduce of the others: fail the Job, restart it whole.
+            "backoffLimit": 0,
+            "template": pod,
+        },
+    }
     return [service, config, job]
 
 
@@ -137,17 +193,38 @@ More workers: change `completions`, `parallelism` and `TFGPU_WORKERS` together.
 def render_kubernetes(resolution) -> tuple[ExportFile, ...]:
     """tfgpu-job.yaml, Dockerfile and README.md."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
-        raise ImpossibleError("export-unsupported", f"Kubernetes GPU nodes run Linux images; this plan is for "
-                              f"{resolution.os}.", ["Plan for Linux: --os linux --arch x86_64."])
+        raise ImpossibleError(
+            "export-unsupported",
+            f"Kubernetes GPU nodes run Linux images; this plan is for {resolution.os}.",
+            ["Plan for Linux: --os linux --arch x86_64."],
+        )
     dockerfile = render_dockerfile(resolution)
     names = _names(resolution)
     documents = [quoting.yaml_document(document) for document in manifests(resolution)]
-    yaml_text = "\n".join([comment(header(resolution, "Kubernetes manifests (Indexed Job, headless Service)")),
-                           "---\n" + "---\n".join(documents)])
+    yaml_text = "\n".join(
+        [
+            comment(header(resolution, "Kubernetes manifests (Indexed Job, headless Service)")),
+            "---\n" + "---\n".join(documents),
+        ]
+    )
     lowest = lowest_cc(resolution.compute_capabilities) if resolution.compute_capabilities else "any"
     line = quoting.one_line
-    readme = README.format(tf=line(resolution.tensorflow), mode=line(resolution.mode), workers=WORKERS,
-                           gpus=GPUS_PER_WORKER, port=PORT, driver=line(resolution.min_driver), cc=line(lowest),
-                           driver_major=DRIVER_MAJOR, driver_minor=DRIVER_MINOR, cc_major=CC_MAJOR, cc_minor=CC_MINOR,
-                           **{key: line(value) for key, value in names.items()})
-    return (ExportFile("tfgpu-job.yaml", yaml_text), ExportFile("Dockerfile", dockerfile), ExportFile("README.md", readme))
+    readme = README.format(
+        tf=line(resolution.tensorflow),
+        mode=line(resolution.mode),
+        workers=WORKERS,
+        gpus=GPUS_PER_WORKER,
+        port=PORT,
+        driver=line(resolution.min_driver),
+        cc=line(lowest),
+        driver_major=DRIVER_MAJOR,
+        driver_minor=DRIVER_MINOR,
+        cc_major=CC_MAJOR,
+        cc_minor=CC_MINOR,
+        **{key: line(value) for key, value in names.items()},
+    )
+    return (
+        ExportFile("tfgpu-job.yaml", yaml_text),
+        ExportFile("Dockerfile", dockerfile),
+        ExportFile("README.md", readme),
+    )

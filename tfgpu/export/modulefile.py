@@ -43,14 +43,20 @@ def _layout(resolution) -> tuple[list[str], list[str], str | None, list[tuple[st
         data = "." if (resolution.cuda or "0").split(".")[0] not in ("10", "11") else "lib"
         return ["bin"], ["lib"], data, []
     # system mode: the bash export links the toolkit and cuDNN it installed into the env.
-    return (["etc/tfgpu/cuda/bin", "bin"], ["etc/tfgpu/cuda/lib64", "etc/tfgpu/cudnn/lib"], "etc/tfgpu/cuda",
-            [("CUDA_HOME", "etc/tfgpu/cuda")])
+    return (
+        ["etc/tfgpu/cuda/bin", "bin"],
+        ["etc/tfgpu/cuda/lib64", "etc/tfgpu/cudnn/lib"],
+        "etc/tfgpu/cuda",
+        [("CUDA_HOME", "etc/tfgpu/cuda")],
+    )
 
 
 def _description(resolution) -> str:
-    return quoting.one_line(f"TensorFlow {resolution.tensorflow} ({resolution.mode} mode, Python {resolution.python}, "
-                            f"CUDA {resolution.cuda_build or resolution.cuda}, cuDNN {resolution.cudnn}; NVIDIA "
-                            f"driver >= {resolution.min_driver})")
+    return quoting.one_line(
+        f"TensorFlow {resolution.tensorflow} ({resolution.mode} mode, Python {resolution.python}, "
+        f"CUDA {resolution.cuda_build or resolution.cuda}, cuDNN {resolution.cudnn}; NVIDIA "
+        f"driver >= {resolution.min_driver})"
+    )
 
 
 def render_lua(resolution, header: list[str]) -> str:
@@ -59,8 +65,13 @@ def render_lua(resolution, header: list[str]) -> str:
     q = quoting.lua_string
     lines = [
         quoting.comment(header, mark="--"),
-        quoting.comment([f"Install: copy this directory tree into the env, then `module use <env>/{LUA_DIR}` and "
-                         f"`module load {name}`."], mark="--"),
+        quoting.comment(
+            [
+                f"Install: copy this directory tree into the env, then `module use <env>/{LUA_DIR}` and "
+                f"`module load {name}`."
+            ],
+            mark="--",
+        ),
         f"whatis({q('Name: ' + name)})",
         f"whatis({q('Version: ' + version)})",
         f"whatis({q('Description: ' + _description(resolution))})",
@@ -68,17 +79,20 @@ def render_lua(resolution, header: list[str]) -> str:
         'family("tensorflow")',
         "-- The env is three directories up: <env>/" + LUA_DIR + "/<name>/<version>.lua",
         'local root = myFileName():match("^(.*)/[^/]+/[^/]+/[^/]+$")',
-        "local function under(relative) if relative == \".\" then return root end return pathJoin(root, relative) end",
+        'local function under(relative) if relative == "." then return root end return pathJoin(root, relative) end',
         'setenv("VIRTUAL_ENV", root)',
         'setenv("TFGPU_ENV", root)',
     ]
     lines += [f"setenv({q(var)}, under({q(rel)}))" for var, rel in variables]
-    lines += [f"prepend_path(\"PATH\", under({q(rel)}))" for rel in reversed(bins)]
-    lines += [f"if isDir(under({q(rel)})) then prepend_path(\"LD_LIBRARY_PATH\", under({q(rel)})) end"
-              for rel in reversed(libs)]
+    lines += [f'prepend_path("PATH", under({q(rel)}))' for rel in reversed(bins)]
+    lines += [
+        f'if isDir(under({q(rel)})) then prepend_path("LD_LIBRARY_PATH", under({q(rel)})) end' for rel in reversed(libs)
+    ]
     if data:
-        lines.append(f"if isDir(pathJoin(under({q(data)}), \"nvvm/libdevice\")) then "
-                     f"pushenv(\"XLA_FLAGS\", \"--xla_gpu_cuda_data_dir=\" .. under({q(data)})) end")
+        lines.append(
+            f'if isDir(pathJoin(under({q(data)}), "nvvm/libdevice")) then '
+            f'pushenv("XLA_FLAGS", "--xla_gpu_cuda_data_dir=" .. under({q(data)})) end'
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -89,22 +103,31 @@ def render_tcl(resolution, header: list[str]) -> str:
     lines = [
         "#%Module1.0",
         quoting.tcl_comment(header),
-        quoting.tcl_comment([f"Install: copy this directory tree into the env, then `module use <env>/{TCL_DIR}` and "
-                         f"`module load {name}`."]),
+        quoting.tcl_comment(
+            [
+                f"Install: copy this directory tree into the env, then `module use <env>/{TCL_DIR}` and "
+                f"`module load {name}`."
+            ]
+        ),
         f"module-whatis {q(_description(resolution))}",
         f"proc ModulesHelp {{}} {{ puts stderr {q(_description(resolution))} }}",
         f"conflict {q(name)}",
         "# The env is three directories up: <env>/" + TCL_DIR + "/<name>/<version>",
         "set root [file dirname [file dirname [file dirname [file normalize $ModulesCurrentModulefile]]]]",
-        "proc tfgpu_under {root relative} { if {$relative eq \".\"} { return $root }; return \"$root/$relative\" }",
+        'proc tfgpu_under {root relative} { if {$relative eq "."} { return $root }; return "$root/$relative" }',
         "setenv VIRTUAL_ENV $root",
         "setenv TFGPU_ENV $root",
     ]
     lines += [f"setenv {q(var)} [tfgpu_under $root {q(rel)}]" for var, rel in variables]
     lines += [f"prepend-path PATH [tfgpu_under $root {q(rel)}]" for rel in reversed(bins)]
-    lines += [f"if {{[file isdirectory [tfgpu_under $root {q(rel)}]]}} {{ prepend-path LD_LIBRARY_PATH "
-              f"[tfgpu_under $root {q(rel)}] }}" for rel in reversed(libs)]
+    lines += [
+        f"if {{[file isdirectory [tfgpu_under $root {q(rel)}]]}} {{ prepend-path LD_LIBRARY_PATH "
+        f"[tfgpu_under $root {q(rel)}] }}"
+        for rel in reversed(libs)
+    ]
     if data:
-        lines.append(f"if {{[file isdirectory [tfgpu_under $root {q(data)}]/nvvm/libdevice]}} {{ pushenv XLA_FLAGS "
-                     f"\"--xla_gpu_cuda_data_dir=[tfgpu_under $root {q(data)}]\" }}")
+        lines.append(
+            f"if {{[file isdirectory [tfgpu_under $root {q(data)}]/nvvm/libdevice]}} {{ pushenv XLA_FLAGS "
+            f'"--xla_gpu_cuda_data_dir=[tfgpu_under $root {q(data)}]" }}'
+        )
     return "\n".join(lines) + "\n"

@@ -18,13 +18,14 @@ Nothing in it names the machine it was generated on or an absolute path of it.
 
 from __future__ import annotations
 
-
 from tfgpu import quoting, untrusted
-from tfgpu.export.apptainer import NAME as DEF_NAME, render_apptainer
+from tfgpu.errors import ImpossibleError
+from tfgpu.export.apptainer import NAME as DEF_NAME
+from tfgpu.export.apptainer import render_apptainer
 from tfgpu.export.bash import _heredoc, comment, default_env_name, header, render_bash, template
 from tfgpu.export.files import ExportFile
-from tfgpu.export.modulefile import paths as module_paths, render_lua, render_tcl
-from tfgpu.errors import ImpossibleError
+from tfgpu.export.modulefile import paths as module_paths
+from tfgpu.export.modulefile import render_lua, render_tcl
 
 JOB = "tfgpu-job.sbatch"
 HELPERS = ("multiworker.py", "check_env.py", "gpu_checks.py")
@@ -66,67 +67,98 @@ with `--gres=none` on a cluster without GPUs).
 
 def _directives(name: str) -> list[str]:
     d = DEFAULTS
-    return [f"#SBATCH --job-name={name}", f"#SBATCH --nodes={d['nodes']}",
-            f"#SBATCH --ntasks-per-node={d['tasks_per_node']}", f"#SBATCH --gres=gpu:{d['gpus_per_node']}",
-            f"#SBATCH --cpus-per-task={d['cpus_per_task']}", f"#SBATCH --time={d['time']}",
-            "#SBATCH --output=%x-%j.out"]
+    return [
+        f"#SBATCH --job-name={name}",
+        f"#SBATCH --nodes={d['nodes']}",
+        f"#SBATCH --ntasks-per-node={d['tasks_per_node']}",
+        f"#SBATCH --gres=gpu:{d['gpus_per_node']}",
+        f"#SBATCH --cpus-per-task={d['cpus_per_task']}",
+        f"#SBATCH --time={d['time']}",
+        "#SBATCH --output=%x-%j.out",
+    ]
 
 
 def render_sbatch(resolution) -> str:
     """The batch script (bash; shellcheck-clean)."""
     q = quoting.sh
     name = quoting.token(default_env_name(resolution), quoting.NAME, "The job name")
-    variables = [f"TF_VERSION={q(resolution.tensorflow)}", f"ENV_NAME={q(name)}",
-                 f"CUDA_VERSION={q(resolution.cuda_build or resolution.cuda)}", f"CUDNN_VERSION={q(resolution.cudnn)}",
-                 f"MIN_DRIVER={q(resolution.min_driver)}"]
-    return "\n".join([
-        "#!/bin/bash",
-        *_directives(name),
-        comment(header(resolution, "a Slurm batch job (multi-worker TensorFlow, one worker per task)")),
-        "#",
-        comment(["Submit from the directory this file is in: sbatch tfgpu-job.sbatch [PROGRAM ARGS...]",
-                 "Environment (all optional): TFGPU_PREFIX (the env; default ~/.local/share/tfgpu-install/envs/<name>),",
-                 "TFGPU_MODULE (module load it instead), TFGPU_IMAGE (an Apptainer .sif instead), TFGPU_PORT,",
-                 "TFGPU_NCCL_IFNAME, TFGPU_ALLOW_CPU=1 (a CPU-only test run), TFGPU_JOB_DIR (this directory)."]),
-        "set -euo pipefail",
-        "",
-        *variables,
-        "",
-        f"PREFLIGHT_PY=$(cat {_heredoc(template('slurm_preflight.py'), 'TFGPU_PREFLIGHT_PY')}\n)",
-        "",
-        template("slurm.sh").rstrip(),
-        "",
-    ])
+    variables = [
+        f"TF_VERSION={q(resolution.tensorflow)}",
+        f"ENV_NAME={q(name)}",
+        f"CUDA_VERSION={q(resolution.cuda_build or resolution.cuda)}",
+        f"CUDNN_VERSION={q(resolution.cudnn)}",
+        f"MIN_DRIVER={q(resolution.min_driver)}",
+    ]
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            *_directives(name),
+            comment(header(resolution, "a Slurm batch job (multi-worker TensorFlow, one worker per task)")),
+            "#",
+            comment(
+                [
+                    "Submit from the directory this file is in: sbatch tfgpu-job.sbatch [PROGRAM ARGS...]",
+                    "Environment (all optional): TFGPU_PREFIX (the env; default ~/.local/share/tfgpu-install/envs/<name>),",
+                    "TFGPU_MODULE (module load it instead), TFGPU_IMAGE (an Apptainer .sif instead), TFGPU_PORT,",
+                    "TFGPU_NCCL_IFNAME, TFGPU_ALLOW_CPU=1 (a CPU-only test run), TFGPU_JOB_DIR (this directory).",
+                ]
+            ),
+            "set -euo pipefail",
+            "",
+            *variables,
+            "",
+            f"PREFLIGHT_PY=$(cat {_heredoc(template('slurm_preflight.py'), 'TFGPU_PREFLIGHT_PY')}\n)",
+            "",
+            template("slurm.sh").rstrip(),
+            "",
+        ]
+    )
 
 
 def render_slurm(resolution) -> tuple[ExportFile, ...]:
     """Every file of the Slurm directory."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
-        raise ImpossibleError("export-unsupported", f"The Slurm export runs Linux CUDA environments; this plan is "
-                              f"for {resolution.os}.", ["Plan for the compute nodes: --os linux --arch x86_64."])
+        raise ImpossibleError(
+            "export-unsupported",
+            f"The Slurm export runs Linux CUDA environments; this plan is for {resolution.os}.",
+            ["Plan for the compute nodes: --os linux --arch x86_64."],
+        )
     name = default_env_name(resolution)
     lua_path, tcl_path = module_paths(resolution)
     module_header = header(resolution, "a modulefile for the env install-tf.sh builds")
     line = quoting.one_line
     d = DEFAULTS
-    readme = README.format(tf=line(resolution.tensorflow), mode=line(resolution.mode),
-                           cuda=line(resolution.cuda_build or resolution.cuda), cudnn=line(resolution.cudnn),
-                           driver=line(resolution.min_driver), name=line(name), job=JOB, deffile=DEF_NAME,
-                           nodes=d["nodes"], tasks=d["tasks_per_node"], gpus=d["gpus_per_node"],
-                           cpus=d["cpus_per_task"], time=d["time"])
+    readme = README.format(
+        tf=line(resolution.tensorflow),
+        mode=line(resolution.mode),
+        cuda=line(resolution.cuda_build or resolution.cuda),
+        cudnn=line(resolution.cudnn),
+        driver=line(resolution.min_driver),
+        name=line(name),
+        job=JOB,
+        deffile=DEF_NAME,
+        nodes=d["nodes"],
+        tasks=d["tasks_per_node"],
+        gpus=d["gpus_per_node"],
+        cpus=d["cpus_per_task"],
+        time=d["time"],
+    )
     try:
         image = (ExportFile(DEF_NAME, render_apptainer(resolution)),)
     except ImpossibleError as error:  # no base image fits (TF 2.16 system mode): said, not hidden
         if error.code != "no-docker-image":
             raise
         image = ()
-        readme = readme.replace(f"3. Optional, a container: `apptainer build {line(name)}-gpu.sif {DEF_NAME}`",
-                                f"3. No container: {line(error.message)} {line(error.alternatives[0])}")
-    return (ExportFile(JOB, render_sbatch(resolution), 0o755),
-            ExportFile("install-tf.sh", render_bash(resolution), 0o755),
-            *(ExportFile(f"tfgpu/{helper}", untrusted.package_text("tfgpu.verify", helper))
-              for helper in HELPERS),
-            ExportFile(lua_path, render_lua(resolution, module_header)),
-            ExportFile(tcl_path, render_tcl(resolution, module_header)),
-            *image,
-            ExportFile("README.md", readme))
+        readme = readme.replace(
+            f"3. Optional, a container: `apptainer build {line(name)}-gpu.sif {DEF_NAME}`",
+            f"3. No container: {line(error.message)} {line(error.alternatives[0])}",
+        )
+    return (
+        ExportFile(JOB, render_sbatch(resolution), 0o755),
+        ExportFile("install-tf.sh", render_bash(resolution), 0o755),
+        *(ExportFile(f"tfgpu/{helper}", untrusted.package_text("tfgpu.verify", helper)) for helper in HELPERS),
+        ExportFile(lua_path, render_lua(resolution, module_header)),
+        ExportFile(tcl_path, render_tcl(resolution, module_header)),
+        *image,
+        ExportFile("README.md", readme),
+    )

@@ -19,39 +19,39 @@ from enum import Enum
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.installers.options import Options  # noqa: F401 - part of the backend interface
 from tfgpu.envs.location import Location
+from tfgpu.installers.options import Options  # noqa: F401 - part of the backend interface
 
 
 class StepKind(str, Enum):
     """What a step does; each kind has one handler (several kinds may share one). The values are
     the ``kind`` strings ``--dry-run --json`` prints."""
 
-    REQUIREMENTS = "requirements"          # the requirements to resolve -> writes[0]
+    REQUIREMENTS = "requirements"  # the requirements to resolve -> writes[0]
     LOCKED_REQUIREMENTS = "locked-requirements"  # a lock's hashed body, written as it is
-    SYSTEM_FILE = "system-file"            # a profile.d / ld.so.conf.d / shell file
-    TOOLKIT_MARKER = "toolkit-marker"      # which files the toolkit was built from
-    RUN = "run"                            # argv, output streamed
-    RESOLVE = "lock"                       # uv pip compile: the exact versions, stated
-    INVENTORY = "inventory"                # what the env holds -> outcome.installed
-    BYTECODE_STORE = "bytecode-store"      # uv compiled: keep the .pyc files in the cache's store
-    BYTECODE_REUSE = "bytecode-reuse"      # link the stored .pyc files, compile the rest
-    SOLVE = "solve"                        # rattler solve of the conda specs
-    LOCKED_CONDA = "locked-conda"          # the locked conda records, checked against their sha256
-    CONDA_LINK = "conda-install"           # rattler links the records into the prefix
-    ACTIVATION = "activation"              # activate scripts, load hook, ptxas (the mode's layout)
+    SYSTEM_FILE = "system-file"  # a profile.d / ld.so.conf.d / shell file
+    TOOLKIT_MARKER = "toolkit-marker"  # which files the toolkit was built from
+    RUN = "run"  # argv, output streamed
+    RESOLVE = "lock"  # uv pip compile: the exact versions, stated
+    INVENTORY = "inventory"  # what the env holds -> outcome.installed
+    BYTECODE_STORE = "bytecode-store"  # uv compiled: keep the .pyc files in the cache's store
+    BYTECODE_REUSE = "bytecode-reuse"  # link the stored .pyc files, compile the rest
+    SOLVE = "solve"  # rattler solve of the conda specs
+    LOCKED_CONDA = "locked-conda"  # the locked conda records, checked against their sha256
+    CONDA_LINK = "conda-install"  # rattler links the records into the prefix
+    ACTIVATION = "activation"  # activate scripts, load hook, ptxas (the mode's layout)
     TOOLKIT_ACTIVATION = "toolkit-activation"  # the same, with a runfile toolkit's libraries
-    JUPYTER = "jupyter"                    # the env's kernel (before the marker, which names it)
-    MARKER = "marker"                      # tfgpu-env.json: identity and contents
-    RELOCATE = "relocate"                  # staging path -> final path in scripts
-    COMMIT = "commit"                      # the env moves into place
-    DOWNLOAD = "download"                  # a vendor file, verified and cached
-    RUNFILE = "runfile"                    # NVIDIA's runfile, toolkit only
-    UNPACK = "unpack"                      # cuDNN into the toolkit
+    JUPYTER = "jupyter"  # the env's kernel (before the marker, which names it)
+    MARKER = "marker"  # tfgpu-env.json: identity and contents
+    RELOCATE = "relocate"  # staging path -> final path in scripts
+    COMMIT = "commit"  # the env moves into place
+    DOWNLOAD = "download"  # a vendor file, verified and cached
+    RUNFILE = "runfile"  # NVIDIA's runfile, toolkit only
+    UNPACK = "unpack"  # cuDNN into the toolkit
     TOOLKIT_CHECK = "toolkit-check"
     TOOLKIT_COMMIT = "toolkit-commit"
-    TOOLKIT_REUSE = "toolkit-reuse"        # a toolkit from the same files is there: said, nothing done
-    NOOP = "noop"                          # the env is already in place: said, nothing done
+    TOOLKIT_REUSE = "toolkit-reuse"  # a toolkit from the same files is there: said, nothing done
+    NOOP = "noop"  # the env is already in place: said, nothing done
 
 
 WRITES = (StepKind.REQUIREMENTS, StepKind.LOCKED_REQUIREMENTS, StepKind.SYSTEM_FILE, StepKind.TOOLKIT_MARKER)
@@ -78,15 +78,25 @@ class Step:
     def describe(self) -> str:
         lines = [self.title]
         if self.argv:
-            lines.append("  $ " + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env) + (" " if self.env else "")
-                         + shlex.join(self.argv))
+            lines.append(
+                "  $ "
+                + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
+                + (" " if self.env else "")
+                + shlex.join(self.argv)
+            )
         lines.extend(f"  writes {path}" for path in self.writes)
         lines.extend(f"    | {line}" for line in self.content.splitlines())
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind.value, "title": self.title, "argv": list(self.argv), "writes": list(self.writes),
-                "content": self.content, "env": dict(self.env)}
+        return {
+            "kind": self.kind.value,
+            "title": self.title,
+            "argv": list(self.argv),
+            "writes": list(self.writes),
+            "content": self.content,
+            "env": dict(self.env),
+        }
 
 
 class LockedPackage(tuple):
@@ -191,7 +201,7 @@ class Backend(ABC):
         """This mode's handlers, on top of :data:`COMMON`."""
         return {}
 
-    def finish(self, context: Context) -> None:
+    def finish(self, context: Context) -> None:  # noqa: B027 - an optional hook: most modes have nothing to finish
         """After the last step, or after a failure (``context.outcome`` then partial): clean up what
         a mode keeps outside the env (system mode's toolkit staging)."""
 
@@ -223,11 +233,13 @@ def apply(backend: Backend, steps: list[Step], context: Context) -> Outcome:
 
 # --- handlers every mode shares ----------------------------------------------------------------
 
+
 def _write(step: Step, context: Context) -> None:
     from tfgpu.envs import writes
 
-    writes.put_text(Path(step.writes[0]), step.content + ("" if not step.content or step.content.endswith("\n")
-                                                          else "\n"))
+    writes.put_text(
+        Path(step.writes[0]), step.content + ("" if not step.content or step.content.endswith("\n") else "\n")
+    )
 
 
 def install_failed(step: Step, done, log_path: Path | None, options: Options, location=None):
@@ -240,22 +252,30 @@ def install_failed(step: Step, done, log_path: Path | None, options: Options, lo
     facts = run_failure(step.argv, done, location)
     alternatives = []
     if facts.unreachable and not options.offline:
-        alternatives.append("No network? Build from a local wheel directory (--find-links DIR --offline), or with "
-                            "--offline alone from what uv's cache already holds.")
+        alternatives.append(
+            "No network? Build from a local wheel directory (--find-links DIR --offline), or with "
+            "--offline alone from what uv's cache already holds."
+        )
     if options.offline and facts.not_found:
         where = f"the --find-links directory ({options.find_links}) and " if options.find_links else ""
-        alternatives.append(f"--offline installs only from {where}what uv's cache already holds: put the "
-                            "missing wheels in a directory (`pip download` them on a connected machine) and pass "
-                            "--find-links DIR, or run once with network so the cache has them.")
+        alternatives.append(
+            f"--offline installs only from {where}what uv's cache already holds: put the "
+            "missing wheels in a directory (`pip download` them on a connected machine) and pass "
+            "--find-links DIR, or run once with network so the cache has them."
+        )
     if log_path is not None:
         alternatives.append(f"The whole output is in {log_path}.")
-    return OperationError("install-failed", f"{step.title} failed (`{facts.command}` exited {facts.returncode}); "
-                          f"nothing was installed.\n{facts.detail}", alternatives)
+    return OperationError(
+        "install-failed",
+        f"{step.title} failed (`{facts.command}` exited {facts.returncode}); nothing was installed.\n{facts.detail}",
+        alternatives,
+    )
 
 
 def _run(step: Step, context: Context):
-    done = context.runner.run(step.argv, env=dict(step.env),
-                              on_line=context.reporter.output if step.kind == StepKind.RUN else None)
+    done = context.runner.run(
+        step.argv, env=dict(step.env), on_line=context.reporter.output if step.kind == StepKind.RUN else None
+    )
     if done.returncode != 0:
         raise install_failed(step, done, context.runner.log_path, context.options, context.location)
     return done
@@ -280,8 +300,9 @@ def _jupyter(step: Step, context: Context) -> None:
     from tfgpu.envs import jupyter
 
     location = context.location
-    name = jupyter.register(location.staging, location.prefix, location.prompt, location.id,
-                            context.resolution.tensorflow)
+    name = jupyter.register(
+        location.staging, location.prefix, location.prompt, location.id, context.resolution.tensorflow
+    )
     context.outcome.kernels.append(name)
     context.outcome.notes.append(f"Jupyter kernel '{name}' registered in {jupyter.kernels_dir()}")
 
@@ -299,16 +320,27 @@ def write_marker(context: Context, extra: dict) -> None:
     location, resolution, options = context.location, context.resolution, context.options
     lock = location.staging / "tfgpu" / "requirements.txt"
     fields = {
-        "name": location.name, "tensorflow": resolution.tensorflow, "python": resolution.python,
-        "cuda": resolution.cuda, "cudnn": resolution.cudnn, "min_driver": resolution.min_driver,
+        "name": location.name,
+        "tensorflow": resolution.tensorflow,
+        "python": resolution.python,
+        "cuda": resolution.cuda,
+        "cudnn": resolution.cudnn,
+        "min_driver": resolution.min_driver,
         "requirements": list(resolution.packages.pip),
         "locked": exact_pins(untrusted.read_text(lock, untrusted.PIP_LOCK)) if lock.exists() else [],
-        "installed": context.outcome.installed, "find_links": options.find_links, "offline": options.offline,
+        "installed": context.outcome.installed,
+        "find_links": options.find_links,
+        "offline": options.offline,
         **({"from_lock": context.source.label} if context.source.label else {}),
         **extra,
     }
-    marker.write(location.staging, env_id=location.id, made_for=location.real, kernels=tuple(context.outcome.kernels),
-                 fields=fields)
+    marker.write(
+        location.staging,
+        env_id=location.id,
+        made_for=location.real,
+        kernels=tuple(context.outcome.kernels),
+        fields=fields,
+    )
 
 
 def _relocate(step: Step, context: Context) -> None:
@@ -328,9 +360,16 @@ def _note(step: Step, context: Context) -> None:
 
 
 COMMON: dict[StepKind, Handler] = {
-    **{kind: _write for kind in WRITES}, StepKind.RUN: _run, StepKind.RESOLVE: _resolve,
-    StepKind.INVENTORY: _inventory, StepKind.JUPYTER: _jupyter, StepKind.MARKER: _marker,
-    StepKind.RELOCATE: _relocate, StepKind.COMMIT: _commit, StepKind.TOOLKIT_REUSE: _note, StepKind.NOOP: _note,
+    **{kind: _write for kind in WRITES},
+    StepKind.RUN: _run,
+    StepKind.RESOLVE: _resolve,
+    StepKind.INVENTORY: _inventory,
+    StepKind.JUPYTER: _jupyter,
+    StepKind.MARKER: _marker,
+    StepKind.RELOCATE: _relocate,
+    StepKind.COMMIT: _commit,
+    StepKind.TOOLKIT_REUSE: _note,
+    StepKind.NOOP: _note,
 }
 
 
@@ -341,5 +380,4 @@ def kernel_steps(location: Location, options: Options) -> list[Step]:
     from tfgpu.envs import jupyter
 
     name = jupyter.kernel_name(location.prompt, location.id)
-    return [Step(StepKind.JUPYTER, f"Register the Jupyter kernel {name}",
-                 writes=(str(jupyter.kernels_dir() / name),))]
+    return [Step(StepKind.JUPYTER, f"Register the Jupyter kernel {name}", writes=(str(jupyter.kernels_dir() / name),))]

@@ -15,6 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfgpu import untrusted
+from tfgpu.engines import rattler
+from tfgpu.engines import uv as uv_engine
+from tfgpu.envs import activation, marker, writes
+from tfgpu.envs.conda_envs import conda_envs_dir, find_engine, register_env
+from tfgpu.errors import ImpossibleError
 from tfgpu.installers.base import (
     Backend,
     Context,
@@ -28,11 +33,6 @@ from tfgpu.installers.base import (
 )
 from tfgpu.installers.pip import IPYKERNEL, site_packages
 from tfgpu.requirements import lines
-from tfgpu.engines import rattler
-from tfgpu.engines import uv as uv_engine
-from tfgpu.envs import activation, marker, writes
-from tfgpu.envs.conda_envs import conda_envs_dir, find_engine, register_env
-from tfgpu.errors import ImpossibleError
 
 EXTERNAL = ("conda", "mamba", "micromamba")
 SOLVED = Path("tfgpu") / "conda-records.json"
@@ -63,15 +63,28 @@ class CondaBackend(Backend):
         if source.locked:
             steps = self._locked_packages(root, source)
             pip_text = source.requirements
-            sources = (("--find-links", str(source.bundle / "wheels"), "--offline", "--no-index") if source.bundle
-                       else (("--offline",) if options.offline else ()))
+            sources = (
+                ("--find-links", str(source.bundle / "wheels"), "--offline", "--no-index")
+                if source.bundle
+                else (("--offline",) if options.offline else ())
+            )
             if pip_text:
                 lock_file = root / "tfgpu" / "requirements.txt"
-                steps += [Step(StepKind.REQUIREMENTS, f"Write the lock's {pip_text.count(chr(10))} wheels with their sha256",
-                               writes=(str(lock_file),), content=pip_text),
-                          Step(StepKind.RUN, "Install the locked wheels (every hash required, no resolution)",
-                               uv_engine.install(self.uv, python, lock_file, cache=cache, extra=sources, hashes=True,
-                                                 no_deps=True))]
+                steps += [
+                    Step(
+                        StepKind.REQUIREMENTS,
+                        f"Write the lock's {pip_text.count(chr(10))} wheels with their sha256",
+                        writes=(str(lock_file),),
+                        content=pip_text,
+                    ),
+                    Step(
+                        StepKind.RUN,
+                        "Install the locked wheels (every hash required, no resolution)",
+                        uv_engine.install(
+                            self.uv, python, lock_file, cache=cache, extra=sources, hashes=True, no_deps=True
+                        ),
+                    ),
+                ]
         else:
             specs, pip = rattler.conda_specs(resolution)
             pip += [IPYKERNEL] if options.jupyter else []
@@ -80,29 +93,57 @@ class CondaBackend(Backend):
             if pip:
                 req_in, req_lock = root / "tfgpu" / "requirements.in", root / "tfgpu" / "requirements.txt"
                 steps += [
-                    Step(StepKind.REQUIREMENTS, f"Write the PyPI requirements ({len(pip)})", writes=(str(req_in),),
-                         content=lines(pip)),
-                    Step(StepKind.RESOLVE, "Resolve TensorFlow's PyPI dependencies for the env's Python (hashes "
-                         "included)", uv_engine.compile_hashed(self.uv, req_in, req_lock, python, cache=cache,
-                                                               extra=sources), writes=(str(req_lock),)),
-                    Step(StepKind.RUN, "Install TensorFlow from PyPI into the env's Python (uv)",
-                         uv_engine.install(self.uv, python, req_lock, cache=cache, extra=sources)),
+                    Step(
+                        StepKind.REQUIREMENTS,
+                        f"Write the PyPI requirements ({len(pip)})",
+                        writes=(str(req_in),),
+                        content=lines(pip),
+                    ),
+                    Step(
+                        StepKind.RESOLVE,
+                        "Resolve TensorFlow's PyPI dependencies for the env's Python (hashes included)",
+                        uv_engine.compile_hashed(self.uv, req_in, req_lock, python, cache=cache, extra=sources),
+                        writes=(str(req_lock),),
+                    ),
+                    Step(
+                        StepKind.RUN,
+                        "Install TensorFlow from PyPI into the env's Python (uv)",
+                        uv_engine.install(self.uv, python, req_lock, cache=cache, extra=sources),
+                    ),
                 ]
         steps += [
             Step(StepKind.INVENTORY, "Record what was installed", uv_engine.inventory(self.uv, python, cache=cache)),
-            Step(StepKind.ACTIVATION, "Write activate.d/deactivate.d scripts and the load hook",
-                 writes=(str(root / "etc" / "conda" / "activate.d"), str(root / "etc" / "conda" / "deactivate.d"))),
+            Step(
+                StepKind.ACTIVATION,
+                "Write activate.d/deactivate.d scripts and the load hook",
+                writes=(str(root / "etc" / "conda" / "activate.d"), str(root / "etc" / "conda" / "deactivate.d")),
+            ),
             *kernel_steps(location, options),
-            Step(StepKind.MARKER, "Record the environment", writes=(str(root / marker.NAME),), payload={
-                "mode": "conda", "engine": self.engine, "virtual_cuda": rattler.virtual_cuda(resolution),
-                "channels": list(options.channels), "tf_source": resolution.tensorflow_source,
-                "lock": source.lock_path or None}),
+            Step(
+                StepKind.MARKER,
+                "Record the environment",
+                writes=(str(root / marker.NAME),),
+                payload={
+                    "mode": "conda",
+                    "engine": self.engine,
+                    "virtual_cuda": rattler.virtual_cuda(resolution),
+                    "channels": list(options.channels),
+                    "tf_source": resolution.tensorflow_source,
+                    "lock": source.lock_path or None,
+                },
+            ),
         ]
         if not self.in_place:
             steps.append(Step(StepKind.RELOCATE, "Point the scripts uv wrote at the env's final place"))
-        steps.append(Step(StepKind.COMMIT, f"Move the finished environment into place at {location.prefix}"
-                          if not self.in_place else f"Keep the environment at {location.prefix}",
-                          writes=(str(location.prefix),)))
+        steps.append(
+            Step(
+                StepKind.COMMIT,
+                f"Move the finished environment into place at {location.prefix}"
+                if not self.in_place
+                else f"Keep the environment at {location.prefix}",
+                writes=(str(location.prefix),),
+            )
+        )
         return steps
 
     def _solved_packages(self, resolution, root: Path, specs: list[str], options: Options) -> list[Step]:
@@ -110,14 +151,28 @@ class CondaBackend(Backend):
         cuda = rattler.virtual_cuda(resolution)
         if self.engine == "rattler":
             return [
-                Step(StepKind.SOLVE, f"Solve {len(specs)} conda specs with rattler (__cuda={cuda}) from "
-                     f"{', '.join(channels)}", writes=(str(root / SOLVED),), content="\n".join(specs),
-                     payload={"channels": channels, "cuda": cuda}),
-                Step(StepKind.CONDA_LINK, "Link the conda packages into the env (hard links from the package cache)",
-                     writes=(str(root),)),
+                Step(
+                    StepKind.SOLVE,
+                    f"Solve {len(specs)} conda specs with rattler (__cuda={cuda}) from {', '.join(channels)}",
+                    writes=(str(root / SOLVED),),
+                    content="\n".join(specs),
+                    payload={"channels": channels, "cuda": cuda},
+                ),
+                Step(
+                    StepKind.CONDA_LINK,
+                    "Link the conda packages into the env (hard links from the package cache)",
+                    writes=(str(root),),
+                ),
             ]
-        argv = [self.exe or self.engine, "create", "-y", "-p", str(root), "--override-channels",
-                *(("--offline",) if options.offline else ())]
+        argv = [
+            self.exe or self.engine,
+            "create",
+            "-y",
+            "-p",
+            str(root),
+            "--override-channels",
+            *(("--offline",) if options.offline else ()),
+        ]
         for channel in channels:
             argv += ["-c", channel]
         env = () if resolution.driver else (("CONDA_OVERRIDE_CUDA", cuda),)
@@ -125,36 +180,67 @@ class CondaBackend(Backend):
 
     def _locked_packages(self, root: Path, source: Source) -> list[Step]:
         where = "the bundle's channel" if source.bundle else "their channels"
-        return [Step(StepKind.LOCKED_CONDA, f"Read the {len(source.conda)} locked conda packages from {where} and "
-                     "check their sha256", writes=(str(root / SOLVED),),
-                     content="\n".join(f"{p.name}=={p.version} sha256:{p.sha256}" for p in source.conda)),
-                Step(StepKind.CONDA_LINK, "Link the conda packages into the env (hard links from the package cache)",
-                     writes=(str(root),))]
+        return [
+            Step(
+                StepKind.LOCKED_CONDA,
+                f"Read the {len(source.conda)} locked conda packages from {where} and check their sha256",
+                writes=(str(root / SOLVED),),
+                content="\n".join(f"{p.name}=={p.version} sha256:{p.sha256}" for p in source.conda),
+            ),
+            Step(
+                StepKind.CONDA_LINK,
+                "Link the conda packages into the env (hard links from the package cache)",
+                writes=(str(root),),
+            ),
+        ]
 
     def handlers(self) -> dict:
-        return {StepKind.SOLVE: self._solve, StepKind.LOCKED_CONDA: self._locked, StepKind.CONDA_LINK: self._link,
-                StepKind.ACTIVATION: _conda_activation, StepKind.MARKER: _conda_marker,
-                StepKind.COMMIT: _commit_and_register}
+        return {
+            StepKind.SOLVE: self._solve,
+            StepKind.LOCKED_CONDA: self._locked,
+            StepKind.CONDA_LINK: self._link,
+            StepKind.ACTIVATION: _conda_activation,
+            StepKind.MARKER: _conda_marker,
+            StepKind.COMMIT: _commit_and_register,
+        }
 
     def _solve(self, step: Step, context: Context) -> None:
-        records = rattler.solve(step.content.splitlines(), step.payload["channels"], platform="linux-64",
-                                cuda=step.payload["cuda"], this_host=True,
-                                repodata_cache=self.cache / "conda" / "repodata", offline=context.options.offline,
-                                runner=context.runner)
+        records = rattler.solve(
+            step.content.splitlines(),
+            step.payload["channels"],
+            platform="linux-64",
+            cuda=step.payload["cuda"],
+            this_host=True,
+            repodata_cache=self.cache / "conda" / "repodata",
+            offline=context.options.offline,
+            runner=context.runner,
+        )
         context.runner.log("solved: " + ", ".join(f"{r.name.normalized}={r.version}={r.build}" for r in records))
         context.facts["records"] = records
 
     def _locked(self, step: Step, context: Context) -> None:
         source = context.source
         context.facts["records"] = rattler.locked_records(
-            source.conda, list(source.channels), platform="linux-64", repodata_cache=self.cache / "conda" / "repodata",
+            source.conda,
+            list(source.channels),
+            platform="linux-64",
+            repodata_cache=self.cache / "conda" / "repodata",
             offline=context.options.offline,
-            local_channel=(source.bundle / "channel").as_uri() if source.bundle else None, runner=context.runner)
+            local_channel=(source.bundle / "channel").as_uri() if source.bundle else None,
+            runner=context.runner,
+        )
 
     def _link(self, step: Step, context: Context) -> None:
         location, records = context.location, context.facts["records"]
-        rattler.install(records, location.staging, location.prefix, package_cache=self.cache / "conda" / "verified-pkgs",
-                        reporter=context.reporter, offline=context.options.offline, runner=context.runner)
+        rattler.install(
+            records,
+            location.staging,
+            location.prefix,
+            package_cache=self.cache / "conda" / "verified-pkgs",
+            reporter=context.reporter,
+            offline=context.options.offline,
+            runner=context.runner,
+        )
         rattler.write_records(records, location.staging / SOLVED)
         writes.delete(location.staging / "CACHEDIR.TAG")  # rattler's; backup tools skip tagged dirs
 
@@ -169,8 +255,11 @@ def _conda_activation(step: Step, context: Context) -> None:
 def _conda_marker(step: Step, context: Context) -> None:
     root = context.location.staging
     solved = root / SOLVED
-    conda = untrusted.json_or_none(solved, untrusted.ENV_FILE) if solved.exists() else [
-        untrusted.json_or_none(p, untrusted.ENV_FILE) for p in sorted((root / "conda-meta").glob("*.json"))]
+    conda = (
+        untrusted.json_or_none(solved, untrusted.ENV_FILE)
+        if solved.exists()
+        else [untrusted.json_or_none(p, untrusted.ENV_FILE) for p in sorted((root / "conda-meta").glob("*.json"))]
+    )
     conda = conda if isinstance(conda, list) else []
     listed = [f"{p['name']}={p['version']}={p['build']}" for p in conda if isinstance(p, dict) and "name" in p]
     write_marker(context, {**step.payload, "conda": listed})
@@ -187,27 +276,41 @@ def _commit_and_register(step: Step, context: Context) -> None:
 def make_backend(resolution, options: Options, source: Source | None = None) -> CondaBackend:
     """conda mode for ``resolution`` with the chosen engine."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
-        raise ImpossibleError("mode-unsupported-here",
-                              f"tfgpu-install builds conda envs for Linux and WSL2; this plan is for {resolution.os}.",
-                              ["Run tfgpu-install on the target machine itself, or export a script: "
-                               "`tfgpu-install script --format bash --mode conda`."])
+        raise ImpossibleError(
+            "mode-unsupported-here",
+            f"tfgpu-install builds conda envs for Linux and WSL2; this plan is for {resolution.os}.",
+            [
+                "Run tfgpu-install on the target machine itself, or export a script: "
+                "`tfgpu-install script --format bash --mode conda`."
+            ],
+        )
     from tfgpu.paths import cache_root
 
     rattler.check_channels(rattler.channel_urls(options.channels))
     engine = options.engine or "rattler"
     if source is not None and source.locked and engine != "rattler":
-        raise ImpossibleError("engine-cannot-install-lock", f"--engine {engine} cannot install a tfgpu conda lock "
-                              "with its hashes checked first.",
-                              ["Drop --engine (the embedded engine installs it), or `conda-lock install` the file."])
+        raise ImpossibleError(
+            "engine-cannot-install-lock",
+            f"--engine {engine} cannot install a tfgpu conda lock with its hashes checked first.",
+            ["Drop --engine (the embedded engine installs it), or `conda-lock install` the file."],
+        )
     exe = None
     if engine in EXTERNAL:
         exe = find_engine(engine)
         if exe is None:
-            raise ImpossibleError("engine-not-found", f"--engine {engine}: no `{engine}` executable on PATH.",
-                                  ["Drop --engine: the embedded engine (rattler) needs no conda installation.",
-                                   f"Or install {engine}, or put it on PATH."])
+            raise ImpossibleError(
+                "engine-not-found",
+                f"--engine {engine}: no `{engine}` executable on PATH.",
+                [
+                    "Drop --engine: the embedded engine (rattler) needs no conda installation.",
+                    f"Or install {engine}, or put it on PATH.",
+                ],
+            )
     uv = uv_engine.find_uv()
     if uv is None:
-        raise ImpossibleError("uv-missing", "uv is needed to install TensorFlow into the conda env, and none was found.",
-                              ["Reinstall tfgpu-install (it depends on the `uv` package)."])
+        raise ImpossibleError(
+            "uv-missing",
+            "uv is needed to install TensorFlow into the conda env, and none was found.",
+            ["Reinstall tfgpu-install (it depends on the `uv` package)."],
+        )
     return CondaBackend(engine, exe, uv, cache_root())

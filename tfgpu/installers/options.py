@@ -7,13 +7,11 @@ mode lives here, next to the installers that read them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from tfgpu.engines import uv as uv_engine
 from tfgpu.errors import UsageError
 
-ENGINES = {"uv": "pip", "pip": "pip", "rattler": "conda", "conda": "conda", "mamba": "conda",
-           "micromamba": "conda"}
+ENGINES = {"uv": "pip", "pip": "pip", "rattler": "conda", "conda": "conda", "mamba": "conda", "micromamba": "conda"}
 """Each ``--engine`` and the mode whose envs it builds (system mode builds its venv like pip mode)."""
 
 
@@ -41,29 +39,53 @@ def mode_of(mode: str | None) -> str:
 def check_channels_for(mode: str, channels) -> None:
     """``--channel`` goes with conda mode only."""
     if channels and mode != "conda":
-        raise UsageError("conflicting-options", f"--channel applies to --mode conda only (got --mode {mode}).",
-                         ["Add --mode conda, or drop --channel."])
+        raise UsageError(
+            "conflicting-options",
+            f"--channel applies to --mode conda only (got --mode {mode}).",
+            ["Add --mode conda, or drop --channel."],
+        )
 
 
-def build_options(*, mode: str | None, engine: str | None = None, channels=(),
-                  find_links: str | None = None, offline: bool = False, jupyter: bool = False, force: bool = False,
-                  verify: bool = True, channel_from: str = "--channel") -> Options:
+def build_options(
+    *,
+    mode: str | None,
+    engine: str | None = None,
+    channels=(),
+    find_links: str | None = None,
+    offline: bool = False,
+    jupyter: bool = False,
+    force: bool = False,
+    verify: bool = True,
+    channel_from: str = "--channel",
+) -> Options:
     """``Options`` from the create flags, or the ``UsageError`` (exit 2) for a combination that
     cannot work: an engine of another mode, conda-only flags without conda mode, a missing wheel dir."""
     mode = mode_of(mode)
     if engine is not None:
         if engine not in ENGINES:
-            raise UsageError("bad-option-value", f"--engine {engine!r} is not one of: {', '.join(ENGINES)}.",
-                             ["Use --engine uv or pip for --mode pip, rattler/conda/mamba/micromamba for --mode conda."])
+            raise UsageError(
+                "bad-option-value",
+                f"--engine {engine!r} is not one of: {', '.join(ENGINES)}.",
+                ["Use --engine uv or pip for --mode pip, rattler/conda/mamba/micromamba for --mode conda."],
+            )
         if ENGINES[engine] != mode and mode != "system":
-            raise UsageError("conflicting-options", f"--engine {engine} drives {ENGINES[engine]} "
-                             f"environments, but --mode is {mode}.",
-                             [f"Use --mode {ENGINES[engine]}, or drop --engine."])
+            raise UsageError(
+                "conflicting-options",
+                f"--engine {engine} drives {ENGINES[engine]} environments, but --mode is {mode}.",
+                [f"Use --mode {ENGINES[engine]}, or drop --engine."],
+            )
     check_channels_for(mode, channels)
     if channels:  # through the URL door now, named by where they came from (a flag, a project file)
         from tfgpu.engines.rattler import channel_urls
 
         channel_urls(tuple(channels), channel_from)
     find_links = uv_engine.find_links_source(find_links)
-    return Options(engine=engine, find_links=find_links, offline=offline, jupyter=jupyter, force=force,
-                   verify=verify, channels=tuple(channels or ()))
+    return Options(
+        engine=engine,
+        find_links=find_links,
+        offline=offline,
+        jupyter=jupyter,
+        force=force,
+        verify=verify,
+        channels=tuple(channels or ()),
+    )

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfgpu.installers.base import Backend, Context, Location, Options, Source, Step, StepKind, kernel_steps
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import activation, bytecode, marker
 from tfgpu.errors import ImpossibleError
+from tfgpu.installers.base import Backend, Context, Location, Options, Source, Step, StepKind, kernel_steps
 from tfgpu.requirements import lines, requirement
 
 IPYKERNEL = requirement("ipykernel", what="--jupyter")
@@ -40,8 +40,15 @@ class PipBackend(Backend):
     def survey(self, resolution, location: Location, options: Options) -> dict:
         return {"warm": bytecode.store_has(self.pyc_store, resolution.python, resolution.tensorflow)}
 
-    def plan(self, resolution, location: Location, options: Options, source: Source, facts: dict,
-             libraries: str = "and its CUDA libraries") -> list[Step]:
+    def plan(
+        self,
+        resolution,
+        location: Location,
+        options: Options,
+        source: Source,
+        facts: dict,
+        libraries: str = "and its CUDA libraries",
+    ) -> list[Step]:
         """``libraries``: how the install step names what comes with TensorFlow (system mode's CUDA
         comes from its toolkit, not from wheels)."""
         staging = location.staging
@@ -51,78 +58,170 @@ class PipBackend(Backend):
         index_env: tuple[tuple[str, str], ...] = ()
         if source.locked:  # install exactly the lock, every file checked against its hash
             count = len(uv_engine.exact_pins(source.requirements))
-            steps = [Step(StepKind.LOCKED_REQUIREMENTS, f"Write the lock ({count} pinned packages, hashes required)",
-                          writes=(str(req_lock),), content=source.requirements)]
+            steps = [
+                Step(
+                    StepKind.LOCKED_REQUIREMENTS,
+                    f"Write the lock ({count} pinned packages, hashes required)",
+                    writes=(str(req_lock),),
+                    content=source.requirements,
+                )
+            ]
             if source.index and not options.offline:
                 extra, index_env = uv_engine.locked_index(source.index)
                 sources += extra
         else:
             requirements = list(resolution.packages.pip) + ([IPYKERNEL] if options.jupyter else [])
-            steps = [Step(StepKind.REQUIREMENTS, f"Write the requirements ({len(requirements)})", writes=(str(req_in),),
-                          content=lines(requirements))]
+            steps = [
+                Step(
+                    StepKind.REQUIREMENTS,
+                    f"Write the requirements ({len(requirements)})",
+                    writes=(str(req_in),),
+                    content=lines(requirements),
+                )
+            ]
         title = f"Install TensorFlow {libraries}".rstrip()
         if self.engine(options) == "uv":
             warm = facts.get("warm", False)
             cache = self.cache_dir
             how = "" if self.python else f" (uv provides a managed Python {resolution.python})"
-            steps.append(Step(StepKind.RUN, f"Create the venv with Python {resolution.python}{how}",
-                              uv_engine.venv(self.uv, staging, self.python or resolution.python, location.prompt,
-                                             offline=options.offline, cache=cache)))
+            steps.append(
+                Step(
+                    StepKind.RUN,
+                    f"Create the venv with Python {resolution.python}{how}",
+                    uv_engine.venv(
+                        self.uv,
+                        staging,
+                        self.python or resolution.python,
+                        location.prompt,
+                        offline=options.offline,
+                        cache=cache,
+                    ),
+                )
+            )
             if not source.locked:
-                steps.append(Step(StepKind.RESOLVE, "Resolve the exact versions (hashes included)",
-                                  uv_engine.compile_hashed(self.uv, req_in, req_lock, env_python, cache=cache,
-                                                           extra=sources), writes=(str(req_lock),)))
+                steps.append(
+                    Step(
+                        StepKind.RESOLVE,
+                        "Resolve the exact versions (hashes included)",
+                        uv_engine.compile_hashed(self.uv, req_in, req_lock, env_python, cache=cache, extra=sources),
+                        writes=(str(req_lock),),
+                    )
+                )
             site = f"lib/python{resolution.python}/site-packages"
             steps += [
-                Step(StepKind.RUN, title + ("" if warm else " (compiling bytecode)"),
-                     uv_engine.install(self.uv, env_python, req_lock, cache=cache, extra=sources,
-                                       hashes=source.locked, compile_bytecode=not warm), env=index_env),
-                Step(StepKind.BYTECODE_REUSE, "Share bytecode with earlier envs (kept in the cache)",
-                     writes=(str(staging / site),)) if warm else
-                Step(StepKind.BYTECODE_STORE, "Keep the bytecode in the cache for later envs",
-                     writes=(str(staging / site),)),
-                Step(StepKind.INVENTORY, "Record what was installed",
-                     uv_engine.inventory(self.uv, env_python, cache=cache)),
+                Step(
+                    StepKind.RUN,
+                    title + ("" if warm else " (compiling bytecode)"),
+                    uv_engine.install(
+                        self.uv,
+                        env_python,
+                        req_lock,
+                        cache=cache,
+                        extra=sources,
+                        hashes=source.locked,
+                        compile_bytecode=not warm,
+                    ),
+                    env=index_env,
+                ),
+                Step(
+                    StepKind.BYTECODE_REUSE,
+                    "Share bytecode with earlier envs (kept in the cache)",
+                    writes=(str(staging / site),),
+                )
+                if warm
+                else Step(
+                    StepKind.BYTECODE_STORE,
+                    "Keep the bytecode in the cache for later envs",
+                    writes=(str(staging / site),),
+                ),
+                Step(
+                    StepKind.INVENTORY,
+                    "Record what was installed",
+                    uv_engine.inventory(self.uv, env_python, cache=cache),
+                ),
             ]
         else:
             pip_sources = (("--no-index",) if options.offline or source.kind == "bundle" else ()) + (
-                ("--find-links", options.find_links) if options.find_links else ())
+                ("--find-links", options.find_links) if options.find_links else ()
+            )
             if source.locked:  # the lock's own index and no other: pip's variables and config are ignored
                 asks_index = source.index and "--no-index" not in pip_sources
-                pip_sources = ("--isolated", *pip_sources,
-                               *(uv_engine.pip_locked_index(source.index) if asks_index else ()))
+                pip_sources = (
+                    "--isolated",
+                    *pip_sources,
+                    *(uv_engine.pip_locked_index(source.index) if asks_index else ()),
+                )
             steps += [
-                Step(StepKind.RUN, f"Create the venv with Python {resolution.python}",
-                     (self.python or f"python{resolution.python}", "-m", "venv", f"--prompt={location.prompt}",
-                      str(staging))),
-                Step(StepKind.RUN, f"{title} with pip",
-                     (env_python, "-m", "pip", "install", "--disable-pip-version-check", "-r",
-                      str(req_lock if source.locked else req_in), *(("--require-hashes",) if source.locked else ()),
-                      *pip_sources)),
-                Step(StepKind.INVENTORY, "Record what was installed",
-                     (env_python, "-m", "pip", "list", "--format", "json", "--disable-pip-version-check")),
+                Step(
+                    StepKind.RUN,
+                    f"Create the venv with Python {resolution.python}",
+                    (
+                        self.python or f"python{resolution.python}",
+                        "-m",
+                        "venv",
+                        f"--prompt={location.prompt}",
+                        str(staging),
+                    ),
+                ),
+                Step(
+                    StepKind.RUN,
+                    f"{title} with pip",
+                    (
+                        env_python,
+                        "-m",
+                        "pip",
+                        "install",
+                        "--disable-pip-version-check",
+                        "-r",
+                        str(req_lock if source.locked else req_in),
+                        *(("--require-hashes",) if source.locked else ()),
+                        *pip_sources,
+                    ),
+                ),
+                Step(
+                    StepKind.INVENTORY,
+                    "Record what was installed",
+                    (env_python, "-m", "pip", "list", "--format", "json", "--disable-pip-version-check"),
+                ),
             ]
         steps += [
-            Step(StepKind.ACTIVATION, "Set up the CUDA libraries for every launch path (activate scripts, load "
-                 "hook, ptxas)", writes=(str(staging / "etc" / "tfgpu"), str(staging / "bin" / "activate"))),
+            Step(
+                StepKind.ACTIVATION,
+                "Set up the CUDA libraries for every launch path (activate scripts, load hook, ptxas)",
+                writes=(str(staging / "etc" / "tfgpu"), str(staging / "bin" / "activate")),
+            ),
             *kernel_steps(location, options),
-            Step(StepKind.MARKER, "Record the environment", writes=(str(staging / marker.NAME),),
-                 payload={"mode": "pip", "engine": self.engine(options)}),
+            Step(
+                StepKind.MARKER,
+                "Record the environment",
+                writes=(str(staging / marker.NAME),),
+                payload={"mode": "pip", "engine": self.engine(options)},
+            ),
             Step(StepKind.RELOCATE, "Point the venv's scripts at their final place"),
-            Step(StepKind.COMMIT, f"Move the finished environment into place at {location.prefix}",
-                 writes=(str(location.prefix),)),
+            Step(
+                StepKind.COMMIT,
+                f"Move the finished environment into place at {location.prefix}",
+                writes=(str(location.prefix),),
+            ),
         ]
         return steps
 
     def handlers(self) -> dict:
-        return {StepKind.BYTECODE_STORE: self._bytecode, StepKind.BYTECODE_REUSE: self._bytecode,
-                StepKind.ACTIVATION: _wheel_activation}
+        return {
+            StepKind.BYTECODE_STORE: self._bytecode,
+            StepKind.BYTECODE_REUSE: self._bytecode,
+            StepKind.ACTIVATION: _wheel_activation,
+        }
 
     def _bytecode(self, step: Step, context: Context) -> None:
         resolution = context.resolution
-        compiled, reused = bytecode.compile_site(context.runner, str(context.location.staging / "bin" / "python"),
-                                                 Path(step.writes[0]), self.pyc_store,
-                                                 already_compiled=step.kind is StepKind.BYTECODE_STORE)
+        compiled, reused = bytecode.compile_site(
+            context.runner,
+            str(context.location.staging / "bin" / "python"),
+            Path(step.writes[0]),
+            self.pyc_store,
+            already_compiled=step.kind is StepKind.BYTECODE_STORE,
+        )
         bytecode.mark_stored(self.pyc_store, resolution.python, resolution.tensorflow)
         context.runner.log(f"bytecode: {compiled} compiled or stored, {reused} reused from the store")
         if reused:
@@ -146,9 +245,11 @@ def site_packages(root: Path, python: str) -> str:
 def make_backend(resolution, options) -> PipBackend:
     """pip mode for ``resolution``: uv (or pip with ``--engine pip``) and the Python it needs."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
-        raise ImpossibleError("mode-unsupported-here",
-                              f"pip mode builds Linux environments; this plan is for {resolution.os}.",
-                              ["Run tfgpu-install on the target machine itself."])
+        raise ImpossibleError(
+            "mode-unsupported-here",
+            f"pip mode builds Linux environments; this plan is for {resolution.os}.",
+            ["Run tfgpu-install on the target machine itself."],
+        )
     from tfgpu.detect.interpreters import require_python
     from tfgpu.paths import cache_root
 

@@ -21,15 +21,14 @@ import contextlib
 import json
 from pathlib import Path
 
+from tfgpu.engines import nvidia
+from tfgpu.envs import activation, writes
+from tfgpu.envs import marker as env_marker
+from tfgpu.envs.location import envs_dir, prefix_for
+from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers import system_toolkit as tk
 from tfgpu.installers.base import Backend, Context, Location, Options, Outcome, Source, Step, StepKind
 from tfgpu.installers.pip import PipBackend, site_packages
-from tfgpu.engines import nvidia
-from tfgpu.envs import activation
-from tfgpu.envs import marker as env_marker
-from tfgpu.envs.location import envs_dir, prefix_for
-from tfgpu.envs import writes
-from tfgpu.errors import ImpossibleError, OperationError
 
 
 class SystemBackend(Backend):
@@ -56,58 +55,111 @@ class SystemBackend(Backend):
         runfile, cudnn = self.items["runfile"], self.items["cudnn"]
         steps: list[Step] = []
         if place.reuse:
-            steps.append(Step(StepKind.TOOLKIT_REUSE, f"Use the CUDA {runfile.version} toolkit already at {place.final} "
-                                             "(installed by tfgpu-install from the same files)"))
+            steps.append(
+                Step(
+                    StepKind.TOOLKIT_REUSE,
+                    f"Use the CUDA {runfile.version} toolkit already at {place.final} "
+                    "(installed by tfgpu-install from the same files)",
+                )
+            )
         else:
             for item in (runfile, cudnn):
                 check = f"sha256 {item.sha256}" if item.sha256 else f"md5 {item.md5} (NVIDIA's md5sum.txt)"
-                steps.append(Step(StepKind.DOWNLOAD, f"Download {item.filename} (resumable; cached)",
-                                  writes=(str(self.downloads / item.filename),),
-                                  content=f"from {item.url}\nverified against {check}", payload=item))
+                steps.append(
+                    Step(
+                        StepKind.DOWNLOAD,
+                        f"Download {item.filename} (resumable; cached)",
+                        writes=(str(self.downloads / item.filename),),
+                        content=f"from {item.url}\nverified against {check}",
+                        payload=item,
+                    )
+                )
             steps += [
-                Step(StepKind.RUNFILE, f"Install the CUDA {runfile.version} toolkit only (no driver) with NVIDIA's "
-                     "runfile", nvidia.runfile_argv(self.downloads / runfile.filename, place),
-                     writes=(str(place.staging),)),
-                Step(StepKind.UNPACK, f"Unpack cuDNN {cudnn.version} into the toolkit (include/, lib64/)",
-                     writes=(str(place.staging / "include"), str(place.staging / "lib64"))),
+                Step(
+                    StepKind.RUNFILE,
+                    f"Install the CUDA {runfile.version} toolkit only (no driver) with NVIDIA's runfile",
+                    nvidia.runfile_argv(self.downloads / runfile.filename, place),
+                    writes=(str(place.staging),),
+                ),
+                Step(
+                    StepKind.UNPACK,
+                    f"Unpack cuDNN {cudnn.version} into the toolkit (include/, lib64/)",
+                    writes=(str(place.staging / "include"), str(place.staging / "lib64")),
+                ),
                 Step(StepKind.TOOLKIT_CHECK, "Check the toolkit: libcudart, libcudnn, ptxas, libdevice"),
-                Step(StepKind.TOOLKIT_MARKER, "Record which files the toolkit was built from",
-                     writes=(str(place.staging / tk.TOOLKIT_MARKER),),
-                     content=json.dumps(tk.toolkit_record(list(self.items.values()), place.final), indent=2)),
+                Step(
+                    StepKind.TOOLKIT_MARKER,
+                    "Record which files the toolkit was built from",
+                    writes=(str(place.staging / tk.TOOLKIT_MARKER),),
+                    content=json.dumps(tk.toolkit_record(list(self.items.values()), place.final), indent=2),
+                ),
             ]
             if place.system:
                 profile = tk.ETC / "profile.d" / f"tfgpu-cuda-{resolution.cuda}.sh"
                 ld_conf = tk.ETC / "ld.so.conf.d" / f"tfgpu-cuda-{resolution.cuda}.conf"
                 steps += [
-                    Step(StepKind.TOOLKIT_COMMIT, f"Move the toolkit into place at {place.final}",
-                         writes=(str(place.final),)),
-                    Step(StepKind.SYSTEM_FILE, "Put the toolkit on PATH for login shells", writes=(str(profile),),
-                         content=tk.profile_script(place.final)),
-                    Step(StepKind.SYSTEM_FILE, "Tell the dynamic loader about the toolkit's libraries", writes=(str(ld_conf),),
-                         content=tk.ld_conf(place.final)),
+                    Step(
+                        StepKind.TOOLKIT_COMMIT,
+                        f"Move the toolkit into place at {place.final}",
+                        writes=(str(place.final),),
+                    ),
+                    Step(
+                        StepKind.SYSTEM_FILE,
+                        "Put the toolkit on PATH for login shells",
+                        writes=(str(profile),),
+                        content=tk.profile_script(place.final),
+                    ),
+                    Step(
+                        StepKind.SYSTEM_FILE,
+                        "Tell the dynamic loader about the toolkit's libraries",
+                        writes=(str(ld_conf),),
+                        content=tk.ld_conf(place.final),
+                    ),
                     Step(StepKind.RUN, "Refresh the dynamic loader's cache", tk.LDCONFIG),
                 ]
             else:
-                steps.append(Step(StepKind.SYSTEM_FILE, "Write a file that puts the toolkit (nvcc, CUDA_HOME) in a shell",
-                                  writes=(str(location.staging / "etc" / "tfgpu" / "cuda-toolkit.sh"),),
-                                  content=tk.user_profile(place.final)))
+                steps.append(
+                    Step(
+                        StepKind.SYSTEM_FILE,
+                        "Write a file that puts the toolkit (nvcc, CUDA_HOME) in a shell",
+                        writes=(str(location.staging / "etc" / "tfgpu" / "cuda-toolkit.sh"),),
+                        content=tk.user_profile(place.final),
+                    )
+                )
         for step in self.pip.plan(resolution, location, options, source, facts, libraries=""):
             if step.kind is StepKind.ACTIVATION:
-                step = Step(StepKind.TOOLKIT_ACTIVATION, "Put the toolkit's CUDA libraries first for every launch path "
-                            f"(activate scripts, load hook, ptxas) from {place.ref}", writes=step.writes)
+                step = Step(
+                    StepKind.TOOLKIT_ACTIVATION,
+                    "Put the toolkit's CUDA libraries first for every launch path "
+                    f"(activate scripts, load hook, ptxas) from {place.ref}",
+                    writes=step.writes,
+                )
             elif step.kind is StepKind.MARKER:
-                step = Step(StepKind.MARKER, step.title, writes=step.writes, payload={
-                    **step.payload, "mode": "system", "toolkit": str(place.final),
-                    "toolkit_files": tk.expected_marker(list(self.items.values())),
-                    "downloads": [item._asdict() for item in self.items.values()]})
+                step = Step(
+                    StepKind.MARKER,
+                    step.title,
+                    writes=step.writes,
+                    payload={
+                        **step.payload,
+                        "mode": "system",
+                        "toolkit": str(place.final),
+                        "toolkit_files": tk.expected_marker(list(self.items.values())),
+                        "downloads": [item._asdict() for item in self.items.values()],
+                    },
+                )
             steps.append(step)
         return steps
 
     def handlers(self) -> dict:
-        return {**self.pip.handlers(), StepKind.DOWNLOAD: self._download, StepKind.RUNFILE: self._runfile,
-                StepKind.UNPACK: self._unpack, StepKind.TOOLKIT_CHECK: self._check,
-                StepKind.TOOLKIT_COMMIT: lambda step, context: tk.commit_toolkit(context.facts["place"]),
-                StepKind.TOOLKIT_ACTIVATION: _toolkit_activation}
+        return {
+            **self.pip.handlers(),
+            StepKind.DOWNLOAD: self._download,
+            StepKind.RUNFILE: self._runfile,
+            StepKind.UNPACK: self._unpack,
+            StepKind.TOOLKIT_CHECK: self._check,
+            StepKind.TOOLKIT_COMMIT: lambda step, context: tk.commit_toolkit(context.facts["place"]),
+            StepKind.TOOLKIT_ACTIVATION: _toolkit_activation,
+        }
 
     def hold(self, context: Context):
         """A system toolkit is a target of its own: its lock is held while it is built and committed."""
@@ -137,11 +189,15 @@ class SystemBackend(Backend):
             writes.discard_tree(place.tmpdir)
         if done.returncode != 0:
             raise OperationError(
-                "runfile-failed", f"NVIDIA's CUDA {self.items['runfile'].version} runfile exited {done.returncode}; "
+                "runfile-failed",
+                f"NVIDIA's CUDA {self.items['runfile'].version} runfile exited {done.returncode}; "
                 f"nothing was installed.\n{done.tail()}",
-                [f"The whole output is in {runner.log_path}; the runfile's own log is /var/log/cuda-installer.log "
-                 "(root) or /tmp/cuda-installer.log.",
-                 f"It unpacks several GB into {place.tmpdir}: check free space there (`df -h`)."])
+                [
+                    f"The whole output is in {runner.log_path}; the runfile's own log is /var/log/cuda-installer.log "
+                    "(root) or /tmp/cuda-installer.log.",
+                    f"It unpacks several GB into {place.tmpdir}: check free space there (`df -h`).",
+                ],
+            )
 
     def _unpack(self, step: Step, context: Context) -> None:
         place = context.facts["place"]
@@ -159,10 +215,14 @@ class SystemBackend(Backend):
         if (self.downloads / item.filename).is_file() or parse(item.url, "the download's URL").loopback:
             return
         raise OperationError(
-            "offline-download-missing", f"--offline: {item.filename} is not in {self.downloads} and would have "
+            "offline-download-missing",
+            f"--offline: {item.filename} is not in {self.downloads} and would have "
             f"to be downloaded from {item.url}; nothing was installed.",
-            [f"Copy {item.filename} into {self.downloads} (it is checked against its checksum before use).",
-             "Or run without --offline."])
+            [
+                f"Copy {item.filename} into {self.downloads} (it is checked against its checksum before use).",
+                "Or run without --offline.",
+            ],
+        )
 
     def unchanged(self, name: str | None, prefix: str | None) -> Outcome | None:
         """The outcome when the env is already built from the same files (its marker and its
@@ -170,15 +230,21 @@ class SystemBackend(Backend):
         path, _ = prefix_for(name, prefix)
         found = env_marker.proof(path) if path.is_dir() and not path.is_symlink() else None
         expected = tk.expected_marker(list(self.items.values()))
-        if (found is None or found.get("mode") != "system" or found.get("tensorflow") != self.resolution.tensorflow
-                or found.get("python") != self.resolution.python or found.get("toolkit_files") != expected
-                or not (path / "bin" / "python").exists()):
+        if (
+            found is None
+            or found.get("mode") != "system"
+            or found.get("tensorflow") != self.resolution.tensorflow
+            or found.get("python") != self.resolution.python
+            or found.get("toolkit_files") != expected
+            or not (path / "bin" / "python").exists()
+        ):
             return None
         toolkit = Path(found.get("toolkit", ""))
         if not toolkit.is_absolute() or tk.read_toolkit_marker(toolkit) != expected:
             return None
-        note = (f"Already in place: {path} and the CUDA toolkit in {toolkit} were built from the same files; "
-                "nothing to do.")
+        note = (
+            f"Already in place: {path} and the CUDA toolkit in {toolkit} were built from the same files; nothing to do."
+        )
         return Outcome(prefix=path, python=path / "bin" / "python", installed=found.get("installed", {}), notes=[note])
 
 
@@ -196,15 +262,21 @@ def check_driver(resolution) -> None:
     need = resolution.min_driver
     if not resolution.driver:
         raise ImpossibleError(
-            "driver-missing", f"No NVIDIA driver was found; TF {resolution.tensorflow} (CUDA {resolution.cuda}) needs "
+            "driver-missing",
+            f"No NVIDIA driver was found; TF {resolution.tensorflow} (CUDA {resolution.cuda}) needs "
             f"driver >= {need}, and tfgpu-install never installs drivers.",
-            [f"Install NVIDIA driver {need} or newer (your distribution's packages or nvidia.com), then run again.",
-             "Planning for another machine? Give its driver: --driver VER."])
+            [
+                f"Install NVIDIA driver {need} or newer (your distribution's packages or nvidia.com), then run again.",
+                "Planning for another machine? Give its driver: --driver VER.",
+            ],
+        )
     if need and not driver_at_least(resolution.driver, need):
         raise ImpossibleError(
-            "driver-too-old", f"TF {resolution.tensorflow} (CUDA {resolution.cuda}) needs NVIDIA driver >= {need}; "
+            "driver-too-old",
+            f"TF {resolution.tensorflow} (CUDA {resolution.cuda}) needs NVIDIA driver >= {need}; "
             f"the driver is {resolution.driver}. tfgpu-install never installs drivers.",
-            [f"Upgrade the NVIDIA driver to {need} or newer, then run again."])
+            [f"Upgrade the NVIDIA driver to {need} or newer, then run again."],
+        )
 
 
 def make_backend(resolution, options) -> SystemBackend:

@@ -57,10 +57,14 @@ class ToolkitPlace:
 
 def expected_marker(items) -> dict:
     """What ``TOOLKIT_MARKER`` records: the exact files the toolkit was built from."""
-    return {"tool": "tfgpu-install",
-            **{f"{a.kind}_{key}": value for a in items
-               for key, value in (("version", a.version), ("file", a.filename), ("sha256", a.sha256),
-                                  ("md5", a.md5))}}
+    return {
+        "tool": "tfgpu-install",
+        **{
+            f"{a.kind}_{key}": value
+            for a in items
+            for key, value in (("version", a.version), ("file", a.filename), ("sha256", a.sha256), ("md5", a.md5))
+        },
+    }
 
 
 def toolkit_record(items, final: Path) -> dict:
@@ -74,7 +78,11 @@ def read_toolkit_marker(toolkit: Path) -> dict | None:
     if toolkit.is_symlink():
         return None
     found = untrusted.json_or_none(toolkit / TOOLKIT_MARKER, untrusted.MARKER)
-    if not isinstance(found, dict) or found.get("tool") != "tfgpu-install" or found.get("prefix") != os.path.realpath(toolkit):
+    if (
+        not isinstance(found, dict)
+        or found.get("tool") != "tfgpu-install"
+        or found.get("prefix") != os.path.realpath(toolkit)
+    ):
         return None
     return {key: value for key, value in found.items() if key != "prefix"}
 
@@ -82,8 +90,7 @@ def read_toolkit_marker(toolkit: Path) -> dict | None:
 def place_toolkit(cuda: str, location, system: bool, items, force: bool) -> ToolkitPlace:
     """Decide where the toolkit goes; refuse (before any download) what cannot be done."""
     if not system:
-        return ToolkitPlace(final=location.prefix / "cuda", staging=location.staging / "cuda", ref="cuda",
-                            system=False)
+        return ToolkitPlace(final=location.prefix / "cuda", staging=location.staging / "cuda", ref="cuda", system=False)
     final = SYSTEM_PREFIX / f"cuda-{cuda}"
     staging = final.with_name(f".{final.name}.tfgpu-staging")
     marker = read_toolkit_marker(final)
@@ -91,22 +98,33 @@ def place_toolkit(cuda: str, location, system: bool, items, force: bool) -> Tool
         return ToolkitPlace(final, staging, str(final), system=True, reuse=True)
     if (final.exists() or final.is_symlink()) and marker is None:
         raise ImpossibleError(
-            "toolkit-exists", f"{final} exists and tfgpu-install cannot prove it installed it there; it is left "
-            "untouched.",
-            ["Install into a user prefix instead: --prefix DIR (the toolkit goes to DIR/cuda).",
-             f"Or remove {final} yourself and run the same command again."])
+            "toolkit-exists",
+            f"{final} exists and tfgpu-install cannot prove it installed it there; it is left untouched.",
+            [
+                "Install into a user prefix instead: --prefix DIR (the toolkit goes to DIR/cuda).",
+                f"Or remove {final} yourself and run the same command again.",
+            ],
+        )
     if final.exists() and not force:
         raise ImpossibleError(
-            "toolkit-differs", f"{final} was installed by tfgpu-install from other files "
-                               f"(cuDNN {marker.get('cudnn_version')}); it is left untouched.",
-            ["Add --force to rebuild it (the old one stays until the new one is complete).",
-             "Or use a user prefix: --prefix DIR."])
+            "toolkit-differs",
+            f"{final} was installed by tfgpu-install from other files "
+            f"(cuDNN {marker.get('cudnn_version')}); it is left untouched.",
+            [
+                "Add --force to rebuild it (the old one stays until the new one is complete).",
+                "Or use a user prefix: --prefix DIR.",
+            ],
+        )
     if not is_root():
         raise ImpossibleError(
-            "needs-root", f"Installing the CUDA toolkit into {final} and writing {ETC}/profile.d and "
-                          f"{ETC}/ld.so.conf.d needs root; nothing was downloaded.",
-            ["Install everything under a directory you own: --prefix DIR (toolkit in DIR/cuda, venv at DIR).",
-             "Or run the same command with sudo."])
+            "needs-root",
+            f"Installing the CUDA toolkit into {final} and writing {ETC}/profile.d and "
+            f"{ETC}/ld.so.conf.d needs root; nothing was downloaded.",
+            [
+                "Install everything under a directory you own: --prefix DIR (toolkit in DIR/cuda, venv at DIR).",
+                "Or run the same command with sudo.",
+            ],
+        )
     return ToolkitPlace(final, staging, str(final), system=True)
 
 
@@ -115,9 +133,11 @@ def profile_script(final: Path) -> str:
     from tfgpu import quoting
 
     bin_dir = quoting.sh(f"{final}/bin")
-    return (f"# Written by tfgpu-install: the CUDA toolkit in {quoting.one_line(final)} for login shells.\n"
-            f'case ":${{PATH}}:" in\n    *:{bin_dir}:*) ;;\n    *) PATH={bin_dir}":${{PATH}}"; export PATH ;;\n'
-            "esac\n")
+    return (
+        f"# Written by tfgpu-install: the CUDA toolkit in {quoting.one_line(final)} for login shells.\n"
+        f'case ":${{PATH}}:" in\n    *:{bin_dir}:*) ;;\n    *) PATH={bin_dir}":${{PATH}}"; export PATH ;;\n'
+        "esac\n"
+    )
 
 
 def user_profile(final: Path) -> str:
@@ -126,13 +146,15 @@ def user_profile(final: Path) -> str:
     import shlex
 
     bin_dir, lib_dir = shlex.quote(f"{final}/bin"), shlex.quote(f"{final}/lib64")
-    return (f"# Written by tfgpu-install: the CUDA toolkit for a shell or a build (`. <this file>`).\n"
-            "# The env's bin/activate already puts its libraries first; this adds nvcc and CUDA_HOME.\n"
-            f"CUDA_HOME={shlex.quote(str(final))}\nexport CUDA_HOME\n"
-            f'case ":${{PATH}}:" in\n    *:{bin_dir}:*) ;;\n    *) PATH={bin_dir}":${{PATH}}"; export PATH ;;\nesac\n'
-            f'case ":${{LD_LIBRARY_PATH:-}}:" in\n    *:{lib_dir}:*) ;;\n'
-            f'    *) LD_LIBRARY_PATH={lib_dir}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"; export LD_LIBRARY_PATH ;;\n'
-            "esac\n")
+    return (
+        f"# Written by tfgpu-install: the CUDA toolkit for a shell or a build (`. <this file>`).\n"
+        "# The env's bin/activate already puts its libraries first; this adds nvcc and CUDA_HOME.\n"
+        f"CUDA_HOME={shlex.quote(str(final))}\nexport CUDA_HOME\n"
+        f'case ":${{PATH}}:" in\n    *:{bin_dir}:*) ;;\n    *) PATH={bin_dir}":${{PATH}}"; export PATH ;;\nesac\n'
+        f'case ":${{LD_LIBRARY_PATH:-}}:" in\n    *:{lib_dir}:*) ;;\n'
+        f'    *) LD_LIBRARY_PATH={lib_dir}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"; export LD_LIBRARY_PATH ;;\n'
+        "esac\n"
+    )
 
 
 def ld_conf(final: Path) -> str:
@@ -140,8 +162,10 @@ def ld_conf(final: Path) -> str:
     directory per line, so the path must be one line)."""
     from tfgpu import quoting
 
-    return (f"# Written by tfgpu-install: CUDA toolkit and cuDNN libraries.\n"
-            f"{quoting.single_line(f'{final}/lib64', 'The toolkit path')}\n")
+    return (
+        f"# Written by tfgpu-install: CUDA toolkit and cuDNN libraries.\n"
+        f"{quoting.single_line(f'{final}/lib64', 'The toolkit path')}\n"
+    )
 
 
 def prepare_staging(place: ToolkitPlace) -> None:

@@ -24,8 +24,18 @@ def _conda_file(path) -> bool:
     return Path(path).suffix in (".yml", ".yaml")
 
 
-def write(*, mode: str | None, platforms: list[str], selectors, allow_cpu: bool = False, host=None,
-          output: str | None = None, channels=(), channel_from: str = "--channel", reporter=None):
+def write(
+    *,
+    mode: str | None,
+    platforms: list[str],
+    selectors,
+    allow_cpu: bool = False,
+    host=None,
+    output: str | None = None,
+    channels=(),
+    channel_from: str = "--channel",
+    reporter=None,
+):
     """``tfgpu-install lock``: one hashed lock per platform (pip), or one conda-lock.yml for all
     (conda). ``selectors``: what the user described (``tfgpu.settings.Selectors``: ``tf``, ``python``, ``os``, ``arch``, ``driver``,
     ``gpu_cc``, ``pre``); ``host``: this machine's facts, or None for another machine.
@@ -39,8 +49,11 @@ def write(*, mode: str | None, platforms: list[str], selectors, allow_cpu: bool 
     mode = mode_of(mode)
     check_channels_for(mode, channels)
     if mode not in ("pip", "conda"):  # before minutes of resolving, as a bundle refuses it
-        raise UsageError("mode-not-lockable", f"--mode {mode} cannot be locked: system mode installs vendor "
-                         "archives, not packages.", ["Use --mode pip (or --mode conda)."])
+        raise UsageError(
+            "mode-not-lockable",
+            f"--mode {mode} cannot be locked: system mode installs vendor archives, not packages.",
+            ["Use --mode pip (or --mode conda)."],
+        )
     targets = lock_targets(platforms, selectors, allow_cpu=allow_cpu, host=host)
     if mode == "conda":
         from tfgpu.lock.conda.write import write_lock
@@ -61,8 +74,11 @@ def read(path: str | Path):
 
         return read_conda(path)
     if not path.is_file():
-        raise UsageError("lock-unreadable", f"There is no lock file at {path}.",
-                         ["Give the file `tfgpu-install lock` wrote (e.g. tfgpu-lock.linux-64.txt)."])
+        raise UsageError(
+            "lock-unreadable",
+            f"There is no lock file at {path}.",
+            ["Give the file `tfgpu-install lock` wrote (e.g. tfgpu-lock.linux-64.txt)."],
+        )
     from tfgpu.lock.pip.lockfile import read as read_pip
 
     return read_pip(path)
@@ -84,8 +100,7 @@ def check_lock(path: str | Path, wanted: dict | None = None, reporter=None):
     return found
 
 
-def prepare(selectors, options, *, from_lock: str | None = None, from_bundle: str | None = None,
-            reporter=None):
+def prepare(selectors, options, *, from_lock: str | None = None, from_bundle: str | None = None, reporter=None):
     """(resolution, options, source, lock) for ``create --from-lock FILE``/``--from-bundle DIR``,
     after every check: the lock decides what is built (selectors given alongside must agree with
     it), and ``source`` carries what installers install (they never read lock files themselves)."""

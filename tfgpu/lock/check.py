@@ -42,19 +42,31 @@ class Check:
         self.changes.append({"kind": kind, "text": text, **details})
 
     def to_dict(self) -> dict:
-        return {"lock": str(self.path), "mode": self.mode, "platforms": self.platforms, "tensorflow": self.tensorflow,
-                "python": self.python, "current": self.current, "packages": self.packages, "changes": self.changes}
+        return {
+            "lock": str(self.path),
+            "mode": self.mode,
+            "platforms": self.platforms,
+            "tensorflow": self.tensorflow,
+            "python": self.python,
+            "current": self.current,
+            "packages": self.packages,
+            "changes": self.changes,
+        }
 
 
-def target_today(tensorflow: str, mode: str, python: str, os_name: str, platform: str, cpu_only: bool,
-                 tf_source: str | None = None):
+def target_today(
+    tensorflow: str, mode: str, python: str, os_name: str, platform: str, cpu_only: bool, tf_source: str | None = None
+):
     """The resolution this tool gives the lock's target today (``(platform, resolution, cpu_only)``)."""
     from tfgpu.lock.targets import lock_targets
-
     from tfgpu.settings import Selectors
 
-    [target] = lock_targets([platform], Selectors(tf=tensorflow, mode=mode, python=python, os=os_name,
-                                                  tf_source=tf_source), allow_cpu=cpu_only, host=None)
+    [target] = lock_targets(
+        [platform],
+        Selectors(tf=tensorflow, mode=mode, python=python, os=os_name, tf_source=tf_source),
+        allow_cpu=cpu_only,
+        host=None,
+    )
     return target
 
 
@@ -63,17 +75,41 @@ def package_changes(found: Check, platform: str, before: dict, after: dict) -> N
     for name in sorted(set(before) | set(after)):
         old, new = before.get(name), after.get(name)
         if old is None:
-            found.add("package", f"{platform}: {name} {new[0]} would be added", platform=platform, package=name,
-                      locked=None, now=new[0])
+            found.add(
+                "package",
+                f"{platform}: {name} {new[0]} would be added",
+                platform=platform,
+                package=name,
+                locked=None,
+                now=new[0],
+            )
         elif new is None:
-            found.add("package", f"{platform}: {name} {old[0]} would be dropped", platform=platform, package=name,
-                      locked=old[0], now=None)
+            found.add(
+                "package",
+                f"{platform}: {name} {old[0]} would be dropped",
+                platform=platform,
+                package=name,
+                locked=old[0],
+                now=None,
+            )
         elif old[0] != new[0]:
-            found.add("package", f"{platform}: {name} {old[0]} -> {new[0]}", platform=platform, package=name,
-                      locked=old[0], now=new[0])
+            found.add(
+                "package",
+                f"{platform}: {name} {old[0]} -> {new[0]}",
+                platform=platform,
+                package=name,
+                locked=old[0],
+                now=new[0],
+            )
         elif old[1] != new[1]:
-            found.add("package", f"{platform}: {name} {old[0]}: its files' sha256 differ now (re-uploaded?)",
-                      platform=platform, package=name, locked=old[0], now=new[0])
+            found.add(
+                "package",
+                f"{platform}: {name} {old[0]}: its files' sha256 differ now (re-uploaded?)",
+                platform=platform,
+                package=name,
+                locked=old[0],
+                now=new[0],
+            )
 
 
 def input_changes(found: Check, old: dict, new: dict) -> None:
@@ -87,8 +123,13 @@ def input_changes(found: Check, old: dict, new: dict) -> None:
             text = "; ".join([*(f"+ {item}" for item in added), *(f"- {item}" for item in dropped)])
         else:
             text = f"{old.get(key)!r} -> {new.get(key)!r}"
-        found.add("inputs", f"{key} would be locked differently by this tfgpu-install: {text}", input=key,
-                  locked=old.get(key), now=new.get(key))
+        found.add(
+            "inputs",
+            f"{key} would be locked differently by this tfgpu-install: {text}",
+            input=key,
+            locked=old.get(key),
+            now=new.get(key),
+        )
 
 
 def check_wanted(found: Check, wanted: dict) -> None:
@@ -103,5 +144,7 @@ def check_wanted(found: Check, wanted: dict) -> None:
     if wanted.get("python") and wanted["python"] != found.python:
         found.add("wanted", f"{source} asks for --python {wanted['python']}; the lock is for Python {found.python}")
     if wanted.get("platform") and sorted(set(wanted["platform"])) != sorted(set(found.platforms)):
-        found.add("wanted", f"{source} asks for platforms {', '.join(wanted['platform'])}; the lock has "
-                            f"{', '.join(found.platforms)}")
+        found.add(
+            "wanted",
+            f"{source} asks for platforms {', '.join(wanted['platform'])}; the lock has {', '.join(found.platforms)}",
+        )

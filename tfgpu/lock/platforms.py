@@ -44,7 +44,8 @@ class Platform:
             newest = _GLIBC[1]
             many = [f"manylinux_2_{minor}_{self.arch}" for minor in range(newest, 4, -1)]
             legacy = [f"manylinux2014_{self.arch}"] + (
-                [f"manylinux2010_{self.arch}", f"manylinux1_{self.arch}"] if self.arch == "x86_64" else [])
+                [f"manylinux2010_{self.arch}", f"manylinux1_{self.arch}"] if self.arch == "x86_64" else []
+            )
             return (*many, *legacy)
         if self.os == "macos":
             return tuple(tags.mac_platforms(_MACOS, "arm64" if self.arch == "aarch64" else "x86_64"))
@@ -61,13 +62,16 @@ class Platform:
         return min(found) if found else None
 
 
-PLATFORMS: dict[str, Platform] = {p.name: p for p in (
-    Platform("linux-64", "linux", "x86_64", "x86_64-manylinux_2_28", ("linux", "wsl2")),
-    Platform("linux-aarch64", "linux", "aarch64", "aarch64-manylinux_2_28", ("linux",)),
-    Platform("win-64", "windows", "x86_64", "x86_64-pc-windows-msvc", ("windows",)),
-    Platform("osx-arm64", "macos", "aarch64", "aarch64-apple-darwin", ("macos",)),
-    Platform("osx-64", "macos", "x86_64", "x86_64-apple-darwin", ("macos",)),
-)}
+PLATFORMS: dict[str, Platform] = {
+    p.name: p
+    for p in (
+        Platform("linux-64", "linux", "x86_64", "x86_64-manylinux_2_28", ("linux", "wsl2")),
+        Platform("linux-aarch64", "linux", "aarch64", "aarch64-manylinux_2_28", ("linux",)),
+        Platform("win-64", "windows", "x86_64", "x86_64-pc-windows-msvc", ("windows",)),
+        Platform("osx-arm64", "macos", "aarch64", "aarch64-apple-darwin", ("macos",)),
+        Platform("osx-64", "macos", "x86_64", "x86_64-apple-darwin", ("macos",)),
+    )
+}
 
 _RANKS: dict[tuple[str, str], dict] = {}
 
@@ -77,8 +81,10 @@ def _tag_ranks(platform: Platform, python: str) -> dict:
     if key not in _RANKS:
         version = tuple(int(part) for part in python.split("."))
         interpreter = f"cp{version[0]}{version[1]}"
-        ordered = [*tags.cpython_tags(version, platforms=platform.wheel_platforms),
-                   *tags.compatible_tags(version, interpreter, platform.wheel_platforms)]
+        ordered = [
+            *tags.cpython_tags(version, platforms=platform.wheel_platforms),
+            *tags.compatible_tags(version, interpreter, platform.wheel_platforms),
+        ]
         _RANKS[key] = {tag: rank for rank, tag in reversed(list(enumerate(ordered)))}
     return _RANKS[key]
 
@@ -90,9 +96,11 @@ def parse_platform(value: str) -> Platform:
         return PLATFORMS[name]
     close = difflib.get_close_matches(name, list(PLATFORMS), n=1)
     hint = [f"Did you mean --platform {close[0]}?"] if close else []
-    raise UsageError("bad-platform", f"--platform {value!r} is not a platform tfgpu-install can lock for.",
-                     hint + [f"Use one of: {', '.join(PLATFORMS)} (conda's names; linux-64 is Linux x86_64, "
-                             "including WSL2)."])
+    raise UsageError(
+        "bad-platform",
+        f"--platform {value!r} is not a platform tfgpu-install can lock for.",
+        hint + [f"Use one of: {', '.join(PLATFORMS)} (conda's names; linux-64 is Linux x86_64, including WSL2)."],
+    )
 
 
 def host_platform() -> Platform | None:

@@ -34,9 +34,19 @@ def index_url() -> str:
     return preflown_index(named, "TFGPU_INDEX_URL") if named else DEFAULT_INDEX
 
 
-def compile_pins(requirements: list[str], platform: Platform, python: str, *, runner, uv: str, cache_dir: Path,
-                 only_binary: bool = False, index: str | None = None, refresh: bool = False,
-                 with_pylock: bool = True) -> tuple[str, str]:
+def compile_pins(
+    requirements: list[str],
+    platform: Platform,
+    python: str,
+    *,
+    runner,
+    uv: str,
+    cache_dir: Path,
+    only_binary: bool = False,
+    index: str | None = None,
+    refresh: bool = False,
+    with_pylock: bool = True,
+) -> tuple[str, str]:
     """Resolve ``requirements`` for ``platform``/``python``: (requirements body with hashes, pylock.toml).
     ``index``: the index to resolve against (default :func:`index_url`); ``refresh``: no cached answers;
     ``with_pylock``: also the PEP 751 file (else "" for it)."""
@@ -46,31 +56,42 @@ def compile_pins(requirements: list[str], platform: Platform, python: str, *, ru
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req_in = Path(tmp) / "requirements.in"
         req_in.write_text(lines(requirements), encoding="utf-8")
-        common = {"python_version": python, "python_platform": platform.uv, "index": index, "cache": cache_dir,
-                  "only_binary": only_binary, "refresh": refresh}
+        common = {
+            "python_version": python,
+            "python_platform": platform.uv,
+            "index": index,
+            "cache": cache_dir,
+            "only_binary": only_binary,
+            "refresh": refresh,
+        }
         jobs = {"txt": compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", **common)}
         if with_pylock:
             jobs["toml"] = compile_for_target(uv, req_in, Path(tmp) / "pylock.toml", pylock=True, **common)
         env = {name: "" for name in INDEX_VARIABLES}
         with ThreadPoolExecutor(2) as pool:
-            done = dict(zip(jobs, pool.map(lambda argv: runner.run(argv, env=env), jobs.values())))
+            done = dict(zip(jobs, pool.map(lambda argv: runner.run(argv, env=env), jobs.values()), strict=True))
         for result in done.values():
             if result.returncode != 0:
                 raise _compile_failed(result, requirements, platform, python, runner.log_path)
-        body = untrusted.read_text(Path(tmp) / "requirements.txt", untrusted.PIP_LOCK).replace(str(req_in),
-                                                                                               "requirements.in")
+        body = untrusted.read_text(Path(tmp) / "requirements.txt", untrusted.PIP_LOCK).replace(
+            str(req_in), "requirements.in"
+        )
         pylock = untrusted.read_text(Path(tmp) / "pylock.toml", untrusted.PIP_LOCK) if with_pylock else ""
     if index == DEFAULT_INDEX:
         for text in (body, pylock):
             if _LOCAL.search(text):
-                raise OperationError("lock-has-local-paths", f"The lock would record a machine-local location "
-                                     f"({_LOCAL.search(text).group(0)!r}); it was not written.",
-                                     [f"The whole uv output is in {runner.log_path}; please report this."])
+                raise OperationError(
+                    "lock-has-local-paths",
+                    f"The lock would record a machine-local location "
+                    f"({_LOCAL.search(text).group(0)!r}); it was not written.",
+                    [f"The whole uv output is in {runner.log_path}; please report this."],
+                )
     return body, pylock
 
 
-def compile_pylock(requirements: list[str], platform: Platform, python: str, *, runner, uv: str,
-                   cache_dir: Path) -> str:
+def compile_pylock(
+    requirements: list[str], platform: Platform, python: str, *, runner, uv: str, cache_dir: Path
+) -> str:
     """Only the PEP 751 ``pylock.toml`` (wheel URLs and hashes) of ``requirements``: what a conda
     lock's pip entries need (one uv run instead of two)."""
     from tfgpu.engines.uv import compile_for_target
@@ -79,17 +100,27 @@ def compile_pylock(requirements: list[str], platform: Platform, python: str, *, 
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req_in = Path(tmp) / "requirements.in"
         req_in.write_text(lines(requirements), encoding="utf-8")
-        argv = compile_for_target(uv, req_in, Path(tmp) / "pylock.toml", python_version=python,
-                                  python_platform=platform.uv, index=index, cache=cache_dir, pylock=True,
-                                  only_binary=True)
+        argv = compile_for_target(
+            uv,
+            req_in,
+            Path(tmp) / "pylock.toml",
+            python_version=python,
+            python_platform=platform.uv,
+            index=index,
+            cache=cache_dir,
+            pylock=True,
+            only_binary=True,
+        )
         result = runner.run(argv, env={name: "" for name in INDEX_VARIABLES})
         if result.returncode != 0:
             raise _compile_failed(result, requirements, platform, python, runner.log_path)
         pylock = untrusted.read_text(Path(tmp) / "pylock.toml", untrusted.PIP_LOCK)
     if index == DEFAULT_INDEX and _LOCAL.search(pylock):
-        raise OperationError("lock-has-local-paths", f"The lock would record a machine-local location "
-                             f"({_LOCAL.search(pylock).group(0)!r}); it was not written.",
-                             [f"The whole uv output is in {runner.log_path}; please report this."])
+        raise OperationError(
+            "lock-has-local-paths",
+            f"The lock would record a machine-local location ({_LOCAL.search(pylock).group(0)!r}); it was not written.",
+            [f"The whole uv output is in {runner.log_path}; please report this."],
+        )
     return pylock
 
 
@@ -97,11 +128,19 @@ def _compile_failed(result, requirements, platform: Platform, python: str, log_p
     lines = [line.strip() for line in result.output.splitlines() if line.strip()][:10]
     detail = "\n".join(lines)
     if "No solution found" in result.output or "not satisfiable" in result.output:
-        return ImpossibleError("lock-unsatisfiable",
-                               f"{', '.join(requirements)} has no wheels that install on {platform.name} with "
-                               f"Python {python}:\n{detail}",
-                               ["Choose another --python or --tf that has wheels for this platform.",
-                                f"The whole uv output is in {log_path}."])
-    return OperationError("lock-failed", f"uv could not resolve the lock for {platform.name}:\n{detail}",
-                          ["Locking needs to reach the package index (https://pypi.org/simple).",
-                           f"The whole uv output is in {log_path}."])
+        return ImpossibleError(
+            "lock-unsatisfiable",
+            f"{', '.join(requirements)} has no wheels that install on {platform.name} with Python {python}:\n{detail}",
+            [
+                "Choose another --python or --tf that has wheels for this platform.",
+                f"The whole uv output is in {log_path}.",
+            ],
+        )
+    return OperationError(
+        "lock-failed",
+        f"uv could not resolve the lock for {platform.name}:\n{detail}",
+        [
+            "Locking needs to reach the package index (https://pypi.org/simple).",
+            f"The whole uv output is in {log_path}.",
+        ],
+    )

@@ -9,8 +9,15 @@ import re
 
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, host_platform
-from tfgpu.resolver.request import (OSES, parse_arch, parse_choice, parse_compute_capability, parse_driver,
-                                    parse_python, parse_tf_spec)
+from tfgpu.resolver.request import (
+    OSES,
+    parse_arch,
+    parse_choice,
+    parse_compute_capability,
+    parse_driver,
+    parse_python,
+    parse_tf_spec,
+)
 
 _ACCELERATORS = ("cuda", "metal", "cpu")
 _WHEEL_PLATFORM = re.compile(r"[a-z0-9_-]{1,64}", re.ASCII)
@@ -26,9 +33,11 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
     from tfgpu.versions import is_canonical_release
 
     def refuse(key: str, why: str):
-        return UsageError("lock-malformed", f"{path}: the recorded {key} {str(recorded.get(key))[:80]!r} is not "
-                          f"{why}. Nothing was installed.",
-                          ["Regenerate the lock with `tfgpu-install lock`; a lock's record is never edited by hand."])
+        return UsageError(
+            "lock-malformed",
+            f"{path}: the recorded {key} {str(recorded.get(key))[:80]!r} is not {why}. Nothing was installed.",
+            ["Regenerate the lock with `tfgpu-install lock`; a lock's record is never edited by hand."],
+        )
 
     def parsed(key: str, parser, why: str, optional: bool = False) -> None:
         value = recorded.get(key)
@@ -41,8 +50,11 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
         if not ok:
             raise refuse(key, why)
 
-    parsed("tensorflow", lambda v: v if parse_tf_spec(v) == v and is_canonical_release(v) else None,
-           "a TensorFlow version (e.g. 2.15.1)")
+    parsed(
+        "tensorflow",
+        lambda v: v if parse_tf_spec(v) == v and is_canonical_release(v) else None,
+        "a TensorFlow version (e.g. 2.15.1)",
+    )
     parsed("python", parse_python, "a Python version written X.Y (e.g. 3.11)")
     parsed("mode", lambda v: v if v == mode else None, f"{mode!r} (this is a {mode} lock)")
     parsed("os", lambda v: parse_choice("--os", v, OSES), "one of " + ", ".join(OSES))
@@ -89,9 +101,12 @@ def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, se
         if getattr(selectors, flag):
             problems.append(f"--{flag.replace('_', '-')} (a lock fixes the build; `verify` checks the GPU)")
     if problems:
-        raise UsageError("conflicting-options", f"With a lock, the lock decides what is built; these options "
-                         f"disagree with {path}: " + "; ".join(problems) + ".",
-                         ["Drop them, or write a new lock with `tfgpu-install lock` for what you want."])
+        raise UsageError(
+            "conflicting-options",
+            f"With a lock, the lock decides what is built; these options "
+            f"disagree with {path}: " + "; ".join(problems) + ".",
+            ["Drop them, or write a new lock with `tfgpu-install lock` for what you want."],
+        )
 
 
 def tf_agrees(spec: str, locked: str) -> bool:
@@ -110,11 +125,19 @@ def check_platform(lock) -> None:
     here = host_platform()
     name = lock.meta["platform"]
     if lock.meta.get("cpu_only"):
-        raise ImpossibleError("lock-cpu-only", f"{lock.path} is a CPU-only lock (locked with --allow-cpu for {name}); "
-                              "tfgpu-install builds GPU environments only. Nothing was installed.",
-                              [f"Install it with plain pip: pip install --require-hashes -r {lock.path}"])
+        raise ImpossibleError(
+            "lock-cpu-only",
+            f"{lock.path} is a CPU-only lock (locked with --allow-cpu for {name}); "
+            "tfgpu-install builds GPU environments only. Nothing was installed.",
+            [f"Install it with plain pip: pip install --require-hashes -r {lock.path}"],
+        )
     if here is None or here.name != name:
-        raise ImpossibleError("lock-wrong-platform", f"{lock.path} is for {name}; this machine is "
-                              f"{here.name if here else 'another platform'}. Nothing was installed.",
-                              [f"Run it on a {name} machine, or write a lock for this one: --platform "
-                               f"{here.name if here else 'linux-64'}."])
+        raise ImpossibleError(
+            "lock-wrong-platform",
+            f"{lock.path} is for {name}; this machine is "
+            f"{here.name if here else 'another platform'}. Nothing was installed.",
+            [
+                f"Run it on a {name} machine, or write a lock for this one: --platform "
+                f"{here.name if here else 'linux-64'}."
+            ],
+        )

@@ -14,6 +14,9 @@ def tools(operation: str):
 
     uv = find_uv()
     if uv is None:
-        raise ImpossibleError("uv-missing", "Locking needs uv, which is not installed with this tfgpu-install.",
-                             ["`pip install uv` into the environment that runs tfgpu-install."])
+        raise ImpossibleError(
+            "uv-missing",
+            "Locking needs uv, which is not installed with this tfgpu-install.",
+            ["`pip install uv` into the environment that runs tfgpu-install."],
+        )
     return Runner.for_operation(operation), uv, cache_root() / "uv"

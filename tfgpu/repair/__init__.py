@@ -22,8 +22,13 @@ def locate(name: str | None, prefix: str | None, interpreter: str | None, enviro
     from tfgpu.envs.location import refuse_link
     from tfgpu.envs.which import which_env
 
-    target = which_env(name=name, prefix=prefix, interpreter=interpreter, purpose="repair",
-                       **({} if environ is None else {"environ": environ}))
+    target = which_env(
+        name=name,
+        prefix=prefix,
+        interpreter=interpreter,
+        purpose="repair",
+        **({} if environ is None else {"environ": environ}),
+    )
     if target.prefix is not None:
         refuse_link(target.prefix)
     return target
@@ -33,11 +38,15 @@ def _refuse_cpu_only(survey) -> None:
     if survey.cuda_build:
         return
     raise ImpossibleError(
-        "cpu-only-build", f"The TensorFlow in {survey.prefix} ({survey.tf_distribution} {survey.tf_version}) is a "
+        "cpu-only-build",
+        f"The TensorFlow in {survey.prefix} ({survey.tf_distribution} {survey.tf_version}) is a "
         "CPU-only build: no library set-up can give it a GPU.",
-        ["On Linux x86_64 (or WSL2), install the CUDA build: `tensorflow[and-cuda]` for 2.14 and newer.",
-         "Linux aarch64 and macOS wheels, and native Windows after 2.10, are CPU-only: use Linux x86_64 or WSL2 "
-         "(macOS: tensorflow-metal)."])
+        [
+            "On Linux x86_64 (or WSL2), install the CUDA build: `tensorflow[and-cuda]` for 2.14 and newer.",
+            "Linux aarch64 and macOS wheels, and native Windows after 2.10, are CPU-only: use Linux x86_64 or WSL2 "
+            "(macOS: tensorflow-metal).",
+        ],
+    )
 
 
 def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detect: bool):
@@ -48,8 +57,9 @@ def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detec
         from tfgpu.detect import probe
 
         host = probe()
-    request = make_request(tf=survey.tf_version, mode=manager, python=survey.python_version, driver=driver,
-                           gpu_cc=gpu_cc)
+    request = make_request(
+        tf=survey.tf_version, mode=manager, python=survey.python_version, driver=driver, gpu_cc=gpu_cc
+    )
     return resolve(request, host)
 
 
@@ -67,10 +77,14 @@ def _installer(plan_or_journal_manager: str, survey, resolution, runner, *, find
 
     uv = find_uv()
     if uv is None:
-        raise ImpossibleError("uv-missing", "Repairing needs uv, which is not installed with this tfgpu-install.",
-                              ["Reinstall tfgpu-install (it depends on the `uv` package)."])
-    return PipPackages(uv, survey.python, survey.site_packages, runner, cache_root() / "uv", find_links=find_links,
-                       offline=offline)
+        raise ImpossibleError(
+            "uv-missing",
+            "Repairing needs uv, which is not installed with this tfgpu-install.",
+            ["Reinstall tfgpu-install (it depends on the `uv` package)."],
+        )
+    return PipPackages(
+        uv, survey.python, survey.site_packages, runner, cache_root() / "uv", find_links=find_links, offline=offline
+    )
 
 
 def _root(where: Path | None, interpreter: Path | None) -> Path:
@@ -82,10 +96,24 @@ def _root(where: Path | None, interpreter: Path | None) -> Path:
     return read_env(None, interpreter).prefix
 
 
-def repair(*, target=None, name: str | None = None, prefix: str | None = None, interpreter: str | None = None,
-           driver: str | None = None, gpu_cc: str | None = None, allow_changes: bool = False, dry_run: bool = False,
-           find_links: str | None = None, offline: bool = False, channels=(), detect: bool = True, reporter=None,
-           runner=None, confirm=None) -> dict:
+def repair(
+    *,
+    target=None,
+    name: str | None = None,
+    prefix: str | None = None,
+    interpreter: str | None = None,
+    driver: str | None = None,
+    gpu_cc: str | None = None,
+    allow_changes: bool = False,
+    dry_run: bool = False,
+    find_links: str | None = None,
+    offline: bool = False,
+    channels=(),
+    detect: bool = True,
+    reporter=None,
+    runner=None,
+    confirm=None,
+) -> dict:
     """Repair the env ``target`` (a ``tfgpu.envs.which.EnvTarget``; else ``locate``'s answer for
     ``name``/``prefix``/``interpreter``); returns a summary (``repaired`` False when nothing had to
     be done).
@@ -101,15 +129,54 @@ def repair(*, target=None, name: str | None = None, prefix: str | None = None, i
     interpreter = target.interpreter
     root = _root(target.prefix, interpreter)
     if dry_run:  # changes nothing: no lock, so it works in an env the user cannot write
-        return _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, True, find_links, offline, channels,
-                              detect, reporter, runner, confirm) | {"which_env": target.to_dict()}
+        return _repair_locked(
+            root,
+            interpreter,
+            driver,
+            gpu_cc,
+            allow_changes,
+            True,
+            find_links,
+            offline,
+            channels,
+            detect,
+            reporter,
+            runner,
+            confirm,
+        ) | {"which_env": target.to_dict()}
     with txn.TargetLock(root):
-        return _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, False, find_links, offline, channels,
-                              detect, reporter, runner, confirm) | {"which_env": target.to_dict()}
+        return _repair_locked(
+            root,
+            interpreter,
+            driver,
+            gpu_cc,
+            allow_changes,
+            False,
+            find_links,
+            offline,
+            channels,
+            detect,
+            reporter,
+            runner,
+            confirm,
+        ) | {"which_env": target.to_dict()}
 
 
-def _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, dry_run, find_links, offline, channels, detect,
-                   reporter, runner, confirm) -> dict:
+def _repair_locked(
+    root,
+    interpreter,
+    driver,
+    gpu_cc,
+    allow_changes,
+    dry_run,
+    find_links,
+    offline,
+    channels,
+    detect,
+    reporter,
+    runner,
+    confirm,
+) -> dict:
     from tfgpu.repair.apply import apply_repair, check_journal, undo_journal
     from tfgpu.repair.plan import manager_of, plan_repair
     from tfgpu.repair.survey import survey as read_env
@@ -122,34 +189,69 @@ def _repair_locked(root, interpreter, driver, gpu_cc, allow_changes, dry_run, fi
     if found.journal is not None and found.journal.get("state") == "applying" and not dry_run:
         runner = runner or _runner(found)
         reporter.note("an earlier repair was interrupted: undoing it first")
-        undo_journal(found.prefix, found.journal, _installer(found.journal.get("manager", manager), found,
-                                                              resolution, runner, find_links=find_links,
-                                                              offline=offline, channels=channels), reporter)
+        undo_journal(
+            found.prefix,
+            found.journal,
+            _installer(
+                found.journal.get("manager", manager),
+                found,
+                resolution,
+                runner,
+                find_links=find_links,
+                offline=offline,
+                channels=channels,
+            ),
+            reporter,
+        )
         found = read_env(found.prefix)
     plan = plan_repair(found, resolution)
-    summary = {"prefix": str(found.prefix), "tensorflow": found.tf_version, "env": found.to_dict(),
-               "plan": plan.to_dict(), "dry_run": dry_run}
+    summary = {
+        "prefix": str(found.prefix),
+        "tensorflow": found.tf_version,
+        "env": found.to_dict(),
+        "plan": plan.to_dict(),
+        "dry_run": dry_run,
+    }
     if plan.change and not allow_changes:
         listed = "; ".join(f"{p.name} {p.installed} -> {p.wanted} ({p.reason})" for p in plan.change)
-        raise ImpossibleError("repair-needs-changes", f"Repairing {found.prefix} needs packages the env already holds "
-                              f"changed: {listed}. Nothing was changed.",
-                              ["Add --allow-changes to change exactly these (`repair --undo` puts them back).",
-                               f"Or change them yourself, then run `tfgpu-install repair --prefix {found.prefix}`."],
-                              details=summary)
+        raise ImpossibleError(
+            "repair-needs-changes",
+            f"Repairing {found.prefix} needs packages the env already holds changed: {listed}. Nothing was changed.",
+            [
+                "Add --allow-changes to change exactly these (`repair --undo` puts them back).",
+                f"Or change them yourself, then run `tfgpu-install repair --prefix {found.prefix}`.",
+            ],
+            details=summary,
+        )
     if dry_run or plan.nothing_to_do:
         return summary | {"repaired": False, "nothing_to_do": plan.nothing_to_do}
     if confirm is not None and not confirm(plan):
         return summary | {"repaired": False, "declined": True}
     runner = runner or _runner(found)
-    installer = _installer(plan.manager, found, resolution, runner, find_links=find_links, offline=offline,
-                           channels=channels)
+    installer = _installer(
+        plan.manager, found, resolution, runner, find_links=find_links, offline=offline, channels=channels
+    )
     done = apply_repair(plan, installer, reporter)
-    return summary | {"repaired": True, "nothing_to_do": False, **done, "log": str(runner.log_path) if runner.log_path else None}
+    return summary | {
+        "repaired": True,
+        "nothing_to_do": False,
+        **done,
+        "log": str(runner.log_path) if runner.log_path else None,
+    }
 
 
-def undo(*, target=None, name: str | None = None, prefix: str | None = None, interpreter: str | None = None,
-         find_links: str | None = None, offline: bool = False, forget_journal: bool = False, reporter=None,
-         runner=None) -> dict:
+def undo(
+    *,
+    target=None,
+    name: str | None = None,
+    prefix: str | None = None,
+    interpreter: str | None = None,
+    find_links: str | None = None,
+    offline: bool = False,
+    forget_journal: bool = False,
+    reporter=None,
+    runner=None,
+) -> dict:
     """Take back what the repair did (only what is still as it left it), under the env's lock.
     ``forget_journal``: set aside a journal the tool cannot apply, changing nothing else."""
     from tfgpu.envs import txn
@@ -166,17 +268,29 @@ def undo(*, target=None, name: str | None = None, prefix: str | None = None, int
     with txn.TargetLock(root):
         if forget_journal:
             if read_journal(root) is None:
-                raise ImpossibleError("nothing-to-undo", f"{root} has no {JOURNAL}; nothing to set aside.",
-                                      ["Nothing to do."])
+                raise ImpossibleError(
+                    "nothing-to-undo", f"{root} has no {JOURNAL}; nothing to set aside.", ["Nothing to do."]
+                )
             return {"prefix": str(root), "undone": False, "journal_set_aside": forget(root)}
         found = read_env(root)
         if found.journal is None:
-            raise ImpossibleError("nothing-to-undo", f"{found.prefix} has no {JOURNAL}: tfgpu-install has not repaired "
-                                  "it (or the repair was already undone).", ["Nothing to do."])
+            raise ImpossibleError(
+                "nothing-to-undo",
+                f"{found.prefix} has no {JOURNAL}: tfgpu-install has not repaired "
+                "it (or the repair was already undone).",
+                ["Nothing to do."],
+            )
         check_journal(found.prefix, found.journal)
         runner = runner or _runner(found)
-        installer = _installer(found.journal.get("manager", "pip"), found, None, runner, find_links=find_links,
-                               offline=offline, channels=())
+        installer = _installer(
+            found.journal.get("manager", "pip"),
+            found,
+            None,
+            runner,
+            find_links=find_links,
+            offline=offline,
+            channels=(),
+        )
         done = undo_journal(found.prefix, found.journal, installer, reporter)
     return {"prefix": str(found.prefix), "undone": True, **done}
 

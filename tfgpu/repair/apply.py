@@ -34,7 +34,7 @@ from tfgpu.envs.writes import inside
 from tfgpu.proc import shielded
 from tfgpu.repair.journal import FORMAT, check_journal, write_journal
 from tfgpu.repair.plan import RepairPlan, differing_files, state_of
-from tfgpu.repair.survey import JOURNAL, EnvSurvey, canonical, conda_packages, distributions
+from tfgpu.repair.survey import JOURNAL, EnvSurvey, canonical, conda_packages
 
 __all__ = ["FORMAT", "apply_repair", "check_journal", "inside", "undo_journal"]
 
@@ -88,8 +88,10 @@ def installed(site: Path | None) -> dict[str, dict]:
             continue
         name, version = re.search(r"^Name:\s*(\S+)", text, re.M), re.search(r"^Version:\s*(\S+)", text, re.M)
         if name and version:
-            found[canonical(name.group(1))] = {"version": version.group(1),
-                                               "record": _file_digest(dist_info / "RECORD")}
+            found[canonical(name.group(1))] = {
+                "version": version.group(1),
+                "record": _file_digest(dist_info / "RECORD"),
+            }
     return found
 
 
@@ -109,11 +111,22 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
     survey = plan.survey
     prefix = survey.prefix
     writes.check_tree(prefix)  # before the journal, before any engine: a directory linking out stops it here
-    journal = survey.journal or {"tool": "tfgpu-install", "format": FORMAT, "prefix": os.path.realpath(prefix),
-                                 "tensorflow": survey.tf_version, "manager": plan.manager, "files": {},
-                                 "dirs": [], "added": [], "changed": [], "before": dict(survey.distributions),
-                                 "conda_before": dict(survey.conda), "conda_replaced": {}, "intended": [],
-                                 "written": {}}
+    journal = survey.journal or {
+        "tool": "tfgpu-install",
+        "format": FORMAT,
+        "prefix": os.path.realpath(prefix),
+        "tensorflow": survey.tf_version,
+        "manager": plan.manager,
+        "files": {},
+        "dirs": [],
+        "added": [],
+        "changed": [],
+        "before": dict(survey.distributions),
+        "conda_before": dict(survey.conda),
+        "conda_replaced": {},
+        "intended": [],
+        "written": {},
+    }
     if plan.manager == "conda":
         # A replaced conda package's record, kept before anything changes: undo reinstalls from it.
         for change in plan.change:
@@ -130,30 +143,41 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
             journal["files"][relative] = _encode(state_of(inside(prefix, relative)))
     site_cache = f"{survey.site_relative}/__pycache__"
     extra_dirs = [site_cache] if not (prefix / site_cache).exists() else []  # the load hook's bytecode lands there
-    journal["dirs"] = [*journal["dirs"], *(d for d in [*_new_dirs(prefix, journal["files"]), *extra_dirs]
-                                           if d not in journal["dirs"])]
+    journal["dirs"] = [
+        *journal["dirs"],
+        *(d for d in [*_new_dirs(prefix, journal["files"]), *extra_dirs] if d not in journal["dirs"]),
+    ]
     try:
         write_journal(prefix, journal)  # inside: a full disk here still takes back the directories it made
         before = installed(survey.site_packages)
         journal.setdefault("intended", [])
         intended = getattr(installer, "intended", None)
-        journal["intended"] += [p for p in (intended(plan, reporter) if intended else []) if p not in journal["intended"]]
+        journal["intended"] += [
+            p for p in (intended(plan, reporter) if intended else []) if p not in journal["intended"]
+        ]
         write_journal(prefix, journal)
         installer.install(plan, reporter)
         after = installed(survey.site_packages)
         journal.setdefault("added", [])
         journal["added"] += [{"name": n, **v} for n, v in sorted(after.items()) if n not in before]
-        journal["changed"] += [{"name": n, "from": before[n]["version"], "to": v["version"]}
-                               for n, v in sorted(after.items())
-                               if n in before and before[n]["version"] != v["version"]]
+        journal["changed"] += [
+            {"name": n, "from": before[n]["version"], "to": v["version"]}
+            for n, v in sorted(after.items())
+            if n in before and before[n]["version"] != v["version"]
+        ]
         if plan.manager == "conda":
             now = conda_packages(prefix)
             journal["conda_added"] = sorted(set(now) - set(journal["conda_before"]))
-            journal["added"] += [{"name": n, "version": now[n], "conda": True} for n in journal["conda_added"]
-                                 if not any(p["name"] == n for p in journal["added"])]
-            journal["changed"] += [{"name": n, "from": journal["conda_before"][n], "to": v, "conda": True}
-                                   for n, v in sorted(now.items())
-                                   if n in journal["conda_before"] and journal["conda_before"][n] != v]
+            journal["added"] += [
+                {"name": n, "version": now[n], "conda": True}
+                for n in journal["conda_added"]
+                if not any(p["name"] == n for p in journal["added"])
+            ]
+            journal["changed"] += [
+                {"name": n, "from": journal["conda_before"][n], "to": v, "conda": True}
+                for n, v in sorted(now.items())
+                if n in journal["conda_before"] and journal["conda_before"][n] != v
+            ]
         write_journal(prefix, journal)
         written = _write_files(survey, plan.manager, journal)
         journal["state"] = "done"
@@ -162,8 +186,12 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
         with shielded():
             undo_journal(prefix, journal, installer, reporter)
         raise
-    return {"added": journal["added"], "changed": journal["changed"], "files": written,
-            "journal": str(prefix / JOURNAL)}
+    return {
+        "added": journal["added"],
+        "changed": journal["changed"],
+        "files": written,
+        "journal": str(prefix / JOURNAL),
+    }
 
 
 def _activation_paths(survey: EnvSurvey, manager: str) -> set[str]:

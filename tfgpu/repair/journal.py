@@ -28,9 +28,20 @@ NAME = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?$")
 VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
-SHAPES = {"files": dict, "dirs": list, "added": list, "changed": list, "before": dict, "conda_before": dict,
-          "conda_added": list, "conda_replaced": dict, "manager": str, "state": str, "intended": list,
-          "written": dict}
+SHAPES = {
+    "files": dict,
+    "dirs": list,
+    "added": list,
+    "changed": list,
+    "before": dict,
+    "conda_before": dict,
+    "conda_added": list,
+    "conda_replaced": dict,
+    "manager": str,
+    "state": str,
+    "intended": list,
+    "written": dict,
+}
 
 
 def write_journal(prefix: Path, journal: dict) -> None:
@@ -38,8 +49,10 @@ def write_journal(prefix: Path, journal: dict) -> None:
 
 
 def _forward(prefix: Path) -> list[str]:
-    return [f"If the env is as you want it, set the journal aside: `tfgpu-install repair --undo --forget-journal "
-            f"--prefix {prefix}` (it is kept beside, renamed; nothing else changes)."]
+    return [
+        f"If the env is as you want it, set the journal aside: `tfgpu-install repair --undo --forget-journal "
+        f"--prefix {prefix}` (it is kept beside, renamed; nothing else changes)."
+    ]
 
 
 def check_journal(prefix: Path, journal: dict | None) -> None:
@@ -48,17 +61,28 @@ def check_journal(prefix: Path, journal: dict | None) -> None:
     if journal is None:
         return
     if journal.get("unreadable"):
-        raise ImpossibleError("repair-journal-foreign", f"{prefix / JOURNAL} cannot be read (not a file, damaged, or "
-                              "far larger than a journal); nothing was done.", _forward(prefix))
-    if (journal.get("tool") != "tfgpu-install" or journal.get("format") != FORMAT
-            or journal.get("prefix") != os.path.realpath(prefix) or not isinstance(journal.get("files"), dict)):
-        raise ImpossibleError("repair-journal-foreign", f"{prefix / JOURNAL} was not written by a repair of this env "
-                              "(another tool, another version, or an env copied from elsewhere); nothing was done.",
-                              _forward(prefix))
+        raise ImpossibleError(
+            "repair-journal-foreign",
+            f"{prefix / JOURNAL} cannot be read (not a file, damaged, or far larger than a journal); nothing was done.",
+            _forward(prefix),
+        )
+    if (
+        journal.get("tool") != "tfgpu-install"
+        or journal.get("format") != FORMAT
+        or journal.get("prefix") != os.path.realpath(prefix)
+        or not isinstance(journal.get("files"), dict)
+    ):
+        raise ImpossibleError(
+            "repair-journal-foreign",
+            f"{prefix / JOURNAL} was not written by a repair of this env "
+            "(another tool, another version, or an env copied from elsewhere); nothing was done.",
+            _forward(prefix),
+        )
     problem = _journal_problem(journal)
     if problem:
-        raise ImpossibleError("repair-journal-foreign", f"{prefix / JOURNAL} {problem}; nothing was done.",
-                              _forward(prefix))
+        raise ImpossibleError(
+            "repair-journal-foreign", f"{prefix / JOURNAL} {problem}; nothing was done.", _forward(prefix)
+        )
 
 
 def forget(prefix: Path) -> str:
@@ -91,16 +115,26 @@ def _journal_problem(journal: dict) -> str | None:
     if not all(isinstance(d, str) and DIGEST.match(d) for d in journal.get("written", {}).values()):
         return "holds a file digest that is not one"
     for state in journal["files"].values():
-        if state is not None and not (isinstance(state, dict) and (
-                (state.get("kind") == "link" and isinstance(state.get("target"), str)) or
-                (state.get("kind") == "file" and isinstance(state.get("data"), str) and
-                 isinstance(state.get("mode"), int) and 0 <= state["mode"] <= 0o777))):
+        if state is not None and not (
+            isinstance(state, dict)
+            and (
+                (state.get("kind") == "link" and isinstance(state.get("target"), str))
+                or (
+                    state.get("kind") == "file"
+                    and isinstance(state.get("data"), str)
+                    and isinstance(state.get("mode"), int)
+                    and 0 <= state["mode"] <= 0o777
+                )
+            )
+        ):
             return "holds a file state this tool does not write"
     rows = [*journal.get("changed", []), *journal.get("added", []), *journal.get("intended", [])]
     if not all(isinstance(p, dict) for p in rows):
         return "holds a package entry that is not one"
-    if not all(p.get("conda") is True or (isinstance(p.get("record"), str) and DIGEST.match(p["record"]))
-               for p in journal.get("added", [])):
+    if not all(
+        p.get("conda") is True or (isinstance(p.get("record"), str) and DIGEST.match(p["record"]))
+        for p in journal.get("added", [])
+    ):
         return "holds a package the repair added without the digest of its RECORD"
     return _contradiction(journal)
 
@@ -109,16 +143,22 @@ def _contradiction(journal: dict) -> str | None:
     """What a repair's own journal never holds: a package both there before and added by it, a file
     digest for a path whose earlier state it did not record."""
     pip_added = {p.get("name") for p in journal.get("added", []) if not p.get("conda")}
-    conda_added = {*journal.get("conda_added", []), *(p.get("name") for p in journal.get("added", []) if p.get("conda"))}
+    conda_added = {
+        *journal.get("conda_added", []),
+        *(p.get("name") for p in journal.get("added", []) if p.get("conda")),
+    }
     both = sorted((pip_added & set(journal.get("before", {}))) | (conda_added & set(journal.get("conda_before", {}))))
     if both:
         return f"lists {both[0]!r} both as there before the repair and as added by it"
     unrecorded = sorted(set(journal.get("written", {})) - set(journal["files"]))
     if unrecorded:
         return f"holds a digest for {unrecorded[0]!r} without its state before the repair"
-    versions = [*journal.get("before", {}).items(), *journal.get("conda_before", {}).items(),
-                *((p.get("name"), p.get("from")) for p in journal.get("changed", [])),
-                *((p.get("name"), p.get("version")) for p in [*journal.get("added", []), *journal.get("intended", [])])]
+    versions = [
+        *journal.get("before", {}).items(),
+        *journal.get("conda_before", {}).items(),
+        *((p.get("name"), p.get("from")) for p in journal.get("changed", [])),
+        *((p.get("name"), p.get("version")) for p in [*journal.get("added", []), *journal.get("intended", [])]),
+    ]
     for name, version in versions:
         if not (isinstance(name, str) and NAME.match(name) and isinstance(version, str) and VERSION.match(version)):
             return f"names a package {name!r} {version!r} that is not a package name and version"

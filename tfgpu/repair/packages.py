@@ -16,9 +16,10 @@ from tfgpu.envs import writes
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.repair.survey import canonical, distributions
 
-
-KEEP_AS_IS = ("Or keep the env as it is now and set the journal aside: `tfgpu-install repair --undo "
-              "--forget-journal --prefix ENV`.")
+KEEP_AS_IS = (
+    "Or keep the env as it is now and set the journal aside: `tfgpu-install repair --undo "
+    "--forget-journal --prefix ENV`."
+)
 
 _WANTED, _HELD = "A CUDA package the repair adds", "A package the env already holds"
 
@@ -26,8 +27,9 @@ _WANTED, _HELD = "A CUDA package the repair adds", "A package the env already ho
 class PipPackages:
     """CUDA wheels into (and out of) an env's site-packages with uv."""
 
-    def __init__(self, uv: str, python: Path, site: Path, runner, cache: Path, *, find_links: str | None,
-                 offline: bool) -> None:
+    def __init__(
+        self, uv: str, python: Path, site: Path, runner, cache: Path, *, find_links: str | None, offline: bool
+    ) -> None:
         self.uv, self.python, self.site, self.runner, self.cache = uv, python, site, runner, cache
         self.sources = uv_engine.sources(find_links, offline)
         self.offline = offline
@@ -37,12 +39,23 @@ class PipPackages:
         changing = {p.name for p in plan.change}
         pinned = {n: v for n, v in distributions(self.site).items() if n not in changing}
         with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
-            requirements = writes.scratch_text(Path(tmp), "requirements.in",
-                                               req.lines(req.canonical(p.wanted, what=_WANTED) for p in wanted))
-            constraints = writes.scratch_text(Path(tmp), "constraints.txt", req.lines(
-                req.requirement(n, f"=={v}", what=_HELD) for n, v in sorted(pinned.items())))
-            argv = uv_engine.install(self.uv, str(self.python), requirements, cache=self.cache, extra=self.sources,
-                                     constraints=constraints, compile_bytecode=False)
+            requirements = writes.scratch_text(
+                Path(tmp), "requirements.in", req.lines(req.canonical(p.wanted, what=_WANTED) for p in wanted)
+            )
+            constraints = writes.scratch_text(
+                Path(tmp),
+                "constraints.txt",
+                req.lines(req.requirement(n, f"=={v}", what=_HELD) for n, v in sorted(pinned.items())),
+            )
+            argv = uv_engine.install(
+                self.uv,
+                str(self.python),
+                requirements,
+                cache=self.cache,
+                extra=self.sources,
+                constraints=constraints,
+                compile_bytecode=False,
+            )
             return self.runner.run([*argv, *(("--dry-run",) if dry_run else ())], on_line=on_line)
 
     def intended(self, plan, reporter) -> list[dict]:
@@ -52,8 +65,10 @@ class PipPackages:
             return []
         reporter.note("working out exactly what the install adds")
         done = self._run_install(plan, dry_run=True)
-        found = [{"name": canonical(m.group(1)), "version": m.group(2)}
-                 for m in re.finditer(r"^\s*\+\s*([A-Za-z0-9._-]+)==(\S+)\s*$", done.output, re.M)]
+        found = [
+            {"name": canonical(m.group(1)), "version": m.group(2)}
+            for m in re.finditer(r"^\s*\+\s*([A-Za-z0-9._-]+)==(\S+)\s*$", done.output, re.M)
+        ]
         return found if done.returncode == 0 else []
 
     def install(self, plan, reporter) -> None:
@@ -67,10 +82,14 @@ class PipPackages:
             raise (ImpossibleError if conflict else OperationError)(
                 "repair-conflict" if conflict else "install-failed",
                 "The CUDA packages could not be added without changing what the env already holds; nothing was "
-                f"changed.\n{done.tail()}" if conflict else f"Adding the CUDA packages failed; nothing was changed.\n"
-                f"{done.tail()}",
-                ["`tfgpu-install repair --dry-run` lists what would change; --allow-changes lets it change them.",
-                 *([f"The whole output is in {self.runner.log_path}."] if self.runner.log_path else [])])
+                f"changed.\n{done.tail()}"
+                if conflict
+                else f"Adding the CUDA packages failed; nothing was changed.\n{done.tail()}",
+                [
+                    "`tfgpu-install repair --dry-run` lists what would change; --allow-changes lets it change them.",
+                    *([f"The whole output is in {self.runner.log_path}."] if self.runner.log_path else []),
+                ],
+            )
 
     def undo(self, added: list[str], changed: dict[str, str], reporter) -> None:
         """Uninstall ``added``; put each of ``changed`` (name -> version before) back."""
@@ -78,20 +97,39 @@ class PipPackages:
             reporter.note(f"removing {', '.join(added)}")
             done = self.runner.run(uv_engine.uninstall(self.uv, str(self.python), added))
             if done.returncode != 0:
-                raise OperationError("undo-failed", f"Removing {', '.join(added)} failed:\n{done.tail()}",
-                                     ["Run the same `repair --undo` again.", KEEP_AS_IS])
+                raise OperationError(
+                    "undo-failed",
+                    f"Removing {', '.join(added)} failed:\n{done.tail()}",
+                    ["Run the same `repair --undo` again.", KEEP_AS_IS],
+                )
         back = [f"{name}=={version}" for name, version in sorted(changed.items())]
         if back:
             reporter.note(f"putting back {', '.join(back)}")
             with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
-                pins = writes.scratch_text(Path(tmp), "requirements.txt",
-                                           req.lines(req.canonical(pin, what=_HELD) for pin in back))
-                done = self.runner.run(uv_engine.install(self.uv, str(self.python), pins, cache=self.cache,
-                                                         extra=self.sources, no_deps=True, compile_bytecode=False))
+                pins = writes.scratch_text(
+                    Path(tmp), "requirements.txt", req.lines(req.canonical(pin, what=_HELD) for pin in back)
+                )
+                done = self.runner.run(
+                    uv_engine.install(
+                        self.uv,
+                        str(self.python),
+                        pins,
+                        cache=self.cache,
+                        extra=self.sources,
+                        no_deps=True,
+                        compile_bytecode=False,
+                    )
+                )
             if done.returncode != 0:
-                raise OperationError("undo-failed", f"Putting back {', '.join(back)} failed:\n{done.tail()}",
-                                     ["Those versions come from uv's cache or the index: run `repair --undo` again "
-                                      "with network (or --find-links DIR holding them).", KEEP_AS_IS])
+                raise OperationError(
+                    "undo-failed",
+                    f"Putting back {', '.join(back)} failed:\n{done.tail()}",
+                    [
+                        "Those versions come from uv's cache or the index: run `repair --undo` again "
+                        "with network (or --find-links DIR holding them).",
+                        KEEP_AS_IS,
+                    ],
+                )
 
 
 class CondaPackages:
@@ -121,8 +159,15 @@ class CondaPackages:
         have = {r.name.normalized for r in self._installed()}
         changing = {p.name for p in plan.change}
         reporter.note(f"linking {', '.join(f'{r.name.normalized}={r.version}' for r in new)} into the env")
-        rattler.install(new, self.prefix, self.prefix, package_cache=self.cache / "conda" / "verified-pkgs",
-                        reporter=reporter, offline=self.offline, keep=have - changing)
+        rattler.install(
+            new,
+            self.prefix,
+            self.prefix,
+            package_cache=self.cache / "conda" / "verified-pkgs",
+            reporter=reporter,
+            offline=self.offline,
+            keep=have - changing,
+        )
 
     def _solve(self, plan) -> list:
         from tfgpu.engines import rattler
@@ -137,9 +182,16 @@ class CondaPackages:
         # a CUDA 11 cudnn (and cudatoolkit) into a CUDA 12 env, since only packages in the solution
         # bring their constraints (cuda-version's) to bear.
         specs = [p.wanted for p in wanted] + [r.name.normalized for r in pinned]
-        records = rattler.solve(specs, self.channels, platform="linux-64", cuda=self.cuda,
-                                this_host=True, repodata_cache=self.cache / "conda" / "repodata", offline=self.offline,
-                                pinned=pinned)
+        records = rattler.solve(
+            specs,
+            self.channels,
+            platform="linux-64",
+            cuda=self.cuda,
+            this_host=True,
+            repodata_cache=self.cache / "conda" / "repodata",
+            offline=self.offline,
+            pinned=pinned,
+        )
         have = {r.name.normalized for r in installed}
         return [r for r in records if r.name.normalized not in have or r.name.normalized in changing]
 
@@ -159,6 +211,12 @@ class CondaPackages:
         keep = [r for r in self._installed() if r.name.normalized not in added and r.name.normalized not in replaced]
         reporter.note(f"unlinking {', '.join(added)}" if added else "putting back the replaced packages")
         # A replaced package is fetched again by the URL and sha256 its record names.
-        rattler.install(before, self.prefix, self.prefix, reporter=reporter,
-                        package_cache=self.cache / "conda" / "verified-pkgs", offline=self.offline and not before,
-                        keep={r.name.normalized for r in keep})
+        rattler.install(
+            before,
+            self.prefix,
+            self.prefix,
+            reporter=reporter,
+            package_cache=self.cache / "conda" / "verified-pkgs",
+            offline=self.offline and not before,
+            keep={r.name.normalized for r in keep},
+        )

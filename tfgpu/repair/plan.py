@@ -53,9 +53,13 @@ class RepairPlan:
         return not (self.add or self.change or self.files)
 
     def to_dict(self) -> dict:
-        return {"manager": self.manager, "add": [p.to_dict() for p in self.add],
-                "change": [p.to_dict() for p in self.change], "files": sorted(self.files),
-                "nothing_to_do": self.nothing_to_do}
+        return {
+            "manager": self.manager,
+            "add": [p.to_dict() for p in self.add],
+            "change": [p.to_dict() for p in self.change],
+            "files": sorted(self.files),
+            "nothing_to_do": self.nothing_to_do,
+        }
 
 
 def manager_of(survey: EnvSurvey) -> str:
@@ -74,8 +78,15 @@ def cuda_requirements(resolution) -> list[str]:
 def _marker_applies(requirement: Requirement, python: str) -> bool:
     if requirement.marker is None:
         return True
-    return requirement.marker.evaluate({"python_version": python, "platform_system": "Linux", "sys_platform": "linux",
-                                        "platform_machine": "x86_64", "extra": ""})
+    return requirement.marker.evaluate(
+        {
+            "python_version": python,
+            "platform_system": "Linux",
+            "sys_platform": "linux",
+            "platform_machine": "x86_64",
+            "extra": "",
+        }
+    )
 
 
 def pip_changes(survey: EnvSurvey, resolution) -> tuple[list[PackageChange], list[PackageChange]]:
@@ -117,8 +128,10 @@ def _wrong_version(name: str, installed: str, requirement: Requirement, resoluti
         return f"{installed} does not satisfy {requirement.specifier} (TensorFlow {resolution.tensorflow} needs it)"
     floor = _cudnn_floor(name, resolution)
     if floor is not None and version.release[:2] < floor.release[:2]:
-        return (f"cuDNN {installed} is older than the {floor} TensorFlow {resolution.tensorflow} was compiled "
-                "against: TensorFlow refuses it when it loads")
+        return (
+            f"cuDNN {installed} is older than the {floor} TensorFlow {resolution.tensorflow} was compiled "
+            "against: TensorFlow refuses it when it loads"
+        )
     return ""
 
 
@@ -191,8 +204,11 @@ def render_activation(survey: EnvSurvey, manager: str, scratch: Path) -> dict[st
         if not (path.exists() or path.is_symlink()):
             continue  # e.g. bin/activate.fish where the env has none
         relative = path.relative_to(scratch).as_posix()
-        rendered[relative] = (("link", os.readlink(path)) if path.is_symlink() else
-                              ("file", untrusted.read_bytes(path, untrusted.ENV_FILE), path.stat().st_mode & 0o777))
+        rendered[relative] = (
+            ("link", os.readlink(path))
+            if path.is_symlink()
+            else ("file", untrusted.read_bytes(path, untrusted.ENV_FILE), path.stat().st_mode & 0o777)
+        )
     return rendered
 
 

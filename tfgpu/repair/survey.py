@@ -46,11 +46,18 @@ class EnvSurvey:
         return self.site_packages.relative_to(self.prefix).as_posix()
 
     def to_dict(self) -> dict:
-        return {"prefix": str(self.prefix), "kind": self.kind, "python": str(self.python),
-                "python_version": self.python_version, "tensorflow": self.tf_version,
-                "distribution": self.tf_distribution, "cuda_build": self.cuda_build,
-                "nvidia": {n: v for n, v in sorted(self.distributions.items()) if n.startswith("nvidia-")},
-                "conda": dict(sorted(self.conda.items())), "repaired_before": self.journal is not None}
+        return {
+            "prefix": str(self.prefix),
+            "kind": self.kind,
+            "python": str(self.python),
+            "python_version": self.python_version,
+            "tensorflow": self.tf_version,
+            "distribution": self.tf_distribution,
+            "cuda_build": self.cuda_build,
+            "nvidia": {n: v for n, v in sorted(self.distributions.items()) if n.startswith("nvidia-")},
+            "conda": dict(sorted(self.conda.items())),
+            "repaired_before": self.journal is not None,
+        }
 
 
 def distributions(site: Path) -> dict[str, str]:
@@ -94,24 +101,45 @@ def survey(prefix: Path | None = None, python: Path | None = None) -> EnvSurvey:
         kind = "venv"
     else:
         raise ImpossibleError(
-            "not-an-env-prefix", f"{root} is neither a virtual environment (no pyvenv.cfg) nor a conda prefix (no "
+            "not-an-env-prefix",
+            f"{root} is neither a virtual environment (no pyvenv.cfg) nor a conda prefix (no "
             "conda-meta/): repairing it would change a Python that other programs share.",
-            [f"Make a venv for the project (`python3 -m venv ENV`), install TensorFlow there, then `tfgpu-install "
-             "repair --prefix ENV`.", "Or let tfgpu-install build one: `tfgpu-install --tf X.Y --mode pip --name N`."])
+            [
+                "Make a venv for the project (`python3 -m venv ENV`), install TensorFlow there, then `tfgpu-install "
+                "repair --prefix ENV`.",
+                "Or let tfgpu-install build one: `tfgpu-install --tf X.Y --mode pip --name N`.",
+            ],
+        )
     if facts.site_packages is None or not facts.site_packages.is_dir():
-        raise ImpossibleError("no-tensorflow", f"{root} has no site-packages directory, so no TensorFlow to repair.",
-                              [f"Install TensorFlow into it first, or build a new env: `tfgpu-install --tf X.Y`."])
+        raise ImpossibleError(
+            "no-tensorflow",
+            f"{root} has no site-packages directory, so no TensorFlow to repair.",
+            ["Install TensorFlow into it first, or build a new env: `tfgpu-install --tf X.Y`."],
+        )
     if not facts.tf_version:
-        raise ImpossibleError("no-tensorflow", f"There is no TensorFlow in {root} ({facts.site_packages}).",
-                              [f"Install it first (`uv pip install --python {facts.python} tensorflow[and-cuda]`), "
-                               "then repair; or build a new env: `tfgpu-install --tf X.Y --mode pip --name N`."])
+        raise ImpossibleError(
+            "no-tensorflow",
+            f"There is no TensorFlow in {root} ({facts.site_packages}).",
+            [
+                f"Install it first (`uv pip install --python {facts.python} tensorflow[and-cuda]`), "
+                "then repair; or build a new env: `tfgpu-install --tf X.Y --mode pip --name N`."
+            ],
+        )
     journal = read_journal(root)
-    return EnvSurvey(prefix=root, kind=kind, python=facts.python, python_version=facts.python_version or "",
-                     site_packages=facts.site_packages, tf_version=facts.tf_version,
-                     tf_distribution=facts.tf_distribution, cuda_build=bool(facts.build_info.get("is_cuda_build")),
-                     build_info=facts.build_info, distributions=distributions(facts.site_packages),
-                     conda=conda_packages(root) if kind == "conda" else {},
-                     journal=journal)
+    return EnvSurvey(
+        prefix=root,
+        kind=kind,
+        python=facts.python,
+        python_version=facts.python_version or "",
+        site_packages=facts.site_packages,
+        tf_version=facts.tf_version,
+        tf_distribution=facts.tf_distribution,
+        cuda_build=bool(facts.build_info.get("is_cuda_build")),
+        build_info=facts.build_info,
+        distributions=distributions(facts.site_packages),
+        conda=conda_packages(root) if kind == "conda" else {},
+        journal=journal,
+    )
 
 
 JOURNAL_LIMIT = 16 << 20
@@ -135,15 +163,29 @@ def _refuse_managed(python: Path) -> None:
     """PEP 668: an interpreter whose stdlib holds ``EXTERNALLY-MANAGED`` belongs to the system."""
     from tfgpu.proc import Runner
 
-    done = Runner().capture([str(python), "-I", "-B", "-c", "import json, sys, sysconfig; print(json.dumps("
-                             "[sys.prefix != sys.base_prefix, sysconfig.get_path('stdlib')]))"], timeout=30)
+    done = Runner().capture(
+        [
+            str(python),
+            "-I",
+            "-B",
+            "-c",
+            "import json, sys, sysconfig; print(json.dumps("
+            "[sys.prefix != sys.base_prefix, sysconfig.get_path('stdlib')]))",
+        ],
+        timeout=30,
+    )
     try:
         in_venv, stdlib = untrusted.parse_json(done.output, untrusted.CHILD_OUTPUT, str(python))
     except (untrusted.Unreadable, ValueError, TypeError):
         return  # read_env already refused an interpreter that does not run
     # The marker governs the base interpreter only; a venv made from it is the user's own (PEP 668).
     if not in_venv and stdlib and (Path(stdlib) / "EXTERNALLY-MANAGED").is_file():
-        raise ImpossibleError("externally-managed", f"{python} is managed by the operating system (PEP 668: "
-                              f"{stdlib}/EXTERNALLY-MANAGED); tfgpu-install will not change it.",
-                              ["Make a venv for the project (`python3 -m venv ENV`), install TensorFlow there, then "
-                               "`tfgpu-install repair --prefix ENV`."])
+        raise ImpossibleError(
+            "externally-managed",
+            f"{python} is managed by the operating system (PEP 668: "
+            f"{stdlib}/EXTERNALLY-MANAGED); tfgpu-install will not change it.",
+            [
+                "Make a venv for the project (`python3 -m venv ENV`), install TensorFlow there, then "
+                "`tfgpu-install repair --prefix ENV`."
+            ],
+        )

@@ -30,8 +30,11 @@ def candidates(spec: str | None, pre: bool = False) -> tuple[list[tables.Release
         version = Version(spec)
         if len(version.release) <= 2 and not (version.is_postrelease or version.is_prerelease):
             prefix = version.release
-            chosen = [r for r in everything if r.version.release[:len(prefix)] == prefix
-                      and (pre or not r.version.is_prerelease)]
+            chosen = [
+                r
+                for r in everything
+                if r.version.release[: len(prefix)] == prefix and (pre or not r.version.is_prerelease)
+            ]
             how = f"the newest {spec}.x release that fits every constraint"
         else:
             chosen = [r for r in everything if r.version == version]
@@ -55,19 +58,27 @@ def unknown_version(spec: str, everything: list[tables.Release], pre: bool = Fal
             alternatives.insert(0, f"Releases of {wanted.major}.{wanted.minor}: {', '.join(reversed(same_series))}.")
             pres = [v for v in same_series if Version(v).is_prerelease]
             if pres and not pre:
-                alternatives.insert(1, f"{pres[0]} is a pre-release: ask for it exactly (--tf {pres[0]}), or add --pre.")
+                alternatives.insert(
+                    1, f"{pres[0]} is a pre-release: ask for it exactly (--tf {pres[0]}), or add --pre."
+                )
         elif wanted.major != 2:
-            alternatives.insert(0, "tfgpu-install covers TensorFlow 2.x (2.0.0 to "
-                                   f"{newest}); TensorFlow 1.x GPU builds need CUDA 10.0 or older.")
+            alternatives.insert(
+                0,
+                "tfgpu-install covers TensorFlow 2.x (2.0.0 to "
+                f"{newest}); TensorFlow 1.x GPU builds need CUDA 10.0 or older.",
+            )
     except ValueError:
         pass
     status = data_status()
-    alternatives.append(f"{describe_age(status)}. A release published since then is fetched from PyPI by "
-                        "`tfgpu-install update-data` (the plan itself never goes online).")
+    alternatives.append(
+        f"{describe_age(status)}. A release published since then is fetched from PyPI by "
+        "`tfgpu-install update-data` (the plan itself never goes online)."
+    )
     return ImpossibleError(
         "unknown-tf-version",
         f"No TensorFlow release matches --tf {spec!r}: the releases known to tfgpu-install run from "
-        f"{everything[-1].version} to {everything[0].version}" + ("" if pre else " (pre-releases only when asked "
-                                                                  "for exactly, or with --pre)") + ".",
+        f"{everything[-1].version} to {everything[0].version}"
+        + ("" if pre else " (pre-releases only when asked for exactly, or with --pre)")
+        + ".",
         alternatives,
     )

@@ -53,22 +53,28 @@ def _no_fit(request: Request, target: Target, releases) -> ImpossibleError:
     first = evaluate(releases[0], target, request.mode, request.tf_source).failure
     alternatives = list(first.alternatives)
     if len(releases) > 1:
-        message = (f"No release matching --tf {request.tf or 'latest'} fits this target. "
-                   f"The newest, TF {releases[0].version}: {first.message}")
+        message = (
+            f"No release matching --tf {request.tf or 'latest'} fits this target. "
+            f"The newest, TF {releases[0].version}: {first.message}"
+        )
     else:
         message = first.message
-    fit = newest_fit(target, request.mode, request.pre, request.tf_source) if request.tf not in (None, "latest") else None
+    fit = (
+        newest_fit(target, request.mode, request.pre, request.tf_source) if request.tf not in (None, "latest") else None
+    )
     if fit is not None:
-        alternatives.append(f"TF {fit.release.version} is the newest release that fits this target "
-                            f"(Python {fit.python}, CUDA {fit.cuda or '-'}): --tf {fit.release.version}.")
+        alternatives.append(
+            f"TF {fit.release.version} is the newest release that fits this target "
+            f"(Python {fit.python}, CUDA {fit.cuda or '-'}): --tf {fit.release.version}."
+        )
     if first.code == "python-unsupported" and target.python_given:
-        fit = newest_fit(replace(target, python=None, python_given=False), request.mode, request.pre,
-                         request.tf_source)
+        fit = newest_fit(replace(target, python=None, python_given=False), request.mode, request.pre, request.tf_source)
         if fit is not None and request.tf in (None, "latest"):
             alternatives.append(f"Without --python, TF {fit.release.version} fits (Python {', '.join(fit.pythons)}).")
     if first.code in ("driver-too-old", "gpu-too-old", "gpu-arch-unsupported"):
-        alternatives.append("NVIDIA's NGC TensorFlow containers (nvcr.io/nvidia/tensorflow) are built for "
-                            "current GPUs and drivers.")
+        alternatives.append(
+            "NVIDIA's NGC TensorFlow containers (nvcr.io/nvidia/tensorflow) are built for current GPUs and drivers."
+        )
     return ImpossibleError(first.code, message, alternatives)
 
 

@@ -65,8 +65,10 @@ def driver_need(cuda: str, os: str) -> DriverNeed | None:
     source = toolkit.source
     if floor_value and driver_key(floor_value) < driver_key(own):
         minimum = floor_value
-        rule = (f"CUDA {cuda} runs on any driver >= {floor_value} by minor-version compatibility "
-                f"(the toolkit itself shipped with {own}).")
+        rule = (
+            f"CUDA {cuda} runs on any driver >= {floor_value} by minor-version compatibility "
+            f"(the toolkit itself shipped with {own})."
+        )
         source = tuple(dict.fromkeys(source + floor.source))
     else:
         minimum = own

@@ -76,19 +76,27 @@ def _gpu_build(ev: Evaluation) -> Failure | None:
         linux = release.wheels.get("linux_x86_64")
         need = driver_need(linux.cuda, "wsl2") if linux and linux.cuda_build and "." in linux.cuda else None
         driver = f", Windows driver >= {need.minimum}" if need else ""
-        return Failure("windows-native-gpu-unsupported",
-                       f"TF {release.version} has no GPU support on native Windows: TF 2.10 was the last release "
-                       "with it; from 2.11 on, TensorFlow's Windows wheels are CPU-only.",
-                       (f"Use WSL2 (Windows 10 21H2/19044 or newer{driver}): --os wsl2.",
-                        "Or stay on native Windows with TF 2.10: --tf 2.10 --mode conda."))
+        return Failure(
+            "windows-native-gpu-unsupported",
+            f"TF {release.version} has no GPU support on native Windows: TF 2.10 was the last release "
+            "with it; from 2.11 on, TensorFlow's Windows wheels are CPU-only.",
+            (
+                f"Use WSL2 (Windows 10 21H2/19044 or newer{driver}): --os wsl2.",
+                "Or stay on native Windows with TF 2.10: --tf 2.10 --mode conda.",
+            ),
+        )
     if ev.wheel is None or not ev.wheel.cuda_build:
         if target.platform == "linux_aarch64":
-            return Failure("no-gpu-build",
-                           f"TensorFlow's Linux aarch64 wheels are CPU-only (TF {release.version} included): "
-                           "`pip install tensorflow[and-cuda]` there gives no GPU.",
-                           ("Use NVIDIA's NGC TensorFlow container (nvcr.io/nvidia/tensorflow), which has GPU "
-                            "builds for aarch64 (Grace Hopper, Jetson).",
-                            "Or plan for an x86_64 server: --arch x86_64."))
+            return Failure(
+                "no-gpu-build",
+                f"TensorFlow's Linux aarch64 wheels are CPU-only (TF {release.version} included): "
+                "`pip install tensorflow[and-cuda]` there gives no GPU.",
+                (
+                    "Use NVIDIA's NGC TensorFlow container (nvcr.io/nvidia/tensorflow), which has GPU "
+                    "builds for aarch64 (Grace Hopper, Jetson).",
+                    "Or plan for an x86_64 server: --arch x86_64.",
+                ),
+            )
         what = "no wheel" if ev.wheel is None else "a CPU-only wheel"
         return Failure("no-gpu-build", f"TF {release.version} has {what} for {target.platform}.")
     series = tables.series().get(release.series)
@@ -118,10 +126,12 @@ def _python(ev: Evaluation) -> Failure | None:
         return Failure("python-unsupported", f"TF {ev.release.version} lists no Python wheels for {target.platform}.")
     if target.python is not None:
         if target.python not in ev.pythons:
-            return Failure("python-unsupported",
-                           f"TF {ev.release.version} has no {target.platform} wheels for Python {target.python}; "
-                           f"it has wheels for Python {', '.join(ev.pythons)}.",
-                           (f"Use --python {ev.pythons[-1]}.",))
+            return Failure(
+                "python-unsupported",
+                f"TF {ev.release.version} has no {target.platform} wheels for Python {target.python}; "
+                f"it has wheels for Python {', '.join(ev.pythons)}.",
+                (f"Use --python {ev.pythons[-1]}.",),
+            )
         ev.python = target.python
     elif ev.mode in ("pip", "system") and target.running_python in ev.pythons:
         ev.python = target.running_python
@@ -146,10 +156,12 @@ def _glibc(ev: Evaluation) -> Failure | None:
         return None
     needed = required_glibc(ev.wheel.platform_tag)
     if needed and Version(ev.target.glibc) < Version(needed):
-        return Failure("glibc-too-old",
-                       f"TF {ev.release.version}'s wheels ({ev.wheel.platform_tag}) need glibc >= {needed}; "
-                       f"this system has glibc {ev.target.glibc}.",
-                       ("Upgrade the OS, or use a container with a newer glibc.",))
+        return Failure(
+            "glibc-too-old",
+            f"TF {ev.release.version}'s wheels ({ev.wheel.platform_tag}) need glibc >= {needed}; "
+            f"this system has glibc {ev.target.glibc}.",
+            ("Upgrade the OS, or use a container with a newer glibc.",),
+        )
     return None
 
 
@@ -158,9 +170,13 @@ def _modes(ev: Evaluation) -> Failure | None:
     ev.options = {
         "pip": pip_option(release, target.platform, ev.python, ev.metal),
         "conda": conda_option(release, ev.cuda, ev.cudnn, ev.python, ev.metal),
-        "system": (system_option(release, target.platform, ev.cuda, ev.cudnn) if ev.metal is None
-                   else ModeOption(False, code="mode-unsupported",
-                                   reason="System mode installs NVIDIA's CUDA runfile; macOS has no CUDA.")),
+        "system": (
+            system_option(release, target.platform, ev.cuda, ev.cudnn)
+            if ev.metal is None
+            else ModeOption(
+                False, code="mode-unsupported", reason="System mode installs NVIDIA's CUDA runfile; macOS has no CUDA."
+            )
+        ),
     }
     choice = choose_source(ev.wish, str(release.version), target.platform, ev.python, ev.mode)
     if choice.failure is not None:
@@ -172,8 +188,11 @@ def _modes(ev: Evaluation) -> Failure | None:
     if option.available:
         return None
     others = [f"--mode {name}" for name, opt in ev.options.items() if opt.available and name != ev.mode]
-    return Failure(option.code, f"--mode {ev.mode} cannot install TF {release.version}: {option.reason}",
-                   tuple(f"Use {o}." for o in others))
+    return Failure(
+        option.code,
+        f"--mode {ev.mode} cannot install TF {release.version}: {option.reason}",
+        tuple(f"Use {o}." for o in others),
+    )
 
 
 def _driver(ev: Evaluation) -> Failure | None:
@@ -184,11 +203,15 @@ def _driver(ev: Evaluation) -> Failure | None:
     if ev.need is None or driver is None:
         return None
     if not driver_at_least(driver, ev.need.minimum):
-        return Failure("driver-too-old",
-                       f"TF {ev.release.version} was built with CUDA {ev.cuda}, which needs NVIDIA driver "
-                       f">= {ev.need.minimum} on {ev.target.os}; the driver is {driver} ({ev.target.driver_source}).",
-                       (f"Upgrade the NVIDIA driver to {ev.need.minimum} or newer (TensorFlow never needs a "
-                        "system CUDA toolkit, only the driver).",))
+        return Failure(
+            "driver-too-old",
+            f"TF {ev.release.version} was built with CUDA {ev.cuda}, which needs NVIDIA driver "
+            f">= {ev.need.minimum} on {ev.target.os}; the driver is {driver} ({ev.target.driver_source}).",
+            (
+                f"Upgrade the NVIDIA driver to {ev.need.minimum} or newer (TensorFlow never needs a "
+                "system CUDA toolkit, only the driver).",
+            ),
+        )
     return None
 
 
@@ -199,11 +222,15 @@ def _compute_capability(ev: Evaluation) -> Failure | None:
     for cc in ev.target.gpu_ccs:
         ev.coverage[cc] = gpu.coverage(cc, caps)
         if ev.coverage[cc] is gpu.Coverage.TOO_OLD:
-            return Failure("gpu-too-old",
-                           f"TF {ev.release.version}'s wheels have kernels for compute capability "
-                           f"{gpu.lowest_cc(caps)} and newer ({gpu.describe(caps)}); this GPU is {cc}.")
+            return Failure(
+                "gpu-too-old",
+                f"TF {ev.release.version}'s wheels have kernels for compute capability "
+                f"{gpu.lowest_cc(caps)} and newer ({gpu.describe(caps)}); this GPU is {cc}.",
+            )
         if ev.coverage[cc] is gpu.Coverage.NO_KERNELS:
-            return Failure("gpu-arch-unsupported",
-                           f"TF {ev.release.version}'s wheels have neither SASS nor usable PTX for compute "
-                           f"capability {cc} (they carry {gpu.describe(caps)}).")
+            return Failure(
+                "gpu-arch-unsupported",
+                f"TF {ev.release.version}'s wheels have neither SASS nor usable PTX for compute "
+                f"capability {cc} (they carry {gpu.describe(caps)}).",
+            )
     return None

@@ -38,7 +38,9 @@ def wheel_pythons(project: str, version: str, platform: str) -> tuple[str, ...] 
 
 
 def _published(project: str, platform: str) -> list[str]:
-    versions = [v for (p, v), row in _wheels().items() if p == project and row.get(platform) and not row.get("prerelease")]
+    versions = [
+        v for (p, v), row in _wheels().items() if p == project and row.get(platform) and not row.get("prerelease")
+    ]
     try:
         return sorted(versions, key=Version)
     except InvalidVersion:
@@ -49,13 +51,19 @@ def pair(release: tables.Release, platform: str) -> Pairing:
     """The tensorflow-metal pairing of ``release`` on ``platform`` (macos_x86_64 / macos_arm64)."""
     row = next((r for r in tables.metal() if release.version in r.tensorflow), None)
     if row is None:
-        return Pairing(None, f"tensorflow-metal, Apple's GPU plugin, publishes no pairing for TF {release.version}.",
-                       ("On Apple silicon, TF 2.13-2.17 pair with tensorflow-metal 1.1.0.",))
+        return Pairing(
+            None,
+            f"tensorflow-metal, Apple's GPU plugin, publishes no pairing for TF {release.version}.",
+            ("On Apple silicon, TF 2.13-2.17 pair with tensorflow-metal 1.1.0.",),
+        )
     metal = wheel_pythons("tensorflow-metal", row.metal, platform)
     if not metal:
         have = ", ".join(_published("tensorflow-metal", platform)[-3:]) or "none"
-        return Pairing(None, f"tensorflow-metal {row.metal}, the plugin published for TF {row.tensorflow}, has no "
-                       f"{platform} wheels on PyPI (newest with {platform} wheels: {have}).")
+        return Pairing(
+            None,
+            f"tensorflow-metal {row.metal}, the plugin published for TF {row.tensorflow}, has no "
+            f"{platform} wheels on PyPI (newest with {platform} wheels: {have}).",
+        )
     if row.package == "tensorflow":
         wheel = release.wheels.get(platform)
         package = wheel.python if wheel else None
@@ -65,10 +73,17 @@ def pair(release: tables.Release, platform: str) -> Pairing:
         published = _published(row.package, platform)
         same = [v for v in published if v.startswith(f"{release.series}.")]
         hint = (f"Use the {release.series} release PyPI has: --tf {same[-1]}.",) if same else ()
-        return Pairing(None, f"{row.package} {release.version} has no {platform} wheels on PyPI "
-                       f"({row.package} versions with {platform} wheels: {', '.join(published) or 'none'}).", hint)
+        return Pairing(
+            None,
+            f"{row.package} {release.version} has no {platform} wheels on PyPI "
+            f"({row.package} versions with {platform} wheels: {', '.join(published) or 'none'}).",
+            hint,
+        )
     both = tuple(p for p in package if p in metal)
     if not both:
-        return Pairing(None, f"{row.package} {release.version} ({', '.join(package)}) and tensorflow-metal "
-                       f"{row.metal} ({', '.join(metal)}) have no CPython in common on {platform}.")
+        return Pairing(
+            None,
+            f"{row.package} {release.version} ({', '.join(package)}) and tensorflow-metal "
+            f"{row.metal} ({', '.join(metal)}) have no CPython in common on {platform}.",
+        )
     return Pairing(row._replace(python=both, x86_64=platform == "macos_x86_64"))

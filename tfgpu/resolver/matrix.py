@@ -45,9 +45,11 @@ def _row(release: tables.Release) -> dict:
         "compute_capabilities": list(caps),
         "min_compute_capability": gpu.lowest_cc(caps) if caps else None,
         "gpu_platforms": [
-            key for key, w in release.wheels.items()
+            key
+            for key, w in release.wheels.items()
             if w.cuda_build and (key != "windows_x86_64" or release.version <= LAST_NATIVE_WINDOWS)
-        ] + (["macos (tensorflow-metal)"] if metal else []),
+        ]
+        + (["macos (tensorflow-metal)"] if metal else []),
         "pip_cuda": (pip.packages.pip if pip and pip.available else []),
         "conda_cudnn": str(conda_cudnn.version) if conda_cudnn else None,
         "tensorflow_metal": metal[0] if metal else None,

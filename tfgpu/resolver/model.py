@@ -47,8 +47,9 @@ class Packages:
         for field_name, kind in (("pip", Requirement), ("cuda_extra", Requirement), ("conda", MatchSpec)):
             for item in getattr(self, field_name):
                 if not isinstance(item, kind):
-                    raise TypeError(f"Packages.{field_name} takes {kind.__name__} values from tfgpu.requirements, "
-                                    f"not {item!r}")
+                    raise TypeError(
+                        f"Packages.{field_name} takes {kind.__name__} values from tfgpu.requirements, not {item!r}"
+                    )
 
     def to_dict(self) -> dict:
         return {key: [str(item) for item in value] for key, value in asdict(self).items()}
@@ -137,8 +138,12 @@ class Resolution:
             "compute_capabilities": list(self.compute_capabilities),
             "packages": self.packages.to_dict(),
             "modes": {
-                name: {"available": opt.available, "packages": opt.packages.to_dict(),
-                       "code": opt.code or None, "reason": opt.reason or None}
+                name: {
+                    "available": opt.available,
+                    "packages": opt.packages.to_dict(),
+                    "code": opt.code or None,
+                    "reason": opt.reason or None,
+                }
                 for name, opt in self.modes.items()
             },
             "warnings": [asdict(w) for w in self.warnings],

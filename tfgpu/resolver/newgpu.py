@@ -8,7 +8,6 @@ reported for the release (ptx.toml). Pure: tables in, notices out.
 
 from __future__ import annotations
 
-
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -70,13 +69,19 @@ def _jit_report(release: tables.Release, cc: str) -> dict | None:
 def _first_release_reaching(need: str) -> str:
     for release in sorted(tables.releases(), key=lambda r: r.version):
         wheel = release.wheels.get("linux_x86_64")
-        if wheel and wheel.cuda_build and wheel.cuda.count(".") >= 1 and Version(xla_ptx_isa(wheel.cuda)) >= Version(need):
+        if (
+            wheel
+            and wheel.cuda_build
+            and wheel.cuda.count(".") >= 1
+            and Version(xla_ptx_isa(wheel.cuda)) >= Version(need)
+        ):
             return str(release.version)
     return ""
 
 
-def new_gpu_notices(release: tables.Release, wheel: tables.Wheel, cc: str, coverage: gpu.Coverage,
-                    os: str) -> list[Notice]:
+def new_gpu_notices(
+    release: tables.Release, wheel: tables.Wheel, cc: str, coverage: gpu.Coverage, os: str
+) -> list[Notice]:
     """``blackwell-ptx-jit`` (the driver JIT is what runs) and ``blackwell-xla-ptx`` (XLA cannot
     target the GPU) for a GPU listed in ptx.toml; [] for other GPUs."""
     row = target_row(cc)
@@ -89,17 +94,26 @@ def new_gpu_notices(release: tables.Release, wheel: tables.Wheel, cc: str, cover
     if coverage is gpu.Coverage.PTX_JIT:
         ptx = _newest_ptx(wheel.compute_capabilities)
         isa = f"PTX ISA {wheel.ptx_isa}" if wheel.ptx_isa else "its PTX ISA unrecorded"
-        message = (f"TF {release.version} has no SASS for compute capability {cc}, {name}: what runs is its "
-                   f"newest PTX, {ptx} ({isa}), JIT-compiled by the driver for {sm} at start-up: minutes the first "
-                   f"time{driver_text}.")
+        message = (
+            f"TF {release.version} has no SASS for compute capability {cc}, {name}: what runs is its "
+            f"newest PTX, {ptx} ({isa}), JIT-compiled by the driver for {sm} at start-up: minutes the first "
+            f"time{driver_text}."
+        )
         report = _jit_report(release, cc)
         if report:
-            message += (f" With pip TF {', '.join(report['reported'])} this JIT was reported to fail on "
-                        f"{cc} GPUs: {report['error']}.")
-        notices.append(Notice("blackwell-ptx-jit", message,
-                              "Keep the JIT result between runs (CUDA_CACHE_MAXSIZE=4294967296); if ops fail "
-                              "with CUDA_ERROR_INVALID_PTX/INVALID_HANDLE, use NVIDIA's NGC TensorFlow container "
-                              "(nvcr.io/nvidia/tensorflow), which is built for Blackwell."))
+            message += (
+                f" With pip TF {', '.join(report['reported'])} this JIT was reported to fail on "
+                f"{cc} GPUs: {report['error']}."
+            )
+        notices.append(
+            Notice(
+                "blackwell-ptx-jit",
+                message,
+                "Keep the JIT result between runs (CUDA_CACHE_MAXSIZE=4294967296); if ops fail "
+                "with CUDA_ERROR_INVALID_PTX/INVALID_HANDLE, use NVIDIA's NGC TensorFlow container "
+                "(nvcr.io/nvidia/tensorflow), which is built for Blackwell.",
+            )
+        )
     if wheel.cuda.count(".") >= 1 and Version(xla_ptx_isa(wheel.cuda)) < Version(need):
         emitted = xla_ptx_isa(wheel.cuda)
         ptxas = release.and_cuda.get("nvidia-cuda-nvcc-cu12", "")
@@ -107,17 +121,22 @@ def new_gpu_notices(release: tables.Release, wheel: tables.Wheel, cc: str, cover
         error = _table().get("xla", {}).get("error", "").format(isa=emitted, target=sm, need=need)
         first = _first_release_reaching(need)
         newest = tables.releases()[0].version
-        forward = (f"TF {first} is the first release built with a CUDA whose PTX ISA reaches {need}."
-                   if first else
-                   f"No TensorFlow release known to tfgpu-install (up to {newest}) is built with CUDA "
-                   f">= {_cuda_for_isa(need)}, which XLA needs for {sm}, and the XLA fixes were closed "
-                   "without merging; NVIDIA's NGC TensorFlow container is built for Blackwell.")
-        notices.append(Notice(
-            "blackwell-xla-ptx",
-            f"XLA cannot compile for {sm}: TF {release.version} was built with CUDA {wheel.cuda}, so its XLA emits "
-            f"at most PTX ISA {emitted}, whatever ptxas is installed{pinned}, while {sm} needs PTX ISA >= {need}. "
-            f"jit_compile=True, Keras models compiled with jit_compile and XLA auto-clustering fail on this GPU "
-            f"(reported with TF 2.22.0.dev: \"{error}\").",
-            "Run without XLA: jit_compile=False in model.compile and tf.function, and "
-            f"TF_XLA_FLAGS=--tf_xla_auto_jit=0. A newer ptxas does not help. {forward}"))
+        forward = (
+            f"TF {first} is the first release built with a CUDA whose PTX ISA reaches {need}."
+            if first
+            else f"No TensorFlow release known to tfgpu-install (up to {newest}) is built with CUDA "
+            f">= {_cuda_for_isa(need)}, which XLA needs for {sm}, and the XLA fixes were closed "
+            "without merging; NVIDIA's NGC TensorFlow container is built for Blackwell."
+        )
+        notices.append(
+            Notice(
+                "blackwell-xla-ptx",
+                f"XLA cannot compile for {sm}: TF {release.version} was built with CUDA {wheel.cuda}, so its XLA emits "
+                f"at most PTX ISA {emitted}, whatever ptxas is installed{pinned}, while {sm} needs PTX ISA >= {need}. "
+                f"jit_compile=True, Keras models compiled with jit_compile and XLA auto-clustering fail on this GPU "
+                f'(reported with TF 2.22.0.dev: "{error}").',
+                "Run without XLA: jit_compile=False in model.compile and tf.function, and "
+                f"TF_XLA_FLAGS=--tf_xla_auto_jit=0. A newer ptxas does not help. {forward}",
+            )
+        )
     return notices

@@ -18,8 +18,18 @@ from tfgpu.resolver import tables
 from tfgpu.resolver.model import ModeOption, Notice, Packages
 
 # The CUDA 12 libraries TensorFlow dlopens, plus nvcc tools for XLA's ptxas and libdevice.
-CUDA12_CONDA = ("cuda-cudart", "libcublas", "libcufft", "libcurand", "libcusolver", "libcusparse",
-                "cuda-nvrtc", "cuda-cupti", "libnvjitlink", "cuda-nvcc-tools")
+CUDA12_CONDA = (
+    "cuda-cudart",
+    "libcublas",
+    "libcufft",
+    "libcurand",
+    "libcusolver",
+    "libcusparse",
+    "cuda-nvrtc",
+    "cuda-cupti",
+    "libnvjitlink",
+    "cuda-nvcc-tools",
+)
 
 
 _DATA = "A requirement from the release data"
@@ -28,8 +38,10 @@ _DATA = "A requirement from the release data"
 def quirks_for(release: tables.Release, mode: str, python: str | None) -> list[tables.Quirk]:
     """Known problems of ``release`` that matter for ``mode`` (and ``python``, where given)."""
     return [
-        q for q in tables.quirks()
-        if release.version in q.tensorflow and mode in q.modes
+        q
+        for q in tables.quirks()
+        if release.version in q.tensorflow
+        and mode in q.modes
         and (python is None or not str(q.python) or Version(python) in q.python)
     ]
 
@@ -42,50 +54,78 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
     """The pip (venv) mode for one release."""
     name = release.gpu_package
     if metal_row is not None:
-        return ModeOption(True, Packages(
-            pip=(requirement(metal_row.package, f"=={release.version}", what=_DATA),
-                 requirement("tensorflow-metal", f"=={metal_row.metal}", what=_DATA)),
-            notes=(f"tensorflow-metal {metal_row.metal} is the plugin published for TF "
-                   f"{metal_row.tensorflow} (macOS {metal_row.macos}+).",),
-        ))
+        return ModeOption(
+            True,
+            Packages(
+                pip=(
+                    requirement(metal_row.package, f"=={release.version}", what=_DATA),
+                    requirement("tensorflow-metal", f"=={metal_row.metal}", what=_DATA),
+                ),
+                notes=(
+                    f"tensorflow-metal {metal_row.metal} is the plugin published for TF "
+                    f"{metal_row.tensorflow} (macOS {metal_row.macos}+).",
+                ),
+            ),
+        )
     if platform == "windows_x86_64":
         return unavailable(
             "no-pip-cuda-wheels",
             "NVIDIA publishes no CUDA wheels for native Windows: TensorFlow's own recipe takes "
-            "cudatoolkit and cuDNN from conda-forge (--mode conda).")
+            "cudatoolkit and cuDNN from conda-forge (--mode conda).",
+        )
     explicit = [q for q in quirks_for(release, "pip", python) if q.effect == "explicit-pins"]
     if release.and_cuda and not explicit:
         extra = release.cuda_extra or "and-cuda"
         pip = [requirement(name, f"=={release.version}", extras=(extra,), what=_DATA)]
         pins = tuple(requirement(dist, spec, what=_DATA) for dist, spec in sorted(release.and_cuda.items()))
-        notes = [f"CUDA libraries from the {extra} extra of TF {release.version} (read from its wheel; "
-                 f"packages.cuda_extra lists its {len(pins)} pins)."]
+        notes = [
+            f"CUDA libraries from the {extra} extra of TF {release.version} (read from its wheel; "
+            f"packages.cuda_extra lists its {len(pins)} pins)."
+        ]
         floor = _ptxas_floor(release)
         if floor:
             pip.append(floor)
-            notes.append(f"{floor}: XLA warns that ptxas up to 12.6.2 miscompiles; the extra's range allows a newer one.")
+            notes.append(
+                f"{floor}: XLA warns that ptxas up to 12.6.2 miscompiles; the extra's range allows a newer one."
+            )
         return ModeOption(True, Packages(pip=tuple(pip), notes=tuple(notes), cuda_extra=pins))
     if release.and_cuda:
-        pins = [requirement(dist, spec, what=_DATA) for dist, spec in sorted(release.and_cuda.items())
-                if not dist.startswith("tensorrt")]
-        return ModeOption(True, Packages(
-            pip=(requirement(name, f"=={release.version}", what=_DATA), *pins),
-            notes=(f"The and-cuda extra of TF {release.version} cannot be installed ({explicit[0].code}): "
-                   "its CUDA pins are installed explicitly, without TensorRT.",),
-        ))
+        pins = [
+            requirement(dist, spec, what=_DATA)
+            for dist, spec in sorted(release.and_cuda.items())
+            if not dist.startswith("tensorrt")
+        ]
+        return ModeOption(
+            True,
+            Packages(
+                pip=(requirement(name, f"=={release.version}", what=_DATA), *pins),
+                notes=(
+                    f"The and-cuda extra of TF {release.version} cannot be installed ({explicit[0].code}): "
+                    "its CUDA pins are installed explicitly, without TensorRT.",
+                ),
+            ),
+        )
     sets, _ = tables.pip_cuda()
     for cuda_set in sets:
         if release.version in cuda_set.tensorflow:
-            return ModeOption(True, Packages(
-                pip=(requirement(name, f"=={release.version}", what=_DATA),
-                     *(canonical(p, what=_DATA) for p in cuda_set.packages)),
-                notes=(f"TF {release.version} has no and-cuda extra: CUDA {cuda_set.cuda} / cuDNN "
-                       f"{cuda_set.cudnn} wheels pinned explicitly.",),
-            ))
+            return ModeOption(
+                True,
+                Packages(
+                    pip=(
+                        requirement(name, f"=={release.version}", what=_DATA),
+                        *(canonical(p, what=_DATA) for p in cuda_set.packages),
+                    ),
+                    notes=(
+                        f"TF {release.version} has no and-cuda extra: CUDA {cuda_set.cuda} / cuDNN "
+                        f"{cuda_set.cudnn} wheels pinned explicitly.",
+                    ),
+                ),
+            )
     return unavailable(
         "no-pip-cuda-wheels",
         f"TF {release.version} was built on CUDA {_cuda(release, platform)}, which has no CUDA wheels on PyPI "
-        "(nvidia-*-cu11 wheels start at CUDA 11.7): use --mode conda or --mode system.")
+        "(nvidia-*-cu11 wheels start at CUDA 11.7): use --mode conda or --mode system.",
+    )
 
 
 def _ptxas_floor(release) -> str:
@@ -141,8 +181,10 @@ def conda_option(release, cuda: str | None, cudnn: str | None, python: str, meta
     name = release.gpu_package
     if metal_row is not None:
         pip_part = pip_option(release, "macos", python, metal_row).packages
-        return ModeOption(True, Packages(conda=(match_spec(f"python {python}.*", what=_DATA),), pip=pip_part.pip,
-                                         notes=pip_part.notes))
+        return ModeOption(
+            True,
+            Packages(conda=(match_spec(f"python {python}.*", what=_DATA),), pip=pip_part.pip, notes=pip_part.notes),
+        )
     if not cuda or not cudnn:
         return unavailable("no-gpu-build", f"TF {release.version} has no CUDA build here.")
     forge = tables.conda_forge()
@@ -154,27 +196,44 @@ def conda_option(release, cuda: str | None, cudnn: str | None, python: str, meta
         specs += [f"cuda-version {mm}.*", *CUDA12_CONDA]
     else:
         if mm not in forge.cudatoolkit:
-            return unavailable("no-conda-cuda-packages",
-                               f"conda-forge has no cudatoolkit {mm} (it carries {', '.join(forge.cudatoolkit)}).")
+            return unavailable(
+                "no-conda-cuda-packages",
+                f"conda-forge has no cudatoolkit {mm} (it carries {', '.join(forge.cudatoolkit)}).",
+            )
         specs.append(f"cudatoolkit {mm}.*")
     row = choose_conda_cudnn(mm, cudnn)
     if row is None:
-        return unavailable("no-conda-cuda-packages",
-                           f"conda-forge has no cuDNN {Version(cudnn).major}.x >= {cudnn} built for CUDA {mm}.")
+        return unavailable(
+            "no-conda-cuda-packages",
+            f"conda-forge has no cuDNN {Version(cudnn).major}.x >= {cudnn} built for CUDA {mm}.",
+        )
     specs.append(f"cudnn =={row.version}")
-    caveats = () if row.cuda else (Notice(
-        "unverified-data",
-        f"conda-forge carries cuDNN {row.version}, but which CUDA versions it was built for is unverified; "
-        f"the solve decides whether a build for CUDA {mm} exists.",
-        "If the solve fails, use --mode system (NVIDIA's cuDNN archive) or a newer TensorFlow."),)
-    return ModeOption(True, warnings=caveats, packages=Packages(
-        conda=tuple(match_spec(spec, what=_DATA) for spec in specs),
-        pip=(requirement(name, f"=={release.version}", what=_DATA),),
-        notes=(f"cuDNN {row.version}: major {Version(cudnn).major} as TF requires, minor >= {cudnn}, "
-               f"conda-forge build for CUDA {_variants_for(row, mm)}.",
-               "TensorFlow itself comes from PyPI into the env's Python, without the and-cuda extra, "
-               "so CUDA is not installed twice."),
-    ))
+    caveats = (
+        ()
+        if row.cuda
+        else (
+            Notice(
+                "unverified-data",
+                f"conda-forge carries cuDNN {row.version}, but which CUDA versions it was built for is unverified; "
+                f"the solve decides whether a build for CUDA {mm} exists.",
+                "If the solve fails, use --mode system (NVIDIA's cuDNN archive) or a newer TensorFlow.",
+            ),
+        )
+    )
+    return ModeOption(
+        True,
+        warnings=caveats,
+        packages=Packages(
+            conda=tuple(match_spec(spec, what=_DATA) for spec in specs),
+            pip=(requirement(name, f"=={release.version}", what=_DATA),),
+            notes=(
+                f"cuDNN {row.version}: major {Version(cudnn).major} as TF requires, minor >= {cudnn}, "
+                f"conda-forge build for CUDA {_variants_for(row, mm)}.",
+                "TensorFlow itself comes from PyPI into the env's Python, without the and-cuda extra, "
+                "so CUDA is not installed twice.",
+            ),
+        ),
+    )
 
 
 def _variants_for(row: tables.CondaCudnn, cuda: str) -> str:
@@ -188,8 +247,10 @@ def _variants_for(row: tables.CondaCudnn, cuda: str) -> str:
 def system_option(release, platform: str, cuda: str | None, cudnn: str | None) -> ModeOption:
     """The system (runfile) mode for one release: the CUDA runfile and the concrete cuDNN archive."""
     if platform != "linux_x86_64":
-        return unavailable("mode-unsupported",
-                           "System mode installs NVIDIA's Linux x86_64 runfile; it exists only for Linux and WSL2 on x86_64.")
+        return unavailable(
+            "mode-unsupported",
+            "System mode installs NVIDIA's Linux x86_64 runfile; it exists only for Linux and WSL2 on x86_64.",
+        )
     if not cuda or not cudnn:
         return unavailable("no-gpu-build", f"TF {release.version} has no CUDA build here.")
     toolkit = _runfile_toolkit(cuda)
@@ -197,26 +258,39 @@ def system_option(release, platform: str, cuda: str | None, cudnn: str | None) -
         return unavailable("no-runfile", f"No CUDA {cuda} runfile is recorded in tfgpu's data.")
     archive = cudnn_archive_for(cuda, cudnn)
     if archive is None:
-        return unavailable("no-cudnn-archive", f"No cuDNN {Version(cudnn).major}.x >= {cudnn} archive for CUDA "
-                           f"{Version(cuda).major} is recorded in tfgpu's data (cudnn_archives.toml).")
-    notes = [f"CUDA {toolkit.version} toolkit (runfile, toolkit only, no driver) for a build made with CUDA {cuda}.",
-             f"cuDNN {archive.version} ({archive.filename}): major {Version(cudnn).major} as TF requires, "
-             f"minor >= {cudnn}."]
+        return unavailable(
+            "no-cudnn-archive",
+            f"No cuDNN {Version(cudnn).major}.x >= {cudnn} archive for CUDA "
+            f"{Version(cuda).major} is recorded in tfgpu's data (cudnn_archives.toml).",
+        )
+    notes = [
+        f"CUDA {toolkit.version} toolkit (runfile, toolkit only, no driver) for a build made with CUDA {cuda}.",
+        f"cuDNN {archive.version} ({archive.filename}): major {Version(cudnn).major} as TF requires, minor >= {cudnn}.",
+    ]
     warnings = []
-    for what, name, verified in (("runfile", toolkit.runfile, toolkit.sha256 or toolkit.md5),
-                                 ("cuDNN archive", archive.filename, archive.sha256)):
+    for what, name, verified in (
+        ("runfile", toolkit.runfile, toolkit.sha256 or toolkit.md5),
+        ("cuDNN archive", archive.filename, archive.sha256),
+    ):
         if not verified:
-            warnings.append(Notice(
-                "unverified-download",
-                f"No checksum is recorded for the {what} {name}: system mode refuses to install a download it "
-                "cannot verify.",
-                "Use --mode pip or --mode conda, or give the file's sha256 in a TFGPU_DATA_DIR overlay "
-                "(see the README's System mode section)."))
-    return ModeOption(True, warnings=tuple(warnings), packages=Packages(
-        downloads=(toolkit.runfile_url or toolkit.runfile, archive.url),
-        pip=(requirement(release.gpu_package, f"=={release.version}", what=_DATA),),
-        notes=tuple(notes),
-    ))
+            warnings.append(
+                Notice(
+                    "unverified-download",
+                    f"No checksum is recorded for the {what} {name}: system mode refuses to install a download it "
+                    "cannot verify.",
+                    "Use --mode pip or --mode conda, or give the file's sha256 in a TFGPU_DATA_DIR overlay "
+                    "(see the README's System mode section).",
+                )
+            )
+    return ModeOption(
+        True,
+        warnings=tuple(warnings),
+        packages=Packages(
+            downloads=(toolkit.runfile_url or toolkit.runfile, archive.url),
+            pip=(requirement(release.gpu_package, f"=={release.version}", what=_DATA),),
+            notes=tuple(notes),
+        ),
+    )
 
 
 def _runfile_toolkit(cuda: str) -> tables.Toolkit | None:
@@ -245,9 +319,14 @@ def cudnn_archive_for(cuda: str, cudnn: str) -> tables.CudnnArchive | None:
             return False
         return Version(row.cuda_min).release[:2] <= cuda_v.release[:2] <= Version(row.cuda_max).release[:2]
 
-    rows = [row for row in tables.cudnn_archives()
-            if row.platform == "linux_x86_64" and row.cuda_major == cuda_v.major
-            and row.version.major == need.major and row.version.release[:2] >= need.release[:2]]
+    rows = [
+        row
+        for row in tables.cudnn_archives()
+        if row.platform == "linux_x86_64"
+        and row.cuda_major == cuda_v.major
+        and row.version.major == need.major
+        and row.version.release[:2] >= need.release[:2]
+    ]
     if not rows:
         return None
     return max(rows, key=lambda row: (bool(row.sha256), covers(row), row.version))

@@ -83,15 +83,20 @@ def make_request(
         tf_source=parse_choice("--tf-source", tf_source, TF_SOURCES),
     )
     if request.tf_source and request.mode != "conda":
-        raise UsageError("conflicting-options", f"--tf-source applies to --mode conda only (got --mode {request.mode}).",
-                         ["Add --mode conda, or drop --tf-source."])
+        raise UsageError(
+            "conflicting-options",
+            f"--tf-source applies to --mode conda only (got --mode {request.mode}).",
+            ["Add --mode conda, or drop --tf-source."],
+        )
     if target_os == "macos" and (request.driver or request.gpu_cc):
         raise UsageError(
             "conflicting-options",
             "--driver and --gpu-cc describe an NVIDIA GPU, but --os macos has none: "
             "TensorFlow on a Mac uses the GPU through Apple's tensorflow-metal plugin.",
-            ["Drop --driver/--gpu-cc to plan a tensorflow-metal environment for macOS.",
-             "Or choose --os linux or --os wsl2 for an NVIDIA GPU."],
+            [
+                "Drop --driver/--gpu-cc to plan a tensorflow-metal environment for macOS.",
+                "Or choose --os linux or --os wsl2 for an NVIDIA GPU.",
+            ],
         )
     return request
 
@@ -141,8 +146,10 @@ def parse_tf_spec(value: str | None) -> str | None:
         raise UsageError(
             "bad-tf-spec",
             f"--tf {value!r} is neither a TensorFlow version nor a version range.",
-            ["Use a series (--tf 2.13), a release (--tf 2.13.1), --tf latest, "
-             "or a PEP 440 range (--tf '>=2.15,<2.18')."],
+            [
+                "Use a series (--tf 2.13), a release (--tf 2.13.1), --tf latest, "
+                "or a PEP 440 range (--tf '>=2.15,<2.18')."
+            ],
         )
     return text.lstrip("v")
 
@@ -170,8 +177,11 @@ def parse_driver(value: str | None) -> str | None:
         return text
     hint = ["Give the driver version that `nvidia-smi` prints as 'Driver Version', e.g. --driver 535.104.05."]
     if re.match(r"^\d{1,2}\.\d+$", text):
-        hint.insert(0, f"{text} looks like a CUDA version. The driver's 'CUDA Version' is the newest "
-                       "CUDA it supports; the resolver needs the driver version itself.")
+        hint.insert(
+            0,
+            f"{text} looks like a CUDA version. The driver's 'CUDA Version' is the newest "
+            "CUDA it supports; the resolver needs the driver version itself.",
+        )
     raise UsageError("bad-driver-version", f"--driver {value!r} is not an NVIDIA driver version.", hint)
 
 
@@ -184,7 +194,9 @@ def parse_compute_capability(value: str | None) -> str | None:
         raise UsageError(
             "bad-compute-capability",
             f"--gpu-cc {value!r} is not a GPU compute capability.",
-            ["Give major.minor as NVIDIA lists it, e.g. --gpu-cc 8.6 (RTX 30xx) or --gpu-cc 9.0 (H100/H200); "
-             "`nvidia-smi --query-gpu=compute_cap --format=csv` prints it."],
+            [
+                "Give major.minor as NVIDIA lists it, e.g. --gpu-cc 8.6 (RTX 30xx) or --gpu-cc 9.0 (H100/H200); "
+                "`nvidia-smi --query-gpu=compute_cap --format=csv` prints it."
+            ],
         )
     return f"{int(match.group(1))}.{match.group(2)}"

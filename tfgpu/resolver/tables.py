@@ -217,9 +217,15 @@ def series() -> dict[str, Series]:
     rows = load_toml("tensorflow_series.toml")["series"]
     return {
         row["series"]: Series(
-            series=row["series"], python=row["python"], compiler=row["compiler"],
-            bazel=row["bazel"], cuda=row["cuda"], cudnn=row["cudnn"], note=row.get("note", ""),
-            source=_tuple(row, "source"), unverified=_tuple(row, "unverified"),
+            series=row["series"],
+            python=row["python"],
+            compiler=row["compiler"],
+            bazel=row["bazel"],
+            cuda=row["cuda"],
+            cudnn=row["cudnn"],
+            note=row.get("note", ""),
+            source=_tuple(row, "source"),
+            unverified=_tuple(row, "unverified"),
         )
         for row in rows
     }
@@ -230,9 +236,15 @@ def quirks() -> tuple[Quirk, ...]:
     """Known-broken releases."""
     return tuple(
         Quirk(
-            code=row["code"], tensorflow=SpecifierSet(row["tensorflow"]), modes=_tuple(row, "modes"),
-            python=SpecifierSet(row.get("python", "")), effect=row["effect"], newer=row.get("newer", ""),
-            message=row["message"], fix=row["fix"], source=_tuple(row, "source"),
+            code=row["code"],
+            tensorflow=SpecifierSet(row["tensorflow"]),
+            modes=_tuple(row, "modes"),
+            python=SpecifierSet(row.get("python", "")),
+            effect=row["effect"],
+            newer=row.get("newer", ""),
+            message=row["message"],
+            fix=row["fix"],
+            source=_tuple(row, "source"),
         )
         for row in load_toml("quirks.toml")["quirk"]
     )
@@ -242,15 +254,25 @@ def quirks() -> tuple[Quirk, ...]:
 def toolkits() -> tuple[Toolkit, ...]:
     """Every CUDA toolkit release, oldest first."""
     rows = load_toml("cuda.toml")["toolkit"]
-    return tuple(sorted(
-        (Toolkit(
-            version=Version(row["version"]), linux=row.get("linux", ""), windows=row.get("windows", ""),
-            runfile=row.get("runfile", ""), runfile_url=row.get("runfile_url", ""),
-            md5=row.get("md5", ""), sha256=row.get("sha256", ""),
-            source=_tuple(row, "source"), unverified=_tuple(row, "unverified"),
-        ) for row in rows),
-        key=lambda t: t.version,
-    ))
+    return tuple(
+        sorted(
+            (
+                Toolkit(
+                    version=Version(row["version"]),
+                    linux=row.get("linux", ""),
+                    windows=row.get("windows", ""),
+                    runfile=row.get("runfile", ""),
+                    runfile_url=row.get("runfile_url", ""),
+                    md5=row.get("md5", ""),
+                    sha256=row.get("sha256", ""),
+                    source=_tuple(row, "source"),
+                    unverified=_tuple(row, "unverified"),
+                )
+                for row in rows
+            ),
+            key=lambda t: t.version,
+        )
+    )
 
 
 @derived
@@ -259,8 +281,11 @@ def cuda_facts() -> dict:
     data = load_toml("cuda.toml")
     floors = {
         int(row["cuda_major"]): MvcFloor(
-            cuda_major=int(row["cuda_major"]), linux=row.get("linux", ""), windows=row.get("windows", ""),
-            source=_tuple(row, "source"), unverified=_tuple(row, "unverified"),
+            cuda_major=int(row["cuda_major"]),
+            linux=row.get("linux", ""),
+            windows=row.get("windows", ""),
+            source=_tuple(row, "source"),
+            unverified=_tuple(row, "unverified"),
         )
         for row in data.get("mvc", [])
         if row.get("mvc", True)
@@ -274,10 +299,15 @@ def metal() -> tuple[MetalRow, ...]:
     """tensorflow-metal's compatibility table."""
     return tuple(
         MetalRow(
-            tensorflow=SpecifierSet(row["tensorflow"]), metal=row["metal"], macos=row.get("macos", ""),
-            python=_tuple(row, "python"), x86_64=bool(row.get("x86_64", False)),
-            package=row.get("package", "tensorflow"), source=_tuple(row, "source"),
-            unverified=_tuple(row, "unverified"), note=row.get("note", ""),
+            tensorflow=SpecifierSet(row["tensorflow"]),
+            metal=row["metal"],
+            macos=row.get("macos", ""),
+            python=_tuple(row, "python"),
+            x86_64=bool(row.get("x86_64", False)),
+            package=row.get("package", "tensorflow"),
+            source=_tuple(row, "source"),
+            unverified=_tuple(row, "unverified"),
+            note=row.get("note", ""),
         )
         for row in load_toml("metal.toml")["metal"]
     )
@@ -296,9 +326,13 @@ def conda_forge() -> CondaForge:
         cuda_version=_tuple(data["cuda_version"], "versions"),
         cuda12_packages=_tuple(data["cuda12_packages"], "names"),
         cudnn=tuple(
-            CondaCudnn(version=Version(row["version"]), cuda=_tuple(row, "cuda"),
-                       source=_tuple(row, "source"), unverified=_tuple(row, "unverified"),
-                       runs_with=_tuple(row, "runs_with"))
+            CondaCudnn(
+                version=Version(row["version"]),
+                cuda=_tuple(row, "cuda"),
+                source=_tuple(row, "source"),
+                unverified=_tuple(row, "unverified"),
+                runs_with=_tuple(row, "runs_with"),
+            )
             # generated from the cudnn-feedstock's history (scripts/regen_conda_cudnn.py)
             for row in load_toml("conda_cudnn.toml").get("cudnn", data.get("cudnn", []))
         ),
@@ -312,8 +346,13 @@ def pip_cuda() -> tuple[tuple[PipCudaSet, ...], dict]:
     """Explicit pip CUDA sets, and the ptxas facts."""
     data = load_toml("pip_cuda.toml")
     sets = tuple(
-        PipCudaSet(tensorflow=SpecifierSet(row["tensorflow"]), cuda=row["cuda"], cudnn=row["cudnn"],
-                   packages=_tuple(row, "packages"), source=_tuple(row, "source"))
+        PipCudaSet(
+            tensorflow=SpecifierSet(row["tensorflow"]),
+            cuda=row["cuda"],
+            cudnn=row["cudnn"],
+            packages=_tuple(row, "packages"),
+            source=_tuple(row, "source"),
+        )
         for row in data["set"]
     )
     return sets, data.get("ptxas", {})
@@ -342,17 +381,29 @@ class CudnnArchive(NamedTuple):
 def cudnn_archives() -> tuple[CudnnArchive, ...]:
     """Every recorded cuDNN archive, oldest first."""
     rows = load_toml("cudnn_archives.toml")["archive"]
-    return tuple(sorted(
-        (CudnnArchive(
-            version=Version(row["version"]), cuda_major=int(row["cuda_major"]), cuda_min=row.get("cuda_min", ""),
-            cuda_max=row.get("cuda_max", ""), platform=row.get("platform", "linux_x86_64"),
-            filename=row["filename"], url=row["url"], sha256=row.get("sha256", ""), size=int(row.get("size", 0)),
-            manifest=row.get("manifest", ""), source=_tuple(row, "source"), unverified=_tuple(row, "unverified"),
-            md5=row.get("md5", ""),
-        ) for row in rows),
-        key=lambda a: (a.version, a.cuda_major),
-    ))
-
+    return tuple(
+        sorted(
+            (
+                CudnnArchive(
+                    version=Version(row["version"]),
+                    cuda_major=int(row["cuda_major"]),
+                    cuda_min=row.get("cuda_min", ""),
+                    cuda_max=row.get("cuda_max", ""),
+                    platform=row.get("platform", "linux_x86_64"),
+                    filename=row["filename"],
+                    url=row["url"],
+                    sha256=row.get("sha256", ""),
+                    size=int(row.get("size", 0)),
+                    manifest=row.get("manifest", ""),
+                    source=_tuple(row, "source"),
+                    unverified=_tuple(row, "unverified"),
+                    md5=row.get("md5", ""),
+                )
+                for row in rows
+            ),
+            key=lambda a: (a.version, a.cuda_major),
+        )
+    )
 
 
 def clear_caches() -> None:
@@ -368,8 +419,9 @@ def _merged(shipped: list) -> list:
     from tfgpu.data.updates import update_rows
 
     known = {r.version for r in shipped}
-    everything = shipped + [r for r in (release_from_row(row, "update") for row in update_rows())
-                            if r.version not in known]
+    everything = shipped + [
+        r for r in (release_from_row(row, "update") for row in update_rows()) if r.version not in known
+    ]
     finals = [r.version for r in everything if not r.version.is_prerelease]
 
     def superseded(v) -> bool:

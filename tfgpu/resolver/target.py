@@ -31,8 +31,10 @@ def make_target(request: Request, host) -> Target:
         raise ImpossibleError(
             "no-gpu-build",
             f"TensorFlow publishes no wheels for {os} on {arch}, so there is no GPU build to plan.",
-            ["Use WSL2 on an x86_64 Windows machine (--os wsl2 --arch x86_64).",
-             "Or run NVIDIA's NGC TensorFlow container on a Linux host."],
+            [
+                "Use WSL2 on an x86_64 Windows machine (--os wsl2 --arch x86_64).",
+                "Or run NVIDIA's NGC TensorFlow container on a Linux host.",
+            ],
         )
     here = host is not None and (host.os, host.arch) == (os, arch)
 

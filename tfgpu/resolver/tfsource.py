@@ -54,24 +54,47 @@ def choose(wish: str | None, version: str, platform: str, python: str, mode: str
     newest = newest_conda_forge()
     if wish != CONDA_FORGE:
         how = "--tf-source pypi" if wish == PYPI else "the default"
-        return Choice(PYPI, f"TensorFlow from PyPI into the conda env ({how}): TensorFlow's own wheels, with "
-                            "CUDA and cuDNN from conda-forge; --tf-source conda-forge takes conda-forge's CUDA "
-                            f"build instead (up to {newest}).")
+        return Choice(
+            PYPI,
+            f"TensorFlow from PyPI into the conda env ({how}): TensorFlow's own wheels, with "
+            "CUDA and cuDNN from conda-forge; --tf-source conda-forge takes conda-forge's CUDA "
+            f"build instead (up to {newest}).",
+        )
     cuda = conda_forge_cuda(version)
     forge = tables.conda_forge()
     drop = "Or drop --tf-source: TensorFlow from PyPI into the conda env."
     if cuda is None:
-        return Choice(CONDA_FORGE, "", failure=(
-            "no-conda-forge-build", f"conda-forge has no CUDA build of TensorFlow {version} (its newest is {newest}).",
-            (f"--tf {newest} --tf-source conda-forge", drop)))
+        return Choice(
+            CONDA_FORGE,
+            "",
+            failure=(
+                "no-conda-forge-build",
+                f"conda-forge has no CUDA build of TensorFlow {version} (its newest is {newest}).",
+                (f"--tf {newest} --tf-source conda-forge", drop),
+            ),
+        )
     if platform not in forge.tensorflow_cuda_platforms:
-        return Choice(CONDA_FORGE, "", failure=(
-            "no-conda-forge-build", f"conda-forge has no CUDA build of TensorFlow {version} for {platform}: its "
-            f"CUDA builds are for {', '.join(forge.tensorflow_cuda_platforms)} only.", (drop,)))
+        return Choice(
+            CONDA_FORGE,
+            "",
+            failure=(
+                "no-conda-forge-build",
+                f"conda-forge has no CUDA build of TensorFlow {version} for {platform}: its "
+                f"CUDA builds are for {', '.join(forge.tensorflow_cuda_platforms)} only.",
+                (drop,),
+            ),
+        )
     what = "--tf-source conda-forge"
     packages = Packages(
         conda=(match_spec(f"python {python}.*", what=what), match_spec(f"tensorflow =={version} cuda*", what=what)),
-        notes=(f"TensorFlow {version} is conda-forge's CUDA build (built for CUDA {', '.join(cuda)}; the solve "
-               "takes the variant the driver allows), which brings its own CUDA and cuDNN: nothing from PyPI.",))
-    return Choice(CONDA_FORGE, f"TensorFlow from conda-forge (as asked, --tf-source conda-forge): its CUDA build "
-                               f"of {version}, not PyPI's wheel.", option=ModeOption(True, packages))
+        notes=(
+            f"TensorFlow {version} is conda-forge's CUDA build (built for CUDA {', '.join(cuda)}; the solve "
+            "takes the variant the driver allows), which brings its own CUDA and cuDNN: nothing from PyPI.",
+        ),
+    )
+    return Choice(
+        CONDA_FORGE,
+        f"TensorFlow from conda-forge (as asked, --tf-source conda-forge): its CUDA build "
+        f"of {version}, not PyPI's wheel.",
+        option=ModeOption(True, packages),
+    )

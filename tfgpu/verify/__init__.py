@@ -18,16 +18,21 @@ NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
 """The check imports TensorFlow with the env's Python (``-B``) and so do the processes it starts:
 none of them writes ``__pycache__`` into an env this tool may not own (a repaired one, say)."""
 
-_LOG_SIGNS = re.compile(r"(Could not load dynamic library|Cannot dlopen|failed call to cuInit|"
-                        r"Could not find cuda drivers|CUDA_ERROR|libdevice|ptxas|Loaded runtime CuDNN)")
+_LOG_SIGNS = re.compile(
+    r"(Could not load dynamic library|Cannot dlopen|failed call to cuInit|"
+    r"Could not find cuda drivers|CUDA_ERROR|libdevice|ptxas|Loaded runtime CuDNN)"
+)
 
 
 def _env_python(prefix: Path) -> Path:
     """The env's interpreter; a directory without one is ``not-an-env`` (exit 3), as for doctor."""
     python = prefix / "bin" / "python"
     if not python.exists():
-        raise ImpossibleError("not-an-env", f"{prefix} has no bin/python: it is not a Python environment.",
-                              ["Give the env's root with --prefix, or its name with --name."])
+        raise ImpossibleError(
+            "not-an-env",
+            f"{prefix} has no bin/python: it is not a Python environment.",
+            ["Give the env's root with --prefix, or its name with --name."],
+        )
     return python
 
 
@@ -38,24 +43,42 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
     python = _env_python(prefix)
     runner = runner or Runner()
     with as_file(files("tfgpu.verify").joinpath("check_env.py")) as script:
-        done = runner.capture([str(python), "-I", "-B", str(script), *(_bench_arguments() if bench else [])],
-                              timeout=timeout, clean=False, env=NO_BYTECODE)
+        done = runner.capture(
+            [str(python), "-I", "-B", str(script), *(_bench_arguments() if bench else [])],
+            timeout=timeout,
+            clean=False,
+            env=NO_BYTECODE,
+        )
     if done.returncode == 124:
-        raise OperationError("verify-timeout", f"The GPU check in {prefix} ran past {timeout:.0f} s.",
-                             ["Run it by hand to see where it hangs: "
-                              f"{python} -c 'import tensorflow as tf; print(tf.config.list_physical_devices())'"])
-    runner.log(f"$ {python} -I check_env.py{' --bench' if bench else ''}  (exit {done.returncode})\n"
-               f"{done.stderr}{done.output}")
+        raise OperationError(
+            "verify-timeout",
+            f"The GPU check in {prefix} ran past {timeout:.0f} s.",
+            [
+                "Run it by hand to see where it hangs: "
+                f"{python} -c 'import tensorflow as tf; print(tf.config.list_physical_devices())'"
+            ],
+        )
+    runner.log(
+        f"$ {python} -I check_env.py{' --bench' if bench else ''}  (exit {done.returncode})\n{done.stderr}{done.output}"
+    )
     lines = done.output.strip().splitlines()
     try:
-        report = untrusted.expect(untrusted.parse_json(lines[-1], untrusted.CHILD_OUTPUT, str(python)), dict,
-                                  untrusted.CHILD_OUTPUT, str(python))
+        report = untrusted.expect(
+            untrusted.parse_json(lines[-1], untrusted.CHILD_OUTPUT, str(python)),
+            dict,
+            untrusted.CHILD_OUTPUT,
+            str(python),
+        )
     except (IndexError, untrusted.Unreadable):
-        raise OperationError("verify-crashed", f"The GPU check in {prefix} crashed (exit {done.returncode}).\n"
-                             + "\n".join(done.stderr.strip().splitlines()[-8:]),
-                             ["Run `tfgpu-install doctor` for the environment.",
-                              *([f"The check's whole output is in {runner.log_path}."] if runner.log_path else [])]
-                             ) from None
+        raise OperationError(
+            "verify-crashed",
+            f"The GPU check in {prefix} crashed (exit {done.returncode}).\n"
+            + "\n".join(done.stderr.strip().splitlines()[-8:]),
+            [
+                "Run `tfgpu-install doctor` for the environment.",
+                *([f"The check's whole output is in {runner.log_path}."] if runner.log_path else []),
+            ],
+        ) from None
     report["log"] = [line.strip() for line in done.stderr.splitlines() if _LOG_SIGNS.search(line)][:20]
     report["prefix"] = str(prefix)
     report["log_path"] = str(runner.log_path) if runner.log_path else None
@@ -78,35 +101,53 @@ def run_multiworker(prefix: Path, workers: int, timeout: float = 900, runner=Non
     if not 2 <= workers <= 64:
         from tfgpu.errors import UsageError
 
-        raise UsageError("bad-option-value", f"--workers {workers}: a multi-worker check needs 2 to 64 workers.",
-                         ["`tfgpu-install verify --prefix ENV --workers 2`"])
+        raise UsageError(
+            "bad-option-value",
+            f"--workers {workers}: a multi-worker check needs 2 to 64 workers.",
+            ["`tfgpu-install verify --prefix ENV --workers 2`"],
+        )
     python = _env_python(prefix)
     runner = runner or Runner()
     with as_file(files("tfgpu.verify").joinpath("multiworker.py")) as script:
-        done = runner.capture([str(python), "-I", "-B", str(script), "--workers", str(workers), "--timeout",
-                               str(int(timeout - 30))], timeout=timeout, clean=False,
-                              env={"NCCL_NVLS_ENABLE": "0", **NO_BYTECODE})
+        done = runner.capture(
+            [str(python), "-I", "-B", str(script), "--workers", str(workers), "--timeout", str(int(timeout - 30))],
+            timeout=timeout,
+            clean=False,
+            env={"NCCL_NVLS_ENABLE": "0", **NO_BYTECODE},
+        )
     lines = [line for line in done.output.strip().splitlines() if line.startswith("{")]
     try:
-        report = untrusted.expect(untrusted.parse_json(lines[-1], untrusted.CHILD_OUTPUT, str(python)), dict,
-                                  untrusted.CHILD_OUTPUT, str(python))
+        report = untrusted.expect(
+            untrusted.parse_json(lines[-1], untrusted.CHILD_OUTPUT, str(python)),
+            dict,
+            untrusted.CHILD_OUTPUT,
+            str(python),
+        )
     except (IndexError, untrusted.Unreadable):
-        raise OperationError("verify-crashed", f"The multi-worker check in {prefix} crashed (exit {done.returncode}).\n"
-                             + "\n".join(done.stderr.strip().splitlines()[-8:]),
-                             ["Run `tfgpu-install doctor` for the environment."]) from None
+        raise OperationError(
+            "verify-crashed",
+            f"The multi-worker check in {prefix} crashed (exit {done.returncode}).\n"
+            + "\n".join(done.stderr.strip().splitlines()[-8:]),
+            ["Run `tfgpu-install doctor` for the environment."],
+        ) from None
     report["prefix"] = str(prefix)
     return report
 
 
 def multiworker_failure(report: dict) -> OperationError:
     """The error for a multi-worker check that did not pass (exit 1)."""
-    return OperationError("multiworker-failed", f"The {report.get('workers')}-worker MultiWorkerMirroredStrategy "
-                          f"step in {report['prefix']} failed: {report.get('reason')}",
-                          ["Run one worker by hand to see its whole log: TF_CONFIG='{\"cluster\": {\"worker\": "
-                           "[\"127.0.0.1:23456\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}' "
-                           f"{report['prefix']}/bin/python -I <tfgpu>/verify/multiworker.py --worker",
-                           "`tfgpu-install verify` (without --workers) checks each GPU on its own."],
-                          details=report)
+    return OperationError(
+        "multiworker-failed",
+        f"The {report.get('workers')}-worker MultiWorkerMirroredStrategy "
+        f"step in {report['prefix']} failed: {report.get('reason')}",
+        [
+            'Run one worker by hand to see its whole log: TF_CONFIG=\'{"cluster": {"worker": '
+            '["127.0.0.1:23456"]}, "task": {"type": "worker", "index": 0}}\' '
+            f"{report['prefix']}/bin/python -I <tfgpu>/verify/multiworker.py --worker",
+            "`tfgpu-install verify` (without --workers) checks each GPU on its own.",
+        ],
+        details=report,
+    )
 
 
 def failure(report: dict, *, built: bool = False, details: dict | None = None) -> OperationError:
@@ -122,11 +163,19 @@ def failure(report: dict, *, built: bool = False, details: dict | None = None) -
 
 
 def _ways_forward(code: str | None) -> list[str]:
-    return list({
-        "no-driver": ["Install the NVIDIA driver (the env needs nothing else); in WSL2 install it on Windows.",
-                      "`tfgpu-install doctor` shows every driver source it tried."],
-        "driver-too-old": ["Upgrade the NVIDIA driver, or rebuild the env for an older TF: "
-                           "`tfgpu-install plan` names the newest one this driver runs."],
-        "library-not-loadable": ["Rebuild the env with --force; `tfgpu-install doctor` shows which file is missing."],
-        "tensorflow-import-failed": ["Rebuild the env with --force."],
-    }.get(code or "", ["`tfgpu-install doctor` explains what is wrong and how to fix it."]))
+    return list(
+        {
+            "no-driver": [
+                "Install the NVIDIA driver (the env needs nothing else); in WSL2 install it on Windows.",
+                "`tfgpu-install doctor` shows every driver source it tried.",
+            ],
+            "driver-too-old": [
+                "Upgrade the NVIDIA driver, or rebuild the env for an older TF: "
+                "`tfgpu-install plan` names the newest one this driver runs."
+            ],
+            "library-not-loadable": [
+                "Rebuild the env with --force; `tfgpu-install doctor` shows which file is missing."
+            ],
+            "tensorflow-import-failed": ["Rebuild the env with --force."],
+        }.get(code or "", ["`tfgpu-install doctor` explains what is wrong and how to fix it."])
+    )

@@ -14,8 +14,17 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def build(*, mode: str | None, platforms: list[str], selectors, host=None, output: str | Path,
-          channels=(), channel_from: str = "--channel", reporter=None):
+def build(
+    *,
+    mode: str | None,
+    platforms: list[str],
+    selectors,
+    host=None,
+    output: str | Path,
+    channels=(),
+    channel_from: str = "--channel",
+    reporter=None,
+):
     """``tfgpu-install bundle``: the bundle of one platform, pip or conda, in ``output``; returns a
     :class:`tfgpu.lock.bundle.steps.Built` (``to_dict()`` is the ``--json`` document).
     ``selectors`` and ``host`` as for :func:`tfgpu.lock.write`."""
@@ -24,19 +33,26 @@ def build(*, mode: str | None, platforms: list[str], selectors, host=None, outpu
     from tfgpu.lock.targets import lock_targets
 
     if len(set(platforms)) != 1:
-        raise UsageError("conflicting-options", "A bundle is for one platform; several --platform were given.",
-                         ["Build one bundle per platform, each with its own -o DIR."])
+        raise UsageError(
+            "conflicting-options",
+            "A bundle is for one platform; several --platform were given.",
+            ["Build one bundle per platform, each with its own -o DIR."],
+        )
     mode = mode_of(mode)
     if mode not in ("pip", "conda"):
-        raise UsageError("mode-not-bundlable", f"--mode {mode} cannot be bundled: system mode installs vendor "
-                         "archives, not packages.", ["Use --mode pip or --mode conda."])
+        raise UsageError(
+            "mode-not-bundlable",
+            f"--mode {mode} cannot be bundled: system mode installs vendor archives, not packages.",
+            ["Use --mode pip or --mode conda."],
+        )
     check_channels_for(mode, channels)
     [(platform, resolution, _)] = lock_targets(platforms, selectors, allow_cpu=False, host=host)
     if mode == "conda":
         from tfgpu.lock.bundle import conda_bundle
 
-        return conda_bundle.build(resolution, platform, Path(output), channels=channels, channel_from=channel_from,
-                                  reporter=reporter)
+        return conda_bundle.build(
+            resolution, platform, Path(output), channels=channels, channel_from=channel_from, reporter=reporter
+        )
     from tfgpu.lock.bundle import pip_bundle
 
     return pip_bundle.build(resolution, platform, Path(output), reporter=reporter)

@@ -21,9 +21,9 @@ import os
 import shutil
 from pathlib import Path
 
-from tfgpu import urls
-from tfgpu import __version__
+from tfgpu import __version__, urls
 from tfgpu.errors import OperationError
+from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import (
     FORMAT,
     MANIFEST,
@@ -34,7 +34,6 @@ from tfgpu.lock.bundle.steps import (
     collect,
     start,
 )
-from tfgpu.lock.bundle.files import digest
 from tfgpu.paths import write_output
 
 LOCK = "conda-lock.yml"
@@ -70,11 +69,18 @@ def copy_package(url: str, sha256: str, dest: Path, reporter=None) -> Path:
     found = digest(part)
     if found != sha256:
         part.unlink()
-        raise OperationError("checksum-mismatch", f"{target.name} from {url} failed its sha256 check (expected "
-                             f"{sha256}, got {found}); it was not put into the bundle.",
-                             [("The channel's package changed after the lock was written: run the same "
-                               "`bundle` command again (it solves afresh)."),
-                              "Or check the channel's copy of the package against its repodata sha256."])
+        raise OperationError(
+            "checksum-mismatch",
+            f"{target.name} from {url} failed its sha256 check (expected "
+            f"{sha256}, got {found}); it was not put into the bundle.",
+            [
+                (
+                    "The channel's package changed after the lock was written: run the same "
+                    "`bundle` command again (it solves afresh)."
+                ),
+                "Or check the channel's copy of the package against its repodata sha256.",
+            ],
+        )
     os.replace(part, target)
     return target
 
@@ -83,9 +89,9 @@ def readme(recorded: dict, platform: str, conda: int, wheels: int) -> str:
     """The conda bundle's README.md."""
     return f"""# Offline TensorFlow bundle, conda mode (tfgpu-install {__version__})
 
-TensorFlow {recorded['tensorflow']} with CUDA {recorded['cuda']} and cuDNN {recorded['cudnn']} (conda packages)
-for {platform}, Python {recorded['python']}. The target needs an NVIDIA driver >= {recorded['min_driver']},
-a Python {recorded['python']} to run the tool, and no network or conda installation.
+TensorFlow {recorded["tensorflow"]} with CUDA {recorded["cuda"]} and cuDNN {recorded["cudnn"]} (conda packages)
+for {platform}, Python {recorded["python"]}. The target needs an NVIDIA driver >= {recorded["min_driver"]},
+a Python {recorded["python"]} to run the tool, and no network or conda installation.
 
 ## Install
 
@@ -116,8 +122,15 @@ def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "
     channels = write.channel_list(channels, channel_from)
     runner, uv, _, say = start(resolution, platform, out, reporter)
     out = out.absolute()
-    written = write.write([(platform, resolution, False)], str(out / LOCK), channels=channels, runner=runner,
-                           uv=uv, cache=cache_root(), reporter=reporter)
+    written = write.write(
+        [(platform, resolution, False)],
+        str(out / LOCK),
+        channels=channels,
+        runner=runner,
+        uv=uv,
+        cache=cache_root(),
+        reporter=reporter,
+    )
     lock = read.read(out / LOCK)
     conda = lock.packages(platform.name, "conda")
     say(f"copying {len(conda)} conda packages into {out / 'channel'}")
@@ -127,8 +140,11 @@ def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "
         copy_package(package.url, package.hash.sha256, out / "channel" / subdir_of(package.url), reporter)
     keep = {(subdir_of(p.url), file_name(p.url)) for p in conda}
     for stale in (out / "channel").glob("*/*"):  # a bundle built before from another lock
-        if stale.is_file() and stale.name.endswith((".conda", ".tar.bz2")) and \
-                (stale.parent.name, stale.name) not in keep:
+        if (
+            stale.is_file()
+            and stale.name.endswith((".conda", ".tar.bz2"))
+            and (stale.parent.name, stale.name) not in keep
+        ):
             stale.unlink()
     for subdir in ("noarch", platform.name):
         (out / "channel" / subdir).mkdir(parents=True, exist_ok=True)
@@ -137,19 +153,45 @@ def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "
     say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
     collect(wheels, out / "wheels", reporter)
     recorded = lock.resolution(platform.name)
-    tool_files = add_tool_and_installer(out, resolution, platform, readme(recorded, platform.name, len(conda),
-                                                                          len(wheels)), say, reporter)
-    names = [LOCK, "README.md", "install.sh", *(f"wheels/{w.filename}" for w in wheels),
-             *(f"tool/{n}" for n in tool_files),
-             *sorted(p.relative_to(out).as_posix() for p in (out / "channel").rglob("*") if p.is_file())]
+    tool_files = add_tool_and_installer(
+        out, resolution, platform, readme(recorded, platform.name, len(conda), len(wheels)), say, reporter
+    )
+    names = [
+        LOCK,
+        "README.md",
+        "install.sh",
+        *(f"wheels/{w.filename}" for w in wheels),
+        *(f"tool/{n}" for n in tool_files),
+        *sorted(p.relative_to(out).as_posix() for p in (out / "channel").rglob("*") if p.is_file()),
+    ]
     files = {name: {"sha256": digest(out / name), "size": (out / name).stat().st_size} for name in names}
-    manifest = {"format": FORMAT, "mode": "conda", "tool": "tfgpu-install", "tool_version": __version__,
-                "platform": platform.name, "python": resolution.python, "tensorflow": resolution.tensorflow,
-                "channels": channels, "lock": LOCK, "lock_sha256": written.sha256, "files": files}
+    manifest = {
+        "format": FORMAT,
+        "mode": "conda",
+        "tool": "tfgpu-install",
+        "tool_version": __version__,
+        "platform": platform.name,
+        "python": resolution.python,
+        "tensorflow": resolution.tensorflow,
+        "channels": channels,
+        "lock": LOCK,
+        "lock_sha256": written.sha256,
+        "files": files,
+    }
     write_output(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (out / PARTIAL).unlink(missing_ok=True)
     total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size
-    built = Built(str(out), "conda", platform.name, resolution.tensorflow, resolution.python, len(files) + 1,
-                  len(wheels), len(tool_files), total, conda_packages=len(conda))
+    built = Built(
+        str(out),
+        "conda",
+        platform.name,
+        resolution.tensorflow,
+        resolution.python,
+        len(files) + 1,
+        len(wheels),
+        len(tool_files),
+        total,
+        conda_packages=len(conda),
+    )
     say(f"bundle {out}: {built.files} files, {built.mb} MB")
     return built

@@ -39,11 +39,15 @@ def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, l
             done = runner.run(build_wheel(uv, root, Path(tmp), index=index_url(), cache=cache_dir))
             built = sorted(Path(tmp).glob("tfgpu_install-*.whl"))
             if done.returncode != 0 or not built:
-                raise OperationError("bundle-tool-wheel", f"Could not build tfgpu-install's own wheel from {root}:\n"
-                                     f"{done.tail()}",
-                                     [f"The whole output is in {runner.log_path}.",
-                                      "Or set TFGPU_BUNDLE_TOOL=0 to leave the tool out (install.sh then needs "
-                                      "tfgpu-install on the target's PATH)."])
+                raise OperationError(
+                    "bundle-tool-wheel",
+                    f"Could not build tfgpu-install's own wheel from {root}:\n{done.tail()}",
+                    [
+                        f"The whole output is in {runner.log_path}.",
+                        "Or set TFGPU_BUNDLE_TOOL=0 to leave the tool out (install.sh then needs "
+                        "tfgpu-install on the target's PATH).",
+                    ],
+                )
             built = built[0]
         else:
             built = wheel_from_installation(Path(tmp))
@@ -70,11 +74,16 @@ def wheel_from_installation(out_dir: Path) -> Path:
     import tfgpu
 
     def refuse(problem: str) -> OperationError:
-        return OperationError("bundle-tool-wheel", f"Cannot rebuild tfgpu-install's own wheel: {problem}.",
-                              ["Reinstall tfgpu-install (`pip install --force-reinstall tfgpu-install`), or run "
-                               "`bundle` from a checkout of its source.",
-                               "Or set TFGPU_BUNDLE_TOOL=0 to leave the tool out (install.sh then needs "
-                               "tfgpu-install on the target's PATH)."])
+        return OperationError(
+            "bundle-tool-wheel",
+            f"Cannot rebuild tfgpu-install's own wheel: {problem}.",
+            [
+                "Reinstall tfgpu-install (`pip install --force-reinstall tfgpu-install`), or run "
+                "`bundle` from a checkout of its source.",
+                "Or set TFGPU_BUNDLE_TOOL=0 to leave the tool out (install.sh then needs "
+                "tfgpu-install on the target's PATH).",
+            ],
+        )
 
     try:
         dist = metadata.distribution("tfgpu-install")
@@ -87,8 +96,12 @@ def wheel_from_installation(out_dir: Path) -> Path:
     members: dict[str, bytes] = {}
     for item in sorted(dist.files, key=str):
         name = item.as_posix()
-        if (name.startswith("..") or "__pycache__" in item.parts or name.endswith(".pyc")
-                or (item.parts[0] == info and item.name in _NOT_IN_WHEEL)):
+        if (
+            name.startswith("..")
+            or "__pycache__" in item.parts
+            or name.endswith(".pyc")
+            or (item.parts[0] == info and item.name in _NOT_IN_WHEEL)
+        ):
             continue
         if item.parts[0] not in ("tfgpu", info):
             continue
@@ -100,11 +113,19 @@ def wheel_from_installation(out_dir: Path) -> Path:
         members[name] = data
     if info is None or f"{info}/METADATA" not in members or "tfgpu/__init__.py" not in members:
         raise refuse("its RECORD does not list the package and its metadata")
-    record = [f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
-              f"{len(data)}" for name, data in members.items()]
+    record = [
+        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+        for name, data in members.items()
+    ]
     members[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
-    tag = next((line.split(":", 1)[1].strip() for line in members.get(f"{info}/WHEEL", b"").decode().splitlines()
-                if line.startswith("Tag:")), "py3-none-any")
+    tag = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in members.get(f"{info}/WHEEL", b"").decode().splitlines()
+            if line.startswith("Tag:")
+        ),
+        "py3-none-any",
+    )
     target = out_dir / f"{info.removesuffix('.dist-info')}-{tag}.whl"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in members.items():

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from tfgpu import __version__
+from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import (
     FORMAT,
     MANIFEST,
@@ -17,7 +18,6 @@ from tfgpu.lock.bundle.steps import (
     start,
     wheels_from_pylock,
 )
-from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins, index_url
@@ -30,8 +30,15 @@ def build(resolution, platform: Platform, out: Path, *, reporter=None) -> Built:
     runner, uv, cache, say = start(resolution, platform, out, reporter)
     out = out.absolute()
     say(f"resolving TF {resolution.tensorflow} for {platform.name}, Python {resolution.python} (wheels only)")
-    body, pylock = compile_pins(list(resolution.packages.pip), platform, resolution.python, runner=runner, uv=uv,
-                                cache_dir=cache, only_binary=True)
+    body, pylock = compile_pins(
+        list(resolution.packages.pip),
+        platform,
+        resolution.python,
+        runner=runner,
+        uv=uv,
+        cache_dir=cache,
+        only_binary=True,
+    )
     lock_name = f"tfgpu-lock.{platform.name}.txt"
     meta = lockfile.make_meta(resolution, platform, cpu_only=False)
     write_output(out / lock_name, lockfile.render(meta, body, lock_name))
@@ -39,21 +46,45 @@ def build(resolution, platform: Platform, out: Path, *, reporter=None) -> Built:
     wheels = wheels_from_pylock(pylock, platform, resolution.python)
     say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
     collect(wheels, out / "wheels", reporter)
-    tool_files = add_tool_and_installer(out, resolution, platform, readme(meta, lock_name, len(wheels)), say,
-                                        reporter)
-    files = {f"wheels/{w.filename}": {"sha256": w.sha256, "size": (out / "wheels" / w.filename).stat().st_size}
-             for w in wheels}
-    for name in [lock_name, f"pylock.{platform.name}.toml", "README.md", "install.sh",
-                 *(f"tool/{n}" for n in tool_files)]:
+    tool_files = add_tool_and_installer(out, resolution, platform, readme(meta, lock_name, len(wheels)), say, reporter)
+    files = {
+        f"wheels/{w.filename}": {"sha256": w.sha256, "size": (out / "wheels" / w.filename).stat().st_size}
+        for w in wheels
+    }
+    for name in [
+        lock_name,
+        f"pylock.{platform.name}.toml",
+        "README.md",
+        "install.sh",
+        *(f"tool/{n}" for n in tool_files),
+    ]:
         files[name] = {"sha256": digest(out / name), "size": (out / name).stat().st_size}
-    manifest = {"format": FORMAT, "mode": "pip", "tool": "tfgpu-install", "tool_version": __version__,
-                "platform": platform.name, "python": resolution.python, "tensorflow": resolution.tensorflow,
-                "lock": lock_name, "lock_sha256": lockfile.read(out / lock_name).meta["sha256"], "files": files}
+    manifest = {
+        "format": FORMAT,
+        "mode": "pip",
+        "tool": "tfgpu-install",
+        "tool_version": __version__,
+        "platform": platform.name,
+        "python": resolution.python,
+        "tensorflow": resolution.tensorflow,
+        "lock": lock_name,
+        "lock_sha256": lockfile.read(out / lock_name).meta["sha256"],
+        "files": files,
+    }
     write_output(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (out / PARTIAL).unlink(missing_ok=True)
     total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size
-    built = Built(str(out), "pip", platform.name, resolution.tensorflow, resolution.python, len(files) + 1,
-                  len(wheels), len(tool_files), total)
+    built = Built(
+        str(out),
+        "pip",
+        platform.name,
+        resolution.tensorflow,
+        resolution.python,
+        len(files) + 1,
+        len(wheels),
+        len(tool_files),
+        total,
+    )
     say(f"bundle {out}: {built.files} files, {built.mb} MB")
     return built
 
@@ -63,8 +94,8 @@ def readme(meta: dict, lock_name: str, wheels: int) -> str:
     r = meta["resolution"]
     return f"""# Offline TensorFlow bundle (tfgpu-install {__version__})
 
-TensorFlow {r['tensorflow']} with CUDA {r['cuda']} and cuDNN {r['cudnn']} (pip wheels) for {meta['platform']},
-Python {meta['python']}. The target needs an NVIDIA driver >= {r['min_driver']}, Python {meta['python']}
+TensorFlow {r["tensorflow"]} with CUDA {r["cuda"]} and cuDNN {r["cudnn"]} (pip wheels) for {meta["platform"]},
+Python {meta["python"]}. The target needs an NVIDIA driver >= {r["min_driver"]}, Python {meta["python"]}
 and no network (`install.sh` uses the bundle's own uv, so Python's `venv`/`ensurepip` are not needed).
 
 ## Install
@@ -72,8 +103,8 @@ and no network (`install.sh` uses the bundle's own uv, so Python's `venv`/`ensur
     ./install.sh /path/to/env            # makes a venv for tfgpu-install from tool/, then:
     tfgpu-install create --from-bundle . --prefix /path/to/env
 
-`install.sh` takes Python from `TFGPU_PYTHON`, else `python{meta['python']}`, else `python3`; it keeps
-tfgpu-install in `~/.local/share/tfgpu-install/tool-{__version__}-py{meta['python']}` (`TFGPU_TOOL_ENV` overrides).
+`install.sh` takes Python from `TFGPU_PYTHON`, else `python{meta["python"]}`, else `python3`; it keeps
+tfgpu-install in `~/.local/share/tfgpu-install/tool-{__version__}-py{meta["python"]}` (`TFGPU_TOOL_ENV` overrides).
 Extra arguments go to `create` (for example `--no-verify`, `--force`, `--jupyter`).
 
 Every file is checked against `bundle.json` before anything is installed; a missing or damaged
@@ -84,10 +115,10 @@ every wheel checked against its sha256, and the environment is set up and verifi
 ## Contents
 
 - `{lock_name}`: the lock (`pip install --require-hashes -r {lock_name}` also accepts it);
-  `pylock.{meta['platform']}.toml` is the same resolution in PEP 751 form.
+  `pylock.{meta["platform"]}.toml` is the same resolution in PEP 751 form.
 - `wheels/`: the {wheels} wheels the lock names.
 - `tool/`: tfgpu-install and its dependencies.
 - `bundle.json`: every file's sha256 and size.
 
-Regenerate: `{lockfile.regenerate_command(meta, 'DIR').replace(' lock ', ' bundle ').replace(' --no-detect', '')}`
+Regenerate: `{lockfile.regenerate_command(meta, "DIR").replace(" lock ", " bundle ").replace(" --no-detect", "")}`
 """

@@ -12,15 +12,17 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import FORMAT as BUNDLE_FORMAT
 from tfgpu.lock.bundle.steps import MANIFEST
-from tfgpu.lock.bundle.files import digest
 
 
 def _bundle_corrupt(root: Path, what: str) -> ImpossibleError:
-    return ImpossibleError("bundle-corrupt", f"The bundle {root} cannot be trusted: {what}. Nothing was installed.",
-                           ["Copy the bundle again (rsync -a / scp -r), or rebuild it with the same "
-                            "`tfgpu-install bundle` command."])
+    return ImpossibleError(
+        "bundle-corrupt",
+        f"The bundle {root} cannot be trusted: {what}. Nothing was installed.",
+        ["Copy the bundle again (rsync -a / scp -r), or rebuild it with the same `tfgpu-install bundle` command."],
+    )
 
 
 def bundle_member(root: Path, name) -> Path:
@@ -48,26 +50,35 @@ def verify_bundle(directory: str | Path, reporter=None) -> tuple[dict, Path]:
     try:
         manifest = untrusted.load_json(root / MANIFEST, untrusted.BUNDLE)
     except untrusted.Unreadable as error:
-        raise ImpossibleError("bundle-incomplete", f"{root} is not a complete tfgpu-install bundle: its {MANIFEST} "
-                              "is missing or unreadable (an interrupted `bundle` leaves none). Nothing was installed. "
-                              f"{error.reason}",
-                              ["Run the `tfgpu-install bundle` command again (it resumes) and copy the whole "
-                               "directory."]) from None
+        raise ImpossibleError(
+            "bundle-incomplete",
+            f"{root} is not a complete tfgpu-install bundle: its {MANIFEST} "
+            "is missing or unreadable (an interrupted `bundle` leaves none). Nothing was installed. "
+            f"{error.reason}",
+            ["Run the `tfgpu-install bundle` command again (it resumes) and copy the whole directory."],
+        ) from None
     if not isinstance(manifest, dict):
         raise _bundle_corrupt(root, f"its {MANIFEST} is not a JSON object")
     if manifest.get("format") != BUNDLE_FORMAT:
-        raise ImpossibleError("bundle-format-unsupported", f"{root} was written by tfgpu-install "
-                              f"{manifest.get('tool_version', '?')} (bundle format {manifest.get('format')!r}); this "
-                              f"version reads format {BUNDLE_FORMAT}. Nothing was installed.",
-                              ["Use the install.sh inside the bundle (it brings its own tfgpu-install)."])
+        raise ImpossibleError(
+            "bundle-format-unsupported",
+            f"{root} was written by tfgpu-install "
+            f"{manifest.get('tool_version', '?')} (bundle format {manifest.get('format')!r}); this "
+            f"version reads format {BUNDLE_FORMAT}. Nothing was installed.",
+            ["Use the install.sh inside the bundle (it brings its own tfgpu-install)."],
+        )
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         raise _bundle_corrupt(root, f"its {MANIFEST} has no file list")
     for name, expected in files.items():
-        if (not isinstance(expected, dict) or not isinstance(expected.get("sha256"), str)
-                or not re.fullmatch(r"[0-9a-f]{64}", expected["sha256"])
-                or not isinstance(expected.get("size"), int) or isinstance(expected.get("size"), bool)
-                or expected["size"] < 0):
+        if (
+            not isinstance(expected, dict)
+            or not isinstance(expected.get("sha256"), str)
+            or not re.fullmatch(r"[0-9a-f]{64}", expected["sha256"])
+            or not isinstance(expected.get("size"), int)
+            or isinstance(expected.get("size"), bool)
+            or expected["size"] < 0
+        ):
             raise _bundle_corrupt(root, f"its {MANIFEST} entry for {name!r} has no valid sha256 and size")
         bundle_member(root, name)
     lock_name = manifest.get("lock")
@@ -75,8 +86,10 @@ def verify_bundle(directory: str | Path, reporter=None) -> tuple[dict, Path]:
         raise _bundle_corrupt(root, f"its lock ({lock_name!r}) is not a top-level file its manifest checks")
     _refuse_links(root)
     if reporter is not None:
-        reporter.note(f"checking {len(files)} files of the bundle "
-                      f"({sum(f['size'] for f in files.values()) / 1e6:.0f} MB) against {MANIFEST}")
+        reporter.note(
+            f"checking {len(files)} files of the bundle "
+            f"({sum(f['size'] for f in files.values()) / 1e6:.0f} MB) against {MANIFEST}"
+        )
     missing, damaged = [], []
     for name, expected in sorted(files.items()):
         path = bundle_member(root, name)
@@ -86,10 +99,12 @@ def verify_bundle(directory: str | Path, reporter=None) -> tuple[dict, Path]:
             damaged.append(name)
     if missing or damaged:
         listed = "; ".join([*(f"missing {n}" for n in missing[:5]), *(f"damaged {n}" for n in damaged[:5])])
-        raise ImpossibleError("bundle-corrupt", f"The bundle {root} is incomplete or damaged "
-                              f"({len(missing)} missing, {len(damaged)} damaged: {listed}). Nothing was installed.",
-                              ["Copy the bundle again (rsync -a / scp -r), or rebuild it with the same "
-                               "`tfgpu-install bundle` command."])
+        raise ImpossibleError(
+            "bundle-corrupt",
+            f"The bundle {root} is incomplete or damaged "
+            f"({len(missing)} missing, {len(damaged)} damaged: {listed}). Nothing was installed.",
+            ["Copy the bundle again (rsync -a / scp -r), or rebuild it with the same `tfgpu-install bundle` command."],
+        )
     return manifest, bundle_member(root, lock_name)
 
 
@@ -113,15 +128,21 @@ def prepare(directory: str, options, selectors, reporter=None):
     from tfgpu.lock.pip import install, lockfile
 
     if options.find_links:
-        raise UsageError("conflicting-options", "--find-links does not go with --from-bundle: the bundle "
-                         "is the only source.", ["Drop --find-links."])
+        raise UsageError(
+            "conflicting-options",
+            "--find-links does not go with --from-bundle: the bundle is the only source.",
+            ["Drop --find-links."],
+        )
     manifest, lock_path = verify_bundle(directory, reporter)
     if manifest.get("mode") == "conda" or lock_path.suffix in (".yml", ".yaml"):
         return _prepare_conda_bundle(manifest, lock_path, options, selectors, directory)
     lock = lockfile.read(lock_path)
     if lock.meta["sha256"] != manifest.get("lock_sha256"):
-        raise ImpossibleError("bundle-corrupt", f"The lock in {directory} is not the one the bundle was built "
-                              "with. Nothing was installed.", ["Rebuild the bundle."])
+        raise ImpossibleError(
+            "bundle-corrupt",
+            f"The lock in {directory} is not the one the bundle was built with. Nothing was installed.",
+            ["Rebuild the bundle."],
+        )
     options = replace(options, find_links=str(lock_path.parent / "wheels"), offline=True)  # the top level
     return install.prepare(lock, options, selectors, bundle=lock_path.parent)
 
@@ -131,10 +152,16 @@ def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors, d
     from tfgpu.lock.conda import install
 
     if options.channels:
-        raise UsageError("conflicting-options", "--channel does not go with --from-bundle: the bundle's own "
-                         "channel/ is the only source.", ["Drop --channel."])
+        raise UsageError(
+            "conflicting-options",
+            "--channel does not go with --from-bundle: the bundle's own channel/ is the only source.",
+            ["Drop --channel."],
+        )
     prepared = install.prepare(lock_path, options, selectors, bundle_dir=lock_path.parent)
     if prepared[3].meta["sha256"] != manifest.get("lock_sha256"):
-        raise ImpossibleError("bundle-corrupt", f"The lock in {directory} is not the one the bundle was built "
-                              "with. Nothing was installed.", ["Rebuild the bundle."])
+        raise ImpossibleError(
+            "bundle-corrupt",
+            f"The lock in {directory} is not the one the bundle was built with. Nothing was installed.",
+            ["Rebuild the bundle."],
+        )
     return prepared

@@ -63,10 +63,13 @@ class Built:
         """The ``bundle --json`` document (contract; a conda bundle's also names its mode and its
         conda packages)."""
         conda = self.conda_packages is not None
-        return ({"bundle": self.bundle} | ({"mode": self.mode} if conda else {})
-                | {"platform": self.platform, "tensorflow": self.tensorflow, "python": self.python, "files": self.files}
-                | ({"conda_packages": self.conda_packages} if conda else {})
-                | {"wheels": self.wheels, "tool_wheels": self.tool_wheels, "bytes": self.bytes, "mb": self.mb})
+        return (
+            {"bundle": self.bundle}
+            | ({"mode": self.mode} if conda else {})
+            | {"platform": self.platform, "tensorflow": self.tensorflow, "python": self.python, "files": self.files}
+            | ({"conda_packages": self.conda_packages} if conda else {})
+            | {"wheels": self.wheels, "tool_wheels": self.tool_wheels, "bytes": self.bytes, "mb": self.mb}
+        )
 
 
 @dataclass(frozen=True)
@@ -91,11 +94,12 @@ def wheels_from_pylock(text: str, platform: Platform, python: str) -> list[Wheel
             if rank is not None and entry.get("hashes", {}).get("sha256"):
                 ranked.append((rank, Wheel(filename, url, entry["hashes"]["sha256"], int(entry.get("size") or 0))))
         if not ranked:
-            raise ImpossibleError("no-wheel-for-platform",
-                                  f"{package['name']} {package.get('version', '')} has no wheel for {platform.name} "
-                                  f"with Python {python}, so it cannot go into an offline bundle.",
-                                  ["Choose another --python, or lock instead (`tfgpu-install lock`) and install "
-                                   "with network."])
+            raise ImpossibleError(
+                "no-wheel-for-platform",
+                f"{package['name']} {package.get('version', '')} has no wheel for {platform.name} "
+                f"with Python {python}, so it cannot go into an offline bundle.",
+                ["Choose another --python, or lock instead (`tfgpu-install lock`) and install with network."],
+            )
         chosen.append(min(ranked, key=lambda item: item[0])[1])
     return chosen
 
@@ -103,11 +107,18 @@ def wheels_from_pylock(text: str, platform: Platform, python: str) -> list[Wheel
 def prepare_dir(out: Path) -> None:
     """Make ``out`` a bundle directory in progress (refusing a foreign, non-empty one)."""
     if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise ImpossibleError("bad-output", f"-o {out}: that path exists and is not a directory (a bundle is a "
-                              "directory of files); it is left untouched.", ["Give a new or empty directory with -o."])
+        raise ImpossibleError(
+            "bad-output",
+            f"-o {out}: that path exists and is not a directory (a bundle is a "
+            "directory of files); it is left untouched.",
+            ["Give a new or empty directory with -o."],
+        )
     if out.exists() and any(out.iterdir()) and not (out / PARTIAL).exists() and not (out / MANIFEST).exists():
-        raise ImpossibleError("target-not-empty", f"{out} is not empty and is not a tfgpu-install bundle; it is left "
-                              "untouched.", ["Give a new or empty directory with -o."])
+        raise ImpossibleError(
+            "target-not-empty",
+            f"{out} is not empty and is not a tfgpu-install bundle; it is left untouched.",
+            ["Give a new or empty directory with -o."],
+        )
     output_dir(out, str(out))
     _refuse_links(out)
     (out / MANIFEST).unlink(missing_ok=True)  # rewritten last: a bundle without it is incomplete
@@ -122,26 +133,32 @@ def _refuse_links(out: Path) -> None:
         for name in (*dirs, *files):
             path = Path(root) / name
             if path.is_symlink():
-                raise ImpossibleError("bad-output", f"-o {out}: {path} is a symbolic link (to {os.readlink(path)}); "
-                                      "a bundle holds real files only, so nothing more was written.",
-                                      ["Give a new or empty directory with -o, or remove the link."])
+                raise ImpossibleError(
+                    "bad-output",
+                    f"-o {out}: {path} is a symbolic link (to {os.readlink(path)}); "
+                    "a bundle holds real files only, so nothing more was written.",
+                    ["Give a new or empty directory with -o, or remove the link."],
+                )
 
 
 def collect(wheels: list[Wheel], dest: Path, reporter) -> None:
     """Every wheel of ``wheels`` in ``dest``, sha256-checked (reused from ``TFGPU_WHEEL_DIRS`` first)."""
     from tfgpu.engines.download import fetch
-
     from tfgpu.paths import user_path
 
-    reuse = [Path(user_path(d, "TFGPU_WHEEL_DIRS"))
-             for d in os.environ.get("TFGPU_WHEEL_DIRS", "").split(os.pathsep) if d]
+    reuse = [
+        Path(user_path(d, "TFGPU_WHEEL_DIRS")) for d in os.environ.get("TFGPU_WHEEL_DIRS", "").split(os.pathsep) if d
+    ]
     dest.mkdir(parents=True, exist_ok=True)
     for index, wheel in enumerate(wheels, 1):
         target = dest / wheel.filename
         for directory in reuse:
             candidate = directory / wheel.filename
-            if (not target.exists() and candidate.is_file()
-                    and (not wheel.size or candidate.stat().st_size == wheel.size)):
+            if (
+                not target.exists()
+                and candidate.is_file()
+                and (not wheel.size or candidate.stat().st_size == wheel.size)
+            ):
                 try:
                     os.link(candidate, target)
                 except OSError:
@@ -160,8 +177,7 @@ def add_tool(dest: Path, platform: Platform, python: str, *, reporter=None) -> l
     runner, uv, cache = tools("bundle-tool")
     own, requires = tool_wheel(dest, runner=runner, uv=uv, cache_dir=cache)
     requires = [canonical(text, what=f"{own}'s Requires-Dist", markers=True) for text in requires]
-    _, tool_pylock = compile_pins(requires, platform, python, runner=runner, uv=uv, cache_dir=cache,
-                                  only_binary=True)
+    _, tool_pylock = compile_pins(requires, platform, python, runner=runner, uv=uv, cache_dir=cache, only_binary=True)
     deps = wheels_from_pylock(tool_pylock, platform, python)
     collect(deps, dest, reporter)
     return [own.name, *(w.filename for w in deps)]
@@ -171,8 +187,11 @@ def start(resolution, platform: Platform, out: Path, reporter):
     """What every bundle build begins with: a Linux GPU target, the tools, ``out`` ready for
     (resumed) writing; returns (runner, uv, uv cache dir, a note function)."""
     if platform.os != "linux" or resolution.accelerator != "cuda":
-        raise UsageError("bundle-platform", f"Bundles build GPU environments for Linux; {platform.name} is not "
-                         "one.", ["Use --platform linux-64; for other platforms write a lock (`tfgpu-install lock`)."])
+        raise UsageError(
+            "bundle-platform",
+            f"Bundles build GPU environments for Linux; {platform.name} is not one.",
+            ["Use --platform linux-64; for other platforms write a lock (`tfgpu-install lock`)."],
+        )
     runner, uv, cache = tools("bundle")
     prepare_dir(out.absolute())
     return runner, uv, cache, (reporter.note if reporter is not None else (lambda message: None))
@@ -186,6 +205,7 @@ def add_tool_and_installer(out: Path, resolution, platform: Platform, readme_tex
         say("adding tfgpu-install's own wheel and its dependencies")
         tool_files = add_tool(out / "tool", platform, resolution.python, reporter=reporter)
     write_output(out / "README.md", readme_text)
-    write_output(out / "install.sh", install_script(resolution.python, __version__, resolution.tensorflow,
-                                                    platform.name), 0o755)
+    write_output(
+        out / "install.sh", install_script(resolution.python, __version__, resolution.tensorflow, platform.name), 0o755
+    )
     return tool_files

@@ -27,30 +27,53 @@ def check(lock, reporter=None) -> Check:
     for name in platforms:
         recorded = lock.resolution(name)
         platform = parse_platform(name)
-        old_inputs = {"format": write.FORMAT, "specs": recorded["conda_specs"], "pip": recorded["requirements"],
-                      "channels": channels, "cuda": recorded["virtual_cuda"],
-                      "glibc": rattler.GLIBC if name.startswith("linux") else None}
+        old_inputs = {
+            "format": write.FORMAT,
+            "specs": recorded["conda_specs"],
+            "pip": recorded["requirements"],
+            "channels": channels,
+            "cuda": recorded["virtual_cuda"],
+            "glibc": rattler.GLIBC if name.startswith("linux") else None,
+        }
         try:
             # A locked conda spec of tensorflow itself: the lock took conda-forge's build, and is checked as such.
-            source = "conda-forge" if any(str(spec).split()[0] == "tensorflow" for spec in recorded["conda_specs"]) else None
-            _, resolution, cpu_only = target_today(recorded["tensorflow"], "conda", recorded["python"],
-                                                   recorded["os"], name, recorded["cpu_only"], source)
+            source = (
+                "conda-forge" if any(str(spec).split()[0] == "tensorflow" for spec in recorded["conda_specs"]) else None
+            )
+            _, resolution, cpu_only = target_today(
+                recorded["tensorflow"], "conda", recorded["python"], recorded["os"], name, recorded["cpu_only"], source
+            )
         except (ImpossibleError, OperationError) as error:
-            found.add("inputs", f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for {name}: "
-                                f"{error.message}", code=error.code)
+            found.add(
+                "inputs",
+                f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for {name}: {error.message}",
+                code=error.code,
+            )
             continue
         if reporter is not None:
             reporter.note(f"re-solving {name} from {', '.join(channels)}")
-        entries, inputs = write.lock_platform(platform, resolution, cpu_only, channels, runner=runner, uv=uv,
-                                              cache=cache_root(), cuda=recorded["virtual_cuda"])
+        entries, inputs = write.lock_platform(
+            platform,
+            resolution,
+            cpu_only,
+            channels,
+            runner=runner,
+            uv=uv,
+            cache=cache_root(),
+            cuda=recorded["virtual_cuda"],
+        )
         if write.inputs_digest(inputs) != metadata.content_hash.get(name):
             input_changes(found, old_inputs, dict(inputs))
             if write.inputs_digest(old_inputs) != metadata.content_hash.get(name):
                 found.add("inputs", f"{name}: the recorded content_hash does not match the recorded inputs")
-        before = {(p.manager, str(p.name)): (str(p.version), frozenset({p.hash.sha256 or ""}))
-                  for p in lock.lockfile.package if p.platform == name}
+        before = {
+            (p.manager, str(p.name)): (str(p.version), frozenset({p.hash.sha256 or ""}))
+            for p in lock.lockfile.package
+            if p.platform == name
+        }
         after = {(e["manager"], e["name"]): (e["version"], frozenset({e["hash"].get("sha256", "")})) for e in entries}
         found.packages += len(before)
-        package_changes(found, name, {f"{m}:{n}": v for (m, n), v in before.items()},
-                        {f"{m}:{n}": v for (m, n), v in after.items()})
+        package_changes(
+            found, name, {f"{m}:{n}": v for (m, n), v in before.items()}, {f"{m}:{n}": v for (m, n), v in after.items()}
+        )
     return found

@@ -26,11 +26,18 @@ def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> st
         sha256 = getattr(p.hash, "sha256", None) or ""
         wheel = parse(str(p.url), f"{lock.path}: {str(p.name)[:60]}'s url")  # bad-url / insecure-url first
         url = wheel.text
-        if (not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(p.name)) or not re.fullmatch(r"[A-Za-z0-9.+!_-]+", str(p.version))
-                or not re.fullmatch(r"[0-9a-f]{64}", sha256) or not wheel.path.endswith(".whl")):
-            raise UsageError("lock-has-options", f"{lock.path}: the pip entry {str(p.name)[:60]!r} is not a wheel "
-                             "pinned by name, version, HTTPS URL and sha256. Nothing was installed.",
-                             ["Regenerate the lock with `tfgpu-install lock --mode conda`."])
+        if (
+            not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(p.name))
+            or not re.fullmatch(r"[A-Za-z0-9.+!_-]+", str(p.version))
+            or not re.fullmatch(r"[0-9a-f]{64}", sha256)
+            or not wheel.path.endswith(".whl")
+        ):
+            raise UsageError(
+                "lock-has-options",
+                f"{lock.path}: the pip entry {str(p.name)[:60]!r} is not a wheel "
+                "pinned by name, version, HTTPS URL and sha256. Nothing was installed.",
+                ["Regenerate the lock with `tfgpu-install lock --mode conda`."],
+            )
         lines.append(f"{f'{p.name}=={p.version}' if pinned else f'{p.name} @ {url}'} --hash=sha256:{sha256}")
     return "".join(f"{line}\n" for line in sorted(lines))
 
@@ -42,32 +49,55 @@ def prepare(path: Path, options, selectors=None, bundle_dir: Path | None = None)
     from dataclasses import replace
 
     from tfgpu.installers.base import LockedPackage, Source
-    from tfgpu.lock.selectors import check_selectors
-    from tfgpu.settings import Selectors
     from tfgpu.lock.platforms import host_platform
+    from tfgpu.lock.selectors import check_selectors
     from tfgpu.resolver import make_request, resolve
+    from tfgpu.settings import Selectors
 
     lock = read(path)
     here = host_platform()
     platform = here.name if here else "linux-64"
     recorded = lock.resolution(platform)
     if recorded["cpu_only"]:
-        raise ImpossibleError("lock-cpu-only", f"{path} locks a CPU-only environment for {platform}; tfgpu-install "
-                              "builds GPU environments. Nothing was installed.",
-                              ["`conda-lock install` installs it as it is."])
-    check_selectors(recorded, mode="conda", python=recorded["python"], platform=platform, selectors=selectors or Selectors(),
-                    path=path)
-    resolution = resolve(make_request(tf=recorded["tensorflow"], mode="conda", python=recorded["python"],
-                                      os=recorded["os"], arch=recorded["arch"]), None)
+        raise ImpossibleError(
+            "lock-cpu-only",
+            f"{path} locks a CPU-only environment for {platform}; tfgpu-install "
+            "builds GPU environments. Nothing was installed.",
+            ["`conda-lock install` installs it as it is."],
+        )
+    check_selectors(
+        recorded,
+        mode="conda",
+        python=recorded["python"],
+        platform=platform,
+        selectors=selectors or Selectors(),
+        path=path,
+    )
+    resolution = resolve(
+        make_request(
+            tf=recorded["tensorflow"], mode="conda", python=recorded["python"], os=recorded["os"], arch=recorded["arch"]
+        ),
+        None,
+    )
     if bundle_dir:
         options = replace(options, offline=True)
-    conda = tuple(LockedPackage(p.name, p.version, checked(str(p.url), f"{path}: {p.name}'s url", allow_file=True),
-                                p.hash.sha256 or "") for p in lock.packages(platform, "conda"))
+    conda = tuple(
+        LockedPackage(
+            p.name, p.version, checked(str(p.url), f"{path}: {p.name}'s url", allow_file=True), p.hash.sha256 or ""
+        )
+        for p in lock.packages(platform, "conda")
+    )
     # The lock fixed where TensorFlow comes from when it was written: a conda package of it means conda-forge's build.
-    resolution = replace(resolution, tensorflow_source="conda-forge" if any(p.name == "tensorflow" for p in conda)
-                         else "pypi")
-    source = Source(kind="bundle" if bundle_dir else "lock",
-                    requirements=pip_requirements(lock, platform, pinned=bundle_dir is not None), conda=conda,
-                    channels=lock.channels(), bundle=bundle_dir,
-                    label=f"{path} sha256:{lock.meta['sha256']}", lock_path=str(path))
+    resolution = replace(
+        resolution, tensorflow_source="conda-forge" if any(p.name == "tensorflow" for p in conda) else "pypi"
+    )
+    source = Source(
+        kind="bundle" if bundle_dir else "lock",
+        requirements=pip_requirements(lock, platform, pinned=bundle_dir is not None),
+        conda=conda,
+        channels=lock.channels(),
+        bundle=bundle_dir,
+        label=f"{path} sha256:{lock.meta['sha256']}",
+        lock_path=str(path),
+    )
     return resolution, options, source, lock

@@ -29,9 +29,11 @@ class CondaLock:
     def resolution(self, platform: str) -> dict:
         key = f"tfgpu_resolution.{platform}"
         if key not in self.custom:
-            raise ImpossibleError("platform-not-in-lock", f"{self.path} has no {platform} environment "
-                                  f"(it locks {', '.join(self.lockfile.metadata.platforms)}).",
-                                  [f"Regenerate it with --platform {platform}."])
+            raise ImpossibleError(
+                "platform-not-in-lock",
+                f"{self.path} has no {platform} environment (it locks {', '.join(self.lockfile.metadata.platforms)}).",
+                [f"Regenerate it with --platform {platform}."],
+            )
         source, kind = str(self.path), untrusted.CONDA_LOCK
         recorded = untrusted.expect(untrusted.parse_json(self.custom[key], kind, source), dict, kind, source, key)
         for name in ("tensorflow", "package", "python", "mode", "os", "arch", "virtual_cuda"):
@@ -46,8 +48,10 @@ class CondaLock:
 
     def channels(self) -> tuple[str, ...]:
         """The recorded channels, each through the URL door (a bundle's is a local file:// channel)."""
-        return tuple(checked(str(c.url), f"{self.path}: metadata.channels", allow_file=True)
-                     for c in self.lockfile.metadata.channels)
+        return tuple(
+            checked(str(c.url), f"{self.path}: metadata.channels", allow_file=True)
+            for c in self.lockfile.metadata.channels
+        )
 
     def packages(self, platform: str, manager: str) -> list:
         return [p for p in self.lockfile.package if p.platform == platform and p.manager == manager]
@@ -57,27 +61,41 @@ def read(path: Path) -> CondaLock:
     """Parse with conda-lock's own parser; refuse another tool's or another format's lock, and any
     edit to the package entries (their sha256 is in the metadata)."""
     if not (path.exists() or path.is_symlink()):
-        raise UsageError("lock-unreadable", f"There is no lock file at {path}.",
-                         ["Give the conda-lock.yml `tfgpu-install lock --mode conda` wrote."])
+        raise UsageError(
+            "lock-unreadable",
+            f"There is no lock file at {path}.",
+            ["Give the conda-lock.yml `tfgpu-install lock --mode conda` wrote."],
+        )
     # Read through the door (bounded, no aliases), then validated with conda-lock's own models, as
     # conda-lock's parse_conda_lock_file does after its own unbounded read.
     content = untrusted.expect(untrusted.load_yaml(path, untrusted.CONDA_LOCK), dict, untrusted.CONDA_LOCK, str(path))
     try:
         lockfile = _validated(content, path)
     except Exception as error:  # pydantic errors: a truncated or hand-broken file
-        raise ImpossibleError("lock-corrupt", f"{path} is not a readable conda-lock file: {str(error)[:400]}",
-                              ["Regenerate it with `tfgpu-install lock --mode conda`; nothing was installed."]) from None
+        raise ImpossibleError(
+            "lock-corrupt",
+            f"{path} is not a readable conda-lock file: {str(error)[:400]}",
+            ["Regenerate it with `tfgpu-install lock --mode conda`; nothing was installed."],
+        ) from None
     custom = lockfile.metadata.custom_metadata or {}
     if custom.get("tfgpu_format") != FORMAT:
         found = custom.get("tfgpu_format")
-        raise ImpossibleError("lock-format-unsupported", f"{path} was not written by this tfgpu-install (format "
-                              f"{found or 'none: another tool'}, this tool reads format {FORMAT}); nothing was installed.",
-                              ["Regenerate it with this version: `tfgpu-install lock --mode conda ...`.",
-                               "A lock written by conda-lock itself installs with `conda-lock install`."])
+        raise ImpossibleError(
+            "lock-format-unsupported",
+            f"{path} was not written by this tfgpu-install (format "
+            f"{found or 'none: another tool'}, this tool reads format {FORMAT}); nothing was installed.",
+            [
+                "Regenerate it with this version: `tfgpu-install lock --mode conda ...`.",
+                "A lock written by conda-lock itself installs with `conda-lock install`.",
+            ],
+        )
     if model_digest(lockfile) != custom.get("tfgpu_packages_sha256"):
-        raise UsageError("lock-modified", f"{path} was edited after it was written: its channels, platforms or "
-                              "package entries do not match the checksum recorded in it. Nothing was installed.",
-                              ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."])
+        raise UsageError(
+            "lock-modified",
+            f"{path} was edited after it was written: its channels, platforms or "
+            "package entries do not match the checksum recorded in it. Nothing was installed.",
+            ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."],
+        )
     return CondaLock(path=path, lockfile=lockfile, custom=custom)
 
 

@@ -33,12 +33,21 @@ def pip_entries(pylock_text: str, platform, python: str) -> list[dict]:
         wheels = [(platform.wheel_rank(w["url"].rsplit("/", 1)[-1], python), w) for w in package.get("wheels", [])]
         wheels = [(rank, w) for rank, w in wheels if rank is not None]
         if not wheels:
-            raise ImpossibleError("lock-unsatisfiable", f"{package['name']} {package['version']} has no wheel for "
-                                  f"{platform.name} with Python {python}; a lock installs wheels only.",
-                                  ["Choose another --python or --tf."])
+            raise ImpossibleError(
+                "lock-unsatisfiable",
+                f"{package['name']} {package['version']} has no wheel for "
+                f"{platform.name} with Python {python}; a lock installs wheels only.",
+                ["Choose another --python or --tf."],
+            )
         wheel = min(wheels, key=lambda pair: pair[0])[1]
-        entries.append({"name": package["name"], "version": package["version"], "url": wheel["url"],
-                        "sha256": wheel["hashes"]["sha256"]})
+        entries.append(
+            {
+                "name": package["name"],
+                "version": package["version"],
+                "url": wheel["url"],
+                "sha256": wheel["hashes"]["sha256"],
+            }
+        )
     return entries
 
 
@@ -52,40 +61,72 @@ def lock_digest(channels, platforms, custom: dict, rows) -> str:
     manager, name, version, url, sha256, md5)``. A lock that points a channel or a package at another
     server is as edited as one with another hash. (``content_hash`` records the inputs for ``lock
     --check``, which reports it when it no longer matches; it decides nothing that is installed.)"""
-    bound = {"channels": [str(c) for c in channels], "platforms": [str(p) for p in platforms],
-             "custom": {k: v for k, v in custom.items() if k != DIGEST},
-             "packages": sorted([str(v) for v in row] for row in rows)}
+    bound = {
+        "channels": [str(c) for c in channels],
+        "platforms": [str(p) for p in platforms],
+        "custom": {k: v for k, v in custom.items() if k != DIGEST},
+        "packages": sorted([str(v) for v in row] for row in rows),
+    }
     return hashlib.sha256(json.dumps(bound, sort_keys=True).encode()).hexdigest()
 
 
 def model_digest(lockfile) -> str:
     """:func:`lock_digest` of a lock conda-lock's parser read back."""
     metadata = lockfile.metadata
-    return lock_digest([c.url for c in metadata.channels], metadata.platforms, metadata.custom_metadata or {},
-                       model_rows(lockfile.package))
+    return lock_digest(
+        [c.url for c in metadata.channels],
+        metadata.platforms,
+        metadata.custom_metadata or {},
+        model_rows(lockfile.package),
+    )
 
 
 def model_rows(packages) -> list[tuple]:
     """Digest rows of the entries conda-lock's parser read back."""
-    return [(p.platform, p.manager, p.name, p.version, p.url, p.hash.sha256 or "", p.hash.md5 or "")
-            for p in packages]
+    return [(p.platform, p.manager, p.name, p.version, p.url, p.hash.sha256 or "", p.hash.md5 or "") for p in packages]
 
 
 def _dict_rows(packages: list[dict]) -> list[tuple]:
-    return [(p["platform"], p["manager"], p["name"], p["version"], p["url"], p["hash"].get("sha256", ""),
-             p["hash"].get("md5", "")) for p in packages]
+    return [
+        (
+            p["platform"],
+            p["manager"],
+            p["name"],
+            p["version"],
+            p["url"],
+            p["hash"].get("sha256", ""),
+            p["hash"].get("md5", ""),
+        )
+        for p in packages
+    ]
 
 
 def _inputs_digest(inputs: dict) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def _entry(platform: str, manager: str, name: str, version: str, url: str, *, sha256: str, md5: str = "",
-           dependencies: dict | None = None, build: str = "") -> dict:
+def _entry(
+    platform: str,
+    manager: str,
+    name: str,
+    version: str,
+    url: str,
+    *,
+    sha256: str,
+    md5: str = "",
+    dependencies: dict | None = None,
+    build: str = "",
+) -> dict:
     """One ``package:`` entry of conda-lock's v1 format (the shape its own writer produces)."""
-    entry = {"name": name, "version": version, "manager": manager, "platform": platform,
-             "dependencies": dependencies or {}, "url": url,
-             "hash": {**({"md5": md5} if md5 else {}), "sha256": sha256}}
+    entry = {
+        "name": name,
+        "version": version,
+        "manager": manager,
+        "platform": platform,
+        "dependencies": dependencies or {},
+        "url": url,
+        "hash": {**({"md5": md5} if md5 else {}), "sha256": sha256},
+    }
     if build:
         entry["build"] = build
     return entry | {"category": "main", "optional": False}
@@ -101,8 +142,7 @@ class Written:
     sha256: str
 
     def summary(self) -> dict:
-        return {"path": self.path, "platforms": list(self.platforms), "packages": self.packages,
-                "sha256": self.sha256}
+        return {"path": self.path, "platforms": list(self.platforms), "packages": self.packages, "sha256": self.sha256}
 
     def to_dict(self) -> dict:
         """The ``lock --json`` document (contract): ``{"lock": summary}``."""
@@ -110,8 +150,10 @@ class Written:
 
     def notes(self) -> list[str]:
         """What ``lock`` shows a person."""
-        return [f"{self.path}: {self.packages} packages for {', '.join(self.platforms)} (install: tfgpu-install "
-                f"create --from-lock {self.path} --name N; conda-lock reads it too)"]
+        return [
+            f"{self.path}: {self.packages} packages for {', '.join(self.platforms)} (install: tfgpu-install "
+            f"create --from-lock {self.path} --name N; conda-lock reads it too)"
+        ]
 
 
 def channel_list(channels, channel_from: str = "--channel") -> list[str]:
@@ -125,8 +167,7 @@ def channel_list(channels, channel_from: str = "--channel") -> list[str]:
     return urls
 
 
-def write_lock(targets, output: str | None, *, channels=(), channel_from: str = "--channel",
-               reporter=None) -> Written:
+def write_lock(targets, output: str | None, *, channels=(), channel_from: str = "--channel", reporter=None) -> Written:
     """``lock --mode conda``: one conda-lock.yml for every ``(platform, resolution, cpu_only)``."""
     from tfgpu.lock.tools import tools
     from tfgpu.paths import cache_root
@@ -145,8 +186,7 @@ HEADER = """\
 """
 
 
-def write(targets, output: str | None, *, channels: list[str], runner, uv: str, cache: Path,
-          reporter=None) -> Written:
+def write(targets, output: str | None, *, channels: list[str], runner, uv: str, cache: Path, reporter=None) -> Written:
     """Solve every ``(platform, resolution, cpu_only)`` and write one conda-lock.yml; returns what it wrote.
 
     The file is conda-lock's own v1 format, written directly (importing conda-lock costs ~2 s, which
@@ -159,14 +199,16 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
 
     path = Path(output or "conda-lock.yml").expanduser().absolute()
     if path.is_dir():
-        raise ImpossibleError("bad-output", f"-o {output} is a directory; give the lock's file name.",
-                         [f"-o {path / 'conda-lock.yml'}"])
+        raise ImpossibleError(
+            "bad-output", f"-o {output} is a directory; give the lock's file name.", [f"-o {path / 'conda-lock.yml'}"]
+        )
     output_dir(path.parent, output or str(path))
     packages, content_hash, custom = [], {}, {"tfgpu_format": FORMAT, "tfgpu_tool_version": __version__}
     for platform, resolution, cpu_only in targets:
         try:
-            entries, inputs = lock_platform(platform, resolution, cpu_only, channels, runner=runner, uv=uv,
-                                            cache=cache, reporter=reporter)
+            entries, inputs = lock_platform(
+                platform, resolution, cpu_only, channels, runner=runner, uv=uv, cache=cache, reporter=reporter
+            )
         except BaseException as error:
             runner.record_failure(error)  # the log holds what failed, and the message names the log
             raise
@@ -174,28 +216,64 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
         content_hash[platform.name] = _inputs_digest(inputs)
         recorded = resolution.to_dict()
         custom[f"tfgpu_resolution.{platform.name}"] = json.dumps(
-            {key: recorded[key] for key in ("tensorflow", "package", "python", "mode", "os", "arch", "cuda",
-                                            "cudnn", "min_driver", "accelerator")} | {
-                "virtual_cuda": inputs["cuda"], "cpu_only": cpu_only, "requirements": inputs["pip"],
-                "conda_specs": inputs["specs"]},
-            sort_keys=True)
+            {
+                key: recorded[key]
+                for key in (
+                    "tensorflow",
+                    "package",
+                    "python",
+                    "mode",
+                    "os",
+                    "arch",
+                    "cuda",
+                    "cudnn",
+                    "min_driver",
+                    "accelerator",
+                )
+            }
+            | {
+                "virtual_cuda": inputs["cuda"],
+                "cpu_only": cpu_only,
+                "requirements": inputs["pip"],
+                "conda_specs": inputs["specs"],
+            },
+            sort_keys=True,
+        )
     custom[DIGEST] = lock_digest(channels, [p.name for p, _, _ in targets], custom, _dict_rows(packages))
     # No time_metadata (optional in conda-lock's format): the same inputs give the same bytes, and
     # version control already says when a lock changed.
-    document = {"version": 1, "metadata": {
-        "content_hash": content_hash, "channels": [{"url": c, "used_env_vars": []} for c in channels],
-        "platforms": [p.name for p, _, _ in targets], "sources": ["tfgpu-install"],
-        "custom_metadata": custom}, "package": packages}
-    write_output(path, HEADER.format(version=__version__, name=path.name)
-                 + yaml.safe_dump(document, sort_keys=False, width=120))
+    document = {
+        "version": 1,
+        "metadata": {
+            "content_hash": content_hash,
+            "channels": [{"url": c, "used_env_vars": []} for c in channels],
+            "platforms": [p.name for p, _, _ in targets],
+            "sources": ["tfgpu-install"],
+            "custom_metadata": custom,
+        },
+        "package": packages,
+    }
+    write_output(
+        path, HEADER.format(version=__version__, name=path.name) + yaml.safe_dump(document, sort_keys=False, width=120)
+    )
     return Written(str(path), tuple(p.name for p, _, _ in targets), len(packages), custom[DIGEST])
 
 
 _DRIVER_CUDA = object()
 
 
-def lock_platform(platform, resolution, cpu_only: bool, channels: list[str], *, runner, uv: str, cache: Path,
-                  reporter=None, cuda=_DRIVER_CUDA) -> tuple[list[dict], dict]:
+def lock_platform(
+    platform,
+    resolution,
+    cpu_only: bool,
+    channels: list[str],
+    *,
+    runner,
+    uv: str,
+    cache: Path,
+    reporter=None,
+    cuda=_DRIVER_CUDA,
+) -> tuple[list[dict], dict]:
     """One platform's package entries (conda, then pip) and the inputs they were solved from (what
     ``content_hash`` digests). ``cuda``: the ``__cuda`` to solve with (default: the resolution's)."""
     from tfgpu.engines import rattler
@@ -206,22 +284,46 @@ def lock_platform(platform, resolution, cpu_only: bool, channels: list[str], *, 
     specs, _ = rattler.conda_specs(resolution, cpu_only=cpu_only)
     if reporter is not None:
         reporter.note(f"solving {platform.name}: {' | '.join(specs)} (__cuda={cuda or 'none'})")
-    records = rattler.solve(specs, channels, platform=platform.name, cuda=cuda, this_host=False,
-                            repodata_cache=cache / "conda" / "repodata", offline=False, runner=runner)
+    records = rattler.solve(
+        specs,
+        channels,
+        platform=platform.name,
+        cuda=cuda,
+        this_host=False,
+        repodata_cache=cache / "conda" / "repodata",
+        offline=False,
+        runner=runner,
+    )
     entries = []
     for record in sorted(records, key=lambda r: r.name.normalized):
-        entries.append(_entry(platform.name, "conda", record.name.normalized, str(record.version),
-                              str(record.url), sha256=record.sha256.hex() if record.sha256 else "",
-                              md5=record.md5.hex() if record.md5 else "",
-                              dependencies=_depends(record.depends), build=str(record.build)))
+        entries.append(
+            _entry(
+                platform.name,
+                "conda",
+                record.name.normalized,
+                str(record.version),
+                str(record.url),
+                sha256=record.sha256.hex() if record.sha256 else "",
+                md5=record.md5.hex() if record.md5 else "",
+                dependencies=_depends(record.depends),
+                build=str(record.build),
+            )
+        )
     pip = list(resolution.packages.pip)
     if pip:
         pylock = compile_pylock(pip, platform, resolution.python, runner=runner, uv=uv, cache_dir=cache / "uv")
         for entry in pip_entries(pylock, platform, resolution.python):
-            entries.append(_entry(platform.name, "pip", entry["name"], entry["version"], entry["url"],
-                                  sha256=entry["sha256"]))
-    inputs = {"format": FORMAT, "specs": specs, "pip": pip, "channels": channels, "cuda": cuda,
-              "glibc": rattler.GLIBC if platform.name.startswith("linux") else None}
+            entries.append(
+                _entry(platform.name, "pip", entry["name"], entry["version"], entry["url"], sha256=entry["sha256"])
+            )
+    inputs = {
+        "format": FORMAT,
+        "specs": specs,
+        "pip": pip,
+        "channels": channels,
+        "cuda": cuda,
+        "glibc": rattler.GLIBC if platform.name.startswith("linux") else None,
+    }
     return entries, inputs
 
 

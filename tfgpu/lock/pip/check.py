@@ -24,21 +24,35 @@ def check(lock, reporter=None) -> Check:
     requirements = [canonical(text, what=f"The lock {lock.path}") for text in recorded["requirements"]]
     old = lockfile.lock_inputs(requirements, meta["python"], meta["python_platform"], meta["index"])
     try:
-        _, resolution, _ = target_today(recorded["tensorflow"], "pip", meta["python"], recorded["os"], platform.name,
-                                        meta["cpu_only"])
+        _, resolution, _ = target_today(
+            recorded["tensorflow"], "pip", meta["python"], recorded["os"], platform.name, meta["cpu_only"]
+        )
         new = lockfile.lock_inputs(list(resolution.packages.pip), resolution.python, platform.uv, meta["index"])
         if lockfile.inputs_digest(new) != meta["inputs_sha256"]:
             input_changes(found, old, new)
     # Only "no longer resolves" is a change; a record the parsers refuse (UsageError) ends the check.
     except (ImpossibleError, OperationError) as error:
-        found.add("inputs", f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for "
-                            f"{platform.name}: {error.message}", code=error.code)
+        found.add(
+            "inputs",
+            f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for {platform.name}: {error.message}",
+            code=error.code,
+        )
     if reporter is not None:
-        reporter.note(f"re-resolving {len(old['requirements'])} requirements for {platform.name} against "
-                      f"{meta['index']}")
+        reporter.note(
+            f"re-resolving {len(old['requirements'])} requirements for {platform.name} against {meta['index']}"
+        )
     runner, uv, cache = tools("lock-check")
-    body, _ = compile_pins(old["requirements"], platform, meta["python"], runner=runner, uv=uv, cache_dir=cache,
-                           index=meta["index"], refresh=True, with_pylock=False)
+    body, _ = compile_pins(
+        old["requirements"],
+        platform,
+        meta["python"],
+        runner=runner,
+        uv=uv,
+        cache_dir=cache,
+        index=meta["index"],
+        refresh=True,
+        with_pylock=False,
+    )
     before, after = _pinned(lock.body), _pinned(body)
     found.packages = len(before)
     package_changes(found, platform.name, before, after)

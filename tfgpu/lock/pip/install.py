@@ -17,11 +17,23 @@ def prepare(lock, options, selectors, bundle: Path | None = None):
     ``bundle``: the bundle directory it came from (its wheels are the only source)."""
     from tfgpu.installers.base import Source
 
-    check_selectors(lock.resolution, mode="pip", python=lock.meta["python"], platform=lock.meta["platform"],
-                    selectors=selectors, path=lock.path)
+    check_selectors(
+        lock.resolution,
+        mode="pip",
+        python=lock.meta["python"],
+        platform=lock.meta["platform"],
+        selectors=selectors,
+        path=lock.path,
+    )
     check_platform(lock)
-    source = Source(kind="bundle" if bundle else "lock", requirements=lock.body, index=lock.meta.get("index", ""),
-                    bundle=bundle, label=f"{lock.path} sha256:{lock.meta['sha256']}", lock_path=str(lock.path))
+    source = Source(
+        kind="bundle" if bundle else "lock",
+        requirements=lock.body,
+        index=lock.meta.get("index", ""),
+        bundle=bundle,
+        label=f"{lock.path} sha256:{lock.meta['sha256']}",
+        lock_path=str(lock.path),
+    )
     return lock_resolution(lock), options, source, lock
 
 
@@ -30,10 +42,27 @@ def lock_resolution(lock) -> Resolution:
     r = lock.resolution
     where = f"the lock {lock.path} (sha256 {lock.meta['sha256']}, tfgpu-install {lock.meta['tool_version']})"
     return Resolution(
-        tensorflow=r["tensorflow"], package=r["package"], python=r["python"], mode="pip", os=r["os"], arch=r["arch"],
-        platform=r["platform"], accelerator=r["accelerator"], cuda=r["cuda"], cuda_build=r["cuda_build"],
-        cudnn=r["cudnn"], min_driver=r["min_driver"], toolkit_driver=r["toolkit_driver"], driver=None,
+        tensorflow=r["tensorflow"],
+        package=r["package"],
+        python=r["python"],
+        mode="pip",
+        os=r["os"],
+        arch=r["arch"],
+        platform=r["platform"],
+        accelerator=r["accelerator"],
+        cuda=r["cuda"],
+        cuda_build=r["cuda_build"],
+        cudnn=r["cudnn"],
+        min_driver=r["min_driver"],
+        toolkit_driver=r["toolkit_driver"],
+        driver=None,
         compute_capabilities=tuple(r["compute_capabilities"]),
-        packages=Packages(pip=tuple(canonical(text, what=f"The lock {lock.path}") for text in r["requirements"]),
-                          notes=(f"Exactly as pinned in {where}.",)),
-        modes={}, warnings=(), reasons=(f"Installed from {where}.",), rejected=())
+        packages=Packages(
+            pip=tuple(canonical(text, what=f"The lock {lock.path}") for text in r["requirements"]),
+            notes=(f"Exactly as pinned in {where}.",),
+        ),
+        modes={},
+        warnings=(),
+        reasons=(f"Installed from {where}.",),
+        rejected=(),
+    )

@@ -25,8 +25,22 @@ from tfgpu.lock.resolving import index_url
 FORMAT = 1
 """The lock format this tool writes and reads; bumped when the header's meaning changes."""
 MARK = "# tfgpu-lock: "
-_RESOLUTION_KEYS = ("tensorflow", "package", "python", "mode", "os", "arch", "platform", "accelerator", "cuda",
-                    "cuda_build", "cudnn", "min_driver", "toolkit_driver", "compute_capabilities")
+_RESOLUTION_KEYS = (
+    "tensorflow",
+    "package",
+    "python",
+    "mode",
+    "os",
+    "arch",
+    "platform",
+    "accelerator",
+    "cuda",
+    "cuda_build",
+    "cudnn",
+    "min_driver",
+    "toolkit_driver",
+    "compute_capabilities",
+)
 
 
 @dataclass(frozen=True)
@@ -59,16 +73,31 @@ def make_meta(resolution, platform: Platform, *, cpu_only: bool, index: str | No
     recorded["compute_capabilities"] = list(resolution.compute_capabilities)
     recorded["requirements"] = requirements
     index = index or index_url()
-    return {"format": FORMAT, "tool": "tfgpu-install", "tool_version": __version__, "mode": "pip",
-            "platform": platform.name, "python_platform": platform.uv, "python": resolution.python,
-            "index": index, "cpu_only": cpu_only, "resolution": recorded,
-            "inputs_sha256": inputs_digest(lock_inputs(requirements, resolution.python, platform.uv, index))}
+    return {
+        "format": FORMAT,
+        "tool": "tfgpu-install",
+        "tool_version": __version__,
+        "mode": "pip",
+        "platform": platform.name,
+        "python_platform": platform.uv,
+        "python": resolution.python,
+        "index": index,
+        "cpu_only": cpu_only,
+        "resolution": recorded,
+        "inputs_sha256": inputs_digest(lock_inputs(requirements, resolution.python, platform.uv, index)),
+    }
 
 
 def lock_inputs(requirements: list[str], python: str, python_platform: str, index: str) -> dict:
     """What a pip lock is resolved from (``inputs_sha256`` digests it): the same inputs, the same lock."""
-    return {"format": FORMAT, "mode": "pip", "requirements": list(requirements), "python": python,
-            "python_platform": python_platform, "index": index}
+    return {
+        "format": FORMAT,
+        "mode": "pip",
+        "requirements": list(requirements),
+        "python": python,
+        "python_platform": python_platform,
+        "index": index,
+    }
 
 
 def inputs_digest(inputs: dict) -> str:
@@ -77,9 +106,24 @@ def inputs_digest(inputs: dict) -> str:
 
 def regenerate_command(meta: dict, output: str) -> str:
     """The exact command that writes this lock again (``--no-detect``: the host plays no part)."""
-    argv = ["tfgpu-install", "lock", "--tf", meta["resolution"]["tensorflow"], "--mode", "pip", "--python",
-            meta["python"], "--os", meta["resolution"]["os"], "--platform", meta["platform"], "--no-detect",
-            *(("--allow-cpu",) if meta["cpu_only"] else ()), "-o", output]
+    argv = [
+        "tfgpu-install",
+        "lock",
+        "--tf",
+        meta["resolution"]["tensorflow"],
+        "--mode",
+        "pip",
+        "--python",
+        meta["python"],
+        "--os",
+        meta["resolution"]["os"],
+        "--platform",
+        meta["platform"],
+        "--no-detect",
+        *(("--allow-cpu",) if meta["cpu_only"] else ()),
+        "-o",
+        output,
+    ]
     return shlex.join(argv)
 
 
@@ -88,8 +132,11 @@ def render(meta: dict, body: str, output: str) -> str:
     record = dict(meta)
     record["sha256"] = _digest(meta, body)
     r = meta["resolution"]
-    what = (f"CPU only: {meta['platform']} has no TensorFlow GPU build (locked with --allow-cpu)" if meta["cpu_only"]
-            else f"CUDA {r['cuda']}, cuDNN {r['cudnn']}, NVIDIA driver >= {r['min_driver']}")
+    what = (
+        f"CPU only: {meta['platform']} has no TensorFlow GPU build (locked with --allow-cpu)"
+        if meta["cpu_only"]
+        else f"CUDA {r['cuda']}, cuDNN {r['cudnn']}, NVIDIA driver >= {r['min_driver']}"
+    )
     # The file's name, never its directory: the same inputs in two checkouts give the same bytes.
     name = Path(output).name
     lines = [
@@ -111,17 +158,22 @@ def read(path: Path, text: str | None = None) -> PipLock:
         text = untrusted.read_text(path, untrusted.PIP_LOCK)
     _, sep, body = text.partition("\n" + MARK)
     if not sep and text.startswith(MARK):
-        sep, body = MARK, text[len(MARK):]
+        sep, body = MARK, text[len(MARK) :]
     record_line, _, body = body.partition("\n")
     try:
         meta = untrusted.parse_json(record_line, untrusted.LOCK_RECORD, str(path)) if sep else None
     except untrusted.Unreadable:
         meta = None
     if not isinstance(meta, dict) or meta.get("tool") != "tfgpu-install":
-        raise UsageError("lock-malformed", f"{path} is not a tfgpu-install lock: it has no readable "
-                         f"`{MARK.strip()}` header line (edited or cut short?).",
-                         ["Write a lock with `tfgpu-install lock ... --mode pip --platform linux-64 -o FILE`.",
-                          "A plain requirements file installs with `tfgpu-install create --tf ... --mode pip`."])
+        raise UsageError(
+            "lock-malformed",
+            f"{path} is not a tfgpu-install lock: it has no readable "
+            f"`{MARK.strip()}` header line (edited or cut short?).",
+            [
+                "Write a lock with `tfgpu-install lock ... --mode pip --platform linux-64 -o FILE`.",
+                "A plain requirements file installs with `tfgpu-install create --tf ... --mode pip`.",
+            ],
+        )
     if meta.get("format") != FORMAT or meta.get("mode") != "pip":
         try:
             again = "Or regenerate it with this version: " + regenerate_command(meta, str(path))
@@ -132,8 +184,8 @@ def read(path: Path, text: str | None = None) -> PipLock:
             f"{path} was written by tfgpu-install {meta.get('tool_version', '?')} in lock format "
             f"{meta.get('format')!r} ({meta.get('mode', '?')} mode); this tfgpu-install {__version__} reads pip "
             f"locks of format {FORMAT}.",
-            [f"Install tfgpu-install {meta.get('tool_version', '?')} to use this lock as it is.",
-             again])
+            [f"Install tfgpu-install {meta.get('tool_version', '?')} to use this lock as it is.", again],
+        )
     _check_shape(meta, path)
     recorded = meta.pop("sha256", None)
     actual = _digest(meta, body)
@@ -142,8 +194,11 @@ def read(path: Path, text: str | None = None) -> PipLock:
             "lock-modified",
             f"{path} was changed after tfgpu-install wrote it (edited or truncated): its recorded sha256 is "
             f"{recorded}, its content hashes to {actual}. Nothing was installed.",
-            ["Restore the file from version control, or regenerate it: " + regenerate_command(meta, str(path)),
-             "Pins are changed by regenerating the lock, never by editing it."])
+            [
+                "Restore the file from version control, or regenerate it: " + regenerate_command(meta, str(path)),
+                "Pins are changed by regenerating the lock, never by editing it.",
+            ],
+        )
     meta["sha256"] = recorded
     check_body(body, path)
     if "index" in meta:
@@ -175,9 +230,13 @@ def _check_shape(meta: dict, path) -> None:
 
     check_record(recorded, path=path, mode="pip")
     if meta["python"] != recorded["python"] or meta["python_platform"] not in {p.uv for p in PLATFORMS.values()}:
-        raise UsageError("lock-malformed", f"{path}: the record's python {meta['python'][:40]!r} and python_platform "
-                         f"{meta['python_platform'][:40]!r} are not its resolution's Python and a known platform. "
-                         "Nothing was installed.", ["Regenerate the lock with `tfgpu-install lock`."])
+        raise UsageError(
+            "lock-malformed",
+            f"{path}: the record's python {meta['python'][:40]!r} and python_platform "
+            f"{meta['python_platform'][:40]!r} are not its resolution's Python and a known platform. "
+            "Nothing was installed.",
+            ["Regenerate the lock with `tfgpu-install lock`."],
+        )
 
 
 # What a lock body may hold: uv's hashed output and nothing else. A checksum proves a lock was not
@@ -214,10 +273,13 @@ def check_body(body: str, path) -> None:
             continue
         if _HASH.fullmatch(line) or _pin_problem(line) is None:
             continue
-        raise UsageError("lock-has-options", f"{path} holds more than pinned requirements: line {number} of its "
-                         f"requirements is {line.strip()[:120]!r}. A lock carries `name==version` pins with their "
-                         "hashes only; options and URLs are refused. Nothing was installed.",
-                         ["Regenerate the lock with `tfgpu-install lock` (which never writes option lines)."])
+        raise UsageError(
+            "lock-has-options",
+            f"{path} holds more than pinned requirements: line {number} of its "
+            f"requirements is {line.strip()[:120]!r}. A lock carries `name==version` pins with their "
+            "hashes only; options and URLs are refused. Nothing was installed.",
+            ["Regenerate the lock with `tfgpu-install lock` (which never writes option lines)."],
+        )
 
 
 def check_index(index, path) -> str | None:

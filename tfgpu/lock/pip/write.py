@@ -7,7 +7,6 @@ without ``-o``, ``tfgpu-lock.<platform>.txt`` in the current directory. The PEP 
 beside each as ``pylock.<platform>.toml``.
 """
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,15 +31,24 @@ class Written:
     pins: dict[str, str]
 
     def to_dict(self) -> dict:
-        return {"platform": self.platform, "path": str(self.path), "pylock": str(self.pylock),
-                "tensorflow": self.meta["resolution"]["tensorflow"], "python": self.meta["python"],
-                "cpu_only": self.meta["cpu_only"], "packages": len(self.pins), "sha256": self.meta["sha256"]}
+        return {
+            "platform": self.platform,
+            "path": str(self.path),
+            "pylock": str(self.pylock),
+            "tensorflow": self.meta["resolution"]["tensorflow"],
+            "python": self.meta["python"],
+            "cpu_only": self.meta["cpu_only"],
+            "packages": len(self.pins),
+            "sha256": self.meta["sha256"],
+        }
 
     def note(self) -> str:
         """The line ``lock`` shows for it."""
         kind = "CPU-only" if self.meta["cpu_only"] else f"CUDA {self.meta['resolution']['cuda']}"
-        return (f"{self.platform}: {self.path} ({len(self.pins)} packages, TF {self.meta['resolution']['tensorflow']}, "
-                f"{kind}, Python {self.meta['python']}); PEP 751: {self.pylock.name}")
+        return (
+            f"{self.platform}: {self.path} ({len(self.pins)} packages, TF {self.meta['resolution']['tensorflow']}, "
+            f"{kind}, Python {self.meta['python']}); PEP 751: {self.pylock.name}"
+        )
 
 
 @dataclass(frozen=True)
@@ -64,8 +72,11 @@ def output_paths(output: str | None, platforms: list[Platform]) -> dict[str, Pat
         return {p.name: Path(f"tfgpu-lock.{p.name}.txt").absolute() for p in platforms}
     path = Path(output).expanduser().absolute()
     if path.is_dir():
-        raise ImpossibleError("bad-output", f"-o {output} is a directory; give the lock's file name.",
-                         [f"-o {Path(output) / 'tfgpu-lock.txt'}"])
+        raise ImpossibleError(
+            "bad-output",
+            f"-o {output} is a directory; give the lock's file name.",
+            [f"-o {Path(output) / 'tfgpu-lock.txt'}"],
+        )
     if len(platforms) == 1:
         return {platforms[0].name: path}
     return {p.name: path.with_name(f"{path.stem}.{p.name}{path.suffix or '.txt'}") for p in platforms}
@@ -84,8 +95,9 @@ def write_locks(targets: list[tuple[Platform, object, bool]], output: str | None
     for platform, resolution, cpu_only in targets:
         if reporter is not None:
             reporter.note(f"locking TF {resolution.tensorflow} for {platform.name}, Python {resolution.python}")
-        body, pylock = compile_pins(list(resolution.packages.pip), platform, resolution.python,
-                                    runner=runner, uv=uv, cache_dir=cache)
+        body, pylock = compile_pins(
+            list(resolution.packages.pip), platform, resolution.python, runner=runner, uv=uv, cache_dir=cache
+        )
         meta = lockfile.make_meta(resolution, platform, cpu_only=cpu_only)
         path = paths[platform.name]
         rendered.append((platform, path, lockfile.render(meta, body, str(path)), pylock))
@@ -93,8 +105,9 @@ def write_locks(targets: list[tuple[Platform, object, bool]], output: str | None
     for platform, path, text, pylock in rendered:
         write_output(path, text)
         pylock_path = path.with_name(f"pylock.{platform.name}.toml")
-        write_output(pylock_path, f"# Written by tfgpu-install beside {path.name} (the lock it installs from).\n"
-                     + pylock)
+        write_output(
+            pylock_path, f"# Written by tfgpu-install beside {path.name} (the lock it installs from).\n" + pylock
+        )
         lock = lockfile.read(path, text)
         written.append(Written(platform.name, path, pylock_path, lock.meta, lock.pins()))
     return PipLocks(tuple(written))
