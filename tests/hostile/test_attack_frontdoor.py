@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import sys
 from pathlib import Path
 
 import pytest
@@ -251,6 +250,26 @@ def test_a_bad_insecure_host_in_the_project_file_is_bad_project_file_naming_it(c
     done = cli("plan", "--no-detect", "--json")
     clean_error(done, 2, "bad-project-file")
     assert "tfgpu.toml" in json.loads(done.out)["error"]["message"]
+
+
+# --- 12. a huge project-file value is echoed whole (twice): 1 MB of message -----------------------------
+
+
+def test_a_huge_project_file_value_is_cut_in_the_message(cli, sandbox):
+    (sandbox / "tfgpu.toml").write_text(f"tf = '{'1' * 500_000}'\n")
+    done = cli("plan", "--no-detect", "--json")
+    clean_error(done, 2, "bad-project-file")
+    assert len(done.out) < 5000, len(done.out)
+
+
+# --- 13. list shows a link in the envs directory as a second env that remove then refuses ---------------
+
+
+def test_list_does_not_show_a_link_to_an_env_as_another_env(cli, sandbox):
+    fake_env(sandbox / "envs" / "real")
+    os.symlink(sandbox / "envs" / "real", sandbox / "envs" / "alias")
+    names = [env["name"] for env in json.loads(cli("list", "--json").out)["envs"]]
+    assert names == ["real"], names
 
 
 # --- 11. repair --undo --dry-run undoes for real: --dry-run is dropped on the --undo path ----------------
