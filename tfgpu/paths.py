@@ -25,7 +25,15 @@ def user_path(text: str, what: str) -> str:
         raw = os.fsencode(text)
     except (UnicodeError, TypeError):
         raw = None
-    if raw is None or b"\0" in raw:
+    way = f"Give {what} a shorter path."
+    if raw is not None and not raw:
+        # Empty is never "not given": it would quietly mean the default (the active env, the
+        # nearest project file, the default env name) instead of what was typed.
+        problem, way = "it is empty", f"Give {what} a path, or leave the option out."
+    elif raw is not None and raw.startswith(b"~") and os.path.expanduser(text) == text:
+        # ``~nosuchuser/x``: pathlib would raise RuntimeError on it, deep in whatever reads it.
+        problem, way = "its ~ names a home directory this machine does not know", f"Give {what} as a full path."
+    elif raw is None or b"\0" in raw:
         problem = "it is not a path the file system can hold (a NUL or an unencodable character)"
     elif len(raw) > PATH_MAX:
         problem = f"it is {len(raw)} bytes long; no file system takes a path over {PATH_MAX}"
@@ -38,7 +46,7 @@ def user_path(text: str, what: str) -> str:
         )
     if problem:
         shown = text if len(text) <= 60 else f"{text[:60]} ({len(text):,} characters; the first 60 shown)"
-        raise UsageError("bad-path", f"{what} {shown!r}: {problem}.", [f"Give {what} a shorter path."])
+        raise UsageError("bad-path", f"{what} {shown!r}: {problem}.", [way])
     return text
 
 

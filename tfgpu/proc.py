@@ -318,6 +318,9 @@ class Runner:
                     env={**base, **self.extra_env, **(env or {})},
                     stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                     preexec_fn=_die_with_parent,
+                    # Its own process group: a probe that starts a child of its own (a wrapper
+                    # script, an interpreter that forks) is stopped whole when its time is up.
+                    start_new_session=True,
                 )
         except (OSError, ValueError) as error:
             return Completed(argv, 127, "", 0.0, f"could not start {argv[0]}: {error}", started=False)
@@ -325,11 +328,14 @@ class Runner:
             try:
                 out, err = child.communicate(input, timeout=timeout)
             except subprocess.TimeoutExpired:
-                child.kill()
-                out, err = child.communicate()
+                _kill_group(child)
+                try:
+                    out, err = child.communicate(timeout=5)
+                except subprocess.TimeoutExpired:  # something outside the group still holds its pipes
+                    out, err = "", ""
                 return Completed(argv, 124, _text(out), time.monotonic() - started, _text(err))
             except BaseException:
-                child.kill()
+                _kill_group(child)
                 raise
         return Completed(argv, child.returncode, out, time.monotonic() - started, err)
 
@@ -359,6 +365,13 @@ def _text(value) -> str:
 def _kill(child: subprocess.Popen) -> None:
     with contextlib.suppress(OSError):
         child.kill()
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    """Kill a child started in its own session, and everything it started."""
+    with contextlib.suppress(OSError):
+        os.killpg(child.pid, signal.SIGKILL)
+    _kill(child)
 
 
 def _stop(child: subprocess.Popen) -> None:

@@ -188,6 +188,12 @@ def load(path: Path | None = None, *, explicit: bool = False) -> Project | None:
     return Project(path=path, values=_checked(path, prefix, table))
 
 
+def _cut(value) -> str:
+    """A value for a message: whole when short; a file can hold a megabyte in one key."""
+    shown = repr(value)
+    return shown if len(shown) <= 80 else f"{shown[:80]} ({len(shown):,} characters; the first 80 shown)"
+
+
 def _bad(path: Path, key: str, problem: str, ways: list[str] | None = None) -> UsageError:
     return UsageError(
         "bad-project-file",
@@ -230,13 +236,14 @@ def _checked(path: Path, prefix: str, table: dict) -> dict:
             )
         if not isinstance(value, kind) or (kind is list and not all(isinstance(v, str) for v in value)):
             expected = {str: "a string", bool: "true or false", list: "a list of strings"}[kind]
-            raise _bad(path, prefix + key, f"= {value!r} is not {expected}")
+            raise _bad(path, prefix + key, f"= {_cut(value)} is not {expected}")
         try:
             values[dest] = parsers[key](value) if key in parsers else value
         except UsageError as error:
-            if error.code == "bad-url":  # the URL door's own code, whatever the URL came from
+            if error.code == "bad-url" and key == "channels":  # the URL door's own code for a URL
                 raise
-            raise _bad(path, prefix + key, f"= {value!r}: {error.message}", error.alternatives) from None
+            message = error.message if len(error.message) <= 300 else f"{error.message[:300]} (cut)"
+            raise _bad(path, prefix + key, f"= {_cut(value)}: {message}", error.alternatives) from None
     if values.get("channel") and values.get("mode") not in (None, "conda"):
         raise _bad(path, prefix + "channels", f"is for conda mode, and the file says mode = {values['mode']!r}")
     return values

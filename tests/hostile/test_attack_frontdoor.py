@@ -148,7 +148,9 @@ def test_an_empty_location_is_refused_not_taken_for_the_active_env(cli, sandbox,
 def test_create_with_an_empty_prefix_does_not_go_to_the_default_name(cli, sandbox):
     existing = fake_env(sandbox / "envs" / "tf2.21")
     before = snapshot(existing)
-    done = cli("create", "--prefix", "", "--force", "--dry-run", "--no-detect", "--tf", "2.21", "--mode", "pip", "--json")
+    done = cli(
+        "create", "--prefix", "", "--force", "--dry-run", "--no-detect", "--tf", "2.21", "--mode", "pip", "--json"
+    )
     clean_error(done, 2, "bad-prefix", "bad-path", "missing-location")
     assert str(existing) not in done.out
     assert not changed(before, snapshot(existing))

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from tfgpu.errors import UsageError
 from tfgpu.settings import Selectors, Settings
 
 READS_PROJECT = ("plan", "create", "lock", "bundle", "script")
@@ -31,6 +32,10 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
 
     given = vars(args)
     command = given.get("command") or "create"
+    for dest, code in (("name", "bad-env-name"), ("prefix", "bad-prefix")):
+        if given.get(dest) is not None and not given[dest].strip():
+            # Empty is never "not given": it would quietly mean the default name or the active env.
+            raise UsageError(code, f"--{dest} is empty.", [f"Give --{dest} a value, or leave it out."])
     values: dict = {"command": command}
     for dest, value in given.items():
         if dest in ("command", "project", "no_project") or dest in Selectors.__dataclass_fields__:
@@ -64,7 +69,10 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
                     *notes,
                     f"Using the project file {found.describe()}; flags on the command line override it.",
                 )
-    named = tuple(host for host in environ.get(urls.ENVIRONMENT, "").split(",") if host.strip())
+    # Checked here, under the variable's name (the URL door's messages otherwise name --insecure-host).
+    named = tuple(
+        urls.host_name(host, urls.ENVIRONMENT) for host in environ.get(urls.ENVIRONMENT, "").split(",") if host.strip()
+    )
     values["insecure_hosts"] = (*values.get("insecure_hosts", ()), *project_hosts, *named)
     values["active_env"] = tuple((name, environ[name]) for name in ACTIVE_ENV if environ.get(name))
     return Settings(selectors=Selectors(**selectors), **values)

@@ -35,7 +35,12 @@ INTERPRETER_COMMANDS = ("doctor", "repair")
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that raises a UsageError (exit 2, JSON-renderable) instead of exiting."""
+    """argparse that raises a UsageError (exit 2, JSON-renderable) instead of exiting. Options are
+    spelled whole: an abbreviation (``--js``) would be accepted by argparse but not seen by the
+    front door's early check for ``--json``, so a failure would come back as text."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **{"allow_abbrev": False} | kwargs)
 
     def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - kept for error()
         self.argv = list(args) if args is not None else []

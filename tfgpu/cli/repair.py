@@ -38,6 +38,17 @@ def cmd_repair(settings: Settings) -> results.Result:
     if target.implicit and not settings.json:
         note(target.describe())
     where = {"target": target}
+    if settings.undo and settings.dry_run:
+        # An undo has no preview: refusing is the honest answer, and nothing is changed.
+        raise UsageError(
+            "conflicting-options",
+            "--dry-run does not go with --undo: an undo puts back exactly "
+            "what the first repair recorded, and has no preview; nothing was changed.",
+            [
+                "`tfgpu-install repair --undo --prefix P` (or --name N) undoes the repair.",
+                "`tfgpu-install doctor --prefix P` shows the env as it is now.",
+            ],
+        )
     if settings.undo:
         reporter = None if settings.json else render().ConsoleReporter()
         try:

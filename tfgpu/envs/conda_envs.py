@@ -28,12 +28,21 @@ def conda_envs_dirs() -> list[Path]:
     for variable in ("CONDA_ENVS_PATH", "CONDA_ENVS_DIRS"):
         listed = os.environ.get(variable)
         if listed:
-            found += [Path(user_path(entry, variable)).expanduser() for entry in listed.split(os.pathsep) if entry]
+            # Absolute and normalised: a relative entry would make a prefix that depends on the
+            # working directory, and one directory spelled two ways must not count twice.
+            found += [
+                Path(os.path.normpath(Path(user_path(entry, variable)).expanduser().absolute()))
+                for entry in listed.split(os.pathsep)
+                if entry
+            ]
             break
     root = _installation_envs()
-    if root is not None and root not in found:
+    if root is not None:
         found.append(root)
-    return found
+    unique: dict[str, Path] = {}
+    for directory in found:
+        unique.setdefault(os.path.realpath(directory), directory)  # a link to a directory listed already
+    return list(unique.values())
 
 
 def _installation_envs() -> Path | None:
@@ -43,7 +52,8 @@ def _installation_envs() -> Path | None:
         return Path(user_path(os.environ["MAMBA_ROOT_PREFIX"], "MAMBA_ROOT_PREFIX")) / "envs"
     exe = os.environ.get("CONDA_EXE") or shutil.which("conda") or shutil.which("mamba")
     if exe:
-        root = Path(user_path(exe, "CONDA_EXE")).resolve().parent.parent
+        # os.path.realpath, not Path.resolve: a link loop is not an installation, not a RuntimeError.
+        root = Path(os.path.realpath(user_path(exe, "CONDA_EXE"))).parent.parent
         if (root / "conda-meta").is_dir() or (root / "envs").is_dir():
             return root / "envs"
     return None

@@ -63,7 +63,10 @@ def list_envs(dirs: list[Path] | None = None) -> list[dict]:
     envs = []
     for root in dirs or search_dirs():
         try:
-            children = sorted(p for p in root.iterdir() if _is_dir(p) and not p.name.startswith("."))
+            # A link to an env is not another env (and remove refuses it): only real directories.
+            children = sorted(
+                p for p in root.iterdir() if _is_dir(p) and not p.is_symlink() and not p.name.startswith(".")
+            )
         except OSError:
             continue
         for prefix in children:

@@ -92,11 +92,10 @@ def search_dirs() -> list[Path]:
     from tfgpu.envs.conda_envs import conda_envs_dirs
     from tfgpu.envs.location import envs_dir
 
-    found = [envs_dir()]
-    for conda in conda_envs_dirs():
-        if conda not in found:
-            found.append(conda)
-    return found
+    found: dict[str, Path] = {}
+    for directory in (envs_dir(), *conda_envs_dirs()):
+        found.setdefault(os.path.realpath(directory), directory)  # one directory, however it is spelled
+    return list(found.values())
 
 
 def which_env(
@@ -112,6 +111,14 @@ def which_env(
     then checks the machine alone); for the others that is ``missing-location`` (exit 2)."""
     from tfgpu.envs.location import check_path_text, normalize
 
+    for flag, value in (("--interpreter", interpreter), ("--prefix", prefix), ("--name", name)):
+        if value is not None and not value.strip():
+            # Empty is never "not given": it would quietly mean the active env or the default name.
+            raise UsageError(
+                "bad-env-name" if flag == "--name" else "bad-prefix",
+                f"{flag} is empty.",
+                [f"Give {flag} a value, or leave it out."],
+            )
     if interpreter:
         if purpose == "repair":  # repair writes the env's path into activation scripts; doctor only reads
             check_path_text(interpreter, "--interpreter")
@@ -160,6 +167,9 @@ def _by_name(name: str) -> Path:
             f"There is no environment named {name} in {', '.join(str(root) for root in dirs)}.",
             ["`tfgpu-install list` shows the environments tfgpu-install built; give another env's path with --prefix."],
         )
+    from tfgpu.envs.location import check_path_text
+
+    check_path_text(str(found[0]), "--name")  # a conda envs directory's path is held to --prefix's rules
     return found[0]
 
 

@@ -20,10 +20,11 @@ OSES = ("linux", "wsl2", "windows", "macos")
 ARCHES = ("x86_64", "aarch64")
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
-# Patterns, compiled on first use (``re`` caches them): most runs never need them.
-_PYTHON = r"^(?:python|py|cp)?(\d)\.?(\d{1,2})(?:\.\d+)?$"
-_DRIVER = r"^\d{3,4}(?:\.\d{1,3}){0,2}$"
-_CC = r"^(?:sm_|compute_)?(\d{1,2})\.?(\d)$"
+# Patterns, compiled on first use (``re`` caches them): most runs never need them. (?a): ASCII digits
+# only; \d alone takes a full-width ５３５, which would then land in every exported script.
+_PYTHON = r"(?a)^(?:python|py|cp)?(\d)\.?(\d{1,2})(?:\.\d+)?$"
+_DRIVER = r"(?a)^\d{3,4}(?:\.\d{1,3}){0,2}$"
+_CC = r"(?a)^(?:sm_|compute_)?(\d{1,2})\.?(\d)$"
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def parse_tf_spec(value: str | None) -> str | None:
     if text and text[0] in "<>=!~":
         valid = specifier(text) is not None
     else:
-        valid = version(text) is not None and re.match(r"^v?\d+(\.\d+)+", text) is not None
+        valid = version(text) is not None and re.match(r"(?a)^v?\d+(\.\d+)+", text) is not None
     if not valid:
         raise UsageError(
             "bad-tf-spec",
@@ -176,7 +177,7 @@ def parse_driver(value: str | None) -> str | None:
     if re.match(_DRIVER, text):
         return text
     hint = ["Give the driver version that `nvidia-smi` prints as 'Driver Version', e.g. --driver 535.104.05."]
-    if re.match(r"^\d{1,2}\.\d+$", text):
+    if re.match(r"(?a)^\d{1,2}\.\d+$", text):
         hint.insert(
             0,
             f"{text} looks like a CUDA version. The driver's 'CUDA Version' is the newest "
