@@ -400,7 +400,9 @@ def test_a_project_file_names_its_mirror(cli, sandbox, monkeypatch, unnamed):
     project.write_text('insecure-hosts = ["10.9.9.9\\\\@x"]\n')
     with pytest.raises(UsageError) as caught:
         inputs.build(build_parser().parse_args(["plan", "--json"]))
-    assert caught.value.code == "bad-url"
+    # A host is not a URL: the file's own code, naming the file and the key (URLs keep bad-url).
+    assert caught.value.code == "bad-project-file" and "insecure-hosts" in caught.value.message
+    assert str(project) in caught.value.message
 
 
 @pytest.mark.parametrize(
