@@ -8,7 +8,6 @@ The toolkit and System tests touch the real filesystem and run real child proces
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tfgpu import records
 from tfgpu.detect import CondaExe, Host, System, Toolkit, probe
 from tfgpu.detect.nvidia_smi import query_argv, summary_argv
 from tfgpu.detect.platform_facts import find_interpreters
@@ -358,11 +358,11 @@ def test_conda_family_executables_deduplicated_by_real_path():
 
 def test_host_is_frozen_and_its_dict_is_plain_json():
     host = probe(wsl2_system(executables={"python3.12": "/usr/bin/python3.12", "conda": "/opt/conda/bin/conda"}))
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(records.FrozenInstanceError):
         host.os = "linux"
     document = host.to_dict()
     assert json.loads(json.dumps(document)) == document  # lists, not tuples; nothing exotic
-    assert set(document) == {f.name for f in dataclasses.fields(Host)}
+    assert set(document) == set(records.fields(Host))
     assert document["driver"]["readings"][0] == {
         "source": "nvml",
         "ok": True,

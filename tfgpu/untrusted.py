@@ -24,11 +24,11 @@ import json
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
+from tfgpu.records import record
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -43,7 +43,7 @@ class Unreadable(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@record
 class Kind:
     """One kind of untrusted file: how big and how deep it may be, and what a bad one means."""
 

@@ -7,11 +7,11 @@ GPU architecture); the first that fails names the release's error code.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from packaging.version import Version
 
+from tfgpu.records import factory, record
 from tfgpu.resolver import gpu, macos, tables
 from tfgpu.resolver.drivers import DriverNeed, driver_at_least, driver_need
 from tfgpu.resolver.model import ModeOption, Target
@@ -27,7 +27,7 @@ class Failure(NamedTuple):
     alternatives: tuple[str, ...] = ()
 
 
-@dataclass
+@record(frozen=False)
 class Evaluation:
     """Everything learned about one release for one target."""
 
@@ -43,8 +43,8 @@ class Evaluation:
     cuda: str | None = None
     cudnn: str | None = None
     need: DriverNeed | None = None
-    coverage: dict[str, gpu.Coverage] = field(default_factory=dict)
-    options: dict[str, ModeOption] = field(default_factory=dict)
+    coverage: dict[str, gpu.Coverage] = factory(dict)
+    options: dict[str, ModeOption] = factory(dict)
     failure: Failure | None = None
     tf_source: str = "pypi"
     """Where TensorFlow comes from (``tfgpu.resolver.tfsource``), and why: ``source_reason``."""
