@@ -6,9 +6,11 @@ turns it into an exit code. Unexpected exceptions are not caught and keep their 
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from tfgpu.records import factory, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 
 @record(frozen=False)

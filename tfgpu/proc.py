@@ -21,11 +21,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tfgpu.childenv import clean_environment, without_plain_proxy
 from tfgpu.records import factory, record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
 if TYPE_CHECKING:
     import subprocess
 

@@ -167,3 +167,23 @@ def as_dict(obj):
 
         return dataclasses.asdict(obj)
     return obj
+
+
+def named_tuple(cls):
+    """``cls`` (fields annotated, defaults last, methods) as a ``collections.namedtuple``: what
+    ``class X(typing.NamedTuple)`` makes, without importing ``typing``."""
+    from collections import namedtuple
+
+    hints = cls.__dict__.get("__annotations__", {})
+    names = list(hints)
+    defaults = [cls.__dict__[name] for name in names if name in cls.__dict__]
+    made = namedtuple(cls.__name__, names, defaults=defaults, module=cls.__module__)
+    made.__annotations__ = dict(hints)
+    made.__qualname__ = cls.__qualname__
+    if cls.__doc__ is not None:
+        made.__doc__ = cls.__doc__
+    skip = {"__dict__", "__weakref__", "__annotations__", "__module__", "__qualname__", "__doc__", *names}
+    for key, value in cls.__dict__.items():
+        if key not in skip:
+            setattr(made, key, value)
+    return made

@@ -8,9 +8,11 @@ type, in one place; operations never print and the command line never assembles 
 
 from __future__ import annotations
 
-from typing import Any
-
 from tfgpu.records import factory, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @record

@@ -25,10 +25,13 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
 from tfgpu.records import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 KiB, MiB = 1024, 1024 * 1024
 

@@ -13,12 +13,13 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
 from tfgpu import untrusted
+from tfgpu.records import named_tuple
 
 
-class NvmlDevice(NamedTuple):
+@named_tuple
+class NvmlDevice:
     """One GPU as NVML describes it."""
 
     index: int
@@ -28,7 +29,8 @@ class NvmlDevice(NamedTuple):
     uuid: str | None
 
 
-class NvmlSnapshot(NamedTuple):
+@named_tuple
+class NvmlSnapshot:
     """What NVML answered during one nvmlInit/nvmlShutdown session."""
 
     driver_version: str
@@ -39,7 +41,8 @@ class NvmlSnapshot(NamedTuple):
     """One line per GPU NVML could not read (e.g. ``"GPU 3: GPU is lost"``)."""
 
 
-class PlatformFacts(NamedTuple):
+@named_tuple
+class PlatformFacts:
     """What the interpreter knows about the platform without touching the filesystem."""
 
     system: str

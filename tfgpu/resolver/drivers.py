@@ -8,10 +8,9 @@ JIT-compiled by the driver, which needs the toolkit's own minimum.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from packaging.version import Version
 
+from tfgpu.records import named_tuple
 from tfgpu.resolver import tables
 
 
@@ -26,7 +25,8 @@ def driver_at_least(found: str, needed: str) -> bool:
     return driver_key(found) >= driver_key(needed)
 
 
-class DriverNeed(NamedTuple):
+@named_tuple
+class DriverNeed:
     """The driver a CUDA build needs on one OS, and why."""
 
     cuda: str

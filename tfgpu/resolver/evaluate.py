@@ -7,11 +7,10 @@ GPU architecture); the first that fails names the release's error code.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from packaging.version import Version
 
-from tfgpu.records import factory, record
+from tfgpu.records import factory, named_tuple, record
 from tfgpu.resolver import gpu, macos, tables
 from tfgpu.resolver.drivers import DriverNeed, driver_at_least, driver_need
 from tfgpu.resolver.model import ModeOption, Target
@@ -21,7 +20,8 @@ from tfgpu.resolver.tfsource import choose as choose_source
 LAST_NATIVE_WINDOWS = Version("2.10.1")
 
 
-class Failure(NamedTuple):
+@named_tuple
+class Failure:
     code: str
     message: str
     alternatives: tuple[str, ...] = ()

@@ -8,15 +8,15 @@ tensorflow.toml). A pin PyPI has no wheel for is never planned.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from packaging.version import InvalidVersion, Version
 
 from tfgpu.data import derived
+from tfgpu.records import named_tuple
 from tfgpu.resolver import tables
 
 
-class Pairing(NamedTuple):
+@named_tuple
+class Pairing:
     """What a macOS plan installs: the TF distribution, the metal row (``python`` = usable Pythons)."""
 
     row: tables.MetalRow | None

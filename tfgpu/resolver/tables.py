@@ -7,12 +7,11 @@ the other files are curated from shared/reference/compat-facts.md.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from tfgpu.data import derived
+from tfgpu.records import named_tuple
 
 PLATFORMS = ("linux_x86_64", "linux_aarch64", "windows_x86_64", "macos_x86_64", "macos_arm64")
 
@@ -24,7 +23,8 @@ def load_toml(name: str) -> dict:
     return load(name)
 
 
-class Wheel(NamedTuple):
+@named_tuple
+class Wheel:
     """What the wheel of one release for one platform contains (read from the wheel itself)."""
 
     python: tuple[str, ...]
@@ -43,7 +43,8 @@ class Wheel(NamedTuple):
     unverified: tuple[str, ...] = ()
 
 
-class Series(NamedTuple):
+@named_tuple
+class Series:
     """TensorFlow's tested build configuration for one minor series (docs table)."""
 
     series: str
@@ -57,7 +58,8 @@ class Series(NamedTuple):
     unverified: tuple[str, ...] = ()
 
 
-class Release(NamedTuple):
+@named_tuple
+class Release:
     """One TensorFlow release, with its wheels per platform."""
 
     version: Version
@@ -79,7 +81,8 @@ class Release(NamedTuple):
         return f"{self.version.major}.{self.version.minor}"
 
 
-class Quirk(NamedTuple):
+@named_tuple
+class Quirk:
     """A known way a release breaks, and what the plan does about it (``quirks.toml``)."""
 
     code: str
@@ -93,7 +96,8 @@ class Quirk(NamedTuple):
     source: tuple[str, ...]
 
 
-class Toolkit(NamedTuple):
+@named_tuple
+class Toolkit:
     """One CUDA toolkit release and the driver it needs (``cuda.toml``)."""
 
     version: Version
@@ -107,7 +111,8 @@ class Toolkit(NamedTuple):
     unverified: tuple[str, ...] = ()
 
 
-class MvcFloor(NamedTuple):
+@named_tuple
+class MvcFloor:
     """The lowest driver that runs any CUDA of one major (minor-version compatibility)."""
 
     cuda_major: int
@@ -117,7 +122,8 @@ class MvcFloor(NamedTuple):
     unverified: tuple[str, ...] = ()
 
 
-class MetalRow(NamedTuple):
+@named_tuple
+class MetalRow:
     """A row of tensorflow-metal's published compatibility table (``metal.toml``)."""
 
     tensorflow: SpecifierSet
@@ -131,7 +137,8 @@ class MetalRow(NamedTuple):
     note: str = ""
 
 
-class CondaCudnn(NamedTuple):
+@named_tuple
+class CondaCudnn:
     """A cuDNN version conda-forge carries, with the CUDA variants it was built for."""
 
     version: Version
@@ -142,7 +149,8 @@ class CondaCudnn(NamedTuple):
     """PEP 440 ranges of the CUDA its linux-64 builds install with (``>=12.0,<13``)."""
 
 
-class CondaForge(NamedTuple):
+@named_tuple
+class CondaForge:
     """What conda-forge carries for CUDA and TensorFlow (``conda_forge.toml``)."""
 
     cudatoolkit: tuple[str, ...]
@@ -154,7 +162,8 @@ class CondaForge(NamedTuple):
     """The wheel platforms conda-forge builds TensorFlow with CUDA for (elsewhere its builds are CPU-only)."""
 
 
-class PipCudaSet(NamedTuple):
+@named_tuple
+class PipCudaSet:
     """Explicit CUDA wheels for releases without the ``and-cuda`` extra (``pip_cuda.toml``)."""
 
     tensorflow: SpecifierSet
@@ -358,7 +367,8 @@ def pip_cuda() -> tuple[tuple[PipCudaSet, ...], dict]:
     return sets, data.get("ptxas", {})
 
 
-class CudnnArchive(NamedTuple):
+@named_tuple
+class CudnnArchive:
     """One NVIDIA cuDNN archive (``cudnn_archives.toml``); ``sha256 == ""`` means unverifiable."""
 
     version: Version
