@@ -170,11 +170,11 @@ def _simple_canonical(text: object) -> str | None:
         return None
     text = name + (f"[{','.join(sorted(set(extras.split(','))))}]" if extras else "")
     if spec:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from tfgpu.versions import Range
 
         try:
-            text += str(SpecifierSet(spec))
-        except InvalidSpecifier:
+            text += str(Range(spec))  # packaging's canonical order, without importing it for the plain forms
+        except ValueError:  # packaging's InvalidSpecifier
             return None
     return text
 
