@@ -170,20 +170,65 @@ def as_dict(obj):
 
 
 def named_tuple(cls):
-    """``cls`` (fields annotated, defaults last, methods) as a ``collections.namedtuple``: what
-    ``class X(typing.NamedTuple)`` makes, without importing ``typing``."""
-    from collections import namedtuple
+    """``cls`` (fields annotated, defaults last, methods) as a tuple subclass with what
+    ``class X(typing.NamedTuple)`` gives (``_fields``, ``_replace``, ``_asdict``, ``_make``, field
+    properties, the same ``repr``), without importing ``typing`` and without the ``eval`` that
+    ``collections.namedtuple`` runs for each class."""
+    from _collections import _tuplegetter
 
     hints = cls.__dict__.get("__annotations__", {})
-    names = list(hints)
-    defaults = [cls.__dict__[name] for name in names if name in cls.__dict__]
-    made = namedtuple(cls.__name__, names, defaults=defaults, module=cls.__module__)
-    made.__annotations__ = dict(hints)
-    made.__qualname__ = cls.__qualname__
-    if cls.__doc__ is not None:
-        made.__doc__ = cls.__doc__
+    names = tuple(hints)
+    defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
+    count = len(names)
+
+    def __new__(kind, *args, **kwargs):
+        if len(args) > count:
+            raise TypeError(f"{kind.__name__}() takes {count} arguments but {len(args)} were given")
+        values = list(args)
+        for name in names[len(args) :]:
+            if name in kwargs:
+                values.append(kwargs.pop(name))
+            elif name in defaults:
+                values.append(defaults[name])
+            else:
+                raise TypeError(f"{kind.__name__}() missing required argument: '{name}'")
+        if kwargs:
+            raise TypeError(f"{kind.__name__}() got an unexpected keyword argument '{next(iter(kwargs))}'")
+        return tuple.__new__(kind, values)
+
+    def _make(kind, iterable):
+        made = tuple.__new__(kind, iterable)
+        if len(made) != count:
+            raise TypeError(f"Expected {count} arguments, got {len(made)}")
+        return made
+
+    def _replace(self, **changes):
+        made = self._make([changes.pop(name, value) for name, value in zip(names, self, strict=True)])
+        if changes:
+            raise ValueError(f"Got unexpected field names: {list(changes)!r}")
+        return made
+
+    def __repr__(self):
+        return f"{type(self).__name__}(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self, strict=True)) + ")"
+
+    namespace = {
+        "__slots__": (),
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__ or f"{cls.__name__}({', '.join(names)})",
+        "__annotations__": dict(hints),
+        "_fields": names,
+        "_field_defaults": defaults,
+        "__match_args__": names,
+        "__new__": __new__,
+        "_make": classmethod(_make),
+        "_replace": _replace,
+        "_asdict": lambda self: dict(zip(names, self, strict=True)),
+        "__getnewargs__": lambda self: tuple(self),
+        "__repr__": __repr__,
+    }
+    for index, name in enumerate(names):
+        namespace[name] = _tuplegetter(index, f"Alias for field number {index}")
     skip = {"__dict__", "__weakref__", "__annotations__", "__module__", "__qualname__", "__doc__", *names}
-    for key, value in cls.__dict__.items():
-        if key not in skip:
-            setattr(made, key, value)
-    return made
+    namespace.update((key, value) for key, value in cls.__dict__.items() if key not in skip)
+    return type(cls.__name__, (tuple,), namespace)
