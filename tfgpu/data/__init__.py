@@ -8,8 +8,8 @@ overlay that is not a directory, names no shipped table, is not UTF-8, is not TO
 schema is ``bad-data`` (exit 2) naming the file.
 
 Parsing takes ~100 ms, which would dominate ``plan``; like Python's own bytecode cache, the parsed
-(and validated) form is kept in the user cache dir under a sha256 of every source's bytes, and the
-cache file carries a sha256 of its own content: a cache that is damaged, truncated, swapped or not
+(and validated) form is kept in the user cache dir under a BLAKE2b digest of every source's bytes,
+and the cache file carries a digest of its own content: a cache that is damaged, truncated, swapped or not
 the tables is parsed afresh, never trusted. A table that comes back from the cache is checked
 against the schema's types (:func:`schema.fits`) when it is first read, so a forged entry can never
 hand the code a value of a type it does not expect: it is parsed again (and validated in full).
@@ -20,7 +20,6 @@ shipped table (they are part of the release); the user's ``update-data`` overlay
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import sys
@@ -31,7 +30,17 @@ from tfgpu import untrusted
 from tfgpu.errors import UsageError
 
 MAX_TABLE_BYTES = untrusted.DATA_TABLE.limit
-_MAGIC = b"TFGPU-TABLES-2\n"
+_MAGIC = b"TFGPU-TABLES-3\n"
+
+
+def _digest(data: bytes = b""):
+    """A 32-byte BLAKE2b hash object. ``_blake2`` is what ``hashlib`` serves it from; importing it
+    alone spares every command that reads a table ``hashlib``'s OpenSSL set-up (about 4 ms)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # an interpreter built without it
+        from hashlib import blake2b
+    return blake2b(data, digest_size=32)
 
 
 def load(name: str) -> dict:
@@ -103,9 +112,9 @@ def _sources() -> tuple[dict[str, bytes], dict[str, str]]:
 
 
 def _cache_file(sources: dict[str, bytes]) -> Path:
-    key = hashlib.sha256()
+    key = _digest()
     for name in sorted(sources):
-        key.update(name.encode() + b"\0" + hashlib.sha256(sources[name]).digest())
+        key.update(name.encode() + b"\0" + _digest(sources[name]).digest())
     return _cache_dir() / f"tables-{key.hexdigest()[:32]}-py{sys.hexversion:x}.bin"
 
 
@@ -179,11 +188,7 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
     except untrusted.Unreadable:
         return None
     head = len(_MAGIC) + 32
-    if (
-        len(blob) <= head
-        or not blob.startswith(_MAGIC)
-        or hashlib.sha256(blob[head:]).digest() != blob[len(_MAGIC) : head]
-    ):
+    if len(blob) <= head or not blob.startswith(_MAGIC) or _digest(blob[head:]).digest() != blob[len(_MAGIC) : head]:
         return None
     try:
         value = marshal.loads(blob[head:])
@@ -203,7 +208,7 @@ def _write_cache(path: Path, parsed: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        partial.write_bytes(_MAGIC + hashlib.sha256(payload).digest() + payload)
+        partial.write_bytes(_MAGIC + _digest(payload).digest() + payload)
         os.replace(partial, path)
     except OSError:
         pass  # a read-only cache only costs the parse next time
