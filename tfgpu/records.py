@@ -179,22 +179,19 @@ def named_tuple(cls):
     hints = cls.__dict__.get("__annotations__", {})
     names = tuple(hints)
     defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
-    count = len(names)
+    count, known = len(names), frozenset(names)
 
     def __new__(kind, *args, **kwargs):
-        if len(args) > count:
-            raise TypeError(f"{kind.__name__}() takes {count} arguments but {len(args)} were given")
-        values = list(args)
-        for name in names[len(args) :]:
-            if name in kwargs:
-                values.append(kwargs.pop(name))
-            elif name in defaults:
-                values.append(defaults[name])
-            else:
-                raise TypeError(f"{kind.__name__}() missing required argument: '{name}'")
-        if kwargs:
-            raise TypeError(f"{kind.__name__}() got an unexpected keyword argument '{next(iter(kwargs))}'")
-        return tuple.__new__(kind, values)
+        if not kwargs and len(args) == count:
+            return tuple.__new__(kind, args)
+        rest = names[len(args) :]
+        if len(args) > count or not kwargs.keys() <= (known if not args else set(rest)):
+            extra = [name for name in kwargs if name not in rest] or [f"{count + 1}th"]
+            raise TypeError(f"{kind.__name__}() got an unexpected or repeated argument '{extra[0]}'")
+        try:
+            return tuple.__new__(kind, args + tuple([kwargs[n] if n in kwargs else defaults[n] for n in rest]))
+        except KeyError as missing:
+            raise TypeError(f"{kind.__name__}() missing required argument: {missing}") from None
 
     def _make(kind, iterable):
         made = tuple.__new__(kind, iterable)

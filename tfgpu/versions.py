@@ -81,6 +81,18 @@ def _number(text: str) -> bool:
 def _plain(text: object) -> PlainVersion | None:
     if not isinstance(text, str) or len(text) > MAX_VERSION:
         return None
+    found = _READ.get(text, _UNREAD)
+    if found is _UNREAD:
+        found = _READ[text] = _read_plain(text)
+    return found
+
+
+_READ: dict[str, PlainVersion | None] = {}
+"""Each text read once: the tables repeat the same few versions (``12.5``, ``3.11``) many times."""
+_UNREAD = object()
+
+
+def _read_plain(text: str) -> PlainVersion | None:
     head, pre, post = text, None, None
     if ".post" in head:
         head, _, number = head.partition(".post")
