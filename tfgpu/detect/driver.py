@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from tfgpu.detect.host import DriverInfo, DriverReading, Gpu
-from tfgpu.detect.nvidia_smi import read_nvidia_smi
+from tfgpu.detect.nvidia_smi import find_nvidia_smi, read_nvidia_smi
 from tfgpu.detect.platform_facts import WSL_LIB
 from tfgpu.detect.system import NvmlDevice, NvmlSnapshot, System, in_background
 from tfgpu.records import named_tuple
@@ -36,7 +36,10 @@ def detect_driver(system: System, os_name: str) -> DriverFindings:
     if os_name not in ("linux", "wsl2", "windows"):
         return DriverFindings(None, (), ())  # no CUDA driver exists for current macOS
     notes: list[str] = []
-    smi_pending = in_background(read_nvidia_smi, system, os_name)  # the slowest source: overlap it
+    if find_nvidia_smi(system, os_name) is None:  # nothing to overlap: no thread (nor threading)
+        smi_pending = lambda: read_nvidia_smi(system, os_name)  # noqa: E731
+    else:
+        smi_pending = in_background(read_nvidia_smi, system, os_name)  # the slowest source: overlap it
     nvml_reading, nvml_gpus = read_nvml(system, notes)
     libcuda_reading = read_libcuda(system, os_name, notes)
     procfs_reading = read_procfs(system) if os_name != "windows" else None
