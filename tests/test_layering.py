@@ -619,6 +619,12 @@ PLAN_MAY_IMPORT = {
 }
 """With ``--no-detect``; detection adds ``tfgpu.detect.*`` (and, where a driver answers, what reads it)."""
 PLAN_NEEDS_NOT = {
+    "dataclasses",
+    "typing",
+    "inspect",
+    "ast",
+    "packaging",
+    "hashlib",
     "subprocess",
     "tempfile",
     "threading",
@@ -639,9 +645,11 @@ PLAN_NEEDS_NOT = {
     "pynvml",
     "uv",
 }
-"""Heavy modules a plan does not use: child processes, parsers of what the parsed-data cache already
-holds, the full requirement grammar (simple requirements are rendered without it), the output and
-network libraries of other commands."""
+"""Heavy modules a plan does not use: ``dataclasses`` and ``typing`` (and the ``inspect``/``ast``
+they bring; the records are ``tfgpu.records``'), ``packaging`` (the tables' plain versions and
+ranges are read by ``tfgpu.versions``), ``hashlib`` (the cache digest comes from ``_blake2``), child
+processes, parsers of what the parsed-data cache already holds, the full requirement grammar
+(simple requirements are rendered without it), the output and network libraries of other commands."""
 
 
 def test_plan_imports_only_what_it_uses(tmp_path):
