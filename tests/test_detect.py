@@ -414,3 +414,27 @@ def test_real_probe_on_a_gpu_machine():
     assert host.driver is not None and host.driver.agree, host.driver
     assert host.gpus and all(gpu.compute_capability for gpu in host.gpus)
     assert [r.source for r in host.driver.readings if r.ok][:1] == ["nvml"]
+
+
+def test_which_finds_what_shutil_which_finds(tmp_path, monkeypatch):
+    """The probe's own PATH walk (it spares plan the import of shutil) answers as shutil.which."""
+    import shutil
+
+    from tfgpu.detect.system import which
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder in (first, second):
+        folder.mkdir()
+    (first / "tool").write_text("")  # not executable: skipped
+    (second / "tool").write_text("#!/bin/sh\n")
+    (second / "tool").chmod(0o755)
+    (first / "dir").mkdir()  # a directory is never the answer
+    (second / "dir").write_text("")
+    (second / "dir").chmod(0o755)
+    paths = [f"{first}{os.pathsep}{second}", f"{second}{os.pathsep}{second}", "", str(first)]
+    for path in paths:
+        monkeypatch.setenv("PATH", path)
+        for name in ("tool", "dir", "absent", str(second / "tool"), str(first / "tool")):
+            assert which(name) == shutil.which(name), (path, name)
+    monkeypatch.delenv("PATH")
+    assert which("sh") == shutil.which("sh")

@@ -625,6 +625,7 @@ PLAN_NEEDS_NOT = {
     "ast",
     "packaging",
     "hashlib",
+    "shutil",
     "subprocess",
     "tempfile",
     "threading",

@@ -275,3 +275,17 @@ def test_a_run_builds_only_its_command_and_reads_the_same(argv):
             parser.parse_args([*argv, "--no-such-option"])
         refused.append(error.value.message)
     assert refused[0] == refused[1]
+
+
+@pytest.mark.parametrize("columns", [None, "100", "0", "-3", "wide", "40"])
+def test_help_is_as_wide_as_argparse_makes_it(monkeypatch, columns):
+    """The parser's formatter measures the terminal without shutil, and gets shutil's answer."""
+    import shutil
+
+    from tfgpu.cli.parser import _columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert _columns() == shutil.get_terminal_size().columns

@@ -7,6 +7,8 @@ A test walks this parser and fails on any option without help. The parsed namesp
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from tfgpu import __version__
 from tfgpu.cli.options import add, add_exclusive
@@ -34,8 +36,34 @@ INTERPRETER_COMMANDS = ("doctor", "repair")
 """The commands that take an interpreter path (``--interpreter``); ``--python`` is a version elsewhere."""
 
 
+def _columns() -> int:
+    """``shutil.get_terminal_size().columns``, without importing ``shutil`` (and the compression
+    modules it loads) on every run: ``COLUMNS``, else the terminal of standard output, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return columns
+
+
+class Formatter(argparse.HelpFormatter):
+    """argparse's formatter, as wide as argparse makes it (the terminal's width less 2)."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that raises a UsageError (exit 2, JSON-renderable) instead of exiting."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", Formatter)
+        super().__init__(*args, **kwargs)
 
     def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - kept for error()
         self.argv = list(args) if args is not None else []
