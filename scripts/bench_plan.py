@@ -5,7 +5,9 @@ Runs the installed console script as a user would, with host detection on, next 
 interpreter's own start-up (`python -c pass`) and `pip --version` for scale. A user's Python
 writes and reuses bytecode, so the children run without PYTHONDONTWRITEBYTECODE (a shell or CI
 that exports it would otherwise time a recompile of every module on every start), after a warm-up
-that compiles it.
+that compiles it. Every case runs in a fresh empty temporary directory (its working directory),
+so no project file (a repository's ``pyproject.toml`` or ``tfgpu.toml``) is found and parsed into
+the figure, wherever the script is started from.
 
     python scripts/bench_plan.py [--runs 21]
 """
@@ -18,16 +20,17 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 TARGET_MS = 100
 
 
-def timed(argv: list[str], runs: int, env: dict[str, str]) -> list[float]:
+def timed(argv: list[str], runs: int, env: dict[str, str], cwd: str) -> list[float]:
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
         samples.append((time.perf_counter() - start) * 1000)
         if done.returncode not in (0,):
             raise SystemExit(f"{argv} exited {done.returncode}")
@@ -48,12 +51,17 @@ def main() -> int:
         "plan (rich, 2.13 conda)": [tool, "plan", "--tf", "2.13", "--mode", "conda"],
         "matrix --json": [tool, "matrix", "--json"],
     }
+    with tempfile.TemporaryDirectory(prefix="tfgpu-bench-") as empty:
+        return _report(cases, args.runs, env, empty)
+
+
+def _report(cases: dict[str, list[str]], runs: int, env: dict[str, str], cwd: str) -> int:
     for argv in cases.values():  # warm the page cache, write the bytecode and the parsed-table cache
-        timed(argv, 1, env)
-    print(f"{'command':28} {'median ms':>10} {'min ms':>8} {'max ms':>8}   (n={args.runs})")
+        timed(argv, 1, env, cwd)
+    print(f"{'command':28} {'median ms':>10} {'min ms':>8} {'max ms':>8}   (n={runs})")
     results = {}
     for label, argv in cases.items():
-        samples = timed(argv, args.runs, env)
+        samples = timed(argv, runs, env, cwd)
         results[label] = statistics.median(samples)
         print(f"{label:28} {results[label]:10.1f} {min(samples):8.1f} {max(samples):8.1f}")
     plans = {label: ms for label, ms in results.items() if label.startswith("plan --json")}

@@ -8,7 +8,6 @@ The toolkit and System tests touch the real filesystem and run real child proces
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tfgpu import records
 from tfgpu.detect import CondaExe, Host, System, Toolkit, probe
 from tfgpu.detect.nvidia_smi import query_argv, summary_argv
 from tfgpu.detect.platform_facts import find_interpreters
@@ -358,11 +358,11 @@ def test_conda_family_executables_deduplicated_by_real_path():
 
 def test_host_is_frozen_and_its_dict_is_plain_json():
     host = probe(wsl2_system(executables={"python3.12": "/usr/bin/python3.12", "conda": "/opt/conda/bin/conda"}))
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(records.FrozenInstanceError):
         host.os = "linux"
     document = host.to_dict()
     assert json.loads(json.dumps(document)) == document  # lists, not tuples; nothing exotic
-    assert set(document) == {f.name for f in dataclasses.fields(Host)}
+    assert set(document) == set(records.fields(Host))
     assert document["driver"]["readings"][0] == {
         "source": "nvml",
         "ok": True,
@@ -414,3 +414,27 @@ def test_real_probe_on_a_gpu_machine():
     assert host.driver is not None and host.driver.agree, host.driver
     assert host.gpus and all(gpu.compute_capability for gpu in host.gpus)
     assert [r.source for r in host.driver.readings if r.ok][:1] == ["nvml"]
+
+
+def test_which_finds_what_shutil_which_finds(tmp_path, monkeypatch):
+    """The probe's own PATH walk (it spares plan the import of shutil) answers as shutil.which."""
+    import shutil
+
+    from tfgpu.detect.system import which
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder in (first, second):
+        folder.mkdir()
+    (first / "tool").write_text("")  # not executable: skipped
+    (second / "tool").write_text("#!/bin/sh\n")
+    (second / "tool").chmod(0o755)
+    (first / "dir").mkdir()  # a directory is never the answer
+    (second / "dir").write_text("")
+    (second / "dir").chmod(0o755)
+    paths = [f"{first}{os.pathsep}{second}", f"{second}{os.pathsep}{second}", "", str(first)]
+    for path in paths:
+        monkeypatch.setenv("PATH", path)
+        for name in ("tool", "dir", "absent", str(second / "tool"), str(first / "tool")):
+            assert which(name) == shutil.which(name), (path, name)
+    monkeypatch.delenv("PATH")
+    assert which("sh") == shutil.which("sh")

@@ -73,11 +73,10 @@ def test_an_image_from_an_nvidia_cuda_base_says_nothing_of_the_runfile_or_its_ch
     """The system-mode image gets CUDA and cuDNN from its base: the header names neither the runfile
     nor the cuDNN archive, warns about no checksum of a file it never downloads, and gives the
     base's Python, not the plan's."""
-    from dataclasses import replace
-
     from exporthelpers import resolution
 
     from tfgpu.export.dockerfile import render_dockerfile
+    from tfgpu.records import replace
     from tfgpu.resolver.model import Notice
 
     plan = resolution("2.13", "system")

@@ -187,9 +187,10 @@ def test_the_cli_calls_only_the_lock_faces_and_decides_nothing_by_mode(graph):
 def test_the_resolver_imports_no_engine_backend_or_process_door(graph):
     """resolver/ is pure: it reads tables (through tfgpu.data) and the Host it is given, and makes its
     requirements through the requirement door (tfgpu.requirements, itself pure); what the user
-    described arrives as ``tfgpu.settings.Selectors``, plain data that imports nothing of the tool."""
-    assert graph["tfgpu.settings"] == set()
-    allowed = {"resolver", "data", "errors", "detect", "requirements", "versions", "settings"}
+    described arrives as ``tfgpu.settings.Selectors``, plain data that imports nothing of the tool but
+    the record helper."""
+    assert graph["tfgpu.settings"] <= {"tfgpu.records"} and graph["tfgpu.records"] == set()
+    allowed = {"resolver", "data", "errors", "detect", "requirements", "versions", "settings", "records"}
     offenders = {
         m: sorted(t for t in targets if unit(t) not in allowed) for m, targets in graph.items() if unit(m) == "resolver"
     }
@@ -589,6 +590,7 @@ PLAN_MAY_IMPORT = {
     "tfgpu.cli.options",
     "tfgpu.cli.inputs",
     "tfgpu.settings",
+    "tfgpu.records",
     "tfgpu.results",
     "tfgpu.data",
     "tfgpu.data.schema",
@@ -617,6 +619,13 @@ PLAN_MAY_IMPORT = {
 }
 """With ``--no-detect``; detection adds ``tfgpu.detect.*`` (and, where a driver answers, what reads it)."""
 PLAN_NEEDS_NOT = {
+    "dataclasses",
+    "typing",
+    "inspect",
+    "ast",
+    "packaging",
+    "hashlib",
+    "shutil",
     "subprocess",
     "tempfile",
     "threading",
@@ -637,9 +646,11 @@ PLAN_NEEDS_NOT = {
     "pynvml",
     "uv",
 }
-"""Heavy modules a plan does not use: child processes, parsers of what the parsed-data cache already
-holds, the full requirement grammar (simple requirements are rendered without it), the output and
-network libraries of other commands."""
+"""Heavy modules a plan does not use: ``dataclasses`` and ``typing`` (and the ``inspect``/``ast``
+they bring; the records are ``tfgpu.records``'), ``packaging`` (the tables' plain versions and
+ranges are read by ``tfgpu.versions``), ``hashlib`` (the cache digest comes from ``_blake2``), child
+processes, parsers of what the parsed-data cache already holds, the full requirement grammar
+(simple requirements are rendered without it), the output and network libraries of other commands."""
 
 
 def test_plan_imports_only_what_it_uses(tmp_path):

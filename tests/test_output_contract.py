@@ -247,3 +247,45 @@ def test_no_printed_line_ends_in_an_ellipsis():
         for env in (piped(), terminal(80)):
             done = run_tool(*argv, env=env)
             assert done.returncode == 0 and "…" not in done.stdout + done.stderr, argv
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "--tf", "2.13", "--mode", "conda", "--json"],
+        ["create", "--tf", "2.15", "--name", "x", "--no-verify", "--channel", "conda-forge"],
+        ["lock", "--platform", "linux-64", "--output", "l.yml"],
+        ["repair", "--undo", "--json"],
+        ["completion", "zsh"],
+        ["matrix", "--all"],
+    ],
+)
+def test_a_run_builds_only_its_command_and_reads_the_same(argv):
+    """One run builds the top level and its own command only; it must read argv exactly as the
+    whole grammar does, and refuse what the whole grammar refuses with the same words."""
+    from tfgpu.cli.parser import build_parser
+    from tfgpu.errors import UsageError
+
+    one, whole = build_parser(argv[0]), build_parser()
+    assert list(one._subparsers._group_actions[0].choices) == [argv[0]]
+    assert vars(one.parse_args(argv)) == vars(whole.parse_args(argv))
+    refused = []
+    for parser in (one, whole):
+        with pytest.raises(UsageError) as error:
+            parser.parse_args([*argv, "--no-such-option"])
+        refused.append(error.value.message)
+    assert refused[0] == refused[1]
+
+
+@pytest.mark.parametrize("columns", [None, "100", "0", "-3", "wide", "40"])
+def test_help_is_as_wide_as_argparse_makes_it(monkeypatch, columns):
+    """The parser's formatter measures the terminal without shutil, and gets shutil's answer."""
+    import shutil
+
+    from tfgpu.cli.parser import _columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert _columns() == shutil.get_terminal_size().columns

@@ -6,11 +6,14 @@ turns it into an exit code. Unexpected exceptions are not caught and keep their 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
+from tfgpu.records import factory, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 
-@dataclass
+@record(frozen=False)
 class TfgpuError(Exception):
     """A failure the user can act on.
 
@@ -21,7 +24,7 @@ class TfgpuError(Exception):
 
     code: str
     message: str
-    alternatives: list[str] = field(default_factory=list)
+    alternatives: list[str] = factory(list)
     details: dict | None = None
     """Machine-readable context (e.g. the verify report), added to the ``--json`` document."""
 

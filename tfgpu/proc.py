@@ -20,12 +20,12 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tfgpu.childenv import clean_environment, without_plain_proxy
+from tfgpu.records import factory, record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
 if TYPE_CHECKING:
     import subprocess
 
@@ -76,7 +76,7 @@ def shielded() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-@dataclass(frozen=True)
+@record
 class Completed:
     """A finished command: what ran, its exit status, its whole output (stdout and stderr merged
     unless asked apart), and how long it took."""
@@ -388,15 +388,15 @@ def _stop(child: subprocess.Popen) -> None:
         pass
 
 
-@dataclass
+@record(frozen=False)
 class RecordingRunner(Runner):
     """A runner for tests: records every argv and answers from ``results`` (argv[0]'s basename or
     the whole argv joined, to a :class:`Completed` or a callable taking the argv), else exit 0.
 
     It stands in for the process boundary only: everything before and after runs for real."""
 
-    results: dict = field(default_factory=dict)
-    calls: list = field(default_factory=list)
+    results: dict = factory(dict)
+    calls: list = factory(list)
 
     def __post_init__(self) -> None:
         Runner.__init__(self, None)

@@ -29,11 +29,11 @@ naming the file and the key.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import UsageError
+from tfgpu.records import factory, record
 
 FILE = "tfgpu.toml"
 ENVIRONMENT = "TFGPU_PROJECT_FILE"
@@ -52,12 +52,12 @@ KEYS = {  # key in the file -> (the argparse destination of its flag, the TOML t
 }
 
 
-@dataclass(frozen=True)
+@record
 class Project:
     """A project file that applies: where it is, and its values by flag destination."""
 
     path: Path
-    values: dict = field(default_factory=dict)
+    values: dict = factory(dict)
 
     def supplied(self, given: dict) -> dict:
         """The values this file supplies to a command whose parsed options are ``given`` (by flag

@@ -32,7 +32,20 @@ _NAME_FLAGS = re.IGNORECASE | re.ASCII
 _CONDA_NAME = r"[a-z0-9_][a-z0-9_.-]*"
 _CONDA_VERSION = r"[0-9A-Za-z.*+_!=<>~,|]+"
 _CONDA_BUILD = r"[A-Za-z0-9_.*]+"
-_UNSAFE = r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]"
+_CONTROL = frozenset([*map(chr, range(0x20)), *map(chr, range(0x7F, 0xA0)), "\u2028", "\u2029", "\ufeff"])
+"""C0, DEL, C1, the line and paragraph separators and the BOM: checked by a set, not a pattern,
+as each compiled pattern costs every ``plan`` its compilation."""
+
+
+def _has_control(text: str) -> bool:
+    return any(char in _CONTROL for char in text)
+
+
+def _unsafe(text: str) -> bool:
+    """Whitespace (what ``\\s`` matches: ``str.isspace``) or a control character."""
+    return any(char in _CONTROL or char.isspace() for char in text)
+
+
 _SPEC = r"(?:==|!=|<=|>=|~=|<|>)[0-9][0-9A-Za-z.*+!_-]*"
 _SIMPLE = rf"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([A-Za-z0-9._,-]+)\])?((?:{_SPEC},)*{_SPEC})?"
 """``name``, ``name[extra,...]``, each with a comma-separated version specifier and no spaces,
@@ -108,7 +121,7 @@ def name_problem(text: object) -> str | None:
         return "it is not text"
     if text.startswith("-"):
         return "it starts with '-', so an installer would read it as an option"
-    if re.search(_UNSAFE, text):
+    if _unsafe(text):
         return "it holds whitespace or control characters"
     if not _is_name(text):
         return "a name is ASCII letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
@@ -124,7 +137,7 @@ def problem(text: object, *, markers: bool = False) -> str | None:
         return "it is not text"
     if text.startswith("-"):
         return "it starts with '-', so an installer would read it as an option"
-    if re.search(_UNSAFE, text.replace(" ", "")) or text != text.strip():
+    if _unsafe(text.replace(" ", "")) or text != text.strip():
         return "it holds line breaks, tabs or control characters, or surrounding spaces"
     try:
         parsed = Parsed(text)
@@ -170,11 +183,11 @@ def _simple_canonical(text: object) -> str | None:
         return None
     text = name + (f"[{','.join(sorted(set(extras.split(','))))}]" if extras else "")
     if spec:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from tfgpu.versions import Range
 
         try:
-            text += str(SpecifierSet(spec))
-        except InvalidSpecifier:
+            text += str(Range(spec))  # packaging's canonical order, without importing it for the plain forms
+        except ValueError:  # packaging's InvalidSpecifier
             return None
     return text
 
@@ -188,7 +201,7 @@ def requirement(name: str, spec: str = "", *, what: str, extras: tuple[str, ...]
     for extra in extras:
         if not isinstance(extra, str) or not _is_name(extra):
             raise _refuse(what, extra, "an extra is a name")
-    if not isinstance(spec, str) or re.search(_UNSAFE, spec) or spec.lstrip().startswith("-"):
+    if not isinstance(spec, str) or _unsafe(spec) or spec.lstrip().startswith("-"):
         raise _refuse(what, spec, "a version specifier is on one line, without options")
     if spec and spec.lstrip()[0] not in "=<>!~":
         raise _refuse(what, spec, "a version specifier starts with ==, >=, <=, ~=, !=, < or >")
@@ -215,7 +228,7 @@ def spec_problem(text: object, *, expected_channel: bool = False) -> str | None:
         return "it is not text"
     if text.startswith("-"):
         return "it starts with '-', so an installer would read it as an option"
-    if re.search(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\t\n\r]", text):
+    if _has_control(text):
         return "it holds line breaks or control characters"
     name, _, version = text.partition(" ")
     version, _, build = version.partition(" ")

@@ -8,11 +8,14 @@ type, in one place; operations never print and the command line never assembles 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from tfgpu.records import factory, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
-@dataclass(frozen=True)
+@record
 class Result:
     """The base: a result succeeds unless it says otherwise."""
 
@@ -24,7 +27,7 @@ class Result:
         raise NotImplementedError
 
 
-@dataclass(frozen=True)
+@record
 class Planned(Result):
     """``plan``: the resolution, and what detection found (None with --no-detect)."""
 
@@ -35,7 +38,7 @@ class Planned(Result):
         return self.resolution.to_dict() | {"host": self.host.to_dict() if self.host else None}
 
 
-@dataclass(frozen=True)
+@record
 class Matrix(Result):
     """``matrix``: one row per release, and how old the data is."""
 
@@ -46,7 +49,7 @@ class Matrix(Result):
         return {"releases": self.rows, "data": self.data}
 
 
-@dataclass(frozen=True)
+@record
 class DataUpdate(Result):
     """``update-data``: what was fetched and written (``tfgpu.update``)."""
 
@@ -60,7 +63,7 @@ class DataUpdate(Result):
         return self.report
 
 
-@dataclass(frozen=True)
+@record
 class Created(Result):
     """``create``: the env built (or, with --dry-run, the steps that would build it)."""
 
@@ -68,7 +71,7 @@ class Created(Result):
     resolution: Any
     host: Any = None
     dry_run: bool = False
-    lock: dict = field(default_factory=dict)  # with --from-lock/--from-bundle: the lock, its digest, the bundle
+    lock: dict = factory(dict)  # with --from-lock/--from-bundle: the lock, its digest, the bundle
 
     @property
     def prefix(self) -> str:
@@ -93,7 +96,7 @@ class Created(Result):
         } | self.lock
 
 
-@dataclass(frozen=True)
+@record
 class Removed(Result):
     """``remove``: the env deleted, and what an interrupted earlier remove left that was finished."""
 
@@ -107,7 +110,7 @@ class Removed(Result):
         )
 
 
-@dataclass(frozen=True)
+@record
 class LockChecked(Result):
     """``lock --check``: 0 when the lock is what its recorded inputs resolve to today, else 1."""
 
@@ -121,7 +124,7 @@ class LockChecked(Result):
         return self.check.to_dict()
 
 
-@dataclass(frozen=True)
+@record
 class Exported(Result):
     """``script``: the provisioning artefact, written to ``output`` or meant for stdout."""
 
@@ -141,7 +144,7 @@ class Exported(Result):
         return document
 
 
-@dataclass(frozen=True)
+@record
 class LogMatches(Result):
     """``doctor --log``: the known failures a TensorFlow log shows."""
 
@@ -166,7 +169,7 @@ class LogMatches(Result):
         }
 
 
-@dataclass(frozen=True)
+@record
 class Doctored(Result):
     """``doctor``: the findings about this machine and, when one was named or active, an env."""
 
@@ -181,7 +184,7 @@ class Doctored(Result):
         return self.report.to_dict() | ({"which_env": self.which_env} if self.which_env else {})
 
 
-@dataclass(frozen=True)
+@record
 class Verified(Result):
     """``verify``: the report the env's own Python wrote (a JSON protocol between the tool and the
     env, so a document here as well); ``multiworker`` for ``--workers N``."""
@@ -198,7 +201,7 @@ class Verified(Result):
         return self.report | ({"which_env": self.which_env} if self.which_env else {})
 
 
-@dataclass(frozen=True)
+@record
 class EnvList(Result):
     """``list``: the envs the tool built, and the directories searched."""
 
@@ -209,7 +212,7 @@ class EnvList(Result):
         return {"envs": self.envs, "searched": [str(directory) for directory in self.searched]}
 
 
-@dataclass(frozen=True)
+@record
 class Repaired(Result):
     """``repair`` (``undone``: ``repair --undo``): the summary of what changed."""
 
@@ -220,7 +223,7 @@ class Repaired(Result):
         return self.summary
 
 
-@dataclass(frozen=True)
+@record
 class Written(Result):
     """``lock`` and ``bundle``: what was written, and the line that says so."""
 
@@ -231,7 +234,7 @@ class Written(Result):
         return self.document
 
 
-@dataclass(frozen=True)
+@record
 class Text(Result):
     """Text meant for stdout as it is: a completion script, a script with no -o."""
 

@@ -21,10 +21,10 @@ they need), never a namespace.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from tfgpu.records import as_dict, factory, record
 
 
-@dataclass(frozen=True)
+@record
 class Selectors:
     """What to resolve: the target machine as the user described it (None: detect or default)."""
 
@@ -39,21 +39,21 @@ class Selectors:
     tf_source: str | None = None
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return as_dict(self)
 
     def given(self) -> dict:
         """The selectors the user set, by name."""
-        return {key: value for key, value in asdict(self).items() if value not in (None, False)}
+        return {key: value for key, value in as_dict(self).items() if value not in (None, False)}
 
 
-@dataclass(frozen=True)
+@record
 class Settings:
     """Everything one run of the tool was asked, after precedence was applied. Fields a command
     does not have keep their defaults."""
 
     command: str
     json: bool = False
-    selectors: Selectors = field(default_factory=Selectors)
+    selectors: Selectors = factory(Selectors)
     detect: bool = True
     # The project file that applied, the keys it supplied, and why a file seen was not used.
     project_file: str | None = None

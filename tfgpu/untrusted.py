@@ -24,11 +24,14 @@ import json
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
+from tfgpu.records import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -43,7 +46,7 @@ class Unreadable(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@record
 class Kind:
     """One kind of untrusted file: how big and how deep it may be, and what a bad one means."""
 

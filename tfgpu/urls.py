@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from tfgpu.errors import UsageError
+from tfgpu.records import record
 
 ENVIRONMENT = "TFGPU_INSECURE_HOSTS"
 """Comma-separated hosts that plain HTTP may reach, as ``--insecure-host`` (read by the command line)."""
@@ -47,7 +47,7 @@ _NUMERIC = r"(0x[0-9a-f]*|[0-9]+)"
 _SAFE = "".join(chr(c) for c in range(0x21, 0x7F))
 
 
-@dataclass(frozen=True)
+@record
 class Url:
     """A URL read once: its canonical text and the parts callers need (never re-split elsewhere)."""
 

@@ -5,7 +5,6 @@ written; and the requirement door itself refuses the same texts wherever they co
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import re
 from importlib.resources import files
@@ -239,13 +238,13 @@ def test_the_door_holds_where_a_table_escaped_its_schema(cli, sandbox, overlay, 
 
 
 # -- the parsed-data cache: a checksum anyone can recompute, and no schema check after it ------
-# tfgpu/data/__init__.py:_read_cache accepts any marshal dict whose embedded sha256 matches and
+# tfgpu/data/__init__.py:_read_cache accepts any marshal dict whose embedded digest matches and
 # whose keys are the table names; _tables returns it without schema.validate. A cache entry with a
 # table of the wrong shape then crashes the command (and any value skips the schema's checks).
 
 
 def test_a_forged_parsed_data_cache_is_rebuilt_not_trusted(cli, sandbox):
-    from tfgpu.data import _MAGIC
+    from tfgpu.data import _MAGIC, _digest
 
     first = cli("plan", "--tf", "2.21", "--no-detect", "--json")
     assert first.code == 0, first.out
@@ -254,7 +253,7 @@ def test_a_forged_parsed_data_cache_is_rebuilt_not_trusted(cli, sandbox):
     tables = marshal.loads(blob[len(_MAGIC) + 32 :])
     tables["tensorflow.toml"]["release"] = "not a list of tables"
     payload = marshal.dumps(tables)
-    cached.write_bytes(_MAGIC + hashlib.sha256(payload).digest() + payload)
+    cached.write_bytes(_MAGIC + _digest(payload).digest() + payload)
     done = no_traceback(cli, "plan", "--tf", "2.21", "--no-detect", "--json")
     assert done.code == 0, done.out  # the cache is only a cache: a bad one is parsed again
 

@@ -3,7 +3,6 @@ table cache, any locale, endless or binary logs, a read-only home, paths that ar
 
 from __future__ import annotations
 
-import hashlib
 import json
 import marshal
 import os
@@ -96,7 +95,7 @@ def test_a_damaged_table_cache_is_parsed_afresh_not_trusted(cli, sandbox, damage
         blob = blob[: len(blob) // 2]
     elif damage in ("other-marshal-with-a-valid-checksum", "not-a-dict"):
         payload = marshal.dumps({"cuda.toml": {}} if damage == "other-marshal-with-a-valid-checksum" else [1, 2])
-        blob = bytearray(data._MAGIC + hashlib.sha256(payload).digest() + payload)
+        blob = bytearray(data._MAGIC + data._digest(payload).digest() + payload)
     elif damage == "empty":
         blob = bytearray()
     else:

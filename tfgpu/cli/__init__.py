@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     from tfgpu.cli import inputs
     from tfgpu.cli.commands import HANDLERS
     from tfgpu.cli.output import note, show
-    from tfgpu.cli.parser import build_parser, with_default_command
+    from tfgpu.cli.parser import COMMANDS, build_parser, with_default_command
     from tfgpu.proc import install_signal_handlers
 
     _tolerant_streams()
@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     want_json = "--json" in argv
     try:
-        settings = inputs.build(build_parser().parse_args(with_default_command(argv)))
+        argv = with_default_command(argv)
+        settings = inputs.build(build_parser(argv[0] if argv[0] in COMMANDS else None).parse_args(argv))
         inputs.trust(settings)
         for line in settings.notes:
             note(line)  # stderr, also under --json

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tfgpu.errors import UsageError
+from tfgpu.records import fields
 from tfgpu.settings import Selectors, Settings
 
 READS_PROJECT = ("plan", "create", "lock", "bundle", "script")
@@ -38,15 +39,15 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
             raise UsageError(code, f"--{dest} is empty.", [f"Give --{dest} a value, or leave it out."])
     values: dict = {"command": command}
     for dest, value in given.items():
-        if dest in ("command", "project", "no_project") or dest in Selectors.__dataclass_fields__:
+        if dest in ("command", "project", "no_project") or dest in fields(Selectors):
             continue
         if dest in _NEGATED:
             values[_NEGATED[dest]] = not value
             continue
         key = _RENAMED.get(dest, dest)
-        if key in Settings.__dataclass_fields__:
+        if key in fields(Settings):
             values[key] = tuple(value or ()) if key in _LISTS else value
-    selectors = {key: given[key] for key in Selectors.__dataclass_fields__ if key in given}
+    selectors = {key: given[key] for key in fields(Selectors) if key in given}
     project_hosts: tuple[str, ...] = ()
     if command in READS_PROJECT and not (given.get("from_lock") or given.get("from_bundle")):
         found, notes = _project(given)

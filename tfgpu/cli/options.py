@@ -9,9 +9,8 @@ are parsed and checked by the core (``tfgpu.resolver.request``, ``tfgpu.installe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from tfgpu.paths import path_option
+from tfgpu.records import factory, record
 
 FILL = {"modes": "pip, conda or system"}
 """What ``{modes}`` says in help unless a command takes fewer (lock and bundle: pip or conda)."""
@@ -21,13 +20,13 @@ PLATFORM_HELP = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Option:
     """One option: its flags and argparse's keywords (help is required: a test walks the parser)."""
 
     flags: tuple[str, ...]
     help: str
-    keywords: dict = field(default_factory=dict)
+    keywords: dict = factory(dict)
 
     def add(self, group, fill: dict | None = None, **overrides) -> None:
         """``fill``: the words a command's help names that differ by command (``{modes}``)."""

@@ -7,6 +7,8 @@ A test walks this parser and fails on any option without help. The parsed namesp
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from tfgpu import __version__
 from tfgpu.cli.options import add, add_exclusive
@@ -34,6 +36,28 @@ INTERPRETER_COMMANDS = ("doctor", "repair")
 """The commands that take an interpreter path (``--interpreter``); ``--python`` is a version elsewhere."""
 
 
+def _columns() -> int:
+    """``shutil.get_terminal_size().columns``, without importing ``shutil`` (and the compression
+    modules it loads) on every run: ``COLUMNS``, else the terminal of standard output, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return columns
+
+
+class Formatter(argparse.HelpFormatter):
+    """argparse's formatter, as wide as argparse makes it (the terminal's width less 2)."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that raises a UsageError (exit 2, JSON-renderable) instead of exiting. Options are
     spelled whole: an abbreviation (``--js``) would be accepted by argparse but not seen by the
@@ -41,6 +65,10 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **{"allow_abbrev": False} | kwargs)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", Formatter)
+        super().__init__(*args, **kwargs)
 
     def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - kept for error()
         self.argv = list(args) if args is not None else []
@@ -74,59 +102,48 @@ def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or syst
     add(parser, "json")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="tfgpu-install",
-        description="Get TensorFlow running on NVIDIA GPUs. The bare form is `create`: "
-        "tfgpu-install --tf 2.13 --mode conda",
-    )
-    parser.add_argument(
-        "--version", action="version", version=f"tfgpu-install {__version__}", help="print the version and exit"
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-
-    create = sub.add_parser("create", help="build an environment (the default command)")
+def _create(create: argparse.ArgumentParser) -> None:
     _selectors(create)
     add_exclusive(create, "name", "prefix")
     add(create, "engine", "channel", "find_links", "insecure_host", "offline")
     add_exclusive(create, "from_lock", "from_bundle")
     add(create, "jupyter", "dry_run", "force", "yes", "no_verify")
 
-    _selectors(sub.add_parser("plan", help="print the resolution: versions, packages, reasons"))
 
-    lock = sub.add_parser("lock", help="write a lockfile for a team")
+def _lock(lock: argparse.ArgumentParser) -> None:
     _selectors(lock, modes="pip or conda")
     add(lock, "platform", "output", "allow_cpu", "check", "channel", "insecure_host")
-    bundle = sub.add_parser("bundle", help="write an offline bundle")
+
+
+def _bundle(bundle: argparse.ArgumentParser) -> None:
     _selectors(bundle, modes="pip or conda")
     add(bundle, "platform")
     add(bundle, "output", required=True)
     add(bundle, "channel", "insecure_host")
 
-    script = sub.add_parser("script", help="export a provisioning script")
+
+def _script(script: argparse.ArgumentParser) -> None:
     _selectors(script)
     add(script, "format", required=True)
     add(script, "output")
 
-    doctor = sub.add_parser("doctor", help="explain what is broken and how to fix it (default: the active env)")
+
+def _doctor(doctor: argparse.ArgumentParser) -> None:
     add_exclusive(doctor, "name", "prefix", "interpreter")
     add(doctor, "log", "json")
 
-    verify = sub.add_parser("verify", help="prove the GPU works inside an environment (default: the active env)")
+
+def _verify(verify: argparse.ArgumentParser) -> None:
     add_exclusive(verify, "name", "prefix")
     add(verify, "bench", "workers", "json")
 
-    add(sub.add_parser("matrix", help="every TensorFlow release and what it needs"), "all", "json")
-    update = sub.add_parser("update-data", help="fetch TensorFlow releases published since this tool's data")
-    add(update, "offline", "index", "insecure_host", "json")
 
-    remove = sub.add_parser("remove", help="delete an environment tfgpu-install created")
+def _remove(remove: argparse.ArgumentParser) -> None:
     add_exclusive(remove, "name", "prefix", required=True)
     add(remove, "json")
 
-    repair = sub.add_parser(
-        "repair", help="make an existing env's TensorFlow find the GPU, in place (undoable; default: the active env)"
-    )
+
+def _repair(repair: argparse.ArgumentParser) -> None:
     add_exclusive(repair, "name", "prefix", "interpreter")
     add(
         repair,
@@ -146,11 +163,52 @@ def build_parser() -> argparse.ArgumentParser:
         "json",
     )
 
-    add(sub.add_parser("list", help="the environments tfgpu-install built, with TF, CUDA, mode and health"), "json")
-    completion = sub.add_parser(
-        "completion", help='print a shell completion script: eval "$(tfgpu-install completion bash)"'
-    )
+
+def _completion(completion: argparse.ArgumentParser) -> None:
     completion.add_argument("shell", choices=SHELLS, help="bash, zsh or fish")
+
+
+GRAMMAR = {
+    "create": ("build an environment (the default command)", _create),
+    "plan": ("print the resolution: versions, packages, reasons", _selectors),
+    "lock": ("write a lockfile for a team", _lock),
+    "bundle": ("write an offline bundle", _bundle),
+    "script": ("export a provisioning script", _script),
+    "doctor": ("explain what is broken and how to fix it (default: the active env)", _doctor),
+    "verify": ("prove the GPU works inside an environment (default: the active env)", _verify),
+    "matrix": ("every TensorFlow release and what it needs", lambda matrix: add(matrix, "all", "json")),
+    "update-data": (
+        "fetch TensorFlow releases published since this tool's data",
+        lambda update: add(update, "offline", "index", "insecure_host", "json"),
+    ),
+    "remove": ("delete an environment tfgpu-install created", _remove),
+    "repair": (
+        "make an existing env's TensorFlow find the GPU, in place (undoable; default: the active env)",
+        _repair,
+    ),
+    "list": ("the environments tfgpu-install built, with TF, CUDA, mode and health", lambda env: add(env, "json")),
+    "completion": ('print a shell completion script: eval "$(tfgpu-install completion bash)"', _completion),
+}
+"""Each command: its help line (listed by ``--help``) and what adds its options, in ``COMMANDS``' order."""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole grammar (``--help``, completion, the tests that walk it), or with ``command`` the
+    part one run parses: the top level and that command. Each sub-parser costs about a
+    millisecond to build, more than all of ``plan``'s own parsing."""
+    parser = Parser(
+        prog="tfgpu-install",
+        description="Get TensorFlow running on NVIDIA GPUs. The bare form is `create`: "
+        "tfgpu-install --tf 2.13 --mode conda",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"tfgpu-install {__version__}", help="print the version and exit"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name in COMMANDS:
+        if command is None or name == command:
+            help_text, fill = GRAMMAR[name]
+            fill(sub.add_parser(name, help=help_text))
     return parser
 
 

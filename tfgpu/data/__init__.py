@@ -8,8 +8,9 @@ overlay that is not a directory, names no shipped table, is not UTF-8, is not TO
 schema is ``bad-data`` (exit 2) naming the file.
 
 Parsing takes ~100 ms, which would dominate ``plan``; like Python's own bytecode cache, the parsed
-(and validated) form is kept in the user cache dir under a sha256 of every source's bytes, and the
-cache file carries a sha256 of its own content: a cache that is damaged, truncated, swapped or not
+(and validated) form is kept in the user cache dir under a BLAKE2b digest of every overlay table's
+bytes and of each shipped table's size, times and inode (as Python keys its bytecode), and the
+cache file carries a digest of its own content: a cache that is damaged, truncated, swapped or not
 the tables is parsed afresh, never trusted. A table that comes back from the cache is checked
 against the schema's types (:func:`schema.fits`) when it is first read, so a forged entry can never
 hand the code a value of a type it does not expect: it is parsed again (and validated in full).
@@ -20,7 +21,6 @@ shipped table (they are part of the release); the user's ``update-data`` overlay
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import sys
@@ -31,7 +31,17 @@ from tfgpu import untrusted
 from tfgpu.errors import UsageError
 
 MAX_TABLE_BYTES = untrusted.DATA_TABLE.limit
-_MAGIC = b"TFGPU-TABLES-2\n"
+_MAGIC = b"TFGPU-TABLES-3\n"
+
+
+def _digest(data: bytes = b""):
+    """A 32-byte BLAKE2b hash object. ``_blake2`` is what ``hashlib`` serves it from; importing it
+    alone spares every command that reads a table ``hashlib``'s OpenSSL set-up (about 4 ms)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # an interpreter built without it
+        from hashlib import blake2b
+    return blake2b(data, digest_size=32)
 
 
 def load(name: str) -> dict:
@@ -88,7 +98,7 @@ def _shipped_files() -> dict[str, Path | None]:
     return {entry.name: None for entry in files("tfgpu.data").iterdir() if entry.name.endswith(".toml")}
 
 
-def _sources() -> tuple[dict[str, bytes], dict[str, str]]:
+def _sources(overlay: dict[str, tuple[bytes, str]] | None = None) -> tuple[dict[str, bytes], dict[str, str]]:
     """Every table's bytes and where they came from: the shipped ones, then the overlay's."""
     sources = {
         name: untrusted.read_bytes(path, untrusted.PACKAGE_DATA)
@@ -97,35 +107,48 @@ def _sources() -> tuple[dict[str, bytes], dict[str, str]]:
         for name, path in _shipped_files().items()
     }
     where = {name: f"tfgpu/data/{name}" for name in sources}
-    for name, (raw, path) in _overlay(set(sources)).items():
+    for name, (raw, path) in (_overlay(set(sources)) if overlay is None else overlay).items():
         sources[name], where[name] = raw, path
     return sources, where
 
 
-def _cache_file(sources: dict[str, bytes]) -> Path:
-    key = hashlib.sha256()
-    for name in sorted(sources):
-        key.update(name.encode() + b"\0" + hashlib.sha256(sources[name]).digest())
+def _cache_file(overlay: dict[str, tuple[bytes, str]], shipped: dict[str, Path | None] | None = None) -> Path:
+    """The cache of these sources: named by the digest of each overlay table's bytes and, for a
+    shipped table (part of the installed package, like its code), of its size, modification and
+    change times and inode, as Python keys its bytecode cache: reading and hashing every shipped
+    table on each run cost more than the rest of reading the cache."""
+    key = _digest()
+    for name, path in sorted((_shipped_files() if shipped is None else shipped).items()):
+        if name in overlay:
+            part = b"overlay:" + _digest(overlay[name][0]).digest()
+        elif path is None:  # a zipped package: no file to stat
+            part = b"bytes:" + _digest(untrusted.package_bytes("tfgpu.data", name)).digest()
+        else:
+            info = os.stat(path)
+            part = f"stat:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}".encode()
+        key.update(name.encode() + b"\0" + part + b"\0")
     return _cache_dir() / f"tables-{key.hexdigest()[:32]}-py{sys.hexversion:x}.bin"
 
 
 @cache
 def _tables() -> dict[str, dict]:
-    sources, where = _sources()
-    found = _read_cache(_cache_file(sources), set(sources))
+    shipped = _shipped_files()
+    overlay = _overlay(set(shipped))
+    found = _read_cache(_cache_file(overlay, shipped), set(shipped))
     if found is not None:
         return found
-    parsed = _parse_all(sources, where)
+    parsed = _parse_all(overlay)
     _fitted.update(parsed)
     return parsed
 
 
-def _parse_all(sources: dict[str, bytes] | None = None, where: dict[str, str] | None = None) -> dict[str, dict]:
+def _parse_all(overlay: dict[str, tuple[bytes, str]] | None = None) -> dict[str, dict]:
     """Every table parsed and validated from its source, and the cache written for the next run."""
-    if sources is None or where is None:
-        sources, where = _sources()
+    if overlay is None:
+        overlay = _overlay(set(_shipped_files()))
+    sources, where = _sources(overlay)
     parsed = {name: parse(name, raw, where[name]) for name, raw in sources.items()}
-    _write_cache(_cache_file(sources), parsed)
+    _write_cache(_cache_file(overlay), parsed)
     return parsed
 
 
@@ -179,11 +202,7 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
     except untrusted.Unreadable:
         return None
     head = len(_MAGIC) + 32
-    if (
-        len(blob) <= head
-        or not blob.startswith(_MAGIC)
-        or hashlib.sha256(blob[head:]).digest() != blob[len(_MAGIC) : head]
-    ):
+    if len(blob) <= head or not blob.startswith(_MAGIC) or _digest(blob[head:]).digest() != blob[len(_MAGIC) : head]:
         return None
     try:
         value = marshal.loads(blob[head:])
@@ -203,7 +222,7 @@ def _write_cache(path: Path, parsed: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        partial.write_bytes(_MAGIC + hashlib.sha256(payload).digest() + payload)
+        partial.write_bytes(_MAGIC + _digest(payload).digest() + payload)
         os.replace(partial, path)
     except OSError:
         pass  # a read-only cache only costs the parse next time

@@ -12,7 +12,8 @@ expected.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+
+from tfgpu.records import named_tuple
 
 
 def _version(text: str) -> bool:
@@ -122,7 +123,8 @@ def _conda_name(text: str) -> bool:
 
 # The checks are NamedTuples, not dataclasses: each command that reads a table imports this module,
 # and a frozen dataclass costs about a millisecond to create.
-class Str(NamedTuple):
+@named_tuple
+class Str:
     """A string; ``form`` a regular expression it must match whole, or a named check."""
 
     form: str | None = None
@@ -153,7 +155,8 @@ class Str(NamedTuple):
             raise _bad(where, f"text of the form {self.form}", value)
 
 
-class Int(NamedTuple):
+@named_tuple
+class Int:
     required: bool = True
     minimum: int = 0
 
@@ -162,7 +165,8 @@ class Int(NamedTuple):
             raise _bad(where, f"an integer >= {self.minimum}", value)
 
 
-class Bool(NamedTuple):
+@named_tuple
+class Bool:
     required: bool = False
 
     def check(self, value, where: str) -> None:
@@ -170,7 +174,8 @@ class Bool(NamedTuple):
             raise _bad(where, "true or false", value)
 
 
-class List(NamedTuple):
+@named_tuple
+class List:
     item: object
     required: bool = False
 
@@ -181,7 +186,8 @@ class List(NamedTuple):
             self.item.check(element, f"{where}[{index}]")
 
 
-class Table(NamedTuple):
+@named_tuple
+class Table:
     fields: dict
     required: bool = True
 
@@ -195,7 +201,8 @@ class Table(NamedTuple):
                 raise Invalid(_key(where, key), "present")
 
 
-class Map(NamedTuple):
+@named_tuple
+class Map:
     """A table of any keys, each value of one kind; ``key``: the check each key must pass too (a
     key that becomes a package name or an option is data like any value)."""
 
@@ -215,7 +222,8 @@ class Map(NamedTuple):
             self.value.check(element, f"{where}.{key}")
 
 
-class Rows(NamedTuple):
+@named_tuple
+class Rows:
     """An array of tables (``[[name]]``)."""
 
     row: Table

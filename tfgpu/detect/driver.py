@@ -9,12 +9,12 @@ reboot: the user-space libraries are new, the loaded kernel module is old).
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from tfgpu.detect.host import DriverInfo, DriverReading, Gpu
-from tfgpu.detect.nvidia_smi import read_nvidia_smi
+from tfgpu.detect.nvidia_smi import find_nvidia_smi, read_nvidia_smi
 from tfgpu.detect.platform_facts import WSL_LIB
 from tfgpu.detect.system import NvmlDevice, NvmlSnapshot, System, in_background
+from tfgpu.records import named_tuple
 
 PROCFS = "/proc/driver/nvidia/version"
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
@@ -24,7 +24,8 @@ _NVRM = r"NVRM version:.*?Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)?)(?=\s|$)"
 _SOURCE_NAMES = {"nvml": "NVML", "libcuda": "libcuda", "nvidia-smi": "nvidia-smi", "procfs": PROCFS}
 
 
-class DriverFindings(NamedTuple):
+@named_tuple
+class DriverFindings:
     info: DriverInfo | None
     gpus: tuple[Gpu, ...]
     notes: tuple[str, ...]
@@ -35,7 +36,10 @@ def detect_driver(system: System, os_name: str) -> DriverFindings:
     if os_name not in ("linux", "wsl2", "windows"):
         return DriverFindings(None, (), ())  # no CUDA driver exists for current macOS
     notes: list[str] = []
-    smi_pending = in_background(read_nvidia_smi, system, os_name)  # the slowest source: overlap it
+    if find_nvidia_smi(system, os_name) is None:  # nothing to overlap: no thread (nor threading)
+        smi_pending = lambda: read_nvidia_smi(system, os_name)  # noqa: E731
+    else:
+        smi_pending = in_background(read_nvidia_smi, system, os_name)  # the slowest source: overlap it
     nvml_reading, nvml_gpus = read_nvml(system, notes)
     libcuda_reading = read_libcuda(system, os_name, notes)
     procfs_reading = read_procfs(system) if os_name != "windows" else None

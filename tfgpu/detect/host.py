@@ -6,13 +6,13 @@ source that was tried says in its :class:`DriverReading` why it did not answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tfgpu.records import record
 
-# Frozen, without slots: ``slots=True`` builds each class twice, which cost every command that
-# probes about half a millisecond a class at start-up, for objects made a handful of times a run.
+# Records, not dataclasses: each dataclass costs about a millisecond to create, and every command
+# that probes imports this module (see tfgpu.records).
 
 
-@dataclass(frozen=True)
+@record
 class DriverReading:
     """What one driver source answered, or why it did not."""
 
@@ -38,7 +38,7 @@ class DriverReading:
         }
 
 
-@dataclass(frozen=True)
+@record
 class DriverInfo:
     """The NVIDIA driver, reconciled from every source that answered."""
 
@@ -65,7 +65,7 @@ class DriverInfo:
         }
 
 
-@dataclass(frozen=True)
+@record
 class Gpu:
     """One NVIDIA GPU."""
 
@@ -93,7 +93,7 @@ class Gpu:
         }
 
 
-@dataclass(frozen=True)
+@record
 class Toolkit:
     """An installed CUDA toolkit. Installed is not the same as usable: what the driver supports
     is :attr:`DriverInfo.cuda`."""
@@ -109,7 +109,7 @@ class Toolkit:
         return {"version": self.version, "path": self.path, "source": self.source}
 
 
-@dataclass(frozen=True)
+@record
 class CondaExe:
     """A conda-family executable."""
 
@@ -122,7 +122,7 @@ class CondaExe:
         return {"name": self.name, "path": self.path}
 
 
-@dataclass(frozen=True)
+@record
 class Host:
     """Everything the resolver and the doctor need to know about this machine."""
 

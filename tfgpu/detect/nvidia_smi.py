@@ -13,11 +13,11 @@ broken driver.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from tfgpu.detect.host import DriverReading, Gpu
 from tfgpu.detect.platform_facts import WSL_LIB
 from tfgpu.detect.system import System, in_background
+from tfgpu.records import named_tuple
 
 FIELDS = "driver_version,name,compute_cap,memory.total,uuid"
 LEGACY_FIELDS = "driver_version,name,memory.total,uuid"
@@ -29,7 +29,8 @@ _CC = r"^\d+\.\d+$"
 _BANNER_CUDA = r"CUDA Version\s*:\s*(\S+)"
 
 
-class SmiResult(NamedTuple):
+@named_tuple
+class SmiResult:
     reading: DriverReading
     gpus: tuple[Gpu, ...] = ()
     cuda_err: bool = False

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from tfgpu.detect.system import System
+from tfgpu.records import named_tuple
 
 WSL_LIB = "/usr/lib/wsl/lib"
 """Where WSL2 mounts the Windows driver's libcuda.so.1 and nvidia-smi."""
@@ -21,7 +20,8 @@ PYTHON_MINORS = range(6, 16)
 """``python3.6`` … ``python3.15`` are looked for on PATH."""
 
 
-class PlatformSummary(NamedTuple):
+@named_tuple
+class PlatformSummary:
     """The non-GPU facts of a host."""
 
     os: str

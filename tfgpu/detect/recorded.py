@@ -10,14 +10,14 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from tfgpu.detect.system import NvmlSnapshot, PlatformFacts
+from tfgpu.records import factory, record
 
 LINUX_X86_64 = PlatformFacts(system="Linux", machine="x86_64", python="3.11", glibc="2.36")
 
 
-@dataclass
+@record(frozen=False)
 class RecordedSystem:
     """Answers every :class:`System` question from the mappings given.
 
@@ -28,16 +28,16 @@ class RecordedSystem:
     ``run`` call is appended to ``ran``.
     """
 
-    files: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = factory(dict)
     dirs: Sequence[str] = ()
-    executables: Mapping[str, str] = field(default_factory=dict)
-    commands: Mapping[tuple[str, ...], tuple[int, str, str]] = field(default_factory=dict)
-    environ: Mapping[str, str] = field(default_factory=dict)
-    links: Mapping[str, str] = field(default_factory=dict)
+    executables: Mapping[str, str] = factory(dict)
+    commands: Mapping[tuple[str, ...], tuple[int, str, str]] = factory(dict)
+    environ: Mapping[str, str] = factory(dict)
+    links: Mapping[str, str] = factory(dict)
     nvml_answer: NvmlSnapshot | str = "libnvidia-ml.so.1 not found"
-    libcuda: Mapping[str, int | str] = field(default_factory=dict)
+    libcuda: Mapping[str, int | str] = factory(dict)
     facts: PlatformFacts = LINUX_X86_64
-    ran: list[tuple[str, ...]] = field(default_factory=list)
+    ran: list[tuple[str, ...]] = factory(list)
 
     def _paths(self) -> set[str]:
         paths = set(self.files) | set(self.dirs) | set(self.executables.values())

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import glob as _glob
 import os
-import shutil
 import sys
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
 from tfgpu import untrusted
+from tfgpu.records import named_tuple
 
 
-class NvmlDevice(NamedTuple):
+@named_tuple
+class NvmlDevice:
     """One GPU as NVML describes it."""
 
     index: int
@@ -28,7 +28,8 @@ class NvmlDevice(NamedTuple):
     uuid: str | None
 
 
-class NvmlSnapshot(NamedTuple):
+@named_tuple
+class NvmlSnapshot:
     """What NVML answered during one nvmlInit/nvmlShutdown session."""
 
     driver_version: str
@@ -39,7 +40,8 @@ class NvmlSnapshot(NamedTuple):
     """One line per GPU NVML could not read (e.g. ``"GPU 3: GPU is lost"``)."""
 
 
-class PlatformFacts(NamedTuple):
+@named_tuple
+class PlatformFacts:
     """What the interpreter knows about the platform without touching the filesystem."""
 
     system: str
@@ -81,7 +83,7 @@ class System:
         return os.environ.get(name)
 
     def which(self, name: str) -> str | None:
-        return shutil.which(name)
+        return which(name)
 
     def run(self, argv: Sequence[str], timeout: float = 10.0):
         """Run ``argv`` (no shell) through ``tfgpu.proc`` and capture its output (a
@@ -172,6 +174,35 @@ class System:
         if result != 0:
             return f"cuDriverGetVersion failed with CUresult {result}"
         return version.value
+
+
+def which(name: str) -> str | None:
+    """``shutil.which(name)`` without importing ``shutil`` (and the compression modules it loads)
+    on POSIX, where it is a walk of ``PATH``; elsewhere (``PATHEXT``) ``shutil``'s own."""
+    if os.name != "posix":
+        import shutil
+
+        return shutil.which(name)
+    if os.path.dirname(name):
+        return name if _executable(name) else None
+    path = os.environ.get("PATH")
+    if path is None:
+        try:
+            path = os.confstr("CS_PATH")
+        except (AttributeError, ValueError):
+            path = os.defpath
+    seen = set()
+    for directory in path.split(os.pathsep) if path else ():
+        if directory not in seen:
+            seen.add(directory)
+            candidate = os.path.join(directory, name)
+            if _executable(candidate):
+                return candidate
+    return None
+
+
+def _executable(path: str) -> bool:
+    return os.path.exists(path) and os.access(path, os.F_OK | os.X_OK) and not os.path.isdir(path)
 
 
 def in_background(function: Callable[..., object], *args: object) -> Callable[[], object]:

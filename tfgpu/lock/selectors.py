@@ -116,7 +116,8 @@ def tf_agrees(spec: str, locked: str) -> bool:
     if spec == "latest":
         return False
     if spec[0] in "<>=!~":
-        return specifier(spec).contains(version(locked), prereleases=True)
+        parsed = version(locked)  # bounded first; packaging's set is handed the text
+        return specifier(spec).contains(None if parsed is None else str(parsed), prereleases=True)
     return locked == spec or locked.startswith(spec + ".")
 
 

@@ -5,10 +5,9 @@ for, the CPU package of the release the GPU platforms get.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import Platform, parse_platform
+from tfgpu.records import replace
 from tfgpu.requirements import requirement
 from tfgpu.resolver.model import Notice, Packages
 from tfgpu.resolver.request import OSES, parse_arch, parse_choice
@@ -34,8 +33,7 @@ def lock_targets(
     (a ``tfgpu.settings.Selectors``) and that platform's OS and
     architecture; ``host`` is this machine's facts, which the resolver uses only where the target is
     this machine. ``--os``/``--arch``, when given, must agree with every platform."""
-    from dataclasses import replace
-
+    from tfgpu.records import replace
     from tfgpu.resolver import request_for
     from tfgpu.resolver import resolve as run_resolver
 

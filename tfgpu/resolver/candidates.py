@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
-
 from tfgpu.errors import ImpossibleError
 from tfgpu.resolver import tables
+from tfgpu.versions import Range, parse
 
 
 def candidates(spec: str | None, pre: bool = False) -> tuple[list[tables.Release], str]:
@@ -22,12 +20,12 @@ def candidates(spec: str | None, pre: bool = False) -> tuple[list[tables.Release
         chosen = [r for r in everything if pre or not r.version.is_prerelease]
         how = "the newest release that fits every constraint" + (" (pre-releases included: --pre)" if pre else "")
     elif spec[0] in "<>=!~":
-        specifier = SpecifierSet(spec)
+        specifier = Range(spec)
         allow = pre or bool(specifier.prereleases)
         chosen = [r for r in everything if specifier.contains(r.version, prereleases=allow)]
         how = f"the newest release in {spec} that fits every constraint" + (" (pre-releases included)" if allow else "")
     else:
-        version = Version(spec)
+        version = parse(spec)
         if len(version.release) <= 2 and not (version.is_postrelease or version.is_prerelease):
             prefix = version.release
             chosen = [
@@ -52,11 +50,11 @@ def unknown_version(spec: str, everything: list[tables.Release], pre: bool = Fal
     newest = (finals or everything)[0].version
     alternatives = [f"The newest release is {newest}: --tf {newest} (or --tf latest)."]
     try:
-        wanted = Version(spec.lstrip("<>=!~"))
+        wanted = parse(spec.lstrip("<>=!~"))
         same_series = [str(r.version) for r in everything if r.version.release[:2] == wanted.release[:2]]
         if same_series:
             alternatives.insert(0, f"Releases of {wanted.major}.{wanted.minor}: {', '.join(reversed(same_series))}.")
-            pres = [v for v in same_series if Version(v).is_prerelease]
+            pres = [v for v in same_series if parse(v).is_prerelease]
             if pres and not pre:
                 alternatives.insert(
                     1, f"{pres[0]} is a pre-release: ask for it exactly (--tf {pres[0]}), or add --pre."

@@ -7,9 +7,8 @@ ways forward.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tfgpu.errors import ImpossibleError
+from tfgpu.records import replace
 from tfgpu.resolver import tables
 from tfgpu.resolver.candidates import candidates
 from tfgpu.resolver.evaluate import Evaluation, evaluate

@@ -8,11 +8,9 @@ JIT-compiled by the driver, which needs the toolkit's own minimum.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from packaging.version import Version
-
+from tfgpu.records import named_tuple
 from tfgpu.resolver import tables
+from tfgpu.versions import parse
 
 
 def driver_key(version: str) -> tuple[int, ...]:
@@ -26,7 +24,8 @@ def driver_at_least(found: str, needed: str) -> bool:
     return driver_key(found) >= driver_key(needed)
 
 
-class DriverNeed(NamedTuple):
+@named_tuple
+class DriverNeed:
     """The driver a CUDA build needs on one OS, and why."""
 
     cuda: str
@@ -41,7 +40,7 @@ class DriverNeed(NamedTuple):
 
 def toolkit_for(cuda: str) -> tables.Toolkit | None:
     """The toolkit row for a build's CUDA: the exact release, or the first release of its minor."""
-    wanted = Version(cuda)
+    wanted = parse(cuda)
     rows = tables.toolkits()
     exact = [t for t in rows if t.version == wanted and len(cuda.split(".")) >= 3]
     if exact:
@@ -60,7 +59,7 @@ def driver_need(cuda: str, os: str) -> DriverNeed | None:
     if not own:
         return None
     facts = tables.cuda_facts()
-    floor = facts["mvc"].get(Version(cuda).major)
+    floor = facts["mvc"].get(parse(cuda).major)
     floor_value = getattr(floor, column, "") if floor else ""
     source = toolkit.source
     if floor_value and driver_key(floor_value) < driver_key(own):
@@ -74,7 +73,7 @@ def driver_need(cuda: str, os: str) -> DriverNeed | None:
         minimum = own
         rule = f"CUDA {cuda} needs the driver its toolkit shipped with, >= {own}."
     # WSL2: the floor TF's docs gave for builds of this CUDA major, from the docs of their time.
-    wsl = facts["wsl2_driver"].get(Version(cuda).major, {})
+    wsl = facts["wsl2_driver"].get(parse(cuda).major, {})
     if os == "wsl2" and wsl.get("min_driver") and driver_key(wsl["min_driver"]) > driver_key(minimum):
         minimum = wsl["min_driver"]
         rule += f" WSL2 needs a Windows driver >= {minimum}."

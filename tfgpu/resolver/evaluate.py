@@ -7,27 +7,26 @@ GPU architecture); the first that fails names the release's error code.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
-from packaging.version import Version
-
+from tfgpu.records import factory, named_tuple, record
 from tfgpu.resolver import gpu, macos, tables
 from tfgpu.resolver.drivers import DriverNeed, driver_at_least, driver_need
 from tfgpu.resolver.model import ModeOption, Target
 from tfgpu.resolver.packages import conda_option, pip_option, system_option
 from tfgpu.resolver.tfsource import choose as choose_source
+from tfgpu.versions import parse
 
-LAST_NATIVE_WINDOWS = Version("2.10.1")
+LAST_NATIVE_WINDOWS = parse("2.10.1")
 
 
-class Failure(NamedTuple):
+@named_tuple
+class Failure:
     code: str
     message: str
     alternatives: tuple[str, ...] = ()
 
 
-@dataclass
+@record(frozen=False)
 class Evaluation:
     """Everything learned about one release for one target."""
 
@@ -43,8 +42,8 @@ class Evaluation:
     cuda: str | None = None
     cudnn: str | None = None
     need: DriverNeed | None = None
-    coverage: dict[str, gpu.Coverage] = field(default_factory=dict)
-    options: dict[str, ModeOption] = field(default_factory=dict)
+    coverage: dict[str, gpu.Coverage] = factory(dict)
+    options: dict[str, ModeOption] = factory(dict)
     failure: Failure | None = None
     tf_source: str = "pypi"
     """Where TensorFlow comes from (``tfgpu.resolver.tfsource``), and why: ``source_reason``."""
@@ -121,7 +120,7 @@ def _supported_pythons(ev: Evaluation) -> tuple[str, ...]:
 
 def _python(ev: Evaluation) -> Failure | None:
     target = ev.target
-    ev.pythons = tuple(sorted(_supported_pythons(ev), key=Version))
+    ev.pythons = tuple(sorted(_supported_pythons(ev), key=parse))
     if not ev.pythons:
         return Failure("python-unsupported", f"TF {ev.release.version} lists no Python wheels for {target.platform}.")
     if target.python is not None:
@@ -155,7 +154,7 @@ def _glibc(ev: Evaluation) -> Failure | None:
     if not ev.target.glibc or ev.wheel is None:
         return None
     needed = required_glibc(ev.wheel.platform_tag)
-    if needed and Version(ev.target.glibc) < Version(needed):
+    if needed and parse(ev.target.glibc) < parse(needed):
         return Failure(
             "glibc-too-old",
             f"TF {ev.release.version}'s wheels ({ev.wheel.platform_tag}) need glibc >= {needed}; "

@@ -8,7 +8,8 @@ compatible inside the current major release." [TF-BAZELRC]
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+
+from tfgpu.records import named_tuple
 
 
 class Coverage(enum.Enum):
@@ -24,7 +25,8 @@ class Coverage(enum.Enum):
     """The wheel does not record its architectures (TF 2.0-2.2)."""
 
 
-class Arch(NamedTuple):
+@named_tuple
+class Arch:
     major: int
     minor: int
     ptx: bool

@@ -8,15 +8,14 @@ tensorflow.toml). A pin PyPI has no wheel for is never planned.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from packaging.version import InvalidVersion, Version
-
 from tfgpu.data import derived
+from tfgpu.records import named_tuple
 from tfgpu.resolver import tables
+from tfgpu.versions import parse
 
 
-class Pairing(NamedTuple):
+@named_tuple
+class Pairing:
     """What a macOS plan installs: the TF distribution, the metal row (``python`` = usable Pythons)."""
 
     row: tables.MetalRow | None
@@ -42,8 +41,8 @@ def _published(project: str, platform: str) -> list[str]:
         v for (p, v), row in _wheels().items() if p == project and row.get(platform) and not row.get("prerelease")
     ]
     try:
-        return sorted(versions, key=Version)
-    except InvalidVersion:
+        return sorted(versions, key=parse)
+    except ValueError:
         return versions
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from tfgpu.records import as_dict, record
 
 
-@dataclass(frozen=True)
+@record
 class Notice:
     """A warning attached to a plan that still works: a stable ``code``, what, and what to do."""
 
@@ -14,7 +14,7 @@ class Notice:
     fix: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Rejection:
     """Why a newer release than the chosen one was not taken."""
 
@@ -23,7 +23,7 @@ class Rejection:
     message: str
 
 
-@dataclass(frozen=True)
+@record
 class Packages:
     """What one install mode puts into the environment."""
 
@@ -52,10 +52,10 @@ class Packages:
                     )
 
     def to_dict(self) -> dict:
-        return {key: [str(item) for item in value] for key, value in asdict(self).items()}
+        return {key: [str(item) for item in value] for key, value in as_dict(self).items()}
 
 
-@dataclass(frozen=True)
+@record
 class ModeOption:
     """Whether an install mode can build this release for this target, and with what."""
 
@@ -67,7 +67,7 @@ class ModeOption:
     """Caveats of this mode's package choice (e.g. a version whose builds are unverified)."""
 
 
-@dataclass(frozen=True)
+@record
 class Target:
     """The machine the plan is for: the request's values, else the detected host's."""
 
@@ -84,7 +84,7 @@ class Target:
     running_python: str | None
 
 
-@dataclass(frozen=True)
+@record
 class Resolution:
     """The chosen combination, the packages for each mode, and the reasons."""
 
@@ -109,7 +109,7 @@ class Resolution:
     warnings: tuple[Notice, ...]
     reasons: tuple[str, ...]
     rejected: tuple[Rejection, ...]
-    sources: tuple[str, ...] = field(default=())
+    sources: tuple[str, ...] = ()
     prerelease: bool = False
     """The chosen release is a pre-release (``2.22.0rc0``)."""
     tensorflow_source: str = "pypi"
@@ -146,8 +146,8 @@ class Resolution:
                 }
                 for name, opt in self.modes.items()
             },
-            "warnings": [asdict(w) for w in self.warnings],
+            "warnings": [as_dict(w) for w in self.warnings],
             "reasons": list(self.reasons),
-            "rejected": [asdict(r) for r in self.rejected],
+            "rejected": [as_dict(r) for r in self.rejected],
             "sources": list(self.sources),
         }

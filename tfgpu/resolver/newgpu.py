@@ -8,12 +8,10 @@ reported for the release (ptx.toml). Pure: tables in, notices out.
 
 from __future__ import annotations
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
-
 from tfgpu.data import derived
 from tfgpu.resolver import gpu, tables
 from tfgpu.resolver.model import Notice
+from tfgpu.versions import Range, parse
 
 
 @derived
@@ -36,8 +34,8 @@ def xla_ptx_isa(cuda: str) -> str:
 def _cuda_for_isa(need: str) -> str:
     """The first CUDA whose PTX ISA reaches ``need`` (for the message)."""
     mapping = _table().get("xla", {}).get("cuda_to_ptx_isa", {})
-    fits = [cuda for cuda, isa in mapping.items() if Version(isa) >= Version(need)]
-    return min(fits, key=Version) if fits else ""
+    fits = [cuda for cuda, isa in mapping.items() if parse(isa) >= parse(need)]
+    return min(fits, key=parse) if fits else ""
 
 
 def _driver_for(cc: str, os: str) -> tuple[str, str]:
@@ -47,7 +45,7 @@ def _driver_for(cc: str, os: str) -> tuple[str, str]:
     if not cuda:
         return "", ""
     column = "linux" if os == "linux" else "windows"
-    kits = [t for t in tables.toolkits() if t.version.release[:2] == Version(cuda).release[:2] and getattr(t, column)]
+    kits = [t for t in tables.toolkits() if t.version.release[:2] == parse(cuda).release[:2] and getattr(t, column)]
     return (getattr(kits[0], column), cuda) if kits else ("", cuda)
 
 
@@ -61,7 +59,7 @@ def _newest_ptx(caps: tuple[str, ...]) -> str:
 
 def _jit_report(release: tables.Release, cc: str) -> dict | None:
     for row in _table().get("jit_report", []):
-        if release.version in SpecifierSet(row["tensorflow"]) and Version(cc) in SpecifierSet(row["cc"]):
+        if release.version in Range(row["tensorflow"]) and parse(cc) in Range(row["cc"]):
             return row
     return None
 
@@ -69,12 +67,7 @@ def _jit_report(release: tables.Release, cc: str) -> dict | None:
 def _first_release_reaching(need: str) -> str:
     for release in sorted(tables.releases(), key=lambda r: r.version):
         wheel = release.wheels.get("linux_x86_64")
-        if (
-            wheel
-            and wheel.cuda_build
-            and wheel.cuda.count(".") >= 1
-            and Version(xla_ptx_isa(wheel.cuda)) >= Version(need)
-        ):
+        if wheel and wheel.cuda_build and wheel.cuda.count(".") >= 1 and parse(xla_ptx_isa(wheel.cuda)) >= parse(need):
             return str(release.version)
     return ""
 
@@ -114,7 +107,7 @@ def new_gpu_notices(
                 "(nvcr.io/nvidia/tensorflow), which is built for Blackwell.",
             )
         )
-    if wheel.cuda.count(".") >= 1 and Version(xla_ptx_isa(wheel.cuda)) < Version(need):
+    if wheel.cuda.count(".") >= 1 and parse(xla_ptx_isa(wheel.cuda)) < parse(need):
         emitted = xla_ptx_isa(wheel.cuda)
         ptxas = release.and_cuda.get("nvidia-cuda-nvcc-cu12", "")
         pinned = f" (the and-cuda extra installs ptxas from nvidia-cuda-nvcc-cu12{ptxas})" if ptxas else ""

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from packaging.specifiers import SpecifierSet
-
 from tfgpu.resolver import gpu, tables
 from tfgpu.resolver.drivers import driver_at_least
 from tfgpu.resolver.evaluate import Evaluation
 from tfgpu.resolver.model import Notice
 from tfgpu.resolver.newgpu import new_gpu_notices
 from tfgpu.resolver.packages import quirks_for
+from tfgpu.versions import Range
 
 
 def notices_for(ev: Evaluation, how: str, host) -> tuple[list[Notice], list[str]]:
@@ -121,7 +120,7 @@ def _driver(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
         return
     reasons.append(need.rule)
     wsl = tables.cuda_facts()["wsl2_driver"].get(int(ev.cuda.split(".")[0]), {})
-    if target.os == "wsl2" and (not wsl or ev.release.version not in SpecifierSet(wsl.get("docs_cover", ""))):
+    if target.os == "wsl2" and (not wsl or ev.release.version not in Range(wsl.get("docs_cover", ""))):
         warnings.append(
             Notice(
                 "unverified-data",

@@ -10,12 +10,10 @@ system: NVIDIA's runfile for the build's CUDA, a cuDNN archive, then TensorFlow 
 
 from __future__ import annotations
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
-
 from tfgpu.requirements import canonical, match_spec, requirement
 from tfgpu.resolver import tables
 from tfgpu.resolver.model import ModeOption, Notice, Packages
+from tfgpu.versions import Range, parse
 
 # The CUDA 12 libraries TensorFlow dlopens, plus nvcc tools for XLA's ptxas and libdevice.
 CUDA12_CONDA = (
@@ -42,7 +40,7 @@ def quirks_for(release: tables.Release, mode: str, python: str | None) -> list[t
         for q in tables.quirks()
         if release.version in q.tensorflow
         and mode in q.modes
-        and (python is None or not str(q.python) or Version(python) in q.python)
+        and (python is None or not str(q.python) or parse(python) in q.python)
     ]
 
 
@@ -134,8 +132,8 @@ def _ptxas_floor(release) -> str:
     first_good = ptxas.get("first_good", "")
     if not spec or not first_good or spec.startswith("=="):
         return ""
-    allowed = SpecifierSet(spec)
-    return requirement(ptxas["package"], f">={first_good}", what=_DATA) if Version(first_good) in allowed else ""
+    allowed = Range(spec)
+    return requirement(ptxas["package"], f">={first_good}", what=_DATA) if parse(first_good) in allowed else ""
 
 
 def _cuda(release, platform: str) -> str:
@@ -152,20 +150,20 @@ def choose_conda_cudnn(cuda: str, cudnn: str) -> tables.CondaCudnn | None:
     Where no row has a known build for this CUDA, the newest row of the right major whose CUDA
     variants are unrecorded is taken (its ``unverified`` marks say so; the plan warns).
     """
-    need = Version(cudnn)
-    cuda_v = Version(cuda)
+    need = parse(cudnn)
+    cuda_v = parse(cuda)
 
     def fits(row: tables.CondaCudnn) -> bool:
         if row.runs_with:
-            return any(cuda_v in SpecifierSet(spec) for spec in row.runs_with)
-        return any(Version(v).major == cuda_v.major and Version(v).release[:2] <= cuda_v.release[:2] for v in row.cuda)
+            return any(cuda_v in Range(spec) for spec in row.runs_with)
+        return any(parse(v).major == cuda_v.major and parse(v).release[:2] <= cuda_v.release[:2] for v in row.cuda)
 
     known, unknown = [], []
     for row in tables.conda_forge().cudnn:
         if row.version.major != need.major or row.version.release[:2] < need.release[:2]:
             continue
         if row.cuda and fits(row):
-            same_major = [Version(v) for v in row.cuda if Version(v).major == cuda_v.major]
+            same_major = [parse(v) for v in row.cuda if parse(v).major == cuda_v.major]
             exact = any(v.release[:2] == cuda_v.release[:2] for v in same_major)
             older = any(v.release[:2] <= cuda_v.release[:2] for v in same_major)
             known.append(((exact, older), row.version, row))
@@ -190,7 +188,7 @@ def conda_option(release, cuda: str | None, cudnn: str | None, python: str, meta
     forge = tables.conda_forge()
     mm = ".".join(cuda.split(".")[:2])
     specs = [f"python {python}.*"]
-    if Version(mm).major >= 12:
+    if parse(mm).major >= 12:
         if mm not in forge.cuda_version:
             return unavailable("no-conda-cuda-packages", f"conda-forge has no cuda-version {mm}.")
         specs += [f"cuda-version {mm}.*", *CUDA12_CONDA]
@@ -205,7 +203,7 @@ def conda_option(release, cuda: str | None, cudnn: str | None, python: str, meta
     if row is None:
         return unavailable(
             "no-conda-cuda-packages",
-            f"conda-forge has no cuDNN {Version(cudnn).major}.x >= {cudnn} built for CUDA {mm}.",
+            f"conda-forge has no cuDNN {parse(cudnn).major}.x >= {cudnn} built for CUDA {mm}.",
         )
     specs.append(f"cudnn =={row.version}")
     caveats = (
@@ -227,7 +225,7 @@ def conda_option(release, cuda: str | None, cudnn: str | None, python: str, meta
             conda=tuple(match_spec(spec, what=_DATA) for spec in specs),
             pip=(requirement(name, f"=={release.version}", what=_DATA),),
             notes=(
-                f"cuDNN {row.version}: major {Version(cudnn).major} as TF requires, minor >= {cudnn}, "
+                f"cuDNN {row.version}: major {parse(cudnn).major} as TF requires, minor >= {cudnn}, "
                 f"conda-forge build for CUDA {_variants_for(row, mm)}.",
                 "TensorFlow itself comes from PyPI into the env's Python, without the and-cuda extra, "
                 "so CUDA is not installed twice.",
@@ -238,9 +236,9 @@ def conda_option(release, cuda: str | None, cudnn: str | None, python: str, meta
 
 def _variants_for(row: tables.CondaCudnn, cuda: str) -> str:
     """The row's CUDA variants that serve a build of ``cuda``, and the range they install with."""
-    major = Version(cuda).major
-    variants = [v for v in row.cuda if Version(v).major == major] or list(row.cuda)
-    ranges = [spec for spec in row.runs_with if Version(cuda) in SpecifierSet(spec)]
+    major = parse(cuda).major
+    variants = [v for v in row.cuda if parse(v).major == major] or list(row.cuda)
+    ranges = [spec for spec in row.runs_with if parse(cuda) in Range(spec)]
     return (", ".join(variants) or "unrecorded versions") + (f" (installs with CUDA {ranges[0]})" if ranges else "")
 
 
@@ -260,12 +258,12 @@ def system_option(release, platform: str, cuda: str | None, cudnn: str | None) -
     if archive is None:
         return unavailable(
             "no-cudnn-archive",
-            f"No cuDNN {Version(cudnn).major}.x >= {cudnn} archive for CUDA "
-            f"{Version(cuda).major} is recorded in tfgpu's data (cudnn_archives.toml).",
+            f"No cuDNN {parse(cudnn).major}.x >= {cudnn} archive for CUDA "
+            f"{parse(cuda).major} is recorded in tfgpu's data (cudnn_archives.toml).",
         )
     notes = [
         f"CUDA {toolkit.version} toolkit (runfile, toolkit only, no driver) for a build made with CUDA {cuda}.",
-        f"cuDNN {archive.version} ({archive.filename}): major {Version(cudnn).major} as TF requires, minor >= {cudnn}.",
+        f"cuDNN {archive.version} ({archive.filename}): major {parse(cudnn).major} as TF requires, minor >= {cudnn}.",
     ]
     warnings = []
     for what, name, verified in (
@@ -298,7 +296,7 @@ def _runfile_toolkit(cuda: str) -> tables.Toolkit | None:
     its checksum is known, else the newest patch of the same minor with a known checksum (any patch
     of X.Y runs an X.Y build; a bare "12.2" is not a request for 12.2.0), else the exact one, else
     the newest of the minor."""
-    wanted = Version(cuda)
+    wanted = parse(cuda)
     rows = [t for t in tables.toolkits() if t.runfile and t.version.release[:2] == wanted.release[:2]]
     exact = [t for t in rows if t.version == wanted] if len(wanted.release) > 2 else []
     checked = [t for t in rows if t.sha256 or t.md5]
@@ -312,12 +310,12 @@ def cudnn_archive_for(cuda: str, cudnn: str) -> tables.CudnnArchive | None:
     """The cuDNN archive for a build: the same major and at least the compiled minor [CUDNN-FC], the
     archive for the build's CUDA major; a verifiable one (known sha256) first, then one whose
     recorded CUDA range covers the build, then the newest."""
-    need, cuda_v = Version(cudnn), Version(cuda)
+    need, cuda_v = parse(cudnn), parse(cuda)
 
     def covers(row: tables.CudnnArchive) -> bool:
         if not row.cuda_min or not row.cuda_max:
             return False
-        return Version(row.cuda_min).release[:2] <= cuda_v.release[:2] <= Version(row.cuda_max).release[:2]
+        return parse(row.cuda_min).release[:2] <= cuda_v.release[:2] <= parse(row.cuda_max).release[:2]
 
     rows = [
         row

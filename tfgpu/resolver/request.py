@@ -8,9 +8,9 @@ and an example. Whether a well-formed value is *possible* is the resolver's busi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from tfgpu.errors import UsageError
+from tfgpu.records import record
 from tfgpu.settings import Selectors
 
 MODES = ("pip", "conda", "system")
@@ -27,7 +27,7 @@ _DRIVER = r"(?a)^\d{3,4}(?:\.\d{1,3}){0,2}$"
 _CC = r"(?a)^(?:sm_|compute_)?(\d{1,2})\.?(\d)$"
 
 
-@dataclass(frozen=True)
+@record
 class Request:
     """A normalized request. ``None`` means "not given": the host's value or a default applies."""
 

@@ -7,12 +7,9 @@ the other files are curated from shared/reference/compat-facts.md.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
-
 from tfgpu.data import derived
+from tfgpu.records import named_tuple
+from tfgpu.versions import PlainVersion, Range, parse
 
 PLATFORMS = ("linux_x86_64", "linux_aarch64", "windows_x86_64", "macos_x86_64", "macos_arm64")
 
@@ -24,7 +21,8 @@ def load_toml(name: str) -> dict:
     return load(name)
 
 
-class Wheel(NamedTuple):
+@named_tuple
+class Wheel:
     """What the wheel of one release for one platform contains (read from the wheel itself)."""
 
     python: tuple[str, ...]
@@ -43,7 +41,8 @@ class Wheel(NamedTuple):
     unverified: tuple[str, ...] = ()
 
 
-class Series(NamedTuple):
+@named_tuple
+class Series:
     """TensorFlow's tested build configuration for one minor series (docs table)."""
 
     series: str
@@ -57,10 +56,11 @@ class Series(NamedTuple):
     unverified: tuple[str, ...] = ()
 
 
-class Release(NamedTuple):
+@named_tuple
+class Release:
     """One TensorFlow release, with its wheels per platform."""
 
-    version: Version
+    version: PlainVersion
     uploaded: str
     requires_python: str
     gpu_package: str
@@ -79,13 +79,14 @@ class Release(NamedTuple):
         return f"{self.version.major}.{self.version.minor}"
 
 
-class Quirk(NamedTuple):
+@named_tuple
+class Quirk:
     """A known way a release breaks, and what the plan does about it (``quirks.toml``)."""
 
     code: str
-    tensorflow: SpecifierSet
+    tensorflow: Range
     modes: tuple[str, ...]
-    python: SpecifierSet
+    python: Range
     effect: str
     newer: str
     message: str
@@ -93,10 +94,11 @@ class Quirk(NamedTuple):
     source: tuple[str, ...]
 
 
-class Toolkit(NamedTuple):
+@named_tuple
+class Toolkit:
     """One CUDA toolkit release and the driver it needs (``cuda.toml``)."""
 
-    version: Version
+    version: PlainVersion
     linux: str
     windows: str
     runfile: str
@@ -107,7 +109,8 @@ class Toolkit(NamedTuple):
     unverified: tuple[str, ...] = ()
 
 
-class MvcFloor(NamedTuple):
+@named_tuple
+class MvcFloor:
     """The lowest driver that runs any CUDA of one major (minor-version compatibility)."""
 
     cuda_major: int
@@ -117,10 +120,11 @@ class MvcFloor(NamedTuple):
     unverified: tuple[str, ...] = ()
 
 
-class MetalRow(NamedTuple):
+@named_tuple
+class MetalRow:
     """A row of tensorflow-metal's published compatibility table (``metal.toml``)."""
 
-    tensorflow: SpecifierSet
+    tensorflow: Range
     metal: str
     macos: str
     python: tuple[str, ...]
@@ -131,10 +135,11 @@ class MetalRow(NamedTuple):
     note: str = ""
 
 
-class CondaCudnn(NamedTuple):
+@named_tuple
+class CondaCudnn:
     """A cuDNN version conda-forge carries, with the CUDA variants it was built for."""
 
-    version: Version
+    version: PlainVersion
     cuda: tuple[str, ...]
     source: tuple[str, ...]
     unverified: tuple[str, ...] = ()
@@ -142,7 +147,8 @@ class CondaCudnn(NamedTuple):
     """PEP 440 ranges of the CUDA its linux-64 builds install with (``>=12.0,<13``)."""
 
 
-class CondaForge(NamedTuple):
+@named_tuple
+class CondaForge:
     """What conda-forge carries for CUDA and TensorFlow (``conda_forge.toml``)."""
 
     cudatoolkit: tuple[str, ...]
@@ -154,10 +160,11 @@ class CondaForge(NamedTuple):
     """The wheel platforms conda-forge builds TensorFlow with CUDA for (elsewhere its builds are CPU-only)."""
 
 
-class PipCudaSet(NamedTuple):
+@named_tuple
+class PipCudaSet:
     """Explicit CUDA wheels for releases without the ``and-cuda`` extra (``pip_cuda.toml``)."""
 
-    tensorflow: SpecifierSet
+    tensorflow: Range
     cuda: str
     cudnn: str
     packages: tuple[str, ...]
@@ -189,7 +196,7 @@ def release_from_row(row: dict, origin: str = "shipped") -> Release:
     }
     and_cuda = dict(row.get("and_cuda", {}))
     return Release(
-        version=Version(row["version"]),
+        version=parse(row["version"]),
         uploaded=row.get("uploaded", ""),
         requires_python=row.get("requires_python", ""),
         gpu_package=row.get("gpu_package", "tensorflow"),
@@ -237,9 +244,9 @@ def quirks() -> tuple[Quirk, ...]:
     return tuple(
         Quirk(
             code=row["code"],
-            tensorflow=SpecifierSet(row["tensorflow"]),
+            tensorflow=Range(row["tensorflow"]),
             modes=_tuple(row, "modes"),
-            python=SpecifierSet(row.get("python", "")),
+            python=Range(row.get("python", "")),
             effect=row["effect"],
             newer=row.get("newer", ""),
             message=row["message"],
@@ -258,7 +265,7 @@ def toolkits() -> tuple[Toolkit, ...]:
         sorted(
             (
                 Toolkit(
-                    version=Version(row["version"]),
+                    version=parse(row["version"]),
                     linux=row.get("linux", ""),
                     windows=row.get("windows", ""),
                     runfile=row.get("runfile", ""),
@@ -299,7 +306,7 @@ def metal() -> tuple[MetalRow, ...]:
     """tensorflow-metal's compatibility table."""
     return tuple(
         MetalRow(
-            tensorflow=SpecifierSet(row["tensorflow"]),
+            tensorflow=Range(row["tensorflow"]),
             metal=row["metal"],
             macos=row.get("macos", ""),
             python=_tuple(row, "python"),
@@ -327,7 +334,7 @@ def conda_forge() -> CondaForge:
         cuda12_packages=_tuple(data["cuda12_packages"], "names"),
         cudnn=tuple(
             CondaCudnn(
-                version=Version(row["version"]),
+                version=parse(row["version"]),
                 cuda=_tuple(row, "cuda"),
                 source=_tuple(row, "source"),
                 unverified=_tuple(row, "unverified"),
@@ -347,7 +354,7 @@ def pip_cuda() -> tuple[tuple[PipCudaSet, ...], dict]:
     data = load_toml("pip_cuda.toml")
     sets = tuple(
         PipCudaSet(
-            tensorflow=SpecifierSet(row["tensorflow"]),
+            tensorflow=Range(row["tensorflow"]),
             cuda=row["cuda"],
             cudnn=row["cudnn"],
             packages=_tuple(row, "packages"),
@@ -358,10 +365,11 @@ def pip_cuda() -> tuple[tuple[PipCudaSet, ...], dict]:
     return sets, data.get("ptxas", {})
 
 
-class CudnnArchive(NamedTuple):
+@named_tuple
+class CudnnArchive:
     """One NVIDIA cuDNN archive (``cudnn_archives.toml``); ``sha256 == ""`` means unverifiable."""
 
-    version: Version
+    version: PlainVersion
     cuda_major: int
     cuda_min: str
     cuda_max: str
@@ -385,7 +393,7 @@ def cudnn_archives() -> tuple[CudnnArchive, ...]:
         sorted(
             (
                 CudnnArchive(
-                    version=Version(row["version"]),
+                    version=parse(row["version"]),
                     cuda_major=int(row["cuda_major"]),
                     cuda_min=row.get("cuda_min", ""),
                     cuda_max=row.get("cuda_max", ""),
@@ -418,13 +426,13 @@ def _merged(shipped: list) -> list:
     release of its series (at or above its base version) has superseded is dropped."""
     from tfgpu.data.updates import update_rows
 
-    known = {r.version for r in shipped}
+    known = [r.version for r in shipped]  # a list: hashing a version would import packaging (see versions.py)
     everything = shipped + [
         r for r in (release_from_row(row, "update") for row in update_rows()) if r.version not in known
     ]
     finals = [r.version for r in everything if not r.version.is_prerelease]
 
     def superseded(v) -> bool:
-        return any(f.release[:2] == v.release[:2] and f >= Version(v.base_version) for f in finals)
+        return any(f.release[:2] == v.release[:2] and f >= parse(v.base_version) for f in finals)
 
     return [r for r in everything if not r.version.is_prerelease or not superseded(r.version)]

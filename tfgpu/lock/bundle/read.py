@@ -123,9 +123,8 @@ def _refuse_links(root: Path) -> None:
 
 def prepare(directory: str, options, selectors, reporter=None):
     """(resolution, options, source, lock) for ``create --from-bundle DIR``, after every check."""
-    from dataclasses import replace
-
     from tfgpu.lock.pip import install, lockfile
+    from tfgpu.records import replace
 
     if options.find_links:
         raise UsageError(

@@ -46,11 +46,10 @@ def prepare(path: Path, options, selectors=None, bundle_dir: Path | None = None)
     """(resolution, options, source, lock) for ``create --from-lock conda-lock.yml`` on this machine;
     with ``bundle_dir``, for ``create --from-bundle`` of a conda bundle (offline, from its channel/
     and wheels/)."""
-    from dataclasses import replace
-
     from tfgpu.installers.base import LockedPackage, Source
     from tfgpu.lock.platforms import host_platform
     from tfgpu.lock.selectors import check_selectors
+    from tfgpu.records import replace
     from tfgpu.resolver import make_request, resolve
     from tfgpu.settings import Selectors
 

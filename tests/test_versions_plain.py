@@ -1,0 +1,111 @@
+"""The tables' versions and ranges, read by tfgpu.versions without packaging, answer as packaging
+does: every version in the shipped tables parses, prints, orders and compares as packaging's
+Version, and every range there (and the handful of forms the tables do not hold yet) admits the
+same versions and prints the same as packaging's SpecifierSet."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from tfgpu import data
+from tfgpu.versions import PlainVersion, Range, parse, version
+
+_VERSION = re.compile(r"^v?\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?$")
+_RANGE = re.compile(r"^\s*(~=|==|!=|<=|>=|<|>)")
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, str):
+        yield value
+
+
+def _shipped() -> tuple[list[str], list[str]]:
+    strings = {text for name in data.shipped_names() for text in _strings(data.load(name))}
+    versions = sorted(text for text in strings if _VERSION.match(text))
+    ranges = sorted(text for text in strings if _RANGE.match(text) and len(text) < 100 and _is_range(text))
+    return versions, ranges
+
+
+def _is_range(text: str) -> bool:
+    try:
+        SpecifierSet(text)
+    except ValueError:  # prose that starts like one ('>= 528.33 for WSL on Windows')
+        return False
+    return True
+
+
+VERSIONS, RANGES = _shipped()
+EXTRA_VERSIONS = ["2.15", "2.15.0", "2.15.0.0", "2.16.0rc0", "2.16.0a1", "2.16.0b2", "2.15.0.post1", "12", "0.0"]
+EXTRA_RANGES = [
+    "",
+    ">=2.15,<2.17",
+    "==2.15.*",
+    "!=2.15.*",
+    "~=2.15.1",
+    "~=2.15",
+    ">2.15",
+    "<2.16",
+    "<=2.15.0",
+    ">=2.16.0rc0",
+]
+
+
+def test_the_tables_hold_plain_versions_and_ranges():
+    assert len(VERSIONS) > 50 and len(RANGES) > 10
+    # All but driver versions such as 418.87.00, which packaging writes back as 418.87.0.
+    others = [text for text in VERSIONS if not isinstance(parse(text.lstrip("v")), PlainVersion)]
+    assert all(str(Version(text)) != text.lstrip("v") for text in others)
+
+
+@pytest.mark.parametrize("text", VERSIONS + EXTRA_VERSIONS)
+def test_a_version_reads_as_packaging_reads_it(text):
+    ours, theirs = parse(text.lstrip("v")), Version(text.lstrip("v"))
+    assert (str(ours), ours.base_version, ours.release, ours.major, ours.minor, ours.micro) == (
+        str(theirs),
+        theirs.base_version,
+        theirs.release,
+        theirs.major,
+        theirs.minor,
+        theirs.micro,
+    )
+    assert (ours.is_prerelease, ours.is_postrelease, ours.pre, ours.post, repr(ours)) == (
+        theirs.is_prerelease,
+        theirs.is_postrelease,
+        theirs.pre,
+        theirs.post,
+        repr(theirs),
+    )
+    assert ours == theirs and theirs == ours and version(text.lstrip("v")) == theirs
+
+
+def test_versions_order_as_packaging_orders_them():
+    texts = sorted({t.lstrip("v") for t in VERSIONS + EXTRA_VERSIONS})
+    for left, right in itertools.product(texts, repeat=2):
+        ours, theirs = (parse(left), parse(right)), (Version(left), Version(right))
+        assert (ours[0] < ours[1], ours[0] == ours[1], ours[0] <= ours[1]) == (
+            theirs[0] < theirs[1],
+            theirs[0] == theirs[1],
+            theirs[0] <= theirs[1],
+        ), (left, right)
+        assert (ours[0] < theirs[1], theirs[0] > ours[1]) == (theirs[0] < theirs[1], theirs[0] > theirs[1])
+
+
+@pytest.mark.parametrize("spec", RANGES + EXTRA_RANGES)
+def test_a_range_admits_what_packaging_admits(spec):
+    ours, theirs = Range(spec), SpecifierSet(spec)
+    assert str(ours) == str(theirs)
+    for text in sorted({t.lstrip("v") for t in VERSIONS + EXTRA_VERSIONS}):
+        assert (parse(text) in ours) == (Version(text) in theirs), (spec, text)
+        assert ours.contains(parse(text), prereleases=True) == theirs.contains(text, prereleases=True)
