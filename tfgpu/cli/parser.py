@@ -64,10 +64,8 @@ class Parser(argparse.ArgumentParser):
     front door's early check for ``--json``, so a failure would come back as text."""
 
     def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **{"allow_abbrev": False} | kwargs)
-
-    def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", Formatter)
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
     def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - kept for error()
