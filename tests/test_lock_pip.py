@@ -349,3 +349,17 @@ def test_the_lock_faces_refuse_before_anything_is_resolved(tmp_path, monkeypatch
         call(lock, bundle)
     assert refused.value.code == code
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_the_tools_source_checkout_is_found_from_the_package():
+    """A bundle rebuilds the tool's own wheel from its checkout when the running code is one (an
+    editable install), else from the installed files: the checkout is found from the package, so
+    it survives moving the module that asks."""
+    import tfgpu
+    from tfgpu.lock.bundle.files import source_checkout
+
+    repo = Path(__file__).resolve().parents[1]
+    if (repo / "tfgpu").resolve() == Path(tfgpu.__file__).resolve().parent:
+        assert source_checkout() == repo
+    else:  # the installed wheel, tested from outside the checkout
+        assert source_checkout() is None

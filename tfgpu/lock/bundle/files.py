@@ -23,6 +23,16 @@ def digest(path: Path) -> str:
     return file_digest(path)
 
 
+def source_checkout() -> Path | None:
+    """The source checkout the running code is (an editable install: ``pip install -e .``), or None.
+    Found from the package, not from this module's depth, so moving this module cannot break it."""
+    import tfgpu
+
+    root = Path(tfgpu.__file__).resolve().parents[1]
+    text = untrusted.text_or_none(root / "pyproject.toml", untrusted.CACHE) or ""
+    return root if 'name = "tfgpu-install"' in text else None
+
+
 def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, list[str]]:
     """tfgpu-install's wheel in ``dest`` and its runtime requirements (``Requires-Dist`` without extras).
 
@@ -33,9 +43,9 @@ def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, l
     from tfgpu.engines.uv import build_wheel
 
     dest.mkdir(parents=True, exist_ok=True)
-    root = Path(__file__).resolve().parents[2]
+    root = source_checkout()
     with tempfile.TemporaryDirectory(prefix="tfgpu-tool-") as tmp:
-        if 'name = "tfgpu-install"' in (untrusted.text_or_none(root / "pyproject.toml", untrusted.CACHE) or ""):
+        if root is not None:
             done = runner.run(build_wheel(uv, root, Path(tmp), index=index_url(), cache=cache_dir))
             built = sorted(Path(tmp).glob("tfgpu_install-*.whl"))
             if done.returncode != 0 or not built:
