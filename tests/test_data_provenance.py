@@ -16,6 +16,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tfgpu" / "data"
+if not DATA.is_dir():  # CI's third step: the installed wheel, tested from outside the checkout
+    pytest.skip(
+        "provenance is checked against the checkout's own files; this run has no checkout", allow_module_level=True
+    )
 FILES = sorted(DATA.glob("*.toml"))
 
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'`)\]>,]+")
