@@ -315,3 +315,16 @@ def test_the_real_bad_field_message_is_what_the_retry_looks_for():
 @pytest.mark.parametrize(("value", "text"), [(13000, "13.0"), (12040, "12.4"), (11080, "11.8"), (12010, "12.1")])
 def test_cuda_from_int(value, text):
     assert cuda_from_int(value) == text
+
+
+def test_the_loader_check_answers_like_ctypes():
+    """``System`` asks the dynamic loader through ``_ctypes`` before importing ``ctypes``: a library
+    that is there (libc) loads, one that is not gives ctypes' own message."""
+    import ctypes
+
+    from tfgpu.detect.system import _loads
+
+    assert _loads("libc.so.6") is None
+    with pytest.raises(OSError) as raised:
+        ctypes.CDLL("libtfgpu-no-such-library.so.1")
+    assert _loads("libtfgpu-no-such-library.so.1") == str(raised.value)

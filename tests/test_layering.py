@@ -576,9 +576,7 @@ PLAN_MAY_IMPORT = {
     "tfgpu",
     "tfgpu.errors",
     "tfgpu.paths",
-    "tfgpu.proc",
-    "tfgpu.childenv",
-    "tfgpu.urls",
+    "tfgpu.interrupts",
     "tfgpu.project",
     "tfgpu.untrusted",
     "tfgpu.versions",
@@ -593,8 +591,6 @@ PLAN_MAY_IMPORT = {
     "tfgpu.records",
     "tfgpu.results",
     "tfgpu.data",
-    "tfgpu.data.schema",
-    "tfgpu.data.checks",
     "tfgpu.data.updates",
     *(
         f"tfgpu.resolver.{name}"
@@ -619,6 +615,10 @@ PLAN_MAY_IMPORT = {
 }
 """With ``--no-detect``; detection adds ``tfgpu.detect.*`` (and, where a driver answers, what reads it)."""
 PLAN_NEEDS_NOT = {
+    "signal",
+    "tfgpu.urls",
+    "tfgpu.proc",
+    "tfgpu.data.schema",
     "dataclasses",
     "typing",
     "inspect",
@@ -649,7 +649,9 @@ PLAN_NEEDS_NOT = {
 """Heavy modules a plan does not use: ``dataclasses`` and ``typing`` (and the ``inspect``/``ast``
 they bring; the records are ``tfgpu.records``'), ``packaging`` (the tables' plain versions and
 ranges are read by ``tfgpu.versions``), ``hashlib`` (the cache digest comes from ``_blake2``), child
-processes, parsers of what the parsed-data cache already holds, the full requirement grammar
+processes and ``signal``'s enums (``tfgpu.interrupts`` installs its handlers through ``_signal``), the
+URL door (no URL in a plan), the schema and the parsers of what the parsed-data cache already holds
+(a cache only this user can write is used as written), the full requirement grammar
 (simple requirements are rendered without it), the output and network libraries of other commands."""
 
 
@@ -674,6 +676,7 @@ def test_plan_imports_only_what_it_uses(tmp_path):
         "XDG_DATA_HOME": "",
     }
     env.pop("TFGPU_DATA_DIR", None)
+    env.pop("TFGPU_INSECURE_HOSTS", None)  # the suite names its loopback server; a plain plan names none
     for _run in ("first", "cached"):  # the first run parses the tables and writes the cache
         done = subprocess.run(
             [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120

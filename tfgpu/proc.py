@@ -5,7 +5,7 @@ env are started through it too). It never raises for a failing command: the call
 ``Completed.returncode`` and decides. Tests pass a :class:`RecordingRunner` instead of patching
 ``subprocess``.
 
-Signals: ``cli.main`` turns SIGTERM and SIGHUP into :class:`Interrupted` (a ``KeyboardInterrupt``),
+Signals: ``cli.main`` turns SIGTERM and SIGHUP into :class:`Interrupted` (``tfgpu.interrupts``),
 so ``timeout``, ``systemd stop`` and a closed terminal roll back exactly like Ctrl-C. A running
 child is stopped first (SIGINT, then SIGKILL), and every child asks the kernel to be killed when
 the tool dies (``PR_SET_PDEATHSIG``), so a SIGKILLed run leaves no uv still writing into its
@@ -40,25 +40,6 @@ def __getattr__(name: str):
 
         return getattr(subprocess, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, handled like Ctrl-C; ``signum`` decides the exit code (128 + signum)."""
-
-    def __init__(self, signum: int = signal.SIGINT) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def install_signal_handlers() -> None:
-    """SIGTERM/SIGHUP raise :class:`Interrupted` in the main thread (SIGINT already raises)."""
-
-    def handler(signum, _frame):
-        raise Interrupted(signum)
-
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        with contextlib.suppress(ValueError, OSError):  # not the main thread / not supported
-            signal.signal(signum, handler)
 
 
 @contextlib.contextmanager

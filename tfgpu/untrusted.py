@@ -167,15 +167,16 @@ def _fail(kind: Kind, source: str, reason: str) -> TfgpuError | Unreadable:
     return kind.error(message) if kind.error else Unreadable(message)
 
 
-def _open(path: Path | str, kind: Kind) -> tuple[int, os.stat_result]:
+def _open(path: Path | str, kind: Kind, directory: int | None = None) -> tuple[int, os.stat_result]:
     """A descriptor of ``path`` opened without blocking (a FIFO would block the open itself), and its
-    ``fstat``, if it is a regular file (or a FIFO or device, for a kind whose ``streams`` allows it)."""
+    ``fstat``, if it is a regular file (or a FIFO or device, for a kind whose ``streams`` allows it).
+    With ``directory`` (an open directory's descriptor), ``path`` is a name inside that directory."""
     source = str(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     if not kind.links:
         flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags, dir_fd=directory)
     except OSError as error:
         if not kind.links and os.path.islink(path):
             raise _fail(kind, source, "it is a symbolic link") from None
@@ -220,6 +221,46 @@ def read_bytes(path: Path | str, kind: Kind) -> bytes:
         raise _fail(kind, source, error.strerror or str(error)) from None
     finally:
         os.close(fd)
+
+
+def read_own(path: Path | str, kind: Kind) -> bytes:
+    """The bytes of ``path`` (as :func:`read_bytes`) only if no one but this user could have written
+    them: the file and the directory holding it (that very directory, opened once, so nothing is
+    swapped in between) are owned by the effective user and writable by neither group nor others —
+    OpenSSH's rule for a private key, and what Python assumes of its ``__pycache__``. For the tool's
+    own caches: what passes was written by this user's runs (a forger would already be this user),
+    what does not is :class:`Unreadable` and the cache is rebuilt instead of read."""
+    if kind.error is not None or not hasattr(os, "geteuid"):
+        raise ValueError("read_own is for the tool's own caches (kinds read as absent when bad), on POSIX")
+    source, parent = str(path), os.path.dirname(os.fspath(path)) or "."
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        directory = os.open(parent, flags)
+    except OSError as error:
+        raise _fail(kind, source, f"its directory: {error.strerror or error}") from None
+    try:
+        if not _only_mine(os.fstat(directory)):
+            raise _fail(kind, source, "its directory is not this user's alone (owner, or group/other write)")
+        fd, info = _open(os.path.basename(os.fspath(path)), kind, directory)
+    finally:
+        os.close(directory)
+    try:
+        if not _only_mine(info):
+            raise _fail(kind, source, "it is not this user's alone (owner, or group/other write)")
+        if info.st_size > kind.limit:
+            raise _fail(kind, source, f"it holds {info.st_size:,} bytes, more than the {kind.limit:,} allowed")
+        data = _read_upto(lambda n: os.read(fd, n), kind.limit + 1)
+        if len(data) > kind.limit:
+            raise _fail(kind, source, f"it grew past the {kind.limit:,} bytes allowed while it was read")
+        return data
+    except OSError as error:
+        raise _fail(kind, source, error.strerror or str(error)) from None
+    finally:
+        os.close(fd)
+
+
+def _only_mine(info: os.stat_result) -> bool:
+    return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def check_file(path: Path | str, kind: Kind) -> None:

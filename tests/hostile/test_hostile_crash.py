@@ -253,3 +253,20 @@ def test_two_creates_of_one_name_at_once_never_lose_the_env(sandbox, local_wheel
             assert code == 0 or json.loads(out)["error"]["code"] in ("target-busy", "target-not-empty"), out + err
         assert any(code == 0 for code, _, _ in results)
         assert marker.proof(sandbox / "envs" / "same") and siblings(sandbox / "envs" / "same") == []
+
+
+def test_a_stray_sigterm_becomes_exit_143_without_a_traceback(tmp_path):
+    """SIGTERM and SIGHUP are installed through ``tfgpu.interrupts`` (no ``signal`` enums on the way):
+    a SIGTERM mid-command is the same clean interruption as Ctrl-C."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, sys\nfrom tfgpu.cli import main\n"
+        "import tfgpu.cli.commands as c\n"
+        "c.HANDLERS['plan'] = lambda s: os.kill(os.getpid(), signal.SIGTERM)\n"
+        "sys.exit(main(['plan', '--no-detect']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 143, done.stderr
+    assert "Interrupted (SIGTERM): nothing was left half-built." in done.stderr and "Traceback" not in done.stderr

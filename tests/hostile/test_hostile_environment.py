@@ -110,6 +110,58 @@ def test_an_unwritable_cache_costs_only_time(cli, sandbox):
     assert _min_driver(cli) == "525.60.13"
 
 
+def _forge(path) -> None:
+    """Replace the cache with one that has a valid checksum and one more key in a table (a value no
+    shipped table has): a cache the tool would use as written, if it read it."""
+    value = marshal.loads(path.read_bytes()[len(data._MAGIC) + 32 :])
+    value["cuda.toml"]["forged"] = "by someone else"
+    payload = marshal.dumps(value)
+    path.write_bytes(data._MAGIC + data._digest(payload).digest() + payload)
+
+
+@pytest.mark.parametrize("opening", ["group-writable directory", "world-writable file", "another owner"])
+def test_a_cache_others_could_write_is_never_read(cli, sandbox, opening):
+    """The cache is used as written only where no one but this user could have written it (the rule
+    OpenSSH applies to a private key); a cache that others could have forged is ignored, not read."""
+    if opening == "another owner" and os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    expected = _min_driver(cli)
+    path = _cache_file(sandbox)
+    _forge(path)
+    if opening == "group-writable directory":
+        path.parent.chmod(0o775)
+    elif opening == "world-writable file":
+        path.chmod(0o666)
+    else:
+        os.chown(path, 65534, 65534)
+    data.clear()
+    assert "forged" not in data.load("cuda.toml")
+    assert _min_driver(cli) == expected
+
+
+def test_a_private_cache_is_used_as_written(cli, sandbox):
+    """The other side of the rule: the tool's own private cache is read without a walk of its types
+    (that walk was a third of a plan's time). This is what makes the rule above the door."""
+    _min_driver(cli)
+    path = _cache_file(sandbox)
+    assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+    _forge(path)
+    data.clear()
+    assert data.load("cuda.toml")["forged"] == "by someone else"
+
+
+def test_the_cache_is_private_under_a_permissive_umask(cli, sandbox):
+    """Under umask 002 (user-private groups, Debian's and Ubuntu's default for users) the cache is
+    still written for this user alone, so the next run can read it."""
+    old = os.umask(0o002)
+    try:
+        _min_driver(cli)
+    finally:
+        os.umask(old)
+    path = _cache_file(sandbox)
+    assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+
+
 ENCODINGS = ["latin-1", "ascii"]
 
 

@@ -422,3 +422,12 @@ def test_a_pip_lock_binds_its_index_platform_and_hashes(cli, sandbox, edit):
     done = timed(cli, "create", "--from-lock", str(lock), "--prefix", str(sandbox / "env"), "--no-verify", "--json")
     assert (done.code, done.error) == (2, "lock-modified"), done.out
     assert not (sandbox / "env").exists()
+
+
+def test_the_front_door_and_the_url_door_name_one_variable():
+    """The front door reads TFGPU_INSECURE_HOSTS without importing the URL door (a plan names no URL);
+    the URL door names the same variable in its advice."""
+    from tfgpu import urls
+    from tfgpu.cli import inputs
+
+    assert inputs.INSECURE_HOSTS == urls.ENVIRONMENT

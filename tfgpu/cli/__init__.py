@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from tfgpu.cli.commands import HANDLERS
     from tfgpu.cli.output import note, show
     from tfgpu.cli.parser import COMMANDS, build_parser, with_default_command
-    from tfgpu.proc import install_signal_handlers
+    from tfgpu.interrupts import install_signal_handlers
 
     _tolerant_streams()
     install_signal_handlers()
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         return _report(error, want_json)
     except SystemExit as done:  # --help and --version
         return int(done.code or 0)
-    except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM/SIGHUP (tfgpu.proc.Interrupted)
+    except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM/SIGHUP (tfgpu.interrupts.Interrupted)
         signum = getattr(stop, "signum", 2)
         sys.stderr.write(f"Interrupted ({'SIGINT' if signum == 2 else stop}): nothing was left half-built.\n")
         return 128 + signum

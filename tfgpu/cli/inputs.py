@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from tfgpu.settings import Selectors, Settings
 
 READS_PROJECT = ("plan", "create", "lock", "bundle", "script")
 """The commands a project file applies to (the ones that resolve a target)."""
+INSECURE_HOSTS = "TFGPU_INSECURE_HOSTS"
+"""The variable naming more hosts plain HTTP may reach (``tfgpu.urls`` names it in its advice)."""
 ACTIVE_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX")
 """The variables that name the active env, in the order they are asked."""
 
@@ -29,8 +32,6 @@ _LISTS = ("platforms", "channels", "insecure_hosts")
 
 def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Settings:
     """The settings of this run: flags, then the project file, then defaults."""
-    from tfgpu import urls
-
     given = vars(args)
     command = given.get("command") or "create"
     for dest, code in (("name", "bad-env-name"), ("prefix", "bad-prefix")):
@@ -70,10 +71,15 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
                     *notes,
                     f"Using the project file {found.describe()}; flags on the command line override it.",
                 )
-    # Checked here, under the variable's name (the URL door's messages otherwise name --insecure-host).
-    named = tuple(
-        urls.host_name(host, urls.ENVIRONMENT) for host in environ.get(urls.ENVIRONMENT, "").split(",") if host.strip()
-    )
+    # Checked here, under the variable's name (the URL door's messages otherwise name --insecure-host);
+    # the door is imported only when the variable is set: `plan` otherwise needs no URL.
+    named: tuple[str, ...] = ()
+    if environ.get(INSECURE_HOSTS, "").strip():
+        from tfgpu import urls
+
+        named = tuple(
+            urls.host_name(host, INSECURE_HOSTS) for host in environ[INSECURE_HOSTS].split(",") if host.strip()
+        )
     values["insecure_hosts"] = (*values.get("insecure_hosts", ()), *project_hosts, *named)
     values["active_env"] = tuple((name, environ[name]) for name in ACTIVE_ENV if environ.get(name))
     return Settings(selectors=Selectors(**selectors), **values)
@@ -93,6 +99,8 @@ def _project(given: dict):
 def trust(settings: Settings) -> None:
     """Name the hosts plain HTTP may reach (``tfgpu.urls``) for this run, and only these: nothing
     carries over from an earlier run in the same process."""
+    if not settings.insecure_hosts and "tfgpu.urls" not in sys.modules:
+        return  # nothing named and nothing to forget: `plan` need not import the URL door
     from tfgpu import urls
 
     urls.trust(list(settings.insecure_hosts))

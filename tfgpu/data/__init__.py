@@ -11,9 +11,9 @@ Parsing takes ~100 ms, which would dominate ``plan``; like Python's own bytecode
 (and validated) form is kept in the user cache dir under a BLAKE2b digest of every overlay table's
 bytes and of each shipped table's size, times and inode (as Python keys its bytecode), and the
 cache file carries a digest of its own content: a cache that is damaged, truncated, swapped or not
-the tables is parsed afresh, never trusted. A table that comes back from the cache is checked
-against the schema's types (:func:`schema.fits`) when it is first read, so a forged entry can never
-hand the code a value of a type it does not expect: it is parsed again (and validated in full).
+the tables is parsed afresh. It is read only where no one but this user can write it (the file and
+its directory: :func:`_read_cache`), and then used as written — the trust Python gives its
+``__pycache__``; anywhere else it is ignored and the tables are parsed each time.
 The full validation of the shipped tables runs when they are parsed, and in the tests over every
 shipped table (they are part of the release); the user's ``update-data`` overlay
 (``tfgpu.data.updates``) is untrusted and validated in full each time it is read.
@@ -46,21 +46,7 @@ def _digest(data: bytes = b""):
 
 def load(name: str) -> dict:
     """One table, parsed and validated (``tensorflow.toml``)."""
-    tables = _tables()
-    if name not in _fitted:
-        from tfgpu.data import schema
-
-        if not schema.fits(name, tables[name]):
-            # Not what the tool wrote: parse every source again, validate, and write a cache that is.
-            tables.update(_parse_all())
-            _fitted.update(tables)
-        _fitted.add(name)
-    return tables[name]
-
-
-_fitted: set[str] = set()
-"""The tables of :func:`_tables` known to have their schema's types: parsed and validated in this
-process, or read back from the cache and checked by :func:`schema.fits` on first use."""
+    return _tables()[name]
 
 
 _DERIVED: list = []
@@ -77,7 +63,6 @@ def clear() -> None:
     """Forget the parsed tables and everything derived from them (the next :func:`load` reads the
     sources again): for callers that change ``TFGPU_DATA_DIR`` in-process."""
     _tables.cache_clear()
-    _fitted.clear()
     for function in _DERIVED:
         function.cache_clear()
 
@@ -137,9 +122,7 @@ def _tables() -> dict[str, dict]:
     found = _read_cache(_cache_file(overlay, shipped), set(shipped))
     if found is not None:
         return found
-    parsed = _parse_all(overlay)
-    _fitted.update(parsed)
-    return parsed
+    return _parse_all(overlay)
 
 
 def _parse_all(overlay: dict[str, tuple[bytes, str]] | None = None) -> dict[str, dict]:
@@ -197,8 +180,16 @@ def _cache_dir() -> Path:
 
 
 def _read_cache(path: Path, names: set[str]) -> dict | None:
+    """The tables of the cache at ``path``, or None: absent, damaged, or possibly not the tool's.
+
+    Read only from a file and directory no one but this user can write (``untrusted.read_own``):
+    marshal is not made for hostile bytes, and what passes is used as the tool wrote it, without a
+    walk of every value's type (a third of what `plan` may spend) — whoever could forge it could
+    as well edit this user's shell start-up or the tool's own bytecode. A cache elsewhere (a shared
+    directory, another owner) is ignored and the tables are parsed afresh. The checksum inside is
+    against damage (a cut write, a flipped byte)."""
     try:
-        blob = untrusted.read_bytes(path, untrusted.CACHE)
+        blob = untrusted.read_own(path, untrusted.CACHE)
     except untrusted.Unreadable:
         return None
     head = len(_MAGIC) + 32
@@ -208,21 +199,23 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
         value = marshal.loads(blob[head:])
     except (ValueError, EOFError, TypeError):
         return None
-    # The checksum inside the file is against damage only: anyone who can write the cache can
-    # recompute it. What the code reads is held by :func:`load`, every type of each table it reads
-    # (checked on first use, so a command pays only for the tables it reads), so a forged or stale
-    # entry is parsed again (and validated in full), never used.
     if not isinstance(value, dict) or set(value) != names or not all(isinstance(v, dict) for v in value.values()):
         return None
     return value
 
 
 def _write_cache(path: Path, parsed: dict) -> None:
+    """Written for this user alone (directory 0700, file 0600, whatever the umask), which is what
+    :func:`_read_cache` asks of it."""
     payload = marshal.dumps(parsed)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if path.parent.stat().st_mode & 0o077:
+            path.parent.chmod(0o700)  # made by an earlier version under a umask of 002
         partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        partial.write_bytes(_MAGIC + _digest(payload).digest() + payload)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(_MAGIC + _digest(payload).digest() + payload)
         os.replace(partial, path)
     except OSError:
         pass  # a read-only cache only costs the parse next time

@@ -320,36 +320,3 @@ def validate(name: str, document: dict, where: str) -> None:
         else:
             message = f"{where}: {problem.where} must be {problem.expected}, not {repr(problem.value)[:80]}."
         raise UsageError("bad-data", message, [_WAY]) from None
-
-
-def _fits(spec, value) -> bool:
-    """Whether ``value`` has the *types* ``spec`` asks for, every leaf (no forms: no version or regex
-    parsed). Loops, not a call per leaf: it runs on each table a command reads back from the cache."""
-    kind = type(spec)  # the spec classes are never subclassed
-    if kind is Str:
-        return isinstance(value, str)
-    if kind is Int or kind is Bool:
-        return isinstance(value, bool) if kind is Bool else isinstance(value, int) and not isinstance(value, bool)
-    if kind is List or kind is Rows:
-        item = spec.item if kind is List else spec.row
-        if type(item) is Str:
-            return isinstance(value, list) and all(isinstance(element, str) for element in value)
-        return isinstance(value, list) and all(_fits(item, element) for element in value)
-    if kind is Map:
-        return isinstance(value, dict) and all(isinstance(k, str) and _fits(spec.value, v) for k, v in value.items())
-    if kind is Table:
-        if not isinstance(value, dict):
-            return False
-        for key, field in spec.fields.items():
-            if not (_fits(field, value[key]) if key in value else not getattr(field, "required", False)):
-                return False
-    return True
-
-
-def fits(name: str, document) -> bool:
-    """Whether a table read back from the parsed-data cache has every type its schema asks for: the
-    full :func:`validate` costs ~100 ms a run (versions and specifiers parsed), this walk a few; the
-    cache holds only what :func:`validate` passed, so a cache that does not fit was not written by
-    the tool and is parsed again."""
-    schema = SCHEMAS.get(name)
-    return isinstance(document, dict) and (schema is None or _fits(schema, document))

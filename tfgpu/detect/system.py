@@ -129,14 +129,9 @@ class System:
 
     def nvml(self) -> NvmlSnapshot | str:
         """Ask NVML through nvidia-ml-py; a short error string when it cannot answer."""
-        if sys.platform.startswith("linux"):
-            # Importing pynvml costs 30-130 ms; do not pay it where the library is absent.
-            import ctypes  # here: a probe that leaves the driver out never loads a library
-
-            try:
-                ctypes.CDLL("libnvidia-ml.so.1")
-            except OSError:
-                return "libnvidia-ml.so.1 not found"
+        # Importing pynvml costs 30-130 ms; do not pay it where the library is absent.
+        if sys.platform.startswith("linux") and isinstance(_loads("libnvidia-ml.so.1"), str):
+            return "libnvidia-ml.so.1 not found"
         try:
             import pynvml
         except ImportError:
@@ -160,6 +155,9 @@ class System:
 
         No ``cuInit``: the version call does not need it, and cuInit costs ~220 ms.
         """
+        missing = _loads(library)
+        if isinstance(missing, str):
+            return missing
         import ctypes
 
         try:
@@ -174,6 +172,24 @@ class System:
         if result != 0:
             return f"cuDriverGetVersion failed with CUresult {result}"
         return version.value
+
+
+def _loads(library: str) -> None | str:
+    """None when the dynamic loader finds ``library`` (by name, as ``dlopen`` searches), else why not.
+
+    Asked through ``_ctypes``, the C module under ``ctypes``: on a machine without the driver (a
+    laptop, a login node) every plan asks twice and gets "not found", and ``import ctypes`` alone
+    (its type classes, ``struct``) costs more than both answers; ``ctypes`` is imported only to call
+    into a library that is there. The error text is ``ctypes.CDLL``'s, word for word."""
+    try:
+        import _ctypes
+
+        _ctypes.dlopen(library, os.RTLD_NOW | os.RTLD_LOCAL)  # left open, as ctypes.CDLL leaves it
+    except OSError as exc:
+        return _short(exc)
+    except (ImportError, AttributeError):  # an interpreter without _ctypes: let ctypes say it
+        return None
+    return None
 
 
 def which(name: str) -> str | None:
