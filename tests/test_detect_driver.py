@@ -328,3 +328,33 @@ def test_the_loader_check_answers_like_ctypes():
     with pytest.raises(OSError) as raised:
         ctypes.CDLL("libtfgpu-no-such-library.so.1")
     assert _loads("libtfgpu-no-such-library.so.1") == str(raised.value)
+
+
+def test_the_probe_glob_finds_what_glob_finds(tmp_path):
+    """The probe walks its ``prefix*`` patterns with scandir instead of ``glob``; the answers must be
+    ``glob``'s, hidden entries, symbolic links (broken too) and files in place of directories included."""
+    import glob
+    import os
+
+    from tfgpu.detect.system import _prefix_glob
+
+    root = tmp_path / "versions"
+    for version in ("3.10.4", "3.12.1", ".3.9-hidden", "2.7.18"):
+        (root / version / "bin").mkdir(parents=True)
+        (root / version / "bin" / f"python{version[:4].lstrip('.')}").write_text("")
+        (root / version / "bin" / "python3.x-config").write_text("")
+    (root / "3.11-file").write_text("a file where a version directory would be")
+    (root / "3.13-link").symlink_to(root / "3.12.1")
+    (root / "3.12.1" / "bin" / "python3.broken").symlink_to(tmp_path / "nowhere")
+    for pattern in (
+        f"{root}/3.*/bin/python3.*",
+        f"{root}/3.*",
+        f"{root}/*",
+        f"{root}/.*",
+        f"{root}/3.*/bin",
+        f"{root}/none-*/bin/x",
+        f"{tmp_path}/nowhere-*",
+        f"{root}/3.1[02]*/bin/*",  # not a prefix pattern: glob's own answer
+    ):
+        assert sorted(_prefix_glob(pattern)) == sorted(glob.glob(pattern)), pattern
+    assert os.path.islink(f"{root}/3.12.1/bin/python3.broken")

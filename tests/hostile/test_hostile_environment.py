@@ -114,7 +114,7 @@ def _forge(path) -> None:
     """Replace the cache with one that has a valid checksum and one more key in a table (a value no
     shipped table has): a cache the tool would use as written, if it read it."""
     value = marshal.loads(path.read_bytes()[len(data._MAGIC) + 32 :])
-    value["cuda.toml"]["forged"] = "by someone else"
+    value["cuda.toml"] = marshal.dumps({**marshal.loads(value["cuda.toml"]), "forged": "by someone else"})
     payload = marshal.dumps(value)
     path.write_bytes(data._MAGIC + data._digest(payload).digest() + payload)
 

@@ -31,7 +31,7 @@ from tfgpu import untrusted
 from tfgpu.errors import UsageError
 
 MAX_TABLE_BYTES = untrusted.DATA_TABLE.limit
-_MAGIC = b"TFGPU-TABLES-3\n"
+_MAGIC = b"TFGPU-TABLES-4\n"
 
 
 def _digest(data: bytes = b""):
@@ -46,7 +46,11 @@ def _digest(data: bytes = b""):
 
 def load(name: str) -> dict:
     """One table, parsed and validated (``tensorflow.toml``)."""
-    return _tables()[name]
+    tables = _tables()
+    table = tables[name]
+    if isinstance(table, bytes):  # from the cache, each table kept apart: a command decodes what it reads
+        table = tables[name] = marshal.loads(table)
+    return table
 
 
 _DERIVED: list = []
@@ -116,7 +120,7 @@ def _cache_file(overlay: dict[str, tuple[bytes, str]], shipped: dict[str, Path |
 
 
 @cache
-def _tables() -> dict[str, dict]:
+def _tables() -> dict[str, dict | bytes]:
     shipped = _shipped_files()
     overlay = _overlay(set(shipped))
     found = _read_cache(_cache_file(overlay, shipped), set(shipped))
@@ -180,7 +184,8 @@ def _cache_dir() -> Path:
 
 
 def _read_cache(path: Path, names: set[str]) -> dict | None:
-    """The tables of the cache at ``path``, or None: absent, damaged, or possibly not the tool's.
+    """The tables of the cache at ``path`` ({name: the table's own marshal bytes, decoded by
+    :func:`load` when a command first reads it}), or None: absent, damaged, or possibly not the tool's.
 
     Read only from a file and directory no one but this user can write (``untrusted.read_own``):
     marshal is not made for hostile bytes, and what passes is used as the tool wrote it, without a
@@ -199,7 +204,7 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
         value = marshal.loads(blob[head:])
     except (ValueError, EOFError, TypeError):
         return None
-    if not isinstance(value, dict) or set(value) != names or not all(isinstance(v, dict) for v in value.values()):
+    if not isinstance(value, dict) or set(value) != names or not all(isinstance(v, bytes) for v in value.values()):
         return None
     return value
 
@@ -207,7 +212,7 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
 def _write_cache(path: Path, parsed: dict) -> None:
     """Written for this user alone (directory 0700, file 0600, whatever the umask), which is what
     :func:`_read_cache` asks of it."""
-    payload = marshal.dumps(parsed)
+    payload = marshal.dumps({name: marshal.dumps(table) for name, table in parsed.items()})
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if path.parent.stat().st_mode & 0o077:

@@ -8,7 +8,6 @@ raises: a missing file, tool or library is an answer (None, or a short error str
 
 from __future__ import annotations
 
-import glob as _glob
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -77,7 +76,7 @@ class System:
         return os.path.realpath(path)
 
     def glob(self, pattern: str) -> list[str]:
-        return sorted(_glob.glob(pattern))
+        return sorted(_prefix_glob(pattern))
 
     def env(self, name: str) -> str | None:
         return os.environ.get(name)
@@ -172,6 +171,39 @@ class System:
         if result != 0:
             return f"cuDriverGetVersion failed with CUresult {result}"
         return version.value
+
+
+def _prefix_glob(pattern: str) -> list[str]:
+    """``glob.glob(pattern)`` for the patterns a probe uses, whose only wildcard is a ``*`` ending a
+    component (``/usr/local/cuda-*``, ``.../versions/3.*/bin/python3.*``), walked with ``scandir``;
+    any other pattern goes to ``glob`` itself. The probe runs on every command, and ``glob`` compiles
+    a regular expression for each component of each call."""
+    parts = pattern.split("/")
+    if os.sep != "/" or any(c in part for part in parts for c in "?[") or any("*" in part[:-1] for part in parts):
+        import glob
+
+        return glob.glob(pattern)
+    found = ["/" if pattern.startswith("/") else ""]
+    for index, part in enumerate(parts[1:] if pattern.startswith("/") else parts):
+        last = index == len(parts) - (2 if pattern.startswith("/") else 1)
+        step = []
+        for base in found:
+            if not part.endswith("*"):
+                path = os.path.join(base, part) if base else part
+                if os.path.lexists(path) if last else os.path.isdir(path):
+                    step.append(path)
+                continue
+            prefix = part[:-1]
+            try:
+                entries = list(os.scandir(base or "."))
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.startswith(prefix) and (prefix.startswith(".") or not entry.name.startswith(".")):
+                    if last or entry.is_dir():
+                        step.append(os.path.join(base, entry.name) if base else entry.name)
+        found = step
+    return found
 
 
 def _loads(library: str) -> None | str:
