@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class TfgpuError(Exception):
     """A failure the user can act on.
 
-    ``code`` is a stable string that scripts may match on (see the README's error table);
+    ``code`` is a stable string that scripts may match on (``CODES`` below; docs/exit-codes.md);
     ``message`` says what was asked, what was found and why it cannot work; ``alternatives``
     are concrete ways forward, one sentence each.
     """
