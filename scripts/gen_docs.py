@@ -53,7 +53,9 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
         group = exclusive.get(id(action))
         if group is not None:
             others = [a.option_strings[0] for a in group._group_actions if a is not action]
-            help_text += f" (not with {', '.join(others)})" if not group.required else f" (one of: {', '.join(others)} or this)"
+            help_text += (
+                f" (not with {', '.join(others)})" if not group.required else f" (one of: {', '.join(others)} or this)"
+            )
         if action.required and action.option_strings:
             help_text += " (required)"
         choices = ", ".join(f"`{choice}`" for choice in action.choices) if action.choices else ""

@@ -44,8 +44,12 @@ def human(size: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm", action="store_true", help="use TFGPU_TEST_CACHE as it is (default: a new, empty one)")
-    parser.add_argument("--work", type=Path, help="where the cold cache and pytest's directories go (default: a new temp dir)")
-    parser.add_argument("pytest_args", nargs="*", help="arguments for pytest after `--` (default: none, the whole suite)")
+    parser.add_argument(
+        "--work", type=Path, help="where the cold cache and pytest's directories go (default: a new temp dir)"
+    )
+    parser.add_argument(
+        "pytest_args", nargs="*", help="arguments for pytest after `--` (default: none, the whole suite)"
+    )
     args = parser.parse_args(argv)
 
     work = args.work or Path(tempfile.mkdtemp(prefix="tfgpu-test-run-"))

@@ -118,6 +118,8 @@ def test_the_readme_is_short_and_keeps_the_blocks_ci_runs():
 def test_every_docs_page_is_linked_from_the_readme():
     readme = (ROOT / "README.md").read_text()
     unlinked = sorted(
-        str(page.relative_to(ROOT)) for page in (ROOT / "docs").rglob("*.md") if f"({page.relative_to(ROOT)}" not in readme
+        str(page.relative_to(ROOT))
+        for page in (ROOT / "docs").rglob("*.md")
+        if f"({page.relative_to(ROOT)}" not in readme
     )
     assert unlinked == []

@@ -118,7 +118,10 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "bad-data": (UsageError, "A data table (shipped or from the TFGPU_DATA_DIR overlay) does not parse."),
     "bad-requirement": (UsageError, "A requirement is not PEP 508."),
     "bad-project-file": (UsageError, "tfgpu.toml or [tool.tfgpu] has an unknown key or a bad value."),
-    "lock-has-options": (UsageError, "A lock entry is not a plain pin with hashes (an option, a URL, an index that is not HTTPS)."),
+    "lock-has-options": (
+        UsageError,
+        "A lock entry is not a plain pin with hashes (an option, a URL, an index that is not HTTPS).",
+    ),
     "lock-modified": (UsageError, "The lock was edited after it was written (its recorded checksum differs)."),
     "conflicting-options": (UsageError, "Two options that cannot be given together."),
     "unknown-command": (UsageError, "The first word is not a tfgpu-install command."),
