@@ -60,27 +60,49 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
             help_text += " (required)"
         choices = ", ".join(f"`{choice}`" for choice in action.choices) if action.choices else ""
         rows.append(f"| {_flags(action)} | {help_text} | {choices} |")
-    return rows
+    return rows if len(rows) > 2 else ["No options but `--help`."]
+
+
+def _commands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser, str]]:
+    """(name, parser, help line) of each sub-command of ``parser``, in the parser's order, aliases once."""
+    found, seen = [], set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, command in action.choices.items():
+                if id(command) not in seen:
+                    seen.add(id(command))
+                    found.append((name, command, helps.get(name, "")))
+    return found
+
+
+def _command(path: str, command: argparse.ArgumentParser, help_line: str, level: int) -> list[str]:
+    """A command's section: its help line, description, options, epilog, then its own sub-commands."""
+    lines = ["", f"{'#' * level} {path}", ""]
+    if help_line:
+        lines += [_cell(help_line).rstrip(".") + ".", ""]
+    if command.description:
+        lines += [_cell(command.description), ""]
+    lines += _options(command)
+    if command.epilog:
+        lines += ["", "```text", command.epilog.strip("\n"), "```"]
+    for name, sub, sub_help in _commands(command):
+        lines += _command(f"{path} {name}", sub, sub_help, min(level + 1, 6))
+    return lines
 
 
 def cli_page() -> str:
-    """docs/cli.md: every command, its help line, options (help text, choices) and epilog."""
-    from tfgpu.cli.parser import COMMANDS, GRAMMAR, build_parser
+    """docs/cli.md: every command (and sub-command), its help line, options (help text, choices) and epilog."""
+    from tfgpu.cli.parser import build_parser
 
     parser = build_parser()
-    sub = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    commands = _commands(parser)
     lines = [HEADER.format(source="tfgpu/cli/parser.py").rstrip("\n"), "", "# Command-line reference", ""]
     lines += [_cell(parser.description), "", "Options every command takes: `--help` (and at the top: `--version`).", ""]
     lines += ["| command | what it does |", "|---|---|"]
-    lines += [f"| [`{name}`](#{name}) | {_cell(GRAMMAR[name][0])} |" for name in COMMANDS]
-    for name in COMMANDS:
-        command = sub.choices[name]
-        lines += ["", f"## {name}", "", _cell(GRAMMAR[name][0]) + ".", ""]
-        if command.description:
-            lines += [_cell(command.description), ""]
-        lines += _options(command)
-        if command.epilog:
-            lines += ["", "```text", command.epilog.strip("\n"), "```"]
+    lines += [f"| [`{name}`](#{name}) | {_cell(help_line)} |" for name, _command_parser, help_line in commands]
+    for name, command, help_line in commands:
+        lines += _command(name, command, help_line, 2)
     return "\n".join(lines) + "\n"
 
 
