@@ -123,3 +123,32 @@ def test_every_docs_page_is_linked_from_the_readme():
         if f"({page.relative_to(ROOT)}" not in readme
     )
     assert unlinked == []
+
+
+def test_sub_commands_and_epilogs_get_their_own_sections():
+    """Commands other branches add (``cache info|clean|prune``, examples in an epilog) are walked
+    the same way: a sub-command of a command is a section of its own, an epilog is kept whole."""
+    import argparse
+
+    gen = _gen_docs()
+    parser = argparse.ArgumentParser(prog="tfgpu-install")
+    commands = parser.add_subparsers()
+    cache = commands.add_parser(
+        "cache",
+        help="the cache",
+        epilog="Examples:\n  tfgpu-install cache info\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    info = cache.add_subparsers().add_parser("info", help="sizes by kind")
+    info.add_argument("--json", action="store_true", help="one JSON document")
+    text = "\n".join(gen._command("cache", cache, "the cache", 2))
+    assert "\n## cache\n" in text and "\n### cache info\n" in text
+    assert "```text\nExamples:\n  tfgpu-install cache info\n```" in text
+    assert "| `--json` | one JSON document |  |" in text
+
+
+def test_the_exit_code_page_lists_every_registered_code():
+    from tfgpu import errors
+
+    page = (ROOT / "docs" / "exit-codes.md").read_text()
+    assert all(f"| `{code}` |" in page for code in [*errors.CODES, *errors.VERIFY_CODES])
