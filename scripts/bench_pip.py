@@ -13,7 +13,7 @@ then a second env from the now-warm caches:
   tool warm   the same create again, into another prefix
   uv warm     the same uv commands again, into another venv
 and the disk the second tool env adds (files hard-linked from uv's cache count once).
-Targets (README): tool cold <= 1.15x uv cold and <= 0.3x pip cold; tool warm <= 1.3x uv warm,
+Targets (docs/maintainers/performance.md): tool cold <= 1.15x uv cold and <= 0.3x pip cold; tool warm <= 1.3x uv warm,
 adding < 100 MB. Needs network (PyPI) and ~20 GB of disk; takes a few minutes.
 """
 

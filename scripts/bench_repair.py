@@ -13,7 +13,7 @@ of ``--runs``:
   rebuild       `tfgpu-install create` of a whole new env of the same release
 and what repair touched: packages added, files written, the disk it added (the wheels' files are
 hard-linked from uv's cache, so only what is not already there counts).
-Target (README): warm repair of a TF 2.21 env <= 10 s. Needs network (PyPI) the first time.
+Target (docs/maintainers/performance.md): warm repair of a TF 2.21 env <= 10 s. Needs network (PyPI) the first time.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import wheelhouse
 
-# Where the suite keeps what is worth keeping between runs (README, "Tests"): one directory,
+# Where the suite keeps what is worth keeping between runs (docs/maintainers/tests.md): one directory,
 # TFGPU_TEST_CACHE, default ~/.cache/tfgpu-install-tests. It holds the uv cache of the network tests
 # (real TensorFlow and CUDA wheels from PyPI), the tool's own cache for tests that do not set one,
 # and the tensorflow-cpu env of the benchmark test. Everything else lives in pytest's temporary
@@ -42,7 +42,7 @@ os.environ.setdefault("PIP_CACHE_DIR", str(suite_cache("pip")))
 # Nor a tfgpu.toml above the directory the tests run in (tests/test_project_file.py sets its own).
 os.environ.setdefault("TFGPU_PROJECT_FILE", "none")
 # The suite's servers (an index, a channel, a fake NVIDIA) answer plain HTTP on loopback, which the
-# tool reaches only when the host is named (README, Safety): the suite names it, as a user would.
+# tool reaches only when the host is named (docs/safety.md): the suite names it, as a user would.
 LOOPBACK_HOSTS = "127.0.0.1,localhost"
 os.environ.setdefault("TFGPU_INSECURE_HOSTS", LOOPBACK_HOSTS)
 # verify, doctor and repair take the active env when none is named (tfgpu.envs.which): the suite runs

@@ -79,7 +79,7 @@ def test_every_source_has_a_public_address_or_a_file_here():
         if "fixture" in source:
             assert (REPO / source["fixture"]).is_file(), key
         if source.get("url", "") == "" and not source.get("fixture"):
-            # no single address: the title says what was read (PyPI files, a script, this README)
+            # no single address: the title says what was read (PyPI files, a script, a docs page)
             assert source.get("title"), key
 
 

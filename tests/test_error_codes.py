@@ -1,29 +1,34 @@
-"""Every error code the tool can raise has one exit code, and the README's table lists it there.
+"""Every error code the tool can raise has one exit code, and the registry (``tfgpu.errors.CODES``,
+which docs/exit-codes.md is generated from) lists it under that class.
 
-Scripts match on the code and the exit status (README, Exit codes), so a code raised as a usage
-error in one module and as an impossibility in another, or one the table does not name, breaks
+Scripts match on the code and the exit status (docs/exit-codes.md), so a code raised as a usage
+error in one module and as an impossibility in another, or one the registry does not name, breaks
 that contract. This reads every ``UsageError/ImpossibleError/OperationError("code", ...)`` in
-``tfgpu/`` (codes computed at run time, like the verify report's, are named by the table as "the
-verify codes").
+``tfgpu/`` (codes computed at run time, like the GPU check's, are in ``VERIFY_CODES``).
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tfgpu import errors
+
 EXIT = {"UsageError": 2, "ImpossibleError": 3, "OperationError": 1}
 
 
-def raised_codes() -> dict[str, dict[int, list[str]]]:
+def _sources():
     import tfgpu
 
-    codes: dict[str, dict[int, list[str]]] = {}
     package = Path(tfgpu.__file__).resolve().parent
     for path in sorted(package.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        yield package, path, ast.parse(path.read_text(), filename=str(path))
+
+
+def raised_codes() -> dict[str, dict[int, list[str]]]:
+    codes: dict[str, dict[int, list[str]]] = {}
+    for package, path, tree in _sources():
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant):
                 continue
             name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
@@ -33,40 +38,34 @@ def raised_codes() -> dict[str, dict[int, list[str]]]:
     return codes
 
 
-def readme_rows() -> dict[int, set[str]]:
-    text = (ROOT / "README.md").read_text()
-    table = text[text.index("| code | meaning |") :]
-    rows = {}
-    for line in table.splitlines()[2:]:
-        if not line.startswith("|"):
-            break
-        status, meaning = line.strip("|").split("|", 1)
-        rows[int(status)] = set(re.findall(r"`([a-z0-9-]+)`", meaning))
-    return rows
-
-
 def test_every_code_has_one_exit_status():
     mixed = {code: sites for code, sites in raised_codes().items() if len(sites) > 1}
     assert mixed == {}
 
 
-def test_the_readme_table_lists_every_code_under_its_exit_status():
-    rows = readme_rows()
+def test_the_registry_lists_every_raised_code_under_its_exit_status():
     missing = sorted(
-        f"{code} (exit {status})"
-        for code, sites in raised_codes().items()
-        for status in sites
-        if code not in rows.get(status, set())
+        f"{code} (exit {status}, {sites[0]})"
+        for code, by_status in raised_codes().items()
+        for status, sites in by_status.items()
+        if code not in errors.CODES or errors.CODES[code][0].exit_code != status
     )
-    assert missing == []
+    assert missing == [], "add each to tfgpu.errors.CODES, then run `python scripts/gen_docs.py`"
 
 
-def test_the_readme_table_lists_no_code_the_tool_does_not_raise_under_another_status():
-    codes = raised_codes()
-    misplaced = sorted(
-        f"{code} (table: {status}, raised: {sorted(codes[code])})"
-        for status, listed in readme_rows().items()
-        for code in listed
-        if code in codes and status not in codes[code]
-    )
-    assert misplaced == []
+def test_every_registered_code_is_one_the_tool_can_raise():
+    """A code raised from data (the resolver's reasons, the GPU check's report) is a string in the
+    source; one found nowhere outside the registry is a code the tool no longer has."""
+    strings = set()
+    for _package, path, tree in _sources():
+        if path.name == "errors.py" and path.parent.name == "tfgpu":
+            continue
+        strings |= {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)}
+    strings |= {"no-gpu"}  # the GPU check's fallback, spelled in an expression with the report's code
+    stale = sorted(code for code in [*errors.CODES, *errors.VERIFY_CODES] if code not in strings)
+    assert stale == []
+
+
+def test_every_registered_code_has_a_meaning():
+    assert all(meaning.strip() for _cls, meaning in errors.CODES.values())
+    assert all(meaning.strip() for meaning in errors.VERIFY_CODES.values())

@@ -153,7 +153,7 @@ def test_modulefile_loads_the_env_and_unloads_exactly(flavour, tmp_path):
     assert loaded[1].split(":")[:2] == [f"{site}/cublas/lib", f"{site}/cudnn/lib"]  # only what exists, in order
     assert loaded[2] == f"--xla_gpu_cuda_data_dir={site}/cuda_nvcc" and loaded[3] == str(env)
     if flavour == "lmod-tcl":  # Lmod 8.6's Tcl translation leaves a pushenv'd value on unload:
-        before[2] = after[2]  # Lmod users load the Lua file (the README says so), which restores it
+        before[2] = after[2]  # Lmod users load the Lua file (docs/exports-and-clusters.md says so), which restores it
     assert after == before  # PATH, LD_LIBRARY_PATH (unset), XLA_FLAGS (the user's) and VIRTUAL_ENV restored
 
 

@@ -1,4 +1,4 @@
-"""The output contract (README, "Output"): piped output is plain text, whole, never truncated;
+"""The output contract (docs/output.md): piped output is plain text, whole, never truncated;
 an 80-column terminal gets tables that fold and commands that stay whole; every option has help.
 
 ``run_tool`` captures stdout and stderr, so the tool sees no terminal: that is the piped case.
@@ -213,9 +213,9 @@ def test_help_offers_only_the_modes_a_command_takes():
     assert len(helps) == 1 and "never asks" in helps.pop()  # one definition: the same words on every command
 
 
-def test_the_readme_lists_the_steps_a_dry_run_prints():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## pip mode", 1)[1].split("## System mode", 1)[0]
+def test_the_modes_page_lists_the_steps_a_dry_run_prints():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "modes.md").read_text()
+    section = page.split("## pip mode", 1)[1].split("## System mode", 1)[0]
     listed = re.findall(r"^\s*\d+\. \*\*([^*]+)\*\*", section, re.M)
     done = run_tool(
         "--tf",

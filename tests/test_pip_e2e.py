@@ -117,7 +117,7 @@ def test_jupyter_kernel_carries_the_env(real_env):
     tf, prefix, _, env, _ = real_env
     if tf != "2.21":
         pytest.skip("--jupyter is exercised on the 2.21 env")
-    # The kernel is named after the env and its marker's id (tfgpu-<name>-<id8>, see README "Safety").
+    # The kernel is named after the env and its marker's id (tfgpu-<name>-<id8>, see docs/safety.md).
     [kernel] = (Path(env["JUPYTER_DATA_DIR"]) / "kernels").glob("tfgpu-env-*")
     spec = json.loads((kernel / "kernel.json").read_text())
     assert spec["argv"][0] == str(prefix / "bin" / "python")

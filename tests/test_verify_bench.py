@@ -4,7 +4,7 @@ TensorFlow and a GPU do not run here, so the device is a stand-in with a virtual
 is queued and returns at once (as TensorFlow's GPU kernels are), the first calls cost extra (clock
 ramp, PTX JIT), and only a copy to the host waits for the queue. The true rate is therefore known,
 and the bench must report it; a method that stops the clock without waiting must not. On the H200
-the bench is compared with a long synced reference timing in the same env (README, Proven on an
+the bench is compared with a long synced reference timing in the same env (docs/maintainers/gpu-proofs.md, Proven on an
 H200).
 """
 

@@ -1,6 +1,6 @@
 """Where the tool's human output goes, and how it is laid out for what is on the other end.
 
-The output contract (README, "Output"):
+The output contract (docs/output.md):
 
 * **Not a terminal** (a pipe, a file, ``| cat``, CI logs): plain text. No colour, no boxes, no
   truncation and no wrapping: every line is as long as its content, so paths, commands and URLs

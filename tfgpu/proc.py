@@ -118,7 +118,7 @@ def _prepare_prctl() -> None:
 def open_log(operation: str) -> tuple[Path | None, str]:
     """A new log file for ``operation`` (``create-tf2.21``) in the log directory; when that cannot
     be written (a read-only home), one in the temporary directory; else none. Returns the path and
-    a note for the user ("" when the log is where the README says)."""
+    a note for the user ("" when the log is where docs/configuration.md says)."""
     from datetime import datetime
 
     from tfgpu.paths import log_dir

@@ -1,7 +1,7 @@
 """One run's inputs, built once and frozen: what every operation takes what it needs from.
 
 ``tfgpu.cli.inputs`` builds a :class:`Settings` from the command line, the project file and the
-environment variables, in this order of precedence (documented in the README, "Where settings come
+environment variables, in this order of precedence (documented in docs/configuration.md, "Where settings come
 from"):
 
 1. a flag on the command line;

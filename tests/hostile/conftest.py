@@ -159,7 +159,7 @@ def build(cli, local_wheels, sandbox, monkeypatch, uv_cache):
 
 
 def no_traceback(cli, *argv, env=None) -> Result:
-    """``cli(*argv)``, failing the test when an exception escapes the tool (the traceback the README
+    """``cli(*argv)``, failing the test when an exception escapes the tool (the traceback docs/output.md
     promises never to print) rather than letting pytest report it as an error of the test."""
     try:
         return cli(*argv, env=env)

@@ -262,7 +262,7 @@ def test_a_forged_parsed_data_cache_is_rebuilt_not_trusted(cli, sandbox):
 # The schema makes "example" optional (opt(Str())), but doctor/logs.py:signatures reads row["example"]:
 # an overlay row without one is a KeyError. And the schema only checks that "pattern" compiles: a
 # pattern with nested quantifiers backtracks exponentially on one short line of the log, so
-# `doctor --log` hangs (the README: "never ... a hang").
+# `doctor --log` hangs (docs/doctor-and-verify.md: "never ... a hang").
 
 SIGNATURE = """[[signature]]
 id = "x"

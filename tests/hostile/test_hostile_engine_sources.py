@@ -247,7 +247,7 @@ def test_uv_does_not_follow_a_find_links_redirect_to_a_host_not_named(cli, sandb
 
 
 def test_the_pip_engine_installs_a_lock_from_the_index_it_records(cli, sandbox, unnamed):
-    """``--from-lock`` installs from the index the lock records (README); with ``--engine pip``
+    """``--from-lock`` installs from the index the lock records (docs/locks-and-bundles.md); with ``--engine pip``
     the lock's index is never passed and PIP_INDEX_URL (kept by tfgpu.proc on purpose) sends
     pip over plain HTTP to a host not named."""
     from .test_hostile_bytes import _pip_lock

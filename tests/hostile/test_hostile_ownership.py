@@ -341,7 +341,7 @@ def test_a_project_file_planted_by_another_user_in_a_parent_is_not_used(cli, san
 # envs/txn.py:recover trusts `.T.tfgpu-inplace.json` as proof: a record whose "target" is T's real
 # path and whose "id" is any string makes the next `remove` of T delete T with writes.remove_tree —
 # T holds no marker, nothing ties it to a build. `remove` then says "no-such-env". (`create` holds:
-# it stops at target-not-empty before recovering.) The README: "It deletes only what it can prove it made."
+# it stops at target-not-empty before recovering.) docs/safety.md: "It deletes only what it can prove it made."
 
 
 @pytest.mark.parametrize("command", ["remove"])

@@ -1,6 +1,6 @@
 """``tfgpu-install doctor``: explain what is broken and how to fix it, without importing TensorFlow.
 
-A catalogue of checks with stable ids (see the README); each returns findings with a status
+A catalogue of checks with stable ids (docs/doctor-and-verify.md); each returns findings with a status
 (ok/warn/fail/skip), the evidence it read, and the fix. The environment is read as files
 (dist-info, ``build_info.py``, ELF RUNPATHs); libraries are loaded only in a child process.
 A part of the env the user running doctor cannot read (a directory without search permission, a

@@ -62,7 +62,7 @@ def fetch(
         raise ImpossibleError(
             "unverified-download",
             f"No checksum is known for {url}, so it is not downloaded: every download is verified before use.",
-            ["Give its sha256 in a TFGPU_DATA_DIR overlay (see the README's System mode section)."],
+            ["Give its sha256 in a TFGPU_DATA_DIR overlay (docs/modes.md, System mode)."],
         )
     dest_dir = Path(dest_dir)
     dest_dir.mkdir(parents=True, exist_ok=True)

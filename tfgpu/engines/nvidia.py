@@ -99,7 +99,7 @@ def unverifiable(items: list[Artifact]) -> ImpossibleError | None:
         [
             "Use --mode pip or --mode conda for this release.",
             "Or put a cuda.toml / cudnn_archives.toml with the file's sha256 in a directory named by TFGPU_DATA_DIR "
-            "(see the README's System mode section).",
+            "(docs/modes.md, System mode).",
         ],
     )
 

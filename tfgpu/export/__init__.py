@@ -4,7 +4,7 @@ for clusters a Slurm job directory (sbatch, modulefiles, Apptainer) and Kubernet
 ``render(resolution, fmt)`` is pure: it returns the files to write (name, content, mode) and
 never touches the filesystem; ``write(export, output)`` puts them on disk. Every format builds the
 same stack ``tfgpu-install create`` would: the bash script is the engine, and the Ansible playbook
-and the cloud-init user-data run that same script (see the README's "Provisioning exports").
+and the cloud-init user-data run that same script (docs/exports-and-clusters.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """system mode: NVIDIA's CUDA runfile (toolkit only, never the driver) and the cuDNN archive,
 then a venv with plain ``tensorflow`` whose activation and load hook put that toolkit first.
 
-Where things go (README, "System mode"):
+Where things go (docs/modes.md, "System mode"):
 
 * ``--prefix P``: everything under P, no root needed: the venv is P itself, the toolkit (with
   cuDNN unpacked into it) is ``P/cuda``; built in P's staging directory and moved into place.

@@ -3,7 +3,7 @@ there (and makes a re-run a no-op), its staging and commit, and the root-only fi
 (``/etc/profile.d``, ``/etc/ld.so.conf.d``). NVIDIA's files themselves (runfile command, cuDNN
 archive, the completeness check) are ``tfgpu.engines.nvidia``'s.
 
-Root installs go to ``/usr/local/cuda-X.Y``; user installs to ``<env>/cuda`` (see the README's
+Root installs go to ``/usr/local/cuda-X.Y``; user installs to ``<env>/cuda`` (see docs/modes.md's
 "System mode" section). ``is_root`` and ``SYSTEM_PREFIX``/``ETC`` are module attributes so tests
 can simulate a non-root user or a different root without being one.
 """

@@ -117,7 +117,7 @@ class Resolution:
     decided by the resolver (``tfgpu.resolver.tfsource``), the reason is in ``reasons``."""
 
     def to_dict(self) -> dict:
-        """The ``plan --json`` document (contract: see the README)."""
+        """The ``plan --json`` document (contract: docs/output.md)."""
         return {
             "tensorflow": self.tensorflow,
             "prerelease": self.prerelease,

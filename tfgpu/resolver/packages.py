@@ -277,7 +277,7 @@ def system_option(release, platform: str, cuda: str | None, cudnn: str | None) -
                     f"No checksum is recorded for the {what} {name}: system mode refuses to install a download it "
                     "cannot verify.",
                     "Use --mode pip or --mode conda, or give the file's sha256 in a TFGPU_DATA_DIR overlay "
-                    "(see the README's System mode section).",
+                    "(docs/modes.md, System mode).",
                 )
             )
     return ModeOption(
