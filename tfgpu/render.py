@@ -11,6 +11,7 @@ from rich.table import Table
 from tfgpu.console import Stream, shown, table
 from tfgpu.errors import TfgpuError
 from tfgpu.progress import Reporter
+from tfgpu.render_doctor import doctor, log_matches  # noqa: F401 - results are shown through this module
 
 _out = Stream()
 _err = Stream(stderr=True)
@@ -196,8 +197,7 @@ def repaired(summary: dict, failing: bool = False) -> None:
     changed = ", ".join(f"{p['name']} {p['from']} -> {p['to']}" for p in summary.get("changed", [])) or "none"
     files = summary.get("files", [])
     _out.print(
-        f"Repaired {escape(summary['prefix'])} (TensorFlow {escape(summary['tensorflow'] or '?')}); "
-        "the change is kept",
+        f"Repaired {escape(summary['prefix'])} (TensorFlow {escape(summary['tensorflow'] or '?')}); the change is kept",
         whole=True,
     )
     _out.print(f"  packages added: {escape(added)}")
@@ -207,11 +207,13 @@ def repaired(summary: dict, failing: bool = False) -> None:
         _out.print(f"    {escape(path)}", whole=True)
     unchecked = summary.get("not_verified")
     if unchecked and unchecked["code"] == "no-driver-here":
-        not_checked(unchecked)
+        not_checked(unchecked, "Repaired and kept")
     elif summary.get("verify"):
         verify(summary["verify"], reason=not failing)
     elif unchecked:
-        _out.print(f"  • not verified ({escape(unchecked['reason'])}): `{escape(unchecked['check_with'])}` checks the GPU")
+        _out.print(
+            f"  • not verified ({escape(unchecked['reason'])}): `{escape(unchecked['check_with'])}` checks the GPU"
+        )
     _out.print(f"Undo with: tfgpu-install repair --prefix {escape(summary['prefix'])} --undo", whole=True)
 
 
@@ -264,12 +266,10 @@ def created(result, resolution, unchecked: dict | None = None) -> None:
     _out.print(f"  [dim]log: {escape(str(result.log_path))}[/]", whole=True)
 
 
-def not_checked(unchecked: dict) -> None:
+def not_checked(unchecked: dict, done: str = "Built") -> None:
     """The one notice of a build on a machine without an NVIDIA driver: built, the GPU not
     checked here and why, and the command that checks it on the GPU host."""
-    _out.print(
-        f"  [yellow]![/] Built; the GPU was not checked: {escape(unchecked['reason'])}.", whole=True
-    )
+    _out.print(f"  [yellow]![/] {done}; the GPU was not checked: {escape(unchecked['reason'])}.", whole=True)
     _out.print(f"    On the GPU host, check it with: {escape(unchecked['check_with'])}", whole=True)
 
 
@@ -455,48 +455,3 @@ class ConsoleReporter(Reporter):
 
     def close(self) -> None:
         self._stop()
-
-
-_STYLE = {
-    "fail": "[red]✗ fail[/]",
-    "warn": "[yellow]! warn[/]",
-    "ok": "[green]✓ ok[/]  ",
-    "skip": "[dim]- skip[/]",
-    "info": "[dim]i info[/]",
-}
-
-
-def doctor(report) -> None:
-    """Findings grouped by severity: failures first, each with its evidence and fix."""
-    env = report.target.get("env")
-    if env:
-        tf = f"TF {env['tensorflow']}" if env.get("tensorflow") else "no TensorFlow"
-        python = f"Python {env['python_version']}" if env.get("python_version") else "Python unknown"
-        _out.print(
-            f"[bold]doctor[/] {escape(shown(env['root']))} ({escape(shown(tf))}, {escape(shown(python))})", whole=True
-        )
-    for status in ("fail", "warn", "ok", "skip"):
-        for finding in (f for f in report.findings if f.status == status):
-            _out.print(f"{_STYLE[status]} [bold]{escape(finding.id)}[/]: {escape(finding.title)}")
-            if status in ("fail", "warn"):
-                for line in finding.evidence:
-                    if line:
-                        _out.print(f"      [dim]{escape(shown(line))}[/]")
-                if finding.fix:
-                    _out.print(f"      [cyan]fix:[/] {escape(finding.fix)}")
-    summary = report.summary()
-    _out.print(f"{summary['fail']} failing, {summary['warn']} warnings, {summary['ok']} ok, {summary['skip']} skipped")
-
-
-def log_matches(matches) -> None:
-    if not matches:
-        _out.print("[green]No known failure signature in this log.[/]")
-        return
-    for match in matches:
-        _out.print(
-            f"{_STYLE.get(match.severity, match.severity)} [bold]{escape(match.id)}[/]: {escape(match.title)} "
-            f"[dim](line {match.line_number}, {match.count}x)[/]"
-        )
-        _out.print(f"      [dim]{escape(shown(match.line.strip()[:200]))}[/]")
-        _out.print(f"      cause: {escape(match.cause)}")
-        _out.print(f"      [cyan]fix:[/] {escape(match.fix)}")
