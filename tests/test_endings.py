@@ -114,24 +114,8 @@ def test_no_verify_shows_each_note_once(tmp_path, no_gpu_wheels, tool_env):
     assert document["verified"] is False and document["not_verified"]["code"] == "skipped"
 
 
-def fake_libcuda(directory: Path, cuda: int) -> Path:
-    """A ``libcuda.so.1`` whose ``cuDriverGetVersion`` says ``cuda`` (11020: CUDA 11.2)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    source = (
-        f"int cuDriverGetVersion(int *version) {{ *version = {cuda}; return 0; }}\n"
-        "int cuInit(unsigned int flags) { return 0; }\n"
-    )
-    subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(directory / "libcuda.so.1"), "-x", "c", "-"],
-        input=source,
-        text=True,
-        check=True,
-    )
-    return directory
-
-
 def test_a_driver_that_is_here_and_fails_stays_exit_1_and_says_why_once(tmp_path, no_gpu_wheels, tool_env):
-    driver = fake_libcuda(tmp_path / "driver", 11020)
+    driver = wheelhouse.fake_libcuda(tmp_path / "driver", 11020)
     env = tool_env | {"LD_LIBRARY_PATH": str(driver)}
     prefix = tmp_path / "env"
     done = create(prefix, no_gpu_wheels, env)
@@ -230,3 +214,47 @@ def test_decision_reads_every_driver_source():
     assert no_driver_here(report, RecordedSystem(libcuda={"libcuda.so.1": 12040})) is None
     assert no_driver_here(report | {"code": "driver-too-old"}, RecordedSystem()) is None
     assert no_driver_here({"ok": True}, RecordedSystem()) is None
+
+
+RUNPATH = "RUNPATH: " + ":".join(
+    f"/envs/tf/lib/python3.11/site-packages/tensorflow/../nvidia/lib{n:02}" for n in range(32)
+)
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_doctor_shows_a_shared_runpath_once_and_short_on_a_terminal(monkeypatch, capsys, terminal):
+    """Three libraries not found name the same RUNPATH (some 2,000 characters): shown once; on a
+    terminal as its count and first two directories, piped whole; ``--json`` keeps it in each."""
+    from tfgpu import render
+    from tfgpu.doctor.findings import Report, fail
+
+    assert len(RUNPATH) > 2000
+    if terminal:
+        monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    else:
+        monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+        monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.setenv("COLUMNS", "120")
+    report = Report(
+        target={},
+        findings=[
+            fail(
+                f"libs.{name}",
+                f"lib{name}.so is not on any path TensorFlow searches",
+                "repair it",
+                f"lib{name}.so: not found",
+                RUNPATH,
+            )
+            for name in ("cudnn", "cusolver", "cufft")
+        ],
+    )
+    render.doctor(report)
+    out = capsys.readouterr().out
+    assert out.count("RUNPATH") == 1, out
+    assert out.count("not found") == 3  # the findings' own evidence stays
+    if terminal:
+        assert "RUNPATH: 32 directories: /envs/tf/lib/python3.11/site-packages/tensorflow/../nvidia/lib00, " in out
+        assert "and 30 more (`--json` lists them)" in out and "lib31" not in out
+    else:
+        assert RUNPATH in out
+    assert sum(RUNPATH in finding["evidence"] for finding in report.to_dict()["findings"]) == 3
