@@ -11,8 +11,10 @@ Python through ``LD_LIBRARY_PATH`` (no real driver can be installed on a test ma
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -258,3 +260,49 @@ def test_doctor_shows_a_shared_runpath_once_and_short_on_a_terminal(monkeypatch,
     else:
         assert RUNPATH in out
     assert sum(RUNPATH in finding["evidence"] for finding in report.to_dict()["findings"]) == 3
+
+
+@pytest.fixture(scope="module")
+def no_gpu_index(no_gpu_wheels, tmp_path_factory):
+    """A real PEP 503 index on 127.0.0.1 serving the GPU-less wheelhouse (tests/localindex.py)."""
+    import localindex
+
+    root = localindex.build_index(no_gpu_wheels, tmp_path_factory.mktemp("no-gpu-index"))
+    with localindex.Server(root) as url:
+        yield url
+
+
+LOCKED = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect", "--platform", "linux-64")
+
+
+def test_from_lock_and_a_bundles_install_sh_end_the_same_way(tmp_path, no_gpu_index, tool_env):
+    """A lock, then a bundle whose install.sh runs ``create --from-bundle`` with the options it is
+    given (the tool on PATH: the bundle carries none of its own wheels here)."""
+    env = tool_env | {"TFGPU_INDEX_URL": no_gpu_index, "TFGPU_BUNDLE_TOOL": "0"}
+    lock = tmp_path / "tfgpu-lock.txt"
+    assert run_tool("lock", *LOCKED, "-o", str(lock), env=env).returncode == 0
+    [lock] = tmp_path.glob("tfgpu-lock*")
+    done = run_tool("create", "--from-lock", str(lock), "--prefix", str(tmp_path / "locked"), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["not_verified"]["code"] == "no-driver-here"
+
+    bundle = tmp_path / "bundle"
+    assert run_tool("bundle", *LOCKED, "-o", str(bundle), env=env).returncode == 0, "bundle"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "tfgpu-install").write_text(f'#!/bin/sh\nexec {sys.executable} -m tfgpu "$@"\n')
+    (bindir / "tfgpu-install").chmod(0o755)
+    shell_env = env | {"PATH": f"{bindir}:{os.environ['PATH']}", "TFGPU_PYTHON": sys.executable, "UV_OFFLINE": "1"}
+    ran = {}
+    for name, extra in (("plain", ()), ("required", ("--require-gpu",))):
+        ran[name] = subprocess.run(
+            [str(bundle / "install.sh"), str(tmp_path / name), *extra],
+            capture_output=True,
+            text=True,
+            env=shell_env,
+            timeout=600,
+        )
+    assert ran["plain"].returncode == 0, ran["plain"].stderr[-3000:]
+    assert (ran["plain"].stdout + ran["plain"].stderr).count(REASON) == 1
+    assert f"tfgpu-install verify --prefix {tmp_path / 'plain'}" in ran["plain"].stdout
+    assert ran["required"].returncode == 1 and "error: gpu-required" in ran["required"].stderr
