@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -251,9 +252,10 @@ def test_doctor_shows_a_shared_runpath_once_and_short_on_a_terminal(monkeypatch,
         ],
     )
     render.doctor(report)
-    out = capsys.readouterr().out
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # a terminal's colours
     assert out.count("RUNPATH") == 1, out
     assert out.count("not found") == 3  # the findings' own evidence stays
+    assert out.count("fix: repair it") == 1 and out.count("fix: the same as libs.cudnn's (above)") == 2
     if terminal:
         assert "RUNPATH: 32 directories: /envs/tf/lib/python3.11/site-packages/tensorflow/../nvidia/lib00, " in out
         assert "and 30 more (`--json` lists them)" in out and "lib31" not in out

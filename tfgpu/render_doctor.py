@@ -29,8 +29,10 @@ def doctor(report) -> None:
             f"[bold]doctor[/] {escape(shown(env['root']))} ({escape(shown(tf))}, {escape(shown(python))})", whole=True
         )
     # Each evidence line once: several findings can share one (every library that is not found
-    # names the same RUNPATH, of some 2,000 characters for TensorFlow's own library).
+    # names the same RUNPATH, of some 2,000 characters for TensorFlow's own library). A fix shared
+    # by several findings is printed whole once and then named by the finding that showed it.
     seen: set[str] = set()
+    fixes: dict[str, str] = {}
     for status in ("fail", "warn", "ok", "skip"):
         for finding in (f for f in report.findings if f.status == status):
             _out.print(f"{_STYLE[status]} [bold]{escape(finding.id)}[/]: {escape(finding.title)}")
@@ -39,7 +41,10 @@ def doctor(report) -> None:
                     if line and line not in seen:
                         seen.add(line)
                         _out.print(f"      [dim]{escape(shown(line if _out.plain else shortened(line)))}[/]")
-                if finding.fix:
+                if finding.fix in fixes:
+                    _out.print(f"      [cyan]fix:[/] the same as {escape(fixes[finding.fix])}'s (above)")
+                elif finding.fix:
+                    fixes[finding.fix] = finding.id
                     _out.print(f"      [cyan]fix:[/] {escape(finding.fix)}")
     summary = report.summary()
     _out.print(f"{summary['fail']} failing, {summary['warn']} warnings, {summary['ok']} ok, {summary['skip']} skipped")
