@@ -50,22 +50,24 @@ def doctor(report) -> None:
     _out.print(f"{summary['fail']} failing, {summary['warn']} warnings, {summary['ok']} ok, {summary['skip']} skipped")
 
 
-LONG_LINE = 200
-"""Evidence longer than this is shortened on a terminal (piped, and in ``--json``, it is whole)."""
+LONG_LIST = 200
+"""A directory list (``RUNPATH: a:b:...``) longer than this is shortened on a terminal."""
+LONG_TEXT = 1000
+"""Other evidence longer than this is cut on a terminal: a sentence or two stays whole."""
 
 
 def shortened(line: str) -> str:
-    """A long evidence line as a terminal shows it: a list of directories (``RUNPATH: a:b:...``)
-    as its count and first two, other text cut at a word; each says ``--json`` has it whole."""
-    if len(line) <= LONG_LINE:
-        return line
+    """A long evidence line as a terminal shows it (piped, and in ``--json``, it is whole): a list
+    of directories as its count and first two, other text cut at a word; each says where it is whole."""
     label, colon, value = line.partition(": ")
     parts = value.split(":") if colon and " " not in value else []
-    if len(parts) > 2:
+    if len(line) > LONG_LIST and len(parts) > 2:
         return (
             f"{label}: {len(parts)} directories: {parts[0]}, {parts[1]} and {len(parts) - 2} more (`--json` lists them)"
         )
-    cut = line[:LONG_LINE].rsplit(" ", 1)[0]
+    if len(line) <= LONG_TEXT:
+        return line
+    cut = line[:LONG_TEXT].rsplit(" ", 1)[0]
     return f"{cut} [{len(line) - len(cut)} more characters: `--json` has the whole line]"
 
 
