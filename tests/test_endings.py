@@ -308,3 +308,19 @@ def test_from_lock_and_a_bundles_install_sh_end_the_same_way(tmp_path, no_gpu_in
     assert (ran["plain"].stdout + ran["plain"].stderr).count(REASON) == 1
     assert f"tfgpu-install verify --prefix {tmp_path / 'plain'}" in ran["plain"].stdout
     assert ran["required"].returncode == 1 and "error: gpu-required" in ran["required"].stderr
+
+
+def test_a_repair_whose_check_fails_with_a_driver_here_still_says_what_it_kept(
+    tmp_path, no_gpu_repair_wheels, tool_env
+):
+    """A driver here that is too old (the fake libcuda.so.1): exit 1, and the repair's report
+    (what was added and written, that it is kept, the undo command) comes before the error."""
+    prefix = rh.user_venv(tmp_path / "env", no_gpu_repair_wheels, "tensorflow==2.21.0")
+    env = tool_env | {"LD_LIBRARY_PATH": str(wheelhouse.fake_libcuda(tmp_path / "driver", 11020))}
+    done = repair(prefix, no_gpu_repair_wheels, env)
+    assert done.returncode == 1 and "error: driver-too-old" in done.stderr, done.stderr
+    assert "the change is kept" in done.stdout and "_tfgpu_cuda_hook.pth" in done.stdout
+    assert f"Undo with: tfgpu-install repair --prefix {prefix} --undo" in done.stdout
+    assert (done.stdout + done.stderr).count("The driver supports CUDA 11.2") == 1
+    error = done.stderr.split("error: driver-too-old")[1]
+    assert error.splitlines()[2].startswith("  → The repair is kept (undo it with `tfgpu-install repair --prefix")
