@@ -432,18 +432,23 @@ def test_verify_without_tensorflow_is_a_clear_failure(built_env, tool_env):
 
 
 def test_a_failed_gpu_check_says_how_to_use_the_env_and_where_the_log_is(tmp_path, no_gpu_wheels, tool_env):
-    """The normal case on a machine without a GPU: the env is built, verify finds no driver, and
-    the error says so, how to activate the env, and where TensorFlow's output was kept."""
+    """A driver that is here and fails the check (a fake libcuda.so.1 too old for the build, found
+    through LD_LIBRARY_PATH: no real driver can be installed here): the env is built, and the
+    error says so, how to activate the env, and where TensorFlow's output was kept. (With no
+    driver at all the build ends with exit 0 and a notice: tests/test_endings.py.)"""
+    import wheelhouse
+
     prefix = tmp_path / "env"
+    tool_env = tool_env | {"LD_LIBRARY_PATH": str(wheelhouse.fake_libcuda(tmp_path / "driver", 11020))}
     done = run_tool(
         "create", *TARGET, "--prefix", str(prefix), "--find-links", str(no_gpu_wheels), "--offline", env=tool_env
     )
-    assert done.returncode == 1 and "error: no-driver" in done.stderr, done.stderr
+    assert done.returncode == 1 and "error: driver-too-old" in done.stderr, done.stderr
     assert f"source {prefix}/bin/activate" in done.stderr
     logs = sorted(Path(tool_env["TFGPU_LOG_DIR"]).glob("create-env-*.log"))
     assert len(logs) == 1 and f"TensorFlow's whole output is in {logs[0]}." in done.stderr
     assert "check_env.py" in logs[0].read_text()
-    assert ".tfgpu-staging" not in done.stdout + done.stderr.split("error: no-driver")[1]
+    assert ".tfgpu-staging" not in done.stdout + done.stderr.split("error: driver-too-old")[1]
     assert (prefix / "bin" / "python").exists()  # the env stays built
     again = run_tool("verify", "--prefix", str(prefix), env=tool_env)
     verify_logs = sorted(Path(tool_env["TFGPU_LOG_DIR"]).glob("verify-env-*.log"))

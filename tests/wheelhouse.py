@@ -137,3 +137,19 @@ def tensorflow_wheelhouse(directory: Path, version: str = "2.21.0", no_gpu: bool
     )
     shutil.rmtree(libs)
     return directory
+
+
+def fake_libcuda(directory: Path, cuda: int) -> Path:
+    """A ``libcuda.so.1`` whose ``cuDriverGetVersion`` says ``cuda`` (11020: CUDA 11.2)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    source = (
+        f"int cuDriverGetVersion(int *version) {{ *version = {cuda}; return 0; }}\n"
+        "int cuInit(unsigned int flags) { return 0; }\n"
+    )
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(directory / "libcuda.so.1"), "-x", "c", "-"],
+        input=source,
+        text=True,
+        check=True,
+    )
+    return directory

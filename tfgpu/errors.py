@@ -76,6 +76,10 @@ class OperationError(TfgpuError):
 CODES: dict[str, tuple[type[TfgpuError], str]] = {
     # exit 1: the operation failed
     "install-failed": (OperationError, "The installer (uv, pip or rattler) failed; its log is named."),
+    "gpu-required": (
+        OperationError,
+        "`--require-gpu` on a machine with no NVIDIA driver: the env is built, its GPU could not be checked.",
+    ),
     "undo-failed": (OperationError, "`repair --undo` could not put a changed env back as it was."),
     "target-busy": (OperationError, "Another tfgpu-install run holds the target's lock."),
     "update-failed": (OperationError, "`update-data` got an answer it cannot use (shape, deadline); nothing written."),

@@ -11,6 +11,7 @@ from rich.table import Table
 from tfgpu.console import Stream, shown, table
 from tfgpu.errors import TfgpuError
 from tfgpu.progress import Reporter
+from tfgpu.render_doctor import doctor, log_matches  # noqa: F401 - results are shown through this module
 
 _out = Stream()
 _err = Stream(stderr=True)
@@ -178,7 +179,9 @@ def repair_plan(plan: dict, prefix) -> None:
         _err.print("  nothing to do: the env already has what its TensorFlow needs")
 
 
-def repaired(summary: dict) -> None:
+def repaired(summary: dict, failing: bool = False) -> None:
+    """A repair: what it added (with versions), changed and wrote, that it is kept, how to undo it;
+    ``failing``: its GPU check failed and the error printed next says why."""
     plan = summary["plan"]
     if summary.get("declined"):
         _out.print("Nothing was changed.")
@@ -192,13 +195,26 @@ def repaired(summary: dict) -> None:
         return
     added = ", ".join(f"{p['name']} {p['version']}" for p in summary.get("added", [])) or "none"
     changed = ", ".join(f"{p['name']} {p['from']} -> {p['to']}" for p in summary.get("changed", [])) or "none"
-    _out.print(f"Repaired {escape(summary['prefix'])} (TensorFlow {escape(summary['tensorflow'] or '?')})")
+    files = summary.get("files", [])
+    _out.print(
+        f"Repaired {escape(summary['prefix'])} (TensorFlow {escape(summary['tensorflow'] or '?')}); the change is kept",
+        whole=True,
+    )
     _out.print(f"  packages added: {escape(added)}")
     _out.print(f"  packages changed: {escape(changed)}")
-    _out.print(f"  files written: {len(summary.get('files', []))}")
-    if summary.get("verify"):
-        verify(summary["verify"])
-    _out.print(f"Undo with: tfgpu-install repair --undo --prefix {escape(summary['prefix'])}")
+    _out.print(f"  files written: {len(files)}{' (in the env)' if files else ''}")
+    for path in files:
+        _out.print(f"    {escape(path)}", whole=True)
+    unchecked = summary.get("not_verified")
+    if unchecked and unchecked["code"] == "no-driver-here":
+        not_checked(unchecked, "Repaired and kept")
+    elif summary.get("verify"):
+        verify(summary["verify"], reason=not failing)
+    elif unchecked:
+        _out.print(
+            f"  • not verified ({escape(unchecked['reason'])}): `{escape(unchecked['check_with'])}` checks the GPU"
+        )
+    _out.print(f"Undo with: tfgpu-install repair --prefix {escape(summary['prefix'])} --undo", whole=True)
 
 
 def repair_undone(done: dict) -> None:
@@ -225,20 +241,23 @@ def dry_run(resolution, detected, result) -> None:
             _out.print(escape(line), whole=True)
 
 
-def created(result, resolution) -> None:
+def created(result, resolution, unchecked: dict | None = None) -> None:
+    """A finished create; ``unchecked``: why its GPU was not checked (``tfgpu.cli.endings``)."""
     _out.print(
         f"[green]✓[/] TensorFlow {escape(resolution.tensorflow)} (Python {resolution.python}) "
         f"in {escape(str(result.location.prefix))}"
     )
-    for line in result.notes + (result.outcome.notes if result.outcome else []):
+    # Each note once: a create's notes include its installer's, which the outcome also carries.
+    for line in dict.fromkeys(result.notes + (result.outcome.notes if result.outcome else [])):
         _out.print(f"  • {escape(line)}")
-    if result.verify:
+    if unchecked and unchecked["code"] == "no-driver-here":
+        not_checked(unchecked)
+    elif result.verify:
         verify(result.verify)
     elif result.verify is None:
-        _out.print(
-            "  • not verified (--no-verify): `tfgpu-install verify --prefix "
-            f"{escape(str(result.location.prefix))}` checks the GPU"
-        )
+        how = unchecked["check_with"] if unchecked else f"tfgpu-install verify --prefix {result.location.prefix}"
+        why = unchecked["reason"] if unchecked else "--no-verify"
+        _out.print(f"  • not verified ({escape(why)}): `{escape(how)}` checks the GPU")
     how = (result.outcome.activate if result.outcome else "") or f"source {result.location.prefix}/bin/activate"
     _out.print(
         f"  activate: {escape(how)}  [dim](or run {escape(str(result.location.prefix))}/bin/python directly)[/]",
@@ -247,7 +266,14 @@ def created(result, resolution) -> None:
     _out.print(f"  [dim]log: {escape(str(result.log_path))}[/]", whole=True)
 
 
-def multiworker(report: dict) -> None:
+def not_checked(unchecked: dict, done: str = "Built") -> None:
+    """The one notice of a build on a machine without an NVIDIA driver: built, the GPU not
+    checked here and why, and the command that checks it on the GPU host."""
+    _out.print(f"  [yellow]![/] {done}; the GPU was not checked: {escape(unchecked['reason'])}.", whole=True)
+    _out.print(f"    On the GPU host, check it with: {escape(unchecked['check_with'])}", whole=True)
+
+
+def multiworker(report: dict, reason: bool = True) -> None:
     """``verify --workers N``: each worker's loss after the step, the collective, the wall time."""
     ok = report.get("ok")
     where = {
@@ -258,7 +284,7 @@ def multiworker(report: dict) -> None:
     head = (
         "[green]multi-worker step passed[/]"
         if ok
-        else f"[red]multi-worker step failed[/]: {escape(str(report.get('reason')))}"
+        else "[red]multi-worker step failed[/]" + (f": {escape(str(report.get('reason')))}" if reason else "")
     )
     _out.print(
         f"{head}: {report.get('workers')} workers {escape(where)}, collective "
@@ -275,10 +301,13 @@ def multiworker(report: dict) -> None:
         _out.print(f"  {mark} worker {entry.get('worker')}: {detail}")
 
 
-def verify(report: dict) -> None:
-    """The GPU check: what TensorFlow is, what it loaded from where, what each GPU computed."""
+def verify(report: dict, reason: bool = True) -> None:
+    """The GPU check: what TensorFlow is, what it loaded from where, what each GPU computed;
+    ``reason``: False when the error printed next says why it failed."""
     ok = report.get("ok")
-    head = "[green]GPU check passed[/]" if ok else f"[red]GPU check failed[/]: {escape(str(report.get('reason')))}"
+    head = "[green]GPU check passed[/]" if ok else "[red]GPU check failed[/]"
+    if not ok and reason:
+        head += f": {escape(str(report.get('reason')))}"
     _out.print(head)
     info = report.get("build_info", {})
     _out.print(
@@ -426,48 +455,3 @@ class ConsoleReporter(Reporter):
 
     def close(self) -> None:
         self._stop()
-
-
-_STYLE = {
-    "fail": "[red]✗ fail[/]",
-    "warn": "[yellow]! warn[/]",
-    "ok": "[green]✓ ok[/]  ",
-    "skip": "[dim]- skip[/]",
-    "info": "[dim]i info[/]",
-}
-
-
-def doctor(report) -> None:
-    """Findings grouped by severity: failures first, each with its evidence and fix."""
-    env = report.target.get("env")
-    if env:
-        tf = f"TF {env['tensorflow']}" if env.get("tensorflow") else "no TensorFlow"
-        python = f"Python {env['python_version']}" if env.get("python_version") else "Python unknown"
-        _out.print(
-            f"[bold]doctor[/] {escape(shown(env['root']))} ({escape(shown(tf))}, {escape(shown(python))})", whole=True
-        )
-    for status in ("fail", "warn", "ok", "skip"):
-        for finding in (f for f in report.findings if f.status == status):
-            _out.print(f"{_STYLE[status]} [bold]{escape(finding.id)}[/]: {escape(finding.title)}")
-            if status in ("fail", "warn"):
-                for line in finding.evidence:
-                    if line:
-                        _out.print(f"      [dim]{escape(shown(line))}[/]")
-                if finding.fix:
-                    _out.print(f"      [cyan]fix:[/] {escape(finding.fix)}")
-    summary = report.summary()
-    _out.print(f"{summary['fail']} failing, {summary['warn']} warnings, {summary['ok']} ok, {summary['skip']} skipped")
-
-
-def log_matches(matches) -> None:
-    if not matches:
-        _out.print("[green]No known failure signature in this log.[/]")
-        return
-    for match in matches:
-        _out.print(
-            f"{_STYLE.get(match.severity, match.severity)} [bold]{escape(match.id)}[/]: {escape(match.title)} "
-            f"[dim](line {match.line_number}, {match.count}x)[/]"
-        )
-        _out.print(f"      [dim]{escape(shown(match.line.strip()[:200]))}[/]")
-        _out.print(f"      cause: {escape(match.cause)}")
-        _out.print(f"      [cyan]fix:[/] {escape(match.fix)}")

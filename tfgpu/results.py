@@ -72,6 +72,12 @@ class Created(Result):
     host: Any = None
     dry_run: bool = False
     lock: dict = factory(dict)  # with --from-lock/--from-bundle: the lock, its digest, the bundle
+    unchecked: dict | None = None  # why the GPU was not checked (``tfgpu.cli.endings``), None when it was
+
+    @property
+    def verified(self) -> bool:
+        """Whether the GPU check ran here and passed."""
+        return bool(self.outcome.verify and self.outcome.verify.get("ok"))
 
     @property
     def prefix(self) -> str:
@@ -93,6 +99,8 @@ class Created(Result):
             "log": str(done.log_path) if done.log_path else None,
             "notes": done.notes,
             "verify": done.verify,
+            "verified": self.verified,
+            "not_verified": self.unchecked,
         } | self.lock
 
 
@@ -192,6 +200,7 @@ class Verified(Result):
     report: dict
     multiworker: bool = False
     which_env: dict | None = None  # the env verified and how it was chosen (``tfgpu.envs.which``)
+    failing: bool = False  # shown before the error that says why: the reason is not repeated here
 
     @property
     def ok(self) -> bool:

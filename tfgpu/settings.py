@@ -80,6 +80,7 @@ class Settings:
     force: bool = False
     yes: bool = False
     verify: bool = True
+    require_gpu: bool = False  # a GPU-less machine fails the build's GPU check instead of noting it
     # What to write or check.
     output: str | None = None
     format: str | None = None

@@ -62,9 +62,11 @@ def cmd_update_data(settings: Settings) -> results.Result:
 
 def cmd_create(settings: Settings) -> results.Result:
     """``create``: from a fresh resolution, or exactly what a lock or bundle pins."""
+    from tfgpu.cli.endings import refuse_unverifiable
     from tfgpu.installers.options import build_options
     from tfgpu.ops import create
 
+    refuse_unverifiable(settings)
     if settings.name is not None:
         from tfgpu.envs.location import check_name
 
@@ -113,21 +115,11 @@ def cmd_create(settings: Settings) -> results.Result:
     finally:
         if reporter is not None:
             reporter.close()
-    created = results.Created(outcome, resolution, host, dry_run=settings.dry_run, lock=lock)
-    if outcome.verify is not None and not outcome.verify.get("ok"):
-        from tfgpu.verify import failure
+    if settings.dry_run:
+        return results.Created(outcome, resolution, host, dry_run=True, lock=lock)
+    from tfgpu.cli.endings import created_ending
 
-        if not settings.json:
-            text(results.Verified(outcome.verify))
-        error = failure(outcome.verify, built=True, details=created.to_dict())
-        how = outcome.outcome.activate or f"source {created.prefix}/bin/activate"
-        error.alternatives.append(
-            f"The env works for everything but the GPU now: `{how}` (or run {created.prefix}/bin/python directly)."
-        )
-        if outcome.log_path and not outcome.verify.get("log_path"):
-            error.alternatives.append(f"The log of this create is {outcome.log_path}.")
-        raise error
-    return created
+    return created_ending(settings, results.Created(outcome, resolution, host, lock=lock), name)
 
 
 def cmd_remove(settings: Settings) -> results.Result:
@@ -284,7 +276,7 @@ def cmd_verify(settings: Settings) -> results.Result:
         report = run_multiworker(prefix, settings.workers)
         if not report.get("ok"):
             if not settings.json:
-                text(results.Verified(report, multiworker=True))
+                text(results.Verified(report, multiworker=True, failing=True))
             raise multiworker_failure(report | {"which_env": chosen})
         return results.Verified(report, multiworker=True, which_env=chosen)
     if not settings.json:
@@ -296,7 +288,7 @@ def cmd_verify(settings: Settings) -> results.Result:
     report = run_verify(prefix, bench=settings.bench, runner=runner)
     if not report.get("ok"):
         if not settings.json:
-            text(results.Verified(report))
+            text(results.Verified(report, failing=True))
         raise failure(report | {"which_env": chosen})
     return results.Verified(report, which_env=chosen)
 

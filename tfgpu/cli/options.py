@@ -140,6 +140,13 @@ OPTIONS: dict[str, Option] = {
     ),
     "yes": Option(("--yes", "-y"), **_flag("do not ask (repair needs it when not on a terminal; create never asks)")),
     "no_verify": Option(("--no-verify",), **_flag("skip the GPU check at the end")),
+    "require_gpu": Option(
+        ("--require-gpu",),
+        **_flag(
+            "fail (exit 1, gpu-required) when this machine has no NVIDIA driver to check the GPU with; "
+            "without it such a build ends with exit 0 and a notice (for CI on GPU hosts)"
+        ),
+    ),
     "undo": Option(("--undo",), **_flag("put the env back exactly as the first repair found it")),
     "forget_journal": Option(
         ("--forget-journal",),

@@ -54,7 +54,7 @@ def _created(result: results.Created) -> None:
     if result.dry_run:
         render().dry_run(result.resolution, result.host, result.outcome)
     else:
-        render().created(result.outcome, result.resolution)
+        render().created(result.outcome, result.resolution, result.unchecked)
 
 
 def _exported(result: results.Exported) -> None:
@@ -73,7 +73,10 @@ def _log_matches(result: results.LogMatches) -> None:
 
 
 def _verified(result: results.Verified) -> None:
-    (render().multiworker if result.multiworker else render().verify)(result.report)
+    if result.multiworker:
+        render().multiworker(result.report, reason=not result.failing)
+    else:
+        render().verify(result.report, reason=not result.failing)
 
 
 def _written(result: results.Written) -> None:

@@ -105,7 +105,7 @@ def _create(create: argparse.ArgumentParser) -> None:
     add_exclusive(create, "name", "prefix")
     add(create, "engine", "channel", "find_links", "insecure_host", "offline")
     add_exclusive(create, "from_lock", "from_bundle")
-    add(create, "jupyter", "dry_run", "force", "yes", "no_verify")
+    add(create, "jupyter", "dry_run", "force", "yes", "no_verify", "require_gpu")
 
 
 def _lock(lock: argparse.ArgumentParser) -> None:
@@ -158,6 +158,7 @@ def _repair(repair: argparse.ArgumentParser) -> None:
         "channel",
         "insecure_host",
         "no_verify",
+        "require_gpu",
         "json",
     )
 

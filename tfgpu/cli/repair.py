@@ -69,6 +69,9 @@ def cmd_repair(settings: Settings) -> results.Result:
             "--forget-journal goes with --undo.",
             ["`tfgpu-install repair --undo --forget-journal --prefix P`"],
         )
+    from tfgpu.cli.endings import refuse_unverifiable
+
+    refuse_unverifiable(settings)
     confirm = None
     if not (settings.dry_run or settings.yes):
         if settings.json or not sys.stdin.isatty():
@@ -96,12 +99,36 @@ def cmd_repair(settings: Settings) -> results.Result:
     finally:
         if reporter is not None:
             reporter.close()
-    if summary.get("repaired") and settings.verify:
-        from tfgpu.verify import failure, run_verify
+    if summary.get("repaired"):
+        return _repaired(settings, summary)
+    return results.Repaired(summary)
 
+
+def _repaired(settings: Settings, summary: dict) -> results.Result:
+    """A repair that changed the env (kept whatever its GPU check finds), checked and ended as a
+    create is (``tfgpu.cli.endings``): exit 0 without a driver here, 1 when one is here and fails."""
+    from tfgpu.cli import endings
+    from tfgpu.cli.output import note, render
+    from tfgpu.verify import failure, run_verify
+
+    prefix = summary["prefix"]
+    summary["undo"] = f"tfgpu-install repair --prefix {prefix} --undo"
+    if settings.verify:
         if not settings.json:
             note("Checking the GPU (imports TensorFlow)…")
-        summary["verify"] = run_verify(Path(summary["prefix"]))
-        if not summary["verify"].get("ok"):
-            raise failure(summary["verify"], details=summary)
+        summary["verify"] = run_verify(Path(prefix))
+    found = endings.unchecked(settings, summary.get("verify"), prefix)
+    summary["verified"] = bool(summary.get("verify", {}).get("ok"))
+    summary["not_verified"] = found
+    kept = f"The repair is kept (undo it with `{summary['undo']}`)."
+    if found is not None and found["code"] == "no-driver-here" and settings.require_gpu:
+        error = endings.gpu_required(found, prefix, "Repaired", summary)
+        error.alternatives.insert(0, kept)
+        raise error
+    if found is None and not summary["verified"]:
+        if not settings.json:
+            render().repaired(summary, failing=True)
+        error = failure(summary["verify"], details=summary)
+        error.alternatives.insert(0, kept)
+        raise error
     return results.Repaired(summary)

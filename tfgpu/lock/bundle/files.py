@@ -150,7 +150,7 @@ def install_script(python: str, tool_version: str, tensorflow: str, platform: st
     q = shlex.quote
     return f"""#!/usr/bin/env bash
 # Offline install of this tfgpu-install bundle: TensorFlow {tensorflow}, Python {python}, {platform}.
-# Usage: ./install.sh PREFIX [more `tfgpu-install create` options, e.g. --no-verify]
+# Usage: ./install.sh PREFIX [more `tfgpu-install create` options, e.g. --no-verify or --require-gpu]
 set -euo pipefail
 
 if [ "$#" -lt 1 ]; then

@@ -1,0 +1,114 @@
+"""How a build that succeeded ends: the GPU checked and working, not checkable here, or failing.
+
+By the time ``create`` or ``repair`` checks the GPU, the env is built (or repaired, and the repair
+kept) whatever the check finds. The check then ends one of three ways:
+
+* it passed: exit 0;
+* this machine has no NVIDIA driver at all (a laptop, or a login node that prepares envs for GPU
+  nodes): the build is what was asked for, and the GPU can only be checked where there is one.
+  Exit 0 with one notice saying so and naming the ``verify`` command to run on the GPU host;
+  ``--require-gpu`` makes it ``gpu-required`` (exit 1), for CI on GPU hosts;
+* anything else (a driver here and the check fails): exit 1, as a failed check always is.
+
+"No driver at all" is read twice, and both must agree: the env's own check could not load
+``libcuda.so.1`` (its code ``no-driver``), and this machine's detection (``tfgpu.detect``) found no
+driver source answering and no ``/proc/driver/nvidia``. A machine where the kernel module is loaded
+but the env cannot load libcuda (a container without the driver's libraries mounted, WSL2's
+library path) has a driver that fails, and fails.
+"""
+
+from __future__ import annotations
+
+from tfgpu.errors import OperationError, UsageError
+from tfgpu.settings import Settings
+
+DRIVER_DIR = "/proc/driver/nvidia"
+"""Present whenever the NVIDIA kernel module is loaded, with or without its user-space libraries."""
+
+
+def check_command(settings: Settings, prefix: str, name: str | None = None) -> str:
+    """The ``verify`` command that checks this env on the GPU host: by name when it was made by name."""
+    name = name if name is not None else settings.name
+    return f"tfgpu-install verify --name {name}" if name else f"tfgpu-install verify --prefix {prefix}"
+
+
+def refuse_unverifiable(settings: Settings) -> None:
+    """``--require-gpu`` asks for the check that ``--no-verify`` skips: the two contradict."""
+    if settings.require_gpu and not settings.verify:
+        raise UsageError(
+            "conflicting-options",
+            "--require-gpu asks for the GPU check and --no-verify skips it; nothing was changed.",
+            ["Leave out one of them."],
+        )
+
+
+def no_driver_here(report: dict | None, system=None) -> str | None:
+    """Why the GPU could not be checked on this machine (it has no NVIDIA driver at all), or None
+    when it could have been (no report, a passing one, or a driver that is here and fails).
+    ``system``: the machine to ask (``tfgpu.detect.System``; tests give a recorded one)."""
+    if not report or report.get("ok") or report.get("code") != "no-driver":
+        return None
+    from tfgpu.detect import System, probe
+
+    system = system if system is not None else System()
+    host = probe(system)
+    if host.driver is not None or host.gpus or system.is_dir(DRIVER_DIR):
+        return None
+    return f"no NVIDIA driver on this machine (libcuda.so.1 does not load, and there is no {DRIVER_DIR})"
+
+
+def unchecked(settings: Settings, report: dict | None, prefix: str, name: str | None = None) -> dict | None:
+    """Why the GPU of a finished build was not checked, as ``--json`` reports it (``not_verified``),
+    or None when it was (passed or failed). Raises ``gpu-required`` under ``--require-gpu``."""
+    if report is not None and report.get("ok"):
+        return None
+    how = check_command(settings, prefix, name)
+    if report is None:
+        reason = "--no-verify" if not settings.verify else "nothing changed, so the GPU was not checked again"
+        return {"code": "skipped", "reason": reason, "check_with": how}
+    reason = no_driver_here(report)
+    if reason is None:
+        return None
+    return {"code": "no-driver-here", "reason": reason, "check_with": how}
+
+
+def gpu_required(found: dict, prefix: str, what: str, details: dict) -> OperationError:
+    """``--require-gpu`` on a machine without a driver: the build stays, and the run fails."""
+    return OperationError(
+        "gpu-required",
+        f"{what} {prefix}, but --require-gpu asks for a checked GPU and there is {found['reason']}.",
+        [
+            f"Run it on a GPU host, or check this env there: `{found['check_with']}`.",
+            "Leave out --require-gpu where no GPU is expected (the build then ends with exit 0 and a notice).",
+        ],
+        details=details,
+    )
+
+
+def created_ending(settings: Settings, created, name: str | None):
+    """The result of a finished ``create`` (its GPU checked, not checkable here, or skipped), or
+    the error of a check that failed with a driver here, or of ``--require-gpu`` without one."""
+    from tfgpu.cli.output import text
+    from tfgpu.records import replace
+    from tfgpu.results import Verified
+    from tfgpu.verify import failure
+
+    outcome = created.outcome
+    report = outcome.verify
+    found = unchecked(settings, report, created.prefix, name)
+    created = replace(created, unchecked=found)
+    how = outcome.outcome.activate or f"source {created.prefix}/bin/activate"
+    works = f"The env works for everything but the GPU now: `{how}` (or run {created.prefix}/bin/python directly)."
+    if found is not None and found["code"] == "no-driver-here" and settings.require_gpu:
+        error = gpu_required(found, created.prefix, "The environment is built at", created.to_dict())
+        error.alternatives.insert(0, works)
+        raise error
+    if found is None and report is not None and not report.get("ok"):
+        if not settings.json:
+            text(Verified(report, failing=True))
+        error = failure(report, built=True, details=created.to_dict())
+        error.alternatives.insert(0, works)  # first: the env is there and usable, then how to get the GPU
+        if outcome.log_path and not report.get("log_path"):
+            error.alternatives.append(f"The log of this create is {outcome.log_path}.")
+        raise error
+    return created
