@@ -90,7 +90,7 @@ CONDA_LOCK = Kind(
     "the conda lock",
     64 * MiB,
     lambda m: ImpossibleError(
-        "lock-corrupt", m, _advice("Regenerate it with `tfgpu-install lock --mode conda`; nothing was installed.")
+        "lock-corrupt", m, _advice("Regenerate it with `tfgpu-install lock --mode conda`.")
     ),
 )
 BUNDLE = Kind("bundle.json", 16 * MiB, None)
