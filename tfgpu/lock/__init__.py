@@ -124,7 +124,7 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
         raise UsageError(
             "bad-arguments",
             f"{project} lists no platforms, so which pip locks it describes is unknown.",
-            [f"List them in {project.name} (platforms = [\"linux-64\"]), or give one: --platform linux-64."],
+            [f'List them in {project.name} (platforms = ["linux-64"]), or give one: --platform linux-64.'],
         )
 
     def expected(base: Path) -> dict[str, Path]:

@@ -135,8 +135,7 @@ def check_platform(lock) -> None:
     if here is None or here.name != name:
         raise ImpossibleError(
             "lock-wrong-platform",
-            f"{lock.path} is for {name}; this machine is "
-            f"{here.name if here else 'another platform'}.",
+            f"{lock.path} is for {name}; this machine is {here.name if here else 'another platform'}.",
             [
                 f"Run it on a {name} machine, or write a lock for this one: --platform "
                 f"{here.name if here else 'linux-64'}."

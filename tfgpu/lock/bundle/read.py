@@ -101,8 +101,7 @@ def verify_bundle(directory: str | Path, reporter=None) -> tuple[dict, Path]:
         listed = "; ".join([*(f"missing {n}" for n in missing[:5]), *(f"damaged {n}" for n in damaged[:5])])
         raise ImpossibleError(
             "bundle-corrupt",
-            f"The bundle {root} is incomplete or damaged "
-            f"({len(missing)} missing, {len(damaged)} damaged: {listed}).",
+            f"The bundle {root} is incomplete or damaged ({len(missing)} missing, {len(damaged)} damaged: {listed}).",
             ["Copy the bundle again (rsync -a / scp -r), or rebuild it with the same `tfgpu-install bundle` command."],
         )
     return manifest, bundle_member(root, lock_name)

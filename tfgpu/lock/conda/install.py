@@ -60,8 +60,7 @@ def prepare(path: Path, options, selectors=None, bundle_dir: Path | None = None)
     if recorded["cpu_only"]:
         raise ImpossibleError(
             "lock-cpu-only",
-            f"{path} locks a CPU-only environment for {platform}; tfgpu-install "
-            "builds GPU environments.",
+            f"{path} locks a CPU-only environment for {platform}; tfgpu-install builds GPU environments.",
             ["`conda-lock install` installs it as it is."],
         )
     check_selectors(
