@@ -44,8 +44,8 @@ PROJECT = 'tf = "2.21"\nmode = "pip"\npython = "3.11"\nplatforms = ["linux-64"]\
 
 
 def _advice(stdout: str) -> str:
-    [line] = [line for line in stdout.splitlines() if "write the lock again:" in line]
-    return line.split("write the lock again: ", 1)[1]
+    [line] = [line for line in stdout.splitlines() if "to take these changes, run:" in line]
+    return line.split("to take these changes, run: ", 1)[1]
 
 
 def test_no_file_and_no_project_file_names_both_ways(tmp_path, env, monkeypatch):
@@ -96,9 +96,14 @@ def test_a_lock_given_by_name_takes_the_project_s_advice_too(tmp_path, env, monk
     project = _project(tmp_path, PROJECT)
     monkeypatch.chdir(tmp_path)
     assert run_tool("lock", *LOCK, "-o", "team.txt", env=env).returncode == 0
+    beside = run_tool("lock", "--check", "team.txt", "--tf", "2.20", env=env)  # a flag beside the project file
+    assert beside.returncode == 1
+    assert "wanted: the command line asks for --tf 2.20; the lock has TensorFlow 2.21.0" in beside.stdout
+    assert _advice(beside.stdout) == "tfgpu-install lock --tf 2.20 -o team.txt"
     project.write_text(PROJECT.replace('"3.11"', '"3.12"'))
     done = run_tool("lock", "--check", "team.txt", env=env)
     assert done.returncode == 1
+    assert "wanted: the project file asks for --python 3.12" in done.stdout
     assert _advice(done.stdout) == "tfgpu-install lock -o team.txt"
 
 
@@ -110,7 +115,10 @@ def test_selectors_on_the_command_line_give_the_exact_command(tmp_path, env, mon
     )
     done = run_tool("lock", "--check", "tfgpu-lock.linux-64.txt", "--python", "3.12", env=env)
     assert done.returncode == 1
-    assert _advice(done.stdout) == "tfgpu-install lock --tf 2.21.0 --mode pip --python 3.12 --platform linux-64"
+    assert (
+        _advice(done.stdout)
+        == "tfgpu-install lock --tf 2.21.0 --mode pip --python 3.12 --platform linux-64 --no-detect"
+    )
 
 
 def test_a_stale_lock_of_an_unchanged_target_gets_its_own_command(tmp_path, env, monkeypatch):

@@ -367,7 +367,7 @@ def lock_check(found) -> None:
     for platform, path in getattr(found, "missing", ()):
         _out.print(f"[red]missing[/]: {escape(str(path))} (the {escape(platform)} lock the project describes)")
     if found.advice:
-        _out.print(f"  to take these changes, write the lock again: {escape(found.advice)}", whole=True)
+        _out.print(f"  to take these changes, run: {escape(found.advice)}", whole=True)
 
 
 def bench_lines(bench: dict) -> None:

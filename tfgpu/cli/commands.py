@@ -166,6 +166,7 @@ def lock_check(settings: Settings) -> results.Result:
     """``lock --check [FILE]``: 0 when the lock (with no FILE: every lock the project file
     describes) is what its recorded inputs resolve to today, else 1."""
     from tfgpu.lock import check_lock, check_project
+    from tfgpu.project import Project
 
     wanted = {
         key: value
@@ -178,6 +179,10 @@ def lock_check(settings: Settings) -> results.Result:
         if value
     }
     wanted["source"] = "the project file" if settings.project_keys else "the command line"
+    wanted["sources"] = {
+        key: "the project file" if Project.key_of(key) in settings.project_keys else "the command line"
+        for key in ("tf", "mode", "python", "platform")
+    }
     if settings.project_file:
         wanted["project"] = settings.project_file
         wanted["flags"] = _given_flags(settings)

@@ -148,24 +148,30 @@ def check_wanted(found: Check, wanted: dict) -> None:
     """Changes where the project (or the command line) now asks for something the lock is not."""
     from tfgpu.lock.selectors import tf_agrees
 
-    source = wanted.get("source", "the command line")
+    sources = wanted.get("sources", {})  # a flag given beside a project file is the command line's
+
+    def said(key: str) -> str:
+        return sources.get(key, wanted.get("source", "the command line"))
+
     if wanted.get("tf") and not tf_agrees(wanted["tf"], found.tensorflow):
-        found.add("wanted", f"{source} asks for --tf {wanted['tf']}; the lock has TensorFlow {found.tensorflow}")
+        found.add("wanted", f"{said('tf')} asks for --tf {wanted['tf']}; the lock has TensorFlow {found.tensorflow}")
     if wanted.get("mode") and wanted["mode"] != found.mode:
-        found.add("wanted", f"{source} asks for --mode {wanted['mode']}; this is a {found.mode} lock")
+        found.add("wanted", f"{said('mode')} asks for --mode {wanted['mode']}; this is a {found.mode} lock")
     if wanted.get("python") and wanted["python"] != found.python:
-        found.add("wanted", f"{source} asks for --python {wanted['python']}; the lock is for Python {found.python}")
+        found.add(
+            "wanted", f"{said('python')} asks for --python {wanted['python']}; the lock is for Python {found.python}"
+        )
     if found.mode == "pip" and wanted.get("platform"):
         # A pip lock holds one platform: it is wanted while the project still lists that platform.
         if found.platforms[0] not in wanted["platform"]:
             found.add(
                 "wanted",
-                f"{source} asks for platforms {', '.join(wanted['platform'])}; the lock is for {found.platforms[0]}",
+                f"{said('platform')} asks for platforms {', '.join(wanted['platform'])}; the lock is for {found.platforms[0]}",
             )
     elif wanted.get("platform") and sorted(set(wanted["platform"])) != sorted(set(found.platforms)):
         found.add(
             "wanted",
-            f"{source} asks for platforms {', '.join(wanted['platform'])}; the lock has {', '.join(found.platforms)}",
+            f"{said('platform')} asks for platforms {', '.join(wanted['platform'])}; the lock has {', '.join(found.platforms)}",
         )
 
 
@@ -192,6 +198,7 @@ def new_lock_command(wanted: dict, found: Check | None = None) -> str:
         argv += ["--python", wanted.get("python") or found.python]
         for platform in wanted.get("platform") or found.platforms:
             argv += ["--platform", platform]
+        argv.append("--no-detect")  # as the lock's own command: the machine that runs it plays no part
     output = wanted.get("output") or (_output_of(found, wanted) if found is not None else None)
     return shlex.join([*argv, *(("-o", output) if output else ())])
 
