@@ -56,8 +56,12 @@ def test_no_file_and_no_project_file_names_both_ways(tmp_path, env, monkeypatch)
     assert "lock --check tfgpu-lock.linux-64.txt" in done.stderr and "tfgpu.toml" in done.stderr
 
 
-def test_the_project_s_locks_are_found_and_checked(tmp_path, env, monkeypatch):
-    _project(tmp_path, PROJECT)
+@pytest.mark.parametrize("kind", ["tfgpu.toml", "pyproject.toml"])
+def test_the_project_s_locks_are_found_and_checked(kind, tmp_path, env, monkeypatch):
+    if kind == "tfgpu.toml":
+        _project(tmp_path, PROJECT)
+    else:
+        (tmp_path / kind).write_text('[project]\nname = "team"\n\n[tool.tfgpu]\n' + PROJECT)
     monkeypatch.chdir(tmp_path)
     made = run_tool("lock", *LOCK, env=env)
     assert made.returncode == 0, made.stderr
@@ -65,7 +69,7 @@ def test_the_project_s_locks_are_found_and_checked(tmp_path, env, monkeypatch):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"current: {tmp_path / 'tfgpu-lock.linux-64.txt'}")
     report = json.loads(run_tool("lock", "--check", "--json", env=env).stdout)
-    assert report["project"] == str(tmp_path / "tfgpu.toml") and report["current"] is True
+    assert report["project"] == str(tmp_path / kind) and report["current"] is True
     assert [lock["lock"] for lock in report["locks"]] == [str(tmp_path / "tfgpu-lock.linux-64.txt")]
     assert report["missing"] == []
 

@@ -131,7 +131,7 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
         if mode == "conda":
             from tfgpu.lock.conda.write import output_path
 
-            return {"all": output_path(output, base)}
+            return {",".join(platforms) or "every platform": output_path(output, base)}  # one file for all
         from tfgpu.lock.pip.write import output_paths
 
         return output_paths(output, [parse_platform(name) for name in platforms], base)
@@ -158,8 +158,8 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
     result = ProjectLocks(project, checks, missing)
     if not result.current:
         # One command writes every lock the project describes, whichever of them moved on, where they are.
-        there = next(iter(paths.values())).parent if output is None else None
-        move = f"cd {shlex.quote(str(there))} && " if there is not None and there != Path.cwd() else ""
+        there = bases[places.index(paths)]
+        move = f"cd {shlex.quote(str(there))} && " if there != Path.cwd() else ""
         result.advice = move + new_lock_command(wanted)
     return result
 

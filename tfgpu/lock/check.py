@@ -234,7 +234,7 @@ class ProjectLocks:
     project: Path
     checks: list[Check]
     missing: list[tuple[str, Path]]
-    """(platform, path) of each lock the project describes that is not there (conda: ``all``)."""
+    """(platform, path) of each lock the project describes that is not there (conda: its platforms, joined by commas)."""
     advice: str = ""
 
     @property
