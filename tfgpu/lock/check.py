@@ -29,8 +29,6 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-COMMAND = "tfgpu-install lock"
-
 
 @dataclass
 class Check:
@@ -176,10 +174,10 @@ def check_wanted(found: Check, wanted: dict) -> None:
 
 
 def advise(found: Check, wanted: dict) -> str:
-    """The command that takes the changes :func:`check_wanted` and the formats found: while the lock
-    is still the wanted target, its own command again (a new release inside a range, new data); once
-    the project or the command line asks for another target, the command that writes *that* lock
-    (running the old lock's command would write the old target again)."""
+    """The command that takes ``found``'s changes: while the lock is still the wanted target, its
+    own command again (a new release inside a range, new data); once the project or the command
+    line asks for another target, the command that writes *that* lock (the old lock's own command
+    would write the old target again)."""
     if found.current:
         return ""
     if not any(change["kind"] == "wanted" for change in found.changes) and found.regenerate:
@@ -192,7 +190,7 @@ def new_lock_command(wanted: dict, found: Check | None = None) -> str:
     value the command line did not: ``wanted["flags"]``), else with the values given on the command
     line and, where none was given, the lock's own; ``-o`` names the lock's file unless ``lock``
     would write that name anyway."""
-    argv = [*shlex.split(COMMAND), *wanted.get("flags", ())]
+    argv = ["tfgpu-install", "lock", *wanted.get("flags", ())]
     if found is not None and not wanted.get("project"):
         argv += ["--tf", wanted.get("tf") or found.tensorflow, "--mode", wanted.get("mode") or found.mode]
         argv += ["--python", wanted.get("python") or found.python]
