@@ -17,7 +17,8 @@ import wheelhouse
 # TFGPU_TEST_CACHE, default ~/.cache/tfgpu-install-tests. It holds the uv cache of the network tests
 # (real TensorFlow and CUDA wheels from PyPI), the tool's own cache for tests that do not set one,
 # and the tensorflow-cpu env of the benchmark test. Everything else lives in pytest's temporary
-# directories (tmp_path; the last three runs are kept) or in this session's directory below.
+# directories (tmp_path; kept only for a run with a failure, see pyproject.toml) or in this
+# session's directory below, deleted when the run ends.
 TEST_CACHE = Path(os.environ.get("TFGPU_TEST_CACHE") or Path.home() / ".cache" / "tfgpu-install-tests")
 
 
@@ -50,6 +51,13 @@ os.environ.setdefault("TFGPU_INSECURE_HOSTS", LOOPBACK_HOSTS)
 # active sets VIRTUAL_ENV or CONDA_PREFIX itself.
 for _active in ("VIRTUAL_ENV", "CONDA_PREFIX"):
     os.environ.pop(_active, None)
+
+
+def pytest_report_header(config) -> list[str]:
+    """Up front, the system programs whose absence turns tests into skips, and how to install them."""
+    import systemprograms
+
+    return systemprograms.header([p for p in systemprograms.PROGRAMS if not systemprograms.present(p)])
 
 
 def _name_loopback() -> None:

@@ -382,19 +382,21 @@ def env_list(envs: list[dict], searched) -> None:
 
 
 def lock_check(found) -> None:
-    """``lock --check``: current, or every change, one line each."""
-    what = f"{found.mode} lock of TF {found.tensorflow} for {', '.join(found.platforms)}"
-    if found.current:
-        _out.print(
-            f"[green]current[/]: {escape(str(found.path))} ({escape(what)}; {found.packages} packages "
-            "resolve the same today)",
-            whole=True,
-        )
-        return
-    _out.print(f"[red]not current[/]: {escape(str(found.path))} ({escape(what)})", whole=True)
-    for change in found.changes:
-        _out.print(f"  {escape(change['kind'])}: {escape(change['text'])}", whole=True)
-    _out.print("  [dim]regenerate it with the command in its header to take these changes[/]", whole=True)
+    """``lock --check``: each lock current, or every change, one line each; each lock the project
+    describes that is missing; then the one command that takes the changes."""
+    for one in getattr(found, "checks", [found]):
+        what = f"{one.mode} lock of TF {one.tensorflow} for {', '.join(one.platforms)}"
+        if one.current:
+            where = f"{escape(str(one.path))} ({escape(what)}; {one.packages} packages resolve the same today)"
+            _out.print(f"[green]current[/]: {where}", whole=True)
+            continue
+        _out.print(f"[red]not current[/]: {escape(str(one.path))} ({escape(what)})", whole=True)
+        for change in one.changes:
+            _out.print(f"  {escape(change['kind'])}: {escape(change['text'])}", whole=True)
+    for platform, path in getattr(found, "missing", ()):
+        _out.print(f"[red]missing[/]: {escape(str(path))} (the {escape(platform)} lock the project describes)")
+    if found.advice:
+        _out.print(f"  to take these changes, run: {escape(found.advice)}", whole=True)
 
 
 def bench_lines(bench: dict) -> None:

@@ -85,7 +85,7 @@ class Settings:
     output: str | None = None
     format: str | None = None
     allow_cpu: bool = False
-    check: str | None = None
+    check: str | bool | None = None  # lock --check FILE; True: --check with no FILE (the project's locks)
     log: str | None = None
     bench: bool = False
     workers: int | None = None

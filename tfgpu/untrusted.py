@@ -89,9 +89,7 @@ PIP_LOCK_SHAPE = Kind(
 CONDA_LOCK = Kind(
     "the conda lock",
     64 * MiB,
-    lambda m: ImpossibleError(
-        "lock-corrupt", m, _advice("Regenerate it with `tfgpu-install lock --mode conda`; nothing was installed.")
-    ),
+    lambda m: ImpossibleError("lock-corrupt", m, _advice("Regenerate it with `tfgpu-install lock --mode conda`.")),
 )
 BUNDLE = Kind("bundle.json", 16 * MiB, None)
 """A bundle's manifest: the caller says ``bundle-incomplete`` (an interrupted ``bundle`` leaves none)."""

@@ -8,6 +8,7 @@ import marshal
 import os
 import subprocess
 import sys
+import tempfile
 from importlib.resources import files
 
 import pytest
@@ -242,10 +243,14 @@ def test_a_home_where_nothing_can_be_written(tool, sandbox, local_wheels):
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
 
 
-def test_an_unwritable_log_directory_is_reported_not_raised(cli, build, sandbox, monkeypatch):
+def test_an_unwritable_log_directory_is_reported_not_raised(cli, build, sandbox, monkeypatch, tmp_path):
     (sandbox / "logs").write_text("a file where the log directory should be\n")
+    fallback = tmp_path / "tmp"  # where the logs go instead: the test's own directory, not the user's $TMPDIR
+    fallback.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(fallback))
     done = build(sandbox / "env")
     assert done.code == 0 and "log directory cannot be written" in done.err
+    assert list(fallback.glob("tfgpu-*.log"))
 
 
 def test_jupyter_data_dir_that_is_a_file_is_refused_before_building(cli, build, sandbox, monkeypatch):

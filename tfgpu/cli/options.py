@@ -129,7 +129,10 @@ OPTIONS: dict[str, Option] = {
     "check": _path(
         "--check",
         "FILE",
-        "write nothing: exit 0 if FILE is what its recorded inputs resolve to today, 1 with what changed (for CI)",
+        "write nothing: exit 0 if FILE (without FILE: every lock the project file describes) is what its "
+        "recorded inputs resolve to today, 1 with what changed and the command that writes the new lock (for CI)",
+        nargs="?",
+        const=True,
     ),
     # How.
     "jupyter": Option(("--jupyter",), **_flag("register a Jupyter kernel for the env")),

@@ -17,6 +17,7 @@ own face, :func:`tfgpu.lock.bundle.build`.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 
@@ -88,7 +89,7 @@ def check_lock(path: str | Path, wanted: dict | None = None, reporter=None):
     """``lock --check FILE``: whether a pip lock or a conda-lock.yml is what its recorded inputs
     resolve to today (a :class:`tfgpu.lock.check.Check`); ``wanted``: selectors it should still
     match (``tf``, ``mode``, ``python``, ``platform``; from the project file or the command line)."""
-    from tfgpu.lock.check import check_wanted
+    from tfgpu.lock.check import advise, check_wanted
 
     lock = read(path)  # refuses an edited, truncated or foreign lock first (exit 2/3)
     if _conda_file(lock.path):
@@ -97,13 +98,95 @@ def check_lock(path: str | Path, wanted: dict | None = None, reporter=None):
         from tfgpu.lock.pip.check import check
     found = check(lock, reporter)
     check_wanted(found, wanted or {})
+    found.advice = advise(found, wanted or {})
     return found
+
+
+def check_project(*, mode: str | None, platforms: list[str], output: str | None, wanted: dict, reporter=None):
+    """``lock --check`` with no file: every lock ``tfgpu-install lock`` writes for the project's mode
+    and platforms (and ``-o``), looked for where ``lock`` would write it (here), else beside the
+    project file (``wanted["project"]``); each checked. A lock that is missing makes the answer
+    not current; none at all is a usage error (exit 2): nothing was checked."""
+    from tfgpu.errors import UsageError
+    from tfgpu.installers.options import mode_of
+    from tfgpu.lock.check import ProjectLocks, new_lock_command
+    from tfgpu.lock.platforms import parse_platform
+
+    project = Path(wanted["project"])
+    mode = mode_of(mode)
+    if mode not in ("pip", "conda"):
+        raise UsageError(
+            "mode-not-lockable",
+            f"{project} asks for --mode {mode}, which is not locked: system mode installs vendor archives.",
+            ["Check a pip or conda lock: tfgpu-install lock --check FILE."],
+        )
+    if mode == "pip" and not platforms:
+        raise UsageError(
+            "bad-arguments",
+            f"{project} lists no platforms, so which pip locks it describes is unknown.",
+            [f'List them in {project.name} (platforms = ["linux-64"]), or give one: --platform linux-64.'],
+        )
+
+    def expected(base: Path) -> dict[str, Path]:
+        if mode == "conda":
+            from tfgpu.lock.conda.write import output_path
+
+            return {",".join(platforms) or "every platform": output_path(output, base)}  # one file for all
+        from tfgpu.lock.pip.write import output_paths
+
+        return output_paths(output, [parse_platform(name) for name in platforms], base)
+
+    bases = [Path.cwd(), *([project.parent] if project.parent != Path.cwd() else [])]
+    places = [expected(base) for base in bases]
+    paths = next((found for found in places if any(path.is_file() for path in found.values())), None)
+    if paths is None:
+        looked = ", ".join(str(path) for found in places for path in found.values())
+        raise UsageError(
+            "lock-unreadable",
+            f"No lock the project file {project} describes is there yet (looked for {looked}).",
+            [
+                f"Write it: {new_lock_command(wanted)} (it reads the project file).",
+                "Or check one lock: tfgpu-install lock --check FILE.",
+            ],
+        )
+    checks, missing = [], []
+    for platform, path in paths.items():
+        if not path.is_file():
+            missing.append((platform, path))
+            continue
+        checks.append(check_lock(path, wanted, reporter))
+    result = ProjectLocks(project, checks, missing)
+    if not result.current:
+        # One command writes every lock the project describes, whichever of them moved on, where they are.
+        there = bases[places.index(paths)]
+        move = f"cd {shlex.quote(str(there))} && " if there != Path.cwd() else ""
+        result.advice = move + new_lock_command(wanted)
+    return result
+
+
+NOTHING_INSTALLED = "Nothing was installed."
+"""What a refused ``create --from-lock``/``--from-bundle`` adds to its error. The readers and checks
+below are shared with ``lock --check``, which installs nothing and so must not say it; the
+sentence is added here, where an install was asked for and refused."""
 
 
 def prepare(selectors, options, *, from_lock: str | None = None, from_bundle: str | None = None, reporter=None):
     """(resolution, options, source, lock) for ``create --from-lock FILE``/``--from-bundle DIR``,
     after every check: the lock decides what is built (selectors given alongside must agree with
-    it), and ``source`` carries what installers install (they never read lock files themselves)."""
+    it), and ``source`` carries what installers install (they never read lock files themselves).
+    Nothing is installed before it returns, so every refusal it raises says so."""
+    from tfgpu.errors import TfgpuError
+
+    try:
+        return _prepare(selectors, options, from_lock=from_lock, from_bundle=from_bundle, reporter=reporter)
+    except TfgpuError as error:
+        if NOTHING_INSTALLED.lower() not in error.message.lower():
+            error.message = f"{error.message.rstrip()} {NOTHING_INSTALLED}"
+            error.args = (error.message,)
+        raise
+
+
+def _prepare(selectors, options, *, from_lock, from_bundle, reporter):
     if from_lock and _conda_file(from_lock):
         from tfgpu.lock.conda.install import prepare as prepare_conda
 

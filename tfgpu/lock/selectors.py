@@ -35,7 +35,7 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
     def refuse(key: str, why: str):
         return UsageError(
             "lock-malformed",
-            f"{path}: the recorded {key} {str(recorded.get(key))[:80]!r} is not {why}. Nothing was installed.",
+            f"{path}: the recorded {key} {str(recorded.get(key))[:80]!r} is not {why}.",
             ["Regenerate the lock with `tfgpu-install lock`; a lock's record is never edited by hand."],
         )
 
@@ -129,14 +129,13 @@ def check_platform(lock) -> None:
         raise ImpossibleError(
             "lock-cpu-only",
             f"{lock.path} is a CPU-only lock (locked with --allow-cpu for {name}); "
-            "tfgpu-install builds GPU environments only. Nothing was installed.",
+            "tfgpu-install builds GPU environments only.",
             [f"Install it with plain pip: pip install --require-hashes -r {lock.path}"],
         )
     if here is None or here.name != name:
         raise ImpossibleError(
             "lock-wrong-platform",
-            f"{lock.path} is for {name}; this machine is "
-            f"{here.name if here else 'another platform'}. Nothing was installed.",
+            f"{lock.path} is for {name}; this machine is {here.name if here else 'another platform'}.",
             [
                 f"Run it on a {name} machine, or write a lock for this one: --platform "
                 f"{here.name if here else 'linux-64'}."

@@ -20,7 +20,7 @@ from tfgpu.lock.bundle.steps import MANIFEST
 def _bundle_corrupt(root: Path, what: str) -> ImpossibleError:
     return ImpossibleError(
         "bundle-corrupt",
-        f"The bundle {root} cannot be trusted: {what}. Nothing was installed.",
+        f"The bundle {root} cannot be trusted: {what}.",
         ["Copy the bundle again (rsync -a / scp -r), or rebuild it with the same `tfgpu-install bundle` command."],
     )
 
@@ -53,7 +53,7 @@ def verify_bundle(directory: str | Path, reporter=None) -> tuple[dict, Path]:
         raise ImpossibleError(
             "bundle-incomplete",
             f"{root} is not a complete tfgpu-install bundle: its {MANIFEST} "
-            "is missing or unreadable (an interrupted `bundle` leaves none). Nothing was installed. "
+            "is missing or unreadable (an interrupted `bundle` leaves none). "
             f"{error.reason}",
             ["Run the `tfgpu-install bundle` command again (it resumes) and copy the whole directory."],
         ) from None
@@ -64,7 +64,7 @@ def verify_bundle(directory: str | Path, reporter=None) -> tuple[dict, Path]:
             "bundle-format-unsupported",
             f"{root} was written by tfgpu-install "
             f"{manifest.get('tool_version', '?')} (bundle format {manifest.get('format')!r}); this "
-            f"version reads format {BUNDLE_FORMAT}. Nothing was installed.",
+            f"version reads format {BUNDLE_FORMAT}.",
             ["Use the install.sh inside the bundle (it brings its own tfgpu-install)."],
         )
     files = manifest.get("files")
@@ -101,8 +101,7 @@ def verify_bundle(directory: str | Path, reporter=None) -> tuple[dict, Path]:
         listed = "; ".join([*(f"missing {n}" for n in missing[:5]), *(f"damaged {n}" for n in damaged[:5])])
         raise ImpossibleError(
             "bundle-corrupt",
-            f"The bundle {root} is incomplete or damaged "
-            f"({len(missing)} missing, {len(damaged)} damaged: {listed}). Nothing was installed.",
+            f"The bundle {root} is incomplete or damaged ({len(missing)} missing, {len(damaged)} damaged: {listed}).",
             ["Copy the bundle again (rsync -a / scp -r), or rebuild it with the same `tfgpu-install bundle` command."],
         )
     return manifest, bundle_member(root, lock_name)
@@ -139,7 +138,7 @@ def prepare(directory: str, options, selectors, reporter=None):
     if lock.meta["sha256"] != manifest.get("lock_sha256"):
         raise ImpossibleError(
             "bundle-corrupt",
-            f"The lock in {directory} is not the one the bundle was built with. Nothing was installed.",
+            f"The lock in {directory} is not the one the bundle was built with.",
             ["Rebuild the bundle."],
         )
     options = replace(options, find_links=str(lock_path.parent / "wheels"), offline=True)  # the top level
@@ -160,7 +159,7 @@ def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors, d
     if prepared[3].meta["sha256"] != manifest.get("lock_sha256"):
         raise ImpossibleError(
             "bundle-corrupt",
-            f"The lock in {directory} is not the one the bundle was built with. Nothing was installed.",
+            f"The lock in {directory} is not the one the bundle was built with.",
             ["Rebuild the bundle."],
         )
     return prepared

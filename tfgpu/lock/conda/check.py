@@ -4,6 +4,7 @@ lock's entries. The comparison itself is ``tfgpu.lock.check``'s, shared with pip
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from tfgpu.errors import ImpossibleError, OperationError
@@ -23,6 +24,7 @@ def check(lock, reporter=None) -> Check:
     channels = list(lock.channels())
     first = lock.resolution(platforms[0])
     found = Check(Path(lock.path), "conda", platforms, first["tensorflow"], first["python"])
+    found.regenerate = regenerate_command(lock.path, platforms, channels, first)
     runner, uv, _ = tools("lock-check")
     for name in platforms:
         recorded = lock.resolution(name)
@@ -77,3 +79,11 @@ def check(lock, reporter=None) -> Check:
             found, name, {f"{m}:{n}": v for (m, n), v in before.items()}, {f"{m}:{n}": v for (m, n), v in after.items()}
         )
     return found
+
+
+def regenerate_command(path, platforms: list[str], channels: list[str], recorded: dict) -> str:
+    """The command that writes this conda lock again, for the same target (``--no-detect``: the host plays no part)."""
+    argv = ["tfgpu-install", "lock", "--tf", recorded["tensorflow"], "--mode", "conda", "--python", recorded["python"]]
+    argv += ["--os", recorded["os"], *(f for name in platforms for f in ("--platform", name))]
+    argv += [*(f for channel in channels for f in ("--channel", channel)), "--no-detect"]
+    return shlex.join([*argv, *(("--allow-cpu",) if recorded["cpu_only"] else ()), "-o", str(path)])

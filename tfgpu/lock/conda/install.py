@@ -35,7 +35,7 @@ def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> st
             raise UsageError(
                 "lock-has-options",
                 f"{lock.path}: the pip entry {str(p.name)[:60]!r} is not a wheel "
-                "pinned by name, version, HTTPS URL and sha256. Nothing was installed.",
+                "pinned by name, version, HTTPS URL and sha256.",
                 ["Regenerate the lock with `tfgpu-install lock --mode conda`."],
             )
         lines.append(f"{f'{p.name}=={p.version}' if pinned else f'{p.name} @ {url}'} --hash=sha256:{sha256}")
@@ -60,8 +60,7 @@ def prepare(path: Path, options, selectors=None, bundle_dir: Path | None = None)
     if recorded["cpu_only"]:
         raise ImpossibleError(
             "lock-cpu-only",
-            f"{path} locks a CPU-only environment for {platform}; tfgpu-install "
-            "builds GPU environments. Nothing was installed.",
+            f"{path} locks a CPU-only environment for {platform}; tfgpu-install builds GPU environments.",
             ["`conda-lock install` installs it as it is."],
         )
     check_selectors(

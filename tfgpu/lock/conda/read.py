@@ -75,7 +75,7 @@ def read(path: Path) -> CondaLock:
         raise ImpossibleError(
             "lock-corrupt",
             f"{path} is not a readable conda-lock file: {str(error)[:400]}",
-            ["Regenerate it with `tfgpu-install lock --mode conda`; nothing was installed."],
+            ["Regenerate it with `tfgpu-install lock --mode conda`."],
         ) from None
     custom = lockfile.metadata.custom_metadata or {}
     if custom.get("tfgpu_format") != FORMAT:
@@ -83,7 +83,7 @@ def read(path: Path) -> CondaLock:
         raise ImpossibleError(
             "lock-format-unsupported",
             f"{path} was not written by this tfgpu-install (format "
-            f"{found or 'none: another tool'}, this tool reads format {FORMAT}); nothing was installed.",
+            f"{found or 'none: another tool'}, this tool reads format {FORMAT}).",
             [
                 "Regenerate it with this version: `tfgpu-install lock --mode conda ...`.",
                 "A lock written by conda-lock itself installs with `conda-lock install`.",
@@ -93,7 +93,7 @@ def read(path: Path) -> CondaLock:
         raise UsageError(
             "lock-modified",
             f"{path} was edited after it was written: its channels, platforms or "
-            "package entries do not match the checksum recorded in it. Nothing was installed.",
+            "package entries do not match the checksum recorded in it.",
             ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."],
         )
     return CondaLock(path=path, lockfile=lockfile, custom=custom)

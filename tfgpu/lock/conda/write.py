@@ -186,6 +186,11 @@ HEADER = """\
 """
 
 
+def output_path(output: str | None, base: Path | None = None) -> Path:
+    """Where the lock goes: ``-o FILE``, else conda-lock.yml, relative to ``base`` (default: here)."""
+    return (base or Path.cwd()) / Path(output or "conda-lock.yml").expanduser()
+
+
 def write(targets, output: str | None, *, channels: list[str], runner, uv: str, cache: Path, reporter=None) -> Written:
     """Solve every ``(platform, resolution, cpu_only)`` and write one conda-lock.yml; returns what it wrote.
 
@@ -197,7 +202,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
 
     from tfgpu.paths import output_dir, write_output
 
-    path = Path(output or "conda-lock.yml").expanduser().absolute()
+    path = output_path(output)
     if path.is_dir():
         raise ImpossibleError(
             "bad-output", f"-o {output} is a directory; give the lock's file name.", [f"-o {path / 'conda-lock.yml'}"]

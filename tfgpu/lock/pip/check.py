@@ -20,6 +20,7 @@ def check(lock, reporter=None) -> Check:
     """Whether a pip lock (read and checked by :func:`tfgpu.lock.pip.lockfile.read`) is current."""
     meta, recorded = lock.meta, lock.meta["resolution"]
     found = Check(Path(lock.path), "pip", [meta["platform"]], recorded["tensorflow"], meta["python"])
+    found.regenerate = lockfile.regenerate_command(meta, str(lock.path))
     platform = parse_platform(meta["platform"])
     requirements = [canonical(text, what=f"The lock {lock.path}") for text in recorded["requirements"]]
     old = lockfile.lock_inputs(requirements, meta["python"], meta["python_platform"], meta["index"])

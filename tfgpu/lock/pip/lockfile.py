@@ -193,7 +193,7 @@ def read(path: Path, text: str | None = None) -> PipLock:
         raise UsageError(
             "lock-modified",
             f"{path} was changed after tfgpu-install wrote it (edited or truncated): its recorded sha256 is "
-            f"{recorded}, its content hashes to {actual}. Nothing was installed.",
+            f"{recorded}, its content hashes to {actual}.",
             [
                 "Restore the file from version control, or regenerate it: " + regenerate_command(meta, str(path)),
                 "Pins are changed by regenerating the lock, never by editing it.",
@@ -233,8 +233,7 @@ def _check_shape(meta: dict, path) -> None:
         raise UsageError(
             "lock-malformed",
             f"{path}: the record's python {meta['python'][:40]!r} and python_platform "
-            f"{meta['python_platform'][:40]!r} are not its resolution's Python and a known platform. "
-            "Nothing was installed.",
+            f"{meta['python_platform'][:40]!r} are not its resolution's Python and a known platform.",
             ["Regenerate the lock with `tfgpu-install lock`."],
         )
 
@@ -277,7 +276,7 @@ def check_body(body: str, path) -> None:
             "lock-has-options",
             f"{path} holds more than pinned requirements: line {number} of its "
             f"requirements is {line.strip()[:120]!r}. A lock carries `name==version` pins with their "
-            "hashes only; options and URLs are refused. Nothing was installed.",
+            "hashes only; options and URLs are refused.",
             ["Regenerate the lock with `tfgpu-install lock` (which never writes option lines)."],
         )
 

@@ -66,11 +66,13 @@ class PipLocks:
         return [item.note() for item in self.locks]
 
 
-def output_paths(output: str | None, platforms: list[Platform]) -> dict[str, Path]:
-    """Where each platform's lock goes (see the module docstring)."""
+def output_paths(output: str | None, platforms: list[Platform], base: Path | None = None) -> dict[str, Path]:
+    """Where each platform's lock goes (see the module docstring), relative to ``base`` (default: the
+    current directory; ``lock --check`` also looks beside the project file)."""
+    base = base or Path.cwd()
     if not output:
-        return {p.name: Path(f"tfgpu-lock.{p.name}.txt").absolute() for p in platforms}
-    path = Path(output).expanduser().absolute()
+        return {p.name: base / f"tfgpu-lock.{p.name}.txt" for p in platforms}
+    path = base / Path(output).expanduser()
     if path.is_dir():
         raise ImpossibleError(
             "bad-output",
