@@ -277,3 +277,13 @@ def test_nothing_drawn_means_no_numbers_not_wrong_ones():
     watch.feed("Resolved 3 packages in 20ms\r\nInstalled 3 packages in 5ms\r\n")
     watch.finish()
     assert reporter.transfers() == []
+
+
+def test_uvs_downloads_are_complete_when_it_says_prepared():
+    """After its last redraw uv prints "Prepared N packages"; no redraw follows to read."""
+    reporter = RecordingReporter()
+    watch = UvProgress(reporter)
+    watch.feed("\x1b[2mPreparing packages...\x1b[0m (0/1) tensorflow ------------------------------ 600.00 MiB/620.00 MiB")
+    assert reporter.transfers() == []  # that redraw may still be arriving
+    watch.feed("\r\x1b[2K\x1b[2mPrepared \x1b[1m1 package\x1b[0m \x1b[2min 20.5s\x1b[0m\r\n")
+    assert reporter.transfers()[-1] == (620 * MIB, 620 * MIB)

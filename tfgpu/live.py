@@ -87,6 +87,7 @@ class ConsoleReporter(Reporter):
         self._status = None
         self._spinner = None
         self._bars = None
+        self._finished: dict[str, tuple] = {}
         self._tasks: dict[str, int] = {}
         self._plain: dict[str, _Plain] = {}
         self._title = ""
@@ -111,6 +112,11 @@ class ConsoleReporter(Reporter):
         self.stop_live()
         self._title = f"[{index}/{total}] {title}"
         err.print(f"[bold]{escape(self._title)}[/]")
+        self._finished = {}
+        self._spin()
+
+    def _spin(self) -> None:
+        """The spinner, on a terminal: the step is at work."""
         if not err.plain:
             from rich.live import Live
             from rich.spinner import Spinner
@@ -130,6 +136,8 @@ class ConsoleReporter(Reporter):
             self._bar(label, done, total)
 
     def _bar(self, label: str, done: int, total: int | None) -> None:
+        if self._finished.get(label) == (done, total):
+            return  # its bar is complete and printed; a repeat of its end is no news
         if self._status is not None:  # the bar says more than the spinner; the title stays above
             self._status.stop()
             self._status = None
@@ -156,6 +164,14 @@ class ConsoleReporter(Reporter):
         if label not in self._tasks:
             self._tasks[label] = self._bars.add_task(escape(label), total=total)
         self._bars.update(self._tasks[label], completed=done, total=total)
+        if total and done >= total:
+            self._finished[label] = (done, total)
+        if all(name in self._finished for name in self._tasks):
+            # Every transfer is complete; the step goes on (installing, compiling): its bars stay
+            # printed as they ended, and the spinner says it is still at work.
+            self._bars.stop()
+            self._bars, self._tasks = None, {}
+            self._spin()
 
     def _plain_transfer(self, label: str, done: int, total: int | None) -> None:
         now = self._clock()

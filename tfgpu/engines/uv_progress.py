@@ -30,6 +30,8 @@ _BAR = re.compile(
     r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s+-{3,}\s+"
     r"(?P<done>\d+(?:\.\d+)?) ?(?P<done_unit>[KMGT]?i?B)/(?P<total>\d+(?:\.\d+)?) ?(?P<total_unit>[KMGT]?i?B)"
 )
+_PREPARED = re.compile(r"Prepared \d+ packages? in")
+"""The line uv prints once every download is in (its bars then give way to the install's)."""
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "kB": 1000, "KB": 1000}
 _MAX_BUFFER = 1 << 20
 
@@ -56,16 +58,24 @@ class UvProgress:
         self._said: tuple[int, int] | None = None
 
     def feed(self, text: str) -> None:
-        """More of what uv drew. Only whole redraws are read: the last one may still be arriving."""
+        """More of what uv drew. Only whole redraws are read (the last may still be arriving),
+        until uv says every download is in."""
         self._buffer += text
+        prepared = _PREPARED.search(_ESCAPES.sub("", self._buffer)) is not None
         last = self._buffer.rfind(_HEADER)
-        if last <= 0 and len(self._buffer) < _MAX_BUFFER:
+        if prepared or (last <= 0 and len(self._buffer) >= _MAX_BUFFER):
+            complete, self._buffer = self._buffer, ""
+        elif last > 0:
+            complete, self._buffer = self._buffer[:last], self._buffer[last:]
+        else:
             return
-        complete, self._buffer = (self._buffer[:last], self._buffer[last:]) if last > 0 else (self._buffer, "")
         frames = _ESCAPES.sub("", complete).split(_HEADER)
         for frame in frames[1:] if len(frames) > 1 else frames:
             self._frame(frame, whole=len(frames) > 1)
-        self._report()
+        if prepared:
+            self.finish()
+        else:
+            self._report()
 
     def _frame(self, frame: str, *, whole: bool) -> None:
         drawn = set()
