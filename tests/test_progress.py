@@ -67,7 +67,9 @@ def test_a_download_reports_its_bytes_growing_to_the_total(tmp_path, monkeypatch
     path, sha256 = served_file(tmp_path / "root", "cudnn.tar.xz", 2 * MIB)
     reporter = RecordingReporter()
     with Server(tmp_path / "root", drip=0.001) as url:
-        download.fetch(url.removesuffix("/simple") + "/files/cudnn.tar.xz", tmp_path / "cache", sha256=sha256, reporter=reporter)
+        download.fetch(
+            url.removesuffix("/simple") + "/files/cudnn.tar.xz", tmp_path / "cache", sha256=sha256, reporter=reporter
+        )
     moved = reporter.transfers("cudnn.tar.xz")
     assert len(moved) > 5
     assert all(total == 2 * MIB for _, total in moved)  # the server said the size: the total is known throughout
@@ -84,7 +86,9 @@ def test_a_bundles_files_are_one_transfer_over_their_sum(tmp_path, monkeypatch):
     combined = Combined(reporter, "3 wheels", total)
     with Server(tmp_path / "root") as url:
         for path, sha256 in files:
-            got = download.fetch(f"{url.removesuffix('/simple')}/files/{path.name}", tmp_path / "out", sha256=sha256, reporter=combined)
+            got = download.fetch(
+                f"{url.removesuffix('/simple')}/files/{path.name}", tmp_path / "out", sha256=sha256, reporter=combined
+            )
             combined.next_file(got.stat().st_size)
     moved = reporter.transfers("3 wheels")
     assert {t for _, t in moved} == {total}
@@ -105,7 +109,9 @@ def test_piped_a_slow_transfer_says_its_bytes_at_least_every_ten_seconds(tmp_pat
     reporter = live.ConsoleReporter(clock=clock)
     with Server(tmp_path / "root", drip=0.0005) as url:
         reporter.step(1, 1, "Download CUDA")
-        download.fetch(url.removesuffix("/simple") + "/files/cuda.run", tmp_path / "cache", sha256=sha256, reporter=reporter)
+        download.fetch(
+            url.removesuffix("/simple") + "/files/cuda.run", tmp_path / "cache", sha256=sha256, reporter=reporter
+        )
         reporter.close()
     lines = [(at, text) for at, text in pipe.writes if text.startswith("  cuda.run: ")]
     assert clock.now > 60  # the fake transfer lasted over a minute
@@ -163,7 +169,9 @@ def on_a_terminal(argv: list[str], columns: int = 100) -> str:
     reader, child_end = pty.openpty()
     fcntl.ioctl(child_end, termios.TIOCSWINSZ, struct.pack("HHHH", 30, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("TTY_COMPATIBLE", "NO_COLOR", "COLUMNS", "FORCE_COLOR")}
-    child = subprocess.Popen(argv, stdout=child_end, stderr=child_end, stdin=subprocess.DEVNULL, env={**env, "TERM": "xterm"})
+    child = subprocess.Popen(
+        argv, stdout=child_end, stderr=child_end, stdin=subprocess.DEVNULL, env={**env, "TERM": "xterm"}
+    )
     os.close(child_end)
     drawn = b""
     while True:
@@ -188,7 +196,14 @@ def test_on_a_terminal_a_download_is_richs_bar_with_a_total_and_nothing_is_glued
     path, sha256 = served_file(tmp_path / "root", "cudnn.tar.xz", 3 * MIB)
     with Server(tmp_path / "root", drip=0.001) as url:
         drawn = on_a_terminal(
-            [sys.executable, "-c", CHILD, url.removesuffix("/simple") + "/files/cudnn.tar.xz", sha256, str(tmp_path / "c")]
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                url.removesuffix("/simple") + "/files/cudnn.tar.xz",
+                sha256,
+                str(tmp_path / "c"),
+            ]
         )
     plain = re.sub(r"\x1b\[[0-?]*[ -/]*[@-~]", "", drawn)
     assert re.search(r"cudnn\.tar\.xz ━+.* [\d.]+/3\.1 MB", plain), plain[-1500:]  # bytes of the total
@@ -283,7 +298,9 @@ def test_uvs_downloads_are_complete_when_it_says_prepared():
     """After its last redraw uv prints "Prepared N packages"; no redraw follows to read."""
     reporter = RecordingReporter()
     watch = UvProgress(reporter)
-    watch.feed("\x1b[2mPreparing packages...\x1b[0m (0/1) tensorflow ------------------------------ 600.00 MiB/620.00 MiB")
+    watch.feed(
+        "\x1b[2mPreparing packages...\x1b[0m (0/1) tensorflow ------------------------------ 600.00 MiB/620.00 MiB"
+    )
     assert reporter.transfers() == []  # that redraw may still be arriving
     watch.feed("\r\x1b[2K\x1b[2mPrepared \x1b[1m1 package\x1b[0m \x1b[2min 20.5s\x1b[0m\r\n")
     assert reporter.transfers()[-1] == (620 * MIB, 620 * MIB)
