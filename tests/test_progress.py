@@ -304,3 +304,23 @@ def test_uvs_downloads_are_complete_when_it_says_prepared():
     assert reporter.transfers() == []  # that redraw may still be arriving
     watch.feed("\r\x1b[2K\x1b[2mPrepared \x1b[1m1 package\x1b[0m \x1b[2min 20.5s\x1b[0m\r\n")
     assert reporter.transfers()[-1] == (620 * MIB, 620 * MIB)
+
+
+def test_rattlers_package_downloads_become_one_transfer(capsys):
+    """The engine process sums its downloads (rattler's installer callbacks) into one line the tool
+    reads; py-rattler calls these hooks itself, fed here by hand (no conda channel to reach)."""
+    from tfgpu.engines import rattler_child
+    from tfgpu.engines.rattler import PROGRESS, transfer_of
+
+    progress = rattler_child._Progress(2)
+    first, second = progress.on_download_start(0), progress.on_download_start(1)
+    progress.on_download_progress(first, 100, 1000)
+    progress.said = 0.0  # past the pause between two lines
+    progress.on_download_progress(second, 50, 500)
+    progress.on_download_completed(first)
+    progress.on_download_completed(second)
+    lines = [line.removeprefix(PROGRESS) for line in capsys.readouterr().out.splitlines()]
+    moved = [transfer_of(line) for line in lines]
+    assert moved[0] == (100, None)  # the second download's size was not known yet
+    assert moved[-1] == (1500, 1500)
+    assert transfer_of("linked 3/9 packages") is None and transfer_of("bytes 12 x") is None
