@@ -18,6 +18,7 @@ to 50 at a time), so it is whole from the first second of a TensorFlow install.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 LABEL = "PyPI wheels"
@@ -38,6 +39,8 @@ _MAX_BUFFER = 1 << 20
 
 def draws_progress(argv) -> bool:
     """Whether ``argv`` is a uv command that downloads wheels and draws bars for it on a terminal."""
+    if sys.platform == "win32":  # no pseudo-terminal to give it: uv's printed lines only
+        return False
     argv = [str(a) for a in argv]
     return len(argv) > 2 and Path(argv[0]).name in ("uv", "uv.exe") and argv[1:3] in (["pip", "install"], ["sync"])
 
