@@ -10,6 +10,7 @@ import hashlib
 import re
 import shutil
 import threading
+import time
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -40,17 +41,36 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
-class Server:
-    """``with Server(root) as url:`` serves ``root`` on 127.0.0.1; ``url`` is the index URL."""
+class _Dripping(_Quiet):
+    """Sends a file in pieces with a pause after each: a slow server, for tests of progress."""
 
-    def __init__(self, root: Path) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(root)))
+    pause = 0.0
+    piece = 1 << 14
+
+    def copyfile(self, source, outputfile):  # noqa: D102 - SimpleHTTPRequestHandler's hook
+        while piece := source.read(self.piece):
+            outputfile.write(piece)
+            outputfile.flush()
+            time.sleep(self.pause)
+
+
+class Server:
+    """``with Server(root) as url:`` serves ``root`` on 127.0.0.1; ``url`` is the index URL.
+    ``drip``: seconds to pause after every 16 KiB of a file (a slow server)."""
+
+    def __init__(self, root: Path, drip: float = 0.0) -> None:
+        handler = type("_Drip", (_Dripping,), {"pause": drip}) if drip else _Quiet
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
         # A short poll interval: shutdown() waits for the next poll (the default 0.5 s, per test).
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/simple"
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def __enter__(self) -> str:
         self.thread.start()

@@ -98,6 +98,10 @@ def test_pip_script_builds_the_env_fails_verification_honestly_then_changes_noth
     assert (site / "_tfgpu_cuda_hook.pth").is_file() and (prefix / "etc" / "tfgpu" / "activate.sh").is_file()
     assert (prefix / "bin" / "ptxas").resolve().is_file()
     assert "pip install" in (tmp_path / "install.log").read_text()
+    # pip's own lines come through as it works (piped here), and reach the log too: the longest step
+    # of the script is not minutes of silence.
+    assert "Installing collected packages" in first.stderr
+    assert "Installing collected packages" in (tmp_path / "install.log").read_text()
 
     # The same hook as tfgpu-install's own pip mode: an unactivated python preloads the env's libraries.
     clean = {k: v for k, v in os.environ.items() if k not in SCRIPT_ENV_DROP}

@@ -197,12 +197,16 @@ class Runner:
         cwd: str | Path | None = None,
         clean: bool = True,
         quiet: bool = False,
+        screen: Callable[[str], None] | None = None,
     ) -> Completed:
         """Run ``argv``; stdout and stderr merged, streamed line by line to ``on_line``.
 
         ``clean``: drop the variables that leak another environment (see ``tfgpu.childenv``); ``env`` is
         added on top. ``quiet``: do not log (probes whose output is not worth keeping).
         ``timeout``: the child is killed after that many seconds (return code 124).
+        ``screen``: run the child on a pseudo-terminal, for a program that draws its progress only
+        on a terminal (uv), and give ``screen`` everything it draws, as it comes; ``on_line``, the
+        log and ``output`` then get the lines it printed, its redraws left out (``tfgpu.pseudoterminal``).
         On an interrupt (Ctrl-C, SIGTERM, SIGHUP) the child is stopped and the interrupt propagates.
         """
         import shlex
@@ -214,14 +218,21 @@ class Runner:
         base = clean_environment(os.environ) if clean else without_plain_proxy(os.environ)
         started = time.monotonic()
         _prepare_prctl()
+        terminal = None
+        if screen is not None:
+            from tfgpu.pseudoterminal import Printed, open_terminal, read_terminal
+
+            terminal = open_terminal()
         try:
             with _forking():
                 child = subprocess.Popen(
                     argv,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
+                    stdout=subprocess.PIPE if terminal is None else terminal[1],
+                    stderr=subprocess.STDOUT if terminal is None else terminal[1],
                     stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                    env={**base, **self.extra_env, **(env or {})},
+                    # The pseudo-terminal is the tool's, so the tool says what it is (a dumb or
+                    # missing TERM would keep the child from drawing at all).
+                    env={**base, **self.extra_env, **(env or {}), **({"TERM": "xterm"} if terminal else {})},
                     cwd=cwd,
                     text=True,
                     encoding="utf-8",
@@ -230,9 +241,14 @@ class Runner:
                     preexec_fn=_die_with_parent,
                 )
         except OSError as error:
+            if terminal is not None:
+                os.close(terminal[0])
             if not quiet:
                 self.log(f"could not start: {error}")
             return Completed(argv, 127, f"could not start {argv[0]}: {error}", 0.0, started=False)
+        finally:
+            if terminal is not None:
+                os.close(terminal[1])  # the child holds it now; the reads end when the child closes it
         lines: list[str] = []
         timer = None
         if timeout is not None:
@@ -248,10 +264,13 @@ class Runner:
                     child.stdin.close()
                 except BrokenPipeError:
                     pass
-            for line in child.stdout:
-                lines.append(line)
-                if on_line is not None:
-                    on_line(line.rstrip("\n"))
+            if terminal is not None:
+                read_terminal(terminal[0], screen, Printed(lines, on_line))
+            else:
+                for line in child.stdout:
+                    lines.append(line)
+                    if on_line is not None:
+                        on_line(line.rstrip("\n"))
             returncode = child.wait()
         except BaseException:
             _stop(child)

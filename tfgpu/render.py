@@ -8,13 +8,12 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from tfgpu.console import Stream, shown, table
+from tfgpu.console import shown, table
 from tfgpu.errors import TfgpuError
-from tfgpu.progress import Reporter
+from tfgpu.live import ConsoleReporter  # noqa: F401 - the CLI's reporter, found here with the other renderers
+from tfgpu.live import err as _err
+from tfgpu.live import out as _out
 from tfgpu.render_doctor import doctor, log_matches  # noqa: F401 - results are shown through this module
-
-_out = Stream()
-_err = Stream(stderr=True)
 
 
 def error(err: TfgpuError) -> None:
@@ -419,41 +418,3 @@ def bench_lines(bench: dict) -> None:
     _out.print(f"  bench matmul {mm['cpu_n']}² fp32 on the CPU: {mm['cpu_fp32']['median']:g} TFLOP/s")
     _out.print(f"  [dim]method: {escape(mm['method'])}[/]")
     _out.print(f"  [bold]{escape(bench['verdict'])}[/]")
-
-
-class ConsoleReporter(Reporter):
-    """Progress of a long install on stderr (stdout stays clean for --json)."""
-
-    def __init__(self) -> None:
-        self._status = None
-        self._title = ""
-
-    def _stop(self) -> None:
-        status, self._status = self._status, None
-        if status is not None:
-            try:
-                status.stop()
-            except Exception:  # noqa: BLE001 - a Ctrl-C inside rich's live display must not mask the outcome
-                pass
-
-    def step(self, index: int, total: int, title: str) -> None:
-        self._stop()
-        self._title = f"[{index}/{total}] {title}"
-        _err.print(f"[bold]{escape(self._title)}[/]")
-        self._status = _err.status(escape(self._title))
-        self._status.start()
-
-    def output(self, line: str) -> None:
-        if self._status is not None and line.strip():
-            self._status.update(f"{escape(self._title)} [dim]— {escape(line.strip()[:100])}[/]")
-
-    def done(self, index: int, total: int, title: str, seconds: float) -> None:
-        self._stop()
-        if seconds >= 1:
-            _err.print(f"  [dim]done in {seconds:.1f} s[/]")
-
-    def note(self, message: str) -> None:
-        _err.print(f"  [cyan]→[/] {escape(message)}")
-
-    def close(self) -> None:
-        self._stop()

@@ -36,7 +36,7 @@ MAX_SECONDS = 6 * 3600.0
 """The longest one attempt may take, however fast it goes; a resumable transfer continues in the next."""
 MAX_REDIRECTS = 5
 PROGRESS_EVERY = 0.2
-"""Seconds between progress lines (the first and the last are always reported)."""
+"""Seconds between progress reports (the last is always reported); the renderer throttles further."""
 
 
 def fetch(
@@ -152,15 +152,6 @@ def file_digest(path: Path, algorithm: str = "sha256") -> str:
 def _say(reporter, kind: str, text: str) -> None:
     if reporter is not None:
         getattr(reporter, kind)(text)
-
-
-def progress_line(name: str, done: int, total: int, speed: float) -> str:
-    """``cudnn-….tar.xz: 12.0 of 700.0 MiB (1%), 5.1 MiB/s`` (``speed`` in bytes per second)."""
-    mib = 1024 * 1024
-    rate = f", {speed / mib:.1f} MiB/s" if speed > 0 else ""
-    if total:
-        return f"{name}: {done / mib:.1f} of {total / mib:.1f} MiB ({100 * done // total}%){rate}"
-    return f"{name}: {done / mib:.1f} MiB{rate}"
 
 
 def sleep(seconds: float) -> None:
@@ -364,7 +355,7 @@ class Transfer:
                             )
                         if now - last >= PROGRESS_EVERY:
                             last = now
-                            _say(self.reporter, "output", self._line(done, total, first, elapsed))
+                            self._report(done, total)
             except OSError as error:
                 if isinstance(error, (requests.ConnectionError, requests.Timeout)):
                     raise
@@ -375,7 +366,7 @@ class Transfer:
                         [f"Free space in {self.part.parent} (`df -h`), or point TFGPU_CACHE_DIR at a larger disk."],
                     )
                 ) from None
-            _say(self.reporter, "output", self._line(done, total, first, time.monotonic() - started))
+            self._report(done, total)
             if length and done < expected_end:
                 return f"transfer broke off at {done} of {expected_end} bytes"
         return ""
@@ -384,5 +375,8 @@ class Transfer:
         self.part.unlink(missing_ok=True)
         return " Nothing was kept."
 
-    def _line(self, done: int, total: int, first: int, seconds: float) -> str:
-        return progress_line(self.name, done, total, (done - first) / seconds if seconds > 0 else 0.0)
+    def _report(self, done: int, total: int) -> None:
+        """Bytes in ``part`` so far (a resumed transfer counts what the earlier attempt left), of
+        ``total`` when the data or the server says it; the renderer turns them into a bar or lines."""
+        if self.reporter is not None:
+            self.reporter.transfer(self.name, done, total or None)

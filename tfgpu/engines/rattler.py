@@ -34,6 +34,16 @@ GLIBC = "2.28"
 MACOS = "14.0"
 PROGRESS = "progress: "
 """The prefix of the engine process's lines that are passed on to the reporter."""
+BYTES = "bytes "
+"""After :data:`PROGRESS`: ``bytes DONE TOTAL`` (TOTAL ``-`` when unknown), the package downloads so far."""
+
+
+def transfer_of(line: str) -> tuple[int, int | None] | None:
+    """``(done, total)`` from an engine's ``bytes DONE TOTAL`` line, else None."""
+    parts = line.removeprefix(BYTES).split() if line.startswith(BYTES) else []
+    if len(parts) != 2 or not parts[0].isdigit() or not (parts[1].isdigit() or parts[1] == "-"):
+        return None
+    return int(parts[0]), (int(parts[1]) if parts[1] != "-" else None)
 
 
 def engine_timeout() -> float:
@@ -238,8 +248,14 @@ def _engine(operation: str, what: str, request: dict, runner=None, reporter=None
     runner = runner if runner is not None else Runner()
 
     def passed_on(line: str) -> None:
-        if reporter is not None and line.startswith(PROGRESS):
-            reporter.output(line.removeprefix(PROGRESS))
+        if reporter is None or not line.startswith(PROGRESS):
+            return
+        line = line.removeprefix(PROGRESS)
+        moved = transfer_of(line)
+        if moved is not None:
+            reporter.transfer("conda packages", *moved)
+        else:
+            reporter.output(line)
 
     root = str(Path(__file__).resolve().parents[2])  # the child imports this very tfgpu
     subdirs = [request.get("platform")] if isinstance(request.get("platform"), str) else []

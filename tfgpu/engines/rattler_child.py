@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.engines.rattler import PROGRESS
+from tfgpu.engines.rattler import BYTES, PROGRESS
 
 
 def _say(text: str) -> None:
@@ -104,17 +104,45 @@ OPERATIONS = {"solve": _solve, "query": _query, "install": _install, "index": _i
 
 
 class _Progress:
-    """rattler's installer callbacks, one progress line each."""
+    """rattler's installer callbacks: a line per linked package, and the bytes of the package
+    downloads (at most every :data:`EVERY` seconds, and when one completes) for the tool's bar."""
+
+    EVERY = 0.2
 
     def __init__(self, total: int) -> None:
         self.total = total
         self.linked = 0
+        self.downloads: list[list] = []
+        """``[done, total or None]`` of every download started."""
+        self.said = 0.0
 
     def on_transaction_start(self, total_operations: int) -> None:
         self.total = total_operations
 
     def on_download_start(self, cache_entry: int) -> int:
-        return cache_entry
+        self.downloads.append([0, None])
+        return len(self.downloads) - 1
+
+    def on_download_progress(self, download_idx: int, progress: int, total: int | None) -> None:
+        self.downloads[download_idx] = [progress, total]
+        self._bytes(force=False)
+
+    def on_download_completed(self, download_idx: int) -> None:
+        done, total = self.downloads[download_idx]
+        self.downloads[download_idx] = [total or done, total or done]
+        self._bytes(force=True)
+
+    def _bytes(self, *, force: bool) -> None:
+        import time
+
+        now = time.monotonic()
+        if not force and now - self.said < self.EVERY:
+            return
+        self.said = now
+        done = sum(entry[0] for entry in self.downloads)
+        totals = [entry[1] for entry in self.downloads]
+        total = str(sum(totals)) if all(t is not None for t in totals) else "-"
+        _say(f"{PROGRESS}{BYTES}{done} {total}")
 
     def on_link_complete(self, index: int) -> None:
         self.linked += 1

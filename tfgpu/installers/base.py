@@ -273,11 +273,20 @@ def install_failed(step: Step, done, log_path: Path | None, options: Options, lo
 
 
 def _run(step: Step, context: Context):
+    from tfgpu.engines.uv_progress import UvProgress, draws_progress
+
+    # uv's downloads: on a pseudo-terminal, so that uv draws their bytes for the tool's bar.
+    watch = UvProgress(context.reporter) if step.kind == StepKind.RUN and draws_progress(step.argv) else None
     done = context.runner.run(
-        step.argv, env=dict(step.env), on_line=context.reporter.output if step.kind == StepKind.RUN else None
+        step.argv,
+        env=dict(step.env),
+        on_line=context.reporter.output if step.kind == StepKind.RUN else None,
+        **({"screen": watch.feed} if watch is not None else {}),
     )
     if done.returncode != 0:
         raise install_failed(step, done, context.runner.log_path, context.options, context.location)
+    if watch is not None:
+        watch.finish()
     return done
 
 

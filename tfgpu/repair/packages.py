@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tfgpu import requirements as req
 from tfgpu.engines import uv as uv_engine
+from tfgpu.engines.uv_progress import UvProgress
 from tfgpu.envs import writes
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.repair.survey import canonical, distributions
@@ -34,7 +35,7 @@ class PipPackages:
         self.sources = uv_engine.sources(find_links, offline)
         self.offline = offline
 
-    def _run_install(self, plan, dry_run: bool = False, on_line=None):
+    def _run_install(self, plan, dry_run: bool = False, on_line=None, screen=None):
         wanted = [*plan.add, *plan.change]
         changing = {p.name for p in plan.change}
         pinned = {n: v for n, v in distributions(self.site).items() if n not in changing}
@@ -56,7 +57,11 @@ class PipPackages:
                 constraints=constraints,
                 compile_bytecode=False,
             )
-            return self.runner.run([*argv, *(("--dry-run",) if dry_run else ())], on_line=on_line)
+            return self.runner.run(
+                [*argv, *(("--dry-run",) if dry_run else ())],
+                on_line=on_line,
+                **({"screen": screen} if screen is not None else {}),
+            )
 
     def intended(self, plan, reporter) -> list[dict]:
         """What the install will put in (name, version), from uv's dry run of the very same command:
@@ -76,7 +81,10 @@ class PipPackages:
         if not wanted:
             return
         reporter.note(f"installing {', '.join(p.wanted for p in wanted)} (everything else pinned as it is)")
-        done = self._run_install(plan, on_line=reporter.output)
+        watch = UvProgress(reporter)  # the CUDA wheels' download: uv's bytes, on the tool's bar
+        done = self._run_install(plan, on_line=reporter.output, screen=watch.feed)
+        if done.returncode == 0:
+            watch.finish()
         if done.returncode != 0:
             conflict = "No solution found" in done.output or "unsatisfiable" in done.output
             raise (ImpossibleError if conflict else OperationError)(

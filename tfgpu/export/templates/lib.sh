@@ -30,6 +30,22 @@ version_ge() {
     [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]
 }
 
+# run_shown: like run_logged, for the long installs: what the command says is shown as it comes,
+# so that a download of several GB is not minutes of silence. On a terminal the command writes to
+# it directly (pip draws its download bars only there; the log keeps the command line); elsewhere
+# (a pipe, CI, cloud-init's log) its lines ("Downloading NAME (SIZE)") go to stderr and the log.
+run_shown() {
+    local status=0
+    printf '%s\n' "+ $*" >>"$TFGPU_LOG"
+    if [ -t 2 ]; then
+        "$@" >&2 || status=$?
+        [ "$status" = 0 ] || printf '%s\n' "(exit $status; its output is on the terminal, above)" >>"$TFGPU_LOG"
+    else
+        "$@" 2>&1 | tee -a "$TFGPU_LOG" >&2 || status=$?
+    fi
+    [ "$status" = 0 ] || die "'$1' failed with exit $status (its output is above; the log is $TFGPU_LOG)"
+}
+
 on_error() {
     printf '%s\n' "tfgpu: FAILED at line $1 (exit $2); the whole output is in $TFGPU_LOG" >&2
 }
@@ -102,7 +118,7 @@ pip_install() {
         return 0
     fi
     say "installing with pip: $* (this downloads several GB for CUDA builds)"
-    run_logged "$python" -m pip install --disable-pip-version-check "${PIP_SOURCES[@]}" "$@"
+    run_shown "$python" -m pip install --disable-pip-version-check "${PIP_SOURCES[@]}" "$@"
     mkdir -p "$(dirname "$stamp")"
     printf '%s\n' "$@" >"$stamp"
     changed "installed: $*"

@@ -33,10 +33,14 @@ fetch() {
     say "downloading $url"
     command -v curl >/dev/null 2>&1 || die "curl is needed to download $url"
     # An interrupted transfer is resumed (--continue-at -), here and on the next run of the script.
+    # On a terminal curl draws its bar there (bytes, of the total); elsewhere it stays quiet, not a
+    # meter redrawn every second into a log.
+    local shown=(--silent --show-error) errors="$TFGPU_LOG"
+    if [ -t 2 ]; then shown=(--progress-bar) errors=/dev/stderr; fi
     for attempt in 1 2 3 4 5; do
         printf '%s\n' "+ curl $url (attempt $attempt)" >>"$TFGPU_LOG"
-        if curl --fail --location --silent --show-error --proto "$proto" --retry 3 --retry-delay 2 \
-            --continue-at - --output "$path.partial" "$url" >>"$TFGPU_LOG" 2>&1; then
+        if curl --fail --location "${shown[@]}" --proto "$proto" --retry 3 --retry-delay 2 \
+            --continue-at - --output "$path.partial" "$url" >>"$TFGPU_LOG" 2>>"$errors"; then
             break
         fi
         [ "$attempt" != 5 ] || die "downloading $url failed 5 times; run again to resume (details in $TFGPU_LOG)"

@@ -35,6 +35,7 @@ from tfgpu.lock.bundle.steps import (
     start,
 )
 from tfgpu.paths import write_output
+from tfgpu.progress import Combined
 
 LOCK = "conda-lock.yml"
 
@@ -134,10 +135,12 @@ def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "
     lock = read.read(out / LOCK)
     conda = lock.packages(platform.name, "conda")
     say(f"copying {len(conda)} conda packages into {out / 'channel'}")
-    for index, package in enumerate(conda, 1):
-        if reporter is not None:
-            reporter.output(f"[{index}/{len(conda)}] {file_name(package.url)}")
-        copy_package(package.url, package.hash.sha256, out / "channel" / subdir_of(package.url), reporter)
+    # One transfer for all the packages; the lock records no sizes, so only the bytes so far are known.
+    combined = Combined(reporter, f"{len(conda)} conda packages", None) if reporter is not None else None
+    for package in conda:
+        copied = copy_package(package.url, package.hash.sha256, out / "channel" / subdir_of(package.url), combined)
+        if combined is not None:
+            combined.next_file(copied.stat().st_size)
     keep = {(subdir_of(p.url), file_name(p.url)) for p in conda}
     for stale in (out / "channel").glob("*/*"):  # a bundle built before from another lock
         if (

@@ -145,12 +145,17 @@ def collect(wheels: list[Wheel], dest: Path, reporter) -> None:
     """Every wheel of ``wheels`` in ``dest``, sha256-checked (reused from ``TFGPU_WHEEL_DIRS`` first)."""
     from tfgpu.engines.download import fetch
     from tfgpu.paths import user_path
+    from tfgpu.progress import Combined
 
     reuse = [
         Path(user_path(d, "TFGPU_WHEEL_DIRS")) for d in os.environ.get("TFGPU_WHEEL_DIRS", "").split(os.pathsep) if d
     ]
     dest.mkdir(parents=True, exist_ok=True)
-    for index, wheel in enumerate(wheels, 1):
+    # One transfer for all the wheels (their sizes come from the lock; a conda lock's pip part has
+    # none, and then only the bytes so far are known), not one line per file.
+    sizes = [wheel.size for wheel in wheels]
+    combined = Combined(reporter, f"{len(wheels)} wheels", sum(sizes) if all(sizes) else None) if reporter else None
+    for wheel in wheels:
         target = dest / wheel.filename
         for directory in reuse:
             candidate = directory / wheel.filename
@@ -163,12 +168,12 @@ def collect(wheels: list[Wheel], dest: Path, reporter) -> None:
                     os.link(candidate, target)
                 except OSError:
                     shutil.copy2(candidate, target)
-        if reporter is not None:
-            reporter.output(f"[{index}/{len(wheels)}] {wheel.filename}")
-        got = fetch(wheel.url, dest, sha256=wheel.sha256, size=wheel.size, reporter=reporter)
+        got = fetch(wheel.url, dest, sha256=wheel.sha256, size=wheel.size, reporter=combined)
         got.with_name(got.name + ".verified").unlink(missing_ok=True)
         if got != target:  # a percent-encoded URL name: keep the wheel's real file name
             os.replace(got, target)
+        if combined is not None:
+            combined.next_file(target.stat().st_size)
 
 
 def add_tool(dest: Path, platform: Platform, python: str, *, reporter=None) -> list[str]:

@@ -1,0 +1,326 @@
+"""Progress of transfers, end to end: real downloads off a local HTTP server (one that drips, for a
+slow transfer), a real ``uv pip install`` from a local index on a pseudo-terminal, and what a person
+sees: rich's bar on a terminal (a real pseudo-terminal), plain lines on a pipe. Time is a fake
+clock where pace matters; nothing here waits ten seconds."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import wheelhouse
+from localindex import Server, build_index
+
+from tfgpu import live
+from tfgpu.engines import download
+from tfgpu.engines import uv as uv_engine
+from tfgpu.engines.uv_progress import LABEL, UvProgress, draws_progress
+from tfgpu.proc import Runner
+from tfgpu.progress import Combined, RecordingReporter
+
+MIB = 1 << 20
+
+
+def served_file(root: Path, name: str, size: int) -> tuple[Path, str]:
+    """``root/files/name``: ``size`` random (incompressible) bytes, and its sha256."""
+    path = root / "files" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(os.urandom(size))
+    return path, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class FakeClock:
+    """Seconds that pass only when asked: ``step`` at every reading."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+class Pipe(io.StringIO):
+    """stderr as a pipe: every write kept with the fake time it was made at."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock, self.writes = clock, []
+
+    def write(self, text: str) -> int:
+        self.writes.append((self.clock.now, text))
+        return super().write(text)
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_a_download_reports_its_bytes_growing_to_the_total(tmp_path, monkeypatch):
+    monkeypatch.setattr(download, "PROGRESS_EVERY", 0.0)
+    path, sha256 = served_file(tmp_path / "root", "cudnn.tar.xz", 2 * MIB)
+    reporter = RecordingReporter()
+    with Server(tmp_path / "root", drip=0.001) as url:
+        download.fetch(
+            url.removesuffix("/simple") + "/files/cudnn.tar.xz", tmp_path / "cache", sha256=sha256, reporter=reporter
+        )
+    moved = reporter.transfers("cudnn.tar.xz")
+    assert len(moved) > 5
+    assert all(total == 2 * MIB for _, total in moved)  # the server said the size: the total is known throughout
+    assert [done for done, _ in moved] == sorted(done for done, _ in moved)
+    assert moved[-1] == (2 * MIB, 2 * MIB)
+
+
+def test_a_bundles_files_are_one_transfer_over_their_sum(tmp_path, monkeypatch):
+    """Many files, one bar: each file's bytes are added to those of the files before it."""
+    monkeypatch.setattr(download, "PROGRESS_EVERY", 0.0)
+    files = [served_file(tmp_path / "root", f"w{i}.whl", (i + 1) * 256 * 1024) for i in range(3)]
+    total = sum(path.stat().st_size for path, _ in files)
+    reporter = RecordingReporter()
+    combined = Combined(reporter, "3 wheels", total)
+    with Server(tmp_path / "root") as url:
+        for path, sha256 in files:
+            got = download.fetch(
+                f"{url.removesuffix('/simple')}/files/{path.name}", tmp_path / "out", sha256=sha256, reporter=combined
+            )
+            combined.next_file(got.stat().st_size)
+    moved = reporter.transfers("3 wheels")
+    assert {t for _, t in moved} == {total}
+    assert [d for d, _ in moved] == sorted(d for d, _ in moved)
+    assert moved[-1] == (total, total)
+    assert reporter.transfers("w0.whl") == []  # no bar per file
+    assert not [e for e in reporter.events if e[0] == "note"]  # nor a line per file
+
+
+def test_piped_a_slow_transfer_says_its_bytes_at_least_every_ten_seconds(tmp_path, monkeypatch):
+    """A server that drips; the reporter's clock is fake and moves 0.7 s per reading, so the
+    transfer "takes" minutes while the test takes a second."""
+    monkeypatch.setattr(download, "PROGRESS_EVERY", 0.0)
+    clock = FakeClock(0.7)
+    pipe = Pipe(clock)
+    monkeypatch.setattr(sys, "stderr", pipe)
+    path, sha256 = served_file(tmp_path / "root", "cuda.run", 3 * MIB)
+    reporter = live.ConsoleReporter(clock=clock)
+    with Server(tmp_path / "root", drip=0.0005) as url:
+        reporter.step(1, 1, "Download CUDA")
+        download.fetch(
+            url.removesuffix("/simple") + "/files/cuda.run", tmp_path / "cache", sha256=sha256, reporter=reporter
+        )
+        reporter.close()
+    lines = [(at, text) for at, text in pipe.writes if text.startswith("  cuda.run: ")]
+    assert clock.now > 60  # the fake transfer lasted over a minute
+    assert len(lines) >= clock.now // live.PLAIN_EVERY - 1
+    assert all(re.search(r"[\d.]+ [kMG]?B of 3\.1 MB \(\d+%\)", text) for _, text in lines), lines
+    times = [at for at, _ in lines]
+    assert max(b - a for a, b in zip(times, times[1:], strict=False)) <= live.PLAIN_EVERY + 2 * clock.step
+    assert "3.1 MB of 3.1 MB (100%)" in lines[-1][1] and " in " in lines[-1][1]  # the last word: how long it took
+    assert sum("(100%)" in text for _, text in lines) == 1
+    assert "\x1b" not in pipe.getvalue()  # a pipe gets no escape sequences
+
+
+def test_piped_an_unknown_total_still_says_the_bytes_so_far(monkeypatch):
+    clock = FakeClock(3.0)
+    pipe = Pipe(clock)
+    monkeypatch.setattr(sys, "stderr", pipe)
+    reporter = live.ConsoleReporter(clock=clock)
+    for done in range(0, 20 * MIB, MIB):
+        reporter.transfer("conda packages", done, None)
+    reporter.close()
+    lines = pipe.getvalue().splitlines()
+    assert lines and all(line.startswith("  conda packages: ") for line in lines)
+    assert "so far" in lines[0] and "so far" not in lines[-1] and "19.9 MB" in lines[-1]
+
+
+CHILD = r"""
+import sys, time
+from tfgpu import urls
+from tfgpu.engines import download
+from tfgpu.render import ConsoleReporter, _out
+
+urls.trust(["127.0.0.1"])
+url, sha256, cache = sys.argv[1:4]
+reporter = ConsoleReporter()
+reporter.step(1, 2, "Download the toolkit")
+download.fetch(url, cache, sha256=sha256, reporter=reporter)
+reporter.step(2, 2, "Install it")
+reporter.transfer("PyPI wheels", 1000000, 4000000)
+time.sleep(0.3)
+reporter.note("a note while the bar is live")
+time.sleep(0.3)
+reporter.transfer("PyPI wheels", 2000000, 4000000)
+time.sleep(0.2)
+_out.print("printed on stdout while the bar is live")
+reporter.close()
+"""
+
+
+def on_a_terminal(argv: list[str], columns: int = 100) -> str:
+    """What ``argv`` draws on a real pseudo-terminal (stdout and stderr both)."""
+    import fcntl
+    import struct
+    import termios
+
+    reader, child_end = pty.openpty()
+    fcntl.ioctl(child_end, termios.TIOCSWINSZ, struct.pack("HHHH", 30, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("TTY_COMPATIBLE", "NO_COLOR", "COLUMNS", "FORCE_COLOR")}
+    child = subprocess.Popen(
+        argv, stdout=child_end, stderr=child_end, stdin=subprocess.DEVNULL, env={**env, "TERM": "xterm"}
+    )
+    os.close(child_end)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(reader, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(reader)
+    assert child.wait(timeout=60) == 0, drawn.decode(errors="replace")[-2000:]
+    return drawn.decode("utf-8", "replace")
+
+
+def before(plain: str, text: str) -> str:
+    """The character the terminal got just before ``text`` (escape sequences taken out)."""
+    return plain[: plain.index(text)][-1:]
+
+
+def test_on_a_terminal_a_download_is_richs_bar_with_a_total_and_nothing_is_glued_to_it(tmp_path):
+    path, sha256 = served_file(tmp_path / "root", "cudnn.tar.xz", 3 * MIB)
+    with Server(tmp_path / "root", drip=0.001) as url:
+        drawn = on_a_terminal(
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                url.removesuffix("/simple") + "/files/cudnn.tar.xz",
+                sha256,
+                str(tmp_path / "c"),
+            ]
+        )
+    plain = re.sub(r"\x1b\[[0-?]*[ -/]*[@-~]", "", drawn)
+    assert re.search(r"cudnn\.tar\.xz ━+.* [\d.]+/3\.1 MB", plain), plain[-1500:]  # bytes of the total
+    assert re.search(r"3\.1/3\.1 MB", plain)
+    assert re.search(r"[\d.]+/4\.0 MB", plain)
+    assert "MB/s" in plain  # the rate
+    # Every line printed while a display is live starts on a line of its own: after a newline, or
+    # after the display's line was taken back (a carriage return, then an erase).
+    for text in ("  → a note while the bar is live", "printed on stdout while the bar is live", "[2/2] Install it"):
+        assert before(plain, text) in ("\n", "\r"), (text, plain[plain.index(text) - 80 : plain.index(text)])
+
+
+def test_a_uv_install_from_a_local_index_reports_the_wheels_bytes(tmp_path):
+    """A real ``uv pip install`` on a pseudo-terminal; the index drips, so uv draws its bars."""
+    uv = uv_engine.find_uv()
+    if uv is None:
+        pytest.skip("uv is not installed")
+    wheels = tmp_path / "wheels"
+    for name in ("bigpkg", "otherpkg"):
+        wheelhouse.wheel(wheels, name, "1.0", {f"{name}/data.bin": os.urandom(3 * MIB)})
+    build_index(wheels, tmp_path / "root")
+    runner = Runner()
+    assert runner.run([uv, "venv", str(tmp_path / "v"), "--python", sys.executable, "--no-config"]).returncode == 0
+    reporter = RecordingReporter()
+    watch = UvProgress(reporter)
+    printed = []
+    with Server(tmp_path / "root", drip=0.003) as url:
+        argv = uv_engine.install(
+            uv,
+            str(tmp_path / "v" / "bin" / "python"),
+            _requirements(tmp_path, "bigpkg\notherpkg\n"),
+            cache=tmp_path / "uvcache",
+            extra=("--default-index", url),
+            compile_bytecode=False,
+        )
+        assert draws_progress(argv)
+        done = runner.run(argv, on_line=printed.append, screen=watch.feed)
+    assert done.returncode == 0, done.output
+    watch.finish()
+    moved = reporter.transfers(LABEL)
+    assert len(moved) >= 3, moved
+    wheel_bytes = sum(w.stat().st_size for w in wheels.glob("*.whl"))
+    assert abs(moved[-1][1] - wheel_bytes) < 0.02 * wheel_bytes  # uv's sizes, to its two decimals
+    assert moved[-1][0] == moved[-1][1]
+    assert any(0 < d < t for d, t in moved)  # seen part way, not only at the end
+    # What uv printed reaches the log and the caller as plain lines: no bar, no escape sequence.
+    assert any("Installed 2 packages" in line for line in printed)
+    assert "\x1b" not in done.output and "\r" not in done.output and "---" not in done.output
+
+
+def _requirements(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "requirements.txt"
+    path.write_text(text)
+    return path
+
+
+def test_uvs_bars_are_read_whole_frames_at_a_time():
+    """uv's redraws, cut anywhere: a wheel no longer drawn is complete; the total is every size."""
+    reporter = RecordingReporter()
+    watch = UvProgress(reporter)
+    frames = (
+        "\x1b[2mPreparing packages...\x1b[0m (0/2)   \x1b[2mnumpy  \x1b[0m ------------------------------  1.00 MiB/16.00 MiB"
+        "  scipy ------------------------------ 512.00 KiB/32.00 MiB\x1b[1A\r\x1b[2K"
+        "\x1b[2mPreparing packages...\x1b[0m (0/2) numpy ------------------------------ 15.50 MiB/16.00 MiB"
+        "  scipy ------------------------------ 8.00 MiB/32.00 MiB\r\x1b[2K"
+        "\x1b[2mPreparing packages...\x1b[0m (1/2) scipy ------------------------------ 9.00 MiB/32.00 MiB\r\x1b[2K"
+        "\x1b[2mPreparing packages...\x1b[0m (1/2) scipy ---------"
+    )
+    for start in range(0, len(frames), 37):  # pieces that cut escapes, numbers and names in two
+        watch.feed(frames[start : start + 37])
+    assert reporter.transfers()[-1] == ((16 + 9) * MIB, 48 * MIB)
+    watch.finish()
+    assert reporter.transfers()[-1] == (48 * MIB, 48 * MIB)
+
+
+def test_only_uvs_installs_run_on_a_terminal():
+    assert draws_progress(["/x/uv", "pip", "install", "-r", "r.txt"])
+    assert not draws_progress(["/x/uv", "pip", "compile", "r.in"])
+    assert not draws_progress(["/x/uv", "pip", "list"])
+    assert not draws_progress(["/x/python", "-m", "pip", "install"])
+
+
+def test_nothing_drawn_means_no_numbers_not_wrong_ones():
+    reporter = RecordingReporter()
+    watch = UvProgress(reporter)
+    watch.feed("Resolved 3 packages in 20ms\r\nInstalled 3 packages in 5ms\r\n")
+    watch.finish()
+    assert reporter.transfers() == []
+
+
+def test_uvs_downloads_are_complete_when_it_says_prepared():
+    """After its last redraw uv prints "Prepared N packages"; no redraw follows to read."""
+    reporter = RecordingReporter()
+    watch = UvProgress(reporter)
+    watch.feed(
+        "\x1b[2mPreparing packages...\x1b[0m (0/1) tensorflow ------------------------------ 600.00 MiB/620.00 MiB"
+    )
+    assert reporter.transfers() == []  # that redraw may still be arriving
+    watch.feed("\r\x1b[2K\x1b[2mPrepared \x1b[1m1 package\x1b[0m \x1b[2min 20.5s\x1b[0m\r\n")
+    assert reporter.transfers()[-1] == (620 * MIB, 620 * MIB)
+
+
+def test_rattlers_package_downloads_become_one_transfer(capsys):
+    """The engine process sums its downloads (rattler's installer callbacks) into one line the tool
+    reads; py-rattler calls these hooks itself, fed here by hand (no conda channel to reach)."""
+    from tfgpu.engines import rattler_child
+    from tfgpu.engines.rattler import PROGRESS, transfer_of
+
+    progress = rattler_child._Progress(2)
+    first, second = progress.on_download_start(0), progress.on_download_start(1)
+    progress.on_download_progress(first, 100, 1000)
+    progress.said = 0.0  # past the pause between two lines
+    progress.on_download_progress(second, 50, 500)
+    progress.on_download_completed(first)
+    progress.on_download_completed(second)
+    lines = [line.removeprefix(PROGRESS) for line in capsys.readouterr().out.splitlines()]
+    moved = [transfer_of(line) for line in lines]
+    assert moved[0] == (100, None)  # the second download's size was not known yet
+    assert moved[-1] == (1500, 1500)
+    assert transfer_of("linked 3/9 packages") is None and transfer_of("bytes 12 x") is None

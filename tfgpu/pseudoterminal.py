@@ -1,0 +1,73 @@
+"""A child process on a pseudo-terminal, read back: what it draws, and the lines it printed.
+
+Some programs draw their progress only on a terminal: uv shows every download's bytes and total
+there, and on a pipe only a line per large wheel once it is complete. ``tfgpu.proc.Runner.run``
+(``screen=``) starts such a child with a pseudo-terminal from here as its stdout and stderr, gives
+everything drawn to a reader of progress (``tfgpu.engines.uv_progress``), and keeps, for the log
+and the error messages, only what was printed (:class:`Printed`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import fcntl
+import os
+import pty
+import re
+import struct
+import termios
+from collections.abc import Callable
+
+COLUMNS = 160
+"""The terminal's width: wide enough that no progress line is cut short."""
+
+
+def open_terminal() -> tuple[int, int]:
+    """(reader, child's end) of a new pseudo-terminal, wide enough that no progress line is cut."""
+    reader, child_end = pty.openpty()
+    fcntl.ioctl(child_end, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLUMNS, 0, 0))
+    return reader, child_end
+
+
+def read_terminal(reader: int, screen: Callable[[str], None], printed: Printed) -> None:
+    """Everything the child draws, to ``screen`` and ``printed``, until it closes its terminal."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    try:
+        while True:
+            try:
+                chunk = os.read(reader, 1 << 16)
+            except OSError as error:  # EIO: the child's end is closed (Linux says so instead of EOF)
+                if error.errno != errno.EIO:
+                    raise
+                chunk = b""
+            text = decoder.decode(chunk, final=not chunk)
+            if text:
+                screen(text)
+                printed.feed(text)
+            if not chunk:
+                break
+        printed.feed("\n")
+    finally:
+        os.close(reader)
+
+
+class Printed:
+    """The lines a program printed on a terminal, from everything it drew there: a line is what
+    was left after its last carriage return when the newline came (a progress bar redrawn in place
+    never reaches a newline), with the escape sequences (colours, cursor moves) taken out."""
+
+    _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+
+    def __init__(self, lines: list[str], on_line: Callable[[str], None] | None) -> None:
+        self.lines, self.on_line, self.pending = lines, on_line, ""
+
+    def feed(self, text: str) -> None:
+        *complete, self.pending = (self.pending + text).split("\n")
+        for raw in complete:
+            line = self._ESCAPES.sub("", raw.rstrip("\r").rsplit("\r", 1)[-1]).rstrip()
+            if not line:
+                continue
+            self.lines.append(line + "\n")
+            if self.on_line is not None:
+                self.on_line(line)
