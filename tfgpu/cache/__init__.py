@@ -10,4 +10,33 @@ from __future__ import annotations
 
 from tfgpu.cache.uvdir import UvCache, uv_cache, uv_cache_dir
 
-__all__ = ["UvCache", "uv_cache", "uv_cache_dir"]
+__all__ = ["UvCache", "operate", "uv_cache", "uv_cache_dir"]
+
+
+def operate(action: str, *, dry_run: bool = False) -> dict:
+    """``cache info`` (sizes by kind, what clean and prune would free, which uv cache installs use),
+    or ``cache prune`` / ``cache clean`` (what was freed; ``dry_run``: what would be)."""
+    from tfgpu.cache.survey import survey
+    from tfgpu.engines.uv import find_uv
+    from tfgpu.envs.location import envs_dir
+    from tfgpu.paths import cache_root
+
+    root, uv = cache_root(), find_uv()
+    chosen = uv_cache(uv)
+    if action == "info":
+        kinds = [kind.to_dict() for kind in survey(root, chosen)]
+        return {
+            "action": "info",
+            "root": str(root),
+            "uv_cache": {"path": str(chosen.path), "shared": chosen.shared, "why": chosen.why},
+            "kinds": kinds,
+            "bytes": sum(kind["bytes"] for kind in kinds),
+            "clean_frees": sum(kind["clean_frees"] for kind in kinds),
+            "prune_frees": sum(kind["prune_frees"] or 0 for kind in kinds),
+        }
+    from tfgpu.cache.cleaning import tidy
+    from tfgpu.proc import Runner
+
+    runner = Runner.for_operation(f"cache-{action}")
+    runner.log(f"uv cache: {chosen.path} ({chosen.why})")
+    return tidy(root, envs_dir(), chosen, prune=action == "prune", dry_run=dry_run, uv=uv, runner=runner)

@@ -28,6 +28,7 @@ COMMANDS = (
     "repair",
     "list",
     "completion",
+    "cache",
 )
 SHELLS = ("bash", "zsh", "fish")
 
@@ -166,6 +167,17 @@ def _completion(completion: argparse.ArgumentParser) -> None:
     completion.add_argument("shell", choices=SHELLS, help="bash, zsh or fish")
 
 
+def _cache(cache: argparse.ArgumentParser) -> None:
+    cache.add_argument(
+        "cache_action",
+        choices=("info", "prune", "clean"),
+        metavar="{info,prune,clean}",
+        help="info: sizes by kind and what prune and clean would free; prune: remove what no env "
+        "needs; clean: remove the tool's cache (your own uv cache is only ever pruned)",
+    )
+    add(cache, "dry_run", "json")
+
+
 GRAMMAR = {
     "create": ("build an environment (the default command)", _create),
     "plan": ("print the resolution: versions, packages, reasons", _selectors),
@@ -186,6 +198,7 @@ GRAMMAR = {
     ),
     "list": ("the environments tfgpu-install built, with TF, CUDA, mode and health", lambda env: add(env, "json")),
     "completion": ('print a shell completion script: eval "$(tfgpu-install completion bash)"', _completion),
+    "cache": ("see the cache by kind, prune it, or clean it", _cache),
 }
 """Each command: its help line (listed by ``--help``) and what adds its options, in ``COMMANDS``' order."""
 

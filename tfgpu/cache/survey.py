@@ -1,0 +1,156 @@
+"""What the tool's cache holds, by kind, and what ``cache clean`` and ``cache prune`` would free.
+
+Sizes count each file once however many hard links it has (uv and the bytecode store hard-link
+into envs), and never follow a symbolic link. A file an env also links stays on disk while that
+env exists, so cleaning frees only what no env holds: ``frees`` counts files with one link,
+``linked`` the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from tfgpu.records import factory, record
+
+KINDS: dict[str, tuple[str, str]] = {
+    "uv": ("uv packages (the tool's own uv cache)", "`uv cache prune`: entries no install refers to"),
+    "pyc": ("bytecode shared between envs", "files no env links any more"),
+    "data": ("parsed data tables", "tables parsed for data that has since changed"),
+    "pypi": ("release facts from PyPI (update-data)", "kept: `update-data --offline` reads them"),
+    "downloads": ("NVIDIA downloads for system mode", "partial downloads (*.part)"),
+    "conda": ("conda packages and channel indexes", "kept: conda envs link these packages"),
+}
+"""Each kind of cache under the cache root: what it holds, and what ``prune`` removes of it."""
+OWN_FILES = ("CACHEDIR.TAG", ".tfgpu-cache.lock")
+"""Files of the cache root itself (the cache tag, the lock cache commands hold)."""
+
+
+@record(frozen=False)
+class Usage:
+    """The files under one directory, each counted once."""
+
+    files: int = 0
+    bytes: int = 0
+    linked: int = 0
+    """Bytes of files that are also hard-linked elsewhere (an env holds them)."""
+    links_out: list = factory(list)
+    """Symbolic links found (never followed; ``clean`` leaves them and what they point at)."""
+
+    @property
+    def frees(self) -> int:
+        return self.bytes - self.linked
+
+
+@record
+class Kind:
+    """One kind of cache: where, how big, what clean and prune would free."""
+
+    kind: str
+    path: Path
+    usage: Usage
+    shared: bool = False
+    """The user's own uv cache: ``clean`` leaves it, ``prune`` runs uv's own prune on it."""
+    prune_frees: int | None = None
+    """Bytes ``prune`` would free; None where the tool cannot know ahead (uv decides)."""
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        what, prunes = KINDS.get(self.kind, ("", ""))
+        if self.shared:
+            what = "uv packages (your own uv cache, reused by the tool)"
+        return {
+            "kind": self.kind,
+            "what": what,
+            "path": str(self.path),
+            "exists": self.path.is_dir() and not self.path.is_symlink(),
+            "files": self.usage.files,
+            "bytes": self.usage.bytes,
+            "linked_bytes": self.usage.linked,
+            "shared": self.shared,
+            "clean_frees": 0 if self.shared else self.usage.frees,
+            "prune_frees": self.prune_frees,
+            "prune_removes": prunes,
+            "links_out": [str(link) for link in self.usage.links_out],
+            "note": self.note,
+        }
+
+
+def usage(root: Path, keep=None) -> Usage:
+    """The files under ``root``, each inode once, symbolic links not followed (``keep``: a test of
+    a path; the files it accepts are counted, as a prune would leave the others)."""
+    found, seen = Usage(), set()
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                found.links_out.append(Path(entry.path))
+            elif stat.S_ISDIR(info.st_mode):
+                stack.append(Path(entry.path))
+            elif stat.S_ISREG(info.st_mode) and (keep is None or keep(Path(entry.path), info)):
+                if (info.st_dev, info.st_ino) in seen:
+                    continue
+                seen.add((info.st_dev, info.st_ino))
+                size = info.st_blocks * 512 if hasattr(info, "st_blocks") else info.st_size
+                found.files += 1
+                found.bytes += size
+                if info.st_nlink > 1:
+                    found.linked += size
+    return found
+
+
+def prunable(kind: str, root: Path):
+    """The test of a file ``prune`` removes from ``kind`` (None: prune keeps it all, or uv decides)."""
+    if kind == "pyc":
+        # A stored .pyc with one link is in no env; the markers say which releases filled the
+        # store, and go with any pruning so the next env compiles what it needs (see envs.bytecode).
+        return lambda path, info: info.st_nlink == 1 or path.parent.name == "envs"
+    if kind == "data":
+        from tfgpu.data import parsed_cache_file
+
+        current = parsed_cache_file().name
+        return lambda path, info: path.name != current
+    if kind == "downloads":
+        return lambda path, info: path.name.endswith(".part")
+    return None
+
+
+def survey(root: Path, uv_cache) -> list[Kind]:
+    """Every kind under ``root`` (the tool's cache root), and the user's uv cache when the tool
+    reuses it (``uv_cache``: a ``tfgpu.cache.UvCache``)."""
+    kinds = []
+    for kind in KINDS:
+        path = root / kind
+        note = ""
+        if path.is_symlink():
+            found = Usage(links_out=[path])
+            note = f"a link to {os.readlink(path)}: not the tool's, left alone"
+        else:
+            found = usage(path)
+        test = prunable(kind, path)
+        frees = None if kind == "uv" else 0
+        if test is not None and not path.is_symlink():
+            removed = usage(path, keep=test)
+            frees = removed.frees
+        kinds.append(Kind(kind, path, found, prune_frees=frees, note=note))
+    if uv_cache.shared:
+        kinds.append(
+            Kind(
+                "uv",
+                uv_cache.path,
+                usage(uv_cache.path),
+                shared=True,
+                note="`cache clean` leaves it; `uv cache clean` empties it",
+            )
+        )
+    return kinds
