@@ -252,10 +252,9 @@ def make_backend(resolution, options) -> PipBackend:
             f"pip mode builds Linux environments; this plan is for {resolution.os}.",
             ["Run tfgpu-install on the target machine itself."],
         )
+    from tfgpu.cache import uv_cache
     from tfgpu.detect.interpreters import require_python
     from tfgpu.paths import cache_root
-
-    from tfgpu.cache import uv_cache
 
     uv = None if options.engine == "pip" else uv_engine.find_uv()
     python = require_python(resolution.python, can_download=uv is not None and not options.offline)
