@@ -73,7 +73,8 @@ def _busy_targets(envs: Path) -> list[str]:
             if not (entry.name.startswith(".") and entry.name.endswith(".tfgpu-lock")):
                 continue
             try:
-                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                # Opened for writing, as the lock's holder opens it (flock needs no read), never followed.
+                fd = os.open(entry.path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError:
                 continue
             try:

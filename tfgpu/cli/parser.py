@@ -168,13 +168,7 @@ def _completion(completion: argparse.ArgumentParser) -> None:
 
 
 def _cache(cache: argparse.ArgumentParser) -> None:
-    cache.add_argument(
-        "cache_action",
-        choices=("info", "prune", "clean"),
-        metavar="{info,prune,clean}",
-        help="info: sizes by kind and what prune and clean would free; prune: remove what no env "
-        "needs; clean: remove the tool's cache (your own uv cache is only ever pruned)",
-    )
+    add(cache, "cache_action")
     add(cache, "dry_run", "json")
 
 

@@ -70,7 +70,10 @@ def _key(source: Path, relative: str, magic: str) -> str:
 
 def _content_key(source: Path, relative: str, magic: str) -> str:
     digest = hashlib.sha256(f"{magic}:{relative}:".encode())
-    digest.update(source.read_bytes())
+    try:
+        digest.update(untrusted.read_bytes(source, untrusted.ENV_FILE))
+    except untrusted.Unreadable as error:
+        raise OSError(str(error)) from None  # a file that cannot be read is compiled, not shared
     return "c" + digest.hexdigest()
 
 
@@ -98,7 +101,7 @@ def _retimed(stored: Path, source: Path, target: Path) -> bool:
     """Write ``stored`` (a timestamp ``.pyc`` of a file with ``source``'s bytes) to ``target``
     with ``source``'s mtime and size in its header (PEP 552: flags 0, then mtime, then size)."""
     try:
-        data = bytearray(stored.read_bytes())
+        data = bytearray(untrusted.read_bytes(stored, untrusted.CACHE))
         info = source.stat()
         if len(data) < 16 or data[4:8] != b"\0\0\0\0":
             return False
@@ -108,7 +111,7 @@ def _retimed(stored: Path, source: Path, target: Path) -> bool:
         temporary.write_bytes(data)
         os.replace(temporary, target)
         return True
-    except OSError:
+    except (OSError, untrusted.Unreadable):
         return False
 
 
