@@ -24,7 +24,7 @@ def size(count: int | None) -> str:
 
 def info(document: dict) -> None:
     """``cache info``: one row per kind, then which uv cache installs use and why."""
-    rows = table("kind", "size", "in envs", "clean frees", "prune frees", "path", header_style="bold")
+    rows = table("kind", "size", "linked", "clean frees", "prune frees", "path", header_style="bold")
     for kind in document["kinds"]:
         rows.add_row(
             escape(kind["what"] or kind["kind"]),
@@ -39,7 +39,8 @@ def info(document: dict) -> None:
     _out.print(f"Installs use the uv cache {escape(shown(uv['path']))}: {escape(uv['why'])}.", whole=True)
     _out.print(
         f"Total {size(document['bytes'])}; `cache clean` would free {size(document['clean_frees'])} "
-        f"and `cache prune` at least {size(document['prune_frees'])} ('in envs' stays on disk while an env links it).",
+        f"and `cache prune` at least {size(document['prune_frees'])} (what is 'linked' from elsewhere, an env's "
+        "hard link, stays on disk while that link does).",
         whole=True,
     )
     for kind in document["kinds"]:

@@ -170,6 +170,8 @@ def _one(kind: Kind, verb: str, *, dry_run: bool, uv: str | None, runner) -> dic
         item["freed"] = kind.prune_frees if verb == "prune" else kind.usage.frees
         return item
     files, freed = remove_files(kind.path, keep)
+    if kind.kind == "pyc" and files and verb == "prune":
+        remove_files(kind.path / "envs")  # the store no longer holds every file of those releases
     item["freed"], item["said"] = freed, f"{files} files removed"
     return item
 

@@ -112,9 +112,10 @@ def usage(root: Path, keep=None) -> Usage:
 def prunable(kind: str, root: Path):
     """The test of a file ``prune`` removes from ``kind`` (None: prune keeps it all, or uv decides)."""
     if kind == "pyc":
-        # A stored .pyc with one link is in no env; the markers say which releases filled the
-        # store, and go with any pruning so the next env compiles what it needs (see envs.bytecode).
-        return lambda path, info: info.st_nlink == 1 or path.parent.name == "envs"
+        # A stored .pyc with one link is in no env. The markers (pyc/envs/) say which releases
+        # filled the store: they go only when stored files do (``cleaning``), so that the next env
+        # of such a release is compiled by uv rather than found missing in the store.
+        return lambda path, info: info.st_nlink == 1 and path.parent.name != "envs"
     if kind == "data":
         from tfgpu.data import parsed_cache_file
 
