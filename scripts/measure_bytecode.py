@@ -2,11 +2,11 @@
 
     python scripts/measure_bytecode.py --first DIR --second DIR [--python PY]
 
-``--first`` and ``--second`` are two unpacked copies of the same wheels' site-packages tree, as uv
-leaves them in its cache when a wheel was unpacked twice (once from the index, once from a
-``--find-links`` directory, or after a ``uv cache clean``): the same bytes, other inodes and
-modification times. For example, the two ``archive-v0/*/`` directories of TensorFlow 2.21 in a uv
-cache. Each is hard-linked into a scratch directory (the cache itself is only read), then:
+``--first`` and ``--second`` are two unpacked copies of the same package's files, as uv leaves
+them in its cache when a wheel was unpacked twice (once from the index, once from a
+``--find-links`` directory): the same bytes, other inodes and modification times. For example, two
+``archive-v0/*/`` directories of TensorFlow 2.21 in a uv cache (the cp311 and cp312 wheels hold the
+same ``.py`` files). Each is hard-linked into a scratch directory (the cache itself is only read), then:
 
 1. env A from ``--first``: every file compiled and kept in a fresh store (what the first env of a
    release does);

@@ -44,7 +44,7 @@ def inodes(root: Path) -> dict[tuple[int, int], int]:
 
 
 def gb(count: int) -> str:
-    return f"{count / 1e9:.2f} GB"
+    return f"{count / 1e9:.2f} GB" if count >= 1e9 else f"{count / 1e6:.1f} MB"
 
 
 def main() -> int:

@@ -93,6 +93,17 @@ def test_prune_removes_what_no_env_holds_and_keeps_the_rest(tmp_path, local_whee
     assert after["uv"]["files"] > 0  # uv's prune keeps what installs refer to
 
 
+def test_prune_frees_the_bytecode_of_envs_that_are_gone(tmp_path, local_wheels, cache_env):
+    """The store keeps each file under two names (inode and content keys): neither is an env's."""
+    create(tmp_path / "env", local_wheels, cache_env)
+    assert run_tool("remove", "--prefix", str(tmp_path / "env"), env=cache_env).returncode == 0
+    pyc = kinds(cache(cache_env, "info"))["pyc"]
+    assert pyc["files"] > 0 and pyc["linked_bytes"] == 0 and pyc["prune_frees"] == pyc["bytes"]
+    pruned = next(kind for kind in cache(cache_env, "prune")["kinds"] if kind["kind"] == "pyc")
+    assert pruned["freed"] == pyc["bytes"]
+    assert kinds(cache(cache_env, "info"))["pyc"]["files"] == 0  # the release markers went too
+
+
 def test_clean_empties_the_cache_but_leaves_a_link_out_and_its_target(tmp_path, local_wheels, cache_env):
     create(tmp_path / "env", local_wheels, cache_env)
     outside = tmp_path / "precious"
@@ -206,8 +217,13 @@ def test_sizes_count_each_inode_once_and_never_follow_links(tmp_path):
     (tmp_path / "big").write_bytes(b"z" * 100000)
     (root / "link").symlink_to(tmp_path / "big")
     found = usage(root)
-    assert found.files == 1 and found.linked == found.bytes and found.links_out == [root / "link"]
-    assert remove_files(root) == (2, 8192)  # both names gone; the data counted once, with its last name
+    # Two names inside the directory: not held from outside, so removing both frees it.
+    assert found.files == 1 and found.linked == 0 and found.links_out == [root / "link"]
+    (root / "c").write_bytes(b"c" * 4096)
+    os.link(root / "c", tmp_path / "an-env-holds-this")
+    found = usage(root)
+    assert found.files == 2 and found.linked == 4096
+    assert remove_files(root) == (3, 8192)  # every name gone; freed: what had no name left elsewhere
     assert (root / "link").is_symlink() and (tmp_path / "big").stat().st_size == 100000
 
 

@@ -2,8 +2,8 @@
 
 Sizes count each file once however many hard links it has (uv and the bytecode store hard-link
 into envs), and never follow a symbolic link. A file an env also links stays on disk while that
-env exists, so cleaning frees only what no env holds: ``frees`` counts files with one link,
-``linked`` the rest.
+env exists, so cleaning frees only what no env holds: ``linked`` counts the files with a link outside the
+cache, ``frees`` the rest.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Usage:
     files: int = 0
     bytes: int = 0
     linked: int = 0
-    """Bytes of files that are also hard-linked elsewhere (an env holds them)."""
+    """Bytes of files that also have a hard link outside the directory (an env holds them)."""
     links_out: list = factory(list)
     """Symbolic links found (never followed; ``clean`` leaves them and what they point at)."""
 
@@ -77,11 +77,9 @@ class Kind:
         }
 
 
-def usage(root: Path, keep=None) -> Usage:
-    """The files under ``root``, each inode once, symbolic links not followed (``keep``: a test of
-    a path; the files it accepts are counted, as a prune would leave the others)."""
-    found, seen = Usage(), set()
-    stack = [root]
+def _files(root: Path):
+    """(path, stat) of every regular file under ``root`` and the symbolic links met, never followed."""
+    files, links, stack = [], [], [root]
     while stack:
         directory = stack.pop()
         try:
@@ -94,18 +92,40 @@ def usage(root: Path, keep=None) -> Usage:
             except OSError:
                 continue
             if stat.S_ISLNK(info.st_mode):
-                found.links_out.append(Path(entry.path))
+                links.append(Path(entry.path))
             elif stat.S_ISDIR(info.st_mode):
                 stack.append(Path(entry.path))
-            elif stat.S_ISREG(info.st_mode) and (keep is None or keep(Path(entry.path), info)):
-                if (info.st_dev, info.st_ino) in seen:
-                    continue
-                seen.add((info.st_dev, info.st_ino))
-                size = info.st_blocks * 512 if hasattr(info, "st_blocks") else info.st_size
-                found.files += 1
-                found.bytes += size
-                if info.st_nlink > 1:
-                    found.linked += size
+            elif stat.S_ISREG(info.st_mode):
+                files.append((Path(entry.path), info))
+    return files, links
+
+
+def held_outside(root: Path) -> set[tuple[int, int]]:
+    """The files under ``root`` that have a hard link outside it (an env's): the store's own names
+    for one file (the bytecode store keeps a file under two keys) do not count."""
+    files, _ = _files(root)
+    names: dict[tuple[int, int], int] = {}
+    for _, info in files:
+        names[(info.st_dev, info.st_ino)] = names.get((info.st_dev, info.st_ino), 0) + 1
+    return {(info.st_dev, info.st_ino) for _, info in files if info.st_nlink > names[(info.st_dev, info.st_ino)]}
+
+
+def usage(root: Path, keep=None) -> Usage:
+    """The files under ``root``, each inode once, symbolic links not followed (``keep``: a test of
+    a path; the files it accepts are counted, as a prune would leave the others)."""
+    found, seen = Usage(), set()
+    files, found.links_out = _files(root)
+    outside = held_outside(root) if files else set()
+    for path, info in files:
+        key = (info.st_dev, info.st_ino)
+        if key in seen or (keep is not None and not keep(path, info)):
+            continue
+        seen.add(key)
+        size = info.st_blocks * 512
+        found.files += 1
+        found.bytes += size
+        if key in outside:
+            found.linked += size
     return found
 
 
@@ -115,7 +135,8 @@ def prunable(kind: str, root: Path):
         # A stored .pyc with one link is in no env. The markers (pyc/envs/) say which releases
         # filled the store: they go only when stored files do (``cleaning``), so that the next env
         # of such a release is compiled by uv rather than found missing in the store.
-        return lambda path, info: info.st_nlink == 1 and path.parent.name != "envs"
+        outside = held_outside(root)
+        return lambda path, info: (info.st_dev, info.st_ino) not in outside and path.parent.name != "envs"
     if kind == "data":
         from tfgpu.data import parsed_cache_file
 
