@@ -260,3 +260,19 @@ def test_bytecode_is_shared_with_an_env_from_another_copy_of_the_same_wheel(tmp_
     assert bytecode.compile_site(runner, sys.executable, third, store) == (0, 2)
     assert (third / "pkg" / "__pycache__").iterdir()
     assert all(p.stat().st_nlink > 1 for p in (third / "pkg" / "__pycache__").iterdir())
+
+
+def test_info_names_the_wheels_uv_unpacked_twice(tmp_path, local_wheels, cache_env):
+    """The same wheels from two --find-links directories (a bundle unpacked in two places) are
+    unpacked once per directory by uv: info says which, and how much the extra copies take."""
+    import shutil
+
+    again = tmp_path / "same-wheels-elsewhere"
+    shutil.copytree(local_wheels, again)
+    create(tmp_path / "first", local_wheels, cache_env)
+    assert kinds(cache(cache_env, "info"))["uv"]["unpacked_twice"] == {}
+    create(tmp_path / "second", again, cache_env)
+    twice = kinds(cache(cache_env, "info"))["uv"]["unpacked_twice"]
+    assert "tensorflow-2.21.0" in twice and all(size > 0 for size in twice.values())
+    text = run_tool("cache", "info", env={**cache_env, "COLUMNS": "300"}).stdout
+    assert "wheels unpacked twice" in text and "uv cache clean" in text

@@ -44,6 +44,15 @@ def info(document: dict) -> None:
         whole=True,
     )
     for kind in document["kinds"]:
+        twice = kind.get("unpacked_twice") or {}
+        if twice:
+            names = ", ".join(sorted(twice)[:5]) + (f" and {len(twice) - 5} more" if len(twice) > 5 else "")
+            _out.print(
+                f"{escape(shown(kind['path']))} holds {len(twice)} wheels unpacked twice, {size(sum(twice.values()))} "
+                f"more than once ({escape(names)}): uv keeps the index's and each --find-links directory's apart; "
+                f"`uv cache clean --cache-dir {escape(shown(kind['path']))} NAME` drops a package's copies.",
+                whole=True,
+            )
         if kind["note"]:
             _out.print(f"{escape(kind['kind'])} at {escape(shown(kind['path']))}: {escape(kind['note'])}.", whole=True)
 

@@ -55,6 +55,8 @@ class Kind:
     prune_frees: int | None = None
     """Bytes ``prune`` would free; None where the tool cannot know ahead (uv decides)."""
     note: str = ""
+    twice: dict = factory(dict)
+    """uv's cache: {wheel: bytes of its extra unpacked copies} (see :func:`unpacked_twice`)."""
 
     def to_dict(self) -> dict:
         what, prunes = KINDS.get(self.kind, ("", ""))
@@ -74,6 +76,7 @@ class Kind:
             "prune_removes": prunes,
             "links_out": [str(link) for link in self.usage.links_out],
             "note": self.note,
+            **({"unpacked_twice": self.twice} if self.kind == "uv" else {}),
         }
 
 
@@ -147,6 +150,32 @@ def prunable(kind: str, root: Path):
     return None
 
 
+def unpacked_twice(cache: Path) -> dict[str, int]:
+    """The wheels uv's cache holds unpacked more than once, and the bytes of the extra copies.
+
+    uv keeps each source's wheels apart (the index, each ``--find-links`` directory), each with its
+    own unpacked copy: the same wheel installed from two sources is on disk twice. Two copies are
+    the same wheel when their ``RECORD`` files (every file's hash) are byte for byte the same."""
+    import hashlib
+
+    from tfgpu import untrusted
+
+    copies: dict[tuple[str, str], list[Path]] = {}
+    for record_file in cache.glob("archive-v*/*/*.dist-info/RECORD"):
+        try:
+            digest = hashlib.sha256(untrusted.read_bytes(record_file, untrusted.CACHE)).hexdigest()
+        except untrusted.Unreadable:
+            continue
+        copies.setdefault((record_file.parent.name.removesuffix(".dist-info"), digest), []).append(
+            record_file.parent.parent
+        )
+    return {
+        name: sum(usage(copy).bytes for copy in sorted(found)[1:])
+        for (name, _), found in sorted(copies.items())
+        if len(found) > 1
+    }
+
+
 def survey(root: Path, uv_cache) -> list[Kind]:
     """Every kind under ``root`` (the tool's cache root), and the user's uv cache when the tool
     reuses it (``uv_cache``: a ``tfgpu.cache.UvCache``)."""
@@ -164,7 +193,8 @@ def survey(root: Path, uv_cache) -> list[Kind]:
         if test is not None and not path.is_symlink():
             removed = usage(path, keep=test)
             frees = removed.frees
-        kinds.append(Kind(kind, path, found, prune_frees=frees, note=note))
+        twice = unpacked_twice(path) if kind == "uv" and not path.is_symlink() else {}
+        kinds.append(Kind(kind, path, found, prune_frees=frees, note=note, twice=twice))
     if uv_cache.shared:
         kinds.append(
             Kind(
@@ -173,6 +203,7 @@ def survey(root: Path, uv_cache) -> list[Kind]:
                 usage(uv_cache.path),
                 shared=True,
                 note="`cache clean` leaves it; `uv cache clean` empties it",
+                twice=unpacked_twice(uv_cache.path),
             )
         )
     return kinds
