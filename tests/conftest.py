@@ -36,6 +36,9 @@ atexit.register(shutil.rmtree, _SESSION, True)
 # gets these (subprocesses inherit them).
 os.environ.setdefault("TFGPU_USER_DATA_DIR", str(_SESSION / "user-data"))
 os.environ.setdefault("TFGPU_CACHE_DIR", str(suite_cache("tool-cache")))
+# uv's package cache: the tool's own (under TFGPU_CACHE_DIR), never the user's, which it would
+# otherwise reuse; tests/test_cache.py sets it back to `auto` where the reuse is the subject.
+os.environ.setdefault("TFGPU_UV_CACHE", "own")
 os.environ.setdefault("TFGPU_LOG_DIR", str(_SESSION / "logs"))
 os.environ.setdefault("TFGPU_ENVS_DIR", str(_SESSION / "envs"))
 # pip's downloads for the tests that run pip (the installed-tool bundle test, stock pip on a real lock).

@@ -536,6 +536,8 @@ PLACES_A_NEW_ENV = {
     ("installers/conda.py", "prefix_for_name"),  # create --mode conda --name N
     ("installers/system.py", "unchanged"),  # system mode run again over the same target
     ("installers/system.py", "survey"),  # system mode: is the target the tool's envs directory
+    ("cache/uvdir.py", "uv_cache"),  # is uv's cache on the file system new envs go to
+    ("cache/__init__.py", "operate"),  # the envs whose creation a cache clean waits for
 }
 
 

@@ -80,6 +80,7 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         OperationError,
         "`--require-gpu` on a machine with no NVIDIA driver: the env is built, its GPU could not be checked.",
     ),
+    "cache-busy": (OperationError, "`cache prune|clean` while a create, repair or remove holds an env's lock."),
     "undo-failed": (OperationError, "`repair --undo` could not put a changed env back as it was."),
     "target-busy": (OperationError, "Another tfgpu-install run holds the target's lock."),
     "update-failed": (OperationError, "`update-data` got an answer it cannot use (shape, deadline); nothing written."),
@@ -144,6 +145,7 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "insecure-url": (UsageError, "Plain HTTP to a host not named with `--insecure-host`."),
     "bad-url": (UsageError, "A malformed URL."),
     "bad-channel": (UsageError, "A conda channel that is neither a name nor a URL."),
+    "bad-uv-cache": (UsageError, "`TFGPU_UV_CACHE` is not one of own, user, auto."),
     # exit 3: well-formed but impossible
     "unknown-tf-version": (ImpossibleError, "No such TensorFlow release in the data (`update-data` fetches newer)."),
     "windows-native-gpu-unsupported": (ImpossibleError, "Native Windows has no GPU TensorFlow after 2.10: WSL2."),
@@ -218,6 +220,11 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "unverified-package": (ImpossibleError, "A conda package's hash is not recorded."),
     "uv-missing": (ImpossibleError, "uv is not installed."),
     "env-has-mount": (ImpossibleError, "The env holds a mount point; it is not deleted across it."),
+    "cache-not-ours": (
+        ImpossibleError,
+        "The cache root holds names tfgpu-install never writes; nothing is removed there.",
+    ),
+    "cache-unreadable": (ImpossibleError, "The cache root cannot be read (permissions, not a directory)."),
 }
 
 VERIFY_CODES: dict[str, str] = {

@@ -87,6 +87,8 @@ def create(
         runner = Runner.for_operation(f"create-{safe_label(display)}")
     if runner.note:
         reporter.note(runner.note)
+    if backend.cache_note:
+        runner.log(backend.cache_note)
     try:
         lock = txn.TargetLock(final).__enter__()
     except OSError as error:

@@ -252,3 +252,13 @@ class Text(Result):
 
     def to_dict(self) -> dict:
         return self.document or {"text": self.text}
+
+
+@record
+class CacheReport(Result):
+    """``cache info|prune|clean``: the cache by kind (info), or what was freed (prune, clean)."""
+
+    document: dict
+
+    def to_dict(self) -> dict:
+        return self.document

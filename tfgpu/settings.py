@@ -94,6 +94,7 @@ class Settings:
     forget_journal: bool = False
     allow_changes: bool = False
     shell: str | None = None
+    cache_action: str | None = None
 
     @property
     def where_given(self) -> bool:

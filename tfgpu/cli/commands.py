@@ -378,6 +378,13 @@ def cmd_repair(settings: Settings) -> results.Result:
     return run(settings)
 
 
+def cmd_cache(settings: Settings) -> results.Result:
+    """``cache info|prune|clean``: the tool's cache by kind, or what pruning or cleaning freed."""
+    from tfgpu.cache import operate
+
+    return results.CacheReport(operate(settings.cache_action or "info", dry_run=settings.dry_run))
+
+
 HANDLERS = {
     "create": cmd_create,
     "plan": cmd_plan,
@@ -392,4 +399,5 @@ HANDLERS = {
     "repair": cmd_repair,
     "list": cmd_list,
     "completion": cmd_completion,
+    "cache": cmd_cache,
 }

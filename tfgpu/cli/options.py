@@ -172,6 +172,12 @@ OPTIONS: dict[str, Option] = {
     ),
     "all": Option(("--all",), **_flag("every patch release, not only the newest per series")),
     "json": Option(("--json",), **_flag("print one JSON document on stdout, nothing else there")),
+    "cache_action": Option(
+        ("cache_action",),
+        "info: sizes by kind and what prune and clean would free; prune: remove what no env needs; "
+        "clean: remove the tool's cache (your own uv cache is only ever pruned)",
+        {"choices": ("info", "prune", "clean"), "metavar": "{info,prune,clean}"},
+    ),
 }
 
 SELECTORS = ("tf", "mode", "python", "os", "arch", "driver", "gpu_cc", "pre")

@@ -88,6 +88,12 @@ def _text(result: results.Text) -> None:
     sys.stdout.write(result.text)
 
 
+def _cache(document: dict) -> None:
+    from tfgpu import render_cache
+
+    (render_cache.info if document["action"] == "info" else render_cache.tidied)(document)
+
+
 _TEXT = {
     results.Planned: _plan,
     results.Matrix: _matrix,
@@ -103,5 +109,6 @@ _TEXT = {
     results.Repaired: lambda result: (render().repair_undone if result.undone else render().repaired)(result.summary),
     results.Written: _written,
     results.Text: _text,
+    results.CacheReport: lambda result: _cache(result.document),
 }
 """Each result type's text form; a test checks every type in ``tfgpu.results`` has one."""

@@ -28,6 +28,7 @@ COMMANDS = (
     "repair",
     "list",
     "completion",
+    "cache",
 )
 SHELLS = ("bash", "zsh", "fish")
 
@@ -167,6 +168,11 @@ def _completion(completion: argparse.ArgumentParser) -> None:
     completion.add_argument("shell", choices=SHELLS, help="bash, zsh or fish")
 
 
+def _cache(cache: argparse.ArgumentParser) -> None:
+    add(cache, "cache_action")
+    add(cache, "dry_run", "json")
+
+
 GRAMMAR = {
     "create": ("build an environment (the default command)", _create),
     "plan": ("print the resolution: versions, packages, reasons", _selectors),
@@ -187,6 +193,7 @@ GRAMMAR = {
     ),
     "list": ("the environments tfgpu-install built, with TF, CUDA, mode and health", lambda env: add(env, "json")),
     "completion": ('print a shell completion script: eval "$(tfgpu-install completion bash)"', _completion),
+    "cache": ("see the cache by kind, prune it, or clean it", _cache),
 }
 """Each command: its help line (listed by ``--help``) and what adds its options, in ``COMMANDS``' order."""
 

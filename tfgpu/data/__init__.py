@@ -177,6 +177,12 @@ def _overlay(shipped: set[str]) -> dict[str, tuple[bytes, str]]:
     return found
 
 
+def parsed_cache_file() -> Path:
+    """The parse cache this run's tables would be read from (``cache prune`` keeps it, and removes
+    the others: each was written for tables that have since changed)."""
+    return _cache_file(_overlay(set(_shipped_files())))
+
+
 def _cache_dir() -> Path:
     from tfgpu.paths import cache_root
 

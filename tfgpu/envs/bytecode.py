@@ -8,6 +8,13 @@ tracebacks show the real one) and kept in a store in the cache under a key of wh
 its bytes: the interpreter's magic number, the source file's inode (the same hard-linked file in
 every env), its mtime and size, and its relative path. A later env hard-links the stored file
 instead of compiling again.
+
+The same wheel unpacked twice in uv's cache (from the index and from a ``--find-links``
+directory, or again after uv pruned it) gives files of the same bytes with other inodes and
+modification times. Each stored file is therefore also kept under a key of the source's bytes;
+an env whose files came from the other copy gets the stored bytecode copied with the header's
+source mtime and size set to its own file's (the only bytes of a timestamp ``.pyc`` that depend on
+the file rather than its content), instead of compiling thousands of files again.
 """
 
 from __future__ import annotations
@@ -61,6 +68,53 @@ def _key(source: Path, relative: str, magic: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+def _content_key(source: Path, relative: str, magic: str) -> str:
+    digest = hashlib.sha256(f"{magic}:{relative}:".encode())
+    try:
+        digest.update(untrusted.read_bytes(source, untrusted.ENV_FILE))
+    except untrusted.Unreadable as error:
+        raise OSError(str(error)) from None  # a file that cannot be read is compiled, not shared
+    return "c" + digest.hexdigest()
+
+
+def _slot(store: Path, key: str) -> Path:
+    return store / key[:2] / key
+
+
+def _keep(pyc: Path, store: Path, *keys: str) -> bool:
+    """Link ``pyc`` into the store under each key it is not yet under; whether one was added."""
+    added = False
+    for key in keys:
+        kept = _slot(store, key)
+        if kept.exists():
+            continue
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            os.link(pyc, kept)
+            added = True
+        except OSError:
+            continue
+    return added
+
+
+def _retimed(stored: Path, source: Path, target: Path) -> bool:
+    """Write ``stored`` (a timestamp ``.pyc`` of a file with ``source``'s bytes) to ``target``
+    with ``source``'s mtime and size in its header (PEP 552: flags 0, then mtime, then size)."""
+    try:
+        data = bytearray(untrusted.read_bytes(stored, untrusted.CACHE))
+        info = source.stat()
+        if len(data) < 16 or data[4:8] != b"\0\0\0\0":
+            return False
+        data[8:12] = (int(info.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+        data[12:16] = (info.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+        temporary = target.with_name(target.name + ".tfgpu-copy")
+        temporary.write_bytes(data)
+        os.replace(temporary, target)
+        return True
+    except (OSError, untrusted.Unreadable):
+        return False
+
+
 def _link(source: Path, target: Path) -> bool:
     try:
         temporary = target.with_name(target.name + ".tfgpu-link")
@@ -111,11 +165,11 @@ def compile_site(
         stored = 0
         for source in site.rglob("*.py"):
             pyc = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+            relative = source.relative_to(site).as_posix()
             try:
-                kept = store / (key := _key(source, source.relative_to(site).as_posix(), magic))[:2] / key
-                if pyc.exists() and not kept.exists():
-                    kept.parent.mkdir(parents=True, exist_ok=True)
-                    os.link(pyc, kept)
+                if pyc.exists() and _keep(
+                    pyc, store, _key(source, relative, magic), _content_key(source, relative, magic)
+                ):
                     stored += 1
             except OSError:
                 continue
@@ -126,14 +180,18 @@ def compile_site(
         target = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
         try:
             key = _key(source, relative, magic)
+            target.parent.mkdir(exist_ok=True)
+            if _slot(store, key).exists() and _link(_slot(store, key), target):
+                reused += 1
+                continue
+            same = _content_key(source, relative, magic)
         except OSError:
             continue
-        stored = store / key[:2] / key
-        target.parent.mkdir(exist_ok=True)
-        if stored.exists() and _link(stored, target):
+        if _slot(store, same).exists() and _retimed(_slot(store, same), source, target):
+            _keep(target, store, key)  # a later env from this copy of the wheel links it
             reused += 1
             continue
-        keys[str(target)] = stored
+        keys[str(target)] = (key, same)
         todo.append((str(source), str(target), f"{FIXED_ROOT}/{relative}"))
     workers = max(1, workers or os.cpu_count() or 1)
     chunks = [todo[i::workers] for i in range(workers) if todo[i::workers]]
@@ -149,13 +207,8 @@ def compile_site(
             child.kill()
         raise
     compiled = 0
-    for target, stored in keys.items():
+    for target, (key, same) in keys.items():
         if Path(target).exists():
             compiled += 1
-            try:
-                stored.parent.mkdir(parents=True, exist_ok=True)
-                if not stored.exists():
-                    os.link(target, stored)
-            except OSError:
-                pass
+            _keep(Path(target), store, key, same)
     return compiled, reused

@@ -178,6 +178,8 @@ class Backend(ABC):
     mode: str
     in_place = False
     """Whether envs are built at their final path (see ``Location.in_place``)."""
+    cache_note = ""
+    """Which uv cache the mode's uv commands use, and why (written into the operation's log)."""
 
     def unchanged(self, name: str | None, prefix: str | None) -> Outcome | None:
         """The outcome when the env is already exactly in place (re-running is then a no-op), else

@@ -50,6 +50,8 @@ class CondaBackend(Backend):
         self.exe = exe
         self.uv = uv
         self.cache = cache
+        self.uv_cache: Path | None = None
+        """uv's package cache when not the tool's own (``tfgpu.cache.uv_cache``)."""
         self.in_place = engine in EXTERNAL
 
     def prefix_for_name(self, name: str) -> str | None:
@@ -59,7 +61,7 @@ class CondaBackend(Backend):
     def plan(self, resolution, location: Location, options: Options, source: Source, facts: dict) -> list[Step]:
         root = location.staging
         python = str(root / "bin" / "python")
-        cache = self.cache / "uv"
+        cache = self.uv_cache or self.cache / "uv"
         if source.locked:
             steps = self._locked_packages(root, source)
             pip_text = source.requirements
@@ -313,4 +315,9 @@ def make_backend(resolution, options: Options, source: Source | None = None) -> 
             "uv is needed to install TensorFlow into the conda env, and none was found.",
             ["Reinstall tfgpu-install (it depends on the `uv` package)."],
         )
-    return CondaBackend(engine, exe, uv, cache_root())
+    from tfgpu.cache import uv_cache
+
+    backend = CondaBackend(engine, exe, uv, cache_root())
+    chosen = uv_cache(uv)
+    backend.uv_cache, backend.cache_note = chosen.path, f"uv cache: {chosen.path} ({chosen.why})"
+    return backend

@@ -27,12 +27,14 @@ class PipBackend(Backend):
 
     mode = "pip"
 
-    def __init__(self, uv: str | None, cache_dir: Path, python: str | None) -> None:
+    def __init__(self, uv: str | None, cache_dir: Path, python: str | None, pyc_store: Path | None = None) -> None:
         self.uv = uv
         self.cache_dir = cache_dir
+        """uv's package cache (``tfgpu.cache.uv_cache``: the user's own, or the tool's)."""
         self.python = python
         """The interpreter to base the venv on; None lets uv provide a managed one."""
-        self.pyc_store = cache_dir.parent / "pyc"
+        self.pyc_store = pyc_store or cache_dir.parent / "pyc"
+        """The bytecode store: always in the tool's own cache, even when uv's cache is the user's."""
 
     def engine(self, options: Options) -> str:
         return "pip" if options.engine == "pip" or self.uv is None else "uv"
@@ -250,9 +252,13 @@ def make_backend(resolution, options) -> PipBackend:
             f"pip mode builds Linux environments; this plan is for {resolution.os}.",
             ["Run tfgpu-install on the target machine itself."],
         )
+    from tfgpu.cache import uv_cache
     from tfgpu.detect.interpreters import require_python
     from tfgpu.paths import cache_root
 
     uv = None if options.engine == "pip" else uv_engine.find_uv()
     python = require_python(resolution.python, can_download=uv is not None and not options.offline)
-    return PipBackend(uv, cache_root() / "uv", python)
+    cache = uv_cache(uv)
+    backend = PipBackend(uv, cache.path, python, cache_root() / "pyc")
+    backend.cache_note = f"uv cache: {cache.path} ({cache.why})"
+    return backend

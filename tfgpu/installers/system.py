@@ -289,4 +289,7 @@ def make_backend(resolution, options) -> SystemBackend:
     problem = nvidia.unverifiable(items)
     if problem is not None:
         raise problem
-    return SystemBackend(resolution, pip_backend(resolution, options), items, cache_root() / "downloads")
+    pip = pip_backend(resolution, options)
+    backend = SystemBackend(resolution, pip, items, cache_root() / "downloads")
+    backend.cache_note = pip.cache_note
+    return backend

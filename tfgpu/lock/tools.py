@@ -8,8 +8,8 @@ from tfgpu.errors import ImpossibleError
 
 def tools(operation: str):
     """(runner, uv binary, uv cache dir) for a lock or bundle operation; the log names ``operation``."""
+    from tfgpu.cache import uv_cache
     from tfgpu.engines.uv import find_uv
-    from tfgpu.paths import cache_root
     from tfgpu.proc import Runner
 
     uv = find_uv()
@@ -19,4 +19,6 @@ def tools(operation: str):
             "Locking needs uv, which is not installed with this tfgpu-install.",
             ["`pip install uv` into the environment that runs tfgpu-install."],
         )
-    return Runner.for_operation(operation), uv, cache_root() / "uv"
+    runner, chosen = Runner.for_operation(operation), uv_cache(uv)
+    runner.log(f"uv cache: {chosen.path} ({chosen.why})")
+    return runner, uv, chosen.path

@@ -82,8 +82,12 @@ def _installer(plan_or_journal_manager: str, survey, resolution, runner, *, find
             "Repairing needs uv, which is not installed with this tfgpu-install.",
             ["Reinstall tfgpu-install (it depends on the `uv` package)."],
         )
+    from tfgpu.cache import uv_cache
+
+    chosen = uv_cache(uv)
+    runner.log(f"uv cache: {chosen.path} ({chosen.why})")
     return PipPackages(
-        uv, survey.python, survey.site_packages, runner, cache_root() / "uv", find_links=find_links, offline=offline
+        uv, survey.python, survey.site_packages, runner, chosen.path, find_links=find_links, offline=offline
     )
 
 

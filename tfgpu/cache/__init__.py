@@ -1,0 +1,42 @@
+"""The tool's caches, seen and cleaned: which uv package cache an install uses (:mod:`.uvdir`),
+what each kind of cache holds and what cleaning it would free (:mod:`.survey`), and pruning or
+cleaning it without reaching outside it (:mod:`.cleaning`).
+
+Everything the tool caches lives under ``tfgpu.paths.cache_root()`` except uv's package cache,
+which by default is the user's own (so wheels the user already has are not downloaded again, and
+uv's hard links reach every env from one copy)."""
+
+from __future__ import annotations
+
+from tfgpu.cache.uvdir import UvCache, uv_cache, uv_cache_dir
+
+__all__ = ["UvCache", "operate", "uv_cache", "uv_cache_dir"]
+
+
+def operate(action: str, *, dry_run: bool = False) -> dict:
+    """``cache info`` (sizes by kind, what clean and prune would free, which uv cache installs use),
+    or ``cache prune`` / ``cache clean`` (what was freed; ``dry_run``: what would be)."""
+    from tfgpu.cache.survey import survey
+    from tfgpu.engines.uv import find_uv
+    from tfgpu.envs.location import envs_dir
+    from tfgpu.paths import cache_root
+
+    root, uv = cache_root(), find_uv()
+    chosen = uv_cache(uv)
+    if action == "info":
+        kinds = [kind.to_dict() for kind in survey(root, chosen)]
+        return {
+            "action": "info",
+            "root": str(root),
+            "uv_cache": {"path": str(chosen.path), "shared": chosen.shared, "why": chosen.why},
+            "kinds": kinds,
+            "bytes": sum(kind["bytes"] for kind in kinds),
+            "clean_frees": sum(kind["clean_frees"] for kind in kinds),
+            "prune_frees": sum(kind["prune_frees"] or 0 for kind in kinds),
+        }
+    from tfgpu.cache.cleaning import tidy
+    from tfgpu.proc import Runner
+
+    runner = Runner.for_operation(f"cache-{action}")
+    runner.log(f"uv cache: {chosen.path} ({chosen.why})")
+    return tidy(root, envs_dir(), chosen, prune=action == "prune", dry_run=dry_run, uv=uv, runner=runner)

@@ -1,0 +1,182 @@
+"""``cache prune`` and ``cache clean``: remove what the tool cached, and nothing outside it.
+
+Safety, in order: the cache root must look like the tool's (only the kinds in
+``tfgpu.cache.survey.KINDS`` and the root's own files at its top; anything else means
+``TFGPU_CACHE_DIR`` names some other directory, and nothing is removed); no create, repair or
+remove may be running on an env in the envs directory (their target locks), and two cache
+commands never run at once (the cache's own lock); symbolic links are never followed, and are
+left where they are with what they point at; uv's cache is emptied or pruned by uv itself, which
+holds its own lock. The user's own uv cache, when the tool reuses it, is only ever pruned by uv
+(which removes entries nothing refers to): ``clean`` leaves it and says how to empty it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+from pathlib import Path
+
+from tfgpu.cache.survey import KINDS, OWN_FILES, Kind, prunable, survey
+from tfgpu.errors import ImpossibleError, OperationError
+
+WAY_FOREIGN = "Point TFGPU_CACHE_DIR at the tool's own cache (or unset it), or remove those entries yourself."
+
+
+def check_root(root: Path) -> list[str]:
+    """The names at the top of ``root`` that no kind of the tool's cache has (empty: it is the tool's)."""
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        raise ImpossibleError(
+            "cache-unreadable", f"Cannot read the cache {root}: {error.strerror}.", [WAY_FOREIGN]
+        ) from None
+    return [name for name in names if name not in KINDS and name not in OWN_FILES]
+
+
+@contextlib.contextmanager
+def held(root: Path, envs: Path):
+    """The cache's lock, held while no operation on an env in ``envs`` is under way."""
+    if not root.is_dir():
+        yield
+        return
+    fd = os.open(root / ".tfgpu-cache.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OperationError(
+                "cache-busy",
+                f"Another tfgpu-install cache command is working on {root}; nothing was removed.",
+                ["Wait for it to finish, then run the same command again."],
+            ) from None
+        busy = _busy_targets(envs)
+        if busy:
+            raise OperationError(
+                "cache-busy",
+                f"An env is being created, repaired or removed right now ({', '.join(busy)}); nothing was removed.",
+                ["Wait for it to finish, then run the same command again."],
+            )
+        yield
+    finally:
+        os.close(fd)
+
+
+def _busy_targets(envs: Path) -> list[str]:
+    """The envs in ``envs`` whose target lock another run holds (``tfgpu.envs.txn.TargetLock``)."""
+    busy = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(envs):
+            if not (entry.name.startswith(".") and entry.name.endswith(".tfgpu-lock")):
+                continue
+            try:
+                # Opened for writing, as the lock's holder opens it (flock needs no read), never followed.
+                fd = os.open(entry.path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                busy.append(entry.name.removeprefix(".").removesuffix(".tfgpu-lock"))
+            finally:
+                os.close(fd)
+    return busy
+
+
+def remove_files(root: Path, keep=None) -> tuple[int, int]:
+    """Remove the regular files under ``root`` that ``keep`` (a test of path and stat) accepts, or
+    all of them, and the directories left empty; returns (files, bytes freed). Symbolic links are
+    neither followed nor removed. Bytes count only files with no other link (an env's hard link
+    keeps the data on disk)."""
+    files = freed = 0
+    for directory, subdirectories, names in os.walk(root, topdown=False, followlinks=False):
+        for name in names:
+            path = Path(directory, name)
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
+            if not stat.S_ISREG(info.st_mode) or (keep is not None and not keep(path, info)):
+                continue
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            files += 1
+            if info.st_nlink == 1:
+                freed += info.st_blocks * 512
+        for name in subdirectories:
+            with contextlib.suppress(OSError):
+                Path(directory, name).rmdir()  # only when empty; a link to a directory is not one
+    return files, freed
+
+
+def _uv(uv: str | None, verb: str, cache: Path, runner) -> tuple[bool, str]:
+    """``uv cache clean|prune`` on ``cache``; (done, what uv said)."""
+    if uv is None:
+        return False, "uv is not installed with this tfgpu-install"
+    done = runner.run([uv, "cache", verb, "--no-config", "--cache-dir", str(cache)], timeout=3600)
+    return done.returncode == 0, done.output.strip().splitlines()[-1] if done.output.strip() else ""
+
+
+def tidy(root: Path, envs: Path, uv_cache, *, prune: bool, dry_run: bool, uv: str | None, runner) -> dict:
+    """``cache prune`` (``prune``) or ``cache clean``; returns what was (or would be) freed, by kind."""
+    verb = "prune" if prune else "clean"
+    foreign = check_root(root)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ImpossibleError(
+            "cache-not-ours",
+            f"{root} does not look like tfgpu-install's cache (it also holds {shown}); nothing was removed.",
+            [WAY_FOREIGN],
+        )
+    before = survey(root, uv_cache)
+    done: list[dict] = []
+    context = contextlib.nullcontext() if dry_run else held(root, envs)
+    with context:
+        for kind in before:
+            done.append(_one(kind, verb, dry_run=dry_run, uv=uv, runner=runner))
+    freed = sum(item["freed"] or 0 for item in done)
+    return {"action": verb, "dry_run": dry_run, "root": str(root), "kinds": done, "freed_bytes": freed}
+
+
+def _one(kind: Kind, verb: str, *, dry_run: bool, uv: str | None, runner) -> dict:
+    """Prune or clean one kind; its entry in the result."""
+    item = {"kind": kind.kind, "path": str(kind.path), "shared": kind.shared, "freed": 0, "said": ""}
+    if kind.path.is_symlink() or not kind.path.is_dir():
+        item["said"] = kind.note or "nothing there"
+        return item
+    if kind.kind == "uv" and (verb == "prune" or not kind.shared):
+        if dry_run:
+            item["freed"] = None if verb == "prune" else kind.usage.frees
+            item["said"] = f"`uv cache {verb}` would run on it"
+            return item
+        ok, said = _uv(uv, verb, kind.path, runner)
+        after = _usage_after(kind)
+        item["freed"] = max(kind.usage.frees - after, 0)
+        item["said"] = f"uv cache {verb}: {said}" if ok else f"uv cache {verb} failed: {said}"
+        return item
+    if kind.shared:
+        item["said"] = f"your own uv cache: left as it is (`uv cache clean --cache-dir {kind.path}` empties it)"
+        return item
+    keep = prunable(kind.kind, kind.path) if verb == "prune" else (lambda path, info: True)
+    if keep is None:
+        item["said"] = KINDS[kind.kind][1]
+        return item
+    if dry_run:
+        item["freed"] = kind.prune_frees if verb == "prune" else kind.usage.frees
+        return item
+    files, freed = remove_files(kind.path, keep)
+    if kind.kind == "pyc" and files and verb == "prune":
+        remove_files(kind.path / "envs")  # the store no longer holds every file of those releases
+    item["freed"], item["said"] = freed, f"{files} files removed"
+    return item
+
+
+def _usage_after(kind: Kind) -> int:
+    from tfgpu.cache.survey import usage
+
+    return usage(kind.path).frees

@@ -1,0 +1,67 @@
+"""The text form of ``cache info``, ``cache prune`` and ``cache clean``. Part of the CLI layer
+(with ``tfgpu.render``): only ``tfgpu.cli`` imports it."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+
+from tfgpu.console import Stream, shown, table
+
+_out = Stream()
+
+
+def size(count: int | None) -> str:
+    """Bytes as people read them: ``6.2 GB``, ``312 MB``, ``0 B`` (powers of 1000, as ``du --si``)."""
+    if count is None:
+        return "?"
+    value = float(count)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{count} B"  # pragma: no cover - the loop always returns
+
+
+def info(document: dict) -> None:
+    """``cache info``: one row per kind, then which uv cache installs use and why."""
+    rows = table("kind", "size", "linked", "clean frees", "prune frees", "path", header_style="bold")
+    for kind in document["kinds"]:
+        rows.add_row(
+            escape(kind["what"] or kind["kind"]),
+            size(kind["bytes"]),
+            size(kind["linked_bytes"]),
+            size(kind["clean_frees"]),
+            "uv decides" if kind["prune_frees"] is None else size(kind["prune_frees"]),
+            escape(shown(kind["path"])),
+        )
+    _out.print(rows)
+    uv = document["uv_cache"]
+    _out.print(f"Installs use the uv cache {escape(shown(uv['path']))}: {escape(uv['why'])}.", whole=True)
+    _out.print(
+        f"Total {size(document['bytes'])}; `cache clean` would free {size(document['clean_frees'])} "
+        f"and `cache prune` at least {size(document['prune_frees'])} (what is 'linked' from elsewhere, an env's "
+        "hard link, stays on disk while that link does).",
+        whole=True,
+    )
+    for kind in document["kinds"]:
+        twice = kind.get("unpacked_twice") or {}
+        if twice:
+            names = ", ".join(sorted(twice)[:5]) + (f" and {len(twice) - 5} more" if len(twice) > 5 else "")
+            _out.print(
+                f"{escape(shown(kind['path']))} holds {len(twice)} wheels unpacked twice, {size(sum(twice.values()))} "
+                f"more than once ({escape(names)}): uv keeps the index's and each --find-links directory's apart; "
+                f"`uv cache clean --cache-dir {escape(shown(kind['path']))} NAME` drops a package's copies.",
+                whole=True,
+            )
+        if kind["note"]:
+            _out.print(f"{escape(kind['kind'])} at {escape(shown(kind['path']))}: {escape(kind['note'])}.", whole=True)
+
+
+def tidied(document: dict) -> None:
+    """``cache prune`` / ``cache clean``: what each kind gave back."""
+    would = "would free" if document["dry_run"] else "freed"
+    for kind in document["kinds"]:
+        said = f" ({escape(shown(kind['said']))})" if kind["said"] else ""
+        _out.print(f"{escape(kind['kind'])}: {would} {size(kind['freed'])}{said}", whole=True)
+    total = f"{'Would free' if document['dry_run'] else 'Freed'} {size(document['freed_bytes'])}"
+    _out.print(f"{total} in all by `cache {document['action']}`.", whole=True)
