@@ -62,6 +62,7 @@ def tidied(document: dict) -> None:
     would = "would free" if document["dry_run"] else "freed"
     for kind in document["kinds"]:
         said = f" ({escape(shown(kind['said']))})" if kind["said"] else ""
-        _out.print(f"{escape(kind['kind'])}: {would} {size(kind['freed'])}{said}", whole=True)
+        label = f"{kind['kind']} (your own uv cache)" if kind["shared"] else kind["kind"]  # two uv rows apart
+        _out.print(f"{escape(label)}: {would} {size(kind['freed'])}{said}", whole=True)
     total = f"{'Would free' if document['dry_run'] else 'Freed'} {size(document['freed_bytes'])}"
     _out.print(f"{total} in all by `cache {document['action']}`.", whole=True)
