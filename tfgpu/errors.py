@@ -67,3 +67,9 @@ class OperationError(TfgpuError):
     """The operation itself failed, or is not available yet (exit 1)."""
 
     exit_code: ClassVar[int] = 1
+
+
+class CommandNotFoundError(TfgpuError):
+    """The command to run in an env is not there (exit 127, what a shell answers)."""
+
+    exit_code: ClassVar[int] = 127

@@ -93,6 +93,10 @@ class Settings:
     forget_journal: bool = False
     allow_changes: bool = False
     shell: str | None = None
+    # Entering an env: the command to run in it, and the user's login shell ($SHELL).
+    command_argv: tuple[str, ...] = ()
+    user_shell: str = ""
+    names: bool = False
 
     @property
     def where_given(self) -> bool:

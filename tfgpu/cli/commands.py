@@ -317,6 +317,10 @@ def cmd_list(settings: Settings) -> results.Result:
     from tfgpu.envs.which import search_dirs
 
     dirs = search_dirs()
+    if settings.names:  # for completion: fast, names only, nothing read inside an env
+        from tfgpu.envs.listing import env_names
+
+        return results.Text("".join(f"{name}\n" for name in env_names(dirs)))
     return results.EnvList(list_envs(dirs), dirs)
 
 
@@ -325,6 +329,89 @@ def cmd_completion(settings: Settings) -> results.Result:
     from tfgpu.cli.completion import script
 
     return results.Text(script(settings.shell))
+
+
+def _enter(settings: Settings):
+    """The env ``run``, ``activate`` and ``shell`` mean: always named (the parser requires it), and
+    said nowhere on success (the output is the command's, or the lines to evaluate)."""
+    from tfgpu.envs import enter
+    from tfgpu.envs.which import which_env
+
+    target = which_env(name=settings.name, prefix=settings.prefix, environ={}, purpose=settings.command)
+    enter.check_env(target)
+    return target
+
+
+def _attached(argv: tuple[str, ...], target) -> results.Result:
+    """``argv`` run on this terminal with the env activated (``tfgpu.envs.enter``)."""
+    from tfgpu.envs import enter
+    from tfgpu.errors import CommandNotFoundError, OperationError
+    from tfgpu.proc import Runner
+
+    environ = enter.activated_environment(target)
+    found = enter.find_command(argv[0], environ)
+    if found is None:
+        raise CommandNotFoundError(
+            "command-not-found",
+            f"{argv[0]!r} is not a command in {target.prefix} (nor anywhere on the activated env's PATH).",
+            [
+                f"Install it into the env (`tfgpu-install run --prefix {target.prefix} -- python -m pip install ...`), "
+                "or give its path.",
+            ],
+        )
+    try:
+        status = Runner().attached([found, *argv[1:]], env=environ)
+    except OSError as error:
+        raise OperationError(
+            "command-not-started",
+            f"{found} could not be started: {error.strerror or error}.",
+            ["Check that it is a program for this machine (a script needs a #! line)."],
+        ) from None
+    return results.Ran(argv, status)
+
+
+def cmd_run(settings: Settings) -> results.Result:
+    """``run -- CMD [ARGS]``: CMD in the env as its activation would run it; its exit code is ours."""
+    if not settings.command_argv:
+        raise UsageError(
+            "no-command-to-run",
+            "tfgpu-install run: say which command to run, after --.",
+            [f"`tfgpu-install run --{'name' if settings.name else 'prefix'} ... -- python train.py`"],
+        )
+    return _attached(settings.command_argv, _enter(settings))
+
+
+def _shell_name(settings: Settings) -> str:
+    """--shell, else the shell $SHELL names."""
+    from tfgpu.cli.options import SHELLS
+
+    if settings.shell:
+        return settings.shell
+    name = settings.user_shell.rsplit("/", 1)[-1]
+    if name not in SHELLS:
+        raise UsageError(
+            "unknown-shell",
+            f"$SHELL is {settings.user_shell!r}, not one of {', '.join(SHELLS)}, so which lines to print is not known.",
+            ["Say which with --shell bash, --shell zsh or --shell fish."],
+        )
+    return name
+
+
+def cmd_activate(settings: Settings) -> results.Result:
+    """``activate``: the lines that activate the env in the user's shell, for eval (fish: source)."""
+    from tfgpu.envs import enter
+
+    shell = _shell_name(settings)
+    target = _enter(settings)
+    return results.Text(enter.activation_lines(target, shell))
+
+
+def cmd_shell(settings: Settings) -> results.Result:
+    """``shell``: the user's $SHELL started inside the env; leaving it is ``exit``."""
+    program = settings.user_shell or "/bin/sh"
+    target = _enter(settings)
+    note(f"A new {program.rsplit('/', 1)[-1]} in {target.prefix}; `exit` leaves it.")
+    return _attached((program,), target)
 
 
 def cmd_repair(settings: Settings) -> results.Result:
@@ -347,4 +434,7 @@ HANDLERS = {
     "repair": cmd_repair,
     "list": cmd_list,
     "completion": cmd_completion,
+    "run": cmd_run,
+    "activate": cmd_activate,
+    "shell": cmd_shell,
 }

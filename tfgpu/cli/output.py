@@ -100,5 +100,6 @@ _TEXT = {
     results.Repaired: lambda result: (render().repair_undone if result.undone else render().repaired)(result.summary),
     results.Written: _written,
     results.Text: _text,
+    results.Ran: lambda result: None,  # the command's own output was all there was to show
 }
 """Each result type's text form; a test checks every type in ``tfgpu.results`` has one."""
