@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXIT = {"UsageError": 2, "ImpossibleError": 3, "OperationError": 1}
+EXIT = {"UsageError": 2, "ImpossibleError": 3, "OperationError": 1, "CommandNotFoundError": 127}
 
 
 def raised_codes() -> dict[str, dict[int, list[str]]]:

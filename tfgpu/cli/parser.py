@@ -210,7 +210,10 @@ GRAMMAR = {
     # An env is always named (as for remove): with one active, its commands already run in it, and
     # a default would hide, in a script or a cron job, which env a command ran in.
     "run": ("run one command in an environment, as its activation would (its exit code is the tool's)", _run),
-    "activate": ('print the lines that activate an env in your shell: eval "$(tfgpu-install activate -n N)"', _activate),
+    "activate": (
+        'print the lines that activate an env in your shell: eval "$(tfgpu-install activate -n N)"',
+        _activate,
+    ),
     "shell": ("start your $SHELL inside an environment (exit leaves it; its exit code is the tool's)", _shell),
 }
 """Each command: its help line (listed by ``--help``) and what adds its options, in ``COMMANDS``' order."""

@@ -99,7 +99,9 @@ def activated_environment(target, environ: Mapping[str, str] | None = None, runn
             "activation-failed",
             f"Activating {target.prefix} in bash failed (exit {done.returncode}): "
             f"{quoting.one_line(done.stderr)[-300:] or 'no message'}.",
-            [f"Try it by hand: `bash -c {quoting.sh(lines.strip())}`; `tfgpu-install doctor --prefix {target.prefix}`."],
+            [
+                f"Try it by hand: `bash -c {quoting.sh(lines.strip())}`; `tfgpu-install doctor --prefix {target.prefix}`."
+            ],
         )
     found = dict(item.split("=", 1) for item in done.output.split("\0") if "=" in item)
     for name in _BASH_OWN:
