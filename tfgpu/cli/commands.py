@@ -342,8 +342,16 @@ def _enter(settings: Settings):
     return target
 
 
-def _attached(argv: tuple[str, ...], target) -> results.Result:
+def _where(settings: Settings) -> str:
+    """The env as the user named it, for a command line in a message."""
+    from tfgpu.quoting import sh
+
+    return f"--name {sh(settings.name)}" if settings.name else f"--prefix {sh(settings.prefix)}"
+
+
+def _attached(argv: tuple[str, ...], target, where: str) -> results.Result:
     """``argv`` run on this terminal with the env activated (``tfgpu.envs.enter``)."""
+    from tfgpu import quoting
     from tfgpu.envs import enter
     from tfgpu.errors import CommandNotFoundError, OperationError
     from tfgpu.proc import Runner
@@ -351,12 +359,18 @@ def _attached(argv: tuple[str, ...], target) -> results.Result:
     environ = enter.activated_environment(target)
     found = enter.find_command(argv[0], environ)
     if found is None:
+        if "/" in argv[0]:
+            raise CommandNotFoundError(
+                "command-not-found",
+                f"There is no program at {argv[0]!r} (nothing there, or not executable).",
+                ["Check the path; a name without a '/' is looked up on the activated env's PATH."],
+            )
         raise CommandNotFoundError(
             "command-not-found",
-            f"{argv[0]!r} is not a command in {target.prefix} (nor anywhere on the activated env's PATH).",
+            f"{argv[0]!r} is not a command in {target.prefix}, nor anywhere on the activated env's PATH.",
             [
-                f"Install it into the env (`tfgpu-install run --prefix {target.prefix} -- python -m pip install ...`), "
-                "or give its path.",
+                "Install the package that provides it into the env, or give the program's path "
+                f"(`tfgpu-install run {where} -- /path/to/{quoting.one_line(argv[0])}`).",
             ],
         )
     try:
@@ -376,9 +390,9 @@ def cmd_run(settings: Settings) -> results.Result:
         raise UsageError(
             "no-command-to-run",
             "tfgpu-install run: say which command to run, after --.",
-            [f"`tfgpu-install run --{'name' if settings.name else 'prefix'} ... -- python train.py`"],
+            [f"`tfgpu-install run {_where(settings)} -- python train.py`"],
         )
-    return _attached(settings.command_argv, _enter(settings))
+    return _attached(settings.command_argv, _enter(settings), _where(settings))
 
 
 def _shell_name(settings: Settings) -> str:
@@ -411,7 +425,7 @@ def cmd_shell(settings: Settings) -> results.Result:
     program = settings.user_shell or "/bin/sh"
     target = _enter(settings)
     note(f"A new {program.rsplit('/', 1)[-1]} in {target.prefix}; `exit` leaves it.")
-    return _attached((program,), target)
+    return _attached((program,), target, _where(settings))
 
 
 def cmd_repair(settings: Settings) -> results.Result:
