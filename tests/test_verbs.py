@@ -11,6 +11,7 @@ process of its own (its terminal is the command's), the shells are the real bash
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -134,6 +135,39 @@ def test_run_passes_the_exit_code_stdin_and_a_signal_death_through(venv, verbs_e
     assert run("sh", "-c", "kill -TERM $$").returncode == 128 + 15  # as a shell says it
 
 
+def test_run_passes_a_sigterm_to_the_command_and_waits_for_it(venv, verbs_env, tmp_path):
+    """``timeout`` or ``systemd stop`` signal the tool: the command gets the signal and decides."""
+    import signal
+    import time
+
+    started = tmp_path / "started"
+    script = f"trap 'echo cleaned-up; exit 42' TERM; touch {shlex.quote(str(started))}; while :; do sleep 0.1; done"
+    tool = subprocess.Popen(
+        [sys.executable, "-m", "tfgpu", "run", "--name", "tf2.21", "--", "bash", "-c", script],
+        env=verbs_env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(600):  # the command is running once it has made the file
+            if started.exists():
+                break
+            time.sleep(0.1)
+        tool.send_signal(signal.SIGTERM)
+        out, _ = tool.communicate(timeout=60)
+    finally:
+        tool.kill()
+    assert tool.returncode == 42 and out == "cleaned-up\n"
+
+
+def test_run_does_not_source_bash_env(venv, verbs_env, tmp_path):
+    """``$BASH_ENV`` is a file any non-interactive bash would source; activation is not that file."""
+    startup = tmp_path / "startup.sh"
+    startup.write_text("export FROM_BASH_ENV=1\n")
+    ran = run_process("run", "--name", "tf2.21", "--", "env", env=verbs_env | {"BASH_ENV": str(startup)})
+    assert ran.returncode == 0 and "FROM_BASH_ENV" not in ran.stdout and f"BASH_ENV={startup}" in ran.stdout
+
+
 def test_run_a_conda_prefix_through_its_activate_d_scripts(tmp_path, verbs_env):
     prefix = conda_prefix(tmp_path / "conda-env")
     ran = run_process("run", "--prefix", str(prefix), "--", "env", "-0", env=verbs_env)
@@ -229,6 +263,9 @@ def test_env_names_are_completed_after_name_and_stay_data(shell, tmp_path, verbs
         (envs / name / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (envs / "not-an-env").mkdir()
     assert run_process("list", "--names", env=verbs_env).stdout == "team-conda\ntf2.13\ntf2.21\n"
+    assert json.loads(run_tool("list", "--names", "--json", env=verbs_env).stdout) == {
+        "names": ["team-conda", "tf2.13", "tf2.21"]
+    }
     path = tmp_path / f"completion.{shell}"
     path.write_text(run_tool("completion", shell).stdout)
     found = offered(shell, path, _completion_cases(shell), extra=verbs_env, cwd=tmp_path)

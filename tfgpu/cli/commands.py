@@ -320,7 +320,8 @@ def cmd_list(settings: Settings) -> results.Result:
     if settings.names:  # for completion: fast, names only, nothing read inside an env
         from tfgpu.envs.listing import env_names
 
-        return results.Text("".join(f"{name}\n" for name in env_names(dirs)))
+        names = env_names(dirs)
+        return results.Text("".join(f"{name}\n" for name in names), {"names": names})
     return results.EnvList(list_envs(dirs), dirs)
 
 

@@ -30,6 +30,8 @@ from tfgpu.errors import ImpossibleError, OperationError
 SHELLS = ("bash", "zsh", "fish")
 # What bash itself changes in the environment it runs in (not activation): put back as it was.
 _BASH_OWN = ("_", "SHLVL", "PWD", "OLDPWD")
+# Files a non-interactive bash would source before the activation: not part of it, kept out.
+_BASH_STARTUP = ("BASH_ENV", "ENV")
 # A word rattler's activation script can carry: it writes the prefix's path unquoted.
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9/._+@%=,:~-]+")
 
@@ -83,16 +85,18 @@ def activation_lines(target, shell: str) -> str:
     return result.script if result.script.endswith("\n") else result.script + "\n"
 
 
-def activated_environment(target, environ: Mapping[str, str] | None = None, runner=None) -> dict[str, str]:
-    """``environ`` (default: this process's) after the env's activation, as bash leaves it."""
+def activated_environment(target, runner=None) -> dict[str, str]:
+    """This process's environment after the env's activation, as bash leaves it."""
     from tfgpu.proc import Runner
 
-    environ = dict(os.environ if environ is None else environ)
+    environ = dict(os.environ)
     lines = activation_lines(target, "bash")
     # Activation's own output (a banner) goes to stderr; stdout carries the environment only.
     program = 'eval "$1" >&2 || exit; exec env -0'
     done = (runner or Runner()).capture(
-        ["bash", "--noprofile", "--norc", "-c", program, "tfgpu-activate", lines], env=environ, clean=False
+        ["bash", "--noprofile", "--norc", "-c", program, "tfgpu-activate", lines],
+        env={**environ, **dict.fromkeys(_BASH_STARTUP, "")},  # empty: no file is sourced
+        clean=False,
     )
     if done.returncode != 0 or not done.output:
         raise OperationError(
@@ -104,7 +108,7 @@ def activated_environment(target, environ: Mapping[str, str] | None = None, runn
             ],
         )
     found = dict(item.split("=", 1) for item in done.output.split("\0") if "=" in item)
-    for name in _BASH_OWN:
+    for name in (*_BASH_OWN, *_BASH_STARTUP):
         found.pop(name, None)
         if name in environ:
             found[name] = environ[name]
