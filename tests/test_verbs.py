@@ -173,7 +173,7 @@ def test_run_a_conda_prefix_through_its_activate_d_scripts(tmp_path, verbs_env):
     ran = run_process("run", "--prefix", str(prefix), "--", "env", "-0", env=verbs_env)
     assert ran.returncode == 0, ran.stderr
     got = environment(ran.stdout)
-    assert got["CONDA_PREFIX"] == str(prefix) and got["PATH"].startswith(f"{prefix}/bin:")
+    assert got["CONDA_PREFIX"] == str(prefix) and got["PATH"] == f"{prefix}/bin:{verbs_env['PATH']}"
     assert got["LD_LIBRARY_PATH"].split(":")[0] == f"{prefix}/lib"  # etc/conda/activate.d/tfgpu-cuda.sh
 
 

@@ -80,7 +80,13 @@ def activation_lines(target, shell: str) -> str:
     # import rattler's submodules (they include the asynchronous solve); activation is plain text.
     from rattler import shell as rattler_shell
 
-    variables = rattler_shell.ActivationVariables(None, [])  # PATH: the env's bin, then the shell's own
+    # As `conda activate` computes it: the env's bin/ in front of the shell's PATH (this process's:
+    # the shell that evaluates the lines started the tool), an active conda env's own taken out.
+    variables = rattler_shell.ActivationVariables(
+        os.environ.get("CONDA_PREFIX") or None,
+        os.environ.get("PATH", os.defpath).split(os.pathsep),
+        rattler_shell.PathModificationBehavior.Replace,
+    )
     result = rattler_shell.activate(prefix, variables, getattr(rattler_shell.Shell, shell))
     return result.script if result.script.endswith("\n") else result.script + "\n"
 
