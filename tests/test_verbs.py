@@ -295,12 +295,15 @@ def test_a_hostile_name_from_the_lister_is_never_run(shell, tmp_path, verbs_env)
 
 
 def test_every_command_has_examples_and_each_one_parses():
-    from tfgpu.cli.examples import EXAMPLES
+    from tfgpu.cli.examples import EXAMPLES, FIRST_STEPS
     from tfgpu.cli.parser import COMMANDS, build_parser, with_default_command
 
     assert set(EXAMPLES) == set(COMMANDS) and all(EXAMPLES[command] for command in COMMANDS)
     parser = build_parser()
-    for command, examples in EXAMPLES.items():
+    first = {}
+    for line, says in FIRST_STEPS:
+        first.setdefault(with_default_command(shlex.split(line)[1:])[0], []).append((line, says))
+    for command, examples in [*EXAMPLES.items(), *first.items()]:
         for line, _ in examples:
             # The tool's own words: inside `eval "$(...)"`, or up to a pipe or a redirection.
             wrapped = re.fullmatch(r'eval "\$\((tfgpu-install .*)\)"', line)
@@ -322,3 +325,5 @@ def test_help_ends_with_the_examples():
     assert done.returncode == 0
     assert "Examples:\n  tfgpu-install run --name tf2.21 -- python train.py --epochs 3\n" in done.stdout
     assert "always named" in done.stdout  # why run has no default env
+    top = run_tool("--help")
+    assert "Examples:\n  tfgpu-install plan\n" in top.stdout

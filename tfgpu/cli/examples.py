@@ -71,6 +71,14 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+FIRST_STEPS: tuple[tuple[str, str], ...] = (
+    ("tfgpu-install plan", "what this machine can run"),
+    ("tfgpu-install --tf 2.21 --mode pip --name tf2.21", "build it (create is the bare form)"),
+    ("tfgpu-install run --name tf2.21 -- python train.py", "use it"),
+    ("tfgpu-install doctor --name tf2.21", "when the GPU is not found"),
+)
+"""The top-level help's examples: a first hour in four lines."""
+
 NOTES = {
     verb: "The env is always named, with --name or --prefix (as for remove): with an env active, commands "
     "already run in it,\nand a default would hide which env a script or a cron job ran in."
@@ -79,8 +87,10 @@ NOTES = {
 """What a command's help says before its examples."""
 
 
-def epilog(command: str) -> str:
-    """What ``command``'s help ends with: its note, then ``Examples:``, one a line with what it does."""
-    lines = [f"  {line}" + (f"\n      {says}" if says else "") for line, says in EXAMPLES.get(command, ())]
+def epilog(command: str | None) -> str:
+    """What ``command``'s help ends with (None: the top level's): its note, then ``Examples:``, one
+    a line with what it does."""
+    examples = FIRST_STEPS if command is None else EXAMPLES.get(command, ())
+    lines = [f"  {line}" + (f"\n      {says}" if says else "") for line, says in examples]
     examples = "Examples:\n" + "\n".join(lines) if lines else ""
     return "\n\n".join(part for part in (NOTES.get(command, ""), examples) if part)

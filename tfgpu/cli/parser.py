@@ -227,6 +227,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="tfgpu-install",
         description="Get TensorFlow running on NVIDIA GPUs. The bare form is `create`: "
         "tfgpu-install --tf 2.13 --mode conda",
+        epilog=epilog(None),
     )
     parser.add_argument(
         "--version", action="version", version=f"tfgpu-install {__version__}", help="print the version and exit"
