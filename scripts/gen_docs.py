@@ -120,7 +120,7 @@ def exit_codes_page() -> str:
         "|---|---|---|",
         "| 0 | | success |",
     ]
-    classes = (errors.OperationError, errors.UsageError, errors.ImpossibleError)
+    classes = (errors.OperationError, errors.UsageError, errors.ImpossibleError, errors.CommandNotFoundError)
     for cls in classes:
         lines.append(f"| {cls.exit_code} | `{cls.__name__}` | {_cell(cls.__doc__)} |")
     for cls in classes:

@@ -50,9 +50,13 @@ def script(shell: str, tmp_path: Path) -> Path:
     return path
 
 
-def offered(shell: str, path: Path, lines: list[str]) -> list[set[str]]:
-    """What the real shell offers for each command line (one shell session for all of them)."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(path.parent), "TERM": "dumb", "TYPED": "\n".join(lines)}
+def offered(
+    shell: str, path: Path, lines: list[str], extra: dict | None = None, cwd: Path | None = None
+) -> list[set[str]]:
+    """What the real shell offers for each command line (one shell session for all of them);
+    ``extra``: more of the environment (the tool's directories and PATH, for env names)."""
+    env = {"PATH": "/usr/bin:/bin", **(extra or {})}
+    env.update(HOME=str(path.parent), TERM="dumb", TYPED="\n".join(lines))
     if shell == "bash":
         driver = (
             f"source {path}\n"
@@ -60,11 +64,13 @@ def offered(shell: str, path: Path, lines: list[str]) -> list[set[str]]:
             ' COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); _tfgpu_install; echo "--case--";'
             ' printf "%s\\n" "${COMPREPLY[@]}"; done <<< "$TYPED"'
         )
-        done = subprocess.run(["bash", "--norc", "-c", driver], capture_output=True, text=True, env=env, timeout=60)
+        done = subprocess.run(
+            ["bash", "--norc", "-c", driver], capture_output=True, text=True, env=env, timeout=60, cwd=cwd
+        )
     elif shell == "fish":
         driver = f"source {path}; for line in (string split \\n -- $TYPED); echo -- --case--; complete -C $line; end"
         done = subprocess.run(
-            ["fish", "--no-config", "-c", driver], capture_output=True, text=True, env=env, timeout=60
+            ["fish", "--no-config", "-c", driver], capture_output=True, text=True, env=env, timeout=60, cwd=cwd
         )
     else:  # a real interactive zsh on a pseudo-terminal (zpty), compinit loaded, TAB pressed
         (path.parent / "capture.zsh").write_text(ZSH_CAPTURE)
@@ -86,7 +92,9 @@ for line in "${{(@f)TYPED}}"; do
 done
 zpty -d z
 """
-        done = subprocess.run(["zsh", "-f", "-c", driver], capture_output=True, text=True, env=env, timeout=120)
+        done = subprocess.run(
+            ["zsh", "-f", "-c", driver], capture_output=True, text=True, env=env, timeout=120, cwd=cwd
+        )
         chunks = done.stdout.split("--case--")[1:]
         assert done.returncode == 0 and len(chunks) == len(lines), done.stdout + done.stderr
         return [

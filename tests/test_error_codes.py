@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tfgpu import errors
 
-EXIT = {"UsageError": 2, "ImpossibleError": 3, "OperationError": 1}
+EXIT = {"UsageError": 2, "ImpossibleError": 3, "OperationError": 1, "CommandNotFoundError": 127}
 
 
 def _sources():

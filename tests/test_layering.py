@@ -586,6 +586,7 @@ PLAN_MAY_IMPORT = {
     "tfgpu.cli",
     "tfgpu.cli.commands",
     "tfgpu.cli.parser",
+    "tfgpu.cli.examples",  # the help's examples: data, in the parser it builds
     "tfgpu.cli.output",
     "tfgpu.cli.options",
     "tfgpu.cli.inputs",

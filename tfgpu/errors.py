@@ -69,6 +69,12 @@ class OperationError(TfgpuError):
     exit_code: ClassVar[int] = 1
 
 
+class CommandNotFoundError(TfgpuError):
+    """The command to run in an env is not there (exit 127, what a shell answers)."""
+
+    exit_code: ClassVar[int] = 127
+
+
 # The registry: every code the tool raises, its class (which fixes the exit status) and what it
 # means. Scripts match on the code and the exit status, so `tests/test_error_codes.py` fails when
 # a raised code is missing here or is raised with another class; `scripts/gen_docs.py` writes
@@ -109,6 +115,11 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "verify-timeout": (OperationError, "The GPU check did not finish within its time."),
     "engine-crashed": (OperationError, "The conda engine (rattler) failed unexpectedly."),
     "index-failed": (OperationError, "A package index or channel answered with an error."),
+    "activation-failed": (OperationError, "The env's own activation script failed when `run`/`shell` ran it."),
+    "command-not-started": (
+        OperationError,
+        "`run`: the command was found but could not be started (permissions, format).",
+    ),
     # exit 2: malformed input
     "bad-arguments": (UsageError, "An option argparse rejects, or one a command does not take."),
     "missing-command": (UsageError, "No command and no `--tf`."),
@@ -146,6 +157,8 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "bad-url": (UsageError, "A malformed URL."),
     "bad-channel": (UsageError, "A conda channel that is neither a name nor a URL."),
     "bad-uv-cache": (UsageError, "`TFGPU_UV_CACHE` is not one of own, user, auto."),
+    "no-command-to-run": (UsageError, "`run` was given no command after `--`."),
+    "unknown-shell": (UsageError, "`activate`: the shell (`--shell`, else `$SHELL`) is not bash, zsh or fish."),
     # exit 3: well-formed but impossible
     "unknown-tf-version": (ImpossibleError, "No such TensorFlow release in the data (`update-data` fetches newer)."),
     "windows-native-gpu-unsupported": (ImpossibleError, "Native Windows has no GPU TensorFlow after 2.10: WSL2."),
@@ -225,6 +238,9 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         "The cache root holds names tfgpu-install never writes; nothing is removed there.",
     ),
     "cache-unreadable": (ImpossibleError, "The cache root cannot be read (permissions, not a directory)."),
+    "not-activatable": (ImpossibleError, "The env has no activation this tool can run (or its path cannot be quoted)."),
+    # exit 127: what a shell answers for a command it cannot find
+    "command-not-found": (CommandNotFoundError, "`run`: the command is not on the activated env's PATH."),
 }
 
 VERIFY_CODES: dict[str, str] = {

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from tfgpu.childenv import clean_environment, without_plain_proxy
+from tfgpu.interrupts import Interrupted
 from tfgpu.records import factory, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
@@ -354,6 +355,32 @@ class Runner:
                 preexec_fn=_die_with_parent,
                 **popen,
             )
+
+    def attached(self, argv: Sequence[str], *, env: Mapping[str, str]) -> int:
+        """Run ``argv`` on the tool's own terminal (stdin, stdout and stderr inherited) with exactly
+        ``env``, and return its exit status as a shell reports it: a death by signal N is 128 + N.
+
+        Like a shell waiting for its foreground job: Ctrl-C reaches the child from the terminal and
+        the tool waits for it to finish rather than dying first; a SIGTERM or SIGHUP sent to the
+        tool is passed on to the child, which decides."""
+        import subprocess
+
+        argv = tuple(str(a) for a in argv)
+        _prepare_prctl()
+        with _forking():
+            child = subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with_parent)
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            while True:
+                try:
+                    returncode = child.wait()
+                    break
+                except Interrupted as stop:
+                    with contextlib.suppress(ProcessLookupError):
+                        child.send_signal(stop.signum)
+        finally:
+            signal.signal(signal.SIGINT, old)
+        return 128 - returncode if returncode < 0 else returncode
 
 
 def _text(value) -> str:

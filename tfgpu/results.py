@@ -262,3 +262,19 @@ class CacheReport(Result):
 
     def to_dict(self) -> dict:
         return self.document
+
+
+@record
+class Ran(Result):
+    """``run`` and ``shell``: a command ran in an env on the user's terminal; its exit status is the
+    tool's (a death by signal N: 128 + N). The command's output was its own: nothing to show."""
+
+    argv: tuple[str, ...]
+    status: int
+
+    @property
+    def exit_code(self) -> int:
+        return self.status
+
+    def to_dict(self) -> dict:
+        return {"argv": list(self.argv), "exit_code": self.status}

@@ -95,6 +95,10 @@ class Settings:
     allow_changes: bool = False
     shell: str | None = None
     cache_action: str | None = None
+    # Entering an env: the command to run in it, and the user's login shell ($SHELL).
+    command_argv: tuple[str, ...] = ()
+    user_shell: str = ""
+    names: bool = False
 
     @property
     def where_given(self) -> bool:

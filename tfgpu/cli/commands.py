@@ -362,6 +362,11 @@ def cmd_list(settings: Settings) -> results.Result:
     from tfgpu.envs.which import search_dirs
 
     dirs = search_dirs()
+    if settings.names:  # for completion: fast, names only, nothing read inside an env
+        from tfgpu.envs.listing import env_names
+
+        names = env_names(dirs)
+        return results.Text("".join(f"{name}\n" for name in names), {"names": names})
     return results.EnvList(list_envs(dirs), dirs)
 
 
@@ -370,6 +375,24 @@ def cmd_completion(settings: Settings) -> results.Result:
     from tfgpu.cli.completion import script
 
     return results.Text(script(settings.shell))
+
+
+def cmd_run(settings: Settings) -> results.Result:
+    from tfgpu.cli.enter import cmd_run as run
+
+    return run(settings)
+
+
+def cmd_activate(settings: Settings) -> results.Result:
+    from tfgpu.cli.enter import cmd_activate as activate
+
+    return activate(settings)
+
+
+def cmd_shell(settings: Settings) -> results.Result:
+    from tfgpu.cli.enter import cmd_shell as shell
+
+    return shell(settings)
 
 
 def cmd_repair(settings: Settings) -> results.Result:
@@ -400,4 +423,7 @@ HANDLERS = {
     "list": cmd_list,
     "completion": cmd_completion,
     "cache": cmd_cache,
+    "run": cmd_run,
+    "activate": cmd_activate,
+    "shell": cmd_shell,
 }

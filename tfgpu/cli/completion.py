@@ -4,7 +4,11 @@ The scripts are written from ``tfgpu.cli.parser.build_parser()`` at the moment t
 so every command and option (and its help, in zsh and fish) is there and nothing else. Values are
 completed where the set is known: modes (``lock``/``bundle``: pip and conda only), OSes,
 architectures, engines, ``--format``, ``--tf-source``, platforms, the TensorFlow series this
-tool's data knows, Pythons; paths for options that take a file or directory.
+tool's data knows, Pythons; paths for options that take a file or directory; and after ``--name``
+the env names there are *now*, asked of the tool at completion time (``list --names``: fast,
+nothing written). Those names are data in every shell, never code: bash reads them line by line
+into the reply (``compgen -W`` would expand ``$(...)`` in them), zsh adds them with ``compadd -a``,
+fish takes a command substitution's lines as candidates; and the tool offers only valid names.
 
 Install: ``eval "$(tfgpu-install completion bash)"`` in ``~/.bashrc``; zsh:
 ``tfgpu-install completion zsh > "${fpath[1]}/_tfgpu-install"`` (or ``source <(...)`` after
@@ -30,6 +34,8 @@ class Option:
     takes_value: bool
     values: tuple[str, ...] = ()
     paths: bool = False
+    names: bool = False
+    """Its value is an env name: the tool lists them at completion time."""
 
 
 def _values(command: str, action: argparse.Action) -> tuple[tuple[str, ...], bool]:
@@ -92,6 +98,7 @@ def model(parser: argparse.ArgumentParser) -> dict[str, dict]:
                     action.nargs != 0,
                     values,
                     paths,
+                    action.dest == "name" and name != "create",  # create names a new env
                 )
             )
         commands[name] = {"help": helps.get(name, ""), "options": options, "positional": positional}
@@ -114,6 +121,12 @@ def _bash(commands: dict) -> str:
     names = list(commands)
     lines = [
         f'# {PROG} completion for bash, generated from its parser: eval "$({PROG} completion bash)"',
+        "_tfgpu_install_names() {",
+        "    local name",
+        "    COMPREPLY=()",
+        '    while IFS= read -r name; do [[ "$name" == "$cur"* ]] && COMPREPLY+=("$name"); done \\',
+        f"        < <(command {PROG} list --names 2>/dev/null)",
+        "}",
         "_tfgpu_install() {",
         '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="" i',
         "    for ((i = 1; i < COMP_CWORD; i++)); do",
@@ -129,7 +142,9 @@ def _bash(commands: dict) -> str:
             if not option.takes_value:
                 continue
             pattern = "|".join(shlex.quote(f"{name} {flag}") for flag in option.flags)
-            if option.values:
+            if option.names:
+                action = "_tfgpu_install_names"
+            elif option.values:
                 action = f'COMPREPLY=($(compgen -W {shlex.quote(_words(option.values))} -- "$cur"))'
             elif option.paths:
                 action = 'COMPREPLY=($(compgen -f -- "$cur"))'
@@ -162,6 +177,8 @@ def _zsh_spec(option: Option) -> str:
     described = f"[{_zsh_text(option.help)}]"
     if option.takes_value:
         action = f"({' '.join(option.values)})" if option.values else ("_files" if option.paths else " ")
+        if option.names:
+            action = "_tfgpu_install_names"
         described += f":{option.flags[-1].lstrip('-')}:{action}"
     if len(option.flags) == 1:
         return f"'{option.flags[0]}{described}'"
@@ -173,6 +190,11 @@ def _zsh(commands: dict) -> str:
     lines = [
         f"#compdef {PROG}",
         f"# {PROG} completion for zsh, generated from its parser.",
+        "_tfgpu_install_names() {",
+        "    local -a names",
+        f'    names=(${{(f)"$(command {PROG} list --names 2>/dev/null)"}})',
+        "    compadd -a names",
+        "}",
         "_tfgpu_install() {",
         "    local -a commands",
         "    commands=(" + " ".join(f"'{name}:{_zsh_text(c['help'])}'" for name, c in commands.items()) + ")",
@@ -220,7 +242,9 @@ def _fish(commands: dict) -> str:
                 words += ["-l", flag[2:]] if flag.startswith("--") else ["-s", flag[1:]]
             if option.takes_value:  # -x: a value, never a file name; -r -F: a path
                 words += ["-r", "-F"] if option.paths else ["-x"]
-                if option.values:
+                if option.names:
+                    words += ["-a", shlex.quote(f"(command {PROG} list --names 2>/dev/null)")]
+                elif option.values:
                     words += ["-a", shlex.quote(" ".join(option.values))]
             lines.append(
                 f"complete -c {PROG} -n {shlex.quote(when)} {' '.join(words)} -d {shlex.quote(option.help[:80])}"

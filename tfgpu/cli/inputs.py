@@ -27,7 +27,7 @@ ACTIVE_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX")
 # Namespace destination -> Settings field, where the two differ.
 _RENAMED = {"all": "all_releases", "platform": "platforms", "channel": "channels", "insecure_host": "insecure_hosts"}
 _NEGATED = {"no_detect": "detect", "no_verify": "verify"}
-_LISTS = ("platforms", "channels", "insecure_hosts")
+_LISTS = ("platforms", "channels", "insecure_hosts", "command_argv")
 
 
 def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -82,6 +82,7 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
         )
     values["insecure_hosts"] = (*values.get("insecure_hosts", ()), *project_hosts, *named)
     values["active_env"] = tuple((name, environ[name]) for name in ACTIVE_ENV if environ.get(name))
+    values["user_shell"] = environ.get("SHELL", "")
     return Settings(selectors=Selectors(**selectors), **values)
 
 

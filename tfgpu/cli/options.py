@@ -12,6 +12,8 @@ from __future__ import annotations
 from tfgpu.paths import path_option
 from tfgpu.records import factory, record
 
+SHELLS = ("bash", "zsh", "fish")
+"""The shells the tool writes for: completion scripts, activation lines."""
 FILL = {"modes": "pip, conda or system"}
 """What ``{modes}`` says in help unless a command takes fewer (lock and bundle: pip or conda)."""
 PLATFORM_HELP = (
@@ -178,6 +180,14 @@ OPTIONS: dict[str, Option] = {
         "clean: remove the tool's cache (your own uv cache is only ever pruned)",
         {"choices": ("info", "prune", "clean"), "metavar": "{info,prune,clean}"},
     ),
+    # Entering an env.
+    "command_argv": Option(
+        ("command_argv",),
+        "the command to run and its arguments, after -- (found on the activated env's PATH)",
+        {"nargs": "*", "metavar": "CMD"},
+    ),
+    "shell": Option(("--shell",), "the shell to write for (default: the one $SHELL names)", {"choices": SHELLS}),
+    "names": Option(("--names",), **_flag("only the env names, one a line (for scripts and shell completion)")),
 }
 
 SELECTORS = ("tf", "mode", "python", "os", "arch", "driver", "gpu_cc", "pre")

@@ -110,5 +110,6 @@ _TEXT = {
     results.Written: _written,
     results.Text: _text,
     results.CacheReport: lambda result: _cache(result.document),
+    results.Ran: lambda result: None,  # the command's own output was all there was to show
 }
 """Each result type's text form; a test checks every type in ``tfgpu.results`` has one."""

@@ -11,7 +11,8 @@ import os
 import sys
 
 from tfgpu import __version__
-from tfgpu.cli.options import add, add_exclusive
+from tfgpu.cli.examples import epilog
+from tfgpu.cli.options import SHELLS, add, add_exclusive
 from tfgpu.errors import UsageError
 
 COMMANDS = (
@@ -29,8 +30,10 @@ COMMANDS = (
     "list",
     "completion",
     "cache",
+    "run",
+    "activate",
+    "shell",
 )
-SHELLS = ("bash", "zsh", "fish")
 
 
 INTERPRETER_COMMANDS = ("doctor", "repair")
@@ -52,8 +55,9 @@ def _columns() -> int:
     return columns
 
 
-class Formatter(argparse.HelpFormatter):
-    """argparse's formatter, as wide as argparse makes it (the terminal's width less 2)."""
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's formatter, as wide as argparse makes it (the terminal's width less 2); a
+    description or epilog (a command's examples) is shown as written, one example a line."""
 
     def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
         super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
@@ -173,6 +177,20 @@ def _cache(cache: argparse.ArgumentParser) -> None:
     add(cache, "dry_run", "json")
 
 
+def _run(run: argparse.ArgumentParser) -> None:
+    add_exclusive(run, "name", "prefix", required=True)
+    add(run, "command_argv")
+
+
+def _activate(activate: argparse.ArgumentParser) -> None:
+    add_exclusive(activate, "name", "prefix", required=True)
+    add(activate, "shell")
+
+
+def _shell(shell: argparse.ArgumentParser) -> None:
+    add_exclusive(shell, "name", "prefix", required=True)
+
+
 GRAMMAR = {
     "create": ("build an environment (the default command)", _create),
     "plan": ("print the resolution: versions, packages, reasons", _selectors),
@@ -191,9 +209,20 @@ GRAMMAR = {
         "make an existing env's TensorFlow find the GPU, in place (undoable; default: the active env)",
         _repair,
     ),
-    "list": ("the environments tfgpu-install built, with TF, CUDA, mode and health", lambda env: add(env, "json")),
+    "list": (
+        "the environments tfgpu-install built, with TF, CUDA, mode and health",
+        lambda env: add(env, "names", "json"),
+    ),
     "completion": ('print a shell completion script: eval "$(tfgpu-install completion bash)"', _completion),
     "cache": ("see the cache by kind, prune it, or clean it", _cache),
+    # An env is always named (as for remove): with one active, its commands already run in it, and
+    # a default would hide, in a script or a cron job, which env a command ran in.
+    "run": ("run one command in an environment, as its activation would (its exit code is the tool's)", _run),
+    "activate": (
+        'print the lines that activate an env in your shell: eval "$(tfgpu-install activate -n N)"',
+        _activate,
+    ),
+    "shell": ("start your $SHELL inside an environment (exit leaves it; its exit code is the tool's)", _shell),
 }
 """Each command: its help line (listed by ``--help``) and what adds its options, in ``COMMANDS``' order."""
 
@@ -206,6 +235,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="tfgpu-install",
         description="Get TensorFlow running on NVIDIA GPUs. The bare form is `create`: "
         "tfgpu-install --tf 2.13 --mode conda",
+        epilog=epilog(None),
     )
     parser.add_argument(
         "--version", action="version", version=f"tfgpu-install {__version__}", help="print the version and exit"
@@ -214,7 +244,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for name in COMMANDS:
         if command is None or name == command:
             help_text, fill = GRAMMAR[name]
-            fill(sub.add_parser(name, help=help_text))
+            fill(sub.add_parser(name, help=help_text, description=help_text, epilog=epilog(name)))
     return parser
 
 

@@ -97,6 +97,30 @@ def list_envs(dirs: list[Path] | None = None) -> list[dict]:
     return envs
 
 
+def env_names(dirs: list[Path]) -> list[str]:
+    """The names ``--name`` can take in ``dirs``, sorted, each once: directories holding a venv or a
+    conda env whose name is a valid env name (``tfgpu.envs.location.NAME``). Reads no marker and
+    nothing inside an env but those two entries: shell completion runs this on every TAB, and a name
+    that is not valid (a newline, a quote, ``$(...)``) is never offered, so never becomes shell code."""
+    from tfgpu.envs.location import NAME
+
+    found = set()
+    for root in dirs:
+        try:
+            entries = list(root.iterdir())
+        except OSError:
+            continue
+        for prefix in entries:
+            if not NAME.fullmatch(prefix.name) or not _is_dir(prefix):
+                continue
+            try:
+                if (prefix / "pyvenv.cfg").is_file() or (prefix / "conda-meta").is_dir():
+                    found.add(prefix.name)
+            except OSError:
+                continue
+    return sorted(found)
+
+
 def _is_dir(path: Path) -> bool:
     try:
         return path.is_dir()

@@ -1,10 +1,12 @@
-"""Which existing environment a command means: the one answer for verify, doctor, repair, remove and list.
+"""Which existing environment a command means: the one answer for verify, doctor, repair, remove,
+list, run, activate and shell.
 
 A command names an env with ``--prefix P`` (that path), ``--name N`` (searched, below), or
 ``--interpreter PATH`` (doctor and repair: the env of that Python); with none of them, verify,
 doctor and repair take the *active* env: ``$VIRTUAL_ENV``, then ``$CONDA_PREFIX`` (what ``source
 ENV/bin/activate`` and ``conda activate`` set). ``remove`` never defaults: deleting the env a shell
-happens to have active is too easy a mistake. The result says how it was chosen, so the output can.
+happens to have active is too easy a mistake; nor do ``run``, ``activate`` and ``shell`` (with an
+env active, commands already run in it). The result says how it was chosen, so the output can.
 
 ``--name N`` is looked up in :func:`search_dirs`, in this order: tfgpu-install's envs directory
 (``TFGPU_ENVS_DIR``), then the conda installation's envs directories (``CONDA_ENVS_PATH`` /

@@ -1,0 +1,111 @@
+"""``tfgpu-install run``, ``activate`` and ``shell``: entering an env (``tfgpu.envs.enter`` does the work).
+
+Kept apart from ``commands`` because these hand the user's terminal to another program: ``run``
+and ``shell`` start it attached (its exit status becomes the tool's, ``results.Ran``), ``activate``
+prints the lines a shell evaluates. An env is always named (as for ``remove``): with one active,
+commands already run in it, and a default would hide, in a script or a cron job, which env ran.
+"""
+
+from __future__ import annotations
+
+from tfgpu import results
+from tfgpu.cli.output import note
+from tfgpu.errors import UsageError
+from tfgpu.settings import Settings
+
+
+def _enter(settings: Settings):
+    """The env ``run``, ``activate`` and ``shell`` mean: always named (the parser requires it), and
+    said nowhere on success (the output is the command's, or the lines to evaluate)."""
+    from tfgpu.envs import enter
+    from tfgpu.envs.which import which_env
+
+    target = which_env(name=settings.name, prefix=settings.prefix, environ={}, purpose=settings.command)
+    enter.check_env(target)
+    return target
+
+
+def _where(settings: Settings) -> str:
+    """The env as the user named it, for a command line in a message."""
+    from tfgpu.quoting import sh
+
+    return f"--name {sh(settings.name)}" if settings.name else f"--prefix {sh(settings.prefix)}"
+
+
+def _attached(argv: tuple[str, ...], target, where: str) -> results.Result:
+    """``argv`` run on this terminal with the env activated (``tfgpu.envs.enter``)."""
+    from tfgpu import quoting
+    from tfgpu.envs import enter
+    from tfgpu.errors import CommandNotFoundError, OperationError
+    from tfgpu.proc import Runner
+
+    environ = enter.activated_environment(target)
+    found = enter.find_command(argv[0], environ)
+    if found is None:
+        if "/" in argv[0]:
+            raise CommandNotFoundError(
+                "command-not-found",
+                f"There is no program at {argv[0]!r} (nothing there, or not executable).",
+                ["Check the path; a name without a '/' is looked up on the activated env's PATH."],
+            )
+        raise CommandNotFoundError(
+            "command-not-found",
+            f"{argv[0]!r} is not a command in {target.prefix}, nor anywhere on the activated env's PATH.",
+            [
+                "Install the package that provides it into the env, or give the program's path "
+                f"(`tfgpu-install run {where} -- /path/to/{quoting.one_line(argv[0])}`).",
+            ],
+        )
+    try:
+        status = Runner().attached([found, *argv[1:]], env=environ)
+    except OSError as error:
+        raise OperationError(
+            "command-not-started",
+            f"{found} could not be started: {error.strerror or error}.",
+            ["Check that it is a program for this machine (a script needs a #! line)."],
+        ) from None
+    return results.Ran(argv, status)
+
+
+def cmd_run(settings: Settings) -> results.Result:
+    """``run -- CMD [ARGS]``: CMD in the env as its activation would run it; its exit code is ours."""
+    if not settings.command_argv:
+        raise UsageError(
+            "no-command-to-run",
+            "tfgpu-install run: say which command to run, after --.",
+            [f"`tfgpu-install run {_where(settings)} -- python train.py`"],
+        )
+    return _attached(settings.command_argv, _enter(settings), _where(settings))
+
+
+def _shell_name(settings: Settings) -> str:
+    """--shell, else the shell $SHELL names."""
+    from tfgpu.cli.options import SHELLS
+
+    if settings.shell:
+        return settings.shell
+    name = settings.user_shell.rsplit("/", 1)[-1]
+    if name not in SHELLS:
+        raise UsageError(
+            "unknown-shell",
+            f"$SHELL is {settings.user_shell!r}, not one of {', '.join(SHELLS)}, so which lines to print is not known.",
+            ["Say which with --shell bash, --shell zsh or --shell fish."],
+        )
+    return name
+
+
+def cmd_activate(settings: Settings) -> results.Result:
+    """``activate``: the lines that activate the env in the user's shell, for eval (fish: source)."""
+    from tfgpu.envs import enter
+
+    shell = _shell_name(settings)
+    target = _enter(settings)
+    return results.Text(enter.activation_lines(target, shell))
+
+
+def cmd_shell(settings: Settings) -> results.Result:
+    """``shell``: the user's $SHELL started inside the env; leaving it is ``exit``."""
+    program = settings.user_shell or "/bin/sh"
+    target = _enter(settings)
+    note(f"A new {program.rsplit('/', 1)[-1]} in {target.prefix}; `exit` leaves it.")
+    return _attached((program,), target, _where(settings))

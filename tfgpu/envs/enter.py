@@ -1,0 +1,126 @@
+"""Entering an env: the lines a shell evaluates to activate it, and the environment a command run in it gets.
+
+What activation sets is not known here. It is whatever the env's own activation does, taken from
+the one place that says it:
+
+* a venv: its ``bin/activate`` (``bin/activate.fish`` for fish), which sets ``VIRTUAL_ENV`` and
+  ``PATH`` and, in an env the tool set up, sources ``etc/tfgpu/activate.sh``
+  (``tfgpu.envs.activation``: the CUDA libraries first on ``LD_LIBRARY_PATH``, ``XLA_FLAGS``);
+* a conda prefix: the activation rattler (the engine conda-mode envs are built with) writes for
+  it, as pixi and ``conda activate`` do: ``PATH``, ``CONDA_PREFIX``, ``CONDA_SHLVL`` and every
+  ``etc/conda/activate.d`` script, the tool's ``tfgpu-cuda`` among them.
+
+``activate`` prints those lines for the user's shell. ``run`` and ``shell`` need the variables
+themselves: :func:`activated_environment` runs the same lines in bash (through ``tfgpu.proc``) and
+reads the environment they leave, so a command started by the tool sees what it would see in a
+shell where the user had activated the env, no more and no less.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from tfgpu import quoting
+from tfgpu.errors import ImpossibleError, OperationError
+
+SHELLS = ("bash", "zsh", "fish")
+# What bash itself changes in the environment it runs in (not activation): put back as it was.
+_BASH_OWN = ("_", "SHLVL", "PWD", "OLDPWD")
+# Files a non-interactive bash would source before the activation: not part of it, kept out.
+_BASH_STARTUP = ("BASH_ENV", "ENV")
+# A word rattler's activation script can carry: it writes the prefix's path unquoted.
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9/._+@%=,:~-]+")
+
+
+def _not_activatable(prefix: Path, why: str, more: tuple[str, ...] = ()) -> ImpossibleError:
+    return ImpossibleError(
+        "not-activatable",
+        f"{prefix} cannot be activated: {why}.",
+        [*more, f"Run its programs by their path ({prefix}/bin/python), or rebuild it with tfgpu-install."],
+    )
+
+
+def check_env(target) -> None:
+    """The env ``target`` (``tfgpu.envs.which.EnvTarget``) is there and of a kind that has an
+    activation: ``no-such-env`` (exit 3) or ``not-activatable`` (exit 3) otherwise."""
+    prefix = target.prefix
+    if not prefix.is_dir():
+        raise ImpossibleError(
+            "no-such-env",
+            f"There is no environment at {prefix}.",
+            ["`tfgpu-install list` shows the environments tfgpu-install built; or create it first."],
+        )
+    if target.kind == "unknown":
+        raise _not_activatable(prefix, "it has neither pyvenv.cfg (a venv) nor conda-meta/ (a conda env)")
+
+
+def activation_lines(target, shell: str) -> str:
+    """The lines that activate ``target`` in ``shell`` (bash, zsh or fish): the env's own activation."""
+    check_env(target)
+    prefix = target.prefix
+    if target.kind == "venv":
+        script = prefix / "bin" / ("activate.fish" if shell == "fish" else "activate")
+        if not script.is_file():
+            raise _not_activatable(prefix, f"it is a venv without {script.relative_to(prefix)}")
+        if shell == "fish":
+            return f'source "{quoting.fish_double(script)}"\n'
+        return f". {quoting.sh(script)}\n"
+    if not _PLAIN_WORD.fullmatch(str(prefix)):
+        raise _not_activatable(
+            prefix,
+            "conda activation (rattler's) writes the path unquoted, and this one has spaces or other "
+            "characters a shell would split",
+            (f"With conda installed: `conda activate {quoting.sh(prefix)}`.",),
+        )
+    # `from rattler import shell`, not `from rattler.shell import ...`: only the engine process may
+    # import rattler's submodules (they include the asynchronous solve); activation is plain text.
+    from rattler import shell as rattler_shell
+
+    # As `conda activate` computes it: the env's bin/ in front of the shell's PATH (this process's:
+    # the shell that evaluates the lines started the tool), an active conda env's own taken out.
+    variables = rattler_shell.ActivationVariables(
+        os.environ.get("CONDA_PREFIX") or None,
+        os.environ.get("PATH", os.defpath).split(os.pathsep),
+        rattler_shell.PathModificationBehavior.Replace,
+    )
+    result = rattler_shell.activate(prefix, variables, getattr(rattler_shell.Shell, shell))
+    return result.script if result.script.endswith("\n") else result.script + "\n"
+
+
+def activated_environment(target, runner=None) -> dict[str, str]:
+    """This process's environment after the env's activation, as bash leaves it."""
+    from tfgpu.proc import Runner
+
+    environ = dict(os.environ)
+    lines = activation_lines(target, "bash")
+    # Activation's own output (a banner) goes to stderr; stdout carries the environment only.
+    program = 'eval "$1" >&2 || exit; exec env -0'
+    done = (runner or Runner()).capture(
+        ["bash", "--noprofile", "--norc", "-c", program, "tfgpu-activate", lines],
+        env={**environ, **dict.fromkeys(_BASH_STARTUP, "")},  # empty: no file is sourced
+        clean=False,
+    )
+    if done.returncode != 0 or not done.output:
+        raise OperationError(
+            "activation-failed",
+            f"Activating {target.prefix} in bash failed (exit {done.returncode}): "
+            f"{quoting.one_line(done.stderr)[-300:] or 'no message'}.",
+            [
+                f"Try it by hand: `bash -c {quoting.sh(lines.strip())}`; `tfgpu-install doctor --prefix {target.prefix}`."
+            ],
+        )
+    found = dict(item.split("=", 1) for item in done.output.split("\0") if "=" in item)
+    for name in (*_BASH_OWN, *_BASH_STARTUP):
+        found.pop(name, None)
+        if name in environ:
+            found[name] = environ[name]
+    return found
+
+
+def find_command(command: str, environ: Mapping[str, str]) -> str | None:
+    """``command`` as the activated shell would find it on its ``PATH`` (a path is taken as given)."""
+    return shutil.which(command, path=environ.get("PATH", os.defpath))
