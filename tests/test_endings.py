@@ -68,7 +68,7 @@ def test_create_json_says_verified_false_and_why(tmp_path, no_gpu_wheels, tool_e
     assert document["verified"] is False
     assert document["not_verified"] == {
         "code": "no-driver-here",
-        "reason": "no NVIDIA driver on this machine (libcuda.so.1 does not load, and there is no /proc/driver/nvidia)",
+        "reason": "no NVIDIA driver on this machine (no libcuda.so.1, no nvidia-smi, and no /proc/driver/nvidia)",
         "check_with": f"tfgpu-install verify --prefix {prefix}",
     }
     # The rest of the document is as it was: the env's own check is there whole.
@@ -217,6 +217,13 @@ def test_decision_reads_every_driver_source():
     assert no_driver_here(report, RecordedSystem(libcuda={"libcuda.so.1": 12040})) is None
     assert no_driver_here(report | {"code": "driver-too-old"}, RecordedSystem()) is None
     assert no_driver_here({"ok": True}, RecordedSystem()) is None
+    # Installed but not answering is a failing driver, never "none": an nvidia-smi on PATH (it errs or
+    # hangs), a libcuda.so.1 the loader finds and cannot load, WSL2's driver directory.
+    assert no_driver_here(report, RecordedSystem(executables={"nvidia-smi": "/usr/bin/nvidia-smi"})) is None
+    dependency = "libnvidia-missing.so: cannot open shared object file: No such file or directory"
+    assert no_driver_here(report, RecordedSystem(libcuda={"libcuda.so.1": dependency})) is None
+    assert no_driver_here(report, RecordedSystem(libcuda={"libcuda.so.1": "libcuda.so.1: wrong ELF class"})) is None
+    assert no_driver_here(report, RecordedSystem(dirs=("/usr/lib/wsl/lib",))) is None
 
 
 RUNPATH = "RUNPATH: " + ":".join(

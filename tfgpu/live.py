@@ -17,7 +17,7 @@ import time
 from rich.filesize import decimal
 from rich.markup import escape
 
-from tfgpu.console import Stream
+from tfgpu.console import Stream, shown
 from tfgpu.progress import Reporter
 
 PLAIN_EVERY = 10.0
@@ -127,7 +127,8 @@ class ConsoleReporter(Reporter):
 
     def output(self, line: str) -> None:
         if self._status is not None and line.strip():
-            self._spinner.update(text=f"{escape(self._title)} [dim]— {escape(line.strip()[:100])}[/]")
+            # A child's line (uv's, on a pseudo-terminal: what a package's metadata says) is untrusted text.
+            self._spinner.update(text=f"{escape(self._title)} [dim]— {escape(shown(line.strip()[:100]))}[/]")
 
     def transfer(self, label: str, done: int, total: int | None) -> None:
         if err.plain:
@@ -176,8 +177,9 @@ class ConsoleReporter(Reporter):
     def _plain_transfer(self, label: str, done: int, total: int | None) -> None:
         now = self._clock()
         state = self._plain.get(label)
-        if state is not None and state.ended and done == state.done:
-            return  # its last word was said; a repeat of it is no news
+        if state is not None and state.ended and (done == state.done or now - state.said_at < PLAIN_EVERY):
+            state.done = done  # its last word was said; a repeat, or a redraw within the interval, is no news
+            return
         if state is None or state.ended:
             state = self._plain[label] = _Plain(now, done)
         state.done, state.total = done, total

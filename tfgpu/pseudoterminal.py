@@ -57,15 +57,26 @@ class Printed:
     was left after its last carriage return when the newline came (a progress bar redrawn in place
     never reaches a newline), with the escape sequences (colours, cursor moves) taken out."""
 
-    _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+    _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[ -~])")
+    """CSI and OSC sequences, and every other two-character escape (``ESC c`` resets a terminal)."""
+    _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+    """What is left of the C0 and C1 controls once the sequences are out (a lone ESC, C1's CSI)."""
+    LINE_LIMIT = 64 * 1024
+    """The most of one line kept while it is drawn: a program that writes megabytes without a newline
+    costs memory and time in proportion, not more (the tail is kept: a redraw ends there)."""
 
     def __init__(self, lines: list[str], on_line: Callable[[str], None] | None) -> None:
         self.lines, self.on_line, self.pending = lines, on_line, ""
 
     def feed(self, text: str) -> None:
+        if "\n" not in text:
+            self.pending = (self.pending + text)[-self.LINE_LIMIT :]
+            return
         *complete, self.pending = (self.pending + text).split("\n")
+        self.pending = self.pending[-self.LINE_LIMIT :]
         for raw in complete:
-            line = self._ESCAPES.sub("", raw.rstrip("\r").rsplit("\r", 1)[-1]).rstrip()
+            line = self._ESCAPES.sub("", raw.rstrip("\r").rsplit("\r", 1)[-1][-self.LINE_LIMIT :])
+            line = self._CONTROLS.sub("", line).rstrip()
             if not line:
                 continue
             self.lines.append(line + "\n")

@@ -13,6 +13,7 @@ from tfgpu.errors import TfgpuError
 from tfgpu.live import ConsoleReporter  # noqa: F401 - the CLI's reporter, found here with the other renderers
 from tfgpu.live import err as _err
 from tfgpu.live import out as _out
+from tfgpu.quoting import sh
 from tfgpu.render_doctor import doctor, log_matches  # noqa: F401 - results are shown through this module
 
 
@@ -213,7 +214,7 @@ def repaired(summary: dict, failing: bool = False) -> None:
         _out.print(
             f"  • not verified ({escape(unchecked['reason'])}): `{escape(unchecked['check_with'])}` checks the GPU"
         )
-    _out.print(f"Undo with: tfgpu-install repair --prefix {escape(summary['prefix'])} --undo", whole=True)
+    _out.print(f"Undo with: tfgpu-install repair --prefix {escape(shown(sh(summary['prefix'])))} --undo", whole=True)
 
 
 def repair_undone(done: dict) -> None:
@@ -254,12 +255,15 @@ def created(result, resolution, unchecked: dict | None = None) -> None:
     elif result.verify:
         verify(result.verify)
     elif result.verify is None:
-        how = unchecked["check_with"] if unchecked else f"tfgpu-install verify --prefix {result.location.prefix}"
+        how = unchecked["check_with"] if unchecked else f"tfgpu-install verify --prefix {sh(result.location.prefix)}"
         why = unchecked["reason"] if unchecked else "--no-verify"
         _out.print(f"  • not verified ({escape(why)}): `{escape(how)}` checks the GPU")
-    how = (result.outcome.activate if result.outcome else "") or f"source {result.location.prefix}/bin/activate"
+    how = (
+        result.outcome.activate if result.outcome else ""
+    ) or f"source {sh(f'{result.location.prefix}/bin/activate')}"
     _out.print(
-        f"  activate: {escape(how)}  [dim](or run {escape(str(result.location.prefix))}/bin/python directly)[/]",
+        f"  activate: {escape(shown(how))}  [dim](or run {escape(shown(sh(f'{result.location.prefix}/bin/python')))} "
+        "directly)[/]",
         whole=True,
     )
     _out.print(f"  [dim]log: {escape(str(result.log_path))}[/]", whole=True)
@@ -386,16 +390,16 @@ def lock_check(found) -> None:
     for one in getattr(found, "checks", [found]):
         what = f"{one.mode} lock of TF {one.tensorflow} for {', '.join(one.platforms)}"
         if one.current:
-            where = f"{escape(str(one.path))} ({escape(what)}; {one.packages} packages resolve the same today)"
+            where = f"{escape(shown(one.path))} ({escape(shown(what))}; {one.packages} packages resolve the same today)"
             _out.print(f"[green]current[/]: {where}", whole=True)
             continue
-        _out.print(f"[red]not current[/]: {escape(str(one.path))} ({escape(what)})", whole=True)
+        _out.print(f"[red]not current[/]: {escape(shown(one.path))} ({escape(shown(what))})", whole=True)
         for change in one.changes:
-            _out.print(f"  {escape(change['kind'])}: {escape(change['text'])}", whole=True)
+            _out.print(f"  {escape(change['kind'])}: {escape(shown(change['text']))}", whole=True)
     for platform, path in getattr(found, "missing", ()):
-        _out.print(f"[red]missing[/]: {escape(str(path))} (the {escape(platform)} lock the project describes)")
+        _out.print(f"[red]missing[/]: {escape(shown(path))} (the {escape(platform)} lock the project describes)")
     if found.advice:
-        _out.print(f"  to take these changes, run: {escape(found.advice)}", whole=True)
+        _out.print(f"  to take these changes, run: {escape(shown(found.advice))}", whole=True)
 
 
 def bench_lines(bench: dict) -> None:

@@ -12,7 +12,9 @@ kept) whatever the check finds. The check then ends one of three ways:
 
 "No driver at all" is read twice, and both must agree: the env's own check could not load
 ``libcuda.so.1`` (its code ``no-driver``), and this machine's detection (``tfgpu.detect``) found no
-driver source answering and no ``/proc/driver/nvidia``. A machine where the kernel module is loaded
+driver source answering, no ``/proc/driver/nvidia`` (nor WSL2's driver directory), no ``nvidia-smi``
+and no ``libcuda.so.1`` for the loader to find — anything of a driver that is there and fails is a
+failing driver. A machine where the kernel module is loaded
 but the env cannot load libcuda (a container without the driver's libraries mounted, WSL2's
 library path) has a driver that fails, and fails.
 """
@@ -28,8 +30,10 @@ DRIVER_DIR = "/proc/driver/nvidia"
 
 def check_command(settings: Settings, prefix: str, name: str | None = None) -> str:
     """The ``verify`` command that checks this env on the GPU host: by name when it was made by name."""
+    from tfgpu.quoting import sh  # pasted into a shell: a prefix may hold spaces, ';' or '$'
+
     name = name if name is not None else settings.name
-    return f"tfgpu-install verify --name {name}" if name else f"tfgpu-install verify --prefix {prefix}"
+    return f"tfgpu-install verify --name {sh(name)}" if name else f"tfgpu-install verify --prefix {sh(prefix)}"
 
 
 def refuse_unverifiable(settings: Settings) -> None:
@@ -49,12 +53,24 @@ def no_driver_here(report: dict | None, system=None) -> str | None:
     if not report or report.get("ok") or report.get("code") != "no-driver":
         return None
     from tfgpu.detect import System, probe
+    from tfgpu.detect.platform_facts import WSL_LIB
 
     system = system if system is not None else System()
     host = probe(system)
-    if host.driver is not None or host.gpus or system.is_dir(DRIVER_DIR):
+    if host.driver is not None or host.gpus or system.is_dir(DRIVER_DIR) or system.is_dir(WSL_LIB):
         return None
-    return f"no NVIDIA driver on this machine (libcuda.so.1 does not load, and there is no {DRIVER_DIR})"
+    # Installed but not answering is a driver that fails, not none: an nvidia-smi that errs or hangs
+    # (the kernel module not loaded after a kernel update), a libcuda.so.1 the loader finds but cannot
+    # load (a missing dependency, another architecture). Only "no such file" means absent; a loader
+    # message in another language reads as present, the safe side (exit 1, the reason shown).
+    if system.which("nvidia-smi") is not None:
+        return None
+    answer = system.libcuda_driver_version("libcuda.so.1")
+    # dlerror names the file it could not open: libcuda.so.1 itself when it is absent, a dependency
+    # when libcuda.so.1 is there and one of its libraries is not.
+    if not (isinstance(answer, str) and answer.startswith("libcuda.so.1: ") and "No such file" in answer):
+        return None
+    return f"no NVIDIA driver on this machine (no libcuda.so.1, no nvidia-smi, and no {DRIVER_DIR})"
 
 
 def unchecked(settings: Settings, report: dict | None, prefix: str, name: str | None = None) -> dict | None:
@@ -97,8 +113,12 @@ def created_ending(settings: Settings, created, name: str | None):
     report = outcome.verify
     found = unchecked(settings, report, created.prefix, name)
     created = replace(created, unchecked=found)
-    how = outcome.outcome.activate or f"source {created.prefix}/bin/activate"
-    works = f"The env works for everything but the GPU now: `{how}` (or run {created.prefix}/bin/python directly)."
+    from tfgpu.quoting import sh
+
+    how = outcome.outcome.activate or f"source {sh(f'{created.prefix}/bin/activate')}"
+    works = (
+        f"The env works for everything but the GPU now: `{how}` (or run {sh(f'{created.prefix}/bin/python')} directly)."
+    )
     if found is not None and found["code"] == "no-driver-here" and settings.require_gpu:
         error = gpu_required(found, created.prefix, "The environment is built at", created.to_dict())
         error.alternatives.insert(0, works)

@@ -67,9 +67,11 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
             values["project_keys"] = tuple(found.key_of(dest) for dest in taken)
             project_hosts = tuple(found.values.get("insecure_hosts", ()))
             if taken and not given.get("json"):
+                from tfgpu.console import shown  # its path may hold a newline: one line, escaped
+
                 values["notes"] = (
                     *notes,
-                    f"Using the project file {found.describe()}; flags on the command line override it.",
+                    f"Using the project file {shown(found.describe())}; flags on the command line override it.",
                 )
     # Checked here, under the variable's name (the URL door's messages otherwise name --insecure-host);
     # the door is imported only when the variable is set: `plan` otherwise needs no URL.

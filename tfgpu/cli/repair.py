@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tfgpu import results
 from tfgpu.errors import UsageError
+from tfgpu.quoting import sh
 from tfgpu.settings import Settings
 
 
@@ -112,7 +113,7 @@ def _repaired(settings: Settings, summary: dict) -> results.Result:
     from tfgpu.verify import failure, run_verify
 
     prefix = summary["prefix"]
-    summary["undo"] = f"tfgpu-install repair --prefix {prefix} --undo"
+    summary["undo"] = f"tfgpu-install repair --prefix {sh(str(prefix))} --undo"
     if settings.verify:
         if not settings.json:
             note("Checking the GPU (imports TensorFlow)…")

@@ -101,4 +101,4 @@ class RecordedSystem:
         return self.nvml_answer
 
     def libcuda_driver_version(self, library: str) -> int | str:
-        return self.libcuda.get(library, f"{library}: cannot open shared object file")
+        return self.libcuda.get(library, f"{library}: cannot open shared object file: No such file or directory")

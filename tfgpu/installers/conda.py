@@ -32,6 +32,7 @@ from tfgpu.installers.base import (
     write_marker,
 )
 from tfgpu.installers.pip import IPYKERNEL, site_packages
+from tfgpu.quoting import sh
 from tfgpu.requirements import lines
 
 EXTERNAL = ("conda", "mamba", "micromamba")
@@ -272,7 +273,7 @@ def _commit_and_register(step: Step, context: Context) -> None:
 
     txn.commit(context.location)
     register_env(context.location.prefix)
-    context.outcome.activate = f"conda activate {context.location.prefix}"
+    context.outcome.activate = f"conda activate {sh(str(context.location.prefix))}"
 
 
 def make_backend(resolution, options: Options, source: Source | None = None) -> CondaBackend:

@@ -140,10 +140,12 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
     places = [expected(base) for base in bases]
     paths = next((found for found in places if any(path.is_file() for path in found.values())), None)
     if paths is None:
-        looked = ", ".join(str(path) for found in places for path in found.values())
+        from tfgpu.console import shown  # paths from the file system: a newline in one forges no line
+
+        looked = ", ".join(shown(path) for found in places for path in found.values())
         raise UsageError(
             "lock-unreadable",
-            f"No lock the project file {project} describes is there yet (looked for {looked}).",
+            f"No lock the project file {shown(project)} describes is there yet (looked for {looked}).",
             [
                 f"Write it: {new_lock_command(wanted)} (it reads the project file).",
                 "Or check one lock: tfgpu-install lock --check FILE.",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tfgpu.engines import uv as uv_engine
 from tfgpu.errors import ImpossibleError
+from tfgpu.quoting import sh
 
 
 def locate(name: str | None, prefix: str | None, interpreter: str | None, environ=None):
@@ -223,7 +224,7 @@ def _repair_locked(
             f"Repairing {found.prefix} needs packages the env already holds changed: {listed}. Nothing was changed.",
             [
                 "Add --allow-changes to change exactly these (`repair --undo` puts them back).",
-                f"Or change them yourself, then run `tfgpu-install repair --prefix {found.prefix}`.",
+                f"Or change them yourself, then run `tfgpu-install repair --prefix {sh(str(found.prefix))}`.",
             ],
             details=summary,
         )
