@@ -131,7 +131,9 @@ def test_a_cache_link_to_elsewhere_is_never_entered(tmp_path, cache_env):
     other = tmp_path / "other-uv"
     (other / "archive-v0").mkdir(parents=True)
     (other / "archive-v0" / "wheel.py").write_text("x = 1\n")
-    (tmp_path / "cache").mkdir()
+    from tfgpu.paths import tag_cache
+
+    tag_cache(tmp_path / "cache")  # the tool's cache, as any command leaves it
     (tmp_path / "cache" / "uv").symlink_to(other)
     found = kinds(cache(cache_env, "info"))["uv"]
     assert "not the tool's" in found["note"] and found["clean_frees"] == 0
@@ -276,3 +278,22 @@ def test_info_names_the_wheels_uv_unpacked_twice(tmp_path, local_wheels, cache_e
     assert "tensorflow-2.21.0" in twice and all(size > 0 for size in twice.values())
     text = run_tool("cache", "info", env={**cache_env, "COLUMNS": "300"}).stdout
     assert "wheels unpacked twice" in text and "uv cache clean" in text
+
+
+def test_the_tools_cache_is_tagged_and_an_earlier_versions_is_adopted(tmp_path, cache_env):
+    """The cache root the tool makes carries its CACHEDIR.TAG (backup tools skip it; ``cache prune|clean``
+    act only where it is); an untagged root an earlier version made (only the tool's kinds, its parsed
+    tables in data/) is adopted, one with anything else in data/ is not."""
+    from tfgpu.paths import is_tagged
+
+    root = tmp_path / "cache"
+    assert run_tool("plan", "--no-detect", "--json", env=cache_env).returncode == 0
+    assert is_tagged(root)
+    (root / "CACHEDIR.TAG").unlink()
+    done = cache(cache_env, "prune")
+    assert is_tagged(root) and done["action"] == "prune"
+    (root / "CACHEDIR.TAG").unlink()
+    (root / "data" / "train.csv").write_text("x\n")
+    refused = run_tool("cache", "clean", "--json", env=cache_env)
+    assert refused.returncode == 3 and json.loads(refused.stdout)["error"]["code"] == "cache-not-ours"
+    assert (root / "data" / "train.csv").exists()

@@ -80,6 +80,48 @@ def cache_root() -> Path:
     return Path(user_cache_dir("tfgpu-install"))
 
 
+CACHE_TAG = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by tfgpu-install.\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
+"""The tag at the top of the tool's cache: backup tools skip the directory, and ``cache prune|clean``
+act only on a directory that has it (a directory's names alone prove nothing)."""
+
+
+def tag_cache(root: Path | None = None) -> None:
+    """Write the tag at the top of the cache (``root``: the cache root) when the tool makes that
+    directory (it is not there, or empty): a directory that already holds something is not claimed
+    (``TFGPU_CACHE_DIR`` pointed at a project; ``cache prune|clean`` adopt an untagged cache of an
+    earlier version by its content). Quietly nothing where it cannot be written."""
+    root = cache_root() if root is None else root
+    tag = root / "CACHEDIR.TAG"
+    try:
+        if any(os.scandir(root)):
+            return
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tag, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "w") as out:
+            out.write(CACHE_TAG)
+    except OSError:
+        pass
+
+
+def is_tagged(root: Path) -> bool:
+    """Whether ``root`` holds the tool's cache tag (a regular file, read without following a link)."""
+    from tfgpu import untrusted
+
+    try:
+        return untrusted.read_bytes(root / "CACHEDIR.TAG", untrusted.CACHE).decode("ascii", "replace") == CACHE_TAG
+    except untrusted.Unreadable:
+        return False
+
+
 def data_dir() -> Path:
     """The user's own data: release rows fetched by ``tfgpu-install update-data``.
     ``TFGPU_USER_DATA_DIR`` overrides (tests, CI)."""

@@ -36,7 +36,7 @@ def info(document: dict) -> None:
         )
     _out.print(rows)
     uv = document["uv_cache"]
-    _out.print(f"Installs use the uv cache {escape(shown(uv['path']))}: {escape(uv['why'])}.", whole=True)
+    _out.print(f"Installs use the uv cache {escape(shown(uv['path']))}: {escape(shown(uv['why']))}.", whole=True)
     _out.print(
         f"Total {size(document['bytes'])}; `cache clean` would free {size(document['clean_frees'])} "
         f"and `cache prune` at least {size(document['prune_frees'])} (what is 'linked' from elsewhere, an env's "
@@ -46,7 +46,9 @@ def info(document: dict) -> None:
     for kind in document["kinds"]:
         twice = kind.get("unpacked_twice") or {}
         if twice:
-            names = ", ".join(sorted(twice)[:5]) + (f" and {len(twice) - 5} more" if len(twice) > 5 else "")
+            names = ", ".join(shown(name) for name in sorted(twice)[:5]) + (
+                f" and {len(twice) - 5} more" if len(twice) > 5 else ""
+            )
             _out.print(
                 f"{escape(shown(kind['path']))} holds {len(twice)} wheels unpacked twice, {size(sum(twice.values()))} "
                 f"more than once ({escape(names)}): uv keeps the index's and each --find-links directory's apart; "
@@ -54,14 +56,16 @@ def info(document: dict) -> None:
                 whole=True,
             )
         if kind["note"]:
-            _out.print(f"{escape(kind['kind'])} at {escape(shown(kind['path']))}: {escape(kind['note'])}.", whole=True)
+            _out.print(
+                f"{escape(kind['kind'])} at {escape(shown(kind['path']))}: {escape(shown(kind['note']))}.", whole=True
+            )
 
 
 def tidied(document: dict) -> None:
     """``cache prune`` / ``cache clean``: what each kind gave back."""
     would = "would free" if document["dry_run"] else "freed"
     for kind in document["kinds"]:
-        said = f" ({escape(shown(kind['said']))})" if kind["said"] else ""
+        said = f" ({escape(shown(kind['said']))})" if kind["said"] else ""  # uv's words, paths
         label = f"{kind['kind']} (your own uv cache)" if kind["shared"] else kind["kind"]  # two uv rows apart
         _out.print(f"{escape(label)}: {would} {size(kind['freed'])}{said}", whole=True)
     total = f"{'Would free' if document['dry_run'] else 'Freed'} {size(document['freed_bytes'])}"

@@ -53,7 +53,13 @@ def test_no_driver_notice_quotes_a_hostile_prefix(sandbox, no_gpu_wheels, uv_cac
     _no_driver_here()
     prefix = sandbox / "x; touch PWNED; y"
     done = run_tool(
-        "create", *TARGET, "--prefix", str(prefix), "--find-links", str(no_gpu_wheels), "--offline",
+        "create",
+        *TARGET,
+        "--prefix",
+        str(prefix),
+        "--find-links",
+        str(no_gpu_wheels),
+        "--offline",
         env=_env(sandbox, uv_cache),
     )
     assert done.returncode == 0, done.stderr
@@ -69,7 +75,14 @@ def test_no_driver_notice_in_json_quotes_a_hostile_prefix(sandbox, no_gpu_wheels
     _no_driver_here()
     prefix = sandbox / "a b;touch PWNED"
     done = run_tool(
-        "create", *TARGET, "--prefix", str(prefix), "--find-links", str(no_gpu_wheels), "--offline", "--json",
+        "create",
+        *TARGET,
+        "--prefix",
+        str(prefix),
+        "--find-links",
+        str(no_gpu_wheels),
+        "--offline",
+        "--json",
         env=_env(sandbox, uv_cache),
     )
     assert done.returncode == 0, done.stderr
@@ -92,15 +105,25 @@ def _failing_driver(root: Path) -> tuple[Path, Path]:
         "int cuDriverGetVersion(int *v){*v=12040+missing_fn();return 0;}\nint cuInit(unsigned f){return 0;}\n"
     )
     subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-Wl,--no-as-needed", "-o", str(lib / "libcuda.so.1"),
-         str(root / "c.c"), f"-L{lib}", "-lmissingdep"],
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-Wl,--no-as-needed",
+            "-o",
+            str(lib / "libcuda.so.1"),
+            str(root / "c.c"),
+            f"-L{lib}",
+            "-lmissingdep",
+        ],
         check=True,
     )
     (lib / "libmissingdep.so").unlink()
     smi = bin_ / "nvidia-smi"
     smi.write_text(
         "#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
-        "Make sure that the latest NVIDIA driver is installed and running.\"\nexit 9\n"
+        'Make sure that the latest NVIDIA driver is installed and running."\nexit 9\n'
     )
     smi.chmod(0o755)
     return lib, bin_
@@ -115,8 +138,15 @@ def test_an_installed_failing_driver_is_not_no_driver(sandbox, tmp_path, no_gpu_
     lib, bin_ = _failing_driver(tmp_path)
     env = _env(sandbox, uv_cache, LD_LIBRARY_PATH=str(lib), PATH=f"{bin_}{os.pathsep}{os.environ['PATH']}")
     done = run_process(
-        "create", *TARGET, "--prefix", str(sandbox / "env"), "--find-links", str(no_gpu_wheels), "--offline",
-        env=env, timeout=600,
+        "create",
+        *TARGET,
+        "--prefix",
+        str(sandbox / "env"),
+        "--find-links",
+        str(no_gpu_wheels),
+        "--offline",
+        env=env,
+        timeout=600,
     )
     assert "Traceback" not in done.stderr
     said = done.stdout + done.stderr
@@ -187,7 +217,11 @@ def test_what_uv_prints_on_its_pseudo_terminal_reaches_the_spinner_defused(sandb
     if not uv.exists():
         uv = Path(shutil.which("uv") or "uv")
     wheels = _evil_wheel(tmp_path / "wheels")
-    subprocess.run([str(uv), "venv", "-q", str(tmp_path / "v")], check=True, env={**os.environ, "UV_CACHE_DIR": str(tmp_path / "uvc")})
+    subprocess.run(
+        [str(uv), "venv", "-q", str(tmp_path / "v")],
+        check=True,
+        env={**os.environ, "UV_CACHE_DIR": str(tmp_path / "uvc")},
+    )
     monkeypatch.setenv("TTY_COMPATIBLE", "1")
     monkeypatch.setenv("COLUMNS", "120")
     capsys.readouterr()
@@ -222,7 +256,7 @@ def test_a_child_s_megabytes_without_a_newline_on_the_pseudo_terminal_cost_linea
     code = (
         "import sys\n"
         "from tfgpu.proc import Runner\n"
-        "child = 'import os\\nfor i in range(256): os.write(1, b\"x\" * 65536)\\nos.write(1, b\"\\\\ndone\\\\n\")'\n"
+        'child = \'import os\\nfor i in range(256): os.write(1, b"x" * 65536)\\nos.write(1, b"\\\\ndone\\\\n")\'\n'
         "done = Runner(None).run([sys.executable, '-c', child], screen=lambda text: None)\n"
         "print(done.returncode, len(done.output))\n"
     )

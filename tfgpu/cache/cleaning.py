@@ -19,22 +19,53 @@ import stat
 from pathlib import Path
 
 from tfgpu.cache.survey import KINDS, OWN_FILES, Kind, prunable, survey
+from tfgpu.console import shown
 from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.paths import is_tagged
 
 WAY_FOREIGN = "Point TFGPU_CACHE_DIR at the tool's own cache (or unset it), or remove those entries yourself."
 
 
 def check_root(root: Path) -> list[str]:
-    """The names at the top of ``root`` that no kind of the tool's cache has (empty: it is the tool's)."""
+    """Why ``root`` is not the tool's cache, as names to show (empty: it is). The tool's cache has
+    the tag the tool writes (:func:`tfgpu.paths.tag_cache`) and only its kinds at its top: names
+    alone prove nothing (a project with a ``data`` directory, an env named ``conda``)."""
     try:
         names = sorted(os.listdir(root))
     except FileNotFoundError:
         return []
     except OSError as error:
         raise ImpossibleError(
-            "cache-unreadable", f"Cannot read the cache {root}: {error.strerror}.", [WAY_FOREIGN]
+            "cache-unreadable", f"Cannot read the cache {shown(root)}: {error.strerror}.", [WAY_FOREIGN]
         ) from None
-    return [name for name in names if name not in KINDS and name not in OWN_FILES]
+    foreign = [name for name in names if name not in KINDS and name not in OWN_FILES]
+    if names and not foreign and not is_tagged(root):
+        if not _made_by_an_earlier_version(root):
+            return ["no tfgpu-install CACHEDIR.TAG, and its data/ is not the tool's parsed tables"]
+        tag_cache_anyway(root)
+    return foreign
+
+
+def _made_by_an_earlier_version(root: Path) -> bool:
+    """An untagged cache an earlier version made: every command leaves its parsed tables in
+    ``data/``, and nothing else is ever there (``tables-*.bin``, a ``.tables-*.tmp`` cut short)."""
+    try:
+        names = os.listdir(root / "data")
+    except OSError:
+        return False
+    return bool(names) and all(
+        name.startswith("tables-") and name.endswith(".bin") or name.startswith(".tables-") for name in names
+    )
+
+
+def tag_cache_anyway(root: Path) -> None:
+    """Adopt an earlier version's cache: write the tag into it (not empty, so ``tag_cache`` would not)."""
+    from tfgpu.paths import CACHE_TAG
+
+    with contextlib.suppress(OSError):
+        fd = os.open(root / "CACHEDIR.TAG", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as out:
+            out.write(CACHE_TAG)
 
 
 @contextlib.contextmanager
@@ -43,7 +74,17 @@ def held(root: Path, envs: Path):
     if not root.is_dir():
         yield
         return
-    fd = os.open(root / ".tfgpu-cache.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(
+            root / ".tfgpu-cache.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644
+        )
+    except OSError as error:
+        raise ImpossibleError(
+            "cache-unreadable",
+            f"The cache's lock {shown(root / '.tfgpu-cache.lock')} cannot be opened ({error.strerror}): "
+            "it should be a plain file; nothing was removed.",
+            ["Remove that entry (a link, a directory) and run the same command again."],
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -92,17 +133,19 @@ def remove_files(root: Path, keep=None) -> tuple[int, int]:
     neither followed nor removed. Bytes count only files with no other link (an env's hard link
     keeps the data on disk)."""
     files = freed = 0
-    for directory, subdirectories, names in os.walk(root, topdown=False, followlinks=False):
+    # os.fwalk opens each directory without following a link and checks it is the one it listed, and
+    # every stat and unlink is relative to that open directory: a directory swapped for a link while
+    # the walk runs is never entered, and a name that became a link is removed as the link.
+    for directory, subdirectories, names, at in os.fwalk(root, topdown=False, follow_symlinks=False):
         for name in names:
-            path = Path(directory, name)
             try:
-                info = path.lstat()
+                info = os.stat(name, dir_fd=at, follow_symlinks=False)
             except OSError:
                 continue
-            if not stat.S_ISREG(info.st_mode) or (keep is not None and not keep(path, info)):
+            if not stat.S_ISREG(info.st_mode) or (keep is not None and not keep(Path(directory, name), info)):
                 continue
             try:
-                path.unlink()
+                os.unlink(name, dir_fd=at)
             except OSError:
                 continue
             files += 1
@@ -110,7 +153,7 @@ def remove_files(root: Path, keep=None) -> tuple[int, int]:
                 freed += info.st_blocks * 512
         for name in subdirectories:
             with contextlib.suppress(OSError):
-                Path(directory, name).rmdir()  # only when empty; a link to a directory is not one
+                os.rmdir(name, dir_fd=at)  # only when empty; a link to a directory is not one
     return files, freed
 
 
@@ -127,10 +170,12 @@ def tidy(root: Path, envs: Path, uv_cache, *, prune: bool, dry_run: bool, uv: st
     verb = "prune" if prune else "clean"
     foreign = check_root(root)
     if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        named = ", ".join(shown(name) for name in foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
         raise ImpossibleError(
             "cache-not-ours",
-            f"{root} does not look like tfgpu-install's cache (it also holds {shown}); nothing was removed.",
+            f"{shown(root)} does not look like tfgpu-install's cache ({named}); nothing was removed.",
             [WAY_FOREIGN],
         )
     before = survey(root, uv_cache)
@@ -149,6 +194,16 @@ def _one(kind: Kind, verb: str, *, dry_run: bool, uv: str | None, runner) -> dic
     if kind.path.is_symlink() or not kind.path.is_dir():
         item["said"] = kind.note or "nothing there"
         return item
+    if any((kind.path / mark).exists() for mark in ("pyvenv.cfg", "conda-meta", "tfgpu-env.json")):
+        item["said"] = "an environment, not a cache: left as it is"
+        return item
+    if kind.kind == "uv" and kind.shared:
+        from tfgpu.cache.uvdir import not_a_uv_cache
+
+        why_not = not_a_uv_cache(kind.path)  # checked again when it is pruned: it may have changed since
+        if why_not is not None:
+            item["said"] = f"left as it is: {why_not}"
+            return item
     if kind.kind == "uv" and (verb == "prune" or not kind.shared):
         if dry_run:
             item["freed"] = None if verb == "prune" else kind.usage.frees

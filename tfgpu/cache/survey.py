@@ -161,7 +161,7 @@ def unpacked_twice(cache: Path) -> dict[str, int]:
     from tfgpu import untrusted
 
     copies: dict[tuple[str, str], list[Path]] = {}
-    for record_file in cache.glob("archive-v*/*/*.dist-info/RECORD"):
+    for record_file in _records(cache):
         try:
             digest = hashlib.sha256(untrusted.read_bytes(record_file, untrusted.CACHE)).hexdigest()
         except untrusted.Unreadable:
@@ -176,6 +176,26 @@ def unpacked_twice(cache: Path) -> dict[str, int]:
     }
 
 
+def _directories(path: Path, test=lambda name: True) -> list[Path]:
+    """The directories in ``path`` whose name passes ``test``, links never followed."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return []
+    return [Path(entry.path) for entry in entries if test(entry.name) and entry.is_dir(follow_symlinks=False)]
+
+
+def _records(cache: Path):
+    """``archive-v*/*/*.dist-info/RECORD`` under uv's cache, walked without following a link
+    (pathlib's glob follows them: a link in the cache would have it size the disk it points to)."""
+    if cache.is_symlink():
+        return
+    for archive in _directories(cache, lambda name: name.startswith("archive-v")):
+        for unpacked in _directories(archive):
+            for dist_info in _directories(unpacked, lambda name: name.endswith(".dist-info")):
+                yield dist_info / "RECORD"
+
+
 def survey(root: Path, uv_cache) -> list[Kind]:
     """Every kind under ``root`` (the tool's cache root), and the user's uv cache when the tool
     reuses it (``uv_cache``: a ``tfgpu.cache.UvCache``)."""
@@ -185,7 +205,7 @@ def survey(root: Path, uv_cache) -> list[Kind]:
         note = ""
         if path.is_symlink():
             found = Usage(links_out=[path])
-            note = f"a link to {os.readlink(path)}: not the tool's, left alone"
+            note = f"a link to {os.readlink(path)}: not the tool's, left alone"  # shown escaped by the renderer
         else:
             found = usage(path)
         test = prunable(kind, path)

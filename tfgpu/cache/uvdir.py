@@ -11,6 +11,7 @@ instead. ``TFGPU_UV_CACHE=own`` always uses the tool's own; ``TFGPU_UV_CACHE=use
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -37,6 +38,45 @@ def _device(path: Path) -> int | None:
             return os.stat(candidate).st_dev
         except OSError:
             continue
+    return None
+
+
+UV_TAG = "Signature: 8a477f597d28d172789f06886806bc55"
+"""The first line of the ``CACHEDIR.TAG`` uv writes at the top of its cache (the cache-tag standard's)."""
+_UV_ENTRY = re.compile(r"[a-z][a-z0-9-]*-v[0-9]+|\.gitignore|\.lock|\.tmp\w*|CACHEDIR\.TAG")
+
+
+def not_a_uv_cache(path: Path, *holds: Path) -> str | None:
+    """Why ``path`` is not a uv cache the tool may use, prune or size (None: it is one, or it is not
+    there yet and uv will make it). ``UV_CACHE_DIR`` is the user's word, but ``uv cache prune``
+    removes every top-level entry it does not know: pointed at a home directory, it empties it. So a
+    directory with anything in it must be uv's (its CACHEDIR.TAG, only uv's entries at its top), and
+    never one that holds ``holds`` (the envs, the tool's own cache)."""
+    resolved = Path(os.path.realpath(path))
+    if resolved == Path("/") or resolved == Path(os.path.realpath(os.path.expanduser("~"))):
+        return f"{path} is the root or your home directory, not a uv cache"
+    for inner in holds:
+        inner = Path(os.path.realpath(inner))
+        if inner == resolved or resolved in inner.parents:
+            return f"{path} holds {inner}"
+    try:
+        names = os.listdir(resolved)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"{path} cannot be read ({error.strerror})"
+    if not names:
+        return None
+    try:
+        with open(resolved / "CACHEDIR.TAG", "rb") as tag:
+            first = tag.read(200).split(b"\n", 1)[0].decode("ascii", "replace")
+    except OSError:
+        first = ""
+    if not first.startswith(UV_TAG):
+        return f"{path} holds files and no uv CACHEDIR.TAG"
+    strange = [name for name in names if not _UV_ENTRY.fullmatch(name)]
+    if strange:
+        return f"{path} holds entries uv does not make ({len(strange)}, e.g. {strange[0]!r})"
     return None
 
 
@@ -78,6 +118,9 @@ def uv_cache(
             f"{VARIABLE}={environ.get(VARIABLE)!r} is not one of {', '.join(CHOICES)}.",
             [f"{VARIABLE}=own keeps the tool's own uv cache; unset it to reuse your uv cache where possible."],
         )
+    from tfgpu.paths import tag_cache
+
+    tag_cache(own.parent)  # uv makes its directory, not the tag the cache commands look for
     if setting == "own":
         return UvCache(own, False, f"{VARIABLE}=own")
     if uv is None:
@@ -93,6 +136,9 @@ def uv_cache(
         envs = envs_dir()
     if users == own:
         return UvCache(own, False, "UV_CACHE_DIR is the tool's own uv cache")
+    why_not = not_a_uv_cache(users, envs, cache_root())
+    if why_not is not None:
+        return UvCache(own, False, f"your uv cache was not used: {why_not}")
     mine, theirs = device(envs), device(users)
     if mine is None or mine != theirs:
         return UvCache(

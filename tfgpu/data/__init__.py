@@ -218,8 +218,11 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
 def _write_cache(path: Path, parsed: dict) -> None:
     """Written for this user alone (directory 0700, file 0600, whatever the umask), which is what
     :func:`_read_cache` asks of it."""
+    from tfgpu.paths import tag_cache
+
     payload = marshal.dumps({name: marshal.dumps(table) for name, table in parsed.items()})
     try:
+        tag_cache(path.parent.parent)  # a cache root made now is tagged as the tool's (cache prune|clean)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if path.parent.stat().st_mode & 0o077:
             path.parent.chmod(0o700)  # made by an earlier version under a umask of 002
