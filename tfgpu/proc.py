@@ -298,9 +298,11 @@ class Runner:
         timeout: float = 30,
         input: str | None = None,
         clean: bool = True,
+        errors: str = "replace",
     ) -> Completed:
         """Run a short probe with stdout and stderr kept apart (``output`` is stdout); not logged.
-        For reading facts (``nvidia-smi``, an interpreter's version, a child that prints JSON)."""
+        For reading facts (``nvidia-smi``, an interpreter's version, a child that prints JSON).
+        ``errors``: how bytes that are not UTF-8 are decoded (``surrogateescape`` keeps them)."""
         import subprocess
 
         argv = tuple(str(a) for a in argv)
@@ -315,7 +317,7 @@ class Runner:
                     stderr=subprocess.PIPE,
                     text=True,
                     encoding="utf-8",
-                    errors="replace",
+                    errors=errors,
                     env={**base, **self.extra_env, **(env or {})},
                     stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                     preexec_fn=_die_with_parent,

@@ -50,6 +50,11 @@ def fish_double(value) -> str:
     return re.sub(r'([\\"$])', r"\\\1", str(value))
 
 
+def fish_word(value) -> str:
+    """One fish word: single-quoted, where fish expands nothing (only ``\\`` and ``\'`` are escapes)."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def yaml_scalar(value) -> str:
     """A YAML double-quoted scalar (JSON's string syntax is YAML's, escapes included)."""
     return json.dumps(str(value))

@@ -67,11 +67,13 @@ def not_a_uv_cache(path: Path, *holds: Path) -> str | None:
         return f"{path} cannot be read ({error.strerror})"
     if not names:
         return None
+    from tfgpu import untrusted
+
     try:
-        with open(resolved / "CACHEDIR.TAG", "rb") as tag:
-            first = tag.read(200).split(b"\n", 1)[0].decode("ascii", "replace")
-    except OSError:
-        first = ""
+        first = untrusted.read_head(resolved / "CACHEDIR.TAG", untrusted.CACHE, 200).split(b"\n", 1)[0]
+    except untrusted.Unreadable:
+        first = b""
+    first = first.decode("ascii", "replace")
     if not first.startswith(UV_TAG):
         return f"{path} holds files and no uv CACHEDIR.TAG"
     strange = [name for name in names if not _UV_ENTRY.fullmatch(name)]

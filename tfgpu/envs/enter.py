@@ -28,8 +28,9 @@ from tfgpu import quoting
 from tfgpu.errors import ImpossibleError, OperationError
 
 SHELLS = ("bash", "zsh", "fish")
-# What bash itself changes in the environment it runs in (not activation): put back as it was.
-_BASH_OWN = ("_", "SHLVL", "PWD", "OLDPWD")
+# What bash itself changes in the environment it runs in (not activation): put back as it was. A
+# non-interactive bash drops the prompts (PS1, PS2), so activation's prompt would replace the user's.
+_BASH_OWN = ("_", "SHLVL", "PWD", "OLDPWD", "PS1", "PS2")
 # Files a non-interactive bash would source before the activation: not part of it, kept out.
 _BASH_STARTUP = ("BASH_ENV", "ENV")
 # A word rattler's activation script can carry: it writes the prefix's path unquoted.
@@ -88,7 +89,48 @@ def activation_lines(target, shell: str) -> str:
         rattler_shell.PathModificationBehavior.Replace,
     )
     result = rattler_shell.activate(prefix, variables, getattr(rattler_shell.Shell, shell))
-    return result.script if result.script.endswith("\n") else result.script + "\n"
+    return _requoted(result.script, shell, prefix)
+
+
+# The lines rattler writes: a variable set, or a script sourced, one a line. Its values are data
+# (the user's PATH, an env_vars.d value, an activate.d file name) and rattler puts them between
+# double quotes unescaped, where a shell still expands `$(...)` and backticks: each line is read
+# back in this strict form and written again quoted as a word for that shell.
+_SET = {
+    "bash": re.compile(r"export ([A-Za-z_][A-Za-z0-9_]*)=(.*)"),
+    "zsh": re.compile(r"export ([A-Za-z_][A-Za-z0-9_]*)=(.*)"),
+    "fish": re.compile(r"set -gx ([A-Za-z_][A-Za-z0-9_]*) (.*)"),
+}
+_SOURCE = re.compile(r"(?:\.|source) (.*)")
+
+
+def _unquoted(text: str) -> str:
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
+
+
+def _requoted(script: str, shell: str, prefix: Path) -> str:
+    """rattler's activation ``script`` for ``shell``, every value and path quoted for it; a line of
+    another form (a value that held a newline) is ``not-activatable``."""
+    word = quoting.fish_word if shell == "fish" else quoting.sh
+    lines = []
+    for line in script.splitlines():
+        if not line.strip():
+            continue
+        found = _SET[shell].fullmatch(line)
+        if found:
+            name, value = found[1], _unquoted(found[2])
+            lines.append(f"set -gx {name} {word(value)}" if shell == "fish" else f"export {name}={word(value)}")
+            continue
+        found = _SOURCE.fullmatch(line)
+        if found:
+            lines.append(f"source {word(_unquoted(found[1]))}" if shell == "fish" else f". {word(_unquoted(found[1]))}")
+            continue
+        raise _not_activatable(
+            prefix,
+            f"its conda activation holds a line this tool cannot quote safely ({quoting.one_line(line)[:80]!r})",
+            (f"With conda installed: `conda activate {quoting.sh(prefix)}`.",),
+        )
+    return "".join(f"{line}\n" for line in lines)
 
 
 def activated_environment(target, runner=None) -> dict[str, str]:
@@ -97,12 +139,15 @@ def activated_environment(target, runner=None) -> dict[str, str]:
 
     environ = dict(os.environ)
     lines = activation_lines(target, "bash")
-    # Activation's own output (a banner) goes to stderr; stdout carries the environment only.
-    program = 'eval "$1" >&2 || exit; exec env -0'
+    # Activation's own output (a banner) goes to stderr, of which only the end is kept (an activation
+    # that prints gigabytes costs no memory); stdout carries the environment only. The environment is
+    # read as bytes kept as they are (surrogateescape): a variable that is not UTF-8 passes unchanged.
+    program = 'exec 2> >(tail -c 4096 >&2); eval "$1" >&2 || exit; exec env -0'
     done = (runner or Runner()).capture(
         ["bash", "--noprofile", "--norc", "-c", program, "tfgpu-activate", lines],
         env={**environ, **dict.fromkeys(_BASH_STARTUP, "")},  # empty: no file is sourced
         clean=False,
+        errors="surrogateescape",
     )
     if done.returncode != 0 or not done.output:
         raise OperationError(
