@@ -116,7 +116,13 @@ def freeze(prefix: Path) -> str:
 
 
 def snapshot(prefix: Path) -> dict[str, str]:
-    """Every path in the env with its kind and content (bytes' digest, link target, mode)."""
+    """Every path in the env with its kind and content (bytes' digest, link target, mode).
+
+    One file is uv's and not the package's: ``*.dist-info/uv_cache.json`` records which entry of
+    which uv cache an install came from (the wheel's time there), and RECORD lists its hash. A
+    package put back by ``repair --undo`` comes through the tool's uv cache, which may have met the
+    same wheel earlier from another directory: that file (and its RECORD line) is left out, every
+    byte of the package itself is compared (docs/repair.md says so)."""
     found = {}
     for root, dirs, files in os.walk(prefix):
         for name in [*dirs, *files]:
@@ -126,7 +132,12 @@ def snapshot(prefix: Path) -> dict[str, str]:
                 found[relative] = f"link {os.readlink(path)}"
             elif path.is_dir():
                 found[relative] = "dir"
+            elif name == "uv_cache.json" and path.parent.name.endswith(".dist-info"):
+                continue
             else:
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                data = path.read_bytes()
+                if name == "RECORD" and path.parent.name.endswith(".dist-info"):
+                    data = b"".join(line for line in data.splitlines(keepends=True) if b"/uv_cache.json," not in line)
+                digest = hashlib.sha256(data).hexdigest()
                 found[relative] = f"file {oct(path.stat().st_mode & 0o777)} {digest}"
     return found
