@@ -12,6 +12,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import systemprograms
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +39,8 @@ def test_the_missing_are_named_with_the_command_that_installs_them():
 
 def test_every_package_is_one_ci_installs():
     """The header's command is .ci/run's: the same Debian package names."""
+    if not (ROOT / ".ci" / "run").is_file():
+        pytest.skip("no checkout here (CI's installed-wheel step): .ci/run is not beside the tests")
     ci = (ROOT / ".ci" / "run").read_text()
     installed = set(re.search(r"apt-get install -y -qq ([^>]*)>", ci.replace("\\\n", " ")).group(1).split())
     assert {p.package for p in systemprograms.PROGRAMS if p.package} <= installed
