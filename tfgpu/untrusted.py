@@ -206,8 +206,12 @@ def _read_upto(read: Callable[[int], bytes], size: int) -> bytes:
 
 def read_bytes(path: Path | str, kind: Kind) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``kind.limit`` bytes."""
-    source = str(path)
     fd, info = _open(path, kind)
+    return _read_whole(fd, info, kind, str(path))
+
+
+def _read_whole(fd: int, info: os.stat_result, kind: Kind, source: str) -> bytes:
+    """Every byte of the open file ``fd`` (``info``: its fstat), at most ``kind.limit``; closes ``fd``."""
     try:
         if info.st_size > kind.limit:
             raise _fail(kind, source, f"it holds {info.st_size:,} bytes, more than the {kind.limit:,} allowed")
@@ -242,19 +246,10 @@ def read_own(path: Path | str, kind: Kind) -> bytes:
         fd, info = _open(os.path.basename(os.fspath(path)), kind, directory)
     finally:
         os.close(directory)
-    try:
-        if not _only_mine(info):
-            raise _fail(kind, source, "it is not this user's alone (owner, or group/other write)")
-        if info.st_size > kind.limit:
-            raise _fail(kind, source, f"it holds {info.st_size:,} bytes, more than the {kind.limit:,} allowed")
-        data = _read_upto(lambda n: os.read(fd, n), kind.limit + 1)
-        if len(data) > kind.limit:
-            raise _fail(kind, source, f"it grew past the {kind.limit:,} bytes allowed while it was read")
-        return data
-    except OSError as error:
-        raise _fail(kind, source, error.strerror or str(error)) from None
-    finally:
+    if not _only_mine(info):
         os.close(fd)
+        raise _fail(kind, source, "it is not this user's alone (owner, or group/other write)")
+    return _read_whole(fd, info, kind, source)
 
 
 def _only_mine(info: os.stat_result) -> bool:
