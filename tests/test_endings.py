@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -83,6 +84,26 @@ def test_a_named_env_is_checked_by_name(no_gpu_wheels, tool_env):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["not_verified"]["check_with"] == "tfgpu-install verify --name gpuless"
+
+
+def test_the_closing_lines_name_the_tools_verbs_and_they_work(tmp_path, no_gpu_wheels, tool_env):
+    """A named env is entered by name (``shell``, ``activate``, ``run``), with the source line too;
+    the ``run`` line printed, with its example command swapped for a probe, runs in the env."""
+    done = run_tool("create", *TARGET, "--name", "closing", "--find-links", str(no_gpu_wheels), "--offline", env=tool_env)
+    assert done.returncode == 0, done.stderr
+    prefix = Path(tool_env["TFGPU_ENVS_DIR"]) / "closing"
+    lines = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip() for line in done.stdout.splitlines()[-4:-1]}
+    assert lines["shell"].startswith("tfgpu-install shell --name closing"), done.stdout
+    assert lines["activate"].startswith('eval "$(tfgpu-install activate --name closing)"')
+    assert f"source {prefix}/bin/activate" in lines["activate"]
+    run = lines["run"].split("  (")[0]
+    assert run == "tfgpu-install run --name closing -- python train.py"
+    argv = shlex.split(run)[1:-1] + ["-c", "import sys; print(sys.prefix)"]
+    ran = run_tool(*argv, env=tool_env)
+    assert ran.returncode == 0 and ran.stdout.strip() == str(prefix), ran.stderr
+    # An env given by path is named by path: its name (the directory's) could find another env.
+    other = create(tmp_path / "elsewhere", no_gpu_wheels, tool_env)
+    assert f"tfgpu-install shell --prefix {tmp_path / 'elsewhere'}" in other.stdout, other.stdout
 
 
 def test_require_gpu_makes_it_a_failure_and_keeps_the_env(tmp_path, no_gpu_wheels, tool_env):

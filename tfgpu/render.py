@@ -241,8 +241,9 @@ def dry_run(resolution, detected, result) -> None:
             _out.print(escape(line), whole=True)
 
 
-def created(result, resolution, unchecked: dict | None = None) -> None:
-    """A finished create; ``unchecked``: why its GPU was not checked (``tfgpu.cli.endings``)."""
+def created(result, resolution, unchecked: dict | None = None, naming: str = "") -> None:
+    """A finished create; ``unchecked``: why its GPU was not checked (``tfgpu.cli.endings``);
+    ``naming``: how the tool's own verbs name the env (``--name N`` or ``--prefix P``)."""
     _out.print(
         f"[green]✓[/] TensorFlow {escape(resolution.tensorflow)} (Python {resolution.python}) "
         f"in {escape(str(result.location.prefix))}"
@@ -258,14 +259,21 @@ def created(result, resolution, unchecked: dict | None = None) -> None:
         how = unchecked["check_with"] if unchecked else f"tfgpu-install verify --prefix {sh(result.location.prefix)}"
         why = unchecked["reason"] if unchecked else "--no-verify"
         _out.print(f"  • not verified ({escape(why)}): `{escape(how)}` checks the GPU")
-    how = (
+    source = (
         result.outcome.activate if result.outcome else ""
     ) or f"source {sh(f'{result.location.prefix}/bin/activate')}"
-    _out.print(
-        f"  activate: {escape(shown(how))}  [dim](or run {escape(shown(sh(f'{result.location.prefix}/bin/python')))} "
-        "directly)[/]",
-        whole=True,
-    )
+    python = sh(f"{result.location.prefix}/bin/python")
+    if naming:  # the tool's verbs first: they need no path, and work the same in bash, zsh and fish
+        lines = (
+            ("activate", f'eval "$(tfgpu-install activate {naming})"  or  {source}', ""),
+            ("shell", f"tfgpu-install shell {naming}", "a new shell in the env; `exit` leaves it"),
+            ("run", f"tfgpu-install run {naming} -- python train.py", f"or run {python} directly"),
+        )
+    else:
+        lines = (("activate", source, f"or run {python} directly"),)
+    for label, how, says in lines:
+        aside = f"  [dim]({escape(shown(says))})[/]" if says else ""
+        _out.print(f"  {label + ':':<10}{escape(shown(how))}{aside}", whole=True)
     _out.print(f"  [dim]log: {escape(str(result.log_path))}[/]", whole=True)
 
 

@@ -73,6 +73,7 @@ class Created(Result):
     dry_run: bool = False
     lock: dict = factory(dict)  # with --from-lock/--from-bundle: the lock, its digest, the bundle
     unchecked: dict | None = None  # why the GPU was not checked (``tfgpu.cli.endings``), None when it was
+    naming: str = ""  # how run/shell/activate name this env: ``--name N`` or ``--prefix P`` (``tfgpu.envs.which``)
 
     @property
     def verified(self) -> bool:

@@ -111,8 +111,10 @@ def created_ending(settings: Settings, created, name: str | None):
 
     outcome = created.outcome
     report = outcome.verify
+    from tfgpu.envs.which import naming
+
     found = unchecked(settings, report, created.prefix, name)
-    created = replace(created, unchecked=found)
+    created = replace(created, unchecked=found, naming=naming(outcome.location.prefix, name))
     from tfgpu.quoting import sh
 
     how = outcome.outcome.activate or f"source {sh(f'{created.prefix}/bin/activate')}"

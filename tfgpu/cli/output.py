@@ -54,7 +54,7 @@ def _created(result: results.Created) -> None:
     if result.dry_run:
         render().dry_run(result.resolution, result.host, result.outcome)
     else:
-        render().created(result.outcome, result.resolution, result.unchecked)
+        render().created(result.outcome, result.resolution, result.unchecked, result.naming)
 
 
 def _exported(result: results.Exported) -> None:

@@ -230,3 +230,18 @@ def _what_is(path: Path) -> str:
     if not os.path.lexists(path):
         return "nothing (it does not exist)"
     return "a file" if path.is_file() else "not a directory"
+
+
+def naming(prefix: Path, name: str | None) -> str:
+    """How a later command names the env at ``prefix`` (``run``, ``shell``, ``activate``): ``--name N``
+    when that finds this very env, else ``--prefix P`` (a name that finds another env, or none, would
+    send the user elsewhere)."""
+    from tfgpu.quoting import sh
+
+    if name:
+        try:
+            if _by_name(name) == prefix:
+                return f"--name {sh(name)}"
+        except (UsageError, ImpossibleError):
+            pass
+    return f"--prefix {sh(str(prefix))}"
