@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import repairhelpers as rh
 import wheelhouse
-from conftest import run_tool
+from conftest import run_process, run_tool
 
 from tfgpu.detect import probe
 
@@ -99,7 +99,7 @@ def test_the_closing_lines_name_the_tools_verbs_and_they_work(tmp_path, no_gpu_w
     run = lines["run"].split("  (")[0]
     assert run == "tfgpu-install run --name closing -- python train.py"
     argv = shlex.split(run)[1:-1] + ["-c", "import sys; print(sys.prefix)"]
-    ran = run_tool(*argv, env=tool_env)
+    ran = run_process(*argv, env=tool_env)  # run hands the command its own stdout: a process of its own
     assert ran.returncode == 0 and ran.stdout.strip() == str(prefix), ran.stderr
     # An env given by path is named by path: its name (the directory's) could find another env.
     other = create(tmp_path / "elsewhere", no_gpu_wheels, tool_env)
