@@ -324,3 +324,66 @@ def test_rattlers_package_downloads_become_one_transfer(capsys):
     assert moved[0] == (100, None)  # the second download's size was not known yet
     assert moved[-1] == (1500, 1500)
     assert transfer_of("linked 3/9 packages") is None and transfer_of("bytes 12 x") is None
+
+
+# --- pip (--engine pip) --------------------------------------------------------------------------
+
+
+def test_a_pip_install_from_a_slow_index_reports_each_wheels_bytes(tmp_path):
+    """A real pip (the one ``python -m venv`` bundles) on a pseudo-terminal, as ``--engine pip``
+    runs it; the index drips, so pip draws its bar, read back as each wheel's bytes of its size."""
+    from tfgpu.engines.pip_progress import PipProgress
+    from tfgpu.engines.pip_progress import draws_progress as pip_draws
+
+    wheels = tmp_path / "wheels"
+    for name in ("bigpkg", "otherpkg"):
+        wheelhouse.wheel(wheels, name, "1.0", {f"{name}/data.bin": os.urandom(3 * MIB)})
+    build_index(wheels, tmp_path / "root")
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "v")], check=True)
+    reporter = RecordingReporter()
+    watch = PipProgress(reporter)
+    argv = [
+        str(tmp_path / "v" / "bin" / "python"),
+        *("-m", "pip", "install", "--disable-pip-version-check", "--no-cache-dir", "--isolated"),
+    ]
+    assert pip_draws(argv)
+    with Server(tmp_path / "root", drip=0.002) as url:
+        done = Runner().run([*argv, "--index-url", url, "bigpkg", "otherpkg"], screen=watch.feed)
+    assert done.returncode == 0, done.output
+    watch.finish()
+    for name in ("bigpkg", "otherpkg"):
+        moved = reporter.transfers(f"{name} 1.0")
+        size = next(wheels.glob(f"{name}-*.whl")).stat().st_size
+        assert len(moved) >= 3, reporter.events
+        assert all(abs(total - size) <= 0.05 * size for _, total in moved)  # pip's size, to its one decimal
+        assert [d for d, _ in moved] == sorted(d for d, _ in moved) and moved[-1][0] == moved[-1][1]
+        assert any(0 < d < t for d, t in moved)  # seen part way, not only at the end
+    assert "Successfully installed" in done.output and "\x1b" not in done.output
+
+
+def test_pips_raw_lines_and_cut_redraws_are_read():
+    """pip 24.1's ``--progress-bar raw`` lines (exact bytes), and rich's redraws cut anywhere."""
+    from tfgpu.engines.pip_progress import PipProgress
+
+    reporter = RecordingReporter()
+    watch = PipProgress(reporter)
+    text = (
+        "Collecting tensorflow\r\n  Downloading https://files.example/tensorflow-2.21.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+        " (620.1 MB)\r\nProgress 0 of 620100000\r\nProgress 310050000 of 620100000\r\n"
+        "Collecting numpy\r\n  Downloading numpy-2.1.0-cp311-cp311-manylinux_2_17_x86_64.whl (16.3 MB)\r\n"
+        "\x1b[?25l     \x1b[91m━━━━\x1b[0m\x1b[90m╺━━━━\x1b[0m \x1b[32m8.1/16.3 MB\x1b[0m \x1b[31m9.0 MB/s\x1b[0m eta \x1b[36m0:00:01\x1b[0m\r\x1b[2K"
+        "     \x1b[91m━━━━━━━━\x1b[0m \x1b[32m16.3/16.3 MB\x1b[0m\r\n\x1b[?25hInstalling collected packages: numpy, tensorflow\r\n"
+    )
+    for start in range(0, len(text), 23):
+        watch.feed(text[start : start + 23])
+    watch.finish()
+    assert reporter.transfers("tensorflow 2.21.0") == [(0, 620100000), (310050000, 620100000), (620100000, 620100000)]
+    assert reporter.transfers("numpy 2.1.0") == [(8100000, 16300000), (16300000, 16300000)]
+
+
+def test_only_pip_installs_are_read_as_pips():
+    from tfgpu.engines.pip_progress import draws_progress as pip_draws
+
+    assert pip_draws(["/e/bin/python", "-m", "pip", "install", "-r", "r.txt"])
+    assert not pip_draws(["/e/bin/python", "-m", "pip", "list"])
+    assert not pip_draws(["/x/uv", "pip", "install"])

@@ -275,10 +275,14 @@ def install_failed(step: Step, done, log_path: Path | None, options: Options, lo
 
 
 def _run(step: Step, context: Context):
-    from tfgpu.engines.uv_progress import UvProgress, draws_progress
+    from tfgpu.engines import pip_progress, uv_progress
 
-    # uv's downloads: on a pseudo-terminal, so that uv draws their bytes for the tool's bar.
-    watch = UvProgress(context.reporter) if step.kind == StepKind.RUN and draws_progress(step.argv) else None
+    # uv's and pip's downloads: on a pseudo-terminal, so that they draw their bytes for the tool's bars.
+    watch = None
+    if step.kind == StepKind.RUN and uv_progress.draws_progress(step.argv):
+        watch = uv_progress.UvProgress(context.reporter)
+    elif step.kind == StepKind.RUN and pip_progress.draws_progress(step.argv):
+        watch = pip_progress.PipProgress(context.reporter)
     done = context.runner.run(
         step.argv,
         env=dict(step.env),
