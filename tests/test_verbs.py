@@ -179,6 +179,34 @@ def test_run_a_conda_prefix_through_its_activate_d_scripts(tmp_path, verbs_env):
     assert got["LD_LIBRARY_PATH"].split(":")[0] == f"{prefix}/lib"  # etc/conda/activate.d/tfgpu-cuda.sh
 
 
+@pytest.mark.parametrize("shell", shells())
+def test_a_conda_prefix_that_needs_quoting_is_activated_quoted(shell, tmp_path, verbs_env):
+    """rattler writes a prefix into its lines unquoted or quoted by turns; a path with spaces (the
+    one character a prefix may have that a shell splits on: ``bad-prefix`` refuses quotes and ``$``)
+    is activated as itself."""
+    prefix = conda_prefix(tmp_path / "team envs" / "tf 2.21  @cuda")
+    tool = f"tfgpu-install activate --prefix {shlex.quote(str(prefix))}"
+    probe = 'echo "$CONDA_PREFIX|$LD_LIBRARY_PATH|$PATH"'
+    line = {
+        "bash": f'eval "$({tool})" && {probe}',
+        "zsh": f'eval "$({tool})" && {probe}',
+        "fish": f"{tool} --shell fish | source; and {probe}",
+    }[shell]
+    done = subprocess.run(
+        [shell, "-c", line], env=verbs_env | {"SHELL": f"/bin/{shell}"}, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("|") == 2, (done.stdout, done.stderr)
+    conda_prefix_value, libraries, path = done.stdout.strip().split("|")
+    assert conda_prefix_value == str(prefix)
+    assert libraries.split(":")[0] == f"{prefix}/lib"  # its activate.d script was found and sourced
+    assert path.startswith(f"{prefix}/bin:")
+    assert "tfgpu-activate-" not in done.stdout  # the link rattler was given is gone from every value
+    ran = run_process("run", "--prefix", str(prefix), "--", "env", "-0", env=verbs_env)
+    assert ran.returncode == 0 and environment(ran.stdout)["CONDA_PREFIX"] == str(prefix), ran.stderr
+
+
 @pytest.mark.parametrize(
     ("argv", "status", "code"),
     [

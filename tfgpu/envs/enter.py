@@ -70,13 +70,29 @@ def activation_lines(target, shell: str) -> str:
         if shell == "fish":
             return f'source "{quoting.fish_double(script)}"\n'
         return f". {quoting.sh(script)}\n"
-    if not _PLAIN_WORD.fullmatch(str(prefix)):
-        raise _not_activatable(
-            prefix,
-            "conda activation (rattler's) writes the path unquoted, and this one has spaces or other "
-            "characters a shell would split",
-            (f"With conda installed: `conda activate {quoting.sh(prefix)}`.",),
-        )
+    if _PLAIN_WORD.fullmatch(str(prefix)):
+        return _requoted(_rattler_activation(prefix, shell), shell, prefix)
+    # rattler writes the prefix into its lines as it is, quoted or escaped differently from line to
+    # line, so a path with spaces or quotes cannot be read back from them. It is given a link to the
+    # prefix whose path is a plain word instead, and the link's path is put back as the prefix in
+    # every value read (then quoted for the shell like any other value).
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tfgpu-activate-") as folder:
+        alias = Path(folder) / "env"
+        alias.symlink_to(prefix, target_is_directory=True)
+        if not _PLAIN_WORD.fullmatch(str(alias)):
+            raise _not_activatable(
+                prefix,
+                "conda activation (rattler's) writes the path unquoted, and this one has spaces or other "
+                "characters a shell would split (and the temporary directory, to go around it, has too)",
+                (f"With conda installed: `conda activate {quoting.sh(prefix)}`.",),
+            )
+        return _requoted(_rattler_activation(alias, shell), shell, prefix, alias=str(alias))
+
+
+def _rattler_activation(prefix: Path, shell: str) -> str:
+    """rattler's activation script of the conda env at ``prefix`` for ``shell``, as it writes it."""
     # `from rattler import shell`, not `from rattler.shell import ...`: only the engine process may
     # import rattler's submodules (they include the asynchronous solve); activation is plain text.
     from rattler import shell as rattler_shell
@@ -88,8 +104,7 @@ def activation_lines(target, shell: str) -> str:
         os.environ.get("PATH", os.defpath).split(os.pathsep),
         rattler_shell.PathModificationBehavior.Replace,
     )
-    result = rattler_shell.activate(prefix, variables, getattr(rattler_shell.Shell, shell))
-    return _requoted(result.script, shell, prefix)
+    return rattler_shell.activate(prefix, variables, getattr(rattler_shell.Shell, shell)).script
 
 
 # The lines rattler writes: a variable set, or a script sourced, one a line. Its values are data
@@ -108,10 +123,16 @@ def _unquoted(text: str) -> str:
     return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
 
 
-def _requoted(script: str, shell: str, prefix: Path) -> str:
-    """rattler's activation ``script`` for ``shell``, every value and path quoted for it; a line of
-    another form (a value that held a newline) is ``not-activatable``."""
-    word = quoting.fish_word if shell == "fish" else quoting.sh
+def _requoted(script: str, shell: str, prefix: Path, alias: str | None = None) -> str:
+    """rattler's activation ``script`` for ``shell``, every value and path quoted for it (``alias``,
+    a link to ``prefix`` rattler was given instead: the prefix put back); a line of another form (a
+    value that held a newline) is ``not-activatable``."""
+
+    def word(value: str) -> str:
+        if alias is not None:
+            value = value.replace(alias, str(prefix))
+        return quoting.fish_word(value) if shell == "fish" else quoting.sh(value)
+
     lines = []
     for line in script.splitlines():
         if not line.strip():
