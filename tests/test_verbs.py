@@ -271,6 +271,36 @@ def test_shell_starts_the_users_shell_inside_the_env(shell, venv, verbs_env):
     assert done.returncode == 5 and f"in:{venv}" in done.stdout, done.stderr
 
 
+@pytest.mark.parametrize("shell", shells())
+def test_deactivate_works_in_the_shell_and_the_users_startup_files_ran(shell, venv, verbs_env, tmp_path):
+    """The venv's own ``deactivate`` (a shell function, which no environment carries) is defined in
+    the entered bash, zsh and fish: it puts PATH and LD_LIBRARY_PATH back and the shell goes on.
+    The user's start-up file ran first (its variable is there)."""
+    home = tmp_path / "home"
+    (home / ".config" / "fish").mkdir(parents=True)
+    for rc in (".bashrc", ".zshrc", ".config/fish/config.fish"):
+        (home / rc).write_text("set -gx FROM_RC yes\n" if rc.endswith("fish") else "export FROM_RC=yes\n")
+    env = verbs_env | {"SHELL": shutil.which(shell), "HOME": str(home), "LD_LIBRARY_PATH": "/opt/user/lib"}
+    env.pop("ZDOTDIR", None)
+    env.pop("XDG_CONFIG_HOME", None)
+    probe = 'echo "{}:$VIRTUAL_ENV|$LD_LIBRARY_PATH|$PATH|$FROM_RC"'
+    done = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "shell", "--name", "tf2.21"],
+        env=env,
+        input=f"{probe.format('in')}\ndeactivate\n{probe.format('out')}\nexit 5\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 5, done.stderr
+    said = {line.split(":", 1)[0]: line.split(":", 1)[1].split("|") for line in done.stdout.splitlines() if "|" in line}
+    virtual_env, libraries, path, from_rc = said["in"]
+    assert virtual_env == str(venv) and path.startswith(f"{venv}/bin:") and from_rc == "yes", done.stdout
+    assert libraries.split(":")[0] == f"{venv}/{SITE}/nvidia/cuda_runtime/lib"
+    assert said["out"] == ["", "/opt/user/lib", verbs_env["PATH"], "yes"], (done.stdout, done.stderr)
+    assert "`deactivate` leaves the env" in done.stderr
+
+
 # --- env names after --name ----------------------------------------------------------------------
 
 HOSTILE = ("$(touch PWNED)", "x;touch PWNED", "`touch PWNED`", "a\nb", "-rf", ".hidden", "x y")

@@ -32,14 +32,16 @@ def _where(settings: Settings) -> str:
     return f"--name {sh(settings.name)}" if settings.name else f"--prefix {sh(settings.prefix)}"
 
 
-def _attached(argv: tuple[str, ...], target, where: str) -> results.Result:
-    """``argv`` run on this terminal with the env activated (``tfgpu.envs.enter``)."""
+def _attached(argv: tuple[str, ...], target, where: str, environ: dict | None = None) -> results.Result:
+    """``argv`` run on this terminal with the env activated (``tfgpu.envs.enter``; ``environ``: the
+    environment to give it instead, when the program activates the env itself)."""
     from tfgpu import quoting
     from tfgpu.envs import enter
     from tfgpu.errors import CommandNotFoundError, OperationError
     from tfgpu.proc import Runner
 
-    environ = enter.activated_environment(target)
+    if environ is None:
+        environ = enter.activated_environment(target)
     found = enter.find_command(argv[0], environ)
     if found is None:
         if "/" in argv[0]:
@@ -104,8 +106,13 @@ def cmd_activate(settings: Settings) -> results.Result:
 
 
 def cmd_shell(settings: Settings) -> results.Result:
-    """``shell``: the user's $SHELL started inside the env; leaving it is ``exit``."""
+    """``shell``: the user's $SHELL started inside the env; leaving it is ``exit`` (in bash, zsh and
+    fish in a venv, ``deactivate`` works as after ``source bin/activate``: ``tfgpu.envs.shell_entry``)."""
+    from tfgpu.envs import shell_entry
+
     program = settings.user_shell or "/bin/sh"
     target = _enter(settings)
-    note(f"A new {program.rsplit('/', 1)[-1]} in {target.prefix}; `exit` leaves it.")
-    return _attached((program,), target, _where(settings))
+    also = "; `deactivate` leaves the env and stays in the shell" if shell_entry.deactivates(target, program) else ""
+    note(f"A new {program.rsplit('/', 1)[-1]} in {target.prefix}; `exit` leaves it{also}.")
+    with shell_entry.entered(target, program) as (argv, environ):
+        return _attached(argv, target, _where(settings), environ)
