@@ -26,6 +26,7 @@ from tfgpu.errors import UsageError
 from tfgpu.proc import Runner
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
+SITE = "lib/python3.11/site-packages"
 
 
 @pytest.fixture
@@ -264,19 +265,42 @@ def test_bytecode_is_shared_with_an_env_from_another_copy_of_the_same_wheel(tmp_
     assert all(p.stat().st_nlink > 1 for p in (third / "pkg" / "__pycache__").iterdir())
 
 
-def test_info_names_the_wheels_uv_unpacked_twice(tmp_path, local_wheels, cache_env):
-    """The same wheels from two --find-links directories (a bundle unpacked in two places) are
-    unpacked once per directory by uv: info says which, and how much the extra copies take."""
+def test_a_second_find_links_source_is_kept_once_in_the_tools_cache(tmp_path, local_wheels, cache_env):
+    """The same wheels from two --find-links directories (a bundle unpacked in two places): uv
+    unpacks them once per directory; the build then keeps one copy (``tfgpu.cache.dedupe``), so the
+    cache grows by uv's metadata only and both envs share the files."""
     import shutil
 
     again = tmp_path / "same-wheels-elsewhere"
     shutil.copytree(local_wheels, again)
     create(tmp_path / "first", local_wheels, cache_env)
-    assert kinds(cache(cache_env, "info"))["uv"]["unpacked_twice"] == {}
+    before = kinds(cache(cache_env, "info"))["uv"]
+    assert before["unpacked_twice"] == {}
     create(tmp_path / "second", again, cache_env)
-    twice = kinds(cache(cache_env, "info"))["uv"]["unpacked_twice"]
+    after = kinds(cache(cache_env, "info"))["uv"]
+    assert after["unpacked_twice"] == {}
+    # A second copy would double what the unpacked wheels take; uv's own records of the second
+    # source (its index entries, small next to real wheels, not to these stubs) are all that is added.
+    assert after["bytes"] - before["bytes"] < 0.2 * before["bytes"], (before["bytes"], after["bytes"])
+    inodes = [
+        {p.relative_to(env).as_posix(): p.stat().st_ino for p in (env / SITE / "tensorflow").rglob("*.py")}
+        for env in (tmp_path / "first", tmp_path / "second")
+    ]
+    assert inodes[0] and inodes[0] == inodes[1]
+
+
+def test_info_names_the_wheels_uv_unpacked_twice_in_the_users_cache(tmp_path, local_wheels, cache_env):
+    """The user's own uv cache is never relinked by the tool: info says what is there twice."""
+    import shutil
+
+    again = tmp_path / "same-wheels-elsewhere"
+    shutil.copytree(local_wheels, again)
+    users = {**cache_env, "TFGPU_UV_CACHE": "user", "UV_CACHE_DIR": str(tmp_path / "users-uv")}
+    create(tmp_path / "first", local_wheels, users)
+    create(tmp_path / "second", again, users)
+    twice = kinds(cache(users, "info"))["uv"]["unpacked_twice"]
     assert "tensorflow-2.21.0" in twice and all(size > 0 for size in twice.values())
-    text = run_tool("cache", "info", env={**cache_env, "COLUMNS": "300"}).stdout
+    text = run_tool("cache", "info", env={**users, "COLUMNS": "300"}).stdout
     assert "wheels unpacked twice" in text and "uv cache clean" in text
 
 

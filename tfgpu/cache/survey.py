@@ -169,11 +169,22 @@ def unpacked_twice(cache: Path) -> dict[str, int]:
         copies.setdefault((record_file.parent.name.removesuffix(".dist-info"), digest), []).append(
             record_file.parent.parent
         )
-    return {
-        name: sum(usage(copy).bytes for copy in sorted(found)[1:])
-        for (name, _), found in sorted(copies.items())
-        if len(found) > 1
-    }
+    twice = {}
+    for (name, _), found in sorted(copies.items()):
+        first, *others = sorted(found)
+        if not others:
+            continue
+        # A copy whose files are links to the first's (``tfgpu.cache.dedupe``) costs nothing more.
+        held = {(info.st_dev, info.st_ino) for _, info in _files(first)[0]}
+        extra, seen = 0, set(held)
+        for copy in others:
+            for _, info in _files(copy)[0]:
+                if (info.st_dev, info.st_ino) not in seen:
+                    seen.add((info.st_dev, info.st_ino))
+                    extra += info.st_size
+        if extra:
+            twice[name] = extra
+    return twice
 
 
 def _directories(path: Path, test=lambda name: True) -> list[Path]:

@@ -225,6 +225,21 @@ def put_link(path: Path, target: str | Path, root: Path | None = None) -> Path:
     return path
 
 
+def put_hardlink(path: Path, keep: Path, root: Path | None = None) -> Path:
+    """Make ``path`` another name of the file ``keep`` (a hard link made beside it, renamed into
+    place): one inode where two held the same bytes (``tfgpu.cache.dedupe``)."""
+    _ready(path, root)
+    partial = path.with_name(f".{path.name[:200]}.{os.getpid()}.tfgpu-tmp")
+    try:
+        _forget(partial)
+        os.link(keep, partial)
+        os.replace(partial, path)
+    except OSError as error:
+        _forget(partial)
+        raise failed(error, path) from None
+    return path
+
+
 def put_state(path: Path, state, root: Path | None = None) -> None:
     """``state`` as :func:`tfgpu.repair.plan.state_of` reads it: None (absent), ("link", target) or
     ("file", bytes, mode)."""

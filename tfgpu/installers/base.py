@@ -36,6 +36,7 @@ class StepKind(str, Enum):
     INVENTORY = "inventory"  # what the env holds -> outcome.installed
     BYTECODE_STORE = "bytecode-store"  # uv compiled: keep the .pyc files in the cache's store
     BYTECODE_REUSE = "bytecode-reuse"  # link the stored .pyc files, compile the rest
+    CACHE_DEDUPE = "cache-dedupe"  # a wheel uv unpacked twice (index and --find-links) kept once
     SOLVE = "solve"  # rattler solve of the conda specs
     LOCKED_CONDA = "locked-conda"  # the locked conda records, checked against their sha256
     CONDA_LINK = "conda-install"  # rattler links the records into the prefix

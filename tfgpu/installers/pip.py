@@ -34,6 +34,8 @@ class PipBackend(Backend):
         self.python = python
         """The interpreter to base the venv on; None lets uv provide a managed one."""
         self.pyc_store = pyc_store or cache_dir.parent / "pyc"
+        self.own_cache = False
+        """``cache_dir`` is the tool's own (not the user's uv cache): the tool may relink files in it."""
         """The bytecode store: always in the tool's own cache, even when uv's cache is the user's."""
 
     def engine(self, options: Options) -> str:
@@ -125,6 +127,17 @@ class PipBackend(Backend):
                     ),
                     env=index_env,
                 ),
+                *(
+                    (
+                        Step(
+                            StepKind.CACHE_DEDUPE,
+                            "Keep one copy of wheels uv's cache holds twice (--find-links and the index)",
+                            writes=(str(cache), str(staging)),
+                        ),
+                    )
+                    if options.find_links and self.own_cache
+                    else ()
+                ),
                 Step(
                     StepKind.BYTECODE_REUSE,
                     "Share bytecode with earlier envs (kept in the cache)",
@@ -213,6 +226,7 @@ class PipBackend(Backend):
             StepKind.BYTECODE_STORE: self._bytecode,
             StepKind.BYTECODE_REUSE: self._bytecode,
             StepKind.ACTIVATION: _wheel_activation,
+            StepKind.CACHE_DEDUPE: _one_copy,
         }
 
     def _bytecode(self, step: Step, context: Context) -> None:
@@ -228,6 +242,17 @@ class PipBackend(Backend):
         context.runner.log(f"bytecode: {compiled} compiled or stored, {reused} reused from the store")
         if reused:
             context.reporter.note(f"bytecode: {reused} files reused from earlier envs, {compiled} compiled")
+
+
+def _one_copy(step: Step, context: Context) -> None:
+    """uv keeps a ``--find-links`` directory's wheels apart from the index's, each unpacked: the
+    second copy becomes links to the first, the new env's files too (``tfgpu.cache.dedupe``)."""
+    from tfgpu.cache.dedupe import one_copy
+
+    done = one_copy(Path(step.writes[0]), Path(step.writes[1]))
+    context.runner.log(f"cache: {done.files} files of wheels unpacked twice relinked, {done.bytes} bytes")
+    if done.files:
+        context.reporter.note(f"{done.bytes / 1e6:.1f} MB of wheels uv had unpacked twice now kept once")
 
 
 def _wheel_activation(step: Step, context: Context) -> None:
@@ -261,4 +286,5 @@ def make_backend(resolution, options) -> PipBackend:
     cache = uv_cache(uv)
     backend = PipBackend(uv, cache.path, python, cache_root() / "pyc")
     backend.cache_note = f"uv cache: {cache.path} ({cache.why})"
+    backend.own_cache = not cache.shared
     return backend
