@@ -298,7 +298,7 @@ def test_info_names_the_wheels_uv_unpacked_twice_in_the_users_cache(tmp_path, lo
     users = {**cache_env, "TFGPU_UV_CACHE": "user", "UV_CACHE_DIR": str(tmp_path / "users-uv")}
     create(tmp_path / "first", local_wheels, users)
     create(tmp_path / "second", again, users)
-    twice = kinds(cache(users, "info"))["uv"]["unpacked_twice"]
+    twice = kinds(cache(users, "info"))["uv:user"]["unpacked_twice"]
     assert "tensorflow-2.21.0" in twice and all(size > 0 for size in twice.values())
     text = run_tool("cache", "info", env={**users, "COLUMNS": "300"}).stdout
     assert "wheels unpacked twice" in text and "uv cache clean" in text
@@ -321,3 +321,69 @@ def test_the_tools_cache_is_tagged_and_an_earlier_versions_is_adopted(tmp_path, 
     refused = run_tool("cache", "clean", "--json", env=cache_env)
     assert refused.returncode == 3 and json.loads(refused.stdout)["error"]["code"] == "cache-not-ours"
     assert (root / "data" / "train.csv").exists()
+
+
+def _disk(*roots: Path) -> int:
+    """Bytes of the files under ``roots``, each inode once (what the disk holds for them)."""
+    seen, total = set(), 0
+    for path in (path for root in roots for path in root.rglob("*")):
+        info = path.lstat()
+        if path.is_file() and not path.is_symlink() and (info.st_dev, info.st_ino) not in seen:
+            seen.add((info.st_dev, info.st_ino))
+            total += info.st_size
+    return total
+
+
+def test_a_wheel_from_the_index_and_from_find_links_is_kept_once(tmp_path):
+    """Real uv: one 4 MiB wheel installed from a local index, then from a --find-links directory,
+    takes twice its size in uv's cache (uv keeps each source's copy); one_copy brings the cache and
+    the envs back to one copy, uv still installs from both entries, and a copy whose bytes differ
+    from its RECORD is left as it is."""
+    import wheelhouse
+    from localindex import Server, build_index
+
+    from tfgpu.cache.dedupe import one_copy
+    from tfgpu.cache.survey import unpacked_twice
+    from tfgpu.engines.uv import find_uv
+
+    uv = find_uv()
+    wheels, uv_dir = tmp_path / "wheels", tmp_path / "uv"
+    wheelhouse.wheel(wheels, "bigpkg", "1.0", {"bigpkg/data.bin": os.urandom(4 << 20)})
+    build_index(wheels, tmp_path / "root")
+
+    def install(env: str, *source: str) -> Path:
+        subprocess.run([uv, "venv", str(tmp_path / env), "--python", sys.executable, "--no-config", "-q"], check=True)
+        python = str(tmp_path / env / "bin" / "python")
+        argv = [uv, "pip", "install", "-q", "--no-config", "--python", python, "--cache-dir", str(uv_dir), *source]
+        subprocess.run([*argv, "bigpkg"], check=True)
+        return next((tmp_path / env).rglob("data.bin"))
+
+    with Server(tmp_path / "root") as url:
+        from_index = install("a", "--default-index", url)
+    one = _disk(uv_dir)
+    from_dir = install("b", "--find-links", str(wheels), "--offline")
+    assert _disk(uv_dir) > one + (4 << 20) - 4096  # measured: the second source's copy is a second 4 MiB
+    assert unpacked_twice(uv_dir)
+    everything = (uv_dir, tmp_path / "a", tmp_path / "b")
+    before = _disk(*everything)
+
+    done = one_copy(uv_dir, tmp_path / "b")
+    assert done.files >= 3 and done.bytes >= 4 << 20
+    assert _disk(uv_dir) < one + 64 * 1024 and unpacked_twice(uv_dir) == {}
+    assert from_dir.stat().st_ino == from_index.stat().st_ino  # the env built from the second copy too
+    assert _disk(*everything) < before - (4 << 20) + 64 * 1024  # one copy for both envs and both entries
+    assert install("c", "--find-links", str(wheels), "--offline").stat().st_ino == from_index.stat().st_ino
+
+    # A copy that differs from its RECORD is not a twin: left alone.
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "bigpkg-1.0-py3-none-any.whl").write_bytes(next(wheels.glob("*.whl")).read_bytes())
+    tampered = install("d", "--find-links", str(again), "--offline")
+    tampered.unlink()
+    tampered.write_bytes(b"x" * (4 << 20))
+    archived = [p for p in uv_dir.rglob("data.bin") if p.stat().st_ino != from_index.stat().st_ino]
+    for path in archived:  # the fresh copy in the cache, made different from its RECORD
+        path.chmod(0o644)
+        path.write_bytes(b"y" * (4 << 20))
+    assert archived and one_copy(uv_dir).files == 0
+    assert all(p.read_bytes()[:1] == b"y" for p in archived)
