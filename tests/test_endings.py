@@ -89,7 +89,9 @@ def test_a_named_env_is_checked_by_name(no_gpu_wheels, tool_env):
 def test_the_closing_lines_name_the_tools_verbs_and_they_work(tmp_path, no_gpu_wheels, tool_env):
     """A named env is entered by name (``shell``, ``activate``, ``run``), with the source line too;
     the ``run`` line printed, with its example command swapped for a probe, runs in the env."""
-    done = run_tool("create", *TARGET, "--name", "closing", "--find-links", str(no_gpu_wheels), "--offline", env=tool_env)
+    done = run_tool(
+        "create", *TARGET, "--name", "closing", "--find-links", str(no_gpu_wheels), "--offline", env=tool_env
+    )
     assert done.returncode == 0, done.stderr
     prefix = Path(tool_env["TFGPU_ENVS_DIR"]) / "closing"
     lines = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip() for line in done.stdout.splitlines()[-4:-1]}

@@ -193,7 +193,11 @@ def test_a_conda_prefix_that_needs_quoting_is_activated_quoted(shell, tmp_path, 
         "fish": f"{tool} --shell fish | source; and {probe}",
     }[shell]
     done = subprocess.run(
-        [shell, "-c", line], env=verbs_env | {"SHELL": f"/bin/{shell}"}, capture_output=True, text=True, timeout=120,
+        [shell, "-c", line],
+        env=verbs_env | {"SHELL": f"/bin/{shell}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr

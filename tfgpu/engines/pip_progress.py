@@ -106,4 +106,3 @@ class PipProgress:
             self._read(_ESCAPES.sub("", self._pending))
             self._pending = ""
         self._complete()
-

@@ -52,7 +52,7 @@ def entered(target, program: str) -> Iterator[tuple[tuple[str, ...], dict[str, s
     with tempfile.TemporaryDirectory(prefix="tfgpu-shell-") as folder:
         folder = Path(folder)
         if name == "bash":
-            _private(folder / "rc", f'if [ -f ~/.bashrc ]; then . ~/.bashrc; fi\n. {quoting.sh(activate)}\n')
+            _private(folder / "rc", f"if [ -f ~/.bashrc ]; then . ~/.bashrc; fi\n. {quoting.sh(activate)}\n")
             yield (program, "--rcfile", str(folder / "rc"), "-i"), environ
             return
         # zsh reads .zshenv, then (interactive) .zshrc, from $ZDOTDIR: the user's own are sourced
