@@ -31,8 +31,12 @@ SELF_ACTIVATING = ("bash", "zsh", "fish")
 
 
 def deactivates(target, program: str) -> bool:
-    """Whether ``program`` started by :func:`entered` has a working ``deactivate``."""
-    return target.kind == "venv" and Path(program).name in SELF_ACTIVATING
+    """Whether ``program`` started by :func:`entered` has a working ``deactivate`` (a venv whose
+    activation script is there: without one, ``activated_environment`` says ``not-activatable``)."""
+    name = Path(program).name
+    if target.kind != "venv" or name not in SELF_ACTIVATING:
+        return False
+    return (target.prefix / "bin" / ("activate.fish" if name == "fish" else "activate")).is_file()
 
 
 @contextmanager
