@@ -329,7 +329,15 @@ def test_rattlers_package_downloads_become_one_transfer(capsys):
 # --- pip (--engine pip) --------------------------------------------------------------------------
 
 
-def test_a_pip_install_from_a_slow_index_reports_each_wheels_bytes(tmp_path):
+@pytest.fixture(scope="module")
+def pip_venv(tmp_path_factory) -> Path:
+    """A venv with the pip its Python bundles (``python -m venv``), as ``--engine pip`` makes it."""
+    venv = tmp_path_factory.mktemp("pip-venv") / "v"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    return venv
+
+
+def test_a_pip_install_from_a_slow_index_reports_each_wheels_bytes(tmp_path, pip_venv):
     """A real pip (the one ``python -m venv`` bundles) on a pseudo-terminal, as ``--engine pip``
     runs it; the index drips, so pip draws its bar, read back as each wheel's bytes of its size."""
     from tfgpu.engines.pip_progress import PipProgress
@@ -339,12 +347,11 @@ def test_a_pip_install_from_a_slow_index_reports_each_wheels_bytes(tmp_path):
     for name in ("bigpkg", "otherpkg"):
         wheelhouse.wheel(wheels, name, "1.0", {f"{name}/data.bin": os.urandom(3 * MIB)})
     build_index(wheels, tmp_path / "root")
-    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "v")], check=True)
     reporter = RecordingReporter()
     watch = PipProgress(reporter)
     argv = [
-        str(tmp_path / "v" / "bin" / "python"),
-        *("-m", "pip", "install", "--disable-pip-version-check", "--no-cache-dir", "--isolated"),
+        str(pip_venv / "bin" / "python"),
+        *("-m", "pip", "install", "--force-reinstall", "--disable-pip-version-check", "--no-cache-dir", "--isolated"),
     ]
     assert pip_draws(argv)
     with Server(tmp_path / "root", drip=0.002) as url:
@@ -387,3 +394,37 @@ def test_only_pip_installs_are_read_as_pips():
     assert pip_draws(["/e/bin/python", "-m", "pip", "install", "-r", "r.txt"])
     assert not pip_draws(["/e/bin/python", "-m", "pip", "list"])
     assert not pip_draws(["/x/uv", "pip", "install"])
+
+
+def test_piped_a_pip_download_ends_with_a_plain_line_of_its_bytes(tmp_path, pip_venv, capsys):
+    """What a log of ``--engine pip`` reads: a line per wheel with its bytes of its size (real pip,
+    a dripping local index, the tool's console reporter on a pipe)."""
+    from tfgpu.engines.pip_progress import PipProgress
+
+    wheelhouse.wheel(tmp_path / "wheels", "bigpkg", "1.0", {"bigpkg/data.bin": os.urandom(3 * MIB)})
+    build_index(tmp_path / "wheels", tmp_path / "root")
+    reporter = live.ConsoleReporter()
+    reporter.step(1, 1, "Install TensorFlow with pip")
+    watch = PipProgress(reporter)
+    python = str(pip_venv / "bin" / "python")
+    with Server(tmp_path / "root", drip=0.002) as url:
+        argv = [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--force-reinstall",
+            "--no-cache-dir",
+            "--isolated",
+            "--index-url",
+            url,
+            "bigpkg",
+        ]
+        done = Runner().run(argv, screen=watch.feed)
+    watch.finish()
+    reporter.close()
+    assert done.returncode == 0, done.output
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("  bigpkg 1.0: ")]
+    assert lines and re.fullmatch(
+        r"  bigpkg 1\.0: 3\.1 MB of 3\.1 MB \(100%\), [\d.]+ [kMG]?B/s in 0:0\d", lines[-1]
+    ), lines
