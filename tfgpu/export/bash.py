@@ -3,20 +3,19 @@
 The script is assembled from shell parts shipped in ``tfgpu/export/templates`` (helpers, one body
 per mode) under a generated header (what it installs and why) and a block of variables, every
 value quoted through ``tfgpu.quoting`` (shell words, one-line comments). Each step checks whether its result is already in place, so a
-second run changes nothing and says so. pip mode embeds tfgpu-install's own activation module
-(``tfgpu/envs/activation.py`` and its templates) to write the same activation and load hook.
+second run changes nothing and says so. pip mode carries tfgpu-install's own activation module
+(``tfgpu/envs/activation.py`` and its templates) as readable heredocs (``tfgpu.export.embed``) to
+write the same activation and load hook.
 """
 
 from __future__ import annotations
-
-import json
 
 from packaging.version import Version
 
 from tfgpu import __version__, quoting, untrusted
 from tfgpu.errors import ImpossibleError
+from tfgpu.export import embed
 
-HEREDOC_ACTIVATE = "TFGPU_ACTIVATE_PY"
 HEREDOC_VERIFY = "TFGPU_VERIFY_PY"
 
 
@@ -67,24 +66,6 @@ comment = quoting.comment
 
 def _array(name: str, values) -> str:
     return f"{name}=({' '.join(quoting.sh(v) for v in values)})"
-
-
-def _heredoc(text: str, delimiter: str) -> str:
-    if any(line.strip() == delimiter for line in text.splitlines()):
-        raise AssertionError(f"embedded text contains the heredoc delimiter {delimiter}")
-    return f"<<'{delimiter}'\n{text.rstrip()}\n{delimiter}"
-
-
-def activation_program() -> str:
-    """The Python program that writes a venv's activation and load hook (tfgpu's own module)."""
-    source = untrusted.package_text("tfgpu.envs", "activation.py")
-    templates = {
-        name: untrusted.package_text("tfgpu.envs", "templates", name)
-        for name in ("activate.sh", "activate.fish", "cuda_hook.py")
-    }
-    program = template("activate_env.py")
-    program = program.replace('"@ACTIVATION_SOURCE@"', repr(json.dumps(source)))
-    return program.replace('"@TEMPLATES@"', repr(json.dumps(templates)))
 
 
 def _variables(resolution) -> list[str]:
@@ -186,17 +167,12 @@ def render_bash(resolution) -> str:
         "",
         *variables,
         "",
-        f"VERIFY_PY=$(cat {_heredoc(template('verify.py'), HEREDOC_VERIFY)}\n)",
+        f"VERIFY_PY=$(cat {embed.heredoc(template('verify.py'), HEREDOC_VERIFY)}\n)",
         "",
         template("lib.sh").rstrip(),
         "",
     ]
     if mode == "pip":
-        parts += [
-            "write_activation() {",
-            f'    "$1" - "$2" {_heredoc(activation_program(), HEREDOC_ACTIVATE)}',
-            "}",
-            "",
-        ]
+        parts += [embed.write_activation_function(), ""]
     parts += [template(f"{mode}.sh").rstrip(), ""]
     return "\n".join(parts)
