@@ -71,7 +71,12 @@ comment = quoting.comment
 
 
 def _array(name: str, values) -> str:
-    return f"{name}=({' '.join(quoting.sh(v) for v in values)})"
+    """``NAME=(a b)``, or one word a line when that would be long (a reviewer reads every pin)."""
+    words = [quoting.sh(v) for v in values]
+    line = f"{name}=({' '.join(words)})"
+    if len(line) <= 100:
+        return line
+    return "\n".join([f"{name}=(", *(f"    {word}" for word in words), ")"])
 
 
 def _variables(resolution) -> list[str]:
