@@ -52,7 +52,7 @@ def test_dockerfile_parses_and_lints_clean(tf, mode, tmp_path):
     cmd = json.loads(dict(instructions)["CMD"])
     assert cmd[1].endswith("/tfgpu/verify.py")  # written into the image by a RUN, line for line:
     assert "'gpus = tf.config.list_physical_devices(\"GPU\")'" in text and f">{cmd[1]}" in text
-    assert "sys.exit(\"FAIL: TensorFlow sees no GPU" in text
+    assert 'sys.exit("FAIL: TensorFlow sees no GPU' in text
     done = subprocess.run([need("hadolint"), "--no-color", "-"], input=text, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout == "", done.stdout
 

@@ -15,8 +15,11 @@ LIMIT = 200
 
 
 def longest(made: export.Export) -> tuple[int, str]:
-    return max((len(line), f"{item.name}:{number}") for item in made.files for number, line in
-               enumerate(item.content.splitlines(), 1))
+    return max(
+        (len(line), f"{item.name}:{number}")
+        for item in made.files
+        for number, line in enumerate(item.content.splitlines(), 1)
+    )
 
 
 @pytest.mark.parametrize("tf", VERSIONS)

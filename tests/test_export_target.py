@@ -102,5 +102,7 @@ def test_what_the_project_file_says_is_not_assumed(project, capsys):
     script = unwrapped(capsys.readouterr().out)
     assert "PYTHON_VERSION=3.10" in script and "MIN_DRIVER=" in script
     assert "Python 3.10: as requested" in script
-    assert "neither --python" not in script and "--driver not given" not in script and "--gpu-cc not given" not in script
+    assert (
+        "neither --python" not in script and "--driver not given" not in script and "--gpu-cc not given" not in script
+    )
     assert DRIVER not in script and TOOLKIT not in script

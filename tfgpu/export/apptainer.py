@@ -16,8 +16,8 @@ from __future__ import annotations
 from tfgpu import quoting, requirements
 from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
-from tfgpu.export.bash import comment, default_env_name, header
 from tfgpu.export import embed
+from tfgpu.export.bash import comment, default_env_name, header
 from tfgpu.export.dockerfile import MICROMAMBA_IMAGE, VENV, _image_python, choose_image, programs
 
 NAME = "tfgpu-env.def"

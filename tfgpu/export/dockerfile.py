@@ -136,7 +136,10 @@ def _lines(resolution, what: str, image_python: str | None = None) -> list[str]:
 
 
 def _tail(resolution, python: str, user: str | None, directory: str = "/usr/local/share/tfgpu") -> list[str]:
-    lines = ["# The image's checks (build, health, verification) as files of the image.", *_write_programs(directory, programs(resolution))]
+    lines = [
+        "# The image's checks (build, health, verification) as files of the image.",
+        *_write_programs(directory, programs(resolution)),
+    ]
     if user:
         lines += [
             f"RUN groupadd --gid 10001 {user} \\",

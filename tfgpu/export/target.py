@@ -44,7 +44,9 @@ def default_python(pythons) -> tuple[str, list[dict], list[dict]] | None:
 def _python_assumption(resolution, pythons, chosen) -> str:
     python, have, lack = chosen
     ships = "; ".join(f"{row['name']}: {row['install'].format(python=python)}" for row in have)
-    others = ", ".join(f"{row['name']} ({', '.join(p for p in row['pythons'] if p in pythons) or 'none'})" for row in lack)
+    others = ", ".join(
+        f"{row['name']} ({', '.join(p for p in row['pythons'] if p in pythons) or 'none'})" for row in lack
+    )
     text = (
         f"{ASSUMED}Python {python} (neither --python nor the project file says): of the Pythons TF "
         f"{resolution.tensorflow} has wheels for ({', '.join(pythons)}), the one most common server "
