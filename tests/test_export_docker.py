@@ -50,7 +50,9 @@ def test_dockerfile_parses_and_lints_clean(tf, mode, tmp_path):
     if mode != "conda":  # micromamba's image already runs as its own non-root user
         assert ("USER", "10001:10001") in instructions
     cmd = json.loads(dict(instructions)["CMD"])
-    assert "list_physical_devices('GPU')" in cmd[2] and "sys.exit('FAIL" in cmd[2]
+    assert cmd[1].endswith("/tfgpu/verify.py")  # written into the image by a RUN, line for line:
+    assert "'gpus = tf.config.list_physical_devices(\"GPU\")'" in text and f">{cmd[1]}" in text
+    assert 'sys.exit("FAIL: TensorFlow sees no GPU' in text
     done = subprocess.run([need("hadolint"), "--no-color", "-"], input=text, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout == "", done.stdout
 
@@ -58,7 +60,7 @@ def test_dockerfile_parses_and_lints_clean(tf, mode, tmp_path):
 def test_pip_image_installs_the_pinned_cuda_wheels():
     text = render("2.13", "pip", "dockerfile").main.content
     assert "FROM python:3.11-slim" in text
-    assert "pip install --no-cache-dir tensorflow==2.13.1 nvidia-cuda-runtime-cu11==11.8.89 " in text
+    assert "pip install --no-cache-dir tensorflow==2.13.1 \\\n        nvidia-cuda-runtime-cu11==11.8.89 \\\n" in text
 
 
 def test_system_image_tag_matches_the_build():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import textwrap
 
 from tfgpu.errors import UsageError
 
@@ -24,9 +25,27 @@ def one_line(text) -> str:
     return _CONTROL.sub(" ", str(text)).strip()
 
 
+COMMENT_WIDTH = 100
+"""Where comment lines are wrapped: a generated file is reviewed in a diff, not scrolled sideways."""
+
+
 def comment(lines, mark: str = "#") -> str:
-    """Comment lines (``# ...``); a value can never end a comment and start code."""
-    return "\n".join(f"{mark} {one_line(line)}".rstrip() for line in lines)
+    """Comment lines (``# ...``); a value can never end a comment and start code. A long line is
+    wrapped at :data:`COMMENT_WIDTH` (its continuation indented); a word longer than that (a URL)
+    is not broken."""
+    out = []
+    for line in lines:
+        text = one_line(line)
+        wrapped = textwrap.wrap(
+            text,
+            width=COMMENT_WIDTH,
+            initial_indent=f"{mark} ",
+            subsequent_indent=f"{mark}     ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        out.extend(wrapped or [mark])
+    return "\n".join(out)
 
 
 def tcl_comment(lines) -> str:

@@ -270,7 +270,9 @@ def cmd_script(settings: Settings) -> results.Result:
             f"({export.DIRECTORY_FORMATS[settings.format]}): say where with -o DIR.",
             [f"tfgpu-install script --format {settings.format} -o ./tf-{settings.format}"],
         )
-    resolution, _ = resolve(settings, artefact=True)
+    from tfgpu.export.target import export_resolution
+
+    resolution = export_resolution(settings.selectors)  # never this machine's facts
     made = export.render(resolution, settings.format)
     if settings.output:
         written = export.write(made, settings.output)

@@ -147,6 +147,21 @@ SCHEMAS: dict[str, Table] = {
             )
         }
     ),
+    "server_pythons.toml": Table(
+        {
+            "distribution": Rows(
+                Table(
+                    {
+                        "name": Str("line", blank=False),
+                        "python3": Str(r"3\.[0-9]+"),
+                        "pythons": List(Str(r"3\.[0-9]+")),
+                        "install": Str("line", blank=False),
+                        **_OPT,
+                    }
+                )
+            )
+        }
+    ),
     "docker_images.toml": Table(
         {
             "image": Rows(

@@ -16,18 +16,27 @@ from __future__ import annotations
 from tfgpu import quoting, requirements
 from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
+from tfgpu.export import embed
 from tfgpu.export.bash import comment, default_env_name, header
-from tfgpu.export.dockerfile import BUILD_CHECK, MICROMAMBA_IMAGE, VENV, VERIFY, _image_python, choose_image
+from tfgpu.export.dockerfile import MICROMAMBA_IMAGE, VENV, _image_python, choose_image, programs
 
 NAME = "tfgpu-env.def"
+PROGRAMS = "/opt/tfgpu"
+"""Where the image keeps its check programs (check.py, health.py, verify.py)."""
+
+
+def _words(words: list[str]) -> str:
+    """Shell words of one %post command: on its line when short, else one a line (continued)."""
+    if len(" ".join(words)) <= 100:
+        return " ".join(words)
+    return " \\\n        ".join(words)
 
 
 def _pip(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     python = quoting.token(resolution.python, r"3\.[0-9]{1,2}", "The Python version")
     site = f"{VENV}/lib/python{python}/site-packages"
     lib_dirs, data_dir, ptxas = wheel_dirs(resolution.cuda, site)
-    libs = ":".join(lib_dirs)
-    requirements = " ".join(quoting.def_word(r, "A requirement") for r in resolution.packages.pip)
+    requirements = _words([quoting.def_word(r, "A requirement") for r in resolution.packages.pip])
     post = [
         f"python -m venv {VENV}",
         f"{VENV}/bin/pip install --no-cache-dir {requirements}",
@@ -36,7 +45,8 @@ def _pip(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     environment = [
         f"export VIRTUAL_ENV={VENV}",
         f'export PATH="{VENV}/bin:$PATH"',
-        f'export LD_LIBRARY_PATH="{libs}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"',
+        # the wheels' directories in front of what the host binds in (--nv), one a line
+        *(f'export LD_LIBRARY_PATH="{d}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"' for d in reversed(lib_dirs)),
         f"export XLA_FLAGS=--xla_gpu_cuda_data_dir={data_dir}",
     ]
     return f"python:{python}-slim", post, environment, f"{VENV}/bin/python", None
@@ -65,8 +75,8 @@ def _system(resolution) -> tuple[str, list[str], list[str], str, str | None]:
 def _conda(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     cuda = resolution.cuda_build or resolution.cuda
     cuda_mm = quoting.token(".".join(cuda.split(".")[:2]), r"[0-9]+\.[0-9]+", "The CUDA version")
-    specs = " ".join(quoting.def_word(spec, "A conda spec") for spec in resolution.packages.conda)
-    requirements = " ".join(quoting.def_word(r, "A requirement") for r in resolution.packages.pip)
+    specs = _words([quoting.def_word(spec, "A conda spec") for spec in resolution.packages.conda])
+    requirements = _words([quoting.def_word(r, "A requirement") for r in resolution.packages.pip])
     post = [
         "# The build has no driver: the solver is told which CUDA the image is for.",
         f"export CONDA_OVERRIDE_CUDA={cuda_mm} MAMBA_ROOT_PREFIX=/opt/conda",
@@ -95,13 +105,13 @@ def render_apptainer(resolution) -> str:
     )
     base = quoting.single_line(base, "The base image")
     name = quoting.token(default_env_name(resolution), quoting.NAME, "The env name")
-    check = quoting.def_word(BUILD_CHECK, "The build check")
-    verify = quoting.def_word(
-        VERIFY.format(driver=resolution.min_driver)
-        .replace("--gpus all", "--nv")
-        .replace("the NVIDIA Container Toolkit", "its libraries bound into the container"),
-        "The verification",
-    )
+    files = programs(resolution, how="with --nv", runtime="its libraries bound into the container")
+    written = []
+    for file_name, text in files.items():
+        if any(line.startswith("%") for line in text.splitlines()):  # would start a section of the file
+            raise AssertionError(f"{file_name} has a line starting with %")
+        delimiter = "TFGPU_" + file_name.upper().replace(".", "_")
+        written += embed.file_heredoc(f"{PROGRAMS}/{file_name}", text, delimiter).splitlines()
     labels = {
         "org.opencontainers.image.title": f"{name}-gpu",
         "tfgpu.tensorflow": resolution.tensorflow,
@@ -135,15 +145,18 @@ def render_apptainer(resolution) -> str:
         "%post",
         "    set -eu",
         *(f"    {line}" for line in post),
+        "    # The image's checks as files (heredocs start at the line's beginning: no indentation).",
+        f"    mkdir -p {PROGRAMS}",
+        *written,
         "    # Build-time check (no GPU needed): TensorFlow imports and is a CUDA build.",
-        f"    {python} -c {check}",
+        f"    {python} {PROGRAMS}/check.py",
         "",
         "%test",
-        f"    exec {python} -c {check}",
+        f"    exec {python} {PROGRAMS}/check.py",
         "",
         "%runscript",
         f'    if [ "$#" -gt 0 ]; then exec {python} "$@"; fi',
-        f"    exec {python} -c {verify}",
+        f"    exec {python} {PROGRAMS}/verify.py",
     ]
     return "\n".join(lines) + "\n"
 

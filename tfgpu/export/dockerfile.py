@@ -25,18 +25,46 @@ from tfgpu.export.bash import comment, default_env_name, header
 
 MICROMAMBA_IMAGE = "mambaorg/micromamba:1.5.10"  # tag of the 1.5 series; pin by digest in production
 VENV = "/opt/tf"
-VERIFY = (
-    "import sys, tensorflow as tf; gpus = tf.config.list_physical_devices('GPU'); "
-    "print('TensorFlow', tf.__version__, 'GPUs:', [g.name for g in gpus]); "
-    "gpus or sys.exit('FAIL: TensorFlow sees no GPU: run with --gpus all on a host with NVIDIA driver >= {driver} "
-    "and the NVIDIA Container Toolkit'); x = tf.random.normal((1024, 1024)); "
-    "print('OK: matmul on', tf.matmul(x, x).device)"
-)
-HEALTH = "import sys, tensorflow as tf; sys.exit(0 if tf.config.list_physical_devices('GPU') else 1)"
-BUILD_CHECK = (
-    "import tensorflow as tf; print('TensorFlow', tf.__version__, 'CUDA build:', "
-    "tf.test.is_built_with_cuda()); assert tf.test.is_built_with_cuda(), 'not a CUDA build'"
-)
+# The image's own checks, as files of the image (readable, and every line short): the build check
+# needs no GPU; the health check and the default command (the verification) need one.
+BUILD_CHECK = """import tensorflow as tf
+print("TensorFlow", tf.__version__, "CUDA build:", tf.test.is_built_with_cuda())
+assert tf.test.is_built_with_cuda(), "not a CUDA build"
+"""
+HEALTH = """import sys
+import tensorflow as tf
+sys.exit(0 if tf.config.list_physical_devices("GPU") else 1)
+"""
+VERIFY = """import sys
+import tensorflow as tf
+gpus = tf.config.list_physical_devices("GPU")
+print("TensorFlow", tf.__version__, "GPUs:", [g.name for g in gpus])
+if not gpus:
+    sys.exit("FAIL: TensorFlow sees no GPU: run it {how} on a host with NVIDIA driver >= {driver} and {runtime}")
+x = tf.random.normal((1024, 1024))
+print("OK: matmul on", tf.matmul(x, x).device)
+"""
+
+
+def programs(resolution, how: str = "with --gpus all", runtime: str = "the NVIDIA Container Toolkit") -> dict:
+    """The image's check programs by file name (``check.py``, ``health.py``, ``verify.py``)."""
+    driver = quoting.token(resolution.min_driver, r"[0-9.]+", "The driver version")
+    return {
+        "check.py": BUILD_CHECK,
+        "health.py": HEALTH,
+        "verify.py": VERIFY.format(how=how, driver=driver, runtime=runtime),
+    }
+
+
+def _write_programs(directory: str, files: dict) -> list[str]:
+    """One RUN writing ``files`` into ``directory`` (a line of each program a printf argument)."""
+    lines = [f"RUN mkdir -p {directory} \\"]
+    for name, text in files.items():
+        lines.append("    && printf '%s\\n' \\")
+        lines += [f"        {quoting.docker_word(line, 'A program line')} \\" for line in text.splitlines()]
+        lines.append(f"        >{directory}/{name} \\")
+    lines[-1] = lines[-1].removesuffix(" \\")
+    return lines
 
 
 def choose_image(resolution) -> dict:
@@ -107,8 +135,11 @@ def _lines(resolution, what: str, image_python: str | None = None) -> list[str]:
     ]
 
 
-def _tail(resolution, python: str, user: str | None) -> list[str]:
-    lines = []
+def _tail(resolution, python: str, user: str | None, directory: str = "/usr/local/share/tfgpu") -> list[str]:
+    lines = [
+        "# The image's checks (build, health, verification) as files of the image.",
+        *_write_programs(directory, programs(resolution)),
+    ]
     if user:
         lines += [
             f"RUN groupadd --gid 10001 {user} \\",
@@ -116,15 +147,21 @@ def _tail(resolution, python: str, user: str | None) -> list[str]:
             "USER 10001:10001",
             f"WORKDIR /home/{user}",
         ]
-    verify = VERIFY.format(driver=resolution.min_driver)
     lines += [
         "# Build-time check (no GPU needed): TensorFlow imports and is a CUDA build.",
-        f"RUN {quoting.docker_json([python, '-c', BUILD_CHECK])}",
+        f"RUN {quoting.docker_json([python, f'{directory}/check.py'])}",
         "HEALTHCHECK --interval=30m --timeout=2m --start-period=1m \\",
-        f"    CMD {quoting.docker_json([python, '-c', HEALTH])}",
-        f"CMD {quoting.docker_json([python, '-c', verify])}",
+        f"    CMD {quoting.docker_json([python, f'{directory}/health.py'])}",
+        f"CMD {quoting.docker_json([python, f'{directory}/verify.py'])}",
     ]
     return lines
+
+
+def _words(words: list[str]) -> str:
+    """Shell words for a RUN line: on that line when short, else one a line (backslash-continued)."""
+    if len(" ".join(words)) <= 100:
+        return " ".join(words)
+    return " \\\n        ".join(words)
 
 
 def _python(resolution) -> str:
@@ -135,8 +172,7 @@ def _pip(resolution) -> list[str]:
     python = _python(resolution)
     site = f"{VENV}/lib/python{python}/site-packages"
     lib_dirs, data_dir, ptxas = wheel_dirs(resolution.cuda, site)
-    libs = ":".join(lib_dirs)
-    requirements = " ".join(quoting.docker_word(r, "A requirement") for r in resolution.packages.pip)
+    requirements = _words([quoting.docker_word(r, "A requirement") for r in resolution.packages.pip])
     return [
         *_lines(resolution, "a Docker image (python slim base + NVIDIA's CUDA wheels)"),
         f"FROM python:{python}-slim",
@@ -146,7 +182,10 @@ def _pip(resolution) -> list[str]:
         f"    && if [ -x {ptxas} ]; then ln -s {ptxas} {VENV}/bin/ptxas; fi",
         "# The loader set-up (what the venv's load hook does): the wheels' CUDA libraries first, XLA's",
         "# libdevice; ENV reaches every process in the container (docker exec, Jupyter, cron).",
-        f"ENV LD_LIBRARY_PATH={libs} \\",
+        # one directory a line: a continuation line's leading blanks would become part of the value
+        "ENV LD_LIBRARY_PATH=\\",
+        *(f"{d}:\\" for d in lib_dirs[:-1]),
+        f"{lib_dirs[-1]} \\",
         f"    XLA_FLAGS=--xla_gpu_cuda_data_dir={data_dir}",
         *_tail(resolution, "python", "tf"),
     ]
@@ -192,8 +231,8 @@ def _tensorflow(resolution) -> str:
 def _conda(resolution) -> list[str]:
     cuda = resolution.cuda_build or resolution.cuda
     cuda_mm = quoting.token(".".join(cuda.split(".")[:2]), r"[0-9]+\.[0-9]+", "The CUDA version")
-    specs = " ".join(quoting.docker_word(spec, "A conda spec") for spec in resolution.packages.conda)
-    requirements = " ".join(quoting.docker_word(r, "A requirement") for r in resolution.packages.pip)
+    specs = _words([quoting.docker_word(spec, "A conda spec") for spec in resolution.packages.conda])
+    requirements = _words([quoting.docker_word(r, "A requirement") for r in resolution.packages.pip])
     return [
         *_lines(resolution, "a Docker image (micromamba base, CUDA and cuDNN from conda-forge)"),
         f"FROM {MICROMAMBA_IMAGE}",
@@ -206,7 +245,7 @@ def _conda(resolution) -> list[str]:
         "# What the env's activate.d script does: its CUDA libraries first, XLA's libdevice.",
         "ENV LD_LIBRARY_PATH=/opt/conda/lib XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/conda",
         "# The image's own user (mambauser) is not root; the entrypoint activates the env.",
-        *_tail(resolution, "/opt/conda/bin/python", None),
+        *_tail(resolution, "/opt/conda/bin/python", None, "/opt/conda/share/tfgpu"),
     ]
 
 

@@ -85,14 +85,14 @@ def render_lua(resolution, header: list[str]) -> str:
     ]
     lines += [f"setenv({q(var)}, under({q(rel)}))" for var, rel in variables]
     lines += [f'prepend_path("PATH", under({q(rel)}))' for rel in reversed(bins)]
-    lines += [
-        f'if isDir(under({q(rel)})) then prepend_path("LD_LIBRARY_PATH", under({q(rel)})) end' for rel in reversed(libs)
-    ]
+    for rel in reversed(libs):
+        lines += [f"if isDir(under({q(rel)})) then", f'    prepend_path("LD_LIBRARY_PATH", under({q(rel)}))', "end"]
     if data:
-        lines.append(
-            f'if isDir(pathJoin(under({q(data)}), "nvvm/libdevice")) then '
-            f'pushenv("XLA_FLAGS", "--xla_gpu_cuda_data_dir=" .. under({q(data)})) end'
-        )
+        lines += [
+            f'if isDir(pathJoin(under({q(data)}), "nvvm/libdevice")) then',
+            f'    pushenv("XLA_FLAGS", "--xla_gpu_cuda_data_dir=" .. under({q(data)}))',
+            "end",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -120,14 +120,16 @@ def render_tcl(resolution, header: list[str]) -> str:
     ]
     lines += [f"setenv {q(var)} [tfgpu_under $root {q(rel)}]" for var, rel in variables]
     lines += [f"prepend-path PATH [tfgpu_under $root {q(rel)}]" for rel in reversed(bins)]
-    lines += [
-        f"if {{[file isdirectory [tfgpu_under $root {q(rel)}]]}} {{ prepend-path LD_LIBRARY_PATH "
-        f"[tfgpu_under $root {q(rel)}] }}"
-        for rel in reversed(libs)
-    ]
+    for rel in reversed(libs):
+        lines += [
+            f"if {{[file isdirectory [tfgpu_under $root {q(rel)}]]}} {{",
+            f"    prepend-path LD_LIBRARY_PATH [tfgpu_under $root {q(rel)}]",
+            "}",
+        ]
     if data:
-        lines.append(
-            f"if {{[file isdirectory [tfgpu_under $root {q(data)}]/nvvm/libdevice]}} {{ pushenv XLA_FLAGS "
-            f'"--xla_gpu_cuda_data_dir=[tfgpu_under $root {q(data)}]" }}'
-        )
+        lines += [
+            f"if {{[file isdirectory [tfgpu_under $root {q(data)}]/nvvm/libdevice]}} {{",
+            f'    pushenv XLA_FLAGS "--xla_gpu_cuda_data_dir=[tfgpu_under $root {q(data)}]"',
+            "}",
+        ]
     return "\n".join(lines) + "\n"

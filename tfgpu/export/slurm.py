@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from tfgpu import quoting, untrusted
 from tfgpu.errors import ImpossibleError
+from tfgpu.export import embed
 from tfgpu.export.apptainer import NAME as DEF_NAME
 from tfgpu.export.apptainer import render_apptainer
-from tfgpu.export.bash import _heredoc, comment, default_env_name, header, render_bash, template
+from tfgpu.export.bash import comment, default_env_name, header, render_bash, template
 from tfgpu.export.files import ExportFile
 from tfgpu.export.modulefile import paths as module_paths
 from tfgpu.export.modulefile import render_lua, render_tcl
@@ -107,7 +108,7 @@ def render_sbatch(resolution) -> str:
             "",
             *variables,
             "",
-            f"PREFLIGHT_PY=$(cat {_heredoc(template('slurm_preflight.py'), 'TFGPU_PREFLIGHT_PY')}\n)",
+            f"PREFLIGHT_PY=$(cat {embed.heredoc(template('slurm_preflight.py'), 'TFGPU_PREFLIGHT_PY')}\n)",
             "",
             template("slurm.sh").rstrip(),
             "",

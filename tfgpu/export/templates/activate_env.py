@@ -1,18 +1,18 @@
-# Sets up a venv's CUDA libraries exactly as tfgpu-install does: the code below is tfgpu-install's
-# own activation module (tfgpu/envs/activation.py) and its templates, embedded when this
-# script was generated. Files are rewritten only when their content differs (idempotent).
+# Sets up a venv's CUDA libraries exactly as tfgpu-install does: it runs tfgpu-install's own
+# activation module (tfgpu/envs/activation.py) with its templates, which the generated script
+# wrote beside this file. Usage: python activate_env.py ENV_PREFIX FILES_DIR. Files in the env
+# are rewritten only when their content differs (idempotent).
 import json
 import os
 import sys
 import types
 from pathlib import Path
 
-ACTIVATION_SOURCE = "@ACTIVATION_SOURCE@"
-TEMPLATES = "@TEMPLATES@"
-
-root = Path(sys.argv[1])
+root, files = Path(sys.argv[1]), Path(sys.argv[2])
 changed = []
-templates = json.loads(TEMPLATES)
+templates = {
+    name: (files / name).read_text(encoding="utf-8") for name in ("activate.sh", "activate.fish", "cuda_hook.py")
+}
 
 # The activation module writes through tfgpu-install's doors (tfgpu.envs.writes, tfgpu.untrusted),
 # which the target does not have: these stand-ins keep the doors' promises that matter here
@@ -78,7 +78,8 @@ sys.modules["tfgpu"].envs, sys.modules["tfgpu"].untrusted = sys.modules["tfgpu.e
 sys.modules["tfgpu.envs"].writes = sys.modules["tfgpu.envs.writes"]
 module = types.ModuleType("tfgpu_activation")
 sys.modules[module.__name__] = module
-exec(compile(json.loads(ACTIVATION_SOURCE), "tfgpu/envs/activation.py", "exec"), module.__dict__)
+source = (files / "activation.py").read_text(encoding="utf-8")
+exec(compile(source, "tfgpu/envs/activation.py", "exec"), module.__dict__)
 module._template = templates.__getitem__
 found = sorted(root.glob("lib/python3*/site-packages"))
 if not found:

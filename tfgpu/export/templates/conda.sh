@@ -10,7 +10,9 @@ for candidate in "${TFGPU_CONDA:-}" micromamba mamba conda; do
     fi
 done
 if [ -z "$CONDA_EXE_FOUND" ]; then
-    die "no conda, mamba or micromamba on PATH. Install one (e.g. Miniforge: https://github.com/conda-forge/miniforge), or set TFGPU_CONDA=/path/to/conda; or use a pip-mode script instead (tfgpu-install script --mode pip --format bash)."
+    die "no conda, mamba or micromamba on PATH." \
+        "Install one (e.g. Miniforge: https://github.com/conda-forge/miniforge), or set TFGPU_CONDA=/path/to/conda;" \
+        "or ask for a pip-mode export of this installer (it needs no conda)."
 fi
 say "using $CONDA_EXE_FOUND"
 

@@ -80,7 +80,9 @@ find_python() {
             return 0
         fi
     done
-    die "Python $PYTHON_VERSION is needed (TensorFlow $TF_VERSION has wheels for it) and was not found. Install python$PYTHON_VERSION (with its venv module), or set TFGPU_PYTHON=/path/to/python$PYTHON_VERSION."
+    die "Python $PYTHON_VERSION is needed (TensorFlow $TF_VERSION has wheels for it) and was not found." \
+        "Install python$PYTHON_VERSION with its venv module (Debian/Ubuntu: apt-get install python$PYTHON_VERSION-venv;" \
+        "RHEL: dnf install python$PYTHON_VERSION), or set TFGPU_PYTHON=/path/to/python$PYTHON_VERSION."
 }
 
 # ensure_venv: the venv at TFGPU_PREFIX, created with the right Python unless it is there.
@@ -153,8 +155,37 @@ verify() {
     printf '%s\n' "$output" >>"$TFGPU_LOG"
     printf '%s\n' "$output" | grep -E '^(TensorFlow |FAIL|OK)' || true
     if [ "$status" != 0 ]; then
-        die "verification failed: TensorFlow $TF_VERSION does not run on a GPU here (details above and in $TFGPU_LOG; tfgpu-install doctor explains most causes)"
+        diagnose "$python"
+        die "verification failed: TensorFlow $TF_VERSION does not run on a GPU here (details above and in $TFGPU_LOG)." \
+            "Rerun this script once the machine's GPU or driver is fixed; it changes nothing that is already in place."
     fi
+}
+
+# diagnose: what this machine shows about its GPU, for the person who administers it. Only checks
+# this script can run here: the target has no tfgpu-install.
+diagnose() {
+    local driver
+    say "what this machine shows (send these lines and $TFGPU_LOG to its administrator):"
+    if ! command -v nvidia-smi >/dev/null 2>&1; then
+        say "  - nvidia-smi is not on PATH: no NVIDIA driver is installed here; one >= $MIN_DRIVER is needed"
+    else
+        driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>>"$TFGPU_LOG" | head -n 1 | tr -d '[:space:]')" ||
+            driver=""
+        if [ -z "$driver" ]; then
+            say "  - nvidia-smi runs but reports no GPU: the driver is not loaded, or no GPU is visible to this machine"
+        elif version_ge "$driver" "$MIN_DRIVER"; then
+            say "  - NVIDIA driver $driver (>= $MIN_DRIVER needed: ok)"
+        else
+            say "  - NVIDIA driver $driver is older than the $MIN_DRIVER this TensorFlow needs: the driver must be upgraded"
+        fi
+    fi
+    if ! compgen -G '/dev/nvidia[0-9]*' >/dev/null; then
+        say "  - no /dev/nvidia0: no GPU device here (a container needs --gpus all or a GPU request)"
+    fi
+    if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+        say "  - CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' limits which GPUs TensorFlow may see"
+    fi
+    say "  - check again by hand: $1 -c 'import tensorflow as tf; print(tf.config.list_physical_devices(\"GPU\"))'"
 }
 
 finish() {

@@ -13,8 +13,8 @@ except Exception as error:  # a stand-in or broken TensorFlow is a failure, not 
     sys.exit(1)
 print("TensorFlow %s, GPUs: %s" % (tf.__version__, [g.name for g in gpus]))
 if not gpus:
-    print("FAIL: TensorFlow sees no GPU (driver >= %s needed; run `nvidia-smi`, then "
-          "`tfgpu-install doctor`)" % min_driver)
+    print("FAIL: TensorFlow sees no GPU (an NVIDIA driver >= %s and a visible GPU are needed; "
+          "`nvidia-smi` shows both)" % min_driver)
     sys.exit(1)
 with tf.device("/GPU:0"):
     x = tf.random.normal((1024, 1024))

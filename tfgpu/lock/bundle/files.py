@@ -163,22 +163,39 @@ bundle=$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)
 want={q(python)}
 tool_version={q(tool_version)}
 
-python=${{TFGPU_PYTHON:-}}
-if [ -z "$python" ]; then
-    for candidate in "python$want" python3; do
-        if command -v "$candidate" >/dev/null 2>&1; then
-            python=$(command -v "$candidate")
-            break
-        fi
-    done
+# The interpreter: TFGPU_PYTHON, else python$want, else python3. Each candidate is run before it is
+# trusted: `command -v` also finds a broken pyenv shim or a stale link, which fails only when run.
+version_of() {{
+    "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null
+}}
+python=
+tried=()
+if [ -n "${{TFGPU_PYTHON:-}}" ]; then
+    candidates=("$TFGPU_PYTHON")
+else
+    candidates=("python$want" python3)
 fi
+for candidate in "${{candidates[@]}}"; do
+    found=$(command -v "$candidate" 2>/dev/null || true)
+    if [ -z "$found" ]; then
+        tried+=("$candidate: not found")
+        continue
+    fi
+    status=0
+    have=$(version_of "$found") || status=$?
+    if [ "$status" != 0 ]; then
+        tried+=("$found: does not run (exit $status)")
+    elif [ "$have" != "$want" ]; then
+        tried+=("$found: Python $have")
+    else
+        python=$found
+        break
+    fi
+done
 if [ -z "$python" ]; then
-    echo "error: this bundle needs Python $want, and none was found (set TFGPU_PYTHON)." >&2
-    exit 3
-fi
-have=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-if [ "$have" != "$want" ]; then
-    echo "error: this bundle is for Python $want, but $python is Python $have (set TFGPU_PYTHON)." >&2
+    echo "error: this bundle needs Python $want, and no working one was found:" >&2
+    printf '  %s\n' "${{tried[@]}}" >&2
+    echo "Install Python $want, or set TFGPU_PYTHON=/path/to/python$want." >&2
     exit 3
 fi
 

@@ -103,7 +103,8 @@ and no network (`install.sh` uses the bundle's own uv, so Python's `venv`/`ensur
     ./install.sh /path/to/env            # makes a venv for tfgpu-install from tool/, then:
     tfgpu-install create --from-bundle . --prefix /path/to/env
 
-`install.sh` takes Python from `TFGPU_PYTHON`, else `python{meta["python"]}`, else `python3`; it keeps
+`install.sh` takes Python from `TFGPU_PYTHON`, else `python{meta["python"]}`, else `python3`, running
+each one first (a broken shim is passed over, a wrong version named); it keeps
 tfgpu-install in `~/.local/share/tfgpu-install/tool-{__version__}-py{meta["python"]}` (`TFGPU_TOOL_ENV` overrides).
 Extra arguments go to `create` (for example `--no-verify`, `--force`, `--jupyter`).
 
