@@ -51,13 +51,10 @@ def newest_fit(target: Target, mode: str, pre: bool = False, tf_source: str | No
 def _no_fit(request: Request, target: Target, releases) -> ImpossibleError:
     first = evaluate(releases[0], target, request.mode, request.tf_source).failure
     alternatives = list(first.alternatives)
-    if len(releases) > 1:
-        message = (
-            f"No release matching --tf {request.tf or 'latest'} fits this target. "
-            f"The newest, TF {releases[0].version}: {first.message}"
-        )
-    else:
-        message = first.message
+    if first.code == "gpu-arch-cannot-run":
+        # ways_forward already names the newest release the sources do not say fails, first.
+        return ImpossibleError(first.code, _many(request, releases, first), alternatives)
+    message = _many(request, releases, first)
     fit = (
         newest_fit(target, request.mode, request.pre, request.tf_source) if request.tf not in (None, "latest") else None
     )
@@ -75,6 +72,15 @@ def _no_fit(request: Request, target: Target, releases) -> ImpossibleError:
             "NVIDIA's NGC TensorFlow containers (nvcr.io/nvidia/tensorflow) are built for current GPUs and drivers."
         )
     return ImpossibleError(first.code, message, alternatives)
+
+
+def _many(request: Request, releases, first) -> str:
+    if len(releases) > 1:
+        return (
+            f"No release matching --tf {request.tf or 'latest'} fits this target. "
+            f"The newest, TF {releases[0].version}: {first.message}"
+        )
+    return first.message
 
 
 def _resolution(ev: Evaluation, how: str, rejected: list[Rejection], host) -> Resolution:

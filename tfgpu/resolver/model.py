@@ -82,6 +82,8 @@ class Target:
     gpu_source: str
     glibc: str | None
     running_python: str | None
+    allow_unsupported_gpu: bool = False
+    """``--allow-unsupported-gpu``: a cannot-run architecture verdict warns instead of failing."""
 
 
 @record

@@ -78,7 +78,7 @@ def new_gpu_notices(
     """``blackwell-ptx-jit`` (the driver JIT is what runs) and ``blackwell-xla-ptx`` (XLA cannot
     target the GPU) for a GPU listed in ptx.toml; [] for other GPUs."""
     row = target_row(cc)
-    if row is None:
+    if row is None or row.get("family") != "Blackwell":
         return []
     sm, need, name = f"sm_{cc.replace('.', '')}", row["min_ptx_isa"], row["name"]
     notices = []

@@ -102,7 +102,7 @@ def rate(tf, device, n, dtype, warm_seconds=1.0, rounds=7, per_round=20, min_war
     median = statistics.median(rates)
     return {"median": _shown(median), "min": _shown(min(rates)), "max": _shown(max(rates)),
             "spread_pct": round((max(rates) - min(rates)) / median * 100, 1), "warmup_calls": calls,
-            "rounds": rounds, "per_round": per_round}
+            "rounds": rounds, "per_round": per_round, "median_exact": median}
 
 
 def _shown(tflops):
