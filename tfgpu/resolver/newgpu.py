@@ -86,7 +86,10 @@ def new_gpu_notices(
     driver_text = f" and only with a driver that knows {sm}: >= {driver} (CUDA {driver_cuda}'s)" if driver else ""
     if coverage is gpu.Coverage.PTX_JIT:
         ptx = _newest_ptx(wheel.compute_capabilities)
-        isa = f"PTX ISA {wheel.ptx_isa}" if wheel.ptx_isa else "its PTX ISA unrecorded"
+        from tfgpu.resolver.archtruth import wheel_ptx  # archtruth builds on this module
+
+        read = wheel_ptx(release, wheel)[1]
+        isa = f"PTX ISA {read}" if read else "its PTX ISA unrecorded"
         message = (
             f"TF {release.version} has no SASS for compute capability {cc}, {name}: what runs is its "
             f"newest PTX, {ptx} ({isa}), JIT-compiled by the driver for {sm} at start-up: minutes the first "
