@@ -63,7 +63,9 @@ def _release(version: str) -> tables.Release:
 def test_each_rows_answer_is_what_the_resolver_does(row):
     release = _release(row["tensorflow"])
     for allow in (False, True):
-        request = make_request(os="linux", arch="x86_64", driver="580.65.06", gpu_cc=row["cc"], allow_unsupported_gpu=allow)
+        request = make_request(
+            os="linux", arch="x86_64", driver="580.65.06", gpu_cc=row["cc"], allow_unsupported_gpu=allow
+        )
         ev = evaluate(release, make_target(request, None), "pip")
         blocked = ev.failure is not None and ev.failure.code == "gpu-arch-cannot-run"
         assert blocked == (row["verdict"] == archtruth.CANNOT_RUN and not allow), (row, ev.failure)

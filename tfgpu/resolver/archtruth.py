@@ -14,7 +14,6 @@ asks ``judge`` (the same function), so the table and the plan cannot disagree. P
 
 from __future__ import annotations
 
-from tfgpu.data import derived
 from tfgpu.records import named_tuple
 from tfgpu.resolver import gpu, newgpu, tables
 from tfgpu.versions import Range, parse
@@ -37,11 +36,6 @@ class Truth:
     source: tuple[str, ...]
 
 
-@derived
-def _fatbin_rows() -> dict[str, dict]:
-    return {row["tensorflow"]: row for row in tables.load_toml("arch_support.toml").get("fatbin", [])}
-
-
 def judged_ccs() -> tuple[str, ...]:
     """The compute capabilities ptx.toml has a ``[[target]]`` row for (the ones judged here)."""
     return tuple(row["cc"] for row in newgpu._table().get("target", []))
@@ -53,14 +47,7 @@ def target_name(cc: str) -> str:
     return row.get("name") or f"sm_{cc.replace('.', '')}"
 
 
-def wheel_ptx(release: tables.Release, wheel: tables.Wheel) -> tuple[tuple[str, ...], str, str]:
-    """(compute capabilities, PTX ISA of the newest embedded PTX, the source key of that ISA)."""
-    if wheel.ptx_isa:
-        return wheel.compute_capabilities, wheel.ptx_isa, "WHL-FATBIN"
-    row = _fatbin_rows().get(str(release.version))
-    if row:
-        return tuple(row["compute_capabilities"]) or wheel.compute_capabilities, row["ptx_isa"], "WHL-FATBIN"
-    return wheel.compute_capabilities, "", ""
+wheel_ptx = newgpu.wheel_ptx
 
 
 def _keras_uses_xla(release: tables.Release) -> dict | None:
@@ -119,7 +106,7 @@ def judge(release: tables.Release, wheel: tables.Wheel, cc: str) -> Truth | None
                 sources.append("ISS-111958")
             why.append(
                 f"XLA: built with CUDA {wheel.cuda}, emits at most PTX ISA {emitted}, whatever ptxas is "
-                f'installed; {sm} needs >= {need} ("PTX version {emitted} does not support target \'{sm}\'")'
+                f"installed; {sm} needs >= {need} (\"PTX version {emitted} does not support target '{sm}'\")"
             )
     else:
         xla = "unknown"

@@ -19,6 +19,21 @@ def _table() -> dict:
     return tables.load_toml("ptx.toml")
 
 
+@derived
+def _fatbin_rows() -> dict[str, dict]:
+    return {row["tensorflow"]: row for row in tables.load_toml("arch_support.toml").get("fatbin", [])}
+
+
+def wheel_ptx(release: tables.Release, wheel: tables.Wheel) -> tuple[tuple[str, ...], str, str]:
+    """(compute capabilities, PTX ISA of the newest embedded PTX, the source key of that ISA)."""
+    if wheel.ptx_isa:
+        return wheel.compute_capabilities, wheel.ptx_isa, "WHL-FATBIN"
+    row = _fatbin_rows().get(str(release.version))
+    if row:
+        return tuple(row["compute_capabilities"]) or wheel.compute_capabilities, row["ptx_isa"], "WHL-FATBIN"
+    return wheel.compute_capabilities, "", ""
+
+
 def target_row(cc: str) -> dict | None:
     """The ptx.toml ``[[target]]`` row of a compute capability ("12.0"), if it has one."""
     return next((row for row in _table().get("target", []) if row["cc"] == cc), None)
@@ -86,8 +101,6 @@ def new_gpu_notices(
     driver_text = f" and only with a driver that knows {sm}: >= {driver} (CUDA {driver_cuda}'s)" if driver else ""
     if coverage is gpu.Coverage.PTX_JIT:
         ptx = _newest_ptx(wheel.compute_capabilities)
-        from tfgpu.resolver.archtruth import wheel_ptx  # archtruth builds on this module
-
         read = wheel_ptx(release, wheel)[1]
         isa = f"PTX ISA {read}" if read else "its PTX ISA unrecorded"
         message = (

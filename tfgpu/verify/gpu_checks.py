@@ -151,15 +151,6 @@ def _epoch_seconds(tf, device, batch, samples, mixed=False):
         policy.set_global_policy(previous)
 
 
-def matmul_speedup(matmul):
-    """The fp32 matmul's device/CPU ratio from the unrounded medians (``median_exact``): the shown
-    figures are rounded (three significant digits for a CPU's 0.04 TFLOP/s), and a ratio of
-    rounded figures is off by up to the rounding of both."""
-    fp32, cpu = matmul["dtypes"]["fp32"], matmul["cpu_fp32"]
-    device = fp32.get("median_exact", fp32.get("median"))
-    return device / max(cpu.get("median_exact", cpu["median"]), 1e-9) if device else 0.0
-
-
 def bench(tf, device, peaks=(), compute_capability="", samples=60000, matmul_n=8192, cpu_matmul_n=4096):
     """The seeds' MNIST-shaped CNN on CPU vs ``device`` (synthetic data) and compute-bound matmuls
     (``matmul_bench``: warmed, synced, repeated, median, held to the GPU's peak).
@@ -183,7 +174,7 @@ def bench(tf, device, peaks=(), compute_capability="", samples=60000, matmul_n=8
     result["matmul"] = matmul_bench.matmul_figures(tf, device, list(peaks), compute_capability, n=matmul_n,
                                                    cpu_n=cpu_matmul_n)
     fp32 = result["matmul"]["dtypes"]["fp32"].get("median")
-    matmul_ratio = matmul_speedup(result["matmul"])
+    matmul_ratio = matmul_bench.matmul_speedup(result["matmul"])
     best_cnn = max(row["speedup"] for row in result["cnn"])
     result["matmul_speedup"] = round(matmul_ratio, 1)
     result["overhead_bound"] = bool(fp32) and best_cnn < 0.2 * matmul_ratio

@@ -112,6 +112,15 @@ def _shown(tflops):
     return round(tflops, 1) if tflops >= 10 else float(f"{tflops:.3g}")
 
 
+def matmul_speedup(matmul):
+    """The fp32 matmul's device/CPU ratio from the unrounded medians (``median_exact``): the shown
+    figures are rounded (three significant digits for a CPU's 0.04 TFLOP/s), and a ratio of
+    rounded figures is off by up to the rounding of both."""
+    fp32, cpu = matmul["dtypes"]["fp32"], matmul["cpu_fp32"]
+    device = fp32.get("median_exact", fp32.get("median"))
+    return device / max(cpu.get("median_exact", cpu["median"]), 1e-9) if device else 0.0
+
+
 def _wait(product):
     """Copy one element to the host: returns once every kernel queued before it has run."""
     return product[0, 0].numpy()
