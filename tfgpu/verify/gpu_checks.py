@@ -37,6 +37,21 @@ def xla(tf, device):
     return {"ok": ok, "max_relative_error": error, "compile_seconds": round(seconds, 2)}
 
 
+def elementwise(tf, device):
+    """Element-wise ops (multiply, tanh, add) that TensorFlow runs with its own generated kernels,
+    not cuBLAS/cuDNN: on a GPU without SASS for them they come from the driver's PTX JIT."""
+    x = np.linspace(-2, 2, 65536, dtype=np.float32)
+    with tf.device("/CPU:0"):
+        expected = (tf.tanh(x) * x + x).numpy()
+    try:
+        with tf.device(device):
+            result = (tf.tanh(x) * x + x).numpy()
+    except Exception as error:  # noqa: BLE001 - the failure is the finding
+        return {"ok": False, "error": str(error).strip().splitlines()[0][:300]}
+    error, ok = _close(result, expected, 1e-4)
+    return {"ok": ok, "max_relative_error": error}
+
+
 def conv(tf, device):
     """A cuDNN convolution (NHWC, 3x3) compared with the CPU's."""
     rng = np.random.default_rng(1)
