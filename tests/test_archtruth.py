@@ -160,3 +160,31 @@ def test_ptx_toml_ways_forward_cite_sources():
     for row in table["way_forward"]:
         assert row["source"] and set(row["source"]) <= known
     assert set(table["keras_xla"]["source"]) <= known
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["create", "--dry-run", "--prefix", "{tmp}/env"],
+        ["lock", "--output", "{tmp}/tf.lock", "--platform", "linux-64"],
+        ["bundle", "--output", "{tmp}/bundle", "--platform", "linux-64"],
+        ["script", "--format", "bash", "--os", "linux", "--arch", "x86_64"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_every_resolving_command_stops_before_writing_or_downloading(argv, tmp_path):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    common = ["--tf", "2.21", "--gpu-cc", "12.0", "--driver", "580.65.06", "--no-detect", "--no-project", "--json"]
+    done = tfgpu(*argv, *common)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert json.loads(done.stdout)["error"]["code"] == "gpu-arch-cannot-run"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_create_dry_run_goes_on_with_allow_unsupported_gpu(tmp_path):
+    done = tfgpu(
+        "create", "--dry-run", "--prefix", str(tmp_path / "env"), "--tf", "2.21", "--gpu-cc", "12.0",
+        "--allow-unsupported-gpu", *TARGET,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "gpu-arch-cannot-run-allowed" in done.stdout + done.stderr
