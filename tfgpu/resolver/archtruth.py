@@ -38,7 +38,7 @@ class Truth:
 
 def judged_ccs() -> tuple[str, ...]:
     """The compute capabilities ptx.toml has a ``[[target]]`` row for (the ones judged here)."""
-    return tuple(row["cc"] for row in newgpu._table().get("target", []))
+    return tuple(row["cc"] for row in newgpu.ptx_table().get("target", []))
 
 
 def target_name(cc: str) -> str:
@@ -51,7 +51,7 @@ wheel_ptx = newgpu.wheel_ptx
 
 
 def _keras_uses_xla(release: tables.Release) -> dict | None:
-    row = newgpu._table().get("keras_xla")
+    row = newgpu.ptx_table().get("keras_xla")
     return row if row and release.version in Range(row["tensorflow"]) else None
 
 
@@ -72,9 +72,9 @@ def judge(release: tables.Release, wheel: tables.Wheel, cc: str) -> Truth | None
         kernels = "native"
         why.append(f"kernels: SASS for {cc} in the wheel ({gpu.describe(caps)})")
     elif coverage is gpu.Coverage.PTX_JIT:
-        ptx = newgpu._newest_ptx(caps)
+        ptx = newgpu.newest_ptx(caps)
         ptx_text = f"{ptx}, PTX ISA {isa}" if isa else f"{ptx}, PTX ISA not read"
-        report = newgpu._jit_report(release, cc)
+        report = newgpu.jit_report(release, cc)
         if report:
             kernels = "jit-fails"
             sources += report["source"]
@@ -143,8 +143,8 @@ def ways_forward(release: tables.Release, cc: str) -> tuple[str, ...]:
             f"TF {better.tensorflow} is the newest release the sources do not say fails on {cc}: "
             f"{better.why} (--tf {better.tensorflow})"
         )
-    cuda = newgpu._cuda_for_isa(need) if need else ""
-    for row in newgpu._table().get("way_forward", []):
+    cuda = newgpu.cuda_for_isa(need) if need else ""
+    for row in newgpu.ptx_table().get("way_forward", []):
         out.append(row["text"].format(sm=sm, cc=cc, cuda=cuda or "12.8", need=need or "?") + ".")
     out.append(
         "--allow-unsupported-gpu installs it anyway, knowing the risk; then run without XLA "
