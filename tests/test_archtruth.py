@@ -123,6 +123,10 @@ def test_plan_for_2_13_says_what_runs_instead_of_stopping(cc):
     codes = [w["code"] for w in plan["warnings"]]
     assert {"gpu-ptx-jit", "blackwell-ptx-jit", "blackwell-xla-ptx"} <= set(codes)
     assert any(f"Compute capability {cc}" in r and ": ptx-jit." in r for r in plan["reasons"])
+    (answer,) = plan["architecture"]
+    row = next(r for r in ROWS if r["tensorflow"] == "2.13.1" and r["cc"] == cc)
+    assert answer == {key: row[key] for key in ("tensorflow", "cc", "kernels", "xla", "verdict", "why", "source")}
+    assert set(answer["source"]) <= set(plan["sources"])
 
 
 def test_allow_unsupported_gpu_proceeds_and_names_the_risk():

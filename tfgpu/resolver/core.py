@@ -91,6 +91,8 @@ def _resolution(ev: Evaluation, how: str, rejected: list[Rejection], host) -> Re
     sources = set(release.source) | set(series.source if series else ())
     if ev.need:
         sources |= set(ev.need.source)
+    for truth in ev.truths.values():
+        sources |= set(truth.source)
     return Resolution(
         tensorflow=str(release.version),
         package=ev.metal.package if ev.metal else release.gpu_package,
@@ -115,4 +117,5 @@ def _resolution(ev: Evaluation, how: str, rejected: list[Rejection], host) -> Re
         sources=tuple(sorted(sources)),
         prerelease=release.version.is_prerelease,
         tensorflow_source=ev.tf_source,
+        architecture=tuple(ev.truths.values()),
     )
