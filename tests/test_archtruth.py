@@ -192,3 +192,13 @@ def test_create_dry_run_goes_on_with_allow_unsupported_gpu(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "gpu-arch-cannot-run-allowed" in done.stdout + done.stderr
+
+
+def test_the_fatbins_confirm_what_build_info_lists():
+    """Two primary sources of the same fact: build_info.py (tensorflow.toml) and the fatbin headers."""
+    fatbin = {row["tensorflow"]: row for row in load("arch_support.toml")["fatbin"]}
+    assert len(fatbin) >= 10
+    for version, row in fatbin.items():
+        wheel = _release(version).wheels["linux_x86_64"]
+        assert list(wheel.compute_capabilities) == row["compute_capabilities"], version
+        assert row["ptx_isa"] == max(row["ptx_versions"], key=lambda v: tuple(map(int, v.split("."))))

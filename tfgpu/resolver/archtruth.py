@@ -117,6 +117,7 @@ def judge(release: tables.Release, wheel: tables.Wheel, cc: str) -> Truth | None
             sources += keras["source"]
             why.append(f"Keras: model.compile defaults to {keras['default']}, which compiles with XLA unasked")
         else:
+            sources += newgpu.ptx_table().get("keras_xla", {}).get("before_source", [])
             why.append("Keras: tf.keras 2.x compiles with XLA only when asked (jit_compile=True)")
     if kernels in ("none", "jit-fails") or (xla == "fails" and keras):
         verdict = CANNOT_RUN
