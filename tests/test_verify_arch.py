@@ -101,3 +101,16 @@ def test_a_failure_on_a_gpu_without_sass_names_the_architecture_and_the_sources(
 def test_a_failure_on_a_gpu_with_sass_says_nothing_of_the_architecture():
     error = failure(_report("9.0", native=True))
     assert "carries no SASS" not in error.message
+
+
+def test_the_human_report_shows_the_architecture_note_and_the_elementwise_check(monkeypatch, capsys):
+    from tfgpu import render
+
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+    render.verify(_report("12.0", native=False), reason=False)
+    out = capsys.readouterr().out
+    assert "no SASS for CC 12.0 in this wheel" in out
+    assert "elementwise: 'cuLaunchKernel(...)' failed with 'CUDA_ERROR_INVALID_HANDLE'" in out
+    assert "xla: LLVM ERROR: PTX version 8.5 does not support target 'sm_120'" in out
