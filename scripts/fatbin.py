@@ -283,3 +283,53 @@ class ImageReader:
 
     def seek(self, offset: int) -> None:
         self.pos = offset
+
+
+def read_release(
+    version: str, fetcher, index_url: str = "https://pypi.org/pypi", cache_dir: Path | None = None, log=lambda m: None
+) -> dict:
+    """The SASS, PTX and PTX ISA of ``tensorflow==version``'s Linux x86_64 wheel, read from its fatbins
+    (what ``scripts/regen_arch_support.py`` records for releases whose build_info already lists
+    their architectures, so the tensorflow.toml row carries no PTX ISA)."""
+    from tfgpu.datasource.releases import Index, best_wheel
+    from tfgpu.datasource.remote_zip import central_directory
+
+    index = Index(fetcher, index_url)
+    wheels = index.wheels("tensorflow", version).get("linux_x86_64")
+    if not wheels:
+        raise SourceError(f"tensorflow {version}: no linux_x86_64 wheel on {index_url}")
+    wheel = best_wheel(wheels)
+    entries = tuple(central_directory(lambda a, b: fetcher.range(wheel.url, a, b), wheel.size))
+    scanner = FatbinScanner(fetcher, cache_dir, log)
+    scan_result = scanner(wheel, entries)
+    found = scanner.scanned[wheel.filename]["found"]
+    return {
+        "tensorflow": version,
+        "wheel": wheel.filename,
+        "member": scanner.scanned[wheel.filename]["member"],
+        "compute_capabilities": list(scan_result.compute_capabilities) if scan_result else [],
+        "ptx_isa": scan_result.ptx_isa if scan_result else "",
+        "ptx_versions": ["{}.{}".format(*v) for v in found["ptx_versions"]],
+    }
+
+
+def main(argv=None) -> int:
+    """``python scripts/fatbin.py --cache DIR 2.21.0 2.13.1``: one JSON line per release."""
+    import argparse
+    import sys
+
+    from tfgpu.datasource.http import Fetcher
+
+    parser = argparse.ArgumentParser(description="Read the SASS/PTX of TensorFlow wheels from their fatbins.")
+    parser.add_argument("versions", nargs="+")
+    parser.add_argument("--cache", type=Path, help="directory caching byte ranges and scans")
+    args = parser.parse_args(argv)
+    fetcher = Fetcher(None)  # the scans are cached, not the hundreds of MB of ranges behind them
+    for version in args.versions:
+        found = read_release(version, fetcher, cache_dir=args.cache, log=lambda m: print(m, file=sys.stderr))
+        print(json.dumps(found), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -274,7 +274,8 @@ def test_ptx_targets():
     ccs = [Version(r["cc"]) for r in doc["target"]]
     assert ccs == sorted(ccs)
     for r in doc["target"]:
-        assert Version(r["min_ptx_isa"]) >= Version("8.6"), r["cc"]
+        # Blackwell targets need PTX ISA 8.6+; the Hopper control (sm_90) came with 7.8.
+        assert Version(r["min_ptx_isa"]) >= Version("8.6" if r["family"] == "Blackwell" else "7.8"), r["cc"]
     for cuda, isa in doc["xla"]["cuda_to_ptx_isa"].items():
         Version(cuda), Version(isa)
     for r in doc["jit_report"]:

@@ -598,6 +598,7 @@ PLAN_MAY_IMPORT = {
     *(
         f"tfgpu.resolver.{name}"
         for name in (
+            "archtruth",
             "candidates",
             "core",
             "drivers",

@@ -365,3 +365,14 @@ def test_shipped_file_records_where_each_fact_came_from(shipped):
                 "wheel",
                 "source",
             } <= set(wheel)
+
+
+def test_fatbin_read_release_gives_the_ptx_isa_regen_arch_support_records(index_url, tmp_path):
+    """scripts/fatbin.py's read_release (what regen_arch_support.py --scan calls), on the recorded
+    2.22.0rc0 wheel: the same architectures and PTX ISA the regenerated tensorflow.toml row has."""
+    from tfgpu.datasource.http import Fetcher
+
+    found = fatbin.read_release("2.22.0rc0", Fetcher(None), index_url=index_url, cache_dir=tmp_path)
+    assert found["compute_capabilities"] == ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"]
+    assert found["ptx_isa"] == "8.5" and "8.5" in found["ptx_versions"]
+    assert found["wheel"].startswith("tensorflow-2.22.0rc0-") and found["wheel"].endswith("_x86_64.whl")

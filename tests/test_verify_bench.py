@@ -172,3 +172,21 @@ def test_real_tensorflow_on_the_cpu_agrees_with_a_long_reference_loop(real_tf_en
     result = json.loads(done.stdout.strip().splitlines()[-1])
     ours, reference = result["ours"]["median"], result["reference"]
     assert abs(ours - reference) / reference < 0.3, result
+
+
+def test_the_matmul_speedup_uses_the_unrounded_cpu_and_device_figures():
+    """A CPU at 0.044449 TFLOP/s is shown as 0.0444 and a GPU at 49.96 as 50.0: the speed-up is
+    computed from what was measured (1124.0x), not from the shown figures (1126.1x)."""
+    cpu = {"median": matmul_bench._shown(0.044449), "median_exact": 0.044449}
+    fp32 = {"median": matmul_bench._shown(49.96), "median_exact": 49.96}
+    assert (cpu["median"], fp32["median"]) == (0.0444, 50.0)
+    ratio = matmul_bench.matmul_speedup({"dtypes": {"fp32": fp32}, "cpu_fp32": cpu})
+    assert ratio == pytest.approx(49.96 / 0.044449)
+    assert round(ratio, 1) != round(50.0 / 0.0444, 1)
+
+
+def test_rate_keeps_the_unrounded_median_beside_the_shown_one():
+    stream = FakeStream(slow_first_calls=0)
+    figure = matmul_bench.rate(FakeTF(stream), "/GPU:0", N, "float32", clock=stream.clock)
+    assert figure["median"] == matmul_bench._shown(figure["median_exact"])
+    assert figure["median_exact"] == pytest.approx(TRUE_TFLOPS, rel=0.01)

@@ -166,6 +166,11 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "driver-too-old": (ImpossibleError, "The driver is older than the release's CUDA needs."),
     "gpu-too-old": (ImpossibleError, "The GPU's compute capability is below the release's minimum."),
     "gpu-arch-unsupported": (ImpossibleError, "The release carries neither SASS nor PTX this GPU can run."),
+    "gpu-arch-cannot-run": (
+        ImpossibleError,
+        "The sources say the release cannot run on the GPU's architecture (kernels or XLA); "
+        "--allow-unsupported-gpu proceeds anyway.",
+    ),
     "python-unsupported": (ImpossibleError, "The release has no wheel for this Python."),
     "glibc-too-old": (ImpossibleError, "The host's glibc is older than the wheels need."),
     "no-pip-cuda-wheels": (ImpossibleError, "No NVIDIA pip wheels exist for this release's CUDA (pip mode)."),

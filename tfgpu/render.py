@@ -334,7 +334,14 @@ def verify(report: dict, reason: bool = True) -> None:
             f"(max rel. error {gpu.get('max_relative_error', float('nan')):.1e}), "
             f"{gpu.get('tflops', '?')} TFLOP/s, first call {gpu.get('first_call_seconds', '?')} s"
         )
-        for part in ("xla", "conv", "mixed_precision"):
+        if gpu.get("native_kernels") is False:
+            _out.print(
+                f"      no SASS for CC {escape(str(gpu.get('compute_capability')))} in this wheel: its kernels run "
+                "from the driver's PTX JIT, and XLA was checked in a process of its own"
+            )
+        for part in ("elementwise", "xla", "conv", "mixed_precision"):
+            if part not in gpu:
+                continue  # a report from an older check_env.py
             check = gpu.get(part) or {}
             mark = "[green]✓[/]" if check.get("ok") else "[red]✗[/]"
             detail = (

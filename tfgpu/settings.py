@@ -37,6 +37,7 @@ class Selectors:
     gpu_cc: str | None = None
     pre: bool = False
     tf_source: str | None = None
+    allow_unsupported_gpu: bool = False
 
     def as_dict(self) -> dict:
         return as_dict(self)

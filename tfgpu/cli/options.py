@@ -66,6 +66,13 @@ OPTIONS: dict[str, Option] = {
         "conda mode: TensorFlow from PyPI (default) or conda-forge's CUDA build",
         {"choices": ("pypi", "conda-forge")},
     ),
+    "allow_unsupported_gpu": Option(
+        ("--allow-unsupported-gpu",),
+        **_flag(
+            "plan or install a release the sources say cannot run on the GPU's architecture "
+            "(docs/planning.md); the plan warns what will fail"
+        ),
+    ),
     "no_detect": Option(("--no-detect",), **_flag("do not look at this machine at all")),
     "project": _path(
         "--project",

@@ -248,6 +248,7 @@ SCHEMAS: dict[str, Table] = {
                         "cc": Str(r"[0-9]+\.[0-9]+"),
                         "min_ptx_isa": Str(r"[0-9]+\.[0-9]+"),
                         "name": opt(Str("line")),
+                        "family": Str("line"),
                         "source": SOURCES,
                     }
                 )
@@ -258,6 +259,38 @@ SCHEMAS: dict[str, Table] = {
                     "rule": opt(Str("line")),
                     "error": opt(Str("line")),
                 },
+                required=False,
+            ),
+        }
+    ),
+    "arch_support.toml": Table(
+        {
+            "fatbin": Rows(
+                Table(
+                    {
+                        "tensorflow": Str("version", blank=False),
+                        "wheel": Str("line", blank=False),
+                        "member": Str("line", blank=False),
+                        "compute_capabilities": List(Str(r"(sm|compute)_[0-9]+")),
+                        "ptx_isa": Str(r"[0-9]+\.[0-9]+"),
+                        "ptx_versions": List(Str(r"[0-9]+\.[0-9]+")),
+                        "source": SOURCES,
+                    }
+                ),
+                required=False,
+            ),
+            "arch": Rows(
+                Table(
+                    {
+                        "tensorflow": Str("version", blank=False),
+                        "cc": Str(r"[0-9]+\.[0-9]+"),
+                        "kernels": Str("native|ptx-jit|jit-fails|none|unknown"),
+                        "xla": Str("ok|fails|unknown"),
+                        "verdict": Str("runs|ptx-jit|no-xla|cannot-run|unknown"),
+                        "why": Str("line", blank=False),
+                        "source": SOURCES,
+                    }
+                ),
                 required=False,
             ),
         }

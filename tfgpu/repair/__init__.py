@@ -58,8 +58,15 @@ def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detec
         from tfgpu.detect import probe
 
         host = probe()
+    # Repair keeps the env's TensorFlow: on a GPU its sources say it cannot run on, that is the
+    # plan's warning (gpu-arch-cannot-run-allowed), not a refusal to repair the libraries.
     request = make_request(
-        tf=survey.tf_version, mode=manager, python=survey.python_version, driver=driver, gpu_cc=gpu_cc
+        tf=survey.tf_version,
+        mode=manager,
+        python=survey.python_version,
+        driver=driver,
+        gpu_cc=gpu_cc,
+        allow_unsupported_gpu=True,
     )
     return resolve(request, host)
 

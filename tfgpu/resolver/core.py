@@ -51,13 +51,10 @@ def newest_fit(target: Target, mode: str, pre: bool = False, tf_source: str | No
 def _no_fit(request: Request, target: Target, releases) -> ImpossibleError:
     first = evaluate(releases[0], target, request.mode, request.tf_source).failure
     alternatives = list(first.alternatives)
-    if len(releases) > 1:
-        message = (
-            f"No release matching --tf {request.tf or 'latest'} fits this target. "
-            f"The newest, TF {releases[0].version}: {first.message}"
-        )
-    else:
-        message = first.message
+    if first.code == "gpu-arch-cannot-run":
+        # ways_forward already names the newest release the sources do not say fails, first.
+        return ImpossibleError(first.code, _many(request, releases, first), alternatives)
+    message = _many(request, releases, first)
     fit = (
         newest_fit(target, request.mode, request.pre, request.tf_source) if request.tf not in (None, "latest") else None
     )
@@ -77,6 +74,15 @@ def _no_fit(request: Request, target: Target, releases) -> ImpossibleError:
     return ImpossibleError(first.code, message, alternatives)
 
 
+def _many(request: Request, releases, first) -> str:
+    if len(releases) > 1:
+        return (
+            f"No release matching --tf {request.tf or 'latest'} fits this target. "
+            f"The newest, TF {releases[0].version}: {first.message}"
+        )
+    return first.message
+
+
 def _resolution(ev: Evaluation, how: str, rejected: list[Rejection], host) -> Resolution:
     release, target = ev.release, ev.target
     option = ev.options[ev.mode]
@@ -85,6 +91,8 @@ def _resolution(ev: Evaluation, how: str, rejected: list[Rejection], host) -> Re
     sources = set(release.source) | set(series.source if series else ())
     if ev.need:
         sources |= set(ev.need.source)
+    for truth in ev.truths.values():
+        sources |= set(truth.source)
     return Resolution(
         tensorflow=str(release.version),
         package=ev.metal.package if ev.metal else release.gpu_package,
@@ -109,4 +117,5 @@ def _resolution(ev: Evaluation, how: str, rejected: list[Rejection], host) -> Re
         sources=tuple(sorted(sources)),
         prerelease=release.version.is_prerelease,
         tensorflow_source=ev.tf_source,
+        architecture=tuple(ev.truths.values()),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from tfgpu.records import factory, named_tuple, record
-from tfgpu.resolver import gpu, macos, tables
+from tfgpu.resolver import archtruth, gpu, macos, tables
 from tfgpu.resolver.drivers import DriverNeed, driver_at_least, driver_need
 from tfgpu.resolver.model import ModeOption, Target
 from tfgpu.resolver.packages import conda_option, pip_option, system_option
@@ -43,6 +43,8 @@ class Evaluation:
     cudnn: str | None = None
     need: DriverNeed | None = None
     coverage: dict[str, gpu.Coverage] = factory(dict)
+    truths: dict[str, archtruth.Truth] = factory(dict)
+    """The architecture answer per compute capability ptx.toml judges (``tfgpu.resolver.archtruth``)."""
     options: dict[str, ModeOption] = factory(dict)
     failure: Failure | None = None
     tf_source: str = "pypi"
@@ -232,4 +234,15 @@ def _compute_capability(ev: Evaluation) -> Failure | None:
                 f"TF {ev.release.version}'s wheels have neither SASS nor usable PTX for compute "
                 f"capability {cc} (they carry {gpu.describe(caps)}).",
             )
+        truth = archtruth.judge(ev.release, ev.wheel, cc)
+        if truth is not None:
+            ev.truths[cc] = truth
+            if truth.verdict == archtruth.CANNOT_RUN and not ev.target.allow_unsupported_gpu:
+                return Failure(
+                    "gpu-arch-cannot-run",
+                    f"TF {ev.release.version} cannot run on compute capability {cc} "
+                    f"({archtruth.target_name(cc)}), say its sources: {truth.why} "
+                    f"Sources: {', '.join(truth.source)}.",
+                    archtruth.ways_forward(ev.release, cc),
+                )
     return None

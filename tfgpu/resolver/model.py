@@ -82,6 +82,8 @@ class Target:
     gpu_source: str
     glibc: str | None
     running_python: str | None
+    allow_unsupported_gpu: bool = False
+    """``--allow-unsupported-gpu``: a cannot-run architecture verdict warns instead of failing."""
 
 
 @record
@@ -115,6 +117,9 @@ class Resolution:
     tensorflow_source: str = "pypi"
     """Where TensorFlow comes from: ``pypi``, or ``conda-forge`` (its CUDA build, conda mode only);
     decided by the resolver (``tfgpu.resolver.tfsource``), the reason is in ``reasons``."""
+    architecture: tuple = ()
+    """Per judged GPU compute capability: ``tfgpu.resolver.archtruth.Truth`` (kernels, xla, verdict,
+    why, source)."""
 
     def to_dict(self) -> dict:
         """The ``plan --json`` document (contract: docs/output.md)."""
@@ -150,4 +155,5 @@ class Resolution:
             "reasons": list(self.reasons),
             "rejected": [as_dict(r) for r in self.rejected],
             "sources": list(self.sources),
+            "architecture": [dict(t._asdict(), source=list(t.source)) for t in self.architecture],
         }

@@ -15,25 +15,41 @@ from tfgpu.versions import Range, parse
 
 
 @derived
-def _table() -> dict:
+def ptx_table() -> dict:
+    """ptx.toml, parsed (the rules and reports archtruth.py applies too)."""
     return tables.load_toml("ptx.toml")
+
+
+@derived
+def _fatbin_rows() -> dict[str, dict]:
+    return {row["tensorflow"]: row for row in tables.load_toml("arch_support.toml").get("fatbin", [])}
+
+
+def wheel_ptx(release: tables.Release, wheel: tables.Wheel) -> tuple[tuple[str, ...], str, str]:
+    """(compute capabilities, PTX ISA of the newest embedded PTX, the source key of that ISA)."""
+    if wheel.ptx_isa:
+        return wheel.compute_capabilities, wheel.ptx_isa, "WHL-FATBIN"
+    row = _fatbin_rows().get(str(release.version))
+    if row:
+        return tuple(row["compute_capabilities"]) or wheel.compute_capabilities, row["ptx_isa"], "WHL-FATBIN"
+    return wheel.compute_capabilities, "", ""
 
 
 def target_row(cc: str) -> dict | None:
     """The ptx.toml ``[[target]]`` row of a compute capability ("12.0"), if it has one."""
-    return next((row for row in _table().get("target", []) if row["cc"] == cc), None)
+    return next((row for row in ptx_table().get("target", []) if row["cc"] == cc), None)
 
 
 def xla_ptx_isa(cuda: str) -> str:
     """The highest PTX ISA XLA emits in a build made with CUDA ``cuda`` ("12.5.1" -> "8.5")."""
     major, minor = (int(p) for p in cuda.split(".")[:2])
-    mapped = _table().get("xla", {}).get("cuda_to_ptx_isa", {}).get(f"{major}.{minor}")
+    mapped = ptx_table().get("xla", {}).get("cuda_to_ptx_isa", {}).get(f"{major}.{minor}")
     return mapped or f"{major - 4}.{minor}"
 
 
-def _cuda_for_isa(need: str) -> str:
+def cuda_for_isa(need: str) -> str:
     """The first CUDA whose PTX ISA reaches ``need`` (for the message)."""
-    mapping = _table().get("xla", {}).get("cuda_to_ptx_isa", {})
+    mapping = ptx_table().get("xla", {}).get("cuda_to_ptx_isa", {})
     fits = [cuda for cuda, isa in mapping.items() if parse(isa) >= parse(need)]
     return min(fits, key=parse) if fits else ""
 
@@ -49,7 +65,8 @@ def _driver_for(cc: str, os: str) -> tuple[str, str]:
     return (getattr(kits[0], column), cuda) if kits else ("", cuda)
 
 
-def _newest_ptx(caps: tuple[str, ...]) -> str:
+def newest_ptx(caps: tuple[str, ...]) -> str:
+    """The newest ``compute_XY`` of a wheel's architectures ("" without PTX)."""
     ptx = [gpu.Arch.parse(c) for c in caps if c.startswith("compute_")]
     if not ptx:
         return ""
@@ -57,8 +74,9 @@ def _newest_ptx(caps: tuple[str, ...]) -> str:
     return f"compute_{newest.major}{newest.minor}"
 
 
-def _jit_report(release: tables.Release, cc: str) -> dict | None:
-    for row in _table().get("jit_report", []):
+def jit_report(release: tables.Release, cc: str) -> dict | None:
+    """The ptx.toml ``[[jit_report]]`` row saying the driver JIT failed for this release on ``cc``."""
+    for row in ptx_table().get("jit_report", []):
         if release.version in Range(row["tensorflow"]) and parse(cc) in Range(row["cc"]):
             return row
     return None
@@ -78,21 +96,22 @@ def new_gpu_notices(
     """``blackwell-ptx-jit`` (the driver JIT is what runs) and ``blackwell-xla-ptx`` (XLA cannot
     target the GPU) for a GPU listed in ptx.toml; [] for other GPUs."""
     row = target_row(cc)
-    if row is None:
+    if row is None or row.get("family") != "Blackwell":
         return []
     sm, need, name = f"sm_{cc.replace('.', '')}", row["min_ptx_isa"], row["name"]
     notices = []
     driver, driver_cuda = _driver_for(cc, os)
     driver_text = f" and only with a driver that knows {sm}: >= {driver} (CUDA {driver_cuda}'s)" if driver else ""
     if coverage is gpu.Coverage.PTX_JIT:
-        ptx = _newest_ptx(wheel.compute_capabilities)
-        isa = f"PTX ISA {wheel.ptx_isa}" if wheel.ptx_isa else "its PTX ISA unrecorded"
+        ptx = newest_ptx(wheel.compute_capabilities)
+        read = wheel_ptx(release, wheel)[1]
+        isa = f"PTX ISA {read}" if read else "its PTX ISA unrecorded"
         message = (
             f"TF {release.version} has no SASS for compute capability {cc}, {name}: what runs is its "
             f"newest PTX, {ptx} ({isa}), JIT-compiled by the driver for {sm} at start-up: minutes the first "
             f"time{driver_text}."
         )
-        report = _jit_report(release, cc)
+        report = jit_report(release, cc)
         if report:
             message += (
                 f" With pip TF {', '.join(report['reported'])} this JIT was reported to fail on "
@@ -111,14 +130,14 @@ def new_gpu_notices(
         emitted = xla_ptx_isa(wheel.cuda)
         ptxas = release.and_cuda.get("nvidia-cuda-nvcc-cu12", "")
         pinned = f" (the and-cuda extra installs ptxas from nvidia-cuda-nvcc-cu12{ptxas})" if ptxas else ""
-        error = _table().get("xla", {}).get("error", "").format(isa=emitted, target=sm, need=need)
+        error = ptx_table().get("xla", {}).get("error", "").format(isa=emitted, target=sm, need=need)
         first = _first_release_reaching(need)
         newest = tables.releases()[0].version
         forward = (
             f"TF {first} is the first release built with a CUDA whose PTX ISA reaches {need}."
             if first
             else f"No TensorFlow release known to tfgpu-install (up to {newest}) is built with CUDA "
-            f">= {_cuda_for_isa(need)}, which XLA needs for {sm}, and the XLA fixes were closed "
+            f">= {cuda_for_isa(need)}, which XLA needs for {sm}, and the XLA fixes were closed "
             "without merging; NVIDIA's NGC TensorFlow container is built for Blackwell."
         )
         notices.append(

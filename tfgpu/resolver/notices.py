@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfgpu.resolver import gpu, tables
+from tfgpu.resolver import archtruth, gpu, tables
 from tfgpu.resolver.drivers import driver_at_least
 from tfgpu.resolver.evaluate import Evaluation
 from tfgpu.resolver.model import Notice
@@ -152,6 +152,37 @@ def _driver(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
         )
 
 
+def _architecture(ev: Evaluation, cc: str, warnings: list[Notice], reasons: list[str]) -> None:
+    """The per-architecture answer (tfgpu.resolver.archtruth) as a reason, and where the sources
+    say the release cannot run there but --allow-unsupported-gpu went on, a warning naming the risk."""
+    truth = ev.truths.get(cc)
+    if truth is None:
+        return
+    reasons.append(
+        f"Compute capability {cc} ({archtruth.target_name(cc)}) on TF {ev.release.version}: {truth.verdict}. "
+        f"{truth.why} Sources: {', '.join(truth.source)}."
+    )
+    if truth.verdict == archtruth.CANNOT_RUN:
+        warnings.append(
+            Notice(
+                "gpu-arch-cannot-run-allowed",
+                f"--allow-unsupported-gpu: TF {ev.release.version} is planned for compute capability {cc} although "
+                f"its sources say it cannot run there: {truth.why} Expect the install to succeed and the failing "
+                "operations (the first kernel the driver cannot JIT, any XLA compilation) to fail at run time.",
+                "Run without XLA (jit_compile=False, TF_XLA_FLAGS=--tf_xla_auto_jit=0) and check with "
+                "`tfgpu-install verify`, which runs a convolution and an XLA-compiled function on the GPU.",
+            )
+        )
+    elif truth.verdict == archtruth.UNKNOWN and ev.coverage.get(cc) is not gpu.Coverage.UNKNOWN:
+        warnings.append(
+            Notice(
+                "gpu-arch-unknown",
+                f"Whether TF {ev.release.version} runs on compute capability {cc} is unknown: {truth.why}",
+                "Check with `tfgpu-install verify` after installing.",
+            )
+        )
+
+
 def _gpus(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
     target, caps = ev.target, ev.wheel.compute_capabilities
     if caps:
@@ -193,3 +224,4 @@ def _gpus(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
                     "",
                 )
             )
+        _architecture(ev, cc, warnings, reasons)

@@ -48,6 +48,8 @@ class Request:
     tf_source: str | None = None
     """conda mode: where the user wants TensorFlow from, ``pypi`` or ``conda-forge`` (``None``: the
     resolver chooses; see ``tfgpu.resolver.tfsource``)."""
+    allow_unsupported_gpu: bool = False
+    """Plan a release even where the sources say it cannot run on the GPU (``tfgpu.resolver.archtruth``)."""
     pre: bool = False
     """Let ``latest`` and ranges choose pre-releases (PEP 440: without it they never do; an exact
     pre-release version such as ``2.22.0rc0`` always resolves)."""
@@ -69,6 +71,7 @@ def make_request(
     gpu_cc: str | None = None,
     pre: bool = False,
     tf_source: str | None = None,
+    allow_unsupported_gpu: bool = False,
 ) -> Request:
     """Validate raw selector strings and build a :class:`Request` (``UsageError`` on bad input)."""
     target_os = parse_choice("--os", os, OSES)
@@ -81,6 +84,7 @@ def make_request(
         driver=parse_driver(driver),
         gpu_cc=parse_compute_capability(gpu_cc),
         pre=bool(pre),
+        allow_unsupported_gpu=bool(allow_unsupported_gpu),
         tf_source=parse_choice("--tf-source", tf_source, TF_SOURCES),
     )
     if request.tf_source and request.mode != "conda":

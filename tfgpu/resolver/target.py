@@ -67,6 +67,7 @@ def make_target(request: Request, host) -> Target:
         gpu_source=gpu_source,
         glibc=host.glibc if here and os in ("linux", "wsl2") else None,
         running_python=host.python if here else None,
+        allow_unsupported_gpu=request.allow_unsupported_gpu,
     )
 
 

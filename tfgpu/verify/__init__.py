@@ -157,9 +157,46 @@ def failure(report: dict, *, built: bool = False, details: dict | None = None) -
     if built:
         message = f"The environment is built at {report['prefix']}, but: {message}"
     ways = _ways_forward(report.get("code"))
+    why, arch_ways = architecture_reason(report) if report.get("code") == "gpu-op-failed" else ("", [])
+    if why:
+        message += why
+        ways = arch_ways + ways
     if report.get("log_path"):
         ways.append(f"TensorFlow's whole output is in {report['log_path']}.")
     return OperationError(report.get("code") or "no-gpu", message, ways, details=report if details is None else details)
+
+
+def architecture_reason(report: dict) -> tuple[str, list[str]]:
+    """For a GPU the wheel has no SASS for (``native_kernels`` False in the report) whose ops
+    failed: what TensorFlow's sources say of that release on that architecture
+    (``tfgpu.resolver.archtruth``), and the ways forward; ("", []) otherwise."""
+    from tfgpu.resolver import archtruth, tables
+
+    release = next((r for r in tables.releases() if str(r.version) == report.get("tensorflow")), None)
+    caps = report.get("build_info", {}).get("cuda_compute_capabilities") or []
+    for gpu in report.get("gpus", []):
+        cc = gpu.get("compute_capability") or ""
+        if gpu.get("native_kernels") is not False:
+            continue
+        failed = [
+            p
+            for p in ("matmul", "elementwise", "xla", "conv")
+            if not (gpu if p == "matmul" else gpu.get(p, {})).get("ok")
+        ]
+        if not failed:
+            continue
+        text = (
+            f" {gpu.get('device')} is compute capability {cc} ({archtruth.target_name(cc)}), for which TF "
+            f"{report.get('tensorflow')} carries no SASS ({', '.join(map(str, caps)) or 'none recorded'}): "
+            f"{', '.join(failed)} failed there."
+        )
+        wheel = release.wheels.get("linux_x86_64") if release else None
+        truth = archtruth.judge(release, wheel, cc) if wheel else None
+        if truth is None:
+            return text, []
+        text += f" Its sources say ({truth.verdict}): {truth.why} Sources: {', '.join(truth.source)}."
+        return text, [w for w in archtruth.ways_forward(release, cc) if not w.startswith("--allow-unsupported-gpu")]
+    return "", []
 
 
 def _ways_forward(code: str | None) -> list[str]:

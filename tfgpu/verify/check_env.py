@@ -71,6 +71,65 @@ def diagnose(report, build_cuda):
     return "no-gpu-registered", "TensorFlow registered no GPU; its log (below) says why."
 
 
+def has_native_kernels(build_info, cc):
+    """Whether the wheel carries SASS a GPU of compute capability ``cc`` ("12.0") runs as compiled:
+    one of its architectures (``sm_XY``/``compute_XY``, or bare ``X.Y`` from 2.22 on; compute_XY
+    embeds SASS too, TensorFlow's .bazelrc) of the same major at or below its minor. None where the
+    wheel does not record them or the GPU's capability is unknown."""
+    archs = build_info.get("cuda_compute_capabilities") or []
+    if isinstance(archs, str):
+        archs = [a for a in archs.replace(",", " ").split() if a]
+    try:
+        major, minor = (int(x) for x in cc.split("."))
+    except ValueError:
+        return None
+    found = []
+    for arch in archs:
+        digits = arch.rpartition("_")[2].replace(".", "")
+        if digits.isdigit() and len(digits) >= 2:
+            found.append((int(digits[:-1]), int(digits[-1])))
+    if not found:
+        return None
+    return any(a == major and b <= minor for a, b in found)
+
+
+ISOLATED_CHILD = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import tensorflow as tf
+import gpu_checks
+for gpu in tf.config.list_physical_devices("GPU"):
+    tf.config.experimental.set_memory_growth(gpu, True)
+print(json.dumps(getattr(gpu_checks, sys.argv[2])(tf, "/GPU:%d" % int(sys.argv[3]))))
+"""
+
+
+def isolated(python, check, index, timeout=600, child=ISOLATED_CHILD):
+    """``gpu_checks.<check>`` on GPU ``index`` in a fresh process. On a GPU the wheel has no SASS
+    for, XLA's compile can abort the whole process (LLVM's fatal "PTX version 8.5 does not support
+    target 'sm_120'", tensorflow/tensorflow#111958) instead of raising: the abort is the finding."""
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        done = subprocess.run([python, "-I", "-B", "-c", child, here, check, str(index)], capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "isolated": True, "error": "ran past %d s" % timeout}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode == 0 and lines:
+        try:
+            result = json.loads(lines[-1])
+            result["isolated"] = True
+            return result
+        except ValueError:
+            pass
+    errors = [line for line in done.stderr.splitlines() if "ERROR" in line or "rror:" in line]
+    last = (errors or done.stderr.strip().splitlines() or ["no output"])[-1].strip()
+    return {"ok": False, "isolated": True, "exit": done.returncode, "aborted": done.returncode < 0,
+            "error": last[:300]}
+
+
 def check_gpu(tf, index):
     """A 2048x2048 matmul on one GPU, compared with the CPU's."""
     import numpy as np
@@ -130,7 +189,12 @@ def main():
         except Exception as error:  # noqa: BLE001 - a failing op is the finding
             entry.update(ok=False, error=repr(error))
         name = "/GPU:%d" % index
-        entry["xla"] = gpu_checks.xla(tf, name)
+        entry["native_kernels"] = has_native_kernels(report["build_info"], entry["compute_capability"])
+        # TensorFlow's own (MLIR-generated) kernels are what the driver JIT failed on for
+        # Blackwell (tensorflow/tensorflow#99592); XLA may abort the process there, so it runs apart.
+        entry["elementwise"] = gpu_checks.elementwise(tf, name)
+        entry["xla"] = isolated(sys.executable, "xla", index) if entry["native_kernels"] is False \
+            else gpu_checks.xla(tf, name)
         entry["conv"] = gpu_checks.conv(tf, name)
         entry["mixed_precision"] = gpu_checks.mixed_precision(tf, name, entry["compute_capability"])
         report["gpus"].append(entry)
@@ -143,7 +207,7 @@ def main():
         report["bench"] = gpu_checks.bench(tf, "/GPU:0", peaks, report["gpus"][0]["compute_capability"])
     report["libraries"] = loaded_cuda_libraries()
     failed = [gpu["device"] + " " + part for gpu in report["gpus"]
-              for part in ("matmul", "xla", "conv", "mixed_precision")
+              for part in ("matmul", "elementwise", "xla", "conv", "mixed_precision")
               if not (gpu if part == "matmul" else gpu[part]).get("ok")]
     if report.get("mirrored") and not report["mirrored"]["ok"]:
         failed.append("MirroredStrategy")

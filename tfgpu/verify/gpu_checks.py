@@ -37,6 +37,21 @@ def xla(tf, device):
     return {"ok": ok, "max_relative_error": error, "compile_seconds": round(seconds, 2)}
 
 
+def elementwise(tf, device):
+    """Element-wise ops (multiply, tanh, add) that TensorFlow runs with its own generated kernels,
+    not cuBLAS/cuDNN: on a GPU without SASS for them they come from the driver's PTX JIT."""
+    x = np.linspace(-2, 2, 65536, dtype=np.float32)
+    with tf.device("/CPU:0"):
+        expected = (tf.tanh(x) * x + x).numpy()
+    try:
+        with tf.device(device):
+            result = (tf.tanh(x) * x + x).numpy()
+    except Exception as error:  # noqa: BLE001 - the failure is the finding
+        return {"ok": False, "error": str(error).strip().splitlines()[0][:300]}
+    error, ok = _close(result, expected, 1e-4)
+    return {"ok": ok, "max_relative_error": error}
+
+
 def conv(tf, device):
     """A cuDNN convolution (NHWC, 3x3) compared with the CPU's."""
     rng = np.random.default_rng(1)
@@ -174,8 +189,7 @@ def bench(tf, device, peaks=(), compute_capability="", samples=60000, matmul_n=8
     result["matmul"] = matmul_bench.matmul_figures(tf, device, list(peaks), compute_capability, n=matmul_n,
                                                    cpu_n=cpu_matmul_n)
     fp32 = result["matmul"]["dtypes"]["fp32"].get("median")
-    cpu = result["matmul"]["cpu_fp32"]["median"]
-    matmul_ratio = fp32 / max(cpu, 1e-9) if fp32 else 0.0
+    matmul_ratio = matmul_bench.matmul_speedup(result["matmul"])
     best_cnn = max(row["speedup"] for row in result["cnn"])
     result["matmul_speedup"] = round(matmul_ratio, 1)
     result["overhead_bound"] = bool(fp32) and best_cnn < 0.2 * matmul_ratio

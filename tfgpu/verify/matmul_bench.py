@@ -102,7 +102,7 @@ def rate(tf, device, n, dtype, warm_seconds=1.0, rounds=7, per_round=20, min_war
     median = statistics.median(rates)
     return {"median": _shown(median), "min": _shown(min(rates)), "max": _shown(max(rates)),
             "spread_pct": round((max(rates) - min(rates)) / median * 100, 1), "warmup_calls": calls,
-            "rounds": rounds, "per_round": per_round}
+            "rounds": rounds, "per_round": per_round, "median_exact": median}
 
 
 def _shown(tflops):
@@ -110,6 +110,15 @@ def _shown(tflops):
     TFLOP/s, so a small CPU matmul (0.04 TFLOP/s on a busy machine) is not reported as 0.0, which
     reads as "no figure" and fails the bench."""
     return round(tflops, 1) if tflops >= 10 else float(f"{tflops:.3g}")
+
+
+def matmul_speedup(matmul):
+    """The fp32 matmul's device/CPU ratio from the unrounded medians (``median_exact``): the shown
+    figures are rounded (three significant digits for a CPU's 0.04 TFLOP/s), and a ratio of
+    rounded figures is off by up to the rounding of both."""
+    fp32, cpu = matmul["dtypes"]["fp32"], matmul["cpu_fp32"]
+    device = fp32.get("median_exact", fp32.get("median"))
+    return device / max(cpu.get("median_exact", cpu["median"]), 1e-9) if device else 0.0
 
 
 def _wait(product):
