@@ -82,6 +82,11 @@ class CommandNotFoundError(TfgpuError):
 CODES: dict[str, tuple[type[TfgpuError], str]] = {
     # exit 1: the operation failed
     "install-failed": (OperationError, "The installer (uv, pip or rattler) failed; its log is named."),
+    "files-owned-twice": (
+        OperationError,
+        "After the install, two distributions own the same file with different bytes (two CUDA stacks); "
+        "the build is rolled back.",
+    ),
     "gpu-required": (
         OperationError,
         "`--require-gpu` on a machine with no NVIDIA driver: the env is built, its GPU could not be checked.",

@@ -189,7 +189,9 @@ def soname_pairs(site: Path, dists: list[Dist] | None = None) -> list[SonamePair
     pairs = []
     names = sorted({soname for libs in by_stack.values() for soname in libs})
     for soname in names:
-        files = tuple((f"cu{major}", path, label) for major, libs in by_stack.items() for path, label in libs.get(soname, ()))
+        files = tuple(
+            (f"cu{major}", path, label) for major, libs in by_stack.items() for path, label in libs.get(soname, ())
+        )
         if len({stack for stack, _, _ in files}) > 1 and len({path for _, path, _ in files}) > 1:
             pairs.append(SonamePair(soname, files))
     return pairs
@@ -257,3 +259,54 @@ def installed_version(site: Path, name: str) -> str | None:
         if _normal(dist) == _normal(name):
             return version
     return None
+
+
+def tensorflow_stack(site: Path) -> int | None:
+    """The CUDA major of TensorFlow's own wheels: the ``nvidia-*-cuNN`` its METADATA requires (its
+    ``and-cuda`` extra), else the single stack the env holds; None without TensorFlow."""
+    for dist_info in sorted(Path(site).glob("*.dist-info")):
+        name = _normal(dist_info.name.removesuffix(".dist-info").partition("-")[0])
+        if name not in ("tensorflow", "tf-nightly"):
+            continue
+        text = untrusted.text_or_none(dist_info / "METADATA", untrusted.ENV_FILE, errors="replace") or ""
+        majors = {int(m) for m in re.findall(r"^Requires-Dist:\s*nvidia-[a-z0-9-]+?-cu(\d+)\b", text, re.M)}
+        if len(majors) == 1:
+            return majors.pop()
+        present = stacks(distributions(site))
+        return next(iter(present)) if len(present) == 1 else None
+    return None
+
+
+def other_stack_first(site: Path) -> tuple[str, ...]:
+    """What the load hook loads before TensorFlow's libraries (:func:`colliding`), or nothing in an
+    env with one CUDA stack or no TensorFlow."""
+    dists = distributions(site)
+    own = tensorflow_stack(site)
+    if own is None or len(stacks(dists)) < 2:
+        return ()
+    return tuple(colliding(site, own, dists))
+
+
+def refuse_files_owned_twice(site: Path, where: str) -> None:
+    """The post-install check: raise ``files-owned-twice`` when two distributions own a file with
+    different bytes in ``site`` (one of them silently lost it); ``where`` names the env for the message."""
+    from tfgpu.errors import OperationError
+
+    lost = [item for item in shared_files(site) if item.differ]
+    if not lost:
+        return
+    shown = "; ".join(
+        f"{item.path} ({' and '.join(label for label, _ in item.owners)}; on disk: "
+        f"{', '.join(item.winners) or 'neither'})"
+        for item in lost[:5]
+    )
+    more = f" and {len(lost) - 5} more" if len(lost) > 5 else ""
+    raise OperationError(
+        "files-owned-twice",
+        f"The install into {where} left {len(lost)} file(s) owned by two distributions with different bytes: "
+        f"{shown}{more}. Each distribution's copy would be silently lost to the other, so the build was rolled back.",
+        [
+            "Choose versions that share one CUDA stack (`tfgpu-install plan` with the other framework shows them).",
+            "Keep TensorFlow and the other framework in separate environments.",
+        ],
+    )

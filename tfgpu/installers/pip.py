@@ -11,6 +11,7 @@ every hash required, from the lock's own index (or the bundle's wheels, offline)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from tfgpu.engines import uv as uv_engine
@@ -233,9 +234,17 @@ class PipBackend(Backend):
 def _wheel_activation(step: Step, context: Context) -> None:
     staging = context.location.staging
     site = site_packages(staging, context.resolution.python)
+    from tfgpu.doctor import ownership
+
+    ownership.refuse_files_owned_twice(staging / site, str(context.location.prefix))
     layout = activation.read_layout(staging, site)
+    layout = replace(layout, other_first=ownership.other_stack_first(staging / site))
     activation.write_venv_activation(staging, layout)
     context.outcome.notes.append(f"{len(layout.preload)} CUDA libraries preloaded by the load hook")
+    if layout.other_first:
+        context.outcome.notes.append(
+            f"two CUDA stacks: the load hook loads {len(layout.other_first)} of the other stack's libraries first"
+        )
 
 
 def site_packages(root: Path, python: str) -> str:
