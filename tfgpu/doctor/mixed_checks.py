@@ -6,8 +6,8 @@ or JAX's CUDA 13 wheels), read as files through :mod:`tfgpu.doctor.ownership`; n
 - ``mixed.sonames``: SONAMEs the stacks ship in different files (the loader reuses the first loaded);
 - ``mixed.python-numpy``: the interpreter and numpy against every framework's requirements.
 
-They report only where there is something mixed: an env with one stack and no file owned twice
-gets no ``mixed.*`` finding at all.
+They report only where there is something mixed: an env with one stack, no file owned twice and
+one framework gets no ``mixed.*`` finding at all.
 """
 
 from __future__ import annotations
@@ -35,13 +35,12 @@ def check(env) -> list[Finding]:
     dists = ownership.distributions(site)
     stacks = ownership.stacks(dists)
     shared = ownership.shared_files(site, dists)
-    if len(stacks) < 2 and not shared:
-        return []
-    findings = [shared_files(env, shared, stacks)]
+    findings = []
+    if len(stacks) > 1 or shared:
+        findings.append(shared_files(env, shared, stacks))
     if len(stacks) > 1:
         findings.append(sonames(env, ownership.soname_pairs(site, dists), stacks))
-    findings += python_numpy(env)
-    return findings
+    return findings + python_numpy(env)
 
 
 def _stacks_line(stacks: dict[int, list[str]]) -> str:

@@ -263,7 +263,8 @@ def installed_version(site: Path, name: str) -> str | None:
 
 def tensorflow_stack(site: Path) -> int | None:
     """The CUDA major of TensorFlow's own wheels: the ``nvidia-*-cuNN`` its METADATA requires (its
-    ``and-cuda`` extra), else the single stack the env holds; None without TensorFlow."""
+    ``and-cuda`` extra), else its ``build_info.py``'s CUDA, else the single stack the env holds;
+    None without TensorFlow."""
     for dist_info in sorted(Path(site).glob("*.dist-info")):
         name = _normal(dist_info.name.removesuffix(".dist-info").partition("-")[0])
         if name not in ("tensorflow", "tf-nightly"):
@@ -272,6 +273,15 @@ def tensorflow_stack(site: Path) -> int | None:
         majors = {int(m) for m in re.findall(r"^Requires-Dist:\s*nvidia-[a-z0-9-]+?-cu(\d+)\b", text, re.M)}
         if len(majors) == 1:
             return majors.pop()
+        build = untrusted.text_or_none(
+            Path(site) / "tensorflow" / "python" / "platform" / "build_info.py", untrusted.ENV_FILE, errors="replace"
+        )
+        if build:
+            from tfgpu.doctor.envfacts import parse_build_info
+
+            cuda = str(parse_build_info(build).get("cuda_version") or "")
+            if cuda.split(".")[0].isdigit():
+                return int(cuda.split(".")[0])
         present = stacks(distributions(site))
         return next(iter(present)) if len(present) == 1 else None
     return None
