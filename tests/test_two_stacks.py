@@ -27,7 +27,8 @@ from tfgpu.detect import probe
 from tfgpu.detect.recorded import RecordedSystem
 from tfgpu.detect.system import PlatformFacts
 from tfgpu.doctor import ownership, run_doctor
-from tfgpu.errors import OperationError
+from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.installers import stacks
 
 CURAND12 = ("nvidia-curand-cu12", "10.3.10.19", "nvidia/curand/lib/libcurand.so.10")
 CURAND13 = ("nvidia-curand", "10.4.5.25", "nvidia/cu13/lib/libcurand.so.10")
@@ -143,7 +144,7 @@ def test_python_and_numpy_outside_a_frameworks_range_fail(tmp_path):
 
 def test_the_post_install_check_refuses_a_file_owned_twice(mixed_env):
     with pytest.raises(OperationError) as raised:
-        ownership.refuse_files_owned_twice(site_of(mixed_env), str(mixed_env))
+        stacks.refuse_files_owned_twice(site_of(mixed_env), str(mixed_env))
     assert raised.value.code == "files-owned-twice"
     assert NCCL in raised.value.message and raised.value.alternatives
 
@@ -238,3 +239,70 @@ def test_doctor_on_a_real_two_stack_env_from_pypi_names_the_clobbered_files():
     assert found["mixed.sonames"].status == "warn"
     assert any(e.startswith("libcurand.so.10: ") for e in found["mixed.sonames"].evidence)
     assert ownership.colliding(site, 12) == [CURAND13[2]]
+
+
+TARGET = ("--tf", "2.21.0", "--mode", "pip", "--python", f"{sys.version_info[0]}.{sys.version_info[1]}",
+          "--os", "linux", "--arch", "x86_64", "--driver", "580.65.06", "--gpu-cc", "9.0")  # fmt: skip
+
+
+def tensorflow_also_requiring(local_wheels: Path, directory: Path, *extra: str) -> Path:
+    """``local_wheels`` with a TensorFlow whose ``and-cuda`` extra also requires ``extra``: the
+    resolution a second framework's CUDA 13 wheels bring (tests/wheelhouse.py's stand-in TensorFlow)."""
+    shutil.copytree(local_wheels, directory)
+    requires = [f"{dist}>={ver}; extra == 'and-cuda'" for dist, ver, _ in wheelhouse.CUDA_WHEELS]
+    requires.append(f"{wheelhouse.NVCC[0]}>=12.5.82; extra == 'and-cuda'")
+    requires += [f"{req}; extra == 'and-cuda'" for req in extra]
+    init = b"__version__ = '2.21.0'\n"
+    wheelhouse.wheel(directory, "tensorflow", "2.21.0", {"tensorflow/__init__.py": init}, requires, extras=["and-cuda"])
+    return directory
+
+
+def create(prefix: Path, wheels: Path, env: dict) -> subprocess.CompletedProcess:
+    return run_tool("create", *TARGET, "--prefix", str(prefix), "--find-links", str(wheels), "--offline",
+                    "--no-verify", "--json", env=env)  # fmt: skip
+
+
+def test_create_refuses_two_stacks_before_installing_anything(tmp_path, local_wheels, tool_env):
+    wheels = tensorflow_also_requiring(local_wheels, tmp_path / "wheels", "nvidia-nccl-cu13==2.32.3")
+    stack_wheels(wheels)
+    prefix = tmp_path / "env"
+    done = create(prefix, wheels, tool_env)
+    assert done.returncode == 3, done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "two-cuda-stacks"
+    assert "nvidia-nccl-cu13==2.32.3" in error["message"] and "CUDA 12" in error["message"]
+    assert any("separate environments" in way for way in error["alternatives"])
+    assert not prefix.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".env.")]
+
+
+def test_create_rolls_back_when_two_distributions_own_a_file(tmp_path, local_wheels, tool_env):
+    """Any two distributions, not only two named stacks: here a package that ships its own
+    libcudnn.so.9 into TensorFlow's cuDNN directory."""
+    wheels = tensorflow_also_requiring(local_wheels, tmp_path / "wheels", "bundles-cudnn==1.0")
+    cudnn = wheelhouse.shared_library(tmp_path / "other" / "libcudnn.so.9", "libcudnn.so.9").read_bytes()
+    wheelhouse.wheel(wheels, "bundles-cudnn", "1.0", {"nvidia/cudnn/lib/libcudnn.so.9": cudnn + b"\0other"})
+    prefix = tmp_path / "env"
+    done = create(prefix, wheels, tool_env)
+    assert done.returncode == 1, done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "files-owned-twice"
+    assert "nvidia/cudnn/lib/libcudnn.so.9" in error["message"] and "bundles-cudnn 1.0" in error["message"]
+    assert not prefix.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".env.")]
+
+
+def test_pins_name_their_stacks():
+    pins = [
+        "nvidia-cudnn-cu12==9.28.0.42",
+        "cuda-toolkit[cublas,cudart]==13.2.2",
+        "nvidia-nccl-cu13==2.30.7",
+        "jax-cuda12-plugin==0.12.0",
+        "numpy==2.3.0",
+    ]
+    assert stacks.stacks_of_pins(pins) == {
+        12: ["nvidia-cudnn-cu12==9.28.0.42", "jax-cuda12-plugin==0.12.0"],
+        13: ["cuda-toolkit[cublas,cudart]==13.2.2", "nvidia-nccl-cu13==2.30.7"],
+    }
+    stacks.refuse_two_stacks(["nvidia-cudnn-cu12==9.28.0.42", "jax-cuda12-plugin==0.12.0"], "env")
+    with pytest.raises(ImpossibleError) as raised:
+        stacks.refuse_two_stacks(pins, "env")
+    assert raised.value.code == "two-cuda-stacks" and raised.value.exit_code == 3

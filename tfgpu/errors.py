@@ -206,6 +206,10 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         "The target looks like an unfinished env, but nothing proves this tool made it.",
     ),
     "jupyter-dir-unusable": (ImpossibleError, "The Jupyter kernels directory cannot be written."),
+    "two-cuda-stacks": (
+        ImpossibleError,
+        "The resolved packages hold two CUDA stacks whose wheels own the same files; the env is not built.",
+    ),
     "lock-corrupt": (ImpossibleError, "The lock does not parse as its format."),
     "lock-cpu-only": (ImpossibleError, "The lock holds a CPU-only environment; the tool builds GPU environments."),
     "lock-format-unsupported": (ImpossibleError, "The lock's format version is not one this tool reads."),

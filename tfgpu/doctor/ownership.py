@@ -295,28 +295,3 @@ def other_stack_first(site: Path) -> tuple[str, ...]:
     if own is None or len(stacks(dists)) < 2:
         return ()
     return tuple(colliding(site, own, dists))
-
-
-def refuse_files_owned_twice(site: Path, where: str) -> None:
-    """The post-install check: raise ``files-owned-twice`` when two distributions own a file with
-    different bytes in ``site`` (one of them silently lost it); ``where`` names the env for the message."""
-    from tfgpu.errors import OperationError
-
-    lost = [item for item in shared_files(site) if item.differ]
-    if not lost:
-        return
-    shown = "; ".join(
-        f"{item.path} ({' and '.join(label for label, _ in item.owners)}; on disk: "
-        f"{', '.join(item.winners) or 'neither'})"
-        for item in lost[:5]
-    )
-    more = f" and {len(lost) - 5} more" if len(lost) > 5 else ""
-    raise OperationError(
-        "files-owned-twice",
-        f"The install into {where} left {len(lost)} file(s) owned by two distributions with different bytes: "
-        f"{shown}{more}. Each distribution's copy would be silently lost to the other, so the build was rolled back.",
-        [
-            "Choose versions that share one CUDA stack (`tfgpu-install plan` with the other framework shows them).",
-            "Keep TensorFlow and the other framework in separate environments.",
-        ],
-    )

@@ -294,9 +294,12 @@ def _run(step: Step, context: Context):
 
 def _resolve(step: Step, context: Context) -> None:
     from tfgpu.engines.uv import exact_pins
+    from tfgpu.installers.stacks import refuse_two_stacks
 
     _run(step, context)
-    for pin in exact_pins(untrusted.read_text(Path(step.writes[0]), untrusted.PIP_LOCK)):
+    pins = exact_pins(untrusted.read_text(Path(step.writes[0]), untrusted.PIP_LOCK))
+    refuse_two_stacks(pins, str(context.location.prefix))  # before anything is downloaded
+    for pin in pins:
         if pin.startswith(("nvidia-", "tensorflow")):
             context.reporter.note(f"chosen: {pin}")
 

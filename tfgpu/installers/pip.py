@@ -235,8 +235,9 @@ def _wheel_activation(step: Step, context: Context) -> None:
     staging = context.location.staging
     site = site_packages(staging, context.resolution.python)
     from tfgpu.doctor import ownership
+    from tfgpu.installers.stacks import refuse_files_owned_twice
 
-    ownership.refuse_files_owned_twice(staging / site, str(context.location.prefix))
+    refuse_files_owned_twice(staging / site, str(context.location.prefix))
     layout = activation.read_layout(staging, site)
     layout = replace(layout, other_first=ownership.other_stack_first(staging / site))
     activation.write_venv_activation(staging, layout)

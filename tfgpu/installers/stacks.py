@@ -1,0 +1,86 @@
+"""The guards of an install against two CUDA stacks in one env: never a silent overwrite.
+
+NVIDIA's CUDA 12 and CUDA 13 wheels own the same paths (``nvidia/cudnn/lib/libcudnn*.so.9``,
+``nvidia/nccl/lib/libnccl.so.2``, nvSHMEM, cuSPARSELt); uv and pip unpack both without a word and
+the file on disk is whichever came last. Until the tool can install the two stacks side by side
+(TensorFlow's CUDA wheels in a directory of their own), a create whose resolved pins hold two
+stacks is refused before anything is downloaded (:func:`refuse_two_stacks`, ``two-cuda-stacks``,
+exit 3), and every pip-mode build is checked after its install (:func:`refuse_files_owned_twice`,
+``files-owned-twice``, exit 1; the staging env is rolled back), which also covers a lock or a
+bundle that pins both stacks.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from tfgpu.errors import ImpossibleError, OperationError
+
+_SUFFIXED = re.compile(r"^nvidia-[a-z0-9-]+?-cu(\d+)$")
+_JAX_PLUGIN = re.compile(r"^jax-cuda(\d+)-(plugin|pjrt)$")
+WAYS = [
+    "Choose versions of the frameworks that share one CUDA stack (e.g. TensorFlow 2.20 with torch 2.10, or "
+    "TensorFlow 2.21 with jax[cuda12]); `tfgpu-install plan` shows what TensorFlow needs.",
+    "Keep TensorFlow and the other framework in separate environments, side by side.",
+    "Install the other framework's CUDA 12 build (for torch, its cu12x index) so one stack serves both.",
+]
+
+
+def stacks_of_pins(pins: list[str]) -> dict[int, list[str]]:
+    """CUDA major -> the pins that bring it: ``nvidia-*-cuNN`` wheels, ``cuda-toolkit==NN.*`` (torch's
+    CUDA 13 builds pull their libraries through it) and ``jax-cudaNN-plugin``/``-pjrt``."""
+    found: dict[int, list[str]] = {}
+    for pin in pins:
+        try:
+            requirement = Requirement(pin.split(";")[0].strip())
+        except InvalidRequirement:
+            continue
+        name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        match = _SUFFIXED.match(name) or _JAX_PLUGIN.match(name)
+        major = int(match.group(1)) if match else None
+        if name == "cuda-toolkit":
+            exact = [s.version for s in requirement.specifier if s.operator == "=="]
+            major = int(exact[0].split(".")[0]) if exact and exact[0].split(".")[0].isdigit() else None
+        if major is not None:
+            found.setdefault(major, []).append(pin)
+    return dict(sorted(found.items()))
+
+
+def refuse_two_stacks(pins: list[str], where: str) -> None:
+    """Raise ``two-cuda-stacks`` when the resolved ``pins`` hold more than one CUDA stack."""
+    found = stacks_of_pins(pins)
+    if len(found) < 2:
+        return
+    listed = "; ".join(f"CUDA {major}: {', '.join(sorted(items)[:4])}" for major, items in found.items())
+    raise ImpossibleError(
+        "two-cuda-stacks",
+        f"The packages resolved for {where} hold {len(found)} CUDA stacks ({listed}). Their wheels own the "
+        "same files (nvidia/cudnn/lib/libcudnn*.so.9, nvidia/nccl/lib/libnccl.so.2), so installing both would "
+        "silently overwrite one stack's libraries with the other's; this tool does not build such an env yet.",
+        list(WAYS),
+    )
+
+
+def refuse_files_owned_twice(site: Path, where: str) -> None:
+    """The post-install check: raise ``files-owned-twice`` when two distributions own a file with
+    different bytes in ``site`` (one of them silently lost it); ``where`` names the env."""
+    from tfgpu.doctor.ownership import shared_files
+
+    lost = [item for item in shared_files(site) if item.differ]
+    if not lost:
+        return
+    shown = "; ".join(
+        f"{item.path} ({' and '.join(label for label, _ in item.owners)}; on disk: "
+        f"{', '.join(item.winners) or 'neither'}'s bytes)"
+        for item in lost[:5]
+    )
+    more = f" and {len(lost) - 5} more" if len(lost) > 5 else ""
+    raise OperationError(
+        "files-owned-twice",
+        f"The install into {where} left {len(lost)} file(s) owned by two distributions with different bytes: "
+        f"{shown}{more}. One distribution's copy was silently lost to the other, so the build was rolled back.",
+        list(WAYS[:2]),
+    )
