@@ -306,3 +306,31 @@ def test_pins_name_their_stacks():
     with pytest.raises(ImpossibleError) as raised:
         stacks.refuse_two_stacks(pins, "env")
     assert raised.value.code == "two-cuda-stacks" and raised.value.exit_code == 3
+
+
+def test_repair_does_not_install_tensorflows_cudnn_over_the_other_stacks(tmp_path, repair_wheels, tool_env):
+    """torch's CUDA 13 cuDNN is in the env, TensorFlow's CUDA 12 one is missing: adding it would
+    overwrite ``nvidia/cudnn/lib/libcudnn.so.9`` (and taking it back would delete torch's). The repair
+    is refused before anything changes, as is its dry run."""
+    wheels = tmp_path / "wheels"
+    shutil.copytree(repair_wheels, wheels)
+    cudnn = wheelhouse.shared_library(tmp_path / "cu13" / "libcudnn.so.9", "libcudnn.so.9").read_bytes()
+    wheelhouse.wheel(wheels, "nvidia-cudnn-cu13", "9.26.0.51", {"nvidia/cudnn/lib/libcudnn.so.9": cudnn + b"\0cu13"})
+    prefix = rh.user_venv(tmp_path / "env", wheels, "tensorflow==2.21.0", "nvidia-cudnn-cu13==9.26.0.51")
+    before = rh.snapshot(prefix)
+    for extra in ("--dry-run", "--yes"):
+        done = run_tool("repair", "--prefix", str(prefix), "--find-links", str(wheels), "--no-detect", extra,
+                        "--no-verify", "--offline", "--json", env=tool_env)  # fmt: skip
+        assert done.returncode == 3, done.stderr
+        error = json.loads(done.stdout)["error"]
+        assert error["code"] == "two-cuda-stacks"
+        assert "nvidia-cudnn-cu12 (CUDA 12) into nvidia/cudnn/" in error["message"]
+        assert "nvidia-cudnn-cu13 9.26.0.51 (CUDA 13)" in error["message"]
+        assert rh.snapshot(prefix) == before
+
+
+def test_the_post_install_check_answers_only_for_what_the_install_did(mixed_env):
+    site = site_of(mixed_env)
+    already = stacks.owned_twice(site)
+    assert already == {NCCL}
+    stacks.refuse_files_owned_twice(site, str(mixed_env), already)  # the env was mixed before: not this install's doing

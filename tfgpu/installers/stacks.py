@@ -64,14 +64,27 @@ def refuse_two_stacks(pins: list[str], where: str) -> None:
     )
 
 
-def refuse_files_owned_twice(site: Path, where: str) -> None:
+def owned_twice(site: Path) -> frozenset[str]:
+    """The paths two distributions' RECORDs list with different sha256 (RECORDs only: cheap enough to
+    take before an install, to tell what the install itself did)."""
+    from tfgpu.doctor.ownership import distributions
+
+    digests: dict[str, set[str]] = {}
+    for dist in distributions(site):
+        for path, digest in dist.files.items():
+            digests.setdefault(path, set()).add(digest)
+    return frozenset(path for path, found in digests.items() if len(found) > 1)
+
+
+def refuse_files_owned_twice(site: Path, where: str, already: frozenset[str] = frozenset()) -> None:
     """The post-install check: raise ``files-owned-twice`` when two distributions own a file with
-    different bytes in ``site`` (one of them silently lost it); ``where`` names the env."""
+    different bytes in ``site`` (one of them silently lost it); ``where`` names the env. ``already``:
+    paths that were owned twice before this install (a repair of a mixed env does not answer for them)."""
     from tfgpu.doctor.ownership import shared_files
 
-    lost = [item for item in shared_files(site) if item.differ]
-    if not lost:
+    if not owned_twice(site) - already:
         return
+    lost = [item for item in shared_files(site) if item.differ and item.path not in already]
     shown = "; ".join(
         f"{item.path} ({' and '.join(label for label, _ in item.owners)}; on disk: "
         f"{', '.join(item.winners) or 'neither'}'s bytes)"
@@ -81,6 +94,35 @@ def refuse_files_owned_twice(site: Path, where: str) -> None:
     raise OperationError(
         "files-owned-twice",
         f"The install into {where} left {len(lost)} file(s) owned by two distributions with different bytes: "
-        f"{shown}{more}. One distribution's copy was silently lost to the other, so the build was rolled back.",
+        f"{shown}{more}. One distribution's copy was silently lost to the other, so the change was rolled back.",
         list(WAYS[:2]),
     )
+
+
+def refuse_into_other_stack(site: Path, names: list[str], where: str) -> None:
+    """Raise ``two-cuda-stacks`` before an install into an existing env (repair) when a CUDA wheel to
+    install, ``nvidia-<x>-cuNN``, would unpack into ``nvidia/<x>/`` where a distribution of another
+    stack keeps its files (NVIDIA's wheels of both majors use that one directory for cuDNN, NCCL,
+    nvSHMEM and cuSPARSELt): checked before, because taking such an install back afterwards would
+    delete the other distribution's file along with the added one."""
+    from tfgpu.doctor.ownership import distributions, stack_of
+
+    dists = distributions(site)
+    clashes = []
+    for name in names:
+        match = _SUFFIXED.match(re.sub(r"[-_.]+", "-", name).lower())
+        if not match:
+            continue
+        major = int(match.group(1))
+        directory = "nvidia/" + match.group(0).removeprefix("nvidia-").rsplit("-cu", 1)[0].replace("-", "_") + "/"
+        for dist in dists:
+            other = stack_of(dist)
+            if other not in (None, major) and any(path.startswith(directory) for path in dist.files):
+                clashes.append(f"{name} (CUDA {major}) into {directory}, which {dist.label} (CUDA {other}) holds")
+    if clashes:
+        raise ImpossibleError(
+            "two-cuda-stacks",
+            f"Repairing {where} would install {'; '.join(clashes)}: one stack's libraries would silently "
+            "overwrite the other's. Nothing was changed.",
+            list(WAYS),
+        )

@@ -235,6 +235,10 @@ def plan_repair(survey: EnvSurvey, resolution) -> RepairPlan:
     """Everything the repair would do (nothing is touched)."""
     manager = manager_of(survey)
     add, change = (conda_changes if manager == "conda" else pip_changes)(survey, resolution)
+    if manager != "conda":
+        from tfgpu.installers.stacks import refuse_into_other_stack
+
+        refuse_into_other_stack(survey.site_packages, [p.name for p in [*add, *change]], str(survey.prefix))
     plan = RepairPlan(survey=survey, resolution=resolution, manager=manager, add=add, change=change)
     plan.files = differing_files(survey, manager)
     return plan
