@@ -63,12 +63,13 @@ def shared_files(env, shared: list[ownership.SharedFile], stacks: dict[int, list
         return fail(
             "mixed.shared-files",
             f"{len(lost)} file(s) are owned by two distributions and hold only one's bytes",
-            "Each stack needs its own copy: build the env again with tfgpu-install, which keeps "
-            f"TensorFlow's CUDA wheels apart (`tfgpu-install create --force --prefix {env.root} --tf "
-            f"{env.tf_version or 'latest'} --with ...`), or keep TensorFlow and the other framework in separate "
-            f"envs. Reinstalling the loser (`uv pip install --python {env.python} --reinstall --no-deps "
-            f"{' '.join(label.replace(' ', '==') for label in losers)}`) only moves the loss to the other one.",
+            "Each stack needs its own copy, and one env's site-packages holds one: keep TensorFlow and the "
+            "other framework in separate envs, or choose versions that share one CUDA stack (`tfgpu-install "
+            "plan` shows TensorFlow's). Reinstalling the loser (`uv pip install --python "
+            f"{env.python} --reinstall --no-deps {' '.join(label.replace(' ', '==') for label in losers)}`) "
+            "only moves the loss to the other one.",
             *_capped(lines),
+            *([f"and {len(alike)} more file(s) owned twice with the same bytes"] if alike else []),
             _stacks_line(stacks),
         )
     if alike:
