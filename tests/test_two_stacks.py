@@ -191,6 +191,13 @@ def test_repair_adds_a_hook_that_loads_the_other_stacks_sonames_first_and_touche
         env={**env, "TFGPU_OTHER_STACK_FIRST": "0"},
     )
     assert str(site / CURAND13[2]) not in json.loads(off.stdout)
+    chosen = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", HOOK_ORDER],
+        capture_output=True,
+        text=True,
+        env={**env, "TFGPU_OTHER_STACK_FIRST": str(site / CURAND12[2])},
+    )
+    assert json.loads(chosen.stdout)[0] == str(site / CURAND12[2])
 
     undone = run_tool("repair", "--undo", "--prefix", str(prefix), "--offline", "--json", env=tool_env)
     assert undone.returncode == 0, undone.stderr

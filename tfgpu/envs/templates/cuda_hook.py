@@ -10,7 +10,8 @@ tfgpu-install; set TFGPU_NO_PRELOAD=1 to switch it off.
 In an env with two CUDA stacks (TensorFlow's CUDA 12 wheels next to torch's or JAX's CUDA 13 ones)
 OTHER_FIRST names the other stack's libraries whose SONAMEs TensorFlow's stack ships too; they are
 loaded first, so TensorFlow imported first leaves the process as torch imported first does (the
-loader reuses an already loaded SONAME). TFGPU_OTHER_STACK_FIRST=0 switches that part off.
+loader reuses an already loaded SONAME). TFGPU_OTHER_STACK_FIRST=0 switches that part off; a list
+of paths (``a.so:b.so``) loads those instead.
 """
 
 import os
@@ -27,12 +28,22 @@ errors = []
 """(path, error) for each library that did not load."""
 
 
+def other_first(setting):
+    """What to load before TensorFlow's libraries: OTHER_FIRST; nothing for ``0``; for a value
+    holding a ``/``, those ``:``-separated paths instead (to try another set without editing the env)."""
+    if setting == "0":
+        return []
+    if "/" in setting:
+        return [path for path in setting.split(":") if path]
+    return list(OTHER_FIRST)
+
+
 def preload():
     import ctypes
 
     base = os.path.dirname(os.path.abspath(__file__))
-    first = OTHER_FIRST if os.environ.get("TFGPU_OTHER_STACK_FIRST", "1") != "0" else []
-    for relative in list(first) + LIBRARIES:
+    first = other_first(os.environ.get("TFGPU_OTHER_STACK_FIRST", ""))
+    for relative in first + LIBRARIES:
         path = os.path.normpath(os.path.join(base, relative))
         try:
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
