@@ -259,8 +259,11 @@ def tensorflow_also_requiring(local_wheels: Path, directory: Path, *extra: str) 
     requires = [f"{dist}>={ver}; extra == 'and-cuda'" for dist, ver, _ in wheelhouse.CUDA_WHEELS]
     requires.append(f"{wheelhouse.NVCC[0]}>=12.5.82; extra == 'and-cuda'")
     requires += [f"{req}; extra == 'and-cuda'" for req in extra]
-    init = b"__version__ = '2.21.0'\n"
-    wheelhouse.wheel(directory, "tensorflow", "2.21.0", {"tensorflow/__init__.py": init}, requires, extras=["and-cuda"])
+    files = {
+        "tensorflow/__init__.py": b"__version__ = '2.21.0'\n",
+        "tensorflow/python/platform/build_info.py": rh.BUILD_INFO.format(cuda=True).encode(),
+    }
+    wheelhouse.wheel(directory, "tensorflow", "2.21.0", files, requires, extras=["and-cuda"])
     return directory
 
 
@@ -269,17 +272,40 @@ def create(prefix: Path, wheels: Path, env: dict) -> subprocess.CompletedProcess
                     "--no-verify", "--json", env=env)  # fmt: skip
 
 
-def test_create_refuses_two_stacks_before_installing_anything(tmp_path, local_wheels, tool_env):
-    wheels = tensorflow_also_requiring(local_wheels, tmp_path / "wheels", "nvidia-nccl-cu13==2.32.3")
+def test_create_installs_tensorflows_stack_apart_so_no_file_is_owned_twice(tmp_path, local_wheels, tool_env):
+    """The resolution holds NCCL for CUDA 12 (TensorFlow's) and for CUDA 13 (another framework's):
+    both own nvidia/nccl/lib/libnccl.so.2. TensorFlow's CUDA 12 wheels go to lib/tfgpu/cuda12, the
+    rest to site-packages; the load hook loads CUDA 13's libnccl.so.2 first, then TensorFlow's own
+    libraries from lib/tfgpu/cuda12; the marker records what was decided."""
+    wheels = tensorflow_also_requiring(
+        local_wheels, tmp_path / "wheels", "nvidia-nccl-cu12==2.32.3", "nvidia-nccl-cu13==2.32.3"
+    )
     stack_wheels(wheels)
     prefix = tmp_path / "env"
     done = create(prefix, wheels, tool_env)
-    assert done.returncode == 3, done.stderr
-    error = json.loads(done.stdout)["error"]
-    assert error["code"] == "two-cuda-stacks"
-    assert "nvidia-nccl-cu13==2.32.3" in error["message"] and "CUDA 12" in error["message"]
-    assert any("separate environments" in way for way in error["alternatives"])
-    assert not prefix.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".env.")]
+    assert done.returncode == 0, done.stderr
+    site, apart = site_of(prefix), prefix / "lib" / "tfgpu" / "cuda12"
+    assert stacks.owned_twice(site) == frozenset() and not ownership.shared_files(site)
+    assert ownership.stacks(ownership.distributions(site)) == {13: ["nvidia-nccl-cu13 2.32.3"]}
+    assert set(ownership.stacks(ownership.distributions(apart))) == {12}
+    on_disk = ownership.file_sha256(site / NCCL)
+    theirs = next(d for d in ownership.distributions(site) if d.name == "nvidia-nccl-cu13")
+    assert on_disk == theirs.files[NCCL]
+    found = json.loads((prefix / "tfgpu-env.json").read_text())["cuda_apart"]
+    assert found["dir"] == "lib/tfgpu/cuda12" and "nvidia-nccl-cu12==2.32.3" in found["locked"]
+    layout = json.loads((prefix / "etc" / "tfgpu" / "layout.json").read_text())
+    assert layout["other_first"] == [NCCL] and layout["lib_dirs"] == []
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "VIRTUAL_ENV")}
+    run = subprocess.run([str(prefix / "bin" / "python"), "-c", HOOK_ORDER], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    loaded = json.loads(run.stdout)
+    assert loaded[0] == str(site / NCCL)
+    assert loaded[1:] and all(path.startswith(str(apart) + "/nvidia/") for path in loaded[1:])
+    assert any(path.endswith("libcudnn.so.9") for path in loaded[1:])
+    report = run_doctor(root=prefix, host=no_gpu_host(), environ={})
+    found = {f.id: f for f in report.findings}
+    assert found["libs.cudnn"].status == "ok" and str(apart / "nvidia" / "cudnn") in found["libs.cudnn"].evidence[0]
+    assert not [f for f in report.findings if f.id.startswith("mixed.") and f.status == "fail"]
 
 
 def test_create_rolls_back_when_two_distributions_own_a_file(tmp_path, local_wheels, tool_env):

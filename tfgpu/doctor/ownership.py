@@ -295,3 +295,15 @@ def other_stack_first(site: Path) -> tuple[str, ...]:
     if own is None or len(stacks(dists)) < 2:
         return ()
     return tuple(colliding(site, own, dists))
+
+
+def colliding_apart(site: Path, apart: Path, own: int) -> tuple[str, ...]:
+    """:func:`colliding` for an env whose TensorFlow CUDA wheels are installed apart (``apart``): the
+    other stacks' files in ``site`` (site-relative) whose SONAMEs TensorFlow's stack in ``apart`` ships."""
+    mine = libraries(apart, distributions(apart)).get(own, {})
+    chosen: dict[str, str] = {}
+    for major, libs in libraries(site, distributions(site)).items():
+        for soname, files in libs.items():
+            if major != own and soname in mine and soname not in chosen:
+                chosen[soname] = files[0][0]
+    return tuple(chosen[soname] for soname in sorted(chosen))

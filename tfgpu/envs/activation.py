@@ -143,6 +143,22 @@ def read_layout(root: Path, site_packages: str) -> CudaLayout:
     )
 
 
+def read_apart_layout(root: Path, site_packages: str, apart: str) -> CudaLayout:
+    """The layout of an env whose TensorFlow CUDA wheels sit apart from site-packages, in ``apart``
+    (env-relative, ``lib/tfgpu/cuda12``), because another framework's CUDA stack owns site-packages'
+    ``nvidia/`` tree. TensorFlow's libraries are preloaded from there by the load hook (paths relative
+    to site-packages); no directory goes on ``LD_LIBRARY_PATH``, which would also hand them to the other
+    framework's own loading (its RUNPATH comes after ``LD_LIBRARY_PATH``)."""
+    found = read_layout(root, apart)
+    return CudaLayout(
+        site_packages=site_packages,
+        lib_dirs=(),
+        preload=tuple(os.path.relpath(f"{apart}/{path}", site_packages) for path in found.preload),
+        cuda_data_dir=found.cuda_data_dir,
+        ptxas=found.ptxas,
+    )
+
+
 def _template(name: str) -> str:
     return untrusted.package_text("tfgpu.envs", "templates", name)
 

@@ -346,6 +346,7 @@ def write_marker(context: Context, extra: dict) -> None:
         "find_links": options.find_links,
         "offline": options.offline,
         **({"from_lock": context.source.label} if context.source.label else {}),
+        **_apart(location.staging, resolution),
         **extra,
     }
     marker.write(
@@ -355,6 +356,20 @@ def write_marker(context: Context, extra: dict) -> None:
         kernels=tuple(context.outcome.kernels),
         fields=fields,
     )
+
+
+def _apart(staging: Path, resolution) -> dict:
+    """The marker's record of TensorFlow's CUDA wheels installed apart from another stack
+    (``tfgpu.installers.stacks``): where, and exactly which pins; nothing for a one-stack env."""
+    from tfgpu.engines.uv import exact_pins
+    from tfgpu.installers.stacks import APART, APART_PINS
+
+    side = staging / "tfgpu" / APART_PINS
+    if not side.is_file():
+        return {}
+    major = int(str(resolution.cuda or "0").split(".")[0] or 0)
+    pins = exact_pins(untrusted.read_text(side, untrusted.PIP_LOCK))
+    return {"cuda_apart": {"dir": APART.format(major=major), "cuda": major, "locked": pins}}
 
 
 def _relocate(step: Step, context: Context) -> None:

@@ -126,3 +126,26 @@ def refuse_into_other_stack(site: Path, names: list[str], where: str) -> None:
             "overwrite the other's. Nothing was changed.",
             list(WAYS),
         )
+
+
+APART = "lib/tfgpu/cuda{major}"
+"""Where TensorFlow's own CUDA wheels go, env-relative, when the env holds another stack too."""
+APART_PINS = "cuda-apart.txt"
+"""Beside the env's ``tfgpu/requirements.txt``: the pins installed into :data:`APART` (hashes kept)."""
+
+
+def split_lock(text: str, major: int) -> tuple[str, str]:
+    """A compiled requirements file (``uv pip compile`` output: a pin at the start of a line, its
+    ``--hash`` and ``# via`` lines indented below it) cut in two: (everything but the CUDA ``major``
+    stack's pins, those pins)."""
+    blocks: list[list[str]] = [[]]
+    for line in text.splitlines(keepends=True):
+        if line[:1] not in (" ", "\t", "") and not line.startswith("#"):
+            blocks.append([])
+        blocks[-1].append(line)
+    keep, apart = [], []
+    for block in blocks:
+        head = block[0].split()[0].rstrip("\\") if block and block[0].strip() else ""
+        found = stacks_of_pins([head]) if head and not head.startswith("#") else {}
+        (apart if major in found else keep).append("".join(block))
+    return "".join(keep), "".join(apart)
