@@ -208,7 +208,8 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "jupyter-dir-unusable": (ImpossibleError, "The Jupyter kernels directory cannot be written."),
     "two-cuda-stacks": (
         ImpossibleError,
-        "The resolved packages hold two CUDA stacks whose wheels own the same files; the env is not built.",
+        "Two CUDA stacks whose wheels own the same files, where the tool cannot keep them apart (neither is "
+        "TensorFlow's, conda mode, a repair); nothing is changed.",
     ),
     "lock-corrupt": (ImpossibleError, "The lock does not parse as its format."),
     "lock-cpu-only": (ImpossibleError, "The lock holds a CPU-only environment; the tool builds GPU environments."),

@@ -6,7 +6,9 @@ uv is the engine: ``uv venv --relocatable`` (so the env can be built in staging 
 ranges), then ``uv pip install`` of exactly that from uv's hard-linking cache, then bytecode
 shared between envs (``tfgpu.envs.bytecode``). ``--engine pip`` (or no uv) uses ``python -m venv``
 and pip. From a lock or bundle (``Source``), the lock's body is written as it is and installed with
-every hash required, from the lock's own index (or the bundle's wheels, offline).
+every hash required, from the lock's own index (or the bundle's wheels, offline). A resolution that
+holds TensorFlow's CUDA stack and another framework's keeps TensorFlow's CUDA wheels apart, in
+``lib/tfgpu/cudaNN`` (``tfgpu.installers.stacks``; docs/modes.md).
 """
 
 from __future__ import annotations

@@ -2,12 +2,12 @@
 
 NVIDIA's CUDA 12 and CUDA 13 wheels own the same paths (``nvidia/cudnn/lib/libcudnn*.so.9``,
 ``nvidia/nccl/lib/libnccl.so.2``, nvSHMEM, cuSPARSELt); uv and pip unpack both without a word and
-the file on disk is whichever came last. Until the tool can install the two stacks side by side
-(TensorFlow's CUDA wheels in a directory of their own), a create whose resolved pins hold two
-stacks is refused before anything is downloaded (:func:`refuse_two_stacks`, ``two-cuda-stacks``,
-exit 3), and every pip-mode build is checked after its install (:func:`refuse_files_owned_twice`,
-``files-owned-twice``, exit 1; the staging env is rolled back), which also covers a lock or a
-bundle that pins both stacks.
+the file on disk is whichever came last. This module owns telling the stacks apart in resolved pins
+(:func:`stacks_of_pins`), cutting TensorFlow's stack out of a compiled lock so pip mode installs it
+into a directory of its own (:func:`split_lock`, :data:`APART`), refusing what cannot be kept apart
+(:func:`refuse_two_stacks`, :func:`refuse_into_other_stack`: ``two-cuda-stacks``, exit 3) and the
+check after every install (:func:`refuse_files_owned_twice`: ``files-owned-twice``, exit 1; the
+build or repair is rolled back), which also covers a lock or a bundle that pins both stacks.
 """
 
 from __future__ import annotations
