@@ -306,6 +306,11 @@ def test_create_installs_tensorflows_stack_apart_so_no_file_is_owned_twice(tmp_p
     found = {f.id: f for f in report.findings}
     assert found["libs.cudnn"].status == "ok" and str(apart / "nvidia" / "cudnn") in found["libs.cudnn"].evidence[0]
     assert not [f for f in report.findings if f.id.startswith("mixed.") and f.status == "fail"]
+    assert found["mixed.apart"].status == "ok"
+    libcudnn = apart / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"
+    libcudnn.write_bytes(libcudnn.read_bytes() + b"\0changed")
+    changed = {f.id: f for f in run_doctor(root=prefix, host=no_gpu_host(), environ={}).findings}["mixed.apart"]
+    assert changed.status == "fail" and any("nvidia/cudnn/lib/libcudnn.so.9" in e for e in changed.evidence)
 
 
 def test_create_rolls_back_when_two_distributions_own_a_file(tmp_path, local_wheels, tool_env):

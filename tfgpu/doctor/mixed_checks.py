@@ -4,7 +4,8 @@ or JAX's CUDA 13 wheels), read as files through :mod:`tfgpu.doctor.ownership`; n
 - ``mixed.shared-files``: paths two distributions own; where their bytes differ, which one's are on
   disk (won) and which lost;
 - ``mixed.sonames``: SONAMEs the stacks ship in different files (the loader reuses the first loaded);
-- ``mixed.python-numpy``: the interpreter and numpy against every framework's requirements.
+- ``mixed.python-numpy``: the interpreter and numpy against every framework's requirements;
+- ``mixed.apart``: in an env built with TensorFlow's CUDA wheels apart, that they are there, intact.
 
 They report only where there is something mixed: an env with one stack, no file owned twice and
 one framework gets no ``mixed.*`` finding at all.
@@ -35,12 +36,41 @@ def check(env) -> list[Finding]:
     dists = ownership.distributions(site)
     stacks = ownership.stacks(dists)
     shared = ownership.shared_files(site, dists)
-    findings = []
+    findings = apart(env)
     if len(stacks) > 1 or shared:
         findings.append(shared_files(env, shared, stacks))
     if len(stacks) > 1:
         findings.append(sonames(env, ownership.soname_pairs(site, dists), stacks))
     return findings + python_numpy(env)
+
+
+def apart(env) -> list[Finding]:
+    """An env built with TensorFlow's CUDA wheels apart (the marker's ``cuda_apart``): that directory's
+    distributions are there and their libraries hold the bytes their RECORDs list."""
+    record = (env.marker or {}).get("cuda_apart")
+    if not isinstance(record, dict) or not isinstance(record.get("dir"), str):
+        return []
+    where = env.root / record["dir"]
+    dists = ownership.distributions(where) if where.is_dir() else []
+    changed = [
+        f"{path}: its bytes are not {dist.label}'s"
+        for dist in dists
+        for path, digest in dist.files.items()
+        if ".so" in path and digest and ownership.file_sha256(where / path) != digest
+    ]
+    evidence = (f"{where}: {', '.join(d.label for d in dists) or 'no distribution'}",)
+    if not dists or changed:
+        return [
+            fail(
+                "mixed.apart",
+                f"TensorFlow's CUDA wheels in {record['dir']} are missing or changed",
+                f"Rebuild the env with the same frameworks: tfgpu-install create --force --prefix {env.root} --tf "
+                f"{env.tf_version or 'latest'} (plus the other framework, as it was created)",
+                *_capped(changed),
+                *evidence,
+            )
+        ]
+    return [ok("mixed.apart", f"TensorFlow's CUDA wheels are kept apart in {record['dir']}", *evidence)]
 
 
 def _stacks_line(stacks: dict[int, list[str]]) -> str:
