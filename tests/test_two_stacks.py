@@ -1,6 +1,7 @@
 """Envs with two CUDA stacks (TensorFlow's CUDA 12 wheels next to torch's or JAX's CUDA 13 ones):
 the ownership reader, doctor's ``mixed.*`` checks, the load hook loading the other stack's colliding
-SONAMEs first, the post-install refusal, and repair leaving the other stack's files alone.
+SONAMEs first, create installing TensorFlow's CUDA wheels apart, the post-install refusal, and
+repair leaving the other stack's files alone (or refusing when it could not).
 
 Real venvs filled by real uv from local wheels holding real gcc-built shared objects with the
 SONAMEs NVIDIA's wheels use, laid out as those wheels lay them out (``nvidia/nccl/lib`` owned by
