@@ -82,6 +82,11 @@ class CommandNotFoundError(TfgpuError):
 CODES: dict[str, tuple[type[TfgpuError], str]] = {
     # exit 1: the operation failed
     "install-failed": (OperationError, "The installer (uv, pip or rattler) failed; its log is named."),
+    "files-owned-twice": (
+        OperationError,
+        "After the install, two distributions own the same file with different bytes (two CUDA stacks); "
+        "the build is rolled back.",
+    ),
     "gpu-required": (
         OperationError,
         "`--require-gpu` on a machine with no NVIDIA driver: the env is built, its GPU could not be checked.",
@@ -206,6 +211,11 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         "The target looks like an unfinished env, but nothing proves this tool made it.",
     ),
     "jupyter-dir-unusable": (ImpossibleError, "The Jupyter kernels directory cannot be written."),
+    "two-cuda-stacks": (
+        ImpossibleError,
+        "Two CUDA stacks whose wheels own the same files, where the tool cannot keep them apart (neither is "
+        "TensorFlow's, conda mode, a repair); nothing is changed.",
+    ),
     "lock-corrupt": (ImpossibleError, "The lock does not parse as its format."),
     "lock-cpu-only": (ImpossibleError, "The lock holds a CPU-only environment; the tool builds GPU environments."),
     "lock-format-unsupported": (ImpossibleError, "The lock's format version is not one this tool reads."),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tfgpu.doctor import env_checks, host_checks
+from tfgpu.doctor import env_checks, host_checks, mixed_checks
 from tfgpu.doctor.findings import Finding, Report
 
 
@@ -65,6 +65,7 @@ def run_doctor(
         return report
     report.findings += _guarded(env_checks.python_supported, env, host)
     report.findings += _guarded(env_checks.cuda_build, env, host)
+    report.findings += _guarded(mixed_checks.check, env)
     if not env.tf_version or not env.build_info.get("is_cuda_build"):
         return report
     from tfgpu.doctor.libraries import load_in_child, resolve_libraries

@@ -62,10 +62,15 @@ class CudaLayout:
     cuda_data_dir: str | None
     """The directory holding ``nvvm/libdevice`` (XLA's ``--xla_gpu_cuda_data_dir``)."""
     ptxas: str | None
+    other_first: tuple[str, ...] = ()
+    """In an env with two CUDA stacks: the other stack's library files (site-relative) whose SONAMEs
+    TensorFlow's stack ships too, loaded before ``preload`` so that either import order ends with
+    the other framework's copies loaded (``tfgpu.doctor.ownership.colliding``; docs/modes.md)."""
 
     def to_dict(self) -> dict:
         return {"site_packages": self.site_packages, "lib_dirs": list(self.lib_dirs),
-                "preload": list(self.preload), "cuda_data_dir": self.cuda_data_dir, "ptxas": self.ptxas}
+                "preload": list(self.preload), "cuda_data_dir": self.cuda_data_dir, "ptxas": self.ptxas,
+                "other_first": list(self.other_first)}
 
 
 def _soname_file(lib_dir: Path, base: str) -> str | None:
@@ -135,6 +140,22 @@ def read_layout(root: Path, site_packages: str) -> CudaLayout:
         preload=tuple(preload),
         cuda_data_dir=f"{site_packages}/nvidia/{data}" if data else None,
         ptxas=f"{site_packages}/nvidia/{ptxas}/bin/ptxas" if ptxas else None,
+    )
+
+
+def read_apart_layout(root: Path, site_packages: str, apart: str) -> CudaLayout:
+    """The layout of an env whose TensorFlow CUDA wheels sit apart from site-packages, in ``apart``
+    (env-relative, ``lib/tfgpu/cuda12``), because another framework's CUDA stack owns site-packages'
+    ``nvidia/`` tree. TensorFlow's libraries are preloaded from there by the load hook (paths relative
+    to site-packages); no directory goes on ``LD_LIBRARY_PATH``, which would also hand them to the other
+    framework's own loading (its RUNPATH comes after ``LD_LIBRARY_PATH``)."""
+    found = read_layout(root, apart)
+    return CudaLayout(
+        site_packages=site_packages,
+        lib_dirs=(),
+        preload=tuple(os.path.relpath(f"{apart}/{path}", site_packages) for path in found.preload),
+        cuda_data_dir=found.cuda_data_dir,
+        ptxas=found.ptxas,
     )
 
 
@@ -208,6 +229,7 @@ def write_load_hook(site_dir: Path, layout: CudaLayout) -> list[Path]:
     ptxas_dir = _site_relative(str(Path(layout.ptxas).parent), site) if layout.ptxas else None
     source = _template("cuda_hook.py")
     source = source.replace("LIBRARIES = []  # @LIBRARIES@", f"LIBRARIES = {json.dumps(list(layout.preload))}")
+    source = source.replace("OTHER_FIRST = []  # @OTHER_FIRST@", f"OTHER_FIRST = {json.dumps(list(layout.other_first))}")
     data = _site_relative(layout.cuda_data_dir, site) if layout.cuda_data_dir else ""
     source = source.replace('CUDA_DATA_DIR = ""  # @CUDA_DATA_DIR@', f"CUDA_DATA_DIR = {json.dumps(data)}")
     source = source.replace('PTXAS_DIR = ""  # @PTXAS_DIR@', f"PTXAS_DIR = {json.dumps(ptxas_dir or '')}")

@@ -48,6 +48,7 @@ _FIELDS = {
     "lock": _TEXT,
     "marker_format": (int, type(None)),
     "owned": (dict, type(None)),
+    "cuda_apart": (dict, type(None)),
     "requirements": (list, type(None)),
     "locked": (list, type(None)),
     "find_links": (list, type(None)),

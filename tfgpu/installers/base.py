@@ -299,9 +299,12 @@ def _run(step: Step, context: Context):
 
 def _resolve(step: Step, context: Context) -> None:
     from tfgpu.engines.uv import exact_pins
+    from tfgpu.installers.stacks import refuse_two_stacks
 
     _run(step, context)
-    for pin in exact_pins(untrusted.read_text(Path(step.writes[0]), untrusted.PIP_LOCK)):
+    pins = exact_pins(untrusted.read_text(Path(step.writes[0]), untrusted.PIP_LOCK))
+    refuse_two_stacks(pins, str(context.location.prefix))  # before anything is downloaded
+    for pin in pins:
         if pin.startswith(("nvidia-", "tensorflow")):
             context.reporter.note(f"chosen: {pin}")
 
@@ -348,6 +351,7 @@ def write_marker(context: Context, extra: dict) -> None:
         "find_links": options.find_links,
         "offline": options.offline,
         **({"from_lock": context.source.label} if context.source.label else {}),
+        **_apart(location.staging, resolution),
         **extra,
     }
     marker.write(
@@ -357,6 +361,20 @@ def write_marker(context: Context, extra: dict) -> None:
         kernels=tuple(context.outcome.kernels),
         fields=fields,
     )
+
+
+def _apart(staging: Path, resolution) -> dict:
+    """The marker's record of TensorFlow's CUDA wheels installed apart from another stack
+    (``tfgpu.installers.stacks``): where, and exactly which pins; nothing for a one-stack env."""
+    from tfgpu.engines.uv import exact_pins
+    from tfgpu.installers.stacks import APART, APART_PINS
+
+    side = staging / "tfgpu" / APART_PINS
+    if not side.is_file():
+        return {}
+    major = int(str(resolution.cuda or "0").split(".")[0] or 0)
+    pins = exact_pins(untrusted.read_text(side, untrusted.PIP_LOCK))
+    return {"cuda_apart": {"dir": APART.format(major=major), "cuda": major, "locked": pins}}
 
 
 def _relocate(step: Step, context: Context) -> None:

@@ -6,13 +6,17 @@ uv is the engine: ``uv venv --relocatable`` (so the env can be built in staging 
 ranges), then ``uv pip install`` of exactly that from uv's hard-linking cache, then bytecode
 shared between envs (``tfgpu.envs.bytecode``). ``--engine pip`` (or no uv) uses ``python -m venv``
 and pip. From a lock or bundle (``Source``), the lock's body is written as it is and installed with
-every hash required, from the lock's own index (or the bundle's wheels, offline).
+every hash required, from the lock's own index (or the bundle's wheels, offline). A resolution that
+holds TensorFlow's CUDA stack and another framework's keeps TensorFlow's CUDA wheels apart, in
+``lib/tfgpu/cudaNN`` (``tfgpu.installers.stacks``; docs/modes.md).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import activation, bytecode, marker
 from tfgpu.errors import ImpossibleError
@@ -223,11 +227,59 @@ class PipBackend(Backend):
 
     def handlers(self) -> dict:
         return {
+            StepKind.RESOLVE: self._resolve,
             StepKind.BYTECODE_STORE: self._bytecode,
             StepKind.BYTECODE_REUSE: self._bytecode,
             StepKind.ACTIVATION: _wheel_activation,
             StepKind.CACHE_DEDUPE: _one_copy,
         }
+
+    def _resolve(self, step: Step, context: Context) -> None:
+        """``uv pip compile``, then, when the pins hold TensorFlow's CUDA stack and another one (a
+        framework built for CUDA 13 next to TensorFlow's CUDA 12), TensorFlow's stack is cut out of
+        the lock and installed now into its own directory of the env (``stacks.APART``), so that no
+        file is owned by two distributions; the install step then installs the rest as usual."""
+        from tfgpu.engines.uv import exact_pins
+        from tfgpu.envs import writes
+        from tfgpu.installers import stacks
+        from tfgpu.installers.base import _run
+
+        _run(step, context)
+        lock = Path(step.writes[0])
+        text = untrusted.read_text(lock, untrusted.PIP_LOCK)
+        pins = exact_pins(text)
+        found = stacks.stacks_of_pins(pins)
+        own = int(str(context.resolution.cuda or "0").split(".")[0] or 0)
+        if len(found) > 1 and own in found and self.engine(context.options) == "uv":
+            main, apart = stacks.split_lock(text, own)
+            side = lock.parent / stacks.APART_PINS
+            writes.put_text(side, apart)
+            writes.put_text(lock, main)
+            target = context.location.staging / stacks.APART.format(major=own)
+            sources = uv_engine.sources(context.options.find_links, context.options.offline)
+            argv = uv_engine.install(
+                self.uv,
+                str(context.location.staging / "bin" / "python"),
+                side,
+                cache=self.cache_dir,
+                extra=sources,
+                no_deps=True,
+                compile_bytecode=False,
+            )
+            others = ", ".join(f"CUDA {m}" for m in found if m != own)
+            context.reporter.note(
+                f"two CUDA stacks (CUDA {own} for TensorFlow, {others}): TensorFlow's CUDA {own} wheels go to "
+                f"{stacks.APART.format(major=own)}, apart from site-packages"
+            )
+            _run(
+                Step(StepKind.RUN, f"Install TensorFlow's CUDA {own} wheels apart", (*argv, "--target", str(target))),
+                context,
+            )
+        else:
+            stacks.refuse_two_stacks(pins, str(context.location.prefix))
+        for pin in exact_pins(untrusted.read_text(lock, untrusted.PIP_LOCK)):
+            if pin.startswith(("nvidia-", "tensorflow")):
+                context.reporter.note(f"chosen: {pin}")
 
     def _bytecode(self, step: Step, context: Context) -> None:
         resolution = context.resolution
@@ -258,9 +310,26 @@ def _one_copy(step: Step, context: Context) -> None:
 def _wheel_activation(step: Step, context: Context) -> None:
     staging = context.location.staging
     site = site_packages(staging, context.resolution.python)
-    layout = activation.read_layout(staging, site)
+    from tfgpu.doctor import ownership
+    from tfgpu.installers.stacks import APART, refuse_files_owned_twice
+
+    refuse_files_owned_twice(staging / site, str(context.location.prefix))
+    own = int(str(context.resolution.cuda or "0").split(".")[0] or 0)
+    apart = APART.format(major=own)
+    if (staging / apart).is_dir():  # two stacks: TensorFlow's CUDA wheels were installed apart (_resolve)
+        layout = activation.read_apart_layout(staging, site, apart)
+        other = ownership.colliding_apart(staging / site, staging / apart, own)
+        context.outcome.notes.append(f"TensorFlow's CUDA {own} wheels are in {apart}, apart from the other stack")
+    else:
+        layout = activation.read_layout(staging, site)
+        other = ownership.other_stack_first(staging / site)
+    layout = replace(layout, other_first=other)
     activation.write_venv_activation(staging, layout)
     context.outcome.notes.append(f"{len(layout.preload)} CUDA libraries preloaded by the load hook")
+    if layout.other_first:
+        context.outcome.notes.append(
+            f"two CUDA stacks: the load hook loads {len(layout.other_first)} of the other stack's libraries first"
+        )
 
 
 def site_packages(root: Path, python: str) -> str:

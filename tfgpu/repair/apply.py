@@ -31,6 +31,7 @@ from pathlib import Path
 from tfgpu import untrusted
 from tfgpu.envs import writes
 from tfgpu.envs.writes import inside
+from tfgpu.installers.stacks import owned_twice, refuse_files_owned_twice
 from tfgpu.proc import shielded
 from tfgpu.repair.journal import FORMAT, check_journal, write_journal
 from tfgpu.repair.plan import RepairPlan, differing_files, state_of
@@ -156,7 +157,10 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
             p for p in (intended(plan, reporter) if intended else []) if p not in journal["intended"]
         ]
         write_journal(prefix, journal)
+        twice = owned_twice(survey.site_packages) if survey.site_packages else frozenset()
         installer.install(plan, reporter)
+        if survey.site_packages:  # a CUDA wheel installed over another stack's file: rolled back below
+            refuse_files_owned_twice(survey.site_packages, str(prefix), twice)
         after = installed(survey.site_packages)
         journal.setdefault("added", [])
         journal["added"] += [{"name": n, **v} for n, v in sorted(after.items()) if n not in before]

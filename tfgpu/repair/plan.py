@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -197,7 +197,10 @@ def render_activation(survey: EnvSurvey, manager: str, scratch: Path) -> dict[st
         layout = activation.read_conda_layout(prefix, survey.site_relative)
         written = activation.write_conda_activation(scratch, layout)
     else:
+        from tfgpu.doctor.ownership import other_stack_first
+
         layout = activation.read_layout(prefix, survey.site_relative)
+        layout = replace(layout, other_first=other_stack_first(prefix / survey.site_relative))
         written = activation.write_venv_activation(scratch, layout)
     rendered = {}
     for path in written:
@@ -232,6 +235,10 @@ def plan_repair(survey: EnvSurvey, resolution) -> RepairPlan:
     """Everything the repair would do (nothing is touched)."""
     manager = manager_of(survey)
     add, change = (conda_changes if manager == "conda" else pip_changes)(survey, resolution)
+    if manager != "conda":
+        from tfgpu.installers.stacks import refuse_into_other_stack
+
+        refuse_into_other_stack(survey.site_packages, [p.name for p in [*add, *change]], str(survey.prefix))
     plan = RepairPlan(survey=survey, resolution=resolution, manager=manager, add=add, change=change)
     plan.files = differing_files(survey, manager)
     return plan

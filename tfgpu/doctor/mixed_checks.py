@@ -1,0 +1,178 @@
+"""Checks of an env holding more than one CUDA stack (TensorFlow's CUDA 12 wheels next to torch's
+or JAX's CUDA 13 wheels), read as files through :mod:`tfgpu.doctor.ownership`; nothing is imported.
+
+- ``mixed.shared-files``: paths two distributions own; where their bytes differ, which one's are on
+  disk (won) and which lost;
+- ``mixed.sonames``: SONAMEs the stacks ship in different files (the loader reuses the first loaded);
+- ``mixed.python-numpy``: the interpreter and numpy against every framework's requirements;
+- ``mixed.apart``: in an env built with TensorFlow's CUDA wheels apart, that they are there, intact.
+
+They report only where there is something mixed: an env with one stack, no file owned twice and
+one framework gets no ``mixed.*`` finding at all.
+"""
+
+from __future__ import annotations
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from tfgpu.doctor import ownership
+from tfgpu.doctor.findings import Finding, fail, ok, warn
+
+EVIDENCE_LIMIT = 12
+"""Evidence lines per finding: NCCL alone shares ~70 header files; the count says how many more."""
+
+
+def _capped(lines: list[str]) -> list[str]:
+    if len(lines) <= EVIDENCE_LIMIT:
+        return lines
+    return [*lines[:EVIDENCE_LIMIT], f"... and {len(lines) - EVIDENCE_LIMIT} more"]
+
+
+def check(env) -> list[Finding]:
+    site = env.site_packages
+    if site is None or not site.is_dir():
+        return []
+    dists = ownership.distributions(site)
+    stacks = ownership.stacks(dists)
+    shared = ownership.shared_files(site, dists)
+    findings = apart(env)
+    if len(stacks) > 1 or shared:
+        findings.append(shared_files(env, shared, stacks))
+    if len(stacks) > 1:
+        findings.append(sonames(env, ownership.soname_pairs(site, dists), stacks))
+    return findings + python_numpy(env)
+
+
+def apart(env) -> list[Finding]:
+    """An env built with TensorFlow's CUDA wheels apart (the marker's ``cuda_apart``): that directory's
+    distributions are there and their libraries hold the bytes their RECORDs list."""
+    record = (env.marker or {}).get("cuda_apart")
+    if not isinstance(record, dict) or not isinstance(record.get("dir"), str):
+        return []
+    where = env.root / record["dir"]
+    dists = ownership.distributions(where) if where.is_dir() else []
+    changed = [
+        f"{path}: its bytes are not {dist.label}'s"
+        for dist in dists
+        for path, digest in dist.files.items()
+        if ".so" in path and digest and ownership.file_sha256(where / path) != digest
+    ]
+    evidence = (f"{where}: {', '.join(d.label for d in dists) or 'no distribution'}",)
+    if not dists or changed:
+        return [
+            fail(
+                "mixed.apart",
+                f"TensorFlow's CUDA wheels in {record['dir']} are missing or changed",
+                f"Rebuild the env with the same frameworks: tfgpu-install create --force --prefix {env.root} --tf "
+                f"{env.tf_version or 'latest'} (plus the other framework, as it was created)",
+                *_capped(changed),
+                *evidence,
+            )
+        ]
+    return [ok("mixed.apart", f"TensorFlow's CUDA wheels are kept apart in {record['dir']}", *evidence)]
+
+
+def _stacks_line(stacks: dict[int, list[str]]) -> str:
+    return "CUDA stacks: " + "; ".join(f"cu{major}: {', '.join(labels)}" for major, labels in stacks.items())
+
+
+def shared_files(env, shared: list[ownership.SharedFile], stacks: dict[int, list[str]]) -> Finding:
+    lost = [f for f in shared if f.differ or f.on_disk is None]
+    alike = [f for f in shared if f not in lost]
+    if lost:
+        lines = []
+        for item in lost:
+            owners = " and ".join(label for label, _ in item.owners)
+            if item.on_disk is None:
+                lines.append(f"{item.path}: owned by {owners}; missing on disk (an uninstall of one removed it)")
+            else:
+                won = ", ".join(item.winners) or "none of them (bytes match no RECORD)"
+                lines.append(f"{item.path}: owned by {owners}; on disk: {won}'s bytes; lost: {', '.join(item.losers)}")
+        losers = sorted({label for item in lost for label in item.losers})
+        return fail(
+            "mixed.shared-files",
+            f"{len(lost)} file(s) are owned by two distributions and hold only one's bytes",
+            "Each stack needs its own copy, and one env's site-packages holds one: keep TensorFlow and the "
+            "other framework in separate envs, or choose versions that share one CUDA stack (`tfgpu-install "
+            "plan` shows TensorFlow's). Reinstalling the loser (`uv pip install --python "
+            f"{env.python} --reinstall --no-deps {' '.join(label.replace(' ', '==') for label in losers)}`) "
+            "only moves the loss to the other one.",
+            *_capped(lines),
+            *([f"and {len(alike)} more file(s) owned twice with the same bytes"] if alike else []),
+            _stacks_line(stacks),
+        )
+    if alike:
+        return warn(
+            "mixed.shared-files",
+            f"{len(alike)} file(s) are owned by two distributions (same bytes)",
+            "Nothing is wrong now; uninstalling either distribution deletes these files for the other: "
+            "reinstall the other afterwards (`uv pip install --reinstall --no-deps NAME==VERSION`).",
+            *_capped([f"{f.path}: owned by {' and '.join(label for label, _ in f.owners)}" for f in alike]),
+            _stacks_line(stacks),
+        )
+    return ok("mixed.shared-files", "No file is owned by two distributions", _stacks_line(stacks))
+
+
+def sonames(env, pairs: list[ownership.SonamePair], stacks: dict[int, list[str]]) -> Finding:
+    if not pairs:
+        return ok("mixed.sonames", "The CUDA stacks share no SONAME in different files", _stacks_line(stacks))
+    lines = [
+        f"{pair.soname}: " + "; ".join(f"{stack} {path} ({label})" for stack, path, label in pair.files)
+        for pair in pairs
+    ]
+    hooked = env.hook is not None
+    return warn(
+        "mixed.sonames",
+        f"{len(pairs)} SONAME(s) exist once per CUDA stack: the first one loaded serves both frameworks",
+        (
+            "The env's load hook loads the other stack's copies before TensorFlow's (see docs/modes.md); "
+            "import torch or JAX before TensorFlow where the hook is switched off."
+            if hooked
+            else "Import torch or JAX before TensorFlow, or add tfgpu-install's load hook "
+            f"(`tfgpu-install repair --prefix {env.root}`), which loads the other stack's copies first."
+        ),
+        *_capped(lines),
+    )
+
+
+def _satisfies(version: str | None, spec: str) -> bool | None:
+    if not version or not spec:
+        return None
+    try:
+        return Version(version) in SpecifierSet(spec)
+    except (InvalidVersion, InvalidSpecifier):
+        return None
+
+
+def python_numpy(env) -> list[Finding]:
+    """Python and numpy against each installed framework's Requires-Python and numpy requirement."""
+    found = ownership.frameworks(env.site_packages)
+    if len(found) < 2:
+        return []
+    numpy = ownership.installed_version(env.site_packages, "numpy")
+    python = f"{env.python_version}.0" if env.python_version and env.python_version.count(".") == 1 else None
+    evidence, broken = [], []
+    for framework in found:
+        python_ok = _satisfies(python, framework.requires_python)
+        numpy_ok = _satisfies(numpy, framework.numpy)
+        evidence.append(
+            f"{framework.label}: Requires-Python {framework.requires_python or '-'}, numpy {framework.numpy or '-'}"
+        )
+        if python_ok is False:
+            broken.append(f"Python {env.python_version} is outside {framework.label}'s {framework.requires_python}")
+        if numpy_ok is False:
+            broken.append(f"numpy {numpy} is outside {framework.label}'s {framework.numpy}")
+    evidence.append(f"this env: Python {env.python_version or '?'}, numpy {numpy or 'not installed'}")
+    if broken:
+        return [
+            fail(
+                "mixed.python-numpy",
+                "The interpreter or numpy is outside what one of the frameworks requires",
+                "Plan the frameworks together (`tfgpu-install plan --with ...`) for versions whose Python and "
+                "numpy ranges meet, or keep them in separate envs.",
+                *broken,
+                *evidence,
+            )
+        ]
+    return [ok("mixed.python-numpy", "Python and numpy satisfy every framework in the env", *evidence)]

@@ -1,0 +1,309 @@
+"""Who owns which file of an env: the RECORDs of every installed distribution, read as files.
+
+Two CUDA stacks in one env (TensorFlow's CUDA 12 wheels next to torch's or JAX's CUDA 13 wheels)
+overwrite each other without a word: ``nvidia-cudnn-cu12`` and ``nvidia-cudnn-cu13`` both own
+``nvidia/cudnn/lib/libcudnn*.so.9``, NCCL, nvSHMEM and cuSPARSELt likewise; uv and pip unpack both,
+the file on disk is whichever came last, uninstalling one deletes the other's library, and
+``pip check`` is content. This module owns reading that state, for doctor, repair and the
+post-install check of ``create``:
+
+- :func:`shared_files`: every path two or more distributions list in their RECORD, each owner's
+  sha256 for it and the sha256 of the bytes on disk, so which distribution *won* and which *lost*;
+- :func:`soname_pairs`: SONAMEs that two stacks ship in *different* files (``libcurand.so.10`` in
+  ``nvidia/curand/lib`` for CUDA 12 and ``nvidia/cu13/lib`` for CUDA 13): the dynamic loader reuses
+  whichever was loaded first for both;
+- :func:`stack_of`: which CUDA major a distribution belongs to (``-cu12`` names, or the merged
+  ``nvidia/cu13/`` tree of CUDA 13's wheels);
+- :func:`frameworks`: each framework's Requires-Python and numpy requirement from its METADATA.
+
+Everything goes through :mod:`tfgpu.untrusted`; nothing is imported or loaded.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfgpu import untrusted
+from tfgpu.doctor.elf import read_dynamic
+
+NAMESPACE_FILES = re.compile(r"(^|/)__init__\.py$|(^|/)__pycache__/")
+"""Files every wheel of a namespace package ships alike (``nvidia/__init__.py``, empty in each)."""
+_SUFFIX = re.compile(r"[-_]cu(\d+)$")
+_MERGED = re.compile(r"^nvidia/cu(\d+)/")
+_LIBRARY = re.compile(r"(^|/)lib[^/]*\.so(\.\d+)+$")
+
+
+@dataclass(frozen=True)
+class Dist:
+    """One installed distribution: its normalised name, version and RECORD (path -> sha256 or "")."""
+
+    name: str
+    version: str
+    files: dict[str, str]
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
+
+
+@dataclass(frozen=True)
+class SharedFile:
+    """One path listed by two or more RECORDs."""
+
+    path: str
+    owners: tuple[tuple[str, str], ...]
+    """(distribution label, sha256 its RECORD lists) per owner."""
+    on_disk: str | None
+    """sha256 of the file now; None when it is missing."""
+
+    @property
+    def differ(self) -> bool:
+        """The owners ship different bytes: one of them lost."""
+        return len({digest for _, digest in self.owners}) > 1
+
+    @property
+    def winners(self) -> tuple[str, ...]:
+        return tuple(label for label, digest in self.owners if digest and digest == self.on_disk)
+
+    @property
+    def losers(self) -> tuple[str, ...]:
+        return tuple(label for label, digest in self.owners if digest != self.on_disk)
+
+
+@dataclass(frozen=True)
+class SonamePair:
+    """One SONAME shipped by two stacks in different files: (stack, site-relative path, distribution)."""
+
+    soname: str
+    files: tuple[tuple[str, str, str], ...]
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _record_digest(field: str) -> str:
+    """``sha256=<urlsafe b64>`` -> hex; anything else (no hash, another algorithm) -> ""."""
+    algorithm, _, value = field.partition("=")
+    if algorithm != "sha256" or not value:
+        return ""
+    try:
+        return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
+    except ValueError:
+        return ""
+
+
+def distributions(site: Path) -> list[Dist]:
+    """Every ``*.dist-info`` with a readable RECORD under ``site``; paths relative to ``site``."""
+    found = []
+    for dist_info in sorted(Path(site).glob("*.dist-info")):
+        text = untrusted.text_or_none(dist_info / "RECORD", untrusted.ENV_FILE, errors="replace")
+        if text is None:
+            continue
+        name, _, version = dist_info.name.removesuffix(".dist-info").partition("-")
+        files = {}
+        for row in csv.reader(text.splitlines()):
+            if row and row[0]:
+                files[posixpath.normpath(row[0])] = _record_digest(row[1]) if len(row) > 1 else ""
+        found.append(Dist(_normal(name), version, files))
+    return found
+
+
+def file_sha256(path: Path) -> str | None:
+    """The sha256 of a file of the env, read in blocks; None if it is missing or not a regular file."""
+    try:
+        stream = untrusted.open_stream(path, untrusted.ENV_FILE)
+    except untrusted.Unreadable:
+        return None
+    digest = hashlib.sha256()
+    with stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def shared_files(site: Path, dists: list[Dist] | None = None) -> list[SharedFile]:
+    """Every path two or more distributions own (namespace ``__init__.py`` files aside), with the
+    bytes on disk compared with each owner's RECORD."""
+    dists = distributions(site) if dists is None else dists
+    owners: dict[str, list[tuple[str, str]]] = {}
+    for dist in dists:
+        for path, digest in dist.files.items():
+            if not NAMESPACE_FILES.search(path) and not path.endswith(".pyc"):
+                owners.setdefault(path, []).append((dist.label, digest))
+    shared = []
+    for path, listed in sorted(owners.items()):
+        if len(listed) > 1:
+            shared.append(SharedFile(path, tuple(listed), file_sha256(Path(site) / path)))
+    return shared
+
+
+def stack_of(dist: Dist) -> int | None:
+    """The CUDA major a distribution's libraries are built for: its ``-cuNN`` suffix, else the
+    merged ``nvidia/cuNN/`` tree its files sit in (CUDA 13's ``nvidia-curand``); None for others."""
+    match = _SUFFIX.search(dist.name)
+    if match:
+        return int(match.group(1))
+    majors = {int(m.group(1)) for m in (_MERGED.match(p) for p in dist.files) if m}
+    return majors.pop() if len(majors) == 1 else None
+
+
+def stacks(dists: list[Dist]) -> dict[int, list[str]]:
+    """CUDA major -> the labels of its distributions."""
+    found: dict[int, list[str]] = {}
+    for dist in dists:
+        major = stack_of(dist)
+        if major is not None:
+            found.setdefault(major, []).append(dist.label)
+    return dict(sorted(found.items()))
+
+
+def libraries(site: Path, dists: list[Dist]) -> dict[int, dict[str, list[tuple[str, str]]]]:
+    """CUDA major -> SONAME -> [(site-relative path, distribution label)] of its shared libraries
+    (the SONAME read from the ELF file; its file name where the file has none)."""
+    found: dict[int, dict[str, list[tuple[str, str]]]] = {}
+    for dist in dists:
+        major = stack_of(dist)
+        if major is None:
+            continue
+        for path in dist.files:
+            if not _LIBRARY.search(path) or not (Path(site) / path).is_file():
+                continue
+            dynamic = read_dynamic(str(Path(site) / path))
+            soname = (dynamic.soname if dynamic else None) or posixpath.basename(path)
+            found.setdefault(major, {}).setdefault(soname, []).append((path, dist.label))
+    return found
+
+
+def soname_pairs(site: Path, dists: list[Dist] | None = None) -> list[SonamePair]:
+    """SONAMEs that two or more stacks ship in different files (a SONAME both ship in one and the
+    same file is :func:`shared_files`' matter: one copy, the other's lost)."""
+    dists = distributions(site) if dists is None else dists
+    by_stack = libraries(site, dists)
+    pairs = []
+    names = sorted({soname for libs in by_stack.values() for soname in libs})
+    for soname in names:
+        files = tuple(
+            (f"cu{major}", path, label) for major, libs in by_stack.items() for path, label in libs.get(soname, ())
+        )
+        if len({stack for stack, _, _ in files}) > 1 and len({path for _, path, _ in files}) > 1:
+            pairs.append(SonamePair(soname, files))
+    return pairs
+
+
+def colliding(site: Path, own: int, dists: list[Dist] | None = None) -> list[str]:
+    """The other stacks' library files (site-relative, one per SONAME) whose SONAME the ``own``
+    stack ships too: what a load hook loads *before* TensorFlow's own, so that whichever framework
+    is imported first, the process ends with the other stack's copies loaded once (see docs/modes.md)."""
+    dists = distributions(site) if dists is None else dists
+    by_stack = libraries(site, dists)
+    mine = by_stack.get(own, {})
+    chosen: dict[str, str] = {}
+    for major, libs in by_stack.items():
+        if major == own:
+            continue
+        for soname, files in libs.items():
+            if soname in mine and soname not in chosen:
+                theirs = [path for path, _ in files if path not in {p for p, _ in mine[soname]}]
+                if theirs:
+                    chosen[soname] = theirs[0]
+    return [chosen[soname] for soname in sorted(chosen)]
+
+
+FRAMEWORKS = ("tensorflow", "tensorflow-cpu", "tf-nightly", "torch", "jax", "jaxlib")
+
+
+@dataclass(frozen=True)
+class Framework:
+    """What a framework's METADATA asks of the interpreter and numpy."""
+
+    label: str
+    requires_python: str
+    numpy: str
+    """The numpy specifier of its unconditional Requires-Dist ("" when it names none)."""
+
+
+def frameworks(site: Path) -> list[Framework]:
+    """TensorFlow, torch and JAX as installed, with their Requires-Python and numpy requirement."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    found = []
+    for dist_info in sorted(Path(site).glob("*.dist-info")):
+        name, _, version = dist_info.name.removesuffix(".dist-info").partition("-")
+        if _normal(name) not in FRAMEWORKS:
+            continue
+        text = untrusted.text_or_none(dist_info / "METADATA", untrusted.ENV_FILE, errors="replace") or ""
+        python = re.search(r"^Requires-Python:\s*(.+)$", text, re.M)
+        numpy = ""
+        for line in re.findall(r"^Requires-Dist:\s*(.+)$", text, re.M):
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if _normal(requirement.name) == "numpy" and "extra" not in str(requirement.marker or ""):
+                numpy = str(requirement.specifier)
+        found.append(Framework(f"{_normal(name)} {version}", python.group(1).strip() if python else "", numpy))
+    return found
+
+
+def installed_version(site: Path, name: str) -> str | None:
+    """The version of an installed distribution, from its dist-info directory name."""
+    for dist_info in Path(site).glob("*.dist-info"):
+        dist, _, version = dist_info.name.removesuffix(".dist-info").partition("-")
+        if _normal(dist) == _normal(name):
+            return version
+    return None
+
+
+def tensorflow_stack(site: Path) -> int | None:
+    """The CUDA major of TensorFlow's own wheels: the ``nvidia-*-cuNN`` its METADATA requires (its
+    ``and-cuda`` extra), else its ``build_info.py``'s CUDA, else the single stack the env holds;
+    None without TensorFlow."""
+    for dist_info in sorted(Path(site).glob("*.dist-info")):
+        name = _normal(dist_info.name.removesuffix(".dist-info").partition("-")[0])
+        if name not in ("tensorflow", "tf-nightly"):
+            continue
+        text = untrusted.text_or_none(dist_info / "METADATA", untrusted.ENV_FILE, errors="replace") or ""
+        majors = {int(m) for m in re.findall(r"^Requires-Dist:\s*nvidia-[a-z0-9-]+?-cu(\d+)\b", text, re.M)}
+        if len(majors) == 1:
+            return majors.pop()
+        build = untrusted.text_or_none(
+            Path(site) / "tensorflow" / "python" / "platform" / "build_info.py", untrusted.ENV_FILE, errors="replace"
+        )
+        if build:
+            from tfgpu.doctor.envfacts import parse_build_info
+
+            cuda = str(parse_build_info(build).get("cuda_version") or "")
+            if cuda.split(".")[0].isdigit():
+                return int(cuda.split(".")[0])
+        present = stacks(distributions(site))
+        return next(iter(present)) if len(present) == 1 else None
+    return None
+
+
+def other_stack_first(site: Path) -> tuple[str, ...]:
+    """What the load hook loads before TensorFlow's libraries (:func:`colliding`), or nothing in an
+    env with one CUDA stack or no TensorFlow."""
+    dists = distributions(site)
+    own = tensorflow_stack(site)
+    if own is None or len(stacks(dists)) < 2:
+        return ()
+    return tuple(colliding(site, own, dists))
+
+
+def colliding_apart(site: Path, apart: Path, own: int) -> tuple[str, ...]:
+    """:func:`colliding` for an env whose TensorFlow CUDA wheels are installed apart (``apart``): the
+    other stacks' files in ``site`` (site-relative) whose SONAMEs TensorFlow's stack in ``apart`` ships."""
+    mine = libraries(apart, distributions(apart)).get(own, {})
+    chosen: dict[str, str] = {}
+    for major, libs in libraries(site, distributions(site)).items():
+        for soname, files in libs.items():
+            if major != own and soname in mine and soname not in chosen:
+                chosen[soname] = files[0][0]
+    return tuple(chosen[soname] for soname in sorted(chosen))
