@@ -373,3 +373,53 @@ def test_the_post_install_check_answers_only_for_what_the_install_did(mixed_env)
     already = stacks.owned_twice(site)
     assert already == {NCCL}
     stacks.refuse_files_owned_twice(site, str(mixed_env), already)  # the env was mixed before: not this install's doing
+
+
+def framework_library(path: Path, versioned: str = "") -> Path:
+    """A real gcc-built stand-in for TensorFlow's libtensorflow_framework.so.2: it exports CUDA API
+    names without symbol versions, as TensorFlow's forwarding stubs do; ``versioned`` names one that a
+    version script exports under a version instead (a definition the loader would not mix up)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = ["cudaGetDeviceProperties_v2", "cublasCreate_v2", "cublasLtCreate", "cudnnCreate", "cuInit", "not_cuda"]
+    source = "".join(f"int {name}(void) {{ return 0; }}\n" for name in names + ([versioned] if versioned else []))
+    command = ["gcc", "-shared", "-fPIC", "-Wl,-soname,libtensorflow_framework.so.2", "-o", str(path), "-x", "c", "-"]
+    if versioned:
+        script = path.parent / "version.map"
+        script.write_text(f"LIBX_1 {{ global: {versioned}; }};\nLIBX_0 {{ global: *; }};\n")
+        command.insert(1, f"-Wl,--version-script={script}")
+    subprocess.run(command, input=source, text=True, check=True)
+    return path
+
+
+def test_the_apis_tensorflow_reexports_unversioned_are_read_from_its_symbol_table(tmp_path):
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared library")
+    framework_library(tmp_path / ownership.FRAMEWORK_LIBRARY)
+    assert ownership.reexported_libraries(tmp_path) == {"libcudart", "libcublas", "libcublasLt", "libcudnn"}
+    versioned = tmp_path / "v"
+    framework_library(versioned / ownership.FRAMEWORK_LIBRARY, versioned="cufftPlan1d")
+    assert "libcufft" not in ownership.reexported_libraries(versioned)
+    assert ownership.reexported_libraries(tmp_path / "nothing-here") == frozenset()
+    (tmp_path / "junk" / "tensorflow").mkdir(parents=True)
+    (tmp_path / "junk" / ownership.FRAMEWORK_LIBRARY).write_bytes(b"\x7fELF\x02\x01" + b"\xff" * 100)
+    assert ownership.reexported_libraries(tmp_path / "junk") == frozenset()
+
+
+def test_the_hook_loads_the_other_stacks_runtime_first_when_tensorflow_reexports_its_api(tmp_path):
+    """The other stack's libcudart.so.13 (a different SONAME from TF's libcudart.so.12, so no collision)
+    is still loaded first, because TF's framework exports cudart's API unversioned."""
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared libraries")
+    wheels, libs = tmp_path / "wheels", tmp_path / "libs"
+    cudart12 = wheelhouse.shared_library(libs / "12" / "libcudart.so.12", "libcudart.so.12").read_bytes()
+    cudart13 = wheelhouse.shared_library(libs / "13" / "libcudart.so.13", "libcudart.so.13").read_bytes()
+    framework = framework_library(libs / "tf" / ownership.FRAMEWORK_LIBRARY).read_bytes()
+    wheelhouse.wheel(
+        wheels, "nvidia-cuda-runtime-cu12", "12.9.79", {"nvidia/cuda_runtime/lib/libcudart.so.12": cudart12}
+    )
+    wheelhouse.wheel(wheels, "nvidia-cuda-runtime", "13.0.96", {"nvidia/cu13/lib/libcudart.so.13": cudart13})
+    wheelhouse.wheel(
+        wheels, "tensorflow", "2.21.0", {ownership.FRAMEWORK_LIBRARY: framework}, requires=["nvidia-cuda-runtime-cu12"]
+    )
+    prefix = rh.user_venv(tmp_path / "env", wheels, "tensorflow", "nvidia-cuda-runtime")
+    assert ownership.other_stack_first(site_of(prefix)) == ("nvidia/cu13/lib/libcudart.so.13",)

@@ -78,3 +78,45 @@ def read_dynamic(path: str) -> Dynamic | None:
     runpath = next((string(v) for t, v in entries if t == DT_RUNPATH), None)
     runpath = runpath if runpath is not None else next((string(v) for t, v in entries if t == DT_RPATH), "")
     return Dynamic(soname=soname, needed=needed, runpath=tuple(dict.fromkeys(p for p in runpath.split(":") if p)))
+
+
+SHT_DYNSYM, SHT_GNU_VERSYM = 11, 0x6FFFFFFF
+STB_GLOBAL, STB_WEAK = 1, 2
+
+
+def unversioned_exports(path: str) -> frozenset[str] | None:
+    """The names a 64-bit little-endian shared object defines and exports *without* a symbol version
+    (``.gnu.version`` index 0 or 1, or no version table at all), default visibility. The dynamic
+    loader lets such a definition satisfy a versioned reference from another library
+    (``cudaMalloc@libcudart.so.13``), so a library loaded RTLD_GLOBAL that exports them interposes
+    on every library loaded after it. ``None`` when the file is not such an object."""
+    try:
+        data = untrusted.read_bytes(path, untrusted.LIBRARY)
+    except untrusted.Unreadable:
+        return None
+    if data[:4] != b"\x7fELF" or len(data) < 64 or data[4] != 2 or data[5] != 1:
+        return None
+    shoff = struct.unpack_from("<Q", data, 40)[0]
+    shentsize, shnum = struct.unpack_from("<HH", data, 58)
+    sections = []
+    try:
+        for index in range(shnum):
+            sections.append(struct.unpack_from("<IIQQQQIIQQ", data, shoff + index * shentsize))
+        dynsym = next((s for s in sections if s[1] == SHT_DYNSYM), None)
+        if dynsym is None:
+            return frozenset()
+        versym = next((s for s in sections if s[1] == SHT_GNU_VERSYM), None)
+        strtab = sections[dynsym[6]]
+        str_base, sym_base, count = strtab[4], dynsym[4], dynsym[5] // 24
+        names = set()
+        for index in range(1, count):
+            st_name, st_info, st_other, st_shndx = struct.unpack_from("<IBBH", data, sym_base + index * 24)
+            if st_shndx == 0 or (st_info >> 4) not in (STB_GLOBAL, STB_WEAK) or st_other & 3:
+                continue
+            if versym is not None and struct.unpack_from("<H", data, versym[4] + index * 2)[0] & 0x7FFF > 1:
+                continue
+            end = data.index(b"\0", str_base + st_name)
+            names.add(data[str_base + st_name : end].decode("ascii", "replace"))
+    except (struct.error, ValueError, IndexError, OverflowError):
+        return None
+    return frozenset(names)

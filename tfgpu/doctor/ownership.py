@@ -288,13 +288,75 @@ def tensorflow_stack(site: Path) -> int | None:
 
 
 def other_stack_first(site: Path) -> tuple[str, ...]:
-    """What the load hook loads before TensorFlow's libraries (:func:`colliding`), or nothing in an
-    env with one CUDA stack or no TensorFlow."""
+    """What the load hook loads before TensorFlow's libraries (:func:`colliding` and
+    :func:`shadowed_apis`), or nothing in an env with one CUDA stack or no TensorFlow."""
     dists = distributions(site)
     own = tensorflow_stack(site)
     if own is None or len(stacks(dists)) < 2:
         return ()
-    return tuple(colliding(site, own, dists))
+    first = colliding(site, own, dists)
+    return tuple(first + [path for path in shadowed_apis(site, site, own, dists) if path not in first])
+
+
+# TensorFlow's libtensorflow_framework.so.2 carries forwarding stubs for the CUDA APIs it calls
+# (tsl/cuda/*_stub.cc: the runtime, cuBLAS, cuBLASLt, cuDNN, cuFFT, CUPTI, cuSPARSE, NCCL, the
+# driver) and exports them *without* symbol versions; TensorFlow loads it RTLD_GLOBAL. An unversioned
+# definition satisfies a versioned reference, so a library loaded later that binds
+# ``cudaGetDeviceProperties_v2@libcudart.so.13`` gets TensorFlow's CUDA 12 stub. Seen on an H200:
+# torch 2.11+cu130 imported after TF 2.21 dies with SIGFPE in its first kernel launch
+# (``at::native::templates::cuda::normal_kernel``, a division by the multiprocessor count read
+# through CUDA 12's ``cudaDeviceProp`` layout); with torch first its libcudart.so.13 is earlier in
+# the global scope and both work. Loading the other stack's libraries of those APIs first gives the
+# same order whichever framework is imported first.
+API_LIBRARIES = (
+    ("cublasLt", "libcublasLt"),
+    ("cublas", "libcublas"),
+    ("cudnn", "libcudnn"),
+    ("cufft", "libcufft"),
+    ("cupti", "libcupti"),
+    ("cusparse", "libcusparse"),
+    ("cusolver", "libcusolver"),
+    ("curand", "libcurand"),
+    ("nccl", "libnccl"),
+    ("nvrtc", "libnvrtc"),
+    ("nvJitLink", "libnvJitLink"),
+    ("cuda", "libcudart"),
+)
+"""(symbol prefix, library stem): which library's API an exported name belongs to; the first prefix
+that matches wins, so ``cublasLt`` comes before ``cublas`` and ``cudnn`` before ``cuda``."""
+FRAMEWORK_LIBRARY = "tensorflow/libtensorflow_framework.so.2"
+
+
+def reexported_libraries(site: Path) -> frozenset[str]:
+    """The library stems (``libcudart``, ``libcublas`` …) whose API TensorFlow's framework library
+    in ``site`` exports without symbol versions, read from its dynamic symbol table."""
+    from tfgpu.doctor.elf import unversioned_exports
+
+    names = unversioned_exports(str(Path(site) / FRAMEWORK_LIBRARY)) or frozenset()
+    stems = set()
+    for name in names:
+        for prefix, stem in API_LIBRARIES:
+            if name.startswith(prefix) and name[len(prefix) : len(prefix) + 1].isupper():  # cudaMalloc, not cudart_x
+                stems.add(stem)
+                break
+    return frozenset(stems)
+
+
+def shadowed_apis(site: Path, tf_site: Path, own: int, dists: list[Dist] | None = None) -> list[str]:
+    """The other stacks' libraries in ``site`` (site-relative, one per SONAME) of the APIs that
+    TensorFlow's framework library in ``tf_site`` re-exports unversioned (see API_LIBRARIES)."""
+    stems = reexported_libraries(tf_site)
+    if not stems:
+        return []
+    dists = distributions(site) if dists is None else dists
+    chosen: dict[str, str] = {}
+    for major, libs in libraries(site, dists).items():
+        if major == own:
+            continue
+        for soname, files in libs.items():
+            if soname.split(".so")[0] in stems and soname not in chosen:
+                chosen[soname] = files[0][0]
+    return [chosen[soname] for soname in sorted(chosen)]
 
 
 def colliding_apart(site: Path, apart: Path, own: int) -> tuple[str, ...]:
@@ -306,4 +368,5 @@ def colliding_apart(site: Path, apart: Path, own: int) -> tuple[str, ...]:
         for soname, files in libs.items():
             if major != own and soname in mine and soname not in chosen:
                 chosen[soname] = files[0][0]
-    return tuple(chosen[soname] for soname in sorted(chosen))
+    first = [chosen[soname] for soname in sorted(chosen)]
+    return tuple(first + [path for path in shadowed_apis(site, site, own) if path not in first])
