@@ -260,7 +260,8 @@ def cmd_bundle(settings: Settings) -> results.Result:
 
 
 def cmd_script(settings: Settings) -> results.Result:
-    """``script --format F [-o PATH]``: a provisioning artefact for the resolution (``tfgpu.export``)."""
+    """``script --format F [-o PATH] [--from-lock LOCK]``: a provisioning artefact for the resolution
+    (``tfgpu.export``), or for exactly a lock's pins."""
     from tfgpu import export
 
     if settings.format in export.DIRECTORY_FORMATS and not settings.output:
@@ -270,8 +271,14 @@ def cmd_script(settings: Settings) -> results.Result:
             f"({export.DIRECTORY_FORMATS[settings.format]}): say where with -o DIR.",
             [f"tfgpu-install script --format {settings.format} -o ./tf-{settings.format}"],
         )
-    resolution, _ = resolve(settings, artefact=True)
-    made = export.render(resolution, settings.format)
+    pins = None
+    if settings.from_lock:  # the lock decides the target and every pin (tfgpu.lock.for_export)
+        from tfgpu import lock
+
+        resolution, pins = lock.for_export(settings.from_lock, settings.selectors, settings.platforms)
+    else:
+        resolution, _ = resolve(settings, artefact=True)
+    made = export.render(resolution, settings.format, pins=pins)
     if settings.output:
         written = export.write(made, settings.output)
         return results.Exported(made, resolution, settings.format, settings.output, tuple(written))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from tfgpu import quoting, requirements
 from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
+from tfgpu.export import pins as pins_of
 from tfgpu.export.bash import comment, default_env_name, header
 from tfgpu.export.dockerfile import BUILD_CHECK, MICROMAMBA_IMAGE, VENV, VERIFY, _image_python, choose_image
 
@@ -82,7 +83,7 @@ def _conda(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     return MICROMAMBA_IMAGE, post, environment, "/opt/conda/bin/python", None
 
 
-def render_apptainer(resolution) -> str:
+def render_apptainer(resolution, pins=None) -> str:
     """The definition file's text (Linux CUDA targets; the same refusals as the Dockerfile export)."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
         raise ImpossibleError(
@@ -93,6 +94,9 @@ def render_apptainer(resolution) -> str:
     base, post, environment, python, image_python = {"pip": _pip, "system": _system, "conda": _conda}[resolution.mode](
         resolution
     )
+    locked = pins_of.image_pip(pins, f"{VENV}/bin/pip") if resolution.mode == "pip" else None
+    if locked:  # the lock's requirements as a heredoc (its lines unindented, so the delimiter ends it)
+        post = [post[0], *locked, *post[2:]]
     base = quoting.single_line(base, "The base image")
     name = quoting.token(default_env_name(resolution), quoting.NAME, "The env name")
     check = quoting.def_word(BUILD_CHECK, "The build check")
@@ -112,7 +116,7 @@ def render_apptainer(resolution) -> str:
     }
     what = f"an Apptainer image ({base})"
     lines = [
-        comment(header(resolution, what, image_python=image_python)),
+        comment(header(resolution, what, image_python=image_python, pins=pins)),
         "#",
         comment(
             [

@@ -1,0 +1,183 @@
+"""``script --from-lock LOCK``: every format installs exactly a lock's pins with their hashes.
+
+The pip lock is written by the real ``tfgpu-install lock`` with real uv against a real local index
+(tests/localindex.py serving tests/wheelhouse.py's small TensorFlow-shaped wheels over HTTP: the
+real TensorFlow set is 4 GB), the bash export is shellchecked and run for real with real pip into
+a prefix, offline from the same wheels; ``uv pip freeze`` of the result is compared with the lock.
+The conda lock is written by the real tool against a local conda channel (tests/condachannel.py);
+its bash export cannot run here (no conda), so its text is checked and shellchecked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_tool
+from exporthelpers import need, shellcheck
+from test_export_bash import run, script_env
+
+from tfgpu.lock.pip import lockfile as pip_lock
+
+PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+TARGET = ("--tf", "2.21", "--mode", "pip", "--python", PYTHON, "--no-detect")
+HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
+
+
+@pytest.fixture
+def lock_file(tmp_path, lock_env) -> Path:
+    path = tmp_path / "team.txt"
+    done = run_tool("lock", *TARGET, "--platform", "linux-64", "-o", str(path), env=lock_env)
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def export(lock: Path, fmt: str, out: Path, env, *extra: str) -> subprocess.CompletedProcess:
+    return run_tool("script", "--format", fmt, "--from-lock", str(lock), "-o", str(out), *extra, env=env)
+
+
+def freeze(prefix: Path) -> dict[str, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "uv", "pip", "freeze", "--python", str(prefix / "bin" / "python")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {name.lower(): version for name, version in (line.split("==") for line in done.stdout.split())}
+
+
+@pytest.mark.slow
+def test_bash_from_a_pip_lock_installs_exactly_the_lock_and_refuses_a_tampered_wheel(
+    tmp_path, lock_file, local_wheels, lock_env
+):
+    script = tmp_path / "install.sh"
+    done = export(lock_file, "bash", script, lock_env)
+    assert done.returncode == 0, done.stderr
+    text = script.read_text()
+    checked = shellcheck(text, tmp_path)
+    assert checked.returncode == 0 and checked.stdout == "", checked.stdout
+    digest = __import__("hashlib").sha256(lock_file.read_bytes()).hexdigest()
+    head = text.split("set -euo pipefail")[0]
+    assert "Pinned: exactly the lock team.txt for linux-64" in head and digest in head
+    assert "Not pinned" not in text
+    lock = pip_lock.read(lock_file)
+    assert set(HASH.findall(text)) == set(HASH.findall(lock.body)) != set()
+    assert "--require-hashes --no-deps -r" in text
+
+    prefix = tmp_path / "my envs" / "tf"  # a space: every path in the script must be quoted
+    env = script_env(
+        tmp_path,
+        TFGPU_FIND_LINKS=str(local_wheels),
+        TFGPU_OFFLINE="1",
+        TFGPU_PREFIX=str(prefix),
+        TFGPU_SKIP_VERIFY="1",
+    )
+    first = run(script, env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert f"pinned: installing exactly the lock team.txt (sha256 {digest})" in first.stdout
+    assert freeze(prefix) == lock.pins()
+    again = run(script, env)
+    assert again.returncode == 0 and "nothing changed" in again.stdout, again.stdout + again.stderr
+
+    # One byte of one wheel changed in the find-links directory: pip's hash check refuses it.
+    tampered = tmp_path / "tampered"
+    shutil.copytree(local_wheels, tampered)
+    wheel = next(tampered.glob("nvidia_cudnn*.whl"))
+    data = bytearray(wheel.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    wheel.write_bytes(bytes(data))
+    other = tmp_path / "other"
+    bad = run(script, dict(env, TFGPU_FIND_LINKS=str(tampered), TFGPU_PREFIX=str(other)))
+    assert bad.returncode != 0
+    assert "is not what the lock team.txt pinned" in bad.stderr and "refused" in bad.stderr, bad.stderr
+    assert "nvidia-cudnn-cu12" not in freeze(other)
+
+
+def test_an_export_without_a_lock_says_it_resolves_at_install_time(tmp_path, tool_env):
+    out = tmp_path / "install.sh"
+    done = run_tool("script", *TARGET, "--format", "bash", "-o", str(out), env=tool_env)
+    assert done.returncode == 0, done.stderr
+    head = out.read_text().split("set -euo pipefail")[0]
+    assert "Not pinned: the packages are resolved at install time" in head and "--from-lock" in head
+    assert "not pinned: pip resolves ${PIP_REQUIREMENTS[*]} at install time" in out.read_text()
+
+
+@pytest.mark.slow
+def test_every_format_from_a_pip_lock_carries_the_pins(tmp_path, lock_file, lock_env):
+    lock = pip_lock.read(lock_file)
+    hashes = set(HASH.findall(lock.body))
+    digest = __import__("hashlib").sha256(lock_file.read_bytes()).hexdigest()
+    for fmt, main in (
+        ("dockerfile", "Dockerfile"),
+        ("cloud-init", "user-data.yaml"),
+        ("ansible", "files/install-tf.sh"),
+        ("slurm", "install-tf.sh"),
+        ("slurm", "tfgpu-env.def"),
+        ("kubernetes", "Dockerfile"),
+    ):
+        out = tmp_path / fmt / ("Dockerfile" if fmt == "dockerfile" else "user-data.yaml")
+        out = out if fmt in ("dockerfile", "cloud-init") else tmp_path / fmt
+        out.parent.mkdir(exist_ok=True)
+        done = export(lock_file, fmt, out, lock_env)
+        assert done.returncode == 0, done.stderr
+        text = (out if out.is_file() else out / main).read_text()
+        assert set(HASH.findall(text)) == hashes, (fmt, main)
+        assert digest in text and "--require-hashes --no-deps" in text, (fmt, main)
+        assert "Not pinned" not in text, (fmt, main)
+    job = (tmp_path / "kubernetes" / "tfgpu-job.yaml").read_text()
+    assert digest in job and "Pinned: exactly the lock team.txt" in job
+
+
+@pytest.mark.slow
+def test_validators_pass_on_lock_exports(tmp_path, lock_file, lock_env):
+    docker = tmp_path / "Dockerfile"
+    assert export(lock_file, "dockerfile", docker, lock_env).returncode == 0
+    linted = subprocess.run(
+        [need("hadolint"), "--no-color", "-"], input=docker.read_text(), capture_output=True, text=True
+    )
+    assert linted.returncode == 0 and linted.stdout == "", linted.stdout
+    kube = tmp_path / "kube"
+    assert export(lock_file, "kubernetes", kube, lock_env).returncode == 0
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    from tfgpu import untrusted
+
+    for document in untrusted.parse_yaml_all((kube / "tfgpu-job.yaml").read_text(), untrusted.PACKAGE_DATA, "job"):
+        kubernetes_validate.validate(document, "1.30.0", strict=True)
+    playbook = tmp_path / "ansible"
+    assert export(lock_file, "ansible", playbook, lock_env).returncode == 0
+    (playbook / "inventory.ini").write_text("[gpu]\nlocalhost ansible_connection=local\n")
+    syntax = subprocess.run(
+        [need("ansible-playbook"), "-i", "inventory.ini", "playbook.yml", "--syntax-check"],
+        cwd=playbook,
+        capture_output=True,
+        text=True,
+    )
+    assert syntax.returncode == 0, syntax.stdout + syntax.stderr
+    slurm = tmp_path / "slurm"
+    assert export(lock_file, "slurm", slurm, lock_env).returncode == 0
+    for name in ("install-tf.sh", "tfgpu-job.sbatch"):
+        checked = shellcheck((slurm / name).read_text(), tmp_path, name)
+        assert checked.returncode == 0 and checked.stdout == "", (name, checked.stdout)
+
+
+def test_a_platform_the_pip_lock_does_not_hold_is_refused(tmp_path, lock_file, lock_env):
+    done = export(lock_file, "bash", tmp_path / "x.sh", lock_env, "--platform", "linux-aarch64", "--json")
+    assert done.returncode == 3 and json.loads(done.stdout)["error"]["code"] == "platform-not-in-lock"
+    assert not (tmp_path / "x.sh").exists()
+    done = export(lock_file, "bash", tmp_path / "x.sh", lock_env, "--python", "3.9", "--json")
+    assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "conflicting-options"
+
+
+def test_an_edited_lock_is_refused_before_anything_is_rendered(tmp_path, lock_file, lock_env):
+    text = lock_file.read_text()
+    digest = HASH.search(text).group(1)
+    lock_file.write_text(text.replace(digest, digest[::-1]))
+    out = tmp_path / "x.sh"
+    done = export(lock_file, "bash", out, lock_env, "--json")
+    assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "lock-modified"
+    assert not out.exists()

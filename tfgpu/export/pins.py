@@ -1,0 +1,144 @@
+"""What an export installs, pinned or not: the one place the pins of a lock become export text.
+
+``script --from-lock LOCK`` hands every format a :class:`tfgpu.lock.exported.Locked` (read and
+checked by ``tfgpu.lock.for_export``); without one the export resolves at install time and says
+so. This module renders both cases for each format, so the formats only place its lines:
+
+* the header's lines (:func:`header_lines`): which lock and its sha256, or "resolves at install time";
+* the bash script's block (:func:`bash_block`): the lock's requirements written to a file and
+  installed with ``pip install --require-hashes --no-deps``; a conda lock's packages downloaded
+  by URL, each checked against its sha256 before an ``@EXPLICIT`` list of the checked files is
+  handed to conda; and the functions ``pins_pip``/``pins_conda`` the mode bodies call, which say
+  which of the two the run does;
+* the image builds (:func:`image_pip`): the same requirements in a heredoc file, the same pip flags.
+
+Every value goes through ``tfgpu.quoting``; the lock's lines were refused by the lock readers
+unless they are pins, hashes and HTTPS URLs (``tfgpu.lock.exported.conda_pins``).
+"""
+
+from __future__ import annotations
+
+from tfgpu import quoting
+
+HEREDOC_LOCK = "TFGPU_LOCK"
+PIP_FLAGS = ("--require-hashes", "--no-deps")
+"""pip checks every file against the lock's sha256 and installs nothing the lock does not list."""
+IMAGE_LOCK = "/opt/tfgpu-lock.txt"
+"""Where an image build puts the lock's requirements (Dockerfile, Apptainer)."""
+
+
+def header_lines(pins) -> list[str]:
+    """The lines every export's header carries about where its packages come from."""
+    if pins is None:
+        return [
+            "Not pinned: the packages are resolved at install time (two installs a month apart can get",
+            "different CUDA libraries). For exact pins with their sha256, export from a lock:",
+            "  tfgpu-install lock ... -o LOCK; tfgpu-install script --from-lock LOCK --format ...",
+        ]
+    how = "pip --require-hashes" if pins.kind == "pip" else "conda by URL + sha256, pip --require-hashes"
+    return [
+        f"Pinned: exactly the lock {quoting.one_line(pins.name)} for {pins.platform}",
+        f"  (sha256 of the file: {pins.file_sha256}),",
+        f"  {pins.count()} packages, every file checked against the lock's sha256 ({how}).",
+    ]
+
+
+def _lock_words(pins) -> list[str]:
+    q = quoting.sh
+    return [
+        "# --- the lock: exactly its pins, every file checked against its sha256 ---",
+        f"LOCK_NAME={q(pins.name)}",
+        f"LOCK_SHA256={q(pins.file_sha256)}",
+    ]
+
+
+def _heredoc(text: str) -> str:
+    if any(line.strip() == HEREDOC_LOCK for line in text.splitlines()):
+        raise AssertionError(f"the lock contains the heredoc delimiter {HEREDOC_LOCK}")
+    return f"<<'{HEREDOC_LOCK}'\n{text.rstrip()}\n{HEREDOC_LOCK}"
+
+
+UNPINNED_BASH = [
+    "pins_pip() {",
+    '    say "not pinned: pip resolves ${PIP_REQUIREMENTS[*]} at install time; for exact pins with their sha256,'
+    ' export with tfgpu-install script --from-lock LOCK"',
+    "}",
+    "pins_conda() {",
+    '    say "not pinned: conda resolves ${CONDA_SPECS[*]} at install time; for exact pins with their sha256,'
+    ' export with tfgpu-install script --from-lock LOCK"',
+    "}",
+]
+
+
+def bash_block(pins, mode: str) -> list[str]:
+    """Shell lines placed after the script's variables (``TFGPU_PREFIX`` is known there)."""
+    if pins is None:
+        return UNPINNED_BASH if mode == "conda" else UNPINNED_BASH[:3]
+    lines = _lock_words(pins)
+    requirements = pins.requirements.strip()
+    where = '"$TFGPU_PREFIX/etc/tfgpu/lock-$LOCK_SHA256.txt"'
+    if requirements:
+        lines.append(f"PIP_REQUIREMENTS=({' '.join(PIP_FLAGS)} -r {where})")
+    else:
+        lines.append("PIP_REQUIREMENTS=()")
+    lines += [
+        "pins_pip() {",
+        f'    say "pinned: installing exactly the lock $LOCK_NAME (sha256 $LOCK_SHA256), {pins.count()} packages,'
+        ' each file checked against its sha256"',
+        '    mkdir -p "$TFGPU_PREFIX/etc/tfgpu"',
+        f"    write_if_changed {where} 644 {_heredoc(requirements)}",
+        '    LOCK_FAILURE_HINT="a file that does not match its hash is not what the lock $LOCK_NAME pinned'
+        ' (a changed mirror or wheel directory): it was refused"',
+        "}",
+    ]
+    if pins.kind == "conda":
+        lines += _conda_block(pins)
+    return lines
+
+
+def _conda_block(pins) -> list[str]:
+    q = quoting.sh
+    entries = [f"    {q(f'{pin.url} {pin.sha256}')}" for pin in pins.conda]
+    return [
+        'LOCK_DOWNLOADS="${TFGPU_DOWNLOADS:-${XDG_CACHE_HOME:-$HOME/.cache}/tfgpu-install/downloads}"',
+        'LOCK_EXPLICIT="$LOCK_DOWNLOADS/lock-$LOCK_SHA256.explicit.txt"',
+        'CONDA_SPECS=(--file "$LOCK_EXPLICIT")',
+        "CONDA_LOCKED=(",
+        *entries,
+        ")",
+        "# pins_conda: each package downloaded (https only) and checked against the lock's sha256;",
+        "# conda then installs the checked files from an @EXPLICIT list (no solve, no other source).",
+        "pins_conda() {",
+        "    local entry url sha file",
+        f'    say "pinned: the lock $LOCK_NAME (sha256 $LOCK_SHA256): {len(pins.conda)} conda packages by URL + sha256"',
+        '    mkdir -p "$LOCK_DOWNLOADS"',
+        '    printf \'%s\\n\' "@EXPLICIT" >"$LOCK_EXPLICIT.part"',
+        '    for entry in "${CONDA_LOCKED[@]}"; do',
+        '        url="${entry% *}"',
+        '        sha="${entry##* }"',
+        '        file="$LOCK_DOWNLOADS/${url##*/}"',
+        '        if [ ! -f "$file" ] || [ "$(sha256sum "$file" | cut -d " " -f 1)" != "$sha" ]; then',
+        '            run_logged curl --fail --silent --show-error --location --proto =https --output "$file.part" "$url"',
+        '            mv -f "$file.part" "$file"',
+        "        fi",
+        '        if [ "$(sha256sum "$file" | cut -d " " -f 1)" != "$sha" ]; then',
+        '            rm -f "$file"',
+        '            die "$url does not have the sha256 the lock $LOCK_NAME pinned ($sha): refused, nothing installed"',
+        "        fi",
+        '        printf \'file://%s\\n\' "$file" >>"$LOCK_EXPLICIT.part"',
+        "    done",
+        '    mv -f "$LOCK_EXPLICIT.part" "$LOCK_EXPLICIT"',
+        "}",
+    ]
+
+
+def image_pip(pins, pip: str) -> list[str] | None:
+    """Shell commands that install a pip lock's pins with ``pip`` in an image build, or None
+    without a lock. The requirements travel as a heredoc (Dockerfile ``RUN <<`` and Apptainer
+    ``%post`` are both shell), each line of the lock a line of the file."""
+    if pins is None or not pins.requirements.strip():
+        return None
+    return [
+        f"cat >{IMAGE_LOCK} {_heredoc(pins.requirements)}",
+        f"{pip} install --no-cache-dir {' '.join(PIP_FLAGS)} -r {IMAGE_LOCK}",
+    ]
