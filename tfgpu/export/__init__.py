@@ -35,7 +35,11 @@ def render(resolution, fmt: str, pins=None) -> Export:
 
         return Export(
             "bash",
-            (ExportFile(f"install-tf{resolution.tensorflow}-{resolution.mode}.sh", render_bash(resolution, pins), 0o755),),
+            (
+                ExportFile(
+                    f"install-tf{resolution.tensorflow}-{resolution.mode}.sh", render_bash(resolution, pins), 0o755
+                ),
+            ),
         )
     if fmt == "dockerfile":
         from tfgpu.export.dockerfile import render_dockerfile

@@ -94,9 +94,9 @@ def render_apptainer(resolution, pins=None) -> str:
     base, post, environment, python, image_python = {"pip": _pip, "system": _system, "conda": _conda}[resolution.mode](
         resolution
     )
-    locked = pins_of.image_pip(pins, f"{VENV}/bin/pip") if resolution.mode == "pip" else None
-    if locked:  # the lock's requirements as a heredoc (its lines unindented, so the delimiter ends it)
-        post = [post[0], *locked, *post[2:]]
+    locked = pins_of.image_pip(pins, f"{VENV}/bin/pip", quoting.def_word) if resolution.mode == "pip" else None
+    if locked:  # the lock's pins and hashes, installed with every hash required
+        post = [post[0], *(f"{line} \\" for line in locked[:-1]), f"    {locked[-1]}", *post[2:]]
     base = quoting.single_line(base, "The base image")
     name = quoting.token(default_env_name(resolution), quoting.NAME, "The env name")
     check = quoting.def_word(BUILD_CHECK, "The build check")

@@ -139,9 +139,13 @@ def _pip(resolution, pins=None) -> list[str]:
     libs = ":".join(lib_dirs)
     requirements = " ".join(quoting.docker_word(r, "A requirement") for r in resolution.packages.pip)
     install = [f"RUN python -m venv {VENV} \\", f"    && {VENV}/bin/pip install --no-cache-dir {requirements} \\"]
-    locked = pins_of.image_pip(pins, f"{VENV}/bin/pip")
-    if locked:  # the lock's file as a heredoc (BuildKit), installed with every hash required
-        install = [f"RUN python -m venv {VENV}", "RUN " + locked[0], f"RUN {locked[1]} \\"]
+    locked = pins_of.image_pip(pins, f"{VENV}/bin/pip", quoting.docker_word)
+    if locked:  # the lock's pins and hashes, installed with every hash required
+        install = [
+            f"RUN python -m venv {VENV} \\",
+            f"    && {locked[0]} \\",
+            *(f"    {line} \\" for line in locked[1:]),
+        ]
     return [
         *_lines(resolution, "a Docker image (python slim base + NVIDIA's CUDA wheels)", pins=pins),
         f"FROM python:{python}-slim",

@@ -10,7 +10,7 @@ so. This module renders both cases for each format, so the formats only place it
   by URL, each checked against its sha256 before an ``@EXPLICIT`` list of the checked files is
   handed to conda; and the functions ``pins_pip``/``pins_conda`` the mode bodies call, which say
   which of the two the run does;
-* the image builds (:func:`image_pip`): the same requirements in a heredoc file, the same pip flags.
+* the image builds (:func:`image_pip`): the same requirements written to a file, the same pip flags.
 
 Every value goes through ``tfgpu.quoting``; the lock's lines were refused by the lock readers
 unless they are pins, hashes and HTTPS URLs (``tfgpu.lock.exported.conda_pins``).
@@ -132,13 +132,26 @@ def _conda_block(pins) -> list[str]:
     ]
 
 
-def image_pip(pins, pip: str) -> list[str] | None:
-    """Shell commands that install a pip lock's pins with ``pip`` in an image build, or None
-    without a lock. The requirements travel as a heredoc (Dockerfile ``RUN <<`` and Apptainer
-    ``%post`` are both shell), each line of the lock a line of the file."""
+def _piece(line: str, word) -> str:
+    """One line of the requirements as a shell word; a trailing continuation backslash goes in
+    double quotes (``"\\\\"``), which linters read as meant, unlike a backslash closing single quotes."""
+    if line.endswith("\\"):
+        return word(line[:-1], "A line of the lock") + '"\\\\"'
+    return word(line, "A line of the lock")
+
+
+def image_pip(pins, pip: str, word) -> list[str] | None:
+    """Shell lines (to be joined with `` \\`` continuations) that write a pip lock's requirements and
+    install them with ``pip`` in an image build, or None without a lock. ``word``: the format's
+    quoting of one shell word (``quoting.docker_word``, ``quoting.def_word``). The file is written by
+    ``printf`` one line a word (a Dockerfile heredoc is BuildKit-only and hadolint cannot read one);
+    the lock's comment lines are left out, its pins and hashes are kept line for line."""
     if pins is None or not pins.requirements.strip():
         return None
+    lines = [line for line in pins.requirements.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     return [
-        f"cat >{IMAGE_LOCK} {_heredoc(pins.requirements)}",
-        f"{pip} install --no-cache-dir {' '.join(PIP_FLAGS)} -r {IMAGE_LOCK}",
+        "printf '%s\\n'",
+        *(f"    {_piece(line, word)}" for line in lines),
+        f"    >{IMAGE_LOCK}",
+        f"&& {pip} install --no-cache-dir {' '.join(PIP_FLAGS)} -r {IMAGE_LOCK}",
     ]

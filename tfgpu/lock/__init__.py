@@ -213,7 +213,9 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
     from tfgpu.lock.selectors import check_selectors
 
     lock = read(path)
-    digest = file_sha256(untrusted.read_bytes(lock.path, untrusted.CONDA_LOCK if _conda_file(lock.path) else untrusted.PIP_LOCK))
+    digest = file_sha256(
+        untrusted.read_bytes(lock.path, untrusted.CONDA_LOCK if _conda_file(lock.path) else untrusted.PIP_LOCK)
+    )
     if _conda_file(lock.path):
         from tfgpu.lock.conda.install import pip_requirements
         from tfgpu.resolver import make_request, resolve
@@ -239,7 +241,9 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
     check_selectors(recorded, mode=mode, python=python, platform=platform, selectors=selectors, path=lock.path)
     if mode == "conda":
         resolution = resolve(
-            make_request(tf=recorded["tensorflow"], mode="conda", python=python, os=recorded["os"], arch=recorded["arch"]),
+            make_request(
+                tf=recorded["tensorflow"], mode="conda", python=python, os=recorded["os"], arch=recorded["arch"]
+            ),
             None,
         )
     else:
