@@ -190,3 +190,124 @@ def test_an_edited_lock_is_refused_before_anything_is_rendered(tmp_path, lock_fi
     done = export(lock_file, "bash", out, lock_env, "--json")
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "lock-modified"
     assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def http_channel(lock_channel):
+    """The local conda channel served over HTTP on the loopback (a lock of a file:// channel names
+    this machine's disk, which no target can reach: the exports refuse it)."""
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(SimpleHTTPRequestHandler):
+        """Always the whole file: rattler's conditional requests for absent shard indexes would
+        otherwise get ``304 Not Modified``, which it does not take for "absent"."""
+
+        def parse_request(self):  # noqa: D102 - http.server's hook
+            ok = super().parse_request()
+            if ok:
+                del self.headers["If-Modified-Since"]
+            return ok
+
+        def log_message(self, *args):  # noqa: D102 - quiet
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(lock_channel)))
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture
+def conda_env(tmp_path, lock_index) -> dict[str, str]:
+    import os
+
+    return dict(
+        os.environ,
+        TFGPU_INDEX_URL=lock_index,
+        TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+        TFGPU_LOG_DIR=str(tmp_path / "logs"),
+        HOME=str(tmp_path),
+        TFGPU_INSECURE_HOSTS="127.0.0.1",  # the stand-in channel and index are plain HTTP on the loopback
+    )
+
+
+def conda_lock(tmp_path, channel: str, env, *platforms: str) -> Path:
+    out = tmp_path / "conda-lock.yml"
+    argv = ["lock", "--tf", "2.13", "--mode", "conda", "--python", PYTHON, "--no-detect", "--channel", channel]
+    argv += [flag for name in platforms for flag in ("--platform", name)]
+    done = run_tool(*argv, "--allow-cpu", "-o", str(out), env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_bash_from_a_conda_lock_pins_every_package_by_url_and_sha256(tmp_path, http_channel, conda_env):
+    from tfgpu.lock.conda.read import read
+
+    path = conda_lock(tmp_path, http_channel, conda_env, "linux-64", "linux-aarch64")
+    ambiguous = export(path, "bash", tmp_path / "x.sh", conda_env, "--json")
+    assert ambiguous.returncode == 2, ambiguous.stdout + ambiguous.stderr
+    error = json.loads(ambiguous.stdout)["error"]
+    assert error["code"] == "lock-platform-ambiguous" and any("--platform linux-64" in a for a in error["alternatives"])
+    script = tmp_path / "install.sh"
+    done = export(path, "bash", script, conda_env, "--platform", "linux-64")
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = script.read_text()
+    checked = shellcheck(text, tmp_path)
+    assert checked.returncode == 0 and checked.stdout == "", checked.stdout
+    lock = read(path)
+    packages = lock.packages("linux-64", "conda")
+    assert packages
+    for package in packages:
+        assert f"'{package.url} {package.hash.sha256}'" in text
+    for package in lock.packages("linux-64", "pip"):
+        assert f"--hash=sha256:{package.hash.sha256}" in text
+    assert hashlib.sha256(path.read_bytes()).hexdigest() in text.split("set -euo pipefail")[0]
+    assert 'CONDA_SPECS=(--file "$LOCK_EXPLICIT")' in text
+
+
+def _named(package, prefix: str) -> str:
+    """The package's URL with ``prefix`` put before its file name."""
+    head, _, name = str(package.url).rpartition("/")
+    return f"{head}/{prefix}{name}"
+
+
+def _resign(path: Path, edit) -> None:
+    """A deliberate forgery: a package entry changed and the lock's checksum recomputed."""
+    from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
+
+    from tfgpu.lock.conda.write import model_digest
+
+    lockfile = parse_conda_lock_file(path)
+    target = next(p for p in lockfile.package if p.manager == "conda" and p.platform == "linux-64")
+    edit(target)
+    lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = model_digest(lockfile)
+    write_conda_lock_file(lockfile, path, metadata_choices=set())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("edit", "code"),
+    [
+        (lambda p: setattr(p, "url", _named(p, "$(touch pwned)")), "bad-url lock-has-options"),
+        (lambda p: setattr(p, "url", _named(p, "x;reboot;")), "bad-url lock-has-options"),
+        (lambda p: setattr(p, "url", _named(p, "x'y")), "bad-url lock-has-options"),
+        (lambda p: setattr(p, "url", "ftp://example.org/x.conda"), "bad-url"),
+        (lambda p: setattr(p, "url", "http://example.org/linux-64/x.conda"), "insecure-url"),
+        (lambda p: setattr(p.hash, "sha256", "ab" * 31), "lock-has-options"),
+    ],
+)
+def test_a_hostile_conda_lock_is_refused_before_anything_is_rendered(tmp_path, http_channel, conda_env, edit, code):
+    path = conda_lock(tmp_path, http_channel, conda_env, "linux-64")
+    _resign(path, edit)
+    out = tmp_path / "x.sh"
+    done = export(path, "bash", out, conda_env, "--json")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert json.loads(done.stdout)["error"]["code"] in code.split()  # the URL door or the pins' own check
+    assert not out.exists() and not (tmp_path / "pwned").exists()
