@@ -203,15 +203,31 @@ def _conda(resolution, pins=None) -> list[str]:
     cuda_mm = quoting.token(".".join(cuda.split(".")[:2]), r"[0-9]+\.[0-9]+", "The CUDA version")
     specs = " ".join(quoting.docker_word(spec, "A conda spec") for spec in resolution.packages.conda)
     requirements = " ".join(quoting.docker_word(r, "A requirement") for r in resolution.packages.pip)
+    stage, conda, pip = (
+        [],
+        [f"RUN micromamba install --yes --name base --override-channels -c conda-forge {specs} \\"],
+        ([f"RUN python -m pip install --no-cache-dir {requirements}"] if requirements else []),
+    )
+    if pins is not None and pins.conda:  # a conda lock: its checked files, and its PyPI part by hash
+        stage = pins_of.conda_image_stage(pins, quoting.docker_word)
+        conda = [
+            f"COPY --from=lock {pins_of.LOCK_STAGE} {pins_of.LOCK_STAGE}",
+            f"RUN micromamba install --yes --name base --file {pins_of.LOCK_STAGE}/explicit.txt \\",
+        ]
+        locked = pins_of.image_pip(pins, "python -m pip", quoting.docker_word)
+        pip = (
+            [f"RUN {locked[0]} \\", *(f"    {line} \\" for line in locked[1:-1]), f"    {locked[-1]}"] if locked else []
+        )
     return [
         *_lines(resolution, "a Docker image (micromamba base, CUDA and cuDNN from conda-forge)", pins=pins),
+        *stage,
         f"FROM {MICROMAMBA_IMAGE}",
         "# The build has no driver: the solver is told which CUDA the image is for.",
         f"ENV CONDA_OVERRIDE_CUDA={cuda_mm}",
-        f"RUN micromamba install --yes --name base --override-channels -c conda-forge {specs} \\",
+        *conda,
         "    && micromamba clean --all --yes",
         "ARG MAMBA_DOCKERFILE_ACTIVATE=1",
-        *([f"RUN python -m pip install --no-cache-dir {requirements}"] if requirements else []),
+        *pip,
         "# What the env's activate.d script does: its CUDA libraries first, XLA's libdevice.",
         "ENV LD_LIBRARY_PATH=/opt/conda/lib XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/conda",
         "# The image's own user (mambauser) is not root; the entrypoint activates the env.",

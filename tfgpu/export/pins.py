@@ -155,3 +155,30 @@ def image_pip(pins, pip: str, word) -> list[str] | None:
         f"    >{IMAGE_LOCK}",
         f"&& {pip} install --no-cache-dir {' '.join(PIP_FLAGS)} -r {IMAGE_LOCK}",
     ]
+
+
+LOCK_STAGE = "/lock"
+"""Where the Dockerfile's download stage keeps a conda lock's checked packages."""
+
+
+def conda_image_stage(pins, word) -> list[str]:
+    """A first Dockerfile stage that downloads a conda lock's packages, checks each against the
+    lock's sha256 (``sha256sum --check --strict``: one mismatch fails the build) and writes an
+    ``@EXPLICIT`` list of the checked files, which the micromamba stage copies and installs (no
+    solve, no other source). The stage is python:slim: micromamba's image has no downloader."""
+    sums = [f"{pin.sha256}  {pin.filename}" for pin in pins.conda]
+    fetch = "import os, sys, urllib.request; [urllib.request.urlretrieve(u, os.path.basename(u)) for u in sys.argv[1:]]"
+    return [
+        "# Stage 1: the lock's conda packages, each checked against its sha256 before the image uses it.",
+        "FROM python:3.12-slim AS lock",
+        f"WORKDIR {LOCK_STAGE}",
+        "RUN printf '%s\\n' \\",
+        *(f"        {word(line, 'A line of the lock')} \\" for line in sums),
+        "        >SHA256SUMS \\",
+        f"    && python -c {word(fetch, 'The download program')} \\",
+        *(f"        {word(pin.url, 'A package URL')} \\" for pin in pins.conda),
+        "    && sha256sum --check --strict SHA256SUMS \\",
+        f"    && {{ echo '@EXPLICIT'; sed 's#^[0-9a-f]*  #file://{LOCK_STAGE}/#' SHA256SUMS; }} >explicit.txt",
+        "",
+        "# Stage 2: the image, from exactly those files.",
+    ]
