@@ -192,18 +192,15 @@ def test_an_edited_lock_is_refused_before_anything_is_rendered(tmp_path, lock_fi
     assert not out.exists()
 
 
-@pytest.fixture(scope="module")
-def http_channel(lock_channel):
-    """The local conda channel served over HTTP on the loopback (a lock of a file:// channel names
-    this machine's disk, which no target can reach: the exports refuse it)."""
+def _serve(root: Path):
+    """``root`` over HTTP on the loopback, always the whole file: rattler's conditional requests
+    for absent shard indexes would otherwise get ``304 Not Modified``, which it does not take for
+    "absent"."""
     import threading
     from functools import partial
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(SimpleHTTPRequestHandler):
-        """Always the whole file: rattler's conditional requests for absent shard indexes would
-        otherwise get ``304 Not Modified``, which it does not take for "absent"."""
-
         def parse_request(self):  # noqa: D102 - http.server's hook
             ok = super().parse_request()
             if ok:
@@ -213,9 +210,16 @@ def http_channel(lock_channel):
         def log_message(self, *args):  # noqa: D102 - quiet
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(lock_channel)))
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return httpd
+
+
+@pytest.fixture(scope="module")
+def http_channel(lock_channel):
+    """The local conda channel served over HTTP on the loopback (a lock of a file:// channel names
+    this machine's disk, which no target can reach: the exports refuse it)."""
+    httpd = _serve(lock_channel)
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
@@ -311,3 +315,52 @@ def test_a_hostile_conda_lock_is_refused_before_anything_is_rendered(tmp_path, h
     assert done.returncode == 2, done.stdout + done.stderr
     assert json.loads(done.stdout)["error"]["code"] in code.split()  # the URL door or the pins' own check
     assert not out.exists() and not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.slow
+def test_the_dockerfile_download_stage_checks_every_conda_package(tmp_path, http_channel, lock_channel, conda_env):
+    """The first stage's command, run here with real bash, python, sha256sum and sed against the
+    channel over HTTP: the checked files and their @EXPLICIT list; then the same command against a
+    mirror where one byte of one package differs: the build step fails."""
+    import dockerfile_parse
+
+    path = conda_lock(tmp_path, http_channel, conda_env, "linux-64")
+    out = tmp_path / "Dockerfile"
+    done = export(path, "dockerfile", out, conda_env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    linted = subprocess.run(
+        [need("hadolint"), "--no-color", "-"], input=out.read_text(), capture_output=True, text=True
+    )
+    assert linted.returncode == 0 and linted.stdout == "", linted.stdout
+    steps = dockerfile_parse.DockerfileParser(str(out)).structure
+    froms = [step["value"] for step in steps if step["instruction"] == "FROM"]
+    assert froms[0] == "python:3.12-slim AS lock" and froms[1].startswith("mambaorg/micromamba")
+    command = next(step["value"] for step in steps if step["instruction"] == "RUN")
+    work = tmp_path / "stage"
+    work.mkdir()
+    ran = subprocess.run(["bash", "-euc", command], cwd=work, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    from tfgpu.lock.conda.read import read
+
+    packages = read(path).packages("linux-64", "conda")
+    explicit = (work / "explicit.txt").read_text().split()
+    assert explicit[0] == "@EXPLICIT" and len(explicit) == len(packages) + 1
+    assert all(line.startswith("file:///lock/") for line in explicit[1:])
+
+    mirror = tmp_path / "mirror"
+    shutil.copytree(lock_channel, mirror)
+    victim = next(mirror.rglob(str(packages[0].url).rsplit("/", 1)[1]))
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.write_bytes(bytes(data))
+    httpd = _serve(mirror)
+    try:
+        swapped = command.replace(http_channel, f"http://127.0.0.1:{httpd.server_address[1]}")
+        bad_work = tmp_path / "bad"
+        bad_work.mkdir()
+        bad = subprocess.run(["bash", "-euc", swapped], cwd=bad_work, capture_output=True, text=True)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert bad.returncode != 0 and "FAILED" in bad.stdout + bad.stderr
+    assert not (bad_work / "explicit.txt").exists()

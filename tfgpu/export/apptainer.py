@@ -94,9 +94,17 @@ def render_apptainer(resolution, pins=None) -> str:
     base, post, environment, python, image_python = {"pip": _pip, "system": _system, "conda": _conda}[resolution.mode](
         resolution
     )
-    locked = pins_of.image_pip(pins, f"{VENV}/bin/pip", quoting.def_word) if resolution.mode == "pip" else None
-    if locked:  # the lock's pins and hashes, installed with every hash required
-        post = [post[0], *(f"{line} \\" for line in locked[:-1]), f"    {locked[-1]}", *post[2:]]
+    stage = []
+    if pins is not None and resolution.mode == "pip":  # the lock's pins and hashes, every hash required
+        locked = pins_of.image_pip(pins, f"{VENV}/bin/pip", quoting.def_word)
+        post = [post[0], *pins_of.joined(locked), *post[2:]]
+    elif pins is not None and resolution.mode == "conda":  # the checked files of a download stage
+        stage = _lock_stage(pins)
+        locked = pins_of.image_pip(pins, "/opt/conda/bin/python -m pip", quoting.def_word)
+        install = (
+            f"micromamba install --yes --root-prefix /opt/conda --name base --file {pins_of.LOCK_STAGE}/explicit.txt"
+        )
+        post = [*post[:2], install, post[3], *(pins_of.joined(locked) if locked else [])]
     base = quoting.single_line(base, "The base image")
     name = quoting.token(default_env_name(resolution), quoting.NAME, "The env name")
     check = quoting.def_word(BUILD_CHECK, "The build check")
@@ -126,8 +134,10 @@ def render_apptainer(resolution, pins=None) -> str:
                 f"The host needs NVIDIA driver >= {resolution.min_driver}; --nv binds its libraries into the image.",
             ]
         ),
+        *stage,
         "Bootstrap: docker",
         f"From: {base}",
+        *(["Stage: final", "", "%files from lock", f"    {pins_of.LOCK_STAGE} {pins_of.LOCK_STAGE}"] if stage else []),
         "",
         "%labels",
         *(f"    {key} {quoting.one_line(value)}" for key, value in labels.items()),
@@ -150,6 +160,24 @@ def render_apptainer(resolution, pins=None) -> str:
         f"    exec {python} -c {verify}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _lock_stage(pins) -> list[str]:
+    """The first stage of a definition built from a conda lock: its packages downloaded and each
+    checked against the lock's sha256 (``tfgpu.export.pins.conda_fetch``); the image stage takes
+    the checked files with ``%files from lock``."""
+    return [
+        "Bootstrap: docker",
+        "From: python:3.12-slim",
+        "Stage: lock",
+        "",
+        "%post",
+        "    set -eu",
+        f"    mkdir -p {pins_of.LOCK_STAGE}",
+        f"    cd {pins_of.LOCK_STAGE}",
+        *(f"    {line}" for line in pins_of.joined(pins_of.conda_fetch(pins, quoting.def_word))),
+        "",
+    ]
 
 
 def sections(text: str) -> dict[str, str]:

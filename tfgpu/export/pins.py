@@ -161,24 +161,41 @@ LOCK_STAGE = "/lock"
 """Where the Dockerfile's download stage keeps a conda lock's checked packages."""
 
 
-def conda_image_stage(pins, word) -> list[str]:
-    """A first Dockerfile stage that downloads a conda lock's packages, checks each against the
-    lock's sha256 (``sha256sum --check --strict``: one mismatch fails the build) and writes an
-    ``@EXPLICIT`` list of the checked files, which the micromamba stage copies and installs (no
-    solve, no other source). The stage is python:slim: micromamba's image has no downloader."""
+def conda_fetch(pins, word) -> list[str]:
+    """One shell command, as lines to join with `` \\`` continuations, run in an empty directory
+    of an image build: it downloads a conda lock's packages, checks each against the lock's sha256
+    (``sha256sum --check --strict``: one mismatch fails the build) and writes ``explicit.txt``, an
+    ``@EXPLICIT`` list of the checked files under :data:`LOCK_STAGE` (no solve, no other source).
+    It runs in a python:slim stage: micromamba's image has no downloader."""
     sums = [f"{pin.sha256}  {pin.filename}" for pin in pins.conda]
     fetch = "import os, sys, urllib.request; [urllib.request.urlretrieve(u, os.path.basename(u)) for u in sys.argv[1:]]"
+    return [
+        "printf '%s\\n'",
+        *(f"    {word(line, 'A line of the lock')}" for line in sums),
+        "    >SHA256SUMS",
+        f"&& python -c {word(fetch, 'The download program')}",
+        *(f"    {word(pin.url, 'A package URL')}" for pin in pins.conda),
+        "&& sha256sum --check --strict SHA256SUMS",
+        f"&& {{ echo '@EXPLICIT'; sed 's#^[0-9a-f]*  #file://{LOCK_STAGE}/#' SHA256SUMS; }} >explicit.txt",
+    ]
+
+
+def joined(lines: list[str], indent: str = "    ") -> list[str]:
+    """``lines`` as one shell command over several lines (`` \\`` at the end of all but the last)."""
+    last = len(lines) - 1
+    return [(indent if i else "") + line + (" \\" if i < last else "") for i, line in enumerate(lines)]
+
+
+def conda_image_stage(pins, word) -> list[str]:
+    """The Dockerfile's first stage for a conda lock (:func:`conda_fetch`); the image stage copies
+    :data:`LOCK_STAGE` from it and installs ``explicit.txt``."""
+    command = joined(conda_fetch(pins, word))
     return [
         "# Stage 1: the lock's conda packages, each checked against its sha256 before the image uses it.",
         "FROM python:3.12-slim AS lock",
         f"WORKDIR {LOCK_STAGE}",
-        "RUN printf '%s\\n' \\",
-        *(f"        {word(line, 'A line of the lock')} \\" for line in sums),
-        "        >SHA256SUMS \\",
-        f"    && python -c {word(fetch, 'The download program')} \\",
-        *(f"        {word(pin.url, 'A package URL')} \\" for pin in pins.conda),
-        "    && sha256sum --check --strict SHA256SUMS \\",
-        f"    && {{ echo '@EXPLICIT'; sed 's#^[0-9a-f]*  #file://{LOCK_STAGE}/#' SHA256SUMS; }} >explicit.txt",
+        f"RUN {command[0]}",
+        *command[1:],
         "",
         "# Stage 2: the image, from exactly those files.",
     ]
