@@ -47,15 +47,22 @@ SEEDS = ("pip", "setuptools")
 
 
 def freeze(prefix: Path) -> dict[str, str]:
-    """``uv pip freeze`` of the env, less the venv's own seed packages."""
+    """``{name: version}`` the env holds (``uv pip freeze``), less the venv's own seed packages;
+    ``name @ URL`` lines (a conda lock's PyPI part) are read through ``uv pip list``."""
+    python = ["--python", str(prefix / "bin" / "python")]
     done = subprocess.run(
-        [sys.executable, "-m", "uv", "pip", "freeze", "--python", str(prefix / "bin" / "python")],
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-m", "uv", "pip", "freeze", *python], capture_output=True, text=True, check=True
     )
-    found = {name.lower(): version for name, version in (line.split("==") for line in done.stdout.split())}
-    return {name: version for name, version in found.items() if name not in SEEDS}
+    found = dict(line.split("==") for line in done.stdout.split("\n") if "==" in line)
+    if any(" @ " in line for line in done.stdout.splitlines()):
+        listed = subprocess.run(
+            [sys.executable, "-m", "uv", "pip", "list", "--format", "json", *python],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        found = {item["name"]: item["version"] for item in json.loads(listed.stdout)}
+    return {name.lower(): version for name, version in found.items() if name.lower() not in SEEDS}
 
 
 @pytest.mark.slow
@@ -364,3 +371,70 @@ def test_the_dockerfile_download_stage_checks_every_conda_package(tmp_path, http
         httpd.server_close()
     assert bad.returncode != 0 and "FAILED" in bad.stdout + bad.stderr
     assert not (bad_work / "explicit.txt").exists()
+
+
+@pytest.mark.slow
+def test_bash_from_a_conda_lock_runs_with_a_fake_conda_and_refuses_a_changed_package(tmp_path, lock_channel, conda_env):
+    """The conda script run for real up to conda: real curl downloads over HTTP, real sha256sum;
+    conda itself is a fake on PATH (no conda here) that records its argv and makes a venv. The
+    lock's PyPI part is installed by real pip with every hash required."""
+    from test_export_bash import FAKE_CONDA
+
+    from tfgpu.lock.conda.read import read
+
+    served = tmp_path / "channel"
+    shutil.copytree(lock_channel, served)
+    httpd = _serve(served)
+    try:
+        path = conda_lock(tmp_path, f"http://127.0.0.1:{httpd.server_address[1]}", conda_env, "linux-64")
+        script = tmp_path / "install.sh"
+        done = export(path, "bash", script, conda_env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        bindir = tmp_path / "bin"
+        bindir.mkdir()
+        (bindir / "conda").write_text(FAKE_CONDA)
+        (bindir / "conda").chmod(0o755)
+        downloads = tmp_path / "downloads"
+        env = script_env(
+            tmp_path,
+            PATH=f"{bindir}:/usr/bin:/bin",
+            FAKE_CONDA_LOG=str(tmp_path / "conda.log"),
+            FAKE_CONDA_PYTHON=sys.executable,
+            TFGPU_SKIP_VERIFY="1",
+            TFGPU_ALLOW_HTTP="1",
+            TFGPU_DOWNLOADS=str(downloads),
+        )
+        first = run(script, env)
+        assert first.returncode == 0, first.stdout + first.stderr
+        lock = read(path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        argv = (tmp_path / "conda.log").read_text().splitlines()[0]
+        explicit = downloads / f"lock-{digest}.explicit.txt"
+        assert argv.endswith(f"--file {explicit}")
+        lines = explicit.read_text().split()
+        packages = lock.packages("linux-64", "conda")
+        assert lines[0] == "@EXPLICIT" and len(lines) == len(packages) + 1
+        for package in packages:
+            local = downloads / str(package.url).rsplit("/", 1)[1]
+            assert f"file://{local}" in lines
+            assert hashlib.sha256(local.read_bytes()).hexdigest() == package.hash.sha256
+        pip_part = {str(p.name).lower(): str(p.version) for p in lock.packages("linux-64", "pip")}
+        assert pip_part and {k: v for k, v in freeze(tmp_path / "env").items() if k in pip_part} == pip_part
+
+        # One byte of one package changed on the server: the script refuses it, conda never runs.
+        victim = next(served.rglob(str(packages[0].url).rsplit("/", 1)[1]))
+        data = bytearray(victim.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        victim.write_bytes(bytes(data))
+        log = tmp_path / "conda2.log"
+        bad = run(
+            script,
+            dict(
+                env, TFGPU_PREFIX=str(tmp_path / "env2"), TFGPU_DOWNLOADS=str(tmp_path / "d2"), FAKE_CONDA_LOG=str(log)
+            ),
+        )
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert bad.returncode == 1 and "does not have the sha256 the lock conda-lock.yml pinned" in bad.stderr, bad.stderr
+    assert not log.exists() and not (tmp_path / "env2").exists()
