@@ -438,3 +438,9 @@ def test_bash_from_a_conda_lock_runs_with_a_fake_conda_and_refuses_a_changed_pac
         httpd.server_close()
     assert bad.returncode == 1 and "does not have the sha256 the lock conda-lock.yml pinned" in bad.stderr, bad.stderr
     assert not log.exists() and not (tmp_path / "env2").exists()
+
+
+def test_platform_without_a_lock_is_refused_not_ignored(tmp_path, tool_env):
+    done = run_tool("script", *TARGET, "--format", "bash", "--platform", "linux-64", "--json", env=tool_env)
+    assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "bad-arguments"
+    assert "--from-lock" in json.loads(done.stdout)["error"]["message"]

@@ -272,6 +272,19 @@ def cmd_script(settings: Settings) -> results.Result:
             [f"tfgpu-install script --format {settings.format} -o ./tf-{settings.format}"],
         )
     pins = None
+    from tfgpu.project import Project
+
+    if settings.platforms and not settings.from_lock and Project.key_of("platform") not in settings.project_keys:
+        # A project file's platforms are for `lock`; typed here, --platform would be ignored silently.
+        raise UsageError(
+            "bad-arguments",
+            f"script --platform {settings.platforms[0]}: --platform chooses which of a lock's platforms "
+            "to export, and no --from-lock was given.",
+            [
+                "Export a lock: tfgpu-install script --from-lock LOCK --platform PLAT --format ...",
+                "Or describe the target machine: --os linux --arch x86_64 (or aarch64).",
+            ],
+        )
     if settings.from_lock:  # the lock decides the target and every pin (tfgpu.lock.for_export)
         from tfgpu import lock
 
