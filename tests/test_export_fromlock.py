@@ -143,6 +143,9 @@ def test_every_format_from_a_pip_lock_carries_the_pins(tmp_path, lock_file, lock
         assert set(HASH.findall(text)) == hashes, (fmt, main)
         assert digest in text and "--require-hashes --no-deps" in text, (fmt, main)
         assert "Not pinned" not in text, (fmt, main)
+    for written in tmp_path.rglob("*"):  # the lock's directory is this machine's: never in an export
+        if written.is_file() and written != lock_file and written.suffix != ".toml":
+            assert str(tmp_path) not in written.read_text(), written
     job = (tmp_path / "kubernetes" / "tfgpu-job.yaml").read_text()
     assert digest in job and "Pinned: exactly the lock team.txt" in job
 

@@ -248,5 +248,14 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
         )
     else:
         resolution = lock_resolution(lock)
+    from tfgpu.records import replace
+
+    # The lock by its name and checksum only: its directory is this machine's, not the target's.
+    said = f"Exactly as pinned in the lock {lock.path.name} (sha256 of the file {digest})."
+    reasons = tuple(r for r in resolution.reasons if str(lock.path) not in r)
+    notes = tuple(n for n in resolution.packages.notes if str(lock.path) not in n)
+    resolution = replace(
+        resolution, reasons=(said, *reasons), packages=replace(resolution.packages, notes=(said, *notes))
+    )
     pins = Locked(mode, lock.path.name, digest, platform, requirements, conda)
     return resolution, pins
