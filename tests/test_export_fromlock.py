@@ -447,3 +447,50 @@ def test_platform_without_a_lock_is_refused_not_ignored(tmp_path, tool_env):
     done = run_tool("script", *TARGET, "--format", "bash", "--platform", "linux-64", "--json", env=tool_env)
     assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "bad-arguments"
     assert "--from-lock" in json.loads(done.stdout)["error"]["message"]
+
+
+@pytest.fixture(scope="module")
+def real_lock(tmp_path_factory) -> Path:
+    """TF 2.21 for linux-64, Python 3.11, locked from PyPI by the real tool (as tests/test_lock_pip.py)."""
+    import os
+
+    root = tmp_path_factory.mktemp("real-lock")
+    env = {k: v for k, v in os.environ.items() if k != "TFGPU_INDEX_URL"} | {"TFGPU_LOG_DIR": str(root / "logs")}
+    argv = ["lock", "--tf", "2.21", "--mode", "pip", "--python", "3.11", "--platform", "linux-64", "--no-detect"]
+    done = run_tool(*argv, "-o", str(root / "tf221.txt"), env=env)
+    assert done.returncode == 0, done.stderr
+    return root / "tf221.txt"
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_exports_from_a_real_tensorflow_lock(tmp_path, real_lock):
+    """TF 2.21 locked from PyPI by the real tool: the bash script and the Kubernetes directory carry
+    every hash of the lock, and shellcheck, hadolint and kubernetes-validate pass (the 4 GB install
+    itself is what the local-index test runs, with small wheels)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "TFGPU_INDEX_URL"} | {"TFGPU_LOG_DIR": str(tmp_path / "logs")}
+    hashes = set(HASH.findall(pip_lock.read(real_lock).body))
+    assert len(hashes) > 10
+    script = tmp_path / "install.sh"
+    assert export(real_lock, "bash", script, env).returncode == 0
+    checked = shellcheck(script.read_text(), tmp_path)
+    assert checked.returncode == 0 and checked.stdout == "", checked.stdout
+    assert set(HASH.findall(script.read_text())) == hashes
+    kube = tmp_path / "kube"
+    assert export(real_lock, "kubernetes", kube, env).returncode == 0
+    docker = (kube / "Dockerfile").read_text()
+    assert set(HASH.findall(docker)) == hashes
+    linted = subprocess.run([need("hadolint"), "--no-color", "-"], input=docker, capture_output=True, text=True)
+    assert linted.returncode == 0 and linted.stdout == "", linted.stdout
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    import yaml
+
+    for document in (doc for doc in yaml.safe_load_all((kube / "tfgpu-job.yaml").read_text()) if doc):
+        kubernetes_validate.validate(document, "1.30", strict=True)
+    longest = {
+        path.name: max(len(line) for line in path.read_text().splitlines())
+        for path in (script, kube / "Dockerfile", kube / "tfgpu-job.yaml")
+    }
+    print("longest lines:", longest)
