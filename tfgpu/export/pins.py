@@ -77,6 +77,7 @@ def bash_block(pins, mode: str) -> list[str]:
     lines = _lock_words(pins)
     requirements = pins.requirements.strip()
     where = '"$TFGPU_PREFIX/etc/tfgpu/lock-$LOCK_SHA256.txt"'
+    lines.append("# PIP_REQUIREMENTS above is what the lock was resolved from; what is installed is the lock's pins:")
     if requirements:
         lines.append(f"PIP_REQUIREMENTS=({' '.join(PIP_FLAGS)} -r {where})")
     else:
@@ -112,8 +113,8 @@ def _conda_block(pins) -> list[str]:
         "# the lock's sha256;",
         "# conda then installs the checked files from an @EXPLICIT list (no solve, no other source).",
         "pins_conda() {",
-        "    local entry url sha file proto==https",
-        '    if [ "${TFGPU_ALLOW_HTTP:-0}" = 1 ]; then proto==https,http; fi  # a trusted mirror; sha256 still checked',
+        "    local entry url sha file proto='=https'",
+        "    if [ \"${TFGPU_ALLOW_HTTP:-0}\" = 1 ]; then proto='=https,http'; fi  # a trusted mirror; sha256 still checked",
         f'    say "pinned: the lock $LOCK_NAME (sha256 $LOCK_SHA256): {len(pins.conda)} conda packages by URL + sha256"',
         '    mkdir -p "$LOCK_DOWNLOADS"',
         '    printf \'%s\\n\' "@EXPLICIT" >"$LOCK_EXPLICIT.part"',
