@@ -143,6 +143,7 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         UsageError,
         "A lock entry is not a plain pin with hashes (an option, a URL, an index that is not HTTPS).",
     ),
+    "lock-platform-ambiguous": (UsageError, "The lock holds several platforms; `--platform` says which one to export."),
     "lock-modified": (UsageError, "The lock was edited after it was written (its recorded checksum differs)."),
     "conflicting-options": (UsageError, "Two options that cannot be given together."),
     "unknown-command": (UsageError, "The first word is not a tfgpu-install command."),

@@ -260,7 +260,8 @@ def cmd_bundle(settings: Settings) -> results.Result:
 
 
 def cmd_script(settings: Settings) -> results.Result:
-    """``script --format F [-o PATH]``: a provisioning artefact for the resolution (``tfgpu.export``)."""
+    """``script --format F [-o PATH] [--from-lock LOCK]``: a provisioning artefact for the resolution
+    (``tfgpu.export``), or for exactly a lock's pins."""
     from tfgpu import export
 
     if settings.format in export.DIRECTORY_FORMATS and not settings.output:
@@ -270,10 +271,29 @@ def cmd_script(settings: Settings) -> results.Result:
             f"({export.DIRECTORY_FORMATS[settings.format]}): say where with -o DIR.",
             [f"tfgpu-install script --format {settings.format} -o ./tf-{settings.format}"],
         )
-    from tfgpu.export.target import export_resolution
+    pins = None
+    from tfgpu.project import Project
 
-    resolution = export_resolution(settings.selectors)  # never this machine's facts
-    made = export.render(resolution, settings.format)
+    if settings.platforms and not settings.from_lock and Project.key_of("platform") not in settings.project_keys:
+        # A project file's platforms are for `lock`; typed here, --platform would be ignored silently.
+        raise UsageError(
+            "bad-arguments",
+            f"script --platform {settings.platforms[0]}: --platform chooses which of a lock's platforms "
+            "to export, and no --from-lock was given.",
+            [
+                "Export a lock: tfgpu-install script --from-lock LOCK --platform PLAT --format ...",
+                "Or describe the target machine: --os linux --arch x86_64 (or aarch64).",
+            ],
+        )
+    if settings.from_lock:  # the lock decides the target and every pin (tfgpu.lock.for_export)
+        from tfgpu import lock
+
+        resolution, pins = lock.for_export(settings.from_lock, settings.selectors, settings.platforms)
+    else:
+        from tfgpu.export.target import export_resolution
+
+        resolution = export_resolution(settings.selectors)  # never this machine's facts
+    made = export.render(resolution, settings.format, pins=pins)
     if settings.output:
         written = export.write(made, settings.output)
         return results.Exported(made, resolution, settings.format, settings.output, tuple(written))

@@ -83,7 +83,8 @@ OPTIONS: dict[str, Option] = {
     "no_project": Option(("--no-project",), **_flag("ignore any project file (and TFGPU_PROJECT_FILE)")),
     "platform": Option(
         ("--platform",),
-        PLATFORM_HELP + " (required unless the project file lists platforms)",
+        PLATFORM_HELP + " (lock, bundle: required unless the project file lists platforms; "
+        "script --from-lock: which of the lock's platforms)",
         {"action": "append", "metavar": "PLAT"},
     ),
     # Where: an env, or an interpreter whose env is meant.
@@ -112,7 +113,8 @@ OPTIONS: dict[str, Option] = {
     "from_lock": _path(
         "--from-lock",
         "FILE",
-        "install exactly this lock (tfgpu-lock.*.txt or conda-lock.yml), every hash checked first",
+        "install exactly this lock (tfgpu-lock.*.txt or conda-lock.yml), every hash checked first; "
+        "with script, export exactly its pins",
     ),
     "from_bundle": _path(
         "--from-bundle",

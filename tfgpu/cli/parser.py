@@ -128,7 +128,7 @@ def _bundle(bundle: argparse.ArgumentParser) -> None:
 def _script(script: argparse.ArgumentParser) -> None:
     _selectors(script)
     add(script, "format", required=True)
-    add(script, "output")
+    add(script, "output", "from_lock", "platform")
 
 
 def _doctor(doctor: argparse.ArgumentParser) -> None:

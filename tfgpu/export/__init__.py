@@ -27,35 +27,40 @@ DIRECTORY_FORMATS = {
 """Formats whose export is a tree of files (``-o`` names a directory), with what it holds."""
 
 
-def render(resolution, fmt: str) -> Export:
-    """The files of format ``fmt`` for ``resolution``; raises ImpossibleError where it cannot be done."""
+def render(resolution, fmt: str, pins=None) -> Export:
+    """The files of format ``fmt`` for ``resolution``; raises ImpossibleError where it cannot be done.
+    ``pins``: a lock's (``tfgpu.lock.for_export``), which the export installs exactly (``tfgpu.export.pins``)."""
     if fmt == "bash":
         from tfgpu.export.bash import render_bash
 
         return Export(
             "bash",
-            (ExportFile(f"install-tf{resolution.tensorflow}-{resolution.mode}.sh", render_bash(resolution), 0o755),),
+            (
+                ExportFile(
+                    f"install-tf{resolution.tensorflow}-{resolution.mode}.sh", render_bash(resolution, pins), 0o755
+                ),
+            ),
         )
     if fmt == "dockerfile":
         from tfgpu.export.dockerfile import render_dockerfile
 
-        return Export("dockerfile", (ExportFile("Dockerfile", render_dockerfile(resolution)),))
+        return Export("dockerfile", (ExportFile("Dockerfile", render_dockerfile(resolution, pins)),))
     if fmt == "ansible":
         from tfgpu.export.ansible import render_ansible
 
-        return Export("ansible", render_ansible(resolution), directory=True)
+        return Export("ansible", render_ansible(resolution, pins), directory=True)
     if fmt == "cloud-init":
         from tfgpu.export.cloudinit import render_cloud_init
 
-        return Export("cloud-init", (ExportFile("user-data.yaml", render_cloud_init(resolution)),))
+        return Export("cloud-init", (ExportFile("user-data.yaml", render_cloud_init(resolution, pins)),))
     if fmt == "slurm":
         from tfgpu.export.slurm import render_slurm
 
-        return Export("slurm", render_slurm(resolution), directory=True)
+        return Export("slurm", render_slurm(resolution, pins), directory=True)
     if fmt == "kubernetes":
         from tfgpu.export.kubernetes import render_kubernetes
 
-        return Export("kubernetes", render_kubernetes(resolution), directory=True)
+        return Export("kubernetes", render_kubernetes(resolution, pins), directory=True)
     raise UsageError(
         "bad-option-value",
         f"--format {fmt!r} is not one of: {', '.join(FORMATS)}.",

@@ -41,14 +41,14 @@ the script's `TFGPU_*` variables, listed at the top of `files/install-tf.sh`, e.
 """
 
 
-def render_ansible(resolution) -> tuple[ExportFile, ...]:
+def render_ansible(resolution, pins=None) -> tuple[ExportFile, ...]:
     """playbook.yml, inventory.example.ini, README.md and files/install-tf.sh for ``resolution``."""
-    script = render_bash(resolution)
+    script = render_bash(resolution, pins)
     name = default_env_name(resolution)
     # Each placeholder is filled through the rendering function of the place it stands in:
     # YAML scalars, comment text, or a token checked against its grammar (inside a Jinja string).
     values = {
-        "@HEADER@": comment(header(resolution, "an Ansible playbook"))[2:],
+        "@HEADER@": comment(header(resolution, "an Ansible playbook", pins=pins))[2:],
         "@TF_VERSION_Q@": quoting.yaml_scalar(resolution.tensorflow),
         "@MIN_DRIVER_Q@": quoting.yaml_scalar(resolution.min_driver),
         "@PLAY_NAME_Q@": quoting.yaml_scalar(

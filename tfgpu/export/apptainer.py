@@ -17,6 +17,7 @@ from tfgpu import quoting, requirements
 from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
 from tfgpu.export import embed
+from tfgpu.export import pins as pins_of
 from tfgpu.export.bash import comment, default_env_name, header
 from tfgpu.export.dockerfile import MICROMAMBA_IMAGE, VENV, _image_python, choose_image, programs
 
@@ -92,7 +93,7 @@ def _conda(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     return MICROMAMBA_IMAGE, post, environment, "/opt/conda/bin/python", None
 
 
-def render_apptainer(resolution) -> str:
+def render_apptainer(resolution, pins=None) -> str:
     """The definition file's text (Linux CUDA targets; the same refusals as the Dockerfile export)."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
         raise ImpossibleError(
@@ -103,6 +104,17 @@ def render_apptainer(resolution) -> str:
     base, post, environment, python, image_python = {"pip": _pip, "system": _system, "conda": _conda}[resolution.mode](
         resolution
     )
+    stage = []
+    if pins is not None and resolution.mode == "pip":  # the lock's pins and hashes, every hash required
+        locked = pins_of.image_pip(pins, f"{VENV}/bin/pip", quoting.def_word)
+        post = [post[0], *pins_of.joined(locked), *post[2:]]
+    elif pins is not None and resolution.mode == "conda":  # the checked files of a download stage
+        stage = _lock_stage(pins)
+        locked = pins_of.image_pip(pins, "/opt/conda/bin/python -m pip", quoting.def_word)
+        install = (
+            f"micromamba install --yes --root-prefix /opt/conda --name base --file {pins_of.LOCK_STAGE}/explicit.txt"
+        )
+        post = [*post[:2], install, post[3], *(pins_of.joined(locked) if locked else [])]
     base = quoting.single_line(base, "The base image")
     name = quoting.token(default_env_name(resolution), quoting.NAME, "The env name")
     files = programs(resolution, how="with --nv", runtime="its libraries bound into the container")
@@ -122,7 +134,7 @@ def render_apptainer(resolution) -> str:
     }
     what = f"an Apptainer image ({base})"
     lines = [
-        comment(header(resolution, what, image_python=image_python)),
+        comment(header(resolution, what, image_python=image_python, pins=pins)),
         "#",
         comment(
             [
@@ -132,8 +144,10 @@ def render_apptainer(resolution) -> str:
                 f"The host needs NVIDIA driver >= {resolution.min_driver}; --nv binds its libraries into the image.",
             ]
         ),
+        *stage,
         "Bootstrap: docker",
         f"From: {base}",
+        *(["Stage: final", "", "%files from lock", f"    {pins_of.LOCK_STAGE} {pins_of.LOCK_STAGE}"] if stage else []),
         "",
         "%labels",
         *(f"    {key} {quoting.one_line(value)}" for key, value in labels.items()),
@@ -159,6 +173,24 @@ def render_apptainer(resolution) -> str:
         f"    exec {python} {PROGRAMS}/verify.py",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _lock_stage(pins) -> list[str]:
+    """The first stage of a definition built from a conda lock: its packages downloaded and each
+    checked against the lock's sha256 (``tfgpu.export.pins.conda_fetch``); the image stage takes
+    the checked files with ``%files from lock``."""
+    return [
+        "Bootstrap: docker",
+        "From: python:3.12-slim",
+        "Stage: lock",
+        "",
+        "%post",
+        "    set -eu",
+        f"    mkdir -p {pins_of.LOCK_STAGE}",
+        f"    cd {pins_of.LOCK_STAGE}",
+        *(f"    {line}" for line in pins_of.joined(pins_of.conda_fetch(pins, quoting.def_word))),
+        "",
+    ]
 
 
 def sections(text: str) -> dict[str, str]:

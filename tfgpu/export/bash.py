@@ -15,6 +15,7 @@ from packaging.version import Version
 from tfgpu import __version__, quoting, untrusted
 from tfgpu.errors import ImpossibleError
 from tfgpu.export import embed
+from tfgpu.export import pins as pins_of
 from tfgpu.export.target import ASSUMED
 
 HEREDOC_VERIFY = "TFGPU_VERIFY_PY"
@@ -31,14 +32,15 @@ def default_env_name(resolution) -> str:
     return f"tf{major}.{minor}"
 
 
-def header(resolution, what: str, *, image_python: str | None = None) -> list[str]:
+def header(resolution, what: str, *, image_python: str | None = None, pins=None) -> list[str]:
     """Comment lines: what is installed, for which driver, and the resolver's reasons.
 
     Only facts of the resolution and its target: no date, no path, nothing of the machine that
     generated the file (the same inputs give the same bytes anywhere). ``image_python``: the file
     builds an image from a base that brings its own CUDA, cuDNN and Python (an nvidia/cuda base in
     system mode), so the runfile, the cuDNN archive and their checksums are not this file's business
-    and the Python is the base's.
+    and the Python is the base's. ``pins``: the lock the export installs exactly
+    (``tfgpu.export.pins``); without one the header says that the export resolves at install time.
     """
     python = image_python or resolution.python
     reasons, warnings = list(resolution.reasons), list(resolution.warnings)
@@ -55,6 +57,7 @@ def header(resolution, what: str, *, image_python: str | None = None) -> list[st
         f"{resolution.mode} mode, {resolution.os} {resolution.arch}.",
         f"Built with CUDA {resolution.cuda_build or resolution.cuda} and cuDNN {resolution.cudnn}; "
         f"needs NVIDIA driver >= {resolution.min_driver} (never installed here).",
+        *pins_of.header_lines(pins),
         "",
         "Why this combination:",
         *(f"  - {reason}" for reason in reasons),
@@ -152,8 +155,8 @@ MODE_OVERRIDES = {
 }
 
 
-def render_bash(resolution) -> str:
-    """The whole script for ``resolution`` (pip, conda or system mode)."""
+def render_bash(resolution, pins=None) -> str:
+    """The whole script for ``resolution`` (pip, conda or system mode); ``pins``: a lock's, installed exactly."""
     mode = resolution.mode
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
         raise ImpossibleError(
@@ -168,9 +171,10 @@ def render_bash(resolution) -> str:
     }.get(mode, list)()
     at = variables.index("@MODE_VARIABLES@")
     variables[at : at + 1] = [*extra, ""]
+    variables += pins_of.bash_block(pins, mode)
     parts = [
         "#!/usr/bin/env bash",
-        comment(header(resolution, "a standalone installer (no tfgpu-install needed on the target)")),
+        comment(header(resolution, "a standalone installer (no tfgpu-install needed on the target)", pins=pins)),
         "#",
         comment(OVERRIDES + MODE_OVERRIDES.get(mode, [])),
         "set -euo pipefail",

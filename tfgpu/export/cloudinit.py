@@ -21,9 +21,9 @@ def embedded_script(user_data: str) -> str:
     return untrusted.parse_yaml(user_data, untrusted.PACKAGE_DATA, "user-data")["write_files"][0]["content"]
 
 
-def render_cloud_init(resolution) -> str:
+def render_cloud_init(resolution, pins=None) -> str:
     """``#cloud-config`` user-data for ``resolution`` (the YAML written by PyYAML's serializer)."""
-    script = render_bash(resolution)
+    script = render_bash(resolution, pins)
     command = f"HOME=/root bash {SCRIPT_PATH} >> {LOG_PATH} 2>&1"
     document = {
         "write_files": [{"path": SCRIPT_PATH, "permissions": "0755", "owner": "root:root", "content": script}],
@@ -32,7 +32,7 @@ def render_cloud_init(resolution) -> str:
     return "\n".join(
         [
             "#cloud-config",
-            comment(header(resolution, "cloud-init user-data (runs the bash installer at first boot)")),
+            comment(header(resolution, "cloud-init user-data (runs the bash installer at first boot)", pins=pins)),
             f"# Progress and result: {LOG_PATH} (and `cloud-init status --long`).",
             quoting.yaml_document(document),
         ]

@@ -21,6 +21,7 @@ from packaging.version import Version
 from tfgpu import quoting, requirements
 from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
+from tfgpu.export import pins as pins_of
 from tfgpu.export.bash import comment, default_env_name, header
 
 MICROMAMBA_IMAGE = "mambaorg/micromamba:1.5.10"  # tag of the 1.5 series; pin by digest in production
@@ -118,11 +119,11 @@ def _image_python(resolution, row: dict) -> str:
     return row["python"]
 
 
-def _lines(resolution, what: str, image_python: str | None = None) -> list[str]:
+def _lines(resolution, what: str, image_python: str | None = None, pins=None) -> list[str]:
     name = quoting.token(default_env_name(resolution), quoting.NAME, "The env name")
     return [
         "# syntax=docker/dockerfile:1",
-        comment(header(resolution, what, image_python=image_python)),
+        comment(header(resolution, what, image_python=image_python, pins=pins)),
         "#",
         comment(
             [
@@ -168,17 +169,24 @@ def _python(resolution) -> str:
     return quoting.token(resolution.python, r"3\.[0-9]{1,2}", "The Python version")
 
 
-def _pip(resolution) -> list[str]:
+def _pip(resolution, pins=None) -> list[str]:
     python = _python(resolution)
     site = f"{VENV}/lib/python{python}/site-packages"
     lib_dirs, data_dir, ptxas = wheel_dirs(resolution.cuda, site)
     requirements = _words([quoting.docker_word(r, "A requirement") for r in resolution.packages.pip])
+    install = [f"RUN python -m venv {VENV} \\", f"    && {VENV}/bin/pip install --no-cache-dir {requirements} \\"]
+    locked = pins_of.image_pip(pins, f"{VENV}/bin/pip", quoting.docker_word)
+    if locked:  # the lock's pins and hashes, installed with every hash required
+        install = [
+            f"RUN python -m venv {VENV} \\",
+            f"    && {locked[0]} \\",
+            *(f"    {line} \\" for line in locked[1:]),
+        ]
     return [
-        *_lines(resolution, "a Docker image (python slim base + NVIDIA's CUDA wheels)"),
+        *_lines(resolution, "a Docker image (python slim base + NVIDIA's CUDA wheels)", pins=pins),
         f"FROM python:{python}-slim",
         f"ENV VIRTUAL_ENV={VENV} PATH={VENV}/bin:$PATH PIP_DISABLE_PIP_VERSION_CHECK=1",
-        f"RUN python -m venv {VENV} \\",
-        f"    && {VENV}/bin/pip install --no-cache-dir {requirements} \\",
+        *install,
         f"    && if [ -x {ptxas} ]; then ln -s {ptxas} {VENV}/bin/ptxas; fi",
         "# The loader set-up (what the venv's load hook does): the wheels' CUDA libraries first, XLA's",
         "# libdevice; ENV reaches every process in the container (docker exec, Jupyter, cron).",
@@ -191,7 +199,7 @@ def _pip(resolution) -> list[str]:
     ]
 
 
-def _system(resolution) -> list[str]:
+def _system(resolution, pins=None) -> list[str]:
     row = choose_image(resolution)
     python = _image_python(resolution, row)
     tag = quoting.token(row["tag"], quoting.IMAGE_TAG, "The nvidia/cuda image tag")
@@ -201,6 +209,7 @@ def _system(resolution) -> list[str]:
             resolution,
             f"a Docker image (nvidia/cuda base with CUDA {row['cuda']} and cuDNN {row['cudnn_major']})",
             image_python=python,
+            pins=pins,
         ),
         quoting.comment(
             [
@@ -228,20 +237,36 @@ def _tensorflow(resolution) -> str:
     return requirements.requirement(resolution.package, f"=={resolution.tensorflow}", what="The TensorFlow requirement")
 
 
-def _conda(resolution) -> list[str]:
+def _conda(resolution, pins=None) -> list[str]:
     cuda = resolution.cuda_build or resolution.cuda
     cuda_mm = quoting.token(".".join(cuda.split(".")[:2]), r"[0-9]+\.[0-9]+", "The CUDA version")
     specs = _words([quoting.docker_word(spec, "A conda spec") for spec in resolution.packages.conda])
     requirements = _words([quoting.docker_word(r, "A requirement") for r in resolution.packages.pip])
+    stage, conda, pip = (
+        [],
+        [f"RUN micromamba install --yes --name base --override-channels -c conda-forge {specs} \\"],
+        ([f"RUN python -m pip install --no-cache-dir {requirements}"] if requirements else []),
+    )
+    if pins is not None and pins.conda:  # a conda lock: its checked files, and its PyPI part by hash
+        stage = pins_of.conda_image_stage(pins, quoting.docker_word)
+        conda = [
+            f"COPY --from=lock {pins_of.LOCK_STAGE} {pins_of.LOCK_STAGE}",
+            f"RUN micromamba install --yes --name base --file {pins_of.LOCK_STAGE}/explicit.txt \\",
+        ]
+        locked = pins_of.image_pip(pins, "python -m pip", quoting.docker_word)
+        pip = (
+            [f"RUN {locked[0]} \\", *(f"    {line} \\" for line in locked[1:-1]), f"    {locked[-1]}"] if locked else []
+        )
     return [
-        *_lines(resolution, "a Docker image (micromamba base, CUDA and cuDNN from conda-forge)"),
+        *_lines(resolution, "a Docker image (micromamba base, CUDA and cuDNN from conda-forge)", pins=pins),
+        *stage,
         f"FROM {MICROMAMBA_IMAGE}",
         "# The build has no driver: the solver is told which CUDA the image is for.",
         f"ENV CONDA_OVERRIDE_CUDA={cuda_mm}",
-        f"RUN micromamba install --yes --name base --override-channels -c conda-forge {specs} \\",
+        *conda,
         "    && micromamba clean --all --yes",
         "ARG MAMBA_DOCKERFILE_ACTIVATE=1",
-        *([f"RUN python -m pip install --no-cache-dir {requirements}"] if requirements else []),
+        *pip,
         "# What the env's activate.d script does: its CUDA libraries first, XLA's libdevice.",
         "ENV LD_LIBRARY_PATH=/opt/conda/lib XLA_FLAGS=--xla_gpu_cuda_data_dir=/opt/conda",
         "# The image's own user (mambauser) is not root; the entrypoint activates the env.",
@@ -249,7 +274,7 @@ def _conda(resolution) -> list[str]:
     ]
 
 
-def render_dockerfile(resolution) -> str:
+def render_dockerfile(resolution, pins=None) -> str:
     """The Dockerfile text for ``resolution`` (system, pip or conda mode; Linux CUDA targets)."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
         raise ImpossibleError(
@@ -258,4 +283,4 @@ def render_dockerfile(resolution) -> str:
             ["Plan for Linux: --os linux --arch x86_64."],
         )
     build = {"pip": _pip, "system": _system, "conda": _conda}[resolution.mode]
-    return "\n".join(build(resolution)) + "\n"
+    return "\n".join(build(resolution, pins)) + "\n"

@@ -190,7 +190,7 @@ More workers: change `completions`, `parallelism` and `TFGPU_WORKERS` together.
 """
 
 
-def render_kubernetes(resolution) -> tuple[ExportFile, ...]:
+def render_kubernetes(resolution, pins=None) -> tuple[ExportFile, ...]:
     """tfgpu-job.yaml, Dockerfile and README.md."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
         raise ImpossibleError(
@@ -198,12 +198,12 @@ def render_kubernetes(resolution) -> tuple[ExportFile, ...]:
             f"Kubernetes GPU nodes run Linux images; this plan is for {resolution.os}.",
             ["Plan for Linux: --os linux --arch x86_64."],
         )
-    dockerfile = render_dockerfile(resolution)
+    dockerfile = render_dockerfile(resolution, pins)  # the image carries the lock's pins
     names = _names(resolution)
     documents = [quoting.yaml_document(document) for document in manifests(resolution)]
     yaml_text = "\n".join(
         [
-            comment(header(resolution, "Kubernetes manifests (Indexed Job, headless Service)")),
+            comment(header(resolution, "Kubernetes manifests (Indexed Job, headless Service)", pins=pins)),
             "---\n" + "---\n".join(documents),
         ]
     )

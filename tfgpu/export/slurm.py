@@ -79,7 +79,7 @@ def _directives(name: str) -> list[str]:
     ]
 
 
-def render_sbatch(resolution) -> str:
+def render_sbatch(resolution, pins=None) -> str:
     """The batch script (bash; shellcheck-clean)."""
     q = quoting.sh
     name = quoting.token(default_env_name(resolution), quoting.NAME, "The job name")
@@ -94,7 +94,7 @@ def render_sbatch(resolution) -> str:
         [
             "#!/bin/bash",
             *_directives(name),
-            comment(header(resolution, "a Slurm batch job (multi-worker TensorFlow, one worker per task)")),
+            comment(header(resolution, "a Slurm batch job (multi-worker TensorFlow, one worker per task)", pins=pins)),
             "#",
             comment(
                 [
@@ -116,7 +116,7 @@ def render_sbatch(resolution) -> str:
     )
 
 
-def render_slurm(resolution) -> tuple[ExportFile, ...]:
+def render_slurm(resolution, pins=None) -> tuple[ExportFile, ...]:
     """Every file of the Slurm directory."""
     if resolution.accelerator != "cuda" or resolution.os not in ("linux", "wsl2"):
         raise ImpossibleError(
@@ -126,7 +126,7 @@ def render_slurm(resolution) -> tuple[ExportFile, ...]:
         )
     name = default_env_name(resolution)
     lua_path, tcl_path = module_paths(resolution)
-    module_header = header(resolution, "a modulefile for the env install-tf.sh builds")
+    module_header = header(resolution, "a modulefile for the env install-tf.sh builds", pins=pins)
     line = quoting.one_line
     d = DEFAULTS
     readme = README.format(
@@ -145,7 +145,7 @@ def render_slurm(resolution) -> tuple[ExportFile, ...]:
         time=d["time"],
     )
     try:
-        image = (ExportFile(DEF_NAME, render_apptainer(resolution)),)
+        image = (ExportFile(DEF_NAME, render_apptainer(resolution, pins)),)
     except ImpossibleError as error:  # no base image fits (TF 2.16 system mode): said, not hidden
         if error.code != "no-docker-image":
             raise
@@ -155,8 +155,8 @@ def render_slurm(resolution) -> tuple[ExportFile, ...]:
             f"3. No container: {line(error.message)} {line(error.alternatives[0])}",
         )
     return (
-        ExportFile(JOB, render_sbatch(resolution), 0o755),
-        ExportFile("install-tf.sh", render_bash(resolution), 0o755),
+        ExportFile(JOB, render_sbatch(resolution, pins), 0o755),
+        ExportFile("install-tf.sh", render_bash(resolution, pins), 0o755),
         *(ExportFile(f"tfgpu/{helper}", untrusted.package_text("tfgpu.verify", helper)) for helper in HELPERS),
         ExportFile(lua_path, render_lua(resolution, module_header)),
         ExportFile(tcl_path, render_tcl(resolution, module_header)),

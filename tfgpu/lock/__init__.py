@@ -200,3 +200,62 @@ def _prepare(selectors, options, *, from_lock, from_bundle, reporter):
     from tfgpu.lock.pip.install import prepare as prepare_pip
 
     return prepare_pip(read(from_lock), options, selectors)
+
+
+def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
+    """``script --from-lock FILE``: (the resolution the lock recorded, its :class:`Locked` pins for
+    one platform). The lock is read by the readers ``create --from-lock`` uses (an edited, truncated
+    or hostile lock is refused here, before anything is rendered); selectors given alongside must
+    agree with it; ``platforms``: ``--platform``, which chooses among a conda lock's platforms."""
+    from tfgpu import untrusted
+    from tfgpu.errors import ImpossibleError
+    from tfgpu.lock.exported import Locked, choose_platform, conda_pins, file_sha256
+    from tfgpu.lock.selectors import check_selectors
+
+    lock = read(path)
+    digest = file_sha256(
+        untrusted.read_bytes(lock.path, untrusted.CONDA_LOCK if _conda_file(lock.path) else untrusted.PIP_LOCK)
+    )
+    if _conda_file(lock.path):
+        from tfgpu.lock.conda.install import pip_requirements
+        from tfgpu.resolver import make_request, resolve
+
+        platform = choose_platform(lock.path, list(lock.lockfile.metadata.platforms), platforms)
+        recorded = lock.resolution(platform)
+        cpu_only, python = recorded["cpu_only"], recorded["python"]
+        conda = conda_pins(lock.path, lock.packages(platform, "conda"))
+        requirements = pip_requirements(lock, platform)
+    else:
+        from tfgpu.lock.pip.install import lock_resolution
+
+        platform = choose_platform(lock.path, [lock.meta["platform"]], platforms)
+        recorded, cpu_only, python = lock.resolution, lock.meta["cpu_only"], lock.meta["python"]
+        conda, requirements = (), lock.body
+    if cpu_only:
+        raise ImpossibleError(
+            "lock-cpu-only",
+            f"{lock.path} locks a CPU-only environment for {platform}; the exports build GPU environments.",
+            ["Install it with plain pip: pip install --require-hashes -r LOCK (a pip lock), or `conda-lock install`."],
+        )
+    mode = "conda" if conda or _conda_file(lock.path) else "pip"
+    check_selectors(recorded, mode=mode, python=python, platform=platform, selectors=selectors, path=lock.path)
+    if mode == "conda":
+        resolution = resolve(
+            make_request(
+                tf=recorded["tensorflow"], mode="conda", python=python, os=recorded["os"], arch=recorded["arch"]
+            ),
+            None,
+        )
+    else:
+        resolution = lock_resolution(lock)
+    from tfgpu.records import replace
+
+    # The lock by its name and checksum only: its directory is this machine's, not the target's.
+    said = f"Exactly as pinned in the lock {lock.path.name} (sha256 of the file {digest})."
+    reasons = tuple(r for r in resolution.reasons if str(lock.path) not in r)
+    notes = tuple(n for n in resolution.packages.notes if str(lock.path) not in n)
+    resolution = replace(
+        resolution, reasons=(said, *reasons), packages=replace(resolution.packages, notes=(said, *notes))
+    )
+    pins = Locked(mode, lock.path.name, digest, platform, requirements, conda)
+    return resolution, pins

@@ -28,6 +28,7 @@ if [ -x "$TFGPU_PREFIX/bin/python" ] && [ -f "$SPECS_STAMP" ] &&
     [ "$(cat "$SPECS_STAMP")" = "$(printf '%s\n' "${CONDA_SPECS[@]}")" ]; then
     in_place "conda env $TFGPU_PREFIX (${CONDA_SPECS[*]})"
 else
+    pins_conda
     say "creating the conda env $TFGPU_PREFIX: ${CONDA_SPECS[*]}"
     mkdir -p "$(dirname "$TFGPU_PREFIX")"
     run_logged "$CONDA_EXE_FOUND" create --yes --prefix "$TFGPU_PREFIX" --override-channels -c conda-forge "${CONDA_SPECS[@]}"
@@ -37,6 +38,7 @@ else
 fi
 # None with --tf-source conda-forge: TensorFlow came with the conda packages.
 if [ "${#PIP_REQUIREMENTS[@]}" -gt 0 ]; then
+    pins_pip
     pip_install "$TFGPU_PREFIX/bin/python" "$TFGPU_PREFIX/etc/tfgpu/installed-requirements.txt" "${PIP_REQUIREMENTS[@]}"
 fi
 

@@ -43,7 +43,8 @@ run_shown() {
     else
         "$@" 2>&1 | tee -a "$TFGPU_LOG" >&2 || status=$?
     fi
-    [ "$status" = 0 ] || die "'$1' failed with exit $status (its output is above; the log is $TFGPU_LOG)"
+    [ "$status" = 0 ] ||
+        die "'$1' failed with exit $status${LOCK_FAILURE_HINT:+; $LOCK_FAILURE_HINT} (its output is above; the log is $TFGPU_LOG)"
 }
 
 on_error() {

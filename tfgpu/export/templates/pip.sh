@@ -3,6 +3,7 @@
 
 check_driver
 ensure_venv
+pins_pip
 pip_install "$TFGPU_PREFIX/bin/python" "$TFGPU_PREFIX/etc/tfgpu/installed-requirements.txt" "${PIP_REQUIREMENTS[@]}"
 
 # Activation and the load hook: the env's CUDA libraries first on LD_LIBRARY_PATH, XLA's

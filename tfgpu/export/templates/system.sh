@@ -127,6 +127,7 @@ fi
 
 # The venv: plain tensorflow (its CUDA comes from the toolkit above, not from wheels).
 ensure_venv
+pins_pip
 pip_install "$TFGPU_PREFIX/bin/python" "$TFGPU_PREFIX/etc/tfgpu/installed-requirements.txt" "${PIP_REQUIREMENTS[@]}"
 # The toolkit and cuDNN this env uses, linked into it: a modulefile (script --format slurm) or a
 # person finds them at <env>/etc/tfgpu/cuda and <env>/etc/tfgpu/cudnn wherever TFGPU_CUDA_PREFIX was.
