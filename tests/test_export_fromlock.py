@@ -143,6 +143,8 @@ def test_every_format_from_a_pip_lock_carries_the_pins(tmp_path, lock_file, lock
         assert set(HASH.findall(text)) == hashes, (fmt, main)
         assert digest in text and "--require-hashes --no-deps" in text, (fmt, main)
         assert "Not pinned" not in text, (fmt, main)
+        longest = max(len(line) for line in text.splitlines())  # reviewable: hashes one a line
+        assert longest <= 200, (fmt, main, longest)
     for written in tmp_path.rglob("*"):  # the lock's directory is this machine's: never in an export
         if written.is_file() and written != lock_file and written.suffix != ".toml":
             assert str(tmp_path) not in written.read_text(), written
@@ -494,3 +496,4 @@ def test_exports_from_a_real_tensorflow_lock(tmp_path, real_lock):
         for path in (script, kube / "Dockerfile", kube / "tfgpu-job.yaml")
     }
     print("longest lines:", longest)
+    assert max(longest.values()) <= 200, longest
