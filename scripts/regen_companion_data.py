@@ -85,8 +85,8 @@ def collect(index: Index, only: list[str] | None, jobs: int = MAX_JOBS) -> dict:
             rows += found
             log(f"[{done:3}/{len(wanted)}] " + "; ".join(f"{r.framework} {r.version} {r.extra} {r.stack}" for r in found))
     names = {name for row in rows for name in row.nvidia if name.startswith("nvidia-")}
-    log(f"release lists of {len(names)} nvidia-* distributions")
-    versions = companions.nvidia_versions(index, names | tf_nvidia_names())
+    log(f"release lists of {len(names)} nvidia-* distributions and numpy")
+    versions = companions.release_lists(index, names | tf_nvidia_names() | {"numpy"})
     collisions = []
     for name in sorted(versions):
         if name.endswith("-cu12") and name[: -len("-cu12")] + "-cu13" in versions:
@@ -94,7 +94,7 @@ def collect(index: Index, only: list[str] | None, jobs: int = MAX_JOBS) -> dict:
             paths = companions.shared_paths(index, name, other)
             log(f"{name} / {other}: {len(paths)} shared paths")
             collisions.append({"distributions": [name, other], "paths": paths})
-    return {"rows": rows, "nvidia_versions": versions, "collisions": collisions}
+    return {"rows": rows, "versions": versions, "collisions": collisions}
 
 
 def tf_nvidia_names() -> set[str]:

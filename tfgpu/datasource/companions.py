@@ -232,8 +232,8 @@ def _pinned(reqs: list[facts.Requirement], name: str) -> str:
     return ""
 
 
-def nvidia_versions(index: Index, names) -> dict[str, list[str]]:
-    """The final versions of each ``nvidia-*`` distribution that have a Linux x86_64 wheel: what a
+def release_lists(index: Index, names) -> dict[str, list[str]]:
+    """The final versions of each distribution (``nvidia-*``, numpy) that have a Linux x86_64 wheel: what a
     resolver can choose from when two frameworks' ranges for the same library meet."""
     found = {}
     for name in sorted(set(names)):
@@ -251,8 +251,9 @@ def nvidia_versions(index: Index, names) -> dict[str, list[str]]:
 
 
 def shared_paths(index: Index, first: str, second: str) -> list[str]:
-    """The files both distributions' newest Linux x86_64 wheels install (their zip members, read
-    from the central directories by range requests): what one overwrites of the other."""
+    """The shared libraries (``*/lib/*``) both distributions' newest Linux x86_64 wheels install
+    (their zip members, read from the central directories by range requests): what one overwrites
+    of the other. Headers collide too; the libraries are what breaks a running framework."""
     listed = []
     for name in (first, second):
         document = index.project(name) or {"releases": {}}
@@ -262,5 +263,5 @@ def shared_paths(index: Index, first: str, second: str) -> list[str]:
             return []
         wheel = best_wheel(wheels)
         entries = central_directory(lambda start, end, url=wheel.url: index.fetcher.range(url, start, end), wheel.size)
-        listed.append({e.name for e in entries if not e.name.endswith("/") and ".dist-info/" not in e.name})
+        listed.append({e.name for e in entries if "/lib/" in e.name and not e.name.endswith("/")})
     return sorted(listed[0] & listed[1])

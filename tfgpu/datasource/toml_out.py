@@ -77,8 +77,8 @@ def render_companions(document: dict, header: str, fields: dict[str, str]) -> st
         lines.append(f"source = {toml_value(row.sources)}")
         lines += ["", "[release.nvidia]"]
         lines += [f"{toml_value(k)} = {toml_value(v)}" for k, v in sorted(row.nvidia.items())]
-    lines += ["", "[nvidia_versions]"]
-    lines += [f"{toml_value(k)} = {toml_value(v)}" for k, v in sorted(document["nvidia_versions"].items())]
+    lines += ["", "[versions]"]
+    lines += [f"{toml_value(k)} = {toml_value(v)}" for k, v in sorted(document["versions"].items())]
     for collision in document["collisions"]:
         lines += ["", "[[collision]]"]
         lines.append(f"distributions = {toml_value(collision['distributions'])}")
