@@ -33,7 +33,12 @@ def resolve(settings: Settings, artefact: bool = False):
     from tfgpu.resolver import resolve as run
 
     host = host_of(settings, artefact)
-    return run(request_for(settings.selectors), host), host
+    resolution = run(request_for(settings.selectors), host)
+    if settings.command != "plan":
+        from tfgpu.resolver.companions import refuse_two_stacks
+
+        refuse_two_stacks(resolution, settings.command)
+    return resolution, host
 
 
 def default_name(tensorflow: str) -> str:
