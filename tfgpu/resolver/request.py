@@ -218,6 +218,8 @@ COMPANION_EXTRAS = {"torch": (), "jax": ("cuda12", "cuda13")}
 def parse_with(values) -> tuple[tuple[str, str | None, str, str], ...]:
     """``--with`` specs (PEP 508: ``torch``, ``torch==2.15.0``, ``jax[cuda12]>=0.11``) as
     ``(framework, extra or None, specifier, as typed)``; one per framework."""
+    if not values:
+        return ()  # `plan` without --with imports no requirement parser
     from packaging.requirements import InvalidRequirement
     from packaging.requirements import Requirement as Parsed
 
