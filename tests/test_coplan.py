@@ -255,3 +255,40 @@ def test_the_regeneration_script_reads_the_shipped_rows_back_from_pypi(tmp_path)
         assert found == row(found["framework"], found["version"], found["extra"])
     assert len(fresh["release"]) == 4  # torch twice, jax for cuda12 and cuda13
     assert fresh["collision"] == COMPANIONS["collision"]
+
+
+@pytest.mark.network
+def test_update_data_fetches_a_torch_release_the_shipped_table_lacks(tmp_path):
+    import re
+
+    text = files("tfgpu.data").joinpath("companions.toml").read_text("utf-8")
+    blocks = re.split(r"(?m)^(?=\[\[release\]\]$|\[versions\]$)", text)
+    old = tmp_path / "shipped"
+    old.mkdir()
+    (old / "companions.toml").write_text(
+        "".join(b for b in blocks if 'framework = "torch"\nversion = "2.15.0"\n' not in b), "utf-8"
+    )
+    env = {
+        **os.environ,
+        "TFGPU_DATA_DIR": str(old),
+        "TFGPU_USER_DATA_DIR": str(tmp_path / "data"),
+        "TFGPU_CACHE_DIR": str(suite_cache("companion-update")),
+        "TFGPU_UPDATE_TIMEOUT": "120",
+        "TFGPU_PROJECT_FILE": "none",
+    }
+    lacking = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "plan", "--tf", "2.21", "--with", "torch==2.15.0", *TARGET, "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert lacking.returncode == 3 and json.loads(lacking.stdout)["error"]["code"] == "companion-unknown-version"
+    done = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "update-data", "--json"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "torch==2.15.0" in json.loads(done.stdout)["new_companions"]
+    planned = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "plan", "--tf", "2.21", "--with", "torch==2.15.0", *TARGET, "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(planned.stdout)["two_stacks"] is True

@@ -265,3 +265,24 @@ def shared_paths(index: Index, first: str, second: str) -> list[str]:
         entries = central_directory(lambda start, end, url=wheel.url: index.fetcher.range(url, start, end), wheel.size)
         listed.append({e.name for e in entries if "/lib/" in e.name and not e.name.endswith("/")})
     return sorted(listed[0] & listed[1])
+
+
+def new_rows(index: Index, shipped: dict) -> dict | None:
+    """What ``update-data`` adds to ``companions.toml``: the torch and JAX releases the shipped
+    table (``shipped``, parsed) lacks, and fresh release lists of every distribution they pin;
+    None when there is nothing new (or the index lists neither project)."""
+    known = {(row["framework"], row["version"]) for row in shipped.get("release", [])}
+    reader = CompanionReader(index)
+    rows: list[CompanionRow] = []
+    for framework, minimum in MINIMUM.items():
+        document = index.project(framework)
+        if document is None:
+            continue
+        for version in final_versions(document, minimum):
+            if (framework, version) not in known:
+                rows += [reader.torch(version)] if framework == "torch" else reader.jax(version)
+    if not rows:
+        return None
+    names = {name for row in rows for name in row.nvidia if name.startswith("nvidia-")}
+    names |= {"numpy"} if any(row.numpy for row in rows) else set()
+    return {"rows": rows, "versions": release_lists(index, names), "collisions": []}

@@ -48,21 +48,35 @@ class Row:
         return f"{self.framework}{f'[{self.extra}]' if self.extra else ''} {self.version}"
 
 
+def _tables() -> list[dict]:
+    """The shipped table, then the rows ``update-data`` fetched since (``tfgpu.data.updates``)."""
+    from tfgpu.data.updates import companion_updates
+
+    return [load("companions.toml"), companion_updates()]
+
+
 @derived
 def rows() -> tuple[Row, ...]:
-    """Every companion release, newest first per framework."""
-    table = load("companions.toml")
-    found = [
-        Row(r["framework"], r["version"], r["extra"], r["stack"], tuple(r["python"]), r["numpy"], dict(r["nvidia"]))
-        for r in table.get("release", [])
-    ]
+    """Every companion release, newest first per framework (a shipped row wins over a fetched one)."""
+    seen, found = set(), []
+    for table in _tables():
+        for r in table.get("release", []):
+            if (key := (r["framework"], r["version"], r["extra"])) not in seen:
+                seen.add(key)
+                found.append(
+                    Row(r["framework"], r["version"], r["extra"], r["stack"], tuple(r["python"]), r["numpy"], dict(r["nvidia"]))
+                )
     return tuple(sorted(found, key=lambda r: (r.framework, parse(r.version), r.extra), reverse=True))
 
 
 @derived
 def versions() -> dict[str, tuple]:
     """The published versions of each distribution a pin names (nvidia-*, numpy)."""
-    return {name: tuple(map(parse, listed)) for name, listed in load("companions.toml")["versions"].items()}
+    merged: dict[str, set[str]] = {}
+    for table in _tables():
+        for name, listed in table.get("versions", {}).items():
+            merged.setdefault(name, set()).update(listed)
+    return {name: tuple(map(parse, listed)) for name, listed in merged.items()}
 
 
 @derived
