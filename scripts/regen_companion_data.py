@@ -83,7 +83,10 @@ def collect(index: Index, only: list[str] | None, jobs: int = MAX_JOBS) -> dict:
     with concurrent.futures.ThreadPoolExecutor(max(1, min(MAX_JOBS, jobs))) as pool:
         for done, found in enumerate(pool.map(read, wanted), 1):
             rows += found
-            log(f"[{done:3}/{len(wanted)}] " + "; ".join(f"{r.framework} {r.version} {r.extra} {r.stack}" for r in found))
+            log(
+                f"[{done:3}/{len(wanted)}] "
+                + "; ".join(f"{r.framework} {r.version} {r.extra} {r.stack}" for r in found)
+            )
     names = {name for row in rows for name in row.nvidia if name.startswith("nvidia-")}
     log(f"release lists of {len(names)} nvidia-* distributions and numpy")
     versions = companions.release_lists(index, names | tf_nvidia_names() | {"numpy"})
@@ -111,7 +114,9 @@ def run(args: argparse.Namespace, fetcher: Fetcher | None = None) -> dict:
     index = Index(fetcher, args.index_url)
     document = collect(index, args.only, args.jobs)
     generated = datetime.datetime.now(datetime.UTC).date().isoformat()
-    text = render_companions(document, HEADER.format(date=generated), {"generated": generated, "index": index.index_url})
+    text = render_companions(
+        document, HEADER.format(date=generated), {"generated": generated, "index": index.index_url}
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, "utf-8")
     log(

@@ -28,9 +28,7 @@ TENSORFLOW = tomllib.loads(files("tfgpu.data").joinpath("tensorflow.toml").read_
 
 def row(framework: str, version: str, extra: str = "") -> dict:
     return next(
-        r
-        for r in COMPANIONS["release"]
-        if (r["framework"], r["version"], r["extra"]) == (framework, version, extra)
+        r for r in COMPANIONS["release"] if (r["framework"], r["version"], r["extra"]) == (framework, version, extra)
     )
 
 

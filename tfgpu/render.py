@@ -132,7 +132,7 @@ def _coplan(plan) -> None:
     stacks = "one CUDA stack" if not plan.two_stacks else "TWO CUDA stacks in one env"
     _out.print(f"[bold]With[/] ({escape(', '.join(plan.asked))}): {stacks}, Python {', '.join(plan.pythons)}")
     _out.print(f"  TensorFlow  {plan.stacks[0]}")
-    for companion, stack in zip(plan.companions, plan.stacks[1:]):
+    for companion, stack in zip(plan.companions, plan.stacks[1:], strict=True):
         _out.print(f"  {escape(companion.requirement)}  {stack}")
     if plan.colliding:
         _out.print(f"  both stacks install the same files: {escape(', '.join(plan.colliding))}")

@@ -35,7 +35,7 @@ def resolve(settings: Settings, artefact: bool = False):
     host = host_of(settings, artefact)
     resolution = run(request_for(settings.selectors), host)
     if settings.command != "plan":
-        from tfgpu.resolver.companions import refuse_two_stacks
+        from tfgpu.resolver.coplanned import refuse_two_stacks
 
         refuse_two_stacks(resolution, settings.command)
     return resolution, host

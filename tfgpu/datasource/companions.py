@@ -212,7 +212,9 @@ class CompanionReader:
 def _upper(reqs: list[facts.Requirement], name: str) -> str:
     """The ``<=X`` bound of a requirement (jax pins jaxlib as ``<=X,>=Y``), or ''."""
     for req in reqs:
-        if req.name == facts.normalize_name(name) and (found := re.findall(r"<=\s*([0-9][0-9A-Za-z.]*)", req.specifier)):
+        if req.name == facts.normalize_name(name) and (
+            found := re.findall(r"<=\s*([0-9][0-9A-Za-z.]*)", req.specifier)
+        ):
             return found[0]
     return ""
 

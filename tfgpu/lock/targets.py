@@ -38,7 +38,7 @@ def lock_targets(
     from tfgpu.resolver import resolve as run_resolver
 
     def resolve(os_name: str, arch_name: str):
-        from tfgpu.resolver.companions import refuse_two_stacks
+        from tfgpu.resolver.coplanned import refuse_two_stacks
 
         resolution = run_resolver(request_for(replace(selectors, os=os_name, arch=arch_name)), host)
         refuse_two_stacks(resolution, "lock")

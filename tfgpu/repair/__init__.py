@@ -157,6 +157,7 @@ def repair(
             reporter,
             runner,
             confirm,
+            companions=companions,
         ) | {"which_env": target.to_dict()}
     with txn.TargetLock(root):
         return _repair_locked(
@@ -173,6 +174,7 @@ def repair(
             reporter,
             runner,
             confirm,
+            companions=companions,
         ) | {"which_env": target.to_dict()}
 
 
@@ -190,6 +192,7 @@ def _repair_locked(
     reporter,
     runner,
     confirm,
+    companions=(),
 ) -> dict:
     from tfgpu.repair.apply import apply_repair, check_journal, undo_journal
     from tfgpu.repair.plan import manager_of, plan_repair

@@ -64,7 +64,15 @@ def rows() -> tuple[Row, ...]:
             if (key := (r["framework"], r["version"], r["extra"])) not in seen:
                 seen.add(key)
                 found.append(
-                    Row(r["framework"], r["version"], r["extra"], r["stack"], tuple(r["python"]), r["numpy"], dict(r["nvidia"]))
+                    Row(
+                        r["framework"],
+                        r["version"],
+                        r["extra"],
+                        r["stack"],
+                        tuple(r["python"]),
+                        r["numpy"],
+                        dict(r["nvidia"]),
+                    )
                 )
     return tuple(sorted(found, key=lambda r: (r.framework, parse(r.version), r.extra), reverse=True))
 
@@ -199,13 +207,13 @@ def coplan(tf, tf_pythons, python, python_given: bool, asked: list[tuple[str, st
             "companion-conflict",
             f"TF {tf.version} and {', '.join(r.label for r in combo)} cannot share one environment: "
             + "; ".join(verdict["conflicts"])
-            + ("" if len(verdicts) == 1 else f" (and no other version the --with specs admit fits either)"),
+            + ("" if len(verdicts) == 1 else " (and no other version the --with specs admit fits either)"),
             ways,
         )
     combo, verdict = chosen
     dists, paths = colliding(tf, combo) if not verdict["single"] else ((), ())
     reasons = [f"TF {tf.version} installs CUDA {_major(verdict['stacks'][0])} from PyPI ({tf.cuda_extra or 'pins'})."]
-    for row, stack in zip(combo, verdict["stacks"][1:]):
+    for row, stack in zip(combo, verdict["stacks"][1:], strict=True):
         reasons.append(f"{row.label} installs CUDA {_major(stack)} (its wheels' nvidia-* requirements).")
     if verdict["single"]:
         reasons.append("One CUDA stack: every nvidia-* library both name has a published version both accept.")
@@ -242,7 +250,9 @@ def ways_forward(tf, tf_pythons, python, asked, chosen, others) -> list[str]:
     combo, verdict = chosen
     ways = []
     relaxed = [matching(framework, None, "") for framework, _, _, _ in asked]
-    shared = [c for c in combos(relaxed) if (v := check(tf, tf_pythons, python, c)) and not v["conflicts"] and v["single"]]
+    shared = [
+        c for c in combos(relaxed) if (v := check(tf, tf_pythons, python, c)) and not v["conflicts"] and v["single"]
+    ]
     if shared:
         listed = ", ".join(" + ".join(r.label for r in c) for c in shared[:4])
         first = " ".join(f"--with '{r.requirement}'" for r in shared[0])
@@ -254,7 +264,9 @@ def ways_forward(tf, tf_pythons, python, asked, chosen, others) -> list[str]:
             continue
         pythons = other.wheels[LINUX].python
         fits = [combo, *(c for c in combos(relaxed) if c != combo)]
-        found = next((c for c in fits if (v := check(other, pythons, python, c)) and not v["conflicts"] and v["single"]), None)
+        found = next(
+            (c for c in fits if (v := check(other, pythons, python, c)) and not v["conflicts"] and v["single"]), None
+        )
         if found is not None:
             flags = " ".join(f"--with '{r.requirement}'" for r in found)
             ways.append(
@@ -274,54 +286,3 @@ def ways_forward(tf, tf_pythons, python, asked, chosen, others) -> list[str]:
             + "it needs the two-stack install layout, never a plain install over each other."
         )
     return ways
-
-
-def check_target(request, resolution) -> None:
-    """Companions come from PyPI wheels for Linux x86_64 next to TensorFlow's ``and-cuda`` extra."""
-    from tfgpu.errors import UsageError
-
-    if resolution.mode != "pip" or resolution.platform != LINUX or resolution.accelerator != "cuda":
-        raise UsageError(
-            "conflicting-options",
-            f"--with plans torch/JAX wheels from PyPI next to TensorFlow's CUDA wheels: pip mode on Linux "
-            f"x86_64 (or WSL2) only; this plan is {resolution.mode} mode for {resolution.platform}.",
-            ["Use --mode pip on a Linux x86_64 or WSL2 target, or install the other framework separately."],
-        )
-
-
-def planned(resolution, plan: CoPlan):
-    """``resolution`` with ``plan`` attached; for one stack, the companions join the pip packages
-    (one resolution installs and locks them all); for two, they do not (a plain install would let
-    one stack overwrite the other's libraries: the two-stack layout installs them)."""
-    from tfgpu.records import replace
-    from tfgpu.requirements import canonical
-    from tfgpu.resolver.model import Notice
-
-    reasons = (*resolution.reasons, *plan.reasons)
-    if plan.two_stacks:
-        notice = Notice(
-            "two-cuda-stacks",
-            f"TF {resolution.tensorflow} ({plan.stacks[0]}) and {', '.join(plan.asked)} ({', '.join(plan.stacks[1:])}) "
-            f"put two CUDA stacks into one env; {', '.join(plan.colliding) or 'no distributions'} install the same files.",
-            plan.ways_forward[0] if plan.ways_forward else "",
-        )
-        return replace(resolution, coplan=plan, reasons=reasons, warnings=(*resolution.warnings, notice))
-    extra = tuple(canonical(c.requirement, what="--with") for c in plan.companions)
-    packages = replace(resolution.packages, pip=(*resolution.packages.pip, *extra))
-    modes = dict(resolution.modes)
-    if "pip" in modes:
-        modes["pip"] = replace(modes["pip"], packages=packages)
-    return replace(resolution, coplan=plan, reasons=reasons, packages=packages, modes=modes)
-
-
-def refuse_two_stacks(resolution, command: str) -> None:
-    """Building commands refuse a two-stack plan: ``plan`` shows it, nothing installs it silently."""
-    if resolution.two_stacks:
-        plan = resolution.coplan
-        raise ImpossibleError(
-            "companion-two-stacks",
-            f"{command}: TF {resolution.tensorflow} with {', '.join(plan.asked)} needs two CUDA stacks in one env "
-            f"({', '.join(plan.stacks)}); {', '.join(plan.colliding) or 'their libraries'} would overwrite each "
-            "other's files.",
-            list(plan.ways_forward),
-        )

@@ -41,17 +41,19 @@ def with_companions(request: Request, resolution: Resolution, host) -> Resolutio
     """The resolution with the ``--with`` companions planned in (``tfgpu.resolver.companions``).
     Where the Python chosen for TensorFlow alone has no companion wheel and the user named none,
     TensorFlow is resolved again for the newest Python both sides have."""
-    from tfgpu.resolver import companions
+    from tfgpu.resolver import companions, coplanned
 
-    companions.check_target(request, resolution)
+    coplanned.check_target(request, resolution)
     release = next(r for r in tables.releases() if str(r.version) == resolution.tensorflow)
     tf_pythons = release.wheels[companions.LINUX].python
     given = request.python is not None
     plan = companions.coplan(release, tf_pythons, resolution.python, given, list(request.companions), tables.releases())
     if plan.pythons and resolution.python not in plan.pythons and not given:
         again = resolve(replace(request, tf=resolution.tensorflow, python=plan.pythons[-1], companions=()), host)
-        resolution = replace(again, reasons=(*again.reasons, f"Python {plan.pythons[-1]}: the newest every side has wheels for."))
-    return companions.planned(resolution, plan)
+        resolution = replace(
+            again, reasons=(*again.reasons, f"Python {plan.pythons[-1]}: the newest every side has wheels for.")
+        )
+    return coplanned.planned(resolution, plan)
 
 
 def newest_fit(target: Target, mode: str, pre: bool = False, tf_source: str | None = None) -> Evaluation | None:

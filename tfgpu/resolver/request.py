@@ -229,7 +229,9 @@ def parse_with(values) -> tuple[tuple[str, str | None, str, str], ...]:
         try:
             parsed = Parsed(value)
         except InvalidRequirement as error:
-            raise UsageError("companion-unsupported", f"--with {value!r} is not a PEP 508 requirement: {error}.", ways)
+            raise UsageError(
+                "companion-unsupported", f"--with {value!r} is not a PEP 508 requirement: {error}.", ways
+            ) from None
         name = parsed.name.lower()
         if name not in COMPANION_EXTRAS or parsed.url or parsed.marker:
             raise UsageError(
