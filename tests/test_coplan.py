@@ -102,10 +102,22 @@ def test_tf_2_21_with_jax_cuda12_is_one_stack_on_a_python_both_have():
     assert "jax[cuda12]==0.12.0.1" in [str(p) for p in resolution.packages.pip]
 
 
-def test_tf_2_21_with_jax_on_python_3_11_is_resolved_again_unless_python_was_given():
-    assert plan("2.21", "jax[cuda12]").python == "3.13"
+def test_tf_2_21_with_jax_on_a_python_3_11_machine_takes_3_13_unless_python_was_given():
+    """The machine is a detection record (Python 3.11 running, no GPU): the one input that makes
+    TensorFlow alone choose a Python JAX 0.12 has no wheel for."""
+    from tfgpu.detect.host import Host
+
+    here = Host(
+        os="linux", arch="x86_64", os_release="", glibc="2.36", python="3.11",
+        pythons=(), driver=None, gpus=(), toolkits=(), conda=(),
+    )  # fmt: skip
+    request = {"tf": "2.21", "driver": "580.65.06", "gpu_cc": "9.0"}
+    assert resolve(make_request(**request), here).python == "3.11"
+    resolution = resolve(make_request(**request, companions=("jax[cuda12]",)), here)
+    assert resolution.python == "3.13" and resolution.companions == ("jax[cuda12]==0.12.0.1",)
+    assert any("Python 3.13: the newest every side has wheels for" in r for r in resolution.reasons)
     with pytest.raises(ImpossibleError) as caught:
-        plan("2.21", "jax[cuda12]==0.12.0.1", python="3.11")
+        resolve(make_request(**request, python="3.11", companions=("jax[cuda12]==0.12.0.1",)), here)
     assert caught.value.code == "companion-conflict" and "Python 3.11" in caught.value.message
 
 
