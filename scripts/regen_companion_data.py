@@ -4,9 +4,10 @@
 For every final ``torch`` release from 2.5 and ``jax`` release from 0.4.30 (with ``jaxlib`` and
 the ``jax-cudaNN-plugin``/``-pjrt`` each CUDA extra pins) this reads the PyPI JSON API (release
 list, Linux x86_64 wheels, CPython tags) [PYPI-JSON] and one wheel's METADATA per distribution
-(PEP 658 ``.metadata`` where the index lists one, else by HTTP range requests) [WHL-META]; then the
-release list of every ``nvidia-*`` distribution those rows name (what a resolver can pick when two
-frameworks' ranges for one library meet) [PYPI-JSON]; then, for each library published both as
+by HTTP range requests (PyPI serves no PEP 658 ``.metadata`` for these wheels) [WHL-META]; then
+the release list of every ``nvidia-*`` distribution those rows and TensorFlow's ``and-cuda``
+extras name, and of numpy (what a resolver can pick where two pins of one library meet)
+[PYPI-JSON]; then, for each library published both as
 ``-cu12`` and ``-cu13``, the central directories of the newest wheels of the two (by range
 requests) and the paths both install [WHL-ZIP]. No wheel is downloaded whole.
 

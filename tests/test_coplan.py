@@ -302,3 +302,66 @@ def test_update_data_fetches_a_torch_release_the_shipped_table_lacks(tmp_path):
     )  # fmt: skip
     assert planned.returncode == 0, planned.stderr
     assert json.loads(planned.stdout)["two_stacks"] is True
+
+
+@pytest.mark.network
+def test_lock_puts_tf_2_20_and_torch_2_10_into_one_cuda12_resolution(tmp_path):
+    lock = tmp_path / "lock.txt"
+    done = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "lock", "--tf", "2.20", "--with", "torch==2.10.0", "--platform", "linux-64",
+         "--python", "3.12", "--no-detect", "--driver", "580.65.06", "--gpu-cc", "9.0", "-o", str(lock)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**os.environ, "TFGPU_PROJECT_FILE": "none", "TFGPU_CACHE_DIR": str(suite_cache("companion-tool"))},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pinned = [line.split(" ")[0] for line in lock.read_text("utf-8").splitlines() if "==" in line]
+    assert "torch==2.10.0" in pinned and "tensorflow==2.20.0" in pinned
+    assert "nvidia-nccl-cu12==2.27.5" in pinned and not [p for p in pinned if "-cu13==" in p]
+
+
+# --- reading the wheels' METADATA (pure parts of tfgpu.datasource.companions) -------------------
+
+TORCH_LIKE = """Metadata-Version: 2.4
+Name: torch
+Requires-Dist: filelock
+Requires-Dist: cuda-toolkit[cublas,cudart]==13.2.2; platform_system == "Linux"
+Requires-Dist: nvidia-cudnn-cu13==9.26.0.51; platform_system == "Linux"
+Requires-Dist: nvidia-nccl-cu13==2.30.7; platform_system == "Linux" and platform_machine == "x86_64"
+Requires-Dist: nvidia-nccl-cu13==9.9.9; platform_system == "Windows"
+Requires-Dist: optree>=0.13.0; extra == "optree"
+"""
+
+JAX_LIKE = """Metadata-Version: 2.4
+Name: jax
+Provides-Extra: cuda12
+Requires-Dist: jaxlib<=0.12.0.1,>=0.11.2
+Requires-Dist: numpy>=2.2
+Requires-Dist: jaxlib<=0.12.0.1,>=0.12.0.1; extra == "cuda12"
+Requires-Dist: jax-cuda12-plugin[with-cuda]<=0.12.0.1,>=0.12.0.1; extra == "cuda12"
+"""
+
+
+def test_metadata_reading_keeps_the_linux_x86_64_pins_and_derives_the_stack():
+    from tfgpu.datasource import companions as source
+
+    pins = source.nvidia_pins(source.requirements(TORCH_LIKE))
+    assert pins == {"cuda-toolkit": "==13.2.2", "nvidia-cudnn-cu13": "==9.26.0.51", "nvidia-nccl-cu13": "==2.30.7"}
+    assert source.stack_of(pins) == "cu13"
+    assert source.stack_of({"nvidia-cuda-runtime": ">=13.0.48", "nvidia-cublas": ">=13.0.0.19"}) == "cu13"
+    assert source.stack_of({"cuda-toolkit": "==12.8.1"}) == "cu12" and source.stack_of({}) == ""
+    base, extra = source.requirements(JAX_LIKE), source.requirements(JAX_LIKE, "cuda12")
+    assert source.numpy_spec(base) == ">=2.2"
+    assert source._pinned(extra, "jax-cuda12-plugin") == "0.12.0.1" and source._pinned(extra, "jaxlib") == "0.12.0.1"
+    assert source._pinned(base, "jaxlib") == "" and source._upper(base, "jaxlib") == "0.12.0.1"
+
+
+def test_a_pin_meets_another_only_where_a_published_version_satisfies_both():
+    from tfgpu.resolver import companions as decide
+
+    assert decide._meet("nvidia-nccl-cu12", [("TF", ">=2.25.1,<3.0"), ("torch", "==2.27.5")]) == ""
+    why = decide._meet("nvidia-nccl-cu12", [("TF 2.21.0", "<3.0,>=2.27.7"), ("torch 2.10.0", "==2.27.5")])
+    assert why.startswith("nvidia-nccl-cu12: TF 2.21.0 needs <3.0,>=2.27.7, torch 2.10.0 needs ==2.27.5")
+    # A version both ranges admit but PyPI never published is no way to meet.
+    published = {str(v) for v in decide.versions()["nvidia-nccl-cu12"]}
+    assert {"2.27.7", "2.28.3"} <= published and not [v for v in published if v.startswith(("2.28.0", "2.28.1"))]
+    assert decide._meet("nvidia-nccl-cu12", [("a", ">2.27.7"), ("b", "<2.28.3")]) != ""

@@ -5,10 +5,9 @@ Owns reading the companion frameworks' wheel metadata and turning it into rows o
 For every final release of ``torch`` (>= 2.5) and ``jax`` (>= 0.4.30) it reads:
 
 * the PyPI JSON API: the release list, the Linux x86_64 wheels and their CPython tags [PYPI-JSON];
-* one Linux x86_64 wheel's ``METADATA`` per distribution and version [WHL-META]: the PEP 658
-  ``<wheel>.metadata`` file where the index advertises one, else the ``*.dist-info/METADATA``
-  member by HTTP range requests (PyPI serves no ``.metadata`` for torch's wheels). No wheel is
-  ever downloaded whole.
+* one Linux x86_64 wheel's ``METADATA`` per distribution and version [WHL-META]: the
+  ``*.dist-info/METADATA`` member, by HTTP range requests (PyPI serves no PEP 658 ``.metadata``
+  for these wheels: :func:`read_metadata`). No wheel is ever downloaded whole.
 
 A JAX row joins ``jax`` (pure Python: numpy, the jaxlib pin, the CUDA extras), ``jaxlib`` (cp tags,
 numpy) and the CUDA plugin of each extra (``jax-cudaNN-plugin[with-cuda]`` and the ``pjrt`` it pins:
@@ -80,11 +79,9 @@ def linux_wheels(index: Index, project: str, version: str) -> list[WheelFile]:
 
 
 def read_metadata(index: Index, project: str, wheel: WheelFile) -> str:
-    """A wheel's METADATA: its PEP 658 file when the index lists one, else by range requests."""
-    entry = next((e for e in index.files(project, wheel_version(wheel)) if e.get("filename") == wheel.filename), {})
-    if entry.get("core_metadata") or entry.get("data_dist_info_metadata"):
-        document = index.fetcher.range(wheel.url + ".metadata", 0, index.fetcher.max_range_bytes - 1)
-        return document.decode("utf-8", "replace")
+    """A wheel's METADATA, by range requests into the zip (never the whole wheel). PEP 658's
+    ``<wheel>.metadata`` would be cheaper, but PyPI offers none for these wheels: its simple API
+    lists no ``core-metadata`` for them and ``<wheel>.metadata`` answers 404 (checked 2026-12-02)."""
     members = read_wheel_members(lambda start, end: index.fetcher.range(wheel.url, start, end), wheel.size)
     if members.metadata is None:
         raise SourceError(f"{wheel.url}: no *.dist-info/METADATA member")
