@@ -365,3 +365,24 @@ def test_a_pin_meets_another_only_where_a_published_version_satisfies_both():
     published = {str(v) for v in decide.versions()["nvidia-nccl-cu12"]}
     assert {"2.27.7", "2.28.3"} <= published and not [v for v in published if v.startswith(("2.28.0", "2.28.1"))]
     assert decide._meet("nvidia-nccl-cu12", [("a", ">2.27.7"), ("b", "<2.28.3")]) != ""
+
+
+@pytest.mark.network
+def test_lock_check_of_a_lock_made_with_with_plans_the_companion_again(tmp_path):
+    """The lock records the companions; `lock --check` re-resolves with them (nothing drifts) and
+    its regenerate command names --with."""
+    lock = tmp_path / "lock.txt"
+    env = {**os.environ, "TFGPU_PROJECT_FILE": "none", "TFGPU_CACHE_DIR": str(suite_cache("companion-tool"))}
+    made = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "lock", "--tf", "2.20", "--with", "torch==2.10.0", "--platform", "linux-64",
+         "--python", "3.12", "--no-detect", "-o", str(lock)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    checked = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "lock", "--check", str(lock), "--json"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    document = json.loads(checked.stdout)
+    assert document["changes"] == [] and "--with torch==2.10.0" in lock.read_text("utf-8")
