@@ -147,6 +147,17 @@ def test_bare_torch_with_tf_2_21_takes_the_newest_and_says_no_torch_shares_its_s
     assert not resolution.coplan.ways_forward[0].startswith("Versions that share TF 2.21.0")
 
 
+def test_torch_and_jax_together_share_tf_2_20s_stack_and_both_join_the_packages():
+    resolution = plan("2.20", "torch==2.10.0", "jax[cuda12]")
+    assert resolution.companions == ("torch==2.10.0", "jax[cuda12]==0.12.0.1")
+    assert resolution.coplan.stacks == ("cu12", "cu12", "cu12") and not resolution.two_stacks
+    assert {"torch==2.10.0", "jax[cuda12]==0.12.0.1"} <= {str(p) for p in resolution.packages.pip}
+    both = plan("2.21", "torch", "jax")
+    assert both.two_stacks and both.coplan.ways_forward[0].startswith(
+        "TF 2.20.0 shares one CUDA stack with torch 2.10.0, jax[cuda12] 0.12.0.1"
+    )
+
+
 @pytest.mark.parametrize(
     "spec",
     ["numpy", "torch[cuda12]", "jax[tpu]", "jax[cuda12,cuda13]", "torch @ https://example.org/t.whl", "torch>>2"],

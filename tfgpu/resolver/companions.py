@@ -118,12 +118,18 @@ def matching(framework: str, extra: str | None, spec: str) -> list[Row]:
 
 def _meet(name: str, specs: list[tuple[str, str]]) -> str:
     """'' when some published version of ``name`` satisfies every ``(who, spec)``; else why not."""
-    published = versions().get(name, ())
-    ranges = [Range(spec) for _, spec in specs]
-    if any(all(r.contains(v) for r in ranges) for v in published):
+    if _satisfiable(name, tuple(sorted({spec for _, spec in specs}))):
         return ""
     asked = ", ".join(f"{who} needs {spec or 'any'}" for who, spec in specs)
     return f"{name}: {asked}; no published version satisfies all of them"
+
+
+@derived
+def _satisfiable(name: str, specs: tuple[str, ...]) -> bool:
+    """Whether a published version of ``name`` meets every specifier (the same few pin sets come
+    up again for every combination the ways forward try: each is decided once)."""
+    ranges = [Range(spec) for spec in specs]
+    return any(all(r.contains(v) for r in ranges) for v in versions().get(name, ()))
 
 
 def check(tf, tf_pythons: tuple[str, ...], python: str | None, combo: tuple[Row, ...]) -> dict:
@@ -200,7 +206,8 @@ def coplan(tf, tf_pythons, python, python_given: bool, asked: list[tuple[str, st
     double = next((cv for cv in verdicts if not cv[1]["conflicts"] and not cv[1]["single"]), None)
     chosen = single or double
     newest = verdicts[0]
-    ways = ways_forward(tf, tf_pythons, pinned_python, asked, chosen or newest, others)
+    single_stack = chosen is not None and chosen[1]["single"]
+    ways = [] if single_stack else ways_forward(tf, tf_pythons, pinned_python, asked, chosen or newest, others)
     if chosen is None:
         combo, verdict = newest
         raise ImpossibleError(
