@@ -397,3 +397,13 @@ def test_lock_check_of_a_lock_made_with_with_plans_the_companion_again(tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     document = json.loads(checked.stdout)
     assert document["changes"] == [] and "--with torch==2.10.0" in lock.read_text("utf-8")
+
+
+def test_a_repair_with_with_keeps_the_companions_pins_and_never_installs_the_companion():
+    from tfgpu.repair.plan import cuda_requirements
+
+    wanted = cuda_requirements(plan("2.20", "torch==2.10.0"))
+    assert not [w for w in wanted if w.startswith("torch")]
+    assert "nvidia-nccl-cu12==2.27.5" in wanted and "nvidia-nccl-cu12<3.0,>=2.25.1" in wanted
+    # Two stacks: torch's CUDA 13 wheels are none of TensorFlow's; a repair of TF's side names none.
+    assert not [w for w in cuda_requirements(plan("2.21", "torch==2.15.0")) if "cu13" in w or w.startswith("torch")]

@@ -242,6 +242,9 @@ def coplan(tf, tf_pythons, python, python_given: bool, asked: list[tuple[str, st
         pythons=tuple(verdict["pythons"]),
         colliding=dists,
         colliding_paths=paths,
+        shared_pins=tuple(
+            f"{name}{spec}" for row in combo for name, spec in sorted(row.pins.items()) if name in tf.and_cuda and spec
+        ),
         reasons=tuple(reasons),
         ways_forward=tuple(ways) if not verdict["single"] else (),
     )

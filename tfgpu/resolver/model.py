@@ -117,6 +117,9 @@ class CoPlan:
     """Distributions of the two stacks that install the same files (``nvidia-cudnn-cu12``, ``-cu13``)."""
     colliding_paths: tuple[str, ...] = ()
     """Those files, relative to site-packages (``nvidia/cudnn/lib/libcudnn.so.9``)."""
+    shared_pins: tuple[str, ...] = ()
+    """The companions' pins on the CUDA wheels TensorFlow's extra names too (``nvidia-nccl-cu12==2.27.5``):
+    what a repair of TensorFlow's CUDA wheels must keep meeting."""
     reasons: tuple[str, ...] = ()
     ways_forward: tuple[str, ...] = ()
     """Ranked, for a two-stack outcome: versions sharing a stack, separate envs, the two-stack env."""
@@ -131,6 +134,7 @@ class CoPlan:
             "pythons": list(self.pythons),
             "colliding": list(self.colliding),
             "colliding_paths": list(self.colliding_paths),
+            "shared_pins": list(self.shared_pins),
             "reasons": list(self.reasons),
             "ways_forward": list(self.ways_forward),
         }
