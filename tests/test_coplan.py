@@ -65,12 +65,12 @@ def test_tf_2_21_with_torch_2_15_is_two_stacks_naming_the_shared_libraries():
     assert "nvidia/nccl/lib/libnccl.so.2" in resolution.coplan.colliding_paths
     # Python: TF 2.21's cp310-313 meet torch 2.15's >= 3.11.
     assert resolution.coplan.pythons == ("3.11", "3.12", "3.13")
-    # Two stacks are not installed by a plain install: torch is not in the pip packages.
-    assert not any(str(p).startswith("torch") for p in resolution.packages.pip)
+    # torch joins the one uv resolution; create installs TensorFlow's CUDA wheels apart from it.
+    assert "torch==2.15.0" in [str(p) for p in resolution.packages.pip]
     assert any(w.code == "two-cuda-stacks" for w in resolution.warnings)
     ways = resolution.coplan.ways_forward
     assert "TF 2.20.0 shares one CUDA stack with torch 2.10.0" in ways[0]
-    assert "Separate environments" in ways[1] and "two CUDA stacks" in ways[2]
+    assert "Separate environments" in ways[1] and "apart (lib/tfgpu/cudaNN)" in ways[2]
 
 
 def test_tf_2_20_with_torch_2_10_is_one_cuda12_stack_installed_in_one_resolution():
@@ -190,9 +190,15 @@ def test_plan_json_adds_companion_keys_and_text_shows_the_stacks():
     assert "TWO CUDA stacks" in text.stdout and "nvidia/cudnn/lib/libcudnn.so.9" in text.stdout
 
 
-def test_building_commands_refuse_a_two_stack_plan_and_carry_a_single_stack_one(tmp_path):
+def test_one_set_commands_refuse_a_two_stack_plan_create_keeps_it_and_all_carry_a_single_stack_one(tmp_path):
     refused = run_tool("script", "--format", "bash", "--tf", "2.21", "--with", "torch==2.15.0", *TARGET)
     assert refused.returncode == 3 and "companion-two-stacks" in refused.stderr
+    locked = run_tool("lock", "--platform", "linux-64", "--tf", "2.21", "--with", "torch==2.15.0", *TARGET, "--json")
+    assert locked.returncode == 3 and json.loads(locked.stdout)["error"]["code"] == "companion-two-stacks"
+    dry = run_tool("create", "--dry-run", "--prefix", str(tmp_path / "env"), "--tf", "2.21", "--with", "torch==2.15.0",
+                   "--python", "3.12", *TARGET, "--json")  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    assert "torch==2.15.0" in json.loads(dry.stdout)["packages"]["pip"] and not (tmp_path / "env").exists()
     script = run_tool("script", "--format", "bash", "--tf", "2.20", "--with", "torch==2.10.0", *TARGET)
     assert script.returncode == 0, script.stderr
     assert "torch==2.10.0" in script.stdout

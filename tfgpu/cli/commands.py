@@ -34,7 +34,7 @@ def resolve(settings: Settings, artefact: bool = False):
 
     host = host_of(settings, artefact)
     resolution = run(request_for(settings.selectors), host)
-    if settings.command != "plan":
+    if resolution.two_stacks:
         from tfgpu.resolver.coplanned import refuse_two_stacks
 
         refuse_two_stacks(resolution, settings.command)
@@ -298,6 +298,10 @@ def cmd_script(settings: Settings) -> results.Result:
         from tfgpu.export.target import export_resolution
 
         resolution = export_resolution(settings.selectors)  # never this machine's facts
+    if resolution.two_stacks:
+        from tfgpu.resolver.coplanned import refuse_two_stacks
+
+        refuse_two_stacks(resolution, "script")
     made = export.render(resolution, settings.format, pins=pins)
     if settings.output:
         written = export.write(made, settings.output)

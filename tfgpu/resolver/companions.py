@@ -293,6 +293,6 @@ def ways_forward(tf, tf_pythons, python, asked, chosen, others) -> list[str]:
         ways.append(
             "One env with two CUDA stacks (the plan says two_stacks: true): "
             + (f"{', '.join(dists)} install the same library files, so " if dists else "")
-            + "it needs the two-stack install layout, never a plain install over each other."
+            + "`create` installs TensorFlow's CUDA wheels apart (lib/tfgpu/cudaNN), never one over the other."
         )
     return ways

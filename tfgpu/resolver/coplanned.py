@@ -26,38 +26,52 @@ def check_target(request, resolution) -> None:
 
 
 def planned(resolution, plan: CoPlan):
-    """``resolution`` with ``plan`` attached; for one stack, the companions join the pip packages
-    (one resolution installs and locks them all); for two, they do not (a plain install would let
-    one stack overwrite the other's libraries: the two-stack layout installs them)."""
+    """``resolution`` with ``plan`` attached and the pinned companions in its pip packages, so one
+    uv resolution installs and locks them all. Two stacks add a ``two-cuda-stacks`` notice: pip
+    mode's ``create`` then installs TensorFlow's CUDA wheels apart (``tfgpu.installers.stacks``),
+    and the commands that would install both as one set refuse (:func:`refuse_two_stacks`)."""
     from tfgpu.records import replace
     from tfgpu.requirements import canonical
     from tfgpu.resolver.model import Notice
 
     reasons = (*resolution.reasons, *plan.reasons)
+    warnings = resolution.warnings
     if plan.two_stacks:
         notice = Notice(
             "two-cuda-stacks",
             f"TF {resolution.tensorflow} ({plan.stacks[0]}) and {', '.join(plan.asked)} ({', '.join(plan.stacks[1:])}) "
-            f"put two CUDA stacks into one env; {', '.join(plan.colliding) or 'no distributions'} install the same files.",
+            f"put two CUDA stacks into one env; {', '.join(plan.colliding) or 'no distributions'} install the same "
+            "files. `create` installs TensorFlow's CUDA wheels apart (lib/tfgpu/cudaNN); lock, bundle and script "
+            "refuse such a plan.",
             plan.ways_forward[0] if plan.ways_forward else "",
         )
-        return replace(resolution, coplan=plan, reasons=reasons, warnings=(*resolution.warnings, notice))
+        warnings = (*warnings, notice)
     extra = tuple(canonical(c.requirement, what="--with") for c in plan.companions)
     packages = replace(resolution.packages, pip=(*resolution.packages.pip, *extra))
     modes = dict(resolution.modes)
     if "pip" in modes:
         modes["pip"] = replace(modes["pip"], packages=packages)
-    return replace(resolution, coplan=plan, reasons=reasons, packages=packages, modes=modes)
+    return replace(resolution, coplan=plan, reasons=reasons, warnings=warnings, packages=packages, modes=modes)
+
+
+#: The commands whose output installs the plan's packages as one set (a lock, a bundle, an exported
+#: script): two stacks would overwrite each other's files there, so these refuse a two-stack plan.
+ONE_SET = ("lock", "bundle", "script")
 
 
 def refuse_two_stacks(resolution, command: str) -> None:
-    """Building commands refuse a two-stack plan: ``plan`` shows it, nothing installs it silently."""
-    if resolution.two_stacks:
+    """``lock``, ``bundle`` and ``script`` refuse a two-stack plan (``companion-two-stacks``);
+    ``plan`` shows it, ``create`` keeps the stacks apart, ``repair`` repairs TensorFlow's side."""
+    if resolution.two_stacks and command in ONE_SET:
         plan = resolution.coplan
         raise ImpossibleError(
             "companion-two-stacks",
             f"{command}: TF {resolution.tensorflow} with {', '.join(plan.asked)} needs two CUDA stacks in one env "
-            f"({', '.join(plan.stacks)}); {', '.join(plan.colliding) or 'their libraries'} would overwrite each "
-            "other's files.",
-            list(plan.ways_forward),
+            f"({', '.join(plan.stacks)}); installed as one set, {', '.join(plan.colliding) or 'their libraries'} "
+            "would overwrite each other's files.",
+            [
+                *plan.ways_forward,
+                f"`tfgpu-install create --tf {resolution.tensorflow} --with ...` keeps the two "
+                "stacks apart in one env (TensorFlow's CUDA wheels in lib/tfgpu/cudaNN).",
+            ],
         )
