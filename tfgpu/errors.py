@@ -253,6 +253,19 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         ImpossibleError,
         "The cache root holds names tfgpu-install never writes; nothing is removed there.",
     ),
+    "companion-unsupported": (
+        UsageError,
+        "`--with` names something other than torch or jax (or an extra other than jax's cuda12/cuda13).",
+    ),
+    "companion-unknown-version": (ImpossibleError, "`--with`: no torch or jax release in the data matches the spec."),
+    "companion-conflict": (
+        ImpossibleError,
+        "`--with`: TensorFlow and the companion cannot share an env (nvidia-* pins, Python or numpy conflict).",
+    ),
+    "companion-two-stacks": (
+        ImpossibleError,
+        "`--with`: the only plan puts two CUDA stacks into one env; this command does not build such an env.",
+    ),
     "cache-unreadable": (ImpossibleError, "The cache root cannot be read (permissions, not a directory)."),
     "not-activatable": (ImpossibleError, "The env has no activation this tool can run (or its path cannot be quoted)."),
     # exit 127: what a shell answers for a command it cannot find

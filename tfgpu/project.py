@@ -18,6 +18,7 @@ Keys (all optional)::
     driver = "535.104.05"      # --driver: the oldest NVIDIA driver the team's machines run
     gpu-cc = "8.0"             # --gpu-cc: the oldest GPU architecture they have
     pre = false                # --pre
+    with = ["jax[cuda12]"]     # --with: torch or jax planned in the same env (PEP 508 specs)
     platforms = ["linux-64"]   # lock / bundle --platform
     channels = ["conda-forge"] # --channel (conda mode)
     insecure-hosts = ["127.0.0.1"]  # --insecure-host: hosts plain HTTP may reach (a local mirror)
@@ -46,6 +47,7 @@ KEYS = {  # key in the file -> (the argparse destination of its flag, the TOML t
     "driver": ("driver", str),
     "gpu-cc": ("gpu_cc", str),
     "pre": ("pre", bool),
+    "with": ("companions", list),
     "platforms": ("platform", list),
     "channels": ("channel", list),
     "insecure-hosts": ("insecure_hosts", list),
@@ -216,6 +218,7 @@ def _checked(path: Path, prefix: str, table: dict) -> dict:
         "mode": lambda v: request.parse_choice("--mode", v, request.MODES),
         "os": lambda v: request.parse_choice("--os", v, request.OSES),
         "platforms": lambda v: [parse_platform(item).name for item in v],
+        "with": lambda v: (request.parse_with(v), list(v))[1],
         "insecure-hosts": lambda v: [host_name(item, "insecure-hosts") for item in v],
         "channels": lambda v: [
             parse(item, f"{path}: channels", allow_file=True, transport=False).text if "://" in item else item

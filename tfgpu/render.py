@@ -107,6 +107,8 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
         for item in items:
             packages.add_row(origin, escape(item))
     _out.print(packages)
+    if r.coplan is not None:
+        _coplan(r.coplan)
 
     for w in r.warnings:
         _out.print(f"[yellow]warning[/] [bold]{w.code}[/]: {escape(w.message)}")
@@ -123,6 +125,22 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
             _out.print(f"  • {span} [dim]({code})[/]: {escape(group[0].message)}")
     if note:
         _out.print(f"[cyan]{escape(note)}[/]")
+
+
+def _coplan(plan) -> None:
+    """``--with``: each companion's stack, the decision, what collides, the ways forward."""
+    stacks = "one CUDA stack" if not plan.two_stacks else "TWO CUDA stacks in one env"
+    _out.print(f"[bold]With[/] ({escape(', '.join(plan.asked))}): {stacks}, Python {', '.join(plan.pythons)}")
+    _out.print(f"  TensorFlow  {plan.stacks[0]}")
+    for companion, stack in zip(plan.companions, plan.stacks[1:], strict=True):
+        _out.print(f"  {escape(companion.requirement)}  {stack}")
+    if plan.colliding:
+        _out.print(f"  both stacks install the same files: {escape(', '.join(plan.colliding))}")
+        for path in plan.colliding_paths:
+            if path.endswith((".so", ".2", ".3", ".9")):
+                _out.print(f"    {escape(path)}")
+    for number, way in enumerate(plan.ways_forward, 1):
+        _out.print(f"  {number}. {escape(way)}")
 
 
 def matrix(rows: list[dict]) -> None:

@@ -38,13 +38,15 @@ class Selectors:
     pre: bool = False
     tf_source: str | None = None
     allow_unsupported_gpu: bool = False
+    companions: tuple[str, ...] = ()
+    """``--with`` specs as given (``torch==2.15.0``); checked by ``tfgpu.resolver.request``."""
 
     def as_dict(self) -> dict:
         return as_dict(self)
 
     def given(self) -> dict:
         """The selectors the user set, by name."""
-        return {key: value for key, value in as_dict(self).items() if value not in (None, False)}
+        return {key: value for key, value in as_dict(self).items() if value not in (None, False, ())}
 
 
 @record

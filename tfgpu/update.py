@@ -72,6 +72,7 @@ def validate(record) -> str:
 def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
     """Fetch new release rows into the overlay; returns a report (``--json`` prints it)."""
     from tfgpu.data.updates import UPDATES_FILE
+    from tfgpu.datasource.companions import new_rows
     from tfgpu.datasource.http import Fetcher, SourceError
     from tfgpu.datasource.releases import Index, ReleaseReader, select_versions
     from tfgpu.datasource.toml_out import render_toml
@@ -116,6 +117,7 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
             records = list(pool.map(reader.read, wanted))
         good = [r for r in records if not validate(r)]
         skipped = [{"version": r.version, "reason": validate(r)} for r in records if validate(r)]
+        companions = new_rows(index, tables.load_toml("companions.toml"))
     except _MALFORMED as error:
         raise OperationError(
             "update-failed",
@@ -150,6 +152,7 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
     new = [r.version for r in good]
     if new:  # nothing new: the overlay there is (if any) stays as it is
         _install(target, text.encode("utf-8"), url)
+    new_companions = _companions(companions, header, url, fetched)
     return {
         "index": url,
         "fetched": fetched,
@@ -157,6 +160,7 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
         "overlay": str(target) if new else None,
         "shipped_generated": shipped.get("generated", ""),
         "new_releases": new,
+        "new_companions": new_companions,
         "skipped": skipped,
         "requests": fetcher.requests,
         "bytes": fetcher.bytes,
@@ -167,6 +171,7 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
             else f"Up to date: {url} lists no TensorFlow release the shipped data "
             f"({shipped.get('generated', '?')}) lacks; nothing was written."
         )
+        + (f" New torch/JAX releases: {', '.join(new_companions)}." if new_companions else "")
         + (
             f" Skipped {len(skipped)}: " + "; ".join(f"{s['version']} ({s['reason']})" for s in skipped)
             if skipped
@@ -208,9 +213,23 @@ def _budget() -> float:
     return value
 
 
-def _install(target, data: bytes, url: str) -> None:
+def _companions(document: dict | None, header: str, url: str, fetched: str) -> list[str]:
+    """Write the torch/JAX rows the shipped companions.toml lacks to their overlay; their labels."""
+    if document is None:
+        return []
+    from tfgpu.data.updates import COMPANION_UPDATES_FILE, load_companions
+    from tfgpu.datasource.toml_out import render_companions
+    from tfgpu.paths import data_dir
+
+    text = render_companions(document, header, {"fetched": fetched, "index": url})
+    _install(data_dir() / COMPANION_UPDATES_FILE, text.encode("utf-8"), url, load_companions)
+    return [f"{r.framework}{f'[{r.extra}]' if r.extra else ''}=={r.version}" for r in document["rows"]]
+
+
+def _install(target, data: bytes, url: str, check=None) -> None:
     """Put the new overlay at ``target``: written to a temporary file beside it, read back with the
-    loader ``plan`` uses (schema and rows), then renamed over the old one in one step."""
+    loader ``plan`` uses (schema and rows; ``check`` for another table than tensorflow.toml), then
+    renamed over the old one in one step."""
     from tfgpu.data.updates import load
     from tfgpu.errors import TfgpuError
     from tfgpu.resolver.tables import release_from_row
@@ -230,10 +249,10 @@ def _install(target, data: bytes, url: str) -> None:
             ["Set TFGPU_USER_DATA_DIR to a directory you may write."],
         ) from None
     try:
-        rows = load(partial).get("release", [])
+        rows = (check or load)(partial).get("release", [])
         if not rows:
             raise ValueError("no release rows")
-        for row in rows:
+        for row in rows if check is None else ():
             release_from_row(row, "update")
         os.replace(partial, target)
     except (TfgpuError, *_MALFORMED) as error:

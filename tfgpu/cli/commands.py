@@ -33,7 +33,12 @@ def resolve(settings: Settings, artefact: bool = False):
     from tfgpu.resolver import resolve as run
 
     host = host_of(settings, artefact)
-    return run(request_for(settings.selectors), host), host
+    resolution = run(request_for(settings.selectors), host)
+    if resolution.two_stacks:
+        from tfgpu.resolver.coplanned import refuse_two_stacks
+
+        refuse_two_stacks(resolution, settings.command)
+    return resolution, host
 
 
 def default_name(tensorflow: str) -> str:
@@ -293,6 +298,10 @@ def cmd_script(settings: Settings) -> results.Result:
         from tfgpu.export.target import export_resolution
 
         resolution = export_resolution(settings.selectors)  # never this machine's facts
+    if resolution.two_stacks:
+        from tfgpu.resolver.coplanned import refuse_two_stacks
+
+        refuse_two_stacks(resolution, "script")
     made = export.render(resolution, settings.format, pins=pins)
     if settings.output:
         written = export.write(made, settings.output)

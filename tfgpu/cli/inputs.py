@@ -85,6 +85,8 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
     values["insecure_hosts"] = (*values.get("insecure_hosts", ()), *project_hosts, *named)
     values["active_env"] = tuple((name, environ[name]) for name in ACTIVE_ENV if environ.get(name))
     values["user_shell"] = environ.get("SHELL", "")
+    if "companions" in selectors:  # --with is repeatable (a list); the project file's `with` too
+        selectors["companions"] = tuple(selectors["companions"] or ())
     return Settings(selectors=Selectors(**selectors), **values)
 
 

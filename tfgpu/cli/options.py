@@ -73,6 +73,11 @@ OPTIONS: dict[str, Option] = {
             "(docs/planning.md); the plan warns what will fail"
         ),
     ),
+    "companions": Option(
+        ("--with",),
+        "plan torch or jax in the same env (PEP 508: torch, torch==2.10.0, 'jax[cuda12]'); repeatable",
+        {"action": "append", "metavar": "SPEC", "dest": "companions"},
+    ),
     "no_detect": Option(("--no-detect",), **_flag("do not look at this machine at all")),
     "project": _path(
         "--project",
@@ -199,7 +204,7 @@ OPTIONS: dict[str, Option] = {
     "names": Option(("--names",), **_flag("only the env names, one a line (for scripts and shell completion)")),
 }
 
-SELECTORS = ("tf", "mode", "python", "os", "arch", "driver", "gpu_cc", "pre")
+SELECTORS = ("tf", "mode", "python", "os", "arch", "driver", "gpu_cc", "pre", "companions")
 """The options that describe the target; ``tfgpu.settings.Selectors`` carries them."""
 
 

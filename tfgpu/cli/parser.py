@@ -100,7 +100,7 @@ class Parser(argparse.ArgumentParser):
 def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or system") -> None:
     group = parser.add_argument_group("what to resolve (values describe the target machine)")
     add(group, "tf", "mode", "python", fill={"modes": modes})
-    add(group, "os", "arch", "driver", "gpu_cc", "allow_unsupported_gpu", "pre", "tf_source", "no_detect")
+    add(group, "os", "arch", "driver", "gpu_cc", "allow_unsupported_gpu", "pre", "tf_source", "companions", "no_detect")
     add_exclusive(group, "project", "no_project")
     add(parser, "json")
 
@@ -157,6 +157,7 @@ def _repair(repair: argparse.ArgumentParser) -> None:
         "yes",
         "driver",
         "gpu_cc",
+        "companions",
         "no_detect",
         "find_links",
         "offline",

@@ -88,6 +88,7 @@ def cmd_repair(settings: Settings) -> results.Result:
             **where,
             driver=settings.selectors.driver,
             gpu_cc=settings.selectors.gpu_cc,
+            companions=settings.selectors.companions,
             allow_changes=settings.allow_changes,
             dry_run=settings.dry_run,
             find_links=settings.find_links,

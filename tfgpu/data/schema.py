@@ -46,6 +46,32 @@ SCHEMAS: dict[str, Table] = {
             )
         }
     ),
+    "companions.toml": Table(
+        {
+            "generated": opt(Str("line")),
+            "index": opt(Str("line")),
+            "release": Rows(
+                Table(
+                    {
+                        "framework": Str(r"torch|jax", blank=False),
+                        "version": Str("version", blank=False),
+                        "extra": Str(r"(cuda[0-9]+)?"),
+                        "stack": Str(r"(cu[0-9]+)?"),
+                        "python": List(Str(r"[0-9]+\.[0-9]+")),
+                        "numpy": Str("line"),
+                        "wheels": List(Str("line")),
+                        "nvidia": Map(Str("pin"), key=Str("name", blank=False)),
+                        "source": SOURCES,
+                    }
+                )
+            ),
+            "versions": Map(List(Str("version")), key=Str("name", blank=False)),
+            "collision": Rows(
+                Table({"distributions": List(Str("name", blank=False)), "paths": List(Str("line")), "source": SOURCES}),
+                required=False,
+            ),
+        }
+    ),
     "tensorflow_series.toml": Table(
         {
             "series": Rows(

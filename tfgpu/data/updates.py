@@ -12,6 +12,8 @@ from tfgpu import untrusted
 from tfgpu.data import derived
 
 UPDATES_FILE = "tensorflow-updates.toml"
+COMPANION_UPDATES_FILE = "companions-updates.toml"
+"""The torch/JAX rows ``update-data`` fetched, in ``companions.toml``'s format."""
 
 
 @derived
@@ -23,7 +25,19 @@ def updates() -> dict:
     return load(data_dir() / UPDATES_FILE)
 
 
-def load(path) -> dict:
+@derived
+def companion_updates() -> dict:
+    """The torch/JAX overlay, parsed and checked against companions.toml's schema; {} when none."""
+    from tfgpu.paths import data_dir
+
+    return load_companions(data_dir() / COMPANION_UPDATES_FILE)
+
+
+def load_companions(path) -> dict:
+    return load(path, "companions.toml")
+
+
+def load(path, table: str = "tensorflow.toml") -> dict:
     """The overlay at ``path``, parsed and checked ({} when there is none): what :func:`updates`
     reads, and what ``update-data`` checks a new overlay with before it renames it into place."""
     from tfgpu.data import parse
@@ -33,7 +47,7 @@ def load(path) -> dict:
         return {}
     raw = untrusted.read_bytes(path, untrusted.OVERLAY)
     try:
-        return parse("tensorflow.toml", raw, str(path))
+        return parse(table, raw, str(path))
     except UsageError as error:
         raise OperationError(
             "data-overlay-corrupt",

@@ -60,3 +60,28 @@ def render_toml(releases: list[ReleaseRecord], header: str, fields: dict[str, st
     for release in sorted(releases, key=lambda r: version_key(r.version), reverse=True):
         lines += ["", *render_release(release)]
     return "\n".join(lines) + "\n"
+
+
+def render_companions(document: dict, header: str, fields: dict[str, str]) -> str:
+    """``companions.toml``: the PyTorch/JAX rows (newest first per framework), the nvidia-*
+    release lists and the paths both CUDA stacks install; ``document`` as
+    ``scripts/regen_companion_data.py`` collects it."""
+    from packaging.version import Version
+
+    lines = [header.rstrip("\n")] + [f"{key} = {toml_value(value)}" for key, value in fields.items()]
+    rows = sorted(document["rows"], key=lambda r: (r.framework, Version(r.version), r.extra), reverse=True)
+    for row in rows:
+        lines += ["", "[[release]]"]
+        for key in ("framework", "version", "extra", "stack", "python", "numpy", "wheels"):
+            lines.append(f"{key} = {toml_value(getattr(row, key))}")
+        lines.append(f"source = {toml_value(row.sources)}")
+        lines += ["", "[release.nvidia]"]
+        lines += [f"{toml_value(k)} = {toml_value(v)}" for k, v in sorted(row.nvidia.items())]
+    lines += ["", "[versions]"]
+    lines += [f"{toml_value(k)} = {toml_value(v)}" for k, v in sorted(document["versions"].items())]
+    for collision in document["collisions"]:
+        lines += ["", "[[collision]]"]
+        lines.append(f"distributions = {toml_value(collision['distributions'])}")
+        lines.append(f"paths = {toml_value(collision['paths'])}")
+        lines.append(f"source = {toml_value(['WHL-ZIP'])}")
+    return "\n".join(lines) + "\n"

@@ -65,7 +65,14 @@ class Check:
 
 
 def target_today(
-    tensorflow: str, mode: str, python: str, os_name: str, platform: str, cpu_only: bool, tf_source: str | None = None
+    tensorflow: str,
+    mode: str,
+    python: str,
+    os_name: str,
+    platform: str,
+    cpu_only: bool,
+    tf_source: str | None = None,
+    companions: tuple[str, ...] = (),
 ):
     """The resolution this tool gives the lock's target today (``(platform, resolution, cpu_only)``)."""
     from tfgpu.lock.targets import lock_targets
@@ -73,7 +80,7 @@ def target_today(
 
     [target] = lock_targets(
         [platform],
-        Selectors(tf=tensorflow, mode=mode, python=python, os=os_name, tf_source=tf_source),
+        Selectors(tf=tensorflow, mode=mode, python=python, os=os_name, tf_source=tf_source, companions=companions),
         allow_cpu=cpu_only,
         host=None,
     )

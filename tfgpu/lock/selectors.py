@@ -73,6 +73,13 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
             parse_compute_capability(cc)
         except UsageError:
             raise refuse("compute_capabilities", "a list of GPU compute capabilities") from None
+    if recorded.get("companions"):
+        from tfgpu.resolver.request import parse_with
+
+        try:
+            parse_with(recorded["companions"])
+        except UsageError:
+            raise refuse("companions", "a list of pinned torch/jax requirements") from None
     return recorded
 
 

@@ -38,7 +38,11 @@ def lock_targets(
     from tfgpu.resolver import resolve as run_resolver
 
     def resolve(os_name: str, arch_name: str):
-        return run_resolver(request_for(replace(selectors, os=os_name, arch=arch_name)), host)
+        from tfgpu.resolver.coplanned import refuse_two_stacks
+
+        resolution = run_resolver(request_for(replace(selectors, os=os_name, arch=arch_name)), host)
+        refuse_two_stacks(resolution, "lock")
+        return resolution
 
     os, arch = selectors.os, selectors.arch
     platforms = parse_platforms(names)

@@ -50,7 +50,7 @@ def _refuse_cpu_only(survey) -> None:
     )
 
 
-def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detect: bool):
+def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detect: bool, companions=()):
     from tfgpu.resolver import make_request, resolve
 
     host = None
@@ -67,6 +67,7 @@ def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detec
         driver=driver,
         gpu_cc=gpu_cc,
         allow_unsupported_gpu=True,
+        companions=tuple(companions),
     )
     return resolve(request, host)
 
@@ -116,6 +117,7 @@ def repair(
     interpreter: str | None = None,
     driver: str | None = None,
     gpu_cc: str | None = None,
+    companions: tuple[str, ...] = (),
     allow_changes: bool = False,
     dry_run: bool = False,
     find_links: str | None = None,
@@ -155,6 +157,7 @@ def repair(
             reporter,
             runner,
             confirm,
+            companions=companions,
         ) | {"which_env": target.to_dict()}
     with txn.TargetLock(root):
         return _repair_locked(
@@ -171,6 +174,7 @@ def repair(
             reporter,
             runner,
             confirm,
+            companions=companions,
         ) | {"which_env": target.to_dict()}
 
 
@@ -188,6 +192,7 @@ def _repair_locked(
     reporter,
     runner,
     confirm,
+    companions=(),
 ) -> dict:
     from tfgpu.repair.apply import apply_repair, check_journal, undo_journal
     from tfgpu.repair.plan import manager_of, plan_repair
@@ -197,7 +202,7 @@ def _repair_locked(
     check_journal(found.prefix, found.journal)
     _refuse_cpu_only(found)
     manager = manager_of(found)
-    resolution = _resolve(found, manager, driver, gpu_cc, detect)
+    resolution = _resolve(found, manager, driver, gpu_cc, detect, companions)
     if found.journal is not None and found.journal.get("state") == "applying" and not dry_run:
         runner = runner or _runner(found)
         reporter.note("an earlier repair was interrupted: undoing it first")

@@ -70,9 +70,18 @@ def manager_of(survey: EnvSurvey) -> str:
 
 def cuda_requirements(resolution) -> list[str]:
     """The CUDA wheels a pip-mode env of ``resolution`` holds, TensorFlow itself excluded: the explicit
-    pins (releases without ``and-cuda``), the extra's pins, and the extra tools (``nvidia-cuda-nvcc``)."""
-    wanted = [r for r in resolution.packages.pip if not canonical(Requirement(r).name).startswith("tensorflow")]
-    return [*wanted, *getattr(resolution.packages, "cuda_extra", ())]
+    pins (releases without ``and-cuda``), the extra's pins, and the extra tools (``nvidia-cuda-nvcc``).
+    ``--with`` companions (torch, jax) are never installed or changed by a repair; their pins on the
+    CUDA wheels TensorFlow shares with them are kept (a wheel named twice must meet both)."""
+    companions = {canonical(Requirement(r).name) for r in getattr(resolution, "companions", ())}
+    wanted = [
+        r
+        for r in resolution.packages.pip
+        if not canonical(Requirement(r).name).startswith("tensorflow")
+        and canonical(Requirement(r).name) not in companions
+    ]
+    coplan = getattr(resolution, "coplan", None)
+    return [*wanted, *getattr(resolution.packages, "cuda_extra", ()), *(coplan.shared_pins if coplan else ())]
 
 
 def _marker_applies(requirement: Requirement, python: str) -> bool:

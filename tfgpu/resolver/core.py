@@ -31,9 +31,29 @@ def resolve(request: Request, host=None) -> Resolution:
     for release in releases:
         ev = evaluate(release, target, request.mode, request.tf_source)
         if ev.failure is None:
-            return _resolution(ev, how, rejected, host)
+            resolution = _resolution(ev, how, rejected, host)
+            return with_companions(request, resolution, host) if request.companions else resolution
         rejected.append(Rejection(str(release.version), ev.failure.code, ev.failure.message))
     raise _no_fit(request, target, releases)
+
+
+def with_companions(request: Request, resolution: Resolution, host) -> Resolution:
+    """The resolution with the ``--with`` companions planned in (``tfgpu.resolver.companions``).
+    Where the Python chosen for TensorFlow alone has no companion wheel and the user named none,
+    TensorFlow is resolved again for the newest Python both sides have."""
+    from tfgpu.resolver import companions, coplanned
+
+    coplanned.check_target(request, resolution)
+    release = next(r for r in tables.releases() if str(r.version) == resolution.tensorflow)
+    tf_pythons = release.wheels[companions.LINUX].python
+    given = request.python is not None
+    plan = companions.coplan(release, tf_pythons, resolution.python, given, list(request.companions), tables.releases())
+    if plan.pythons and resolution.python not in plan.pythons and not given:
+        again = resolve(replace(request, tf=resolution.tensorflow, python=plan.pythons[-1], companions=()), host)
+        resolution = replace(
+            again, reasons=(*again.reasons, f"Python {plan.pythons[-1]}: the newest every side has wheels for.")
+        )
+    return coplanned.planned(resolution, plan)
 
 
 def newest_fit(target: Target, mode: str, pre: bool = False, tf_source: str | None = None) -> Evaluation | None:

@@ -87,6 +87,60 @@ class Target:
 
 
 @record
+class Companion:
+    """A framework planned next to TensorFlow (``--with``): its pinned requirement and CUDA stack."""
+
+    requirement: str
+    """Pinned, as installed: ``torch==2.10.0``, ``jax[cuda12]==0.12.0.1``."""
+    framework: str
+    version: str
+    extra: str
+    stack: str
+    """``cu12``/``cu13``: the CUDA its wheels' nvidia-* requirements install."""
+
+
+@record
+class CoPlan:
+    """The decision for TensorFlow and its companions (``tfgpu.resolver.companions``)."""
+
+    asked: tuple[str, ...]
+    """The ``--with`` specs as given."""
+    companions: tuple[Companion, ...]
+    outcome: str
+    """``single-stack`` or ``two-stacks`` (a conflict is an error, not a plan)."""
+    two_stacks: bool
+    stacks: tuple[str, ...]
+    """TensorFlow's stack, then each companion's."""
+    pythons: tuple[str, ...]
+    """The Python versions every side has wheels for."""
+    colliding: tuple[str, ...] = ()
+    """Distributions of the two stacks that install the same files (``nvidia-cudnn-cu12``, ``-cu13``)."""
+    colliding_paths: tuple[str, ...] = ()
+    """Those files, relative to site-packages (``nvidia/cudnn/lib/libcudnn.so.9``)."""
+    shared_pins: tuple[str, ...] = ()
+    """The companions' pins on the CUDA wheels TensorFlow's extra names too (``nvidia-nccl-cu12==2.27.5``):
+    what a repair of TensorFlow's CUDA wheels must keep meeting."""
+    reasons: tuple[str, ...] = ()
+    ways_forward: tuple[str, ...] = ()
+    """Ranked, for a two-stack outcome: versions sharing a stack, separate envs, the two-stack env."""
+
+    def to_dict(self) -> dict:
+        return {
+            "asked": list(self.asked),
+            "companions": [as_dict(c) for c in self.companions],
+            "outcome": self.outcome,
+            "two_stacks": self.two_stacks,
+            "stacks": list(self.stacks),
+            "pythons": list(self.pythons),
+            "colliding": list(self.colliding),
+            "colliding_paths": list(self.colliding_paths),
+            "shared_pins": list(self.shared_pins),
+            "reasons": list(self.reasons),
+            "ways_forward": list(self.ways_forward),
+        }
+
+
+@record
 class Resolution:
     """The chosen combination, the packages for each mode, and the reasons."""
 
@@ -120,6 +174,23 @@ class Resolution:
     architecture: tuple = ()
     """Per judged GPU compute capability: ``tfgpu.resolver.archtruth.Truth`` (kernels, xla, verdict,
     why, source)."""
+    coplan: CoPlan | None = None
+    """The companions asked for with ``--with`` and the CUDA-stack decision (None: none asked)."""
+
+    @property
+    def companions(self) -> tuple[str, ...]:
+        """The companions' pinned requirements (``torch==2.10.0``)."""
+        return tuple(c.requirement for c in self.coplan.companions) if self.coplan else ()
+
+    @property
+    def two_stacks(self) -> bool:
+        """TensorFlow and a companion install two CUDA stacks into one env."""
+        return bool(self.coplan and self.coplan.two_stacks)
+
+    @property
+    def colliding(self) -> tuple[str, ...]:
+        """The distributions whose files the two stacks both install."""
+        return self.coplan.colliding if self.coplan else ()
 
     def to_dict(self) -> dict:
         """The ``plan --json`` document (contract: docs/output.md)."""
@@ -156,4 +227,7 @@ class Resolution:
             "rejected": [as_dict(r) for r in self.rejected],
             "sources": list(self.sources),
             "architecture": [dict(t._asdict(), source=list(t.source)) for t in self.architecture],
+            "companions": list(self.companions),
+            "two_stacks": self.two_stacks,
+            "coplan": self.coplan.to_dict() if self.coplan else None,
         }

@@ -50,6 +50,8 @@ class Request:
     resolver chooses; see ``tfgpu.resolver.tfsource``)."""
     allow_unsupported_gpu: bool = False
     """Plan a release even where the sources say it cannot run on the GPU (``tfgpu.resolver.archtruth``)."""
+    companions: tuple[tuple[str, str | None, str, str], ...] = ()
+    """``--with``: ``(framework, extra or None, version specifier, as typed)`` per companion."""
     pre: bool = False
     """Let ``latest`` and ranges choose pre-releases (PEP 440: without it they never do; an exact
     pre-release version such as ``2.22.0rc0`` always resolves)."""
@@ -72,6 +74,7 @@ def make_request(
     pre: bool = False,
     tf_source: str | None = None,
     allow_unsupported_gpu: bool = False,
+    companions: tuple[str, ...] = (),
 ) -> Request:
     """Validate raw selector strings and build a :class:`Request` (``UsageError`` on bad input)."""
     target_os = parse_choice("--os", os, OSES)
@@ -86,6 +89,7 @@ def make_request(
         pre=bool(pre),
         allow_unsupported_gpu=bool(allow_unsupported_gpu),
         tf_source=parse_choice("--tf-source", tf_source, TF_SOURCES),
+        companions=parse_with(companions),
     )
     if request.tf_source and request.mode != "conda":
         raise UsageError(
@@ -205,3 +209,46 @@ def parse_compute_capability(value: str | None) -> str | None:
             ],
         )
     return f"{int(match.group(1))}.{match.group(2)}"
+
+
+#: The frameworks ``--with`` plans next to TensorFlow, and the extras each may carry.
+COMPANION_EXTRAS = {"torch": (), "jax": ("cuda12", "cuda13")}
+
+
+def parse_with(values) -> tuple[tuple[str, str | None, str, str], ...]:
+    """``--with`` specs (PEP 508: ``torch``, ``torch==2.15.0``, ``jax[cuda12]>=0.11``) as
+    ``(framework, extra or None, specifier, as typed)``; one per framework."""
+    if not values:
+        return ()  # `plan` without --with imports no requirement parser
+    from packaging.requirements import InvalidRequirement
+    from packaging.requirements import Requirement as Parsed
+
+    found = []
+    for value in values or ():
+        ways = ["--with torch, --with torch==2.10.0, --with 'jax[cuda12]' or --with 'jax[cuda12]==0.12.0.1'."]
+        try:
+            parsed = Parsed(value)
+        except InvalidRequirement as error:
+            raise UsageError(
+                "companion-unsupported", f"--with {value!r} is not a PEP 508 requirement: {error}.", ways
+            ) from None
+        name = parsed.name.lower()
+        if name not in COMPANION_EXTRAS or parsed.url or parsed.marker:
+            raise UsageError(
+                "companion-unsupported",
+                f"--with {value!r}: only torch and jax are planned next to TensorFlow, by name and version "
+                "(no URL, no marker).",
+                [*ways, "Install other packages into the env afterwards (`tfgpu-install run -- uv pip install ...`)."],
+            )
+        extras = sorted(e.lower() for e in parsed.extras)
+        if len(extras) > 1 or any(e not in COMPANION_EXTRAS[name] for e in extras):
+            allowed = ", ".join(COMPANION_EXTRAS[name]) or "none"
+            raise UsageError(
+                "companion-unsupported",
+                f"--with {value!r}: {name} takes the extras {allowed} here, got {', '.join(extras)}.",
+                ways,
+            )
+        if any(f[0] == name for f in found):
+            raise UsageError("companion-unsupported", f"--with names {name} twice.", ["Give each framework once."])
+        found.append((name, extras[0] if extras else None, str(parsed.specifier), value))
+    return tuple(found)

@@ -26,7 +26,13 @@ def check(lock, reporter=None) -> Check:
     old = lockfile.lock_inputs(requirements, meta["python"], meta["python_platform"], meta["index"])
     try:
         _, resolution, _ = target_today(
-            recorded["tensorflow"], "pip", meta["python"], recorded["os"], platform.name, meta["cpu_only"]
+            recorded["tensorflow"],
+            "pip",
+            meta["python"],
+            recorded["os"],
+            platform.name,
+            meta["cpu_only"],
+            companions=tuple(recorded.get("companions", ())),
         )
         new = lockfile.lock_inputs(list(resolution.packages.pip), resolution.python, platform.uv, meta["index"])
         if lockfile.inputs_digest(new) != meta["inputs_sha256"]:

@@ -72,6 +72,8 @@ def make_meta(resolution, platform: Platform, *, cpu_only: bool, index: str | No
     recorded = {key: getattr(resolution, key) for key in _RESOLUTION_KEYS}
     recorded["compute_capabilities"] = list(resolution.compute_capabilities)
     recorded["requirements"] = requirements
+    if resolution.companions:  # --with: `lock --check` and the regenerate command plan them again
+        recorded["companions"] = list(resolution.companions)
     index = index or index_url()
     return {
         "format": FORMAT,
@@ -120,6 +122,7 @@ def regenerate_command(meta: dict, output: str) -> str:
         "--platform",
         meta["platform"],
         "--no-detect",
+        *(part for spec in meta["resolution"].get("companions", ()) for part in ("--with", spec)),
         *(("--allow-cpu",) if meta["cpu_only"] else ()),
         "-o",
         output,
@@ -223,8 +226,9 @@ def _check_shape(meta: dict, path) -> None:
             untrusted.expect(None, str, kind, source, f"the resolution's {key!r}")
         if key != "compute_capabilities":
             untrusted.expect(recorded[key], (str, int, float, type(None)), kind, source, f"the resolution's {key!r}")
-    for key in ("compute_capabilities", "requirements"):
-        for item in untrusted.expect(recorded.get(key), list, kind, source, f"the resolution's {key!r}"):
+    for key in ("compute_capabilities", "requirements", "companions"):
+        default = [] if key == "companions" else None  # only locks made with --with record companions
+        for item in untrusted.expect(recorded.get(key, default), list, kind, source, f"the resolution's {key!r}"):
             untrusted.expect(item, str, kind, source, f"an item of the resolution's {key!r}")
     from tfgpu.lock.selectors import check_record
 
