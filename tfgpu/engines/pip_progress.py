@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import sys
-from urllib.parse import unquote
 
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 _STARTS = re.compile(r"^\s*Downloading (?P<url>\S+)")
@@ -43,7 +42,12 @@ def draws_progress(argv) -> bool:
 def label_of(url: str) -> str:
     """A download's name on the tool's bar: a wheel's project and version (``tensorflow 2.21.0``),
     else the file's name."""
-    name = unquote(url.split("#", 1)[0].split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1])[:80]
+    from tfgpu import urls  # the one place URLs are split
+
+    try:
+        name = urls.filename(url.rstrip("/"))[:80]
+    except ValueError:  # pip printed something that is not a URL: show nothing of it
+        name = ""
     if name.endswith(".whl") and name.count("-") >= 4:
         project, version = name.split("-")[:2]
         return f"{project} {version}"
