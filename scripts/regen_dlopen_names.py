@@ -1,0 +1,106 @@
+"""Regenerate the ``[[unversioned]]`` rows of ``tfgpu/data/sonames.toml``: the library names NVIDIA's
+CUDA wheels ``dlopen`` without a version, read from the wheels' own libraries.
+
+cuDNN 8 and cuBLASLt carry names such as ``libnvrtc.so`` as plain strings and pass them to
+``dlopen`` at run time; the loader then searches the *calling* library's DT_RUNPATH (which these
+wheels set to ``$ORIGIN`` first), then ``LD_LIBRARY_PATH``'s directories and ``ld.so.cache``. A CUDA
+wheel ships only versioned files (``libnvrtc.so.11.2``), so without a file of that exact name on
+the caller's RUNPATH the system's copy answers (``man 3 dlopen``, "search order").
+
+For each shared library of each wheel given, the script reads its dynamic section (RUNPATH,
+NEEDED) and the NUL-terminated strings ``lib*.so`` in it that are not NEEDED entries, and keeps the
+names whose versioned file one of the given wheels ships (the driver's ``libcuda.so`` is never
+shipped by a wheel: it stays the system's). Input: wheel files (``pip download --no-deps
+nvidia-cudnn-cu11==8.6.0.163 nvidia-cuda-nvrtc-cu11==11.8.89 ...``) or directories holding a
+wheel's unpacked tree, named ``<distribution>-<version>``.
+
+    python scripts/regen_dlopen_names.py WHEEL_OR_DIR... > rows.toml   # then paste into sonames.toml
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from tfgpu.doctor.elf import read_dynamic
+
+LIBRARY = re.compile(r"\.so(\.\d+)*$")
+UNVERSIONED = re.compile(rb"\x00(lib[A-Za-z0-9_+-]+\.so)\x00")
+
+
+def trees(arguments: list[str], scratch: Path):
+    """(distribution==version, directory holding its unpacked files) for each argument."""
+    for argument in arguments:
+        path = Path(argument)
+        if path.is_dir():
+            dist, _, version = path.name.partition("-")
+            yield f"{dist.replace('_', '-')}=={version}", path
+        else:
+            dist, version = path.name.split("-")[:2]
+            target = scratch / path.stem
+            with zipfile.ZipFile(path) as wheel:
+                for member in wheel.namelist():
+                    if LIBRARY.search(member):
+                        wheel.extract(member, target)
+            yield f"{dist.replace('_', '-')}=={version}", target
+
+
+def strings(path: Path) -> set[str]:
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return {match.decode() for match in UNVERSIONED.findall(data)}
+
+
+def scan(arguments: list[str]) -> tuple[list[dict], dict[str, set[str]]]:
+    rows, shipped, left = [], {}, {}
+    with tempfile.TemporaryDirectory() as scratch:
+        libraries = []
+        for wheel, tree in trees(arguments, Path(scratch)):
+            for path in sorted(p for p in tree.rglob("lib*.so*") if LIBRARY.search(p.name)):
+                relative = path.relative_to(tree).as_posix()
+                shipped.setdefault(path.name.split(".so")[0], relative)
+                libraries.append((wheel, relative, path))
+        for wheel, relative, path in libraries:
+            dynamic = read_dynamic(str(path))
+            if dynamic is None:
+                continue
+            for name in sorted(strings(path) - set(dynamic.needed) - {dynamic.soname}):
+                base = name.removesuffix(".so")
+                if base in shipped:
+                    rows.append(
+                        {"name": name, "provides": base, "caller": path.name, "runpath": list(dynamic.runpath),
+                         "wheel": wheel, "found": f"{relative}: the string {name!r}; RUNPATH "
+                         f"{':'.join(dynamic.runpath) or '-'}; versioned file {shipped[base]}"}
+                    )
+                else:
+                    left.setdefault(name, set()).add(path.name)
+    return rows, left
+
+
+def toml_rows(rows: list[dict]) -> str:
+    out = []
+    for row in rows:
+        runpath = ", ".join(f'"{entry}"' for entry in row["runpath"])
+        out.append(
+            f'[[unversioned]]\nname = "{row["name"]}"\nprovides = "{row["provides"]}"\ncaller = "{row["caller"]}"\n'
+            f'runpath = [{runpath}]\nwheel = "{row["wheel"]}"\nfound = "{row["found"]}"\nsource = ["WHL-DLOPEN"]\n'
+        )
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    rows, left = scan(argv)
+    for name, callers in sorted(left.items()):
+        print(f"# not shipped by the wheels given (left to the system): {name} ({', '.join(sorted(callers))})")
+    print(toml_rows(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
