@@ -62,10 +62,14 @@ class CudaLayout:
     cuda_data_dir: str | None
     """The directory holding ``nvvm/libdevice`` (XLA's ``--xla_gpu_cuda_data_dir``)."""
     ptxas: str | None
+    links: tuple[tuple[str, str], ...] = ()
+    """(env-relative link, relative target): the names a CUDA library dlopens without a version
+    (``libnvrtc.so``), provided on that library's RUNPATH (:func:`unversioned_links`)."""
 
     def to_dict(self) -> dict:
         return {"site_packages": self.site_packages, "lib_dirs": list(self.lib_dirs),
-                "preload": list(self.preload), "cuda_data_dir": self.cuda_data_dir, "ptxas": self.ptxas}
+                "preload": list(self.preload), "cuda_data_dir": self.cuda_data_dir, "ptxas": self.ptxas,
+                "links": [list(link) for link in self.links]}
 
 
 def _soname_file(lib_dir: Path, base: str) -> str | None:
@@ -74,6 +78,48 @@ def _soname_file(lib_dir: Path, base: str) -> str | None:
     exact = [n for n in names if re.fullmatch(rf"{re.escape(base)}\.so\.\d+", n)]
     versioned = [n for n in names if n.startswith(f"{base}.so.")]
     return (exact or sorted(versioned, key=len) or [None])[0]
+
+
+def unversioned_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...]) -> tuple[tuple[str, str], ...]:
+    """Links that make the names CUDA libraries ``dlopen`` without a version resolve inside the env.
+
+    cuDNN 8 and cuBLASLt call ``dlopen("libnvrtc.so")``; the loader looks on the *caller's* RUNPATH,
+    then LD_LIBRARY_PATH, then ld.so.cache (man 3 dlopen), and a wheel ships only ``libnvrtc.so.11.2``,
+    so the system toolkit's copy answered. Preloading the versioned file does not help: the loader
+    matches already-loaded objects by name. ``names`` are sonames.toml's ``[[unversioned]]`` rows
+    (name, provides, caller, runpath); for each caller present in one of ``lib_dirs``, the first
+    RUNPATH directory inside the env gets ``name`` as a relative link to the env's versioned file.
+    A real file of that name already there (a conda ``-dev`` package's) is left as it is."""
+    links: dict[str, str] = {}
+    top = os.path.realpath(root)
+    for row in names:
+        provider = next(((d, n) for d in lib_dirs if (n := _soname_file(root / d, row["provides"]))), None)
+        if provider is None:
+            continue
+        for lib_dir in lib_dirs:
+            if not (root / lib_dir / row["caller"]).is_file():
+                continue
+            for entry in row["runpath"]:
+                target_dir = os.path.normpath(os.path.join(lib_dir, entry.replace("${ORIGIN}", ".").replace("$ORIGIN", ".")))
+                real = os.path.realpath(root / target_dir)
+                if target_dir.startswith(("/", "..")) or not (real == top or real.startswith(top + os.sep)):
+                    continue
+                if not (root / target_dir).is_dir():
+                    continue
+                link = f"{target_dir}/{row['name']}"
+                existing = root / link
+                if link not in links and not (existing.is_file() and not existing.is_symlink()):
+                    links[link] = os.path.relpath(f"{provider[0]}/{provider[1]}", target_dir)
+                break
+    return tuple(sorted(links.items()))
+
+
+def _write_links(root: Path, layout: CudaLayout) -> list[Path]:
+    written = []
+    for link, target in layout.links:
+        writes.make_dirs((root / link).parent)
+        written.append(writes.put_link(root / link, target))
+    return written
 
 
 def _merged_toolkits(nvidia: Path) -> list[str]:
@@ -100,7 +146,7 @@ def wheel_dirs(cuda: str | None, site: str) -> tuple[list[str], str, str]:
             f"{site}/nvidia/cuda_nvcc/bin/ptxas")
 
 
-def read_layout(root: Path, site_packages: str) -> CudaLayout:
+def read_layout(root: Path, site_packages: str, unversioned: tuple[dict, ...] = ()) -> CudaLayout:
     """The CUDA layout of the pip-installed ``nvidia-*`` wheels in an env: one ``nvidia/<component>/lib``
     per library (CUDA 11/12 wheels), or the merged ``nvidia/cu13/lib`` (CUDA 13 wheels; cuDNN and
     NCCL keep their own directory), or both side by side. Each library is preloaded once, from the
@@ -135,6 +181,7 @@ def read_layout(root: Path, site_packages: str) -> CudaLayout:
         preload=tuple(preload),
         cuda_data_dir=f"{site_packages}/nvidia/{data}" if data else None,
         ptxas=f"{site_packages}/nvidia/{ptxas}/bin/ptxas" if ptxas else None,
+        links=unversioned_links(root, tuple(lib_dirs), unversioned),
     )
 
 
@@ -235,6 +282,7 @@ def write_venv_activation(root: Path, layout: CudaLayout) -> list[Path]:
         link = root / "bin" / "ptxas"
         writes.put_link(link, Path("..") / layout.ptxas)  # an absolute ptxas replaces the "..": an absolute link
         written.append(link)
+    written += _write_links(root, layout)
     written += write_load_hook(root / layout.site_packages, layout)
     return written
 
@@ -248,7 +296,7 @@ CONDA_SCRIPT = "tfgpu-cuda"
 LIBDEVICE_LINK_DIR = "etc/tfgpu/cuda"
 
 
-def read_conda_layout(root: Path, site_packages: str) -> CudaLayout:
+def read_conda_layout(root: Path, site_packages: str, unversioned: tuple[dict, ...] = ()) -> CudaLayout:
     """The CUDA layout of a conda env (cudatoolkit, or the CUDA 12 split packages, and cudnn).
 
     XLA looks for ``<dir>/nvvm/libdevice/libdevice.10.bc``; the CUDA 12 packages put it there
@@ -265,7 +313,8 @@ def read_conda_layout(root: Path, site_packages: str) -> CudaLayout:
     elif (lib / "libdevice.10.bc").is_file():
         data_dir = LIBDEVICE_LINK_DIR
     return CudaLayout(site_packages=site_packages, lib_dirs=("lib",), preload=tuple(preload),
-                      cuda_data_dir=data_dir, ptxas="bin/ptxas" if (root / "bin" / "ptxas").is_file() else None)
+                      cuda_data_dir=data_dir, ptxas="bin/ptxas" if (root / "bin" / "ptxas").is_file() else None,
+                      links=unversioned_links(root, ("lib",), unversioned))
 
 
 def _sections(template: str) -> tuple[str, str]:
@@ -317,6 +366,7 @@ def write_conda_activation(root: Path, layout: CudaLayout, windows: bool = False
     writes.make_dirs(etc)
     writes.put_text(etc / "layout.json", json.dumps(layout.to_dict(), indent=2) + "\n")
     written.append(etc / "layout.json")
+    written += _write_links(root, layout)
     written += write_load_hook(root / layout.site_packages, layout)
     return written
 

@@ -18,6 +18,7 @@ from tfgpu.envs import activation, bytecode, marker
 from tfgpu.errors import ImpossibleError
 from tfgpu.installers.base import Backend, Context, Location, Options, Source, Step, StepKind, kernel_steps
 from tfgpu.requirements import lines, requirement
+from tfgpu.resolver import tables
 
 IPYKERNEL = requirement("ipykernel", what="--jupyter")
 
@@ -233,7 +234,7 @@ class PipBackend(Backend):
 def _wheel_activation(step: Step, context: Context) -> None:
     staging = context.location.staging
     site = site_packages(staging, context.resolution.python)
-    layout = activation.read_layout(staging, site)
+    layout = activation.read_layout(staging, site, tables.unversioned_names())
     activation.write_venv_activation(staging, layout)
     context.outcome.notes.append(f"{len(layout.preload)} CUDA libraries preloaded by the load hook")
 
