@@ -9,8 +9,9 @@ the caller's RUNPATH the system's copy answers (``man 3 dlopen``, "search order"
 
 For each shared library of each wheel given, the script reads its dynamic section (RUNPATH,
 NEEDED) and the NUL-terminated strings ``lib*.so`` in it that are not NEEDED entries, and keeps the
-names whose versioned file one of the given wheels ships (the driver's ``libcuda.so`` is never
-shipped by a wheel: it stays the system's). Input: wheel files (``pip download --no-deps
+names whose versioned file *another* of the given wheels ships (the driver's ``libcuda.so`` is never
+shipped by a wheel: it stays the system's; a name whose versioned file sits next to the caller in its
+own wheel is the stem of a versioned name, since that wheel works on its own). Input: wheel files (``pip download --no-deps
 nvidia-cudnn-cu11==8.6.0.163 nvidia-cuda-nvrtc-cu11==11.8.89 ...``) or directories holding a
 wheel's unpacked tree, named ``<distribution>-<version>``.
 
@@ -49,6 +50,11 @@ def trees(arguments: list[str], scratch: Path):
             yield f"{dist.replace('_', '-')}=={version}", target
 
 
+def _cuda(wheel: str) -> str:
+    """``cu11`` for ``nvidia-cudnn-cu11==8.6.0.163``: a caller is paired with its own CUDA's file."""
+    return wheel.split("==")[0].rsplit("-", 1)[-1]
+
+
 def strings(path: Path) -> set[str]:
     with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         return {match.decode() for match in UNVERSIONED.findall(data)}
@@ -61,7 +67,7 @@ def scan(arguments: list[str]) -> tuple[list[dict], dict[str, set[str]]]:
         for wheel, tree in trees(arguments, Path(scratch)):
             for path in sorted(p for p in tree.rglob("lib*.so*") if LIBRARY.search(p.name)):
                 relative = path.relative_to(tree).as_posix()
-                shipped.setdefault(path.name.split(".so")[0], relative)
+                shipped.setdefault(path.name.split(".so")[0], {}).setdefault(_cuda(wheel), relative)
                 libraries.append((wheel, relative, path))
         for wheel, relative, path in libraries:
             dynamic = read_dynamic(str(path))
@@ -69,11 +75,23 @@ def scan(arguments: list[str]) -> tuple[list[dict], dict[str, set[str]]]:
                 continue
             for name in sorted(strings(path) - set(dynamic.needed) - {dynamic.soname}):
                 base = name.removesuffix(".so")
-                if base in shipped:
+                versions = shipped.get(base, {})
+                provider = versions.get(_cuda(wheel)) or next(iter(versions.values()), None)
+                if provider and Path(provider).parent == Path(relative).parent:
+                    # cuDNN 9's libcudnn.so.9 holds "libcudnn_ops.so" and loads libcudnn_ops.so.9 from its
+                    # own directory: the wheel works alone, so such a string is the stem of a versioned name.
+                    left.setdefault(f"{name} (stem of a name its own wheel ships versioned)", set()).add(path.name)
+                elif provider:
                     rows.append(
-                        {"name": name, "provides": base, "caller": path.name, "runpath": list(dynamic.runpath),
-                         "wheel": wheel, "found": f"{relative}: the string {name!r}; RUNPATH "
-                         f"{':'.join(dynamic.runpath) or '-'}; versioned file {shipped[base]}"}
+                        {
+                            "name": name,
+                            "provides": base,
+                            "caller": path.name,
+                            "runpath": list(dynamic.runpath),
+                            "wheel": wheel,
+                            "found": f"{relative}: the string {name!r}; RUNPATH "
+                            f"{':'.join(dynamic.runpath) or '-'}; versioned file {provider}",
+                        }
                     )
                 else:
                     left.setdefault(name, set()).add(path.name)
@@ -97,7 +115,7 @@ def main(argv: list[str]) -> int:
         return 2
     rows, left = scan(argv)
     for name, callers in sorted(left.items()):
-        print(f"# not shipped by the wheels given (left to the system): {name} ({', '.join(sorted(callers))})")
+        print(f"# left alone: {name} ({', '.join(sorted(callers))})")
     print(toml_rows(rows))
     return 0
 

@@ -22,9 +22,25 @@ from tfgpu.doctor.libraries import Probe, Resolved, env_library_dirs
 REPAIR = "tfgpu-install repair --prefix {root}"
 # The toolkit's libraries; the driver's (libcuda.so.1, libnvidia-*.so) are the system's by design.
 CUDA_PREFIXES = (
-    "libcudart.", "libcublas.", "libcublasLt.", "libcudnn", "libcufft.", "libcufftw.", "libcurand.",
-    "libcusolver.", "libcusolverMg.", "libcusparse.", "libnccl.", "libnvrtc.", "libnvrtc-builtins.",
-    "libnvJitLink.", "libcupti.", "libnvblas.", "libnvToolsExt.", "libcufile.", "libnvperf",
+    "libcudart.",
+    "libcublas.",
+    "libcublasLt.",
+    "libcudnn",
+    "libcufft.",
+    "libcufftw.",
+    "libcurand.",
+    "libcusolver.",
+    "libcusolverMg.",
+    "libcusparse.",
+    "libnccl.",
+    "libnvrtc.",
+    "libnvrtc-builtins.",
+    "libnvJitLink.",
+    "libcupti.",
+    "libnvblas.",
+    "libnvToolsExt.",
+    "libcufile.",
+    "libnvperf",
 )
 
 
@@ -118,8 +134,11 @@ def closed(env, resolved: list[Resolved], probe: Probe, environ: dict[str, str])
                 "libs.closed",
                 "Every CUDA library the probe process maps comes from the env",
                 f"{count} CUDA libraries mapped, all under {env.root}",
-                *(f"dlopen('{u.name}') by {os.path.basename(u.caller)} -> {u.path} ({u.via})"
-                  for u in probe.unversioned if u.path),
+                *(
+                    f"dlopen('{u.name}') by {os.path.basename(u.caller)} -> {u.path} ({u.via})"
+                    for u in probe.unversioned
+                    if u.path
+                ),
             )
         )
     missing = [u for u in probe.unversioned if u.path is None]
@@ -130,8 +149,10 @@ def closed(env, resolved: list[Resolved], probe: Probe, environ: dict[str, str])
                 f"{', '.join(sorted({u.name for u in missing}))} is found nowhere: the library that asks "
                 "for it without a version gets nothing",
                 _fix(env, [], environ),
-                *(f"dlopen('{u.name}') by {u.caller}: {u.error or 'not found'}; RUNPATH {':'.join(u.runpath)}"
-                  for u in missing),
+                *(
+                    f"dlopen('{u.name}') by {u.caller}: {u.error or 'not found'}; RUNPATH {':'.join(u.runpath)}"
+                    for u in missing
+                ),
             )
         )
     return findings
