@@ -30,7 +30,7 @@ from pathlib import Path
 from tfgpu.doctor.elf import read_dynamic
 
 LIBRARY = re.compile(r"\.so(\.\d+)*$")
-UNVERSIONED = re.compile(rb"\x00(lib[A-Za-z0-9_+-]+\.so)\x00")
+UNVERSIONED = re.compile(rb"\x00(lib[A-Za-z0-9_+-]+\.so)(?=\x00)")
 
 
 def trees(arguments: list[str], scratch: Path):
