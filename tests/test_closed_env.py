@@ -127,7 +127,7 @@ def nvrtc_origin(prefix: Path, system: Path | None, env: dict) -> str:
 
 
 def doctor(prefix: Path, system: Path | None, env: dict) -> dict[str, dict]:
-    argv = [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--no-detect", "--json"]
+    argv = [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--json"]
     done = in_system(system, argv, env) if system else subprocess.run(argv, capture_output=True, text=True, env=env)
     assert done.stdout, done.stderr
     return {f["id"]: f for f in json.loads(done.stdout)["findings"]}
@@ -146,7 +146,19 @@ def user_env(tmp_path: Path, wheels: Path) -> Path:
 
 
 def repair(prefix: Path, wheels: Path, tool_env: dict, *extra: str) -> subprocess.CompletedProcess:
-    done = run_tool("repair", "--prefix", str(prefix), "--find-links", str(wheels), "--no-detect", *extra, env=tool_env)
+    done = run_tool(
+        "repair",
+        "--prefix",
+        str(prefix),
+        "--find-links",
+        str(wheels),
+        "--no-detect",
+        "--yes",
+        "--no-verify",
+        "--offline",
+        *extra,
+        env=tool_env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -226,8 +238,12 @@ def test_links_go_into_the_callers_runpath_and_leave_a_real_file_alone(tmp_path)
 
     site = "lib/python3.11/site-packages"
     root = tmp_path / "env"
-    for relative in ("nvidia/cudnn/lib/libcudnn_cnn_infer.so.8", "nvidia/cudnn/lib/libcudnn_adv_infer.so.8",
-                     "nvidia/cublas/lib/libcublasLt.so.11", "nvidia/cuda_nvrtc/lib/libnvrtc.so.11.2"):
+    for relative in (
+        "nvidia/cudnn/lib/libcudnn_cnn_infer.so.8",
+        "nvidia/cudnn/lib/libcudnn_adv_infer.so.8",
+        "nvidia/cublas/lib/libcublasLt.so.11",
+        "nvidia/cuda_nvrtc/lib/libnvrtc.so.11.2",
+    ):
         (root / site / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / site / relative).write_bytes(b"\x7fELF")
     layout = activation.read_layout(root, site, tables.unversioned_names())
@@ -271,8 +287,13 @@ def test_the_script_reads_the_names_and_runpath_from_the_libraries(tmp_path):
 
     rows = tomllib.loads(done.stdout)["unversioned"]
     assert [(r["name"], r["provides"], r["caller"], r["runpath"], r["wheel"]) for r in rows] == [
-        ("libnvrtc.so", "libnvrtc", "libcudnn_cnn_infer.so.8", ["$ORIGIN", "$ORIGIN/../../cublas/lib"],
-         "nvidia-cudnn-cu11==8.6.0.163"),
+        (
+            "libnvrtc.so",
+            "libnvrtc",
+            "libcudnn_cnn_infer.so.8",
+            ["$ORIGIN", "$ORIGIN/../../cublas/lib"],
+            "nvidia-cudnn-cu11==8.6.0.163",
+        ),
     ]
     assert "# left alone: libcuda.so" in done.stdout  # the driver's
     assert "libcudnn_ops.so (stem of a name its own wheel ships versioned)" in done.stdout
