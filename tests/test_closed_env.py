@@ -230,6 +230,26 @@ def test_ld_library_path_wins_over_the_env_and_doctor_says_to_remove_it(
     assert found["status"] == "fail"
     assert any("found via LD_LIBRARY_PATH" in line and "libnvrtc.so.13" in line for line in found["evidence"])
     assert f"Remove {lib64} from LD_LIBRARY_PATH" in found["fix"]
+    # verify's own list, read in the env's Python after cuDNN's call: the same file, outside the env.
+    assert verify_outside(prefix, env) == [str((lib64 / "libnvrtc.so.13").resolve())]
+    assert verify_outside(prefix, clean_environ()) == []
+
+
+def verify_outside(prefix: Path, env: dict) -> list[str]:
+    """check_env.py's ``outside_env`` in the env's own Python, once the cuDNN stand-in has called dlopen."""
+    import tfgpu.verify
+
+    caller = next(prefix.glob("lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn_graph.so.9"))
+    code = (
+        "import ctypes, json, sys\n"
+        f"sys.path.insert(0, {str(Path(tfgpu.verify.__file__).parent)!r})\n"
+        "import check_env\n"
+        f"ctypes.CDLL({str(caller)!r}).tfgpu_test_nvrtc_origin()\n"
+        "print(json.dumps(check_env.outside_env(check_env.loaded_cuda_libraries())))\n"
+    )
+    done = subprocess.run([str(prefix / "bin" / "python"), "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def test_links_go_into_the_callers_runpath_and_leave_a_real_file_alone(tmp_path):
