@@ -89,7 +89,8 @@ def unversioned_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, 
     matches already-loaded objects by name. ``names`` are sonames.toml's ``[[unversioned]]`` rows
     (name, provides, caller, runpath); for each caller present in one of ``lib_dirs``, the first
     RUNPATH directory inside the env gets ``name`` as a relative link to the env's versioned file.
-    A real file of that name already there (a conda ``-dev`` package's) is left as it is."""
+    A file of that name already there that resolves inside the env (a conda ``-dev`` package's, or
+    this link from an earlier run) is left as it is; a dangling link, or one out of the env, is replaced."""
     links: dict[str, str] = {}
     top = os.path.realpath(root)
     for row in names:
@@ -107,8 +108,8 @@ def unversioned_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, 
                 if not (root / target_dir).is_dir():
                     continue
                 link = f"{target_dir}/{row['name']}"
-                existing = root / link
-                if link not in links and not (existing.is_file() and not existing.is_symlink()):
+                there = os.path.realpath(root / link)
+                if link not in links and not ((root / link).is_file() and there.startswith(top + os.sep)):
                     links[link] = os.path.relpath(f"{provider[0]}/{provider[1]}", target_dir)
                 break
     return tuple(sorted(links.items()))
