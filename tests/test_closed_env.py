@@ -12,6 +12,8 @@ libraries; ``libcudnn_graph.so.9`` here is a tiny library that, like cuDNN 9's (
 ``[[unversioned]]``), has RUNPATH ``$ORIGIN:$ORIGIN/../../cublas/lib:$ORIGIN/../../nvrtc/lib`` and
 calls ``dlopen("libnvrtc.so")`` itself, so the loader searches *its* RUNPATH exactly as it does for
 cuDNN's call. The system libraries are gcc-built too (``libnvrtc.so.13``, ``libcurand.so.10``).
+The test marked ``network`` uses NVIDIA's real cuDNN 8.6 / cuBLAS 11 / NVRTC 11.8 wheels instead:
+loading their libraries is enough to make them dlopen ``libnvrtc.so``, no GPU needed.
 """
 
 from __future__ import annotations
@@ -317,3 +319,64 @@ def test_the_script_reads_the_names_and_runpath_from_the_libraries(tmp_path):
     ]
     assert "# left alone: libcuda.so" in done.stdout  # the driver's
     assert "libcudnn_ops.so (stem of a name its own wheel ships versioned)" in done.stdout
+
+
+PROBE = (
+    "import json, sys\n"
+    "from pathlib import Path\n"
+    "from tfgpu.doctor.libraries import load_in_child, unversioned_callers\n"
+    "root = Path(sys.argv[1])\n"
+    "probe = load_in_child([], unversioned_callers(root, next(root.glob('lib/python3*/site-packages'))))\n"
+    "print(json.dumps(sorted((Path(u.caller).name, u.path) for u in probe.unversioned)))\n"
+)
+LOAD = (
+    "import ctypes, json, sys\n"
+    "ctypes.CDLL(sys.argv[1])\n"
+    "print(json.dumps(sorted({line.split()[-1] for line in open('/proc/self/maps') if 'libnvrtc' in line})))\n"
+)
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_the_real_cuda_11_wheels_get_their_nvrtc_from_the_env(tmp_path, system_cache, shared_cache):
+    """NVIDIA's own cuDNN 8.6, cuBLAS 11 and NVRTC 11.8 wheels (what TF 2.13 gets), 1.2 GB from PyPI
+    into the tests' uv cache. No stand-in and no GPU needed: loading the real ``libcublasLt.so.11``
+    (TF 2.13 and the load hook do, at start-up) or ``libcudnn_cnn_infer.so.8`` already calls
+    ``dlopen("libnvrtc.so")``, and with the staged CUDA 13 toolkit in ld.so.cache the process maps
+    its ``libnvrtc.so.13``, as on the H200. Once the env's activation is written (what create and
+    repair write), the same loads map the env's ``libnvrtc.so.11.2``; doctor's probe agrees both times."""
+    from tfgpu.envs import activation
+    from tfgpu.resolver import tables
+
+    prefix = tmp_path / "env"
+    run = clean_environ(UV_CACHE_DIR=str(shared_cache / "uv"))
+    subprocess.run([rh.uv(), "venv", "--quiet", "--python", sys.executable, str(prefix)], check=True, env=run)
+    wheels = ("nvidia-cudnn-cu11==8.6.0.163", "nvidia-cublas-cu11==11.11.3.6", "nvidia-cuda-nvrtc-cu11==11.8.89")
+    install = [rh.uv(), "pip", "install", "--quiet", "--python", str(prefix / "bin" / "python"), *wheels]
+    subprocess.run(install, check=True, env=run, timeout=1800)
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    real = [
+        site / "nvidia" / "cublas" / "lib" / "libcublasLt.so.11",
+        site / "nvidia" / "cudnn" / "lib" / "libcudnn_cnn_infer.so.8",
+    ]
+    callers = ["libcublasLt.so.11", "libcudnn_adv_infer.so.8", "libcudnn_cnn_infer.so.8"]
+
+    def maps_after_loading(library: Path) -> list[str]:
+        done = in_system(system_cache, [str(prefix / "bin" / "python"), "-c", LOAD, str(library)], clean_environ())
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def probe() -> list:
+        done = in_system(system_cache, [sys.executable, "-c", PROBE, str(prefix)], clean_environ())
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    system_nvrtc = str((system_cache / "cuda-13.0" / "lib64" / "libnvrtc.so.13").resolve())
+    assert [maps_after_loading(library) for library in real] == [[system_nvrtc], [system_nvrtc]]
+    assert probe() == [[caller, system_nvrtc] for caller in callers]
+
+    layout = activation.read_layout(prefix, str(site.relative_to(prefix)), tables.unversioned_names())
+    activation.write_venv_activation(prefix, layout)
+    own = str((site / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.11.2").resolve())
+    assert [maps_after_loading(library) for library in real] == [[own], [own]]
+    assert probe() == [[caller, own] for caller in callers]
