@@ -380,3 +380,41 @@ def test_the_real_cuda_11_wheels_get_their_nvrtc_from_the_env(tmp_path, system_c
     own = str((site / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.11.2").resolve())
     assert [maps_after_loading(library) for library in real] == [[own], [own]]
     assert probe() == [[caller, own] for caller in callers]
+
+
+def test_create_builds_a_closed_env(tmp_path, closed_wheels, system_cache, tool_env):
+    """``create`` (pip mode) writes the same link: the cuDNN stand-in's dlopen lands in the env even
+    with the staged system toolkit in ld.so.cache, and doctor finds nothing from outside."""
+    from test_pip_mode import TARGET
+
+    wheels = tmp_path / "wheels"
+    shutil.copytree(closed_wheels, wheels, ignore=shutil.ignore_patterns("tensorflow-*", ".libs"))
+    pins = {dist: version for dist, version, _ in wheelhouse.CUDA_WHEELS}
+    pins.update(
+        {"nvidia-cudnn-cu12": "9.28.0.43", "nvidia-cuda-nvrtc-cu12": "12.5.83", "nvidia-curand-cu12": "10.3.7.78"}
+    )
+    pins[wheelhouse.NVCC[0]] = wheelhouse.NVCC[1]
+    files = {
+        "tensorflow/__init__.py": b"__version__ = '2.21.0'\n",
+        "tensorflow/python/platform/build_info.py": rh.BUILD_INFO.format(cuda=True).encode(),
+    }
+    requires = [f"{dist}=={version}; extra == 'and-cuda'" for dist, version in pins.items()]
+    wheelhouse.wheel(wheels, "tensorflow", "2.21.0", files, requires, extras=["and-cuda"])
+    prefix = tmp_path / "env"
+    done = run_tool(
+        "create", *TARGET, "--prefix", str(prefix), "--find-links", str(wheels), "--offline", "--no-verify",
+        env=tool_env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    assert os.readlink(site / "nvidia" / "cudnn" / "lib" / "libnvrtc.so") == "../../cuda_nvrtc/lib/libnvrtc.so.12"
+    own = str((site / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12").resolve())
+    assert nvrtc_origin(prefix, system_cache, clean_environ()) == own
+    found = doctor(prefix, system_cache, clean_environ())
+    assert found["libs.closed"]["status"] == "ok", found["libs.closed"]
+    assert found["libs.curand"]["status"] == "ok"
+    layout = json.loads((prefix / "etc" / "tfgpu" / "layout.json").read_text())
+    assert [
+        f"{site.relative_to(prefix)}/nvidia/cudnn/lib/libnvrtc.so",
+        "../../cuda_nvrtc/lib/libnvrtc.so.12",
+    ] in layout["links"]
