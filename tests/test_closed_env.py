@@ -9,7 +9,7 @@ H200's /usr/local/cuda-13.0 answered ``dlopen("libnvrtc.so")`` for TF 2.13's cuD
 
 Stand-ins, at the package-index boundary only: the wheels are tests/repairhelpers.py's, with gcc-built
 libraries; ``libcudnn_graph.so.9`` here is a tiny library that, like cuDNN 9's (sonames.toml,
-``[[unversioned]]``), has RUNPATH ``$ORIGIN:$ORIGIN/../../cublas/lib:$ORIGIN/../../nvrtc/lib`` and
+``[[dlopened]]``), has RUNPATH ``$ORIGIN:$ORIGIN/../../cublas/lib:$ORIGIN/../../nvrtc/lib`` and
 calls ``dlopen("libnvrtc.so")`` itself, so the loader searches *its* RUNPATH exactly as it does for
 cuDNN's call. The system libraries are gcc-built too (``libnvrtc.so.13``, ``libcurand.so.10``).
 The test marked ``network`` uses NVIDIA's real cuDNN 8.6 / cuBLAS 11 / NVRTC 11.8 wheels instead:
@@ -209,13 +209,13 @@ def test_without_a_system_toolkit_the_name_is_found_nowhere_until_repaired(tmp_p
     prefix = user_env(tmp_path, closed_wheels)
     assert nvrtc_origin(prefix, None, clean_environ()) == "NOT FOUND"
     before = doctor(prefix, None, clean_environ())
-    assert before["libs.unversioned"]["status"] == "warn"
-    assert "libnvrtc.so" in before["libs.unversioned"]["title"]
+    assert before["libs.dlopen"]["status"] == "warn"
+    assert "libnvrtc.so" in before["libs.dlopen"]["title"]
     repair(prefix, closed_wheels, tool_env)
     site = next(prefix.glob("lib/python3*/site-packages"))
     assert nvrtc_origin(prefix, None, clean_environ()) == str(site / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12")
     after = doctor(prefix, None, clean_environ())
-    assert "libs.unversioned" not in after and after["libs.closed"]["status"] == "ok"
+    assert "libs.dlopen" not in after and after["libs.closed"]["status"] == "ok"
 
 
 def test_ld_library_path_wins_over_the_env_and_doctor_says_to_remove_it(
@@ -268,7 +268,7 @@ def test_links_go_into_the_callers_runpath_and_leave_a_real_file_alone(tmp_path)
     ):
         (root / site / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / site / relative).write_bytes(b"\x7fELF")
-    layout = activation.read_layout(root, site, tables.unversioned_names())
+    layout = activation.read_layout(root, site, tables.dlopened_names())
     assert dict(layout.links) == {
         f"{site}/nvidia/cudnn/lib/libnvrtc.so": "../../cuda_nvrtc/lib/libnvrtc.so.11.2",
         f"{site}/nvidia/cublas/lib/libnvrtc.so": "../../cuda_nvrtc/lib/libnvrtc.so.11.2",
@@ -278,16 +278,26 @@ def test_links_go_into_the_callers_runpath_and_leave_a_real_file_alone(tmp_path)
         root / site / "nvidia/cuda_nvrtc/lib/libnvrtc.so.11.2"
     ).resolve()
     assert root / site / "nvidia/cudnn/lib/libnvrtc.so" in written
+    # cuBLASLt 12 asks for libnvrtc.so.12 by that name: linked only when the env has that very file.
+    cu12 = tmp_path / "cu12"
+    for relative in ("nvidia/cublas/lib/libcublasLt.so.12", "nvidia/cuda_nvrtc/lib/libnvrtc.so.11.2"):
+        (cu12 / site / relative).parent.mkdir(parents=True, exist_ok=True)
+        (cu12 / site / relative).write_bytes(b"\x7fELF")
+    assert activation.read_layout(cu12, site, tables.dlopened_names()).links == ()
+    (cu12 / site / "nvidia/cuda_nvrtc/lib/libnvrtc.so.12").write_bytes(b"\x7fELF")
+    assert activation.read_layout(cu12, site, tables.dlopened_names()).links == (
+        (f"{site}/nvidia/cublas/lib/libnvrtc.so.12", "../../cuda_nvrtc/lib/libnvrtc.so.12"),
+    )
     # conda: one lib/, the caller's $ORIGIN; a real libnvrtc.so (a -dev package's) is kept.
     conda = tmp_path / "conda"
     (conda / "lib").mkdir(parents=True)
     for name in ("libcudnn_cnn_infer.so.8", "libnvrtc.so.11.2"):
         (conda / "lib" / name).write_bytes(b"\x7fELF")
-    assert activation.read_conda_layout(conda, site, tables.unversioned_names()).links == (
+    assert activation.read_conda_layout(conda, site, tables.dlopened_names()).links == (
         ("lib/libnvrtc.so", "libnvrtc.so.11.2"),
     )
     (conda / "lib" / "libnvrtc.so").write_bytes(b"\x7fELF")
-    assert activation.read_conda_layout(conda, site, tables.unversioned_names()).links == ()
+    assert activation.read_conda_layout(conda, site, tables.dlopened_names()).links == ()
 
 
 def test_the_script_reads_the_names_and_runpath_from_the_libraries(tmp_path):
@@ -307,7 +317,7 @@ def test_the_script_reads_the_names_and_runpath_from_the_libraries(tmp_path):
     assert done.returncode == 0, done.stderr
     import tomllib
 
-    rows = tomllib.loads(done.stdout)["unversioned"]
+    rows = tomllib.loads(done.stdout)["dlopened"]
     assert [(r["name"], r["provides"], r["caller"], r["runpath"], r["wheel"]) for r in rows] == [
         (
             "libnvrtc.so",
@@ -318,16 +328,16 @@ def test_the_script_reads_the_names_and_runpath_from_the_libraries(tmp_path):
         ),
     ]
     assert "# left alone: libcuda.so" in done.stdout  # the driver's
-    assert "libcudnn_ops.so (stem of a name its own wheel ships versioned)" in done.stdout
+    assert "libcudnn_ops.so (next to the caller in its own wheel)" in done.stdout
 
 
 PROBE = (
     "import json, sys\n"
     "from pathlib import Path\n"
-    "from tfgpu.doctor.libraries import load_in_child, unversioned_callers\n"
+    "from tfgpu.doctor.libraries import load_in_child, dlopen_callers\n"
     "root = Path(sys.argv[1])\n"
-    "probe = load_in_child([], unversioned_callers(root, next(root.glob('lib/python3*/site-packages'))))\n"
-    "print(json.dumps(sorted((Path(u.caller).name, u.path) for u in probe.unversioned)))\n"
+    "probe = load_in_child([], dlopen_callers(root, next(root.glob('lib/python3*/site-packages'))))\n"
+    "print(json.dumps(sorted((Path(u.caller).name, u.path) for u in probe.dlopened)))\n"
 )
 LOAD = (
     "import ctypes, json, sys\n"
@@ -375,7 +385,7 @@ def test_the_real_cuda_11_wheels_get_their_nvrtc_from_the_env(tmp_path, system_c
     assert [maps_after_loading(library) for library in real] == [[system_nvrtc], [system_nvrtc]]
     assert probe() == [[caller, system_nvrtc] for caller in callers]
 
-    layout = activation.read_layout(prefix, str(site.relative_to(prefix)), tables.unversioned_names())
+    layout = activation.read_layout(prefix, str(site.relative_to(prefix)), tables.dlopened_names())
     activation.write_venv_activation(prefix, layout)
     own = str((site / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.11.2").resolve())
     assert [maps_after_loading(library) for library in real] == [[own], [own]]

@@ -300,10 +300,10 @@ SCHEMAS: dict[str, Table] = {
                     }
                 )
             ),
-            "unversioned": Rows(
+            "dlopened": Rows(
                 Table(
                     {
-                        "name": Str(r"lib[A-Za-z0-9_+-]+\.so"),
+                        "name": Str(r"lib[A-Za-z0-9_+-]+\.so(\.[0-9]+)*"),
                         "provides": Str(r"lib[A-Za-z0-9_+-]+"),
                         "caller": Str(r"lib[A-Za-z0-9_+-]+\.so[0-9.]*"),
                         "runpath": List(Str(r"[$A-Za-z0-9_./{}-]+"), required=True),

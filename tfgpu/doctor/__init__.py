@@ -68,19 +68,19 @@ def run_doctor(
     if not env.tf_version or not env.build_info.get("is_cuda_build"):
         return report
     from tfgpu.doctor import closed
-    from tfgpu.doctor.libraries import load_in_child, resolve_libraries, unversioned_callers
+    from tfgpu.doctor.libraries import dlopen_callers, load_in_child, resolve_libraries
 
     try:
         resolved = resolve_libraries(env.build_info, env.runpath, env.hook, environ)
-        probe = load_in_child(resolved, unversioned_callers(env.root, env.site_packages))
+        probe = load_in_child(resolved, dlopen_callers(env.root, env.site_packages))
     except OSError as error:
         report.findings.append(_unreadable("env.readable", error))
         return report
     report.target["libraries"] = [
         {"soname": r.soname, "path": r.path, "via": r.via, "version": r.version, "loaded": r.loaded} for r in resolved
     ]
-    report.target["unversioned"] = [
-        {"name": u.name, "caller": u.caller, "path": u.path, "via": u.via} for u in probe.unversioned
+    report.target["dlopened"] = [
+        {"name": u.name, "caller": u.caller, "path": u.path, "via": u.via} for u in probe.dlopened
     ]
     report.findings += _guarded(env_checks.gpu_architectures, env, host)
     report.findings += _guarded(env_checks.libraries, env, resolved)

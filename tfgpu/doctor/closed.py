@@ -2,7 +2,7 @@
 
 The probe process (``tfgpu/verify/probe_libs.py``) loads the libraries TensorFlow asks for, then
 resolves the names cuDNN and cuBLASLt ``dlopen`` without a version (``libnvrtc.so``, sonames.toml
-``[[unversioned]]``) the way their own call would, and lists every file it mapped. This module
+``[[dlopened]]``) the way their own call would, and lists every file it mapped. This module
 turns that into findings: a CUDA library mapped from outside the env (a system toolkit, the
 ld.so.cache, LD_LIBRARY_PATH) is a failure naming the file, how it was found and the fix; a copy
 from outside is never "ok" while the env holds its own. The driver's libraries (``libcuda.so``,
@@ -81,7 +81,7 @@ def outside(env, resolved: list[Resolved], probe: Probe) -> list[tuple[str, str]
     for lib in resolved:
         if lib.path and lib.loaded and not inside(lib.path, dirs):
             found.setdefault(os.path.realpath(lib.path), f"TensorFlow's dlopen('{lib.soname}'), found via {lib.via}")
-    for name in probe.unversioned:
+    for name in probe.dlopened:
         if name.path and not inside(name.path, dirs):
             found.setdefault(
                 os.path.realpath(name.path),
@@ -136,16 +136,16 @@ def closed(env, resolved: list[Resolved], probe: Probe, environ: dict[str, str])
                 f"{count} CUDA libraries mapped, all under {env.root}",
                 *(
                     f"dlopen('{u.name}') by {os.path.basename(u.caller)} -> {u.path} ({u.via})"
-                    for u in probe.unversioned
+                    for u in probe.dlopened
                     if u.path
                 ),
             )
         )
-    missing = [u for u in probe.unversioned if u.path is None]
+    missing = [u for u in probe.dlopened if u.path is None]
     if missing:
         findings.append(
             warn(
-                "libs.unversioned",
+                "libs.dlopen",
                 f"{', '.join(sorted({u.name for u in missing}))} is found nowhere: the library that asks "
                 "for it without a version gets nothing",
                 _fix(env, [], environ),

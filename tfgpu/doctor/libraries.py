@@ -121,7 +121,7 @@ def resolve_libraries(
 
 
 @dataclass
-class Unversioned:
+class Dlopened:
     """Where a name a CUDA library dlopens without a version (``libnvrtc.so``) resolved in the probe."""
 
     name: str
@@ -135,9 +135,9 @@ class Unversioned:
 
 @dataclass
 class Probe:
-    """What the probe process loaded: the unversioned names, and every shared object it mapped."""
+    """What the probe process loaded: the dlopened names, and every shared object it mapped."""
 
-    unversioned: list[Unversioned] = field(default_factory=list)
+    dlopened: list[Dlopened] = field(default_factory=list)
     mapped: list[str] = field(default_factory=list)
     ran: bool = False
 
@@ -148,12 +148,12 @@ def env_library_dirs(root: Path, site: Path | None) -> list[Path]:
     return [*found, root / "lib"] if (root / "lib").is_dir() else found
 
 
-def unversioned_callers(root: Path, site: Path | None) -> list[Unversioned]:
+def dlopen_callers(root: Path, site: Path | None) -> list[Dlopened]:
     """The names the env's CUDA libraries dlopen without a version (sonames.toml, read from the
     wheels), one per caller file the env holds, with the caller's RUNPATH expanded."""
     out, seen = [], set()
     dirs = env_library_dirs(root, site)
-    for row in tables.load_toml("sonames.toml").get("unversioned", ()):
+    for row in tables.load_toml("sonames.toml").get("dlopened", ()):
         for directory in dirs:
             caller = directory / row["caller"]
             if caller.is_file() and (row["name"], str(caller)) not in seen:
@@ -162,16 +162,16 @@ def unversioned_callers(root: Path, site: Path | None) -> list[Unversioned]:
                     os.path.normpath(entry.replace("${ORIGIN}", str(directory)).replace("$ORIGIN", str(directory)))
                     for entry in row["runpath"]
                 )
-                out.append(Unversioned(row["name"], str(caller), runpath))
+                out.append(Dlopened(row["name"], str(caller), runpath))
     return out
 
 
-def load_in_child(resolved: list[Resolved], unversioned: list[Unversioned] = (), timeout: float = 60) -> Probe:
+def load_in_child(resolved: list[Resolved], dlopened: list[Dlopened] = (), timeout: float = 60) -> Probe:
     """Load every found library in a child process, in order; fill ``loaded``/``version``/``error``;
-    then resolve the unversioned names as their callers' ``dlopen`` would (``probe_libs.py``)."""
+    then resolve the dlopened names as their callers' ``dlopen`` would (``probe_libs.py``)."""
     todo = [{"soname": r.soname, "path": r.path, "version_symbol": r.version_symbol} for r in resolved if r.path]
-    names = [{"name": u.name, "caller": u.caller, "runpath": list(u.runpath)} for u in unversioned]
-    probe = Probe(unversioned=list(unversioned))
+    names = [{"name": u.name, "caller": u.caller, "runpath": list(u.runpath)} for u in dlopened]
+    probe = Probe(dlopened=list(dlopened))
     if not todo and not names:
         return probe
     from tfgpu.proc import Runner
@@ -185,7 +185,7 @@ def load_in_child(resolved: list[Resolved], unversioned: list[Unversioned] = (),
                 done.output.strip().splitlines()[-1], untrusted.CHILD_OUTPUT, "the library probe"
             )
             results = {r["soname"]: r for r in document["libraries"]}
-            for entry, answer in zip(probe.unversioned, document["unversioned"], strict=True):
+            for entry, answer in zip(probe.dlopened, document["dlopened"], strict=True):
                 entry.path, entry.via, entry.error = answer["path"], answer["via"], answer["error"]
             probe.mapped = [str(path) for path in document["mapped"]]
             probe.ran = True

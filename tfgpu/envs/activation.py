@@ -64,7 +64,7 @@ class CudaLayout:
     ptxas: str | None
     links: tuple[tuple[str, str], ...] = ()
     """(env-relative link, relative target): the names a CUDA library dlopens without a version
-    (``libnvrtc.so``), provided on that library's RUNPATH (:func:`unversioned_links`)."""
+    (``libnvrtc.so``), provided on that library's RUNPATH (:func:`dlopen_links`)."""
 
     def to_dict(self) -> dict:
         return {"site_packages": self.site_packages, "lib_dirs": list(self.lib_dirs),
@@ -80,21 +80,27 @@ def _soname_file(lib_dir: Path, base: str) -> str | None:
     return (exact or sorted(versioned, key=len) or [None])[0]
 
 
-def unversioned_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...]) -> tuple[tuple[str, str], ...]:
-    """Links that make the names CUDA libraries ``dlopen`` without a version resolve inside the env.
+def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...]) -> tuple[tuple[str, str], ...]:
+    """Links that make the names CUDA libraries ``dlopen`` themselves resolve inside the env.
 
-    cuDNN 8 and cuBLASLt call ``dlopen("libnvrtc.so")``; the loader looks on the *caller's* RUNPATH,
-    then LD_LIBRARY_PATH, then ld.so.cache (man 3 dlopen), and a wheel ships only ``libnvrtc.so.11.2``,
-    so the system toolkit's copy answered. Preloading the versioned file does not help: the loader
-    matches already-loaded objects by name. ``names`` are sonames.toml's ``[[unversioned]]`` rows
-    (name, provides, caller, runpath); for each caller present in one of ``lib_dirs``, the first
-    RUNPATH directory inside the env gets ``name`` as a relative link to the env's versioned file.
+    cuDNN 8 and cuBLASLt 11 call ``dlopen("libnvrtc.so")``, cuBLASLt 12 ``dlopen("libnvrtc.so.12")``;
+    the loader looks on the *caller's* RUNPATH, LD_LIBRARY_PATH and ld.so.cache (man 3 dlopen), and
+    the file is in another wheel's directory (a wheel ships only ``libnvrtc.so.11.2``), so the system
+    toolkit's copy answered. Preloading does not help a name without a version (the loader matches
+    loaded objects by name) nor a call made while the caller itself is loaded. ``names`` are
+    sonames.toml's ``[[dlopened]]`` rows (name, provides, caller, runpath); for each caller present
+    in one of ``lib_dirs``, the first RUNPATH directory inside the env gets ``name`` as a relative
+    link to the env's file: the file of exactly that name for a versioned name, else the env's
+    versioned file of that library.
     A file of that name already there that resolves inside the env (a conda ``-dev`` package's, or
     this link from an earlier run) is left as it is; a dangling link, or one out of the env, is replaced."""
     links: dict[str, str] = {}
     top = os.path.realpath(root)
     for row in names:
-        provider = next(((d, n) for d in lib_dirs if (n := _soname_file(root / d, row["provides"]))), None)
+        if row["name"].endswith(".so"):
+            provider = next(((d, n) for d in lib_dirs if (n := _soname_file(root / d, row["provides"]))), None)
+        else:  # a versioned name: only that very file will do
+            provider = next(((d, row["name"]) for d in lib_dirs if (root / d / row["name"]).is_file()), None)
         if provider is None:
             continue
         for lib_dir in lib_dirs:
@@ -109,6 +115,8 @@ def unversioned_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, 
                     continue
                 link = f"{target_dir}/{row['name']}"
                 there = os.path.realpath(root / link)
+                if f"{provider[0]}/{provider[1]}" == link:
+                    break  # the caller's own directory holds the file
                 if link not in links and not ((root / link).is_file() and there.startswith(top + os.sep)):
                     links[link] = os.path.relpath(f"{provider[0]}/{provider[1]}", target_dir)
                 break
@@ -147,7 +155,7 @@ def wheel_dirs(cuda: str | None, site: str) -> tuple[list[str], str, str]:
             f"{site}/nvidia/cuda_nvcc/bin/ptxas")
 
 
-def read_layout(root: Path, site_packages: str, unversioned: tuple[dict, ...] = ()) -> CudaLayout:
+def read_layout(root: Path, site_packages: str, dlopened: tuple[dict, ...] = ()) -> CudaLayout:
     """The CUDA layout of the pip-installed ``nvidia-*`` wheels in an env: one ``nvidia/<component>/lib``
     per library (CUDA 11/12 wheels), or the merged ``nvidia/cu13/lib`` (CUDA 13 wheels; cuDNN and
     NCCL keep their own directory), or both side by side. Each library is preloaded once, from the
@@ -182,7 +190,7 @@ def read_layout(root: Path, site_packages: str, unversioned: tuple[dict, ...] = 
         preload=tuple(preload),
         cuda_data_dir=f"{site_packages}/nvidia/{data}" if data else None,
         ptxas=f"{site_packages}/nvidia/{ptxas}/bin/ptxas" if ptxas else None,
-        links=unversioned_links(root, tuple(lib_dirs), unversioned),
+        links=dlopen_links(root, tuple(lib_dirs), dlopened),
     )
 
 
@@ -297,7 +305,7 @@ CONDA_SCRIPT = "tfgpu-cuda"
 LIBDEVICE_LINK_DIR = "etc/tfgpu/cuda"
 
 
-def read_conda_layout(root: Path, site_packages: str, unversioned: tuple[dict, ...] = ()) -> CudaLayout:
+def read_conda_layout(root: Path, site_packages: str, dlopened: tuple[dict, ...] = ()) -> CudaLayout:
     """The CUDA layout of a conda env (cudatoolkit, or the CUDA 12 split packages, and cudnn).
 
     XLA looks for ``<dir>/nvvm/libdevice/libdevice.10.bc``; the CUDA 12 packages put it there
@@ -315,7 +323,7 @@ def read_conda_layout(root: Path, site_packages: str, unversioned: tuple[dict, .
         data_dir = LIBDEVICE_LINK_DIR
     return CudaLayout(site_packages=site_packages, lib_dirs=("lib",), preload=tuple(preload),
                       cuda_data_dir=data_dir, ptxas="bin/ptxas" if (root / "bin" / "ptxas").is_file() else None,
-                      links=unversioned_links(root, ("lib",), unversioned))
+                      links=dlopen_links(root, ("lib",), dlopened))
 
 
 def _sections(template: str) -> tuple[str, str]:

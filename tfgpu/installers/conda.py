@@ -252,7 +252,7 @@ class CondaBackend(Backend):
 def _conda_activation(step: Step, context: Context) -> None:
     staging = context.location.staging
     layout = activation.read_conda_layout(
-        staging, site_packages(staging, context.resolution.python), tables.unversioned_names()
+        staging, site_packages(staging, context.resolution.python), tables.dlopened_names()
     )
     activation.write_conda_activation(staging, layout, windows=context.resolution.os == "windows")
     context.outcome.notes.append(f"{len(layout.preload)} CUDA libraries from the env's lib/ preloaded by the load hook")

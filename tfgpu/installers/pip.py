@@ -234,7 +234,7 @@ class PipBackend(Backend):
 def _wheel_activation(step: Step, context: Context) -> None:
     staging = context.location.staging
     site = site_packages(staging, context.resolution.python)
-    layout = activation.read_layout(staging, site, tables.unversioned_names())
+    layout = activation.read_layout(staging, site, tables.dlopened_names())
     activation.write_venv_activation(staging, layout)
     context.outcome.notes.append(f"{len(layout.preload)} CUDA libraries preloaded by the load hook")
 

@@ -195,10 +195,10 @@ def render_activation(survey: EnvSurvey, manager: str, scratch: Path) -> dict[st
             writes.put_bytes(scratch / script, found[0], found[1])
     (scratch / survey.site_relative).mkdir(parents=True, exist_ok=True)
     if manager == "conda":
-        layout = activation.read_conda_layout(prefix, survey.site_relative, tables.unversioned_names())
+        layout = activation.read_conda_layout(prefix, survey.site_relative, tables.dlopened_names())
         written = activation.write_conda_activation(scratch, layout)
     else:
-        layout = activation.read_layout(prefix, survey.site_relative, tables.unversioned_names())
+        layout = activation.read_layout(prefix, survey.site_relative, tables.dlopened_names())
         written = activation.write_venv_activation(scratch, layout)
     rendered = {}
     for path in written:

@@ -438,7 +438,7 @@ def _merged(shipped: list) -> list:
     return [r for r in everything if not r.version.is_prerelease or not superseded(r.version)]
 
 
-def unversioned_names() -> tuple[dict, ...]:
-    """sonames.toml's ``[[unversioned]]`` rows: the names CUDA libraries ``dlopen`` without a version,
-    which create and repair provide inside the env (``tfgpu.envs.activation.unversioned_links``)."""
-    return tuple(load_toml("sonames.toml").get("unversioned", ()))
+def dlopened_names() -> tuple[dict, ...]:
+    """sonames.toml's ``[[dlopened]]`` rows: the names CUDA libraries ``dlopen`` without a version,
+    which create and repair provide inside the env (``tfgpu.envs.activation.dlopen_links``)."""
+    return tuple(load_toml("sonames.toml").get("dlopened", ()))

@@ -8,11 +8,11 @@ absolute path) passes to ``dlopen``, and the caller's RUNPATH with ``$ORIGIN`` e
 
 Prints one JSON object: "libraries", for each of argv[1] whether it loaded, the file the process
 actually mapped for it, and its version from ``cudaRuntimeGetVersion``/``cudnnGetVersion`` where
-named; "unversioned", for each of argv[2] the file the name resolved to and how; "mapped", every
+named; "dlopened", for each of argv[2] the file the name resolved to and how; "mapped", every
 shared object in /proc/self/maps. A crash of a library cannot take doctor down with it: this is a
 separate process.
 
-The unversioned names are looked up in the order glibc's loader uses for a ``dlopen`` called from a
+The dlopened names are looked up in the order glibc's loader uses for a ``dlopen`` called from a
 library with DT_RUNPATH (man 3 dlopen): an object already loaded under that name, LD_LIBRARY_PATH,
 the caller's RUNPATH, then ld.so.cache and the default directories. A ``dlopen`` made from Python
 has ctypes as its caller, not cuDNN, so the RUNPATH step is walked here by hand and the rest is
@@ -129,8 +129,8 @@ def resolve(entry):
 
 def main():
     libraries = [load(entry) for entry in json.loads(sys.argv[1])]
-    unversioned = [resolve(entry) for entry in json.loads(sys.argv[2])] if len(sys.argv) > 2 else []
-    print(json.dumps({"libraries": libraries, "unversioned": unversioned, "mapped": mapped_files()}))
+    dlopened = [resolve(entry) for entry in json.loads(sys.argv[2])] if len(sys.argv) > 2 else []
+    print(json.dumps({"libraries": libraries, "dlopened": dlopened, "mapped": mapped_files()}))
 
 
 if __name__ == "__main__":
