@@ -1,7 +1,7 @@
 """Is the env closed: does every CUDA library a process of the env loads come from the env?
 
 The probe process (``tfgpu/verify/probe_libs.py``) loads the libraries TensorFlow asks for, then
-resolves the names cuDNN and cuBLASLt ``dlopen`` without a version (``libnvrtc.so``, sonames.toml
+resolves the names cuDNN and cuBLASLt ``dlopen`` themselves (``libnvrtc.so``, sonames.toml
 ``[[dlopened]]``) the way their own call would, and lists every file it mapped. This module
 turns that into findings: a CUDA library mapped from outside the env (a system toolkit, the
 ld.so.cache, LD_LIBRARY_PATH) is a failure naming the file, how it was found and the fix; a copy
@@ -98,7 +98,7 @@ def _fix(env, leaks: list[tuple[str, str]], environ: dict[str, str]) -> str:
     on_path = sorted({d for d in ld_path for path, _ in leaks if Path(path).parent == Path(os.path.realpath(d))})
     fix = (
         f"`{REPAIR.format(root=env.root)}` provides every library inside the env (the load hook, and links "
-        "for the names cuDNN and cuBLASLt dlopen without a version); `--dry-run` shows what, `--undo` reverts."
+        "for the names cuDNN and cuBLASLt dlopen themselves); `--dry-run` shows what, `--undo` reverts."
     )
     if on_path:
         fix = (
@@ -147,7 +147,7 @@ def closed(env, resolved: list[Resolved], probe: Probe, environ: dict[str, str])
             warn(
                 "libs.dlopen",
                 f"{', '.join(sorted({u.name for u in missing}))} is found nowhere: the library that asks "
-                "for it without a version gets nothing",
+                "for it itself gets nothing",
                 _fix(env, [], environ),
                 *(
                     f"dlopen('{u.name}') by {u.caller}: {u.error or 'not found'}; RUNPATH {':'.join(u.runpath)}"

@@ -122,7 +122,7 @@ def resolve_libraries(
 
 @dataclass
 class Dlopened:
-    """Where a name a CUDA library dlopens without a version (``libnvrtc.so``) resolved in the probe."""
+    """Where a name a CUDA library dlopens itself (``libnvrtc.so``) resolved in the probe."""
 
     name: str
     caller: str
@@ -149,7 +149,7 @@ def env_library_dirs(root: Path, site: Path | None) -> list[Path]:
 
 
 def dlopen_callers(root: Path, site: Path | None) -> list[Dlopened]:
-    """The names the env's CUDA libraries dlopen without a version (sonames.toml, read from the
+    """The names the env's CUDA libraries dlopen themselves (sonames.toml, read from the
     wheels), one per caller file the env holds, with the caller's RUNPATH expanded."""
     out, seen = [], set()
     dirs = env_library_dirs(root, site)

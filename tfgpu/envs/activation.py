@@ -63,7 +63,7 @@ class CudaLayout:
     """The directory holding ``nvvm/libdevice`` (XLA's ``--xla_gpu_cuda_data_dir``)."""
     ptxas: str | None
     links: tuple[tuple[str, str], ...] = ()
-    """(env-relative link, relative target): the names a CUDA library dlopens without a version
+    """(env-relative link, relative target): the names a CUDA library dlopens itself
     (``libnvrtc.so``), provided on that library's RUNPATH (:func:`dlopen_links`)."""
 
     def to_dict(self) -> dict:
