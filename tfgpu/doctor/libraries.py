@@ -143,8 +143,10 @@ class Probe:
 
 
 def env_library_dirs(root: Path, site: Path | None) -> list[Path]:
-    """Where an env keeps CUDA libraries: each ``nvidia/*/lib`` of its site-packages, and ``lib/`` (conda)."""
+    """Where an env keeps CUDA libraries: each ``nvidia/*/lib`` of its site-packages and of a CUDA stack
+    kept apart (``lib/tfgpu/cuda<major>/``, an env with two stacks), and ``lib/`` (conda)."""
     found = sorted(p for p in (site / "nvidia").glob("*/lib") if p.is_dir()) if site else []
+    found += sorted(p for p in root.glob("lib/tfgpu/cuda[0-9]*/nvidia/*/lib") if p.is_dir())
     return [*found, root / "lib"] if (root / "lib").is_dir() else found
 
 
