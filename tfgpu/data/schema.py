@@ -373,7 +373,21 @@ SCHEMAS: dict[str, Table] = {
                         ),
                     }
                 )
-            )
+            ),
+            "dlopened": Rows(
+                Table(
+                    {
+                        "name": Str(r"lib[A-Za-z0-9_+-]+\.so(\.[0-9]+)*"),
+                        "provides": Str(r"lib[A-Za-z0-9_+-]+"),
+                        "caller": Str(r"lib[A-Za-z0-9_+-]+\.so[0-9.]*"),
+                        "runpath": List(Str(r"[$A-Za-z0-9_./{}-]+"), required=True),
+                        "wheel": Str("line", blank=False),
+                        "found": Str("line", blank=False),
+                        "source": SOURCES,
+                    }
+                ),
+                required=False,
+            ),
         }
     ),
     "windows.toml": Table({"release": Rows(Table({"series": Str(r"[0-9]+\.[0-9]+")}), required=False)}),

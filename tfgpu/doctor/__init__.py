@@ -68,21 +68,26 @@ def run_doctor(
     report.findings += _guarded(mixed_checks.check, env)
     if not env.tf_version or not env.build_info.get("is_cuda_build"):
         return report
-    from tfgpu.doctor.libraries import load_in_child, resolve_libraries
+    from tfgpu.doctor import closed
+    from tfgpu.doctor.libraries import dlopen_callers, load_in_child, resolve_libraries
 
     try:
         resolved = resolve_libraries(env.build_info, env.runpath, env.hook, environ)
-        load_in_child(resolved)
+        probe = load_in_child(resolved, dlopen_callers(env.root, env.site_packages))
     except OSError as error:
         report.findings.append(_unreadable("env.readable", error))
         return report
     report.target["libraries"] = [
         {"soname": r.soname, "path": r.path, "via": r.via, "version": r.version, "loaded": r.loaded} for r in resolved
     ]
+    report.target["dlopened"] = [
+        {"name": u.name, "caller": u.caller, "path": u.path, "via": u.via} for u in probe.dlopened
+    ]
     report.findings += _guarded(env_checks.gpu_architectures, env, host)
     report.findings += _guarded(env_checks.libraries, env, resolved)
     report.findings += _guarded(env_checks.cudnn_version, env, resolved)
     report.findings += _guarded(env_checks.shadowing, env, resolved)
+    report.findings += _guarded(closed.closed, env, resolved, probe, environ)
     report.findings += _guarded(env_checks.release_bugs, env, resolved)
     report.findings += _guarded(env_checks.xla_tools, env, host, environ)
     return report

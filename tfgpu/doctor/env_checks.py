@@ -9,6 +9,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from tfgpu import untrusted
+from tfgpu.doctor import closed
 from tfgpu.doctor.findings import Finding, fail, ok, skip, warn
 from tfgpu.doctor.libraries import Resolved
 from tfgpu.resolver import gpu, tables
@@ -161,9 +162,26 @@ def libraries(env, resolved: list[Resolved]) -> list[Finding]:
             findings.append(
                 fail(f"libs.{lib.name}", f"{lib.soname} does not load", _loader_fix(env), where, lib.error or "")
             )
+        elif (mine := _own_copy_passed_over(env, lib)) is not None:
+            findings.append(
+                fail(
+                    f"libs.{lib.name}",
+                    f"{lib.soname} loads from outside the env although the env has its own",
+                    f"`{REPAIR.format(root=env.root)}` makes the env's copy the one loaded (`--undo` reverts).",
+                    where,
+                    f"the env's own: {mine}",
+                )
+            )
         else:
             findings.append(ok(f"libs.{lib.name}", f"{lib.soname} loads{version}", where))
     return findings
+
+
+def _own_copy_passed_over(env, lib: Resolved) -> str | None:
+    """The env's own copy of ``lib`` when the loader took a file from outside the env instead."""
+    if closed.inside(lib.path, closed.own_dirs(env)):
+        return None
+    return closed.own_copy(env, lib.path)
 
 
 def _loader_fix(env) -> str:
@@ -222,6 +240,16 @@ def shadowing(env, resolved: list[Resolved]) -> list[Finding]:
                 "libs.shadowing",
                 "Other copies on LD_LIBRARY_PATH are not used (the load hook preloads the env's)",
                 *(f"{r.soname}: {r.shadowed} is not used" for r in harmless),
+            )
+        ]
+    passed_over = [(r, mine) for r in resolved if r.path and (mine := _own_copy_passed_over(env, r))]
+    if passed_over:
+        return [
+            warn(
+                "libs.shadowing",
+                f"A copy outside the env ({passed_over[0][0].via}) wins over the env's own",
+                f"`{REPAIR.format(root=env.root)}` makes the env's copies the ones loaded (`--undo` reverts).",
+                *(f"{r.soname}: {r.path} wins over {mine}" for r, mine in passed_over),
             )
         ]
     return [ok("libs.shadowing", "No other copy of a CUDA library shadows the env's")]

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.resources import as_file, files
 from pathlib import Path
 
@@ -119,24 +120,78 @@ def resolve_libraries(
     return out
 
 
-def load_in_child(resolved: list[Resolved], timeout: float = 60) -> None:
-    """Load every found library in a child process, in order; fill ``loaded``/``version``/``error``."""
+@dataclass
+class Dlopened:
+    """Where a name a CUDA library dlopens itself (``libnvrtc.so``) resolved in the probe."""
+
+    name: str
+    caller: str
+    runpath: tuple[str, ...]
+    path: str | None = None
+    via: str | None = None
+    """``already loaded``, ``LD_LIBRARY_PATH``, ``RUNPATH of <caller>``, ``ld.so.cache`` or ``missing``."""
+    error: str | None = None
+
+
+@dataclass
+class Probe:
+    """What the probe process loaded: the dlopened names, and every shared object it mapped."""
+
+    dlopened: list[Dlopened] = field(default_factory=list)
+    mapped: list[str] = field(default_factory=list)
+    ran: bool = False
+
+
+def env_library_dirs(root: Path, site: Path | None) -> list[Path]:
+    """Where an env keeps CUDA libraries: each ``nvidia/*/lib`` of its site-packages and of a CUDA stack
+    kept apart (``lib/tfgpu/cuda<major>/``, an env with two stacks), and ``lib/`` (conda)."""
+    found = sorted(p for p in (site / "nvidia").glob("*/lib") if p.is_dir()) if site else []
+    found += sorted(p for p in root.glob("lib/tfgpu/cuda[0-9]*/nvidia/*/lib") if p.is_dir())
+    return [*found, root / "lib"] if (root / "lib").is_dir() else found
+
+
+def dlopen_callers(root: Path, site: Path | None) -> list[Dlopened]:
+    """The names the env's CUDA libraries dlopen themselves (sonames.toml, read from the
+    wheels), one per caller file the env holds, with the caller's RUNPATH expanded."""
+    out, seen = [], set()
+    dirs = env_library_dirs(root, site)
+    for row in tables.load_toml("sonames.toml").get("dlopened", ()):
+        for directory in dirs:
+            caller = directory / row["caller"]
+            if caller.is_file() and (row["name"], str(caller)) not in seen:
+                seen.add((row["name"], str(caller)))
+                runpath = tuple(
+                    os.path.normpath(entry.replace("${ORIGIN}", str(directory)).replace("$ORIGIN", str(directory)))
+                    for entry in row["runpath"]
+                )
+                out.append(Dlopened(row["name"], str(caller), runpath))
+    return out
+
+
+def load_in_child(resolved: list[Resolved], dlopened: list[Dlopened] = (), timeout: float = 60) -> Probe:
+    """Load every found library in a child process, in order; fill ``loaded``/``version``/``error``;
+    then resolve the dlopened names as their callers' ``dlopen`` would (``probe_libs.py``)."""
     todo = [{"soname": r.soname, "path": r.path, "version_symbol": r.version_symbol} for r in resolved if r.path]
-    if not todo:
-        return
+    names = [{"name": u.name, "caller": u.caller, "runpath": list(u.runpath)} for u in dlopened]
+    probe = Probe(dlopened=list(dlopened))
+    if not todo and not names:
+        return probe
     from tfgpu.proc import Runner
 
     with as_file(files("tfgpu.verify").joinpath("probe_libs.py")) as script:
         # The user's environment as it is (LD_LIBRARY_PATH included): that is what TensorFlow's loader sees.
-        done = Runner().capture([sys.executable, "-I", str(script), json.dumps(todo)], timeout=timeout, clean=False)
+        argv = [sys.executable, "-I", str(script), json.dumps(todo), json.dumps(names)]
+        done = Runner().capture(argv, timeout=timeout, clean=False)
         try:
-            results = {
-                r["soname"]: r
-                for r in untrusted.parse_json(
-                    done.output.strip().splitlines()[-1], untrusted.CHILD_OUTPUT, "the library probe"
-                )
-            }
-        except (untrusted.Unreadable, IndexError, TypeError, KeyError):
+            document = untrusted.parse_json(
+                done.output.strip().splitlines()[-1], untrusted.CHILD_OUTPUT, "the library probe"
+            )
+            results = {r["soname"]: r for r in document["libraries"]}
+            for entry, answer in zip(probe.dlopened, document["dlopened"], strict=True):
+                entry.path, entry.via, entry.error = answer["path"], answer["via"], answer["error"]
+            probe.mapped = [str(path) for path in document["mapped"]]
+            probe.ran = True
+        except (untrusted.Unreadable, IndexError, TypeError, KeyError, AttributeError, ValueError):
             results = {}
     for entry in resolved:
         result = results.get(entry.soname)
@@ -145,3 +200,4 @@ def load_in_child(resolved: list[Resolved], timeout: float = 60) -> None:
             entry.path = result["mapped"] or entry.path
         elif entry.path:
             entry.error = "the library probe crashed while loading it"
+    return probe

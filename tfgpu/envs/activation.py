@@ -66,11 +66,15 @@ class CudaLayout:
     """In an env with two CUDA stacks: the other stack's library files (site-relative) whose SONAMEs
     TensorFlow's stack ships too, loaded before ``preload`` so that either import order ends with
     the other framework's copies loaded (``tfgpu.doctor.ownership.colliding``; docs/modes.md)."""
+    links: tuple[tuple[str, str], ...] = ()
+    """(env-relative link, relative target): the names a CUDA library dlopens itself
+    (``libnvrtc.so``), provided on that library's RUNPATH (:func:`dlopen_links`)."""
 
     def to_dict(self) -> dict:
         return {"site_packages": self.site_packages, "lib_dirs": list(self.lib_dirs),
                 "preload": list(self.preload), "cuda_data_dir": self.cuda_data_dir, "ptxas": self.ptxas,
-                "other_first": list(self.other_first)}
+                "other_first": list(self.other_first),
+                "links": [list(link) for link in self.links]}
 
 
 def _soname_file(lib_dir: Path, base: str) -> str | None:
@@ -79,6 +83,57 @@ def _soname_file(lib_dir: Path, base: str) -> str | None:
     exact = [n for n in names if re.fullmatch(rf"{re.escape(base)}\.so\.\d+", n)]
     versioned = [n for n in names if n.startswith(f"{base}.so.")]
     return (exact or sorted(versioned, key=len) or [None])[0]
+
+
+def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...]) -> tuple[tuple[str, str], ...]:
+    """Links that make the names CUDA libraries ``dlopen`` themselves resolve inside the env.
+
+    cuDNN 8 and cuBLASLt 11 call ``dlopen("libnvrtc.so")``, cuBLASLt 12 ``dlopen("libnvrtc.so.12")``;
+    the loader looks on the *caller's* RUNPATH, LD_LIBRARY_PATH and ld.so.cache (man 3 dlopen), and
+    the file is in another wheel's directory (a wheel ships only ``libnvrtc.so.11.2``), so the system
+    toolkit's copy answered. Preloading does not help a name without a version (the loader matches
+    loaded objects by name) nor a call made while the caller itself is loaded. ``names`` are
+    sonames.toml's ``[[dlopened]]`` rows (name, provides, caller, runpath); for each caller present
+    in one of ``lib_dirs``, the first RUNPATH directory inside the env gets ``name`` as a relative
+    link to the env's file: the file of exactly that name for a versioned name, else the env's
+    versioned file of that library.
+    A file of that name already there that resolves inside the env (a conda ``-dev`` package's, or
+    this link from an earlier run) is left as it is; a dangling link, or one out of the env, is replaced."""
+    links: dict[str, str] = {}
+    top = os.path.realpath(root)
+    for row in names:
+        if row["name"].endswith(".so"):
+            provider = next(((d, n) for d in lib_dirs if (n := _soname_file(root / d, row["provides"]))), None)
+        else:  # a versioned name: only that very file will do
+            provider = next(((d, row["name"]) for d in lib_dirs if (root / d / row["name"]).is_file()), None)
+        if provider is None:
+            continue
+        for lib_dir in lib_dirs:
+            if not (root / lib_dir / row["caller"]).is_file():
+                continue
+            for entry in row["runpath"]:
+                target_dir = os.path.normpath(os.path.join(lib_dir, entry.replace("${ORIGIN}", ".").replace("$ORIGIN", ".")))
+                real = os.path.realpath(root / target_dir)
+                if target_dir.startswith(("/", "..")) or not (real == top or real.startswith(top + os.sep)):
+                    continue
+                if not (root / target_dir).is_dir():
+                    continue
+                link = f"{target_dir}/{row['name']}"
+                there = os.path.realpath(root / link)
+                if f"{provider[0]}/{provider[1]}" == link:
+                    break  # the caller's own directory holds the file
+                if link not in links and not ((root / link).is_file() and there.startswith(top + os.sep)):
+                    links[link] = os.path.relpath(f"{provider[0]}/{provider[1]}", target_dir)
+                break
+    return tuple(sorted(links.items()))
+
+
+def _write_links(root: Path, layout: CudaLayout) -> list[Path]:
+    written = []
+    for link, target in layout.links:
+        writes.make_dirs((root / link).parent)
+        written.append(writes.put_link(root / link, target))
+    return written
 
 
 def _merged_toolkits(nvidia: Path) -> list[str]:
@@ -105,7 +160,7 @@ def wheel_dirs(cuda: str | None, site: str) -> tuple[list[str], str, str]:
             f"{site}/nvidia/cuda_nvcc/bin/ptxas")
 
 
-def read_layout(root: Path, site_packages: str) -> CudaLayout:
+def read_layout(root: Path, site_packages: str, dlopened: tuple[dict, ...] = ()) -> CudaLayout:
     """The CUDA layout of the pip-installed ``nvidia-*`` wheels in an env: one ``nvidia/<component>/lib``
     per library (CUDA 11/12 wheels), or the merged ``nvidia/cu13/lib`` (CUDA 13 wheels; cuDNN and
     NCCL keep their own directory), or both side by side. Each library is preloaded once, from the
@@ -140,22 +195,24 @@ def read_layout(root: Path, site_packages: str) -> CudaLayout:
         preload=tuple(preload),
         cuda_data_dir=f"{site_packages}/nvidia/{data}" if data else None,
         ptxas=f"{site_packages}/nvidia/{ptxas}/bin/ptxas" if ptxas else None,
+        links=dlopen_links(root, tuple(lib_dirs), dlopened),
     )
 
 
-def read_apart_layout(root: Path, site_packages: str, apart: str) -> CudaLayout:
+def read_apart_layout(root: Path, site_packages: str, apart: str, dlopened: tuple[dict, ...] = ()) -> CudaLayout:
     """The layout of an env whose TensorFlow CUDA wheels sit apart from site-packages, in ``apart``
     (env-relative, ``lib/tfgpu/cuda12``), because another framework's CUDA stack owns site-packages'
     ``nvidia/`` tree. TensorFlow's libraries are preloaded from there by the load hook (paths relative
     to site-packages); no directory goes on ``LD_LIBRARY_PATH``, which would also hand them to the other
     framework's own loading (its RUNPATH comes after ``LD_LIBRARY_PATH``)."""
-    found = read_layout(root, apart)
+    found = read_layout(root, apart, dlopened)
     return CudaLayout(
         site_packages=site_packages,
         lib_dirs=(),
         preload=tuple(os.path.relpath(f"{apart}/{path}", site_packages) for path in found.preload),
         cuda_data_dir=found.cuda_data_dir,
         ptxas=found.ptxas,
+        links=found.links,
     )
 
 
@@ -257,6 +314,7 @@ def write_venv_activation(root: Path, layout: CudaLayout) -> list[Path]:
         link = root / "bin" / "ptxas"
         writes.put_link(link, Path("..") / layout.ptxas)  # an absolute ptxas replaces the "..": an absolute link
         written.append(link)
+    written += _write_links(root, layout)
     written += write_load_hook(root / layout.site_packages, layout)
     return written
 
@@ -270,7 +328,7 @@ CONDA_SCRIPT = "tfgpu-cuda"
 LIBDEVICE_LINK_DIR = "etc/tfgpu/cuda"
 
 
-def read_conda_layout(root: Path, site_packages: str) -> CudaLayout:
+def read_conda_layout(root: Path, site_packages: str, dlopened: tuple[dict, ...] = ()) -> CudaLayout:
     """The CUDA layout of a conda env (cudatoolkit, or the CUDA 12 split packages, and cudnn).
 
     XLA looks for ``<dir>/nvvm/libdevice/libdevice.10.bc``; the CUDA 12 packages put it there
@@ -287,7 +345,8 @@ def read_conda_layout(root: Path, site_packages: str) -> CudaLayout:
     elif (lib / "libdevice.10.bc").is_file():
         data_dir = LIBDEVICE_LINK_DIR
     return CudaLayout(site_packages=site_packages, lib_dirs=("lib",), preload=tuple(preload),
-                      cuda_data_dir=data_dir, ptxas="bin/ptxas" if (root / "bin" / "ptxas").is_file() else None)
+                      cuda_data_dir=data_dir, ptxas="bin/ptxas" if (root / "bin" / "ptxas").is_file() else None,
+                      links=dlopen_links(root, ("lib",), dlopened))
 
 
 def _sections(template: str) -> tuple[str, str]:
@@ -339,6 +398,7 @@ def write_conda_activation(root: Path, layout: CudaLayout, windows: bool = False
     writes.make_dirs(etc)
     writes.put_text(etc / "layout.json", json.dumps(layout.to_dict(), indent=2) + "\n")
     written.append(etc / "layout.json")
+    written += _write_links(root, layout)
     written += write_load_hook(root / layout.site_packages, layout)
     return written
 

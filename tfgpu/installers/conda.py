@@ -34,6 +34,7 @@ from tfgpu.installers.base import (
 from tfgpu.installers.pip import IPYKERNEL, site_packages
 from tfgpu.quoting import sh
 from tfgpu.requirements import lines
+from tfgpu.resolver import tables
 
 EXTERNAL = ("conda", "mamba", "micromamba")
 SOLVED = Path("tfgpu") / "conda-records.json"
@@ -250,7 +251,9 @@ class CondaBackend(Backend):
 
 def _conda_activation(step: Step, context: Context) -> None:
     staging = context.location.staging
-    layout = activation.read_conda_layout(staging, site_packages(staging, context.resolution.python))
+    layout = activation.read_conda_layout(
+        staging, site_packages(staging, context.resolution.python), tables.dlopened_names()
+    )
     activation.write_conda_activation(staging, layout, windows=context.resolution.os == "windows")
     context.outcome.notes.append(f"{len(layout.preload)} CUDA libraries from the env's lib/ preloaded by the load hook")
 

@@ -22,6 +22,7 @@ from tfgpu.envs import activation, bytecode, marker
 from tfgpu.errors import ImpossibleError
 from tfgpu.installers.base import Backend, Context, Location, Options, Source, Step, StepKind, kernel_steps
 from tfgpu.requirements import lines, requirement
+from tfgpu.resolver import tables
 
 IPYKERNEL = requirement("ipykernel", what="--jupyter")
 
@@ -317,11 +318,11 @@ def _wheel_activation(step: Step, context: Context) -> None:
     own = int(str(context.resolution.cuda or "0").split(".")[0] or 0)
     apart = APART.format(major=own)
     if (staging / apart).is_dir():  # two stacks: TensorFlow's CUDA wheels were installed apart (_resolve)
-        layout = activation.read_apart_layout(staging, site, apart)
+        layout = activation.read_apart_layout(staging, site, apart, tables.dlopened_names())
         other = ownership.colliding_apart(staging / site, staging / apart, own)
         context.outcome.notes.append(f"TensorFlow's CUDA {own} wheels are in {apart}, apart from the other stack")
     else:
-        layout = activation.read_layout(staging, site)
+        layout = activation.read_layout(staging, site, tables.dlopened_names())
         other = ownership.other_stack_first(staging / site)
     layout = replace(layout, other_first=other)
     activation.write_venv_activation(staging, layout)

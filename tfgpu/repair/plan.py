@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from tfgpu import untrusted
 from tfgpu.envs import writes
 from tfgpu.repair.survey import EnvSurvey, canonical
+from tfgpu.resolver import tables
 
 CONDA_CUDA = ("cudatoolkit", "cuda-cudart", "cuda-version", "cudnn", "libcublas")
 """conda packages whose presence makes a conda prefix's CUDA conda's (not PyPI wheels')."""
@@ -203,12 +204,12 @@ def render_activation(survey: EnvSurvey, manager: str, scratch: Path) -> dict[st
             writes.put_bytes(scratch / script, found[0], found[1])
     (scratch / survey.site_relative).mkdir(parents=True, exist_ok=True)
     if manager == "conda":
-        layout = activation.read_conda_layout(prefix, survey.site_relative)
+        layout = activation.read_conda_layout(prefix, survey.site_relative, tables.dlopened_names())
         written = activation.write_conda_activation(scratch, layout)
     else:
         from tfgpu.doctor.ownership import other_stack_first
 
-        layout = activation.read_layout(prefix, survey.site_relative)
+        layout = activation.read_layout(prefix, survey.site_relative, tables.dlopened_names())
         layout = replace(layout, other_first=other_stack_first(prefix / survey.site_relative))
         written = activation.write_venv_activation(scratch, layout)
     rendered = {}

@@ -436,3 +436,9 @@ def _merged(shipped: list) -> list:
         return any(f.release[:2] == v.release[:2] and f >= parse(v.base_version) for f in finals)
 
     return [r for r in everything if not r.version.is_prerelease or not superseded(r.version)]
+
+
+def dlopened_names() -> tuple[dict, ...]:
+    """sonames.toml's ``[[dlopened]]`` rows: the names CUDA libraries ``dlopen`` without a version,
+    which create and repair provide inside the env (``tfgpu.envs.activation.dlopen_links``)."""
+    return tuple(load_toml("sonames.toml").get("dlopened", ()))

@@ -35,6 +35,21 @@ def loaded_cuda_libraries():
     return found
 
 
+def outside_env(libraries):
+    """The CUDA libraries this process mapped from outside the env, the driver's aside (libcuda,
+    libnvidia-*): none in an env tfgpu-install built or repaired. A system-mode env's toolkit, named
+    by absolute path in its etc/tfgpu/layout.json, counts as the env's."""
+    roots = [os.path.realpath(sys.prefix)]
+    try:
+        with open(os.path.join(sys.prefix, "etc", "tfgpu", "layout.json"), encoding="utf-8") as handle:
+            roots += [os.path.realpath(d) for d in json.load(handle).get("lib_dirs", []) if str(d).startswith("/")]
+    except (OSError, ValueError, AttributeError):
+        pass
+    return sorted(path for name, path in libraries.items()
+                  if not name.startswith(("libcuda.so", "libnvidia-"))
+                  and not any(os.path.realpath(path).startswith(root.rstrip("/") + "/") for root in roots))
+
+
 def driver_facts():
     """(driver CUDA version as "12.4" or None, error or None) through libcuda, without cuInit."""
     try:
@@ -171,6 +186,7 @@ def main():
                             for k, v in dict(tf.sysconfig.get_build_info()).items()}
     gpus = tf.config.list_physical_devices("GPU")
     report["libraries"] = loaded_cuda_libraries()
+    report["outside_env"] = outside_env(report["libraries"])
     hook = sys.modules.get("_tfgpu_cuda_hook")
     report["load_hook"] = {"loaded": len(getattr(hook, "loaded", [])), "errors": getattr(hook, "errors", [])} \
         if hook else None
@@ -205,7 +221,8 @@ def main():
     if "--bench" in sys.argv:
         peaks = json.loads(sys.argv[sys.argv.index("--peaks") + 1]) if "--peaks" in sys.argv else []
         report["bench"] = gpu_checks.bench(tf, "/GPU:0", peaks, report["gpus"][0]["compute_capability"])
-    report["libraries"] = loaded_cuda_libraries()
+    report["libraries"] = loaded_cuda_libraries()  # again: cuDNN and cuBLASLt dlopen more while they run
+    report["outside_env"] = outside_env(report["libraries"])
     failed = [gpu["device"] + " " + part for gpu in report["gpus"]
               for part in ("matmul", "elementwise", "xla", "conv", "mixed_precision")
               if not (gpu if part == "matmul" else gpu[part]).get("ok")]

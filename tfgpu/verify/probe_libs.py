@@ -1,10 +1,22 @@
 """Run in a child process by doctor (it lives with the other child-side scripts): load CUDA
-libraries by absolute path, in order, and report.
+libraries by absolute path, in order, then the names CUDA libraries dlopen without a version, and
+report every file the process mapped.
 
-argv[1]: JSON list of {"soname", "path", "version_symbol"}. Prints one JSON list: for each,
-whether it loaded, the file the process actually mapped for that soname, and its version from
-``cudaRuntimeGetVersion``/``cudnnGetVersion`` where named. A crash of a library cannot take
-doctor down with it: this is a separate process.
+argv[1]: JSON list of {"soname", "path", "version_symbol"}. argv[2] (optional): JSON list of
+{"name", "caller", "runpath"}: a name such as ``libnvrtc.so`` that the library ``caller`` (an
+absolute path) passes to ``dlopen``, and the caller's RUNPATH with ``$ORIGIN`` expanded.
+
+Prints one JSON object: "libraries", for each of argv[1] whether it loaded, the file the process
+actually mapped for it, and its version from ``cudaRuntimeGetVersion``/``cudnnGetVersion`` where
+named; "dlopened", for each of argv[2] the file the name resolved to and how; "mapped", every
+shared object in /proc/self/maps. A crash of a library cannot take doctor down with it: this is a
+separate process.
+
+The dlopened names are looked up in the order glibc's loader uses for a ``dlopen`` called from a
+library with DT_RUNPATH (man 3 dlopen): an object already loaded under that name, LD_LIBRARY_PATH,
+the caller's RUNPATH, then ld.so.cache and the default directories. A ``dlopen`` made from Python
+has ctypes as its caller, not cuDNN, so the RUNPATH step is walked here by hand and the rest is
+left to the loader; the file it maps is read back from the loader itself (``dlinfo``).
 """
 
 import ctypes
@@ -12,17 +24,47 @@ import json
 import os
 import sys
 
+RTLD_DI_LINKMAP = 2
 
-def mapped(soname):
+
+class LinkMap(ctypes.Structure):
+    _fields_ = [("l_addr", ctypes.c_void_p), ("l_name", ctypes.c_char_p)]
+
+
+def _dlinfo():
+    for name in (None, "libdl.so.2"):
+        try:
+            return ctypes.CDLL(name).dlinfo
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+DLINFO = _dlinfo()
+
+
+def origin(library):
+    """The file the loader mapped for a loaded library, links resolved (None if it cannot say)."""
+    if DLINFO is None:
+        return None
+    pointer = ctypes.POINTER(LinkMap)()
+    if DLINFO(ctypes.c_void_p(library._handle), RTLD_DI_LINKMAP, ctypes.byref(pointer)) != 0 or not pointer:
+        return None
+    name = pointer.contents.l_name
+    return os.path.realpath(name.decode("utf-8", "replace")) if name else None
+
+
+def mapped_files():
+    found = []
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             for line in maps:
-                path = line.rsplit(None, 1)[-1]
-                if os.path.basename(path) == soname or os.path.basename(path).startswith(soname + "."):
-                    return path
+                path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+                if path.startswith("/") and ".so" in os.path.basename(path) and path not in found:
+                    found.append(path)
     except OSError:
         pass
-    return None
+    return found
 
 
 def version(library, symbol):
@@ -38,20 +80,57 @@ def version(library, symbol):
     return "%d.%d.%d" % (value // 1000, value % 1000 // 100, value % 100)  # cuDNN <= 8
 
 
+def load(entry):
+    result = {"soname": entry["soname"], "loaded": False, "mapped": None, "version": None, "error": None}
+    try:
+        library = ctypes.CDLL(entry["path"], mode=ctypes.RTLD_GLOBAL)
+        result["loaded"] = True
+        result["mapped"] = origin(library) or entry["path"]
+        if entry.get("version_symbol"):
+            result["version"] = version(library, entry["version_symbol"])
+    except (OSError, AttributeError) as error:
+        result["error"] = str(error)
+    return result
+
+
+def resolve(entry):
+    """Where ``dlopen(name)`` called from ``caller`` lands, in the loader's order."""
+    name = entry["name"]
+    result = {"name": name, "caller": entry["caller"], "path": None, "via": None, "error": None}
+    try:
+        ctypes.CDLL(entry["caller"], mode=ctypes.RTLD_GLOBAL)
+    except OSError as error:
+        result["error"] = "the caller does not load: %s" % error
+    try:
+        library = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+        result["via"], result["path"] = "already loaded", origin(library)
+        return result
+    except OSError:
+        pass
+    steps = (("LD_LIBRARY_PATH", os.environ.get("LD_LIBRARY_PATH", "").split(":")),
+             ("RUNPATH of " + os.path.basename(entry["caller"]), entry["runpath"]))
+    for via, directories in steps:
+        for directory in directories:
+            candidate = os.path.join(directory, name) if directory else ""
+            if candidate and os.path.exists(candidate):
+                try:
+                    library = ctypes.CDLL(candidate, mode=ctypes.RTLD_GLOBAL)
+                    result["via"], result["path"] = via, origin(library) or os.path.realpath(candidate)
+                except OSError as error:
+                    result["via"], result["path"], result["error"] = via, os.path.realpath(candidate), str(error)
+                return result
+    try:
+        library = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)  # what is left: ld.so.cache, default dirs
+        result["via"], result["path"] = "ld.so.cache", origin(library)
+    except OSError as error:
+        result["via"], result["error"] = "missing", str(error)
+    return result
+
+
 def main():
-    results = []
-    for entry in json.loads(sys.argv[1]):
-        result = {"soname": entry["soname"], "loaded": False, "mapped": None, "version": None, "error": None}
-        try:
-            library = ctypes.CDLL(entry["path"], mode=ctypes.RTLD_GLOBAL)
-            result["loaded"] = True
-            result["mapped"] = mapped(os.path.basename(entry["path"])) or entry["path"]
-            if entry.get("version_symbol"):
-                result["version"] = version(library, entry["version_symbol"])
-        except (OSError, AttributeError) as error:
-            result["error"] = str(error)
-        results.append(result)
-    print(json.dumps(results))
+    libraries = [load(entry) for entry in json.loads(sys.argv[1])]
+    dlopened = [resolve(entry) for entry in json.loads(sys.argv[2])] if len(sys.argv) > 2 else []
+    print(json.dumps({"libraries": libraries, "dlopened": dlopened, "mapped": mapped_files()}))
 
 
 if __name__ == "__main__":
