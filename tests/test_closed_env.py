@@ -428,3 +428,32 @@ def test_create_builds_a_closed_env(tmp_path, closed_wheels, system_cache, tool_
         f"{site.relative_to(prefix)}/nvidia/cudnn/lib/libnvrtc.so",
         "../../cuda_nvrtc/lib/libnvrtc.so.12",
     ] in layout["links"]
+
+
+def test_an_exported_scripts_activation_links_the_dlopened_names_too(tmp_path):
+    """The pip-mode export carries the activation module in heredocs and runs it on the target with
+    activate_env.py: that run gets the same [[dlopened]] rows (dlopened.json) and writes the same
+    links into the env as `create` does, so an env built by the exported script is closed too."""
+    from tfgpu.export import embed
+
+    root = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    site = str(next(root.glob("lib/python3*/site-packages")).relative_to(root))
+    for relative in ("nvidia/cudnn/lib/libcudnn_cnn_infer.so.8", "nvidia/cuda_nvrtc/lib/libnvrtc.so.11.2"):
+        (root / site / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / site / relative).write_bytes(b"\x7fELF")
+    files = tmp_path / "files"
+    files.mkdir()
+    for name, text in embed.activation_files():
+        (files / name).write_text(text, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(files / "activate_env.py"), str(root), str(files)],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONNOUSERSITE": "1"},
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["links"] == 1
+    link = root / site / "nvidia/cudnn/lib/libnvrtc.so"
+    assert link.is_symlink() and os.readlink(link) == "../../cuda_nvrtc/lib/libnvrtc.so.11.2"

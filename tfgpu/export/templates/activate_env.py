@@ -85,6 +85,9 @@ found = sorted(root.glob("lib/python3*/site-packages"))
 if not found:
     sys.exit("no site-packages under %s" % root)
 site = str(found[0].relative_to(root))
-layout = module.read_layout(root, site)
+rows = files / "dlopened.json"  # the names CUDA libraries dlopen themselves, provided inside the env
+dlopened = tuple(json.loads(rows.read_text(encoding="utf-8"))) if rows.is_file() else ()
+layout = module.read_layout(root, site, dlopened)
 module.write_venv_activation(root, layout)
-print(json.dumps({"changed": changed, "preload": len(layout.preload), "lib_dirs": list(layout.lib_dirs)}))
+print(json.dumps({"changed": changed, "preload": len(layout.preload), "lib_dirs": list(layout.lib_dirs),
+                  "links": len(layout.links)}))
