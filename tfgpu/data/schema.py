@@ -261,6 +261,34 @@ SCHEMAS: dict[str, Table] = {
                 },
                 required=False,
             ),
+            # Read by tfgpu.resolver.newgpu / archtruth: an overlay's row of the wrong shape would
+            # otherwise end `plan --gpu-cc` in a traceback.
+            "jit_report": Rows(
+                Table(
+                    {
+                        "tensorflow": Str("specifier"),
+                        "cc": Str("specifier"),
+                        "reported": List(Str("line")),
+                        "error": Str("line"),
+                        "source": SOURCES,
+                        "note": opt(Str("line")),
+                    }
+                ),
+                required=False,
+            ),
+            "keras_xla": Table(
+                {
+                    "tensorflow": Str("specifier"),
+                    "default": Str("line"),
+                    "source": SOURCES,
+                    "before_source": SOURCES,
+                },
+                required=False,
+            ),
+            "way_forward": Rows(
+                Table({"kind": Str("line"), "text": Str("line", blank=False), "source": SOURCES}),
+                required=False,
+            ),
         }
     ),
     "arch_support.toml": Table(

@@ -107,12 +107,38 @@ def distributions(site: Path) -> list[Dist]:
         if text is None:
             continue
         name, _, version = dist_info.name.removesuffix(".dist-info").partition("-")
-        files = {}
-        for row in csv.reader(text.splitlines()):
-            if row and row[0]:
-                files[posixpath.normpath(row[0])] = _record_digest(row[1]) if len(row) > 1 else ""
-        found.append(Dist(_normal(name), version, files))
+        found.append(Dist(_normal(name), version, _record_rows(text)))
     return found
+
+
+def _record_rows(text: str) -> dict[str, str]:
+    """A RECORD's rows, path -> sha256 hex, each line read on its own: an open quote does not swallow
+    the rows after it (hiding them from the checks), and a row the csv module refuses (a field past
+    its 128 KiB limit) is left out, the others kept."""
+    files = {}
+    for line in text.splitlines():
+        try:
+            row = next(csv.reader([line]), None)
+        except csv.Error:
+            continue
+        if row and row[0]:
+            files[posixpath.normpath(row[0])] = _record_digest(row[1]) if len(row) > 1 else ""
+    return files
+
+
+def inside(site: Path, path: str) -> bool:
+    """Whether a RECORD path names a file inside ``site`` itself: relative, no ``..`` out of it, and
+    no symbolic link on the way that leads out. A RECORD is the env's text, so a row may name
+    ``/tmp/x/libcudnn.so.9``, ``../../../../tmp/x/libcudnn.so.9`` or a link out of the env; such a
+    file is no library of the env, and the load hook must never be handed it (a wheel holds no links
+    and NVIDIA's libraries sit under ``nvidia/``; pip's ``../../../bin`` rows are scripts, not libraries)."""
+    if not path or posixpath.isabs(path) or path == ".." or path.startswith("../"):
+        return False
+    try:
+        root = Path(site).resolve()
+        return (root / path).resolve().is_relative_to(root)
+    except (OSError, RuntimeError, ValueError):
+        return False
 
 
 def file_sha256(path: Path) -> str | None:
@@ -166,17 +192,20 @@ def stacks(dists: list[Dist]) -> dict[int, list[str]]:
 
 def libraries(site: Path, dists: list[Dist]) -> dict[int, dict[str, list[tuple[str, str]]]]:
     """CUDA major -> SONAME -> [(site-relative path, distribution label)] of its shared libraries
-    (the SONAME read from the ELF file; its file name where the file has none)."""
+    (the SONAME read from the ELF file; its file name where the file has none): files inside ``site``
+    (:func:`inside`) that are ELF shared objects; a RECORD row for anything else names no library."""
     found: dict[int, dict[str, list[tuple[str, str]]]] = {}
     for dist in dists:
         major = stack_of(dist)
         if major is None:
             continue
         for path in dist.files:
-            if not _LIBRARY.search(path) or not (Path(site) / path).is_file():
+            if not _LIBRARY.search(path) or not inside(site, path) or not (Path(site) / path).is_file():
                 continue
             dynamic = read_dynamic(str(Path(site) / path))
-            soname = (dynamic.soname if dynamic else None) or posixpath.basename(path)
+            if dynamic is None:  # not an ELF shared object (or a damaged, huge one): nothing a loader could use
+                continue
+            soname = dynamic.soname or posixpath.basename(path)
             found.setdefault(major, {}).setdefault(soname, []).append((path, dist.label))
     return found
 
