@@ -328,3 +328,25 @@ def test_odd_compute_capabilities_are_a_clear_usage_error(cli, sandbox, cc):
     done = no_traceback(cli, "plan", "--tf", "2.21", "--os", "linux", "--arch", "x86_64", "--driver", "580.65.06",
                         "--gpu-cc", cc, "--json")  # fmt: skip
     assert json.loads(done.out)["error"]["code"] == "bad-compute-capability", done.out[-400:]
+
+
+@pytest.mark.parametrize("where", ["../../outside", "/tmp", "lib/tfgpu/cuda12/../../../../../outside"])
+def test_a_marker_naming_an_apart_directory_out_of_the_env_is_not_read(tmp_path, where):
+    """Attack: the env's marker says TensorFlow's CUDA wheels are kept apart in a directory out of the
+    env (``../../outside``, ``/tmp``, or a ``..`` after the real prefix). Before the fix doctor read
+    every RECORD there and hashed the ``.so`` files they list, anywhere (an absolute row too), and
+    called the foreign directory TensorFlow's CUDA wheels. Must hold: ``mixed.apart`` fails naming
+    the marker's value, and nothing out of the env is read."""
+    from types import SimpleNamespace
+
+    from tfgpu.doctor import mixed_checks
+
+    prefix = tmp_path / "a" / "b" / "env"
+    prefix.mkdir(parents=True)
+    outside = tmp_path / "a" / "outside"
+    (outside / "x-1.dist-info").mkdir(parents=True)
+    (outside / "x-1.dist-info" / "RECORD").write_text("libsecret.so.1,sha256=AAAA,1\n")
+    env = SimpleNamespace(marker={"cuda_apart": {"dir": where}}, root=prefix, tf_version="2.21.0")
+    [finding] = mixed_checks.apart(env)
+    assert finding.status == "fail" and "marker" in finding.title and where[:40] in finding.title
+    assert not any("x 1" in line for line in finding.evidence)
