@@ -350,3 +350,31 @@ def test_a_marker_naming_an_apart_directory_out_of_the_env_is_not_read(tmp_path,
     [finding] = mixed_checks.apart(env)
     assert finding.status == "fail" and "marker" in finding.title and where[:40] in finding.title
     assert not any("x 1" in line for line in finding.evidence)
+
+
+def test_a_cuda_major_of_thousands_of_digits_is_no_stack_and_no_traceback(two_stack_env):
+    """Attack: a RECORD row ``nvidia/cu<5,000 digits>/...``, TensorFlow's METADATA requiring
+    ``nvidia-cudnn-cu<5,000 digits>``, and pins named so: ``int()`` of more than 4,300 digits raises
+    ValueError, which escaped doctor's mixed checks, repair's hook list and the lock's stack check;
+    and the row's 5,000-character directory name made ``Path.is_file`` raise ENAMETOOLONG.
+    Must hold: no such thing is a CUDA stack; doctor prints no traceback."""
+    from tfgpu.installers import stacks
+
+    prefix, _, _ = two_stack_env
+    site = site_of(prefix)
+    digits = "9" * 5000
+    add_rows(site, "nvidia_cuda_runtime", f"nvidia/cu{digits}/lib/libx.so.1")
+    metadata = next(site.glob("tensorflow-*.dist-info")) / "METADATA"
+    metadata.write_text(metadata.read_text() + f"Requires-Dist: nvidia-cudnn-cu{digits}\n")
+    assert set(ownership.stacks(ownership.distributions(site))) == {12, 13}
+    assert ownership.tensorflow_stack(site) in (None, 12)
+    ownership.other_stack_first(site)
+    pins = [f"nvidia-cudnn-cu{digits}==9.1", f"cuda-toolkit=={digits}.0", f"jax-cuda{digits}-plugin==0.7"]
+    assert stacks.stacks_of_pins(pins) == {}
+    done = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]

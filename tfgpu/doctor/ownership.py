@@ -34,8 +34,8 @@ from tfgpu.doctor.elf import read_dynamic
 
 NAMESPACE_FILES = re.compile(r"(^|/)__init__\.py$|(^|/)__pycache__/")
 """Files every wheel of a namespace package ships alike (``nvidia/__init__.py``, empty in each)."""
-_SUFFIX = re.compile(r"[-_]cu(\d+)$")
-_MERGED = re.compile(r"^nvidia/cu(\d+)/")
+_SUFFIX = re.compile(r"[-_]cu(\d{1,3})$")
+_MERGED = re.compile(r"^nvidia/cu(\d{1,3})/")
 _LIBRARY = re.compile(r"(^|/)lib[^/]*\.so(\.\d+)+$")
 
 
@@ -141,6 +141,15 @@ def inside(site: Path, path: str) -> bool:
         return False
 
 
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False where the name itself is refused (a RECORD row with a component
+    longer than the file system allows raises ENAMETOOLONG, which ``is_file`` lets through)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def file_sha256(path: Path) -> str | None:
     """The sha256 of a file of the env, read in blocks; None if it is missing or not a regular file."""
     try:
@@ -200,7 +209,7 @@ def libraries(site: Path, dists: list[Dist]) -> dict[int, dict[str, list[tuple[s
         if major is None:
             continue
         for path in dist.files:
-            if not _LIBRARY.search(path) or not inside(site, path) or not (Path(site) / path).is_file():
+            if not _LIBRARY.search(path) or not inside(site, path) or not _is_file(Path(site) / path):
                 continue
             dynamic = read_dynamic(str(Path(site) / path))
             if dynamic is None:  # not an ELF shared object (or a damaged, huge one): nothing a loader could use
@@ -299,7 +308,7 @@ def tensorflow_stack(site: Path) -> int | None:
         if name not in ("tensorflow", "tf-nightly"):
             continue
         text = untrusted.text_or_none(dist_info / "METADATA", untrusted.ENV_FILE, errors="replace") or ""
-        majors = {int(m) for m in re.findall(r"^Requires-Dist:\s*nvidia-[a-z0-9-]+?-cu(\d+)\b", text, re.M)}
+        majors = {int(m) for m in re.findall(r"^Requires-Dist:\s*nvidia-[a-z0-9-]+?-cu(\d{1,3})\b", text, re.M)}
         if len(majors) == 1:
             return majors.pop()
         build = untrusted.text_or_none(
@@ -309,7 +318,7 @@ def tensorflow_stack(site: Path) -> int | None:
             from tfgpu.doctor.envfacts import parse_build_info
 
             cuda = str(parse_build_info(build).get("cuda_version") or "")
-            if cuda.split(".")[0].isdigit():
+            if cuda.split(".")[0].isdigit() and len(cuda.split(".")[0]) <= 3:
                 return int(cuda.split(".")[0])
         present = stacks(distributions(site))
         return next(iter(present)) if len(present) == 1 else None
