@@ -378,3 +378,32 @@ def test_a_cuda_major_of_thousands_of_digits_is_no_stack_and_no_traceback(two_st
         timeout=300,
     )
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("setting", ["0", "off", "OFF", "false", "no", " 0 "])
+def test_the_other_stack_switch_set_off_in_any_usual_word_is_off(tmp_path, setting):
+    """Attack (an unlucky user): TFGPU_OTHER_STACK_FIRST=off, false, no or " 0 ". Before the fix only
+    the exact ``0`` switched it off: every other word silently kept loading the other stack's
+    libraries first, the opposite of what was asked. Must hold: each is off, in the real generated hook."""
+    from tfgpu.envs import activation
+
+    site = tmp_path / "lib" / "python3.12" / "site-packages"
+    site.mkdir(parents=True)
+    layout = activation.CudaLayout(
+        site_packages="lib/python3.12/site-packages",
+        lib_dirs=(),
+        preload=(),
+        cuda_data_dir="",
+        ptxas="",
+        other_first=("nvidia/cu13/lib/libcublas.so.13",),
+    )
+    activation.write_load_hook(site, layout)
+    probe = "import sys, json; import _tfgpu_cuda_hook as h; print(json.dumps([h.other_first(sys.argv[1]), h.other_first('')]))"
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe, setting],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(site)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [[], ["nvidia/cu13/lib/libcublas.so.13"]]
