@@ -407,3 +407,34 @@ def test_the_other_stack_switch_set_off_in_any_usual_word_is_off(tmp_path, setti
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [[], ["nvidia/cu13/lib/libcublas.so.13"]]
+
+
+@pytest.mark.parametrize(
+    ("setting", "preloads"), [("0", True), ("false", True), ("", True), ("1", False), ("yes", False)]
+)
+def test_no_preload_set_to_0_keeps_the_hook_on(tmp_path, setting, preloads):
+    """Attack (an unlucky user): TFGPU_NO_PRELOAD=0 or false, meaning "do not switch it off". Before
+    the fix any non-empty value switched the whole hook off. Must hold: 0, false and empty keep it on;
+    1 and yes switch it off (the real generated hook, a real ``import tensorflow``)."""
+    from tfgpu.envs import activation
+
+    site = tmp_path / "lib" / "python3.12" / "site-packages"
+    (site / "tensorflow").mkdir(parents=True)
+    (site / "tensorflow" / "__init__.py").write_text("")
+    layout = activation.CudaLayout(
+        site_packages="lib/python3.12/site-packages",
+        lib_dirs=(),
+        preload=("nvidia/missing/lib/libmissing.so.1",),
+        cuda_data_dir="",
+        ptxas="",
+    )
+    activation.write_load_hook(site, layout)
+    probe = "import _tfgpu_cuda_hook as h, tensorflow, json; print(json.dumps(len(h.errors)))"
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(site), "TFGPU_NO_PRELOAD": setting},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == (1 if preloads else 0)

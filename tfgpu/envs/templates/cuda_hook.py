@@ -67,7 +67,7 @@ class _BeforeTensorFlow:
                 sys.meta_path.remove(self)
             except ValueError:
                 pass
-            if not os.environ.get("TFGPU_NO_PRELOAD"):
+            if os.environ.get("TFGPU_NO_PRELOAD", "").strip().lower() in ("", "0", "off", "false", "no"):
                 preload()
         return None
 
