@@ -438,3 +438,28 @@ def test_no_preload_set_to_0_keeps_the_hook_on(tmp_path, setting, preloads):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == (1 if preloads else 0)
+
+
+def test_a_framework_metadata_asking_for_a_version_of_thousands_of_digits_is_no_traceback(two_stack_env):
+    """Attack: a METADATA that lies: torch's ``Requires-Python: >=9999…`` and TensorFlow's
+    ``Requires-Dist: numpy>=1.9999…`` with 5,000 digits. packaging parses them, then comparing raises
+    ValueError (int() of over 4,300 digits), which escaped doctor's mixed.python-numpy. Must hold: the
+    requirement is reported as unknown, doctor prints no traceback."""
+    prefix, _, _ = two_stack_env
+    site = site_of(prefix)
+    digits = "9" * 5000
+    torch = site / "torch-2.9.0.dist-info"
+    torch.mkdir()
+    (torch / "METADATA").write_text(f"Name: torch\nVersion: 2.9.0\nRequires-Python: >={digits}\n")
+    (torch / "RECORD").write_text("torch/__init__.py,,\n")
+    (site / "numpy-2.0.0.dist-info").mkdir()
+    metadata = next(site.glob("tensorflow-*.dist-info")) / "METADATA"
+    metadata.write_text(metadata.read_text() + f"Requires-Dist: numpy>=1.{digits}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert any(f["id"] == "mixed.python-numpy" for f in json.loads(done.stdout)["findings"]), done.stdout[-1500:]

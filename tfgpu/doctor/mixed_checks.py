@@ -152,7 +152,7 @@ def _satisfies(version: str | None, spec: str) -> bool | None:
         return None
     try:
         return Version(version) in SpecifierSet(spec)
-    except (InvalidVersion, InvalidSpecifier):
+    except (InvalidVersion, InvalidSpecifier, ValueError):  # ValueError: a version of over 4,300 digits
         return None
 
 
