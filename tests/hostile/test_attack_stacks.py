@@ -301,6 +301,8 @@ HOSTILE_ROWS = {
     "jit-cc-garbage": ('cc = ">=12.0,<13"', 'cc = "zz"', "2.20"),
     "jit-reported-int": ('reported = ["2.16.2"', 'reported = 5\nx = ["2.16.2"', "2.20"),
     "keras-range-garbage": ('tensorflow = ">=2.16"', 'tensorflow = "x y"', "2.21"),
+    "isa-of-5000-digits": ('min_ptx_isa = "8.7"', 'min_ptx_isa = "1.' + "9" * 5000 + '"', "2.21"),
+    "cc-of-5000-digits": ('cc = "12.0"', 'cc = "' + "1" * 5000 + '.0"', "2.21"),
 }
 
 
@@ -310,7 +312,8 @@ def test_a_hostile_overlay_row_of_the_architecture_data_is_bad_data_not_a_traceb
     [[way_forward]] rows have the wrong shape, or whose way-forward text is a format string (``{0}``,
     ``{``, ``{sm.__class__.__mro__}``). Before the fix `plan --gpu-cc 12.0` ended in IndexError,
     KeyError, ValueError, InvalidSpecifier or TypeError, and an attribute lookup printed Python
-    internals. Must hold: ``bad-data`` naming the row, or a plan whose text is the row's text verbatim."""
+    internals; a PTX ISA or compute capability of 5,000 digits passed the schema's ``[0-9]+\\.[0-9]+``
+    and ended in ValueError (int() of over 4,300 digits). Must hold: ``bad-data`` naming the row, or a plan whose text is the row's text verbatim."""
     old, new, tf = HOSTILE_ROWS[row]
     directory = overlay(tmp_path, old, new)
     done = no_traceback(cli, *PLAN, "--tf", tf, env={"TFGPU_DATA_DIR": str(directory)})
