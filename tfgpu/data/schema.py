@@ -11,7 +11,7 @@ from tfgpu.errors import UsageError
 
 WHEEL = Table(
     {
-        "python": List(Str(r"[0-9]+\.[0-9]+")),
+        "python": List(Str(r"[0-9]{1,4}\.[0-9]{1,4}")),
         "platform_tag": opt(Str("line")),
         "cuda_build": Bool(),
         "cuda": opt(Str("version")),
@@ -20,7 +20,7 @@ WHEEL = Table(
         "shim_for": opt(Str("line")),
         "wheel": opt(Str("line")),
         "cudnn_compiled": opt(Str("version")),
-        "ptx_isa": opt(Str(r"[0-9]+\.[0-9]+")),
+        "ptx_isa": opt(Str(r"[0-9]{1,4}\.[0-9]{1,4}")),
         "source": SOURCES,
         "unverified": List(Str("line")),
     }
@@ -77,7 +77,7 @@ SCHEMAS: dict[str, Table] = {
             "series": Rows(
                 Table(
                     {
-                        "series": Str(r"[0-9]+\.[0-9]+", blank=False),
+                        "series": Str(r"[0-9]{1,4}\.[0-9]{1,4}", blank=False),
                         "python": Str("line"),
                         "compiler": Str("line"),
                         "bazel": Str("line"),
@@ -161,7 +161,7 @@ SCHEMAS: dict[str, Table] = {
             "arch": Rows(
                 Table(
                     {
-                        "cc": Str(r"[0-9]+\.[0-9]+", blank=False),
+                        "cc": Str(r"[0-9]{1,4}\.[0-9]{1,4}", blank=False),
                         "name": Str("line"),
                         "fp32": Int(),
                         "tf32": Int(),
@@ -233,7 +233,7 @@ SCHEMAS: dict[str, Table] = {
                         "tensorflow": Str("specifier"),
                         "metal": Str("version", blank=False),
                         "macos": opt(Str("line")),
-                        "python": List(Str(r"[0-9]+\.[0-9]+")),
+                        "python": List(Str(r"[0-9]{1,4}\.[0-9]{1,4}")),
                         "x86_64": Bool(),
                         "package": opt(Str("name")),
                         **_OPT,
@@ -271,8 +271,8 @@ SCHEMAS: dict[str, Table] = {
             "target": Rows(
                 Table(
                     {
-                        "cc": Str(r"[0-9]+\.[0-9]+"),
-                        "min_ptx_isa": Str(r"[0-9]+\.[0-9]+"),
+                        "cc": Str(r"[0-9]{1,4}\.[0-9]{1,4}"),
+                        "min_ptx_isa": Str(r"[0-9]{1,4}\.[0-9]{1,4}"),
                         "name": opt(Str("line")),
                         "family": Str("line"),
                         "source": SOURCES,
@@ -281,10 +281,38 @@ SCHEMAS: dict[str, Table] = {
             ),
             "xla": Table(
                 {
-                    "cuda_to_ptx_isa": Map(Str(r"[0-9]+\.[0-9]+"), key=Str(r"[0-9]+\.[0-9]+")),
+                    "cuda_to_ptx_isa": Map(Str(r"[0-9]{1,4}\.[0-9]{1,4}"), key=Str(r"[0-9]{1,4}\.[0-9]{1,4}")),
                     "rule": opt(Str("line")),
                     "error": opt(Str("line")),
                 },
+                required=False,
+            ),
+            # Read by tfgpu.resolver.newgpu / archtruth: an overlay's row of the wrong shape would
+            # otherwise end `plan --gpu-cc` in a traceback.
+            "jit_report": Rows(
+                Table(
+                    {
+                        "tensorflow": Str("specifier"),
+                        "cc": Str("specifier"),
+                        "reported": List(Str("line")),
+                        "error": Str("line"),
+                        "source": SOURCES,
+                        "note": opt(Str("line")),
+                    }
+                ),
+                required=False,
+            ),
+            "keras_xla": Table(
+                {
+                    "tensorflow": Str("specifier"),
+                    "default": Str("line"),
+                    "source": SOURCES,
+                    "before_source": SOURCES,
+                },
+                required=False,
+            ),
+            "way_forward": Rows(
+                Table({"kind": Str("line"), "text": Str("line", blank=False), "source": SOURCES}),
                 required=False,
             ),
         }
@@ -298,8 +326,8 @@ SCHEMAS: dict[str, Table] = {
                         "wheel": Str("line", blank=False),
                         "member": Str("line", blank=False),
                         "compute_capabilities": List(Str(r"(sm|compute)_[0-9]+")),
-                        "ptx_isa": Str(r"[0-9]+\.[0-9]+"),
-                        "ptx_versions": List(Str(r"[0-9]+\.[0-9]+")),
+                        "ptx_isa": Str(r"[0-9]{1,4}\.[0-9]{1,4}"),
+                        "ptx_versions": List(Str(r"[0-9]{1,4}\.[0-9]{1,4}")),
                         "source": SOURCES,
                     }
                 ),
@@ -309,7 +337,7 @@ SCHEMAS: dict[str, Table] = {
                 Table(
                     {
                         "tensorflow": Str("version", blank=False),
-                        "cc": Str(r"[0-9]+\.[0-9]+"),
+                        "cc": Str(r"[0-9]{1,4}\.[0-9]{1,4}"),
                         "kernels": Str("native|ptx-jit|jit-fails|none|unknown"),
                         "xla": Str("ok|fails|unknown"),
                         "verdict": Str("runs|ptx-jit|no-xla|cannot-run|unknown"),
@@ -330,8 +358,8 @@ SCHEMAS: dict[str, Table] = {
                         "version": Str("version", blank=False),
                         "prerelease": Bool(),
                         "yanked": Bool(),
-                        "macos_x86_64": List(Str(r"[0-9]+\.[0-9]+")),
-                        "macos_arm64": List(Str(r"[0-9]+\.[0-9]+")),
+                        "macos_x86_64": List(Str(r"[0-9]{1,4}\.[0-9]{1,4}")),
+                        "macos_arm64": List(Str(r"[0-9]{1,4}\.[0-9]{1,4}")),
                         "source": SOURCES,
                     }
                 )
@@ -390,7 +418,7 @@ SCHEMAS: dict[str, Table] = {
             ),
         }
     ),
-    "windows.toml": Table({"release": Rows(Table({"series": Str(r"[0-9]+\.[0-9]+")}), required=False)}),
+    "windows.toml": Table({"release": Rows(Table({"series": Str(r"[0-9]{1,4}\.[0-9]{1,4}")}), required=False)}),
     "sources.toml": Table({"sources": Map(Table({"title": opt(Str()), "url": opt(Str("line"))}))}),
 }
 

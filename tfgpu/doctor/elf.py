@@ -23,11 +23,35 @@ class Dynamic:
     """DT_RUNPATH, else DT_RPATH, split on ':' (``$ORIGIN`` not expanded)."""
 
 
+NAME_LIMIT = 4096
+"""The longest name (SONAME, NEEDED, RUNPATH, symbol) read: a name is looked for its ending NUL only
+that far, so a file whose names never end cannot make each lookup scan the rest of the file."""
+
+
+def _string(data: bytes, start: int) -> str:
+    """The NUL-terminated name at ``start``; ValueError when there is none within NAME_LIMIT bytes."""
+    if not 0 <= start < len(data):
+        raise ValueError("name outside the file")
+    end = data.find(b"\0", start, start + NAME_LIMIT)
+    if end < 0:
+        raise ValueError("name without an end")
+    return data[start:end].decode("utf-8", "replace")
+
+
 def read_dynamic(path: str) -> Dynamic | None:
+    """The dynamic section of the ELF file at ``path``; None when it is not one, or a damaged one
+    (truncated, header fields pointing past its end, names without an end)."""
     try:
         data = untrusted.read_bytes(path, untrusted.LIBRARY)
     except untrusted.Unreadable:
         return None
+    try:
+        return _dynamic(data)
+    except (struct.error, ValueError, IndexError, OverflowError):
+        return None
+
+
+def _dynamic(data: bytes) -> Dynamic | None:
     if data[:4] != b"\x7fELF" or len(data) < 64:
         return None
     is64, endian = data[4] == 2, "<" if data[5] == 1 else ">"
@@ -70,8 +94,7 @@ def read_dynamic(path: str) -> Dynamic | None:
         return None
 
     def string(offset: int) -> str:
-        end = data.index(b"\0", base + offset)
-        return data[base + offset : end].decode("utf-8", "replace")
+        return _string(data, base + offset)
 
     soname = next((string(v) for t, v in entries if t == DT_SONAME), None)
     needed = tuple(string(v) for t, v in entries if t == DT_NEEDED)
@@ -115,8 +138,7 @@ def unversioned_exports(path: str) -> frozenset[str] | None:
                 continue
             if versym is not None and struct.unpack_from("<H", data, versym[4] + index * 2)[0] & 0x7FFF > 1:
                 continue
-            end = data.index(b"\0", str_base + st_name)
-            names.add(data[str_base + st_name : end].decode("ascii", "replace"))
+            names.add(_string(data, str_base + st_name))
     except (struct.error, ValueError, IndexError, OverflowError):
         return None
     return frozenset(names)

@@ -13,6 +13,8 @@ one framework gets no ``mixed.*`` finding at all.
 
 from __future__ import annotations
 
+import re
+
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -50,13 +52,22 @@ def apart(env) -> list[Finding]:
     record = (env.marker or {}).get("cuda_apart")
     if not isinstance(record, dict) or not isinstance(record.get("dir"), str):
         return []
+    # The marker is the env's file: its dir is only ever stacks.APART, never a path out of the env.
+    if not re.fullmatch(r"lib/tfgpu/cuda[0-9]{1,3}", record["dir"]):
+        return [
+            fail(
+                "mixed.apart",
+                f"The env's marker names {record['dir'][:100]!r} as where TensorFlow's CUDA wheels are kept apart",
+                f"Rebuild the env: tfgpu-install create --force --prefix {env.root} --tf {env.tf_version or 'latest'}",
+            )
+        ]
     where = env.root / record["dir"]
     dists = ownership.distributions(where) if where.is_dir() else []
     changed = [
         f"{path}: its bytes are not {dist.label}'s"
         for dist in dists
         for path, digest in dist.files.items()
-        if ".so" in path and digest and ownership.file_sha256(where / path) != digest
+        if ".so" in path and digest and ownership.inside(where, path) and ownership.file_sha256(where / path) != digest
     ]
     evidence = (f"{where}: {', '.join(d.label for d in dists) or 'no distribution'}",)
     if not dists or changed:
@@ -141,7 +152,7 @@ def _satisfies(version: str | None, spec: str) -> bool | None:
         return None
     try:
         return Version(version) in SpecifierSet(spec)
-    except (InvalidVersion, InvalidSpecifier):
+    except (InvalidVersion, InvalidSpecifier, ValueError):  # ValueError: a version of over 4,300 digits
         return None
 
 

@@ -34,8 +34,8 @@ from tfgpu.doctor.elf import read_dynamic
 
 NAMESPACE_FILES = re.compile(r"(^|/)__init__\.py$|(^|/)__pycache__/")
 """Files every wheel of a namespace package ships alike (``nvidia/__init__.py``, empty in each)."""
-_SUFFIX = re.compile(r"[-_]cu(\d+)$")
-_MERGED = re.compile(r"^nvidia/cu(\d+)/")
+_SUFFIX = re.compile(r"[-_]cu(\d{1,3})$")
+_MERGED = re.compile(r"^nvidia/cu(\d{1,3})/")
 _LIBRARY = re.compile(r"(^|/)lib[^/]*\.so(\.\d+)+$")
 
 
@@ -107,12 +107,47 @@ def distributions(site: Path) -> list[Dist]:
         if text is None:
             continue
         name, _, version = dist_info.name.removesuffix(".dist-info").partition("-")
-        files = {}
-        for row in csv.reader(text.splitlines()):
-            if row and row[0]:
-                files[posixpath.normpath(row[0])] = _record_digest(row[1]) if len(row) > 1 else ""
-        found.append(Dist(_normal(name), version, files))
+        found.append(Dist(_normal(name), version, _record_rows(text)))
     return found
+
+
+def _record_rows(text: str) -> dict[str, str]:
+    """A RECORD's rows, path -> sha256 hex, each line read on its own: an open quote does not swallow
+    the rows after it (hiding them from the checks), and a row the csv module refuses (a field past
+    its 128 KiB limit) is left out, the others kept."""
+    files = {}
+    for line in text.splitlines():
+        try:
+            row = next(csv.reader([line]), None)
+        except csv.Error:
+            continue
+        if row and row[0]:
+            files[posixpath.normpath(row[0])] = _record_digest(row[1]) if len(row) > 1 else ""
+    return files
+
+
+def inside(site: Path, path: str) -> bool:
+    """Whether a RECORD path names a file inside ``site`` itself: relative, no ``..`` out of it, and
+    no symbolic link on the way that leads out. A RECORD is the env's text, so a row may name
+    ``/tmp/x/libcudnn.so.9``, ``../../../../tmp/x/libcudnn.so.9`` or a link out of the env; such a
+    file is no library of the env, and the load hook must never be handed it (a wheel holds no links
+    and NVIDIA's libraries sit under ``nvidia/``; pip's ``../../../bin`` rows are scripts, not libraries)."""
+    if not path or posixpath.isabs(path) or path == ".." or path.startswith("../"):
+        return False
+    try:
+        root = Path(site).resolve()
+        return (root / path).resolve().is_relative_to(root)
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False where the name itself is refused (a RECORD row with a component
+    longer than the file system allows raises ENAMETOOLONG, which ``is_file`` lets through)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def file_sha256(path: Path) -> str | None:
@@ -166,17 +201,20 @@ def stacks(dists: list[Dist]) -> dict[int, list[str]]:
 
 def libraries(site: Path, dists: list[Dist]) -> dict[int, dict[str, list[tuple[str, str]]]]:
     """CUDA major -> SONAME -> [(site-relative path, distribution label)] of its shared libraries
-    (the SONAME read from the ELF file; its file name where the file has none)."""
+    (the SONAME read from the ELF file; its file name where the file has none): files inside ``site``
+    (:func:`inside`) that are ELF shared objects; a RECORD row for anything else names no library."""
     found: dict[int, dict[str, list[tuple[str, str]]]] = {}
     for dist in dists:
         major = stack_of(dist)
         if major is None:
             continue
         for path in dist.files:
-            if not _LIBRARY.search(path) or not (Path(site) / path).is_file():
+            if not _LIBRARY.search(path) or not inside(site, path) or not _is_file(Path(site) / path):
                 continue
             dynamic = read_dynamic(str(Path(site) / path))
-            soname = (dynamic.soname if dynamic else None) or posixpath.basename(path)
+            if dynamic is None:  # not an ELF shared object (or a damaged, huge one): nothing a loader could use
+                continue
+            soname = dynamic.soname or posixpath.basename(path)
             found.setdefault(major, {}).setdefault(soname, []).append((path, dist.label))
     return found
 
@@ -270,7 +308,7 @@ def tensorflow_stack(site: Path) -> int | None:
         if name not in ("tensorflow", "tf-nightly"):
             continue
         text = untrusted.text_or_none(dist_info / "METADATA", untrusted.ENV_FILE, errors="replace") or ""
-        majors = {int(m) for m in re.findall(r"^Requires-Dist:\s*nvidia-[a-z0-9-]+?-cu(\d+)\b", text, re.M)}
+        majors = {int(m) for m in re.findall(r"^Requires-Dist:\s*nvidia-[a-z0-9-]+?-cu(\d{1,3})\b", text, re.M)}
         if len(majors) == 1:
             return majors.pop()
         build = untrusted.text_or_none(
@@ -280,7 +318,7 @@ def tensorflow_stack(site: Path) -> int | None:
             from tfgpu.doctor.envfacts import parse_build_info
 
             cuda = str(parse_build_info(build).get("cuda_version") or "")
-            if cuda.split(".")[0].isdigit():
+            if cuda.split(".")[0].isdigit() and len(cuda.split(".")[0]) <= 3:
                 return int(cuda.split(".")[0])
         present = stacks(distributions(site))
         return next(iter(present)) if len(present) == 1 else None

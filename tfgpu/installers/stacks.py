@@ -19,8 +19,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from tfgpu.errors import ImpossibleError, OperationError
 
-_SUFFIXED = re.compile(r"^nvidia-[a-z0-9-]+?-cu(\d+)$")
-_JAX_PLUGIN = re.compile(r"^jax-cuda(\d+)-(plugin|pjrt)$")
+_SUFFIXED = re.compile(r"^nvidia-[a-z0-9-]+?-cu(\d{1,3})$")
+_JAX_PLUGIN = re.compile(r"^jax-cuda(\d{1,3})-(plugin|pjrt)$")
 WAYS = [
     "Choose versions of the frameworks that share one CUDA stack (e.g. TensorFlow 2.20 with torch 2.10, or "
     "TensorFlow 2.21 with jax[cuda12]); `tfgpu-install plan` shows what TensorFlow needs.",
@@ -43,7 +43,7 @@ def stacks_of_pins(pins: list[str]) -> dict[int, list[str]]:
         major = int(match.group(1)) if match else None
         if name == "cuda-toolkit":
             exact = [s.version for s in requirement.specifier if s.operator == "=="]
-            major = int(exact[0].split(".")[0]) if exact and exact[0].split(".")[0].isdigit() else None
+            major = int(exact[0].split(".")[0]) if exact and re.fullmatch(r"\d{1,3}", exact[0].split(".")[0]) else None
         if major is not None:
             found.setdefault(major, []).append(pin)
     return dict(sorted(found.items()))

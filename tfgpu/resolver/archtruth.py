@@ -146,12 +146,20 @@ def ways_forward(release: tables.Release, cc: str) -> tuple[str, ...]:
         )
     cuda = newgpu.cuda_for_isa(need) if need else ""
     for row in newgpu.ptx_table().get("way_forward", []):
-        out.append(row["text"].format(sm=sm, cc=cc, cuda=cuda or "12.8", need=need or "?") + ".")
+        out.append(_fill(row["text"], sm=sm, cc=cc, cuda=cuda or "12.8", need=need or "?") + ".")
     out.append(
         "--allow-unsupported-gpu installs it anyway, knowing the risk; then run without XLA "
         "(jit_compile=False, TF_XLA_FLAGS=--tf_xla_auto_jit=0) and check with `tfgpu-install verify`."
     )
     return tuple(out)
+
+
+def _fill(text: str, **values: str) -> str:
+    """``text`` with each ``{name}`` of ``values`` replaced, and nothing else read as a field: a data
+    overlay's row is text, never a format string (``{0}``, ``{`` or ``{sm.__class__}``)."""
+    for name, value in values.items():
+        text = text.replace("{" + name + "}", value)
+    return text
 
 
 def newest_not_failing(cc: str, below: tables.Release | None = None) -> Truth | None:

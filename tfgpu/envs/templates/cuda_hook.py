@@ -29,9 +29,10 @@ errors = []
 
 
 def other_first(setting):
-    """What to load before TensorFlow's libraries: OTHER_FIRST; nothing for ``0``; for a value
-    holding a ``/``, those ``:``-separated paths instead (to try another set without editing the env)."""
-    if setting == "0":
+    """What to load before TensorFlow's libraries: OTHER_FIRST; nothing for ``0`` (or ``off``,
+    ``false``, ``no``: a switch set off in any of the usual words is off); for a value holding a
+    ``/``, those ``:``-separated paths instead (to try another set without editing the env)."""
+    if setting.strip().lower() in ("0", "off", "false", "no"):
         return []
     if "/" in setting:
         return [path for path in setting.split(":") if path]
@@ -66,7 +67,7 @@ class _BeforeTensorFlow:
                 sys.meta_path.remove(self)
             except ValueError:
                 pass
-            if not os.environ.get("TFGPU_NO_PRELOAD"):
+            if os.environ.get("TFGPU_NO_PRELOAD", "").strip().lower() in ("", "0", "off", "false", "no"):
                 preload()
         return None
 
