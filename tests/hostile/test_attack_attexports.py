@@ -1,7 +1,8 @@
 """Attacks on ``script --from-lock LOCK`` and on the bundle's install.sh: a lock whose record the
 exports cannot parse, a lock whose file name carries terminal escapes, a lock rewritten while it is
-read, a conda lock whose PyPI URL names an environment variable pip expands, and an interpreter
-candidate that never answers. Real files, the real CLI, real bash."""
+read, a conda lock whose PyPI URL names an environment variable pip expands, two runs of a conda
+export sharing one download directory, and an interpreter candidate that never answers. Real files,
+the real CLI, real bash."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -134,7 +136,7 @@ def conda_lock(tmp_path, lock_channel, lock_index):
     from conftest import run_tool
     from test_export_fromlock import _serve
 
-    httpd = _serve(lock_channel)
+    httpd = _serve(lock_channel)  # served for the whole test: the exported scripts download from it
     try:
         env = {**os.environ, "TFGPU_INDEX_URL": lock_index, "TFGPU_CACHE_DIR": str(tmp_path / "cache")}
         env.update(TFGPU_LOG_DIR=str(tmp_path / "logs"), TFGPU_INSECURE_HOSTS="127.0.0.1")
@@ -143,11 +145,11 @@ def conda_lock(tmp_path, lock_channel, lock_index):
         argv = ["lock", "--tf", "2.13", "--mode", "conda", "--python", WANT, "--no-detect"]
         argv += ["--channel", channel, "--platform", "linux-64", "--allow-cpu", "-o", str(path)]
         made = run_tool(*argv, env=env)
+        assert made.returncode == 0, made.stdout + made.stderr
+        yield path
     finally:
         httpd.shutdown()
         httpd.server_close()
-    assert made.returncode == 0, made.stdout + made.stderr
-    return path
 
 
 def test_a_conda_locks_pypi_url_naming_an_environment_variable_is_refused(tool, sandbox, conda_lock):
@@ -173,3 +175,46 @@ def test_a_conda_locks_pypi_url_naming_an_environment_variable_is_refused(tool, 
     done = tool("script", "--format", "bash", "--from-lock", str(conda_lock), "-o", str(out), "--json", env=insecure)
     assert done.code == 2 and json.loads(done.out)["error"]["code"] == "lock-has-options", done.out + done.err
     assert not out.exists()
+
+
+def test_two_runs_of_a_conda_lock_script_sharing_the_downloads_each_install_the_whole_lock(tool, sandbox, conda_lock):
+    """Two runs of the conda export at once with one download directory (a second install, or two
+    nodes with the same home): both wrote ``$LOCK_EXPLICIT.part`` and ``$file.part``; the second
+    truncated the first's list, and whichever moved it last left an @EXPLICIT list without its
+    header or with packages missing, which conda then installed. Real bash, real curl (slowed down
+    so that the runs overlap), a fake conda on PATH."""
+    from test_export_bash import FAKE_CONDA, script_env
+
+    from tfgpu.lock.conda.read import read
+
+    script = sandbox / "install.sh"
+    insecure = {"TFGPU_INSECURE_HOSTS": "127.0.0.1"}
+    done = tool("script", "--format", "bash", "--from-lock", str(conda_lock), "-o", str(script), env=insecure)
+    assert done.code == 0, done.err
+    bindir = sandbox / "bin"
+    bindir.mkdir()
+    (bindir / "conda").write_text(FAKE_CONDA)
+    (bindir / "curl").write_text(f'#!/bin/sh\nsleep 0.4\nexec {shutil.which("curl")} "$@"\n')
+    for program in bindir.iterdir():
+        program.chmod(0o755)
+    downloads = sandbox / "downloads"
+    runs = []
+    for name in ("a", "b"):
+        env = script_env(
+            sandbox / name,
+            PATH=f"{bindir}:/usr/bin:/bin",
+            FAKE_CONDA_LOG=str(sandbox / f"conda-{name}.log"),
+            FAKE_CONDA_PYTHON=sys.executable,
+            TFGPU_SKIP_VERIFY="1",
+            TFGPU_ALLOW_HTTP="1",
+            TFGPU_DOWNLOADS=str(downloads),
+        )
+        runs.append(subprocess.Popen(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        time.sleep(0.6)
+    outputs = [run.communicate(timeout=300)[0].decode(errors="replace") for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    packages = read(conda_lock).packages("linux-64", "conda")
+    wanted = sorted(f"file://{downloads / str(p.url).rsplit('/', 1)[1]}" for p in packages)
+    explicit = next(downloads.glob("lock-*.explicit.txt")).read_text().split()
+    assert explicit[0] == "@EXPLICIT" and sorted(explicit[1:]) == wanted, explicit
+    assert not list(downloads.glob("*.part*"))
