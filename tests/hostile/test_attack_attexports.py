@@ -1,8 +1,8 @@
 """Attacks on ``script --from-lock LOCK`` and on the bundle's install.sh: a lock whose record the
 exports cannot parse, a lock whose file name carries terminal escapes, a lock rewritten while it is
-read, a conda lock whose PyPI URL names an environment variable pip expands, two runs of a conda
-export sharing one download directory, and an interpreter candidate that never answers. Real files,
-the real CLI, real bash."""
+read, a conda lock whose PyPI URL names an environment variable pip expands or that names one
+package file twice, two runs of a conda export sharing one download directory, and an interpreter
+candidate that never answers. Real files, the real CLI, real bash."""
 
 from __future__ import annotations
 
@@ -218,3 +218,25 @@ def test_two_runs_of_a_conda_lock_script_sharing_the_downloads_each_install_the_
     explicit = next(downloads.glob("lock-*.explicit.txt")).read_text().split()
     assert explicit[0] == "@EXPLICIT" and sorted(explicit[1:]) == wanted, explicit
     assert not list(downloads.glob("*.part*"))
+
+
+def test_a_conda_lock_naming_one_package_file_twice_is_refused(tool, sandbox, conda_lock):
+    """Two conda entries whose URLs end in the same file name (another directory, another sha256;
+    checksum recomputed): the bash export downloads each to its file name, so the second replaced
+    the first after the first was checked, and conda got the second's bytes twice in its @EXPLICIT
+    list. The lock is refused before anything is written."""
+    from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
+
+    from tfgpu.lock.conda.write import model_digest
+
+    lockfile = parse_conda_lock_file(conda_lock)
+    first, second = [p for p in lockfile.package if p.manager == "conda" and p.platform == "linux-64"][:2]
+    head, _, _ = str(second.url).rpartition("/")
+    second.url = f"{head}/other/{str(first.url).rsplit('/', 1)[1]}"
+    lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = model_digest(lockfile)
+    write_conda_lock_file(lockfile, conda_lock, metadata_choices=set())
+    out = sandbox / "install.sh"
+    insecure = {"TFGPU_INSECURE_HOSTS": "127.0.0.1"}
+    done = tool("script", "--format", "bash", "--from-lock", str(conda_lock), "-o", str(out), "--json", env=insecure)
+    assert done.code == 2 and json.loads(done.out)["error"]["code"] == "lock-has-options", done.out + done.err
+    assert "appear under two URLs" in done.out and not out.exists()

@@ -114,4 +114,13 @@ def conda_pins(path, packages) -> tuple[CondaPin, ...]:
                 ["Regenerate the lock with `tfgpu-install lock --mode conda`."],
             )
         pins.append(CondaPin(name, version, url.text, sha256))
+    names = [pin.filename for pin in pins]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:  # each is downloaded to its file name: the second would replace the first, checked or not
+        raise UsageError(
+            "lock-has-options",
+            f"{path}: {len(twice)} package file name(s) appear under two URLs ({', '.join(twice)[:200]}); an "
+            "export downloads each package to its file name, so one would replace the other.",
+            ["Regenerate the lock with `tfgpu-install lock --mode conda`."],
+        )
     return tuple(pins)
