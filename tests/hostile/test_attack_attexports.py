@@ -1,8 +1,8 @@
 """Attacks on ``script --from-lock LOCK`` and on the bundle's install.sh: a lock whose record the
 exports cannot parse, a lock whose file name carries terminal escapes, a lock rewritten while it is
 read, a conda lock whose PyPI URL names an environment variable pip expands or that names one
-package file twice, two runs of a conda export sharing one download directory, and an interpreter
-candidate that never answers. Real files, the real CLI, real bash."""
+package file twice, a pip lock pin without hashes, two runs of a conda export sharing one download
+directory, and an interpreter candidate that never answers. Real files, the real CLI, real bash."""
 
 from __future__ import annotations
 
@@ -240,3 +240,21 @@ def test_a_conda_lock_naming_one_package_file_twice_is_refused(tool, sandbox, co
     done = tool("script", "--format", "bash", "--from-lock", str(conda_lock), "-o", str(out), "--json", env=insecure)
     assert done.code == 2 and json.loads(done.out)["error"]["code"] == "lock-has-options", done.out + done.err
     assert "appear under two URLs" in done.out and not out.exists()
+
+
+def test_a_pip_lock_pin_without_a_hash_is_refused_at_export_not_on_the_target(tool, sandbox):
+    """A lock whose pin has no --hash line (checksum recomputed) passed: the export's header said
+    every file is checked against its sha256, and only pip's --require-hashes on the target, after
+    review and shipping, refused the whole install, with the hint that a mirror had changed a file.
+    The export refuses it here, with the pin named."""
+    lock = sandbox / "team.txt"
+    forged_pip_lock(lock)
+    from tfgpu.lock.pip import lockfile as pip_lock
+
+    read = pip_lock.read(lock)
+    meta = {key: value for key, value in read.meta.items() if key != "sha256"}
+    lock.write_text(pip_lock.render(meta, read.body + "numpy==1.26.4\n", str(lock)), encoding="utf-8")
+    out = sandbox / "install.sh"
+    done = tool("script", "--format", "bash", "--from-lock", str(lock), "-o", str(out), "--json")
+    assert done.code == 2 and json.loads(done.out)["error"]["code"] == "lock-has-options", done.out + done.err
+    assert "numpy==1.26.4" in done.out and not out.exists()

@@ -209,7 +209,7 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
     agree with it; ``platforms``: ``--platform``, which chooses among a conda lock's platforms."""
     from tfgpu import untrusted
     from tfgpu.errors import ImpossibleError, TfgpuError, UsageError
-    from tfgpu.lock.exported import Locked, choose_platform, conda_pins, file_sha256
+    from tfgpu.lock.exported import Locked, check_hashed, choose_platform, conda_pins, file_sha256
     from tfgpu.lock.selectors import check_selectors
 
     def digest_of(where: Path) -> str:
@@ -244,6 +244,7 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
         platform = choose_platform(lock.path, [lock.meta["platform"]], platforms)
         recorded, cpu_only, python = lock.resolution, lock.meta["cpu_only"], lock.meta["python"]
         conda, requirements = (), lock.body
+    check_hashed(lock.path, requirements)
     if cpu_only:
         raise ImpossibleError(
             "lock-cpu-only",

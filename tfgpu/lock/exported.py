@@ -89,6 +89,25 @@ def choose_platform(path, platforms: list[str], wanted: tuple[str, ...]) -> str:
     )
 
 
+def check_hashed(path, requirements: str) -> None:
+    """Every pin of ``requirements`` is followed by its ``--hash`` lines (what uv writes): the exports
+    say every file is checked against its sha256, and pip's ``--require-hashes`` on the target would
+    otherwise refuse the whole install there, after the export was reviewed and shipped."""
+    lines = requirements.splitlines()
+    for number, line in enumerate(lines):
+        text = line.strip()
+        if not text or text.startswith(("#", "--hash=")) or " --hash=sha256:" in text:
+            continue  # a comment, a hash line, or a pin with its hash on its line (a conda lock's PyPI part)
+        following = lines[number + 1].strip() if number + 1 < len(lines) else ""
+        if not (line.endswith(" \\") and following.startswith("--hash=sha256:")):
+            raise UsageError(
+                "lock-has-options",
+                f"{path}: the pin {text[:120]!r} has no --hash line: an export installs every file "
+                "checked against the lock's sha256 (pip --require-hashes), so the lock cannot be exported.",
+                ["Regenerate the lock with `tfgpu-install lock` (which writes every pin's hashes)."],
+            )
+
+
 def conda_pins(path, packages) -> tuple[CondaPin, ...]:
     """A conda lock's packages, each refused unless it is a name, a version, an https URL to a package
     file (a target cannot reach this machine's file:// channel) and a 64-hex sha256: these become lines of
