@@ -32,7 +32,7 @@ def forged_pip_lock(
         "cudnn": "8.9",
         "min_driver": "525.60.13",
         "toolkit_driver": "535",
-        "compute_capabilities": ["8.0"],
+        "compute_capabilities": ["sm_80"],
         "requirements": ["tensorflow[and-cuda]==2.15.1"],
     }
     meta = {
@@ -108,7 +108,7 @@ def test_a_lock_records_tensorflow_version_never_names_a_path(cli, sandbox, loca
         "cudnn": "9",
         "min_driver": "525.60.13",
         "toolkit_driver": "555",
-        "compute_capabilities": ["8.0"],
+        "compute_capabilities": ["sm_80"],
         "requirements": ["tensorflow[and-cuda]==2.21.0"],
     }
     meta = {

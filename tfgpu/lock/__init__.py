@@ -208,14 +208,27 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
     or hostile lock is refused here, before anything is rendered); selectors given alongside must
     agree with it; ``platforms``: ``--platform``, which chooses among a conda lock's platforms."""
     from tfgpu import untrusted
-    from tfgpu.errors import ImpossibleError
-    from tfgpu.lock.exported import Locked, choose_platform, conda_pins, file_sha256
+    from tfgpu.errors import ImpossibleError, TfgpuError, UsageError
+    from tfgpu.lock.exported import Locked, check_hashed, choose_platform, conda_pins, file_sha256
     from tfgpu.lock.selectors import check_selectors
 
+    def digest_of(where: Path) -> str:
+        kind = untrusted.CONDA_LOCK if _conda_file(where) else untrusted.PIP_LOCK
+        return file_sha256(untrusted.read_bytes(where, kind))
+
+    try:
+        before = digest_of(Path(path).expanduser().absolute())
+    except TfgpuError:
+        before = None  # read() says why, with its own code
     lock = read(path)
-    digest = file_sha256(
-        untrusted.read_bytes(lock.path, untrusted.CONDA_LOCK if _conda_file(lock.path) else untrusted.PIP_LOCK)
-    )
+    digest = digest_of(lock.path)
+    if digest != before:  # rewritten while read: the header's sha256 would not be the pins' file
+        raise UsageError(
+            "lock-unreadable",
+            f"{lock.path} changed while it was being read (another `tfgpu-install lock` writing it?); "
+            "nothing was written.",
+            ["Export again once whatever writes the lock has finished."],
+        )
     if _conda_file(lock.path):
         from tfgpu.lock.conda.install import pip_requirements
         from tfgpu.resolver import make_request, resolve
@@ -231,6 +244,7 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
         platform = choose_platform(lock.path, [lock.meta["platform"]], platforms)
         recorded, cpu_only, python = lock.resolution, lock.meta["cpu_only"], lock.meta["python"]
         conda, requirements = (), lock.body
+    check_hashed(lock.path, requirements)
     if cpu_only:
         raise ImpossibleError(
             "lock-cpu-only",
@@ -257,5 +271,9 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
     resolution = replace(
         resolution, reasons=(said, *reasons), packages=replace(resolution.packages, notes=(said, *notes))
     )
-    pins = Locked(mode, lock.path.name, digest, platform, requirements, conda)
+    # The name is only shown (the sha256 is what identifies the file), on one line without control
+    # characters: a script's LOCK_NAME word would carry an escape sequence to the reviewer's terminal.
+    from tfgpu.quoting import one_line
+
+    pins = Locked(mode, one_line(lock.path.name) or "lock", digest, platform, requirements, conda)
     return resolution, pins

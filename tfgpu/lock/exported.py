@@ -89,6 +89,25 @@ def choose_platform(path, platforms: list[str], wanted: tuple[str, ...]) -> str:
     )
 
 
+def check_hashed(path, requirements: str) -> None:
+    """Every pin of ``requirements`` is followed by its ``--hash`` lines (what uv writes): the exports
+    say every file is checked against its sha256, and pip's ``--require-hashes`` on the target would
+    otherwise refuse the whole install there, after the export was reviewed and shipped."""
+    lines = requirements.splitlines()
+    for number, line in enumerate(lines):
+        text = line.strip()
+        if not text or text.startswith(("#", "--hash=")) or " --hash=sha256:" in text:
+            continue  # a comment, a hash line, or a pin with its hash on its line (a conda lock's PyPI part)
+        following = lines[number + 1].strip() if number + 1 < len(lines) else ""
+        if not (line.endswith(" \\") and following.startswith("--hash=sha256:")):
+            raise UsageError(
+                "lock-has-options",
+                f"{path}: the pin {text[:120]!r} has no --hash line: an export installs every file "
+                "checked against the lock's sha256 (pip --require-hashes), so the lock cannot be exported.",
+                ["Regenerate the lock with `tfgpu-install lock` (which writes every pin's hashes)."],
+            )
+
+
 def conda_pins(path, packages) -> tuple[CondaPin, ...]:
     """A conda lock's packages, each refused unless it is a name, a version, an https URL to a package
     file (a target cannot reach this machine's file:// channel) and a 64-hex sha256: these become lines of
@@ -114,4 +133,13 @@ def conda_pins(path, packages) -> tuple[CondaPin, ...]:
                 ["Regenerate the lock with `tfgpu-install lock --mode conda`."],
             )
         pins.append(CondaPin(name, version, url.text, sha256))
+    names = [pin.filename for pin in pins]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:  # each is downloaded to its file name: the second would replace the first, checked or not
+        raise UsageError(
+            "lock-has-options",
+            f"{path}: {len(twice)} package file name(s) appear under two URLs ({', '.join(twice)[:200]}); an "
+            "export downloads each package to its file name, so one would replace the other.",
+            ["Regenerate the lock with `tfgpu-install lock --mode conda`."],
+        )
     return tuple(pins)

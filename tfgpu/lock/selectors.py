@@ -22,6 +22,8 @@ from tfgpu.resolver.request import (
 _ACCELERATORS = ("cuda", "metal", "cpu")
 _WHEEL_PLATFORM = re.compile(r"[a-z0-9_-]{1,64}", re.ASCII)
 _COMPONENT = re.compile(r"\d{1,4}(?:\.\d{1,4}){0,3}")
+_WHEEL_ARCH = re.compile(r"(?:sm|compute)_[1-9][0-9]{1,2}", re.ASCII)
+"""A recorded compute capability as the wheel lists it (``tfgpu.resolver.gpu.Arch.parse`` reads it)."""
 
 
 def check_record(recorded: dict, *, path, mode: str) -> dict:
@@ -68,7 +70,8 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
         parsed(key, parse_driver, "an NVIDIA driver version", optional=True)
     for cc in recorded.get("compute_capabilities") or ():
         try:
-            if not isinstance(cc, str):
+            # the wheel's own form (sm_80, compute_90), the one every reader of the record parses
+            if not isinstance(cc, str) or not _WHEEL_ARCH.fullmatch(cc):
                 raise UsageError("lock-malformed", "not text")
             parse_compute_capability(cc)
         except UsageError:

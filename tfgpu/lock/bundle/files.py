@@ -164,9 +164,16 @@ want={q(python)}
 tool_version={q(tool_version)}
 
 # The interpreter: TFGPU_PYTHON, else python$want, else python3. Each candidate is run before it is
-# trusted: `command -v` also finds a broken pyenv shim or a stale link, which fails only when run.
+# trusted: `command -v` also finds a broken pyenv shim or a stale link, which fails only when run,
+# and a shim that hangs (a network home, a shim waiting for input) is given up on after
+# TFGPU_PYTHON_TIMEOUT seconds (default 60) where `timeout` exists, with stdin closed either way.
 version_of() {{
-    "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null
+    if command -v timeout >/dev/null 2>&1; then
+        timeout "${{TFGPU_PYTHON_TIMEOUT:-60}}" "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' \
+            </dev/null 2>/dev/null
+    else
+        "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' </dev/null 2>/dev/null
+    fi
 }}
 python=
 tried=()
@@ -183,7 +190,9 @@ for candidate in "${{candidates[@]}}"; do
     fi
     status=0
     have=$(version_of "$found") || status=$?
-    if [ "$status" != 0 ]; then
+    if [ "$status" = 124 ]; then
+        tried+=("$found: did not answer within ${{TFGPU_PYTHON_TIMEOUT:-60}} seconds")
+    elif [ "$status" != 0 ]; then
         tried+=("$found: does not run (exit $status)")
     elif [ "$have" != "$want" ]; then
         tried+=("$found: Python $have")

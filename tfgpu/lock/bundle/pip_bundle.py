@@ -104,7 +104,8 @@ and no network (`install.sh` uses the bundle's own uv, so Python's `venv`/`ensur
     tfgpu-install create --from-bundle . --prefix /path/to/env
 
 `install.sh` takes Python from `TFGPU_PYTHON`, else `python{meta["python"]}`, else `python3`, running
-each one first (a broken shim is passed over, a wrong version named); it keeps
+each one first (a broken shim is passed over, a wrong version named, one that does not answer in
+`TFGPU_PYTHON_TIMEOUT` seconds, default 60, given up on); it keeps
 tfgpu-install in `~/.local/share/tfgpu-install/tool-{__version__}-py{meta["python"]}` (`TFGPU_TOOL_ENV` overrides).
 Extra arguments go to `create` (for example `--no-verify`, `--force`, `--jupyter`).
 

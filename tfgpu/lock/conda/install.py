@@ -31,6 +31,9 @@ def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> st
             or not re.fullmatch(r"[A-Za-z0-9.+!_-]+", str(p.version))
             or not re.fullmatch(r"[0-9a-f]{64}", sha256)
             or not wheel.path.endswith(".whl")
+            # pip and uv expand ${NAME} in a requirements file: a URL holding one would carry the
+            # target's environment (a token, a password) to the lock's server. Plain URL text only.
+            or not re.fullmatch(r"[A-Za-z0-9._~:/+%@=#!-]{1,2000}", url)
         ):
             raise UsageError(
                 "lock-has-options",
