@@ -355,3 +355,79 @@ def test_zsh_entry_reads_the_zshrc_where_the_users_zshenv_moved_zdotdir(tmp_path
         os.environ.update(old)
     out = done.stdout.decode("utf-8", "replace")
     assert f"R=yes A=yes Z={config}" in out, (out, done.stderr)
+
+
+# -- 8. more of the cache: hard links out, a FIFO RECORD, a cache with nothing twice --------------
+
+
+def test_a_second_copy_file_hard_linked_to_a_users_file_leaves_that_file_alone(tmp_path):
+    """A file of the second copy is another name of a user's file (a hard link, same bytes): the
+    dedupe may replace the cache's name, never the user's file (its inode and bytes stay)."""
+    cache, archive = _cache(tmp_path)
+    first = _copy(archive, "AAAA", {"pkg/mod.py": BODY})
+    second = _copy(archive, "BBBB", {"pkg/mod.py": BODY})
+    _older(first)
+    mine = tmp_path / "home" / "mod.py"
+    mine.parent.mkdir()
+    os.unlink(second / "pkg" / "mod.py")
+    mine.write_bytes(BODY)
+    os.link(mine, second / "pkg" / "mod.py")
+    before = _inode(mine)
+    env = tmp_path / "env"
+    env.mkdir()
+    dedupe.one_copy(cache, env)
+    assert _inode(mine) == before and mine.read_bytes() == BODY
+    assert _inode(second / "pkg" / "mod.py") == _inode(first / "pkg" / "mod.py")
+
+
+def test_a_cache_with_nothing_twice_gets_no_scratch_directory(tmp_path):
+    """Every pip build with --find-links runs the dedupe: a uv cache (or a link to one elsewhere)
+    with no wheel unpacked twice is left exactly as it was."""
+    cache, archive = _cache(tmp_path)
+    _copy(archive, "AAAA", {"pkg/mod.py": BODY})
+    before = sorted(str(p) for p in cache.rglob("*"))
+    assert dedupe.one_copy(cache).files == 0
+    assert sorted(str(p) for p in cache.rglob("*")) == before
+
+
+def test_cache_info_with_a_fifo_record_and_a_linked_dist_info_neither_hangs_nor_follows(cli, sandbox, tmp_path):
+    """``cache info`` reads every unpacked wheel's RECORD (unpacked_twice): one is a FIFO, another
+    copy's dist-info is a link to a user's directory. It must answer (no hang, no traceback) and
+    count nothing through the link."""
+    uv = sandbox / "cache" / "uv" / "archive-v0"
+    uv.mkdir(parents=True)
+    first = _copy(uv, "AAAA", {"pkg/mod.py": BODY})
+    second = _copy(uv, "BBBB", {"pkg/mod.py": BODY})
+    os.unlink(second / "pkg-1.0.dist-info" / "RECORD")
+    os.mkfifo(second / "pkg-1.0.dist-info" / "RECORD")
+    third = uv / "CCCC"
+    third.mkdir()
+    (third / "pkg-1.0.dist-info").symlink_to(first / "pkg-1.0.dist-info", target_is_directory=True)
+    done = cli("cache", "info", "--json")
+    assert done.code == 0, done.out
+    import json
+
+    kinds = [k for k in json.loads(done.out)["kinds"] if k.get("kind") == "uv"]
+    assert kinds and all(k["unpacked_twice"] == {} for k in kinds), done.out
+
+
+def test_a_kept_file_swapped_after_the_cache_relink_is_never_linked_into_the_env(tmp_path, monkeypatch):
+    """The kept copy's file is replaced (other bytes, same size) after the cache's names were
+    relinked and before the env's are: the env must keep the bytes RECORD lists."""
+    cache, archive = _cache(tmp_path)
+    first = _copy(archive, "AAAA", {"pkg/mod.py": BODY})
+    second = _copy(archive, "BBBB", {"pkg/mod.py": BODY})
+    _older(first)
+    env = tmp_path / "env"
+    env.mkdir()
+    os.link(second / "pkg" / "mod.py", env / "mod.py")
+    real = dedupe._env_relinked
+
+    def swapping(*args):
+        (tmp_path / "swapped").write_bytes(b"#" * len(BODY))
+        os.replace(tmp_path / "swapped", first / "pkg" / "mod.py")
+        return real(*args)
+
+    monkeypatch.setattr(dedupe, "_env_relinked", swapping)
+    dedupe.one_copy(cache, env)
+    assert (env / "mod.py").read_bytes() == BODY

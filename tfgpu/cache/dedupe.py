@@ -96,7 +96,9 @@ def _within(copy: Path, relative: str, real: set[str]) -> bool:
     return True
 
 
-def _same(first: Path, second: Path, dist_info: str, listed) -> list[tuple[Path, os.stat_result, Path, os.stat_result]] | None:
+def _same(
+    first: Path, second: Path, dist_info: str, listed
+) -> list[tuple[Path, os.stat_result, Path, os.stat_result]] | None:
     """``(first's file, its stat, second's file, its stat)`` for every listed file, when both copies
     hold exactly what RECORD says, each file reached without a link on the way; None otherwise."""
     if listed is None:
@@ -204,36 +206,65 @@ def one_copy(cache: Path, env: Path | None = None) -> Deduped:
         except untrusted.Unreadable:
             continue
         copies.setdefault((record_file.parent.name, text), []).append(record_file.parent.parent)
+    twice = {key: found for key, found in copies.items() if len(found) > 1}
     files, size, moved = 0, 0, {}
+    if not twice:
+        return Deduped()
     with _scratch(cache) as scratch:
         if scratch is None:
             return Deduped()
-        for (dist_info, text), found in copies.items():
-            if len(found) < 2:
-                continue
+        for (dist_info, text), found in twice.items():
             first, *others = sorted(found, key=_age)
             listed = _listed(text.decode("utf-8", "replace"))
             for other in others:
                 pairs = _same(first, other, dist_info, listed)
                 for keep, keep_info, name, info in pairs or ():
                     if _relink(keep, keep_info, name, info, scratch / f"{os.getpid()}.{files}"):
-                        moved[(info.st_dev, info.st_ino)] = keep
+                        moved[(info.st_dev, info.st_ino)] = (keep, keep_info)
                         files, size = files + 1, size + info.st_size
-    if env is not None and moved:
-        _env_relinked(env, moved)
+        if env is not None and moved:
+            _env_relinked(env, moved, scratch)
     return Deduped(files, size)
 
 
-def _env_relinked(env: Path, moved: dict) -> None:
+def _env_relinked(env: Path, moved: dict, scratch: Path) -> None:
+    """The files of ``env`` that are links to a second copy's file become links to the kept one,
+    linked from a name of the tool's own in ``scratch`` proved to be the file that was checked (a
+    file swapped in at the kept name since is never linked into the env)."""
     from tfgpu.envs import writes
 
-    for directory, _, files in os.walk(env):
-        for name in files:
-            path = Path(directory) / name
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            keep = moved.get((info.st_dev, info.st_ino)) if stat.S_ISREG(info.st_mode) else None
-            if keep is not None:
-                writes.put_hardlink(path, keep, env)
+    held: dict[Path, Path | None] = {}
+    try:
+        for directory, _, files in os.walk(env):
+            for name in files:
+                path = Path(directory) / name
+                try:
+                    info = os.lstat(path)
+                except OSError:
+                    continue
+                found = moved.get((info.st_dev, info.st_ino)) if stat.S_ISREG(info.st_mode) else None
+                if found is None:
+                    continue
+                keep, keep_info = found
+                if keep not in held:
+                    held[keep] = _held(keep, keep_info, scratch / f"{os.getpid()}.env.{len(held)}")
+                if held[keep] is not None:
+                    writes.put_hardlink(path, held[keep], env)
+    finally:
+        for name in held.values():
+            if name is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
+
+
+def _held(keep: Path, keep_info: os.stat_result, name: Path) -> Path | None:
+    """``name``, a new link to ``keep`` while it is still the file checked; None otherwise."""
+    try:
+        os.link(keep, name, follow_symlinks=False)
+    except OSError:
+        return None
+    if _same_file(name, keep_info):
+        return name
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+    return None
