@@ -431,3 +431,52 @@ def test_a_kept_file_swapped_after_the_cache_relink_is_never_linked_into_the_env
     monkeypatch.setattr(dedupe, "_env_relinked", swapping)
     dedupe.one_copy(cache, env)
     assert (env / "mod.py").read_bytes() == BODY
+
+
+def test_pip_progress_survives_binary_ansi_and_lines_without_end():
+    """What pip's terminal may carry: random bytes (NUL, lone ESC, C1 controls, invalid UTF-8 read
+    with replacement), half escape sequences, megabytes with no newline, bars with odd numbers:
+    never an exception, every reported ``done`` within ``0..total``, and seconds, not minutes."""
+    import random
+
+    from tfgpu.engines.pip_progress import PipProgress
+
+    rng = random.Random(20261202)
+    reporter = _Reporter()
+    progress = PipProgress(reporter)
+    pieces = [
+        "Downloading https://example.invalid/x-1.0-py3-none-any.whl (3 MB)\n",
+        "\x1b[2K\x1b[1G   ━━━━━━━━ 1.5/3.1 MB 2 MB/s eta 0:00:01\r",
+        "\x1b]0;" + "x" * 70_000,
+        "━━━ 0.0/0.0 MB\r━━━ 9/1 kB\r━━━ 1e9/2 MB\r",
+        "Progress 5 of 4\nProgress -1 of 3\nProgress 1 of 0\n",
+        "\x00\x9b31m\x1b[\x1b\x1b\x1b",
+        "1" * 200_000,
+        "Downloading \n",
+        "Downloading " + "%" * 50_000 + "\n",
+    ]
+    started = time.monotonic()
+    for _ in range(300):
+        if rng.random() < 0.5:
+            progress.feed(rng.choice(pieces))
+        else:
+            progress.feed(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 4000))).decode("utf-8", "replace"))
+    progress.finish()
+    assert time.monotonic() - started < 30
+    for _, done, total in reporter.events:
+        assert 0 <= done <= total
+
+
+def test_after_a_dedupe_the_cache_holds_only_entries_uv_makes(tmp_path):
+    """The dedupe's scratch directory at the top of uv's cache: the cache must still read as a uv
+    cache (``not_a_uv_cache``: only uv's entries at its top), or a later run would refuse it as the
+    user's ``UV_CACHE_DIR``, or ``cache prune`` leave it."""
+    from tfgpu.cache.uvdir import UV_TAG, not_a_uv_cache
+
+    cache, archive = _cache(tmp_path)
+    (cache / "CACHEDIR.TAG").write_text(UV_TAG + "\n")
+    first = _copy(archive, "AAAA", {"pkg/mod.py": BODY})
+    _copy(archive, "BBBB", {"pkg/mod.py": BODY})
+    _older(first)
+    assert dedupe.one_copy(cache).files == 2
+    assert not_a_uv_cache(cache) is None, not_a_uv_cache(cache)

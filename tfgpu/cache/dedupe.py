@@ -151,10 +151,11 @@ def _relink(keep: Path, keep_info: os.stat_result, name: Path, name_info: os.sta
             os.unlink(partial)
 
 
-SCRATCH = ".tfgpu-dedupe"
+SCRATCH = ".tmp_tfgpu_dedupe"
 """The directory in uv's cache where the dedupe makes each link before renaming it into place: a
 run killed between the two leaves its link there, never inside an unpacked wheel (uv links every
-file of one into each env it installs it into). ``uv cache prune`` removes it (not uv's)."""
+file of one into each env it installs it into); the next run empties it. Named as uv names its own
+temporary directories, so the cache still holds only entries uv makes (``tfgpu.cache.uvdir``)."""
 
 
 @contextlib.contextmanager
