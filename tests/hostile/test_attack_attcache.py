@@ -480,3 +480,47 @@ def test_after_a_dedupe_the_cache_holds_only_entries_uv_makes(tmp_path):
     _older(first)
     assert dedupe.one_copy(cache).files == 2
     assert not_a_uv_cache(cache) is None, not_a_uv_cache(cache)
+
+
+def test_real_uv_after_a_sigkilled_dedupe_installs_no_stray_file(tmp_path):
+    """Real uv: a wheel from two --find-links directories is unpacked twice; the dedupe is killed
+    (SIGKILL) between making a link and renaming it into place; uv then installs that wheel again
+    from the cache. The new env must hold only the wheel's files (uv links every file of the
+    unpacked copy: a leftover link inside it would land in site-packages, listed in no RECORD)."""
+    import wheelhouse
+
+    from tfgpu.engines.uv import find_uv
+
+    uv = find_uv()
+    uv_dir = tmp_path / "uv"
+    one, two = tmp_path / "one", tmp_path / "two"
+    wheelhouse.wheel(
+        one, "twinpkg", "1.0", {"twinpkg/__init__.py": b"x = 1\n", "twinpkg/data.bin": os.urandom(1 << 16)}
+    )
+    two.mkdir()
+    (two / next(one.glob("*.whl")).name).write_bytes(next(one.glob("*.whl")).read_bytes())
+
+    def install(env: str, source: Path) -> Path:
+        subprocess.run([uv, "venv", str(tmp_path / env), "--python", sys.executable, "--no-config", "-q"], check=True)
+        python = str(tmp_path / env / "bin" / "python")
+        argv = [uv, "pip", "install", "-q", "--no-config", "--python", python, "--cache-dir", str(uv_dir)]
+        subprocess.run([*argv, "--find-links", str(source), "--offline", "twinpkg"], check=True)
+        return next((tmp_path / env).rglob("site-packages"))
+
+    install("a", one)
+    install("b", two)
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from pathlib import Path
+        from tfgpu.cache import dedupe
+        os.replace = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+        dedupe.one_copy(Path({str(uv_dir)!r}))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    for env, source in (("c", one), ("d", two)):
+        site = install(env, source)
+        stray = [p.name for p in site.rglob("*") if "tfgpu" in p.name]
+        assert stray == [], stray
