@@ -524,3 +524,25 @@ def test_real_uv_after_a_sigkilled_dedupe_installs_no_stray_file(tmp_path):
         site = install(env, source)
         stray = [p.name for p in site.rglob("*") if "tfgpu" in p.name]
         assert stray == [], stray
+
+
+def test_a_record_rewritten_after_it_was_read_leaves_both_copies(tmp_path, monkeypatch):
+    """The second copy's RECORD is rewritten (same size, other bytes) after the dedupe grouped the
+    copies by it: the copies are no longer proved the same, so nothing of them is linked."""
+    cache, archive = _cache(tmp_path)
+    first = _copy(archive, "AAAA", {"pkg/mod.py": BODY})
+    second = _copy(archive, "BBBB", {"pkg/mod.py": BODY})
+    _older(first)
+    real = dedupe._listed
+    record = second / "pkg-1.0.dist-info" / "RECORD"
+
+    def rewriting(text):
+        data = record.read_bytes()
+        (tmp_path / "new").write_bytes(data.replace(b"pkg/mod.py", b"pkg/MOD.py"))
+        os.replace(tmp_path / "new", record)
+        return real(text)
+
+    monkeypatch.setattr(dedupe, "_listed", rewriting)
+    assert dedupe.one_copy(cache).files == 0
+    assert b"pkg/MOD.py" in record.read_bytes()
+    assert _inode(first / "pkg" / "mod.py") != _inode(second / "pkg" / "mod.py")

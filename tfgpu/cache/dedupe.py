@@ -66,7 +66,12 @@ def _digest(path: Path, info: os.stat_result) -> str | None:
                 hasher.update(piece)
     except (OSError, untrusted.Unreadable):
         return None
-    return base64.urlsafe_b64encode(hasher.digest()).rstrip(b"=").decode()
+    return _b64(hasher.digest())
+
+
+def _b64(digest: bytes) -> str:
+    """A sha256 digest as RECORD writes it (urlsafe base64, no padding)."""
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 def _plain(path: Path, size: int) -> os.stat_result | None:
@@ -97,15 +102,15 @@ def _within(copy: Path, relative: str, real: set[str]) -> bool:
 
 
 def _same(
-    first: Path, second: Path, dist_info: str, listed
+    first: Path, second: Path, dist_info: str, listed, record_digest: str
 ) -> list[tuple[Path, os.stat_result, Path, os.stat_result]] | None:
     """``(first's file, its stat, second's file, its stat)`` for every listed file, when both copies
     hold exactly what RECORD says, each file reached without a link on the way; None otherwise."""
     if listed is None:
         return None
     record = f"{dist_info}/RECORD"
-    try:  # RECORD lists itself without a hash: its bytes were compared whole
-        listed = {**listed, record: (None, os.lstat(first / record).st_size)}
+    try:  # RECORD lists itself without a hash: both copies' are hashed as the whole file read
+        listed = {**listed, record: (record_digest, os.lstat(first / record).st_size)}
     except OSError:
         return None
     pairs, real_first, real_second = [], set(), set()
@@ -200,13 +205,17 @@ def one_copy(cache: Path, env: Path | None = None) -> Deduped:
     copy are relinked to the first (``tfgpu.envs.writes.put_hardlink``)."""
     from tfgpu.cache.survey import _records
 
-    copies: dict[tuple[str, bytes], list[Path]] = {}
+    # Grouped by each RECORD's hash, never its bytes: a cache of many large RECORDs is held one at
+    # a time. Each copy's RECORD is hashed again, as a listed file, before anything is linked.
+    copies: dict[tuple[str, str], list[Path]] = {}
     for record_file in _records(cache):
         try:
             text = untrusted.read_bytes(record_file, untrusted.CACHE)
         except untrusted.Unreadable:
             continue
-        copies.setdefault((record_file.parent.name, text), []).append(record_file.parent.parent)
+        key = (record_file.parent.name, _b64(hashlib.sha256(text).digest()))
+        copies.setdefault(key, []).append(record_file.parent.parent)
+        del text
     twice = {key: found for key, found in copies.items() if len(found) > 1}
     files, size, moved = 0, 0, {}
     if not twice:
@@ -214,11 +223,18 @@ def one_copy(cache: Path, env: Path | None = None) -> Deduped:
     with _scratch(cache) as scratch:
         if scratch is None:
             return Deduped()
-        for (dist_info, text), found in twice.items():
+        for (dist_info, record_digest), found in twice.items():
             first, *others = sorted(found, key=_age)
+            try:
+                text = untrusted.read_bytes(first / dist_info / "RECORD", untrusted.CACHE)
+            except untrusted.Unreadable:
+                continue
+            if _b64(hashlib.sha256(text).digest()) != record_digest:
+                continue  # changed since it was read: left as it is
             listed = _listed(text.decode("utf-8", "replace"))
+            del text
             for other in others:
-                pairs = _same(first, other, dist_info, listed)
+                pairs = _same(first, other, dist_info, listed, record_digest)
                 for keep, keep_info, name, info in pairs or ():
                     if _relink(keep, keep_info, name, info, scratch / f"{os.getpid()}.{files}"):
                         moved[(info.st_dev, info.st_ino)] = (keep, keep_info)
