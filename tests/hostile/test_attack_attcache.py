@@ -546,3 +546,18 @@ def test_a_record_rewritten_after_it_was_read_leaves_both_copies(tmp_path, monke
     assert dedupe.one_copy(cache).files == 0
     assert b"pkg/MOD.py" in record.read_bytes()
     assert _inode(first / "pkg" / "mod.py") != _inode(second / "pkg" / "mod.py")
+
+
+def test_a_scratch_directory_planted_as_a_link_out_is_never_written_through(tmp_path):
+    """``.tmp_tfgpu_dedupe`` in uv's cache is a link to a user's directory (holding their files):
+    the dedupe must not make its links there nor sweep that directory; it leaves the cache as is."""
+    cache, archive = _cache(tmp_path)
+    first = _copy(archive, "AAAA", {"pkg/mod.py": BODY})
+    _copy(archive, "BBBB", {"pkg/mod.py": BODY})
+    _older(first)
+    mine = tmp_path / "home" / "work"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("keep me\n")
+    (cache / dedupe.SCRATCH).symlink_to(mine, target_is_directory=True)
+    assert dedupe.one_copy(cache).files == 0
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
