@@ -24,12 +24,17 @@ import sys
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 _STARTS = re.compile(r"^\s*Downloading (?P<url>\S+)")
 """pip's line as a download starts (``Downloading https://…/x-1.0-py3-none-any.whl (3.1 MB)``)."""
-_BAR = re.compile(r"(?P<done>\d+(?:\.\d+)?)/(?P<total>\d+(?:\.\d+)?) (?P<unit>bytes|[kMGTPEZY]B)\b")
-"""rich's download column, as pip draws it: ``1.2/3.1 MB`` (decimal units, one decimal)."""
-_RAW = re.compile(r"^\s*Progress (?P<done>\d+) of (?P<total>\d+)\s*$")
+_BAR = re.compile(
+    r"(?<![0-9.])(?P<done>[0-9]{1,15}(?:\.[0-9]{1,6})?)/(?P<total>[0-9]{1,15}(?:\.[0-9]{1,6})?) "
+    r"(?P<unit>bytes|[kMGTPE]B)\b"
+)
+"""rich's download column, as pip draws it: ``1.2/3.1 MB`` (decimal units, one decimal). Numbers of
+ASCII digits, of bounded length: a run of digits is matched in linear time and never overflows."""
+_RAW = re.compile(r"^\s*Progress (?P<done>[0-9]{1,30}) of (?P<total>[0-9]{1,30})\s*$")
 """pip's ``--progress-bar raw`` line: exact bytes."""
 _UNITS = {"bytes": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15, "EB": 10**18}
 _MAX_PENDING = 1 << 16
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def draws_progress(argv) -> bool:
@@ -45,9 +50,10 @@ def label_of(url: str) -> str:
     from tfgpu import urls  # the one place URLs are split
 
     try:
-        name = urls.filename(url.rstrip("/"))[:80]
+        name = urls.filename(url.rstrip("/"))
     except ValueError:  # pip printed something that is not a URL: show nothing of it
         name = ""
+    name = _CONTROLS.sub("", name)[:80]  # a percent-encoded ESC or BEL never reaches the terminal
     if name.endswith(".whl") and name.count("-") >= 4:
         project, version = name.split("-")[:2]
         return f"{project} {version}"

@@ -60,17 +60,22 @@ def entered(target, program: str) -> Iterator[tuple[tuple[str, ...], dict[str, s
             yield (program, "--rcfile", str(folder / "rc"), "-i"), environ
             return
         # zsh reads .zshenv, then (interactive) .zshrc, from $ZDOTDIR: the user's own are sourced
-        # from where zsh would have read them, and ZDOTDIR is theirs again before their .zshrc runs.
+        # from where zsh would have read them. A user's .zshenv may itself move ZDOTDIR (to
+        # $XDG_CONFIG_HOME/zsh, a common set-up): the value it leaves is kept, and is ZDOTDIR again
+        # (their .zshrc read from there) before their .zshrc runs.
         user = environ.get("ZDOTDIR")
         back = f"ZDOTDIR={quoting.sh(user)}" if user is not None else "unset ZDOTDIR"
         home = '"${ZDOTDIR:-$HOME}"'
         _private(
             folder / ".zshenv",
-            f"{back}\nif [ -f {home}/.zshenv ]; then . {home}/.zshenv; fi\nZDOTDIR={quoting.sh(str(folder))}\n",
+            f"{back}\nif [ -f {home}/.zshenv ]; then . {home}/.zshenv; fi\n"
+            'if [ -n "${ZDOTDIR+x}" ]; then __tfgpu_zdotdir="$ZDOTDIR"; else unset __tfgpu_zdotdir; fi\n'
+            f"ZDOTDIR={quoting.sh(str(folder))}\n",
         )
         _private(
             folder / ".zshrc",
-            f"{back}\nif [ -f {home}/.zshrc ]; then . {home}/.zshrc; fi\n. {quoting.sh(activate)}\n",
+            'if [ -n "${__tfgpu_zdotdir+x}" ]; then ZDOTDIR="$__tfgpu_zdotdir"; else unset ZDOTDIR; fi\n'
+            f"unset __tfgpu_zdotdir\nif [ -f {home}/.zshrc ]; then . {home}/.zshrc; fi\n. {quoting.sh(activate)}\n",
         )
         yield (program, "-i"), {**environ, "ZDOTDIR": str(folder)}
 
