@@ -423,3 +423,33 @@ def test_the_hook_loads_the_other_stacks_runtime_first_when_tensorflow_reexports
     )
     prefix = rh.user_venv(tmp_path / "env", wheels, "tensorflow", "nvidia-cuda-runtime")
     assert ownership.other_stack_first(site_of(prefix)) == ("nvidia/cu13/lib/libcudart.so.13",)
+
+
+def test_create_apart_also_closes_the_other_stacks_dlopened_names(tmp_path, local_wheels, tool_env):
+    """Side by side, the other stack's cuDNN 9 (in site-packages) dlopens "libnvrtc.so" itself, and
+    TensorFlow uses that cuDNN (the hook loads it first). On an H200 the system toolkit's
+    libnvrtc.so.13 answered that call in such an env; create links the name to the env's own CUDA 13
+    NVRTC in the caller's RUNPATH directory, as it does for TensorFlow's own stack."""
+    graph = wheelhouse.shared_library(tmp_path / "libs" / "libcudnn_graph.so.9", "libcudnn_graph.so.9").read_bytes()
+    nvrtc = wheelhouse.shared_library(tmp_path / "libs" / "libnvrtc.so.13", "libnvrtc.so.13").read_bytes()
+    extra = tmp_path / "extra"
+    cudnn = wheelhouse.shared_library(tmp_path / "libs" / "libcudnn.so.9", "libcudnn.so.9").read_bytes()
+    wheelhouse.wheel(
+        extra,
+        "nvidia-cudnn-cu13",
+        "9.19.0.56",
+        {"nvidia/cudnn/lib/libcudnn_graph.so.9": graph, "nvidia/cudnn/lib/libcudnn.so.9": cudnn},
+    )
+    wheelhouse.wheel(extra, "nvidia-cuda-nvrtc", "13.0.88", {"nvidia/cu13/lib/libnvrtc.so.13": nvrtc})
+    wheels = tensorflow_also_requiring(
+        local_wheels, tmp_path / "wheels", "nvidia-cudnn-cu13==9.19.0.56", "nvidia-cuda-nvrtc==13.0.88"
+    )
+    for wheel in extra.glob("*.whl"):
+        shutil.copy(wheel, wheels)
+    prefix = tmp_path / "env"
+    done = create(prefix, wheels, tool_env)
+    assert done.returncode == 0, done.stderr
+    link = site_of(prefix) / "nvidia" / "cudnn" / "lib" / "libnvrtc.so"
+    assert link.is_symlink() and link.resolve() == (site_of(prefix) / "nvidia/cu13/lib/libnvrtc.so.13").resolve()
+    layout = json.loads((prefix / "etc" / "tfgpu" / "layout.json").read_text())
+    assert any(entry[0].endswith("site-packages/nvidia/cudnn/lib/libnvrtc.so") for entry in layout["links"])

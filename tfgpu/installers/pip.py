@@ -319,6 +319,11 @@ def _wheel_activation(step: Step, context: Context) -> None:
     apart = APART.format(major=own)
     if (staging / apart).is_dir():  # two stacks: TensorFlow's CUDA wheels were installed apart (_resolve)
         layout = activation.read_apart_layout(staging, site, apart, tables.dlopened_names())
+        # The other stack's libraries in site-packages dlopen names too (its cuDNN 9 asks for
+        # "libnvrtc.so"), and TensorFlow uses some of them (the hook loads them first): provided
+        # inside the env as well, or the system toolkit's copy answers (seen on an H200).
+        theirs = activation.read_layout(staging, site, tables.dlopened_names()).links
+        layout = replace(layout, links=tuple(sorted(set(layout.links) | set(theirs))))
         other = ownership.colliding_apart(staging / site, staging / apart, own)
         context.outcome.notes.append(f"TensorFlow's CUDA {own} wheels are in {apart}, apart from the other stack")
     else:
