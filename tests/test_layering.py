@@ -15,7 +15,13 @@ import tfgpu
 ROOT = Path(tfgpu.__file__).parent
 # Code that runs inside the *target* env's Python (or is embedded into a generated script), not in
 # the tool's process: it cannot import tfgpu, so it starts its own children.
-IN_TARGET_ENV = {"verify/check_env.py", "verify/gpu_checks.py", "verify/probe_libs.py", "verify/multiworker.py"}
+IN_TARGET_ENV = {
+    "verify/check_env.py",
+    "verify/gpu_checks.py",
+    "verify/probe_libs.py",
+    "verify/multiworker.py",
+    "verify/frameworks_env.py",
+}
 TEMPLATE_DIRS = ("envs/templates/", "export/templates/")
 
 

@@ -103,6 +103,10 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "lock-failed": (OperationError, "Resolving the lock failed (uv's or rattler's answer is shown)."),
     "bundle-tool-wheel": (OperationError, "The bundle cannot build or find tfgpu-install's own wheel."),
     "multiworker-failed": (OperationError, "`verify --workers N`: the MultiWorkerMirroredStrategy step failed."),
+    "frameworks-failed": (
+        OperationError,
+        "`verify --with torch|jax`: TensorFlow and the other framework did not both compute on the GPU in every import order.",
+    ),
     "checksum-mismatch": (OperationError, "A downloaded file's SHA-256 is not the one recorded."),
     "cudnn-archive-corrupt": (OperationError, "The cuDNN archive does not unpack."),
     "cudnn-archive-empty": (OperationError, "The cuDNN archive holds no libraries."),

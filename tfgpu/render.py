@@ -302,6 +302,23 @@ def not_checked(unchecked: dict, done: str = "Built") -> None:
     _out.print(f"    On the GPU host, check it with: {escape(unchecked['check_with'])}", whole=True)
 
 
+def frameworks(report: dict) -> None:
+    """``verify --with``: each import order, each framework's GPU step and how many library files
+    its import mapped (the files themselves are in ``--json``)."""
+    for entry in report.get("orders", []):
+        mark = "[green]✓[/]" if entry.get("ok") else "[red]✗[/]"
+        _out.print(f"{mark} {escape(' then '.join(entry.get('order', [])))} ({escape(str(entry.get('exit')))})")
+        for step in entry.get("steps", []):
+            sign = "[green]✓[/]" if step.get("ok") else "[red]✗[/]"
+            where = step.get("device") or step.get("error") or "?"
+            _out.print(
+                f"    {sign} {escape(str(step.get('framework')))} {escape(str(step.get('version', '')))}: "
+                f"{escape(str(where))}, {len(step.get('loaded') or [])} CUDA library files mapped by this step"
+            )
+        if entry.get("reason"):
+            _out.print(f"    [red]{escape(str(entry['reason']))}[/]")
+
+
 def multiworker(report: dict, reason: bool = True) -> None:
     """``verify --workers N``: each worker's loss after the step, the collective, the wall time."""
     ok = report.get("ok")

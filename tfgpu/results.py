@@ -196,10 +196,12 @@ class Doctored(Result):
 @record
 class Verified(Result):
     """``verify``: the report the env's own Python wrote (a JSON protocol between the tool and the
-    env, so a document here as well); ``multiworker`` for ``--workers N``."""
+    env, so a document here as well); ``multiworker`` for ``--workers N``, ``frameworks`` for
+    ``--with torch|jax``."""
 
     report: dict
     multiworker: bool = False
+    frameworks: bool = False  # ``--with torch|jax``: each import order's steps
     which_env: dict | None = None  # the env verified and how it was chosen (``tfgpu.envs.which``)
     failing: bool = False  # shown before the error that says why: the reason is not repeated here
 

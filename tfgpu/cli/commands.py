@@ -352,6 +352,18 @@ def cmd_verify(settings: Settings) -> results.Result:
             ["Give the env's path with --prefix, or create it first."],
         )
     chosen = target.to_dict()
+    if settings.selectors.companions:
+        from tfgpu.verify.frameworks import frameworks_failure, frameworks_of, run_frameworks
+
+        frameworks = frameworks_of(settings.selectors.companions)
+        if not settings.json:
+            note(f"TensorFlow and {', '.join(frameworks)} in one process, each import order, with {prefix}/bin/python…")
+        report = run_frameworks(prefix, frameworks) | {"which_env": chosen}
+        if not report["ok"]:
+            if not settings.json:
+                text(results.Verified(report, frameworks=True, failing=True))
+            raise frameworks_failure(report)
+        return results.Verified(report, frameworks=True, which_env=chosen)
     if settings.workers is not None:
         from tfgpu.verify import multiworker_failure, run_multiworker
 

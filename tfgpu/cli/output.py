@@ -75,6 +75,8 @@ def _log_matches(result: results.LogMatches) -> None:
 def _verified(result: results.Verified) -> None:
     if result.multiworker:
         render().multiworker(result.report, reason=not result.failing)
+    elif result.frameworks:
+        render().frameworks(result.report)
     else:
         render().verify(result.report, reason=not result.failing)
 

@@ -138,7 +138,7 @@ def _doctor(doctor: argparse.ArgumentParser) -> None:
 
 def _verify(verify: argparse.ArgumentParser) -> None:
     add_exclusive(verify, "name", "prefix")
-    add(verify, "bench", "workers", "json")
+    add(verify, "bench", "workers", "companions", "json")
 
 
 def _remove(remove: argparse.ArgumentParser) -> None:

@@ -1,0 +1,118 @@
+"""``verify --with torch|jax``: TensorFlow and another framework computing in one process, in both
+import orders, each step's mapped library files reported.
+
+This machine has no GPU, so the frameworks are stand-ins at the GPU boundary: a real venv whose
+``tensorflow`` and ``torch`` packages answer the few calls the check makes as a GPU build would, and
+whose torch, when told to, dies the way torch 2.11+cu130 died on an H200 when TF 2.21 was imported
+first (SIGFPE on its first CUDA tensor). The check itself, its processes, the signal and the report
+are real. On a GPU machine the same command runs the real frameworks (docs/maintainers/gpu-proofs.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_tool
+
+FAKE_TF = """
+import contextlib
+__version__ = "2.21.0"
+class _T:
+    device = "/job:localhost/replica:0/task:0/device:GPU:0"
+class config:
+    @staticmethod
+    def list_physical_devices(kind):
+        return ["/physical_device:GPU:0"]
+class random:
+    @staticmethod
+    def normal(shape):
+        return _T()
+def device(name):
+    return contextlib.nullcontext()
+def matmul(a, b):
+    return _T()
+def reduce_sum(t):
+    return 42.0
+"""
+
+FAKE_TORCH = """
+import os, signal, sys
+__version__ = "2.11.0+cu130"
+class _Device:
+    type = "cuda"
+    def __str__(self):
+        return "cuda:0"
+class _T:
+    device = _Device()
+    def __matmul__(self, other):
+        return self
+    def sum(self):
+        return 7.0
+    def __float__(self):
+        return 7.0
+class cuda:
+    @staticmethod
+    def is_available():
+        return True
+    @staticmethod
+    def synchronize():
+        pass
+def randn(*shape, device=None):
+    if "tensorflow" in sys.modules and os.path.exists(os.path.join(os.path.dirname(__file__), "crash-after-tf")):
+        os.kill(os.getpid(), signal.SIGFPE)  # what the real torch did after TF 2.21 loaded first
+    return _T()
+"""
+
+
+def fake_env(root: Path, crash: bool = False) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    site = next(root.glob("lib/python3*/site-packages"))
+    for name, source in (("tensorflow", FAKE_TF), ("torch", FAKE_TORCH)):
+        (site / name).mkdir()
+        (site / name / "__init__.py").write_text(source)
+    if crash:
+        (site / "torch" / "crash-after-tf").write_text("")
+    return root
+
+
+def test_both_orders_compute_and_each_step_is_reported(tmp_path, tool_env):
+    prefix = fake_env(tmp_path / "env")
+    done = run_tool("verify", "--prefix", str(prefix), "--with", "torch==2.11.0", "--json", env=tool_env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] and report["with"] == ["torch"]
+    assert [entry["order"] for entry in report["orders"]] == [["tensorflow", "torch"], ["torch", "tensorflow"]]
+    for entry in report["orders"]:
+        assert entry["exit"] == "exit 0"
+        assert [step["framework"] for step in entry["steps"]] == entry["order"]
+        assert all(step["ok"] and isinstance(step["loaded"], list) for step in entry["steps"])
+    text = run_tool("verify", "--prefix", str(prefix), "--with", "torch", env=tool_env)
+    assert text.returncode == 0 and "tensorflow then torch" in text.stdout and "torch then tensorflow" in text.stdout
+
+
+def test_a_crash_in_one_order_fails_naming_the_order_and_the_signal(tmp_path, tool_env):
+    prefix = fake_env(tmp_path / "env", crash=True)
+    done = run_tool("verify", "--prefix", str(prefix), "--with", "torch", "--json", env=tool_env)
+    assert done.returncode == 1
+    document = json.loads(done.stdout)
+    error = document["error"]
+    assert error["code"] == "frameworks-failed"
+    assert "tensorflow then torch" in error["message"] and "SIGFPE" in error["message"]
+    assert any("repair" in way for way in error["alternatives"])
+    first, second = document["details"]["orders"]
+    assert first["exit"] == "killed by SIGFPE" and [s["framework"] for s in first["steps"]] == ["tensorflow"]
+    assert second["ok"], second  # torch first: both computed
+
+
+@pytest.mark.parametrize("spec", ["numpy", "tensorflow", "", "torch; os_name=='x' --index-url http://evil"])
+def test_only_torch_and_jax_can_be_checked(tmp_path, tool_env, spec):
+    prefix = fake_env(tmp_path / "env")
+    done = run_tool("verify", "--prefix", str(prefix), "--with", spec, "--json", env=tool_env)
+    if spec.startswith("torch"):
+        assert done.returncode == 0, done.stderr  # the name is all verify takes from a spec
+    else:
+        assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "bad-option-value"

@@ -1,0 +1,109 @@
+"""Run by an env's own Python (``tfgpu-install verify --with torch|jax``): import TensorFlow and the
+other frameworks in the order given, run a GPU operation in each right after its import, and print
+one JSON line per step with the CUDA library files that step mapped into the process.
+
+An env that holds TensorFlow next to PyTorch or JAX can compute in one import order and crash in
+the other (seen on an H200: torch 2.11+cu130 imported after TF 2.21 died with SIGFPE on its first
+CUDA tensor, because TensorFlow's framework library exports CUDA API stubs without symbol
+versions). So each order runs in a process of its own, and a line is printed (and flushed) after
+every step: the steps before a crash are still reported. Standard library only.
+
+Usage: python frameworks_env.py tensorflow,torch
+"""
+
+import json
+import sys
+import traceback
+
+_CUDA_NAMES = (
+    "cud",
+    "cublas",
+    "cufft",
+    "curand",
+    "cusolver",
+    "cusparse",
+    "nccl",
+    "nvrtc",
+    "nvJitLink",
+    "nvshmem",
+    "cupti",
+    "libnvidia-ml",
+)
+
+
+def mapped():
+    """The CUDA library files mapped into this process (from /proc/self/maps)."""
+    found = set()
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/"):
+                    path = parts[5].strip()
+                    name = path.rsplit("/", 1)[-1]
+                    if name.startswith("lib") and any(key in name for key in _CUDA_NAMES):
+                        found.add(path)
+    except OSError:
+        pass
+    return found
+
+
+def tensorflow_step():
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return {"ok": False, "error": "TensorFlow lists no GPU"}
+    with tf.device("/GPU:0"):
+        a = tf.random.normal([256, 256])
+        product = tf.matmul(a, a)
+        total = float(tf.reduce_sum(product))
+    device = str(product.device)
+    return {"ok": "GPU" in device.upper(), "device": device, "value": total, "version": tf.__version__}
+
+
+def torch_step():
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"ok": False, "error": "torch.cuda.is_available() is False"}
+    t = torch.randn(256, 256, device="cuda")
+    total = float((t @ t).sum())
+    torch.cuda.synchronize()
+    return {"ok": t.device.type == "cuda", "device": str(t.device), "value": total, "version": torch.__version__}
+
+
+def jax_step():
+    import jax
+    import jax.numpy as jnp
+
+    gpus = [d for d in jax.devices() if d.platform in ("gpu", "cuda")]
+    if not gpus:
+        return {"ok": False, "error": "JAX lists no GPU"}
+    a = jax.device_put(jnp.ones((256, 256)), gpus[0])
+    total = float((a @ a).sum())
+    return {"ok": True, "device": str(gpus[0]), "value": total, "version": jax.__version__}
+
+
+STEPS = {"tensorflow": tensorflow_step, "torch": torch_step, "jax": jax_step}
+
+
+def main(order):
+    before = mapped()
+    for name in order:
+        try:
+            step = STEPS[name]()
+        except Exception as error:  # the report says what failed; the next framework still runs
+            step = {
+                "ok": False,
+                "error": f"{type(error).__name__}: {error}",
+                "trace": traceback.format_exc().splitlines()[-6:],
+            }
+        now = mapped()
+        step.update({"framework": name, "loaded": sorted(now - before)})
+        before = now
+        print(json.dumps(step), flush=True)
+
+
+if __name__ == "__main__":
+    main([name for name in sys.argv[1].split(",") if name in STEPS])
