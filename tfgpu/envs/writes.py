@@ -214,10 +214,16 @@ def put_link(path: Path, target: str | Path, root: Path | None = None) -> Path:
     _ready(path, root)
     if os.path.islink(path) and os.readlink(path) == os.fspath(target):
         return path
+    return _swap_in(path, lambda partial: os.symlink(target, partial))
+
+
+def _swap_in(path: Path, make) -> Path:
+    """``make(partial)`` beside ``path``, then renamed over it: a reader sees the old entry or the
+    new one, never none; a failure leaves no partial behind."""
     partial = path.with_name(f".{path.name[:200]}.{os.getpid()}.tfgpu-tmp")
     try:
         _forget(partial)
-        os.symlink(target, partial)
+        make(partial)
         os.replace(partial, path)
     except OSError as error:
         _forget(partial)
@@ -229,15 +235,7 @@ def put_hardlink(path: Path, keep: Path, root: Path | None = None) -> Path:
     """Make ``path`` another name of the file ``keep`` (a hard link made beside it, renamed into
     place): one inode where two held the same bytes (``tfgpu.cache.dedupe``)."""
     _ready(path, root)
-    partial = path.with_name(f".{path.name[:200]}.{os.getpid()}.tfgpu-tmp")
-    try:
-        _forget(partial)
-        os.link(keep, partial)
-        os.replace(partial, path)
-    except OSError as error:
-        _forget(partial)
-        raise failed(error, path) from None
-    return path
+    return _swap_in(path, lambda partial: os.link(keep, partial))
 
 
 def put_state(path: Path, state, root: Path | None = None) -> None:
