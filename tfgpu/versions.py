@@ -221,7 +221,13 @@ def _clause(text: str) -> tuple[str, tuple[int, ...], bool] | None:
             return None
         bound = bound[:-2]
     version = _plain(bound)
-    if version is None or version.pre is not None or (operator == "~=" and len(version.release) < 2):
+    # A post-release bound (==8.6.1.post1) is not its release: packaging answers those.
+    if (
+        version is None
+        or version.pre is not None
+        or version.post is not None
+        or (operator == "~=" and len(version.release) < 2)
+    ):
         return None
     return operator, version.release, wildcard
 
