@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.doctor.findings import Finding, fail, ok, skip, warn
-from tfgpu.doctor.libraries import Probe, Resolved, env_library_dirs
+from tfgpu.doctor.libraries import Probe, Resolved, env_library_dirs, ld_library_path
 
 REPAIR = "tfgpu-install repair --prefix {root}"
 # The toolkit's libraries; the driver's (libcuda.so.1, libnvidia-*.so) are the system's by design.
@@ -48,20 +48,33 @@ def is_cuda_library(path: str) -> bool:
     return os.path.basename(path).startswith(CUDA_PREFIXES)
 
 
-def own_dirs(env) -> list[str]:
-    """The env's root and any toolkit its layout names by absolute path (system mode), resolved."""
-    dirs = [os.path.realpath(env.root)]
+def own_dirs(env) -> list:
+    """The env's root, resolved, and any toolkit library directory its layout names by absolute path
+    (system mode) as ``(directory, "only")``: the files directly in that directory count as the env's,
+    never what is under or beside it, so a layout that names ``/`` or ``/usr`` (damaged, or written
+    by someone else) cannot make every system library the env's own."""
+    dirs: list = [os.path.realpath(env.root)]
     try:
         layout = untrusted.load_json(env.root / "etc" / "tfgpu" / "layout.json", untrusted.ENV_FILE)
-        dirs += [os.path.realpath(d) for d in layout.get("lib_dirs", ()) if isinstance(d, str) and d.startswith("/")]
+        dirs += [
+            (os.path.realpath(d), "only")
+            for d in layout.get("lib_dirs", ())
+            if isinstance(d, str) and d.startswith("/")
+        ]
     except (untrusted.Unreadable, AttributeError, TypeError):
         pass
     return dirs
 
 
-def inside(path: str, dirs: list[str]) -> bool:
+def inside(path: str, dirs: list) -> bool:
     real = os.path.realpath(path)
-    return any(real == d or real.startswith(d.rstrip(os.sep) + os.sep) for d in dirs)
+    for d in dirs:
+        if isinstance(d, tuple):
+            if os.path.dirname(real) == d[0]:
+                return True
+        elif real == d or real.startswith(d.rstrip(os.sep) + os.sep):
+            return True
+    return False
 
 
 def own_copy(env, path: str) -> str | None:
@@ -94,7 +107,7 @@ def outside(env, resolved: list[Resolved], probe: Probe) -> list[tuple[str, str]
 
 
 def _fix(env, leaks: list[tuple[str, str]], environ: dict[str, str]) -> str:
-    ld_path = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    ld_path = ld_library_path(environ)  # as the loader splits it: ':' and ';', an empty entry is "."
     on_path = sorted({d for d in ld_path for path, _ in leaks if Path(path).parent == Path(os.path.realpath(d))})
     fix = (
         f"`{REPAIR.format(root=env.root)}` provides every library inside the env (the load hook, and links "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from importlib.resources import as_file, files
@@ -84,12 +85,19 @@ def ld_cache() -> dict[str, str]:
     return {}
 
 
+def ld_library_path(environ: dict[str, str]) -> list[str]:
+    """LD_LIBRARY_PATH's directories as glibc's loader splits them (elf/dl-load.c): ':' and ';' both
+    separate, and an empty entry (``:x``, ``x:``, ``a::b``) is the current directory."""
+    value = environ.get("LD_LIBRARY_PATH", "")
+    return [directory or "." for directory in re.split("[:;]", value)] if value else []
+
+
 def resolve_libraries(
     build_info: dict, runpath: tuple[str, ...], hook: Path | None, environ: dict[str, str]
 ) -> list[Resolved]:
     """Where the loader would find each library TensorFlow needs (files only)."""
     preloaded = hook_preloads(hook)
-    ld_path = [d for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    ld_path = ld_library_path(environ)
     cache = None
     out = []
     for name, soname, symbol in needed_libraries(build_info):
@@ -180,8 +188,10 @@ def load_in_child(resolved: list[Resolved], dlopened: list[Dlopened] = (), timeo
 
     with as_file(files("tfgpu.verify").joinpath("probe_libs.py")) as script:
         # The user's environment as it is (LD_LIBRARY_PATH included): that is what TensorFlow's loader sees.
-        argv = [sys.executable, "-I", str(script), json.dumps(todo), json.dumps(names)]
-        done = Runner().capture(argv, timeout=timeout, clean=False)
+        # The lists go on stdin: as arguments, a long RUNPATH list would pass the kernel's 128 KiB
+        # limit on one argument (E2BIG) and the probe would not start at all.
+        argv = [sys.executable, "-I", str(script)]
+        done = Runner().capture(argv, timeout=timeout, clean=False, input=json.dumps([todo, names]))
         try:
             document = untrusted.parse_json(
                 done.output.strip().splitlines()[-1], untrusted.CHILD_OUTPUT, "the library probe"

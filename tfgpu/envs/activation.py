@@ -102,11 +102,18 @@ def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...])
     this link from an earlier run) is left as it is; a dangling link, or one out of the env, is replaced."""
     links: dict[str, str] = {}
     top = os.path.realpath(root)
+
+    def own(directory: str, name: str | None) -> bool:
+        # The env's own file: one that is a link out of the env (a system toolkit's copy) is not,
+        # and a link to it would hand the caller that very copy.
+        real = os.path.realpath(root / directory / name) if name else ""
+        return bool(name) and real.startswith(top + os.sep) and os.path.isfile(real)
+
     for row in names:
         if row["name"].endswith(".so"):
-            provider = next(((d, n) for d in lib_dirs if (n := _soname_file(root / d, row["provides"]))), None)
+            provider = next(((d, n) for d in lib_dirs if own(d, n := _soname_file(root / d, row["provides"]))), None)
         else:  # a versioned name: only that very file will do
-            provider = next(((d, row["name"]) for d in lib_dirs if (root / d / row["name"]).is_file()), None)
+            provider = next(((d, row["name"]) for d in lib_dirs if own(d, row["name"])), None)
         if provider is None:
             continue
         for lib_dir in lib_dirs:

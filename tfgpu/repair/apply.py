@@ -158,6 +158,7 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
         ]
         write_journal(prefix, journal)
         twice = owned_twice(survey.site_packages) if survey.site_packages else frozenset()
+        dirs_before = _nvidia_dirs(prefix, survey.site_packages)
         installer.install(plan, reporter)
         if survey.site_packages:  # a CUDA wheel installed over another stack's file: rolled back below
             refuse_files_owned_twice(survey.site_packages, str(prefix), twice)
@@ -183,7 +184,7 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
                 if n in journal["conda_before"] and journal["conda_before"][n] != v
             ]
         write_journal(prefix, journal)
-        written = _write_files(survey, plan.manager, journal)
+        written = _write_files(survey, plan.manager, journal, dirs_before)
         journal["state"] = "done"
         write_journal(prefix, journal)
     except BaseException:
@@ -207,7 +208,33 @@ def _activation_paths(survey: EnvSurvey, manager: str) -> set[str]:
         return set(render_activation(survey, manager, Path(tmp)))
 
 
-def _write_files(survey: EnvSurvey, manager: str, journal: dict) -> list[str]:
+def _nvidia_dirs(prefix: Path, site: Path | None) -> set[str] | None:
+    """The directories of the env's ``nvidia/`` tree (env-relative), before the packages go in."""
+    if site is None or not (site / "nvidia").is_dir():
+        return set() if site is not None else None
+    found = {os.path.relpath(site / "nvidia", prefix)}
+    for directory, names, _ in os.walk(site / "nvidia"):
+        found.update(os.path.relpath(os.path.join(directory, name), prefix) for name in names)
+    return found
+
+
+def _made_by_install(prefix: Path, site: Path | None, paths, dirs_before: set[str] | None) -> list[str]:
+    """The directories holding ``paths`` that the package install made (cuBLAS 12's ``nvidia/cublas/lib``,
+    where the link for ``libnvrtc.so.12`` goes): the repair's to take out again, since the link it
+    wrote there keeps them from going when undo uninstalls the package."""
+    if dirs_before is None or site is None:
+        return []
+    nvidia = os.path.relpath(site / "nvidia", prefix)
+    made = []
+    for relative in paths:
+        for parent in reversed(Path(relative).parents):
+            name = str(parent)
+            if (name == nvidia or name.startswith(nvidia + "/")) and name not in dirs_before and name not in made:
+                made.append(name)
+    return made
+
+
+def _write_files(survey: EnvSurvey, manager: str, journal: dict, dirs_before: set[str] | None = None) -> list[str]:
     """Render the activation against the env as it is now (packages in) and write what differs;
     a path the first rendering did not name (``bin/ptxas`` once nvcc is in) is journalled first,
     and every file's new digest is journalled before it is written."""
@@ -220,6 +247,8 @@ def _write_files(survey: EnvSurvey, manager: str, journal: dict) -> list[str]:
         if relative not in journal["files"]:
             journal["files"][relative] = _encode(state_of(inside(prefix, relative)))
     journal["dirs"] += [d for d in _new_dirs(prefix, changed) if d not in journal["dirs"]]
+    made = _made_by_install(prefix, survey.site_packages, changed, dirs_before)
+    journal["dirs"] += [d for d in made if d not in journal["dirs"]]
     journal.setdefault("written", {}).update({relative: digest(state) for relative, state in changed.items()})
     write_journal(prefix, journal)
     for relative, state in sorted(changed.items()):

@@ -39,15 +39,17 @@ def outside_env(libraries):
     """The CUDA libraries this process mapped from outside the env, the driver's aside (libcuda,
     libnvidia-*): none in an env tfgpu-install built or repaired. A system-mode env's toolkit, named
     by absolute path in its etc/tfgpu/layout.json, counts as the env's."""
-    roots = [os.path.realpath(sys.prefix)]
+    root = os.path.realpath(sys.prefix).rstrip("/") + "/"
+    toolkits = []  # only the files directly in such a directory: a layout naming / or /usr covers nothing more
     try:
         with open(os.path.join(sys.prefix, "etc", "tfgpu", "layout.json"), encoding="utf-8") as handle:
-            roots += [os.path.realpath(d) for d in json.load(handle).get("lib_dirs", []) if str(d).startswith("/")]
-    except (OSError, ValueError, AttributeError):
+            toolkits = [os.path.realpath(d) for d in json.load(handle).get("lib_dirs", []) if str(d).startswith("/")]
+    except (OSError, ValueError, AttributeError, TypeError):
         pass
     return sorted(path for name, path in libraries.items()
                   if not name.startswith(("libcuda.so", "libnvidia-"))
-                  and not any(os.path.realpath(path).startswith(root.rstrip("/") + "/") for root in roots))
+                  and not os.path.realpath(path).startswith(root)
+                  and os.path.dirname(os.path.realpath(path)) not in toolkits)
 
 
 def driver_facts():

@@ -4,7 +4,9 @@ report every file the process mapped.
 
 argv[1]: JSON list of {"soname", "path", "version_symbol"}. argv[2] (optional): JSON list of
 {"name", "caller", "runpath"}: a name such as ``libnvrtc.so`` that the library ``caller`` (an
-absolute path) passes to ``dlopen``, and the caller's RUNPATH with ``$ORIGIN`` expanded.
+absolute path) passes to ``dlopen``, and the caller's RUNPATH with ``$ORIGIN`` expanded. Without
+arguments, both lists come on stdin as one JSON array (doctor's way: a long RUNPATH list or many
+names would pass the kernel's limit on one argument, 128 KiB, and the probe would not start).
 
 Prints one JSON object: "libraries", for each of argv[1] whether it loaded, the file the process
 actually mapped for it, and its version from ``cudaRuntimeGetVersion``/``cudnnGetVersion`` where
@@ -22,6 +24,7 @@ left to the loader; the file it maps is read back from the loader itself (``dlin
 import ctypes
 import json
 import os
+import re
 import sys
 
 RTLD_DI_LINKMAP = 2
@@ -93,6 +96,12 @@ def load(entry):
     return result
 
 
+def ld_library_path(value):
+    """LD_LIBRARY_PATH's directories as glibc's loader splits them (elf/dl-load.c): ':' and ';' both
+    separate, and an empty entry (``:x``, ``x:``, ``a::b``) is the current directory."""
+    return [directory or "." for directory in re.split("[:;]", value)] if value else []
+
+
 def resolve(entry):
     """Where ``dlopen(name)`` called from ``caller`` lands, in the loader's order."""
     name = entry["name"]
@@ -107,7 +116,7 @@ def resolve(entry):
         return result
     except OSError:
         pass
-    steps = (("LD_LIBRARY_PATH", os.environ.get("LD_LIBRARY_PATH", "").split(":")),
+    steps = (("LD_LIBRARY_PATH", ld_library_path(os.environ.get("LD_LIBRARY_PATH", ""))),
              ("RUNPATH of " + os.path.basename(entry["caller"]), entry["runpath"]))
     for via, directories in steps:
         for directory in directories:
@@ -128,8 +137,12 @@ def resolve(entry):
 
 
 def main():
-    libraries = [load(entry) for entry in json.loads(sys.argv[1])]
-    dlopened = [resolve(entry) for entry in json.loads(sys.argv[2])] if len(sys.argv) > 2 else []
+    if len(sys.argv) > 1:
+        todo, names = json.loads(sys.argv[1]), json.loads(sys.argv[2]) if len(sys.argv) > 2 else []
+    else:  # on stdin, the two lists in one array: no length is too long for an argument
+        todo, names = json.loads(sys.stdin.read())
+    libraries = [load(entry) for entry in todo]
+    dlopened = [resolve(entry) for entry in names]
     print(json.dumps({"libraries": libraries, "dlopened": dlopened, "mapped": mapped_files()}))
 
 

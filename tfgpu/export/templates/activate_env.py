@@ -4,6 +4,7 @@
 # are rewritten only when their content differs (idempotent).
 import json
 import os
+import stat
 import sys
 import types
 from pathlib import Path
@@ -35,7 +36,21 @@ def read_own(path, env):
         return None
 
 
+def _ready(path):
+    """Like tfgpu.envs.writes' env-path-blocked: a directory, FIFO or socket where a file or link
+    goes (or where its temporary goes) stops the script with a way forward, never a traceback."""
+    for where in (str(path), "%s.tfgpu-tmp" % path):
+        try:
+            info = os.lstat(where)
+        except FileNotFoundError:
+            continue
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+            sys.exit("%s is in the way: a file or link goes there, and something that is neither is there "
+                     "now. Move it aside (mv %s %s.saved), then run this script again." % (where, where, where))
+
+
 def put_text(path, text, mode=None, env=None):
+    _ready(path)
     data = text.encode("utf-8")
     if not os.path.islink(path) and os.path.isfile(path):
         with open(path, "rb") as handle:
@@ -52,6 +67,7 @@ def put_text(path, text, mode=None, env=None):
 
 
 def put_link(path, target, env=None):
+    _ready(path)
     if os.path.islink(path) and os.readlink(path) == str(target):
         return path
     partial = "%s.tfgpu-tmp" % path
