@@ -1,0 +1,259 @@
+"""Attacks on co-planning with PyTorch/JAX (``--with SPEC``): a spec whose version has more digits
+than Python converts, a hostile ``companions-updates.toml`` overlay (a numpy cap that is no
+specifier, or one with thousands of digits), a lock whose recorded companions are of the wrong kind,
+and ``update-data``'s range-request reader of torch's wheel METADATA against a hostile index (a real
+HTTP server on 127.0.0.1): a METADATA member that inflates far past the size its directory claims,
+a central directory that claims gigabytes. Real files, the real CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+import zipfile
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from .conftest import changed, no_traceback, snapshot
+
+PLAN = ("plan", "--no-detect", "--os", "linux", "--arch", "x86_64", "--mode", "pip", "--json")
+
+
+def test_a_with_spec_whose_version_has_thousands_of_digits_is_refused_not_a_traceback(cli, sandbox):
+    """``--with torch==999...9`` (5,000 digits) parsed as a PEP 508 requirement, then crashed with
+    Python's ValueError (int string conversion limit) when a release was matched against it. A spec is
+    user input: ``companion-unsupported`` (exit 2), bounded, nothing written; a plain pin still plans."""
+    before = snapshot(sandbox)
+    for spec in ("torch==" + "9" * 5000, "torch>=2." + "9" * 200, "jax[cuda12]<" + "1" * 100_000):
+        done = no_traceback(cli, *PLAN, "--with", spec)
+        assert done.code == 2, done.out
+        assert done.error == "companion-unsupported"
+        assert len(done.out) < 4000
+    assert changed(before, snapshot(sandbox)) == []
+    assert no_traceback(cli, *PLAN, "--with", "torch>=2.5").code == 0
+
+
+def _overlay(sandbox, numpy: str) -> dict:
+    data = sandbox / "userdata"
+    data.mkdir(exist_ok=True)
+    (data / "companions-updates.toml").write_text(
+        f"""[[release]]
+framework = "torch"
+version = "2.99.0"
+extra = ""
+stack = "cu12"
+python = ["3.11", "3.12"]
+numpy = {json.dumps(numpy)}
+wheels = ["torch==2.99.0"]
+source = ["PYPI-JSON", "WHL-META"]
+
+[release.nvidia]
+"nvidia-cudnn-cu12" = ">=9"
+
+[versions]
+"nvidia-cudnn-cu12" = ["9.3.0.75"]
+""",
+        encoding="utf-8",
+    )
+    return {"TFGPU_USER_DATA_DIR": str(data)}
+
+
+@pytest.mark.parametrize("numpy", ["garbage; rm -rf ~", ">=" + "9" * 5000, "<2\n>=1"])
+def test_an_overlay_row_whose_numpy_is_no_specifier_is_overlay_corrupt(cli, sandbox, numpy):
+    """A companions-updates.toml row's ``numpy`` was held only to "one line of text", then read as a
+    PEP 440 specifier when the plan met TensorFlow's numpy: InvalidSpecifier / ValueError traceback.
+    The overlay is fetched data: ``data-overlay-corrupt`` naming the key, before any plan."""
+    env = _overlay(sandbox, numpy)
+    done = no_traceback(cli, *PLAN, "--tf", "2.18", "--with", "torch", env=env)
+    assert done.code != 0, done.out
+    assert done.error in ("data-overlay-corrupt", "bad-data"), done.out
+    assert "numpy" in json.loads(done.out)["error"]["message"]
+    ok = no_traceback(cli, *PLAN, "--tf", "2.18", "--with", "torch", env=_overlay(sandbox, ">=1.26"))
+    assert ok.code == 0, ok.out
+
+
+@pytest.mark.parametrize("companions", [5, "torch", [["torch"]], ["torch==" + "9" * 5000]])
+def test_a_lock_whose_recorded_companions_are_the_wrong_kind_is_malformed(cli, sandbox, companions):
+    """A lock's record lists ``companions`` (what ``lock --check`` plans again): a number, a string,
+    a nested list or a 5,000-digit pin. Each is ``lock-malformed`` (exit 2) naming the record, with no
+    traceback, and ``--check`` writes nothing."""
+    from tfgpu.lock.pip import lockfile as pip_lock
+
+    from .test_hostile_locks import forged_pip_lock
+
+    lock = sandbox / "team.txt"
+    forged_pip_lock(lock)
+    parsed = pip_lock.read(lock)
+    meta = {key: value for key, value in parsed.meta.items() if key != "sha256"}
+    meta["resolution"] = {**meta["resolution"], "companions": ["torch==2.15.0"]}
+    text = pip_lock.render(meta, parsed.body, str(lock))  # a well-formed record, then made hostile
+    hostile = {**meta, "resolution": {**meta["resolution"], "companions": companions}}
+    text = text.replace(pip_lock._digest(meta, parsed.body), pip_lock._digest(hostile, parsed.body))
+    text = text.replace('"companions":["torch==2.15.0"]', '"companions":' + json.dumps(companions))
+    assert json.dumps(companions) in text
+    lock.write_text(text, encoding="utf-8")
+    before = snapshot(sandbox)
+    done = no_traceback(cli, "lock", "--check", str(lock), "--json")
+    assert done.code == 2, done.out
+    assert done.error == "lock-malformed", done.out
+    assert changed(before, snapshot(sandbox)) == []
+
+
+# --- update-data's range-request reader of torch's METADATA, against a hostile index ---------------
+
+TORCH = "2.99.0"
+WHEEL = f"torch-{TORCH}-cp311-cp311-manylinux_2_28_x86_64.whl"
+GOOD_METADATA = (
+    f"Metadata-Version: 2.1\nName: torch\nVersion: {TORCH}\n"
+    'Requires-Dist: nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux"\n'
+)
+
+
+def torch_wheel(metadata: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"torch-{TORCH}.dist-info/METADATA", metadata)
+    return buffer.getvalue()
+
+
+def lying_bomb() -> bytes:
+    """A wheel whose METADATA inflates to 256 MiB while its central directory says 100 bytes (and a
+    CRC the reader would only check after inflating everything)."""
+    raw = b"Metadata-Version: 2.1\nName: torch\n" + b"\x00" * (256 * 1024 * 1024)
+    squeezer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    packed = squeezer.compress(raw) + squeezer.flush()
+    name = f"torch-{TORCH}.dist-info/METADATA".encode()
+    crc = zlib.crc32(raw)
+    local = b"PK\x03\x04" + (20).to_bytes(2, "little") + b"\x00\x00" + (8).to_bytes(2, "little") + b"\x00" * 4
+    local += crc.to_bytes(4, "little") + len(packed).to_bytes(4, "little") + (100).to_bytes(4, "little")
+    local += len(name).to_bytes(2, "little") + b"\x00\x00" + name
+    central = b"PK\x01\x02" + (20).to_bytes(2, "little") * 2 + b"\x00\x00" + (8).to_bytes(2, "little") + b"\x00" * 4
+    central += crc.to_bytes(4, "little") + len(packed).to_bytes(4, "little") + (100).to_bytes(4, "little")
+    central += len(name).to_bytes(2, "little") + b"\x00" * 12 + (0).to_bytes(4, "little") + name
+    body = local + packed
+    eocd = b"PK\x05\x06" + b"\x00" * 4 + (1).to_bytes(2, "little") * 2
+    eocd += len(central).to_bytes(4, "little") + len(body).to_bytes(4, "little") + b"\x00\x00"
+    return body + central + eocd
+
+
+class Index(BaseHTTPRequestHandler):
+    """PyPI's JSON API for tensorflow (nothing new) and torch (one new release, ``size`` as listed),
+    and the wheel with range requests; ``claimed`` is the total the Content-Range header names."""
+
+    wheel: bytes = b""
+    size: int = 0
+    pattern: bytes = b"\x00"
+    pattern_at: int = 0
+    requests: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        self.requests.append(self.path)
+        if self.path.endswith("/tensorflow/json"):
+            return self._send(200, b'{"releases": {}}')
+        if self.path.endswith("/torch/json"):
+            entry = {
+                "filename": WHEEL,
+                "url": f"/files/{WHEEL}",
+                "size": self.size or len(self.wheel),
+                "packagetype": "bdist_wheel",
+                "upload_time_iso_8601": "2027-01-01T00:00:00Z",
+                "requires_python": ">=3.10",
+            }
+            return self._send(200, json.dumps({"releases": {TORCH: [entry]}}).encode())
+        if self.path.endswith(WHEEL):
+            start, end = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers["Range"]).groups())
+            total = self.size or len(self.wheel)
+            end = min(end, total - 1)
+            offset = total - len(self.wheel)  # the wheel's bytes end the claimed size
+            body = b""
+            if start < offset:  # before them: ``pattern`` repeated from ``pattern_at`` on
+                skip = (start - self.pattern_at) % len(self.pattern)
+                count = min(end + 1, offset) - start
+                body = (self.pattern * (count // len(self.pattern) + 2))[skip : skip + count]
+            if end >= offset:
+                body += self.wheel[max(start, offset) - offset : end + 1 - offset]
+            return self._send(206, body, {"Content-Range": f"bytes {start}-{end}/{total}"})
+        self._send(404, b"")
+
+    def _send(self, status: int, body: bytes, headers: dict | None = None) -> None:
+        head = f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items()) + "\r\n"
+        try:
+            self.wfile.write(head.encode() + body)
+        except OSError:
+            pass
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def index():
+    Index.wheel, Index.size, Index.requests, Index.pattern, Index.pattern_at = b"", 0, [], b"\x00", 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Index)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/pypi"
+    server.shutdown()
+    server.server_close()
+
+
+def _update(tool, sandbox, url):
+    return tool(
+        "update-data",
+        "--index",
+        url,
+        "--json",
+        env={
+            "TFGPU_USER_DATA_DIR": str(sandbox / "data"),
+            "TFGPU_UPDATE_TIMEOUT": "20",
+            "TFGPU_CACHE_DIR": str(sandbox / "cache"),
+        },
+        timeout=120,
+    )
+
+
+def test_the_companion_reader_reads_a_plain_torch_wheel(tool, sandbox, index):
+    """The baseline the attacks below change one thing of: a new torch release whose METADATA pins
+    cuDNN 9 lands in companions-updates.toml as a cu12 row."""
+    Index.wheel = torch_wheel(GOOD_METADATA.encode())
+    done = _update(tool, sandbox, index)
+    assert done.code == 0, done.out + done.err
+    overlay = (sandbox / "data" / "companions-updates.toml").read_text(encoding="utf-8")
+    assert 'version = "2.99.0"' in overlay and "nvidia-cudnn-cu12" in overlay
+
+
+def test_a_metadata_member_that_inflates_past_its_claimed_size_stays_bounded(tool, sandbox, index):
+    """Attack: the torch wheel's METADATA is a deflate bomb (about 250 KB on the wire) that inflates to
+    256 MiB while the central directory claims 100 bytes. The reader inflated it whole before it
+    compared anything (memory as large as the bomb). It must stop at the claimed size plus one byte:
+    ``update-failed``, no overlay written."""
+    Index.wheel = lying_bomb()
+    done = _update(tool, sandbox, index)
+    assert done.code != 0, done.out
+    assert json.loads(done.out)["error"]["code"] == "update-failed", done.out
+    assert not (sandbox / "data" / "companions-updates.toml").exists()
+
+
+def test_a_central_directory_that_claims_gigabytes_is_refused_without_reading_it(tool, sandbox, index):
+    """Attack: the index lists the wheel at 2 GB and its end record says the central directory is
+    1.9 GB (the bytes answered are zeros and entries). The reader fetched it 512 KiB at a time until the
+    run's deadline. A wheel's directory is a few MiB: a claim beyond the cap is ``update-failed`` at
+    once, after a handful of requests, no overlay written."""
+    size = 2 * 1024 * 1024 * 1024
+    cd_size = size - 100 * 1024 * 1024
+    eocd = b"PK\x05\x06" + b"\x00" * 4 + (1).to_bytes(2, "little") * 2
+    eocd += cd_size.to_bytes(4, "little") + (size - 22 - cd_size).to_bytes(4, "little") + b"\x00\x00"
+    name = b"torch/lib/libtorch_cuda.so"
+    entry = b"PK\x01\x02" + b"\x00" * 24 + len(name).to_bytes(2, "little") + b"\x00" * 16 + name
+    Index.wheel, Index.size, Index.pattern, Index.pattern_at = eocd, size, entry, size - 22 - cd_size
+    done = _update(tool, sandbox, index)
+    assert done.code != 0, done.out
+    assert json.loads(done.out)["error"]["code"] == "update-failed", done.out
+    assert "central directory" in json.loads(done.out)["error"]["message"]
+    assert sum(WHEEL in r for r in Index.requests) <= 4, Index.requests
+    assert not (sandbox / "data" / "companions-updates.toml").exists()
