@@ -257,3 +257,40 @@ def test_a_central_directory_that_claims_gigabytes_is_refused_without_reading_it
     assert "central directory" in json.loads(done.out)["error"]["message"]
     assert sum(WHEEL in r for r in Index.requests) <= 4, Index.requests
     assert not (sandbox / "data" / "companions-updates.toml").exists()
+
+
+HOSTILE_METADATA = {
+    "nul-in-a-pin": GOOD_METADATA + "Requires-Dist: nvidia-nccl-cu12==2.1\x00; rm -rf ~\n",
+    "shell-in-a-pin": GOOD_METADATA + "Requires-Dist: nvidia-nccl-cu12 (==2.1;$(touch PWNED))\n",
+    "url-requirement": GOOD_METADATA + "Requires-Dist: nvidia-nccl-cu12 @ https://evil.example/x.whl\n",
+    "ten-thousand-pins": GOOD_METADATA + "".join(f"Requires-Dist: nvidia-x{i}-cu12==1.{i}\n" for i in range(10_000)),
+    "two-majors": GOOD_METADATA + "Requires-Dist: nvidia-nccl-cu13==2.1\n",
+    "not-utf8": GOOD_METADATA + "Requires-Dist: nvidia-nccl-cu12==2.\udcff1\n",
+}
+
+HOSTILE_METADATA["nested-marker"] = GOOD_METADATA + (
+    "Requires-Dist: nvidia-nccl-cu12==2.1; " + "(" * 5000 + "os_name == 'posix'" + ")" * 5000 + "\n"
+)
+HOSTILE_METADATA["not-not-marker"] = GOOD_METADATA + (
+    "Requires-Dist: nvidia-nccl-cu12==2.1; " + "not " * 100_000 + "os_name == 'posix'\n"
+)
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_METADATA))
+def test_a_hostile_torch_metadata_ends_with_a_code_and_an_overlay_that_loads(tool, sandbox, index, case):
+    """Attack: the new torch wheel's METADATA pins with a NUL or shell syntax in a marker (which crashed
+    the marker parser: SyntaxError, ValueError traceback), a marker nested 5,000 deep, a URL, ten thousand
+    nvidia names, two CUDA majors, bytes that are not UTF-8. ``update-data`` either refuses
+    (``update-failed``, no overlay) or writes an overlay that the planner then loads and plans with,
+    never a traceback, never a command run."""
+    Index.wheel = torch_wheel(HOSTILE_METADATA[case].encode("utf-8", "surrogateescape"))
+    done = _update(tool, sandbox, index)
+    overlay = sandbox / "data" / "companions-updates.toml"
+    if done.code != 0:
+        assert json.loads(done.out)["error"]["code"] == "update-failed", done.out
+        assert not overlay.exists()
+        return
+    plan = tool(
+        *PLAN, "--tf", "2.18", "--with", "torch", env={"TFGPU_USER_DATA_DIR": str(sandbox / "data")}, timeout=120
+    )
+    assert plan.code in (0, 1, 2), plan.out + plan.err
