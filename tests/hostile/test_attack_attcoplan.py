@@ -294,3 +294,33 @@ def test_a_hostile_torch_metadata_ends_with_a_code_and_an_overlay_that_loads(too
         *PLAN, "--tf", "2.18", "--with", "torch", env={"TFGPU_USER_DATA_DIR": str(sandbox / "data")}, timeout=120
     )
     assert plan.code in (0, 1, 2), plan.out + plan.err
+
+
+def test_an_overlay_of_thousands_of_companion_rows_plans_in_bounded_time(tool, sandbox):
+    """Attack: a companions-updates.toml of 600 KB (1,500 torch and 1,500 JAX releases, none of which
+    fits) and ``--with torch --with jax``. The planner checked every combination (2.25 million) before
+    it answered: minutes of CPU for one ``plan``. The combinations weighed are bounded, newest first:
+    ``companion-conflict`` (exit 3) within seconds, no traceback, nothing written."""
+    import time
+
+    data = sandbox / "userdata"
+    data.mkdir()
+    rows = [
+        f'[[release]]\nframework = "{fw}"\nversion = "9.{i}.0"\nextra = "{extra}"\nstack = "cu13"\n'
+        f'python = ["3.11"]\nnumpy = ">=99"\nwheels = ["x"]\nsource = ["PYPI-JSON"]\n\n'
+        f'[release.nvidia]\n"nvidia-cudnn-cu13" = ">=99"\n'
+        for i in range(1500)
+        for fw, extra in (("torch", ""), ("jax", "cuda13"))
+    ]
+    (data / "companions-updates.toml").write_text(
+        "\n".join(rows) + '\n[versions]\n"nvidia-cudnn-cu13" = ["9.3.0"]\n', encoding="utf-8"
+    )
+    before = snapshot(sandbox)
+    started = time.monotonic()
+    done = tool(
+        *PLAN, "--with", "torch>=9", "--with", "jax[cuda13]>=9", env={"TFGPU_USER_DATA_DIR": str(data)}, timeout=90
+    )
+    assert time.monotonic() - started < 45
+    assert done.code == 3, done.out + done.err
+    assert json.loads(done.out)["error"]["code"] == "companion-conflict"
+    assert changed(before, snapshot(sandbox), allowed=("cache",)) == []
