@@ -147,6 +147,9 @@ class Index(BaseHTTPRequestHandler):
     size: int = 0
     pattern: bytes = b"\x00"
     pattern_at: int = 0
+    url: str = ""
+    redirect: str = ""
+    answer: str = ""  # "whole": 200 with every byte; "shifted": a Content-Range naming other bytes
     requests: list[str] = []
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
@@ -156,13 +159,15 @@ class Index(BaseHTTPRequestHandler):
         if self.path.endswith("/torch/json"):
             entry = {
                 "filename": WHEEL,
-                "url": f"/files/{WHEEL}",
+                "url": self.url or f"/files/{WHEEL}",
                 "size": self.size or len(self.wheel),
                 "packagetype": "bdist_wheel",
                 "upload_time_iso_8601": "2027-01-01T00:00:00Z",
                 "requires_python": ">=3.10",
             }
             return self._send(200, json.dumps({"releases": {TORCH: [entry]}}).encode())
+        if self.path.endswith(WHEEL) and self.redirect:
+            return self._send(302, b"", {"Location": self.redirect})
         if self.path.endswith(WHEEL):
             start, end = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers["Range"]).groups())
             total = self.size or len(self.wheel)
@@ -175,6 +180,10 @@ class Index(BaseHTTPRequestHandler):
                 body = (self.pattern * (count // len(self.pattern) + 2))[skip : skip + count]
             if end >= offset:
                 body += self.wheel[max(start, offset) - offset : end + 1 - offset]
+            if self.answer == "whole":
+                return self._send(200, self.wheel)
+            if self.answer == "shifted":
+                return self._send(206, body, {"Content-Range": f"bytes {start + 1}-{end + 1}/{total}"})
             return self._send(206, body, {"Content-Range": f"bytes {start}-{end}/{total}"})
         self._send(404, b"")
 
@@ -193,6 +202,7 @@ class Index(BaseHTTPRequestHandler):
 @pytest.fixture
 def index():
     Index.wheel, Index.size, Index.requests, Index.pattern, Index.pattern_at = b"", 0, [], b"\x00", 0
+    Index.url, Index.redirect, Index.answer = "", "", ""
     server = ThreadingHTTPServer(("127.0.0.1", 0), Index)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -324,3 +334,37 @@ def test_an_overlay_of_thousands_of_companion_rows_plans_in_bounded_time(tool, s
     assert done.code == 3, done.out + done.err
     assert json.loads(done.out)["error"]["code"] == "companion-conflict"
     assert changed(before, snapshot(sandbox), allowed=("cache",)) == []
+
+
+@pytest.mark.parametrize(
+    "url, redirect",
+    [
+        ("file:///etc/passwd", ""),
+        ("http://user:secret@127.0.0.2/torch.whl", ""),
+        ("", "http://169.254.169.254/latest/meta-data/torch.whl"),
+        ("", "file:///etc/passwd"),
+    ],
+)
+def test_a_torch_wheel_url_or_redirect_off_the_rule_is_refused(tool, sandbox, index, url, redirect):
+    """Attack: the torch release lists its wheel at a ``file:`` URL or with credentials, or the wheel's
+    URL redirects to the cloud metadata address or a local file. The companion reader goes through
+    the URL door like TensorFlow's: a code, no overlay, no request reaching anywhere else."""
+    Index.wheel = torch_wheel(GOOD_METADATA.encode())
+    Index.url, Index.redirect = url, redirect
+    done = _update(tool, sandbox, index)
+    assert done.code != 0, done.out
+    assert json.loads(done.out)["error"]["code"] in ("update-failed", "bad-url", "insecure-url"), done.out
+    assert not (sandbox / "data" / "companions-updates.toml").exists()
+
+
+@pytest.mark.parametrize("answer", ["whole", "shifted"])
+def test_a_range_answer_that_is_not_the_range_asked_is_refused(tool, sandbox, index, answer):
+    """Attack: the server answers a range request for the torch wheel with the whole file (200) or
+    with a Content-Range naming other bytes. The reader never reads on past the range, never takes
+    the bytes as the ones asked: ``update-failed``, no overlay."""
+    Index.wheel = torch_wheel(GOOD_METADATA.encode())
+    Index.answer = answer
+    done = _update(tool, sandbox, index)
+    assert done.code != 0, done.out
+    assert json.loads(done.out)["error"]["code"] == "update-failed", done.out
+    assert not (sandbox / "data" / "companions-updates.toml").exists()
