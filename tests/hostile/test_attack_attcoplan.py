@@ -368,3 +368,23 @@ def test_a_range_answer_that_is_not_the_range_asked_is_refused(tool, sandbox, in
     assert done.code != 0, done.out
     assert json.loads(done.out)["error"]["code"] == "update-failed", done.out
     assert not (sandbox / "data" / "companions-updates.toml").exists()
+
+
+def test_ten_thousand_with_flags_and_a_hostile_project_with_list_are_refused_promptly(tool, sandbox):
+    """Attack: 10,000 ``--with`` flags on one command line, and a tfgpu.toml whose ``with`` names
+    torch twice, a URL and an option. Each is refused with its code (``companion-unsupported`` for
+    the flags, ``bad-project-file`` for the file), within seconds, nothing written."""
+    import time
+
+    before = snapshot(sandbox)
+    started = time.monotonic()
+    argv = [part for i in range(10_000) for part in ("--with", f"torch>=2.{i}")]
+    done = tool(*PLAN, *argv, timeout=60)
+    assert time.monotonic() - started < 30
+    assert done.code == 2 and json.loads(done.out)["error"]["code"] == "companion-unsupported", done.out
+    for listed in ('["torch", "torch"]', '["torch @ https://evil.example/t.whl"]', '["--index-url=http://x"]'):
+        (sandbox / "tfgpu.toml").write_text(f"with = {listed}\n", encoding="utf-8")
+        done = tool(*PLAN, "--project", str(sandbox / "tfgpu.toml"), timeout=60)
+        assert done.code == 2 and json.loads(done.out)["error"]["code"] == "bad-project-file", done.out
+    (sandbox / "tfgpu.toml").unlink()
+    assert changed(before, snapshot(sandbox), allowed=("cache",)) == []
