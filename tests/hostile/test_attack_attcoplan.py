@@ -388,3 +388,52 @@ def test_ten_thousand_with_flags_and_a_hostile_project_with_list_are_refused_pro
         assert done.code == 2 and json.loads(done.out)["error"]["code"] == "bad-project-file", done.out
     (sandbox / "tfgpu.toml").unlink()
     assert changed(before, snapshot(sandbox), allowed=("cache",)) == []
+
+
+@pytest.mark.parametrize("cut", [0, 3, 45])
+def test_cached_ranges_of_the_wrong_length_are_not_taken_as_the_wheel(tool, sandbox, index, cut):
+    """Attack: after one good run, every cached range answer of the torch wheel is cut to ``cut``
+    bytes (another process, a full disk, a hostile cache), then ``update-data --offline`` reads the
+    cache only. A cached range is the bytes asked or nothing: the run ends with a code (or re-reads
+    nothing it cannot trust), never a struct/zip traceback, and never writes a row from cut bytes."""
+    Index.wheel = torch_wheel(GOOD_METADATA.encode())
+    assert _update(tool, sandbox, index).code == 0
+    overlay = sandbox / "data" / "companions-updates.toml"
+    overlay.unlink()
+    ranges = [p for p in (sandbox / "cache").rglob("*") if p.is_file() and "ranges" in p.parts]
+    assert ranges
+    for path in ranges:
+        path.write_bytes(path.read_bytes()[:cut])
+    done = tool(
+        "update-data",
+        "--offline",
+        "--index",
+        index,
+        "--json",
+        env={"TFGPU_USER_DATA_DIR": str(sandbox / "data"), "TFGPU_CACHE_DIR": str(sandbox / "cache")},
+        timeout=60,
+    )
+    if done.code == 0:
+        assert 'version = "2.99.0"' not in (overlay.read_text(encoding="utf-8") if overlay.exists() else "") or (
+            "nvidia-cudnn-cu12" in overlay.read_text(encoding="utf-8")
+        )
+    else:
+        assert json.loads(done.out)["error"]["code"] in ("update-failed", "offline-no-cache"), done.out
+        assert not overlay.exists()
+
+
+def test_a_cut_cached_range_is_fetched_again_online(tool, sandbox, index):
+    """Attack: a cached range answer of the torch wheel is cut short (a crash of another writer, a
+    hostile cache). Online, the reader took the cached bytes as the range asked, so every later
+    ``update-data`` failed with "not a zip file" until the cache was cleared by hand. A cached range
+    whose length is not the range's is not an answer: fetched again, the run succeeds."""
+    Index.wheel = torch_wheel(GOOD_METADATA.encode())
+    assert _update(tool, sandbox, index).code == 0
+    overlay = sandbox / "data" / "companions-updates.toml"
+    overlay.unlink()
+    for path in (sandbox / "cache").rglob("*"):
+        if path.is_file() and "ranges" in path.parts:
+            path.write_bytes(path.read_bytes()[:5])
+    done = _update(tool, sandbox, index)
+    assert done.code == 0, done.out
+    assert "nvidia-cudnn-cu12" in overlay.read_text(encoding="utf-8")
