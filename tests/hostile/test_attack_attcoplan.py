@@ -437,3 +437,26 @@ def test_a_cut_cached_range_is_fetched_again_online(tool, sandbox, index):
     done = _update(tool, sandbox, index)
     assert done.code == 0, done.out
     assert "nvidia-cudnn-cu12" in overlay.read_text(encoding="utf-8")
+
+
+def _zip64_liar(extra: bytes) -> bytes:
+    """A wheel whose one central-directory entry says its size is in a zip64 field, with ``extra``."""
+    name = f"torch-{TORCH}.dist-info/METADATA".encode()
+    central = b"PK\x01\x02" + b"\x00" * 16 + (5).to_bytes(4, "little") + (0xFFFFFFFF).to_bytes(4, "little")
+    central += len(name).to_bytes(2, "little") + len(extra).to_bytes(2, "little") + b"\x00" * 14 + name + extra
+    eocd = b"PK\x05\x06" + b"\x00" * 4 + (1).to_bytes(2, "little") * 2
+    eocd += len(central).to_bytes(4, "little") + (0).to_bytes(4, "little") + b"\x00\x00"
+    return central + eocd
+
+
+@pytest.mark.parametrize("extra", [b"\x01\x00\x00\x00", b"\x01\x00\x10\x00\x00\x00\x00\x00"], ids=["empty", "short"])
+def test_a_central_directory_whose_zip64_field_lies_is_update_failed(tool, sandbox, index, extra):
+    """Attack: the torch wheel's central directory marks METADATA's size as "in the zip64 field" and
+    then gives an empty zip64 field (``next()`` inside the directory generator became a RuntimeError
+    traceback) or one that says 16 bytes and holds 4 (that one already ended as update-failed, through
+    struct.error). Both are a broken zip: ``update-failed``, no overlay."""
+    Index.wheel = _zip64_liar(extra)
+    done = _update(tool, sandbox, index)
+    assert done.code != 0, done.out
+    assert json.loads(done.out)["error"]["code"] == "update-failed", done.out
+    assert not (sandbox / "data" / "companions-updates.toml").exists()

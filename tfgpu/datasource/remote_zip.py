@@ -161,14 +161,21 @@ def _parse_central_entry(raw: bytes) -> ZipEntry:
     extra = raw[46 + name_len : 46 + name_len + extra_len]
     while len(extra) >= 4:  # zip64 extended information (APPNOTE 4.5.3)
         tag, length = struct.unpack_from("<HH", extra)
+        if 4 + length > len(extra):
+            raise SourceError(f"{name}: an extra field runs past its central directory entry")
         if tag == 0x0001:
             values = iter(struct.unpack_from(f"<{length // 8}Q", extra, 4))
+            # a field at 0xFFFFFFFF must be in the zip64 record; a record that lacks it is a broken zip
+            # (next() inside the central_directory generator would surface as a RuntimeError)
+            missing = SourceError(f"{name}: a zip64 size or offset is missing from its extra field")
             if usize == 0xFFFFFFFF:
-                usize = next(values)
-            if csize == 0xFFFFFFFF:
-                csize = next(values)
-            if offset == 0xFFFFFFFF:
-                offset = next(values)
+                usize = next(values, None)
+            if csize == 0xFFFFFFFF and usize is not None:
+                csize = next(values, None)
+            if offset == 0xFFFFFFFF and None not in (usize, csize):
+                offset = next(values, None)
+            if None in (usize, csize, offset):
+                raise missing
         extra = extra[4 + length :]
     return ZipEntry(name, method, csize, usize, offset, crc)
 
