@@ -107,9 +107,11 @@ class Fetcher:
         cached = self._cache_path("ranges", url, f"/{start}-{end}")
         if cached and cached.exists():
             try:
-                return untrusted.read_bytes(cached, untrusted.CACHE)
+                data = untrusted.read_bytes(cached, untrusted.CACHE)
             except untrusted.Unreadable:
-                pass
+                data = b""
+            if len(data) == end - start + 1:  # a cut or grown file is not the range asked: fetched again
+                return data
         data = self._request(url, (start, end))
         if data is None:
             raise SourceError(f"{url}: 404 Not Found")

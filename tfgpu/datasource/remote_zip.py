@@ -41,6 +41,9 @@ TAIL_BYTES = 8 * 1024  # a wheel has no archive comment: the EOCD is the last 22
 MAX_TAIL_BYTES = 22 + 0xFFFF + 20  # EOCD + longest comment + zip64 locator
 CD_CHUNK = 512 * 1024  # read the central directory in chunks
 LOCAL_SLACK = 1024  # room for the local header's extra field
+#: The largest central directory read: a wheel of 20,000 members has about 3 MiB of it; a larger
+#: claim is a hostile or broken file, refused before it is fetched chunk by chunk.
+MAX_CENTRAL_DIRECTORY = 64 * 1024 * 1024
 
 
 class ZipEntry(NamedTuple):
@@ -145,6 +148,10 @@ def _locate_central_directory(fetch, size: int) -> tuple[int, int]:
         cd_size, cd_offset = struct.unpack_from("<QQ", record, 40)
     if cd_offset + cd_size > size:
         raise SourceError(f"central directory {cd_offset}+{cd_size} lies past the end ({size})")
+    if cd_size > MAX_CENTRAL_DIRECTORY:
+        raise SourceError(
+            f"central directory of {cd_size} bytes, more than the {MAX_CENTRAL_DIRECTORY} a wheel's can be"
+        )
     return cd_offset, cd_size
 
 
@@ -154,14 +161,21 @@ def _parse_central_entry(raw: bytes) -> ZipEntry:
     extra = raw[46 + name_len : 46 + name_len + extra_len]
     while len(extra) >= 4:  # zip64 extended information (APPNOTE 4.5.3)
         tag, length = struct.unpack_from("<HH", extra)
+        if 4 + length > len(extra):
+            raise SourceError(f"{name}: an extra field runs past its central directory entry")
         if tag == 0x0001:
             values = iter(struct.unpack_from(f"<{length // 8}Q", extra, 4))
+            # a field at 0xFFFFFFFF must be in the zip64 record; a record that lacks it is a broken zip
+            # (next() inside the central_directory generator would surface as a RuntimeError)
+            missing = SourceError(f"{name}: a zip64 size or offset is missing from its extra field")
             if usize == 0xFFFFFFFF:
-                usize = next(values)
-            if csize == 0xFFFFFFFF:
-                csize = next(values)
-            if offset == 0xFFFFFFFF:
-                offset = next(values)
+                usize = next(values, None)
+            if csize == 0xFFFFFFFF and usize is not None:
+                csize = next(values, None)
+            if offset == 0xFFFFFFFF and None not in (usize, csize):
+                offset = next(values, None)
+            if None in (usize, csize, offset):
+                raise missing
         extra = extra[4 + length :]
     return ZipEntry(name, method, csize, usize, offset, crc)
 
@@ -190,12 +204,20 @@ def read_member(fetch, size: int, entry: ZipEntry, max_bytes: int = MAX_MEMBER_B
         raw += fetch(entry.header_offset + len(raw), entry.header_offset + start + entry.compressed_size - 1)
     data = raw[start : start + entry.compressed_size]
     if entry.method == 8:
+        # Never more than the directory's size plus one byte: a member that inflates past what
+        # its entry claims (a deflate bomb) is refused without being inflated whole.
+        inflater = zlib.decompressobj(-15)
         try:
-            data = zlib.decompress(data, -15)
+            data = inflater.decompress(data, entry.size + 1)
         except zlib.error as exc:
             raise SourceError(f"{entry.name}: corrupt deflate data ({exc})") from None
     elif entry.method != 0:
         raise SourceError(f"{entry.name}: unsupported compression method {entry.method}")
+    if len(data) != entry.size:
+        raise SourceError(
+            f"{entry.name}: {'more' if len(data) > entry.size else 'fewer'} bytes than the {entry.size} "
+            "its directory entry claims (the bytes read are not the member)"
+        )
     if zlib.crc32(data) != entry.crc32:
         raise SourceError(f"{entry.name}: CRC-32 mismatch (the bytes read are not the member)")
     return data

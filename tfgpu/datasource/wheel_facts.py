@@ -130,7 +130,13 @@ def marker_matches(marker: str, env: dict[str, str]) -> bool:
                     return env[left.id] != right.value
         return True
 
-    return evaluate(ast.parse(marker, mode="eval").body) if marker else True
+    if not marker:
+        return True
+    try:  # a wheel's METADATA is the index's text: a marker that is no expression is a bad answer
+        tree = ast.parse(marker, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise SourceError(f"cannot parse the environment marker {marker[:100]!r}") from None
+    return evaluate(tree.body)
 
 
 def find_shim_target(requirements: list[Requirement], platform: str) -> tuple[str, str] | None:

@@ -224,8 +224,23 @@ def parse_with(values) -> tuple[tuple[str, str | None, str, str], ...]:
     from packaging.requirements import Requirement as Parsed
 
     found = []
+    from tfgpu.versions import MAX_SPECIFIER, specifier
+
+    if not isinstance(values, (list, tuple)):
+        raise UsageError(
+            "companion-unsupported",
+            f"--with: a list of torch/jax requirements is expected, got {type(values).__name__}.",
+            ["Give each framework once: --with torch --with 'jax[cuda12]'."],
+        )
     for value in values or ():
         ways = ["--with torch, --with torch==2.10.0, --with 'jax[cuda12]' or --with 'jax[cuda12]==0.12.0.1'."]
+        if not isinstance(value, str) or len(value) > MAX_SPECIFIER:
+            shown = repr(value)[:80] + ("..." if len(repr(value)) > 80 else "")
+            raise UsageError(
+                "companion-unsupported",
+                f"--with {shown}: a torch or jax requirement of at most {MAX_SPECIFIER} characters is expected.",
+                ways,
+            )
         try:
             parsed = Parsed(value)
         except InvalidRequirement as error:
@@ -246,6 +261,12 @@ def parse_with(values) -> tuple[tuple[str, str | None, str, str], ...]:
             raise UsageError(
                 "companion-unsupported",
                 f"--with {value!r}: {name} takes the extras {allowed} here, got {', '.join(extras)}.",
+                ways,
+            )
+        if str(parsed.specifier) and specifier(str(parsed.specifier)) is None:
+            raise UsageError(
+                "companion-unsupported",
+                f"--with {value!r}: {str(parsed.specifier)[:80]!r} is not a bounded PEP 440 version specifier.",
                 ways,
             )
         if any(f[0] == name for f in found):
