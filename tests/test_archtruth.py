@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import tomllib
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from tfgpu.resolver.request import make_request
 from tfgpu.resolver.target import make_target
 
 ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(str(files("tfgpu.data")))  # the package under test: the checkout, or the installed wheel
 ROWS = load("arch_support.toml")["arch"]
 TARGET = ["--os", "linux", "--arch", "x86_64", "--driver", "580.65.06", "--no-detect", "--no-project"]
 
@@ -39,7 +41,7 @@ def test_the_table_is_what_the_script_generates_now():
     sys.path.insert(0, str(ROOT / "scripts"))
     import regen_arch_support
 
-    path = ROOT / "tfgpu" / "data" / "arch_support.toml"
+    path = DATA / "arch_support.toml"
     expected = regen_arch_support.render(regen_arch_support.existing_fatbin(path), regen_arch_support.arch_rows())
     assert path.read_text("utf-8") == expected, "run python scripts/regen_arch_support.py"
 
@@ -160,7 +162,7 @@ def test_an_older_gpu_is_not_judged_here():
 
 def test_ptx_toml_ways_forward_cite_sources():
     known = set(load("sources.toml")["sources"])
-    table = tomllib.loads((ROOT / "tfgpu" / "data" / "ptx.toml").read_text("utf-8"))
+    table = tomllib.loads((DATA / "ptx.toml").read_text("utf-8"))
     for row in table["way_forward"]:
         assert row["source"] and set(row["source"]) <= known
     assert set(table["keras_xla"]["source"]) <= known
