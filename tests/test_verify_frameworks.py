@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import wheelhouse
 from conftest import run_tool
 
 FAKE_TF = """
@@ -40,7 +41,9 @@ def reduce_sum(t):
 """
 
 FAKE_TORCH = """
-import os, signal, sys
+import ctypes, os, signal, sys
+# what a CUDA build's import does: map its CUDA runtime (a real shared object the test built)
+ctypes.CDLL(os.path.join(os.path.dirname(__file__), "lib", "libcudart.so.13"))
 __version__ = "2.11.0+cu130"
 class _Device:
     type = "cuda"
@@ -69,11 +72,14 @@ def randn(*shape, device=None):
 
 
 def fake_env(root: Path, crash: bool = False) -> Path:
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the stand-in CUDA runtime")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     site = next(root.glob("lib/python3*/site-packages"))
     for name, source in (("tensorflow", FAKE_TF), ("torch", FAKE_TORCH)):
         (site / name).mkdir()
         (site / name / "__init__.py").write_text(source)
+    wheelhouse.shared_library(site / "torch" / "lib" / "libcudart.so.13", "libcudart.so.13")
     if crash:
         (site / "torch" / "crash-after-tf").write_text("")
     return root
@@ -89,7 +95,11 @@ def test_both_orders_compute_and_each_step_is_reported(tmp_path, tool_env):
     for entry in report["orders"]:
         assert entry["exit"] == "exit 0"
         assert [step["framework"] for step in entry["steps"]] == entry["order"]
-        assert all(step["ok"] and isinstance(step["loaded"], list) for step in entry["steps"])
+        assert all(step["ok"] for step in entry["steps"])
+        loaded = {step["framework"]: step["loaded"] for step in entry["steps"]}
+        # each step reports what its own import mapped: torch's runtime under torch, never under TF
+        assert [Path(p).name for p in loaded["torch"]] == ["libcudart.so.13"], loaded
+        assert loaded["tensorflow"] == [], loaded
     text = run_tool("verify", "--prefix", str(prefix), "--with", "torch", env=tool_env)
     assert text.returncode == 0 and "tensorflow then torch" in text.stdout and "torch then tensorflow" in text.stdout
 
@@ -116,3 +126,16 @@ def test_only_torch_and_jax_can_be_checked(tmp_path, tool_env, spec):
         assert done.returncode == 0, done.stderr  # the name is all verify takes from a spec
     else:
         assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "bad-option-value"
+
+
+def test_an_order_that_hangs_is_stopped_and_named(tmp_path):
+    """A framework that never returns (a driver hang): the order is stopped at the timeout and the
+    report says so instead of waiting for ever."""
+    from tfgpu.verify.frameworks import run_frameworks
+
+    prefix = fake_env(tmp_path / "env")
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    (site / "torch" / "__init__.py").write_text("import time\ntime.sleep(600)\n")
+    report = run_frameworks(prefix, ("torch",), timeout=3)
+    assert not report["ok"]
+    assert all("stopped after 3 s" in entry["reason"] for entry in report["orders"]), report

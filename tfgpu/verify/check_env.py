@@ -17,21 +17,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for gpu_checks
 
 CUDA_LIBRARY_PREFIXES = ("libcuda.so", "libcudart", "libcublas", "libcudnn", "libcufft", "libcurand",
                          "libcusolver", "libcusparse", "libnccl", "libnvrtc", "libnvJitLink", "libcupti",
-                         "libnvidia-ml")
+                         "libnvshmem", "libnvidia-ml")
 
 
-def loaded_cuda_libraries():
-    """{basename: path} of the CUDA libraries mapped into this process (/proc/self/maps)."""
-    found = {}
+def mapped_cuda_files():
+    """Every CUDA library file mapped into this process (/proc/self/maps), in map order: two copies
+    of one name (a CUDA 12 and a CUDA 13 libcudnn.so.9) are both listed."""
+    found = []
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             for line in maps:
                 path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
-                name = os.path.basename(path)
-                if path.startswith("/") and name.startswith(CUDA_LIBRARY_PREFIXES):
-                    found.setdefault(name, path)
+                if path.startswith("/") and os.path.basename(path).startswith(CUDA_LIBRARY_PREFIXES) and path not in found:
+                    found.append(path)
     except OSError:
         pass
+    return found
+
+
+def loaded_cuda_libraries():
+    """{basename: path} of the CUDA libraries mapped into this process (the first of each name)."""
+    found = {}
+    for path in mapped_cuda_files():
+        found.setdefault(os.path.basename(path), path)
     return found
 
 

@@ -45,7 +45,9 @@ def orders(frameworks: tuple[str, ...]) -> list[list[str]]:
     return result
 
 
-def _exit_text(code: int) -> str:
+def _exit_text(code: int, timeout: float | None = None) -> str:
+    if code == 124 and timeout is not None:  # the runner's status for a child it stopped at the timeout
+        return f"stopped after {timeout:.0f} s (a hang)"
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
@@ -83,15 +85,16 @@ def run_frameworks(prefix: Path, frameworks: tuple[str, ...], timeout: float = 6
                 steps.append(step)
             finished = [step.get("framework") for step in steps]
             ok = done.returncode == 0 and finished == order and all(step.get("ok") for step in steps)
-            entry = {"order": order, "ok": ok, "exit": _exit_text(done.returncode), "steps": steps}
+            entry = {"order": order, "ok": ok, "exit": _exit_text(done.returncode, timeout), "steps": steps}
             if not ok:
                 missing = [name for name in order if name not in finished]
                 failed = [
                     f"{s.get('framework')}: {s.get('error') or 'not on the GPU'}" for s in steps if not s.get("ok")
                 ]
                 entry["reason"] = "; ".join(
-                    failed + ([f"{_exit_text(done.returncode)} before {missing[0]} finished"] if missing else [])
-                ) or _exit_text(done.returncode)
+                    failed
+                    + ([f"{_exit_text(done.returncode, timeout)} before {missing[0]} finished"] if missing else [])
+                ) or _exit_text(done.returncode, timeout)
             report["orders"].append(entry)
     report["ok"] = all(entry["ok"] for entry in report["orders"])
     return report

@@ -12,40 +12,17 @@ Usage: python frameworks_env.py tensorflow,torch
 """
 
 import json
+import os
 import sys
 import traceback
 
-_CUDA_NAMES = (
-    "cud",
-    "cublas",
-    "cufft",
-    "curand",
-    "cusolver",
-    "cusparse",
-    "nccl",
-    "nvrtc",
-    "nvJitLink",
-    "nvshmem",
-    "cupti",
-    "libnvidia-ml",
-)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # check_env beside this file; -I leaves it out
+from check_env import mapped_cuda_files  # noqa: E402 - the one reader of this process's mapped CUDA files
 
 
 def mapped():
-    """The CUDA library files mapped into this process (from /proc/self/maps)."""
-    found = set()
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                parts = line.split(None, 5)
-                if len(parts) == 6 and parts[5].startswith("/"):
-                    path = parts[5].strip()
-                    name = path.rsplit("/", 1)[-1]
-                    if name.startswith("lib") and any(key in name for key in _CUDA_NAMES):
-                        found.add(path)
-    except OSError:
-        pass
-    return found
+    """The CUDA library files mapped into this process."""
+    return set(mapped_cuda_files())
 
 
 def tensorflow_step():
