@@ -108,3 +108,27 @@ def test_a_with_spec_carrying_an_invisible_character_is_refused_and_shown_escape
     assert done.code == 2, done.out + done.err
     assert not written(out)
     assert not set(done.out + done.err) & CHARACTERS - {"\n"}, done.err
+
+
+@pytest.mark.parametrize("char", [*HOSTILE.values(), "\n"], ids=[*HOSTILE, "newline"])
+def test_the_name_a_lock_is_written_under_reaches_its_header_as_comment_text(sandbox, char):
+    """A lock is reviewed and committed too: ``lock -o NAME`` puts NAME into the header's comment
+    lines (how to install it, how to regenerate it). Each header line stays a comment, with no
+    character a reviewer cannot see, and the lock still reads back."""
+    from pathlib import Path
+
+    from tfgpu.lock.conda.write import header
+    from tfgpu.lock.pip import lockfile as pip_lock
+
+    lock = sandbox / "team.txt"
+    forged_pip_lock(lock)
+    parsed = pip_lock.read(lock)
+    text = pip_lock.render(parsed.meta, parsed.body, f"team{char}lock.txt")
+    head = text.split(pip_lock.MARK)[0]
+    conda = header(Path(f"locks/conda{char}lock.yml"))
+    for made in (head, conda):
+        assert all(line.startswith("#") for line in made.splitlines()), made
+        assert not set(made) & CHARACTERS - {"\n"}
+    assert "team lock.txt" in head and "conda lock.yml" in conda
+    lock.write_text(text, encoding="utf-8")
+    assert pip_lock.read(lock).body == parsed.body
