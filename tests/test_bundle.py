@@ -230,3 +230,31 @@ def test_the_tools_own_wheels_install_with_no_index(tmp_path):
     )
     assert done.returncode == 3 and "bundle-incomplete" in done.stdout + done.stderr, done.stderr[-2000:]
     assert (tool_env / "bin" / "tfgpu-install").is_file() and not (tool_env / "bin" / "pip").exists()
+
+
+@pytest.mark.parametrize("companion", ["torch", "torch>=2.10"])
+def test_a_bundle_whose_lock_records_an_unpinned_companion_is_refused(tmp_path, bundle, env, companion):
+    """The bundle's lock edited to record a ``--with`` companion by name or range, its checksum and
+    the manifest resealed (anyone can): a lock pins, so the bundle is refused as ``lock-malformed``
+    (exit 2) before anything is installed."""
+    import hashlib
+
+    manifest_path = bundle / "bundle.json"
+    manifest = json.loads(manifest_path.read_text())
+    lock_path = bundle / manifest["lock"]
+    parsed = pip_lock.read(lock_path)
+    meta = {key: value for key, value in parsed.meta.items() if key != "sha256"}
+    meta["resolution"] = {**meta["resolution"], "companions": [companion]}
+    lock_path.write_text(pip_lock.render(meta, parsed.body, str(lock_path)), encoding="utf-8")
+    data = lock_path.read_bytes()
+    manifest["files"][manifest["lock"]] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    manifest["lock_sha256"] = pip_lock._digest(meta, parsed.body)
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    prefix = tmp_path / "env"
+    done = run_tool(
+        "create", "--from-bundle", str(bundle), "--prefix", str(prefix), "--no-verify", "--json", env=offline(env)
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "lock-malformed" and repr(companion) in error["message"]
+    assert not prefix.exists() and leftovers(prefix) == []

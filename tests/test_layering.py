@@ -589,6 +589,7 @@ PLAN_MAY_IMPORT = {
     "tfgpu.untrusted",
     "tfgpu.versions",
     "tfgpu.requirements",
+    "tfgpu.controls",  # the requirement door's set of control characters (no pattern compiled)
     "tfgpu.cli",
     "tfgpu.cli.commands",
     "tfgpu.cli.parser",

@@ -13,7 +13,7 @@ The output contract (docs/output.md):
 
 Untrusted text — names and paths read from disk, lines of logs, anything another program wrote —
 is shown through :func:`shown`: every control character (C0, DEL, C1, ESC, the bidirectional
-overrides) appears escaped (``\\x1b``, ``\\n``), so a directory named with a terminal escape
+controls, the line separators, the BOM: tfgpu.controls) appears escaped (``\\x1b``, ``\\n``), so a directory named with a terminal escape
 sequence or a newline cannot recolour, retitle or rewrite the user's terminal, nor forge a line of
 the output. :meth:`Stream.print` applies the same rule to everything it prints (newlines and tabs
 of the tool's own layout aside), so stray escapes that reach a renderer unescaped still arrive
@@ -34,13 +34,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tfgpu.controls import character_class
+
 PLAIN_WIDTH = 1 << 16
 """The width a plain stream claims: more than any line, so rich never wraps or crops one."""
 
 
-_OTHER_CONTROLS = "\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # DEL, C1, bidi marks
-_ANY_CONTROL = re.compile("[\x00-\x1f" + _OTHER_CONTROLS + "]")
-_STRAY_CONTROL = re.compile("[\x00-\x08\x0b-\x1f" + _OTHER_CONTROLS + "]")
+_ANY_CONTROL = re.compile(character_class())  # C0, DEL, C1, line separators, bidi controls, BOM
+_STRAY_CONTROL = re.compile(character_class(keep="\n\t"))
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

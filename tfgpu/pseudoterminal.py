@@ -19,6 +19,8 @@ import struct
 import termios
 from collections.abc import Callable
 
+from tfgpu.controls import character_class
+
 COLUMNS = 160
 """The terminal's width: wide enough that no progress line is cut short."""
 
@@ -59,8 +61,9 @@ class Printed:
 
     _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[ -~])")
     """CSI and OSC sequences, and every other two-character escape (``ESC c`` resets a terminal)."""
-    _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-    """What is left of the C0 and C1 controls once the sequences are out (a lone ESC, C1's CSI)."""
+    _CONTROLS = re.compile(character_class(keep="\t\n"))
+    """What is left of the controls (tfgpu.controls) once the sequences are out: a lone ESC, C1's
+    CSI, a bidirectional override."""
     LINE_LIMIT = 64 * 1024
     """The most of one line kept while it is drawn: a program that writes megabytes without a newline
     costs memory and time in proportion, not more (the tail is kept: a redraw ends there)."""

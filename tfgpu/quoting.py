@@ -15,13 +15,18 @@ import re
 import shlex
 import textwrap
 
+from tfgpu.controls import character_class
 from tfgpu.errors import UsageError
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
+_CONTROLS = character_class()
+_CONTROL = re.compile(_CONTROLS + "+")
+"""What never reaches a generated file as itself (tfgpu.controls): line breaks, C0 and C1 controls,
+the bidirectional controls that reorder what a reviewer sees, the BOM."""
 
 
 def one_line(text) -> str:
-    """``text`` with every line break and control character turned into one space."""
+    """``text`` with every line break and control character (bidirectional controls included)
+    turned into one space."""
     return _CONTROL.sub(" ", str(text)).strip()
 
 
@@ -100,7 +105,8 @@ def yaml_document(value) -> str:
 
 def single_line(value, what: str) -> str:
     """``value`` when it has no line break or control character (Dockerfile instructions are
-    lines: a newline inside a quoted word would start a new instruction); else ``bad-data``."""
+    lines: a newline inside a quoted word would start a new instruction; a bidirectional control
+    makes the line read otherwise than it runs); else ``bad-data``."""
     text = str(value)
     if _CONTROL.search(text):
         raise UsageError(
@@ -141,25 +147,26 @@ NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 
 def tcl_string(value) -> str:
     """A Tcl double-quoted word (Environment Modules' and Lmod's Tcl modulefiles): ``\\ " $ [ ] { }``
-    escaped so nothing is substituted, control characters as ``\\uXXXX`` (exactly four digits, so
-    a following hex digit is never read into the escape)."""
+    escaped so nothing is substituted, control characters (tfgpu.controls, all in the BMP) as
+    ``\\uXXXX`` (exactly four digits, so a following hex digit is never read into the escape)."""
 
     def escape(match: re.Match) -> str:
         char = match.group(0)
         return "\\" + char if char in '\\"$[]{}' else f"\\u{ord(char):04x}"
 
-    return '"' + re.sub(r'[\\"$\[\]{}\x00-\x1f\x7f]', escape, str(value)) + '"'
+    return '"' + re.sub(r'[\\"$\[\]{}]|' + _CONTROLS, escape, str(value)) + '"'
 
 
 def lua_string(value) -> str:
     """A Lua double-quoted string (Lmod's modulefiles): ``\\`` and ``"`` escaped, control characters
-    as ``\\ddd`` (always three digits); never a long bracket, which ``]]`` in the value would end."""
+    (tfgpu.controls) as their UTF-8 bytes, each ``\\ddd`` (always three digits: Lua 5.1's strings
+    are bytes and it has no ``\\u{...}``); never a long bracket, which ``]]`` in the value would end."""
 
     def escape(match: re.Match) -> str:
         char = match.group(0)
-        return "\\" + char if char in '\\"' else f"\\{ord(char):03d}"
+        return "\\" + char if char in '\\"' else "".join(f"\\{byte:03d}" for byte in char.encode())
 
-    return '"' + re.sub(r'[\\"\x00-\x1f\x7f]', escape, str(value)) + '"'
+    return '"' + re.sub(r'[\\"]|' + _CONTROLS, escape, str(value)) + '"'
 
 
 def def_word(value, what: str = "a value") -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 
+from tfgpu.controls import CHARACTERS as _CONTROL
 from tfgpu.errors import UsageError
 
 # Patterns are compiled on first use (``re``'s own cache): ``plan`` imports this module and would
@@ -32,9 +33,8 @@ _NAME_FLAGS = re.IGNORECASE | re.ASCII
 _CONDA_NAME = r"[a-z0-9_][a-z0-9_.-]*"
 _CONDA_VERSION = r"[0-9A-Za-z.*+_!=<>~,|]+"
 _CONDA_BUILD = r"[A-Za-z0-9_.*]+"
-_CONTROL = frozenset([*map(chr, range(0x20)), *map(chr, range(0x7F, 0xA0)), "\u2028", "\u2029", "\ufeff"])
-"""C0, DEL, C1, the line and paragraph separators and the BOM: checked by a set, not a pattern,
-as each compiled pattern costs every ``plan`` its compilation."""
+# tfgpu.controls' set (C0, DEL, C1, line separators, bidirectional controls, the BOM) is checked as
+# a set, not a pattern, as each compiled pattern costs every ``plan`` its compilation.
 
 
 def _has_control(text: str) -> bool:

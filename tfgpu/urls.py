@@ -31,6 +31,7 @@ import re
 from pathlib import Path
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
+from tfgpu.controls import CHARACTERS as CONTROLS
 from tfgpu.errors import UsageError
 from tfgpu.records import record
 
@@ -107,7 +108,7 @@ def parse(url: str, what: str, *, allow_file: bool = False, transport: bool = Tr
     for char in url:
         if char == "\\":
             raise _bad(what, url, "it holds a backslash, which engines read as the end of the host")
-        if char.isspace() or ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0:
+        if char.isspace() or char in CONTROLS:
             raise _bad(what, url, "it holds whitespace or a control character")
     match = re.match(_SCHEME, url)
     if not match:

@@ -102,6 +102,60 @@ def test_a_lock_whose_recorded_companions_are_the_wrong_kind_is_malformed(cli, s
     assert changed(before, snapshot(sandbox)) == []
 
 
+def _lock_recording(path, companions: list[str]) -> None:
+    """A pip lock as the tool writes it (its own renderer, its checksum right) recording ``companions``:
+    what a hand edit of the record looks like once the checksum is recomputed, as anyone can."""
+    from tfgpu.lock.pip import lockfile as pip_lock
+
+    from .test_hostile_locks import forged_pip_lock
+
+    forged_pip_lock(path)
+    parsed = pip_lock.read(path)
+    meta = {key: value for key, value in parsed.meta.items() if key != "sha256"}
+    meta["resolution"] = {**meta["resolution"], "companions": companions}
+    path.write_text(pip_lock.render(meta, parsed.body, str(path)), encoding="utf-8")
+
+
+UNPINNED = ["torch", "torch>=2", "torch>=2.10,<2.12", "torch==2.*", "torch===2.15.0", "jax[cuda12]", "torch!=2.9.0"]
+
+
+@pytest.mark.parametrize("companion", UNPINNED)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("lock", "--check", "{lock}"),
+        ("script", "--format", "bash", "--from-lock", "{lock}", "-o", "{out}"),
+        ("script", "--format", "kubernetes", "--from-lock", "{lock}", "-o", "{out}"),
+        ("create", "--from-lock", "{lock}", "--prefix", "{out}", "--dry-run"),
+    ],
+    ids=["lock-check", "script-bash", "script-kubernetes", "create-dry-run"],
+)
+def test_a_lock_recording_an_unpinned_companion_is_malformed_wherever_it_is_read(cli, sandbox, companion, command):
+    """A lock records each ``--with`` companion as the release it planned (``torch==2.15.0``). Edited
+    to a bare name or a range, ``lock --check`` planned the newest release again and the exports and
+    ``create`` took the record as it was: the lock no longer pinned what it installs. Every reader of
+    a lock refuses it: ``lock-malformed`` (exit 2) naming the companion, nothing written."""
+    lock = sandbox / "team.txt"
+    _lock_recording(lock, [companion])
+    out = sandbox / "out"
+    before = snapshot(sandbox)
+    done = no_traceback(cli, *(part.format(lock=lock, out=out) for part in command), "--json")
+    assert (done.code, done.error) == (2, "lock-malformed"), done.out
+    message = json.loads(done.out)["error"]["message"]
+    assert repr(companion) in message and "pinned" in message
+    assert changed(before, snapshot(sandbox), allowed=("cache", "logs")) == []
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("companions", [["torch==2.15.0"], ["jax[cuda12]==0.12.0.1"], ["torch==2.15.0+cu128"]])
+def test_a_lock_recording_pinned_companions_is_read(companions, sandbox):
+    from tfgpu.lock.pip import lockfile as pip_lock
+
+    lock = sandbox / "team.txt"
+    _lock_recording(lock, companions)
+    assert pip_lock.read(lock).meta["resolution"]["companions"] == companions
+
+
 # --- update-data's range-request reader of torch's METADATA, against a hostile index ---------------
 
 TORCH = "2.99.0"

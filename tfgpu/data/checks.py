@@ -95,7 +95,9 @@ def _nested_repeat(items, inside: bool) -> bool:
 
 
 def _one_line(text: str) -> bool:
-    return not re.search(r"[\x00-\x1f\x7f\x85\u2028\u2029]", text)
+    from tfgpu.controls import has_control
+
+    return not has_control(text)
 
 
 def _name(text: str) -> bool:
@@ -112,7 +114,7 @@ def _requirement(text: str) -> bool:
 
 def _specifier_word(text: str) -> bool:
     """A version specifier that is also safe to append to a name: one line, no spaces, not an option."""
-    return _specifier(text) and not re.search(r"[\s\x00-\x1f\x7f-\x9f]", text) and not text.startswith("-")
+    return _specifier(text) and not re.search(r"\s", text) and _one_line(text) and not text.startswith("-")
 
 
 def _conda_name(text: str) -> bool:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 import sys
 
+from tfgpu.controls import character_class
+
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 _STARTS = re.compile(r"^\s*Downloading (?P<url>\S+)")
 """pip's line as a download starts (``Downloading https://…/x-1.0-py3-none-any.whl (3.1 MB)``)."""
@@ -34,7 +36,7 @@ _RAW = re.compile(r"^\s*Progress (?P<done>[0-9]{1,30}) of (?P<total>[0-9]{1,30})
 """pip's ``--progress-bar raw`` line: exact bytes."""
 _UNITS = {"bytes": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15, "EB": 10**18}
 _MAX_PENDING = 1 << 16
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROLS = re.compile(character_class())
 
 
 def draws_progress(argv) -> bool:

@@ -238,13 +238,17 @@ def _under(var: str, path: str, escape) -> str:
 
 
 # This module runs standalone too (the bash export embeds its source), so it keeps its own two
-# escapes, the same rules as tfgpu.quoting.sh_double/fish_double.
+# escapes, the same rules as tfgpu.quoting.sh_double/fish_double, and its own copy of
+# tfgpu.controls' characters (a test holds the two equal).
+_CONTROLS = r"[\u0000-\u001f\u007f-\u009f\u061c\u200e-\u200f\u2028-\u202e\u2066-\u2069\ufeff]"
+
+
 def _sh_double(text: str) -> str:
-    return re.sub(r'([\\"$`])', r"\\\1", re.sub(r"[\x00-\x1f\x7f]+", " ", text))
+    return re.sub(r'([\\"$`])', r"\\\1", re.sub(_CONTROLS + "+", " ", text))
 
 
 def _fish_double(text: str) -> str:
-    return re.sub(r'([\\"$])', r"\\\1", re.sub(r"[\x00-\x1f\x7f]+", " ", text))
+    return re.sub(r'([\\"$])', r"\\\1", re.sub(_CONTROLS + "+", " ", text))
 
 
 def shell_layout(layout: CudaLayout, var: str) -> tuple[str, str]:

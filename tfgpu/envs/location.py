@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu import untrusted
+from tfgpu.controls import character_class
 from tfgpu.errors import ImpossibleError, UsageError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_UNSAFE = re.compile(r'[\x00-\x1f\x7f"$`\\!]')
+_UNSAFE = re.compile(r'["$`\\!]|' + character_class())
+"""What a prefix may not hold: shell text activation scripts put in double quotes would expand, and
+the characters no generated file or terminal shows as themselves (tfgpu.controls)."""
 
 
 @dataclass(frozen=True)

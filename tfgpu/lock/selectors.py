@@ -22,6 +22,8 @@ from tfgpu.resolver.request import (
 _ACCELERATORS = ("cuda", "metal", "cpu")
 _WHEEL_PLATFORM = re.compile(r"[a-z0-9_-]{1,64}", re.ASCII)
 _COMPONENT = re.compile(r"\d{1,4}(?:\.\d{1,4}){0,3}")
+_PINNED = re.compile(r"==[0-9][0-9A-Za-z.+!_-]*", re.ASCII)
+"""One exact release (``==2.10.0``): no range, no wildcard, no arbitrary equality (``===``)."""
 _WHEEL_ARCH = re.compile(r"(?:sm|compute)_[1-9][0-9]{1,2}", re.ASCII)
 """A recorded compute capability as the wheel lists it (``tfgpu.resolver.gpu.Arch.parse`` reads it)."""
 
@@ -80,9 +82,20 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
         from tfgpu.resolver.request import parse_with
 
         try:
-            parse_with(recorded["companions"])
+            parsed_companions = parse_with(recorded["companions"])
         except UsageError:
             raise refuse("companions", "a list of pinned torch/jax requirements") from None
+        # A lock pins: the tool records each companion as the one release it planned
+        # (``torch==2.10.0``). A name alone or a range would let `lock --check` plan whatever is
+        # newest today and call the lock current, and an install take a release nobody reviewed.
+        for _framework, _extra, spec, typed in parsed_companions:
+            if not _PINNED.fullmatch(spec):
+                raise UsageError(
+                    "lock-malformed",
+                    f"{path}: the recorded companion {typed[:80]!r} is not pinned to one release "
+                    "(a lock records each --with companion as name==version, e.g. torch==2.10.0).",
+                    ["Regenerate the lock with `tfgpu-install lock`; a lock's record is never edited by hand."],
+                )
     return recorded
 
 

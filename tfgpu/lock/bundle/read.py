@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from tfgpu import untrusted
+from tfgpu.controls import has_control
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import FORMAT as BUNDLE_FORMAT
@@ -30,7 +31,7 @@ def bundle_member(root: Path, name) -> Path:
     inside the bundle (no absolute path, no ``..``, no link anywhere on the way out)."""
     from pathlib import PurePosixPath
 
-    if not isinstance(name, str) or not name or "\\" in name or any(ord(c) < 32 for c in name):
+    if not isinstance(name, str) or not name or "\\" in name or has_control(name):
         raise _bundle_corrupt(root, f"its manifest names a file {name!r} that is not a plain relative path")
     parts = PurePosixPath(name).parts
     if PurePosixPath(name).is_absolute() or ".." in parts or "." in parts or not parts:

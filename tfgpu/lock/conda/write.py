@@ -186,6 +186,14 @@ HEADER = """\
 """
 
 
+def header(path: Path) -> str:
+    """:data:`HEADER` for the lock written at ``path``: its name is comment text (tfgpu.quoting), as
+    a line break in it would end the comment and a bidirectional control show another line."""
+    from tfgpu.quoting import one_line
+
+    return HEADER.format(version=__version__, name=one_line(path.name) or "conda-lock.yml")
+
+
 def output_path(output: str | None, base: Path | None = None) -> Path:
     """Where the lock goes: ``-o FILE``, else conda-lock.yml, relative to ``base`` (default: here)."""
     return (base or Path.cwd()) / Path(output or "conda-lock.yml").expanduser()
@@ -258,9 +266,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
         },
         "package": packages,
     }
-    write_output(
-        path, HEADER.format(version=__version__, name=path.name) + yaml.safe_dump(document, sort_keys=False, width=120)
-    )
+    write_output(path, header(path) + yaml.safe_dump(document, sort_keys=False, width=120))
     return Written(str(path), tuple(p.name for p, _, _ in targets), len(packages), custom[DIGEST])
 
 

@@ -21,6 +21,7 @@ from tfgpu import __version__, untrusted
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import index_url
+from tfgpu.quoting import one_line
 
 FORMAT = 1
 """The lock format this tool writes and reads; bumped when the header's meaning changes."""
@@ -140,8 +141,10 @@ def render(meta: dict, body: str, output: str) -> str:
         if meta["cpu_only"]
         else f"CUDA {r['cuda']}, cuDNN {r['cudnn']}, NVIDIA driver >= {r['min_driver']}"
     )
-    # The file's name, never its directory: the same inputs in two checkouts give the same bytes.
-    name = Path(output).name
+    # The file's name, never its directory: the same inputs in two checkouts give the same bytes. It
+    # is comment text (tfgpu.quoting): a line break in it would end the comment (a stray line is a
+    # requirement to pip), a bidirectional control would show the reviewer another line.
+    name = one_line(Path(output).name) or "lock"
     lines = [
         f"# tfgpu-install {__version__} pip lock (format {FORMAT}). Generated: do not edit; "
         "`tfgpu-install create --from-lock` refuses an edited file.",
