@@ -9,7 +9,8 @@ of those cases one documented error of the file's *kind*:
 
 - a file is opened without blocking and must be a regular file (``fstat`` after ``open``, so a
   name swapped between a check and the open cannot slip through); links are refused for the kinds
-  that live inside an env or the tool's own state;
+  that live inside an env or the tool's own state; a directory worked in through its descriptor
+  (:func:`open_directory`, then ``at=``) is opened here too, never through a link;
 - at most ``limit`` bytes are read, even when the file grows while it is read;
 - text is strict UTF-8; parsed documents are at most ``depth`` levels deep; YAML with an anchor or
   an alias is refused before it is composed.
@@ -176,7 +177,7 @@ def _open(path: Path | str, kind: Kind, directory: int | None = None) -> tuple[i
     try:
         fd = os.open(path, flags, dir_fd=directory)
     except OSError as error:
-        if not kind.links and os.path.islink(path):
+        if not kind.links and _is_link(path, directory):
             raise _fail(kind, source, "it is a symbolic link") from None
         raise _fail(kind, source, error.strerror or str(error)) from None
     try:
@@ -192,6 +193,26 @@ def _open(path: Path | str, kind: Kind, directory: int | None = None) -> tuple[i
     return fd, info
 
 
+def _is_link(path: Path | str, directory: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(path, dir_fd=directory, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def open_directory(path: Path | str, kind: Kind, *, at: int | None = None) -> int:
+    """A descriptor of the directory ``path`` (a name inside the open directory ``at``, if given),
+    never reached through a link in its last component, for work relative to it (``dir_fd``): a
+    directory swapped for a link once it is open changes nothing done through it. The caller closes it."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(path, flags, dir_fd=at)
+    except OSError as error:
+        if _is_link(path, at):
+            raise _fail(kind, str(path), "it is a symbolic link") from None
+        raise _fail(kind, str(path), error.strerror or str(error)) from None
+
+
 def _read_upto(read: Callable[[int], bytes], size: int) -> bytes:
     """At most ``size`` bytes from ``read`` (a file that grows while it is read is cut there)."""
     chunks, total = [], 0
@@ -204,9 +225,10 @@ def _read_upto(read: Callable[[int], bytes], size: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_bytes(path: Path | str, kind: Kind) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most ``kind.limit`` bytes."""
-    fd, info = _open(path, kind)
+def read_bytes(path: Path | str, kind: Kind, *, at: int | None = None) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``kind.limit`` bytes; ``at``: an
+    open directory (:func:`open_directory`) that ``path`` is a name in."""
+    fd, info = _open(path, kind, at)
     return _read_whole(fd, info, kind, str(path))
 
 
@@ -265,10 +287,11 @@ def check_file(path: Path | str, kind: Kind) -> None:
         raise _fail(kind, str(path), f"it holds {info.st_size:,} bytes, more than the {kind.limit:,} allowed")
 
 
-def open_stream(path: Path | str, kind: Kind):
+def open_stream(path: Path | str, kind: Kind, *, at: int | None = None):
     """A binary file object of ``path`` if it is a regular file, for files read in blocks and never
-    held whole (checksums of downloads and bundle files, archives): the kind's size cap does not apply."""
-    fd, _info = _open(path, kind)
+    held whole (checksums of downloads and bundle files, archives): the kind's size cap does not apply.
+    ``at``: an open directory (:func:`open_directory`) that ``path`` is a name in."""
+    fd, _info = _open(path, kind, at)
     return os.fdopen(fd, "rb")
 
 

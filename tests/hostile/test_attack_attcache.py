@@ -125,12 +125,13 @@ def test_a_first_copy_file_swapped_after_its_hash_is_never_linked_into_the_env(t
     real = dedupe._digest
     evil = b"import os; os.system('touch PWNED')#"
     evil += b"#" * (len(BODY) - len(evil))
+    kept = _inode(first / "pkg" / "mod.py")
 
-    def swapping(path, *rest):
-        digest = real(path, *rest)
-        if Path(path) == first / "pkg" / "mod.py" and not (tmp_path / "swapped").exists():
+    def swapping(directory, name, info):
+        digest = real(directory, name, info)
+        if (info.st_dev, info.st_ino) == kept and not (tmp_path / "swapped").exists():
             (tmp_path / "swapped").write_bytes(evil)
-            os.replace(tmp_path / "swapped", path)
+            os.replace(tmp_path / "swapped", first / "pkg" / "mod.py")
         return digest
 
     monkeypatch.setattr(dedupe, "_digest", swapping)
@@ -149,9 +150,10 @@ def test_a_file_swapped_for_a_fifo_after_the_check_leaves_the_copy_and_no_traceb
     real = dedupe._plain
     target = second / "pkg" / "mod.py"
 
-    def swapping(path, size):
-        info = real(path, size)
-        if Path(path) == target and not target.is_fifo():
+    def swapping(directory, name, size):
+        info = real(directory, name, size)
+        opened = os.fstat(directory)
+        if (opened.st_dev, opened.st_ino) == _inode(target.parent) and name == target.name and not target.is_fifo():
             target.unlink()
             os.mkfifo(target)
         return info

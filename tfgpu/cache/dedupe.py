@@ -14,6 +14,14 @@ of the size and sha256 ``RECORD`` gives. A file that differs, is missing, or is 
 leaves that copy as uv made it. Only the tool's own uv cache is changed, never the user's
 (``tfgpu.cache.uvdir``: the caller passes the tool's), and uv still finds every entry where it
 left it: only which inode a name points to changes.
+
+The cache can change while this runs (another process of the user, a second tfgpu run, uv), so
+nothing is done by path once the cache is open: the cache, each copy and each directory in a copy
+is opened once, without following a link (``O_DIRECTORY|O_NOFOLLOW``), and every check, hash, link
+and rename is made relative to those descriptors. A directory swapped for a link after it was
+opened changes nothing done through it; one swapped before is refused. A name is replaced only by
+the inode that was hashed (``fstat`` of the descriptor hashed, ``lstat`` of the new link: the same
+``(st_dev, st_ino)``, size and mtime), and only while it is still the file that was checked.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import fcntl
 import hashlib
 import os
 import stat
+import time
 from pathlib import Path
 
 from tfgpu import untrusted
@@ -37,6 +46,25 @@ class Deduped:
 
     files: int = 0
     bytes: int = 0
+
+
+DEPTH = 64
+"""The deepest path a RECORD entry may name (no wheel comes near it): each directory on the way to a
+file is held open while it is checked, so a deeper one leaves the copy as it is."""
+
+SCRATCH = ".tmp_tfgpu_dedupe"
+"""The directory in uv's cache where the dedupe makes each link before renaming it into place: a
+run killed between the two leaves its link there, never inside an unpacked wheel (uv links every
+file of one into each env it installs it into); the next run empties it. Named as uv names its own
+temporary directories, so the cache still holds only entries uv makes (``tfgpu.cache.uvdir``)."""
+
+LOCK = ".lock"
+"""The file in :data:`SCRATCH` a dedupe holds (flock) for its whole run: one dedupe of a cache at a
+time, and the kernel lets go of it when the run dies, SIGKILL included."""
+
+WAIT = 300.0
+"""How long a dedupe waits for another run's dedupe of the same cache (seconds; a TensorFlow-sized
+wheel takes seconds) before it leaves the cache as it is."""
 
 
 def _listed(record_text: str) -> dict[str, tuple[str, int]] | None:
@@ -53,143 +81,273 @@ def _listed(record_text: str) -> dict[str, tuple[str, int]] | None:
     return listed
 
 
-def _digest(path: Path, info: os.stat_result) -> str | None:
-    """The sha256 of the file ``path`` when it is still the one ``info`` describes (the file read is
-    the file checked: one renamed over it in between is not hashed for it); None otherwise."""
-    hasher = hashlib.sha256()
-    try:
-        with untrusted.open_stream(path, untrusted.CACHE) as file:  # read in pieces, never whole
-            opened = os.fstat(file.fileno())
-            if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
-                return None
-            for piece in iter(lambda: file.read(1 << 20), b""):
-                hasher.update(piece)
-    except (OSError, untrusted.Unreadable):
-        return None
-    return _b64(hasher.digest())
-
-
 def _b64(digest: bytes) -> str:
     """A sha256 digest as RECORD writes it (urlsafe base64, no padding)."""
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def _plain(path: Path, size: int) -> os.stat_result | None:
-    """``path``'s stat when it is a regular file of ``size`` bytes, never through a link."""
+def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
+    """What proves a name still is the file that was hashed: its inode, and a size and mtime that
+    no write since has changed (a hard link made of it changes neither)."""
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def _lstat(directory: int, name: str) -> os.stat_result | None:
     try:
-        info = os.lstat(path)
+        return os.stat(name, dir_fd=directory, follow_symlinks=False)
     except OSError:
         return None
-    return info if stat.S_ISREG(info.st_mode) and info.st_size == size else None
 
 
-def _within(copy: Path, relative: str, real: set[str]) -> bool:
-    """Whether every directory from ``copy`` down to ``relative``'s file is a real directory (no
-    link on the way: ``pkg -> /home/user/project`` would carry a link or a read out of the cache).
-    ``real``: the directories already checked."""
-    parts = Path(relative).parts
-    for depth in range(1, len(parts)):
-        directory = "/".join(parts[:depth])
-        if directory in real:
-            continue
-        try:
-            if not stat.S_ISDIR(os.lstat(copy / directory).st_mode):
-                return False
-        except OSError:
-            return False
-        real.add(directory)
-    return True
+class _Tree:
+    """One unpacked copy, each directory in it opened from the one above without following a link,
+    so the file checked and the file linked are named in the same directory whatever is renamed or
+    swapped by path meanwhile. Only the chain down to the directory in use is held open: RECORD's
+    paths are visited sorted, so a wheel of thousands of directories holds a few descriptors."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.chain: list[tuple[str, int]] = []
+
+    def at(self, parts: tuple[str, ...]) -> int | None:
+        """The open directory ``parts`` below the copy's top; None when one on the way is not a
+        real directory (a link, a file, gone)."""
+        same = 0
+        while same < min(len(self.chain), len(parts)) and self.chain[same][0] == parts[same]:
+            same += 1
+        self._close(same)
+        for name in parts[same:]:
+            above = self.chain[-1][1] if self.chain else self.root
+            try:
+                self.chain.append((name, untrusted.open_directory(name, untrusted.CACHE, at=above)))
+            except untrusted.Unreadable:
+                return None
+        return self.chain[-1][1] if self.chain else self.root
+
+    def _close(self, keep: int) -> None:
+        for _, fd in self.chain[keep:]:
+            os.close(fd)
+        del self.chain[keep:]
+
+    def close(self) -> None:
+        self._close(0)
+        os.close(self.root)
 
 
-def _same(
-    first: Path, second: Path, dist_info: str, listed, record_digest: str
-) -> list[tuple[Path, os.stat_result, Path, os.stat_result]] | None:
-    """``(first's file, its stat, second's file, its stat)`` for every listed file, when both copies
-    hold exactly what RECORD says, each file reached without a link on the way; None otherwise."""
+@contextlib.contextmanager
+def _opened(top: int, parts: tuple[str, ...]):
+    """The copy ``parts`` below the open cache ``top`` as a :class:`_Tree`; None when a directory on
+    the way is not a real one (a copy swapped for a link since the walk found it)."""
+    fd: int | None = top
+    try:
+        for name in parts:
+            above, fd = fd, untrusted.open_directory(name, untrusted.CACHE, at=fd)
+            if above != top:
+                os.close(above)
+    except untrusted.Unreadable:
+        if fd != top:
+            os.close(fd)
+        fd = None
+    if fd is None or fd == top:  # not there, or no part at all: never the cache itself as a copy
+        yield None
+        return
+    tree = _Tree(fd)
+    try:
+        yield tree
+    finally:
+        tree.close()
+
+
+def _record_of(copy: _Tree, dist_info: str, record_digest: str) -> dict[tuple[str, ...], tuple[str, int]] | None:
+    """What the copy's RECORD lists, by path parts, itself included (RECORD lists itself without a
+    hash: its bytes are the ones the copies were grouped by); None when it is no longer those bytes
+    or lists a path outside the unpacked wheel."""
+    directory = copy.at((dist_info,))
+    if directory is None:
+        return None
+    try:
+        text = untrusted.read_bytes("RECORD", untrusted.CACHE, at=directory)
+    except untrusted.Unreadable:
+        return None
+    if _b64(hashlib.sha256(text).digest()) != record_digest:
+        return None  # changed since it was read: left as it is
+    listed = _listed(text.decode("utf-8", "replace"))
     if listed is None:
         return None
-    record = f"{dist_info}/RECORD"
-    try:  # RECORD lists itself without a hash: both copies' are hashed as the whole file read
-        listed = {**listed, record: (record_digest, os.lstat(first / record).st_size)}
-    except OSError:
-        return None
-    pairs, real_first, real_second = [], set(), set()
-    for relative, (digest, size) in listed.items():
+    entries = {(dist_info, "RECORD"): (record_digest, len(text))}
+    for relative, entry in listed.items():
         parts = Path(relative).parts
-        if not parts or relative.startswith("/") or ".." in parts or "\0" in relative:
+        if not parts or relative.startswith("/") or ".." in parts or "\0" in relative or len(parts) > DEPTH:
             return None  # an entry outside the unpacked wheel: not this module's to touch
-        if not (_within(first, relative, real_first) and _within(second, relative, real_second)):
-            return None
-        one, two = first / relative, second / relative
-        one_info, two_info = _plain(one, size), _plain(two, size)
-        if one_info is None or two_info is None:
-            return None
-        if (one_info.st_dev, one_info.st_ino) != (two_info.st_dev, two_info.st_ino):
-            if digest is not None and (_digest(one, one_info) != digest or _digest(two, two_info) != digest):
-                return None
-            pairs.append((one, one_info, two, two_info))
-    return pairs
+        entries.setdefault(parts, entry)
+    return entries
 
 
-def _same_file(path: Path, info: os.stat_result) -> bool:
+def _plain(directory: int, name: str, size: int) -> os.stat_result | None:
+    """The stat of ``name`` in ``directory`` when it is a regular file of ``size`` bytes (never a link)."""
+    info = _lstat(directory, name)
+    return info if info is not None and stat.S_ISREG(info.st_mode) and info.st_size == size else None
+
+
+def _digest(directory: int, name: str, info: os.stat_result) -> str | None:
+    """The sha256 of ``name`` in ``directory`` when the file read is the file ``info`` describes,
+    from its open to its last byte (one renamed over it, or written to, is not hashed for it)."""
+    hasher = hashlib.sha256()
     try:
-        now = os.lstat(path)
+        with untrusted.open_stream(name, untrusted.CACHE, at=directory) as file:  # in pieces, never whole
+            if _identity(os.fstat(file.fileno())) != _identity(info):
+                return None
+            for piece in iter(lambda: file.read(1 << 20), b""):
+                hasher.update(piece)
+            if _identity(os.fstat(file.fileno())) != _identity(info):
+                return None
+    except (OSError, untrusted.Unreadable):
+        return None
+    return _b64(hasher.digest())
+
+
+@record
+class _Twin:
+    """A listed file held by two inodes: the kept copy's and the second copy's, as each was hashed."""
+
+    parts: tuple
+    keep: tuple
+    name: tuple
+    size: int
+
+
+def _same(first: _Tree, second: _Tree, listed: dict) -> list[_Twin] | None:
+    """Each listed file that both copies hold as two inodes of the bytes RECORD gives, when both
+    copies hold exactly what RECORD says, each file reached without a link on the way; None otherwise."""
+    twins = []
+    for parts, (digest, size) in sorted(listed.items()):
+        one_dir, two_dir = first.at(parts[:-1]), second.at(parts[:-1])
+        if one_dir is None or two_dir is None:
+            return None
+        one, two = _plain(one_dir, parts[-1], size), _plain(two_dir, parts[-1], size)
+        if one is None or two is None:
+            return None
+        if (one.st_dev, one.st_ino) != (two.st_dev, two.st_ino):
+            if _digest(one_dir, parts[-1], one) != digest or _digest(two_dir, parts[-1], two) != digest:
+                return None
+            twins.append(_Twin(parts, _identity(one), _identity(two), size))
+    return twins
+
+
+def _relink(first: _Tree, second: _Tree, twin: _Twin, scratch: int, partial: str, hold: str | None) -> bool:
+    """The second copy's name becomes a hard link to the kept file: linked (never through a link)
+    from the kept copy's directory into ``scratch`` as ``partial``, proved there to be the inode that
+    was hashed, and renamed over the name in the second copy's directory while that name is still
+    the file that was checked; True when it did. ``hold``: a second link to it left in ``scratch``,
+    for the env. A file swapped in at either name leaves the copy as it is.
+
+    Between the last check and the rename a name can still be swapped: the rename then replaces
+    whatever is there with the checked file, in the copy's own directory, never anywhere else."""
+    keep_dir, name_dir = first.at(twin.parts[:-1]), second.at(twin.parts[:-1])
+    if keep_dir is None or name_dir is None:
+        return False
+    name = twin.parts[-1]
+    try:
+        os.link(name, partial, src_dir_fd=keep_dir, dst_dir_fd=scratch, follow_symlinks=False)
     except OSError:
         return False
-    return (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
-
-
-def _relink(keep: Path, keep_info: os.stat_result, name: Path, name_info: os.stat_result, partial: Path) -> bool:
-    """``name`` becomes a hard link to ``keep`` (made as ``partial``, in the scratch directory
-    outside every unpacked wheel, renamed over ``name``), only while both are still the files that
-    were checked; True when it did. A file swapped in since, or a link refused, leaves ``name``."""
+    placed = False
     try:
-        os.link(keep, partial, follow_symlinks=False)
-        if not (_same_file(partial, keep_info) and _same_file(name, name_info)):
+        made, now = _lstat(scratch, partial), _lstat(name_dir, name)
+        if made is None or now is None or _identity(made) != twin.keep or _identity(now) != twin.name:
             return False
-        os.replace(partial, name)
+        if hold is not None:
+            os.link(partial, hold, src_dir_fd=scratch, dst_dir_fd=scratch, follow_symlinks=False)
+        os.replace(partial, name, src_dir_fd=scratch, dst_dir_fd=name_dir)
+        placed = True
         return True
     except OSError:
         return False
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(partial)
+        if not placed:
+            for leftover in (partial, hold):
+                if leftover is not None:
+                    with contextlib.suppress(OSError):
+                        os.unlink(leftover, dir_fd=scratch)
 
 
-SCRATCH = ".tmp_tfgpu_dedupe"
-"""The directory in uv's cache where the dedupe makes each link before renaming it into place: a
-run killed between the two leaves its link there, never inside an unpacked wheel (uv links every
-file of one into each env it installs it into); the next run empties it. Named as uv names its own
-temporary directories, so the cache still holds only entries uv makes (``tfgpu.cache.uvdir``)."""
+def _still(directory: int, name: str, fd: int) -> bool:
+    """Whether ``name`` in ``directory`` is still the file or directory open as ``fd``."""
+    now, held = _lstat(directory, name), os.fstat(fd)
+    return now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _lock(top: int, deadline: float) -> tuple[int, int] | None:
+    """The scratch directory and its lock, opened in the open cache ``top`` and locked (flock) by
+    this run, waiting while another run holds it (until ``deadline``); None when it cannot be."""
+    try:
+        os.mkdir(SCRATCH, 0o755, dir_fd=top)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        scratch = untrusted.open_directory(SCRATCH, untrusted.CACHE, at=top)
+    except untrusted.Unreadable:
+        return None
+    try:
+        lock = os.open(
+            LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=scratch
+        )
+    except OSError:
+        os.close(scratch)
+        return None
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return scratch, lock
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        except OSError:
+            break
+    os.close(lock)
+    os.close(scratch)
+    return None
 
 
 @contextlib.contextmanager
-def _scratch(cache: Path):
-    """The scratch directory, held (flock) by this run alone and emptied of what a killed run left;
-    None while another run holds it (that run dedupes; this one leaves the cache as it is)."""
-    scratch = cache / SCRATCH
+def _held(cache: Path):
+    """``(cache, scratch)``, both open, the scratch directory held by this run alone and emptied of
+    what a killed run left; None when the cache or the scratch directory is not a real directory, or
+    another run holds it past :data:`WAIT`. Once locked, both names must still be what was opened
+    (as ``tfgpu.envs.txn.TargetLock`` checks): a scratch directory or lock another run replaced
+    while this one waited would let two runs in at once."""
     try:
-        scratch.mkdir(exist_ok=True)
-        if not stat.S_ISDIR(os.lstat(scratch).st_mode):
-            raise NotADirectoryError(str(scratch))
-        fd = os.open(scratch / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
-    except OSError:
+        top = untrusted.open_directory(cache, untrusted.CACHE)
+    except untrusted.Unreadable:
         yield None
         return
+    held, deadline = None, time.monotonic() + WAIT
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        for _ in range(10):
+            held = _lock(top, deadline)
+            if held is None or (_still(top, SCRATCH, held[0]) and _still(held[0], LOCK, held[1])):
+                break
+            os.close(held[1])
+            os.close(held[0])
+            held = None
+        if held is None:
             yield None
             return
-        with os.scandir(scratch) as entries:
-            for entry in entries:
-                if entry.name != ".lock" and not entry.is_dir(follow_symlinks=False):
-                    with contextlib.suppress(OSError):
-                        os.unlink(entry.path)
-        yield scratch
+        leftovers = []
+        with contextlib.suppress(OSError), os.scandir(held[0]) as entries:
+            leftovers = [e.name for e in entries if e.name != LOCK and not e.is_dir(follow_symlinks=False)]
+        for name in leftovers:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=held[0])
+        yield top, held[0]
     finally:
-        os.close(fd)
+        if held is not None:
+            os.close(held[1])
+            os.close(held[0])
+        os.close(top)
 
 
 def _age(path: Path) -> tuple[int, str]:
@@ -202,11 +360,12 @@ def _age(path: Path) -> tuple[int, str]:
 def one_copy(cache: Path, env: Path | None = None) -> Deduped:
     """Every wheel unpacked more than once in ``cache`` (the tool's own uv cache) kept once; the
     files of ``env`` (an env just built, before it is moved into place) that were links to a second
-    copy are relinked to the first (``tfgpu.envs.writes.put_hardlink``)."""
+    copy are relinked to the first (``tfgpu.envs.writes.put_hardlink``). Another dedupe of the same
+    cache is waited for, never run alongside."""
     from tfgpu.cache.survey import _records
 
     # Grouped by each RECORD's hash, never its bytes: a cache of many large RECORDs is held one at
-    # a time. Each copy's RECORD is hashed again, as a listed file, before anything is linked.
+    # a time. Each copy's RECORD is read again through the open copy, and hashed as a listed file.
     copies: dict[tuple[str, str], list[Path]] = {}
     for record_file in _records(cache):
         try:
@@ -217,71 +376,49 @@ def one_copy(cache: Path, env: Path | None = None) -> Deduped:
         copies.setdefault(key, []).append(record_file.parent.parent)
         del text
     twice = {key: found for key, found in copies.items() if len(found) > 1}
-    files, size, moved = 0, 0, {}
     if not twice:
         return Deduped()
-    with _scratch(cache) as scratch:
-        if scratch is None:
+    files, size, moved = 0, 0, {}
+    with _held(cache) as held:
+        if held is None:
             return Deduped()
-        for (dist_info, record_digest), found in twice.items():
-            first, *others = sorted(found, key=_age)
-            try:
-                text = untrusted.read_bytes(first / dist_info / "RECORD", untrusted.CACHE)
-            except untrusted.Unreadable:
-                continue
-            if _b64(hashlib.sha256(text).digest()) != record_digest:
-                continue  # changed since it was read: left as it is
-            listed = _listed(text.decode("utf-8", "replace"))
-            del text
-            for other in others:
-                pairs = _same(first, other, dist_info, listed, record_digest)
-                for keep, keep_info, name, info in pairs or ():
-                    if _relink(keep, keep_info, name, info, scratch / f"{os.getpid()}.{files}"):
-                        moved[(info.st_dev, info.st_ino)] = (keep, keep_info)
-                        files, size = files + 1, size + info.st_size
-        if env is not None and moved:
-            _env_relinked(env, moved, scratch)
+        top, scratch = held
+        try:
+            for (dist_info, record_digest), found in twice.items():
+                first, *others = sorted(found, key=_age)
+                with _opened(top, first.relative_to(cache).parts) as kept:
+                    listed = kept and _record_of(kept, dist_info, record_digest)
+                    for other in others if listed else ():
+                        with _opened(top, other.relative_to(cache).parts) as copy:
+                            for twin in (copy and _same(kept, copy, listed)) or ():
+                                hold = f"{os.getpid()}.env.{files}" if env is not None else None
+                                if _relink(kept, copy, twin, scratch, f"{os.getpid()}.{files}", hold):
+                                    moved[twin.name[:2]] = (hold, twin.keep)
+                                    files, size = files + 1, size + twin.size
+            if env is not None and moved:
+                _env_relinked(env, moved, scratch)
+        finally:
+            for hold, _ in moved.values():
+                if hold is not None:
+                    with contextlib.suppress(OSError):
+                        os.unlink(hold, dir_fd=scratch)
     return Deduped(files, size)
 
 
-def _env_relinked(env: Path, moved: dict, scratch: Path) -> None:
+def _env_relinked(env: Path, moved: dict, scratch: int) -> None:
     """The files of ``env`` that are links to a second copy's file become links to the kept one,
-    linked from a name of the tool's own in ``scratch`` proved to be the file that was checked (a
-    file swapped in at the kept name since is never linked into the env)."""
+    linked from the tool's own name of it in ``scratch``, made when that file was proved the one
+    hashed, and proved so again when the env's link is made (a file swapped in at that name since
+    is never linked into the env)."""
     from tfgpu.envs import writes
 
-    held: dict[Path, Path | None] = {}
-    try:
-        for directory, _, files in os.walk(env):
-            for name in files:
-                path = Path(directory) / name
-                try:
-                    info = os.lstat(path)
-                except OSError:
-                    continue
-                found = moved.get((info.st_dev, info.st_ino)) if stat.S_ISREG(info.st_mode) else None
-                if found is None:
-                    continue
-                keep, keep_info = found
-                if keep not in held:
-                    held[keep] = _held(keep, keep_info, scratch / f"{os.getpid()}.env.{len(held)}")
-                if held[keep] is not None:
-                    writes.put_hardlink(path, held[keep], env)
-    finally:
-        for name in held.values():
-            if name is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(name)
-
-
-def _held(keep: Path, keep_info: os.stat_result, name: Path) -> Path | None:
-    """``name``, a new link to ``keep`` while it is still the file checked; None otherwise."""
-    try:
-        os.link(keep, name, follow_symlinks=False)
-    except OSError:
-        return None
-    if _same_file(name, keep_info):
-        return name
-    with contextlib.suppress(OSError):
-        os.unlink(name)
-    return None
+    for directory, _, files in os.walk(env):
+        for name in files:
+            path = Path(directory) / name
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            found = moved.get((info.st_dev, info.st_ino)) if stat.S_ISREG(info.st_mode) else None
+            if found is not None and found[0] is not None:
+                writes.put_hardlink(path, (scratch, found[0]), found[1], env)

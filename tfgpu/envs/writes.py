@@ -10,6 +10,8 @@ What it promises, in one place:
   an engine extracts anything there;
 * a file is written whole or not at all: a temporary in the same directory, renamed into place, so
   a link planted at the target is replaced, never followed;
+* a hard link brought into an env is made of a name in a directory the caller holds open, never
+  through a link, and only while that name is still the file the caller checked (:func:`put_hardlink`);
 * a directory (or anything else) where a file or link goes is a typed error
   (``env-path-blocked``) naming the path, never ``IsADirectoryError``;
 * a full disk or a refused permission is a typed error (``env-write-failed``,
@@ -231,11 +233,30 @@ def _swap_in(path: Path, make) -> Path:
     return path
 
 
-def put_hardlink(path: Path, keep: Path, root: Path | None = None) -> Path:
-    """Make ``path`` another name of the file ``keep`` (a hard link made beside it, renamed into
-    place): one inode where two held the same bytes (``tfgpu.cache.dedupe``)."""
+def put_hardlink(path: Path, keep: tuple[int, str], same_as: tuple, root: Path | None = None) -> bool:
+    """Make ``path`` another name of the file named ``keep[1]`` in the open directory ``keep[0]`` (a
+    hard link made beside ``path``, renamed into place), only while that name is the very file
+    ``same_as`` (``(st_dev, st_ino, st_size, st_mtime_ns)``) identifies: one inode where two held the same bytes
+    (``tfgpu.cache.dedupe``). The link is made without following a link at ``keep`` and checked
+    before it is renamed in, so a file swapped in at that name since it was checked never reaches
+    the env. False (``path`` left as it was) when it is no longer that file."""
     _ready(path, root)
-    return _swap_in(path, lambda partial: os.link(keep, partial))
+    partial = path.with_name(f".{path.name[:200]}.{os.getpid()}.tfgpu-tmp")
+    placed = False
+    try:
+        _forget(partial)
+        os.link(keep[1], partial, src_dir_fd=keep[0], follow_symlinks=False)
+        made = os.lstat(partial)
+        if not stat.S_ISREG(made.st_mode) or (made.st_dev, made.st_ino, made.st_size, made.st_mtime_ns) != same_as:
+            return False
+        os.replace(partial, path)
+        placed = True
+    except OSError as error:
+        raise failed(error, path) from None
+    finally:
+        if not placed:
+            _forget(partial)
+    return True
 
 
 def put_state(path: Path, state, root: Path | None = None) -> None:
