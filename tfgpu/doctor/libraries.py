@@ -163,7 +163,7 @@ def dlopen_callers(root: Path, site: Path | None) -> list[Dlopened]:
     wheels), one per caller file the env holds, with the caller's RUNPATH expanded."""
     out, seen = [], set()
     dirs = env_library_dirs(root, site)
-    for row in tables.load_toml("sonames.toml").get("dlopened", ()):
+    for row in tables.dlopened_names():  # the rows create and repair link, read the same way
         for directory in dirs:
             caller = directory / row["caller"]
             if caller.is_file() and (row["name"], str(caller)) not in seen:
