@@ -457,3 +457,38 @@ def test_an_exported_scripts_activation_links_the_dlopened_names_too(tmp_path):
     assert json.loads(done.stdout.splitlines()[-1])["links"] == 1
     link = root / site / "nvidia/cudnn/lib/libnvrtc.so"
     assert link.is_symlink() and os.readlink(link) == "../../cuda_nvrtc/lib/libnvrtc.so.11.2"
+
+
+def test_a_name_already_linked_out_of_the_env_is_a_leak_that_repair_replaces_and_undo_restores(
+    tmp_path, closed_wheels, system_cache, tool_env
+):
+    """The name cuDNN dlopens (``nvidia/cudnn/lib/libnvrtc.so``) is already there, as a link a user
+    made to the system toolkit's ``libnvrtc.so``: doctor names the leak, repair replaces the link
+    with the env's own relative one through the env-write door, and ``--undo`` puts the user's link
+    back, byte for byte."""
+    prefix = user_env(tmp_path, closed_wheels)
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    link = site / "nvidia" / "cudnn" / "lib" / "libnvrtc.so"
+    theirs = str(system_cache / "cuda-13.0" / "lib64" / "libnvrtc.so")
+    link.symlink_to(theirs)
+    system_nvrtc = str((system_cache / "cuda-13.0" / "lib64" / "libnvrtc.so.13").resolve())
+    assert nvrtc_origin(prefix, system_cache, clean_environ()) == system_nvrtc
+
+    before = doctor(prefix, system_cache, clean_environ())["libs.closed"]
+    assert before["status"] == "fail", before
+    assert any(
+        line.startswith(system_nvrtc) and "dlopen('libnvrtc.so') by libcudnn_graph.so.9" in line and str(link) in line
+        for line in before["evidence"]
+    ), before["evidence"]
+
+    planned = json.loads(repair(prefix, closed_wheels, tool_env, "--dry-run", "--json").stdout)
+    assert str(link.relative_to(prefix)) in planned["plan"]["files"]
+    repair(prefix, closed_wheels, tool_env)
+    assert os.readlink(link) == "../../cuda_nvrtc/lib/libnvrtc.so.12"
+    own = str((site / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12").resolve())
+    assert nvrtc_origin(prefix, system_cache, clean_environ()) == own
+    assert doctor(prefix, system_cache, clean_environ())["libs.closed"]["status"] == "ok"
+
+    undone = run_tool("repair", "--undo", "--prefix", str(prefix), "--offline", "--json", env=tool_env)
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert link.is_symlink() and os.readlink(link) == theirs
