@@ -492,3 +492,56 @@ def test_a_name_already_linked_out_of_the_env_is_a_leak_that_repair_replaces_and
     undone = run_tool("repair", "--undo", "--prefix", str(prefix), "--offline", "--json", env=tool_env)
     assert undone.returncode == 0, undone.stdout + undone.stderr
     assert link.is_symlink() and os.readlink(link) == theirs
+
+
+def test_the_link_goes_to_a_file_of_the_envs_own_never_through_one_that_links_out(tmp_path):
+    """Real files and links: the provider of ``libnvrtc.so`` is a file where it is named. NVRTC's
+    soname file made a link to the system's copy gives way to the versioned file beside it; the link
+    create made in cuBLAS's directory (for cuBLASLt 12's ``libnvrtc.so.12``) is no provider, so repair
+    replacing a name linked out of the env writes what create wrote; conda's soname link beside its
+    file stays the provider."""
+    from tfgpu.envs import activation
+    from tfgpu.resolver import tables
+
+    site = "lib/python3.11/site-packages"
+    dirs = tuple(f"{site}/nvidia/{component}/lib" for component in ("cublas", "cuda_nvrtc", "cudnn"))
+    system = tmp_path / "usr-local-cuda" / "lib64"
+    gcc(system / "libnvrtc.so.12", "libnvrtc.so.12")
+    (system / "libnvrtc.so").symlink_to("libnvrtc.so.12")
+
+    def env(name: str) -> Path:
+        root = tmp_path / name
+        for relative in ("nvidia/cudnn/lib/libcudnn_graph.so.9", "nvidia/cublas/lib/libcublasLt.so.12"):
+            (root / site / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / site / relative).write_bytes(b"\x7fELF")
+        (root / site / "nvidia/cuda_nvrtc/lib").mkdir(parents=True)
+        return root
+
+    linked_out = env("linked-out")
+    nvrtc = linked_out / site / "nvidia/cuda_nvrtc/lib"
+    (nvrtc / "libnvrtc.so.12").symlink_to(system / "libnvrtc.so.12")
+    (nvrtc / "libnvrtc.so.12.5.82").write_bytes(b"\x7fELF the env's own")
+    assert activation.dlopen_links(linked_out, dirs, tables.dlopened_names()) == (
+        (f"{site}/nvidia/cudnn/lib/libnvrtc.so", "../../cuda_nvrtc/lib/libnvrtc.so.12.5.82"),
+    )
+
+    created = env("created")
+    (created / site / "nvidia/cuda_nvrtc/lib/libnvrtc.so.12").write_bytes(b"\x7fELF")
+    first = activation.dlopen_links(created, dirs, tables.dlopened_names())
+    assert dict(first)[f"{site}/nvidia/cudnn/lib/libnvrtc.so"] == "../../cuda_nvrtc/lib/libnvrtc.so.12"
+    for link, target in first:
+        (created / link).symlink_to(target)
+    name = created / site / "nvidia/cudnn/lib/libnvrtc.so"
+    name.unlink()
+    name.symlink_to(system / "libnvrtc.so")
+    assert activation.dlopen_links(created, dirs, tables.dlopened_names()) == (
+        (f"{site}/nvidia/cudnn/lib/libnvrtc.so", "../../cuda_nvrtc/lib/libnvrtc.so.12"),
+    )
+
+    conda = tmp_path / "conda"
+    (conda / "lib").mkdir(parents=True)
+    for file in ("libcudnn_graph.so.9", "libnvrtc.so.12.5.82"):
+        (conda / "lib" / file).write_bytes(b"\x7fELF")
+    (conda / "lib" / "libnvrtc.so.12").symlink_to("libnvrtc.so.12.5.82")
+    (conda / "lib" / "libnvrtc.so").symlink_to(system / "libnvrtc.so")
+    assert activation.dlopen_links(conda, ("lib",), tables.dlopened_names()) == (("lib/libnvrtc.so", "libnvrtc.so.12"),)

@@ -78,12 +78,18 @@ class CudaLayout:
                 "links": [list(link) for link in self.links]}
 
 
-def _soname_file(lib_dir: Path, base: str) -> str | None:
-    """``libcudart.so.12`` rather than ``libcudart.so.12.5.82`` or ``libcudart.so``."""
+def _soname_files(lib_dir: Path, base: str) -> list[str]:
+    """The versioned files of ``base`` in ``lib_dir``, best first: ``libcudart.so.12``, then
+    ``libcudart.so.12.5.82``; never ``libcudart.so``."""
     names = sorted(p.name for p in lib_dir.glob(f"{base}.so*"))
     exact = [n for n in names if re.fullmatch(rf"{re.escape(base)}\.so\.\d+", n)]
-    versioned = [n for n in names if n.startswith(f"{base}.so.")]
-    return (exact or sorted(versioned, key=len) or [None])[0]
+    versioned = sorted((n for n in names if n.startswith(f"{base}.so.") and n not in exact), key=len)
+    return exact + versioned
+
+
+def _soname_file(lib_dir: Path, base: str) -> str | None:
+    """``libcudart.so.12`` rather than ``libcudart.so.12.5.82`` or ``libcudart.so``."""
+    return next(iter(_soname_files(lib_dir, base)), None)
 
 
 def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...]) -> tuple[tuple[str, str], ...]:
@@ -111,9 +117,15 @@ def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...])
 
     for row in names:
         if row["name"].endswith(".so"):
-            provider = next(((d, n) for d in lib_dirs if own(d, n := _soname_file(root / d, row["provides"]))), None)
+            found = [(d, n) for d in lib_dirs for n in _soname_files(root / d, row["provides"]) if own(d, n)]
         else:  # a versioned name: only that very file will do
-            provider = next(((d, row["name"]) for d in lib_dirs if own(d, row["name"])), None)
+            found = [(d, row["name"]) for d in lib_dirs if own(d, row["name"])]
+        # A file that is where it is named (conda's libnvrtc.so.12 -> libnvrtc.so.12.5.82 beside it
+        # counts) before a link into another directory (the one this function made in cuBLAS's for
+        # libnvrtc.so.12): create, where that link is not there yet, and a later repair pick the same
+        # file. A soname file that links out of the env is not the env's (own), and gives way to a
+        # versioned file beside it that is.
+        provider = next((p for p in found if _in_place(root / p[0], p[1])), found[0] if found else None)
         if provider is None:
             continue
         for lib_dir in lib_dirs:
@@ -134,6 +146,10 @@ def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...])
                     links[link] = os.path.relpath(f"{provider[0]}/{provider[1]}", target_dir)
                 break
     return tuple(sorted(links.items()))
+
+
+def _in_place(directory: Path, name: str) -> bool:
+    return os.path.dirname(os.path.realpath(directory / name)) == os.path.realpath(directory)
 
 
 def _write_links(root: Path, layout: CudaLayout) -> list[Path]:
