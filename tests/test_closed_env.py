@@ -545,3 +545,34 @@ def test_the_link_goes_to_a_file_of_the_envs_own_never_through_one_that_links_ou
     (conda / "lib" / "libnvrtc.so.12").symlink_to("libnvrtc.so.12.5.82")
     (conda / "lib" / "libnvrtc.so").symlink_to(system / "libnvrtc.so")
     assert activation.dlopen_links(conda, ("lib",), tables.dlopened_names()) == (("lib/libnvrtc.so", "libnvrtc.so.12"),)
+
+
+def test_repair_says_what_it_cannot_close_when_the_envs_own_library_links_out(
+    tmp_path, closed_wheels, system_cache, tool_env
+):
+    """NVRTC's wheel file itself made a link to a system copy: no link the repair writes can keep
+    cuDNN's ``dlopen("libnvrtc.so")`` in the env, and doctor fails libs.closed. Repair does not say
+    "nothing to do" (exit 0) then: it names the link left open and the way to close it, exit 1."""
+    prefix = user_env(tmp_path, closed_wheels)
+    repair(prefix, closed_wheels, tool_env)
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    wheel_file = site / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12"
+    theirs = gcc(system_cache / "elsewhere" / "libnvrtc.so.12", "libnvrtc.so.12")
+    wheel_file.unlink()
+    wheel_file.symlink_to(theirs)
+    assert nvrtc_origin(prefix, system_cache, clean_environ()) == str(theirs.resolve())
+    assert doctor(prefix, system_cache, clean_environ())["libs.closed"]["status"] == "fail"
+
+    done = run_tool(
+        "repair", "--prefix", str(prefix), "--find-links", str(closed_wheels), "--no-detect", "--yes",
+        "--no-verify", "--offline", "--json", env=tool_env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    left = json.loads(done.stdout)["plan"]["left_open"]
+    assert {"path": str(wheel_file.relative_to(prefix)), "links_to": str(theirs)} in left
+    text = run_tool(
+        "repair", "--prefix", str(prefix), "--find-links", str(closed_wheels), "--no-detect", "--yes",
+        "--no-verify", "--offline", env=tool_env,
+    )  # fmt: skip
+    assert text.returncode == 1 and "needs no repair" not in text.stdout + text.stderr
+    assert "left open" in text.stderr and "--reinstall" in text.stderr

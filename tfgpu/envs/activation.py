@@ -131,21 +131,63 @@ def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...])
         for lib_dir in lib_dirs:
             if not (root / lib_dir / row["caller"]).is_file():
                 continue
-            for entry in row["runpath"]:
-                target_dir = os.path.normpath(os.path.join(lib_dir, entry.replace("${ORIGIN}", ".").replace("$ORIGIN", ".")))
-                real = os.path.realpath(root / target_dir)
-                if target_dir.startswith(("/", "..")) or not (real == top or real.startswith(top + os.sep)):
-                    continue
-                if not (root / target_dir).is_dir():
-                    continue
-                link = f"{target_dir}/{row['name']}"
-                there = os.path.realpath(root / link)
-                if f"{provider[0]}/{provider[1]}" == link:
-                    break  # the caller's own directory holds the file
-                if link not in links and not ((root / link).is_file() and there.startswith(top + os.sep)):
-                    links[link] = os.path.relpath(f"{provider[0]}/{provider[1]}", target_dir)
-                break
+            target_dir = _link_dir(root, lib_dir, row)
+            if target_dir is None:
+                continue
+            link = f"{target_dir}/{row['name']}"
+            there = os.path.realpath(root / link)
+            if f"{provider[0]}/{provider[1]}" == link:
+                continue  # the caller's own directory holds the file
+            if link not in links and not ((root / link).is_file() and there.startswith(top + os.sep)):
+                links[link] = os.path.relpath(f"{provider[0]}/{provider[1]}", target_dir)
     return tuple(sorted(links.items()))
+
+
+def _link_dir(root: Path, lib_dir: str, row: dict) -> str | None:
+    """The first directory of the caller's RUNPATH (the caller in ``lib_dir``) inside the env: where
+    :func:`dlopen_links` puts the name (env-relative), or None."""
+    top = os.path.realpath(root)
+    for entry in row["runpath"]:
+        target_dir = os.path.normpath(os.path.join(lib_dir, entry.replace("${ORIGIN}", ".").replace("$ORIGIN", ".")))
+        real = os.path.realpath(root / target_dir)
+        if target_dir.startswith(("/", "..")) or not (real == top or real.startswith(top + os.sep)):
+            continue
+        if (root / target_dir).is_dir():
+            return target_dir
+    return None
+
+
+def dlopen_left_out(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...]) -> tuple[tuple[str, str], ...]:
+    """(env-relative path, where it links) for each file of the env that makes a name a caller of the
+    env dlopens load from outside it, and that :func:`dlopen_links` cannot replace because the env
+    holds no file of that library of its own: the name itself linked out (``libnvrtc.so`` ->
+    /usr/local/cuda/...), or the provider's own file linked out (the wheel's ``libnvrtc.so.12``). Only
+    putting the wheel's file back (reinstalling it) closes such an env; a repair says so rather than
+    "nothing to do"."""
+    top = os.path.realpath(root)
+    made = dict(dlopen_links(root, lib_dirs, names))
+
+    def out(relative: str) -> bool:
+        path = root / relative
+        return path.is_symlink() and not os.path.realpath(path).startswith(top + os.sep)
+
+    found: dict[str, str] = {}
+    for row in names:
+        for lib_dir in lib_dirs:
+            if not (root / lib_dir / row["caller"]).is_file():
+                continue
+            target_dir = _link_dir(root, lib_dir, row)
+            link = f"{target_dir}/{row['name']}" if target_dir else None
+            if link is None or link in made:
+                continue
+            if row["name"].endswith(".so"):
+                providers = [f"{d}/{n}" for d in lib_dirs for n in _soname_files(root / d, row["provides"])]
+            else:
+                providers = [f"{d}/{row['name']}" for d in lib_dirs]
+            for relative in [link, *providers]:
+                if out(relative):
+                    found.setdefault(relative, os.readlink(root / relative))
+    return tuple(sorted(found.items()))
 
 
 def _in_place(directory: Path, name: str) -> bool:
