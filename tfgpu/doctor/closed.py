@@ -116,7 +116,7 @@ def _through_link(found: str | None, dirs: list) -> str:
         target = os.readlink(found)
     except OSError:
         return ""
-    return f", through {found}, a link in the env to {target} (out of the env)"
+    return f", through the env's link {found} -> {target}, which leads out of the env"
 
 
 def _fix(env, leaks: list[tuple[str, str]], environ: dict[str, str]) -> str:
