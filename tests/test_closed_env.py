@@ -457,3 +457,122 @@ def test_an_exported_scripts_activation_links_the_dlopened_names_too(tmp_path):
     assert json.loads(done.stdout.splitlines()[-1])["links"] == 1
     link = root / site / "nvidia/cudnn/lib/libnvrtc.so"
     assert link.is_symlink() and os.readlink(link) == "../../cuda_nvrtc/lib/libnvrtc.so.11.2"
+
+
+def test_a_name_already_linked_out_of_the_env_is_a_leak_that_repair_replaces_and_undo_restores(
+    tmp_path, closed_wheels, system_cache, tool_env
+):
+    """The name cuDNN dlopens (``nvidia/cudnn/lib/libnvrtc.so``) is already there, as a link a user
+    made to the system toolkit's ``libnvrtc.so``: doctor names the leak, repair replaces the link
+    with the env's own relative one through the env-write door, and ``--undo`` puts the user's link
+    back, byte for byte."""
+    prefix = user_env(tmp_path, closed_wheels)
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    link = site / "nvidia" / "cudnn" / "lib" / "libnvrtc.so"
+    theirs = str(system_cache / "cuda-13.0" / "lib64" / "libnvrtc.so")
+    link.symlink_to(theirs)
+    system_nvrtc = str((system_cache / "cuda-13.0" / "lib64" / "libnvrtc.so.13").resolve())
+    assert nvrtc_origin(prefix, system_cache, clean_environ()) == system_nvrtc
+
+    before = doctor(prefix, system_cache, clean_environ())["libs.closed"]
+    assert before["status"] == "fail", before
+    assert any(
+        line.startswith(system_nvrtc) and "dlopen('libnvrtc.so') by libcudnn_graph.so.9" in line and str(link) in line
+        for line in before["evidence"]
+    ), before["evidence"]
+
+    planned = json.loads(repair(prefix, closed_wheels, tool_env, "--dry-run", "--json").stdout)
+    assert str(link.relative_to(prefix)) in planned["plan"]["files"]
+    repair(prefix, closed_wheels, tool_env)
+    assert os.readlink(link) == "../../cuda_nvrtc/lib/libnvrtc.so.12"
+    own = str((site / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12").resolve())
+    assert nvrtc_origin(prefix, system_cache, clean_environ()) == own
+    assert doctor(prefix, system_cache, clean_environ())["libs.closed"]["status"] == "ok"
+
+    undone = run_tool("repair", "--undo", "--prefix", str(prefix), "--offline", "--json", env=tool_env)
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert link.is_symlink() and os.readlink(link) == theirs
+
+
+def test_the_link_goes_to_a_file_of_the_envs_own_never_through_one_that_links_out(tmp_path):
+    """Real files and links: the provider of ``libnvrtc.so`` is a file where it is named. NVRTC's
+    soname file made a link to the system's copy gives way to the versioned file beside it; the link
+    create made in cuBLAS's directory (for cuBLASLt 12's ``libnvrtc.so.12``) is no provider, so repair
+    replacing a name linked out of the env writes what create wrote; conda's soname link beside its
+    file stays the provider."""
+    from tfgpu.envs import activation
+    from tfgpu.resolver import tables
+
+    site = "lib/python3.11/site-packages"
+    dirs = tuple(f"{site}/nvidia/{component}/lib" for component in ("cublas", "cuda_nvrtc", "cudnn"))
+    system = tmp_path / "usr-local-cuda" / "lib64"
+    gcc(system / "libnvrtc.so.12", "libnvrtc.so.12")
+    (system / "libnvrtc.so").symlink_to("libnvrtc.so.12")
+
+    def env(name: str) -> Path:
+        root = tmp_path / name
+        for relative in ("nvidia/cudnn/lib/libcudnn_graph.so.9", "nvidia/cublas/lib/libcublasLt.so.12"):
+            (root / site / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / site / relative).write_bytes(b"\x7fELF")
+        (root / site / "nvidia/cuda_nvrtc/lib").mkdir(parents=True)
+        return root
+
+    linked_out = env("linked-out")
+    nvrtc = linked_out / site / "nvidia/cuda_nvrtc/lib"
+    (nvrtc / "libnvrtc.so.12").symlink_to(system / "libnvrtc.so.12")
+    (nvrtc / "libnvrtc.so.12.5.82").write_bytes(b"\x7fELF the env's own")
+    assert activation.dlopen_links(linked_out, dirs, tables.dlopened_names()) == (
+        (f"{site}/nvidia/cudnn/lib/libnvrtc.so", "../../cuda_nvrtc/lib/libnvrtc.so.12.5.82"),
+    )
+
+    created = env("created")
+    (created / site / "nvidia/cuda_nvrtc/lib/libnvrtc.so.12").write_bytes(b"\x7fELF")
+    first = activation.dlopen_links(created, dirs, tables.dlopened_names())
+    assert dict(first)[f"{site}/nvidia/cudnn/lib/libnvrtc.so"] == "../../cuda_nvrtc/lib/libnvrtc.so.12"
+    for link, target in first:
+        (created / link).symlink_to(target)
+    name = created / site / "nvidia/cudnn/lib/libnvrtc.so"
+    name.unlink()
+    name.symlink_to(system / "libnvrtc.so")
+    assert activation.dlopen_links(created, dirs, tables.dlopened_names()) == (
+        (f"{site}/nvidia/cudnn/lib/libnvrtc.so", "../../cuda_nvrtc/lib/libnvrtc.so.12"),
+    )
+
+    conda = tmp_path / "conda"
+    (conda / "lib").mkdir(parents=True)
+    for file in ("libcudnn_graph.so.9", "libnvrtc.so.12.5.82"):
+        (conda / "lib" / file).write_bytes(b"\x7fELF")
+    (conda / "lib" / "libnvrtc.so.12").symlink_to("libnvrtc.so.12.5.82")
+    (conda / "lib" / "libnvrtc.so").symlink_to(system / "libnvrtc.so")
+    assert activation.dlopen_links(conda, ("lib",), tables.dlopened_names()) == (("lib/libnvrtc.so", "libnvrtc.so.12"),)
+
+
+def test_repair_says_what_it_cannot_close_when_the_envs_own_library_links_out(
+    tmp_path, closed_wheels, system_cache, tool_env
+):
+    """NVRTC's wheel file itself made a link to a system copy: no link the repair writes can keep
+    cuDNN's ``dlopen("libnvrtc.so")`` in the env, and doctor fails libs.closed. Repair does not say
+    "nothing to do" (exit 0) then: it names the link left open and the way to close it, exit 1."""
+    prefix = user_env(tmp_path, closed_wheels)
+    repair(prefix, closed_wheels, tool_env)
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    wheel_file = site / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12"
+    theirs = gcc(system_cache / "elsewhere" / "libnvrtc.so.12", "libnvrtc.so.12")
+    wheel_file.unlink()
+    wheel_file.symlink_to(theirs)
+    assert nvrtc_origin(prefix, system_cache, clean_environ()) == str(theirs.resolve())
+    assert doctor(prefix, system_cache, clean_environ())["libs.closed"]["status"] == "fail"
+
+    done = run_tool(
+        "repair", "--prefix", str(prefix), "--find-links", str(closed_wheels), "--no-detect", "--yes",
+        "--no-verify", "--offline", "--json", env=tool_env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    left = json.loads(done.stdout)["plan"]["left_open"]
+    assert {"path": str(wheel_file.relative_to(prefix)), "links_to": str(theirs)} in left
+    text = run_tool(
+        "repair", "--prefix", str(prefix), "--find-links", str(closed_wheels), "--no-detect", "--yes",
+        "--no-verify", "--offline", env=tool_env,
+    )  # fmt: skip
+    assert text.returncode == 1 and "needs no repair" not in text.stdout + text.stderr
+    assert "left open" in text.stderr and "--reinstall" in text.stderr

@@ -289,7 +289,7 @@ def test_create_installs_tensorflows_stack_apart_so_no_file_is_owned_twice(tmp_p
     assert stacks.owned_twice(site) == frozenset() and not ownership.shared_files(site)
     assert ownership.stacks(ownership.distributions(site)) == {13: ["nvidia-nccl-cu13 2.32.3"]}
     assert set(ownership.stacks(ownership.distributions(apart))) == {12}
-    on_disk = ownership.file_sha256(site / NCCL)
+    on_disk = sha256(site / NCCL)
     theirs = next(d for d in ownership.distributions(site) if d.name == "nvidia-nccl-cu13")
     assert on_disk == theirs.files[NCCL]
     found = json.loads((prefix / "tfgpu-env.json").read_text())["cuda_apart"]

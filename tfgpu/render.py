@@ -193,8 +193,18 @@ def repair_plan(plan: dict, prefix) -> None:
             _err.print(f"  {title} {escape(row['wanted'])}{escape(was)}")
     for path in plan["files"]:
         _err.print(f"  write {escape(path)}")
-    if plan["nothing_to_do"]:
+    _left_open(plan, _err)
+    if plan["nothing_to_do"] and not plan.get("left_open"):
         _err.print("  nothing to do: the env already has what its TensorFlow needs")
+
+
+def _left_open(plan: dict, console) -> None:
+    for item in plan.get("left_open", ()):
+        console.print(
+            f"  [yellow]left open[/]: {escape(item['path'])} links out of the env ({escape(item['links_to'])}) and the "
+            "env holds no file of that library of its own to link instead; reinstall the wheel that ships it "
+            "(`uv pip install --reinstall --no-deps NAME==VERSION`), then repair again"
+        )
 
 
 def repaired(summary: dict, failing: bool = False) -> None:
@@ -208,6 +218,8 @@ def repaired(summary: dict, failing: bool = False) -> None:
         repair_plan(plan, summary["prefix"])
         if summary.get("dry_run") and not plan["nothing_to_do"]:
             _out.print("Dry run: nothing was changed. Run again without --dry-run to repair.")
+        elif plan.get("left_open"):
+            _out.print(f"{escape(summary['prefix'])}: nothing a repair writes closes what is left open (above).")
         else:
             _out.print(f"{escape(summary['prefix'])} needs no repair.")
         return
@@ -223,6 +235,7 @@ def repaired(summary: dict, failing: bool = False) -> None:
     _out.print(f"  files written: {len(files)}{' (in the env)' if files else ''}")
     for path in files:
         _out.print(f"    {escape(path)}", whole=True)
+    _left_open(plan, _out)
     unchecked = summary.get("not_verified")
     if unchecked and unchecked["code"] == "no-driver-here":
         not_checked(unchecked, "Repaired and kept")

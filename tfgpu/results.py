@@ -231,6 +231,12 @@ class Repaired(Result):
     summary: dict
     undone: bool = False
 
+    @property
+    def exit_code(self) -> int:
+        # A library that still loads from outside the env is no success (doctor's libs.closed fails on it).
+        left = (self.summary.get("plan") or {}).get("left_open")
+        return 1 if left and not self.summary.get("dry_run") else 0
+
     def to_dict(self) -> dict:
         return self.summary
 

@@ -31,7 +31,8 @@ from tfgpu import untrusted
 from tfgpu.errors import UsageError
 
 MAX_TABLE_BYTES = untrusted.DATA_TABLE.limit
-_MAGIC = b"TFGPU-TABLES-4\n"
+# Raised when what parsing checks changes: a cache written without a check is then parsed afresh.
+_MAGIC = b"TFGPU-TABLES-5\n"
 
 
 def _digest(data: bytes = b""):

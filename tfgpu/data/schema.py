@@ -436,3 +436,7 @@ def validate(name: str, document: dict, where: str) -> None:
         else:
             message = f"{where}: {problem.where} must be {problem.expected}, not {repr(problem.value)[:80]}."
         raise UsageError("bad-data", message, [_WAY]) from None
+    if name == "sonames.toml":
+        from tfgpu.data import dlopened
+
+        dlopened.rows(document, where)  # two rows that disagree are refused here, at parse time

@@ -98,12 +98,25 @@ def outside(env, resolved: list[Resolved], probe: Probe) -> list[tuple[str, str]
         if name.path and not inside(name.path, dirs):
             found.setdefault(
                 os.path.realpath(name.path),
-                f"dlopen('{name.name}') by {os.path.basename(name.caller)}, found via {name.via}",
+                f"dlopen('{name.name}') by {os.path.basename(name.caller)}, found via {name.via}"
+                + _through_link(name.found, dirs),
             )
     for path in probe.mapped:
         if is_cuda_library(path) and not inside(path, dirs):
             found.setdefault(os.path.realpath(path), "loaded as a dependency of another CUDA library")
     return sorted(found.items())
+
+
+def _through_link(found: str | None, dirs: list) -> str:
+    """The env's own link the search went through to a file outside (a user's ``libnvrtc.so`` made
+    to point at /usr/local/cuda): the file to replace, which the mapped path alone does not name."""
+    if not found or not os.path.islink(found) or not inside(os.path.dirname(found), dirs):
+        return ""
+    try:
+        target = os.readlink(found)
+    except OSError:
+        return ""
+    return f", through the env's link {found} -> {target}, which leads out of the env"
 
 
 def _fix(env, leaks: list[tuple[str, str]], environ: dict[str, str]) -> str:

@@ -45,6 +45,11 @@ def read_dynamic(path: str) -> Dynamic | None:
         data = untrusted.read_bytes(path, untrusted.LIBRARY)
     except untrusted.Unreadable:
         return None
+    return parse_dynamic(data)
+
+
+def parse_dynamic(data: bytes) -> Dynamic | None:
+    """:func:`read_dynamic` of bytes already read (doctor reads each library once a run)."""
     try:
         return _dynamic(data)
     except (struct.error, ValueError, IndexError, OverflowError):
@@ -117,6 +122,11 @@ def unversioned_exports(path: str) -> frozenset[str] | None:
         data = untrusted.read_bytes(path, untrusted.LIBRARY)
     except untrusted.Unreadable:
         return None
+    return parse_exports(data)
+
+
+def parse_exports(data: bytes) -> frozenset[str] | None:
+    """:func:`unversioned_exports` of bytes already read."""
     if data[:4] != b"\x7fELF" or len(data) < 64 or data[4] != 2 or data[5] != 1:
         return None
     shoff = struct.unpack_from("<Q", data, 40)[0]

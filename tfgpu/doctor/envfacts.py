@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.doctor.elf import read_dynamic
+from tfgpu.doctor.reads import RunReads
 from tfgpu.errors import ImpossibleError
 
 TF_DISTRIBUTIONS = (
@@ -49,6 +49,8 @@ class EnvFacts:
     """The cuDNN of the shipped ``cudnn_version.h`` ("9.10.0"), where there is one."""
     header_capabilities: tuple[str, ...] = ()
     """Compute capabilities as ``cuda_config.h`` lists them ("6.0", ...; no SASS/PTX kinds)."""
+    reads: RunReads = field(default_factory=RunReads, repr=False, compare=False)
+    """This doctor run's reader of the env's files: each library read once, hashing bounded."""
 
     def to_dict(self) -> dict:
         return {
@@ -200,7 +202,7 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
     framework = site / "tensorflow" / "libtensorflow_framework.so.2"
     if framework.is_file():
         facts.framework = framework
-        dynamic = read_dynamic(str(framework))
+        dynamic = facts.reads.dynamic(framework)
         origin = str(framework.parent)
         facts.runpath = tuple(
             p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for p in (dynamic.runpath if dynamic else ())

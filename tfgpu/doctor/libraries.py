@@ -139,6 +139,9 @@ class Dlopened:
     via: str | None = None
     """``already loaded``, ``LD_LIBRARY_PATH``, ``RUNPATH of <caller>``, ``ld.so.cache`` or ``missing``."""
     error: str | None = None
+    found: str | None = None
+    """The name where the search found it, links not followed (``<dir>/libnvrtc.so``): a link of the
+    env's that leads out of it is named by this, the file it maps by ``path``."""
 
 
 @dataclass
@@ -163,7 +166,7 @@ def dlopen_callers(root: Path, site: Path | None) -> list[Dlopened]:
     wheels), one per caller file the env holds, with the caller's RUNPATH expanded."""
     out, seen = [], set()
     dirs = env_library_dirs(root, site)
-    for row in tables.load_toml("sonames.toml").get("dlopened", ()):
+    for row in tables.dlopened_names():  # the rows create and repair link, read the same way
         for directory in dirs:
             caller = directory / row["caller"]
             if caller.is_file() and (row["name"], str(caller)) not in seen:
@@ -199,6 +202,7 @@ def load_in_child(resolved: list[Resolved], dlopened: list[Dlopened] = (), timeo
             results = {r["soname"]: r for r in document["libraries"]}
             for entry, answer in zip(probe.dlopened, document["dlopened"], strict=True):
                 entry.path, entry.via, entry.error = answer["path"], answer["via"], answer["error"]
+                entry.found = answer.get("found") if isinstance(answer.get("found"), str) else None
             probe.mapped = [str(path) for path in document["mapped"]]
             probe.ran = True
         except (untrusted.Unreadable, IndexError, TypeError, KeyError, AttributeError, ValueError):

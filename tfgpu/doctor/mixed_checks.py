@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from tfgpu.doctor import ownership
 from tfgpu.doctor.findings import Finding, fail, ok, warn
+from tfgpu.doctor.reads import RunReads
 
 EVIDENCE_LIMIT = 12
 """Evidence lines per finding: NCCL alone shares ~70 header files; the count says how many more."""
@@ -31,18 +32,24 @@ def _capped(lines: list[str]) -> list[str]:
     return [*lines[:EVIDENCE_LIMIT], f"... and {len(lines) - EVIDENCE_LIMIT} more"]
 
 
+def _reads(env) -> RunReads:
+    """The run's reader (each library read once, hashing bounded); a fresh one for an env read elsewhere."""
+    return getattr(env, "reads", None) or RunReads()
+
+
 def check(env) -> list[Finding]:
     site = env.site_packages
     if site is None or not site.is_dir():
         return []
+    reads = _reads(env)
     dists = ownership.distributions(site)
     stacks = ownership.stacks(dists)
-    shared = ownership.shared_files(site, dists)
+    shared = ownership.shared_files(site, dists, reads)
     findings = apart(env)
     if len(stacks) > 1 or shared:
         findings.append(shared_files(env, shared, stacks))
     if len(stacks) > 1:
-        findings.append(sonames(env, ownership.soname_pairs(site, dists), stacks))
+        findings.append(sonames(env, ownership.soname_pairs(site, dists, reads), stacks))
     return findings + python_numpy(env)
 
 
@@ -63,12 +70,17 @@ def apart(env) -> list[Finding]:
         ]
     where = env.root / record["dir"]
     dists = ownership.distributions(where) if where.is_dir() else []
-    changed = [
-        f"{path}: its bytes are not {dist.label}'s"
-        for dist in dists
-        for path, digest in dist.files.items()
-        if ".so" in path and digest and ownership.inside(where, path) and ownership.file_sha256(where / path) != digest
-    ]
+    reads, changed, unchecked = _reads(env), [], []
+    for dist in dists:
+        for path, digest in dist.files.items():
+            if ".so" not in path or not digest or not ownership.inside(where, path):
+                continue
+            size = dist.sizes.get(path)
+            hashed = reads.hash(where / path, {size} if size is not None else set())
+            if hashed.skipped:
+                unchecked.append(f"{path}: {hashed.skipped}")
+            elif hashed.digest != digest:
+                changed.append(f"{path}: its bytes are not {dist.label}'s")
     evidence = (f"{where}: {', '.join(d.label for d in dists) or 'no distribution'}",)
     if not dists or changed:
         return [
@@ -81,6 +93,17 @@ def apart(env) -> list[Finding]:
                 *evidence,
             )
         ]
+    if unchecked:
+        return [
+            warn(
+                "mixed.apart",
+                f"{len(unchecked)} of TensorFlow's CUDA libraries in {record['dir']} were not checked",
+                f"Check them by hand (`sha256sum`) against their RECORD, or rebuild the env: tfgpu-install create "
+                f"--force --prefix {env.root} --tf {env.tf_version or 'latest'}",
+                *_capped(unchecked),
+                *evidence,
+            )
+        ]
     return [ok("mixed.apart", f"TensorFlow's CUDA wheels are kept apart in {record['dir']}", *evidence)]
 
 
@@ -88,18 +111,27 @@ def _stacks_line(stacks: dict[int, list[str]]) -> str:
     return "CUDA stacks: " + "; ".join(f"cu{major}: {', '.join(labels)}" for major, labels in stacks.items())
 
 
+def _owners(item: ownership.SharedFile) -> str:
+    return " and ".join(label for label, _ in item.owners)
+
+
 def shared_files(env, shared: list[ownership.SharedFile], stacks: dict[int, list[str]]) -> Finding:
-    lost = [f for f in shared if f.differ or f.on_disk is None]
-    alike = [f for f in shared if f not in lost]
+    unchecked = [f for f in shared if f.unchecked]
+    lost = [f for f in shared if not f.unchecked and (f.differ or f.losers)]
+    alike = [f for f in shared if f not in lost and f not in unchecked]
+    # A file whose bytes were not compared is said so, never counted as alike or lost.
+    not_checked = [f"{f.path}: owned by {_owners(f)}; {f.unchecked}" for f in unchecked]
     if lost:
         lines = []
         for item in lost:
-            owners = " and ".join(label for label, _ in item.owners)
-            if item.on_disk is None:
+            owners = _owners(item)
+            if item.size is None:
                 lines.append(f"{item.path}: owned by {owners}; missing on disk (an uninstall of one removed it)")
             else:
-                won = ", ".join(item.winners) or "none of them (bytes match no RECORD)"
-                lines.append(f"{item.path}: owned by {owners}; on disk: {won}'s bytes; lost: {', '.join(item.losers)}")
+                won = f"{', '.join(item.winners)}'s bytes" if item.winners else "bytes of none of them"
+                if not item.winners and item.on_disk is None:
+                    won += f" (its size, {item.size:,} bytes, is none its RECORDs list)"
+                lines.append(f"{item.path}: owned by {owners}; on disk: {won}; lost: {', '.join(item.losers)}")
         losers = sorted({label for item in lost for label in item.losers})
         return fail(
             "mixed.shared-files",
@@ -109,7 +141,17 @@ def shared_files(env, shared: list[ownership.SharedFile], stacks: dict[int, list
             "plan` shows TensorFlow's). Reinstalling the loser (`uv pip install --python "
             f"{env.python} --reinstall --no-deps {' '.join(label.replace(' ', '==') for label in losers)}`) "
             "only moves the loss to the other one.",
-            *_capped(lines),
+            *_capped(lines + not_checked),
+            *([f"and {len(alike)} more file(s) owned twice with the same bytes"] if alike else []),
+            _stacks_line(stacks),
+        )
+    if unchecked:
+        return warn(
+            "mixed.shared-files",
+            f"{len(unchecked)} file(s) owned by two distributions were not checked",
+            "Compare them by hand (`sha256sum`) with their owners' RECORD rows; uninstalling either "
+            "distribution deletes these files for the other.",
+            *_capped(not_checked),
             *([f"and {len(alike)} more file(s) owned twice with the same bytes"] if alike else []),
             _stacks_line(stacks),
         )

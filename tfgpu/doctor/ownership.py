@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import base64
 import csv
-import hashlib
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.doctor.elf import read_dynamic
+from tfgpu.doctor.reads import RunReads
 
 NAMESPACE_FILES = re.compile(r"(^|/)__init__\.py$|(^|/)__pycache__/")
 """Files every wheel of a namespace package ships alike (``nvidia/__init__.py``, empty in each)."""
@@ -46,6 +45,8 @@ class Dist:
     name: str
     version: str
     files: dict[str, str]
+    sizes: dict[str, int] = field(default_factory=dict)
+    """path -> the size its RECORD row lists, for the rows that list one."""
 
     @property
     def label(self) -> str:
@@ -60,20 +61,36 @@ class SharedFile:
     owners: tuple[tuple[str, str], ...]
     """(distribution label, sha256 its RECORD lists) per owner."""
     on_disk: str | None
-    """sha256 of the file now; None when it is missing."""
+    """sha256 of the file now; None when it is missing or was not hashed (its size matches no
+    owner's RECORD, which decides without hashing, or ``unchecked``)."""
+    size: int | None = None
+    """Its size now; None when it is missing (or was not looked at)."""
+    owner_sizes: tuple[int | None, ...] = ()
+    """The size each owner's RECORD lists, in the order of ``owners`` (None where a row lists none)."""
+    unchecked: str = ""
+    """Why its bytes were not compared ("not checked (too large ...)"); then neither won nor lost is known."""
 
     @property
     def differ(self) -> bool:
         """The owners ship different bytes: one of them lost."""
         return len({digest for _, digest in self.owners}) > 1
 
+    def _matches(self, index: int) -> bool:
+        listed = self.owner_sizes[index] if index < len(self.owner_sizes) else None
+        if listed is not None and self.size is not None and listed != self.size:
+            return False
+        digest = self.owners[index][1]
+        return bool(digest) and digest == self.on_disk
+
     @property
     def winners(self) -> tuple[str, ...]:
-        return tuple(label for label, digest in self.owners if digest and digest == self.on_disk)
+        return tuple(label for i, (label, _) in enumerate(self.owners) if self._matches(i))
 
     @property
     def losers(self) -> tuple[str, ...]:
-        return tuple(label for label, digest in self.owners if digest != self.on_disk)
+        if self.unchecked:
+            return ()
+        return tuple(label for i, (label, _) in enumerate(self.owners) if not self._matches(i))
 
 
 @dataclass(frozen=True)
@@ -107,23 +124,29 @@ def distributions(site: Path) -> list[Dist]:
         if text is None:
             continue
         name, _, version = dist_info.name.removesuffix(".dist-info").partition("-")
-        found.append(Dist(_normal(name), version, _record_rows(text)))
+        found.append(Dist(_normal(name), version, *_record_rows(text)))
     return found
 
 
-def _record_rows(text: str) -> dict[str, str]:
-    """A RECORD's rows, path -> sha256 hex, each line read on its own: an open quote does not swallow
-    the rows after it (hiding them from the checks), and a row the csv module refuses (a field past
-    its 128 KiB limit) is left out, the others kept."""
-    files = {}
+def _record_rows(text: str) -> tuple[dict[str, str], dict[str, int]]:
+    """A RECORD's rows, path -> sha256 hex and path -> size, each line read on its own: an open
+    quote does not swallow the rows after it (hiding them from the checks), and a row the csv module
+    refuses (a field past its 128 KiB limit) is left out, the others kept."""
+    files, sizes = {}, {}
     for line in text.splitlines():
         try:
             row = next(csv.reader([line]), None)
         except csv.Error:
             continue
         if row and row[0]:
-            files[posixpath.normpath(row[0])] = _record_digest(row[1]) if len(row) > 1 else ""
-    return files
+            path = posixpath.normpath(row[0])
+            files[path] = _record_digest(row[1]) if len(row) > 1 else ""
+            size = row[2].strip() if len(row) > 2 else ""
+            if size.isascii() and size.isdigit() and len(size) <= 20:
+                sizes[path] = int(size)
+            else:
+                sizes.pop(path, None)
+    return files, sizes
 
 
 def inside(site: Path, path: str) -> bool:
@@ -150,32 +173,32 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def file_sha256(path: Path) -> str | None:
-    """The sha256 of a file of the env, read in blocks; None if it is missing or not a regular file."""
-    try:
-        stream = untrusted.open_stream(path, untrusted.ENV_FILE)
-    except untrusted.Unreadable:
-        return None
-    digest = hashlib.sha256()
-    with stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def shared_files(site: Path, dists: list[Dist] | None = None) -> list[SharedFile]:
+def shared_files(site: Path, dists: list[Dist] | None = None, reads: RunReads | None = None) -> list[SharedFile]:
     """Every path two or more distributions own (namespace ``__init__.py`` files aside), with the
-    bytes on disk compared with each owner's RECORD."""
+    bytes on disk compared with each owner's RECORD: by size first (a size no owner lists decides
+    without reading), then by sha256 within ``reads``' budget; a file not hashed says why."""
     dists = distributions(site) if dists is None else dists
-    owners: dict[str, list[tuple[str, str]]] = {}
+    reads = RunReads() if reads is None else reads
+    owners: dict[str, list[tuple[str, str, int | None]]] = {}
     for dist in dists:
         for path, digest in dist.files.items():
             if not NAMESPACE_FILES.search(path) and not path.endswith(".pyc"):
-                owners.setdefault(path, []).append((dist.label, digest))
+                owners.setdefault(path, []).append((dist.label, digest, dist.sizes.get(path)))
     shared = []
     for path, listed in sorted(owners.items()):
         if len(listed) > 1:
-            shared.append(SharedFile(path, tuple(listed), file_sha256(Path(site) / path)))
+            sizes = [size for _, _, size in listed]
+            hashed = reads.hash(Path(site) / path, set(sizes) if None not in sizes else set())
+            shared.append(
+                SharedFile(
+                    path,
+                    tuple((label, digest) for label, digest, _ in listed),
+                    hashed.digest,
+                    hashed.size,
+                    tuple(sizes),
+                    hashed.skipped,
+                )
+            )
     return shared
 
 
@@ -199,10 +222,13 @@ def stacks(dists: list[Dist]) -> dict[int, list[str]]:
     return dict(sorted(found.items()))
 
 
-def libraries(site: Path, dists: list[Dist]) -> dict[int, dict[str, list[tuple[str, str]]]]:
+def libraries(
+    site: Path, dists: list[Dist], reads: RunReads | None = None
+) -> dict[int, dict[str, list[tuple[str, str]]]]:
     """CUDA major -> SONAME -> [(site-relative path, distribution label)] of its shared libraries
     (the SONAME read from the ELF file; its file name where the file has none): files inside ``site``
     (:func:`inside`) that are ELF shared objects; a RECORD row for anything else names no library."""
+    reads = RunReads() if reads is None else reads
     found: dict[int, dict[str, list[tuple[str, str]]]] = {}
     for dist in dists:
         major = stack_of(dist)
@@ -211,7 +237,7 @@ def libraries(site: Path, dists: list[Dist]) -> dict[int, dict[str, list[tuple[s
         for path in dist.files:
             if not _LIBRARY.search(path) or not inside(site, path) or not _is_file(Path(site) / path):
                 continue
-            dynamic = read_dynamic(str(Path(site) / path))
+            dynamic = reads.dynamic(Path(site) / path)
             if dynamic is None:  # not an ELF shared object (or a damaged, huge one): nothing a loader could use
                 continue
             soname = dynamic.soname or posixpath.basename(path)
@@ -219,11 +245,11 @@ def libraries(site: Path, dists: list[Dist]) -> dict[int, dict[str, list[tuple[s
     return found
 
 
-def soname_pairs(site: Path, dists: list[Dist] | None = None) -> list[SonamePair]:
+def soname_pairs(site: Path, dists: list[Dist] | None = None, reads: RunReads | None = None) -> list[SonamePair]:
     """SONAMEs that two or more stacks ship in different files (a SONAME both ship in one and the
     same file is :func:`shared_files`' matter: one copy, the other's lost)."""
     dists = distributions(site) if dists is None else dists
-    by_stack = libraries(site, dists)
+    by_stack = libraries(site, dists, reads)
     pairs = []
     names = sorted({soname for libs in by_stack.values() for soname in libs})
     for soname in names:
@@ -235,12 +261,12 @@ def soname_pairs(site: Path, dists: list[Dist] | None = None) -> list[SonamePair
     return pairs
 
 
-def colliding(site: Path, own: int, dists: list[Dist] | None = None) -> list[str]:
+def colliding(site: Path, own: int, dists: list[Dist] | None = None, reads: RunReads | None = None) -> list[str]:
     """The other stacks' library files (site-relative, one per SONAME) whose SONAME the ``own``
     stack ships too: what a load hook loads *before* TensorFlow's own, so that whichever framework
     is imported first, the process ends with the other stack's copies loaded once (see docs/modes.md)."""
     dists = distributions(site) if dists is None else dists
-    by_stack = libraries(site, dists)
+    by_stack = libraries(site, dists, reads)
     mine = by_stack.get(own, {})
     chosen: dict[str, str] = {}
     for major, libs in by_stack.items():
@@ -332,8 +358,9 @@ def other_stack_first(site: Path) -> tuple[str, ...]:
     own = tensorflow_stack(site)
     if own is None or len(stacks(dists)) < 2:
         return ()
-    first = colliding(site, own, dists)
-    return tuple(first + [path for path in shadowed_apis(site, site, own, dists) if path not in first])
+    reads = RunReads()  # one read of each library for both questions
+    first = colliding(site, own, dists, reads)
+    return tuple(first + [path for path in shadowed_apis(site, site, own, dists, reads) if path not in first])
 
 
 # TensorFlow's libtensorflow_framework.so.2 carries forwarding stubs for the CUDA APIs it calls
@@ -365,12 +392,11 @@ that matches wins, so ``cublasLt`` comes before ``cublas`` and ``cudnn`` before 
 FRAMEWORK_LIBRARY = "tensorflow/libtensorflow_framework.so.2"
 
 
-def reexported_libraries(site: Path) -> frozenset[str]:
+def reexported_libraries(site: Path, reads: RunReads | None = None) -> frozenset[str]:
     """The library stems (``libcudart``, ``libcublas`` …) whose API TensorFlow's framework library
     in ``site`` exports without symbol versions, read from its dynamic symbol table."""
-    from tfgpu.doctor.elf import unversioned_exports
-
-    names = unversioned_exports(str(Path(site) / FRAMEWORK_LIBRARY)) or frozenset()
+    reads = RunReads() if reads is None else reads
+    names = reads.exports(Path(site) / FRAMEWORK_LIBRARY) or frozenset()
     stems = set()
     for name in names:
         for prefix, stem in API_LIBRARIES:
@@ -380,15 +406,18 @@ def reexported_libraries(site: Path) -> frozenset[str]:
     return frozenset(stems)
 
 
-def shadowed_apis(site: Path, tf_site: Path, own: int, dists: list[Dist] | None = None) -> list[str]:
+def shadowed_apis(
+    site: Path, tf_site: Path, own: int, dists: list[Dist] | None = None, reads: RunReads | None = None
+) -> list[str]:
     """The other stacks' libraries in ``site`` (site-relative, one per SONAME) of the APIs that
     TensorFlow's framework library in ``tf_site`` re-exports unversioned (see API_LIBRARIES)."""
-    stems = reexported_libraries(tf_site)
+    reads = RunReads() if reads is None else reads
+    stems = reexported_libraries(tf_site, reads)
     if not stems:
         return []
     dists = distributions(site) if dists is None else dists
     chosen: dict[str, str] = {}
-    for major, libs in libraries(site, dists).items():
+    for major, libs in libraries(site, dists, reads).items():
         if major == own:
             continue
         for soname, files in libs.items():
@@ -400,11 +429,12 @@ def shadowed_apis(site: Path, tf_site: Path, own: int, dists: list[Dist] | None 
 def colliding_apart(site: Path, apart: Path, own: int) -> tuple[str, ...]:
     """:func:`colliding` for an env whose TensorFlow CUDA wheels are installed apart (``apart``): the
     other stacks' files in ``site`` (site-relative) whose SONAMEs TensorFlow's stack in ``apart`` ships."""
-    mine = libraries(apart, distributions(apart)).get(own, {})
+    reads = RunReads()
+    mine = libraries(apart, distributions(apart), reads).get(own, {})
     chosen: dict[str, str] = {}
-    for major, libs in libraries(site, distributions(site)).items():
+    for major, libs in libraries(site, distributions(site), reads).items():
         for soname, files in libs.items():
             if major != own and soname in mine and soname not in chosen:
                 chosen[soname] = files[0][0]
     first = [chosen[soname] for soname in sorted(chosen)]
-    return tuple(first + [path for path in shadowed_apis(site, site, own) if path not in first])
+    return tuple(first + [path for path in shadowed_apis(site, site, own, reads=reads) if path not in first])

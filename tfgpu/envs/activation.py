@@ -78,12 +78,18 @@ class CudaLayout:
                 "links": [list(link) for link in self.links]}
 
 
-def _soname_file(lib_dir: Path, base: str) -> str | None:
-    """``libcudart.so.12`` rather than ``libcudart.so.12.5.82`` or ``libcudart.so``."""
+def _soname_files(lib_dir: Path, base: str) -> list[str]:
+    """The versioned files of ``base`` in ``lib_dir``, best first: ``libcudart.so.12``, then
+    ``libcudart.so.12.5.82``; never ``libcudart.so``."""
     names = sorted(p.name for p in lib_dir.glob(f"{base}.so*"))
     exact = [n for n in names if re.fullmatch(rf"{re.escape(base)}\.so\.\d+", n)]
-    versioned = [n for n in names if n.startswith(f"{base}.so.")]
-    return (exact or sorted(versioned, key=len) or [None])[0]
+    versioned = sorted((n for n in names if n.startswith(f"{base}.so.") and n not in exact), key=len)
+    return exact + versioned
+
+
+def _soname_file(lib_dir: Path, base: str) -> str | None:
+    """``libcudart.so.12`` rather than ``libcudart.so.12.5.82`` or ``libcudart.so``."""
+    return next(iter(_soname_files(lib_dir, base)), None)
 
 
 def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...]) -> tuple[tuple[str, str], ...]:
@@ -111,29 +117,81 @@ def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...])
 
     for row in names:
         if row["name"].endswith(".so"):
-            provider = next(((d, n) for d in lib_dirs if own(d, n := _soname_file(root / d, row["provides"]))), None)
+            found = [(d, n) for d in lib_dirs for n in _soname_files(root / d, row["provides"]) if own(d, n)]
         else:  # a versioned name: only that very file will do
-            provider = next(((d, row["name"]) for d in lib_dirs if own(d, row["name"])), None)
+            found = [(d, row["name"]) for d in lib_dirs if own(d, row["name"])]
+        # A file that is where it is named (conda's libnvrtc.so.12 -> libnvrtc.so.12.5.82 beside it
+        # counts) before a link into another directory (the one this function made in cuBLAS's for
+        # libnvrtc.so.12): create, where that link is not there yet, and a later repair pick the same
+        # file. A soname file that links out of the env is not the env's (own), and gives way to a
+        # versioned file beside it that is.
+        provider = next((p for p in found if _in_place(root / p[0], p[1])), found[0] if found else None)
         if provider is None:
             continue
         for lib_dir in lib_dirs:
             if not (root / lib_dir / row["caller"]).is_file():
                 continue
-            for entry in row["runpath"]:
-                target_dir = os.path.normpath(os.path.join(lib_dir, entry.replace("${ORIGIN}", ".").replace("$ORIGIN", ".")))
-                real = os.path.realpath(root / target_dir)
-                if target_dir.startswith(("/", "..")) or not (real == top or real.startswith(top + os.sep)):
-                    continue
-                if not (root / target_dir).is_dir():
-                    continue
-                link = f"{target_dir}/{row['name']}"
-                there = os.path.realpath(root / link)
-                if f"{provider[0]}/{provider[1]}" == link:
-                    break  # the caller's own directory holds the file
-                if link not in links and not ((root / link).is_file() and there.startswith(top + os.sep)):
-                    links[link] = os.path.relpath(f"{provider[0]}/{provider[1]}", target_dir)
-                break
+            target_dir = _link_dir(root, lib_dir, row)
+            if target_dir is None:
+                continue
+            link = f"{target_dir}/{row['name']}"
+            there = os.path.realpath(root / link)
+            if f"{provider[0]}/{provider[1]}" == link:
+                continue  # the caller's own directory holds the file
+            if link not in links and not ((root / link).is_file() and there.startswith(top + os.sep)):
+                links[link] = os.path.relpath(f"{provider[0]}/{provider[1]}", target_dir)
     return tuple(sorted(links.items()))
+
+
+def _link_dir(root: Path, lib_dir: str, row: dict) -> str | None:
+    """The first directory of the caller's RUNPATH (the caller in ``lib_dir``) inside the env: where
+    :func:`dlopen_links` puts the name (env-relative), or None."""
+    top = os.path.realpath(root)
+    for entry in row["runpath"]:
+        target_dir = os.path.normpath(os.path.join(lib_dir, entry.replace("${ORIGIN}", ".").replace("$ORIGIN", ".")))
+        real = os.path.realpath(root / target_dir)
+        if target_dir.startswith(("/", "..")) or not (real == top or real.startswith(top + os.sep)):
+            continue
+        if (root / target_dir).is_dir():
+            return target_dir
+    return None
+
+
+def dlopen_left_out(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...]) -> tuple[tuple[str, str], ...]:
+    """(env-relative path, where it links) for each file of the env that makes a name a caller of the
+    env dlopens load from outside it, and that :func:`dlopen_links` cannot replace because the env
+    holds no file of that library of its own: the name itself linked out (``libnvrtc.so`` ->
+    /usr/local/cuda/...), or the provider's own file linked out (the wheel's ``libnvrtc.so.12``). Only
+    putting the wheel's file back (reinstalling it) closes such an env; a repair says so rather than
+    "nothing to do"."""
+    top = os.path.realpath(root)
+    made = dict(dlopen_links(root, lib_dirs, names))
+
+    def out(relative: str) -> bool:
+        path = root / relative
+        return path.is_symlink() and not os.path.realpath(path).startswith(top + os.sep)
+
+    found: dict[str, str] = {}
+    for row in names:
+        for lib_dir in lib_dirs:
+            if not (root / lib_dir / row["caller"]).is_file():
+                continue
+            target_dir = _link_dir(root, lib_dir, row)
+            link = f"{target_dir}/{row['name']}" if target_dir else None
+            if link is None or link in made:
+                continue
+            if row["name"].endswith(".so"):
+                providers = [f"{d}/{n}" for d in lib_dirs for n in _soname_files(root / d, row["provides"])]
+            else:
+                providers = [f"{d}/{row['name']}" for d in lib_dirs]
+            for relative in [link, *providers]:
+                if out(relative):
+                    found.setdefault(relative, os.readlink(root / relative))
+    return tuple(sorted(found.items()))
+
+
+def _in_place(directory: Path, name: str) -> bool:
+    return os.path.dirname(os.path.realpath(directory / name)) == os.path.realpath(directory)
 
 
 def _write_links(root: Path, layout: CudaLayout) -> list[Path]:

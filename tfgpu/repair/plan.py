@@ -48,6 +48,9 @@ class RepairPlan:
     change: list[PackageChange] = field(default_factory=list)
     files: dict[str, object] = field(default_factory=dict)
     """Files to write (env-relative path -> ("file", bytes, mode) or ("link", target)), after the packages."""
+    left_open: tuple[tuple[str, str], ...] = ()
+    """(env-relative path, where it links): links out of the env that make a dlopened name load from
+    outside and that the repair cannot replace (``tfgpu.envs.activation.dlopen_left_out``)."""
 
     @property
     def nothing_to_do(self) -> bool:
@@ -60,6 +63,7 @@ class RepairPlan:
             "change": [p.to_dict() for p in self.change],
             "files": sorted(self.files),
             "nothing_to_do": self.nothing_to_do,
+            "left_open": [{"path": path, "links_to": target} for path, target in self.left_open],
         }
 
 
@@ -251,4 +255,17 @@ def plan_repair(survey: EnvSurvey, resolution) -> RepairPlan:
         refuse_into_other_stack(survey.site_packages, [p.name for p in [*add, *change]], str(survey.prefix))
     plan = RepairPlan(survey=survey, resolution=resolution, manager=manager, add=add, change=change)
     plan.files = differing_files(survey, manager)
+    plan.left_open = left_open(survey, manager)
     return plan
+
+
+def left_open(survey: EnvSurvey, manager: str) -> tuple[tuple[str, str], ...]:
+    """What keeps a dlopened name loading from outside the env that no repair write can change (the
+    env's own file of that library is itself a link out of it): said, never "nothing to do"."""
+    from tfgpu.envs import activation
+
+    rows = tables.dlopened_names()
+    if manager == "conda":
+        return activation.dlopen_left_out(survey.prefix, ("lib",), rows)
+    layout = activation.read_layout(survey.prefix, survey.site_relative, rows)
+    return activation.dlopen_left_out(survey.prefix, layout.lib_dirs, rows)

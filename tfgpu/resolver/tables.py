@@ -439,6 +439,9 @@ def _merged(shipped: list) -> list:
 
 
 def dlopened_names() -> tuple[dict, ...]:
-    """sonames.toml's ``[[dlopened]]`` rows: the names CUDA libraries ``dlopen`` without a version,
-    which create and repair provide inside the env (``tfgpu.envs.activation.dlopen_links``)."""
-    return tuple(load_toml("sonames.toml").get("dlopened", ()))
+    """sonames.toml's ``[[dlopened]]`` rows, one per caller and name (:mod:`tfgpu.data.dlopened`): the
+    names CUDA libraries ``dlopen`` without a version, which create and repair provide inside the env
+    (``tfgpu.envs.activation.dlopen_links``) and doctor probes (``tfgpu.doctor.libraries.dlopen_callers``)."""
+    from tfgpu.data import dlopened
+
+    return dlopened.rows(load_toml("sonames.toml"))

@@ -105,7 +105,8 @@ def ld_library_path(value):
 def resolve(entry):
     """Where ``dlopen(name)`` called from ``caller`` lands, in the loader's order."""
     name = entry["name"]
-    result = {"name": name, "caller": entry["caller"], "path": None, "via": None, "error": None}
+    # "found": the name as the search found it (a link in the caller's RUNPATH), before links are followed
+    result = {"name": name, "caller": entry["caller"], "path": None, "via": None, "error": None, "found": None}
     try:
         ctypes.CDLL(entry["caller"], mode=ctypes.RTLD_GLOBAL)
     except OSError as error:
@@ -122,6 +123,7 @@ def resolve(entry):
         for directory in directories:
             candidate = os.path.join(directory, name) if directory else ""
             if candidate and os.path.exists(candidate):
+                result["found"] = candidate
                 try:
                     library = ctypes.CDLL(candidate, mode=ctypes.RTLD_GLOBAL)
                     result["via"], result["path"] = via, origin(library) or os.path.realpath(candidate)

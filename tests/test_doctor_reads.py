@@ -1,0 +1,144 @@
+"""doctor's reads of an env's files are bounded: a file two RECORDs own is compared by size first,
+hashed only if it is a regular file and fits what is left of the run's budget, and said to be "not
+checked" otherwise; each library's ELF data is read once a run, however many rows name it.
+
+Envs here are the directory layout pip leaves (``lib/python3.11/site-packages``, dist-info RECORDs
+with sha256 and size), the hostile files real: a 20 GB sparse file, a FIFO, a gcc-built library.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import pytest
+import wheelhouse
+
+from tfgpu import untrusted
+from tfgpu.detect import probe
+from tfgpu.detect.recorded import RecordedSystem
+from tfgpu.detect.system import PlatformFacts
+from tfgpu.doctor import ownership, run_doctor
+
+SHARED = "nvidia/nccl/lib/libnccl.so.2"
+OWNERS = ("nvidia_nccl_cu12-2.32.3", "nvidia_nccl_cu13-2.32.3")
+
+
+def host():
+    return probe(RecordedSystem(facts=PlatformFacts(system="Linux", machine="x86_64", python="3.11", glibc="2.36")))
+
+
+def record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def env_owning_twice(prefix: Path, rows: dict[str, tuple[str, int]]) -> Path:
+    """A venv layout whose two NCCL distributions (one per CUDA stack) both list SHARED in their
+    RECORD; ``rows``: dist-info name -> (hash field, size). Returns site-packages."""
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    (site / SHARED).parent.mkdir(parents=True)
+    (prefix / "bin").mkdir()
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.0\n")
+    for name, (digest, size) in rows.items():
+        (site / f"{name}.dist-info").mkdir()
+        (site / f"{name}.dist-info" / "RECORD").write_text(f"{SHARED},{digest},{size}\n{name}.dist-info/RECORD,,\n")
+    return site
+
+
+def mixed(report) -> dict:
+    return {f.id: f for f in report.findings if f.id.startswith("mixed.")}
+
+
+def test_a_20_gb_sparse_file_owned_twice_is_not_hashed_and_doctor_says_so(tmp_path):
+    size = 20 * 1024**3
+    site = env_owning_twice(
+        tmp_path / "env", {OWNERS[0]: (record_hash(b"a"), size), OWNERS[1]: (record_hash(b"b"), size)}
+    )
+    with open(site / SHARED, "wb") as sparse:
+        sparse.truncate(size)
+    started = time.monotonic()
+    report = run_doctor(root=tmp_path / "env", host=host(), environ={})
+    assert time.monotonic() - started < 2
+    finding = mixed(report)["mixed.shared-files"]
+    assert finding.status == "warn" and "not checked" in finding.title
+    [line] = [e for e in finding.evidence if e.startswith(SHARED)]
+    assert "not checked (too large: 21,474,836,480 bytes" in line
+
+
+def test_a_size_no_record_lists_decides_without_reading_a_byte(tmp_path):
+    data = b"\x7fELF not the bytes either wheel ships"
+    site = env_owning_twice(tmp_path / "env", {OWNERS[0]: (record_hash(b"a"), 5), OWNERS[1]: (record_hash(b"b"), 6)})
+    (site / SHARED).write_bytes(data)
+    from tfgpu.doctor.reads import RunReads
+
+    reads = RunReads()
+    [item] = ownership.shared_files(site, reads=reads)
+    assert reads.hashed == 0 and item.on_disk is None and item.size == len(data)
+    assert item.winners == () and set(item.losers) == {"nvidia-nccl-cu12 2.32.3", "nvidia-nccl-cu13 2.32.3"}
+    line = next(
+        e for e in mixed(run_doctor(root=tmp_path / "env", host=host(), environ={}))["mixed.shared-files"].evidence
+    )
+    assert f"its size, {len(data):,} bytes, is none its RECORDs list" in line
+
+
+def test_a_matching_size_is_hashed_and_names_the_winner(tmp_path):
+    data = b"cu13's libnccl"
+    site = env_owning_twice(
+        tmp_path / "env",
+        {OWNERS[0]: (record_hash(b"cu12's libnccl"), len(data)), OWNERS[1]: (record_hash(data), len(data))},
+    )
+    (site / SHARED).write_bytes(data)
+    from tfgpu.doctor.reads import RunReads
+
+    reads = RunReads()
+    [item] = ownership.shared_files(site, reads=reads)
+    assert reads.hashed == len(data)
+    assert item.winners == ("nvidia-nccl-cu13 2.32.3",) and item.losers == ("nvidia-nccl-cu12 2.32.3",)
+
+
+def test_a_fifo_owned_twice_is_not_read_and_not_called_missing(tmp_path):
+    site = env_owning_twice(tmp_path / "env", {OWNERS[0]: (record_hash(b"a"), 1), OWNERS[1]: (record_hash(b"b"), 1)})
+    os.mkfifo(site / SHARED)
+    finding = mixed(run_doctor(root=tmp_path / "env", host=host(), environ={}))["mixed.shared-files"]
+    [line] = [e for e in finding.evidence if e.startswith(SHARED)]
+    assert "not checked (it is not a regular file" in line and "missing" not in line
+
+
+def test_the_budget_is_per_run_and_a_file_past_what_is_left_is_not_checked(tmp_path):
+    from tfgpu.doctor.reads import RunReads
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.write_bytes(b"x" * 600)
+    second.write_bytes(b"y" * 600)
+    reads = RunReads(budget=1000)
+    assert reads.hash(first).digest == hashlib.sha256(b"x" * 600).hexdigest()
+    refused = reads.hash(second)
+    assert refused.digest is None and refused.skipped.startswith("not checked (too large: 600 bytes")
+    assert reads.hashed == 600
+    assert RunReads(budget=1000).hash(second).digest is not None  # a new run, a new budget
+
+
+def test_each_library_is_read_once_a_run_however_many_rows_name_it(tmp_path, monkeypatch):
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared library")
+    library = wheelhouse.shared_library(tmp_path / "libnccl.so.2", "libnccl.so.2").read_bytes()
+    site = env_owning_twice(
+        tmp_path / "env",
+        {OWNERS[0]: (record_hash(library), len(library)), OWNERS[1]: (record_hash(library), len(library))},
+    )
+    (site / SHARED).write_bytes(library)
+    opened = []
+    real = untrusted.read_bytes
+
+    def counting(path, kind):
+        if kind is untrusted.LIBRARY:
+            opened.append(str(path))
+        return real(path, kind)
+
+    monkeypatch.setattr(untrusted, "read_bytes", counting)
+    report = run_doctor(root=tmp_path / "env", host=host(), environ={})
+    assert mixed(report)["mixed.sonames"].status == "ok"  # both rows read, as one library
+    assert opened == [str(site / SHARED)]

@@ -1,0 +1,106 @@
+"""What one doctor run reads of an env's files, bounded: each library's ELF data at most once, and
+file contents hashed only where a RECORD's size has not already decided, up to a budget per run.
+
+An env's RECORDs are its own text: a row may name a 50 GB sparse file, a FIFO or a device node, and
+two dozen rows may name one library through links. Hashing such a file whole, or parsing one library
+once per row that names it, makes doctor slow or hang; so every check of one run asks one
+:class:`RunReads` (made with the run's :class:`~tfgpu.doctor.envfacts.EnvFacts`, never shared between
+runs), which opens files only through :mod:`tfgpu.untrusted` (regular files only, opened without
+blocking) and says what it did not hash and why rather than nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+from tfgpu import untrusted
+from tfgpu.doctor import elf
+
+GiB = 1024 * 1024 * 1024
+HASH_BUDGET = 4 * GiB
+"""The most bytes one doctor run hashes: both CUDA stacks' shared libraries (cuDNN 9, NCCL, nvSHMEM,
+cuSPARSELt) come to about 2 GB; a file past what is left of it is reported as not checked."""
+BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Hashed:
+    """What was learnt of one file's bytes."""
+
+    digest: str | None
+    """Its sha256 (hex); None when it was not hashed (missing, decided by size, or ``skipped``)."""
+    size: int | None
+    """Its size; None when it is missing."""
+    skipped: str = ""
+    """Why its bytes were not hashed though they might have decided something ("" when they were, or
+    when the size already decided): not a regular file, or too large for what is left of the budget."""
+
+
+@dataclass
+class RunReads:
+    """One doctor run's reader of env files (see the module's docstring)."""
+
+    budget: int = HASH_BUDGET
+    hashed: int = 0
+    """Bytes hashed so far in this run."""
+    _elf: dict[tuple[int, int, int, int], tuple[elf.Dynamic | None, frozenset[str] | None]] = field(
+        default_factory=dict
+    )
+
+    def hash(self, path: os.PathLike | str, sizes: set[int] | frozenset[int] = frozenset()) -> Hashed:
+        """The sha256 of ``path`` read in blocks; not read at all when ``sizes`` (the sizes its RECORD
+        rows list, every row listing one) does not hold its size, which already says it matches none."""
+        try:
+            stream = untrusted.open_stream(path, untrusted.ENV_FILE)
+        except untrusted.Unreadable as error:
+            if not os.path.lexists(path):
+                return Hashed(None, None)
+            why = error.reason.rpartition("): ")[2].rstrip(".")
+            return Hashed(None, None, f"not checked ({why})")
+        with stream:
+            size = os.fstat(stream.fileno()).st_size
+            if sizes and size not in sizes:
+                return Hashed(None, size)
+            if size > self.budget - self.hashed:
+                return Hashed(
+                    None,
+                    size,
+                    f"not checked (too large: {size:,} bytes, past the {self.budget:,} bytes one doctor run hashes)",
+                )
+            digest, read = hashlib.sha256(), 0
+            # Read no more than the size it had when opened: a file that grows meanwhile cannot pass the budget.
+            while read < size:
+                block = stream.read(min(BLOCK, size - read))
+                if not block:
+                    break
+                digest.update(block)
+                read += len(block)
+            self.hashed += read
+            return Hashed(digest.hexdigest(), size)
+
+    def dynamic(self, path: os.PathLike | str) -> elf.Dynamic | None:
+        """:func:`tfgpu.doctor.elf.read_dynamic`, each library read once in this run."""
+        return self._library(path)[0]
+
+    def exports(self, path: os.PathLike | str) -> frozenset[str] | None:
+        """:func:`tfgpu.doctor.elf.unversioned_exports`, each library read once in this run."""
+        return self._library(path)[1]
+
+    def _library(self, path: os.PathLike | str) -> tuple[elf.Dynamic | None, frozenset[str] | None]:
+        # Keyed by the file, not the name: links and hard links to one library, and the rows of
+        # several RECORDs that name it, are one read; a file replaced meanwhile has a new key.
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            return None, None
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        if key not in self._elf:
+            try:
+                data = untrusted.read_bytes(path, untrusted.LIBRARY)
+            except untrusted.Unreadable:
+                self._elf[key] = (None, None)
+            else:
+                self._elf[key] = (elf.parse_dynamic(data), elf.parse_exports(data))
+        return self._elf[key]
