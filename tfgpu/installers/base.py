@@ -75,16 +75,17 @@ class Step:
     """Environment variables the command needs (e.g. ``CONDA_OVERRIDE_CUDA``)."""
     payload: object = None
     """What the handler needs beyond the above (a download's artifact, the marker's fields)."""
+    fallback: tuple[str, ...] = ()
+    """The command run instead when ``argv`` finds a package missing (a resolve offline: from the
+    wheel directory alone first, then with uv's cache; :func:`resolve_step`)."""
 
     def describe(self) -> str:
         lines = [self.title]
+        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env) + (" " if self.env else "")
         if self.argv:
-            lines.append(
-                "  $ "
-                + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
-                + (" " if self.env else "")
-                + shlex.join(self.argv)
-            )
+            lines.append("  $ " + prefix + shlex.join(self.argv))
+        if self.fallback:
+            lines.append("  if the --find-links directory lacks a package: $ " + prefix + shlex.join(self.fallback))
         lines.extend(f"  writes {path}" for path in self.writes)
         lines.extend(f"    | {line}" for line in self.content.splitlines())
         return "\n".join(lines)
@@ -97,6 +98,7 @@ class Step:
             "writes": list(self.writes),
             "content": self.content,
             "env": dict(self.env),
+            **({"fallback": list(self.fallback)} if self.fallback else {}),
         }
 
 
@@ -245,11 +247,14 @@ def _write(step: Step, context: Context) -> None:
     )
 
 
-def install_failed(step: Step, done, log_path: Path | None, options: Options, location=None):
+def install_failed(step: Step, done, log_path: Path | None, options: Options, location=None, alone=None):
     """What a failed command of a build means: the ``install-failed`` error, from the engine's facts
     (``tfgpu.engines.uv.run_failure``) and what this build's options make the way forward: a missing
-    network points at a local wheel directory, a package ``--offline`` could not find at where to put it."""
-    from tfgpu.engines.uv import run_failure
+    network points at a local wheel directory, a package ``--offline`` could not find at where to put it.
+    ``alone``: the failed run of the same resolve from the wheel directory alone (:func:`resolve_step`),
+    which names what the directory lacks (the run with uv's cache may name a package the directory has,
+    shadowed by the index's cached answer)."""
+    from tfgpu.engines.uv import lacking, run_failure
     from tfgpu.errors import OperationError
 
     facts = run_failure(step.argv, done, location)
@@ -259,20 +264,35 @@ def install_failed(step: Step, done, log_path: Path | None, options: Options, lo
             "No network? Build from a local wheel directory (--find-links DIR --offline), or with "
             "--offline alone from what uv's cache already holds."
         )
-    if options.offline and facts.not_found:
-        where = f"the --find-links directory ({options.find_links}) and " if options.find_links else ""
+    missing = lacking(alone.output) if alone is not None else []
+    if options.offline and facts.not_found and options.find_links:
+        what = ", ".join(missing) if missing else "the missing wheels"
         alternatives.append(
-            f"--offline installs only from {where}what uv's cache already holds: put the "
+            f"--offline installs only from the --find-links directory ({options.find_links}) and what uv's "
+            f"cache already holds: add {what} to that directory (`pip download` on a connected machine, "
+            "for this Python and platform), or run once with network so the cache has them."
+        )
+    elif options.offline and facts.not_found:
+        alternatives.append(
+            "--offline installs only from what uv's cache already holds: put the "
             "missing wheels in a directory (`pip download` them on a connected machine) and pass "
             "--find-links DIR, or run once with network so the cache has them."
         )
     if log_path is not None:
         alternatives.append(f"The whole output is in {log_path}.")
-    return OperationError(
-        "install-failed",
-        f"{step.title} failed (`{facts.command}` exited {facts.returncode}); nothing was installed.\n{facts.detail}",
-        alternatives,
-    )
+    message = f"{step.title} failed (`{facts.command}` exited {facts.returncode}); nothing was installed.\n"
+    if alone is not None:
+        lacks = (
+            f"lacks {', '.join(missing)} (uv stops at the first it cannot find: there may be more)"
+            if missing
+            else "does not satisfy the requirements"
+        )
+        message += (
+            f"The --find-links directory ({options.find_links}) alone {lacks}, and with what uv's cache holds "
+            f"the resolve fails as well. From the directory alone, uv said:\n"
+            f"{run_failure(step.argv, alone, location).detail}\nWith uv's cache:\n"
+        )
+    return OperationError("install-failed", message + facts.detail, alternatives)
 
 
 def _run(step: Step, context: Context):
@@ -297,11 +317,46 @@ def _run(step: Step, context: Context):
     return done
 
 
+def resolve_step(title: str, command: Callable[[tuple[str, ...]], tuple[str, ...]], sources, writes) -> Step:
+    """The ``RESOLVE`` step of ``command`` (a ``uv pip compile``, given where packages come from).
+    Offline with a wheel directory, it resolves from the directory alone, and with uv's cache as well
+    only if the directory lacks a package (``tfgpu.engines.uv.directory_alone`` says why); the install
+    that follows needs nothing more, as the lock's hashes name the very files resolved."""
+    from tfgpu.engines.uv import directory_alone
+
+    alone = directory_alone(sources)
+    if alone is None:
+        return Step(StepKind.RESOLVE, title, command(sources), writes=writes)
+    return Step(StepKind.RESOLVE, title, command(alone), writes=writes, fallback=command(sources))
+
+
+def run_resolve(step: Step, context: Context):
+    """Run a ``RESOLVE`` step: its command, then its fallback if the first found a package missing."""
+    from dataclasses import replace
+
+    from tfgpu.engines.uv import lacking, run_failure
+
+    if not step.fallback:
+        return _run(step, context)
+    done = context.runner.run(step.argv, env=dict(step.env))
+    if done.returncode == 0:
+        return done
+    if not run_failure(step.argv, done).not_found:
+        raise install_failed(step, done, context.runner.log_path, context.options, context.location)
+    missing = ", ".join(lacking(done.output)) or "a package"
+    context.reporter.note(f"the --find-links directory lacks {missing}: resolving with what uv's cache holds as well")
+    again = replace(step, argv=step.fallback, fallback=())
+    second = context.runner.run(again.argv, env=dict(again.env))
+    if second.returncode != 0:
+        raise install_failed(again, second, context.runner.log_path, context.options, context.location, alone=done)
+    return second
+
+
 def _resolve(step: Step, context: Context) -> None:
     from tfgpu.engines.uv import exact_pins
     from tfgpu.installers.stacks import refuse_two_stacks
 
-    _run(step, context)
+    run_resolve(step, context)
     pins = exact_pins(untrusted.read_text(Path(step.writes[0]), untrusted.PIP_LOCK))
     refuse_two_stacks(pins, str(context.location.prefix))  # before anything is downloaded
     for pin in pins:

@@ -29,6 +29,7 @@ from tfgpu.installers.base import (
     Step,
     StepKind,
     kernel_steps,
+    resolve_step,
     write_marker,
 )
 from tfgpu.installers.pip import IPYKERNEL, site_packages
@@ -103,10 +104,12 @@ class CondaBackend(Backend):
                         writes=(str(req_in),),
                         content=lines(pip),
                     ),
-                    Step(
-                        StepKind.RESOLVE,
+                    resolve_step(
                         "Resolve TensorFlow's PyPI dependencies for the env's Python (hashes included)",
-                        uv_engine.compile_hashed(self.uv, req_in, req_lock, python, cache=cache, extra=sources),
+                        lambda extra: uv_engine.compile_hashed(
+                            self.uv, req_in, req_lock, python, cache=cache, extra=extra
+                        ),
+                        sources,
                         writes=(str(req_lock),),
                     ),
                     Step(

@@ -20,7 +20,17 @@ from tfgpu import untrusted
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import activation, bytecode, marker
 from tfgpu.errors import ImpossibleError
-from tfgpu.installers.base import Backend, Context, Location, Options, Source, Step, StepKind, kernel_steps
+from tfgpu.installers.base import (
+    Backend,
+    Context,
+    Location,
+    Options,
+    Source,
+    Step,
+    StepKind,
+    kernel_steps,
+    resolve_step,
+)
 from tfgpu.requirements import lines, requirement
 from tfgpu.resolver import tables
 
@@ -109,10 +119,12 @@ class PipBackend(Backend):
             )
             if not source.locked:
                 steps.append(
-                    Step(
-                        StepKind.RESOLVE,
+                    resolve_step(
                         "Resolve the exact versions (hashes included)",
-                        uv_engine.compile_hashed(self.uv, req_in, req_lock, env_python, cache=cache, extra=sources),
+                        lambda extra: uv_engine.compile_hashed(
+                            self.uv, req_in, req_lock, env_python, cache=cache, extra=extra
+                        ),
+                        sources,
                         writes=(str(req_lock),),
                     )
                 )
@@ -243,9 +255,9 @@ class PipBackend(Backend):
         from tfgpu.engines.uv import exact_pins
         from tfgpu.envs import writes
         from tfgpu.installers import stacks
-        from tfgpu.installers.base import _run
+        from tfgpu.installers.base import _run, run_resolve
 
-        _run(step, context)
+        run_resolve(step, context)
         lock = Path(step.writes[0])
         text = untrusted.read_text(lock, untrusted.PIP_LOCK)
         pins = exact_pins(text)
