@@ -135,3 +135,24 @@ def test_what_the_directory_lacks_is_read_from_uvs_words():
     )
     assert engine.lacking(output) == ["nvidia-cusolver-cu12", "cryptography>=45.0.1", "third", "tensorflow==2.99"]
     assert engine.lacking("error: Failed to fetch: `https://pypi.org/simple/x/`\n  cause: dns error") == []
+
+
+@pytest.mark.parametrize("mode", ["pip", "conda", "system"])
+def test_offline_every_uv_step_that_chooses_files_reads_the_wheel_directory_alone_first(tmp_path, mode):
+    """Every mode's resolve and install, offline with a wheel directory: ``--no-index`` first, and the
+    same command with uv's cache as the fallback (tfgpu.installers.base.directory_first)."""
+    extra = ("--driver", "580.65.06") if mode == "system" else ()
+    done = run_tool(
+        *("--tf", "2.21" if mode != "conda" else "2.16", "--mode", mode, "--prefix", str(tmp_path / "env")),
+        *("--find-links", str(tmp_path), "--offline", "--dry-run", "--json", "--no-detect", "--os", "linux"),
+        *extra,
+    )
+    assert done.returncode == 0, done.stderr
+    choosing = [
+        step
+        for step in json.loads(done.stdout)["steps"]
+        if step["argv"][1:3] in (["pip", "compile"], ["pip", "install"]) and Path(step["argv"][0]).name == "uv"
+    ]
+    assert [step["argv"][2] for step in choosing] == ["compile", "install"]
+    for step in choosing:
+        assert step["argv"] == [*step["fallback"], "--no-index"], step

@@ -76,8 +76,8 @@ class Step:
     payload: object = None
     """What the handler needs beyond the above (a download's artifact, the marker's fields)."""
     fallback: tuple[str, ...] = ()
-    """The command run instead when ``argv`` finds a package missing (a resolve offline: from the
-    wheel directory alone first, then with uv's cache; :func:`resolve_step`)."""
+    """The command run instead when ``argv`` finds a package missing (offline: the wheel directory
+    alone first, then with uv's cache; :func:`directory_first`)."""
 
     def describe(self) -> str:
         lines = [self.title]
@@ -251,7 +251,7 @@ def install_failed(step: Step, done, log_path: Path | None, options: Options, lo
     """What a failed command of a build means: the ``install-failed`` error, from the engine's facts
     (``tfgpu.engines.uv.run_failure``) and what this build's options make the way forward: a missing
     network points at a local wheel directory, a package ``--offline`` could not find at where to put it.
-    ``alone``: the failed run of the same resolve from the wheel directory alone (:func:`resolve_step`),
+    ``alone``: the failed run of the same command from the wheel directory alone (:func:`directory_first`),
     which names what the directory lacks (the run with uv's cache may name a package the directory has,
     shadowed by the index's cached answer)."""
     from tfgpu.engines.uv import lacking, run_failure
@@ -289,13 +289,14 @@ def install_failed(step: Step, done, log_path: Path | None, options: Options, lo
         )
         message += (
             f"The --find-links directory ({options.find_links}) alone {lacks}, and with what uv's cache holds "
-            f"the resolve fails as well. From the directory alone, uv said:\n"
+            f"it fails as well. From the directory alone, uv said:\n"
             f"{run_failure(step.argv, alone, location).detail}\nWith uv's cache:\n"
         )
     return OperationError("install-failed", message + facts.detail, alternatives)
 
 
-def _run(step: Step, context: Context):
+def _attempt(step: Step, context: Context):
+    """One run of ``step.argv``, its output streamed (a ``RUN`` step's); the result, failed or not."""
     from tfgpu.engines import pip_progress, uv_progress
 
     # uv's and pip's downloads: on a pseudo-terminal, so that they draw their bytes for the tool's bars.
@@ -310,53 +311,52 @@ def _run(step: Step, context: Context):
         on_line=context.reporter.output if step.kind == StepKind.RUN else None,
         **({"screen": watch.feed} if watch is not None else {}),
     )
-    if done.returncode != 0:
-        raise install_failed(step, done, context.runner.log_path, context.options, context.location)
-    if watch is not None:
+    if done.returncode == 0 and watch is not None:
         watch.finish()
     return done
 
 
-def resolve_step(title: str, command: Callable[[tuple[str, ...]], tuple[str, ...]], sources, writes) -> Step:
-    """The ``RESOLVE`` step of ``command`` (a ``uv pip compile``, given where packages come from).
-    Offline with a wheel directory, it resolves from the directory alone, and with uv's cache as well
-    only if the directory lacks a package (``tfgpu.engines.uv.directory_alone`` says why); the install
-    that follows needs nothing more, as the lock's hashes name the very files resolved."""
-    from tfgpu.engines.uv import directory_alone
-
-    alone = directory_alone(sources)
-    if alone is None:
-        return Step(StepKind.RESOLVE, title, command(sources), writes=writes)
-    return Step(StepKind.RESOLVE, title, command(alone), writes=writes, fallback=command(sources))
-
-
-def run_resolve(step: Step, context: Context):
-    """Run a ``RESOLVE`` step: its command, then its fallback if the first found a package missing."""
+def _run(step: Step, context: Context):
+    """Run ``step``'s command; with a ``fallback`` (:func:`directory_first`), run that instead when
+    the command finds a package missing. A failure raises ``install-failed``."""
     from dataclasses import replace
 
     from tfgpu.engines.uv import lacking, run_failure
 
-    if not step.fallback:
-        return _run(step, context)
-    done = context.runner.run(step.argv, env=dict(step.env))
-    if done.returncode == 0:
-        return done
-    if not run_failure(step.argv, done).not_found:
+    done = _attempt(step, context)
+    if done.returncode != 0 and step.fallback and run_failure(step.argv, done).not_found:
+        missing = ", ".join(lacking(done.output)) or "a package"
+        context.reporter.note(f"the --find-links directory lacks {missing}: again with what uv's cache holds as well")
+        again = replace(step, argv=step.fallback, fallback=())
+        second = _attempt(again, context)
+        if second.returncode != 0:
+            raise install_failed(again, second, context.runner.log_path, context.options, context.location, done)
+        return second
+    if done.returncode != 0:
         raise install_failed(step, done, context.runner.log_path, context.options, context.location)
-    missing = ", ".join(lacking(done.output)) or "a package"
-    context.reporter.note(f"the --find-links directory lacks {missing}: resolving with what uv's cache holds as well")
-    again = replace(step, argv=step.fallback, fallback=())
-    second = context.runner.run(again.argv, env=dict(again.env))
-    if second.returncode != 0:
-        raise install_failed(again, second, context.runner.log_path, context.options, context.location, alone=done)
-    return second
+    return done
+
+
+def directory_first(
+    kind: StepKind, title: str, command: Callable[[tuple[str, ...]], tuple[str, ...]], sources, **fields
+) -> Step:
+    """The step of ``command``, a uv command that chooses files, given ``sources`` (where packages
+    come from: ``tfgpu.engines.uv.sources``). Offline with a wheel directory, it reads the directory
+    alone, and with uv's cache as well (its ``fallback``) only if the directory lacks a package:
+    ``tfgpu.engines.uv.directory_alone`` says why. Every uv resolve and install of a build is made here."""
+    from tfgpu.engines.uv import directory_alone
+
+    alone = directory_alone(sources)
+    if alone is None:
+        return Step(kind, title, command(sources), **fields)
+    return Step(kind, title, command(alone), fallback=command(sources), **fields)
 
 
 def _resolve(step: Step, context: Context) -> None:
     from tfgpu.engines.uv import exact_pins
     from tfgpu.installers.stacks import refuse_two_stacks
 
-    run_resolve(step, context)
+    _run(step, context)
     pins = exact_pins(untrusted.read_text(Path(step.writes[0]), untrusted.PIP_LOCK))
     refuse_two_stacks(pins, str(context.location.prefix))  # before anything is downloaded
     for pin in pins:

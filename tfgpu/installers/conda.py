@@ -28,8 +28,8 @@ from tfgpu.installers.base import (
     Source,
     Step,
     StepKind,
+    directory_first,
     kernel_steps,
-    resolve_step,
     write_marker,
 )
 from tfgpu.installers.pip import IPYKERNEL, site_packages
@@ -82,12 +82,13 @@ class CondaBackend(Backend):
                         writes=(str(lock_file),),
                         content=pip_text,
                     ),
-                    Step(
+                    directory_first(
                         StepKind.RUN,
                         "Install the locked wheels (every hash required, no resolution)",
-                        uv_engine.install(
-                            self.uv, python, lock_file, cache=cache, extra=sources, hashes=True, no_deps=True
+                        lambda extra: uv_engine.install(
+                            self.uv, python, lock_file, cache=cache, extra=extra, hashes=True, no_deps=True
                         ),
+                        sources,
                     ),
                 ]
         else:
@@ -104,7 +105,8 @@ class CondaBackend(Backend):
                         writes=(str(req_in),),
                         content=lines(pip),
                     ),
-                    resolve_step(
+                    directory_first(
+                        StepKind.RESOLVE,
                         "Resolve TensorFlow's PyPI dependencies for the env's Python (hashes included)",
                         lambda extra: uv_engine.compile_hashed(
                             self.uv, req_in, req_lock, python, cache=cache, extra=extra
@@ -112,10 +114,11 @@ class CondaBackend(Backend):
                         sources,
                         writes=(str(req_lock),),
                     ),
-                    Step(
+                    directory_first(
                         StepKind.RUN,
                         "Install TensorFlow from PyPI into the env's Python (uv)",
-                        uv_engine.install(self.uv, python, req_lock, cache=cache, extra=sources),
+                        lambda extra: uv_engine.install(self.uv, python, req_lock, cache=cache, extra=extra),
+                        sources,
                     ),
                 ]
         steps += [

@@ -28,8 +28,8 @@ from tfgpu.installers.base import (
     Source,
     Step,
     StepKind,
+    directory_first,
     kernel_steps,
-    resolve_step,
 )
 from tfgpu.requirements import lines, requirement
 from tfgpu.resolver import tables
@@ -119,7 +119,8 @@ class PipBackend(Backend):
             )
             if not source.locked:
                 steps.append(
-                    resolve_step(
+                    directory_first(
+                        StepKind.RESOLVE,
                         "Resolve the exact versions (hashes included)",
                         lambda extra: uv_engine.compile_hashed(
                             self.uv, req_in, req_lock, env_python, cache=cache, extra=extra
@@ -130,18 +131,19 @@ class PipBackend(Backend):
                 )
             site = f"lib/python{resolution.python}/site-packages"
             steps += [
-                Step(
+                directory_first(
                     StepKind.RUN,
                     title + ("" if warm else " (compiling bytecode)"),
-                    uv_engine.install(
+                    lambda extra: uv_engine.install(
                         self.uv,
                         env_python,
                         req_lock,
                         cache=cache,
-                        extra=sources,
+                        extra=extra,
                         hashes=source.locked,
                         compile_bytecode=not warm,
                     ),
+                    sources,
                     env=index_env,
                 ),
                 *(
@@ -255,9 +257,9 @@ class PipBackend(Backend):
         from tfgpu.engines.uv import exact_pins
         from tfgpu.envs import writes
         from tfgpu.installers import stacks
-        from tfgpu.installers.base import _run, run_resolve
+        from tfgpu.installers.base import _run, directory_first
 
-        run_resolve(step, context)
+        _run(step, context)
         lock = Path(step.writes[0])
         text = untrusted.read_text(lock, untrusted.PIP_LOCK)
         pins = exact_pins(text)
@@ -270,22 +272,21 @@ class PipBackend(Backend):
             writes.put_text(lock, main)
             target = context.location.staging / stacks.APART.format(major=own)
             sources = uv_engine.sources(context.options.find_links, context.options.offline)
-            argv = uv_engine.install(
-                self.uv,
-                str(context.location.staging / "bin" / "python"),
-                side,
-                cache=self.cache_dir,
-                extra=sources,
-                no_deps=True,
-                compile_bytecode=False,
-            )
+            python = str(context.location.staging / "bin" / "python")
+
+            def install_apart(extra: tuple[str, ...]) -> tuple[str, ...]:
+                argv = uv_engine.install(
+                    self.uv, python, side, cache=self.cache_dir, extra=extra, no_deps=True, compile_bytecode=False
+                )
+                return (*argv, "--target", str(target))
+
             others = ", ".join(f"CUDA {m}" for m in found if m != own)
             context.reporter.note(
                 f"two CUDA stacks (CUDA {own} for TensorFlow, {others}): TensorFlow's CUDA {own} wheels go to "
                 f"{stacks.APART.format(major=own)}, apart from site-packages"
             )
             _run(
-                Step(StepKind.RUN, f"Install TensorFlow's CUDA {own} wheels apart", (*argv, "--target", str(target))),
+                directory_first(StepKind.RUN, f"Install TensorFlow's CUDA {own} wheels apart", install_apart, sources),
                 context,
             )
         else:
