@@ -109,6 +109,13 @@ def directory_alone(sources: tuple[str, ...]) -> tuple[str, ...] | None:
     return None
 
 
+def tries(sources: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """The sources to try in order: the wheel directory alone first where :func:`directory_alone`
+    applies, then ``sources``; the next is tried only when the one before found a package missing."""
+    alone = directory_alone(sources)
+    return (alone, sources) if alone is not None else (sources,)
+
+
 _REQ = r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?(?:(?:==|>=|<=|~=|!=|<|>)[^\s,]+)?"
 _LACKING = re.compile(
     rf"there is no version of (?P<version>{_REQ})|(?P<req>{_REQ}) (?:was not found in the provided package "
