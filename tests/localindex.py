@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from functools import partial
@@ -79,3 +81,29 @@ class Server:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def remembered_index(tmp_path: Path, cache: Path, dist: str, version: str, python: str) -> str:
+    """The URL of an index that an earlier online run against it left in the uv cache ``cache``, and
+    that is gone now. It offers ``dist`` ``version`` as a wheel that ranks higher for ``python``
+    (``py311-none-any`` over a wheel directory's ``py3-none-any``, as PyPI's newer manylinux wheels
+    outrank a directory's older ones), and an older release, which that run chose: the cache holds
+    the index's page of ``dist`` and the older release's files, not ``version``'s."""
+    import wheelhouse
+
+    from tfgpu.engines.uv import find_uv
+
+    served = tmp_path / "remembered-wheels"
+    tag = f"py{python.replace('.', '')}-none-any"
+    wheelhouse.wheel(served, dist, version, {"from_the_index.txt": b"never fetched\n"}, tag=tag)
+    wheelhouse.wheel(served, dist, "0.1", {"from_the_index.txt": b"an older release\n"})
+    root = build_index(served, tmp_path / "remembered-index")
+    earlier = tmp_path / "earlier.in"
+    earlier.write_text(f"{dist}<{version}\n")
+    online = (find_uv(), "pip", "compile", str(earlier), "--no-config", "--python", sys.executable, "--quiet")
+    with Server(root) as url:
+        done = subprocess.run(
+            [*online, "--default-index", url, "--cache-dir", str(cache)], capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 0 and f"{dist}==0.1" in done.stdout, done.stderr
+    return url

@@ -448,6 +448,24 @@ def test_offline_with_an_empty_cache(tmp_path, tf_wheels):
     assert not (tmp_path / "env").exists() and leftovers(tmp_path / "env") == []
 
 
+def test_offline_the_wheel_directory_wins_over_what_uvs_cache_remembers_of_the_index(tmp_path, channel, tf_wheels):
+    """TensorFlow's PyPI part resolves offline from the --find-links directory, even where uv's cache
+    remembers an index page that offers a wheel of the same version ranking higher (and not its file)."""
+    from localindex import remembered_index
+
+    url = remembered_index(tmp_path, tmp_path / "cache" / "uv", "tensorflow", "2.13.1", PY)
+    env = dict(
+        os.environ,
+        TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+        TFGPU_LOG_DIR=str(tmp_path / "logs"),
+        TFGPU_UV_CACHE="own",
+        UV_DEFAULT_INDEX=url,
+    )
+    done = create(tmp_path / "env", channel, tf_wheels, env, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["installed"]["tensorflow"] == "2.13.1"
+
+
 def test_a_name_already_taken_is_kept(env213, channel, tf_wheels):
     env = dict(os.environ, TFGPU_CACHE_DIR=str(env213.parent / "cache"), TFGPU_LOG_DIR=str(env213.parent / "logs"))
     done = create(env213, channel, tf_wheels, env, "--json")

@@ -208,6 +208,45 @@ def test_a_forged_hash_fails_the_install_and_leaves_nothing(tmp_path, lock_file,
     assert code == 1 and error["code"] == "install-failed" and "hash" in error["message"].lower()
 
 
+def test_from_lock_offline_installs_the_directorys_wheel_where_uvs_cache_remembers_a_better_one(
+    tmp_path, lock_file, local_wheels, env
+):
+    """A lock names every file of each version, the index's too. uv's cache remembers the index's page
+    of nvidia-cudnn-cu12, whose wheel of the locked version ranks higher for Python 3.11 than the
+    directory's, and not that file: offline, the directory's wheel is installed."""
+    import hashlib
+
+    from localindex import remembered_index
+
+    url = remembered_index(tmp_path, tmp_path / "cache" / "uv", "nvidia-cudnn-cu12", "9.28.0.42", "3.11")
+    index_wheel = next((tmp_path / "remembered-wheels").glob("nvidia_cudnn_cu12-9.28.0.42-py311-*.whl"))
+    digest = hashlib.sha256(index_wheel.read_bytes()).hexdigest()
+    pin = "nvidia-cudnn-cu12==9.28.0.42 \\\n"
+
+    def also_the_index_file(meta, body):
+        assert pin in body
+        return meta, body.replace(pin, f"{pin}    --hash=sha256:{digest} \\\n")
+
+    resign(lock_file, also_the_index_file)
+    prefix = tmp_path / "env"
+    done = run_tool(
+        "create",
+        "--from-lock",
+        str(lock_file),
+        "--prefix",
+        str(prefix),
+        "--find-links",
+        str(local_wheels),
+        "--offline",
+        "--no-verify",
+        "--json",
+        env={**env, "TFGPU_CACHE_DIR": str(tmp_path / "cache"), "UV_DEFAULT_INDEX": url},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["installed"]["nvidia-cudnn-cu12"] == "9.28.0.42"
+    assert list(prefix.glob("lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9"))  # the directory's
+
+
 def test_a_lock_of_another_format_is_refused(tmp_path, lock_file, local_wheels, env):
     resign(lock_file, lambda meta, body: ({**meta, "format": 99, "tool_version": "9.0"}, body))
     code, error = _create(tmp_path, lock_file, local_wheels, env)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_tool, shells
+from localindex import remembered_index
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
 STUB_LIBS = {
@@ -301,6 +302,50 @@ def test_offline_installs_a_release_uvs_cache_already_holds(tmp_path, local_whee
         ).stdout
     )["steps"]
     assert all("--no-index" not in step["argv"] for step in step_argv)
+
+
+def remembered(tmp_path: Path) -> str:
+    """The index an earlier online run asked, gone now; uv's cache (the tool's own, under
+    TFGPU_CACHE_DIR) keeps its page of nvidia-cudnn-cu12, which offers the wheel directory's 9.28.0.42
+    as a wheel that ranks higher for Python 3.11, but not that file."""
+    return remembered_index(tmp_path, tmp_path / "cache" / "uv", "nvidia-cudnn-cu12", "9.28.0.42", "3.11")
+
+
+def test_offline_a_complete_wheel_directory_wins_over_what_uvs_cache_remembers_of_the_index(
+    tmp_path, local_wheels, tool_env
+):
+    """Every wheel of the resolution is in the directory, and uv's cache remembers the index's page
+    of one of them: offline, the directory's wheels are what is installed."""
+    env = {**tool_env, "TFGPU_CACHE_DIR": str(tmp_path / "cache"), "UV_DEFAULT_INDEX": remembered(tmp_path)}
+    prefix = tmp_path / "env"
+    done = create(prefix, local_wheels, env, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["installed"]["nvidia-cudnn-cu12"] == "9.28.0.42"
+    assert list(prefix.glob("lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9"))  # the directory's
+    steps = json.loads(create(tmp_path / "dry", local_wheels, env, "--json", "--dry-run").stdout)["steps"]
+    resolve = next(step for step in steps if step["kind"] == "lock")
+    assert resolve["argv"][-1] == "--no-index" and "--no-index" not in resolve["fallback"]
+
+
+def test_offline_a_wheel_directory_that_lacks_a_package_is_told_which(tmp_path, local_wheels, tool_env):
+    """Neither the directory alone nor the directory with uv's cache resolves: one error, naming
+    the package the directory lacks, and advice to add it to that very directory."""
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    for wheel in local_wheels.glob("*.whl"):
+        if not wheel.name.startswith("nvidia_cusolver"):
+            shutil.copy2(wheel, partial / wheel.name)
+    env = {**tool_env, "TFGPU_CACHE_DIR": str(tmp_path / "cache"), "UV_DEFAULT_INDEX": remembered(tmp_path)}
+    prefix = tmp_path / "env"
+    done = create(prefix, partial, env, "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "install-failed"
+    assert f"The --find-links directory ({partial}) alone lacks nvidia-cusolver-cu12 (" in error["message"]
+    assert any(
+        f"({partial})" in way and "add nvidia-cusolver-cu12 to that directory" in way for way in error["alternatives"]
+    )
+    assert not prefix.exists() and leftovers(prefix) == []
 
 
 def test_a_failure_that_is_not_the_network_does_not_blame_it():

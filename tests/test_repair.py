@@ -63,6 +63,26 @@ def test_plain_env_is_repaired_then_repair_is_a_no_op_then_undo_restores_every_b
     assert loaded_libraries(prefix) == []
 
 
+def test_offline_repair_installs_from_the_wheel_directory_where_uvs_cache_remembers_a_better_wheel(
+    tmp_path, repair_wheels, tool_env
+):
+    """uv's cache remembers an index page offering the directory's cuDNN version as a wheel that
+    ranks higher for this Python (not its file): offline, the repair adds the directory's cuDNN."""
+    import wheelhouse
+    from localindex import remembered_index
+
+    cudnn = next(version for dist, version, _ in wheelhouse.CUDA_WHEELS if dist == "nvidia-cudnn-cu12")
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    url = remembered_index(tmp_path, tmp_path / "cache" / "uv", "nvidia-cudnn-cu12", cudnn, python)
+    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
+    env = {**tool_env, "TFGPU_CACHE_DIR": str(tmp_path / "cache"), "UV_DEFAULT_INDEX": url}
+    done = repair(prefix, repair_wheels, env, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    added = {p["name"]: p["version"] for p in json.loads(done.stdout)["added"]}
+    assert added["nvidia-cudnn-cu12"] == cudnn
+    assert any(Path(p).name == "libcudnn.so.9" for p in loaded_libraries(prefix))  # the directory's, an ELF
+
+
 def test_dry_run_changes_nothing_and_names_every_change(tmp_path, repair_wheels, tool_env):
     prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
     before = rh.snapshot(prefix)

@@ -63,8 +63,9 @@ def wheel(
     requires: list[str] = (),
     extras: list[str] = (),
     executables: tuple[str, ...] = (),
+    tag: str = "py3-none-any",
 ) -> Path:
-    """Write ``<dist>-<version>-py3-none-any.whl`` holding ``files``; returns its path."""
+    """Write ``<dist>-<version>-<tag>.whl`` holding ``files``; returns its path."""
     stem = dist.replace("-", "_")
     info = f"{stem}-{version}.dist-info"
     metadata = ["Metadata-Version: 2.1", f"Name: {dist}", f"Version: {version}"]
@@ -73,12 +74,12 @@ def wheel(
     contents = dict(files)
     contents[f"{info}/METADATA"] = ("\n".join(metadata) + "\n").encode()
     contents[f"{info}/WHEEL"] = (
-        b"Wheel-Version: 1.0\nGenerator: tfgpu-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        f"Wheel-Version: 1.0\nGenerator: tfgpu-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
     )
     record = [_record_line(name, data) for name, data in contents.items()] + [f"{info}/RECORD,,"]
     contents[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
     directory.mkdir(parents=True, exist_ok=True)
-    target = directory / f"{stem}-{version}-py3-none-any.whl"
+    target = directory / f"{stem}-{version}-{tag}.whl"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in contents.items():
             entry = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))

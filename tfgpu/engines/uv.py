@@ -93,6 +93,48 @@ def sources(find_links: str | None, offline: bool, *, only_find_links: bool = Fa
     return found
 
 
+def directory_alone(sources: tuple[str, ...]) -> tuple[str, ...] | None:
+    """``sources`` (:func:`sources`'s) that read the ``--find-links`` directory alone (``--no-index``
+    added), when they are offline with a directory and do not already; else None.
+
+    Offline, uv's cache still answers for the index with the pages earlier runs fetched, without
+    the files those pages list. Where the index offers a wheel of a version that ranks higher for
+    the interpreter than the directory's wheel of the same version (a newer manylinux tag, a cpXY
+    tag over py3), uv takes the index's file, cannot fetch it offline, and gives up on the version:
+    the directory's own wheel is never tried (``--index-strategy`` orders indexes, not find-links).
+    A resolve from the directory alone first means a complete directory always installs; the
+    cache is asked only for what the directory lacks (:func:`lacking`)."""
+    if "--offline" in sources and "--find-links" in sources and "--no-index" not in sources:
+        return (*sources, "--no-index")
+    return None
+
+
+def tries(sources: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """The sources to try in order: the wheel directory alone first where :func:`directory_alone`
+    applies, then ``sources``; the next is tried only when the one before found a package missing."""
+    alone = directory_alone(sources)
+    return (alone, sources) if alone is not None else (sources,)
+
+
+_REQ = r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?(?:(?:==|>=|<=|~=|!=|<|>)[^\s,]+)?"
+_LACKING = re.compile(
+    rf"there is no version of (?P<version>{_REQ})|(?P<req>{_REQ}) (?:was not found in the provided package "
+    r"locations|was not found in the cache|needs to be downloaded from a registry)"
+)
+
+
+def lacking(output: str) -> list[str]:
+    """The requirements uv's offline failure says it found neither in ``--find-links`` nor in its
+    cache (``third``, ``dep==2.0``, ``cryptography>=45.0.1``), in the order it names them. uv stops
+    at the first conflict, so this may be fewer than are missing."""
+    found: list[str] = []
+    for match in _LACKING.finditer(output):
+        requirement = match.group("version") or match.group("req")
+        if requirement not in found:
+            found.append(requirement)
+    return found
+
+
 def venv(uv: str, target: Path, python: str, prompt: str, *, offline: bool, cache: Path) -> tuple[str, ...]:
     """A relocatable venv (built in staging, moved into place); the prompt is the tool's own label,
     passed as ``--prompt=…`` so that no value can read as an option."""

@@ -75,16 +75,17 @@ class Step:
     """Environment variables the command needs (e.g. ``CONDA_OVERRIDE_CUDA``)."""
     payload: object = None
     """What the handler needs beyond the above (a download's artifact, the marker's fields)."""
+    fallback: tuple[str, ...] = ()
+    """The command run instead when ``argv`` finds a package missing (offline: the wheel directory
+    alone first, then with uv's cache; :func:`directory_first`)."""
 
     def describe(self) -> str:
         lines = [self.title]
+        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env) + (" " if self.env else "")
         if self.argv:
-            lines.append(
-                "  $ "
-                + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
-                + (" " if self.env else "")
-                + shlex.join(self.argv)
-            )
+            lines.append("  $ " + prefix + shlex.join(self.argv))
+        if self.fallback:
+            lines.append("  if the --find-links directory lacks a package: $ " + prefix + shlex.join(self.fallback))
         lines.extend(f"  writes {path}" for path in self.writes)
         lines.extend(f"    | {line}" for line in self.content.splitlines())
         return "\n".join(lines)
@@ -97,6 +98,7 @@ class Step:
             "writes": list(self.writes),
             "content": self.content,
             "env": dict(self.env),
+            **({"fallback": list(self.fallback)} if self.fallback else {}),
         }
 
 
@@ -245,11 +247,14 @@ def _write(step: Step, context: Context) -> None:
     )
 
 
-def install_failed(step: Step, done, log_path: Path | None, options: Options, location=None):
+def install_failed(step: Step, done, log_path: Path | None, options: Options, location=None, alone=None):
     """What a failed command of a build means: the ``install-failed`` error, from the engine's facts
     (``tfgpu.engines.uv.run_failure``) and what this build's options make the way forward: a missing
-    network points at a local wheel directory, a package ``--offline`` could not find at where to put it."""
-    from tfgpu.engines.uv import run_failure
+    network points at a local wheel directory, a package ``--offline`` could not find at where to put it.
+    ``alone``: the failed run of the same command from the wheel directory alone (:func:`directory_first`),
+    which names what the directory lacks (the run with uv's cache may name a package the directory has,
+    shadowed by the index's cached answer)."""
+    from tfgpu.engines.uv import lacking, run_failure
     from tfgpu.errors import OperationError
 
     facts = run_failure(step.argv, done, location)
@@ -259,23 +264,39 @@ def install_failed(step: Step, done, log_path: Path | None, options: Options, lo
             "No network? Build from a local wheel directory (--find-links DIR --offline), or with "
             "--offline alone from what uv's cache already holds."
         )
-    if options.offline and facts.not_found:
-        where = f"the --find-links directory ({options.find_links}) and " if options.find_links else ""
+    missing = lacking(alone.output) if alone is not None else []
+    if options.offline and facts.not_found and options.find_links:
+        what = ", ".join(missing) if missing else "the missing wheels"
         alternatives.append(
-            f"--offline installs only from {where}what uv's cache already holds: put the "
+            f"--offline installs only from the --find-links directory ({options.find_links}) and what uv's "
+            f"cache already holds: add {what} to that directory (`pip download` on a connected machine, "
+            "for this Python and platform), or run once with network so the cache has them."
+        )
+    elif options.offline and facts.not_found:
+        alternatives.append(
+            "--offline installs only from what uv's cache already holds: put the "
             "missing wheels in a directory (`pip download` them on a connected machine) and pass "
             "--find-links DIR, or run once with network so the cache has them."
         )
     if log_path is not None:
         alternatives.append(f"The whole output is in {log_path}.")
-    return OperationError(
-        "install-failed",
-        f"{step.title} failed (`{facts.command}` exited {facts.returncode}); nothing was installed.\n{facts.detail}",
-        alternatives,
-    )
+    message = f"{step.title} failed (`{facts.command}` exited {facts.returncode}); nothing was installed.\n"
+    if alone is not None:
+        lacks = (
+            f"lacks {', '.join(missing)} (uv stops at the first it cannot find: there may be more)"
+            if missing
+            else "does not satisfy the requirements"
+        )
+        message += (
+            f"The --find-links directory ({options.find_links}) alone {lacks}, and with what uv's cache holds "
+            f"it fails as well. From the directory alone, uv said:\n"
+            f"{run_failure(step.argv, alone, location).detail}\nWith uv's cache:\n"
+        )
+    return OperationError("install-failed", message + facts.detail, alternatives)
 
 
-def _run(step: Step, context: Context):
+def _attempt(step: Step, context: Context):
+    """One run of ``step.argv``, its output streamed (a ``RUN`` step's); the result, failed or not."""
     from tfgpu.engines import pip_progress, uv_progress
 
     # uv's and pip's downloads: on a pseudo-terminal, so that they draw their bytes for the tool's bars.
@@ -290,11 +311,45 @@ def _run(step: Step, context: Context):
         on_line=context.reporter.output if step.kind == StepKind.RUN else None,
         **({"screen": watch.feed} if watch is not None else {}),
     )
-    if done.returncode != 0:
-        raise install_failed(step, done, context.runner.log_path, context.options, context.location)
-    if watch is not None:
+    if done.returncode == 0 and watch is not None:
         watch.finish()
     return done
+
+
+def _run(step: Step, context: Context):
+    """Run ``step``'s command; with a ``fallback`` (:func:`directory_first`), run that instead when
+    the command finds a package missing. A failure raises ``install-failed``."""
+    from dataclasses import replace
+
+    from tfgpu.engines.uv import lacking, run_failure
+
+    done = _attempt(step, context)
+    if done.returncode != 0 and step.fallback and run_failure(step.argv, done).not_found:
+        missing = ", ".join(lacking(done.output)) or "a package"
+        context.reporter.note(f"the --find-links directory lacks {missing}: again with what uv's cache holds as well")
+        again = replace(step, argv=step.fallback, fallback=())
+        second = _attempt(again, context)
+        if second.returncode != 0:
+            raise install_failed(again, second, context.runner.log_path, context.options, context.location, done)
+        return second
+    if done.returncode != 0:
+        raise install_failed(step, done, context.runner.log_path, context.options, context.location)
+    return done
+
+
+def directory_first(
+    kind: StepKind, title: str, command: Callable[[tuple[str, ...]], tuple[str, ...]], sources, **fields
+) -> Step:
+    """The step of ``command``, a uv command that chooses files, given ``sources`` (where packages
+    come from: ``tfgpu.engines.uv.sources``). Offline with a wheel directory, it reads the directory
+    alone, and with uv's cache as well (its ``fallback``) only if the directory lacks a package:
+    ``tfgpu.engines.uv.directory_alone`` says why. Every uv resolve and install of a build is made here."""
+    from tfgpu.engines.uv import directory_alone
+
+    alone = directory_alone(sources)
+    if alone is None:
+        return Step(kind, title, command(sources), **fields)
+    return Step(kind, title, command(alone), fallback=command(sources), **fields)
 
 
 def _resolve(step: Step, context: Context) -> None:

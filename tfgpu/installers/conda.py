@@ -28,6 +28,7 @@ from tfgpu.installers.base import (
     Source,
     Step,
     StepKind,
+    directory_first,
     kernel_steps,
     write_marker,
 )
@@ -81,12 +82,13 @@ class CondaBackend(Backend):
                         writes=(str(lock_file),),
                         content=pip_text,
                     ),
-                    Step(
+                    directory_first(
                         StepKind.RUN,
                         "Install the locked wheels (every hash required, no resolution)",
-                        uv_engine.install(
-                            self.uv, python, lock_file, cache=cache, extra=sources, hashes=True, no_deps=True
+                        lambda extra: uv_engine.install(
+                            self.uv, python, lock_file, cache=cache, extra=extra, hashes=True, no_deps=True
                         ),
+                        sources,
                     ),
                 ]
         else:
@@ -103,16 +105,20 @@ class CondaBackend(Backend):
                         writes=(str(req_in),),
                         content=lines(pip),
                     ),
-                    Step(
+                    directory_first(
                         StepKind.RESOLVE,
                         "Resolve TensorFlow's PyPI dependencies for the env's Python (hashes included)",
-                        uv_engine.compile_hashed(self.uv, req_in, req_lock, python, cache=cache, extra=sources),
+                        lambda extra: uv_engine.compile_hashed(
+                            self.uv, req_in, req_lock, python, cache=cache, extra=extra
+                        ),
+                        sources,
                         writes=(str(req_lock),),
                     ),
-                    Step(
+                    directory_first(
                         StepKind.RUN,
                         "Install TensorFlow from PyPI into the env's Python (uv)",
-                        uv_engine.install(self.uv, python, req_lock, cache=cache, extra=sources),
+                        lambda extra: uv_engine.install(self.uv, python, req_lock, cache=cache, extra=extra),
+                        sources,
                     ),
                 ]
         steps += [

@@ -20,7 +20,17 @@ from tfgpu import untrusted
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import activation, bytecode, marker
 from tfgpu.errors import ImpossibleError
-from tfgpu.installers.base import Backend, Context, Location, Options, Source, Step, StepKind, kernel_steps
+from tfgpu.installers.base import (
+    Backend,
+    Context,
+    Location,
+    Options,
+    Source,
+    Step,
+    StepKind,
+    directory_first,
+    kernel_steps,
+)
 from tfgpu.requirements import lines, requirement
 from tfgpu.resolver import tables
 
@@ -109,27 +119,31 @@ class PipBackend(Backend):
             )
             if not source.locked:
                 steps.append(
-                    Step(
+                    directory_first(
                         StepKind.RESOLVE,
                         "Resolve the exact versions (hashes included)",
-                        uv_engine.compile_hashed(self.uv, req_in, req_lock, env_python, cache=cache, extra=sources),
+                        lambda extra: uv_engine.compile_hashed(
+                            self.uv, req_in, req_lock, env_python, cache=cache, extra=extra
+                        ),
+                        sources,
                         writes=(str(req_lock),),
                     )
                 )
             site = f"lib/python{resolution.python}/site-packages"
             steps += [
-                Step(
+                directory_first(
                     StepKind.RUN,
                     title + ("" if warm else " (compiling bytecode)"),
-                    uv_engine.install(
+                    lambda extra: uv_engine.install(
                         self.uv,
                         env_python,
                         req_lock,
                         cache=cache,
-                        extra=sources,
+                        extra=extra,
                         hashes=source.locked,
                         compile_bytecode=not warm,
                     ),
+                    sources,
                     env=index_env,
                 ),
                 *(
@@ -243,7 +257,7 @@ class PipBackend(Backend):
         from tfgpu.engines.uv import exact_pins
         from tfgpu.envs import writes
         from tfgpu.installers import stacks
-        from tfgpu.installers.base import _run
+        from tfgpu.installers.base import _run, directory_first
 
         _run(step, context)
         lock = Path(step.writes[0])
@@ -258,22 +272,21 @@ class PipBackend(Backend):
             writes.put_text(lock, main)
             target = context.location.staging / stacks.APART.format(major=own)
             sources = uv_engine.sources(context.options.find_links, context.options.offline)
-            argv = uv_engine.install(
-                self.uv,
-                str(context.location.staging / "bin" / "python"),
-                side,
-                cache=self.cache_dir,
-                extra=sources,
-                no_deps=True,
-                compile_bytecode=False,
-            )
+            python = str(context.location.staging / "bin" / "python")
+
+            def install_apart(extra: tuple[str, ...]) -> tuple[str, ...]:
+                argv = uv_engine.install(
+                    self.uv, python, side, cache=self.cache_dir, extra=extra, no_deps=True, compile_bytecode=False
+                )
+                return (*argv, "--target", str(target))
+
             others = ", ".join(f"CUDA {m}" for m in found if m != own)
             context.reporter.note(
                 f"two CUDA stacks (CUDA {own} for TensorFlow, {others}): TensorFlow's CUDA {own} wheels go to "
                 f"{stacks.APART.format(major=own)}, apart from site-packages"
             )
             _run(
-                Step(StepKind.RUN, f"Install TensorFlow's CUDA {own} wheels apart", (*argv, "--target", str(target))),
+                directory_first(StepKind.RUN, f"Install TensorFlow's CUDA {own} wheels apart", install_apart, sources),
                 context,
             )
         else:

@@ -35,6 +35,17 @@ class PipPackages:
         self.sources = uv_engine.sources(find_links, offline)
         self.offline = offline
 
+    def _install(self, command, **streams):
+        """Run the uv install ``command(sources)`` from each of ``uv_engine.tries`` in turn (offline, the
+        wheel directory alone first: ``uv_engine.directory_alone`` says why) until one works or fails
+        for another reason than a missing package; the last result."""
+        for sources in uv_engine.tries(self.sources):
+            argv = command(sources)
+            done = self.runner.run(argv, **streams)
+            if done.returncode == 0 or not uv_engine.run_failure(argv, done).not_found:
+                break
+        return done
+
     def _run_install(self, plan, dry_run: bool = False, on_line=None, screen=None):
         wanted = [*plan.add, *plan.change]
         changing = {p.name for p in plan.change}
@@ -48,17 +59,19 @@ class PipPackages:
                 "constraints.txt",
                 req.lines(req.requirement(n, f"=={v}", what=_HELD) for n, v in sorted(pinned.items())),
             )
-            argv = uv_engine.install(
-                self.uv,
-                str(self.python),
-                requirements,
-                cache=self.cache,
-                extra=self.sources,
-                constraints=constraints,
-                compile_bytecode=False,
-            )
-            return self.runner.run(
-                [*argv, *(("--dry-run",) if dry_run else ())],
+            return self._install(
+                lambda sources: (
+                    *uv_engine.install(
+                        self.uv,
+                        str(self.python),
+                        requirements,
+                        cache=self.cache,
+                        extra=sources,
+                        constraints=constraints,
+                        compile_bytecode=False,
+                    ),
+                    *(("--dry-run",) if dry_run else ()),
+                ),
                 on_line=on_line,
                 **({"screen": screen} if screen is not None else {}),
             )
@@ -117,13 +130,13 @@ class PipPackages:
                 pins = writes.scratch_text(
                     Path(tmp), "requirements.txt", req.lines(req.canonical(pin, what=_HELD) for pin in back)
                 )
-                done = self.runner.run(
-                    uv_engine.install(
+                done = self._install(
+                    lambda sources: uv_engine.install(
                         self.uv,
                         str(self.python),
                         pins,
                         cache=self.cache,
-                        extra=self.sources,
+                        extra=sources,
                         no_deps=True,
                         compile_bytecode=False,
                     )
