@@ -128,6 +128,7 @@ def test_only_torch_and_jax_can_be_checked(tmp_path, tool_env, spec):
         assert done.returncode == 2 and json.loads(done.stdout)["error"]["code"] == "bad-option-value"
 
 
+@pytest.mark.slow  # waits out a timeout or compares a large sample: the full run keeps it
 def test_an_order_that_hangs_is_stopped_and_named(tmp_path):
     """A framework that never returns (a driver hang): the order is stopped at the timeout and the
     report says so instead of waiting for ever."""

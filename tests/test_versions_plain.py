@@ -90,6 +90,7 @@ def test_a_version_reads_as_packaging_reads_it(text):
     assert ours == theirs and theirs == ours and version(text.lstrip("v")) == theirs
 
 
+@pytest.mark.slow  # waits out a timeout or compares a large sample: the full run keeps it
 def test_versions_order_as_packaging_orders_them():
     texts = sorted({t.lstrip("v") for t in VERSIONS + EXTRA_VERSIONS})
     for left, right in itertools.product(texts, repeat=2):

@@ -111,6 +111,7 @@ def _install(bundle: Path, shims: Path, tmp_path: Path, **extra: str) -> subproc
     )
 
 
+@pytest.mark.slow  # waits out a timeout or compares a large sample: the full run keeps it
 def test_install_sh_gives_up_on_an_interpreter_that_hangs(tmp_path):
     """A python3.X on PATH that never answers (a shim on a dead network home): install.sh ran it
     with no limit and hung for ever, silently. Each candidate gets TFGPU_PYTHON_TIMEOUT seconds;
@@ -177,6 +178,7 @@ def test_a_conda_locks_pypi_url_naming_an_environment_variable_is_refused(tool, 
     assert not out.exists()
 
 
+@pytest.mark.slow  # waits out a timeout or compares a large sample: the full run keeps it
 def test_two_runs_of_a_conda_lock_script_sharing_the_downloads_each_install_the_whole_lock(tool, sandbox, conda_lock):
     """Two runs of the conda export at once with one download directory (a second install, or two
     nodes with the same home): both wrote ``$LOCK_EXPLICIT.part`` and ``$file.part``; the second

@@ -179,6 +179,7 @@ def test_an_abbreviated_json_flag_gives_a_json_failure_too(cli):
 # --- 5. doctor --interpreter a program whose child keeps stdout open: the probe's timeout never ends ---
 
 
+@pytest.mark.slow  # waits out a timeout or compares a large sample: the full run keeps it
 def test_doctor_interpreter_that_forks_and_hangs_is_bounded(tool, sandbox):
     hang = sandbox / "python"
     hang.write_text("#!/bin/sh\nsleep 150\n")  # sh is killed at the timeout; sleep keeps the pipe

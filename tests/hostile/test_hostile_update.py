@@ -175,6 +175,7 @@ def test_build_info_is_parsed_never_run(update, index, sandbox):
     assert done.code in (0, 1) and not list(sandbox.rglob("PWNED"))
 
 
+@pytest.mark.slow  # waits out a timeout or compares a large sample: the full run keeps it
 @pytest.mark.parametrize("drip", ["body", "head"])
 def test_a_trickling_server_ends_within_the_deadline(update, index, sandbox, drip):
     Index.document = json.dumps({"releases": {NEW: [entry()]}}).encode()
