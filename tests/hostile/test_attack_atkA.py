@@ -16,7 +16,12 @@ from pathlib import Path
 import pytest
 
 from tests.test_cache_dedupe import _copy
+from tfgpu import console, export, quoting
 from tfgpu.cache import dedupe
+from tfgpu.errors import UsageError
+
+from .test_hostile_invisible import generated, unseen
+from .test_hostile_locks import forged_pip_lock
 
 
 def _private_group() -> bool:
@@ -77,3 +82,56 @@ def test_files_uv_unpacked_under_umask_002_are_still_kept_once(tmp_path):
     done = dedupe.one_copy(old.parent.parent)
     assert done.files == 4
     assert _same_inode(old / "pkg/mod.py", new / "pkg/mod.py")
+
+
+# -- characters a reviewer cannot see, and bytes no UTF-8 file can hold ------------------------------
+
+INVISIBLE = {"zwsp": "\u200b", "zwj": "\u200d", "word-joiner": "\u2060", "soft-hyphen": "\u00ad",
+             "mongolian-vs": "\u180e", "annotation": "\ufff9", "tag-a": "\U000e0041", "vs16": "\ufe0f",
+             "hangul-filler": "\u3164", "cgj": "\u034f"}  # fmt: skip
+
+
+@pytest.mark.parametrize("char", INVISIBLE.values(), ids=list(INVISIBLE))
+@pytest.mark.parametrize("fmt", export.FORMATS)
+def test_a_lock_name_with_an_invisible_character_reaches_no_export_as_itself(cli, sandbox, fmt, char):
+    """``team\\u200block.txt`` shows as ``teamlock.txt``; tag characters spell a hidden text after a
+    visible one. Each is one of tfgpu.controls, so the export's header carries a space instead."""
+    lock = sandbox / f"team{char}lock.txt"
+    forged_pip_lock(lock)
+    out = sandbox / "out"
+    done = cli("script", "--format", fmt, "--from-lock", str(lock), "-o", str(out))
+    assert done.code == 0, done.out + done.err
+    assert char not in "".join(generated(out).values())
+    assert unseen(out) == []
+
+
+@pytest.mark.parametrize("fmt", export.FORMATS)
+def test_a_lock_whose_file_name_is_not_utf8_still_exports_without_a_traceback(cli, sandbox, fmt):
+    """A file name's bytes that are not UTF-8 reach Python as lone surrogates (os.fsdecode), which
+    no UTF-8 file can hold: writing the export's header raised UnicodeEncodeError."""
+    plain = sandbox / "plain.txt"
+    forged_pip_lock(plain)
+    lock = sandbox / os.fsdecode(b"team\xfflock.txt")
+    plain.rename(lock)
+    out = sandbox / "out"
+    done = cli("script", "--format", fmt, "--from-lock", str(lock), "-o", str(out))
+    assert done.code == 0, done.out + done.err
+    assert "Traceback" not in done.err
+    assert "team lock.txt" in "".join(generated(out).values())
+
+
+@pytest.mark.parametrize("char", ["\U000e0041", "\udcff", "\u200b"], ids=["tag-a", "surrogate", "zwsp"])
+def test_every_escape_of_the_door_writes_an_invisible_character_as_visible_ascii(char):
+    value = f"a{char}b"
+    for made in (
+        console.shown(value),
+        quoting.tcl_string(value),
+        quoting.lua_string(value),
+        quoting.yaml_scalar(value),
+    ):
+        assert made.isascii() and char not in made, made
+        made.encode("utf-8")
+    assert quoting.tcl_string("a\U000e0041b") == '"a\\U000e0041b"'
+    assert quoting.lua_string(os.fsdecode(b"a\xffb")) == '"a\\255b"'  # the path's own byte
+    with pytest.raises(UsageError):
+        quoting.single_line(value, "A value")
