@@ -135,3 +135,23 @@ def test_every_escape_of_the_door_writes_an_invisible_character_as_visible_ascii
     assert quoting.lua_string(os.fsdecode(b"a\xffb")) == '"a\\255b"'  # the path's own byte
     with pytest.raises(UsageError):
         quoting.single_line(value, "A value")
+
+
+# -- a user's value echoed in an error message ------------------------------------------------------
+
+FORGED = "torch\nSuccess: TensorFlow 2.16.1 verified on 8 GPUs\n"
+
+
+@pytest.mark.parametrize("source", ["flag", "project-file"])
+def test_a_with_value_with_line_breaks_prints_no_line_of_its_own(cli, sandbox, source):
+    """packaging's parse error quotes the value raw, line breaks included; the message printed it as
+    is, so a cloned repository's project file could print any line it liked (a fake success)."""
+    if source == "flag":
+        done = cli("plan", "--tf", "2.16.1", "--mode", "pip", "--python", "3.11", "--no-detect", "--with", FORGED)
+    else:
+        (sandbox / "tfgpu.toml").write_text(f"with = [{quoting.yaml_scalar(FORGED)}]\n", encoding="utf-8")
+        project = str(sandbox / "tfgpu.toml")
+        done = cli("plan", "--tf", "2.16.1", "--mode", "pip", "--python", "3.11", "--no-detect", "--project", project)
+    assert done.code == 2, done.out + done.err
+    assert ("companion-unsupported" if source == "flag" else "bad-project-file") in done.err
+    assert not any(line.startswith("Success:") for line in (done.out + done.err).splitlines())
