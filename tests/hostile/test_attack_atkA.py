@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cache_dedupe import _copy
+from tests.test_cache_dedupe import FILES, _copy, _hash
 from tfgpu import console, export, quoting
 from tfgpu.cache import dedupe
 from tfgpu.errors import UsageError
@@ -155,3 +155,39 @@ def test_a_with_value_with_line_breaks_prints_no_line_of_its_own(cli, sandbox, s
     assert done.code == 2, done.out + done.err
     assert ("companion-unsupported" if source == "flag" else "bad-project-file") in done.err
     assert not any(line.startswith("Success:") for line in (done.out + done.err).splitlines())
+
+
+# -- a file name of 255 bytes, fewer characters ------------------------------------------------------
+
+LONG = "数" * 83 + ".txt"  # 253 bytes: a valid name, 87 characters
+
+
+def test_a_wheel_file_whose_name_is_long_in_bytes_is_still_kept_once_in_the_env(tmp_path):
+    """The env's link is made under a temporary name beside the file: cut at 200 characters, it was
+    over 255 bytes, and the failed link made the whole build fail (``env-write-failed``)."""
+    files = {**FILES, f"pkg/{LONG}": b"data\n"}
+    record = "\n".join([*(f"{p},sha256={_hash(d)},{len(d)}" for p, d in files.items()), "pkg-1.0.dist-info/RECORD,,"])
+    cache = tmp_path / "uv"
+    old = _copy(cache, "old", files, (record + "\n").encode(), age=1000)
+    new = _copy(cache, "new", files, (record + "\n").encode(), age=2000)
+    env = tmp_path / "env"
+    for relative in files:
+        (env / relative).parent.mkdir(parents=True, exist_ok=True)
+        os.link(new / relative, env / relative)
+    done = dedupe.one_copy(cache, env)
+    assert done.files == len(files) + 1
+    assert _same_inode(old / "pkg" / LONG, env / "pkg" / LONG)
+
+
+@pytest.mark.parametrize("write", ["bytes", "link"])
+def test_every_env_write_takes_a_name_of_255_bytes(tmp_path, write):
+    from tfgpu.envs import writes
+
+    path = tmp_path / LONG
+    if write == "bytes":
+        writes.put_bytes(path, b"new", root=tmp_path)
+        assert path.read_bytes() == b"new"
+    else:
+        writes.put_link(path, "elsewhere", root=tmp_path)
+        assert os.readlink(path) == "elsewhere"
+    assert [p.name for p in tmp_path.iterdir()] == [LONG]
