@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cache_dedupe import FILES, _copy, _hash
+from tests.test_cache_dedupe import FILES, RECORD, _copy, _hash
 from tfgpu import console, export, quoting
 from tfgpu.cache import dedupe
 from tfgpu.errors import UsageError
@@ -191,3 +191,47 @@ def test_every_env_write_takes_a_name_of_255_bytes(tmp_path, write):
         writes.put_link(path, "elsewhere", root=tmp_path)
         assert os.readlink(path) == "elsewhere"
     assert [p.name for p in tmp_path.iterdir()] == [LONG]
+
+
+# -- a number whose digits are not ASCII -------------------------------------------------------------
+
+
+def test_a_record_size_in_superscript_digits_leaves_the_copy_as_it_is(tmp_path):
+    """``"²".isdigit()`` is True and ``int("²")`` raises: a wheel whose RECORD gives a size so made
+    the dedupe step fail with a traceback. The row is not a hashed file's row: that copy is left."""
+    record = RECORD.replace(b",6\n", ",\u00b2\n".encode())  # top.py's size, 6, as "²"
+    assert record != RECORD
+    cache = tmp_path / "uv"
+    _copy(cache, "old", record=record, age=1000)
+    _copy(cache, "new", record=record, age=2000)
+    dedupe.one_copy(cache)  # no exception
+
+
+def test_a_content_length_in_superscript_digits_is_no_traceback(tmp_path):
+    """A server's ``Content-Length: \\xb2`` (latin-1 "²") is a length http.client ignores; the
+    fetcher's own size check turned it into int("²") and a ValueError out of every download."""
+    import http.server
+    import threading
+
+    from tfgpu.datasource.http import Fetcher
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "\xb2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/x.json"
+        try:
+            Fetcher(None, retries=0, timeout=5).json(url)
+        except Exception as error:  # a refusal of the project's own kind is fine; a ValueError is not
+            assert not isinstance(error, ValueError), repr(error)
+    finally:
+        server.shutdown()

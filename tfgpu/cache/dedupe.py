@@ -74,7 +74,9 @@ def _listed(record_text: str) -> dict[str, tuple[str, int]] | None:
     listed: dict[str, tuple[str, int]] = {}
     for line in record_text.splitlines():
         parts = line.rsplit(",", 2)
-        if len(parts) == 3 and parts[1].startswith("sha256=") and parts[2].isdigit() and len(parts[2]) < 20:
+        # isascii: str.isdigit() also says yes to "²", which int() refuses (a crash on a wheel's RECORD).
+        size = parts[2] if len(parts) == 3 else ""
+        if parts[1:2] and parts[1].startswith("sha256=") and size.isascii() and size.isdigit() and len(size) < 20:
             path, entry = parts[0].strip('"'), (parts[1].removeprefix("sha256="), int(parts[2]))
             if listed.setdefault(path, entry) != entry:
                 return None
