@@ -235,3 +235,10 @@ def test_a_content_length_in_superscript_digits_is_no_traceback(tmp_path):
             assert not isinstance(error, ValueError), repr(error)
     finally:
         server.shutdown()
+
+
+def test_an_unknown_argument_with_line_breaks_prints_no_line_of_its_own(cli, sandbox):
+    """argparse joins the words it did not recognise raw into its message."""
+    done = cli("plan", "--tf", "2.16.1", "--no-detect", "--bogus\nSuccess: verified on 8 GPUs")
+    assert done.code == 2 and "bad-arguments" in done.err
+    assert not any(line.startswith("Success:") for line in (done.out + done.err).splitlines())
