@@ -242,3 +242,15 @@ def test_an_unknown_argument_with_line_breaks_prints_no_line_of_its_own(cli, san
     done = cli("plan", "--tf", "2.16.1", "--no-detect", "--bogus\nSuccess: verified on 8 GPUs")
     assert done.code == 2 and "bad-arguments" in done.err
     assert not any(line.startswith("Success:") for line in (done.out + done.err).splitlines())
+
+
+@pytest.mark.parametrize("char", ["\ufe0f", "\u3164", "\u034f"], ids=["vs16", "hangul-filler", "cgj"])
+def test_a_refused_url_is_named_with_its_invisible_character_escaped(char):
+    """The URL door names a refused URL in its message: Python calls a variation selector or a
+    Hangul filler printable, and they show as nothing; the message takes tfgpu.controls' set."""
+    from tfgpu import urls
+
+    assert char not in urls.shown(f"https://mirror.example/{char}simple")
+    with pytest.raises(UsageError) as refused:
+        urls.checked(f"https://mirror.example/{char}simple", "--index-url")
+    assert char not in refused.value.message
