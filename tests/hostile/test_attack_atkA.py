@@ -254,3 +254,13 @@ def test_a_refused_url_is_named_with_its_invisible_character_escaped(char):
     with pytest.raises(UsageError) as refused:
         urls.checked(f"https://mirror.example/{char}simple", "--index-url")
     assert char not in refused.value.message
+
+
+def test_a_toolkit_version_in_superscript_digits_is_no_traceback(tmp_path):
+    """A toolkit's ``version.json`` (``$CUDA_HOME`` names any directory) saying ``¹².4`` was compared
+    with the driver's CUDA through int(): a ValueError out of every command that detects."""
+    from tfgpu.detect import _toolkit_notes
+    from tfgpu.detect.host import DriverInfo, Toolkit
+
+    driver = DriverInfo(version="550.54.14", cuda="12.4", readings=(), agree=True)
+    assert _toolkit_notes((Toolkit("\u00b9\u00b2.4.1", str(tmp_path), "version.json"),), driver) == []
