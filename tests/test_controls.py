@@ -30,7 +30,7 @@ def test_the_set_holds_every_class_and_nothing_printable():
 @pytest.mark.parametrize("keep", ["", "\n\t"])
 def test_the_character_class_matches_exactly_the_set(keep):
     pattern = re.compile(controls.character_class(keep))
-    matched = {chr(c) for c in range(0x10000) if pattern.fullmatch(chr(c))}
+    matched = {chr(c) for c in range(0x110000) if pattern.fullmatch(chr(c))}
     assert matched == controls.CHARACTERS - set(keep)
 
 

@@ -40,7 +40,7 @@ PLAIN_WIDTH = 1 << 16
 """The width a plain stream claims: more than any line, so rich never wraps or crops one."""
 
 
-_ANY_CONTROL = re.compile(character_class())  # C0, DEL, C1, line separators, bidi controls, BOM
+_ANY_CONTROL = re.compile(character_class())  # C0, DEL, C1, line separators, bidi controls, invisibles
 _STRAY_CONTROL = re.compile(character_class(keep="\n\t"))
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -48,7 +48,9 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 def _escaped(match: re.Match) -> str:
     char = match.group()
     code = ord(char)
-    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    if char in _NAMED:
+        return _NAMED[char]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def shown(text) -> str:

@@ -9,7 +9,14 @@ request before running them. Some characters make what is seen differ from what 
 * the line and paragraph separators (U+2028, U+2029), which editors and YAML treat as line breaks;
 * the bidirectional controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069), which reorder
   the text around them on screen ("Trojan Source", CVE-2021-42574);
-* the byte order mark (U+FEFF), invisible inside text.
+* the byte order mark (U+FEFF), invisible inside text;
+* every other character Unicode itself says to render as nothing (its Default_Ignorable_Code_Point
+  list: the soft hyphen, the zero-width space and joiners, the word joiner and invisible operators,
+  the Hangul fillers, the variation selectors and the tag characters U+E0000-U+E0FFF, which can spell
+  out a hidden ASCII text after a visible one) and the interlinear annotation marks (U+FFF9-U+FFFB),
+  which hide the text between them: ``team\u200block.txt`` shows as ``teamlock.txt``;
+* the lone surrogates (U+D800-U+DFFF): a path that is not UTF-8 reaches Python with its bytes as
+  surrogates (``os.fsdecode``), which no UTF-8 file or terminal can hold.
 
 Every module that cleans, escapes or refuses such characters takes them from here, so the set is
 widened in one place. This module imports nothing (every layer may use it), and builds no pattern
@@ -21,11 +28,24 @@ from __future__ import annotations
 RANGES = (
     (0x00, 0x1F),  # C0
     (0x7F, 0x9F),  # DEL, C1
+    (0xAD, 0xAD),  # SOFT HYPHEN
+    (0x034F, 0x034F),  # COMBINING GRAPHEME JOINER
     (0x061C, 0x061C),  # ARABIC LETTER MARK
-    (0x200E, 0x200F),  # LEFT-TO-RIGHT MARK, RIGHT-TO-LEFT MARK
+    (0x115F, 0x1160),  # HANGUL CHOSEONG/JUNGSEONG FILLER
+    (0x17B4, 0x17B5),  # KHMER VOWEL INHERENT AQ/AA
+    (0x180B, 0x180F),  # MONGOLIAN FREE VARIATION SELECTORS, VOWEL SEPARATOR
+    (0x200B, 0x200F),  # ZERO WIDTH SPACE, NON-JOINER, JOINER, LEFT-TO-RIGHT MARK, RIGHT-TO-LEFT MARK
     (0x2028, 0x202E),  # LINE/PARAGRAPH SEPARATOR, the embeddings and overrides (LRE..RLO)
-    (0x2066, 0x2069),  # the isolates (LRI, RLI, FSI, PDI)
+    (0x2060, 0x206F),  # WORD JOINER, invisible operators, the isolates (LRI..PDI), deprecated formats
+    (0x3164, 0x3164),  # HANGUL FILLER
+    (0xD800, 0xDFFF),  # lone surrogates (os.fsdecode's stand-ins for bytes that are not UTF-8)
+    (0xFE00, 0xFE0F),  # VARIATION SELECTORS 1-16
     (0xFEFF, 0xFEFF),  # BYTE ORDER MARK / ZERO WIDTH NO-BREAK SPACE
+    (0xFFA0, 0xFFA0),  # HALFWIDTH HANGUL FILLER
+    (0xFFF0, 0xFFFB),  # unassigned ignorables, INTERLINEAR ANNOTATION ANCHOR/SEPARATOR/TERMINATOR
+    (0x1BCA0, 0x1BCA3),  # SHORTHAND FORMAT controls
+    (0x1D173, 0x1D17A),  # MUSICAL SYMBOL BEGIN/END formats
+    (0xE0000, 0xE0FFF),  # TAG characters, VARIATION SELECTORS 17-256, the rest of the ignorable block
 )
 """Inclusive code point ranges."""
 
@@ -47,6 +67,11 @@ def character_class(keep: str = "") -> str:
         if start is None:
             start = code
         if index + 1 == len(codes) or codes[index + 1] != code + 1:
-            parts.append(f"\\u{start:04x}" if start == code else f"\\u{start:04x}-\\u{code:04x}")
+            parts.append(_escape(start) if start == code else f"{_escape(start)}-{_escape(code)}")
             start = None
     return "[" + "".join(parts) + "]"
+
+
+def _escape(code: int) -> str:
+    """A code point as a regular expression escape: ``\\uXXXX``, or ``\\UXXXXXXXX`` past the BMP."""
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

@@ -147,12 +147,15 @@ NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 
 def tcl_string(value) -> str:
     """A Tcl double-quoted word (Environment Modules' and Lmod's Tcl modulefiles): ``\\ " $ [ ] { }``
-    escaped so nothing is substituted, control characters (tfgpu.controls, all in the BMP) as
-    ``\\uXXXX`` (exactly four digits, so a following hex digit is never read into the escape)."""
+    escaped so nothing is substituted, control characters (tfgpu.controls) as ``\\uXXXX`` (exactly
+    four digits, so a following hex digit is never read into the escape), or past the BMP (the tag
+    characters) as Tcl 8.6's ``\\UXXXXXXXX`` (eight: its longest, so the same holds)."""
 
     def escape(match: re.Match) -> str:
         char = match.group(0)
-        return "\\" + char if char in '\\"$[]{}' else f"\\u{ord(char):04x}"
+        if char in '\\"$[]{}':
+            return "\\" + char
+        return f"\\u{ord(char):04x}" if ord(char) < 0x10000 else f"\\U{ord(char):08x}"
 
     return '"' + re.sub(r'[\\"$\[\]{}]|' + _CONTROLS, escape, str(value)) + '"'
 
@@ -164,7 +167,9 @@ def lua_string(value) -> str:
 
     def escape(match: re.Match) -> str:
         char = match.group(0)
-        return "\\" + char if char in '\\"' else "".join(f"\\{byte:03d}" for byte in char.encode())
+        # A lone surrogate stands for the byte of a path that is not UTF-8 (os.fsdecode): that byte.
+        raw = char.encode("utf-8", "surrogateescape" if "\udc80" <= char <= "\udcff" else "surrogatepass")
+        return "\\" + char if char in '\\"' else "".join(f"\\{byte:03d}" for byte in raw)
 
     return '"' + re.sub(r'[\\"]|' + _CONTROLS, escape, str(value)) + '"'
 

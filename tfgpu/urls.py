@@ -231,7 +231,13 @@ def _host(raw: str, what: str, url) -> str:
 def shown(url, limit: int = 200) -> str:
     """``url`` as a message shows it: controls escaped (a backslash stays one backslash), at most
     ``limit`` characters, with how much was cut said in words (a hostile URL can be a megabyte)."""
-    text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in url) if isinstance(url, str) else repr(url)
+    # Not printable (spaces but " ") or one of tfgpu.controls: a variation selector or a Hangul
+    # filler is "printable" to Python, and shows as nothing.
+    text = (
+        "".join(c if c.isprintable() and c not in CONTROLS else ascii(c)[1:-1] for c in url)
+        if isinstance(url, str)
+        else repr(url)
+    )
     if len(text) <= limit:
         return text
     return f"{text[:limit]} ({len(text):,} characters; the first {limit} shown)"

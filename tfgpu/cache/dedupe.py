@@ -74,7 +74,9 @@ def _listed(record_text: str) -> dict[str, tuple[str, int]] | None:
     listed: dict[str, tuple[str, int]] = {}
     for line in record_text.splitlines():
         parts = line.rsplit(",", 2)
-        if len(parts) == 3 and parts[1].startswith("sha256=") and parts[2].isdigit() and len(parts[2]) < 20:
+        # isascii: str.isdigit() also says yes to "²", which int() refuses (a crash on a wheel's RECORD).
+        size = parts[2] if len(parts) == 3 else ""
+        if parts[1:2] and parts[1].startswith("sha256=") and size.isascii() and size.isdigit() and len(size) < 20:
             path, entry = parts[0].strip('"'), (parts[1].removeprefix("sha256="), int(parts[2]))
             if listed.setdefault(path, entry) != entry:
                 return None
@@ -184,9 +186,13 @@ def _record_of(copy: _Tree, dist_info: str, record_digest: str) -> dict[tuple[st
 
 
 def _plain(directory: int, name: str, size: int) -> os.stat_result | None:
-    """The stat of ``name`` in ``directory`` when it is a regular file of ``size`` bytes (never a link)."""
+    """The stat of ``name`` in ``directory`` when it is a regular file of ``size`` bytes (never a
+    link) that is this user's alone: the kept inode becomes a name in every env that held the other,
+    so one another user owns, or may write, would let them change those envs after every check."""
     info = _lstat(directory, name)
-    return info if info is not None and stat.S_ISREG(info.st_mode) and info.st_size == size else None
+    if info is None or not stat.S_ISREG(info.st_mode) or info.st_size != size:
+        return None
+    return info if untrusted.only_mine(info, own_group=True) else None
 
 
 def _digest(directory: int, name: str, info: os.stat_result) -> str | None:
@@ -227,6 +233,8 @@ def _same(first: _Tree, second: _Tree, listed: dict) -> list[_Twin] | None:
         one, two = _plain(one_dir, parts[-1], size), _plain(two_dir, parts[-1], size)
         if one is None or two is None:
             return None
+        if stat.S_IMODE(one.st_mode) != stat.S_IMODE(two.st_mode):
+            return None  # a link takes the kept inode's mode: an executable would lose its x bit, or gain setuid
         if (one.st_dev, one.st_ino) != (two.st_dev, two.st_ino):
             if _digest(one_dir, parts[-1], one) != digest or _digest(two_dir, parts[-1], two) != digest:
                 return None

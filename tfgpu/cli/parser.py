@@ -92,8 +92,12 @@ class Parser(argparse.ArgumentParser):
                 "an interpreter with --interpreter PATH.",
                 [f"`tfgpu-install {argv[0]} --interpreter ./env/bin/python`"],
             )
+        from tfgpu.console import shown
+
+        # argparse quotes some words (repr) and joins others raw ("unrecognized arguments: a b"): a
+        # word's line break would print a line of its own, so the whole message is shown escaped.
         raise UsageError(
-            "bad-arguments", f"{self.prog}: {message}.", [f"Run `{self.prog} --help` for the accepted options."]
+            "bad-arguments", f"{self.prog}: {shown(message)}.", [f"Run `{self.prog} --help` for the accepted options."]
         )
 
 

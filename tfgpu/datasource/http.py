@@ -309,7 +309,8 @@ def _check_response(url: str, response, byte_range, limit: int) -> None:
         if not content_range.startswith("bytes {}-{}/".format(*byte_range)):
             raise SourceError(f"{url}: asked for bytes {byte_range}, got {content_range!r}")
     length = response.headers.get("Content-Length")
-    if length and length.isdigit() and int(length) > limit:
+    # isascii: str.isdigit() also says yes to "²" (a header byte 0xB2), which int() refuses.
+    if length and length.isascii() and length.isdigit() and int(length) > limit:
         raise SourceError(f"{url}: {length} bytes, more than the {limit} allowed")
 
 

@@ -138,7 +138,7 @@ def _toolkit_notes(toolkits: tuple[Toolkit, ...], driver: DriverInfo | None) -> 
 def _major_minor(version: str) -> tuple[int, ...]:
     parts = []
     for part in version.split(".")[:2]:
-        if not part.isdigit():
+        if not (part.isascii() and part.isdigit()):  # "¹²".isdigit() is True, and int() refuses it
             break
         parts.append(int(part))
     return tuple(parts)

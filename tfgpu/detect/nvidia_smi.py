@@ -107,7 +107,7 @@ def parse_query(stdout: str, with_cc: bool = True) -> list[tuple[str, Gpu]]:
             index=len(rows),
             name=name,
             compute_capability=cc,
-            memory_mib=int(memory) if memory.isdigit() else None,
+            memory_mib=int(memory) if memory.isascii() and memory.isdigit() else None,
             uuid=uuid if uuid.startswith("GPU-") else None,
             source="nvidia-smi",
         )

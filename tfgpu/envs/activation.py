@@ -298,7 +298,11 @@ def _under(var: str, path: str, escape) -> str:
 # This module runs standalone too (the bash export embeds its source), so it keeps its own two
 # escapes, the same rules as tfgpu.quoting.sh_double/fish_double, and its own copy of
 # tfgpu.controls' characters (a test holds the two equal).
-_CONTROLS = r"[\u0000-\u001f\u007f-\u009f\u061c\u200e-\u200f\u2028-\u202e\u2066-\u2069\ufeff]"
+_CONTROLS = (
+    r"[\u0000-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e"
+    r"\u2060-\u206f\u3164\ud800-\udfff\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    r"\U000e0000-\U000e0fff]"
+)
 
 
 def _sh_double(text: str) -> str:

@@ -157,6 +157,16 @@ def make_dirs(path: Path, root: Path | None = None) -> None:
         raise failed(error, path) from None
 
 
+def _partial(path: Path) -> Path:
+    """The temporary name beside ``path`` a write is made under before it is renamed into place. A
+    file name holds at most 255 bytes, not characters: the start of ``path``'s name is kept up to
+    200 bytes (a whole character at a time), so a name of 85 CJK characters, 255 bytes, still has one."""
+    name = path.name[:200]
+    while len(os.fsencode(name)) > 200:
+        name = name[:-1]
+    return path.with_name(f".{name}.{os.getpid()}.tfgpu-tmp")
+
+
 def _ready(path: Path, root: Path | None) -> None:
     if root is not None and not _real_inside(str(path.parent), str(root)):
         raise outside(path, root)
@@ -179,7 +189,7 @@ def put_bytes(path: Path, data: bytes, mode: int | None = None, root: Path | Non
     _ready(path, root)
     if _holds(path, data, mode):
         return path
-    partial = path.with_name(f".{path.name[:200]}.{os.getpid()}.tfgpu-tmp")
+    partial = _partial(path)
     try:
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         with os.fdopen(fd, "wb") as handle:
@@ -222,7 +232,7 @@ def put_link(path: Path, target: str | Path, root: Path | None = None) -> Path:
 def _swap_in(path: Path, make) -> Path:
     """``make(partial)`` beside ``path``, then renamed over it: a reader sees the old entry or the
     new one, never none; a failure leaves no partial behind."""
-    partial = path.with_name(f".{path.name[:200]}.{os.getpid()}.tfgpu-tmp")
+    partial = _partial(path)
     try:
         _forget(partial)
         make(partial)
@@ -241,7 +251,7 @@ def put_hardlink(path: Path, keep: tuple[int, str], same_as: tuple, root: Path |
     before it is renamed in, so a file swapped in at that name since it was checked never reaches
     the env. False (``path`` left as it was) when it is no longer that file."""
     _ready(path, root)
-    partial = path.with_name(f".{path.name[:200]}.{os.getpid()}.tfgpu-tmp")
+    partial = _partial(path)
     placed = False
     try:
         _forget(partial)

@@ -220,8 +220,9 @@ def parse_with(values) -> tuple[tuple[str, str | None, str, str], ...]:
     ``(framework, extra or None, specifier, as typed)``; one per framework."""
     if not values:
         return ()  # `plan` without --with imports no requirement parser
-    from packaging.requirements import InvalidRequirement
     from packaging.requirements import Requirement as Parsed
+
+    from tfgpu import requirements
 
     found = []
     from tfgpu.versions import MAX_SPECIFIER, specifier
@@ -241,12 +242,12 @@ def parse_with(values) -> tuple[tuple[str, str | None, str, str], ...]:
                 f"--with {shown}: a torch or jax requirement of at most {MAX_SPECIFIER} characters is expected.",
                 ways,
             )
-        try:
-            parsed = Parsed(value)
-        except InvalidRequirement as error:
-            raise UsageError(
-                "companion-unsupported", f"--with {value!r} is not a PEP 508 requirement: {error}.", ways
-            ) from None
+        # Through the requirement door's checks: packaging's own message quotes the value raw, line
+        # breaks included, and a project file's `with` would print lines of its choosing.
+        why = requirements.problem(value, markers=True)
+        if why is not None:
+            raise UsageError("companion-unsupported", f"--with {value!r} is not a PEP 508 requirement: {why}.", ways)
+        parsed = Parsed(value)
         name = parsed.name.lower()
         if name not in COMPANION_EXTRAS or parsed.url or parsed.marker:
             raise UsageError(
