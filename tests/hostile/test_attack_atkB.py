@@ -1,0 +1,145 @@
+"""Attacks on doctor's bounded reads of an env's libraries and RECORD-listed files (tfgpu.doctor.reads,
+tfgpu.doctor.elf): what a hostile or changing file in an env costs one doctor run, and what it makes
+doctor say. Every file here is real: a gcc-built library grown sparse, crafted ELF headers, a file
+truncated by another writer while it is hashed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import struct
+import tracemalloc
+
+import pytest
+import wheelhouse
+
+from tfgpu import untrusted
+from tfgpu.doctor import elf, ownership, reads
+
+MiB = 1 << 20
+
+
+def _library(tmp_path, name="libcudnn.so.9"):
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the test shared libraries")
+    return wheelhouse.shared_library(tmp_path / "built" / name, name)
+
+
+def _peak(call):
+    """What ``call`` returns, and the most memory Python allocated while it ran."""
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_huge_sparse_library_is_not_read_whole(tmp_path):
+    """Attack: a real library grown (sparse) to 1 GiB, named like cuDNN. Before the fix each
+    ``lib*.so.N`` a RECORD listed was read whole (up to 4 GiB a file, outside the run's hash budget),
+    so a few such files cost a doctor run gigabytes of memory and minutes. Must hold: its dynamic
+    section and exports are still read, from the ranges the headers point at, in a few MiB."""
+    path = _library(tmp_path)
+    with open(path, "r+b") as grown:
+        grown.truncate(1 << 30)
+    run = reads.RunReads()
+    dynamic, peak = _peak(lambda: run.dynamic(path))
+    assert dynamic is not None and dynamic.soname == "libcudnn.so.9"
+    assert peak < 32 * MiB, f"{peak:,} bytes held to read one library's dynamic section"
+    exports, peak = _peak(lambda: elf.unversioned_exports(str(path)))
+    assert exports is not None and "tfgpu_test_libcudnn_so_9" in exports
+    assert peak < 32 * MiB
+
+
+def _dynamic_flood(path, entries: int, sparse_to: int) -> None:
+    """A 64-bit ELF whose one PT_DYNAMIC segment claims ``sparse_to`` bytes and holds ``entries``
+    DT_NEEDED entries (no DT_NULL, no DT_STRTAB) before its zeros."""
+    header = bytearray(64)
+    header[:7] = b"\x7fELF\x02\x01\x01"
+    struct.pack_into("<Q", header, 32, 64)  # program headers right after the ELF header
+    struct.pack_into("<HH", header, 54, 56, 1)
+    phdr = struct.pack("<IIQQQQQQ", 2, 0, 4096, 0, 0, sparse_to, sparse_to, 8)
+    with open(path, "wb") as out:
+        out.write(bytes(header) + phdr)
+        out.seek(4096)
+        out.write(struct.pack("<qQ", 1, 0) * entries)
+        out.truncate(sparse_to)
+
+
+def test_a_dynamic_segment_that_never_ends_is_not_walked_to_its_end(tmp_path):
+    """Attack: a "libnccl.so.2" whose dynamic segment claims 512 MiB and starts with a million
+    DT_NEEDED entries. Before the fix the file was read whole and every entry kept as a tuple
+    (hundreds of MB, seconds of CPU; at 4 GiB, an out-of-memory kill). Must hold: no library is
+    made of it, in a bounded amount of memory."""
+    path = tmp_path / "libnccl.so.2"
+    _dynamic_flood(path, 1 << 20, 512 * MiB)
+    dynamic, peak = _peak(lambda: reads.RunReads().dynamic(path))
+    assert dynamic is None
+    assert peak < 32 * MiB, f"{peak:,} bytes held for a hostile dynamic segment"
+
+
+class _TruncatedOnFirstRead:
+    """A stream whose file another writer truncates right after its first block was read (pip
+    reinstalling the wheel while doctor runs): the bytes read are real, the file on disk changed."""
+
+    def __init__(self, stream, path):
+        self._stream, self._path, self._first = stream, path, True
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._stream.close()
+
+    def read(self, size=-1):
+        block = self._stream.read(size)
+        if self._first:
+            self._first = False
+            os.truncate(self._path, 100)
+        return block
+
+
+def test_a_file_truncated_while_hashed_is_not_called_lost(tmp_path, monkeypatch):
+    """Attack: the shared file two RECORDs own is truncated while doctor hashes it. Before the fix the
+    digest of the bytes read so far was taken as the file's, with the size it had when opened: both
+    owners "lost" it (a finding that names the wrong culprit). Must hold: it is "not checked", saying
+    it changed while it was read."""
+    path = tmp_path / "libnccl.so.2"
+    data = os.urandom(3 * reads.BLOCK)
+    path.write_bytes(data)
+    opened = untrusted.open_stream
+    monkeypatch.setattr(untrusted, "open_stream", lambda p, kind, **kw: _TruncatedOnFirstRead(opened(p, kind, **kw), p))
+    hashed = reads.RunReads().hash(path, {len(data)})
+    assert hashed.digest is None
+    assert "changed while it was read" in hashed.skipped
+    shared = ownership.SharedFile(
+        "nvidia/nccl/lib/libnccl.so.2",
+        (("a 1", hashlib.sha256(data).hexdigest()), ("b 1", "00" * 32)),
+        hashed.digest,
+        hashed.size,
+        (len(data), len(data)),
+        hashed.skipped,
+    )
+    assert shared.losers == ()
+
+
+def test_a_record_row_with_a_nul_in_its_path_is_not_a_traceback(tmp_path):
+    """Attack: two RECORDs list one path that holds a NUL byte (the csv module reads it as any other
+    character). Before the fix hashing it raised ValueError ("embedded null byte") out of
+    ``os.open``, past every reader's "cannot use" handling: a traceback from doctor. Must hold: the
+    name is a file that cannot be used, like any other unreadable one, in every reader of the door."""
+    site = tmp_path / "site-packages"
+    for dist in ("nvidia_nccl_cu12-2.32.3", "nvidia_nccl_cu13-2.32.3"):
+        (site / f"{dist}.dist-info").mkdir(parents=True)
+        (site / f"{dist}.dist-info" / "RECORD").write_text("nvidia/nccl/lib/lib\0nccl.so.2,sha256=AAAA,7\n")
+    [shared] = ownership.shared_files(site)
+    assert shared.on_disk is None and shared.losers == (shared.owners[0][0], shared.owners[1][0])
+    with pytest.raises(untrusted.Unreadable, match="NUL"):
+        untrusted.read_bytes(tmp_path / "a\0b", untrusted.ENV_FILE)
+    assert reads.RunReads().dynamic(str(tmp_path / "lib\0x.so.1")) is None
