@@ -143,3 +143,32 @@ def test_a_record_row_with_a_nul_in_its_path_is_not_a_traceback(tmp_path):
     with pytest.raises(untrusted.Unreadable, match="NUL"):
         untrusted.read_bytes(tmp_path / "a\0b", untrusted.ENV_FILE)
     assert reads.RunReads().dynamic(str(tmp_path / "lib\0x.so.1")) is None
+
+
+def test_a_runpath_directory_swapped_for_a_link_out_before_the_write_gets_no_link(tmp_path):
+    """Attack (TOCTOU): repair plans the dlopen links (cuBLAS's directory is inside the env, so
+    ``libnvrtc.so`` goes there), then, while uv runs and before the activation files are written, the
+    directory is swapped for a link to a directory of the user's outside the env. Before the fix the
+    links (and ``bin/ptxas``) were made through the env's doors without the env as their root, so the
+    link landed outside the env. Must hold: ``repair-path-outside``, nothing written outside."""
+    from tfgpu.envs import activation
+    from tfgpu.errors import TfgpuError
+
+    root, outside = tmp_path / "env", tmp_path / "home-of-the-user"
+    site = "lib/python3.11/site-packages"
+    cublas, nvrtc = root / site / "nvidia/cublas/lib", root / site / "nvidia/cuda_nvrtc/lib"
+    for directory in (cublas, nvrtc, outside, root / "bin"):
+        directory.mkdir(parents=True)
+    (cublas / "libcublasLt.so.11").write_bytes(b"\x7fELF")
+    (nvrtc / "libnvrtc.so.11.2").write_bytes(b"\x7fELF")
+    row = {"name": "libnvrtc.so", "provides": "libnvrtc", "caller": "libcublasLt.so.11", "runpath": ["$ORIGIN"]}
+    lib_dirs = (f"{site}/nvidia/cublas/lib", f"{site}/nvidia/cuda_nvrtc/lib")
+    links = activation.dlopen_links(root, lib_dirs, (row,))
+    assert links == ((f"{site}/nvidia/cublas/lib/libnvrtc.so", "../../cuda_nvrtc/lib/libnvrtc.so.11.2"),)
+    layout = activation.CudaLayout(site, lib_dirs, (), None, None, links=links)
+    shutil.rmtree(cublas)
+    cublas.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(TfgpuError) as raised:
+        activation.write_venv_activation(root, layout)
+    assert raised.value.code == "repair-path-outside"
+    assert os.listdir(outside) == []
