@@ -172,3 +172,26 @@ def test_a_runpath_directory_swapped_for_a_link_out_before_the_write_gets_no_lin
         activation.write_venv_activation(root, layout)
     assert raised.value.code == "repair-path-outside"
     assert os.listdir(outside) == []
+
+
+def test_a_fifo_named_as_a_wheel_in_the_find_links_directory_is_refused_before_uv_hangs_on_it(tmp_path):
+    """Attack: ``--find-links DIR --offline`` where DIR holds a FIFO named
+    ``six-1.16.0-py2.py3-none-any.whl`` (a shared wheel directory, a half-set-up download). Tried for
+    real: ``uv pip install --offline --no-index --find-links DIR six`` blocks forever opening it, so
+    create and repair hung with no word. Before the fix the directory was only checked to be one.
+    Must hold: ``bad-find-links`` naming the file, before any uv run (``--dry-run`` included)."""
+    from tfgpu.engines import uv as uv_engine
+    from tfgpu.errors import UsageError
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "numpy-2.0.0-py3-none-any.whl").write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    assert uv_engine.find_links_source(str(wheels)) == str(wheels)
+    os.mkfifo(wheels / "six-1.16.0-py2.py3-none-any.whl")
+    with pytest.raises(UsageError) as raised:
+        uv_engine.find_links_source(str(wheels))
+    assert raised.value.code == "bad-find-links" and "six-1.16.0-py2.py3-none-any.whl" in raised.value.message
+    os.unlink(wheels / "six-1.16.0-py2.py3-none-any.whl")
+    os.symlink("/dev/zero", wheels / "six-1.16.0-py2.py3-none-any.whl")
+    with pytest.raises(UsageError, match="not a regular file"):
+        uv_engine.find_links_source(str(wheels))

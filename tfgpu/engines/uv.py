@@ -12,8 +12,10 @@ the URL door; uv's index variables are held by ``tfgpu.proc`` (through the door,
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -73,7 +75,34 @@ def find_links_source(value: str | None) -> str | None:
             f"--find-links {value!r} is not a directory.",
             ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."],
         )
+    _no_streams(value)
     return str(Path(value).absolute())
+
+
+DISTRIBUTIONS = (".whl", ".tar.gz", ".zip", ".tgz", ".tar.bz2", ".tar.xz", ".tar.zst")
+"""Names uv reads in a ``--find-links`` directory as wheels and source distributions."""
+
+
+def _no_streams(directory: str) -> None:
+    """``bad-find-links`` when a file of ``directory`` named as a distribution is a FIFO, device or
+    socket (or links to one): uv opens the wheel it picks with a blocking read, so a FIFO named
+    ``six-1.16.0-py3-none-any.whl`` hangs the build forever and ``/dev/zero`` never ends."""
+    try:
+        entries = [entry.path for entry in os.scandir(directory) if entry.name.lower().endswith(DISTRIBUTIONS)]
+    except OSError:
+        return  # unreadable: uv says so itself, without blocking
+    for path in entries:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue  # dangling or unreadable: uv reports it, it cannot block on it
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise UsageError(
+                "bad-find-links",
+                f"--find-links {directory!r} holds {os.path.basename(path)!r}, which is not a regular file "
+                "(a FIFO, device or socket): uv would block reading it as a wheel.",
+                ["Remove it from the directory, or give a directory that holds wheel files only."],
+            )
 
 
 def sources(find_links: str | None, offline: bool, *, only_find_links: bool = False) -> tuple[str, ...]:
