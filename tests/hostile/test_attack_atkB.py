@@ -195,3 +195,20 @@ def test_a_fifo_named_as_a_wheel_in_the_find_links_directory_is_refused_before_u
     os.symlink("/dev/zero", wheels / "six-1.16.0-py2.py3-none-any.whl")
     with pytest.raises(UsageError, match="not a regular file"):
         uv_engine.find_links_source(str(wheels))
+
+
+def test_record_rows_naming_no_file_cost_no_path_resolution(tmp_path, monkeypatch):
+    """Attack: two stacks' RECORDs of 100,000 rows each, every one a ``lib*.so.N`` that is not there.
+    Tried for real: ``soname_pairs`` took 18 s (27 s profiled) of a doctor run, two ``Path.resolve``
+    per row, and doctor asks it more than once. Must hold: a row whose file is missing is passed by
+    with one stat, never resolved (``inside``), and the answer is the same: no library."""
+    site = tmp_path / "site-packages"
+    rows = "".join(f"nvidia/cu13/lib/libx{i}.so.1,sha256=AAAA,{i}\n" for i in range(2000))
+    for dist in ("nvidia_a_cu12-1.0", "nvidia_b_cu13-1.0"):
+        (site / f"{dist}.dist-info").mkdir(parents=True)
+        (site / f"{dist}.dist-info" / "RECORD").write_text(rows)
+    resolved = []
+    real = ownership.inside
+    monkeypatch.setattr(ownership, "inside", lambda *args: resolved.append(args) or real(*args))
+    assert ownership.soname_pairs(site) == []
+    assert resolved == []
