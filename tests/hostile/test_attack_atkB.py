@@ -212,3 +212,28 @@ def test_record_rows_naming_no_file_cost_no_path_resolution(tmp_path, monkeypatc
     monkeypatch.setattr(ownership, "inside", lambda *args: resolved.append(args) or real(*args))
     assert ownership.soname_pairs(site) == []
     assert resolved == []
+
+
+def test_overlay_rows_of_callers_the_env_lacks_cost_no_directory_search(tmp_path, monkeypatch):
+    """Attack: a TFGPU_DATA_DIR sonames.toml with 20,000 valid, distinct ``[[dlopened]]`` rows (its
+    16 MiB cap holds 100,000), none of whose callers the env holds. Tried for real: create's
+    ``dlopen_links`` took 6 s and repair's ``dlopen_left_out`` 7 s more, each row globbing every
+    CUDA library directory before asking whether its caller is there. Must hold: a row whose caller
+    is in no library directory is passed by before any search, with the same (empty) answer."""
+    from tfgpu.envs import activation
+
+    root, site = tmp_path / "env", "lib/python3.11/site-packages"
+    lib_dirs = tuple(f"{site}/nvidia/{component}/lib" for component, _ in activation.COMPONENTS)
+    for directory in lib_dirs:
+        (root / directory).mkdir(parents=True)
+        (root / directory / "libq.so.1").write_bytes(b"\x7fELF")
+    rows = tuple(
+        {"name": f"libx{i}.so", "provides": f"libx{i}", "caller": f"libc{i}.so.1", "runpath": ["$ORIGIN"]}
+        for i in range(500)
+    )
+    searched = []
+    real = activation._soname_files
+    monkeypatch.setattr(activation, "_soname_files", lambda *args: searched.append(args) or real(*args))
+    assert activation.dlopen_links(root, lib_dirs, rows) == ()
+    assert activation.dlopen_left_out(root, lib_dirs, rows) == ()
+    assert searched == []

@@ -35,7 +35,7 @@ that far, so a file whose names never end cannot make each lookup scan the rest 
 DYNAMIC_LIMIT = 4096
 """The most dynamic-section entries read: a real library has a few dozen tags and at most a few
 hundred NEEDED; a segment that claims gigabytes of entries without a DT_NULL is cut here."""
-SYMBOL_LIMIT = 1 << 21
+SYMBOL_LIMIT = 1 << 20
 """The most dynamic symbols read (TensorFlow's framework library exports about 100,000)."""
 PAGE = 1 << 16
 PAGES_KEPT = 256

@@ -116,6 +116,8 @@ def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...])
         return bool(name) and real.startswith(top + os.sep) and os.path.isfile(real)
 
     for row in names:
+        if not any((root / d / row["caller"]).is_file() for d in lib_dirs):
+            continue  # a stat before the globs: an overlay's 100,000 rows of absent callers cost no search
         if row["name"].endswith(".so"):
             found = [(d, n) for d in lib_dirs for n in _soname_files(root / d, row["provides"]) if own(d, n)]
         else:  # a versioned name: only that very file will do
