@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from tfgpu import untrusted
 from tfgpu.childenv import INDEX_VARIABLES  # the one list: checked for every child, blanked for a lock's run
+from tfgpu.controls import character_class
 from tfgpu.errors import OperationError, UsageError
 from tfgpu.urls import checked, is_local, parse
 
@@ -145,7 +146,15 @@ def tries(sources: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     return (alone, sources) if alone is not None else (sources,)
 
 
-_REQ = r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?(?:(?:==|>=|<=|~=|!=|<|>)[^\s,]+)?"
+# A requirement as uv names it. uv's output carries text from the wheels' own METADATA (a name in a
+# Requires-Dist may be any length, a version anything): a match starts only where a name does, each
+# part has a length cap, and no part holds a control character (tfgpu.controls), so a 40,000-character
+# name costs no quadratic search (it took 36 s) and no escape sequence reaches the message.
+_CONTROL = character_class()[1:-1]
+_REQ = (
+    rf"(?<![A-Za-z0-9._-])[A-Za-z0-9][A-Za-z0-9._-]{{0,200}}(?:\[[^\]{_CONTROL}]{{0,200}}\])?"
+    rf"(?:(?:==|>=|<=|~=|!=|<|>)[^\s,{_CONTROL}]{{1,100}})?"
+)
 _LACKING = re.compile(
     rf"there is no version of (?P<version>{_REQ})|(?P<req>{_REQ}) (?:was not found in the provided package "
     r"locations|was not found in the cache|needs to be downloaded from a registry)"
