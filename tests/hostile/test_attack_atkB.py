@@ -261,3 +261,21 @@ def test_lacking_reads_uv_output_with_a_huge_name_in_linear_time_and_keeps_no_co
     assert lacking("Because there is no version of tensorflow[and-cuda]==2.21.0 and you require it") == [
         "tensorflow[and-cuda]==2.21.0"
     ]
+
+
+def test_a_library_from_outside_named_like_a_pattern_is_not_matched_to_the_env_s_files(tmp_path):
+    """Attack: the probe maps ``/opt/x/libcu*.so.12`` from outside the env (a file of that very
+    name; ``[``, ``*`` and ``?`` are legal in file names). Before the fix its name went into a glob:
+    ``libcu*`` matched the env's libcudart and libcublas, and libs.closed's evidence said "the env
+    has its own" copy of a library it does not hold. Must hold: the name is matched as written."""
+    from types import SimpleNamespace
+
+    from tfgpu.doctor import closed
+
+    site = tmp_path / "env" / "lib" / "python3.11" / "site-packages"
+    (site / "nvidia" / "cuda_runtime" / "lib").mkdir(parents=True)
+    (site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12").write_bytes(b"\x7fELF")
+    env = SimpleNamespace(root=tmp_path / "env", site_packages=site)
+    assert closed.own_copy(env, "/opt/x/libcudart.so.12") is not None  # the env's own copy, found
+    assert closed.own_copy(env, "/opt/x/libcu*.so.12") is None
+    assert closed.own_copy(env, "/opt/x/libcu[d]art.so.12") is None
