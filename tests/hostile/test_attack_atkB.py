@@ -279,3 +279,26 @@ def test_a_library_from_outside_named_like_a_pattern_is_not_matched_to_the_env_s
     assert closed.own_copy(env, "/opt/x/libcudart.so.12") is not None  # the env's own copy, found
     assert closed.own_copy(env, "/opt/x/libcu*.so.12") is None
     assert closed.own_copy(env, "/opt/x/libcu[d]art.so.12") is None
+
+
+def test_a_library_rewritten_in_place_with_its_size_and_mtime_kept_is_read_again(tmp_path):
+    """Attack: within one doctor run, a library is rewritten in place (``cp other lib``, which keeps
+    the inode) by one of the same size, its modification time then put back (``touch -r``). Before the
+    fix the run's ELF data was keyed by (dev, inode, size, mtime), all four unchanged: the old
+    library's SONAME was answered for the new file. Must hold: the new file's own SONAME (the key
+    holds the change time too, which no user can set back)."""
+    import subprocess
+
+    first, second = _library(tmp_path, "libnccl.so.2"), _library(tmp_path, "libnvshmem.so.3")
+    size = max(first.stat().st_size, second.stat().st_size)
+    for path in (first, second):
+        os.truncate(path, size)
+    run = reads.RunReads()
+    assert run.dynamic(first).soname == "libnccl.so.2"
+    kept = tmp_path / "mtime"
+    subprocess.run(["touch", "-r", str(first), str(kept)], check=True)
+    inode = first.stat().st_ino
+    subprocess.run(["cp", str(second), str(first)], check=True)
+    subprocess.run(["touch", "-r", str(kept), str(first)], check=True)
+    assert first.stat().st_ino == inode and first.stat().st_size == size
+    assert run.dynamic(first).soname == "libnvshmem.so.3"

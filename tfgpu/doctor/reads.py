@@ -45,9 +45,7 @@ class RunReads:
     budget: int = HASH_BUDGET
     hashed: int = 0
     """Bytes hashed so far in this run."""
-    _elf: dict[tuple[int, int, int, int], tuple[elf.Dynamic | None, frozenset[str] | None]] = field(
-        default_factory=dict
-    )
+    _elf: dict[tuple[int, ...], tuple[elf.Dynamic | None, frozenset[str] | None]] = field(default_factory=dict)
 
     def hash(self, path: os.PathLike | str, sizes: set[int] | frozenset[int] = frozenset()) -> Hashed:
         """The sha256 of ``path`` read in blocks; not read at all when ``sizes`` (the sizes its RECORD
@@ -104,7 +102,9 @@ class RunReads:
             return None, None
         with stream:
             info = os.fstat(stream.fileno())
-            key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+            # The change time too: a file rewritten in place (same inode, same size) with its mtime put
+            # back (touch -r) keeps the other four; no one but the kernel sets the change time.
+            key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
             if key not in self._elf:
                 if info.st_size > untrusted.LIBRARY.limit:
                     self._elf[key] = (None, None)
