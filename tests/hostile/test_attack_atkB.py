@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import struct
+import sys
 import tracemalloc
 
 import pytest
@@ -302,3 +303,35 @@ def test_a_library_rewritten_in_place_with_its_size_and_mtime_kept_is_read_again
     subprocess.run(["touch", "-r", str(kept), str(first)], check=True)
     assert first.stat().st_ino == inode and first.stat().st_size == size
     assert run.dynamic(first).soname == "libnvshmem.so.3"
+
+
+def test_a_link_out_removed_while_repair_looks_at_it_is_no_traceback(tmp_path, monkeypatch):
+    """Attack (race): repair's ``left_open`` finds ``libnvrtc.so.12`` linking out of the env, and the
+    link is removed (a reinstall of the wheel, the user) before it is read. Before the fix it was
+    tested for a link, resolved, and only then read: ``FileNotFoundError`` out of repair's plan.
+    Here the link goes when it is resolved, deterministically. Must hold: no traceback; what was
+    read of the link is what is said."""
+    from tfgpu.envs import activation
+
+    root, site = tmp_path / "env", "lib/python3.11/site-packages"
+    cublas, nvrtc = root / site / "nvidia/cublas/lib", root / site / "nvidia/cuda_nvrtc/lib"
+    for directory in (cublas, nvrtc, tmp_path / "system"):
+        directory.mkdir(parents=True, exist_ok=True)
+    (cublas / "libcublasLt.so.12").write_bytes(b"\x7fELF")
+    (tmp_path / "system" / "libnvrtc.so.12").write_bytes(b"\x7fELF")
+    (nvrtc / "libnvrtc.so.12").symlink_to(tmp_path / "system" / "libnvrtc.so.12")
+    row = {"name": "libnvrtc.so.12", "provides": "libnvrtc", "caller": "libcublasLt.so.12", "runpath": ["$ORIGIN"]}
+    lib_dirs = (f"{site}/nvidia/cublas/lib", f"{site}/nvidia/cuda_nvrtc/lib")
+    resolve = os.path.realpath
+
+    def removing(path, *args, **kwargs):
+        answer = resolve(path, *args, **kwargs)
+        looking = sys._getframe(1).f_code.co_name == "out"  # left_out's own look at the link, not the plan's
+        if looking and str(path).endswith("cuda_nvrtc/lib/libnvrtc.so.12") and os.path.lexists(path):
+            os.unlink(path)
+        return answer
+
+    assert activation.dlopen_links(root, lib_dirs, (row,)) == ()
+    monkeypatch.setattr(activation.os.path, "realpath", removing)
+    found = activation.dlopen_left_out(root, lib_dirs, (row,))
+    assert found in ((), ((f"{site}/nvidia/cuda_nvrtc/lib/libnvrtc.so.12", str(tmp_path / "system/libnvrtc.so.12")),))

@@ -116,7 +116,8 @@ def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...])
         return bool(name) and real.startswith(top + os.sep) and os.path.isfile(real)
 
     for row in names:
-        if not any((root / d / row["caller"]).is_file() for d in lib_dirs):
+        callers = [d for d in lib_dirs if (root / d / row["caller"]).is_file()]
+        if not callers:
             continue  # a stat before the globs: an overlay's 100,000 rows of absent callers cost no search
         if row["name"].endswith(".so"):
             found = [(d, n) for d in lib_dirs for n in _soname_files(root / d, row["provides"]) if own(d, n)]
@@ -130,9 +131,7 @@ def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...])
         provider = next((p for p in found if _in_place(root / p[0], p[1])), found[0] if found else None)
         if provider is None:
             continue
-        for lib_dir in lib_dirs:
-            if not (root / lib_dir / row["caller"]).is_file():
-                continue
+        for lib_dir in callers:
             target_dir = _link_dir(root, lib_dir, row)
             if target_dir is None:
                 continue
@@ -169,9 +168,12 @@ def dlopen_left_out(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ..
     top = os.path.realpath(root)
     made = dict(dlopen_links(root, lib_dirs, names))
 
-    def out(relative: str) -> bool:
-        path = root / relative
-        return path.is_symlink() and not os.path.realpath(path).startswith(top + os.sep)
+    def out(relative: str) -> str | None:  # the link read first: one removed meanwhile is no traceback
+        try:
+            target = os.readlink(root / relative)
+        except (OSError, ValueError):
+            return None
+        return None if os.path.realpath(root / relative).startswith(top + os.sep) else target
 
     found: dict[str, str] = {}
     for row in names:
@@ -187,8 +189,8 @@ def dlopen_left_out(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ..
             else:
                 providers = [f"{d}/{row['name']}" for d in lib_dirs]
             for relative in [link, *providers]:
-                if out(relative):
-                    found.setdefault(relative, os.readlink(root / relative))
+                if (target := out(relative)) is not None:
+                    found.setdefault(relative, target)
     return tuple(sorted(found.items()))
 
 
