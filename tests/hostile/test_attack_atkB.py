@@ -335,3 +335,33 @@ def test_a_link_out_removed_while_repair_looks_at_it_is_no_traceback(tmp_path, m
     monkeypatch.setattr(activation.os.path, "realpath", removing)
     found = activation.dlopen_left_out(root, lib_dirs, (row,))
     assert found in ((), ((f"{site}/nvidia/cuda_nvrtc/lib/libnvrtc.so.12", str(tmp_path / "system/libnvrtc.so.12")),))
+
+
+@pytest.mark.parametrize("field", ["name", "provides", "caller", "runpath"])
+def test_a_blank_dlopened_field_in_an_overlay_is_bad_data(field):
+    """Attack: a TFGPU_DATA_DIR sonames.toml whose ``[[dlopened]]`` row has ``name = ""`` (or a blank
+    provider, caller, or RUNPATH entry). Each field's pattern was checked only when not blank (blank
+    is the tables' "unknown"), so the row passed: doctor's probe then asked ``dlopen("")``, which
+    answers with the program itself (python, from outside the env: a false libs.closed failure), and
+    an empty RUNPATH entry means the process's working directory. Must hold: ``bad-data`` naming the
+    field, when the table is parsed."""
+    from tfgpu.data import schema
+    from tfgpu.errors import UsageError
+
+    row = {
+        "name": "libnvrtc.so",
+        "provides": "libnvrtc",
+        "caller": "libcudnn_adv_infer.so.8",
+        "runpath": ["$ORIGIN"],
+        "wheel": "nvidia-cudnn-cu11==8.6.0.163",
+        "found": "nvidia/cudnn/lib/libcudnn_adv_infer.so.8",
+        "source": ["WHL-DLOPEN"],
+    }
+    cuda = [
+        {"versions": ">=12", "source": ["WHL-DLOPEN"], "libraries": [{"name": "cudart", "soname": "libcudart.so.12"}]}
+    ]
+    schema.validate("sonames.toml", {"cuda": cuda, "dlopened": [row]}, "overlay")
+    row[field] = [""] if field == "runpath" else ""
+    with pytest.raises(UsageError) as raised:
+        schema.validate("sonames.toml", {"cuda": cuda, "dlopened": [row]}, "overlay")
+    assert raised.value.code == "bad-data" and field in raised.value.message
