@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 import wheelhouse
 
-from tfgpu import untrusted
 from tfgpu.detect import probe
 from tfgpu.detect.recorded import RecordedSystem
 from tfgpu.detect.system import PlatformFacts
-from tfgpu.doctor import ownership, run_doctor
+from tfgpu.doctor import elf, ownership, run_doctor
 
 SHARED = "nvidia/nccl/lib/libnccl.so.2"
 OWNERS = ("nvidia_nccl_cu12-2.32.3", "nvidia_nccl_cu13-2.32.3")
@@ -130,15 +129,16 @@ def test_each_library_is_read_once_a_run_however_many_rows_name_it(tmp_path, mon
         {OWNERS[0]: (record_hash(library), len(library)), OWNERS[1]: (record_hash(library), len(library))},
     )
     (site / SHARED).write_bytes(library)
-    opened = []
-    real = untrusted.read_bytes
+    parsed = []
+    real = elf.Image.of_stream
 
-    def counting(path, kind):
-        if kind is untrusted.LIBRARY:
-            opened.append(str(path))
-        return real(path, kind)
+    # Each row opens the file to learn which file it is (its fstat); its bytes are read, and its
+    # headers parsed, once.
+    def counting(stream, size, source):
+        parsed.append(source)
+        return real(stream, size, source)
 
-    monkeypatch.setattr(untrusted, "read_bytes", counting)
+    monkeypatch.setattr(elf.Image, "of_stream", counting)
     report = run_doctor(root=tmp_path / "env", host=host(), environ={})
     assert mixed(report)["mixed.sonames"].status == "ok"  # both rows read, as one library
-    assert opened == [str(site / SHARED)]
+    assert parsed == [str(site / SHARED)]

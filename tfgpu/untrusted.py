@@ -176,6 +176,9 @@ def _open(path: Path | str, kind: Kind, directory: int | None = None) -> tuple[i
         flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags, dir_fd=directory)
+    except ValueError:
+        # A NUL in the name (a RECORD row may hold one): ValueError, not OSError, from os.open.
+        raise _fail(kind, source, "its name holds a NUL character") from None
     except OSError as error:
         if not kind.links and _is_link(path, directory):
             raise _fail(kind, source, "it is a symbolic link") from None
@@ -310,6 +313,20 @@ def open_stream(path: Path | str, kind: Kind, *, at: int | None = None):
     ``at``: an open directory (:func:`open_directory`) that ``path`` is a name in."""
     fd, _info = _open(path, kind, at)
     return os.fdopen(fd, "rb")
+
+
+def read_at(stream: Any, offset: int, size: int, source: str) -> bytes:
+    """At most ``size`` bytes at ``offset`` of a file :func:`open_stream` opened, for a format read where its headers point."""
+    chunks, total = [], 0
+    try:
+        while 0 <= offset <= 1 << 62 and total < size:
+            chunks.append(os.pread(stream.fileno(), min(1 * MiB, size - total), offset + total))
+            if not chunks[-1]:
+                break
+            total += len(chunks[-1])
+    except OSError as error:
+        raise Unreadable(f"Cannot read {source} at byte {offset:,}: {error.strerror or error}.") from None
+    return b"".join(chunks)
 
 
 def read_head(path: Path | str, kind: Kind, size: int) -> bytes:

@@ -405,10 +405,12 @@ SCHEMAS: dict[str, Table] = {
             "dlopened": Rows(
                 Table(
                     {
-                        "name": Str(r"lib[A-Za-z0-9_+-]+\.so(\.[0-9]+)*"),
-                        "provides": Str(r"lib[A-Za-z0-9_+-]+"),
-                        "caller": Str(r"lib[A-Za-z0-9_+-]+\.so[0-9.]*"),
-                        "runpath": List(Str(r"[$A-Za-z0-9_./{}-]+"), required=True),
+                        # Never blank: "" is "unknown" elsewhere, but dlopen("") hands back the program
+                        # itself, and an empty RUNPATH entry is the process's working directory.
+                        "name": Str(r"lib[A-Za-z0-9_+-]+\.so(\.[0-9]+)*", blank=False),
+                        "provides": Str(r"lib[A-Za-z0-9_+-]+", blank=False),
+                        "caller": Str(r"lib[A-Za-z0-9_+-]+\.so[0-9.]*", blank=False),
+                        "runpath": List(Str(r"[$A-Za-z0-9_./{}-]+", blank=False), required=True),
                         "wheel": Str("line", blank=False),
                         "found": Str("line", blank=False),
                         "source": SOURCES,

@@ -12,6 +12,7 @@ absolute path in its ``etc/tfgpu/layout.json``, counts as the env's own.
 
 from __future__ import annotations
 
+import glob
 import os
 from pathlib import Path
 
@@ -82,7 +83,8 @@ def own_copy(env, path: str) -> str | None:
     ``libnvrtc.so.11.2``), or None when the env holds none."""
     base = os.path.basename(path).split(".so")[0]
     for directory in env_library_dirs(env.root, env.site_packages):
-        for candidate in sorted(directory.glob(f"{base}.so*")):
+        # The name is a file the probe mapped from outside the env: ``libcu*.so.12`` is a name, not a pattern.
+        for candidate in sorted(directory.glob(f"{glob.escape(base)}.so*")):
             if candidate.is_file():
                 return str(candidate)
     return None

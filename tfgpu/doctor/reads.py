@@ -45,9 +45,7 @@ class RunReads:
     budget: int = HASH_BUDGET
     hashed: int = 0
     """Bytes hashed so far in this run."""
-    _elf: dict[tuple[int, int, int, int], tuple[elf.Dynamic | None, frozenset[str] | None]] = field(
-        default_factory=dict
-    )
+    _elf: dict[tuple[int, ...], tuple[elf.Dynamic | None, frozenset[str] | None]] = field(default_factory=dict)
 
     def hash(self, path: os.PathLike | str, sizes: set[int] | frozenset[int] = frozenset()) -> Hashed:
         """The sha256 of ``path`` read in blocks; not read at all when ``sizes`` (the sizes its RECORD
@@ -78,6 +76,10 @@ class RunReads:
                 digest.update(block)
                 read += len(block)
             self.hashed += read
+            if read != size or os.fstat(stream.fileno()).st_size != size:
+                # Another writer (pip reinstalling the wheel) cut or grew it meanwhile: the bytes read
+                # are no file's, and comparing them would call every owner a loser.
+                return Hashed(None, size, "not checked (it changed while it was read)")
             return Hashed(digest.hexdigest(), size)
 
     def dynamic(self, path: os.PathLike | str) -> elf.Dynamic | None:
@@ -90,17 +92,23 @@ class RunReads:
 
     def _library(self, path: os.PathLike | str) -> tuple[elf.Dynamic | None, frozenset[str] | None]:
         # Keyed by the file, not the name: links and hard links to one library, and the rows of
-        # several RECORDs that name it, are one read; a file replaced meanwhile has a new key.
+        # several RECORDs that name it, are one read; a file replaced meanwhile has a new key. The
+        # key is the fstat of the very descriptor read, so a name swapped between a stat and the
+        # read cannot file one library's data under another's key. The file is read where its
+        # headers point (elf.Image), never whole: a 4 GB sparse lib*.so.N costs a few pages.
         try:
-            info = os.stat(path)
-        except (OSError, ValueError):
+            stream = untrusted.open_stream(path, untrusted.LIBRARY)
+        except untrusted.Unreadable:
             return None, None
-        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
-        if key not in self._elf:
-            try:
-                data = untrusted.read_bytes(path, untrusted.LIBRARY)
-            except untrusted.Unreadable:
-                self._elf[key] = (None, None)
-            else:
-                self._elf[key] = (elf.parse_dynamic(data), elf.parse_exports(data))
+        with stream:
+            info = os.fstat(stream.fileno())
+            # The change time too: a file rewritten in place (same inode, same size) with its mtime put
+            # back (touch -r) keeps the other four; no one but the kernel sets the change time.
+            key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+            if key not in self._elf:
+                if info.st_size > untrusted.LIBRARY.limit:
+                    self._elf[key] = (None, None)
+                else:
+                    image = elf.Image.of_stream(stream, info.st_size, str(path))
+                    self._elf[key] = (elf.parse_dynamic(image), elf.parse_exports(image))
         return self._elf[key]

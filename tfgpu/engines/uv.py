@@ -12,14 +12,17 @@ the URL door; uv's index variables are held by ``tfgpu.proc`` (through the door,
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
 from tfgpu import untrusted
 from tfgpu.childenv import INDEX_VARIABLES  # the one list: checked for every child, blanked for a lock's run
+from tfgpu.controls import character_class
 from tfgpu.errors import OperationError, UsageError
 from tfgpu.urls import checked, is_local, parse
 
@@ -73,7 +76,34 @@ def find_links_source(value: str | None) -> str | None:
             f"--find-links {value!r} is not a directory.",
             ["Give a directory of wheels, e.g. one filled by `pip download -d DIR ...`."],
         )
+    _no_streams(value)
     return str(Path(value).absolute())
+
+
+DISTRIBUTIONS = (".whl", ".tar.gz", ".zip", ".tgz", ".tar.bz2", ".tar.xz", ".tar.zst")
+"""Names uv reads in a ``--find-links`` directory as wheels and source distributions."""
+
+
+def _no_streams(directory: str) -> None:
+    """``bad-find-links`` when a file of ``directory`` named as a distribution is a FIFO, device or
+    socket (or links to one): uv opens the wheel it picks with a blocking read, so a FIFO named
+    ``six-1.16.0-py3-none-any.whl`` hangs the build forever and ``/dev/zero`` never ends."""
+    try:
+        entries = [entry.path for entry in os.scandir(directory) if entry.name.lower().endswith(DISTRIBUTIONS)]
+    except OSError:
+        return  # unreadable: uv says so itself, without blocking
+    for path in entries:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue  # dangling or unreadable: uv reports it, it cannot block on it
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise UsageError(
+                "bad-find-links",
+                f"--find-links {directory!r} holds {os.path.basename(path)!r}, which is not a regular file "
+                "(a FIFO, device or socket): uv would block reading it as a wheel.",
+                ["Remove it from the directory, or give a directory that holds wheel files only."],
+            )
 
 
 def sources(find_links: str | None, offline: bool, *, only_find_links: bool = False) -> tuple[str, ...]:
@@ -116,7 +146,15 @@ def tries(sources: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     return (alone, sources) if alone is not None else (sources,)
 
 
-_REQ = r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?(?:(?:==|>=|<=|~=|!=|<|>)[^\s,]+)?"
+# A requirement as uv names it. uv's output carries text from the wheels' own METADATA (a name in a
+# Requires-Dist may be any length, a version anything): a match starts only where a name does, each
+# part has a length cap, and no part holds a control character (tfgpu.controls), so a 40,000-character
+# name costs no quadratic search (it took 36 s) and no escape sequence reaches the message.
+_CONTROL = character_class()[1:-1]
+_REQ = (
+    rf"(?<![A-Za-z0-9._-])[A-Za-z0-9][A-Za-z0-9._-]{{0,200}}(?:\[[^\]{_CONTROL}]{{0,200}}\])?"
+    rf"(?:(?:==|>=|<=|~=|!=|<|>)[^\s,{_CONTROL}]{{1,100}})?"
+)
 _LACKING = re.compile(
     rf"there is no version of (?P<version>{_REQ})|(?P<req>{_REQ}) (?:was not found in the provided package "
     r"locations|was not found in the cache|needs to be downloaded from a registry)"

@@ -116,6 +116,9 @@ def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...])
         return bool(name) and real.startswith(top + os.sep) and os.path.isfile(real)
 
     for row in names:
+        callers = [d for d in lib_dirs if (root / d / row["caller"]).is_file()]
+        if not callers:
+            continue  # a stat before the globs: an overlay's 100,000 rows of absent callers cost no search
         if row["name"].endswith(".so"):
             found = [(d, n) for d in lib_dirs for n in _soname_files(root / d, row["provides"]) if own(d, n)]
         else:  # a versioned name: only that very file will do
@@ -128,9 +131,7 @@ def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...])
         provider = next((p for p in found if _in_place(root / p[0], p[1])), found[0] if found else None)
         if provider is None:
             continue
-        for lib_dir in lib_dirs:
-            if not (root / lib_dir / row["caller"]).is_file():
-                continue
+        for lib_dir in callers:
             target_dir = _link_dir(root, lib_dir, row)
             if target_dir is None:
                 continue
@@ -167,9 +168,12 @@ def dlopen_left_out(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ..
     top = os.path.realpath(root)
     made = dict(dlopen_links(root, lib_dirs, names))
 
-    def out(relative: str) -> bool:
-        path = root / relative
-        return path.is_symlink() and not os.path.realpath(path).startswith(top + os.sep)
+    def out(relative: str) -> str | None:  # the link read first: one removed meanwhile is no traceback
+        try:
+            target = os.readlink(root / relative)
+        except (OSError, ValueError):
+            return None
+        return None if os.path.realpath(root / relative).startswith(top + os.sep) else target
 
     found: dict[str, str] = {}
     for row in names:
@@ -185,8 +189,8 @@ def dlopen_left_out(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ..
             else:
                 providers = [f"{d}/{row['name']}" for d in lib_dirs]
             for relative in [link, *providers]:
-                if out(relative):
-                    found.setdefault(relative, os.readlink(root / relative))
+                if (target := out(relative)) is not None:
+                    found.setdefault(relative, target)
     return tuple(sorted(found.items()))
 
 
@@ -197,8 +201,8 @@ def _in_place(directory: Path, name: str) -> bool:
 def _write_links(root: Path, layout: CudaLayout) -> list[Path]:
     written = []
     for link, target in layout.links:
-        writes.make_dirs((root / link).parent)
-        written.append(writes.put_link(root / link, target))
+        writes.make_dirs((root / link).parent, root)  # root: a directory swapped for a link out since the plan
+        written.append(writes.put_link(root / link, target, root))
     return written
 
 
@@ -335,7 +339,7 @@ def _append_hook(script: Path, line: str, root: Path) -> None:
     text = found[0].decode("utf-8", errors="replace") if found else ""
     if BEGIN in text:
         text = text[: text.index(BEGIN)].rstrip("\n") + "\n"
-    writes.put_text(script, f"{text}\n{BEGIN}\n{line}\n{END}\n", found[1] if found else None)
+    writes.put_text(script, f"{text}\n{BEGIN}\n{line}\n{END}\n", found[1] if found else None, root)
 
 
 def _site_relative(path: str, site_packages: str) -> str:
@@ -354,7 +358,7 @@ def _preload(lib: Path, ref: str, site_packages: str) -> list[str]:
     return found
 
 
-def write_load_hook(site_dir: Path, layout: CudaLayout) -> list[Path]:
+def write_load_hook(site_dir: Path, layout: CudaLayout, root: Path | None = None) -> list[Path]:
     """The ``.pth`` + module that preload the libraries when tensorflow is imported."""
     site = layout.site_packages
     ptxas_dir = _site_relative(str(Path(layout.ptxas).parent), site) if layout.ptxas else None
@@ -369,30 +373,30 @@ def write_load_hook(site_dir: Path, layout: CudaLayout) -> list[Path]:
     source = source.replace('PTXAS_DIR = ""  # @PTXAS_DIR@', f"PTXAS_DIR = {json.dumps(ptxas_dir or '')}")
     module = site_dir / f"{HOOK_MODULE}.py"
     pth = site_dir / f"{HOOK_MODULE}.pth"
-    writes.put_text(module, source)
-    writes.put_text(pth, f"import {HOOK_MODULE}\n")
+    writes.put_text(module, source, root=root)
+    writes.put_text(pth, f"import {HOOK_MODULE}\n", root=root)
     return [module, pth]
 
 
 def write_venv_activation(root: Path, layout: CudaLayout) -> list[Path]:
     """Everything a venv needs: shell hooks, the load hook, ptxas on PATH."""
     etc = root / "etc" / "tfgpu"
-    writes.make_dirs(etc)
+    writes.make_dirs(etc, root)
     sh, fish = shell_layout(layout, "VIRTUAL_ENV")
     written = [etc / "activate.sh", etc / "activate.fish", etc / "layout.json"]
-    writes.put_text(written[0], _fill(_template("activate.sh"), sh))
-    writes.put_text(written[1], _fill(_template("activate.fish"), fish))
-    writes.put_text(written[2], json.dumps(layout.to_dict(), indent=2) + "\n")
+    writes.put_text(written[0], _fill(_template("activate.sh"), sh), root=root)
+    writes.put_text(written[1], _fill(_template("activate.fish"), fish), root=root)
+    writes.put_text(written[2], json.dumps(layout.to_dict(), indent=2) + "\n", root=root)
     _append_hook(root / "bin" / "activate", '. "$VIRTUAL_ENV/etc/tfgpu/activate.sh"', root)
     if (root / "bin" / "activate.fish").exists():
         _append_hook(root / "bin" / "activate.fish", 'source "$VIRTUAL_ENV/etc/tfgpu/activate.fish"', root)
     written += [root / "bin" / "activate", root / "bin" / "activate.fish"]
     if layout.ptxas:
         link = root / "bin" / "ptxas"
-        writes.put_link(link, Path("..") / layout.ptxas)  # an absolute ptxas replaces the "..": an absolute link
+        writes.put_link(link, Path("..") / layout.ptxas, root)  # an absolute ptxas replaces the "..": an absolute link
         written.append(link)
     written += _write_links(root, layout)
-    written += write_load_hook(root / layout.site_packages, layout)
+    written += write_load_hook(root / layout.site_packages, layout, root)
     return written
 
 
@@ -445,12 +449,12 @@ def write_conda_activation(root: Path, layout: CudaLayout, windows: bool = False
     """``etc/conda/activate.d`` and ``deactivate.d`` for sh/bash/zsh, fish (and cmd on Windows),
     plus the load hook; ptxas is already in the env's ``bin``, on PATH when activated."""
     activate, deactivate = root / "etc" / "conda" / "activate.d", root / "etc" / "conda" / "deactivate.d"
-    writes.make_dirs(activate)
-    writes.make_dirs(deactivate)
+    writes.make_dirs(activate, root)
+    writes.make_dirs(deactivate, root)
     written: list[Path] = []
     if layout.cuda_data_dir == LIBDEVICE_LINK_DIR:
         link = root / LIBDEVICE_LINK_DIR / "nvvm" / "libdevice" / "libdevice.10.bc"
-        writes.put_link(link, Path("..", "..", "..", "..", "..", "lib", "libdevice.10.bc"))
+        writes.put_link(link, Path("..", "..", "..", "..", "..", "lib", "libdevice.10.bc"), root)
         written.append(link)
     sh, fish = shell_layout(layout, "CONDA_PREFIX")
     header = ("# tfgpu-install: this conda env's CUDA libraries first on the loader path and XLA's libdevice;\n"
@@ -462,21 +466,21 @@ def write_conda_activation(root: Path, layout: CudaLayout, windows: bool = False
         body = _fill(_without_header(setup), block)
         shellcheck = "# shellcheck shell=sh\n" if suffix == "sh" else ""
         written.append(activate / f"{CONDA_SCRIPT}.{suffix}")
-        writes.put_text(written[-1], header + shellcheck + body)
+        writes.put_text(written[-1], header + shellcheck + body, root=root)
         written.append(deactivate / f"{CONDA_SCRIPT}.{suffix}")
         if shellcheck:  # the _TFGPU_OLD_* variables are set by the activate.d twin
             shellcheck = "# shellcheck shell=sh disable=SC2153\n"
-        writes.put_text(written[-1], header + shellcheck + restore + call)
+        writes.put_text(written[-1], header + shellcheck + restore + call, root=root)
     if windows:
         for folder, name in ((activate, "conda_activate.bat"), (deactivate, "conda_deactivate.bat")):
             written.append(folder / f"{CONDA_SCRIPT}.bat")
-            writes.put_text(written[-1], _template(name).replace("\n", "\r\n"))
+            writes.put_text(written[-1], _template(name).replace("\n", "\r\n"), root=root)
     etc = root / "etc" / "tfgpu"
-    writes.make_dirs(etc)
-    writes.put_text(etc / "layout.json", json.dumps(layout.to_dict(), indent=2) + "\n")
+    writes.make_dirs(etc, root)
+    writes.put_text(etc / "layout.json", json.dumps(layout.to_dict(), indent=2) + "\n", root=root)
     written.append(etc / "layout.json")
     written += _write_links(root, layout)
-    written += write_load_hook(root / layout.site_packages, layout)
+    written += write_load_hook(root / layout.site_packages, layout, root)
     return written
 
 

@@ -36,9 +36,12 @@ def read_own(path, env):
         return None
 
 
-def _ready(path):
+def _ready(path, root=None):
     """Like tfgpu.envs.writes' env-path-blocked: a directory, FIFO or socket where a file or link
-    goes (or where its temporary goes) stops the script with a way forward, never a traceback."""
+    goes (or where its temporary goes) stops the script with a way forward, never a traceback; like
+    its repair-path-outside, a directory that links out of ``root`` (the env) gets nothing written."""
+    if root is not None and not _inside(os.path.dirname(str(path)), root):
+        sys.exit("%s leads outside %s (through a symbolic link): nothing was written there" % (path, root))
     for where in (str(path), "%s.tfgpu-tmp" % path):
         try:
             info = os.lstat(where)
@@ -49,8 +52,8 @@ def _ready(path):
                      "now. Move it aside (mv %s %s.saved), then run this script again." % (where, where, where))
 
 
-def put_text(path, text, mode=None, env=None):
-    _ready(path)
+def put_text(path, text, mode=None, root=None):
+    _ready(path, root)
     data = text.encode("utf-8")
     if not os.path.islink(path) and os.path.isfile(path):
         with open(path, "rb") as handle:
@@ -66,8 +69,8 @@ def put_text(path, text, mode=None, env=None):
     return path
 
 
-def put_link(path, target, env=None):
-    _ready(path)
+def put_link(path, target, root=None):
+    _ready(path, root)
     if os.path.islink(path) and os.readlink(path) == str(target):
         return path
     partial = "%s.tfgpu-tmp" % path
@@ -79,7 +82,9 @@ def put_link(path, target, env=None):
     return path
 
 
-def make_dirs(path, env=None):
+def make_dirs(path, root=None):
+    if root is not None and not _inside(path, root):  # realpath resolves the part that exists
+        sys.exit("%s leads outside %s (through a symbolic link): nothing was written there" % (path, root))
     os.makedirs(path, exist_ok=True)
 
 
