@@ -587,6 +587,7 @@ PLAN_MAY_IMPORT = {
     "tfgpu.interrupts",
     "tfgpu.project",
     "tfgpu.untrusted",
+    "tfgpu.owner",  # the reader's rule for the tool's own caches (read_own): os and stat alone
     "tfgpu.versions",
     "tfgpu.requirements",
     "tfgpu.controls",  # the requirement door's set of control characters (no pattern compiled)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
+from tfgpu.owner import only_mine
 from tfgpu.records import record
 
 TYPE_CHECKING = False
@@ -275,27 +276,6 @@ def read_own(path: Path | str, kind: Kind) -> bytes:
         os.close(fd)
         raise _fail(kind, source, "it is not this user's alone (owner, or group/other write)")
     return _read_whole(fd, info, kind, source)
-
-
-def only_mine(info: os.stat_result, *, own_group: bool = False) -> bool:
-    """Whether ``info``'s file could be written by no one but this user (owner, no group or other
-    write): an inode the dedupe makes more names of is one no one else may change afterwards.
-    ``own_group``: group write in the user's private group is fine (``umask 002``, Debian's default)."""
-    if info.st_uid != os.geteuid() or info.st_mode & stat.S_IWOTH:
-        return False
-    return not info.st_mode & stat.S_IWGRP or (own_group and _private_group(info.st_gid))
-
-
-def _private_group(gid: int) -> bool:
-    """Whether ``gid`` is the user's primary group, named as the user, with no other member."""
-    import grp
-    import pwd
-
-    try:
-        user, group = pwd.getpwuid(os.geteuid()), grp.getgrgid(gid)
-    except (KeyError, OSError):
-        return False
-    return gid == user.pw_gid and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
 
 
 def check_file(path: Path | str, kind: Kind) -> None:

@@ -35,7 +35,7 @@ import stat
 import time
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu import owner, untrusted
 from tfgpu.records import record
 
 
@@ -192,7 +192,7 @@ def _plain(directory: int, name: str, size: int) -> os.stat_result | None:
     info = _lstat(directory, name)
     if info is None or not stat.S_ISREG(info.st_mode) or info.st_size != size:
         return None
-    return info if untrusted.only_mine(info, own_group=True) else None
+    return info if owner.only_mine(info, own_group=True) else None
 
 
 def _digest(directory: int, name: str, info: os.stat_result) -> str | None:

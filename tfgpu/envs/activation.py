@@ -12,12 +12,10 @@ libdevice and ptxas are) is read from the installed env, then written three ways
 
 Every path is written relative to the env, so the env can be built in staging and moved.
 
-Layouts: one ``nvidia/<component>/lib`` per library (CUDA 11/12 wheels), the merged
-``nvidia/cu13/`` tree of CUDA 13's wheels, a conda env's ``lib/``, a runfile toolkit's ``lib64/``.
-NVIDIA's cuda-pathfinder knows the wheel layouts too, and the tests check that it finds each library
-where this module preloads it from; it is not used at run time because the load hook must work in
-any env (cuda-pathfinder is not installed there) and must load the paths fixed when the env was set
-up, the env's own first, where cuda-pathfinder searches again, in its own order, at every start.
+Layouts: ``nvidia/<component>/lib`` (CUDA 11/12 wheels), ``nvidia/cu13/`` (CUDA 13), conda's
+``lib/``, a toolkit's ``lib64/``. The tests check NVIDIA's cuda-pathfinder finds each library where
+this module preloads it from; the hook does not use it (not installed in the env; it searches anew,
+in its own order, at every start, where the hook loads the paths fixed at set-up, the env's first).
 """
 
 from __future__ import annotations
@@ -88,8 +86,7 @@ def _soname_files(lib_dir: Path, base: str) -> list[str]:
 
 
 def _soname_file(lib_dir: Path, base: str) -> str | None:
-    """``libcudart.so.12`` rather than ``libcudart.so.12.5.82`` or ``libcudart.so``."""
-    return next(iter(_soname_files(lib_dir, base)), None)
+    return next(iter(_soname_files(lib_dir, base)), None)  # libcudart.so.12, not .so.12.5.82 or .so
 
 
 def dlopen_links(root: Path, lib_dirs: tuple[str, ...], names: tuple[dict, ...]) -> tuple[tuple[str, str], ...]:
@@ -299,9 +296,8 @@ def _under(var: str, path: str, escape) -> str:
     return f"${var}" if path == "." else f"${var}/{escape(path)}"
 
 
-# This module runs standalone too (the bash export embeds its source), so it keeps its own two
-# escapes, the same rules as tfgpu.quoting.sh_double/fish_double, and its own copy of
-# tfgpu.controls' characters (a test holds the two equal).
+# Standalone too (the bash export embeds it): its own escapes, as tfgpu.quoting's, and its own copy
+# of tfgpu.controls' characters (a test holds the two equal).
 _CONTROLS = (
     r"[\u0000-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e"
     r"\u2060-\u206f\u3164\ud800-\udfff\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
