@@ -49,14 +49,15 @@ def default_name(tensorflow: str) -> str:
 
 def with_channels(settings: Settings, resolution, export: bool = False):
     """``resolution`` with the channels of ``--channel`` or the project file (conda mode), read as
-    ``create`` reads them, or for an export as the target's engine will (no local channel)."""
+    ``create`` reads them, or for an export as the target's engine will (no local channel). None
+    named: the resolution's default (conda-forge), and nothing imported (a plan reads no URL)."""
+    if not settings.channels:
+        return resolution
     from tfgpu import records
     from tfgpu.engines.channels import planned
     from tfgpu.installers.options import check_channels_for
 
     check_channels_for(resolution.mode, settings.channels)
-    if resolution.mode != "conda":
-        return resolution
     return records.replace(resolution, channels=planned(settings.channels, settings.channels_from, export=export))
 
 

@@ -79,7 +79,7 @@ def _channel_lines(resolution, pins) -> list[str]:
     own URLs, so channels are named only where the export solves."""
     if not resolution.conda_channels or (pins is not None and pins.conda):
         return []
-    return [f"Conda channels, in priority order and no other: {', '.join(resolution.conda_channels)}."]
+    return ["Conda channels, in priority order (no other is read):", *(f"  - {c}" for c in resolution.conda_channels)]
 
 
 def channel_args(resolution, word) -> list[str]:
