@@ -14,7 +14,7 @@ import pytest
 from exporthelpers import need, shellcheck
 
 from tfgpu import cli
-from tfgpu.export import FORMATS, DIRECTORY_FORMATS
+from tfgpu.export import DIRECTORY_FORMATS, FORMATS
 from tfgpu.export.cloudinit import embedded_script
 
 TARGET = ("--no-detect", "--os", "linux", "--arch", "x86_64", "--tf", "2.21", "--mode", "conda")
