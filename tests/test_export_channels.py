@@ -211,3 +211,14 @@ def test_plan_json_names_the_channels(capsys, tmp_path):
     assert json.loads(main(capsys, *pip)[1])["channels"] == []
     code, out, _ = main(capsys, *pip, "--channel", MIRROR)
     assert code == 2 and json.loads(out)["error"]["code"] == "conflicting-options"
+
+
+@pytest.mark.parametrize("value", [HOSTILE, "$HOME", "`id`", "a'$b\"c\\d"])
+def test_a_shell_word_with_an_expansion_character_is_exact_and_shellcheck_clean(tmp_path, value):
+    """The one shell-word function (``tfgpu.quoting.sh``): bash reads back the very value, and
+    shellcheck has nothing to say (single quotes around ``$`` would be SC2016)."""
+    from tfgpu import quoting
+
+    line = f"VALUE={quoting.sh(value)}"
+    assert words(line, '"$VALUE"') == [value]
+    assert shellcheck(f"#!/usr/bin/env bash\n{line}\necho \"$VALUE\"\n", tmp_path).stdout == ""
