@@ -221,4 +221,4 @@ def test_a_shell_word_with_an_expansion_character_is_exact_and_shellcheck_clean(
 
     line = f"VALUE={quoting.sh(value)}"
     assert words(line, '"$VALUE"') == [value]
-    assert shellcheck(f"#!/usr/bin/env bash\n{line}\necho \"$VALUE\"\n", tmp_path).stdout == ""
+    assert shellcheck(f'#!/usr/bin/env bash\n{line}\necho "$VALUE"\n', tmp_path).stdout == ""
