@@ -123,3 +123,24 @@ def test_the_environment_variable_names_or_disables_the_file(tmp_path, env):
     assert plan(env | {"TFGPU_PROJECT_FILE": str(other)})["tensorflow"].startswith("2.17")
     assert plan(env | {"TFGPU_PROJECT_FILE": "none"})["tensorflow"] != "2.20.0"
     assert plan(env, "--project", str(other))["tensorflow"].startswith("2.17")
+
+
+@pytest.mark.parametrize("table", ["tfgpu-install", "tfgpu_install", "tfgpuinstall", "tf-gpu", "TFGPU"])
+def test_a_misspelled_tool_table_is_said_and_not_applied(tmp_path, env, table):
+    (tmp_path / "repo" / "pyproject.toml").write_text(f'[project]\nname = "x"\n\n[tool.{table}]\ntf = "2.16"\n')
+    human = run_tool("plan", "--no-detect", "--os", "linux", "--arch", "x86_64", "--json", env=env)
+    assert human.returncode == 0, human.stderr
+    assert json.loads(human.stdout)["tensorflow"] != "2.16.1"  # not applied
+    said = f"{tmp_path / 'repo' / 'pyproject.toml'} has [tool.{table}]: the table tfgpu-install reads is [tool.tfgpu]"
+    assert said in human.stderr.replace("\n", " ")
+    named = run_tool("plan", "--no-detect", "--project", str(tmp_path / "repo" / "pyproject.toml"), "--json", env=env)
+    error = json.loads(named.stdout)["error"]
+    assert error["code"] == "bad-project-file" and any(said in a for a in error["alternatives"])
+
+
+def test_other_tools_tables_are_no_near_miss(tmp_path, env):
+    (tmp_path / "repo" / "pyproject.toml").write_text(
+        '[project]\nname = "tfgpu-user"\n\n[tool.ruff]\nline-length = 1\n'
+    )
+    human = run_tool("plan", "--no-detect", "--os", "linux", "--arch", "x86_64", "--json", env=env)
+    assert human.returncode == 0 and "[tool." not in human.stderr

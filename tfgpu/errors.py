@@ -166,6 +166,7 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "insecure-url": (UsageError, "Plain HTTP to a host not named with `--insecure-host`."),
     "bad-url": (UsageError, "A malformed URL."),
     "bad-channel": (UsageError, "A conda channel that is neither a name nor a URL."),
+    "export-local-channel": (UsageError, "An export names a local channel, which the target machine does not have."),
     "bad-uv-cache": (UsageError, "`TFGPU_UV_CACHE` is not one of own, user, auto."),
     "no-command-to-run": (UsageError, "`run` was given no command after `--`."),
     "unknown-shell": (UsageError, "`activate`: the shell (`--shell`, else `$SHELL`) is not bash, zsh or fish."),

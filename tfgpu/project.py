@@ -30,6 +30,7 @@ naming the file and the key.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from tfgpu import untrusted
@@ -107,6 +108,8 @@ def find(start: Path | None = None) -> Path | None:
             refused.append(f"{problem}: it is not used (pass --project FILE to use a file anyway).")
             return None
         shared = pyproject.is_file() and _declares_tool_table(pyproject)
+        if pyproject.is_file() and not shared:
+            refused.extend(_near_misses(pyproject))
         if own.is_file() and shared:
             raise UsageError(
                 "bad-project-file",
@@ -165,6 +168,34 @@ def _declares_tool_table(pyproject: Path) -> bool:
     return isinstance(tool, dict) and "tfgpu" in tool
 
 
+def _near(name: str) -> bool:
+    """A [tool.X] table that is meant for this tool but is not [tool.tfgpu]: the command's name
+    (tfgpu-install), its other spellings (tfgpu_install, tf-gpu, TFGPU)."""
+    return name != "tfgpu" and re.sub(r"[-_. ]", "", name.lower()).startswith("tfgpu")
+
+
+def _near_misses(pyproject: Path) -> list[str]:
+    """One note per [tool.X] table of ``pyproject`` that looks meant for tfgpu-install and is not
+    read: settings that silently do not apply are worse than an error the user can fix."""
+    text = untrusted.read_text(pyproject, untrusted.PROJECT, errors="replace")
+    if "tfgpu" not in re.sub(r"[-_. ]", "", text.lower()):
+        return []
+    try:
+        tool = untrusted.parse_toml(text, untrusted.PROJECT, str(pyproject)).get("tool", {})
+    except UsageError:
+        return []  # not this tool's file to judge: a broken pyproject.toml is its build tool's business
+    if not isinstance(tool, dict):
+        return []
+    from tfgpu.urls import shown
+
+    return [
+        f"{shown(str(pyproject))} has [tool.{shown(name)}]: the table tfgpu-install reads is [tool.tfgpu], "
+        "so none of its settings apply (rename the table to use them)."
+        for name in tool
+        if isinstance(name, str) and _near(name)
+    ]
+
+
 def load(path: Path | None = None, *, explicit: bool = False) -> Project | None:
     """Read and check the project file at ``path`` (default: :func:`find`'s); None when there is none."""
     path = path or find()
@@ -180,7 +211,7 @@ def load(path: Path | None = None, *, explicit: bool = False) -> Project | None:
                 raise UsageError(
                     "bad-project-file",
                     f"{path} has no [tool.tfgpu] table.",
-                    ["Add one, or give a tfgpu.toml with --project."],
+                    [*_near_misses(path), "Add one, or give a tfgpu.toml with --project."],
                 )
             return None
     else:

@@ -60,8 +60,14 @@ def tcl_comment(lines) -> str:
 
 
 def sh(value) -> str:
-    """One POSIX shell word (bash, sh, zsh)."""
-    return shlex.quote(str(value))
+    """One POSIX shell word (bash, sh, zsh). A value holding ``$`` or a backquote is written in
+    double quotes with those escaped: single quotes would be as exact, but shellcheck (and hadolint,
+    which runs it on RUN lines) reads ``'$(…)'`` as an expansion someone forgot (SC2016), and the
+    generated scripts must pass it with no finding at all."""
+    text = str(value)
+    if "$" in text or "`" in text:
+        return f'"{sh_double(text)}"'
+    return shlex.quote(text)
 
 
 def sh_double(value) -> str:
@@ -120,7 +126,7 @@ def single_line(value, what: str) -> str:
 
 def docker_word(value, what: str = "a value") -> str:
     """One shell word on a Dockerfile ``RUN`` line."""
-    return shlex.quote(single_line(value, what))
+    return sh(single_line(value, what))
 
 
 def docker_json(argv, what: str = "a command") -> str:
@@ -177,5 +183,5 @@ def lua_string(value) -> str:
 def def_word(value, what: str = "a value") -> str:
     """One shell word in a section of an Apptainer definition file. The file is split into sections
     at lines starting with ``%``, so a line break inside even a quoted word could open a section:
-    the value must be one line (else ``bad-data``), then it is ``shlex``-quoted."""
-    return shlex.quote(single_line(value, what))
+    the value must be one line (else ``bad-data``), then it is quoted as by :func:`sh`."""
+    return sh(single_line(value, what))

@@ -47,9 +47,23 @@ def default_name(tensorflow: str) -> str:
     return f"tf{major}.{minor}"
 
 
+def with_channels(settings: Settings, resolution, export: bool = False):
+    """``resolution`` with the channels of ``--channel`` or the project file (conda mode), read as
+    ``create`` reads them, or for an export as the target's engine will (no local channel). None
+    named: the resolution's default (conda-forge), and nothing imported (a plan reads no URL)."""
+    if not settings.channels:
+        return resolution
+    from tfgpu import records
+    from tfgpu.engines.channels import planned
+    from tfgpu.installers.options import check_channels_for
+
+    check_channels_for(resolution.mode, settings.channels)
+    return records.replace(resolution, channels=planned(settings.channels, settings.channels_from, export=export))
+
+
 def cmd_plan(settings: Settings) -> results.Result:
     resolution, host = resolve(settings)
-    return results.Planned(resolution, host)
+    return results.Planned(with_channels(settings, resolution), host)
 
 
 def cmd_matrix(settings: Settings) -> results.Result:
@@ -290,6 +304,17 @@ def cmd_script(settings: Settings) -> results.Result:
                 "Or describe the target machine: --os linux --arch x86_64 (or aarch64).",
             ],
         )
+    if settings.from_lock and settings.channels:
+        # A lock's conda packages are installed by the URLs it recorded: a channel would change nothing.
+        raise UsageError(
+            "conflicting-options",
+            f"script --channel {settings.channels[0]}: --channel does not go with --from-lock: the export "
+            "installs the lock's packages by the URLs it recorded, from no channel.",
+            [
+                "Drop --channel.",
+                "Or lock from the channel you want (tfgpu-install lock --channel URL ...) and export that lock.",
+            ],
+        )
     if settings.from_lock:  # the lock decides the target and every pin (tfgpu.lock.for_export)
         from tfgpu import lock
 
@@ -297,7 +322,9 @@ def cmd_script(settings: Settings) -> results.Result:
     else:
         from tfgpu.export.target import export_resolution
 
-        resolution = export_resolution(settings.selectors)  # never this machine's facts
+        resolution = with_channels(
+            settings, export_resolution(settings.selectors), export=True
+        )  # never this machine's facts
     if resolution.two_stacks:
         from tfgpu.resolver.coplanned import refuse_two_stacks
 

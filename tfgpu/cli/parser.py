@@ -117,6 +117,11 @@ def _create(create: argparse.ArgumentParser) -> None:
     add(create, "jupyter", "dry_run", "force", "yes", "no_verify", "require_gpu")
 
 
+def _plan(plan: argparse.ArgumentParser) -> None:
+    _selectors(plan)
+    add(plan, "channel")
+
+
 def _lock(lock: argparse.ArgumentParser) -> None:
     _selectors(lock, modes="pip or conda")
     add(lock, "platform", "output", "allow_cpu", "check", "channel", "insecure_host")
@@ -132,7 +137,7 @@ def _bundle(bundle: argparse.ArgumentParser) -> None:
 def _script(script: argparse.ArgumentParser) -> None:
     _selectors(script)
     add(script, "format", required=True)
-    add(script, "output", "from_lock", "platform")
+    add(script, "output", "from_lock", "platform", "channel")
 
 
 def _doctor(doctor: argparse.ArgumentParser) -> None:
@@ -198,7 +203,7 @@ def _shell(shell: argparse.ArgumentParser) -> None:
 
 GRAMMAR = {
     "create": ("build an environment (the default command)", _create),
-    "plan": ("print the resolution: versions, packages, reasons", _selectors),
+    "plan": ("print the resolution: versions, packages, reasons", _plan),
     "lock": ("write a lockfile for a team", _lock),
     "bundle": ("write an offline bundle", _bundle),
     "script": ("export a provisioning script", _script),

@@ -7,13 +7,18 @@ door refuses would be followed by rattler unseen). ``tfgpu.engines.rattler`` re-
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.errors import ImpossibleError
-from tfgpu.urls import checked, local_path
+from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.urls import checked, local_path, shown
 
 CONDA_FORGE = "https://conda.anaconda.org/conda-forge"
+DEFAULT = "conda-forge"
+"""The channel conda mode reads when none is named (``--channel``, a project file's ``channels``)."""
+CHANNEL_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}(/[A-Za-z0-9][A-Za-z0-9._-]{0,63}){0,3}"
+"""A channel named rather than given as a URL: ``conda-forge``, ``nvidia``, ``conda-forge/label/x``."""
 
 
 def channel_urls(channels: tuple[str, ...], what: str = "--channel") -> list[str]:
@@ -30,6 +35,46 @@ def channel_urls(channels: tuple[str, ...], what: str = "--channel") -> list[str
         else:
             urls.append(checked(f"https://conda.anaconda.org/{channel}", what))
     return urls
+
+
+def planned(channels: tuple[str, ...], what: str = "--channel", *, export: bool = False) -> tuple[str, ...]:
+    """The channels a conda-mode plan or export names, in priority order (conda-forge when none):
+    a name stays a name (the target's conda reads it as ``-c NAME``), a URL is the URL door's
+    canonical form. Without ``export`` a local directory is its ``file://`` URL, as ``create``
+    reads it. With ``export`` a local channel is refused (``export-local-channel``): it is a path
+    on this machine, and an export runs on another one that never sees it (``tfgpu.export.target``)."""
+    words = []
+    for channel in channels or (DEFAULT,):
+        local = channel.startswith(("/", ".", "~")) or channel.lower().startswith("file:")
+        if export and local:
+            raise UsageError(
+                "export-local-channel",
+                f"{what} {shown(channel)} is a channel on this machine; the export runs on the target, "
+                "which does not have it, so nothing was written.",
+                [
+                    "Serve the channel over HTTP(S) where the targets reach it (e.g. `python -m http.server` "
+                    "in its directory, or a mirror) and give that URL.",
+                    "Or name the URL the targets reach the same channel at: --channel https://mirror.example/conda-forge.",
+                ],
+            )
+        if "://" in channel or "\\" in channel or local:
+            words.append(channel_urls((channel,), what)[0])
+        else:
+            words.append(_name(channel, what))
+    return tuple(words)
+
+
+def _name(channel: str, what: str) -> str:
+    """A channel name, checked whole (a name is a path on anaconda.org: nothing else fits in it)."""
+    if not re.fullmatch(CHANNEL_NAME, channel):
+        raise UsageError(
+            "bad-channel",
+            f"{what} {shown(channel)} is neither a channel name (letters, digits, '.', '_', '-', "
+            "'/label/...') nor a URL.",
+            ["Give a name such as conda-forge, or the channel's https:// URL."],
+        )
+    checked(f"https://conda.anaconda.org/{channel}", what)
+    return channel
 
 
 INDEX_FILES = ("repodata.json", "repodata.json.zst", "repodata.json.bz2", "current_repodata.json")

@@ -18,7 +18,7 @@ from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
 from tfgpu.export import embed
 from tfgpu.export import pins as pins_of
-from tfgpu.export.bash import comment, default_env_name, header
+from tfgpu.export.bash import channel_args, comment, default_env_name, header
 from tfgpu.export.dockerfile import MICROMAMBA_IMAGE, VENV, _image_python, choose_image, programs
 
 NAME = "tfgpu-env.def"
@@ -77,11 +77,12 @@ def _conda(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     cuda = resolution.cuda_build or resolution.cuda
     cuda_mm = quoting.token(".".join(cuda.split(".")[:2]), r"[0-9]+\.[0-9]+", "The CUDA version")
     specs = _words([quoting.def_word(spec, "A conda spec") for spec in resolution.packages.conda])
+    channels = " ".join(channel_args(resolution, lambda c: quoting.def_word(c, "A conda channel")))
     requirements = _words([quoting.def_word(r, "A requirement") for r in resolution.packages.pip])
     post = [
         "# The build has no driver: the solver is told which CUDA the image is for.",
         f"export CONDA_OVERRIDE_CUDA={cuda_mm} MAMBA_ROOT_PREFIX=/opt/conda",
-        f"micromamba install --yes --root-prefix /opt/conda --name base --override-channels -c conda-forge {specs}",
+        f"micromamba install --yes --root-prefix /opt/conda --name base {channels} {specs}",
         "micromamba clean --all --yes",
         *([f"/opt/conda/bin/python -m pip install --no-cache-dir {requirements}"] if requirements else []),
     ]

@@ -58,6 +58,7 @@ def header(resolution, what: str, *, image_python: str | None = None, pins=None)
         f"Built with CUDA {resolution.cuda_build or resolution.cuda} and cuDNN {resolution.cudnn}; "
         f"needs NVIDIA driver >= {resolution.min_driver} (never installed here).",
         *pins_of.header_lines(pins),
+        *_channel_lines(resolution, pins),
         "",
         "Why this combination:",
         *(f"  - {reason}" for reason in reasons),
@@ -71,6 +72,20 @@ def header(resolution, what: str, *, image_python: str | None = None, pins=None)
 
 
 comment = quoting.comment
+
+
+def _channel_lines(resolution, pins) -> list[str]:
+    """What the header says of the conda channels: a conda lock's packages are fetched by their
+    own URLs, so channels are named only where the export solves."""
+    if not resolution.conda_channels or (pins is not None and pins.conda):
+        return []
+    return ["Conda channels, in priority order (no other is read):", *(f"  - {c}" for c in resolution.conda_channels)]
+
+
+def channel_args(resolution, word) -> list[str]:
+    """``--override-channels -c A -c B``: the plan's channels and only these (a user's .condarc or
+    the engine's defaults add none), each rendered by ``word``, the format's quoting function."""
+    return ["--override-channels", *(arg for c in resolution.conda_channels for arg in ("-c", word(c)))]
 
 
 def _array(name: str, values) -> str:
@@ -166,7 +181,10 @@ def render_bash(resolution, pins=None) -> str:
         )
     variables = _variables(resolution)
     extra = {
-        "conda": lambda: [_array("CONDA_SPECS", resolution.packages.conda)],
+        "conda": lambda: [
+            _array("CONDA_CHANNELS", resolution.conda_channels),
+            _array("CONDA_SPECS", resolution.packages.conda),
+        ],
         "system": lambda: _system_variables(resolution),
     }.get(mode, list)()
     at = variables.index("@MODE_VARIABLES@")

@@ -6,7 +6,7 @@
 * pip mode: ``python:X.Y-slim`` and a venv with the pinned CUDA wheels; the loader set-up is ENV
   (the wheels' library directories first on LD_LIBRARY_PATH, XLA_FLAGS, ptxas on PATH), which in an
   image reaches every process the way the load hook does in a venv.
-* conda mode: ``mambaorg/micromamba`` solving the same conda-forge specs (CONDA_OVERRIDE_CUDA set,
+* conda mode: ``mambaorg/micromamba`` solving the same conda specs from the plan's channels (CONDA_OVERRIDE_CUDA set,
   as the build has no driver), then TensorFlow from PyPI into the env.
 
 Every image runs as a non-root user, checks at build time that TensorFlow imports and is a CUDA
@@ -22,7 +22,7 @@ from tfgpu import quoting, requirements
 from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
 from tfgpu.export import pins as pins_of
-from tfgpu.export.bash import comment, default_env_name, header
+from tfgpu.export.bash import channel_args, comment, default_env_name, header
 
 MICROMAMBA_IMAGE = "mambaorg/micromamba:1.5.10"  # tag of the 1.5 series; pin by digest in production
 VENV = "/opt/tf"
@@ -242,9 +242,10 @@ def _conda(resolution, pins=None) -> list[str]:
     cuda_mm = quoting.token(".".join(cuda.split(".")[:2]), r"[0-9]+\.[0-9]+", "The CUDA version")
     specs = _words([quoting.docker_word(spec, "A conda spec") for spec in resolution.packages.conda])
     requirements = _words([quoting.docker_word(r, "A requirement") for r in resolution.packages.pip])
+    channels = " ".join(channel_args(resolution, lambda c: quoting.docker_word(c, "A conda channel")))
     stage, conda, pip = (
         [],
-        [f"RUN micromamba install --yes --name base --override-channels -c conda-forge {specs} \\"],
+        [f"RUN micromamba install --yes --name base {channels} {specs} \\"],
         ([f"RUN python -m pip install --no-cache-dir {requirements}"] if requirements else []),
     )
     if pins is not None and pins.conda:  # a conda lock: its checked files, and its PyPI part by hash
@@ -258,7 +259,7 @@ def _conda(resolution, pins=None) -> list[str]:
             [f"RUN {locked[0]} \\", *(f"    {line} \\" for line in locked[1:-1]), f"    {locked[-1]}"] if locked else []
         )
     return [
-        *_lines(resolution, "a Docker image (micromamba base, CUDA and cuDNN from conda-forge)", pins=pins),
+        *_lines(resolution, "a Docker image (micromamba base, CUDA and cuDNN from conda packages)", pins=pins),
         *stage,
         f"FROM {MICROMAMBA_IMAGE}",
         "# The build has no driver: the solver is told which CUDA the image is for.",

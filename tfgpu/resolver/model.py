@@ -176,6 +176,16 @@ class Resolution:
     why, source)."""
     coplan: CoPlan | None = None
     """The companions asked for with ``--with`` and the CUDA-stack decision (None: none asked)."""
+    channels: tuple[str, ...] = ()
+    """Conda mode: the channels named for the plan or export, in priority order (names or URLs,
+    ``tfgpu.engines.channels.planned``); empty means conda-forge (:attr:`conda_channels`)."""
+
+    @property
+    def conda_channels(self) -> tuple[str, ...]:
+        """The channels the conda packages come from: none outside conda mode."""
+        if self.mode != "conda":
+            return ()
+        return self.channels or ("conda-forge",)
 
     @property
     def companions(self) -> tuple[str, ...]:
@@ -230,4 +240,5 @@ class Resolution:
             "companions": list(self.companions),
             "two_stacks": self.two_stacks,
             "coplan": self.coplan.to_dict() if self.coplan else None,
+            "channels": list(self.conda_channels),
         }

@@ -1,4 +1,4 @@
-# --- conda mode: CUDA and cuDNN from conda-forge, TensorFlow from PyPI into the env --------------
+# --- conda mode: CUDA and cuDNN from the plan's conda channels, TensorFlow from PyPI into the env --
 # shellcheck shell=bash
 
 check_driver
@@ -31,7 +31,12 @@ else
     pins_conda
     say "creating the conda env $TFGPU_PREFIX: ${CONDA_SPECS[*]}"
     mkdir -p "$(dirname "$TFGPU_PREFIX")"
-    run_logged "$CONDA_EXE_FOUND" create --yes --prefix "$TFGPU_PREFIX" --override-channels -c conda-forge "${CONDA_SPECS[@]}"
+    # The plan's channels and no other: a .condarc on the target adds none.
+    CHANNEL_ARGS=(--override-channels)
+    for channel in "${CONDA_CHANNELS[@]}"; do
+        CHANNEL_ARGS+=(-c "$channel")
+    done
+    run_logged "$CONDA_EXE_FOUND" create --yes --prefix "$TFGPU_PREFIX" "${CHANNEL_ARGS[@]}" "${CONDA_SPECS[@]}"
     mkdir -p "$(dirname "$SPECS_STAMP")"
     printf '%s\n' "${CONDA_SPECS[@]}" >"$SPECS_STAMP"
     changed "created the conda env $TFGPU_PREFIX"
