@@ -83,6 +83,49 @@ def test_offline_repair_installs_from_the_wheel_directory_where_uvs_cache_rememb
     assert any(Path(p).name == "libcudnn.so.9" for p in loaded_libraries(prefix))  # the directory's, an ELF
 
 
+def test_offline_repair_missing_a_wheel_names_it_and_calls_it_no_conflict(tmp_path, repair_wheels, tool_env):
+    """Offline, with a --find-links directory that lacks one CUDA wheel (and an empty uv cache), uv
+    answers "No solution found": that is a wheel it may not fetch, not a clash with what the env
+    holds, so the error names the wheel and how to bring it, and nothing changes."""
+    import shutil
+
+    wheels = tmp_path / "wheels"
+    shutil.copytree(repair_wheels, wheels)
+    for wheel in wheels.glob("nvidia_cusolver_cu12-*.whl"):
+        wheel.unlink()
+    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
+    before = rh.snapshot(prefix)
+    done = repair(prefix, wheels, {**tool_env, "TFGPU_CACHE_DIR": str(tmp_path / "cache")}, "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "install-failed" and "nvidia-cusolver-cu12" in error["message"], error
+    assert "--find-links directory" in " ".join(error["alternatives"])
+    assert rh.snapshot(prefix) == before
+
+
+def test_a_second_repair_reports_what_it_did_and_undo_still_goes_back_before_the_first(
+    tmp_path, repair_wheels, tool_env
+):
+    """The journal keeps every repair since the first (undo goes back before it), but a report says
+    what its own run did: the second repair of an env only rewrites the load hook it lost."""
+    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
+    frozen = rh.freeze(prefix)
+    first = repair(prefix, repair_wheels, tool_env, "--json")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert json.loads(first.stdout)["added"]
+    next(prefix.glob("lib/python3*/site-packages/_tfgpu_cuda_hook.pth")).unlink()
+    second = repair(prefix, repair_wheels, tool_env, "--json")
+    assert second.returncode == 0, second.stdout + second.stderr
+    report = json.loads(second.stdout)
+    assert report["added"] == [] and report["changed"] == []
+    assert any(path.endswith("_tfgpu_cuda_hook.pth") for path in report["files"]), report["files"]
+    undone = run_tool(
+        "repair", "--undo", "--prefix", str(prefix), "--find-links", str(repair_wheels), "--offline", env=tool_env
+    )
+    assert undone.returncode == 0, undone.stderr
+    assert rh.freeze(prefix) == frozen
+
+
 def test_dry_run_changes_nothing_and_names_every_change(tmp_path, repair_wheels, tool_env):
     prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
     before = rh.snapshot(prefix)

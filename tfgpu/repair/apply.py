@@ -163,13 +163,17 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
         if survey.site_packages:  # a CUDA wheel installed over another stack's file: rolled back below
             refuse_files_owned_twice(survey.site_packages, str(prefix), twice)
         after = installed(survey.site_packages)
-        journal.setdefault("added", [])
-        journal["added"] += [{"name": n, **v} for n, v in sorted(after.items()) if n not in before]
-        journal["changed"] += [
+        # The journal keeps every repair since the env was first repaired (undo goes back before the
+        # first); the report says what this one did.
+        added_now = [{"name": n, **v} for n, v in sorted(after.items()) if n not in before]
+        changed_now = [
             {"name": n, "from": before[n]["version"], "to": v["version"]}
             for n, v in sorted(after.items())
             if n in before and before[n]["version"] != v["version"]
         ]
+        journal.setdefault("added", [])
+        journal["added"] += added_now
+        journal["changed"] += changed_now
         if plan.manager == "conda":
             now = conda_packages(prefix)
             journal["conda_added"] = sorted(set(now) - set(journal["conda_before"]))
@@ -183,6 +187,17 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
                 for n, v in sorted(now.items())
                 if n in journal["conda_before"] and journal["conda_before"][n] != v
             ]
+            earlier = dict(survey.conda)  # before this repair
+            added_now += [
+                {"name": n, "version": now[n], "conda": True}
+                for n in sorted(set(now) - set(earlier))
+                if not any(p["name"] == n for p in added_now)
+            ]
+            changed_now += [
+                {"name": n, "from": earlier[n], "to": v, "conda": True}
+                for n, v in sorted(now.items())
+                if n in earlier and earlier[n] != v
+            ]
         write_journal(prefix, journal)
         written = _write_files(survey, plan.manager, journal, dirs_before)
         journal["state"] = "done"
@@ -192,8 +207,8 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
             undo_journal(prefix, journal, installer, reporter)
         raise
     return {
-        "added": journal["added"],
-        "changed": journal["changed"],
+        "added": added_now,
+        "changed": changed_now,
         "files": written,
         "journal": str(prefix / JOURNAL),
     }

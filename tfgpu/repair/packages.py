@@ -99,6 +99,19 @@ class PipPackages:
         if done.returncode == 0:
             watch.finish()
         if done.returncode != 0:
+            missing = uv_engine.lacking(done.output) if self.offline else []
+            if missing:  # uv's "No solution found" here means a wheel it may not fetch, not a conflict
+                raise OperationError(
+                    "install-failed",
+                    f"Adding the CUDA packages needs {', '.join(missing)}, which neither the --find-links "
+                    "directory nor uv's cache holds (uv names the first it cannot find: there may be more); "
+                    "nothing was changed.",
+                    [
+                        "Add the wheels to the --find-links directory (`pip download` them on a connected machine, "
+                        "for this Python and platform), or run once with network.",
+                        *([f"The whole output is in {self.runner.log_path}."] if self.runner.log_path else []),
+                    ],
+                )
             conflict = "No solution found" in done.output or "unsatisfiable" in done.output
             raise (ImpossibleError if conflict else OperationError)(
                 "repair-conflict" if conflict else "install-failed",
