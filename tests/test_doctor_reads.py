@@ -115,7 +115,9 @@ def test_the_budget_is_per_run_and_a_file_past_what_is_left_is_not_checked(tmp_p
     reads = RunReads(budget=1000)
     assert reads.hash(first).digest == hashlib.sha256(b"x" * 600).hexdigest()
     refused = reads.hash(second)
-    assert refused.digest is None and refused.skipped.startswith("not checked (too large: 600 bytes")
+    assert refused.digest is None and refused.skipped.startswith("not checked (600 bytes, past the 400 bytes")
+    alone = RunReads(budget=500).hash(second)  # a file larger than a whole run's budget says so
+    assert alone.digest is None and alone.skipped.startswith("not checked (too large: 600 bytes")
     assert reads.hashed == 600
     assert RunReads(budget=1000).hash(second).digest is not None  # a new run, a new budget
 
