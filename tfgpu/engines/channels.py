@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, UsageError
-from tfgpu.urls import checked, local_path, shown
+from tfgpu.urls import checked, local_path, path_parts, shown
 
 CONDA_FORGE = "https://conda.anaconda.org/conda-forge"
 DEFAULT = "conda-forge"
@@ -29,7 +29,7 @@ def channel_urls(channels: tuple[str, ...], what: str = "--channel") -> list[str
         if "://" in channel or "\\" in channel:
             # repodata.json carries the packages' checksums: read over plain HTTP from a host not
             # named, a forged one vouches for forged packages (tfgpu.urls).
-            urls.append(checked(channel, what, allow_file=True).rstrip("/"))
+            urls.append(_url(checked(channel, what, allow_file=True).rstrip("/"), channel, what))
         elif channel.startswith(("/", ".", "~")):
             urls.append(Path(channel).expanduser().absolute().as_uri())
         else:
@@ -58,10 +58,46 @@ def planned(channels: tuple[str, ...], what: str = "--channel", *, export: bool 
                 ],
             )
         if "://" in channel or "\\" in channel or local:
-            words.append(channel_urls((channel,), what)[0])
+            url = channel_urls((channel,), what)[0]
+            if export and _token(url):
+                raise UsageError(
+                    "bad-channel",
+                    f"{what} {shown(_token(url))} carries an access token (/t/<token>/); an export is read "
+                    "and copied by others, so nothing was written.",
+                    [
+                        "Give the channel's URL without /t/<token>/ and set the token on the target "
+                        "(`conda token set`, or CONDA_TOKEN in its environment).",
+                    ],
+                )
+            words.append(url)
         else:
             words.append(_name(channel, what))
     return tuple(words)
+
+
+def _url(url: str, channel: str, what: str) -> str:
+    """A channel URL the engines read as the directory it names: conda and rattler append
+    ``/<subdir>/repodata.json`` to the text, so a query or fragment would swallow that (and a
+    ``?token=`` would be written into every export), and ``.``/``..`` segments make the URL one
+    engine normalises and another sends as it is (``%2e%2e`` too: the segments are read decoded)."""
+    if "?" in url or "#" in url or any(part in (".", "..") for part in path_parts(url)):
+        raise UsageError(
+            "bad-channel",
+            f"{what} {shown(channel)} has a query, a fragment or a '.'/'..' segment; a channel URL is "
+            "the directory holding linux-64/ and noarch/, and nothing else.",
+            ["Give the channel's directory URL itself, e.g. https://mirror.example/conda-forge."],
+        )
+    return url
+
+
+def _token(url: str) -> str | None:
+    """``url`` with its anaconda.org-style access token shown as ``<token>`` when it has one (a path
+    segment ``t`` and the token after it), else None."""
+    parts = url.split("/")
+    for index, part in enumerate(parts[3:-1], start=3):
+        if part == "t":
+            return "/".join([*parts[: index + 1], "<token>", *parts[index + 2 :]])
+    return None
 
 
 def _name(channel: str, what: str) -> str:
