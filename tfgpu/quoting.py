@@ -180,6 +180,22 @@ def lua_string(value) -> str:
     return '"' + re.sub(r'[\\"]|' + _CONTROLS, escape, str(value)) + '"'
 
 
+def def_file(text: str) -> str:
+    """A whole Apptainer definition file, once every value is in it: Apptainer (1.1 and later)
+    replaces ``{{ NAME }}`` anywhere in the file, comments and quoted words included, by a
+    ``--build-arg`` (and fails the build on one not given), and has no escape for it; so a value
+    that brings ``{{`` (a channel URL may hold braces) stops the export with ``bad-data``."""
+    if "{{" in text:
+        line = next(line for line in text.splitlines() if "{{" in line)
+        raise UsageError(
+            "bad-data",
+            f"A value in the Apptainer definition holds '{{{{', which Apptainer reads as a build "
+            f"argument: {one_line(line)[:200]!r}; nothing was written.",
+            ["Give the value without '{{' (a URL can percent-encode it: %7B%7B)."],
+        )
+    return text
+
+
 def def_word(value, what: str = "a value") -> str:
     """One shell word in a section of an Apptainer definition file. The file is split into sections
     at lines starting with ``%``, so a line break inside even a quoted word could open a section:

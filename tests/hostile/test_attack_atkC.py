@@ -63,3 +63,18 @@ def test_a_plain_channel_url_still_exports(capsys, tmp_path):
     # 't' as the last segment is a channel named t, not a token (conda reads a segment after it as one)
     code, err = script(capsys, tmp_path, "bash", "https://mirror.example.org/cf/t")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("channel", ["https://mirror.example.org/{{CH}}", "https://mirror.example.org/cf/{{HOME}}"])
+def test_apptainer_never_reads_a_channel_as_a_build_argument(capsys, tmp_path, channel):
+    # Apptainer substitutes {{ NAME }} anywhere in a definition file, quoted or commented, from
+    # --build-arg: the micromamba line would install from a channel the file does not show.
+    code, err = script(capsys, tmp_path, "slurm", channel)
+    assert code == 2 and "bad-data" in err
+    assert not (tmp_path / "slurm").exists()
+
+
+def test_a_single_brace_in_a_channel_still_exports(capsys, tmp_path):
+    code, err = script(capsys, tmp_path, "slurm", "https://mirror.example.org/{a}/cf")
+    assert code == 0, err
+    assert "{a}" in (tmp_path / "slurm" / "tfgpu-env.def").read_text()

@@ -173,7 +173,7 @@ def render_apptainer(resolution, pins=None) -> str:
         f'    if [ "$#" -gt 0 ]; then exec {python} "$@"; fi',
         f"    exec {python} {PROGRAMS}/verify.py",
     ]
-    return "\n".join(lines) + "\n"
+    return quoting.def_file("\n".join(lines) + "\n")
 
 
 def _lock_stage(pins) -> list[str]:
