@@ -93,6 +93,10 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
         if r.mode != "conda"
         else f"conda (TensorFlow from {'conda-forge' if r.tensorflow_source == 'conda-forge' else 'PyPI'})",
     )
+    if r.conda_channels:
+        # The channels create reads and no other: a plan that said conda-forge while --channel named
+        # a mirror would describe another install than the one it makes.
+        summary.add_row("Channels", escape(", ".join(r.conda_channels)))
     summary.add_row("Target", f"{r.os} {r.arch}")
     _out.print(Panel(summary, title="[bold]tfgpu-install plan[/]", title_align="left", expand=False))
 
@@ -100,7 +104,7 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
         "from", "requirement", title="Packages", title_justify="left", show_header=True, header_style="bold"
     )
     for origin, items in (
-        ("conda-forge", r.packages.conda),
+        ("conda-forge" if r.conda_channels == ("conda-forge",) else "conda", r.packages.conda),
         ("PyPI", r.packages.pip),
         ("download", r.packages.downloads),
     ):

@@ -78,3 +78,15 @@ def test_a_single_brace_in_a_channel_still_exports(capsys, tmp_path):
     code, err = script(capsys, tmp_path, "slurm", "https://mirror.example.org/{a}/cf")
     assert code == 0, err
     assert "{a}" in (tmp_path / "slurm" / "tfgpu-env.def").read_text()
+
+
+def test_plan_names_the_channels_it_reads_not_conda_forge(capsys):
+    mirror = "https://mirror.example.org/cf"
+    code = cli.main(["plan", *TARGET, "--channel", mirror])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert mirror in out
+    assert not any(line.startswith("conda-forge ") for line in out.splitlines())
+    code = cli.main(["plan", *TARGET])
+    out = capsys.readouterr().out
+    assert code == 0 and any(line.startswith("conda-forge ") for line in out.splitlines())
