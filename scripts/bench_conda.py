@@ -149,12 +149,17 @@ def lock_timings(work: Path, channel: Path, wheels: Path, env: dict, py: str, ru
             "linux-64",
             "--channel",
             str(channel),
+            # The local index is plain HTTP on loopback: the URL door reaches it only when named.
+            "--insecure-host",
+            "127.0.0.1",
             "-o",
             str(work / "conda-lock.yml"),
         ]
         for i in range(runs + 1):
             start = time.perf_counter()
-            subprocess.run(argv, env=dict(env, TFGPU_INDEX_URL=url), check=True, capture_output=True)
+            done = subprocess.run(argv, env=dict(env, TFGPU_INDEX_URL=url), capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"`{' '.join(argv[2:])}` failed ({done.returncode}):\n{done.stderr}")
             if i:
                 found.append(time.perf_counter() - start)
     return found
