@@ -124,7 +124,7 @@ def test_no_export_from_the_lock_holds_the_token(tmp_path, locked, lock_index, f
 def test_lock_check_reads_the_token_from_the_engines_auth_and_prints_none(tmp_path, locked, lock_index):
     _, lock, _ = locked
     without = run_tool("lock", "--check", str(lock), env=_env(tmp_path / "a", lock_index))
-    assert without.returncode != 0  # the channel answers 403 without its token
+    assert without.returncode == 1 and "RATTLER_AUTH_FILE" in without.stderr  # 403 without its token: named
     assert (without.stdout + without.stderr + _logs(tmp_path / "a")).count(TOKEN) == 0
     env = _env(tmp_path / "b", lock_index, RATTLER_AUTH_FILE=_auth_file(tmp_path))
     done = run_tool("lock", "--check", str(lock), "--json", env=env)
@@ -147,7 +147,9 @@ def test_create_from_the_lock_installs_with_the_token_from_rattlers_auth_file(tm
         "--json",
         env=_env(tmp_path / "without", lock_index),
     )  # no credential anywhere: the channel answers 403, and nothing is built
-    assert refused.returncode == 1 and json.loads(refused.stdout)["error"]["code"] == "channel-unreachable"
+    error = json.loads(refused.stdout)["error"]
+    assert refused.returncode == 1 and error["code"] == "channel-unreachable"
+    assert any("RATTLER_AUTH_FILE" in way for way in error["alternatives"])  # the way forward is named
     assert not prefix.exists() and (refused.stdout + refused.stderr).count(TOKEN) == 0
     env = _env(tmp_path, lock_index, RATTLER_AUTH_FILE=_auth_file(tmp_path))
     done = run_tool("create", "--from-lock", str(lock), "--prefix", str(prefix), "--no-verify", "--yes", env=env)
