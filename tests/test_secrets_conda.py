@@ -239,3 +239,21 @@ def test_a_resigned_lock_is_refused_by_everything_that_reads_it(tmp_path, locked
         assert (done.stdout + done.stderr).count(TOKEN) == 0
     assert not prefix.exists() and not script.exists()
     assert _logs(tmp_path).count(TOKEN) == 0
+
+
+def test_create_from_the_tokens_channel_keeps_no_token_in_its_own_records(tmp_path, served, lock_index):
+    """``create --channel URL/t/<token>/chan`` installs with the token it was given; the env's marker
+    and its record of the conda packages keep the channel without it, as a lock does. (conda-meta/
+    is rattler's own record of what it linked, written by the engine.)"""
+    prefix = tmp_path / "env"
+    argv = ["create", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--no-verify", "--yes"]
+    env = _env(tmp_path, lock_index, UV_INDEX_URL=lock_index)
+    done = run_tool(*argv, "--channel", f"{served}/t/{TOKEN}/chan", "--prefix", str(prefix), env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = prefix / "tfgpu" / "conda-records.json"
+    marker = prefix / "tfgpu-env.json"
+    assert records.read_text().count(TOKEN) == 0 and f"{served}/chan/linux-64/" in records.read_text()
+    assert marker.read_text().count(TOKEN) == 0
+    ours = [p for p in prefix.rglob("*") if p.is_file() and "conda-meta" not in p.parts and p.stat().st_size < 1 << 20]
+    assert sum(p.read_bytes().count(TOKEN.encode()) for p in ours if not p.is_symlink()) == 0
+    assert (done.stdout + done.stderr + _logs(tmp_path)).count(TOKEN) == 0

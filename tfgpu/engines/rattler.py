@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu import secrets, untrusted
 from tfgpu.engines.channels import CONDA_FORGE, channel_urls, check_channels, check_local_indexes  # noqa: F401
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.requirements import match_spec
@@ -477,9 +477,12 @@ def records_to_json(records: list) -> list[dict]:
 
 
 def write_records(records: list, path: Path) -> None:
+    """The env's record of its conda packages; a channel's credential is not kept in it
+    (``tfgpu.secrets``: the engine's own authentication supplies it whenever the URLs are used)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(records_to_json(records), indent=1) + "\n", encoding="utf-8")
+    text = secrets.stripped(json.dumps(records_to_json(records), indent=1))
+    partial.write_text(text + "\n", encoding="utf-8")
     os.replace(partial, path)
 
 
