@@ -22,6 +22,8 @@ engines read them themselves.
   proven here with a real channel served at ``/t/<token>/`` over loopback HTTP
   (``tests/test_secrets_conda.py``): the lock written from the token's URL holds no token, and
   ``create --from-lock`` of it installs with the token in ``RATTLER_AUTH_FILE`` only.
+* An env's own records (its marker, ``tfgpu/conda-records.json``) keep every URL without its
+  credential (:func:`stripped`), as a lock does.
 * A lock that holds a credential anyway (written by hand, by another version, re-signed) is
   refused by its reader (``secret-in-lock``, exit 2) before anything installs, exports, bundles
   or checks from it: whatever it is copied into would carry the credential on.
