@@ -170,6 +170,11 @@ def test_a_bundle_from_the_tokens_channel_holds_the_token_nowhere(tmp_path, serv
     texts = [p.read_bytes() for p in out.rglob("*") if p.is_file()]
     assert sum(t.count(TOKEN.encode()) for t in texts) == 0
     assert (done.stdout + done.stderr + _logs(tmp_path)).count(TOKEN) == 0
+    prefix = tmp_path / "env"  # and it installs from itself alone: no credential needed there
+    env = _env(tmp_path / "target", lock_index, UV_OFFLINE="1")
+    installed = run_tool("create", "--from-bundle", str(out), "--prefix", str(prefix), "--no-verify", "--yes", env=env)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert any((prefix / "conda-meta").glob("cudnn-*.json"))
 
 
 def _resign(path: Path, edit) -> None:
