@@ -591,6 +591,7 @@ PLAN_MAY_IMPORT = {
     "tfgpu.versions",
     "tfgpu.requirements",
     "tfgpu.controls",  # the requirement door's set of control characters (no pattern compiled)
+    "tfgpu.secrets",  # output is redacted (a --channel's token): os and re alone
     "tfgpu.cli",
     "tfgpu.cli.commands",
     "tfgpu.cli.parser",

@@ -35,6 +35,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tfgpu.controls import character_class
+from tfgpu.secrets import redact
 
 PLAIN_WIDTH = 1 << 16
 """The width a plain stream claims: more than any line, so rich never wraps or crops one."""
@@ -125,11 +126,15 @@ class Stream:
 
 
 def _defused_item(item):
-    """What :meth:`Stream.print` prints, with stray control characters escaped (:func:`defused`)."""
+    """What :meth:`Stream.print` prints, with stray control characters escaped (:func:`defused`)
+    and every credential masked (``tfgpu.secrets.redact``: a terminal's output ends up in CI logs)."""
     if isinstance(item, str):
-        return defused(item)
+        return defused(redact(item))
     if isinstance(item, Text):
-        return item if not _STRAY_CONTROL.search(item.plain) else Text(defused(item.plain), style=item.style)
+        plain = redact(item.plain)
+        if plain != item.plain or _STRAY_CONTROL.search(plain):
+            return Text(defused(plain), style=item.style)
+        return item
     if isinstance(item, Table):
         for column in item.columns:
             column.header = _defused_item(column.header)

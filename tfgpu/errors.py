@@ -149,6 +149,22 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     ),
     "lock-platform-ambiguous": (UsageError, "The lock holds several platforms; `--platform` says which one to export."),
     "lock-modified": (UsageError, "The lock was edited after it was written (its recorded checksum differs)."),
+    "lock-url-outside-channel": (
+        UsageError,
+        "A conda lock's package URL lies outside every channel it records (same host, channel path, /<subdir>/).",
+    ),
+    "secret-in-lock": (
+        UsageError,
+        "A lock holds a credential in a URL (/t/<token>/, user:password@, ?token=); regenerate it.",
+    ),
+    "secret-in-url": (
+        UsageError,
+        "A URL the tool would record (TFGPU_INDEX_URL for a lock) carries a credential; ~/.netrc holds it instead.",
+    ),
+    "secret-in-output": (
+        UsageError,
+        "A file the tool would write (lock, export, bundle) would hold a credential; nothing was written.",
+    ),
     "conflicting-options": (UsageError, "Two options that cannot be given together."),
     "unknown-command": (UsageError, "The first word is not a tfgpu-install command."),
     "missing-location": (UsageError, "No `--name`/`--prefix` and no active env."),

@@ -188,10 +188,17 @@ def write_output(path: Path, content: str | bytes, mode: int = 0o644) -> Path:
     The bytes go to a fresh temporary file beside ``path`` (``mkstemp``: created exclusively, so no
     planted name or link is followed), which is then renamed over ``path``. A symbolic link at
     ``path`` is therefore replaced, never written through (a link planted in a checkout cannot
-    aim the write at ``~/.bashrc``), and a crash leaves the old file or the new one, not half."""
+    aim the write at ``~/.bashrc``), and a crash leaves the old file or the new one, not half.
+
+    It is also the secrets door's last check for every such file (``tfgpu.secrets``): text holding
+    a credential (a ``/t/<token>/``, ``user:password@``, ``?token=``, a credential variable's value)
+    is refused (``secret-in-output``) and nothing is written, whatever the renderer was given."""
     import tempfile  # here, not at the top: every command reads paths, few write a file
 
+    from tfgpu import secrets
+
     data = content.encode("utf-8") if isinstance(content, str) else content
+    secrets.refuse_in(data.decode("utf-8", errors="replace"), str(path))
     fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:

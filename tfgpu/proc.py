@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from tfgpu import secrets
 from tfgpu.childenv import clean_environment, without_plain_proxy
 from tfgpu.interrupts import Interrupted
 from tfgpu.records import factory, record
@@ -164,6 +165,7 @@ class Runner:
     def log(self, text: str) -> None:
         if self.log_path is None:
             return
+        text = secrets.redact(text)  # a log is attached to bug reports and CI output: no credential in it
         try:
             with open(self.log_path, "a", encoding="utf-8", errors="replace") as log:
                 log.write(text if text.endswith("\n") else text + "\n")

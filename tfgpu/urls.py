@@ -31,6 +31,7 @@ import re
 from pathlib import Path
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
+from tfgpu import secrets
 from tfgpu.controls import CHARACTERS as CONTROLS
 from tfgpu.errors import UsageError
 from tfgpu.records import record
@@ -229,8 +230,11 @@ def _host(raw: str, what: str, url) -> str:
 
 
 def shown(url, limit: int = 200) -> str:
-    """``url`` as a message shows it: controls escaped (a backslash stays one backslash), at most
-    ``limit`` characters, with how much was cut said in words (a hostile URL can be a megabyte)."""
+    """``url`` as a message shows it: its credential masked (``tfgpu.secrets``: a message reaches
+    CI logs), controls escaped (a backslash stays one backslash), at most ``limit`` characters,
+    with how much was cut said in words (a hostile URL can be a megabyte)."""
+    if isinstance(url, str):
+        url = secrets.redact(url)
     # Not printable (spaces but " ") or one of tfgpu.controls: a variation selector or a Hangul
     # filler is "printable" to Python, and shows as nothing.
     text = (

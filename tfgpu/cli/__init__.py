@@ -76,7 +76,9 @@ def _report(error: TfgpuError, want_json: bool) -> int:
     from tfgpu.cli.output import render
 
     if want_json:
-        sys.stdout.write(json.dumps(error.to_dict(), indent=2) + "\n")
+        from tfgpu.secrets import redact
+
+        sys.stdout.write(redact(json.dumps(error.to_dict(), indent=2)) + "\n")
     else:
         render().error(error)
     return error.exit_code

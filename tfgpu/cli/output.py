@@ -11,6 +11,7 @@ import json
 import sys
 
 from tfgpu import results
+from tfgpu.secrets import redact
 from tfgpu.settings import Settings
 
 
@@ -28,7 +29,7 @@ def note(message: str) -> None:
 def show(settings: Settings, result: results.Result) -> int:
     """Show ``result`` and return its exit code."""
     if settings.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2)) + "\n")
     else:
         _TEXT[type(result)](result)
     return result.exit_code
@@ -87,7 +88,7 @@ def _written(result: results.Written) -> None:
 
 
 def _text(result: results.Text) -> None:
-    sys.stdout.write(result.text)
+    sys.stdout.write(redact(result.text))
 
 
 def _cache(document: dict) -> None:

@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu import secrets, untrusted
 from tfgpu.engines.channels import CONDA_FORGE, channel_urls, check_channels, check_local_indexes  # noqa: F401
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.requirements import match_spec
@@ -158,10 +158,21 @@ def solve(
         "channel-unreachable",
         f"Could not read the channel index: {_explain(error['text'])}",
         [
+            *_credential_hint(error["text"]),
             "Check the network and the --channel URL; a local mirror works with --channel file:///path --offline.",
             "Or --mode pip: CUDA from PyPI wheels, no conda channel needed.",
         ],
     )
+
+
+def _credential_hint(text) -> list[str]:
+    """A way forward when the channel refused for want of a credential (HTTP 401/403): a lock
+    records a channel without its token (tfgpu.secrets), so it comes from rattler's own auth."""
+    if not any(f"{status} " in str(text) for status in ("401", "403")):
+        return []
+    from tfgpu.secrets import WHERE_FROM
+
+    return [f"The channel asks for a credential: {WHERE_FROM}."]
 
 
 def locked_records(
@@ -202,8 +213,9 @@ def locked_records(
             "channel-unreachable",
             f"Could not read the locked channels' index: {_explain(answer['error']['text'])}",
             [
+                *_credential_hint(answer["error"]["text"]),
                 "The lock installs from the channels it names; check the network (or run once "
-                "with network so --offline has the index cached)."
+                "with network so --offline has the index cached).",
             ],
         )
     found = {key(str(record.url)): record for record in _records(answer)}
@@ -465,9 +477,12 @@ def records_to_json(records: list) -> list[dict]:
 
 
 def write_records(records: list, path: Path) -> None:
+    """The env's record of its conda packages; a channel's credential is not kept in it
+    (``tfgpu.secrets``: the engine's own authentication supplies it whenever the URLs are used)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(records_to_json(records), indent=1) + "\n", encoding="utf-8")
+    text = secrets.stripped(json.dumps(records_to_json(records), indent=1))
+    partial.write_text(text + "\n", encoding="utf-8")
     os.replace(partial, path)
 
 

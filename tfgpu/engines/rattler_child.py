@@ -32,11 +32,21 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
+def _client():
+    """rattler's client with its own authentication: a channel's credential comes from
+    ``RATTLER_AUTH_FILE``, ``~/.rattler/credentials.json`` or the keyring (a ``CondaToken`` puts
+    ``/t/<token>/`` back into every request), never from the URL a lock records (``tfgpu.secrets``)."""
+    from rattler import Client
+    from rattler.networking.middleware import AuthenticationMiddleware
+
+    return Client([AuthenticationMiddleware()])
+
+
 def _gateway(repodata_cache: str, offline: bool):
     from rattler import Gateway, SourceConfig
 
     config = SourceConfig(cache_action="force-cache-only" if offline else "cache-or-fetch")
-    return Gateway(cache_dir=Path(repodata_cache), default_config=config)
+    return Gateway(cache_dir=Path(repodata_cache), default_config=config, client=_client())
 
 
 def _solve(request: dict, scratch: Path) -> list:
@@ -85,6 +95,7 @@ def _install(request: dict, scratch: Path) -> list:
             alternative_target_prefix=Path(request["final"]),
             cache_dir=Path(request["package_cache"]),
             show_progress=False,
+            client=_client(),
             reporter=_Progress(len(records)),
             execute_link_scripts=False,
             ignored_packages=keep,

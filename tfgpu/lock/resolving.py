@@ -27,10 +27,25 @@ _LOCAL = re.compile(r"file:|(?<![\w.-])/(?:opt|tmp|home|root|work|var)/|127\.0\.
 
 def index_url() -> str:
     """The index locks resolve against: PyPI, or ``TFGPU_INDEX_URL`` (a mirror, or a test's server),
-    through the URL door."""
+    through the URL door. A credential in it (``/t/<token>/``, ``?token=``) is refused
+    (``secret-in-url``) before anything resolves: a lock records its index, and uv reads the
+    credential from ``~/.netrc`` (or a keyring) itself."""
+    from tfgpu import secrets
     from tfgpu.engines.uv import preflown_index
 
     named = os.environ.get("TFGPU_INDEX_URL")
+    if named and secrets.forms(named):
+        from tfgpu.errors import UsageError
+
+        raise UsageError(
+            "secret-in-url",
+            f"TFGPU_INDEX_URL ({secrets.masked(named)[:300]}) carries a credential, and a lock records the "
+            "index it was resolved against; nothing was resolved.",
+            [
+                "Set TFGPU_INDEX_URL to the index's URL without the credential and put the credential in "
+                "~/.netrc (machine HOST login USER password TOKEN), which uv reads itself.",
+            ],
+        )
     return preflown_index(named, "TFGPU_INDEX_URL") if named else DEFAULT_INDEX
 
 

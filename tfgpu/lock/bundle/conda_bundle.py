@@ -21,7 +21,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tfgpu import __version__, urls
+from tfgpu import __version__, secrets, urls
 from tfgpu.errors import OperationError
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import (
@@ -138,7 +138,9 @@ def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "
     # One transfer for all the packages; the lock records no sizes, so only the bytes so far are known.
     combined = Combined(reporter, f"{len(conda)} conda packages", None) if reporter is not None else None
     for package in conda:
-        copied = copy_package(package.url, package.hash.sha256, out / "channel" / subdir_of(package.url), combined)
+        # The lock records no credential; the channel as given this run has it (tfgpu.secrets).
+        url = secrets.with_credential(str(package.url), channels)
+        copied = copy_package(url, package.hash.sha256, out / "channel" / subdir_of(package.url), combined)
         if combined is not None:
             combined.next_file(copied.stat().st_size)
     keep = {(subdir_of(p.url), file_name(p.url)) for p in conda}
@@ -176,7 +178,7 @@ def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "
         "platform": platform.name,
         "python": resolution.python,
         "tensorflow": resolution.tensorflow,
-        "channels": channels,
+        "channels": [secrets.strip(c) for c in channels],
         "lock": LOCK,
         "lock_sha256": written.sha256,
         "files": files,

@@ -96,7 +96,53 @@ def read(path: Path) -> CondaLock:
             "package entries do not match the checksum recorded in it.",
             ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."],
         )
+    check_urls(lockfile, path)
     return CondaLock(path=path, lockfile=lockfile, custom=custom)
+
+
+def check_urls(lockfile, path: Path) -> None:
+    """Refuse a lock whose URLs would carry a credential on (``secret-in-lock``: whatever is made
+    from it, an export, a bundle, a check's output, would hold it too), or whose conda package
+    lies outside every recorded channel (``lock-url-outside-channel``): the checksum binds the
+    entries, not where they point, and a re-signed lock could install from any server. A conda
+    package URL is a recorded channel's URL (same scheme, host and port), then ``/<subdir>/`` of
+    the package's platform or ``noarch``, then the file name; ``file://`` bundles' channels too."""
+    from tfgpu import secrets
+    from tfgpu.urls import parse
+
+    channels = [str(c.url) for c in lockfile.metadata.channels]
+    for url in [*channels, *(str(p.url) for p in lockfile.package)]:
+        if secrets.forms(url):
+            raise UsageError(
+                "secret-in-lock",
+                f"{path} holds a credential in a URL ({secrets.masked(url)[:300]}); whatever is made from "
+                "it would carry the credential on, so nothing was done with it.",
+                [
+                    "Regenerate the lock with `tfgpu-install lock --mode conda`: it records the channel without "
+                    f"the credential, and {secrets.WHERE_FROM}.",
+                ],
+            )
+    where = f"{path}: metadata.channels"
+    roots = [parse(url, where, allow_file=True).text.rstrip("/") + "/" for url in channels]
+    for package in lockfile.package:
+        if package.manager != "conda":
+            continue
+        url = parse(str(package.url), f"{path}: {str(package.name)[:60]}'s url", allow_file=True).text
+        subdirs = (str(package.platform), "noarch")
+        if not any(
+            url.startswith(root)
+            and url[len(root) :].count("/") == 1
+            and url[len(root) :].split("/")[0] in subdirs
+            and not url.endswith("/")
+            for root in roots
+        ):
+            raise UsageError(
+                "lock-url-outside-channel",
+                f"{path}: the conda package {str(package.name)[:60]} points at {url[:300]}, which is not in "
+                f"any channel the lock records ({', '.join(r.rstrip('/') for r in roots)[:600]}); a lock "
+                "installs only from its own channels, so nothing was done with it.",
+                ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."],
+            )
 
 
 def _validated(content: dict, path: Path):

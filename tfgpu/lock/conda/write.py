@@ -10,6 +10,10 @@ hashes) goes into the same file as ``manager: pip`` entries, one wheel URL and s
 ``custom_metadata`` records the format, the tool version, each platform's resolution, and a
 sha256 over every package entry, so an edited lock is refused before anything is installed;
 conda-lock itself reads the file (``conda-lock render -k explicit`` works on it).
+
+A channel given with a credential (``/t/<token>/``) is solved as given and recorded without it,
+channels and package URLs alike (``tfgpu.secrets.strip``): a lock is committed and copied. The
+header then says where the credential comes from at install time (the engine's own authentication).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import __version__, untrusted
+from tfgpu import __version__, secrets, untrusted
 from tfgpu.errors import ImpossibleError
 
 FORMAT = "2"
@@ -186,12 +190,27 @@ HEADER = """\
 """
 
 
-def header(path: Path) -> str:
+def header(path: Path, channels=()) -> str:
     """:data:`HEADER` for the lock written at ``path``: its name is comment text (tfgpu.quoting), as
-    a line break in it would end the comment and a bidirectional control show another line."""
+    a line break in it would end the comment and a bidirectional control show another line.
+    ``channels``: the channels as given; each given with a credential gets a line saying it is
+    recorded without it, and where the credential comes from at install time."""
     from tfgpu.quoting import one_line
 
-    return HEADER.format(version=__version__, name=one_line(path.name) or "conda-lock.yml")
+    text = HEADER.format(version=__version__, name=one_line(path.name) or "conda-lock.yml")
+    for channel in channels:
+        if secrets.forms(channel):
+            text += (
+                f"# {one_line(secrets.strip(channel))} was given with a credential and is recorded without it;\n"
+                + "".join(f"#   {line}\n" for line in _wrapped(secrets.WHERE_FROM))
+            )
+    return text
+
+
+def _wrapped(text: str) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, 96, break_on_hyphens=False, break_long_words=False)
 
 
 def output_path(output: str | None, base: Path | None = None) -> Path:
@@ -252,21 +271,22 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
             },
             sort_keys=True,
         )
-    custom[DIGEST] = lock_digest(channels, [p.name for p, _, _ in targets], custom, _dict_rows(packages))
+    recorded_channels = [secrets.strip(c) for c in channels]  # the credential comes from the engine's auth
+    custom[DIGEST] = lock_digest(recorded_channels, [p.name for p, _, _ in targets], custom, _dict_rows(packages))
     # No time_metadata (optional in conda-lock's format): the same inputs give the same bytes, and
     # version control already says when a lock changed.
     document = {
         "version": 1,
         "metadata": {
             "content_hash": content_hash,
-            "channels": [{"url": c, "used_env_vars": []} for c in channels],
+            "channels": [{"url": c, "used_env_vars": []} for c in recorded_channels],
             "platforms": [p.name for p, _, _ in targets],
             "sources": ["tfgpu-install"],
             "custom_metadata": custom,
         },
         "package": packages,
     }
-    write_output(path, header(path) + yaml.safe_dump(document, sort_keys=False, width=120))
+    write_output(path, header(path, channels) + yaml.safe_dump(document, sort_keys=False, width=120))
     return Written(str(path), tuple(p.name for p, _, _ in targets), len(packages), custom[DIGEST])
 
 
@@ -313,7 +333,7 @@ def lock_platform(
                 "conda",
                 record.name.normalized,
                 str(record.version),
-                str(record.url),
+                secrets.strip(str(record.url)),
                 sha256=record.sha256.hex() if record.sha256 else "",
                 md5=record.md5.hex() if record.md5 else "",
                 dependencies=_depends(record.depends),
@@ -325,13 +345,20 @@ def lock_platform(
         pylock = compile_pylock(pip, platform, resolution.python, runner=runner, uv=uv, cache_dir=cache / "uv")
         for entry in pip_entries(pylock, platform, resolution.python):
             entries.append(
-                _entry(platform.name, "pip", entry["name"], entry["version"], entry["url"], sha256=entry["sha256"])
+                _entry(
+                    platform.name,
+                    "pip",
+                    entry["name"],
+                    entry["version"],
+                    secrets.strip(entry["url"]),
+                    sha256=entry["sha256"],
+                )
             )
     inputs = {
         "format": FORMAT,
         "specs": specs,
         "pip": pip,
-        "channels": channels,
+        "channels": [secrets.strip(c) for c in channels],
         "cuda": cuda,
         "glibc": rattler.GLIBC if platform.name.startswith("linux") else None,
     }

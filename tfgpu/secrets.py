@@ -1,0 +1,218 @@
+"""The one door for secrets: every URL or text the tool records (a lock, a bundle, an env's
+marker), writes (every export), prints or logs passes through here, and no credential comes out.
+
+**The forms known.** In a URL: an anaconda.org-style access token as a path segment ``t`` and the
+token after it (``https://host/t/<token>/channel``: conda, mamba and rattler all send it so);
+userinfo (``https://user:password@host/``, ``https://token@host/``); a query key that carries a
+token (``?token=``, ``access_token=``, ``api_key=``, ``password=`` ...). Outside URLs: the values
+of the engines' own credential variables (``CONDA_TOKEN``, ``ANACONDA_API_TOKEN``,
+``UV_INDEX_<NAME>_PASSWORD``/``_USERNAME`` and any ``*_TOKEN``/``*_PASSWORD``/``*_SECRET``
+variable set in this process), should one turn up in text. The credential files (``~/.netrc``,
+``RATTLER_AUTH_FILE``, conda's token store, a keyring) are never read by the tool at all: the
+engines read them themselves.
+
+**What each writer does.**
+
+* A conda lock (``lock --mode conda``, a bundle's lock) records every channel and package URL
+  *without* its credential (:func:`strip`) and says in its header where the credential comes from
+  when the lock is installed: the engine's own authentication. tfgpu-install's embedded engine
+  (rattler) reads ``RATTLER_AUTH_FILE`` (JSON ``{"host": {"CondaToken": "..."}}``),
+  ``~/.rattler/credentials.json`` or the keyring and puts ``/t/<token>/`` back into every request;
+  conda reads ``conda token set``/``CONDA_TOKEN``; ``conda-lock install`` takes ``--auth``. This is
+  proven here with a real channel served at ``/t/<token>/`` over loopback HTTP
+  (``tests/test_secrets_conda.py``): the lock written from the token's URL holds no token, and
+  ``create --from-lock`` of it installs with the token in ``RATTLER_AUTH_FILE`` only.
+* An env's own records (its marker, ``tfgpu/conda-records.json``) keep every URL without its
+  credential (:func:`stripped`), as a lock does.
+* A lock that holds a credential anyway (written by hand, by another version, re-signed) is
+  refused by its reader (``secret-in-lock``, exit 2) before anything installs, exports, bundles
+  or checks from it: whatever it is copied into would carry the credential on.
+* Every file a user asked for (``-o``: a lock, an export, a bundle's files) is written by
+  ``tfgpu.paths.write_output``, which refuses (``secret-in-output``, exit 2, nothing written) text
+  holding a credential: the last check, whatever a renderer was given.
+* ``script --channel`` with a credential is refused (``bad-channel``): an export is read and copied
+  by others, and the export's engine (micromamba on the target) reads its own authentication.
+* What is printed (messages, ``--json`` documents, notes) and logged (the run's log) is
+  :func:`redact`-ed: the credential becomes ``***``, the rest of the URL stays readable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+MASK = "***"
+"""What a credential is shown as."""
+
+QUERY_KEYS = frozenset(
+    {"token", "access_token", "auth_token", "api_key", "apikey", "private_token", "password", "secret"}
+)
+"""Query keys whose value is a credential (compared lower-case)."""
+
+# A URL inside text: a scheme, then everything up to whitespace, a quote or a bracket.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+# Names of variables whose value is a credential: the engines' own and the common conventions.
+_VARIABLE = re.compile(
+    r"(CONDA_TOKEN|ANACONDA_API_TOKEN|ANACONDA_TOKEN|UV_INDEX_.+_(USERNAME|PASSWORD)"
+    r"|.*_(TOKEN|PASSWORD|PASSWD|SECRET|API_KEY|APIKEY|AUTH))",
+    re.IGNORECASE,
+)
+_SHORTEST = 6
+"""A variable's value shorter than this is not looked for in text (``user`` would mask every word)."""
+
+
+def _split(url: str) -> tuple[str, str, str, str, str]:
+    """(scheme://, authority, path, ?query, #fragment) as written, without decoding anything."""
+    scheme, _, rest = url.partition("://")
+    end = len(rest)
+    for mark in "/?#":
+        found = rest.find(mark)
+        if found != -1:
+            end = min(end, found)
+    authority, rest = rest[:end], rest[end:]
+    rest, hash_mark, fragment = rest.partition("#")
+    path, question, query = rest.partition("?")
+    return scheme + "://", authority, path, question + query, hash_mark + fragment
+
+
+def _is_credential_key(part: str) -> bool:
+    """``part`` (``key=value`` of a query) has a credential's key, read as a server reads it
+    (percent-decoded: ``%74oken`` is ``token``)."""
+    key = re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), part.split("=", 1)[0])
+    return key.strip().lower() in QUERY_KEYS
+
+
+def _token_index(segments: list[str]) -> int | None:
+    """The index of the ``t`` segment of an anaconda.org token (``/t/<token>``), or None."""
+    for index, segment in enumerate(segments[1:-1], start=1):
+        if segment == "t" and segments[index + 1]:
+            return index
+    return None
+
+
+def forms(url: str) -> list[str]:
+    """The credential forms ``url`` holds: ``"conda-token"`` (``/t/<token>/``), ``"userinfo"``
+    (``user:password@``), ``"query"`` (``?token=`` and the like); empty when it holds none."""
+    if "://" not in url:
+        return []
+    _, authority, path, query, _ = _split(url)
+    found = []
+    if _token_index(path.split("/")) is not None:
+        found.append("conda-token")
+    if "@" in authority:
+        found.append("userinfo")
+    if any(_is_credential_key(part) for part in re.split(r"[&;]", query[1:])):
+        found.append("query")
+    return found
+
+
+def strip(url: str) -> str:
+    """``url`` without its credential: ``/t/<token>`` removed from the path, the userinfo and the
+    credential query keys dropped. What remains is the URL the engine's own authentication adds
+    the credential to (rattler and conda insert ``/t/<token>/`` after the host themselves)."""
+    return _rewrite(url, None)
+
+
+def masked(url: str) -> str:
+    """``url`` with its credential shown as ``***`` (for messages and logs)."""
+    return _rewrite(url, MASK)
+
+
+def with_credential(url: str, given) -> str:
+    """``url`` (recorded without a credential) as fetched from a channel of ``given`` (the channels
+    as the user gave them, credential included, in this run only): the given channel's URL put back
+    in front, so a bundle downloads what the lock records from the channel the user named."""
+    for channel in given:
+        bare = strip(channel).rstrip("/") + "/"
+        if bare != channel.rstrip("/") + "/" and url.startswith(bare):
+            return channel.rstrip("/") + "/" + url[len(bare) :]
+    return url
+
+
+def _rewrite(url: str, mask: str | None) -> str:
+    if not forms(url):
+        return url
+    scheme, authority, path, query, fragment = _split(url)
+    if "@" in authority:
+        host = authority.rsplit("@", 1)[1]
+        authority = f"{mask}@{host}" if mask else host
+    segments = path.split("/")
+    index = _token_index(segments)
+    if index is not None:
+        segments[index + 1 : index + 2] = [mask] if mask else []
+        if not mask:
+            del segments[index]
+        path = "/".join(segments)
+    if query:
+        # Pairs with the separator before each ("&" or ";", as servers read either), kept as written.
+        pairs = re.findall(r"(^|[&;])([^&;]*)", query[1:])
+        kept = []
+        for separator, part in pairs:
+            if _is_credential_key(part):
+                if not mask:
+                    continue
+                part = part.split("=", 1)[0] + "=" + mask
+            kept.append((separator if kept else "") + part)
+        query = ("?" + "".join(kept)) if kept else ""
+    return scheme + authority + path + query + fragment
+
+
+def _variable_values(environ=None) -> list[str]:
+    environ = os.environ if environ is None else environ
+    return sorted(
+        {value for name, value in environ.items() if _VARIABLE.fullmatch(name) and len(value) >= _SHORTEST},
+        key=len,
+        reverse=True,
+    )
+
+
+def stripped(text: str) -> str:
+    """``text`` (a record the tool keeps, such as an env's marker) with every URL in it without its
+    credential (:func:`strip`): the engine's own authentication supplies it when the URL is used."""
+    return _URL.sub(lambda match: strip(match.group(0)), text)
+
+
+def redact(text: str, environ=None) -> str:
+    """``text`` for display or a log: every URL's credential shown as ``***`` and the value of every
+    credential variable set (``CONDA_TOKEN``, ``UV_INDEX_*_PASSWORD`` ...) replaced by ``***``."""
+    if not isinstance(text, str):
+        return text
+    text = _URL.sub(lambda match: masked(match.group(0)), text)
+    for value in _variable_values(environ):
+        text = text.replace(value, MASK)
+    return text
+
+
+def found_in(text: str, environ=None) -> list[str]:
+    """What in ``text`` is a credential, each shown masked: the URLs with one (as :func:`masked`
+    shows them) and ``the value of NAME`` for a credential variable whose value is there."""
+    found = [masked(match.group(0)) for match in _URL.finditer(text) if forms(match.group(0))]
+    environ = os.environ if environ is None else environ
+    for name, value in sorted(environ.items()):
+        if _VARIABLE.fullmatch(name) and len(value) >= _SHORTEST and value in text:
+            found.append(f"the value of {name}")
+    return found
+
+
+WHERE_FROM = (
+    "the engine's own authentication supplies it at install time: tfgpu-install (rattler) reads "
+    'RATTLER_AUTH_FILE (JSON {"HOST": {"CondaToken": "TOKEN"}}), ~/.rattler/credentials.json or the '
+    "keyring; conda reads `conda token set` (or CONDA_TOKEN); `conda-lock install` takes --auth"
+)
+"""Where a credential a lock does not record comes from when it is installed."""
+
+
+def refuse_in(text: str, where: str, code: str = "secret-in-output") -> None:
+    """Raise ``code`` (exit 2) when ``text``, bound for ``where``, holds a credential."""
+    found = found_in(text)
+    if found:
+        from tfgpu.errors import UsageError
+
+        raise UsageError(
+            code,
+            f"{where} would hold a credential ({'; '.join(found[:3])}); nothing was written there.",
+            [
+                "Give the URL without its credential (no /t/<token>/, user:password@ or ?token=) and let "
+                f"{WHERE_FROM}.",
+            ],
+        )
