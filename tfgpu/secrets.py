@@ -57,8 +57,9 @@ _VARIABLE = re.compile(
     r"|.*_(TOKEN|PASSWORD|PASSWD|SECRET|API_KEY|APIKEY|AUTH))",
     re.IGNORECASE,
 )
-_SHORTEST = 6
-"""A variable's value shorter than this is not looked for in text (``user`` would mask every word)."""
+_SHORTEST = 8
+"""A variable's value shorter than this is not looked for in text: a short value (``user``, ``enabled``)
+would mask, or refuse, ordinary words; a real token or password is longer."""
 
 
 def _split(url: str) -> tuple[str, str, str, str, str]:
