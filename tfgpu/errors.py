@@ -267,6 +267,10 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         ImpossibleError,
         "`--with`: TensorFlow and the companion cannot share an env (nvidia-* pins, Python or numpy conflict).",
     ),
+    "companion-cannot-run": (
+        ImpossibleError,
+        "`--with`: no companion version the spec admits runs on the target's driver or GPU (its CUDA build, its GPU code).",
+    ),
     "companion-two-stacks": (
         ImpossibleError,
         "`--with`: the only plan puts two CUDA stacks into one env; this command does not build such an env.",
