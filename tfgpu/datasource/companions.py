@@ -334,6 +334,28 @@ def shared_paths(index: Index, first: str, second: str) -> list[str]:
     return sorted(listed[0] & listed[1])
 
 
+def missing_releases(index: Index, known: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(framework, version)`` of every torch/JAX release the index lists that ``known`` lacks,
+    oldest first per framework (a project the index does not list has none)."""
+    found = []
+    for framework, minimum in MINIMUM.items():
+        document = index.project(framework)
+        if document is not None:
+            found += [(framework, v) for v in final_versions(document, minimum) if (framework, v) not in known]
+    return found
+
+
+def read_release(reader: CompanionReader, framework: str, version: str) -> list[CompanionRow]:
+    """The rows of one release: torch's one, or JAX's per CUDA extra."""
+    return [reader.torch(version)] if framework == "torch" else reader.jax(version)
+
+
+def pinned_names(rows: list[CompanionRow]) -> set[str]:
+    """The distributions whose release lists a resolver needs for ``rows``' pins (nvidia-*, numpy)."""
+    names = {name for row in rows for name in row.nvidia if name.startswith("nvidia-")}
+    return names | ({"numpy"} if any(row.numpy for row in rows) else set())
+
+
 def new_rows(index: Index, shipped: dict) -> dict | None:
     """What ``update-data`` adds to ``companions.toml``: the torch and JAX releases the shipped
     table (``shipped``, parsed) lacks, and fresh release lists of every distribution they pin;

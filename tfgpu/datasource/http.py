@@ -198,7 +198,7 @@ class Fetcher:
             if self.deadline is not None and deadline == self.deadline:
                 why = f"before the run's deadline (the whole run may take {self.timeout:g} s)"
             else:
-                why = f"within the {self.request_deadline:g} s one request may take"
+                why = f"within the request's deadline ({self.request_deadline:g} s, its retries included)"
             raise SourceError(f"{url}: no complete answer {why}")
         return left
 
