@@ -121,6 +121,7 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
         "kept_releases": [r.version for r in progress.kept_releases],
         "new_companions": new_companions,
         "fetched_companions": [label(r) for r in progress.fetched_companions],
+        "kept_companions": [label(r) for r in progress.kept_companions],
         "not_written": progress.not_written,
         "skipped": skipped,
         "requests": fetcher.requests,
