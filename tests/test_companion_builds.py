@@ -209,3 +209,10 @@ def test_fatbin_entries_give_cubin_and_ptx_targets_and_broken_ones_end_the_scan(
     assert build_facts.fatbin_archs(cut) == ["sm_75"]
     looping = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1 << 40) + struct.pack("<HHIQ", 2, 1, 0, 0) + b"\0" * 24
     assert build_facts.fatbin_archs(looping) == []
+
+
+def test_inside_wsl2_a_companion_needs_the_windows_driver_cuda_toml_gives_its_cuda():
+    torch = row("torch", "2.15.0")
+    need = driver_need(torch.cuda, "wsl2")
+    assert companion_fit.for_os(torch, "linux") == torch
+    assert companion_fit.for_os(torch, "wsl2").driver == (need.minimum if need else "")

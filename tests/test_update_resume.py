@@ -219,6 +219,24 @@ def test_a_fault_after_every_release_list_names_each_release_it_could_not_write(
     assert tf_versions(env) == ["2.22.0rc0"] and torch_versions(env) == []
 
 
+def test_a_kept_row_without_the_build_columns_is_read_again(index_url, tmp_path):
+    url, handler = index_url
+    env = make_env(tmp_path, "first")
+    assert update(env, url).returncode == 0
+    path = Path(env["TFGPU_USER_DATA_DIR"]) / "companions-updates.toml"
+    text = path.read_text("utf-8")
+    # as a tool before the build columns wrote it: no cuda, driver, gpu_archs, gpu_range, archs_from
+    old = "\n".join(
+        line for line in text.splitlines() if not line.startswith(("cuda =", "driver =", "gpu_", "archs_from ="))
+    )
+    path.write_text(old + "\n", "utf-8")
+    handler.requests.clear()
+    again = update(dict(env, TFGPU_CACHE_DIR=str(tmp_path / "cache-second")), url)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert sorted(json.loads(again.stdout)["fetched_companions"]) == [f"torch=={v}" for v in TORCH]
+    assert all(r["cuda"] == "12.8" for r in overlay(env, "companions-updates.toml")["release"])
+
+
 def test_each_request_has_its_own_deadline_not_the_run():
     from tfgpu.datasource.http import Fetcher
 

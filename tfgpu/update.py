@@ -181,10 +181,12 @@ def _progress(shipped: dict, url: str, header: str, fetched: str):
         (r["framework"], r["version"]) for r in tables.load_toml("companions.toml").get("release", [])
     }
     companions = earlier(data_dir() / COMPANION_UPDATES_FILE, load_companions)
+    # a row written before the build columns (a CUDA stack, no ``cuda``) is read again, so that
+    # every kept row says what driver and GPU it runs on
     kept_companions = [
         companion_from_row(row)
         for row in companions.get("release", [])
-        if (row["framework"], row["version"]) not in shipped_companions
+        if (row["framework"], row["version"]) not in shipped_companions and (row.get("cuda") or not row["stack"])
     ]
     fields = {"fetched": fetched, "index": url, "shipped_generated": shipped.get("generated", "")}
 

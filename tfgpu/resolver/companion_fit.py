@@ -39,6 +39,17 @@ def carried(row) -> str:
     return "architectures its wheel does not state"
 
 
+def for_os(row, os: str):
+    """``row`` with the driver floor of ``os``: the table records Linux's; inside WSL2 the driver is
+    Windows' and its floor for that CUDA is ``cuda.toml``'s (NVIDIA's Windows minimum, WSL2's own)."""
+    from tfgpu.resolver.drivers import driver_need
+
+    if os == "linux" or not row.cuda:
+        return row
+    need = driver_need(row.cuda, os)
+    return row._replace(driver=need.minimum if need else "")
+
+
 def why_not(row, driver: str | None, ccs: tuple[str, ...]) -> list[str]:
     """Why ``row`` cannot run on a target with ``driver`` and GPUs ``ccs`` ([] = it can, as far as
     its wheel says)."""

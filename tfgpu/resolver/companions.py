@@ -213,6 +213,7 @@ def coplan(
     others,
     driver: str | None = None,
     ccs: tuple[str, ...] = (),
+    os: str = "linux",
 ):
     """The :class:`CoPlan` for release ``tf``; ``asked``: ``(framework, extra, spec, as typed)``;
     ``others``: TensorFlow releases to name when this one shares no stack with the companions;
@@ -225,7 +226,11 @@ def coplan(
     own = tf_stack(tf)
     for framework, extra, spec, typed in asked:
         # Newest first; of one version's CUDA extras (``jax`` without one), TensorFlow's stack first.
-        found = sorted(matching(framework, extra, spec), key=lambda r: (parse(r.version), r.stack == own), reverse=True)
+        found = sorted(
+            (companion_fit.for_os(r, os) for r in matching(framework, extra, spec)),
+            key=lambda r: (parse(r.version), r.stack == own),
+            reverse=True,
+        )
         if not found:
             known = ", ".join(r.version for r in matching(framework, extra, "")[:8])
             raise ImpossibleError(
@@ -235,7 +240,7 @@ def coplan(
             )
         runnable = [r for r in found if not companion_fit.why_not(r, driver, ccs)]
         if not runnable:
-            raise cannot_run(typed, framework, found, driver, ccs)
+            raise cannot_run(typed, framework, found, driver, ccs, os)
         # The newer versions the spec admits that this target cannot run: said, not silently passed.
         newer = [r for r in found if parse(r.version) > parse(runnable[0].version)]
         skipped += [f"Not {r.label}: {'; '.join(companion_fit.why_not(r, driver, ccs))}." for r in newer[:3]]
@@ -249,7 +254,11 @@ def coplan(
     chosen = single or double
     newest = verdicts[0]
     single_stack = chosen is not None and chosen[1]["single"]
-    ways = [] if single_stack else ways_forward(tf, tf_pythons, pinned_python, asked, chosen or newest, others)
+
+    def runs(row: Row) -> bool:
+        return not companion_fit.why_not(companion_fit.for_os(row, os), driver, ccs)
+
+    ways = [] if single_stack else ways_forward(tf, tf_pythons, pinned_python, asked, chosen or newest, others, runs)
     if chosen is None:
         combo, verdict = newest
         raise ImpossibleError(
@@ -322,7 +331,7 @@ def runs_reason(row: Row, driver: str | None, ccs: tuple[str, ...]) -> str:
     return text + f"; carries {companion_fit.carried(row)}."
 
 
-def cannot_run(typed: str, framework: str, found: list[Row], driver: str | None, ccs: tuple[str, ...]):
+def cannot_run(typed: str, framework: str, found: list[Row], driver: str | None, ccs: tuple[str, ...], os: str):
     """``companion-cannot-run``: no version the spec admits runs on the target; the ways forward name
     the newest release of the framework that does, and the driver or GPU the asked one needs."""
     from tfgpu.resolver import companion_fit
@@ -330,7 +339,8 @@ def cannot_run(typed: str, framework: str, found: list[Row], driver: str | None,
     newest = found[0]
     why = companion_fit.why_not(newest, driver, ccs)
     ways = []
-    other = next((r for r in matching(framework, None, "") if not companion_fit.why_not(r, driver, ccs)), None)
+    others = (companion_fit.for_os(r, os) for r in matching(framework, None, ""))
+    other = next((r for r in others if not companion_fit.why_not(r, driver, ccs)), None)
     if other is not None:
         ways.append(
             f"--with '{other.requirement}': the newest {framework} that runs on this target ({runs_reason(other, driver, ccs)})"
@@ -357,12 +367,13 @@ def _major(stack: str) -> str:
     return stack[2:] or "?"
 
 
-def ways_forward(tf, tf_pythons, python, asked, chosen, others) -> list[str]:
+def ways_forward(tf, tf_pythons, python, asked, chosen, others, runs=lambda row: True) -> list[str]:
     """Ranked: companion versions sharing TF's stack; TF releases sharing the companions' stack;
     separate envs; a two-stack env (where the pins allow one)."""
     combo, verdict = chosen
     ways = []
-    relaxed = [matching(framework, None, "") for framework, _, _, _ in asked]
+    # only versions that run on the target's driver and GPU are offered
+    relaxed = [[r for r in matching(framework, None, "") if runs(r)] for framework, _, _, _ in asked]
     shared = [
         c for c in combos(relaxed) if (v := check(tf, tf_pythons, python, c)) and not v["conflicts"] and v["single"]
     ]

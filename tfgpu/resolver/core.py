@@ -57,6 +57,7 @@ def with_companions(request: Request, resolution: Resolution, host) -> Resolutio
         tables.releases(),
         target.driver,
         tuple(target.gpu_ccs),
+        target.os,
     )
     if plan.pythons and resolution.python not in plan.pythons and not given:
         again = resolve(replace(request, tf=resolution.tensorflow, python=plan.pythons[-1], companions=()), host)
