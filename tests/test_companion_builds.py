@@ -216,3 +216,17 @@ def test_inside_wsl2_a_companion_needs_the_windows_driver_cuda_toml_gives_its_cu
     need = driver_need(torch.cuda, "wsl2")
     assert companion_fit.for_os(torch, "linux") == torch
     assert companion_fit.for_os(torch, "wsl2").driver == (need.minimum if need else "")
+
+
+def test_no_data_source_runs_what_it_reads():
+    """Wheel members that are Python (torch's version.py, cuda/__init__.py, TF's build_info.py) are
+    parsed with ast and only their literals read: nothing under tfgpu/datasource executes code."""
+    import ast
+    from pathlib import Path
+
+    import tfgpu.datasource
+
+    for path in Path(tfgpu.datasource.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                assert node.func.id not in {"exec", "eval", "compile", "__import__"}, (path.name, node.lineno)

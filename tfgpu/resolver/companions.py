@@ -353,7 +353,9 @@ def cannot_run(typed: str, framework: str, found: list[Row], driver: str | None,
         ways.append(f"A GPU of {companion_fit.carried(newest)} for {newest.label}.")
     more = "" if len(found) == 1 else f" (nor does any of the {len(found)} {framework} releases --with {typed} admits)"
     return ImpossibleError(
-        "companion-cannot-run", f"--with {typed}: {'; '.join(why)}{more}.", ways or ["Plan without --with."]
+        "companion-cannot-run",
+        f"--with {typed}: {'; '.join(why)}{more} [sources: {', '.join(newest.sources) or 'none recorded'}].",
+        ways or ["Plan without --with."],
     )
 
 
