@@ -131,7 +131,8 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
             f"{', '.join(new)}; stored in {target}" + _kept_note(progress) + "."
             if new
             else f"Up to date: {url} lists no TensorFlow release the shipped data "
-            f"({shipped.get('generated', '?')}) lacks; nothing was written."
+            f"({shipped.get('generated', '?')}) lacks"
+            + ("." if progress.fetched_companions else "; nothing was written.")
         )
         + (f" New torch/JAX releases: {', '.join(new_companions)}." if new_companions else "")
         + (
