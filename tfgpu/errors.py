@@ -95,6 +95,10 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "undo-failed": (OperationError, "`repair --undo` could not put a changed env back as it was."),
     "target-busy": (OperationError, "Another tfgpu-install run holds the target's lock."),
     "update-failed": (OperationError, "`update-data` got an answer it cannot use (shape, deadline); nothing written."),
+    "update-incomplete": (
+        OperationError,
+        "`update-data` kept the releases it read, but some request failed; run it again to resume.",
+    ),
     "offline-no-cache": (OperationError, "`--offline` and no cached answer or package for what was asked."),
     "data-overlay-corrupt": (OperationError, "The user data overlay (tensorflow-updates.toml) does not load."),
     "download-failed": (OperationError, "A download ended early or with an HTTP error."),
@@ -282,6 +286,10 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "companion-conflict": (
         ImpossibleError,
         "`--with`: TensorFlow and the companion cannot share an env (nvidia-* pins, Python or numpy conflict).",
+    ),
+    "companion-cannot-run": (
+        ImpossibleError,
+        "`--with`: no companion version the spec admits runs on the target's driver or GPU (its CUDA build, its GPU code).",
     ),
     "companion-two-stacks": (
         ImpossibleError,

@@ -1,8 +1,8 @@
 """``tfgpu-install update-data``: fetch the TensorFlow releases published since the shipped data.
 
 It reads PyPI the way ``scripts/regen_tf_data.py`` does (``tfgpu.datasource``: the JSON API, then
-range requests into each new release's wheels, every request bounded in size, the whole run by one deadline), checks
-every row it builds, and writes the rows to the user's overlay (``tfgpu.paths.data_dir()``),
+range requests into each new release's wheels, every request bounded in size and by its own deadline), checks
+every row it builds, and writes the rows to the user's overlay as each release is read (``tfgpu.paths.data_dir()``),
 which the resolver adds to the shipped table for versions that table lacks; newer shipped data
 supersedes it. Answers are cached under the user cache dir, and ``offline=True`` uses only those:
 it never opens a connection. Nothing else in tfgpu-install fetches release data: ``plan`` only
@@ -21,7 +21,6 @@ import concurrent.futures
 import datetime
 import os
 import struct
-import time
 import zlib
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -31,7 +30,8 @@ from tfgpu.errors import OperationError, UsageError
 
 DEFAULT_INDEX = "https://pypi.org/pypi"
 TIMEOUT_S = 30.0
-"""The whole run's deadline in seconds (``TFGPU_UPDATE_TIMEOUT`` changes it)."""
+"""One request's deadline in seconds, its retries included (``TFGPU_UPDATE_TIMEOUT`` changes it); the
+run as a whole has none: it keeps each release as it is read."""
 MAX_JSON_BYTES = 32 * 1024 * 1024
 MAX_RANGE_BYTES = 8 * 1024 * 1024
 JOBS = 4
@@ -70,12 +70,16 @@ def validate(record) -> str:
 
 
 def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
-    """Fetch new release rows into the overlay; returns a report (``--json`` prints it)."""
+    """Fetch new release rows into the overlay; returns a report (``--json`` prints it).
+
+    Every request has its own deadline (:data:`TIMEOUT_S`), not the run: a run that reads many
+    releases takes as long as they need. Each release read and validated is written to the overlay
+    at once (``tfgpu.update_overlay``), so a failure later keeps it, and the next run against the
+    same index resumes from what is kept. A run where something failed ends ``update-incomplete``
+    (what was written, what was not and why) or, where nothing could be read, ``update-failed``."""
     from tfgpu.data.updates import UPDATES_FILE
-    from tfgpu.datasource.companions import new_rows
-    from tfgpu.datasource.http import Fetcher, SourceError
-    from tfgpu.datasource.releases import Index, ReleaseReader, select_versions
-    from tfgpu.datasource.toml_out import render_toml
+    from tfgpu.datasource.http import Fetcher
+    from tfgpu.datasource.releases import Index
     from tfgpu.paths import cache_root, data_dir
     from tfgpu.resolver import tables
 
@@ -84,75 +88,28 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
 
         index_url = updates().get("index")
     url = _check_index(index_url or DEFAULT_INDEX)
-    budget = _budget()
+    per_request = _budget()
     fetcher = Fetcher(
         cache_root() / "pypi",
         refresh_json=not offline,
-        timeout=budget,
+        timeout=per_request,
         retries=2,
         offline=offline,
         max_json_bytes=MAX_JSON_BYTES,
         max_range_bytes=MAX_RANGE_BYTES,
-        deadline=time.monotonic() + budget,
+        request_deadline=per_request,
     )
     shipped = tables.load_toml("tensorflow.toml")
-    rows = shipped.get("release", [])
-    known = {Version(row["version"]) for row in rows}
-    capabilities = [
-        w.get("compute_capabilities")
-        for row in rows
-        for w in row.get("wheels", {}).values()
-        if w.get("compute_capabilities") and not w.get("unverified")
-    ]
-    index = Index(fetcher, url)
-    try:
-        document = index.project("tensorflow")
-        if document is None:
-            raise SourceError(f"{index.project_url('tensorflow')}: no such project")
-        wanted = [v for v in select_versions(document) if Version(v) not in known]
-        for version in wanted:  # every listed wheel URL passes the transport rule before any fetch
-            index.wheels("tensorflow", version)
-        reader = ReleaseReader(index, known_capabilities=capabilities)
-        with concurrent.futures.ThreadPoolExecutor(JOBS) as pool:
-            records = list(pool.map(reader.read, wanted))
-        good = [r for r in records if not validate(r)]
-        skipped = [{"version": r.version, "reason": validate(r)} for r in records if validate(r)]
-        companions = new_rows(index, tables.load_toml("companions.toml"))
-    except _MALFORMED as error:
-        raise OperationError(
-            "update-failed",
-            f"The answer of {url} is not what a PyPI JSON API and its wheels "
-            f"look like ({type(error).__name__}: {str(error)[:200]}); nothing was written.",
-            [
-                f"Check --index: it must be the root of a PyPI JSON API (as {DEFAULT_INDEX}).",
-                "The data shipped with tfgpu-install still works.",
-            ],
-        ) from None
-    except SourceError as error:
-        if offline:
-            raise OperationError(
-                "offline-no-cache",
-                f"update-data --offline has no cached answer for what it needs: {error}.",
-                ["Run `tfgpu-install update-data` once with network access; later runs can be --offline."],
-            ) from None
-        raise OperationError(
-            "update-failed",
-            f"Could not read the release data from {url}: {error}.",
-            [
-                "Check the network (PyPI must be reachable), or give a mirror of the PyPI JSON API with --index URL.",
-                "The data shipped with tfgpu-install still works: `tfgpu-install plan` needs no network.",
-            ],
-        ) from None
     fetched = datetime.datetime.now(datetime.UTC).date().isoformat()
     header = HEADER.format(date=fetched, index=url, shipped=shipped.get("generated", "?"))
-    text = render_toml(
-        good, header, {"fetched": fetched, "index": url, "shipped_generated": shipped.get("generated", "")}
-    )
     target = data_dir() / UPDATES_FILE
-    new = [r.version for r in good]
-    if new:  # nothing new: the overlay there is (if any) stays as it is
-        _install(target, text.encode("utf-8"), url)
-    new_companions = _companions(companions, header, url, fetched)
+    progress = _progress(shipped, url, header, fetched)
+    index = Index(fetcher, url)
+    skipped = _read_releases(index, shipped, progress, offline, url)
+    _read_companions(index, progress)
+    if progress.not_written:
+        raise _incomplete(progress, url, offline)
+    new, new_companions = progress.releases, progress.companions
     return {
         "index": url,
         "fetched": fetched,
@@ -160,16 +117,22 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
         "overlay": str(target) if new else None,
         "shipped_generated": shipped.get("generated", ""),
         "new_releases": new,
+        "fetched_releases": [r.version for r in progress.fetched_releases],
+        "kept_releases": [r.version for r in progress.kept_releases],
         "new_companions": new_companions,
+        "fetched_companions": [label(r) for r in progress.fetched_companions],
+        "kept_companions": [label(r) for r in progress.kept_companions],
+        "not_written": progress.not_written,
         "skipped": skipped,
         "requests": fetcher.requests,
         "bytes": fetcher.bytes,
         "summary": (
             f"{len(new)} release(s) newer than the shipped data ({shipped.get('generated', '?')}): "
-            f"{', '.join(new)}; stored in {target}."
+            f"{', '.join(new)}; stored in {target}" + _kept_note(progress) + "."
             if new
             else f"Up to date: {url} lists no TensorFlow release the shipped data "
-            f"({shipped.get('generated', '?')}) lacks; nothing was written."
+            f"({shipped.get('generated', '?')}) lacks"
+            + ("." if progress.fetched_companions else "; nothing was written.")
         )
         + (f" New torch/JAX releases: {', '.join(new_companions)}." if new_companions else "")
         + (
@@ -178,6 +141,203 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
             else ""
         ),
     }
+
+
+def _kept_note(progress) -> str:
+    if not progress.kept_releases:
+        return ""
+    return f" ({', '.join(r.version for r in progress.kept_releases)} kept from an earlier run, not fetched again)"
+
+
+def label(row) -> str:
+    from tfgpu.update_overlay import label as companion_label
+
+    return companion_label(row)
+
+
+def _progress(shipped: dict, url: str, header: str, fetched: str):
+    """What earlier runs against ``url`` kept (rows for versions the shipped data now has are
+    dropped; an overlay from another index, or one that no longer loads, is started over)."""
+    from tfgpu.data.updates import COMPANION_UPDATES_FILE, UPDATES_FILE, load, load_companions
+    from tfgpu.datasource.toml_out import render_companions, render_toml
+    from tfgpu.errors import TfgpuError
+    from tfgpu.paths import data_dir
+    from tfgpu.resolver import tables
+    from tfgpu.update_overlay import Progress, companion_from_row, record_from_row
+
+    def earlier(path, loader) -> dict:
+        try:
+            document = loader(path)
+        except TfgpuError:
+            return {}
+        return document if document.get("index") == url else {}
+
+    known = {Version(row["version"]) for row in shipped.get("release", [])}
+    kept = [
+        record_from_row(row)
+        for row in earlier(data_dir() / UPDATES_FILE, load).get("release", [])
+        if Version(row["version"]) not in known
+    ]
+    shipped_companions = {
+        (r["framework"], r["version"]) for r in tables.load_toml("companions.toml").get("release", [])
+    }
+    companions = earlier(data_dir() / COMPANION_UPDATES_FILE, load_companions)
+    # a row written before the build columns (a CUDA stack, no ``cuda``) is read again, so that
+    # every kept row says what driver and GPU it runs on
+    kept_companions = [
+        companion_from_row(row)
+        for row in companions.get("release", [])
+        if (row["framework"], row["version"]) not in shipped_companions and (row.get("cuda") or not row["stack"])
+    ]
+    fields = {"fetched": fetched, "index": url, "shipped_generated": shipped.get("generated", "")}
+
+    def write_releases(records) -> None:
+        _install(data_dir() / UPDATES_FILE, render_toml(records, header, fields).encode("utf-8"), url)
+
+    def write_companions(rows, versions) -> None:
+        document = {"rows": rows, "versions": versions, "collisions": []}
+        text = render_companions(document, header, {"fetched": fetched, "index": url})
+        _install(data_dir() / COMPANION_UPDATES_FILE, text.encode("utf-8"), url, load_companions)
+
+    return Progress(write_releases, write_companions, kept, kept_companions, companions.get("versions", {}))
+
+
+def _read_releases(index, shipped: dict, progress, offline: bool, url: str) -> list[dict]:
+    """Read every TensorFlow release neither the shipped data nor the kept overlay has, keeping each
+    as it is validated; the rows that fail validation (``skipped``). Where the release list itself
+    cannot be read, nothing can be: that is ``update-failed`` (or ``offline-no-cache``) at once."""
+    from tfgpu.datasource.http import SourceError
+    from tfgpu.datasource.releases import ReleaseReader, select_versions
+
+    rows = shipped.get("release", [])
+    known = {Version(row["version"]) for row in rows} | {Version(v) for v in progress.releases}
+    capabilities = [
+        w.get("compute_capabilities")
+        for row in rows
+        for w in row.get("wheels", {}).values()
+        if w.get("compute_capabilities") and not w.get("unverified")
+    ]
+    try:
+        document = index.project("tensorflow")
+        if document is None:
+            raise SourceError(f"{index.project_url('tensorflow')}: no such project")
+        wanted = [v for v in select_versions(document) if Version(v) not in known]
+        for version in wanted:  # every listed wheel URL passes the transport rule before any fetch
+            index.wheels("tensorflow", version)
+    except (SourceError, *_MALFORMED) as error:
+        raise _failed(error, url, offline) from None
+    reader = ReleaseReader(index, known_capabilities=capabilities)
+    skipped = []
+    with concurrent.futures.ThreadPoolExecutor(JOBS) as pool:
+        reading = {pool.submit(reader.read, version): version for version in wanted}
+        for done in concurrent.futures.as_completed(reading):
+            try:
+                record = done.result()
+            except (SourceError, *_MALFORMED) as error:
+                progress.fail(f"tensorflow {reading[done]}", _why(error))
+                continue
+            if why := validate(record):
+                skipped.append({"version": record.version, "reason": why})
+            else:
+                progress.add_release(record)
+    return skipped
+
+
+def _read_companions(index, progress) -> None:
+    """Read every torch/JAX release neither the shipped table nor the kept overlay has; each is kept
+    with the release lists of what it pins, as soon as both are read."""
+    from tfgpu.datasource import companions
+    from tfgpu.datasource.http import SourceError
+    from tfgpu.resolver import tables
+
+    shipped = {(r["framework"], r["version"]) for r in tables.load_toml("companions.toml").get("release", [])}
+    known = shipped | {(r.framework, r.version) for r in [*progress.kept_companions, *progress.fetched_companions]}
+    try:
+        wanted = companions.missing_releases(index, known)
+    except (SourceError, *_MALFORMED) as error:
+        progress.fail("the torch and JAX release lists", _why(error))
+        return
+    reader = companions.CompanionReader(index)
+    lists: dict[str, list[str]] = {}
+    with concurrent.futures.ThreadPoolExecutor(JOBS) as pool:
+        reading = {pool.submit(companions.read_release, reader, fw, v): (fw, v) for fw, v in wanted}
+        for done in concurrent.futures.as_completed(reading):
+            framework, version = reading[done]
+            try:
+                rows = done.result()
+                names = companions.pinned_names(rows) - set(lists)
+                lists |= companions.release_lists(index, names)
+            except (SourceError, *_MALFORMED) as error:
+                progress.fail(f"{framework} {version}", _why(error))
+                continue
+            if rows:
+                needed = {name: lists[name] for name in companions.pinned_names(rows)}
+                progress.add_companions(rows, needed, f"{framework} {version}")
+
+
+def _why(error: Exception) -> str:
+    from tfgpu.datasource.http import SourceError
+
+    return str(error)[:300] if isinstance(error, SourceError) else f"{type(error).__name__}: {str(error)[:200]}"
+
+
+def _failed(error: Exception, url: str, offline: bool) -> OperationError:
+    """The error of a run that could read nothing new (its overlay, if any, stays as it was)."""
+    from tfgpu.datasource.http import SourceError
+
+    if not isinstance(error, SourceError):
+        return OperationError(
+            "update-failed",
+            f"The answer of {url} is not what a PyPI JSON API and its wheels "
+            f"look like ({type(error).__name__}: {str(error)[:200]}); nothing was written.",
+            [
+                f"Check --index: it must be the root of a PyPI JSON API (as {DEFAULT_INDEX}).",
+                "The data shipped with tfgpu-install still works.",
+            ],
+        )
+    if offline:
+        return OperationError(
+            "offline-no-cache",
+            f"update-data --offline has no cached answer for what it needs: {error}.",
+            ["Run `tfgpu-install update-data` once with network access; later runs can be --offline."],
+        )
+    return OperationError(
+        "update-failed",
+        f"Could not read the release data from {url}: {error}.",
+        [
+            "Check the network (PyPI must be reachable), or give a mirror of the PyPI JSON API with --index URL.",
+            "The data shipped with tfgpu-install still works: `tfgpu-install plan` needs no network.",
+        ],
+    )
+
+
+def _incomplete(progress, url: str, offline: bool) -> OperationError:
+    """A run where some release could not be read: what it kept, what it did not and why."""
+    written = [r.version for r in progress.fetched_releases] + [label(r) for r in progress.fetched_companions]
+    kept = [r.version for r in progress.kept_releases] + [label(r) for r in progress.kept_companions]
+    missing = "; ".join(f"{n['what']} ({n['reason']})" for n in progress.not_written)
+    if not written and not kept:
+        first = progress.not_written[0]
+        code = "offline-no-cache" if offline else "update-failed"
+        return OperationError(
+            code,
+            f"Could not read the release data from {url}: {first['what']}: {first['reason']}; nothing was written.",
+            [
+                "Check the network (PyPI must be reachable), or give a mirror of the PyPI JSON API with --index URL.",
+                "The data shipped with tfgpu-install still works: `tfgpu-install plan` needs no network.",
+            ],
+        )
+    return OperationError(
+        "update-incomplete",
+        f"update-data wrote {len(written)} release row(s) from {url}"
+        + (f" ({', '.join(written)})" if written else "")
+        + (f", kept {len(kept)} from an earlier run ({', '.join(kept)})" if kept else "")
+        + f"; not written: {missing}.",
+        [
+            "Run `tfgpu-install update-data` again: it resumes, keeping what is written, and fetches only the rest.",
+            "What is written is used by `plan` already.",
+        ],
+    )
 
 
 # What a malformed answer raises on its way through the readers (a value of the wrong type, a
@@ -196,7 +356,7 @@ _MALFORMED = (
 
 
 def _budget() -> float:
-    """The run's deadline in seconds: ``TFGPU_UPDATE_TIMEOUT`` or :data:`TIMEOUT_S`."""
+    """One request's deadline in seconds: ``TFGPU_UPDATE_TIMEOUT`` or :data:`TIMEOUT_S`."""
     text = os.environ.get("TFGPU_UPDATE_TIMEOUT", "")
     if not text:
         return TIMEOUT_S
@@ -211,19 +371,6 @@ def _budget() -> float:
             [f"Unset it for the default of {TIMEOUT_S:g} s."],
         )
     return value
-
-
-def _companions(document: dict | None, header: str, url: str, fetched: str) -> list[str]:
-    """Write the torch/JAX rows the shipped companions.toml lacks to their overlay; their labels."""
-    if document is None:
-        return []
-    from tfgpu.data.updates import COMPANION_UPDATES_FILE, load_companions
-    from tfgpu.datasource.toml_out import render_companions
-    from tfgpu.paths import data_dir
-
-    text = render_companions(document, header, {"fetched": fetched, "index": url})
-    _install(data_dir() / COMPANION_UPDATES_FILE, text.encode("utf-8"), url, load_companions)
-    return [f"{r.framework}{f'[{r.extra}]' if r.extra else ''}=={r.version}" for r in document["rows"]]
 
 
 def _install(target, data: bytes, url: str, check=None) -> None:

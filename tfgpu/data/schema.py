@@ -61,6 +61,13 @@ SCHEMAS: dict[str, Table] = {
                         "numpy": Str("specifier"),
                         "wheels": List(Str("line")),
                         "nvidia": Map(Str("pin"), key=Str("name", blank=False)),
+                        # What the build runs on, read from the wheel; optional, so an overlay
+                        # written before these columns still loads (its rows are then unchecked).
+                        "cuda": opt(Str(r"([0-9]{1,3}\.[0-9]{1,3})?")),
+                        "driver": opt(Str(f"({DRIVER})?")),
+                        "gpu_archs": opt(List(Str(r"(sm|compute)_[0-9]{2,3}[a-z]?"))),
+                        "gpu_range": opt(List(Str(r"[0-9]{1,2}\.[0-9]"))),
+                        "archs_from": opt(Str("line")),
                         "source": SOURCES,
                     }
                 )

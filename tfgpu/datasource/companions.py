@@ -24,10 +24,11 @@ import re
 from packaging.version import InvalidVersion, Version
 
 from tfgpu import urls
+from tfgpu.datasource import build_facts
 from tfgpu.datasource import wheel_facts as facts
 from tfgpu.datasource.http import SourceError
 from tfgpu.datasource.releases import Index, WheelFile, best_wheel, wheel_from_json
-from tfgpu.datasource.remote_zip import central_directory, read_wheel_members
+from tfgpu.datasource.remote_zip import ZipEntry, central_directory, read_member, read_wheel_members
 
 #: The oldest release of each framework the table keeps (older ones predate TF 2.18's CUDA 12.5).
 MINIMUM = {"torch": "2.5", "jax": "0.4.30"}
@@ -49,6 +50,18 @@ class CompanionRow:
     nvidia: dict[str, str]
     wheels: list[str]  # the distributions whose METADATA the row was read from, pinned
     sources: list[str] = dataclasses.field(default_factory=lambda: ["PYPI-JSON", "WHL-META"])
+    cuda: str = ""  # the CUDA the build was made with (torch/version.py; JAX: its runtime floor)
+    driver: str = ""  # the Linux driver that CUDA needs (cuda.toml)
+    gpu_archs: list[str] = dataclasses.field(default_factory=list)  # sm_NN cubins, compute_NN PTX
+    gpu_range: list[str] = dataclasses.field(default_factory=list)  # [min CC, max CC] where only that is stated
+    archs_from: str = ""  # the wheel member that stated them ('' = the wheel states none)
+
+
+#: The largest kernel library of a JAX plugin read for its fatbins (the smallest carry one).
+MAX_FATBIN_MEMBER = 8 * 1024 * 1024
+#: Where torch states its build: the CUDA (version.py) and the architectures per CUDA build.
+TORCH_VERSION_PY = "torch/version.py"
+TORCH_CUDA_INIT = "torch/cuda/__init__.py"
 
 
 def final_versions(document: dict, minimum: str) -> list[str]:
@@ -82,10 +95,37 @@ def read_metadata(index: Index, project: str, wheel: WheelFile) -> str:
     """A wheel's METADATA, by range requests into the zip (never the whole wheel). PEP 658's
     ``<wheel>.metadata`` would be cheaper, but PyPI offers none for these wheels: its simple API
     lists no ``core-metadata`` for them and ``<wheel>.metadata`` answers 404 (checked 2026-12-02)."""
+    return read_metadata_and_entries(index, wheel)[0]
+
+
+def read_metadata_and_entries(index: Index, wheel: WheelFile) -> tuple[str, tuple[ZipEntry, ...]]:
+    """A wheel's METADATA and its member list (one central-directory read serves both)."""
     members = read_wheel_members(lambda start, end: index.fetcher.range(wheel.url, start, end), wheel.size)
     if members.metadata is None:
         raise SourceError(f"{wheel.url}: no *.dist-info/METADATA member")
-    return members.metadata
+    return members.metadata, members.entries
+
+
+def member_text(index: Index, wheel: WheelFile, entries, name: str) -> str:
+    """One small member's text by range requests ('' when the wheel has no such member)."""
+    entry = next((e for e in entries if e.name == name), None)
+    if entry is None:
+        return ""
+    data = read_member(lambda start, end: index.fetcher.range(wheel.url, start, end), wheel.size, entry)
+    return data.decode("utf-8", "replace")
+
+
+def plugin_archs(index: Index, wheel: WheelFile, entries) -> tuple[list[str], str]:
+    """The GPU targets of a JAX CUDA plugin: the fatbins of its smallest kernel library that has one."""
+    libraries = sorted(
+        (e for e in entries if e.name.endswith(".so") and 0 < e.compressed_size <= MAX_FATBIN_MEMBER),
+        key=lambda e: e.compressed_size,
+    )
+    for entry in libraries:
+        fetch = lambda start, end: index.fetcher.range(wheel.url, start, end)  # noqa: E731
+        if archs := build_facts.fatbin_archs(read_member(fetch, wheel.size, entry, MAX_FATBIN_MEMBER)):
+            return archs, entry.name
+    return [], ""
 
 
 def wheel_version(wheel: WheelFile) -> str:
@@ -143,15 +183,25 @@ class CompanionReader:
         return document
 
     def _metadata(self, project: str, version: str) -> tuple[str, list[WheelFile]]:
+        metadata, wheels, _, _ = self._wheel(project, version)
+        return metadata, wheels
+
+    def _wheel(self, project: str, version: str):
+        """``(METADATA, the release's Linux wheels, the wheel read, its members)``."""
         wheels = linux_wheels(self.index, project, version)
         if not wheels:
             raise SourceError(f"{project} {version}: no Linux x86_64 wheel on {self.index.index_url}")
-        return read_metadata(self.index, project, best_wheel(wheels)), wheels
+        wheel = best_wheel(wheels)
+        metadata, entries = read_metadata_and_entries(self.index, wheel)
+        return metadata, wheels, wheel, entries
 
     def torch(self, version: str) -> CompanionRow:
-        metadata, wheels = self._metadata("torch", version)
+        metadata, wheels, wheel, entries = self._wheel("torch", version)
         reqs = requirements(metadata)
         pins = nvidia_pins(reqs)
+        cuda = build_facts.torch_cuda(member_text(self.index, wheel, entries, TORCH_VERSION_PY))
+        archs, span, table = build_facts.torch_archs(member_text(self.index, wheel, entries, TORCH_CUDA_INIT), cuda)
+        driver, driver_sources = build_facts.driver_floor(cuda)
         return CompanionRow(
             "torch",
             version,
@@ -161,6 +211,12 @@ class CompanionReader:
             numpy_spec(reqs),
             pins,
             [f"torch=={version}"],
+            sources=_sources(["PYPI-JSON", "WHL-META", "WHL-BUILD"], driver_sources),
+            cuda=cuda,
+            driver=driver,
+            gpu_archs=archs,
+            gpu_range=span,
+            archs_from=f"{TORCH_CUDA_INIT} {table}" if table else "",
         )
 
     def jax(self, version: str) -> list[CompanionRow]:
@@ -181,8 +237,9 @@ class CompanionReader:
             if not self.index.files("jaxlib", jaxlib_version):
                 continue
             jaxlib_meta, jaxlib_wheels = self._metadata("jaxlib", jaxlib_version)
-            plugin_meta, plugin_wheels = self._metadata(plugin, plugin_version)
+            plugin_meta, plugin_wheels, plugin_wheel, plugin_entries = self._wheel(plugin, plugin_version)
             pins = nvidia_pins(requirements(plugin_meta, "with-cuda"))
+            archs, archs_member = plugin_archs(self.index, plugin_wheel, plugin_entries)
             used = [f"jax=={version}", f"jaxlib=={jaxlib_version}", f"{plugin}=={plugin_version}"]
             pjrt = plugin.replace("-plugin", "-pjrt")
             pjrt_version = _pinned(requirements(plugin_meta), pjrt)
@@ -191,6 +248,8 @@ class CompanionReader:
                 pins |= nvidia_pins(requirements(pjrt_meta)) | nvidia_pins(requirements(pjrt_meta, "with-cuda"))
                 used.append(f"{pjrt}=={pjrt_version}")
             pythons = sorted(set(python_tags(jaxlib_wheels)) & set(python_tags(plugin_wheels)), key=facts.python_key)
+            cuda = build_facts.jax_cuda(pins)
+            driver, driver_sources = build_facts.driver_floor(cuda)
             rows.append(
                 CompanionRow(
                     "jax",
@@ -201,9 +260,18 @@ class CompanionReader:
                     numpy_spec(base, requirements(jaxlib_meta)),
                     dict(sorted(pins.items())),
                     used,
+                    sources=_sources(["PYPI-JSON", "WHL-META", "WHL-FATBIN"], driver_sources),
+                    cuda=cuda,
+                    driver=driver,
+                    gpu_archs=archs,
+                    archs_from=f"{plugin}=={plugin_version} {archs_member}" if archs_member else "",
                 )
             )
         return rows
+
+
+def _sources(*groups: list[str]) -> list[str]:
+    return list(dict.fromkeys(key for group in groups for key in group))
 
 
 def _upper(reqs: list[facts.Requirement], name: str) -> str:
@@ -264,6 +332,28 @@ def shared_paths(index: Index, first: str, second: str) -> list[str]:
         entries = central_directory(lambda start, end, url=wheel.url: index.fetcher.range(url, start, end), wheel.size)
         listed.append({e.name for e in entries if "/lib/" in e.name and not e.name.endswith("/")})
     return sorted(listed[0] & listed[1])
+
+
+def missing_releases(index: Index, known: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(framework, version)`` of every torch/JAX release the index lists that ``known`` lacks,
+    oldest first per framework (a project the index does not list has none)."""
+    found = []
+    for framework, minimum in MINIMUM.items():
+        document = index.project(framework)
+        if document is not None:
+            found += [(framework, v) for v in final_versions(document, minimum) if (framework, v) not in known]
+    return found
+
+
+def read_release(reader: CompanionReader, framework: str, version: str) -> list[CompanionRow]:
+    """The rows of one release: torch's one, or JAX's per CUDA extra."""
+    return [reader.torch(version)] if framework == "torch" else reader.jax(version)
+
+
+def pinned_names(rows: list[CompanionRow]) -> set[str]:
+    """The distributions whose release lists a resolver needs for ``rows``' pins (nvidia-*, numpy)."""
+    names = {name for row in rows for name in row.nvidia if name.startswith("nvidia-")}
+    return names | ({"numpy"} if any(row.numpy for row in rows) else set())
 
 
 def new_rows(index: Index, shipped: dict) -> dict | None:

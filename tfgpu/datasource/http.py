@@ -6,9 +6,11 @@ request with the whole file is refused too (that would download the wheel). ``of
 answers only from the cache and never opens a connection. Every URL, and every redirect's
 target, passes the URL door (``tfgpu.urls``) before a connection is opened to it.
 
-A ``deadline`` (a ``time.monotonic()`` value) bounds a whole run, not one read: a server that
-sends one byte every few seconds never trips a per-read timeout, so a watchdog shuts the
-connection's socket down when the deadline passes, and no retry starts after it.
+A ``deadline`` (a ``time.monotonic()`` value) bounds a whole run, and ``request_deadline`` (seconds)
+bounds each request with its retries, not one read: a server that sends one byte every few seconds
+never trips a per-read timeout, so a watchdog shuts the connection's socket down when the deadline
+passes, and no retry starts after it. ``update-data`` uses the per-request one: a run that reads many
+releases takes as long as they need, and only a request that stalls fails.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Fetcher:
         max_range_bytes: int = MAX_RANGE_BYTES,
         on_retry=None,
         deadline: float | None = None,
+        request_deadline: float | None = None,
     ) -> None:
         self.cache_dir = cache_dir
         self.refresh_json = refresh_json
@@ -75,6 +78,8 @@ class Fetcher:
         self.on_retry = on_retry
         self.deadline = deadline
         """``time.monotonic()`` after which no request runs on (None: only the per-request timeout)."""
+        self.request_deadline = request_deadline
+        """Seconds one request may take, its retries included (None: only the per-read timeout)."""
         self._stats_lock = threading.Lock()
         self.requests = 0
         self.bytes = 0
@@ -134,8 +139,9 @@ class Fetcher:
         if byte_range:
             headers["Range"] = "bytes={}-{}".format(*byte_range)
         limit = byte_range[1] - byte_range[0] + 1 if byte_range else self.max_json_bytes
+        deadline = self._deadline_of_request()
         for attempt in range(self.retries + 1):
-            remaining = self._remaining(url)
+            remaining = self._remaining(url, deadline)
             watch = _Watchdog(remaining)
             try:
                 with (
@@ -157,12 +163,12 @@ class Fetcher:
                 problem = f"HTTP {exc.code}"
             except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
                 if watch.expired:
-                    self._remaining(url, after=True)
+                    self._remaining(url, deadline, after=True)
                 if attempt == self.retries:
                     raise SourceError(f"{url}: {getattr(exc, 'reason', exc)}") from None
                 problem = str(exc)
             delay = 2**attempt
-            if self.deadline is not None and time.monotonic() + delay >= self.deadline:
+            if deadline is not None and time.monotonic() + delay >= deadline:
                 raise SourceError(f"{url}: {problem}, and no time is left to try again")
             if self.on_retry:
                 self.on_retry(f"retry in {delay}s ({problem}): {url}")
@@ -176,16 +182,24 @@ class Fetcher:
             self.bytes += len(data)
         return data
 
-    def _remaining(self, url: str, *, after: bool = False) -> float:
-        """Seconds left before the deadline (the per-request timeout when there is none); a
+    def _deadline_of_request(self) -> float | None:
+        """The earlier of the run's deadline and this request's own (None: neither is set)."""
+        own = None if self.request_deadline is None else time.monotonic() + self.request_deadline
+        given = [d for d in (self.deadline, own) if d is not None]
+        return min(given) if given else None
+
+    def _remaining(self, url: str, deadline: float | None, *, after: bool = False) -> float:
+        """Seconds left before ``deadline`` (the per-request timeout when there is none); a
         :class:`SourceError` once it has passed."""
-        if self.deadline is None:
+        if deadline is None:
             return self.timeout
-        left = self.deadline - time.monotonic()
+        left = deadline - time.monotonic()
         if left <= 0 or after:
-            raise SourceError(
-                f"{url}: no complete answer before the run's deadline (the whole run may take {self.timeout:g} s)"
-            )
+            if self.deadline is not None and deadline == self.deadline:
+                why = f"before the run's deadline (the whole run may take {self.timeout:g} s)"
+            else:
+                why = f"within the request's deadline ({self.request_deadline:g} s, its retries included)"
+            raise SourceError(f"{url}: no complete answer {why}")
         return left
 
 

@@ -12,6 +12,22 @@ from tfgpu.datasource.releases import ReleaseRecord
 from tfgpu.datasource.wheel_facts import PLATFORMS, version_key
 
 WHEEL_KEYS = ("python", "platform_tag", "cuda_build", "cuda", "cudnn", "compute_capabilities", "shim_for", "wheel")
+#: A companion row's keys, in order: what it is, what it pins, and what its build runs on (the CUDA
+#: it was built with, the driver that needs, the GPU code it carries and the member that said so).
+COMPANION_KEYS = (
+    "framework",
+    "version",
+    "extra",
+    "stack",
+    "python",
+    "numpy",
+    "wheels",
+    "cuda",
+    "driver",
+    "gpu_archs",
+    "gpu_range",
+    "archs_from",
+)
 OPTIONAL_WHEEL_KEYS = ("cudnn_compiled", "ptx_isa", "cuda_raw", "cudnn_raw", "note", "unverified")
 
 
@@ -72,7 +88,7 @@ def render_companions(document: dict, header: str, fields: dict[str, str]) -> st
     rows = sorted(document["rows"], key=lambda r: (r.framework, Version(r.version), r.extra), reverse=True)
     for row in rows:
         lines += ["", "[[release]]"]
-        for key in ("framework", "version", "extra", "stack", "python", "numpy", "wheels"):
+        for key in COMPANION_KEYS:
             lines.append(f"{key} = {toml_value(getattr(row, key))}")
         lines.append(f"source = {toml_value(row.sources)}")
         lines += ["", "[release.nvidia]"]

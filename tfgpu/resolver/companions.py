@@ -38,6 +38,14 @@ class Row:
     python: tuple[str, ...]
     numpy: str
     pins: dict[str, str]
+    cuda: str = ""
+    """The CUDA the build was made with (torch's ``version.py``; JAX: its plugin's runtime floor)."""
+    driver: str = ""
+    """The Linux driver that CUDA needs ('' = unknown: an overlay written before the column)."""
+    gpu_archs: tuple[str, ...] = ()
+    gpu_range: tuple[str, ...] = ()
+    archs_from: str = ""
+    sources: tuple[str, ...] = ()
 
     @property
     def requirement(self) -> str:
@@ -72,6 +80,12 @@ def rows() -> tuple[Row, ...]:
                         tuple(r["python"]),
                         r["numpy"],
                         dict(r["nvidia"]),
+                        r.get("cuda", ""),
+                        r.get("driver", ""),
+                        tuple(r.get("gpu_archs", ())),
+                        tuple(r.get("gpu_range", ())),
+                        r.get("archs_from", ""),
+                        tuple(r.get("source", ())),
                     )
                 )
     return tuple(sorted(found, key=lambda r: (r.framework, parse(r.version), r.extra), reverse=True))
@@ -190,15 +204,33 @@ def colliding(tf, combo: tuple[Row, ...]) -> tuple[tuple[str, ...], tuple[str, .
     return tuple(dists), tuple(paths)
 
 
-def coplan(tf, tf_pythons, python, python_given: bool, asked: list[tuple[str, str | None, str, str]], others):
+def coplan(
+    tf,
+    tf_pythons,
+    python,
+    python_given: bool,
+    asked: list[tuple[str, str | None, str, str]],
+    others,
+    driver: str | None = None,
+    ccs: tuple[str, ...] = (),
+    os: str = "linux",
+):
     """The :class:`CoPlan` for release ``tf``; ``asked``: ``(framework, extra, spec, as typed)``;
-    ``others``: TensorFlow releases to name when this one shares no stack with the companions.
-    Raises ``companion-unknown-version`` or ``companion-conflict``."""
+    ``others``: TensorFlow releases to name when this one shares no stack with the companions;
+    ``driver``/``ccs``: the target's driver and GPUs, which every companion's build must run on.
+    Raises ``companion-unknown-version``, ``companion-cannot-run`` or ``companion-conflict``."""
+    from tfgpu.resolver import companion_fit
+
     candidates = []
+    skipped: list[str] = []
     own = tf_stack(tf)
     for framework, extra, spec, typed in asked:
         # Newest first; of one version's CUDA extras (``jax`` without one), TensorFlow's stack first.
-        found = sorted(matching(framework, extra, spec), key=lambda r: (parse(r.version), r.stack == own), reverse=True)
+        found = sorted(
+            (companion_fit.for_os(r, os) for r in matching(framework, extra, spec)),
+            key=lambda r: (parse(r.version), r.stack == own),
+            reverse=True,
+        )
         if not found:
             known = ", ".join(r.version for r in matching(framework, extra, "")[:8])
             raise ImpossibleError(
@@ -206,7 +238,15 @@ def coplan(tf, tf_pythons, python, python_given: bool, asked: list[tuple[str, st
                 f"--with {typed}: no {framework} release in the data matches (newest known: {known or 'none'}).",
                 [f"--with {framework}  (the newest that fits)", "tfgpu-install update-data, for newer releases"],
             )
-        candidates.append(found)
+        runnable = [r for r in found if not companion_fit.why_not(r, driver, ccs)]
+        if not runnable:
+            raise cannot_run(typed, framework, found, driver, ccs, os)
+        # The newer versions the spec admits that this target cannot run: said, not silently passed.
+        newer = [r for r in found if parse(r.version) > parse(runnable[0].version)]
+        skipped += [f"Not {r.label}: {'; '.join(companion_fit.why_not(r, driver, ccs))}." for r in newer[:3]]
+        if len(newer) > 3:
+            skipped.append(f"Not the {len(newer) - 3} other newer {framework} releases, for the same reasons.")
+        candidates.append(runnable)
     pinned_python = python if python_given else None
     verdicts = [(combo, check(tf, tf_pythons, pinned_python, combo)) for combo in combos(candidates)]
     single = next((cv for cv in verdicts if not cv[1]["conflicts"] and cv[1]["single"]), None)
@@ -214,7 +254,11 @@ def coplan(tf, tf_pythons, python, python_given: bool, asked: list[tuple[str, st
     chosen = single or double
     newest = verdicts[0]
     single_stack = chosen is not None and chosen[1]["single"]
-    ways = [] if single_stack else ways_forward(tf, tf_pythons, pinned_python, asked, chosen or newest, others)
+
+    def runs(row: Row) -> bool:
+        return not companion_fit.why_not(companion_fit.for_os(row, os), driver, ccs)
+
+    ways = [] if single_stack else ways_forward(tf, tf_pythons, pinned_python, asked, chosen or newest, others, runs)
     if chosen is None:
         combo, verdict = newest
         raise ImpossibleError(
@@ -240,9 +284,25 @@ def coplan(tf, tf_pythons, python, python_given: bool, asked: list[tuple[str, st
     if newest[0] != combo:
         why = "; ".join(newest[1]["conflicts"]) or "it needs a second CUDA stack"
         reasons.append(f"Not {', '.join(r.label for r in newest[0])}: {why}.")
+    reasons += skipped
+    reasons += [runs_reason(r, driver, ccs) for r in combo]
     return CoPlan(
         asked=tuple(a[3] for a in asked),
-        companions=tuple(Companion(r.requirement, r.framework, r.version, r.extra, r.stack) for r in combo),
+        companions=tuple(
+            Companion(
+                r.requirement,
+                r.framework,
+                r.version,
+                r.extra,
+                r.stack,
+                r.cuda,
+                r.driver,
+                r.gpu_archs or tuple(r.gpu_range),
+                r.archs_from,
+                r.sources,
+            )
+            for r in combo
+        ),
         outcome="single-stack" if verdict["single"] else "two-stacks",
         two_stacks=not verdict["single"],
         stacks=tuple(verdict["stacks"]),
@@ -254,19 +314,68 @@ def coplan(tf, tf_pythons, python, python_given: bool, asked: list[tuple[str, st
         ),
         reasons=tuple(reasons),
         ways_forward=tuple(ways) if not verdict["single"] else (),
+        gpu_ccs=tuple(ccs),
     )
+
+
+def runs_reason(row: Row, driver: str | None, ccs: tuple[str, ...]) -> str:
+    """Why ``row`` runs on the target, or what about that its wheel does not say."""
+    from tfgpu.resolver import companion_fit
+
+    text = f"{row.label}: a CUDA {row.cuda or '?'} build, needs driver >= {row.driver or '?'}"
+    text += f" ({'this target has ' + driver if driver else 'no driver given'})"
+    if ccs and (unknown := companion_fit.unchecked(row, ccs)):
+        return text + f"; its wheel states no GPU architectures, so {', '.join(unknown)} is not checked."
+    if ccs:
+        return text + f"; carries code for {', '.join(ccs)} ({companion_fit.carried(row)}, from {row.archs_from})."
+    return text + f"; carries {companion_fit.carried(row)}."
+
+
+def cannot_run(typed: str, framework: str, found: list[Row], driver: str | None, ccs: tuple[str, ...], os: str):
+    """``companion-cannot-run``: no version the spec admits runs on the target; the ways forward name
+    the newest release of the framework that does, and the driver or GPU the asked one needs."""
+    from tfgpu.resolver import companion_fit
+
+    newest = found[0]
+    why = companion_fit.why_not(newest, driver, ccs)
+    ways = []
+    others = (companion_fit.for_os(r, os) for r in matching(framework, None, ""))
+    other = next((r for r in others if not companion_fit.why_not(r, driver, ccs)), None)
+    if other is not None:
+        ways.append(
+            f"--with '{other.requirement}': the newest {framework} that runs on this target ({runs_reason(other, driver, ccs)})"
+        )
+    if newest.driver and driver and driver_key_lt(driver, newest.driver):
+        ways.append(
+            f"Upgrade the NVIDIA driver to >= {newest.driver} (R{newest.driver.split('.')[0]} or newer) for {newest.label}."
+        )
+    if ccs and companion_fit.gpu_verdict(newest, ccs[0]) is False:
+        ways.append(f"A GPU of {companion_fit.carried(newest)} for {newest.label}.")
+    more = "" if len(found) == 1 else f" (nor does any of the {len(found)} {framework} releases --with {typed} admits)"
+    return ImpossibleError(
+        "companion-cannot-run",
+        f"--with {typed}: {'; '.join(why)}{more} [sources: {', '.join(newest.sources) or 'none recorded'}].",
+        ways or ["Plan without --with."],
+    )
+
+
+def driver_key_lt(found: str, needed: str) -> bool:
+    from tfgpu.resolver.drivers import driver_key
+
+    return driver_key(found) < driver_key(needed)
 
 
 def _major(stack: str) -> str:
     return stack[2:] or "?"
 
 
-def ways_forward(tf, tf_pythons, python, asked, chosen, others) -> list[str]:
+def ways_forward(tf, tf_pythons, python, asked, chosen, others, runs=lambda row: True) -> list[str]:
     """Ranked: companion versions sharing TF's stack; TF releases sharing the companions' stack;
     separate envs; a two-stack env (where the pins allow one)."""
     combo, verdict = chosen
     ways = []
-    relaxed = [matching(framework, None, "") for framework, _, _, _ in asked]
+    # only versions that run on the target's driver and GPU are offered
+    relaxed = [[r for r in matching(framework, None, "") if runs(r)] for framework, _, _, _ in asked]
     shared = [
         c for c in combos(relaxed) if (v := check(tf, tf_pythons, python, c)) and not v["conflicts"] and v["single"]
     ]

@@ -51,7 +51,54 @@ def planned(resolution, plan: CoPlan):
     modes = dict(resolution.modes)
     if "pip" in modes:
         modes["pip"] = replace(modes["pip"], packages=packages)
-    return replace(resolution, coplan=plan, reasons=reasons, warnings=warnings, packages=packages, modes=modes)
+    min_driver, why = env_min_driver(resolution, plan)
+    reasons = (*reasons, *why)
+    warnings = (*warnings, *unchecked_gpus(plan))
+    sources = tuple(sorted({*resolution.sources, *(s for c in plan.companions for s in c.sources)}))
+    return replace(
+        resolution,
+        coplan=plan,
+        reasons=reasons,
+        warnings=warnings,
+        packages=packages,
+        modes=modes,
+        min_driver=min_driver,
+        sources=sources,
+    )
+
+
+def unchecked_gpus(plan: CoPlan) -> tuple:
+    """A ``companion-gpu-unchecked`` notice per companion whose wheel states no GPU architectures
+    while the target names GPUs (torch before 2.8 lists them only inside libtorch_cuda.so)."""
+    from tfgpu.resolver.model import Notice
+
+    return tuple(
+        Notice(
+            "companion-gpu-unchecked",
+            f"{c.framework} {c.version}: its wheel states no GPU architecture list, so whether it has kernels "
+            "for this GPU was not checked.",
+            "After `create`, `tfgpu-install verify --with " + c.framework + "` runs it on the GPU.",
+        )
+        for c in plan.companions
+        if plan.gpu_ccs and not c.gpu_archs
+    )
+
+
+def env_min_driver(resolution, plan: CoPlan) -> tuple[str | None, tuple[str, ...]]:
+    """The env's ``min_driver``: the highest any of its stacks needs (TensorFlow's, each companion's
+    build), and the reason where a companion raised it."""
+    from tfgpu.resolver.drivers import driver_key
+
+    minimum = resolution.min_driver
+    why = []
+    for companion in plan.companions:
+        if companion.min_driver and (minimum is None or driver_key(companion.min_driver) > driver_key(minimum)):
+            why.append(
+                f"min_driver {companion.min_driver}: {companion.framework} {companion.version} is a CUDA "
+                f"{companion.cuda} build (TF {resolution.tensorflow} alone needs {resolution.min_driver or 'unknown'})."
+            )
+            minimum = companion.min_driver
+    return minimum, tuple(why[-1:])
 
 
 #: The commands whose output installs the plan's packages as one set (a lock, a bundle, an exported

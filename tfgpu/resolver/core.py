@@ -47,7 +47,18 @@ def with_companions(request: Request, resolution: Resolution, host) -> Resolutio
     release = next(r for r in tables.releases() if str(r.version) == resolution.tensorflow)
     tf_pythons = release.wheels[companions.LINUX].python
     given = request.python is not None
-    plan = companions.coplan(release, tf_pythons, resolution.python, given, list(request.companions), tables.releases())
+    target = make_target(request, host)
+    plan = companions.coplan(
+        release,
+        tf_pythons,
+        resolution.python,
+        given,
+        list(request.companions),
+        tables.releases(),
+        target.driver,
+        tuple(target.gpu_ccs),
+        target.os,
+    )
     if plan.pythons and resolution.python not in plan.pythons and not given:
         again = resolve(replace(request, tf=resolution.tensorflow, python=plan.pythons[-1], companions=()), host)
         resolution = replace(

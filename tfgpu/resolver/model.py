@@ -97,6 +97,16 @@ class Companion:
     extra: str
     stack: str
     """``cu12``/``cu13``: the CUDA its wheels' nvidia-* requirements install."""
+    cuda: str = ""
+    """The CUDA its build was made with (read from the wheel)."""
+    min_driver: str = ""
+    """The Linux driver that build needs (cuda.toml)."""
+    gpu_archs: tuple[str, ...] = ()
+    """The GPU code it carries (``sm_NN``/``compute_NN``), or ``(min CC, max CC)`` where the wheel
+    states only a range; () where it states nothing."""
+    archs_from: str = ""
+    """The wheel member that stated them."""
+    sources: tuple[str, ...] = ()
 
 
 @record
@@ -123,6 +133,8 @@ class CoPlan:
     reasons: tuple[str, ...] = ()
     ways_forward: tuple[str, ...] = ()
     """Ranked, for a two-stack outcome: versions sharing a stack, separate envs, the two-stack env."""
+    gpu_ccs: tuple[str, ...] = ()
+    """The target's GPUs every companion was checked against (() = none named)."""
 
     def to_dict(self) -> dict:
         return {
@@ -137,6 +149,7 @@ class CoPlan:
             "shared_pins": list(self.shared_pins),
             "reasons": list(self.reasons),
             "ways_forward": list(self.ways_forward),
+            "gpu_ccs": list(self.gpu_ccs),
         }
 
 
