@@ -108,13 +108,15 @@ class Transfer:
             elif self.total:
                 words.append(("-:-- left", "cyan"))
         tail = Text("  ").join(Text(word, style=style) for word, style in words)
-        head = f"  {self.label}"
-        room = width - len(head) - 2 - tail.cell_len
+        head = Text(f"  {self.label}")
+        room = width - head.cell_len - 2 - tail.cell_len
         if self.total and room >= BAR_LEAST:
             bar = _bar(min(room, BAR_MOST), min(self.done, self.total) / self.total, self.outcome == "stopped")
-            line = Text(head + " ") + bar + Text(" ") + tail
-        else:
-            line = Text(head + " ") + tail
+            line = head + Text(" ") + bar + Text(" ") + tail
+        else:  # no room for a bar: the numbers before the whole label
+            if head.cell_len > width - 1 - tail.cell_len >= 6:
+                head.truncate(width - 1 - tail.cell_len, overflow="ellipsis")
+            line = head + Text(" ") + tail
         line.truncate(width, overflow="ellipsis")
         return line
 
@@ -152,7 +154,7 @@ class Board:
 
     def lines(self, width: int) -> list[Text]:
         now = self.clock()
-        width = max(width - 1, 20)  # one cell spare: a glyph some terminal draws two cells wide
+        width = max(width - 1, 1)  # one cell spare: a glyph some terminal draws two cells wide
         with self.lock:
             spin = Text(SPINNER[int(now * 12.5) % len(SPINNER)] + " ", style="green")
             status = spin + Text(self.title, style="bold")

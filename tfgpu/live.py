@@ -3,11 +3,15 @@ runs, and a bar for every transfer (bytes, total, rate, time left); on a pipe or
 titles and a plain line per transfer at least every :data:`PLAIN_EVERY` seconds, and one at its end.
 Part of the CLI layer, with ``tfgpu.render`` (which prints the results through the same streams).
 
-A live display (the spinner, the bars) owns the line the cursor is on. Everything else printed
-must not land on that line: what goes to stderr goes through the console the display runs on, so
-rich prints it above the display; what goes to stdout (another console, the same terminal) first
-stops the display and ends its line (:class:`Ending`). Stopping a display ends its line too: a
-finished bar stays as the transfer's last word, a spinner goes.
+A live display (the spinner line and a line per transfer: ``tfgpu.bars``) owns the lines at the
+bottom of the terminal and redraws them in place for the whole step. Everything else printed must
+not land on them: what goes to stderr goes through the console the display runs on, so rich prints
+it above the display; what goes to stdout (another console, the same terminal) first takes the
+display off (:class:`Ending`), and it comes back at the next news. A transfer's line stays in the
+display while it runs, and also once complete (uv's downloads complete and then grow again as uv
+starts more: the same line goes on) until another transfer moves or the step ends; then its last
+line is printed to stay: complete, or stopped part way when the step never finished (an interrupt,
+a failure), never a line that reads like a success. The spinner goes.
 """
 
 from __future__ import annotations
