@@ -12,6 +12,7 @@ is not known is said to be unknown, never guessed.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -104,7 +105,8 @@ class Transfer:
             if self.outcome == "complete" or self.complete:
                 words.append((f"in {clock_text(self.at - self.began)}", "cyan"))
             elif self.total and rate:
-                words.append((f"{clock_text((self.total - self.done) / rate)} left", "cyan"))
+                # Rounded up: "0:00 left" while bytes are still coming would say it is over.
+                words.append((f"{clock_text(math.ceil((self.total - self.done) / rate))} left", "cyan"))
             elif self.total:
                 words.append(("-:-- left", "cyan"))
         tail = Text("  ").join(Text(word, style=style) for word, style in words)

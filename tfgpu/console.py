@@ -147,9 +147,6 @@ class Stream:
         for each in lines:
             self.print(each)
 
-    def status(self, message: str):
-        return self.console().status(message)
-
 
 def _defused_item(item):
     """What :meth:`Stream.print` prints, with stray control characters escaped (:func:`defused`)."""
