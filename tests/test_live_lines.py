@@ -168,3 +168,10 @@ def test_a_transfers_last_line_fits_a_narrow_terminal_numbers_first(terminal):
     last = [row for row in rows if "cuda_" in row]
     assert len(last) == 1 and "5.0/5.0 MB" in last[0], rows  # the numbers before the whole label
     assert all(len(row) < 40 for row in rows), rows
+
+
+def test_a_label_from_a_url_reaches_the_terminal_without_its_control_characters():
+    board = bars.Board("[1/1] Download \x1b]0;retitled\x07")
+    board.transfer("cuda\x1b[2J.run", 1, 2)
+    drawn = "".join(line.plain for line in board.lines(120))
+    assert "\x1b" not in drawn and "\x07" not in drawn and "cuda\\x1b[2J.run" in drawn

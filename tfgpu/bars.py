@@ -20,6 +20,8 @@ from collections import deque
 from rich.filesize import decimal
 from rich.text import Text
 
+from tfgpu.console import shown
+
 RATE_WINDOW = 8.0
 """Seconds of recent progress the rate is measured over (a stall shows as a falling rate)."""
 RATE_AFTER = 1.0
@@ -56,6 +58,8 @@ class Transfer:
 
     def __init__(self, label: str, now: float) -> None:
         self.label, self.began, self.at = label, now, now
+        self.shown = shown(label)
+        """The label as the terminal gets it (a file's name from a URL: no control character)."""
         self.done, self.total, self.first = 0, None, 0
         self.samples: deque[tuple[float, int]] = deque()
         self.outcome: str | None = None
@@ -110,7 +114,7 @@ class Transfer:
             elif self.total:
                 words.append(("-:-- left", "cyan"))
         tail = Text("  ").join(Text(word, style=style) for word, style in words)
-        head = Text(f"  {self.label}")
+        head = Text(f"  {self.shown}")
         room = width - head.cell_len - 2 - tail.cell_len
         if self.total and room >= BAR_LEAST:
             bar = _bar(min(room, BAR_MOST), min(self.done, self.total) / self.total, self.outcome == "stopped")
@@ -124,10 +128,11 @@ class Transfer:
 
 
 def _bar(width: int, fraction: float, stopped: bool) -> Text:
+    """Heavy for what came, light for what is to come: readable without colour too."""
     full = int(fraction * width)
     bar = Text("━" * full, style="red" if stopped else "magenta")
     if full < width:
-        bar.append("━" * (width - full), style="grey23")
+        bar.append("─" * (width - full), style="grey37")
     return bar
 
 
@@ -159,7 +164,7 @@ class Board:
         width = max(width - 1, 1)  # one cell spare: a glyph some terminal draws two cells wide
         with self.lock:
             spin = Text(SPINNER[int(now * 12.5) % len(SPINNER)] + " ", style="green")
-            status = spin + Text(self.title, style="bold")
+            status = spin + Text(shown(self.title), style="bold")
             if self.detail:
                 status += Text(" - " + self.detail, style="dim")
             status.truncate(width, overflow="ellipsis")
