@@ -175,3 +175,15 @@ def test_a_label_from_a_url_reaches_the_terminal_without_its_control_characters(
     board.transfer("cuda\x1b[2J.run", 1, 2)
     drawn = "".join(line.plain for line in board.lines(120))
     assert "\x1b" not in drawn and "\x07" not in drawn and "cuda\\x1b[2J.run" in drawn
+
+
+def test_uvs_total_stays_whole_while_a_download_that_is_in_is_unpacked():
+    """A download that is in loses its bar before uv counts it prepared: for a moment fewer bars
+    are drawn than packages remain, and that is no new package: the total stays."""
+    reporter = RecordingReporter()
+    watch = UvProgress(reporter)
+    watch.feed(frame(0, 2, ("tensorflow", 1, 600), ("numpy", 1, 16)))
+    watch.feed(frame(0, 2, ("tensorflow", 300, 600)))  # numpy is in, not yet unpacked
+    watch.feed(frame(1, 2, ("tensorflow", 400, 600)))
+    watch.feed(frame(1, 2))
+    assert {total for _, total in reporter.transfers()} == {616 * MIB}

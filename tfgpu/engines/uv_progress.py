@@ -11,12 +11,16 @@ this module reads uv's own bars: the numbers are uv's. If a uv release draws the
 nothing matches and there are no numbers (the step's spinner and uv's printed lines, as before),
 never wrong ones.
 
-The total is the sum of the sizes of the downloads uv draws. It is said only while every download
-still to come is drawn: uv's header counts the packages it prepares (``Preparing packages... (3/7)``),
-and while fewer bars are drawn than packages remain (uv has not started them all, or has more than
-its terminal has lines for), the sum would be a part that grows; the bytes are then reported with
-no total (the bar says the total is not known) rather than a total that is not the download's. uv
-starts up to 50 downloads at once, so a TensorFlow install's total is whole within a second.
+The total is the sum of the sizes of the downloads uv draws. It is said once every download is
+drawn: uv's header counts the packages it prepares (``Preparing packages... (3/7)``), a bar is drawn
+for each package under way (uv draws no more bars than its terminal has lines:
+``tfgpu.pseudoterminal.LINES``) and goes when its download is in. While fewer bars are drawn than
+packages remain unprepared, uv has packages it has not started (it runs up to 50 downloads at once),
+and the sum would be a part that grows: the bytes are reported with no total (the bar says the
+total is not known), never a total that is not the download's. Once as many bars are drawn as
+packages remain, every package to come is among them, and the total stays whole (a download that
+is in but not yet unpacked is neither drawn nor counted as prepared for a moment: that is no new
+package). A TensorFlow install's total is whole within a second.
 """
 
 from __future__ import annotations
@@ -66,7 +70,9 @@ class UvProgress:
         self._buffer = ""
         self._said: tuple[int, int | None] | None = None
         self._whole = True
-        """Every download still to come is drawn (so the sum of their sizes is the total)."""
+        """Every download is among those seen (so the sum of their sizes is the total)."""
+        self._all_drawn: int | None = None
+        """The package count of the header under which every package left was drawn at once."""
 
     def feed(self, text: str) -> None:
         """More of what uv drew. Only whole redraws are read (the last may still be arriving),
@@ -101,7 +107,10 @@ class UvProgress:
                 if name not in drawn and done != total:
                     self.downloads[name] = (total, total)
             if count is not None:
-                self._whole = len(drawn) >= int(count["count"]) - int(count["prepared"])
+                packages = int(count["count"])
+                if self._all_drawn != packages and len(drawn) >= packages - int(count["prepared"]):
+                    self._all_drawn = packages
+                self._whole = self._all_drawn == packages
 
     def finish(self) -> None:
         """uv succeeded: every download it started is complete."""
