@@ -187,3 +187,16 @@ def test_uvs_total_stays_whole_while_a_download_that_is_in_is_unpacked():
     watch.feed(frame(1, 2, ("tensorflow", 400, 600)))
     watch.feed(frame(1, 2))
     assert {total for _, total in reporter.transfers()} == {616 * MIB}
+
+
+def test_on_a_pipe_a_transfer_that_stopped_after_its_last_line_still_says_it_stopped(monkeypatch):
+    pipe = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", pipe)
+    clock = iter(range(0, 100, 11)).__next__
+    reporter = live.ConsoleReporter(clock=clock)
+    reporter.step(1, 1, "Download")
+    reporter.transfer("cuda.run", 1 * MB, 4 * MB)
+    reporter.transfer("cuda.run", 2 * MB, 4 * MB)  # eleven seconds on: a plain line of its bytes
+    reporter.close()
+    lines = [line for line in pipe.getvalue().splitlines() if "cuda.run" in line]
+    assert lines[-1].startswith("  cuda.run: stopped at 2.0 MB of 4.0 MB (50%) after "), lines

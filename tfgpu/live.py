@@ -118,8 +118,9 @@ class ConsoleReporter(Reporter):
             for transfer in list(board.transfers.values()):
                 self._last(transfer, stopped=self._working)
         for label, state in self._plain.items():
-            if not state.ended and state.said != state.done:
-                self._say(label, state, end=True, stopped=self._working and not _whole(state.done, state.total))
+            stopped = self._working and not _whole(state.done, state.total)
+            if not state.ended and (state.said != state.done or stopped):
+                self._say(label, state, end=True, stopped=stopped)
         self._plain = {}
 
     def _shown(self) -> Board | None:
@@ -147,6 +148,7 @@ class ConsoleReporter(Reporter):
         if self._board is not None and line.strip():
             # A child's line (uv's, on a pseudo-terminal: what a package's metadata says) is untrusted text.
             self._board.detail = shown(line.strip()[:200])
+            self._shown()  # back on the terminal, if stdout took it off
 
     def transfer(self, label: str, done: int, total: int | None) -> None:
         if err.plain:
