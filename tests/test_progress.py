@@ -1,6 +1,6 @@
 """Progress of transfers, end to end: real downloads off a local HTTP server (one that drips, for a
 slow transfer), a real ``uv pip install`` from a local index on a pseudo-terminal, and what a person
-sees: rich's bar on a terminal (a real pseudo-terminal), plain lines on a pipe. Time is a fake
+sees: the bar on a terminal (a real pseudo-terminal), plain lines on a pipe. Time is a fake
 clock where pace matters; nothing here waits ten seconds."""
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def before(plain: str, text: str) -> str:
     return plain[: plain.index(text)][-1:]
 
 
-def test_on_a_terminal_a_download_is_richs_bar_with_a_total_and_nothing_is_glued_to_it(tmp_path):
+def test_on_a_terminal_a_download_is_a_bar_with_a_total_and_nothing_is_glued_to_it(tmp_path):
     path, sha256 = served_file(tmp_path / "root", "cudnn.tar.xz", 3 * MIB)
     with Server(tmp_path / "root", drip=0.001) as url:
         drawn = on_a_terminal(
