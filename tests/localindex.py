@@ -13,13 +13,16 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 
-def build_index(wheels: Path, root: Path) -> Path:
-    """``root/simple/<project>/index.html`` and ``root/files/<wheel>`` for every wheel in ``wheels``."""
+def build_index(wheels: Path, root: Path, metadata: bool = False) -> Path:
+    """``root/simple/<project>/index.html`` and ``root/files/<wheel>`` for every wheel in ``wheels``.
+    ``metadata``: each wheel's METADATA beside it (``<wheel>.metadata``, PEP 658, as PyPI serves it),
+    so that a resolver reads it instead of downloading the wheel."""
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
     projects: dict[str, list[str]] = {}
@@ -27,7 +30,15 @@ def build_index(wheels: Path, root: Path) -> Path:
         shutil.copy2(wheel, files / wheel.name)
         project = re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        projects.setdefault(project, []).append(f'<a href="../../files/{wheel.name}#sha256={digest}">{wheel.name}</a>')
+        core = ""
+        if metadata:
+            with zipfile.ZipFile(wheel) as archive:
+                found = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+                data = archive.read(found)
+            (files / f"{wheel.name}.metadata").write_bytes(data)
+            core = f' data-core-metadata="sha256={hashlib.sha256(data).hexdigest()}"'
+        link = f'<a href="../../files/{wheel.name}#sha256={digest}"{core}>{wheel.name}</a>'
+        projects.setdefault(project, []).append(link)
     for project, links in projects.items():
         page = root / "simple" / project / "index.html"
         page.parent.mkdir(parents=True, exist_ok=True)
@@ -44,24 +55,37 @@ class _Quiet(SimpleHTTPRequestHandler):
 
 
 class _Dripping(_Quiet):
-    """Sends a file in pieces with a pause after each: a slow server, for tests of progress."""
+    """Sends a file in pieces with a pause after each (``pause``), or at ``rate`` bytes a second per
+    file: a slow server, for tests of progress. Counts the bytes of every file it sent (``sent``)."""
 
     pause = 0.0
+    rate = 0
     piece = 1 << 14
+    sent: dict[str, int] = {}
 
     def copyfile(self, source, outputfile):  # noqa: D102 - SimpleHTTPRequestHandler's hook
+        began, moved = time.monotonic(), 0
         while piece := source.read(self.piece):
             outputfile.write(piece)
             outputfile.flush()
-            time.sleep(self.pause)
+            moved += len(piece)
+            self.sent[self.path] = self.sent.get(self.path, 0) + len(piece)
+            if self.rate:
+                time.sleep(max(0.0, began + moved / self.rate - time.monotonic()))
+            else:
+                time.sleep(self.pause)
 
 
 class Server:
     """``with Server(root) as url:`` serves ``root`` on 127.0.0.1; ``url`` is the index URL.
-    ``drip``: seconds to pause after every 16 KiB of a file (a slow server)."""
+    ``drip``: seconds to pause after every 16 KiB of a file (a slow server); ``rate``: bytes a
+    second each file is sent at (a throttled server). ``sent``: bytes sent of every file, by URL
+    path (with ``drip`` or ``rate``)."""
 
-    def __init__(self, root: Path, drip: float = 0.0) -> None:
-        handler = type("_Drip", (_Dripping,), {"pause": drip}) if drip else _Quiet
+    def __init__(self, root: Path, drip: float = 0.0, rate: int = 0) -> None:
+        self.sent: dict[str, int] = {}
+        slow = {"pause": drip, "rate": rate, "sent": self.sent}
+        handler = type("_Drip", (_Dripping,), slow) if drip or rate else _Quiet
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
         # A short poll interval: shutdown() waits for the next poll (the default 0.5 s, per test).
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

@@ -42,6 +42,7 @@ PROGRAMS = (
     Program("lmod", "lmod", "loading the generated modulefiles with Lmod", LMOD),
     Program("tclsh", "tcl", "the Tcl modulefile and Tcl quoting read back"),
     Program("lua", "lua5.3", "Lua quoting read back"),
+    Program("tmux", "tmux", "the download bar as a tmux window shows it"),
     Program(
         "modulecmd.tcl",
         None,

@@ -575,6 +575,29 @@ def test_only_the_which_env_module_turns_a_name_into_an_existing_env():
     assert sorted(set(offenders)) == []
 
 
+LIVE_DISPLAYS = {"rich.live", "rich.progress", "rich.status", "rich.spinner"}
+
+
+def test_only_the_console_reporter_draws_in_place():
+    """A display redrawn in place stacks a copy of itself on every redraw when one of its lines is
+    wider than the terminal: ``tfgpu.live`` runs the one live display, on ``tfgpu.bars``'s lines cut
+    to the width. Another module with a rich live display, progress bar, status or spinner (or a
+    console's ``.status()``) would go around that."""
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in ("live.py", "bars.py") or relative.startswith(TEMPLATE_DIRS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in LIVE_DISPLAYS:
+                offenders.append(f"{relative}: from {node.module} import")
+            elif isinstance(node, ast.Import):
+                offenders += [f"{relative}: import {a.name}" for a in node.names if a.name in LIVE_DISPLAYS]
+            elif isinstance(node, ast.Attribute) and node.attr == "status" and "console" in ast.unparse(node.value):
+                offenders.append(f"{relative}: {ast.unparse(node)}")
+    assert sorted(set(offenders)) == []
+
+
 # -- what `plan` imports ----------------------------------------------------------------------
 # `plan --json` answers in a few tens of milliseconds when it imports only what it uses. This holds
 # that without timing anything: the modules a plan may load are listed, and a module added to its

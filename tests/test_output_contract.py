@@ -289,3 +289,22 @@ def test_help_is_as_wide_as_argparse_makes_it(monkeypatch, columns):
     else:
         monkeypatch.setenv("COLUMNS", columns)
     assert _columns() == shutil.get_terminal_size().columns
+
+
+PLAN_WITH_WARNINGS = ("plan", "--tf", "2.21", "--mode", "pip", "--driver", "580.0", "--gpu-cc", "8.6", "--no-detect")
+
+
+def test_warnings_wrap_at_spaces_on_an_80_column_terminal_and_keep_commands_whole():
+    """A warning is prose: on a terminal it is wrapped between words (the terminal would cut a word
+    in two), a `command` in it stays on one line; piped, each warning is one line as before."""
+    done = run_tool(*PLAN_WITH_WARNINGS, env=terminal(80))
+    lines = ANSI.sub("", done.stdout).splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("warning runpath-missing-cusolver: "))
+    block = lines[first : next(i for i in range(first + 1, len(lines)) if not lines[i].startswith("  "))]
+    assert len(block) > 3 and all(len(line) < 80 for line in block), block
+    words = " ".join(line.strip() for line in block).split()
+    assert "libtensorflow_framework.so.2)" in words and "libcusolver.so.11')." in words  # no word cut in two
+    assert any("`pip install tensorflow[and-cuda]==2.21.0`" in line for line in block)
+    piped_lines = run_tool(*PLAN_WITH_WARNINGS, env=piped(80)).stdout.splitlines()
+    warning = next(line for line in piped_lines if line.startswith("warning runpath-missing-cusolver: "))
+    assert warning.endswith("libcusolver.so.11').")

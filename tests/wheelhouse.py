@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import shutil
 import subprocess
 import zipfile
@@ -84,7 +85,8 @@ def wheel(
         for name, data in contents.items():
             entry = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
             entry.external_attr = (0o755 if name in executables else 0o644) << 16
-            archive.writestr(entry, data, zipfile.ZIP_DEFLATED)
+            # Large members (random filler) are stored: deflating random bytes gains nothing and costs time.
+            archive.writestr(entry, data, zipfile.ZIP_STORED if len(data) > 1 << 20 else zipfile.ZIP_DEFLATED)
     return target
 
 
@@ -112,28 +114,42 @@ class sysconfig:
 """``tensorflow/__init__.py`` of :func:`tensorflow_wheelhouse` with ``no_gpu=True``."""
 
 
-def tensorflow_wheelhouse(directory: Path, version: str = "2.21.0", no_gpu: bool = False) -> Path:
+def tensorflow_wheelhouse(
+    directory: Path, version: str = "2.21.0", no_gpu: bool = False, filler: dict[str, int] | None = None
+) -> Path:
     """A find-links directory that satisfies ``tensorflow[and-cuda]==<version>`` and the nvcc floor;
     ``no_gpu``: its TensorFlow imports and lists no GPU (:data:`NO_GPU_TENSORFLOW`), else it is a bare
-    package with a version."""
+    package with a version. ``filler``: distribution -> bytes of random data added to its wheel, so
+    that its download takes time (the tests of what a terminal shows while wheels arrive)."""
+    filler = filler or {}
+
+    def padded(dist: str, files: dict[str, bytes]) -> dict[str, bytes]:
+        if dist in filler:
+            files = {**files, f"{dist.replace('-', '_')}_filler/filler.bin": os.urandom(filler[dist])}
+        return files
+
     libs = directory / ".libs"
     requires = [f"{dist}>={ver}; extra == 'and-cuda'" for dist, ver, _ in CUDA_WHEELS]
     requires.append(f"{NVCC[0]}>=12.5.82; extra == 'and-cuda'")
     init = NO_GPU_TENSORFLOW.format(version=version) if no_gpu else f"__version__ = {version!r}\n"
-    wheel(directory, "tensorflow", version, {"tensorflow/__init__.py": init.encode()}, requires, extras=["and-cuda"])
+    tensorflow = padded("tensorflow", {"tensorflow/__init__.py": init.encode()})
+    wheel(directory, "tensorflow", version, tensorflow, requires, extras=["and-cuda"])
     for dist, ver, members in CUDA_WHEELS:
         files = {}
         for name, soname in members.items():
             files[name] = shared_library(libs / name, soname).read_bytes()
-        wheel(directory, dist, ver, files)
+        wheel(directory, dist, ver, padded(dist, files))
     ptxas = "nvidia/cuda_nvcc/bin/ptxas"
     wheel(
         directory,
         *NVCC,
-        {
-            ptxas: b"#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler (tfgpu test stand-in)'\n",
-            "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc": b"BC\xc0\xde",
-        },
+        padded(
+            NVCC[0],
+            {
+                ptxas: b"#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler (tfgpu test stand-in)'\n",
+                "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc": b"BC\xc0\xde",
+            },
+        ),
         executables=(ptxas,),
     )
     shutil.rmtree(libs)

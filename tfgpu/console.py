@@ -44,6 +44,8 @@ PLAIN_WIDTH = 1 << 16
 _ANY_CONTROL = re.compile(character_class())  # C0, DEL, C1, line separators, bidi controls, invisibles
 _STRAY_CONTROL = re.compile(character_class(keep="\n\t"))
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_WORDS = re.compile(r"\S*`[^`]*`\S*|\S+")
+"""A word of prose, or a `command in backticks` with what touches it (kept on one line)."""
 
 
 def _escaped(match: re.Match) -> str:
@@ -121,8 +123,30 @@ class Stream:
                 options["soft_wrap"] = True
         console.print(*objects, **options)
 
-    def status(self, message: str):
-        return self.console().status(message)
+    def prose(self, lead: str, text: str, indent: int = 2) -> None:
+        """``lead`` (markup: ``warning code:``) then ``text`` (plain words, escaped here), wrapped on
+        a terminal at spaces to its width, the lines after the first indented by ``indent``. A
+        `command in backticks` is never broken (copied, it is one line), nor is a word wider than
+        the terminal (the terminal wraps it: a path or URL stays whole). Not a terminal: one line."""
+        from rich.markup import escape
+
+        console = self.console()
+        if not console.is_terminal:
+            self.print(f"{lead}{escape(text)}")
+            return
+        width = max(console.width - 1, 20)
+        line, used, lines = lead, Text.from_markup(lead).cell_len, []
+        for word in _WORDS.findall(text):
+            size = Text(word).cell_len
+            if used > indent and used + 1 + size > width and line.strip():
+                lines.append(line)
+                line, used = " " * indent + escape(word), indent + size
+            else:
+                spaced = "" if used == 0 or line.endswith(" ") else " "
+                line, used = line + spaced + escape(word), used + len(spaced) + size
+        lines.append(line)
+        for each in lines:
+            self.print(each)
 
 
 def _defused_item(item):

@@ -3,11 +3,15 @@ runs, and a bar for every transfer (bytes, total, rate, time left); on a pipe or
 titles and a plain line per transfer at least every :data:`PLAIN_EVERY` seconds, and one at its end.
 Part of the CLI layer, with ``tfgpu.render`` (which prints the results through the same streams).
 
-A live display (the spinner, the bars) owns the line the cursor is on. Everything else printed
-must not land on that line: what goes to stderr goes through the console the display runs on, so
-rich prints it above the display; what goes to stdout (another console, the same terminal) first
-stops the display and ends its line (:class:`Ending`). Stopping a display ends its line too: a
-finished bar stays as the transfer's last word, a spinner goes.
+A live display (the spinner line and a line per transfer: ``tfgpu.bars``) owns the lines at the
+bottom of the terminal and redraws them in place for the whole step. Everything else printed must
+not land on them: what goes to stderr goes through the console the display runs on, so rich prints
+it above the display; what goes to stdout (another console, the same terminal) first takes the
+display off (:class:`Ending`), and it comes back at the next news. A transfer's line stays in the
+display while it runs, and also once complete (uv's downloads complete and then grow again as uv
+starts more: the same line goes on) until another transfer moves or the step ends; then its last
+line is printed to stay: complete, or stopped part way when the step never finished (an interrupt,
+a failure), never a line that reads like a success. The spinner goes.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import time
 from rich.filesize import decimal
 from rich.markup import escape
 
+from tfgpu.bars import Board, Transfer, clock_text
 from tfgpu.console import Stream, shown
 from tfgpu.progress import Reporter
 
@@ -30,7 +35,7 @@ class Ending(Stream):
 
     def print(self, *objects, **options) -> None:
         if ConsoleReporter.active is not None:
-            ConsoleReporter.active.stop_live()
+            ConsoleReporter.active.pause_live()
         super().print(*objects, **options)
 
 
@@ -38,19 +43,18 @@ out = Ending()
 err = Stream(stderr=True)
 
 
-def clock_text(seconds: float) -> str:
-    """``1:05`` or ``1:02:05``."""
-    seconds = int(max(seconds, 0))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02}:{rest % 60:02}" if hours else f"{rest // 60}:{rest % 60:02}"
-
-
-def plain_line(label: str, done: int, total: int | None, seconds: float, rate: float, *, end: bool) -> str:
-    """``PyPI wheels: 1.2 GB of 3.4 GB (35%), 48.0 MB/s, 0:45 left`` (``end``: how long it took)."""
+def plain_line(
+    label: str, done: int, total: int | None, seconds: float, rate: float, *, end: bool, stopped: bool = False
+) -> str:
+    """``PyPI wheels: 1.2 GB of 3.4 GB (35%), 48.0 MB/s, 0:45 left`` (``end``: how long it took;
+    ``stopped``: the transfer broke off, and its line says so, not how long it "took")."""
     if total:
         text = f"{label}: {decimal(done)} of {decimal(total)} ({100 * done // total}%)"
     else:
         text = f"{label}: {decimal(done)}{'' if end else ' so far'}"
+    if stopped:
+        at = f"{decimal(done)} of {decimal(total)} ({100 * done // total}%)" if total else decimal(done)
+        return f"{label}: stopped at {at} after {clock_text(seconds)}"
     if rate > 0:
         text += f", {decimal(int(rate))}/s"
     if end:
@@ -84,51 +88,67 @@ class ConsoleReporter(Reporter):
 
     def __init__(self, clock=time.monotonic) -> None:
         self._clock = clock
-        self._status = None
-        self._spinner = None
-        self._bars = None
-        self._finished: dict[str, tuple] = {}
-        self._tasks: dict[str, int] = {}
+        self._live = None
+        self._board: Board | None = None
+        self._said: dict[str, tuple] = {}
+        """The transfers whose last line is printed, at the bytes it said (a repeat is no news)."""
         self._plain: dict[str, _Plain] = {}
         self._title = ""
+        self._working = False
+        """A step has begun and not finished: a transfer that ends now broke off."""
         ConsoleReporter.active = self
 
+    def pause_live(self) -> None:
+        """Take the live display off the terminal (stdout is about to print on its line); the
+        transfers under way stay, and come back with it at their next news."""
+        live, self._live = self._live, None
+        if live is not None:
+            try:
+                live.stop()
+            except Exception:  # noqa: BLE001 - a Ctrl-C inside rich's live display must not mask the outcome
+                pass
+
     def stop_live(self) -> None:
-        """Stop the spinner and the bars (a bar's final state stays, on a line of its own), and say
-        the last word of every plain transfer that has not had it."""
-        for live in (self._status, self._bars):
-            if live is not None:
-                try:
-                    live.stop()
-                except Exception:  # noqa: BLE001 - a Ctrl-C inside rich's live display must not mask the outcome
-                    pass
-        self._status, self._bars, self._tasks = None, None, {}
+        """Stop the live display: the spinner goes, and every transfer on it gets its last line,
+        printed to stay (complete, or stopped part way: :meth:`_last`); a plain transfer that has not
+        had its last word gets it."""
+        self.pause_live()
+        board, self._board = self._board, None
+        if board is not None:
+            for transfer in list(board.transfers.values()):
+                self._last(transfer, stopped=self._working)
         for label, state in self._plain.items():
-            if not state.ended and state.said != state.done:
-                self._say(label, state, end=True)
+            stopped = self._working and not _whole(state.done, state.total)
+            if not state.ended and (state.said != state.done or stopped):
+                self._say(label, state, end=True, stopped=stopped)
         self._plain = {}
+
+    def _shown(self) -> Board | None:
+        """The live display of the step (started if it is not running); None when not a terminal."""
+        if err.plain:
+            return None
+        if self._board is None:
+            self._board = Board(self._title)
+        if self._live is None:
+            from rich.live import Live
+
+            self._live = Live(self._board, console=err.console(), transient=True, **_IN_PLACE)
+            self._live.start()
+        return self._board
 
     def step(self, index: int, total: int, title: str) -> None:
         self.stop_live()
         self._title = f"[{index}/{total}] {title}"
         err.print(f"[bold]{escape(self._title)}[/]")
-        self._finished = {}
-        self._spin()
-
-    def _spin(self) -> None:
-        """The spinner, on a terminal: the step is at work."""
-        if not err.plain:
-            from rich.live import Live
-            from rich.spinner import Spinner
-
-            self._spinner = Spinner("dots", text=escape(self._title), style="status.spinner")
-            self._status = Live(self._spinner, console=err.console(), transient=True, **_IN_PLACE)
-            self._status.start()
+        self._said = {}
+        self._working = True
+        self._shown()
 
     def output(self, line: str) -> None:
-        if self._status is not None and line.strip():
+        if self._board is not None and line.strip():
             # A child's line (uv's, on a pseudo-terminal: what a package's metadata says) is untrusted text.
-            self._spinner.update(text=f"{escape(self._title)} [dim]— {escape(shown(line.strip()[:100]))}[/]")
+            self._board.detail = shown(line.strip()[:200])
+            self._shown()  # back on the terminal, if stdout took it off
 
     def transfer(self, label: str, done: int, total: int | None) -> None:
         if err.plain:
@@ -137,42 +157,25 @@ class ConsoleReporter(Reporter):
             self._bar(label, done, total)
 
     def _bar(self, label: str, done: int, total: int | None) -> None:
-        if self._finished.get(label) == (done, total):
-            return  # its bar is complete and printed; a repeat of its end is no news
-        if self._status is not None:  # the bar says more than the spinner; the title stays above
-            self._status.stop()
-            self._status = None
-        if self._bars is None:
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-                TransferSpeedColumn,
-            )
+        if self._said.get(label) == (done, total):
+            return  # its last line is printed; a repeat of its end is no news
+        self._said.pop(label, None)
+        board = self._shown()
+        moving = board.transfer(label, done, total)
+        # One line per transfer under way, redrawn in place. A transfer that is complete stays (a
+        # transfer that grows again, as uv's downloads do when it starts more, goes on in the same
+        # line) until another one moves: then it is printed to stay, and the live lines stay few.
+        for other in list(board.transfers.values()):
+            if other is not moving and other.complete:
+                board.take(other.label)
+                self._last(other, stopped=False)
 
-            self._bars = Progress(
-                TextColumn("  {task.description}"),
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                TimeRemainingColumn(),
-                console=err.console(),
-                **_IN_PLACE,
-            )
-            self._bars.start()
-        if label not in self._tasks:
-            self._tasks[label] = self._bars.add_task(escape(label), total=total)
-        self._bars.update(self._tasks[label], completed=done, total=total)
-        if total and done >= total:
-            self._finished[label] = (done, total)
-        if all(name in self._finished for name in self._tasks):
-            # Every transfer is complete; the step goes on (installing, compiling): its bars stay
-            # printed as they ended, and the spinner says it is still at work.
-            self._bars.stop()
-            self._bars, self._tasks = None, {}
-            self._spin()
+    def _last(self, transfer: Transfer, *, stopped: bool) -> None:
+        """The transfer's last line, printed to stay: complete (its bytes, rate, how long it took),
+        or stopped part way (where it stopped: never a line that reads like a success)."""
+        transfer.outcome = "stopped" if stopped and not transfer.complete else "complete"
+        err.print(transfer.line(err.console().width - 1, self._clock()))
+        self._said[transfer.label] = (transfer.done, transfer.total)
 
     def _plain_transfer(self, label: str, done: int, total: int | None) -> None:
         now = self._clock()
@@ -188,14 +191,16 @@ class ConsoleReporter(Reporter):
         elif now - state.said_at >= PLAIN_EVERY:
             self._say(label, state, end=False)
 
-    def _say(self, label: str, state: _Plain, *, end: bool) -> None:
+    def _say(self, label: str, state: _Plain, *, end: bool, stopped: bool = False) -> None:
         now = self._clock()
         seconds = now - state.began
         rate = (state.done - state.first) / seconds if seconds > 0 else 0.0
-        err.print(f"  {escape(plain_line(label, state.done, state.total, seconds, rate, end=end))}")
+        line = plain_line(label, state.done, state.total, seconds, rate, end=end, stopped=stopped)
+        err.print(f"  {escape(line)}")
         state.said_at, state.said, state.ended = now, state.done, end
 
     def done(self, index: int, total: int, title: str, seconds: float) -> None:
+        self._working = False
         self.stop_live()
         if seconds >= 1:
             err.print(f"  [dim]done in {seconds:.1f} s[/]")
@@ -205,5 +210,10 @@ class ConsoleReporter(Reporter):
 
     def close(self) -> None:
         self.stop_live()
+        self._working = False
         if ConsoleReporter.active is self:
             ConsoleReporter.active = None
+
+
+def _whole(done: int, total: int | None) -> bool:
+    return bool(total) and done >= total

@@ -23,12 +23,16 @@ from tfgpu.controls import character_class
 
 COLUMNS = 160
 """The terminal's width: wide enough that no progress line is cut short."""
+LINES = 200
+"""The terminal's height: tall enough that uv draws a bar for every download it runs at once (it
+draws no more bars than its terminal has lines, and a download not drawn has no size to add to
+the total: ``tfgpu.engines.uv_progress``)."""
 
 
 def open_terminal() -> tuple[int, int]:
     """(reader, child's end) of a new pseudo-terminal, wide enough that no progress line is cut."""
     reader, child_end = pty.openpty()
-    fcntl.ioctl(child_end, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLUMNS, 0, 0))
+    fcntl.ioctl(child_end, termios.TIOCSWINSZ, struct.pack("HHHH", LINES, COLUMNS, 0, 0))
     return reader, child_end
 
 

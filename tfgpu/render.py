@@ -115,9 +115,9 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
         _coplan(r.coplan)
 
     for w in r.warnings:
-        _out.print(f"[yellow]warning[/] [bold]{w.code}[/]: {escape(w.message)}")
+        _out.prose(f"[yellow]warning[/] [bold]{escape(w.code)}[/]: ", w.message)
         if w.fix:
-            _out.print(f"  [dim]fix:[/] {escape(w.fix)}")
+            _out.prose("  [dim]fix:[/] ", w.fix, indent=4)
     _out.print("[bold]Why[/]")
     for reason in r.reasons:
         _out.print(f"  • {escape(reason)}")

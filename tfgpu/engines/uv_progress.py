@@ -11,8 +11,16 @@ this module reads uv's own bars: the numbers are uv's. If a uv release draws the
 nothing matches and there are no numbers (the step's spinner and uv's printed lines, as before),
 never wrong ones.
 
-The total is the sum of the sizes of the downloads uv has started; uv starts them all at once (up
-to 50 at a time), so it is whole from the first second of a TensorFlow install.
+The total is the sum of the sizes of the downloads uv draws. It is said once every download is
+drawn: uv's header counts the packages it prepares (``Preparing packages... (3/7)``), a bar is drawn
+for each package under way (uv draws no more bars than its terminal has lines:
+``tfgpu.pseudoterminal.LINES``) and goes when its download is in. While fewer bars are drawn than
+packages remain unprepared, uv has packages it has not started (it runs up to 50 downloads at once),
+and the sum would be a part that grows: the bytes are reported with no total (the bar says the
+total is not known), never a total that is not the download's. Once as many bars are drawn as
+packages remain, every package to come is among them, and the total stays whole (a download that
+is in but not yet unpacked is neither drawn nor counted as prepared for a moment: that is no new
+package). A TensorFlow install's total is whole within a second.
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ _BAR = re.compile(
     r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s+-{3,}\s+"
     r"(?P<done>\d+(?:\.\d+)?) ?(?P<done_unit>[KMGT]?i?B)/(?P<total>\d+(?:\.\d+)?) ?(?P<total_unit>[KMGT]?i?B)"
 )
+_COUNT = re.compile(r"\((?P<prepared>\d+)/(?P<count>\d+)\)")
+"""The header's ``(prepared/packages)``."""
 _PREPARED = re.compile(r"Prepared \d+ packages? in")
 """The line uv prints once every download is in (its bars then give way to the install's)."""
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "kB": 1000, "KB": 1000}
@@ -58,7 +68,11 @@ class UvProgress:
         self.downloads: dict[str, tuple[int, int]] = {}
         """Every download seen: ``(bytes so far, size)``; a finished one has both equal."""
         self._buffer = ""
-        self._said: tuple[int, int] | None = None
+        self._said: tuple[int, int | None] | None = None
+        self._whole = True
+        """Every download is among those seen (so the sum of their sizes is the total)."""
+        self._all_drawn: int | None = None
+        """The package count of the header under which every package left was drawn at once."""
 
     def feed(self, text: str) -> None:
         """More of what uv drew. Only whole redraws are read (the last may still be arriving),
@@ -82,6 +96,7 @@ class UvProgress:
 
     def _frame(self, frame: str, *, whole: bool) -> None:
         drawn = set()
+        count = _COUNT.match(frame.lstrip())
         for bar in _BAR.finditer(frame):
             name = bar["name"]
             drawn.add(name)
@@ -91,16 +106,23 @@ class UvProgress:
             for name, (done, total) in self.downloads.items():
                 if name not in drawn and done != total:
                     self.downloads[name] = (total, total)
+            if count is not None:
+                packages = int(count["count"])
+                if self._all_drawn != packages and len(drawn) >= packages - int(count["prepared"]):
+                    self._all_drawn = packages
+                self._whole = self._all_drawn == packages
 
     def finish(self) -> None:
         """uv succeeded: every download it started is complete."""
         self.downloads = {name: (total, total) for name, (_, total) in self.downloads.items()}
+        self._whole = True
         self._report()
 
     def _report(self) -> None:
         if not self.downloads:
             return
-        now = (sum(done for done, _ in self.downloads.values()), sum(total for _, total in self.downloads.values()))
+        total = sum(total for _, total in self.downloads.values()) if self._whole else None
+        now = (sum(done for done, _ in self.downloads.values()), total)
         if now != self._said:
             self._said = now
             self.reporter.transfer(self.label, *now)
