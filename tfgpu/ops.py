@@ -150,7 +150,20 @@ def create(
         if verify is None:
             from tfgpu.verify import run_verify as verify
         reporter.note("Checking the GPU inside the new env (imports TensorFlow).")
-        result.verify = verify(location.prefix, runner=runner)  # its output goes into this create's log
+        try:
+            result.verify = verify(location.prefix, runner=runner)  # its output goes into this create's log
+        except KeyboardInterrupt as stop:
+            # Every step was done and the env is in place: it is kept (a signal during a check is
+            # no reason to throw a finished build away), and said to be unchecked.
+            from tfgpu.interrupts import leave
+
+            leave(
+                stop,
+                f"the env at {location.prefix} is complete (every step was done) but its GPU check did "
+                f"not finish. Check it with `tfgpu-install verify --prefix {location.prefix}`, or delete "
+                f"it with `tfgpu-install remove --prefix {location.prefix}`.",
+            )
+            raise
     return result
 
 

@@ -70,6 +70,8 @@ class Completed:
     stderr: str = ""
     started: bool = True
     """False when the program could not be started at all (not found, not executable)."""
+    stalled: str = ""
+    """Why the tool stopped a child whose downloads fell below their floor (``tfgpu.childwatch``)."""
 
     @property
     def stdout(self) -> str:
@@ -93,15 +95,30 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-@contextlib.contextmanager
-def _forking() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP while a child is forked: Python runs its at-fork hooks (logging's
-    lock release) right after ``fork``, and a signal handler that raises inside such a hook has its
-    exception printed and dropped ("Exception ignored in _releaseLock"), so the run would go on as
-    if no SIGTERM had come. Held, the signal is delivered once the fork is done; the child unblocks
-    them before ``exec`` (``_die_with_parent``)."""
-    with shielded():
-        yield
+def _supervised(start: Callable[[], subprocess.Popen], stop: Callable[[subprocess.Popen], None]) -> subprocess.Popen:
+    """``start()`` a child with SIGINT/SIGTERM/SIGHUP held, and let them in only once the child is in
+    hand: a signal that came while it was forked is handled here, where ``stop`` stops (and reaps)
+    the child before the interrupt propagates. Delivered any earlier, the interrupt would leave a
+    child nobody supervises (``uv venv`` writing on into a staging directory while the rollback
+    deletes it). Held, too, because Python runs its at-fork hooks (logging's lock release) right
+    after ``fork``, and a handler that raises inside such a hook has its exception printed and
+    dropped ("Exception ignored in _releaseLock"). The child unblocks them before ``exec``
+    (``_die_with_parent``)."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    except (AttributeError, OSError, ValueError):
+        return start()
+    try:
+        child = start()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a held signal's handler runs (and raises) here
+    except BaseException:
+        stop(child)
+        raise
+    return child
 
 
 def _prepare_prctl() -> None:
@@ -224,9 +241,27 @@ class Runner:
             from tfgpu.pseudoterminal import Printed, open_terminal, read_terminal
 
             terminal = open_terminal()
+        from tfgpu.childwatch import Floor, Scratch
+
+        scratch = Scratch.of(argv)
+
+        def interrupted(child: subprocess.Popen, stop: BaseException | None = None) -> None:
+            """The child stopped and reaped, and what it left half-written in its cache removed."""
+            _stop(child)
+            if not quiet:
+                self.log("interrupted")
+            removed = scratch.sweep(self.log)
+            if removed and stop is not None:
+                from tfgpu.interrupts import tell
+
+                tell(
+                    stop,
+                    f"The {len(removed)} unfinished download(s) uv left in its cache {scratch.cache} were removed.",
+                )
+
         try:
-            with _forking():
-                child = subprocess.Popen(
+            child = _supervised(
+                lambda: subprocess.Popen(
                     argv,
                     stdout=subprocess.PIPE if terminal is None else terminal[1],
                     stderr=subprocess.STDOUT if terminal is None else terminal[1],
@@ -240,13 +275,19 @@ class Runner:
                     errors="replace",
                     bufsize=1,
                     preexec_fn=_die_with_parent,
-                )
+                ),
+                interrupted,
+            )
         except OSError as error:
             if terminal is not None:
                 os.close(terminal[0])
             if not quiet:
                 self.log(f"could not start: {error}")
             return Completed(argv, 127, f"could not start {argv[0]}: {error}", 0.0, started=False)
+        except BaseException:
+            if terminal is not None:
+                os.close(terminal[0])
+            raise
         finally:
             if terminal is not None:
                 os.close(terminal[1])  # the child holds it now; the reads end when the child closes it
@@ -258,6 +299,7 @@ class Runner:
             timer = threading.Timer(timeout, _kill, (child,))
             timer.daemon = True
             timer.start()
+        floor = Floor.start(argv, child, _kill)
         try:
             if input is not None:
                 try:
@@ -273,14 +315,20 @@ class Runner:
                     if on_line is not None:
                         on_line(line.rstrip("\n"))
             returncode = child.wait()
-        except BaseException:
-            _stop(child)
-            if not quiet:
-                self.log("interrupted")
+        except BaseException as stop:
+            interrupted(child, stop)
             raise
         finally:
             if timer is not None:
                 timer.cancel()
+            if floor is not None:
+                floor.cancel()
+        if floor is not None and floor.reason:
+            scratch.sweep(self.log)  # stopped by the tool: what it left half-written goes too
+            output = "".join(lines) + f"\n[stopped: {floor.reason}]"
+            if not quiet:
+                self.log(output)
+            return Completed(argv, 124, output, time.monotonic() - started, stalled=floor.reason)
         output = "".join(lines)
         seconds = time.monotonic() - started
         if timer is not None and returncode == -signal.SIGKILL and seconds >= timeout:
@@ -310,8 +358,8 @@ class Runner:
         _prepare_prctl()
         started = time.monotonic()
         try:
-            with _forking():
-                child = subprocess.Popen(
+            child = _supervised(
+                lambda: subprocess.Popen(
                     argv,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -324,7 +372,9 @@ class Runner:
                     # Its own process group: a probe that starts a child of its own (a wrapper
                     # script, an interpreter that forks) is stopped whole when its time is up.
                     start_new_session=True,
-                )
+                ),
+                _end_group,
+            )
         except (OSError, ValueError) as error:
             return Completed(argv, 127, "", 0.0, f"could not start {argv[0]}: {error}", started=False)
         with child:
@@ -350,13 +400,15 @@ class Runner:
 
         _prepare_prctl()
         base = clean_environment(os.environ) if clean else without_plain_proxy(os.environ)
-        with _forking():
-            return subprocess.Popen(
+        return _supervised(
+            lambda: subprocess.Popen(
                 [str(a) for a in argv],
                 env={**base, **self.extra_env, **(env or {})},
                 preexec_fn=_die_with_parent,
                 **popen,
-            )
+            ),
+            _end,
+        )
 
     def attached(self, argv: Sequence[str], *, env: Mapping[str, str]) -> int:
         """Run ``argv`` on the tool's own terminal (stdin, stdout and stderr inherited) with exactly
@@ -369,8 +421,9 @@ class Runner:
 
         argv = tuple(str(a) for a in argv)
         _prepare_prctl()
-        with _forking():
-            child = subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with_parent)
+        # A signal during the fork: the child is asked to end as the signal would have asked it, and
+        # waited for, before the tool stops too.
+        child = _supervised(lambda: subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with_parent), _stop)
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             while True:
@@ -401,6 +454,26 @@ def _kill_group(child: subprocess.Popen) -> None:
     with contextlib.suppress(OSError):
         os.killpg(child.pid, signal.SIGKILL)
     _kill(child)
+
+
+def _end(child: subprocess.Popen) -> None:
+    """Kill a child and reap it (its pipes, if any, closed)."""
+    _kill(child)
+    _reap(child)
+
+
+def _end_group(child: subprocess.Popen) -> None:
+    """Kill a child started in its own session, everything it started, and reap it."""
+    _kill_group(child)
+    _reap(child)
+
+
+def _reap(child: subprocess.Popen) -> None:
+    for stream in (child.stdin, child.stdout, child.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    child.wait()
 
 
 def _stop(child: subprocess.Popen) -> None:
