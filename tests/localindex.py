@@ -58,10 +58,11 @@ class _Dripping(_Quiet):
 
 class Server:
     """``with Server(root) as url:`` serves ``root`` on 127.0.0.1; ``url`` is the index URL.
-    ``drip``: seconds to pause after every 16 KiB of a file (a slow server)."""
+    ``drip``: seconds to pause after every ``piece`` bytes (16 KiB) of a file, pages included (a slow
+    server; ``piece=1`` a trickle)."""
 
-    def __init__(self, root: Path, drip: float = 0.0) -> None:
-        handler = type("_Drip", (_Dripping,), {"pause": drip}) if drip else _Quiet
+    def __init__(self, root: Path, drip: float = 0.0, piece: int = 1 << 14) -> None:
+        handler = type("_Drip", (_Dripping,), {"pause": drip, "piece": piece}) if drip else _Quiet
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
         # A short poll interval: shutdown() waits for the next poll (the default 0.5 s, per test).
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

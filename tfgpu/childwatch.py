@@ -28,7 +28,7 @@ from pathlib import Path
 from tfgpu.engines.download import MAX_SECONDS, MIN_RATE
 
 WINDOW = 90.0
-"""Seconds over which uv's reads and writes must reach ``MIN_RATE`` on average."""
+"""Seconds over which uv's reads and writes must reach ``MIN_RATE`` on average (``TFGPU_STALL_SECONDS``)."""
 SAMPLE = 2.0
 """Seconds between two looks at ``/proc``."""
 DOWNLOADING = (("pip", "install"), ("pip", "compile"), ("pip", "sync"), ("pip", "download"), ("venv",))
@@ -135,7 +135,10 @@ class Floor:
         """A started watch for ``argv`` when it is a uv command that downloads, else None."""
         if not downloads(argv) or _io(child.pid) is None:
             return None
-        window = float(os.environ.get("TFGPU_UV_FLOOR_WINDOW") or WINDOW)  # tests shorten the wait
+        try:
+            window = max(1.0, float(os.environ.get("TFGPU_STALL_SECONDS") or WINDOW))
+        except ValueError:
+            window = WINDOW
         watch = cls(child, stop, window=window, sample=min(SAMPLE, window / 4))
         watch._thread.start()
         return watch

@@ -174,10 +174,47 @@ def _undo(location: Location, options: Options) -> None:
         jupyter.unregister(jupyter.kernel_name(location.prompt, location.id), location.id)
 
 
-def remove(name: str | None, prefix: str | None) -> dict:
+def remove(name: str | None, prefix: str | None, reporter: Reporter | None = None) -> dict:
     """Delete an env tfgpu-install built at that very place (its marker proves it), and its kernels.
-    ``--name`` is looked up as every command looks it up (``tfgpu.envs.which``); never the active env."""
+    ``--name`` is looked up as every command looks it up (``tfgpu.envs.which``); never the active env.
+    ``reporter`` is told the files and bytes deleted as it goes. Interrupted, what is left and the
+    command that finishes it are said (``tfgpu.interrupts.leave``)."""
     from tfgpu.envs.which import which_env
+    from tfgpu.quoting import sh
 
     target = which_env(name=name, prefix=prefix, purpose="remove")
-    return txn.remove(target.prefix) | {"which_env": target.to_dict()}
+    final = target.prefix
+    again = f"tfgpu-install remove {f'--name {sh(name)}' if name else f'--prefix {sh(str(final))}'}"
+    progress = None
+    if reporter is not None:
+        begun = []
+
+        def progress(files: int, all_files: int, size: int, all_size: int) -> None:
+            if not begun:
+                from tfgpu.live import decimal
+
+                reporter.step(1, 1, f"Remove {final}: {all_files:,} files, {decimal(all_size)}")
+                begun.append(True)
+            reporter.transfer(f"removed of {all_files:,} files", size, all_size or None)
+
+    try:
+        done = txn.remove(final, progress)
+    except KeyboardInterrupt as stop:
+        _left_by_remove(stop, final, again)
+        raise
+    return done | {"which_env": target.to_dict()}
+
+
+def _left_by_remove(stop: BaseException, final: Path, again: str) -> None:
+    """Say what an interrupted remove left: the env whole, or what is left of it where."""
+    from tfgpu.interrupts import leave
+
+    removing = txn.removing_of(final)
+    if removing.exists():
+        leave(
+            stop,
+            f"{final} was partly removed: what is left of it is in {removing}. `{again}` finishes the removal "
+            "(`tfgpu-install list` shows it until then).",
+        )
+    elif final.exists():
+        leave(stop, f"nothing was removed: the env at {final} is whole.")

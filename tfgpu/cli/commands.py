@@ -144,7 +144,11 @@ def cmd_create(settings: Settings) -> results.Result:
 def cmd_remove(settings: Settings) -> results.Result:
     from tfgpu.ops import remove
 
-    done = remove(settings.name, settings.prefix)
+    reporter = render().ConsoleReporter()  # stderr: the files and bytes deleted, also under --json
+    try:
+        done = remove(settings.name, settings.prefix, reporter)
+    finally:
+        reporter.close()
     return results.Removed(done["removed"], done["recovered"], done.get("which_env"))
 
 
@@ -437,7 +441,9 @@ def cmd_list(settings: Settings) -> results.Result:
 
         names = env_names(dirs)
         return results.Text("".join(f"{name}\n" for name in names), {"names": names})
-    return results.EnvList(list_envs(dirs), dirs)
+    from tfgpu.envs.listing import leftovers
+
+    return results.EnvList(list_envs(dirs), dirs, leftovers(dirs))
 
 
 def cmd_completion(settings: Settings) -> results.Result:
