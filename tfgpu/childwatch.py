@@ -25,7 +25,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tfgpu.engines.download import MAX_SECONDS, MIN_RATE
+from tfgpu import untrusted
+
+MIN_RATE = 32 << 10
+"""Bytes per second: the tool's own downloads' floor (``tfgpu.engines.download.MIN_RATE``, held equal by a test)."""
+MAX_SECONDS = 6 * 3600.0
+"""The longest a download may take (``tfgpu.engines.download.MAX_SECONDS``, likewise)."""
 
 WINDOW = 90.0
 """Seconds over which uv's reads and writes must reach ``MIN_RATE`` on average (``TFGPU_STALL_SECONDS``)."""
@@ -97,6 +102,14 @@ class Scratch:
         return removed
 
 
+def _proc_text(path: str) -> str:
+    """A small /proc file's text (through the reading door, bounded); OSError when it cannot be read."""
+    try:
+        return untrusted.read_head(path, untrusted.SYSTEM_FILE, 1 << 16).decode("ascii", "replace")
+    except untrusted.Unreadable as error:
+        raise OSError(str(error)) from None
+
+
 def _io(pid: int) -> int | None:
     """Bytes read and written by ``pid`` and every process below it; None when /proc cannot say."""
     total, seen, todo = 0, set(), [pid]
@@ -106,17 +119,15 @@ def _io(pid: int) -> int | None:
             continue
         seen.add(current)
         try:
-            with open(f"/proc/{current}/io", encoding="ascii") as handle:
-                fields = dict(line.split(":", 1) for line in handle if ":" in line)
+            fields = dict(line.split(":", 1) for line in _proc_text(f"/proc/{current}/io").splitlines() if ":" in line)
             total += int(fields["rchar"]) + int(fields["wchar"])
         except (OSError, KeyError, ValueError):
             if current == pid:
                 return None
             continue
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):
             for task in os.listdir(f"/proc/{current}/task"):
-                with open(f"/proc/{current}/task/{task}/children", encoding="ascii") as handle:
-                    todo.extend(int(child) for child in handle.read().split())
+                todo.extend(int(child) for child in _proc_text(f"/proc/{current}/task/{task}/children").split())
     return total
 
 

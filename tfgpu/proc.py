@@ -19,12 +19,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tfgpu.childenv import clean_environment, without_plain_proxy
 from tfgpu.interrupts import Interrupted
 from tfgpu.records import factory, record
+from tfgpu.signalmask import SIGNALS, shielded, supervised  # noqa: F401 - shielded: the door's, for callers
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 # subprocess, tempfile and shlex are imported where a child is started or a log opened: every
 # command imports this module for its signal handlers, and `plan` starts no child.
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def __getattr__(name: str):
@@ -41,21 +41,6 @@ def __getattr__(name: str):
 
         return getattr(subprocess, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-@contextlib.contextmanager
-def shielded() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP until the block is done: for the few renames that must not be
-    cut in half (commit, rollback); a signal that arrived meanwhile is delivered afterwards."""
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-    except (AttributeError, OSError, ValueError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @record
@@ -93,32 +78,6 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # the parent held them across the fork
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _supervised(start: Callable[[], subprocess.Popen], stop: Callable[[subprocess.Popen], None]) -> subprocess.Popen:
-    """``start()`` a child with SIGINT/SIGTERM/SIGHUP held, and let them in only once the child is in
-    hand: a signal that came while it was forked is handled here, where ``stop`` stops (and reaps)
-    the child before the interrupt propagates. Delivered any earlier, the interrupt would leave a
-    child nobody supervises (``uv venv`` writing on into a staging directory while the rollback
-    deletes it). Held, too, because Python runs its at-fork hooks (logging's lock release) right
-    after ``fork``, and a handler that raises inside such a hook has its exception printed and
-    dropped ("Exception ignored in _releaseLock"). The child unblocks them before ``exec``
-    (``_die_with_parent``)."""
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-    except (AttributeError, OSError, ValueError):
-        return start()
-    try:
-        child = start()
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-        raise
-    try:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a held signal's handler runs (and raises) here
-    except BaseException:
-        stop(child)
-        raise
-    return child
 
 
 def _prepare_prctl() -> None:
@@ -260,7 +219,7 @@ class Runner:
                 )
 
         try:
-            child = _supervised(
+            child = supervised(
                 lambda: subprocess.Popen(
                     argv,
                     stdout=subprocess.PIPE if terminal is None else terminal[1],
@@ -358,7 +317,7 @@ class Runner:
         _prepare_prctl()
         started = time.monotonic()
         try:
-            child = _supervised(
+            child = supervised(
                 lambda: subprocess.Popen(
                     argv,
                     stdout=subprocess.PIPE,
@@ -400,7 +359,7 @@ class Runner:
 
         _prepare_prctl()
         base = clean_environment(os.environ) if clean else without_plain_proxy(os.environ)
-        return _supervised(
+        return supervised(
             lambda: subprocess.Popen(
                 [str(a) for a in argv],
                 env={**base, **self.extra_env, **(env or {})},
@@ -423,7 +382,7 @@ class Runner:
         _prepare_prctl()
         # A signal during the fork: the child is asked to end as the signal would have asked it, and
         # waited for, before the tool stops too.
-        child = _supervised(lambda: subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with_parent), _stop)
+        child = supervised(lambda: subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with_parent), _stop)
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             while True:

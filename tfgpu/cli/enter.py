@@ -61,10 +61,11 @@ def _attached(
             ],
         )
     from tfgpu.envs.inuse import using
+    from tfgpu.envs.txn import hold_of
 
     try:
         # Held while the program runs: a `remove` of this env refuses meanwhile (env-in-use).
-        with using(target.prefix, command):
+        with using(target.prefix, hold_of(target.prefix), command):
             status = Runner().attached([found, *argv[1:]], env=environ)
     except OSError as error:
         raise OperationError(

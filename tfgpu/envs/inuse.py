@@ -20,24 +20,18 @@ from pathlib import Path
 from tfgpu.errors import OperationError
 
 
-def hold_file(final: Path) -> Path:
-    from tfgpu.envs.txn import sibling
-
-    return sibling(final, "inuse")
-
-
-def _open(final: Path) -> int | None:
+def _open(hold: Path) -> int | None:
     try:
-        return os.open(hold_file(final), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_APPEND, 0o644)
+        return os.open(hold, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_APPEND, 0o644)
     except OSError:
         return None  # a directory this user cannot write: no hold, as before holds existed
 
 
 @contextlib.contextmanager
-def using(final: Path, command: str) -> Iterator[None]:
-    """Hold the env at ``final`` for ``run`` or ``shell`` (``command``) while the block runs; a
-    ``remove`` that is deleting it right now makes this ``env-busy``."""
-    fd = _open(final)
+def using(final: Path, hold: Path, command: str) -> Iterator[None]:
+    """Hold the env at ``final`` for ``run`` or ``shell`` (``command``) while the block runs (``hold``:
+    its file, ``tfgpu.envs.txn.hold_of``); a ``remove`` deleting it right now makes this ``env-busy``."""
+    fd = _open(hold)
     if fd is None:
         yield
         return
@@ -51,7 +45,7 @@ def using(final: Path, command: str) -> Iterator[None]:
                 ["Wait for it to finish, then run the same command again (`tfgpu-install list` shows what is left)."],
             ) from None
         try:
-            same = os.fstat(fd).st_ino == os.stat(hold_file(final), follow_symlinks=False).st_ino
+            same = os.fstat(fd).st_ino == os.stat(hold, follow_symlinks=False).st_ino
         except OSError:
             same = False
         if not same:  # a remove took it and deleted it meanwhile: the env is going or gone
@@ -70,9 +64,9 @@ def using(final: Path, command: str) -> Iterator[None]:
 class Exclusive:
     """``remove``'s side: the env held by nobody else until ``release``; ``env-in-use`` otherwise."""
 
-    def __init__(self, final: Path) -> None:
-        self.final = final
-        self.fd = _open(final)
+    def __init__(self, final: Path, hold: Path) -> None:
+        self.final, self.hold = final, hold
+        self.fd = _open(hold)
         if self.fd is None:
             return
         try:
@@ -115,6 +109,6 @@ class Exclusive:
     def release(self) -> None:
         if self.fd is not None:
             with contextlib.suppress(OSError):
-                os.unlink(hold_file(self.final))
+                os.unlink(self.hold)
             os.close(self.fd)
             self.fd = None

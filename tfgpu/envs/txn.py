@@ -47,10 +47,6 @@ def _sibling(final: Path, suffix: str) -> Path:
     return final.parent / name
 
 
-sibling = _sibling
-"""The name beside ``final`` the tool owns for ``suffix`` (``tfgpu.envs.inuse``'s hold among them)."""
-
-
 def staging_of(final: Path) -> Path:
     return _sibling(final, "staging")
 
@@ -61,6 +57,11 @@ def old_of(final: Path) -> Path:
 
 def removing_of(final: Path) -> Path:
     return _sibling(final, "removing")
+
+
+def hold_of(final: Path) -> Path:
+    """The file ``run`` and ``shell`` hold while they use the env (``tfgpu.envs.inuse``)."""
+    return _sibling(final, "inuse")
 
 
 def journal_of(final: Path) -> Path:
@@ -346,7 +347,7 @@ def remove(final: Path, progress=None) -> dict:
 
     refuse_link(final)
     with TargetLock(final):
-        hold = Exclusive(final)
+        hold = Exclusive(final, hold_of(final))
         try:
             return _remove(final, progress)
         finally:
