@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,37 +28,50 @@ def _open(hold: Path) -> int | None:
         return None  # a directory this user cannot write: no hold, as before holds existed
 
 
+def _take_shared(final: Path, hold: Path, command: str) -> int | None:
+    """An open hold file, locked shared and still the one at ``hold``; None where none can be made."""
+    for _ in range(50):
+        fd = _open(hold)
+        if fd is None:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            same = os.fstat(fd).st_ino == os.stat(hold, follow_symlinks=False).st_ino
+        except (BlockingIOError, FileNotFoundError):
+            same = False  # a remove holds it, or the last run was tidying it away: look again
+        if same:
+            return fd
+        os.close(fd)
+        if not final.exists():
+            break
+        time.sleep(0.02)
+    raise OperationError(
+        "env-busy",
+        f"{final} is being removed by another tfgpu-install right now; {command} did not start.",
+        ["Wait for it to finish, then run the same command again (`tfgpu-install list` shows what is left)."],
+    )
+
+
 @contextlib.contextmanager
 def using(final: Path, hold: Path, command: str) -> Iterator[None]:
     """Hold the env at ``final`` for ``run`` or ``shell`` (``command``) while the block runs (``hold``:
-    its file, ``tfgpu.envs.txn.hold_of``); a ``remove`` deleting it right now makes this ``env-busy``."""
-    fd = _open(hold)
+    its file, ``tfgpu.envs.txn.hold_of``); a ``remove`` deleting it right now makes this ``env-busy``.
+    The last holder to leave deletes the file, so an env nobody uses has none beside it."""
+    fd = _take_shared(final, hold, command)
     if fd is None:
         yield
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise OperationError(
-                "env-busy",
-                f"{final} is being removed or changed by another tfgpu-install right now; {command} did not start.",
-                ["Wait for it to finish, then run the same command again (`tfgpu-install list` shows what is left)."],
-            ) from None
-        try:
-            same = os.fstat(fd).st_ino == os.stat(hold, follow_symlinks=False).st_ino
-        except OSError:
-            same = False
-        if not same:  # a remove took it and deleted it meanwhile: the env is going or gone
-            raise OperationError(
-                "env-busy",
-                f"{final} was being removed by another tfgpu-install; {command} did not start.",
-                ["`tfgpu-install list` shows the envs there are."],
-            )
         with contextlib.suppress(OSError):
             os.write(fd, f"{os.getpid()} {command}\n".encode())
         yield
     finally:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else holds it: tidy it away
+            with contextlib.suppress(OSError):
+                os.unlink(hold)
+        except OSError:
+            pass
         os.close(fd)
 
 
