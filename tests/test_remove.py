@@ -42,7 +42,7 @@ def test_remove_says_the_files_and_bytes_it_deletes_and_json_stays_json(named_en
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["removed"] == str(named_env)
     assert f"Remove {named_env}: " in done.stderr and " files, " in done.stderr
-    last = [line for line in done.stderr.splitlines() if "removed of" in line][-1]
+    last = [line for line in done.stderr.splitlines() if "deleting " in line][-1]
     assert "(100%)" in last, done.stderr
     assert not named_env.exists()
 
@@ -90,6 +90,7 @@ def test_an_interrupted_remove_says_what_is_left_and_list_shows_it_until_remove_
 
     finished = run_tool("remove", "--name", "doomed", env=tool_env)
     assert finished.returncode == 0, finished.stderr
+    assert "deleting " in finished.stderr  # the rest is counted as it goes too
     assert not removing.exists()
     assert json.loads(run_tool("list", "--json", env=tool_env).stdout)["leftovers"] == []
 

@@ -195,7 +195,7 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
 
                 reporter.step(1, 1, f"Remove {final}: {all_files:,} files, {decimal(all_size)}")
                 begun.append(True)
-            reporter.transfer(f"removed of {all_files:,} files", size, all_size or None)
+            reporter.transfer(f"deleting {all_files:,} files", size, all_size or None)
 
     try:
         done = txn.remove(final, progress)

@@ -227,7 +227,7 @@ def _token_matches(final: Path, build_id: str) -> bool:
     return untrusted.text_or_none(token, untrusted.MARKER) == build_id
 
 
-def recover(final: Path) -> list[str]:
+def recover(final: Path, progress=None) -> list[str]:
     """Finish or undo what a killed create/remove of ``final`` left (call with the lock held);
     returns what was done, one sentence each."""
     done: list[str] = []
@@ -259,7 +259,7 @@ def recover(final: Path) -> list[str]:
         done.append(f"deleted {staging}, left by an interrupted build")
     removing = removing_of(final)
     if removing.exists() or removing.is_symlink():
-        if not finish_removal(removing, final):
+        if not finish_removal(removing, final, progress):
             raise foreign_leftover(removing, "an environment being removed")
         done.append(f"finished removing the environment an interrupted run left in {removing}")
     old = old_of(final)
@@ -271,7 +271,7 @@ def recover(final: Path) -> list[str]:
             done.append(f"put the previous environment back at {final} (an interrupted --force)")
         else:
             os.rename(old, removing)
-            finish_removal(removing, final)
+            finish_removal(removing, final, progress)
             done.append(f"deleted the environment a finished --force rebuild replaced ({old})")
     stray = final / STAGING_RECORD
     if stray.is_file() and marker.proof(final):
@@ -356,7 +356,7 @@ def remove(final: Path, progress=None) -> dict:
 
 def _remove(final: Path, progress) -> dict:
     """``remove``'s work, under the target lock and the exclusive hold."""
-    recovered = recover(final)
+    recovered = recover(final, progress)  # an interrupted remove's rest is counted as it goes too
     if not final.exists():
         if any("removing" in line for line in recovered):
             return {"removed": str(final), "recovered": recovered}
