@@ -9,7 +9,10 @@ Signals: ``cli.main`` turns SIGTERM and SIGHUP into :class:`Interrupted` (``tfgp
 so ``timeout``, ``systemd stop`` and a closed terminal roll back exactly like Ctrl-C. A running
 child is stopped first (SIGINT, then SIGKILL), and every child asks the kernel to be killed when
 the tool dies (``PR_SET_PDEATHSIG``), so a SIGKILLed run leaves no uv still writing into its
-staging directory.
+staging directory. Every child is started with those signals held (``tfgpu.signalmask.supervised``):
+one that lands during the fork is handled once the child is in hand, so the child is stopped and
+reaped before anything rolls back. A stopped uv's half-written cache entries are removed, and uv's
+downloads are held to the tool's floor on progress (``tfgpu.childwatch``).
 """
 
 from __future__ import annotations
@@ -184,7 +187,10 @@ class Runner:
         ``screen``: run the child on a pseudo-terminal, for a program that draws its progress only
         on a terminal (uv), and give ``screen`` everything it draws, as it comes; ``on_line``, the
         log and ``output`` then get the lines it printed, its redraws left out (``tfgpu.pseudoterminal``).
-        On an interrupt (Ctrl-C, SIGTERM, SIGHUP) the child is stopped and the interrupt propagates.
+        On an interrupt (Ctrl-C, SIGTERM, SIGHUP) the child is stopped and reaped, what a uv left
+        half-written in its cache removed (said on the interrupt: ``tfgpu.interrupts.tell``), and the
+        interrupt propagates. A uv command that downloads and falls below the floor on progress is
+        stopped: return code 124, ``stalled`` saying why.
         """
         import shlex
         import subprocess
