@@ -108,3 +108,19 @@ def test_a_signal_to_the_pid_during_the_gpu_check_says_the_env_is_complete_and_u
     assert (prefix / "tfgpu-env.json").exists()
     assert _leftovers(tmp_path) == []
     assert _temporaries(user_cache, tmp_path / "tool-cache") == []
+
+
+@pytest.mark.parametrize(
+    "marker", ["Create the venv", "Resolve the exact", "Keep the bytecode", "Set up the CUDA", "Move the finished"]
+)
+def test_sigint_to_the_pid_at_every_step_stops_and_says_what_is_left(tmp_path, tool_env, slow_index, marker):
+    argv, env, user_cache = _create(tmp_path, tool_env, slow_index)
+    ended = terminal.run_and_signal(argv, env, marker, signal.SIGINT, delay=0.0)
+    assert ended.signalled and ended.returncode == 130, ended.screen[-3000:]
+    prefix = tmp_path / "env"
+    if prefix.exists():  # the signal came once the env was in place: it is complete, and said so
+        assert f"the env at {prefix} is complete" in ended.screen and (prefix / "tfgpu-env.json").exists()
+    else:
+        assert "nothing was left half-built" in ended.screen, ended.screen[-3000:]
+    assert _leftovers(tmp_path) == []
+    assert _temporaries(user_cache, tmp_path / "tool-cache") == []
