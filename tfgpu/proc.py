@@ -219,10 +219,8 @@ class Runner:
             if removed and stop is not None:
                 from tfgpu.interrupts import tell
 
-                tell(
-                    stop,
-                    f"The {len(removed)} unfinished download(s) uv left in its cache {scratch.cache} were removed.",
-                )
+                count = f"{len(removed)} temporary entr{'y' if len(removed) == 1 else 'ies'}"
+                tell(stop, f"Removed what the stopped uv left half-written in its cache {scratch.cache} ({count}).")
 
         try:
             child = supervised(
