@@ -78,13 +78,13 @@ class _Dripping(_Quiet):
 
 class Server:
     """``with Server(root) as url:`` serves ``root`` on 127.0.0.1; ``url`` is the index URL.
-    ``drip``: seconds to pause after every 16 KiB of a file (a slow server); ``rate``: bytes a
-    second each file is sent at (a throttled server). ``sent``: bytes sent of every file, by URL
-    path (with ``drip`` or ``rate``)."""
+    ``drip``: seconds to pause after every ``piece`` bytes (16 KiB) of a file, pages included (a slow
+    server; ``piece=1`` a trickle); ``rate``: bytes a second each file is sent at (a throttled
+    server). ``sent``: bytes sent of every file, by URL path (with ``drip`` or ``rate``)."""
 
-    def __init__(self, root: Path, drip: float = 0.0, rate: int = 0) -> None:
+    def __init__(self, root: Path, drip: float = 0.0, rate: int = 0, piece: int = 1 << 14) -> None:
         self.sent: dict[str, int] = {}
-        slow = {"pause": drip, "rate": rate, "sent": self.sent}
+        slow = {"pause": drip, "rate": rate, "sent": self.sent, "piece": piece}
         handler = type("_Drip", (_Dripping,), slow) if drip or rate else _Quiet
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
         # A short poll interval: shutdown() waits for the next poll (the default 0.5 s, per test).

@@ -94,6 +94,11 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "cache-busy": (OperationError, "`cache prune|clean` while a create, repair or remove holds an env's lock."),
     "undo-failed": (OperationError, "`repair --undo` could not put a changed env back as it was."),
     "target-busy": (OperationError, "Another tfgpu-install run holds the target's lock."),
+    "env-in-use": (
+        OperationError,
+        "`remove` of an env a `run` or `shell` is using (their pids are named); nothing was removed.",
+    ),
+    "env-busy": (OperationError, "`run` or `shell` of an env another tfgpu-install is removing right now."),
     "update-failed": (OperationError, "`update-data` got an answer it cannot use (shape, deadline); nothing written."),
     "update-incomplete": (
         OperationError,

@@ -24,8 +24,33 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+def leave(stop: BaseException, what: str) -> None:
+    """Say, on an interrupt on its way out, what it leaves behind and where (``tfgpu.cli`` shows
+    it in place of "nothing was left half-built", which is true only of a rolled-back build)."""
+    stop.__dict__.setdefault("tfgpu_left", []).append(what)
+
+
+def tell(stop: BaseException, what: str) -> None:
+    """Add what was cleaned up on the interrupt's way out (said after what is left)."""
+    stop.__dict__.setdefault("tfgpu_told", []).append(what)
+
+
+def left(stop: BaseException) -> tuple[list[str], list[str]]:
+    """What :func:`leave` and :func:`tell` recorded on ``stop``."""
+    return list(getattr(stop, "tfgpu_left", [])), list(getattr(stop, "tfgpu_told", []))
+
+
 def install_signal_handlers() -> None:
-    """SIGTERM/SIGHUP raise :class:`Interrupted` in the main thread (SIGINT already raises)."""
+    """SIGTERM/SIGHUP raise :class:`Interrupted` in the main thread, and SIGINT a KeyboardInterrupt.
+
+    SIGINT is set too, not left to Python: Python raises on it only when the tool's parent left it
+    at its default, and a shell starting a job without job control (``cmd &`` in a script), or a
+    supervisor, may hand it over ignored; a ``kill -INT`` of the tool's pid (an IDE's stop button,
+    ``timeout -s INT``) was then lost, and the run went on to exit 0."""
+    try:
+        _signal.signal(SIGINT, _signal.default_int_handler)
+    except (ValueError, OSError):
+        pass
 
     def handler(signum, _frame):
         raise Interrupted(signum)

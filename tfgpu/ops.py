@@ -150,7 +150,20 @@ def create(
         if verify is None:
             from tfgpu.verify import run_verify as verify
         reporter.note("Checking the GPU inside the new env (imports TensorFlow).")
-        result.verify = verify(location.prefix, runner=runner)  # its output goes into this create's log
+        try:
+            result.verify = verify(location.prefix, runner=runner)  # its output goes into this create's log
+        except KeyboardInterrupt as stop:
+            # Every step was done and the env is in place: it is kept (a signal during a check is
+            # no reason to throw a finished build away), and said to be unchecked.
+            from tfgpu.interrupts import leave
+
+            leave(
+                stop,
+                f"the env at {location.prefix} is complete (every step was done) but its GPU check did "
+                f"not finish. Check it with `tfgpu-install verify --prefix {location.prefix}`, or delete "
+                f"it with `tfgpu-install remove --prefix {location.prefix}`.",
+            )
+            raise
     return result
 
 
@@ -161,10 +174,47 @@ def _undo(location: Location, options: Options) -> None:
         jupyter.unregister(jupyter.kernel_name(location.prompt, location.id), location.id)
 
 
-def remove(name: str | None, prefix: str | None) -> dict:
+def remove(name: str | None, prefix: str | None, reporter: Reporter | None = None) -> dict:
     """Delete an env tfgpu-install built at that very place (its marker proves it), and its kernels.
-    ``--name`` is looked up as every command looks it up (``tfgpu.envs.which``); never the active env."""
+    ``--name`` is looked up as every command looks it up (``tfgpu.envs.which``); never the active env.
+    ``reporter`` is told the files and bytes deleted as it goes. Interrupted, what is left and the
+    command that finishes it are said (``tfgpu.interrupts.leave``)."""
     from tfgpu.envs.which import which_env
+    from tfgpu.quoting import sh
 
     target = which_env(name=name, prefix=prefix, purpose="remove")
-    return txn.remove(target.prefix) | {"which_env": target.to_dict()}
+    final = target.prefix
+    again = f"tfgpu-install remove {f'--name {sh(name)}' if name else f'--prefix {sh(str(final))}'}"
+    progress = None
+    if reporter is not None:
+        begun = []
+
+        def progress(files: int, all_files: int, size: int, all_size: int) -> None:
+            if not begun:
+                from tfgpu.live import decimal
+
+                reporter.step(1, 1, f"Remove {final}: {all_files:,} files, {decimal(all_size)}")
+                begun.append(True)
+            reporter.transfer(f"deleting {all_files:,} files", size, all_size or None)
+
+    try:
+        done = txn.remove(final, progress)
+    except KeyboardInterrupt as stop:
+        _left_by_remove(stop, final, again)
+        raise
+    return done | {"which_env": target.to_dict()}
+
+
+def _left_by_remove(stop: BaseException, final: Path, again: str) -> None:
+    """Say what an interrupted remove left: the env whole, or what is left of it where."""
+    from tfgpu.interrupts import leave
+
+    removing = txn.removing_of(final)
+    if removing.exists():
+        leave(
+            stop,
+            f"{final} was partly removed: what is left of it is in {removing}. `{again}` finishes the removal "
+            "(`tfgpu-install list` shows it until then).",
+        )
+    elif final.exists():
+        leave(stop, f"nothing was removed: the env at {final} is whole.")

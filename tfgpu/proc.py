@@ -9,7 +9,10 @@ Signals: ``cli.main`` turns SIGTERM and SIGHUP into :class:`Interrupted` (``tfgp
 so ``timeout``, ``systemd stop`` and a closed terminal roll back exactly like Ctrl-C. A running
 child is stopped first (SIGINT, then SIGKILL), and every child asks the kernel to be killed when
 the tool dies (``PR_SET_PDEATHSIG``), so a SIGKILLed run leaves no uv still writing into its
-staging directory.
+staging directory. Every child is started with those signals held (``tfgpu.signalmask.supervised``):
+one that lands during the fork is handled once the child is in hand, so the child is stopped and
+reaped before anything rolls back. A stopped uv's half-written cache entries are removed, and uv's
+downloads are held to the tool's floor on progress (``tfgpu.childwatch``).
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tfgpu import secrets
 from tfgpu.childenv import clean_environment, without_plain_proxy
 from tfgpu.interrupts import Interrupted
 from tfgpu.records import factory, record
+from tfgpu.signalmask import SIGNALS, shielded, supervised  # noqa: F401 - shielded: the door's, for callers
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
 if TYPE_CHECKING:
@@ -33,7 +37,6 @@ if TYPE_CHECKING:
 
 # subprocess, tempfile and shlex are imported where a child is started or a log opened: every
 # command imports this module for its signal handlers, and `plan` starts no child.
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def __getattr__(name: str):
@@ -42,21 +45,6 @@ def __getattr__(name: str):
 
         return getattr(subprocess, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-@contextlib.contextmanager
-def shielded() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP until the block is done: for the few renames that must not be
-    cut in half (commit, rollback); a signal that arrived meanwhile is delivered afterwards."""
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-    except (AttributeError, OSError, ValueError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @record
@@ -71,6 +59,8 @@ class Completed:
     stderr: str = ""
     started: bool = True
     """False when the program could not be started at all (not found, not executable)."""
+    stalled: str = ""
+    """Why the tool stopped a child whose downloads fell below their floor (``tfgpu.childwatch``)."""
 
     @property
     def stdout(self) -> str:
@@ -92,17 +82,6 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # the parent held them across the fork
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-@contextlib.contextmanager
-def _forking() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP while a child is forked: Python runs its at-fork hooks (logging's
-    lock release) right after ``fork``, and a signal handler that raises inside such a hook has its
-    exception printed and dropped ("Exception ignored in _releaseLock"), so the run would go on as
-    if no SIGTERM had come. Held, the signal is delivered once the fork is done; the child unblocks
-    them before ``exec`` (``_die_with_parent``)."""
-    with shielded():
-        yield
 
 
 def _prepare_prctl() -> None:
@@ -210,7 +189,10 @@ class Runner:
         ``screen``: run the child on a pseudo-terminal, for a program that draws its progress only
         on a terminal (uv), and give ``screen`` everything it draws, as it comes; ``on_line``, the
         log and ``output`` then get the lines it printed, its redraws left out (``tfgpu.pseudoterminal``).
-        On an interrupt (Ctrl-C, SIGTERM, SIGHUP) the child is stopped and the interrupt propagates.
+        On an interrupt (Ctrl-C, SIGTERM, SIGHUP) the child is stopped and reaped, what a uv left
+        half-written in its cache removed (said on the interrupt: ``tfgpu.interrupts.tell``), and the
+        interrupt propagates. A uv command that downloads and falls below the floor on progress is
+        stopped: return code 124, ``stalled`` saying why.
         """
         import shlex
         import subprocess
@@ -226,9 +208,25 @@ class Runner:
             from tfgpu.pseudoterminal import Printed, open_terminal, read_terminal
 
             terminal = open_terminal()
+        from tfgpu.childwatch import Floor, Scratch
+
+        scratch = Scratch.of(argv)
+
+        def interrupted(child: subprocess.Popen, stop: BaseException | None = None) -> None:
+            """The child stopped and reaped, and what it left half-written in its cache removed."""
+            _stop(child)
+            if not quiet:
+                self.log("interrupted")
+            removed = scratch.sweep(self.log)
+            if removed and stop is not None:
+                from tfgpu.interrupts import tell
+
+                count = f"{len(removed)} temporary entr{'y' if len(removed) == 1 else 'ies'}"
+                tell(stop, f"Removed what the stopped uv left half-written in its cache {scratch.cache} ({count}).")
+
         try:
-            with _forking():
-                child = subprocess.Popen(
+            child = supervised(
+                lambda: subprocess.Popen(
                     argv,
                     stdout=subprocess.PIPE if terminal is None else terminal[1],
                     stderr=subprocess.STDOUT if terminal is None else terminal[1],
@@ -242,13 +240,19 @@ class Runner:
                     errors="replace",
                     bufsize=1,
                     preexec_fn=_die_with_parent,
-                )
+                ),
+                interrupted,
+            )
         except OSError as error:
             if terminal is not None:
                 os.close(terminal[0])
             if not quiet:
                 self.log(f"could not start: {error}")
             return Completed(argv, 127, f"could not start {argv[0]}: {error}", 0.0, started=False)
+        except BaseException:
+            if terminal is not None:
+                os.close(terminal[0])
+            raise
         finally:
             if terminal is not None:
                 os.close(terminal[1])  # the child holds it now; the reads end when the child closes it
@@ -260,6 +264,7 @@ class Runner:
             timer = threading.Timer(timeout, _kill, (child,))
             timer.daemon = True
             timer.start()
+        floor = Floor.start(argv, child, _kill)
         try:
             if input is not None:
                 try:
@@ -275,14 +280,20 @@ class Runner:
                     if on_line is not None:
                         on_line(line.rstrip("\n"))
             returncode = child.wait()
-        except BaseException:
-            _stop(child)
-            if not quiet:
-                self.log("interrupted")
+        except BaseException as stop:
+            interrupted(child, stop)
             raise
         finally:
             if timer is not None:
                 timer.cancel()
+            if floor is not None:
+                floor.cancel()
+        if floor is not None and floor.reason:
+            scratch.sweep(self.log)  # stopped by the tool: what it left half-written goes too
+            output = "".join(lines) + f"\n[stopped: {floor.reason}]"
+            if not quiet:
+                self.log(output)
+            return Completed(argv, 124, output, time.monotonic() - started, stalled=floor.reason)
         output = "".join(lines)
         seconds = time.monotonic() - started
         if timer is not None and returncode == -signal.SIGKILL and seconds >= timeout:
@@ -312,8 +323,8 @@ class Runner:
         _prepare_prctl()
         started = time.monotonic()
         try:
-            with _forking():
-                child = subprocess.Popen(
+            child = supervised(
+                lambda: subprocess.Popen(
                     argv,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -326,7 +337,9 @@ class Runner:
                     # Its own process group: a probe that starts a child of its own (a wrapper
                     # script, an interpreter that forks) is stopped whole when its time is up.
                     start_new_session=True,
-                )
+                ),
+                _end_group,
+            )
         except (OSError, ValueError) as error:
             return Completed(argv, 127, "", 0.0, f"could not start {argv[0]}: {error}", started=False)
         with child:
@@ -352,13 +365,15 @@ class Runner:
 
         _prepare_prctl()
         base = clean_environment(os.environ) if clean else without_plain_proxy(os.environ)
-        with _forking():
-            return subprocess.Popen(
+        return supervised(
+            lambda: subprocess.Popen(
                 [str(a) for a in argv],
                 env={**base, **self.extra_env, **(env or {})},
                 preexec_fn=_die_with_parent,
                 **popen,
-            )
+            ),
+            _end,
+        )
 
     def attached(self, argv: Sequence[str], *, env: Mapping[str, str]) -> int:
         """Run ``argv`` on the tool's own terminal (stdin, stdout and stderr inherited) with exactly
@@ -371,8 +386,9 @@ class Runner:
 
         argv = tuple(str(a) for a in argv)
         _prepare_prctl()
-        with _forking():
-            child = subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with_parent)
+        # A signal during the fork: the child is asked to end as the signal would have asked it, and
+        # waited for, before the tool stops too.
+        child = supervised(lambda: subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with_parent), _stop)
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             while True:
@@ -403,6 +419,26 @@ def _kill_group(child: subprocess.Popen) -> None:
     with contextlib.suppress(OSError):
         os.killpg(child.pid, signal.SIGKILL)
     _kill(child)
+
+
+def _end(child: subprocess.Popen) -> None:
+    """Kill a child and reap it (its pipes, if any, closed)."""
+    _kill(child)
+    _reap(child)
+
+
+def _end_group(child: subprocess.Popen) -> None:
+    """Kill a child started in its own session, everything it started, and reap it."""
+    _kill_group(child)
+    _reap(child)
+
+
+def _reap(child: subprocess.Popen) -> None:
+    for stream in (child.stdin, child.stdout, child.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    child.wait()
 
 
 def _stop(child: subprocess.Popen) -> None:

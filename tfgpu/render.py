@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
+from rich.filesize import decimal
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -432,8 +433,15 @@ def verify(report: dict, reason: bool = True) -> None:
         _out.print(f"    [yellow]log:[/] {escape(line)}")
 
 
-def env_list(envs: list[dict], searched) -> None:
-    """``list``: one row per env, its health, and where it is (the path whole)."""
+def env_list(envs: list[dict], searched, leftovers=()) -> None:
+    """``list``: one row per env, its health, and where it is (the path whole); then what interrupted
+    removes left, and the command that frees each."""
+    for left in leftovers:
+        _out.print(
+            f"[yellow]left by {escape(left['what'])}[/]: {escape(shown(left['path']))} "
+            f"({left['files']:,} files, {decimal(left['bytes'])}); free it with: {escape(shown(left['command']))}",
+            whole=True,
+        )
     if not envs:
         _out.print(
             "No environment built by tfgpu-install in " + ", ".join(escape(shown(d)) for d in searched) + ".",

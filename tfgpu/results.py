@@ -219,9 +219,15 @@ class EnvList(Result):
 
     envs: list
     searched: list
+    leftovers: list = ()
+    """What interrupted removes left (``tfgpu.envs.listing.leftovers``): where, its size, the command that frees it."""
 
     def to_dict(self) -> dict:
-        return {"envs": self.envs, "searched": [str(directory) for directory in self.searched]}
+        return {
+            "envs": self.envs,
+            "searched": [str(directory) for directory in self.searched],
+            "leftovers": list(self.leftovers),
+        }
 
 
 @record

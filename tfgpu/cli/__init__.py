@@ -67,8 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help and --version
         return int(done.code or 0)
     except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM/SIGHUP (tfgpu.interrupts.Interrupted)
+        from tfgpu.interrupts import left
+
         signum = getattr(stop, "signum", 2)
-        sys.stderr.write(f"Interrupted ({'SIGINT' if signum == 2 else stop}): nothing was left half-built.\n")
+        remains, done = left(stop)
+        what = " ".join(remains) if remains else "nothing was left half-built."
+        sys.stderr.write(f"Interrupted ({'SIGINT' if signum == 2 else stop}): {what}\n")
+        sys.stderr.writelines(f"  {line}\n" for line in done)
         return 128 + signum
 
 

@@ -142,10 +142,9 @@ def cmd_create(settings: Settings) -> results.Result:
 
 
 def cmd_remove(settings: Settings) -> results.Result:
-    from tfgpu.ops import remove
+    from tfgpu.cli.envs import cmd_remove as remove
 
-    done = remove(settings.name, settings.prefix)
-    return results.Removed(done["removed"], done["recovered"], done.get("which_env"))
+    return remove(settings)
 
 
 def cmd_lock(settings: Settings) -> results.Result:
@@ -427,17 +426,10 @@ def needs_platforms(settings: Settings) -> None:
 
 
 def cmd_list(settings: Settings) -> results.Result:
-    """``list``: the envs tfgpu-install built (their markers prove it), with a cheap health check."""
-    from tfgpu.envs.listing import list_envs
-    from tfgpu.envs.which import search_dirs
+    """``list``: the envs tfgpu-install built, and what interrupted removes left (``tfgpu.cli.envs``)."""
+    from tfgpu.cli.envs import cmd_list as listed
 
-    dirs = search_dirs()
-    if settings.names:  # for completion: fast, names only, nothing read inside an env
-        from tfgpu.envs.listing import env_names
-
-        names = env_names(dirs)
-        return results.Text("".join(f"{name}\n" for name in names), {"names": names})
-    return results.EnvList(list_envs(dirs), dirs)
+    return listed(settings)
 
 
 def cmd_completion(settings: Settings) -> results.Result:

@@ -32,7 +32,9 @@ def _where(settings: Settings) -> str:
     return f"--name {sh(settings.name)}" if settings.name else f"--prefix {sh(settings.prefix)}"
 
 
-def _attached(argv: tuple[str, ...], target, where: str, environ: dict | None = None) -> results.Result:
+def _attached(
+    argv: tuple[str, ...], target, where: str, environ: dict | None = None, command: str = "run"
+) -> results.Result:
     """``argv`` run on this terminal with the env activated (``tfgpu.envs.enter``; ``environ``: the
     environment to give it instead, when the program activates the env itself)."""
     from tfgpu import quoting
@@ -58,8 +60,13 @@ def _attached(argv: tuple[str, ...], target, where: str, environ: dict | None = 
                 f"(`tfgpu-install run {where} -- /path/to/{quoting.one_line(argv[0])}`).",
             ],
         )
+    from tfgpu.envs.inuse import using
+    from tfgpu.envs.txn import hold_of
+
     try:
-        status = Runner().attached([found, *argv[1:]], env=environ)
+        # Held while the program runs: a `remove` of this env refuses meanwhile (env-in-use).
+        with using(target.prefix, hold_of(target.prefix), command):
+            status = Runner().attached([found, *argv[1:]], env=environ)
     except OSError as error:
         raise OperationError(
             "command-not-started",
@@ -115,4 +122,4 @@ def cmd_shell(settings: Settings) -> results.Result:
     also = "; `deactivate` leaves the env and stays in the shell" if shell_entry.deactivates(target, program) else ""
     note(f"A new {program.rsplit('/', 1)[-1]} in {target.prefix}; `exit` leaves it{also}.")
     with shell_entry.entered(target, program) as (argv, environ):
-        return _attached(argv, target, _where(settings), environ)
+        return _attached(argv, target, _where(settings), environ, command="shell")

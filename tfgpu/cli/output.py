@@ -108,7 +108,7 @@ _TEXT = {
     results.LogMatches: _log_matches,
     results.Doctored: lambda result: render().doctor(result.report),
     results.Verified: _verified,
-    results.EnvList: lambda result: render().env_list(result.envs, result.searched),
+    results.EnvList: lambda result: render().env_list(result.envs, result.searched, result.leftovers),
     results.Repaired: lambda result: (render().repair_undone if result.undone else render().repaired)(result.summary),
     results.Written: _written,
     results.Text: _text,

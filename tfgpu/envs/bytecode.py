@@ -195,8 +195,10 @@ def compile_site(
         todo.append((str(source), str(target), f"{FIXED_ROOT}/{relative}"))
     workers = max(1, workers or os.cpu_count() or 1)
     chunks = [todo[i::workers] for i in range(workers) if todo[i::workers]]
-    children = [runner.start([python, "-I", "-c", WORKER], stdin=PIPE, text=True) for _ in chunks]
+    children = []
     try:
+        for _ in chunks:  # each one started is in the list, so an interrupt stops every one
+            children.append(runner.start([python, "-I", "-c", WORKER], stdin=PIPE, text=True))
         for child, chunk in zip(children, chunks, strict=False):
             child.stdin.write(json.dumps(chunk))
             child.stdin.close()
@@ -205,6 +207,8 @@ def compile_site(
     except BaseException:
         for child in children:
             child.kill()
+        for child in children:
+            child.wait()  # none still writing into the env when the rollback deletes it
         raise
     compiled = 0
     for target, (key, same) in keys.items():

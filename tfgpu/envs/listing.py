@@ -97,6 +97,49 @@ def list_envs(dirs: list[Path] | None = None) -> list[dict]:
     return envs
 
 
+def leftovers(dirs: list[Path] | None = None) -> list[dict]:
+    """What an interrupted ``remove`` left in ``dirs`` (``.NAME.tfgpu-removing``, its marker still
+    naming the env it was): where, how many files and bytes, and the command that frees them."""
+    from tfgpu.envs import marker, txn
+    from tfgpu.envs.removal import survey
+    from tfgpu.envs.which import search_dirs
+    from tfgpu.quoting import sh
+
+    found = []
+    for root in dirs or search_dirs():
+        try:
+            entries = sorted(p for p in root.iterdir() if p.name.startswith(".") and "tfgpu-removing" in p.name)
+        except OSError:
+            continue
+        for path in entries:
+            try:
+                if path.is_symlink() or not path.is_dir():
+                    continue
+                recorded = marker.read(path)
+                prefix = recorded.get("prefix") if isinstance(recorded, dict) else None
+                if not isinstance(prefix, str) or txn.removing_of(Path(prefix)) != path:
+                    continue
+                if marker.proof(path, prefix) is None:
+                    continue
+                _, files, size = survey(path)
+            except OSError:
+                continue
+            name = Path(prefix).name
+            by_name = Path(prefix).parent == root and not Path(prefix).exists()
+            found.append(
+                {
+                    "name": name,
+                    "prefix": prefix,
+                    "path": str(path),
+                    "files": files,
+                    "bytes": size,
+                    "what": "an interrupted remove",
+                    "command": f"tfgpu-install remove {f'--name {sh(name)}' if by_name else f'--prefix {sh(prefix)}'}",
+                }
+            )
+    return found
+
+
 def env_names(dirs: list[Path]) -> list[str]:
     """The names ``--name`` can take in ``dirs``, sorted, each once: directories holding a venv or a
     conda env whose name is a valid env name (``tfgpu.envs.location.NAME``). Reads no marker and

@@ -59,6 +59,11 @@ def removing_of(final: Path) -> Path:
     return _sibling(final, "removing")
 
 
+def hold_of(final: Path) -> Path:
+    """The file ``run`` and ``shell`` hold while they use the env (``tfgpu.envs.inuse``)."""
+    return _sibling(final, "inuse")
+
+
 def journal_of(final: Path) -> Path:
     return _sibling(final, "inplace.json")
 
@@ -177,10 +182,12 @@ def drop_staging(staging: Path) -> None:
         ) from None
 
 
-def finish_removal(directory: Path, made_for: Path) -> bool:
+def finish_removal(directory: Path, made_for: Path, progress=None) -> bool:
     """Delete an env already moved to ``directory`` (its kernels first, its marker last). False when
-    ``directory`` is not provably the env made for ``made_for`` and not empty: it is then left alone."""
+    ``directory`` is not provably the env made for ``made_for`` and not empty: it is then left alone.
+    ``progress``: told the files and bytes deleted as it goes (``tfgpu.envs.removal``)."""
     from tfgpu.envs import jupyter
+    from tfgpu.envs.removal import delete_counted
 
     if not is_real_dir(directory):
         return False
@@ -192,7 +199,7 @@ def finish_removal(directory: Path, made_for: Path) -> bool:
         return True
     for kernel in marker.kernels(found):
         jupyter.unregister(kernel, found["id"])
-    delete_contents(directory, keep=marker.NAME)
+    delete_counted(directory, marker.NAME, progress)
     (directory / marker.NAME).unlink(missing_ok=True)
     directory.rmdir()
     return True
@@ -220,7 +227,7 @@ def _token_matches(final: Path, build_id: str) -> bool:
     return untrusted.text_or_none(token, untrusted.MARKER) == build_id
 
 
-def recover(final: Path) -> list[str]:
+def recover(final: Path, progress=None) -> list[str]:
     """Finish or undo what a killed create/remove of ``final`` left (call with the lock held);
     returns what was done, one sentence each."""
     done: list[str] = []
@@ -252,7 +259,7 @@ def recover(final: Path) -> list[str]:
         done.append(f"deleted {staging}, left by an interrupted build")
     removing = removing_of(final)
     if removing.exists() or removing.is_symlink():
-        if not finish_removal(removing, final):
+        if not finish_removal(removing, final, progress):
             raise foreign_leftover(removing, "an environment being removed")
         done.append(f"finished removing the environment an interrupted run left in {removing}")
     old = old_of(final)
@@ -264,7 +271,7 @@ def recover(final: Path) -> list[str]:
             done.append(f"put the previous environment back at {final} (an interrupted --force)")
         else:
             os.rename(old, removing)
-            finish_removal(removing, final)
+            finish_removal(removing, final, progress)
             done.append(f"deleted the environment a finished --force rebuild replaced ({old})")
     stray = final / STAGING_RECORD
     if stray.is_file() and marker.proof(final):
@@ -330,46 +337,56 @@ def rollback(location) -> None:
         journal_of(location.prefix).unlink(missing_ok=True)
 
 
-def remove(final: Path) -> dict:
+def remove(final: Path, progress=None) -> dict:
     """Delete the env at ``final`` if its marker proves tfgpu-install made it there (its Jupyter
     kernels too); returns ``{"removed", "recovered"}``. Re-running after an interrupted remove
-    finishes it."""
+    finishes it. An env a ``run`` or ``shell`` holds is ``env-in-use`` (``tfgpu.envs.inuse``);
+    ``progress`` is told the files and bytes deleted as it goes."""
+    from tfgpu.envs.inuse import Exclusive
     from tfgpu.envs.location import refuse_link
 
     refuse_link(final)
     with TargetLock(final):
-        recovered = recover(final)
-        if not final.exists():
-            if any("removing" in line for line in recovered):
-                return {"removed": str(final), "recovered": recovered}
-            raise ImpossibleError(
-                "no-such-env",
-                f"There is no environment at {final}.",
-                ["`tfgpu-install list` shows the environments tfgpu-install built."],
-            )
-        if not final.is_dir() or marker.proof(final) is None:
-            raise ImpossibleError(
-                "not-a-tfgpu-env",
-                f"{final} was not provably built there by tfgpu-install "
-                f"({marker.why_not(final)}), so it is left alone.",
-                ["Delete it yourself if you are sure it is yours to delete."],
-            )
-        writes.check_no_mounts(final)  # before the rename: a mount point inside stays where it was
+        hold = Exclusive(final, hold_of(final))
         try:
-            with shielded():
-                os.rename(final, removing_of(final))
-        except OSError as error:
-            raise ImpossibleError(
-                "target-not-writable",
-                f"Cannot remove {final}: {error.strerror} ({final.parent} is not writable); nothing was removed.",
-                [f"Make {final.parent} writable, then run the same `remove` again."],
-            ) from None
-        try:
-            finish_removal(removing_of(final), final)
-        except OSError as error:
-            raise OperationError(
-                "remove-failed",
-                f"Removing {final} stopped: {error}. What is left is in {removing_of(final)}.",
-                ["Run the same `remove` again: it continues."],
-            ) from None
+            return _remove(final, progress)
+        finally:
+            hold.release()
+
+
+def _remove(final: Path, progress) -> dict:
+    """``remove``'s work, under the target lock and the exclusive hold."""
+    recovered = recover(final, progress)  # an interrupted remove's rest is counted as it goes too
+    if not final.exists():
+        if any("removing" in line for line in recovered):
+            return {"removed": str(final), "recovered": recovered}
+        raise ImpossibleError(
+            "no-such-env",
+            f"There is no environment at {final}.",
+            ["`tfgpu-install list` shows the environments tfgpu-install built."],
+        )
+    if not final.is_dir() or marker.proof(final) is None:
+        raise ImpossibleError(
+            "not-a-tfgpu-env",
+            f"{final} was not provably built there by tfgpu-install ({marker.why_not(final)}), so it is left alone.",
+            ["Delete it yourself if you are sure it is yours to delete."],
+        )
+    writes.check_no_mounts(final)  # before the rename: a mount point inside stays where it was
+    try:
+        with shielded():
+            os.rename(final, removing_of(final))
+    except OSError as error:
+        raise ImpossibleError(
+            "target-not-writable",
+            f"Cannot remove {final}: {error.strerror} ({final.parent} is not writable); nothing was removed.",
+            [f"Make {final.parent} writable, then run the same `remove` again."],
+        ) from None
+    try:
+        finish_removal(removing_of(final), final, progress)
+    except OSError as error:
+        raise OperationError(
+            "remove-failed",
+            f"Removing {final} stopped: {error}. What is left is in {removing_of(final)}.",
+            ["Run the same `remove` again: it continues."],
+        ) from None
     return {"removed": str(final), "recovered": recovered}

@@ -295,6 +295,21 @@ def install_failed(step: Step, done, log_path: Path | None, options: Options, lo
     return OperationError("install-failed", message + facts.detail, alternatives)
 
 
+def stalled(step: Step, done, log_path):
+    """``download-failed`` for a step whose downloads the tool stopped below their floor."""
+    from tfgpu.errors import OperationError
+
+    return OperationError(
+        "download-failed",
+        f"{step.title} was stopped: {done.stalled}; nothing was installed.",
+        [
+            "The index or the network is too slow to finish: check the connection, or the mirror named by "
+            "UV_DEFAULT_INDEX/--find-links, then run the same command again.",
+            *([f"The whole output is in {log_path}."] if log_path is not None else []),
+        ],
+    )
+
+
 def _attempt(step: Step, context: Context):
     """One run of ``step.argv``, its output streamed (a ``RUN`` step's); the result, failed or not."""
     from tfgpu.engines import pip_progress, uv_progress
@@ -324,6 +339,8 @@ def _run(step: Step, context: Context):
     from tfgpu.engines.uv import lacking, run_failure
 
     done = _attempt(step, context)
+    if done.stalled:
+        raise stalled(step, done, context.runner.log_path)
     if done.returncode != 0 and step.fallback and run_failure(step.argv, done).not_found:
         missing = ", ".join(lacking(done.output)) or "a package"
         context.reporter.note(f"the --find-links directory lacks {missing}: again with what uv's cache holds as well")

@@ -1,0 +1,128 @@
+"""An env in use: ``run`` and ``shell`` hold it while their program runs, and ``remove`` respects that.
+
+The hold is a shared ``flock`` on ``.T.tfgpu-inuse`` beside the env T (any number of ``run`` and
+``shell`` at once); ``remove`` takes it exclusively, without waiting, while it already holds T's
+target lock (``tfgpu.envs.txn.TargetLock``, the one create and repair take), and refuses with
+``env-in-use`` naming the pids of the holders. Refusing, not waiting: a training run may last days,
+and a ``remove`` that sat silent until then would look hung; the user decides whether to stop it.
+The kernel drops a hold when its process dies (SIGKILL included), so no stale hold outlives a run;
+each holder writes its pid into the file, only for the message (a pid no longer alive is not named).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from tfgpu.errors import OperationError
+
+
+def _open(hold: Path) -> int | None:
+    try:
+        return os.open(hold, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_APPEND, 0o644)
+    except OSError:
+        return None  # a directory this user cannot write: no hold, as before holds existed
+
+
+def _take_shared(final: Path, hold: Path, command: str) -> int | None:
+    """An open hold file, locked shared and still the one at ``hold``; None where none can be made."""
+    for _ in range(50):
+        fd = _open(hold)
+        if fd is None:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            same = os.fstat(fd).st_ino == os.stat(hold, follow_symlinks=False).st_ino
+        except (BlockingIOError, FileNotFoundError):
+            same = False  # a remove holds it, or the last run was tidying it away: look again
+        if same:
+            return fd
+        os.close(fd)
+        if not final.exists():
+            break
+        time.sleep(0.02)
+    raise OperationError(
+        "env-busy",
+        f"{final} is being removed by another tfgpu-install right now; {command} did not start.",
+        ["Wait for it to finish, then run the same command again (`tfgpu-install list` shows what is left)."],
+    )
+
+
+@contextlib.contextmanager
+def using(final: Path, hold: Path, command: str) -> Iterator[None]:
+    """Hold the env at ``final`` for ``run`` or ``shell`` (``command``) while the block runs (``hold``:
+    its file, ``tfgpu.envs.txn.hold_of``); a ``remove`` deleting it right now makes this ``env-busy``.
+    The last holder to leave deletes the file, so an env nobody uses has none beside it."""
+    fd = _take_shared(final, hold, command)
+    if fd is None:
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.write(fd, f"{os.getpid()} {command}\n".encode())
+        yield
+    finally:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else holds it: tidy it away
+            with contextlib.suppress(OSError):
+                os.unlink(hold)
+        except OSError:
+            pass
+        os.close(fd)
+
+
+class Exclusive:
+    """``remove``'s side: the env held by nobody else until ``release``; ``env-in-use`` otherwise."""
+
+    def __init__(self, final: Path, hold: Path) -> None:
+        self.final, self.hold = final, hold
+        self.fd = _open(hold)
+        if self.fd is None:
+            return
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holders = self._holders()
+            os.close(self.fd)
+            self.fd = None
+            who = ", ".join(f"`tfgpu-install {command}` (pid {pid})" for pid, command in holders) or "a program"
+            raise OperationError(
+                "env-in-use",
+                f"{final} is in use by {who}; nothing was removed.",
+                [
+                    "Wait for that program to end (or stop it), then run the same `remove` again.",
+                ],
+            ) from None
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, 0)  # the pids of holds long gone
+
+    def _holders(self) -> list[tuple[int, str]]:
+        try:
+            text = os.pread(self.fd, 1 << 16, 0).decode("ascii", "replace")
+        except OSError:
+            return []
+        found = []
+        for line in text.splitlines():
+            pid, _, command = line.partition(" ")
+            if not pid.isdigit() or command not in ("run", "shell"):
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                continue
+            except OSError:
+                pass  # alive, another user's
+            if (int(pid), command) not in found:
+                found.append((int(pid), command))
+        return found
+
+    def release(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.hold)
+            os.close(self.fd)
+            self.fd = None
