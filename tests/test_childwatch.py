@@ -52,6 +52,31 @@ def test_only_what_appeared_during_the_run_is_swept(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [".tmpBefore", "wheels-v5"]
 
 
+def test_an_entry_another_process_still_writes_in_is_kept(tmp_path):
+    """The user's own uv, sharing the cache and started during the run, still writes into its
+    ``.tmp*`` entry: that one is not this run's to remove."""
+    scratch = childwatch.Scratch(tmp_path)
+    (tmp_path / ".tmpTheirs").mkdir()
+    (tmp_path / ".tmpOurs").mkdir()
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; f = open(sys.argv[1], 'wb'); print(flush=True); time.sleep(60)",
+            str(tmp_path / ".tmpTheirs" / "part.whl"),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        other.stdout.readline()  # the file is open
+        removed = scratch.sweep()
+    finally:
+        other.kill()
+        other.wait()
+    assert [p.name for p in removed] == [".tmpOurs"]
+    assert (tmp_path / ".tmpTheirs" / "part.whl").exists()
+
+
 def _watched(code: str, window: float) -> tuple[childwatch.Floor, subprocess.Popen]:
     child = subprocess.Popen([sys.executable, "-c", code])
     floor = childwatch.Floor(child, lambda c: c.kill(), window=window, sample=window / 4)

@@ -12,7 +12,8 @@ and the half-written entries it leaves in its cache when it is stopped.
 * :class:`Scratch`: uv writes into its cache through temporary entries named ``.tmp*`` at the
   cache's root and renames each when it is complete; stopped, it leaves them (hundreds of MB of
   partial wheels). The entries that appeared during a stopped run are removed once uv has ended;
-  those that were there before it started belong to someone else and stay.
+  those that were there before it started belong to someone else and stay, and so does one that
+  another process still has open (the user's own uv sharing the cache, started meanwhile).
 """
 
 from __future__ import annotations
@@ -88,8 +89,12 @@ class Scratch:
         if self.cache is None:
             return []
         removed = []
-        for name in sorted(self._entries() - self.before):
+        fresh = sorted(self._entries() - self.before)
+        busy = _open_elsewhere([self.cache / name for name in fresh]) if fresh else set()
+        for name in fresh:
             path = self.cache / name
+            if path in busy:
+                continue
             with contextlib.suppress(OSError):
                 if path.is_dir() and not path.is_symlink():
                     shutil.rmtree(path)
@@ -100,6 +105,31 @@ class Scratch:
             log(f"removed what the stopped uv left half-written in its cache: {', '.join(map(str, removed))}")
         self.before |= {p.name for p in removed}
         return removed
+
+
+def _open_elsewhere(paths: list[Path]) -> set[Path]:
+    """Those of ``paths`` that a live process other than this one holds open, or works in (an
+    open file or the working directory below the path): another uv is still writing there."""
+    prefixes = {str(path): path for path in paths}
+    busy: set[Path] = set()
+    me = str(os.getpid())
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit() and name != me]
+    except OSError:
+        return busy
+    for pid in pids:
+        links = []
+        with contextlib.suppress(OSError):
+            links.append(os.readlink(f"/proc/{pid}/cwd"))
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        for link in links:
+            for text, path in prefixes.items():
+                if link == text or link.startswith(text + "/"):
+                    busy.add(path)
+    return busy
 
 
 def _proc_text(path: str) -> str:
