@@ -92,6 +92,11 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         "`--require-gpu` on a machine with no NVIDIA driver: the env is built, its GPU could not be checked.",
     ),
     "cache-busy": (OperationError, "`cache prune|clean` while a create, repair or remove holds an env's lock."),
+    "cache-overlap": (
+        ImpossibleError,
+        "`cache prune|clean` where a kind of cache holds an env, the envs or data directory, the working "
+        "directory or home, or lies inside one of them; nothing is removed.",
+    ),
     "undo-failed": (OperationError, "`repair --undo` could not put a changed env back as it was."),
     "target-busy": (OperationError, "Another tfgpu-install run holds the target's lock."),
     "update-failed": (OperationError, "`update-data` got an answer it cannot use (shape, deadline); nothing written."),
