@@ -98,6 +98,17 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         "directory or home, or lies inside one of them; nothing is removed.",
     ),
     "undo-failed": (OperationError, "`repair --undo` could not put a changed env back as it was."),
+    "disk-full": (
+        OperationError,
+        "Writing a lock, bundle, export or the tool's record failed: no space or quota left; the file "
+        "already there is kept.",
+    ),
+    "write-failed": (
+        OperationError,
+        "Writing a lock, bundle, export or the tool's record failed: a read-only file system or a refused "
+        "permission; the file already there is kept.",
+    ),
+    "bundle-busy": (OperationError, "Another `bundle` run is writing into the same `-o DIR`; nothing was written."),
     "target-busy": (OperationError, "Another tfgpu-install run holds the target's lock."),
     "update-failed": (OperationError, "`update-data` got an answer it cannot use (shape, deadline); nothing written."),
     "offline-no-cache": (OperationError, "`--offline` and no cached answer or package for what was asked."),
@@ -209,6 +220,11 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     ),
     "nothing-to-undo": (ImpossibleError, "`repair --undo` and no journal."),
     "bad-output": (ImpossibleError, "The `--output` directory cannot be created."),
+    "output-not-ours": (
+        ImpossibleError,
+        "`script -o DIR` would replace files tfgpu-install did not write there (or that were changed "
+        "since); nothing is written unless `--force`.",
+    ),
     "bundle-corrupt": (ImpossibleError, "A bundle file's hash is not the manifest's."),
     "bundle-format-unsupported": (ImpossibleError, "The bundle was written by a newer format."),
     "bundle-incomplete": (ImpossibleError, "A file the bundle's manifest lists is missing."),

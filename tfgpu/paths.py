@@ -188,18 +188,64 @@ def write_output(path: Path, content: str | bytes, mode: int = 0o644) -> Path:
     The bytes go to a fresh temporary file beside ``path`` (``mkstemp``: created exclusively, so no
     planted name or link is followed), which is then renamed over ``path``. A symbolic link at
     ``path`` is therefore replaced, never written through (a link planted in a checkout cannot
-    aim the write at ``~/.bashrc``), and a crash leaves the old file or the new one, not half."""
+    aim the write at ``~/.bashrc``), and a crash leaves the old file or the new one, not half.
+    A full disk, a read-only file system or a refused permission is ``disk-full`` or
+    ``write-failed`` (:func:`write_failure`), the old file kept."""
+    write_outputs([(path, content, mode)])
+    return path
+
+
+def write_outputs(files) -> None:
+    """Write several files the user asked for as one: every ``(path, content, mode)`` is written to
+    a temporary beside it first, and only when all of them are whole are they renamed into place,
+    so a disk that fills half-way leaves every old file as it was (a lock and the pylock beside it
+    never from two runs). Failures as :func:`write_output`'s."""
     import tempfile  # here, not at the top: every command reads paths, few write a file
 
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    partials: list[tuple[str, Path]] = []
+    path = None
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(partial, mode)
-        os.replace(partial, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial)
-        raise
-    return path
+        for path, content, mode in files:
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            partials.append((partial, path))
+            with os.fdopen(fd, "wb") as handle:  # closing it reports what a write put off (NFS)
+                handle.write(data)
+            os.chmod(partial, mode)
+        for partial, path in partials:
+            os.replace(partial, path)
+    except OSError as error:
+        failure = write_failure(error, path)
+        if failure is None:
+            raise
+        raise failure from None
+    finally:
+        for partial, _ in partials:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
+
+
+def write_failure(error: OSError, path=None):
+    """The typed error for an ``OSError`` met while writing ``path`` (or any file, at the command
+    line's boundary): ``disk-full`` for no space or quota left, ``write-failed`` for a read-only
+    file system or a refused permission; None for any other (a programming error: a traceback)."""
+    import errno
+
+    from tfgpu.errors import OperationError
+
+    where = path if path is not None else error.filename
+    named = f" {where}" if where else " a file"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return OperationError(
+            "disk-full",
+            f"Cannot write{named}: {error.strerror} (the disk or your quota is full); nothing was "
+            "replaced (a file already there is kept as it was).",
+            ["Free some space (`df -h` shows where), then run the same command again."],
+        )
+    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return OperationError(
+            "write-failed",
+            f"Cannot write{named}: {error.strerror}; nothing was replaced (a file already there is kept as it was).",
+            ["Write somewhere you may write (a directory of yours), or fix the directory's permissions."],
+        )
+    return None
