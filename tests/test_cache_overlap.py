@@ -238,7 +238,7 @@ def test_env_removal_deletes_a_chain_thousands_of_directories_deep(deep):
     assert not top.exists()
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    chain(scratch, 3000, "leaf")
+    chain(scratch, 1500, "leaf")  # past Python's recursion limit (1,000), as the 3,000 above
     writes.discard_tree(scratch)
     assert not scratch.exists()
 
@@ -262,3 +262,14 @@ def test_info_says_conda_packages_are_linked_only_when_an_env_links_them(tmp_pat
     linked.parent.mkdir(parents=True)
     os.link(package, linked)
     assert conda_says() == "kept: conda envs link these packages"
+
+
+def test_an_env_deeper_than_a_path_can_name_is_found(deep, tool_env):
+    """The search for envs opens each directory from the one above: no depth hides one."""
+    cache = deep / "cache"
+    filled_cache(cache)
+    chain(cache / "pyc", 2100, "pyvenv.cfg")  # a venv's mark at the bottom, past PATH_MAX (4,096 bytes)
+    env = {**tool_env, "TFGPU_CACHE_DIR": str(cache), "TFGPU_UV_CACHE": "own"}
+    done = run_tool("cache", "clean", "--json", env=env)
+    assert done.returncode == 3 and "pyvenv.cfg" in json.loads(done.stdout)["error"]["message"]
+    assert (cache / "pyc" / "d").is_dir() and (cache / "data" / "tables-old.bin").exists()

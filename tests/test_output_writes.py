@@ -205,3 +205,19 @@ def test_two_bundles_at_once_end_cleanly_and_leave_one_bundle(tmp_path, lock_env
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # let go when the run ended
     finally:
         os.close(fd)
+
+
+def test_a_bundle_directory_thousands_of_levels_deep_is_walked_without_recursion(tmp_path):
+    """Both walks of a bundle (before it is resumed, before it is installed from) are iterative."""
+    from test_cache_overlap import chain
+
+    from tfgpu import trees
+    from tfgpu.lock.bundle import read, steps
+
+    try:
+        (tmp_path / "wheels").mkdir()
+        chain(tmp_path / "wheels", 3000, "leaf.whl")
+        steps._refuse_links(tmp_path)
+        read._refuse_links(tmp_path)
+    finally:
+        trees.delete(tmp_path / "wheels")

@@ -148,23 +148,62 @@ def delete(tree: Path, *, writable: bool = True) -> None:
     os.rmdir(tree)
 
 
-def walk(root: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
-    """``(directory, directories, other names)`` for ``root`` and every directory below it, top
-    down, links never followed (a link to a directory is among the other names), without recursion."""
-    pending = [root]
-    while pending:
-        directory = pending.pop()
-        try:
-            with os.scandir(directory) as entries:
-                found = list(entries)
-        except OSError:
-            continue
-        directories, others = [], []
-        for entry in found:
-            try:
-                is_directory = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                is_directory = False
-            (directories if is_directory else others).append(entry.name)
-        yield directory, directories, others
-        pending.extend(directory / name for name in reversed(directories))
+def _listing(directory: int) -> tuple[list[str], list[str], list[str]]:
+    """(directories, other names, the links among them) in the open ``directory``."""
+    directories, others, links = [], [], []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_symlink():
+                        links.append(entry.name)
+                        others.append(entry.name)
+                    elif entry.is_dir(follow_symlinks=False):
+                        directories.append(entry.name)
+                    else:
+                        others.append(entry.name)
+                except OSError:
+                    others.append(entry.name)
+    except OSError:
+        pass
+    return directories, others, links
+
+
+def walk(root: Path) -> Iterator[tuple[Path, list[str], list[str], list[str]]]:
+    """``(directory, directories, other names, links)`` for ``root`` and every directory below it,
+    top down: links are never followed (a link to a directory is among the other names, and among
+    ``links``), no depth recurses, and no depth is out of reach (each directory is opened from the
+    one above it, so a path longer than the system's limit is listed too; callers use the names).
+    Other file systems mounted inside are walked: what is there is looked at, never changed."""
+    try:
+        current = _open_directory(root)
+    except OSError:
+        return
+    levels: list[tuple[Path, tuple[int, int], list[str]]] = []
+    path = root
+    try:
+        while True:
+            directories, others, links = _listing(current)
+            yield path, directories, others, links
+            levels.append((path, _identity(os.fstat(current)), directories[::-1]))
+            while True:
+                here, _, pending = levels[-1]
+                if pending:
+                    name = pending.pop()
+                    try:
+                        below = _open_directory(name, current)
+                    except OSError:
+                        continue
+                    os.close(current)
+                    current, path = below, here / name
+                    break
+                levels.pop()
+                if not levels:
+                    return
+                above = _open_directory("..", current)
+                os.close(current)
+                current = above
+                if _identity(os.fstat(current)) != levels[-1][1]:
+                    return  # moved while the walk was below it: what is listed from here is not root's
+    finally:
+        os.close(current)

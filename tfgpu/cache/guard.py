@@ -64,7 +64,7 @@ def env_inside(kind: str, path: Path) -> tuple[Path, str] | None:
     """The first environment found inside ``path`` (a kind of cache), and its mark. In a uv cache a
     venv inside one of uv's buckets is uv's own (``uvx``'s cached tools); the tool's marker or a
     ``conda-meta`` there is not."""
-    for directory, names, others in trees.walk(path):
+    for directory, names, others, _ in trees.walk(path):
         mark = _is_env(directory, names, others)
         if mark is None:
             continue

@@ -29,7 +29,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import __version__, untrusted, urls
+from tfgpu import __version__, trees, untrusted, urls
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.lock.bundle.files import install_script, tool_wheel
 from tfgpu.lock.platforms import Platform
@@ -177,16 +177,19 @@ def _refuse_links(out: Path) -> None:
     """A bundle holds real files and directories only (wheels reused from elsewhere are hard links).
     A symbolic link in a bundle being resumed, planted or left by hand, would carry the wheels or the
     installer somewhere else, or put another file into the bundle's manifest."""
-    for root, dirs, files in os.walk(out):
-        for name in (*dirs, *files):
+    for root, _, _, links in trees.walk(out):  # no recursion on depth
+        for name in links:
             path = Path(root) / name
-            if path.is_symlink():
-                raise ImpossibleError(
-                    "bad-output",
-                    f"-o {out}: {path} is a symbolic link (to {os.readlink(path)}); "
-                    "a bundle holds real files only, so nothing more was written.",
-                    ["Give a new or empty directory with -o, or remove the link."],
-                )
+            try:
+                to = f" (to {os.readlink(path)})"
+            except OSError:
+                to = ""  # deeper than a path may name: the link is named without its target
+            raise ImpossibleError(
+                "bad-output",
+                f"-o {out}: {path} is a symbolic link{to}; "
+                "a bundle holds real files only, so nothing more was written.",
+                ["Give a new or empty directory with -o, or remove the link."],
+            )
 
 
 def collect(wheels: list[Wheel], dest: Path, reporter) -> None:
