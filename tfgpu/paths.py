@@ -235,17 +235,20 @@ def write_failure(error: OSError, path=None):
 
     where = path if path is not None else error.filename
     named = f" {where}" if where else " a file"
+    # From write_outputs the old files are known to be kept; at the boundary only that it stopped.
+    verb, after = ("write", "nothing was replaced (a file already there is kept as it was)")
+    if path is None:
+        verb, after = ("write or read", "the command stopped there")
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return OperationError(
             "disk-full",
-            f"Cannot write{named}: {error.strerror} (the disk or your quota is full); nothing was "
-            "replaced (a file already there is kept as it was).",
+            f"Cannot write{named}: {error.strerror} (the disk or your quota is full); {after}.",
             ["Free some space (`df -h` shows where), then run the same command again."],
         )
     if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         return OperationError(
             "write-failed",
-            f"Cannot write{named}: {error.strerror}; nothing was replaced (a file already there is kept as it was).",
+            f"Cannot {verb}{named}: {error.strerror}; {after}.",
             ["Write somewhere you may write (a directory of yours), or fix the directory's permissions."],
         )
     return None
