@@ -56,14 +56,15 @@ def _places(conda_envs):
     import os
     from pathlib import Path
 
-    from tfgpu.cache.guard import Place
+    from tfgpu.cache.guard import DATA_APART, ENVS_APART, Place
     from tfgpu.paths import data_dir
 
-    places = [Place("the data directory", data_dir())]
+    places = [Place("the data directory", data_dir(), owns_below=True, way=DATA_APART)]
     overlay = os.environ.get("TFGPU_DATA_DIR", "").strip()
     if overlay:
-        places.append(Place("the data directory TFGPU_DATA_DIR", Path(os.path.abspath(os.path.expanduser(overlay)))))
-    places += [Place("a conda envs directory", directory) for directory in conda_envs]
+        overlay_path = Path(os.path.abspath(os.path.expanduser(overlay)))
+        places.append(Place("the data directory TFGPU_DATA_DIR", overlay_path, owns_below=True, way=DATA_APART))
+    places += [Place("a conda envs directory", path, owns_below=True, way=ENVS_APART) for path in conda_envs]
     try:
         places.append(Place("the working directory", Path(os.getcwd())))
     except OSError:

@@ -187,7 +187,8 @@ def tidy(root: Path, envs: Path, uv_cache, *, prune: bool, dry_run: bool, uv: st
         # Every kind this command would touch, checked before the first file of any goes (the user's
         # uv cache only by prune: clean leaves it).
         touched = [(kind.kind, kind.path) for kind in before if prune or not kind.shared]
-        guard.check(verb, touched, [guard.Place("the envs directory", envs), *places])
+        envs_place = guard.Place("the envs directory", envs, owns_below=True, way=guard.ENVS_APART)
+        guard.check(verb, touched, [envs_place, *places])
         for kind in before:
             done.append(_one(kind, verb, dry_run=dry_run, uv=uv, runner=runner))
     freed = sum(item["freed"] or 0 for item in done)

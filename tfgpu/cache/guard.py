@@ -32,6 +32,8 @@ from tfgpu.records import record
 
 ENV_MARKS = ("tfgpu-env.json", "pyvenv.cfg", "conda-meta")
 """What makes a directory an environment: the tool's marker, a venv's config, a conda prefix's record."""
+ENVS_APART = "Keep the envs out of the cache: set TFGPU_ENVS_DIR (or TFGPU_CACHE_DIR) so neither holds the other."
+DATA_APART = "Keep the data directories out of the cache: set TFGPU_CACHE_DIR to a directory of its own."
 _UV_BUCKET = re.compile(r"[a-z][a-z0-9-]*-v[0-9]+")
 """The name of a bucket at the top of a uv cache (``archive-v0``, ``environments-v2`` …)."""
 
@@ -42,6 +44,10 @@ class Place:
 
     what: str
     path: Path
+    owns_below: bool = False
+    """Everything below it is its own (the envs and data directories): no kind may lie inside it either."""
+    way: str = "Point TFGPU_CACHE_DIR (and UV_CACHE_DIR) at a directory of their own, then run it again."
+    """How to set them apart, said in the refusal."""
 
 
 def _real(path: Path) -> Path:
@@ -101,7 +107,7 @@ def check(verb: str, kinds: list[tuple[str, Path]], places: list[Place]) -> None
             where = _real(place.path)
             if _within(where, real):
                 _refuse(verb, kind, path, f"it holds {place.what} {shown(place.path)}", place)
-            if place.what.startswith(("the envs", "the data", "a conda envs")) and _within(real, where):
+            if place.owns_below and _within(real, where):
                 _refuse(verb, kind, path, f"it lies inside {place.what} {shown(place.path)}", place)
         around = env_around(real)
         if around is not None:
@@ -112,23 +118,16 @@ def check(verb: str, kinds: list[tuple[str, Path]], places: list[Place]) -> None
 
 
 def _refuse(verb: str, kind: str, path: Path, why: str, place: Place | None) -> None:
-    ways = []
-    if place is not None and place.what.startswith("the envs"):
-        ways.append(
-            "Keep the envs out of the cache: set TFGPU_ENVS_DIR (or TFGPU_CACHE_DIR) so neither holds the other."
-        )
-    elif place is not None and place.what.startswith("the data"):
-        ways.append("Keep the data directories out of the cache: set TFGPU_CACHE_DIR to a directory of its own.")
-    elif place is not None:
-        ways.append("Point TFGPU_CACHE_DIR (and UV_CACHE_DIR) at a directory of their own, then run it again.")
-    else:
-        ways.append(
+    way = (
+        place.way
+        if place is not None
+        else (
             "Move the environment out of the cache (or remove it: `tfgpu-install remove --prefix ENV`), "
             "or point TFGPU_ENVS_DIR and TFGPU_CACHE_DIR at directories apart."
         )
-    ways.append(f"`tfgpu-install cache {verb} --dry-run` shows what it would free once they are apart.")
+    )
     raise ImpossibleError(
         "cache-overlap",
         f"`cache {verb}` would delete files of the {kind} cache {shown(path)}, and {why}; nothing was removed.",
-        ways,
+        [way, f"`tfgpu-install cache {verb} --dry-run` shows what it would free once they are apart."],
     )
