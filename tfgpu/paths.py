@@ -203,7 +203,7 @@ def write_outputs(files) -> None:
     import tempfile  # here, not at the top: every command reads paths, few write a file
 
     partials: list[tuple[str, Path]] = []
-    path = None
+    path, replaced = None, 0
     try:
         for path, content, mode in files:
             data = content.encode("utf-8") if isinstance(content, str) else content
@@ -214,8 +214,9 @@ def write_outputs(files) -> None:
             os.chmod(partial, mode)
         for partial, path in partials:
             os.replace(partial, path)
+            replaced += 1
     except OSError as error:
-        failure = write_failure(error, path)
+        failure = write_failure(error, path, replaced=(replaced, len(partials)))
         if failure is None:
             raise
         raise failure from None
@@ -225,10 +226,11 @@ def write_outputs(files) -> None:
                 os.unlink(partial)
 
 
-def write_failure(error: OSError, path=None):
+def write_failure(error: OSError, path=None, replaced: tuple[int, int] = (0, 0)):
     """The typed error for an ``OSError`` met while writing ``path`` (or any file, at the command
     line's boundary): ``disk-full`` for no space or quota left, ``write-failed`` for a read-only
-    file system or a refused permission; None for any other (a programming error: a traceback)."""
+    file system or a refused permission; None for any other (a programming error: a traceback).
+    ``replaced``: (files already renamed into place, files in all) when a rename failed."""
     import errno
 
     from tfgpu.errors import OperationError
@@ -239,6 +241,8 @@ def write_failure(error: OSError, path=None):
     verb, after = ("write", "nothing was replaced (a file already there is kept as it was)")
     if path is None:
         verb, after = ("write or read", "the command stopped there")
+    elif replaced[0]:  # a rename failed after others were made: each file whole, some old, some new
+        after = f"{replaced[0]} of the {replaced[1]} files were already replaced, the others are as they were"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return OperationError(
             "disk-full",
