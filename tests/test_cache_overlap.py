@@ -273,3 +273,31 @@ def test_an_env_deeper_than_a_path_can_name_is_found(deep, tool_env):
     done = run_tool("cache", "clean", "--json", env=env)
     assert done.returncode == 3 and "pyvenv.cfg" in json.loads(done.stdout)["error"]["message"]
     assert (cache / "pyc" / "d").is_dir() and (cache / "data" / "tables-old.bin").exists()
+
+
+def test_a_directory_swapped_for_a_link_mid_clean_is_never_entered(tmp_path, tool_env, monkeypatch):
+    """The swap made at the worst moment: after the walk saw a directory, before it opens it."""
+    from tfgpu import trees
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "a.whl").write_text("the user's file\n")
+    cache = tmp_path / "cache"
+    filled_cache(cache)
+    store = cache / "downloads" / "cuda"
+    store.mkdir()
+    (store / "a.whl").write_text("a cached download\n")
+    real = trees._open_below
+
+    def racing(parent, name, listed, writable):
+        if name == "cuda" and not store.is_symlink():
+            os.rename(store, store.with_name("cuda.old"))
+            os.symlink(victim, store)
+        return real(parent, name, listed, writable)
+
+    monkeypatch.setattr(trees, "_open_below", racing)
+    done = run_tool(
+        "cache", "clean", "--json", env={**tool_env, "TFGPU_CACHE_DIR": str(cache), "TFGPU_UV_CACHE": "own"}
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (victim / "a.whl").read_text() == "the user's file\n" and store.is_symlink()
