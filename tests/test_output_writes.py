@@ -135,6 +135,13 @@ def test_lock_on_a_full_disk_keeps_the_old_lock_and_says_so(full_disk, lock_env)
     assert {p.name: p.read_bytes() for p in full_disk.iterdir() if p.name != "filler"} == old  # no .tmp left
 
 
+def test_bundle_on_a_full_disk_ends_in_a_clear_error(full_disk, lock_env):
+    fill(full_disk)
+    done = run_tool("bundle", *LOCK, "-o", str(full_disk / "bundle"), "--json", env=lock_env)
+    assert done.returncode == 1 and json.loads(done.stdout)["error"]["code"] == "disk-full", done.stdout
+    assert "Traceback" not in done.stderr
+
+
 def test_script_on_a_full_disk_ends_in_a_clear_error(full_disk, tool_env):
     fill(full_disk)
     done = script(full_disk / "k8s", env=tool_env)
