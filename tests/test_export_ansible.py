@@ -68,6 +68,7 @@ def recap(output: str) -> dict[str, int]:
 def test_playbook_passes_syntax_check_and_carries_a_clean_script(mode, tmp_path):
     out = write(tmp_path, "2.21", mode)
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
+        ".tfgpu-export.json",  # what the export wrote, so a later one knows its own files from the user's
         "README.md",
         "files/install-tf.sh",
         "inventory.example.ini",

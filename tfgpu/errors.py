@@ -92,7 +92,23 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         "`--require-gpu` on a machine with no NVIDIA driver: the env is built, its GPU could not be checked.",
     ),
     "cache-busy": (OperationError, "`cache prune|clean` while a create, repair or remove holds an env's lock."),
+    "cache-overlap": (
+        ImpossibleError,
+        "`cache prune|clean` where a kind of cache holds an env, the envs or data directory, the working "
+        "directory or home, or lies inside one of them; nothing is removed.",
+    ),
     "undo-failed": (OperationError, "`repair --undo` could not put a changed env back as it was."),
+    "disk-full": (
+        OperationError,
+        "Writing a lock, bundle, export or the tool's record failed: no space or quota left; the file "
+        "already there is kept.",
+    ),
+    "write-failed": (
+        OperationError,
+        "Writing a lock, bundle, export or the tool's record failed: a read-only file system or a refused "
+        "permission; the file already there is kept.",
+    ),
+    "bundle-busy": (OperationError, "Another `bundle` run is writing into the same `-o DIR`; nothing was written."),
     "target-busy": (OperationError, "Another tfgpu-install run holds the target's lock."),
     "env-in-use": (
         OperationError,
@@ -229,6 +245,11 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     ),
     "nothing-to-undo": (ImpossibleError, "`repair --undo` and no journal."),
     "bad-output": (ImpossibleError, "The `--output` directory cannot be created."),
+    "output-not-ours": (
+        ImpossibleError,
+        "`script -o DIR` would replace files tfgpu-install did not write there (or that were changed "
+        "since); nothing is written unless `--force`.",
+    ),
     "bundle-corrupt": (ImpossibleError, "A bundle file's hash is not the manifest's."),
     "bundle-format-unsupported": (ImpossibleError, "The bundle was written by a newer format."),
     "bundle-incomplete": (ImpossibleError, "A file the bundle's manifest lists is missing."),

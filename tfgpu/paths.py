@@ -192,21 +192,79 @@ def write_output(path: Path, content: str | bytes, mode: int = 0o644) -> Path:
 
     It is also the secrets door's last check for every such file (``tfgpu.secrets``): text holding
     a credential (a ``/t/<token>/``, ``user:password@``, ``?token=``, a credential variable's value)
-    is refused (``secret-in-output``) and nothing is written, whatever the renderer was given."""
+    is refused (``secret-in-output``) and nothing is written, whatever the renderer was given.
+
+    A full disk, a read-only file system or a refused permission is ``disk-full`` or
+    ``write-failed`` (:func:`write_failure`), the old file kept."""
+    write_outputs([(path, content, mode)])
+    return path
+
+
+def write_outputs(files) -> None:
+    """Write several files the user asked for as one: every ``(path, content, mode)`` is written to
+    a temporary beside it first, and only when all of them are whole are they renamed into place,
+    so a disk that fills half-way leaves every old file as it was (a lock and the pylock beside it
+    never from two runs). Each passes the secrets door first (:func:`write_output`); one that holds
+    a credential stops them all before anything is written. Failures as :func:`write_output`'s."""
     import tempfile  # here, not at the top: every command reads paths, few write a file
 
     from tfgpu import secrets
 
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    secrets.refuse_in(data.decode("utf-8", errors="replace"), str(path))
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    files = [
+        (path, content.encode("utf-8") if isinstance(content, str) else content, mode) for path, content, mode in files
+    ]
+    for path, data, _ in files:
+        secrets.refuse_in(data.decode("utf-8", errors="replace"), str(path))
+    partials: list[tuple[str, Path]] = []
+    path, replaced = None, 0
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(partial, mode)
-        os.replace(partial, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial)
-        raise
-    return path
+        for path, data, mode in files:
+            fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            partials.append((partial, path))
+            with os.fdopen(fd, "wb") as handle:  # closing it reports what a write put off (NFS)
+                handle.write(data)
+            os.chmod(partial, mode)
+        for partial, path in partials:
+            os.replace(partial, path)
+            replaced += 1
+    except OSError as error:
+        failure = write_failure(error, path, replaced=(replaced, len(partials)))
+        if failure is None:
+            raise
+        raise failure from None
+    finally:
+        for partial, _ in partials:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
+
+
+def write_failure(error: OSError, path=None, replaced: tuple[int, int] = (0, 0)):
+    """The typed error for an ``OSError`` met while writing ``path`` (or any file, at the command
+    line's boundary): ``disk-full`` for no space or quota left, ``write-failed`` for a read-only
+    file system or a refused permission; None for any other (a programming error: a traceback).
+    ``replaced``: (files already renamed into place, files in all) when a rename failed."""
+    import errno
+
+    from tfgpu.errors import OperationError
+
+    where = path if path is not None else error.filename
+    named = f" {where}" if where else " a file"
+    # From write_outputs the old files are known to be kept; at the boundary only that it stopped.
+    verb, after = ("write", "nothing was replaced (a file already there is kept as it was)")
+    if path is None:
+        verb, after = ("write or read", "the command stopped there")
+    elif replaced[0]:  # a rename failed after others were made: each file whole, some old, some new
+        after = f"{replaced[0]} of the {replaced[1]} files were already replaced, the others are as they were"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return OperationError(
+            "disk-full",
+            f"Cannot write{named}: {error.strerror} (the disk or your quota is full); {after}.",
+            ["Free some space (`df -h` shows where), then run the same command again."],
+        )
+    if error.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return OperationError(
+            "write-failed",
+            f"Cannot {verb}{named}: {error.strerror}; {after}.",
+            ["Write somewhere you may write (a directory of yours), or fix the directory's permissions."],
+        )
+    return None

@@ -317,7 +317,10 @@ def test_a_link_where_an_export_writes_a_file_is_replaced_not_followed(cli, sand
     single = sandbox / "run.sh"
     single.symlink_to(victim / "bashrc")
     before = snapshot(victim)
-    slurm = cli("script", "--tf", "2.16.1", "--format", "slurm", "-o", str(out), "--no-detect", "--json")
+    # A link the export did not make is not its file to replace: refused, unless --force.
+    refused = cli("script", "--tf", "2.16.1", "--format", "slurm", "-o", str(out), "--no-detect", "--json")
+    assert (refused.code, refused.error) == (3, "output-not-ours") and (out / "install-tf.sh").is_symlink()
+    slurm = cli("script", "--tf", "2.16.1", "--format", "slurm", "-o", str(out), "--no-detect", "--json", "--force")
     bash = cli("script", "--tf", "2.16.1", "--format", "bash", "-o", str(single), "--no-detect", "--json")
     assert (slurm.code, bash.code) == (0, 0), slurm.out + bash.out
     assert changed(before, snapshot(victim)) == [] and (victim / "bashrc").read_text() == "# mine\n"
@@ -363,7 +366,7 @@ def test_a_full_disk_half_way_through_an_export_leaves_whole_files_and_no_traceb
 
     monkeypatch.setattr(os, "replace", replace)
     done = cli("script", "--tf", "2.21", "--format", "slurm", "-o", str(out), "--no-detect", "--json")
-    assert (done.code, done.error) == (3, "bad-output") and "No space left" in done.out
+    assert (done.code, done.error) == (1, "disk-full") and "No space left" in done.out
     assert "Traceback" not in done.out
     for path in out.rglob("*"):
         assert not path.name.endswith(".tmp")

@@ -39,4 +39,37 @@ def operate(action: str, *, dry_run: bool = False) -> dict:
 
     runner = Runner.for_operation(f"cache-{action}")
     runner.log(f"uv cache: {chosen.path} ({chosen.why})")
-    return tidy(root, envs_dir(), chosen, prune=action == "prune", dry_run=dry_run, uv=uv, runner=runner)
+    from tfgpu.envs.conda_envs import conda_envs_dirs
+    from tfgpu.errors import TfgpuError
+
+    try:
+        conda_envs = conda_envs_dirs()
+    except TfgpuError:
+        conda_envs = []  # a malformed CONDA_ENVS_PATH names no directory; the markers inside still count
+    places = _places(conda_envs)
+    return tidy(root, envs_dir(), chosen, prune=action == "prune", dry_run=dry_run, uv=uv, runner=runner, places=places)
+
+
+def _places(conda_envs):
+    """What no kind of cache may hold or lie in, besides the envs directory (``tfgpu.cache.guard``):
+    conda's envs directories, the data directories, the working directory (a project) and home."""
+    import os
+    from pathlib import Path
+
+    from tfgpu.cache.guard import DATA_APART, ENVS_APART, Place
+    from tfgpu.paths import data_dir
+
+    places = [Place("the data directory", data_dir(), owns_below=True, way=DATA_APART)]
+    overlay = os.environ.get("TFGPU_DATA_DIR", "").strip()
+    if overlay:
+        overlay_path = Path(os.path.abspath(os.path.expanduser(overlay)))
+        places.append(Place("the data directory TFGPU_DATA_DIR", overlay_path, owns_below=True, way=DATA_APART))
+    places += [Place("a conda envs directory", path, owns_below=True, way=ENVS_APART) for path in conda_envs]
+    try:
+        places.append(Place("the working directory", Path(os.getcwd())))
+    except OSError:
+        pass  # deleted under this process: nothing a clean could reach
+    home = os.path.expanduser("~")
+    if os.path.isabs(home):
+        places.append(Place("your home directory", Path(home)))
+    return places

@@ -18,6 +18,7 @@ import os
 import stat
 from pathlib import Path
 
+from tfgpu import trees
 from tfgpu.cache.survey import KINDS, OWN_FILES, Kind, prunable, survey
 from tfgpu.console import shown
 from tfgpu.errors import ImpossibleError, OperationError
@@ -132,29 +133,26 @@ def remove_files(root: Path, keep=None) -> tuple[int, int]:
     all of them, and the directories left empty; returns (files, bytes freed). Symbolic links are
     neither followed nor removed. Bytes count only files with no other link (an env's hard link
     keeps the data on disk)."""
-    files = freed = 0
-    # os.fwalk opens each directory without following a link and checks it is the one it listed, and
-    # every stat and unlink is relative to that open directory: a directory swapped for a link while
-    # the walk runs is never entered, and a name that became a link is removed as the link.
-    for directory, subdirectories, names, at in os.fwalk(root, topdown=False, follow_symlinks=False):
-        for name in names:
-            try:
-                info = os.stat(name, dir_fd=at, follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISREG(info.st_mode) or (keep is not None and not keep(Path(directory, name), info)):
-                continue
-            try:
-                os.unlink(name, dir_fd=at)
-            except OSError:
-                continue
-            files += 1
-            if info.st_nlink == 1:
-                freed += info.st_blocks * 512
-        for name in subdirectories:
-            with contextlib.suppress(OSError):
-                os.rmdir(name, dir_fd=at)  # only when empty; a link to a directory is not one
-    return files, freed
+    counted = [0, 0]
+
+    def remove(directory: int, name: str, info: os.stat_result, path: Path) -> None:
+        if not stat.S_ISREG(info.st_mode) or (keep is not None and not keep(path, info)):
+            return
+        try:
+            os.unlink(name, dir_fd=directory)
+        except OSError:
+            return
+        counted[0] += 1
+        if info.st_nlink == 1:
+            counted[1] += info.st_blocks * 512
+
+    # Every stat and unlink is relative to a directory opened without following a link and checked
+    # to be the one listed (tfgpu.trees): a directory swapped for a link while the walk runs is
+    # never entered, a name that became a link is removed as the link; and no depth of nesting
+    # makes the walk recurse.
+    with contextlib.suppress(OSError):
+        trees.empty(root, remove)
+    return counted[0], counted[1]
 
 
 def _uv(uv: str | None, verb: str, cache: Path, runner) -> tuple[bool, str]:
@@ -165,8 +163,12 @@ def _uv(uv: str | None, verb: str, cache: Path, runner) -> tuple[bool, str]:
     return done.returncode == 0, done.output.strip().splitlines()[-1] if done.output.strip() else ""
 
 
-def tidy(root: Path, envs: Path, uv_cache, *, prune: bool, dry_run: bool, uv: str | None, runner) -> dict:
-    """``cache prune`` (``prune``) or ``cache clean``; returns what was (or would be) freed, by kind."""
+def tidy(root: Path, envs: Path, uv_cache, *, prune: bool, dry_run: bool, uv: str | None, runner, places=()) -> dict:
+    """``cache prune`` (``prune``) or ``cache clean``; returns what was (or would be) freed, by kind.
+    ``places``: the directories no kind may hold or lie in (``tfgpu.cache.guard.Place``), the envs
+    directory ``envs`` always among them."""
+    from tfgpu.cache import guard
+
     verb = "prune" if prune else "clean"
     foreign = check_root(root)
     if foreign:
@@ -182,6 +184,11 @@ def tidy(root: Path, envs: Path, uv_cache, *, prune: bool, dry_run: bool, uv: st
     done: list[dict] = []
     context = contextlib.nullcontext() if dry_run else held(root, envs)
     with context:
+        # Every kind this command would touch, checked before the first file of any goes (the user's
+        # uv cache only by prune: clean leaves it).
+        touched = [(kind.kind, kind.path) for kind in before if prune or not kind.shared]
+        envs_place = guard.Place("the envs directory", envs, owns_below=True, way=guard.ENVS_APART)
+        guard.check(verb, touched, [envs_place, *places])
         for kind in before:
             done.append(_one(kind, verb, dry_run=dry_run, uv=uv, runner=runner))
     freed = sum(item["freed"] or 0 for item in done)
@@ -193,9 +200,6 @@ def _one(kind: Kind, verb: str, *, dry_run: bool, uv: str | None, runner) -> dic
     item = {"kind": kind.kind, "path": str(kind.path), "shared": kind.shared, "freed": 0, "said": ""}
     if kind.path.is_symlink() or not kind.path.is_dir():
         item["said"] = kind.note or "nothing there"
-        return item
-    if any((kind.path / mark).exists() for mark in ("pyvenv.cfg", "conda-meta", "tfgpu-env.json")):
-        item["said"] = "an environment, not a cache: left as it is"
         return item
     if kind.kind == "uv" and kind.shared:
         from tfgpu.cache.uvdir import not_a_uv_cache
@@ -219,7 +223,7 @@ def _one(kind: Kind, verb: str, *, dry_run: bool, uv: str | None, runner) -> dic
         return item
     keep = prunable(kind.kind, kind.path) if verb == "prune" else (lambda path, info: True)
     if keep is None:
-        item["said"] = KINDS[kind.kind][1]
+        item["said"] = kind.prune_says
         return item
     if dry_run:
         item["freed"] = kind.prune_frees if verb == "prune" else kind.usage.frees

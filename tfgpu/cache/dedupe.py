@@ -35,7 +35,7 @@ import stat
 import time
 from pathlib import Path
 
-from tfgpu import owner, untrusted
+from tfgpu import owner, trees, untrusted
 from tfgpu.records import record
 
 
@@ -420,7 +420,7 @@ def _env_relinked(env: Path, moved: dict, scratch: int) -> None:
     is never linked into the env)."""
     from tfgpu.envs import writes
 
-    for directory, _, files in os.walk(env):
+    for directory, _, files, _ in trees.walk(env):  # no recursion on depth
         for name in files:
             path = Path(directory) / name
             try:

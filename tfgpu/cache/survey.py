@@ -58,8 +58,17 @@ class Kind:
     twice: dict = factory(dict)
     """uv's cache: {wheel: bytes of its extra unpacked copies} (see :func:`unpacked_twice`)."""
 
+    @property
+    def prune_says(self) -> str:
+        """What ``prune`` removes of this kind (or keeps, and why)."""
+        prunes = KINDS.get(self.kind, ("", ""))[1]
+        if self.kind == "conda" and not self.usage.linked:
+            # "conda envs link these packages" only while one does (a file with a link outside the cache).
+            prunes = "kept: no env links these packages now; the next conda create reuses them"
+        return prunes
+
     def to_dict(self) -> dict:
-        what, prunes = KINDS.get(self.kind, ("", ""))
+        what, prunes = KINDS.get(self.kind, ("", ""))[0], self.prune_says
         if self.shared:
             what = "uv packages (your own uv cache, reused by the tool)"
         return {

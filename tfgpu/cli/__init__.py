@@ -50,7 +50,14 @@ def main(argv: list[str] | None = None) -> int:
         # member) can still be too long for the file system; any stat() anywhere then raises
         # ENAMETOOLONG. It is the same bad input as an over-long option, so it gets the same answer.
         if error.errno != errno.ENAMETOOLONG:
-            raise
+            # A full disk, a read-only file system or a refused permission met by a write that has
+            # no door of its own (a download's .part in -o DIR, say) ends as a typed error too.
+            from tfgpu.paths import write_failure
+
+            failure = write_failure(error)
+            if failure is None:
+                raise
+            return _report(failure, want_json)
         from tfgpu.errors import UsageError
 
         return _report(

@@ -330,7 +330,7 @@ def cmd_script(settings: Settings) -> results.Result:
         refuse_two_stacks(resolution, "script")
     made = export.render(resolution, settings.format, pins=pins)
     if settings.output:
-        written = export.write(made, settings.output)
+        written = export.write(made, settings.output, force=settings.force)
         return results.Exported(made, resolution, settings.format, settings.output, tuple(written))
     if settings.json:
         return results.Exported(made, resolution, settings.format)

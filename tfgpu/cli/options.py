@@ -14,7 +14,10 @@ from tfgpu.records import factory, record
 
 SHELLS = ("bash", "zsh", "fish")
 """The shells the tool writes for: completion scripts, activation lines."""
-FILL = {"modes": "pip, conda or system"}
+FILL = {
+    "modes": "pip, conda or system",
+    "force": "replace an existing env tfgpu-install built there (the old one stays until the new one is complete)",
+}
 """What ``{modes}`` says in help unless a command takes fewer (lock and bundle: pip or conda)."""
 PLATFORM_HELP = (
     "conda-style platform name: linux-64 (Linux x86_64, WSL2 included), linux-aarch64, win-64, "
@@ -155,7 +158,7 @@ OPTIONS: dict[str, Option] = {
     "dry_run": Option(("--dry-run",), **_flag("print every step and command; change nothing")),
     "force": Option(
         ("--force",),
-        **_flag("replace an existing env tfgpu-install built there (the old one stays until the new one is complete)"),
+        **_flag("{force}"),
     ),
     "yes": Option(("--yes", "-y"), **_flag("do not ask (repair needs it when not on a terminal; create never asks)")),
     "no_verify": Option(("--no-verify",), **_flag("skip the GPU check at the end")),

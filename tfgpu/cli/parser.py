@@ -138,6 +138,7 @@ def _script(script: argparse.ArgumentParser) -> None:
     _selectors(script)
     add(script, "format", required=True)
     add(script, "output", "from_lock", "platform", "channel")
+    add(script, "force", fill={"force": "replace files in -o DIR that tfgpu-install did not write (refused otherwise)"})
 
 
 def _doctor(doctor: argparse.ArgumentParser) -> None:

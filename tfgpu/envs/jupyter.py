@@ -9,14 +9,14 @@ deleted, so ``remove`` deletes only the kernel this very env registered.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu import trees, untrusted
 from tfgpu.errors import ImpossibleError
 
 KERNEL = re.compile(r"tfgpu-[A-Za-z0-9._-]{1,64}-[0-9a-f]{8}")
@@ -106,5 +106,6 @@ def unregister(name: str, env_id: str) -> bool:
         return False
     if owner != env_id:
         return False
-    shutil.rmtree(kernel_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        trees.delete(kernel_dir)  # no recursion on depth, links deleted, never followed
     return True

@@ -26,14 +26,14 @@ What it promises, in one place:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
-import shutil
 import stat
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu import trees, untrusted
 from tfgpu.errors import ImpossibleError, OperationError
 
 MAX_DEPTH = 64
@@ -402,27 +402,24 @@ def remove_tree(tree: Path, owner: Path | None = None) -> None:
     is read-only, say) is ``target-not-writable``, naming what is left."""
     top = os.path.realpath(owner if owner is not None else tree)
 
-    def retry(function, path, info):
-        parent = os.path.dirname(path)
-        if os.path.commonpath([os.path.realpath(parent), top]) != top:
-            raise info[1]  # the parent of the tree: not ours to chmod
+    def delete_whole() -> None:
         try:
+            trees.delete(tree)  # no recursion, whatever the depth: a chain of thousands of levels goes too
+        except PermissionError:
+            parent = os.path.dirname(os.path.abspath(tree))
+            if os.path.commonpath([os.path.realpath(parent), top]) != top:
+                raise  # the parent of the tree (or of ``owner``): not ours to chmod
             os.chmod(parent, stat.S_IRWXU)
-            if function in (os.rmdir, os.unlink, os.remove):
-                function(path)
-            else:
-                shutil.rmtree(path, onerror=retry)
-        except FileNotFoundError:
-            pass
+            trees.delete(tree)
 
     if not (tree.exists() or tree.is_symlink()):
         return
     if tree.is_symlink() or not tree.is_dir():
         _forget(tree, strict=True)
         return
-    check_no_mounts(tree)  # rmtree would cross into it
+    check_no_mounts(tree)  # refused before the first delete, not found half-way
     try:
-        shutil.rmtree(tree, onerror=retry)
+        delete_whole()
     except OSError as error:
         raise ImpossibleError(
             "target-not-writable",
@@ -443,4 +440,5 @@ def scratch_text(directory: Path, name: str, text: str) -> Path:
 def discard_tree(tree: Path) -> None:
     """Delete a temporary tree of the tool's own (a runfile's scratch), errors ignored: it holds
     nothing anyone needs, and links inside it are deleted, never followed."""
-    shutil.rmtree(tree, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        trees.delete(tree)

@@ -9,12 +9,16 @@ and the cloud-init user-data run that same script (docs/exports-and-clusters.md)
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import stat
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.export.files import Export, ExportFile
-from tfgpu.paths import write_output
+from tfgpu.paths import write_outputs
 
 __all__ = ["DIRECTORY_FORMATS", "FORMATS", "Export", "ExportFile", "render", "write"]
 
@@ -68,8 +72,17 @@ def render(resolution, fmt: str, pins=None) -> Export:
     )
 
 
-def write(export: Export, output: str) -> list[Path]:
-    """Write ``export`` to ``output`` (a file, or a directory for multi-file formats)."""
+MANIFEST = ".tfgpu-export.json"
+"""What a directory export leaves beside its files: each file's sha256 as written, so that a later
+export into the same directory knows its own earlier files from the user's."""
+_EXISTING = untrusted.Kind("a file already in -o DIR", 64 * 1024 * 1024, None, links=False)
+
+
+def write(export: Export, output: str, force: bool = False) -> list[Path]:
+    """Write ``export`` to ``output`` (a file, or a directory for multi-file formats). In a
+    directory, a file the export would replace must be one an earlier export wrote and nobody has
+    changed since (its :data:`MANIFEST`), or hold exactly the new bytes; any other is the user's,
+    and nothing is written (``output-not-ours``) unless ``force``."""
     target = Path(output).expanduser()
     if export.directory:
         if target.exists() and not target.is_dir():
@@ -100,20 +113,24 @@ def write(export: Export, output: str) -> list[Path]:
             ["Write somewhere you may write, or leave out -o to print to stdout."],
         )
     paths = [target / item.name if export.directory else target for item in export.files]
+    earlier: dict[str, str] = {}
     if export.directory:
         _check_tree(target, paths, output)  # before anything is written
-    written = []
+        earlier = _check_ours(target, export, paths, output, force)
     try:
-        for item, path in zip(export.files, paths, strict=True):
+        for path in paths:
             path.parent.mkdir(parents=True, exist_ok=True)
-            written.append(write_output(path, item.content, item.mode))
     except OSError as error:
         raise ImpossibleError(
             "bad-output",
             f"-o {output}: cannot write {path} ({error.strerror or error}).",
             ["Write somewhere you may write, or leave out -o to print to stdout."],
         ) from None
-    return written
+    files = [(path, item.content, item.mode) for item, path in zip(export.files, paths, strict=True)]
+    if export.directory:
+        files.append((target / MANIFEST, _record(export, earlier), 0o644))
+    write_outputs(files)  # all or none: a full disk half-way leaves every earlier file as it was
+    return paths
 
 
 def _check_tree(target: Path, paths: list[Path], output: str) -> None:
@@ -137,3 +154,65 @@ def _check_tree(target: Path, paths: list[Path], output: str) -> None:
                 f"-o {output}: {path} is a directory where the export writes a file; nothing was written.",
                 ["Move it away, or give a new directory with -o."],
             )
+
+
+def _sha256(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
+def _recorded(target: Path) -> dict[str, str]:
+    """{file: sha256} an earlier export into ``target`` recorded (empty: none, or not readable as one)."""
+    found = untrusted.json_or_none(target / MANIFEST, _EXISTING)
+    files = found.get("files") if isinstance(found, dict) and found.get("tool") == "tfgpu-install" else None
+    if not isinstance(files, dict):
+        return {}
+    return {name: digest for name, digest in files.items() if isinstance(name, str) and isinstance(digest, str)}
+
+
+def _now(path: Path) -> str | None:
+    """The sha256 of the regular file at ``path`` (None: not one, a link included, or unreadable)."""
+    try:
+        return _sha256(untrusted.read_bytes(path, _EXISTING))
+    except untrusted.Unreadable:
+        return None
+
+
+def _check_ours(target: Path, export: Export, paths: list[Path], output: str, force: bool) -> dict[str, str]:
+    """Refuse (``output-not-ours``) before anything is written when the export would replace a file
+    in ``target`` that tfgpu-install did not write there (or that was changed since); returns the
+    earlier export's record of the files still as it wrote them."""
+    recorded = _recorded(target)
+    earlier = {name: digest for name, digest in recorded.items() if _now(target / name) == digest}
+    foreign = []
+    for item, path in zip(export.files, paths, strict=True):
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            foreign.append(path)
+            continue
+        current = _now(path) if stat.S_ISREG(info.st_mode) else None
+        if current is not None and current in (_sha256(item.content), earlier.get(item.name)):
+            continue  # the same bytes again, or the earlier export's file as it wrote it
+        foreign.append(path)
+    if foreign and not force:
+        named = ", ".join(str(path.relative_to(target)) for path in foreign[:5])
+        more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        raise ImpossibleError(
+            "output-not-ours",
+            f"-o {output} holds files the {export.format} export would replace that tfgpu-install did not "
+            f"write there (or that were changed since): {named}{more}; nothing was written.",
+            [
+                "Give a new or empty directory with -o.",
+                "Or add --force to replace them (they are lost).",
+            ],
+        )
+    return earlier
+
+
+def _record(export: Export, earlier: dict[str, str]) -> str:
+    """The export's record of what it writes (and what an earlier one wrote that is still as it was)."""
+    files = earlier | {item.name: _sha256(item.content) for item in export.files}
+    document = {"tool": "tfgpu-install", "format": export.format, "files": dict(sorted(files.items()))}
+    return json.dumps(document, indent=2) + "\n"

@@ -47,12 +47,15 @@ def build(
         )
     check_channels_for(mode, channels)
     [(platform, resolution, _)] = lock_targets(platforms, selectors, allow_cpu=False, host=host)
-    if mode == "conda":
-        from tfgpu.lock.bundle import conda_bundle
+    from tfgpu.lock.bundle.steps import one_writer
 
-        return conda_bundle.build(
-            resolution, platform, Path(output), channels=channels, channel_from=channel_from, reporter=reporter
-        )
-    from tfgpu.lock.bundle import pip_bundle
+    with one_writer():  # -o DIR locked from when it is prepared until the bundle is whole
+        if mode == "conda":
+            from tfgpu.lock.bundle import conda_bundle
 
-    return pip_bundle.build(resolution, platform, Path(output), reporter=reporter)
+            return conda_bundle.build(
+                resolution, platform, Path(output), channels=channels, channel_from=channel_from, reporter=reporter
+            )
+        from tfgpu.lock.bundle import pip_bundle
+
+        return pip_bundle.build(resolution, platform, Path(output), reporter=reporter)

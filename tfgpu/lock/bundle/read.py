@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu import trees, untrusted
 from tfgpu.controls import has_control
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.bundle.files import digest
@@ -114,11 +114,10 @@ def _refuse_links(root: Path) -> None:
         top = root / sub
         if top.is_symlink():
             raise _bundle_corrupt(root, f"{sub}/ is a symbolic link")
-        for dirpath, dirnames, filenames in os.walk(top):
-            for entry in (*dirnames, *filenames):
-                if os.path.islink(os.path.join(dirpath, entry)):
-                    link = os.path.relpath(os.path.join(dirpath, entry), root)
-                    raise _bundle_corrupt(root, f"{link} is a symbolic link")
+        for dirpath, _, _, links in trees.walk(top):  # no recursion on depth
+            for entry in links:
+                link = os.path.relpath(os.path.join(dirpath, entry), root)
+                raise _bundle_corrupt(root, f"{link} is a symbolic link")
 
 
 def prepare(directory: str, options, selectors, reporter=None):

@@ -21,13 +21,16 @@ then checked against the lock's sha256). ``TFGPU_BUNDLE_TOOL=0`` leaves the tool
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import fcntl
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import __version__, untrusted, urls
-from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu import __version__, trees, untrusted, urls
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.lock.bundle.files import install_script, tool_wheel
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins
@@ -35,6 +38,7 @@ from tfgpu.lock.tools import tools
 from tfgpu.paths import output_dir, write_output
 from tfgpu.requirements import canonical
 
+_DIRECTORY = untrusted.Kind("the bundle directory", 0, None, links=False)
 MANIFEST = "bundle.json"
 PARTIAL = ".tfgpu-bundle-partial"
 FORMAT = 1
@@ -104,8 +108,51 @@ def wheels_from_pylock(text: str, platform: Platform, python: str) -> list[Wheel
     return chosen
 
 
+_HELD: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("tfgpu_bundle_dirs_held", default=None)
+"""The bundle directories this build holds locked (their descriptors), let go by :func:`one_writer`."""
+
+
+@contextlib.contextmanager
+def one_writer():
+    """Around a bundle build: the lock :func:`prepare_dir` takes on ``-o DIR`` is held until the
+    build ends, so a second ``bundle`` into the same directory is refused (``bundle-busy``) rather
+    than both downloading into the same ``.part`` files."""
+    held: list[int] = []
+    token = _HELD.set(held)
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+        for fd in held:
+            os.close(fd)
+
+
+def _hold(out: Path) -> None:
+    """Lock the directory ``out`` itself (``flock`` on it: nothing is added to the bundle) for this build."""
+    held = _HELD.get()
+    if held is None:
+        raise RuntimeError("a bundle directory is prepared only inside steps.one_writer()")
+    try:
+        fd = untrusted.open_directory(out, _DIRECTORY)
+    except untrusted.Unreadable as error:
+        raise ImpossibleError(
+            "bad-output", f"-o {out}: {error.reason}", ["Give a new or empty directory with -o."]
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise OperationError(
+            "bundle-busy",
+            f"Another tfgpu-install bundle is writing into {out} right now; nothing was written.",
+            ["Wait for it to finish (running the same command again then resumes or confirms it), or give another -o."],
+        ) from None
+    held.append(fd)
+
+
 def prepare_dir(out: Path) -> None:
-    """Make ``out`` a bundle directory in progress (refusing a foreign, non-empty one)."""
+    """Make ``out`` a bundle directory in progress (refusing a foreign, non-empty one, and one another
+    run is writing into)."""
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise ImpossibleError(
             "bad-output",
@@ -113,13 +160,14 @@ def prepare_dir(out: Path) -> None:
             "directory of files); it is left untouched.",
             ["Give a new or empty directory with -o."],
         )
+    output_dir(out, str(out))
+    _hold(out)  # before it is looked at: a run in progress has files there that are not yet a bundle
     if out.exists() and any(out.iterdir()) and not (out / PARTIAL).exists() and not (out / MANIFEST).exists():
         raise ImpossibleError(
             "target-not-empty",
             f"{out} is not empty and is not a tfgpu-install bundle; it is left untouched.",
             ["Give a new or empty directory with -o."],
         )
-    output_dir(out, str(out))
     _refuse_links(out)
     (out / MANIFEST).unlink(missing_ok=True)  # rewritten last: a bundle without it is incomplete
     write_output(out / PARTIAL, "tfgpu-install bundle in progress; run the same command again to resume.\n")
@@ -129,16 +177,19 @@ def _refuse_links(out: Path) -> None:
     """A bundle holds real files and directories only (wheels reused from elsewhere are hard links).
     A symbolic link in a bundle being resumed, planted or left by hand, would carry the wheels or the
     installer somewhere else, or put another file into the bundle's manifest."""
-    for root, dirs, files in os.walk(out):
-        for name in (*dirs, *files):
+    for root, _, _, links in trees.walk(out):  # no recursion on depth
+        for name in links:
             path = Path(root) / name
-            if path.is_symlink():
-                raise ImpossibleError(
-                    "bad-output",
-                    f"-o {out}: {path} is a symbolic link (to {os.readlink(path)}); "
-                    "a bundle holds real files only, so nothing more was written.",
-                    ["Give a new or empty directory with -o, or remove the link."],
-                )
+            try:
+                to = f" (to {os.readlink(path)})"
+            except OSError:
+                to = ""  # deeper than a path may name: the link is named without its target
+            raise ImpossibleError(
+                "bad-output",
+                f"-o {out}: {path} is a symbolic link{to}; "
+                "a bundle holds real files only, so nothing more was written.",
+                ["Give a new or empty directory with -o, or remove the link."],
+            )
 
 
 def collect(wheels: list[Wheel], dest: Path, reporter) -> None:

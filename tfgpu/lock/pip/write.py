@@ -17,7 +17,7 @@ from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins
 from tfgpu.lock.tools import tools
-from tfgpu.paths import output_dir, write_output
+from tfgpu.paths import output_dir, write_outputs
 
 
 @dataclass(frozen=True)
@@ -103,13 +103,15 @@ def write_locks(targets: list[tuple[Platform, object, bool]], output: str | None
         meta = lockfile.make_meta(resolution, platform, cpu_only=cpu_only)
         path = paths[platform.name]
         rendered.append((platform, path, lockfile.render(meta, body, str(path)), pylock))
-    written = []
+    files = []
     for platform, path, text, pylock in rendered:
-        write_output(path, text)
+        files.append((path, text, 0o644))
+        pylock_text = f"# Written by tfgpu-install beside {path.name} (the lock it installs from).\n" + pylock
+        files.append((path.with_name(f"pylock.{platform.name}.toml"), pylock_text, 0o644))
+    write_outputs(files)  # all or none: a full disk never leaves a lock beside another run's pylock
+    written = []
+    for platform, path, text, _ in rendered:
         pylock_path = path.with_name(f"pylock.{platform.name}.toml")
-        write_output(
-            pylock_path, f"# Written by tfgpu-install beside {path.name} (the lock it installs from).\n" + pylock
-        )
         lock = lockfile.read(path, text)
         written.append(Written(platform.name, path, pylock_path, lock.meta, lock.pins()))
     return PipLocks(tuple(written))
