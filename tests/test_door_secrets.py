@@ -166,7 +166,7 @@ def test_a_lock_refuses_an_index_with_a_credential_before_resolving(capsys, tmp_
 # -- the door held: each place a record, an output, a message or a log is made calls it -----------
 
 DOOR_CALLS = {
-    ("paths.py", "write_output"): "refuse_in",  # every -o file: locks, exports, bundles
+    ("paths.py", "write_outputs"): "refuse_in",  # every -o file: locks, exports, bundles (write_output too)
     ("proc.py", "log"): "redact",  # the run's log
     ("console.py", "_defused_item"): "redact",  # everything rich prints
     ("cli/output.py", "show"): "redact",  # --json documents
@@ -210,6 +210,11 @@ OTHER_WRITES = {
     ("lock/bundle/conda_bundle.py", "write"),  # tfgpu.lock.conda.write.write, the lock writer itself
 }
 WRITING_CALLS = {"write_text", "write_bytes", "write", "dump", "safe_dump"}
+
+
+def test_write_output_is_write_outputs():
+    """The one-file form hands its file to the many-files form, where the door stands."""
+    assert "write_outputs" in _calls("paths.py", "write_output")
 
 
 def test_lock_bundle_and_export_files_are_written_only_through_the_door():
