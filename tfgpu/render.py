@@ -265,6 +265,8 @@ def repair_undone(done: dict) -> None:
 def dry_run(resolution, detected, result) -> None:
     """The plan, then every step with its exact command; nothing was touched."""
     plan(resolution, detected)
+    for line in result.notes:  # what a real run here would stop on (system mode without its driver)
+        _out.print(f"[yellow]note[/] {escape(line)}")
     _out.print(
         f"[bold]Steps[/] (dry run: nothing was changed; the env would go to {escape(str(result.location.prefix))})",
         whole=True,

@@ -183,6 +183,9 @@ class Backend(ABC):
     """Whether envs are built at their final path (see ``Location.in_place``)."""
     cache_note = ""
     """Which uv cache the mode's uv commands use, and why (written into the operation's log)."""
+    dry_run_notes: list[str] = []  # noqa: RUF012 - replaced per instance, never mutated
+    """What a dry run shows above its steps that a real run would refuse on (system mode on a host
+    without the driver its toolkit needs)."""
 
     def unchanged(self, name: str | None, prefix: str | None) -> Outcome | None:
         """The outcome when the env is already exactly in place (re-running is then a no-op), else
