@@ -143,6 +143,8 @@ def _coplan(plan) -> None:
         for path in plan.colliding_paths:
             if path.endswith((".so", ".2", ".3", ".9")):
                 _out.print(f"    {escape(path)}")
+    if plan.ways_forward:  # numbered under their own heading, not read as more colliding files
+        _out.print("  ways forward, the first preferred:")
     for number, way in enumerate(plan.ways_forward, 1):
         _out.print(f"  {number}. {escape(way)}")
 
