@@ -33,16 +33,34 @@ _SESSION = Path(tempfile.mkdtemp(prefix="tfgpu-tests-"))
 atexit.register(shutil.rmtree, _SESSION, True)
 # The user's own tfgpu-install directories are never touched: every plan reads the release rows
 # `update-data` stored in the user's data dir, and a test that names no cache, log or envs directory
-# gets these (subprocesses inherit them).
-os.environ.setdefault("TFGPU_USER_DATA_DIR", str(_SESSION / "user-data"))
-os.environ.setdefault("TFGPU_CACHE_DIR", str(suite_cache("tool-cache")))
+# gets these (subprocesses inherit them), whatever the shell that runs pytest exported.
+os.environ["TFGPU_USER_DATA_DIR"] = str(_SESSION / "user-data")
+os.environ["TFGPU_CACHE_DIR"] = str(suite_cache("tool-cache"))
 # uv's package cache: the tool's own (under TFGPU_CACHE_DIR), never the user's, which it would
 # otherwise reuse; tests/test_cache.py sets it back to `auto` where the reuse is the subject.
-os.environ.setdefault("TFGPU_UV_CACHE", "own")
-os.environ.setdefault("TFGPU_LOG_DIR", str(_SESSION / "logs"))
-os.environ.setdefault("TFGPU_ENVS_DIR", str(_SESSION / "envs"))
+os.environ["TFGPU_UV_CACHE"] = "own"
+os.environ["TFGPU_LOG_DIR"] = str(_SESSION / "logs")
+os.environ["TFGPU_ENVS_DIR"] = str(_SESSION / "envs")
 # pip's downloads for the tests that run pip (the installed-tool bundle test, stock pip on a real lock).
-os.environ.setdefault("PIP_CACHE_DIR", str(suite_cache("pip")))
+os.environ["PIP_CACHE_DIR"] = str(suite_cache("pip"))
+# Every uv and pip a test starts itself (a user's venv made for repair, a lock compiled by hand) and
+# every program that keeps a cache or data of its own: the suite's places, never the user's, even
+# where the user's shell names its own (UV_CACHE_DIR exported, say). Without this, uv put the
+# suite's stand-in wheels (a fake tensorflow among them) into ~/.cache/uv and its credentials lock
+# into ~/.local/share/uv. A test that sets its own keeps it (monkeypatch, or an env it passes).
+# tests/test_test_command.py runs the heaviest files with a home of their own and finds it unchanged.
+_USER_PYTHONS = os.environ.get("UV_PYTHON_INSTALL_DIR") or str(
+    Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "uv" / "python"
+)
+os.environ["UV_CACHE_DIR"] = str(_SESSION / "uv-cache")
+os.environ["XDG_CACHE_HOME"] = str(_SESSION / "xdg-cache")
+os.environ["XDG_DATA_HOME"] = str(_SESSION / "xdg-data")
+os.environ["XDG_STATE_HOME"] = str(_SESSION / "xdg-state")
+os.environ["JUPYTER_DATA_DIR"] = str(_SESSION / "jupyter")
+# The Pythons uv installed for the user stay findable (a test asking for 3.12 finds the same one);
+# nothing installs one there: the tool passes --no-python-downloads, and so does this.
+os.environ.setdefault("UV_PYTHON_INSTALL_DIR", _USER_PYTHONS)
+os.environ["UV_PYTHON_DOWNLOADS"] = "never"
 # Nor a tfgpu.toml above the directory the tests run in (tests/test_project_file.py sets its own).
 os.environ.setdefault("TFGPU_PROJECT_FILE", "none")
 # The suite's servers (an index, a channel, a fake NVIDIA) answer plain HTTP on loopback, which the
@@ -54,6 +72,78 @@ os.environ.setdefault("TFGPU_INSECURE_HOSTS", LOOPBACK_HOSTS)
 # active sets VIRTUAL_ENV or CONDA_PREFIX itself.
 for _active in ("VIRTUAL_ENV", "CONDA_PREFIX"):
     os.environ.pop(_active, None)
+
+
+GB = 1_000_000_000
+NETWORK_CACHE_GB = 20
+"""What a cold network tier leaves in TFGPU_TEST_CACHE (docs/maintainers/tests.md, "Cost"): real
+TensorFlow 2.21, 2.16.1 and 2.13 with their CUDA wheels, in uv's cache, unpacked."""
+NETWORK_TEMP_GB = 5
+"""What the envs those tests build from it take in temporary directories while they run (about
+25 GB in all, cold)."""
+
+
+def _existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _held(root: Path) -> int:
+    """Bytes already in ``root`` (each file's blocks, hard links counted once)."""
+    seen, total = set(), 0
+    for directory, _, files in os.walk(root):
+        for name in files:
+            info = os.lstat(os.path.join(directory, name))
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+    return total
+
+
+def network_disk_shortfall(cache: Path, temporary: Path, *, free=None, device=None, held=None) -> str | None:
+    """Why the network tier cannot start here (a disk without the space its downloads and envs
+    need), or None. ``cache``: TFGPU_TEST_CACHE, whose contents count as already downloaded;
+    ``temporary``: where pytest's temporary directories go. ``free``, ``device`` and ``held`` read
+    the disk (tests give their own)."""
+    free = free or (lambda path: shutil.disk_usage(_existing(path)).free)
+    device = device or (lambda path: _existing(path).stat().st_dev)
+    held = held or _held
+
+    def short(cached: int) -> tuple[int, Path, int] | None:
+        needs: dict[int, list] = {}
+        for path, amount in ((cache, max(0, NETWORK_CACHE_GB * GB - cached)), (temporary, NETWORK_TEMP_GB * GB)):
+            needs.setdefault(device(path), [0, path])[0] += amount
+        for amount, path in needs.values():
+            if free(path) < amount:
+                return amount, path, free(path)
+        return None
+
+    found = short(0) and short(held(cache))  # a warm cache is walked only when the disk looks short
+    if found is None:
+        return None
+    amount, path, have = found
+    return (
+        f"the network tests need about {amount / GB:.0f} GB free under {_existing(path)} "
+        f"({NETWORK_CACHE_GB} GB of real TensorFlow and CUDA wheels kept in TFGPU_TEST_CACHE={cache}, "
+        f"{NETWORK_TEMP_GB} GB of envs in temporary directories while they run, less what the cache already "
+        f"holds) and {have / GB:.1f} GB is free: free some, or point TFGPU_TEST_CACHE (and --basetemp) "
+        "at a larger disk"
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected what will not run
+def pytest_collection_modifyitems(config, items) -> None:
+    """Before the network tier downloads anything: is there the disk it needs? Its tests are
+    skipped, with how much is needed and where, when there is not."""
+    network = [item for item in items if item.get_closest_marker("network")]
+    if not network:
+        return
+    temporary = Path(config.option.basetemp) if config.option.basetemp else Path(tempfile.gettempdir())
+    problem = network_disk_shortfall(TEST_CACHE, temporary)
+    if problem is not None:
+        for item in network:
+            item.add_marker(pytest.mark.skip(reason=problem))
 
 
 def pytest_report_header(config) -> list[str]:

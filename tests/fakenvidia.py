@@ -149,6 +149,20 @@ class FakeNvidia:
         self.close()
 
 
+def driver_that_fails(directory: Path) -> str:
+    """A directory to put first on PATH: an ``nvidia-smi`` that says it cannot reach the driver, as
+    one does after a kernel update. No driver can be installed on a test machine; to detection this
+    is a driver that is here and fails, so a GPU check goes on to ask the env (tests whose env's
+    stand-in Python prints the report). Returns the directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    smi = directory / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'\nexit 9\n"
+    )
+    smi.chmod(0o755)
+    return str(directory)
+
+
 def _tar_gz(root: Path) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:

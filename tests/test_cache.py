@@ -208,6 +208,7 @@ def test_uv_cache_asks_uv_where_its_default_is(tmp_path, monkeypatch):
     from tfgpu.engines.uv import find_uv
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("UV_CACHE_DIR", raising=False)  # uv's default, not the suite's (tests/conftest.py)
     found = uv_cache(find_uv(), environ={"XDG_CACHE_HOME": str(tmp_path / "xdg")}, envs=tmp_path)
     assert found.path == tmp_path / "xdg" / "uv" and found.shared
 

@@ -159,3 +159,54 @@ def test_error_json(argv, exit_code, code):
 def test_help_and_version():
     assert tfgpu("--help").returncode == 0
     assert "tfgpu-install" in tfgpu("--version").stdout
+
+
+# A typo is answered with the word the parser knows (its own option strings and command names),
+# and an unknown option names the help of the command that was given, which lists its options.
+TYPOS = [
+    (["--tf", "2.21", "--mod", "pip"], "Did you mean --mode?", "`tfgpu-install create --help`"),
+    (["plan", "--mod=pip"], "Did you mean --mode?", "`tfgpu-install plan --help`"),
+    (["plan", "--jsn"], "Did you mean --json?", "`tfgpu-install plan --help`"),
+    (["verify", "--nme", "x"], "Did you mean --name?", "`tfgpu-install verify --help`"),
+    (["plan", "--name", "x"], "--name is an option of create,", "`tfgpu-install plan --help`"),
+    (["verfy"], "Did you mean verify?", "`tfgpu-install verify --help`"),
+    (["cache", "prnue"], "Did you mean prune?", "`tfgpu-install cache --help`"),
+]
+
+
+@pytest.mark.parametrize("argv,meant,help_line", TYPOS, ids=[" ".join(t[0]) for t in TYPOS])
+def test_a_typo_is_answered_with_the_word_meant(argv, meant, help_line):
+    done = tfgpu(*argv)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert meant in done.stderr
+    assert help_line in done.stderr
+    error = json.loads(tfgpu(*argv, "--json").stdout)["error"]
+    assert meant in error["message"] and any(help_line in line for line in error["alternatives"])
+
+
+def test_a_word_far_from_every_option_gets_no_guess():
+    done = tfgpu("plan", "--frobnicate")
+    assert done.returncode == 2
+    assert "Did you mean" not in done.stderr
+    assert "`tfgpu-install plan --help`" in done.stderr
+    done = tfgpu("instal")
+    assert done.returncode == 2 and "error: unknown-command" in done.stderr
+    assert "Did you mean" not in done.stderr
+
+
+def test_the_suggestions_come_from_the_parser():
+    """Every option any command takes, misspelt by one dropped letter, is suggested back as itself
+    (or as an option no farther from the typo), and every command likewise."""
+    from tfgpu.cli import typos
+    from tfgpu.cli.parser import COMMANDS, build_parser
+
+    commands = build_parser().commands.choices
+    for name, parser in commands.items():
+        taken = typos.option_strings(parser)
+        for option in (o for o in taken if o.startswith("--") and len(o) > 5):
+            typo = option[:-2] + option[-1]
+            assert typos.closest(typo, taken) is not None, (name, typo)
+    for command in COMMANDS:
+        if len(command) > 3:
+            assert typos.closest(command[:-2] + command[-1], COMMANDS) == command

@@ -97,3 +97,18 @@ def test_pre_lets_latest_choose_a_pre_release_and_plan_json_says_so():
     exact = json.loads(tfgpu("plan", "--tf", "2.22.0rc0", "--json", *TARGET).stdout)
     assert exact["tensorflow"] == "2.22.0rc0"  # an exact pre-release needs no --pre
     assert "--pre" in tfgpu("plan", "--help").stdout
+
+
+def test_the_extras_requirements_are_called_pins_or_ranges_as_the_wheel_gives_them():
+    """2.21's and-cuda extra gives ranges (the plan warns so): the note does not call them pins;
+    2.17's pins exactly."""
+    ranges = tfgpu("plan", "--tf", "2.21", "--mode", "pip", *TARGET)
+    assert ranges.returncode == 0, ranges.stderr
+    assert "gives ranges, not pins" in ranges.stdout
+    assert "packages.cuda_extra lists its 12 requirements, all version ranges)" in ranges.stdout
+    assert " pins)" not in ranges.stdout
+    pinned = tfgpu("plan", "--tf", "2.17", "--mode", "pip", *TARGET)
+    assert "packages.cuda_extra lists its 12 requirements, all exact pins)" in pinned.stdout
+    from tfgpu.resolver.packages import _counted
+
+    assert _counted(["==12.5.82", "<10.0,>=9.10.2.21", ">=3.2.5"]) == "3 requirements: 1 exact pin, 2 version ranges"

@@ -188,6 +188,11 @@ def test_plan_json_adds_companion_keys_and_text_shows_the_stacks():
     text = run_tool("plan", "--tf", "2.21", "--with", "torch==2.15.0", *TARGET)
     assert text.returncode == 0
     assert "TWO CUDA stacks" in text.stdout and "nvidia/cudnn/lib/libcudnn.so.9" in text.stdout
+    # The numbered ways forward come under a heading of their own, after the colliding files.
+    lines = text.stdout.splitlines()
+    heading = lines.index("  ways forward, the first preferred:")
+    assert lines[heading + 1].startswith("  1. ") and "libnccl.so.2" in lines[heading - 1]
+    assert not any(line.startswith("  1. ") for line in lines[:heading])
 
 
 def test_one_set_commands_refuse_a_two_stack_plan_create_keeps_it_and_all_carry_a_single_stack_one(tmp_path):

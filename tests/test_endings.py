@@ -165,6 +165,33 @@ def test_verify_says_the_reason_once(tmp_path, no_gpu_wheels, tool_env):
     assert (done.stdout + done.stderr).count("libcuda.so.1 cannot be loaded") == 1
 
 
+def test_verify_says_no_driver_before_asking_the_env(tmp_path, tool_env):
+    """What doctor knows in a second, verify says in a second: on a machine without a driver it
+    does not start the env's Python (whose TensorFlow import takes seconds to minutes). The env's
+    stand-in Python notes that it ran; with a driver that is here and fails (tests/fakenvidia.py)
+    the same command asks it."""
+    import fakenvidia
+
+    prefix, ran = tmp_path / "env", tmp_path / "python-ran"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    report = json.dumps({"ok": True, "python": "3.11.7", "tensorflow": "2.21.0", "gpus": [], "build_info": {}})
+    (prefix / "bin" / "python").write_text(f"#!/bin/sh\ntouch {shlex.quote(str(ran))}\necho '{report}'\n")
+    (prefix / "bin" / "python").chmod(0o755)
+    done = run_tool("verify", "--prefix", str(prefix), "--json", env=tool_env)
+    error = json.loads(done.stdout)
+    assert done.returncode == 1 and error["error"]["code"] == "no-driver", done.stdout
+    assert "TensorFlow was not imported" in error["error"]["message"]
+    assert error["details"]["tensorflow_imported"] is False
+    assert not ran.exists()
+    text = run_tool("verify", "--prefix", str(prefix), env=tool_env)
+    assert text.returncode == 1 and "error: no-driver" in text.stderr
+    assert "imports TensorFlow" not in text.stderr and not ran.exists()
+    driver = fakenvidia.driver_that_fails(tmp_path / "driver")
+    asked = run_tool("verify", "--prefix", str(prefix), env=tool_env | {"PATH": f"{driver}:{tool_env['PATH']}"})
+    assert asked.returncode == 0 and ran.exists(), asked.stderr
+
+
 @pytest.fixture(scope="module")
 def no_gpu_repair_wheels(repair_wheels, tmp_path_factory) -> Path:
     """The repair wheelhouse with a TensorFlow that imports, records its CUDA build (build_info.py,

@@ -497,3 +497,44 @@ def test_exports_from_a_real_tensorflow_lock(tmp_path, real_lock):
     }
     print("longest lines:", longest)
     assert max(longest.values()) <= 200, longest
+
+
+def test_the_scripts_activation_run_again_rewrites_nothing(tmp_path):
+    """The exported scripts' activation step (``activate_env.py``, what ``write_activation`` runs),
+    run twice on one env, as a rerun after a failed GPU check does: the second run changes no file,
+    ``layout.json`` included. The env holds a caller of a name CUDA dlopens (cuBLASLt 12's
+    ``libnvrtc.so.12``) and its provider in another wheel's directory, so the first run makes a link;
+    the second finds it in place (plain files stand in for the libraries: only names are read)."""
+    import os
+
+    from tfgpu.export.embed import activation_files
+
+    files = tmp_path / "files"
+    files.mkdir()
+    for name, text in activation_files():
+        (files / name).write_text(text)
+    env = tmp_path / "env"
+    nvidia = env / "lib" / f"python{PYTHON}" / "site-packages" / "nvidia"
+    for library in ("cublas/lib/libcublasLt.so.12", "cublas/lib/libcublas.so.12", "cuda_nvrtc/lib/libnvrtc.so.12"):
+        (nvidia / library).parent.mkdir(parents=True, exist_ok=True)
+        (nvidia / library).write_bytes(b"\x7fELF stand-in\n")
+    (env / "bin").mkdir()
+    (env / "bin" / "activate").write_text("# venv's activate\n")
+
+    def activate() -> dict:
+        done = subprocess.run(
+            [sys.executable, str(files / "activate_env.py"), str(env), str(files)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    first = activate()
+    link = nvidia / "cublas" / "lib" / "libnvrtc.so.12"
+    assert link.is_symlink() and os.readlink(link) == "../../cuda_nvrtc/lib/libnvrtc.so.12", first
+    layout = env / "etc" / "tfgpu" / "layout.json"
+    written, stamp = layout.read_text(), layout.stat().st_mtime_ns
+    again = activate()
+    assert again["changed"] == [], again["changed"]
+    assert layout.read_text() == written and layout.stat().st_mtime_ns == stamp
+    made = f"lib/python{PYTHON}/site-packages/nvidia/cublas/lib/libnvrtc.so.12"
+    assert json.loads(written)["links"] == [[made, "../../cuda_nvrtc/lib/libnvrtc.so.12"]]

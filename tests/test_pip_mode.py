@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_tool, shells
+from conftest import run_process, run_tool, shells
 from localindex import remembered_index
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
@@ -472,8 +472,13 @@ def test_name_puts_the_env_in_the_envs_directory(local_wheels, tool_env):
     assert run_tool("remove", "--name", "team-tf", env=tool_env).returncode == 0
 
 
-def test_verify_without_tensorflow_is_a_clear_failure(built_env, tool_env):
-    """The stand-in tensorflow has no sysconfig: verify must fail with a reason, not a traceback."""
+def test_verify_without_tensorflow_is_a_clear_failure(built_env, tool_env, tmp_path):
+    """The stand-in tensorflow has no sysconfig: verify must fail with a reason, not a traceback.
+    (A driver that fails, tests/fakenvidia.py, so the check imports TensorFlow: with none at all,
+    verify says no-driver first.)"""
+    import fakenvidia
+
+    tool_env = tool_env | {"PATH": f"{fakenvidia.driver_that_fails(tmp_path / 'driver')}:{tool_env['PATH']}"}
     done = run_tool("verify", "--prefix", str(built_env), "--json", env=tool_env)
     assert done.returncode == 1
     assert json.loads(done.stdout)["error"]["code"] in ("verify-crashed", "tensorflow-import-failed")
@@ -498,6 +503,7 @@ def test_a_failed_gpu_check_says_how_to_use_the_env_and_where_the_log_is(tmp_pat
     assert "check_env.py" in logs[0].read_text()
     assert ".tfgpu-staging" not in done.stdout + done.stderr.split("error: driver-too-old")[1]
     assert (prefix / "bin" / "python").exists()  # the env stays built
-    again = run_tool("verify", "--prefix", str(prefix), env=tool_env)
+    # A process of its own: the loader reads LD_LIBRARY_PATH (the fake libcuda) when a process starts.
+    again = run_process("verify", "--prefix", str(prefix), env=tool_env)
     verify_logs = sorted(Path(tool_env["TFGPU_LOG_DIR"]).glob("verify-env-*.log"))
     assert again.returncode == 1 and len(verify_logs) == 1 and str(verify_logs[0]) in again.stderr

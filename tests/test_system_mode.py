@@ -295,6 +295,27 @@ def test_driver_too_old_or_missing_stops_first(tmp_path, in_process, capsys):
     assert in_process.requests == [] and not (tmp_path / "env").exists()
 
 
+def test_a_dry_run_without_a_driver_shows_every_step_and_the_driver_they_need(tmp_path, in_process, capsys):
+    """The login node where an admin looks first has no driver: a dry run shows the whole build
+    (the runfile, cuDNN, the venv) and says which driver it needs, where a real run refuses."""
+    argv = ("create", "--tf", "2.13", "--mode", "system", "--python", "3.11", "--os", "linux", "--arch", "x86_64")
+    argv += ("--no-detect", "--prefix", str(tmp_path / "env"), "--dry-run")
+    code, document = main_json(capsys, *argv)
+    assert code == 0, document
+    kinds = [step["kind"] for step in document["steps"]]
+    assert {"download", "runfile", "unpack", "commit"} <= set(kinds), kinds
+    (note,) = document["notes"]
+    assert "no NVIDIA driver detected here" in note and ">= 450.80.02" in note and "driver-missing" in note
+    assert cli.main(list(argv)) == 0
+    shown = capsys.readouterr().out
+    assert "driver-missing" in shown and "Steps (dry run" in shown
+    assert shown.index(">= 450.80.02") < shown.index("Steps (dry run")
+    assert in_process.requests == [] and not (tmp_path / "env").exists()
+    code, document = main_json(capsys, *argv[:-1])  # the same, for real: refused before anything
+    assert code == 3 and document["error"]["code"] == "driver-missing"
+    assert in_process.requests == [] and not (tmp_path / "env").exists()
+
+
 def test_archives_without_a_known_checksum_are_refused(tmp_path, monkeypatch, capsys):
     """A file whose checksum the data lacks is never installed. The shipped data has one for every
     archive TF needs, so an overlay (an incomplete site mirror, say) takes the checksums away from

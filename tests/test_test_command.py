@@ -86,3 +86,112 @@ def test_the_suite_states_what_is_missing_and_removes_its_session_directory(tmp_
     header = done.stdout.split("collected", 1)[0]
     assert "system programs the tests use: all present" in header or "system programs missing" in header
     assert not list(tmp_path.glob("tfgpu-tests-*"))
+
+
+# The files that start the most uv and pip (users' venvs made for repair and its faults, pip mode's
+# builds, interrupted builds): run with a home of their own, they must leave its caches and data as
+# they found them. The home stands in for the user's, so that a run elsewhere on the machine (the
+# user's own uv, another test run) cannot change what is compared.
+HEAVIEST = ("tests/hostile/test_hostile_repair.py", "tests/test_pip_mode.py", "tests/test_interrupts.py")
+
+
+def user_places(home: Path) -> dict[str, Path]:
+    """The user's caches and data, as a shell that exports nothing finds them (uv, pip, the tool's
+    own, Jupyter's kernels) and as one that exports their own (``UV_CACHE_DIR`` and the rest)."""
+    return {
+        "~/.cache": home / ".cache",
+        "~/.local": home / ".local",
+        "UV_CACHE_DIR": home / "exported" / "uv",
+        "PIP_CACHE_DIR": home / "exported" / "pip",
+        "TFGPU_CACHE_DIR": home / "exported" / "tfgpu-install",
+    }
+
+
+def snapshot(places: dict[str, Path]) -> dict[str, tuple[int, int]]:
+    """Every entry under each place: its size and modification time (nanoseconds)."""
+    found = {}
+    for label, root in places.items():
+        for directory, names, files in os.walk(root):
+            for name in names + files:
+                path = Path(directory, name)
+                info = path.lstat()
+                found[f"{label}/{path.relative_to(root)}"] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
+@pytest.mark.slow
+def test_the_heaviest_files_leave_the_users_caches_and_data_as_they_were(tmp_path):
+    home = tmp_path / "home"
+    places = user_places(home)
+    for root in places.values():  # a user's, in use: each with something in it already
+        root.mkdir(parents=True)
+        (root / "the-users").write_text("kept\n")
+    for cache in ("uv", "pip", "tfgpu-install"):
+        (home / ".cache" / cache).mkdir()
+        (home / ".cache" / cache / "the-users").write_text("kept\n")
+    for data in ("share/uv", "share/tfgpu-install", "share/jupyter", "state/tfgpu-install"):
+        (home / ".local" / data).mkdir(parents=True)
+    before = snapshot(places)
+    suite = {"TFGPU_", "UV_", "PIP_", "XDG_", "JUPYTER_"}  # what this run's conftest set: the child's shell did not
+    env = {key: value for key, value in os.environ.items() if not any(key.startswith(p) for p in suite)}
+    env |= {
+        "HOME": str(home),
+        "UV_CACHE_DIR": str(places["UV_CACHE_DIR"]),
+        "PIP_CACHE_DIR": str(places["PIP_CACHE_DIR"]),
+        "TFGPU_CACHE_DIR": str(places["TFGPU_CACHE_DIR"]),
+        "TFGPU_TEST_CACHE": str(tmp_path / "test-cache"),  # the suite's own place: it may change
+        "TMPDIR": str(tmp_path),
+    }
+    if os.environ.get("UV_PYTHON_INSTALL_DIR"):
+        env["UV_PYTHON_INSTALL_DIR"] = os.environ["UV_PYTHON_INSTALL_DIR"]  # the Pythons uv installed, read only
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-m", "not network", *HEAVIEST]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=3600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    after = snapshot(places)
+    changed = sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
+    assert changed == [], changed[:20]
+
+
+def test_the_disk_the_network_tier_needs_is_named_with_the_place():
+    from conftest import GB, network_disk_shortfall
+
+    cache, temporary = Path("/cache/tfgpu-install-tests"), Path("/tmp")
+
+    def disk(free_gb: dict, same: bool, held_gb: float = 0):
+        return {
+            "free": lambda path: free_gb[path] * GB,
+            "device": lambda path: 1 if same or path == cache else 2,
+            "held": lambda path: int(held_gb * GB),
+        }
+
+    assert network_disk_shortfall(cache, temporary, **disk({cache: 30, temporary: 30}, same=True)) is None
+    assert network_disk_shortfall(cache, temporary, **disk({cache: 21, temporary: 6}, same=False)) is None
+    said = network_disk_shortfall(cache, temporary, **disk({cache: 24, temporary: 24}, same=True))
+    assert said.startswith("the network tests need about 25 GB free under /") and "24.0 GB is free" in said
+    assert "TFGPU_TEST_CACHE=/cache/tfgpu-install-tests" in said
+    # What the cache already holds is not downloaded again.
+    assert network_disk_shortfall(cache, temporary, **disk({cache: 24, temporary: 24}, same=True, held_gb=19)) is None
+    said = network_disk_shortfall(cache, temporary, **disk({cache: 30, temporary: 2}, same=False))
+    assert "need about 5 GB free under /" in said
+
+
+def test_a_small_disk_skips_the_network_tier_before_it_downloads(tmp_path):
+    """The real session hook, with the disk reported nearly full (a plugin of the child run's
+    replaces ``shutil.disk_usage``) and every proxy a dead port: a network test that started would
+    fail, not download."""
+    (tmp_path / "smalldisk.py").write_text(
+        "import collections, shutil\n"
+        "Usage = collections.namedtuple('Usage', 'total used free')\n"
+        "shutil.disk_usage = lambda path: Usage(10**12, 10**12 - 10**9, 10**9)\n"
+    )
+    dead = "http://127.0.0.1:9"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), TMPDIR=str(tmp_path), HTTPS_PROXY=dead, HTTP_PROXY=dead)
+    env["TFGPU_TEST_CACHE"] = str(tmp_path / "test-cache")
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "smalldisk", "-m", "network"]
+    done = subprocess.run(
+        [*command, "tests/test_pip_e2e.py"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "failed" not in done.stdout and " passed" not in done.stdout
+    assert "the network tests need about 25 GB free under /" in done.stdout
+    assert "1.0 GB is free" in done.stdout and f"TFGPU_TEST_CACHE={tmp_path / 'test-cache'}" in done.stdout

@@ -7,7 +7,8 @@ No conda runs on this machine, so the conda installation is **fake**: a director
 too, because building a real one needs a channel and minutes: ``conda-meta/``, the tool's real
 marker written by ``tfgpu.envs.marker.write`` for its real path, an empty site-packages, and a
 ``bin/python`` that is a **stub** printing the JSON report ``verify``'s check prints (no TensorFlow
-runs here). Everything else — the lookup, the marker proof, doctor's file reading, repair's survey,
+runs here), with an ``nvidia-smi`` on PATH that fails (tests/fakenvidia.py), so that verify asks
+the env instead of saying at once that this machine has no driver. Everything else — the lookup, the marker proof, doctor's file reading, repair's survey,
 remove's transaction, list's scan — is the real code, run through the command line.
 """
 
@@ -18,6 +19,7 @@ import os
 import secrets
 from pathlib import Path
 
+import fakenvidia
 import pytest
 from conftest import run_tool
 
@@ -82,7 +84,11 @@ def env(tmp_path, conda_root) -> dict[str, str]:
         for key, value in os.environ.items()
         if key not in ("CONDA_ENVS_PATH", "CONDA_ENVS_DIRS", "MAMBA_ROOT_PREFIX", "MAMBA_EXE")
     }
+    # The stand-in envs' Python prints a passing GPU check: a driver must seem to be here, or verify
+    # says no-driver without asking the env.
+    path = f"{fakenvidia.driver_that_fails(tmp_path / 'driver')}{os.pathsep}{found.get('PATH', os.defpath)}"
     return found | {
+        "PATH": path,
         "TFGPU_ENVS_DIR": str(tmp_path / "envs"),
         "TFGPU_LOG_DIR": str(tmp_path / "logs"),
         "JUPYTER_DATA_DIR": str(tmp_path / "jupyter"),

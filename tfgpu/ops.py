@@ -29,16 +29,19 @@ class CreateResult:
     notes: list[str] = field(default_factory=list)
 
 
-def backend_for(resolution, options: Options, source: Source) -> Backend:
-    """The backend for the resolution's mode (each module's ``make_backend`` checks its own needs)."""
+def backend_for(resolution, options: Options, source: Source, dry_run: bool = False) -> Backend:
+    """The backend for the resolution's mode (each module's ``make_backend`` checks its own needs;
+    system mode's driver check becomes a note in a dry run)."""
     if resolution.mode == "conda":
         from tfgpu.installers.conda import make_backend
 
         return make_backend(resolution, options, source)
     if resolution.mode == "system":
         from tfgpu.installers.system import make_backend
-    else:
-        from tfgpu.installers.pip import make_backend
+
+        return make_backend(resolution, options, dry_run=dry_run)
+    from tfgpu.installers.pip import make_backend
+
     return make_backend(resolution, options)
 
 
@@ -60,7 +63,7 @@ def create(
     ``runner`` (a ``tfgpu.proc.Runner``) and ``backend`` default to the real ones; ``verify`` is
     the GPU check run at the end (``tfgpu.verify.run_verify``) unless ``options.verify`` is off."""
     reporter = reporter or Reporter()
-    backend = backend or backend_for(resolution, options, source)
+    backend = backend or backend_for(resolution, options, source, dry_run)
     if not options.force:
         done = backend.unchanged(name, prefix)
         if done is not None:  # e.g. system mode run again over the same files: nothing to do
@@ -78,7 +81,7 @@ def create(
     facts = backend.survey(resolution, location, options)
     steps = backend.plan(resolution, location, options, source, facts)
     if dry_run:
-        return CreateResult(location=location, steps=steps)
+        return CreateResult(location=location, steps=steps, notes=list(backend.dry_run_notes))
     final, display = prefix_for(name, prefix)
     refuse_link(final)
     if runner is None:

@@ -144,6 +144,8 @@ def _coplan(plan) -> None:
         for path in plan.colliding_paths:
             if path.endswith((".so", ".2", ".3", ".9")):
                 _out.print(f"    {escape(path)}")
+    if plan.ways_forward:  # numbered under their own heading, not read as more colliding files
+        _out.print("  ways forward, the first preferred:")
     for number, way in enumerate(plan.ways_forward, 1):
         _out.print(f"  {number}. {escape(way)}")
 
@@ -266,6 +268,8 @@ def repair_undone(done: dict) -> None:
 def dry_run(resolution, detected, result) -> None:
     """The plan, then every step with its exact command; nothing was touched."""
     plan(resolution, detected)
+    for line in result.notes:  # what a real run here would stop on (system mode without its driver)
+        _out.print(f"[yellow]note[/] {escape(line)}")
     _out.print(
         f"[bold]Steps[/] (dry run: nothing was changed; the env would go to {escape(str(result.location.prefix))})",
         whole=True,

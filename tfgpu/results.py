@@ -90,6 +90,7 @@ class Created(Result):
                 self.resolution.to_dict()
                 | self.lock
                 | {"dry_run": True, "prefix": self.prefix, "steps": [step.to_dict() for step in self.outcome.steps]}
+                | ({"notes": list(self.outcome.notes)} if self.outcome.notes else {})
             )
         done = self.outcome
         return {

@@ -401,11 +401,11 @@ def cmd_verify(settings: Settings) -> results.Result:
                 text(results.Verified(report, multiworker=True, failing=True))
             raise multiworker_failure(report | {"which_env": chosen})
         return results.Verified(report, multiworker=True, which_env=chosen)
-    if not settings.json:
-        note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow).")
+    from tfgpu.cli.endings import before_the_check
     from tfgpu.envs.location import safe_label
     from tfgpu.proc import Runner
 
+    before_the_check(settings, prefix, chosen)
     runner = Runner.for_operation(f"verify-{safe_label(prefix.name)}")
     report = run_verify(prefix, bench=settings.bench, runner=runner)
     if not report.get("ok"):

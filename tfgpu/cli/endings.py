@@ -52,6 +52,12 @@ def no_driver_here(report: dict | None, system=None) -> str | None:
     ``system``: the machine to ask (``tfgpu.detect.System``; tests give a recorded one)."""
     if not report or report.get("ok") or report.get("code") != "no-driver":
         return None
+    return no_driver_on_this_machine(system)
+
+
+def no_driver_on_this_machine(system=None) -> str | None:
+    """Why no GPU check can pass here (this machine has no NVIDIA driver at all, as detection reads
+    it in about a second), or None when some part of a driver is here (working or failing)."""
     from tfgpu.detect import System, probe
     from tfgpu.detect.platform_facts import WSL_LIB
 
@@ -71,6 +77,20 @@ def no_driver_here(report: dict | None, system=None) -> str | None:
     if not (isinstance(answer, str) and answer.startswith("libcuda.so.1: ") and "No such file" in answer):
         return None
     return f"no NVIDIA driver on this machine (no libcuda.so.1, no nvidia-smi, and no {DRIVER_DIR})"
+
+
+def before_the_check(settings: Settings, prefix, chosen: dict) -> None:
+    """``verify`` on a machine with no driver at all fails with ``no-driver`` before it imports
+    TensorFlow (seconds to minutes), as doctor knows it in a second; else it says it is importing."""
+    why = no_driver_on_this_machine()
+    if why is not None:
+        from tfgpu.verify import driverless_report, failure
+
+        raise failure(driverless_report(prefix, why) | {"which_env": chosen})
+    if not settings.json:
+        from tfgpu.cli.output import note
+
+        note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow).")
 
 
 def unchecked(settings: Settings, report: dict | None, prefix: str, name: str | None = None) -> dict | None:

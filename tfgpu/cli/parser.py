@@ -77,28 +77,61 @@ class Parser(argparse.ArgumentParser):
         self.argv = list(args) if args is not None else []
         return super().parse_known_args(args, namespace)
 
-    def error(self, message: str):  # noqa: D102 - argparse hook
+    def parse_args(self, args=None, namespace=None):  # noqa: D102 - unknown words get their own answer
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.unrecognized(extras)
+        return parsed
+
+    def unrecognized(self, words: list[str]):
+        """Words no parser took (argparse gathers them here, at the top, from the command's parser):
+        the option each looks like, and the help of the command that was parsed, which lists its
+        options (the top-level help lists only the commands)."""
+        from tfgpu.cli import typos
+        from tfgpu.console import shown
+
         argv = getattr(self, "argv", [])
-        if (
-            argv
-            and argv[0] in INTERPRETER_COMMANDS
-            and message.startswith("unrecognized arguments")
-            and any(word == "--python" or word.startswith("--python=") for word in argv)
+        commands = getattr(self, "commands", None)
+        command = argv[0] if argv and commands is not None and argv[0] in commands.choices else None
+        if command in INTERPRETER_COMMANDS and any(
+            word == "--python" or word.startswith("--python=") for word in words
         ):
             # The one option whose meaning changed: say where the old spelling went.
             raise UsageError(
                 "bad-arguments",
-                f"tfgpu-install {argv[0]}: --python is a Python version elsewhere; give "
+                f"tfgpu-install {command}: --python is a Python version elsewhere; give "
                 "an interpreter with --interpreter PATH.",
-                [f"`tfgpu-install {argv[0]} --interpreter ./env/bin/python`"],
+                [f"`tfgpu-install {command} --interpreter ./env/bin/python`"],
             )
+        owner = self if command is None else commands.choices[command]
+        others = {}
+        if command is not None:
+            # The other commands, to say which of them takes an option given to the wrong one.
+            whole = build_parser().commands.choices
+            others = {name: parser for name, parser in whole.items() if name != command}
+        answers = typos.unknown_options(words, owner, others)
+        # A word's line break would print a line of its own, so the words are shown escaped.
+        raise UsageError(
+            "bad-arguments",
+            " ".join([f"{owner.prog}: unrecognized arguments: {shown(' '.join(words))}.", *answers]),
+            [f"Run `{owner.prog} --help` for the options of {command}." if command else HELP_LINE],
+        )
+
+    def error(self, message: str):  # noqa: D102 - argparse hook
+        from tfgpu.cli import typos
         from tfgpu.console import shown
 
-        # argparse quotes some words (repr) and joins others raw ("unrecognized arguments: a b"): a
-        # word's line break would print a line of its own, so the whole message is shown escaped.
+        # argparse quotes some words (repr) and joins others raw: a word's line break would print
+        # a line of its own, so the whole message is shown escaped.
+        near = typos.invalid_choice(message, self)
         raise UsageError(
-            "bad-arguments", f"{self.prog}: {shown(message)}.", [f"Run `{self.prog} --help` for the accepted options."]
+            "bad-arguments",
+            " ".join([f"{self.prog}: {shown(message)}.", *([near] if near else [])]),
+            [f"Run `{self.prog} --help` for the accepted options."],
         )
+
+
+HELP_LINE = "Run `tfgpu-install --help` for the commands and the options they share."
 
 
 def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or system") -> None:
@@ -252,6 +285,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "--version", action="version", version=f"tfgpu-install {__version__}", help="print the version and exit"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    parser.commands = sub  # each command's own parser, for the answer to a word none of them took
     for name in COMMANDS:
         if command is None or name == command:
             help_text, fill = GRAMMAR[name]
@@ -274,9 +308,15 @@ def with_default_command(argv: list[str]) -> list[str]:
     if argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
         return argv
     if not argv[0].startswith("-"):
+        from tfgpu.cli.typos import closest
+
+        near = closest(argv[0], COMMANDS)
         raise UsageError(
             "unknown-command",
-            f"{argv[0]!r} is not a tfgpu-install command.",
-            [f"Commands: {', '.join(COMMANDS)}; or the bare form `tfgpu-install --tf 2.13 --mode conda`."],
+            f"{argv[0]!r} is not a tfgpu-install command." + (f" Did you mean {near}?" if near else ""),
+            [
+                *([f"`tfgpu-install {near} --help` shows what {near} does and takes."] if near else []),
+                f"Commands: {', '.join(COMMANDS)}; or the bare form `tfgpu-install --tf 2.13 --mode conda`.",
+            ],
         )
     return ["create", *argv]

@@ -47,6 +47,36 @@ _NOT_OFFLINE = re.compile(
 )
 
 
+# An index that answered a resolve and failed the install a moment later: a server error or a
+# connection cut mid-transfer (uv's own retries spent), as a mirror or CDN between two states gives.
+_TRANSIENT = re.compile(
+    r"(status code:? 5\d\d|\b50[0234] (?:Internal|Bad Gateway|Service|Gateway)|connection reset|"
+    r"connection closed before|error decoding response body|unexpected EOF|request or response body error)",
+    re.I,
+)
+
+
+def _canonical(requirement: str) -> str:
+    name, _, version = requirement.partition("==")
+    return f"{re.sub(r'[-_.]+', '-', name).lower()}=={version}"
+
+
+def looks_transient(output: str, pins: list[str]) -> tuple[str, list[str]] | None:
+    """Why a failed install, right after a resolve against the same index chose ``pins``, looks
+    like the index's passing state rather than the build's fault, and the names of the pins it
+    stopped serving (for ``--refresh-package``); None when it does not. uv said, say, "there is no
+    version of grpcio==1.85.4" for the grpcio==1.85.4 it had just chosen."""
+    chosen = {_canonical(pin) for pin in pins}
+    gone = [req for req in lacking(output) if "==" in req and _canonical(req) in chosen]
+    if gone:
+        return f"the index offered {', '.join(gone)} to the resolve and not to the install", [
+            req.partition("==")[0] for req in gone
+        ]
+    if _NO_NETWORK.search(output) or _TRANSIENT.search(output):
+        return "the index answered the resolve and then failed the install", []
+    return None
+
+
 def find_uv() -> str | None:
     """The uv binary shipped by the ``uv`` package, else one on PATH."""
     try:

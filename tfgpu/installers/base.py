@@ -183,6 +183,9 @@ class Backend(ABC):
     """Whether envs are built at their final path (see ``Location.in_place``)."""
     cache_note = ""
     """Which uv cache the mode's uv commands use, and why (written into the operation's log)."""
+    dry_run_notes: list[str] = []  # noqa: RUF012 - replaced per instance, never mutated
+    """What a dry run shows above its steps that a real run would refuse on (system mode on a host
+    without the driver its toolkit needs)."""
 
     def unchanged(self, name: str | None, prefix: str | None) -> Outcome | None:
         """The outcome when the env is already exactly in place (re-running is then a no-op), else
@@ -247,18 +250,23 @@ def _write(step: Step, context: Context) -> None:
     )
 
 
-def install_failed(step: Step, done, log_path: Path | None, options: Options, location=None, alone=None):
+def install_failed(step: Step, done, log_path: Path | None, options: Options, location=None, alone=None, why=""):
     """What a failed command of a build means: the ``install-failed`` error, from the engine's facts
     (``tfgpu.engines.uv.run_failure``) and what this build's options make the way forward: a missing
     network points at a local wheel directory, a package ``--offline`` could not find at where to put it.
     ``alone``: the failed run of the same command from the wheel directory alone (:func:`directory_first`),
     which names what the directory lacks (the run with uv's cache may name a package the directory has,
-    shadowed by the index's cached answer)."""
+    shadowed by the index's cached answer). ``why``: it failed twice as an index between states does."""
     from tfgpu.engines.uv import lacking, run_failure
     from tfgpu.errors import OperationError
 
     facts = run_failure(step.argv, done, location)
     alternatives = []
+    if why:
+        alternatives.append(
+            f"This looks transient ({why}, on a second try as well: an index or its mirror between two "
+            "states). The same command again in a few minutes may succeed."
+        )
     if facts.unreachable and not options.offline:
         alternatives.append(
             "No network? Build from a local wheel directory (--find-links DIR --offline), or with "
@@ -349,9 +357,29 @@ def _run(step: Step, context: Context):
         if second.returncode != 0:
             raise install_failed(again, second, context.runner.log_path, context.options, context.location, done)
         return second
+    if done.returncode != 0 and (transient := _transient(step, done, context)) is not None:
+        why, names = transient
+        context.reporter.note(f"{why}: once more")
+        step = replace(step, argv=(*step.argv, *(f"--refresh-package={name}" for name in names)))
+        done = _attempt(step, context)
+        if done.returncode != 0:
+            raise install_failed(step, done, context.runner.log_path, context.options, context.location, why=why)
     if done.returncode != 0:
         raise install_failed(step, done, context.runner.log_path, context.options, context.location)
+    if step.kind == StepKind.RESOLVE:
+        context.facts["resolved"] = Path(step.writes[0])  # its pins: what a later install may not find
     return done
+
+
+def _transient(step: Step, done, context: Context) -> tuple[str, list[str]] | None:
+    """Why a uv install that failed after this build's resolve looks like the index's passing state
+    (``tfgpu.engines.uv.looks_transient``), to try once more; offline, no index changes its answer."""
+    from tfgpu.engines.uv import exact_pins, looks_transient
+
+    lock = context.facts.get("resolved")
+    if lock is None or context.options.offline or step.kind != StepKind.RUN or "install" not in step.argv[1:3]:
+        return None
+    return looks_transient(done.output, exact_pins(untrusted.read_text(lock, untrusted.PIP_LOCK)))
 
 
 def directory_first(

@@ -255,13 +255,14 @@ def _toolkit_activation(step: Step, context: Context) -> None:
     context.outcome.notes.append(f"CUDA from {place.final}: {len(layout.preload)} libraries preloaded by the load hook")
 
 
-def check_driver(resolution) -> None:
-    """The tool never installs a driver: a missing or too old one stops system mode first."""
+def driver_problem(resolution) -> ImpossibleError | None:
+    """Why this machine's driver cannot run the toolkit (missing, or older than the CUDA needs),
+    or None. The tool never installs a driver, so a build stops on it before anything happens."""
     from tfgpu.resolver.drivers import driver_at_least
 
     need = resolution.min_driver
     if not resolution.driver:
-        raise ImpossibleError(
+        return ImpossibleError(
             "driver-missing",
             f"No NVIDIA driver was found; TF {resolution.tensorflow} (CUDA {resolution.cuda}) needs "
             f"driver >= {need}, and tfgpu-install never installs drivers.",
@@ -271,25 +272,41 @@ def check_driver(resolution) -> None:
             ],
         )
     if need and not driver_at_least(resolution.driver, need):
-        raise ImpossibleError(
+        return ImpossibleError(
             "driver-too-old",
             f"TF {resolution.tensorflow} (CUDA {resolution.cuda}) needs NVIDIA driver >= {need}; "
             f"the driver is {resolution.driver}. tfgpu-install never installs drivers.",
             [f"Upgrade the NVIDIA driver to {need} or newer, then run again."],
         )
+    return None
 
 
-def make_backend(resolution, options) -> SystemBackend:
-    """system mode for ``resolution``: the driver is checked, the downloads must be verifiable."""
+def dry_run_note(resolution, problem: ImpossibleError) -> str:
+    """What a dry run says instead of refusing: the steps are shown (an admin reads them on a login
+    node that has no GPU), and which driver they need before they can run."""
+    need = resolution.min_driver
+    found = "no NVIDIA driver detected here" if problem.code == "driver-missing" else f"driver {resolution.driver} here"
+    return (
+        f"Driver: {found}; these steps need NVIDIA driver >= {need} (CUDA {resolution.cuda}), which "
+        f"tfgpu-install never installs: a real run on this machine stops first with {problem.code}."
+    )
+
+
+def make_backend(resolution, options, *, dry_run: bool = False) -> SystemBackend:
+    """system mode for ``resolution``: the driver is checked (a dry run notes what it lacks instead
+    of refusing), the downloads must be verifiable."""
     from tfgpu.installers.pip import make_backend as pip_backend
     from tfgpu.paths import cache_root
 
-    check_driver(resolution)
-    items = nvidia.artifacts(resolution)
-    problem = nvidia.unverifiable(items)
-    if problem is not None:
+    problem = driver_problem(resolution)
+    if problem is not None and not dry_run:
         raise problem
+    items = nvidia.artifacts(resolution)
+    unverifiable = nvidia.unverifiable(items)
+    if unverifiable is not None:
+        raise unverifiable
     pip = pip_backend(resolution, options)
     backend = SystemBackend(resolution, pip, items, cache_root() / "downloads")
     backend.cache_note = pip.cache_note
+    backend.dry_run_notes = [dry_run_note(resolution, problem)] if problem is not None else []
     return backend

@@ -33,6 +33,22 @@ CUDA12_CONDA = (
 _DATA = "A requirement from the release data"
 
 
+def _counted(specs) -> str:
+    """How many of an extra's requirements are exact pins (``==12.5.82``) and how many ranges
+    (``<10.0,>=9.10.2.21``): "12 requirements, all ranges", not "12 pins" after a warning that the
+    extra gives ranges."""
+    specs = list(specs)
+    exact = sum(1 for spec in specs if spec.strip().startswith("==") and "," not in spec and "*" not in spec)
+    if exact == len(specs):
+        return f"{len(specs)} requirements, all exact pins"
+    if exact == 0:
+        return f"{len(specs)} requirements, all version ranges"
+    ranged = len(specs) - exact
+    return (
+        f"{len(specs)} requirements: {exact} exact pin{'s' * (exact > 1)}, {ranged} version range{'s' * (ranged > 1)}"
+    )
+
+
 def quirks_for(release: tables.Release, mode: str, python: str | None) -> list[tables.Quirk]:
     """Known problems of ``release`` that matter for ``mode`` (and ``python``, where given)."""
     return [
@@ -78,7 +94,7 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
         pins = tuple(requirement(dist, spec, what=_DATA) for dist, spec in sorted(release.and_cuda.items()))
         notes = [
             f"CUDA libraries from the {extra} extra of TF {release.version} (read from its wheel; "
-            f"packages.cuda_extra lists its {len(pins)} pins)."
+            f"packages.cuda_extra lists its {_counted(release.and_cuda.values())})."
         ]
         floor = _ptxas_floor(release)
         if floor:

@@ -36,6 +36,27 @@ def _env_python(prefix: Path) -> Path:
     return python
 
 
+def driverless_report(prefix: Path, why: str) -> dict:
+    """The report of a check that cannot pass because this machine has no NVIDIA driver at all
+    (``why``, from detection, which knows it in about a second): TensorFlow, whose import takes
+    seconds to minutes, is not imported to find it out. A directory that is not an env is still
+    ``not-an-env``."""
+    _env_python(prefix)
+    return {
+        "ok": False,
+        "code": "no-driver",
+        "reason": f"{why[:1].upper()}{why[1:]}: libcuda.so.1 cannot be loaded. TensorFlow was not "
+        "imported: no GPU check can pass without a driver.",
+        "tensorflow_imported": False,
+        "gpus": [],
+        "build_info": {},
+        "libraries": {},
+        "log": [],
+        "prefix": str(prefix),
+        "log_path": None,
+    }
+
+
 def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=None) -> dict:
     """Run the check with ``prefix``'s Python; the report, with TensorFlow's notable log lines."""
     from tfgpu.proc import Runner

@@ -1,7 +1,7 @@
 # Sets up a venv's CUDA libraries exactly as tfgpu-install does: it runs tfgpu-install's own
 # activation module (tfgpu/envs/activation.py) with its templates, which the generated script
 # wrote beside this file. Usage: python activate_env.py ENV_PREFIX FILES_DIR. Files in the env
-# are rewritten only when their content differs (idempotent).
+# are rewritten only when their content differs (idempotent: a second run changes nothing).
 import json
 import os
 import stat
@@ -109,6 +109,20 @@ site = str(found[0].relative_to(root))
 rows = files / "dlopened.json"  # the names CUDA libraries dlopen themselves, provided inside the env
 dlopened = tuple(json.loads(rows.read_text(encoding="utf-8"))) if rows.is_file() else ()
 layout = module.read_layout(root, site, dlopened)
+# read_layout leaves out a dlopen link that is already in place. The links an earlier run made
+# (layout.json lists them) that are still there as it made them stay in the layout, so that a run
+# again (after a failed GPU check, say) writes the same layout.json: nothing changes.
+recorded, kept = read_own(root / "etc" / "tfgpu" / "layout.json", root), []
+try:
+    kept = [(str(path), str(target)) for path, target in json.loads(recorded[0])["links"]] if recorded else []
+except (ValueError, KeyError, TypeError):
+    kept = []
+kept = [(path, target) for path, target in kept
+        if _inside(os.path.dirname(str(root / path)), root) and os.path.islink(root / path)
+        and os.readlink(root / path) == target]
+if kept:
+    import dataclasses
+    layout = dataclasses.replace(layout, links=tuple(dict.fromkeys([*kept, *map(tuple, layout.links)])))
 module.write_venv_activation(root, layout)
 print(json.dumps({"changed": changed, "preload": len(layout.preload), "lib_dirs": list(layout.lib_dirs),
                   "links": len(layout.links)}))
