@@ -45,15 +45,39 @@ def orders(frameworks: tuple[str, ...]) -> list[list[str]]:
     return result
 
 
-def _exit_text(code: int, timeout: float | None = None) -> str:
-    if code == 124 and timeout is not None:  # the runner's status for a child it stopped at the timeout
+def stopped_at_timeout(done, timeout: float) -> bool:
+    """Whether the runner stopped ``done`` at ``timeout``. It gives such a child status 124, but a
+    framework may exit 124 itself (``sys.exit(124)`` at import): only a child that ran the whole
+    timeout was stopped."""
+    return done.returncode == 124 and done.seconds >= timeout
+
+
+def ended(done, timeout: float) -> str:
+    """How a check's process ended, in words: an exit with its code, a crash with its signal, or a
+    hang (only a real timeout)."""
+    code = done.returncode
+    if stopped_at_timeout(done, timeout):
         return f"stopped after {timeout:.0f} s (a hang)"
     if code < 0:
         try:
-            return f"killed by {signal.Signals(-code).name}"
+            return f"killed by {signal.Signals(-code).name} (a crash)"
         except ValueError:
-            return f"killed by signal {-code}"
+            return f"killed by signal {-code} (a crash)"
     return f"exit {code}"
+
+
+STDERR_TAIL = 4
+"""The last lines of a check's stderr said with an exit or a crash (all of it is in the log)."""
+
+
+def stderr_tail(done) -> str:
+    """The last :data:`STDERR_TAIL` non-empty lines of ``done``'s stderr, on one line, controls out
+    and cut to 400 characters: what said why it exited (a framework's message before sys.exit)."""
+    from tfgpu.controls import character_class
+
+    lines = [line.strip() for line in done.stderr.splitlines()[-200:] if line.strip()][-STDERR_TAIL:]
+    text = re.sub(character_class(), "", " | ".join(lines))
+    return text if len(text) <= 400 else "…" + text[-399:]
 
 
 def run_frameworks(prefix: Path, frameworks: tuple[str, ...], timeout: float = 600, runner=None) -> dict:
@@ -85,16 +109,19 @@ def run_frameworks(prefix: Path, frameworks: tuple[str, ...], timeout: float = 6
                 steps.append(step)
             finished = [step.get("framework") for step in steps]
             ok = done.returncode == 0 and finished == order and all(step.get("ok") for step in steps)
-            entry = {"order": order, "ok": ok, "exit": _exit_text(done.returncode, timeout), "steps": steps}
+            how = ended(done, timeout)
+            entry = {"order": order, "ok": ok, "exit": how, "steps": steps}
             if not ok:
                 missing = [name for name in order if name not in finished]
                 failed = [
                     f"{s.get('framework')}: {s.get('error') or 'not on the GPU'}" for s in steps if not s.get("ok")
                 ]
-                entry["reason"] = "; ".join(
-                    failed
-                    + ([f"{_exit_text(done.returncode, timeout)} before {missing[0]} finished"] if missing else [])
-                ) or _exit_text(done.returncode, timeout)
+                tail = "" if stopped_at_timeout(done, timeout) else stderr_tail(done)
+                if tail:
+                    entry["stderr_tail"] = tail
+                said = f"{how} before {missing[0]} finished" if missing else ""
+                said += f" (its stderr ends: {tail})" if said and tail else ""
+                entry["reason"] = "; ".join(failed + ([said] if said else [])) or how
             report["orders"].append(entry)
     report["ok"] = all(entry["ok"] for entry in report["orders"])
     return report
