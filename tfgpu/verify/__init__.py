@@ -49,7 +49,7 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
             clean=False,
             env=NO_BYTECODE,
         )
-    from tfgpu.verify.frameworks import ended, stderr_tail, stopped_at_timeout
+    from tfgpu.verify.ending import ended, stderr_tail, stopped_at_timeout
 
     if stopped_at_timeout(done, timeout):
         raise OperationError(

@@ -9,12 +9,12 @@ step that finished, and the check fails naming the order and the signal.
 from __future__ import annotations
 
 import re
-import signal
 from importlib.resources import as_file, files
 from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import OperationError, UsageError
+from tfgpu.verify.ending import ended, stderr_tail, stopped_at_timeout
 
 FRAMEWORKS = ("torch", "jax")
 
@@ -43,41 +43,6 @@ def orders(frameworks: tuple[str, ...]) -> list[list[str]]:
     for first in frameworks:
         result.append([first, *(f for f in frameworks if f != first), "tensorflow"])
     return result
-
-
-def stopped_at_timeout(done, timeout: float) -> bool:
-    """Whether the runner stopped ``done`` at ``timeout``. It gives such a child status 124, but a
-    framework may exit 124 itself (``sys.exit(124)`` at import): only a child that ran the whole
-    timeout was stopped."""
-    return done.returncode == 124 and done.seconds >= timeout
-
-
-def ended(done, timeout: float) -> str:
-    """How a check's process ended, in words: an exit with its code, a crash with its signal, or a
-    hang (only a real timeout)."""
-    code = done.returncode
-    if stopped_at_timeout(done, timeout):
-        return f"stopped after {timeout:.0f} s (a hang)"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name} (a crash)"
-        except ValueError:
-            return f"killed by signal {-code} (a crash)"
-    return f"exit {code}"
-
-
-STDERR_TAIL = 4
-"""The last lines of a check's stderr said with an exit or a crash (all of it is in the log)."""
-
-
-def stderr_tail(done) -> str:
-    """The last :data:`STDERR_TAIL` non-empty lines of ``done``'s stderr, on one line, controls out
-    and cut to 400 characters: what said why it exited (a framework's message before sys.exit)."""
-    from tfgpu.controls import character_class
-
-    lines = [line.strip() for line in done.stderr.splitlines()[-200:] if line.strip()][-STDERR_TAIL:]
-    text = re.sub(character_class(), "", " | ".join(lines))
-    return text if len(text) <= 400 else "…" + text[-399:]
 
 
 def run_frameworks(prefix: Path, frameworks: tuple[str, ...], timeout: float = 600, runner=None) -> dict:
