@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,35 @@ def test_symbol_and_string_tables_past_a_files_share_are_refused_before_they_are
         with pytest.raises(elf.Unfinished, match="symbol table with its names asks for more than the 33,554,432"):
             elf.parse_exports(image)
     assert budget.spent < 64 * 1024  # the headers, not the tables
+
+
+def test_create_of_a_two_stack_env_whose_framework_library_is_crafted_says_it_was_not_fully_read(
+    tmp_path, local_wheels, tool_env
+):
+    """The load hook's planning at create reads TensorFlow's framework library's symbol table (which
+    CUDA APIs it re-exports); a crafted one (25 MB, a million symbols) is refused by its size, the
+    env is still built, and create's notes name the file."""
+    from test_two_stacks import TARGET, tensorflow_also_requiring
+
+    wheels = tensorflow_also_requiring(
+        local_wheels, tmp_path / "wheels", "nvidia-nccl-cu12==2.32.3", "nvidia-nccl-cu13==2.32.3"
+    )
+    stack_wheels(wheels)
+    crafted = crafted_library(tmp_path / "lib" / FRAMEWORK, "libtensorflow_framework.so.2", needed=0)
+    (tensorflow,) = wheels.glob("tensorflow-2.21.0-*.whl")
+    with zipfile.ZipFile(tensorflow) as wheel:
+        requires = [
+            line.split(": ", 1)[1]
+            for line in wheel.read("tensorflow-2.21.0.dist-info/METADATA").decode().splitlines()
+            if line.startswith("Requires-Dist: ")
+        ]
+        files = {name: wheel.read(name) for name in wheel.namelist() if ".dist-info/" not in name}
+    tensorflow.unlink()
+    wheelhouse.wheel(wheels, "tensorflow", "2.21.0", {**files, FRAMEWORK: crafted.read_bytes()}, requires, ["and-cuda"])
+    prefix = tmp_path / "env"
+    argv = ("create", *TARGET, "--prefix", str(prefix), "--find-links", str(wheels), "--offline", "--no-verify")
+    done = run_process(*argv, "--json", env=tool_env, timeout=HANG)
+    assert done.returncode == 0, done.stderr
+    site = site_of(prefix).relative_to(prefix)
+    [note] = [n for n in json.loads(done.stdout)["notes"] if "not fully read" in n]
+    assert note.startswith(f"for the load hook's order, {site}/{FRAMEWORK}: not fully read: its symbol table")

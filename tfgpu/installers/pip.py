@@ -345,7 +345,7 @@ def _wheel_activation(step: Step, context: Context) -> None:
         layout = activation.read_layout(staging, site, tables.dlopened_names())
         other = ownership.other_stack_first(staging / site, reads)
     for line in unfinished_lines(reads, staging):  # the hook may miss what such a library would have added
-        context.outcome.notes.append(f"a library was not fully read for the load hook's order: {line}")
+        context.outcome.notes.append(f"for the load hook's order, {line}")
     layout = replace(layout, other_first=other)
     activation.write_venv_activation(staging, layout)
     context.outcome.notes.append(f"{len(layout.preload)} CUDA libraries preloaded by the load hook")
