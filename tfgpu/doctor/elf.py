@@ -40,9 +40,11 @@ that far, so a file whose names never end cannot make each lookup scan the rest 
 DYNAMIC_LIMIT = 4096
 """The most dynamic-section entries read: a real library has a few dozen tags and at most a few
 hundred NEEDED; a segment that claims gigabytes of entries without a DT_NULL is cut here."""
-SYMBOL_LIMIT = 1 << 20
+SYMBOL_LIMIT = 1 << 18
 """The most dynamic symbols read (TensorFlow's framework library exports about 100,000): a table
-that claims more is not read at all, and says so (:class:`Unfinished`)."""
+that claims more is not read at all, and says so (:class:`Unfinished`). Each symbol is a step of
+Python (a million of them took 8 s on a loaded machine), so this bounds the time as the budget
+bounds the bytes."""
 PAGE = 1 << 12
 PAGES_KEPT = 1024
 """An :class:`Image` keeps at most this many pages (4 MiB) read; reading on drops them all."""
@@ -336,5 +338,9 @@ def _exports(image: Image) -> frozenset[str] | None:
         end = window.find(b"\0", offset - start, offset - start + NAME_LIMIT)
         if end < 0:
             raise ValueError("a name without an end")
+        # Names may overlap (each a suffix of the one before): what they hold counts, not only
+        # what was fetched, so a quarter million 4 KiB names cannot fill memory.
+        image.budget.charge(end - (offset - start), image.spent, image.cap, "its symbol names")
+        image.spent += end - (offset - start)
         names.add(window[offset - start : end].decode("utf-8", "replace"))
     return frozenset(names)
