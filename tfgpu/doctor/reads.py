@@ -6,7 +6,10 @@ two dozen rows may name one library through links. Hashing such a file whole, or
 once per row that names it, makes doctor slow or hang; so every check of one run asks one
 :class:`RunReads` (made with the run's :class:`~tfgpu.doctor.envfacts.EnvFacts`, never shared between
 runs), which opens files only through :mod:`tfgpu.untrusted` (regular files only, opened without
-blocking) and says what it did not hash and why rather than nothing.
+blocking) and says what it did not hash and why rather than nothing. Libraries are read within one
+:class:`tfgpu.doctor.elf.Budget` of bytes (per file and for the run), each question only when asked
+(the symbol table only by the two-stack checks), and a library past it is kept in ``unfinished``
+for the command to name: doctor's ``env.library-reads``, the repair plan's and create's notes.
 """
 
 from __future__ import annotations
