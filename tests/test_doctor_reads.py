@@ -136,9 +136,9 @@ def test_each_library_is_read_once_a_run_however_many_rows_name_it(tmp_path, mon
 
     # Each row opens the file to learn which file it is (its fstat); its bytes are read, and its
     # headers parsed, once.
-    def counting(stream, size, source):
+    def counting(stream, size, source, budget=None):
         parsed.append(source)
-        return real(stream, size, source)
+        return real(stream, size, source, budget)
 
     monkeypatch.setattr(elf.Image, "of_stream", counting)
     report = run_doctor(root=tmp_path / "env", host=host(), environ={})

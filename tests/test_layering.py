@@ -723,3 +723,50 @@ def test_plan_imports_only_what_it_uses(tmp_path):
     ours = {name for name in loaded if name.split(".")[0] == "tfgpu"}
     assert sorted(ours - PLAN_MAY_IMPORT) == []
     assert sorted(name for name in loaded if name in PLAN_NEEDS_NOT or name.split(".")[0] in PLAN_NEEDS_NOT) == []
+
+
+_LIBRARY_READERS = {"read_dynamic", "parse_dynamic", "unversioned_exports", "parse_exports", "Image"}
+
+
+def library_reads_around_the_door(source: str) -> list[str]:
+    """Each use in ``source`` of the ELF reader's entry points (``elf.parse_dynamic``, ``Image`` …),
+    or of the ELF magic, which would parse a library without the run's byte budget."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in _LIBRARY_READERS:
+            if isinstance(node.value, ast.Name) and node.value.id == "elf":
+                found.append(f"line {node.lineno}: elf.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("doctor.elf"):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name in _LIBRARY_READERS]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, bytes) and b"\x7fELF" in node.value:
+            found.append(f"line {node.lineno}: the ELF magic")
+    return found
+
+
+def test_libraries_are_read_only_through_the_runs_budgeted_reader():
+    """An env's libraries are parsed only by ``tfgpu.doctor.elf`` and only through
+    ``tfgpu.doctor.reads.RunReads``, which passes the run's byte budget (per file and in all) and
+    keeps what was not fully read for the command to say: a reader that went around it would read
+    a crafted library unbounded, or take it silently for no library."""
+    offenders = {}
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in ("doctor/elf.py", "doctor/reads.py") or relative in IN_TARGET_ENV:
+            continue
+        found = library_reads_around_the_door(path.read_text(encoding="utf-8"))
+        if found:
+            offenders[relative] = found
+    assert offenders == {}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from tfgpu.doctor import elf\nelf.parse_exports(data)\n",
+        "from tfgpu.doctor import elf\nimage = elf.Image.of_bytes(data)\n",
+        "from tfgpu.doctor.elf import read_dynamic\n",
+        "ok = head[:4] == b'\\x7fELF'\n",
+    ],
+)
+def test_the_library_door_check_sees_each_way_around(source):
+    assert library_reads_around_the_door(source)

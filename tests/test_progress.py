@@ -432,3 +432,60 @@ def test_piped_a_pip_download_ends_with_a_plain_line_of_its_bytes(tmp_path, pip_
     assert lines and re.fullmatch(
         r"  bigpkg 1\.0: 3\.1 MB of 3\.1 MB \(100%\), [\d.]+ [kMG]?B/s in 0:0\d", lines[-1]
     ), lines
+
+
+HANG = 60
+"""Seconds a reader may take before it counts as hung (each case takes well under one)."""
+_READERS = """
+import sys, time
+from tfgpu.engines.pip_progress import PipProgress
+from tfgpu.engines.uv_progress import UvProgress
+from tfgpu.progress import RecordingReporter
+
+def feed(reader, text, piece=4096):
+    for start in range(0, len(text), piece):
+        reader.feed(text[start : start + piece])
+    reader.finish()
+
+MIB = 1 << 20
+for unit in sys.argv[1:]:
+    line = "Preparing packages...\\n" + unit * (MIB // len(unit)) + "\\nPreparing packages...\\n"
+    for cls in (UvProgress, PipProgress):
+        reporter = RecordingReporter()
+        feed(cls(reporter), line)
+        print(cls.__name__, "line", repr(unit), reporter.transfers())
+frame = "Preparing packages... (0/1)\\n" + "tensorflow ------------------------------ {} MiB/600.00 MiB\\n"
+stream = "".join(frame.format(f"{n % 600}.00") for n in range(10 * MIB // len(frame)))
+reporter = RecordingReporter()
+feed(UvProgress(reporter), stream)
+print("UvProgress stream", reporter.transfers()[-1], len(stream))
+pip = "  Downloading https://files.example/x-1.0-py3-none-any.whl (600.0 MB)\\r\\n"
+pip += "".join(f"   ━━━━━━━ {n % 600}.0/600.0 MB 9.0 MB/s\\r" for n in range(10 * MIB // 40))
+reporter = RecordingReporter()
+feed(PipProgress(reporter), pip)
+print("PipProgress stream", reporter.transfers("x 1.0")[-1], len(pip))
+"""
+
+
+LINE_UNITS = ("a", "a ", " ", "9", "-", "x ----", "\x1b[0", "\x1b]0;", "tf ---- 1")
+"""What the 1 MB lines repeat: runs of name characters, spaces, digits, dashes, unfinished escapes."""
+
+
+def test_every_progress_reader_reads_a_1_mb_line_and_a_10_mb_stream_in_linear_time():
+    """A child that draws a 1 MB line and redraws its bar for 10 MB: uv's reader took 38 s on a
+    32 KiB line of name characters (each position of the run began a scan to its end: a 1 MB line,
+    hours). Run in a process of its own under a timeout that only catches a hang; junk yields no
+    numbers and the bars' numbers are still read."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _READERS, *LINE_UNITS], capture_output=True, text=True, timeout=HANG
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"1 MB lines of {LINE_UNITS} and a 10 MB stream took more than {HANG} s to read")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[: 2 * len(LINE_UNITS)] == [
+        f"{reader} line {unit!r} []" for unit in LINE_UNITS for reader in ("UvProgress", "PipProgress")
+    ]
+    assert lines[-2].startswith("UvProgress stream (629145600, 629145600)")
+    assert lines[-1].startswith("PipProgress stream (600000000, 600000000)")

@@ -114,7 +114,7 @@ def test_a_crash_in_one_order_fails_naming_the_order_and_the_signal(tmp_path, to
     assert "tensorflow then torch" in error["message"] and "SIGFPE" in error["message"]
     assert any("repair" in way for way in error["alternatives"])
     first, second = document["details"]["orders"]
-    assert first["exit"] == "killed by SIGFPE" and [s["framework"] for s in first["steps"]] == ["tensorflow"]
+    assert first["exit"] == "killed by SIGFPE (a crash)" and [s["framework"] for s in first["steps"]] == ["tensorflow"]
     assert second["ok"], second  # torch first: both computed
 
 
@@ -140,3 +140,48 @@ def test_an_order_that_hangs_is_stopped_and_named(tmp_path):
     report = run_frameworks(prefix, ("torch",), timeout=3)
     assert not report["ok"]
     assert all("stopped after 3 s" in entry["reason"] for entry in report["orders"]), report
+
+
+EXITS_AT_IMPORT = {
+    "sys.exit(3)": ("import sys\nsys.stderr.write('torch: no CUDA 13 driver here\\n')\nsys.exit(3)\n", "exit 3"),
+    "os._exit(124)": (
+        "import os, sys\nsys.stderr.write('torch: giving up\\n')\nsys.stderr.flush()\nos._exit(124)\n",
+        "exit 124",
+    ),
+    "sys.exit(0)": ("import sys\nsys.exit(0)\n", "exit 0"),
+    "SIGSEGV": ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "killed by SIGSEGV (a crash)"),
+}
+
+
+@pytest.mark.parametrize("how", list(EXITS_AT_IMPORT))
+def test_a_framework_that_exits_or_crashes_at_import_is_said_as_such_never_a_hang(tmp_path, tool_env, how):
+    """A stand-in torch whose import exits (with 3; with 124, the status the runner gives a child it
+    stopped at its timeout; with 0) or crashes: the report names the exit and its code, or the
+    crash and its signal, with the tail of its stderr; never "a hang", which only a real timeout is."""
+    source, said = EXITS_AT_IMPORT[how]
+    prefix = fake_env(tmp_path / "env")
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    (site / "torch" / "__init__.py").write_text(source)
+    done = run_tool("verify", "--prefix", str(prefix), "--with", "torch", "--json", env=tool_env)
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    error = document["error"]
+    assert error["code"] == "frameworks-failed" and "hang" not in error["message"]
+    first, second = document["details"]["orders"]
+    assert first["exit"] == said and [s["framework"] for s in first["steps"]] == ["tensorflow"]
+    assert second["exit"] == said and second["steps"] == []
+    assert first["reason"].startswith(f"{said} before torch finished")
+    if "stderr" in source:
+        assert first["stderr_tail"].startswith("torch: ") and "(its stderr ends: torch: " in first["reason"]
+    shown = run_tool("verify", "--prefix", str(prefix), "--with", "torch", env=tool_env)
+    assert shown.returncode == 1 and f"({said})" in shown.stdout and "hang" not in shown.stdout + shown.stderr
+
+
+def test_tensorflow_exiting_124_at_import_is_an_exit_not_a_timeout(tmp_path, tool_env):
+    """The plain GPU check: TensorFlow's import exiting with the runner's timeout status is no timeout."""
+    prefix = fake_env(tmp_path / "env")
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    (site / "tensorflow" / "__init__.py").write_text("import sys\nsys.stderr.write('tf: bye\\n')\nsys.exit(124)\n")
+    done = run_tool("verify", "--prefix", str(prefix), "--json", env=tool_env)
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] != "verify-timeout" and "ran past" not in error["message"], error

@@ -206,6 +206,11 @@ def repair_plan(plan: dict, prefix) -> None:
 
 
 def _left_open(plan: dict, console) -> None:
+    for line in plan.get("not_fully_read", ()):
+        console.print(
+            f"  [yellow]not fully read[/]: {escape(line)}; the load hook's order may miss that library "
+            "(reinstall the wheel that ships it, then repair again)"
+        )
     for item in plan.get("left_open", ()):
         console.print(
             f"  [yellow]left open[/]: {escape(item['path'])} links out of the env ({escape(item['links_to'])}) and the "

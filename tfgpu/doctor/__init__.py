@@ -63,11 +63,19 @@ def run_doctor(
             )
         )
         return report
+    _env_findings(report, env, host, environ)
+    # Last, for every library any check above read: one that asked for more than the run's read
+    # budget has an unknown answer, which is said rather than taken for "no library".
+    report.findings += _unfinished(env)
+    return report
+
+
+def _env_findings(report: Report, env, host, environ: dict[str, str]) -> None:
     report.findings += _guarded(env_checks.python_supported, env, host)
     report.findings += _guarded(env_checks.cuda_build, env, host)
     report.findings += _guarded(mixed_checks.check, env)
     if not env.tf_version or not env.build_info.get("is_cuda_build"):
-        return report
+        return
     from tfgpu.doctor import closed
     from tfgpu.doctor.libraries import dlopen_callers, load_in_child, resolve_libraries
 
@@ -76,7 +84,7 @@ def run_doctor(
         probe = load_in_child(resolved, dlopen_callers(env.root, env.site_packages))
     except OSError as error:
         report.findings.append(_unreadable("env.readable", error))
-        return report
+        return
     report.target["libraries"] = [
         {"soname": r.soname, "path": r.path, "via": r.via, "version": r.version, "loaded": r.loaded} for r in resolved
     ]
@@ -90,7 +98,26 @@ def run_doctor(
     report.findings += _guarded(closed.closed, env, resolved, probe, environ)
     report.findings += _guarded(env_checks.release_bugs, env, resolved)
     report.findings += _guarded(env_checks.xla_tools, env, host, environ)
-    return report
+
+
+def _unfinished(env) -> list[Finding]:
+    from tfgpu.doctor.findings import warn
+    from tfgpu.doctor.reads import unfinished_lines
+
+    lines = unfinished_lines(env.reads, env.root)
+    if not lines:
+        return []
+    return [
+        warn(
+            "env.library-reads",
+            f"{len(lines)} librar{'y was' if len(lines) == 1 else 'ies were'} not fully read: what doctor says "
+            f"of {'it' if len(lines) == 1 else 'them'} is incomplete",
+            "A real CUDA library's ELF tables are a few MiB at most: check the file (`readelf -d PATH`) and "
+            "reinstall the wheel that ships it (`uv pip install --reinstall --no-deps NAME==VERSION`)",
+            *lines[:12],
+            *([f"... and {len(lines) - 12} more"] if len(lines) > 12 else []),
+        )
+    ]
 
 
 def _guarded(check, *args) -> list[Finding]:

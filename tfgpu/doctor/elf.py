@@ -6,7 +6,12 @@ This is how doctor learns where TensorFlow's own ``dlopen`` will look, without i
 A file is read at the offsets its headers name (:class:`Image`), never whole: an env's
 ``lib*.so.N`` may be a 4 GB sparse file or a crafted one, and the dynamic section, symbol table and
 names are a few MB of even the largest CUDA library. What a header claims is walked only so far
-(:data:`DYNAMIC_LIMIT` entries, :data:`SYMBOL_LIMIT` symbols, :data:`NAME_LIMIT` bytes a name).
+(:data:`DYNAMIC_LIMIT` entries, :data:`SYMBOL_LIMIT` symbols, :data:`NAME_LIMIT` bytes a name), and
+every byte fetched counts against a :class:`Budget` of bytes per file and per run: a library that asks
+for more raises :class:`Unfinished` (its answer unknown, which the caller says), never a slow read.
+Each question reads only what it needs: the dynamic section for SONAME/NEEDED/RUNPATH
+(:func:`parse_dynamic`), the dynamic symbol table only for :func:`parse_exports`, whose string table
+is read in pieces in table order, never a page per name.
 """
 
 from __future__ import annotations
@@ -35,45 +40,116 @@ that far, so a file whose names never end cannot make each lookup scan the rest 
 DYNAMIC_LIMIT = 4096
 """The most dynamic-section entries read: a real library has a few dozen tags and at most a few
 hundred NEEDED; a segment that claims gigabytes of entries without a DT_NULL is cut here."""
-SYMBOL_LIMIT = 1 << 20
-"""The most dynamic symbols read (TensorFlow's framework library exports about 100,000)."""
-PAGE = 1 << 16
-PAGES_KEPT = 256
-"""An :class:`Image` keeps at most this many pages (16 MiB) read; reading on drops them all."""
+SYMBOL_LIMIT = 1 << 18
+"""The most dynamic symbols read (TensorFlow's framework library exports about 100,000): a table
+that claims more is not read at all, and says so (:class:`Unfinished`). Each symbol is a step of
+Python (a million of them took 8 s on a loaded machine), so this bounds the time as the budget
+bounds the bytes."""
+PAGE = 1 << 12
+PAGES_KEPT = 1024
+"""An :class:`Image` keeps at most this many pages (4 MiB) read; reading on drops them all."""
+CHUNK = 1 << 20
+"""The symbol table and its string table are read in pieces of this size, each piece once."""
+
+MiB = 1 << 20
+FILE_BUDGET = 32 * MiB
+"""The most bytes read of one library's structure. The dynamic section and its names are a few KiB
+of any real library; TensorFlow's framework library, whose symbol table only two-stack envs read,
+has about 100,000 dynamic symbols (a few MiB with their names and versions)."""
+DYNAMIC_BUDGET = 1 * MiB
+"""The most bytes read of one library for its SONAME, NEEDED and RUNPATH: its headers, at most
+:data:`DYNAMIC_LIMIT` entries (64 KiB) and their names, which a linker writes side by side (a few
+pages); a crafted one that spreads its names a page apart stops here."""
+RUN_BUDGET = 64 * MiB
+"""The most bytes one run (a doctor, a repair plan, a create's load-hook planning) reads of all the
+libraries it looks at: an env's few hundred CUDA libraries cost a few MiB; a crafted one stops here."""
+
+
+class Unfinished(Exception):
+    """A library whose structure asks for more bytes than its :class:`Budget` allows: not a damaged
+    file (its answer is not "no library"), but one whose answer is unknown; ``reason`` says why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
 
 _DAMAGED = (struct.error, ValueError, IndexError, OverflowError, untrusted.Unreadable)
 """What a damaged or changing file raises while it is parsed: the file is then no library."""
 
 
+class Budget:
+    """The bytes one run may read of libraries' structure: ``per_file`` of each, ``run`` in all.
+
+    One object for one command's run, passed to every :class:`Image` it opens; what was read of a
+    library counts however often its parse returns to the same bytes (pages are kept)."""
+
+    def __init__(self, run: int = RUN_BUDGET, per_file: int = FILE_BUDGET):
+        self.run, self.per_file, self.spent = run, per_file, 0
+
+    def charge(self, count: int, file_spent: int, cap: int, what: str = "its structure") -> None:
+        """Count ``count`` more bytes of a file that has cost ``file_spent`` so far; Unfinished (naming
+        ``what`` asked for them) when the file's share (``cap``) or the run's would pass its limit."""
+        self.afford(count, file_spent, cap, what)
+        self.spent += count
+
+    def afford(self, count: int, file_spent: int, cap: int, what: str = "its structure") -> None:
+        """Unfinished when ``count`` more bytes would pass the file's ``cap`` or the run's; counts nothing."""
+        if file_spent + count > cap:
+            raise Unfinished(f"not fully read: {what} asks for more than the {cap:,} bytes read of one library for it")
+        if self.spent + count > self.run:
+            raise Unfinished(
+                f"not fully read: {what} asks for more than is left of the {self.run:,} bytes one run reads of libraries"
+            )
+
+
 class Image:
-    """An ELF file's bytes read where a parse asks for them, in pages, never the file whole.
+    """An ELF file's bytes read where a parse asks for them, in pages, never the file whole, and never
+    more than its :class:`Budget` allows (a fresh one per Image unless one is given).
 
     ``fetch(offset, size)`` returns at most ``size`` bytes of the file from ``offset``; ``size`` is
     the file's size when it was opened. A read that comes back short (the file was truncated
     meanwhile) or lies past ``size`` raises ValueError, which the parsers take as a damaged file."""
 
-    def __init__(self, fetch, size: int):
+    def __init__(self, fetch, size: int, budget: Budget | None = None):
         self._fetch, self.size, self._pages = fetch, size, {}
+        self.budget = Budget() if budget is None else budget
+        self.spent = 0
+        """Bytes fetched of this file so far."""
+        self.cap = self.budget.per_file
+        self.asking = "its structure"
+        """The most bytes fetched of this file (a question may lower it while it asks)."""
 
     @classmethod
-    def of_bytes(cls, data: bytes) -> Image:
-        return cls(lambda offset, size: data[offset : offset + size], len(data))
+    def of_bytes(cls, data: bytes, budget: Budget | None = None) -> Image:
+        return cls(lambda offset, size: data[offset : offset + size], len(data), budget)
 
     @classmethod
-    def of_stream(cls, stream, size: int, source: str) -> Image:
+    def of_stream(cls, stream, size: int, source: str, budget: Budget | None = None) -> Image:
         """A file :func:`tfgpu.untrusted.open_stream` opened; ``size``: its fstat size."""
-        return cls(lambda offset, count: untrusted.read_at(stream, offset, count, source), size)
+        return cls(lambda offset, count: untrusted.read_at(stream, offset, count, source), size, budget)
+
+    def _read(self, offset: int, count: int) -> bytes:
+        count = max(0, min(count, self.size - offset))
+        self.budget.charge(count, self.spent, self.cap, self.asking)
+        self.spent += count
+        data = self._fetch(offset, count)
+        if len(data) != count:
+            raise ValueError("the file is shorter than when it was opened")
+        return data
 
     def _page(self, index: int) -> bytes:
         if index not in self._pages:
             if len(self._pages) >= PAGES_KEPT:
                 self._pages.clear()
-            self._pages[index] = self._fetch(index * PAGE, PAGE)
+            self._pages[index] = self._read(index * PAGE, PAGE)
         return self._pages[index]
 
     def bytes(self, start: int, count: int) -> bytes:
         if start < 0 or count < 0 or start + count > self.size:
             raise ValueError("past the end of the file")
+        if count > PAGE:  # a table: read once, in one piece, not kept
+            return self._read(start, count)
         out = bytearray()
         while len(out) < count:
             page, within = divmod(start + len(out), PAGE)
@@ -110,20 +186,36 @@ def _image(data: bytes | Image) -> Image:
 
 def read_dynamic(path: str) -> Dynamic | None:
     """The dynamic section of the ELF file at ``path``; None when it is not one, or a damaged one
-    (truncated, header fields pointing past its end, names without an end)."""
+    (truncated, header fields pointing past its end, names without an end), or one past a fresh
+    :class:`Budget` (callers that must say so use :class:`tfgpu.doctor.reads.RunReads`)."""
     try:
         with untrusted.open_stream(path, untrusted.LIBRARY) as stream:
             return parse_dynamic(Image.of_stream(stream, os.fstat(stream.fileno()).st_size, str(path)))
-    except untrusted.Unreadable:
+    except (untrusted.Unreadable, Unfinished):
         return None
 
 
 def parse_dynamic(data: bytes | Image) -> Dynamic | None:
-    """:func:`read_dynamic` of a file already open (doctor opens each library once a run) or bytes."""
+    """:func:`read_dynamic` of a file already open (doctor opens each library once a run) or bytes;
+    raises :class:`Unfinished` where the file asks for more than its budget."""
+    image = _image(data)
+    cap, asking = image.cap, image.asking
+    image.cap, image.asking = min(cap, image.spent + DYNAMIC_BUDGET), "its dynamic section with its names"
     try:
-        return _dynamic(_image(data))
+        return _dynamic(image)
     except _DAMAGED:
         return None
+    finally:
+        image.cap, image.asking = cap, asking
+
+
+def _table(image: Image, offset: int, count: int, entry: int, fmt: str, what: str) -> list[tuple]:
+    """``count`` entries of ``entry`` bytes at ``offset``, each unpacked by ``fmt``: read in one piece."""
+    if count and entry < struct.calcsize(fmt):
+        raise ValueError(f"{what}: entries shorter than their fields")
+    image.budget.afford(count * entry, image.spent, image.cap, what)
+    data = image.bytes(offset, count * entry)
+    return [struct.unpack_from(fmt, data, index * entry) for index in range(count)]
 
 
 def _dynamic(image: Image) -> Dynamic | None:
@@ -138,8 +230,7 @@ def _dynamic(image: Image) -> Dynamic | None:
         phoff, phentsize, phnum = (image.unpack(endian + "I", 28)[0], *image.unpack(endian + "HH", 42))
         phdr, dyn_entry = endian + "IIIIIIII", endian + "iI"
     loads, dynamic = [], None
-    for index in range(phnum):
-        fields = image.unpack(phdr, phoff + index * phentsize)
+    for fields in _table(image, phoff, phnum, phentsize, phdr, "its program header table"):
         if is64:
             p_type, _, p_offset, p_vaddr, _, p_filesz, _, _ = fields
         else:
@@ -150,9 +241,10 @@ def _dynamic(image: Image) -> Dynamic | None:
             dynamic = (p_offset, p_filesz)
     if dynamic is None:
         return None
-    entries, size = [], struct.calcsize(dyn_entry)
-    for offset in range(dynamic[0], dynamic[0] + min(dynamic[1], DYNAMIC_LIMIT * size), size):
-        tag, value = image.unpack(dyn_entry, offset)
+    size = struct.calcsize(dyn_entry)
+    count = min(dynamic[1], DYNAMIC_LIMIT * size, image.size - min(dynamic[0], image.size)) // size
+    entries = []
+    for tag, value in _table(image, dynamic[0], count, size, dyn_entry, "its dynamic section"):
         if tag == 0:
             break
         entries.append((tag, value))
@@ -175,6 +267,7 @@ def _dynamic(image: Image) -> Dynamic | None:
 
 SHT_DYNSYM, SHT_GNU_VERSYM = 11, 0x6FFFFFFF
 STB_GLOBAL, STB_WEAK = 1, 2
+_SYMBOLS_A_PIECE = CHUNK // 24
 
 
 def unversioned_exports(path: str) -> frozenset[str] | None:
@@ -182,39 +275,72 @@ def unversioned_exports(path: str) -> frozenset[str] | None:
     (``.gnu.version`` index 0 or 1, or no version table at all), default visibility. The dynamic
     loader lets such a definition satisfy a versioned reference from another library
     (``cudaMalloc@libcudart.so.13``), so a library loaded RTLD_GLOBAL that exports them interposes
-    on every library loaded after it. ``None`` when the file is not such an object."""
+    on every library loaded after it. ``None`` when the file is not such an object, or is one whose
+    tables pass a fresh :class:`Budget`."""
     try:
         with untrusted.open_stream(path, untrusted.LIBRARY) as stream:
             return parse_exports(Image.of_stream(stream, os.fstat(stream.fileno()).st_size, str(path)))
-    except untrusted.Unreadable:
+    except (untrusted.Unreadable, Unfinished):
         return None
 
 
 def parse_exports(data: bytes | Image) -> frozenset[str] | None:
-    """:func:`unversioned_exports` of a file already open, or bytes."""
+    """:func:`unversioned_exports` of a file already open, or bytes; raises :class:`Unfinished` where
+    the symbol table, its versions and its string table together pass the budget (decided before any
+    of them is read) or claim more than :data:`SYMBOL_LIMIT` symbols."""
     image = _image(data)
-    sections = []
+    asking, image.asking = image.asking, "its symbol table with its names"
     try:
-        if image.size < 64 or image.bytes(0, 6) != b"\x7fELF\x02\x01":
-            return None
-        shoff = image.unpack("<Q", 40)[0]
-        shentsize, shnum = image.unpack("<HH", 58)
-        for index in range(shnum):
-            sections.append(image.unpack("<IIQQQQIIQQ", shoff + index * shentsize))
-        dynsym = next((s for s in sections if s[1] == SHT_DYNSYM), None)
-        if dynsym is None:
-            return frozenset()
-        versym = next((s for s in sections if s[1] == SHT_GNU_VERSYM), None)
-        strtab = sections[dynsym[6]]
-        str_base, sym_base, count = strtab[4], dynsym[4], min(dynsym[5] // 24, SYMBOL_LIMIT)
-        names = set()
-        for index in range(1, count):
-            st_name, st_info, st_other, st_shndx = image.unpack("<IBBH", sym_base + index * 24)
-            if st_shndx == 0 or (st_info >> 4) not in (STB_GLOBAL, STB_WEAK) or st_other & 3:
-                continue
-            if versym is not None and image.unpack("<H", versym[4] + index * 2)[0] & 0x7FFF > 1:
-                continue
-            names.add(image.string(str_base + st_name))
+        return _exports(image)
     except _DAMAGED:
         return None
+    finally:
+        image.asking = asking
+
+
+def _exports(image: Image) -> frozenset[str] | None:
+    if image.size < 64 or image.bytes(0, 6) != b"\x7fELF\x02\x01":
+        return None
+    shoff = image.unpack("<Q", 40)[0]
+    shentsize, shnum = image.unpack("<HH", 58)
+    sections = _table(image, shoff, shnum, shentsize, "<IIQQQQIIQQ", "its section header table")
+    dynsym = next((s for s in sections if s[1] == SHT_DYNSYM), None)
+    if dynsym is None:
+        return frozenset()
+    versym = next((s for s in sections if s[1] == SHT_GNU_VERSYM), None)
+    strtab = sections[dynsym[6]]
+    sym_base, count, str_base, str_size = dynsym[4], dynsym[5] // 24, strtab[4], strtab[5]
+    if count > SYMBOL_LIMIT:
+        raise Unfinished(f"not fully read: its symbol table claims {count:,} symbols, past the {SYMBOL_LIMIT:,} read")
+    # The whole cost is known from the headers: a table past the budget is refused before any of it
+    # is read, rather than after a second of reading.
+    tables = count * 24 + (count * 2 if versym is not None else 0) + str_size
+    image.budget.afford(tables, image.spent, image.cap, "its symbol table with its names")
+    offsets = set()
+    for first in range(1, count, _SYMBOLS_A_PIECE):  # symbol 0 is the undefined one
+        many = min(_SYMBOLS_A_PIECE, count - first)
+        symbols = image.bytes(sym_base + first * 24, many * 24)
+        versions = image.bytes(versym[4] + first * 2, many * 2) if versym is not None else b""
+        for index, (st_name, st_info, st_other, st_shndx) in enumerate(struct.iter_unpack("<IBBH16x", symbols)):
+            if st_shndx == 0 or (st_info >> 4) not in (STB_GLOBAL, STB_WEAK) or st_other & 3:
+                continue
+            if versions and int.from_bytes(versions[index * 2 : index * 2 + 2], "little") & 0x7FFF > 1:
+                continue
+            offsets.add(st_name)
+    # The names in string-table order, a piece at a time: each byte of the table is read once, not
+    # a page per name (a crafted table spreads its names a page apart).
+    names, window, start = set(), b"", 0
+    for offset in sorted(offsets):
+        if offset >= str_size:
+            raise ValueError("a name outside its string table")
+        if offset + NAME_LIMIT > start + len(window) and start + len(window) < str_size:
+            start, window = offset, image.bytes(str_base + offset, min(CHUNK + NAME_LIMIT, str_size - offset))
+        end = window.find(b"\0", offset - start, offset - start + NAME_LIMIT)
+        if end < 0:
+            raise ValueError("a name without an end")
+        # Names may overlap (each a suffix of the one before): what they hold counts, not only
+        # what was fetched, so a quarter million 4 KiB names cannot fill memory.
+        image.budget.charge(end - (offset - start), image.spent, image.cap, "its symbol names")
+        image.spent += end - (offset - start)
+        names.add(window[offset - start : end].decode("utf-8", "replace"))
     return frozenset(names)

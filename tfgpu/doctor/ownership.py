@@ -352,14 +352,15 @@ def tensorflow_stack(site: Path) -> int | None:
     return None
 
 
-def other_stack_first(site: Path) -> tuple[str, ...]:
+def other_stack_first(site: Path, reads: RunReads | None = None) -> tuple[str, ...]:
     """What the load hook loads before TensorFlow's libraries (:func:`colliding` and
-    :func:`shadowed_apis`), or nothing in an env with one CUDA stack or no TensorFlow."""
+    :func:`shadowed_apis`), or nothing in an env with one CUDA stack or no TensorFlow. ``reads``: the
+    caller's, to say which libraries were not fully read (``reads.unfinished``)."""
     dists = distributions(site)
     own = tensorflow_stack(site)
     if own is None or len(stacks(dists)) < 2:
         return ()
-    reads = RunReads()  # one read of each library for both questions
+    reads = RunReads() if reads is None else reads  # one read of each library for both questions
     first = colliding(site, own, dists, reads)
     return tuple(first + [path for path in shadowed_apis(site, site, own, dists, reads) if path not in first])
 
@@ -427,10 +428,10 @@ def shadowed_apis(
     return [chosen[soname] for soname in sorted(chosen)]
 
 
-def colliding_apart(site: Path, apart: Path, own: int) -> tuple[str, ...]:
+def colliding_apart(site: Path, apart: Path, own: int, reads: RunReads | None = None) -> tuple[str, ...]:
     """:func:`colliding` for an env whose TensorFlow CUDA wheels are installed apart (``apart``): the
     other stacks' files in ``site`` (site-relative) whose SONAMEs TensorFlow's stack in ``apart`` ships."""
-    reads = RunReads()
+    reads = RunReads() if reads is None else reads
     mine = libraries(apart, distributions(apart), reads).get(own, {})
     chosen: dict[str, str] = {}
     for major, libs in libraries(site, distributions(site), reads).items():

@@ -6,7 +6,10 @@ two dozen rows may name one library through links. Hashing such a file whole, or
 once per row that names it, makes doctor slow or hang; so every check of one run asks one
 :class:`RunReads` (made with the run's :class:`~tfgpu.doctor.envfacts.EnvFacts`, never shared between
 runs), which opens files only through :mod:`tfgpu.untrusted` (regular files only, opened without
-blocking) and says what it did not hash and why rather than nothing.
+blocking) and says what it did not hash and why rather than nothing. Libraries are read within one
+:class:`tfgpu.doctor.elf.Budget` of bytes (per file and for the run), each question only when asked
+(the symbol table only by the two-stack checks), and a library past it is kept in ``unfinished``
+for the command to name: doctor's ``env.library-reads``, the repair plan's and create's notes.
 """
 
 from __future__ import annotations
@@ -48,7 +51,12 @@ class RunReads:
     budget: int = HASH_BUDGET
     hashed: int = 0
     """Bytes hashed so far in this run."""
-    _elf: dict[tuple[int, ...], tuple[elf.Dynamic | None, frozenset[str] | None]] = field(default_factory=dict)
+    library_budget: elf.Budget = field(default_factory=elf.Budget)
+    """The bytes this run reads of libraries' structure (per file and in all)."""
+    unfinished: dict[str, str] = field(default_factory=dict)
+    """Library path -> why it was not fully read (its answer unknown, not "no library"): what the
+    command reports, so a crafted library is said, not silently taken for no library."""
+    _elf: dict[tuple, object] = field(default_factory=dict)
 
     def hash(self, path: os.PathLike | str, sizes: set[int] | frozenset[int] = frozenset()) -> Hashed:
         """The sha256 of ``path`` read in blocks; not read at all when ``sizes`` (the sizes its RECORD
@@ -89,31 +97,45 @@ class RunReads:
 
     def dynamic(self, path: os.PathLike | str) -> elf.Dynamic | None:
         """:func:`tfgpu.doctor.elf.read_dynamic`, each library read once in this run."""
-        return self._library(path)[0]
+        return self._library(path, "dynamic")
 
     def exports(self, path: os.PathLike | str) -> frozenset[str] | None:
-        """:func:`tfgpu.doctor.elf.unversioned_exports`, each library read once in this run."""
-        return self._library(path)[1]
+        """:func:`tfgpu.doctor.elf.unversioned_exports`, each library read once in this run: its symbol
+        table only when this is asked (only two-stack envs ask, of TensorFlow's framework library)."""
+        return self._library(path, "exports")
 
-    def _library(self, path: os.PathLike | str) -> tuple[elf.Dynamic | None, frozenset[str] | None]:
+    def _library(self, path: os.PathLike | str, question: str):
         # Keyed by the file, not the name: links and hard links to one library, and the rows of
         # several RECORDs that name it, are one read; a file replaced meanwhile has a new key. The
         # key is the fstat of the very descriptor read, so a name swapped between a stat and the
         # read cannot file one library's data under another's key. The file is read where its
-        # headers point (elf.Image), never whole: a 4 GB sparse lib*.so.N costs a few pages.
+        # headers point (elf.Image), never whole, and within the run's elf.Budget: a 4 GB sparse
+        # lib*.so.N costs a few pages, a crafted one at most the budget's share of one file.
         try:
             stream = untrusted.open_stream(path, untrusted.LIBRARY)
         except untrusted.Unreadable:
-            return None, None
+            return None
         with stream:
             info = os.fstat(stream.fileno())
             # The change time too: a file rewritten in place (same inode, same size) with its mtime put
             # back (touch -r) keeps the other four; no one but the kernel sets the change time.
-            key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+            key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, question)
             if key not in self._elf:
-                if info.st_size > untrusted.LIBRARY.limit:
-                    self._elf[key] = (None, None)
-                else:
-                    image = elf.Image.of_stream(stream, info.st_size, str(path))
-                    self._elf[key] = (elf.parse_dynamic(image), elf.parse_exports(image))
+                self._elf[key] = None
+                if info.st_size <= untrusted.LIBRARY.limit:
+                    image = elf.Image.of_stream(stream, info.st_size, str(path), self.library_budget)
+                    try:
+                        self._elf[key] = elf.parse_dynamic(image) if question == "dynamic" else elf.parse_exports(image)
+                    except elf.Unfinished as unfinished:
+                        self.unfinished.setdefault(str(path), unfinished.reason)
         return self._elf[key]
+
+
+def unfinished_lines(reads: RunReads, root: os.PathLike | str | None = None) -> list[str]:
+    """One line per library ``reads`` did not fully read: its path (relative to ``root`` where it lies
+    in it: a staging directory's name means nothing once the env is moved) and why."""
+    lines = []
+    for path, why in sorted(reads.unfinished.items()):
+        shown = os.path.relpath(path, root) if root is not None and path.startswith(str(root) + os.sep) else path
+        lines.append(f"{shown}: {why}")
+    return lines

@@ -36,6 +36,8 @@ _RAW = re.compile(r"^\s*Progress (?P<done>[0-9]{1,30}) of (?P<total>[0-9]{1,30})
 """pip's ``--progress-bar raw`` line: exact bytes."""
 _UNITS = {"bytes": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15, "EB": 10**18}
 _MAX_PENDING = 1 << 16
+LINE_LIMIT = 8192
+"""The most of one line or redraw read (a "Downloading URL (size)" line is a few hundred characters)."""
 _CONTROLS = re.compile(character_class())
 
 
@@ -73,11 +75,15 @@ class PipProgress:
         self._pending = ""
 
     def feed(self, text: str) -> None:
-        """More of what pip wrote; read a line (or a redraw, up to a carriage return) at a time."""
+        """More of what pip wrote; read a line (or a redraw, up to a carriage return) at a time, at most
+        :data:`LINE_LIMIT` of each: a megabyte without an end costs time in proportion, not more."""
+        if "\r" not in text and "\n" not in text:
+            self._pending = (self._pending + text)[-_MAX_PENDING:]
+            return
         *complete, self._pending = re.split(r"[\r\n]", self._pending + text)
         self._pending = self._pending[-_MAX_PENDING:]
         for piece in complete:
-            self._read(_ESCAPES.sub("", piece))
+            self._read(_ESCAPES.sub("", piece[:LINE_LIMIT]))
 
     def _read(self, line: str) -> None:
         starts = _STARTS.match(line)
@@ -115,6 +121,6 @@ class PipProgress:
     def finish(self) -> None:
         """pip succeeded: every download it started is complete."""
         if self._pending:
-            self._read(_ESCAPES.sub("", self._pending))
+            self._read(_ESCAPES.sub("", self._pending[:LINE_LIMIT]))
             self._pending = ""
         self._complete()

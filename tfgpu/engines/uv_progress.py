@@ -36,15 +36,24 @@ _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@
 _HEADER = "Preparing packages..."
 """The first line of every redraw of uv's download bars (with "(k/N)" after it)."""
 _BAR = re.compile(
-    r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s+-{3,}\s+"
-    r"(?P<done>\d+(?:\.\d+)?) ?(?P<done_unit>[KMGT]?i?B)/(?P<total>\d+(?:\.\d+)?) ?(?P<total_unit>[KMGT]?i?B)"
+    r"(?<![A-Za-z0-9._-])(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,200})\s{1,100}-{3,400}\s{1,100}"
+    r"(?P<done>\d{1,15}(?:\.\d{1,6})?) ?(?P<done_unit>[KMGT]?i?B)/"
+    r"(?P<total>\d{1,15}(?:\.\d{1,6})?) ?(?P<total_unit>[KMGT]?i?B)"
 )
-_COUNT = re.compile(r"\((?P<prepared>\d+)/(?P<count>\d+)\)")
+"""One download's bar. A match starts only where a name does (the look-behind) and every part has a
+length cap, so a line of a million name characters, spaces or dashes is read in linear time: without
+them each position of such a run began a scan to its end (quadratic: minutes for a 1 MB line)."""
+_COUNT = re.compile(r"\((?P<prepared>\d{1,9})/(?P<count>\d{1,9})\)")
 """The header's ``(prepared/packages)``."""
-_PREPARED = re.compile(r"Prepared \d+ packages? in")
+_PREPARED = re.compile(r"Prepared \d{1,9} packages? in")
 """The line uv prints once every download is in (its bars then give way to the install's)."""
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "kB": 1000, "KB": 1000}
 _MAX_BUFFER = 1 << 20
+LINE_LIMIT = 1 << 16
+"""The most of one drawn line read for bars: a bar is about a hundred characters, and a redraw that
+moves the cursor instead of starting lines puts its fifty bars on one."""
+_OVERLAP = 64
+"""What is searched again of the text read before, for a header or "Prepared" split across reads."""
 
 
 def draws_progress(argv) -> bool:
@@ -68,6 +77,10 @@ class UvProgress:
         self.downloads: dict[str, tuple[int, int]] = {}
         """Every download seen: ``(bytes so far, size)``; a finished one has both equal."""
         self._buffer = ""
+        """What uv drew since the last whole redraw, escape sequences out."""
+        self._raw = ""
+        """The start of an escape sequence still arriving (a few characters at most)."""
+        self._prepared = False
         self._said: tuple[int, int | None] | None = None
         self._whole = True
         """Every download is among those seen (so the sum of their sizes is the total)."""
@@ -76,32 +89,45 @@ class UvProgress:
 
     def feed(self, text: str) -> None:
         """More of what uv drew. Only whole redraws are read (the last may still be arriving),
-        until uv says every download is in."""
-        self._buffer += text
-        prepared = _PREPARED.search(_ESCAPES.sub("", self._buffer)) is not None
-        last = self._buffer.rfind(_HEADER)
-        if prepared or (last <= 0 and len(self._buffer) >= _MAX_BUFFER):
+        until uv says every download is in. Each character is searched a bounded number of times
+        (what arrived, plus :data:`_OVERLAP` of what came before), so a reader fed 10 MB costs time
+        in proportion to 10 MB."""
+        raw, self._raw = self._raw + text, ""
+        escape = raw.rfind("\x1b", max(0, len(raw) - _OVERLAP))
+        if escape >= 0:
+            whole = _ESCAPES.match(raw, escape)
+            if whole is None or whole.end() == len(raw):  # may go on in the next read
+                raw, self._raw = raw[:escape], raw[escape:]
+        seen = len(self._buffer)
+        self._buffer += _ESCAPES.sub("", raw)
+        if not self._prepared:
+            self._prepared = _PREPARED.search(self._buffer, max(0, seen - _OVERLAP)) is not None
+        # A header at 0 starts the redraw still arriving; one after it ends that redraw.
+        last = self._buffer.rfind(_HEADER, max(1, seen - len(_HEADER) + 1))
+        if self._prepared or (last <= 0 and len(self._buffer) >= _MAX_BUFFER):
             complete, self._buffer = self._buffer, ""
         elif last > 0:
             complete, self._buffer = self._buffer[:last], self._buffer[last:]
         else:
             return
-        frames = _ESCAPES.sub("", complete).split(_HEADER)
+        frames = complete.split(_HEADER)
         for frame in frames[1:] if len(frames) > 1 else frames:
             self._frame(frame, whole=len(frames) > 1)
-        if prepared:
+        if self._prepared:
+            self._prepared = False
             self.finish()
         else:
             self._report()
 
     def _frame(self, frame: str, *, whole: bool) -> None:
         drawn = set()
-        count = _COUNT.match(frame.lstrip())
-        for bar in _BAR.finditer(frame):
-            name = bar["name"]
-            drawn.add(name)
-            total = size(bar["total"], bar["total_unit"])
-            self.downloads[name] = (min(size(bar["done"], bar["done_unit"]), total), total)
+        count = _COUNT.match(frame.lstrip()[:LINE_LIMIT])
+        for line in frame.splitlines():
+            for bar in _BAR.finditer(line[:LINE_LIMIT]):
+                name = bar["name"]
+                drawn.add(name)
+                total = size(bar["total"], bar["total_unit"])
+                self.downloads[name] = (min(size(bar["done"], bar["done_unit"]), total), total)
         if whole:  # a download no longer drawn is complete (uv removes a bar when its wheel is in)
             for name, (done, total) in self.downloads.items():
                 if name not in drawn and done != total:

@@ -325,10 +325,12 @@ def _wheel_activation(step: Step, context: Context) -> None:
     staging = context.location.staging
     site = site_packages(staging, context.resolution.python)
     from tfgpu.doctor import ownership
+    from tfgpu.doctor.reads import RunReads, unfinished_lines
     from tfgpu.installers.stacks import APART, refuse_files_owned_twice
 
     refuse_files_owned_twice(staging / site, str(context.location.prefix))
     own = int(str(context.resolution.cuda or "0").split(".")[0] or 0)
+    reads = RunReads()  # one budget for every library the hook's planning reads
     apart = APART.format(major=own)
     if (staging / apart).is_dir():  # two stacks: TensorFlow's CUDA wheels were installed apart (_resolve)
         layout = activation.read_apart_layout(staging, site, apart, tables.dlopened_names())
@@ -337,11 +339,13 @@ def _wheel_activation(step: Step, context: Context) -> None:
         # inside the env as well, or the system toolkit's copy answers (seen on an H200).
         theirs = activation.read_layout(staging, site, tables.dlopened_names()).links
         layout = replace(layout, links=tuple(sorted(set(layout.links) | set(theirs))))
-        other = ownership.colliding_apart(staging / site, staging / apart, own)
+        other = ownership.colliding_apart(staging / site, staging / apart, own, reads)
         context.outcome.notes.append(f"TensorFlow's CUDA {own} wheels are in {apart}, apart from the other stack")
     else:
         layout = activation.read_layout(staging, site, tables.dlopened_names())
-        other = ownership.other_stack_first(staging / site)
+        other = ownership.other_stack_first(staging / site, reads)
+    for line in unfinished_lines(reads, staging):  # the hook may miss what such a library would have added
+        context.outcome.notes.append(f"for the load hook's order, {line}")
     layout = replace(layout, other_first=other)
     activation.write_venv_activation(staging, layout)
     context.outcome.notes.append(f"{len(layout.preload)} CUDA libraries preloaded by the load hook")

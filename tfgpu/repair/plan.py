@@ -51,6 +51,9 @@ class RepairPlan:
     left_open: tuple[tuple[str, str], ...] = ()
     """(env-relative path, where it links): links out of the env that make a dlopened name load from
     outside and that the repair cannot replace (``tfgpu.envs.activation.dlopen_left_out``)."""
+    not_fully_read: tuple[str, ...] = ()
+    """"path: why" of each library the load hook's planning did not fully read (a crafted or damaged
+    one past the read budget): what the hook loads first may miss it, which the plan says."""
 
     @property
     def nothing_to_do(self) -> bool:
@@ -64,6 +67,7 @@ class RepairPlan:
             "files": sorted(self.files),
             "nothing_to_do": self.nothing_to_do,
             "left_open": [{"path": path, "links_to": target} for path, target in self.left_open],
+            "not_fully_read": list(self.not_fully_read),
         }
 
 
@@ -195,9 +199,10 @@ def _prefix_record(prefix: Path, name: str):
     return None
 
 
-def render_activation(survey: EnvSurvey, manager: str, scratch: Path) -> dict[str, object]:
+def render_activation(survey: EnvSurvey, manager: str, scratch: Path, reads=None) -> dict[str, object]:
     """What the activation set-up writes into ``survey``'s env, rendered into ``scratch`` (a copy of
-    the scripts it edits): env-relative path -> ("file", bytes, mode) or ("link", target)."""
+    the scripts it edits): env-relative path -> ("file", bytes, mode) or ("link", target). ``reads``:
+    a :class:`tfgpu.doctor.reads.RunReads` whose ``unfinished`` then names what was not fully read."""
     from tfgpu.envs import activation
 
     prefix = survey.prefix
@@ -214,7 +219,7 @@ def render_activation(survey: EnvSurvey, manager: str, scratch: Path) -> dict[st
         from tfgpu.doctor.ownership import other_stack_first
 
         layout = activation.read_layout(prefix, survey.site_relative, tables.dlopened_names())
-        layout = replace(layout, other_first=other_stack_first(prefix / survey.site_relative))
+        layout = replace(layout, other_first=other_stack_first(prefix / survey.site_relative, reads))
         written = activation.write_venv_activation(scratch, layout)
     rendered = {}
     for path in written:
@@ -238,10 +243,10 @@ def state_of(path: Path) -> object:
     return None
 
 
-def differing_files(survey: EnvSurvey, manager: str) -> dict[str, object]:
+def differing_files(survey: EnvSurvey, manager: str, reads=None) -> dict[str, object]:
     """The activation files whose rendering differs from what the env holds now."""
     with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
-        rendered = render_activation(survey, manager, Path(tmp))
+        rendered = render_activation(survey, manager, Path(tmp), reads)
     return {path: want for path, want in rendered.items() if state_of(survey.prefix / path) != want}
 
 
@@ -254,7 +259,11 @@ def plan_repair(survey: EnvSurvey, resolution) -> RepairPlan:
 
         refuse_into_other_stack(survey.site_packages, [p.name for p in [*add, *change]], str(survey.prefix))
     plan = RepairPlan(survey=survey, resolution=resolution, manager=manager, add=add, change=change)
-    plan.files = differing_files(survey, manager)
+    from tfgpu.doctor.reads import RunReads, unfinished_lines
+
+    reads = RunReads()  # one budget for every library the plan reads
+    plan.files = differing_files(survey, manager, reads)
+    plan.not_fully_read = tuple(unfinished_lines(reads, survey.prefix))
     plan.left_open = left_open(survey, manager)
     return plan
 

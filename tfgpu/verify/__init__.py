@@ -70,7 +70,9 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
             clean=False,
             env=NO_BYTECODE,
         )
-    if done.returncode == 124:
+    from tfgpu.verify.ending import ended, stderr_tail, stopped_at_timeout
+
+    if stopped_at_timeout(done, timeout):
         raise OperationError(
             "verify-timeout",
             f"The GPU check in {prefix} ran past {timeout:.0f} s.",
@@ -91,10 +93,11 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
             str(python),
         )
     except (IndexError, untrusted.Unreadable):
+        # An exit (TensorFlow's import calling sys.exit) is said as the exit, a signal as a crash.
         raise OperationError(
             "verify-crashed",
-            f"The GPU check in {prefix} crashed (exit {done.returncode}).\n"
-            + "\n".join(done.stderr.strip().splitlines()[-8:]),
+            f"The GPU check in {prefix} ended before its report: {ended(done, timeout)}"
+            + (f" (its stderr ends: {stderr_tail(done)})." if stderr_tail(done) else "."),
             [
                 "Run `tfgpu-install doctor` for the environment.",
                 *([f"The check's whole output is in {runner.log_path}."] if runner.log_path else []),

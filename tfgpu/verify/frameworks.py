@@ -9,12 +9,12 @@ step that finished, and the check fails naming the order and the signal.
 from __future__ import annotations
 
 import re
-import signal
 from importlib.resources import as_file, files
 from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import OperationError, UsageError
+from tfgpu.verify.ending import ended, stderr_tail, stopped_at_timeout
 
 FRAMEWORKS = ("torch", "jax")
 
@@ -43,17 +43,6 @@ def orders(frameworks: tuple[str, ...]) -> list[list[str]]:
     for first in frameworks:
         result.append([first, *(f for f in frameworks if f != first), "tensorflow"])
     return result
-
-
-def _exit_text(code: int, timeout: float | None = None) -> str:
-    if code == 124 and timeout is not None:  # the runner's status for a child it stopped at the timeout
-        return f"stopped after {timeout:.0f} s (a hang)"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit {code}"
 
 
 def run_frameworks(prefix: Path, frameworks: tuple[str, ...], timeout: float = 600, runner=None) -> dict:
@@ -85,16 +74,19 @@ def run_frameworks(prefix: Path, frameworks: tuple[str, ...], timeout: float = 6
                 steps.append(step)
             finished = [step.get("framework") for step in steps]
             ok = done.returncode == 0 and finished == order and all(step.get("ok") for step in steps)
-            entry = {"order": order, "ok": ok, "exit": _exit_text(done.returncode, timeout), "steps": steps}
+            how = ended(done, timeout)
+            entry = {"order": order, "ok": ok, "exit": how, "steps": steps}
             if not ok:
                 missing = [name for name in order if name not in finished]
                 failed = [
                     f"{s.get('framework')}: {s.get('error') or 'not on the GPU'}" for s in steps if not s.get("ok")
                 ]
-                entry["reason"] = "; ".join(
-                    failed
-                    + ([f"{_exit_text(done.returncode, timeout)} before {missing[0]} finished"] if missing else [])
-                ) or _exit_text(done.returncode, timeout)
+                tail = "" if stopped_at_timeout(done, timeout) else stderr_tail(done)
+                if tail:
+                    entry["stderr_tail"] = tail
+                said = f"{how} before {missing[0]} finished" if missing else ""
+                said += f" (its stderr ends: {tail})" if said and tail else ""
+                entry["reason"] = "; ".join(failed + ([said] if said else [])) or how
             report["orders"].append(entry)
     report["ok"] = all(entry["ok"] for entry in report["orders"])
     return report

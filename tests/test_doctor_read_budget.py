@@ -1,0 +1,164 @@
+"""Every read of a library's ELF structure is bounded by bytes, per file and per run: a crafted
+library (tests/craftedelf.py: a real gcc-built library whose symbol table holds a million exported
+symbols, names spread 64 KiB apart over a 1 GiB sparse string table, and 4,000 DT_NEEDED spread the
+same way) costs doctor, repair --dry-run and the load hook's planning a few pages, and each says the
+file was not fully read instead of taking it silently for no library.
+
+The envs are real venvs filled by real uv from local wheels (tests/repairhelpers.py); the commands
+run as processes of their own, with a timeout that only catches a hang (the unbounded reader took
+over 30 s a read of this file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+import repairhelpers as rh
+import wheelhouse
+from conftest import run_process
+from craftedelf import crafted_library
+from test_two_stacks import CURAND12, CURAND13, site_of, stack_wheels
+
+from tfgpu.doctor import elf, ownership
+from tfgpu.doctor.reads import RunReads
+
+HANG = 60
+"""Seconds a command may take before it counts as hung (it takes a few on a loaded machine)."""
+FRAMEWORK = ownership.FRAMEWORK_LIBRARY
+
+
+@pytest.fixture
+def crafted_env(tmp_path, repair_wheels, uv_cache) -> Path:
+    """The env of ``uv pip install tensorflow nvidia-curand-cu12 nvidia-curand`` (two CUDA stacks)
+    whose CUDA 13 cuRAND and TensorFlow's framework library are crafted."""
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared libraries")
+    wheels = tmp_path / "wheels"
+    shutil.copytree(repair_wheels, wheels)
+    stack_wheels(wheels)
+    prefix = rh.user_venv(
+        tmp_path / "env",
+        wheels,
+        "tensorflow==2.21.0",
+        f"{CURAND12[0]}=={CURAND12[1]}",
+        f"{CURAND13[0]}=={CURAND13[1]}",
+        env={**os.environ, "UV_CACHE_DIR": str(uv_cache)},
+    )
+    site = site_of(prefix)
+    crafted_library(site / CURAND13[2], "libcurand.so.10", sparse_to=1 << 30)
+    crafted_library(site / FRAMEWORK, "libtensorflow_framework.so.2", needed=0, sparse_to=1 << 30)
+    return prefix
+
+
+def test_doctor_on_an_env_holding_crafted_libraries_finishes_and_names_them(crafted_env, tool_env):
+    done = run_process("doctor", "--prefix", str(crafted_env), "--json", env=tool_env, timeout=HANG)
+    report = json.loads(done.stdout)
+    [finding] = [f for f in report["findings"] if f["id"] == "env.library-reads"]
+    assert finding["status"] == "warn" and "not fully read" in finding["title"]
+    [line] = finding["evidence"]  # the framework library's dynamic section is small: read whole
+    assert line.startswith(str(Path(site_of(crafted_env).relative_to(crafted_env)) / CURAND13[2]) + ": not fully read")
+    assert "dynamic section" in line and f"{elf.DYNAMIC_BUDGET:,} bytes" in line
+    assert "readelf" in finding["fix"]
+    text = run_process("doctor", "--prefix", str(crafted_env), env=tool_env, timeout=HANG)
+    assert "env.library-reads" in text.stdout and "Traceback" not in text.stdout + text.stderr
+
+
+def test_repair_dry_run_on_an_env_holding_crafted_libraries_finishes_and_says_so(crafted_env, tool_env, tmp_path):
+    wheels = tmp_path / "wheels"
+    argv = (
+        "repair",
+        "--prefix",
+        str(crafted_env),
+        "--find-links",
+        str(wheels),
+        "--no-detect",
+        "--offline",
+        "--dry-run",
+    )
+    done = run_process(*argv, "--json", env=tool_env, timeout=HANG)
+    assert done.returncode == 0, done.stderr
+    unread = json.loads(done.stdout)["plan"]["not_fully_read"]
+    site = str(Path(site_of(crafted_env).relative_to(crafted_env)))
+    assert [line.split(": ")[0] for line in unread] == [f"{site}/{CURAND13[2]}", f"{site}/{FRAMEWORK}"]
+    assert "symbol table" in unread[1]
+    shown = run_process(*argv, env=tool_env, timeout=HANG)
+    assert shown.returncode == 0 and "not fully read" in shown.stderr and "Traceback" not in shown.stderr
+
+
+def test_the_load_hooks_planning_reads_a_crafted_framework_library_within_the_budget(crafted_env):
+    """What create and repair ask of a two-stack env (ownership.other_stack_first)."""
+    reads = RunReads()
+    site = site_of(crafted_env)
+    assert ownership.other_stack_first(site, reads) == ()  # the crafted cuRAND is no SONAME the hook can load
+    assert set(reads.unfinished) == {str(site / CURAND13[2]), str(site / FRAMEWORK)}
+    assert reads.library_budget.spent <= 2 * elf.DYNAMIC_BUDGET + 64 * 1024
+
+
+def test_a_real_library_is_read_whole_with_its_exports(tmp_path):
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared library")
+    path = wheelhouse.shared_library(tmp_path / "libcudnn.so.9", "libcudnn.so.9")
+    reads = RunReads()
+    assert reads.dynamic(path).soname == "libcudnn.so.9"
+    assert "tfgpu_test_libcudnn_so_9" in reads.exports(path)
+    assert reads.unfinished == {} and 0 < reads.library_budget.spent < 64 * 1024
+
+
+def test_the_run_budget_ends_reads_of_every_library_after_it(tmp_path):
+    """Many libraries each within its share still stop at the run's: the later ones are named."""
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared library")
+    paths = [wheelhouse.shared_library(tmp_path / f"lib{i}.so.1", f"lib{i}.so.1") for i in range(3)]
+    reads = RunReads(library_budget=elf.Budget(run=2 * 8192 + 100))
+    answers = [reads.dynamic(path) for path in paths]
+    assert [a.soname if a else None for a in answers][:1] == ["lib0.so.1"] and answers[-1] is None
+    assert str(paths[-1]) in reads.unfinished and "one run reads of libraries" in reads.unfinished[str(paths[-1])]
+
+
+def test_symbol_and_string_tables_past_a_files_share_are_refused_before_they_are_read(tmp_path):
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared library")
+    path = crafted_library(tmp_path / "libx.so.1", "libx.so.1", symbols=4096, needed=0, sparse_to=1 << 30)
+    budget = elf.Budget()
+    with open(path, "rb") as stream:
+        image = elf.Image.of_stream(stream, path.stat().st_size, str(path), budget)
+        with pytest.raises(elf.Unfinished, match="symbol table with its names asks for more than the 33,554,432"):
+            elf.parse_exports(image)
+    assert budget.spent < 64 * 1024  # the headers, not the tables
+
+
+def test_create_of_a_two_stack_env_whose_framework_library_is_crafted_says_it_was_not_fully_read(
+    tmp_path, local_wheels, tool_env
+):
+    """The load hook's planning at create reads TensorFlow's framework library's symbol table (which
+    CUDA APIs it re-exports); a crafted one (25 MB, a million symbols) is refused by its size, the
+    env is still built, and create's notes name the file."""
+    from test_two_stacks import TARGET, tensorflow_also_requiring
+
+    wheels = tensorflow_also_requiring(
+        local_wheels, tmp_path / "wheels", "nvidia-nccl-cu12==2.32.3", "nvidia-nccl-cu13==2.32.3"
+    )
+    stack_wheels(wheels)
+    crafted = crafted_library(tmp_path / "lib" / FRAMEWORK, "libtensorflow_framework.so.2", needed=0)
+    (tensorflow,) = wheels.glob("tensorflow-2.21.0-*.whl")
+    with zipfile.ZipFile(tensorflow) as wheel:
+        requires = [
+            line.split(": ", 1)[1]
+            for line in wheel.read("tensorflow-2.21.0.dist-info/METADATA").decode().splitlines()
+            if line.startswith("Requires-Dist: ")
+        ]
+        files = {name: wheel.read(name) for name in wheel.namelist() if ".dist-info/" not in name}
+    tensorflow.unlink()
+    wheelhouse.wheel(wheels, "tensorflow", "2.21.0", {**files, FRAMEWORK: crafted.read_bytes()}, requires, ["and-cuda"])
+    prefix = tmp_path / "env"
+    argv = ("create", *TARGET, "--prefix", str(prefix), "--find-links", str(wheels), "--offline", "--no-verify")
+    done = run_process(*argv, "--json", env=tool_env, timeout=HANG)
+    assert done.returncode == 0, done.stderr
+    site = site_of(prefix).relative_to(prefix)
+    [note] = [n for n in json.loads(done.stdout)["notes"] if "not fully read" in n]
+    assert note.startswith(f"for the load hook's order, {site}/{FRAMEWORK}: not fully read: its symbol table")
