@@ -164,3 +164,20 @@ def test_verify_gpu_checks_run_on_this_tensorflow(real_env):
     assert out["mixed"]["ok"] and out["mixed"]["compute_dtype"] == "float16", out["mixed"]
     assert out["mirrored"]["ok"] and out["mirrored"]["replicas"] == 2 and out["mirrored"]["global_batch"] == 128
     assert out["bench"]["ok"] and len(out["bench"]["cnn"]) == 2 and "verdict" in out["bench"]
+
+
+def test_the_real_framework_librarys_symbol_table_is_read_whole_within_the_budget(real_env):
+    """The two-stack load hook decides what to load first from the unversioned exports of
+    TensorFlow's own framework library; the per-file and per-run byte budgets that stop a crafted
+    library must let the real one through whole (TF 2.21's: 128,870 symbols, 15.5 MB of names), or a
+    two-stack env would lose the hook's protection silently."""
+    from tfgpu.doctor import elf
+
+    tf, prefix, _, _, _ = real_env
+    (library,) = prefix.glob("lib/python3*/site-packages/tensorflow/libtensorflow_framework.so.2")
+    budget = elf.Budget()
+    with open(library, "rb") as stream:
+        image = elf.Image.of_stream(stream, os.fstat(stream.fileno()).st_size, str(library), budget)
+        exports = elf.parse_exports(image)
+    assert exports is not None and "cudaMalloc" in exports, tf
+    assert budget.spent < budget.run / 2 and image.spent < image.cap / 1.5, (tf, budget.spent, image.spent)
