@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(done.code or 0)
     except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM/SIGHUP (tfgpu.interrupts.Interrupted)
         signum = getattr(stop, "signum", 2)
-        sys.stderr.write(f"Interrupted ({'SIGINT' if signum == 2 else stop}): nothing was left half-built.\n")
+        # A command that knows better (a repair rolled back) says what is left and where.
+        outcome = getattr(stop, "outcome", None) or "nothing was left half-built"
+        sys.stderr.write(f"Interrupted ({'SIGINT' if signum == 2 else stop}): {outcome}.\n")
         return 128 + signum
 
 

@@ -390,3 +390,33 @@ def _recorded_data_dir(root: Path) -> Path | None:
     except (untrusted.Unreadable, KeyError, TypeError):
         return None
     return root / data if data else None
+
+
+def repair_journal(env) -> list[Finding]:
+    """A repair journal that is not ``done``: a repair was interrupted (SIGKILL, a power cut) before
+    it finished or rolled back, and the env holds some of what it had done. Nothing when there is
+    no journal, or the repair finished."""
+    from tfgpu.repair.survey import JOURNAL, read_journal
+
+    journal = read_journal(env.root)
+    if journal is None or journal.get("state") == "done":
+        return []
+    undo = f"tfgpu-install repair --undo --prefix {env.root}"
+    if journal.get("unreadable"):
+        return [
+            fail(
+                "env.repair",
+                "The env's repair journal cannot be read",
+                f"Set it aside, keeping the env as it is: {undo} --forget-journal",
+                str(env.root / JOURNAL),
+            )
+        ]
+    return [
+        fail(
+            "env.repair",
+            f"A repair of this env was interrupted (its journal says {journal.get('state')!r}): "
+            "the env may hold part of what it was installing",
+            f"Take back what it had done: {undo} (then `tfgpu-install repair --prefix {env.root}` to repair again)",
+            str(env.root / JOURNAL),
+        )
+    ]
