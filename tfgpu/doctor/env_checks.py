@@ -16,6 +16,8 @@ from tfgpu.resolver import gpu, tables
 
 REBUILD = "tfgpu-install create --force --prefix {root} --tf {tf} --mode pip"
 REPAIR = "tfgpu-install repair --prefix {root}"
+REPAIR_JOURNAL = Path("etc/tfgpu/repair.json")
+"""``tfgpu.repair.survey.JOURNAL`` (repair imports doctor, so doctor names the place itself)."""
 """In place and undoable: what an env tfgpu-install did not build is pointed at first."""
 
 
@@ -396,19 +398,27 @@ def repair_journal(env) -> list[Finding]:
     """A repair journal that is not ``done``: a repair was interrupted (SIGKILL, a power cut) before
     it finished or rolled back, and the env holds some of what it had done. Nothing when there is
     no journal, or the repair finished."""
-    from tfgpu.repair.survey import JOURNAL, read_journal
+    from tfgpu.quoting import sh
 
-    journal = read_journal(env.root)
-    if journal is None or journal.get("state") == "done":
+    path = env.root / REPAIR_JOURNAL
+    if not (path.exists() or path.is_symlink()):
         return []
-    undo = f"tfgpu-install repair --undo --prefix {env.root}"
+    try:
+        journal = untrusted.load_json(path, untrusted.JOURNAL)
+    except untrusted.Unreadable:
+        journal = None
+    if not isinstance(journal, dict):
+        journal = {"unreadable": True}
+    if journal.get("state") == "done":
+        return []
+    undo = f"tfgpu-install repair --undo --prefix {sh(str(env.root))}"
     if journal.get("unreadable"):
         return [
             fail(
                 "env.repair",
                 "The env's repair journal cannot be read",
                 f"Set it aside, keeping the env as it is: {undo} --forget-journal",
-                str(env.root / JOURNAL),
+                str(path),
             )
         ]
     return [
@@ -416,7 +426,7 @@ def repair_journal(env) -> list[Finding]:
             "env.repair",
             f"A repair of this env was interrupted (its journal says {journal.get('state')!r}): "
             "the env may hold part of what it was installing",
-            f"Take back what it had done: {undo} (then `tfgpu-install repair --prefix {env.root}` to repair again)",
-            str(env.root / JOURNAL),
+            f"Take back what it had done: {undo} (then `tfgpu-install repair --prefix {sh(str(env.root))}` to repair again)",
+            str(path),
         )
     ]
