@@ -31,10 +31,12 @@ pytestmark = pytest.mark.slow
 QUIET = ("--no-detect", "--yes", "--no-verify")
 HANG = 240
 """Seconds after which a wait is a hang (never a timing the test asserts)."""
+FILES = 4000
+"""Small files added to each fat wheel: enough for the poll below to see each state on a busy machine."""
 FAT = {"nvidia-cuda-nvcc-cu12": "nvidia/cuda_nvcc/lib", "nvidia-cudnn-cu12": "nvidia/cudnn/lib"}
 
 
-def _fatten(wheels: Path, dist: str, where: str, count: int = 3000) -> None:
+def _fatten(wheels: Path, dist: str, where: str, count: int = FILES) -> None:
     """Rebuild ``dist``'s wheel in ``wheels`` with ``count`` more small files under ``where``."""
     stem = dist.replace("-", "_")
     for path in wheels.glob(f"{stem}-*.whl"):
@@ -130,7 +132,7 @@ def interrupt_when(user_env: Path, wheels: Path, env: dict, seen, signum: int) -
         while not seen(packages):
             assert child.poll() is None, f"the repair ended before the state was seen: {child.communicate()}"
             assert time.monotonic() < deadline, "hang: the state never came"
-            time.sleep(0.001)
+            time.sleep(0)  # a state may last a few milliseconds: poll, yielding the CPU only
         frozen = _descendants(child.pid)
         for pid in frozen:
             os.kill(pid, signal.SIGSTOP)
@@ -149,7 +151,7 @@ def interrupt_when(user_env: Path, wheels: Path, env: dict, seen, signum: int) -
 
 def first_files(packages: Path) -> bool:
     """uv has made a package's directories and linked its first files into them."""
-    return any((packages / where).is_dir() and len(os.listdir(packages / where)) < 200 for where in FAT.values())
+    return any((packages / where).is_dir() and len(os.listdir(packages / where)) < FILES // 3 for where in FAT.values())
 
 
 def half_dist_info(packages: Path) -> bool:
@@ -157,7 +159,7 @@ def half_dist_info(packages: Path) -> bool:
     return any(
         list(packages.glob(f"{dist.replace('-', '_')}-*.dist-info"))
         and (packages / where).is_dir()
-        and len(os.listdir(packages / where)) < 3000
+        and len(os.listdir(packages / where)) < FILES
         for dist, where in FAT.items()
     )
 

@@ -96,6 +96,13 @@ def _dist_name(directory: str) -> str:
     return canonical(Path(directory).name.removesuffix(".dist-info").split("-", 1)[0])
 
 
+def _ctime(path: Path) -> int:
+    try:
+        return path.lstat().st_ctime_ns
+    except OSError:
+        return 0
+
+
 def _owned(prefix: Path, site: Path, dist_info: Path) -> set[str]:
     """Env-relative paths a distribution owns: its RECORD's and its own ``.dist-info``'s."""
     owned = set()
@@ -115,19 +122,20 @@ def sweep(prefix: Path, site: Path | None, listing: dict, ours: set[str], spare:
     before = listing.get("paths", {})
     since = int(listing.get("taken_ns", 0)) - SLACK_NS
     keep: set[str] = set()
-    if site is not None:
-        for dist_info in sorted(site.glob("*.dist-info")):
-            relative = os.path.relpath(dist_info, prefix)
-            mine = relative not in before and _dist_name(relative) in ours
-            if not mine and (dist_info / "RECORD").is_file():
-                keep |= _owned(prefix, site, dist_info)
+    for dist_info in sorted(site.glob("*.dist-info")) if site is not None else ():
+        relative = os.path.relpath(dist_info, prefix)
+        if relative in before and _ctime(dist_info / "RECORD") < since:
+            continue  # there before and not written since: everything it owns is in the listing
+        if not (relative not in before and _dist_name(relative) in ours) and (dist_info / "RECORD").is_file():
+            keep |= _owned(prefix, site, dist_info)
     found = dict(_walk(prefix, _areas(prefix, site)))
     kept_dirs = {str(p) for k in keep for p in Path(k).parents}
+    kept_infos = {k for k in keep if k.endswith(".dist-info")}
     removed, kept, dirs = [], [], []
     for relative, info in sorted(found.items()):
         if relative in before or relative in spare:
             continue
-        inside_kept = relative in keep or any(relative.startswith(k + "/") for k in keep if k.endswith(".dist-info"))
+        inside_kept = relative in keep or any(str(p) in kept_infos for p in Path(relative).parents)
         if inside_kept or info.st_ctime_ns < since:
             kept.append(relative)
             continue
