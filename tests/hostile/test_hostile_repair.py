@@ -28,6 +28,9 @@ QUIET = ("--no-detect", "--yes", "--no-verify")
 @pytest.fixture
 def user_env(sandbox, repair_wheels, uv_cache, monkeypatch) -> Path:
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(uv_cache))
+    # Every uv here (the user's own `uv pip install`s and the tool's) uses a cache under tmp, never
+    # the user's ~/.cache/uv: the same directory as the tool's own uv cache, so it is reused.
+    monkeypatch.setenv("UV_CACHE_DIR", str(uv_cache / "uv"))
     return rh.user_venv(sandbox / "env", repair_wheels, "tensorflow==2.21.0")
 
 

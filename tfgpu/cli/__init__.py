@@ -78,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
 
         signum = getattr(stop, "signum", 2)
         remains, done = left(stop)
+        # A command that knows better (a repair rolled back) says what is left and where.
+        outcome = getattr(stop, "outcome", None)
+        if outcome:
+            remains = [f"{outcome}.", *remains]
         what = " ".join(remains) if remains else "nothing was left half-built."
         sys.stderr.write(f"Interrupted ({'SIGINT' if signum == 2 else stop}): {what}\n")
         sys.stderr.writelines(f"  {line}\n" for line in done)

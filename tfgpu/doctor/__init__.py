@@ -71,6 +71,7 @@ def run_doctor(
 
 
 def _env_findings(report: Report, env, host, environ: dict[str, str]) -> None:
+    report.findings += _guarded(env_checks.repair_journal, env)
     report.findings += _guarded(env_checks.python_supported, env, host)
     report.findings += _guarded(env_checks.cuda_build, env, host)
     report.findings += _guarded(mixed_checks.check, env)

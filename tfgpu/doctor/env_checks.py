@@ -16,6 +16,8 @@ from tfgpu.resolver import gpu, tables
 
 REBUILD = "tfgpu-install create --force --prefix {root} --tf {tf} --mode pip"
 REPAIR = "tfgpu-install repair --prefix {root}"
+REPAIR_JOURNAL = Path("etc/tfgpu/repair.json")
+"""``tfgpu.repair.survey.JOURNAL`` (repair imports doctor, so doctor names the place itself)."""
 """In place and undoable: what an env tfgpu-install did not build is pointed at first."""
 
 
@@ -390,3 +392,41 @@ def _recorded_data_dir(root: Path) -> Path | None:
     except (untrusted.Unreadable, KeyError, TypeError):
         return None
     return root / data if data else None
+
+
+def repair_journal(env) -> list[Finding]:
+    """A repair journal that is not ``done``: a repair was interrupted (SIGKILL, a power cut) before
+    it finished or rolled back, and the env holds some of what it had done. Nothing when there is
+    no journal, or the repair finished."""
+    from tfgpu.quoting import sh
+
+    path = env.root / REPAIR_JOURNAL
+    if not (path.exists() or path.is_symlink()):
+        return []
+    try:
+        journal = untrusted.load_json(path, untrusted.JOURNAL)
+    except untrusted.Unreadable:
+        journal = None
+    if not isinstance(journal, dict):
+        journal = {"unreadable": True}
+    if journal.get("state") == "done":
+        return []
+    undo = f"tfgpu-install repair --undo --prefix {sh(str(env.root))}"
+    if journal.get("unreadable"):
+        return [
+            fail(
+                "env.repair",
+                "The env's repair journal cannot be read",
+                f"Set it aside, keeping the env as it is: {undo} --forget-journal",
+                str(path),
+            )
+        ]
+    return [
+        fail(
+            "env.repair",
+            f"A repair of this env was interrupted (its journal says {journal.get('state')!r}): "
+            "the env may hold part of what it was installing",
+            f"Take back what it had done: {undo} (then `tfgpu-install repair --prefix {sh(str(env.root))}` to repair again)",
+            str(path),
+        )
+    ]

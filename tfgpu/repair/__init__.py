@@ -10,6 +10,7 @@ conda prefix.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from tfgpu.engines import uv as uv_engine
@@ -159,7 +160,7 @@ def repair(
             confirm,
             companions=companions,
         ) | {"which_env": target.to_dict()}
-    with txn.TargetLock(root):
+    with _telling_what_is_left(root), txn.TargetLock(root):
         return _repair_locked(
             root,
             interpreter,
@@ -282,7 +283,7 @@ def undo(
     find_links = uv_engine.find_links_source(find_links)
     target = target or locate(name, prefix, interpreter)
     root = _root(target.prefix, target.interpreter)
-    with txn.TargetLock(root):
+    with _telling_what_is_left(root, undoing=True), txn.TargetLock(root):
         if forget_journal:
             if read_journal(root) is None:
                 raise ImpossibleError(
@@ -310,6 +311,42 @@ def undo(
         )
         done = undo_journal(found.prefix, found.journal, installer, reporter)
     return {"prefix": str(found.prefix), "undone": True, **done}
+
+
+@contextlib.contextmanager
+def _telling_what_is_left(root: Path, undoing: bool = False):
+    """An interrupt that leaves an unfinished repair's journal behind says so, and what takes it
+    back (the CLI prints ``outcome`` instead of its general line)."""
+    try:
+        yield
+    except KeyboardInterrupt as stop:
+        if getattr(stop, "outcome", None) is None:
+            stop.outcome = _unfinished(root, undoing) or "the env was not changed"
+        raise
+
+
+def _unfinished(root: Path, undoing: bool) -> str | None:
+    from tfgpu.repair.survey import JOURNAL, read_journal
+
+    try:
+        journal = read_journal(root)
+    except OSError:
+        journal = None
+    if journal is None and undoing:
+        return f"the repair of {root} had been taken back whole"
+    if not isinstance(journal, dict) or journal.get("unreadable"):
+        return None
+    if undoing:
+        return (
+            f"the undo stopped part way; {root / JOURNAL} still records the repair, and "
+            f"`tfgpu-install repair --undo --prefix {sh(str(root))}` again finishes taking it back"
+        )
+    if journal.get("state") == "done":
+        return None
+    return (
+        f"a repair of {root} is left unfinished (its journal {root / JOURNAL} says so); "
+        f"`tfgpu-install repair --undo --prefix {sh(str(root))}` takes back what it had done"
+    )
 
 
 def _runner(found):

@@ -33,6 +33,7 @@ from tfgpu.envs import writes
 from tfgpu.envs.writes import inside
 from tfgpu.installers.stacks import owned_twice, refuse_files_owned_twice
 from tfgpu.proc import shielded
+from tfgpu.repair import listing
 from tfgpu.repair.journal import FORMAT, check_journal, write_journal
 from tfgpu.repair.plan import RepairPlan, differing_files, state_of
 from tfgpu.repair.survey import JOURNAL, EnvSurvey, canonical, conda_packages
@@ -136,6 +137,10 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
                 if record is not None:
                     journal["conda_replaced"][change.name] = record
     journal["state"] = "applying"
+    if plan.manager != "conda":
+        # Before uv runs: what its areas hold, so a rollback takes out every path it wrote, however
+        # far it got (a half .dist-info, a .tmp RECORD, an empty lib directory), not only whole packages.
+        journal["listing"] = listing.take(prefix, survey.site_packages)
     planned = set(plan.files)
     # The files are rendered again after the packages are in (the layout follows them); any path the
     # activation set-up can write is recorded now, before anything changes.
@@ -202,9 +207,11 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
         written = _write_files(survey, plan.manager, journal, dirs_before)
         journal["state"] = "done"
         write_journal(prefix, journal)
-    except BaseException:
+    except BaseException as error:
         with shielded():
-            undo_journal(prefix, journal, installer, reporter)
+            undone = undo_journal(prefix, journal, installer, reporter)
+        if isinstance(error, KeyboardInterrupt):  # the CLI says this instead of a general line
+            error.outcome = rolled_back(prefix, undone)
         raise
     return {
         "added": added_now,
@@ -212,6 +219,18 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
         "files": written,
         "journal": str(prefix / JOURNAL),
     }
+
+
+def rolled_back(prefix: Path, undone: dict) -> str:
+    """What an interrupted repair's rollback left, in a sentence: the env as it was, or what is not."""
+    left = undone.get("left", [])
+    if not left:
+        return f"the repair was rolled back; {prefix} is as it was before it"
+    shown = "; ".join(left[:5]) + (f"; and {len(left) - 5} more" if len(left) > 5 else "")
+    return (
+        f"the repair was rolled back, but not all of {prefix} is as it was before it: {shown}. "
+        "Those were changed by something else than this repair, or could not be put back"
+    )
 
 
 def _activation_paths(survey: EnvSurvey, manager: str) -> set[str]:
@@ -339,9 +358,19 @@ def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict, list
 
 
 def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
-    """Put back what the repair did and nothing else: packages first, then files, then directories."""
+    """Put back what the repair did and nothing else: packages first, then files, then directories.
+
+    A repair that did not finish (state ``applying``) is swept against the listing it took before
+    uv ran (``tfgpu.repair.listing``): whatever uv had written of its packages goes, whole or half."""
     writes.check_tree(prefix)  # uninstalling through a link out of the env would delete elsewhere
     added, changed, left = _package_changes(prefix, journal)
+    site = next(iter(sorted(prefix.glob("lib/python3*/site-packages"))), None)
+    listed = journal.get("listing") if journal.get("manager", "pip") != "conda" else None
+    interrupted = journal.get("state") != "done" and listed is not None
+    ours: set[str] = set()
+    if interrupted:
+        ours = _this_install(prefix, site, journal, listed, added)
+        added = [name for name in added if name not in ours]  # the sweep takes these, half or whole
     installer.undo(added, changed, reporter)
     written = journal.get("written", {})  # check_journal: every journal acted on holds it
     for relative, before in sorted(journal.get("files", {}).items()):
@@ -353,13 +382,47 @@ def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
             writes.put_state(path, original, root=prefix)
         else:
             left.append(f"{relative} (changed since the repair wrote it)")
-    site = next(iter(sorted(prefix.glob("lib/python3*/site-packages"))), None)
     for pattern in HOOK_CACHES if site is not None else ():
         for cached in site.glob(pattern):
             writes.delete(cached, root=prefix)
+    swept: list[str] = []
+    if interrupted:
+        names = ours | ({p.get("name") for p in journal.get("intended", [])} - set(journal.get("before", {})))
+        result = listing.sweep(prefix, site, listed, names, set(journal.get("files", {})))
+        swept = result["removed"]
+        if swept:
+            reporter.note(f"took out {len(swept)} paths the interrupted install had written")
+        left += [f"{relative} (there before the repair, gone now)" for relative in result["missing"]]
+    elif listed is not None:
+        swept = listing.empty_dirs(prefix, site, listed)
     writes.delete(inside(prefix, str(JOURNAL)), root=prefix)
     for directory in sorted(journal.get("dirs", []), key=lambda d: d.count("/"), reverse=True):
         writes.remove_empty_dir(inside(prefix, directory))
     for line in left:
         reporter.note(f"left as it is: {line}")
-    return {"removed": added, "restored": sorted(changed), "files": sorted(journal.get("files", {})), "left": left}
+    return {
+        "removed": sorted({*added, *ours}),
+        "restored": sorted(changed),
+        "files": sorted(journal.get("files", {})),
+        "swept": swept,
+        "left": left,
+    }
+
+
+def _this_install(prefix: Path, site: Path | None, journal: dict, listed: dict, added: list[str]) -> set[str]:
+    """The packages the interrupted install itself wrote (a ``.dist-info`` that was not in the
+    listing, named as one it intended or added, at a version the env did not hold before)."""
+    if site is None:
+        return set()
+    before = journal.get("before", {})
+    wanted = {p.get("name") for p in journal.get("intended", [])} | set(added)
+    prefix_listed = listed.get("paths", {})
+    ours = set()
+    for dist_info in site.glob("*.dist-info"):
+        relative = os.path.relpath(dist_info, prefix)
+        stem = dist_info.name.removesuffix(".dist-info")
+        name, _, version = stem.partition("-")
+        name = canonical(name)
+        if relative not in prefix_listed and name in wanted and before.get(name) != version:
+            ours.add(name)
+    return ours

@@ -41,6 +41,7 @@ SHAPES = {
     "state": str,
     "intended": list,
     "written": dict,
+    "listing": dict,
 }
 
 
@@ -112,6 +113,9 @@ def _journal_problem(journal: dict) -> str | None:
     for relative in [*journal["files"], *journal.get("dirs", []), *journal.get("written", {})]:
         if not isinstance(relative, str) or not _relative_ok(relative):
             return f"names {relative!r}, outside the env"
+    problem = _listing_problem(journal.get("listing"))
+    if problem:
+        return problem
     if not all(isinstance(d, str) and DIGEST.match(d) for d in journal.get("written", {}).values()):
         return "holds a file digest that is not one"
     for state in journal["files"].values():
@@ -137,6 +141,19 @@ def _journal_problem(journal: dict) -> str | None:
     ):
         return "holds a package the repair added without the digest of its RECORD"
     return _contradiction(journal)
+
+
+def _listing_problem(listing: dict | None) -> str | None:
+    """The listing of uv's areas (``tfgpu.repair.listing``): a time and env-relative paths, nothing else."""
+    if listing is None:
+        return None
+    paths = listing.get("paths")
+    if not isinstance(listing.get("taken_ns"), int) or not isinstance(paths, dict):
+        return "holds a listing of the env this tool does not write"
+    for relative, kind in paths.items():
+        if not (isinstance(kind, str) and _relative_ok(relative)):
+            return f"lists {relative!r}, outside the env"
+    return None
 
 
 def _contradiction(journal: dict) -> str | None:

@@ -1,0 +1,171 @@
+"""What the package install of a repair may have written, found after the fact: the listing the
+journal takes of the areas uv writes (site-packages, ``bin``, ``include``) before uv runs, and the
+sweep that takes out of them whatever appeared since.
+
+uv writes a wheel in steps: the package's directories (``nvidia/cudnn/lib``, empty at first), its
+files one by one, its ``.dist-info`` (the wheel's METADATA and RECORD), then INSTALLER, REQUESTED and
+a RECORD of its own through a ``.tmp*`` file renamed into place. A repair interrupted anywhere in
+between (SIGINT, SIGTERM, SIGKILL) leaves some prefix of that: a ``.dist-info`` without METADATA is
+no distribution to ``uv pip uninstall``, an empty directory is in no RECORD, and a half one makes
+the user's next ``uv pip install`` of that package fail. So the rollback of an interrupted repair
+does not ask uv what it installed: it removes every path that was not in the listing, except what
+a complete distribution the repair did not bring (a package the user installed since) owns, and
+the files the journal itself restores.
+
+Only paths whose inode changed after the listing was taken are removed (``st_ctime``: a file uv
+links or writes gets a new one), so even a listing that lost entries cannot make the sweep take a
+file that was there before. Every delete goes through the env-write door.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import stat
+import time
+from pathlib import Path
+
+from tfgpu import untrusted
+from tfgpu.envs import writes
+from tfgpu.repair.survey import canonical
+
+AREAS = ("bin", "include")
+"""Beside site-packages, where uv puts a wheel's scripts and headers in a venv."""
+SLACK_NS = 2_000_000_000
+"""File times come from the kernel's coarse clock, a tick behind ``time.time_ns()``."""
+MAX_DEPTH = writes.MAX_DEPTH
+
+
+def _areas(prefix: Path, site: Path | None) -> list[Path]:
+    found = [site] if site is not None else []
+    return found + [prefix / name for name in AREAS if (prefix / name).is_dir() and not (prefix / name).is_symlink()]
+
+
+def _walk(prefix: Path, roots: list[Path]):
+    """(env-relative path, lstat) of everything under ``roots``, the roots included; links are not
+    followed, and nothing deeper than ``MAX_DEPTH`` is looked at."""
+    for root in roots:
+        stack = [(root, 0)]
+        while stack:
+            directory, depth = stack.pop()
+            try:
+                info = directory.lstat()
+            except OSError:
+                continue
+            yield os.path.relpath(directory, prefix), info
+            if not stat.S_ISDIR(info.st_mode) or depth >= MAX_DEPTH:
+                continue
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue
+            for entry in entries:
+                path = Path(entry.path)
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    stack.append((path, depth + 1))
+                else:
+                    yield os.path.relpath(path, prefix), info
+
+
+def _kind(path: Path, info: os.stat_result) -> str:
+    if stat.S_ISDIR(info.st_mode):
+        return "dir"
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            return "link " + os.readlink(path)
+        except OSError:
+            return "link"
+    return f"file {info.st_size}"
+
+
+def take(prefix: Path, site: Path | None) -> dict:
+    """The listing the journal keeps: ``{"taken_ns", "paths": {relative: kind}}``."""
+    taken = time.time_ns()
+    paths = {relative: _kind(prefix / relative, info) for relative, info in _walk(prefix, _areas(prefix, site))}
+    return {"taken_ns": taken, "paths": paths}
+
+
+def _dist_name(directory: str) -> str:
+    """``nvidia_cudnn_cu12-9.28.0.42.dist-info`` -> ``nvidia-cudnn-cu12`` (from the name: a half
+    written one may have no METADATA)."""
+    return canonical(Path(directory).name.removesuffix(".dist-info").split("-", 1)[0])
+
+
+def _ctime(path: Path) -> int:
+    try:
+        return path.lstat().st_ctime_ns
+    except OSError:
+        return 0
+
+
+def _owned(prefix: Path, site: Path, dist_info: Path) -> set[str]:
+    """Env-relative paths a distribution owns: its RECORD's and its own ``.dist-info``'s."""
+    owned = set()
+    text = untrusted.text_or_none(dist_info / "RECORD", untrusted.ENV_FILE, errors="replace")
+    for row in csv.reader(io.StringIO(text or "")):
+        if row and row[0]:
+            owned.add(os.path.relpath(os.path.normpath(site / row[0]), prefix))
+    owned.add(os.path.relpath(dist_info, prefix))
+    return owned
+
+
+def sweep(prefix: Path, site: Path | None, listing: dict, ours: set[str], spare: set[str]) -> dict:
+    """Remove what appeared under the listed areas since ``listing`` was taken, but what a complete
+    distribution not in ``ours`` (canonical names) owns and the paths in ``spare`` (the journal's
+    files); returns ``{"removed": [...], "missing": [...], "kept": [...]}``, env-relative:
+    what went, what was listed and is gone, what appeared and was left (a package's since)."""
+    before = listing.get("paths", {})
+    since = int(listing.get("taken_ns", 0)) - SLACK_NS
+    keep: set[str] = set()
+    for dist_info in sorted(site.glob("*.dist-info")) if site is not None else ():
+        relative = os.path.relpath(dist_info, prefix)
+        if relative in before and _ctime(dist_info / "RECORD") < since:
+            continue  # there before and not written since: everything it owns is in the listing
+        if not (relative not in before and _dist_name(relative) in ours) and (dist_info / "RECORD").is_file():
+            keep |= _owned(prefix, site, dist_info)
+    found = dict(_walk(prefix, _areas(prefix, site)))
+    kept_dirs = {str(p) for k in keep for p in Path(k).parents}
+    kept_infos = {k for k in keep if k.endswith(".dist-info")}
+    removed, kept, dirs = [], [], []
+    for relative, info in sorted(found.items()):
+        if relative in before or relative in spare:
+            continue
+        inside_kept = relative in keep or any(str(p) in kept_infos for p in Path(relative).parents)
+        if inside_kept or info.st_ctime_ns < since:
+            kept.append(relative)
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            if relative not in kept_dirs:
+                dirs.append(relative)
+            continue
+        writes.delete(writes.inside(prefix, relative), root=prefix)
+        removed.append(relative)
+    for relative in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
+        if writes.remove_empty_dir(writes.inside(prefix, relative)):
+            removed.append(relative + "/")
+        else:
+            kept.append(relative + "/")
+    now = {relative for relative, _ in _walk(prefix, _areas(prefix, site))}
+    missing = sorted(relative for relative in before if relative not in now)
+    return {"removed": removed, "missing": missing, "kept": sorted(set(kept) - set(dirs))}
+
+
+def empty_dirs(prefix: Path, site: Path | None, listing: dict) -> list[str]:
+    """After a completed repair is undone: remove the directories its packages made that nothing
+    fills any more (uv leaves ``nvidia/<pkg>/lib`` behind when another file was put there)."""
+    before = listing.get("paths", {})
+    made = [
+        relative
+        for relative, info in _walk(prefix, _areas(prefix, site))
+        if stat.S_ISDIR(info.st_mode) and relative not in before
+    ]
+    return [
+        relative + "/"
+        for relative in sorted(made, key=lambda d: d.count("/"), reverse=True)
+        if writes.remove_empty_dir(writes.inside(prefix, relative))
+    ]
