@@ -350,7 +350,8 @@ def test_offline_a_wheel_directory_that_lacks_a_package_is_told_which(tmp_path, 
 
 def test_a_failure_that_is_not_the_network_does_not_blame_it():
     """uv heads a hash mismatch or an HTTP 404 with "Failed to fetch": that is not a missing network."""
-    from tfgpu.installers.base import Step, StepKind, install_failed
+    from tfgpu.installers.base import Step, StepKind
+    from tfgpu.installers.failures import install_failed
     from tfgpu.installers.options import build_options
     from tfgpu.proc import Completed
 
@@ -383,7 +384,8 @@ def test_the_engine_reports_facts_and_the_installer_says_what_they_mean(tmp_path
     into the install-failed error, with the staging path shown as the env's own."""
     from tfgpu.engines.uv import run_failure
     from tfgpu.envs.location import Location
-    from tfgpu.installers.base import Step, StepKind, install_failed
+    from tfgpu.installers.base import Step, StepKind
+    from tfgpu.installers.failures import install_failed
     from tfgpu.installers.options import build_options
     from tfgpu.proc import Completed
 

@@ -223,18 +223,18 @@ def test_two_runs_of_a_conda_lock_script_sharing_the_downloads_each_install_the_
 
 
 def test_a_conda_lock_naming_one_package_file_twice_is_refused(tool, sandbox, conda_lock):
-    """Two conda entries whose URLs end in the same file name (another directory, another sha256;
-    checksum recomputed): the bash export downloads each to its file name, so the second replaced
-    the first after the first was checked, and conda got the second's bytes twice in its @EXPLICIT
-    list. The lock is refused before anything is written."""
+    """Two conda entries whose URLs end in the same file name (another directory of the same channel,
+    noarch/ beside linux-64/, another sha256; checksum recomputed): the bash export downloads each to
+    its file name, so the second replaced the first after the first was checked, and conda got the
+    second's bytes twice in its @EXPLICIT list. The lock is refused before anything is written."""
     from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
 
     from tfgpu.lock.conda.write import model_digest
 
     lockfile = parse_conda_lock_file(conda_lock)
     first, second = [p for p in lockfile.package if p.manager == "conda" and p.platform == "linux-64"][:2]
-    head, _, _ = str(second.url).rpartition("/")
-    second.url = f"{head}/other/{str(first.url).rsplit('/', 1)[1]}"
+    channel = str(second.url).rsplit("/", 2)[0]  # within the channel: a URL outside it is refused first
+    second.url = f"{channel}/noarch/{str(first.url).rsplit('/', 1)[1]}"
     lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = model_digest(lockfile)
     write_conda_lock_file(lockfile, conda_lock, metadata_choices=set())
     out = sandbox / "install.sh"

@@ -21,6 +21,12 @@ def render():
     return module
 
 
+def _lists():
+    from tfgpu.cli import lists
+
+    return lists
+
+
 def note(message: str) -> None:
     """A line for the person at the terminal, on stderr (so also under --json)."""
     render().note(message)
@@ -103,12 +109,12 @@ _TEXT = {
     results.DataUpdate: lambda result: render().note(result.summary),
     results.Created: _created,
     results.Removed: lambda result: render().removed(result.removed, result.recovered),
-    results.LockChecked: lambda result: render().lock_check(result.check),
+    results.LockChecked: lambda result: _lists().lock_check(result.check),
     results.Exported: _exported,
     results.LogMatches: _log_matches,
     results.Doctored: lambda result: render().doctor(result.report),
     results.Verified: _verified,
-    results.EnvList: lambda result: render().env_list(result.envs, result.searched, result.leftovers),
+    results.EnvList: lambda result: _lists().env_list(result.envs, result.searched, result.leftovers),
     results.Repaired: lambda result: (render().repair_undone if result.undone else render().repaired)(result.summary),
     results.Written: _written,
     results.Text: _text,

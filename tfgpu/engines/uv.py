@@ -422,7 +422,7 @@ def exact_pins(lock_text: str) -> list[str]:
 class RunFailure(NamedTuple):
     """What a failed command says, as facts: which command, its exit status, the lines that name
     the problem (else the output's tail), and two readings of uv's output. What they mean for the
-    user (what to do) is the mode installer's to say (``tfgpu.installers.base.install_failed``)."""
+    user (what to do) is the mode installer's to say (``tfgpu.installers.failures.install_failed``)."""
 
     command: str
     """The program and its first two arguments (``uv pip install``)."""
