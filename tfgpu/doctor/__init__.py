@@ -69,23 +69,28 @@ def run_doctor(
     if not env.tf_version or not env.build_info.get("is_cuda_build"):
         return report
     from tfgpu.doctor import closed
-    from tfgpu.doctor.libraries import dlopen_callers, load_in_child, resolve_libraries
+    from tfgpu.doctor.libraries import dlopen_callers, hook_other_first, load_in_child, resolve_libraries
 
     try:
         resolved = resolve_libraries(env.build_info, env.runpath, env.hook, environ)
-        probe = load_in_child(resolved, dlopen_callers(env.root, env.site_packages))
+        # the hook's other-stack libraries first: the probe's process then holds what TensorFlow's does
+        first = hook_other_first(env.hook, environ)
+        probe = load_in_child(resolved, dlopen_callers(env.root, env.site_packages), first=first)
     except OSError as error:
         report.findings.append(_unreadable("env.readable", error))
         return report
     report.target["libraries"] = [
-        {"soname": r.soname, "path": r.path, "via": r.via, "version": r.version, "loaded": r.loaded} for r in resolved
+        {"soname": r.soname, "path": r.path, "via": r.via, "version": r.version, "loaded": r.loaded, "own": r.own}
+        for r in resolved
     ]
+    report.target["uses"] = probe.uses
     report.target["dlopened"] = [
         {"name": u.name, "caller": u.caller, "path": u.path, "via": u.via} for u in probe.dlopened
     ]
     report.findings += _guarded(env_checks.gpu_architectures, env, host)
     report.findings += _guarded(env_checks.libraries, env, resolved)
-    report.findings += _guarded(env_checks.cudnn_version, env, resolved)
+    report.findings += _guarded(env_checks.cudnn_version, env, resolved, probe)
+    report.findings += _guarded(env_checks.stacks_used, env, probe)
     report.findings += _guarded(env_checks.shadowing, env, resolved)
     report.findings += _guarded(closed.closed, env, resolved, probe, environ)
     report.findings += _guarded(env_checks.release_bugs, env, resolved)

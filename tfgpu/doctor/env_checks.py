@@ -173,7 +173,15 @@ def libraries(env, resolved: list[Resolved]) -> list[Finding]:
                 )
             )
         else:
-            findings.append(ok(f"libs.{lib.name}", f"{lib.soname} loads{version}", where))
+            also = (
+                (
+                    f"TensorFlow's own {lib.own} loads too, but lookups of {lib.soname} get the copy loaded first "
+                    "(the other CUDA stack's, by the load hook)",
+                )
+                if lib.own
+                else ()
+            )
+            findings.append(ok(f"libs.{lib.name}", f"{lib.soname} loads{version}", where, *also))
     return findings
 
 
@@ -194,7 +202,16 @@ def _loader_fix(env) -> str:
     )
 
 
-def cudnn_version(env, resolved: list[Resolved]) -> list[Finding]:
+def _stack(env, path: str | None) -> str:
+    from tfgpu.verify.origins import stack_of
+
+    return stack_of(Path(env.root), path)
+
+
+def cudnn_version(env, resolved: list[Resolved], probe=None) -> list[Finding]:
+    """The cuDNN TensorFlow computes with: the version its ``libcudnn.so.9`` reports in a process
+    that holds what TensorFlow's holds (the load hook's other-stack libraries loaded first), and
+    the sub-libraries that copy forwards to, each with its wheel."""
     lib = next((r for r in resolved if r.name == "cudnn"), None)
     series = tables.series().get(".".join((env.tf_version or "0.0").split(".")[:2]))
     # The env's own cudnn_version.h (TF 2.21+) is the compiled version; else TF's tested-configurations table.
@@ -202,10 +219,22 @@ def cudnn_version(env, resolved: list[Resolved]) -> list[Finding]:
     if lib is None or not lib.version or compiled is None:
         return [skip("cudnn.version", "cuDNN version or TensorFlow's compiled cuDNN unknown")]
     have, need = Version(lib.version), Version(compiled)
+    uses = getattr(probe, "uses", {}) or {}
+    parts = [
+        f"{name} ← {use.get('path')} ({use.get('package') or 'wheel unknown'}; {_stack(env, use.get('path'))})"
+        for name, use in sorted(uses.items())
+        if name.startswith("libcudnn") and isinstance(use, dict)
+    ]
     evidence = (
-        f"loaded {lib.path}: cuDNN {lib.version}",
+        f"loaded {lib.path}: cuDNN {lib.version} (what TensorFlow's lookups of {lib.soname} get; cudnnGetVersion)",
         f"TF {env.tf_version} was built with cuDNN {compiled}"
         + (" (its cudnn_version.h)" if env.cudnn_compiled else ""),
+        *(
+            [f"TensorFlow's own {lib.own} is mapped too; the loader answers with the copy loaded first"]
+            if lib.own
+            else []
+        ),
+        *parts,
     )
     if have.major != need.major or have.release[:2] < need.release[:2]:
         return [
@@ -220,6 +249,64 @@ def cudnn_version(env, resolved: list[Resolved]) -> list[Finding]:
             )
         ]
     return [ok("cudnn.version", f"cuDNN {lib.version} >= {compiled} (same major)", *evidence)]
+
+
+FAMILIES = (
+    ("cuDNN", "libcudnn"),
+    ("NCCL", "libnccl"),
+    ("cuRAND", "libcurand"),
+    ("cuSPARSE", "libcusparse"),
+    ("cuBLAS", "libcublas"),
+    ("cuFFT", "libcufft"),
+    ("cuSOLVER", "libcusolver"),
+    ("CUDA runtime", "libcudart"),
+)
+
+
+def stacks_used(env, probe) -> list[Finding]:
+    """In an env with two CUDA stacks (TensorFlow's set kept apart in ``lib/tfgpu/cuda<N>``): which
+    stack's copy TensorFlow's lookups get, library by library. The load hook loads the other
+    stack's copies of the SONAMEs both ship first (docs/modes.md), so those answer TensorFlow."""
+    own_root = Path(env.root) / "lib" / "tfgpu"
+    if not own_root.is_dir() or not getattr(probe, "ran", False):
+        return []
+    own = {lib.name: str(lib) for lib in sorted(own_root.glob("cuda[0-9]*/nvidia/*/lib/*.so*"))}
+    other, mine, evidence = [], [], []
+    for label, prefix in FAMILIES:
+        entries = [
+            (name, use)
+            for name, use in sorted(probe.uses.items())
+            if name.startswith(prefix) and isinstance(use, dict) and use.get("path") and name in own
+        ]
+        if not entries:
+            continue
+        elsewhere = [(name, use) for name, use in entries if not _stack(env, use["path"]).startswith("TensorFlow's")]
+        versions = sorted({str(use.get("version")) for _, use in elsewhere if use.get("version")})
+        (other if elsewhere else mine).append(label + (f" {'/'.join(versions)}" if versions else ""))
+        for name, use in elsewhere:
+            evidence.append(
+                f"{name} ← {use['path']} ({use.get('package') or 'wheel unknown'}); TensorFlow's own: {own[name]}"
+            )
+    if not other:
+        return [
+            ok(
+                "libs.stacks",
+                "TensorFlow uses its own CUDA set for every library it shares a SONAME with",
+                f"kept apart in {own_root}",
+            )
+        ]
+    return [
+        ok(
+            "libs.stacks",
+            f"TensorFlow computes with the other CUDA stack's {', '.join(other)}"
+            + (f"; its own {', '.join(mine)}" if mine else ""),
+            "The env's load hook loads the other stack's copies of these SONAMEs before TensorFlow's "
+            "(docs/modes.md, two CUDA stacks): the loader then answers TensorFlow's lookups with them, and "
+            "TensorFlow's own copies in lib/tfgpu are not used for these. `tfgpu-install verify --with torch` "
+            "(or jax) runs cuDNN, cuSPARSE, NCCL and cuRAND operations on this mix in both import orders.",
+            *evidence,
+        )
+    ]
 
 
 def shadowing(env, resolved: list[Resolved]) -> list[Finding]:
