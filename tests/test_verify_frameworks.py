@@ -295,3 +295,20 @@ def test_a_failing_operation_fails_its_order_naming_the_library(tmp_path, tool_e
     assert "csr_matmul (cuSPARSE) failed: RuntimeError: no cuSPARSE kernel for this GPU" in error["message"]
     for entry in json.loads(done.stdout)["details"]["orders"]:
         assert [s["framework"] for s in entry["steps"]] == entry["order"]
+
+
+def test_a_fifo_where_a_record_is_read_does_not_hang_the_report(tmp_path, tool_env):
+    """A RECORD that is a FIFO (nothing ever writes it): the wheel of that file is unknown, and the
+    report still comes."""
+    import os
+
+    prefix = fake_env(tmp_path / "env", two_stacks=True)
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    record = next(site.glob("nvidia_nccl_cu13-*.dist-info")) / "RECORD"
+    record.unlink()
+    os.mkfifo(record)
+    done = run_tool("verify", "--prefix", str(prefix), "--with", "torch", "--json", env=tool_env, timeout=120)
+    assert done.returncode == 0, done.stdout
+    torch_first = json.loads(done.stdout)["orders"][1]
+    assert torch_first["steps"][0]["uses"]["libnccl.so.2"]["package"] is None
+    assert torch_first["steps"][0]["uses"]["libcudnn.so.9"]["package"] == "nvidia-cudnn-cu13 9.19.0.56"

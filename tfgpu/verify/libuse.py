@@ -16,6 +16,7 @@ Standard library only: it runs on whatever Python the env has. Files are read wi
 
 import ctypes
 import os
+import stat
 import struct
 
 PREFIXES = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand", "libcusolver", "libcusparse",
@@ -70,11 +71,31 @@ def mapped_libraries():
     return found
 
 
+def _open_regular(path):
+    """A binary file object for ``path`` if it is a regular file, else None: a FIFO or a device
+    planted where a RECORD is looked for would block or never end a read."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            return None
+    except OSError:
+        os.close(descriptor)
+        return None
+    return os.fdopen(descriptor, "rb")
+
+
 def soname(path):
     """DT_SONAME of a 64-bit little-endian ELF file, or None: its dynamic section found through the
     program headers, the string table's address turned into a file offset through PT_LOAD."""
+    handle = _open_regular(path)
+    if handle is None:
+        return None
     try:
-        with open(path, "rb") as handle:
+        with handle:
             head = handle.read(_ELF_HEAD)
             if len(head) < _ELF_HEAD or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
                 return None
@@ -133,9 +154,12 @@ def _records(site):
         if not name.endswith(".dist-info"):
             continue
         dist, _, version = name[: -len(".dist-info")].partition("-")
+        record = _open_regular(os.path.join(site, name, "RECORD"))
+        if record is None:
+            continue
         try:
-            with open(os.path.join(site, name, "RECORD"), encoding="utf-8", errors="replace") as record:
-                text = record.read(_MAX_RECORD)
+            with record:
+                text = record.read(_MAX_RECORD).decode("utf-8", "replace")
         except OSError:
             continue
         for line in text.splitlines():
