@@ -269,7 +269,9 @@ def jax_lstm(jax):
         weights = rnn.init_lstm_weight(jax.random.PRNGKey(4), size, hidden, 1, False)
         lengths = jnp.full((batch,), steps, dtype=jnp.int32)
         got = rnn.lstm(x, h0, c0, weights, lengths, size, hidden, 1, 0.0, False)[0]
-        want = rnn.lstm_ref(x, h0, c0, weights, lengths, size, hidden, 1, 0.0, False)[0]
+        # JAX's reference LSTM takes the weights unpacked (W_ih, W_hh, b_ih, b_hh)
+        unpacked = rnn.unpack_lstm_weights(weights, size, hidden, 1, False)
+        want = rnn.lstm_ref(x, h0, c0, *unpacked, lengths, size, hidden, 1, 0.0, False)[0]
     return {"ok": _close(float(jnp.sum(got**2)), float(jnp.sum(want**2)))}
 
 
