@@ -312,3 +312,26 @@ def test_a_fifo_where_a_record_is_read_does_not_hang_the_report(tmp_path, tool_e
     torch_first = json.loads(done.stdout)["orders"][1]
     assert torch_first["steps"][0]["uses"]["libnccl.so.2"]["package"] is None
     assert torch_first["steps"][0]["uses"]["libcudnn.so.9"]["package"] == "nvidia-cudnn-cu13 9.19.0.56"
+
+
+def test_verify_lists_the_copy_tensorflow_uses_not_merely_the_first_file_mapped():
+    """``verify``'s library lines come from ``uses`` (the loader's answer by SONAME, its version and
+    wheel, how many copies are mapped); a report without it keeps the old list of files."""
+    from tfgpu.render_libs import uses_lines
+
+    report = {
+        "libraries": {"libcudnn.so.9": "/env/lib/tfgpu/cuda12/nvidia/cudnn/lib/libcudnn.so.9"},
+        "uses": {
+            "libcudnn.so.9": {
+                "path": "/env/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+                "version": "9.19.0",
+                "package": "nvidia-cudnn-cu13 9.19.0.56",
+                "copies": ["/env/lib/tfgpu/cuda12/nvidia/cudnn/lib/libcudnn.so.9", "/env/site-packages/x"],
+            }
+        },
+    }
+    (line,) = uses_lines(report)
+    assert "libcudnn.so.9 9.19.0 ← /env/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in line
+    assert "(nvidia-cudnn-cu13 9.19.0.56), 2 copies mapped" in line
+    (old,) = uses_lines({"libraries": report["libraries"]})
+    assert "libcudnn.so.9 ← /env/lib/tfgpu/cuda12/" in old
