@@ -312,3 +312,43 @@ def test_doctor_interpreter_flag_reads_the_same_env(tmp_path, local_wheels, tool
     document = json.loads(done.stdout)
     assert document["target"]["env"]["tensorflow"] == "2.21.0"
     assert document["target"]["env"]["load_hook"] is True
+
+
+def test_with_another_stack_loaded_first_doctor_reports_the_cudnn_tensorflow_gets(tmp_path):
+    """The load hook loads the other CUDA stack's copies first (its OTHER_FIRST; here given as paths
+    through TFGPU_OTHER_STACK_FIRST, the hook's own switch): doctor's probe does the same, so the
+    cuDNN version and file it reports are the ones a TensorFlow process gets by SONAME, not the copy
+    merely installed for TensorFlow; in an env with TensorFlow's set kept apart, libs.stacks says
+    which libraries TensorFlow takes from the other stack."""
+    from envtree import compile_library
+
+    env = make_env(tmp_path / "env", tf_version="2.21.0", python="3.12", cudnn_version=92800)
+    other = tmp_path / "other" / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"
+    compile_library(other, "libcudnn.so.9", "unsigned long cudnnGetVersion(void) { return 91900UL; }\n")
+    kept_apart = env / "lib" / "tfgpu" / "cuda12" / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"
+    compile_library(kept_apart, "libcudnn.so.9", "unsigned long cudnnGetVersion(void) { return 92800UL; }\n")
+    by_id = findings(run_doctor(env, host=gpu_host(), environ={**CLEAN, "TFGPU_OTHER_STACK_FIRST": str(other)}))
+    cudnn = by_id["cudnn.version"]
+    assert cudnn.title.startswith("cuDNN 9.19.0 >= "), cudnn.title
+    assert cudnn.evidence[0].startswith(f"loaded {other}: cuDNN 9.19.0")
+    assert any(
+        line.startswith("TensorFlow's own ") and "nvidia/cudnn/lib/libcudnn.so.9" in line for line in cudnn.evidence
+    )
+    stacks = by_id["libs.stacks"]
+    assert stacks.title == "TensorFlow computes with the other CUDA stack's cuDNN 9.19.0", stacks.title
+    assert any(str(other) in line and str(kept_apart) in line for line in stacks.evidence)
+    # the hook switched off: TensorFlow's own copy answers, and doctor says that instead
+    plain = findings(run_doctor(env, host=gpu_host(), environ={**CLEAN, "TFGPU_OTHER_STACK_FIRST": "0"}))
+    assert plain["cudnn.version"].title.startswith("cuDNN 9.28.0 >= ")
+
+
+def test_the_hooks_other_first_list_is_read_as_the_hook_reads_it(tmp_path):
+    from tfgpu.doctor.libraries import hook_other_first
+
+    hook = tmp_path / "site" / "_tfgpu_cuda_hook.py"
+    hook.parent.mkdir()
+    hook.write_text('LIBRARIES = []\nOTHER_FIRST = ["nvidia/nccl/lib/libnccl.so.2"]\n')
+    assert hook_other_first(hook, {}) == [str(tmp_path / "site" / "nvidia" / "nccl" / "lib" / "libnccl.so.2")]
+    assert hook_other_first(hook, {"TFGPU_OTHER_STACK_FIRST": "off"}) == []
+    assert hook_other_first(hook, {"TFGPU_OTHER_STACK_FIRST": "/a.so:/b.so"}) == ["/a.so", "/b.so"]
+    assert hook_other_first(None, {}) == []

@@ -21,6 +21,8 @@ IN_TARGET_ENV = {
     "verify/probe_libs.py",
     "verify/multiworker.py",
     "verify/frameworks_env.py",
+    "verify/framework_ops.py",
+    "verify/libuse.py",
 }
 TEMPLATE_DIRS = ("envs/templates/", "export/templates/")
 

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from tfgpu import render_libs
 from tfgpu.console import shown, table
 from tfgpu.errors import TfgpuError
 from tfgpu.live import ConsoleReporter  # noqa: F401 - the CLI's reporter, found here with the other renderers
@@ -341,6 +342,8 @@ def frameworks(report: dict) -> None:
                 f"    {sign} {escape(str(step.get('framework')))} {escape(str(step.get('version', '')))}: "
                 f"{escape(str(where))}, {len(step.get('loaded') or [])} CUDA library files mapped by this step"
             )
+            for line in render_libs.step_lines(step):
+                _out.print(line, whole=True)
         if entry.get("reason"):
             _out.print(f"    [red]{escape(str(entry['reason']))}[/]")
 
@@ -435,8 +438,8 @@ def verify(report: dict, reason: bool = True) -> None:
     bench = report.get("bench")
     if bench:
         bench_lines(bench)
-    for name, path in sorted(report.get("libraries", {}).items()):
-        _out.print(f"    [dim]{escape(name)} ← {escape(path)}[/]", whole=True)
+    for line in render_libs.uses_lines(report):
+        _out.print(line, whole=True)
     for line in report.get("log", []):
         _out.print(f"    [yellow]log:[/] {escape(line)}")
 

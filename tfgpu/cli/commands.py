@@ -380,11 +380,12 @@ def cmd_verify(settings: Settings) -> results.Result:
     chosen = target.to_dict()
     if settings.selectors.companions:
         from tfgpu.verify.frameworks import frameworks_failure, frameworks_of, run_frameworks
+        from tfgpu.verify.origins import annotate
 
         frameworks = frameworks_of(settings.selectors.companions)
         if not settings.json:
             note(f"TensorFlow and {', '.join(frameworks)} in one process, each import order, with {prefix}/bin/python…")
-        report = run_frameworks(prefix, frameworks) | {"which_env": chosen}
+        report = annotate(prefix, run_frameworks(prefix, frameworks)) | {"which_env": chosen}
         if not report["ok"]:
             if not settings.json:
                 text(results.Verified(report, frameworks=True, failing=True))

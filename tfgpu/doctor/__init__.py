@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tfgpu.doctor import env_checks, host_checks, mixed_checks
+from tfgpu.doctor import env_checks, host_checks, mixed_checks, xla_checks
 from tfgpu.doctor.findings import Finding, Report
 
 
@@ -78,27 +78,32 @@ def _env_findings(report: Report, env, host, environ: dict[str, str]) -> None:
     if not env.tf_version or not env.build_info.get("is_cuda_build"):
         return
     from tfgpu.doctor import closed
-    from tfgpu.doctor.libraries import dlopen_callers, load_in_child, resolve_libraries
+    from tfgpu.doctor.libraries import dlopen_callers, hook_other_first, load_in_child, resolve_libraries
 
     try:
         resolved = resolve_libraries(env.build_info, env.runpath, env.hook, environ)
-        probe = load_in_child(resolved, dlopen_callers(env.root, env.site_packages))
+        # the hook's other-stack libraries first: the probe's process then holds what TensorFlow's does
+        first = hook_other_first(env.hook, environ)
+        probe = load_in_child(resolved, dlopen_callers(env.root, env.site_packages), first=first)
     except OSError as error:
         report.findings.append(_unreadable("env.readable", error))
         return
     report.target["libraries"] = [
-        {"soname": r.soname, "path": r.path, "via": r.via, "version": r.version, "loaded": r.loaded} for r in resolved
+        {"soname": r.soname, "path": r.path, "via": r.via, "version": r.version, "loaded": r.loaded, "own": r.own}
+        for r in resolved
     ]
+    report.target["uses"] = probe.uses
     report.target["dlopened"] = [
         {"name": u.name, "caller": u.caller, "path": u.path, "via": u.via} for u in probe.dlopened
     ]
     report.findings += _guarded(env_checks.gpu_architectures, env, host)
     report.findings += _guarded(env_checks.libraries, env, resolved)
-    report.findings += _guarded(env_checks.cudnn_version, env, resolved)
+    report.findings += _guarded(env_checks.cudnn_version, env, resolved, probe)
+    report.findings += _guarded(env_checks.stacks_used, env, probe)
     report.findings += _guarded(env_checks.shadowing, env, resolved)
     report.findings += _guarded(closed.closed, env, resolved, probe, environ)
     report.findings += _guarded(env_checks.release_bugs, env, resolved)
-    report.findings += _guarded(env_checks.xla_tools, env, host, environ)
+    report.findings += _guarded(xla_checks.xla_tools, env, host, environ)
 
 
 def _unfinished(env) -> list[Finding]:

@@ -1,9 +1,9 @@
 """Checks of one environment: its Python, its TensorFlow wheel, the libraries it will load,
-cuDNN, shadowing, release-specific loader bugs, and XLA's ptxas and libdevice."""
+cuDNN, shadowing, release-specific loader bugs, an interrupted repair (XLA's ptxas and libdevice:
+``tfgpu.doctor.xla_checks``)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -16,9 +16,9 @@ from tfgpu.resolver import gpu, tables
 
 REBUILD = "tfgpu-install create --force --prefix {root} --tf {tf} --mode pip"
 REPAIR = "tfgpu-install repair --prefix {root}"
+"""In place and undoable: what an env tfgpu-install did not build is pointed at first."""
 REPAIR_JOURNAL = Path("etc/tfgpu/repair.json")
 """``tfgpu.repair.survey.JOURNAL`` (repair imports doctor, so doctor names the place itself)."""
-"""In place and undoable: what an env tfgpu-install did not build is pointed at first."""
 
 
 def release_of(version: str | None) -> tables.Release | None:
@@ -175,7 +175,15 @@ def libraries(env, resolved: list[Resolved]) -> list[Finding]:
                 )
             )
         else:
-            findings.append(ok(f"libs.{lib.name}", f"{lib.soname} loads{version}", where))
+            also = (
+                (
+                    f"TensorFlow's own {lib.own} loads too, but lookups of {lib.soname} get the copy loaded first "
+                    "(the other CUDA stack's, by the load hook)",
+                )
+                if lib.own
+                else ()
+            )
+            findings.append(ok(f"libs.{lib.name}", f"{lib.soname} loads{version}", where, *also))
     return findings
 
 
@@ -196,7 +204,16 @@ def _loader_fix(env) -> str:
     )
 
 
-def cudnn_version(env, resolved: list[Resolved]) -> list[Finding]:
+def _stack(env, path: str | None) -> str:
+    from tfgpu.verify.origins import stack_of
+
+    return stack_of(Path(env.root), path)
+
+
+def cudnn_version(env, resolved: list[Resolved], probe=None) -> list[Finding]:
+    """The cuDNN TensorFlow computes with: the version its ``libcudnn.so.9`` reports in a process
+    that holds what TensorFlow's holds (the load hook's other-stack libraries loaded first), and
+    the sub-libraries that copy forwards to, each with its wheel."""
     lib = next((r for r in resolved if r.name == "cudnn"), None)
     series = tables.series().get(".".join((env.tf_version or "0.0").split(".")[:2]))
     # The env's own cudnn_version.h (TF 2.21+) is the compiled version; else TF's tested-configurations table.
@@ -204,10 +221,22 @@ def cudnn_version(env, resolved: list[Resolved]) -> list[Finding]:
     if lib is None or not lib.version or compiled is None:
         return [skip("cudnn.version", "cuDNN version or TensorFlow's compiled cuDNN unknown")]
     have, need = Version(lib.version), Version(compiled)
+    uses = getattr(probe, "uses", {}) or {}
+    parts = [
+        f"{name} ← {use.get('path')} ({use.get('package') or 'wheel unknown'}; {_stack(env, use.get('path'))})"
+        for name, use in sorted(uses.items())
+        if name.startswith("libcudnn") and isinstance(use, dict)
+    ]
     evidence = (
-        f"loaded {lib.path}: cuDNN {lib.version}",
+        f"loaded {lib.path}: cuDNN {lib.version} (what TensorFlow's lookups of {lib.soname} get; cudnnGetVersion)",
         f"TF {env.tf_version} was built with cuDNN {compiled}"
         + (" (its cudnn_version.h)" if env.cudnn_compiled else ""),
+        *(
+            [f"TensorFlow's own {lib.own} is mapped too; the loader answers with the copy loaded first"]
+            if lib.own
+            else []
+        ),
+        *parts,
     )
     if have.major != need.major or have.release[:2] < need.release[:2]:
         return [
@@ -222,6 +251,64 @@ def cudnn_version(env, resolved: list[Resolved]) -> list[Finding]:
             )
         ]
     return [ok("cudnn.version", f"cuDNN {lib.version} >= {compiled} (same major)", *evidence)]
+
+
+FAMILIES = (
+    ("cuDNN", "libcudnn"),
+    ("NCCL", "libnccl"),
+    ("cuRAND", "libcurand"),
+    ("cuSPARSE", "libcusparse"),
+    ("cuBLAS", "libcublas"),
+    ("cuFFT", "libcufft"),
+    ("cuSOLVER", "libcusolver"),
+    ("CUDA runtime", "libcudart"),
+)
+
+
+def stacks_used(env, probe) -> list[Finding]:
+    """In an env with two CUDA stacks (TensorFlow's set kept apart in ``lib/tfgpu/cuda<N>``): which
+    stack's copy TensorFlow's lookups get, library by library. The load hook loads the other
+    stack's copies of the SONAMEs both ship first (docs/modes.md), so those answer TensorFlow."""
+    own_root = Path(env.root) / "lib" / "tfgpu"
+    if not own_root.is_dir() or not getattr(probe, "ran", False):
+        return []
+    own = {lib.name: str(lib) for lib in sorted(own_root.glob("cuda[0-9]*/nvidia/*/lib/*.so*"))}
+    other, mine, evidence = [], [], []
+    for label, prefix in FAMILIES:
+        entries = [
+            (name, use)
+            for name, use in sorted(probe.uses.items())
+            if name.startswith(prefix) and isinstance(use, dict) and use.get("path") and name in own
+        ]
+        if not entries:
+            continue
+        elsewhere = [(name, use) for name, use in entries if not _stack(env, use["path"]).startswith("TensorFlow's")]
+        versions = sorted({str(use.get("version")) for _, use in elsewhere if use.get("version")})
+        (other if elsewhere else mine).append(label + (f" {'/'.join(versions)}" if versions else ""))
+        for name, use in elsewhere:
+            evidence.append(
+                f"{name} ← {use['path']} ({use.get('package') or 'wheel unknown'}); TensorFlow's own: {own[name]}"
+            )
+    if not other:
+        return [
+            ok(
+                "libs.stacks",
+                "TensorFlow uses its own CUDA set for every library it shares a SONAME with",
+                f"kept apart in {own_root}",
+            )
+        ]
+    return [
+        ok(
+            "libs.stacks",
+            f"TensorFlow computes with the other CUDA stack's {', '.join(other)}"
+            + (f"; its own {', '.join(mine)}" if mine else ""),
+            "The env's load hook loads the other stack's copies of these SONAMEs before TensorFlow's "
+            "(docs/modes.md, two CUDA stacks): the loader then answers TensorFlow's lookups with them, and "
+            "TensorFlow's own copies in lib/tfgpu are not used for these. `tfgpu-install verify --with torch` "
+            "(or jax) runs cuDNN, cuSPARSE, NCCL and cuRAND operations on this mix in both import orders.",
+            *evidence,
+        )
+    ]
 
 
 def shadowing(env, resolved: list[Resolved]) -> list[Finding]:
@@ -285,113 +372,6 @@ def release_bugs(env, resolved: list[Resolved]) -> list[Finding]:
                 )
             )
     return findings
-
-
-_PTXAS_VERSION = re.compile(r"V(\d+\.\d+\.\d+)")
-# ptxas knows an architecture from this CUDA release on [MESON] (compat-facts section 5).
-_ARCH_NEEDS = {(8, 9): "11.8", (9, 0): "11.8", (10, 0): "12.8", (12, 0): "12.8"}
-
-
-def _toolkit_dirs(site: Path | None) -> list[Path]:
-    """Where pip wheels keep ptxas and libdevice: ``nvidia/cuda_nvcc`` (CUDA 11/12 wheels) and the
-    merged ``nvidia/cu13`` tree of CUDA 13's wheels (newest first)."""
-    if site is None:
-        return []
-    merged = sorted(
-        (p for p in (site / "nvidia").glob("cu[0-9][0-9]") if p.is_dir()), key=lambda p: p.name, reverse=True
-    )
-    return [site / "nvidia" / "cuda_nvcc", *merged]
-
-
-def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
-    site = env.site_packages
-    toolkits = _toolkit_dirs(site)
-    candidates = [env.root / "bin" / "ptxas", *(d / "bin" / "ptxas" for d in toolkits)]
-    ptxas = next((p for p in candidates if p.exists()), None)
-    findings = []
-    if ptxas is None:
-        findings.append(
-            warn(
-                "xla.ptxas",
-                "No ptxas in the env: XLA falls back to the driver to compile PTX",
-                f"uv pip install --python {env.python} 'nvidia-cuda-nvcc-cu12>=12.6.3' (CUDA 12 builds)",
-                *(f"looked for {p}" for p in candidates),
-            )
-        )
-    else:
-        from tfgpu.proc import Runner
-
-        done = Runner().capture([str(ptxas), "--version"], timeout=20, clean=False)
-        out = done.output if done.started else done.stderr
-        match = _PTXAS_VERSION.search(out)
-        version = match.group(1) if match else None
-        evidence = (f"{ptxas}: {version or 'version unknown'}",)
-        too_old = [
-            d
-            for d in host.gpus
-            if version
-            and d.compute_capability
-            and Version(version) < Version(_ARCH_NEEDS.get(tuple(int(x) for x in d.compute_capability.split(".")), "0"))
-        ]
-        if too_old:
-            findings.append(
-                fail(
-                    "xla.ptxas",
-                    f"ptxas {version} does not know {too_old[0].name}'s sm_"
-                    f"{too_old[0].compute_capability.replace('.', '')}",
-                    "Install a newer nvidia-cuda-nvcc-cu12 in the env.",
-                    *evidence,
-                )
-            )
-        elif version and Version("12.0") <= Version(version) <= Version("12.6.2"):
-            findings.append(
-                warn(
-                    "xla.ptxas",
-                    f"ptxas {version} is one of the versions XLA says miscompile",
-                    f"uv pip install --python {env.python} 'nvidia-cuda-nvcc-cu12>=12.6.3'",
-                    *evidence,
-                    "XLA: CUDA 12.x.y up to and including 12.6.2 miscompile certain edge cases around clamping.",
-                )
-            )
-        else:
-            findings.append(ok("xla.ptxas", f"ptxas {version or '?'} for XLA", *evidence))
-    flag = re.search(r"--xla_gpu_cuda_data_dir=(\S+)", environ.get("XLA_FLAGS", ""))
-    dirs = [Path(flag.group(1))] if flag else []
-    dirs += toolkits
-    recorded = _recorded_data_dir(env.root)
-    dirs += [recorded] if recorded else []
-    libdevice = next(
-        (
-            d / "nvvm" / "libdevice" / "libdevice.10.bc"
-            for d in dirs
-            if (d / "nvvm" / "libdevice" / "libdevice.10.bc").exists()
-        ),
-        None,
-    )
-    if libdevice:
-        findings.append(ok("xla.libdevice", "libdevice for XLA", str(libdevice)))
-    else:
-        findings.append(
-            fail(
-                "xla.libdevice",
-                "XLA will not find libdevice ('Can't find libdevice directory')",
-                f"`{REPAIR.format(root=env.root)}` adds nvidia-cuda-nvcc and sets XLA_FLAGS for the env;"
-                f" by hand: uv pip install --python {env.python} nvidia-cuda-nvcc-cu12 and set XLA_FLAGS="
-                "--xla_gpu_cuda_data_dir=<site-packages>/nvidia/cuda_nvcc.",
-                *(f"looked in {d}" for d in dirs),
-            )
-        )
-    return findings
-
-
-def _recorded_data_dir(root: Path) -> Path | None:
-    """Where the env's own activation points XLA (``etc/tfgpu/layout.json``): conda and system envs
-    keep libdevice outside site-packages (the env root, a link under etc/tfgpu/cuda, the toolkit)."""
-    try:
-        data = untrusted.load_json(root / "etc" / "tfgpu" / "layout.json", untrusted.ENV_FILE)["cuda_data_dir"]
-    except (untrusted.Unreadable, KeyError, TypeError):
-        return None
-    return root / data if data else None
 
 
 def repair_journal(env) -> list[Finding]:

@@ -41,6 +41,9 @@ class Resolved:
     error: str | None = None
     shadowed: str | None = None
     """Another copy earlier on LD_LIBRARY_PATH that the load hook makes irrelevant, or that wins."""
+    own: str | None = None
+    """The file found for TensorFlow when another copy of the SONAME answers its lookups instead
+    (``path``): the other CUDA stack's, which the load hook loaded first."""
 
 
 def needed_libraries(build_info: dict) -> list[tuple[str, str, str | None]]:
@@ -66,6 +69,23 @@ def hook_preloads(hook: Path | None) -> dict[str, str]:
             relative = ast.literal_eval(node.value)
             return {Path(r).name: str(hook.parent / r) for r in relative if (hook.parent / r).is_file()}
     return {}
+
+
+def hook_other_first(hook: Path | None, environ: dict[str, str]) -> list[str]:
+    """The absolute paths the env's load hook loads before TensorFlow's own libraries (its
+    OTHER_FIRST, in an env with two CUDA stacks), as the hook reads ``TFGPU_OTHER_STACK_FIRST``."""
+    if hook is None:
+        return []
+    setting = environ.get("TFGPU_OTHER_STACK_FIRST", "")
+    if setting.strip().lower() in ("0", "off", "false", "no"):
+        return []
+    if "/" in setting:
+        return [path for path in setting.split(":") if path]
+    for node in ast.parse(untrusted.text_or_none(hook, untrusted.ENV_FILE) or "").body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "OTHER_FIRST":
+            relative = ast.literal_eval(node.value)
+            return [os.path.normpath(hook.parent / r) for r in relative if isinstance(r, str)]
+    return []
 
 
 def ld_cache() -> dict[str, str]:
@@ -151,6 +171,8 @@ class Probe:
     dlopened: list[Dlopened] = field(default_factory=list)
     mapped: list[str] = field(default_factory=list)
     ran: bool = False
+    uses: dict = field(default_factory=dict)
+    """soname -> {"path", "version", "package", "copies"}: the copy the loader gives by name."""
 
 
 def env_library_dirs(root: Path, site: Path | None) -> list[Path]:
@@ -179,14 +201,19 @@ def dlopen_callers(root: Path, site: Path | None) -> list[Dlopened]:
     return out
 
 
-def load_in_child(resolved: list[Resolved], dlopened: list[Dlopened] = (), timeout: float = 60) -> Probe:
-    """Load every found library in a child process, in order; fill ``loaded``/``version``/``error``;
-    then resolve the dlopened names as their callers' ``dlopen`` would (``probe_libs.py``)."""
+def load_in_child(
+    resolved: list[Resolved], dlopened: list[Dlopened] = (), timeout: float = 60, first: list[str] = ()
+) -> Probe:
+    """Load ``first`` (what the load hook loads before TensorFlow's libraries), then every found
+    library in a child process, in order; fill ``loaded``/``version``/``error`` from the copy a
+    lookup by SONAME gets; then resolve the dlopened names as their callers' ``dlopen`` would
+    (``probe_libs.py``)."""
     todo = [{"soname": r.soname, "path": r.path, "version_symbol": r.version_symbol} for r in resolved if r.path]
     names = [{"name": u.name, "caller": u.caller, "runpath": list(u.runpath)} for u in dlopened]
     probe = Probe(dlopened=list(dlopened))
     if not todo and not names:
         return probe
+    first = [path for path in first if os.path.isfile(path)]
     from tfgpu.proc import Runner
 
     with as_file(files("tfgpu.verify").joinpath("probe_libs.py")) as script:
@@ -194,7 +221,7 @@ def load_in_child(resolved: list[Resolved], dlopened: list[Dlopened] = (), timeo
         # The lists go on stdin: as arguments, a long RUNPATH list would pass the kernel's 128 KiB
         # limit on one argument (E2BIG) and the probe would not start at all.
         argv = [sys.executable, "-I", str(script)]
-        done = Runner().capture(argv, timeout=timeout, clean=False, input=json.dumps([todo, names]))
+        done = Runner().capture(argv, timeout=timeout, clean=False, input=json.dumps([todo, names, first]))
         try:
             document = untrusted.parse_json(
                 done.output.strip().splitlines()[-1], untrusted.CHILD_OUTPUT, "the library probe"
@@ -204,6 +231,7 @@ def load_in_child(resolved: list[Resolved], dlopened: list[Dlopened] = (), timeo
                 entry.path, entry.via, entry.error = answer["path"], answer["via"], answer["error"]
                 entry.found = answer.get("found") if isinstance(answer.get("found"), str) else None
             probe.mapped = [str(path) for path in document["mapped"]]
+            probe.uses = document["uses"] if isinstance(document.get("uses"), dict) else {}
             probe.ran = True
         except (untrusted.Unreadable, IndexError, TypeError, KeyError, AttributeError, ValueError):
             results = {}
@@ -212,6 +240,9 @@ def load_in_child(resolved: list[Resolved], dlopened: list[Dlopened] = (), timeo
         if result:
             entry.loaded, entry.version, entry.error = result["loaded"], result["version"], result["error"]
             entry.path = result["mapped"] or entry.path
+            own = result.get("own")
+            if isinstance(own, str) and entry.path and os.path.realpath(own) != os.path.realpath(entry.path):
+                entry.own = own
         elif entry.path:
             entry.error = "the library probe crashed while loading it"
     return probe

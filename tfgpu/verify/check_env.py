@@ -233,6 +233,11 @@ def main():
         report["bench"] = gpu_checks.bench(tf, "/GPU:0", peaks, report["gpus"][0]["compute_capability"])
     report["libraries"] = loaded_cuda_libraries()  # again: cuDNN and cuBLASLt dlopen more while they run
     report["outside_env"] = outside_env(report["libraries"])
+    import libuse
+
+    # The copy of each library the loader gives TensorFlow by name, its version and wheel: with two
+    # CUDA stacks the first of a SONAME loaded answers, which need not be TensorFlow's own.
+    report["uses"] = libuse.uses()
     failed = [gpu["device"] + " " + part for gpu in report["gpus"]
               for part in ("matmul", "elementwise", "xla", "conv", "mixed_precision")
               if not (gpu if part == "matmul" else gpu[part]).get("ok")]

@@ -2,16 +2,17 @@
 libraries by absolute path, in order, then the names CUDA libraries dlopen without a version, and
 report every file the process mapped.
 
-argv[1]: JSON list of {"soname", "path", "version_symbol"}. argv[2] (optional): JSON list of
+argv[1]: JSON list of {"soname", "path", "version_symbol"}; on stdin an optional third list:
+the paths the env's load hook loads before TensorFlow's own (another CUDA stack's copies), loaded
+first here too so that the probe's process holds what TensorFlow's does. argv[2] (optional): JSON list of
 {"name", "caller", "runpath"}: a name such as ``libnvrtc.so`` that the library ``caller`` (an
 absolute path) passes to ``dlopen``, and the caller's RUNPATH with ``$ORIGIN`` expanded. Without
 arguments, both lists come on stdin as one JSON array (doctor's way: a long RUNPATH list or many
 names would pass the kernel's limit on one argument, 128 KiB, and the probe would not start).
 
-Prints one JSON object: "libraries", for each of argv[1] whether it loaded, the file the process
-actually mapped for it, and its version from ``cudaRuntimeGetVersion``/``cudnnGetVersion`` where
-named; "dlopened", for each of argv[2] the file the name resolved to and how; "mapped", every
-shared object in /proc/self/maps. A crash of a library cannot take doctor down with it: this is a
+Prints one JSON object: "libraries", for each of argv[1] whether it loaded, the file a lookup by its
+SONAME gets (``mapped``; ``own``, the file named), and the version that copy reports where named; "dlopened", for each of argv[2] the file the name resolved to and how; "mapped", every
+shared object in /proc/self/maps; "uses", ``libuse.uses()``. A crash of a library cannot take doctor down with it: this is a
 separate process.
 
 The dlopened names are looked up in the order glibc's loader uses for a ``dlopen`` called from a
@@ -26,6 +27,9 @@ import json
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # libuse beside this file; -I leaves it out
+import libuse  # noqa: E402 - which copy of each library the process uses, as the loader answers
 
 RTLD_DI_LINKMAP = 2
 
@@ -84,16 +88,33 @@ def version(library, symbol):
 
 
 def load(entry):
-    result = {"soname": entry["soname"], "loaded": False, "mapped": None, "version": None, "error": None}
+    result = {"soname": entry["soname"], "loaded": False, "mapped": None, "own": None, "version": None,
+              "error": None}
     try:
         library = ctypes.CDLL(entry["path"], mode=ctypes.RTLD_GLOBAL)
         result["loaded"] = True
-        result["mapped"] = origin(library) or entry["path"]
+        result["own"] = origin(library) or entry["path"]
+        # What TensorFlow's dlopen(soname) gets: the first object loaded with that SONAME, which is
+        # not this file where the load hook loaded the other CUDA stack's copy first.
+        try:
+            library = ctypes.CDLL(entry["soname"], mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+        except OSError:
+            pass
+        result["mapped"] = origin(library) or result["own"]
         if entry.get("version_symbol"):
             result["version"] = version(library, entry["version_symbol"])
     except (OSError, AttributeError) as error:
         result["error"] = str(error)
     return result
+
+
+def load_first(paths):
+    """What the env's load hook loads before TensorFlow's own libraries (its OTHER_FIRST)."""
+    for path in paths:
+        try:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            pass  # the hook skips it the same way; doctor's libs.* findings name missing files
 
 
 def ld_library_path(value):
@@ -142,10 +163,13 @@ def main():
     if len(sys.argv) > 1:
         todo, names = json.loads(sys.argv[1]), json.loads(sys.argv[2]) if len(sys.argv) > 2 else []
     else:  # on stdin, the two lists in one array: no length is too long for an argument
-        todo, names = json.loads(sys.stdin.read())
+        lists = json.loads(sys.stdin.read())
+        todo, names = lists[0], lists[1]
+        load_first(lists[2] if len(lists) > 2 else [])
     libraries = [load(entry) for entry in todo]
     dlopened = [resolve(entry) for entry in names]
-    print(json.dumps({"libraries": libraries, "dlopened": dlopened, "mapped": mapped_files()}))
+    print(json.dumps({"libraries": libraries, "dlopened": dlopened, "mapped": mapped_files(),
+                      "uses": libuse.uses()}))
 
 
 if __name__ == "__main__":
