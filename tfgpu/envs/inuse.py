@@ -12,8 +12,10 @@ each holder writes its pid into the file, only for the message (a pid no longer 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +23,38 @@ from pathlib import Path
 from tfgpu.errors import OperationError
 
 
+def _not_a_file(hold: Path, what: str) -> OperationError:
+    # Nothing can be locked on it, so nothing can tell whether the env is in use: a run going on
+    # unheld, or a remove going on regardless, could delete an env a program is using.
+    return OperationError(
+        "hold-not-a-file",
+        f"{hold} is {what}, not the file tfgpu-install holds while a `run` or `shell` uses the env; "
+        "whether the env is in use cannot be told, so nothing was started and nothing was removed.",
+        [
+            f"If no `tfgpu-install run` or `shell` of this env is running, take it away (`rm -r {hold}`; "
+            "a symlink's target is not touched) and run the same command again.",
+        ],
+    )
+
+
 def _open(hold: Path) -> int | None:
+    """The hold file, open; None where this user cannot make one (no hold, as before holds existed).
+    Something other than a plain file at its name (planted, or another program's) is refused: the
+    one place both sides open it, so neither goes on unheld."""
     try:
-        return os.open(hold, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_APPEND, 0o644)
-    except OSError:
-        return None  # a directory this user cannot write: no hold, as before holds existed
+        fd = os.open(hold, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_APPEND | os.O_NONBLOCK, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _not_a_file(hold, "a symlink") from None
+        if error.errno == errno.EISDIR:
+            raise _not_a_file(hold, "a directory") from None
+        if error.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
+            raise _not_a_file(hold, "a special file") from None
+        return None  # a directory this user cannot write
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _not_a_file(hold, "a FIFO or device")
+    return fd
 
 
 def _take_shared(final: Path, hold: Path, command: str) -> int | None:
