@@ -120,17 +120,20 @@ def create(
                 f"Cannot create {location.staging}: {error.strerror}.",
                 ["Choose a --prefix in a directory you can write, or use --name."],
             ) from None
-        context = Context(
-            resolution=resolution,
-            location=location,
-            options=options,
-            source=source,
-            runner=runner,
-            reporter=reporter,
-            facts=facts,
-            outcome=Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python"),
-        )
+        except BaseException:  # a signal as it returns: "nothing was left half-built" must be true
+            txn.rollback(location)
+            raise
         try:
+            context = Context(
+                resolution=resolution,
+                location=location,
+                options=options,
+                source=source,
+                runner=runner,
+                reporter=reporter,
+                facts=facts,
+                outcome=Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python"),
+            )
             result.outcome = apply(backend, result.steps, context)
         except OSError as error:  # disk full, permissions changed under us: a clear error, nothing left
             _undo(location, options)
