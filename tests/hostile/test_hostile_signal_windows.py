@@ -103,3 +103,36 @@ def test_a_staging_directory_with_something_in_it_and_no_record_is_still_left_al
     refused = run_tool(*argv, env=tool_env)
     assert refused.returncode == 3 and "foreign-leftover" in refused.stderr
     assert (staging / "someones-file").read_text() == "keep\n"
+
+
+_STOP_AS_THE_ENV_LANDS = textwrap.dedent(
+    """
+    import os, signal
+    from tfgpu.envs import txn
+    _commit = txn.commit
+    def commit(location):
+        _commit(location)
+        os.kill(os.getpid(), signal.{signame})  # as one held over the move is delivered when it ends
+    txn.commit = commit
+    """
+)
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_as_the_env_lands_in_place_keeps_it_and_says_so(tmp_path, tool_env, local_wheels, signame):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_STOP_AS_THE_ENV_LANDS.format(signame=signame))
+    env = {**tool_env, "PYTHONPATH": os.pathsep.join([str(hook), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    argv = ["create", *TARGET, "--name", "landed", "--find-links", str(local_wheels), "--offline", "--no-verify"]
+    stopped = subprocess.run(
+        [sys.executable, "-m", "tfgpu", *argv], env=env, capture_output=True, text=True, timeout=300
+    )
+    prefix = Path(tool_env["TFGPU_ENVS_DIR"]) / "landed"
+    assert stopped.returncode == 128 + getattr(signal, signame), stopped.stderr
+    assert "nothing was left half-built" not in stopped.stderr
+    assert f"the env at {prefix} is complete" in stopped.stderr and "it was not checked" in stopped.stderr
+    assert f"tfgpu-install verify --prefix {prefix}" in stopped.stderr
+    assert (prefix / "tfgpu-env.json").is_file()
+    listed = run_tool("list", env=tool_env)
+    assert "landed" in listed.stdout and "ok" in listed.stdout, listed.stdout

@@ -341,6 +341,16 @@ def commit(location) -> None:
         finish_removal(removing_of(final), final)
 
 
+def committed(location) -> bool:
+    """Whether this build's env is in place at its prefix: the move into place (:func:`commit`) is
+    done, so a rollback has nothing left to undo (in place: it would delete the finished env)."""
+    final = location.prefix
+    if location.in_place and (journal_of(final).exists() or journal_of(final).is_symlink()):
+        return False
+    found = marker.proof(final) if is_real_dir(final) else None
+    return found is not None and found.get("id") == location.id
+
+
 def rollback(location) -> None:
     """Leave nothing behind: the staging directory goes; the final prefix was never touched
     (in place: the half-built prefix goes and the old env, if any, comes back)."""
