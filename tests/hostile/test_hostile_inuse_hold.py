@@ -70,3 +70,32 @@ def test_a_foreign_entry_at_the_hold_stops_run_and_remove(held_env, tool_env, tm
     assert run_tool("run", "--name", "held", "--", "true", env=tool_env).returncode == 0
     assert run_tool("remove", "--name", "held", env=tool_env).returncode == 0
     assert not held_env.exists()
+
+
+def test_remove_names_only_the_tool_processes_that_hold_the_env(held_env, tool_env):
+    """Pids written into the hold file by someone else (pid 1, an unrelated program, a hundred KiB of
+    them before the real holder's line) are not named: the message tells the user to stop them."""
+    import time
+
+    bystander = subprocess.Popen(["sleep", "120"])
+    hold = held_env.parent / ".held.tfgpu-inuse"
+    hold.write_text(f"1 run\n{bystander.pid} shell\n" * 8000)  # more than the 64 KiB read
+    running = subprocess.Popen(
+        [sys.executable, "-m", "tfgpu", "run", "--name", "held", "--", "python", "-c", "import time; time.sleep(60)"],
+        env=tool_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        for _ in range(600):  # a hang guard: the hold is written before the program starts
+            if f"{running.pid} run" in hold.read_text():
+                break
+            time.sleep(0.05)
+        refused = run_tool("remove", "--name", "held", env=tool_env)
+        assert refused.returncode == 1 and "env-in-use" in refused.stderr, refused.stderr
+        assert f"`tfgpu-install run` (pid {running.pid})" in refused.stderr
+        assert "(pid 1)" not in refused.stderr and f"pid {bystander.pid}" not in refused.stderr, refused.stderr
+        assert (held_env / "tfgpu-env.json").is_file()
+    finally:
+        running.kill()
+        running.wait()
+        bystander.kill()
+        bystander.wait()

@@ -104,6 +104,17 @@ def using(final: Path, hold: Path, command: str) -> Iterator[None]:
         os.close(fd)
 
 
+def _is_the_tool(pid: int) -> bool:
+    """Whether ``pid`` is alive and a tfgpu-install (its command line, read through the door)."""
+    from tfgpu import untrusted
+
+    try:
+        argv = untrusted.read_head(f"/proc/{pid}/cmdline", untrusted.SYSTEM_FILE, 1 << 12)
+    except untrusted.Unreadable:
+        return False  # gone, or not ours to look at: not named
+    return b"tfgpu" in argv
+
+
 class Exclusive:
     """``remove``'s side: the env held by nobody else until ``release``; ``env-in-use`` otherwise."""
 
@@ -130,21 +141,20 @@ class Exclusive:
             os.ftruncate(self.fd, 0)  # the pids of holds long gone
 
     def _holders(self) -> list[tuple[int, str]]:
+        """The pids the file names that are a tfgpu-install now. Holders append, so the last 64 KiB
+        hold the latest; a pid is named only if it is a tfgpu-install's (anyone who can write the file
+        could name pid 1 or the user's editor, and the message tells the user to stop that program)."""
         try:
-            text = os.pread(self.fd, 1 << 16, 0).decode("ascii", "replace")
+            end = os.fstat(self.fd).st_size
+            data = os.pread(self.fd, 1 << 16, max(0, end - (1 << 16)))
+            text = data.replace(b"\0", b"\n").decode("ascii", "replace")  # a hole's zeros end no line
         except OSError:
             return []
         found = []
         for line in text.splitlines():
             pid, _, command = line.partition(" ")
-            if not pid.isdigit() or command not in ("run", "shell"):
+            if not pid.isdigit() or command not in ("run", "shell") or not _is_the_tool(int(pid)):
                 continue
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                continue
-            except OSError:
-                pass  # alive, another user's
             if (int(pid), command) not in found:
                 found.append((int(pid), command))
         return found
