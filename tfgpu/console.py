@@ -26,6 +26,7 @@ with ``tfgpu.render``: library code never imports it.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 
@@ -80,6 +81,27 @@ def table(*headers: str, **options) -> Table:
     return found
 
 
+class _Terminal(Console):
+    """A console never wider than the terminal it writes to, as that terminal is now. rich takes
+    ``COLUMNS`` over the terminal's own size; exported (a profile, a wrapper script) it goes stale
+    when the window is made narrower, or was never true, and every redraw of a live display wider
+    than the window wraps onto rows the redraw cannot erase: hundreds of stacked copies of the
+    spinner and the bars in the scrollback. ``COLUMNS`` still narrows the output, never widens it."""
+
+    @property
+    def size(self):  # noqa: D102 - rich's
+        found = Console.size.fget(self)
+        try:
+            real = os.get_terminal_size(self.file.fileno()).columns
+        except (AttributeError, ValueError, OSError):  # not a terminal (or no descriptor): rich's answer
+            return found
+        return found._replace(width=real) if 0 < real < found.width else found
+
+    @size.setter
+    def size(self, new_size) -> None:
+        Console.size.fset(self, new_size)
+
+
 class Stream:
     """stdout (or stderr) as the tool writes to it; looked up at each call, so a redirected
     ``sys.stdout`` (tests, ``contextlib.redirect_stdout``) is honoured."""
@@ -94,7 +116,7 @@ class Stream:
         if self._made[0] is not stream:
             self._made = (
                 stream,
-                Console(file=stream, highlight=False),
+                _Terminal(file=stream, highlight=False),
                 Console(
                     file=stream, highlight=False, width=PLAIN_WIDTH, color_system=None, soft_wrap=True, emoji=False
                 ),

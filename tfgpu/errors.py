@@ -114,6 +114,10 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         OperationError,
         "`remove` of an env a `run` or `shell` is using (their pids are named); nothing was removed.",
     ),
+    "hold-not-a-file": (
+        OperationError,
+        "`run`, `shell` or `remove` found a symlink, directory or FIFO where the env's in-use file goes.",
+    ),
     "env-busy": (OperationError, "`run` or `shell` of an env another tfgpu-install is removing right now."),
     "update-failed": (OperationError, "`update-data` got an answer it cannot use (shape, deadline); nothing written."),
     "update-incomplete": (

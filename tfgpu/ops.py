@@ -100,73 +100,84 @@ def create(
             f"Cannot create {final}: {error.strerror}.",
             ["Choose a --prefix in a directory you can write, or use --name."],
         ) from None
+    location: Location | None = None
+    checking = False
     try:
-        for line in txn.recover(final):
-            reporter.note(line)
-            runner.log(line)
-        location = locate(name, prefix, options.force, in_place=backend.in_place)
-        facts = backend.survey(resolution, location, options)
-        result = CreateResult(
-            location=location,
-            steps=backend.plan(resolution, location, options, source, facts),
-            log_path=runner.log_path,
-        )
         try:
-            txn.prepare(location)
-        except OSError as error:
-            txn.rollback(location)
-            raise ImpossibleError(
-                "target-not-writable",
-                f"Cannot create {location.staging}: {error.strerror}.",
-                ["Choose a --prefix in a directory you can write, or use --name."],
-            ) from None
-        context = Context(
-            resolution=resolution,
-            location=location,
-            options=options,
-            source=source,
-            runner=runner,
-            reporter=reporter,
-            facts=facts,
-            outcome=Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python"),
-        )
-        try:
-            result.outcome = apply(backend, result.steps, context)
-        except OSError as error:  # disk full, permissions changed under us: a clear error, nothing left
-            _undo(location, options)
-            raise OperationError(
-                "install-failed",
-                f"Building {location.prefix} failed: {error}; nothing was left behind.",
-                [
-                    *([f"The log is {runner.log_path}."] if runner.log_path else []),
-                    "Check free disk space (`df -h`) and permissions, then run the same command again.",
-                ],
-            ) from None
-        except BaseException as error:
-            _undo(location, options)
-            runner.record_failure(error)
-            raise
-    finally:
-        lock.__exit__(None, None, None)
-    result.notes.extend(result.outcome.notes)
-    if options.verify:
-        if verify is None:
-            from tfgpu.verify import run_verify as verify
-        reporter.note("Checking the GPU inside the new env (imports TensorFlow).")
-        try:
+            for line in txn.recover(final):
+                reporter.note(line)
+                runner.log(line)
+            location = locate(name, prefix, options.force, in_place=backend.in_place)
+            facts = backend.survey(resolution, location, options)
+            result = CreateResult(
+                location=location,
+                steps=backend.plan(resolution, location, options, source, facts),
+                log_path=runner.log_path,
+            )
+            try:
+                txn.prepare(location)
+            except OSError as error:
+                txn.rollback(location)
+                raise ImpossibleError(
+                    "target-not-writable",
+                    f"Cannot create {location.staging}: {error.strerror}.",
+                    ["Choose a --prefix in a directory you can write, or use --name."],
+                ) from None
+            except BaseException:  # a signal as it returns: "nothing was left half-built" must be true
+                txn.rollback(location)
+                raise
+            try:
+                context = Context(
+                    resolution=resolution,
+                    location=location,
+                    options=options,
+                    source=source,
+                    runner=runner,
+                    reporter=reporter,
+                    facts=facts,
+                    outcome=Outcome(prefix=location.prefix, python=location.prefix / "bin" / "python"),
+                )
+                result.outcome = apply(backend, result.steps, context)
+            except OSError as error:  # disk full, permissions changed under us: a clear error, nothing left
+                _undo(location, options)
+                raise OperationError(
+                    "install-failed",
+                    f"Building {location.prefix} failed: {error}; nothing was left behind.",
+                    [
+                        *([f"The log is {runner.log_path}."] if runner.log_path else []),
+                        "Check free disk space (`df -h`) and permissions, then run the same command again.",
+                    ],
+                ) from None
+            except BaseException as error:
+                if isinstance(error, KeyboardInterrupt) and txn.committed(location):
+                    raise  # every step was done and the env is in place: it is kept, and said so below
+                _undo(location, options)
+                runner.record_failure(error)
+                raise
+        finally:
+            lock.__exit__(None, None, None)
+        result.notes.extend(result.outcome.notes)
+        if options.verify:
+            if verify is None:
+                from tfgpu.verify import run_verify as verify
+            reporter.note("Checking the GPU inside the new env (imports TensorFlow).")
+            checking = True
             result.verify = verify(location.prefix, runner=runner)  # its output goes into this create's log
-        except KeyboardInterrupt as stop:
-            # Every step was done and the env is in place: it is kept (a signal during a check is
-            # no reason to throw a finished build away), and said to be unchecked.
+    except KeyboardInterrupt as stop:
+        # A signal once the env is in place (as the move into place ends, when the signal held over
+        # it is delivered, or during the check): a finished build is no reason to throw away, and
+        # "nothing was left half-built" would be false. Said to be complete and unchecked.
+        if location is not None and txn.committed(location):
             from tfgpu.interrupts import leave
 
+            check = "its GPU check did not finish" if checking else "it was not checked"
             leave(
                 stop,
-                f"the env at {location.prefix} is complete (every step was done) but its GPU check did "
-                f"not finish. Check it with `tfgpu-install verify --prefix {location.prefix}`, or delete "
-                f"it with `tfgpu-install remove --prefix {location.prefix}`.",
+                f"the env at {location.prefix} is complete (every step was done) but {check}. Check it "
+                f"with `tfgpu-install verify --prefix {location.prefix}`, or delete it with "
+                f"`tfgpu-install remove --prefix {location.prefix}`.",
             )
-            raise
+        raise
     return result
 
 

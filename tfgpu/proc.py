@@ -252,20 +252,23 @@ class Runner:
         except BaseException:
             if terminal is not None:
                 os.close(terminal[0])
+                os.close(terminal[1])
             raise
-        finally:
+        lines: list[str] = []
+        timer = floor = None
+        # From here on the child is running: an interrupt anywhere below stops and reaps it before
+        # it propagates (a ``uv venv`` left running would write on into a staging directory while
+        # the rollback deletes it, and leave it behind with no record to prove it the tool's).
+        try:
             if terminal is not None:
                 os.close(terminal[1])  # the child holds it now; the reads end when the child closes it
-        lines: list[str] = []
-        timer = None
-        if timeout is not None:
-            import threading
+            if timeout is not None:
+                import threading
 
-            timer = threading.Timer(timeout, _kill, (child,))
-            timer.daemon = True
-            timer.start()
-        floor = Floor.start(argv, child, _kill)
-        try:
+                timer = threading.Timer(timeout, _kill, (child,))
+                timer.daemon = True
+                timer.start()
+            floor = Floor.start(argv, child, _kill)
             if input is not None:
                 try:
                     child.stdin.write(input)

@@ -12,8 +12,10 @@ each holder writes its pid into the file, only for the message (a pid no longer 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +23,38 @@ from pathlib import Path
 from tfgpu.errors import OperationError
 
 
+def _not_a_file(hold: Path, what: str) -> OperationError:
+    # Nothing can be locked on it, so nothing can tell whether the env is in use: a run going on
+    # unheld, or a remove going on regardless, could delete an env a program is using.
+    return OperationError(
+        "hold-not-a-file",
+        f"{hold} is {what}, not the file tfgpu-install holds while a `run` or `shell` uses the env; "
+        "whether the env is in use cannot be told, so nothing was started and nothing was removed.",
+        [
+            f"If no `tfgpu-install run` or `shell` of this env is running, take it away (`rm -r {hold}`; "
+            "a symlink's target is not touched) and run the same command again.",
+        ],
+    )
+
+
 def _open(hold: Path) -> int | None:
+    """The hold file, open; None where this user cannot make one (no hold, as before holds existed).
+    Something other than a plain file at its name (planted, or another program's) is refused: the
+    one place both sides open it, so neither goes on unheld."""
     try:
-        return os.open(hold, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_APPEND, 0o644)
-    except OSError:
-        return None  # a directory this user cannot write: no hold, as before holds existed
+        fd = os.open(hold, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_APPEND | os.O_NONBLOCK, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _not_a_file(hold, "a symlink") from None
+        if error.errno == errno.EISDIR:
+            raise _not_a_file(hold, "a directory") from None
+        if error.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
+            raise _not_a_file(hold, "a special file") from None
+        return None  # a directory this user cannot write
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _not_a_file(hold, "a FIFO or device")
+    return fd
 
 
 def _take_shared(final: Path, hold: Path, command: str) -> int | None:
@@ -75,6 +104,17 @@ def using(final: Path, hold: Path, command: str) -> Iterator[None]:
         os.close(fd)
 
 
+def _is_the_tool(pid: int) -> bool:
+    """Whether ``pid`` is alive and a tfgpu-install (its command line, read through the door)."""
+    from tfgpu import untrusted
+
+    try:
+        argv = untrusted.read_head(f"/proc/{pid}/cmdline", untrusted.SYSTEM_FILE, 1 << 12)
+    except untrusted.Unreadable:
+        return False  # gone, or not ours to look at: not named
+    return b"tfgpu" in argv
+
+
 class Exclusive:
     """``remove``'s side: the env held by nobody else until ``release``; ``env-in-use`` otherwise."""
 
@@ -101,21 +141,20 @@ class Exclusive:
             os.ftruncate(self.fd, 0)  # the pids of holds long gone
 
     def _holders(self) -> list[tuple[int, str]]:
+        """The pids the file names that are a tfgpu-install now. Holders append, so the last 64 KiB
+        hold the latest; a pid is named only if it is a tfgpu-install's (anyone who can write the file
+        could name pid 1 or the user's editor, and the message tells the user to stop that program)."""
         try:
-            text = os.pread(self.fd, 1 << 16, 0).decode("ascii", "replace")
+            end = os.fstat(self.fd).st_size
+            data = os.pread(self.fd, 1 << 16, max(0, end - (1 << 16)))
+            text = data.replace(b"\0", b"\n").decode("ascii", "replace")  # a hole's zeros end no line
         except OSError:
             return []
         found = []
         for line in text.splitlines():
             pid, _, command = line.partition(" ")
-            if not pid.isdigit() or command not in ("run", "shell"):
+            if not pid.isdigit() or command not in ("run", "shell") or not _is_the_tool(int(pid)):
                 continue
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                continue
-            except OSError:
-                pass  # alive, another user's
             if (int(pid), command) not in found:
                 found.append((int(pid), command))
         return found

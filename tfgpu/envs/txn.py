@@ -227,6 +227,15 @@ def _token_matches(final: Path, build_id: str) -> bool:
     return untrusted.text_or_none(token, untrusted.MARKER) == build_id
 
 
+def _rmdir_if_empty(directory: Path) -> bool:
+    """``rmdir`` deletes only an empty directory, so nothing anyone put there can be lost."""
+    try:
+        directory.rmdir()
+    except OSError:
+        return False
+    return True
+
+
 def recover(final: Path, progress=None) -> list[str]:
     """Finish or undo what a killed create/remove of ``final`` left (call with the lock held);
     returns what was done, one sentence each."""
@@ -253,10 +262,14 @@ def recover(final: Path, progress=None) -> list[str]:
     staging = staging_of(final)
     if staging.exists() or staging.is_symlink():
         record = read_record(staging / STAGING_RECORD) if is_real_dir(staging) else None
-        if record is None or record.get("target") != target:
+        if record is None and is_real_dir(staging) and _rmdir_if_empty(staging):
+            # A run killed (SIGKILL) between making it and writing its record: empty, nothing lost.
+            done.append(f"deleted {staging}, left empty by an interrupted build")
+        elif record is None or record.get("target") != target:
             raise foreign_leftover(staging, "an interrupted build's staging directory")
-        drop_staging(staging)
-        done.append(f"deleted {staging}, left by an interrupted build")
+        else:
+            drop_staging(staging)
+            done.append(f"deleted {staging}, left by an interrupted build")
     removing = removing_of(final)
     if removing.exists() or removing.is_symlink():
         if not finish_removal(removing, final, progress):
@@ -295,8 +308,15 @@ def prepare(location) -> None:
         writes.put_text(inplace_token(final, location.id), location.id, root=final)
         return
     location.staging.parent.mkdir(parents=True, exist_ok=True)
-    location.staging.mkdir()
-    write_record(location.staging / STAGING_RECORD, record)
+    # The directory and its record together: cut between them, it would be a staging directory
+    # nothing proves the tool's, which every later create of the target refuses (foreign-leftover).
+    with shielded():
+        location.staging.mkdir()
+        try:
+            write_record(location.staging / STAGING_RECORD, record)
+        except BaseException:
+            location.staging.rmdir()
+            raise
 
 
 def commit(location) -> None:
@@ -319,6 +339,16 @@ def commit(location) -> None:
                 os.rename(old, removing_of(final))
     if removing_of(final).exists():
         finish_removal(removing_of(final), final)
+
+
+def committed(location) -> bool:
+    """Whether this build's env is in place at its prefix: the move into place (:func:`commit`) is
+    done, so a rollback has nothing left to undo (in place: it would delete the finished env)."""
+    final = location.prefix
+    if location.in_place and (journal_of(final).exists() or journal_of(final).is_symlink()):
+        return False
+    found = marker.proof(final) if is_real_dir(final) else None
+    return found is not None and found.get("id") == location.id
 
 
 def rollback(location) -> None:
