@@ -118,7 +118,7 @@ def write(export: Export, output: str, force: bool = False) -> list[Path]:
         _check_tree(target, paths, output)  # before anything is written
         earlier = _check_ours(target, export, paths, output, force)
     try:
-        for path in paths:
+        for path in paths if not export.directory else [target / MANIFEST]:  # below -o: made by write_outputs
             path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ImpossibleError(
@@ -129,7 +129,10 @@ def write(export: Export, output: str, force: bool = False) -> list[Path]:
     files = [(path, item.content, item.mode) for item, path in zip(export.files, paths, strict=True)]
     if export.directory:
         files.append((target / MANIFEST, _record(export, earlier), 0o644))
-    write_outputs(files)  # all or none: a full disk half-way leaves every earlier file as it was
+    # All or none: a full disk half-way leaves every earlier file as it was; below -o DIR each
+    # directory is opened without following a link, so one swapped for a link since the checks
+    # above never carries a file out of it.
+    write_outputs(files, below=target if export.directory else None)
     return paths
 
 

@@ -1,0 +1,54 @@
+"""A directory export (``script -o DIR``) never writes out of ``DIR`` when a directory below it is
+swapped for a symbolic link after the export checked the tree and before it wrote.
+
+The checks (no link below ``-o``, no file of the user's replaced) look at paths; a process racing
+the export can swap ``modulefiles/tf2.21`` for a link to a directory of the user's in between, and
+a write by path then renames the new file over the user's own there. The swap is made at that
+exact moment (after the checks return) rather than by a racing loop, so the case is the same on
+every run; the file system, the link and the writes are real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from tfgpu import export
+
+
+def _tree(root):
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }
+
+
+def test_a_directory_swapped_for_a_link_after_the_checks_is_never_written_through(cli, sandbox, monkeypatch):
+    first = cli("script", "--tf", "2.21", "--format", "slurm", "-o", "out", "--json")
+    assert first.code == 0, first.out
+    out = sandbox / "out"
+    mine = sandbox / "mine"
+    mine.mkdir()
+    (mine / "2.21.0.lua").write_text("-- my own module file\n")
+    before = _tree(out)
+    checked = export._check_ours
+
+    def check_then_swap(*args, **kwargs):
+        found = checked(*args, **kwargs)
+        shutil.rmtree(out / "modulefiles" / "tf2.21")
+        os.symlink(mine, out / "modulefiles" / "tf2.21")
+        return found
+
+    monkeypatch.setattr(export, "_check_ours", check_then_swap)
+    done = cli("script", "--tf", "2.21", "--format", "slurm", "-o", "out", "--json", "--force")
+    assert done.code == 3 and done.error == "bad-output", done.out
+    assert "nothing was replaced" in json.loads(done.out)["error"]["message"]
+    assert [path.name for path in mine.iterdir()] == ["2.21.0.lua"]
+    assert (mine / "2.21.0.lua").read_text() == "-- my own module file\n"
+    after = _tree(out)
+    assert {name: data for name, data in after.items() if not name.startswith("modulefiles/")} == {
+        name: data for name, data in before.items() if not name.startswith("modulefiles/")
+    }
+    assert not [path for path in out.rglob(".*.tmp")]
