@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 from tfgpu import export
 
@@ -52,3 +53,29 @@ def test_a_directory_swapped_for_a_link_after_the_checks_is_never_written_throug
         name: data for name, data in before.items() if not name.startswith("modulefiles/")
     }
     assert not [path for path in out.rglob(".*.tmp")]
+
+
+def test_a_forged_export_record_makes_the_export_read_only_its_own_files(cli, sandbox, monkeypatch):
+    """``.tfgpu-export.json`` is the user's to edit: one naming files outside -o, or the same big
+    file a thousand times, is never read through; only the files this export writes are."""
+    first = cli("script", "--tf", "2.21", "--format", "slurm", "-o", "out", "--json")
+    assert first.code == 0, first.out
+    out = sandbox / "out"
+    (sandbox / "big").write_bytes(b"b" * 1024 * 1024)
+    record = json.loads((out / ".tfgpu-export.json").read_text())
+    forged = {f"{'./' * i}../big": "0" * 64 for i in range(1000)}
+    forged[str(sandbox / "big")] = "0" * 64
+    record["files"].update(forged)
+    (out / ".tfgpu-export.json").write_text(json.dumps(record))
+    read = []
+    now = export._now
+    monkeypatch.setattr(export, "_now", lambda path: read.append(path) or now(path))
+    done = cli("script", "--tf", "2.21", "--format", "slurm", "-o", "out", "--json")
+    assert done.code == 0, done.out
+    written = {Path("out") / name for name in json.loads((out / ".tfgpu-export.json").read_text())["files"]}
+    assert read and set(read) <= written
+    assert not any("big" in name for name in json.loads((out / ".tfgpu-export.json").read_text())["files"])
+    (out / "README.md").write_text("mine\n")  # and a file changed since is still refused
+    again = cli("script", "--tf", "2.21", "--format", "kubernetes", "-o", "out", "--json")
+    assert again.code == 3 and again.error == "output-not-ours", again.out
+    assert (out / "README.md").read_text() == "mine\n"

@@ -169,7 +169,17 @@ def _recorded(target: Path) -> dict[str, str]:
     files = found.get("files") if isinstance(found, dict) and found.get("tool") == "tfgpu-install" else None
     if not isinstance(files, dict):
         return {}
-    return {name: digest for name, digest in files.items() if isinstance(name, str) and isinstance(digest, str)}
+    return {
+        name: digest
+        for name, digest in files.items()
+        if isinstance(name, str) and isinstance(digest, str) and _below(name) and len(digest) == 64
+    }
+
+
+def _below(name: str) -> bool:
+    """Whether ``name`` is a plain relative path below -o, as the exports name their files."""
+    parts = name.split("/")
+    return not name.startswith("/") and all(part not in ("", ".", "..") for part in parts)
 
 
 def _now(path: Path) -> str | None:
@@ -183,9 +193,12 @@ def _now(path: Path) -> str | None:
 def _check_ours(target: Path, export: Export, paths: list[Path], output: str, force: bool) -> dict[str, str]:
     """Refuse (``output-not-ours``) before anything is written when the export would replace a file
     in ``target`` that tfgpu-install did not write there (or that was changed since); returns the
-    earlier export's record of the files still as it wrote them."""
-    recorded = _recorded(target)
-    earlier = {name: digest for name, digest in recorded.items() if _now(target / name) == digest}
+    earlier export's record (its entries below ``target``), carried into this one's."""
+    # Only a file this export writes is read (and compared with its record): the record is the
+    # user's to edit, and a forged one naming thousands of big files, or files outside -o, would
+    # otherwise be read whole each time. An entry carried forward unread is harmless: a later
+    # export that writes the file compares it with the record first.
+    earlier = _recorded(target)
     foreign = []
     for item, path in zip(export.files, paths, strict=True):
         try:
@@ -215,7 +228,8 @@ def _check_ours(target: Path, export: Export, paths: list[Path], output: str, fo
 
 
 def _record(export: Export, earlier: dict[str, str]) -> str:
-    """The export's record of what it writes (and what an earlier one wrote that is still as it was)."""
+    """The export's record of what it writes (and what an earlier one recorded, checked again by the
+    export that next writes that file)."""
     files = earlier | {item.name: _sha256(item.content) for item in export.files}
     document = {"tool": "tfgpu-install", "format": export.format, "files": dict(sorted(files.items()))}
     return json.dumps(document, indent=2) + "\n"
