@@ -248,7 +248,8 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "output-not-ours": (
         ImpossibleError,
         "`script -o DIR` would replace files tfgpu-install did not write there (or that were changed "
-        "since); nothing is written unless `--force`.",
+        "since); nothing is written unless `--force`. `lock`: the `pylock.<platform>.toml` beside the lock "
+        "is the user's or another lock's.",
     ),
     "bundle-corrupt": (ImpossibleError, "A bundle file's hash is not the manifest's."),
     "bundle-format-unsupported": (ImpossibleError, "The bundle was written by a newer format."),
