@@ -69,3 +69,17 @@ def test_a_place_bind_mounted_inside_a_kind_is_refused_and_keeps_its_files(cli, 
     assert "nothing was removed" in message and "alias" in message
     assert (kept / "notes.txt").read_text() == "mine\n"
     assert stale.exists()  # refused before any kind was touched
+
+
+@pytest.mark.parametrize("verb", ["clean", "prune"])
+def test_a_log_directory_inside_a_kind_is_refused_and_keeps_the_logs(cli, sandbox, verb):
+    """TFGPU_LOG_DIR under a kind: each operation's log (a failed create's whole output) stays."""
+    cache = sandbox / "cache"
+    tag_cache(cache)
+    logs = cache / "pyc" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "create-20261201-120000-1.log").write_text("the whole output of a failed create\n")
+    done = cli("cache", verb, "--json", env={"TFGPU_UV_CACHE": "own", "TFGPU_LOG_DIR": str(logs)})
+    assert done.code == 3 and done.error == "cache-overlap", done.out
+    assert "the log directory" in json.loads(done.out)["error"]["message"]
+    assert (logs / "create-20261201-120000-1.log").read_text() == "the whole output of a failed create\n"

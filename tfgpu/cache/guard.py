@@ -12,8 +12,8 @@ before anything is deleted from any of them:
   inside its buckets such as ``archive-v0/`` and recreates at will, are uv's and do not count);
 * it may not lie inside an environment, the envs directories or the data directories (a clean
   there would delete their files);
-* it may not hold the envs directories, the data directories, the working directory (the project)
-  or the home directory.
+* it may not hold the envs directories, the data directories, the log directory, the working
+  directory (the project) or the home directory.
 
 Otherwise the command stops with ``cache-overlap`` (nothing removed), naming the overlap. The walk
 never follows a link and never recurses (``tfgpu.trees``).
@@ -34,6 +34,7 @@ ENV_MARKS = ("tfgpu-env.json", "pyvenv.cfg", "conda-meta")
 """What makes a directory an environment: the tool's marker, a venv's config, a conda prefix's record."""
 ENVS_APART = "Keep the envs out of the cache: set TFGPU_ENVS_DIR (or TFGPU_CACHE_DIR) so neither holds the other."
 DATA_APART = "Keep the data directories out of the cache: set TFGPU_CACHE_DIR to a directory of its own."
+LOGS_APART = "Keep the logs out of the cache: set TFGPU_LOG_DIR (or TFGPU_CACHE_DIR) so neither holds the other."
 _UV_BUCKET = re.compile(r"[a-z][a-z0-9-]*-v[0-9]+")
 """The name of a bucket at the top of a uv cache (``archive-v0``, ``environments-v2`` …)."""
 
