@@ -109,6 +109,10 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         "permission; the file already there is kept.",
     ),
     "bundle-busy": (OperationError, "Another `bundle` run is writing into the same `-o DIR`; nothing was written."),
+    "output-busy": (
+        OperationError,
+        "Another `script` run kept writing into the same `-o DIR` for a minute; nothing was written.",
+    ),
     "target-busy": (OperationError, "Another tfgpu-install run holds the target's lock."),
     "env-in-use": (
         OperationError,

@@ -79,3 +79,28 @@ def test_a_forged_export_record_makes_the_export_read_only_its_own_files(cli, sa
     again = cli("script", "--tf", "2.21", "--format", "kubernetes", "-o", "out", "--json")
     assert again.code == 3 and again.error == "output-not-ours", again.out
     assert (out / "README.md").read_text() == "mine\n"
+
+
+def test_an_export_into_a_directory_another_one_is_writing_waits_and_then_gives_up(cli, sandbox, monkeypatch):
+    """Two exports into one -o DIR take turns (a lock on the directory itself): each would otherwise
+    read the record before the other wrote it, and the last record would leave the other's files
+    out. Here the other is this test holding the lock; the wait is cut short so the case is quick."""
+    import fcntl
+
+    out = sandbox / "out"
+    out.mkdir()
+    monkeypatch.setattr(export, "WAIT_SECONDS", 0.2)
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        done = cli("script", "--tf", "2.21", "--format", "slurm", "-o", "out", "--json")
+        assert done.code == 1 and done.error == "output-busy", done.out
+        assert list(out.iterdir()) == []
+    finally:
+        os.close(fd)
+    again = cli("script", "--tf", "2.21", "--format", "slurm", "-o", "out", "--json")
+    assert again.code == 0, again.out
+    also = cli("script", "--tf", "2.21", "--format", "kubernetes", "-o", "out", "--json")
+    assert also.code == 0, also.out
+    recorded = json.loads((out / ".tfgpu-export.json").read_text())["files"]
+    assert {"tfgpu-job.sbatch", "tfgpu-job.yaml", "Dockerfile", "install-tf.sh"} <= set(recorded)

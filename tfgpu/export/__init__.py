@@ -9,6 +9,7 @@ and the cloud-init user-data run that same script (docs/exports-and-clusters.md)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ import stat
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.export.files import Export, ExportFile
 from tfgpu.paths import write_outputs
 
@@ -113,6 +114,62 @@ def write(export: Export, output: str, force: bool = False) -> list[Path]:
             ["Write somewhere you may write, or leave out -o to print to stdout."],
         )
     paths = [target / item.name if export.directory else target for item in export.files]
+    if not export.directory:
+        return _write(export, target, paths, output, force)
+    try:
+        target.mkdir(exist_ok=True)
+    except OSError as error:
+        raise ImpossibleError(
+            "bad-output",
+            f"-o {output}: cannot create {target} ({error.strerror or error}).",
+            ["Write somewhere you may write, or leave out -o to print to stdout."],
+        ) from None
+    with _one_at_a_time(target, output):
+        return _write(export, target, paths, output, force)
+
+
+WAIT_SECONDS = 60.0
+"""How long an export waits for another one writing into the same -o DIR (each takes well under a second)."""
+
+
+@contextlib.contextmanager
+def _one_at_a_time(target: Path, output: str):
+    """Hold ``target`` (``flock`` on the directory itself: nothing is added to it) while its files
+    are checked and written: two exports into one directory at once would otherwise each read the
+    record before the other wrote it, and the last record would leave the other's files out (a
+    later export then calls them not its own)."""
+    import fcntl
+    import time
+
+    try:
+        fd = untrusted.open_directory(os.path.join(target, "."), _HELD)
+    except untrusted.Unreadable as error:
+        raise ImpossibleError("bad-output", f"-o {output}: {error.reason}", ["Give a new directory with -o."]) from None
+    try:
+        end = time.monotonic() + WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= end:
+                    raise OperationError(
+                        "output-busy",
+                        f"Another tfgpu-install script kept writing into {output} for "
+                        f"{WAIT_SECONDS:.0f} seconds; nothing was written.",
+                        ["Wait for it to finish, then run the same command again, or give another -o."],
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+_HELD = untrusted.Kind("the -o directory", 0, None)
+
+
+def _write(export: Export, target: Path, paths: list[Path], output: str, force: bool) -> list[Path]:
+    """Check (a directory export) and write ``export``'s files at ``paths``."""
     earlier: dict[str, str] = {}
     if export.directory:
         _check_tree(target, paths, output)  # before anything is written
