@@ -100,9 +100,9 @@ def _refuse_anothers_pylock(lock: Path, pylock: Path, body: str) -> None:
     try:
         head = untrusted.read_bytes(pylock, _PYLOCK)
     except untrusted.Unreadable:
-        if not os.path.lexists(pylock):
-            return
-        head = b""  # a link, a FIFO, a directory: not a pylock this tool wrote
+        if not os.path.lexists(pylock) or os.path.islink(pylock):
+            return  # a link is replaced, never followed: what it points at is kept either way
+        head = b""  # a FIFO, a directory: not a pylock this tool wrote
     first, _, rest = head.decode("utf-8", "replace").partition("\n")
     suffix = " (the lock it installs from)."
     if first.startswith(_BESIDE) and first.endswith(suffix):
