@@ -104,3 +104,35 @@ def test_an_export_into_a_directory_another_one_is_writing_waits_and_then_gives_
     assert also.code == 0, also.out
     recorded = json.loads((out / ".tfgpu-export.json").read_text())["files"]
     assert {"tfgpu-job.sbatch", "tfgpu-job.yaml", "Dockerfile", "install-tf.sh"} <= set(recorded)
+
+
+KILLED_AT_THE_THIRD_RENAME = """
+import os, signal, sys
+real, calls = os.replace, []
+def replace(*args, **kwargs):
+    calls.append(args)
+    if len(calls) == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*args, **kwargs)
+os.replace = replace
+from tfgpu import cli
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_an_export_killed_between_two_renames_leaves_files_the_next_one_knows(tool, sandbox):
+    """SIGKILL half-way through the renames: some files are the killed run's, some the earlier run's,
+    and the next export (with the earlier run's options) takes all of them for its own."""
+    import subprocess
+    import sys
+
+    assert tool("script", "--tf", "2.16.1", "--format", "slurm", "-o", "out").code == 0
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_AT_THE_THIRD_RENAME, "script", "--tf", "2.21", "--format", "slurm", "-o", "out"],
+        cwd=sandbox,
+        capture_output=True,
+        timeout=300,
+    )
+    assert killed.returncode == -9
+    again = tool("script", "--tf", "2.16.1", "--format", "slurm", "-o", "out", "--json")
+    assert again.code == 0, again.out
