@@ -109,6 +109,10 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
         "permission; the file already there is kept.",
     ),
     "bundle-busy": (OperationError, "Another `bundle` run is writing into the same `-o DIR`; nothing was written."),
+    "output-busy": (
+        OperationError,
+        "Another `script` run kept writing into the same `-o DIR` for a minute; nothing was written.",
+    ),
     "target-busy": (OperationError, "Another tfgpu-install run holds the target's lock."),
     "env-in-use": (
         OperationError,
@@ -252,7 +256,8 @@ CODES: dict[str, tuple[type[TfgpuError], str]] = {
     "output-not-ours": (
         ImpossibleError,
         "`script -o DIR` would replace files tfgpu-install did not write there (or that were changed "
-        "since); nothing is written unless `--force`.",
+        "since); nothing is written unless `--force`. `lock`: the `pylock.<platform>.toml` beside the lock "
+        "is the user's or another lock's.",
     ),
     "bundle-corrupt": (ImpossibleError, "A bundle file's hash is not the manifest's."),
     "bundle-format-unsupported": (ImpossibleError, "The bundle was written by a newer format."),

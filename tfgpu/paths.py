@@ -200,14 +200,17 @@ def write_output(path: Path, content: str | bytes, mode: int = 0o644) -> Path:
     return path
 
 
-def write_outputs(files) -> None:
+def write_outputs(files, below: Path | None = None) -> None:
     """Write several files the user asked for as one: every ``(path, content, mode)`` is written to
     a temporary beside it first, and only when all of them are whole are they renamed into place,
     so a disk that fills half-way leaves every old file as it was (a lock and the pylock beside it
     never from two runs). Each passes the secrets door first (:func:`write_output`); one that holds
-    a credential stops them all before anything is written. Failures as :func:`write_output`'s."""
-    import tempfile  # here, not at the top: every command reads paths, few write a file
+    a credential stops them all before anything is written. Failures as :func:`write_output`'s.
 
+    ``below``: the directory (``-o DIR``) every path lies in. Each directory from there down is
+    opened without following a link (made when missing), and the temporary is written and renamed
+    through that descriptor: a directory swapped for a link after the caller's checks (a race)
+    never carries a file out of ``below`` (``bad-output``, nothing replaced)."""
     from tfgpu import secrets
 
     files = [
@@ -215,17 +218,25 @@ def write_outputs(files) -> None:
     ]
     for path, data, _ in files:
         secrets.refuse_in(data.decode("utf-8", errors="replace"), str(path))
-    partials: list[tuple[str, Path]] = []
+    partials: list[tuple[int, str, str]] = []
+    directories: dict[Path, int] = {}
     path, replaced = None, 0
     try:
         for path, data, mode in files:
-            fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            partials.append((partial, path))
+            if path.parent not in directories:
+                directories[path.parent] = _open_parent(path, below)
+            at = directories[path.parent]
+            partial, fd = _fresh(at, path.name)
+            partials.append((at, partial, path.name))
+            try:
+                os.fchmod(fd, mode)  # the file made, never a name swapped for a link meanwhile
+            except OSError:
+                os.close(fd)
+                raise
             with os.fdopen(fd, "wb") as handle:  # closing it reports what a write put off (NFS)
                 handle.write(data)
-            os.chmod(partial, mode)
-        for partial, path in partials:
-            os.replace(partial, path)
+        for at, partial, name in partials:
+            os.replace(partial, name, src_dir_fd=at, dst_dir_fd=at)
             replaced += 1
     except OSError as error:
         failure = write_failure(error, path, replaced=(replaced, len(partials)))
@@ -233,9 +244,89 @@ def write_outputs(files) -> None:
             raise
         raise failure from None
     finally:
-        for partial, _ in partials:
+        for at, partial, _ in partials:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(partial)
+                os.unlink(partial, dir_fd=at)
+        for at in directories.values():
+            os.close(at)
+
+
+def _fresh(at: int, name: str) -> tuple[str, int]:
+    """A temporary file made exclusively in the open directory ``at`` beside ``name`` (as
+    ``mkstemp`` makes one: no planted name or link is followed): its name and a descriptor."""
+    import secrets as random
+
+    while True:
+        partial = f".{name}.{random.token_hex(4)}.tmp"
+        try:
+            return partial, os.open(
+                partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=at
+            )
+        except FileExistsError:
+            continue
+
+
+def _open_parent(path: Path, below: Path | None) -> int:
+    """The directory ``path`` goes in, opened (see :func:`write_outputs` for ``below``). The
+    directory the user named is opened as named (``/.``: a link the user gave is followed)."""
+    if below is None:
+        return _open_directory(os.path.join(path.parent, "."))
+    at = _open_directory(os.path.join(below, "."))
+    try:
+        for name in path.relative_to(below).parts[:-1]:
+            opened = _directory_below(at, name, path, below)
+            os.close(at)
+            at = opened
+    except BaseException:
+        os.close(at)
+        raise
+    return at
+
+
+def _open_directory(name: str, at: int | None = None) -> int:
+    """``name`` opened as a directory through the door (never a link in its last component); an
+    ``OSError`` saying why not, for :func:`write_failure`."""
+    import errno
+
+    from tfgpu import untrusted
+
+    try:
+        return untrusted.open_directory(name, untrusted.Kind("a directory written into", 0, None, links=False), at=at)
+    except untrusted.Unreadable:
+        os.stat(name, dir_fd=at, follow_symlinks=False)  # the real reason, where there is one
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name) from None
+
+
+def _directory_below(at: int, name: str, path: Path, below: Path) -> int:
+    """``name`` in the open directory ``at``, made when missing, opened without following a link;
+    ``bad-output`` when it is a link or no directory (swapped while the files were written)."""
+    import stat
+
+    from tfgpu.errors import ImpossibleError
+
+    try:
+        info = os.stat(name, dir_fd=at, follow_symlinks=False)
+    except FileNotFoundError:
+        with contextlib.suppress(FileExistsError):  # made meanwhile: checked below like any other
+            os.mkdir(name, dir_fd=at)
+        info = os.stat(name, dir_fd=at, follow_symlinks=False)
+    if stat.S_ISDIR(info.st_mode):
+        try:
+            opened = _open_directory(name, at)
+        except PermissionError:
+            if stat.S_ISDIR(os.stat(name, dir_fd=at, follow_symlinks=False).st_mode):
+                raise  # a directory still: one that may not be opened (write-failed)
+            opened = None
+        if opened is not None and os.fstat(opened).st_ino == info.st_ino:
+            return opened
+        if opened is not None:
+            os.close(opened)
+    raise ImpossibleError(
+        "bad-output",
+        f"{path.parent} is not a directory below {below} (a symbolic link or a file took its place "
+        "while the files were written); nothing was replaced.",
+        ["Remove what took its place, then run the same command again."],
+    )
 
 
 def write_failure(error: OSError, path=None, replaced: tuple[int, int] = (0, 0)):

@@ -175,6 +175,13 @@ def walk(root: Path) -> Iterator[tuple[Path, list[str], list[str], list[str]]]:
     ``links``), no depth recurses, and no depth is out of reach (each directory is opened from the
     one above it, so a path longer than the system's limit is listed too; callers use the names).
     Other file systems mounted inside are walked: what is there is looked at, never changed."""
+    for path, _, directories, others, links in walk_identified(root):
+        yield path, directories, others, links
+
+
+def walk_identified(root: Path) -> Iterator[tuple[Path, tuple[int, int], list[str], list[str], list[str]]]:
+    """:func:`walk`, each directory with its identity (device, inode) as opened: what a path cannot
+    tell, a directory reached under another name (a bind mount of it inside the tree)."""
     try:
         current = _open_directory(root)
     except OSError:
@@ -184,8 +191,9 @@ def walk(root: Path) -> Iterator[tuple[Path, list[str], list[str], list[str]]]:
     try:
         while True:
             directories, others, links = _listing(current)
-            yield path, directories, others, links
-            levels.append((path, _identity(os.fstat(current)), directories[::-1]))
+            identity = _identity(os.fstat(current))
+            yield path, identity, directories, others, links
+            levels.append((path, identity, directories[::-1]))
             while True:
                 here, _, pending = levels[-1]
                 if pending:

@@ -358,11 +358,11 @@ def test_a_full_disk_half_way_through_an_export_leaves_whole_files_and_no_traceb
     old = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     real_replace, calls = os.replace, []
 
-    def replace(source, target):
+    def replace(source, target, **at):
         calls.append(target)
         if len(calls) == 3:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_replace(source, target)
+        return real_replace(source, target, **at)
 
     monkeypatch.setattr(os, "replace", replace)
     done = cli("script", "--tf", "2.21", "--format", "slurm", "-o", str(out), "--no-detect", "--json")

@@ -56,8 +56,8 @@ def _places(conda_envs):
     import os
     from pathlib import Path
 
-    from tfgpu.cache.guard import DATA_APART, ENVS_APART, Place
-    from tfgpu.paths import data_dir
+    from tfgpu.cache.guard import DATA_APART, ENVS_APART, LOGS_APART, Place
+    from tfgpu.paths import data_dir, log_dir
 
     places = [Place("the data directory", data_dir(), owns_below=True, way=DATA_APART)]
     overlay = os.environ.get("TFGPU_DATA_DIR", "").strip()
@@ -65,6 +65,8 @@ def _places(conda_envs):
         overlay_path = Path(os.path.abspath(os.path.expanduser(overlay)))
         places.append(Place("the data directory TFGPU_DATA_DIR", overlay_path, owns_below=True, way=DATA_APART))
     places += [Place("a conda envs directory", path, owns_below=True, way=ENVS_APART) for path in conda_envs]
+    # The logs are each operation's record (a failed create's whole output): not the cache's to delete.
+    places.append(Place("the log directory", log_dir(), way=LOGS_APART))
     try:
         places.append(Place("the working directory", Path(os.getcwd())))
     except OSError:

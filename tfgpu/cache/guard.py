@@ -12,8 +12,8 @@ before anything is deleted from any of them:
   inside its buckets such as ``archive-v0/`` and recreates at will, are uv's and do not count);
 * it may not lie inside an environment, the envs directories or the data directories (a clean
   there would delete their files);
-* it may not hold the envs directories, the data directories, the working directory (the project)
-  or the home directory.
+* it may not hold the envs directories, the data directories, the log directory, the working
+  directory (the project) or the home directory.
 
 Otherwise the command stops with ``cache-overlap`` (nothing removed), naming the overlap. The walk
 never follows a link and never recurses (``tfgpu.trees``).
@@ -34,6 +34,7 @@ ENV_MARKS = ("tfgpu-env.json", "pyvenv.cfg", "conda-meta")
 """What makes a directory an environment: the tool's marker, a venv's config, a conda prefix's record."""
 ENVS_APART = "Keep the envs out of the cache: set TFGPU_ENVS_DIR (or TFGPU_CACHE_DIR) so neither holds the other."
 DATA_APART = "Keep the data directories out of the cache: set TFGPU_CACHE_DIR to a directory of its own."
+LOGS_APART = "Keep the logs out of the cache: set TFGPU_LOG_DIR (or TFGPU_CACHE_DIR) so neither holds the other."
 _UV_BUCKET = re.compile(r"[a-z][a-z0-9-]*-v[0-9]+")
 """The name of a bucket at the top of a uv cache (``archive-v0``, ``environments-v2`` …)."""
 
@@ -66,11 +67,27 @@ def _is_env(directory: Path, names: list[str], others: list[str]) -> str | None:
     return None
 
 
-def env_inside(kind: str, path: Path) -> tuple[Path, str] | None:
+def _identities(places: list[Place]) -> dict[tuple[int, int], Place]:
+    """Each place that is there, by its directory's identity (device, inode)."""
+    found = {}
+    for place in places:
+        try:
+            info = os.stat(place.path)
+        except (OSError, ValueError):
+            continue
+        found.setdefault((info.st_dev, info.st_ino), place)
+    return found
+
+
+def env_inside(kind: str, path: Path, places: list[Place] = ()) -> tuple[Path, str | Place] | None:
     """The first environment found inside ``path`` (a kind of cache), and its mark. In a uv cache a
     venv inside one of uv's buckets is uv's own (``uvx``'s cached tools); the tool's marker or a
-    ``conda-meta`` there is not."""
-    for directory, names, others, _ in trees.walk(path):
+    ``conda-meta`` there is not. One of ``places`` found inside under another name (a bind mount of
+    the home directory, which no path comparison sees) is found too, returned in place of a mark."""
+    known = _identities(list(places))
+    for directory, identity, names, others, _ in trees.walk_identified(path):
+        if identity in known:
+            return directory, known[identity]
         mark = _is_env(directory, names, others)
         if mark is None:
             continue
@@ -112,7 +129,11 @@ def check(verb: str, kinds: list[tuple[str, Path]], places: list[Place]) -> None
         around = env_around(real)
         if around is not None:
             _refuse(verb, kind, path, f"it lies inside the environment {shown(around[0])} (its {around[1]})", None)
-        inside = env_inside(kind, path)
+        inside = env_inside(kind, path, places)
+        if inside is not None and isinstance(inside[1], Place):
+            place = inside[1]
+            why = f"it holds {place.what} {shown(place.path)} (reached as {shown(inside[0])})"
+            _refuse(verb, kind, path, why, place)
         if inside is not None:
             _refuse(verb, kind, path, f"it holds the environment {shown(inside[0])} (its {inside[1]})", None)
 

@@ -9,6 +9,7 @@ and the cloud-init user-data run that same script (docs/exports-and-clusters.md)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ import stat
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.export.files import Export, ExportFile
 from tfgpu.paths import write_outputs
 
@@ -113,12 +114,69 @@ def write(export: Export, output: str, force: bool = False) -> list[Path]:
             ["Write somewhere you may write, or leave out -o to print to stdout."],
         )
     paths = [target / item.name if export.directory else target for item in export.files]
-    earlier: dict[str, str] = {}
+    if not export.directory:
+        return _write(export, target, paths, output, force)
+    try:
+        target.mkdir(exist_ok=True)
+    except OSError as error:
+        raise ImpossibleError(
+            "bad-output",
+            f"-o {output}: cannot create {target} ({error.strerror or error}).",
+            ["Write somewhere you may write, or leave out -o to print to stdout."],
+        ) from None
+    with _one_at_a_time(target, output):
+        return _write(export, target, paths, output, force)
+
+
+WAIT_SECONDS = 60.0
+"""How long an export waits for another one writing into the same -o DIR (each takes well under a second)."""
+
+
+@contextlib.contextmanager
+def _one_at_a_time(target: Path, output: str):
+    """Hold ``target`` (``flock`` on the directory itself: nothing is added to it) while its files
+    are checked and written: two exports into one directory at once would otherwise each read the
+    record before the other wrote it, and the last record would leave the other's files out (a
+    later export then calls them not its own)."""
+    import fcntl
+    import time
+
+    try:
+        fd = untrusted.open_directory(os.path.join(target, "."), _HELD)
+    except untrusted.Unreadable as error:
+        raise ImpossibleError("bad-output", f"-o {output}: {error.reason}", ["Give a new directory with -o."]) from None
+    try:
+        end = time.monotonic() + WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= end:
+                    raise OperationError(
+                        "output-busy",
+                        f"Another tfgpu-install script kept writing into {output} for "
+                        f"{WAIT_SECONDS:.0f} seconds; nothing was written.",
+                        ["Wait for it to finish, then run the same command again, or give another -o."],
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+_HELD = untrusted.Kind("the -o directory", 0, None)
+
+
+def _write(export: Export, target: Path, paths: list[Path], output: str, force: bool) -> list[Path]:
+    """Check (a directory export) and write ``export``'s files at ``paths``."""
+    earlier: dict[str, tuple[str, ...]] = {}
+    present: dict[str, str] = {}
     if export.directory:
         _check_tree(target, paths, output)  # before anything is written
-        earlier = _check_ours(target, export, paths, output, force)
+        earlier, present = _check_ours(target, export, paths, output, force)
     try:
-        for path in paths:
+        for path in paths if not export.directory else [target / MANIFEST]:  # below -o: made by write_outputs
             path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ImpossibleError(
@@ -129,7 +187,14 @@ def write(export: Export, output: str, force: bool = False) -> list[Path]:
     files = [(path, item.content, item.mode) for item, path in zip(export.files, paths, strict=True)]
     if export.directory:
         files.append((target / MANIFEST, _record(export, earlier), 0o644))
-    write_outputs(files)  # all or none: a full disk half-way leaves every earlier file as it was
+        if present:
+            # The record goes first, naming what is there now as well: a run killed between two
+            # renames leaves each file old or new, and the next export knows both for its own.
+            write_outputs([(target / MANIFEST, _record(export, earlier, present), 0o644)], below=target)
+    # All or none: a full disk half-way leaves every earlier file as it was; below -o DIR each
+    # directory is opened without following a link, so one swapped for a link since the checks
+    # above never carries a file out of it.
+    write_outputs(files, below=target if export.directory else None)
     return paths
 
 
@@ -160,13 +225,28 @@ def _sha256(data: str | bytes) -> str:
     return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
 
 
-def _recorded(target: Path) -> dict[str, str]:
-    """{file: sha256} an earlier export into ``target`` recorded (empty: none, or not readable as one)."""
+def _recorded(target: Path) -> dict[str, tuple[str, ...]]:
+    """{file: its sha256s} an earlier export into ``target`` recorded (empty: none, or not readable as
+    one): what it wrote, and, while it was writing, what it was replacing."""
     found = untrusted.json_or_none(target / MANIFEST, _EXISTING)
-    files = found.get("files") if isinstance(found, dict) and found.get("tool") == "tfgpu-install" else None
+    ours = isinstance(found, dict) and found.get("tool") == "tfgpu-install"
+    files = found.get("files") if ours else None
     if not isinstance(files, dict):
         return {}
-    return {name: digest for name, digest in files.items() if isinstance(name, str) and isinstance(digest, str)}
+    replacing = found.get("replacing")
+    replacing = replacing if isinstance(replacing, dict) else {}
+    recorded = {}
+    for name, digest in files.items():
+        if isinstance(name, str) and isinstance(digest, str) and _below(name) and len(digest) == 64:
+            before = replacing.get(name)
+            recorded[name] = (digest, before) if isinstance(before, str) and len(before) == 64 else (digest,)
+    return recorded
+
+
+def _below(name: str) -> bool:
+    """Whether ``name`` is a plain relative path below -o, as the exports name their files."""
+    parts = name.split("/")
+    return not name.startswith("/") and all(part not in ("", ".", "..") for part in parts)
 
 
 def _now(path: Path) -> str | None:
@@ -177,12 +257,18 @@ def _now(path: Path) -> str | None:
         return None
 
 
-def _check_ours(target: Path, export: Export, paths: list[Path], output: str, force: bool) -> dict[str, str]:
+def _check_ours(
+    target: Path, export: Export, paths: list[Path], output: str, force: bool
+) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
     """Refuse (``output-not-ours``) before anything is written when the export would replace a file
     in ``target`` that tfgpu-install did not write there (or that was changed since); returns the
-    earlier export's record of the files still as it wrote them."""
-    recorded = _recorded(target)
-    earlier = {name: digest for name, digest in recorded.items() if _now(target / name) == digest}
+    earlier export's record (its entries below ``target``), carried into this one's."""
+    # Only a file this export writes is read (and compared with its record): the record is the
+    # user's to edit, and a forged one naming thousands of big files, or files outside -o, would
+    # otherwise be read whole each time. An entry carried forward unread is harmless: a later
+    # export that writes the file compares it with the record first.
+    earlier = _recorded(target)
+    present: dict[str, str] = {}
     foreign = []
     for item, path in zip(export.files, paths, strict=True):
         try:
@@ -193,7 +279,9 @@ def _check_ours(target: Path, export: Export, paths: list[Path], output: str, fo
             foreign.append(path)
             continue
         current = _now(path) if stat.S_ISREG(info.st_mode) else None
-        if current is not None and current in (_sha256(item.content), earlier.get(item.name)):
+        if current is not None:
+            present[item.name] = current
+        if current is not None and current in (_sha256(item.content), *earlier.get(item.name, ())):
             continue  # the same bytes again, or the earlier export's file as it wrote it
         foreign.append(path)
     if foreign and not force:
@@ -208,11 +296,18 @@ def _check_ours(target: Path, export: Export, paths: list[Path], output: str, fo
                 "Or add --force to replace them (they are lost).",
             ],
         )
-    return earlier
+    return earlier, present
 
 
-def _record(export: Export, earlier: dict[str, str]) -> str:
-    """The export's record of what it writes (and what an earlier one wrote that is still as it was)."""
-    files = earlier | {item.name: _sha256(item.content) for item in export.files}
+def _record(export: Export, earlier: dict[str, tuple[str, ...]], replacing: dict[str, str] | None = None) -> str:
+    """The export's record of what it writes (and what an earlier one recorded, checked again by the
+    export that next writes that file); with ``replacing``, the record written before the files:
+    what each of them replaces, too."""
+    written = {item.name: _sha256(item.content) for item in export.files}
+    files = {name: digests[0] for name, digests in earlier.items()} | written
+    before = {name: digests[1] for name, digests in earlier.items() if len(digests) > 1 and name not in written}
+    before |= {name: digest for name, digest in (replacing or {}).items() if digest != written.get(name)}
     document = {"tool": "tfgpu-install", "format": export.format, "files": dict(sorted(files.items()))}
+    if before:
+        document["replacing"] = dict(sorted(before.items()))
     return json.dumps(document, indent=2) + "\n"

@@ -162,7 +162,7 @@ def prepare_dir(out: Path) -> None:
         )
     output_dir(out, str(out))
     _hold(out)  # before it is looked at: a run in progress has files there that are not yet a bundle
-    if out.exists() and any(out.iterdir()) and not (out / PARTIAL).exists() and not (out / MANIFEST).exists():
+    if out.exists() and any(out.iterdir()) and not (out / PARTIAL).exists() and not _ours(out / MANIFEST):
         raise ImpossibleError(
             "target-not-empty",
             f"{out} is not empty and is not a tfgpu-install bundle; it is left untouched.",
@@ -171,6 +171,17 @@ def prepare_dir(out: Path) -> None:
     _refuse_links(out)
     (out / MANIFEST).unlink(missing_ok=True)  # rewritten last: a bundle without it is incomplete
     write_output(out / PARTIAL, "tfgpu-install bundle in progress; run the same command again to resume.\n")
+
+
+_EARLIER = untrusted.Kind("an earlier bundle's bundle.json", 64 * 1024 * 1024, None, links=False)
+
+
+def _ours(manifest: Path) -> bool:
+    """Whether ``manifest`` is the record an earlier bundle wrote: a file of the user's that happens
+    to be named ``bundle.json`` (a web project's, say) does not make the directory a bundle, whose
+    README.md and install.sh a run would replace."""
+    found = untrusted.json_or_none(manifest, _EARLIER)
+    return isinstance(found, dict) and found.get("tool") == "tfgpu-install" and isinstance(found.get("files"), dict)
 
 
 def _refuse_links(out: Path) -> None:

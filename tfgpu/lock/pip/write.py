@@ -9,9 +9,12 @@ beside each as ``pylock.<platform>.toml``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfgpu import untrusted
+from tfgpu.console import shown
 from tfgpu.errors import ImpossibleError
 from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import Platform
@@ -84,6 +87,38 @@ def output_paths(output: str | None, platforms: list[Platform], base: Path | Non
     return {p.name: path.with_name(f"{path.stem}.{p.name}{path.suffix or '.txt'}") for p in platforms}
 
 
+_BESIDE = "# Written by tfgpu-install beside "
+_PYLOCK = untrusted.Kind("the pylock beside the lock", 64 * 1024 * 1024, None, links=False)
+
+
+def _refuse_anothers_pylock(lock: Path, pylock: Path, body: str) -> None:
+    """``output-not-ours`` when the ``pylock.<platform>.toml`` the lock goes with is there and is not
+    this lock's to replace: a file of the user's (uv writes ``pylock`` files too), or the pylock of
+    another lock still beside it (``lock -o a.txt`` then ``lock -o b.txt`` in one directory would
+    leave a.txt with b's pylock). One written beside this lock, beside one no longer there, or
+    holding the very resolution ``body`` (the same lock again under another name), is."""
+    try:
+        head = untrusted.read_bytes(pylock, _PYLOCK)
+    except untrusted.Unreadable:
+        if not os.path.lexists(pylock) or os.path.islink(pylock):
+            return  # a link is replaced, never followed: what it points at is kept either way
+        head = b""  # a FIFO, a directory: not a pylock this tool wrote
+    first, _, rest = head.decode("utf-8", "replace").partition("\n")
+    suffix = " (the lock it installs from)."
+    if first.startswith(_BESIDE) and first.endswith(suffix):
+        beside = first[len(_BESIDE) : -len(suffix)]
+        if beside == lock.name or "/" in beside or not os.path.lexists(lock.with_name(beside)) or rest == body:
+            return
+        whose = f"it is the pylock of {shown(beside)}, beside it"
+    else:
+        whose = "tfgpu-install did not write it"
+    raise ImpossibleError(
+        "output-not-ours",
+        f"The lock {shown(lock)} goes with {shown(pylock)}, which is already there and {whose}; nothing was written.",
+        ["Write the lock into another directory with -o DIR/NAME.", f"Or move {shown(pylock)} away first."],
+    )
+
+
 def write_locks(targets: list[tuple[Platform, object, bool]], output: str | None, reporter=None) -> PipLocks:
     """Lock each ``(platform, resolution, cpu_only)``; returns what was written.
 
@@ -104,6 +139,8 @@ def write_locks(targets: list[tuple[Platform, object, bool]], output: str | None
         path = paths[platform.name]
         rendered.append((platform, path, lockfile.render(meta, body, str(path)), pylock))
     files = []
+    for platform, path, _, pylock in rendered:
+        _refuse_anothers_pylock(path, path.with_name(f"pylock.{platform.name}.toml"), pylock)
     for platform, path, text, pylock in rendered:
         files.append((path, text, 0o644))
         pylock_text = f"# Written by tfgpu-install beside {path.name} (the lock it installs from).\n" + pylock
