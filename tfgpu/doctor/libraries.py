@@ -212,6 +212,13 @@ def load_in_child(resolved: list[Resolved], dlopened: list[Dlopened] = (), timeo
         if result:
             entry.loaded, entry.version, entry.error = result["loaded"], result["version"], result["error"]
             entry.path = result["mapped"] or entry.path
+        elif entry.path and done.returncode == 124:
+            # A load that blocks (a dependency that is a FIFO or a device: the loader reads it) is
+            # not a crash, and the libraries before it may have loaded: say what happened.
+            entry.error = (
+                f"the library probe did not finish within {timeout:.0f} s (a library or one it needs "
+                "blocked the loader: a FIFO or device named like a library?), so whether it loads is unknown"
+            )
         elif entry.path:
             entry.error = "the library probe crashed while loading it"
     return probe
