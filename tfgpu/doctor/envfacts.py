@@ -11,6 +11,7 @@ the RUNPATH of ``libtensorflow_framework.so.2``.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,6 +201,8 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
             break
     read_headers(facts, site)
     framework = site / "tensorflow" / "libtensorflow_framework.so.2"
+    if not framework.is_file() and os.path.lexists(framework):
+        facts.reads.dynamic(framework)  # a FIFO, a directory, a link loop: said "not read", never passed over
     if framework.is_file():
         facts.framework = framework
         dynamic = facts.reads.dynamic(framework)
