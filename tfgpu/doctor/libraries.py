@@ -61,10 +61,19 @@ def hook_preloads(hook: Path | None) -> dict[str, str]:
     """soname -> absolute path for what the env's load hook preloads."""
     if hook is None:
         return {}
-    for node in ast.parse(untrusted.text_or_none(hook, untrusted.ENV_FILE) or "").body:
+    from tfgpu import pysource
+
+    tree = pysource.parse(untrusted.text_or_none(hook, untrusted.ENV_FILE, errors="replace") or "")
+    for node in tree.body if tree is not None else ():
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LIBRARIES":
-            relative = ast.literal_eval(node.value)
-            return {Path(r).name: str(hook.parent / r) for r in relative if (hook.parent / r).is_file()}
+            relative = pysource.literal(node.value)
+            if not isinstance(relative, (list, tuple)):
+                return {}  # a hook this tool did not write: it preloads nothing doctor can name
+            return {
+                Path(r).name: str(hook.parent / r)
+                for r in relative
+                if isinstance(r, str) and "\0" not in r and (hook.parent / r).is_file()
+            }
     return {}
 
 
