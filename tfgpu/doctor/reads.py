@@ -116,7 +116,7 @@ class RunReads:
         except untrusted.Unreadable as error:
             # A name that is there but no file to read (a FIFO, a directory, a device, a link loop):
             # its answer is unknown, and the command says so rather than passing it over as no library.
-            if os.path.lexists(path):
+            if _there(path):
                 why = error.reason.rpartition("): ")[2].rstrip(".") or error.reason
                 self.unfinished.setdefault(str(path), f"not read: {why[:200]}")
             return None
@@ -139,6 +139,18 @@ class RunReads:
                     except elf.Unfinished as unfinished:
                         self.unfinished.setdefault(str(path), unfinished.reason)
         return self._elf[key]
+
+
+def _there(path: os.PathLike | str) -> bool:
+    """Whether ``path`` names something (a link loop included), not nothing or a dangling link: a link
+    whose target is gone is a missing library, which the checks that look for it say."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def unfinished_lines(reads: RunReads, root: os.PathLike | str | None = None) -> list[str]:
