@@ -62,7 +62,11 @@ def collect(child, input: str | None, timeout: float, kill) -> tuple[Kept, Kept,
     (and for stdin when ``input`` is given); ``kill(child)`` stops it (and what it started) at the
     timeout. Returns once the child has exited and its pipes ended or :data:`GRACE` passed."""
     if input is not None:
-        threading.Thread(target=_feed, args=(child.stdin, input.encode("utf-8")), daemon=True).start()
+        # The feeding thread owns stdin from here (Popen no longer closes it): a process the child left
+        # holding its stdin unread would block that write, and Popen's close of the same stream would
+        # wait on it for ever.
+        stream, child.stdin = child.stdin, None
+        threading.Thread(target=_feed, args=(stream, input.encode("utf-8")), daemon=True).start()
     kept = {child.stdout.fileno(): Kept(), child.stderr.fileno(): Kept()}
     out, err = kept[child.stdout.fileno()], kept[child.stderr.fileno()]
     deadline, timed_out, exited_at = time.monotonic() + timeout, False, None

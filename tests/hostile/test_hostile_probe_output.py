@@ -60,3 +60,12 @@ def test_verify_with_a_framework_whose_import_leaves_a_daemon_reports_what_it_co
     report = run_frameworks(prefix, ("torch",), timeout=60)
     assert report["ok"], json.dumps(report)[:2000]
     assert all(entry["exit"] == "exit 0" for entry in report["orders"])
+
+
+def test_input_a_daemon_holds_unread_does_not_hold_the_probe():
+    code = (
+        "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(120)\n    os._exit(0)\n"
+        "print('answer', flush=True)\n"
+    )
+    done = Runner().capture([sys.executable, "-c", code], timeout=100, input="x" * (4 << 20))
+    assert done.returncode == 0 and done.output.strip() == "answer"
