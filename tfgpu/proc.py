@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from tfgpu import secrets
+from tfgpu import childpipes, secrets
 from tfgpu.childenv import clean_environment, without_plain_proxy
 from tfgpu.interrupts import Interrupted
 from tfgpu.records import factory, record
@@ -331,9 +331,6 @@ class Runner:
                     argv,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    text=True,
-                    encoding="utf-8",
-                    errors=errors,
                     env={**base, **self.extra_env, **(env or {})},
                     stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                     preexec_fn=_die_with_parent,
@@ -346,18 +343,17 @@ class Runner:
         except (OSError, ValueError) as error:
             return Completed(argv, 127, "", 0.0, f"could not start {argv[0]}: {error}", started=False)
         with child:
+            # Bounded: a child that prints gigabytes, or leaves a process holding its pipes open,
+            # costs a few MiB and its own time (tfgpu.childpipes), never the tool's memory or a
+            # child that exited read as one stopped at its timeout.
             try:
-                out, err = child.communicate(input, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(child)
-                try:
-                    out, err = child.communicate(timeout=5)
-                except subprocess.TimeoutExpired:  # something outside the group still holds its pipes
-                    out, err = "", ""
-                return Completed(argv, 124, _text(out), time.monotonic() - started, _text(err))
+                kept_out, kept_err, timed_out = childpipes.collect(child, input, timeout, _kill_group)
             except BaseException:
                 _kill_group(child)
                 raise
+        out, err = kept_out.text(errors), kept_err.text(errors)
+        if timed_out:
+            return Completed(argv, 124, out, time.monotonic() - started, err)
         return Completed(argv, child.returncode, out, time.monotonic() - started, err)
 
     def start(

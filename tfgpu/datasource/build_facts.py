@@ -24,16 +24,13 @@ from __future__ import annotations
 
 import ast
 import struct
-import threading
 
+from tfgpu import pysource
 from tfgpu.datasource.http import SourceError
 
 #: A fatbin container's magic (little-endian ``0xBA55ED50``) and an entry's kinds.
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
 FATBIN_PTX, FATBIN_CUBIN = 1, 2
-#: CPython 3.11's parser is not safe to run from two threads at once ("AST constructor recursion
-#: depth mismatch"), and the generating script reads releases in parallel.
-_PARSING = threading.Lock()
 #: At most this many entries are read from one container (a real one holds one per target).
 MAX_FATBIN_ENTRIES = 4096
 
@@ -76,11 +73,7 @@ def _cc(code: int) -> str:
 
 def _parse(source: str) -> ast.AST | None:
     """``source`` parsed (never run); None when it is not Python."""
-    with _PARSING:
-        try:
-            return ast.parse(source)
-        except (SyntaxError, ValueError, MemoryError, RecursionError):
-            return None
+    return pysource.parse(source)
 
 
 def _assigned(tree: ast.AST | None, name: str):
@@ -94,10 +87,8 @@ def _assigned(tree: ast.AST | None, name: str):
             value = node.value
         else:
             continue
-        try:
-            return ast.literal_eval(value) if value is not None else None
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            return None
+        found = pysource.literal(value)
+        return None if found is pysource.NOT_LITERAL else found
     return None
 
 

@@ -20,6 +20,7 @@ import email.parser
 import re
 from typing import NamedTuple
 
+from tfgpu import pysource
 from tfgpu.datasource.errors import SourceError
 
 #: Output platform keys, in the order they are written.
@@ -132,10 +133,9 @@ def marker_matches(marker: str, env: dict[str, str]) -> bool:
 
     if not marker:
         return True
-    try:  # a wheel's METADATA is the index's text: a marker that is no expression is a bad answer
-        tree = ast.parse(marker, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise SourceError(f"cannot parse the environment marker {marker[:100]!r}") from None
+    tree = pysource.parse(marker, mode="eval")  # a wheel's METADATA is the index's text
+    if tree is None:  # a marker that is no expression is a bad answer
+        raise SourceError(f"cannot parse the environment marker {marker[:100]!r}")
     return evaluate(tree.body)
 
 
@@ -175,20 +175,19 @@ def parse_build_info(source: str) -> BuildInfo:
     """
     constants: dict[str, object] = {}
     info: dict[str, object] = {}
-    try:
-        body = ast.parse(source).body
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
-        raise SourceError(f"build_info.py does not parse as Python ({type(error).__name__})") from None
+    tree = pysource.parse(source)
+    if tree is None:
+        raise SourceError("build_info.py does not parse as Python (or is too long or deep to)")
+    body = tree.body
     for node in body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             continue
         if node.targets[0].id == "build_info":
             info = _literal_pairs(node.value)
         else:
-            try:
-                constants[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:
-                pass
+            value = pysource.literal(node.value)
+            if value is not pysource.NOT_LITERAL:
+                constants[node.targets[0].id] = value
     cuda_raw = str(info.get("cuda_version", constants.get("cuda_version_number", "")))
     cudnn_raw = str(info.get("cudnn_version", constants.get("cudnn_version_number", "")))
     return BuildInfo(
@@ -213,10 +212,10 @@ def _literal_pairs(node: ast.expr) -> dict[str, object]:
         return {}
     items = {}
     for key, value in pairs:
-        try:
-            items[ast.literal_eval(key)] = ast.literal_eval(value)
-        except ValueError:
-            pass  # e.g. a value computed at import time: not a fact recorded here
+        key, value = pysource.literal(key), pysource.literal(value)
+        # a value computed at import time, or a key no table can hold: not a fact recorded here
+        if isinstance(key, str) and value is not pysource.NOT_LITERAL:
+            items[key] = value
     return items
 
 

@@ -74,8 +74,19 @@ class Unfinished(Exception):
         self.reason = reason
 
 
+class Damaged(Unfinished):
+    """A file that starts as an ELF object but whose headers point past its end, at names without an
+    end, or that changed while it was read: its answer is unknown too, and a run says so (a
+    framework library cut in half is no library the loader can use, never one to pass over)."""
+
+
 _DAMAGED = (struct.error, ValueError, IndexError, OverflowError, untrusted.Unreadable)
-"""What a damaged or changing file raises while it is parsed: the file is then no library."""
+"""What a damaged or changing file raises while it is parsed (:class:`Damaged` is raised instead)."""
+
+
+def _damaged(error: Exception) -> Damaged:
+    why = getattr(error, "reason", None) or str(error) or type(error).__name__
+    return Damaged(f"not fully read: its structure is damaged ({why[:200]})")
 
 
 class Budget:
@@ -197,14 +208,15 @@ def read_dynamic(path: str) -> Dynamic | None:
 
 def parse_dynamic(data: bytes | Image) -> Dynamic | None:
     """:func:`read_dynamic` of a file already open (doctor opens each library once a run) or bytes;
-    raises :class:`Unfinished` where the file asks for more than its budget."""
+    raises :class:`Unfinished` where the file asks for more than its budget, :class:`Damaged` where
+    an ELF file's headers lead past its end or to names without one."""
     image = _image(data)
     cap, asking = image.cap, image.asking
     image.cap, image.asking = min(cap, image.spent + DYNAMIC_BUDGET), "its dynamic section with its names"
     try:
         return _dynamic(image)
-    except _DAMAGED:
-        return None
+    except _DAMAGED as error:
+        raise _damaged(error) from None
     finally:
         image.cap, image.asking = cap, asking
 
@@ -253,6 +265,8 @@ def _dynamic(image: Image) -> Dynamic | None:
         (off + (strtab - vaddr) for vaddr, off, size_ in loads if vaddr <= (strtab or -1) < vaddr + size_), None
     )
     if base is None:
+        if strtab is not None:  # names that lie nowhere in the file: a crafted or damaged table
+            raise ValueError("its string table lies outside every segment the file loads")
         return None
 
     def string(offset: int) -> str:
@@ -287,13 +301,14 @@ def unversioned_exports(path: str) -> frozenset[str] | None:
 def parse_exports(data: bytes | Image) -> frozenset[str] | None:
     """:func:`unversioned_exports` of a file already open, or bytes; raises :class:`Unfinished` where
     the symbol table, its versions and its string table together pass the budget (decided before any
-    of them is read) or claim more than :data:`SYMBOL_LIMIT` symbols."""
+    of them is read) or claim more than :data:`SYMBOL_LIMIT` symbols; :class:`Damaged` as
+    :func:`parse_dynamic` does."""
     image = _image(data)
     asking, image.asking = image.asking, "its symbol table with its names"
     try:
         return _exports(image)
-    except _DAMAGED:
-        return None
+    except _DAMAGED as error:
+        raise _damaged(error) from None
     finally:
         image.asking = asking
 

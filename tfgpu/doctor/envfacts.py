@@ -11,6 +11,7 @@ the RUNPATH of ``libtensorflow_framework.so.2``.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,9 +71,10 @@ class EnvFacts:
 
 def parse_build_info(text: str) -> dict:
     """``build_info = {...}`` or module-level constants (TF 2.0-2.2) -> a dict of literals."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    from tfgpu import pysource
+
+    tree = pysource.parse(text)
+    if tree is None:
         return {}
     found: dict = {}
     for node in tree.body:
@@ -80,9 +82,8 @@ def parse_build_info(text: str) -> dict:
             target = node.value
             if isinstance(target, ast.Call) and target.args and not target.keywords:
                 target = target.args[0]  # collections.OrderedDict([(key, value), ...]) (TF 2.3+)
-            try:
-                value = ast.literal_eval(target)
-            except (ValueError, SyntaxError):
+            value = pysource.literal(target)
+            if value is pysource.NOT_LITERAL:
                 continue
             if isinstance(value, list) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
                 value = dict(value)
@@ -200,6 +201,8 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
             break
     read_headers(facts, site)
     framework = site / "tensorflow" / "libtensorflow_framework.so.2"
+    if not framework.is_file() and os.path.lexists(framework):
+        facts.reads.dynamic(framework)  # a FIFO, a directory, a link loop: said "not read", never passed over
     if framework.is_file():
         facts.framework = framework
         dynamic = facts.reads.dynamic(framework)

@@ -64,10 +64,19 @@ def hook_preloads(hook: Path | None) -> dict[str, str]:
     """soname -> absolute path for what the env's load hook preloads."""
     if hook is None:
         return {}
-    for node in ast.parse(untrusted.text_or_none(hook, untrusted.ENV_FILE) or "").body:
+    from tfgpu import pysource
+
+    tree = pysource.parse(untrusted.text_or_none(hook, untrusted.ENV_FILE, errors="replace") or "")
+    for node in tree.body if tree is not None else ():
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LIBRARIES":
-            relative = ast.literal_eval(node.value)
-            return {Path(r).name: str(hook.parent / r) for r in relative if (hook.parent / r).is_file()}
+            relative = pysource.literal(node.value)
+            if not isinstance(relative, (list, tuple)):
+                return {}  # a hook this tool did not write: it preloads nothing doctor can name
+            return {
+                Path(r).name: str(hook.parent / r)
+                for r in relative
+                if isinstance(r, str) and "\0" not in r and (hook.parent / r).is_file()
+            }
     return {}
 
 
@@ -243,6 +252,13 @@ def load_in_child(
             own = result.get("own")
             if isinstance(own, str) and entry.path and os.path.realpath(own) != os.path.realpath(entry.path):
                 entry.own = own
+        elif entry.path and done.returncode == 124:
+            # A load that blocks (a dependency that is a FIFO or a device: the loader reads it) is
+            # not a crash, and the libraries before it may have loaded: say what happened.
+            entry.error = (
+                f"the library probe did not finish within {timeout:.0f} s (a library or one it needs "
+                "blocked the loader: a FIFO or device named like a library?), so whether it loads is unknown"
+            )
         elif entry.path:
             entry.error = "the library probe crashed while loading it"
     return probe

@@ -113,7 +113,12 @@ class RunReads:
         # lib*.so.N costs a few pages, a crafted one at most the budget's share of one file.
         try:
             stream = untrusted.open_stream(path, untrusted.LIBRARY)
-        except untrusted.Unreadable:
+        except untrusted.Unreadable as error:
+            # A name that is there but no file to read (a FIFO, a directory, a device, a link loop):
+            # its answer is unknown, and the command says so rather than passing it over as no library.
+            if _there(path):
+                why = error.reason.rpartition("): ")[2].rstrip(".") or error.reason
+                self.unfinished.setdefault(str(path), f"not read: {why[:200]}")
             return None
         with stream:
             info = os.fstat(stream.fileno())
@@ -122,13 +127,30 @@ class RunReads:
             key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, question)
             if key not in self._elf:
                 self._elf[key] = None
-                if info.st_size <= untrusted.LIBRARY.limit:
+                if info.st_size > untrusted.LIBRARY.limit:
+                    self.unfinished.setdefault(
+                        str(path),
+                        f"not read: {info.st_size:,} bytes, past the {untrusted.LIBRARY.limit:,} a library may be",
+                    )
+                else:
                     image = elf.Image.of_stream(stream, info.st_size, str(path), self.library_budget)
                     try:
                         self._elf[key] = elf.parse_dynamic(image) if question == "dynamic" else elf.parse_exports(image)
                     except elf.Unfinished as unfinished:
                         self.unfinished.setdefault(str(path), unfinished.reason)
         return self._elf[key]
+
+
+def _there(path: os.PathLike | str) -> bool:
+    """Whether ``path`` names something (a link loop included), not nothing or a dangling link: a link
+    whose target is gone is a missing library, which the checks that look for it say."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def unfinished_lines(reads: RunReads, root: os.PathLike | str | None = None) -> list[str]:

@@ -58,7 +58,24 @@ def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
             and d.compute_capability
             and Version(version) < Version(_ARCH_NEEDS.get(tuple(int(x) for x in d.compute_capability.split(".")), "0"))
         ]
-        if too_old:
+        if version is None:
+            # A ptxas that hangs, crashes or prints no version is no ptxas XLA can use: never an ok.
+            how = (
+                "did not answer `--version` within 20 s"
+                if done.returncode == 124 and done.seconds >= 20
+                else f"exited {done.returncode} without saying its version"
+                if done.returncode
+                else "printed no version"
+            )
+            findings.append(
+                warn(
+                    "xla.ptxas",
+                    f"The env's ptxas {how}: XLA may not be able to compile PTX with it",
+                    f"uv pip install --python {env.python} --reinstall 'nvidia-cuda-nvcc-cu12>=12.6.3'",
+                    *evidence,
+                )
+            )
+        elif too_old:
             findings.append(
                 fail(
                     "xla.ptxas",
@@ -79,7 +96,7 @@ def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
                 )
             )
         else:
-            findings.append(ok("xla.ptxas", f"ptxas {version or '?'} for XLA", *evidence))
+            findings.append(ok("xla.ptxas", f"ptxas {version} for XLA", *evidence))
     flag = re.search(r"--xla_gpu_cuda_data_dir=(\S+)", environ.get("XLA_FLAGS", ""))
     dirs = [Path(flag.group(1))] if flag else []
     dirs += toolkits

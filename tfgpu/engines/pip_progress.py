@@ -22,6 +22,7 @@ import re
 import sys
 
 from tfgpu.controls import character_class
+from tfgpu.engines.uv_progress import MOST_BYTES
 
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
 _STARTS = re.compile(r"^\s*Downloading (?P<url>\S+)")
@@ -102,7 +103,7 @@ class PipProgress:
                 return
             scale = _UNITS[bar["unit"]]
             done, total = int(float(bar["done"]) * scale), int(float(bar["total"]) * scale)
-        if total <= 0:
+        if not 0 < total <= MOST_BYTES:  # a size no download has: no numbers rather than a false total
             return
         done = min(done, total)
         if self.downloads.get(self._current) != (done, total):

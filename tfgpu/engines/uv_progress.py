@@ -37,12 +37,17 @@ _HEADER = "Preparing packages..."
 """The first line of every redraw of uv's download bars (with "(k/N)" after it)."""
 _BAR = re.compile(
     r"(?<![A-Za-z0-9._-])(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,200})\s{1,100}-{3,400}\s{1,100}"
-    r"(?P<done>\d{1,15}(?:\.\d{1,6})?) ?(?P<done_unit>[KMGT]?i?B)/"
-    r"(?P<total>\d{1,15}(?:\.\d{1,6})?) ?(?P<total_unit>[KMGT]?i?B)"
+    r"(?P<done>[0-9]{1,15}(?:\.[0-9]{1,6})?) ?(?P<done_unit>[KMGT]?i?B)/"
+    r"(?P<total>[0-9]{1,15}(?:\.[0-9]{1,6})?) ?(?P<total_unit>[KMGT]?i?B)"
 )
 """One download's bar. A match starts only where a name does (the look-behind) and every part has a
 length cap, so a line of a million name characters, spaces or dashes is read in linear time: without
-them each position of such a run began a scan to its end (quadratic: minutes for a 1 MB line)."""
+them each position of such a run began a scan to its end (quadratic: minutes for a 1 MB line).
+Numbers are ASCII digits only (``\\d`` takes any script's: ``١٢ MiB`` is no bar uv draws)."""
+MOST_BYTES = 1 << 40
+"""The largest download read from a bar: no wheel an index serves comes near a TiB, so a bar that
+claims more (``99999999999999 GiB``) is no download's and is not read; the total then stays
+unknown (a package drawn without its bar), never a total no download has."""
 _COUNT = re.compile(r"\((?P<prepared>\d{1,9})/(?P<count>\d{1,9})\)")
 """The header's ``(prepared/packages)``."""
 _PREPARED = re.compile(r"Prepared \d{1,9} packages? in")
@@ -124,9 +129,10 @@ class UvProgress:
         count = _COUNT.match(frame.lstrip()[:LINE_LIMIT])
         for line in frame.splitlines():
             for bar in _BAR.finditer(line[:LINE_LIMIT]):
-                name = bar["name"]
+                name, total = bar["name"], size(bar["total"], bar["total_unit"])
+                if total > MOST_BYTES:
+                    continue
                 drawn.add(name)
-                total = size(bar["total"], bar["total_unit"])
                 self.downloads[name] = (min(size(bar["done"], bar["done_unit"]), total), total)
         if whole:  # a download no longer drawn is complete (uv removes a bar when its wheel is in)
             for name, (done, total) in self.downloads.items():

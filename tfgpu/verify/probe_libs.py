@@ -26,6 +26,7 @@ import ctypes
 import json
 import os
 import re
+import stat
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # libuse beside this file; -I leaves it out
@@ -87,11 +88,26 @@ def version(library, symbol):
     return "%d.%d.%d" % (value // 1000, value % 1000 // 100, value % 100)  # cuDNN <= 8
 
 
+def open_library(path):
+    """``dlopen`` of the file at ``path``, only when it is a regular file: the loader opens and reads
+    whatever the name is, so a FIFO named like a library (an env's file is the env's to craft) would
+    block this probe until doctor's timeout, and a device would be read for ever. OSError, as
+    ``dlopen``'s own refusals, when it is something else."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise OSError("%s: %s" % (path, error.strerror)) from None
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "a device or socket"
+        raise OSError("%s: not a regular file (%s): not loaded" % (path, kind))
+    return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+
+
 def load(entry):
     result = {"soname": entry["soname"], "loaded": False, "mapped": None, "own": None, "version": None,
               "error": None}
     try:
-        library = ctypes.CDLL(entry["path"], mode=ctypes.RTLD_GLOBAL)
+        library = open_library(entry["path"])
         result["loaded"] = True
         result["own"] = origin(library) or entry["path"]
         # What TensorFlow's dlopen(soname) gets: the first object loaded with that SONAME, which is
@@ -129,7 +145,7 @@ def resolve(entry):
     # "found": the name as the search found it (a link in the caller's RUNPATH), before links are followed
     result = {"name": name, "caller": entry["caller"], "path": None, "via": None, "error": None, "found": None}
     try:
-        ctypes.CDLL(entry["caller"], mode=ctypes.RTLD_GLOBAL)
+        open_library(entry["caller"])
     except OSError as error:
         result["error"] = "the caller does not load: %s" % error
     try:
@@ -146,7 +162,7 @@ def resolve(entry):
             if candidate and os.path.exists(candidate):
                 result["found"] = candidate
                 try:
-                    library = ctypes.CDLL(candidate, mode=ctypes.RTLD_GLOBAL)
+                    library = open_library(candidate)
                     result["via"], result["path"] = via, origin(library) or os.path.realpath(candidate)
                 except OSError as error:
                     result["via"], result["path"], result["error"] = via, os.path.realpath(candidate), str(error)
