@@ -22,7 +22,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from tfgpu import untrusted
+from tfgpu import pysource, untrusted
 from tfgpu.resolver import tables
 
 DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
@@ -90,9 +90,12 @@ def hook_other_first(hook: Path | None, environ: dict[str, str]) -> list[str]:
         return []
     if "/" in setting:
         return [path for path in setting.split(":") if path]
-    for node in ast.parse(untrusted.text_or_none(hook, untrusted.ENV_FILE) or "").body:
+    tree = pysource.parse(untrusted.text_or_none(hook, untrusted.ENV_FILE) or "")
+    for node in tree.body if tree is not None else ():
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "OTHER_FIRST":
-            relative = ast.literal_eval(node.value)
+            relative = pysource.literal(node.value)
+            if not isinstance(relative, (list, tuple)):
+                return []  # a hook that says nothing readable loads nothing first, as far as doctor can tell
             return [os.path.normpath(hook.parent / r) for r in relative if isinstance(r, str)]
     return []
 

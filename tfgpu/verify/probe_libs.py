@@ -112,10 +112,7 @@ def load(entry):
         result["own"] = origin(library) or entry["path"]
         # What TensorFlow's dlopen(soname) gets: the first object loaded with that SONAME, which is
         # not this file where the load hook loaded the other CUDA stack's copy first.
-        try:
-            library = ctypes.CDLL(entry["soname"], mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
-        except OSError:
-            pass
+        library = loaded_copy(entry["soname"]) or library
         result["mapped"] = origin(library) or result["own"]
         if entry.get("version_symbol"):
             result["version"] = version(library, entry["version_symbol"])
@@ -124,11 +121,21 @@ def load(entry):
     return result
 
 
+def loaded_copy(name):
+    """The object already loaded under the SONAME ``name`` (``RTLD_NOLOAD``: a lookup by name that
+    loads nothing and opens no file), or None when none is."""
+    try:
+        return ctypes.CDLL(name, mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+    except OSError:
+        return None
+
+
 def load_first(paths):
-    """What the env's load hook loads before TensorFlow's own libraries (its OTHER_FIRST)."""
+    """What the env's load hook loads before TensorFlow's own libraries (its OTHER_FIRST), each
+    through :func:`open_library` (a path in the hook is the env's to craft)."""
     for path in paths:
         try:
-            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            open_library(path)
         except OSError:
             pass  # the hook skips it the same way; doctor's libs.* findings name missing files
 
