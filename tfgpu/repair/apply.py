@@ -388,11 +388,28 @@ def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
     swept: list[str] = []
     if interrupted:
         names = ours | ({p.get("name") for p in journal.get("intended", [])} - set(journal.get("before", {})))
-        result = listing.sweep(prefix, site, listed, names, set(journal.get("files", {})))
+        wanted = {
+            (canonical(str(p.get("name"))), str(p.get("version")))
+            for p in journal.get("intended", [])
+            if isinstance(p, dict)
+        }
+        result = listing.sweep(
+            prefix,
+            site,
+            listed,
+            names,
+            set(journal.get("files", {})),
+            cache=getattr(installer, "cache", None),
+            wanted=wanted,
+        )
         swept = result["removed"]
         if swept:
             reporter.note(f"took out {len(swept)} paths the interrupted install had written")
         left += [f"{relative} (there before the repair, gone now)" for relative in result["missing"]]
+        left += [
+            f"{relative} (appeared since the repair began; no package it installed holds it: kept)"
+            for relative in result["spared"]
+        ]
     elif listed is not None:
         swept = listing.empty_dirs(prefix, site, listed)
     writes.delete(inside(prefix, str(JOURNAL)), root=prefix)
