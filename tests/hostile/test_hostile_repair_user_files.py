@@ -10,7 +10,10 @@ at the moment seen); uv gets a cache directory under tmp, never the user's.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -28,10 +31,8 @@ from test_repair_interrupts import (  # noqa: F401 (fixtures)
     user_env,
 )
 
-pytestmark = pytest.mark.slow
 
-
-def _plant(user_env: Path) -> dict[Path, bytes]:
+def _plant(user_env: Path) -> dict[Path, bytes]:  # noqa: F811
     packages = site(user_env)
     mine = {
         packages / "my_module.py": b"print('mine')\n",
@@ -49,8 +50,9 @@ def _plant(user_env: Path) -> dict[Path, bytes]:
     return mine
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("state", sorted(STATES))
-def test_undo_after_a_sigkill_keeps_every_file_the_user_added_since(user_env, fat_wheels, tool_env, state):
+def test_undo_after_a_sigkill_keeps_every_file_the_user_added_since(user_env, fat_wheels, tool_env, state):  # noqa: F811
     before = tree(user_env)
     interrupt_when(user_env, fat_wheels, tool_env, STATES[state], signal.SIGKILL)
     assert json.loads((user_env / "etc" / "tfgpu" / "repair.json").read_text())["state"] == "applying"
@@ -72,3 +74,85 @@ def test_undo_after_a_sigkill_keeps_every_file_the_user_added_since(user_env, fa
     again = tool(tool_env, "repair", "--prefix", str(user_env), "--no-detect", "--yes", "--no-verify")
     assert again.returncode == 0, again.stdout + again.stderr
     assert rh.freeze(user_env)
+
+
+def _sha(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _sweep_env(tmp_path: Path, link_mode: str):
+    """A plain directory standing in for a venv, a listing, a wheel unpacked in a stand-in of uv's
+    cache and half of it put into the env (``link_mode``: linked as uv links, or copied)."""
+    from tfgpu.repair import listing
+
+    prefix = tmp_path / "env"
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    (site / "tensorflow").mkdir(parents=True)
+    (site / "tensorflow" / "__init__.py").write_text("x = 1\n")
+    (prefix / "bin").mkdir()
+    taken = listing.take(prefix, site)
+    entry = tmp_path / "uv-cache" / listing.ARCHIVES / "Ab12"
+    files = {"nvidia/cudnn/lib/libcudnn.so.9": b"\x7fELF", "nvidia/cudnn/lib/libcudnn_ops.so.9": b"\x7fELF ops"}
+    rows = [f"{name},{_sha(data)},{len(data)}" for name, data in files.items()]
+    for name, data in files.items():
+        (entry / name).parent.mkdir(parents=True, exist_ok=True)
+        (entry / name).write_bytes(data)
+    (entry / "nvidia_cudnn_cu12-9.28.0.42.dist-info").mkdir()
+    (entry / "nvidia_cudnn_cu12-9.28.0.42.dist-info" / "RECORD").write_text("\n".join(rows) + "\n")
+    (site / "nvidia" / "cudnn" / "lib").mkdir(parents=True)
+    for name in files:
+        if link_mode == "hardlink":
+            os.link(entry / name, site / name)
+        else:
+            (site / name).write_bytes(files[name])
+    return prefix, site, taken, tmp_path / "uv-cache"
+
+
+@pytest.mark.parametrize("link_mode", ["hardlink", "copy"])
+def test_the_sweep_takes_the_wheels_files_and_keeps_every_file_no_wheel_holds(tmp_path, link_mode):
+    from tfgpu.repair import listing
+
+    prefix, site, taken, cache = _sweep_env(tmp_path, link_mode)
+    mine = {
+        site / "my_module.py": b"print('mine')\n",
+        site / "my_paths.pth": b"/opt/my/lib\n",
+        site / "tensorflow" / "my_notes.txt": b"notes\n",
+        prefix / "bin" / "my-tool": b"#!/bin/sh\n",
+        prefix / "include" / "my_header.h": b"int mine;\n",
+        site / "nvidia" / "cudnn" / "lib" / "MY-FILE.txt": b"mine too\n",
+    }
+    for path, data in mine.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    # the user replaced one of the wheel's files with their own bytes: not the install's any more
+    replaced = site / "nvidia" / "cudnn" / "lib" / "libcudnn_ops.so.9"
+    replaced.unlink()
+    replaced.write_bytes(b"my own build\n")
+    done = listing.sweep(
+        prefix, site, taken, {"nvidia-cudnn-cu12"}, set(), cache=cache, wanted={("nvidia-cudnn-cu12", "9.28.0.42")}
+    )
+    assert not (site / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9").exists()
+    assert replaced.read_bytes() == b"my own build\n"
+    for path, data in mine.items():
+        assert path.read_bytes() == data
+    spared = {(prefix / p) for p in done["spared"]}
+    assert spared == {*mine, replaced}
+    assert (cache / listing.ARCHIVES / "Ab12" / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9").exists()
+
+
+def test_the_sweep_without_uvs_cache_deletes_nothing_it_cannot_prove(tmp_path):
+    """uv's cache pruned (or another one) between the kill and the undo: no proof, nothing deleted."""
+    from tfgpu.repair import listing
+
+    prefix, site, taken, _cache = _sweep_env(tmp_path, "copy")
+    done = listing.sweep(
+        prefix,
+        site,
+        taken,
+        {"nvidia-cudnn-cu12"},
+        set(),
+        cache=tmp_path / "elsewhere",
+        wanted={("nvidia-cudnn-cu12", "9.28.0.42")},
+    )
+    assert (site / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9").exists()
+    assert len(done["spared"]) == 2
