@@ -156,3 +156,21 @@ def test_the_sweep_without_uvs_cache_deletes_nothing_it_cannot_prove(tmp_path):
     )
     assert (site / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9").exists()
     assert len(done["spared"]) == 2
+
+
+def test_a_listing_edited_to_omit_everything_makes_the_sweep_take_no_file_that_was_there(tmp_path):
+    """A journal's listing emptied by hand, its time set to 0 (so every inode looks newer than it):
+    the env's own files (``bin/python``, a user's module) are still no wheel's, and stay."""
+    from tfgpu.repair import listing
+
+    prefix, site, _taken, cache = _sweep_env(tmp_path, "hardlink")
+    (site / "my_module.py").write_text("mine\n")
+    (prefix / "bin" / "python").symlink_to("/usr/bin/python3")
+    forged = {"taken_ns": 0, "paths": {}}
+    done = listing.sweep(
+        prefix, site, forged, {"nvidia-cudnn-cu12"}, set(), cache=cache, wanted={("nvidia-cudnn-cu12", "9.28.0.42")}
+    )
+    assert (site / "my_module.py").read_text() == "mine\n"
+    assert (prefix / "bin" / "python").is_symlink()
+    assert (site / "tensorflow" / "__init__.py").exists()
+    assert "lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in done["removed"]
