@@ -174,3 +174,25 @@ def test_a_listing_edited_to_omit_everything_makes_the_sweep_take_no_file_that_w
     assert (prefix / "bin" / "python").is_symlink()
     assert (site / "tensorflow" / "__init__.py").exists()
     assert "lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in done["removed"]
+
+
+def test_the_sweep_takes_a_half_copied_temporary_of_uv_and_keeps_one_that_is_not(tmp_path):
+    """uv's cache on another file system: uv copies each file through a ``.tmp*`` beside it, and a
+    kill leaves that half written (seen on a tmpfs env). It holds the start of a wheel's file and
+    goes; a ``.tmp*`` holding anything else is not provably uv's and stays."""
+    from tfgpu.repair import listing
+
+    prefix, site, taken, cache = _sweep_env(tmp_path, "copy")
+    lib = site / "nvidia" / "cudnn" / "lib"
+    # uv had written the wheel's .dist-info too: its RECORD in the env names the same files
+    info = site / "nvidia_cudnn_cu12-9.28.0.42.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_bytes((cache / listing.ARCHIVES / "Ab12" / info.name / "RECORD").read_bytes())
+    (lib / ".tmpAbC123").write_bytes(b"\x7fEL")
+    (lib / ".tmpXyZ789").write_bytes(b"my own scratch\n")
+    done = listing.sweep(
+        prefix, site, taken, {"nvidia-cudnn-cu12"}, set(), cache=cache, wanted={("nvidia-cudnn-cu12", "9.28.0.42")}
+    )
+    assert not (lib / ".tmpAbC123").exists()
+    assert (lib / ".tmpXyZ789").read_bytes() == b"my own scratch\n"
+    assert done["spared"] == ["lib/python3.11/site-packages/nvidia/cudnn/lib/.tmpXyZ789"]

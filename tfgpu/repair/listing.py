@@ -19,7 +19,8 @@ in a ``.dist-info`` the install made, or a wheel of the install names it (the RE
 ``.dist-info``, else in uv's cache, where uv unpacked the wheel before linking it in) and it holds
 that wheel's bytes (the cache's inode, or the RECORD's sha256). What the user put there after a
 SIGKILL and before the undo (a module, a ``.pth``, a script in ``bin``, a note inside a package) is
-kept, and named. Every delete goes through the env-write door.
+kept, and named. One more thing uv writes is provably its own: a ``.tmp*`` it copies a wheel's file
+through (when uv's cache is on another file system), holding the start of one of that wheel's files. Every delete goes through the env-write door.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import csv
 import hashlib
 import io
 import os
+import re
 import stat
 import time
 from pathlib import Path
@@ -45,6 +47,8 @@ SLACK_NS = 2_000_000_000
 MAX_DEPTH = writes.MAX_DEPTH
 MAX_ARCHIVES = 200_000
 """Entries of uv's cache looked at for an install's wheels: a bound on the walk, not a size anyone meets."""
+UV_PARTIAL = re.compile(r"\.tmp[A-Za-z0-9]{6}\Z")
+"""The temporary name uv copies a file through before renaming it into place."""
 ARCHIVES = "archive-v0"
 """Where uv's cache keeps each wheel unpacked, the tree it links or copies into an env."""
 
@@ -172,8 +176,35 @@ def wheel_files(prefix: Path, site: Path | None, made: list[Path], cache: Path |
                 if (canonical(dist), version) in wanted:
                     root = Path(entry.path)
                     for key, value in _record(root, root / name, root, root).items():
-                        found.setdefault(os.path.relpath(os.path.normpath(site / key), prefix), value)
+                        # over the env's RECORD: the cached copy proves by its inode, and is what a
+                        # half-copied ``.tmp*`` is compared with
+                        found[os.path.relpath(os.path.normpath(site / key), prefix)] = value
     return found
+
+
+def _partial_copy(path: Path, info: os.stat_result, candidates: list[Path]) -> bool:
+    """``path`` (a ``.tmp*`` in a directory a wheel of the install fills) holds the start of one of
+    that wheel's files: uv copying it (across file systems) when it was stopped."""
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    try:
+        with untrusted.open_stream(path, untrusted.ARTIFACT) as stream:
+            head = untrusted.read_at(stream, 0, info.st_size, str(path))
+    except (OSError, ValueError, untrusted.Unreadable, TfgpuError):
+        return False
+    if len(head) != info.st_size:
+        return False
+    for cached in candidates:
+        try:
+            with untrusted.open_stream(cached, untrusted.ARTIFACT) as stream:
+                if (
+                    os.fstat(stream.fileno()).st_size >= len(head)
+                    and untrusted.read_at(stream, 0, len(head), str(cached)) == head
+                ):
+                    return True
+        except (OSError, ValueError, untrusted.Unreadable, TfgpuError):
+            continue
+    return False
 
 
 def _same_bytes(path: Path, info: os.stat_result, field: str, cached: Path | None) -> bool:
@@ -231,6 +262,10 @@ def sweep(
     ]
     made_names = {os.path.relpath(d, prefix) for d in made}
     named = wheel_files(prefix, site, made, cache, wanted or set())
+    copies: dict[str, list[Path]] = {}  # env-relative directory -> the cached wheel files uv copies into it
+    for relative, (_field, cached) in named.items():
+        if cached is not None:
+            copies.setdefault(str(Path(relative).parent), []).append(cached)
     kept_dirs = {str(p) for k in keep for p in Path(k).parents}
     kept_infos = {k for k in keep if k.endswith(".dist-info")}
     removed, kept, dirs, spared = [], [], [], []
@@ -246,7 +281,10 @@ def sweep(
                 dirs.append(relative)
             continue
         in_made = any(str(p) in made_names for p in Path(relative).parents)
-        if not in_made and not (relative in named and _same_bytes(prefix / relative, info, *named[relative])):
+        proven = in_made or (relative in named and _same_bytes(prefix / relative, info, *named[relative]))
+        if not proven and UV_PARTIAL.match(Path(relative).name):
+            proven = _partial_copy(prefix / relative, info, copies.get(str(Path(relative).parent), []))
+        if not proven:
             spared.append(relative)  # no wheel of the install holds it: the user's
             continue
         writes.delete(writes.inside(prefix, relative), root=prefix)
