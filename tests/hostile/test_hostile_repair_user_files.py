@@ -196,3 +196,19 @@ def test_the_sweep_takes_a_half_copied_temporary_of_uv_and_keeps_one_that_is_not
     assert not (lib / ".tmpAbC123").exists()
     assert (lib / ".tmpXyZ789").read_bytes() == b"my own scratch\n"
     assert done["spared"] == ["lib/python3.11/site-packages/nvidia/cudnn/lib/.tmpXyZ789"]
+
+
+def test_a_wheel_file_linked_from_uvs_cache_and_edited_in_place_is_kept(tmp_path):
+    """uv links a wheel's file in from its cache (one inode); the user then appends to it in place:
+    still the cache's inode, no longer the wheel's bytes. The sweep keeps it."""
+    from tfgpu.repair import listing
+
+    prefix, site, taken, cache = _sweep_env(tmp_path, "hardlink")
+    edited = site / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"
+    with edited.open("ab") as handle:
+        handle.write(b"the user's patch\n")
+    done = listing.sweep(
+        prefix, site, taken, {"nvidia-cudnn-cu12"}, set(), cache=cache, wanted={("nvidia-cudnn-cu12", "9.28.0.42")}
+    )
+    assert edited.read_bytes() == b"\x7fELFthe user's patch\n"
+    assert "lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in done["spared"]

@@ -17,7 +17,7 @@ links or writes gets a new one), so even a listing that lost entries cannot make
 file that was there before. And a file is removed only where the install provably wrote it: it lies
 in a ``.dist-info`` the install made, or a wheel of the install names it (the RECORD in that
 ``.dist-info``, else in uv's cache, where uv unpacked the wheel before linking it in) and it holds
-that wheel's bytes (the cache's inode, or the RECORD's sha256). What the user put there after a
+that wheel's bytes (the RECORD's sha256). What the user put there after a
 SIGKILL and before the undo (a module, a ``.pth``, a script in ``bin``, a note inside a package) is
 kept, and named. One more thing uv writes is provably its own: a ``.tmp*`` it copies a wheel's file
 through (when uv's cache is on another file system), holding the start of one of that wheel's files. Every delete goes through the env-write door.
@@ -176,8 +176,8 @@ def wheel_files(prefix: Path, site: Path | None, made: list[Path], cache: Path |
                 if (canonical(dist), version) in wanted:
                     root = Path(entry.path)
                     for key, value in _record(root, root / name, root, root).items():
-                        # over the env's RECORD: the cached copy proves by its inode, and is what a
-                        # half-copied ``.tmp*`` is compared with
+                        # over the env's RECORD: the cached copy is what a half-copied ``.tmp*`` is
+                        # compared with
                         found[os.path.relpath(os.path.normpath(site / key), prefix)] = value
     return found
 
@@ -207,15 +207,10 @@ def _partial_copy(path: Path, info: os.stat_result, candidates: list[Path]) -> b
     return False
 
 
-def _same_bytes(path: Path, info: os.stat_result, field: str, cached: Path | None) -> bool:
-    """``path`` holds the wheel's bytes: it is the cache's own file (uv links it in), or its sha256
-    is the one the wheel's RECORD gives."""
-    try:
-        there = cached.lstat() if cached is not None else None
-        if there is not None and (there.st_dev, there.st_ino) == (info.st_dev, info.st_ino):
-            return True
-    except OSError:
-        pass
+def _same_bytes(path: Path, info: os.stat_result, field: str, _cached: Path | None) -> bool:
+    """``path`` holds the wheel's bytes: its sha256 is the one the wheel's RECORD gives. Being the
+    cache's own inode is no proof: a file uv linked in and the user then edited in place (``>>``)
+    is still that inode, holding the user's bytes."""
     algorithm, _, expected = field.partition("=")
     if algorithm != "sha256" or not expected or not stat.S_ISREG(info.st_mode):
         return False
