@@ -5,6 +5,8 @@ real signals are in tests/test_repair_interrupts.py."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -26,8 +28,28 @@ def _env(tmp_path: Path) -> tuple[Path, Path]:
     return prefix, site
 
 
+CUDNN = ("nvidia-cudnn-cu12", "9.28.0.42")
+
+
+def _cached_wheel(cache: Path) -> Path:
+    """The wheel as uv's cache keeps it unpacked (``archive-v0/<id>/``), its RECORD with sha256s."""
+    entry = cache / listing.ARCHIVES / "Xy12AbCd"
+    (entry / "nvidia" / "cudnn" / "lib").mkdir(parents=True)
+    (entry / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9").write_bytes(b"\x7fELF")
+    info = entry / "nvidia_cudnn_cu12-9.28.0.42.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Name: nvidia-cudnn-cu12\nVersion: 9.28.0.42\n")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(b"\x7fELF").digest()).rstrip(b"=").decode()
+    (info / "RECORD").write_text(
+        f"nvidia/cudnn/lib/libcudnn.so.9,sha256={digest},4\n"
+        "nvidia_cudnn_cu12-9.28.0.42.dist-info/METADATA,,\nnvidia_cudnn_cu12-9.28.0.42.dist-info/RECORD,,\n"
+    )
+    return cache
+
+
 def _half_install(site: Path) -> None:
-    """What uv leaves of nvidia-cudnn-cu12 when it is stopped while writing its own RECORD."""
+    """What uv leaves of nvidia-cudnn-cu12 when it is stopped while writing its own RECORD: the
+    wheel's file copied from its cache (``_cached_wheel``), uv's own notes in its ``.dist-info``."""
     (site / "nvidia" / "cudnn" / "lib").mkdir(parents=True)
     (site / "nvidia" / "cudnn" / "include").mkdir()  # empty: in no RECORD
     (site / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9").write_bytes(b"\x7fELF")
@@ -46,7 +68,8 @@ def test_the_sweep_takes_out_a_half_written_install_and_nothing_that_was_there(t
     before = _tree(prefix)
     taken = listing.take(prefix, site)
     _half_install(site)
-    done = listing.sweep(prefix, site, taken, {"nvidia-cudnn-cu12"}, set())
+    cache = _cached_wheel(tmp_path / "uv-cache")
+    done = listing.sweep(prefix, site, taken, {"nvidia-cudnn-cu12"}, set(), cache=cache, wanted={CUDNN})
     assert _tree(prefix) == before
     assert "lib/python3.11/site-packages/nvidia_cudnn_cu12-9.28.0.42.dist-info/.tmpAbC123" in done["removed"]
     assert "lib/python3.11/site-packages/nvidia/cudnn/include/" in done["removed"]
@@ -65,7 +88,8 @@ def test_the_sweep_keeps_a_package_the_user_installed_since(tmp_path):
     (info / "RECORD").write_text(
         "somepkg/__init__.py,,\nsomepkg-1.0.dist-info/METADATA,,\nsomepkg-1.0.dist-info/RECORD,,\n"
     )
-    listing.sweep(prefix, site, taken, {"nvidia-cudnn-cu12"}, set())
+    cache = _cached_wheel(tmp_path / "uv-cache")
+    listing.sweep(prefix, site, taken, {"nvidia-cudnn-cu12"}, set(), cache=cache, wanted={CUDNN})
     assert (site / "somepkg" / "__init__.py").read_text() == "VALUE = 1\n"
     assert (info / "RECORD").exists()
     assert not (site / "nvidia").exists() and not list(site.glob("nvidia_*"))

@@ -22,7 +22,9 @@ interrupt rolls back at once; a journal still marked ``applying`` is rolled back
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
+import io
 import os
 import re
 import stat
@@ -95,6 +97,18 @@ def installed(site: Path | None) -> dict[str, dict]:
                 "record": _file_digest(dist_info / "RECORD"),
             }
     return found
+
+
+def _half_gone(site: Path | None, name: str, version: str) -> bool:
+    """The distribution ``name`` ``version`` in ``site`` lacks a file its RECORD names."""
+    for dist_info in sorted(site.glob("*.dist-info")) if site is not None else ():
+        stem, _, there = dist_info.name.removesuffix(".dist-info").partition("-")
+        if canonical(stem) != name or there != version:
+            continue
+        text = untrusted.text_or_none(dist_info / "RECORD", untrusted.ENV_FILE, errors="replace")
+        rows = csv.reader(io.StringIO(text or ""))
+        return text is None or any(row and row[0] and not os.path.lexists(site / row[0]) for row in rows)
+    return False
 
 
 def _new_dirs(prefix: Path, paths) -> list[str]:
@@ -327,12 +341,17 @@ def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict, list
     site = next(iter(sorted(prefix.glob("lib/python3*/site-packages"))), None)
     now = installed(site)
     before = journal.get("before", {})
+    broken: set[str] = set()
     if done:
         candidates = {p["name"]: p for p in journal.get("added", []) if not p.get("conda")}
         changes = {p["name"]: (p["from"], p.get("to")) for p in journal.get("changed", []) if not p.get("conda")}
     else:
         candidates = {n: None for n in sorted(set(now) - set(before))}
         changes = {n: (v, None) for n, v in before.items() if n not in now or now[n]["version"] != v}
+        # A kill while uv takes the old version out leaves its .dist-info naming it, its files half
+        # gone: the version alone would call it untouched, and nothing would put it back.
+        broken = {n for n in intended_names & set(before) if n not in changes and _half_gone(site, n, before[n])}
+        changes |= {n: (before[n], None) for n in broken}
     added = []
     for name, entry in candidates.items():
         here = now.get(name)
@@ -350,7 +369,7 @@ def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict, list
     for name, (old, to) in sorted(changes.items()):
         here = now.get(name, {}).get("version")
         ours = (here == to) if to is not None else name in intended_names
-        if ours and here != old:
+        if ours and (here != old or name in broken):
             changed[name] = old
         elif here != old:
             left.append(f"{name} {here or '(absent)'} (changed after the repair, not by it; it had {old})")
@@ -388,11 +407,28 @@ def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
     swept: list[str] = []
     if interrupted:
         names = ours | ({p.get("name") for p in journal.get("intended", [])} - set(journal.get("before", {})))
-        result = listing.sweep(prefix, site, listed, names, set(journal.get("files", {})))
+        wanted = {
+            (canonical(str(p.get("name"))), str(p.get("version")))
+            for p in journal.get("intended", [])
+            if isinstance(p, dict)
+        }
+        result = listing.sweep(
+            prefix,
+            site,
+            listed,
+            names,
+            set(journal.get("files", {})),
+            cache=getattr(installer, "cache", None),
+            wanted=wanted,
+        )
         swept = result["removed"]
         if swept:
             reporter.note(f"took out {len(swept)} paths the interrupted install had written")
         left += [f"{relative} (there before the repair, gone now)" for relative in result["missing"]]
+        left += [
+            f"{relative} (appeared since the repair began; no package it installed holds it: kept)"
+            for relative in result["spared"]
+        ]
     elif listed is not None:
         swept = listing.empty_dirs(prefix, site, listed)
     writes.delete(inside(prefix, str(JOURNAL)), root=prefix)

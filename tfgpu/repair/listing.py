@@ -14,20 +14,30 @@ the files the journal itself restores.
 
 Only paths whose inode changed after the listing was taken are removed (``st_ctime``: a file uv
 links or writes gets a new one), so even a listing that lost entries cannot make the sweep take a
-file that was there before. Every delete goes through the env-write door.
+file that was there before. And a file is removed only where the install provably wrote it: it lies
+in a ``.dist-info`` the install made, or a wheel of the install names it (the RECORD in that
+``.dist-info``, else in uv's cache, where uv unpacked the wheel before linking it in) and it holds
+that wheel's bytes (the RECORD's sha256). What the user put there after a
+SIGKILL and before the undo (a module, a ``.pth``, a script in ``bin``, a note inside a package) is
+kept, and named. One more thing uv writes is provably its own: a ``.tmp*`` it copies a wheel's file
+through (when uv's cache is on another file system), holding the start of one of that wheel's files. Every delete goes through the env-write door.
 """
 
 from __future__ import annotations
 
+import base64
 import csv
+import hashlib
 import io
 import os
+import re
 import stat
 import time
 from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.envs import writes
+from tfgpu.errors import TfgpuError
 from tfgpu.repair.survey import canonical
 
 AREAS = ("bin", "include")
@@ -35,6 +45,12 @@ AREAS = ("bin", "include")
 SLACK_NS = 2_000_000_000
 """File times come from the kernel's coarse clock, a tick behind ``time.time_ns()``."""
 MAX_DEPTH = writes.MAX_DEPTH
+MAX_ARCHIVES = 200_000
+"""Entries of uv's cache looked at for an install's wheels: a bound on the walk, not a size anyone meets."""
+UV_PARTIAL = re.compile(r"\.tmp[A-Za-z0-9]{6}\Z")
+"""The temporary name uv copies a file through before renaming it into place."""
+ARCHIVES = "archive-v0"
+"""Where uv's cache keeps each wheel unpacked, the tree it links or copies into an env."""
 
 
 def _areas(prefix: Path, site: Path | None) -> list[Path]:
@@ -114,11 +130,116 @@ def _owned(prefix: Path, site: Path, dist_info: Path) -> set[str]:
     return owned
 
 
-def sweep(prefix: Path, site: Path | None, listing: dict, ours: set[str], spare: set[str]) -> dict:
-    """Remove what appeared under the listed areas since ``listing`` was taken, but what a complete
-    distribution not in ``ours`` (canonical names) owns and the paths in ``spare`` (the journal's
-    files); returns ``{"removed": [...], "missing": [...], "kept": [...]}``, env-relative:
-    what went, what was listed and is gone, what appeared and was left (a package's since)."""
+def _record(site: Path, dist_info: Path, source: Path | None, prefix: Path) -> dict[str, tuple[str, Path | None]]:
+    """``prefix``-relative path -> (RECORD's hash field, the file in ``source``) of what ``dist_info``'s
+    RECORD names; ``source``: the uv cache entry the wheel was unpacked into (None for a RECORD in
+    the env itself, whose files prove nothing by being there)."""
+    found = {}
+    text = untrusted.text_or_none(dist_info / "RECORD", untrusted.ENV_FILE, errors="replace")
+    for row in csv.reader(io.StringIO(text or "")):
+        if not row or not row[0]:
+            continue
+        relative = os.path.relpath(os.path.normpath(site / row[0]), prefix)
+        found[relative] = (row[1] if len(row) > 1 else "", source / row[0] if source is not None else None)
+    return found
+
+
+def wheel_files(prefix: Path, site: Path | None, made: list[Path], cache: Path | None, wanted: set) -> dict:
+    """What the wheels of the install name, env-relative -> (hash field, cached copy): from the RECORD
+    of each ``.dist-info`` the install made (``made``), and from uv's cache (``cache``) for each
+    (canonical name, version) in ``wanted`` whose unpacked wheel is there."""
+    if site is None:
+        return {}
+    found: dict = {}
+    for dist_info in made:
+        found |= _record(site, dist_info, None, prefix)
+    archives = cache / ARCHIVES if cache is not None else None
+    if not wanted or archives is None or not archives.is_dir() or archives.is_symlink():
+        return found
+    try:
+        entries = os.scandir(archives)
+    except OSError:
+        return found
+    with entries:
+        for count, entry in enumerate(entries):
+            if count >= MAX_ARCHIVES:
+                break
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                names = [e.name for e in os.scandir(entry.path) if e.name.endswith(".dist-info")]
+            except OSError:
+                continue
+            for name in names:
+                stem = name.removesuffix(".dist-info")
+                dist, _, version = stem.partition("-")
+                if (canonical(dist), version) in wanted:
+                    root = Path(entry.path)
+                    for key, value in _record(root, root / name, root, root).items():
+                        # over the env's RECORD: the cached copy is what a half-copied ``.tmp*`` is
+                        # compared with
+                        found[os.path.relpath(os.path.normpath(site / key), prefix)] = value
+    return found
+
+
+def _partial_copy(path: Path, info: os.stat_result, candidates: list[Path]) -> bool:
+    """``path`` (a ``.tmp*`` in a directory a wheel of the install fills) holds the start of one of
+    that wheel's files: uv copying it (across file systems) when it was stopped."""
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    try:
+        with untrusted.open_stream(path, untrusted.ARTIFACT) as stream:
+            head = untrusted.read_at(stream, 0, info.st_size, str(path))
+    except (OSError, ValueError, untrusted.Unreadable, TfgpuError):
+        return False
+    if len(head) != info.st_size:
+        return False
+    for cached in candidates:
+        try:
+            with untrusted.open_stream(cached, untrusted.ARTIFACT) as stream:
+                if (
+                    os.fstat(stream.fileno()).st_size >= len(head)
+                    and untrusted.read_at(stream, 0, len(head), str(cached)) == head
+                ):
+                    return True
+        except (OSError, ValueError, untrusted.Unreadable, TfgpuError):
+            continue
+    return False
+
+
+def _same_bytes(path: Path, info: os.stat_result, field: str, _cached: Path | None) -> bool:
+    """``path`` holds the wheel's bytes: its sha256 is the one the wheel's RECORD gives. Being the
+    cache's own inode is no proof: a file uv linked in and the user then edited in place (``>>``)
+    is still that inode, holding the user's bytes."""
+    algorithm, _, expected = field.partition("=")
+    if algorithm != "sha256" or not expected or not stat.S_ISREG(info.st_mode):
+        return False
+    digest = hashlib.sha256()
+    try:
+        with untrusted.open_stream(path, untrusted.ARTIFACT) as stream:
+            while block := stream.read(1 << 20):
+                digest.update(block)
+    except (OSError, ValueError, untrusted.Unreadable, TfgpuError):  # an unreadable file is not proven ours
+        return False
+    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode() == expected
+
+
+def sweep(
+    prefix: Path,
+    site: Path | None,
+    listing: dict,
+    ours: set[str],
+    spare: set[str],
+    *,
+    cache: Path | None = None,
+    wanted: set | None = None,
+) -> dict:
+    """Remove what appeared under the listed areas since ``listing`` was taken and the install
+    provably wrote (module docstring), but what a complete distribution not in ``ours`` (canonical
+    names) owns and the paths in ``spare`` (the journal's files); ``cache``: uv's cache, ``wanted``:
+    the (canonical name, version) the install meant. Returns ``{"removed", "missing", "kept",
+    "spared"}``, env-relative: what went, what was listed and is gone, what appeared and was left (a
+    package's since), and what appeared that no wheel of the install holds (the user's, kept)."""
     before = listing.get("paths", {})
     since = int(listing.get("taken_ns", 0)) - SLACK_NS
     keep: set[str] = set()
@@ -129,9 +250,20 @@ def sweep(prefix: Path, site: Path | None, listing: dict, ours: set[str], spare:
         if not (relative not in before and _dist_name(relative) in ours) and (dist_info / "RECORD").is_file():
             keep |= _owned(prefix, site, dist_info)
     found = dict(_walk(prefix, _areas(prefix, site)))
+    made = [
+        prefix / relative
+        for relative in found
+        if relative.endswith(".dist-info") and relative not in before and _dist_name(relative) in ours
+    ]
+    made_names = {os.path.relpath(d, prefix) for d in made}
+    named = wheel_files(prefix, site, made, cache, wanted or set())
+    copies: dict[str, list[Path]] = {}  # env-relative directory -> the cached wheel files uv copies into it
+    for relative, (_field, cached) in named.items():
+        if cached is not None:
+            copies.setdefault(str(Path(relative).parent), []).append(cached)
     kept_dirs = {str(p) for k in keep for p in Path(k).parents}
     kept_infos = {k for k in keep if k.endswith(".dist-info")}
-    removed, kept, dirs = [], [], []
+    removed, kept, dirs, spared = [], [], [], []
     for relative, info in sorted(found.items()):
         if relative in before or relative in spare:
             continue
@@ -143,6 +275,13 @@ def sweep(prefix: Path, site: Path | None, listing: dict, ours: set[str], spare:
             if relative not in kept_dirs:
                 dirs.append(relative)
             continue
+        in_made = any(str(p) in made_names for p in Path(relative).parents)
+        proven = in_made or (relative in named and _same_bytes(prefix / relative, info, *named[relative]))
+        if not proven and UV_PARTIAL.match(Path(relative).name):
+            proven = _partial_copy(prefix / relative, info, copies.get(str(Path(relative).parent), []))
+        if not proven:
+            spared.append(relative)  # no wheel of the install holds it: the user's
+            continue
         writes.delete(writes.inside(prefix, relative), root=prefix)
         removed.append(relative)
     for relative in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
@@ -152,7 +291,7 @@ def sweep(prefix: Path, site: Path | None, listing: dict, ours: set[str], spare:
             kept.append(relative + "/")
     now = {relative for relative, _ in _walk(prefix, _areas(prefix, site))}
     missing = sorted(relative for relative in before if relative not in now)
-    return {"removed": removed, "missing": missing, "kept": sorted(set(kept) - set(dirs))}
+    return {"removed": removed, "missing": missing, "kept": sorted(set(kept) - set(dirs)), "spared": spared}
 
 
 def empty_dirs(prefix: Path, site: Path | None, listing: dict) -> list[str]:

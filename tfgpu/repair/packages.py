@@ -143,13 +143,16 @@ class PipPackages:
                 pins = writes.scratch_text(
                     Path(tmp), "requirements.txt", req.lines(req.canonical(pin, what=_HELD) for pin in back)
                 )
+                # reinstalled, not audited: a version a killed repair left half taken out is still
+                # the version uv sees, and only a reinstall puts its files back
+                reinstall = tuple(a for name in sorted(changed) for a in ("--reinstall-package", name))
                 done = self._install(
                     lambda sources: uv_engine.install(
                         self.uv,
                         str(self.python),
                         pins,
                         cache=self.cache,
-                        extra=sources,
+                        extra=(*sources, *reinstall),
                         no_deps=True,
                         compile_bytecode=False,
                     )
