@@ -1,0 +1,90 @@
+"""Credentials in the spellings a server reads alike but a string match does not: ``/T/<token>/``
+and ``/%74/<token>/`` (a server routes on the decoded, case-folded segment), two token segments,
+query and fragment keys beyond the well-known ones (``auth``, ``sig``, ``X-Amz-Signature``,
+``client_secret``, ``#access_token``), and ``http:/``/``http:\\\\`` URLs that WHATWG parsers read as
+``http://``. None of them reaches what is printed (text or ``--json``, errors included), the run's
+log, or a file written for ``-o``. Nothing here fetches: ``plan`` and ``script`` only read the
+channel's URL, so the loopback URLs are never connected to.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tfgpu import secrets
+from tfgpu.export import DIRECTORY_FORMATS, FORMATS
+
+from .conftest import changed, snapshot
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+SECRET = "SECRETTOKEN42"
+HOST = "http://127.0.0.1:9"
+INSECURE = {"TFGPU_INSECURE_HOSTS": "127.0.0.1"}
+
+TOKEN_PATHS = [
+    f"{HOST}/T/{SECRET}/chan",
+    f"{HOST}/%74/{SECRET}/chan",
+    f"{HOST}/%54/{SECRET}/chan",
+    f"{HOST}/t/{SECRET}/t/{SECRET}/chan",
+]
+QUERIES = [
+    f"{HOST}/chan?auth={SECRET}",
+    f"{HOST}/chan?key={SECRET}",
+    f"{HOST}/chan?sig={SECRET}",
+    f"{HOST}/chan?X-Amz-Signature={SECRET}",
+    f"{HOST}/chan?passwd={SECRET}",
+    f"{HOST}/chan?pwd={SECRET}",
+    f"{HOST}/chan?id_token={SECRET}",
+    f"{HOST}/chan?client_secret={SECRET}",
+    f"{HOST}/chan#access_token={SECRET}",
+    f"{HOST}/chan#token={SECRET}",
+]
+SLASHES = [
+    f"http:/u:{SECRET}@127.0.0.1:9/chan",
+    f"http:\\\\u:{SECRET}@127.0.0.1:9/chan",
+]
+
+
+def _everything(sandbox, done) -> str:
+    files = [p for p in sandbox.rglob("*") if p.is_file()]
+    return done.out + done.err + "".join(p.read_text(errors="replace") for p in files)
+
+
+@pytest.mark.parametrize("url", TOKEN_PATHS + QUERIES + SLASHES)
+def test_the_door_knows_the_credential_in_every_spelling(url):
+    assert secrets.forms(url)
+    assert SECRET not in secrets.masked(url) and SECRET not in secrets.strip(url)
+    assert SECRET not in secrets.redact(f"from {url} (refused)")
+
+
+def test_a_harmless_query_stays_readable():
+    url = "https://packages.ubuntu.com/search?keywords=python3&searchon=names&exact=1"
+    assert secrets.forms(url) == [] and secrets.masked(url) == url
+
+
+@pytest.mark.parametrize("url", TOKEN_PATHS + QUERIES + SLASHES)
+@pytest.mark.parametrize("json", [False, True])
+def test_plan_never_prints_the_credential(cli, sandbox, url, json):
+    done = cli(
+        "plan", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--channel", url,
+        *(["--json"] if json else []), env=INSECURE,
+    )  # fmt: skip
+    assert done.code in (0, 2), done.out + done.err
+    assert SECRET not in _everything(sandbox, done)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("url", TOKEN_PATHS)
+def test_no_export_holds_an_odd_spelled_token(cli, sandbox, fmt, url):
+    out = sandbox / ("out" if fmt in DIRECTORY_FORMATS else "out.file")
+    before = snapshot(sandbox)
+    done = cli(
+        "script", "--format", fmt, "--mode", "conda", "--tf", "2.13", "--python", PY, "--no-detect",
+        "--channel", url, "-o", str(out), "--json", env=INSECURE,
+    )  # fmt: skip
+    assert (done.code, done.error) == (2, "bad-channel"), done.out
+    assert not out.exists()
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+    assert SECRET not in _everything(sandbox, done)
