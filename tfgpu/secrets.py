@@ -68,6 +68,9 @@ _VARIABLE = re.compile(
     r"|.*_(TOKEN|PASSWORD|PASSWD|SECRET|API_KEY|APIKEY|AUTH))",
     re.IGNORECASE,
 )
+# ``user:password@host`` written without a scheme (``--insecure-host u:p@mirror``, a channel
+# ``u:p@host/chan``): refused as a host or a channel, but the password is the user's all the same.
+_BARE_USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-:/\\@*])[^\s'\"<>`@/\\:]+:[^\s'\"<>`@/\\]+@(?=[A-Za-z0-9\[])")
 _SHORTEST = 8
 """A variable's value shorter than this is not looked for in text: a short value (``user``, ``enabled``)
 would mask, or refuse, ordinary words; a real token or password is longer."""
@@ -210,6 +213,7 @@ def redact(text: str, environ=None) -> str:
     if not isinstance(text, str):
         return text
     text = _URL.sub(lambda match: masked(match.group(0)), text)
+    text = _BARE_USERINFO.sub(MASK + "@", text)
     for value in _variable_values(environ):
         text = text.replace(value, MASK)
     return text

@@ -88,3 +88,21 @@ def test_no_export_holds_an_odd_spelled_token(cli, sandbox, fmt, url):
     assert not out.exists()
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
     assert SECRET not in _everything(sandbox, done)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--insecure-host", f"u:{SECRET}@127.0.0.1"),
+        ("--channel", f"u:{SECRET}@127.0.0.1:9/chan"),
+    ],
+    ids=["insecure-host", "channel"],
+)
+@pytest.mark.parametrize("json", [False, True])
+def test_a_password_without_a_scheme_is_refused_without_being_shown(cli, sandbox, argv, json):
+    done = cli(
+        "plan", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", *argv,
+        *(["--json"] if json else []),
+    )  # fmt: skip
+    assert done.code == 2, done.out + done.err
+    assert SECRET not in _everything(sandbox, done)
