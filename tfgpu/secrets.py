@@ -61,6 +61,7 @@ _CREDENTIAL_KEY = re.compile(
 # after the scheme are read as a browser and WHATWG-style parsers read them: ``http:/u:p@host`` and
 # ``http:\\u:p@host`` are ``http://u:p@host`` to them, so their credentials are credentials here too.
 _SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*:[/\\]+"
+_SCHEME_GROUP = "(" + _SCHEME + ")"
 _URL = re.compile(_SCHEME + r"[^\s'\"<>`]+")
 # Names of variables whose value is a credential: the engines' own and the common conventions.
 _VARIABLE = re.compile(
@@ -71,6 +72,10 @@ _VARIABLE = re.compile(
 # ``user:password@host`` written without a scheme (``--insecure-host u:p@mirror``, a channel
 # ``u:p@host/chan``): refused as a host or a channel, but the password is the user's all the same.
 _BARE_USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-:/\\@*])[^\s'\"<>`@/\\:]+:[^\s'\"<>`@/\\]+@(?=[A-Za-z0-9\[])")
+# The userinfo of a URL whose password holds a character that ends a URL in text (a quote, a space,
+# ``<``): the URL pattern stops there and would leave the rest of the password, or all of it, shown.
+# Everything from the scheme's slashes to the last ``@`` before the path is the userinfo.
+_LOOSE_USERINFO = re.compile(_SCHEME_GROUP + r"[^/\\?#\r\n]{0,256}@")
 _SHORTEST = 8
 """A variable's value shorter than this is not looked for in text: a short value (``user``, ``enabled``)
 would mask, or refuse, ordinary words; a real token or password is longer."""
@@ -212,6 +217,7 @@ def redact(text: str, environ=None) -> str:
     credential variable set (``CONDA_TOKEN``, ``UV_INDEX_*_PASSWORD`` ...) replaced by ``***``."""
     if not isinstance(text, str):
         return text
+    text = _LOOSE_USERINFO.sub(lambda match: match.group(1) + MASK + "@", text)
     text = _URL.sub(lambda match: masked(match.group(0)), text)
     text = _BARE_USERINFO.sub(MASK + "@", text)
     for value in _variable_values(environ):

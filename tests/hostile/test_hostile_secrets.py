@@ -106,3 +106,18 @@ def test_a_password_without_a_scheme_is_refused_without_being_shown(cli, sandbox
     )  # fmt: skip
     assert done.code == 2, done.out + done.err
     assert SECRET not in _everything(sandbox, done)
+
+
+@pytest.mark.parametrize("mark", ['"', "'", "<", " ", "`"])
+@pytest.mark.parametrize("json", [False, True])
+def test_a_password_holding_a_quote_or_a_space_is_not_shown(cli, sandbox, mark, json):
+    """The URL pattern in text stops at a quote or a space: the userinfo is masked up to its ``@``."""
+    half, other = SECRET[:6], SECRET[6:]
+    done = cli(
+        "plan", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect",
+        "--channel", f"http://u:{half}{mark}{other}@127.0.0.1:9/chan", *(["--json"] if json else []),
+        env=INSECURE,
+    )  # fmt: skip
+    assert done.code == 2, done.out + done.err
+    shown = _everything(sandbox, done)
+    assert half not in shown and other not in shown
