@@ -121,3 +121,39 @@ def test_a_password_holding_a_quote_or_a_space_is_not_shown(cli, sandbox, mark, 
     assert done.code == 2, done.out + done.err
     shown = _everything(sandbox, done)
     assert half not in shown and other not in shown
+
+
+def test_update_data_from_an_index_behind_a_token_names_no_cache_file_after_it(cli, sandbox, tmp_path):
+    """``update-data --index http://HOST/t/<token>/pypi``: the JSON answers are cached under names
+    made from the URL's path, which must not carry the token (ls, backups and `cache` show names).
+    A real loopback server answers the JSON API; the wheels it names are absent, so the run fails
+    after the answers were cached, which is all this needs."""
+    import json as jsonlib
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    served = tmp_path / "served"
+    for project in ("tensorflow", "torch", "jax"):
+        (served / "t" / SECRET / "pypi" / project).mkdir(parents=True)
+        (served / "t" / SECRET / "pypi" / project / "json").write_text(
+            jsonlib.dumps({"info": {"name": project, "version": "0.0.1"}, "releases": {}, "urls": []})
+        )
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # noqa: D102 - quiet
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(served)))
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        index = f"http://127.0.0.1:{httpd.server_address[1]}/t/{SECRET}/pypi"
+        done = cli("update-data", "--index", index, "--json", env=INSECURE)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert done.code in (0, 1), done.out
+    cached = [p for p in (sandbox / "cache").rglob("*") if p.is_file()]
+    assert cached, "the JSON answers were cached"
+    assert [str(p) for p in cached if SECRET in str(p.relative_to(sandbox))] == []
+    assert SECRET not in done.out + done.err
