@@ -76,6 +76,9 @@ _BARE_USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-:/\\@*])[^\s'\"<>`@/\\:]+:[^\s'\
 # ``<``): the URL pattern stops there and would leave the rest of the password, or all of it, shown.
 # Everything from the scheme's slashes to the last ``@`` before the path is the userinfo.
 _LOOSE_USERINFO = re.compile(_SCHEME_GROUP + r"[^/\\?#\r\n]{0,256}@")
+# A query pair cut off its URL (``… /simple ?token=<t>`` in a child's or a user's log): masked
+# the same as in a URL when its key names a credential.
+_BARE_PAIR = re.compile(r"([?&;#])([A-Za-z0-9_.%+-]+=)([^\s&;#'\"<>`]+)")
 _SHORTEST = 8
 """A variable's value shorter than this is not looked for in text: a short value (``user``, ``enabled``)
 would mask, or refuse, ordinary words; a real token or password is longer."""
@@ -220,6 +223,9 @@ def redact(text: str, environ=None) -> str:
     text = _LOOSE_USERINFO.sub(lambda match: match.group(1) + MASK + "@", text)
     text = _URL.sub(lambda match: masked(match.group(0)), text)
     text = _BARE_USERINFO.sub(MASK + "@", text)
+    text = _BARE_PAIR.sub(
+        lambda m: m.group(1) + m.group(2) + (MASK if _is_credential_key(m.group(2)) else m.group(3)), text
+    )
     for value in _variable_values(environ):
         text = text.replace(value, MASK)
     return text

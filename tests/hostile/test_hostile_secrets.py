@@ -157,3 +157,20 @@ def test_update_data_from_an_index_behind_a_token_names_no_cache_file_after_it(c
     assert cached, "the JSON answers were cached"
     assert [str(p) for p in cached if SECRET in str(p.relative_to(sandbox))] == []
     assert SECRET not in done.out + done.err
+
+
+@pytest.mark.parametrize("json", [False, True])
+def test_doctor_log_shows_the_users_log_lines_without_their_credentials(cli, sandbox, json):
+    """``doctor --log`` quotes the lines it matched; a pip or TensorFlow log line may hold a URL with
+    a credential, or a query pair a space cut off its URL (``… /simple ?access_token=<t>``)."""
+    log = sandbox / "train.log"
+    log.write_text(
+        "Could not load dynamic library 'libcudnn.so.8'; dlerror: libcudnn.so.8: cannot open shared object "
+        f"file: No such file or directory; from http://u:{SECRET}@127.0.0.1/simple\n"
+        "Cannot dlopen some GPU libraries. Please make sure the missing libraries mentioned above are "
+        f"installed properly https://127.0.0.1/T/{SECRET}/chan ?access_token={SECRET}\n"
+    )
+    done = cli("doctor", "--log", str(log), *(["--json"] if json else []))
+    assert done.code == 1, done.out + done.err
+    assert "libcudnn" in done.out
+    assert SECRET not in done.out + done.err
