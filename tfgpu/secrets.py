@@ -60,7 +60,8 @@ _CREDENTIAL_KEY = re.compile(
 # A URL inside text: a scheme, then everything up to whitespace, a quote or a bracket. The slashes
 # after the scheme are read as a browser and WHATWG-style parsers read them: ``http:/u:p@host`` and
 # ``http:\\u:p@host`` are ``http://u:p@host`` to them, so their credentials are credentials here too.
-_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*:[/\\]+"
+# A scheme is short; bounding it keeps every search linear in a megabyte of text without one.
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]{0,31}:[/\\]{1,8}"
 _SCHEME_GROUP = "(" + _SCHEME + ")"
 _URL = re.compile(_SCHEME + r"[^\s'\"<>`]+")
 # Names of variables whose value is a credential: the engines' own and the common conventions.
@@ -71,7 +72,9 @@ _VARIABLE = re.compile(
 )
 # ``user:password@host`` written without a scheme (``--insecure-host u:p@mirror``, a channel
 # ``u:p@host/chan``): refused as a host or a channel, but the password is the user's all the same.
-_BARE_USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-:/\\@*])[^\s'\"<>`@/\\:]+:[^\s'\"<>`@/\\]+@(?=[A-Za-z0-9\[])")
+_BARE_USERINFO = re.compile(
+    r"(?<![A-Za-z0-9+.\-:/\\@*])[^\s'\"<>`@/\\:]{1,256}:[^\s'\"<>`@/\\]{1,256}@(?=[A-Za-z0-9\[])"
+)
 # The userinfo of a URL whose password holds a character that ends a URL in text (a quote, a space,
 # ``<``): the URL pattern stops there and would leave the rest of the password, or all of it, shown.
 # Everything from the scheme's slashes to the last ``@`` before the path is the userinfo.
