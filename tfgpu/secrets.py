@@ -49,44 +49,77 @@ QUERY_KEYS = frozenset(
 )
 """Query keys whose value is a credential (compared lower-case)."""
 
-# A URL inside text: a scheme, then everything up to whitespace, a quote or a bracket.
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+# Any other key that names a credential, as servers and signed-URL schemes spell them: NVIDIA's
+# download links carry ``?t=<jwt>``, S3 and CDNs ``X-Amz-Signature``/``sig``, others ``auth``, ``key``,
+# ``pwd``, ``client_secret``, ``id_token``. A key that merely looks like one is masked too: showing
+# ``***`` for a harmless value costs less than printing a password the list did not know.
+_CREDENTIAL_KEY = re.compile(
+    r"t|sig|key|auth|pwd|passwd|pass|jwt|.*(token|secret|passw|api[-_]?key|credential|signature|auth).*"
+)
+
+# A URL inside text: a scheme, then everything up to whitespace, a quote or a bracket. The slashes
+# after the scheme are read as a browser and WHATWG-style parsers read them: ``http:/u:p@host`` and
+# ``http:\\u:p@host`` are ``http://u:p@host`` to them, so their credentials are credentials here too.
+# A scheme is short; bounding it keeps every search linear in a megabyte of text without one.
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]{0,31}:[/\\]{1,8}"
+_SCHEME_GROUP = "(" + _SCHEME + ")"
+_URL = re.compile(_SCHEME + r"[^\s'\"<>`]+")
 # Names of variables whose value is a credential: the engines' own and the common conventions.
 _VARIABLE = re.compile(
     r"(CONDA_TOKEN|ANACONDA_API_TOKEN|ANACONDA_TOKEN|UV_INDEX_.+_(USERNAME|PASSWORD)"
     r"|.*_(TOKEN|PASSWORD|PASSWD|SECRET|API_KEY|APIKEY|AUTH))",
     re.IGNORECASE,
 )
+# ``user:password@host`` written without a scheme (``--insecure-host u:p@mirror``, a channel
+# ``u:p@host/chan``): refused as a host or a channel, but the password is the user's all the same.
+_BARE_USERINFO = re.compile(
+    r"(?<![A-Za-z0-9+.\-:/\\@*])[^\s'\"<>`@/\\:]{1,256}:[^\s'\"<>`@/\\]{1,256}@(?=[A-Za-z0-9\[])"
+)
+# The userinfo of a URL whose password holds a character that ends a URL in text (a quote, a space,
+# ``<``): the URL pattern stops there and would leave the rest of the password, or all of it, shown.
+# Everything from the scheme's slashes to the last ``@`` before the path is the userinfo.
+_LOOSE_USERINFO = re.compile(_SCHEME_GROUP + r"[^/\\?#\r\n]{0,256}@")
+# A query pair cut off its URL (``… /simple ?token=<t>`` in a child's or a user's log): masked
+# the same as in a URL when its key names a credential.
+_BARE_PAIR = re.compile(r"([?&;#])([A-Za-z0-9_.%+-]+=)([^\s&;#'\"<>`]+)")
 _SHORTEST = 8
 """A variable's value shorter than this is not looked for in text: a short value (``user``, ``enabled``)
 would mask, or refuse, ordinary words; a real token or password is longer."""
 
 
 def _split(url: str) -> tuple[str, str, str, str, str]:
-    """(scheme://, authority, path, ?query, #fragment) as written, without decoding anything."""
-    scheme, _, rest = url.partition("://")
+    """(scheme://, authority, path, ?query, #fragment) as written, without decoding anything. A
+    backslash ends the authority as a slash does (``http:\\\\host\\path``), as WHATWG parsers read it."""
+    head = re.match(_SCHEME, url)
+    scheme, rest = (url[: head.end()], url[head.end() :]) if head else ("", url)
     end = len(rest)
-    for mark in "/?#":
+    for mark in "/?#\\":
         found = rest.find(mark)
         if found != -1:
             end = min(end, found)
     authority, rest = rest[:end], rest[end:]
     rest, hash_mark, fragment = rest.partition("#")
     path, question, query = rest.partition("?")
-    return scheme + "://", authority, path, question + query, hash_mark + fragment
+    return scheme, authority, path, question + query, hash_mark + fragment
+
+
+def _decoded(text: str) -> str:
+    """``text`` percent-decoded, as a server reads a path segment or a query key (``%74`` is ``t``)."""
+    return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
 
 
 def _is_credential_key(part: str) -> bool:
     """``part`` (``key=value`` of a query) has a credential's key, read as a server reads it
     (percent-decoded: ``%74oken`` is ``token``)."""
-    key = re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), part.split("=", 1)[0])
-    return key.strip().lower() in QUERY_KEYS
+    key = _decoded(part.split("=", 1)[0]).strip().lower()
+    return key in QUERY_KEYS or _CREDENTIAL_KEY.fullmatch(key) is not None
 
 
 def _token_index(segments: list[str]) -> int | None:
-    """The index of the ``t`` segment of an anaconda.org token (``/t/<token>``), or None."""
+    """The index of the first ``t`` segment of an anaconda.org token (``/t/<token>``), or None. The
+    segment is read as a server reads it, percent-decoded and in either case (``/%74/``, ``/T/``)."""
     for index, segment in enumerate(segments[1:-1], start=1):
-        if segment == "t" and segments[index + 1]:
+        if _decoded(segment).lower() == "t" and segments[index + 1]:
             return index
     return None
 
@@ -94,15 +127,16 @@ def _token_index(segments: list[str]) -> int | None:
 def forms(url: str) -> list[str]:
     """The credential forms ``url`` holds: ``"conda-token"`` (``/t/<token>/``), ``"userinfo"``
     (``user:password@``), ``"query"`` (``?token=`` and the like); empty when it holds none."""
-    if "://" not in url:
+    if not re.match(_SCHEME, url):
         return []
-    _, authority, path, query, _ = _split(url)
+    _, authority, path, query, fragment = _split(url)
     found = []
     if _token_index(path.split("/")) is not None:
         found.append("conda-token")
     if "@" in authority:
         found.append("userinfo")
-    if any(_is_credential_key(part) for part in re.split(r"[&;]", query[1:])):
+    # The fragment too: an OAuth-style ``#access_token=`` is a credential wherever it is written.
+    if any(_is_credential_key(part) for part in re.split(r"[&;]", query[1:]) + re.split(r"[&;]", fragment[1:])):
         found.append("query")
     return found
 
@@ -138,24 +172,35 @@ def _rewrite(url: str, mask: str | None) -> str:
         host = authority.rsplit("@", 1)[1]
         authority = f"{mask}@{host}" if mask else host
     segments = path.split("/")
-    index = _token_index(segments)
-    if index is not None:
-        segments[index + 1 : index + 2] = [mask] if mask else []
-        if not mask:
-            del segments[index]
-        path = "/".join(segments)
-    if query:
-        # Pairs with the separator before each ("&" or ";", as servers read either), kept as written.
-        pairs = re.findall(r"(^|[&;])([^&;]*)", query[1:])
-        kept = []
-        for separator, part in pairs:
-            if _is_credential_key(part):
-                if not mask:
-                    continue
-                part = part.split("=", 1)[0] + "=" + mask
-            kept.append((separator if kept else "") + part)
-        query = ("?" + "".join(kept)) if kept else ""
-    return scheme + authority + path + query + fragment
+    start = 1
+    # Every token segment, not the first only: ``/t/<a>/t/<b>/`` holds two.
+    while (index := _token_index(segments[start - 1 :])) is not None:
+        index += start - 1
+        if mask:
+            segments[index + 1] = mask
+            start = index + 2
+        else:
+            del segments[index : index + 2]
+            start = index
+    path = "/".join(segments)
+    return scheme + authority + path + _without_keys(query, "?", mask) + _without_keys(fragment, "#", mask)
+
+
+def _without_keys(part: str, mark: str, mask: str | None) -> str:
+    """A query or fragment (``mark`` and its pairs) with every credential key's value masked, or the
+    pair dropped (``mask`` None)."""
+    if not part:
+        return part
+    # Pairs with the separator before each ("&" or ";", as servers read either), kept as written.
+    pairs = re.findall(r"(^|[&;])([^&;]*)", part[1:])
+    kept = []
+    for separator, pair in pairs:
+        if _is_credential_key(pair):
+            if not mask:
+                continue
+            pair = pair.split("=", 1)[0] + "=" + mask
+        kept.append((separator if kept else "") + pair)
+    return (mark + "".join(kept)) if kept else ""
 
 
 def _variable_values(environ=None) -> list[str]:
@@ -178,7 +223,12 @@ def redact(text: str, environ=None) -> str:
     credential variable set (``CONDA_TOKEN``, ``UV_INDEX_*_PASSWORD`` ...) replaced by ``***``."""
     if not isinstance(text, str):
         return text
+    text = _LOOSE_USERINFO.sub(lambda match: match.group(1) + MASK + "@", text)
     text = _URL.sub(lambda match: masked(match.group(0)), text)
+    text = _BARE_USERINFO.sub(MASK + "@", text)
+    text = _BARE_PAIR.sub(
+        lambda m: m.group(1) + m.group(2) + (MASK if _is_credential_key(m.group(2)) else m.group(3)), text
+    )
     for value in _variable_values(environ):
         text = text.replace(value, MASK)
     return text

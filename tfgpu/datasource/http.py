@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tfgpu import untrusted, urls
+from tfgpu import secrets, untrusted, urls
 from tfgpu.datasource.errors import SourceError
 
 __all__ = ["Fetcher", "SourceError", "preflight", "write_atomic"]
@@ -128,7 +128,9 @@ class Fetcher:
         if self.cache_dir is None:
             return None
         digest = hashlib.sha256(url.encode()).hexdigest()[:24]
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", urls.path_of(url).strip("/"))[-80:]
+        # The readable part of the name is the path without its credential (an index given as
+        # https://host/t/<token>/pypi): a file name is shown by ls, `cache` and backups alike.
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", urls.path_of(secrets.strip(url)).strip("/"))[-80:]
         return self.cache_dir / kind / f"{name}-{digest}{suffix}"
 
     def _request(self, url: str, byte_range: tuple[int, int] | None) -> bytes | None:

@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu import secrets, untrusted
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.urls import checked, local_path, path_parts, shown
 
@@ -91,13 +91,9 @@ def _url(url: str, channel: str, what: str) -> str:
 
 
 def _token(url: str) -> str | None:
-    """``url`` with its anaconda.org-style access token shown as ``<token>`` when it has one (a path
-    segment ``t`` and the token after it), else None."""
-    parts = url.split("/")
-    for index, part in enumerate(parts[3:-1], start=3):
-        if part == "t":
-            return "/".join([*parts[: index + 1], "<token>", *parts[index + 2 :]])
-    return None
+    """``url`` with its anaconda.org-style access token shown as ``***`` when it has one, else None.
+    The secrets door decides what a token is (``/t/``, ``/T/``, ``/%74/``: a server reads them alike)."""
+    return secrets.masked(url) if "conda-token" in secrets.forms(url) else None
 
 
 def _name(channel: str, what: str) -> str:

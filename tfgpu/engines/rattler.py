@@ -437,19 +437,26 @@ def verified_copy(record, store: Path) -> Path:
 
 
 def _restore_urls(prefix: Path, records: list) -> None:
-    """conda-meta names where each package came from (the channel), not the verified copy."""
+    """conda-meta names where each package came from (the channel), not the verified copy, and
+    never with the channel's credential: rattler writes the URL it downloaded from, ``/t/<token>/``
+    and all, into every record, which others read and copy (``tfgpu.secrets``; the engine's own
+    authentication supplies the credential whenever the URL is used again)."""
     by_name = {f"{r.name.normalized}-{r.version}-{r.build}.json": str(r.url) for r in records}
     for path in (prefix / "conda-meta").glob("*.json"):
-        url = by_name.get(path.name)
-        if url is None:
-            continue
         try:
             document = untrusted.load_json(path, untrusted.ENV_FILE)
         except untrusted.Unreadable:
             continue
-        if isinstance(document, dict) and document.get("url") != url:
-            document["url"] = url
-            path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        if not isinstance(document, dict):
+            continue
+        wanted = dict(document)
+        if path.name in by_name:
+            wanted["url"] = by_name[path.name]
+        for key in ("url", "channel"):
+            if isinstance(wanted.get(key), str):
+                wanted[key] = secrets.strip(wanted[key])
+        if wanted != document:
+            path.write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
 
 
 def records_to_json(records: list) -> list[dict]:

@@ -133,7 +133,7 @@ def check_urls(lockfile, path: Path) -> None:
             url.startswith(root)
             and url[len(root) :].count("/") == 1
             and url[len(root) :].split("/")[0] in subdirs
-            and not url.endswith("/")
+            and _plain_file_name(url)
             for root in roots
         ):
             raise UsageError(
@@ -143,6 +143,17 @@ def check_urls(lockfile, path: Path) -> None:
                 "installs only from its own channels, so nothing was done with it.",
                 ["Regenerate the lock (`tfgpu-install lock --mode conda`) instead of editing it."],
             )
+
+
+def _plain_file_name(url: str) -> bool:
+    """``url``'s file name is one file name as a server reads it, percent-decoded: ``..%2F..%2Fother%2Fx``,
+    ``%2e%2e`` or ``x%5C..`` reach another directory of the host on servers that decode before
+    they resolve the path (Python's http.server, many proxies), which the text comparison above
+    cannot see."""
+    from tfgpu.urls import filename
+
+    decoded = filename(url)
+    return bool(decoded) and decoded not in (".", "..") and not any(mark in decoded for mark in "/\\")
 
 
 def _validated(content: dict, path: Path):
