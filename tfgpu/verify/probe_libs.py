@@ -32,34 +32,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # libuse beside this file; -I leaves it out
 import libuse  # noqa: E402 - which copy of each library the process uses, as the loader answers
 
-RTLD_DI_LINKMAP = 2
-
-
-class LinkMap(ctypes.Structure):
-    _fields_ = [("l_addr", ctypes.c_void_p), ("l_name", ctypes.c_char_p)]
-
-
-def _dlinfo():
-    for name in (None, "libdl.so.2"):
-        try:
-            return ctypes.CDLL(name).dlinfo
-        except (OSError, AttributeError):
-            continue
-    return None
-
-
-DLINFO = _dlinfo()
-
-
-def origin(library):
-    """The file the loader mapped for a loaded library, links resolved (None if it cannot say)."""
-    if DLINFO is None:
-        return None
-    pointer = ctypes.POINTER(LinkMap)()
-    if DLINFO(ctypes.c_void_p(library._handle), RTLD_DI_LINKMAP, ctypes.byref(pointer)) != 0 or not pointer:
-        return None
-    name = pointer.contents.l_name
-    return os.path.realpath(name.decode("utf-8", "replace")) if name else None
+origin = libuse.origin
+"""The file the loader mapped for a loaded library, links resolved (None if it cannot say)."""
 
 
 def mapped_files():
