@@ -179,5 +179,7 @@ def test_the_real_framework_librarys_symbol_table_is_read_whole_within_the_budge
     with open(library, "rb") as stream:
         image = elf.Image.of_stream(stream, os.fstat(stream.fileno()).st_size, str(library), budget)
         exports = elf.parse_exports(image)
-    assert exports is not None and "cudaMalloc" in exports, tf
+    assert exports is not None, tf
+    if tf == "2.21":  # the CUDA API it re-exports unversioned: why the hook loads the other stack first
+        assert "cudaMalloc" in exports
     assert budget.spent < budget.run / 2 and image.spent < image.cap / 1.5, (tf, budget.spent, image.spent)

@@ -267,3 +267,11 @@ def refuse_in(text: str, where: str, code: str = "secret-in-output") -> None:
                 f"{WHERE_FROM}.",
             ],
         )
+
+
+def credential_hint(text) -> list[str]:
+    """A way forward when a channel refused for want of a credential (HTTP 401/403 in ``text``): a
+    lock records a channel without its token, so it comes from the engine's own authentication."""
+    if not any(f"{status} " in str(text) for status in ("401", "403")):
+        return []
+    return [f"The channel asks for a credential: {WHERE_FROM}."]

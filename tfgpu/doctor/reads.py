@@ -146,7 +146,7 @@ def _there(path: os.PathLike | str) -> bool:
     whose target is gone is a missing library, which the checks that look for it say."""
     try:
         os.stat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):  # ValueError: a name with a NUL names no file
         return False
     except OSError:
         return True

@@ -158,21 +158,11 @@ def solve(
         "channel-unreachable",
         f"Could not read the channel index: {_explain(error['text'])}",
         [
-            *_credential_hint(error["text"]),
+            *secrets.credential_hint(error["text"]),
             "Check the network and the --channel URL; a local mirror works with --channel file:///path --offline.",
             "Or --mode pip: CUDA from PyPI wheels, no conda channel needed.",
         ],
     )
-
-
-def _credential_hint(text) -> list[str]:
-    """A way forward when the channel refused for want of a credential (HTTP 401/403): a lock
-    records a channel without its token (tfgpu.secrets), so it comes from rattler's own auth."""
-    if not any(f"{status} " in str(text) for status in ("401", "403")):
-        return []
-    from tfgpu.secrets import WHERE_FROM
-
-    return [f"The channel asks for a credential: {WHERE_FROM}."]
 
 
 def locked_records(
@@ -213,7 +203,7 @@ def locked_records(
             "channel-unreachable",
             f"Could not read the locked channels' index: {_explain(answer['error']['text'])}",
             [
-                *_credential_hint(answer["error"]["text"]),
+                *secrets.credential_hint(answer["error"]["text"]),
                 "The lock installs from the channels it names; check the network (or run once "
                 "with network so --offline has the index cached).",
             ],
