@@ -96,7 +96,7 @@ def test_modulefile_strings_carry_it_escaped_and_read_back_exactly(char, tmp_pat
 
 @CASES
 def test_the_terminal_shows_it_escaped(char):
-    from tfgpu.console import defused, shown
+    from tfgpu.controls import defused, shown
 
     assert char not in shown(f"a{char}b") and char not in defused(f"a{char}b")
 

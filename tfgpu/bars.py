@@ -20,7 +20,7 @@ from collections import deque
 from rich.filesize import decimal
 from rich.text import Text
 
-from tfgpu.console import shown
+from tfgpu.controls import shown
 
 RATE_WINDOW = 8.0
 """Seconds of recent progress the rate is measured over (a stall shows as a falling rate)."""

@@ -35,37 +35,15 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tfgpu.controls import character_class
+from tfgpu.controls import defused
 from tfgpu.secrets import redact
 
 PLAIN_WIDTH = 1 << 16
 """The width a plain stream claims: more than any line, so rich never wraps or crops one."""
 
 
-_ANY_CONTROL = re.compile(character_class())  # C0, DEL, C1, line separators, bidi controls, invisibles
-_STRAY_CONTROL = re.compile(character_class(keep="\n\t"))
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _WORDS = re.compile(r"\S*`[^`]*`\S*|\S+")
 """A word of prose, or a `command in backticks` with what touches it (kept on one line)."""
-
-
-def _escaped(match: re.Match) -> str:
-    char = match.group()
-    code = ord(char)
-    if char in _NAMED:
-        return _NAMED[char]
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def shown(text) -> str:
-    """``text`` (a name, a path, a line read from disk) as it may reach a terminal: every control
-    character escaped, newlines and tabs included, so it stays one line of plain characters."""
-    return _ANY_CONTROL.sub(_escaped, str(text))
-
-
-def defused(text: str) -> str:
-    """``text`` with every control character but newline and tab escaped (the tool's own layout)."""
-    return _STRAY_CONTROL.sub(_escaped, text)
 
 
 def table(*headers: str, **options) -> Table:
@@ -178,7 +156,7 @@ def _defused_item(item):
         return defused(redact(item))
     if isinstance(item, Text):
         plain = redact(item.plain)
-        if plain != item.plain or _STRAY_CONTROL.search(plain):
+        if plain != item.plain or defused(plain) != plain:
             return Text(defused(plain), style=item.style)
         return item
     if isinstance(item, Table):

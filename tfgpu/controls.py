@@ -19,11 +19,14 @@ request before running them. Some characters make what is seen differ from what 
   surrogates (``os.fsdecode``), which no UTF-8 file or terminal can hold.
 
 Every module that cleans, escapes or refuses such characters takes them from here, so the set is
-widened in one place. This module imports nothing (every layer may use it), and builds no pattern
-until asked: ``plan`` imports :mod:`tfgpu.requirements`, which checks with the set alone.
+widened in one place; :func:`shown` is how any layer puts untrusted text into a message. This module
+imports only ``re`` (every layer may use it), and builds no pattern until asked: ``plan`` imports
+:mod:`tfgpu.requirements`, which checks with the set alone.
 """
 
 from __future__ import annotations
+
+import re
 
 RANGES = (
     (0x00, 0x1F),  # C0
@@ -75,3 +78,33 @@ def character_class(keep: str = "") -> str:
 def _escape(code: int) -> str:
     """A code point as a regular expression escape: ``\\uXXXX``, or ``\\UXXXXXXXX`` past the BMP."""
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _pattern(keep: str) -> re.Pattern[str]:
+    found = _PATTERNS.get(keep)
+    if found is None:
+        found = _PATTERNS[keep] = re.compile(character_class(keep=keep))
+    return found
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if char in _NAMED:
+        return _NAMED[char]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def shown(text: object) -> str:
+    """``text`` (a name, a path, a line read from disk) as it may reach a terminal or a message: every
+    control character escaped, newlines and tabs included, so it stays one line of plain characters."""
+    return _pattern("").sub(_escaped, str(text))
+
+
+def defused(text: str) -> str:
+    """``text`` with every control character but newline and tab escaped (the tool's own layout)."""
+    return _pattern("\n\t").sub(_escaped, text)

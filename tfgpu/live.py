@@ -22,7 +22,8 @@ from rich.filesize import decimal
 from rich.markup import escape
 
 from tfgpu.bars import Board, Transfer, clock_text
-from tfgpu.console import Stream, shown
+from tfgpu.console import Stream
+from tfgpu.controls import shown
 from tfgpu.progress import Reporter
 
 PLAIN_EVERY = 10.0

@@ -205,7 +205,7 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
 
         def progress(files: int, all_files: int, size: int, all_size: int) -> None:
             if not begun:
-                from tfgpu.live import decimal
+                from rich.filesize import decimal
 
                 reporter.step(1, 1, f"Remove {final}: {all_files:,} files, {decimal(all_size)}")
                 begun.append(True)

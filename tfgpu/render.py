@@ -9,7 +9,8 @@ from rich.panel import Panel
 from rich.table import Table
 
 from tfgpu import render_libs
-from tfgpu.console import shown, table
+from tfgpu.console import table
+from tfgpu.controls import shown
 from tfgpu.errors import TfgpuError
 from tfgpu.live import ConsoleReporter  # noqa: F401 - the CLI's reporter, found here with the other renderers
 from tfgpu.live import err as _err

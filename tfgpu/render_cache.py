@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from tfgpu.console import Stream, shown, table
+from tfgpu.console import Stream, table
+from tfgpu.controls import shown
 
 _out = Stream()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from tfgpu.console import shown
+from tfgpu.controls import shown
 from tfgpu.live import out as _out  # stdout through the stream that ends a live display first
 
 _STYLE = {

@@ -53,7 +53,7 @@ def no_raw_controls(*texts: str) -> None:
 
 
 def test_shown_escapes_every_control_character():
-    from tfgpu.console import defused, shown
+    from tfgpu.controls import defused, shown
 
     controls = "".join(map(chr, [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x202E, 0x2066]))
     escaped = shown(f"a{controls}b")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tfgpu import trees
 from tfgpu.cache.survey import KINDS, OWN_FILES, Kind, prunable, survey
-from tfgpu.console import shown
+from tfgpu.controls import shown
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.paths import is_tagged
 

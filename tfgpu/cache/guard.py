@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 
 from tfgpu import trees
-from tfgpu.console import shown
+from tfgpu.controls import shown
 from tfgpu.errors import ImpossibleError
 from tfgpu.records import record
 

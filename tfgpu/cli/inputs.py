@@ -67,7 +67,7 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
             values["project_keys"] = tuple(found.key_of(dest) for dest in taken)
             project_hosts = tuple(found.values.get("insecure_hosts", ()))
             if taken and not given.get("json"):
-                from tfgpu.console import shown  # its path may hold a newline: one line, escaped
+                from tfgpu.controls import shown  # its path may hold a newline: one line, escaped
 
                 values["notes"] = (
                     *notes,

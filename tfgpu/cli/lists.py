@@ -6,7 +6,8 @@ from __future__ import annotations
 from rich.filesize import decimal
 from rich.markup import escape
 
-from tfgpu.console import shown, table
+from tfgpu.console import table
+from tfgpu.controls import shown
 from tfgpu.live import out as _out
 
 

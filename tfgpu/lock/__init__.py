@@ -140,7 +140,7 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
     places = [expected(base) for base in bases]
     paths = next((found for found in places if any(path.is_file() for path in found.values())), None)
     if paths is None:
-        from tfgpu.console import shown  # paths from the file system: a newline in one forges no line
+        from tfgpu.controls import shown  # paths from the file system: a newline in one forges no line
 
         looked = ", ".join(shown(path) for found in places for path in found.values())
         raise UsageError(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import untrusted
-from tfgpu.console import shown
+from tfgpu.controls import shown
 from tfgpu.errors import ImpossibleError
 from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import Platform
