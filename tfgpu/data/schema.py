@@ -319,8 +319,32 @@ SCHEMAS: dict[str, Table] = {
                 required=False,
             ),
             "way_forward": Rows(
-                Table({"kind": Str("line"), "text": Str("line", blank=False), "source": SOURCES}),
+                Table(
+                    {
+                        "kind": Str("line"),
+                        "text": Str("line", blank=False),
+                        "source": SOURCES,
+                        "artefacts": List(Str(r"(registry|pypi):[^\s]+")),
+                    }
+                ),
                 required=False,
+            ),
+        }
+    ),
+    "artefacts.toml": Table(
+        {
+            "generated": opt(Str("line")),
+            "artefact": Rows(
+                Table(
+                    {
+                        "name": Str(r"(registry|pypi):[^\s]+"),
+                        "kind": Str(r"registry|pypi|unknown"),
+                        "url": Str("line"),
+                        "result": Str(r"exists|missing|unchecked"),
+                        "detail": Str("line"),
+                        "checked": Str("line"),
+                    }
+                )
             ),
         }
     ),

@@ -145,13 +145,37 @@ def ways_forward(release: tables.Release, cc: str) -> tuple[str, ...]:
             f"{better.why} (--tf {better.tensorflow})"
         )
     cuda = newgpu.cuda_for_isa(need) if need else ""
+    checked = {row["name"]: row for row in tables.load_toml("artefacts.toml").get("artefact", [])}
     for row in newgpu.ptx_table().get("way_forward", []):
-        out.append(_fill(row["text"], sm=sm, cc=cc, cuda=cuda or "12.8", need=need or "?") + ".")
+        named = [checked.get(name) or _never_checked(name) for name in row.get("artefacts", [])]
+        if named and all(found["result"] == "missing" for found in named):
+            continue  # every artefact it names is gone from its source: not a way forward
+        text = _fill(row["text"], sm=sm, cc=cc, cuda=cuda or "12.8", need=need or "?")
+        out.append(text + _as_checked(named) + ".")
     out.append(
         "--allow-unsupported-gpu installs it anyway, knowing the risk; then run without XLA "
         "(jit_compile=False, TF_XLA_FLAGS=--tf_xla_auto_jit=0) and check with `tfgpu-install verify`."
     )
     return tuple(out)
+
+
+def _never_checked(name: str) -> dict:
+    return {"name": name, "result": "unchecked", "detail": "not in artefacts.toml", "checked": "", "url": ""}
+
+
+def _as_checked(named: list[dict]) -> str:
+    """What the artefacts' primary sources said (``scripts/check_artefacts.py`` wrote artefacts.toml)."""
+    if not named:
+        return ""
+    dates = sorted({found["checked"] for found in named if found["checked"]})
+    when = f"checked {dates[-1]}" if dates else "never checked"
+    details = {found["detail"] for found in named}
+    if all(found["result"] == "unchecked" for found in named) and len(details) == 1:
+        names = ", ".join(found["name"].split(":", 1)[1] for found in named)
+        return f" ({names}: not confirmed, the source did not answer when {when}: {details.pop()})"
+    words = {"exists": "found", "missing": "gone", "unchecked": "not confirmed"}
+    parts = [f"{found['name'].split(':', 1)[1]} {words[found['result']]} ({found['detail']})" for found in named]
+    return f" ({when}: {'; '.join(parts)})"
 
 
 def _fill(text: str, **values: str) -> str:
