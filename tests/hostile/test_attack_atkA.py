@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_cache_dedupe import FILES, RECORD, _copy, _hash
-from tfgpu import console, export, quoting
+from tfgpu import controls, export, quoting
 from tfgpu.cache import dedupe
 from tfgpu.errors import UsageError
 
@@ -124,7 +124,7 @@ def test_a_lock_whose_file_name_is_not_utf8_still_exports_without_a_traceback(cl
 def test_every_escape_of_the_door_writes_an_invisible_character_as_visible_ascii(char):
     value = f"a{char}b"
     for made in (
-        console.shown(value),
+        controls.shown(value),
         quoting.tcl_string(value),
         quoting.lua_string(value),
         quoting.yaml_scalar(value),

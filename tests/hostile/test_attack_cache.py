@@ -3,7 +3,7 @@
 Every case here broke a promise when an outside attack wrote it, and holds it now: docs/everyday.md
 "The cache" (removes only inside the cache root, never follows a symbolic link, never empties the
 user's own uv cache — ``UV_CACHE_DIR=$HOME`` once had ``uv cache prune`` empty a home directory) and
-docs/safety.md (untrusted text reaches the terminal through ``console.shown``; never a hang, a
+docs/safety.md (untrusted text reaches the terminal through ``controls.shown``; never a hang, a
 traceback or memory exhaustion).
 """
 
@@ -117,7 +117,7 @@ def test_clean_never_unlinks_through_a_directory_swapped_for_a_link(cli, sandbox
     assert (victim / "a.whl").exists(), "clean followed a symbolic link swapped in for a cache directory"
 
 
-# -- 4. untrusted names reach the terminal without console.shown -------------------------------
+# -- 4. untrusted names reach the terminal without controls.shown -------------------------------
 # tfgpu/render_cache.py:63 prints a kind's note (it holds os.readlink of a symbolic link in the
 # cache) with escape() only; render_cache.py:55 prints the dist-info names found in uv's cache the
 # same way; tfgpu/cache/cleaning.py:137 puts the cache root's foreign names raw into the

@@ -1,4 +1,4 @@
-"""Names and paths read from disk reach the terminal through one door, ``console.shown``: a
+"""Names and paths read from disk reach the terminal through one door, ``controls.shown``: a
 directory named with a terminal escape sequence or a newline is shown escaped, never interpreted,
 by ``list``, ``doctor`` and ``remove`` (``--json`` escapes it as JSON does); and a part of an env
 the user cannot read is a listing line or a doctor finding, never a traceback.
