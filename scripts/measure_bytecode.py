@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tfgpu.envs import bytecode  # noqa: E402 - after the checkout is on the path
-from tfgpu.proc import Runner  # noqa: E402
+from tfgpu.process.runner import Runner  # noqa: E402
 
 
 def env_from(tree: Path, into: Path) -> Path:

@@ -55,8 +55,8 @@ def main() -> int:
     parser.add_argument("create_args", nargs="*")
     args = parser.parse_args()
     from tfgpu.cache import uv_cache
+    from tfgpu.doors.paths import cache_root
     from tfgpu.envs.location import envs_dir
-    from tfgpu.paths import cache_root
 
     prefix = args.prefix
     if args.create:

@@ -154,7 +154,7 @@ def pytest_report_header(config) -> list[str]:
 
 
 def _name_loopback() -> None:
-    from tfgpu import urls
+    from tfgpu.doors import urls
 
     urls.trust(os.environ.get("TFGPU_INSECURE_HOSTS", "").split(","))
 

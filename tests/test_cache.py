@@ -23,7 +23,7 @@ from tfgpu.cache.cleaning import remove_files
 from tfgpu.cache.survey import usage
 from tfgpu.envs import bytecode
 from tfgpu.errors import UsageError
-from tfgpu.proc import Runner
+from tfgpu.process.runner import Runner
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
 SITE = "lib/python3.11/site-packages"
@@ -132,7 +132,7 @@ def test_a_cache_link_to_elsewhere_is_never_entered(tmp_path, cache_env):
     other = tmp_path / "other-uv"
     (other / "archive-v0").mkdir(parents=True)
     (other / "archive-v0" / "wheel.py").write_text("x = 1\n")
-    from tfgpu.paths import tag_cache
+    from tfgpu.doors.paths import tag_cache
 
     tag_cache(tmp_path / "cache")  # the tool's cache, as any command leaves it
     (tmp_path / "cache" / "uv").symlink_to(other)
@@ -309,7 +309,7 @@ def test_the_tools_cache_is_tagged_and_an_earlier_versions_is_adopted(tmp_path, 
     """The cache root the tool makes carries its CACHEDIR.TAG (backup tools skip it; ``cache prune|clean``
     act only where it is); an untagged root an earlier version made (only the tool's kinds, its parsed
     tables in data/) is adopted, one with anything else in data/ is not."""
-    from tfgpu.paths import is_tagged
+    from tfgpu.doors.paths import is_tagged
 
     root = tmp_path / "cache"
     assert run_tool("plan", "--no-detect", "--json", env=cache_env).returncode == 0

@@ -352,7 +352,7 @@ def test_a_dedupe_killed_anywhere_leaves_nothing_uv_would_install(tmp_path, call
 def test_the_env_door_links_only_the_file_it_was_told_and_never_through_a_link(tmp_path):
     """``writes.put_hardlink`` from an open directory: the checked file becomes the env's name; a
     name that is now another file, or a symbolic link to the checked file, leaves the env's file."""
-    from tfgpu import untrusted
+    from tfgpu.doors import untrusted
     from tfgpu.envs import writes
 
     held = tmp_path / "held"

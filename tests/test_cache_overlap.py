@@ -74,7 +74,7 @@ def tree(root: Path) -> dict[str, str]:
 
 def filled_cache(root: Path) -> None:
     """The tool's cache (tagged) with something in every kind a clean would remove."""
-    from tfgpu.paths import tag_cache
+    from tfgpu.doors.paths import tag_cache
 
     tag_cache(root)
     for kind in KINDS:
@@ -206,7 +206,7 @@ def chain(top: Path, depth: int, leaf: str, every: int | None = None, mode: int 
 @pytest.fixture
 def deep(tmp_path):
     """``tmp_path``, deleted whatever happens (pytest's own clean-up recurses once per level)."""
-    from tfgpu import trees
+    from tfgpu.doors import trees
 
     yield tmp_path
     trees.delete(tmp_path)
@@ -277,7 +277,7 @@ def test_an_env_deeper_than_a_path_can_name_is_found(deep, tool_env):
 
 def test_a_directory_swapped_for_a_link_mid_clean_is_never_entered(tmp_path, tool_env, monkeypatch):
     """The swap made at the worst moment: after the walk saw a directory, before it opens it."""
-    from tfgpu import trees
+    from tfgpu.doors import trees
 
     victim = tmp_path / "victim"
     victim.mkdir()

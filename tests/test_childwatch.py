@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import tfgpu
-from tfgpu import childwatch
 from tfgpu.engines import download
+from tfgpu.process import childwatch
 
 
 def test_uvs_floor_is_the_tools_own():
@@ -103,7 +103,7 @@ def test_a_child_that_moves_is_left_alone():
 
 def test_every_child_is_started_inside_the_signal_hold():
     """A Popen outside ``supervised`` would let a signal in before the child is in hand."""
-    tree = ast.parse((Path(tfgpu.__file__).parent / "proc.py").read_text(encoding="utf-8"))
+    tree = ast.parse((Path(tfgpu.__file__).parent / "process/runner.py").read_text(encoding="utf-8"))
     held = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "supervised":

@@ -1,5 +1,5 @@
 """One definition of the characters that must never reach a terminal or a file a human reviews
-(tfgpu.controls), and every place that cleans, escapes or refuses them takes it: a C1 control (CSI),
+(tfgpu.doors.controls), and every place that cleans, escapes or refuses them takes it: a C1 control (CSI),
 a bidirectional override or isolate, the BOM are treated as a line break always was."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import tfgpu
-from tfgpu import controls, quoting
+from tfgpu.doors import controls, quoting
 from tfgpu.errors import UsageError
 
 HOSTILE = {"c1-csi": "\x9b", "nel": "\x85", "alm": "\u061c", "rlm": "\u200f", "rlo": "\u202e", "lri": "\u2066",
@@ -34,7 +34,7 @@ def test_the_character_class_matches_exactly_the_set(keep):
     assert matched == controls.CHARACTERS - set(keep)
 
 
-# -- the export door (tfgpu/quoting.py): each function's contract, with the whole set ---------------
+# -- the export door (tfgpu/doors/quoting.py): each function's contract, with the whole set ---------------
 
 
 @CASES
@@ -96,7 +96,7 @@ def test_modulefile_strings_carry_it_escaped_and_read_back_exactly(char, tmp_pat
 
 @CASES
 def test_the_terminal_shows_it_escaped(char):
-    from tfgpu.controls import defused, shown
+    from tfgpu.doors.controls import defused, shown
 
     assert char not in shown(f"a{char}b") and char not in defused(f"a{char}b")
 
@@ -104,7 +104,7 @@ def test_the_terminal_shows_it_escaped(char):
 @CASES
 def test_a_line_another_program_printed_loses_it(char):
     from tfgpu.engines.pip_progress import label_of
-    from tfgpu.pseudoterminal import Printed
+    from tfgpu.process.pseudoterminal import Printed
 
     lines: list[str] = []
     Printed(lines, None).feed(f"Downloading a{char}b\n")
@@ -115,8 +115,8 @@ def test_a_line_another_program_printed_loses_it(char):
 
 @CASES
 def test_a_prefix_a_url_a_bundle_member_and_a_data_table_line_refuse_it(char, tmp_path):
-    from tfgpu import urls
     from tfgpu.data.checks import _one_line
+    from tfgpu.doors import urls
     from tfgpu.envs.location import check_path_text
     from tfgpu.lock.bundle.read import bundle_member
 
@@ -131,7 +131,7 @@ def test_a_prefix_a_url_a_bundle_member_and_a_data_table_line_refuse_it(char, tm
 
 
 def test_the_requirement_door_and_the_activation_scripts_use_the_same_set():
-    from tfgpu import requirements
+    from tfgpu.doors import requirements
     from tfgpu.envs import activation
 
     assert requirements._CONTROL is controls.CHARACTERS
@@ -149,7 +149,7 @@ def test_no_module_spells_its_own_set():
     offenders = []
     for path in sorted(root.rglob("*.py")):
         relative = path.relative_to(root).as_posix()
-        if relative in ("controls.py", "envs/activation.py") or relative.startswith("envs/templates/"):
+        if relative in ("doors/controls.py", "envs/activation.py") or relative.startswith("envs/templates/"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and SPELLED.search(node.value):

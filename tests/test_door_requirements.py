@@ -1,5 +1,5 @@
 """The requirement door holds: what uv, pip, rattler, a lock or an export is handed as a package
-comes only from ``tfgpu.requirements``.
+comes only from ``tfgpu.doors.requirements``.
 
 The check is at run time, where a newcomer meets it: ``requirements.Requirement`` and
 ``MatchSpec`` are ``str`` subclasses that only the door's functions can make, the plan's package
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from tfgpu import requirements
+from tfgpu.doors import requirements
 from tfgpu.resolver.model import Packages
 
 
 @pytest.mark.parametrize("field", ["pip", "cuda_extra", "conda"])
 def test_the_plan_takes_no_package_the_door_did_not_make(field):
-    with pytest.raises(TypeError, match="tfgpu.requirements"):
+    with pytest.raises(TypeError, match="tfgpu.doors.requirements"):
         Packages(**{field: ("tensorflow==2.15.0",) if field != "conda" else ("cudnn ==9.3.0",)})
 
 

@@ -1,4 +1,4 @@
-"""The secrets door (``tfgpu.secrets``): the credential forms it knows, the URL without them, text
+"""The secrets door (``tfgpu.doors.secrets``): the credential forms it knows, the URL without them, text
 redacted for display, and the places every record, output, message and log passes through it,
 held by tests that fail when a writer goes around it. The end-to-end proof with a real
 token-guarded channel is tests/test_secrets_conda.py.
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import tfgpu
-from tfgpu import cli, secrets
+from tfgpu import cli
+from tfgpu.doors import secrets
 from tfgpu.errors import UsageError
 
 ROOT = Path(tfgpu.__file__).parent
@@ -89,7 +90,7 @@ def test_with_credential_puts_the_given_channel_back_in_front():
 
 
 def test_every_output_file_holding_a_credential_is_refused_and_not_written(tmp_path, monkeypatch):
-    from tfgpu.paths import write_output
+    from tfgpu.doors.paths import write_output
 
     for text in (f"curl https://h.example/t/{TOKEN}/c/x", "pip -i https://u:pw@h.example/simple", "a ?token=x"):
         target = tmp_path / "out.sh"
@@ -106,7 +107,7 @@ def test_every_output_file_holding_a_credential_is_refused_and_not_written(tmp_p
 
 
 def test_the_runs_log_is_redacted(tmp_path):
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     runner = Runner(tmp_path / "run.log")
     runner.log(f"$ rattler solve -c http://127.0.0.1:9/t/{TOKEN}/chan")
@@ -166,15 +167,15 @@ def test_a_lock_refuses_an_index_with_a_credential_before_resolving(capsys, tmp_
 # -- the door held: each place a record, an output, a message or a log is made calls it -----------
 
 DOOR_CALLS = {
-    ("paths.py", "write_outputs"): "refuse_in",  # every -o file: locks, exports, bundles (write_output too)
-    ("proc.py", "log"): "redact",  # the run's log
-    ("console.py", "_defused_item"): "redact",  # everything rich prints
+    ("doors/paths.py", "write_outputs"): "refuse_in",  # every -o file: locks, exports, bundles (write_output too)
+    ("process/runner.py", "log"): "redact",  # the run's log
+    ("cli/render/console.py", "_defused_item"): "redact",  # everything rich prints
     ("cli/output.py", "show"): "redact",  # --json documents
     ("cli/output.py", "_text"): "redact",
     ("cli/__init__.py", "_report"): "redact",  # a --json error
     ("envs/marker.py", "write"): "stripped",  # an env's record
     ("engines/rattler.py", "write_records"): "stripped",  # an env's record of its conda packages
-    ("urls.py", "shown"): "redact",  # a URL in any message
+    ("doors/urls.py", "shown"): "redact",  # a URL in any message
     ("lock/conda/write.py", "write"): "strip",  # a lock's channels
     ("lock/conda/write.py", "lock_platform"): "strip",  # a lock's package URLs and inputs
     ("lock/conda/read.py", "check_urls"): "forms",  # a lock holding one is refused by every reader
@@ -198,10 +199,10 @@ def _calls(relative: str, function: str) -> set[str]:
     ("place", "door"), DOOR_CALLS.items(), ids=lambda v: "/".join(v) if isinstance(v, tuple) else v
 )
 def test_each_writer_printer_and_logger_calls_the_door(place, door):
-    assert door in _calls(*place), f"{place[0]}:{place[1]} goes around tfgpu.secrets.{door}"
+    assert door in _calls(*place), f"{place[0]}:{place[1]} goes around tfgpu.doors.secrets.{door}"
 
 
-# A file the user gets (-o) is written by tfgpu.paths.write_output alone in the lock and export
+# A file the user gets (-o) is written by tfgpu.doors.paths.write_output alone in the lock and export
 # packages; these write other bytes: verified package copies and uv's own temporary input.
 OTHER_WRITES = {
     ("lock/bundle/files.py", "write_bytes"),  # a built wheel copied, sha256-checked
@@ -214,7 +215,7 @@ WRITING_CALLS = {"write_text", "write_bytes", "write", "dump", "safe_dump"}
 
 def test_write_output_is_write_outputs():
     """The one-file form hands its file to the many-files form, where the door stands."""
-    assert "write_outputs" in _calls("paths.py", "write_output")
+    assert "write_outputs" in _calls("doors/paths.py", "write_output")
 
 
 def test_lock_bundle_and_export_files_are_written_only_through_the_door():

@@ -1,4 +1,4 @@
-"""The URL door holds (``tfgpu/urls.py``): no module reads a URL its own way, the tool's own HTTP
+"""The URL door holds (``tfgpu/doors/urls.py``): no module reads a URL its own way, the tool's own HTTP
 clients are the only modules that open connections, and each of them sends every URL and every
 redirect target through the door. Read from the source (AST), so a new path that goes around the
 door fails here, not in a user's hands.
@@ -15,7 +15,7 @@ import tfgpu
 
 ROOT = Path(tfgpu.__file__).parent
 TEMPLATE_DIRS = ("envs/templates/", "export/templates/")
-DOOR = "urls.py"
+DOOR = "doors/urls.py"
 # The tool's own HTTP clients: the only modules that may open a connection.
 CLIENTS = {"engines/download.py": "requests", "datasource/http.py": "urllib"}
 # Modules that make the URLs handed to an engine (uv on its command line; rattler's channels, which
@@ -74,7 +74,7 @@ def door_calls(tree: ast.Module) -> set[str]:
     from_door = {
         alias.asname or alias.name
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "tfgpu.urls"
+        if isinstance(node, ast.ImportFrom) and node.module == "tfgpu.doors.urls"
         for alias in node.names
     }
     found = set()
@@ -105,7 +105,7 @@ def test_only_the_door_splits_urls(tree):
             for call in called(module)
             if name_of(call) in SPLITTERS - {"urlopen", "build_opener"}
         ]
-    assert offenders == [], "URLs are read by tfgpu/urls.py alone:\n" + "\n".join(offenders)
+    assert offenders == [], "URLs are read by tfgpu/doors/urls.py alone:\n" + "\n".join(offenders)
 
 
 def test_only_the_tools_http_clients_open_connections(tree):
@@ -129,7 +129,7 @@ def test_only_the_tools_http_clients_open_connections(tree):
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_each_http_client_sends_urls_and_redirects_through_the_door(tree, client):
     module = tree[client]
-    assert "tfgpu.urls" in imported(module), f"{client} does not import the URL door"
+    assert "tfgpu.doors.urls" in imported(module), f"{client} does not import the URL door"
     calls = door_calls(module)
     assert "checked" in calls, f"{client} never calls urls.checked on the URL it is given"
     assert "join" in calls, f"{client} never sends a redirect's target through urls.join"

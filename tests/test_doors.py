@@ -1,5 +1,5 @@
 """Tests that fail when code goes around a door for option values, lock records and versions:
-every option that names a file or directory is read through ``tfgpu.paths.user_path``, both lock
+every option that names a file or directory is read through ``tfgpu.doors.paths.user_path``, both lock
 readers hand their record to ``check_record``, and the version parsers that take outside text are
 the bounded ones of ``tfgpu.versions``.
 """

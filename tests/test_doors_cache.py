@@ -4,7 +4,7 @@
   runs uv's own clean/prune), reached only from ``tidy`` after ``tfgpu.cache.guard.check`` has
   looked at every kind the command touches for an env and the user's places;
 * the modules that delete or walk trees the user can shape (the cache, the env-write door, bundle
-  and export directories) use ``tfgpu.trees``, never a walker that recurses once per level
+  and export directories) use ``tfgpu.doors.trees``, never a walker that recurses once per level
   (``os.walk``, ``os.fwalk``, ``shutil.rmtree``, ``Path.rglob`` before Python 3.12/3.13).
 """
 
@@ -20,7 +20,7 @@ import tfgpu
 PACKAGE = Path(tfgpu.__file__).resolve().parent
 ITERATIVE_ONLY = [
     *sorted((PACKAGE / "cache").glob("*.py")),
-    PACKAGE / "trees.py",
+    PACKAGE / "doors/trees.py",
     PACKAGE / "envs" / "writes.py",
     PACKAGE / "envs" / "jupyter.py",
     PACKAGE / "lock" / "bundle" / "steps.py",

@@ -285,7 +285,7 @@ RUNPATH = "RUNPATH: " + ":".join(
 def test_doctor_shows_a_shared_runpath_once_and_short_on_a_terminal(monkeypatch, capsys, terminal):
     """Three libraries not found name the same RUNPATH (some 2,000 characters): shown once; on a
     terminal as its count and first two directories, piped whole; ``--json`` keeps it in each."""
-    from tfgpu import render
+    from tfgpu.cli.render import results as render
     from tfgpu.doctor.findings import Report, fail
 
     assert len(RUNPATH) > 2000

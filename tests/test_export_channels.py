@@ -215,9 +215,9 @@ def test_plan_json_names_the_channels(capsys, tmp_path):
 
 @pytest.mark.parametrize("value", [HOSTILE, "$HOME", "`id`", "a'$b\"c\\d"])
 def test_a_shell_word_with_an_expansion_character_is_exact_and_shellcheck_clean(tmp_path, value):
-    """The one shell-word function (``tfgpu.quoting.sh``): bash reads back the very value, and
+    """The one shell-word function (``tfgpu.doors.quoting.sh``): bash reads back the very value, and
     shellcheck has nothing to say (single quotes around ``$`` would be SC2016)."""
-    from tfgpu import quoting
+    from tfgpu.doors import quoting
 
     line = f"VALUE={quoting.sh(value)}"
     assert words(line, '"$VALUE"') == [value]

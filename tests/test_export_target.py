@@ -58,7 +58,7 @@ def project(tmp_path, monkeypatch):
 
 
 def unwrapped(text: str) -> str:
-    """Comment lines as written before wrapping (``tfgpu.quoting.comment`` continues them indented)."""
+    """Comment lines as written before wrapping (``tfgpu.doors.quoting.comment`` continues them indented)."""
     return re.sub(r"\n *(#|--) {5}", " ", text)
 
 

@@ -3,7 +3,7 @@ child is stopped and reaped before the interrupt goes on (to a rollback that del
 writes into).
 
 The signal is delivered deterministically inside the fork window: the child itself, between ``fork``
-and ``exec`` (the hook ``tfgpu.proc`` runs there), sends it to the tool, whose signals are held
+and ``exec`` (the hook ``tfgpu.process.runner`` runs there), sends it to the tool, whose signals are held
 across the fork, so it arrives at the very moment the held signals are let in. Real processes
 throughout; a test script in a process of its own, so the signals reach a tool and not pytest.
 """
@@ -17,8 +17,8 @@ import pytest
 
 SCRIPT = r"""
 import os, signal, sys, time
-from tfgpu import proc
-from tfgpu.interrupts import install_signal_handlers
+from tfgpu.process import runner as proc
+from tfgpu.process.interrupts import install_signal_handlers
 
 install_signal_handlers()
 method, signum, rounds, pids = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -73,7 +73,7 @@ def test_a_signal_during_the_fork_stops_and_reaps_the_child_first(tmp_path, meth
 
 CREATE = r"""
 import os, signal, subprocess, sys
-from tfgpu import proc
+from tfgpu.process import runner as proc
 
 forking = []
 original_init, original_hook = subprocess.Popen.__init__, proc._die_with_parent

@@ -1,5 +1,5 @@
 """The shape of the package, held by tests: no import cycle (between subpackages, or between any
-two modules), one door for child processes (``tfgpu/proc.py``), no module over 500 lines (as ruff formats it), no
+two modules), one door for child processes (``tfgpu/process/runner.py``), no module over 500 lines (as ruff formats it), no
 backend reading lock files, one folder per lock format that uses no other format's. Imports inside functions count: a lazy import is still a dependency.
 """
 
@@ -52,8 +52,12 @@ def imports(path: Path, known: set[str]) -> set[str]:
 
 
 def unit(module: str) -> str:
-    """The subpackage (or top-level module) a module belongs to: tfgpu.installers.pip -> installers."""
+    """The subpackage (or top-level module) a module belongs to: tfgpu.installers.pip -> installers.
+    Each door and each piece of process machinery is a unit of its own (tfgpu.doors.urls ->
+    doors.urls): they are independent modules grouped for the reader, not one room."""
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] in ("doors", "process"):
+        return f"{parts[1]}.{parts[2]}"
     return parts[1] if len(parts) > 1 else "tfgpu"
 
 
@@ -194,11 +198,11 @@ def test_the_cli_calls_only_the_lock_faces_and_decides_nothing_by_mode(graph):
 
 def test_the_resolver_imports_no_engine_backend_or_process_door(graph):
     """resolver/ is pure: it reads tables (through tfgpu.data) and the Host it is given, and makes its
-    requirements through the requirement door (tfgpu.requirements, itself pure); what the user
+    requirements through the requirement door (tfgpu.doors.requirements, itself pure); what the user
     described arrives as ``tfgpu.settings.Selectors``, plain data that imports nothing of the tool but
     the record helper."""
     assert graph["tfgpu.settings"] <= {"tfgpu.records"} and graph["tfgpu.records"] == set()
-    allowed = {"resolver", "data", "errors", "detect", "requirements", "versions", "settings", "records"}
+    allowed = {"resolver", "data", "errors", "detect", "doors.requirements", "versions", "settings", "records"}
     offenders = {
         m: sorted(t for t in targets if unit(t) not in allowed) for m, targets in graph.items() if unit(m) == "resolver"
     }
@@ -209,7 +213,7 @@ def test_child_processes_start_only_in_the_door():
     offenders = []
     for path in ROOT.rglob("*.py"):
         relative = path.relative_to(ROOT).as_posix()
-        if relative == "proc.py" or relative in IN_TARGET_ENV or relative.startswith(TEMPLATE_DIRS):
+        if relative == "process/runner.py" or relative in IN_TARGET_ENV or relative.startswith(TEMPLATE_DIRS):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import) and any(a.name in ("subprocess", "multiprocessing") for a in node.names):
@@ -265,7 +269,7 @@ def test_no_module_over_the_line_limit():
     assert {name: size for name, size in sizes.items() if size > MODULE_LINES} == {}
 
 
-# The one reader for untrusted files: outside tfgpu/untrusted.py (and code that runs in the target
+# The one reader for untrusted files: outside tfgpu/doors/untrusted.py (and code that runs in the target
 # env), nothing parses JSON/TOML/YAML or opens a file for reading. Writing stays with the caller.
 PARSERS = {
     ("json", "load"),
@@ -334,7 +338,7 @@ def _reads(mode: ast.AST | None, assigned) -> bool:
 
 
 def reads_around_the_door(source: str) -> list[str]:
-    """Each call in ``source`` that reads a file or parses a document without tfgpu.untrusted."""
+    """Each call in ``source`` that reads a file or parses a document without tfgpu.doors.untrusted."""
     tree = ast.parse(source)
     assigned = _assignments(tree)
     found = []
@@ -399,7 +403,7 @@ def test_untrusted_files_are_read_only_through_the_door():
     offenders = {}
     for path in ROOT.rglob("*.py"):
         relative = path.relative_to(ROOT).as_posix()
-        if relative == "untrusted.py" or relative in IN_TARGET_ENV or relative.startswith(TEMPLATE_DIRS):
+        if relative == "doors/untrusted.py" or relative in IN_TARGET_ENV or relative.startswith(TEMPLATE_DIRS):
             continue
         found = reads_around_the_door(path.read_text(encoding="utf-8"))
         if found:
@@ -582,13 +586,13 @@ LIVE_DISPLAYS = {"rich.live", "rich.progress", "rich.status", "rich.spinner"}
 
 def test_only_the_console_reporter_draws_in_place():
     """A display redrawn in place stacks a copy of itself on every redraw when one of its lines is
-    wider than the terminal: ``tfgpu.live`` runs the one live display, on ``tfgpu.bars``'s lines cut
+    wider than the terminal: ``tfgpu.cli.render.live`` runs the one live display, on ``tfgpu.cli.render.bars``'s lines cut
     to the width. Another module with a rich live display, progress bar, status or spinner (or a
     console's ``.status()``) would go around that."""
     offenders = []
     for path in ROOT.rglob("*.py"):
         relative = path.relative_to(ROOT).as_posix()
-        if relative in ("live.py", "bars.py") or relative.startswith(TEMPLATE_DIRS):
+        if relative in ("cli/render/live.py", "cli/render/bars.py") or relative.startswith(TEMPLATE_DIRS):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module in LIVE_DISPLAYS:
@@ -608,15 +612,17 @@ def test_only_the_console_reporter_draws_in_place():
 PLAN_MAY_IMPORT = {
     "tfgpu",
     "tfgpu.errors",
-    "tfgpu.paths",
-    "tfgpu.interrupts",
+    "tfgpu.doors",  # the folders' faces: a docstring each
+    "tfgpu.process",
+    "tfgpu.doors.paths",
+    "tfgpu.process.interrupts",
     "tfgpu.project",
-    "tfgpu.untrusted",
-    "tfgpu.owner",  # the reader's rule for the tool's own caches (read_own): os and stat alone
+    "tfgpu.doors.untrusted",
+    "tfgpu.doors.owner",  # the reader's rule for the tool's own caches (read_own): os and stat alone
     "tfgpu.versions",
-    "tfgpu.requirements",
-    "tfgpu.controls",  # the requirement door's set of control characters (no pattern compiled)
-    "tfgpu.secrets",  # output is redacted (a --channel's token): os and re alone
+    "tfgpu.doors.requirements",
+    "tfgpu.doors.controls",  # the requirement door's set of control characters (no pattern compiled)
+    "tfgpu.doors.secrets",  # output is redacted (a --channel's token): os and re alone
     "tfgpu.cli",
     "tfgpu.cli.commands",
     "tfgpu.cli.parser",
@@ -654,8 +660,8 @@ PLAN_MAY_IMPORT = {
 """With ``--no-detect``; detection adds ``tfgpu.detect.*`` (and, where a driver answers, what reads it)."""
 PLAN_NEEDS_NOT = {
     "signal",
-    "tfgpu.urls",
-    "tfgpu.proc",
+    "tfgpu.doors.urls",
+    "tfgpu.process.runner",
     "tfgpu.data.schema",
     "dataclasses",
     "typing",
@@ -687,7 +693,7 @@ PLAN_NEEDS_NOT = {
 """Heavy modules a plan does not use: ``dataclasses`` and ``typing`` (and the ``inspect``/``ast``
 they bring; the records are ``tfgpu.records``'), ``packaging`` (the tables' plain versions and
 ranges are read by ``tfgpu.versions``), ``hashlib`` (the cache digest comes from ``_blake2``), child
-processes and ``signal``'s enums (``tfgpu.interrupts`` installs its handlers through ``_signal``), the
+processes and ``signal``'s enums (``tfgpu.process.interrupts`` installs its handlers through ``_signal``), the
 URL door (no URL in a plan), the schema and the parsers of what the parsed-data cache already holds
 (a cache only this user can write is used as written), the full requirement grammar
 (simple requirements are rendered without it), the output and network libraries of other commands."""

@@ -12,7 +12,7 @@ import pyte
 import pytest
 from rich.text import Text
 
-from tfgpu import bars, live
+from tfgpu.cli.render import bars, live
 from tfgpu.engines.uv_progress import UvProgress
 from tfgpu.progress import RecordingReporter
 

@@ -13,7 +13,7 @@ from tfgpu.envs import marker, txn
 from tfgpu.errors import OperationError
 from tfgpu.installers.base import Backend, Options, Source, Step, StepKind
 from tfgpu.ops import create
-from tfgpu.proc import Completed, RecordingRunner
+from tfgpu.process.runner import Completed, RecordingRunner
 from tfgpu.progress import RecordingReporter
 from tfgpu.resolver import make_request, resolve
 

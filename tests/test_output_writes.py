@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import run_tool
 
-from tfgpu.paths import write_outputs
+from tfgpu.doors.paths import write_outputs
 
 EXPORT = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect")
 LOCK = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect", "--platform", "linux-64")
@@ -218,7 +218,7 @@ def test_a_bundle_directory_thousands_of_levels_deep_is_walked_without_recursion
     """Both walks of a bundle (before it is resumed, before it is installed from) are iterative."""
     from test_cache_overlap import chain
 
-    from tfgpu import trees
+    from tfgpu.doors import trees
     from tfgpu.lock.bundle import read, steps
 
     try:

@@ -353,7 +353,7 @@ def test_a_failure_that_is_not_the_network_does_not_blame_it():
     from tfgpu.installers.base import Step, StepKind
     from tfgpu.installers.failures import install_failed
     from tfgpu.installers.options import build_options
-    from tfgpu.proc import Completed
+    from tfgpu.process.runner import Completed
 
     step = Step(StepKind.RUN, "Install TensorFlow", ("uv", "pip", "install"))
     online, offline = build_options(mode="pip"), build_options(mode="pip", offline=True)
@@ -387,7 +387,7 @@ def test_the_engine_reports_facts_and_the_installer_says_what_they_mean(tmp_path
     from tfgpu.installers.base import Step, StepKind
     from tfgpu.installers.failures import install_failed
     from tfgpu.installers.options import build_options
-    from tfgpu.proc import Completed
+    from tfgpu.process.runner import Completed
 
     location = Location(prefix=tmp_path / "env", staging=tmp_path / ".env.staging", name="env")
     step = Step(StepKind.RUN, "Install TensorFlow", ("/opt/bin/uv", "pip", "install", "-r", "x"))

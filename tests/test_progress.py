@@ -18,11 +18,11 @@ import pytest
 import wheelhouse
 from localindex import Server, build_index
 
-from tfgpu import live
+from tfgpu.cli.render import live
 from tfgpu.engines import download
 from tfgpu.engines import uv as uv_engine
 from tfgpu.engines.uv_progress import LABEL, UvProgress, draws_progress
-from tfgpu.proc import Runner
+from tfgpu.process.runner import Runner
 from tfgpu.progress import Combined, RecordingReporter
 
 MIB = 1 << 20
@@ -139,9 +139,9 @@ def test_piped_an_unknown_total_still_says_the_bytes_so_far(monkeypatch):
 
 CHILD = r"""
 import sys, time
-from tfgpu import urls
+from tfgpu.doors import urls
 from tfgpu.engines import download
-from tfgpu.render import ConsoleReporter, _out
+from tfgpu.cli.render.results import ConsoleReporter, _out
 
 urls.trust(["127.0.0.1"])
 url, sha256, cache = sys.argv[1:4]

@@ -141,7 +141,7 @@ def test_a_corrupt_overlay_is_a_clear_error(tmp_path):
 
 def test_validate_refuses_rows_the_resolver_could_not_use():
     from tfgpu.datasource.releases import PlatformRecord, ReleaseRecord
-    from tfgpu.update import validate
+    from tfgpu.datasource.update import validate
 
     def record(**wheel) -> ReleaseRecord:
         linux = PlatformRecord(**{"python": ["3.14"], "platform_tag": "manylinux_2_27_x86_64", **wheel})

@@ -104,7 +104,7 @@ def test_a_failure_on_a_gpu_with_sass_says_nothing_of_the_architecture():
 
 
 def test_the_human_report_shows_the_architecture_note_and_the_elementwise_check(monkeypatch, capsys):
-    from tfgpu import render
+    from tfgpu.cli.render import results as render
 
     monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     monkeypatch.delenv("FORCE_COLOR", raising=False)

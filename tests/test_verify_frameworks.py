@@ -362,7 +362,7 @@ def test_a_fifo_where_a_record_is_read_does_not_hang_the_report(tmp_path, tool_e
 def test_verify_lists_the_copy_tensorflow_uses_not_merely_the_first_file_mapped():
     """``verify``'s library lines come from ``uses`` (the loader's answer by SONAME, its version and
     wheel, how many copies are mapped); a report without it keeps the old list of files."""
-    from tfgpu.render_libs import uses_lines
+    from tfgpu.cli.render.libs import uses_lines
 
     report = {
         "libraries": {"libcudnn.so.9": "/env/lib/tfgpu/cuda12/nvidia/cudnn/lib/libcudnn.so.9"},

@@ -60,7 +60,7 @@ def create(
 ) -> CreateResult:
     """Build (or, with ``dry_run``, only plan) the env ``resolution`` describes.
 
-    ``runner`` (a ``tfgpu.proc.Runner``) and ``backend`` default to the real ones; ``verify`` is
+    ``runner`` (a ``tfgpu.process.runner.Runner``) and ``backend`` default to the real ones; ``verify`` is
     the GPU check run at the end (``tfgpu.verify.run_verify``) unless ``options.verify`` is off."""
     reporter = reporter or Reporter()
     backend = backend or backend_for(resolution, options, source, dry_run)
@@ -85,7 +85,7 @@ def create(
     final, display = prefix_for(name, prefix)
     refuse_link(final)
     if runner is None:
-        from tfgpu.proc import Runner
+        from tfgpu.process.runner import Runner
 
         runner = Runner.for_operation(f"create-{safe_label(display)}")
     if runner.note:
@@ -168,7 +168,7 @@ def create(
         # it is delivered, or during the check): a finished build is no reason to throw away, and
         # "nothing was left half-built" would be false. Said to be complete and unchecked.
         if location is not None and txn.committed(location):
-            from tfgpu.interrupts import leave
+            from tfgpu.process.interrupts import leave
 
             check = "its GPU check did not finish" if checking else "it was not checked"
             leave(
@@ -192,9 +192,9 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
     """Delete an env tfgpu-install built at that very place (its marker proves it), and its kernels.
     ``--name`` is looked up as every command looks it up (``tfgpu.envs.which``); never the active env.
     ``reporter`` is told the files and bytes deleted as it goes. Interrupted, what is left and the
-    command that finishes it are said (``tfgpu.interrupts.leave``)."""
+    command that finishes it are said (``tfgpu.process.interrupts.leave``)."""
+    from tfgpu.doors.quoting import sh
     from tfgpu.envs.which import which_env
-    from tfgpu.quoting import sh
 
     target = which_env(name=name, prefix=prefix, purpose="remove")
     final = target.prefix
@@ -221,7 +221,7 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
 
 def _left_by_remove(stop: BaseException, final: Path, again: str) -> None:
     """Say what an interrupted remove left: the env whole, or what is left of it where."""
-    from tfgpu.interrupts import leave
+    from tfgpu.process.interrupts import leave
 
     removing = txn.removing_of(final)
     if removing.exists():

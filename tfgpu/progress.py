@@ -1,7 +1,7 @@
 """How long work reports progress: the core calls a :class:`Reporter`; the CLI renders it.
 
 Library code never prints. A ``Reporter`` has no-op hooks, so code may always call it; the
-console reporter in ``tfgpu.render`` subclasses it, tests use :class:`RecordingReporter`.
+console reporter in ``tfgpu.cli.render.results`` subclasses it, tests use :class:`RecordingReporter`.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import os
 import re
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.errors import UsageError
 from tfgpu.records import factory, record
 
@@ -95,7 +95,7 @@ def find(start: Path | None = None) -> Path | None:
     if named:
         if named.lower() == "none":
             return None
-        from tfgpu.paths import user_path
+        from tfgpu.doors.paths import user_path
 
         return Path(user_path(named, ENVIRONMENT)).expanduser().absolute()
     here = (start or Path.cwd()).absolute()
@@ -186,7 +186,7 @@ def _near_misses(pyproject: Path) -> list[str]:
         return []  # not this tool's file to judge: a broken pyproject.toml is its build tool's business
     if not isinstance(tool, dict):
         return []
-    from tfgpu.urls import shown
+    from tfgpu.doors.urls import shown
 
     return [
         f"{shown(str(pyproject))} has [tool.{shown(name)}]: the table tfgpu-install reads is [tool.tfgpu], "
@@ -236,9 +236,9 @@ def _bad(path: Path, key: str, problem: str, ways: list[str] | None = None) -> U
 
 
 def _checked(path: Path, prefix: str, table: dict) -> dict:
+    from tfgpu.doors.urls import host_name, parse
     from tfgpu.lock.platforms import parse_platform
     from tfgpu.resolver import request
-    from tfgpu.urls import host_name, parse
 
     parsers = {
         "tf": request.parse_tf_spec,

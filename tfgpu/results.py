@@ -51,7 +51,7 @@ class Matrix(Result):
 
 @record
 class DataUpdate(Result):
-    """``update-data``: what was fetched and written (``tfgpu.update``)."""
+    """``update-data``: what was fetched and written (``tfgpu.datasource.update``)."""
 
     report: dict
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_cache_dedupe import FILES, RECORD, _copy, _hash
-from tfgpu import controls, export, quoting
+from tfgpu import export
 from tfgpu.cache import dedupe
+from tfgpu.doors import controls, quoting
 from tfgpu.errors import UsageError
 
 from .test_hostile_invisible import generated, unseen
@@ -95,7 +96,7 @@ INVISIBLE = {"zwsp": "\u200b", "zwj": "\u200d", "word-joiner": "\u2060", "soft-h
 @pytest.mark.parametrize("fmt", export.FORMATS)
 def test_a_lock_name_with_an_invisible_character_reaches_no_export_as_itself(cli, sandbox, fmt, char):
     """``team\\u200block.txt`` shows as ``teamlock.txt``; tag characters spell a hidden text after a
-    visible one. Each is one of tfgpu.controls, so the export's header carries a space instead."""
+    visible one. Each is one of tfgpu.doors.controls, so the export's header carries a space instead."""
     lock = sandbox / f"team{char}lock.txt"
     forged_pip_lock(lock)
     out = sandbox / "out"
@@ -247,8 +248,8 @@ def test_an_unknown_argument_with_line_breaks_prints_no_line_of_its_own(cli, san
 @pytest.mark.parametrize("char", ["\ufe0f", "\u3164", "\u034f"], ids=["vs16", "hangul-filler", "cgj"])
 def test_a_refused_url_is_named_with_its_invisible_character_escaped(char):
     """The URL door names a refused URL in its message: Python calls a variation selector or a
-    Hangul filler printable, and they show as nothing; the message takes tfgpu.controls' set."""
-    from tfgpu import urls
+    Hangul filler printable, and they show as nothing; the message takes tfgpu.doors.controls' set."""
+    from tfgpu.doors import urls
 
     assert char not in urls.shown(f"https://mirror.example/{char}simple")
     with pytest.raises(UsageError) as refused:

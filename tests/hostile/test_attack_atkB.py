@@ -16,8 +16,8 @@ import tracemalloc
 import pytest
 import wheelhouse
 
-from tfgpu import untrusted
 from tfgpu.doctor import elf, ownership, reads
+from tfgpu.doors import untrusted
 
 MiB = 1 << 20
 
@@ -250,7 +250,7 @@ def test_lacking_reads_uv_output_with_a_huge_name_in_linear_time_and_keeps_no_co
     control character."""
     import time
 
-    from tfgpu.controls import has_control
+    from tfgpu.doors.controls import has_control
     from tfgpu.engines.uv import lacking
 
     flood = f"Because six==1.0 depends on {'a' * 40000} and you require six, we can conclude that six cannot be used."

@@ -118,7 +118,7 @@ def test_clean_never_unlinks_through_a_directory_swapped_for_a_link(cli, sandbox
 
 
 # -- 4. untrusted names reach the terminal without controls.shown -------------------------------
-# tfgpu/render_cache.py:63 prints a kind's note (it holds os.readlink of a symbolic link in the
+# tfgpu/cli/render/cache.py:63 prints a kind's note (it holds os.readlink of a symbolic link in the
 # cache) with escape() only; render_cache.py:55 prints the dist-info names found in uv's cache the
 # same way; tfgpu/cache/cleaning.py:137 puts the cache root's foreign names raw into the
 # cache-not-ours message. A newline in any of them forges a line of the tool's own output

@@ -210,8 +210,8 @@ def test_what_uv_prints_on_its_pseudo_terminal_reaches_the_spinner_defused(sandb
     """uv runs on a pseudo-terminal, where it passes control bytes through (on a pipe it strips
     them); its printed lines go to ``ConsoleReporter.output``, the spinner's text. An ESC c (a full
     terminal reset) that ``Printed`` does not take out must not reach the terminal raw."""
-    from tfgpu.live import ConsoleReporter
-    from tfgpu.proc import Runner
+    from tfgpu.cli.render.live import ConsoleReporter
+    from tfgpu.process.runner import Runner
 
     uv = Path(sys.executable).parent / "uv"
     if not uv.exists():
@@ -255,7 +255,7 @@ def test_a_child_s_megabytes_without_a_newline_on_the_pseudo_terminal_cost_linea
     child process of its own."""
     code = (
         "import sys\n"
-        "from tfgpu.proc import Runner\n"
+        "from tfgpu.process.runner import Runner\n"
         'child = \'import os\\nfor i in range(256): os.write(1, b"x" * 65536)\\nos.write(1, b"\\\\ndone\\\\n")\'\n'
         "done = Runner(None).run([sys.executable, '-c', child], screen=lambda text: None)\n"
         "print(done.returncode, len(done.output))\n"
@@ -271,8 +271,8 @@ def test_a_child_s_megabytes_without_a_newline_on_the_pseudo_terminal_cost_linea
 def test_plain_transfer_lines_at_most_one_per_10_s_when_uv_redraws_a_finished_download(capsys):
     """uv's bar for a download goes (complete) and is drawn again (a retry): every completion
     prints an end line, however little time passed; five in 2.5 s here."""
+    from tfgpu.cli.render.live import ConsoleReporter
     from tfgpu.engines.uv_progress import UvProgress
-    from tfgpu.live import ConsoleReporter
 
     clock = [0.0]
     reporter = ConsoleReporter(clock=lambda: clock[0])

@@ -94,7 +94,7 @@ def test_run_on_a_conda_prefix_keeps_env_vars_data(tool, sandbox):
 
 
 def test_run_with_an_activation_that_floods_stderr_is_a_clear_error(sandbox):
-    """An activation that writes 1 GB to stderr: ``Runner.capture`` (tfgpu/proc.py) reads it all
+    """An activation that writes 1 GB to stderr: ``Runner.capture`` (tfgpu/process/runner.py) reads it all
     into memory and decodes it (about 3x its size) for a message that keeps 300 characters; under
     a 2 GiB address-space limit that is a MemoryError traceback, unlimited it exhausts memory."""
     prefix = venv_prefix(sandbox, "head -c 1000000000 /dev/zero >&2\n", "flood")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu.paths import tag_cache
+from tfgpu.doors.paths import tag_cache
 
 
 def _bind(source: Path, target: Path) -> None:

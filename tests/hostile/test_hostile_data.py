@@ -165,7 +165,7 @@ HOSTILE_REQUIREMENTS = [
 
 @pytest.mark.parametrize("text", HOSTILE_REQUIREMENTS)
 def test_the_door_refuses_requirements_that_are_options_urls_or_confusables(text):
-    from tfgpu import requirements
+    from tfgpu.doors import requirements
     from tfgpu.errors import UsageError
 
     with pytest.raises(UsageError) as caught:
@@ -186,7 +186,7 @@ def test_the_door_refuses_requirements_that_are_options_urls_or_confusables(text
     ],
 )
 def test_the_door_checks_name_and_spec_each_on_its_own(name, spec):
-    from tfgpu import requirements
+    from tfgpu.doors import requirements
     from tfgpu.errors import UsageError
 
     with pytest.raises(UsageError):
@@ -206,7 +206,7 @@ def test_the_door_checks_name_and_spec_each_on_its_own(name, spec):
     ],
 )
 def test_the_door_refuses_conda_specs_that_are_options_or_channels(text):
-    from tfgpu import requirements
+    from tfgpu.doors import requirements
     from tfgpu.errors import UsageError
 
     with pytest.raises(UsageError):
@@ -214,7 +214,7 @@ def test_the_door_refuses_conda_specs_that_are_options_or_channels(text):
 
 
 def test_the_door_renders_the_canonical_form():
-    from tfgpu import requirements
+    from tfgpu.doors import requirements
 
     assert requirements.canonical("TensorFlow[and-cuda] == 2.15.0", what="t") == "TensorFlow[and-cuda]==2.15.0"
     assert (

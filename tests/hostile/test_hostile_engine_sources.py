@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tfgpu import urls
+from tfgpu.doors import urls
 
 from .conftest import changed, snapshot
 
@@ -248,7 +248,7 @@ def test_uv_does_not_follow_a_find_links_redirect_to_a_host_not_named(cli, sandb
 
 def test_the_pip_engine_installs_a_lock_from_the_index_it_records(cli, sandbox, unnamed):
     """``--from-lock`` installs from the index the lock records (docs/locks-and-bundles.md); with ``--engine pip``
-    the lock's index is never passed and PIP_INDEX_URL (kept by tfgpu.proc on purpose) sends
+    the lock's index is never passed and PIP_INDEX_URL (kept by tfgpu.process.runner on purpose) sends
     pip over plain HTTP to a host not named."""
     from .test_hostile_bytes import _pip_lock
 
@@ -339,7 +339,7 @@ def test_index_variables_pass_the_door_and_plain_http_gets_no_proxy(unnamed):
     mirror works, a local find-links directory stays), plain HTTP to a host not named is
     insecure-url, and no proxy is left for plain HTTP."""
     from tfgpu.errors import UsageError
-    from tfgpu.proc import clean_environment
+    from tfgpu.process.runner import clean_environment
 
     env = clean_environment(
         {

@@ -246,8 +246,8 @@ HOSTILE_VALUES = {
 
 @pytest.mark.parametrize("value", HOSTILE_VALUES.values(), ids=list(HOSTILE_VALUES))
 def test_tcl_and_lua_strings_are_data_to_the_real_interpreters(sandbox, value):
-    """What tfgpu.quoting writes into a modulefile reads back as exactly the value, and runs nothing."""
-    from tfgpu import quoting
+    """What tfgpu.doors.quoting writes into a modulefile reads back as exactly the value, and runs nothing."""
+    from tfgpu.doors import quoting
 
     for binary, program in (
         ("tclsh", f"puts -nonewline [set v {quoting.tcl_string(value)}]\n"),
@@ -264,7 +264,7 @@ def test_tcl_and_lua_strings_are_data_to_the_real_interpreters(sandbox, value):
 
 @pytest.mark.parametrize("value", [v for v in HOSTILE_VALUES.values() if "\n" in v])
 def test_a_line_break_never_reaches_an_apptainer_section(value):
-    from tfgpu import quoting
+    from tfgpu.doors import quoting
     from tfgpu.errors import UsageError
 
     with pytest.raises(UsageError) as raised:

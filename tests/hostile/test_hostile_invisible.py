@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tfgpu import export
-from tfgpu.controls import CHARACTERS
+from tfgpu.doors.controls import CHARACTERS
 
 from .test_hostile_injection import _overlay
 from .test_hostile_locks import forged_pip_lock
@@ -27,7 +27,7 @@ def generated(out) -> dict[str, str]:
 
 
 def unseen(out) -> list[str]:
-    """``file: U+XXXX`` for each character of tfgpu.controls but newline in what was written."""
+    """``file: U+XXXX`` for each character of tfgpu.doors.controls but newline in what was written."""
     return [
         f"{name}: U+{ord(char):04X}"
         for name, text in generated(out).items()

@@ -123,7 +123,7 @@ def test_an_engine_that_dies_is_engine_crashed_naming_the_operation_and_the_log(
     naming the operation, the signal and the log, which holds the attempt."""
     from tfgpu.engines import rattler
     from tfgpu.errors import OperationError
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     crashing = sandbox / "python"
     crashing.write_text("#!/bin/sh\necho 'engine starting'\nkill -ABRT $$\n")

@@ -16,8 +16,8 @@ import time
 
 from test_verify_frameworks import fake_env
 
-from tfgpu import childpipes
-from tfgpu.proc import Runner
+from tfgpu.process import childpipes
+from tfgpu.process.runner import Runner
 from tfgpu.verify.frameworks import run_frameworks
 
 

@@ -6,7 +6,7 @@ The readers are fed the text uv and pip would draw; the tool's own bar board tak
 
 from __future__ import annotations
 
-from tfgpu.bars import Board
+from tfgpu.cli.render.bars import Board
 from tfgpu.engines.pip_progress import PipProgress
 from tfgpu.engines.uv_progress import UvProgress
 

@@ -2,7 +2,7 @@
 build facts) crafted to make CPython's parser fail with more than SyntaxError: a NUL (ValueError),
 ``-`` 200,000 times (MemoryError), ``1+1+…`` a million long (RecursionError), a literal of the wrong
 type (TypeError), a call where a list belongs. Each was a traceback of doctor's; now doctor finishes
-and reads such a file as saying nothing. Every parse goes through ``tfgpu.pysource`` (the door):
+and reads such a file as saying nothing. Every parse goes through ``tfgpu.doors.pysource`` (the door):
 a layering test holds it.
 
 The envs are tests/envtree.py's layout with gcc-built libraries; the crafted files are real.
@@ -52,12 +52,12 @@ def test_doctor_reads_crafted_python_source_as_saying_nothing(tmp_path, which, c
 
 
 def test_python_source_is_parsed_only_through_the_door():
-    """Outside tfgpu/pysource.py, nothing calls ``ast.parse`` or ``ast.literal_eval``: a parse that goes
+    """Outside tfgpu/doors/pysource.py, nothing calls ``ast.parse`` or ``ast.literal_eval``: a parse that goes
     around the door meets MemoryError and RecursionError with no one to catch them."""
     root = Path(__file__).resolve().parents[2] / "tfgpu"
     offenders = []
     for path in root.rglob("*.py"):
-        if path.relative_to(root).as_posix() == "pysource.py":
+        if path.relative_to(root).as_posix() == "doors/pysource.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (

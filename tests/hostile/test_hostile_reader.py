@@ -1,4 +1,4 @@
-"""Hostile files at every surface the tool reads (``tfgpu.untrusted``, the one reader): a FIFO in
+"""Hostile files at every surface the tool reads (``tfgpu.doors.untrusted``, the one reader): a FIFO in
 place of the file (reading one blocks forever), a link to ``/dev/zero`` (never ends), a sparse file
 far over the cap, 200,000 levels of nesting (the parsers recurse), YAML aliases that expand to 10^9
 nodes, bytes that are not UTF-8, and the wrong types. Each case runs the command that reads the

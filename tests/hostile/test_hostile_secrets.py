@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tfgpu import secrets
+from tfgpu.doors import secrets
 from tfgpu.export import DIRECTORY_FORMATS, FORMATS
 
 from .conftest import changed, snapshot

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import run_tool
 
-from tfgpu import childwatch, interrupts
-from tfgpu.proc import Runner
+from tfgpu.process import childwatch, interrupts
+from tfgpu.process.runner import Runner
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
 

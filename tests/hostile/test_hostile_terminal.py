@@ -53,7 +53,7 @@ def no_raw_controls(*texts: str) -> None:
 
 
 def test_shown_escapes_every_control_character():
-    from tfgpu.controls import defused, shown
+    from tfgpu.doors.controls import defused, shown
 
     controls = "".join(map(chr, [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x202E, 0x2066]))
     escaped = shown(f"a{controls}b")
@@ -108,7 +108,7 @@ def test_remove_of_a_hostile_prefix_says_so_escaped(cli, hostile_env, sandbox):
 def test_stray_escapes_in_any_message_are_defused(capsys):
     """The backstop: whatever reaches the output streams (a log line in doctor's evidence, an error
     message naming a path) has its control characters escaped; the layout's newlines stay."""
-    from tfgpu import render
+    from tfgpu.cli.render import results as render
     from tfgpu.errors import OperationError
 
     render.note("read \x1b[2Jfrom a log")

@@ -1,4 +1,4 @@
-"""Hostile URLs, from every source, against the one URL door (``tfgpu/urls.py``).
+"""Hostile URLs, from every source, against the one URL door (``tfgpu/doors/urls.py``).
 
 ``http://10.9.9.9\\@127.0.0.1:9/ch`` is a URL to 127.0.0.1 for Python's ``urlsplit`` and to
 10.9.9.9 for uv, rattler and requests: the door refuses it (``bad-url``) wherever it comes from,
@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tfgpu import urls
+from tfgpu.doors import urls
 from tfgpu.errors import UsageError
 
 from .conftest import changed, snapshot
@@ -431,7 +431,7 @@ def test_a_pip_lock_binds_its_index_platform_and_hashes(cli, sandbox, edit):
 def test_the_front_door_and_the_url_door_name_one_variable():
     """The front door reads TFGPU_INSECURE_HOSTS without importing the URL door (a plan names no URL);
     the URL door names the same variable in its advice."""
-    from tfgpu import urls
     from tfgpu.cli import inputs
+    from tfgpu.doors import urls
 
     assert inputs.INSECURE_HOSTS == urls.ENVIRONMENT

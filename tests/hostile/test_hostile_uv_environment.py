@@ -1,5 +1,5 @@
 """The environment's uv index variables on create pass the URL door like ``TFGPU_INDEX_URL``
-(``tfgpu/proc.py`` checks every index variable a child would read)."""
+(``tfgpu/process/runner.py`` checks every index variable a child would read)."""
 
 from __future__ import annotations
 

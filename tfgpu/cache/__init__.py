@@ -2,7 +2,7 @@
 what each kind of cache holds and what cleaning it would free (:mod:`.survey`), and pruning or
 cleaning it without reaching outside it (:mod:`.cleaning`).
 
-Everything the tool caches lives under ``tfgpu.paths.cache_root()`` except uv's package cache,
+Everything the tool caches lives under ``tfgpu.doors.paths.cache_root()`` except uv's package cache,
 which by default is the user's own (so wheels the user already has are not downloaded again, and
 uv's hard links reach every env from one copy)."""
 
@@ -17,9 +17,9 @@ def operate(action: str, *, dry_run: bool = False) -> dict:
     """``cache info`` (sizes by kind, what clean and prune would free, which uv cache installs use),
     or ``cache prune`` / ``cache clean`` (what was freed; ``dry_run``: what would be)."""
     from tfgpu.cache.survey import survey
+    from tfgpu.doors.paths import cache_root
     from tfgpu.engines.uv import find_uv
     from tfgpu.envs.location import envs_dir
-    from tfgpu.paths import cache_root
 
     root, uv = cache_root(), find_uv()
     chosen = uv_cache(uv)
@@ -35,7 +35,7 @@ def operate(action: str, *, dry_run: bool = False) -> dict:
             "prune_frees": sum(kind["prune_frees"] or 0 for kind in kinds),
         }
     from tfgpu.cache.cleaning import tidy
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     runner = Runner.for_operation(f"cache-{action}")
     runner.log(f"uv cache: {chosen.path} ({chosen.why})")
@@ -57,7 +57,7 @@ def _places(conda_envs):
     from pathlib import Path
 
     from tfgpu.cache.guard import DATA_APART, ENVS_APART, LOGS_APART, Place
-    from tfgpu.paths import data_dir, log_dir
+    from tfgpu.doors.paths import data_dir, log_dir
 
     places = [Place("the data directory", data_dir(), owns_below=True, way=DATA_APART)]
     overlay = os.environ.get("TFGPU_DATA_DIR", "").strip()

@@ -18,18 +18,18 @@ import os
 import stat
 from pathlib import Path
 
-from tfgpu import trees
 from tfgpu.cache.survey import KINDS, OWN_FILES, Kind, prunable, survey
-from tfgpu.controls import shown
+from tfgpu.doors import trees
+from tfgpu.doors.controls import shown
+from tfgpu.doors.paths import is_tagged
 from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.paths import is_tagged
 
 WAY_FOREIGN = "Point TFGPU_CACHE_DIR at the tool's own cache (or unset it), or remove those entries yourself."
 
 
 def check_root(root: Path) -> list[str]:
     """Why ``root`` is not the tool's cache, as names to show (empty: it is). The tool's cache has
-    the tag the tool writes (:func:`tfgpu.paths.tag_cache`) and only its kinds at its top: names
+    the tag the tool writes (:func:`tfgpu.doors.paths.tag_cache`) and only its kinds at its top: names
     alone prove nothing (a project with a ``data`` directory, an env named ``conda``)."""
     try:
         names = sorted(os.listdir(root))
@@ -61,7 +61,7 @@ def _made_by_an_earlier_version(root: Path) -> bool:
 
 def tag_cache_anyway(root: Path) -> None:
     """Adopt an earlier version's cache: write the tag into it (not empty, so ``tag_cache`` would not)."""
-    from tfgpu.paths import CACHE_TAG
+    from tfgpu.doors.paths import CACHE_TAG
 
     with contextlib.suppress(OSError):
         fd = os.open(root / "CACHEDIR.TAG", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -147,7 +147,7 @@ def remove_files(root: Path, keep=None) -> tuple[int, int]:
             counted[1] += info.st_blocks * 512
 
     # Every stat and unlink is relative to a directory opened without following a link and checked
-    # to be the one listed (tfgpu.trees): a directory swapped for a link while the walk runs is
+    # to be the one listed (tfgpu.doors.trees): a directory swapped for a link while the walk runs is
     # never entered, a name that became a link is removed as the link; and no depth of nesting
     # makes the walk recurse.
     with contextlib.suppress(OSError):

@@ -35,7 +35,7 @@ import stat
 import time
 from pathlib import Path
 
-from tfgpu import owner, trees, untrusted
+from tfgpu.doors import owner, trees, untrusted
 from tfgpu.records import record
 
 

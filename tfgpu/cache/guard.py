@@ -16,7 +16,7 @@ before anything is deleted from any of them:
   directory (the project) or the home directory.
 
 Otherwise the command stops with ``cache-overlap`` (nothing removed), naming the overlap. The walk
-never follows a link and never recurses (``tfgpu.trees``).
+never follows a link and never recurses (``tfgpu.doors.trees``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import os
 import re
 from pathlib import Path
 
-from tfgpu import trees
-from tfgpu.controls import shown
+from tfgpu.doors import trees
+from tfgpu.doors.controls import shown
 from tfgpu.errors import ImpossibleError
 from tfgpu.records import record
 

@@ -167,7 +167,7 @@ def unpacked_twice(cache: Path) -> dict[str, int]:
     the same wheel when their ``RECORD`` files (every file's hash) are byte for byte the same."""
     import hashlib
 
-    from tfgpu import untrusted
+    from tfgpu.doors import untrusted
 
     copies: dict[tuple[str, str], list[Path]] = {}
     for record_file in _records(cache):

@@ -3,7 +3,7 @@
 By default the user's uv cache (``UV_CACHE_DIR``, else what ``uv cache dir`` answers) is reused
 when it is on the same file system as the envs directory: uv installs a wheel by hard-linking its
 files from the cache, which only works within one file system; across two, uv would copy every
-file into every env, and the tool's own cache (under ``tfgpu.paths.cache_root()``) is used
+file into every env, and the tool's own cache (under ``tfgpu.doors.paths.cache_root()``) is used
 instead. ``TFGPU_UV_CACHE=own`` always uses the tool's own; ``TFGPU_UV_CACHE=user`` or ``auto``
 (the default) the rule above.
 """
@@ -67,7 +67,7 @@ def not_a_uv_cache(path: Path, *holds: Path) -> str | None:
         return f"{path} cannot be read ({error.strerror})"
     if not names:
         return None
-    from tfgpu import untrusted
+    from tfgpu.doors import untrusted
 
     try:
         first = untrusted.read_head(resolved / "CACHEDIR.TAG", untrusted.CACHE, 200).split(b"\n", 1)[0]
@@ -91,7 +91,7 @@ def users_uv_cache(uv: str | None, environ: Mapping[str, str] = os.environ) -> P
         return Path(os.path.abspath(os.path.expanduser(given)))
     if uv is None:
         return None
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     done = Runner().capture([uv, "cache", "dir", "--no-config"], timeout=20)
     answer = done.output.strip().splitlines()
@@ -109,8 +109,8 @@ def uv_cache(
 ) -> UvCache:
     """The uv cache to use (see the module docstring). ``device`` is injectable: two file systems
     cannot be made without root in a test."""
+    from tfgpu.doors.paths import cache_root
     from tfgpu.errors import UsageError
-    from tfgpu.paths import cache_root
 
     own = cache_root() / "uv"
     setting = environ.get(VARIABLE, "").strip().lower() or "auto"
@@ -120,7 +120,7 @@ def uv_cache(
             f"{VARIABLE}={environ.get(VARIABLE)!r} is not one of {', '.join(CHOICES)}.",
             [f"{VARIABLE}=own keeps the tool's own uv cache; unset it to reuse your uv cache where possible."],
         )
-    from tfgpu.paths import tag_cache
+    from tfgpu.doors.paths import tag_cache
 
     tag_cache(own.parent)  # uv makes its directory, not the tag the cache commands look for
     if setting == "own":

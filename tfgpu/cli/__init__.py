@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from tfgpu.cli.commands import HANDLERS
     from tfgpu.cli.output import note, show
     from tfgpu.cli.parser import COMMANDS, build_parser, with_default_command
-    from tfgpu.interrupts import install_signal_handlers
+    from tfgpu.process.interrupts import install_signal_handlers
 
     _tolerant_streams()
     install_signal_handlers()
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         if error.errno != errno.ENAMETOOLONG:
             # A full disk, a read-only file system or a refused permission met by a write that has
             # no door of its own (a download's .part in -o DIR, say) ends as a typed error too.
-            from tfgpu.paths import write_failure
+            from tfgpu.doors.paths import write_failure
 
             failure = write_failure(error)
             if failure is None:
@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return _report(error, want_json)
     except SystemExit as done:  # --help and --version
         return int(done.code or 0)
-    except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM/SIGHUP (tfgpu.interrupts.Interrupted)
-        from tfgpu.interrupts import left
+    except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM/SIGHUP (tfgpu.process.interrupts.Interrupted)
+        from tfgpu.process.interrupts import left
 
         signum = getattr(stop, "signum", 2)
         remains, done = left(stop)
@@ -92,7 +92,7 @@ def _report(error: TfgpuError, want_json: bool) -> int:
     from tfgpu.cli.output import render
 
     if want_json:
-        from tfgpu.secrets import redact
+        from tfgpu.doors.secrets import redact
 
         sys.stdout.write(redact(json.dumps(error.to_dict(), indent=2)) + "\n")
     else:

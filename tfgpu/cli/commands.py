@@ -74,7 +74,7 @@ def cmd_matrix(settings: Settings) -> results.Result:
 
 
 def cmd_update_data(settings: Settings) -> results.Result:
-    from tfgpu.update import update_data
+    from tfgpu.datasource.update import update_data
 
     return results.DataUpdate(update_data(offline=settings.offline, index_url=settings.index))
 
@@ -404,7 +404,7 @@ def cmd_verify(settings: Settings) -> results.Result:
         return results.Verified(report, multiworker=True, which_env=chosen)
     from tfgpu.cli.endings import before_the_check
     from tfgpu.envs.location import safe_label
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     before_the_check(settings, prefix, chosen)
     runner = Runner.for_operation(f"verify-{safe_label(prefix.name)}")

@@ -30,7 +30,7 @@ DRIVER_DIR = "/proc/driver/nvidia"
 
 def check_command(settings: Settings, prefix: str, name: str | None = None) -> str:
     """The ``verify`` command that checks this env on the GPU host: by name when it was made by name."""
-    from tfgpu.quoting import sh  # pasted into a shell: a prefix may hold spaces, ';' or '$'
+    from tfgpu.doors.quoting import sh  # pasted into a shell: a prefix may hold spaces, ';' or '$'
 
     name = name if name is not None else settings.name
     return f"tfgpu-install verify --name {sh(name)}" if name else f"tfgpu-install verify --prefix {sh(prefix)}"
@@ -135,7 +135,7 @@ def created_ending(settings: Settings, created, name: str | None):
 
     found = unchecked(settings, report, created.prefix, name)
     created = replace(created, unchecked=found, naming=naming(outcome.location.prefix, name))
-    from tfgpu.quoting import sh
+    from tfgpu.doors.quoting import sh
 
     how = outcome.outcome.activate or f"source {sh(f'{created.prefix}/bin/activate')}"
     works = (

@@ -27,7 +27,7 @@ def _enter(settings: Settings):
 
 def _where(settings: Settings) -> str:
     """The env as the user named it, for a command line in a message."""
-    from tfgpu.quoting import sh
+    from tfgpu.doors.quoting import sh
 
     return f"--name {sh(settings.name)}" if settings.name else f"--prefix {sh(settings.prefix)}"
 
@@ -37,10 +37,10 @@ def _attached(
 ) -> results.Result:
     """``argv`` run on this terminal with the env activated (``tfgpu.envs.enter``; ``environ``: the
     environment to give it instead, when the program activates the env itself)."""
-    from tfgpu import quoting
+    from tfgpu.doors import quoting
     from tfgpu.envs import enter
     from tfgpu.errors import CommandNotFoundError, OperationError
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     if environ is None:
         environ = enter.activated_environment(target)

@@ -20,7 +20,7 @@ from tfgpu.settings import Selectors, Settings
 READS_PROJECT = ("plan", "create", "lock", "bundle", "script")
 """The commands a project file applies to (the ones that resolve a target)."""
 INSECURE_HOSTS = "TFGPU_INSECURE_HOSTS"
-"""The variable naming more hosts plain HTTP may reach (``tfgpu.urls`` names it in its advice)."""
+"""The variable naming more hosts plain HTTP may reach (``tfgpu.doors.urls`` names it in its advice)."""
 ACTIVE_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX")
 """The variables that name the active env, in the order they are asked."""
 
@@ -67,7 +67,7 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
             values["project_keys"] = tuple(found.key_of(dest) for dest in taken)
             project_hosts = tuple(found.values.get("insecure_hosts", ()))
             if taken and not given.get("json"):
-                from tfgpu.controls import shown  # its path may hold a newline: one line, escaped
+                from tfgpu.doors.controls import shown  # its path may hold a newline: one line, escaped
 
                 values["notes"] = (
                     *notes,
@@ -77,7 +77,7 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
     # the door is imported only when the variable is set: `plan` otherwise needs no URL.
     named: tuple[str, ...] = ()
     if environ.get(INSECURE_HOSTS, "").strip():
-        from tfgpu import urls
+        from tfgpu.doors import urls
 
         named = tuple(
             urls.host_name(host, INSECURE_HOSTS) for host in environ[INSECURE_HOSTS].split(",") if host.strip()
@@ -102,10 +102,10 @@ def _project(given: dict):
 
 
 def trust(settings: Settings) -> None:
-    """Name the hosts plain HTTP may reach (``tfgpu.urls``) for this run, and only these: nothing
+    """Name the hosts plain HTTP may reach (``tfgpu.doors.urls``) for this run, and only these: nothing
     carries over from an earlier run in the same process."""
-    if not settings.insecure_hosts and "tfgpu.urls" not in sys.modules:
+    if not settings.insecure_hosts and "tfgpu.doors.urls" not in sys.modules:
         return  # nothing named and nothing to forget: `plan` need not import the URL door
-    from tfgpu import urls
+    from tfgpu.doors import urls
 
     urls.trust(list(settings.insecure_hosts))

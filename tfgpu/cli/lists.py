@@ -1,14 +1,14 @@
 """The text form of ``list`` and ``lock --check``: rows of what is there, each path whole, and the
-one command that frees or takes what they name. Part of the CLI layer, beside ``tfgpu.render``."""
+one command that frees or takes what they name. Part of the CLI layer, beside ``tfgpu.cli.render.results``."""
 
 from __future__ import annotations
 
 from rich.filesize import decimal
 from rich.markup import escape
 
-from tfgpu.console import table
-from tfgpu.controls import shown
-from tfgpu.live import out as _out
+from tfgpu.cli.render.console import table
+from tfgpu.cli.render.live import out as _out
+from tfgpu.doors.controls import shown
 
 
 def env_list(envs: list[dict], searched, leftovers=()) -> None:

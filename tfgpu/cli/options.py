@@ -4,12 +4,12 @@ A command lists the options it takes (``tfgpu.cli.parser``); it never defines on
 option means the same thing on every command that has it (``--python`` is always a Python version,
 ``--interpreter`` always a path to an interpreter, ``--channel`` always a conda channel). Values
 are parsed and checked by the core (``tfgpu.resolver.request``, ``tfgpu.installers.options``,
-``tfgpu.paths``), so an error names the flag with the project's own exit codes, not argparse's.
+``tfgpu.doors.paths``), so an error names the flag with the project's own exit codes, not argparse's.
 """
 
 from __future__ import annotations
 
-from tfgpu.paths import path_option
+from tfgpu.doors.paths import path_option
 from tfgpu.records import factory, record
 
 SHELLS = ("bash", "zsh", "fish")
@@ -43,7 +43,7 @@ def _flag(help_text: str) -> dict:
 
 
 def _path(flag: str, metavar: str, help_text: str, **more) -> Option:
-    """An option whose value names a file, directory or URL: ``tfgpu.paths`` checks it as it is parsed."""
+    """An option whose value names a file, directory or URL: ``tfgpu.doors.paths`` checks it as it is parsed."""
     return Option((flag,), help_text, {"metavar": metavar, "type": path_option(flag)} | more)
 
 

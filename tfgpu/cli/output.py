@@ -1,6 +1,6 @@
 """How a result reaches the user, by its type: one JSON document with ``--json``, else text.
 
-:func:`show` is the one place a result (``tfgpu.results``) becomes output. ``tfgpu.render`` draws
+:func:`show` is the one place a result (``tfgpu.results``) becomes output. ``tfgpu.cli.render.results`` draws
 the text (rich is imported only when something is shown to a person); the JSON document is the
 result's own ``to_dict()``.
 """
@@ -11,12 +11,12 @@ import json
 import sys
 
 from tfgpu import results
-from tfgpu.secrets import redact
+from tfgpu.doors.secrets import redact
 from tfgpu.settings import Settings
 
 
 def render():
-    from tfgpu import render as module
+    from tfgpu.cli.render import results as module
 
     return module
 
@@ -98,7 +98,7 @@ def _text(result: results.Text) -> None:
 
 
 def _cache(document: dict) -> None:
-    from tfgpu import render_cache
+    from tfgpu.cli.render import cache as render_cache
 
     (render_cache.info if document["action"] == "info" else render_cache.tidied)(document)
 

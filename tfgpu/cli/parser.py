@@ -88,7 +88,7 @@ class Parser(argparse.ArgumentParser):
         the option each looks like, and the help of the command that was parsed, which lists its
         options (the top-level help lists only the commands)."""
         from tfgpu.cli import typos
-        from tfgpu.controls import shown
+        from tfgpu.doors.controls import shown
 
         argv = getattr(self, "argv", [])
         commands = getattr(self, "commands", None)
@@ -119,7 +119,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # noqa: D102 - argparse hook
         from tfgpu.cli import typos
-        from tfgpu.controls import shown
+        from tfgpu.doors.controls import shown
 
         # argparse quotes some words (repr) and joins others raw: a word's line break would print
         # a line of its own, so the whole message is shown escaped.

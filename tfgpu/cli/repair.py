@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from tfgpu import results
+from tfgpu.doors.quoting import sh
 from tfgpu.errors import UsageError
-from tfgpu.quoting import sh
 from tfgpu.settings import Settings
 
 

@@ -27,7 +27,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.errors import UsageError
 
 MAX_TABLE_BYTES = untrusted.DATA_TABLE.limit
@@ -154,7 +154,7 @@ _WAY = "Fix that file (or remove it from the TFGPU_DATA_DIR overlay to use the s
 
 def _overlay(shipped: set[str]) -> dict[str, tuple[bytes, str]]:
     """``TFGPU_DATA_DIR``'s tables: {name: (bytes, path)}; each must replace a shipped one."""
-    from tfgpu.paths import user_path
+    from tfgpu.doors.paths import user_path
 
     override = os.environ.get("TFGPU_DATA_DIR")
     if not override:
@@ -185,7 +185,7 @@ def parsed_cache_file() -> Path:
 
 
 def _cache_dir() -> Path:
-    from tfgpu.paths import cache_root
+    from tfgpu.doors.paths import cache_root
 
     return cache_root() / "data"
 
@@ -219,7 +219,7 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
 def _write_cache(path: Path, parsed: dict) -> None:
     """Written for this user alone (directory 0700, file 0600, whatever the umask), which is what
     :func:`_read_cache` asks of it."""
-    from tfgpu.paths import tag_cache
+    from tfgpu.doors.paths import tag_cache
 
     payload = marshal.dumps({name: marshal.dumps(table) for name, table in parsed.items()})
     try:

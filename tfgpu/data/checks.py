@@ -95,19 +95,19 @@ def _nested_repeat(items, inside: bool) -> bool:
 
 
 def _one_line(text: str) -> bool:
-    from tfgpu.controls import has_control
+    from tfgpu.doors.controls import has_control
 
     return not has_control(text)
 
 
 def _name(text: str) -> bool:
-    from tfgpu.requirements import name_problem
+    from tfgpu.doors.requirements import name_problem
 
     return name_problem(text) is None
 
 
 def _requirement(text: str) -> bool:
-    from tfgpu.requirements import problem
+    from tfgpu.doors.requirements import problem
 
     return problem(text) is None
 
@@ -118,7 +118,7 @@ def _specifier_word(text: str) -> bool:
 
 
 def _conda_name(text: str) -> bool:
-    from tfgpu.requirements import spec_problem
+    from tfgpu.doors.requirements import spec_problem
 
     return " " not in text and spec_problem(text) is None
 

@@ -1,15 +1,15 @@
 """The user's release overlay: rows ``tfgpu-install update-data`` fetched from PyPI.
 
-It lives in the user data dir (``tfgpu.paths.data_dir()``), in the same format as the shipped
+It lives in the user data dir (``tfgpu.doors.paths.data_dir()``), in the same format as the shipped
 ``tensorflow.toml`` and checked against the same schema; ``resolver.tables.releases()`` adds its
 rows for versions the shipped data lacks, so newer shipped data supersedes it. Reading it is
-reading a table: nothing here fetches (``tfgpu.update`` does, on request).
+reading a table: nothing here fetches (``tfgpu.datasource.update`` does, on request).
 """
 
 from __future__ import annotations
 
-from tfgpu import untrusted
 from tfgpu.data import derived
+from tfgpu.doors import untrusted
 
 UPDATES_FILE = "tensorflow-updates.toml"
 COMPANION_UPDATES_FILE = "companions-updates.toml"
@@ -20,7 +20,7 @@ COMPANION_UPDATES_FILE = "companions-updates.toml"
 def updates() -> dict:
     """The overlay, parsed and checked against tensorflow.toml's schema (it was fetched from the
     network, so it is held to the same rules as a shipped table); {} when there is none."""
-    from tfgpu.paths import data_dir
+    from tfgpu.doors.paths import data_dir
 
     return load(data_dir() / UPDATES_FILE)
 
@@ -28,7 +28,7 @@ def updates() -> dict:
 @derived
 def companion_updates() -> dict:
     """The torch/JAX overlay, parsed and checked against companions.toml's schema; {} when none."""
-    from tfgpu.paths import data_dir
+    from tfgpu.doors.paths import data_dir
 
     return load_companions(data_dir() / COMPANION_UPDATES_FILE)
 

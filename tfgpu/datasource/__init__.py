@@ -1,6 +1,6 @@
 """Reading TensorFlow's release facts from their primary source, the wheels on PyPI.
 
-Used by ``tfgpu-install update-data`` (``tfgpu/update.py``) and by ``scripts/regen_tf_data.py``,
+Used by ``tfgpu-install update-data`` (``tfgpu/datasource/update.py``) and by ``scripts/regen_tf_data.py``,
 which imports these modules instead of keeping its own copies. Standard library only, and never
 imported by the resolver: planning reads tables, it does not fetch.
 

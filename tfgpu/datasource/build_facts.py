@@ -25,8 +25,8 @@ from __future__ import annotations
 import ast
 import struct
 
-from tfgpu import pysource
 from tfgpu.datasource.http import SourceError
+from tfgpu.doors import pysource
 
 #: A fatbin container's magic (little-endian ``0xBA55ED50``) and an entry's kinds.
 FATBIN_MAGIC = b"\x50\xed\x55\xba"

@@ -23,12 +23,12 @@ import re
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu import urls
 from tfgpu.datasource import build_facts
 from tfgpu.datasource import wheel_facts as facts
 from tfgpu.datasource.http import SourceError
 from tfgpu.datasource.releases import Index, WheelFile, best_wheel, wheel_from_json
 from tfgpu.datasource.remote_zip import ZipEntry, central_directory, read_member, read_wheel_members
+from tfgpu.doors import urls
 
 #: The oldest release of each framework the table keeps (older ones predate TF 2.18's CUDA 12.5).
 MINIMUM = {"torch": "2.5", "jax": "0.4.30"}

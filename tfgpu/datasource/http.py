@@ -4,7 +4,7 @@ Every request has a timeout; a JSON document larger than ``max_json_bytes`` and 
 than ``max_range_bytes`` are refused before they are read, and a server that answers a range
 request with the whole file is refused too (that would download the wheel). ``offline=True``
 answers only from the cache and never opens a connection. Every URL, and every redirect's
-target, passes the URL door (``tfgpu.urls``) before a connection is opened to it.
+target, passes the URL door (``tfgpu.doors.urls``) before a connection is opened to it.
 
 A ``deadline`` (a ``time.monotonic()`` value) bounds a whole run, and ``request_deadline`` (seconds)
 bounds each request with its retries, not one read: a server that sends one byte every few seconds
@@ -27,8 +27,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tfgpu import secrets, untrusted, urls
 from tfgpu.datasource.errors import SourceError
+from tfgpu.doors import secrets, untrusted, urls
 
 __all__ = ["Fetcher", "SourceError", "preflight", "write_atomic"]
 

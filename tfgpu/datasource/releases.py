@@ -21,10 +21,10 @@ import dataclasses
 import re
 import threading
 
-from tfgpu import untrusted, urls
 from tfgpu.datasource import wheel_facts as facts
 from tfgpu.datasource.http import Fetcher, SourceError
 from tfgpu.datasource.remote_zip import WheelMembers, ZipEntry, read_wheel_members
+from tfgpu.doors import untrusted, urls
 
 #: Source keys in the order rows list them (defined in tfgpu/data/sources.toml).
 SOURCE_ORDER = ("PYPI-JSON", "WHL-META", "WHL-BI", "WHL-CUDA-H", "WHL-CUDNN-H", "WHL-FATBIN")

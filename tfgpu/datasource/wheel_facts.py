@@ -20,8 +20,8 @@ import email.parser
 import re
 from typing import NamedTuple
 
-from tfgpu import pysource
 from tfgpu.datasource.errors import SourceError
+from tfgpu.doors import pysource
 
 #: Output platform keys, in the order they are written.
 PLATFORMS = ("linux_x86_64", "linux_aarch64", "windows_x86_64", "macos_x86_64", "macos_arm64")

@@ -85,7 +85,7 @@ class RecordedSystem:
         return self.executables.get(name)
 
     def run(self, argv: Sequence[str], timeout: float = 10.0):
-        from tfgpu.proc import Completed
+        from tfgpu.process.runner import Completed
 
         self.ran.append(tuple(argv))
         answer = self.commands.get(tuple(argv))

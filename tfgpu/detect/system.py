@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.records import named_tuple
 
 
@@ -85,10 +85,10 @@ class System:
         return which(name)
 
     def run(self, argv: Sequence[str], timeout: float = 10.0):
-        """Run ``argv`` (no shell) through ``tfgpu.proc`` and capture its output (a
+        """Run ``argv`` (no shell) through ``tfgpu.process.runner`` and capture its output (a
         ``proc.Completed``: ``returncode``, ``stdout``, ``stderr``; a timeout reads as 124);
         None when it cannot be started."""
-        from tfgpu.proc import Runner  # only paid for when a tool is actually run
+        from tfgpu.process.runner import Runner  # only paid for when a tool is actually run
 
         done = Runner().capture(list(argv), env={"LC_ALL": "C"}, timeout=timeout, clean=False)
         if not done.started:

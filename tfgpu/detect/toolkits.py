@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import re
 
-from tfgpu import untrusted
 from tfgpu.detect.host import Toolkit
 from tfgpu.detect.system import System
+from tfgpu.doors import untrusted
 
 NVCC_TIMEOUT_S = 10.0
 # Patterns, compiled on first use (``re`` caches them): most runs never need them.

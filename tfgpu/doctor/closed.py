@@ -16,9 +16,9 @@ import glob
 import os
 from pathlib import Path
 
-from tfgpu import untrusted
 from tfgpu.doctor.findings import Finding, fail, ok, skip, warn
 from tfgpu.doctor.libraries import Probe, Resolved, env_library_dirs, ld_library_path
+from tfgpu.doors import untrusted
 
 REPAIR = "tfgpu-install repair --prefix {root}"
 # The toolkit's libraries; the driver's (libcuda.so.1, libnvidia-*.so) are the system's by design.

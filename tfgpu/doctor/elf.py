@@ -20,7 +20,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 
 DT_NEEDED, DT_STRTAB, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 5, 14, 15, 29
 PT_LOAD, PT_DYNAMIC = 1, 2
@@ -141,7 +141,7 @@ class Image:
 
     @classmethod
     def of_stream(cls, stream, size: int, source: str, budget: Budget | None = None) -> Image:
-        """A file :func:`tfgpu.untrusted.open_stream` opened; ``size``: its fstat size."""
+        """A file :func:`tfgpu.doors.untrusted.open_stream` opened; ``size``: its fstat size."""
         return cls(lambda offset, count: untrusted.read_at(stream, offset, count, source), size, budget)
 
     def _read(self, offset: int, count: int) -> bytes:

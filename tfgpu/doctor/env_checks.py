@@ -8,10 +8,10 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu import untrusted
 from tfgpu.doctor import closed
 from tfgpu.doctor.findings import Finding, fail, ok, skip, warn
 from tfgpu.doctor.libraries import Resolved
+from tfgpu.doors import untrusted
 from tfgpu.resolver import gpu, tables
 
 REBUILD = "tfgpu-install create --force --prefix {root} --tf {tf} --mode pip"
@@ -378,7 +378,7 @@ def repair_journal(env) -> list[Finding]:
     """A repair journal that is not ``done``: a repair was interrupted (SIGKILL, a power cut) before
     it finished or rolled back, and the env holds some of what it had done. Nothing when there is
     no journal, or the repair finished."""
-    from tfgpu.quoting import sh
+    from tfgpu.doors.quoting import sh
 
     path = env.root / REPAIR_JOURNAL
     if not (path.exists() or path.is_symlink()):

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfgpu import untrusted
 from tfgpu.doctor.reads import RunReads
+from tfgpu.doors import untrusted
 from tfgpu.errors import ImpossibleError
 
 TF_DISTRIBUTIONS = (
@@ -71,7 +71,7 @@ class EnvFacts:
 
 def parse_build_info(text: str) -> dict:
     """``build_info = {...}`` or module-level constants (TF 2.0-2.2) -> a dict of literals."""
-    from tfgpu import pysource
+    from tfgpu.doors import pysource
 
     tree = pysource.parse(text)
     if tree is None:
@@ -134,7 +134,7 @@ def read_headers(facts: EnvFacts, site: Path) -> None:
 
 
 def _ask_python(python: Path) -> tuple[Path, str, Path]:
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     script = (
         "import sys, sysconfig, json; print(json.dumps([sys.prefix, '%d.%d' % sys.version_info[:2], "

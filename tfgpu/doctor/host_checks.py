@@ -7,8 +7,8 @@ import os
 
 from packaging.version import Version
 
-from tfgpu import untrusted
 from tfgpu.doctor.findings import Finding, fail, ok, skip, warn
+from tfgpu.doors import untrusted
 from tfgpu.resolver.drivers import driver_at_least, driver_need
 
 WSL_LIB = "/usr/lib/wsl/lib"

@@ -95,7 +95,7 @@ LOG_LIMIT = 32 << 20
 def read_log(source: str, stdin=None) -> tuple[str, bool]:
     """A log's text (``-``: stdin) and whether it was cut at :data:`LOG_LIMIT`; undecodable bytes
     become replacement characters. An unreadable file is ``bad-log-file`` (exit 2)."""
-    from tfgpu import untrusted
+    from tfgpu.doors import untrusted
 
     if source == "-":
         stream = stdin if stdin is not None else __import__("sys").stdin.buffer

@@ -16,7 +16,7 @@ post-install check of ``create``:
   ``nvidia/cu13/`` tree of CUDA 13's wheels);
 - :func:`frameworks`: each framework's Requires-Python and numpy requirement from its METADATA.
 
-Everything goes through :mod:`tfgpu.untrusted`; nothing is imported or loaded.
+Everything goes through :mod:`tfgpu.doors.untrusted`; nothing is imported or loaded.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfgpu import untrusted
 from tfgpu.doctor.reads import RunReads
+from tfgpu.doors import untrusted
 
 NAMESPACE_FILES = re.compile(r"(^|/)__init__\.py$|(^|/)__pycache__/")
 """Files every wheel of a namespace package ships alike (``nvidia/__init__.py``, empty in each)."""

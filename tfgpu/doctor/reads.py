@@ -5,7 +5,7 @@ An env's RECORDs are its own text: a row may name a 50 GB sparse file, a FIFO or
 two dozen rows may name one library through links. Hashing such a file whole, or parsing one library
 once per row that names it, makes doctor slow or hang; so every check of one run asks one
 :class:`RunReads` (made with the run's :class:`~tfgpu.doctor.envfacts.EnvFacts`, never shared between
-runs), which opens files only through :mod:`tfgpu.untrusted` (regular files only, opened without
+runs), which opens files only through :mod:`tfgpu.doors.untrusted` (regular files only, opened without
 blocking) and says what it did not hash and why rather than nothing. Libraries are read within one
 :class:`tfgpu.doctor.elf.Budget` of bytes (per file and for the run), each question only when asked
 (the symbol table only by the two-stack checks), and a library past it is kept in ``unfinished``
@@ -18,8 +18,8 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 
-from tfgpu import untrusted
 from tfgpu.doctor import elf
+from tfgpu.doors import untrusted
 
 GiB = 1024 * 1024 * 1024
 HASH_BUDGET = 16 * GiB

@@ -10,9 +10,9 @@ import os
 import re
 from pathlib import Path
 
-from tfgpu import secrets, untrusted
+from tfgpu.doors import secrets, untrusted
+from tfgpu.doors.urls import checked, local_path, path_parts, shown
 from tfgpu.errors import ImpossibleError, UsageError
-from tfgpu.urls import checked, local_path, path_parts, shown
 
 CONDA_FORGE = "https://conda.anaconda.org/conda-forge"
 DEFAULT = "conda-forge"
@@ -28,7 +28,7 @@ def channel_urls(channels: tuple[str, ...], what: str = "--channel") -> list[str
     for channel in channels or (CONDA_FORGE,):
         if "://" in channel or "\\" in channel:
             # repodata.json carries the packages' checksums: read over plain HTTP from a host not
-            # named, a forged one vouches for forged packages (tfgpu.urls).
+            # named, a forged one vouches for forged packages (tfgpu.doors.urls).
             urls.append(_url(checked(channel, what, allow_file=True).rstrip("/"), channel, what))
         elif channel.startswith(("/", ".", "~")):
             urls.append(Path(channel).expanduser().absolute().as_uri())

@@ -4,7 +4,7 @@ A file is downloaded to ``<name>.part`` in the cache directory, resumed from whe
 transfer stopped, checked against its sha256 (or NVIDIA's md5 where no sha256 is known) and only
 then renamed to its final name; a file that fails the check is deleted. A verified file is kept
 with a ``.verified`` note (its digest, size and mtime), so a later run uses it without hashing
-gigabytes again. Every URL passes the URL door (``tfgpu.urls``: HTTPS, plain HTTP only to hosts
+gigabytes again. Every URL passes the URL door (``tfgpu.doors.urls``: HTTPS, plain HTTP only to hosts
 the user named), and so does every redirect's target, followed here by hand (an https URL never
 continues over http).
 
@@ -22,7 +22,7 @@ import os
 import time
 from pathlib import Path
 
-from tfgpu import untrusted, urls
+from tfgpu.doors import untrusted, urls
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 
 CHUNK = 1 << 16

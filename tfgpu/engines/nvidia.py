@@ -12,7 +12,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from tfgpu import untrusted, urls
+from tfgpu.doors import untrusted, urls
 from tfgpu.errors import ImpossibleError, OperationError
 
 

@@ -5,7 +5,7 @@ terminal, as rich's bar under the file's "Downloading URL (size)" line; on a pip
 line and nothing more until the download is done. pip 24.1 and later can also print them plainly
 (``--progress-bar raw``: "Progress 1048576 of 3145728" lines), but the pip a venv gets is the one
 its Python bundles (``ensurepip``), often older, and an older pip refuses the option outright. So
-pip runs on a pseudo-terminal (``tfgpu.proc.Runner.run``'s ``screen``), as uv does
+pip runs on a pseudo-terminal (``tfgpu.process.runner.Runner.run``'s ``screen``), as uv does
 (``tfgpu.engines.uv_progress``), and this module reads pip's own bar: the numbers are pip's. Raw
 lines are read too, for a pip that prints them. If a pip release draws differently, nothing matches
 and there are no numbers (the step's spinner and pip's printed lines), never wrong ones.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import sys
 
-from tfgpu.controls import character_class
+from tfgpu.doors.controls import character_class
 from tfgpu.engines.uv_progress import MOST_BYTES
 
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
@@ -52,7 +52,7 @@ def draws_progress(argv) -> bool:
 def label_of(url: str) -> str:
     """A download's name on the tool's bar: a wheel's project and version (``tensorflow 2.21.0``),
     else the file's name."""
-    from tfgpu import urls  # the one place URLs are split
+    from tfgpu.doors import urls  # the one place URLs are split
 
     try:
         name = urls.filename(url.rstrip("/"))

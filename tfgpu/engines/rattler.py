@@ -10,7 +10,7 @@ cache into the staging prefix, with the final prefix written into every file tha
 so the env can be built aside and moved.
 
 Everything asynchronous (solve, reading the channels' index, install, indexing) runs in a child
-process, ``tfgpu.engines.rattler_child``, started through ``tfgpu.proc.Runner``: rattler's native
+process, ``tfgpu.engines.rattler_child``, started through ``tfgpu.process.runner.Runner``: rattler's native
 threads can outlive an interpreter and abort it as it exits, and there such a crash is the engine's,
 reported as ``engine-crashed`` with the log, never the tool's. This module builds the requests and
 turns the answers back into rattler's records (plain data: no runtime is started here).
@@ -23,11 +23,11 @@ import os
 import sys
 from pathlib import Path
 
-from tfgpu import secrets, untrusted
+from tfgpu.doors import secrets, untrusted
+from tfgpu.doors.requirements import match_spec
+from tfgpu.doors.urls import local_path
 from tfgpu.engines.channels import CONDA_FORGE, channel_urls, check_channels, check_local_indexes  # noqa: F401
 from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.requirements import match_spec
-from tfgpu.urls import local_path
 
 GLIBC = "2.28"
 """The glibc a lock for linux-* assumes (the floor the pip side locks for: manylinux_2_28)."""
@@ -245,7 +245,7 @@ def _engine(operation: str, what: str, request: dict, runner=None, reporter=None
     import signal
     import tempfile
 
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     runner = runner if runner is not None else Runner()
 
@@ -429,7 +429,7 @@ def verified_copy(record, store: Path) -> Path:
 def _restore_urls(prefix: Path, records: list) -> None:
     """conda-meta names where each package came from (the channel), not the verified copy, and
     never with the channel's credential: rattler writes the URL it downloaded from, ``/t/<token>/``
-    and all, into every record, which others read and copy (``tfgpu.secrets``; the engine's own
+    and all, into every record, which others read and copy (``tfgpu.doors.secrets``; the engine's own
     authentication supplies the credential whenever the URL is used again)."""
     by_name = {f"{r.name.normalized}-{r.version}-{r.build}.json": str(r.url) for r in records}
     for path in (prefix / "conda-meta").glob("*.json"):
@@ -475,7 +475,7 @@ def records_to_json(records: list) -> list[dict]:
 
 def write_records(records: list, path: Path) -> None:
     """The env's record of its conda packages; a channel's credential is not kept in it
-    (``tfgpu.secrets``: the engine's own authentication supplies it whenever the URLs are used)."""
+    (``tfgpu.doors.secrets``: the engine's own authentication supplies it whenever the URLs are used)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     text = secrets.stripped(json.dumps(records_to_json(records), indent=1))

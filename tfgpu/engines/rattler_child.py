@@ -5,7 +5,7 @@ py-rattler runs that work on native (tokio) threads that can outlive the Python 
 failed fetch leaves tasks behind which, at interpreter exit, take the GIL from a finalising
 runtime and abort the process (SIGABRT or SIGSEGV after the error was printed). So the tool never
 runs them in its own process. ``tfgpu.engines.rattler`` starts this module through the one door for
-child processes (``tfgpu.proc.Runner``) with one request as JSON on stdin; this process says what it
+child processes (``tfgpu.process.runner.Runner``) with one request as JSON on stdin; this process says what it
 attempts (the runner's log keeps it), prints progress and the error text on stdout, writes its
 answer as JSON to the file the request names, and ends with ``os._exit`` — so it never finalises
 with native threads still running, and a crash here is the engine's, reported as such, never the
@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.engines.rattler import BYTES, PROGRESS
 
 
@@ -35,7 +35,7 @@ def _say(text: str) -> None:
 def _client():
     """rattler's client with its own authentication: a channel's credential comes from
     ``RATTLER_AUTH_FILE``, ``~/.rattler/credentials.json`` or the keyring (a ``CondaToken`` puts
-    ``/t/<token>/`` back into every request), never from the URL a lock records (``tfgpu.secrets``)."""
+    ``/t/<token>/`` back into every request), never from the URL a lock records (``tfgpu.doors.secrets``)."""
     from rattler import Client
     from rattler.networking.middleware import AuthenticationMiddleware
 

@@ -7,7 +7,7 @@ path, or an exact X.Y for a venv uv may provide), so uv never picks one: left to
 downloads the newest CPython, for which TensorFlow has no wheels. Every one says ``--no-config``:
 a ``uv.toml`` or ``pyproject.toml [tool.uv]`` in the working directory or its parents (a cloned
 project's), or the user's ``~/.config/uv/uv.toml``, would otherwise name indexes that never pass
-the URL door; uv's index variables are held by ``tfgpu.proc`` (through the door, or dropped).
+the URL door; uv's index variables are held by ``tfgpu.process.runner`` (through the door, or dropped).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from tfgpu import untrusted
-from tfgpu.childenv import INDEX_VARIABLES  # the one list: checked for every child, blanked for a lock's run
-from tfgpu.controls import character_class
+from tfgpu.doors import untrusted
+from tfgpu.doors.controls import character_class
+from tfgpu.doors.urls import checked, is_local, parse
 from tfgpu.errors import OperationError, UsageError
-from tfgpu.urls import checked, is_local, parse
+from tfgpu.process.childenv import INDEX_VARIABLES  # the one list: checked for every child, blanked for a lock's run
 
 _PROBLEM_LINES = re.compile(
     r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
@@ -91,7 +91,7 @@ def find_links_source(value: str | None) -> str | None:
     """A ``--find-links`` value checked, as uv will be given it: a local directory (made absolute,
     so the staging directory's cwd does not change its meaning) or a URL through the door, in
     canonical form. An index page over plain HTTP can be swapped along with the wheels it lists
-    (``tfgpu.urls``)."""
+    (``tfgpu.doors.urls``)."""
     if not value:
         return None
     if not is_local(value) or "\\" in value:
@@ -178,7 +178,7 @@ def tries(sources: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
 
 # A requirement as uv names it. uv's output carries text from the wheels' own METADATA (a name in a
 # Requires-Dist may be any length, a version anything): a match starts only where a name does, each
-# part has a length cap, and no part holds a control character (tfgpu.controls), so a 40,000-character
+# part has a length cap, and no part holds a control character (tfgpu.doors.controls), so a 40,000-character
 # name costs no quadratic search (it took 36 s) and no escape sequence reaches the message.
 _CONTROL = character_class()[1:-1]
 _REQ = (

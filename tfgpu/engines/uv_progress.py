@@ -6,7 +6,7 @@ line per large wheel ("Downloading tensorflow (620.1MiB)") when it starts and on
 and nothing in between. The other ways to learn the numbers are worse: uv's cache directory grows
 by unpacked files (a wheel is unzipped as it streams), not by bytes transferred, and by whatever
 else shares the cache; ``uv -v`` logs requests, not bytes; the index's metadata gives sizes but no
-bytes so far. So an install runs on a pseudo-terminal (``tfgpu.proc.Runner.run``'s ``screen``) and
+bytes so far. So an install runs on a pseudo-terminal (``tfgpu.process.runner.Runner.run``'s ``screen``) and
 this module reads uv's own bars: the numbers are uv's. If a uv release draws them differently,
 nothing matches and there are no numbers (the step's spinner and uv's printed lines, as before),
 never wrong ones.
@@ -14,7 +14,7 @@ never wrong ones.
 The total is the sum of the sizes of the downloads uv draws. It is said once every download is
 drawn: uv's header counts the packages it prepares (``Preparing packages... (3/7)``), a bar is drawn
 for each package under way (uv draws no more bars than its terminal has lines:
-``tfgpu.pseudoterminal.LINES``) and goes when its download is in. While fewer bars are drawn than
+``tfgpu.process.pseudoterminal.LINES``) and goes when its download is in. While fewer bars are drawn than
 packages remain unprepared, uv has packages it has not started (it runs up to 50 downloads at once),
 and the sum would be a part that grows: the bytes are reported with no total (the bar says the
 total is not known), never a total that is not the download's. Once as many bars are drawn as

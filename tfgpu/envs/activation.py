@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.envs import writes
 
 # Preload order: each library after the ones it links against [ENGINES-H200] (nvJitLink before
@@ -289,15 +289,15 @@ def _template(name: str) -> str:
 
 def _under(var: str, path: str, escape) -> str:
     """A layout path inside a double-quoted shell string: under ``$var`` (env-relative; ``.`` is the
-    env) or absolute; ``escape`` is the shell's (``tfgpu.quoting``), since directory names come from
+    env) or absolute; ``escape`` is the shell's (``tfgpu.doors.quoting``), since directory names come from
     the installed packages."""
     if path.startswith("/"):
         return escape(path)
     return f"${var}" if path == "." else f"${var}/{escape(path)}"
 
 
-# Standalone too (the bash export embeds it): its own escapes, as tfgpu.quoting's, and its own copy
-# of tfgpu.controls' characters (a test holds the two equal).
+# Standalone too (the bash export embeds it): its own escapes, as tfgpu.doors.quoting's, and its own copy
+# of tfgpu.doors.controls' characters (a test holds the two equal).
 _CONTROLS = (
     r"[\u0000-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e"
     r"\u2060-\u206f\u3164\ud800-\udfff\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"

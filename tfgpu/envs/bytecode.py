@@ -25,9 +25,9 @@ import os
 import re
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.errors import OperationError
-from tfgpu.proc import PIPE
+from tfgpu.process.runner import PIPE
 
 FIXED_ROOT = "/tfgpu-env"
 WORKER = r"""

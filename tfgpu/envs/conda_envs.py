@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 
 
 def conda_envs_dir() -> Path | None:
@@ -21,8 +21,8 @@ def conda_envs_dirs() -> list[Path]:
     """Every envs directory of the conda installation, in conda's order: the entries of
     ``CONDA_ENVS_PATH`` (or ``CONDA_ENVS_DIRS``), then the installation's own ``envs/`` (micromamba:
     ``$MAMBA_ROOT_PREFIX/envs``). Empty when there is no conda. The variables' paths go through
-    ``tfgpu.paths.user_path`` (``bad-path`` naming the variable)."""
-    from tfgpu.paths import user_path
+    ``tfgpu.doors.paths.user_path`` (``bad-path`` naming the variable)."""
+    from tfgpu.doors.paths import user_path
 
     found: list[Path] = []
     for variable in ("CONDA_ENVS_PATH", "CONDA_ENVS_DIRS"):
@@ -46,7 +46,7 @@ def conda_envs_dirs() -> list[Path]:
 
 
 def _installation_envs() -> Path | None:
-    from tfgpu.paths import user_path
+    from tfgpu.doors.paths import user_path
 
     if os.environ.get("MAMBA_ROOT_PREFIX") and not os.environ.get("CONDA_EXE"):
         return Path(user_path(os.environ["MAMBA_ROOT_PREFIX"], "MAMBA_ROOT_PREFIX")) / "envs"

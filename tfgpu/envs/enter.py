@@ -11,7 +11,7 @@ the one place that says it:
   ``etc/conda/activate.d`` script, the tool's ``tfgpu-cuda`` among them.
 
 ``activate`` prints those lines for the user's shell. ``run`` and ``shell`` need the variables
-themselves: :func:`activated_environment` runs the same lines in bash (through ``tfgpu.proc``) and
+themselves: :func:`activated_environment` runs the same lines in bash (through ``tfgpu.process.runner``) and
 reads the environment they leave, so a command started by the tool sees what it would see in a
 shell where the user had activated the env, no more and no less.
 """
@@ -24,7 +24,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from tfgpu import quoting
+from tfgpu.doors import quoting
 from tfgpu.errors import ImpossibleError, OperationError
 
 SHELLS = ("bash", "zsh", "fish")
@@ -156,7 +156,7 @@ def _requoted(script: str, shell: str, prefix: Path, alias: str | None = None) -
 
 def activated_environment(target, runner=None) -> dict[str, str]:
     """This process's environment after the env's activation, as bash leaves it."""
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     environ = dict(os.environ)
     lines = activation_lines(target, "bash")

@@ -106,7 +106,7 @@ def using(final: Path, hold: Path, command: str) -> Iterator[None]:
 
 def _is_the_tool(pid: int) -> bool:
     """Whether ``pid`` is alive and a tfgpu-install (its command line, read through the door)."""
-    from tfgpu import untrusted
+    from tfgpu.doors import untrusted
 
     try:
         argv = untrusted.read_head(f"/proc/{pid}/cmdline", untrusted.SYSTEM_FILE, 1 << 12)

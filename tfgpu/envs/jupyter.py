@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from tfgpu import trees, untrusted
+from tfgpu.doors import trees, untrusted
 from tfgpu.errors import ImpossibleError
 
 KERNEL = re.compile(r"tfgpu-[A-Za-z0-9._-]{1,64}-[0-9a-f]{8}")

@@ -100,10 +100,10 @@ def list_envs(dirs: list[Path] | None = None) -> list[dict]:
 def leftovers(dirs: list[Path] | None = None) -> list[dict]:
     """What an interrupted ``remove`` left in ``dirs`` (``.NAME.tfgpu-removing``, its marker still
     naming the env it was): where, how many files and bytes, and the command that frees them."""
+    from tfgpu.doors.quoting import sh
     from tfgpu.envs import marker, txn
     from tfgpu.envs.removal import survey
     from tfgpu.envs.which import search_dirs
-    from tfgpu.quoting import sh
 
     found = []
     for root in dirs or search_dirs():

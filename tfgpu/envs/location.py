@@ -16,14 +16,14 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfgpu import untrusted
-from tfgpu.controls import character_class
+from tfgpu.doors import untrusted
+from tfgpu.doors.controls import character_class
 from tfgpu.errors import ImpossibleError, UsageError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _UNSAFE = re.compile(r'["$`\\!]|' + character_class())
 """What a prefix may not hold: shell text activation scripts put in double quotes would expand, and
-the characters no generated file or terminal shows as themselves (tfgpu.controls)."""
+the characters no generated file or terminal shows as themselves (tfgpu.doors.controls)."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def normalize(text: str, flag: str = "--prefix") -> Path:
 
 def envs_dir() -> Path:
     """Where ``--name`` envs live (pip and system mode): the platformdirs data dir."""
-    from tfgpu.paths import user_path
+    from tfgpu.doors.paths import user_path
 
     override = os.environ.get("TFGPU_ENVS_DIR")
     if override:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tfgpu import quoting
+from tfgpu.doors import quoting
 
 SELF_ACTIVATING = ("bash", "zsh", "fish")
 """The shells that activate a venv themselves (``deactivate`` works in them)."""

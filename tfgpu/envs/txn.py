@@ -28,10 +28,10 @@ import json
 import os
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.envs import marker, writes
 from tfgpu.errors import ImpossibleError, OperationError
-from tfgpu.proc import shielded
+from tfgpu.process.runner import shielded
 
 STAGING_RECORD = ".tfgpu-staging.json"
 

@@ -16,7 +16,7 @@ conda --name N`` puts an env. ``list`` shows the same directories. A name presen
 repair or delete. Present means a directory entry of that name, or what an interrupted ``remove``
 left of one (so running ``remove`` again finishes it).
 
-The variables are read through the same doors as the options: ``tfgpu.paths.user_path`` (``bad-path``)
+The variables are read through the same doors as the options: ``tfgpu.doors.paths.user_path`` (``bad-path``)
 and ``tfgpu.envs.location.normalize`` (``bad-prefix``: a prefix activation scripts cannot carry);
 a relative value is ``bad-prefix`` too (``activate`` always sets an absolute one), and a value that
 is not a directory (nothing there, a file, a FIFO, a link loop) is ``no-such-env`` (exit 3) naming
@@ -177,8 +177,8 @@ def _by_name(name: str) -> Path:
 
 def _active(variable: str, value: str) -> Path:
     """The active env's directory from ``$VIRTUAL_ENV``/``$CONDA_PREFIX``, read as ``--prefix`` is."""
+    from tfgpu.doors.paths import user_path
     from tfgpu.envs.location import normalize
-    from tfgpu.paths import user_path
 
     user_path(value, variable)
     if not os.path.isabs(value):
@@ -236,7 +236,7 @@ def naming(prefix: Path, name: str | None) -> str:
     """How a later command names the env at ``prefix`` (``run``, ``shell``, ``activate``): ``--name N``
     when that finds this very env, else ``--prefix P`` (a name that finds another env, or none, would
     send the user elsewhere)."""
-    from tfgpu.quoting import sh
+    from tfgpu.doors.quoting import sh
 
     if name:
         try:

@@ -33,7 +33,7 @@ import os
 import stat
 from pathlib import Path
 
-from tfgpu import trees, untrusted
+from tfgpu.doors import trees, untrusted
 from tfgpu.errors import ImpossibleError, OperationError
 
 MAX_DEPTH = 64

@@ -16,10 +16,10 @@ import os
 import stat
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
+from tfgpu.doors.paths import write_outputs
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.export.files import Export, ExportFile
-from tfgpu.paths import write_outputs
 
 __all__ = ["DIRECTORY_FORMATS", "FORMATS", "Export", "ExportFile", "render", "write"]
 

@@ -9,7 +9,7 @@ and fails the hosts that did not get a working GPU stack. Any mode the bash expo
 
 from __future__ import annotations
 
-from tfgpu import quoting
+from tfgpu.doors import quoting
 from tfgpu.export.bash import comment, default_env_name, header, render_bash, template
 from tfgpu.export.files import ExportFile
 

@@ -7,13 +7,13 @@ checks: ``%post`` installs and checks that TensorFlow imports as a CUDA build (n
 ``%test`` repeats that check, ``%runscript`` runs a program given to ``apptainer run`` or, with
 none, the GPU verification. Apptainer's ``--nv`` binds the host driver's libraries through
 LD_LIBRARY_PATH, so ``%environment`` puts the env's directories in front of it, never instead.
-Shell words go through ``tfgpu.quoting.def_word`` (one line: a ``%`` at the start of a line
+Shell words go through ``tfgpu.doors.quoting.def_word`` (one line: a ``%`` at the start of a line
 would open a section), labels through ``one_line``.
 """
 
 from __future__ import annotations
 
-from tfgpu import quoting, requirements
+from tfgpu.doors import quoting, requirements
 from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
 from tfgpu.export import embed

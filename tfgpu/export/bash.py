@@ -2,7 +2,7 @@
 
 The script is assembled from shell parts shipped in ``tfgpu/export/templates`` (helpers, one body
 per mode) under a generated header (what it installs and why) and a block of variables, every
-value quoted through ``tfgpu.quoting`` (shell words, one-line comments). Each step checks whether its result is already in place, so a
+value quoted through ``tfgpu.doors.quoting`` (shell words, one-line comments). Each step checks whether its result is already in place, so a
 second run changes nothing and says so. pip mode carries tfgpu-install's own activation module
 (``tfgpu/envs/activation.py`` and its templates) as readable heredocs (``tfgpu.export.embed``) to
 write the same activation and load hook.
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from tfgpu import __version__, quoting, untrusted
+from tfgpu import __version__
+from tfgpu.doors import quoting, untrusted
 from tfgpu.errors import ImpossibleError
 from tfgpu.export import embed
 from tfgpu.export import pins as pins_of

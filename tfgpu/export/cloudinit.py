@@ -9,7 +9,7 @@ driver (cloud GPU images do); without one, the verification at the end fails and
 
 from __future__ import annotations
 
-from tfgpu import quoting, untrusted
+from tfgpu.doors import quoting, untrusted
 from tfgpu.export.bash import comment, header, render_bash
 
 SCRIPT_PATH = "/opt/tfgpu-install/install-tf.sh"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from tfgpu import quoting, requirements
+from tfgpu.doors import quoting, requirements
 from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
 from tfgpu.export import pins as pins_of

@@ -5,15 +5,15 @@ mode's activation module and the load hook it writes, the verification snippet, 
 preflight) carries it line for line in a quoted heredoc (``<<'DELIM'``: the shell expands
 nothing inside). The delimiter is chosen per file so that no line of the content is the
 delimiter: a line equal to it would end the heredoc early and run the rest as shell commands.
-Only package data of tfgpu-install goes through here (``tfgpu.untrusted.package_text``); values
-from users or data tables are quoted by ``tfgpu.quoting`` instead.
+Only package data of tfgpu-install goes through here (``tfgpu.doors.untrusted.package_text``); values
+from users or data tables are quoted by ``tfgpu.doors.quoting`` instead.
 """
 
 from __future__ import annotations
 
 import re
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 
 _DELIMITER = re.compile(r"[A-Z][A-Z0-9_]*")
 

@@ -7,14 +7,14 @@ these manifests do it with plain Kubernetes: an Indexed Job (one pod per worker,
 for ``nvidia.com/gpu``, is placed by node affinity on GPU Feature Discovery's labels (driver and
 compute capability at least what the resolution needs), and runs tfgpu-install's verify as an
 init container before its worker starts. The image is the Dockerfile export's (written beside);
-the programs come from a ConfigMap. Everything is YAML through ``tfgpu.quoting.yaml_document``.
+the programs come from a ConfigMap. Everything is YAML through ``tfgpu.doors.quoting.yaml_document``.
 """
 
 from __future__ import annotations
 
 from packaging.version import Version
 
-from tfgpu import quoting, untrusted
+from tfgpu.doors import quoting, untrusted
 from tfgpu.errors import ImpossibleError
 from tfgpu.export.bash import comment, default_env_name, header, template
 from tfgpu.export.dockerfile import render_dockerfile

@@ -6,13 +6,13 @@ CUDA libraries first on LD_LIBRARY_PATH, XLA's libdevice, ``CUDA_HOME`` in syste
 unload`` undoes it (``pushenv`` restores a previous XLA_FLAGS). A modulefile holds no absolute
 path: it finds the env from where it is installed, ``<env>/modulefiles/<name>/<version>.lua`` (or
 ``<env>/modulefiles-tcl/<name>/<version>``), so the same bytes serve any prefix and ``module use
-<env>/modulefiles`` is the whole set-up. Every value is written through ``tfgpu.quoting``'s Lua
+<env>/modulefiles`` is the whole set-up. Every value is written through ``tfgpu.doors.quoting``'s Lua
 or Tcl string function.
 """
 
 from __future__ import annotations
 
-from tfgpu import quoting
+from tfgpu.doors import quoting
 from tfgpu.envs.activation import wheel_dirs
 from tfgpu.export.bash import default_env_name
 

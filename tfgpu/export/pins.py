@@ -12,13 +12,13 @@ so. This module renders both cases for each format, so the formats only place it
   which of the two the run does;
 * the image builds (:func:`image_pip`): the same requirements written to a file, the same pip flags.
 
-Every value goes through ``tfgpu.quoting``; the lock's lines were refused by the lock readers
+Every value goes through ``tfgpu.doors.quoting``; the lock's lines were refused by the lock readers
 unless they are pins, hashes and HTTPS URLs (``tfgpu.lock.exported.conda_pins``).
 """
 
 from __future__ import annotations
 
-from tfgpu import quoting
+from tfgpu.doors import quoting
 
 HEREDOC_LOCK = "TFGPU_LOCK"
 PIP_FLAGS = ("--require-hashes", "--no-deps")

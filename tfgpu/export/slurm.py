@@ -18,7 +18,7 @@ Nothing in it names the machine it was generated on or an absolute path of it.
 
 from __future__ import annotations
 
-from tfgpu import quoting, untrusted
+from tfgpu.doors import quoting, untrusted
 from tfgpu.errors import ImpossibleError
 from tfgpu.export import embed
 from tfgpu.export.apptainer import NAME as DEF_NAME

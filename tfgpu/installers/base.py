@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.envs.location import Location
 from tfgpu.installers.options import Options  # noqa: F401 - part of the backend interface
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
+from tfgpu.doors.quoting import sh
+from tfgpu.doors.requirements import lines
 from tfgpu.engines import rattler
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import activation, marker, writes
@@ -33,8 +35,6 @@ from tfgpu.installers.base import (
     write_marker,
 )
 from tfgpu.installers.pip import IPYKERNEL, site_packages
-from tfgpu.quoting import sh
-from tfgpu.requirements import lines
 from tfgpu.resolver import tables
 
 EXTERNAL = ("conda", "mamba", "micromamba")
@@ -296,7 +296,7 @@ def make_backend(resolution, options: Options, source: Source | None = None) -> 
                 "`tfgpu-install script --format bash --mode conda`."
             ],
         )
-    from tfgpu.paths import cache_root
+    from tfgpu.doors.paths import cache_root
 
     rattler.check_channels(rattler.channel_urls(options.channels))
     engine = options.engine or "rattler"

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
+from tfgpu.doors.requirements import lines, requirement
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import activation, bytecode, marker
 from tfgpu.errors import ImpossibleError
@@ -31,7 +32,6 @@ from tfgpu.installers.base import (
     directory_first,
     kernel_steps,
 )
-from tfgpu.requirements import lines, requirement
 from tfgpu.resolver import tables
 
 IPYKERNEL = requirement("ipykernel", what="--jupyter")
@@ -371,7 +371,7 @@ def make_backend(resolution, options) -> PipBackend:
         )
     from tfgpu.cache import uv_cache
     from tfgpu.detect.interpreters import require_python
-    from tfgpu.paths import cache_root
+    from tfgpu.doors.paths import cache_root
 
     uv = None if options.engine == "pip" else uv_engine.find_uv()
     python = require_python(resolution.python, can_download=uv is not None and not options.offline)

@@ -210,7 +210,7 @@ class SystemBackend(Backend):
     def _check_offline(self, item) -> None:
         """--offline: a file already in the download cache (verified before use), or a mirror on this
         machine (a loopback URL); never NVIDIA's servers."""
-        from tfgpu.urls import parse
+        from tfgpu.doors.urls import parse
 
         if (self.downloads / item.filename).is_file() or parse(item.url, "the download's URL").loopback:
             return
@@ -295,8 +295,8 @@ def dry_run_note(resolution, problem: ImpossibleError) -> str:
 def make_backend(resolution, options, *, dry_run: bool = False) -> SystemBackend:
     """system mode for ``resolution``: the driver is checked (a dry run notes what it lacks instead
     of refusing), the downloads must be verifiable."""
+    from tfgpu.doors.paths import cache_root
     from tfgpu.installers.pip import make_backend as pip_backend
-    from tfgpu.paths import cache_root
 
     problem = driver_problem(resolution)
     if problem is not None and not dry_run:

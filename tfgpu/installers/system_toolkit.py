@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.envs import writes
 from tfgpu.errors import ImpossibleError
 
@@ -130,7 +130,7 @@ def place_toolkit(cuda: str, location, system: bool, items, force: bool) -> Tool
 
 def profile_script(final: Path) -> str:
     """``/etc/profile.d`` entry: the toolkit's ``bin`` on PATH for login shells (once)."""
-    from tfgpu import quoting
+    from tfgpu.doors import quoting
 
     bin_dir = quoting.sh(f"{final}/bin")
     return (
@@ -160,7 +160,7 @@ def user_profile(final: Path) -> str:
 def ld_conf(final: Path) -> str:
     """``/etc/ld.so.conf.d`` entry: the toolkit's libraries (and cuDNN) for the dynamic loader (one
     directory per line, so the path must be one line)."""
-    from tfgpu import quoting
+    from tfgpu.doors import quoting
 
     return (
         f"# Written by tfgpu-install: CUDA toolkit and cuDNN libraries.\n"
@@ -187,7 +187,7 @@ def commit_toolkit(place: ToolkitPlace) -> None:
     """Move a finished system toolkit into place; an old one (--force, proved ours by its marker
     when the plan was made) goes only afterwards."""
     from tfgpu.envs import txn
-    from tfgpu.proc import shielded
+    from tfgpu.process.runner import shielded
 
     old = place.final.with_name(f".{place.final.name}.tfgpu-old")
     with shielded():

@@ -140,7 +140,7 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
     places = [expected(base) for base in bases]
     paths = next((found for found in places if any(path.is_file() for path in found.values())), None)
     if paths is None:
-        from tfgpu.controls import shown  # paths from the file system: a newline in one forges no line
+        from tfgpu.doors.controls import shown  # paths from the file system: a newline in one forges no line
 
         looked = ", ".join(shown(path) for found in places for path in found.values())
         raise UsageError(
@@ -207,7 +207,7 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
     one platform). The lock is read by the readers ``create --from-lock`` uses (an edited, truncated
     or hostile lock is refused here, before anything is rendered); selectors given alongside must
     agree with it; ``platforms``: ``--platform``, which chooses among a conda lock's platforms."""
-    from tfgpu import untrusted
+    from tfgpu.doors import untrusted
     from tfgpu.errors import ImpossibleError, TfgpuError, UsageError
     from tfgpu.lock.exported import Locked, check_hashed, choose_platform, conda_pins, file_sha256
     from tfgpu.lock.selectors import check_selectors
@@ -273,7 +273,7 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
     )
     # The name is only shown (the sha256 is what identifies the file), on one line without control
     # characters: a script's LOCK_NAME word would carry an escape sequence to the reviewer's terminal.
-    from tfgpu.quoting import one_line
+    from tfgpu.doors.quoting import one_line
 
     pins = Locked(mode, one_line(lock.path.name) or "lock", digest, platform, requirements, conda)
     return resolution, pins

@@ -15,11 +15,11 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
+from tfgpu.doors.requirements import lines
 from tfgpu.engines.uv import INDEX_VARIABLES
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.lock.platforms import Platform
-from tfgpu.requirements import lines
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 _LOCAL = re.compile(r"file:|(?<![\w.-])/(?:opt|tmp|home|root|work|var)/|127\.0\.0\.1|localhost")
@@ -30,7 +30,7 @@ def index_url() -> str:
     through the URL door. A credential in it (``/t/<token>/``, ``?token=``) is refused
     (``secret-in-url``) before anything resolves: a lock records its index, and uv reads the
     credential from ``~/.netrc`` (or a keyring) itself."""
-    from tfgpu import secrets
+    from tfgpu.doors import secrets
     from tfgpu.engines.uv import preflown_index
 
     named = os.environ.get("TFGPU_INDEX_URL")

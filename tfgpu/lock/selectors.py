@@ -33,7 +33,7 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
     selectors (``lock-malformed``, exit 2, otherwise). Both lock readers call this before any
     field is used: a checksum proves nothing (anyone can recompute it), and these fields become
     ``uv venv --python X``, ``--python-version X`` and file names (the bytecode store's marker)."""
-    from tfgpu.requirements import name_problem
+    from tfgpu.doors.requirements import name_problem
     from tfgpu.versions import is_canonical_release
 
     def refuse(key: str, why: str):

@@ -5,10 +5,10 @@ for, the CPU package of the release the GPU platforms get.
 
 from __future__ import annotations
 
+from tfgpu.doors.requirements import requirement
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import Platform, parse_platform
 from tfgpu.records import replace
-from tfgpu.requirements import requirement
 from tfgpu.resolver.model import Notice, Packages
 from tfgpu.resolver.request import OSES, parse_arch, parse_choice
 from tfgpu.settings import Selectors

@@ -10,7 +10,7 @@ def tools(operation: str):
     """(runner, uv binary, uv cache dir) for a lock or bundle operation; the log names ``operation``."""
     from tfgpu.cache import uv_cache
     from tfgpu.engines.uv import find_uv
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     uv = find_uv()
     if uv is None:

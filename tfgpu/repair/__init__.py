@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from tfgpu.doors.quoting import sh
 from tfgpu.engines import uv as uv_engine
 from tfgpu.errors import ImpossibleError
-from tfgpu.quoting import sh
 
 
 def locate(name: str | None, prefix: str | None, interpreter: str | None, environ=None):
@@ -74,7 +74,7 @@ def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detec
 
 
 def _installer(plan_or_journal_manager: str, survey, resolution, runner, *, find_links, offline, channels):
-    from tfgpu.paths import cache_root
+    from tfgpu.doors.paths import cache_root
 
     if plan_or_journal_manager == "conda":
         from tfgpu.engines import rattler
@@ -351,6 +351,6 @@ def _unfinished(root: Path, undoing: bool) -> str | None:
 
 def _runner(found):
     from tfgpu.envs.location import safe_label
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     return Runner.for_operation(f"repair-{safe_label(found.prefix.name)}")

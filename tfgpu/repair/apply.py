@@ -30,11 +30,11 @@ import re
 import stat
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.envs import writes
 from tfgpu.envs.writes import inside
 from tfgpu.installers.stacks import owned_twice, refuse_files_owned_twice
-from tfgpu.proc import shielded
+from tfgpu.process.runner import shielded
 from tfgpu.repair import listing
 from tfgpu.repair.journal import FORMAT, check_journal, write_journal
 from tfgpu.repair.plan import RepairPlan, differing_files, state_of

@@ -35,7 +35,7 @@ import stat
 import time
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.envs import writes
 from tfgpu.errors import TfgpuError
 from tfgpu.repair.survey import canonical

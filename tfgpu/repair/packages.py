@@ -10,7 +10,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from tfgpu import requirements as req
+from tfgpu.doors import requirements as req
 from tfgpu.engines import uv as uv_engine
 from tfgpu.engines.uv_progress import UvProgress
 from tfgpu.envs import writes

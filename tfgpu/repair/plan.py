@@ -16,7 +16,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.envs import writes
 from tfgpu.repair.survey import EnvSurvey, canonical
 from tfgpu.resolver import tables

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.errors import ImpossibleError
 
 JOURNAL = Path("etc") / "tfgpu" / "repair.json"
@@ -161,7 +161,7 @@ def read_journal(root: Path) -> dict | None:
 
 def _refuse_managed(python: Path) -> None:
     """PEP 668: an interpreter whose stdlib holds ``EXTERNALLY-MANAGED`` belongs to the system."""
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     done = Runner().capture(
         [

@@ -30,8 +30,8 @@ def planned(resolution, plan: CoPlan):
     uv resolution installs and locks them all. Two stacks add a ``two-cuda-stacks`` notice: pip
     mode's ``create`` then installs TensorFlow's CUDA wheels apart (``tfgpu.installers.stacks``),
     and the commands that would install both as one set refuse (:func:`refuse_two_stacks`)."""
+    from tfgpu.doors.requirements import canonical
     from tfgpu.records import replace
-    from tfgpu.requirements import canonical
     from tfgpu.resolver.model import Notice
 
     reasons = (*resolution.reasons, *plan.reasons)

@@ -40,15 +40,15 @@ class Packages:
     (``nvidia-cudnn-cu12<10.0,>=9.10.2.21``): the pins the plan relies on, installed through the extra."""
 
     def __post_init__(self) -> None:
-        # The door (tfgpu.requirements) is the only maker of what uv, pip, rattler, locks and
+        # The door (tfgpu.doors.requirements) is the only maker of what uv, pip, rattler, locks and
         # exports are handed: a plain string here was built around it.
-        from tfgpu.requirements import MatchSpec, Requirement
+        from tfgpu.doors.requirements import MatchSpec, Requirement
 
         for field_name, kind in (("pip", Requirement), ("cuda_extra", Requirement), ("conda", MatchSpec)):
             for item in getattr(self, field_name):
                 if not isinstance(item, kind):
                     raise TypeError(
-                        f"Packages.{field_name} takes {kind.__name__} values from tfgpu.requirements, not {item!r}"
+                        f"Packages.{field_name} takes {kind.__name__} values from tfgpu.doors.requirements, not {item!r}"
                     )
 
     def to_dict(self) -> dict:

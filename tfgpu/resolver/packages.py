@@ -10,7 +10,7 @@ system: NVIDIA's runfile for the build's CUDA, a cuDNN archive, then TensorFlow 
 
 from __future__ import annotations
 
-from tfgpu.requirements import canonical, match_spec, requirement
+from tfgpu.doors.requirements import canonical, match_spec, requirement
 from tfgpu.resolver import tables
 from tfgpu.resolver.model import ModeOption, Notice, Packages
 from tfgpu.versions import Range, parse

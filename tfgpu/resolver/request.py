@@ -222,7 +222,7 @@ def parse_with(values) -> tuple[tuple[str, str | None, str, str], ...]:
         return ()  # `plan` without --with imports no requirement parser
     from packaging.requirements import Requirement as Parsed
 
-    from tfgpu import requirements
+    from tfgpu.doors import requirements
 
     found = []
     from tfgpu.versions import MAX_SPECIFIER, specifier

@@ -12,8 +12,8 @@ builds CUDA variants for Linux x86_64 only. Asked for and missing, it is refused
 
 from __future__ import annotations
 
+from tfgpu.doors.requirements import match_spec
 from tfgpu.records import named_tuple
-from tfgpu.requirements import match_spec
 from tfgpu.resolver import tables
 from tfgpu.resolver.model import ModeOption, Packages
 

@@ -11,7 +11,7 @@ import re
 from importlib.resources import as_file, files
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.errors import ImpossibleError, OperationError
 
 NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
@@ -59,7 +59,7 @@ def driverless_report(prefix: Path, why: str) -> dict:
 
 def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=None) -> dict:
     """Run the check with ``prefix``'s Python; the report, with TensorFlow's notable log lines."""
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     python = _env_python(prefix)
     runner = runner or Runner()
@@ -120,7 +120,7 @@ def run_multiworker(prefix: Path, workers: int, timeout: float = 900, runner=Non
     """``verify --workers N``: ``multiworker.py`` run by ``prefix``'s Python starts N local workers
     (one GPU each, N sharing one GPU, or the CPU) through one MultiWorkerMirroredStrategy step;
     the report has each worker's loss after the step, the collective used, and the wall time."""
-    from tfgpu.proc import Runner
+    from tfgpu.process.runner import Runner
 
     if not 2 <= workers <= 64:
         from tfgpu.errors import UsageError

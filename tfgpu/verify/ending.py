@@ -2,7 +2,7 @@
 code, a crash with its signal, a hang only where the runner stopped it at its timeout, and the tail
 of what it wrote to stderr (a framework's message before it exited).
 
-The runner (:meth:`tfgpu.proc.Runner.capture`) gives a child it stopped at its timeout status 124,
+The runner (:meth:`tfgpu.process.runner.Runner.capture`) gives a child it stopped at its timeout status 124,
 and a framework's import may exit with 124 itself: the time it ran tells them apart.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import signal
 
-from tfgpu.controls import character_class
+from tfgpu.doors.controls import character_class
 
 
 def stopped_at_timeout(done, timeout: float) -> bool:

@@ -15,7 +15,7 @@ templates = {
     name: (files / name).read_text(encoding="utf-8") for name in ("activate.sh", "activate.fish", "cuda_hook.py")
 }
 
-# The activation module writes through tfgpu-install's doors (tfgpu.envs.writes, tfgpu.untrusted),
+# The activation module writes through tfgpu-install's doors (tfgpu.envs.writes, tfgpu.doors.untrusted),
 # which the target does not have: these stand-ins keep the doors' promises that matter here
 # (whole files renamed into place, a link out of the env never read through, nothing rewritten
 # that already holds the same bytes) and record what changed.
@@ -91,11 +91,11 @@ def make_dirs(path, root=None):
 for name, members in (("tfgpu", {}), ("tfgpu.envs", {}),
                       ("tfgpu.envs.writes", {"read_own": read_own, "put_text": put_text, "put_link": put_link,
                                              "make_dirs": make_dirs}),
-                      ("tfgpu.untrusted", {"package_text": lambda *parts: templates[parts[-1]]})):
+                      ("tfgpu.doors.untrusted", {"package_text": lambda *parts: templates[parts[-1]]})):
     stand_in = types.ModuleType(name)
     stand_in.__dict__.update(members)
     sys.modules[name] = stand_in
-sys.modules["tfgpu"].envs, sys.modules["tfgpu"].untrusted = sys.modules["tfgpu.envs"], sys.modules["tfgpu.untrusted"]
+sys.modules["tfgpu"].envs, sys.modules["tfgpu"].untrusted = sys.modules["tfgpu.envs"], sys.modules["tfgpu.doors.untrusted"]
 sys.modules["tfgpu.envs"].writes = sys.modules["tfgpu.envs.writes"]
 module = types.ModuleType("tfgpu_activation")
 sys.modules[module.__name__] = module

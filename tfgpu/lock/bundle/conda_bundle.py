@@ -21,7 +21,9 @@ import os
 import shutil
 from pathlib import Path
 
-from tfgpu import __version__, secrets, urls
+from tfgpu import __version__
+from tfgpu.doors import secrets, urls
+from tfgpu.doors.paths import write_output
 from tfgpu.errors import OperationError
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import (
@@ -34,7 +36,6 @@ from tfgpu.lock.bundle.steps import (
     collect,
     start,
 )
-from tfgpu.paths import write_output
 from tfgpu.progress import Combined
 
 LOCK = "conda-lock.yml"
@@ -116,9 +117,9 @@ file stops the install (exit 3) with nothing changed. The conda packages come fr
 def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "--channel", reporter=None) -> Built:
     """Write the conda bundle for ``resolution`` on ``platform`` into ``out``; returns its summary.
     ``channels``: the ``--channel`` values (conda-forge when none), from ``channel_from``."""
+    from tfgpu.doors.paths import cache_root
     from tfgpu.engines import rattler
     from tfgpu.lock.conda import read, write
-    from tfgpu.paths import cache_root
 
     channels = write.channel_list(channels, channel_from)
     runner, uv, _, say = start(resolution, platform, out, reporter)
@@ -138,7 +139,7 @@ def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "
     # One transfer for all the packages; the lock records no sizes, so only the bytes so far are known.
     combined = Combined(reporter, f"{len(conda)} conda packages", None) if reporter is not None else None
     for package in conda:
-        # The lock records no credential; the channel as given this run has it (tfgpu.secrets).
+        # The lock records no credential; the channel as given this run has it (tfgpu.doors.secrets).
         url = secrets.with_credential(str(package.url), channels)
         copied = copy_package(url, package.hash.sha256, out / "channel" / subdir_of(package.url), combined)
         if combined is not None:

@@ -11,7 +11,7 @@ import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 from tfgpu.errors import OperationError
 from tfgpu.lock.resolving import index_url
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from tfgpu import __version__
+from tfgpu.doors.paths import write_output
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import (
     FORMAT,
@@ -21,7 +22,6 @@ from tfgpu.lock.bundle.steps import (
 from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins, index_url
-from tfgpu.paths import write_output
 
 
 def build(resolution, platform: Platform, out: Path, *, reporter=None) -> Built:

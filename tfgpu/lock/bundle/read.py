@@ -10,8 +10,8 @@ import os
 import re
 from pathlib import Path
 
-from tfgpu import trees, untrusted
-from tfgpu.controls import has_control
+from tfgpu.doors import trees, untrusted
+from tfgpu.doors.controls import has_control
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import FORMAT as BUNDLE_FORMAT

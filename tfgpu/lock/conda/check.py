@@ -16,8 +16,8 @@ from tfgpu.lock.tools import tools
 
 def check(lock, reporter=None) -> Check:
     """Whether a conda lock (read and checked by :func:`tfgpu.lock.conda.read.read`) is current."""
+    from tfgpu.doors.paths import cache_root
     from tfgpu.engines import rattler
-    from tfgpu.paths import cache_root
 
     metadata = lock.lockfile.metadata
     platforms = list(metadata.platforms)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tfgpu.doors.urls import checked
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.conda.read import CondaLock, read
-from tfgpu.urls import checked
 
 
 def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> str:
@@ -19,7 +19,7 @@ def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> st
     a crafted lock cannot slip an option line or another source into the file (``lock-has-options``)."""
     import re
 
-    from tfgpu.urls import parse
+    from tfgpu.doors.urls import parse
 
     lines = []
     for p in lock.packages(platform, "pip"):

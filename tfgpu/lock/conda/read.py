@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
+from tfgpu.doors.urls import checked
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.conda.write import FORMAT, model_digest
-from tfgpu.urls import checked
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,8 @@ def check_urls(lockfile, path: Path) -> None:
     entries, not where they point, and a re-signed lock could install from any server. A conda
     package URL is a recorded channel's URL (same scheme, host and port), then ``/<subdir>/`` of
     the package's platform or ``noarch``, then the file name; ``file://`` bundles' channels too."""
-    from tfgpu import secrets
-    from tfgpu.urls import parse
+    from tfgpu.doors import secrets
+    from tfgpu.doors.urls import parse
 
     channels = [str(c.url) for c in lockfile.metadata.channels]
     for url in [*channels, *(str(p.url) for p in lockfile.package)]:
@@ -150,7 +150,7 @@ def _plain_file_name(url: str) -> bool:
     ``%2e%2e`` or ``x%5C..`` reach another directory of the host on servers that decode before
     they resolve the path (Python's http.server, many proxies), which the text comparison above
     cannot see."""
-    from tfgpu.urls import filename
+    from tfgpu.doors.urls import filename
 
     decoded = filename(url)
     return bool(decoded) and decoded not in (".", "..") and not any(mark in decoded for mark in "/\\")

@@ -12,7 +12,7 @@ sha256 over every package entry, so an edited lock is refused before anything is
 conda-lock itself reads the file (``conda-lock render -k explicit`` works on it).
 
 A channel given with a credential (``/t/<token>/``) is solved as given and recorded without it,
-channels and package URLs alike (``tfgpu.secrets.strip``): a lock is committed and copied. The
+channels and package URLs alike (``tfgpu.doors.secrets.strip``): a lock is committed and copied. The
 header then says where the credential comes from at install time (the engine's own authentication).
 """
 
@@ -23,7 +23,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import __version__, secrets, untrusted
+from tfgpu import __version__
+from tfgpu.doors import secrets, untrusted
 from tfgpu.errors import ImpossibleError
 
 FORMAT = "2"
@@ -173,8 +174,8 @@ def channel_list(channels, channel_from: str = "--channel") -> list[str]:
 
 def write_lock(targets, output: str | None, *, channels=(), channel_from: str = "--channel", reporter=None) -> Written:
     """``lock --mode conda``: one conda-lock.yml for every ``(platform, resolution, cpu_only)``."""
+    from tfgpu.doors.paths import cache_root
     from tfgpu.lock.tools import tools
-    from tfgpu.paths import cache_root
 
     urls = channel_list(channels, channel_from)
     runner, uv, _ = tools("lock")
@@ -191,11 +192,11 @@ HEADER = """\
 
 
 def header(path: Path, channels=()) -> str:
-    """:data:`HEADER` for the lock written at ``path``: its name is comment text (tfgpu.quoting), as
+    """:data:`HEADER` for the lock written at ``path``: its name is comment text (tfgpu.doors.quoting), as
     a line break in it would end the comment and a bidirectional control show another line.
     ``channels``: the channels as given; each given with a credential gets a line saying it is
     recorded without it, and where the credential comes from at install time."""
-    from tfgpu.quoting import one_line
+    from tfgpu.doors.quoting import one_line
 
     text = HEADER.format(version=__version__, name=one_line(path.name) or "conda-lock.yml")
     for channel in channels:
@@ -227,7 +228,7 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
     """
     import yaml
 
-    from tfgpu.paths import output_dir, write_output
+    from tfgpu.doors.paths import output_dir, write_output
 
     path = output_path(output)
     if path.is_dir():

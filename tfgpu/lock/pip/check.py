@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tfgpu.doors.requirements import canonical
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.lock.check import Check, input_changes, package_changes, target_today
 from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import parse_platform
 from tfgpu.lock.resolving import compile_pins
 from tfgpu.lock.tools import tools
-from tfgpu.requirements import canonical
 
 
 def check(lock, reporter=None) -> Check:

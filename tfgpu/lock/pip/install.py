@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tfgpu.doors.requirements import canonical
 from tfgpu.lock.selectors import check_platform, check_selectors
-from tfgpu.requirements import canonical
 from tfgpu.resolver.model import Packages, Resolution
 
 

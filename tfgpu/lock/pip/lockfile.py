@@ -17,11 +17,12 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import __version__, untrusted
+from tfgpu import __version__
+from tfgpu.doors import untrusted
+from tfgpu.doors.quoting import one_line
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import index_url
-from tfgpu.quoting import one_line
 
 FORMAT = 1
 """The lock format this tool writes and reads; bumped when the header's meaning changes."""
@@ -142,7 +143,7 @@ def render(meta: dict, body: str, output: str) -> str:
         else f"CUDA {r['cuda']}, cuDNN {r['cudnn']}, NVIDIA driver >= {r['min_driver']}"
     )
     # The file's name, never its directory: the same inputs in two checkouts give the same bytes. It
-    # is comment text (tfgpu.quoting): a line break in it would end the comment (a stray line is a
+    # is comment text (tfgpu.doors.quoting): a line break in it would end the comment (a stray line is a
     # requirement to pip), a bidirectional control would show the reviewer another line.
     name = one_line(Path(output).name) or "lock"
     lines = [
@@ -257,7 +258,7 @@ def _pin_problem(line: str) -> str | None:
     """Why ``line`` is not one ``name==version`` pin (with an optional marker), or None."""
     from packaging.requirements import Requirement
 
-    from tfgpu.requirements import problem
+    from tfgpu.doors.requirements import problem
     from tfgpu.versions import version
 
     text = line[:-2] if line.endswith(" \\") else line
@@ -290,7 +291,7 @@ def check_body(body: str, path) -> None:
 
 def check_index(index, path) -> str | None:
     """The index a lock records passes the URL door (``bad-url``, ``insecure-url``) before anything reads it."""
-    from tfgpu.urls import checked
+    from tfgpu.doors.urls import checked
 
     return None if index is None else checked(index, f"{path}: the recorded index")
 

@@ -13,14 +13,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import untrusted
-from tfgpu.controls import shown
+from tfgpu.doors import untrusted
+from tfgpu.doors.controls import shown
+from tfgpu.doors.paths import output_dir, write_outputs
 from tfgpu.errors import ImpossibleError
 from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins
 from tfgpu.lock.tools import tools
-from tfgpu.paths import output_dir, write_outputs
 
 
 @dataclass(frozen=True)

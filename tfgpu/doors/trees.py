@@ -23,14 +23,14 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 
 _WALKED = untrusted.Kind("a directory being walked", 0, None, links=False)
 
 
 def _open_directory(name: str | Path, at: int | None = None) -> int:
     """``name`` (in the open directory ``at``) opened as a directory, never through a link in its
-    last component (``tfgpu.untrusted.open_directory``); OSError when it cannot be."""
+    last component (``tfgpu.doors.untrusted.open_directory``); OSError when it cannot be."""
     try:
         return untrusted.open_directory(name, _WALKED, at=at)
     except untrusted.Unreadable as error:

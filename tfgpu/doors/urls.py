@@ -31,8 +31,8 @@ import re
 from pathlib import Path
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
-from tfgpu import secrets
-from tfgpu.controls import CHARACTERS as CONTROLS
+from tfgpu.doors import secrets
+from tfgpu.doors.controls import CHARACTERS as CONTROLS
 from tfgpu.errors import UsageError
 from tfgpu.records import record
 
@@ -230,12 +230,12 @@ def _host(raw: str, what: str, url) -> str:
 
 
 def shown(url, limit: int = 200) -> str:
-    """``url`` as a message shows it: its credential masked (``tfgpu.secrets``: a message reaches
+    """``url`` as a message shows it: its credential masked (``tfgpu.doors.secrets``: a message reaches
     CI logs), controls escaped (a backslash stays one backslash), at most ``limit`` characters,
     with how much was cut said in words (a hostile URL can be a megabyte)."""
     if isinstance(url, str):
         url = secrets.redact(url)
-    # Not printable (spaces but " ") or one of tfgpu.controls: a variation selector or a Hangul
+    # Not printable (spaces but " ") or one of tfgpu.doors.controls: a variation selector or a Hangul
     # filler is "printable" to Python, and shows as nothing.
     text = (
         "".join(c if c.isprintable() and c not in CONTROLS else ascii(c)[1:-1] for c in url)

@@ -27,8 +27,8 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from tfgpu.doors.owner import only_mine
 from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
-from tfgpu.owner import only_mine
 from tfgpu.records import record
 
 TYPE_CHECKING = False

@@ -2,7 +2,7 @@
 
 It reads PyPI the way ``scripts/regen_tf_data.py`` does (``tfgpu.datasource``: the JSON API, then
 range requests into each new release's wheels, every request bounded in size and by its own deadline), checks
-every row it builds, and writes the rows to the user's overlay as each release is read (``tfgpu.paths.data_dir()``),
+every row it builds, and writes the rows to the user's overlay as each release is read (``tfgpu.doors.paths.data_dir()``),
 which the resolver adds to the shipped table for versions that table lacks; newer shipped data
 supersedes it. Answers are cached under the user cache dir, and ``offline=True`` uses only those:
 it never opens a connection. Nothing else in tfgpu-install fetches release data: ``plan`` only
@@ -44,7 +44,7 @@ HEADER = """\
 
 
 def _check_index(url: str) -> str:
-    from tfgpu.urls import checked
+    from tfgpu.doors.urls import checked
 
     return checked(url, "--index").rstrip("/")
 
@@ -74,13 +74,13 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
 
     Every request has its own deadline (:data:`TIMEOUT_S`), not the run: a run that reads many
     releases takes as long as they need. Each release read and validated is written to the overlay
-    at once (``tfgpu.update_overlay``), so a failure later keeps it, and the next run against the
+    at once (``tfgpu.datasource.overlay``), so a failure later keeps it, and the next run against the
     same index resumes from what is kept. A run where something failed ends ``update-incomplete``
     (what was written, what was not and why) or, where nothing could be read, ``update-failed``."""
     from tfgpu.data.updates import UPDATES_FILE
     from tfgpu.datasource.http import Fetcher
     from tfgpu.datasource.releases import Index
-    from tfgpu.paths import cache_root, data_dir
+    from tfgpu.doors.paths import cache_root, data_dir
     from tfgpu.resolver import tables
 
     if index_url is None and offline:  # the cache holds the answers of the index used last time
@@ -150,7 +150,7 @@ def _kept_note(progress) -> str:
 
 
 def label(row) -> str:
-    from tfgpu.update_overlay import label as companion_label
+    from tfgpu.datasource.overlay import label as companion_label
 
     return companion_label(row)
 
@@ -159,11 +159,11 @@ def _progress(shipped: dict, url: str, header: str, fetched: str):
     """What earlier runs against ``url`` kept (rows for versions the shipped data now has are
     dropped; an overlay from another index, or one that no longer loads, is started over)."""
     from tfgpu.data.updates import COMPANION_UPDATES_FILE, UPDATES_FILE, load, load_companions
+    from tfgpu.datasource.overlay import Progress, companion_from_row, record_from_row
     from tfgpu.datasource.toml_out import render_companions, render_toml
+    from tfgpu.doors.paths import data_dir
     from tfgpu.errors import TfgpuError
-    from tfgpu.paths import data_dir
     from tfgpu.resolver import tables
-    from tfgpu.update_overlay import Progress, companion_from_row, record_from_row
 
     def earlier(path, loader) -> dict:
         try:

@@ -1,5 +1,5 @@
 """Holding SIGINT, SIGTERM and SIGHUP back where the tool must not be cut in half: a few renames
-(``shielded``), and the start of a child (``supervised``, used by ``tfgpu.proc``, the door that
+(``shielded``), and the start of a child (``supervised``, used by ``tfgpu.process.runner``, the door that
 starts every child).
 """
 
@@ -35,7 +35,7 @@ def supervised(start: Callable, stop: Callable):
     deletes it). Held, too, because Python runs its at-fork hooks (logging's lock release) right
     after ``fork``, and a handler that raises inside such a hook has its exception printed and
     dropped ("Exception ignored in _releaseLock"). The child unblocks them before ``exec``
-    (``tfgpu.proc._die_with_parent``)."""
+    (``tfgpu.process.runner._die_with_parent``)."""
     try:
         old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     except (AttributeError, OSError, ValueError):

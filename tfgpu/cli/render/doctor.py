@@ -1,13 +1,13 @@
 """``doctor``'s findings and a TensorFlow log's matches as text: part of the CLI layer, shown
-through ``tfgpu.render``. Evidence appears once per run, and a long line (a RUNPATH of some 2,000
+through ``tfgpu.cli.render.results``. Evidence appears once per run, and a long line (a RUNPATH of some 2,000
 characters) is shortened on a terminal; piped, and in ``--json``, every line is whole."""
 
 from __future__ import annotations
 
 from rich.markup import escape
 
-from tfgpu.controls import shown
-from tfgpu.live import out as _out  # stdout through the stream that ends a live display first
+from tfgpu.cli.render.live import out as _out  # stdout through the stream that ends a live display first
+from tfgpu.doors.controls import shown
 
 _STYLE = {
     "fail": "[red]✗ fail[/]",

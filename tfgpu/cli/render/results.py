@@ -8,15 +8,15 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from tfgpu import render_libs
-from tfgpu.console import table
-from tfgpu.controls import shown
+from tfgpu.cli.render import libs as render_libs
+from tfgpu.cli.render.console import table
+from tfgpu.cli.render.doctor import doctor, log_matches  # noqa: F401 - results are shown through this module
+from tfgpu.cli.render.live import ConsoleReporter  # noqa: F401 - the CLI's reporter, found here with the other renderers
+from tfgpu.cli.render.live import err as _err
+from tfgpu.cli.render.live import out as _out
+from tfgpu.doors.controls import shown
+from tfgpu.doors.quoting import sh
 from tfgpu.errors import TfgpuError
-from tfgpu.live import ConsoleReporter  # noqa: F401 - the CLI's reporter, found here with the other renderers
-from tfgpu.live import err as _err
-from tfgpu.live import out as _out
-from tfgpu.quoting import sh
-from tfgpu.render_doctor import doctor, log_matches  # noqa: F401 - results are shown through this module
 
 
 def error(err: TfgpuError) -> None:

@@ -15,12 +15,12 @@ import re
 import shlex
 import textwrap
 
-from tfgpu.controls import character_class
+from tfgpu.doors.controls import character_class
 from tfgpu.errors import UsageError
 
 _CONTROLS = character_class()
 _CONTROL = re.compile(_CONTROLS + "+")
-"""What never reaches a generated file as itself (tfgpu.controls): line breaks, C0 and C1 controls,
+"""What never reaches a generated file as itself (tfgpu.doors.controls): line breaks, C0 and C1 controls,
 the bidirectional controls that reorder what a reviewer sees, the BOM."""
 
 
@@ -103,7 +103,7 @@ def yaml_document(value) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
 
     Dumper.add_representer(str, text)
-    Dumper.add_multi_representer(str, text)  # str subclasses too (tfgpu.requirements.Requirement)
+    Dumper.add_multi_representer(str, text)  # str subclasses too (tfgpu.doors.requirements.Requirement)
     return yaml.dump(
         value, Dumper=Dumper, sort_keys=False, default_flow_style=False, width=1 << 20, allow_unicode=False
     )
@@ -153,7 +153,7 @@ NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 
 def tcl_string(value) -> str:
     """A Tcl double-quoted word (Environment Modules' and Lmod's Tcl modulefiles): ``\\ " $ [ ] { }``
-    escaped so nothing is substituted, control characters (tfgpu.controls) as ``\\uXXXX`` (exactly
+    escaped so nothing is substituted, control characters (tfgpu.doors.controls) as ``\\uXXXX`` (exactly
     four digits, so a following hex digit is never read into the escape), or past the BMP (the tag
     characters) as Tcl 8.6's ``\\UXXXXXXXX`` (eight: its longest, so the same holds)."""
 
@@ -168,7 +168,7 @@ def tcl_string(value) -> str:
 
 def lua_string(value) -> str:
     """A Lua double-quoted string (Lmod's modulefiles): ``\\`` and ``"`` escaped, control characters
-    (tfgpu.controls) as their UTF-8 bytes, each ``\\ddd`` (always three digits: Lua 5.1's strings
+    (tfgpu.doors.controls) as their UTF-8 bytes, each ``\\ddd`` (always three digits: Lua 5.1's strings
     are bytes and it has no ``\\u{...}``); never a long bracket, which ``]]`` in the value would end."""
 
     def escape(match: re.Match) -> str:

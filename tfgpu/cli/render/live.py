@@ -1,9 +1,9 @@
 """Progress as people see it on stderr while the tool works: each step's title, a spinner while it
 runs, and a bar for every transfer (bytes, total, rate, time left); on a pipe or in a log, the
 titles and a plain line per transfer at least every :data:`PLAIN_EVERY` seconds, and one at its end.
-Part of the CLI layer, with ``tfgpu.render`` (which prints the results through the same streams).
+Part of the CLI layer, with ``tfgpu.cli.render.results`` (which prints the results through the same streams).
 
-A live display (the spinner line and a line per transfer: ``tfgpu.bars``) owns the lines at the
+A live display (the spinner line and a line per transfer: ``tfgpu.cli.render.bars``) owns the lines at the
 bottom of the terminal and redraws them in place for the whole step. Everything else printed must
 not land on them: what goes to stderr goes through the console the display runs on, so rich prints
 it above the display; what goes to stdout (another console, the same terminal) first takes the
@@ -21,9 +21,9 @@ import time
 from rich.filesize import decimal
 from rich.markup import escape
 
-from tfgpu.bars import Board, Transfer, clock_text
-from tfgpu.console import Stream
-from tfgpu.controls import shown
+from tfgpu.cli.render.bars import Board, Transfer, clock_text
+from tfgpu.cli.render.console import Stream
+from tfgpu.doors.controls import shown
 from tfgpu.progress import Reporter
 
 PLAIN_EVERY = 10.0

@@ -28,7 +28,7 @@ engines read them themselves.
   refused by its reader (``secret-in-lock``, exit 2) before anything installs, exports, bundles
   or checks from it: whatever it is copied into would carry the credential on.
 * Every file a user asked for (``-o``: a lock, an export, a bundle's files) is written by
-  ``tfgpu.paths.write_output``, which refuses (``secret-in-output``, exit 2, nothing written) text
+  ``tfgpu.doors.paths.write_output``, which refuses (``secret-in-output``, exit 2, nothing written) text
   holding a credential: the last check, whatever a renderer was given.
 * ``script --channel`` with a credential is refused (``bad-channel``): an export is read and copied
   by others, and the export's engine (micromamba on the target) reads its own authentication.

@@ -2,7 +2,7 @@
 
 Owns the progress of one ``update-data`` run. The rows a run (or an earlier run against the same
 index) fetched and validated are held here; each new release read is added and the whole overlay
-is written again at once, through ``tfgpu.update``'s write door (a temporary file, read back with
+is written again at once, through ``tfgpu.datasource.update``'s write door (a temporary file, read back with
 the loader ``plan`` uses, renamed over the old one). So a request that fails later loses nothing
 already read, and the next run starts from what is kept: it does not fetch those releases again.
 """
@@ -63,7 +63,7 @@ def label(row: CompanionRow) -> str:
 
 class Progress:
     """The rows kept so far, and what was not written and why; ``write_releases``/``write_companions``
-    (given by ``tfgpu.update``) put the whole overlay of one table in place."""
+    (given by ``tfgpu.datasource.update``) put the whole overlay of one table in place."""
 
     def __init__(self, write_releases, write_companions, kept_releases, kept_companions, kept_versions) -> None:
         self._write_releases = write_releases

@@ -2,7 +2,7 @@
 
 A file no one but this user could write (owned by the effective user, no group or other write) is
 one a forger would already have to be this user to change: OpenSSH's rule for a private key, and
-what Python assumes of its ``__pycache__``. ``tfgpu.untrusted.read_own`` reads the tool's caches
+what Python assumes of its ``__pycache__``. ``tfgpu.doors.untrusted.read_own`` reads the tool's caches
 only under it; the cache dedupe makes more names only of an inode that passes it.
 """
 

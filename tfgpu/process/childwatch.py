@@ -1,8 +1,8 @@
-"""What the child-process door (``tfgpu.proc``) keeps an eye on while uv runs: its downloads' pace,
+"""What the child-process door (``tfgpu.process.runner``) keeps an eye on while uv runs: its downloads' pace,
 and the half-written entries it leaves in its cache when it is stopped.
 
 * :class:`Floor`: uv gives up on a connection that goes silent (``UV_HTTP_TIMEOUT``, set by
-  ``tfgpu.childenv``), but not on one that trickles: an index sending a byte every quarter of a
+  ``tfgpu.process.childenv``), but not on one that trickles: an index sending a byte every quarter of a
   second keeps uv waiting for ever. The tool's own downloads give up below ``MIN_RATE``
   (``tfgpu.engines.download``); uv's are held to the same floor by watching what uv and its own
   children read and write (``/proc/PID/io``: sockets, cache and env files alike), over a window
@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tfgpu import untrusted
+from tfgpu.doors import untrusted
 
 MIN_RATE = 32 << 10
 """Bytes per second: the tool's own downloads' floor (``tfgpu.engines.download.MIN_RATE``, held equal by a test)."""

@@ -13,7 +13,7 @@ The output contract (docs/output.md):
 
 Untrusted text — names and paths read from disk, lines of logs, anything another program wrote —
 is shown through :func:`shown`: every control character (C0, DEL, C1, ESC, the bidirectional
-controls, the line separators, the BOM: tfgpu.controls) appears escaped (``\\x1b``, ``\\n``), so a directory named with a terminal escape
+controls, the line separators, the BOM: tfgpu.doors.controls) appears escaped (``\\x1b``, ``\\n``), so a directory named with a terminal escape
 sequence or a newline cannot recolour, retitle or rewrite the user's terminal, nor forge a line of
 the output. :meth:`Stream.print` applies the same rule to everything it prints (newlines and tabs
 of the tool's own layout aside), so stray escapes that reach a renderer unescaped still arrive
@@ -21,7 +21,7 @@ defused.
 
 rich decides what a terminal is (``isatty``, ``TTY_COMPATIBLE``, ``FORCE_COLOR``), so
 ``TTY_COMPATIBLE=1 COLUMNS=80`` stands for an 80-column terminal in tests. Part of the CLI layer,
-with ``tfgpu.render``: library code never imports it.
+with ``tfgpu.cli.render.results``: library code never imports it.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tfgpu.controls import defused
-from tfgpu.secrets import redact
+from tfgpu.doors.controls import defused
+from tfgpu.doors.secrets import redact
 
 PLAIN_WIDTH = 1 << 16
 """The width a plain stream claims: more than any line, so rich never wraps or crops one."""
@@ -151,7 +151,7 @@ class Stream:
 
 def _defused_item(item):
     """What :meth:`Stream.print` prints, with stray control characters escaped (:func:`defused`)
-    and every credential masked (``tfgpu.secrets.redact``: a terminal's output ends up in CI logs)."""
+    and every credential masked (``tfgpu.doors.secrets.redact``: a terminal's output ends up in CI logs)."""
     if isinstance(item, str):
         return defused(redact(item))
     if isinstance(item, Text):

@@ -21,7 +21,7 @@ request before running them. Some characters make what is seen differ from what 
 Every module that cleans, escapes or refuses such characters takes them from here, so the set is
 widened in one place; :func:`shown` is how any layer puts untrusted text into a message. This module
 imports only ``re`` (every layer may use it), and builds no pattern until asked: ``plan`` imports
-:mod:`tfgpu.requirements`, which checks with the set alone.
+:mod:`tfgpu.doors.requirements`, which checks with the set alone.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A child process on a pseudo-terminal, read back: what it draws, and the lines it printed.
 
 Some programs draw their progress only on a terminal: uv shows every download's bytes and total
-there, and on a pipe only a line per large wheel once it is complete. ``tfgpu.proc.Runner.run``
+there, and on a pipe only a line per large wheel once it is complete. ``tfgpu.process.runner.Runner.run``
 (``screen=``) starts such a child with a pseudo-terminal from here as its stdout and stderr, gives
 everything drawn to a reader of progress (``tfgpu.engines.uv_progress``), and keeps, for the log
 and the error messages, only what was printed (:class:`Printed`).
@@ -19,7 +19,7 @@ import struct
 import termios
 from collections.abc import Callable
 
-from tfgpu.controls import character_class
+from tfgpu.doors.controls import character_class
 
 COLUMNS = 160
 """The terminal's width: wide enough that no progress line is cut short."""
@@ -66,7 +66,7 @@ class Printed:
     _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[ -~])")
     """CSI and OSC sequences, and every other two-character escape (``ESC c`` resets a terminal)."""
     _CONTROLS = re.compile(character_class(keep="\t\n"))
-    """What is left of the controls (tfgpu.controls) once the sequences are out: a lone ESC, C1's
+    """What is left of the controls (tfgpu.doors.controls) once the sequences are out: a lone ESC, C1's
     CSI, a bidirectional override."""
     LINE_LIMIT = 64 * 1024
     """The most of one line kept while it is drawn: a program that writes megabytes without a newline

@@ -114,7 +114,7 @@ def tag_cache(root: Path | None = None) -> None:
 
 def is_tagged(root: Path) -> bool:
     """Whether ``root`` holds the tool's cache tag (a regular file, read without following a link)."""
-    from tfgpu import untrusted
+    from tfgpu.doors import untrusted
 
     try:
         return untrusted.read_bytes(root / "CACHEDIR.TAG", untrusted.CACHE).decode("ascii", "replace") == CACHE_TAG
@@ -190,7 +190,7 @@ def write_output(path: Path, content: str | bytes, mode: int = 0o644) -> Path:
     ``path`` is therefore replaced, never written through (a link planted in a checkout cannot
     aim the write at ``~/.bashrc``), and a crash leaves the old file or the new one, not half.
 
-    It is also the secrets door's last check for every such file (``tfgpu.secrets``): text holding
+    It is also the secrets door's last check for every such file (``tfgpu.doors.secrets``): text holding
     a credential (a ``/t/<token>/``, ``user:password@``, ``?token=``, a credential variable's value)
     is refused (``secret-in-output``) and nothing is written, whatever the renderer was given.
 
@@ -211,7 +211,7 @@ def write_outputs(files, below: Path | None = None) -> None:
     opened without following a link (made when missing), and the temporary is written and renamed
     through that descriptor: a directory swapped for a link after the caller's checks (a race)
     never carries a file out of ``below`` (``bad-output``, nothing replaced)."""
-    from tfgpu import secrets
+    from tfgpu.doors import secrets
 
     files = [
         (path, content.encode("utf-8") if isinstance(content, str) else content, mode) for path, content, mode in files
@@ -288,7 +288,7 @@ def _open_directory(name: str, at: int | None = None) -> int:
     ``OSError`` saying why not, for :func:`write_failure`."""
     import errno
 
-    from tfgpu import untrusted
+    from tfgpu.doors import untrusted
 
     try:
         return untrusted.open_directory(name, untrusted.Kind("a directory written into", 0, None, links=False), at=at)

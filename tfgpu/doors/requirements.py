@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from tfgpu.controls import CHARACTERS as _CONTROL
+from tfgpu.doors.controls import CHARACTERS as _CONTROL
 from tfgpu.errors import UsageError
 
 # Patterns are compiled on first use (``re``'s own cache): ``plan`` imports this module and would
@@ -33,7 +33,7 @@ _NAME_FLAGS = re.IGNORECASE | re.ASCII
 _CONDA_NAME = r"[a-z0-9_][a-z0-9_.-]*"
 _CONDA_VERSION = r"[0-9A-Za-z.*+_!=<>~,|]+"
 _CONDA_BUILD = r"[A-Za-z0-9_.*]+"
-# tfgpu.controls' set (C0, DEL, C1, line separators, bidirectional controls, the BOM) is checked as
+# tfgpu.doors.controls' set (C0, DEL, C1, line separators, bidirectional controls, the BOM) is checked as
 # a set, not a pattern, as each compiled pattern costs every ``plan`` its compilation.
 
 
@@ -65,7 +65,7 @@ class Requirement(str):
 
     def __new__(cls, text: str, token: object = None):
         if token is not _MINT:
-            raise TypeError("requirements are made by tfgpu.requirements.requirement()/canonical(), not by hand")
+            raise TypeError("requirements are made by tfgpu.doors.requirements.requirement()/canonical(), not by hand")
         return super().__new__(cls, text)
 
     def __reduce__(self):
@@ -83,7 +83,7 @@ class MatchSpec(str):
 
     def __new__(cls, text: str, token: object = None):
         if token is not _MINT:
-            raise TypeError("match specs are made by tfgpu.requirements.match_spec(), not by hand")
+            raise TypeError("match specs are made by tfgpu.doors.requirements.match_spec(), not by hand")
         return super().__new__(cls, text)
 
     def __reduce__(self):
@@ -215,7 +215,7 @@ def lines(requirements) -> str:
     for item in requirements:
         if not isinstance(item, Requirement):
             raise TypeError(
-                f"{item!r} did not come through tfgpu.requirements (a requirements file takes only "
+                f"{item!r} did not come through tfgpu.doors.requirements (a requirements file takes only "
                 "requirements it made)"
             )
     return "".join(f"{item}\n" for item in requirements)

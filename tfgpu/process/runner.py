@@ -5,14 +5,14 @@ env are started through it too). It never raises for a failing command: the call
 ``Completed.returncode`` and decides. Tests pass a :class:`RecordingRunner` instead of patching
 ``subprocess``.
 
-Signals: ``cli.main`` turns SIGTERM and SIGHUP into :class:`Interrupted` (``tfgpu.interrupts``),
+Signals: ``cli.main`` turns SIGTERM and SIGHUP into :class:`Interrupted` (``tfgpu.process.interrupts``),
 so ``timeout``, ``systemd stop`` and a closed terminal roll back exactly like Ctrl-C. A running
 child is stopped first (SIGINT, then SIGKILL), and every child asks the kernel to be killed when
 the tool dies (``PR_SET_PDEATHSIG``), so a SIGKILLed run leaves no uv still writing into its
-staging directory. Every child is started with those signals held (``tfgpu.signalmask.supervised``):
+staging directory. Every child is started with those signals held (``tfgpu.process.signalmask.supervised``):
 one that lands during the fork is handled once the child is in hand, so the child is stopped and
 reaped before anything rolls back. A stopped uv's half-written cache entries are removed, and uv's
-downloads are held to the tool's floor on progress (``tfgpu.childwatch``).
+downloads are held to the tool's floor on progress (``tfgpu.process.childwatch``).
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from tfgpu import childpipes, secrets
-from tfgpu.childenv import clean_environment, without_plain_proxy
-from tfgpu.interrupts import Interrupted
+from tfgpu.doors import secrets
+from tfgpu.process import childpipes
+from tfgpu.process.childenv import clean_environment, without_plain_proxy
+from tfgpu.process.interrupts import Interrupted
+from tfgpu.process.signalmask import SIGNALS, shielded, supervised  # noqa: F401 - shielded: the door's, for callers
 from tfgpu.records import factory, record
-from tfgpu.signalmask import SIGNALS, shielded, supervised  # noqa: F401 - shielded: the door's, for callers
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class Completed:
     started: bool = True
     """False when the program could not be started at all (not found, not executable)."""
     stalled: str = ""
-    """Why the tool stopped a child whose downloads fell below their floor (``tfgpu.childwatch``)."""
+    """Why the tool stopped a child whose downloads fell below their floor (``tfgpu.process.childwatch``)."""
 
     @property
     def stdout(self) -> str:
@@ -102,7 +103,7 @@ def open_log(operation: str) -> tuple[Path | None, str]:
     a note for the user ("" when the log is where docs/configuration.md says)."""
     from datetime import datetime
 
-    from tfgpu.paths import log_dir
+    from tfgpu.doors.paths import log_dir
 
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in operation)[:80]
@@ -183,14 +184,14 @@ class Runner:
     ) -> Completed:
         """Run ``argv``; stdout and stderr merged, streamed line by line to ``on_line``.
 
-        ``clean``: drop the variables that leak another environment (see ``tfgpu.childenv``); ``env`` is
+        ``clean``: drop the variables that leak another environment (see ``tfgpu.process.childenv``); ``env`` is
         added on top. ``quiet``: do not log (probes whose output is not worth keeping).
         ``timeout``: the child is killed after that many seconds (return code 124).
         ``screen``: run the child on a pseudo-terminal, for a program that draws its progress only
         on a terminal (uv), and give ``screen`` everything it draws, as it comes; ``on_line``, the
-        log and ``output`` then get the lines it printed, its redraws left out (``tfgpu.pseudoterminal``).
+        log and ``output`` then get the lines it printed, its redraws left out (``tfgpu.process.pseudoterminal``).
         On an interrupt (Ctrl-C, SIGTERM, SIGHUP) the child is stopped and reaped, what a uv left
-        half-written in its cache removed (said on the interrupt: ``tfgpu.interrupts.tell``), and the
+        half-written in its cache removed (said on the interrupt: ``tfgpu.process.interrupts.tell``), and the
         interrupt propagates. A uv command that downloads and falls below the floor on progress is
         stopped: return code 124, ``stalled`` saying why.
         """
@@ -205,10 +206,10 @@ class Runner:
         _prepare_prctl()
         terminal = None
         if screen is not None:
-            from tfgpu.pseudoterminal import Printed, open_terminal, read_terminal
+            from tfgpu.process.pseudoterminal import Printed, open_terminal, read_terminal
 
             terminal = open_terminal()
-        from tfgpu.childwatch import Floor, Scratch
+        from tfgpu.process.childwatch import Floor, Scratch
 
         scratch = Scratch.of(argv)
 
@@ -219,7 +220,7 @@ class Runner:
                 self.log("interrupted")
             removed = scratch.sweep(self.log)
             if removed and stop is not None:
-                from tfgpu.interrupts import tell
+                from tfgpu.process.interrupts import tell
 
                 count = f"{len(removed)} temporary entr{'y' if len(removed) == 1 else 'ies'}"
                 tell(stop, f"Removed what the stopped uv left half-written in its cache {scratch.cache} ({count}).")
@@ -344,7 +345,7 @@ class Runner:
             return Completed(argv, 127, "", 0.0, f"could not start {argv[0]}: {error}", started=False)
         with child:
             # Bounded: a child that prints gigabytes, or leaves a process holding its pipes open,
-            # costs a few MiB and its own time (tfgpu.childpipes), never the tool's memory or a
+            # costs a few MiB and its own time (tfgpu.process.childpipes), never the tool's memory or a
             # child that exited read as one stopped at its timeout.
             try:
                 kept_out, kept_err, timed_out = childpipes.collect(child, input, timeout, _kill_group)

@@ -1,5 +1,5 @@
 """The live lines of a step on a terminal: the spinner line and one bar per transfer, each drawn
-to fit the terminal's width. Part of the CLI layer (``tfgpu.live`` runs them in rich's live display).
+to fit the terminal's width. Part of the CLI layer (``tfgpu.cli.render.live`` runs them in rich's live display).
 
 Why the tool draws its own lines instead of rich's progress table: the live display is redrawn in
 place by moving the cursor up as many lines as it drew last time, so a line that the terminal wraps
@@ -20,7 +20,7 @@ from collections import deque
 from rich.filesize import decimal
 from rich.text import Text
 
-from tfgpu.controls import shown
+from tfgpu.doors.controls import shown
 
 RATE_WINDOW = 8.0
 """Seconds of recent progress the rate is measured over (a stall shows as a falling rate)."""

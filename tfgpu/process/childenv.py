@@ -1,4 +1,4 @@
-"""The environment a child process gets (``tfgpu.proc`` is the door that starts it): nothing that
+"""The environment a child process gets (``tfgpu.process.runner`` is the door that starts it): nothing that
 would make it install elsewhere or import other code, every index URL it would read through the URL
 door, and no proxy for plain HTTP.
 """
@@ -22,7 +22,7 @@ _DROP = (
     "UV_SYSTEM_PYTHON",
 )
 # Variables that name where uv or pip fetch packages from, and how each one separates its URLs (None:
-# one URL). Each one present passes the URL door (tfgpu.urls) before a child is started, so a
+# one URL). Each one present passes the URL door (tfgpu.doors.urls) before a child is started, so a
 # corporate HTTPS mirror keeps working and plain HTTP to a host not named is insecure-url before
 # anything runs; a run that must use one index only (a lock's) blanks them for its command.
 INDEX_VARIABLES = {
@@ -70,7 +70,7 @@ def clean_environment(base: Mapping[str, str], extra: Mapping[str, str] | None =
 def checked_index(name: str, value: str, separator: str | None) -> str:
     """``value`` of the index variable ``name``, each URL in it through the URL door (a local
     find-links directory is not a URL; ``UV_INDEX`` entries may be ``name=URL``)."""
-    from tfgpu import urls
+    from tfgpu.doors import urls
 
     kept = []
     for item in value.split(separator) if separator else [value]:

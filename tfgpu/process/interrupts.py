@@ -5,7 +5,7 @@ turns it into exit 128 + the signal's number). Every command installs these hand
 anything, so this module is kept to what that needs: it uses ``_signal``, the C module behind
 ``signal``, because ``import signal`` builds three enum classes of every signal and handler on the
 way (about 1.5 ms, a tenth of what `plan` may spend beyond the interpreter's start). The rest of
-the signal handling (masks, a child's death signal) lives with the child processes in ``tfgpu.proc``.
+the signal handling (masks, a child's death signal) lives with the child processes in ``tfgpu.process.runner``.
 """
 
 from __future__ import annotations

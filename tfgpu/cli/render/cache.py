@@ -1,12 +1,12 @@
 """The text form of ``cache info``, ``cache prune`` and ``cache clean``. Part of the CLI layer
-(with ``tfgpu.render``): only ``tfgpu.cli`` imports it."""
+(with ``tfgpu.cli.render.results``): only ``tfgpu.cli`` imports it."""
 
 from __future__ import annotations
 
 from rich.markup import escape
 
-from tfgpu.console import Stream, table
-from tfgpu.controls import shown
+from tfgpu.cli.render.console import Stream, table
+from tfgpu.doors.controls import shown
 
 _out = Stream()
 
