@@ -200,3 +200,17 @@ def test_the_module_to_tests_map_reads_imports_names_and_helpers(tmp_path):
     section = gen.section(package, tests)
     assert "| `tfgpu/alone.py` | none names it |" in section
     assert "| `tfgpu/room/part.py` | `test_one.py` (slow) |" in section
+
+
+def test_every_test_the_design_page_names_exists():
+    """docs/maintainers/design.md says which test holds each door and rule: every test file and test
+    it names is there, so a rename that leaves the page behind fails here."""
+    text = (ROOT / "docs" / "maintainers" / "design.md").read_text(encoding="utf-8")
+    named = re.findall(r"`(?:tests/)?((?:hostile/)?test_\w+\.py)(?:::(\w+))?`", text)
+    assert len(named) >= 10
+    for file, test in named:
+        found = [p for p in (ROOT / "tests" / file, ROOT / "tests" / "hostile" / file) if p.exists()]
+        assert found, f"design.md names {file}, which is not in tests/"
+        if test:
+            source = found[0].read_text(encoding="utf-8")
+            assert re.search(rf"^def {test}\(", source, re.M), f"design.md names {file}::{test}, which is not there"
