@@ -17,8 +17,9 @@ HANG_S = 120
 """What only a hang passes: about a hundred times what the guarded code takes on a busy 2-core machine."""
 
 
-class Hung(Exception):
-    """Raised in the test's own thread when the guarded block has run past its limit."""
+class Hung(BaseException):
+    """Raised in the test's own thread when the guarded block has run past its limit. Not an
+    ``Exception``: the code under the guard may catch those (a retry loop would swallow the hang)."""
 
 
 @contextlib.contextmanager
