@@ -152,3 +152,65 @@ def test_the_exit_code_page_lists_every_registered_code():
 
     page = (ROOT / "docs" / "exit-codes.md").read_text()
     assert all(f"| `{code}` |" in page for code in [*errors.CODES, *errors.VERIFY_CODES])
+
+
+def _gen_test_map():
+    spec = importlib.util.spec_from_file_location("gen_test_map", ROOT / "scripts" / "gen_test_map.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_module_to_tests_map_is_current():
+    gen = _gen_test_map()
+    page = ROOT / "docs" / "maintainers" / "tests.md"
+    current = page.read_text(encoding="utf-8")
+    assert gen.HEADING in current, "docs/maintainers/tests.md has no map: run `python scripts/gen_test_map.py`"
+    assert gen.page(current) == current, (
+        "docs/maintainers/tests.md's map is stale: run `python scripts/gen_test_map.py`"
+    )
+
+
+def test_the_module_to_tests_map_reads_imports_names_and_helpers(tmp_path):
+    """The map is derived from a tree, not from a list: a package and tests made here, with each way a
+    test file covers a module (an import, a name in its text, a helper it imports, a module imported
+    from its package), and a tier marker."""
+    gen = _gen_test_map()
+    package, tests = tmp_path / "tfgpu", tmp_path / "tests"
+    for name in ("__init__.py", "alone.py", "named.py", "room/__init__.py", "room/part.py", "room/other.py"):
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text("")
+    tests.mkdir()
+    (tests / "helper.py").write_text("from tfgpu.room import other\n")
+    (tests / "test_one.py").write_text(
+        'import pytest\nimport helper\nfrom tfgpu.room import part, thing\n\n\n@pytest.mark.slow\ndef test_x():\n    """Holds tfgpu/named.py (and tfgpu.toml, the project file, which is no module)."""\n'
+    )
+    (tests / "test_two.py").write_text("def test_y():\n    from tfgpu import __version__\n")
+    covered, markers = gen.coverage(package, tests)
+    assert covered == {
+        "tfgpu": ["tests/test_two.py"],
+        "tfgpu.alone": [],
+        "tfgpu.named": ["tests/test_one.py"],
+        "tfgpu.room": ["tests/test_one.py"],
+        "tfgpu.room.part": ["tests/test_one.py"],
+        "tfgpu.room.other": ["tests/test_one.py"],
+    }
+    assert "slow" in markers["tests/test_one.py"]
+    assert gen.tests_of("tfgpu/room/part.py", package, tests) == ["tests/test_one.py"]
+    section = gen.section(package, tests)
+    assert "| `tfgpu/alone.py` | none names it |" in section
+    assert "| `tfgpu/room/part.py` | `test_one.py` (slow) |" in section
+
+
+def test_every_test_the_design_page_names_exists():
+    """docs/maintainers/design.md says which test holds each door and rule: every test file and test
+    it names is there, so a rename that leaves the page behind fails here."""
+    text = (ROOT / "docs" / "maintainers" / "design.md").read_text(encoding="utf-8")
+    named = re.findall(r"`(?:tests/)?((?:hostile/)?test_\w+\.py)(?:::(\w+))?`", text)
+    assert len(named) >= 10
+    for file, test in named:
+        found = [p for p in (ROOT / "tests" / file, ROOT / "tests" / "hostile" / file) if p.exists()]
+        assert found, f"design.md names {file}, which is not in tests/"
+        if test:
+            source = found[0].read_text(encoding="utf-8")
+            assert re.search(rf"^def {test}\(", source, re.M), f"design.md names {file}::{test}, which is not there"

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import random
 import re
-import time
 import tomllib
 from importlib.resources import files
 from pathlib import Path
 
 import pytest
+from hangguard import hang_guard
 
 from tfgpu.doctor.logs import SEVERITIES, LogMatch, match_log, signatures
 
@@ -282,7 +282,7 @@ def test_one_enormous_line_is_truncated_in_the_result():
     assert match.line_number == 1 and len(match.line) <= 1000
 
 
-def test_twenty_megabytes_of_noise_is_fast():
+def test_twenty_megabytes_of_noise_ends_with_the_one_match():
     """A guard against catastrophic backtracking, not a performance target."""
     noise = fixture("clean-h200-tf221.txt") + "".join(
         line + "\n"
@@ -301,10 +301,8 @@ def test_twenty_megabytes_of_noise_is_fast():
         ]
     )
     text = noise * (20_000_000 // len(noise) + 1)
-    started = time.perf_counter()
-    got = match_log(text)
-    elapsed = time.perf_counter() - started
+    # Backtracking gone wrong takes many minutes on 20 MB (the match itself about 1 s on a busy
+    # 2-core machine): a guard that catches that hang, and no bound on how fast it is.
+    with hang_guard(f"matching {len(text) / 1e6:.0f} MB of log noise"):
+        got = match_log(text)
     assert [m.id for m in got] == ["could-not-load-dynamic-library"]
-    # Backtracking gone wrong takes minutes on 20 MB; 15 s leaves room for a busy 2-core machine
-    # (the match itself takes about 1 s there) without turning this into a timing test.
-    assert elapsed < 15.0, f"{elapsed:.2f} s for {len(text) / 1e6:.0f} MB"

@@ -110,7 +110,7 @@ def test_run_gives_the_command_exactly_what_activation_sets(venv, verbs_env):
     )
     got, wanted = environment(ran.stdout), environment(by_hand.stdout)
     # bash's own, and the prompts: a non-interactive bash has none, so activation's "(env) " would
-    # replace the user's exported prompt; run keeps the user's (tests/hostile/test_attack_verbs.py).
+    # replace the user's exported prompt; run keeps the user's (tests/hostile/test_hostile_verbs.py).
     for name in ("_", "SHLVL", "PS1", "PS2"):
         got.pop(name, None), wanted.pop(name, None)
     assert got == wanted

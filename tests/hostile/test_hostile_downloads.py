@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 import wheelhouse
 from fakenvidia import serve_fake_nvidia
+from hangguard import hang_guard
 
 from tfgpu.engines import download
 from tfgpu.errors import OperationError, UsageError
@@ -82,11 +82,10 @@ def test_endless_body_stops_at_the_recorded_size_and_keeps_nothing(fake, tmp_pat
 def test_endless_body_of_unknown_size_stops_at_the_cap(fake, tmp_path, monkeypatch):
     monkeypatch.setattr(download, "MAX_UNKNOWN", 2 << 20)
     fake.faults.endless = True
-    started = time.monotonic()
-    with pytest.raises(OperationError) as caught:
+    with hang_guard("a download from a server that never stops sending"), pytest.raises(OperationError) as caught:
         fetch(fake, tmp_path)
     assert caught.value.code == "download-too-large"
-    assert time.monotonic() - started < 20 and leftovers(tmp_path / "cache") == []
+    assert leftovers(tmp_path / "cache") == []
 
 
 def test_announced_length_above_the_recorded_size_is_refused_before_reading(fake, tmp_path):
@@ -101,11 +100,10 @@ def test_announced_length_above_the_recorded_size_is_refused_before_reading(fake
 def test_a_byte_every_few_seconds_is_given_up_on(fake, tmp_path, monkeypatch):
     monkeypatch.setattr(download, "GRACE", 1.0)
     fake.faults.drip = 0.3
-    started = time.monotonic()
-    with pytest.raises(OperationError) as caught:
+    # The server drips a byte every 0.3 s for as long as the file lasts (hours): ending at all is the point.
+    with hang_guard("a download from a server that drips a byte at a time"), pytest.raises(OperationError) as caught:
         fetch(fake, tmp_path, retries=1)
     assert caught.value.code == "download-failed" and "stalled" in caught.value.message
-    assert time.monotonic() - started < 30
     # The server takes no range requests, so the bytes could not be resumed: none are kept.
     assert "Nothing was kept" in caught.value.message and leftovers(tmp_path / "cache") == []
 

@@ -180,13 +180,10 @@ def test_build_info_is_parsed_never_run(update, index, sandbox):
 def test_a_trickling_server_ends_within_the_deadline(update, index, sandbox, drip):
     Index.document = json.dumps({"releases": {NEW: [entry()]}}).encode()
     Index.drip = drip
-    started = time.monotonic()
+    # The answer alone would take 2 s a byte, many minutes: the run ending inside the child's
+    # 60 s timeout (a hang guard) with the deadline's own message is the 3 s deadline at work.
     done = update(index)
-    took = time.monotonic() - started
     assert (done.code, done.error) == (1, "update-failed"), done.out + done.err
-    # the 3 s deadline, plus the interpreter's start on a busy machine; the answer alone would
-    # take 2 s a byte, many minutes
-    assert took < 3 + 12
     assert "deadline" in json.loads(done.out)["error"]["message"]
     assert not (sandbox / "data").exists()
 
