@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 from tfgpu import untrusted, urls
-from tfgpu.datasource import transport
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 
 CHUNK = 1 << 16
@@ -178,6 +177,10 @@ class Transfer:
 
     def run(self, *, retries: int, backoff: float) -> None:
         """Attempt until complete; the last failure becomes an ``OperationError``."""
+        # Here, not at the top: file_digest (bundles, conda archives) is read offline, without the
+        # HTTP and TLS modules the transport loads.
+        from tfgpu.datasource import transport
+
         retry = transport.Retry(retries, backoff)
         problem = ""
         try:
@@ -249,6 +252,8 @@ class Transfer:
 
     def _attempt(self) -> str:
         """One request; "" when the whole file is in ``part``, else what went wrong."""
+        from tfgpu.datasource import transport
+
         have = self.part.stat().st_size if self.part.exists() else 0
         headers = {"Range": f"bytes={have}-"} if have else {}
         try:
