@@ -166,7 +166,27 @@ def test_the_retry_policy_backs_off_and_keeps_within_the_deadline(env):
     assert [s for s in range(600) if transport.retryable(s)] == [408, 429, *range(500, 600)]
 
 
-def _plain_server(files: dict[str, bytes], *, drip: bool = False) -> ThreadingHTTPServer:
+def test_messages_show_a_urls_credential_masked(env, tmp_path):
+    """NVIDIA's links carry ``?t=<jwt>``, a private channel ``/t/<token>/``: what a failure says
+    reaches CI logs, so the URL in it passes the secrets door."""
+    server = _plain_server({"/broken": b""}, status=503)
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(OperationError) as caught:
+            fetch(f"{base}/cuda.run?t=sekrit-jwt", tmp_path)
+        assert "HTTP 404" in caught.value.message and "sekrit" not in caught.value.message
+        with pytest.raises(OperationError) as caught:
+            fetch(f"{base}/t/sekrit-token/broken", tmp_path)
+        assert "HTTP 503" in caught.value.message and "sekrit" not in caught.value.message
+        with pytest.raises(SourceError) as caught:
+            Fetcher(timeout=30, retries=1).range(f"{base}/t/sekrit-token/broken", 0, 9)
+        assert "HTTP 503" in str(caught.value) and "sekrit" not in str(caught.value)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _plain_server(files: dict[str, bytes], *, drip: bool = False, status: int = 200) -> ThreadingHTTPServer:
     stop = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
@@ -187,8 +207,8 @@ def _plain_server(files: dict[str, bytes], *, drip: bool = False) -> ThreadingHT
                     except OSError:
                         return
                 return
-            body = files.get(self.path, b"")
-            self.send_response(200 if self.path in files else 404)
+            body = next((files[name] for name in files if self.path.endswith(name)), b"")
+            self.send_response(status if self.path.endswith(tuple(files)) else 404)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
