@@ -245,10 +245,14 @@ def _opener(watch: _Watchdog, *, plain: bool) -> urllib.request.OpenerDirector:
 
 
 def _connect(connection: http.client.HTTPConnection, connect, watch: _Watchdog) -> None:
+    """Connect within :data:`CONNECT_TIMEOUT` (or the read timeout, when shorter), then read
+    with the request's own timeout; the socket is the watchdog's from then on."""
     reads = connection.timeout
-    connection.timeout = min(CONNECT_TIMEOUT, reads) if isinstance(reads, (int, float)) else CONNECT_TIMEOUT
+    numeric = isinstance(reads, (int, float))
+    connection.timeout = min(CONNECT_TIMEOUT, reads) if numeric else CONNECT_TIMEOUT
     connect()
-    connection.sock.settimeout(reads)
+    if numeric:
+        connection.sock.settimeout(reads)
     watch.add(connection.sock)
 
 
