@@ -1,6 +1,6 @@
-"""The URL door holds (``tfgpu/doors/urls.py``): no module reads a URL its own way, the tool's own HTTP
-clients are the only modules that open connections, and each of them sends every URL and every
-redirect target through the door. Read from the source (AST), so a new path that goes around the
+"""The URL door holds (``tfgpu/doors/urls.py``): no module reads a URL its own way, the tool's one HTTP
+transport is the only module that opens connections, and it sends every URL and every redirect
+target through the door. Read from the source (AST), so a new path that goes around the
 door fails here, not in a user's hands.
 """
 
@@ -16,8 +16,8 @@ import tfgpu
 ROOT = Path(tfgpu.__file__).parent
 TEMPLATE_DIRS = ("envs/templates/", "export/templates/")
 DOOR = "doors/urls.py"
-# The tool's own HTTP clients: the only modules that may open a connection.
-CLIENTS = {"engines/download.py": "requests", "datasource/http.py": "urllib"}
+# The tool's one HTTP transport: the only module that may open a connection.
+CLIENTS = {"datasource/transport.py": "urllib"}
 # Modules that make the URLs handed to an engine (uv on its command line; rattler's channels, which
 # engines/channels.py makes for engines/rattler.py).
 HANDERS = ("engines/uv.py", "engines/channels.py")
@@ -37,7 +37,7 @@ SPLITTERS = {
 NETWORK_MODULES = ("requests", "urllib.request", "urllib3", "http.client", "httpx", "aiohttp", "socket")
 # Binds loopback ports for its worker processes (a TF_CONFIG cluster); it fetches nothing.
 NO_FETCH = {"verify/multiworker.py"}
-DOOR_CALLS = {"checked", "join", "parse"}
+DOOR_CALLS = {"checked", "join", "parse", "redirect"}
 
 
 def sources() -> dict[str, ast.Module]:
@@ -132,34 +132,24 @@ def test_each_http_client_sends_urls_and_redirects_through_the_door(tree, client
     assert "tfgpu.doors.urls" in imported(module), f"{client} does not import the URL door"
     calls = door_calls(module)
     assert "checked" in calls, f"{client} never calls urls.checked on the URL it is given"
-    assert "join" in calls, f"{client} never sends a redirect's target through urls.join"
-    if CLIENTS[client] == "requests":
-        gets = [
-            call
-            for call in called(module)
-            if name_of(call) in ("get", "request", "head", "post")
-            and isinstance(call.func, ast.Attribute)
-            and getattr(call.func.value, "id", "") in ("requests", "session")
-        ]
-        assert gets, f"{client} makes no request"
-        for call in gets:  # requests follows redirects unseen unless told not to
-            keywords = {k.arg: k.value for k in call.keywords}
-            assert (
-                isinstance(keywords.get("allow_redirects"), ast.Constant) and keywords["allow_redirects"].value is False
-            ), f"{client}:{call.lineno} lets requests follow redirects"
-    else:
-        assert not [c for c in called(module) if name_of(c) == "urlopen"], (
-            f"{client} calls urlopen, whose redirects bypass the door"
-        )
-        handlers = [
-            node
-            for node in ast.walk(module)
-            if isinstance(node, ast.ClassDef)
-            and any(getattr(base, "attr", "") == "HTTPRedirectHandler" for base in node.bases)
-        ]
-        assert handlers and all("join" in door_calls(ast.Module(body=[h], type_ignores=[])) for h in handlers), (
-            f"{client}: urllib's redirects are followed without the door"
-        )
+    assert "redirect" in calls, f"{client} never sends a redirect's target through urls.redirect"
+    assert not [c for c in called(module) if name_of(c) == "urlopen"], (
+        f"{client} calls urlopen, whose redirects bypass the door"
+    )
+    followers = [
+        node
+        for node in ast.walk(module)
+        if isinstance(node, ast.ClassDef)
+        and any(getattr(base, "attr", "") == "HTTPRedirectHandler" for base in node.bases)
+    ]
+    assert followers == [], f"{client}: urllib follows redirects by itself, unseen by the door"
+    processors = [
+        node
+        for node in ast.walk(module)
+        if isinstance(node, ast.ClassDef)
+        and any(getattr(base, "attr", "") == "HTTPErrorProcessor" for base in node.bases)
+    ]
+    assert processors, f"{client}: urllib's own error processor would follow redirects through its handler"
 
 
 @pytest.mark.parametrize("hander", HANDERS)

@@ -8,6 +8,7 @@ import pytest
 import wheelhouse
 from fakenvidia import serve_fake_nvidia
 
+from tfgpu.datasource import transport
 from tfgpu.engines import download
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.progress import RecordingReporter
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc buil
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
-    monkeypatch.setattr(download, "sleep", lambda seconds: None)  # backoff without waiting
+    monkeypatch.setattr(transport, "sleep", lambda seconds: None)  # backoff without waiting
     server = serve_fake_nvidia(tmp_path, cuda="12.2.2", cudnn="8.9.7.29")
     yield server
     server.close()

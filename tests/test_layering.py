@@ -778,3 +778,79 @@ def test_libraries_are_read_only_through_the_runs_budgeted_reader():
 )
 def test_the_library_door_check_sees_each_way_around(source):
     assert library_reads_around_the_door(source)
+
+
+TRANSPORT = "datasource/transport.py"
+"""The tool's one HTTP transport: the only module that speaks HTTP itself."""
+HTTP_LIBRARIES = ("urllib.request", "urllib.error", "http.client", "requests", "urllib3", "httpx", "aiohttp")
+
+
+def http_imports(source: str) -> list[str]:
+    """Each import in ``source`` of an HTTP client library, however spelt (``from urllib import
+    request``, ``import http.client as c``, ``importlib.import_module("requests")``)."""
+
+    def library(name: str) -> bool:
+        return any(name == lib or name.startswith(lib + ".") for lib in HTTP_LIBRARIES)
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Call) and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) in (
+            "import_module",
+            "__import__",
+        ):
+            names = [arg.value for arg in node.args[:1] if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+        found += [f"line {node.lineno}: {name}" for name in names if library(name)][:1]
+    return found
+
+
+def test_only_the_transport_imports_an_http_library():
+    """Redirects, deadlines, retries, proxies and certificates are decided once, in the transport:
+    a module that opened its own connection would follow a redirect the URL door never saw."""
+    offenders = {}
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative == TRANSPORT or relative.startswith(TEMPLATE_DIRS):
+            continue
+        found = http_imports(path.read_text(encoding="utf-8"))
+        if found:
+            offenders[relative] = found
+    assert offenders == {}
+    assert http_imports((ROOT / TRANSPORT).read_text(encoding="utf-8"))  # the check sees the transport's own
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import urllib.request",
+        "from urllib import request",
+        "from urllib.request import urlopen",
+        "import http.client as connection",
+        "from http import client",
+        "def f():\n    import requests",
+        "from requests.adapters import HTTPAdapter",
+        "import urllib3",
+        "import importlib\nimportlib.import_module('urllib.request')",
+        "__import__('requests')",
+    ],
+)
+def test_the_http_library_check_sees_each_spelling(source):
+    assert http_imports(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from tfgpu.datasource import transport",
+        "import urllib.parse",
+        "from http import HTTPStatus",
+        "import http",
+        "text = 'import urllib.request; urllib.request.urlretrieve(u)'",
+    ],
+)
+def test_the_http_library_check_lets_the_rest_through(source):
+    assert http_imports(source) == []

@@ -1,8 +1,8 @@
 """Hostile servers: redirects off HTTPS, endless or lying bodies, a byte every few seconds, a full
 disk, no DNS. Each download is refused with its own error, stops within its bounds, and keeps a
 ``.part`` only where the message says it can be resumed. The server is real (tests/fakenvidia.py
-on 127.0.0.1); only the HTTPS-to-HTTP redirect is played by a stand-in for ``requests``, since no
-HTTPS server runs here."""
+on 127.0.0.1). HTTPS that redirects to plain HTTP is refused in tests/test_transport.py, against a
+real HTTPS server."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import wheelhouse
 from fakenvidia import serve_fake_nvidia
 from hangguard import hang_guard
 
+from tfgpu.datasource import transport
 from tfgpu.engines import download
 from tfgpu.errors import OperationError, UsageError
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc buil
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
-    monkeypatch.setattr(download, "sleep", lambda seconds: None)
+    monkeypatch.setattr(transport, "sleep", lambda seconds: None)
     server = serve_fake_nvidia(tmp_path, cuda="12.2.2", cudnn="8.9.7.29")
     yield server
     server.close()
@@ -50,24 +51,6 @@ def test_redirect_on_the_same_loopback_server_is_followed_and_verified(fake, tmp
     path = fetch(fake, tmp_path)
     assert path.read_bytes() == fake.runfile.read_bytes()
     assert [status for _, _, status in fake.requests] == [302, 200]
-
-
-def test_https_never_continues_over_http(monkeypatch, tmp_path):
-    """A stand-in for requests at the network boundary: an HTTPS answer that redirects to http://."""
-    import requests
-
-    class Redirect:
-        status_code, headers = 302, {"Location": "http://127.0.0.1:9/cuda.run"}
-
-        def close(self):
-            pass
-
-    calls = []
-    monkeypatch.setattr(requests, "get", lambda url, **kw: calls.append(url) or Redirect())
-    with pytest.raises(UsageError) as caught:
-        download.fetch("https://developer.download.nvidia.com/cuda.run", tmp_path, sha256="0" * 64, retries=0)
-    assert caught.value.code == "insecure-url" and "never continues" in caught.value.message
-    assert calls == ["https://developer.download.nvidia.com/cuda.run"]
 
 
 def test_endless_body_stops_at_the_recorded_size_and_keeps_nothing(fake, tmp_path):
@@ -149,7 +132,7 @@ def test_a_full_disk_stops_at_once_and_keeps_nothing(fake, tmp_path):
 
 def test_no_dns_names_the_offline_route_and_does_not_retry(tmp_path, monkeypatch):
     slept = []
-    monkeypatch.setattr(download, "sleep", slept.append)
+    monkeypatch.setattr(transport, "sleep", slept.append)
     with pytest.raises(OperationError) as caught:
         download.fetch("https://cuda-downloads.invalid/cuda.run", tmp_path / "cache", sha256="0" * 64)
     assert caught.value.code == "download-unreachable" and "--offline" in " ".join(caught.value.alternatives)

@@ -3,46 +3,35 @@
 Every request has a timeout; a JSON document larger than ``max_json_bytes`` and a range larger
 than ``max_range_bytes`` are refused before they are read, and a server that answers a range
 request with the whole file is refused too (that would download the wheel). ``offline=True``
-answers only from the cache and never opens a connection. Every URL, and every redirect's
-target, passes the URL door (``tfgpu.doors.urls``) before a connection is opened to it.
+answers only from the cache and never opens a connection. Requests go through the tool's one
+HTTP transport (``tfgpu.datasource.transport``): every URL, and every redirect's target, passes the
+URL door (``tfgpu.doors.urls``) before a connection is opened to it, and retries follow its policy.
 
 A ``deadline`` (a ``time.monotonic()`` value) bounds a whole run, and ``request_deadline`` (seconds)
 bounds each request with its retries, not one read: a server that sends one byte every few seconds
-never trips a per-read timeout, so a watchdog shuts the connection's socket down when the deadline
-passes, and no retry starts after it. ``update-data`` uses the per-request one: a run that reads many
+never trips a per-read timeout, so the transport's watchdog shuts the connection's socket down when
+the deadline passes, and no retry starts after it. ``update-data`` uses the per-request one: a run that reads many
 releases takes as long as they need, and only a request that stalls fails.
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import os
 import re
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+from tfgpu.datasource import transport
 from tfgpu.datasource.errors import SourceError
 from tfgpu.doors import secrets, untrusted, urls
 
-__all__ = ["Fetcher", "SourceError", "preflight", "write_atomic"]
+__all__ = ["Fetcher", "SourceError", "write_atomic"]
 
-USER_AGENT = "tfgpu-install (Python urllib; reads wheel metadata by range requests)"
 MAX_JSON_BYTES = 64 * 1024 * 1024
 MAX_RANGE_BYTES = 16 * 1024 * 1024
-
-
-class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
-    """urllib follows redirects by itself: each target passes the URL door before it is followed."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102 - urllib hook
-        target = urls.join(req.full_url, newurl, f"the redirect from {req.full_url}")
-        return super().redirect_request(req, fp, code, msg, headers, target)
 
 
 class Fetcher:
@@ -107,7 +96,7 @@ class Fetcher:
         """Bytes ``start`` to ``end`` (inclusive) of the file at ``url``."""
         if end < start or end - start + 1 > self.max_range_bytes:
             raise SourceError(
-                f"{url}: refusing a range of {end - start + 1} bytes (at most {self.max_range_bytes} per request)"
+                f"{urls.shown(url)}: refusing a range of {end - start + 1} bytes (at most {self.max_range_bytes} per request)"
             )
         cached = self._cache_path("ranges", url, f"/{start}-{end}")
         if cached and cached.exists():
@@ -119,7 +108,7 @@ class Fetcher:
                 return data
         data = self._request(url, (start, end))
         if data is None:
-            raise SourceError(f"{url}: 404 Not Found")
+            raise SourceError(f"{urls.shown(url)}: 404 Not Found")
         if cached:
             write_atomic(cached, data)
         return data
@@ -135,50 +124,50 @@ class Fetcher:
 
     def _request(self, url: str, byte_range: tuple[int, int] | None) -> bytes | None:
         if self.offline:
-            raise SourceError(f"{url}: not in the cache, and --offline allows no network")
+            raise SourceError(f"{urls.shown(url)}: not in the cache, and --offline allows no network")
         url = urls.checked(url, "a data source's URL")
-        headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
-        if byte_range:
-            headers["Range"] = "bytes={}-{}".format(*byte_range)
+        shown = urls.shown(url)
+        headers = {"Range": "bytes={}-{}".format(*byte_range)} if byte_range else {}
         limit = byte_range[1] - byte_range[0] + 1 if byte_range else self.max_json_bytes
         deadline = self._deadline_of_request()
-        for attempt in range(self.retries + 1):
-            remaining = self._remaining(url, deadline)
-            watch = _Watchdog(remaining)
+        retry = transport.Retry(self.retries, 1.0, deadline)
+        for attempt in retry.attempts():
+            remaining = self._remaining(shown, deadline)
             try:
-                with (
-                    watch,
-                    _opener(watch).open(
-                        urllib.request.Request(url, headers=headers), timeout=min(self.timeout, remaining)
-                    ) as response,
-                ):
-                    _check_response(url, response, byte_range, limit)
-                    data = response.read(limit + 1)
-                if watch.expired:
-                    raise TimeoutError("the deadline passed while the answer was read")
-                break
-            except urllib.error.HTTPError as exc:
-                if exc.code == 404:
-                    return None
-                if exc.code != 429 and exc.code < 500 or attempt == self.retries:
-                    raise SourceError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-                problem = f"HTTP {exc.code}"
-            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-                if watch.expired:
-                    self._remaining(url, deadline, after=True)
-                if attempt == self.retries:
-                    raise SourceError(f"{url}: {getattr(exc, 'reason', exc)}") from None
-                problem = str(exc)
-            delay = 2**attempt
-            if deadline is not None and time.monotonic() + delay >= deadline:
-                raise SourceError(f"{url}: {problem}, and no time is left to try again")
-            if self.on_retry:
-                self.on_retry(f"retry in {delay}s ({problem}): {url}")
-            time.sleep(delay)
+                with transport.request(
+                    url,
+                    "a data source's URL",
+                    headers=headers,
+                    timeout=min(self.timeout, remaining),
+                    deadline=time.monotonic() + remaining,
+                ) as response:
+                    if response.status == 404:
+                        return None
+                    if response.status >= 300:
+                        problem = f"HTTP {response.status}"
+                        if not transport.retryable(response.status) or retry.last(attempt):
+                            raise SourceError(f"{shown}: HTTP {response.status} {response.reason}")
+                    else:
+                        _check_response(shown, response, byte_range, limit)
+                        data = response.read(limit + 1)
+                        break
+            except transport.Failure as failure:
+                if failure.expired:
+                    self._remaining(shown, deadline, after=True)
+                if not failure.retry or retry.last(attempt):
+                    raise SourceError(f"{shown}: {failure.problem}") from None
+                problem = failure.problem
+
+            def announce(delay, problem=problem):
+                if self.on_retry:
+                    self.on_retry(f"retry in {delay:g}s ({problem}): {shown}")
+
+            if not retry.pause(attempt, announce):
+                raise SourceError(f"{shown}: {problem}, and no time is left to try again")
         if len(data) > limit:
-            raise SourceError(f"{url}: answer larger than the {limit} bytes allowed")
+            raise SourceError(f"{shown}: answer larger than the {limit} bytes allowed")
         if byte_range and len(data) != limit:
-            raise SourceError(f"{url}: asked for bytes {byte_range}, got {len(data)} bytes")
+            raise SourceError(f"{shown}: asked for bytes {byte_range}, got {len(data)} bytes")
         with self._stats_lock:
             self.requests += 1
             self.bytes += len(data)
@@ -203,117 +192,6 @@ class Fetcher:
                 why = f"within the request's deadline ({self.request_deadline:g} s, its retries included)"
             raise SourceError(f"{url}: no complete answer {why}")
         return left
-
-
-class _Watchdog:
-    """Shuts down the sockets of one request when its time is up, so a read that trickles in
-    byte by byte ends at the deadline instead of at the server's pleasure."""
-
-    def __init__(self, seconds: float) -> None:
-        self.sockets: list[socket.socket] = []
-        self.expired = False
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._cut)
-        self._timer.daemon = True
-
-    def add(self, sock) -> None:
-        with self._lock:
-            self.sockets.append(sock)
-            if self.expired:
-                _shutdown(sock)
-
-    def _cut(self) -> None:
-        with self._lock:
-            self.expired = True
-            for sock in self.sockets:
-                _shutdown(sock)
-
-    def __enter__(self):
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._timer.cancel()
-
-
-def _shutdown(sock) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-
-
-def _opener(watch: _Watchdog) -> urllib.request.OpenerDirector:
-    """urllib's opener, with every connection's socket handed to ``watch`` and redirects held to
-    the transport rule."""
-
-    class Plain(http.client.HTTPConnection):
-        def connect(self):
-            super().connect()
-            watch.add(self.sock)
-
-    class Secure(http.client.HTTPSConnection):
-        def connect(self):
-            super().connect()
-            watch.add(self.sock)
-
-    class PlainHandler(urllib.request.HTTPHandler):
-        def http_open(self, req):
-            return self.do_open(Plain, req)
-
-    class SecureHandler(urllib.request.HTTPSHandler):
-        def https_open(self, req):
-            return self.do_open(Secure, req, context=self._context)
-
-    # Plain HTTP never goes through a proxy (one could answer for the named host in clear text):
-    # only the HTTPS proxy is kept, a tunnel to a TLS-verified host.
-    https_only = {scheme: url for scheme, url in urllib.request.getproxies().items() if scheme == "https"}
-    return urllib.request.build_opener(
-        urllib.request.ProxyHandler(https_only), PlainHandler, SecureHandler, _CheckedRedirects
-    )
-
-
-class _HeldRedirects(urllib.request.HTTPRedirectHandler):
-    """The preflight's redirects: the target passes the URL door (or the run stops), and is kept in
-    ``target`` instead of followed (urllib then answers with the 3xx as an ``HTTPError``)."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self.target = ""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102 - urllib hook
-        self.target = urls.join(req.full_url, newurl, f"{self.what} ({urls.shown(req.full_url)} redirects to it)")
-        return None
-
-
-_preflown: set[str] = set()
-PREFLIGHT_HOPS = 5
-
-
-def preflight(url: str, what: str, *, timeout: float = 10.0) -> None:
-    """Before a plain-HTTP ``url`` (a host named with --insecure-host) is handed to uv or rattler,
-    which follow redirects by themselves with no switch to stop them: ask it once, redirects not
-    followed, and stop the run (``insecure-url``/``bad-url`` naming the target) when it redirects
-    somewhere the URL door refuses (plain HTTP to a host not named). HTTPS URLs are left alone
-    (the engines follow those on TLS-verified hosts only), and so is a host that does not answer:
-    the engine reports that as it always has. Each URL is asked once per run."""
-    for _ in range(PREFLIGHT_HOPS):
-        if not url.startswith("http:") or url in _preflown:
-            return
-        _preflown.add(url)
-        # No proxy: plain HTTP never goes through one.
-        held = _HeldRedirects(what)
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), held)
-        try:
-            with opener.open(urllib.request.Request(url, headers={"User-Agent": USER_AGENT}), timeout=timeout):
-                return
-        except urllib.error.HTTPError as answer:
-            answer.close()
-            if not held.target:
-                return
-            url = held.target
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError):
-            return
 
 
 def _check_response(url: str, response, byte_range, limit: int) -> None:

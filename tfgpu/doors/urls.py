@@ -173,6 +173,22 @@ def join(base: str, reference: str, what: str) -> str:
     return checked(urljoin(base, reference), what)
 
 
+def redirect(source: str, location, what: str) -> str:
+    """Where a redirect from ``source`` leads (``location``: its ``Location`` header), through the
+    door: the one redirect rule of every HTTP request the tool makes itself. Besides the transport
+    rule, an HTTPS request never continues over plain HTTP, even to a named host: the first hop's
+    TLS would otherwise vouch for bytes that anyone on the second hop's path can swap."""
+    target = join(source, location, what)
+    if source.startswith("https:") and not target.startswith("https:"):
+        raise UsageError(
+            "insecure-url",
+            f"{shown(source)} redirects to {shown(target)}: a request that started on HTTPS never "
+            "continues without it. Nothing was fetched.",
+            ["Point the URL at the final HTTPS address (for data: a TFGPU_DATA_DIR overlay)."],
+        )
+    return target
+
+
 def is_local(url: str) -> bool:
     """``url`` is a ``file://`` URL or a path (not a URL of any other scheme)."""
     match = re.match(_SCHEME, url)

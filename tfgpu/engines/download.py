@@ -4,9 +4,10 @@ A file is downloaded to ``<name>.part`` in the cache directory, resumed from whe
 transfer stopped, checked against its sha256 (or NVIDIA's md5 where no sha256 is known) and only
 then renamed to its final name; a file that fails the check is deleted. A verified file is kept
 with a ``.verified`` note (its digest, size and mtime), so a later run uses it without hashing
-gigabytes again. Every URL passes the URL door (``tfgpu.doors.urls``: HTTPS, plain HTTP only to hosts
-the user named), and so does every redirect's target, followed here by hand (an https URL never
-continues over http).
+gigabytes again. Requests go through the tool's one HTTP transport (``tfgpu.datasource.transport``):
+every URL and every redirect's target passes the URL door (``tfgpu.doors.urls``: HTTPS, plain HTTP only
+to hosts the user named; an https URL never continues over http), retries follow its policy, and
+each attempt's deadline is :data:`MAX_SECONDS`.
 
 Bounded: a transfer stops at the size the data records (else the size the server announces, else
 :data:`MAX_UNKNOWN`), a server that sends less than :data:`MIN_RATE` on average after
@@ -34,7 +35,6 @@ GRACE = 30.0
 """...once it has run this many seconds."""
 MAX_SECONDS = 6 * 3600.0
 """The longest one attempt may take, however fast it goes; a resumable transfer continues in the next."""
-MAX_REDIRECTS = 5
 PROGRESS_EVERY = 0.2
 """Seconds between progress reports (the last is always reported); the renderer throttles further."""
 
@@ -61,7 +61,7 @@ def fetch(
     if not sha256 and not md5:
         raise ImpossibleError(
             "unverified-download",
-            f"No checksum is known for {url}, so it is not downloaded: every download is verified before use.",
+            f"No checksum is known for {urls.shown(url)}, so it is not downloaded: every download is verified before use.",
             ["Give its sha256 in a TFGPU_DATA_DIR overlay (docs/modes.md, System mode)."],
         )
     dest_dir = Path(dest_dir)
@@ -88,7 +88,7 @@ def fetch(
         part.unlink(missing_ok=True)
         raise OperationError(
             "checksum-mismatch",
-            f"{name} from {url} failed its {algorithm} check (expected {expected}, got {found}, {got} bytes); "
+            f"{name} from {urls.shown(url)} failed its {algorithm} check (expected {expected}, got {found}, {got} bytes); "
             "the file was deleted and nothing was installed.",
             [
                 "Run the same command again (a proxy or mirror may have served a damaged copy).",
@@ -100,7 +100,7 @@ def fetch(
         part.unlink(missing_ok=True)
         raise OperationError(
             "size-mismatch",
-            f"{name} from {url} has {got} bytes, not the recorded {size}; deleted, nothing installed.",
+            f"{name} from {urls.shown(url)} has {got} bytes, not the recorded {size}; deleted, nothing installed.",
             ["Report it: tfgpu's data may be wrong."],
         )
     os.replace(part, final)
@@ -154,14 +154,6 @@ def _say(reporter, kind: str, text: str) -> None:
         getattr(reporter, kind)(text)
 
 
-def sleep(seconds: float) -> None:
-    """Backoff pause (a module function so tests can make it instant)."""
-    time.sleep(seconds)
-
-
-_RETRY_STATUS = {408, 429, 500, 502, 503, 504}
-
-
 class _Fatal(Exception):
     """A failure retrying cannot mend (carries the error to raise)."""
 
@@ -170,15 +162,7 @@ class _Fatal(Exception):
         self.error = error
 
 
-def _unreachable_host(error: Exception) -> str | None:
-    """The host name when a connection error is a name-resolution failure (no network, no DNS)."""
-    text = repr(error)
-    if "NameResolutionError" in text or "Name or service not known" in text or "Temporary failure in name" in text:
-        import re
-
-        found = re.search(r"host='([^']+)'", text)
-        return found.group(1) if found else "the server"
-    return None
+PROXY_HINT = "Behind a proxy? Set HTTPS_PROXY (and SSL_CERT_FILE or REQUESTS_CA_BUNDLE for its certificate authority)."
 
 
 class Transfer:
@@ -186,52 +170,60 @@ class Transfer:
 
     def __init__(self, url: str, part: Path, *, size: int, reporter, name: str) -> None:
         self.url, self.part, self.size, self.reporter, self.name = url, part, size, reporter, name
+        self.shown = urls.shown(url)
         self.resumed = False
         self.resumable = False
         """The server takes range requests (``Accept-Ranges: bytes`` or a 206 seen)."""
 
     def run(self, *, retries: int, backoff: float) -> None:
         """Attempt until complete; the last failure becomes an ``OperationError``."""
-        import requests
-        from urllib3.exceptions import HTTPError as Urllib3Error
+        # Here, not at the top: file_digest (bundles, conda archives) is read offline, without the
+        # HTTP and TLS modules the transport loads.
+        from tfgpu.datasource import transport
 
-        attempts = retries + 1
+        retry = transport.Retry(retries, backoff)
         problem = ""
         try:
-            for attempt in range(attempts):
+            for attempt in retry.attempts():
                 if attempt:
-                    _say(self.reporter, "note", f"{self.name}: {problem}; retrying ({attempt} of {retries})")
-                    sleep(backoff * 2 ** (attempt - 1))
+                    note = f"{self.name}: {problem}; retrying ({attempt} of {retries})"
+                    retry.pause(attempt - 1, lambda delay, note=note: _say(self.reporter, "note", note))
                 try:
-                    problem = self._attempt(requests)
-                except (
-                    requests.ConnectionError,
-                    requests.Timeout,
-                    requests.exceptions.ChunkedEncodingError,
-                    Urllib3Error,
-                ) as error:  # raw reads raise urllib3's own errors
-                    host = _unreachable_host(error)
-                    if host is not None:
+                    problem = self._attempt()
+                except transport.Failure as failure:
+                    if failure.unresolved:
                         raise _Fatal(
                             OperationError(
                                 "download-unreachable",
-                                f"Cannot download {self.url}: the name {host} does not resolve "
+                                f"Cannot download {self.shown}: the name {failure.unresolved} does not resolve "
                                 f"(no network, or no DNS).{self._kept()}",
                                 [
                                     f"Offline: copy {self.name} into {self.part.parent} on this machine (it is checked "
                                     "against its checksum before use), then run again with --offline.",
-                                    "Behind a proxy? Set HTTPS_PROXY; requests uses it.",
+                                    PROXY_HINT,
                                 ],
                             )
                         ) from None
-                    problem = f"transfer broke off ({type(error).__name__})"
+                    if not failure.retry:
+                        raise _Fatal(
+                            OperationError(
+                                "download-failed",
+                                f"Downloading {self.shown} failed: {failure.problem}.{self._kept()}",
+                                [PROXY_HINT, "Check the URL (a TFGPU_DATA_DIR overlay may point at a mirror)."],
+                            )
+                        ) from None
+                    problem = (
+                        f"the transfer took longer than {MAX_SECONDS / 3600:.0f} h"
+                        if failure.expired
+                        else f"transfer broke off ({failure.problem})"
+                    )
                 if not problem:
                     return
                 if problem.startswith("HTTP 4") and not problem.startswith(("HTTP 408", "HTTP 429")):
                     raise _Fatal(
                         OperationError(
                             "download-failed",
-                            f"Downloading {self.url} failed: {problem}.{self._kept()}",
+                            f"Downloading {self.shown} failed: {problem}.{self._kept()}",
                             ["Check the URL (a TFGPU_DATA_DIR overlay may point at a mirror that lacks the file)."],
                         )
                     )
@@ -239,12 +231,12 @@ class Transfer:
             raise fatal.error from None
         raise OperationError(
             "download-failed",
-            f"Downloading {self.url} failed after {attempts} attempts; the last: {problem}. "
+            f"Downloading {self.shown} failed after {retries + 1} attempts; the last: {problem}. "
             f"Nothing was installed.{self._kept()}",
             [
                 "Run the same command again later (the server may be busy)"
                 + (": it resumes where this run stopped." if self._keeps() else "."),
-                "Behind a proxy? Set HTTPS_PROXY; requests uses it.",
+                PROXY_HINT,
             ],
         )
 
@@ -258,65 +250,39 @@ class Transfer:
         self.part.unlink(missing_ok=True)
         return " Nothing was kept."
 
-    def _open(self, requests, headers: dict):
-        """GET with redirects followed by hand, each target checked like the first URL."""
-        url = self.url
-        for _ in range(MAX_REDIRECTS + 1):
-            # Plain HTTP never goes through a proxy (HTTP_PROXY, ALL_PROXY): one could answer for the
-            # named host in clear text. HTTPS keeps the environment's proxy (a tunnel to a verified host).
-            proxies = {"http": None, "all": None} if url.startswith("http:") else None
-            response = requests.get(
-                url, headers=headers, stream=True, timeout=(15, 60), allow_redirects=False, proxies=proxies
-            )
-            if response.status_code not in (301, 302, 303, 307, 308):
-                return response
-            location = response.headers.get("Location", "")
-            response.close()
-            try:
-                target = urls.parse(urls.join(url, location, f"the redirect from {url}"), "")
-            except UsageError as error:
-                raise _Fatal(error) from None
-            if url.startswith("https:") and target.scheme != "https":
-                raise _Fatal(
-                    UsageError(
-                        "insecure-url",
-                        f"{url} redirects to {target.text}: a download that started "
-                        "on HTTPS never continues without it. Nothing was downloaded.",
-                        ["Point the data's URL at the final HTTPS address (TFGPU_DATA_DIR overlay)."],
-                    )
-                )
-            url = target.text
-        raise _Fatal(
-            OperationError(
-                "download-failed", f"{self.url} redirects more than {MAX_REDIRECTS} times.", ["Check the URL."]
-            )
-        )
-
-    def _attempt(self, requests) -> str:
+    def _attempt(self) -> str:
         """One request; "" when the whole file is in ``part``, else what went wrong."""
+        from tfgpu.datasource import transport
+
         have = self.part.stat().st_size if self.part.exists() else 0
         headers = {"Range": f"bytes={have}-"} if have else {}
-        response = self._open(requests, headers)
+        try:
+            response = transport.request(
+                self.url, "a download's URL", headers=headers, deadline=time.monotonic() + MAX_SECONDS
+            )
+        except UsageError as error:  # a redirect the door refuses: not retried
+            raise _Fatal(error) from None
         with response:
-            if response.headers.get("Accept-Ranges", "").lower() == "bytes" or response.status_code == 206:
+            status = response.status
+            if response.headers.get("Accept-Ranges", "").lower() == "bytes" or status == 206:
                 self.resumable = True
-            if response.status_code == 416 and have:  # nothing after `have`: complete (the checksum decides)
+            if status == 416 and have:  # nothing after `have`: complete (the checksum decides)
                 return ""
-            if response.status_code in _RETRY_STATUS or response.status_code >= 500:
-                return f"HTTP {response.status_code} {response.reason}"
-            if response.status_code not in (200, 206):
-                return f"HTTP {response.status_code} {response.reason}"
-            if response.status_code == 206 and have:
+            if status not in (200, 206):
+                return f"HTTP {status} {response.reason}"
+            if status == 206 and have:
                 self.resumed = True
                 mode, done = "ab", have
             else:
                 mode, done = "wb", 0
-            length = int(response.headers.get("Content-Length") or 0)
+            length = response.headers.get("Content-Length") or ""
+            # isascii: str.isdigit() also says yes to "²", which int() refuses.
+            length = int(length) if length.isascii() and length.isdigit() else 0
             if self.size and length and done + length > self.size:
                 raise _Fatal(
                     OperationError(
                         "download-too-large",
-                        f"{self.url} announces {done + length} bytes; tfgpu's data records "
+                        f"{self.shown} announces {done + length} bytes; tfgpu's data records "
                         f"{self.size}. Nothing was installed.{self._drop()}",
                         ["The server is not serving the file the data names: check the URL or the mirror."],
                     )
@@ -327,16 +293,12 @@ class Transfer:
             started, last, first = time.monotonic(), 0.0, done
             try:
                 with open(self.part, mode) as out:
-                    raw = response.raw
-                    while True:
-                        chunk = raw.read1(CHUNK) if hasattr(raw, "read1") else raw.read(CHUNK)
-                        if not chunk:
-                            break
+                    while chunk := response.read1(CHUNK):
                         if done + len(chunk) > limit:
                             raise _Fatal(
                                 OperationError(
                                     "download-too-large",
-                                    f"{self.url} sent more than the {limit} bytes "
+                                    f"{self.shown} sent more than the {limit} bytes "
                                     f"{'its data records' if self.size else 'it announced' if length else 'allowed'}; "
                                     f"the transfer was stopped.{self._drop()}",
                                     ["The server is not serving the file the data names: check the URL or the mirror."],
@@ -346,8 +308,6 @@ class Transfer:
                         done += len(chunk)
                         now = time.monotonic()
                         elapsed = now - started
-                        if elapsed > MAX_SECONDS:
-                            return f"the transfer took longer than {MAX_SECONDS / 3600:.0f} h"
                         if elapsed > GRACE and (done - first) / elapsed < MIN_RATE:
                             return (
                                 f"the server sent {done - first} bytes in {elapsed:.0f} s (less than "
@@ -356,9 +316,7 @@ class Transfer:
                         if now - last >= PROGRESS_EVERY:
                             last = now
                             self._report(done, total)
-            except OSError as error:
-                if isinstance(error, (requests.ConnectionError, requests.Timeout)):
-                    raise
+            except OSError as error:  # the transport's own troubles are Failures: this is the disk
                 raise _Fatal(
                     OperationError(
                         "download-failed",

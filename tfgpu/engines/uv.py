@@ -95,7 +95,7 @@ def find_links_source(value: str | None) -> str | None:
     if not value:
         return None
     if not is_local(value) or "\\" in value:
-        from tfgpu.datasource.http import preflight
+        from tfgpu.datasource.transport import preflight
 
         value = checked(value, "--find-links")
         preflight(value, "the --find-links page's redirect target")
@@ -375,8 +375,8 @@ def locked_index(index: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ..
 
 def preflown_index(index: str, what: str) -> str:
     """``index`` through the URL door, and asked once before an engine follows its redirects
-    (``tfgpu.datasource.http.preflight``)."""
-    from tfgpu.datasource.http import preflight
+    (``tfgpu.datasource.transport.preflight``)."""
+    from tfgpu.datasource.transport import preflight
 
     index = checked(index, what)
     preflight(index.rstrip("/") + "/", f"{what}'s redirect target")

@@ -81,7 +81,7 @@ def checked_index(name: str, value: str, separator: str | None) -> str:
             label, _, url = item.partition("=")
             label += "="
         if not (name.endswith("FIND_LINKS") and urls.is_local(url) and "\\" not in url):
-            from tfgpu.datasource.http import preflight
+            from tfgpu.datasource.transport import preflight
 
             url = urls.checked(url, name)
             preflight(url if name.endswith("FIND_LINKS") else url.rstrip("/") + "/", f"{name}'s redirect target")
