@@ -28,7 +28,6 @@ of the directories still to finish and holds ONE directory open at a time:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import stat
@@ -307,6 +306,8 @@ def rename_noreplace(
     (``renameat2``): a rename that replaces would lose what is there without a word. Where the
     kernel or file system lacks it, a file is hard-linked then unlinked (the link fails when the
     name is taken), a directory renamed after a check."""
+    import ctypes  # here, not above: only this move needs it, and a plan's writes import this module
+
     libc = ctypes.CDLL(None, use_errno=True)
     renameat2 = getattr(libc, "renameat2", None)
     if renameat2 is not None:

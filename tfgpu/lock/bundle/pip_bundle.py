@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tfgpu import __version__
+from tfgpu import __version__, trees
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import (
     FORMAT,
@@ -72,7 +72,7 @@ def build(resolution, platform: Platform, out: Path, *, reporter=None) -> Built:
         "files": files,
     }
     write_output(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    (out / PARTIAL).unlink(missing_ok=True)
+    trees.unlink(out / PARTIAL)
     total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size
     built = Built(
         str(out),
