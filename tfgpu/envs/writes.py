@@ -1,6 +1,8 @@
 """The one door for writing into an environment: every file the tool writes, every link it makes,
 every path it deletes inside an env (or the staging directory of one) goes through here, and the
-check that comes before uv or rattler install into an env that already exists.
+check that comes before uv or rattler install into an env that already exists. Each name it changes
+it changes through the tool's one set of primitives (``tfgpu.trees``: no link at the name followed,
+``OSError`` as the system call raises it); this module adds the env's checks and the typed errors.
 
 What it promises, in one place:
 
