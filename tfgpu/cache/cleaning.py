@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import stat
 from pathlib import Path
 
 from tfgpu.cache.survey import KINDS, OWN_FILES, Kind, prunable, survey
@@ -133,26 +132,15 @@ def remove_files(root: Path, keep=None) -> tuple[int, int]:
     all of them, and the directories left empty; returns (files, bytes freed). Symbolic links are
     neither followed nor removed. Bytes count only files with no other link (an env's hard link
     keeps the data on disk)."""
-    counted = [0, 0]
-
-    def remove(directory: int, name: str, info: os.stat_result, path: Path) -> None:
-        if not stat.S_ISREG(info.st_mode) or (keep is not None and not keep(path, info)):
-            return
-        try:
-            os.unlink(name, dir_fd=directory)
-        except OSError:
-            return
-        counted[0] += 1
-        if info.st_nlink == 1:
-            counted[1] += info.st_blocks * 512
-
     # Every stat and unlink is relative to a directory opened without following a link and checked
     # to be the one listed (tfgpu.doors.trees): a directory swapped for a link while the walk runs is
     # never entered, a name that became a link is removed as the link; and no depth of nesting
     # makes the walk recurse.
-    with contextlib.suppress(OSError):
-        trees.empty(root, remove)
-    return counted[0], counted[1]
+    try:
+        deleted = trees.delete_files(root, keep if keep is not None else (lambda path, info: True))
+    except OSError:
+        return 0, 0
+    return len(deleted), sum(info.st_blocks * 512 for info in deleted if info.st_nlink == 1)
 
 
 def _uv(uv: str | None, verb: str, cache: Path, runner) -> tuple[bool, str]:

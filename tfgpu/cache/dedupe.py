@@ -88,12 +88,6 @@ def _b64(digest: bytes) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
-    """What proves a name still is the file that was hashed: its inode, and a size and mtime that
-    no write since has changed (a hard link made of it changes neither)."""
-    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
-
-
 def _lstat(directory: int, name: str) -> os.stat_result | None:
     try:
         return os.stat(name, dir_fd=directory, follow_symlinks=False)
@@ -201,11 +195,11 @@ def _digest(directory: int, name: str, info: os.stat_result) -> str | None:
     hasher = hashlib.sha256()
     try:
         with untrusted.open_stream(name, untrusted.CACHE, at=directory) as file:  # in pieces, never whole
-            if _identity(os.fstat(file.fileno())) != _identity(info):
+            if trees.file_identity(os.fstat(file.fileno())) != trees.file_identity(info):
                 return None
             for piece in iter(lambda: file.read(1 << 20), b""):
                 hasher.update(piece)
-            if _identity(os.fstat(file.fileno())) != _identity(info):
+            if trees.file_identity(os.fstat(file.fileno())) != trees.file_identity(info):
                 return None
     except (OSError, untrusted.Unreadable):
         return None
@@ -238,7 +232,7 @@ def _same(first: _Tree, second: _Tree, listed: dict) -> list[_Twin] | None:
         if (one.st_dev, one.st_ino) != (two.st_dev, two.st_ino):
             if _digest(one_dir, parts[-1], one) != digest or _digest(two_dir, parts[-1], two) != digest:
                 return None
-            twins.append(_Twin(parts, _identity(one), _identity(two), size))
+            twins.append(_Twin(parts, trees.file_identity(one), trees.file_identity(two), size))
     return twins
 
 
@@ -246,37 +240,18 @@ def _relink(first: _Tree, second: _Tree, twin: _Twin, scratch: int, partial: str
     """The second copy's name becomes a hard link to the kept file: linked (never through a link)
     from the kept copy's directory into ``scratch`` as ``partial``, proved there to be the inode that
     was hashed, and renamed over the name in the second copy's directory while that name is still
-    the file that was checked; True when it did. ``hold``: a second link to it left in ``scratch``,
-    for the env. A file swapped in at either name leaves the copy as it is.
-
-    Between the last check and the rename a name can still be swapped: the rename then replaces
-    whatever is there with the checked file, in the copy's own directory, never anywhere else."""
+    the file that was checked (``tfgpu.doors.trees.link_in``); True when it did. ``hold``: a second link
+    to it left in ``scratch``, for the env. A file swapped in at either name leaves the copy as it is."""
     keep_dir, name_dir = first.at(twin.parts[:-1]), second.at(twin.parts[:-1])
     if keep_dir is None or name_dir is None:
         return False
     name = twin.parts[-1]
     try:
-        os.link(name, partial, src_dir_fd=keep_dir, dst_dir_fd=scratch, follow_symlinks=False)
+        return trees.link_in(
+            (keep_dir, name), twin.keep, (scratch, partial), (name_dir, name), target_is=twin.name, also=hold
+        )
     except OSError:
         return False
-    placed = False
-    try:
-        made, now = _lstat(scratch, partial), _lstat(name_dir, name)
-        if made is None or now is None or _identity(made) != twin.keep or _identity(now) != twin.name:
-            return False
-        if hold is not None:
-            os.link(partial, hold, src_dir_fd=scratch, dst_dir_fd=scratch, follow_symlinks=False)
-        os.replace(partial, name, src_dir_fd=scratch, dst_dir_fd=name_dir)
-        placed = True
-        return True
-    except OSError:
-        return False
-    finally:
-        if not placed:
-            for leftover in (partial, hold):
-                if leftover is not None:
-                    with contextlib.suppress(OSError):
-                        os.unlink(leftover, dir_fd=scratch)
 
 
 def _still(directory: int, name: str, fd: int) -> bool:
@@ -348,8 +323,7 @@ def _held(cache: Path):
         with contextlib.suppress(OSError), os.scandir(held[0]) as entries:
             leftovers = [e.name for e in entries if e.name != LOCK and not e.is_dir(follow_symlinks=False)]
         for name in leftovers:
-            with contextlib.suppress(OSError):
-                os.unlink(name, dir_fd=held[0])
+            trees.unlink(name, at=held[0], strict=False)
         yield top, held[0]
     finally:
         if held is not None:
@@ -408,8 +382,7 @@ def one_copy(cache: Path, env: Path | None = None) -> Deduped:
         finally:
             for hold, _ in moved.values():
                 if hold is not None:
-                    with contextlib.suppress(OSError):
-                        os.unlink(hold, dir_fd=scratch)
+                    trees.unlink(hold, at=scratch, strict=False)
     return Deduped(files, size)
 
 

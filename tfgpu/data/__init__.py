@@ -219,6 +219,7 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
 def _write_cache(path: Path, parsed: dict) -> None:
     """Written for this user alone (directory 0700, file 0600, whatever the umask), which is what
     :func:`_read_cache` asks of it."""
+    from tfgpu.doors import trees
     from tfgpu.doors.paths import tag_cache
 
     payload = marshal.dumps({name: marshal.dumps(table) for name, table in parsed.items()})
@@ -231,6 +232,6 @@ def _write_cache(path: Path, parsed: dict) -> None:
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
         with os.fdopen(fd, "wb") as out:
             out.write(_MAGIC + _digest(payload).digest() + payload)
-        os.replace(partial, path)
+        trees.replace(partial, path)
     except OSError:
         pass  # a read-only cache only costs the parse next time

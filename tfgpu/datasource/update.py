@@ -26,6 +26,7 @@ import zlib
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from tfgpu.doors import trees
 from tfgpu.errors import OperationError, UsageError
 
 DEFAULT_INDEX = "https://pypi.org/pypi"
@@ -389,7 +390,7 @@ def _install(target, data: bytes, url: str, check=None) -> None:
             out.flush()
             os.fsync(out.fileno())
     except OSError as error:
-        partial.unlink(missing_ok=True)
+        trees.unlink(partial, strict=False)
         raise OperationError(
             "update-not-written",
             f"Cannot write {target}: {error.strerror}.",
@@ -401,7 +402,7 @@ def _install(target, data: bytes, url: str, check=None) -> None:
             raise ValueError("no release rows")
         for row in rows if check is None else ():
             release_from_row(row, "update")
-        os.replace(partial, target)
+        trees.replace(partial, target)
     except (TfgpuError, *_MALFORMED) as error:
         reason = error.message if isinstance(error, TfgpuError) else f"{type(error).__name__}: {error}"
         raise OperationError(
@@ -417,4 +418,4 @@ def _install(target, data: bytes, url: str, check=None) -> None:
             ["Set TFGPU_USER_DATA_DIR to a directory you may write."],
         ) from None
     finally:
-        partial.unlink(missing_ok=True)
+        trees.unlink(partial, strict=False)

@@ -211,7 +211,7 @@ def write_outputs(files, below: Path | None = None) -> None:
     opened without following a link (made when missing), and the temporary is written and renamed
     through that descriptor: a directory swapped for a link after the caller's checks (a race)
     never carries a file out of ``below`` (``bad-output``, nothing replaced)."""
-    from tfgpu.doors import secrets
+    from tfgpu.doors import secrets, trees
 
     files = [
         (path, content.encode("utf-8") if isinstance(content, str) else content, mode) for path, content, mode in files
@@ -236,7 +236,7 @@ def write_outputs(files, below: Path | None = None) -> None:
             with os.fdopen(fd, "wb") as handle:  # closing it reports what a write put off (NFS)
                 handle.write(data)
         for at, partial, name in partials:
-            os.replace(partial, name, src_dir_fd=at, dst_dir_fd=at)
+            trees.replace(partial, name, at=at, target_at=at)
             replaced += 1
     except OSError as error:
         failure = write_failure(error, path, replaced=(replaced, len(partials)))
@@ -245,8 +245,7 @@ def write_outputs(files, below: Path | None = None) -> None:
         raise failure from None
     finally:
         for at, partial, _ in partials:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(partial, dir_fd=at)
+            trees.unlink(partial, at=at)
         for at in directories.values():
             os.close(at)
 

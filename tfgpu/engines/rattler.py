@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from tfgpu.doors import secrets, untrusted
+from tfgpu.doors import secrets, trees, untrusted
 from tfgpu.doors.requirements import match_spec
 from tfgpu.doors.urls import local_path
 from tfgpu.engines.channels import CONDA_FORGE, channel_urls, check_channels, check_local_indexes  # noqa: F401
@@ -404,7 +404,7 @@ def verified_copy(record, store: Path) -> Path:
     try:
         shutil.copyfile(source, partial)
     except OSError as error:
-        partial.unlink(missing_ok=True)
+        trees.unlink(partial, strict=False)
         raise OperationError(
             "install-failed",
             f"Cannot read {source}: {error.strerror}; nothing was installed.",
@@ -412,7 +412,7 @@ def verified_copy(record, store: Path) -> Path:
         ) from None
     found = file_digest(partial, algorithm)
     if found != expected:
-        partial.unlink(missing_ok=True)
+        trees.unlink(partial, strict=False)
         raise OperationError(
             "checksum-mismatch",
             f"{source} is not the package its index and lock name: its "
@@ -422,7 +422,7 @@ def verified_copy(record, store: Path) -> Path:
                 "a trusted copy, and compare before trusting either."
             ],
         )
-    os.replace(partial, target)
+    trees.replace(partial, target)
     return target
 
 
@@ -480,7 +480,7 @@ def write_records(records: list, path: Path) -> None:
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     text = secrets.stripped(json.dumps(records_to_json(records), indent=1))
     partial.write_text(text + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    trees.replace(partial, path)
 
 
 def index_channel(directory: Path, runner=None) -> None:

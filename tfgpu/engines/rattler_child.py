@@ -23,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from tfgpu.doors import untrusted
+from tfgpu.doors import trees, untrusted
 from tfgpu.engines.rattler import BYTES, PROGRESS
 
 
@@ -200,7 +200,7 @@ def main() -> None:
         partial = f"{request['result']}.part"
         with open(partial, "w", encoding="utf-8") as handle:
             json.dump(answer, handle)
-        os.replace(partial, request["result"])
+        trees.replace(partial, request["result"])
     except KeyboardInterrupt:
         code = 130
     except BaseException as error:  # noqa: BLE001 - anything here is reported by the missing answer

@@ -25,7 +25,7 @@ import os
 import re
 from pathlib import Path
 
-from tfgpu.doors import untrusted
+from tfgpu.doors import trees, untrusted
 from tfgpu.errors import OperationError
 from tfgpu.process.runner import PIPE
 
@@ -90,7 +90,7 @@ def _keep(pyc: Path, store: Path, *keys: str) -> bool:
             continue
         try:
             kept.parent.mkdir(parents=True, exist_ok=True)
-            os.link(pyc, kept)
+            trees.hard_link(pyc, kept)
             added = True
         except OSError:
             continue
@@ -109,7 +109,7 @@ def _retimed(stored: Path, source: Path, target: Path) -> bool:
         data[12:16] = (info.st_size & 0xFFFFFFFF).to_bytes(4, "little")
         temporary = target.with_name(target.name + ".tfgpu-copy")
         temporary.write_bytes(data)
-        os.replace(temporary, target)
+        trees.replace(temporary, target)
         return True
     except (OSError, untrusted.Unreadable):
         return False
@@ -118,8 +118,8 @@ def _retimed(stored: Path, source: Path, target: Path) -> bool:
 def _link(source: Path, target: Path) -> bool:
     try:
         temporary = target.with_name(target.name + ".tfgpu-link")
-        os.link(source, temporary)
-        os.replace(temporary, target)
+        trees.hard_link(source, temporary)
+        trees.replace(temporary, target)
         return True
     except OSError:
         return False

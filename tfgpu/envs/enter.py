@@ -24,7 +24,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from tfgpu.doors import quoting
+from tfgpu.doors import quoting, trees
 from tfgpu.errors import ImpossibleError, OperationError
 
 SHELLS = ("bash", "zsh", "fish")
@@ -80,7 +80,7 @@ def activation_lines(target, shell: str) -> str:
 
     with tempfile.TemporaryDirectory(prefix="tfgpu-activate-") as folder:
         alias = Path(folder) / "env"
-        alias.symlink_to(prefix, target_is_directory=True)
+        trees.symlink(prefix, alias)
         if not _PLAIN_WORD.fullmatch(str(alias)):
             raise _not_activatable(
                 prefix,

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tfgpu.doors import trees
 from tfgpu.errors import OperationError
 
 
@@ -97,8 +98,7 @@ def using(final: Path, hold: Path, command: str) -> Iterator[None]:
     finally:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody else holds it: tidy it away
-            with contextlib.suppress(OSError):
-                os.unlink(hold)
+            trees.unlink(hold, strict=False)
         except OSError:
             pass
         os.close(fd)
@@ -161,7 +161,6 @@ class Exclusive:
 
     def release(self) -> None:
         if self.fd is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self.hold)
+            trees.unlink(self.hold, strict=False)
             os.close(self.fd)
             self.fd = None

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tfgpu import __version__
-from tfgpu.doors import secrets, untrusted
+from tfgpu.doors import secrets, trees, untrusted
 
 NAME = "tfgpu-env.json"
 FORMAT = 2
@@ -131,7 +131,7 @@ def write(root: Path, *, env_id: str, made_for: str, fields: dict, kernels: tupl
     partial = path.with_name(f".{NAME}.{os.getpid()}.tmp")
     # No credential in a record other tools and people read (a channel's /t/<token>/: tfgpu.doors.secrets).
     partial.write_text(secrets.stripped(json.dumps(document, indent=2)) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    trees.replace(partial, path)
     return path
 
 

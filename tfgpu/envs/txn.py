@@ -28,7 +28,7 @@ import json
 import os
 from pathlib import Path
 
-from tfgpu.doors import untrusted
+from tfgpu.doors import trees, untrusted
 from tfgpu.envs import marker, writes
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.process.runner import shielded
@@ -112,10 +112,7 @@ class TargetLock:
 
     def __exit__(self, *exc) -> None:
         if self.fd is not None:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+            trees.unlink(self.path, strict=False)
             os.close(self.fd)
             self.fd = None
 
@@ -123,7 +120,7 @@ class TargetLock:
 def write_record(path: Path, value: dict) -> None:
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     partial.write_text(json.dumps(value) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    trees.replace(partial, path)
 
 
 def read_record(path: Path, kind: untrusted.Kind = untrusted.STAGING_RECORD) -> dict | None:
@@ -163,7 +160,7 @@ def drop_staging(staging: Path) -> None:
     delete_contents(staging, keep=STAGING_RECORD)
     writes.delete(staging / STAGING_RECORD)
     try:
-        staging.rmdir()
+        trees.remove_dir(staging, strict=True)
     except OSError as error:
         if record is not None:
             try:
@@ -195,13 +192,13 @@ def finish_removal(directory: Path, made_for: Path, progress=None) -> bool:
     if found is None:
         if any(directory.iterdir()):
             return False
-        directory.rmdir()
+        trees.remove_dir(directory, strict=True)
         return True
     for kernel in marker.kernels(found):
         jupyter.unregister(kernel, found["id"])
     delete_counted(directory, marker.NAME, progress)
-    (directory / marker.NAME).unlink(missing_ok=True)
-    directory.rmdir()
+    trees.unlink(directory / marker.NAME)
+    trees.remove_dir(directory, strict=True)
     return True
 
 
@@ -229,11 +226,7 @@ def _token_matches(final: Path, build_id: str) -> bool:
 
 def _rmdir_if_empty(directory: Path) -> bool:
     """``rmdir`` deletes only an empty directory, so nothing anyone put there can be lost."""
-    try:
-        directory.rmdir()
-    except OSError:
-        return False
-    return True
+    return trees.remove_dir(directory)
 
 
 def recover(final: Path, progress=None) -> list[str]:
@@ -256,9 +249,9 @@ def recover(final: Path, progress=None) -> list[str]:
                 writes.remove_tree(final)
                 done.append(f"deleted the half-built environment an interrupted run left at {final}")
             if is_real_dir(old_of(final)) and marker.proof(old_of(final), final):
-                os.rename(old_of(final), final)
+                trees.replace(old_of(final), final)
                 done.append(f"put the previous environment back at {final}")
-        journal.unlink()
+        trees.unlink(journal)
     staging = staging_of(final)
     if staging.exists() or staging.is_symlink():
         record = read_record(staging / STAGING_RECORD) if is_real_dir(staging) else None
@@ -280,15 +273,15 @@ def recover(final: Path, progress=None) -> list[str]:
         if not is_real_dir(old) or (marker.proof(old, final) is None and any(old.iterdir())):
             raise foreign_leftover(old, "the environment a --force rebuild moved aside")
         if not final.exists() and not final.is_symlink():
-            os.rename(old, final)
+            trees.replace(old, final)
             done.append(f"put the previous environment back at {final} (an interrupted --force)")
         else:
-            os.rename(old, removing)
+            trees.replace(old, removing)
             finish_removal(removing, final, progress)
             done.append(f"deleted the environment a finished --force rebuild replaced ({old})")
     stray = final / STAGING_RECORD
     if stray.is_file() and marker.proof(final):
-        stray.unlink()
+        trees.unlink(stray)
     return done
 
 
@@ -300,7 +293,7 @@ def prepare(location) -> None:
     if location.in_place:
         write_record(journal_of(final), record)
         if final.exists():
-            os.rename(final, old_of(final))
+            trees.replace(final, old_of(final))
         final.parent.mkdir(parents=True, exist_ok=True)
         # The proof that this run made the directory: it makes it (it does not exist now) and puts
         # the journal's random id inside, where the engine (conda, mamba) then builds the env.
@@ -315,7 +308,7 @@ def prepare(location) -> None:
         try:
             write_record(location.staging / STAGING_RECORD, record)
         except BaseException:
-            location.staging.rmdir()
+            trees.remove_dir(location.staging, strict=True)
             raise
 
 
@@ -325,18 +318,18 @@ def commit(location) -> None:
     with shielded():
         if location.in_place:
             if old.exists():
-                os.rename(old, removing_of(final))
-            journal_of(final).unlink(missing_ok=True)
-            inplace_token(final, location.id).unlink(missing_ok=True)
+                trees.replace(old, removing_of(final))
+            trees.unlink(journal_of(final))
+            trees.unlink(inplace_token(final, location.id))
         else:
             if final.exists() and not any(final.iterdir()):
-                final.rmdir()
+                trees.remove_dir(final, strict=True)
             if final.exists():
-                os.rename(final, old)
-            os.rename(location.staging, final)
-            (final / STAGING_RECORD).unlink(missing_ok=True)
+                trees.replace(final, old)
+            trees.replace(location.staging, final)
+            trees.unlink(final / STAGING_RECORD)
             if old.exists():
-                os.rename(old, removing_of(final))
+                trees.replace(old, removing_of(final))
     if removing_of(final).exists():
         finish_removal(removing_of(final), final)
 
@@ -363,8 +356,8 @@ def rollback(location) -> None:
         if is_real_dir(location.prefix) and (built is None or built.get("id") == location.id):
             writes.remove_tree(location.prefix)  # the half-built env of this very run
         if old_of(location.prefix).exists() and not location.prefix.exists():
-            os.rename(old_of(location.prefix), location.prefix)
-        journal_of(location.prefix).unlink(missing_ok=True)
+            trees.replace(old_of(location.prefix), location.prefix)
+        trees.unlink(journal_of(location.prefix))
 
 
 def remove(final: Path, progress=None) -> dict:
@@ -404,7 +397,7 @@ def _remove(final: Path, progress) -> dict:
     writes.check_no_mounts(final)  # before the rename: a mount point inside stays where it was
     try:
         with shielded():
-            os.rename(final, removing_of(final))
+            trees.replace(final, removing_of(final))
     except OSError as error:
         raise ImpossibleError(
             "target-not-writable",

@@ -1,6 +1,8 @@
 """The one door for writing into an environment: every file the tool writes, every link it makes,
 every path it deletes inside an env (or the staging directory of one) goes through here, and the
-check that comes before uv or rattler install into an env that already exists.
+check that comes before uv or rattler install into an env that already exists. Each name it changes
+it changes through the tool's one set of primitives (``tfgpu.doors.trees``: no link at the name followed,
+``OSError`` as the system call raises it); this module adds the env's checks and the typed errors.
 
 What it promises, in one place:
 
@@ -27,7 +29,6 @@ What it promises, in one place:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import stat
@@ -196,7 +197,7 @@ def put_bytes(path: Path, data: bytes, mode: int | None = None, root: Path | Non
             handle.write(data)
         if mode is not None:
             os.chmod(partial, mode)
-        os.replace(partial, path)
+        trees.replace(partial, path)
     except OSError as error:
         _forget(partial)
         raise failed(error, path) from None
@@ -226,7 +227,7 @@ def put_link(path: Path, target: str | Path, root: Path | None = None) -> Path:
     _ready(path, root)
     if os.path.islink(path) and os.readlink(path) == os.fspath(target):
         return path
-    return _swap_in(path, lambda partial: os.symlink(target, partial))
+    return _swap_in(path, lambda partial: trees.symlink(target, partial))
 
 
 def _swap_in(path: Path, make) -> Path:
@@ -236,7 +237,7 @@ def _swap_in(path: Path, make) -> Path:
     try:
         _forget(partial)
         make(partial)
-        os.replace(partial, path)
+        trees.replace(partial, path)
     except OSError as error:
         _forget(partial)
         raise failed(error, path) from None
@@ -251,22 +252,10 @@ def put_hardlink(path: Path, keep: tuple[int, str], same_as: tuple, root: Path |
     before it is renamed in, so a file swapped in at that name since it was checked never reaches
     the env. False (``path`` left as it was) when it is no longer that file."""
     _ready(path, root)
-    partial = _partial(path)
-    placed = False
     try:
-        _forget(partial)
-        os.link(keep[1], partial, src_dir_fd=keep[0], follow_symlinks=False)
-        made = os.lstat(partial)
-        if not stat.S_ISREG(made.st_mode) or (made.st_dev, made.st_ino, made.st_size, made.st_mtime_ns) != same_as:
-            return False
-        os.replace(partial, path)
-        placed = True
+        return trees.link_in(keep, same_as, (None, str(_partial(path))), (None, str(path)))
     except OSError as error:
         raise failed(error, path) from None
-    finally:
-        if not placed:
-            _forget(partial)
-    return True
 
 
 def put_state(path: Path, state, root: Path | None = None) -> None:
@@ -298,48 +287,19 @@ def delete(path: Path, root: Path | None = None) -> None:
 
 def _forget(path: Path, strict: bool = False) -> None:
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+        trees.unlink(path, strict=strict)
     except OSError as error:
-        if strict:
-            raise failed(error, path) from None
+        raise failed(error, path) from None
 
 
 def remove_empty_dir(path: Path) -> bool:
     """``rmdir path`` when it is a real, empty directory; True when it went."""
     try:
         if stat.S_ISDIR(path.lstat().st_mode) and not any(path.iterdir()):
-            path.rmdir()
-            return True
+            return trees.remove_dir(path)
     except OSError:
         pass
     return False
-
-
-RENAME_NOREPLACE = 1
-
-
-def _rename_noreplace(source: str, destination: str) -> None:
-    """``rename`` that fails with EEXIST when ``destination`` exists, in one step (``renameat2``);
-    where the kernel or file system lacks it, a file is hard-linked then unlinked (the link fails
-    when the name is taken), a directory renamed after a check."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    if renameat2 is not None:
-        at_cwd = -100
-        if renameat2(at_cwd, os.fsencode(source), at_cwd, os.fsencode(destination), RENAME_NOREPLACE) == 0:
-            return
-        code = ctypes.get_errno()
-        if code not in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-            raise OSError(code, os.strerror(code), destination)
-    if os.path.isdir(source) and not os.path.islink(source):
-        if os.path.lexists(destination):
-            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), destination)
-        os.rename(source, destination)
-        return
-    os.link(source, destination, follow_symlinks=False)
-    os.unlink(source)
 
 
 def move(source: Path, destination: Path, replace: bool = False) -> None:
@@ -348,9 +308,9 @@ def move(source: Path, destination: Path, replace: bool = False) -> None:
     lose it without a word."""
     try:
         if replace:
-            os.rename(source, destination)
+            trees.replace(source, destination)
         else:
-            _rename_noreplace(str(source), str(destination))
+            trees.rename_noreplace(source, destination)
     except OSError as error:
         raise failed(error, destination) from None
 

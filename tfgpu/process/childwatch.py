@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tfgpu.doors import untrusted
+from tfgpu.doors import trees, untrusted
 
 MIN_RATE = 32 << 10
 """Bytes per second: the tool's own downloads' floor (``tfgpu.engines.download.MIN_RATE``, held equal by a test)."""
@@ -96,10 +95,7 @@ class Scratch:
             if path in busy:
                 continue
             with contextlib.suppress(OSError):
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink()
+                trees.delete(path)  # a link as the link; a directory at any depth, without recursion
                 removed.append(path)
         if removed and log is not None:
             log(f"removed what the stopped uv left half-written in its cache: {', '.join(map(str, removed))}")

@@ -17,12 +17,11 @@ checked against the lock's sha256) and the wheels from ``DIR/wheels`` with every
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 from tfgpu import __version__
-from tfgpu.doors import secrets, urls
+from tfgpu.doors import secrets, trees, urls
 from tfgpu.doors.paths import write_output
 from tfgpu.errors import OperationError
 from tfgpu.lock.bundle.files import digest
@@ -62,15 +61,15 @@ def copy_package(url: str, sha256: str, dest: Path, reporter=None) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     if not url.startswith("file://"):
         got = fetch(url, dest, sha256=sha256, reporter=reporter)
-        got.with_name(got.name + ".verified").unlink(missing_ok=True)
+        trees.unlink(got.with_name(got.name + ".verified"))
         if got != target:
-            os.replace(got, target)
+            trees.replace(got, target)
         return target
     part = target.with_name(target.name + ".part")
     shutil.copyfile(urls.local_path(url), part)
     found = digest(part)
     if found != sha256:
-        part.unlink()
+        trees.unlink(part)
         raise OperationError(
             "checksum-mismatch",
             f"{target.name} from {url} failed its sha256 check (expected "
@@ -83,7 +82,7 @@ def copy_package(url: str, sha256: str, dest: Path, reporter=None) -> Path:
                 "Or check the channel's copy of the package against its repodata sha256.",
             ],
         )
-    os.replace(part, target)
+    trees.replace(part, target)
     return target
 
 
@@ -151,7 +150,7 @@ def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "
             and stale.name.endswith((".conda", ".tar.bz2"))
             and (stale.parent.name, stale.name) not in keep
         ):
-            stale.unlink()
+            trees.unlink(stale)
     for subdir in ("noarch", platform.name):
         (out / "channel" / subdir).mkdir(parents=True, exist_ok=True)
     rattler.index_channel(out / "channel", runner)
@@ -185,7 +184,7 @@ def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "
         "files": files,
     }
     write_output(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    (out / PARTIAL).unlink(missing_ok=True)
+    trees.unlink(out / PARTIAL)
     total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size
     built = Built(
         str(out),

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from tfgpu import __version__
+from tfgpu.doors import trees
 from tfgpu.doors.paths import write_output
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import (
@@ -72,7 +73,7 @@ def build(resolution, platform: Platform, out: Path, *, reporter=None) -> Built:
         "files": files,
     }
     write_output(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    (out / PARTIAL).unlink(missing_ok=True)
+    trees.unlink(out / PARTIAL)
     total = sum(item["size"] for item in files.values()) + (out / MANIFEST).stat().st_size
     built = Built(
         str(out),

@@ -170,7 +170,7 @@ def prepare_dir(out: Path) -> None:
             ["Give a new or empty directory with -o."],
         )
     _refuse_links(out)
-    (out / MANIFEST).unlink(missing_ok=True)  # rewritten last: a bundle without it is incomplete
+    trees.unlink(out / MANIFEST)  # rewritten last: a bundle without it is incomplete
     write_output(out / PARTIAL, "tfgpu-install bundle in progress; run the same command again to resume.\n")
 
 
@@ -228,13 +228,13 @@ def collect(wheels: list[Wheel], dest: Path, reporter) -> None:
                 and (not wheel.size or candidate.stat().st_size == wheel.size)
             ):
                 try:
-                    os.link(candidate, target)
+                    trees.hard_link(os.path.realpath(candidate), target)  # the wheel a link leads to
                 except OSError:
                     shutil.copy2(candidate, target)
         got = fetch(wheel.url, dest, sha256=wheel.sha256, size=wheel.size, reporter=combined)
-        got.with_name(got.name + ".verified").unlink(missing_ok=True)
+        trees.unlink(got.with_name(got.name + ".verified"))
         if got != target:  # a percent-encoded URL name: keep the wheel's real file name
-            os.replace(got, target)
+            trees.replace(got, target)
         if combined is not None:
             combined.next_file(target.stat().st_size)
 
