@@ -74,31 +74,20 @@ def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detec
 
 
 def _installer(plan_or_journal_manager: str, survey, resolution, runner, *, find_links, offline, channels):
+    """The engine (``tfgpu.installers.engine``, the one create installs through too) for the env's
+    package manager, working on that env."""
+    from tfgpu.installers.engine import RattlerEngine, UvEngine
     from tfgpu.paths import cache_root
 
     if plan_or_journal_manager == "conda":
         from tfgpu.engines import rattler
-        from tfgpu.repair.packages import CondaPackages
 
         cuda = rattler.virtual_cuda(resolution) if resolution is not None else ""
-        return CondaPackages(survey.prefix, rattler.channel_urls(tuple(channels)), cuda, cache_root(), offline=offline)
-    from tfgpu.engines.uv import find_uv
-    from tfgpu.repair.packages import PipPackages
-
-    uv = find_uv()
-    if uv is None:
-        raise ImpossibleError(
-            "uv-missing",
-            "Repairing needs uv, which is not installed with this tfgpu-install.",
-            ["Reinstall tfgpu-install (it depends on the `uv` package)."],
-        )
-    from tfgpu.cache import uv_cache
-
-    chosen = uv_cache(uv)
-    runner.log(f"uv cache: {chosen.path} ({chosen.why})")
-    return PipPackages(
-        uv, survey.python, survey.site_packages, runner, chosen.path, find_links=find_links, offline=offline
-    )
+        channels = rattler.channel_urls(tuple(channels))
+        return RattlerEngine(cache_root(), prefix=survey.prefix, channels=channels, cuda=cuda, offline=offline)
+    engine = UvEngine.found("Repairing", python=survey.python, runner=runner, find_links=find_links, offline=offline)
+    runner.log(engine.cache_note)
+    return engine
 
 
 def _root(where: Path | None, interpreter: Path | None) -> Path:

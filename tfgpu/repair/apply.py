@@ -33,12 +33,13 @@ from pathlib import Path
 from tfgpu import untrusted
 from tfgpu.envs import writes
 from tfgpu.envs.writes import inside
+from tfgpu.installers.engine import PackageEngine, Wanted
 from tfgpu.installers.stacks import owned_twice, refuse_files_owned_twice
 from tfgpu.proc import shielded
 from tfgpu.repair import listing
 from tfgpu.repair.journal import FORMAT, check_journal, write_journal
 from tfgpu.repair.plan import RepairPlan, differing_files, state_of
-from tfgpu.repair.survey import JOURNAL, EnvSurvey, canonical, conda_packages
+from tfgpu.repair.survey import JOURNAL, EnvSurvey, canonical, conda_packages, distributions
 
 __all__ = ["FORMAT", "apply_repair", "check_journal", "inside", "undo_journal"]
 
@@ -121,9 +122,20 @@ def _new_dirs(prefix: Path, paths) -> list[str]:
     return made
 
 
-def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
+def wanted(plan: RepairPlan) -> Wanted:
+    """What the engine is asked to install for ``plan``: its packages, with every other
+    distribution the env holds kept at its version."""
+    site = plan.survey.site_packages if plan.manager != "conda" else None
+    return Wanted(
+        requirements=tuple(p.wanted for p in [*plan.add, *plan.change]),
+        changing=frozenset(p.name for p in plan.change),
+        held=tuple(sorted(distributions(site).items())) if site is not None else (),
+    )
+
+
+def apply_repair(plan: RepairPlan, installer: PackageEngine, reporter) -> dict:
     """Do ``plan`` (under the env's lock); returns what changed. ``installer`` adds/changes packages
-    (``tfgpu.repair.packages``); on any failure everything done so far is undone."""
+    (``tfgpu.installers.engine``); on any failure everything done so far is undone."""
     survey = plan.survey
     prefix = survey.prefix
     writes.check_tree(prefix)  # before the journal, before any engine: a directory linking out stops it here
@@ -171,14 +183,13 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
         write_journal(prefix, journal)  # inside: a full disk here still takes back the directories it made
         before = installed(survey.site_packages)
         journal.setdefault("intended", [])
-        intended = getattr(installer, "intended", None)
-        journal["intended"] += [
-            p for p in (intended(plan, reporter) if intended else []) if p not in journal["intended"]
-        ]
+        request = wanted(plan)
+        intended = [p.to_dict() for p in installer.intended(request, reporter)]
+        journal["intended"] += [p for p in intended if p not in journal["intended"]]
         write_journal(prefix, journal)
         twice = owned_twice(survey.site_packages) if survey.site_packages else frozenset()
         dirs_before = _nvidia_dirs(prefix, survey.site_packages)
-        installer.install(plan, reporter)
+        installer.install(request, reporter)
         if survey.site_packages:  # a CUDA wheel installed over another stack's file: rolled back below
             refuse_files_owned_twice(survey.site_packages, str(prefix), twice)
         after = installed(survey.site_packages)
@@ -376,7 +387,7 @@ def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict, list
     return added, changed, left
 
 
-def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
+def undo_journal(prefix: Path, journal: dict, installer: PackageEngine, reporter) -> dict:
     """Put back what the repair did and nothing else: packages first, then files, then directories.
 
     A repair that did not finish (state ``applying``) is swept against the listing it took before
@@ -418,7 +429,7 @@ def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
             listed,
             names,
             set(journal.get("files", {})),
-            cache=getattr(installer, "cache", None),
+            cache=installer.cache,
             wanted=wanted,
         )
         swept = result["removed"]
