@@ -24,6 +24,7 @@ from tfgpu import requirements as req
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import writes
 from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.installers.failures import whole_output
 from tfgpu.records import record
 
 TYPE_CHECKING = False
@@ -69,11 +70,6 @@ def uv_missing(needs: str) -> ImpossibleError:
         f"{needs} needs uv, which is not installed with this tfgpu-install.",
         ["Reinstall tfgpu-install (it depends on the `uv` package), or `pip install uv` into its environment."],
     )
-
-
-def _whole_output(runner) -> list[str]:
-    log = getattr(runner, "log_path", None)
-    return [f"The whole output is in {log}."] if log else []
 
 
 def undo_failed(what: str, detail: str, way_forward: str = "Run the same `repair --undo` again.") -> OperationError:
@@ -229,7 +225,7 @@ class UvEngine(PackageEngine):
                 [
                     "Add the wheels to the --find-links directory (`pip download` them on a connected machine, "
                     "for this Python and platform), or run once with network.",
-                    *_whole_output(self.runner),
+                    *whole_output(self.runner.log_path),
                 ],
             )
         conflict = "No solution found" in done.output or "unsatisfiable" in done.output
@@ -241,7 +237,7 @@ class UvEngine(PackageEngine):
             else f"Adding the CUDA packages failed; nothing was changed.\n{done.tail()}",
             [
                 "`tfgpu-install repair --dry-run` lists what would change; --allow-changes lets it change them.",
-                *_whole_output(self.runner),
+                *whole_output(self.runner.log_path),
             ],
         )
 
