@@ -174,3 +174,16 @@ def test_the_uv_engine_refuses_to_move_a_held_package_and_changes_nothing(engine
     assert "nothing was changed" in refused.value.message
     assert any("engine.log" in line for line in refused.value.alternatives)
     assert list(_site(prefix).glob("held-1.0.dist-info"))
+
+
+def test_repair_reaches_the_engines_only_through_the_install_layer():
+    """repair/ names no engine module but to check a --find-links path (``find_links_source``)."""
+    allowed = {("tfgpu.engines.uv", "find_links_source")}
+    found = set()
+    for path in sorted((ROOT / "repair").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tfgpu.engines"):
+                found |= {(node.module, a.name) for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {(a.name, "") for a in node.names if a.name.startswith("tfgpu.engines")}
+    assert found <= allowed, found - allowed

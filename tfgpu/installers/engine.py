@@ -394,3 +394,31 @@ class RattlerEngine(PackageEngine):
             offline=self.offline and not before,
             keep={r.name.normalized for r in keep},
         )
+
+
+def engine_for(
+    manager: str,
+    prefix: Path,
+    python: Path,
+    runner,
+    *,
+    resolution=None,
+    find_links: str | None,
+    offline: bool,
+    channels: Sequence[str] = (),
+    needs: str,
+) -> PackageEngine:
+    """The engine for an env that exists: rattler for a conda prefix whose CUDA is conda's
+    (``manager`` ``conda``; ``resolution`` gives the ``__cuda`` it solves for), else uv with the
+    cache ``tfgpu.cache.uv_cache`` chooses (written into ``runner``'s log); ``needs``: what
+    ``uv-missing`` says needs uv."""
+    if manager == "conda":
+        from tfgpu.engines import rattler
+        from tfgpu.paths import cache_root
+
+        cuda = rattler.virtual_cuda(resolution) if resolution is not None else ""
+        urls = rattler.channel_urls(tuple(channels))
+        return RattlerEngine(cache_root(), prefix=prefix, channels=urls, cuda=cuda, offline=offline)
+    engine = UvEngine.found(needs, python=python, runner=runner, find_links=find_links, offline=offline)
+    runner.log(engine.cache_note)
+    return engine

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from tfgpu.engines import uv as uv_engine
+from tfgpu.engines.uv import find_links_source
 from tfgpu.errors import ImpossibleError
 from tfgpu.quoting import sh
 from tfgpu.records import replace
@@ -82,20 +82,19 @@ def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detec
 def _installer(manager: str, survey, resolution, runner, request: RepairRequest) -> PackageEngine:
     """The engine (``tfgpu.installers.engine``, the one create installs through too) for the env's
     package manager, working on that env."""
-    from tfgpu.installers.engine import RattlerEngine, UvEngine
-    from tfgpu.paths import cache_root
+    from tfgpu.installers.engine import engine_for
 
-    if manager == "conda":
-        from tfgpu.engines import rattler
-
-        cuda = rattler.virtual_cuda(resolution) if resolution is not None else ""
-        channels = rattler.channel_urls(tuple(request.channels))
-        return RattlerEngine(cache_root(), prefix=survey.prefix, channels=channels, cuda=cuda, offline=request.offline)
-    engine = UvEngine.found(
-        "Repairing", python=survey.python, runner=runner, find_links=request.find_links, offline=request.offline
+    return engine_for(
+        manager,
+        survey.prefix,
+        survey.python,
+        runner,
+        resolution=resolution,
+        find_links=request.find_links,
+        offline=request.offline,
+        channels=request.channels,
+        needs="Repairing",
     )
-    runner.log(engine.cache_note)
-    return engine
 
 
 def _root(where: Path | None, interpreter: Path | None) -> Path:
@@ -117,7 +116,7 @@ def repair(request: RepairRequest, *, reporter=None, runner=None, confirm=None) 
     from tfgpu.progress import Reporter
 
     reporter = reporter or Reporter()
-    request = replace(request, find_links=uv_engine.find_links_source(request.find_links))
+    request = replace(request, find_links=find_links_source(request.find_links))
     target = request.target or locate(request.name, request.prefix, request.interpreter)
     root = _root(target.prefix, target.interpreter)
     if request.dry_run:  # changes nothing: no lock, so it works in an env the user cannot write
@@ -178,7 +177,7 @@ def undo(request: RepairRequest, *, reporter=None, runner=None) -> UndoOutcome:
     from tfgpu.repair.survey import survey as read_env
 
     reporter = reporter or Reporter()
-    request = replace(request, find_links=uv_engine.find_links_source(request.find_links), channels=())
+    request = replace(request, find_links=find_links_source(request.find_links), channels=())
     target = request.target or locate(request.name, request.prefix, request.interpreter)
     root = _root(target.prefix, target.interpreter)
     with _telling_what_is_left(root, undoing=True), txn.TargetLock(root):
