@@ -82,7 +82,7 @@ class PackageEngine(ABC):
     layer; a create's backend uses the same engine's commands, solve and link)."""
 
     manager = ""
-    """``pip`` or ``conda``: what a repair journal records as the env's package manager."""
+    """``pip`` or ``conda``: the package manager the engine stands for (``engine_for`` picks by it)."""
     cache: Path | None = None
     """The engine's package cache: files in the env may be links into it."""
 
