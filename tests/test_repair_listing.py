@@ -71,9 +71,9 @@ def test_the_sweep_takes_out_a_half_written_install_and_nothing_that_was_there(t
     cache = _cached_wheel(tmp_path / "uv-cache")
     done = listing.sweep(prefix, site, taken, {"nvidia-cudnn-cu12"}, set(), cache=cache, wanted={CUDNN})
     assert _tree(prefix) == before
-    assert "lib/python3.11/site-packages/nvidia_cudnn_cu12-9.28.0.42.dist-info/.tmpAbC123" in done["removed"]
-    assert "lib/python3.11/site-packages/nvidia/cudnn/include/" in done["removed"]
-    assert done["missing"] == []
+    assert "lib/python3.11/site-packages/nvidia_cudnn_cu12-9.28.0.42.dist-info/.tmpAbC123" in done.removed
+    assert "lib/python3.11/site-packages/nvidia/cudnn/include/" in done.removed
+    assert done.missing == ()
 
 
 def test_the_sweep_keeps_a_package_the_user_installed_since(tmp_path):
@@ -112,7 +112,7 @@ def test_a_path_gone_since_the_listing_is_reported(tmp_path):
     taken = listing.take(prefix, site)
     (site / "tensorflow" / "__init__.py").unlink()
     done = listing.sweep(prefix, site, taken, set(), set())
-    assert done["missing"] == ["lib/python3.11/site-packages/tensorflow/__init__.py"]
+    assert done.missing == ("lib/python3.11/site-packages/tensorflow/__init__.py",)
 
 
 def test_undoing_a_finished_repair_takes_out_only_empty_directories_its_packages_made(tmp_path):

@@ -18,6 +18,10 @@ from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers.base import Backend, Context, Options, Outcome, Source, Step, StepKind, apply
 from tfgpu.progress import Reporter
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tfgpu.results import Removed
+
 
 @dataclass
 class CreateResult:
@@ -95,11 +99,7 @@ def create(
     try:
         lock = txn.TargetLock(final).__enter__()
     except OSError as error:
-        raise ImpossibleError(
-            "target-not-writable",
-            f"Cannot create {final}: {error.strerror}.",
-            ["Choose a --prefix in a directory you can write, or use --name."],
-        ) from None
+        raise _not_writable(final, error) from None
     location: Location | None = None
     checking = False
     try:
@@ -118,11 +118,7 @@ def create(
                 txn.prepare(location)
             except OSError as error:
                 txn.rollback(location)
-                raise ImpossibleError(
-                    "target-not-writable",
-                    f"Cannot create {location.staging}: {error.strerror}.",
-                    ["Choose a --prefix in a directory you can write, or use --name."],
-                ) from None
+                raise _not_writable(location.staging, error) from None
             except BaseException:  # a signal as it returns: "nothing was left half-built" must be true
                 txn.rollback(location)
                 raise
@@ -181,6 +177,15 @@ def create(
     return result
 
 
+def _not_writable(path: Path, error: OSError) -> ImpossibleError:
+    """``target-not-writable``: the env (or its staging directory) cannot be made at ``path``."""
+    return ImpossibleError(
+        "target-not-writable",
+        f"Cannot create {path}: {error.strerror}.",
+        ["Choose a --prefix in a directory you can write, or use --name."],
+    )
+
+
 def _undo(location: Location, options: Options) -> None:
     """Roll back a failed build: the staging directory, and a kernel this build registered."""
     txn.rollback(location)
@@ -188,13 +193,14 @@ def _undo(location: Location, options: Options) -> None:
         jupyter.unregister(jupyter.kernel_name(location.prompt, location.id), location.id)
 
 
-def remove(name: str | None, prefix: str | None, reporter: Reporter | None = None) -> dict:
+def remove(name: str | None, prefix: str | None, reporter: Reporter | None = None) -> Removed:
     """Delete an env tfgpu-install built at that very place (its marker proves it), and its kernels.
     ``--name`` is looked up as every command looks it up (``tfgpu.envs.which``); never the active env.
     ``reporter`` is told the files and bytes deleted as it goes. Interrupted, what is left and the
     command that finishes it are said (``tfgpu.process.interrupts.leave``)."""
     from tfgpu.doors.quoting import sh
     from tfgpu.envs.which import which_env
+    from tfgpu.results import Removed
 
     target = which_env(name=name, prefix=prefix, purpose="remove")
     final = target.prefix
@@ -216,7 +222,7 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
     except KeyboardInterrupt as stop:
         _left_by_remove(stop, final, again)
         raise
-    return done | {"which_env": target.to_dict()}
+    return Removed(done["removed"], done["recovered"], target.to_dict())
 
 
 def _left_by_remove(stop: BaseException, final: Path, again: str) -> None:

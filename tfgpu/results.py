@@ -233,19 +233,19 @@ class EnvList(Result):
 
 @record
 class Repaired(Result):
-    """``repair`` (``undone``: ``repair --undo``): the summary of what changed."""
+    """``repair`` (``undone``: ``repair --undo``): what changed (``tfgpu.repair.records``:
+    a ``RepairOutcome``, or an ``UndoOutcome``)."""
 
-    summary: dict
+    summary: Any
     undone: bool = False
 
     @property
     def exit_code(self) -> int:
         # A library that still loads from outside the env is no success (doctor's libs.closed fails on it).
-        left = (self.summary.get("plan") or {}).get("left_open")
-        return 1 if left and not self.summary.get("dry_run") else 0
+        return 1 if not self.undone and self.summary.leaves_open else 0
 
     def to_dict(self) -> dict:
-        return self.summary
+        return self.summary.to_dict()
 
 
 @record

@@ -135,7 +135,7 @@ def test_the_sweep_takes_the_wheels_files_and_keeps_every_file_no_wheel_holds(tm
     assert replaced.read_bytes() == b"my own build\n"
     for path, data in mine.items():
         assert path.read_bytes() == data
-    spared = {(prefix / p) for p in done["spared"]}
+    spared = {(prefix / p) for p in done.spared}
     assert spared == {*mine, replaced}
     assert (cache / listing.ARCHIVES / "Ab12" / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9").exists()
 
@@ -155,7 +155,7 @@ def test_the_sweep_without_uvs_cache_deletes_nothing_it_cannot_prove(tmp_path):
         wanted={("nvidia-cudnn-cu12", "9.28.0.42")},
     )
     assert (site / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9").exists()
-    assert len(done["spared"]) == 2
+    assert len(done.spared) == 2
 
 
 def test_a_listing_edited_to_omit_everything_makes_the_sweep_take_no_file_that_was_there(tmp_path):
@@ -173,7 +173,7 @@ def test_a_listing_edited_to_omit_everything_makes_the_sweep_take_no_file_that_w
     assert (site / "my_module.py").read_text() == "mine\n"
     assert (prefix / "bin" / "python").is_symlink()
     assert (site / "tensorflow" / "__init__.py").exists()
-    assert "lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in done["removed"]
+    assert "lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in done.removed
 
 
 def test_the_sweep_takes_a_half_copied_temporary_of_uv_and_keeps_one_that_is_not(tmp_path):
@@ -195,7 +195,7 @@ def test_the_sweep_takes_a_half_copied_temporary_of_uv_and_keeps_one_that_is_not
     )
     assert not (lib / ".tmpAbC123").exists()
     assert (lib / ".tmpXyZ789").read_bytes() == b"my own scratch\n"
-    assert done["spared"] == ["lib/python3.11/site-packages/nvidia/cudnn/lib/.tmpXyZ789"]
+    assert done.spared == ("lib/python3.11/site-packages/nvidia/cudnn/lib/.tmpXyZ789",)
 
 
 def test_a_wheel_file_linked_from_uvs_cache_and_edited_in_place_is_kept(tmp_path):
@@ -211,4 +211,4 @@ def test_a_wheel_file_linked_from_uvs_cache_and_edited_in_place_is_kept(tmp_path
         prefix, site, taken, {"nvidia-cudnn-cu12"}, set(), cache=cache, wanted={("nvidia-cudnn-cu12", "9.28.0.42")}
     )
     assert edited.read_bytes() == b"\x7fELFthe user's patch\n"
-    assert "lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in done["spared"]
+    assert "lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9" in done.spared

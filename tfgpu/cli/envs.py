@@ -13,10 +13,9 @@ def cmd_remove(settings: Settings) -> results.Result:
 
     reporter = render().ConsoleReporter()  # stderr: the files and bytes deleted, also under --json
     try:
-        done = remove(settings.name, settings.prefix, reporter)
+        return remove(settings.name, settings.prefix, reporter)
     finally:
         reporter.close()
-    return results.Removed(done["removed"], done["recovered"], done.get("which_env"))
 
 
 def cmd_list(settings: Settings) -> results.Result:

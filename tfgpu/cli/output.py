@@ -115,7 +115,7 @@ _TEXT = {
     results.Doctored: lambda result: render().doctor(result.report),
     results.Verified: _verified,
     results.EnvList: lambda result: _lists().env_list(result.envs, result.searched, result.leftovers),
-    results.Repaired: lambda result: (render().repair_undone if result.undone else render().repaired)(result.summary),
+    results.Repaired: lambda result: (render().repair_undone if result.undone else render().repaired)(result.to_dict()),
     results.Written: _written,
     results.Text: _text,
     results.CacheReport: lambda result: _cache(result.document),

@@ -13,6 +13,7 @@ from pathlib import Path
 from tfgpu import results
 from tfgpu.doors.quoting import sh
 from tfgpu.errors import UsageError
+from tfgpu.repair.records import Checked, RepairOutcome, RepairRequest
 from tfgpu.settings import Settings
 
 
@@ -38,7 +39,19 @@ def cmd_repair(settings: Settings) -> results.Result:
     )  # default: the active env
     if target.implicit and not settings.json:
         note(target.describe())
-    where = {"target": target}
+    request = RepairRequest(
+        target=target,
+        driver=settings.selectors.driver,
+        gpu_cc=settings.selectors.gpu_cc,
+        companions=tuple(settings.selectors.companions),
+        allow_changes=settings.allow_changes,
+        dry_run=settings.dry_run,
+        find_links=settings.find_links,
+        offline=settings.offline,
+        channels=tuple(settings.channels),
+        detect=settings.detect,
+        forget_journal=settings.forget_journal,
+    )
     if settings.undo and settings.dry_run:
         # An undo has no preview: refusing is the honest answer, and nothing is changed.
         raise UsageError(
@@ -53,13 +66,7 @@ def cmd_repair(settings: Settings) -> results.Result:
     if settings.undo:
         reporter = None if settings.json else render().ConsoleReporter()
         try:
-            done = repair.undo(
-                **where,
-                find_links=settings.find_links,
-                offline=settings.offline,
-                forget_journal=settings.forget_journal,
-                reporter=reporter,
-            )
+            done = repair.undo(request, reporter=reporter)
         finally:
             if reporter is not None:
                 reporter.close()
@@ -84,53 +91,42 @@ def cmd_repair(settings: Settings) -> results.Result:
         confirm = _ask
     reporter = None if (settings.dry_run or settings.json) else render().ConsoleReporter()
     try:
-        summary = repair.repair(
-            **where,
-            driver=settings.selectors.driver,
-            gpu_cc=settings.selectors.gpu_cc,
-            companions=settings.selectors.companions,
-            allow_changes=settings.allow_changes,
-            dry_run=settings.dry_run,
-            find_links=settings.find_links,
-            offline=settings.offline,
-            channels=settings.channels,
-            detect=settings.detect,
-            reporter=reporter,
-            confirm=confirm,
-        )
+        outcome = repair.repair(request, reporter=reporter, confirm=confirm)
     finally:
         if reporter is not None:
             reporter.close()
-    if summary.get("repaired"):
-        return _repaired(settings, summary)
-    return results.Repaired(summary)
+    if outcome.repaired:
+        return _repaired(settings, outcome)
+    return results.Repaired(outcome)
 
 
-def _repaired(settings: Settings, summary: dict) -> results.Result:
+def _repaired(settings: Settings, outcome: RepairOutcome) -> results.Result:
     """A repair that changed the env (kept whatever its GPU check finds), checked and ended as a
     create is (``tfgpu.cli.endings``): exit 0 without a driver here, 1 when one is here and fails."""
     from tfgpu.cli import endings
     from tfgpu.cli.output import note, render
+    from tfgpu.records import replace
     from tfgpu.verify import failure, run_verify
 
-    prefix = summary["prefix"]
-    summary["undo"] = f"tfgpu-install repair --prefix {sh(str(prefix))} --undo"
+    prefix = outcome.prefix
+    undo = f"tfgpu-install repair --prefix {sh(str(prefix))} --undo"
+    report = None
     if settings.verify:
         if not settings.json:
             note("Checking the GPU (imports TensorFlow)…")
-        summary["verify"] = run_verify(Path(prefix))
-    found = endings.unchecked(settings, summary.get("verify"), prefix)
-    summary["verified"] = bool(summary.get("verify", {}).get("ok"))
-    summary["not_verified"] = found
-    kept = f"The repair is kept (undo it with `{summary['undo']}`)."
+        report = run_verify(Path(prefix))
+    found = endings.unchecked(settings, report, prefix)
+    verified = bool((report or {}).get("ok"))
+    outcome = replace(outcome, checked=Checked(undo, verified, found, report))
+    kept = f"The repair is kept (undo it with `{undo}`)."
     if found is not None and found["code"] == "no-driver-here" and settings.require_gpu:
-        error = endings.gpu_required(found, prefix, "Repaired", summary)
+        error = endings.gpu_required(found, prefix, "Repaired", outcome.to_dict())
         error.alternatives.insert(0, kept)
         raise error
-    if found is None and not summary["verified"]:
+    if found is None and not verified:
         if not settings.json:
-            render().repaired(summary, failing=True)
-        error = failure(summary["verify"], details=summary)
+            render().repaired(outcome.to_dict(), failing=True)
+        error = failure(report, details=outcome.to_dict())
         error.alternatives.insert(0, kept)
         raise error
-    return results.Repaired(summary)
+    return results.Repaired(outcome)

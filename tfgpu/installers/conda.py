@@ -34,6 +34,7 @@ from tfgpu.installers.base import (
     kernel_steps,
     write_marker,
 )
+from tfgpu.installers.engine import RattlerEngine, UvEngine
 from tfgpu.installers.pip import IPYKERNEL, site_packages
 from tfgpu.resolver import tables
 
@@ -48,13 +49,15 @@ class CondaBackend(Backend):
 
     mode = "conda"
 
-    def __init__(self, engine: str, exe: str | None, uv: str, cache: Path) -> None:
+    def __init__(self, engine: str, exe: str | None, uv: str | UvEngine, cache: Path) -> None:
         self.engine = engine
         self.exe = exe
-        self.uv = uv
         self.cache = cache
-        self.uv_cache: Path | None = None
-        """uv's package cache when not the tool's own (``tfgpu.cache.uv_cache``)."""
+        self.pypi = uv if isinstance(uv, UvEngine) else UvEngine(uv, cache / "uv")
+        """uv, for TensorFlow's PyPI part (with ``tfgpu.cache.uv_cache``'s cache, or the tool's own)."""
+        self.uv = self.pypi.uv
+        self.conda = RattlerEngine(cache)
+        """rattler, with the tool's repodata cache and verified package store (``tfgpu.installers.engine``)."""
         self.in_place = engine in EXTERNAL
 
     def prefix_for_name(self, name: str) -> str | None:
@@ -64,7 +67,7 @@ class CondaBackend(Backend):
     def plan(self, resolution, location: Location, options: Options, source: Source, facts: dict) -> list[Step]:
         root = location.staging
         python = str(root / "bin" / "python")
-        cache = self.uv_cache or self.cache / "uv"
+        uv = self.pypi
         if source.locked:
             steps = self._locked_packages(root, source)
             pip_text = source.requirements
@@ -85,9 +88,7 @@ class CondaBackend(Backend):
                     directory_first(
                         StepKind.RUN,
                         "Install the locked wheels (every hash required, no resolution)",
-                        lambda extra: uv_engine.install(
-                            self.uv, python, lock_file, cache=cache, extra=extra, hashes=True, no_deps=True
-                        ),
+                        lambda extra: uv.install_command(python, lock_file, extra, hashes=True, no_deps=True),
                         sources,
                     ),
                 ]
@@ -108,21 +109,19 @@ class CondaBackend(Backend):
                     directory_first(
                         StepKind.RESOLVE,
                         "Resolve TensorFlow's PyPI dependencies for the env's Python (hashes included)",
-                        lambda extra: uv_engine.compile_hashed(
-                            self.uv, req_in, req_lock, python, cache=cache, extra=extra
-                        ),
+                        lambda extra: uv.compile_hashed(req_in, req_lock, python, extra),
                         sources,
                         writes=(str(req_lock),),
                     ),
                     directory_first(
                         StepKind.RUN,
                         "Install TensorFlow from PyPI into the env's Python (uv)",
-                        lambda extra: uv_engine.install(self.uv, python, req_lock, cache=cache, extra=extra),
+                        lambda extra: uv.install_command(python, req_lock, extra),
                         sources,
                     ),
                 ]
         steps += [
-            Step(StepKind.INVENTORY, "Record what was installed", uv_engine.inventory(self.uv, python, cache=cache)),
+            Step(StepKind.INVENTORY, "Record what was installed", uv.inventory(python)),
             Step(
                 StepKind.ACTIVATION,
                 "Write activate.d/deactivate.d scripts and the load hook",
@@ -215,13 +214,10 @@ class CondaBackend(Backend):
         }
 
     def _solve(self, step: Step, context: Context) -> None:
-        records = rattler.solve(
+        records = self.conda.solve(
             step.content.splitlines(),
             step.payload["channels"],
-            platform="linux-64",
             cuda=step.payload["cuda"],
-            this_host=True,
-            repodata_cache=self.cache / "conda" / "repodata",
             offline=context.options.offline,
             runner=context.runner,
         )
@@ -230,11 +226,9 @@ class CondaBackend(Backend):
 
     def _locked(self, step: Step, context: Context) -> None:
         source = context.source
-        context.facts["records"] = rattler.locked_records(
+        context.facts["records"] = self.conda.locked(
             source.conda,
             list(source.channels),
-            platform="linux-64",
-            repodata_cache=self.cache / "conda" / "repodata",
             offline=context.options.offline,
             local_channel=(source.bundle / "channel").as_uri() if source.bundle else None,
             runner=context.runner,
@@ -242,11 +236,10 @@ class CondaBackend(Backend):
 
     def _link(self, step: Step, context: Context) -> None:
         location, records = context.location, context.facts["records"]
-        rattler.install(
+        self.conda.link(
             records,
             location.staging,
             location.prefix,
-            package_cache=self.cache / "conda" / "verified-pkgs",
             reporter=context.reporter,
             offline=context.options.offline,
             runner=context.runner,
@@ -318,16 +311,6 @@ def make_backend(resolution, options: Options, source: Source | None = None) -> 
                     f"Or install {engine}, or put it on PATH.",
                 ],
             )
-    uv = uv_engine.find_uv()
-    if uv is None:
-        raise ImpossibleError(
-            "uv-missing",
-            "uv is needed to install TensorFlow into the conda env, and none was found.",
-            ["Reinstall tfgpu-install (it depends on the `uv` package)."],
-        )
-    from tfgpu.cache import uv_cache
-
-    backend = CondaBackend(engine, exe, uv, cache_root())
-    chosen = uv_cache(uv)
-    backend.uv_cache, backend.cache_note = chosen.path, f"uv cache: {chosen.path} ({chosen.why})"
+    backend = CondaBackend(engine, exe, UvEngine.found("Installing TensorFlow into a conda env"), cache_root())
+    backend.cache_note = backend.pypi.cache_note
     return backend

@@ -10,6 +10,11 @@ from pathlib import Path
 from tfgpu.installers.options import Options
 
 
+def whole_output(log_path: Path | None) -> list[str]:
+    """The way forward every failed command of a build or a repair names: its log, when one is kept."""
+    return [f"The whole output is in {log_path}."] if log_path else []
+
+
 def install_failed(step, done, log_path: Path | None, options: Options, location=None, alone=None, why=""):
     """What a failed command of a build (``step``: a ``tfgpu.installers.base.Step``) means: the ``install-failed`` error, from the engine's facts
     (``tfgpu.engines.uv.run_failure``) and what this build's options make the way forward: a missing
@@ -46,8 +51,7 @@ def install_failed(step, done, log_path: Path | None, options: Options, location
             "missing wheels in a directory (`pip download` them on a connected machine) and pass "
             "--find-links DIR, or run once with network so the cache has them."
         )
-    if log_path is not None:
-        alternatives.append(f"The whole output is in {log_path}.")
+    alternatives += whole_output(log_path)
     message = f"{step.title} failed (`{facts.command}` exited {facts.returncode}); nothing was installed.\n"
     if alone is not None:
         lacks = (
@@ -73,6 +77,6 @@ def stalled(step, done, log_path):
         [
             "The index or the network is too slow to finish: check the connection, or the mirror named by "
             "UV_DEFAULT_INDEX/--find-links, then run the same command again.",
-            *([f"The whole output is in {log_path}."] if log_path is not None else []),
+            *whole_output(log_path),
         ],
     )

@@ -32,6 +32,7 @@ from tfgpu.installers.base import (
     directory_first,
     kernel_steps,
 )
+from tfgpu.installers.engine import UvEngine
 from tfgpu.resolver import tables
 
 IPYKERNEL = requirement("ipykernel", what="--jupyter")
@@ -42,8 +43,17 @@ class PipBackend(Backend):
 
     mode = "pip"
 
-    def __init__(self, uv: str | None, cache_dir: Path, python: str | None, pyc_store: Path | None = None) -> None:
+    def __init__(
+        self,
+        uv: str | None,
+        cache_dir: Path,
+        python: str | None,
+        pyc_store: Path | None = None,
+        packages: UvEngine | None = None,
+    ) -> None:
         self.uv = uv
+        self.packages = packages or (UvEngine(uv, cache_dir) if uv is not None else None)
+        """The engine every uv command of the build comes from (``tfgpu.installers.engine``)."""
         self.cache_dir = cache_dir
         """uv's package cache (``tfgpu.cache.uv_cache``: the user's own, or the tool's)."""
         self.python = python
@@ -101,20 +111,13 @@ class PipBackend(Backend):
         title = f"Install TensorFlow {libraries}".rstrip()
         if self.engine(options) == "uv":
             warm = facts.get("warm", False)
-            cache = self.cache_dir
+            cache, uv = self.cache_dir, self.packages
             how = "" if self.python else f" (uv provides a managed Python {resolution.python})"
             steps.append(
                 Step(
                     StepKind.RUN,
                     f"Create the venv with Python {resolution.python}{how}",
-                    uv_engine.venv(
-                        self.uv,
-                        staging,
-                        self.python or resolution.python,
-                        location.prompt,
-                        offline=options.offline,
-                        cache=cache,
-                    ),
+                    uv.venv(staging, self.python or resolution.python, location.prompt, offline=options.offline),
                 )
             )
             if not source.locked:
@@ -122,9 +125,7 @@ class PipBackend(Backend):
                     directory_first(
                         StepKind.RESOLVE,
                         "Resolve the exact versions (hashes included)",
-                        lambda extra: uv_engine.compile_hashed(
-                            self.uv, req_in, req_lock, env_python, cache=cache, extra=extra
-                        ),
+                        lambda extra: uv.compile_hashed(req_in, req_lock, env_python, extra),
                         sources,
                         writes=(str(req_lock),),
                     )
@@ -134,14 +135,8 @@ class PipBackend(Backend):
                 directory_first(
                     StepKind.RUN,
                     title + ("" if warm else " (compiling bytecode)"),
-                    lambda extra: uv_engine.install(
-                        self.uv,
-                        env_python,
-                        req_lock,
-                        cache=cache,
-                        extra=extra,
-                        hashes=source.locked,
-                        compile_bytecode=not warm,
+                    lambda extra: uv.install_command(
+                        env_python, req_lock, extra, hashes=source.locked, compile_bytecode=not warm
                     ),
                     sources,
                     env=index_env,
@@ -171,7 +166,7 @@ class PipBackend(Backend):
                 Step(
                     StepKind.INVENTORY,
                     "Record what was installed",
-                    uv_engine.inventory(self.uv, env_python, cache=cache),
+                    uv.inventory(env_python),
                 ),
             ]
         else:
@@ -275,9 +270,7 @@ class PipBackend(Backend):
             python = str(context.location.staging / "bin" / "python")
 
             def install_apart(extra: tuple[str, ...]) -> tuple[str, ...]:
-                argv = uv_engine.install(
-                    self.uv, python, side, cache=self.cache_dir, extra=extra, no_deps=True, compile_bytecode=False
-                )
+                argv = self.packages.install_command(python, side, extra, no_deps=True, compile_bytecode=False)
                 return (*argv, "--target", str(target))
 
             others = ", ".join(f"CUDA {m}" for m in found if m != own)
@@ -376,7 +369,8 @@ def make_backend(resolution, options) -> PipBackend:
     uv = None if options.engine == "pip" else uv_engine.find_uv()
     python = require_python(resolution.python, can_download=uv is not None and not options.offline)
     cache = uv_cache(uv)
-    backend = PipBackend(uv, cache.path, python, cache_root() / "pyc")
+    packages = UvEngine(uv, cache.path, why=cache.why, shared=cache.shared) if uv is not None else None
+    backend = PipBackend(uv, cache.path, python, cache_root() / "pyc", packages)
     backend.cache_note = f"uv cache: {cache.path} ({cache.why})"
     backend.own_cache = not cache.shared
     return backend

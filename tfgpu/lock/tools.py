@@ -3,8 +3,6 @@ operation, uv, and uv's cache. Format-neutral."""
 
 from __future__ import annotations
 
-from tfgpu.errors import ImpossibleError
-
 
 def tools(operation: str):
     """(runner, uv binary, uv cache dir) for a lock or bundle operation; the log names ``operation``."""
@@ -14,11 +12,9 @@ def tools(operation: str):
 
     uv = find_uv()
     if uv is None:
-        raise ImpossibleError(
-            "uv-missing",
-            "Locking needs uv, which is not installed with this tfgpu-install.",
-            ["`pip install uv` into the environment that runs tfgpu-install."],
-        )
+        from tfgpu.installers.engine import uv_missing
+
+        raise uv_missing("Locking")
     runner, chosen = Runner.for_operation(operation), uv_cache(uv)
     runner.log(f"uv cache: {chosen.path} ({chosen.why})")
     return runner, uv, chosen.path

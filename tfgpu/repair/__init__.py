@@ -14,8 +14,14 @@ import contextlib
 from pathlib import Path
 
 from tfgpu.doors.quoting import sh
-from tfgpu.engines import uv as uv_engine
+from tfgpu.engines.uv import find_links_source
 from tfgpu.errors import ImpossibleError
+from tfgpu.records import replace
+from tfgpu.repair.records import RepairOutcome, RepairRequest, UndoOutcome
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tfgpu.installers.engine import PackageEngine
 
 
 def locate(name: str | None, prefix: str | None, interpreter: str | None, environ=None):
@@ -73,31 +79,21 @@ def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detec
     return resolve(request, host)
 
 
-def _installer(plan_or_journal_manager: str, survey, resolution, runner, *, find_links, offline, channels):
-    from tfgpu.doors.paths import cache_root
+def _installer(manager: str, survey, resolution, runner, request: RepairRequest) -> PackageEngine:
+    """The engine (``tfgpu.installers.engine``, the one create installs through too) for the env's
+    package manager, working on that env."""
+    from tfgpu.installers.engine import engine_for
 
-    if plan_or_journal_manager == "conda":
-        from tfgpu.engines import rattler
-        from tfgpu.repair.packages import CondaPackages
-
-        cuda = rattler.virtual_cuda(resolution) if resolution is not None else ""
-        return CondaPackages(survey.prefix, rattler.channel_urls(tuple(channels)), cuda, cache_root(), offline=offline)
-    from tfgpu.engines.uv import find_uv
-    from tfgpu.repair.packages import PipPackages
-
-    uv = find_uv()
-    if uv is None:
-        raise ImpossibleError(
-            "uv-missing",
-            "Repairing needs uv, which is not installed with this tfgpu-install.",
-            ["Reinstall tfgpu-install (it depends on the `uv` package)."],
-        )
-    from tfgpu.cache import uv_cache
-
-    chosen = uv_cache(uv)
-    runner.log(f"uv cache: {chosen.path} ({chosen.why})")
-    return PipPackages(
-        uv, survey.python, survey.site_packages, runner, chosen.path, find_links=find_links, offline=offline
+    return engine_for(
+        manager,
+        survey.prefix,
+        survey.python,
+        runner,
+        resolution=resolution,
+        find_links=request.find_links,
+        offline=request.offline,
+        channels=request.channels,
+        needs="Repairing",
     )
 
 
@@ -110,28 +106,9 @@ def _root(where: Path | None, interpreter: Path | None) -> Path:
     return read_env(None, interpreter).prefix
 
 
-def repair(
-    *,
-    target=None,
-    name: str | None = None,
-    prefix: str | None = None,
-    interpreter: str | None = None,
-    driver: str | None = None,
-    gpu_cc: str | None = None,
-    companions: tuple[str, ...] = (),
-    allow_changes: bool = False,
-    dry_run: bool = False,
-    find_links: str | None = None,
-    offline: bool = False,
-    channels=(),
-    detect: bool = True,
-    reporter=None,
-    runner=None,
-    confirm=None,
-) -> dict:
-    """Repair the env ``target`` (a ``tfgpu.envs.which.EnvTarget``; else ``locate``'s answer for
-    ``name``/``prefix``/``interpreter``); returns a summary (``repaired`` False when nothing had to
-    be done).
+def repair(request: RepairRequest, *, reporter=None, runner=None, confirm=None) -> RepairOutcome:
+    """Repair the env ``request`` names (its ``target``; else ``locate``'s answer for its
+    ``name``/``prefix``/``interpreter``); ``repaired`` is False when nothing had to be done.
 
     ``confirm(plan) -> bool`` is asked before anything changes (the CLI asks on a terminal). The
     env's lock is taken before its state (survey, journal) is read, and held to the end."""
@@ -139,62 +116,18 @@ def repair(
     from tfgpu.progress import Reporter
 
     reporter = reporter or Reporter()
-    find_links = uv_engine.find_links_source(find_links)
-    target = target or locate(name, prefix, interpreter)
-    interpreter = target.interpreter
-    root = _root(target.prefix, interpreter)
-    if dry_run:  # changes nothing: no lock, so it works in an env the user cannot write
-        return _repair_locked(
-            root,
-            interpreter,
-            driver,
-            gpu_cc,
-            allow_changes,
-            True,
-            find_links,
-            offline,
-            channels,
-            detect,
-            reporter,
-            runner,
-            confirm,
-            companions=companions,
-        ) | {"which_env": target.to_dict()}
-    with _telling_what_is_left(root), txn.TargetLock(root):
-        return _repair_locked(
-            root,
-            interpreter,
-            driver,
-            gpu_cc,
-            allow_changes,
-            False,
-            find_links,
-            offline,
-            channels,
-            detect,
-            reporter,
-            runner,
-            confirm,
-            companions=companions,
-        ) | {"which_env": target.to_dict()}
+    request = replace(request, find_links=find_links_source(request.find_links))
+    target = request.target or locate(request.name, request.prefix, request.interpreter)
+    root = _root(target.prefix, target.interpreter)
+    if request.dry_run:  # changes nothing: no lock, so it works in an env the user cannot write
+        done = _repair_locked(root, target.interpreter, request, reporter, runner, confirm)
+    else:
+        with _telling_what_is_left(root), txn.TargetLock(root):
+            done = _repair_locked(root, target.interpreter, request, reporter, runner, confirm)
+    return replace(done, which_env=target)
 
 
-def _repair_locked(
-    root,
-    interpreter,
-    driver,
-    gpu_cc,
-    allow_changes,
-    dry_run,
-    find_links,
-    offline,
-    channels,
-    detect,
-    reporter,
-    runner,
-    confirm,
-    companions=(),
-) -> dict:
+def _repair_locked(root, interpreter, request: RepairRequest, reporter, runner, confirm) -> RepairOutcome:
     from tfgpu.repair.apply import apply_repair, check_journal, undo_journal
     from tfgpu.repair.plan import manager_of, plan_repair
     from tfgpu.repair.survey import survey as read_env
@@ -203,34 +136,16 @@ def _repair_locked(
     check_journal(found.prefix, found.journal)
     _refuse_cpu_only(found)
     manager = manager_of(found)
-    resolution = _resolve(found, manager, driver, gpu_cc, detect, companions)
-    if found.journal is not None and found.journal.get("state") == "applying" and not dry_run:
+    resolution = _resolve(found, manager, request.driver, request.gpu_cc, request.detect, request.companions)
+    if found.journal is not None and found.journal.get("state") == "applying" and not request.dry_run:
         runner = runner or _runner(found)
         reporter.note("an earlier repair was interrupted: undoing it first")
-        undo_journal(
-            found.prefix,
-            found.journal,
-            _installer(
-                found.journal.get("manager", manager),
-                found,
-                resolution,
-                runner,
-                find_links=find_links,
-                offline=offline,
-                channels=channels,
-            ),
-            reporter,
-        )
+        engine = _installer(found.journal.get("manager", manager), found, resolution, runner, request)
+        undo_journal(found.prefix, found.journal, engine, reporter)
         found = read_env(found.prefix)
     plan = plan_repair(found, resolution)
-    summary = {
-        "prefix": str(found.prefix),
-        "tensorflow": found.tf_version,
-        "env": found.to_dict(),
-        "plan": plan.to_dict(),
-        "dry_run": dry_run,
-    }
-    if plan.change and not allow_changes:
+    outcome = RepairOutcome(survey=found, plan=plan, dry_run=request.dry_run)
+    if plan.change and not request.allow_changes:
         listed = "; ".join(f"{p.name} {p.installed} -> {p.wanted} ({p.reason})" for p in plan.change)
         raise ImpossibleError(
             "repair-needs-changes",
@@ -239,39 +154,21 @@ def _repair_locked(
                 "Add --allow-changes to change exactly these (`repair --undo` puts them back).",
                 f"Or change them yourself, then run `tfgpu-install repair --prefix {sh(str(found.prefix))}`.",
             ],
-            details=summary,
+            details=outcome.head(),
         )
-    if dry_run or plan.nothing_to_do:
-        return summary | {"repaired": False, "nothing_to_do": plan.nothing_to_do}
+    if request.dry_run or plan.nothing_to_do:
+        return outcome
     if confirm is not None and not confirm(plan):
-        return summary | {"repaired": False, "declined": True}
+        return replace(outcome, declined=True)
     runner = runner or _runner(found)
-    installer = _installer(
-        plan.manager, found, resolution, runner, find_links=find_links, offline=offline, channels=channels
-    )
-    done = apply_repair(plan, installer, reporter)
-    return summary | {
-        "repaired": True,
-        "nothing_to_do": False,
-        **done,
-        "log": str(runner.log_path) if runner.log_path else None,
-    }
+    applied = apply_repair(plan, _installer(plan.manager, found, resolution, runner, request), reporter)
+    log = str(runner.log_path) if runner.log_path else None
+    return replace(outcome, repaired=True, applied=applied, log=log)
 
 
-def undo(
-    *,
-    target=None,
-    name: str | None = None,
-    prefix: str | None = None,
-    interpreter: str | None = None,
-    find_links: str | None = None,
-    offline: bool = False,
-    forget_journal: bool = False,
-    reporter=None,
-    runner=None,
-) -> dict:
+def undo(request: RepairRequest, *, reporter=None, runner=None) -> UndoOutcome:
     """Take back what the repair did (only what is still as it left it), under the env's lock.
-    ``forget_journal``: set aside a journal the tool cannot apply, changing nothing else."""
+    ``request.forget_journal``: set aside a journal the tool cannot apply, changing nothing else."""
     from tfgpu.envs import txn
     from tfgpu.progress import Reporter
     from tfgpu.repair.apply import check_journal, undo_journal
@@ -280,37 +177,30 @@ def undo(
     from tfgpu.repair.survey import survey as read_env
 
     reporter = reporter or Reporter()
-    find_links = uv_engine.find_links_source(find_links)
-    target = target or locate(name, prefix, interpreter)
+    request = replace(request, find_links=find_links_source(request.find_links), channels=())
+    target = request.target or locate(request.name, request.prefix, request.interpreter)
     root = _root(target.prefix, target.interpreter)
     with _telling_what_is_left(root, undoing=True), txn.TargetLock(root):
-        if forget_journal:
+        if request.forget_journal:
             if read_journal(root) is None:
-                raise ImpossibleError(
-                    "nothing-to-undo", f"{root} has no {JOURNAL}; nothing to set aside.", ["Nothing to do."]
-                )
-            return {"prefix": str(root), "undone": False, "journal_set_aside": forget(root)}
+                raise _nothing_to_undo(root, f"{root} has no {JOURNAL}; nothing to set aside.")
+            return UndoOutcome(str(root), undone=False, journal_set_aside=forget(root))
         found = read_env(root)
         if found.journal is None:
-            raise ImpossibleError(
-                "nothing-to-undo",
+            raise _nothing_to_undo(
+                root,
                 f"{found.prefix} has no {JOURNAL}: tfgpu-install has not repaired "
                 "it (or the repair was already undone).",
-                ["Nothing to do."],
             )
         check_journal(found.prefix, found.journal)
         runner = runner or _runner(found)
-        installer = _installer(
-            found.journal.get("manager", "pip"),
-            found,
-            None,
-            runner,
-            find_links=find_links,
-            offline=offline,
-            channels=(),
-        )
-        done = undo_journal(found.prefix, found.journal, installer, reporter)
-    return {"prefix": str(found.prefix), "undone": True, **done}
+        engine = _installer(found.journal.get("manager", "pip"), found, None, runner, request)
+        done = undo_journal(found.prefix, found.journal, engine, reporter)
+    return UndoOutcome(str(found.prefix), undone=True, taken_back=done)
+
+
+def _nothing_to_undo(root: Path, message: str) -> ImpossibleError:
+    return ImpossibleError("nothing-to-undo", message, ["Nothing to do."])
 
 
 @contextlib.contextmanager

@@ -33,12 +33,14 @@ from pathlib import Path
 from tfgpu.doors import untrusted
 from tfgpu.envs import writes
 from tfgpu.envs.writes import inside
+from tfgpu.installers.engine import PackageEngine, Wanted
 from tfgpu.installers.stacks import owned_twice, refuse_files_owned_twice
 from tfgpu.process.runner import shielded
 from tfgpu.repair import listing
 from tfgpu.repair.journal import FORMAT, check_journal, write_journal
 from tfgpu.repair.plan import RepairPlan, differing_files, state_of
-from tfgpu.repair.survey import JOURNAL, EnvSurvey, canonical, conda_packages
+from tfgpu.repair.records import AddedPackage, Applied, ChangedPackage, TakenBack
+from tfgpu.repair.survey import JOURNAL, EnvSurvey, canonical, conda_packages, distributions
 
 __all__ = ["FORMAT", "apply_repair", "check_journal", "inside", "undo_journal"]
 
@@ -121,9 +123,20 @@ def _new_dirs(prefix: Path, paths) -> list[str]:
     return made
 
 
-def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
+def wanted(plan: RepairPlan) -> Wanted:
+    """What the engine is asked to install for ``plan``: its packages, with every other
+    distribution the env holds kept at its version."""
+    site = plan.survey.site_packages if plan.manager != "conda" else None
+    return Wanted(
+        requirements=tuple(p.wanted for p in [*plan.add, *plan.change]),
+        changing=frozenset(p.name for p in plan.change),
+        held=tuple(sorted(distributions(site).items())) if site is not None else (),
+    )
+
+
+def apply_repair(plan: RepairPlan, installer: PackageEngine, reporter) -> Applied:
     """Do ``plan`` (under the env's lock); returns what changed. ``installer`` adds/changes packages
-    (``tfgpu.repair.packages``); on any failure everything done so far is undone."""
+    (``tfgpu.installers.engine``); on any failure everything done so far is undone."""
     survey = plan.survey
     prefix = survey.prefix
     writes.check_tree(prefix)  # before the journal, before any engine: a directory linking out stops it here
@@ -171,14 +184,13 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
         write_journal(prefix, journal)  # inside: a full disk here still takes back the directories it made
         before = installed(survey.site_packages)
         journal.setdefault("intended", [])
-        intended = getattr(installer, "intended", None)
-        journal["intended"] += [
-            p for p in (intended(plan, reporter) if intended else []) if p not in journal["intended"]
-        ]
+        request = wanted(plan)
+        intended = [p.to_dict() for p in installer.intended(request, reporter)]
+        journal["intended"] += [p for p in intended if p not in journal["intended"]]
         write_journal(prefix, journal)
         twice = owned_twice(survey.site_packages) if survey.site_packages else frozenset()
         dirs_before = _nvidia_dirs(prefix, survey.site_packages)
-        installer.install(plan, reporter)
+        installer.install(request, reporter)
         if survey.site_packages:  # a CUDA wheel installed over another stack's file: rolled back below
             refuse_files_owned_twice(survey.site_packages, str(prefix), twice)
         after = installed(survey.site_packages)
@@ -227,17 +239,17 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
         if isinstance(error, KeyboardInterrupt):  # the CLI says this instead of a general line
             error.outcome = rolled_back(prefix, undone)
         raise
-    return {
-        "added": added_now,
-        "changed": changed_now,
-        "files": written,
-        "journal": str(prefix / JOURNAL),
-    }
+    return Applied(
+        added=tuple(AddedPackage.of(row) for row in added_now),
+        changed=tuple(ChangedPackage.of(row) for row in changed_now),
+        files=tuple(written),
+        journal=str(prefix / JOURNAL),
+    )
 
 
-def rolled_back(prefix: Path, undone: dict) -> str:
+def rolled_back(prefix: Path, undone: TakenBack) -> str:
     """What an interrupted repair's rollback left, in a sentence: the env as it was, or what is not."""
-    left = undone.get("left", [])
+    left = undone.left
     if not left:
         return f"the repair was rolled back; {prefix} is as it was before it"
     shown = "; ".join(left[:5]) + (f"; and {len(left) - 5} more" if len(left) > 5 else "")
@@ -376,7 +388,7 @@ def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict, list
     return added, changed, left
 
 
-def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
+def undo_journal(prefix: Path, journal: dict, installer: PackageEngine, reporter) -> TakenBack:
     """Put back what the repair did and nothing else: packages first, then files, then directories.
 
     A repair that did not finish (state ``applying``) is swept against the listing it took before
@@ -418,16 +430,16 @@ def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
             listed,
             names,
             set(journal.get("files", {})),
-            cache=getattr(installer, "cache", None),
+            cache=installer.cache,
             wanted=wanted,
         )
-        swept = result["removed"]
+        swept = list(result.removed)
         if swept:
             reporter.note(f"took out {len(swept)} paths the interrupted install had written")
-        left += [f"{relative} (there before the repair, gone now)" for relative in result["missing"]]
+        left += [f"{relative} (there before the repair, gone now)" for relative in result.missing]
         left += [
             f"{relative} (appeared since the repair began; no package it installed holds it: kept)"
-            for relative in result["spared"]
+            for relative in result.spared
         ]
     elif listed is not None:
         swept = listing.empty_dirs(prefix, site, listed)
@@ -436,13 +448,13 @@ def undo_journal(prefix: Path, journal: dict, installer, reporter) -> dict:
         writes.remove_empty_dir(inside(prefix, directory))
     for line in left:
         reporter.note(f"left as it is: {line}")
-    return {
-        "removed": sorted({*added, *ours}),
-        "restored": sorted(changed),
-        "files": sorted(journal.get("files", {})),
-        "swept": swept,
-        "left": left,
-    }
+    return TakenBack(
+        removed=tuple(sorted({*added, *ours})),
+        restored=tuple(sorted(changed)),
+        files=tuple(sorted(journal.get("files", {}))),
+        swept=tuple(swept),
+        left=tuple(left),
+    )
 
 
 def _this_install(prefix: Path, site: Path | None, journal: dict, listed: dict, added: list[str]) -> set[str]:

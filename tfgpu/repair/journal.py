@@ -62,28 +62,25 @@ def check_journal(prefix: Path, journal: dict | None) -> None:
     if journal is None:
         return
     if journal.get("unreadable"):
-        raise ImpossibleError(
-            "repair-journal-foreign",
-            f"{prefix / JOURNAL} cannot be read (not a file, damaged, or far larger than a journal); nothing was done.",
-            _forward(prefix),
-        )
+        raise _foreign(prefix, "cannot be read (not a file, damaged, or far larger than a journal)")
     if (
         journal.get("tool") != "tfgpu-install"
         or journal.get("format") != FORMAT
         or journal.get("prefix") != os.path.realpath(prefix)
         or not isinstance(journal.get("files"), dict)
     ):
-        raise ImpossibleError(
-            "repair-journal-foreign",
-            f"{prefix / JOURNAL} was not written by a repair of this env "
-            "(another tool, another version, or an env copied from elsewhere); nothing was done.",
-            _forward(prefix),
+        raise _foreign(
+            prefix,
+            "was not written by a repair of this env (another tool, another version, or an env copied from elsewhere)",
         )
     problem = _journal_problem(journal)
     if problem:
-        raise ImpossibleError(
-            "repair-journal-foreign", f"{prefix / JOURNAL} {problem}; nothing was done.", _forward(prefix)
-        )
+        raise _foreign(prefix, problem)
+
+
+def _foreign(prefix: Path, why: str) -> ImpossibleError:
+    """``repair-journal-foreign``: the journal ``why`` (it is not one this tool may act on)."""
+    return ImpossibleError("repair-journal-foreign", f"{prefix / JOURNAL} {why}; nothing was done.", _forward(prefix))
 
 
 def forget(prefix: Path) -> str:

@@ -38,6 +38,7 @@ from pathlib import Path
 from tfgpu.doors import untrusted
 from tfgpu.envs import writes
 from tfgpu.errors import TfgpuError
+from tfgpu.records import record
 from tfgpu.repair.survey import canonical
 
 AREAS = ("bin", "include")
@@ -51,6 +52,18 @@ UV_PARTIAL = re.compile(r"\.tmp[A-Za-z0-9]{6}\Z")
 """The temporary name uv copies a file through before renaming it into place."""
 ARCHIVES = "archive-v0"
 """Where uv's cache keeps each wheel unpacked, the tree it links or copies into an env."""
+
+
+@record
+class Swept:
+    """What :func:`sweep` did, env-relative: what went, what was listed and is gone, what appeared
+    and was left (a package's since), and what appeared that no wheel of the install holds (the
+    user's, kept)."""
+
+    removed: tuple[str, ...]
+    missing: tuple[str, ...]
+    kept: tuple[str, ...]
+    spared: tuple[str, ...]
 
 
 def _areas(prefix: Path, site: Path | None) -> list[Path]:
@@ -233,13 +246,11 @@ def sweep(
     *,
     cache: Path | None = None,
     wanted: set | None = None,
-) -> dict:
+) -> Swept:
     """Remove what appeared under the listed areas since ``listing`` was taken and the install
     provably wrote (module docstring), but what a complete distribution not in ``ours`` (canonical
     names) owns and the paths in ``spare`` (the journal's files); ``cache``: uv's cache, ``wanted``:
-    the (canonical name, version) the install meant. Returns ``{"removed", "missing", "kept",
-    "spared"}``, env-relative: what went, what was listed and is gone, what appeared and was left (a
-    package's since), and what appeared that no wheel of the install holds (the user's, kept)."""
+    the (canonical name, version) the install meant. Returns the :class:`Swept` paths."""
     before = listing.get("paths", {})
     since = int(listing.get("taken_ns", 0)) - SLACK_NS
     keep: set[str] = set()
@@ -291,7 +302,7 @@ def sweep(
             kept.append(relative + "/")
     now = {relative for relative, _ in _walk(prefix, _areas(prefix, site))}
     missing = sorted(relative for relative in before if relative not in now)
-    return {"removed": removed, "missing": missing, "kept": sorted(set(kept) - set(dirs)), "spared": spared}
+    return Swept(tuple(removed), tuple(missing), tuple(sorted(set(kept) - set(dirs))), tuple(spared))
 
 
 def empty_dirs(prefix: Path, site: Path | None, listing: dict) -> list[str]:
