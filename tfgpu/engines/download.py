@@ -19,11 +19,10 @@ that the next run can resume it; every failure message says whether it was kept.
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from pathlib import Path
 
-from tfgpu.doors import untrusted, urls
+from tfgpu.doors import trees, untrusted, urls
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 
 CHUNK = 1 << 16
@@ -72,20 +71,20 @@ def fetch(
     if final.is_file() and _known_good(final, note, algorithm, expected):
         _say(reporter, "note", f"{name}: already downloaded and verified ({algorithm})")
         return final
-    final.unlink(missing_ok=True)
-    note.unlink(missing_ok=True)
+    trees.unlink(final)
+    trees.unlink(note)
     transfer = Transfer(url, part, size=size, reporter=reporter, name=name)
     transfer.run(retries=retries, backoff=backoff)
     found = file_digest(part, algorithm)
     if found != expected and transfer.resumed:
         # A resumed file can mix two versions of a changed upstream file: once more from zero.
-        part.unlink(missing_ok=True)
+        trees.unlink(part)
         transfer = Transfer(url, part, size=size, reporter=reporter, name=name)
         transfer.run(retries=retries, backoff=backoff)
         found = file_digest(part, algorithm)
     if found != expected:
         got = part.stat().st_size
-        part.unlink(missing_ok=True)
+        trees.unlink(part)
         raise OperationError(
             "checksum-mismatch",
             f"{name} from {urls.shown(url)} failed its {algorithm} check (expected {expected}, got {found}, {got} bytes); "
@@ -97,13 +96,13 @@ def fetch(
         )
     if size and part.stat().st_size != size:
         got = part.stat().st_size
-        part.unlink(missing_ok=True)
+        trees.unlink(part)
         raise OperationError(
             "size-mismatch",
             f"{name} from {urls.shown(url)} has {got} bytes, not the recorded {size}; deleted, nothing installed.",
             ["Report it: tfgpu's data may be wrong."],
         )
-    os.replace(part, final)
+    trees.replace(part, final)
     stat = final.stat()
     note.write_text(f"{algorithm}:{expected} {stat.st_size} {stat.st_mtime_ns}\n", encoding="utf-8")
     _say(reporter, "note", f"{name}: downloaded, {algorithm} verified")
@@ -247,7 +246,7 @@ class Transfer:
         """Keep the partial file only when it can be resumed; say which."""
         if self._keeps():
             return f" The {self.part.stat().st_size} bytes that arrived are kept in {self.part} and resumed next time."
-        self.part.unlink(missing_ok=True)
+        trees.unlink(self.part)
         return " Nothing was kept."
 
     def _attempt(self) -> str:
@@ -330,7 +329,7 @@ class Transfer:
         return ""
 
     def _drop(self) -> str:
-        self.part.unlink(missing_ok=True)
+        trees.unlink(self.part)
         return " Nothing was kept."
 
     def _report(self, done: int, total: int) -> None:
