@@ -304,3 +304,33 @@ def test_a_rendered_release_reads_back():
     row = tomllib.loads("\n".join(toml_out.render_release(record)))["release"][0]
     assert row["prerelease"] is True and row["and_cuda"] == {"nvidia-nvshmem-cu12": ">=3.2.5"}
     assert row["wheels"]["linux_x86_64"]["python"] == ["3.14"]
+
+
+def test_a_cache_write_replaces_a_link_and_never_writes_through_one(tmp_path):
+    """update-data's cache entries are written beside their name and renamed over it: a link at the
+    name, or one planted at the temporary's name, is replaced, and the file it points to is untouched."""
+    import os
+    import threading
+
+    from tfgpu.datasource.http import write_atomic
+
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep")
+    entry = tmp_path / "cache" / "json" / "entry.json"
+    entry.parent.mkdir(parents=True)
+    entry.symlink_to(outside)
+    entry.with_name(f"{entry.name}.{os.getpid()}.{threading.get_ident()}.tmp").symlink_to(outside)
+    write_atomic(entry, b"{}")
+    assert outside.read_bytes() == b"keep"
+    assert not entry.is_symlink() and entry.read_bytes() == b"{}"
+    assert sorted(p.name for p in entry.parent.iterdir()) == ["entry.json"]
+
+
+def test_a_cache_write_that_fails_leaves_no_temporary(tmp_path):
+    from tfgpu.datasource.http import write_atomic
+
+    entry = tmp_path / "cache" / "entry.json"
+    entry.mkdir(parents=True)  # a directory where the entry goes: the rename fails
+    with pytest.raises(OSError):
+        write_atomic(entry, b"{}")
+    assert sorted(p.name for p in entry.parent.iterdir()) == ["entry.json"]

@@ -131,9 +131,6 @@ NAME_DOOR = "doors/trees.py"
 
 AROUND_THE_DOOR = {
     "export/templates/activate_env.py": "a script written into the user's env that runs without tfgpu installed",
-    "engines/download.py": "the transport's partial and checked downloads in the tool's own download "
-    "directory, named by path; left for the rework into one HTTP transport to move onto the primitives",
-    "datasource/http.py": "the same transport's cached index pages, as engines/download.py",
 }
 """Modules that still change names themselves, each with the reason it may."""
 

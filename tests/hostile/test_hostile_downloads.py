@@ -115,7 +115,7 @@ def test_a_full_disk_stops_at_once_and_keeps_nothing(fake, tmp_path):
         "import resource, signal, sys\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))\n"
-        "from pathlib import Path\nfrom tfgpu import urls\nfrom tfgpu.engines import download\n"
+        "from pathlib import Path\nfrom tfgpu.doors import urls\nfrom tfgpu.engines import download\n"
         "from tfgpu.errors import TfgpuError\nurls.trust(['127.0.0.1'])\n"
         "try:\n"
         f"    download.fetch({fake.runfile_url!r}, Path({str(tmp_path / 'cache')!r}), sha256={fake.runfile_sha256!r})\n"
@@ -128,6 +128,29 @@ def test_a_full_disk_stops_at_once_and_keeps_nothing(fake, tmp_path):
     assert code == "download-failed" and "Writing" in message and "Nothing was kept" in message
     assert leftovers(tmp_path / "cache") == []
     assert len(fake.requests) == 1  # a full disk is not retried
+
+
+def test_a_link_planted_at_the_partial_or_the_note_is_never_written_through(fake, tmp_path):
+    """A ``.part`` is resumed and a ``.verified`` note written by name in the download cache: a link
+    at either name is deleted, and the file it points to keeps its bytes (a resume through the link
+    would have appended the download to it)."""
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    cache.mkdir()
+    outside.write_bytes(b"not the tool's")
+    name = fake.runfile.name
+    (cache / f"{name}.part").symlink_to(outside)
+    (cache / f"{name}.verified").symlink_to(outside)
+    path = fetch(fake, tmp_path)
+    assert path.read_bytes() == fake.runfile.read_bytes()
+    assert outside.read_bytes() == b"not the tool's"
+    assert leftovers(cache) == [name, f"{name}.verified"]
+    assert not (cache / f"{name}.verified").is_symlink()
+    assert [rng for _, rng, _ in fake.requests] == [""]  # nothing resumed from the link's bytes
+    (cache / f"{name}.verified").unlink()
+    (cache / f"{name}.verified").symlink_to(outside)  # beside a downloaded file: hashed, noted again
+    assert fetch(fake, tmp_path) == path and len(fake.requests) == 1
+    assert outside.read_bytes() == b"not the tool's"
+    assert not (cache / f"{name}.verified").is_symlink()
 
 
 def test_no_dns_names_the_offline_route_and_does_not_retry(tmp_path, monkeypatch):

@@ -3,15 +3,19 @@ script, an export or a uv argument stays data."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
 import subprocess
 import sys
 from importlib.resources import files
+from pathlib import Path
 
 import pytest
 import yaml
+
+import tfgpu
 
 from .conftest import changed, snapshot
 
@@ -320,3 +324,89 @@ def test_hostile_data_in_the_kubernetes_manifests_stays_a_comment(cli, sandbox):
     assert [doc["kind"] for doc in documents] == ["Service", "ConfigMap", "Job"]
     assert "PWNED" not in json.dumps(documents)  # only in the comment header, which YAML drops
     assert not (sandbox / "PWNED").exists()
+
+
+# -- one way to write a shell word ------------------------------------------------------------
+
+QUOTING_DOOR = "doors/quoting.py"
+"""The one rendering function per format (``sh``, ``sh_join``, ``fish_word``, ...)."""
+QUOTES_FOR_ITSELF = {
+    "process/runner.py": "the run log's ``$ argv`` line (a record for the user to read, never run or "
+    "written into a generated file) and the fake runner's lookup key, which test tables spell as "
+    "``shlex.join`` does",
+}
+"""Modules that quote a command line themselves, each with the reason it may."""
+SHELL_QUOTERS = {("shlex", "quote"), ("shlex", "join"), ("pipes", "quote")}
+
+
+def shell_quoting(source: str) -> list[str]:
+    """Each use in ``source`` of a shell quoter other than the door's: a call, an alias
+    (``q = shlex.quote``) or an import of the function itself."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module in ("shlex", "pipes"):
+            found += [
+                f"line {node.lineno}: from {node.module} import {a.name}"
+                for a in node.names
+                if (node.module, a.name) in SHELL_QUOTERS
+            ]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in SHELL_QUOTERS:
+                found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_shell_words_are_written_only_through_the_quoting_door():
+    """A value reaches a generated script, a lock's command, a completion script or a command the
+    user is told to paste through ``tfgpu.doors.quoting``, never ``shlex`` directly: the door writes
+    a ``$`` so that shellcheck passes the script, and a fish word as fish reads it (``shlex.quote``'s
+    single quotes end early in fish at a backslash)."""
+    package = Path(tfgpu.__file__).resolve().parent
+    offenders = {}
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if relative == QUOTING_DOOR or relative in QUOTES_FOR_ITSELF:
+            continue
+        found = shell_quoting(path.read_text(encoding="utf-8"))
+        if found:
+            offenders[relative] = found
+    assert offenders == {}
+    for relative in QUOTES_FOR_ITSELF:  # an entry that no longer needs it goes
+        assert shell_quoting((package / relative).read_text(encoding="utf-8")), relative
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import shlex\nshlex.quote(p)",
+        "import shlex\nshlex.join(argv)",
+        "import shlex\nq = shlex.quote",
+        "from shlex import quote",
+        "from shlex import join as joined",
+        "def f():\n    import pipes\n    return pipes.quote(p)",
+    ],
+)
+def test_the_quoting_check_sees_each_spelling(source):
+    assert shell_quoting(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["import shlex\nshlex.split(line)", "from tfgpu.doors import quoting\nquoting.sh(p)", "text.quote"],
+)
+def test_the_quoting_check_lets_the_rest_through(source):
+    assert shell_quoting(source) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["tfgpu-install", "lock", "-o", "x/$(touch PWNED)"], ["a b", "it's", "x/`id`", "back\\slash", "", "$HOME"]],
+)
+def test_a_joined_command_line_runs_as_exactly_its_arguments(tmp_path, argv):
+    from tfgpu.doors import quoting
+
+    ran = subprocess.run(
+        ["sh", "-c", f"printf '%s\\0' {quoting.sh_join(argv)}"], capture_output=True, cwd=tmp_path, timeout=60
+    )
+    assert ran.stdout.split(b"\0")[:-1] == [word.encode() for word in argv]
+    assert not (tmp_path / "PWNED").exists()

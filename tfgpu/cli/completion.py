@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import argparse
 import re
-import shlex
 from dataclasses import dataclass
 from functools import lru_cache
+
+from tfgpu.doors import quoting
 
 PROG = "tfgpu-install"
 PATH_METAVARS = ("FILE", "DIR", "PATH")
@@ -141,11 +142,11 @@ def _bash(commands: dict) -> str:
         for option in command["options"]:
             if not option.takes_value:
                 continue
-            pattern = "|".join(shlex.quote(f"{name} {flag}") for flag in option.flags)
+            pattern = "|".join(quoting.sh(f"{name} {flag}") for flag in option.flags)
             if option.names:
                 action = "_tfgpu_install_names"
             elif option.values:
-                action = f'COMPREPLY=($(compgen -W {shlex.quote(_words(option.values))} -- "$cur"))'
+                action = f'COMPREPLY=($(compgen -W {quoting.sh(_words(option.values))} -- "$cur"))'
             elif option.paths:
                 action = 'COMPREPLY=($(compgen -f -- "$cur"))'
             else:
@@ -154,10 +155,10 @@ def _bash(commands: dict) -> str:
     lines += ["    esac", '    case "$key" in']
     for name, command in commands.items():
         flags = [flag for option in command["options"] for flag in option.flags] + ["--help"]
-        lines.append(f"        {name}) opts={shlex.quote(_words([*command['positional'], *flags]))} ;;")
+        lines.append(f"        {name}) opts={quoting.sh(_words([*command['positional'], *flags]))} ;;")
     lines += [
         "    esac",
-        f'    if [ "$COMP_CWORD" -eq 1 ] && [[ "$cur" != -* ]]; then opts={shlex.quote(_words(names))}; fi',
+        f'    if [ "$COMP_CWORD" -eq 1 ] && [[ "$cur" != -* ]]; then opts={quoting.sh(_words(names))}; fi',
         '    if [ "$COMP_CWORD" -eq 1 ] && [[ "$cur" == -* ]]; then opts="$opts --version"; fi',
         '    COMPREPLY=($(compgen -W "$opts" -- "$cur"))',
         "}",
@@ -230,7 +231,7 @@ def _fish(commands: dict) -> str:
     for name, command in commands.items():
         lines.append(
             f"complete -c {PROG} -n 'not __fish_seen_subcommand_from {names}' -a {name} "
-            f"-d {shlex.quote(command['help'])}"
+            f"-d {quoting.fish_word(command['help'])}"
         )
     for name, command in commands.items():
         when = f"__fish_seen_subcommand_from {name}"
@@ -243,12 +244,14 @@ def _fish(commands: dict) -> str:
             if option.takes_value:  # -x: a value, never a file name; -r -F: a path
                 words += ["-r", "-F"] if option.paths else ["-x"]
                 if option.names:
-                    words += ["-a", shlex.quote(f"(command {PROG} list --names 2>/dev/null)")]
+                    words += ["-a", quoting.fish_word(f"(command {PROG} list --names 2>/dev/null)")]
                 elif option.values:
-                    words += ["-a", shlex.quote(" ".join(option.values))]
+                    words += ["-a", quoting.fish_word(" ".join(option.values))]
             lines.append(
-                f"complete -c {PROG} -n {shlex.quote(when)} {' '.join(words)} -d {shlex.quote(option.help[:80])}"
+                f"complete -c {PROG} -n {quoting.fish_word(when)} {' '.join(words)} -d {quoting.fish_word(option.help[:80])}"
             )
         if command["positional"]:
-            lines.append(f"complete -c {PROG} -n {shlex.quote(when)} -a {shlex.quote(' '.join(command['positional']))}")
+            lines.append(
+                f"complete -c {PROG} -n {quoting.fish_word(when)} -a {quoting.fish_word(' '.join(command['positional']))}"
+            )
     return "\n".join(lines) + "\n"

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tfgpu.datasource import transport
 from tfgpu.datasource.errors import SourceError
-from tfgpu.doors import secrets, untrusted, urls
+from tfgpu.doors import secrets, trees, untrusted, urls
 
 __all__ = ["Fetcher", "SourceError", "write_atomic"]
 
@@ -209,8 +209,18 @@ def _check_response(url: str, response, byte_range, limit: int) -> None:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory."""
+    """Write ``data`` to ``path`` through a temporary file in the same directory, renamed over it
+    (``tfgpu.doors.trees.replace``): a reader, or a run killed half-way, sees the old entry or the
+    new one, never half. The temporary is created exclusively and never through a link (a name
+    planted in the cache cannot aim the write elsewhere), and a failed write leaves none behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    trees.unlink(tmp)  # a run killed between its write and its rename left it
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        trees.replace(tmp, path)
+    except BaseException:
+        trees.unlink(tmp, strict=False)
+        raise

@@ -1,7 +1,9 @@
 """How a value from data or from the user is written into a generated file: one function per format.
 
-Every generated script, playbook, user-data file and Dockerfile writes its values through these,
-so a newline, a quote or a ``$(...)`` in a data table (a ``TFGPU_DATA_DIR`` overlay is a team's
+Every generated script, playbook, user-data file and Dockerfile, a lock's command to write it
+again, a shell completion script and a command offered to the user to paste writes its values
+through these (``tests/hostile/test_hostile_injection.py`` fails on a ``shlex.quote`` or
+``shlex.join`` anywhere else), so a newline, a quote or a ``$(...)`` in a data table (a ``TFGPU_DATA_DIR`` overlay is a team's
 mirror: data from elsewhere) or in a path stays data: shell words are ``shlex``-quoted, comments
 are one line, YAML goes through a serializer, Dockerfile words are single-line and quoted, and
 identifiers (image tags, versions, env names) must match their grammar or the export stops with
@@ -68,6 +70,12 @@ def sh(value) -> str:
     if "$" in text or "`" in text:
         return f'"{sh_double(text)}"'
     return shlex.quote(text)
+
+
+def sh_join(argv) -> str:
+    """A command line of POSIX shell words (:func:`sh` each): a command written into a lock, a
+    bundle's script or advice for the user to paste runs as exactly these arguments."""
+    return " ".join(sh(word) for word in argv)
 
 
 def sh_double(value) -> str:

@@ -23,7 +23,7 @@ import os
 import time
 from pathlib import Path
 
-from tfgpu.doors import untrusted, urls
+from tfgpu.doors import trees, untrusted, urls
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 
 CHUNK = 1 << 16
@@ -72,20 +72,20 @@ def fetch(
     if final.is_file() and _known_good(final, note, algorithm, expected):
         _say(reporter, "note", f"{name}: already downloaded and verified ({algorithm})")
         return final
-    final.unlink(missing_ok=True)
-    note.unlink(missing_ok=True)
+    trees.unlink(final)
+    trees.unlink(note)
     transfer = Transfer(url, part, size=size, reporter=reporter, name=name)
     transfer.run(retries=retries, backoff=backoff)
     found = file_digest(part, algorithm)
     if found != expected and transfer.resumed:
         # A resumed file can mix two versions of a changed upstream file: once more from zero.
-        part.unlink(missing_ok=True)
+        trees.unlink(part)
         transfer = Transfer(url, part, size=size, reporter=reporter, name=name)
         transfer.run(retries=retries, backoff=backoff)
         found = file_digest(part, algorithm)
     if found != expected:
         got = part.stat().st_size
-        part.unlink(missing_ok=True)
+        trees.unlink(part)
         raise OperationError(
             "checksum-mismatch",
             f"{name} from {urls.shown(url)} failed its {algorithm} check (expected {expected}, got {found}, {got} bytes); "
@@ -97,15 +97,15 @@ def fetch(
         )
     if size and part.stat().st_size != size:
         got = part.stat().st_size
-        part.unlink(missing_ok=True)
+        trees.unlink(part)
         raise OperationError(
             "size-mismatch",
             f"{name} from {urls.shown(url)} has {got} bytes, not the recorded {size}; deleted, nothing installed.",
             ["Report it: tfgpu's data may be wrong."],
         )
-    os.replace(part, final)
+    trees.replace(part, final)
     stat = final.stat()
-    note.write_text(f"{algorithm}:{expected} {stat.st_size} {stat.st_mtime_ns}\n", encoding="utf-8")
+    _write_note(note, f"{algorithm}:{expected} {stat.st_size} {stat.st_mtime_ns}\n")
     _say(reporter, "note", f"{name}: downloaded, {algorithm} verified")
     return final
 
@@ -135,8 +135,34 @@ def _known_good(final: Path, note: Path, algorithm: str, expected: str) -> bool:
     if file_digest(final, algorithm) != expected:
         return False
     stat = final.stat()
-    note.write_text(f"{algorithm}:{expected} {stat.st_size} {stat.st_mtime_ns}\n", encoding="utf-8")
+    _write_note(note, f"{algorithm}:{expected} {stat.st_size} {stat.st_mtime_ns}\n")
     return True
+
+
+def _write_note(note: Path, text: str) -> None:
+    """The ``.verified`` note, written as a new file and never through a link at its name (one
+    planted in the cache would aim the write at another file). Not renamed into place: a note cut
+    short does not parse, and the file is hashed again."""
+    trees.unlink(note)
+    fd = os.open(note, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _part_size(part: Path) -> int:
+    """Bytes a partial download left in ``part`` to resume from; 0 when there is none. Anything
+    there but a regular file (a link, planted or left by an older tool) is deleted, never followed:
+    resuming through a link would append the download to the file it points to."""
+    import stat
+
+    try:
+        info = part.lstat()
+    except FileNotFoundError:
+        return 0
+    if stat.S_ISREG(info.st_mode):
+        return info.st_size
+    trees.unlink(part, strict=False)  # a directory stays, and the write below names it
+    return 0
 
 
 def file_digest(path: Path, algorithm: str = "sha256") -> str:
@@ -247,14 +273,14 @@ class Transfer:
         """Keep the partial file only when it can be resumed; say which."""
         if self._keeps():
             return f" The {self.part.stat().st_size} bytes that arrived are kept in {self.part} and resumed next time."
-        self.part.unlink(missing_ok=True)
+        trees.unlink(self.part)
         return " Nothing was kept."
 
     def _attempt(self) -> str:
         """One request; "" when the whole file is in ``part``, else what went wrong."""
         from tfgpu.datasource import transport
 
-        have = self.part.stat().st_size if self.part.exists() else 0
+        have = _part_size(self.part)
         headers = {"Range": f"bytes={have}-"} if have else {}
         try:
             response = transport.request(
@@ -272,9 +298,9 @@ class Transfer:
                 return f"HTTP {status} {response.reason}"
             if status == 206 and have:
                 self.resumed = True
-                mode, done = "ab", have
+                how, done = os.O_APPEND, have
             else:
-                mode, done = "wb", 0
+                how, done = os.O_TRUNC, 0
             length = response.headers.get("Content-Length") or ""
             # isascii: str.isdigit() also says yes to "²", which int() refuses.
             length = int(length) if length.isascii() and length.isdigit() else 0
@@ -292,7 +318,9 @@ class Transfer:
             expected_end = done + length
             started, last, first = time.monotonic(), 0.0, done
             try:
-                with open(self.part, mode) as out:
+                # Never through a link at the name (see _part_size): one made since is ELOOP, a failed write.
+                fd = os.open(self.part, os.O_WRONLY | os.O_CREAT | how | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                with os.fdopen(fd, "ab" if how == os.O_APPEND else "wb") as out:
                     while chunk := response.read1(CHUNK):
                         if done + len(chunk) > limit:
                             raise _Fatal(
@@ -330,7 +358,7 @@ class Transfer:
         return ""
 
     def _drop(self) -> str:
-        self.part.unlink(missing_ok=True)
+        trees.unlink(self.part)
         return " Nothing was kept."
 
     def _report(self, done: int, total: int) -> None:

@@ -10,7 +10,6 @@ writes, its payload); :func:`apply` is the one loop that runs them, each through
 
 from __future__ import annotations
 
-import shlex
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from tfgpu.doors import untrusted
+from tfgpu.doors import quoting, untrusted
 from tfgpu.envs.location import Location
 from tfgpu.installers.options import Options  # noqa: F401 - part of the backend interface
 
@@ -81,11 +80,13 @@ class Step:
 
     def describe(self) -> str:
         lines = [self.title]
-        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env) + (" " if self.env else "")
+        prefix = " ".join(f"{k}={quoting.sh(v)}" for k, v in self.env) + (" " if self.env else "")
         if self.argv:
-            lines.append("  $ " + prefix + shlex.join(self.argv))
+            lines.append("  $ " + prefix + quoting.sh_join(self.argv))
         if self.fallback:
-            lines.append("  if the --find-links directory lacks a package: $ " + prefix + shlex.join(self.fallback))
+            lines.append(
+                "  if the --find-links directory lacks a package: $ " + prefix + quoting.sh_join(self.fallback)
+            )
         lines.extend(f"  writes {path}" for path in self.writes)
         lines.extend(f"    | {line}" for line in self.content.splitlines())
         return "\n".join(lines)

@@ -143,13 +143,13 @@ def profile_script(final: Path) -> str:
 def user_profile(final: Path) -> str:
     """``<env>/etc/tfgpu/cuda-toolkit.sh``: the user-level twin of the ``/etc/profile.d`` entry
     (``nvcc`` on PATH, ``CUDA_HOME``, the libraries for the loader) for a ``--prefix`` toolkit."""
-    import shlex
+    from tfgpu.doors import quoting
 
-    bin_dir, lib_dir = shlex.quote(f"{final}/bin"), shlex.quote(f"{final}/lib64")
+    bin_dir, lib_dir = quoting.sh(f"{final}/bin"), quoting.sh(f"{final}/lib64")
     return (
         f"# Written by tfgpu-install: the CUDA toolkit for a shell or a build (`. <this file>`).\n"
         "# The env's bin/activate already puts its libraries first; this adds nvcc and CUDA_HOME.\n"
-        f"CUDA_HOME={shlex.quote(str(final))}\nexport CUDA_HOME\n"
+        f"CUDA_HOME={quoting.sh(final)}\nexport CUDA_HOME\n"
         f'case ":${{PATH}}:" in\n    *:{bin_dir}:*) ;;\n    *) PATH={bin_dir}":${{PATH}}"; export PATH ;;\nesac\n'
         f'case ":${{LD_LIBRARY_PATH:-}}:" in\n    *:{lib_dir}:*) ;;\n'
         f'    *) LD_LIBRARY_PATH={lib_dir}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"; export LD_LIBRARY_PATH ;;\n'

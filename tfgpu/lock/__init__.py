@@ -17,7 +17,6 @@ own face, :func:`tfgpu.lock.bundle.build`.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 
@@ -160,8 +159,10 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
     result = ProjectLocks(project, checks, missing)
     if not result.current:
         # One command writes every lock the project describes, whichever of them moved on, where they are.
+        from tfgpu.doors import quoting
+
         there = bases[places.index(paths)]
-        move = f"cd {shlex.quote(str(there))} && " if there != Path.cwd() else ""
+        move = f"cd {quoting.sh(there)} && " if there != Path.cwd() else ""
         result.advice = move + new_lock_command(wanted)
     return result
 

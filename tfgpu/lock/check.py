@@ -25,9 +25,10 @@ each format's folder asks the first two questions of its own file (``pip/check.p
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tfgpu.doors import quoting
 
 
 @dataclass
@@ -205,7 +206,7 @@ def new_lock_command(wanted: dict, found: Check | None = None) -> str:
             argv += ["--platform", platform]
         argv.append("--no-detect")  # as the lock's own command: the machine that runs it plays no part
     output = wanted.get("output") or (_output_of(found, wanted) if found is not None else None)
-    return shlex.join([*argv, *(("-o", output) if output else ())])
+    return quoting.sh_join([*argv, *(("-o", output) if output else ())])
 
 
 def _output_of(found: Check, wanted: dict) -> str | None:

@@ -5,13 +5,12 @@ files). Each kind of bundle writes its own README (``pip_bundle.py``, ``conda_bu
 
 from __future__ import annotations
 
-import shlex
 import tempfile
 import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
 
-from tfgpu.doors import untrusted
+from tfgpu.doors import quoting, untrusted
 from tfgpu.errors import OperationError
 from tfgpu.lock.resolving import index_url
 
@@ -147,7 +146,7 @@ def wheel_from_installation(out_dir: Path) -> Path:
 
 def install_script(python: str, tool_version: str, tensorflow: str, platform: str) -> str:
     """``install.sh``: a venv for the tool from ``tool/``, then ``create --from-bundle``."""
-    q = shlex.quote
+    q = quoting.sh
     return f"""#!/usr/bin/env bash
 # Offline install of this tfgpu-install bundle: TensorFlow {tensorflow}, Python {python}, {platform}.
 # Usage: ./install.sh PREFIX [more `tfgpu-install create` options, e.g. --no-verify or --require-gpu]

@@ -4,9 +4,9 @@ lock's entries. The comparison itself is ``tfgpu.lock.check``'s, shared with pip
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
+from tfgpu.doors import quoting
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.lock.check import Check, input_changes, package_changes, target_today
 from tfgpu.lock.conda import write
@@ -86,4 +86,4 @@ def regenerate_command(path, platforms: list[str], channels: list[str], recorded
     argv = ["tfgpu-install", "lock", "--tf", recorded["tensorflow"], "--mode", "conda", "--python", recorded["python"]]
     argv += ["--os", recorded["os"], *(f for name in platforms for f in ("--platform", name))]
     argv += [*(f for channel in channels for f in ("--channel", channel)), "--no-detect"]
-    return shlex.join([*argv, *(("--allow-cpu",) if recorded["cpu_only"] else ()), "-o", str(path)])
+    return quoting.sh_join([*argv, *(("--allow-cpu",) if recorded["cpu_only"] else ()), "-o", str(path)])

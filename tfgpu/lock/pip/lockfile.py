@@ -13,12 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import __version__
-from tfgpu.doors import untrusted
+from tfgpu.doors import quoting, untrusted
 from tfgpu.doors.quoting import one_line
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import Platform
@@ -129,7 +128,7 @@ def regenerate_command(meta: dict, output: str) -> str:
         "-o",
         output,
     ]
-    return shlex.join(argv)
+    return quoting.sh_join(argv)
 
 
 def render(meta: dict, body: str, output: str) -> str:
