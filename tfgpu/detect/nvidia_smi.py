@@ -17,7 +17,7 @@ import re
 from tfgpu.detect.host import DriverReading, Gpu
 from tfgpu.detect.platform_facts import WSL_LIB
 from tfgpu.detect.system import System, in_background
-from tfgpu.records import named_tuple
+from tfgpu.records import record
 
 FIELDS = "driver_version,name,compute_cap,memory.total,uuid"
 LEGACY_FIELDS = "driver_version,name,memory.total,uuid"
@@ -29,7 +29,7 @@ _CC = r"^\d+\.\d+$"
 _BANNER_CUDA = r"CUDA Version\s*:\s*(\S+)"
 
 
-@named_tuple
+@record
 class SmiResult:
     reading: DriverReading
     gpus: tuple[Gpu, ...] = ()

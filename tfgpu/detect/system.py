@@ -13,10 +13,10 @@ import sys
 from collections.abc import Callable, Sequence
 
 from tfgpu import untrusted
-from tfgpu.records import named_tuple
+from tfgpu.records import record
 
 
-@named_tuple
+@record
 class NvmlDevice:
     """One GPU as NVML describes it."""
 
@@ -27,7 +27,7 @@ class NvmlDevice:
     uuid: str | None
 
 
-@named_tuple
+@record
 class NvmlSnapshot:
     """What NVML answered during one nvmlInit/nvmlShutdown session."""
 
@@ -39,7 +39,7 @@ class NvmlSnapshot:
     """One line per GPU NVML could not read (e.g. ``"GPU 3: GPU is lost"``)."""
 
 
-@named_tuple
+@record
 class PlatformFacts:
     """What the interpreter knows about the platform without touching the filesystem."""
 

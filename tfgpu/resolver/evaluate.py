@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from tfgpu.records import factory, named_tuple, record
+from tfgpu.records import factory, record
 from tfgpu.resolver import archtruth, gpu, macos, tables
 from tfgpu.resolver.drivers import DriverNeed, driver_at_least, driver_need
 from tfgpu.resolver.model import ModeOption, Target
@@ -19,7 +19,7 @@ from tfgpu.versions import parse
 LAST_NATIVE_WINDOWS = parse("2.10.1")
 
 
-@named_tuple
+@record
 class Failure:
     code: str
     message: str
