@@ -33,6 +33,7 @@ from tfgpu.records import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 KiB, MiB = 1024, 1024 * 1024
@@ -379,6 +380,7 @@ def depth_of(value: Any, limit: int) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
+        children: Iterable[object]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, (list, tuple)):
@@ -450,9 +452,10 @@ def parse_yaml(text: str, kind: Kind, source: str) -> Any:
         for event in yaml.parse(text, Loader=loader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise _fail(kind, source, "it uses YAML anchors or aliases, which the tool never writes")
-            if getattr(event, "tag", None) not in (None, "!"):
+            tag = getattr(event, "tag", None)
+            if tag not in (None, "!"):
                 # An explicit tag (!!int, !!python/..., a local !x) picks a constructor; no lock needs one.
-                raise _fail(kind, source, f"it uses the YAML tag {str(event.tag)[:60]}, which the tool never writes")
+                raise _fail(kind, source, f"it uses the YAML tag {str(tag)[:60]}, which the tool never writes")
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 level += 1
                 if level > kind.depth:

@@ -178,7 +178,7 @@ class Bool:
 
 @record
 class List:
-    item: object
+    item: Str | Int | Bool | List | Table | Map | Rows
     required: bool = False
 
     def check(self, value, where: str) -> None:
@@ -208,7 +208,7 @@ class Map:
     """A table of any keys, each value of one kind; ``key``: the check each key must pass too (a
     key that becomes a package name or an option is data like any value)."""
 
-    value: object
+    value: Str | Int | Bool | List | Table | Map | Rows
     required: bool = False
     key: Str | None = None
 

@@ -127,7 +127,8 @@ class Image:
     meanwhile) or lies past ``size`` raises ValueError, which the parsers take as a damaged file."""
 
     def __init__(self, fetch, size: int, budget: Budget | None = None):
-        self._fetch, self.size, self._pages = fetch, size, {}
+        self._fetch, self.size = fetch, size
+        self._pages: dict[int, bytes] = {}
         self.budget = Budget() if budget is None else budget
         self.spent = 0
         """Bytes fetched of this file so far."""
