@@ -132,7 +132,7 @@ def _install(cls: Any, names: tuple[str, ...], defaults: dict, frozen: bool) -> 
 
     cls.__record_fields__ = names
     cls.__record_defaults__ = defaults
-    cls.__match_args__ = names
+    type.__setattr__(cls, "__match_args__", names)  # mypy refuses a plain assignment to it
     cls.__init__ = __init__
     if "__repr__" not in cls.__dict__:
         cls.__repr__ = __repr__

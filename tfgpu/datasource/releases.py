@@ -301,7 +301,7 @@ class ReleaseReader:
         if info is not None:
             record.source.append("WHL-BI")
             record.cuda_build = info.cuda_build
-        if not record.cuda_build:
+        if info is None or not record.cuda_build:
             return
         config = facts.parse_cuda_config(members.cuda_config) if members.cuda_config else None
         record.cuda, record.cudnn = info.cuda, info.cudnn

@@ -88,7 +88,7 @@ def read_nvidia_smi(system: System, os_name: str) -> SmiResult:
 def parse_query(stdout: str, with_cc: bool = True) -> list[tuple[str, Gpu]]:
     """(driver version, GPU) per line of ``--query-gpu`` csv output; ValueError on garbage."""
     width = 5 if with_cc else 4
-    rows = []
+    rows: list[tuple[str, Gpu]] = []
     for line in (line.strip() for line in stdout.splitlines()):
         if not line:
             continue

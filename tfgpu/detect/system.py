@@ -15,6 +15,12 @@ from collections.abc import Callable, Sequence
 from tfgpu import untrusted
 from tfgpu.records import record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    _T = TypeVar("_T")
+
 
 @record
 class NvmlDevice:
@@ -253,7 +259,7 @@ def _executable(path: str) -> bool:
     return os.path.exists(path) and os.access(path, os.F_OK | os.X_OK) and not os.path.isdir(path)
 
 
-def in_background(function: Callable[..., object], *args: object) -> Callable[[], object]:
+def in_background(function: Callable[..., _T], *args: object) -> Callable[[], _T]:
     """Start ``function(*args)`` in a thread; the callable returned waits for it and returns its
     result (or raises its exception). Used to overlap nvidia-smi's ~25 ms runs with NVML."""
     outcome: list = []
@@ -270,7 +276,7 @@ def in_background(function: Callable[..., object], *args: object) -> Callable[[]
     thread.daemon = True
     thread.start()
 
-    def wait() -> object:
+    def wait() -> _T:
         thread.join()
         ok, value = outcome[0]
         if not ok:

@@ -109,7 +109,7 @@ def place_toolkit(cuda: str, location, system: bool, items, force: bool) -> Tool
         raise ImpossibleError(
             "toolkit-differs",
             f"{final} was installed by tfgpu-install from other files "
-            f"(cuDNN {marker.get('cudnn_version')}); it is left untouched.",
+            f"(cuDNN {(marker or {}).get('cudnn_version')}); it is left untouched.",
             [
                 "Add --force to rebuild it (the old one stays until the new one is complete).",
                 "Or use a user prefix: --prefix DIR.",

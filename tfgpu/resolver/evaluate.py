@@ -168,6 +168,7 @@ def _glibc(ev: Evaluation) -> Failure | None:
 
 def _modes(ev: Evaluation) -> Failure | None:
     release, target = ev.release, ev.target
+    assert ev.python is not None  # chosen by _python, the check before
     ev.options = {
         "pip": pip_option(release, target.platform, ev.python, ev.metal),
         "conda": conda_option(release, ev.cuda, ev.cudnn, ev.python, ev.metal),

@@ -10,7 +10,9 @@ system: NVIDIA's runfile for the build's CUDA, a cuDNN archive, then TensorFlow 
 
 from __future__ import annotations
 
-from tfgpu.requirements import canonical, match_spec, requirement
+from collections.abc import Sequence
+
+from tfgpu.requirements import Requirement, canonical, match_spec, requirement
 from tfgpu.resolver import tables
 from tfgpu.resolver.model import ModeOption, Notice, Packages
 from tfgpu.versions import Range, parse
@@ -91,7 +93,9 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
     if release.and_cuda and not explicit:
         extra = release.cuda_extra or "and-cuda"
         pip = [requirement(name, f"=={release.version}", extras=(extra,), what=_DATA)]
-        pins = tuple(requirement(dist, spec, what=_DATA) for dist, spec in sorted(release.and_cuda.items()))
+        pins: Sequence[Requirement] = tuple(
+            requirement(dist, spec, what=_DATA) for dist, spec in sorted(release.and_cuda.items())
+        )
         notes = [
             f"CUDA libraries from the {extra} extra of TF {release.version} (read from its wheel; "
             f"packages.cuda_extra lists its {_counted(release.and_cuda.values())})."
@@ -142,14 +146,14 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
     )
 
 
-def _ptxas_floor(release) -> str:
+def _ptxas_floor(release) -> Requirement | None:
     _, ptxas = tables.pip_cuda()
     spec = release.and_cuda.get(ptxas.get("package", ""), "")
     first_good = ptxas.get("first_good", "")
     if not spec or not first_good or spec.startswith("=="):
-        return ""
+        return None
     allowed = Range(spec)
-    return requirement(ptxas["package"], f">={first_good}", what=_DATA) if parse(first_good) in allowed else ""
+    return requirement(ptxas["package"], f">={first_good}", what=_DATA) if parse(first_good) in allowed else None
 
 
 def _cuda(release, platform: str) -> str:

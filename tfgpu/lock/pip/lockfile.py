@@ -230,7 +230,7 @@ def _check_shape(meta: dict, path) -> None:
         if key != "compute_capabilities":
             untrusted.expect(recorded[key], (str, int, float, type(None)), kind, source, f"the resolution's {key!r}")
     for key in ("compute_capabilities", "requirements", "companions"):
-        default = [] if key == "companions" else None  # only locks made with --with record companions
+        default: list | None = [] if key == "companions" else None  # only locks made with --with record companions
         for item in untrusted.expect(recorded.get(key, default), list, kind, source, f"the resolution's {key!r}"):
             untrusted.expect(item, str, kind, source, f"an item of the resolution's {key!r}")
     from tfgpu.lock.selectors import check_record
