@@ -168,7 +168,7 @@ def _fail(kind: Kind, source: str, reason: str) -> TfgpuError | Unreadable:
     return kind.error(message) if kind.error else Unreadable(message)
 
 
-def _open(path: Path | str, kind: Kind, directory: int | None = None) -> tuple[int, os.stat_result]:
+def _open(path: os.PathLike | str, kind: Kind, directory: int | None = None) -> tuple[int, os.stat_result]:
     """A descriptor of ``path`` opened without blocking (a FIFO would block the open itself), and its
     ``fstat``, if it is a regular file (or a FIFO or device, for a kind whose ``streams`` allows it).
     With ``directory`` (an open directory's descriptor), ``path`` is a name inside that directory."""
@@ -288,7 +288,7 @@ def check_file(path: Path | str, kind: Kind) -> None:
         raise _fail(kind, str(path), f"it holds {info.st_size:,} bytes, more than the {kind.limit:,} allowed")
 
 
-def open_stream(path: Path | str, kind: Kind, *, at: int | None = None):
+def open_stream(path: os.PathLike | str, kind: Kind, *, at: int | None = None):
     """A binary file object of ``path`` if it is a regular file, for files read in blocks and never
     held whole (checksums of downloads and bundle files, archives): the kind's size cap does not apply.
     ``at``: an open directory (:func:`open_directory`) that ``path`` is a name in."""

@@ -74,7 +74,7 @@ def parse_build_info(text: str) -> dict:
     from tfgpu import pysource
 
     tree = pysource.parse(text)
-    if tree is None:
+    if not isinstance(tree, ast.Module):  # None: not Python
         return {}
     found: dict = {}
     for node in tree.body:
@@ -155,9 +155,10 @@ def _ask_python(python: Path) -> tuple[Path, str, Path]:
 def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
     """Everything doctor needs to know about one env."""
     if python is not None:
-        prefix, version, site = _ask_python(python)
-        facts = EnvFacts(root=prefix, python=python, python_version=version, site_packages=site)
+        prefix, version, asked = _ask_python(python)
+        facts = EnvFacts(root=prefix, python=python, python_version=version, site_packages=asked)
     else:
+        assert root is not None  # the env's root, where no interpreter is given
         if not root.is_dir():
             raise ImpossibleError(
                 "no-such-env",

@@ -22,6 +22,14 @@ from tfgpu import untrusted
 from tfgpu.envs.location import Location
 from tfgpu.installers.options import Options  # noqa: F401 - part of the backend interface
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tfgpu.proc import Runner
+    from tfgpu.progress import Reporter
+    from tfgpu.resolver.model import Resolution
+
 
 class StepKind(str, Enum):
     """What a step does; each kind has one handler (several kinds may share one). The values are
@@ -73,7 +81,7 @@ class Step:
     """What a write step writes (a lock's body included: ``--dry-run`` shows it)."""
     env: tuple[tuple[str, str], ...] = ()
     """Environment variables the command needs (e.g. ``CONDA_OVERRIDE_CUDA``)."""
-    payload: object = None
+    payload: Any = None
     """What the handler needs beyond the above (a download's artifact, the marker's fields)."""
     fallback: tuple[str, ...] = ()
     """The command run instead when ``argv`` finds a package missing (offline: the wheel directory
@@ -161,12 +169,12 @@ class Outcome:
 class Context:
     """Everything a step handler may use, built once per build."""
 
-    resolution: object
+    resolution: Resolution
     location: Location
     options: Options
     source: Source
-    runner: object
-    reporter: object
+    runner: Runner
+    reporter: Reporter
     outcome: Outcome
     facts: dict = field(default_factory=dict)
     """What :meth:`Backend.survey` read, and what earlier steps leave for later ones (solved records)."""

@@ -92,6 +92,7 @@ def package_changes(found: Check, platform: str, before: dict, after: dict) -> N
     for name in sorted(set(before) | set(after)):
         old, new = before.get(name), after.get(name)
         if old is None:
+            assert new is not None  # the name is in one of the two
             found.add(
                 "package",
                 f"{platform}: {name} {new[0]} would be added",

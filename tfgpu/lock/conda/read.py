@@ -13,13 +13,18 @@ from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.conda.write import FORMAT, model_digest
 from tfgpu.urls import checked
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
+
 
 @dataclass(frozen=True)
 class CondaLock:
     """A conda-lock.yml read back and checked."""
 
     path: Path
-    lockfile: object
+    lockfile: Any
+    """conda_lock's Lockfile (conda-lock ships no type information)."""
     custom: dict
 
     @property

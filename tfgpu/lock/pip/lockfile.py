@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def make_meta(resolution, platform: Platform, *, cpu_only: bool, index: str | No
     }
 
 
-def lock_inputs(requirements: list[str], python: str, python_platform: str, index: str) -> dict:
+def lock_inputs(requirements: Sequence[str], python: str, python_platform: str, index: str) -> dict:
     """What a pip lock is resolved from (``inputs_sha256`` digests it): the same inputs, the same lock."""
     return {
         "format": FORMAT,
