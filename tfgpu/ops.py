@@ -33,16 +33,16 @@ def backend_for(resolution, options: Options, source: Source, dry_run: bool = Fa
     """The backend for the resolution's mode (each module's ``make_backend`` checks its own needs;
     system mode's driver check becomes a note in a dry run)."""
     if resolution.mode == "conda":
-        from tfgpu.installers.conda import make_backend
+        from tfgpu.installers.conda import make_backend as conda_backend
 
-        return make_backend(resolution, options, source)
+        return conda_backend(resolution, options, source)
     if resolution.mode == "system":
-        from tfgpu.installers.system import make_backend
+        from tfgpu.installers.system import make_backend as system_backend
 
-        return make_backend(resolution, options, dry_run=dry_run)
-    from tfgpu.installers.pip import make_backend
+        return system_backend(resolution, options, dry_run=dry_run)
+    from tfgpu.installers.pip import make_backend as pip_backend
 
-    return make_backend(resolution, options)
+    return pip_backend(resolution, options)
 
 
 def create(
@@ -67,9 +67,11 @@ def create(
     if not options.force:
         done = backend.unchanged(name, prefix)
         if done is not None:  # e.g. system mode run again over the same files: nothing to do
-            location = Location(prefix=done.prefix, staging=done.prefix, name=done.prefix.name, existing=True)
             return CreateResult(
-                location=location, steps=[Step(StepKind.NOOP, done.notes[0])], outcome=done, notes=list(done.notes)
+                location=Location(prefix=done.prefix, staging=done.prefix, name=done.prefix.name, existing=True),
+                steps=[Step(StepKind.NOOP, done.notes[0])],
+                outcome=done,
+                notes=list(done.notes),
             )
     if name and not prefix:
         prefix = backend.prefix_for_name(name)
@@ -197,11 +199,12 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
     from tfgpu.quoting import sh
 
     target = which_env(name=name, prefix=prefix, purpose="remove")
+    assert target is not None and target.prefix is not None  # which_env answers None only for doctor
     final = target.prefix
     again = f"tfgpu-install remove {f'--name {sh(name)}' if name else f'--prefix {sh(str(final))}'}"
     progress = None
     if reporter is not None:
-        begun = []
+        begun: list[bool] = []
 
         def progress(files: int, all_files: int, size: int, all_size: int) -> None:
             if not begun:

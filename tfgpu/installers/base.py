@@ -263,16 +263,17 @@ def _attempt(step: Step, context: Context):
     from tfgpu.engines import pip_progress, uv_progress
 
     # uv's and pip's downloads: on a pseudo-terminal, so that they draw their bytes for the tool's bars.
-    watch = None
+    watch: uv_progress.UvProgress | pip_progress.PipProgress | None = None
     if step.kind == StepKind.RUN and uv_progress.draws_progress(step.argv):
         watch = uv_progress.UvProgress(context.reporter)
     elif step.kind == StepKind.RUN and pip_progress.draws_progress(step.argv):
         watch = pip_progress.PipProgress(context.reporter)
+    screen: dict[str, Any] = {"screen": watch.feed} if watch is not None else {}
     done = context.runner.run(
         step.argv,
         env=dict(step.env),
         on_line=context.reporter.output if step.kind == StepKind.RUN else None,
-        **({"screen": watch.feed} if watch is not None else {}),
+        **screen,
     )
     if done.returncode == 0 and watch is not None:
         watch.finish()

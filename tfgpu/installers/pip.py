@@ -100,6 +100,8 @@ class PipBackend(Backend):
             ]
         title = f"Install TensorFlow {libraries}".rstrip()
         if self.engine(options) == "uv":
+            uv = self.uv
+            assert uv is not None  # the engine is uv only where uv was found
             warm = facts.get("warm", False)
             cache = self.cache_dir
             how = "" if self.python else f" (uv provides a managed Python {resolution.python})"
@@ -108,7 +110,7 @@ class PipBackend(Backend):
                     StepKind.RUN,
                     f"Create the venv with Python {resolution.python}{how}",
                     uv_engine.venv(
-                        self.uv,
+                        uv,
                         staging,
                         self.python or resolution.python,
                         location.prompt,
@@ -123,7 +125,7 @@ class PipBackend(Backend):
                         StepKind.RESOLVE,
                         "Resolve the exact versions (hashes included)",
                         lambda extra: uv_engine.compile_hashed(
-                            self.uv, req_in, req_lock, env_python, cache=cache, extra=extra
+                            uv, req_in, req_lock, env_python, cache=cache, extra=extra
                         ),
                         sources,
                         writes=(str(req_lock),),
@@ -135,7 +137,7 @@ class PipBackend(Backend):
                     StepKind.RUN,
                     title + ("" if warm else " (compiling bytecode)"),
                     lambda extra: uv_engine.install(
-                        self.uv,
+                        uv,
                         env_python,
                         req_lock,
                         cache=cache,
@@ -171,7 +173,7 @@ class PipBackend(Backend):
                 Step(
                     StepKind.INVENTORY,
                     "Record what was installed",
-                    uv_engine.inventory(self.uv, env_python, cache=cache),
+                    uv_engine.inventory(uv, env_python, cache=cache),
                 ),
             ]
         else:
@@ -266,6 +268,8 @@ class PipBackend(Backend):
         found = stacks.stacks_of_pins(pins)
         own = int(str(context.resolution.cuda or "0").split(".")[0] or 0)
         if len(found) > 1 and own in found and self.engine(context.options) == "uv":
+            uv = self.uv
+            assert uv is not None  # the engine is uv only where uv was found
             main, apart = stacks.split_lock(text, own)
             side = lock.parent / stacks.APART_PINS
             writes.put_text(side, apart)
@@ -276,7 +280,7 @@ class PipBackend(Backend):
 
             def install_apart(extra: tuple[str, ...]) -> tuple[str, ...]:
                 argv = uv_engine.install(
-                    self.uv, python, side, cache=self.cache_dir, extra=extra, no_deps=True, compile_bytecode=False
+                    uv, python, side, cache=self.cache_dir, extra=extra, no_deps=True, compile_bytecode=False
                 )
                 return (*argv, "--target", str(target))
 

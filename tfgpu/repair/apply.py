@@ -225,7 +225,7 @@ def apply_repair(plan: RepairPlan, installer, reporter) -> dict:
         with shielded():
             undone = undo_journal(prefix, journal, installer, reporter)
         if isinstance(error, KeyboardInterrupt):  # the CLI says this instead of a general line
-            error.outcome = rolled_back(prefix, undone)
+            error.__dict__["outcome"] = rolled_back(prefix, undone)
         raise
     return {
         "added": added_now,

@@ -221,7 +221,7 @@ def render_activation(survey: EnvSurvey, manager: str, scratch: Path, reads=None
         layout = activation.read_layout(prefix, survey.site_relative, tables.dlopened_names())
         layout = replace(layout, other_first=other_stack_first(prefix / survey.site_relative, reads))
         written = activation.write_venv_activation(scratch, layout)
-    rendered = {}
+    rendered: dict[str, object] = {}
     for path in written:
         if not (path.exists() or path.is_symlink()):
             continue  # e.g. bin/activate.fish where the env has none
