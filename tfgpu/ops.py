@@ -79,11 +79,11 @@ def create(
         jupyter.check_writable()
     # Every check that can refuse happens here, before anything is created (not even a lock file);
     # they run again under the lock, where the target cannot change under us.
-    location = locate(name, prefix, options.force, in_place=backend.in_place)
-    facts = backend.survey(resolution, location, options)
-    steps = backend.plan(resolution, location, options, source, facts)
+    planned = locate(name, prefix, options.force, in_place=backend.in_place)
+    facts = backend.survey(resolution, planned, options)
+    steps = backend.plan(resolution, planned, options, source, facts)
     if dry_run:
-        return CreateResult(location=location, steps=steps, notes=list(backend.dry_run_notes))
+        return CreateResult(location=planned, steps=steps, notes=list(backend.dry_run_notes))
     final, display = prefix_for(name, prefix)
     refuse_link(final)
     if runner is None:

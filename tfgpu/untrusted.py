@@ -198,7 +198,7 @@ def _open(path: os.PathLike | str, kind: Kind, directory: int | None = None) -> 
     return fd, info
 
 
-def _is_link(path: Path | str, directory: int | None) -> bool:
+def _is_link(path: os.PathLike | str, directory: int | None) -> bool:
     try:
         return stat.S_ISLNK(os.stat(path, dir_fd=directory, follow_symlinks=False).st_mode)
     except OSError:

@@ -188,7 +188,9 @@ def shared_files(site: Path, dists: list[Dist] | None = None, reads: RunReads | 
     for path, listed in sorted(owners.items()):
         if len(listed) > 1:
             sizes = [size for _, _, size in listed]
-            hashed = reads.hash(Path(site) / path, set(sizes) if None not in sizes else set())
+            hashed = reads.hash(
+                Path(site) / path, {size for size in sizes if size is not None} if None not in sizes else set()
+            )
             shared.append(
                 SharedFile(
                     path,

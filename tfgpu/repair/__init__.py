@@ -142,12 +142,12 @@ def repair(
     reporter = reporter or Reporter()
     find_links = uv_engine.find_links_source(find_links)
     target = target or locate(name, prefix, interpreter)
-    interpreter = target.interpreter
-    root = _root(target.prefix, interpreter)
+    python = target.interpreter
+    root = _root(target.prefix, python)
     if dry_run:  # changes nothing: no lock, so it works in an env the user cannot write
         return _repair_locked(
             root,
-            interpreter,
+            python,
             driver,
             gpu_cc,
             allow_changes,
@@ -164,7 +164,7 @@ def repair(
     with _telling_what_is_left(root), txn.TargetLock(root):
         return _repair_locked(
             root,
-            interpreter,
+            python,
             driver,
             gpu_cc,
             allow_changes,

@@ -10,8 +10,6 @@ system: NVIDIA's runfile for the build's CUDA, a cuDNN archive, then TensorFlow 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from tfgpu.requirements import Requirement, canonical, match_spec, requirement
 from tfgpu.resolver import tables
 from tfgpu.resolver.model import ModeOption, Notice, Packages
@@ -93,9 +91,7 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
     if release.and_cuda and not explicit:
         extra = release.cuda_extra or "and-cuda"
         pip = [requirement(name, f"=={release.version}", extras=(extra,), what=_DATA)]
-        pins: Sequence[Requirement] = tuple(
-            requirement(dist, spec, what=_DATA) for dist, spec in sorted(release.and_cuda.items())
-        )
+        pins = tuple(requirement(dist, spec, what=_DATA) for dist, spec in sorted(release.and_cuda.items()))
         notes = [
             f"CUDA libraries from the {extra} extra of TF {release.version} (read from its wheel; "
             f"packages.cuda_extra lists its {_counted(release.and_cuda.values())})."
@@ -108,7 +104,7 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
             )
         return ModeOption(True, Packages(pip=tuple(pip), notes=tuple(notes), cuda_extra=pins))
     if release.and_cuda:
-        pins = [
+        explicit_pins = [
             requirement(dist, spec, what=_DATA)
             for dist, spec in sorted(release.and_cuda.items())
             if not dist.startswith("tensorrt")
@@ -116,7 +112,7 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
         return ModeOption(
             True,
             Packages(
-                pip=(requirement(name, f"=={release.version}", what=_DATA), *pins),
+                pip=(requirement(name, f"=={release.version}", what=_DATA), *explicit_pins),
                 notes=(
                     f"The and-cuda extra of TF {release.version} cannot be installed ({explicit[0].code}): "
                     "its CUDA pins are installed explicitly, without TensorRT.",

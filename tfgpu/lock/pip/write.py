@@ -22,6 +22,10 @@ from tfgpu.lock.resolving import compile_pins
 from tfgpu.lock.tools import tools
 from tfgpu.paths import output_dir, write_outputs
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from tfgpu.resolver.model import Resolution
+
 
 @dataclass(frozen=True)
 class Written:
@@ -119,7 +123,7 @@ def _refuse_anothers_pylock(lock: Path, pylock: Path, body: str) -> None:
     )
 
 
-def write_locks(targets: list[tuple[Platform, object, bool]], output: str | None, reporter=None) -> PipLocks:
+def write_locks(targets: list[tuple[Platform, Resolution, bool]], output: str | None, reporter=None) -> PipLocks:
     """Lock each ``(platform, resolution, cpu_only)``; returns what was written.
 
     Every platform is resolved before any file is written, so a failure leaves no partial set.
