@@ -61,7 +61,7 @@ def _is_classvar(hint) -> bool:
 def record(cls: Any = None, *, frozen: bool = True) -> Any:
     """Make ``cls`` a record (see the module docstring); ``@record`` or ``@record(frozen=False)``."""
 
-    def build(cls):
+    def build(cls: Any) -> Any:
         names: list[str] = []
         defaults: dict = {}
         for base in reversed(cls.__mro__[1:]):

@@ -26,6 +26,7 @@ import contextvars
 import fcntl
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,7 +114,7 @@ _HELD: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("tfgpu_
 
 
 @contextlib.contextmanager
-def one_writer():
+def one_writer() -> Iterator[None]:
     """Around a bundle build: the lock :func:`prepare_dir` takes on ``-o DIR`` is held until the
     build ends, so a second ``bundle`` into the same directory is refused (``bundle-busy``) rather
     than both downloading into the same ``.part`` files."""
