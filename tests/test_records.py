@@ -72,6 +72,21 @@ def test_replace_as_dict_inheritance_and_post_init():
     assert replace(DataPoint(1), y=3) == DataPoint(1, 3)  # a dataclass goes to dataclasses.replace
 
 
+def test_a_factory_field_may_stay_out_of_repr_and_equality():
+    """As ``field(repr=False, compare=False)``: a cache a record carries is not what it is."""
+
+    @record(frozen=False)
+    class Facts:
+        name: str
+        cache: dict = factory(dict, shown=False, compared=False)
+        text: str | None = factory(lambda: None, shown=False)
+
+    one, two = Facts("a"), Facts("a")
+    one.cache["k"] = 1
+    assert one == two and repr(one).endswith(".Facts(name='a')") and Facts("a", {}, "x") != Facts("a", {}, "y")
+    assert as_dict(one) == {"name": "a", "cache": {"k": 1}, "text": None}
+
+
 def test_positional_and_keyword_construction_agree():
     """All fields given positionally (the tables' rows) and any other call build the same record."""
     assert Point(1, 2, [3]) == Point(x=1, y=2, tags=[3]) == Point(1, tags=[3], y=2)

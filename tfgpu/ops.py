@@ -9,7 +9,6 @@ The runner and reporter are injected, so tests drive the whole operation in-proc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu.envs import jupyter, txn
@@ -17,16 +16,17 @@ from tfgpu.envs.location import Location, locate, prefix_for, refuse_link, safe_
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers.base import Backend, Context, Options, Outcome, Source, Step, StepKind, apply
 from tfgpu.progress import Reporter
+from tfgpu.records import factory, record
 
 
-@dataclass
+@record(frozen=False)
 class CreateResult:
     location: Location
     steps: list[Step]
     outcome: Outcome | None = None
     log_path: Path | None = None
     verify: dict | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = factory(list)
 
 
 def backend_for(resolution, options: Options, source: Source, dry_run: bool = False) -> Backend:

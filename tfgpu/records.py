@@ -5,7 +5,8 @@ class's methods from source text through ``exec``: about a millisecond a class, 
 classes ``plan`` touches, more than the plan itself. A record keeps what the code relies on:
 
 - fields from the class's own annotations, in order, after those of a record base class; a
-  class-level value is the default, :func:`factory` makes a fresh one per instance;
+  class-level value is the default, :func:`factory` makes a fresh one per instance (and may leave
+  its field out of ``repr`` and out of equality, as ``field(repr=False, compare=False)`` does);
   ``ClassVar[...]`` annotations are not fields;
 - ``__init__`` (positional or by keyword, then ``__post_init__`` when the class has one),
   ``__repr__`` (as a dataclass writes it), ``__eq__`` on the same class, and for the frozen ones
@@ -42,15 +43,16 @@ class FrozenInstanceError(AttributeError):
 
 
 class _Factory:
-    __slots__ = ("make",)
+    __slots__ = ("make", "shown", "compared")
 
-    def __init__(self, make) -> None:
-        self.make = make
+    def __init__(self, make, shown: bool, compared: bool) -> None:
+        self.make, self.shown, self.compared = make, shown, compared
 
 
-def factory(make: Callable[[], _T]) -> _T:
-    """A default made afresh for each instance (``factory(list)``), like ``field(default_factory=...)``."""
-    return _Factory(make)  # type: ignore[return-value]  # a marker that __init__ turns into make()
+def factory(make: Callable[[], _T], *, shown: bool = True, compared: bool = True) -> _T:
+    """A default made afresh for each instance (``factory(list)``), like ``field(default_factory=...)``;
+    ``shown=False``: left out of ``repr``, ``compared=False``: out of ``==`` and ``hash`` (a cache)."""
+    return _Factory(make, shown, compared)  # type: ignore[return-value]  # a marker __init__ calls
 
 
 def _is_classvar(hint) -> bool:
@@ -79,15 +81,19 @@ def record(cls: Any = None, *, frozen: bool = True) -> Any:
                 defaults[name] = value
                 if isinstance(value, _Factory):
                     delattr(cls, name)
-        _install(cls, tuple(names), defaults, frozen)
+        hidden = {name for name, value in defaults.items() if isinstance(value, _Factory) and not value.shown}
+        apart = {name for name, value in defaults.items() if isinstance(value, _Factory) and not value.compared}
+        _install(cls, tuple(names), defaults, frozen, hidden, apart)
         return cls
 
     return build if cls is None else build(cls)
 
 
-def _install(cls: Any, names: tuple[str, ...], defaults: dict, frozen: bool) -> None:
+def _install(cls: Any, names: tuple[str, ...], defaults: dict, frozen: bool, hidden: set, apart: set) -> None:
     known = frozenset(names)
     count = len(names)
+    shown = tuple(name for name in names if name not in hidden)
+    compared = tuple(name for name in names if name not in apart)
     post_init = getattr(cls, "__post_init__", None)
 
     def _values(args: tuple, kwargs: dict) -> dict:
@@ -122,13 +128,13 @@ def _install(cls: Any, names: tuple[str, ...], defaults: dict, frozen: bool) -> 
             self.__post_init__()
 
     def __repr__(self):
-        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in shown)
         return f"{type(self).__qualname__}({inner})"
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in names)
+        return all(getattr(self, name) == getattr(other, name) for name in compared)
 
     cls.__record_fields__ = names
     cls.__record_defaults__ = defaults
@@ -140,7 +146,7 @@ def _install(cls: Any, names: tuple[str, ...], defaults: dict, frozen: bool) -> 
     if frozen:
 
         def __hash__(self):
-            return hash(tuple(getattr(self, name) for name in names))
+            return hash(tuple(getattr(self, name) for name in compared))
 
         def __setattr__(self, name, value):
             raise FrozenInstanceError(f"cannot assign to field '{name}'")

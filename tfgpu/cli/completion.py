@@ -20,14 +20,15 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
-from dataclasses import dataclass
 from functools import lru_cache
+
+from tfgpu.records import record
 
 PROG = "tfgpu-install"
 PATH_METAVARS = ("FILE", "DIR", "PATH")
 
 
-@dataclass(frozen=True)
+@record
 class Option:
     flags: tuple[str, ...]
     help: str

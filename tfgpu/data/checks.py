@@ -123,8 +123,8 @@ def _conda_name(text: str) -> bool:
     return " " not in text and spec_problem(text) is None
 
 
-# The checks are NamedTuples, not dataclasses: each command that reads a table imports this module,
-# and a frozen dataclass costs about a millisecond to create.
+# The checks are records (tfgpu.records), not dataclasses: each command that reads a table imports
+# this module, and a frozen dataclass costs about a millisecond to create.
 @record
 class Str:
     """A string; ``form`` a regular expression it must match whole, or a named check."""

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 
 from tfgpu import untrusted
+from tfgpu.records import record
 
 DT_NEEDED, DT_STRTAB, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 5, 14, 15, 29
 PT_LOAD, PT_DYNAMIC = 1, 2
 
 
-@dataclass(frozen=True)
+@record
 class Dynamic:
     soname: str | None
     needed: tuple[str, ...]

@@ -13,12 +13,12 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.doctor.reads import RunReads
 from tfgpu.errors import ImpossibleError
+from tfgpu.records import factory, record
 
 TF_DISTRIBUTIONS = (
     "tensorflow",
@@ -30,7 +30,7 @@ TF_DISTRIBUTIONS = (
 )
 
 
-@dataclass
+@record(frozen=False)
 class EnvFacts:
     root: Path
     python: Path
@@ -38,19 +38,19 @@ class EnvFacts:
     site_packages: Path | None = None
     tf_distribution: str | None = None
     tf_version: str | None = None
-    build_info: dict = field(default_factory=dict)
+    build_info: dict = factory(dict)
     framework: Path | None = None
     runpath: tuple[str, ...] = ()
     hook: Path | None = None
     activation: Path | None = None
     marker: dict | None = None
-    build_sources: dict = field(default_factory=dict)
+    build_sources: dict = factory(dict)
     """Which file each build fact came from (``cuda_version`` -> ``.../cuda_config.h``)."""
     cudnn_compiled: str | None = None
     """The cuDNN of the shipped ``cudnn_version.h`` ("9.10.0"), where there is one."""
     header_capabilities: tuple[str, ...] = ()
     """Compute capabilities as ``cuda_config.h`` lists them ("6.0", ...; no SASS/PTX kinds)."""
-    reads: RunReads = field(default_factory=RunReads, repr=False, compare=False)
+    reads: RunReads = factory(RunReads, shown=False, compared=False)
     """This doctor run's reader of the env's files: each library read once, hashing bounded."""
 
     def to_dict(self) -> dict:

@@ -16,7 +16,6 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from importlib.resources import as_file, files
 from pathlib import Path
 
@@ -24,12 +23,13 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from tfgpu import pysource, untrusted
+from tfgpu.records import factory, record
 from tfgpu.resolver import tables
 
 DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 
 
-@dataclass
+@record(frozen=False)
 class Resolved:
     name: str
     soname: str
@@ -161,7 +161,7 @@ def resolve_libraries(
     return out
 
 
-@dataclass
+@record(frozen=False)
 class Dlopened:
     """Where a name a CUDA library dlopens itself (``libnvrtc.so``) resolved in the probe."""
 
@@ -177,14 +177,14 @@ class Dlopened:
     env's that leads out of it is named by this, the file it maps by ``path``."""
 
 
-@dataclass
+@record(frozen=False)
 class Probe:
     """What the probe process loaded: the dlopened names, and every shared object it mapped."""
 
-    dlopened: list[Dlopened] = field(default_factory=list)
-    mapped: list[str] = field(default_factory=list)
+    dlopened: list[Dlopened] = factory(list)
+    mapped: list[str] = factory(list)
     ran: bool = False
-    uses: dict = field(default_factory=dict)
+    uses: dict = factory(dict)
     """soname -> {"path", "version", "package", "copies"}: the copy the loader gives by name."""
 
 

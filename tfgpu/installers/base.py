@@ -14,13 +14,13 @@ import shlex
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.envs.location import Location
 from tfgpu.installers.options import Options  # noqa: F401 - part of the backend interface
+from tfgpu.records import factory, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class StepKind(str, Enum):
 WRITES = (StepKind.REQUIREMENTS, StepKind.LOCKED_REQUIREMENTS, StepKind.SYSTEM_FILE, StepKind.TOOLKIT_MARKER)
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     """One thing an install does, with everything it needs to do it."""
 
@@ -124,7 +124,7 @@ class LockedPackage(tuple):
     sha256 = property(lambda self: self[3])
 
 
-@dataclass(frozen=True)
+@record
 class Source:
     """Where the packages come from: a fresh resolution, a lock, or a bundle (``tfgpu.lock`` reads
     and checks those and hands the result over as this; installers never read lock files)."""
@@ -150,22 +150,22 @@ class Source:
         return self.kind != "resolve"
 
 
-@dataclass
+@record(frozen=False)
 class Outcome:
     """What an install produced."""
 
     prefix: Path
     python: Path
-    installed: dict[str, str] = field(default_factory=dict)
+    installed: dict[str, str] = factory(dict)
     """Every distribution in the env and its exact version."""
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = factory(list)
     activate: str = ""
     """How a person activates the env (empty: ``source <prefix>/bin/activate``)."""
-    kernels: list[str] = field(default_factory=list)
+    kernels: list[str] = factory(list)
     """Jupyter kernels registered for the env (names under the kernels directory)."""
 
 
-@dataclass
+@record(frozen=False)
 class Context:
     """Everything a step handler may use, built once per build."""
 
@@ -176,7 +176,7 @@ class Context:
     runner: Runner
     reporter: Reporter
     outcome: Outcome
-    facts: dict = field(default_factory=dict)
+    facts: dict = factory(dict)
     """What :meth:`Backend.survey` read, and what earlier steps leave for later ones (solved records)."""
 
 
@@ -283,10 +283,9 @@ def _attempt(step: Step, context: Context):
 def _run(step: Step, context: Context):
     """Run ``step``'s command; with a ``fallback`` (:func:`directory_first`), run that instead when
     the command finds a package missing. A failure raises ``install-failed``."""
-    from dataclasses import replace
-
     from tfgpu.engines.uv import lacking, run_failure
     from tfgpu.installers.failures import install_failed, stalled
+    from tfgpu.records import replace
 
     done = _attempt(step, context)
     if done.stalled:

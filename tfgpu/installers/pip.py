@@ -13,7 +13,6 @@ holds TensorFlow's CUDA stack and another framework's keeps TensorFlow's CUDA wh
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from tfgpu import untrusted
@@ -31,6 +30,7 @@ from tfgpu.installers.base import (
     directory_first,
     kernel_steps,
 )
+from tfgpu.records import replace
 from tfgpu.requirements import lines, requirement
 from tfgpu.resolver import tables
 

@@ -11,12 +11,12 @@ can simulate a non-root user or a different root without being one.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.envs import writes
 from tfgpu.errors import ImpossibleError
+from tfgpu.records import record
 
 TOOLKIT_MARKER = "tfgpu-toolkit.json"
 SYSTEM_PREFIX = Path("/usr/local")
@@ -32,7 +32,7 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
-@dataclass(frozen=True)
+@record
 class ToolkitPlace:
     """Where the toolkit goes and how the env refers to it."""
 

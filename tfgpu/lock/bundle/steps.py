@@ -27,7 +27,6 @@ import fcntl
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import __version__, trees, untrusted, urls
@@ -37,6 +36,7 @@ from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins
 from tfgpu.lock.tools import tools
 from tfgpu.paths import output_dir, write_output
+from tfgpu.records import record
 from tfgpu.requirements import canonical
 
 _DIRECTORY = untrusted.Kind("the bundle directory", 0, None, links=False)
@@ -45,7 +45,7 @@ PARTIAL = ".tfgpu-bundle-partial"
 FORMAT = 1
 
 
-@dataclass(frozen=True)
+@record
 class Built:
     """A bundle built: where, for what, and how big. ``conda_packages`` is None for a pip bundle."""
 
@@ -77,7 +77,7 @@ class Built:
         )
 
 
-@dataclass(frozen=True)
+@record
 class Wheel:
     """One wheel a bundle needs: where it comes from and what it must hash to."""
 

@@ -5,12 +5,12 @@ parser, and an edited, truncated or foreign lock refused before any field is use
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.conda.write import FORMAT, model_digest
+from tfgpu.records import record
 from tfgpu.urls import checked
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-@dataclass(frozen=True)
+@record
 class CondaLock:
     """A conda-lock.yml read back and checked."""
 

@@ -15,7 +15,6 @@ import json
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import __version__, untrusted
@@ -23,6 +22,7 @@ from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import index_url
 from tfgpu.quoting import one_line
+from tfgpu.records import record
 
 FORMAT = 1
 """The lock format this tool writes and reads; bumped when the header's meaning changes."""
@@ -45,7 +45,7 @@ _RESOLUTION_KEYS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class PipLock:
     """A lock read back and checked: its recorded header and the requirements below it."""
 

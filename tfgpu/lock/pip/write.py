@@ -10,7 +10,6 @@ beside each as ``pylock.<platform>.toml``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import untrusted
@@ -21,13 +20,14 @@ from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins
 from tfgpu.lock.tools import tools
 from tfgpu.paths import output_dir, write_outputs
+from tfgpu.records import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
 if TYPE_CHECKING:
     from tfgpu.resolver.model import Resolution
 
 
-@dataclass(frozen=True)
+@record
 class Written:
     """One lock written: where, and what it holds."""
 
@@ -58,7 +58,7 @@ class Written:
         )
 
 
-@dataclass(frozen=True)
+@record
 class PipLocks:
     """What ``lock --mode pip`` wrote: one lock per platform."""
 
