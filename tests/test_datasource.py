@@ -63,6 +63,13 @@ def test_parses_both_build_info_styles():
     assert wheel_facts.parse_build_info("build_info = {'is_cuda_build': False}\n").cuda == ""
 
 
+@pytest.mark.parametrize("written", ["5", "'sm_80'", "None"])
+def test_build_info_whose_compute_capabilities_are_no_list_is_a_bad_answer(written):
+    """A number was a TypeError, a string read as one capability a letter: both are refused."""
+    with pytest.raises(wheel_facts.SourceError, match="cuda_compute_capabilities is not a list"):
+        wheel_facts.parse_build_info(f"build_info = {{'cuda_compute_capabilities': {written}}}\n")
+
+
 @pytest.mark.parametrize(
     "raw, normalized",
     [

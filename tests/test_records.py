@@ -1,16 +1,17 @@
-"""tfgpu.records stands in for dataclasses and typing.NamedTuple on the paths every command takes:
-each behaves as the class it replaces where the code relies on it (construction, defaults,
-immutability, equality, hashing, repr, replace/as_dict, tuple behaviour)."""
+"""tfgpu.records stands in for dataclasses on the paths every command takes: a record behaves as
+the frozen dataclass it replaces where the code relies on it (construction, defaults, immutability,
+equality, hashing, repr, replace/as_dict), and a type checker reads it as one."""
 
 from __future__ import annotations
 
 import dataclasses
-import pickle
-from typing import NamedTuple
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
-from tfgpu.records import FrozenInstanceError, as_dict, factory, fields, named_tuple, record, replace
+from tfgpu.records import FrozenInstanceError, as_dict, factory, fields, record, replace
 
 
 @record
@@ -71,41 +72,76 @@ def test_replace_as_dict_inheritance_and_post_init():
     assert replace(DataPoint(1), y=3) == DataPoint(1, 3)  # a dataclass goes to dataclasses.replace
 
 
-class Typed(NamedTuple):
-    """A typed one."""
+def test_a_factory_field_may_stay_out_of_repr_and_equality():
+    """As ``field(repr=False, compare=False)``: a cache a record carries is not what it is."""
 
-    name: str
-    size: int = 1
+    @record(frozen=False)
+    class Facts:
+        name: str
+        cache: dict = factory(dict, shown=False, compared=False)
+        text: str | None = factory(lambda: None, shown=False)
 
-    def twice(self) -> int:
-        return self.size * 2
-
-
-@named_tuple
-class Ours:
-    """A typed one."""
-
-    name: str
-    size: int = 1
-
-    def twice(self) -> int:
-        return self.size * 2
+    one, two = Facts("a"), Facts("a")
+    one.cache["k"] = 1
+    assert one == two and repr(one).endswith(".Facts(name='a')") and Facts("a", {}, "x") != Facts("a", {}, "y")
+    assert as_dict(one) == {"name": "a", "cache": {"k": 1}, "text": None}
 
 
-def test_a_named_tuple_behaves_as_typing_named_tuple():
-    ours, typed = Ours("a", 3), Typed("a", 3)
-    assert repr(ours).replace("Ours", "Typed") == repr(typed)
-    assert ours == typed and tuple(ours) == ("a", 3) and ours.twice() == 6 and Ours("a").size == 1
-    assert Ours._fields == Typed._fields and Ours._field_defaults == Typed._field_defaults
-    assert ours._replace(size=4) == Ours("a", 4) and ours._asdict() == typed._asdict()
-    assert Ours._make(["b", 2]) == Ours(name="b", size=2) and sorted([Ours("b"), Ours("a")])[0].name == "a"
-    assert Ours.__doc__ == "A typed one." and hash(ours) == hash(typed)
-    assert pickle.loads(pickle.dumps(ours)) == ours
-    name, size = ours
-    assert (name, size) == ("a", 3)
+def test_positional_and_keyword_construction_agree():
+    """All fields given positionally (the tables' rows) and any other call build the same record."""
+    assert Point(1, 2, [3]) == Point(x=1, y=2, tags=[3]) == Point(1, tags=[3], y=2)
+    assert vars(Point(1, 2, [3])) == vars(Point(1, y=2, tags=[3])) == {"x": 1, "y": 2, "tags": [3]}
+    assert Loose("a", []).seen == ["a"]  # __post_init__ runs on both paths
+    with pytest.raises(TypeError, match="multiple values"):
+        Point(1, 2, [], x=1)
+
+
+def test_records_compare_by_class_not_as_tuples():
+    @record
+    class Other:
+        x: int
+        y: int = 0
+        tags: list = factory(list)
+
+    assert Point(1) != Other(1) and Point(1) != (1, 0, [])
     with pytest.raises(TypeError):
-        Ours()
-    with pytest.raises(TypeError):
-        Ours("a", nope=1)
-    with pytest.raises(AttributeError):
-        ours.name = "b"
+        iter(Point(1))
+
+
+@pytest.mark.slow
+def test_the_type_checker_reads_a_record_as_a_dataclass(tmp_path):
+    """mypy sees a record's fields, defaults, factory defaults and frozenness (PEP 681)."""
+    source = tmp_path / "uses.py"
+    source.write_text(
+        textwrap.dedent(
+            """
+            from tfgpu.records import factory, record
+
+            @record
+            class Point:
+                x: int
+                tags: list[str] = factory(list)
+
+            @record(frozen=False)
+            class Loose:
+                name: str
+
+            Point(1)
+            Point(1, ["a"])
+            Point(x=1, tags=[])
+            Loose("a").name = "b"
+            Point()
+            Point("1")
+            Point(1, z=2)
+            Point(1).x = 2
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir", str(tmp_path / "cache"), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    errors = [line.split(": error: ")[0].rsplit(":", 1)[1] for line in done.stdout.splitlines() if ": error: " in line]
+    assert errors == ["17", "18", "19", "20"], done.stdout  # the last four lines, each refused

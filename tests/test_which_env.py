@@ -287,16 +287,15 @@ def test_interpreter_names_the_env_of_that_python(tmp_path, env):
 
 
 def test_which_env_is_one_frozen_answer(tmp_path, monkeypatch):
-    import dataclasses
-
     from tfgpu.envs.which import which_env
+    from tfgpu.records import FrozenInstanceError
 
     monkeypatch.setenv("TFGPU_ENVS_DIR", str(tmp_path / "envs"))
     venv = fake_env(tmp_path / "venv", kind="venv", built=False)
     target = which_env(environ={"VIRTUAL_ENV": str(venv), "CONDA_PREFIX": "/nowhere"}, purpose="doctor")
     assert (target.prefix, target.chosen_by, target.kind, target.built_by_tool) == (venv, "VIRTUAL_ENV", "venv", False)
     assert target.describe() == f"Using the active environment {venv} (VIRTUAL_ENV)."
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenInstanceError):
         target.prefix = tmp_path  # type: ignore[misc]
     assert which_env(environ={}, purpose="doctor") is None
     explicit = which_env(prefix=str(venv), environ={"VIRTUAL_ENV": "/elsewhere"}, purpose="remove")

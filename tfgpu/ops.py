@@ -9,7 +9,6 @@ The runner and reporter are injected, so tests drive the whole operation in-proc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu.envs import jupyter, txn
@@ -17,36 +16,37 @@ from tfgpu.envs.location import Location, locate, prefix_for, refuse_link, safe_
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers.base import Backend, Context, Options, Outcome, Source, Step, StepKind, apply
 from tfgpu.progress import Reporter
+from tfgpu.records import factory, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tfgpu.results import Removed
 
 
-@dataclass
+@record(frozen=False)
 class CreateResult:
     location: Location
     steps: list[Step]
     outcome: Outcome | None = None
     log_path: Path | None = None
     verify: dict | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = factory(list)
 
 
 def backend_for(resolution, options: Options, source: Source, dry_run: bool = False) -> Backend:
     """The backend for the resolution's mode (each module's ``make_backend`` checks its own needs;
     system mode's driver check becomes a note in a dry run)."""
     if resolution.mode == "conda":
-        from tfgpu.installers.conda import make_backend
+        from tfgpu.installers.conda import make_backend as conda_backend
 
-        return make_backend(resolution, options, source)
+        return conda_backend(resolution, options, source)
     if resolution.mode == "system":
-        from tfgpu.installers.system import make_backend
+        from tfgpu.installers.system import make_backend as system_backend
 
-        return make_backend(resolution, options, dry_run=dry_run)
-    from tfgpu.installers.pip import make_backend
+        return system_backend(resolution, options, dry_run=dry_run)
+    from tfgpu.installers.pip import make_backend as pip_backend
 
-    return make_backend(resolution, options)
+    return pip_backend(resolution, options)
 
 
 def create(
@@ -71,9 +71,11 @@ def create(
     if not options.force:
         done = backend.unchanged(name, prefix)
         if done is not None:  # e.g. system mode run again over the same files: nothing to do
-            location = Location(prefix=done.prefix, staging=done.prefix, name=done.prefix.name, existing=True)
             return CreateResult(
-                location=location, steps=[Step(StepKind.NOOP, done.notes[0])], outcome=done, notes=list(done.notes)
+                location=Location(prefix=done.prefix, staging=done.prefix, name=done.prefix.name, existing=True),
+                steps=[Step(StepKind.NOOP, done.notes[0])],
+                outcome=done,
+                notes=list(done.notes),
             )
     if name and not prefix:
         prefix = backend.prefix_for_name(name)
@@ -81,11 +83,11 @@ def create(
         jupyter.check_writable()
     # Every check that can refuse happens here, before anything is created (not even a lock file);
     # they run again under the lock, where the target cannot change under us.
-    location = locate(name, prefix, options.force, in_place=backend.in_place)
-    facts = backend.survey(resolution, location, options)
-    steps = backend.plan(resolution, location, options, source, facts)
+    planned = locate(name, prefix, options.force, in_place=backend.in_place)
+    facts = backend.survey(resolution, planned, options)
+    steps = backend.plan(resolution, planned, options, source, facts)
     if dry_run:
-        return CreateResult(location=location, steps=steps, notes=list(backend.dry_run_notes))
+        return CreateResult(location=planned, steps=steps, notes=list(backend.dry_run_notes))
     final, display = prefix_for(name, prefix)
     refuse_link(final)
     if runner is None:
@@ -203,11 +205,12 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
     from tfgpu.results import Removed
 
     target = which_env(name=name, prefix=prefix, purpose="remove")
+    assert target is not None and target.prefix is not None  # which_env answers None only for doctor
     final = target.prefix
     again = f"tfgpu-install remove {f'--name {sh(name)}' if name else f'--prefix {sh(str(final))}'}"
     progress = None
     if reporter is not None:
-        begun = []
+        begun: list[bool] = []
 
         def progress(files: int, all_files: int, size: int, all_size: int) -> None:
             if not begun:

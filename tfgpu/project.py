@@ -268,7 +268,7 @@ def _checked(path: Path, prefix: str, table: dict) -> dict:
                 f"= {value!r} is a TOML number; write it as a string",
                 [f'{key} = "{value}" (as a number, 3.10 reads as 3.1)'],
             )
-        if not isinstance(value, kind) or (kind is list and not all(isinstance(v, str) for v in value)):
+        if not isinstance(value, kind) or (isinstance(value, list) and not all(isinstance(v, str) for v in value)):
             expected = {str: "a string", bool: "true or false", list: "a list of strings"}[kind]
             raise _bad(path, prefix + key, f"= {_cut(value)} is not {expected}")
         try:

@@ -5,7 +5,8 @@ class's methods from source text through ``exec``: about a millisecond a class, 
 classes ``plan`` touches, more than the plan itself. A record keeps what the code relies on:
 
 - fields from the class's own annotations, in order, after those of a record base class; a
-  class-level value is the default, :func:`factory` makes a fresh one per instance;
+  class-level value is the default, :func:`factory` makes a fresh one per instance (and may leave
+  its field out of ``repr`` and out of equality, as ``field(repr=False, compare=False)`` does);
   ``ClassVar[...]`` annotations are not fields;
 - ``__init__`` (positional or by keyword, then ``__post_init__`` when the class has one),
   ``__repr__`` (as a dataclass writes it), ``__eq__`` on the same class, and for the frozen ones
@@ -14,9 +15,25 @@ classes ``plan`` touches, more than the plan itself. A record keeps what the cod
 
 The methods are shared closures over the field list, not generated code: nothing is compiled when
 a class is created.
+
+A type checker reads ``@record`` as a dataclass (PEP 681's ``dataclass_transform``, imported only
+while checking: ``typing`` costs a command's start-up some 15 ms) and ``factory(list)`` as a default
+of the type ``list()`` returns.
 """
 
 from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar, dataclass_transform
+
+    _T = TypeVar("_T")
+else:
+
+    def dataclass_transform(**_options):
+        return lambda decorator: decorator
+
 
 _MISSING = object()
 
@@ -26,25 +43,27 @@ class FrozenInstanceError(AttributeError):
 
 
 class _Factory:
-    __slots__ = ("make",)
+    __slots__ = ("make", "shown", "compared")
 
-    def __init__(self, make) -> None:
-        self.make = make
+    def __init__(self, make, shown: bool, compared: bool) -> None:
+        self.make, self.shown, self.compared = make, shown, compared
 
 
-def factory(make):
-    """A default made afresh for each instance (``factory(list)``), like ``field(default_factory=...)``."""
-    return _Factory(make)
+def factory(make: Callable[[], _T], *, shown: bool = True, compared: bool = True) -> _T:
+    """A default made afresh for each instance (``factory(list)``), like ``field(default_factory=...)``;
+    ``shown=False``: left out of ``repr``, ``compared=False``: out of ``==`` and ``hash`` (a cache)."""
+    return _Factory(make, shown, compared)  # type: ignore[return-value]  # a marker __init__ calls
 
 
 def _is_classvar(hint) -> bool:
     return isinstance(hint, str) and (hint.startswith("ClassVar") or hint.startswith("typing.ClassVar"))
 
 
-def record(cls=None, *, frozen: bool = True):
+@dataclass_transform(frozen_default=True)
+def record(cls: Any = None, *, frozen: bool = True) -> Any:
     """Make ``cls`` a record (see the module docstring); ``@record`` or ``@record(frozen=False)``."""
 
-    def build(cls):
+    def build(cls: Any) -> Any:
         names: list[str] = []
         defaults: dict = {}
         for base in reversed(cls.__mro__[1:]):
@@ -62,24 +81,28 @@ def record(cls=None, *, frozen: bool = True):
                 defaults[name] = value
                 if isinstance(value, _Factory):
                     delattr(cls, name)
-        _install(cls, tuple(names), defaults, frozen)
+        hidden = {name for name, value in defaults.items() if isinstance(value, _Factory) and not value.shown}
+        apart = {name for name, value in defaults.items() if isinstance(value, _Factory) and not value.compared}
+        _install(cls, tuple(names), defaults, frozen, hidden, apart)
         return cls
 
     return build if cls is None else build(cls)
 
 
-def _install(cls, names: tuple[str, ...], defaults: dict, frozen: bool) -> None:
+def _install(cls: Any, names: tuple[str, ...], defaults: dict, frozen: bool, hidden: set, apart: set) -> None:
     known = frozenset(names)
     count = len(names)
+    shown = tuple(name for name in names if name not in hidden)
+    compared = tuple(name for name in names if name not in apart)
     post_init = getattr(cls, "__post_init__", None)
-    set_field = object.__setattr__
 
-    def __init__(self, *args, **kwargs):
+    def _values(args: tuple, kwargs: dict) -> dict:
         if len(args) > count:
             raise TypeError(f"{cls.__name__}() takes {count} arguments but {len(args)} were given")
         for name in kwargs:
             if name not in known:
                 raise TypeError(f"{cls.__name__}() got an unexpected keyword argument '{name}'")
+        values = {}
         for index, name in enumerate(names):
             if index < len(args):
                 if name in kwargs:
@@ -93,22 +116,29 @@ def _install(cls, names: tuple[str, ...], defaults: dict, frozen: bool) -> None:
                     value = value.make()
             else:
                 raise TypeError(f"{cls.__name__}() missing required argument: '{name}'")
-            set_field(self, name, value)
+            values[name] = value
+        return values
+
+    def __init__(self, *args, **kwargs):
+        if not kwargs and len(args) == count:  # the tables' rows: hundreds a command, all positional
+            vars(self).update(zip(names, args, strict=True))
+        else:
+            vars(self).update(_values(args, kwargs))
         if post_init is not None:
             self.__post_init__()
 
     def __repr__(self):
-        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in shown)
         return f"{type(self).__qualname__}({inner})"
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in names)
+        return all(getattr(self, name) == getattr(other, name) for name in compared)
 
     cls.__record_fields__ = names
     cls.__record_defaults__ = defaults
-    cls.__match_args__ = names
+    type.__setattr__(cls, "__match_args__", names)  # mypy refuses a plain assignment to it
     cls.__init__ = __init__
     if "__repr__" not in cls.__dict__:
         cls.__repr__ = __repr__
@@ -116,7 +146,7 @@ def _install(cls, names: tuple[str, ...], defaults: dict, frozen: bool) -> None:
     if frozen:
 
         def __hash__(self):
-            return hash(tuple(getattr(self, name) for name in names))
+            return hash(tuple(getattr(self, name) for name in compared))
 
         def __setattr__(self, name, value):
             raise FrozenInstanceError(f"cannot assign to field '{name}'")
@@ -156,7 +186,7 @@ def as_dict(obj):
     """``obj`` as plain dicts, lists and tuples, recursively, like ``dataclasses.asdict``."""
     if is_record(obj) and not isinstance(obj, type):
         return {name: as_dict(getattr(obj, name)) for name in obj.__record_fields__}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a typing.NamedTuple, as dataclasses.asdict keeps it
         return type(obj)(*[as_dict(item) for item in obj])
     if isinstance(obj, (list, tuple)):
         return type(obj)(as_dict(item) for item in obj)
@@ -167,65 +197,3 @@ def as_dict(obj):
 
         return dataclasses.asdict(obj)
     return obj
-
-
-def named_tuple(cls):
-    """``cls`` (fields annotated, defaults last, methods) as a tuple subclass with what
-    ``class X(typing.NamedTuple)`` gives (``_fields``, ``_replace``, ``_asdict``, ``_make``, field
-    properties, the same ``repr``), without importing ``typing`` and without the ``eval`` that
-    ``collections.namedtuple`` runs for each class."""
-    from _collections import _tuplegetter
-
-    hints = cls.__dict__.get("__annotations__", {})
-    names = tuple(hints)
-    defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
-    count, known = len(names), frozenset(names)
-
-    def __new__(kind, *args, **kwargs):
-        if not kwargs and len(args) == count:
-            return tuple.__new__(kind, args)
-        rest = names[len(args) :]
-        if len(args) > count or not kwargs.keys() <= (known if not args else set(rest)):
-            extra = [name for name in kwargs if name not in rest] or [f"{count + 1}th"]
-            raise TypeError(f"{kind.__name__}() got an unexpected or repeated argument '{extra[0]}'")
-        try:
-            return tuple.__new__(kind, args + tuple([kwargs[n] if n in kwargs else defaults[n] for n in rest]))
-        except KeyError as missing:
-            raise TypeError(f"{kind.__name__}() missing required argument: {missing}") from None
-
-    def _make(kind, iterable):
-        made = tuple.__new__(kind, iterable)
-        if len(made) != count:
-            raise TypeError(f"Expected {count} arguments, got {len(made)}")
-        return made
-
-    def _replace(self, **changes):
-        made = self._make([changes.pop(name, value) for name, value in zip(names, self, strict=True)])
-        if changes:
-            raise ValueError(f"Got unexpected field names: {list(changes)!r}")
-        return made
-
-    def __repr__(self):
-        return f"{type(self).__name__}(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self, strict=True)) + ")"
-
-    namespace = {
-        "__slots__": (),
-        "__module__": cls.__module__,
-        "__qualname__": cls.__qualname__,
-        "__doc__": cls.__doc__ or f"{cls.__name__}({', '.join(names)})",
-        "__annotations__": dict(hints),
-        "_fields": names,
-        "_field_defaults": defaults,
-        "__match_args__": names,
-        "__new__": __new__,
-        "_make": classmethod(_make),
-        "_replace": _replace,
-        "_asdict": lambda self: dict(zip(names, self, strict=True)),
-        "__getnewargs__": lambda self: tuple(self),
-        "__repr__": __repr__,
-    }
-    for index, name in enumerate(names):
-        namespace[name] = _tuplegetter(index, f"Alias for field number {index}")
-    skip = {"__dict__", "__weakref__", "__annotations__", "__module__", "__qualname__", "__doc__", *names}
-    namespace.update((key, value) for key, value in cls.__dict__.items() if key not in skip)
-    return type(cls.__name__, (tuple,), namespace)

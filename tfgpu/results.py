@@ -220,7 +220,7 @@ class EnvList(Result):
 
     envs: list
     searched: list
-    leftovers: list = ()
+    leftovers: list | tuple = ()
     """What interrupted removes left (``tfgpu.envs.listing.leftovers``): where, its size, the command that frees it."""
 
     def to_dict(self) -> dict:

@@ -81,15 +81,13 @@ def _number(text: str) -> bool:
 def _plain(text: object) -> PlainVersion | None:
     if not isinstance(text, str) or len(text) > MAX_VERSION:
         return None
-    found = _READ.get(text, _UNREAD)
-    if found is _UNREAD:
-        found = _READ[text] = _read_plain(text)
-    return found
+    if text not in _READ:
+        _READ[text] = _read_plain(text)
+    return _READ[text]
 
 
 _READ: dict[str, PlainVersion | None] = {}
 """Each text read once: the tables repeat the same few versions (``12.5``, ``3.11``) many times."""
-_UNREAD = object()
 
 
 def _read_plain(text: str) -> PlainVersion | None:
@@ -277,8 +275,9 @@ class Range:
 
     def __init__(self, text: str = "") -> None:
         self._text = text
-        clauses = [_clause(part) for part in text.split(",")] if text.strip() else []
-        self._clauses = None if None in clauses else clauses
+        parts = text.split(",") if text.strip() else []
+        clauses = [clause for clause in map(_clause, parts) if clause is not None]
+        self._clauses = clauses if len(clauses) == len(parts) else None
         self._set = None
 
     def _full(self):

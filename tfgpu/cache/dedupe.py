@@ -138,10 +138,10 @@ def _opened(top: int, parts: tuple[str, ...]):
     try:
         for name in parts:
             above, fd = fd, untrusted.open_directory(name, untrusted.CACHE, at=fd)
-            if above != top:
+            if above is not None and above != top:
                 os.close(above)
     except untrusted.Unreadable:
-        if fd != top:
+        if fd is not None and fd != top:
             os.close(fd)
         fd = None
     if fd is None or fd == top:  # not there, or no part at all: never the cache itself as a copy
@@ -170,7 +170,7 @@ def _record_of(copy: _Tree, dist_info: str, record_digest: str) -> dict[tuple[st
     listed = _listed(text.decode("utf-8", "replace"))
     if listed is None:
         return None
-    entries = {(dist_info, "RECORD"): (record_digest, len(text))}
+    entries: dict[tuple[str, ...], tuple[str, int]] = {(dist_info, "RECORD"): (record_digest, len(text))}
     for relative, entry in listed.items():
         parts = Path(relative).parts
         if not parts or relative.startswith("/") or ".." in parts or "\0" in relative or len(parts) > DEPTH:
@@ -216,9 +216,11 @@ class _Twin:
     size: int
 
 
-def _same(first: _Tree, second: _Tree, listed: dict) -> list[_Twin] | None:
+def _same(first: _Tree, second: _Tree, listed: dict | None) -> list[_Twin] | None:
     """Each listed file that both copies hold as two inodes of the bytes RECORD gives, when both
     copies hold exactly what RECORD says, each file reached without a link on the way; None otherwise."""
+    if not listed:
+        return None
     twins = []
     for parts, (digest, size) in sorted(listed.items()):
         one_dir, two_dir = first.at(parts[:-1]), second.at(parts[:-1])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from tfgpu.doors import trees
@@ -67,9 +68,9 @@ def _is_env(directory: Path, names: list[str], others: list[str]) -> str | None:
     return None
 
 
-def _identities(places: list[Place]) -> dict[tuple[int, int], Place]:
+def _identities(places: Sequence[Place]) -> dict[tuple[int, int], Place]:
     """Each place that is there, by its directory's identity (device, inode)."""
-    found = {}
+    found: dict[tuple[int, int], Place] = {}
     for place in places:
         try:
             info = os.stat(place.path)
@@ -79,7 +80,7 @@ def _identities(places: list[Place]) -> dict[tuple[int, int], Place]:
     return found
 
 
-def env_inside(kind: str, path: Path, places: list[Place] = ()) -> tuple[Path, str | Place] | None:
+def env_inside(kind: str, path: Path, places: Sequence[Place] = ()) -> tuple[Path, str | Place] | None:
     """The first environment found inside ``path`` (a kind of cache), and its mark. In a uv cache a
     venv inside one of uv's buckets is uv's own (``uvx``'s cached tools); the tool's marker or a
     ``conda-meta`` there is not. One of ``places`` found inside under another name (a bind mount of

@@ -73,8 +73,7 @@ def not_a_uv_cache(path: Path, *holds: Path) -> str | None:
         first = untrusted.read_head(resolved / "CACHEDIR.TAG", untrusted.CACHE, 200).split(b"\n", 1)[0]
     except untrusted.Unreadable:
         first = b""
-    first = first.decode("ascii", "replace")
-    if not first.startswith(UV_TAG):
+    if not first.decode("ascii", "replace").startswith(UV_TAG):
         return f"{path} holds files and no uv CACHEDIR.TAG"
     strange = [name for name in names if not _UV_ENTRY.fullmatch(name)]
     if strange:

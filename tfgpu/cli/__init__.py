@@ -20,9 +20,11 @@ from tfgpu.errors import TfgpuError
 def _tolerant_streams() -> None:
     """A terminal or pipe in any locale: what it cannot show becomes a replacement character."""
     for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)  # a TextIOWrapper's; a replaced stream may lack it
         try:
-            stream.reconfigure(errors="replace")
-        except (AttributeError, ValueError):
+            if reconfigure is not None:
+                reconfigure(errors="replace")
+        except ValueError:
             pass
 
 
@@ -77,14 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         from tfgpu.process.interrupts import left
 
         signum = getattr(stop, "signum", 2)
-        remains, done = left(stop)
+        remains, cleaned = left(stop)
         # A command that knows better (a repair rolled back) says what is left and where.
         outcome = getattr(stop, "outcome", None)
         if outcome:
             remains = [f"{outcome}.", *remains]
         what = " ".join(remains) if remains else "nothing was left half-built."
         sys.stderr.write(f"Interrupted ({'SIGINT' if signum == 2 else stop}): {what}\n")
-        sys.stderr.writelines(f"  {line}\n" for line in done)
+        sys.stderr.writelines(f"  {line}\n" for line in cleaned)
         return 128 + signum
 
 

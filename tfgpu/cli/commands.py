@@ -178,7 +178,7 @@ def lock_check(settings: Settings) -> results.Result:
     from tfgpu.lock import check_lock, check_project
     from tfgpu.project import Project
 
-    wanted = {
+    wanted: dict[str, object] = {
         key: value
         for key, value in (
             ("tf", settings.selectors.tf),
@@ -219,6 +219,7 @@ def lock_check(settings: Settings) -> results.Result:
                 reporter=reporter,
             )
         else:
+            assert isinstance(settings.check, str)  # lock --check FILE
             found = check_lock(settings.check, wanted, reporter=reporter)
     finally:
         if reporter is not None:
@@ -233,6 +234,7 @@ def _given_flags(settings: Settings) -> list[str]:
     from pathlib import Path
 
     flags = []
+    assert settings.project_file is not None  # asked only for the project's locks
     project = Path(settings.project_file)
     if project.parent not in (Path.cwd(), *Path.cwd().parents):
         flags += ["--project", str(project)]
@@ -254,6 +256,7 @@ def cmd_bundle(settings: Settings) -> results.Result:
     from tfgpu.lock import bundle
 
     needs_platforms(settings)
+    assert settings.output is not None  # bundle's -o is required
     reporter = render().ConsoleReporter()
     try:
         built = bundle.build(
@@ -328,6 +331,7 @@ def cmd_script(settings: Settings) -> results.Result:
         from tfgpu.resolver.coplanned import refuse_two_stacks
 
         refuse_two_stacks(resolution, "script")
+    assert settings.format is not None  # script's --format is required
     made = export.render(resolution, settings.format, pins=pins)
     if settings.output:
         written = export.write(made, settings.output, force=settings.force)
@@ -437,6 +441,7 @@ def cmd_completion(settings: Settings) -> results.Result:
     """``completion SHELL``: the completion script, generated from the parser."""
     from tfgpu.cli.completion import script
 
+    assert settings.shell is not None  # completion's SHELL is positional
     return results.Text(script(settings.shell))
 
 

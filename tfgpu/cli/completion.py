@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from tfgpu.doors import quoting
+from tfgpu.records import record
 
 PROG = "tfgpu-install"
 PATH_METAVARS = ("FILE", "DIR", "PATH")
 
 
-@dataclass(frozen=True)
+@record
 class Option:
     flags: tuple[str, ...]
     help: str

@@ -102,10 +102,10 @@ def unchecked(settings: Settings, report: dict | None, prefix: str, name: str | 
     if report is None:
         reason = "--no-verify" if not settings.verify else "nothing changed, so the GPU was not checked again"
         return {"code": "skipped", "reason": reason, "check_with": how}
-    reason = no_driver_here(report)
-    if reason is None:
+    missing = no_driver_here(report)
+    if missing is None:
         return None
-    return {"code": "no-driver-here", "reason": reason, "check_with": how}
+    return {"code": "no-driver-here", "reason": missing, "check_with": how}
 
 
 def gpu_required(found: dict, prefix: str, what: str, details: dict) -> OperationError:

@@ -97,5 +97,5 @@ def epilog(command: str | None) -> str:
     a line with what it does."""
     examples = FIRST_STEPS if command is None else EXAMPLES.get(command, ())
     lines = [f"  {line}" + (f"\n      {says}" if says else "") for line, says in examples]
-    examples = "Examples:\n" + "\n".join(lines) if lines else ""
-    return "\n\n".join(part for part in (NOTES.get(command, ""), examples) if part)
+    shown = "Examples:\n" + "\n".join(lines) if lines else ""
+    return "\n\n".join(part for part in (NOTES.get(command or "", ""), shown) if part)

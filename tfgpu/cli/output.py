@@ -14,6 +14,11 @@ from tfgpu import results
 from tfgpu.doors.secrets import redact
 from tfgpu.settings import Settings
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
 
 def render():
     from tfgpu.cli.render import results as module
@@ -103,7 +108,7 @@ def _cache(document: dict) -> None:
     (render_cache.info if document["action"] == "info" else render_cache.tidied)(document)
 
 
-_TEXT = {
+_TEXT: dict[type, Callable[[Any], object]] = {
     results.Planned: _plan,
     results.Matrix: _matrix,
     results.DataUpdate: lambda result: render().note(result.summary),

@@ -49,7 +49,8 @@ def _columns() -> int:
         columns = 0
     if columns <= 0:
         try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+            stdout = sys.__stdout__  # None without one: 80
+            columns = (os.get_terminal_size(stdout.fileno()).columns or 80) if stdout is not None else 80
         except (AttributeError, ValueError, OSError):
             columns = 80
     return columns
@@ -67,6 +68,9 @@ class Parser(argparse.ArgumentParser):
     """argparse that raises a UsageError (exit 2, JSON-renderable) instead of exiting. Options are
     spelled whole: an abbreviation (``--js``) would be accepted by argparse but not seen by the
     front door's early check for ``--json``, so a failure would come back as text."""
+
+    commands: argparse._SubParsersAction[Parser]
+    """The top level's: each command's own parser (set by :func:`build_parser`)."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", Formatter)
@@ -103,7 +107,7 @@ class Parser(argparse.ArgumentParser):
                 "an interpreter with --interpreter PATH.",
                 [f"`tfgpu-install {command} --interpreter ./env/bin/python`"],
             )
-        owner = self if command is None else commands.choices[command]
+        owner = self if command is None or commands is None else commands.choices[command]
         others = {}
         if command is not None:
             # The other commands, to say which of them takes an option given to the wrong one.
@@ -271,7 +275,7 @@ GRAMMAR = {
 """Each command: its help line (listed by ``--help``) and what adds its options, in ``COMMANDS``' order."""
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> Parser:
     """The whole grammar (``--help``, completion, the tests that walk it), or with ``command`` the
     part one run parses: the top level and that command. Each sub-parser costs about a
     millisecond to build, more than all of ``plan``'s own parsing."""

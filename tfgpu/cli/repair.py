@@ -126,6 +126,7 @@ def _repaired(settings: Settings, outcome: RepairOutcome) -> results.Result:
     if found is None and not verified:
         if not settings.json:
             render().repaired(outcome.to_dict(), failing=True)
+        assert report is not None  # found is None only when the GPU was checked
         error = failure(report, details=outcome.to_dict())
         error.alternatives.insert(0, kept)
         raise error

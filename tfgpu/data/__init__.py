@@ -130,12 +130,12 @@ def _tables() -> dict[str, dict | bytes]:
     return _parse_all(overlay)
 
 
-def _parse_all(overlay: dict[str, tuple[bytes, str]] | None = None) -> dict[str, dict]:
+def _parse_all(overlay: dict[str, tuple[bytes, str]] | None = None) -> dict[str, dict | bytes]:
     """Every table parsed and validated from its source, and the cache written for the next run."""
     if overlay is None:
         overlay = _overlay(set(_shipped_files()))
     sources, where = _sources(overlay)
-    parsed = {name: parse(name, raw, where[name]) for name, raw in sources.items()}
+    parsed: dict[str, dict | bytes] = {name: parse(name, raw, where[name]) for name, raw in sources.items()}
     _write_cache(_cache_file(overlay), parsed)
     return parsed
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from tfgpu.records import named_tuple
+from tfgpu.records import record, replace
 
 
 def _version(text: str) -> bool:
@@ -123,9 +123,9 @@ def _conda_name(text: str) -> bool:
     return " " not in text and spec_problem(text) is None
 
 
-# The checks are NamedTuples, not dataclasses: each command that reads a table imports this module,
-# and a frozen dataclass costs about a millisecond to create.
-@named_tuple
+# The checks are records (tfgpu.records), not dataclasses: each command that reads a table imports
+# this module, and a frozen dataclass costs about a millisecond to create.
+@record
 class Str:
     """A string; ``form`` a regular expression it must match whole, or a named check."""
 
@@ -157,7 +157,7 @@ class Str:
             raise _bad(where, f"text of the form {self.form}", value)
 
 
-@named_tuple
+@record
 class Int:
     required: bool = True
     minimum: int = 0
@@ -167,7 +167,7 @@ class Int:
             raise _bad(where, f"an integer >= {self.minimum}", value)
 
 
-@named_tuple
+@record
 class Bool:
     required: bool = False
 
@@ -176,9 +176,9 @@ class Bool:
             raise _bad(where, "true or false", value)
 
 
-@named_tuple
+@record
 class List:
-    item: object
+    item: Str | Int | Bool | List | Table | Map | Rows
     required: bool = False
 
     def check(self, value, where: str) -> None:
@@ -188,7 +188,7 @@ class List:
             self.item.check(element, f"{where}[{index}]")
 
 
-@named_tuple
+@record
 class Table:
     fields: dict
     required: bool = True
@@ -203,12 +203,12 @@ class Table:
                 raise Invalid(_key(where, key), "present")
 
 
-@named_tuple
+@record
 class Map:
     """A table of any keys, each value of one kind; ``key``: the check each key must pass too (a
     key that becomes a package name or an option is data like any value)."""
 
-    value: object
+    value: Str | Int | Bool | List | Table | Map | Rows
     required: bool = False
     key: Str | None = None
 
@@ -224,7 +224,7 @@ class Map:
             self.value.check(element, f"{where}.{key}")
 
 
-@named_tuple
+@record
 class Rows:
     """An array of tables (``[[name]]``)."""
 
@@ -266,4 +266,4 @@ def _key(where: str, key: str) -> str:
 
 def opt(spec):
     """The same check, for a key that may be absent."""
-    return spec._replace(required=False)
+    return replace(spec, required=False)

@@ -80,6 +80,7 @@ def _assigned(tree: ast.AST | None, name: str):
     """The literal value of the first assignment to ``name`` anywhere in ``tree``, or None."""
     if tree is None:
         return None
+    value: ast.expr | None
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             value = node.value

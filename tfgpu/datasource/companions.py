@@ -18,7 +18,6 @@ of ``nvidia-cuda-runtime``/``nvidia-cublas``.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from packaging.version import InvalidVersion, Version
@@ -29,6 +28,7 @@ from tfgpu.datasource.http import SourceError
 from tfgpu.datasource.releases import Index, WheelFile, best_wheel, wheel_from_json
 from tfgpu.datasource.remote_zip import ZipEntry, central_directory, read_member, read_wheel_members
 from tfgpu.doors import urls
+from tfgpu.records import factory, record
 
 #: The oldest release of each framework the table keeps (older ones predate TF 2.18's CUDA 12.5).
 MINIMUM = {"torch": "2.5", "jax": "0.4.30"}
@@ -37,7 +37,7 @@ JAX_EXTRAS = {"cuda12": "jax-cuda12-plugin", "cuda13": "jax-cuda13-plugin"}
 LINUX = facts.MARKER_ENV["linux_x86_64"]
 
 
-@dataclasses.dataclass
+@record(frozen=False)
 class CompanionRow:
     """One framework release (per CUDA extra for JAX): what it asks of an env on Linux x86_64."""
 
@@ -49,11 +49,11 @@ class CompanionRow:
     numpy: str
     nvidia: dict[str, str]
     wheels: list[str]  # the distributions whose METADATA the row was read from, pinned
-    sources: list[str] = dataclasses.field(default_factory=lambda: ["PYPI-JSON", "WHL-META"])
+    sources: list[str] = factory(lambda: ["PYPI-JSON", "WHL-META"])
     cuda: str = ""  # the CUDA the build was made with (torch/version.py; JAX: its runtime floor)
     driver: str = ""  # the Linux driver that CUDA needs (cuda.toml)
-    gpu_archs: list[str] = dataclasses.field(default_factory=list)  # sm_NN cubins, compute_NN PTX
-    gpu_range: list[str] = dataclasses.field(default_factory=list)  # [min CC, max CC] where only that is stated
+    gpu_archs: list[str] = factory(list)  # sm_NN cubins, compute_NN PTX
+    gpu_range: list[str] = factory(list)  # [min CC, max CC] where only that is stated
     archs_from: str = ""  # the wheel member that stated them ('' = the wheel states none)
 
 

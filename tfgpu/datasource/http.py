@@ -106,12 +106,12 @@ class Fetcher:
                 data = b""
             if len(data) == end - start + 1:  # a cut or grown file is not the range asked: fetched again
                 return data
-        data = self._request(url, (start, end))
-        if data is None:
+        fetched = self._request(url, (start, end))
+        if fetched is None:
             raise SourceError(f"{urls.shown(url)}: 404 Not Found")
         if cached:
-            write_atomic(cached, data)
-        return data
+            write_atomic(cached, fetched)
+        return fetched
 
     def _cache_path(self, kind: str, url: str, suffix: str) -> Path | None:
         if self.cache_dir is None:

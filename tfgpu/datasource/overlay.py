@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from tfgpu.datasource.companions import CompanionRow
 from tfgpu.datasource.releases import PlatformRecord, ReleaseRecord
+from tfgpu.records import fields
 
-_PLATFORM_KEYS = set(PlatformRecord.__dataclass_fields__) - {"metadata"}
+_PLATFORM_KEYS = set(fields(PlatformRecord)) - {"metadata"}
 
 
 def record_from_row(row: dict) -> ReleaseRecord:

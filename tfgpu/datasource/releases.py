@@ -17,7 +17,6 @@ where the ``tensorflow`` Linux wheel is not a CUDA build.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import re
 import threading
 
@@ -25,12 +24,13 @@ from tfgpu.datasource import wheel_facts as facts
 from tfgpu.datasource.http import Fetcher, SourceError
 from tfgpu.datasource.remote_zip import WheelMembers, ZipEntry, read_wheel_members
 from tfgpu.doors import untrusted, urls
+from tfgpu.records import factory, record
 
 #: Source keys in the order rows list them (defined in tfgpu/data/sources.toml).
 SOURCE_ORDER = ("PYPI-JSON", "WHL-META", "WHL-BI", "WHL-CUDA-H", "WHL-CUDNN-H", "WHL-FATBIN")
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class WheelFile:
     """A wheel listed in the PyPI JSON, classified by platform."""
 
@@ -160,7 +160,7 @@ def select_versions(document: dict, only: list[str] | None = None) -> list[str]:
     return sorted(versions, key=facts.version_key, reverse=True)
 
 
-@dataclasses.dataclass
+@record(frozen=False)
 class ArchScan:
     """What the regeneration script's fatbin scanner found in a wheel's GPU kernels library."""
 
@@ -169,7 +169,7 @@ class ArchScan:
     member: str
 
 
-@dataclasses.dataclass
+@record(frozen=False)
 class PlatformRecord:
     """One ``[release.wheels.<platform>]`` table, plus the requirements read on the way."""
 
@@ -178,7 +178,7 @@ class PlatformRecord:
     cuda_build: bool = False
     cuda: str = ""
     cudnn: str = ""
-    compute_capabilities: list[str] = dataclasses.field(default_factory=list)
+    compute_capabilities: list[str] = factory(list)
     shim_for: str = ""
     wheel: str = ""
     cudnn_compiled: str = ""
@@ -186,12 +186,12 @@ class PlatformRecord:
     cuda_raw: str = ""
     cudnn_raw: str = ""
     note: str = ""
-    source: list[str] = dataclasses.field(default_factory=list)
-    unverified: list[str] = dataclasses.field(default_factory=list)
-    metadata: str | None = dataclasses.field(default=None, repr=False)
+    source: list[str] = factory(list)
+    unverified: list[str] = factory(list)
+    metadata: str | None = factory(lambda: None, shown=False)
 
 
-@dataclasses.dataclass
+@record(frozen=False)
 class ReleaseRecord:
     """One ``[[release]]`` entry of tensorflow.toml."""
 
@@ -206,7 +206,7 @@ class ReleaseRecord:
     wheels: dict[str, PlatformRecord]
     prerelease: bool = False
     cuda_extra: str = ""
-    cuda_extras: list[str] = dataclasses.field(default_factory=list)
+    cuda_extras: list[str] = factory(list)
 
 
 def ordered_sources(keys) -> list[str]:
@@ -301,7 +301,7 @@ class ReleaseReader:
         if info is not None:
             record.source.append("WHL-BI")
             record.cuda_build = info.cuda_build
-        if not record.cuda_build:
+        if info is None or not record.cuda_build:
             return
         config = facts.parse_cuda_config(members.cuda_config) if members.cuda_config else None
         record.cuda, record.cudnn = info.cuda, info.cudnn

@@ -248,10 +248,9 @@ def _connect(connection: http.client.HTTPConnection, connect, watch: _Watchdog) 
     """Connect within :data:`CONNECT_TIMEOUT` (or the read timeout, when shorter), then read
     with the request's own timeout; the socket is the watchdog's from then on."""
     reads = connection.timeout
-    numeric = isinstance(reads, (int, float))
-    connection.timeout = min(CONNECT_TIMEOUT, reads) if numeric else CONNECT_TIMEOUT
+    connection.timeout = min(CONNECT_TIMEOUT, reads) if isinstance(reads, (int, float)) else CONNECT_TIMEOUT
     connect()
-    if numeric:
+    if isinstance(reads, (int, float)):
         connection.sock.settimeout(reads)
     watch.add(connection.sock)
 
@@ -275,8 +274,10 @@ def _tls() -> ssl.SSLContext:
     key = (bundle, os.environ.get("SSL_CERT_FILE", "") + os.pathsep + os.environ.get("SSL_CERT_DIR", ""))
     if key not in _contexts:
         if bundle:
-            where = {"capath": bundle} if os.path.isdir(bundle) else {"cafile": bundle}
-            context = ssl.create_default_context(**where)
+            if os.path.isdir(bundle):
+                context = ssl.create_default_context(capath=bundle)
+            else:
+                context = ssl.create_default_context(cafile=bundle)
         else:
             context = ssl.create_default_context()
             if not context.get_ca_certs() and not _has_default_store():

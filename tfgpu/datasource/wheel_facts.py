@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import email.parser
 import re
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from tfgpu.datasource.errors import SourceError
@@ -136,6 +137,7 @@ def marker_matches(marker: str, env: dict[str, str]) -> bool:
     tree = pysource.parse(marker, mode="eval")  # a wheel's METADATA is the index's text
     if tree is None:  # a marker that is no expression is a bad answer
         raise SourceError(f"cannot parse the environment marker {marker[:100]!r}")
+    assert isinstance(tree, ast.Expression)  # what mode="eval" parses to
     return evaluate(tree.body)
 
 
@@ -178,6 +180,7 @@ def parse_build_info(source: str) -> BuildInfo:
     tree = pysource.parse(source)
     if tree is None:
         raise SourceError("build_info.py does not parse as Python (or is too long or deep to)")
+    assert isinstance(tree, ast.Module)  # what mode="exec" parses to
     body = tree.body
     for node in body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
@@ -188,13 +191,16 @@ def parse_build_info(source: str) -> BuildInfo:
             value = pysource.literal(node.value)
             if value is not pysource.NOT_LITERAL:
                 constants[node.targets[0].id] = value
+    capabilities = info.get("cuda_compute_capabilities", ())
+    if not isinstance(capabilities, (list, tuple)):  # a number is no list, and a string no list of names
+        raise SourceError(f"build_info.py's cuda_compute_capabilities is not a list: {str(capabilities)[:100]!r}")
     cuda_raw = str(info.get("cuda_version", constants.get("cuda_version_number", "")))
     cudnn_raw = str(info.get("cudnn_version", constants.get("cudnn_version_number", "")))
     return BuildInfo(
         cuda_build=bool(info.get("is_cuda_build", constants.get("is_cuda_build", False))),
         cuda=normalize_dll_version(cuda_raw),
         cudnn=normalize_dll_version(cudnn_raw),
-        compute_capabilities=tuple(str(c) for c in info.get("cuda_compute_capabilities", ())),
+        compute_capabilities=tuple(str(c) for c in capabilities),
         cuda_raw=cuda_raw,
         cudnn_raw=cudnn_raw,
     )
@@ -204,6 +210,7 @@ def _literal_pairs(node: ast.expr) -> dict[str, object]:
     """The literal items of ``{...}``, ``[(k, v), ...]`` or ``OrderedDict([...])``; others skipped."""
     if isinstance(node, ast.Call) and len(node.args) == 1:
         node = node.args[0]
+    pairs: Iterable[Sequence[ast.expr | None]]
     if isinstance(node, ast.Dict):
         pairs = zip(node.keys, node.values, strict=True)
     elif isinstance(node, (ast.List, ast.Tuple)):

@@ -38,6 +38,7 @@ def probe(system: System | None = None, *, given: Mapping[str, object] | None = 
     facts = detect_platform(system)
     notes = [*facts.notes, *_wsl_notes(system, facts.os)]
     toolkits = find_toolkits(system, facts.os)
+    gpus: tuple[Gpu, ...]
     if given.get("driver") and given.get("gpu_cc"):
         driver_info, gpus = None, ()
         notes.append("The NVIDIA driver and the GPUs were not probed: --driver and --gpu-cc were given.")

@@ -14,7 +14,7 @@ from tfgpu.detect.host import DriverInfo, DriverReading, Gpu
 from tfgpu.detect.nvidia_smi import find_nvidia_smi, read_nvidia_smi
 from tfgpu.detect.platform_facts import WSL_LIB
 from tfgpu.detect.system import NvmlDevice, NvmlSnapshot, System, in_background
-from tfgpu.records import named_tuple
+from tfgpu.records import record
 
 PROCFS = "/proc/driver/nvidia/version"
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023"
@@ -24,7 +24,7 @@ _NVRM = r"NVRM version:.*?Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)?)(?=\s|$)"
 _SOURCE_NAMES = {"nvml": "NVML", "libcuda": "libcuda", "nvidia-smi": "nvidia-smi", "procfs": PROCFS}
 
 
-@named_tuple
+@record
 class DriverFindings:
     info: DriverInfo | None
     gpus: tuple[Gpu, ...]

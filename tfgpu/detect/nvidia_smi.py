@@ -17,7 +17,7 @@ import re
 from tfgpu.detect.host import DriverReading, Gpu
 from tfgpu.detect.platform_facts import WSL_LIB
 from tfgpu.detect.system import System, in_background
-from tfgpu.records import named_tuple
+from tfgpu.records import record
 
 FIELDS = "driver_version,name,compute_cap,memory.total,uuid"
 LEGACY_FIELDS = "driver_version,name,memory.total,uuid"
@@ -29,7 +29,7 @@ _CC = r"^\d+\.\d+$"
 _BANNER_CUDA = r"CUDA Version\s*:\s*(\S+)"
 
 
-@named_tuple
+@record
 class SmiResult:
     reading: DriverReading
     gpus: tuple[Gpu, ...] = ()
@@ -88,7 +88,7 @@ def read_nvidia_smi(system: System, os_name: str) -> SmiResult:
 def parse_query(stdout: str, with_cc: bool = True) -> list[tuple[str, Gpu]]:
     """(driver version, GPU) per line of ``--query-gpu`` csv output; ValueError on garbage."""
     width = 5 if with_cc else 4
-    rows = []
+    rows: list[tuple[str, Gpu]] = []
     for line in (line.strip() for line in stdout.splitlines()):
         if not line:
             continue

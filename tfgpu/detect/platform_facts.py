@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tfgpu.detect.system import System
-from tfgpu.records import named_tuple
+from tfgpu.records import record
 
 WSL_LIB = "/usr/lib/wsl/lib"
 """Where WSL2 mounts the Windows driver's libcuda.so.1 and nvidia-smi."""
@@ -20,7 +20,7 @@ PYTHON_MINORS = range(6, 16)
 """``python3.6`` … ``python3.15`` are looked for on PATH."""
 
 
-@named_tuple
+@record
 class PlatformSummary:
     """The non-GPU facts of a host."""
 

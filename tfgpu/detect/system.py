@@ -13,10 +13,16 @@ import sys
 from collections.abc import Callable, Sequence
 
 from tfgpu.doors import untrusted
-from tfgpu.records import named_tuple
+from tfgpu.records import record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    _T = TypeVar("_T")
 
 
-@named_tuple
+@record
 class NvmlDevice:
     """One GPU as NVML describes it."""
 
@@ -27,7 +33,7 @@ class NvmlDevice:
     uuid: str | None
 
 
-@named_tuple
+@record
 class NvmlSnapshot:
     """What NVML answered during one nvmlInit/nvmlShutdown session."""
 
@@ -39,7 +45,7 @@ class NvmlSnapshot:
     """One line per GPU NVML could not read (e.g. ``"GPU 3: GPU is lost"``)."""
 
 
-@named_tuple
+@record
 class PlatformFacts:
     """What the interpreter knows about the platform without touching the filesystem."""
 
@@ -253,7 +259,7 @@ def _executable(path: str) -> bool:
     return os.path.exists(path) and os.access(path, os.F_OK | os.X_OK) and not os.path.isdir(path)
 
 
-def in_background(function: Callable[..., object], *args: object) -> Callable[[], object]:
+def in_background(function: Callable[..., _T], *args: object) -> Callable[[], _T]:
     """Start ``function(*args)`` in a thread; the callable returned waits for it and returns its
     result (or raises its exception). Used to overlap nvidia-smi's ~25 ms runs with NVML."""
     outcome: list = []
@@ -270,7 +276,7 @@ def in_background(function: Callable[..., object], *args: object) -> Callable[[]
     thread.daemon = True
     thread.start()
 
-    def wait() -> object:
+    def wait() -> _T:
         thread.join()
         ok, value = outcome[0]
         if not ok:

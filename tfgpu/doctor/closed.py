@@ -92,7 +92,8 @@ def own_copy(env, path: str) -> str | None:
 
 def outside(env, resolved: list[Resolved], probe: Probe) -> list[tuple[str, str]]:
     """(file, how it came in) for each CUDA library the probe mapped from outside the env."""
-    dirs, found = own_dirs(env), {}
+    dirs = own_dirs(env)
+    found: dict[str, str] = {}
     for lib in resolved:
         if lib.path and lib.loaded and not inside(lib.path, dirs):
             found.setdefault(os.path.realpath(lib.path), f"TensorFlow's dlopen('{lib.soname}'), found via {lib.via}")

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 
 from tfgpu.doors import untrusted
+from tfgpu.records import record
 
 DT_NEEDED, DT_STRTAB, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 5, 14, 15, 29
 PT_LOAD, PT_DYNAMIC = 1, 2
 
 
-@dataclass(frozen=True)
+@record
 class Dynamic:
     soname: str | None
     needed: tuple[str, ...]
@@ -127,7 +127,8 @@ class Image:
     meanwhile) or lies past ``size`` raises ValueError, which the parsers take as a damaged file."""
 
     def __init__(self, fetch, size: int, budget: Budget | None = None):
-        self._fetch, self.size, self._pages = fetch, size, {}
+        self._fetch, self.size = fetch, size
+        self._pages: dict[int, bytes] = {}
         self.budget = Budget() if budget is None else budget
         self.spent = 0
         """Bytes fetched of this file so far."""

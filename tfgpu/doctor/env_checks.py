@@ -80,12 +80,12 @@ def cuda_build(env, host) -> list[Finding]:
             )
         )
     else:
-        where = sorted({env.build_sources.get(k, "") for k in ("cuda_version", "cudnn_version")} - {""})
+        read = sorted({env.build_sources.get(k, "") for k in ("cuda_version", "cudnn_version")} - {""})
         findings.append(
             ok(
                 "tf.cuda-build",
                 f"CUDA build: CUDA {info.get('cuda_version')}, cuDNN {info.get('cudnn_version')}",
-                "read from " + (" and ".join(where) or "tensorflow/python/platform/build_info.py"),
+                "read from " + (" and ".join(read) or "tensorflow/python/platform/build_info.py"),
             )
         )
     return findings
@@ -189,7 +189,7 @@ def libraries(env, resolved: list[Resolved]) -> list[Finding]:
 
 def _own_copy_passed_over(env, lib: Resolved) -> str | None:
     """The env's own copy of ``lib`` when the loader took a file from outside the env instead."""
-    if closed.inside(lib.path, closed.own_dirs(env)):
+    if lib.path is None or closed.inside(lib.path, closed.own_dirs(env)):
         return None
     return closed.own_copy(env, lib.path)
 
@@ -273,7 +273,9 @@ def stacks_used(env, probe) -> list[Finding]:
     if not own_root.is_dir() or not getattr(probe, "ran", False):
         return []
     own = {lib.name: str(lib) for lib in sorted(own_root.glob("cuda[0-9]*/nvidia/*/lib/*.so*"))}
-    other, mine, evidence = [], [], []
+    other: list[str] = []
+    mine: list[str] = []
+    evidence: list[str] = []
     for label, prefix in FAMILIES:
         entries = [
             (name, use)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu.doctor.reads import RunReads
 from tfgpu.doors import untrusted
 from tfgpu.errors import ImpossibleError
+from tfgpu.records import factory, record
 
 TF_DISTRIBUTIONS = (
     "tensorflow",
@@ -30,7 +30,7 @@ TF_DISTRIBUTIONS = (
 )
 
 
-@dataclass
+@record(frozen=False)
 class EnvFacts:
     root: Path
     python: Path
@@ -38,19 +38,19 @@ class EnvFacts:
     site_packages: Path | None = None
     tf_distribution: str | None = None
     tf_version: str | None = None
-    build_info: dict = field(default_factory=dict)
+    build_info: dict = factory(dict)
     framework: Path | None = None
     runpath: tuple[str, ...] = ()
     hook: Path | None = None
     activation: Path | None = None
     marker: dict | None = None
-    build_sources: dict = field(default_factory=dict)
+    build_sources: dict = factory(dict)
     """Which file each build fact came from (``cuda_version`` -> ``.../cuda_config.h``)."""
     cudnn_compiled: str | None = None
     """The cuDNN of the shipped ``cudnn_version.h`` ("9.10.0"), where there is one."""
     header_capabilities: tuple[str, ...] = ()
     """Compute capabilities as ``cuda_config.h`` lists them ("6.0", ...; no SASS/PTX kinds)."""
-    reads: RunReads = field(default_factory=RunReads, repr=False, compare=False)
+    reads: RunReads = factory(RunReads, shown=False, compared=False)
     """This doctor run's reader of the env's files: each library read once, hashing bounded."""
 
     def to_dict(self) -> dict:
@@ -74,7 +74,7 @@ def parse_build_info(text: str) -> dict:
     from tfgpu.doors import pysource
 
     tree = pysource.parse(text)
-    if tree is None:
+    if not isinstance(tree, ast.Module):  # None: not Python
         return {}
     found: dict = {}
     for node in tree.body:
@@ -155,9 +155,10 @@ def _ask_python(python: Path) -> tuple[Path, str, Path]:
 def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
     """Everything doctor needs to know about one env."""
     if python is not None:
-        prefix, version, site = _ask_python(python)
-        facts = EnvFacts(root=prefix, python=python, python_version=version, site_packages=site)
+        prefix, version, asked = _ask_python(python)
+        facts = EnvFacts(root=prefix, python=python, python_version=version, site_packages=asked)
     else:
+        assert root is not None  # the env's root, where no interpreter is given
         if not root.is_dir():
             raise ImpossibleError(
                 "no-such-env",

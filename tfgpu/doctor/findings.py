@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from tfgpu.records import as_dict, factory, record
 
 STATUSES = ("fail", "warn", "ok", "skip")
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     """One check's result. ``id`` is stable (scripts match on it); ``evidence`` says what was read
     and from where; ``fix`` is a command or a concrete step ("" when nothing is to be done)."""
@@ -19,7 +19,7 @@ class Finding:
     fix: str = ""
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        data = as_dict(self)
         data["evidence"] = list(self.evidence)
         return data
 
@@ -40,12 +40,12 @@ def skip(id: str, title: str, *evidence: str) -> Finding:
     return Finding(id, title, "skip", evidence)
 
 
-@dataclass
+@record(frozen=False)
 class Report:
     """Every finding, in the order the checks ran, plus what was examined."""
 
     target: dict
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] = factory(list)
 
     @property
     def failed(self) -> bool:

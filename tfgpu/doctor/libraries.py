@@ -15,7 +15,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from importlib.resources import as_file, files
 from pathlib import Path
 
@@ -23,12 +23,13 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from tfgpu.doors import pysource, untrusted
+from tfgpu.records import factory, record
 from tfgpu.resolver import tables
 
 DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 
 
-@dataclass
+@record(frozen=False)
 class Resolved:
     name: str
     soname: str
@@ -67,7 +68,7 @@ def hook_preloads(hook: Path | None) -> dict[str, str]:
     from tfgpu.doors import pysource
 
     tree = pysource.parse(untrusted.text_or_none(hook, untrusted.ENV_FILE, errors="replace") or "")
-    for node in tree.body if tree is not None else ():
+    for node in tree.body if isinstance(tree, ast.Module) else ():
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LIBRARIES":
             relative = pysource.literal(node.value)
             if not isinstance(relative, (list, tuple)):
@@ -91,7 +92,7 @@ def hook_other_first(hook: Path | None, environ: dict[str, str]) -> list[str]:
     if "/" in setting:
         return [path for path in setting.split(":") if path]
     tree = pysource.parse(untrusted.text_or_none(hook, untrusted.ENV_FILE) or "")
-    for node in tree.body if tree is not None else ():
+    for node in tree.body if isinstance(tree, ast.Module) else ():
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "OTHER_FIRST":
             relative = pysource.literal(node.value)
             if not isinstance(relative, (list, tuple)):
@@ -160,7 +161,7 @@ def resolve_libraries(
     return out
 
 
-@dataclass
+@record(frozen=False)
 class Dlopened:
     """Where a name a CUDA library dlopens itself (``libnvrtc.so``) resolved in the probe."""
 
@@ -176,14 +177,14 @@ class Dlopened:
     env's that leads out of it is named by this, the file it maps by ``path``."""
 
 
-@dataclass
+@record(frozen=False)
 class Probe:
     """What the probe process loaded: the dlopened names, and every shared object it mapped."""
 
-    dlopened: list[Dlopened] = field(default_factory=list)
-    mapped: list[str] = field(default_factory=list)
+    dlopened: list[Dlopened] = factory(list)
+    mapped: list[str] = factory(list)
     ran: bool = False
-    uses: dict = field(default_factory=dict)
+    uses: dict = factory(dict)
     """soname -> {"path", "version", "package", "copies"}: the copy the loader gives by name."""
 
 
@@ -214,7 +215,7 @@ def dlopen_callers(root: Path, site: Path | None) -> list[Dlopened]:
 
 
 def load_in_child(
-    resolved: list[Resolved], dlopened: list[Dlopened] = (), timeout: float = 60, first: list[str] = ()
+    resolved: list[Resolved], dlopened: Sequence[Dlopened] = (), timeout: float = 60, first: Sequence[str] = ()
 ) -> Probe:
     """Load ``first`` (what the load hook loads before TensorFlow's libraries), then every found
     library in a child process, in order; fill ``loaded``/``version``/``error`` from the copy a
@@ -239,9 +240,9 @@ def load_in_child(
                 done.output.strip().splitlines()[-1], untrusted.CHILD_OUTPUT, "the library probe"
             )
             results = {r["soname"]: r for r in document["libraries"]}
-            for entry, answer in zip(probe.dlopened, document["dlopened"], strict=True):
-                entry.path, entry.via, entry.error = answer["path"], answer["via"], answer["error"]
-                entry.found = answer.get("found") if isinstance(answer.get("found"), str) else None
+            for use, answer in zip(probe.dlopened, document["dlopened"], strict=True):
+                use.path, use.via, use.error = answer["path"], answer["via"], answer["error"]
+                use.found = answer.get("found") if isinstance(answer.get("found"), str) else None
             probe.mapped = [str(path) for path in document["mapped"]]
             probe.uses = document["uses"] if isinstance(document.get("uses"), dict) else {}
             probe.ran = True

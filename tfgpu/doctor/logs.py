@@ -10,9 +10,9 @@ binary junk, NUL bytes, bare carriage returns or one enormous line are just text
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
 
 from tfgpu.data import derived
+from tfgpu.records import as_dict, record
 from tfgpu.resolver.tables import load_toml
 
 SEVERITIES = ("fail", "warn", "info")
@@ -21,7 +21,7 @@ _MAX_VALUE = 200  # characters of a captured group put into cause / fix
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
-@dataclass(frozen=True)
+@record
 class Signature:
     """One row of ``log_signatures.toml``, its pattern compiled."""
 
@@ -37,7 +37,7 @@ class Signature:
     """More generic signatures this one replaces on the lines it matches."""
 
 
-@dataclass(frozen=True)
+@record
 class LogMatch:
     """A signature found in a log: where it first appears, how often, and what to do about it."""
 
@@ -56,7 +56,7 @@ class LogMatch:
     source: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        data = as_dict(self)
         data["source"] = list(self.source)
         return data
 

@@ -25,11 +25,11 @@ import base64
 import csv
 import posixpath
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu.doctor.reads import RunReads
 from tfgpu.doors import untrusted
+from tfgpu.records import factory, record
 
 NAMESPACE_FILES = re.compile(r"(^|/)__init__\.py$|(^|/)__pycache__/")
 """Files every wheel of a namespace package ships alike (``nvidia/__init__.py``, empty in each)."""
@@ -38,14 +38,14 @@ _MERGED = re.compile(r"^nvidia/cu(\d{1,3})/")
 _LIBRARY = re.compile(r"(^|/)lib[^/]*\.so(\.\d+)+$")
 
 
-@dataclass(frozen=True)
+@record
 class Dist:
     """One installed distribution: its normalised name, version and RECORD (path -> sha256 or "")."""
 
     name: str
     version: str
     files: dict[str, str]
-    sizes: dict[str, int] = field(default_factory=dict)
+    sizes: dict[str, int] = factory(dict)
     """path -> the size its RECORD row lists, for the rows that list one."""
 
     @property
@@ -53,7 +53,7 @@ class Dist:
         return f"{self.name} {self.version}"
 
 
-@dataclass(frozen=True)
+@record
 class SharedFile:
     """One path listed by two or more RECORDs."""
 
@@ -93,7 +93,7 @@ class SharedFile:
         return tuple(label for i, (label, _) in enumerate(self.owners) if not self._matches(i))
 
 
-@dataclass(frozen=True)
+@record
 class SonamePair:
     """One SONAME shipped by two stacks in different files: (stack, site-relative path, distribution)."""
 
@@ -188,7 +188,9 @@ def shared_files(site: Path, dists: list[Dist] | None = None, reads: RunReads | 
     for path, listed in sorted(owners.items()):
         if len(listed) > 1:
             sizes = [size for _, _, size in listed]
-            hashed = reads.hash(Path(site) / path, set(sizes) if None not in sizes else set())
+            hashed = reads.hash(
+                Path(site) / path, {size for size in sizes if size is not None} if None not in sizes else set()
+            )
             shared.append(
                 SharedFile(
                     path,
@@ -284,7 +286,7 @@ def colliding(site: Path, own: int, dists: list[Dist] | None = None, reads: RunR
 FRAMEWORKS = ("tensorflow", "tensorflow-cpu", "tf-nightly", "torch", "jax", "jaxlib")
 
 
-@dataclass(frozen=True)
+@record
 class Framework:
     """What a framework's METADATA asks of the interpreter and numpy."""
 

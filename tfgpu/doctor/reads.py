@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
 
 from tfgpu.doctor import elf
 from tfgpu.doors import untrusted
+from tfgpu.records import factory, record
 
 GiB = 1024 * 1024 * 1024
 HASH_BUDGET = 16 * GiB
@@ -31,7 +31,7 @@ claims its size; then at most this much is read (sha256 at about 1 GB/s: seconds
 BLOCK = 1 << 20
 
 
-@dataclass(frozen=True)
+@record
 class Hashed:
     """What was learnt of one file's bytes."""
 
@@ -44,19 +44,19 @@ class Hashed:
     when the size already decided): not a regular file, or too large for what is left of the budget."""
 
 
-@dataclass
+@record(frozen=False)
 class RunReads:
     """One doctor run's reader of env files (see the module's docstring)."""
 
     budget: int = HASH_BUDGET
     hashed: int = 0
     """Bytes hashed so far in this run."""
-    library_budget: elf.Budget = field(default_factory=elf.Budget)
+    library_budget: elf.Budget = factory(elf.Budget)
     """The bytes this run reads of libraries' structure (per file and in all)."""
-    unfinished: dict[str, str] = field(default_factory=dict)
+    unfinished: dict[str, str] = factory(dict)
     """Library path -> why it was not fully read (its answer unknown, not "no library"): what the
     command reports, so a crafted library is said, not silently taken for no library."""
-    _elf: dict[tuple, object] = field(default_factory=dict)
+    _elf: dict[tuple, object] = factory(dict)
 
     def hash(self, path: os.PathLike | str, sizes: set[int] | frozenset[int] = frozenset()) -> Hashed:
         """The sha256 of ``path`` read in blocks; not read at all when ``sizes`` (the sizes its RECORD

@@ -14,7 +14,7 @@ from tfgpu.doors import untrusted
 
 _PTXAS_VERSION = re.compile(r"V(\d+\.\d+\.\d+)")
 # ptxas knows an architecture from this CUDA release on [MESON] (compat-facts section 5).
-_ARCH_NEEDS = {(8, 9): "11.8", (9, 0): "11.8", (10, 0): "12.8", (12, 0): "12.8"}
+_ARCH_NEEDS: dict[tuple[int, ...], str] = {(8, 9): "11.8", (9, 0): "11.8", (10, 0): "12.8", (12, 0): "12.8"}
 
 
 def _toolkit_dirs(site: Path | None) -> list[Path]:

@@ -26,6 +26,7 @@ def user_path(text: str, what: str) -> str:
     except (UnicodeError, TypeError):
         raw = None
     way = f"Give {what} a shorter path."
+    problem: str | None
     if raw is not None and not raw:
         # Empty is never "not given": it would quietly mean the default (the active env, the
         # nearest project file, the default env name) instead of what was typed.

@@ -193,7 +193,7 @@ def _without_keys(part: str, mark: str, mask: str | None) -> str:
         return part
     # Pairs with the separator before each ("&" or ";", as servers read either), kept as written.
     pairs = re.findall(r"(^|[&;])([^&;]*)", part[1:])
-    kept = []
+    kept: list[str] = []
     for separator, pair in pairs:
         if _is_credential_key(pair):
             if not mask:

@@ -33,6 +33,7 @@ from tfgpu.records import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 KiB, MiB = 1024, 1024 * 1024
@@ -167,7 +168,7 @@ def _fail(kind: Kind, source: str, reason: str) -> TfgpuError | Unreadable:
     return kind.error(message) if kind.error else Unreadable(message)
 
 
-def _open(path: Path | str, kind: Kind, directory: int | None = None) -> tuple[int, os.stat_result]:
+def _open(path: os.PathLike | str, kind: Kind, directory: int | None = None) -> tuple[int, os.stat_result]:
     """A descriptor of ``path`` opened without blocking (a FIFO would block the open itself), and its
     ``fstat``, if it is a regular file (or a FIFO or device, for a kind whose ``streams`` allows it).
     With ``directory`` (an open directory's descriptor), ``path`` is a name inside that directory."""
@@ -197,7 +198,7 @@ def _open(path: Path | str, kind: Kind, directory: int | None = None) -> tuple[i
     return fd, info
 
 
-def _is_link(path: Path | str, directory: int | None) -> bool:
+def _is_link(path: os.PathLike | str, directory: int | None) -> bool:
     try:
         return stat.S_ISLNK(os.stat(path, dir_fd=directory, follow_symlinks=False).st_mode)
     except OSError:
@@ -287,7 +288,7 @@ def check_file(path: Path | str, kind: Kind) -> None:
         raise _fail(kind, str(path), f"it holds {info.st_size:,} bytes, more than the {kind.limit:,} allowed")
 
 
-def open_stream(path: Path | str, kind: Kind, *, at: int | None = None):
+def open_stream(path: os.PathLike | str, kind: Kind, *, at: int | None = None):
     """A binary file object of ``path`` if it is a regular file, for files read in blocks and never
     held whole (checksums of downloads and bundle files, archives): the kind's size cap does not apply.
     ``at``: an open directory (:func:`open_directory`) that ``path`` is a name in."""
@@ -379,6 +380,7 @@ def depth_of(value: Any, limit: int) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, level = stack.pop()
+        children: Iterable[object]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, (list, tuple)):
@@ -450,9 +452,10 @@ def parse_yaml(text: str, kind: Kind, source: str) -> Any:
         for event in yaml.parse(text, Loader=loader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise _fail(kind, source, "it uses YAML anchors or aliases, which the tool never writes")
-            if getattr(event, "tag", None) not in (None, "!"):
+            tag = getattr(event, "tag", None)
+            if tag not in (None, "!"):
                 # An explicit tag (!!int, !!python/..., a local !x) picks a constructor; no lock needs one.
-                raise _fail(kind, source, f"it uses the YAML tag {str(event.tag)[:60]}, which the tool never writes")
+                raise _fail(kind, source, f"it uses the YAML tag {str(tag)[:60]}, which the tool never writes")
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 level += 1
                 if level > kind.depth:

@@ -301,9 +301,9 @@ class Transfer:
                 how, done = os.O_APPEND, have
             else:
                 how, done = os.O_TRUNC, 0
-            length = response.headers.get("Content-Length") or ""
+            announced = response.headers.get("Content-Length") or ""
             # isascii: str.isdigit() also says yes to "²", which int() refuses.
-            length = int(length) if length.isascii() and length.isdigit() else 0
+            length = int(announced) if announced.isascii() and announced.isdigit() else 0
             if self.size and length and done + length > self.size:
                 raise _Fatal(
                     OperationError(

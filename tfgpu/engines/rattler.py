@@ -260,7 +260,8 @@ def _engine(operation: str, what: str, request: dict, runner=None, reporter=None
             reporter.output(line)
 
     root = str(Path(__file__).resolve().parents[2])  # the child imports this very tfgpu
-    subdirs = [request.get("platform")] if isinstance(request.get("platform"), str) else []
+    platform = request.get("platform")
+    subdirs = [platform] if isinstance(platform, str) else []
     subdirs += [p for p in request.get("platforms") or () if isinstance(p, str)]
     check_local_indexes([c for c in request.get("channels") or () if isinstance(c, str)], subdirs + ["noarch"])
     with tempfile.TemporaryDirectory(prefix="tfgpu-rattler-") as scratch:

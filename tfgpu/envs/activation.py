@@ -359,11 +359,11 @@ def write_load_hook(site_dir: Path, layout: CudaLayout, root: Path | None = None
     site = layout.site_packages
     ptxas_dir = _site_relative(str(Path(layout.ptxas).parent), site) if layout.ptxas else None
     source = _template("cuda_hook.py")
-    source = source.replace("LIBRARIES = []  # @LIBRARIES@", f"LIBRARIES = {json.dumps(list(layout.preload))}")
+    source = source.replace("LIBRARIES = []  # type: list[str]  # @LIBRARIES@", f"LIBRARIES = {json.dumps(list(layout.preload))}")
     # Site-relative files of the env only: never a path that leads out of site-packages (the list is
     # read from the env's RECORDs, which tfgpu.doctor.ownership.inside already holds to the env).
     other = [p for p in layout.other_first if not posixpath.isabs(p) and not posixpath.normpath(p).startswith("..")]
-    source = source.replace("OTHER_FIRST = []  # @OTHER_FIRST@", f"OTHER_FIRST = {json.dumps(other)}")
+    source = source.replace("OTHER_FIRST = []  # type: list[str]  # @OTHER_FIRST@", f"OTHER_FIRST = {json.dumps(other)}")
     data = _site_relative(layout.cuda_data_dir, site) if layout.cuda_data_dir else ""
     source = source.replace('CUDA_DATA_DIR = ""  # @CUDA_DATA_DIR@', f"CUDA_DATA_DIR = {json.dumps(data)}")
     source = source.replace('PTXAS_DIR = ""  # @PTXAS_DIR@', f"PTXAS_DIR = {json.dumps(ptxas_dir or '')}")

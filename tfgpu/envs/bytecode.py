@@ -211,8 +211,8 @@ def compile_site(
             child.wait()  # none still writing into the env when the rollback deletes it
         raise
     compiled = 0
-    for target, (key, same) in keys.items():
-        if Path(target).exists():
+    for written, (key, same) in keys.items():
+        if Path(written).exists():
             compiled += 1
-            _keep(Path(target), store, key, same)
+            _keep(Path(written), store, key, same)
     return compiled, reused

@@ -100,7 +100,7 @@ def _rattler_activation(prefix: Path, shell: str) -> str:
     # As `conda activate` computes it: the env's bin/ in front of the shell's PATH (this process's:
     # the shell that evaluates the lines started the tool), an active conda env's own taken out.
     variables = rattler_shell.ActivationVariables(
-        os.environ.get("CONDA_PREFIX") or None,
+        Path(os.environ["CONDA_PREFIX"]) if os.environ.get("CONDA_PREFIX") else None,
         os.environ.get("PATH", os.defpath).split(os.pathsep),
         rattler_shell.PathModificationBehavior.Replace,
     )

@@ -144,6 +144,7 @@ class Exclusive:
         """The pids the file names that are a tfgpu-install now. Holders append, so the last 64 KiB
         hold the latest; a pid is named only if it is a tfgpu-install's (anyone who can write the file
         could name pid 1 or the user's editor, and the message tells the user to stop that program)."""
+        assert self.fd is not None  # asked only while the hold is open
         try:
             end = os.fstat(self.fd).st_size
             data = os.pread(self.fd, 1 << 16, max(0, end - (1 << 16)))

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu.doors import untrusted
 from tfgpu.doors.controls import character_class
 from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.records import factory, record
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _UNSAFE = re.compile(r'["$`\\!]|' + character_class())
@@ -26,7 +26,7 @@ _UNSAFE = re.compile(r'["$`\\!]|' + character_class())
 the characters no generated file or terminal shows as themselves (tfgpu.doors.controls)."""
 
 
-@dataclass(frozen=True)
+@record
 class Location:
     """Where an env goes: the final prefix, the staging directory it is built in, its name."""
 
@@ -38,7 +38,7 @@ class Location:
     in_place: bool = False
     """Built at the final path (``staging == prefix``): for engines whose envs cannot be moved
     (conda, mamba, micromamba). An old env is moved aside first and put back on failure."""
-    id: str = field(default_factory=lambda: secrets.token_hex(16))
+    id: str = factory(lambda: secrets.token_hex(16))
     """This build's identity, written into its marker (and its Jupyter kernel's name)."""
 
     @property

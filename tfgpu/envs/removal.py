@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu.envs import writes
+from tfgpu.records import factory, record
 
 PART = 500
 """Files in a directory deleted in one go (between two reports)."""
@@ -23,13 +23,13 @@ Progress = Callable[[int, int, int, int], None]
 """``(files done, files in all, bytes done, bytes in all)``."""
 
 
-@dataclass
+@record(frozen=False)
 class _Node:
     path: Path
     directory: bool
     files: int = 0
     size: int = 0
-    children: list[_Node] = field(default_factory=list)
+    children: list[_Node] = factory(list)
 
 
 def _survey(path: Path, directory: bool) -> _Node:

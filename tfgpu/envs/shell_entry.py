@@ -53,8 +53,8 @@ def entered(target, program: str) -> Iterator[tuple[tuple[str, ...], dict[str, s
     if name == "fish":
         yield (program, "--init-command", f"source {quoting.fish_word(str(activate))}"), environ
         return
-    with tempfile.TemporaryDirectory(prefix="tfgpu-shell-") as folder:
-        folder = Path(folder)
+    with tempfile.TemporaryDirectory(prefix="tfgpu-shell-") as scratch:
+        folder = Path(scratch)
         if name == "bash":
             _private(folder / "rc", f"if [ -f ~/.bashrc ]; then . ~/.bashrc; fi\n. {quoting.sh(activate)}\n")
             yield (program, "--rcfile", str(folder / "rc"), "-i"), environ

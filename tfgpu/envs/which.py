@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.records import record
 
 ChosenBy = Literal["--name", "--prefix", "--interpreter", "VIRTUAL_ENV", "CONDA_PREFIX"]
 ACTIVE: tuple[ChosenBy, ...] = ("VIRTUAL_ENV", "CONDA_PREFIX")
@@ -46,7 +46,7 @@ _LOCATION = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class EnvTarget:
     """The env a command works on, and why that one."""
 

@@ -235,7 +235,7 @@ def _recorded(target: Path) -> dict[str, tuple[str, ...]]:
         return {}
     replacing = found.get("replacing")
     replacing = replacing if isinstance(replacing, dict) else {}
-    recorded = {}
+    recorded: dict[str, tuple[str, ...]] = {}
     for name, digest in files.items():
         if isinstance(name, str) and isinstance(digest, str) and _below(name) and len(digest) == 64:
             before = replacing.get(name)

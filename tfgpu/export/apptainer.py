@@ -108,6 +108,7 @@ def render_apptainer(resolution, pins=None) -> str:
     stage = []
     if pins is not None and resolution.mode == "pip":  # the lock's pins and hashes, every hash required
         locked = pins_of.image_pip(pins, f"{VENV}/bin/pip", quoting.def_word)
+        assert locked is not None  # made from the pins given
         post = [post[0], *pins_of.joined(locked), *post[2:]]
     elif pins is not None and resolution.mode == "conda":  # the checked files of a download stage
         stage = _lock_stage(pins)
@@ -197,7 +198,8 @@ def _lock_stage(pins) -> list[str]:
 def sections(text: str) -> dict[str, str]:
     """``{section: body}`` of a definition file (``header`` for what precedes the first ``%``);
     the tests use it to shellcheck each script section."""
-    found, current = {"header": []}, "header"
+    found: dict[str, list[str]] = {"header": []}
+    current = "header"
     for line in text.splitlines():
         if line.startswith("%"):
             current = line[1:].split()[0]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tfgpu.records import record
 
 
-@dataclass(frozen=True)
+@record
 class ExportFile:
     """One generated file: its path relative to the output, its text and its permission bits."""
 
@@ -14,7 +14,7 @@ class ExportFile:
     mode: int = 0o644
 
 
-@dataclass(frozen=True)
+@record
 class Export:
     """What one format produced. ``directory``: the files form a tree (``-o`` names a directory)."""
 

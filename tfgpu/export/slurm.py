@@ -145,7 +145,7 @@ def render_slurm(resolution, pins=None) -> tuple[ExportFile, ...]:
         time=d["time"],
     )
     try:
-        image = (ExportFile(DEF_NAME, render_apptainer(resolution, pins)),)
+        image: tuple[ExportFile, ...] = (ExportFile(DEF_NAME, render_apptainer(resolution, pins)),)
     except ImpossibleError as error:  # no base image fits (TF 2.16 system mode): said, not hidden
         if error.code != "no-docker-image":
             raise

@@ -13,13 +13,21 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from tfgpu.doors import quoting, untrusted
 from tfgpu.envs.location import Location
 from tfgpu.installers.options import Options  # noqa: F401 - part of the backend interface
+from tfgpu.records import factory, record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tfgpu.process.runner import Runner
+    from tfgpu.progress import Reporter
+    from tfgpu.resolver.model import Resolution
 
 
 class StepKind(str, Enum):
@@ -57,7 +65,7 @@ class StepKind(str, Enum):
 WRITES = (StepKind.REQUIREMENTS, StepKind.LOCKED_REQUIREMENTS, StepKind.SYSTEM_FILE, StepKind.TOOLKIT_MARKER)
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     """One thing an install does, with everything it needs to do it."""
 
@@ -72,7 +80,7 @@ class Step:
     """What a write step writes (a lock's body included: ``--dry-run`` shows it)."""
     env: tuple[tuple[str, str], ...] = ()
     """Environment variables the command needs (e.g. ``CONDA_OVERRIDE_CUDA``)."""
-    payload: object = None
+    payload: Any = None
     """What the handler needs beyond the above (a download's artifact, the marker's fields)."""
     fallback: tuple[str, ...] = ()
     """The command run instead when ``argv`` finds a package missing (offline: the wheel directory
@@ -117,7 +125,7 @@ class LockedPackage(tuple):
     sha256 = property(lambda self: self[3])
 
 
-@dataclass(frozen=True)
+@record
 class Source:
     """Where the packages come from: a fresh resolution, a lock, or a bundle (``tfgpu.lock`` reads
     and checks those and hands the result over as this; installers never read lock files)."""
@@ -143,33 +151,33 @@ class Source:
         return self.kind != "resolve"
 
 
-@dataclass
+@record(frozen=False)
 class Outcome:
     """What an install produced."""
 
     prefix: Path
     python: Path
-    installed: dict[str, str] = field(default_factory=dict)
+    installed: dict[str, str] = factory(dict)
     """Every distribution in the env and its exact version."""
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = factory(list)
     activate: str = ""
     """How a person activates the env (empty: ``source <prefix>/bin/activate``)."""
-    kernels: list[str] = field(default_factory=list)
+    kernels: list[str] = factory(list)
     """Jupyter kernels registered for the env (names under the kernels directory)."""
 
 
-@dataclass
+@record(frozen=False)
 class Context:
     """Everything a step handler may use, built once per build."""
 
-    resolution: object
+    resolution: Resolution
     location: Location
     options: Options
     source: Source
-    runner: object
-    reporter: object
+    runner: Runner
+    reporter: Reporter
     outcome: Outcome
-    facts: dict = field(default_factory=dict)
+    facts: dict = factory(dict)
     """What :meth:`Backend.survey` read, and what earlier steps leave for later ones (solved records)."""
 
 
@@ -256,16 +264,17 @@ def _attempt(step: Step, context: Context):
     from tfgpu.engines import pip_progress, uv_progress
 
     # uv's and pip's downloads: on a pseudo-terminal, so that they draw their bytes for the tool's bars.
-    watch = None
+    watch: uv_progress.UvProgress | pip_progress.PipProgress | None = None
     if step.kind == StepKind.RUN and uv_progress.draws_progress(step.argv):
         watch = uv_progress.UvProgress(context.reporter)
     elif step.kind == StepKind.RUN and pip_progress.draws_progress(step.argv):
         watch = pip_progress.PipProgress(context.reporter)
+    screen: dict[str, Any] = {"screen": watch.feed} if watch is not None else {}
     done = context.runner.run(
         step.argv,
         env=dict(step.env),
         on_line=context.reporter.output if step.kind == StepKind.RUN else None,
-        **({"screen": watch.feed} if watch is not None else {}),
+        **screen,
     )
     if done.returncode == 0 and watch is not None:
         watch.finish()
@@ -275,10 +284,9 @@ def _attempt(step: Step, context: Context):
 def _run(step: Step, context: Context):
     """Run ``step``'s command; with a ``fallback`` (:func:`directory_first`), run that instead when
     the command finds a package missing. A failure raises ``install-failed``."""
-    from dataclasses import replace
-
     from tfgpu.engines.uv import lacking, run_failure
     from tfgpu.installers.failures import install_failed, stalled
+    from tfgpu.records import replace
 
     done = _attempt(step, context)
     if done.stalled:

@@ -71,7 +71,7 @@ class CondaBackend(Backend):
         if source.locked:
             steps = self._locked_packages(root, source)
             pip_text = source.requirements
-            sources = (
+            sources: tuple[str, ...] = (
                 ("--find-links", str(source.bundle / "wheels"), "--offline", "--no-index")
                 if source.bundle
                 else (("--offline",) if options.offline else ())

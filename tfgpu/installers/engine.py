@@ -83,7 +83,7 @@ class PackageEngine(ABC):
 
     manager = ""
     """``pip`` or ``conda``: the package manager the engine stands for (``engine_for`` picks by it)."""
-    cache: Path | None = None
+    cache: Path
     """The engine's package cache: files in the env may be links into it."""
 
     @abstractmethod
@@ -341,10 +341,16 @@ class RattlerEngine(PackageEngine):
 
     # --- a conda prefix that exists ---------------------------------------------------------
 
+    @property
+    def env(self) -> Path:
+        """The conda prefix repair works on (the engine was made for it: ``engine_for``)."""
+        assert self.prefix is not None, "a rattler engine without a prefix only solves and links for create"
+        return self.prefix
+
     def _installed(self) -> list:
         from rattler import PrefixRecord
 
-        return [PrefixRecord.from_path(path) for path in sorted((self.prefix / "conda-meta").glob("*.json"))]
+        return [PrefixRecord.from_path(path) for path in sorted((self.env / "conda-meta").glob("*.json"))]
 
     def _solve(self, wanted: Wanted) -> list:
         if not wanted.requirements:
@@ -370,7 +376,7 @@ class RattlerEngine(PackageEngine):
             return
         have = {r.name.normalized for r in self._installed()}
         reporter.note(f"linking {', '.join(f'{r.name.normalized}={r.version}' for r in new)} into the env")
-        self.link(new, self.prefix, self.prefix, reporter=reporter, offline=self.offline, keep=have - wanted.changing)
+        self.link(new, self.env, self.env, reporter=reporter, offline=self.offline, keep=have - wanted.changing)
 
     def undo(self, added: list[str], changed: dict[str, str], reporter) -> None:
         """``changed``: each replaced package's conda-meta record before the repair; it is fetched
@@ -388,8 +394,8 @@ class RattlerEngine(PackageEngine):
         reporter.note(f"unlinking {', '.join(added)}" if added else "putting back the replaced packages")
         self.link(
             before,
-            self.prefix,
-            self.prefix,
+            self.env,
+            self.env,
             reporter=reporter,
             offline=self.offline and not before,
             keep={r.name.normalized for r in keep},

@@ -6,16 +6,15 @@ mode lives here, next to the installers that read them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tfgpu.engines import uv as uv_engine
 from tfgpu.errors import UsageError
+from tfgpu.records import record
 
 ENGINES = {"uv": "pip", "pip": "pip", "rattler": "conda", "conda": "conda", "mamba": "conda", "micromamba": "conda"}
 """Each ``--engine`` and the mode whose envs it builds (system mode builds its venv like pip mode)."""
 
 
-@dataclass(frozen=True)
+@record
 class Options:
     """How to build, from the command line."""
 

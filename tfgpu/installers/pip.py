@@ -13,7 +13,6 @@ holds TensorFlow's CUDA stack and another framework's keeps TensorFlow's CUDA wh
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from tfgpu.doors import untrusted
@@ -33,6 +32,7 @@ from tfgpu.installers.base import (
     kernel_steps,
 )
 from tfgpu.installers.engine import UvEngine
+from tfgpu.records import replace
 from tfgpu.resolver import tables
 
 IPYKERNEL = requirement("ipykernel", what="--jupyter")
@@ -110,8 +110,10 @@ class PipBackend(Backend):
             ]
         title = f"Install TensorFlow {libraries}".rstrip()
         if self.engine(options) == "uv":
+            uv = self.packages
+            assert uv is not None  # the engine is uv only where uv was found
             warm = facts.get("warm", False)
-            cache, uv = self.cache_dir, self.packages
+            cache = self.cache_dir
             how = "" if self.python else f" (uv provides a managed Python {resolution.python})"
             steps.append(
                 Step(
@@ -261,6 +263,8 @@ class PipBackend(Backend):
         found = stacks.stacks_of_pins(pins)
         own = int(str(context.resolution.cuda or "0").split(".")[0] or 0)
         if len(found) > 1 and own in found and self.engine(context.options) == "uv":
+            uv = self.uv
+            assert uv is not None  # the engine is uv only where uv was found
             main, apart = stacks.split_lock(text, own)
             side = lock.parent / stacks.APART_PINS
             writes.put_text(side, apart)
@@ -270,6 +274,7 @@ class PipBackend(Backend):
             python = str(context.location.staging / "bin" / "python")
 
             def install_apart(extra: tuple[str, ...]) -> tuple[str, ...]:
+                assert self.packages is not None  # two stacks are installed only by uv
                 argv = self.packages.install_command(python, side, extra, no_deps=True, compile_bytecode=False)
                 return (*argv, "--target", str(target))
 

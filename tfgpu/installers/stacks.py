@@ -143,7 +143,8 @@ def split_lock(text: str, major: int) -> tuple[str, str]:
         if line[:1] not in (" ", "\t", "") and not line.startswith("#"):
             blocks.append([])
         blocks[-1].append(line)
-    keep, apart = [], []
+    keep: list[str] = []
+    apart: list[str] = []
     for block in blocks:
         head = block[0].split()[0].rstrip("\\") if block and block[0].strip() else ""
         found = stacks_of_pins([head]) if head and not head.startswith("#") else {}

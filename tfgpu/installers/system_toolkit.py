@@ -11,12 +11,12 @@ can simulate a non-root user or a different root without being one.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu.doors import untrusted
 from tfgpu.envs import writes
 from tfgpu.errors import ImpossibleError
+from tfgpu.records import record
 
 TOOLKIT_MARKER = "tfgpu-toolkit.json"
 SYSTEM_PREFIX = Path("/usr/local")
@@ -32,7 +32,7 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
-@dataclass(frozen=True)
+@record
 class ToolkitPlace:
     """Where the toolkit goes and how the env refers to it."""
 
@@ -109,7 +109,7 @@ def place_toolkit(cuda: str, location, system: bool, items, force: bool) -> Tool
         raise ImpossibleError(
             "toolkit-differs",
             f"{final} was installed by tfgpu-install from other files "
-            f"(cuDNN {marker.get('cudnn_version')}); it is left untouched.",
+            f"(cuDNN {(marker or {}).get('cudnn_version')}); it is left untouched.",
             [
                 "Add --force to rebuild it (the old one stays until the new one is complete).",
                 "Or use a user prefix: --prefix DIR.",

@@ -25,20 +25,20 @@ each format's folder asks the first two questions of its own file (``pip/check.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu.doors import quoting
+from tfgpu.records import factory, record
 
 
-@dataclass
+@record(frozen=False)
 class Check:
     path: Path
     mode: str
     platforms: list[str]
     tensorflow: str
     python: str
-    changes: list[dict] = field(default_factory=list)
+    changes: list[dict] = factory(list)
     packages: int = 0
     regenerate: str = ""
     """The command that writes this lock again, for the same target (its header's; not in ``--json``)."""
@@ -93,6 +93,7 @@ def package_changes(found: Check, platform: str, before: dict, after: dict) -> N
     for name in sorted(set(before) | set(after)):
         old, new = before.get(name), after.get(name)
         if old is None:
+            assert new is not None  # the name is in one of the two
             found.add(
                 "package",
                 f"{platform}: {name} {new[0]} would be added",
@@ -233,7 +234,7 @@ def _output_of(found: Check, wanted: dict) -> str | None:
         return str(path)
 
 
-@dataclass
+@record(frozen=False)
 class ProjectLocks:
     """``lock --check`` with no file: every lock the project file describes, checked."""
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 
 from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.records import record
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _URL = re.compile(r"[A-Za-z0-9._~:/+%@=-]{1,2000}")
@@ -22,7 +22,7 @@ _URL = re.compile(r"[A-Za-z0-9._~:/+%@=-]{1,2000}")
 _CONDA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,200}")
 
 
-@dataclass(frozen=True)
+@record
 class CondaPin:
     """One conda package of a lock: what is downloaded from where, and the sha256 it must have."""
 
@@ -36,7 +36,7 @@ class CondaPin:
         return self.url.rsplit("/", 1)[-1]
 
 
-@dataclass(frozen=True)
+@record
 class Locked:
     """The pins of one platform of a lock, as an export installs them.
 

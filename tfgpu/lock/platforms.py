@@ -8,13 +8,13 @@ machine say the same thing): ``linux-64``, ``linux-aarch64``, ``win-64``, ``osx-
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from functools import cached_property
 
 from packaging import tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from tfgpu.errors import UsageError
+from tfgpu.records import record
 
 # glibc 2.28 (RHEL 8, Debian 10, Ubuntu 20.04 and newer): TensorFlow's and NVIDIA's wheels are
 # manylinux_2_27/2_17, so this admits all of them while staying portable across current distros.
@@ -22,7 +22,7 @@ _GLIBC = (2, 28)
 _MACOS = (14, 0)
 
 
-@dataclass(frozen=True)
+@record
 class Platform:
     """A lock target."""
 

@@ -21,6 +21,10 @@ from tfgpu.engines.uv import INDEX_VARIABLES
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.lock.platforms import Platform
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
+
 DEFAULT_INDEX = "https://pypi.org/simple"
 _LOCAL = re.compile(r"file:|(?<![\w.-])/(?:opt|tmp|home|root|work|var)/|127\.0\.0\.1|localhost")
 
@@ -71,7 +75,7 @@ def compile_pins(
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req_in = Path(tmp) / "requirements.in"
         req_in.write_text(lines(requirements), encoding="utf-8")
-        common = {
+        common: dict[str, Any] = {
             "python_version": python,
             "python_platform": platform.uv,
             "index": index,
@@ -94,11 +98,10 @@ def compile_pins(
         pylock = untrusted.read_text(Path(tmp) / "pylock.toml", untrusted.PIP_LOCK) if with_pylock else ""
     if index == DEFAULT_INDEX:
         for text in (body, pylock):
-            if _LOCAL.search(text):
+            if local := _LOCAL.search(text):
                 raise OperationError(
                     "lock-has-local-paths",
-                    f"The lock would record a machine-local location "
-                    f"({_LOCAL.search(text).group(0)!r}); it was not written.",
+                    f"The lock would record a machine-local location ({local.group(0)!r}); it was not written.",
                     [f"The whole uv output is in {runner.log_path}; please report this."],
                 )
     return body, pylock
@@ -130,10 +133,10 @@ def compile_pylock(
         if result.returncode != 0:
             raise _compile_failed(result, requirements, platform, python, runner.log_path)
         pylock = untrusted.read_text(Path(tmp) / "pylock.toml", untrusted.PIP_LOCK)
-    if index == DEFAULT_INDEX and _LOCAL.search(pylock):
+    if index == DEFAULT_INDEX and (local := _LOCAL.search(pylock)):
         raise OperationError(
             "lock-has-local-paths",
-            f"The lock would record a machine-local location ({_LOCAL.search(pylock).group(0)!r}); it was not written.",
+            f"The lock would record a machine-local location ({local.group(0)!r}); it was not written.",
             [f"The whole uv output is in {runner.log_path}; please report this."],
         )
     return pylock

@@ -9,7 +9,7 @@ from tfgpu.doors.requirements import requirement
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import Platform, parse_platform
 from tfgpu.records import replace
-from tfgpu.resolver.model import Notice, Packages
+from tfgpu.resolver.model import Notice, Packages, Resolution
 from tfgpu.resolver.request import OSES, parse_arch, parse_choice
 from tfgpu.settings import Selectors
 
@@ -28,7 +28,7 @@ def parse_platforms(names: list[str]) -> list[Platform]:
 
 def lock_targets(
     names: list[str], selectors: Selectors, *, allow_cpu: bool, host=None
-) -> list[tuple[Platform, object, bool]]:
+) -> list[tuple[Platform, Resolution, bool]]:
     """``[(platform, resolution, cpu_only)]``: each platform resolved with the command's selectors
     (a ``tfgpu.settings.Selectors``) and that platform's OS and
     architecture; ``host`` is this machine's facts, which the resolver uses only where the target is

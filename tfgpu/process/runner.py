@@ -276,7 +276,7 @@ class Runner:
                     child.stdin.close()
                 except BrokenPipeError:
                     pass
-            if terminal is not None:
+            if terminal is not None and screen is not None:  # a terminal is opened only for a screen
                 read_terminal(terminal[0], screen, Printed(lines, on_line))
             else:
                 for line in child.stdout:
@@ -300,7 +300,7 @@ class Runner:
             return Completed(argv, 124, output, time.monotonic() - started, stalled=floor.reason)
         output = "".join(lines)
         seconds = time.monotonic() - started
-        if timer is not None and returncode == -signal.SIGKILL and seconds >= timeout:
+        if timer is not None and timeout is not None and returncode == -signal.SIGKILL and seconds >= timeout:
             returncode = 124
             output += f"\n[killed after {timeout:.0f} s]"
         if not quiet:

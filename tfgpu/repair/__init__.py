@@ -37,6 +37,7 @@ def locate(name: str | None, prefix: str | None, interpreter: str | None, enviro
         purpose="repair",
         **({} if environ is None else {"environ": environ}),
     )
+    assert target is not None  # which_env answers None only for doctor
     if target.prefix is not None:
         refuse_link(target.prefix)
     return target
@@ -211,7 +212,7 @@ def _telling_what_is_left(root: Path, undoing: bool = False):
         yield
     except KeyboardInterrupt as stop:
         if getattr(stop, "outcome", None) is None:
-            stop.outcome = _unfinished(root, undoing) or "the env was not changed"
+            stop.__dict__["outcome"] = _unfinished(root, undoing) or "the env was not changed"
         raise
 
 

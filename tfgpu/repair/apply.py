@@ -109,7 +109,7 @@ def _half_gone(site: Path | None, name: str, version: str) -> bool:
             continue
         text = untrusted.text_or_none(dist_info / "RECORD", untrusted.ENV_FILE, errors="replace")
         rows = csv.reader(io.StringIO(text or ""))
-        return text is None or any(row and row[0] and not os.path.lexists(site / row[0]) for row in rows)
+        return text is None or any(row and row[0] and not os.path.lexists(dist_info.parent / row[0]) for row in rows)
     return False
 
 
@@ -237,7 +237,7 @@ def apply_repair(plan: RepairPlan, installer: PackageEngine, reporter) -> Applie
         with shielded():
             undone = undo_journal(prefix, journal, installer, reporter)
         if isinstance(error, KeyboardInterrupt):  # the CLI says this instead of a general line
-            error.outcome = rolled_back(prefix, undone)
+            error.__dict__["outcome"] = rolled_back(prefix, undone)
         raise
     return Applied(
         added=tuple(AddedPackage.of(row) for row in added_now),
@@ -335,20 +335,20 @@ def _package_changes(prefix: Path, journal: dict) -> tuple[list[str], dict, list
     left: list[str] = []
     if journal.get("manager") == "conda":
         before = journal.get("conda_before", {})
-        now = conda_packages(prefix)
+        held = conda_packages(prefix)
         if done:
             versions = {p["name"]: p.get("version") for p in journal.get("added", []) if p.get("conda")}
             candidates = {n: versions.get(n) for n in journal.get("conda_added", [])}
         else:
-            candidates = {n: None for n in sorted(set(now) - set(before))}
+            candidates = {n: None for n in sorted(set(held) - set(before))}
         added = []
         for name, version in sorted(candidates.items()):
-            ours = version is not None or (name, now.get(name)) in intended
-            if name in now and ours and (version is None or now[name] == version):
+            ours = version is not None or (name, held.get(name)) in intended
+            if name in held and ours and (version is None or held[name] == version):
                 added.append(name)
-            elif name in now:
-                left.append(f"{name} {now[name]} (not as the repair left it, or not the repair's)")
-        replaced = {n: t for n, t in journal.get("conda_replaced", {}).items() if now.get(n) != before.get(n)}
+            elif name in held:
+                left.append(f"{name} {held[name]} (not as the repair left it, or not the repair's)")
+        replaced = {n: t for n, t in journal.get("conda_replaced", {}).items() if held.get(n) != before.get(n)}
         return added, replaced, left
     site = next(iter(sorted(prefix.glob("lib/python3*/site-packages"))), None)
     now = installed(site)
@@ -399,7 +399,7 @@ def undo_journal(prefix: Path, journal: dict, installer: PackageEngine, reporter
     listed = journal.get("listing") if journal.get("manager", "pip") != "conda" else None
     interrupted = journal.get("state") != "done" and listed is not None
     ours: set[str] = set()
-    if interrupted:
+    if interrupted and listed is not None:
         ours = _this_install(prefix, site, journal, listed, added)
         added = [name for name in added if name not in ours]  # the sweep takes these, half or whole
     installer.undo(added, changed, reporter)
@@ -413,11 +413,11 @@ def undo_journal(prefix: Path, journal: dict, installer: PackageEngine, reporter
             writes.put_state(path, original, root=prefix)
         else:
             left.append(f"{relative} (changed since the repair wrote it)")
-    for pattern in HOOK_CACHES if site is not None else ():
-        for cached in site.glob(pattern):
+    for pattern in HOOK_CACHES:
+        for cached in site.glob(pattern) if site is not None else ():
             writes.delete(cached, root=prefix)
     swept: list[str] = []
-    if interrupted:
+    if interrupted and listed is not None:
         names = ours | ({p.get("name") for p in journal.get("intended", [])} - set(journal.get("before", {})))
         wanted = {
             (canonical(str(p.get("name"))), str(p.get("version")))

@@ -259,7 +259,7 @@ def sweep(
         if relative in before and _ctime(dist_info / "RECORD") < since:
             continue  # there before and not written since: everything it owns is in the listing
         if not (relative not in before and _dist_name(relative) in ours) and (dist_info / "RECORD").is_file():
-            keep |= _owned(prefix, site, dist_info)
+            keep |= _owned(prefix, dist_info.parent, dist_info)  # its parent: site
     found = dict(_walk(prefix, _areas(prefix, site)))
     made = [
         prefix / relative

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -18,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from tfgpu.doors import untrusted
 from tfgpu.envs import writes
+from tfgpu.records import factory, record, replace
 from tfgpu.repair.survey import EnvSurvey, canonical
 from tfgpu.resolver import tables
 
@@ -25,7 +25,7 @@ CONDA_CUDA = ("cudatoolkit", "cuda-cudart", "cuda-version", "cudnn", "libcublas"
 """conda packages whose presence makes a conda prefix's CUDA conda's (not PyPI wheels')."""
 
 
-@dataclass(frozen=True)
+@record
 class PackageChange:
     name: str
     wanted: str
@@ -38,15 +38,15 @@ class PackageChange:
         return {"name": self.name, "wanted": self.wanted, "installed": self.installed, "reason": self.reason}
 
 
-@dataclass
+@record(frozen=False)
 class RepairPlan:
     survey: EnvSurvey
     resolution: object
     manager: str
     """``pip`` (CUDA wheels in site-packages) or ``conda`` (the prefix's conda CUDA packages)."""
-    add: list[PackageChange] = field(default_factory=list)
-    change: list[PackageChange] = field(default_factory=list)
-    files: dict[str, object] = field(default_factory=dict)
+    add: list[PackageChange] = factory(list)
+    change: list[PackageChange] = factory(list)
+    files: dict[str, object] = factory(dict)
     """Files to write (env-relative path -> ("file", bytes, mode) or ("link", target)), after the packages."""
     left_open: tuple[tuple[str, str], ...] = ()
     """(env-relative path, where it links): links out of the env that make a dlopened name load from
@@ -221,7 +221,7 @@ def render_activation(survey: EnvSurvey, manager: str, scratch: Path, reads=None
         layout = activation.read_layout(prefix, survey.site_relative, tables.dlopened_names())
         layout = replace(layout, other_first=other_stack_first(prefix / survey.site_relative, reads))
         written = activation.write_venv_activation(scratch, layout)
-    rendered = {}
+    rendered: dict[str, object] = {}
     for path in written:
         if not (path.exists() or path.is_symlink()):
             continue  # e.g. bin/activate.fish where the env has none

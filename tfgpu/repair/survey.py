@@ -6,11 +6,11 @@ repair may touch at all (a venv or a conda prefix; never a system or externally 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu.doors import untrusted
 from tfgpu.errors import ImpossibleError
+from tfgpu.records import factory, record
 
 JOURNAL = Path("etc") / "tfgpu" / "repair.json"
 """Inside the env: what a repair added and the original bytes of what it edited (``--undo`` reads it)."""
@@ -21,7 +21,7 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@dataclass
+@record(frozen=False)
 class EnvSurvey:
     """An env as repair sees it."""
 
@@ -35,9 +35,9 @@ class EnvSurvey:
     tf_distribution: str | None
     cuda_build: bool
     build_info: dict
-    distributions: dict[str, str] = field(default_factory=dict)
+    distributions: dict[str, str] = factory(dict)
     """Every installed distribution (PEP 503 name) and its version."""
-    conda: dict[str, str] = field(default_factory=dict)
+    conda: dict[str, str] = factory(dict)
     """conda packages (name -> version), for conda prefixes."""
     journal: dict | None = None
 

@@ -14,7 +14,7 @@ asks ``judge`` (the same function), so the table and the plan cannot disagree. P
 
 from __future__ import annotations
 
-from tfgpu.records import named_tuple
+from tfgpu.records import record
 from tfgpu.resolver import gpu, newgpu, tables
 from tfgpu.versions import Range, parse
 
@@ -23,7 +23,7 @@ RUNS, PTX_JIT, NO_XLA, CANNOT_RUN, UNKNOWN = "runs", "ptx-jit", "no-xla", "canno
 cannot compile (and Keras does not use it unasked); the sources say it fails; nothing recorded."""
 
 
-@named_tuple
+@record
 class Truth:
     tensorflow: str
     cc: str

@@ -11,6 +11,7 @@ Pure: the row and the target are all it reads.
 
 from __future__ import annotations
 
+from tfgpu.records import replace
 from tfgpu.resolver.drivers import driver_key
 from tfgpu.resolver.gpu import Arch, Coverage, cc_tuple, coverage
 
@@ -47,7 +48,7 @@ def for_os(row, os: str):
     if os == "linux" or not row.cuda:
         return row
     need = driver_need(row.cuda, os)
-    return row._replace(driver=need.minimum if need else "")
+    return replace(row, driver=need.minimum if need else "")
 
 
 def why_not(row, driver: str | None, ccs: tuple[str, ...]) -> list[str]:

@@ -20,14 +20,14 @@ import re
 
 from tfgpu.data import derived, load
 from tfgpu.errors import ImpossibleError
-from tfgpu.records import named_tuple
+from tfgpu.records import record
 from tfgpu.resolver.model import Companion, CoPlan
 from tfgpu.versions import Range, parse
 
 LINUX = "linux_x86_64"
 
 
-@named_tuple
+@record
 class Row:
     """One release of a companion (per CUDA extra for JAX), as ``companions.toml`` lists it."""
 

@@ -81,6 +81,7 @@ def newest_fit(target: Target, mode: str, pre: bool = False, tf_source: str | No
 
 def _no_fit(request: Request, target: Target, releases) -> ImpossibleError:
     first = evaluate(releases[0], target, request.mode, request.tf_source).failure
+    assert first is not None  # no release fits
     alternatives = list(first.alternatives)
     if first.code == "gpu-arch-cannot-run":
         # ways_forward already names the newest release the sources do not say fails, first.
@@ -116,6 +117,7 @@ def _many(request: Request, releases, first) -> str:
 
 def _resolution(ev: Evaluation, how: str, rejected: list[Rejection], host) -> Resolution:
     release, target = ev.release, ev.target
+    assert ev.python is not None  # a release that fits has its Python
     option = ev.options[ev.mode]
     warnings, reasons = notices_for(ev, how, host)
     series = tables.series().get(release.series)

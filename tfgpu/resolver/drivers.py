@@ -8,7 +8,7 @@ JIT-compiled by the driver, which needs the toolkit's own minimum.
 
 from __future__ import annotations
 
-from tfgpu.records import named_tuple
+from tfgpu.records import record
 from tfgpu.resolver import tables
 from tfgpu.versions import parse
 
@@ -24,7 +24,7 @@ def driver_at_least(found: str, needed: str) -> bool:
     return driver_key(found) >= driver_key(needed)
 
 
-@named_tuple
+@record
 class DriverNeed:
     """The driver a CUDA build needs on one OS, and why."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from tfgpu.records import factory, named_tuple, record
+from tfgpu.records import factory, record
 from tfgpu.resolver import archtruth, gpu, macos, tables
 from tfgpu.resolver.drivers import DriverNeed, driver_at_least, driver_need
 from tfgpu.resolver.model import ModeOption, Target
@@ -19,7 +19,7 @@ from tfgpu.versions import parse
 LAST_NATIVE_WINDOWS = parse("2.10.1")
 
 
-@named_tuple
+@record
 class Failure:
     code: str
     message: str
@@ -168,6 +168,7 @@ def _glibc(ev: Evaluation) -> Failure | None:
 
 def _modes(ev: Evaluation) -> Failure | None:
     release, target = ev.release, ev.target
+    assert ev.python is not None  # chosen by _python, the check before
     ev.options = {
         "pip": pip_option(release, target.platform, ev.python, ev.metal),
         "conda": conda_option(release, ev.cuda, ev.cudnn, ev.python, ev.metal),

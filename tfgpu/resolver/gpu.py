@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 
-from tfgpu.records import named_tuple
+from tfgpu.records import record
 
 
 class Coverage(enum.Enum):
@@ -25,7 +25,7 @@ class Coverage(enum.Enum):
     """The wheel does not record its architectures (TF 2.0-2.2)."""
 
 
-@named_tuple
+@record
 class Arch:
     major: int
     minor: int

@@ -9,12 +9,12 @@ tensorflow.toml). A pin PyPI has no wheel for is never planned.
 from __future__ import annotations
 
 from tfgpu.data import derived
-from tfgpu.records import named_tuple
+from tfgpu.records import record, replace
 from tfgpu.resolver import tables
 from tfgpu.versions import parse
 
 
-@named_tuple
+@record
 class Pairing:
     """What a macOS plan installs: the TF distribution, the metal row (``python`` = usable Pythons)."""
 
@@ -85,4 +85,4 @@ def pair(release: tables.Release, platform: str) -> Pairing:
             f"{row.package} {release.version} ({', '.join(package)}) and tensorflow-metal "
             f"{row.metal} ({', '.join(metal)}) have no CPython in common on {platform}.",
         )
-    return Pairing(row._replace(python=both, x86_64=platform == "macos_x86_64"))
+    return Pairing(replace(row, python=both, x86_64=platform == "macos_x86_64"))

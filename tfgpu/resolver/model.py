@@ -249,7 +249,7 @@ class Resolution:
             "reasons": list(self.reasons),
             "rejected": [as_dict(r) for r in self.rejected],
             "sources": list(self.sources),
-            "architecture": [dict(t._asdict(), source=list(t.source)) for t in self.architecture],
+            "architecture": [dict(as_dict(t), source=list(t.source)) for t in self.architecture],
             "companions": list(self.companions),
             "two_stacks": self.two_stacks,
             "coplan": self.coplan.to_dict() if self.coplan else None,

@@ -65,6 +65,7 @@ def notices_for(ev: Evaluation, how: str, host) -> tuple[list[Notice], list[str]
 
 def _metal(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
     row = ev.metal
+    assert row is not None  # a macOS plan's
     reasons.append(
         f"macOS has no CUDA: the GPU is used through tensorflow-metal {row.metal} "
         f"(published for TF {row.tensorflow}, macOS {row.macos}+)."
@@ -89,6 +90,7 @@ _WHEEL_FILES = {
 
 def _cuda(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
     target, wheel = ev.target, ev.wheel
+    assert wheel is not None  # a release without the target's wheel fails before its notices
     series = tables.series().get(ev.release.series)
     read_from = ", ".join(_WHEEL_FILES[k] for k in wheel.source if k in _WHEEL_FILES) or "its build_info.py"
     compiled = f", compiled against cuDNN {wheel.cudnn_compiled}" if wheel.cudnn_compiled else ""
@@ -119,6 +121,7 @@ def _driver(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
         reasons.append(f"No driver minimum is recorded for CUDA {ev.cuda} on {target.os}.")
         return
     reasons.append(need.rule)
+    assert ev.cuda is not None  # a driver need is found only for a CUDA
     wsl = tables.cuda_facts()["wsl2_driver"].get(int(ev.cuda.split(".")[0]), {})
     if target.os == "wsl2" and (not wsl or ev.release.version not in Range(wsl.get("docs_cover", ""))):
         warnings.append(
@@ -184,6 +187,7 @@ def _architecture(ev: Evaluation, cc: str, warnings: list[Notice], reasons: list
 
 
 def _gpus(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
+    assert ev.wheel is not None  # a release without the target's wheel fails before its notices
     target, caps = ev.target, ev.wheel.compute_capabilities
     if caps:
         reasons.append(f"TF {ev.release.version}'s kernels: compute capability {gpu.describe(caps)}.")

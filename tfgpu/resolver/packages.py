@@ -10,7 +10,7 @@ system: NVIDIA's runfile for the build's CUDA, a cuDNN archive, then TensorFlow 
 
 from __future__ import annotations
 
-from tfgpu.doors.requirements import canonical, match_spec, requirement
+from tfgpu.doors.requirements import Requirement, canonical, match_spec, requirement
 from tfgpu.resolver import tables
 from tfgpu.resolver.model import ModeOption, Notice, Packages
 from tfgpu.versions import Range, parse
@@ -104,7 +104,7 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
             )
         return ModeOption(True, Packages(pip=tuple(pip), notes=tuple(notes), cuda_extra=pins))
     if release.and_cuda:
-        pins = [
+        explicit_pins = [
             requirement(dist, spec, what=_DATA)
             for dist, spec in sorted(release.and_cuda.items())
             if not dist.startswith("tensorrt")
@@ -112,7 +112,7 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
         return ModeOption(
             True,
             Packages(
-                pip=(requirement(name, f"=={release.version}", what=_DATA), *pins),
+                pip=(requirement(name, f"=={release.version}", what=_DATA), *explicit_pins),
                 notes=(
                     f"The and-cuda extra of TF {release.version} cannot be installed ({explicit[0].code}): "
                     "its CUDA pins are installed explicitly, without TensorRT.",
@@ -142,14 +142,14 @@ def pip_option(release, platform: str, python: str, metal_row) -> ModeOption:
     )
 
 
-def _ptxas_floor(release) -> str:
+def _ptxas_floor(release) -> Requirement | None:
     _, ptxas = tables.pip_cuda()
     spec = release.and_cuda.get(ptxas.get("package", ""), "")
     first_good = ptxas.get("first_good", "")
     if not spec or not first_good or spec.startswith("=="):
-        return ""
+        return None
     allowed = Range(spec)
-    return requirement(ptxas["package"], f">={first_good}", what=_DATA) if parse(first_good) in allowed else ""
+    return requirement(ptxas["package"], f">={first_good}", what=_DATA) if parse(first_good) in allowed else None
 
 
 def _cuda(release, platform: str) -> str:

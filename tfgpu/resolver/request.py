@@ -224,7 +224,7 @@ def parse_with(values) -> tuple[tuple[str, str | None, str, str], ...]:
 
     from tfgpu.doors import requirements
 
-    found = []
+    found: list[tuple[str, str | None, str, str]] = []
     from tfgpu.versions import MAX_SPECIFIER, specifier
 
     if not isinstance(values, (list, tuple)):

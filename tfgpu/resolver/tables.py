@@ -8,7 +8,7 @@ the other files are curated from shared/reference/compat-facts.md.
 from __future__ import annotations
 
 from tfgpu.data import derived
-from tfgpu.records import named_tuple
+from tfgpu.records import record
 from tfgpu.versions import PlainVersion, Range, parse
 
 PLATFORMS = ("linux_x86_64", "linux_aarch64", "windows_x86_64", "macos_x86_64", "macos_arm64")
@@ -21,7 +21,7 @@ def load_toml(name: str) -> dict:
     return load(name)
 
 
-@named_tuple
+@record
 class Wheel:
     """What the wheel of one release for one platform contains (read from the wheel itself)."""
 
@@ -41,7 +41,7 @@ class Wheel:
     unverified: tuple[str, ...] = ()
 
 
-@named_tuple
+@record
 class Series:
     """TensorFlow's tested build configuration for one minor series (docs table)."""
 
@@ -56,7 +56,7 @@ class Series:
     unverified: tuple[str, ...] = ()
 
 
-@named_tuple
+@record
 class Release:
     """One TensorFlow release, with its wheels per platform."""
 
@@ -79,7 +79,7 @@ class Release:
         return f"{self.version.major}.{self.version.minor}"
 
 
-@named_tuple
+@record
 class Quirk:
     """A known way a release breaks, and what the plan does about it (``quirks.toml``)."""
 
@@ -94,7 +94,7 @@ class Quirk:
     source: tuple[str, ...]
 
 
-@named_tuple
+@record
 class Toolkit:
     """One CUDA toolkit release and the driver it needs (``cuda.toml``)."""
 
@@ -109,7 +109,7 @@ class Toolkit:
     unverified: tuple[str, ...] = ()
 
 
-@named_tuple
+@record
 class MvcFloor:
     """The lowest driver that runs any CUDA of one major (minor-version compatibility)."""
 
@@ -120,7 +120,7 @@ class MvcFloor:
     unverified: tuple[str, ...] = ()
 
 
-@named_tuple
+@record
 class MetalRow:
     """A row of tensorflow-metal's published compatibility table (``metal.toml``)."""
 
@@ -135,7 +135,7 @@ class MetalRow:
     note: str = ""
 
 
-@named_tuple
+@record
 class CondaCudnn:
     """A cuDNN version conda-forge carries, with the CUDA variants it was built for."""
 
@@ -147,7 +147,7 @@ class CondaCudnn:
     """PEP 440 ranges of the CUDA its linux-64 builds install with (``>=12.0,<13``)."""
 
 
-@named_tuple
+@record
 class CondaForge:
     """What conda-forge carries for CUDA and TensorFlow (``conda_forge.toml``)."""
 
@@ -160,7 +160,7 @@ class CondaForge:
     """The wheel platforms conda-forge builds TensorFlow with CUDA for (elsewhere its builds are CPU-only)."""
 
 
-@named_tuple
+@record
 class PipCudaSet:
     """Explicit CUDA wheels for releases without the ``and-cuda`` extra (``pip_cuda.toml``)."""
 
@@ -365,7 +365,7 @@ def pip_cuda() -> tuple[tuple[PipCudaSet, ...], dict]:
     return sets, data.get("ptxas", {})
 
 
-@named_tuple
+@record
 class CudnnArchive:
     """One NVIDIA cuDNN archive (``cudnn_archives.toml``); ``sha256 == ""`` means unverifiable."""
 

@@ -48,6 +48,7 @@ def make_target(request: Request, host) -> Target:
             driver_source = f"version unknown; the driver supports CUDA {host.driver.cuda} (libcuda)"
 
     if request.gpu_cc:
+        ccs: tuple[str, ...]
         ccs, gpu_source = (request.gpu_cc,), "--gpu-cc"
     elif here and host.gpus:
         ccs = tuple(dict.fromkeys(g.compute_capability for g in host.gpus if g.compute_capability))

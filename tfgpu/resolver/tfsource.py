@@ -13,7 +13,7 @@ builds CUDA variants for Linux x86_64 only. Asked for and missing, it is refused
 from __future__ import annotations
 
 from tfgpu.doors.requirements import match_spec
-from tfgpu.records import named_tuple
+from tfgpu.records import record
 from tfgpu.resolver import tables
 from tfgpu.resolver.model import ModeOption, Packages
 
@@ -21,7 +21,7 @@ PYPI = "pypi"
 CONDA_FORGE = "conda-forge"
 
 
-@named_tuple
+@record
 class Choice:
     """The source chosen for one release, or why the one asked for cannot be had."""
 

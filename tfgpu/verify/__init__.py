@@ -215,8 +215,8 @@ def architecture_reason(report: dict) -> tuple[str, list[str]]:
             f"{', '.join(failed)} failed there."
         )
         wheel = release.wheels.get("linux_x86_64") if release else None
-        truth = archtruth.judge(release, wheel, cc) if wheel else None
-        if truth is None:
+        truth = archtruth.judge(release, wheel, cc) if release and wheel else None
+        if release is None or truth is None:
             return text, []
         text += f" Its sources say ({truth.verdict}): {truth.why} Sources: {', '.join(truth.source)}."
         return text, [w for w in archtruth.ways_forward(release, cc) if not w.startswith("--allow-unsupported-gpu")]

@@ -16,6 +16,10 @@ from tfgpu.doors import untrusted
 from tfgpu.errors import OperationError, UsageError
 from tfgpu.verify.ending import ended, stderr_tail, stopped_at_timeout
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
+
 FRAMEWORKS = ("torch", "jax")
 
 
@@ -53,7 +57,7 @@ def run_frameworks(prefix: Path, frameworks: tuple[str, ...], timeout: float = 6
 
     python = _env_python(prefix)
     runner = runner or Runner()
-    report = {"prefix": str(prefix), "with": list(frameworks), "orders": []}
+    report: dict[str, Any] = {"prefix": str(prefix), "with": list(frameworks), "orders": []}
     with as_file(files("tfgpu.verify").joinpath("frameworks_env.py")) as script:
         for order in orders(frameworks):
             done = runner.capture(

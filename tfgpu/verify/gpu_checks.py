@@ -33,8 +33,8 @@ def xla(tf, device):
             seconds = time.perf_counter() - started
         except Exception as error:  # noqa: BLE001 - the failure is the finding
             return {"ok": False, "error": str(error).strip().splitlines()[0][:300]}
-    error, ok = _close(compiled, float(f(x)), 1e-3)
-    return {"ok": ok, "max_relative_error": error, "compile_seconds": round(seconds, 2)}
+    worst, ok = _close(compiled, float(f(x)), 1e-3)
+    return {"ok": ok, "max_relative_error": worst, "compile_seconds": round(seconds, 2)}
 
 
 def elementwise(tf, device):
@@ -48,8 +48,8 @@ def elementwise(tf, device):
             result = (tf.tanh(x) * x + x).numpy()
     except Exception as error:  # noqa: BLE001 - the failure is the finding
         return {"ok": False, "error": str(error).strip().splitlines()[0][:300]}
-    error, ok = _close(result, expected, 1e-4)
-    return {"ok": ok, "max_relative_error": error}
+    worst, ok = _close(result, expected, 1e-4)
+    return {"ok": ok, "max_relative_error": worst}
 
 
 def conv(tf, device):
@@ -64,8 +64,8 @@ def conv(tf, device):
             result = tf.nn.conv2d(images, kernel, strides=1, padding="SAME").numpy()
     except Exception as error:  # noqa: BLE001
         return {"ok": False, "error": str(error).strip().splitlines()[0][:300]}
-    error, ok = _close(result, expected)
-    return {"ok": ok, "max_relative_error": error}
+    worst, ok = _close(result, expected)
+    return {"ok": ok, "max_relative_error": worst}
 
 
 def _mnist_model(tf, optimizer="adam"):

@@ -138,7 +138,7 @@ def soname(path):
         return None
 
 
-_RECORDS = {}
+_RECORDS = {}  # type: dict
 
 
 def _records(site):

@@ -34,7 +34,7 @@ def stack_of(prefix: Path, path: str | None) -> str:
 
 def tensorflow_own(prefix: Path) -> dict[str, str]:
     """soname -> TensorFlow's own file of it in a CUDA set kept apart (empty: one stack)."""
-    own = {}
+    own: dict[str, str] = {}
     for library in sorted(prefix.glob("lib/tfgpu/cuda[0-9]*/nvidia/*/lib/*.so*")):
         own.setdefault(library.name, str(library))
     return own

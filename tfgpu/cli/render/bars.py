@@ -60,7 +60,8 @@ class Transfer:
         self.label, self.began, self.at = label, now, now
         self.shown = shown(label)
         """The label as the terminal gets it (a file's name from a URL: no control character)."""
-        self.done, self.total, self.first = 0, None, 0
+        self.total: int | None = None
+        self.done, self.first = 0, 0
         self.samples: deque[tuple[float, int]] = deque()
         self.outcome: str | None = None
         """None while it runs; "complete" or "stopped" once its last word is known."""

@@ -77,7 +77,7 @@ class _Terminal(Console):
 
     @size.setter
     def size(self, new_size) -> None:
-        Console.size.fset(self, new_size)
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]  # rich types its property as overloads
 
 
 class Stream:

@@ -26,6 +26,12 @@ from tfgpu.cli.render.console import Stream
 from tfgpu.doors.controls import shown
 from tfgpu.progress import Reporter
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
+
+    from rich.live import Live
+
 PLAIN_EVERY = 10.0
 """Seconds between two plain lines of one transfer (a log or a pipe reads one line per transfer
 per this many seconds, never a flood)."""
@@ -65,7 +71,7 @@ def plain_line(
     return text
 
 
-_IN_PLACE = {"redirect_stdout": False, "redirect_stderr": False, "refresh_per_second": 10}
+_IN_PLACE: dict[str, Any] = {"redirect_stdout": False, "redirect_stderr": False, "refresh_per_second": 10}
 """rich's live displays leave ``sys.stdout``/``sys.stderr`` alone: redirected, stdout's lines would
 go to stderr, and a print to stderr would reach a new console on rich's proxy that does not know
 where the display's line is (a note glued to the end of the bar). Prints go through the display's
@@ -77,7 +83,8 @@ class _Plain:
 
     def __init__(self, now: float, done: int) -> None:
         self.began, self.first, self.said_at = now, done, now
-        self.done, self.total, self.said, self.ended = done, None, -1, False
+        self.total: int | None = None
+        self.done, self.said, self.ended = done, -1, False
 
 
 class ConsoleReporter(Reporter):
@@ -89,7 +96,7 @@ class ConsoleReporter(Reporter):
 
     def __init__(self, clock=time.monotonic) -> None:
         self._clock = clock
-        self._live = None
+        self._live: Live | None = None
         self._board: Board | None = None
         self._said: dict[str, tuple] = {}
         """The transfers whose last line is printed, at the bytes it said (a repeat is no news)."""
@@ -162,6 +169,7 @@ class ConsoleReporter(Reporter):
             return  # its last line is printed; a repeat of its end is no news
         self._said.pop(label, None)
         board = self._shown()
+        assert board is not None  # a bar is drawn only on a terminal
         moving = board.transfer(label, done, total)
         # One line per transfer under way, redrawn in place. A transfer that is complete stays (a
         # transfer that grows again, as uv's downloads do when it starts more, goes on in the same
@@ -217,4 +225,4 @@ class ConsoleReporter(Reporter):
 
 
 def _whole(done: int, total: int | None) -> bool:
-    return bool(total) and done >= total
+    return total is not None and 0 < total <= done

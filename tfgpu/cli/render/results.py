@@ -126,9 +126,9 @@ def plan(resolution, detected=None, note: str | None = None) -> None:
     if r.rejected:
         _out.print("[bold]Newer releases not taken[/]")
         for code, group in groupby(r.rejected, key=lambda rej: rej.code):
-            group = list(group)
-            span = group[0].tensorflow if len(group) == 1 else f"{group[-1].tensorflow}–{group[0].tensorflow}"
-            _out.print(f"  • {span} [dim]({code})[/]: {escape(group[0].message)}")
+            same = list(group)
+            span = same[0].tensorflow if len(same) == 1 else f"{same[-1].tensorflow}–{same[0].tensorflow}"
+            _out.print(f"  • {span} [dim]({code})[/]: {escape(same[0].message)}")
     if note:
         _out.print(f"[cyan]{escape(note)}[/]")
 
@@ -309,6 +309,7 @@ def created(result, resolution, unchecked: dict | None = None, naming: str = "")
         result.outcome.activate if result.outcome else ""
     ) or f"source {sh(f'{result.location.prefix}/bin/activate')}"
     python = sh(f"{result.location.prefix}/bin/python")
+    lines: tuple[tuple[str, str, str], ...]
     if naming:  # the tool's verbs first: they need no path, and work the same in bash, zsh and fish
         lines = (
             ("activate", f'eval "$(tfgpu-install activate {naming})"  or  {source}', ""),
@@ -356,7 +357,7 @@ def multiworker(report: dict, reason: bool = True) -> None:
         "gpu": "one GPU each",
         "shared-gpu": "sharing GPU 0 under a memory limit each",
         "cpu": "on the CPU (no GPU visible)",
-    }.get(report.get("devices"), str(report.get("devices")))
+    }.get(str(report.get("devices")), str(report.get("devices")))
     head = (
         "[green]multi-worker step passed[/]"
         if ok

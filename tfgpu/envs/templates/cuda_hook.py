@@ -17,14 +17,14 @@ of paths (``a.so:b.so``) loads those instead.
 import os
 import sys
 
-LIBRARIES = []  # @LIBRARIES@
-OTHER_FIRST = []  # @OTHER_FIRST@
+LIBRARIES = []  # type: list[str]  # @LIBRARIES@
+OTHER_FIRST = []  # type: list[str]  # @OTHER_FIRST@
 CUDA_DATA_DIR = ""  # @CUDA_DATA_DIR@
 PTXAS_DIR = ""  # @PTXAS_DIR@
 
-loaded = []
+loaded = []  # type: list[str]
 """Absolute paths loaded, in order (read by `tfgpu-install verify`)."""
-errors = []
+errors = []  # type: list[tuple[str, str]]
 """(path, error) for each library that did not load."""
 
 

@@ -10,7 +10,7 @@ import types
 from pathlib import Path
 
 root, files = Path(sys.argv[1]), Path(sys.argv[2])
-changed = []
+changed = []  # type: list[str]
 templates = {
     name: (files / name).read_text(encoding="utf-8") for name in ("activate.sh", "activate.fish", "cuda_hook.py")
 }
@@ -95,13 +95,13 @@ for name, members in (("tfgpu", {}), ("tfgpu.envs", {}),
     stand_in = types.ModuleType(name)
     stand_in.__dict__.update(members)
     sys.modules[name] = stand_in
-sys.modules["tfgpu"].envs, sys.modules["tfgpu"].untrusted = sys.modules["tfgpu.envs"], sys.modules["tfgpu.doors.untrusted"]
-sys.modules["tfgpu.envs"].writes = sys.modules["tfgpu.envs.writes"]
+vars(sys.modules["tfgpu"]).update(envs=sys.modules["tfgpu.envs"], untrusted=sys.modules["tfgpu.doors.untrusted"])
+vars(sys.modules["tfgpu.envs"]).update(writes=sys.modules["tfgpu.envs.writes"])
 module = types.ModuleType("tfgpu_activation")
 sys.modules[module.__name__] = module
 source = (files / "activation.py").read_text(encoding="utf-8")
 exec(compile(source, "tfgpu/envs/activation.py", "exec"), module.__dict__)
-module._template = templates.__getitem__
+vars(module)["_template"] = templates.__getitem__
 found = sorted(root.glob("lib/python3*/site-packages"))
 if not found:
     sys.exit("no site-packages under %s" % root)

@@ -37,6 +37,10 @@ from tfgpu.lock.bundle.steps import (
 )
 from tfgpu.progress import Combined
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
+
 LOCK = "conda-lock.yml"
 
 
@@ -169,7 +173,9 @@ def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "
         *(f"tool/{n}" for n in tool_files),
         *sorted(p.relative_to(out).as_posix() for p in (out / "channel").rglob("*") if p.is_file()),
     ]
-    files = {name: {"sha256": digest(out / name), "size": (out / name).stat().st_size} for name in names}
+    files: dict[str, dict[str, Any]] = {
+        name: {"sha256": digest(out / name), "size": (out / name).stat().st_size} for name in names
+    }
     manifest = {
         "format": FORMAT,
         "mode": "conda",

@@ -57,12 +57,12 @@ def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, l
                         "tfgpu-install on the target's PATH).",
                     ],
                 )
-            built = built[0]
+            wheel = built[0]
         else:
-            built = wheel_from_installation(Path(tmp))
-            runner.log(f"tfgpu-install's wheel rebuilt from its installed files: {built.name}")
-        target = dest / built.name
-        target.write_bytes(untrusted.read_bytes(built, untrusted.ARTIFACT))
+            wheel = wheel_from_installation(Path(tmp))
+            runner.log(f"tfgpu-install's wheel rebuilt from its installed files: {wheel.name}")
+        target = dest / wheel.name
+        target.write_bytes(untrusted.read_bytes(wheel, untrusted.ARTIFACT))
     with zipfile.ZipFile(target) as archive:
         meta_name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         metadata = HeaderParser().parsestr(archive.read(meta_name).decode("utf-8"))
@@ -99,7 +99,7 @@ def wheel_from_installation(out_dir: Path) -> Path:
     except metadata.PackageNotFoundError:
         raise refuse("no installed distribution named tfgpu-install was found") from None
     running = Path(tfgpu.__file__).resolve()
-    if Path(dist.locate_file("tfgpu/__init__.py")).resolve() != running or not dist.files:
+    if Path(str(dist.locate_file("tfgpu/__init__.py"))).resolve() != running or not dist.files:
         raise refuse(f"the code running ({running.parent}) is not the installed distribution's")
     info = next((p.parts[0] for p in dist.files if p.parts[0].endswith(".dist-info")), None)
     members: dict[str, bytes] = {}
@@ -114,7 +114,7 @@ def wheel_from_installation(out_dir: Path) -> Path:
             continue
         if item.parts[0] not in ("tfgpu", info):
             continue
-        data = untrusted.read_bytes(Path(dist.locate_file(item)), untrusted.PACKAGE_DATA)
+        data = untrusted.read_bytes(Path(str(dist.locate_file(item))), untrusted.PACKAGE_DATA)
         if item.hash is not None:
             found = base64.urlsafe_b64encode(hashlib.new(item.hash.mode, data).digest()).rstrip(b"=").decode()
             if found != item.hash.value:

@@ -24,6 +24,10 @@ from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins, index_url
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
+
 
 def build(resolution, platform: Platform, out: Path, *, reporter=None) -> Built:
     """Write the bundle for ``resolution`` on ``platform`` into ``out``; returns its summary."""
@@ -48,7 +52,7 @@ def build(resolution, platform: Platform, out: Path, *, reporter=None) -> Built:
     say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
     collect(wheels, out / "wheels", reporter)
     tool_files = add_tool_and_installer(out, resolution, platform, readme(meta, lock_name, len(wheels)), say, reporter)
-    files = {
+    files: dict[str, dict[str, Any]] = {
         f"wheels/{w.filename}": {"sha256": w.sha256, "size": (out / "wheels" / w.filename).stat().st_size}
         for w in wheels
     }

@@ -26,7 +26,7 @@ import contextvars
 import fcntl
 import os
 import shutil
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 from tfgpu import __version__
@@ -38,6 +38,7 @@ from tfgpu.lock.bundle.files import install_script, tool_wheel
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins
 from tfgpu.lock.tools import tools
+from tfgpu.records import record
 
 _DIRECTORY = untrusted.Kind("the bundle directory", 0, None, links=False)
 MANIFEST = "bundle.json"
@@ -45,7 +46,7 @@ PARTIAL = ".tfgpu-bundle-partial"
 FORMAT = 1
 
 
-@dataclass(frozen=True)
+@record
 class Built:
     """A bundle built: where, for what, and how big. ``conda_packages`` is None for a pip bundle."""
 
@@ -77,7 +78,7 @@ class Built:
         )
 
 
-@dataclass(frozen=True)
+@record
 class Wheel:
     """One wheel a bundle needs: where it comes from and what it must hash to."""
 
@@ -114,7 +115,7 @@ _HELD: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("tfgpu_
 
 
 @contextlib.contextmanager
-def one_writer():
+def one_writer() -> Iterator[None]:
     """Around a bundle build: the lock :func:`prepare_dir` takes on ``-o DIR`` is held until the
     build ends, so a second ``bundle`` into the same directory is refused (``bundle-busy``) rather
     than both downloading into the same ``.part`` files."""

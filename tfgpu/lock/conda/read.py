@@ -5,21 +5,26 @@ parser, and an edited, truncated or foreign lock refused before any field is use
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu.doors import untrusted
 from tfgpu.doors.urls import checked
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.conda.write import FORMAT, model_digest
+from tfgpu.records import record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import Any
 
 
-@dataclass(frozen=True)
+@record
 class CondaLock:
     """A conda-lock.yml read back and checked."""
 
     path: Path
-    lockfile: object
+    lockfile: Any
+    """conda_lock's Lockfile (conda-lock ships no type information)."""
     custom: dict
 
     @property

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import __version__
 from tfgpu.doors import secrets, untrusted
 from tfgpu.errors import ImpossibleError
+from tfgpu.records import record
 
 FORMAT = "2"
 """Format 2 binds channels, platforms and resolutions as well as the packages (:func:`lock_digest`)."""
@@ -137,7 +137,7 @@ def _entry(
     return entry | {"category": "main", "optional": False}
 
 
-@dataclass(frozen=True)
+@record
 class Written:
     """The conda-lock.yml ``lock --mode conda`` wrote: one file for every platform."""
 
@@ -327,18 +327,18 @@ def lock_platform(
         runner=runner,
     )
     entries = []
-    for record in sorted(records, key=lambda r: r.name.normalized):
+    for solved in sorted(records, key=lambda r: r.name.normalized):
         entries.append(
             _entry(
                 platform.name,
                 "conda",
-                record.name.normalized,
-                str(record.version),
-                secrets.strip(str(record.url)),
-                sha256=record.sha256.hex() if record.sha256 else "",
-                md5=record.md5.hex() if record.md5 else "",
-                dependencies=_depends(record.depends),
-                build=str(record.build),
+                solved.name.normalized,
+                str(solved.version),
+                secrets.strip(str(solved.url)),
+                sha256=solved.sha256.hex() if solved.sha256 else "",
+                md5=solved.md5.hex() if solved.md5 else "",
+                dependencies=_depends(solved.depends),
+                build=str(solved.build),
             )
         )
     pip = list(resolution.packages.pip)

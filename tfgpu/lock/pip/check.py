@@ -68,7 +68,8 @@ def check(lock, reporter=None) -> Check:
 
 def _pinned(body: str) -> dict[str, tuple[str, frozenset]]:
     """``{name: (version, hashes)}`` of a hashed requirements body."""
-    found, name = {}, None
+    found: dict[str, tuple[str, frozenset]] = {}
+    name = None
     for line in body.splitlines():
         pin = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s\\;]+)", line)
         if pin:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 from tfgpu import __version__
@@ -22,6 +22,7 @@ from tfgpu.doors.quoting import one_line
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import index_url
+from tfgpu.records import record
 
 FORMAT = 1
 """The lock format this tool writes and reads; bumped when the header's meaning changes."""
@@ -44,7 +45,7 @@ _RESOLUTION_KEYS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class PipLock:
     """A lock read back and checked: its recorded header and the requirements below it."""
 
@@ -91,7 +92,7 @@ def make_meta(resolution, platform: Platform, *, cpu_only: bool, index: str | No
     }
 
 
-def lock_inputs(requirements: list[str], python: str, python_platform: str, index: str) -> dict:
+def lock_inputs(requirements: Sequence[str], python: str, python_platform: str, index: str) -> dict:
     """What a pip lock is resolved from (``inputs_sha256`` digests it): the same inputs, the same lock."""
     return {
         "format": FORMAT,
@@ -230,7 +231,7 @@ def _check_shape(meta: dict, path) -> None:
         if key != "compute_capabilities":
             untrusted.expect(recorded[key], (str, int, float, type(None)), kind, source, f"the resolution's {key!r}")
     for key in ("compute_capabilities", "requirements", "companions"):
-        default = [] if key == "companions" else None  # only locks made with --with record companions
+        default: list | None = [] if key == "companions" else None  # only locks made with --with record companions
         for item in untrusted.expect(recorded.get(key, default), list, kind, source, f"the resolution's {key!r}"):
             untrusted.expect(item, str, kind, source, f"an item of the resolution's {key!r}")
     from tfgpu.lock.selectors import check_record

@@ -10,7 +10,6 @@ beside each as ``pylock.<platform>.toml``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu.doors import untrusted
@@ -21,9 +20,14 @@ from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins
 from tfgpu.lock.tools import tools
+from tfgpu.records import record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from tfgpu.resolver.model import Resolution
 
 
-@dataclass(frozen=True)
+@record
 class Written:
     """One lock written: where, and what it holds."""
 
@@ -54,7 +58,7 @@ class Written:
         )
 
 
-@dataclass(frozen=True)
+@record
 class PipLocks:
     """What ``lock --mode pip`` wrote: one lock per platform."""
 
@@ -119,7 +123,7 @@ def _refuse_anothers_pylock(lock: Path, pylock: Path, body: str) -> None:
     )
 
 
-def write_locks(targets: list[tuple[Platform, object, bool]], output: str | None, reporter=None) -> PipLocks:
+def write_locks(targets: list[tuple[Platform, Resolution, bool]], output: str | None, reporter=None) -> PipLocks:
     """Lock each ``(platform, resolution, cpu_only)``; returns what was written.
 
     Every platform is resolved before any file is written, so a failure leaves no partial set.
