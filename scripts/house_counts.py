@@ -4,7 +4,10 @@
 
 - root modules: the ``.py`` files directly under ``tfgpu/``;
 - dict-returning functions: annotated ``-> dict``/``-> dict[...]``/``-> Dict[...]``, or unannotated
-  and ending in ``return {...}`` / ``return dict(...)``;
+  and ending in ``return {...}`` / ``return dict(...)``; of them, the public ones (a name without a
+  leading underscore: what another module may call), leaving out the ``to_dict`` renderers of typed
+  results and the scripts that run in the target env (``verify/``'s, ``export/templates/``: they
+  speak JSON to the tool across a process boundary);
 - function-level imports: ``import``/``from`` statements inside a function body;
 - private standard-library imports: modules whose name starts with ``_`` (``_signal``, ``_ctypes``).
 """
@@ -57,9 +60,19 @@ def counts(package: Path = PACKAGE) -> dict[str, object]:
                 private += [f"{rel}:{a.name}" for a in node.names if _private(a.name)]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and _private(node.module or ""):
                 private.append(f"{rel}:{node.module}")
+    in_target = ("tfgpu/verify/", "tfgpu/export/templates/", "tfgpu/envs/templates/")
+    crossing = [
+        name
+        for name in dict_returning
+        if not name.rsplit(":", 1)[1].startswith("_")
+        and name.rsplit(":", 1)[1] not in ("to_dict", "as_dict", "head")
+        and not name.startswith(in_target)
+    ]
     return {
         "root_modules": root,
         "dict_returning_functions": len(dict_returning),
+        "public_dict_returning_functions": len(crossing),
+        "public_dict_returning": crossing,
         "function_level_imports": local_imports,
         "private_stdlib_imports": sorted(set(private)),
         "dict_returning": dict_returning,
@@ -72,7 +85,10 @@ def main(argv: list[str]) -> int:
         print(json.dumps(result, indent=1))
         return 0
     print(f"root modules: {len(result['root_modules'])}: {' '.join(result['root_modules'])}")
-    print(f"dict-returning functions: {result['dict_returning_functions']}")
+    print(
+        f"dict-returning functions: {result['dict_returning_functions']} "
+        f"(public, outside to_dict and the target env's scripts: {result['public_dict_returning_functions']})"
+    )
     print(f"function-level imports: {result['function_level_imports']}")
     print(f"private standard-library imports: {', '.join(result['private_stdlib_imports']) or 'none'}")
     return 0
