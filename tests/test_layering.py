@@ -167,8 +167,12 @@ def test_the_cli_calls_only_the_lock_faces_and_decides_nothing_by_mode(graph):
         if lock_format(t) and t not in faces
     )
     assert offenders == []
-    tree = ast.parse((ROOT / "cli" / "commands.py").read_text(encoding="utf-8"))
-    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    functions = {
+        node.name: node
+        for path in (ROOT / "cli" / "commands").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef)
+    }
     for name in ("cmd_lock", "lock_check", "cmd_bundle"):
         function = functions[name]
         names = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} | {
@@ -506,9 +510,12 @@ def test_commands_take_the_settings_and_return_a_typed_result():
 
     from tfgpu import results
     from tfgpu.cli import commands, output
+    from tfgpu.cli.parser import COMMANDS
     from tfgpu.settings import Settings
 
-    for command, handler in commands.HANDLERS.items():
+    assert set(commands.COMMANDS) == set(COMMANDS)  # the command table and the grammar name the same commands
+    for command in commands.COMMANDS:
+        handler = commands.handler(command)
         hints = typing.get_type_hints(handler)
         assert list(inspect.signature(handler).parameters) == ["settings"], command
         assert hints["settings"] is Settings and hints["return"] is results.Result, command
@@ -619,6 +626,7 @@ PLAN_MAY_IMPORT = {
     "tfgpu.secrets",  # output is redacted (a --channel's token): os and re alone
     "tfgpu.cli",
     "tfgpu.cli.commands",
+    "tfgpu.cli.commands.plan",
     "tfgpu.cli.parser",
     "tfgpu.cli.examples",  # the help's examples: data, in the parser it builds
     "tfgpu.cli.output",

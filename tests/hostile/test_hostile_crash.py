@@ -263,8 +263,8 @@ def test_a_stray_sigterm_becomes_exit_143_without_a_traceback(tmp_path):
 
     script = (
         "import os, signal, sys\nfrom tfgpu.cli import main\n"
-        "import tfgpu.cli.commands as c\n"
-        "c.HANDLERS['plan'] = lambda s: os.kill(os.getpid(), signal.SIGTERM)\n"
+        "import tfgpu.cli.commands.plan as c\n"
+        "c.cmd_plan = lambda s: os.kill(os.getpid(), signal.SIGTERM)\n"
         "sys.exit(main(['plan', '--no-detect']))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)

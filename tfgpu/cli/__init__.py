@@ -14,7 +14,14 @@ import errno
 import json
 import sys
 
-from tfgpu.errors import TfgpuError
+from tfgpu.cli import inputs
+from tfgpu.cli.commands import handler
+from tfgpu.cli.output import note, render, show
+from tfgpu.cli.parser import COMMANDS, build_parser, with_default_command
+from tfgpu.errors import TfgpuError, UsageError
+from tfgpu.interrupts import install_signal_handlers, left
+from tfgpu.paths import write_failure
+from tfgpu.secrets import redact
 
 
 def _tolerant_streams() -> None:
@@ -28,12 +35,6 @@ def _tolerant_streams() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the tool; returns the exit code."""
-    from tfgpu.cli import inputs
-    from tfgpu.cli.commands import HANDLERS
-    from tfgpu.cli.output import note, show
-    from tfgpu.cli.parser import COMMANDS, build_parser, with_default_command
-    from tfgpu.interrupts import install_signal_handlers
-
     _tolerant_streams()
     install_signal_handlers()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         inputs.trust(settings)
         for line in settings.notes:
             note(line)  # stderr, also under --json
-        return show(settings, HANDLERS[settings.command](settings))
+        return show(settings, handler(settings.command)(settings))
     except OSError as error:
         # A path derived from one the user gave (a lock beside -o, a platform's file name, a bundle's
         # member) can still be too long for the file system; any stat() anywhere then raises
@@ -52,14 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         if error.errno != errno.ENAMETOOLONG:
             # A full disk, a read-only file system or a refused permission met by a write that has
             # no door of its own (a download's .part in -o DIR, say) ends as a typed error too.
-            from tfgpu.paths import write_failure
-
             failure = write_failure(error)
             if failure is None:
                 raise
             return _report(failure, want_json)
-        from tfgpu.errors import UsageError
-
         return _report(
             UsageError(
                 "bad-path",
@@ -74,8 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help and --version
         return int(done.code or 0)
     except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM/SIGHUP (tfgpu.interrupts.Interrupted)
-        from tfgpu.interrupts import left
-
         signum = getattr(stop, "signum", 2)
         remains, done = left(stop)
         # A command that knows better (a repair rolled back) says what is left and where.
@@ -89,11 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(error: TfgpuError, want_json: bool) -> int:
-    from tfgpu.cli.output import render
-
     if want_json:
-        from tfgpu.secrets import redact
-
         sys.stdout.write(redact(json.dumps(error.to_dict(), indent=2)) + "\n")
     else:
         render().error(error)

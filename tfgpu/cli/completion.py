@@ -23,6 +23,9 @@ import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tfgpu import results
+from tfgpu.settings import Settings
+
 PROG = "tfgpu-install"
 PATH_METAVARS = ("FILE", "DIR", "PATH")
 
@@ -103,6 +106,11 @@ def model(parser: argparse.ArgumentParser) -> dict[str, dict]:
             )
         commands[name] = {"help": helps.get(name, ""), "options": options, "positional": positional}
     return commands
+
+
+def cmd_completion(settings: Settings) -> results.Result:
+    """``completion SHELL``: the completion script, generated from the parser."""
+    return results.Text(script(settings.shell))
 
 
 def script(shell: str, parser: argparse.ArgumentParser | None = None) -> str:
