@@ -661,7 +661,6 @@ PLAN_MAY_IMPORT = {
 }
 """With ``--no-detect``; detection adds ``tfgpu.detect.*`` (and, where a driver answers, what reads it)."""
 PLAN_NEEDS_NOT = {
-    "signal",
     "tfgpu.urls",
     "tfgpu.proc",
     "tfgpu.data.schema",
@@ -695,7 +694,7 @@ PLAN_NEEDS_NOT = {
 """Heavy modules a plan does not use: ``dataclasses`` and ``typing`` (and the ``inspect``/``ast``
 they bring; the records are ``tfgpu.records``'), ``packaging`` (the tables' plain versions and
 ranges are read by ``tfgpu.versions``), ``hashlib`` (the cache digest comes from ``_blake2``), child
-processes and ``signal``'s enums (``tfgpu.interrupts`` installs its handlers through ``_signal``), the
+processes, the
 URL door (no URL in a plan), the schema and the parsers of what the parsed-data cache already holds
 (a cache only this user can write is used as written), the full requirement grammar
 (simple requirements are rendered without it), the output and network libraries of other commands."""

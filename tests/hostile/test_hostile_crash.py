@@ -256,8 +256,8 @@ def test_two_creates_of_one_name_at_once_never_lose_the_env(sandbox, local_wheel
 
 
 def test_a_stray_sigterm_becomes_exit_143_without_a_traceback(tmp_path):
-    """SIGTERM and SIGHUP are installed through ``tfgpu.interrupts`` (no ``signal`` enums on the way):
-    a SIGTERM mid-command is the same clean interruption as Ctrl-C."""
+    """SIGTERM and SIGHUP are installed through ``tfgpu.interrupts``: a SIGTERM mid-command is the
+    same clean interruption as Ctrl-C."""
     import subprocess
     import sys
 

@@ -8,6 +8,7 @@ raises: a missing file, tool or library is an answer (None, or a short error str
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -157,8 +158,6 @@ class System:
         missing = _loads(library)
         if isinstance(missing, str):
             return missing
-        import ctypes
-
         try:
             lib = ctypes.CDLL(library)
             get_version = lib.cuDriverGetVersion
@@ -207,20 +206,12 @@ def _prefix_glob(pattern: str) -> list[str]:
 
 
 def _loads(library: str) -> None | str:
-    """None when the dynamic loader finds ``library`` (by name, as ``dlopen`` searches), else why not.
-
-    Asked through ``_ctypes``, the C module under ``ctypes``: on a machine without the driver (a
-    laptop, a login node) every plan asks twice and gets "not found", and ``import ctypes`` alone
-    (its type classes, ``struct``) costs more than both answers; ``ctypes`` is imported only to call
-    into a library that is there. The error text is ``ctypes.CDLL``'s, word for word."""
+    """None when the dynamic loader finds ``library`` (by name, as ``dlopen`` searches), else why
+    not. The library is left open, as ``ctypes.CDLL`` leaves it."""
     try:
-        import _ctypes
-
-        _ctypes.dlopen(library, os.RTLD_NOW | os.RTLD_LOCAL)  # left open, as ctypes.CDLL leaves it
+        ctypes.CDLL(library, os.RTLD_NOW | os.RTLD_LOCAL)
     except OSError as exc:
         return _short(exc)
-    except (ImportError, AttributeError):  # an interpreter without _ctypes: let ctypes say it
-        return None
     return None
 
 
