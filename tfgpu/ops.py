@@ -14,9 +14,14 @@ from pathlib import Path
 
 from tfgpu.envs import jupyter, txn
 from tfgpu.envs.location import Location, locate, prefix_for, refuse_link, safe_label
+from tfgpu.envs.which import which_env
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers.base import Backend, Context, Options, Outcome, Source, Step, StepKind, apply
+from tfgpu.interrupts import leave
+from tfgpu.live import decimal
+from tfgpu.proc import Runner
 from tfgpu.progress import Reporter
+from tfgpu.quoting import sh
 
 
 @dataclass
@@ -85,8 +90,6 @@ def create(
     final, display = prefix_for(name, prefix)
     refuse_link(final)
     if runner is None:
-        from tfgpu.proc import Runner
-
         runner = Runner.for_operation(f"create-{safe_label(display)}")
     if runner.note:
         reporter.note(runner.note)
@@ -193,9 +196,6 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
     ``--name`` is looked up as every command looks it up (``tfgpu.envs.which``); never the active env.
     ``reporter`` is told the files and bytes deleted as it goes. Interrupted, what is left and the
     command that finishes it are said (``tfgpu.interrupts.leave``)."""
-    from tfgpu.envs.which import which_env
-    from tfgpu.quoting import sh
-
     target = which_env(name=name, prefix=prefix, purpose="remove")
     final = target.prefix
     again = f"tfgpu-install remove {f'--name {sh(name)}' if name else f'--prefix {sh(str(final))}'}"
@@ -205,8 +205,6 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
 
         def progress(files: int, all_files: int, size: int, all_size: int) -> None:
             if not begun:
-                from tfgpu.live import decimal
-
                 reporter.step(1, 1, f"Remove {final}: {all_files:,} files, {decimal(all_size)}")
                 begun.append(True)
             reporter.transfer(f"deleting {all_files:,} files", size, all_size or None)
@@ -221,8 +219,6 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
 
 def _left_by_remove(stop: BaseException, final: Path, again: str) -> None:
     """Say what an interrupted remove left: the env whole, or what is left of it where."""
-    from tfgpu.interrupts import leave
-
     removing = txn.removing_of(final)
     if removing.exists():
         leave(

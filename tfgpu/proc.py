@@ -21,13 +21,16 @@ import contextlib
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tfgpu import childpipes, secrets
 from tfgpu.childenv import clean_environment, without_plain_proxy
-from tfgpu.interrupts import Interrupted
+from tfgpu.errors import TfgpuError
+from tfgpu.interrupts import Interrupted, tell
+from tfgpu.paths import log_dir
 from tfgpu.records import factory, record
 from tfgpu.signalmask import SIGNALS, shielded, supervised  # noqa: F401 - shielded: the door's, for callers
 
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str):
     if name in ("PIPE", "DEVNULL"):  # subprocess's constants, without importing it for every command
+        # Start-up cost: `doctor` loads this module but not subprocess.
         import subprocess
 
         return getattr(subprocess, name)
@@ -100,9 +104,8 @@ def open_log(operation: str) -> tuple[Path | None, str]:
     """A new log file for ``operation`` (``create-tf2.21``) in the log directory; when that cannot
     be written (a read-only home), one in the temporary directory; else none. Returns the path and
     a note for the user ("" when the log is where docs/configuration.md says)."""
+    # Start-up cost: `doctor` loads this module but not datetime.
     from datetime import datetime
-
-    from tfgpu.paths import log_dir
 
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in operation)[:80]
@@ -114,7 +117,6 @@ def open_log(operation: str) -> tuple[Path | None, str]:
         return path, ""
     except OSError as error:
         problem = f"the log directory cannot be written ({error.strerror})"
-    import tempfile
 
     try:
         handle, name = tempfile.mkstemp(prefix=f"tfgpu-{safe}-", suffix=".log")
@@ -154,8 +156,6 @@ class Runner:
     def record_failure(self, error: BaseException) -> None:
         """Write what failed into the log (the error's code, message and way forward), so a failed
         run's log holds its error even where no command ran; a tool error also names the log."""
-        from tfgpu.errors import TfgpuError
-
         if self.log_path is None:
             return
         if isinstance(error, TfgpuError):
@@ -194,6 +194,7 @@ class Runner:
         interrupt propagates. A uv command that downloads and falls below the floor on progress is
         stopped: return code 124, ``stalled`` saying why.
         """
+        # Start-up cost: `doctor` loads this module but not shlex, subprocess.
         import shlex
         import subprocess
 
@@ -205,9 +206,11 @@ class Runner:
         _prepare_prctl()
         terminal = None
         if screen is not None:
+            # Start-up cost: `doctor` loads this module but not tfgpu.pseudoterminal.
             from tfgpu.pseudoterminal import Printed, open_terminal, read_terminal
 
             terminal = open_terminal()
+        # Start-up cost: `doctor` loads this module but not tfgpu.childwatch.
         from tfgpu.childwatch import Floor, Scratch
 
         scratch = Scratch.of(argv)
@@ -219,8 +222,6 @@ class Runner:
                 self.log("interrupted")
             removed = scratch.sweep(self.log)
             if removed and stop is not None:
-                from tfgpu.interrupts import tell
-
                 count = f"{len(removed)} temporary entr{'y' if len(removed) == 1 else 'ies'}"
                 tell(stop, f"Removed what the stopped uv left half-written in its cache {scratch.cache} ({count}).")
 
@@ -319,6 +320,7 @@ class Runner:
         """Run a short probe with stdout and stderr kept apart (``output`` is stdout); not logged.
         For reading facts (``nvidia-smi``, an interpreter's version, a child that prints JSON).
         ``errors``: how bytes that are not UTF-8 are decoded (``surrogateescape`` keeps them)."""
+        # Start-up cost: `doctor` loads this module but not subprocess.
         import subprocess
 
         argv = tuple(str(a) for a in argv)
@@ -360,6 +362,7 @@ class Runner:
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, clean: bool = True, **popen
     ) -> subprocess.Popen:
         """A child that runs beside the tool (parallel workers); the caller waits for it."""
+        # Start-up cost: `doctor` loads this module but not subprocess.
         import subprocess
 
         _prepare_prctl()
@@ -381,6 +384,7 @@ class Runner:
         Like a shell waiting for its foreground job: Ctrl-C reaches the child from the terminal and
         the tool waits for it to finish rather than dying first; a SIGTERM or SIGHUP sent to the
         tool is passed on to the child, which decides."""
+        # Start-up cost: `doctor` loads this module but not subprocess.
         import subprocess
 
         argv = tuple(str(a) for a in argv)
@@ -442,6 +446,7 @@ def _reap(child: subprocess.Popen) -> None:
 
 def _stop(child: subprocess.Popen) -> None:
     """After an interrupt: a terminal sent the child SIGINT too, a ``kill`` of our pid did not."""
+    # Start-up cost: `doctor` loads this module but not subprocess.
     import subprocess
 
     try:
@@ -468,6 +473,7 @@ class RecordingRunner(Runner):
         Runner.__init__(self, None)
 
     def _answer(self, argv: tuple[str, ...]) -> Completed:
+        # Start-up cost: `doctor` loads this module but not shlex.
         import shlex
 
         self.calls.append(argv)

@@ -35,7 +35,9 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import UsageError
+from tfgpu.paths import user_path
 from tfgpu.records import factory, record
+from tfgpu.resolver import request
 
 FILE = "tfgpu.toml"
 ENVIRONMENT = "TFGPU_PROJECT_FILE"
@@ -95,7 +97,6 @@ def find(start: Path | None = None) -> Path | None:
     if named:
         if named.lower() == "none":
             return None
-        from tfgpu.paths import user_path
 
         return Path(user_path(named, ENVIRONMENT)).expanduser().absolute()
     here = (start or Path.cwd()).absolute()
@@ -186,6 +187,7 @@ def _near_misses(pyproject: Path) -> list[str]:
         return []  # not this tool's file to judge: a broken pyproject.toml is its build tool's business
     if not isinstance(tool, dict):
         return []
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.urls.
     from tfgpu.urls import shown
 
     return [
@@ -236,8 +238,8 @@ def _bad(path: Path, key: str, problem: str, ways: list[str] | None = None) -> U
 
 
 def _checked(path: Path, prefix: str, table: dict) -> dict:
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.lock.platforms, tfgpu.urls.
     from tfgpu.lock.platforms import parse_platform
-    from tfgpu.resolver import request
     from tfgpu.urls import host_name, parse
 
     parsers = {

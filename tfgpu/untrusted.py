@@ -359,6 +359,7 @@ def package_text(package: str, *parts: str) -> str:
 
 def package_bytes(package: str, *parts: str) -> bytes:
     """The bytes of a file shipped inside the tool, through the same checks as any other file."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not importlib.resources.
     from importlib.resources import as_file, files
 
     with as_file(files(package).joinpath(*parts)) as path:
@@ -418,6 +419,7 @@ def load_json(path: Path | str, kind: Kind) -> Any:
 
 
 def parse_toml(text: str, kind: Kind, source: str) -> dict:
+    # Start-up cost: `plan --json --no-detect` loads this module but not tomllib.
     import tomllib
 
     if len(text) > kind.limit:
@@ -440,6 +442,7 @@ def load_toml(path: Path | str, kind: Kind) -> dict:
 def parse_yaml(text: str, kind: Kind, source: str) -> Any:
     """A YAML document, refusing anchors and aliases (a "billion laughs" file expands them into 10^9
     nodes) and nesting past ``kind.depth``, both seen in the event stream before anything is built."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not yaml.
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

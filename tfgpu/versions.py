@@ -29,6 +29,7 @@ def version(text: object):
     plain = _plain(text)
     if plain is not None:
         return plain
+    # Start-up cost: `plan --json --no-detect` loads this module but not packaging.version.
     from packaging.version import InvalidVersion, Version
 
     try:
@@ -39,6 +40,7 @@ def version(text: object):
 
 def specifier(text: object):
     """``text`` as a ``packaging`` SpecifierSet, or None when it is not a bounded PEP 440 specifier."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not packaging.specifiers.
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     if not isinstance(text, str) or len(text) > MAX_SPECIFIER:
@@ -68,6 +70,7 @@ def parse(text: str):
     plain = _plain(text)
     if plain is not None:
         return plain
+    # Start-up cost: `plan --json --no-detect` loads this module but not packaging.version.
     from packaging.version import Version
 
     return Version(text)
@@ -171,6 +174,7 @@ class PlainVersion:
         return hash(self._full())
 
     def _full(self):
+        # Start-up cost: `plan --json --no-detect` loads this module but not packaging.version.
         from packaging.version import Version
 
         return Version(self._text)
@@ -178,6 +182,7 @@ class PlainVersion:
     def _pair(self, other):
         if isinstance(other, PlainVersion):
             return self._key, other._key
+        # Start-up cost: `plan --json --no-detect` loads this module but not packaging.version.
         from packaging.version import Version
 
         if isinstance(other, Version):
@@ -283,6 +288,7 @@ class Range:
 
     def _full(self):
         if self._set is None:
+            # Start-up cost: `plan --json --no-detect` loads this module but not packaging.specifiers.
             from packaging.specifiers import SpecifierSet
 
             self._set = SpecifierSet(self._text)

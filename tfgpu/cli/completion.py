@@ -24,6 +24,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tfgpu import results
+from tfgpu.cli.parser import build_parser
+from tfgpu.installers.options import ENGINES
+from tfgpu.lock.platforms import PLATFORMS
+from tfgpu.resolver.matrix import matrix
+from tfgpu.resolver.request import ARCHES, MODES, OSES
 from tfgpu.settings import Settings
 
 PROG = "tfgpu-install"
@@ -43,10 +48,6 @@ class Option:
 
 def _values(command: str, action: argparse.Action) -> tuple[tuple[str, ...], bool]:
     """(the values an option takes, whether it takes a path)."""
-    from tfgpu.installers.options import ENGINES
-    from tfgpu.lock.platforms import PLATFORMS
-    from tfgpu.resolver.request import ARCHES, MODES, OSES
-
     if action.choices:
         return tuple(action.choices), False
     known = {
@@ -66,8 +67,6 @@ def _values(command: str, action: argparse.Action) -> tuple[tuple[str, ...], boo
 
 @lru_cache(maxsize=1)
 def _releases() -> tuple[dict, ...]:
-    from tfgpu.resolver.matrix import matrix
-
     return tuple(matrix())
 
 
@@ -114,8 +113,6 @@ def cmd_completion(settings: Settings) -> results.Result:
 
 
 def script(shell: str, parser: argparse.ArgumentParser | None = None) -> str:
-    from tfgpu.cli.parser import build_parser
-
     _releases.cache_clear()  # the data as it is now (update-data may have added releases)
     found = model(parser or build_parser())
     return {"bash": _bash, "zsh": _zsh, "fish": _fish}[shell](found)

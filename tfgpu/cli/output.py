@@ -16,12 +16,14 @@ from tfgpu.settings import Settings
 
 
 def render():
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.render.
     from tfgpu import render as module
 
     return module
 
 
 def _lists():
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.cli.lists.
     from tfgpu.cli import lists
 
     return lists
@@ -51,6 +53,7 @@ def _plan(result: results.Planned) -> None:
 
 
 def _matrix(result: results.Matrix) -> None:
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.resolver.overlay.
     from tfgpu.resolver.overlay import describe_age
 
     render().matrix(result.rows)
@@ -72,6 +75,7 @@ def _exported(result: results.Exported) -> None:
 
 
 def _log_matches(result: results.LogMatches) -> None:
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.doctor.logs.
     from tfgpu.doctor.logs import LOG_LIMIT
 
     if result.truncated:
@@ -98,6 +102,7 @@ def _text(result: results.Text) -> None:
 
 
 def _cache(document: dict) -> None:
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.render_cache.
     from tfgpu import render_cache
 
     (render_cache.info if document["action"] == "info" else render_cache.tidied)(document)

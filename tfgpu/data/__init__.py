@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tfgpu import untrusted
 from tfgpu.errors import UsageError
+from tfgpu.paths import cache_root, tag_cache, user_path
 
 MAX_TABLE_BYTES = untrusted.DATA_TABLE.limit
 # Raised when what parsing checks changes: a cache written without a check is then parsed afresh.
@@ -83,6 +84,7 @@ def _shipped_files() -> dict[str, Path | None]:
     here = Path(__file__).parent
     if here.is_dir():
         return {entry.name: here / entry.name for entry in os.scandir(here) if entry.name.endswith(".toml")}
+    # Start-up cost: `plan --json --no-detect` loads this module but not importlib.resources.
     from importlib.resources import files
 
     return {entry.name: None for entry in files("tfgpu.data").iterdir() if entry.name.endswith(".toml")}
@@ -142,6 +144,7 @@ def _parse_all(overlay: dict[str, tuple[bytes, str]] | None = None) -> dict[str,
 
 def parse(name: str, raw: bytes, where: str) -> dict:
     """One table's bytes, decoded, parsed and checked against its schema (``bad-data`` naming ``where``)."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.data.schema.
     from tfgpu.data import schema
 
     document = untrusted.parse_toml(untrusted.decode(raw, untrusted.DATA_TABLE, where), untrusted.DATA_TABLE, where)
@@ -154,8 +157,6 @@ _WAY = "Fix that file (or remove it from the TFGPU_DATA_DIR overlay to use the s
 
 def _overlay(shipped: set[str]) -> dict[str, tuple[bytes, str]]:
     """``TFGPU_DATA_DIR``'s tables: {name: (bytes, path)}; each must replace a shipped one."""
-    from tfgpu.paths import user_path
-
     override = os.environ.get("TFGPU_DATA_DIR")
     if not override:
         return {}
@@ -185,8 +186,6 @@ def parsed_cache_file() -> Path:
 
 
 def _cache_dir() -> Path:
-    from tfgpu.paths import cache_root
-
     return cache_root() / "data"
 
 
@@ -219,8 +218,6 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
 def _write_cache(path: Path, parsed: dict) -> None:
     """Written for this user alone (directory 0700, file 0600, whatever the umask), which is what
     :func:`_read_cache` asks of it."""
-    from tfgpu.paths import tag_cache
-
     payload = marshal.dumps({name: marshal.dumps(table) for name, table in parsed.items()})
     try:
         tag_cache(path.parent.parent)  # a cache root made now is tagged as the tool's (cache prune|clean)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tfgpu import secrets, untrusted, urls
 from tfgpu.datasource.errors import SourceError
+from tfgpu.errors import TfgpuError
 
 __all__ = ["Fetcher", "SourceError", "preflight", "write_atomic"]
 
@@ -93,7 +94,6 @@ class Fetcher:
             except untrusted.Unreadable:
                 pass  # a damaged cache entry is asked for again (or, offline, is not in the cache)
         body = self._request(url, None)
-        from tfgpu.errors import TfgpuError
 
         try:
             document = None if body is None else untrusted.parse_json(body, untrusted.UPSTREAM, url)

@@ -103,6 +103,7 @@ class System:
             uname = os.uname()
             system, machine = uname.sysname, uname.machine
         else:
+            # Start-up cost: `plan --json` loads this module but not platform.
             import platform
 
             system, machine = platform.system(), platform.machine()
@@ -111,11 +112,13 @@ class System:
         if system == "Linux":
             glibc = _glibc_version()
         elif system == "Darwin":
+            # Start-up cost: `plan --json` loads this module but not platform.
             import platform
 
             release = platform.mac_ver()[0]
             description = f"macOS {release}" if release else "macOS"
         else:
+            # Start-up cost: `plan --json` loads this module but not platform.
             import platform
 
             description = platform.platform(terse=True)
@@ -179,6 +182,7 @@ def _prefix_glob(pattern: str) -> list[str]:
     a regular expression for each component of each call."""
     parts = pattern.split("/")
     if os.sep != "/" or any(c in part for part in parts for c in "?[") or any("*" in part[:-1] for part in parts):
+        # Start-up cost: `plan --json` loads this module but not glob.
         import glob
 
         return glob.glob(pattern)
@@ -322,6 +326,7 @@ def _glibc_version() -> str | None:
     name, _, version = libc.partition(" ")
     if name == "glibc" and version:
         return version
+    # Start-up cost: `plan --json` loads this module but not platform.
     import platform
 
     name, version = platform.libc_ver()

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from tfgpu import secrets, untrusted
+from tfgpu.datasource.http import preflight
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.urls import checked, local_path, path_parts, shown
 
@@ -131,8 +132,6 @@ def check_local_indexes(urls: list[str], subdirs: list[str]) -> None:
 def check_channels(urls: list[str]) -> None:
     """A local channel that is not there is a usage error before anything else happens; a channel
     over plain HTTP that redirects where the URL door refuses stops the run before rattler follows."""
-    from tfgpu.datasource.http import preflight
-
     for url in urls:
         preflight(f"{url}/noarch/repodata.json", "a channel's redirect target")
         if url.startswith("file://"):

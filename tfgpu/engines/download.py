@@ -19,8 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from pathlib import Path
+
+import requests
+from urllib3.exceptions import HTTPError as Urllib3Error
 
 from tfgpu import untrusted, urls
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
@@ -174,8 +178,6 @@ def _unreachable_host(error: Exception) -> str | None:
     """The host name when a connection error is a name-resolution failure (no network, no DNS)."""
     text = repr(error)
     if "NameResolutionError" in text or "Name or service not known" in text or "Temporary failure in name" in text:
-        import re
-
         found = re.search(r"host='([^']+)'", text)
         return found.group(1) if found else "the server"
     return None
@@ -192,9 +194,6 @@ class Transfer:
 
     def run(self, *, retries: int, backoff: float) -> None:
         """Attempt until complete; the last failure becomes an ``OperationError``."""
-        import requests
-        from urllib3.exceptions import HTTPError as Urllib3Error
-
         attempts = retries + 1
         problem = ""
         try:

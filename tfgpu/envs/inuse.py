@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tfgpu import untrusted
 from tfgpu.errors import OperationError
 
 
@@ -106,8 +107,6 @@ def using(final: Path, hold: Path, command: str) -> Iterator[None]:
 
 def _is_the_tool(pid: int) -> bool:
     """Whether ``pid`` is alive and a tfgpu-install (its command line, read through the door)."""
-    from tfgpu import untrusted
-
     try:
         argv = untrusted.read_head(f"/proc/{pid}/cmdline", untrusted.SYSTEM_FILE, 1 << 12)
     except untrusted.Unreadable:

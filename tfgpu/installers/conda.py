@@ -15,9 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfgpu import untrusted
+from tfgpu.cache import uv_cache
 from tfgpu.engines import rattler
 from tfgpu.engines import uv as uv_engine
-from tfgpu.envs import activation, marker, writes
+from tfgpu.envs import activation, marker, txn, writes
 from tfgpu.envs.conda_envs import conda_envs_dir, find_engine, register_env
 from tfgpu.errors import ImpossibleError
 from tfgpu.installers.base import (
@@ -33,6 +34,7 @@ from tfgpu.installers.base import (
     write_marker,
 )
 from tfgpu.installers.pip import IPYKERNEL, site_packages
+from tfgpu.paths import cache_root
 from tfgpu.quoting import sh
 from tfgpu.requirements import lines
 from tfgpu.resolver import tables
@@ -278,8 +280,6 @@ def _conda_marker(step: Step, context: Context) -> None:
 
 
 def _commit_and_register(step: Step, context: Context) -> None:
-    from tfgpu.envs import txn
-
     txn.commit(context.location)
     register_env(context.location.prefix)
     context.outcome.activate = f"conda activate {sh(str(context.location.prefix))}"
@@ -296,7 +296,6 @@ def make_backend(resolution, options: Options, source: Source | None = None) -> 
                 "`tfgpu-install script --format bash --mode conda`."
             ],
         )
-    from tfgpu.paths import cache_root
 
     rattler.check_channels(rattler.channel_urls(options.channels))
     engine = options.engine or "rattler"
@@ -325,7 +324,6 @@ def make_backend(resolution, options: Options, source: Source | None = None) -> 
             "uv is needed to install TensorFlow into the conda env, and none was found.",
             ["Reinstall tfgpu-install (it depends on the `uv` package)."],
         )
-    from tfgpu.cache import uv_cache
 
     backend = CondaBackend(engine, exe, uv, cache_root())
     chosen = uv_cache(uv)

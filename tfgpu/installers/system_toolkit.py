@@ -11,12 +11,14 @@ can simulate a non-root user or a different root without being one.
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import untrusted
-from tfgpu.envs import writes
+from tfgpu import quoting, untrusted
+from tfgpu.envs import txn, writes
 from tfgpu.errors import ImpossibleError
+from tfgpu.proc import shielded
 
 TOOLKIT_MARKER = "tfgpu-toolkit.json"
 SYSTEM_PREFIX = Path("/usr/local")
@@ -130,8 +132,6 @@ def place_toolkit(cuda: str, location, system: bool, items, force: bool) -> Tool
 
 def profile_script(final: Path) -> str:
     """``/etc/profile.d`` entry: the toolkit's ``bin`` on PATH for login shells (once)."""
-    from tfgpu import quoting
-
     bin_dir = quoting.sh(f"{final}/bin")
     return (
         f"# Written by tfgpu-install: the CUDA toolkit in {quoting.one_line(final)} for login shells.\n"
@@ -143,8 +143,6 @@ def profile_script(final: Path) -> str:
 def user_profile(final: Path) -> str:
     """``<env>/etc/tfgpu/cuda-toolkit.sh``: the user-level twin of the ``/etc/profile.d`` entry
     (``nvcc`` on PATH, ``CUDA_HOME``, the libraries for the loader) for a ``--prefix`` toolkit."""
-    import shlex
-
     bin_dir, lib_dir = shlex.quote(f"{final}/bin"), shlex.quote(f"{final}/lib64")
     return (
         f"# Written by tfgpu-install: the CUDA toolkit for a shell or a build (`. <this file>`).\n"
@@ -160,8 +158,6 @@ def user_profile(final: Path) -> str:
 def ld_conf(final: Path) -> str:
     """``/etc/ld.so.conf.d`` entry: the toolkit's libraries (and cuDNN) for the dynamic loader (one
     directory per line, so the path must be one line)."""
-    from tfgpu import quoting
-
     return (
         f"# Written by tfgpu-install: CUDA toolkit and cuDNN libraries.\n"
         f"{quoting.single_line(f'{final}/lib64', 'The toolkit path')}\n"
@@ -171,8 +167,6 @@ def ld_conf(final: Path) -> str:
 def prepare_staging(place: ToolkitPlace) -> None:
     """An empty staging directory for the runfile, with a record naming the toolkit it is for; one
     left by a killed run is deleted only when its record says it is that toolkit's (under the lock)."""
-    from tfgpu.envs import txn
-
     staging = place.staging
     if staging.exists() or staging.is_symlink():
         record = txn.read_record(staging / txn.STAGING_RECORD) if txn.is_real_dir(staging) else None
@@ -186,9 +180,6 @@ def prepare_staging(place: ToolkitPlace) -> None:
 def commit_toolkit(place: ToolkitPlace) -> None:
     """Move a finished system toolkit into place; an old one (--force, proved ours by its marker
     when the plan was made) goes only afterwards."""
-    from tfgpu.envs import txn
-    from tfgpu.proc import shielded
-
     old = place.final.with_name(f".{place.final.name}.tfgpu-old")
     with shielded():
         if old.exists() and read_toolkit_marker_for(old, place.final) is not None:

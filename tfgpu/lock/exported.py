@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.urls import parse
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _URL = re.compile(r"[A-Za-z0-9._~:/+%@=-]{1,2000}")
@@ -112,8 +113,6 @@ def conda_pins(path, packages) -> tuple[CondaPin, ...]:
     """A conda lock's packages, each refused unless it is a name, a version, an https URL to a package
     file (a target cannot reach this machine's file:// channel) and a 64-hex sha256: these become lines of
     a shell script and of an @EXPLICIT list, so nothing else may get through."""
-    from tfgpu.urls import parse
-
     pins = []
     for p in packages:
         name, version, sha256 = str(p.name), str(p.version), str(getattr(p.hash, "sha256", None) or "")

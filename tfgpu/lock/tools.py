@@ -3,15 +3,14 @@ operation, uv, and uv's cache. Format-neutral."""
 
 from __future__ import annotations
 
+from tfgpu.cache import uv_cache
+from tfgpu.engines.uv import find_uv
 from tfgpu.errors import ImpossibleError
+from tfgpu.proc import Runner
 
 
 def tools(operation: str):
     """(runner, uv binary, uv cache dir) for a lock or bundle operation; the log names ``operation``."""
-    from tfgpu.cache import uv_cache
-    from tfgpu.engines.uv import find_uv
-    from tfgpu.proc import Runner
-
     uv = find_uv()
     if uv is None:
         raise ImpossibleError(

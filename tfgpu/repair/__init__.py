@@ -13,17 +13,24 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from tfgpu.cache import uv_cache
+from tfgpu.engines import rattler
 from tfgpu.engines import uv as uv_engine
+from tfgpu.engines.uv import find_uv
+from tfgpu.envs import txn
+from tfgpu.envs.location import refuse_link, safe_label
+from tfgpu.envs.which import which_env
 from tfgpu.errors import ImpossibleError
+from tfgpu.paths import cache_root
+from tfgpu.proc import Runner
+from tfgpu.progress import Reporter
 from tfgpu.quoting import sh
+from tfgpu.resolver import make_request, resolve
 
 
 def locate(name: str | None, prefix: str | None, interpreter: str | None, environ=None):
     """The env to repair (``tfgpu.envs.which``: ``--name``/``--prefix``/``--interpreter``, else the
     active env that ``environ`` names); a prefix that is a symbolic link is refused."""
-    from tfgpu.envs.location import refuse_link
-    from tfgpu.envs.which import which_env
-
     target = which_env(
         name=name,
         prefix=prefix,
@@ -52,10 +59,9 @@ def _refuse_cpu_only(survey) -> None:
 
 
 def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detect: bool, companions=()):
-    from tfgpu.resolver import make_request, resolve
-
     host = None
     if detect:
+        # Looked up at each call: tests stand a fake in for probe().
         from tfgpu.detect import probe
 
         host = probe()
@@ -74,15 +80,13 @@ def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detec
 
 
 def _installer(plan_or_journal_manager: str, survey, resolution, runner, *, find_links, offline, channels):
-    from tfgpu.paths import cache_root
-
     if plan_or_journal_manager == "conda":
-        from tfgpu.engines import rattler
+        # Import cycle: tfgpu.repair.packages imports this module.
         from tfgpu.repair.packages import CondaPackages
 
         cuda = rattler.virtual_cuda(resolution) if resolution is not None else ""
         return CondaPackages(survey.prefix, rattler.channel_urls(tuple(channels)), cuda, cache_root(), offline=offline)
-    from tfgpu.engines.uv import find_uv
+    # Import cycle: tfgpu.repair.packages imports this module.
     from tfgpu.repair.packages import PipPackages
 
     uv = find_uv()
@@ -92,7 +96,6 @@ def _installer(plan_or_journal_manager: str, survey, resolution, runner, *, find
             "Repairing needs uv, which is not installed with this tfgpu-install.",
             ["Reinstall tfgpu-install (it depends on the `uv` package)."],
         )
-    from tfgpu.cache import uv_cache
 
     chosen = uv_cache(uv)
     runner.log(f"uv cache: {chosen.path} ({chosen.why})")
@@ -105,6 +108,7 @@ def _root(where: Path | None, interpreter: Path | None) -> Path:
     """The env's directory, to lock before its state is read (``--interpreter``: the interpreter's env)."""
     if where is not None:
         return where
+    # Looked up at each call: tests stand a fake in for survey().
     from tfgpu.repair.survey import survey as read_env
 
     return read_env(None, interpreter).prefix
@@ -135,9 +139,6 @@ def repair(
 
     ``confirm(plan) -> bool`` is asked before anything changes (the CLI asks on a terminal). The
     env's lock is taken before its state (survey, journal) is read, and held to the end."""
-    from tfgpu.envs import txn
-    from tfgpu.progress import Reporter
-
     reporter = reporter or Reporter()
     find_links = uv_engine.find_links_source(find_links)
     target = target or locate(name, prefix, interpreter)
@@ -195,6 +196,9 @@ def _repair_locked(
     confirm,
     companions=(),
 ) -> dict:
+    # Import cycle: tfgpu.repair.apply imports this module.
+    # Import cycle: tfgpu.repair.plan imports this module.
+    # Looked up at each call: tests stand a fake in for survey().
     from tfgpu.repair.apply import apply_repair, check_journal, undo_journal
     from tfgpu.repair.plan import manager_of, plan_repair
     from tfgpu.repair.survey import survey as read_env
@@ -272,8 +276,10 @@ def undo(
 ) -> dict:
     """Take back what the repair did (only what is still as it left it), under the env's lock.
     ``forget_journal``: set aside a journal the tool cannot apply, changing nothing else."""
-    from tfgpu.envs import txn
-    from tfgpu.progress import Reporter
+    # Import cycle: tfgpu.repair.apply imports this module.
+    # Import cycle: tfgpu.repair.journal imports this module.
+    # Import cycle: tfgpu.repair.survey imports this module.
+    # Looked up at each call: tests stand a fake in for survey().
     from tfgpu.repair.apply import check_journal, undo_journal
     from tfgpu.repair.journal import forget
     from tfgpu.repair.survey import JOURNAL, read_journal
@@ -326,6 +332,7 @@ def _telling_what_is_left(root: Path, undoing: bool = False):
 
 
 def _unfinished(root: Path, undoing: bool) -> str | None:
+    # Import cycle: tfgpu.repair.survey imports this module.
     from tfgpu.repair.survey import JOURNAL, read_journal
 
     try:
@@ -350,7 +357,4 @@ def _unfinished(root: Path, undoing: bool) -> str | None:
 
 
 def _runner(found):
-    from tfgpu.envs.location import safe_label
-    from tfgpu.proc import Runner
-
     return Runner.for_operation(f"repair-{safe_label(found.prefix.name)}")

@@ -10,7 +10,10 @@ import re
 import tempfile
 from pathlib import Path
 
+from rattler import PrefixRecord
+
 from tfgpu import requirements as req
+from tfgpu.engines import rattler
 from tfgpu.engines import uv as uv_engine
 from tfgpu.engines.uv_progress import UvProgress
 from tfgpu.envs import writes
@@ -176,8 +179,6 @@ class CondaPackages:
         self.prefix, self.channels, self.cuda, self.cache, self.offline = prefix, channels, cuda, cache, offline
 
     def _installed(self) -> list:
-        from rattler import PrefixRecord
-
         return [PrefixRecord.from_path(path) for path in sorted((self.prefix / "conda-meta").glob("*.json"))]
 
     def intended(self, plan, reporter) -> list[dict]:
@@ -186,8 +187,6 @@ class CondaPackages:
         return [{"name": r.name.normalized, "version": str(r.version)} for r in self._new]
 
     def install(self, plan, reporter) -> None:
-        from tfgpu.engines import rattler
-
         new = getattr(self, "_new", None)
         if new is None:
             new = self._solve(plan)
@@ -207,8 +206,6 @@ class CondaPackages:
         )
 
     def _solve(self, plan) -> list:
-        from tfgpu.engines import rattler
-
         wanted = [*plan.add, *plan.change]
         if not wanted:
             return []
@@ -234,10 +231,6 @@ class CondaPackages:
 
     def undo(self, added: list[str], replaced: dict[str, str], reporter) -> None:
         """Unlink ``added``; reinstall each of ``replaced`` (name -> its conda-meta record before)."""
-        from rattler import PrefixRecord
-
-        from tfgpu.engines import rattler
-
         if not (added or replaced):
             return
         with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:

@@ -10,7 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfgpu import untrusted
+from tfgpu.doctor.envfacts import read_env
+from tfgpu.envs.txn import read_record
 from tfgpu.errors import ImpossibleError
+from tfgpu.proc import Runner
 
 JOURNAL = Path("etc") / "tfgpu" / "repair.json"
 """Inside the env: what a repair added and the original bytes of what it edited (``--undo`` reads it)."""
@@ -89,8 +92,6 @@ def conda_packages(prefix: Path) -> dict[str, str]:
 
 def survey(prefix: Path | None = None, python: Path | None = None) -> EnvSurvey:
     """Read the env at ``prefix`` (or of the interpreter ``python``); refuse what repair must not touch."""
-    from tfgpu.doctor.envfacts import read_env
-
     facts = read_env(prefix, python)
     root = facts.root
     if python is not None:
@@ -150,8 +151,6 @@ for "not repaired" (which would make the next repair journal the repaired state 
 
 
 def read_journal(root: Path) -> dict | None:
-    from tfgpu.envs.txn import read_record
-
     path = root / JOURNAL
     if not (path.exists() or path.is_symlink()):
         return None
@@ -161,8 +160,6 @@ def read_journal(root: Path) -> dict | None:
 
 def _refuse_managed(python: Path) -> None:
     """PEP 668: an interpreter whose stdlib holds ``EXTERNALLY-MANAGED`` belongs to the system."""
-    from tfgpu.proc import Runner
-
     done = Runner().capture(
         [
             str(python),

@@ -22,6 +22,8 @@ import shutil
 from pathlib import Path
 
 from tfgpu import __version__, secrets, urls
+from tfgpu.engines import rattler
+from tfgpu.engines.download import fetch
 from tfgpu.errors import OperationError
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import (
@@ -34,7 +36,8 @@ from tfgpu.lock.bundle.steps import (
     collect,
     start,
 )
-from tfgpu.paths import write_output
+from tfgpu.lock.conda import read, write
+from tfgpu.paths import cache_root, write_output
 from tfgpu.progress import Combined
 
 LOCK = "conda-lock.yml"
@@ -53,8 +56,6 @@ def subdir_of(url: str) -> str:
 def copy_package(url: str, sha256: str, dest: Path, reporter=None) -> Path:
     """The conda package of ``url`` in ``dest`` (its subdir), sha256-checked; a ``file://`` URL is
     copied, any other downloaded. A mismatch deletes the copy and raises ``checksum-mismatch``."""
-    from tfgpu.engines.download import fetch
-
     target = dest / file_name(url)
     if target.is_file() and digest(target) == sha256:
         return target
@@ -116,10 +117,6 @@ file stops the install (exit 3) with nothing changed. The conda packages come fr
 def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "--channel", reporter=None) -> Built:
     """Write the conda bundle for ``resolution`` on ``platform`` into ``out``; returns its summary.
     ``channels``: the ``--channel`` values (conda-forge when none), from ``channel_from``."""
-    from tfgpu.engines import rattler
-    from tfgpu.lock.conda import read, write
-    from tfgpu.paths import cache_root
-
     channels = write.channel_list(channels, channel_from)
     runner, uv, _, say = start(resolution, platform, out, reporter)
     out = out.absolute()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tfgpu import trees, untrusted
 from tfgpu.controls import has_control
@@ -16,6 +16,7 @@ from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import FORMAT as BUNDLE_FORMAT
 from tfgpu.lock.bundle.steps import MANIFEST
+from tfgpu.records import replace
 
 
 def _bundle_corrupt(root: Path, what: str) -> ImpossibleError:
@@ -29,8 +30,6 @@ def _bundle_corrupt(root: Path, what: str) -> ImpossibleError:
 def bundle_member(root: Path, name) -> Path:
     """``root / name`` for a manifest entry, or ``bundle-corrupt``: entries are relative POSIX paths
     inside the bundle (no absolute path, no ``..``, no link anywhere on the way out)."""
-    from pathlib import PurePosixPath
-
     if not isinstance(name, str) or not name or "\\" in name or has_control(name):
         raise _bundle_corrupt(root, f"its manifest names a file {name!r} that is not a plain relative path")
     parts = PurePosixPath(name).parts
@@ -123,7 +122,6 @@ def _refuse_links(root: Path) -> None:
 def prepare(directory: str, options, selectors, reporter=None):
     """(resolution, options, source, lock) for ``create --from-bundle DIR``, after every check."""
     from tfgpu.lock.pip import install, lockfile
-    from tfgpu.records import replace
 
     if options.find_links:
         raise UsageError(

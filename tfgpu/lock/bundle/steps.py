@@ -30,12 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfgpu import __version__, trees, untrusted, urls
+from tfgpu.engines.download import fetch
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.lock.bundle.files import install_script, tool_wheel
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins
 from tfgpu.lock.tools import tools
-from tfgpu.paths import output_dir, write_output
+from tfgpu.paths import output_dir, user_path, write_output
+from tfgpu.progress import Combined
 from tfgpu.requirements import canonical
 
 _DIRECTORY = untrusted.Kind("the bundle directory", 0, None, links=False)
@@ -205,10 +207,6 @@ def _refuse_links(out: Path) -> None:
 
 def collect(wheels: list[Wheel], dest: Path, reporter) -> None:
     """Every wheel of ``wheels`` in ``dest``, sha256-checked (reused from ``TFGPU_WHEEL_DIRS`` first)."""
-    from tfgpu.engines.download import fetch
-    from tfgpu.paths import user_path
-    from tfgpu.progress import Combined
-
     reuse = [
         Path(user_path(d, "TFGPU_WHEEL_DIRS")) for d in os.environ.get("TFGPU_WHEEL_DIRS", "").split(os.pathsep) if d
     ]

@@ -7,18 +7,17 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from tfgpu.engines import rattler
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.lock.check import Check, input_changes, package_changes, target_today
 from tfgpu.lock.conda import write
 from tfgpu.lock.platforms import parse_platform
 from tfgpu.lock.tools import tools
+from tfgpu.paths import cache_root
 
 
 def check(lock, reporter=None) -> Check:
     """Whether a conda lock (read and checked by :func:`tfgpu.lock.conda.read.read`) is current."""
-    from tfgpu.engines import rattler
-    from tfgpu.paths import cache_root
-
     metadata = lock.lockfile.metadata
     platforms = list(metadata.platforms)
     channels = list(lock.channels())

@@ -8,10 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfgpu import untrusted
+from conda_lock.lockfile import Lockfile, LockfileV1, lockfile_v1_to_v2
+
+from tfgpu import secrets, untrusted
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.conda.write import FORMAT, model_digest
-from tfgpu.urls import checked
+from tfgpu.lock.selectors import check_record
+from tfgpu.urls import checked, filename, parse
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,6 @@ class CondaLock:
         for name in ("requirements", "conda_specs"):
             for item in untrusted.expect(recorded.get(name), list, kind, source, f"{key}'s {name!r}"):
                 untrusted.expect(item, str, kind, source, f"an item of {key}'s {name!r}")
-        from tfgpu.lock.selectors import check_record
 
         return check_record(recorded, path=self.path, mode="conda")
 
@@ -107,9 +109,6 @@ def check_urls(lockfile, path: Path) -> None:
     entries, not where they point, and a re-signed lock could install from any server. A conda
     package URL is a recorded channel's URL (same scheme, host and port), then ``/<subdir>/`` of
     the package's platform or ``noarch``, then the file name; ``file://`` bundles' channels too."""
-    from tfgpu import secrets
-    from tfgpu.urls import parse
-
     channels = [str(c.url) for c in lockfile.metadata.channels]
     for url in [*channels, *(str(p.url) for p in lockfile.package)]:
         if secrets.forms(url):
@@ -150,15 +149,11 @@ def _plain_file_name(url: str) -> bool:
     ``%2e%2e`` or ``x%5C..`` reach another directory of the host on servers that decode before
     they resolve the path (Python's http.server, many proxies), which the text comparison above
     cannot see."""
-    from tfgpu.urls import filename
-
     decoded = filename(url)
     return bool(decoded) and decoded not in (".", "..") and not any(mark in decoded for mark in "/\\")
 
 
 def _validated(content: dict, path: Path):
-    from conda_lock.lockfile import Lockfile, LockfileV1, lockfile_v1_to_v2
-
     version = content.pop("version", None)
     if version == 1:
         lockfile = lockfile_v1_to_v2(LockfileV1.model_validate(content))

@@ -20,11 +20,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from tfgpu import __version__, secrets, untrusted
+from tfgpu.engines import rattler
+from tfgpu.engines.channels import channel_urls, check_channels
 from tfgpu.errors import ImpossibleError
+from tfgpu.lock.resolving import compile_pylock
+from tfgpu.lock.tools import tools
+from tfgpu.paths import cache_root, output_dir, write_output
+from tfgpu.quoting import one_line
 
 FORMAT = "2"
 """Format 2 binds channels, platforms and resolutions as well as the packages (:func:`lock_digest`)."""
@@ -164,8 +173,6 @@ def channel_list(channels, channel_from: str = "--channel") -> list[str]:
     """The channels a conda lock records: ``--channel`` values (conda-forge when none) as URLs,
     each checked to exist and answer where the URL door allows. ``channel_from``: where they came
     from (a flag, a project file's key), for the messages."""
-    from tfgpu.engines.channels import channel_urls, check_channels
-
     urls = channel_urls(tuple(channels or ()), channel_from)
     check_channels(urls)
     return urls
@@ -173,9 +180,6 @@ def channel_list(channels, channel_from: str = "--channel") -> list[str]:
 
 def write_lock(targets, output: str | None, *, channels=(), channel_from: str = "--channel", reporter=None) -> Written:
     """``lock --mode conda``: one conda-lock.yml for every ``(platform, resolution, cpu_only)``."""
-    from tfgpu.lock.tools import tools
-    from tfgpu.paths import cache_root
-
     urls = channel_list(channels, channel_from)
     runner, uv, _ = tools("lock")
     return write(targets, output, channels=urls, runner=runner, uv=uv, cache=cache_root(), reporter=reporter)
@@ -195,8 +199,6 @@ def header(path: Path, channels=()) -> str:
     a line break in it would end the comment and a bidirectional control show another line.
     ``channels``: the channels as given; each given with a credential gets a line saying it is
     recorded without it, and where the credential comes from at install time."""
-    from tfgpu.quoting import one_line
-
     text = HEADER.format(version=__version__, name=one_line(path.name) or "conda-lock.yml")
     for channel in channels:
         if secrets.forms(channel):
@@ -208,8 +210,6 @@ def header(path: Path, channels=()) -> str:
 
 
 def _wrapped(text: str) -> list[str]:
-    import textwrap
-
     return textwrap.wrap(text, 96, break_on_hyphens=False, break_long_words=False)
 
 
@@ -225,10 +225,6 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
     would dominate a sub-second lock); the tests read it back with conda-lock's parser and check
     it equals what conda-lock's own models and writer make of the same entries.
     """
-    import yaml
-
-    from tfgpu.paths import output_dir, write_output
-
     path = output_path(output)
     if path.is_dir():
         raise ImpossibleError(
@@ -307,9 +303,6 @@ def lock_platform(
 ) -> tuple[list[dict], dict]:
     """One platform's package entries (conda, then pip) and the inputs they were solved from (what
     ``content_hash`` digests). ``cuda``: the ``__cuda`` to solve with (default: the resolution's)."""
-    from tfgpu.engines import rattler
-    from tfgpu.lock.resolving import compile_pylock
-
     if cuda is _DRIVER_CUDA:
         cuda = None if cpu_only or resolution.accelerator != "cuda" else rattler.virtual_cuda(resolution)
     specs, _ = rattler.conda_specs(resolution, cpu_only=cpu_only)
