@@ -8,7 +8,6 @@ raises: a missing file, tool or library is an answer (None, or a short error str
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -161,6 +160,8 @@ class System:
         missing = _loads(library)
         if isinstance(missing, str):
             return missing
+        import ctypes  # Start-up cost: see _loads.
+
         try:
             lib = ctypes.CDLL(library)
             get_version = lib.cuDriverGetVersion
@@ -212,6 +213,10 @@ def _prefix_glob(pattern: str) -> list[str]:
 def _loads(library: str) -> None | str:
     """None when the dynamic loader finds ``library`` (by name, as ``dlopen`` searches), else why
     not. The library is left open, as ``ctypes.CDLL`` leaves it."""
+    # Start-up cost: importing ctypes is 7.0M instructions (callgrind; a bare `python -c pass` is 39M),
+    # paid here by a probe that asks the loader, not by every command that imports this module.
+    import ctypes
+
     try:
         ctypes.CDLL(library, os.RTLD_NOW | os.RTLD_LOCAL)
     except OSError as exc:
