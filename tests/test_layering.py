@@ -779,3 +779,84 @@ def test_libraries_are_read_only_through_the_runs_budgeted_reader():
 )
 def test_the_library_door_check_sees_each_way_around(source):
     assert library_reads_around_the_door(source)
+
+
+# -- where imports sit -------------------------------------------------------------------------
+# The start-up budget is kept in one seam, ``tfgpu.cli.commands``' table: a command's module is
+# imported only when that command runs. Everywhere else imports sit at the top of the module; one
+# inside a function says why on its line or in the comment just above it (a start-up-counted command
+# would load more, an import cycle, a test's stand-in), or is a fallback tried under ``except ImportError``.
+RUN_ELSEWHERE = {
+    *IN_TARGET_ENV,
+    "verify/matmul_bench.py",
+    "envs/activation.py",
+    "records.py",
+    "engines/rattler_child.py",
+}
+"""Run by another interpreter (the target env's, which may be Python 2.7); the record helper; and
+rattler's child process, which imports rattler inside each operation so that a rattler that cannot
+be imported comes back as that operation's answer (``{"error": ...}``), as every other failure does."""
+
+
+def function_level_imports_without_a_reason(source: str) -> list[str]:
+    lines = source.split("\n")
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            first = node.lineno - 1  # the first import line of the group this one belongs to
+            while first > 0 and lines[first - 1].strip().startswith(("from ", "import ")):
+                first -= 1
+            said = "#" in lines[node.lineno - 1] or (first > 0 and lines[first - 1].strip().startswith("#"))
+            up, guarded = node, False
+            while up in parents and not guarded:
+                up = parents[up]
+                guarded = isinstance(up, ast.Try) and any(
+                    "ImportError" in ast.unparse(handler.type or ast.Name("BaseException")) for handler in up.handlers
+                )
+            if not (said or guarded):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_imports_sit_at_the_top_unless_a_comment_says_why():
+    offenders = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in RUN_ELSEWHERE or relative.startswith(TEMPLATE_DIRS):
+            continue
+        found = function_level_imports_without_a_reason(path.read_text(encoding="utf-8"))
+        if found:
+            offenders[relative] = found
+    assert offenders == {}
+
+
+def test_an_import_inside_a_function_without_a_reason_is_found():
+    source = "def f():\n    import json\n\n    return json\n\n\ndef g():\n    # Import cycle: a.b imports this module.\n    from a import b\n"
+    assert function_level_imports_without_a_reason(source) == ["line 2: import json"]
+
+
+def test_no_private_module_of_the_interpreter_is_imported():
+    """``signal``, ``ctypes`` and the like, not the C modules under them (``_signal``, ``_ctypes``):
+    only the record helper (``_collections._tuplegetter``) and the table cache's digest (``_blake2``,
+    whose reason ``tfgpu.data._digest`` gives in numbers) do."""
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in ("records.py", "data/__init__.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            offenders += [f"{relative}: {name}" for name in names if name.startswith("_") and name != "__future__"]
+    assert offenders == []

@@ -22,6 +22,7 @@ from tfgpu.live import decimal
 from tfgpu.proc import Runner
 from tfgpu.progress import Reporter
 from tfgpu.quoting import sh
+from tfgpu.verify import run_verify
 
 
 @dataclass
@@ -38,14 +39,14 @@ def backend_for(resolution, options: Options, source: Source, dry_run: bool = Fa
     """The backend for the resolution's mode (each module's ``make_backend`` checks its own needs;
     system mode's driver check becomes a note in a dry run)."""
     if resolution.mode == "conda":
-        from tfgpu.installers.conda import make_backend
+        from tfgpu.installers.conda import make_backend  # Start-up cost: brings rattler; conda mode only.
 
         return make_backend(resolution, options, source)
     if resolution.mode == "system":
-        from tfgpu.installers.system import make_backend
+        from tfgpu.installers.system import make_backend  # Start-up cost: the mode's backend only.
 
         return make_backend(resolution, options, dry_run=dry_run)
-    from tfgpu.installers.pip import make_backend
+    from tfgpu.installers.pip import make_backend  # Start-up cost: the mode's backend only.
 
     return make_backend(resolution, options)
 
@@ -162,7 +163,7 @@ def create(
         result.notes.extend(result.outcome.notes)
         if options.verify:
             if verify is None:
-                from tfgpu.verify import run_verify as verify
+                verify = run_verify
             reporter.note("Checking the GPU inside the new env (imports TensorFlow).")
             checking = True
             result.verify = verify(location.prefix, runner=runner)  # its output goes into this create's log
@@ -171,8 +172,6 @@ def create(
         # it is delivered, or during the check): a finished build is no reason to throw away, and
         # "nothing was left half-built" would be false. Said to be complete and unchecked.
         if location is not None and txn.committed(location):
-            from tfgpu.interrupts import leave
-
             check = "its GPU check did not finish" if checking else "it was not checked"
             leave(
                 stop,

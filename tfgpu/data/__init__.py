@@ -38,7 +38,8 @@ _MAGIC = b"TFGPU-TABLES-5\n"
 
 def _digest(data: bytes = b""):
     """A 32-byte BLAKE2b hash object. ``_blake2`` is what ``hashlib`` serves it from; importing it
-    alone spares every command that reads a table ``hashlib``'s OpenSSL set-up (about 4 ms)."""
+    alone spares every command that reads a table ``hashlib``'s OpenSSL set-up: 11.0M instructions
+    against 0.3M (callgrind; a bare ``python -c pass`` is 39M), a twentieth of ``plan``."""
     try:
         from _blake2 import blake2b
     except ImportError:  # an interpreter built without it

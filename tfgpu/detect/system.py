@@ -228,7 +228,7 @@ def which(name: str) -> str | None:
     """``shutil.which(name)`` without importing ``shutil`` (and the compression modules it loads)
     on POSIX, where it is a walk of ``PATH``; elsewhere (``PATHEXT``) ``shutil``'s own."""
     if os.name != "posix":
-        import shutil
+        import shutil  # Start-up cost: see above; only where PATHEXT applies.
 
         return shutil.which(name)
     if os.path.dirname(name):

@@ -101,9 +101,9 @@ def check_lock(path: str | Path, wanted: dict | None = None, reporter=None):
 
     lock = read(path)  # refuses an edited, truncated or foreign lock first (exit 2/3)
     if _conda_file(lock.path):
-        from tfgpu.lock.conda.check import check
+        from tfgpu.lock.conda.check import check  # Start-up cost: this lock's format's checker only.
     else:
-        from tfgpu.lock.pip.check import check
+        from tfgpu.lock.pip.check import check  # Start-up cost: this lock's format's checker only.
     found = check(lock, reporter)
     check_wanted(found, wanted or {})
     found.advice = advise(found, wanted or {})
