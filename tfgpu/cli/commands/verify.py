@@ -1,15 +1,13 @@
-"""``tfgpu-install doctor`` and ``verify``: the checks of an env, the one the user named or the
-active one (``tfgpu.envs.which``)."""
+"""``tfgpu-install verify``: TensorFlow run on the GPU inside an env (with ``--with``, beside other
+frameworks; with ``--workers``, several processes of one MultiWorkerMirroredStrategy step)."""
 
 from __future__ import annotations
 
 from tfgpu import results
+from tfgpu.cli.commands.which import target_env
 from tfgpu.cli.endings import before_the_check
 from tfgpu.cli.output import note, text
-from tfgpu.doctor import run_doctor
-from tfgpu.doctor.logs import match_log, read_log
 from tfgpu.envs.location import safe_label
-from tfgpu.envs.which import which_env
 from tfgpu.errors import ImpossibleError
 from tfgpu.proc import Runner
 from tfgpu.settings import Settings
@@ -18,31 +16,8 @@ from tfgpu.verify.frameworks import frameworks_failure, frameworks_of, run_frame
 from tfgpu.verify.origins import annotate
 
 
-def _which(settings: Settings, purpose: str):
-    """The env the command means (``tfgpu.envs.which``), said on stderr when the user did not type it."""
-    target = which_env(
-        name=settings.name,
-        prefix=settings.prefix,
-        interpreter=settings.interpreter,
-        environ=dict(settings.active_env),
-        purpose=purpose,
-    )
-    if target is not None and target.implicit and not settings.json:
-        note(target.describe())
-    return target
-
-
-def cmd_doctor(settings: Settings) -> results.Result:
-    if settings.log is not None:
-        content, cut = read_log(settings.log)
-        return results.LogMatches(settings.log, match_log(content), cut)
-    target = _which(settings, "doctor")
-    report = run_doctor(root=target.prefix if target else None, python=target.interpreter if target else None)
-    return results.Doctored(report, target.to_dict() if target else None)
-
-
 def cmd_verify(settings: Settings) -> results.Result:
-    target = _which(settings, "verify")
+    target = target_env(settings, "verify")
     prefix = target.prefix
     if not prefix.is_dir():
         raise ImpossibleError(
