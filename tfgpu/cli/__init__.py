@@ -2,7 +2,8 @@
 
 ``options`` defines every option once, ``parser`` says which command takes which, ``inputs``
 builds the one frozen ``tfgpu.settings.Settings`` of a run (options, project file, environment),
-``commands`` has one function per command returning a typed result, and ``output`` shows a result
+``commands`` is the command table (each command's module, imported only when that command runs:
+the start-up budget's one seam) whose functions return a typed result, and ``output`` shows a result
 by its type. This module runs them and is the one place that turns an error into an exit code. Exit codes (contract): 0 success; 1 the
 operation failed; 2 malformed input; 3 well-formed but impossible; 128+N a signal (Ctrl-C: 130);
 ``run`` and ``shell``: the command's own status, 127 when ``run``'s command is not there.
