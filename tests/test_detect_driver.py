@@ -318,8 +318,8 @@ def test_cuda_from_int(value, text):
 
 
 def test_the_loader_check_answers_like_ctypes():
-    """``System`` asks the dynamic loader through ``_ctypes`` before importing ``ctypes``: a library
-    that is there (libc) loads, one that is not gives ctypes' own message."""
+    """``System`` asks the dynamic loader before it calls into a library: a library that is there
+    (libc) loads, one that is not gives ctypes' own message."""
     import ctypes
 
     from tfgpu.detect.system import _loads

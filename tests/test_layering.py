@@ -171,8 +171,12 @@ def test_the_cli_calls_only_the_lock_faces_and_decides_nothing_by_mode(graph):
         if lock_format(t) and t not in faces
     )
     assert offenders == []
-    tree = ast.parse((ROOT / "cli" / "commands.py").read_text(encoding="utf-8"))
-    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    functions = {
+        node.name: node
+        for path in (ROOT / "cli" / "commands").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef)
+    }
     for name in ("cmd_lock", "lock_check", "cmd_bundle"):
         function = functions[name]
         names = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)} | {
@@ -510,9 +514,12 @@ def test_commands_take_the_settings_and_return_a_typed_result():
 
     from tfgpu import results
     from tfgpu.cli import commands, output
+    from tfgpu.cli.parser import COMMANDS
     from tfgpu.settings import Settings
 
-    for command, handler in commands.HANDLERS.items():
+    assert set(commands.COMMANDS) == set(COMMANDS)  # the command table and the grammar name the same commands
+    for command in commands.COMMANDS:
+        handler = commands.handler(command)
         hints = typing.get_type_hints(handler)
         assert list(inspect.signature(handler).parameters) == ["settings"], command
         assert hints["settings"] is Settings and hints["return"] is results.Result, command
@@ -625,6 +632,7 @@ PLAN_MAY_IMPORT = {
     "tfgpu.doors.secrets",  # output is redacted (a --channel's token): os and re alone
     "tfgpu.cli",
     "tfgpu.cli.commands",
+    "tfgpu.cli.commands.plan",
     "tfgpu.cli.parser",
     "tfgpu.cli.examples",  # the help's examples: data, in the parser it builds
     "tfgpu.cli.output",
@@ -659,7 +667,6 @@ PLAN_MAY_IMPORT = {
 }
 """With ``--no-detect``; detection adds ``tfgpu.detect.*`` (and, where a driver answers, what reads it)."""
 PLAN_NEEDS_NOT = {
-    "signal",
     "tfgpu.doors.urls",
     "tfgpu.process.runner",
     "tfgpu.data.schema",
@@ -693,7 +700,7 @@ PLAN_NEEDS_NOT = {
 """Heavy modules a plan does not use: ``dataclasses`` and ``typing`` (and the ``inspect``/``ast``
 they bring; the records are ``tfgpu.records``'), ``packaging`` (the tables' plain versions and
 ranges are read by ``tfgpu.versions``), ``hashlib`` (the cache digest comes from ``_blake2``), child
-processes and ``signal``'s enums (``tfgpu.process.interrupts`` installs its handlers through ``_signal``), the
+processes, the
 URL door (no URL in a plan), the schema and the parsers of what the parsed-data cache already holds
 (a cache only this user can write is used as written), the full requirement grammar
 (simple requirements are rendered without it), the output and network libraries of other commands."""
@@ -854,3 +861,84 @@ def test_the_http_library_check_sees_each_spelling(source):
 )
 def test_the_http_library_check_lets_the_rest_through(source):
     assert http_imports(source) == []
+
+
+# -- where imports sit -------------------------------------------------------------------------
+# The start-up budget is kept in one seam, ``tfgpu.cli.commands``' table: a command's module is
+# imported only when that command runs. Everywhere else imports sit at the top of the module; one
+# inside a function says why on its line or in the comment just above it (a start-up-counted command
+# would load more, an import cycle, a test's stand-in), or is a fallback tried under ``except ImportError``.
+RUN_ELSEWHERE = {
+    *IN_TARGET_ENV,
+    "verify/matmul_bench.py",
+    "envs/activation.py",
+    "records.py",
+    "engines/rattler_child.py",
+}
+"""Run by another interpreter (the target env's, which may be Python 2.7); the record helper; and
+rattler's child process, which imports rattler inside each operation so that a rattler that cannot
+be imported comes back as that operation's answer (``{"error": ...}``), as every other failure does."""
+
+
+def function_level_imports_without_a_reason(source: str) -> list[str]:
+    lines = source.split("\n")
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            first = node.lineno - 1  # the first import line of the group this one belongs to
+            while first > 0 and lines[first - 1].strip().startswith(("from ", "import ")):
+                first -= 1
+            said = "#" in lines[node.lineno - 1] or (first > 0 and lines[first - 1].strip().startswith("#"))
+            up, guarded = node, False
+            while up in parents and not guarded:
+                up = parents[up]
+                guarded = isinstance(up, ast.Try) and any(
+                    "ImportError" in ast.unparse(handler.type or ast.Name("BaseException")) for handler in up.handlers
+                )
+            if not (said or guarded):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_imports_sit_at_the_top_unless_a_comment_says_why():
+    offenders = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in RUN_ELSEWHERE or relative.startswith(TEMPLATE_DIRS):
+            continue
+        found = function_level_imports_without_a_reason(path.read_text(encoding="utf-8"))
+        if found:
+            offenders[relative] = found
+    assert offenders == {}
+
+
+def test_an_import_inside_a_function_without_a_reason_is_found():
+    source = "def f():\n    import json\n\n    return json\n\n\ndef g():\n    # Import cycle: a.b imports this module.\n    from a import b\n"
+    assert function_level_imports_without_a_reason(source) == ["line 2: import json"]
+
+
+def test_no_private_module_of_the_interpreter_is_imported():
+    """``signal``, ``ctypes`` and the like, not the C modules under them (``_signal``, ``_ctypes``):
+    only the record helper (``_collections._tuplegetter``) and the table cache's digest (``_blake2``,
+    whose reason ``tfgpu.data._digest`` gives in numbers) do."""
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in ("records.py", "data/__init__.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            offenders += [f"{relative}: {name}" for name in names if name.startswith("_") and name != "__future__"]
+    assert offenders == []

@@ -151,12 +151,12 @@ def test_script_on_a_full_disk_ends_in_a_clear_error(full_disk, tool_env):
 
 def test_a_write_refused_elsewhere_ends_at_the_command_lines_boundary(tmp_path, tool_env, monkeypatch):
     """An OSError of a full disk from a write with no door of its own is a typed error, exit 1."""
-    from tfgpu.cli import commands
+    from tfgpu.cli.commands import plan
 
     def full(settings):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "x.whl.part"))
 
-    monkeypatch.setitem(commands.HANDLERS, "plan", full)
+    monkeypatch.setattr(plan, "cmd_plan", full)
     done = run_tool("plan", *EXPORT, "--json", env=tool_env)
     assert done.returncode == 1 and json.loads(done.stdout)["error"]["code"] == "disk-full"
     assert "x.whl.part" in json.loads(done.stdout)["error"]["message"]

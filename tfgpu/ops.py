@@ -11,12 +11,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.filesize import decimal
+
+from tfgpu.doors.quoting import sh
 from tfgpu.envs import jupyter, txn
 from tfgpu.envs.location import Location, locate, prefix_for, refuse_link, safe_label
+from tfgpu.envs.which import which_env
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers.base import Backend, Context, Options, Outcome, Source, Step, StepKind, apply
+from tfgpu.process.interrupts import leave
+from tfgpu.process.runner import Runner
 from tfgpu.progress import Reporter
 from tfgpu.records import factory, record
+from tfgpu.verify import run_verify
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,13 +44,16 @@ def backend_for(resolution, options: Options, source: Source, dry_run: bool = Fa
     """The backend for the resolution's mode (each module's ``make_backend`` checks its own needs;
     system mode's driver check becomes a note in a dry run)."""
     if resolution.mode == "conda":
+        # Start-up cost: brings rattler; conda mode only.
         from tfgpu.installers.conda import make_backend as conda_backend
 
         return conda_backend(resolution, options, source)
     if resolution.mode == "system":
+        # Start-up cost: the mode's backend only.
         from tfgpu.installers.system import make_backend as system_backend
 
         return system_backend(resolution, options, dry_run=dry_run)
+    # Start-up cost: the mode's backend only.
     from tfgpu.installers.pip import make_backend as pip_backend
 
     return pip_backend(resolution, options)
@@ -91,8 +101,6 @@ def create(
     final, display = prefix_for(name, prefix)
     refuse_link(final)
     if runner is None:
-        from tfgpu.process.runner import Runner
-
         runner = Runner.for_operation(f"create-{safe_label(display)}")
     if runner.note:
         reporter.note(runner.note)
@@ -157,7 +165,7 @@ def create(
         result.notes.extend(result.outcome.notes)
         if options.verify:
             if verify is None:
-                from tfgpu.verify import run_verify as verify
+                verify = run_verify
             reporter.note("Checking the GPU inside the new env (imports TensorFlow).")
             checking = True
             result.verify = verify(location.prefix, runner=runner)  # its output goes into this create's log
@@ -166,8 +174,6 @@ def create(
         # it is delivered, or during the check): a finished build is no reason to throw away, and
         # "nothing was left half-built" would be false. Said to be complete and unchecked.
         if location is not None and txn.committed(location):
-            from tfgpu.process.interrupts import leave
-
             check = "its GPU check did not finish" if checking else "it was not checked"
             leave(
                 stop,
@@ -200,10 +206,6 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
     ``--name`` is looked up as every command looks it up (``tfgpu.envs.which``); never the active env.
     ``reporter`` is told the files and bytes deleted as it goes. Interrupted, what is left and the
     command that finishes it are said (``tfgpu.process.interrupts.leave``)."""
-    from tfgpu.doors.quoting import sh
-    from tfgpu.envs.which import which_env
-    from tfgpu.results import Removed
-
     target = which_env(name=name, prefix=prefix, purpose="remove")
     assert target is not None and target.prefix is not None  # which_env answers None only for doctor
     final = target.prefix
@@ -214,8 +216,6 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
 
         def progress(files: int, all_files: int, size: int, all_size: int) -> None:
             if not begun:
-                from rich.filesize import decimal
-
                 reporter.step(1, 1, f"Remove {final}: {all_files:,} files, {decimal(all_size)}")
                 begun.append(True)
             reporter.transfer(f"deleting {all_files:,} files", size, all_size or None)
@@ -230,7 +230,6 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
 
 def _left_by_remove(stop: BaseException, final: Path, again: str) -> None:
     """Say what an interrupted remove left: the env whole, or what is left of it where."""
-    from tfgpu.process.interrupts import leave
 
     removing = txn.removing_of(final)
     if removing.exists():

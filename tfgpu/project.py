@@ -34,8 +34,10 @@ import re
 from pathlib import Path
 
 from tfgpu.doors import untrusted
+from tfgpu.doors.paths import user_path
 from tfgpu.errors import UsageError
 from tfgpu.records import factory, record
+from tfgpu.resolver import request
 
 FILE = "tfgpu.toml"
 ENVIRONMENT = "TFGPU_PROJECT_FILE"
@@ -95,7 +97,6 @@ def find(start: Path | None = None) -> Path | None:
     if named:
         if named.lower() == "none":
             return None
-        from tfgpu.doors.paths import user_path
 
         return Path(user_path(named, ENVIRONMENT)).expanduser().absolute()
     here = (start or Path.cwd()).absolute()
@@ -186,6 +187,7 @@ def _near_misses(pyproject: Path) -> list[str]:
         return []  # not this tool's file to judge: a broken pyproject.toml is its build tool's business
     if not isinstance(tool, dict):
         return []
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.doors.urls.
     from tfgpu.doors.urls import shown
 
     return [
@@ -236,9 +238,9 @@ def _bad(path: Path, key: str, problem: str, ways: list[str] | None = None) -> U
 
 
 def _checked(path: Path, prefix: str, table: dict) -> dict:
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.lock.platforms, tfgpu.doors.urls.
     from tfgpu.doors.urls import host_name, parse
     from tfgpu.lock.platforms import parse_platform
-    from tfgpu.resolver import request
 
     parsers = {
         "tf": request.parse_tf_spec,

@@ -258,15 +258,15 @@ def test_two_creates_of_one_name_at_once_never_lose_the_env(sandbox, local_wheel
 
 
 def test_a_stray_sigterm_becomes_exit_143_without_a_traceback(tmp_path):
-    """SIGTERM and SIGHUP are installed through ``tfgpu.process.interrupts`` (no ``signal`` enums on the way):
-    a SIGTERM mid-command is the same clean interruption as Ctrl-C."""
+    """SIGTERM and SIGHUP are installed through ``tfgpu.process.interrupts``: a SIGTERM mid-command is the
+    same clean interruption as Ctrl-C."""
     import subprocess
     import sys
 
     script = (
         "import os, signal, sys\nfrom tfgpu.cli import main\n"
-        "import tfgpu.cli.commands as c\n"
-        "c.HANDLERS['plan'] = lambda s: os.kill(os.getpid(), signal.SIGTERM)\n"
+        "import tfgpu.cli.commands.plan as c\n"
+        "c.cmd_plan = lambda s: os.kill(os.getpid(), signal.SIGTERM)\n"
         "sys.exit(main(['plan', '--no-detect']))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)

@@ -8,7 +8,16 @@ uv's hard links reach every env from one copy)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from tfgpu.cache.uvdir import UvCache, uv_cache, uv_cache_dir
+from tfgpu.doors.paths import cache_root, data_dir, log_dir
+from tfgpu.engines.uv import find_uv
+from tfgpu.envs.conda_envs import conda_envs_dirs
+from tfgpu.envs.location import envs_dir
+from tfgpu.errors import TfgpuError
+from tfgpu.process.runner import Runner
 
 __all__ = ["UvCache", "operate", "uv_cache", "uv_cache_dir"]
 
@@ -16,10 +25,8 @@ __all__ = ["UvCache", "operate", "uv_cache", "uv_cache_dir"]
 def operate(action: str, *, dry_run: bool = False) -> dict:
     """``cache info`` (sizes by kind, what clean and prune would free, which uv cache installs use),
     or ``cache prune`` / ``cache clean`` (what was freed; ``dry_run``: what would be)."""
+    # Looked up at each call: tests stand a fake in for survey().
     from tfgpu.cache.survey import survey
-    from tfgpu.doors.paths import cache_root
-    from tfgpu.engines.uv import find_uv
-    from tfgpu.envs.location import envs_dir
 
     root, uv = cache_root(), find_uv()
     chosen = uv_cache(uv)
@@ -34,13 +41,11 @@ def operate(action: str, *, dry_run: bool = False) -> dict:
             "clean_frees": sum(kind["clean_frees"] for kind in kinds),
             "prune_frees": sum(kind["prune_frees"] or 0 for kind in kinds),
         }
+    # Import cycle: tfgpu.cache.cleaning imports this module.
     from tfgpu.cache.cleaning import tidy
-    from tfgpu.process.runner import Runner
 
     runner = Runner.for_operation(f"cache-{action}")
     runner.log(f"uv cache: {chosen.path} ({chosen.why})")
-    from tfgpu.envs.conda_envs import conda_envs_dirs
-    from tfgpu.errors import TfgpuError
 
     try:
         conda_envs = conda_envs_dirs()
@@ -53,11 +58,8 @@ def operate(action: str, *, dry_run: bool = False) -> dict:
 def _places(conda_envs):
     """What no kind of cache may hold or lie in, besides the envs directory (``tfgpu.cache.guard``):
     conda's envs directories, the data directories, the working directory (a project) and home."""
-    import os
-    from pathlib import Path
-
+    # Import cycle: tfgpu.cache.guard imports this module.
     from tfgpu.cache.guard import DATA_APART, ENVS_APART, LOGS_APART, Place
-    from tfgpu.doors.paths import data_dir, log_dir
 
     places = [Place("the data directory", data_dir(), owns_below=True, way=DATA_APART)]
     overlay = os.environ.get("TFGPU_DATA_DIR", "").strip()

@@ -17,10 +17,12 @@ import fcntl
 import os
 from pathlib import Path
 
-from tfgpu.cache.survey import KINDS, OWN_FILES, Kind, prunable, survey
+from tfgpu.cache import guard
+from tfgpu.cache.survey import KINDS, OWN_FILES, Kind, prunable, survey, usage
+from tfgpu.cache.uvdir import not_a_uv_cache
 from tfgpu.doors import trees
 from tfgpu.doors.controls import shown
-from tfgpu.doors.paths import is_tagged
+from tfgpu.doors.paths import CACHE_TAG, is_tagged
 from tfgpu.errors import ImpossibleError, OperationError
 
 WAY_FOREIGN = "Point TFGPU_CACHE_DIR at the tool's own cache (or unset it), or remove those entries yourself."
@@ -60,7 +62,6 @@ def _made_by_an_earlier_version(root: Path) -> bool:
 
 def tag_cache_anyway(root: Path) -> None:
     """Adopt an earlier version's cache: write the tag into it (not empty, so ``tag_cache`` would not)."""
-    from tfgpu.doors.paths import CACHE_TAG
 
     with contextlib.suppress(OSError):
         fd = os.open(root / "CACHEDIR.TAG", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -155,8 +156,6 @@ def tidy(root: Path, envs: Path, uv_cache, *, prune: bool, dry_run: bool, uv: st
     """``cache prune`` (``prune``) or ``cache clean``; returns what was (or would be) freed, by kind.
     ``places``: the directories no kind may hold or lie in (``tfgpu.cache.guard.Place``), the envs
     directory ``envs`` always among them."""
-    from tfgpu.cache import guard
-
     verb = "prune" if prune else "clean"
     foreign = check_root(root)
     if foreign:
@@ -190,8 +189,6 @@ def _one(kind: Kind, verb: str, *, dry_run: bool, uv: str | None, runner) -> dic
         item["said"] = kind.note or "nothing there"
         return item
     if kind.kind == "uv" and kind.shared:
-        from tfgpu.cache.uvdir import not_a_uv_cache
-
         why_not = not_a_uv_cache(kind.path)  # checked again when it is pruned: it may have changed since
         if why_not is not None:
             item["said"] = f"left as it is: {why_not}"
@@ -224,6 +221,4 @@ def _one(kind: Kind, verb: str, *, dry_run: bool, uv: str | None, runner) -> dic
 
 
 def _usage_after(kind: Kind) -> int:
-    from tfgpu.cache.survey import usage
-
     return usage(kind.path).frees

@@ -35,7 +35,9 @@ import stat
 import time
 from pathlib import Path
 
+from tfgpu.cache.survey import _records
 from tfgpu.doors import owner, trees, untrusted
+from tfgpu.envs import writes
 from tfgpu.records import record
 
 
@@ -346,8 +348,6 @@ def one_copy(cache: Path, env: Path | None = None) -> Deduped:
     files of ``env`` (an env just built, before it is moved into place) that were links to a second
     copy are relinked to the first (``tfgpu.envs.writes.put_hardlink``). Another dedupe of the same
     cache is waited for, never run alongside."""
-    from tfgpu.cache.survey import _records
-
     # Grouped by each RECORD's hash, never its bytes: a cache of many large RECORDs is held one at
     # a time. Each copy's RECORD is read again through the open copy, and hashed as a listed file.
     copies: dict[tuple[str, str], list[Path]] = {}
@@ -393,8 +393,6 @@ def _env_relinked(env: Path, moved: dict, scratch: int) -> None:
     linked from the tool's own name of it in ``scratch``, made when that file was proved the one
     hashed, and proved so again when the env's link is made (a file swapped in at that name since
     is never linked into the env)."""
-    from tfgpu.envs import writes
-
     for directory, _, files, _ in trees.walk(env):  # no recursion on depth
         for name in files:
             path = Path(directory) / name

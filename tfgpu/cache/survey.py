@@ -8,10 +8,13 @@ cache, ``frees`` the rest.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
 
+from tfgpu.data import parsed_cache_file
+from tfgpu.doors import untrusted
 from tfgpu.records import factory, record
 
 KINDS: dict[str, tuple[str, str]] = {
@@ -150,8 +153,6 @@ def prunable(kind: str, root: Path):
         outside = held_outside(root)
         return lambda path, info: (info.st_dev, info.st_ino) not in outside and path.parent.name != "envs"
     if kind == "data":
-        from tfgpu.data import parsed_cache_file
-
         current = parsed_cache_file().name
         return lambda path, info: path.name != current
     if kind == "downloads":
@@ -165,9 +166,6 @@ def unpacked_twice(cache: Path) -> dict[str, int]:
     uv keeps each source's wheels apart (the index, each ``--find-links`` directory), each with its
     own unpacked copy: the same wheel installed from two sources is on disk twice. Two copies are
     the same wheel when their ``RECORD`` files (every file's hash) are byte for byte the same."""
-    import hashlib
-
-    from tfgpu.doors import untrusted
 
     copies: dict[tuple[str, str], list[Path]] = {}
     for record_file in _records(cache):

@@ -15,6 +15,12 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from tfgpu.doors import untrusted
+from tfgpu.doors.paths import cache_root, tag_cache
+from tfgpu.engines.uv import find_uv
+from tfgpu.envs.location import envs_dir
+from tfgpu.errors import UsageError
+from tfgpu.process.runner import Runner
 from tfgpu.records import record
 
 VARIABLE = "TFGPU_UV_CACHE"
@@ -67,7 +73,6 @@ def not_a_uv_cache(path: Path, *holds: Path) -> str | None:
         return f"{path} cannot be read ({error.strerror})"
     if not names:
         return None
-    from tfgpu.doors import untrusted
 
     try:
         first = untrusted.read_head(resolved / "CACHEDIR.TAG", untrusted.CACHE, 200).split(b"\n", 1)[0]
@@ -90,7 +95,6 @@ def users_uv_cache(uv: str | None, environ: Mapping[str, str] = os.environ) -> P
         return Path(os.path.abspath(os.path.expanduser(given)))
     if uv is None:
         return None
-    from tfgpu.process.runner import Runner
 
     done = Runner().capture([uv, "cache", "dir", "--no-config"], timeout=20)
     answer = done.output.strip().splitlines()
@@ -108,8 +112,6 @@ def uv_cache(
 ) -> UvCache:
     """The uv cache to use (see the module docstring). ``device`` is injectable: two file systems
     cannot be made without root in a test."""
-    from tfgpu.doors.paths import cache_root
-    from tfgpu.errors import UsageError
 
     own = cache_root() / "uv"
     setting = environ.get(VARIABLE, "").strip().lower() or "auto"
@@ -119,21 +121,16 @@ def uv_cache(
             f"{VARIABLE}={environ.get(VARIABLE)!r} is not one of {', '.join(CHOICES)}.",
             [f"{VARIABLE}=own keeps the tool's own uv cache; unset it to reuse your uv cache where possible."],
         )
-    from tfgpu.doors.paths import tag_cache
 
     tag_cache(own.parent)  # uv makes its directory, not the tag the cache commands look for
     if setting == "own":
         return UvCache(own, False, f"{VARIABLE}=own")
     if uv is None:
-        from tfgpu.engines.uv import find_uv
-
         uv = find_uv()
     users = users_uv_cache(uv, environ)
     if users is None:
         return UvCache(own, False, "no uv cache of yours was found (UV_CACHE_DIR unset, `uv cache dir` gave no path)")
     if envs is None:
-        from tfgpu.envs.location import envs_dir
-
         envs = envs_dir()
     if users == own:
         return UvCache(own, False, "UV_CACHE_DIR is the tool's own uv cache")

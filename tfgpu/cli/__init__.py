@@ -2,7 +2,8 @@
 
 ``options`` defines every option once, ``parser`` says which command takes which, ``inputs``
 builds the one frozen ``tfgpu.settings.Settings`` of a run (options, project file, environment),
-``commands`` has one function per command returning a typed result, and ``output`` shows a result
+``commands`` is the command table (each command's module, imported only when that command runs:
+the start-up budget's one seam) whose functions return a typed result, and ``output`` shows a result
 by its type. This module runs them and is the one place that turns an error into an exit code. Exit codes (contract): 0 success; 1 the
 operation failed; 2 malformed input; 3 well-formed but impossible; 128+N a signal (Ctrl-C: 130);
 ``run`` and ``shell``: the command's own status, 127 when ``run``'s command is not there.
@@ -14,7 +15,14 @@ import errno
 import json
 import sys
 
-from tfgpu.errors import TfgpuError
+from tfgpu.cli import inputs
+from tfgpu.cli.commands import handler
+from tfgpu.cli.output import note, render, show
+from tfgpu.cli.parser import COMMANDS, build_parser, with_default_command
+from tfgpu.doors.paths import write_failure
+from tfgpu.doors.secrets import redact
+from tfgpu.errors import TfgpuError, UsageError
+from tfgpu.process.interrupts import install_signal_handlers, left
 
 
 def _tolerant_streams() -> None:
@@ -30,12 +38,6 @@ def _tolerant_streams() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the tool; returns the exit code."""
-    from tfgpu.cli import inputs
-    from tfgpu.cli.commands import HANDLERS
-    from tfgpu.cli.output import note, show
-    from tfgpu.cli.parser import COMMANDS, build_parser, with_default_command
-    from tfgpu.process.interrupts import install_signal_handlers
-
     _tolerant_streams()
     install_signal_handlers()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         inputs.trust(settings)
         for line in settings.notes:
             note(line)  # stderr, also under --json
-        return show(settings, HANDLERS[settings.command](settings))
+        return show(settings, handler(settings.command)(settings))
     except OSError as error:
         # A path derived from one the user gave (a lock beside -o, a platform's file name, a bundle's
         # member) can still be too long for the file system; any stat() anywhere then raises
@@ -54,14 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         if error.errno != errno.ENAMETOOLONG:
             # A full disk, a read-only file system or a refused permission met by a write that has
             # no door of its own (a download's .part in -o DIR, say) ends as a typed error too.
-            from tfgpu.doors.paths import write_failure
-
             failure = write_failure(error)
             if failure is None:
                 raise
             return _report(failure, want_json)
-        from tfgpu.errors import UsageError
-
         return _report(
             UsageError(
                 "bad-path",
@@ -76,8 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help and --version
         return int(done.code or 0)
     except KeyboardInterrupt as stop:  # Ctrl-C, and SIGTERM/SIGHUP (tfgpu.process.interrupts.Interrupted)
-        from tfgpu.process.interrupts import left
-
         signum = getattr(stop, "signum", 2)
         remains, cleaned = left(stop)
         # A command that knows better (a repair rolled back) says what is left and where.
@@ -91,11 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(error: TfgpuError, want_json: bool) -> int:
-    from tfgpu.cli.output import render
-
     if want_json:
-        from tfgpu.doors.secrets import redact
-
         sys.stdout.write(redact(json.dumps(error.to_dict(), indent=2)) + "\n")
     else:
         render().error(error)

@@ -21,8 +21,15 @@ import argparse
 import re
 from functools import lru_cache
 
+from tfgpu import results
+from tfgpu.cli.parser import build_parser
 from tfgpu.doors import quoting
+from tfgpu.installers.options import ENGINES
+from tfgpu.lock.platforms import PLATFORMS
 from tfgpu.records import record
+from tfgpu.resolver.matrix import matrix
+from tfgpu.resolver.request import ARCHES, MODES, OSES
+from tfgpu.settings import Settings
 
 PROG = "tfgpu-install"
 PATH_METAVARS = ("FILE", "DIR", "PATH")
@@ -41,10 +48,6 @@ class Option:
 
 def _values(command: str, action: argparse.Action) -> tuple[tuple[str, ...], bool]:
     """(the values an option takes, whether it takes a path)."""
-    from tfgpu.installers.options import ENGINES
-    from tfgpu.lock.platforms import PLATFORMS
-    from tfgpu.resolver.request import ARCHES, MODES, OSES
-
     if action.choices:
         return tuple(action.choices), False
     known = {
@@ -64,8 +67,6 @@ def _values(command: str, action: argparse.Action) -> tuple[tuple[str, ...], boo
 
 @lru_cache(maxsize=1)
 def _releases() -> tuple[dict, ...]:
-    from tfgpu.resolver.matrix import matrix
-
     return tuple(matrix())
 
 
@@ -106,9 +107,13 @@ def model(parser: argparse.ArgumentParser) -> dict[str, dict]:
     return commands
 
 
-def script(shell: str, parser: argparse.ArgumentParser | None = None) -> str:
-    from tfgpu.cli.parser import build_parser
+def cmd_completion(settings: Settings) -> results.Result:
+    """``completion SHELL``: the completion script, generated from the parser."""
+    assert settings.shell is not None  # completion's SHELL is positional
+    return results.Text(script(settings.shell))
 
+
+def script(shell: str, parser: argparse.ArgumentParser | None = None) -> str:
     _releases.cache_clear()  # the data as it is now (update-data may have added releases)
     found = model(parser or build_parser())
     return {"bash": _bash, "zsh": _zsh, "fish": _fish}[shell](found)

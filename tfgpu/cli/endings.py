@@ -21,8 +21,14 @@ library path) has a driver that fails, and fails.
 
 from __future__ import annotations
 
+from tfgpu.cli.output import note, text
+from tfgpu.detect.platform_facts import WSL_LIB
+from tfgpu.envs.which import naming
 from tfgpu.errors import OperationError, UsageError
+from tfgpu.records import replace
+from tfgpu.results import Verified
 from tfgpu.settings import Settings
+from tfgpu.verify import driverless_report, failure
 
 DRIVER_DIR = "/proc/driver/nvidia"
 """Present whenever the NVIDIA kernel module is loaded, with or without its user-space libraries."""
@@ -58,8 +64,8 @@ def no_driver_here(report: dict | None, system=None) -> str | None:
 def no_driver_on_this_machine(system=None) -> str | None:
     """Why no GPU check can pass here (this machine has no NVIDIA driver at all, as detection reads
     it in about a second), or None when some part of a driver is here (working or failing)."""
+    # Looked up at each call: tests stand a fake in for probe().
     from tfgpu.detect import System, probe
-    from tfgpu.detect.platform_facts import WSL_LIB
 
     system = system if system is not None else System()
     host = probe(system)
@@ -84,12 +90,8 @@ def before_the_check(settings: Settings, prefix, chosen: dict) -> None:
     TensorFlow (seconds to minutes), as doctor knows it in a second; else it says it is importing."""
     why = no_driver_on_this_machine()
     if why is not None:
-        from tfgpu.verify import driverless_report, failure
-
         raise failure(driverless_report(prefix, why) | {"which_env": chosen})
     if not settings.json:
-        from tfgpu.cli.output import note
-
         note(f"Checking the GPU with {prefix}/bin/python (imports TensorFlow).")
 
 
@@ -124,17 +126,12 @@ def gpu_required(found: dict, prefix: str, what: str, details: dict) -> Operatio
 def created_ending(settings: Settings, created, name: str | None):
     """The result of a finished ``create`` (its GPU checked, not checkable here, or skipped), or
     the error of a check that failed with a driver here, or of ``--require-gpu`` without one."""
-    from tfgpu.cli.output import text
-    from tfgpu.records import replace
-    from tfgpu.results import Verified
-    from tfgpu.verify import failure
-
     outcome = created.outcome
     report = outcome.verify
-    from tfgpu.envs.which import naming
 
     found = unchecked(settings, report, created.prefix, name)
     created = replace(created, unchecked=found, naming=naming(outcome.location.prefix, name))
+    # Start-up cost: `doctor` loads this module but not tfgpu.doors.quoting.
     from tfgpu.doors.quoting import sh
 
     how = outcome.outcome.activate or f"source {sh(f'{created.prefix}/bin/activate')}"

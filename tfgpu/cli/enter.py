@@ -9,17 +9,22 @@ commands already run in it, and a default would hide, in a script or a cron job,
 from __future__ import annotations
 
 from tfgpu import results
+from tfgpu.cli.options import SHELLS
 from tfgpu.cli.output import note
-from tfgpu.errors import UsageError
+from tfgpu.doors import quoting
+from tfgpu.doors.quoting import sh
+from tfgpu.envs import enter, shell_entry
+from tfgpu.envs.inuse import using
+from tfgpu.envs.txn import hold_of
+from tfgpu.envs.which import which_env
+from tfgpu.errors import CommandNotFoundError, OperationError, UsageError
+from tfgpu.process.runner import Runner
 from tfgpu.settings import Settings
 
 
 def _enter(settings: Settings):
     """The env ``run``, ``activate`` and ``shell`` mean: always named (the parser requires it), and
     said nowhere on success (the output is the command's, or the lines to evaluate)."""
-    from tfgpu.envs import enter
-    from tfgpu.envs.which import which_env
-
     target = which_env(name=settings.name, prefix=settings.prefix, environ={}, purpose=settings.command)
     enter.check_env(target)
     return target
@@ -27,7 +32,6 @@ def _enter(settings: Settings):
 
 def _where(settings: Settings) -> str:
     """The env as the user named it, for a command line in a message."""
-    from tfgpu.doors.quoting import sh
 
     return f"--name {sh(settings.name)}" if settings.name else f"--prefix {sh(settings.prefix)}"
 
@@ -37,10 +41,6 @@ def _attached(
 ) -> results.Result:
     """``argv`` run on this terminal with the env activated (``tfgpu.envs.enter``; ``environ``: the
     environment to give it instead, when the program activates the env itself)."""
-    from tfgpu.doors import quoting
-    from tfgpu.envs import enter
-    from tfgpu.errors import CommandNotFoundError, OperationError
-    from tfgpu.process.runner import Runner
 
     if environ is None:
         environ = enter.activated_environment(target)
@@ -60,8 +60,6 @@ def _attached(
                 f"(`tfgpu-install run {where} -- /path/to/{quoting.one_line(argv[0])}`).",
             ],
         )
-    from tfgpu.envs.inuse import using
-    from tfgpu.envs.txn import hold_of
 
     try:
         # Held while the program runs: a `remove` of this env refuses meanwhile (env-in-use).
@@ -89,8 +87,6 @@ def cmd_run(settings: Settings) -> results.Result:
 
 def _shell_name(settings: Settings) -> str:
     """--shell, else the shell $SHELL names."""
-    from tfgpu.cli.options import SHELLS
-
     if settings.shell:
         return settings.shell
     name = settings.user_shell.rsplit("/", 1)[-1]
@@ -105,8 +101,6 @@ def _shell_name(settings: Settings) -> str:
 
 def cmd_activate(settings: Settings) -> results.Result:
     """``activate``: the lines that activate the env in the user's shell, for eval (fish: source)."""
-    from tfgpu.envs import enter
-
     shell = _shell_name(settings)
     target = _enter(settings)
     return results.Text(enter.activation_lines(target, shell))
@@ -115,8 +109,6 @@ def cmd_activate(settings: Settings) -> results.Result:
 def cmd_shell(settings: Settings) -> results.Result:
     """``shell``: the user's $SHELL started inside the env; leaving it is ``exit`` (in bash, zsh and
     fish in a venv, ``deactivate`` works as after ``source bin/activate``: ``tfgpu.envs.shell_entry``)."""
-    from tfgpu.envs import shell_entry
-
     program = settings.user_shell or "/bin/sh"
     target = _enter(settings)
     also = "; `deactivate` leaves the env and stays in the shell" if shell_entry.deactivates(target, program) else ""

@@ -77,6 +77,7 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> 
     # the door is imported only when the variable is set: `plan` otherwise needs no URL.
     named: tuple[str, ...] = ()
     if environ.get(INSECURE_HOSTS, "").strip():
+        # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.doors.urls.
         from tfgpu.doors import urls
 
         named = tuple(
@@ -94,6 +95,7 @@ def _project(given: dict):
     """(the project file that applies or None, the notes on files seen and not used)."""
     if given.get("no_project"):
         return None, ()
+    # Start-up cost: `matrix --json` loads this module but not tfgpu.project.
     from tfgpu import project
 
     explicit = given.get("project")
@@ -106,6 +108,7 @@ def trust(settings: Settings) -> None:
     carries over from an earlier run in the same process."""
     if not settings.insecure_hosts and "tfgpu.doors.urls" not in sys.modules:
         return  # nothing named and nothing to forget: `plan` need not import the URL door
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.doors.urls.
     from tfgpu.doors import urls
 
     urls.trust(list(settings.insecure_hosts))

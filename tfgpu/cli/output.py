@@ -21,12 +21,14 @@ if TYPE_CHECKING:
 
 
 def render():
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.cli.render.results.
     from tfgpu.cli.render import results as module
 
     return module
 
 
 def _lists():
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.cli.lists.
     from tfgpu.cli import lists
 
     return lists
@@ -56,6 +58,7 @@ def _plan(result: results.Planned) -> None:
 
 
 def _matrix(result: results.Matrix) -> None:
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.resolver.overlay.
     from tfgpu.resolver.overlay import describe_age
 
     render().matrix(result.rows)
@@ -77,6 +80,7 @@ def _exported(result: results.Exported) -> None:
 
 
 def _log_matches(result: results.LogMatches) -> None:
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.doctor.logs.
     from tfgpu.doctor.logs import LOG_LIMIT
 
     if result.truncated:
@@ -103,6 +107,7 @@ def _text(result: results.Text) -> None:
 
 
 def _cache(document: dict) -> None:
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.cli.render.cache.
     from tfgpu.cli.render import cache as render_cache
 
     (render_cache.info if document["action"] == "info" else render_cache.tidied)(document)

@@ -91,6 +91,7 @@ class Parser(argparse.ArgumentParser):
         """Words no parser took (argparse gathers them here, at the top, from the command's parser):
         the option each looks like, and the help of the command that was parsed, which lists its
         options (the top-level help lists only the commands)."""
+        # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.cli.typos, tfgpu.cli.render.console.
         from tfgpu.cli import typos
         from tfgpu.doors.controls import shown
 
@@ -122,6 +123,7 @@ class Parser(argparse.ArgumentParser):
         )
 
     def error(self, message: str):  # noqa: D102 - argparse hook
+        # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.cli.typos, tfgpu.cli.render.console.
         from tfgpu.cli import typos
         from tfgpu.doors.controls import shown
 
@@ -312,6 +314,7 @@ def with_default_command(argv: list[str]) -> list[str]:
     if argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
         return argv
     if not argv[0].startswith("-"):
+        # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.cli.typos.
         from tfgpu.cli.typos import closest
 
         near = closest(argv[0], COMMANDS)

@@ -10,16 +10,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tfgpu import results
+from tfgpu import repair, results
+from tfgpu.cli import endings
+from tfgpu.cli.endings import refuse_unverifiable
+from tfgpu.cli.output import note, render
 from tfgpu.doors.quoting import sh
 from tfgpu.errors import UsageError
+from tfgpu.records import replace
 from tfgpu.repair.records import Checked, RepairOutcome, RepairRequest
 from tfgpu.settings import Settings
+from tfgpu.verify import failure, run_verify
 
 
 def _ask(plan) -> bool:
-    from tfgpu.cli.output import render
-
     render().repair_plan(plan.to_dict(), plan.survey.prefix)
     sys.stderr.write("Proceed? [y/N] ")
     sys.stderr.flush()
@@ -31,9 +34,6 @@ def _ask(plan) -> bool:
 
 
 def cmd_repair(settings: Settings) -> results.Result:
-    from tfgpu import repair
-    from tfgpu.cli.output import note, render
-
     target = repair.locate(
         settings.name, settings.prefix, settings.interpreter, environ=dict(settings.active_env)
     )  # default: the active env
@@ -77,7 +77,6 @@ def cmd_repair(settings: Settings) -> results.Result:
             "--forget-journal goes with --undo.",
             ["`tfgpu-install repair --undo --forget-journal --prefix P`"],
         )
-    from tfgpu.cli.endings import refuse_unverifiable
 
     refuse_unverifiable(settings)
     confirm = None
@@ -103,11 +102,6 @@ def cmd_repair(settings: Settings) -> results.Result:
 def _repaired(settings: Settings, outcome: RepairOutcome) -> results.Result:
     """A repair that changed the env (kept whatever its GPU check finds), checked and ended as a
     create is (``tfgpu.cli.endings``): exit 0 without a driver here, 1 when one is here and fails."""
-    from tfgpu.cli import endings
-    from tfgpu.cli.output import note, render
-    from tfgpu.records import replace
-    from tfgpu.verify import failure, run_verify
-
     prefix = outcome.prefix
     undo = f"tfgpu-install repair --prefix {sh(str(prefix))} --undo"
     report = None

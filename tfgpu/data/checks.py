@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import re
 
+from tfgpu.doors.controls import has_control
+from tfgpu.doors.requirements import name_problem, problem, spec_problem
 from tfgpu.records import record, replace
+from tfgpu.versions import specifier, version
 
 
 def _version(text: str) -> bool:
-    from tfgpu.versions import version
-
     return version(text) is not None
 
 
 def _specifier(text: str) -> bool:
-    from tfgpu.versions import specifier
-
     return specifier(text) is not None
 
 
@@ -95,19 +94,16 @@ def _nested_repeat(items, inside: bool) -> bool:
 
 
 def _one_line(text: str) -> bool:
-    from tfgpu.doors.controls import has_control
 
     return not has_control(text)
 
 
 def _name(text: str) -> bool:
-    from tfgpu.doors.requirements import name_problem
 
     return name_problem(text) is None
 
 
 def _requirement(text: str) -> bool:
-    from tfgpu.doors.requirements import problem
 
     return problem(text) is None
 
@@ -118,7 +114,6 @@ def _specifier_word(text: str) -> bool:
 
 
 def _conda_name(text: str) -> bool:
-    from tfgpu.doors.requirements import spec_problem
 
     return " " not in text and spec_problem(text) is None
 

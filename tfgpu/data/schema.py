@@ -6,6 +6,7 @@ table holds what. A violation is ``bad-data`` (exit 2) naming the file, the key 
 
 from __future__ import annotations
 
+from tfgpu.data import dlopened
 from tfgpu.data.checks import _OPT, _WAY, DRIVER, SOURCES, Bool, Int, Invalid, List, Map, Rows, Str, Table, opt
 from tfgpu.errors import UsageError
 
@@ -470,6 +471,4 @@ def validate(name: str, document: dict, where: str) -> None:
             message = f"{where}: {problem.where} must be {problem.expected}, not {repr(problem.value)[:80]}."
         raise UsageError("bad-data", message, [_WAY]) from None
     if name == "sonames.toml":
-        from tfgpu.data import dlopened
-
         dlopened.rows(document, where)  # two rows that disagree are refused here, at parse time

@@ -8,8 +8,10 @@ reading a table: nothing here fetches (``tfgpu.datasource.update`` does, on requ
 
 from __future__ import annotations
 
-from tfgpu.data import derived
+from tfgpu.data import derived, parse
 from tfgpu.doors import untrusted
+from tfgpu.doors.paths import data_dir
+from tfgpu.errors import OperationError, UsageError
 
 UPDATES_FILE = "tensorflow-updates.toml"
 COMPANION_UPDATES_FILE = "companions-updates.toml"
@@ -20,7 +22,6 @@ COMPANION_UPDATES_FILE = "companions-updates.toml"
 def updates() -> dict:
     """The overlay, parsed and checked against tensorflow.toml's schema (it was fetched from the
     network, so it is held to the same rules as a shipped table); {} when there is none."""
-    from tfgpu.doors.paths import data_dir
 
     return load(data_dir() / UPDATES_FILE)
 
@@ -28,7 +29,6 @@ def updates() -> dict:
 @derived
 def companion_updates() -> dict:
     """The torch/JAX overlay, parsed and checked against companions.toml's schema; {} when none."""
-    from tfgpu.doors.paths import data_dir
 
     return load_companions(data_dir() / COMPANION_UPDATES_FILE)
 
@@ -40,9 +40,6 @@ def load_companions(path) -> dict:
 def load(path, table: str = "tensorflow.toml") -> dict:
     """The overlay at ``path``, parsed and checked ({} when there is none): what :func:`updates`
     reads, and what ``update-data`` checks a new overlay with before it renames it into place."""
-    from tfgpu.data import parse
-    from tfgpu.errors import OperationError, UsageError
-
     if not (path.exists() or path.is_symlink()):
         return {}
     raw = untrusted.read_bytes(path, untrusted.OVERLAY)

@@ -23,10 +23,12 @@ only literals are read (never executed); fatbins are scanned with every offset b
 from __future__ import annotations
 
 import ast
+import re
 import struct
 
 from tfgpu.datasource.http import SourceError
 from tfgpu.doors import pysource
+from tfgpu.resolver.drivers import driver_need
 
 #: A fatbin container's magic (little-endian ``0xBA55ED50``) and an entry's kinds.
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
@@ -120,8 +122,6 @@ def fatbin_archs(data: bytes) -> list[str]:
 def jax_cuda(pins: dict[str, str]) -> str:
     """The oldest CUDA runtime a JAX plugin accepts (``nvidia-cuda-runtime>=13.0.48`` -> ``13.0``):
     the plugin runs on any runtime of its major from there, so that is the build's CUDA floor."""
-    import re
-
     for name in ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu13", "nvidia-cublas"):
         if found := re.search(r">=\s*(\d+)\.(\d+)", pins.get(name, "")):
             return f"{found.group(1)}.{found.group(2)}"
@@ -131,8 +131,6 @@ def jax_cuda(pins: dict[str, str]) -> str:
 def driver_floor(cuda: str) -> tuple[str, list[str]]:
     """``(the Linux driver a build of CUDA ``cuda`` needs, the sources that say so)`` from the tool's own
     CUDA table (``cuda.toml``: NVIDIA's release notes and minor-version-compatibility table)."""
-    from tfgpu.resolver.drivers import driver_need
-
     if not cuda:
         return "", []
     need = driver_need(cuda, "linux")

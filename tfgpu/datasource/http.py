@@ -27,6 +27,7 @@ from pathlib import Path
 from tfgpu.datasource import transport
 from tfgpu.datasource.errors import SourceError
 from tfgpu.doors import secrets, trees, untrusted, urls
+from tfgpu.errors import TfgpuError
 
 __all__ = ["Fetcher", "SourceError", "write_atomic"]
 
@@ -82,7 +83,6 @@ class Fetcher:
             except untrusted.Unreadable:
                 pass  # a damaged cache entry is asked for again (or, offline, is not in the cache)
         body = self._request(url, None)
-        from tfgpu.errors import TfgpuError
 
         try:
             document = None if body is None else untrusted.parse_json(body, untrusted.UPSTREAM, url)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tfgpu.datasource.companions import CompanionRow
 from tfgpu.datasource.releases import PlatformRecord, ReleaseRecord
+from tfgpu.errors import OperationError
 from tfgpu.records import fields
 
 _PLATFORM_KEYS = set(fields(PlatformRecord)) - {"metadata"}
@@ -79,8 +80,6 @@ class Progress:
     def add_release(self, record: ReleaseRecord) -> bool:
         """Keep ``record`` and write the overlay; False (and why, in ``not_written``) when it fails
         the checks every table passes (the overlay there stays as it was)."""
-        from tfgpu.errors import OperationError
-
         try:
             self._write_releases([*self.kept_releases, *self.fetched_releases, record])
         except OperationError as error:
@@ -93,8 +92,6 @@ class Progress:
 
     def add_companions(self, rows: list[CompanionRow], versions: dict[str, list[str]], what: str) -> bool:
         """Keep the rows of one companion release with the release lists of what they pin."""
-        from tfgpu.errors import OperationError
-
         merged = {**self.versions, **versions}
         try:
             self._write_companions([*self.kept_companions, *self.fetched_companions, *rows], merged)

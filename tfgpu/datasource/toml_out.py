@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from packaging.version import Version
+
 from tfgpu.datasource.releases import ReleaseRecord
 from tfgpu.datasource.wheel_facts import PLATFORMS, version_key
 
@@ -82,8 +84,6 @@ def render_companions(document: dict, header: str, fields: dict[str, str]) -> st
     """``companions.toml``: the PyTorch/JAX rows (newest first per framework), the nvidia-*
     release lists and the paths both CUDA stacks install; ``document`` as
     ``scripts/regen_companion_data.py`` collects it."""
-    from packaging.version import Version
-
     lines = [header.rstrip("\n")] + [f"{key} = {toml_value(value)}" for key, value in fields.items()]
     rows = sorted(document["rows"], key=lambda r: (r.framework, Version(r.version), r.extra), reverse=True)
     for row in rows:

@@ -26,8 +26,12 @@ import zlib
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from tfgpu.data.updates import COMPANION_UPDATES_FILE, UPDATES_FILE, load, load_companions, updates
 from tfgpu.doors import trees
-from tfgpu.errors import OperationError, UsageError
+from tfgpu.doors.paths import cache_root, data_dir
+from tfgpu.errors import OperationError, TfgpuError, UsageError
+from tfgpu.resolver import tables
+from tfgpu.resolver.tables import release_from_row
 
 DEFAULT_INDEX = "https://pypi.org/pypi"
 TIMEOUT_S = 30.0
@@ -45,6 +49,7 @@ HEADER = """\
 
 
 def _check_index(url: str) -> str:
+    # Start-up cost: `matrix --json` loads this module but not tfgpu.doors.urls.
     from tfgpu.doors.urls import checked
 
     return checked(url, "--index").rstrip("/")
@@ -78,15 +83,13 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
     at once (``tfgpu.datasource.overlay``), so a failure later keeps it, and the next run against the
     same index resumes from what is kept. A run where something failed ends ``update-incomplete``
     (what was written, what was not and why) or, where nothing could be read, ``update-failed``."""
-    from tfgpu.data.updates import UPDATES_FILE
+    # Start-up cost: `matrix --json` loads this module but not tfgpu.datasource.http, tfgpu.datasource.releases.
     from tfgpu.datasource.http import Fetcher
     from tfgpu.datasource.releases import Index
-    from tfgpu.doors.paths import cache_root, data_dir
+    from tfgpu.doors.paths import data_dir
     from tfgpu.resolver import tables
 
     if index_url is None and offline:  # the cache holds the answers of the index used last time
-        from tfgpu.data.updates import updates
-
         index_url = updates().get("index")
     url = _check_index(index_url or DEFAULT_INDEX)
     per_request = _budget()
@@ -151,6 +154,7 @@ def _kept_note(progress) -> str:
 
 
 def label(row) -> str:
+    # Start-up cost: `matrix --json` loads this module but not tfgpu.datasource.overlay.
     from tfgpu.datasource.overlay import label as companion_label
 
     return companion_label(row)
@@ -159,12 +163,9 @@ def label(row) -> str:
 def _progress(shipped: dict, url: str, header: str, fetched: str):
     """What earlier runs against ``url`` kept (rows for versions the shipped data now has are
     dropped; an overlay from another index, or one that no longer loads, is started over)."""
-    from tfgpu.data.updates import COMPANION_UPDATES_FILE, UPDATES_FILE, load, load_companions
+    # Start-up cost: `matrix --json` loads this module but not tfgpu.datasource.toml_out, tfgpu.datasource.overlay.
     from tfgpu.datasource.overlay import Progress, companion_from_row, record_from_row
     from tfgpu.datasource.toml_out import render_companions, render_toml
-    from tfgpu.doors.paths import data_dir
-    from tfgpu.errors import TfgpuError
-    from tfgpu.resolver import tables
 
     def earlier(path, loader) -> dict:
         try:
@@ -207,6 +208,7 @@ def _read_releases(index, shipped: dict, progress, offline: bool, url: str) -> l
     """Read every TensorFlow release neither the shipped data nor the kept overlay has, keeping each
     as it is validated; the rows that fail validation (``skipped``). Where the release list itself
     cannot be read, nothing can be: that is ``update-failed`` (or ``offline-no-cache``) at once."""
+    # Start-up cost: `matrix --json` loads this module but not tfgpu.datasource.http, tfgpu.datasource.releases.
     from tfgpu.datasource.http import SourceError
     from tfgpu.datasource.releases import ReleaseReader, select_versions
 
@@ -247,9 +249,9 @@ def _read_releases(index, shipped: dict, progress, offline: bool, url: str) -> l
 def _read_companions(index, progress) -> None:
     """Read every torch/JAX release neither the shipped table nor the kept overlay has; each is kept
     with the release lists of what it pins, as soon as both are read."""
+    # Start-up cost: `matrix --json` loads this module but not tfgpu.datasource.companions, tfgpu.datasource.http.
     from tfgpu.datasource import companions
     from tfgpu.datasource.http import SourceError
-    from tfgpu.resolver import tables
 
     shipped = {(r["framework"], r["version"]) for r in tables.load_toml("companions.toml").get("release", [])}
     known = shipped | {(r.framework, r.version) for r in [*progress.kept_companions, *progress.fetched_companions]}
@@ -277,6 +279,7 @@ def _read_companions(index, progress) -> None:
 
 
 def _why(error: Exception) -> str:
+    # Start-up cost: `matrix --json` loads this module but not tfgpu.datasource.http.
     from tfgpu.datasource.http import SourceError
 
     return str(error)[:300] if isinstance(error, SourceError) else f"{type(error).__name__}: {str(error)[:200]}"
@@ -284,6 +287,7 @@ def _why(error: Exception) -> str:
 
 def _failed(error: Exception, url: str, offline: bool) -> OperationError:
     """The error of a run that could read nothing new (its overlay, if any, stays as it was)."""
+    # Start-up cost: `matrix --json` loads this module but not tfgpu.datasource.http.
     from tfgpu.datasource.http import SourceError
 
     if not isinstance(error, SourceError):
@@ -378,10 +382,6 @@ def _install(target, data: bytes, url: str, check=None) -> None:
     """Put the new overlay at ``target``: written to a temporary file beside it, read back with the
     loader ``plan`` uses (schema and rows; ``check`` for another table than tensorflow.toml), then
     renamed over the old one in one step."""
-    from tfgpu.data.updates import load
-    from tfgpu.errors import TfgpuError
-    from tfgpu.resolver.tables import release_from_row
-
     partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from tfgpu.detect import System
+from tfgpu.detect.platform_facts import find_interpreters
 from tfgpu.errors import ImpossibleError
 
 
@@ -16,8 +18,6 @@ def find_python(version: str) -> str | None:
     if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
         # In a venv (as when tfgpu-install is installed in one) base the new env on the real interpreter.
         return getattr(sys, "_base_executable", None) or sys.executable
-    from tfgpu.detect import System
-    from tfgpu.detect.platform_facts import find_interpreters
 
     system = System()
     path = find_interpreters(system).get(version)

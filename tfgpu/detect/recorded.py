@@ -12,6 +12,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 
 from tfgpu.detect.system import NvmlSnapshot, PlatformFacts
+from tfgpu.process.runner import Completed
 from tfgpu.records import factory, record
 
 LINUX_X86_64 = PlatformFacts(system="Linux", machine="x86_64", python="3.11", glibc="2.36")
@@ -85,7 +86,6 @@ class RecordedSystem:
         return self.executables.get(name)
 
     def run(self, argv: Sequence[str], timeout: float = 10.0):
-        from tfgpu.process.runner import Completed
 
         self.ran.append(tuple(argv))
         answer = self.commands.get(tuple(argv))

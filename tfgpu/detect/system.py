@@ -108,6 +108,7 @@ class System:
             uname = os.uname()
             system, machine = uname.sysname, uname.machine
         else:
+            # Start-up cost: `plan --json` loads this module but not platform.
             import platform
 
             system, machine = platform.system(), platform.machine()
@@ -116,11 +117,13 @@ class System:
         if system == "Linux":
             glibc = _glibc_version()
         elif system == "Darwin":
+            # Start-up cost: `plan --json` loads this module but not platform.
             import platform
 
             release = platform.mac_ver()[0]
             description = f"macOS {release}" if release else "macOS"
         else:
+            # Start-up cost: `plan --json` loads this module but not platform.
             import platform
 
             description = platform.platform(terse=True)
@@ -163,7 +166,7 @@ class System:
         missing = _loads(library)
         if isinstance(missing, str):
             return missing
-        import ctypes
+        import ctypes  # Start-up cost: see _loads.
 
         try:
             lib = ctypes.CDLL(library)
@@ -186,6 +189,7 @@ def _prefix_glob(pattern: str) -> list[str]:
     a regular expression for each component of each call."""
     parts = pattern.split("/")
     if os.sep != "/" or any(c in part for part in parts for c in "?[") or any("*" in part[:-1] for part in parts):
+        # Start-up cost: `plan --json` loads this module but not glob.
         import glob
 
         return glob.glob(pattern)
@@ -213,20 +217,16 @@ def _prefix_glob(pattern: str) -> list[str]:
 
 
 def _loads(library: str) -> None | str:
-    """None when the dynamic loader finds ``library`` (by name, as ``dlopen`` searches), else why not.
+    """None when the dynamic loader finds ``library`` (by name, as ``dlopen`` searches), else why
+    not. The library is left open, as ``ctypes.CDLL`` leaves it."""
+    # Start-up cost: importing ctypes is 7.0M instructions (callgrind; a bare `python -c pass` is 39M),
+    # paid here by a probe that asks the loader, not by every command that imports this module.
+    import ctypes
 
-    Asked through ``_ctypes``, the C module under ``ctypes``: on a machine without the driver (a
-    laptop, a login node) every plan asks twice and gets "not found", and ``import ctypes`` alone
-    (its type classes, ``struct``) costs more than both answers; ``ctypes`` is imported only to call
-    into a library that is there. The error text is ``ctypes.CDLL``'s, word for word."""
     try:
-        import _ctypes
-
-        _ctypes.dlopen(library, os.RTLD_NOW | os.RTLD_LOCAL)  # left open, as ctypes.CDLL leaves it
+        ctypes.CDLL(library, os.RTLD_NOW | os.RTLD_LOCAL)
     except OSError as exc:
         return _short(exc)
-    except (ImportError, AttributeError):  # an interpreter without _ctypes: let ctypes say it
-        return None
     return None
 
 
@@ -234,7 +234,7 @@ def which(name: str) -> str | None:
     """``shutil.which(name)`` without importing ``shutil`` (and the compression modules it loads)
     on POSIX, where it is a walk of ``PATH``; elsewhere (``PATHEXT``) ``shutil``'s own."""
     if os.name != "posix":
-        import shutil
+        import shutil  # Start-up cost: see above; only where PATHEXT applies.
 
         return shutil.which(name)
     if os.path.dirname(name):
@@ -337,6 +337,7 @@ def _glibc_version() -> str | None:
     name, _, version = libc.partition(" ")
     if name == "glibc" and version:
         return version
+    # Start-up cost: `plan --json` loads this module but not platform.
     import platform
 
     name, version = platform.libc_ver()

@@ -30,12 +30,14 @@ def run_doctor(
     hosts, and ``fs_root`` for the WSL2 file checks."""
     environ = dict(os.environ if environ is None else environ)
     if host is None:
+        # Looked up at each call: tests stand a fake in for probe().
         from tfgpu.detect import probe
 
         host = probe()
     report = Report(target={"host": host.to_dict()})
     env, unreadable = None, None
     if root is not None or python is not None:
+        # Start-up cost: `doctor` loads this module but not tfgpu.doctor.envfacts.
         from tfgpu.doctor.envfacts import read_env
 
         try:
@@ -77,6 +79,7 @@ def _env_findings(report: Report, env, host, environ: dict[str, str]) -> None:
     report.findings += _guarded(mixed_checks.check, env)
     if not env.tf_version or not env.build_info.get("is_cuda_build"):
         return
+    # Import cycle: tfgpu.doctor.closed, tfgpu.doctor.libraries import this module.
     from tfgpu.doctor import closed
     from tfgpu.doctor.libraries import dlopen_callers, hook_other_first, load_in_child, resolve_libraries
 
@@ -107,6 +110,7 @@ def _env_findings(report: Report, env, host, environ: dict[str, str]) -> None:
 
 
 def _unfinished(env) -> list[Finding]:
+    # Import cycle: tfgpu.doctor.findings, tfgpu.doctor.reads import this module.
     from tfgpu.doctor.findings import warn
     from tfgpu.doctor.reads import unfinished_lines
 

@@ -13,6 +13,7 @@ from tfgpu.doctor.findings import Finding, fail, ok, skip, warn
 from tfgpu.doctor.libraries import Resolved
 from tfgpu.doors import untrusted
 from tfgpu.resolver import gpu, tables
+from tfgpu.verify.origins import stack_of
 
 REBUILD = "tfgpu-install create --force --prefix {root} --tf {tf} --mode pip"
 REPAIR = "tfgpu-install repair --prefix {root}"
@@ -205,8 +206,6 @@ def _loader_fix(env) -> str:
 
 
 def _stack(env, path: str | None) -> str:
-    from tfgpu.verify.origins import stack_of
-
     return stack_of(Path(env.root), path)
 
 
@@ -380,6 +379,7 @@ def repair_journal(env) -> list[Finding]:
     """A repair journal that is not ``done``: a repair was interrupted (SIGKILL, a power cut) before
     it finished or rolled back, and the env holds some of what it had done. Nothing when there is
     no journal, or the repair finished."""
+    # Start-up cost: `doctor` loads this module but not tfgpu.doors.quoting.
     from tfgpu.doors.quoting import sh
 
     path = env.root / REPAIR_JOURNAL

@@ -15,9 +15,12 @@ import os
 import re
 from pathlib import Path
 
+from tfgpu.datasource.wheel_facts import parse_cuda_config, parse_cudnn_version
 from tfgpu.doctor.reads import RunReads
-from tfgpu.doors import untrusted
+from tfgpu.doors import pysource, untrusted
+from tfgpu.envs import marker
 from tfgpu.errors import ImpossibleError
+from tfgpu.process.runner import Runner
 from tfgpu.records import factory, record
 
 TF_DISTRIBUTIONS = (
@@ -71,7 +74,6 @@ class EnvFacts:
 
 def parse_build_info(text: str) -> dict:
     """``build_info = {...}`` or module-level constants (TF 2.0-2.2) -> a dict of literals."""
-    from tfgpu.doors import pysource
 
     tree = pysource.parse(text)
     if not isinstance(tree, ast.Module):  # None: not Python
@@ -115,7 +117,6 @@ def read_headers(facts: EnvFacts, site: Path) -> None:
     cudnn_path = next((c for c in CUDNN_VERSION_H if (site / c).is_file()), None)
     if config_path is None and cudnn_path is None:
         return
-    from tfgpu.datasource.wheel_facts import parse_cuda_config, parse_cudnn_version
 
     if config_path is not None and facts.build_info.get("is_cuda_build"):
         config = parse_cuda_config(
@@ -134,7 +135,6 @@ def read_headers(facts: EnvFacts, site: Path) -> None:
 
 
 def _ask_python(python: Path) -> tuple[Path, str, Path]:
-    from tfgpu.process.runner import Runner
 
     script = (
         "import sys, sysconfig, json; print(json.dumps([sys.prefix, '%d.%d' % sys.version_info[:2], "
@@ -215,7 +215,6 @@ def read_env(root: Path | None = None, python: Path | None = None) -> EnvFacts:
     facts.hook = hook if hook.is_file() and (site / "_tfgpu_cuda_hook.pth").is_file() else None
     activation = facts.root / "etc" / "tfgpu" / "activate.sh"
     facts.activation = activation if activation.is_file() else None
-    from tfgpu.envs import marker
 
     facts.marker = marker.read(facts.root)  # the marker's one reader: a wrong-typed field reads as missing
     return facts

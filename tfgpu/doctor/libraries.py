@@ -23,6 +23,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from tfgpu.doors import pysource, untrusted
+from tfgpu.process.runner import Runner
 from tfgpu.records import factory, record
 from tfgpu.resolver import tables
 
@@ -65,7 +66,6 @@ def hook_preloads(hook: Path | None) -> dict[str, str]:
     """soname -> absolute path for what the env's load hook preloads."""
     if hook is None:
         return {}
-    from tfgpu.doors import pysource
 
     tree = pysource.parse(untrusted.text_or_none(hook, untrusted.ENV_FILE, errors="replace") or "")
     for node in tree.body if isinstance(tree, ast.Module) else ():
@@ -103,7 +103,6 @@ def hook_other_first(hook: Path | None, environ: dict[str, str]) -> list[str]:
 
 def ld_cache() -> dict[str, str]:
     """soname -> path from ``ldconfig -p`` (x86-64 entries), or {} without ldconfig."""
-    from tfgpu.process.runner import Runner
 
     for ldconfig in ("/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"):
         done = Runner().capture([ldconfig, "-p"], timeout=10, clean=False)
@@ -227,7 +226,6 @@ def load_in_child(
     if not todo and not names:
         return probe
     first = [path for path in first if os.path.isfile(path)]
-    from tfgpu.process.runner import Runner
 
     with as_file(files("tfgpu.verify").joinpath("probe_libs.py")) as script:
         # The user's environment as it is (LD_LIBRARY_PATH included): that is what TensorFlow's loader sees.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from tfgpu.data import derived
+from tfgpu.doors import untrusted
 from tfgpu.records import as_dict, record
 from tfgpu.resolver.tables import load_toml
 
@@ -69,6 +70,7 @@ def signatures() -> tuple[Signature, ...]:
     length cap): the schema refuses such a pattern in any table, and it is checked again here
     because the parsed-data cache is checked for types only. Lines are not cut before matching:
     ``^(a+)+$`` backtracks for minutes on a 41-byte line, so no cut would hold it."""
+    # Start-up cost: `doctor` loads this module but not tfgpu.data.checks.
     from tfgpu.data.checks import pattern_problem
 
     return tuple(
@@ -95,7 +97,6 @@ LOG_LIMIT = 32 << 20
 def read_log(source: str, stdin=None) -> tuple[str, bool]:
     """A log's text (``-``: stdin) and whether it was cut at :data:`LOG_LIMIT`; undecodable bytes
     become replacement characters. An unreadable file is ``bad-log-file`` (exit 2)."""
-    from tfgpu.doors import untrusted
 
     if source == "-":
         stream = stdin if stdin is not None else __import__("sys").stdin.buffer

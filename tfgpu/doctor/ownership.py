@@ -298,6 +298,7 @@ class Framework:
 
 def frameworks(site: Path) -> list[Framework]:
     """TensorFlow, torch and JAX as installed, with their Requires-Python and numpy requirement."""
+    # Start-up cost: `doctor` loads this module but not packaging.requirements.
     from packaging.requirements import InvalidRequirement, Requirement
 
     found = []
@@ -344,6 +345,7 @@ def tensorflow_stack(site: Path) -> int | None:
             Path(site) / "tensorflow" / "python" / "platform" / "build_info.py", untrusted.ENV_FILE, errors="replace"
         )
         if build:
+            # Start-up cost: `doctor` loads this module but not tfgpu.doctor.envfacts.
             from tfgpu.doctor.envfacts import parse_build_info
 
             cuda = str(parse_build_info(build).get("cuda_version") or "")

@@ -11,6 +11,7 @@ from packaging.version import Version
 from tfgpu.doctor.env_checks import REPAIR
 from tfgpu.doctor.findings import Finding, fail, ok, warn
 from tfgpu.doors import untrusted
+from tfgpu.process.runner import Runner
 
 _PTXAS_VERSION = re.compile(r"V(\d+\.\d+\.\d+)")
 # ptxas knows an architecture from this CUDA release on [MESON] (compat-facts section 5).
@@ -44,8 +45,6 @@ def xla_tools(env, host, environ: dict[str, str]) -> list[Finding]:
             )
         )
     else:
-        from tfgpu.process.runner import Runner
-
         done = Runner().capture([str(ptxas), "--version"], timeout=20, clean=False)
         out = done.output if done.started else done.stderr
         match = _PTXAS_VERSION.search(out)

@@ -23,6 +23,7 @@ def only_mine(info: os.stat_result, *, own_group: bool = False) -> bool:
 
 def _private_group(gid: int) -> bool:
     """Whether ``gid`` is the user's primary group, named as the user, with no other member."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not grp, pwd.
     import grp
     import pwd
 

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import sys
 from pathlib import Path
+
+from tfgpu.doors import secrets
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
 
 NAME_MAX = 255
 """Bytes in one path component: what Linux, macOS and Windows file systems take."""
@@ -19,8 +24,6 @@ def user_path(text: str, what: str) -> str:
     naming ``what`` (the option or variable). Every path option and ``TFGPU_*`` path variable is
     read through here: past this point ``stat()`` on it fails with ENOENT or EACCES, which the
     code handles, never with ENAMETOOLONG, which it would not."""
-    from tfgpu.errors import UsageError
-
     try:
         raw = os.fsencode(text)
     except (UnicodeError, TypeError):
@@ -76,6 +79,7 @@ def cache_root() -> Path:
     linux = _xdg_home("XDG_CACHE_HOME", "~/.cache")
     if linux is not None:
         return linux / "tfgpu-install"
+    # Start-up cost: `plan --json --no-detect` loads this module but not platformdirs.
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("tfgpu-install"))
@@ -115,6 +119,7 @@ def tag_cache(root: Path | None = None) -> None:
 
 def is_tagged(root: Path) -> bool:
     """Whether ``root`` holds the tool's cache tag (a regular file, read without following a link)."""
+    # Start-up cost: `--help` loads this module but not tfgpu.doors.untrusted.
     from tfgpu.doors import untrusted
 
     try:
@@ -132,6 +137,7 @@ def data_dir() -> Path:
     linux = _xdg_home("XDG_DATA_HOME", "~/.local/share")
     if linux is not None:
         return linux / "tfgpu-install" / "data"
+    # Start-up cost: `plan --json --no-detect` loads this module but not platformdirs.
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("tfgpu-install")) / "data"
@@ -157,6 +163,7 @@ def log_dir() -> Path:
     override = _variable("TFGPU_LOG_DIR")
     if override:
         return Path(override)
+    # Start-up cost: `plan --json --no-detect` loads this module but not platformdirs.
     from platformdirs import user_log_dir
 
     return Path(user_log_dir("tfgpu-install"))
@@ -164,8 +171,6 @@ def log_dir() -> Path:
 
 def output_dir(directory: Path, output: str) -> Path:
     """Create the directory ``-o output`` writes into (and its parents), or say clearly why not."""
-    from tfgpu.errors import ImpossibleError
-
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -212,7 +217,10 @@ def write_outputs(files, below: Path | None = None) -> None:
     opened without following a link (made when missing), and the temporary is written and renamed
     through that descriptor: a directory swapped for a link after the caller's checks (a race)
     never carries a file out of ``below`` (``bad-output``, nothing replaced)."""
-    from tfgpu.doors import secrets, trees
+    # Start-up cost: `plan` loads this module but not tfgpu.doors.trees (only a write needs it).
+    from tfgpu.doors import trees
+
+    # Start-up cost: `plan` loads this module but not tfgpu.doors.trees (only a write needs it).
 
     files = [
         (path, content.encode("utf-8") if isinstance(content, str) else content, mode) for path, content, mode in files
@@ -254,6 +262,7 @@ def write_outputs(files, below: Path | None = None) -> None:
 def _fresh(at: int, name: str) -> tuple[str, int]:
     """A temporary file made exclusively in the open directory ``at`` beside ``name`` (as
     ``mkstemp`` makes one: no planted name or link is followed): its name and a descriptor."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not secrets.
     import secrets as random
 
     while True:
@@ -286,8 +295,7 @@ def _open_parent(path: Path, below: Path | None) -> int:
 def _open_directory(name: str, at: int | None = None) -> int:
     """``name`` opened as a directory through the door (never a link in its last component); an
     ``OSError`` saying why not, for :func:`write_failure`."""
-    import errno
-
+    # Start-up cost: `--help` loads this module but not tfgpu.doors.untrusted.
     from tfgpu.doors import untrusted
 
     try:
@@ -300,10 +308,6 @@ def _open_directory(name: str, at: int | None = None) -> int:
 def _directory_below(at: int, name: str, path: Path, below: Path) -> int:
     """``name`` in the open directory ``at``, made when missing, opened without following a link;
     ``bad-output`` when it is a link or no directory (swapped while the files were written)."""
-    import stat
-
-    from tfgpu.errors import ImpossibleError
-
     try:
         info = os.stat(name, dir_fd=at, follow_symlinks=False)
     except FileNotFoundError:
@@ -334,10 +338,6 @@ def write_failure(error: OSError, path=None, replaced: tuple[int, int] = (0, 0))
     line's boundary): ``disk-full`` for no space or quota left, ``write-failed`` for a read-only
     file system or a refused permission; None for any other (a programming error: a traceback).
     ``replaced``: (files already renamed into place, files in all) when a rename failed."""
-    import errno
-
-    from tfgpu.errors import OperationError
-
     where = path if path is not None else error.filename
     named = f" {where}" if where else " a file"
     # From write_outputs the old files are known to be kept; at the boundary only that it stopped.

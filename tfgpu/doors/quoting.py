@@ -101,6 +101,7 @@ def yaml_scalar(value) -> str:
 def yaml_document(value) -> str:
     """A YAML document from plain data, through PyYAML's serializer (multi-line text as a literal
     block where YAML allows one, else a quoted scalar)."""
+    # Start-up cost: `plan` loads this module but not yaml.
     import yaml
 
     class Dumper(yaml.SafeDumper):

@@ -23,6 +23,7 @@ import re
 
 from tfgpu.doors.controls import CHARACTERS as _CONTROL
 from tfgpu.errors import UsageError
+from tfgpu.versions import Range
 
 # Patterns are compiled on first use (``re``'s own cache): ``plan`` imports this module and would
 # otherwise pay for every pattern here on each run.
@@ -130,6 +131,7 @@ def name_problem(text: object) -> str | None:
 
 def problem(text: object, *, markers: bool = False) -> str | None:
     """Why ``text`` is not a requirement this door accepts, or None (for the data schema's checks)."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not packaging.requirements.
     from packaging.requirements import InvalidRequirement
     from packaging.requirements import Requirement as Parsed
 
@@ -161,6 +163,7 @@ def canonical(text: str, *, what: str, markers: bool = False) -> Requirement:
     simple = _simple_canonical(text)
     if simple is not None:
         return Requirement(simple, _MINT)
+    # Start-up cost: `plan --json --no-detect` loads this module but not packaging.requirements.
     from packaging.requirements import Requirement as Parsed
 
     why = problem(text, markers=markers)
@@ -183,8 +186,6 @@ def _simple_canonical(text: object) -> str | None:
         return None
     text = name + (f"[{','.join(sorted(set(extras.split(','))))}]" if extras else "")
     if spec:
-        from tfgpu.versions import Range
-
         try:
             text += str(Range(spec))  # packaging's canonical order, without importing it for the plain forms
         except ValueError:  # packaging's InvalidSpecifier

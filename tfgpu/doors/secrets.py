@@ -41,6 +41,8 @@ from __future__ import annotations
 import os
 import re
 
+from tfgpu.errors import UsageError
+
 MASK = "***"
 """What a credential is shown as."""
 
@@ -257,8 +259,6 @@ def refuse_in(text: str, where: str, code: str = "secret-in-output") -> None:
     """Raise ``code`` (exit 2) when ``text``, bound for ``where``, holds a credential."""
     found = found_in(text)
     if found:
-        from tfgpu.errors import UsageError
-
         raise UsageError(
             code,
             f"{where} would hold a credential ({'; '.join(found[:3])}); nothing was written there.",

@@ -1,11 +1,10 @@
 """The one reader for files the tool did not just write itself: markers, journals, staging records,
 locks, ``bundle.json``, project files, ``pyproject.toml``, data overlays, caches, upstream answers.
 
-Any of them may be hostile or damaged: a FIFO (reading blocks forever), a device (``/dev/zero``
-never ends), a link to a multi-GB file, 200,000 levels of nesting (the parsers recurse), YAML
-aliases that expand to 10^9 nodes, bytes that are not UTF-8, or the wrong types. This module is
-the only place that opens such a file for reading or parses JSON, TOML or YAML, and it makes each
-of those cases one documented error of the file's *kind*:
+Any may be hostile or damaged: a FIFO (reading blocks forever), a device (``/dev/zero`` never ends),
+a link to a multi-GB file, 200,000 levels of nesting (the parsers recurse), YAML aliases that expand
+to 10^9 nodes, bytes that are not UTF-8, the wrong types. This is the only module that opens such a
+file or parses JSON, TOML or YAML, and it makes each case one documented error of the file's *kind*:
 
 - a file is opened without blocking and must be a regular file (``fstat`` after ``open``, so a
   name swapped between a check and the open cannot slip through); links are refused for the kinds
@@ -15,16 +14,15 @@ of those cases one documented error of the file's *kind*:
 - text is strict UTF-8; parsed documents are at most ``depth`` levels deep; YAML with an anchor or
   an alias is refused before it is composed.
 
-``tests/test_layering.py`` fails when a module outside this one calls a parser or reads a file.
-Callers check the *shape* of what comes back (types, keys) with :func:`expect`.
-"""
+``tests/test_layering.py`` fails when a module outside this one calls a parser or reads a file;
+callers check the *shape* of what comes back (types, keys) with :func:`expect`."""
 
 from __future__ import annotations
 
 import json
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tfgpu.doors.owner import only_mine
@@ -33,7 +31,6 @@ from tfgpu.records import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
     from typing import Any
 
 KiB, MiB = 1024, 1024 * 1024
@@ -360,6 +357,7 @@ def package_text(package: str, *parts: str) -> str:
 
 def package_bytes(package: str, *parts: str) -> bytes:
     """The bytes of a file shipped inside the tool, through the same checks as any other file."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not importlib.resources.
     from importlib.resources import as_file, files
 
     with as_file(files(package).joinpath(*parts)) as path:
@@ -420,6 +418,7 @@ def load_json(path: Path | str, kind: Kind) -> Any:
 
 
 def parse_toml(text: str, kind: Kind, source: str) -> dict:
+    # Start-up cost: `plan --json --no-detect` loads this module but not tomllib.
     import tomllib
 
     if len(text) > kind.limit:
@@ -442,6 +441,7 @@ def load_toml(path: Path | str, kind: Kind) -> dict:
 def parse_yaml(text: str, kind: Kind, source: str) -> Any:
     """A YAML document, refusing anchors and aliases (a "billion laughs" file expands them into 10^9
     nodes) and nesting past ``kind.depth``, both seen in the event stream before anything is built."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not yaml.
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 
+from tfgpu.datasource.transport import preflight
 from tfgpu.doors import secrets, untrusted
 from tfgpu.doors.urls import checked, local_path, path_parts, shown
 from tfgpu.errors import ImpossibleError, UsageError
@@ -131,7 +132,6 @@ def check_local_indexes(urls: list[str], subdirs: list[str]) -> None:
 def check_channels(urls: list[str]) -> None:
     """A local channel that is not there is a usage error before anything else happens; a channel
     over plain HTTP that redirects where the URL door refuses stops the run before rattler follows."""
-    from tfgpu.datasource.transport import preflight
 
     for url in urls:
         preflight(f"{url}/noarch/repodata.json", "a channel's redirect target")

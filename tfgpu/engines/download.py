@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from pathlib import Path
 
+from tfgpu.datasource import transport
 from tfgpu.doors import trees, untrusted, urls
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 
@@ -153,7 +155,6 @@ def _part_size(part: Path) -> int:
     """Bytes a partial download left in ``part`` to resume from; 0 when there is none. Anything
     there but a regular file (a link, planted or left by an older tool) is deleted, never followed:
     resuming through a link would append the download to the file it points to."""
-    import stat
 
     try:
         info = part.lstat()
@@ -278,7 +279,6 @@ class Transfer:
 
     def _attempt(self) -> str:
         """One request; "" when the whole file is in ``part``, else what went wrong."""
-        from tfgpu.datasource import transport
 
         have = _part_size(self.part)
         headers = {"Range": f"bytes={have}-"} if have else {}

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from tfgpu.doors import untrusted, urls
 from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.resolver.packages import _runfile_toolkit, cudnn_archive_for
 
 
 class Artifact(NamedTuple):
@@ -45,8 +46,6 @@ def artifacts(resolution) -> list[Artifact]:
     for it. Artifacts without a checksum are returned (``verifiable`` is False): the caller decides
     (the installer and the generated scripts refuse them).
     """
-    from tfgpu.resolver.packages import _runfile_toolkit, cudnn_archive_for
-
     if not resolution.cuda or not resolution.cudnn or resolution.accelerator != "cuda":
         raise ImpossibleError(
             "no-gpu-build",

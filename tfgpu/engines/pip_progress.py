@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import sys
 
+from tfgpu.doors import urls  # the one place URLs are split
 from tfgpu.doors.controls import character_class
 from tfgpu.engines.uv_progress import MOST_BYTES
 
@@ -52,7 +53,6 @@ def draws_progress(argv) -> bool:
 def label_of(url: str) -> str:
     """A download's name on the tool's bar: a wheel's project and version (``tensorflow 2.21.0``),
     else the file's name."""
-    from tfgpu.doors import urls  # the one place URLs are split
 
     try:
         name = urls.filename(url.rstrip("/"))

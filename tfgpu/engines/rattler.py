@@ -20,14 +20,30 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import sys
+import tempfile
 from pathlib import Path
+
+from rattler import (
+    BuildString,
+    GenericVirtualPackage,
+    PackageName,
+    PackageRecord,
+    RepoDataRecord,
+    Version,
+    VirtualPackage,
+)
 
 from tfgpu.doors import secrets, trees, untrusted
 from tfgpu.doors.requirements import match_spec
 from tfgpu.doors.urls import local_path
 from tfgpu.engines.channels import CONDA_FORGE, channel_urls, check_channels, check_local_indexes  # noqa: F401
+from tfgpu.engines.download import file_digest
 from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.process.runner import Runner
+from tfgpu.resolver.drivers import cuda_for_driver
 
 GLIBC = "2.28"
 """The glibc a lock for linux-* assumes (the floor the pip side locks for: manylinux_2_28)."""
@@ -58,8 +74,6 @@ def engine_timeout() -> float:
 
 def virtual_cuda(resolution) -> str:
     """``__cuda`` for the solve: the target driver's CUDA, else the build's own (never a default)."""
-    from tfgpu.resolver.drivers import cuda_for_driver
-
     if resolution.driver:
         found = cuda_for_driver(resolution.driver, resolution.os)
         if found:
@@ -81,7 +95,6 @@ def virtual_packages(platform: str, cuda: str | None, *, this_host: bool):
     """The virtual packages of the machine an env is for: ``__cuda`` from the plan; the rest
     detected on this host (``this_host``), or the stated floors of ``platform`` (a lock for
     another machine: ``__glibc`` 2.28, ``__osx`` 14.0)."""
-    from rattler import BuildString, GenericVirtualPackage, PackageName, Version, VirtualPackage
 
     def virtual(name: str, version: str) -> GenericVirtualPackage:
         return GenericVirtualPackage(PackageName(name), Version(version), BuildString("0"))
@@ -242,10 +255,6 @@ def _engine(operation: str, what: str, request: dict, runner=None, reporter=None
     """Run one rattler ``operation`` in ``tfgpu.engines.rattler_child`` (see the module docstring)
     and return its answer; an engine that ends without one is ``engine-crashed``. ``what`` names
     the operation in the log and in the error."""
-    import signal
-    import tempfile
-
-    from tfgpu.process.runner import Runner
 
     runner = runner if runner is not None else Runner()
 
@@ -302,8 +311,6 @@ def _engine(operation: str, what: str, request: dict, runner=None, reporter=None
 
 
 def _records(answer: dict) -> list:
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="tfgpu-rattler-") as scratch:
         return records_from_json(answer["records"], Path(scratch))
 
@@ -311,8 +318,6 @@ def _records(answer: dict) -> list:
 def records_from_json(rows: list[dict], scratch: Path) -> list:
     """rattler's repodata records from their JSON (the engine's answers and requests): rattler reads
     a record from an ``index.json``-like file, and takes its checksums and size apart."""
-    from rattler import PackageRecord, RepoDataRecord
-
     records = []
     for number, row in enumerate(rows):
         path = scratch / f"record-{number}.json"
@@ -381,10 +386,6 @@ def install(
 def verified_copy(record, store: Path) -> Path:
     """The ``file://`` archive of ``record`` copied into ``store`` and checked against the record's
     sha256 (its md5 where an old index has no sha256); a mismatch is ``checksum-mismatch``."""
-    import shutil
-
-    from tfgpu.engines.download import file_digest
-
     source = local_path(str(record.url))
     if record.sha256:
         algorithm, expected = "sha256", record.sha256.hex()

@@ -95,6 +95,7 @@ def find_links_source(value: str | None) -> str | None:
     if not value:
         return None
     if not is_local(value) or "\\" in value:
+        # Start-up cost: `completion` loads this module but not tfgpu.datasource.transport.
         from tfgpu.datasource.transport import preflight
 
         value = checked(value, "--find-links")
@@ -376,6 +377,7 @@ def locked_index(index: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ..
 def preflown_index(index: str, what: str) -> str:
     """``index`` through the URL door, and asked once before an engine follows its redirects
     (``tfgpu.datasource.transport.preflight``)."""
+    # Start-up cost: `completion` loads this module but not tfgpu.datasource.transport.
     from tfgpu.datasource.transport import preflight
 
     index = checked(index, what)

@@ -28,6 +28,7 @@ from pathlib import Path
 from tfgpu.doors import trees, untrusted
 from tfgpu.errors import OperationError
 from tfgpu.process.runner import PIPE
+from tfgpu.versions import is_canonical_release
 
 FIXED_ROOT = "/tfgpu-env"
 WORKER = r"""
@@ -129,8 +130,6 @@ def _marker(store: Path, python_version: str, release: str) -> Path | None:
     """The marker file of a (Python, TensorFlow release) pair, or None when either is not a plain
     version: the release comes from a resolution (perhaps a lock's record), and it is part of a
     file name here, so ``2.21.0/../..`` must never name a path outside the store."""
-    from tfgpu.versions import is_canonical_release
-
     if not (re.fullmatch(r"\d\.\d{1,2}", python_version or "") and is_canonical_release(release)):
         return None
     return store / "envs" / f"py{python_version}-tensorflow-{release}"

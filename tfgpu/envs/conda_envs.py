@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from tfgpu.doors import untrusted
+from tfgpu.doors.paths import user_path
 
 
 def conda_envs_dir() -> Path | None:
@@ -22,8 +23,6 @@ def conda_envs_dirs() -> list[Path]:
     ``CONDA_ENVS_PATH`` (or ``CONDA_ENVS_DIRS``), then the installation's own ``envs/`` (micromamba:
     ``$MAMBA_ROOT_PREFIX/envs``). Empty when there is no conda. The variables' paths go through
     ``tfgpu.doors.paths.user_path`` (``bad-path`` naming the variable)."""
-    from tfgpu.doors.paths import user_path
-
     found: list[Path] = []
     for variable in ("CONDA_ENVS_PATH", "CONDA_ENVS_DIRS"):
         listed = os.environ.get(variable)
@@ -46,7 +45,6 @@ def conda_envs_dirs() -> list[Path]:
 
 
 def _installation_envs() -> Path | None:
-    from tfgpu.doors.paths import user_path
 
     if os.environ.get("MAMBA_ROOT_PREFIX") and not os.environ.get("CONDA_EXE"):
         return Path(user_path(os.environ["MAMBA_ROOT_PREFIX"], "MAMBA_ROOT_PREFIX")) / "envs"

@@ -21,11 +21,15 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from rattler import shell as rattler_shell
+
 from tfgpu.doors import quoting, trees
 from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.process.runner import Runner
 
 SHELLS = ("bash", "zsh", "fish")
 # What bash itself changes in the environment it runs in (not activation): put back as it was. A
@@ -76,7 +80,6 @@ def activation_lines(target, shell: str) -> str:
     # line, so a path with spaces or quotes cannot be read back from them. It is given a link to the
     # prefix whose path is a plain word instead, and the link's path is put back as the prefix in
     # every value read (then quoted for the shell like any other value).
-    import tempfile
 
     with tempfile.TemporaryDirectory(prefix="tfgpu-activate-") as folder:
         alias = Path(folder) / "env"
@@ -93,10 +96,6 @@ def activation_lines(target, shell: str) -> str:
 
 def _rattler_activation(prefix: Path, shell: str) -> str:
     """rattler's activation script of the conda env at ``prefix`` for ``shell``, as it writes it."""
-    # `from rattler import shell`, not `from rattler.shell import ...`: only the engine process may
-    # import rattler's submodules (they include the asynchronous solve); activation is plain text.
-    from rattler import shell as rattler_shell
-
     # As `conda activate` computes it: the env's bin/ in front of the shell's PATH (this process's:
     # the shell that evaluates the lines started the tool), an active conda env's own taken out.
     variables = rattler_shell.ActivationVariables(
@@ -156,7 +155,6 @@ def _requoted(script: str, shell: str, prefix: Path, alias: str | None = None) -
 
 def activated_environment(target, runner=None) -> dict[str, str]:
     """This process's environment after the env's activation, as bash leaves it."""
-    from tfgpu.process.runner import Runner
 
     environ = dict(os.environ)
     lines = activation_lines(target, "bash")

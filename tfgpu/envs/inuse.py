@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tfgpu.doors import trees
+from tfgpu.doors import trees, untrusted
 from tfgpu.errors import OperationError
 
 
@@ -106,7 +106,6 @@ def using(final: Path, hold: Path, command: str) -> Iterator[None]:
 
 def _is_the_tool(pid: int) -> bool:
     """Whether ``pid`` is alive and a tfgpu-install (its command line, read through the door)."""
-    from tfgpu.doors import untrusted
 
     try:
         argv = untrusted.read_head(f"/proc/{pid}/cmdline", untrusted.SYSTEM_FILE, 1 << 12)

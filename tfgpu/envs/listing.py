@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tfgpu.envs.location import NAME
+from tfgpu.envs.which import search_dirs
+
 TF_DISTRIBUTIONS = ("tensorflow", "tensorflow_cpu", "tensorflow_gpu", "tensorflow_macos")
 
 
@@ -57,8 +60,8 @@ def installed_tensorflow(prefix: Path) -> set[str]:
 
 def list_envs(dirs: list[Path] | None = None) -> list[dict]:
     """Every env the tool provably built in ``dirs`` (default ``which.search_dirs()``), sorted by name."""
+    # Start-up cost: `list --names` (completion) loads this module but not tfgpu.envs.marker.
     from tfgpu.envs import marker
-    from tfgpu.envs.which import search_dirs
 
     envs = []
     for root in dirs or search_dirs():
@@ -100,10 +103,12 @@ def list_envs(dirs: list[Path] | None = None) -> list[dict]:
 def leftovers(dirs: list[Path] | None = None) -> list[dict]:
     """What an interrupted ``remove`` left in ``dirs`` (``.NAME.tfgpu-removing``, its marker still
     naming the env it was): where, how many files and bytes, and the command that frees them."""
+    # Start-up cost: `list --names` (completion) loads this module but not tfgpu.envs.txn.
+    # Looked up at each call: tests stand a fake in for survey().
+    # Start-up cost: `list --names` (completion) loads this module but not tfgpu.doors.quoting.
     from tfgpu.doors.quoting import sh
     from tfgpu.envs import marker, txn
     from tfgpu.envs.removal import survey
-    from tfgpu.envs.which import search_dirs
 
     found = []
     for root in dirs or search_dirs():
@@ -145,8 +150,6 @@ def env_names(dirs: list[Path]) -> list[str]:
     conda env whose name is a valid env name (``tfgpu.envs.location.NAME``). Reads no marker and
     nothing inside an env but those two entries: shell completion runs this on every TAB, and a name
     that is not valid (a newline, a quote, ``$(...)``) is never offered, so never becomes shell code."""
-    from tfgpu.envs.location import NAME
-
     found = set()
     for root in dirs:
         try:

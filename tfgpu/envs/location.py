@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tfgpu.doors import untrusted
 from tfgpu.doors.controls import character_class
+from tfgpu.doors.paths import user_path
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.records import factory, record
 
@@ -115,11 +116,11 @@ def normalize(text: str, flag: str = "--prefix") -> Path:
 
 def envs_dir() -> Path:
     """Where ``--name`` envs live (pip and system mode): the platformdirs data dir."""
-    from tfgpu.doors.paths import user_path
 
     override = os.environ.get("TFGPU_ENVS_DIR")
     if override:
         return normalize(user_path(override, "TFGPU_ENVS_DIR"), "TFGPU_ENVS_DIR")
+    # Start-up cost: `doctor` loads this module but not platformdirs.
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("tfgpu-install")) / "envs"
@@ -153,6 +154,7 @@ def refuse_link(path: Path) -> None:
 
 def locate(name: str | None, prefix: str | None, force: bool, in_place: bool = False) -> Location:
     """Check the target before anything is downloaded or written (reads only)."""
+    # Start-up cost: `list --names` (completion) loads this module but not tfgpu.envs.marker.
     from tfgpu.envs import marker
 
     final, display = prefix_for(name, prefix)

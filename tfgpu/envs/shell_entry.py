@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tfgpu.doors import quoting
+from tfgpu.envs.enter import activated_environment
 
 SELF_ACTIVATING = ("bash", "zsh", "fish")
 """The shells that activate a venv themselves (``deactivate`` works in them)."""
@@ -43,8 +44,6 @@ def deactivates(target, program: str) -> bool:
 def entered(target, program: str) -> Iterator[tuple[tuple[str, ...], dict[str, str]]]:
     """``(argv, environment)`` that start ``program`` (the user's shell) in the env ``target``."""
     if not deactivates(target, program):
-        from tfgpu.envs.enter import activated_environment
-
         yield (program,), activated_environment(target)
         return
     name = Path(program).name

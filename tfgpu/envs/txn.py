@@ -24,12 +24,16 @@ names instead.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 from pathlib import Path
 
 from tfgpu.doors import trees, untrusted
-from tfgpu.envs import marker, writes
+from tfgpu.envs import jupyter, marker, writes
+from tfgpu.envs.inuse import Exclusive
+from tfgpu.envs.location import refuse_link
+from tfgpu.envs.removal import delete_counted
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.process.runner import shielded
 
@@ -41,7 +45,6 @@ def _sibling(final: Path, suffix: str) -> Path:
     if len(name.encode()) > 255:
         # A long target name would make a sibling's name longer than a file name may be: a short,
         # fixed-length name derived from the target's instead (the record inside still names it).
-        import hashlib
 
         name = f".tfgpu-{suffix}-{hashlib.sha256(final.name.encode()).hexdigest()[:16]}"
     return final.parent / name
@@ -183,9 +186,6 @@ def finish_removal(directory: Path, made_for: Path, progress=None) -> bool:
     """Delete an env already moved to ``directory`` (its kernels first, its marker last). False when
     ``directory`` is not provably the env made for ``made_for`` and not empty: it is then left alone.
     ``progress``: told the files and bytes deleted as it goes (``tfgpu.envs.removal``)."""
-    from tfgpu.envs import jupyter
-    from tfgpu.envs.removal import delete_counted
-
     if not is_real_dir(directory):
         return False
     found = marker.proof(directory, made_for)
@@ -365,9 +365,6 @@ def remove(final: Path, progress=None) -> dict:
     kernels too); returns ``{"removed", "recovered"}``. Re-running after an interrupted remove
     finishes it. An env a ``run`` or ``shell`` holds is ``env-in-use`` (``tfgpu.envs.inuse``);
     ``progress`` is told the files and bytes deleted as it goes."""
-    from tfgpu.envs.inuse import Exclusive
-    from tfgpu.envs.location import refuse_link
-
     refuse_link(final)
     with TargetLock(final):
         hold = Exclusive(final, hold_of(final))

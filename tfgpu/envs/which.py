@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+from tfgpu.doors.paths import user_path
+from tfgpu.envs.location import check_name, check_path_text, envs_dir, normalize
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.records import record
 
@@ -91,8 +93,8 @@ class EnvTarget:
 def search_dirs() -> list[Path]:
     """Where ``--name`` is looked up and ``list`` looks, in order: the tool's envs directory, then
     the conda installation's (each once)."""
+    # Start-up cost: `doctor` loads this module but not tfgpu.envs.conda_envs.
     from tfgpu.envs.conda_envs import conda_envs_dirs
-    from tfgpu.envs.location import envs_dir
 
     found: dict[str, Path] = {}
     for directory in (envs_dir(), *conda_envs_dirs()):
@@ -111,8 +113,6 @@ def which_env(
     """The env ``--name``/``--prefix``/``--interpreter`` name or, for verify, doctor and repair,
     the active one. None only for ``purpose="doctor"`` with nothing given and nothing active (doctor
     then checks the machine alone); for the others that is ``missing-location`` (exit 2)."""
-    from tfgpu.envs.location import check_path_text, normalize
-
     for flag, value in (("--interpreter", interpreter), ("--prefix", prefix), ("--name", name)):
         if value is not None and not value.strip():
             # Empty is never "not given": it would quietly mean the active env or the default name.
@@ -150,7 +150,7 @@ def which_env(
 
 def _by_name(name: str) -> Path:
     """``--name``'s directory: the one search directory that has it (see the module docstring)."""
-    from tfgpu.envs.location import check_name
+    # Start-up cost: `list --names` (completion) loads this module but not tfgpu.envs.txn.
     from tfgpu.envs.txn import removing_of
 
     check_name(name)
@@ -169,7 +169,6 @@ def _by_name(name: str) -> Path:
             f"There is no environment named {name} in {', '.join(str(root) for root in dirs)}.",
             ["`tfgpu-install list` shows the environments tfgpu-install built; give another env's path with --prefix."],
         )
-    from tfgpu.envs.location import check_path_text
 
     check_path_text(str(found[0]), "--name")  # a conda envs directory's path is held to --prefix's rules
     return found[0]
@@ -177,8 +176,6 @@ def _by_name(name: str) -> Path:
 
 def _active(variable: str, value: str) -> Path:
     """The active env's directory from ``$VIRTUAL_ENV``/``$CONDA_PREFIX``, read as ``--prefix`` is."""
-    from tfgpu.doors.paths import user_path
-    from tfgpu.envs.location import normalize
 
     user_path(value, variable)
     if not os.path.isabs(value):
@@ -202,6 +199,7 @@ def _active(variable: str, value: str) -> Path:
 
 
 def _target(path: Path, chosen_by: ChosenBy, name: str | None = None) -> EnvTarget:
+    # Start-up cost: `list --names` (completion) loads this module but not tfgpu.envs.marker.
     from tfgpu.envs import marker
 
     kind: Literal["venv", "conda", "unknown"] = "unknown"
@@ -236,6 +234,7 @@ def naming(prefix: Path, name: str | None) -> str:
     """How a later command names the env at ``prefix`` (``run``, ``shell``, ``activate``): ``--name N``
     when that finds this very env, else ``--prefix P`` (a name that finds another env, or none, would
     send the user elsewhere)."""
+    # Start-up cost: `list --names` (completion) loads this module but not tfgpu.doors.quoting.
     from tfgpu.doors.quoting import sh
 
     if name:

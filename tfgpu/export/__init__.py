@@ -10,10 +10,12 @@ and the cloud-init user-data run that same script (docs/exports-and-clusters.md)
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 from tfgpu.doors import untrusted
@@ -36,6 +38,7 @@ def render(resolution, fmt: str, pins=None) -> Export:
     """The files of format ``fmt`` for ``resolution``; raises ImpossibleError where it cannot be done.
     ``pins``: a lock's (``tfgpu.lock.for_export``), which the export installs exactly (``tfgpu.export.pins``)."""
     if fmt == "bash":
+        # Import cycle: tfgpu.export.bash imports this module.
         from tfgpu.export.bash import render_bash
 
         return Export(
@@ -47,22 +50,27 @@ def render(resolution, fmt: str, pins=None) -> Export:
             ),
         )
     if fmt == "dockerfile":
+        # Import cycle: tfgpu.export.dockerfile imports this module.
         from tfgpu.export.dockerfile import render_dockerfile
 
         return Export("dockerfile", (ExportFile("Dockerfile", render_dockerfile(resolution, pins)),))
     if fmt == "ansible":
+        # Import cycle: tfgpu.export.ansible imports this module.
         from tfgpu.export.ansible import render_ansible
 
         return Export("ansible", render_ansible(resolution, pins), directory=True)
     if fmt == "cloud-init":
+        # Import cycle: tfgpu.export.cloudinit imports this module.
         from tfgpu.export.cloudinit import render_cloud_init
 
         return Export("cloud-init", (ExportFile("user-data.yaml", render_cloud_init(resolution, pins)),))
     if fmt == "slurm":
+        # Import cycle: tfgpu.export.slurm imports this module.
         from tfgpu.export.slurm import render_slurm
 
         return Export("slurm", render_slurm(resolution, pins), directory=True)
     if fmt == "kubernetes":
+        # Import cycle: tfgpu.export.kubernetes imports this module.
         from tfgpu.export.kubernetes import render_kubernetes
 
         return Export("kubernetes", render_kubernetes(resolution, pins), directory=True)
@@ -138,9 +146,6 @@ def _one_at_a_time(target: Path, output: str):
     are checked and written: two exports into one directory at once would otherwise each read the
     record before the other wrote it, and the last record would leave the other's files out (a
     later export then calls them not its own)."""
-    import fcntl
-    import time
-
     try:
         fd = untrusted.open_directory(os.path.join(target, "."), _HELD)
     except untrusted.Unreadable as error:

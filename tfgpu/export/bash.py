@@ -14,6 +14,7 @@ from packaging.version import Version
 
 from tfgpu import __version__
 from tfgpu.doors import quoting, untrusted
+from tfgpu.engines import nvidia as vendor
 from tfgpu.errors import ImpossibleError
 from tfgpu.export import embed
 from tfgpu.export import pins as pins_of
@@ -127,8 +128,6 @@ def _variables(resolution) -> list[str]:
 
 
 def _system_variables(resolution) -> list[str]:
-    from tfgpu.engines import nvidia as vendor
-
     items = vendor.artifacts(resolution)
     error = vendor.unverifiable(items)
     if error is not None:

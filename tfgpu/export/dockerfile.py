@@ -23,6 +23,7 @@ from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
 from tfgpu.export import pins as pins_of
 from tfgpu.export.bash import channel_args, comment, default_env_name, header
+from tfgpu.resolver.tables import load_toml, releases
 
 MICROMAMBA_IMAGE = "mambaorg/micromamba:1.5.10"  # tag of the 1.5 series; pin by digest in production
 VENV = "/opt/tf"
@@ -70,8 +71,6 @@ def _write_programs(directory: str, files: dict) -> list[str]:
 
 def choose_image(resolution) -> dict:
     """The nvidia/cuda row for ``resolution``; ImpossibleError when no tag fits."""
-    from tfgpu.resolver.tables import load_toml
-
     cuda = Version(resolution.cuda_build or resolution.cuda)
     cudnn_major = Version(resolution.cudnn).major
     rows = [
@@ -98,8 +97,6 @@ def choose_image(resolution) -> dict:
 
 
 def _image_python(resolution, row: dict) -> str:
-    from tfgpu.resolver.tables import releases
-
     wanted = Version(resolution.tensorflow)
     supported = next(
         (

@@ -11,9 +11,11 @@ from users or data tables are quoted by ``tfgpu.doors.quoting`` instead.
 
 from __future__ import annotations
 
+import json
 import re
 
 from tfgpu.doors import untrusted
+from tfgpu.resolver import tables
 
 _DELIMITER = re.compile(r"[A-Z][A-Z0-9_]*")
 
@@ -57,10 +59,6 @@ def activation_files() -> list[tuple[str, str]]:
     """(file name, text) of :data:`ACTIVATION_FILES`, read from this installation of tfgpu-install,
     and ``dlopened.json``: the names CUDA libraries dlopen without a version (sonames.toml), so the
     exported env gets the same links inside it as one ``create`` builds (a closed env)."""
-    import json
-
-    from tfgpu.resolver import tables
-
     rows = [{key: row[key] for key in ("name", "provides", "caller", "runpath")} for row in tables.dlopened_names()]
     files = [(parts[-1], untrusted.package_text(*parts)) for parts in ACTIVATION_FILES]
     return files + [("dlopened.json", json.dumps(rows, indent=1, sort_keys=True))]

@@ -10,6 +10,7 @@ writes, its payload); :func:`apply` is the one loop that runs them, each through
 
 from __future__ import annotations
 
+import contextlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -17,9 +18,14 @@ from enum import Enum
 from pathlib import Path
 
 from tfgpu.doors import quoting, untrusted
-from tfgpu.envs.location import Location
+from tfgpu.engines import pip_progress, uv_progress
+from tfgpu.engines.uv import directory_alone, exact_pins, lacking, looks_transient, parse_inventory, run_failure
+from tfgpu.envs import jupyter, marker, txn, writes
+from tfgpu.envs.location import Location, relocate_venv
+from tfgpu.installers.failures import install_failed, stalled
 from tfgpu.installers.options import Options  # noqa: F401 - part of the backend interface
-from tfgpu.records import factory, record
+from tfgpu.installers.stacks import APART, APART_PINS, refuse_two_stacks
+from tfgpu.records import factory, record, replace
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
 if TYPE_CHECKING:
@@ -224,8 +230,6 @@ class Backend(ABC):
 
     def hold(self, context: Context):
         """A context manager held around the steps (system mode locks its toolkit)."""
-        import contextlib
-
         return contextlib.nullcontext()
 
 
@@ -252,8 +256,6 @@ def apply(backend: Backend, steps: list[Step], context: Context) -> Outcome:
 
 
 def _write(step: Step, context: Context) -> None:
-    from tfgpu.envs import writes
-
     writes.put_text(
         Path(step.writes[0]), step.content + ("" if not step.content or step.content.endswith("\n") else "\n")
     )
@@ -261,8 +263,6 @@ def _write(step: Step, context: Context) -> None:
 
 def _attempt(step: Step, context: Context):
     """One run of ``step.argv``, its output streamed (a ``RUN`` step's); the result, failed or not."""
-    from tfgpu.engines import pip_progress, uv_progress
-
     # uv's and pip's downloads: on a pseudo-terminal, so that they draw their bytes for the tool's bars.
     watch: uv_progress.UvProgress | pip_progress.PipProgress | None = None
     if step.kind == StepKind.RUN and uv_progress.draws_progress(step.argv):
@@ -284,9 +284,6 @@ def _attempt(step: Step, context: Context):
 def _run(step: Step, context: Context):
     """Run ``step``'s command; with a ``fallback`` (:func:`directory_first`), run that instead when
     the command finds a package missing. A failure raises ``install-failed``."""
-    from tfgpu.engines.uv import lacking, run_failure
-    from tfgpu.installers.failures import install_failed, stalled
-    from tfgpu.records import replace
 
     done = _attempt(step, context)
     if done.stalled:
@@ -316,8 +313,6 @@ def _run(step: Step, context: Context):
 def _transient(step: Step, done, context: Context) -> tuple[str, list[str]] | None:
     """Why a uv install that failed after this build's resolve looks like the index's passing state
     (``tfgpu.engines.uv.looks_transient``), to try once more; offline, no index changes its answer."""
-    from tfgpu.engines.uv import exact_pins, looks_transient
-
     lock = context.facts.get("resolved")
     if lock is None or context.options.offline or step.kind != StepKind.RUN or "install" not in step.argv[1:3]:
         return None
@@ -331,8 +326,6 @@ def directory_first(
     come from: ``tfgpu.engines.uv.sources``). Offline with a wheel directory, it reads the directory
     alone, and with uv's cache as well (its ``fallback``) only if the directory lacks a package:
     ``tfgpu.engines.uv.directory_alone`` says why. Every uv resolve and install of a build is made here."""
-    from tfgpu.engines.uv import directory_alone
-
     alone = directory_alone(sources)
     if alone is None:
         return Step(kind, title, command(sources), **fields)
@@ -340,9 +333,6 @@ def directory_first(
 
 
 def _resolve(step: Step, context: Context) -> None:
-    from tfgpu.engines.uv import exact_pins
-    from tfgpu.installers.stacks import refuse_two_stacks
-
     _run(step, context)
     pins = exact_pins(untrusted.read_text(Path(step.writes[0]), untrusted.PIP_LOCK))
     refuse_two_stacks(pins, str(context.location.prefix))  # before anything is downloaded
@@ -352,14 +342,10 @@ def _resolve(step: Step, context: Context) -> None:
 
 
 def _inventory(step: Step, context: Context) -> None:
-    from tfgpu.engines.uv import parse_inventory
-
     context.outcome.installed = parse_inventory(_run(step, context).output)
 
 
 def _jupyter(step: Step, context: Context) -> None:
-    from tfgpu.envs import jupyter
-
     location = context.location
     name = jupyter.register(
         location.staging, location.prefix, location.prompt, location.id, context.resolution.tensorflow
@@ -375,9 +361,6 @@ def _marker(step: Step, context: Context) -> None:
 def write_marker(context: Context, extra: dict) -> None:
     """The env's marker: identity (``tfgpu.envs.marker``), what the env holds, and ``extra`` (the
     mode's own fields: engine, channels, toolkit...)."""
-    from tfgpu.engines.uv import exact_pins
-    from tfgpu.envs import marker
-
     location, resolution, options = context.location, context.resolution, context.options
     lock = location.staging / "tfgpu" / "requirements.txt"
     fields = {
@@ -408,9 +391,6 @@ def write_marker(context: Context, extra: dict) -> None:
 def _apart(staging: Path, resolution) -> dict:
     """The marker's record of TensorFlow's CUDA wheels installed apart from another stack
     (``tfgpu.installers.stacks``): where, and exactly which pins; nothing for a one-stack env."""
-    from tfgpu.engines.uv import exact_pins
-    from tfgpu.installers.stacks import APART, APART_PINS
-
     side = staging / "tfgpu" / APART_PINS
     if not side.is_file():
         return {}
@@ -420,14 +400,10 @@ def _apart(staging: Path, resolution) -> dict:
 
 
 def _relocate(step: Step, context: Context) -> None:
-    from tfgpu.envs.location import relocate_venv
-
     relocate_venv(context.location.staging, context.location.prefix)
 
 
 def _commit(step: Step, context: Context) -> None:
-    from tfgpu.envs import txn
-
     txn.commit(context.location)
 
 
@@ -453,7 +429,6 @@ def kernel_steps(location: Location, options: Options) -> list[Step]:
     """The ``--jupyter`` step, before the marker (which records the kernel's name)."""
     if not options.jupyter:
         return []
-    from tfgpu.envs import jupyter
 
     name = jupyter.kernel_name(location.prompt, location.id)
     return [Step(StepKind.JUPYTER, f"Register the Jupyter kernel {name}", writes=(str(jupyter.kernels_dir() / name),))]

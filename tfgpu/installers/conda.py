@@ -15,11 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfgpu.doors import untrusted
+from tfgpu.doors.paths import cache_root
 from tfgpu.doors.quoting import sh
 from tfgpu.doors.requirements import lines
 from tfgpu.engines import rattler
 from tfgpu.engines import uv as uv_engine
-from tfgpu.envs import activation, marker, writes
+from tfgpu.envs import activation, marker, txn, writes
 from tfgpu.envs.conda_envs import conda_envs_dir, find_engine, register_env
 from tfgpu.errors import ImpossibleError
 from tfgpu.installers.base import (
@@ -271,8 +272,6 @@ def _conda_marker(step: Step, context: Context) -> None:
 
 
 def _commit_and_register(step: Step, context: Context) -> None:
-    from tfgpu.envs import txn
-
     txn.commit(context.location)
     register_env(context.location.prefix)
     context.outcome.activate = f"conda activate {sh(str(context.location.prefix))}"
@@ -289,7 +288,6 @@ def make_backend(resolution, options: Options, source: Source | None = None) -> 
                 "`tfgpu-install script --format bash --mode conda`."
             ],
         )
-    from tfgpu.doors.paths import cache_root
 
     rattler.check_channels(rattler.channel_urls(options.channels))
     engine = options.engine or "rattler"

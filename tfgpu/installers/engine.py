@@ -20,8 +20,15 @@ import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+from rattler import PrefixRecord
+
+from tfgpu.cache import uv_cache
 from tfgpu.doors import requirements as req
+from tfgpu.doors.paths import cache_root
+from tfgpu.engines import rattler
 from tfgpu.engines import uv as uv_engine
+from tfgpu.engines.uv_progress import UvProgress
 from tfgpu.envs import writes
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers.failures import whole_output
@@ -131,7 +138,6 @@ class UvEngine(PackageEngine):
         uv = uv_engine.find_uv()
         if uv is None:
             raise uv_missing(needs)
-        from tfgpu.cache import uv_cache
 
         chosen = uv_cache(uv)
         return cls(uv, chosen.path, why=chosen.why, shared=chosen.shared, **env)
@@ -191,7 +197,6 @@ class UvEngine(PackageEngine):
         after a SIGKILL takes out only these."""
         if not wanted.requirements:
             return []
-        from packaging.utils import canonicalize_name
 
         reporter.note("working out exactly what the install adds")
         done = self._add(wanted, dry_run=True)
@@ -202,7 +207,6 @@ class UvEngine(PackageEngine):
         return found if done.returncode == 0 else []
 
     def install(self, wanted: Wanted, reporter) -> None:
-        from tfgpu.engines.uv_progress import UvProgress
 
         if not wanted.requirements:
             return
@@ -304,7 +308,6 @@ class RattlerEngine(PackageEngine):
 
     def solve(self, specs: list[str], channels: list[str], *, cuda: str | None, offline: bool, **more) -> list:
         """rattler's solve for this machine's linux-64 (``more``: ``pinned``, ``runner``)."""
-        from tfgpu.engines import rattler
 
         return rattler.solve(
             specs,
@@ -319,7 +322,6 @@ class RattlerEngine(PackageEngine):
 
     def locked(self, packages, channels: list[str], *, offline: bool, local_channel: str | None, runner) -> list:
         """The locked records, read from their channels and checked against the lock."""
-        from tfgpu.engines import rattler
 
         return rattler.locked_records(
             packages,
@@ -333,7 +335,6 @@ class RattlerEngine(PackageEngine):
 
     def link(self, records: list, staging: Path, final: Path, *, reporter, offline: bool, **more) -> None:
         """Link ``records`` into ``staging`` (``final`` embedded in files; ``more``: ``keep``, ``runner``)."""
-        from tfgpu.engines import rattler
 
         rattler.install(
             records, staging, final, package_cache=self.packages, reporter=reporter, offline=offline, **more
@@ -348,7 +349,6 @@ class RattlerEngine(PackageEngine):
         return self.prefix
 
     def _installed(self) -> list:
-        from rattler import PrefixRecord
 
         return [PrefixRecord.from_path(path) for path in sorted((self.env / "conda-meta").glob("*.json"))]
 
@@ -381,7 +381,6 @@ class RattlerEngine(PackageEngine):
     def undo(self, added: list[str], changed: dict[str, str], reporter) -> None:
         """``changed``: each replaced package's conda-meta record before the repair; it is fetched
         again by the URL and sha256 that record names."""
-        from rattler import PrefixRecord
 
         if not (added or changed):
             return
@@ -419,9 +418,6 @@ def engine_for(
     cache ``tfgpu.cache.uv_cache`` chooses (written into ``runner``'s log); ``needs``: what
     ``uv-missing`` says needs uv."""
     if manager == "conda":
-        from tfgpu.doors.paths import cache_root
-        from tfgpu.engines import rattler
-
         cuda = rattler.virtual_cuda(resolution) if resolution is not None else ""
         urls = rattler.channel_urls(tuple(channels))
         return RattlerEngine(cache_root(), prefix=prefix, channels=urls, cuda=cuda, offline=offline)

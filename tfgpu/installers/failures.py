@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tfgpu.engines.uv import lacking, run_failure
+from tfgpu.errors import OperationError
 from tfgpu.installers.options import Options
 
 
@@ -22,9 +24,6 @@ def install_failed(step, done, log_path: Path | None, options: Options, location
     ``alone``: the failed run of the same command from the wheel directory alone (:func:`directory_first`),
     which names what the directory lacks (the run with uv's cache may name a package the directory has,
     shadowed by the index's cached answer). ``why``: it failed twice as an index between states does."""
-    from tfgpu.engines.uv import lacking, run_failure
-    from tfgpu.errors import OperationError
-
     facts = run_failure(step.argv, done, location)
     alternatives = []
     if why:
@@ -69,8 +68,6 @@ def install_failed(step, done, log_path: Path | None, options: Options, location
 
 def stalled(step, done, log_path):
     """``download-failed`` for a step whose downloads the tool stopped below their floor."""
-    from tfgpu.errors import OperationError
-
     return OperationError(
         "download-failed",
         f"{step.title} was stopped: {done.stalled}; nothing was installed.",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from tfgpu.engines import uv as uv_engine
 from tfgpu.errors import UsageError
 from tfgpu.records import record
+from tfgpu.resolver.request import MODES, parse_choice
 
 ENGINES = {"uv": "pip", "pip": "pip", "rattler": "conda", "conda": "conda", "mamba": "conda", "micromamba": "conda"}
 """Each ``--engine`` and the mode whose envs it builds (system mode builds its venv like pip mode)."""
@@ -30,8 +31,6 @@ class Options:
 
 def mode_of(mode: str | None) -> str:
     """The ``--mode`` value, checked (default pip)."""
-    from tfgpu.resolver.request import MODES, parse_choice
-
     return parse_choice("--mode", mode, MODES) or "pip"
 
 
@@ -75,6 +74,7 @@ def build_options(
             )
     check_channels_for(mode, channels)
     if channels:  # through the URL door now, named by where they came from (a flag, a project file)
+        # Start-up cost: `completion` loads this module but not tfgpu.engines.rattler.
         from tfgpu.engines.rattler import channel_urls
 
         channel_urls(tuple(channels), channel_from)

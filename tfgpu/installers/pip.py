@@ -15,11 +15,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tfgpu.cache import uv_cache
+from tfgpu.cache.dedupe import one_copy
+from tfgpu.detect.interpreters import require_python
+from tfgpu.doctor import ownership
+from tfgpu.doctor.reads import RunReads, unfinished_lines
 from tfgpu.doors import untrusted
+from tfgpu.doors.paths import cache_root
 from tfgpu.doors.requirements import lines, requirement
 from tfgpu.engines import uv as uv_engine
-from tfgpu.envs import activation, bytecode, marker
+from tfgpu.engines.uv import exact_pins
+from tfgpu.envs import activation, bytecode, marker, writes
 from tfgpu.errors import ImpossibleError
+from tfgpu.installers import stacks
 from tfgpu.installers.base import (
     Backend,
     Context,
@@ -28,10 +36,12 @@ from tfgpu.installers.base import (
     Source,
     Step,
     StepKind,
+    _run,
     directory_first,
     kernel_steps,
 )
 from tfgpu.installers.engine import UvEngine
+from tfgpu.installers.stacks import APART, refuse_files_owned_twice
 from tfgpu.records import replace
 from tfgpu.resolver import tables
 
@@ -251,11 +261,6 @@ class PipBackend(Backend):
         framework built for CUDA 13 next to TensorFlow's CUDA 12), TensorFlow's stack is cut out of
         the lock and installed now into its own directory of the env (``stacks.APART``), so that no
         file is owned by two distributions; the install step then installs the rest as usual."""
-        from tfgpu.engines.uv import exact_pins
-        from tfgpu.envs import writes
-        from tfgpu.installers import stacks
-        from tfgpu.installers.base import _run, directory_first
-
         _run(step, context)
         lock = Path(step.writes[0])
         text = untrusted.read_text(lock, untrusted.PIP_LOCK)
@@ -311,8 +316,6 @@ class PipBackend(Backend):
 def _one_copy(step: Step, context: Context) -> None:
     """uv keeps a ``--find-links`` directory's wheels apart from the index's, each unpacked: the
     second copy becomes links to the first, the new env's files too (``tfgpu.cache.dedupe``)."""
-    from tfgpu.cache.dedupe import one_copy
-
     done = one_copy(Path(step.writes[0]), Path(step.writes[1]))
     context.runner.log(f"cache: {done.files} files of wheels unpacked twice relinked, {done.bytes} bytes")
     if done.files:
@@ -322,9 +325,6 @@ def _one_copy(step: Step, context: Context) -> None:
 def _wheel_activation(step: Step, context: Context) -> None:
     staging = context.location.staging
     site = site_packages(staging, context.resolution.python)
-    from tfgpu.doctor import ownership
-    from tfgpu.doctor.reads import RunReads, unfinished_lines
-    from tfgpu.installers.stacks import APART, refuse_files_owned_twice
 
     refuse_files_owned_twice(staging / site, str(context.location.prefix))
     own = int(str(context.resolution.cuda or "0").split(".")[0] or 0)
@@ -367,9 +367,6 @@ def make_backend(resolution, options) -> PipBackend:
             f"pip mode builds Linux environments; this plan is for {resolution.os}.",
             ["Run tfgpu-install on the target machine itself."],
         )
-    from tfgpu.cache import uv_cache
-    from tfgpu.detect.interpreters import require_python
-    from tfgpu.doors.paths import cache_root
 
     uv = None if options.engine == "pip" else uv_engine.find_uv()
     python = require_python(resolution.python, can_download=uv is not None and not options.offline)

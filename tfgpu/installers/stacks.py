@@ -17,6 +17,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from tfgpu.doctor.ownership import distributions, shared_files, stack_of
 from tfgpu.errors import ImpossibleError, OperationError
 
 _SUFFIXED = re.compile(r"^nvidia-[a-z0-9-]+?-cu(\d{1,3})$")
@@ -67,8 +68,6 @@ def refuse_two_stacks(pins: list[str], where: str) -> None:
 def owned_twice(site: Path) -> frozenset[str]:
     """The paths two distributions' RECORDs list with different sha256 (RECORDs only: cheap enough to
     take before an install, to tell what the install itself did)."""
-    from tfgpu.doctor.ownership import distributions
-
     digests: dict[str, set[str]] = {}
     for dist in distributions(site):
         for path, digest in dist.files.items():
@@ -80,8 +79,6 @@ def refuse_files_owned_twice(site: Path, where: str, already: frozenset[str] = f
     """The post-install check: raise ``files-owned-twice`` when two distributions own a file with
     different bytes in ``site`` (one of them silently lost it); ``where`` names the env. ``already``:
     paths that were owned twice before this install (a repair of a mixed env does not answer for them)."""
-    from tfgpu.doctor.ownership import shared_files
-
     if not owned_twice(site) - already:
         return
     lost = [item for item in shared_files(site) if item.differ and item.path not in already]
@@ -105,8 +102,6 @@ def refuse_into_other_stack(site: Path, names: list[str], where: str) -> None:
     stack keeps its files (NVIDIA's wheels of both majors use that one directory for cuDNN, NCCL,
     nvSHMEM and cuSPARSELt): checked before, because taking such an install back afterwards would
     delete the other distribution's file along with the added one."""
-    from tfgpu.doctor.ownership import distributions, stack_of
-
     dists = distributions(site)
     clashes = []
     for name in names:

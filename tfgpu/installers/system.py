@@ -21,14 +21,19 @@ import contextlib
 import json
 from pathlib import Path
 
+from tfgpu.doors.paths import cache_root
+from tfgpu.doors.urls import parse
 from tfgpu.engines import nvidia
-from tfgpu.envs import activation, writes
+from tfgpu.engines.download import fetch
+from tfgpu.envs import activation, txn, writes
 from tfgpu.envs import marker as env_marker
 from tfgpu.envs.location import envs_dir, prefix_for
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.installers import system_toolkit as tk
 from tfgpu.installers.base import Backend, Context, Location, Options, Outcome, Source, Step, StepKind
 from tfgpu.installers.pip import PipBackend, site_packages
+from tfgpu.installers.pip import make_backend as pip_backend
+from tfgpu.resolver.drivers import driver_at_least
 
 
 class SystemBackend(Backend):
@@ -163,8 +168,6 @@ class SystemBackend(Backend):
 
     def hold(self, context: Context):
         """A system toolkit is a target of its own: its lock is held while it is built and committed."""
-        from tfgpu.envs import txn
-
         place = context.facts["place"]
         return txn.TargetLock(place.final) if place.system and not place.reuse else contextlib.nullcontext()
 
@@ -172,8 +175,6 @@ class SystemBackend(Backend):
         tk.clean(context.facts["place"])
 
     def _download(self, step: Step, context: Context) -> None:
-        from tfgpu.engines.download import fetch
-
         item = step.payload
         if context.options.offline:
             self._check_offline(item)
@@ -210,7 +211,6 @@ class SystemBackend(Backend):
     def _check_offline(self, item) -> None:
         """--offline: a file already in the download cache (verified before use), or a mirror on this
         machine (a loopback URL); never NVIDIA's servers."""
-        from tfgpu.doors.urls import parse
 
         if (self.downloads / item.filename).is_file() or parse(item.url, "the download's URL").loopback:
             return
@@ -258,8 +258,6 @@ def _toolkit_activation(step: Step, context: Context) -> None:
 def driver_problem(resolution) -> ImpossibleError | None:
     """Why this machine's driver cannot run the toolkit (missing, or older than the CUDA needs),
     or None. The tool never installs a driver, so a build stops on it before anything happens."""
-    from tfgpu.resolver.drivers import driver_at_least
-
     need = resolution.min_driver
     if not resolution.driver:
         return ImpossibleError(
@@ -295,8 +293,6 @@ def dry_run_note(resolution, problem: ImpossibleError) -> str:
 def make_backend(resolution, options, *, dry_run: bool = False) -> SystemBackend:
     """system mode for ``resolution``: the driver is checked (a dry run notes what it lacks instead
     of refusing), the downloads must be verifiable."""
-    from tfgpu.doors.paths import cache_root
-    from tfgpu.installers.pip import make_backend as pip_backend
 
     problem = driver_problem(resolution)
     if problem is not None and not dry_run:

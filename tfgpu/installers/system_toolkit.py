@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tfgpu.doors import untrusted
-from tfgpu.envs import writes
+from tfgpu.doors import quoting, untrusted
+from tfgpu.envs import txn, writes
 from tfgpu.errors import ImpossibleError
+from tfgpu.process.runner import shielded
 from tfgpu.records import record
 
 TOOLKIT_MARKER = "tfgpu-toolkit.json"
@@ -130,7 +131,6 @@ def place_toolkit(cuda: str, location, system: bool, items, force: bool) -> Tool
 
 def profile_script(final: Path) -> str:
     """``/etc/profile.d`` entry: the toolkit's ``bin`` on PATH for login shells (once)."""
-    from tfgpu.doors import quoting
 
     bin_dir = quoting.sh(f"{final}/bin")
     return (
@@ -143,8 +143,6 @@ def profile_script(final: Path) -> str:
 def user_profile(final: Path) -> str:
     """``<env>/etc/tfgpu/cuda-toolkit.sh``: the user-level twin of the ``/etc/profile.d`` entry
     (``nvcc`` on PATH, ``CUDA_HOME``, the libraries for the loader) for a ``--prefix`` toolkit."""
-    from tfgpu.doors import quoting
-
     bin_dir, lib_dir = quoting.sh(f"{final}/bin"), quoting.sh(f"{final}/lib64")
     return (
         f"# Written by tfgpu-install: the CUDA toolkit for a shell or a build (`. <this file>`).\n"
@@ -160,7 +158,6 @@ def user_profile(final: Path) -> str:
 def ld_conf(final: Path) -> str:
     """``/etc/ld.so.conf.d`` entry: the toolkit's libraries (and cuDNN) for the dynamic loader (one
     directory per line, so the path must be one line)."""
-    from tfgpu.doors import quoting
 
     return (
         f"# Written by tfgpu-install: CUDA toolkit and cuDNN libraries.\n"
@@ -171,8 +168,6 @@ def ld_conf(final: Path) -> str:
 def prepare_staging(place: ToolkitPlace) -> None:
     """An empty staging directory for the runfile, with a record naming the toolkit it is for; one
     left by a killed run is deleted only when its record says it is that toolkit's (under the lock)."""
-    from tfgpu.envs import txn
-
     staging = place.staging
     if staging.exists() or staging.is_symlink():
         record = txn.read_record(staging / txn.STAGING_RECORD) if txn.is_real_dir(staging) else None
@@ -186,8 +181,6 @@ def prepare_staging(place: ToolkitPlace) -> None:
 def commit_toolkit(place: ToolkitPlace) -> None:
     """Move a finished system toolkit into place; an old one (--force, proved ours by its marker
     when the plan was made) goes only afterwards."""
-    from tfgpu.envs import txn
-    from tfgpu.process.runner import shielded
 
     old = place.final.with_name(f".{place.final.name}.tfgpu-old")
     with shielded():

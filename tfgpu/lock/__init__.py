@@ -19,6 +19,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tfgpu.doors import untrusted
+from tfgpu.errors import ImpossibleError, TfgpuError, UsageError
+from tfgpu.installers.options import check_channels_for, mode_of
+from tfgpu.records import replace
+from tfgpu.resolver import make_request, resolve
+
 
 def _conda_file(path) -> bool:
     return Path(path).suffix in (".yml", ".yaml")
@@ -42,8 +48,7 @@ def write(
 
     Returns ``tfgpu.lock.pip.write.PipLocks`` or ``tfgpu.lock.conda.write.Written``: each has
     ``to_dict()`` (the ``--json`` document) and ``notes()`` (what a person is shown)."""
-    from tfgpu.errors import UsageError
-    from tfgpu.installers.options import check_channels_for, mode_of
+    # Start-up cost: `completion` loads this module but not tfgpu.lock.targets.
     from tfgpu.lock.targets import lock_targets
 
     mode = mode_of(mode)
@@ -56,9 +61,11 @@ def write(
         )
     targets = lock_targets(platforms, selectors, allow_cpu=allow_cpu, host=host)
     if mode == "conda":
+        # Start-up cost: `completion` loads this module but not tfgpu.lock.conda.write.
         from tfgpu.lock.conda.write import write_lock
 
         return write_lock(targets, output, channels=channels, channel_from=channel_from, reporter=reporter)
+    # Start-up cost: `completion` loads this module but not tfgpu.lock.pip.write.
     from tfgpu.lock.pip.write import write_locks
 
     return write_locks(targets, output, reporter)
@@ -66,10 +73,9 @@ def write(
 
 def read(path: str | Path):
     """Read and check a lock file of any format: a pip lock, or a conda-lock.yml (``.yml``/``.yaml``)."""
-    from tfgpu.errors import UsageError
-
     path = Path(path).expanduser().absolute()
     if _conda_file(path):
+        # Start-up cost: `completion` loads this module but not tfgpu.lock.conda.read.
         from tfgpu.lock.conda.read import read as read_conda
 
         return read_conda(path)
@@ -79,6 +85,7 @@ def read(path: str | Path):
             f"There is no lock file at {path}.",
             ["Give the file `tfgpu-install lock` wrote (e.g. tfgpu-lock.linux-64.txt)."],
         )
+    # Start-up cost: `completion` loads this module but not tfgpu.lock.pip.lockfile.
     from tfgpu.lock.pip.lockfile import read as read_pip
 
     return read_pip(path)
@@ -88,13 +95,14 @@ def check_lock(path: str | Path, wanted: dict | None = None, reporter=None):
     """``lock --check FILE``: whether a pip lock or a conda-lock.yml is what its recorded inputs
     resolve to today (a :class:`tfgpu.lock.check.Check`); ``wanted``: selectors it should still
     match (``tf``, ``mode``, ``python``, ``platform``; from the project file or the command line)."""
+    # Start-up cost: `completion` loads this module but not tfgpu.lock.check.
     from tfgpu.lock.check import advise, check_wanted
 
     lock = read(path)  # refuses an edited, truncated or foreign lock first (exit 2/3)
     if _conda_file(lock.path):
-        from tfgpu.lock.conda.check import check
+        from tfgpu.lock.conda.check import check  # Start-up cost: this lock's format's checker only.
     else:
-        from tfgpu.lock.pip.check import check
+        from tfgpu.lock.pip.check import check  # Start-up cost: this lock's format's checker only.
     found = check(lock, reporter)
     check_wanted(found, wanted or {})
     found.advice = advise(found, wanted or {})
@@ -106,8 +114,8 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
     and platforms (and ``-o``), looked for where ``lock`` would write it (here), else beside the
     project file (``wanted["project"]``); each checked. A lock that is missing makes the answer
     not current; none at all is a usage error (exit 2): nothing was checked."""
-    from tfgpu.errors import UsageError
-    from tfgpu.installers.options import mode_of
+    # Start-up cost: `completion` loads this module but not tfgpu.lock.check.
+    # Import cycle: tfgpu.lock.platforms imports this module.
     from tfgpu.lock.check import ProjectLocks, new_lock_command
     from tfgpu.lock.platforms import parse_platform
 
@@ -128,9 +136,11 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
 
     def expected(base: Path) -> dict[str, Path]:
         if mode == "conda":
+            # Start-up cost: `completion` loads this module but not tfgpu.lock.conda.write.
             from tfgpu.lock.conda.write import output_path
 
             return {",".join(platforms) or "every platform": output_path(output, base)}  # one file for all
+        # Start-up cost: `completion` loads this module but not tfgpu.lock.pip.write.
         from tfgpu.lock.pip.write import output_paths
 
         return output_paths(output, [parse_platform(name) for name in platforms], base)
@@ -178,8 +188,6 @@ def prepare(selectors, options, *, from_lock: str | None = None, from_bundle: st
     after every check: the lock decides what is built (selectors given alongside must agree with
     it), and ``source`` carries what installers install (they never read lock files themselves).
     Nothing is installed before it returns, so every refusal it raises says so."""
-    from tfgpu.errors import TfgpuError
-
     try:
         return _prepare(selectors, options, from_lock=from_lock, from_bundle=from_bundle, reporter=reporter)
     except TfgpuError as error:
@@ -191,13 +199,16 @@ def prepare(selectors, options, *, from_lock: str | None = None, from_bundle: st
 
 def _prepare(selectors, options, *, from_lock, from_bundle, reporter):
     if from_lock and _conda_file(from_lock):
+        # Start-up cost: `completion` loads this module but not tfgpu.lock.conda.install.
         from tfgpu.lock.conda.install import prepare as prepare_conda
 
         return prepare_conda(Path(from_lock).expanduser().absolute(), options, selectors)
     if from_bundle:
+        # Start-up cost: `completion` loads this module but not tfgpu.lock.bundle.read.
         from tfgpu.lock.bundle.read import prepare as prepare_bundle
 
         return prepare_bundle(from_bundle, options, selectors, reporter)
+    # Start-up cost: `completion` loads this module but not tfgpu.lock.pip.install.
     from tfgpu.lock.pip.install import prepare as prepare_pip
 
     return prepare_pip(read(from_lock), options, selectors)
@@ -208,8 +219,7 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
     one platform). The lock is read by the readers ``create --from-lock`` uses (an edited, truncated
     or hostile lock is refused here, before anything is rendered); selectors given alongside must
     agree with it; ``platforms``: ``--platform``, which chooses among a conda lock's platforms."""
-    from tfgpu.doors import untrusted
-    from tfgpu.errors import ImpossibleError, TfgpuError, UsageError
+    # Start-up cost: `completion` loads this module but not tfgpu.lock.exported, tfgpu.lock.selectors.
     from tfgpu.lock.exported import Locked, check_hashed, choose_platform, conda_pins, file_sha256
     from tfgpu.lock.selectors import check_selectors
 
@@ -231,8 +241,8 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
             ["Export again once whatever writes the lock has finished."],
         )
     if _conda_file(lock.path):
+        # Start-up cost: `completion` loads this module but not tfgpu.lock.conda.install.
         from tfgpu.lock.conda.install import pip_requirements
-        from tfgpu.resolver import make_request, resolve
 
         platform = choose_platform(lock.path, list(lock.lockfile.metadata.platforms), platforms)
         recorded = lock.resolution(platform)
@@ -240,6 +250,7 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
         conda = conda_pins(lock.path, lock.packages(platform, "conda"))
         requirements = pip_requirements(lock, platform)
     else:
+        # Start-up cost: `completion` loads this module but not tfgpu.lock.pip.install.
         from tfgpu.lock.pip.install import lock_resolution
 
         platform = choose_platform(lock.path, [lock.meta["platform"]], platforms)
@@ -263,7 +274,6 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
         )
     else:
         resolution = lock_resolution(lock)
-    from tfgpu.records import replace
 
     # The lock by its name and checksum only: its directory is this machine's, not the target's.
     said = f"Exactly as pinned in the lock {lock.path.name} (sha256 of the file {digest})."

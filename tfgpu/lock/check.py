@@ -28,7 +28,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfgpu.doors import quoting
+from tfgpu.lock.selectors import tf_agrees
+from tfgpu.lock.targets import lock_targets
 from tfgpu.records import factory, record
+from tfgpu.settings import Selectors
 
 
 @record(frozen=False)
@@ -76,9 +79,6 @@ def target_today(
     companions: tuple[str, ...] = (),
 ):
     """The resolution this tool gives the lock's target today (``(platform, resolution, cpu_only)``)."""
-    from tfgpu.lock.targets import lock_targets
-    from tfgpu.settings import Selectors
-
     [target] = lock_targets(
         [platform],
         Selectors(tf=tensorflow, mode=mode, python=python, os=os_name, tf_source=tf_source, companions=companions),
@@ -153,8 +153,6 @@ def input_changes(found: Check, old: dict, new: dict) -> None:
 
 def check_wanted(found: Check, wanted: dict) -> None:
     """Changes where the project (or the command line) now asks for something the lock is not."""
-    from tfgpu.lock.selectors import tf_agrees
-
     sources = wanted.get("sources", {})  # a flag given beside a project file is the command line's
 
     def said(key: str) -> str:

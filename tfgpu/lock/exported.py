@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from tfgpu.doors.urls import parse
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.records import record
 
@@ -112,7 +113,6 @@ def conda_pins(path, packages) -> tuple[CondaPin, ...]:
     """A conda lock's packages, each refused unless it is a name, a version, an https URL to a package
     file (a target cannot reach this machine's file:// channel) and a 64-hex sha256: these become lines of
     a shell script and of an @EXPLICIT list, so nothing else may get through."""
-    from tfgpu.doors.urls import parse
 
     pins = []
     for p in packages:

@@ -8,6 +8,8 @@ machine say the same thing): ``linux-64``, ``linux-aarch64``, ``win-64``, ``osx-
 from __future__ import annotations
 
 import difflib
+import platform as stdlib_platform
+import sys
 from functools import cached_property
 
 from packaging import tags
@@ -105,9 +107,6 @@ def parse_platform(value: str) -> Platform:
 
 def host_platform() -> Platform | None:
     """The platform of the machine this runs on, if it is one of :data:`PLATFORMS`."""
-    import platform as stdlib_platform
-    import sys
-
     machine = stdlib_platform.machine().lower()
     arch = {"amd64": "x86_64", "x86_64": "x86_64", "arm64": "aarch64", "aarch64": "aarch64"}.get(machine)
     system = {"linux": "linux", "win32": "windows", "darwin": "macos"}.get(sys.platform)

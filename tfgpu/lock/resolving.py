@@ -15,10 +15,10 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tfgpu.doors import untrusted
+from tfgpu.doors import secrets, untrusted
 from tfgpu.doors.requirements import lines
-from tfgpu.engines.uv import INDEX_VARIABLES
-from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.engines.uv import INDEX_VARIABLES, compile_for_target, preflown_index
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.lock.platforms import Platform
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
@@ -34,13 +34,9 @@ def index_url() -> str:
     through the URL door. A credential in it (``/t/<token>/``, ``?token=``) is refused
     (``secret-in-url``) before anything resolves: a lock records its index, and uv reads the
     credential from ``~/.netrc`` (or a keyring) itself."""
-    from tfgpu.doors import secrets
-    from tfgpu.engines.uv import preflown_index
 
     named = os.environ.get("TFGPU_INDEX_URL")
     if named and secrets.forms(named):
-        from tfgpu.errors import UsageError
-
         raise UsageError(
             "secret-in-url",
             f"TFGPU_INDEX_URL ({secrets.masked(named)[:300]}) carries a credential, and a lock records the "
@@ -69,8 +65,6 @@ def compile_pins(
     """Resolve ``requirements`` for ``platform``/``python``: (requirements body with hashes, pylock.toml).
     ``index``: the index to resolve against (default :func:`index_url`); ``refresh``: no cached answers;
     ``with_pylock``: also the PEP 751 file (else "" for it)."""
-    from tfgpu.engines.uv import compile_for_target
-
     index = index or index_url()
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req_in = Path(tmp) / "requirements.in"
@@ -112,8 +106,6 @@ def compile_pylock(
 ) -> str:
     """Only the PEP 751 ``pylock.toml`` (wheel URLs and hashes) of ``requirements``: what a conda
     lock's pip entries need (one uv run instead of two)."""
-    from tfgpu.engines.uv import compile_for_target
-
     index = index_url()
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req_in = Path(tmp) / "requirements.in"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from tfgpu.doors.requirements import name_problem
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, host_platform
 from tfgpu.resolver.request import (
@@ -17,7 +18,9 @@ from tfgpu.resolver.request import (
     parse_driver,
     parse_python,
     parse_tf_spec,
+    parse_with,
 )
+from tfgpu.versions import is_canonical_release, specifier, version
 
 _ACCELERATORS = ("cuda", "metal", "cpu")
 _WHEEL_PLATFORM = re.compile(r"[a-z0-9_-]{1,64}", re.ASCII)
@@ -33,8 +36,6 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
     selectors (``lock-malformed``, exit 2, otherwise). Both lock readers call this before any
     field is used: a checksum proves nothing (anyone can recompute it), and these fields become
     ``uv venv --python X``, ``--python-version X`` and file names (the bytecode store's marker)."""
-    from tfgpu.doors.requirements import name_problem
-    from tfgpu.versions import is_canonical_release
 
     def refuse(key: str, why: str):
         return UsageError(
@@ -79,8 +80,6 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
         except UsageError:
             raise refuse("compute_capabilities", "a list of GPU compute capabilities") from None
     if recorded.get("companions"):
-        from tfgpu.resolver.request import parse_with
-
         try:
             parsed_companions = parse_with(recorded["companions"])
         except UsageError:
@@ -134,8 +133,6 @@ def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, se
 
 def tf_agrees(spec: str, locked: str) -> bool:
     """Whether a --tf value (a version, a series or a range) admits the locked version."""
-    from tfgpu.versions import specifier, version
-
     if spec == "latest":
         return False
     if spec[0] in "<>=!~":

@@ -9,6 +9,9 @@ from tfgpu.doors.requirements import requirement
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import Platform, parse_platform
 from tfgpu.records import replace
+from tfgpu.resolver import request_for
+from tfgpu.resolver import resolve as run_resolver
+from tfgpu.resolver.coplanned import refuse_two_stacks
 from tfgpu.resolver.model import Notice, Packages, Resolution
 from tfgpu.resolver.request import OSES, parse_arch, parse_choice
 from tfgpu.settings import Selectors
@@ -33,13 +36,8 @@ def lock_targets(
     (a ``tfgpu.settings.Selectors``) and that platform's OS and
     architecture; ``host`` is this machine's facts, which the resolver uses only where the target is
     this machine. ``--os``/``--arch``, when given, must agree with every platform."""
-    from tfgpu.records import replace
-    from tfgpu.resolver import request_for
-    from tfgpu.resolver import resolve as run_resolver
 
     def resolve(os_name: str, arch_name: str):
-        from tfgpu.resolver.coplanned import refuse_two_stacks
-
         resolution = run_resolver(request_for(replace(selectors, os=os_name, arch=arch_name)), host)
         refuse_two_stacks(resolution, "lock")
         return resolution

@@ -3,17 +3,16 @@ operation, uv, and uv's cache. Format-neutral."""
 
 from __future__ import annotations
 
+from tfgpu.cache import uv_cache
+from tfgpu.engines.uv import find_uv
+from tfgpu.installers.engine import uv_missing
+from tfgpu.process.runner import Runner
+
 
 def tools(operation: str):
     """(runner, uv binary, uv cache dir) for a lock or bundle operation; the log names ``operation``."""
-    from tfgpu.cache import uv_cache
-    from tfgpu.engines.uv import find_uv
-    from tfgpu.process.runner import Runner
-
     uv = find_uv()
     if uv is None:
-        from tfgpu.installers.engine import uv_missing
-
         raise uv_missing("Locking")
     runner, chosen = Runner.for_operation(operation), uv_cache(uv)
     runner.log(f"uv cache: {chosen.path} ({chosen.why})")

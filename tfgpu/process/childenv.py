@@ -70,6 +70,7 @@ def clean_environment(base: Mapping[str, str], extra: Mapping[str, str] | None =
 def checked_index(name: str, value: str, separator: str | None) -> str:
     """``value`` of the index variable ``name``, each URL in it through the URL door (a local
     find-links directory is not a URL; ``UV_INDEX`` entries may be ``name=URL``)."""
+    # Start-up cost: `doctor` loads this module but not tfgpu.doors.urls.
     from tfgpu.doors import urls
 
     kept = []
@@ -81,6 +82,7 @@ def checked_index(name: str, value: str, separator: str | None) -> str:
             label, _, url = item.partition("=")
             label += "="
         if not (name.endswith("FIND_LINKS") and urls.is_local(url) and "\\" not in url):
+            # Start-up cost: `doctor` loads this module but not tfgpu.datasource.transport.
             from tfgpu.datasource.transport import preflight
 
             url = urls.checked(url, name)

@@ -2,17 +2,15 @@
 
 So ``timeout``, ``systemd stop`` and a closed terminal roll back exactly like Ctrl-C (``tfgpu.cli``
 turns it into exit 128 + the signal's number). Every command installs these handlers before it does
-anything, so this module is kept to what that needs: it uses ``_signal``, the C module behind
-``signal``, because ``import signal`` builds three enum classes of every signal and handler on the
-way (about 1.5 ms, a tenth of what `plan` may spend beyond the interpreter's start). The rest of
-the signal handling (masks, a child's death signal) lives with the child processes in ``tfgpu.process.runner``.
+anything. The rest of the signal handling (masks, a child's death signal) lives with the child
+processes in ``tfgpu.process.runner``.
 """
 
 from __future__ import annotations
 
-import _signal
+import signal
 
-SIGINT, SIGHUP, SIGTERM = _signal.SIGINT, _signal.SIGHUP, _signal.SIGTERM
+SIGINT, SIGHUP, SIGTERM = int(signal.SIGINT), int(signal.SIGHUP), int(signal.SIGTERM)
 _NAMES = {SIGINT: "SIGINT", SIGHUP: "SIGHUP", SIGTERM: "SIGTERM"}
 
 
@@ -48,7 +46,7 @@ def install_signal_handlers() -> None:
     supervisor, may hand it over ignored; a ``kill -INT`` of the tool's pid (an IDE's stop button,
     ``timeout -s INT``) was then lost, and the run went on to exit 0."""
     try:
-        _signal.signal(SIGINT, _signal.default_int_handler)
+        signal.signal(SIGINT, signal.default_int_handler)
     except (ValueError, OSError):
         pass
 
@@ -57,6 +55,6 @@ def install_signal_handlers() -> None:
 
     for signum in (SIGTERM, SIGHUP):
         try:
-            _signal.signal(signum, handler)
+            signal.signal(signum, handler)
         except (ValueError, OSError):  # not the main thread / not supported
             pass

@@ -21,14 +21,17 @@ import contextlib
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tfgpu.doors import secrets
+from tfgpu.doors.paths import log_dir
+from tfgpu.errors import TfgpuError
 from tfgpu.process import childpipes
 from tfgpu.process.childenv import clean_environment, without_plain_proxy
-from tfgpu.process.interrupts import Interrupted
+from tfgpu.process.interrupts import Interrupted, tell
 from tfgpu.process.signalmask import SIGNALS, shielded, supervised  # noqa: F401 - shielded: the door's, for callers
 from tfgpu.records import factory, record
 
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str):
     if name in ("PIPE", "DEVNULL"):  # subprocess's constants, without importing it for every command
+        # Start-up cost: `doctor` loads this module but not subprocess.
         import subprocess
 
         return getattr(subprocess, name)
@@ -90,7 +94,7 @@ def _prepare_prctl() -> None:
     global _PRCTL
     if _PRCTL is None and sys.platform.startswith("linux"):
         try:
-            import ctypes
+            import ctypes  # Start-up cost: 7.0M instructions, paid by a run that forks a child only.
 
             _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
         except (OSError, AttributeError):
@@ -101,9 +105,8 @@ def open_log(operation: str) -> tuple[Path | None, str]:
     """A new log file for ``operation`` (``create-tf2.21``) in the log directory; when that cannot
     be written (a read-only home), one in the temporary directory; else none. Returns the path and
     a note for the user ("" when the log is where docs/configuration.md says)."""
+    # Start-up cost: `doctor` loads this module but not datetime.
     from datetime import datetime
-
-    from tfgpu.doors.paths import log_dir
 
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in operation)[:80]
@@ -115,7 +118,6 @@ def open_log(operation: str) -> tuple[Path | None, str]:
         return path, ""
     except OSError as error:
         problem = f"the log directory cannot be written ({error.strerror})"
-    import tempfile
 
     try:
         handle, name = tempfile.mkstemp(prefix=f"tfgpu-{safe}-", suffix=".log")
@@ -155,8 +157,6 @@ class Runner:
     def record_failure(self, error: BaseException) -> None:
         """Write what failed into the log (the error's code, message and way forward), so a failed
         run's log holds its error even where no command ran; a tool error also names the log."""
-        from tfgpu.errors import TfgpuError
-
         if self.log_path is None:
             return
         if isinstance(error, TfgpuError):
@@ -195,6 +195,7 @@ class Runner:
         interrupt propagates. A uv command that downloads and falls below the floor on progress is
         stopped: return code 124, ``stalled`` saying why.
         """
+        # Start-up cost: `doctor` loads this module but not shlex, subprocess.
         import shlex
         import subprocess
 
@@ -206,9 +207,11 @@ class Runner:
         _prepare_prctl()
         terminal = None
         if screen is not None:
+            # Start-up cost: `doctor` loads this module but not tfgpu.process.pseudoterminal.
             from tfgpu.process.pseudoterminal import Printed, open_terminal, read_terminal
 
             terminal = open_terminal()
+        # Start-up cost: `doctor` loads this module but not tfgpu.process.childwatch.
         from tfgpu.process.childwatch import Floor, Scratch
 
         scratch = Scratch.of(argv)
@@ -220,8 +223,6 @@ class Runner:
                 self.log("interrupted")
             removed = scratch.sweep(self.log)
             if removed and stop is not None:
-                from tfgpu.process.interrupts import tell
-
                 count = f"{len(removed)} temporary entr{'y' if len(removed) == 1 else 'ies'}"
                 tell(stop, f"Removed what the stopped uv left half-written in its cache {scratch.cache} ({count}).")
 
@@ -264,7 +265,7 @@ class Runner:
             if terminal is not None:
                 os.close(terminal[1])  # the child holds it now; the reads end when the child closes it
             if timeout is not None:
-                import threading
+                import threading  # Start-up cost: a timer's thread, for a child with a timeout only.
 
                 timer = threading.Timer(timeout, _kill, (child,))
                 timer.daemon = True
@@ -320,6 +321,7 @@ class Runner:
         """Run a short probe with stdout and stderr kept apart (``output`` is stdout); not logged.
         For reading facts (``nvidia-smi``, an interpreter's version, a child that prints JSON).
         ``errors``: how bytes that are not UTF-8 are decoded (``surrogateescape`` keeps them)."""
+        # Start-up cost: `doctor` loads this module but not subprocess.
         import subprocess
 
         argv = tuple(str(a) for a in argv)
@@ -361,6 +363,7 @@ class Runner:
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, clean: bool = True, **popen
     ) -> subprocess.Popen:
         """A child that runs beside the tool (parallel workers); the caller waits for it."""
+        # Start-up cost: `doctor` loads this module but not subprocess.
         import subprocess
 
         _prepare_prctl()
@@ -382,6 +385,7 @@ class Runner:
         Like a shell waiting for its foreground job: Ctrl-C reaches the child from the terminal and
         the tool waits for it to finish rather than dying first; a SIGTERM or SIGHUP sent to the
         tool is passed on to the child, which decides."""
+        # Start-up cost: `doctor` loads this module but not subprocess.
         import subprocess
 
         argv = tuple(str(a) for a in argv)
@@ -443,6 +447,7 @@ def _reap(child: subprocess.Popen) -> None:
 
 def _stop(child: subprocess.Popen) -> None:
     """After an interrupt: a terminal sent the child SIGINT too, a ``kill`` of our pid did not."""
+    # Start-up cost: `doctor` loads this module but not subprocess.
     import subprocess
 
     try:
@@ -469,6 +474,7 @@ class RecordingRunner(Runner):
         Runner.__init__(self, None)
 
     def _answer(self, argv: tuple[str, ...]) -> Completed:
+        # Start-up cost: `doctor` loads this module but not shlex.
         import shlex
 
         self.calls.append(argv)

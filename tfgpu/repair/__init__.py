@@ -15,9 +15,21 @@ from pathlib import Path
 
 from tfgpu.doors.quoting import sh
 from tfgpu.engines.uv import find_links_source
+from tfgpu.envs import txn
+from tfgpu.envs.location import refuse_link, safe_label
+from tfgpu.envs.which import which_env
 from tfgpu.errors import ImpossibleError
+from tfgpu.installers.engine import engine_for
+from tfgpu.process.runner import Runner
+from tfgpu.progress import Reporter
 from tfgpu.records import replace
+from tfgpu.repair.apply import apply_repair, check_journal, undo_journal
+from tfgpu.repair.journal import forget
+from tfgpu.repair.plan import manager_of, plan_repair
 from tfgpu.repair.records import RepairOutcome, RepairRequest, UndoOutcome
+from tfgpu.repair.survey import JOURNAL, read_journal
+from tfgpu.repair.survey import survey as read_env
+from tfgpu.resolver import make_request, resolve
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,9 +39,6 @@ if TYPE_CHECKING:
 def locate(name: str | None, prefix: str | None, interpreter: str | None, environ=None):
     """The env to repair (``tfgpu.envs.which``: ``--name``/``--prefix``/``--interpreter``, else the
     active env that ``environ`` names); a prefix that is a symbolic link is refused."""
-    from tfgpu.envs.location import refuse_link
-    from tfgpu.envs.which import which_env
-
     target = which_env(
         name=name,
         prefix=prefix,
@@ -59,10 +68,9 @@ def _refuse_cpu_only(survey) -> None:
 
 
 def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detect: bool, companions=()):
-    from tfgpu.resolver import make_request, resolve
-
     host = None
     if detect:
+        # Looked up at each call: tests stand a fake in for probe().
         from tfgpu.detect import probe
 
         host = probe()
@@ -83,7 +91,6 @@ def _resolve(survey, manager: str, driver: str | None, gpu_cc: str | None, detec
 def _installer(manager: str, survey, resolution, runner, request: RepairRequest) -> PackageEngine:
     """The engine (``tfgpu.installers.engine``, the one create installs through too) for the env's
     package manager, working on that env."""
-    from tfgpu.installers.engine import engine_for
 
     return engine_for(
         manager,
@@ -102,6 +109,7 @@ def _root(where: Path | None, interpreter: Path | None) -> Path:
     """The env's directory, to lock before its state is read (``--interpreter``: the interpreter's env)."""
     if where is not None:
         return where
+    # Looked up at each call: tests stand a fake in for survey().
     from tfgpu.repair.survey import survey as read_env
 
     return read_env(None, interpreter).prefix
@@ -113,9 +121,6 @@ def repair(request: RepairRequest, *, reporter=None, runner=None, confirm=None) 
 
     ``confirm(plan) -> bool`` is asked before anything changes (the CLI asks on a terminal). The
     env's lock is taken before its state (survey, journal) is read, and held to the end."""
-    from tfgpu.envs import txn
-    from tfgpu.progress import Reporter
-
     reporter = reporter or Reporter()
     request = replace(request, find_links=find_links_source(request.find_links))
     target = request.target or locate(request.name, request.prefix, request.interpreter)
@@ -129,9 +134,6 @@ def repair(request: RepairRequest, *, reporter=None, runner=None, confirm=None) 
 
 
 def _repair_locked(root, interpreter, request: RepairRequest, reporter, runner, confirm) -> RepairOutcome:
-    from tfgpu.repair.apply import apply_repair, check_journal, undo_journal
-    from tfgpu.repair.plan import manager_of, plan_repair
-    from tfgpu.repair.survey import survey as read_env
 
     found = read_env(root, interpreter)
     check_journal(found.prefix, found.journal)
@@ -170,12 +172,6 @@ def _repair_locked(root, interpreter, request: RepairRequest, reporter, runner, 
 def undo(request: RepairRequest, *, reporter=None, runner=None) -> UndoOutcome:
     """Take back what the repair did (only what is still as it left it), under the env's lock.
     ``request.forget_journal``: set aside a journal the tool cannot apply, changing nothing else."""
-    from tfgpu.envs import txn
-    from tfgpu.progress import Reporter
-    from tfgpu.repair.apply import check_journal, undo_journal
-    from tfgpu.repair.journal import forget
-    from tfgpu.repair.survey import JOURNAL, read_journal
-    from tfgpu.repair.survey import survey as read_env
 
     reporter = reporter or Reporter()
     request = replace(request, find_links=find_links_source(request.find_links), channels=())
@@ -217,6 +213,7 @@ def _telling_what_is_left(root: Path, undoing: bool = False):
 
 
 def _unfinished(root: Path, undoing: bool) -> str | None:
+    # Import cycle: tfgpu.repair.survey imports this module.
     from tfgpu.repair.survey import JOURNAL, read_journal
 
     try:
@@ -241,7 +238,5 @@ def _unfinished(root: Path, undoing: bool) -> str | None:
 
 
 def _runner(found):
-    from tfgpu.envs.location import safe_label
-    from tfgpu.process.runner import Runner
 
     return Runner.for_operation(f"repair-{safe_label(found.prefix.name)}")

@@ -28,6 +28,7 @@ import io
 import os
 import re
 import stat
+import tempfile
 from pathlib import Path
 
 from tfgpu.doors import untrusted
@@ -38,7 +39,7 @@ from tfgpu.installers.stacks import owned_twice, refuse_files_owned_twice
 from tfgpu.process.runner import shielded
 from tfgpu.repair import listing
 from tfgpu.repair.journal import FORMAT, check_journal, write_journal
-from tfgpu.repair.plan import RepairPlan, differing_files, state_of
+from tfgpu.repair.plan import RepairPlan, _prefix_record, differing_files, render_activation, state_of
 from tfgpu.repair.records import AddedPackage, Applied, ChangedPackage, TakenBack
 from tfgpu.repair.survey import JOURNAL, EnvSurvey, canonical, conda_packages, distributions
 
@@ -260,10 +261,6 @@ def rolled_back(prefix: Path, undone: TakenBack) -> str:
 
 
 def _activation_paths(survey: EnvSurvey, manager: str) -> set[str]:
-    import tempfile
-
-    from tfgpu.repair.plan import render_activation
-
     with tempfile.TemporaryDirectory(prefix="tfgpu-repair-") as tmp:
         return set(render_activation(survey, manager, Path(tmp)))
 
@@ -298,6 +295,7 @@ def _write_files(survey: EnvSurvey, manager: str, journal: dict, dirs_before: se
     """Render the activation against the env as it is now (packages in) and write what differs;
     a path the first rendering did not name (``bin/ptxas`` once nvcc is in) is journalled first,
     and every file's new digest is journalled before it is written."""
+    # Looked up at each call: tests stand a fake in for survey().
     from tfgpu.repair.survey import survey as read_again
 
     prefix = survey.prefix
@@ -317,8 +315,6 @@ def _write_files(survey: EnvSurvey, manager: str, journal: dict, dirs_before: se
 
 
 def _conda_meta(prefix: Path, name: str) -> str | None:
-    from tfgpu.repair.plan import _prefix_record
-
     record = _prefix_record(prefix, name)
     if record is None:
         return None

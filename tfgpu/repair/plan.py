@@ -14,9 +14,13 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
+from rattler import MatchSpec, PrefixRecord
 
+from tfgpu.doctor.ownership import other_stack_first
+from tfgpu.doctor.reads import RunReads, unfinished_lines
 from tfgpu.doors import untrusted
-from tfgpu.envs import writes
+from tfgpu.envs import activation, writes
+from tfgpu.installers.stacks import refuse_into_other_stack
 from tfgpu.records import factory, record, replace
 from tfgpu.repair.survey import EnvSurvey, canonical
 from tfgpu.resolver import tables
@@ -169,8 +173,6 @@ def _with_floor(name: str, wanted: str, resolution) -> str:
 
 def conda_changes(survey: EnvSurvey, resolution) -> tuple[list[PackageChange], list[PackageChange]]:
     """(missing, wrong) conda CUDA packages for ``resolution`` in a conda prefix."""
-    from rattler import MatchSpec
-
     add, change = [], []
     for spec in resolution.packages.conda:
         name = spec.split(" ", 1)[0].split("=", 1)[0]
@@ -187,8 +189,6 @@ def conda_changes(survey: EnvSurvey, resolution) -> tuple[list[PackageChange], l
 
 
 def _prefix_record(prefix: Path, name: str):
-    from rattler import PrefixRecord
-
     for path in (prefix / "conda-meta").glob(f"{name}-*.json"):
         try:
             record = PrefixRecord.from_path(path)
@@ -203,8 +203,6 @@ def render_activation(survey: EnvSurvey, manager: str, scratch: Path, reads=None
     """What the activation set-up writes into ``survey``'s env, rendered into ``scratch`` (a copy of
     the scripts it edits): env-relative path -> ("file", bytes, mode) or ("link", target). ``reads``:
     a :class:`tfgpu.doctor.reads.RunReads` whose ``unfinished`` then names what was not fully read."""
-    from tfgpu.envs import activation
-
     prefix = survey.prefix
     (scratch / "bin").mkdir()
     for script in ("bin/activate", "bin/activate.fish"):
@@ -216,8 +214,6 @@ def render_activation(survey: EnvSurvey, manager: str, scratch: Path, reads=None
         layout = activation.read_conda_layout(prefix, survey.site_relative, tables.dlopened_names())
         written = activation.write_conda_activation(scratch, layout)
     else:
-        from tfgpu.doctor.ownership import other_stack_first
-
         layout = activation.read_layout(prefix, survey.site_relative, tables.dlopened_names())
         layout = replace(layout, other_first=other_stack_first(prefix / survey.site_relative, reads))
         written = activation.write_venv_activation(scratch, layout)
@@ -255,11 +251,8 @@ def plan_repair(survey: EnvSurvey, resolution) -> RepairPlan:
     manager = manager_of(survey)
     add, change = (conda_changes if manager == "conda" else pip_changes)(survey, resolution)
     if manager != "conda":
-        from tfgpu.installers.stacks import refuse_into_other_stack
-
         refuse_into_other_stack(survey.site_packages, [p.name for p in [*add, *change]], str(survey.prefix))
     plan = RepairPlan(survey=survey, resolution=resolution, manager=manager, add=add, change=change)
-    from tfgpu.doctor.reads import RunReads, unfinished_lines
 
     reads = RunReads()  # one budget for every library the plan reads
     plan.files = differing_files(survey, manager, reads)
@@ -271,8 +264,6 @@ def plan_repair(survey: EnvSurvey, resolution) -> RepairPlan:
 def left_open(survey: EnvSurvey, manager: str) -> tuple[tuple[str, str], ...]:
     """What keeps a dlopened name loading from outside the env that no repair write can change (the
     env's own file of that library is itself a link out of it): said, never "nothing to do"."""
-    from tfgpu.envs import activation
-
     rows = tables.dlopened_names()
     if manager == "conda":
         return activation.dlopen_left_out(survey.prefix, ("lib",), rows)

@@ -8,8 +8,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tfgpu.doctor.envfacts import read_env
 from tfgpu.doors import untrusted
+from tfgpu.envs.txn import read_record
 from tfgpu.errors import ImpossibleError
+from tfgpu.process.runner import Runner
 from tfgpu.records import factory, record
 
 JOURNAL = Path("etc") / "tfgpu" / "repair.json"
@@ -89,8 +92,6 @@ def conda_packages(prefix: Path) -> dict[str, str]:
 
 def survey(prefix: Path | None = None, python: Path | None = None) -> EnvSurvey:
     """Read the env at ``prefix`` (or of the interpreter ``python``); refuse what repair must not touch."""
-    from tfgpu.doctor.envfacts import read_env
-
     facts = read_env(prefix, python)
     root = facts.root
     if python is not None:
@@ -150,8 +151,6 @@ for "not repaired" (which would make the next repair journal the repaired state 
 
 
 def read_journal(root: Path) -> dict | None:
-    from tfgpu.envs.txn import read_record
-
     path = root / JOURNAL
     if not (path.exists() or path.is_symlink()):
         return None
@@ -161,7 +160,6 @@ def read_journal(root: Path) -> dict | None:
 
 def _refuse_managed(python: Path) -> None:
     """PEP 668: an interpreter whose stdlib holds ``EXTERNALLY-MANAGED`` belongs to the system."""
-    from tfgpu.process.runner import Runner
 
     done = Runner().capture(
         [

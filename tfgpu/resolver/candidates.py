@@ -44,6 +44,7 @@ def candidates(spec: str | None, pre: bool = False) -> tuple[list[tables.Release
 
 def unknown_version(spec: str, everything: list[tables.Release], pre: bool = False) -> ImpossibleError:
     """``unknown-tf-version``: what is known, how old the data is, and how to get newer data."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.resolver.overlay.
     from tfgpu.resolver.overlay import data_status, describe_age
 
     finals = [r for r in everything if not r.version.is_prerelease]

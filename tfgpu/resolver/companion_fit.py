@@ -12,7 +12,7 @@ Pure: the row and the target are all it reads.
 from __future__ import annotations
 
 from tfgpu.records import replace
-from tfgpu.resolver.drivers import driver_key
+from tfgpu.resolver.drivers import driver_key, driver_need
 from tfgpu.resolver.gpu import Arch, Coverage, cc_tuple, coverage
 
 RUNS = (Coverage.NATIVE, Coverage.PTX_JIT)
@@ -43,8 +43,6 @@ def carried(row) -> str:
 def for_os(row, os: str):
     """``row`` with the driver floor of ``os``: the table records Linux's; inside WSL2 the driver is
     Windows' and its floor for that CUDA is ``cuda.toml``'s (NVIDIA's Windows minimum, WSL2's own)."""
-    from tfgpu.resolver.drivers import driver_need
-
     if os == "linux" or not row.cuda:
         return row
     need = driver_need(row.cuda, os)

@@ -19,8 +19,11 @@ import itertools
 import re
 
 from tfgpu.data import derived, load
+from tfgpu.data.updates import companion_updates
 from tfgpu.errors import ImpossibleError
 from tfgpu.records import record
+from tfgpu.resolver import companion_fit
+from tfgpu.resolver.drivers import driver_key
 from tfgpu.resolver.model import Companion, CoPlan
 from tfgpu.versions import Range, parse
 
@@ -58,8 +61,6 @@ class Row:
 
 def _tables() -> list[dict]:
     """The shipped table, then the rows ``update-data`` fetched since (``tfgpu.data.updates``)."""
-    from tfgpu.data.updates import companion_updates
-
     return [load("companions.toml"), companion_updates()]
 
 
@@ -219,8 +220,6 @@ def coplan(
     ``others``: TensorFlow releases to name when this one shares no stack with the companions;
     ``driver``/``ccs``: the target's driver and GPUs, which every companion's build must run on.
     Raises ``companion-unknown-version``, ``companion-cannot-run`` or ``companion-conflict``."""
-    from tfgpu.resolver import companion_fit
-
     candidates = []
     skipped: list[str] = []
     own = tf_stack(tf)
@@ -320,8 +319,6 @@ def coplan(
 
 def runs_reason(row: Row, driver: str | None, ccs: tuple[str, ...]) -> str:
     """Why ``row`` runs on the target, or what about that its wheel does not say."""
-    from tfgpu.resolver import companion_fit
-
     text = f"{row.label}: a CUDA {row.cuda or '?'} build, needs driver >= {row.driver or '?'}"
     text += f" ({'this target has ' + driver if driver else 'no driver given'})"
     if ccs and (unknown := companion_fit.unchecked(row, ccs)):
@@ -334,8 +331,6 @@ def runs_reason(row: Row, driver: str | None, ccs: tuple[str, ...]) -> str:
 def cannot_run(typed: str, framework: str, found: list[Row], driver: str | None, ccs: tuple[str, ...], os: str):
     """``companion-cannot-run``: no version the spec admits runs on the target; the ways forward name
     the newest release of the framework that does, and the driver or GPU the asked one needs."""
-    from tfgpu.resolver import companion_fit
-
     newest = found[0]
     why = companion_fit.why_not(newest, driver, ccs)
     ways = []
@@ -360,8 +355,6 @@ def cannot_run(typed: str, framework: str, found: list[Row], driver: str | None,
 
 
 def driver_key_lt(found: str, needed: str) -> bool:
-    from tfgpu.resolver.drivers import driver_key
-
     return driver_key(found) < driver_key(needed)
 
 

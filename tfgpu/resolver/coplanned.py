@@ -7,15 +7,16 @@ The decision itself is ``tfgpu.resolver.companions``'.
 
 from __future__ import annotations
 
-from tfgpu.errors import ImpossibleError
+from tfgpu.doors.requirements import canonical
+from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.records import replace
 from tfgpu.resolver.companions import LINUX
-from tfgpu.resolver.model import CoPlan
+from tfgpu.resolver.drivers import driver_key
+from tfgpu.resolver.model import CoPlan, Notice
 
 
 def check_target(request, resolution) -> None:
     """Companions come from PyPI wheels for Linux x86_64 next to TensorFlow's ``and-cuda`` extra."""
-    from tfgpu.errors import UsageError
-
     if resolution.mode != "pip" or resolution.platform != LINUX or resolution.accelerator != "cuda":
         raise UsageError(
             "conflicting-options",
@@ -30,9 +31,6 @@ def planned(resolution, plan: CoPlan):
     uv resolution installs and locks them all. Two stacks add a ``two-cuda-stacks`` notice: pip
     mode's ``create`` then installs TensorFlow's CUDA wheels apart (``tfgpu.installers.stacks``),
     and the commands that would install both as one set refuse (:func:`refuse_two_stacks`)."""
-    from tfgpu.doors.requirements import canonical
-    from tfgpu.records import replace
-    from tfgpu.resolver.model import Notice
 
     reasons = (*resolution.reasons, *plan.reasons)
     warnings = resolution.warnings
@@ -70,8 +68,6 @@ def planned(resolution, plan: CoPlan):
 def unchecked_gpus(plan: CoPlan) -> tuple:
     """A ``companion-gpu-unchecked`` notice per companion whose wheel states no GPU architectures
     while the target names GPUs (torch before 2.8 lists them only inside libtorch_cuda.so)."""
-    from tfgpu.resolver.model import Notice
-
     return tuple(
         Notice(
             "companion-gpu-unchecked",
@@ -87,8 +83,6 @@ def unchecked_gpus(plan: CoPlan) -> tuple:
 def env_min_driver(resolution, plan: CoPlan) -> tuple[str | None, tuple[str, ...]]:
     """The env's ``min_driver``: the highest any of its stacks needs (TensorFlow's, each companion's
     build), and the reason where a companion raised it."""
-    from tfgpu.resolver.drivers import driver_key
-
     minimum = resolution.min_driver
     why = []
     for companion in plan.companions:

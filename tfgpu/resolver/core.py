@@ -41,6 +41,7 @@ def with_companions(request: Request, resolution: Resolution, host) -> Resolutio
     """The resolution with the ``--with`` companions planned in (``tfgpu.resolver.companions``).
     Where the Python chosen for TensorFlow alone has no companion wheel and the user named none,
     TensorFlow is resolved again for the newest Python both sides have."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.resolver.coplanned.
     from tfgpu.resolver import companions, coplanned
 
     coplanned.check_target(request, resolution)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tfgpu.doors.requirements import MatchSpec, Requirement
 from tfgpu.records import as_dict, record
 
 
@@ -42,7 +43,6 @@ class Packages:
     def __post_init__(self) -> None:
         # The door (tfgpu.doors.requirements) is the only maker of what uv, pip, rattler, locks and
         # exports are handed: a plain string here was built around it.
-        from tfgpu.doors.requirements import MatchSpec, Requirement
 
         for field_name, kind in (("pip", Requirement), ("cuda_extra", Requirement), ("conda", MatchSpec)):
             for item in getattr(self, field_name):

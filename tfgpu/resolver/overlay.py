@@ -3,12 +3,12 @@ release known (for ``matrix`` and for ``unknown-tf-version`` messages). Pure: it
 
 from __future__ import annotations
 
+from tfgpu.data.updates import updates
+from tfgpu.resolver import tables
+
 
 def data_status() -> dict:
     """How current the release data is: the shipped table's date, and the overlay's."""
-    from tfgpu.data.updates import updates
-    from tfgpu.resolver import tables
-
     shipped = tables.load_toml("tensorflow.toml")
     overlay = updates()
     everything = tables.releases()

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 
+from tfgpu.doors import requirements
 from tfgpu.errors import UsageError
 from tfgpu.records import record
 from tfgpu.settings import Selectors
+from tfgpu.versions import MAX_SPECIFIER, specifier, version
 
 MODES = ("pip", "conda", "system")
 TF_SOURCES = ("pypi", "conda-forge")
@@ -145,7 +147,6 @@ def parse_tf_spec(value: str | None) -> str | None:
             f"--tf takes a version, not a requirement: got {value!r}.",
             ["Write the version only, e.g. --tf 2.13, --tf 2.15.1 or --tf '>=2.15,<2.18'."],
         )
-    from tfgpu.versions import specifier, version
 
     if text and text[0] in "<>=!~":
         valid = specifier(text) is not None
@@ -220,12 +221,10 @@ def parse_with(values) -> tuple[tuple[str, str | None, str, str], ...]:
     ``(framework, extra or None, specifier, as typed)``; one per framework."""
     if not values:
         return ()  # `plan` without --with imports no requirement parser
+    # Start-up cost: `plan --json --no-detect` loads this module but not packaging.requirements.
     from packaging.requirements import Requirement as Parsed
 
-    from tfgpu.doors import requirements
-
     found: list[tuple[str, str | None, str, str]] = []
-    from tfgpu.versions import MAX_SPECIFIER, specifier
 
     if not isinstance(values, (list, tuple)):
         raise UsageError(

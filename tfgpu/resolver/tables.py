@@ -7,7 +7,8 @@ the other files are curated from shared/reference/compat-facts.md.
 
 from __future__ import annotations
 
-from tfgpu.data import derived
+from tfgpu import data
+from tfgpu.data import derived, load
 from tfgpu.records import record
 from tfgpu.versions import PlainVersion, Range, parse
 
@@ -16,8 +17,6 @@ PLATFORMS = ("linux_x86_64", "linux_aarch64", "windows_x86_64", "macos_x86_64", 
 
 def load_toml(name: str) -> dict:
     """One data table, parsed and validated by ``tfgpu.data`` (which may cache; this module only reads)."""
-    from tfgpu.data import load
-
     return load(name)
 
 
@@ -416,14 +415,13 @@ def cudnn_archives() -> tuple[CudnnArchive, ...]:
 
 def clear_caches() -> None:
     """Forget every parsed table and record (for callers that change ``TFGPU_DATA_DIR`` in-process)."""
-    from tfgpu import data
-
     data.clear()
 
 
 def _merged(shipped: list) -> list:
     """``shipped`` releases plus the overlay's for versions ``shipped`` lacks; a pre-release that a final
     release of its series (at or above its base version) has superseded is dropped."""
+    # Start-up cost: `doctor` loads this module but not tfgpu.data.updates.
     from tfgpu.data.updates import update_rows
 
     known = [r.version for r in shipped]  # a list: hashing a version would import packaging (see versions.py)
@@ -442,6 +440,7 @@ def dlopened_names() -> tuple[dict, ...]:
     """sonames.toml's ``[[dlopened]]`` rows, one per caller and name (:mod:`tfgpu.data.dlopened`): the
     names CUDA libraries ``dlopen`` without a version, which create and repair provide inside the env
     (``tfgpu.envs.activation.dlopen_links``) and doctor probes (``tfgpu.doctor.libraries.dlopen_callers``)."""
+    # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.data.dlopened.
     from tfgpu.data import dlopened
 
     return dlopened.rows(load_toml("sonames.toml"))

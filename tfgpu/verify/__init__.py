@@ -11,8 +11,10 @@ import re
 from importlib.resources import as_file, files
 from pathlib import Path
 
+from tfgpu import data
 from tfgpu.doors import untrusted
-from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.errors import ImpossibleError, OperationError, UsageError
+from tfgpu.resolver import archtruth, tables
 
 NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
 """The check imports TensorFlow with the env's Python (``-B``) and so do the processes it starts:
@@ -59,6 +61,7 @@ def driverless_report(prefix: Path, why: str) -> dict:
 
 def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=None) -> dict:
     """Run the check with ``prefix``'s Python; the report, with TensorFlow's notable log lines."""
+    # Start-up cost: `plan` loads this module but not tfgpu.process.runner.
     from tfgpu.process.runner import Runner
 
     python = _env_python(prefix)
@@ -70,6 +73,7 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
             clean=False,
             env=NO_BYTECODE,
         )
+    # Start-up cost: `plan` loads this module but not tfgpu.verify.ending.
     from tfgpu.verify.ending import ended, stderr_tail, stopped_at_timeout
 
     if stopped_at_timeout(done, timeout):
@@ -111,8 +115,6 @@ def run_verify(prefix: Path, timeout: float = 900, bench: bool = False, runner=N
 
 def _bench_arguments() -> list[str]:
     """``--bench`` and the peak rates its figures are held to (the env's Python reads no TOML)."""
-    from tfgpu import data
-
     return ["--bench", "--peaks", json.dumps(data.load("gpu_peaks.toml")["arch"])]
 
 
@@ -120,11 +122,10 @@ def run_multiworker(prefix: Path, workers: int, timeout: float = 900, runner=Non
     """``verify --workers N``: ``multiworker.py`` run by ``prefix``'s Python starts N local workers
     (one GPU each, N sharing one GPU, or the CPU) through one MultiWorkerMirroredStrategy step;
     the report has each worker's loss after the step, the collective used, and the wall time."""
+    # Start-up cost: `plan` loads this module but not tfgpu.process.runner.
     from tfgpu.process.runner import Runner
 
     if not 2 <= workers <= 64:
-        from tfgpu.errors import UsageError
-
         raise UsageError(
             "bad-option-value",
             f"--workers {workers}: a multi-worker check needs 2 to 64 workers.",
@@ -194,8 +195,6 @@ def architecture_reason(report: dict) -> tuple[str, list[str]]:
     """For a GPU the wheel has no SASS for (``native_kernels`` False in the report) whose ops
     failed: what TensorFlow's sources say of that release on that architecture
     (``tfgpu.resolver.archtruth``), and the ways forward; ("", []) otherwise."""
-    from tfgpu.resolver import archtruth, tables
-
     release = next((r for r in tables.releases() if str(r.version) == report.get("tensorflow")), None)
     caps = report.get("build_info", {}).get("cuda_compute_capabilities") or []
     for gpu in report.get("gpus", []):

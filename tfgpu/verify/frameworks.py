@@ -14,6 +14,8 @@ from pathlib import Path
 
 from tfgpu.doors import untrusted
 from tfgpu.errors import OperationError, UsageError
+from tfgpu.process.runner import Runner
+from tfgpu.verify import NO_BYTECODE, _env_python
 from tfgpu.verify.ending import ended, stderr_tail, stopped_at_timeout
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
@@ -52,8 +54,6 @@ def orders(frameworks: tuple[str, ...]) -> list[list[str]]:
 def run_frameworks(prefix: Path, frameworks: tuple[str, ...], timeout: float = 600, runner=None) -> dict:
     """The report: for each import order, its steps (framework, ok, device, the files it mapped)
     and how the process ended; ``ok`` when every order ran every step on the GPU and exited 0."""
-    from tfgpu.process.runner import Runner
-    from tfgpu.verify import NO_BYTECODE, _env_python
 
     python = _env_python(prefix)
     runner = runner or Runner()

@@ -30,7 +30,9 @@ import os
 import re
 import sys
 
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -50,8 +52,6 @@ def table(*headers: str, **options) -> Table:
     """A table whose cells never end in "…": they wrap at spaces, and fold only a word wider than
     the terminal allows. Light rules (a line under the header, none between columns) leave the
     width to the content."""
-    from rich import box
-
     options = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False, "padding": (0, 1, 0, 0), **options}
     found = Table(**options)
     for header in headers:
@@ -128,8 +128,6 @@ class Stream:
         a terminal at spaces to its width, the lines after the first indented by ``indent``. A
         `command in backticks` is never broken (copied, it is one line), nor is a word wider than
         the terminal (the terminal wraps it: a path or URL stays whole). Not a terminal: one line."""
-        from rich.markup import escape
-
         console = self.console()
         if not console.is_terminal:
             self.print(f"{lead}{escape(text)}")

@@ -138,6 +138,7 @@ class ConsoleReporter(Reporter):
         if self._board is None:
             self._board = Board(self._title)
         if self._live is None:
+            # Start-up cost: `plan` loads this module but not rich.live.
             from rich.live import Live
 
             self._live = Live(self._board, console=err.console(), transient=True, **_IN_PLACE)

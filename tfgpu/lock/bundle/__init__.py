@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tfgpu.errors import UsageError
+from tfgpu.installers.options import check_channels_for, mode_of
+from tfgpu.lock.targets import lock_targets
+
 
 def build(
     *,
@@ -28,10 +32,6 @@ def build(
     """``tfgpu-install bundle``: the bundle of one platform, pip or conda, in ``output``; returns a
     :class:`tfgpu.lock.bundle.steps.Built` (``to_dict()`` is the ``--json`` document).
     ``selectors`` and ``host`` as for :func:`tfgpu.lock.write`."""
-    from tfgpu.errors import UsageError
-    from tfgpu.installers.options import check_channels_for, mode_of
-    from tfgpu.lock.targets import lock_targets
-
     if len(set(platforms)) != 1:
         raise UsageError(
             "conflicting-options",
@@ -47,15 +47,18 @@ def build(
         )
     check_channels_for(mode, channels)
     [(platform, resolution, _)] = lock_targets(platforms, selectors, allow_cpu=False, host=host)
+    # Import cycle: tfgpu.lock.bundle.steps imports this module.
     from tfgpu.lock.bundle.steps import one_writer
 
     with one_writer():  # -o DIR locked from when it is prepared until the bundle is whole
         if mode == "conda":
+            # Import cycle: tfgpu.lock.bundle.conda_bundle imports this module.
             from tfgpu.lock.bundle import conda_bundle
 
             return conda_bundle.build(
                 resolution, platform, Path(output), channels=channels, channel_from=channel_from, reporter=reporter
             )
+        # Import cycle: tfgpu.lock.bundle.pip_bundle imports this module.
         from tfgpu.lock.bundle import pip_bundle
 
         return pip_bundle.build(resolution, platform, Path(output), reporter=reporter)

@@ -22,7 +22,9 @@ from pathlib import Path
 
 from tfgpu import __version__
 from tfgpu.doors import secrets, trees, urls
-from tfgpu.doors.paths import write_output
+from tfgpu.doors.paths import cache_root, write_output
+from tfgpu.engines import rattler
+from tfgpu.engines.download import fetch
 from tfgpu.errors import OperationError
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import (
@@ -35,6 +37,7 @@ from tfgpu.lock.bundle.steps import (
     collect,
     start,
 )
+from tfgpu.lock.conda import read, write
 from tfgpu.progress import Combined
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
@@ -57,8 +60,6 @@ def subdir_of(url: str) -> str:
 def copy_package(url: str, sha256: str, dest: Path, reporter=None) -> Path:
     """The conda package of ``url`` in ``dest`` (its subdir), sha256-checked; a ``file://`` URL is
     copied, any other downloaded. A mismatch deletes the copy and raises ``checksum-mismatch``."""
-    from tfgpu.engines.download import fetch
-
     target = dest / file_name(url)
     if target.is_file() and digest(target) == sha256:
         return target
@@ -120,9 +121,6 @@ file stops the install (exit 3) with nothing changed. The conda packages come fr
 def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "--channel", reporter=None) -> Built:
     """Write the conda bundle for ``resolution`` on ``platform`` into ``out``; returns its summary.
     ``channels``: the ``--channel`` values (conda-forge when none), from ``channel_from``."""
-    from tfgpu.doors.paths import cache_root
-    from tfgpu.engines import rattler
-    from tfgpu.lock.conda import read, write
 
     channels = write.channel_list(channels, channel_from)
     runner, uv, _, say = start(resolution, platform, out, reporter)

@@ -5,28 +5,30 @@ files). Each kind of bundle writes its own README (``pip_bundle.py``, ``conda_bu
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import tempfile
 import zipfile
 from email.parser import HeaderParser
+from importlib import metadata
 from pathlib import Path
 
+import tfgpu
 from tfgpu.doors import quoting, untrusted
+from tfgpu.engines.download import file_digest
+from tfgpu.engines.uv import build_wheel
 from tfgpu.errors import OperationError
 from tfgpu.lock.resolving import index_url
 
 
 def digest(path: Path) -> str:
     """The sha256 of a file."""
-    from tfgpu.engines.download import file_digest
-
     return file_digest(path)
 
 
 def source_checkout() -> Path | None:
     """The source checkout the running code is (an editable install: ``pip install -e .``), or None.
     Found from the package, not from this module's depth, so moving this module cannot break it."""
-    import tfgpu
-
     root = Path(tfgpu.__file__).resolve().parents[1]
     text = untrusted.text_or_none(root / "pyproject.toml", untrusted.CACHE) or ""
     return root if 'name = "tfgpu-install"' in text else None
@@ -39,8 +41,6 @@ def tool_wheel(dest: Path, *, runner, uv: str, cache_dir: Path) -> tuple[Path, l
     ``uv build``; from any installed copy (``pip install .``, a wheel, the tool env of a bundle's
     ``install.sh``) it is rebuilt from the installed files, each checked against the installation's
     RECORD first. Nothing is downloaded: the wheel is the code that is running."""
-    from tfgpu.engines.uv import build_wheel
-
     dest.mkdir(parents=True, exist_ok=True)
     root = source_checkout()
     with tempfile.TemporaryDirectory(prefix="tfgpu-tool-") as tmp:
@@ -76,11 +76,6 @@ _NOT_IN_WHEEL = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
 def wheel_from_installation(out_dir: Path) -> Path:
     """The wheel of the installed tfgpu-install that is running, rebuilt from its files (every one
     checked against the RECORD the installer wrote), with a fresh RECORD."""
-    import base64
-    import hashlib
-    from importlib import metadata
-
-    import tfgpu
 
     def refuse(problem: str) -> OperationError:
         return OperationError(

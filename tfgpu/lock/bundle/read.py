@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tfgpu.doors import trees, untrusted
 from tfgpu.doors.controls import has_control
@@ -16,6 +16,10 @@ from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import FORMAT as BUNDLE_FORMAT
 from tfgpu.lock.bundle.steps import MANIFEST
+from tfgpu.lock.conda import install as conda_install
+from tfgpu.lock.pip import install as pip_install
+from tfgpu.lock.pip import lockfile
+from tfgpu.records import replace
 
 
 def _bundle_corrupt(root: Path, what: str) -> ImpossibleError:
@@ -29,8 +33,6 @@ def _bundle_corrupt(root: Path, what: str) -> ImpossibleError:
 def bundle_member(root: Path, name) -> Path:
     """``root / name`` for a manifest entry, or ``bundle-corrupt``: entries are relative POSIX paths
     inside the bundle (no absolute path, no ``..``, no link anywhere on the way out)."""
-    from pathlib import PurePosixPath
-
     if not isinstance(name, str) or not name or "\\" in name or has_control(name):
         raise _bundle_corrupt(root, f"its manifest names a file {name!r} that is not a plain relative path")
     parts = PurePosixPath(name).parts
@@ -122,9 +124,6 @@ def _refuse_links(root: Path) -> None:
 
 def prepare(directory: str, options, selectors, reporter=None):
     """(resolution, options, source, lock) for ``create --from-bundle DIR``, after every check."""
-    from tfgpu.lock.pip import install, lockfile
-    from tfgpu.records import replace
-
     if options.find_links:
         raise UsageError(
             "conflicting-options",
@@ -142,20 +141,18 @@ def prepare(directory: str, options, selectors, reporter=None):
             ["Rebuild the bundle."],
         )
     options = replace(options, find_links=str(lock_path.parent / "wheels"), offline=True)  # the top level
-    return install.prepare(lock, options, selectors, bundle=lock_path.parent)
+    return pip_install.prepare(lock, options, selectors, bundle=lock_path.parent)
 
 
 def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors, directory: str):
     """A verified conda bundle: its lock installed from its own channel/ and wheels/ (offline)."""
-    from tfgpu.lock.conda import install
-
     if options.channels:
         raise UsageError(
             "conflicting-options",
             "--channel does not go with --from-bundle: the bundle's own channel/ is the only source.",
             ["Drop --channel."],
         )
-    prepared = install.prepare(lock_path, options, selectors, bundle_dir=lock_path.parent)
+    prepared = conda_install.prepare(lock_path, options, selectors, bundle_dir=lock_path.parent)
     if prepared[3].meta["sha256"] != manifest.get("lock_sha256"):
         raise ImpossibleError(
             "bundle-corrupt",

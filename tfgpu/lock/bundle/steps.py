@@ -31,13 +31,15 @@ from pathlib import Path
 
 from tfgpu import __version__
 from tfgpu.doors import trees, untrusted, urls
-from tfgpu.doors.paths import output_dir, write_output
+from tfgpu.doors.paths import output_dir, user_path, write_output
 from tfgpu.doors.requirements import canonical
+from tfgpu.engines.download import fetch
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 from tfgpu.lock.bundle.files import install_script, tool_wheel
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins
 from tfgpu.lock.tools import tools
+from tfgpu.progress import Combined
 from tfgpu.records import record
 
 _DIRECTORY = untrusted.Kind("the bundle directory", 0, None, links=False)
@@ -207,9 +209,6 @@ def _refuse_links(out: Path) -> None:
 
 def collect(wheels: list[Wheel], dest: Path, reporter) -> None:
     """Every wheel of ``wheels`` in ``dest``, sha256-checked (reused from ``TFGPU_WHEEL_DIRS`` first)."""
-    from tfgpu.doors.paths import user_path
-    from tfgpu.engines.download import fetch
-    from tfgpu.progress import Combined
 
     reuse = [
         Path(user_path(d, "TFGPU_WHEEL_DIRS")) for d in os.environ.get("TFGPU_WHEEL_DIRS", "").split(os.pathsep) if d

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfgpu.doors import quoting
+from tfgpu.doors.paths import cache_root
+from tfgpu.engines import rattler
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.lock.check import Check, input_changes, package_changes, target_today
 from tfgpu.lock.conda import write
@@ -16,8 +18,6 @@ from tfgpu.lock.tools import tools
 
 def check(lock, reporter=None) -> Check:
     """Whether a conda lock (read and checked by :func:`tfgpu.lock.conda.read.read`) is current."""
-    from tfgpu.doors.paths import cache_root
-    from tfgpu.engines import rattler
 
     metadata = lock.lockfile.metadata
     platforms = list(metadata.platforms)

@@ -5,11 +5,18 @@ into what rattler and uv install (a ``Source``) — every sha256 checked before 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from tfgpu.doors.urls import checked
+from tfgpu.doors.urls import checked, parse
 from tfgpu.errors import ImpossibleError, UsageError
+from tfgpu.installers.base import LockedPackage, Source
 from tfgpu.lock.conda.read import CondaLock, read
+from tfgpu.lock.platforms import host_platform
+from tfgpu.lock.selectors import check_selectors
+from tfgpu.records import replace
+from tfgpu.resolver import make_request, resolve
+from tfgpu.settings import Selectors
 
 
 def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> str:
@@ -17,9 +24,6 @@ def pip_requirements(lock: CondaLock, platform: str, pinned: bool = False) -> st
     writes ``name==version`` instead of the URL (a bundle's wheels are found by --find-links).
     Each entry is checked first: a name, a version, an HTTPS wheel URL and a sha256, nothing else, so
     a crafted lock cannot slip an option line or another source into the file (``lock-has-options``)."""
-    import re
-
-    from tfgpu.doors.urls import parse
 
     lines = []
     for p in lock.packages(platform, "pip"):
@@ -49,13 +53,6 @@ def prepare(path: Path, options, selectors=None, bundle_dir: Path | None = None)
     """(resolution, options, source, lock) for ``create --from-lock conda-lock.yml`` on this machine;
     with ``bundle_dir``, for ``create --from-bundle`` of a conda bundle (offline, from its channel/
     and wheels/)."""
-    from tfgpu.installers.base import LockedPackage, Source
-    from tfgpu.lock.platforms import host_platform
-    from tfgpu.lock.selectors import check_selectors
-    from tfgpu.records import replace
-    from tfgpu.resolver import make_request, resolve
-    from tfgpu.settings import Selectors
-
     lock = read(path)
     here = host_platform()
     platform = here.name if here else "linux-64"

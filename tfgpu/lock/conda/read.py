@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfgpu.doors import untrusted
-from tfgpu.doors.urls import checked
+from conda_lock.lockfile import Lockfile, LockfileV1, lockfile_v1_to_v2
+
+from tfgpu.doors import secrets, untrusted
+from tfgpu.doors.urls import checked, filename, parse
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.conda.write import FORMAT, model_digest
+from tfgpu.lock.selectors import check_record
 from tfgpu.records import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
@@ -47,7 +50,6 @@ class CondaLock:
         for name in ("requirements", "conda_specs"):
             for item in untrusted.expect(recorded.get(name), list, kind, source, f"{key}'s {name!r}"):
                 untrusted.expect(item, str, kind, source, f"an item of {key}'s {name!r}")
-        from tfgpu.lock.selectors import check_record
 
         return check_record(recorded, path=self.path, mode="conda")
 
@@ -112,8 +114,6 @@ def check_urls(lockfile, path: Path) -> None:
     entries, not where they point, and a re-signed lock could install from any server. A conda
     package URL is a recorded channel's URL (same scheme, host and port), then ``/<subdir>/`` of
     the package's platform or ``noarch``, then the file name; ``file://`` bundles' channels too."""
-    from tfgpu.doors import secrets
-    from tfgpu.doors.urls import parse
 
     channels = [str(c.url) for c in lockfile.metadata.channels]
     for url in [*channels, *(str(p.url) for p in lockfile.package)]:
@@ -155,15 +155,12 @@ def _plain_file_name(url: str) -> bool:
     ``%2e%2e`` or ``x%5C..`` reach another directory of the host on servers that decode before
     they resolve the path (Python's http.server, many proxies), which the text comparison above
     cannot see."""
-    from tfgpu.doors.urls import filename
 
     decoded = filename(url)
     return bool(decoded) and decoded not in (".", "..") and not any(mark in decoded for mark in "/\\")
 
 
 def _validated(content: dict, path: Path):
-    from conda_lock.lockfile import Lockfile, LockfileV1, lockfile_v1_to_v2
-
     version = content.pop("version", None)
     if version == 1:
         lockfile = lockfile_v1_to_v2(LockfileV1.model_validate(content))

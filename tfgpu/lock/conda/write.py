@@ -20,11 +20,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import textwrap
 from pathlib import Path
+
+import yaml
 
 from tfgpu import __version__
 from tfgpu.doors import secrets, untrusted
+from tfgpu.doors.paths import cache_root, output_dir, write_output
+from tfgpu.doors.quoting import one_line
+from tfgpu.engines import rattler
+from tfgpu.engines.channels import channel_urls, check_channels
 from tfgpu.errors import ImpossibleError
+from tfgpu.lock.resolving import compile_pylock
+from tfgpu.lock.tools import tools
 from tfgpu.records import record
 
 FORMAT = "2"
@@ -165,8 +174,6 @@ def channel_list(channels, channel_from: str = "--channel") -> list[str]:
     """The channels a conda lock records: ``--channel`` values (conda-forge when none) as URLs,
     each checked to exist and answer where the URL door allows. ``channel_from``: where they came
     from (a flag, a project file's key), for the messages."""
-    from tfgpu.engines.channels import channel_urls, check_channels
-
     urls = channel_urls(tuple(channels or ()), channel_from)
     check_channels(urls)
     return urls
@@ -174,8 +181,6 @@ def channel_list(channels, channel_from: str = "--channel") -> list[str]:
 
 def write_lock(targets, output: str | None, *, channels=(), channel_from: str = "--channel", reporter=None) -> Written:
     """``lock --mode conda``: one conda-lock.yml for every ``(platform, resolution, cpu_only)``."""
-    from tfgpu.doors.paths import cache_root
-    from tfgpu.lock.tools import tools
 
     urls = channel_list(channels, channel_from)
     runner, uv, _ = tools("lock")
@@ -196,7 +201,6 @@ def header(path: Path, channels=()) -> str:
     a line break in it would end the comment and a bidirectional control show another line.
     ``channels``: the channels as given; each given with a credential gets a line saying it is
     recorded without it, and where the credential comes from at install time."""
-    from tfgpu.doors.quoting import one_line
 
     text = HEADER.format(version=__version__, name=one_line(path.name) or "conda-lock.yml")
     for channel in channels:
@@ -209,8 +213,6 @@ def header(path: Path, channels=()) -> str:
 
 
 def _wrapped(text: str) -> list[str]:
-    import textwrap
-
     return textwrap.wrap(text, 96, break_on_hyphens=False, break_long_words=False)
 
 
@@ -226,9 +228,6 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
     would dominate a sub-second lock); the tests read it back with conda-lock's parser and check
     it equals what conda-lock's own models and writer make of the same entries.
     """
-    import yaml
-
-    from tfgpu.doors.paths import output_dir, write_output
 
     path = output_path(output)
     if path.is_dir():
@@ -308,9 +307,6 @@ def lock_platform(
 ) -> tuple[list[dict], dict]:
     """One platform's package entries (conda, then pip) and the inputs they were solved from (what
     ``content_hash`` digests). ``cuda``: the ``__cuda`` to solve with (default: the resolution's)."""
-    from tfgpu.engines import rattler
-    from tfgpu.lock.resolving import compile_pylock
-
     if cuda is _DRIVER_CUDA:
         cuda = None if cpu_only or resolution.accelerator != "cuda" else rattler.virtual_cuda(resolution)
     specs, _ = rattler.conda_specs(resolution, cpu_only=cpu_only)

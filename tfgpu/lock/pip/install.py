@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfgpu.doors.requirements import canonical
+from tfgpu.installers.base import Source
 from tfgpu.lock.selectors import check_platform, check_selectors
 from tfgpu.resolver.model import Packages, Resolution
 
@@ -15,8 +16,6 @@ from tfgpu.resolver.model import Packages, Resolution
 def prepare(lock, options, selectors, bundle: Path | None = None):
     """(resolution, options, source, lock) for a pip lock read by ``tfgpu.lock.pip.lockfile.read``;
     ``bundle``: the bundle directory it came from (its wheels are the only source)."""
-    from tfgpu.installers.base import Source
-
     check_selectors(
         lock.resolution,
         mode="pip",

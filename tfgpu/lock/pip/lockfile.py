@@ -16,13 +16,19 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 from tfgpu import __version__
 from tfgpu.doors import quoting, untrusted
 from tfgpu.doors.quoting import one_line
+from tfgpu.doors.requirements import problem
+from tfgpu.doors.urls import checked
 from tfgpu.errors import ImpossibleError, UsageError
-from tfgpu.lock.platforms import Platform
+from tfgpu.lock.platforms import PLATFORMS, Platform
 from tfgpu.lock.resolving import index_url
+from tfgpu.lock.selectors import check_record
 from tfgpu.records import record
+from tfgpu.versions import version
 
 FORMAT = 1
 """The lock format this tool writes and reads; bumped when the header's meaning changes."""
@@ -216,8 +222,6 @@ def read(path: Path, text: str | None = None) -> PipLock:
 def _check_shape(meta: dict, path) -> None:
     """The record's fields are of the types this version writes (a record with the right checksum
     may still hold a list where a string goes: anyone can recompute the checksum)."""
-    from tfgpu.lock.platforms import PLATFORMS
-
     kind, source = untrusted.PIP_LOCK_SHAPE, str(path)
     for key in ("platform", "python_platform", "python", "index", "inputs_sha256", "tool_version"):
         untrusted.expect(meta.get(key), str, kind, source, f"the record's {key!r}")
@@ -234,7 +238,6 @@ def _check_shape(meta: dict, path) -> None:
         default: list | None = [] if key == "companions" else None  # only locks made with --with record companions
         for item in untrusted.expect(recorded.get(key, default), list, kind, source, f"the resolution's {key!r}"):
             untrusted.expect(item, str, kind, source, f"an item of the resolution's {key!r}")
-    from tfgpu.lock.selectors import check_record
 
     check_record(recorded, path=path, mode="pip")
     if meta["python"] != recorded["python"] or meta["python_platform"] not in {p.uv for p in PLATFORMS.values()}:
@@ -256,10 +259,6 @@ _HASH = re.compile(r"\s+--hash=sha256:[0-9a-f]{64}( \\)?")
 
 def _pin_problem(line: str) -> str | None:
     """Why ``line`` is not one ``name==version`` pin (with an optional marker), or None."""
-    from packaging.requirements import Requirement
-
-    from tfgpu.doors.requirements import problem
-    from tfgpu.versions import version
 
     text = line[:-2] if line.endswith(" \\") else line
     why = problem(text, markers=True)
@@ -291,7 +290,6 @@ def check_body(body: str, path) -> None:
 
 def check_index(index, path) -> str | None:
     """The index a lock records passes the URL door (``bad-url``, ``insecure-url``) before anything reads it."""
-    from tfgpu.doors.urls import checked
 
     return None if index is None else checked(index, f"{path}: the recorded index")
 
