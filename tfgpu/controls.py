@@ -60,7 +60,18 @@ def has_control(text: str) -> bool:
 
 def character_class(keep: str = "") -> str:
     """A regular expression character class (``[...]``) matching :data:`CHARACTERS` except the
-    characters in ``keep`` (a tool's own layout keeps ``\\n`` and ``\\t``)."""
+    characters in ``keep`` (a tool's own layout keeps ``\\n`` and ``\\t``). Built once a process for each
+    ``keep``: the console, the lock's checks and uv's output reader each ask for one."""
+    built = _CLASSES.get(keep)
+    if built is None:
+        built = _CLASSES[keep] = _build_class(keep)
+    return built
+
+
+_CLASSES: dict[str, str] = {}
+
+
+def _build_class(keep: str) -> str:
     codes = sorted(ord(char) for char in CHARACTERS - set(keep))
     parts, start = [], None
     for index, code in enumerate(codes):
