@@ -1,9 +1,10 @@
 """Benchmark: the pip lock of TF 2.21 with a warm uv cache, against `uv pip compile --generate-hashes`
 of the same requirement in the same run; and one offline bundle build.
 
-    python scripts/bench_lock.py [--runs 7] [--tf 2.21] [--bundle] [--reuse DIR] [--keep DIR] [--cache DIR]
+    python scripts/bench_lock.py [--runs 7] [--tf 2.21] [--python 3.12] [--index URL] [--cache DIR]
+                                 [--bundle] [--reuse DIR] [--keep DIR]
 
-Needs PyPI. The lock is timed as the whole command (``python -m tfgpu lock --tf 2.21 --mode pip
+Needs PyPI (``--index URL``: another index, such as the tests' local one, which needs no network). The lock is timed as the whole command (``python -m tfgpu lock --tf 2.21 --mode pip
 --python 3.12 --platform linux-64 --no-detect``, a new process each run); the anchor is the uv
 command the lock's requirements body comes from, run by hand: ``uv pip compile --generate-hashes``
 of the requirements the lock records, for the same Python, platform and index, from the same uv
@@ -34,8 +35,8 @@ from pathlib import Path
 TARGET_RATIO = 1.2
 
 
-def selectors(tf: str) -> list[str]:
-    return ["--tf", tf, "--mode", "pip", "--python", "3.12", "--platform", "linux-64", "--no-detect"]
+def selectors(tf: str, python: str = "3.12") -> list[str]:
+    return ["--tf", tf, "--mode", "pip", "--python", python, "--platform", "linux-64", "--no-detect"]
 
 
 def tool(*argv: str, env: dict) -> tuple[float, subprocess.CompletedProcess]:
@@ -84,12 +85,12 @@ def run_uv(argv: list[str], env: dict) -> float:
     return time.perf_counter() - started
 
 
-def bench_lock(runs: int, tf: str, env: dict, cache: Path) -> None:
+def bench_lock(runs: int, tf: str, python: str, env: dict, cache: Path) -> None:
     from tfgpu.childenv import INDEX_VARIABLES
 
     with tempfile.TemporaryDirectory(prefix="bench-lock-") as tmp:
         out = Path(tmp) / "tf.txt"
-        tool("lock", *selectors(tf), "-o", str(out), env=env)  # warms uv's cache
+        tool("lock", *selectors(tf, python), "-o", str(out), env=env)  # warms uv's cache
         record = next(line for line in out.read_text().splitlines() if line.startswith("# tfgpu-lock: "))
         meta = json.loads(record.removeprefix("# tfgpu-lock: "))
         requirements_in = Path(tmp) / "requirements.in"
@@ -100,7 +101,7 @@ def bench_lock(runs: int, tf: str, env: dict, cache: Path) -> None:
         locks, uvs = [], []
         for _ in range(runs):
             uvs.append(run_uv(argv, uv_env))
-            locks.append(tool("lock", *selectors(tf), "-o", str(out), env=env)[0])
+            locks.append(tool("lock", *selectors(tf, python), "-o", str(out), env=env)[0])
         pins = sum(1 for line in out.read_text().splitlines() if "==" in line and not line.startswith("#"))
         same = _pins(out.read_text()) == _pins((Path(tmp) / "by-hand.txt").read_text())
     median, best = statistics.median(locks), min(locks)
@@ -146,6 +147,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--tf", default="2.21", help="the TensorFlow release to lock (default 2.21)")
+    parser.add_argument("--python", default="3.12", help="the Python to lock for (default 3.12)")
+    parser.add_argument(
+        "--index", metavar="URL", help="an index to lock against instead of PyPI (a local one: offline)"
+    )
     parser.add_argument("--bundle", action="store_true", help="also build the bundle once")
     parser.add_argument("--reuse", metavar="DIR", help="local wheel directory to reuse (TFGPU_WHEEL_DIRS)")
     parser.add_argument("--keep", metavar="DIR", help="build the bundle in DIR and keep it")
@@ -157,7 +162,9 @@ def main() -> int:
         cache = Path(args.cache).absolute() if args.cache else Path(scratch)
         env = dict(os.environ, TFGPU_CACHE_DIR=str(cache), TFGPU_UV_CACHE="own", TFGPU_LOG_DIR=str(cache / "logs"))
         env.pop("TFGPU_INDEX_URL", None)
-        bench_lock(args.runs, args.tf, env, cache)
+        if args.index:
+            env["TFGPU_INDEX_URL"] = args.index
+        bench_lock(args.runs, args.tf, args.python, env, cache)
         if args.bundle or args.keep:
             bench_bundle(env, args.keep, args.reuse, args.tf)
     return 0
