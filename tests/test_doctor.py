@@ -420,3 +420,59 @@ def test_what_the_probe_raises_is_raised_where_its_findings_go(tmp_path, monkeyp
     monkeypatch.setattr(libraries, "resolve_libraries", broken)
     with pytest.raises(RuntimeError, match="a bug in the probe"):
         run_doctor(env, host=gpu_host(), environ=CLEAN)
+
+
+def test_doctor_stopped_while_its_probe_loads_leaves_no_probe_behind(tmp_path, tool_env):
+    """The probe's child is started by a thread of doctor's, not its main thread: a doctor stopped
+    (SIGTERM) while a library's load blocks the probe exits with 143 and takes the probe with it
+    (the child dies with the thread that started it, which dies with the process)."""
+    import signal
+    import time
+    from pathlib import Path
+
+    from envtree import compile_library
+
+    def state(pid: int) -> str | None:
+        """The process's state letter (``Z``: killed, not yet reaped), None once it is gone."""
+        try:
+            return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return None
+
+    env = make_env(tmp_path / "env", hook=False)
+    [cudart] = env.glob("lib/python3*/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12")
+    # A load that blocks: the library's constructor sleeps (a hung NFS read looks the same to doctor).
+    compile_library(
+        cudart,
+        "libcudart.so.12",
+        "#include <unistd.h>\n__attribute__((constructor)) static void hang(void) { sleep(600); }\n",
+    )
+    doctor = subprocess.Popen(
+        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(env), "--json"],
+        env=tool_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        probe, deadline = None, time.monotonic() + 120  # a hang guard only
+        while probe is None and time.monotonic() < deadline and doctor.poll() is None:
+            for entry in Path("/proc").iterdir():
+                try:
+                    cmdline = (entry / "cmdline").read_bytes()
+                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                if b"probe_libs.py" in cmdline and ppid == doctor.pid:
+                    probe = int(entry.name)
+            time.sleep(0.05)
+        assert probe is not None, "the probe never started"
+        doctor.send_signal(signal.SIGTERM)
+        assert doctor.wait(timeout=60) == 143, doctor.stderr.read()[-2000:]
+        assert b"Traceback" not in doctor.stderr.read()
+        while state(probe) not in (None, "Z") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert state(probe) in (None, "Z"), "the probe outlived doctor"
+    finally:
+        if doctor.poll() is None:
+            doctor.kill()
+            doctor.wait()
