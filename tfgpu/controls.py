@@ -62,9 +62,10 @@ def character_class(keep: str = "") -> str:
     """A regular expression character class (``[...]``) matching :data:`CHARACTERS` except the
     characters in ``keep`` (a tool's own layout keeps ``\\n`` and ``\\t``). Built once a process for each
     ``keep``: the console, the lock's checks and uv's output reader each ask for one."""
-    built = _CLASSES.get(keep)
+    key = "".join(sorted(set(keep)))  # "\n\t" and "\t\n" keep the same characters
+    built = _CLASSES.get(key)
     if built is None:
-        built = _CLASSES[keep] = _build_class(keep)
+        built = _CLASSES[key] = _build_class(key)
     return built
 
 
