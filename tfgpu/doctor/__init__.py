@@ -74,33 +74,45 @@ def run_doctor(
 
 
 class _Probing:
-    """The library probe (:func:`tfgpu.doctor.libraries.load_in_child`) running in a thread of its
-    own: its child process loads the CUDA libraries (a third of a second for TensorFlow 2.21's) while
-    this process reads the env's RECORDs for the other checks. The thread only waits on the child's
-    pipes; what it returns or raises is taken back by :meth:`result`, where the probe's findings go."""
+    """The library probe (:func:`tfgpu.doctor.libraries.load_in_child`) running beside the other
+    checks: its child process loads the CUDA libraries (a third of a second for TensorFlow 2.21's)
+    while this process reads the env's RECORDs. Where the loader would look is read here, before the
+    child starts; a thread of its own only starts the child and waits on its pipes (holding no lock
+    the checks need meanwhile). What it finds or raises is taken back by :meth:`result`, where the
+    probe's findings go."""
 
     def __init__(self, env, environ: dict[str, str]) -> None:
         import threading
 
+        from tfgpu.doctor.libraries import dlopen_callers, hook_other_first, resolve_libraries
+
         self._outcome: tuple = (None, None)
-        self._thread = threading.Thread(target=self._run, args=(env, environ), name="library-probe", daemon=True)
-        self._thread.start()
-
-    def _run(self, env, environ: dict[str, str]) -> None:
-        from tfgpu.doctor.libraries import dlopen_callers, hook_other_first, load_in_child, resolve_libraries
-
+        self._thread = None
         try:
             resolved = resolve_libraries(env.build_info, env.runpath, env.hook, environ)
             # the hook's other-stack libraries first: the probe's process then holds what TensorFlow's does
             first = hook_other_first(env.hook, environ)
-            probe = load_in_child(resolved, dlopen_callers(env.root, env.site_packages), first=first)
-            self._outcome = ((resolved, probe), None)
+            callers = dlopen_callers(env.root, env.site_packages)
+        except Exception as error:  # noqa: BLE001 - raised again by result(), where the findings go
+            self._outcome = (None, error)
+            return
+        self._thread = threading.Thread(
+            target=self._run, args=(resolved, callers, first), name="library-probe", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, resolved, callers, first) -> None:
+        from tfgpu.doctor.libraries import load_in_child
+
+        try:
+            self._outcome = ((resolved, load_in_child(resolved, callers, first=first)), None)
         except BaseException as error:  # noqa: BLE001 - raised again by result(), in the command's thread
             self._outcome = (None, error)
 
     def result(self):
-        """(resolved libraries, probe); raises what the probe raised."""
-        self._thread.join()
+        """(resolved libraries, probe); raises what reading the env or the probe raised."""
+        if self._thread is not None:
+            self._thread.join()
         found, error = self._outcome
         if error is not None:
             raise error
