@@ -150,13 +150,12 @@ def _body_pins(body: str) -> dict[str, str]:
 
 
 def _pylock_pins(pylock: str) -> dict[str, str] | None:
-    """``{name: version}`` of a ``pylock.toml``'s packages; None where it is no such file."""
-    import tomllib
-
+    """``{name: version}`` of a ``pylock.toml``'s packages, read through the door; None where it is
+    no such file."""
     try:
-        packages = tomllib.loads(pylock).get("packages", [])
+        packages = untrusted.parse_toml(pylock, untrusted.PIP_LOCK, "uv's pylock.toml").get("packages", [])
         return {_normal(p["name"]): str(p["version"]) for p in packages}
-    except (tomllib.TOMLDecodeError, AttributeError, KeyError, TypeError):
+    except (untrusted.Unreadable, AttributeError, KeyError, TypeError):
         return None
 
 
