@@ -207,3 +207,24 @@ def test_record_rows_read_fast_are_the_rows_the_csv_module_reads(variant):
     text = "\n".join(lines) + "\r\n"
     assert ownership._record_rows(text) == _rows_one_line_at_a_time(text)
     assert ownership._record_rows(text.replace("\n", "\r\n")) == _rows_one_line_at_a_time(text.replace("\n", "\r\n"))
+
+
+def test_a_record_is_parsed_again_only_when_it_changed(tmp_path, monkeypatch):
+    """A repair reads an env's RECORDs six times; each is parsed once a process until it changes (an
+    install rewrites it; a rewrite in place with the same size and times put back is a change too),
+    and what a caller does with the rows it got never reaches the next caller."""
+    site = env_owning_twice(tmp_path / "env", {OWNERS[0]: (record_hash(b"a"), 1), OWNERS[1]: (record_hash(b"b"), 1)})
+    parsed = []
+    real = ownership._record_rows
+    monkeypatch.setattr(ownership, "_record_rows", lambda text: parsed.append(text) or real(text))
+    first = ownership.distributions(site)
+    assert len(parsed) == 2
+    first[0].files.clear()  # a caller's own copy
+    again = ownership.distributions(site)
+    assert len(parsed) == 2 and SHARED in again[0].files
+    record = site / f"{OWNERS[0]}.dist-info" / "RECORD"
+    before = record.stat()
+    record.write_text(record.read_text().replace(",1\n", ",2\n"))
+    os.utime(record, ns=(before.st_atime_ns, before.st_mtime_ns))  # the times put back: the change time is not
+    changed = ownership.distributions(site)
+    assert len(parsed) == 3 and changed[0].sizes[SHARED] == 2
