@@ -422,6 +422,7 @@ def test_what_the_probe_raises_is_raised_where_its_findings_go(tmp_path, monkeyp
         run_doctor(env, host=gpu_host(), environ=CLEAN)
 
 
+@pytest.mark.slow
 def test_doctor_stopped_while_its_probe_loads_leaves_no_probe_behind(tmp_path, tool_env):
     """The probe's child is started by a thread of doctor's, not its main thread: a doctor stopped
     (SIGTERM) while a library's load blocks the probe exits with 143 and takes the probe with it
