@@ -107,15 +107,12 @@ def _normal(name: str) -> str:
 
 
 _URLSAFE = bytes.maketrans(b"-_", b"+/")
-_FIELD_LIMIT = 128 * 1024
-"""The csv module's longest field (``csv.field_size_limit()``'s default): a longer row it refuses."""
+_FIELD_LIMIT = 128 * 1024  # the csv module's longest field (csv.field_size_limit()): a longer row it refuses
 
 
 def _record_digest(field: str) -> str:
-    """``sha256=<urlsafe b64>`` -> hex; anything else (no hash, another algorithm) -> "".
-
-    ``base64.urlsafe_b64decode``'s own steps, without its wrappers (a TensorFlow env has 24,000
-    rows): non-ASCII text is refused, characters outside the alphabet are dropped."""
+    """``sha256=<urlsafe b64>`` -> hex; anything else (no hash, another algorithm) -> "". ``base64``'s own
+    steps without its wrappers (24,000 rows an env): non-ASCII refused, non-alphabet characters dropped."""
     algorithm, _, value = field.partition("=")
     if algorithm != "sha256" or not value or not value.isascii():
         return ""
@@ -138,17 +135,14 @@ def distributions(site: Path) -> list[Dist]:
 
 
 _ROWS: dict[tuple, tuple[dict[str, str], dict[str, int]]] = {}
-_ROWS_KEPT = 1024
-"""RECORDs whose rows one process keeps parsed: a repair reads an env's RECORDs six times (TF 2.21's
-44 hold 24,469 rows, 60 ms a reading), most of them unchanged between two readings."""
+_ROWS_KEPT = 1024  # a repair reads an env's RECORDs six times (TF 2.21's 24,469 rows: 60 ms a reading)
 
 
 def _rows_of(record: Path) -> tuple[dict[str, str], dict[str, int]] | None:
     """:func:`_record_rows` of the RECORD at ``record``, parsed again only when the file changed:
-    keyed by its device, inode, size, modification and change times (an install rewrites a RECORD;
-    one rewritten in place with its times put back still has a new change time). The stat comes
-    before the read, so a file changed between them is keyed by its older stat, which no later
-    stat gives again."""
+    keyed by its device, inode, size, modification and change times (a rewrite with its times put
+    back has a new change time). Stat before read: a file changed between them is keyed by its
+    older stat, which no later stat gives again."""
     try:
         info = os.stat(record)
     except (OSError, ValueError):
@@ -224,8 +218,7 @@ def shared_files(site: Path, dists: list[Dist] | None = None, reads: RunReads | 
     without reading), then by sha256 within ``reads``' budget; a file not hashed says why."""
     dists = distributions(site) if dists is None else dists
     reads = RunReads() if reads is None else reads
-    # The paths two RECORDs list, found as sets first: a TensorFlow env's 44 RECORDs list 24,000 paths
-    # and share none, and a step of Python per path was a fifth of doctor's time.
+    # Found as sets first: a TF env's 44 RECORDs list 24,000 paths and share none (a step per path was slow).
     seen: set[str] = set()
     twice: set[str] = set()
     for dist in dists:
