@@ -1,14 +1,22 @@
-"""Benchmark: the pip lock of TF 2.21 with a warm uv cache, and one offline bundle build.
+"""Benchmark: the pip lock of TF 2.21 with a warm uv cache, against `uv pip compile --generate-hashes`
+of the same requirement in the same run; and one offline bundle build.
 
-    python scripts/bench_lock.py [--runs 5] [--bundle] [--reuse DIR] [--keep DIR]
+    python scripts/bench_lock.py [--runs 7] [--tf 2.21] [--python 3.12] [--index URL] [--cache DIR]
+                                 [--bundle] [--reuse DIR] [--keep DIR]
 
-Needs PyPI. The lock is timed as the whole command (``python -m tfgpu lock --tf 2.21 --mode pip
---python 3.12 --platform linux-64``, a new process each run, after one warm-up run); target
-<= 2 s. ``--bundle`` then builds the TF 2.21 linux-64 Python 3.12 bundle once, under /tmp, prints
-its time, file count and size, and deletes it (``--keep DIR`` builds it in DIR and keeps it).
-``--reuse DIR`` hard-links matching wheels from a local wheel directory instead of downloading
-them (every one is still checked against the lock's sha256); without it the first bundle
-downloads about 3 GB.
+Needs PyPI (``--index URL``: another index, such as the tests' local one, which needs no network). The lock is timed as the whole command (``python -m tfgpu lock --tf 2.21 --mode pip
+--python 3.12 --platform linux-64 --no-detect``, a new process each run); the anchor is the uv
+command the lock's requirements body comes from, run by hand: ``uv pip compile --generate-hashes``
+of the requirements the lock records, for the same Python, platform and index, from the same uv
+cache. One untimed run of each warms the cache; then they alternate (a busy minute of this shared
+machine weighs on both alike), and the median and best of ``--runs`` are printed with their ratio
+(target <= 1.2x). The tool's uv cache is its own under a temporary directory (``--cache DIR`` to
+keep one between runs), so the user's caches are neither used nor changed.
+
+``--bundle`` then builds the TF 2.21 linux-64 Python 3.12 bundle once, under /tmp, prints its time,
+file count and size, and deletes it (``--keep DIR`` builds it in DIR and keeps it). ``--reuse DIR``
+hard-links matching wheels from a local wheel directory instead of downloading them (every one is
+still checked against the lock's sha256); without it the first bundle downloads about 3 GB.
 """
 
 from __future__ import annotations
@@ -24,7 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
-SELECTORS = ["--tf", "2.21", "--mode", "pip", "--python", "3.12", "--platform", "linux-64", "--no-detect"]
+TARGET_RATIO = 1.2
+
+
+def selectors(tf: str, python: str = "3.12") -> list[str]:
+    return ["--tf", tf, "--mode", "pip", "--python", python, "--platform", "linux-64", "--no-detect"]
 
 
 def tool(*argv: str, env: dict) -> tuple[float, subprocess.CompletedProcess]:
@@ -36,25 +48,89 @@ def tool(*argv: str, env: dict) -> tuple[float, subprocess.CompletedProcess]:
     return seconds, done
 
 
-def bench_lock(runs: int, env: dict) -> None:
+def uv_by_hand(meta: dict, requirements_in: Path, output: Path, cache: Path) -> list[str]:
+    """``uv pip compile --generate-hashes`` of what the lock records, as the lock runs it for its body."""
+    from tfgpu.engines.uv import find_uv
+
+    return [
+        find_uv() or sys.exit("uv is not installed beside tfgpu-install"),
+        "pip",
+        "compile",
+        str(requirements_in),
+        "--python",
+        sys.executable,
+        "--python-version",
+        meta["python"],
+        "--python-platform",
+        meta["python_platform"],
+        "--no-python-downloads",
+        "--default-index",
+        meta["index"],
+        "--no-config",
+        "--no-header",
+        "--quiet",
+        "--cache-dir",
+        str(cache),
+        "--generate-hashes",
+        "-o",
+        str(output),
+    ]
+
+
+def run_uv(argv: list[str], env: dict) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        sys.exit(f"`{' '.join(argv)}` failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return time.perf_counter() - started
+
+
+def bench_lock(runs: int, tf: str, python: str, env: dict, cache: Path) -> None:
+    from tfgpu.process.childenv import INDEX_VARIABLES
+
     with tempfile.TemporaryDirectory(prefix="bench-lock-") as tmp:
-        out = str(Path(tmp) / "tf221.txt")
-        tool("lock", *SELECTORS, "-o", out, env=env)  # warm uv's cache
-        times = [tool("lock", *SELECTORS, "-o", out, env=env)[0] for _ in range(runs)]
-        pins = sum(1 for line in Path(out).read_text().splitlines() if "==" in line and not line.startswith("#"))
+        out = Path(tmp) / "tf.txt"
+        tool("lock", *selectors(tf, python), "-o", str(out), env=env)  # warms uv's cache
+        record = next(line for line in out.read_text().splitlines() if line.startswith("# tfgpu-lock: "))
+        meta = json.loads(record.removeprefix("# tfgpu-lock: "))
+        requirements_in = Path(tmp) / "requirements.in"
+        requirements_in.write_text("".join(f"{r}\n" for r in meta["resolution"]["requirements"]))
+        argv = uv_by_hand(meta, requirements_in, Path(tmp) / "by-hand.txt", cache / "uv")
+        uv_env = {**env, **{name: "" for name in INDEX_VARIABLES}}  # as the lock runs uv: no index but --default-index
+        run_uv(argv, uv_env)
+        locks, uvs = [], []
+        for _ in range(runs):
+            uvs.append(run_uv(argv, uv_env))
+            locks.append(tool("lock", *selectors(tf, python), "-o", str(out), env=env)[0])
+        pins = sum(1 for line in out.read_text().splitlines() if "==" in line and not line.startswith("#"))
+        same = _pins(out.read_text()) == _pins((Path(tmp) / "by-hand.txt").read_text())
+    median, best = statistics.median(locks), min(locks)
+    ratio, best_ratio = median / statistics.median(uvs), best / min(uvs)
     print(
-        f"pip lock, TF 2.21 linux-64 py3.12, warm cache ({pins} pins): median {statistics.median(times):.2f} s, "
-        f"min {min(times):.2f} s, max {max(times):.2f} s over {runs} runs (target <= 2 s)"
+        f"pip lock of TF {meta['resolution']['tensorflow']}, linux-64, Python {meta['python']}, warm uv cache "
+        f"({pins} pins; {'the same pins' if same else 'OTHER pins'} as uv by hand), {runs} runs each, alternating"
+    )
+    print(
+        f"{'uv pip compile --generate-hashes (by hand)':44} median {statistics.median(uvs):6.2f} s   best {min(uvs):6.2f} s"
+    )
+    print(f"{'tfgpu-install lock --mode pip':44} median {median:6.2f} s   best {best:6.2f} s")
+    print(
+        f"{'ratio (lock / uv)':44} median {ratio:6.2f}x   best {best_ratio:6.2f}x   "
+        f"(target <= {TARGET_RATIO}x: {'met' if best_ratio <= TARGET_RATIO else 'NOT met'})"
     )
 
 
-def bench_bundle(env: dict, keep: str | None, reuse: str | None) -> None:
+def _pins(text: str) -> list[str]:
+    return sorted(line.split(" ")[0] for line in text.splitlines() if "==" in line and not line.startswith("#"))
+
+
+def bench_bundle(env: dict, keep: str | None, reuse: str | None, tf: str) -> None:
     if reuse:
         env = {**env, "TFGPU_WHEEL_DIRS": str(Path(reuse).absolute())}
     parent = None if keep else tempfile.mkdtemp(prefix="bench-bundle-", dir="/tmp")
     out = Path(keep) if keep else Path(parent) / "bundle"
     try:
-        seconds, done = tool("bundle", *SELECTORS, "-o", str(out), "--json", env=env)
+        seconds, done = tool("bundle", *selectors(tf), "-o", str(out), "--json", env=env)
         summary = json.loads(done.stdout)
         how = f"reusing wheels from {reuse}" if reuse else "downloading"
         print(
@@ -69,16 +145,28 @@ def bench_bundle(env: dict, keep: str | None, reuse: str | None) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--tf", default="2.21", help="the TensorFlow release to lock (default 2.21)")
+    parser.add_argument("--python", default="3.12", help="the Python to lock for (default 3.12)")
+    parser.add_argument(
+        "--index", metavar="URL", help="an index to lock against instead of PyPI (a local one: offline)"
+    )
     parser.add_argument("--bundle", action="store_true", help="also build the bundle once")
     parser.add_argument("--reuse", metavar="DIR", help="local wheel directory to reuse (TFGPU_WHEEL_DIRS)")
     parser.add_argument("--keep", metavar="DIR", help="build the bundle in DIR and keep it")
+    parser.add_argument(
+        "--cache", metavar="DIR", help="the tool's cache directory to use and keep (default: a new one)"
+    )
     args = parser.parse_args()
-    env = dict(os.environ)
-    env.pop("TFGPU_INDEX_URL", None)
-    bench_lock(args.runs, env)
-    if args.bundle or args.keep:
-        bench_bundle(env, args.keep, args.reuse)
+    with tempfile.TemporaryDirectory(prefix="bench-lock-cache-") as scratch:
+        cache = Path(args.cache).absolute() if args.cache else Path(scratch)
+        env = dict(os.environ, TFGPU_CACHE_DIR=str(cache), TFGPU_UV_CACHE="own", TFGPU_LOG_DIR=str(cache / "logs"))
+        env.pop("TFGPU_INDEX_URL", None)
+        if args.index:
+            env["TFGPU_INDEX_URL"] = args.index
+        bench_lock(args.runs, args.tf, args.python, env, cache)
+        if args.bundle or args.keep:
+            bench_bundle(env, args.keep, args.reuse, args.tf)
     return 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark `repair` against what a user would otherwise do with an env that has no GPU.
 
-    python scripts/bench_repair.py [--tf 2.21.0] [--python 3.12] [--runs 3] [--work DIR] [--cache DIR]
+    python scripts/bench_repair.py [--tf 2.21.0] [--python 3.12] [--runs 3] [--work DIR] [--cache DIR] [--find-links DIR]
 
 The env is the one users arrive with: `uv venv` + `uv pip install tensorflow==X` (no CUDA wheels).
 Every side runs from the same warm uv cache (one cold install fills it first, untimed), median
@@ -13,7 +13,9 @@ of ``--runs``:
   rebuild       `tfgpu-install create` of a whole new env of the same release
 and what repair touched: packages added, files written, the disk it added (the wheels' files are
 hard-linked from uv's cache, so only what is not already there counts).
-Target (docs/maintainers/performance.md): warm repair of a TF 2.21 env <= 10 s. Needs network (PyPI) the first time.
+Target (docs/maintainers/performance.md): warm repair of a TF 2.21 env <= 10 s. Needs network (PyPI) the first time;
+``--find-links DIR``: every side installs from that wheel directory only, offline (the tests' stand-in
+wheels: seconds, and every step of the script checked without PyPI).
 """
 
 from __future__ import annotations
@@ -53,7 +55,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--work", help="scratch directory (default: a temporary one, deleted after)")
     parser.add_argument("--cache", help="an existing tfgpu-install cache to start from (default: one under --work)")
+    parser.add_argument("--find-links", metavar="DIR", help="install from this wheel directory only, offline")
     args = parser.parse_args()
+    links = str(Path(args.find_links).absolute()) if args.find_links else None
+    tool_links = ["--find-links", links, "--offline"] if links else []
+    uv_links = ["--find-links", links, "--no-index", "--offline"] if links else []
 
     tool = shutil.which("tfgpu-install") or sys.exit("tfgpu-install is not on PATH: pip install -e . first")
     from tfgpu.detect.interpreters import find_python
@@ -76,7 +82,16 @@ def main() -> int:
         prefix = work / name
         subprocess.run([uv, "venv", "--quiet", "--python", python, str(prefix)], check=True, env=env)
         subprocess.run(
-            [uv, "pip", "install", "--quiet", "--python", str(prefix / "bin" / "python"), f"tensorflow=={args.tf}"],
+            [
+                uv,
+                "pip",
+                "install",
+                "--quiet",
+                "--python",
+                str(prefix / "bin" / "python"),
+                *uv_links,
+                f"tensorflow=={args.tf}",
+            ],
             check=True,
             env=env,
         )
@@ -84,9 +99,18 @@ def main() -> int:
 
     print(f"filling the cache (TF {args.tf}, Python {args.python}; untimed)…", file=sys.stderr)
     warm = user_env("warm-up")
-    timed([tool, "repair", "--prefix", str(warm), "--yes", "--no-verify", "--no-detect"], env)
+    timed([tool, "repair", "--prefix", str(warm), "--yes", "--no-verify", "--no-detect", *tool_links], env)
     timed(
-        [uv, "pip", "install", "--quiet", "--python", str(warm / "bin" / "python"), f"tensorflow[and-cuda]=={args.tf}"],
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(warm / "bin" / "python"),
+            *uv_links,
+            f"tensorflow[and-cuda]=={args.tf}",
+        ],
         env,
     )
 
@@ -96,7 +120,7 @@ def main() -> int:
         prefix = user_env(f"repair-{run}")
         size = disk_bytes(cache, prefix)  # what the env adds beyond uv's cache, whose files it hard-links
         seconds, out = timed(
-            [tool, "repair", "--prefix", str(prefix), "--yes", "--no-verify", "--no-detect", "--json"], env
+            [tool, "repair", "--prefix", str(prefix), "--yes", "--no-verify", "--no-detect", "--json", *tool_links], env
         )
         results["repair"].append(seconds)
         summary = json.loads(out)
@@ -117,6 +141,7 @@ def main() -> int:
                     "--quiet",
                     "--python",
                     str(by_hand / "bin" / "python"),
+                    *uv_links,
                     f"tensorflow[and-cuda]=={args.tf}",
                 ],
                 env,
@@ -137,6 +162,7 @@ def main() -> int:
                     str(work / f"rebuilt-{run}"),
                     "--no-verify",
                     "--no-detect",
+                    *tool_links,
                 ],
                 env,
             )[0]

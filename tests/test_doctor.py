@@ -12,12 +12,12 @@ import sys
 import pypifixture
 import pytest
 import wheelhouse
-from envtree import RUNPATH_2_16_1, RUNPATH_FULL, make_env
+from envtree import RUNPATH_2_16_1, RUNPATH_2_21, RUNPATH_FULL, make_env
 
 from tfgpu.detect import probe
 from tfgpu.detect.recorded import RecordedSystem
 from tfgpu.detect.system import NvmlDevice, NvmlSnapshot, PlatformFacts
-from tfgpu.doctor import run_doctor
+from tfgpu.doctor import elf, run_doctor
 
 pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc builds the test libraries")
 CLEAN = {"PATH": "/usr/bin:/bin"}  # no LD_LIBRARY_PATH, no XLA_FLAGS
@@ -62,6 +62,20 @@ def test_tf_2_21_without_loader_setup_names_libcusolver_and_the_fix(tmp_path):
     assert bug.status == "fail" and "libcusolver.so.11" in bug.title
     assert "LD_LIBRARY_PATH" in bug.fix and "tfgpu-install repair --prefix" in bug.fix
     assert by_id["libs.cublas"].status == "ok"  # on the RUNPATH
+
+
+def test_a_runpath_as_long_as_tensorflow_2_21s_is_read_whole(tmp_path):
+    """TF 2.21.0's framework library ships a RUNPATH of 20,358 bytes (each entry some forty times
+    over); read as a symbol name (4 KiB at most) it was "a name without an end", so doctor on a real
+    TF 2.21 venv found none of its CUDA libraries and called the library damaged."""
+    env = make_env(tmp_path / "env", hook=False, runpath=RUNPATH_2_21 * 90)
+    framework = next(env.glob("lib/python3*/site-packages/tensorflow/libtensorflow_framework.so.2"))
+    dynamic = elf.read_dynamic(str(framework))
+    assert len(":".join(f"$ORIGIN/../nvidia/{c}/lib" for c in RUNPATH_2_21 * 90)) > 20_000
+    assert dynamic.runpath == tuple(f"$ORIGIN/../nvidia/{c}/lib" for c in RUNPATH_2_21)
+    by_id = findings(run_doctor(env, host=gpu_host(), environ=CLEAN))
+    assert "env.library-reads" not in by_id
+    assert by_id["libs.cublas"].status == "ok" and by_id["libs.cusolver"].status == "fail"
 
 
 def test_activation_covers_what_the_runpath_lacks(tmp_path):
@@ -352,3 +366,114 @@ def test_the_hooks_other_first_list_is_read_as_the_hook_reads_it(tmp_path):
     assert hook_other_first(hook, {"TFGPU_OTHER_STACK_FIRST": "off"}) == []
     assert hook_other_first(hook, {"TFGPU_OTHER_STACK_FIRST": "/a.so:/b.so"}) == ["/a.so", "/b.so"]
     assert hook_other_first(None, {}) == []
+
+
+def test_the_library_probe_runs_while_the_records_are_read(tmp_path, monkeypatch):
+    """The probe's child process loads the CUDA libraries (a third of a second for TensorFlow
+    2.21's) while doctor reads the env's RECORDs: the mixed checks run before the probe has
+    answered, and the report is the same as one made in turn."""
+    import threading
+
+    from tfgpu.doctor import libraries, mixed_checks
+
+    env = make_env(tmp_path / "env")
+    in_turn = [(f.id, f.status, f.title) for f in run_doctor(env, host=gpu_host(), environ=CLEAN).findings]
+    started, released = threading.Event(), threading.Event()
+    real_load, real_check = libraries.load_in_child, mixed_checks.check
+
+    def held_load(*args, **kwargs):
+        started.set()
+        assert released.wait(60), "the mixed checks never ran while the probe was held"  # a hang guard only
+        return real_load(*args, **kwargs)
+
+    def check_while_probing(found_env):
+        assert started.wait(60), "the probe had not started when the RECORDs were read"
+        try:
+            return real_check(found_env)
+        finally:
+            released.set()
+
+    monkeypatch.setattr(libraries, "load_in_child", held_load)
+    monkeypatch.setattr(mixed_checks, "check", check_while_probing)
+    overlapped = [(f.id, f.status, f.title) for f in run_doctor(env, host=gpu_host(), environ=CLEAN).findings]
+    assert overlapped == in_turn
+
+
+def test_what_the_probe_raises_is_raised_where_its_findings_go(tmp_path, monkeypatch):
+    """An env part the probe cannot read is the ``env.readable`` finding after the mixed checks', as
+    before the probe ran beside them; anything else it raises reaches the command, not a thread."""
+    from tfgpu.doctor import libraries
+
+    env = make_env(tmp_path / "env")
+
+    def unreadable(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(env / "lib"))
+
+    monkeypatch.setattr(libraries, "resolve_libraries", unreadable)
+    report = run_doctor(env, host=gpu_host(), environ=CLEAN)
+    assert report.findings[-1].id == "env.readable" and str(env / "lib") in report.findings[-1].evidence[0]
+    assert "libs.cudart" not in findings(report)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the probe")
+
+    monkeypatch.setattr(libraries, "resolve_libraries", broken)
+    with pytest.raises(RuntimeError, match="a bug in the probe"):
+        run_doctor(env, host=gpu_host(), environ=CLEAN)
+
+
+@pytest.mark.slow
+def test_doctor_stopped_while_its_probe_loads_leaves_no_probe_behind(tmp_path, tool_env):
+    """The probe's child is started by a thread of doctor's, not its main thread: a doctor stopped
+    (SIGTERM) while a library's load blocks the probe exits with 143 and takes the probe with it
+    (the child dies with the thread that started it, which dies with the process)."""
+    import signal
+    import time
+    from pathlib import Path
+
+    from envtree import compile_library
+
+    def state(pid: int) -> str | None:
+        """The process's state letter (``Z``: killed, not yet reaped), None once it is gone."""
+        try:
+            return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return None
+
+    env = make_env(tmp_path / "env", hook=False)
+    [cudart] = env.glob("lib/python3*/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12")
+    # A load that blocks: the library's constructor sleeps (a hung NFS read looks the same to doctor).
+    compile_library(
+        cudart,
+        "libcudart.so.12",
+        "#include <unistd.h>\n__attribute__((constructor)) static void hang(void) { sleep(600); }\n",
+    )
+    doctor = subprocess.Popen(
+        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(env), "--json"],
+        env=tool_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        probe, deadline = None, time.monotonic() + 120  # a hang guard only
+        while probe is None and time.monotonic() < deadline and doctor.poll() is None:
+            for entry in Path("/proc").iterdir():
+                try:
+                    cmdline = (entry / "cmdline").read_bytes()
+                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                if b"probe_libs.py" in cmdline and ppid == doctor.pid:
+                    probe = int(entry.name)
+            time.sleep(0.05)
+        assert probe is not None, "the probe never started"
+        doctor.send_signal(signal.SIGTERM)
+        assert doctor.wait(timeout=60) == 143, doctor.stderr.read()[-2000:]
+        assert b"Traceback" not in doctor.stderr.read()
+        while state(probe) not in (None, "Z") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert state(probe) in (None, "Z"), "the probe outlived doctor"
+    finally:
+        if doctor.poll() is None:
+            doctor.kill()
+            doctor.wait()

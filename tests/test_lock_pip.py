@@ -402,3 +402,60 @@ def test_the_tools_source_checkout_is_found_from_the_package():
         assert source_checkout() == repo
     else:  # the installed wheel, tested from outside the checkout
         assert source_checkout() is None
+
+
+def test_the_pylock_is_resolved_from_the_answers_the_requirements_run_fetched(tmp_path, env):
+    """A lock asks the index once: uv resolves the hashed requirements, then the pylock.toml from
+    the answers that run left in its cache (``--offline``); side by side, the two runs asked every
+    page twice and a lock took 1.5x uv's own time. Both files pin the same versions."""
+    path = tmp_path / "team.txt"
+    done = run_tool("lock", *TARGET, "--platform", "linux-64", "-o", str(path), env=env)
+    assert done.returncode == 0, done.stderr
+    [log] = Path(env["TFGPU_LOG_DIR"]).glob("lock-*.log")
+    commands = [line for line in log.read_text().splitlines() if line.startswith("$ ")]
+    assert len(commands) == 2, commands  # the requirements, then the pylock: no retry against the index
+    assert "--generate-hashes" in commands[0] and "--offline" not in commands[0]
+    assert "--format pylock.toml" in commands[1] and "--offline" in commands[1]
+    pylock = (tmp_path / "pylock.linux-64.toml").read_text()
+    pins = pip_lock.read(path).pins()
+    assert pins and all(f'name = "{name}"\nversion = "{version}"' in pylock for name, version in pins.items())
+
+
+def test_a_pylock_the_cache_cannot_answer_is_asked_of_the_index(tmp_path, monkeypatch):
+    """Where uv's cache cannot answer the pylock's run (another uv process cleaned it meanwhile) or
+    answers other versions, the index is asked again; versions that still differ are ``lock-failed``,
+    never two files of one lock pinning different things. The runner stands in for uv here: another
+    process cleaning uv's cache between the two runs is a race no test can order."""
+    from tfgpu.errors import OperationError
+    from tfgpu.lock import resolving
+
+    body = "absl-py==2.5.1 \\\n    --hash=sha256:" + "0" * 64 + "\n"
+    output = tmp_path / "pylock.toml"
+    asked = []
+
+    class Runner:
+        log_path = tmp_path / "lock.log"
+
+        def __init__(self, answers):
+            self.answers = list(answers)
+
+        def run(self, argv, env=None):
+            asked.append(argv[0])
+            returncode, text = self.answers.pop(0)
+            output.write_text(text)
+            return type("Done", (), {"returncode": returncode, "output": ""})()
+
+    good = '[[packages]]\nname = "absl-py"\nversion = "2.5.1"\n'
+    other = '[[packages]]\nname = "absl-py"\nversion = "2.6.0"\n'
+    refuse = lambda failed: OperationError("lock-failed", "uv failed", [])  # noqa: E731
+    assert resolving._pylock_of(body, ("offline",), ("online",), output, Runner([(0, good)]), {}, refuse) == good
+    assert asked == ["offline"]
+    asked.clear()
+    assert (
+        resolving._pylock_of(body, ("offline",), ("online",), output, Runner([(2, ""), (0, good)]), {}, refuse) == good
+    )
+    assert asked == ["offline", "online"]
+    asked.clear()
+    with pytest.raises(OperationError) as raised:
+        resolving._pylock_of(body, ("offline",), ("online",), output, Runner([(0, other), (0, other)]), {}, refuse)
+    assert raised.value.code == "lock-failed" and "different versions" in str(raised.value)

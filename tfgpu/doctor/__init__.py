@@ -29,13 +29,7 @@ def run_doctor(
     ``host`` (a detected Host) and ``environ`` default to this machine's; tests pass recorded
     hosts, and ``fs_root`` for the WSL2 file checks."""
     environ = dict(os.environ if environ is None else environ)
-    if host is None:
-        # Looked up at each call: tests stand a fake in for probe().
-        from tfgpu.detect import probe
-
-        host = probe()
-    report = Report(target={"host": host.to_dict()})
-    env, unreadable = None, None
+    env, unreadable, target_env, probing = None, None, None, None
     if root is not None or python is not None:
         # Start-up cost: `doctor` loads this module but not tfgpu.doctor.envfacts.
         from tfgpu.doctor.envfacts import read_env
@@ -43,10 +37,19 @@ def run_doctor(
         try:
             env = read_env(root, python)
         except OSError as error:
-            report.target["env"] = {"root": str(root or python)}
+            target_env = {"root": str(root or python)}
             unreadable = _unreadable("env.readable", error)
         else:
-            report.target["env"] = env.to_dict()
+            target_env = env.to_dict()
+            probing = _start_probe(env, environ)
+    if host is None:
+        # Looked up at each call: tests stand a fake in for probe().
+        from tfgpu.detect import probe
+
+        host = probe()
+    report = Report(target={"host": host.to_dict()})
+    if target_env is not None:
+        report.target["env"] = target_env
     tf_cuda = str(env.build_info.get("cuda_version")) if env and env.build_info.get("cuda_version") else None
     report.findings += host_checks.driver_present(host, tf_cuda)
     report.findings += host_checks.driver_new_enough(host, tf_cuda)
@@ -65,29 +68,81 @@ def run_doctor(
             )
         )
         return report
-    _env_findings(report, env, host, environ)
+    _env_findings(report, env, host, environ, probing)
     # Last, for every library any check above read: one that asked for more than the run's read
     # budget has an unknown answer, which is said rather than taken for "no library".
     report.findings += _unfinished(env)
     return report
 
 
-def _env_findings(report: Report, env, host, environ: dict[str, str]) -> None:
+class _Probing:
+    """The library probe (:func:`tfgpu.doctor.libraries.load_in_child`) running beside the other
+    checks: its child process loads the CUDA libraries (a third of a second for TensorFlow 2.21's)
+    while this process reads the env's RECORDs. Where the loader would look is read here, before the
+    child starts; a thread of its own only starts the child and waits on its pipes (holding no lock
+    the checks need meanwhile). What it finds or raises is taken back by :meth:`result`, where the
+    probe's findings go."""
+
+    def __init__(self, env, environ: dict[str, str]) -> None:
+        # Start-up cost: `doctor` without an env loads this module but not the library probe.
+        import threading
+
+        # Start-up cost: the same; the probe's readers come with it.
+        from tfgpu.doctor.libraries import dlopen_callers, hook_other_first, resolve_libraries
+
+        self._outcome: tuple = (None, None)
+        self._thread = None
+        try:
+            resolved = resolve_libraries(env.build_info, env.runpath, env.hook, environ)
+            # the hook's other-stack libraries first: the probe's process then holds what TensorFlow's does
+            first = hook_other_first(env.hook, environ)
+            callers = dlopen_callers(env.root, env.site_packages)
+        except Exception as error:  # noqa: BLE001 - raised again by result(), where the findings go
+            self._outcome = (None, error)
+            return
+        self._thread = threading.Thread(
+            target=self._run, args=(resolved, callers, first), name="library-probe", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, resolved, callers, first) -> None:
+        # Start-up cost: `doctor` without an env loads this module but not the library probe.
+        from tfgpu.doctor.libraries import load_in_child
+
+        try:
+            self._outcome = ((resolved, load_in_child(resolved, callers, first=first)), None)
+        except BaseException as error:  # noqa: BLE001 - raised again by result(), in the command's thread
+            self._outcome = (None, error)
+
+    def result(self):
+        """(resolved libraries, probe); raises what reading the env or the probe raised."""
+        if self._thread is not None:
+            self._thread.join()
+        found, error = self._outcome
+        if error is not None:
+            raise error
+        return found
+
+
+def _start_probe(env, environ: dict[str, str]) -> _Probing | None:
+    """The library probe started as soon as the env is read, where doctor will need it."""
+    if not env.tf_version or not env.build_info.get("is_cuda_build"):
+        return None
+    return _Probing(env, environ)
+
+
+def _env_findings(report: Report, env, host, environ: dict[str, str], probing: _Probing | None) -> None:
     report.findings += _guarded(env_checks.repair_journal, env)
     report.findings += _guarded(env_checks.python_supported, env, host)
     report.findings += _guarded(env_checks.cuda_build, env, host)
     report.findings += _guarded(mixed_checks.check, env)
-    if not env.tf_version or not env.build_info.get("is_cuda_build"):
+    if probing is None:
         return
     # Import cycle: tfgpu.doctor.closed, tfgpu.doctor.libraries import this module.
     from tfgpu.doctor import closed
-    from tfgpu.doctor.libraries import dlopen_callers, hook_other_first, load_in_child, resolve_libraries
 
     try:
-        resolved = resolve_libraries(env.build_info, env.runpath, env.hook, environ)
-        # the hook's other-stack libraries first: the probe's process then holds what TensorFlow's does
-        first = hook_other_first(env.hook, environ)
-        probe = load_in_child(resolved, dlopen_callers(env.root, env.site_packages), first=first)
+        resolved, probe = probing.result()
     except OSError as error:
         report.findings.append(_unreadable("env.readable", error))
         return

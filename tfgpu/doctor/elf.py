@@ -35,8 +35,14 @@ class Dynamic:
 
 
 NAME_LIMIT = 4096
-"""The longest name (SONAME, NEEDED, RUNPATH, symbol) read: a name is looked for its ending NUL only
-that far, so a file whose names never end cannot make each lookup scan the rest of the file."""
+"""The longest symbol name read: a name is looked for its ending NUL only that far, so a file whose
+names never end cannot make each lookup scan the rest of the file."""
+DYNAMIC_NAME_LIMIT = 1 << 18
+"""The longest SONAME, NEEDED or RUNPATH read (256 KiB): TensorFlow 2.21.0's framework library
+carries a RUNPATH of 20,358 bytes (each ``nvidia/*/lib`` entry repeated some forty times), which the
+symbol names' limit refused as a name without an end, so doctor found none of its CUDA libraries.
+The dynamic section's names are bounded by :data:`DYNAMIC_BUDGET` as well, so a crafted one that
+never ends still costs at most that."""
 DYNAMIC_LIMIT = 4096
 """The most dynamic-section entries read: a real library has a few dozen tags and at most a few
 hundred NEEDED; a segment that claims gigabytes of entries without a DT_NULL is cut here."""
@@ -178,14 +184,14 @@ class Image:
     def unpack(self, fmt: str, offset: int) -> tuple:
         return struct.unpack(fmt, self.bytes(offset, struct.calcsize(fmt)))
 
-    def string(self, start: int) -> str:
-        """The NUL-terminated name at ``start``; ValueError when there is none within NAME_LIMIT bytes."""
+    def string(self, start: int, limit: int = NAME_LIMIT) -> str:
+        """The NUL-terminated name at ``start``; ValueError when there is none within ``limit`` bytes."""
         if not 0 <= start < self.size:
             raise ValueError("name outside the file")
         found, at = bytearray(), start
-        while len(found) < NAME_LIMIT and at < self.size:
+        while len(found) < limit and at < self.size:
             page, within = divmod(at, PAGE)
-            piece = self._page(page)[within : within + NAME_LIMIT - len(found)]
+            piece = self._page(page)[within : within + limit - len(found)]
             if not piece:
                 raise ValueError("the file is shorter than when it was opened")
             end = piece.find(b"\0")
@@ -275,7 +281,7 @@ def _dynamic(image: Image) -> Dynamic | None:
         return None
 
     def string(offset: int) -> str:
-        return image.string(base + offset)
+        return image.string(base + offset, DYNAMIC_NAME_LIMIT)
 
     soname = next((string(v) for t, v in entries if t == DT_SONAME), None)
     needed = tuple(string(v) for t, v in entries if t == DT_NEEDED)

@@ -63,7 +63,19 @@ def has_control(text: str) -> bool:
 
 def character_class(keep: str = "") -> str:
     """A regular expression character class (``[...]``) matching :data:`CHARACTERS` except the
-    characters in ``keep`` (a tool's own layout keeps ``\\n`` and ``\\t``)."""
+    characters in ``keep`` (a tool's own layout keeps ``\\n`` and ``\\t``). Built once a process for each
+    ``keep``: the console, the lock's checks and uv's output reader each ask for one."""
+    key = "".join(sorted(set(keep)))  # "\n\t" and "\t\n" keep the same characters
+    built = _CLASSES.get(key)
+    if built is None:
+        built = _CLASSES[key] = _build_class(key)
+    return built
+
+
+_CLASSES: dict[str, str] = {}
+
+
+def _build_class(keep: str) -> str:
     codes = sorted(ord(char) for char in CHARACTERS - set(keep))
     parts, start = [], None
     for index, code in enumerate(codes):

@@ -297,11 +297,13 @@ def compile_for_target(
     only_binary: bool = False,
     interpreter: str | None = None,
     refresh: bool = False,
+    offline: bool = False,
 ) -> tuple[str, ...]:
     """A lock for another machine: ``requirements_in`` resolved for ``python_version`` on
     ``python_platform`` against ``index`` only (no uv config), with hashes, or as a PEP 751
     ``pylock.toml``. The interpreter that runs the resolution is this tool's own (never downloaded).
-    ``refresh``: ask the index again instead of trusting uv's cached answers (``lock --check``)."""
+    ``refresh``: ask the index again instead of trusting uv's cached answers (``lock --check``);
+    ``offline``: only uv's cached answers (what a run just before this one fetched)."""
     return (
         uv,
         "pip",
@@ -323,6 +325,7 @@ def compile_for_target(
         str(cache),
         *(("--only-binary", ":all:") if only_binary else ()),
         *(("--refresh",) if refresh else ()),
+        *(("--offline",) if offline else ()),
         *(("--format", "pylock.toml") if pylock else ("--generate-hashes",)),
         "-o",
         str(output),
