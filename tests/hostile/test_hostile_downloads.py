@@ -115,7 +115,7 @@ def test_a_full_disk_stops_at_once_and_keeps_nothing(fake, tmp_path):
         "import resource, signal, sys\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))\n"
-        "from pathlib import Path\nfrom tfgpu import urls\nfrom tfgpu.engines import download\n"
+        "from pathlib import Path\nfrom tfgpu.doors import urls\nfrom tfgpu.engines import download\n"
         "from tfgpu.errors import TfgpuError\nurls.trust(['127.0.0.1'])\n"
         "try:\n"
         f"    download.fetch({fake.runfile_url!r}, Path({str(tmp_path / 'cache')!r}), sha256={fake.runfile_sha256!r})\n"

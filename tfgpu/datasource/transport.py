@@ -35,7 +35,7 @@ import time
 import urllib.error
 import urllib.request
 
-from tfgpu.doors import urls
+from tfgpu.doors import untrusted, urls
 
 __all__ = ["Failure", "Response", "Retry", "preflight", "request", "retryable", "sleep"]
 
@@ -44,6 +44,9 @@ MAX_REDIRECTS = 5
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 CONNECT_TIMEOUT = 15.0
 """Seconds to connect (TLS handshake and proxy tunnel included); reads have the request's timeout."""
+CERTIFICATE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE")
+"""The variables that name a certificate file OpenSSL reads whole when the context is made, the
+first one set of the first two in place of the third (as requests reads them)."""
 
 
 class Failure(Exception):
@@ -153,7 +156,12 @@ def request(
     watch = _Watchdog(deadline)
     try:
         for hop in range(redirects + 1):
-            raw = _send(url, sent, _read_timeout(timeout, deadline), watch)
+            reads = _read_timeout(timeout, deadline)
+            # The head (connecting, a proxy's tunnel, TLS, the status line and headers) within
+            # ``reads`` in all: each of its reads has that timeout too, but a server or proxy that
+            # trickles header lines, or sends them without end, would satisfy every one of them.
+            watch.head(reads)
+            raw = _send(url, sent, reads, watch)
             location = raw.headers.get("Location")
             if raw.status not in REDIRECTS or location is None or not redirects:
                 return Response(url, raw, watch)
@@ -197,6 +205,7 @@ def _send(url: str, headers: dict[str, str], timeout: float, watch: _Watchdog) -
     except (OSError, http.client.HTTPException) as error:
         watch.check()
         raise Failure(_problem(error)) from None
+    watch.headed()
     watch.check()
     return raw
 
@@ -250,6 +259,14 @@ def _connect(connection: http.client.HTTPConnection, connect, watch: _Watchdog) 
     reads = connection.timeout
     numeric = isinstance(reads, (int, float))
     connection.timeout = min(CONNECT_TIMEOUT, reads) if numeric else CONNECT_TIMEOUT
+
+    def create(*args, **kwargs):
+        # The plain socket is the watchdog's before a proxy's tunnel is read through it.
+        sock = socket.create_connection(*args, **kwargs)
+        watch.add(sock)
+        return sock
+
+    connection._create_connection = create
     connect()
     if numeric:
         connection.sock.settimeout(reads)
@@ -274,6 +291,7 @@ def _tls() -> ssl.SSLContext:
     bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or ""
     key = (bundle, os.environ.get("SSL_CERT_FILE", "") + os.pathsep + os.environ.get("SSL_CERT_DIR", ""))
     if key not in _contexts:
+        _check_certificate_files()
         if bundle:
             where = {"capath": bundle} if os.path.isdir(bundle) else {"cafile": bundle}
             context = ssl.create_default_context(**where)
@@ -283,6 +301,25 @@ def _tls() -> ssl.SSLContext:
                 context = _certifi_context() or context
         _contexts[key] = context
     return _contexts[key]
+
+
+def _check_certificate_files() -> None:
+    """A :class:`Failure` naming the variable when the certificate file in use names something
+    OpenSSL would block on or read without end (a FIFO, a device, a file past the cap): OpenSSL
+    reads it whole when the context is made, before any socket exists, where no deadline reaches.
+    A missing ``SSL_CERT_FILE`` is OpenSSL's to skip, as it always does; a missing bundle is an
+    error, as it is for requests."""
+    chosen = next((name for name in CERTIFICATE_VARIABLES[:2] if os.environ.get(name)), "SSL_CERT_FILE")
+    path = os.environ.get(chosen, "")
+    if not path or os.path.isdir(path) or (chosen == "SSL_CERT_FILE" and not os.path.lexists(path)):
+        return
+    try:
+        untrusted.check_file(path, untrusted.CERTIFICATES)
+    except untrusted.Unreadable as error:
+        raise Failure(
+            f"{chosen}: {error.reason} Point {chosen} at a PEM file of certificate authorities, or unset it",
+            retry=False,
+        ) from None
 
 
 def _has_default_store() -> bool:
@@ -306,8 +343,11 @@ class _Watchdog:
     def __init__(self, deadline: float | None) -> None:
         self.sockets: list[socket.socket] = []
         self.expired = False
+        self.headless = 0.0
+        """The seconds a head was given, once it did not arrive in them (else 0)."""
         self._lock = threading.Lock()
         self._timer = None
+        self._head = None
         if deadline is not None:
             self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._cut)
             self._timer.daemon = True
@@ -316,21 +356,43 @@ class _Watchdog:
     def add(self, sock) -> None:
         with self._lock:
             self.sockets.append(sock)
-            if self.expired:
+            if self.expired or self.headless:
                 _shutdown(sock)
+
+    def head(self, seconds: float) -> None:
+        """Cut the sockets when an answer's head has not arrived ``seconds`` from now."""
+        self.headed()
+        self._head = threading.Timer(max(0.0, seconds), self._cut_head, args=(seconds,))
+        self._head.daemon = True
+        self._head.start()
+
+    def headed(self) -> None:
+        """The head arrived (or the request ended): the head's timer is stopped."""
+        if self._head is not None:
+            self._head.cancel()
+            self._head = None
 
     def check(self) -> None:
         """A :class:`Failure` once the deadline has passed (whatever the read made of the cut)."""
         if self.expired:
             raise Failure("the deadline passed while the answer was read", expired=True)
+        if self.headless:
+            raise Failure(f"no status line and headers within {self.headless:g} s")
 
     def stop(self) -> None:
+        self.headed()
         if self._timer is not None:
             self._timer.cancel()
 
     def _cut(self) -> None:
         with self._lock:
             self.expired = True
+            for sock in self.sockets:
+                _shutdown(sock)
+
+    def _cut_head(self, seconds: float) -> None:
+        with self._lock:
+            self.headless = seconds
             for sock in self.sockets:
                 _shutdown(sock)
 

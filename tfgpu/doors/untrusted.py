@@ -158,6 +158,9 @@ CHANNEL_INDEX = Kind(
 """A ``repodata.json`` of a ``--channel DIR`` or ``file://`` channel, read by the conda engine's child
 process: checked here (:func:`check_file`) before the child is handed the channel, so a FIFO or a
 device there cannot block it."""
+CERTIFICATES = Kind("a certificate bundle", 64 * MiB, None)
+"""A file of certificate authorities named by REQUESTS_CA_BUNDLE or SSL_CERT_FILE, checked here
+(:func:`check_file`) before OpenSSL reads it whole: a FIFO there would block before any deadline."""
 SYSTEM_FILE = Kind("a system file", 4 * MiB, None)
 """``/proc`` and ``/etc`` facts read by detection: absence or damage is a fact, never a failure."""
 
