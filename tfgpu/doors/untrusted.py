@@ -27,6 +27,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from tfgpu.doors.controls import shown
 from tfgpu.doors.owner import only_mine
 from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
 from tfgpu.records import record
@@ -163,7 +164,8 @@ SYSTEM_FILE = Kind("a system file", 4 * MiB, None)
 
 
 def _fail(kind: Kind, source: str, reason: str) -> TfgpuError | Unreadable:
-    message = f"Cannot use {kind.what} ({source}): {reason}."
+    # One line: a key or path (a release "1.0\r-> run ...") would forge a line of advice below it.
+    message = f"Cannot use {kind.what} ({shown(source)}): {shown(reason)}."
     return kind.error(message) if kind.error else Unreadable(message)
 
 
