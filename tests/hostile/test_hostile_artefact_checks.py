@@ -113,7 +113,8 @@ def written_and_shown(rows):
 def test_a_token_realm_naming_a_local_file_is_never_read_or_sent(server, tmp_path, monkeypatch):
     secret = tmp_path / "credentials.json"
     secret.write_text('{"token": "LOCAL-SECRET"}')
-    monkeypatch.setattr(Hostile, "realm", secret.as_uri())
+    # "#": the query the script appends becomes a fragment, and the file itself is read.
+    monkeypatch.setattr(Hostile, "realm", secret.as_uri() + "#")
     row = registry_row(server)
     assert row["result"] == "unchecked" and "LOCAL-SECRET" not in json.dumps(row)
     assert not any("LOCAL-SECRET" in sent for sent in Hostile.authorizations)
