@@ -179,3 +179,28 @@ def test_a_servers_reason_phrase_cannot_forge_a_line_of_a_download_failure(env, 
             f"http://127.0.0.1:{port}/cuda.run", tmp_path / "cache", sha256=hashlib.sha256(b"").hexdigest(), retries=0
         )
     assert "HTTP 404" in caught.value.message and _one_line(caught.value.message)
+
+
+def garbage_proxy(connection, stop):
+    connection.sendall(b"not a proxy\r\n\r\n")
+
+
+@pytest.mark.parametrize("no_proxy", ["127.0.0.0/8", "10.0.0.0/8, 127.0.0.1/32", "::1/128,127.0.0.0/8"])
+def test_no_proxy_naming_a_network_sends_its_hosts_direct(env, server, no_proxy):
+    """As requests reads NO_PROXY (the docs promise its reading): 127.0.0.1:9 is asked directly (its
+    refusal is the answer), never through the proxy (which answers garbage)."""
+    port = server(garbage_proxy)
+    env.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+    env.setenv("NO_PROXY", no_proxy)
+    with pytest.raises(transport.Failure) as caught:
+        transport.request("https://127.0.0.1:9/x", "a test URL", timeout=5)
+    assert "ConnectionRefused" in caught.value.problem
+
+
+def test_no_proxy_naming_another_network_keeps_the_proxy(env, server):
+    port = server(garbage_proxy)
+    env.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+    env.setenv("NO_PROXY", "10.0.0.0/8,not-a-network/x")
+    with pytest.raises(transport.Failure) as caught:
+        transport.request("https://127.0.0.1:9/x", "a test URL", timeout=5)
+    assert "BadStatusLine" in caught.value.problem

@@ -27,6 +27,7 @@ Messages name URLs only through :func:`tfgpu.doors.urls.shown` (the secrets door
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import os
 import socket
 import ssl
@@ -187,9 +188,8 @@ def _read_timeout(timeout: float, deadline: float | None) -> float:
 
 def _send(url: str, headers: dict[str, str], timeout: float, watch: _Watchdog) -> http.client.HTTPResponse:
     try:
-        raw = _opener(watch, plain=url.startswith("http:")).open(
-            urllib.request.Request(url, headers=headers), timeout=timeout
-        )
+        direct = url.startswith("http:") or _bypassed(urls.parse(url, "").host)
+        raw = _opener(watch, plain=direct).open(urllib.request.Request(url, headers=headers), timeout=timeout)
     except urllib.error.URLError as error:  # urllib wraps what connecting raised
         watch.check()
         reason = error.reason
@@ -240,7 +240,7 @@ class _AllAnswers(urllib.request.HTTPErrorProcessor):
 
 def _opener(watch: _Watchdog, *, plain: bool) -> urllib.request.OpenerDirector:
     """urllib's opener: every connection's socket handed to ``watch``, connecting bounded by
-    :data:`CONNECT_TIMEOUT`, the proxy and TLS settings of the environment."""
+    :data:`CONNECT_TIMEOUT`, the proxy and TLS settings of the environment (``plain``: no proxy)."""
 
     class Plain(http.client.HTTPConnection):
         def connect(self):
@@ -293,6 +293,19 @@ def _https_proxy() -> dict[str, str]:
     found = urllib.request.getproxies()
     proxy = found.get("https") or found.get("all", "")
     return {"https": proxy} if proxy.lower().startswith(("http://", "https://")) else {}
+
+
+def _bypassed(host: str) -> bool:
+    """``NO_PROXY`` names ``host`` by a network (``10.0.0.0/8``), as requests reads it; urllib's
+    own reading of the variable (names, suffixes, ``*``) knows no networks."""
+    for entry in (os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or "").split(","):
+        if "/" in entry:
+            try:
+                if ipaddress.ip_address(host) in ipaddress.ip_network(entry.strip(), strict=False):
+                    return True
+            except ValueError:  # a host that is a name, or an entry that is no network
+                continue
+    return False
 
 
 _contexts: dict[tuple[str, str], ssl.SSLContext] = {}
