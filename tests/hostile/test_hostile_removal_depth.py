@@ -10,6 +10,7 @@ import os
 
 from hangguard import hang_guard
 
+from tfgpu.doors import trees
 from tfgpu.envs import removal
 
 DEPTH = 3000
@@ -37,8 +38,11 @@ def test_an_env_with_a_deep_chain_of_directories_is_removed_whole(tmp_path):
     (env / "bin").mkdir()
     (env / "bin" / "python").write_text("x")
     seen = []
-    with hang_guard("removing a deep env"):
-        removal.delete_counted(env, "marker", lambda *counts: seen.append(counts))
-    assert sorted(os.listdir(env)) == ["marker"]
-    files, total = seen[-1][0], seen[-1][1]
-    assert files == total and total == removal.PART + 21
+    try:
+        with hang_guard("removing a deep env"):
+            removal.delete_counted(env, "marker", lambda *counts: seen.append(counts))
+        assert sorted(os.listdir(env)) == ["marker"]
+        files, total = seen[-1][0], seen[-1][1]
+        assert files == total and total == removal.PART + 21
+    finally:
+        trees.delete(env)  # pytest's own clean-up of tmp_path recurses (shutil.rmtree before 3.13)
