@@ -16,6 +16,12 @@ API: ``GET /v2/<repository>/tags/list``, with the anonymous pull token the regis
 looked up in PyPI's JSON API (``https://pypi.org/pypi/<name>/json``: a release that satisfies it and
 is not yanked). A source that does not answer is recorded as ``unchecked`` with the reason, never as
 ``exists``: the plan then says the artefact was not checked. The table is written whole, atomically.
+
+Every answer is untrusted: requests go through the tool's one HTTP transport (the URL door for each
+URL, the token realm a registry names and every redirect: HTTPS only, never a ``file:`` realm that
+would hand a local file to the registry as a token; one deadline per request), documents of the
+wrong shape are ``unchecked``, a tag that is not an OCI tag is ignored, and every text that reaches
+the table or the terminal has its control characters escaped (the plan's schema refuses them).
 """
 
 from __future__ import annotations
@@ -25,10 +31,9 @@ import datetime
 import json
 import re
 import sys
+import time
 import tomllib
-import urllib.error
 import urllib.parse
-import urllib.request
 from importlib.resources import files
 from pathlib import Path
 
@@ -36,12 +41,19 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from tfgpu.datasource import transport
+from tfgpu.doors import controls
+from tfgpu.errors import UsageError
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = files("tfgpu.data")  # the tables as installed (the checkout's, in an editable install)
 OUT = ROOT / "tfgpu" / "data" / "artefacts.toml"
 PYPI = "https://pypi.org/pypi"
 TIMEOUT = 20.0
+"""Seconds one request may take, its redirects and its body included."""
 MAX_BYTES = 64 << 20  # a tag list or a project's JSON; PyPI's largest documents are a few MB
+# An OCI distribution tag (the spec's grammar): anything else a registry lists is not a tag.
+_OCI_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 
 # `pip install 'nvidia-cuda-nvcc-cu12>=12.6.3' tensorflow-metal==1.1.0` in advice text: each word
 # after it that is a requirement with a version constraint (a bare name, an option, or a template
@@ -66,13 +78,36 @@ def named() -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    request = urllib.request.Request(url, headers={"User-Agent": "tfgpu-install check_artefacts", **(headers or {})})
+class Unanswered(Exception):
+    """No usable answer; the message says why (control characters escaped)."""
+
+
+def _get(
+    url: str, headers: dict[str, str] | None = None, what: str = "an artefact's source"
+) -> tuple[int, dict, bytes]:
+    """(status, headers, body) of ``url``; the body only of a 200 answer, at most ``MAX_BYTES + 1`` bytes."""
+    sent = {"User-Agent": "tfgpu-install check_artefacts", **(headers or {})}
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310 - https sources only
-            return response.status, dict(response.headers), response.read(MAX_BYTES + 1)
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers or {}), b""
+        with transport.request(url, what, headers=sent, timeout=TIMEOUT, deadline=time.monotonic() + TIMEOUT) as answer:
+            body = answer.read(MAX_BYTES + 1) if answer.status == 200 else b""
+            return answer.status, dict(answer.headers), body
+    except transport.Failure as failure:
+        raise Unanswered(failure.problem) from None
+    except UsageError as error:  # the URL door refused it (or a redirect's target)
+        raise Unanswered(error.message) from None
+
+
+def _document(body: bytes, shape: type):
+    """``body`` as JSON of ``shape``; :class:`Unanswered` otherwise."""
+    if len(body) > MAX_BYTES:
+        raise Unanswered(f"an answer larger than {MAX_BYTES} bytes")
+    try:
+        document = json.loads(body)
+    except ValueError:
+        raise Unanswered("an answer that is not JSON") from None
+    if not isinstance(document, shape):
+        raise Unanswered(f"a JSON answer that is not {'an object' if shape is dict else 'a list'}")
+    return document
 
 
 def _challenge(header: str) -> dict[str, str]:
@@ -94,26 +129,35 @@ def check_registry(name: str, scheme: str = "https") -> dict[str, str]:
             if not fields.get("realm"):
                 return {**row, "result": "unchecked", "detail": "the registry asked for credentials it did not name"}
             query = urllib.parse.urlencode({k: v for k, v in fields.items() if k in ("service", "scope")})
-            _, _, token_body = _get(f"{fields['realm']}?{query}")
-            token = json.loads(token_body or b"{}")
+            _, _, token_body = _get(f"{fields['realm']}?{query}", what="the registry's token realm")
+            token = _document(token_body or b"{}", dict)
             bearer = token.get("token") or token.get("access_token")
-            if not bearer:
+            if not isinstance(bearer, str) or not bearer or not bearer.isascii() or not bearer.isprintable():
                 return {**row, "result": "unchecked", "detail": "the registry gave no anonymous pull token"}
             status, headers, body = _get(url, {"Authorization": f"Bearer {bearer}"})
-        if status != 200 or len(body) > MAX_BYTES:
+        if status != 200:
             return {**row, "result": "unchecked", "detail": f"the tag list answered HTTP {status}"}
-        tags = json.loads(body).get("tags") or []
-    except (OSError, ValueError) as error:
-        return {**row, "result": "unchecked", "detail": f"{url} gave no answer ({error.__class__.__name__})"}
+        tags = _document(body, dict).get("tags") or []
+        if not isinstance(tags, list):
+            raise Unanswered("a tag list whose tags are not a list")
+    except Unanswered as error:
+        return {**row, "result": "unchecked", "detail": _plain(f"{url} gave no answer ({error})")}
+    tags = [t for t in tags if isinstance(t, str) and _OCI_TAG.fullmatch(t)]
     suffix = tag.split("-", 1)[1] if "-" in tag else ""
     line = sorted((t for t in tags if suffix and t.endswith("-" + suffix)), key=_tag_key)
     newest = f"; the newest -{suffix} tag: {line[-1]}" if line else ""
     if tag in tags:
-        return {**row, "result": "exists", "detail": f"{tag} is listed{newest}"}
-    return {**row, "result": "missing", "detail": f"{tag} is not listed{newest}"}
+        return {**row, "result": "exists", "detail": _plain(f"{tag} is listed{newest}")}
+    return {**row, "result": "missing", "detail": _plain(f"{tag} is not listed{newest}")}
+
+
+def _plain(text: str) -> str:
+    """``text`` on one line, its control characters escaped: it reaches a terminal and the table."""
+    return controls.shown(text)
 
 
 def _tag_key(tag: str) -> tuple[int, ...]:
+    # A tag is at most 128 characters, so each number has fewer digits than int() refuses.
     return tuple(int(part) for part in re.findall(r"\d+", tag.split("-", 1)[0]))
 
 
@@ -136,17 +180,23 @@ def check_pypi(name: str, index: str = PYPI) -> dict[str, str]:
         status, _, body = _get(url)
         if status == 404:
             return {**row, "result": "missing", "detail": f"{requirement.name} is not on the index"}
-        if status != 200 or len(body) > MAX_BYTES:
+        if status != 200:
             return {**row, "result": "unchecked", "detail": f"the index answered HTTP {status}"}
-        document = json.loads(body)
-    except (OSError, ValueError) as error:
-        return {**row, "result": "unchecked", "detail": f"{url} gave no answer ({error.__class__.__name__})"}
+        document = _document(body, dict)
+        releases, info = document.get("releases") or {}, document.get("info") or {}
+        extras = info.get("provides_extra") or [] if isinstance(info, dict) else None
+        if not isinstance(releases, dict) or not isinstance(extras, list):
+            raise Unanswered("a project document of the wrong shape")
+    except Unanswered as error:
+        return {**row, "result": "unchecked", "detail": _plain(f"{url} gave no answer ({error})")}
     versions = []
-    for version, uploads in (document.get("releases") or {}).items():
+    for version, uploads in releases.items():
         try:
             parsed = Version(version)
         except InvalidVersion:
             continue
+        if not isinstance(uploads, list) or not all(isinstance(f, dict) for f in uploads):
+            continue  # a release listed without its files is not one that can be installed
         if uploads and not all(f.get("yanked") for f in uploads) and requirement.specifier.contains(parsed):
             versions.append(parsed)
     if not versions:
@@ -157,7 +207,7 @@ def check_pypi(name: str, index: str = PYPI) -> dict[str, str]:
         }
     # The extras of the newest release (the JSON document describes it): `jax[cuda12]` is a way
     # forward only while jax still offers that extra.
-    offered = {canonicalize_name(extra) for extra in (document.get("info") or {}).get("provides_extra") or []}
+    offered = {canonicalize_name(extra) for extra in extras if isinstance(extra, str)}
     lacking = sorted(extra for extra in requirement.extras if canonicalize_name(extra) not in offered)
     if lacking:
         return {
@@ -177,8 +227,15 @@ def check(name: str) -> dict[str, str]:
     return {"name": name, "kind": "unknown", "url": "", "result": "unchecked", "detail": "no checker for this kind"}
 
 
+def line(row: dict[str, str]) -> str:
+    """What the script prints for ``row``."""
+    return _plain(f"{row['result']:9}  {row['name']}  ({row['detail']})")
+
+
 def _quoted(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    # TOML's basic string: JSON's escapes, and every control character escaped (JSON leaves DEL and
+    # the C1 controls as they are, which TOML refuses and a terminal obeys).
+    return json.dumps(_plain(value), ensure_ascii=False)
 
 
 def render(rows: list[dict[str, str]], checked: str) -> str:
@@ -209,7 +266,7 @@ def main(argv: list[str]) -> int:
         return 0
     rows = [check(name) for name in names]
     for row in rows:
-        print(f"{row['result']:9}  {row['name']}  ({row['detail']})")
+        print(line(row))
     staged = args.output.with_name(args.output.name + ".tmp")
     staged.write_text(render(rows, datetime.date.today().isoformat()), encoding="utf-8")
     staged.replace(args.output)

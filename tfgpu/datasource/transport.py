@@ -27,6 +27,7 @@ Messages name URLs only through :func:`tfgpu.doors.urls.shown` (the secrets door
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import os
 import socket
 import ssl
@@ -35,7 +36,7 @@ import time
 import urllib.error
 import urllib.request
 
-from tfgpu.doors import urls
+from tfgpu.doors import controls, untrusted, urls
 
 __all__ = ["Failure", "Response", "Retry", "preflight", "request", "retryable", "sleep"]
 
@@ -44,6 +45,9 @@ MAX_REDIRECTS = 5
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 CONNECT_TIMEOUT = 15.0
 """Seconds to connect (TLS handshake and proxy tunnel included); reads have the request's timeout."""
+CERTIFICATE_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE")
+"""The variables that name a certificate file OpenSSL reads whole when the context is made, the
+first one set of the first two in place of the third (as requests reads them)."""
 
 
 class Failure(Exception):
@@ -104,7 +108,8 @@ class Response:
         self.url = url
         """The URL that answered (after redirects)."""
         self.status: int = raw.status
-        self.reason: str = raw.reason
+        self.reason: str = _said(raw.reason)
+        """The status line's reason phrase, as a message may show it (the server wrote it)."""
         self.headers = raw.headers
         self._raw, self._watch = raw, watch
 
@@ -153,7 +158,12 @@ def request(
     watch = _Watchdog(deadline)
     try:
         for hop in range(redirects + 1):
-            raw = _send(url, sent, _read_timeout(timeout, deadline), watch)
+            reads = _read_timeout(timeout, deadline)
+            # The head (connecting, a proxy's tunnel, TLS, the status line and headers) within
+            # ``reads`` in all: each of its reads has that timeout too, but a server or proxy that
+            # trickles header lines, or sends them without end, would satisfy every one of them.
+            watch.head(reads)
+            raw = _send(url, sent, reads, watch)
             location = raw.headers.get("Location")
             if raw.status not in REDIRECTS or location is None or not redirects:
                 return Response(url, raw, watch)
@@ -178,9 +188,8 @@ def _read_timeout(timeout: float, deadline: float | None) -> float:
 
 def _send(url: str, headers: dict[str, str], timeout: float, watch: _Watchdog) -> http.client.HTTPResponse:
     try:
-        raw = _opener(watch, plain=url.startswith("http:")).open(
-            urllib.request.Request(url, headers=headers), timeout=timeout
-        )
+        direct = url.startswith("http:") or _bypassed(urls.parse(url, "").host)
+        raw = _opener(watch, plain=direct).open(urllib.request.Request(url, headers=headers), timeout=timeout)
     except urllib.error.URLError as error:  # urllib wraps what connecting raised
         watch.check()
         reason = error.reason
@@ -197,13 +206,26 @@ def _send(url: str, headers: dict[str, str], timeout: float, watch: _Watchdog) -
     except (OSError, http.client.HTTPException) as error:
         watch.check()
         raise Failure(_problem(error)) from None
+    watch.headed()
     watch.check()
     return raw
 
 
 def _problem(error: BaseException) -> str:
-    text = str(error)
+    text = _said(str(error))
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+SAID = 200
+"""Characters of a server's own text (a reason phrase, a status line) a message shows."""
+
+
+def _said(text: str) -> str:
+    """Text a server or proxy wrote (the library's exceptions quote its status line) on one line,
+    its control characters escaped and its length bounded: a bare carriage return in a reason
+    phrase would otherwise forge a line of the message ("-> Fix it: curl ... | sh")."""
+    text = controls.shown(text)
+    return text if len(text) <= SAID else f"{text[:SAID]}... ({len(text):,} characters)"
 
 
 class _AllAnswers(urllib.request.HTTPErrorProcessor):
@@ -218,7 +240,7 @@ class _AllAnswers(urllib.request.HTTPErrorProcessor):
 
 def _opener(watch: _Watchdog, *, plain: bool) -> urllib.request.OpenerDirector:
     """urllib's opener: every connection's socket handed to ``watch``, connecting bounded by
-    :data:`CONNECT_TIMEOUT`, the proxy and TLS settings of the environment."""
+    :data:`CONNECT_TIMEOUT`, the proxy and TLS settings of the environment (``plain``: no proxy)."""
 
     class Plain(http.client.HTTPConnection):
         def connect(self):
@@ -249,6 +271,14 @@ def _connect(connection: http.client.HTTPConnection, connect, watch: _Watchdog) 
     with the request's own timeout; the socket is the watchdog's from then on."""
     reads = connection.timeout
     connection.timeout = min(CONNECT_TIMEOUT, reads) if isinstance(reads, (int, float)) else CONNECT_TIMEOUT
+
+    def create(*args, **kwargs):
+        # The plain socket is the watchdog's before a proxy's tunnel is read through it.
+        sock = socket.create_connection(*args, **kwargs)
+        watch.add(sock)
+        return sock
+
+    connection._create_connection = create  # type: ignore[attr-defined]  # http.client's private hook, untyped in typeshed
     connect()
     if isinstance(reads, (int, float)):
         connection.sock.settimeout(reads)
@@ -264,7 +294,21 @@ def _https_proxy() -> dict[str, str]:
     return {"https": proxy} if proxy.lower().startswith(("http://", "https://")) else {}
 
 
+def _bypassed(host: str) -> bool:
+    """``NO_PROXY`` names ``host`` by a network (``10.0.0.0/8``), as requests reads it; urllib's
+    own reading of the variable (names, suffixes, ``*``) knows no networks."""
+    for entry in (os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or "").split(","):
+        if "/" in entry:
+            try:
+                if ipaddress.ip_address(host) in ipaddress.ip_network(entry.strip(), strict=False):
+                    return True
+            except ValueError:  # a host that is a name, or an entry that is no network
+                continue
+    return False
+
+
 _contexts: dict[tuple[str, str], ssl.SSLContext] = {}
+_CERTIFICATES = untrusted.Kind("a certificate bundle", 64 * untrusted.MiB, None)
 
 
 def _tls() -> ssl.SSLContext:
@@ -273,6 +317,7 @@ def _tls() -> ssl.SSLContext:
     bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or ""
     key = (bundle, os.environ.get("SSL_CERT_FILE", "") + os.pathsep + os.environ.get("SSL_CERT_DIR", ""))
     if key not in _contexts:
+        _check_certificate_files()
         if bundle:
             if os.path.isdir(bundle):
                 context = ssl.create_default_context(capath=bundle)
@@ -284,6 +329,25 @@ def _tls() -> ssl.SSLContext:
                 context = _certifi_context() or context
         _contexts[key] = context
     return _contexts[key]
+
+
+def _check_certificate_files() -> None:
+    """A :class:`Failure` naming the variable when the certificate file in use names something
+    OpenSSL would block on or read without end (a FIFO, a device, a file past the cap): OpenSSL
+    reads it whole when the context is made, before any socket exists, where no deadline reaches.
+    A missing ``SSL_CERT_FILE`` is OpenSSL's to skip, as it always does; a missing bundle is an
+    error, as it is for requests."""
+    chosen = next((name for name in CERTIFICATE_VARIABLES[:2] if os.environ.get(name)), "SSL_CERT_FILE")
+    path = os.environ.get(chosen, "")
+    if not path or os.path.isdir(path) or (chosen == "SSL_CERT_FILE" and not os.path.lexists(path)):
+        return
+    try:
+        untrusted.check_file(path, _CERTIFICATES)
+    except untrusted.Unreadable as error:
+        raise Failure(
+            f"{chosen}: {error.reason} Point {chosen} at a PEM file of certificate authorities, or unset it",
+            retry=False,
+        ) from None
 
 
 def _has_default_store() -> bool:
@@ -307,8 +371,11 @@ class _Watchdog:
     def __init__(self, deadline: float | None) -> None:
         self.sockets: list[socket.socket] = []
         self.expired = False
+        self.headless = 0.0
+        """The seconds a head was given, once it did not arrive in them (else 0)."""
         self._lock = threading.Lock()
         self._timer = None
+        self._head: threading.Timer | None = None
         if deadline is not None:
             self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._cut)
             self._timer.daemon = True
@@ -317,21 +384,43 @@ class _Watchdog:
     def add(self, sock) -> None:
         with self._lock:
             self.sockets.append(sock)
-            if self.expired:
+            if self.expired or self.headless:
                 _shutdown(sock)
+
+    def head(self, seconds: float) -> None:
+        """Cut the sockets when an answer's head has not arrived ``seconds`` from now."""
+        self.headed()
+        self._head = threading.Timer(max(0.0, seconds), self._cut_head, args=(seconds,))
+        self._head.daemon = True
+        self._head.start()
+
+    def headed(self) -> None:
+        """The head arrived (or the request ended): the head's timer is stopped."""
+        if self._head is not None:
+            self._head.cancel()
+            self._head = None
 
     def check(self) -> None:
         """A :class:`Failure` once the deadline has passed (whatever the read made of the cut)."""
         if self.expired:
             raise Failure("the deadline passed while the answer was read", expired=True)
+        if self.headless:
+            raise Failure(f"no status line and headers within {self.headless:g} s")
 
     def stop(self) -> None:
+        self.headed()
         if self._timer is not None:
             self._timer.cancel()
 
     def _cut(self) -> None:
         with self._lock:
             self.expired = True
+            for sock in self.sockets:
+                _shutdown(sock)
+
+    def _cut_head(self, seconds: float) -> None:
+        with self._lock:
+            self.headless = seconds
             for sock in self.sockets:
                 _shutdown(sock)
 

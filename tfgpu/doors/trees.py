@@ -64,7 +64,7 @@ def _open_below(parent: int, name: str, listed: os.stat_result, writable: bool) 
     except OSError:
         if not writable or listed.st_mode & stat.S_IRUSR:  # not for want of permission
             raise
-        os.chmod(name, stat.S_IRWXU, dir_fd=parent)  # a name, not a descriptor: checked just below
+        _make_listable(parent, name, listed)
         fd = _open_directory(name, parent)
     opened = os.fstat(fd)
     if _identity(opened) != _identity(listed):
@@ -73,6 +73,24 @@ def _open_below(parent: int, name: str, listed: os.stat_result, writable: bool) 
     if writable and stat.S_IMODE(opened.st_mode) & stat.S_IRWXU != stat.S_IRWXU:
         os.fchmod(fd, stat.S_IMODE(opened.st_mode) | stat.S_IRWXU)
     return fd
+
+
+def _make_listable(parent: int, name: str, listed: os.stat_result) -> None:
+    """``chmod u+rwx`` the directory ``name`` in ``parent`` only while it is the one ``listed``:
+    ``chmod`` through a name follows a link put there since the listing (and Linux has no
+    ``lchmod``), so the mode is changed through a path-only descriptor opened without following
+    one and proved to be that directory. A name swapped meanwhile raises :class:`_Changed`."""
+    try:
+        fd = untrusted.open_directory(name, _WALKED, at=parent, path_only=True)
+    except untrusted.Unreadable as error:
+        raise OSError(0, error.reason, str(name)) from None
+    try:
+        if _identity(os.fstat(fd)) != _identity(listed):
+            raise _Changed(name)
+        # A path-only descriptor takes no fchmod; its /proc link names that very directory.
+        os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(listed.st_mode) | stat.S_IRWXU)
+    finally:
+        os.close(fd)
 
 
 def _names(fd: int) -> list[str]:

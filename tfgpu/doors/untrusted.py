@@ -25,6 +25,7 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tfgpu.doors.controls import shown
 from tfgpu.doors.owner import only_mine
 from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
 from tfgpu.records import record
@@ -161,14 +162,13 @@ SYSTEM_FILE = Kind("a system file", 4 * MiB, None)
 
 
 def _fail(kind: Kind, source: str, reason: str) -> TfgpuError | Unreadable:
-    message = f"Cannot use {kind.what} ({source}): {reason}."
+    message = f"Cannot use {kind.what} ({shown(source)}): {shown(reason)}."  # one line: no forged advice
     return kind.error(message) if kind.error else Unreadable(message)
 
 
 def _open(path: os.PathLike | str, kind: Kind, directory: int | None = None) -> tuple[int, os.stat_result]:
-    """A descriptor of ``path`` opened without blocking (a FIFO would block the open itself), and its
-    ``fstat``, if it is a regular file (or a FIFO or device, for a kind whose ``streams`` allows it).
-    With ``directory`` (an open directory's descriptor), ``path`` is a name inside that directory."""
+    """A descriptor of ``path`` (a name in the open ``directory``, if given) opened without blocking
+    (a FIFO blocks the open itself) and its ``fstat``, if a regular file (or what ``streams`` allows)."""
     source = str(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     if not kind.links:
@@ -202,11 +202,11 @@ def _is_link(path: os.PathLike | str, directory: int | None) -> bool:
         return False
 
 
-def open_directory(path: Path | str, kind: Kind, *, at: int | None = None) -> int:
-    """A descriptor of the directory ``path`` (a name inside the open directory ``at``, if given),
-    never reached through a link in its last component, for work relative to it (``dir_fd``): a
-    directory swapped for a link once it is open changes nothing done through it. The caller closes it."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+def open_directory(path: Path | str, kind: Kind, *, at: int | None = None, path_only: bool = False) -> int:
+    """A descriptor (the caller closes it) of the directory ``path`` (a name in the open directory
+    ``at``), never reached through a link, for work relative to it (``dir_fd``): a directory swapped
+    for a link once open changes nothing done through it. ``path_only``: ``O_PATH`` (lists nothing)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | (getattr(os, "O_PATH", 0) if path_only else 0)
     try:
         return os.open(path, flags, dir_fd=at)
     except OSError as error:

@@ -66,9 +66,9 @@ def fetch(
             f"No checksum is known for {urls.shown(url)}, so it is not downloaded: every download is verified before use.",
             ["Give its sha256 in a TFGPU_DATA_DIR overlay (docs/modes.md, System mode)."],
         )
+    name = _file_name(url)
     dest_dir = Path(dest_dir)
     dest_dir.mkdir(parents=True, exist_ok=True)
-    name = urls.path_of(url).rsplit("/", 1)[-1] or "download"
     final, part, note = dest_dir / name, dest_dir / f"{name}.part", dest_dir / f"{name}.verified"
     algorithm, expected = ("sha256", sha256.lower()) if sha256 else ("md5", md5.lower())
     if final.is_file() and _known_good(final, note, algorithm, expected):
@@ -112,9 +112,27 @@ def fetch(
     return final
 
 
+def _file_name(url: str) -> str:
+    """The name ``url``'s file has in the cache: its last path segment (as written, percent-encoded),
+    ``download`` for none; ``bad-url`` when that is no file name (``.``, ``..``, or too long for
+    the name and its ``.verified`` note beside it)."""
+    name = urls.path_of(url).rsplit("/", 1)[-1] or "download"
+    if name in (".", "..") or len(os.fsencode(name)) > 255 - len(".verified"):
+        raise UsageError(
+            "bad-url",
+            f"{urls.shown(url)} ends in {urls.shown(name, 40)!r}, which is not a file name a download can be "
+            "saved as. Nothing was fetched.",
+            ["Give the URL of the file itself (a TFGPU_DATA_DIR overlay's `url`), ending in its file name."],
+        )
+    return name
+
+
 def is_cached(url: str, dest_dir: Path, *, sha256: str = "", md5: str = "") -> bool:
     """The file of ``url`` is in ``dest_dir`` and was verified against this checksum (no hashing)."""
-    name = urls.path_of(url).rsplit("/", 1)[-1]
+    try:
+        name = _file_name(url)
+    except UsageError:
+        return False
     algorithm, expected = ("sha256", sha256.lower()) if sha256 else ("md5", md5.lower())
     final = Path(dest_dir) / name
     return (

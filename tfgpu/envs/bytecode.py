@@ -150,6 +150,14 @@ def mark_stored(store: Path, python_version: str, release: str) -> None:
     marker.touch()
 
 
+def _sources(site: Path):
+    """Every ``.py`` under ``site`` (links among them, never followed into a directory), found
+    without recursion: ``Path.rglob`` recurses once per level, and a package may hold a chain of
+    thousands of nested directories (``RecursionError`` in the middle of a ``create``)."""
+    for directory, _directories, others, _links in trees.walk(site):
+        yield from (directory / name for name in others if name.endswith(".py"))
+
+
 def compile_site(
     runner, python: str, site: Path, store: Path, workers: int | None = None, already_compiled: bool = False
 ) -> tuple[int, int]:
@@ -162,7 +170,7 @@ def compile_site(
     tag, magic = interpreter_tag(runner, python)
     if already_compiled:
         stored = 0
-        for source in site.rglob("*.py"):
+        for source in _sources(site):
             pyc = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
             relative = source.relative_to(site).as_posix()
             try:
@@ -174,7 +182,7 @@ def compile_site(
                 continue
         return stored, 0
     todo, reused, keys = [], 0, {}
-    for source in site.rglob("*.py"):
+    for source in _sources(site):
         relative = source.relative_to(site).as_posix()
         target = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
         try:
