@@ -225,7 +225,7 @@ def remove(name: str | None, prefix: str | None, reporter: Reporter | None = Non
     except KeyboardInterrupt as stop:
         _left_by_remove(stop, final, again)
         raise
-    return Removed(done["removed"], done["recovered"], target.to_dict())
+    return Removed(done.removed, done.recovered, target.to_dict())
 
 
 def _left_by_remove(stop: BaseException, final: Path, again: str) -> None:

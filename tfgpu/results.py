@@ -14,6 +14,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from tfgpu.cache import CacheInfo
+    from tfgpu.cache.cleaning import Tidied
+    from tfgpu.datasource.update import UpdateReport
+    from tfgpu.resolver.overlay import DataStatus
+
 
 @record
 class Result:
@@ -43,24 +48,24 @@ class Matrix(Result):
     """``matrix``: one row per release, and how old the data is."""
 
     rows: list
-    data: dict
+    data: DataStatus
 
     def to_dict(self) -> dict:
-        return {"releases": self.rows, "data": self.data}
+        return {"releases": self.rows, "data": self.data.to_dict()}
 
 
 @record
 class DataUpdate(Result):
     """``update-data``: what was fetched and written (``tfgpu.datasource.update``)."""
 
-    report: dict
+    report: UpdateReport
 
     @property
     def summary(self) -> str:
-        return self.report["summary"]
+        return self.report.summary
 
     def to_dict(self) -> dict:
-        return self.report
+        return self.report.to_dict()
 
 
 @record
@@ -274,10 +279,10 @@ class Text(Result):
 class CacheReport(Result):
     """``cache info|prune|clean``: the cache by kind (info), or what was freed (prune, clean)."""
 
-    document: dict
+    document: CacheInfo | Tidied
 
     def to_dict(self) -> dict:
-        return self.document
+        return self.document.to_dict()
 
 
 @record

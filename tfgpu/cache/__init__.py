@@ -18,11 +18,51 @@ from tfgpu.envs.conda_envs import conda_envs_dirs
 from tfgpu.envs.location import envs_dir
 from tfgpu.errors import TfgpuError
 from tfgpu.process.runner import Runner
+from tfgpu.records import record
 
-__all__ = ["UvCache", "operate", "uv_cache", "uv_cache_dir"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tfgpu.cache.cleaning import Tidied
+    from tfgpu.cache.survey import Kind
+
+__all__ = ["CacheInfo", "UvCache", "operate", "uv_cache", "uv_cache_dir"]
 
 
-def operate(action: str, *, dry_run: bool = False) -> dict:
+@record
+class CacheInfo:
+    """``cache info``: the cache root, each kind of cache in it, and the uv cache installs use."""
+
+    root: str
+    uv_cache: UvCache
+    kinds: list[Kind]
+    action: str = "info"
+
+    @property
+    def bytes(self) -> int:
+        return sum(kind.usage.bytes for kind in self.kinds)
+
+    @property
+    def clean_frees(self) -> int:
+        return sum(kind.clean_frees for kind in self.kinds)
+
+    @property
+    def prune_frees(self) -> int:
+        return sum(kind.prune_frees or 0 for kind in self.kinds)
+
+    def to_dict(self) -> dict:
+        uv = self.uv_cache
+        return {
+            "action": self.action,
+            "root": self.root,
+            "uv_cache": {"path": str(uv.path), "shared": uv.shared, "why": uv.why},
+            "kinds": [kind.to_dict() for kind in self.kinds],
+            "bytes": self.bytes,
+            "clean_frees": self.clean_frees,
+            "prune_frees": self.prune_frees,
+        }
+
+
+def operate(action: str, *, dry_run: bool = False) -> CacheInfo | Tidied:
     """``cache info`` (sizes by kind, what clean and prune would free, which uv cache installs use),
     or ``cache prune`` / ``cache clean`` (what was freed; ``dry_run``: what would be)."""
     # Looked up at each call: tests stand a fake in for survey().
@@ -31,16 +71,7 @@ def operate(action: str, *, dry_run: bool = False) -> dict:
     root, uv = cache_root(), find_uv()
     chosen = uv_cache(uv)
     if action == "info":
-        kinds = [kind.to_dict() for kind in survey(root, chosen)]
-        return {
-            "action": "info",
-            "root": str(root),
-            "uv_cache": {"path": str(chosen.path), "shared": chosen.shared, "why": chosen.why},
-            "kinds": kinds,
-            "bytes": sum(kind["bytes"] for kind in kinds),
-            "clean_frees": sum(kind["clean_frees"] for kind in kinds),
-            "prune_frees": sum(kind["prune_frees"] or 0 for kind in kinds),
-        }
+        return CacheInfo(str(root), chosen, survey(root, chosen))
     # Import cycle: tfgpu.cache.cleaning imports this module.
     from tfgpu.cache.cleaning import tidy
 

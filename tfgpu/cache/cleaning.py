@@ -24,6 +24,46 @@ from tfgpu.doors import trees
 from tfgpu.doors.controls import shown
 from tfgpu.doors.paths import CACHE_TAG, is_tagged
 from tfgpu.errors import ImpossibleError, OperationError
+from tfgpu.records import as_dict, factory, record
+
+
+@record(frozen=False)
+class KindTidied:
+    """One kind's part of a prune or clean: what it freed (None: uv decides, not known ahead) and
+    what was said of it (uv's words, why it was left)."""
+
+    kind: str
+    path: str
+    shared: bool
+    freed: int | None = 0
+    said: str = ""
+
+    def to_dict(self) -> dict:
+        return as_dict(self)
+
+
+@record
+class Tidied:
+    """``cache prune`` / ``cache clean``: what each kind freed (``dry_run``: would free)."""
+
+    action: str
+    dry_run: bool
+    root: str
+    kinds: list[KindTidied] = factory(list)
+
+    @property
+    def freed_bytes(self) -> int:
+        return sum(item.freed or 0 for item in self.kinds)
+
+    def to_dict(self) -> dict:
+        return {
+            "action": self.action,
+            "dry_run": self.dry_run,
+            "root": self.root,
+            "kinds": [item.to_dict() for item in self.kinds],
+            "freed_bytes": self.freed_bytes,
+        }
+
 
 WAY_FOREIGN = "Point TFGPU_CACHE_DIR at the tool's own cache (or unset it), or remove those entries yourself."
 
@@ -152,7 +192,7 @@ def _uv(uv: str | None, verb: str, cache: Path, runner) -> tuple[bool, str]:
     return done.returncode == 0, done.output.strip().splitlines()[-1] if done.output.strip() else ""
 
 
-def tidy(root: Path, envs: Path, uv_cache, *, prune: bool, dry_run: bool, uv: str | None, runner, places=()) -> dict:
+def tidy(root: Path, envs: Path, uv_cache, *, prune: bool, dry_run: bool, uv: str | None, runner, places=()) -> Tidied:
     """``cache prune`` (``prune``) or ``cache clean``; returns what was (or would be) freed, by kind.
     ``places``: the directories no kind may hold or lie in (``tfgpu.cache.guard.Place``), the envs
     directory ``envs`` always among them."""
@@ -168,7 +208,7 @@ def tidy(root: Path, envs: Path, uv_cache, *, prune: bool, dry_run: bool, uv: st
             [WAY_FOREIGN],
         )
     before = survey(root, uv_cache)
-    done: list[dict] = []
+    done: list[KindTidied] = []
     context = contextlib.nullcontext() if dry_run else held(root, envs)
     with context:
         # Every kind this command would touch, checked before the first file of any goes (the user's
@@ -178,45 +218,44 @@ def tidy(root: Path, envs: Path, uv_cache, *, prune: bool, dry_run: bool, uv: st
         guard.check(verb, touched, [envs_place, *places])
         for kind in before:
             done.append(_one(kind, verb, dry_run=dry_run, uv=uv, runner=runner))
-    freed = sum(item["freed"] or 0 for item in done)
-    return {"action": verb, "dry_run": dry_run, "root": str(root), "kinds": done, "freed_bytes": freed}
+    return Tidied(verb, dry_run, str(root), done)
 
 
-def _one(kind: Kind, verb: str, *, dry_run: bool, uv: str | None, runner) -> dict:
+def _one(kind: Kind, verb: str, *, dry_run: bool, uv: str | None, runner) -> KindTidied:
     """Prune or clean one kind; its entry in the result."""
-    item = {"kind": kind.kind, "path": str(kind.path), "shared": kind.shared, "freed": 0, "said": ""}
+    item = KindTidied(kind.kind, str(kind.path), kind.shared)
     if kind.path.is_symlink() or not kind.path.is_dir():
-        item["said"] = kind.note or "nothing there"
+        item.said = kind.note or "nothing there"
         return item
     if kind.kind == "uv" and kind.shared:
         why_not = not_a_uv_cache(kind.path)  # checked again when it is pruned: it may have changed since
         if why_not is not None:
-            item["said"] = f"left as it is: {why_not}"
+            item.said = f"left as it is: {why_not}"
             return item
     if kind.kind == "uv" and (verb == "prune" or not kind.shared):
         if dry_run:
-            item["freed"] = None if verb == "prune" else kind.usage.frees
-            item["said"] = f"`uv cache {verb}` would run on it"
+            item.freed = None if verb == "prune" else kind.usage.frees
+            item.said = f"`uv cache {verb}` would run on it"
             return item
         ok, said = _uv(uv, verb, kind.path, runner)
         after = _usage_after(kind)
-        item["freed"] = max(kind.usage.frees - after, 0)
-        item["said"] = f"uv cache {verb}: {said}" if ok else f"uv cache {verb} failed: {said}"
+        item.freed = max(kind.usage.frees - after, 0)
+        item.said = f"uv cache {verb}: {said}" if ok else f"uv cache {verb} failed: {said}"
         return item
     if kind.shared:
-        item["said"] = f"your own uv cache: left as it is (`uv cache clean --cache-dir {kind.path}` empties it)"
+        item.said = f"your own uv cache: left as it is (`uv cache clean --cache-dir {kind.path}` empties it)"
         return item
     keep = prunable(kind.kind, kind.path) if verb == "prune" else (lambda path, info: True)
     if keep is None:
-        item["said"] = kind.prune_says
+        item.said = kind.prune_says
         return item
     if dry_run:
-        item["freed"] = kind.prune_frees if verb == "prune" else kind.usage.frees
+        item.freed = kind.prune_frees if verb == "prune" else kind.usage.frees
         return item
     files, freed = remove_files(kind.path, keep)
     if kind.kind == "pyc" and files and verb == "prune":
         remove_files(kind.path / "envs")  # the store no longer holds every file of those releases
-    item["freed"], item["said"] = freed, f"{files} files removed"
+    item.freed, item.said = freed, f"{files} files removed"
     return item
 
 

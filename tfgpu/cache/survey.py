@@ -70,22 +70,31 @@ class Kind:
             prunes = "kept: no env links these packages now; the next conda create reuses them"
         return prunes
 
-    def to_dict(self) -> dict:
-        what, prunes = KINDS.get(self.kind, ("", ""))[0], self.prune_says
+    @property
+    def what(self) -> str:
+        """What this kind holds, in words (``cache info``'s first column)."""
         if self.shared:
-            what = "uv packages (your own uv cache, reused by the tool)"
+            return "uv packages (your own uv cache, reused by the tool)"
+        return KINDS.get(self.kind, ("", ""))[0]
+
+    @property
+    def clean_frees(self) -> int:
+        """Bytes ``clean`` would free (none of the user's own uv cache: clean leaves it)."""
+        return 0 if self.shared else self.usage.frees
+
+    def to_dict(self) -> dict:
         return {
             "kind": self.kind,
-            "what": what,
+            "what": self.what,
             "path": str(self.path),
             "exists": self.path.is_dir() and not self.path.is_symlink(),
             "files": self.usage.files,
             "bytes": self.usage.bytes,
             "linked_bytes": self.usage.linked,
             "shared": self.shared,
-            "clean_frees": 0 if self.shared else self.usage.frees,
+            "clean_frees": self.clean_frees,
             "prune_frees": self.prune_frees,
-            "prune_removes": prunes,
+            "prune_removes": self.prune_says,
             "links_out": [str(link) for link in self.usage.links_out],
             "note": self.note,
             **({"unpacked_twice": self.twice} if self.kind == "uv" else {}),

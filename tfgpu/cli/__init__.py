@@ -15,9 +15,9 @@ import errno
 import json
 import sys
 
-from tfgpu.cli import inputs
+from tfgpu.cli import inputs, output
 from tfgpu.cli.commands import handler
-from tfgpu.cli.output import note, render, show
+from tfgpu.cli.output import note, show
 from tfgpu.cli.parser import COMMANDS, build_parser, with_default_command
 from tfgpu.doors.paths import write_failure
 from tfgpu.doors.secrets import redact
@@ -90,7 +90,9 @@ def _report(error: TfgpuError, want_json: bool) -> int:
     if want_json:
         sys.stdout.write(redact(json.dumps(error.to_dict(), indent=2)) + "\n")
     else:
-        render().error(error)
+        # output.render, not a bare `render`: importing tfgpu.cli.render.* binds that name in this
+        # package's namespace to the subpackage.
+        output.render().error(error)
     return error.exit_code
 
 

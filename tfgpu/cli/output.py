@@ -106,11 +106,14 @@ def _text(result: results.Text) -> None:
     sys.stdout.write(redact(result.text))
 
 
-def _cache(document: dict) -> None:
+def _cache(document) -> None:
     # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.cli.render.cache.
     from tfgpu.cli.render import cache as render_cache
 
-    (render_cache.info if document["action"] == "info" else render_cache.tidied)(document)
+    if document.action == "info":
+        render_cache.info(document)
+    else:
+        render_cache.tidied(document)
 
 
 _TEXT: dict[type, Callable[[Any], object]] = {

@@ -30,6 +30,7 @@ from tfgpu.data.updates import COMPANION_UPDATES_FILE, UPDATES_FILE, load, load_
 from tfgpu.doors import trees
 from tfgpu.doors.paths import cache_root, data_dir
 from tfgpu.errors import OperationError, TfgpuError, UsageError
+from tfgpu.records import as_dict, record
 from tfgpu.resolver import tables
 from tfgpu.resolver.tables import release_from_row
 
@@ -75,7 +76,33 @@ def validate(record) -> str:
     return ""
 
 
-def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
+@record
+class UpdateReport:
+    """What ``update-data`` fetched and wrote (``--json`` prints :meth:`to_dict`: its keys, in this
+    order, are a contract). ``skipped``: the releases that failed validation, ``{version, reason}``."""
+
+    index: str
+    fetched: str
+    offline: bool
+    overlay: str | None
+    shipped_generated: str
+    new_releases: list[str]
+    fetched_releases: list[str]
+    kept_releases: list[str]
+    new_companions: list[str]
+    fetched_companions: list[str]
+    kept_companions: list[str]
+    not_written: list[dict[str, str]]
+    skipped: list[dict[str, str]]
+    requests: int
+    bytes: int
+    summary: str
+
+    def to_dict(self) -> dict:
+        return as_dict(self)
+
+
+def update_data(*, offline: bool = False, index_url: str | None = None) -> UpdateReport:
     """Fetch new release rows into the overlay; returns a report (``--json`` prints it).
 
     Every request has its own deadline (:data:`TIMEOUT_S`), not the run: a run that reads many
@@ -114,23 +141,23 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
     if progress.not_written:
         raise _incomplete(progress, url, offline)
     new, new_companions = progress.releases, progress.companions
-    return {
-        "index": url,
-        "fetched": fetched,
-        "offline": offline,
-        "overlay": str(target) if new else None,
-        "shipped_generated": shipped.get("generated", ""),
-        "new_releases": new,
-        "fetched_releases": [r.version for r in progress.fetched_releases],
-        "kept_releases": [r.version for r in progress.kept_releases],
-        "new_companions": new_companions,
-        "fetched_companions": [label(r) for r in progress.fetched_companions],
-        "kept_companions": [label(r) for r in progress.kept_companions],
-        "not_written": progress.not_written,
-        "skipped": skipped,
-        "requests": fetcher.requests,
-        "bytes": fetcher.bytes,
-        "summary": (
+    return UpdateReport(
+        index=url,
+        fetched=fetched,
+        offline=offline,
+        overlay=str(target) if new else None,
+        shipped_generated=shipped.get("generated", ""),
+        new_releases=new,
+        fetched_releases=[r.version for r in progress.fetched_releases],
+        kept_releases=[r.version for r in progress.kept_releases],
+        new_companions=new_companions,
+        fetched_companions=[label(r) for r in progress.fetched_companions],
+        kept_companions=[label(r) for r in progress.kept_companions],
+        not_written=progress.not_written,
+        skipped=skipped,
+        requests=fetcher.requests,
+        bytes=fetcher.bytes,
+        summary=(
             f"{len(new)} release(s) newer than the shipped data ({shipped.get('generated', '?')}): "
             f"{', '.join(new)}; stored in {target}" + _kept_note(progress) + "."
             if new
@@ -144,7 +171,7 @@ def update_data(*, offline: bool = False, index_url: str | None = None) -> dict:
             if skipped
             else ""
         ),
-    }
+    )
 
 
 def _kept_note(progress) -> str:

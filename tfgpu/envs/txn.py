@@ -36,6 +36,7 @@ from tfgpu.envs.location import refuse_link
 from tfgpu.envs.removal import delete_counted
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.process.runner import shielded
+from tfgpu.records import record
 
 STAGING_RECORD = ".tfgpu-staging.json"
 
@@ -360,9 +361,18 @@ def rollback(location) -> None:
         trees.unlink(journal_of(location.prefix))
 
 
-def remove(final: Path, progress=None) -> dict:
+@record
+class Removal:
+    """What :func:`remove` did: the env's path, and what finishing an interrupted remove (or a
+    create's leftovers) said as it went."""
+
+    removed: str
+    recovered: list[str]
+
+
+def remove(final: Path, progress=None) -> Removal:
     """Delete the env at ``final`` if its marker proves tfgpu-install made it there (its Jupyter
-    kernels too); returns ``{"removed", "recovered"}``. Re-running after an interrupted remove
+    kernels too); returns what was removed and recovered. Re-running after an interrupted remove
     finishes it. An env a ``run`` or ``shell`` holds is ``env-in-use`` (``tfgpu.envs.inuse``);
     ``progress`` is told the files and bytes deleted as it goes."""
     refuse_link(final)
@@ -374,12 +384,12 @@ def remove(final: Path, progress=None) -> dict:
             hold.release()
 
 
-def _remove(final: Path, progress) -> dict:
+def _remove(final: Path, progress) -> Removal:
     """``remove``'s work, under the target lock and the exclusive hold."""
     recovered = recover(final, progress)  # an interrupted remove's rest is counted as it goes too
     if not final.exists():
         if any("removing" in line for line in recovered):
-            return {"removed": str(final), "recovered": recovered}
+            return Removal(str(final), recovered)
         raise ImpossibleError(
             "no-such-env",
             f"There is no environment at {final}.",
@@ -409,4 +419,4 @@ def _remove(final: Path, progress) -> dict:
             f"Removing {final} stopped: {error}. What is left is in {removing_of(final)}.",
             ["Run the same `remove` again: it continues."],
         ) from None
-    return {"removed": str(final), "recovered": recovered}
+    return Removal(str(final), recovered)

@@ -56,7 +56,7 @@ def _pip(resolution) -> tuple[str, list[str], list[str], str, str | None]:
 def _system(resolution) -> tuple[str, list[str], list[str], str, str | None]:
     row = choose_image(resolution)
     image_python = _image_python(resolution, row)
-    tag = quoting.token(row["tag"], quoting.IMAGE_TAG, "The nvidia/cuda image tag")
+    tag = quoting.token(row.tag, quoting.IMAGE_TAG, "The nvidia/cuda image tag")
     requirement = quoting.def_word(
         requirements.requirement(resolution.package, f"=={resolution.tensorflow}", what="The TensorFlow requirement"),
         "The TensorFlow requirement",

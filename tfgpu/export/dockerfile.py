@@ -23,6 +23,7 @@ from tfgpu.envs.activation import wheel_dirs
 from tfgpu.errors import ImpossibleError
 from tfgpu.export import pins as pins_of
 from tfgpu.export.bash import channel_args, comment, default_env_name, header
+from tfgpu.records import record
 from tfgpu.resolver.tables import load_toml, releases
 
 MICROMAMBA_IMAGE = "mambaorg/micromamba:1.5.10"  # tag of the 1.5 series; pin by digest in production
@@ -69,16 +70,43 @@ def _write_programs(directory: str, files: dict) -> list[str]:
     return lines
 
 
-def choose_image(resolution) -> dict:
-    """The nvidia/cuda row for ``resolution``; ImpossibleError when no tag fits."""
+@record
+class CudaImage:
+    """A row of ``docker_images.toml``: an nvidia/cuda runtime image, its CUDA, cuDNN and the
+    distribution's own python3 (``unverified``: the facts not checked against Docker Hub)."""
+
+    cuda: str
+    cudnn_major: int
+    os: str
+    python: str
+    tag: str
+    source: tuple[str, ...] = ()
+    unverified: tuple[str, ...] = ()
+
+
+def choose_image(resolution) -> CudaImage:
+    """The nvidia/cuda image for ``resolution``; ImpossibleError when no tag fits."""
+
     cuda = Version(resolution.cuda_build or resolution.cuda)
     cudnn_major = Version(resolution.cudnn).major
+    images = [
+        CudaImage(
+            row["cuda"],
+            row["cudnn_major"],
+            row["os"],
+            row["python"],
+            row["tag"],
+            tuple(row.get("source", ())),
+            tuple(row.get("unverified", ())),
+        )
+        for row in load_toml("docker_images.toml")["image"]
+    ]
     rows = [
         row
-        for row in load_toml("docker_images.toml")["image"]
-        if Version(row["cuda"]).major == cuda.major
-        and row["cudnn_major"] == cudnn_major
-        and Version(row["cuda"]).release[:2] >= cuda.release[:2]
+        for row in images
+        if Version(row.cuda).major == cuda.major
+        and row.cudnn_major == cudnn_major
+        and Version(row.cuda).release[:2] >= cuda.release[:2]
     ]
     if not rows:
         raise ImpossibleError(
@@ -90,13 +118,14 @@ def choose_image(resolution) -> dict:
                 "Or choose a TensorFlow whose CUDA/cuDNN has an image (`tfgpu-install matrix`).",
             ],
         )
-    exact = [row for row in rows if Version(row["cuda"]).release[:2] == cuda.release[:2]]
+    exact = [row for row in rows if Version(row.cuda).release[:2] == cuda.release[:2]]
     if exact:  # the newest patch release of the build's own CUDA
-        return max(exact, key=lambda row: Version(row["cuda"]))
-    return min(rows, key=lambda row: Version(row["cuda"]))  # else the nearest newer minor
+        return max(exact, key=lambda row: Version(row.cuda))
+    return min(rows, key=lambda row: Version(row.cuda))  # else the nearest newer minor
 
 
-def _image_python(resolution, row: dict) -> str:
+def _image_python(resolution, row: CudaImage) -> str:
+
     wanted = Version(resolution.tensorflow)
     supported = next(
         (
@@ -106,14 +135,14 @@ def _image_python(resolution, row: dict) -> str:
         ),
         (),
     )
-    if row["python"] not in supported:
+    if row.python not in supported:
         raise ImpossibleError(
             "no-docker-image",
-            f"nvidia/cuda:{row['tag']} has Python {row['python']} ({row['os']}), and TF {resolution.tensorflow} "
+            f"nvidia/cuda:{row.tag} has Python {row.python} ({row.os}), and TF {resolution.tensorflow} "
             f"has wheels for {', '.join(supported)} only.",
             ["--mode pip --format dockerfile picks a python:X.Y-slim base that fits."],
         )
-    return row["python"]
+    return row.python
 
 
 def _lines(resolution, what: str, image_python: str | None = None, pins=None) -> list[str]:
@@ -199,18 +228,18 @@ def _pip(resolution, pins=None) -> list[str]:
 def _system(resolution, pins=None) -> list[str]:
     row = choose_image(resolution)
     python = _image_python(resolution, row)
-    tag = quoting.token(row["tag"], quoting.IMAGE_TAG, "The nvidia/cuda image tag")
-    unverified = " (tag unverified: check it exists on Docker Hub)" if "tag" in row.get("unverified", []) else ""
+    tag = quoting.token(row.tag, quoting.IMAGE_TAG, "The nvidia/cuda image tag")
+    unverified = " (tag unverified: check it exists on Docker Hub)" if "tag" in row.unverified else ""
     return [
         *_lines(
             resolution,
-            f"a Docker image (nvidia/cuda base with CUDA {row['cuda']} and cuDNN {row['cudnn_major']})",
+            f"a Docker image (nvidia/cuda base with CUDA {row.cuda} and cuDNN {row.cudnn_major})",
             image_python=python,
             pins=pins,
         ),
         quoting.comment(
             [
-                f"Base: nvidia/cuda:{tag}{unverified}; Python {python} is {row['os']}'s python3",
+                f"Base: nvidia/cuda:{tag}{unverified}; Python {python} is {row.os}'s python3",
                 f"(the plan's Python {resolution.python} is not what this base ships). XLA's ptxas/libdevice are",
                 "not in runtime images: use the matching -devel- tag if the model uses jit_compile.",
             ]

@@ -117,7 +117,6 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
     # Start-up cost: `completion` loads this module but not tfgpu.lock.check.
     # Import cycle: tfgpu.lock.platforms imports this module.
     from tfgpu.lock.check import ProjectLocks, new_lock_command
-    from tfgpu.lock.platforms import parse_platform
 
     project = Path(wanted["project"])
     mode = mode_of(mode)
@@ -134,19 +133,8 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
             [f'List them in {project.name} (platforms = ["linux-64"]), or give one: --platform linux-64.'],
         )
 
-    def expected(base: Path) -> dict[str, Path]:
-        if mode == "conda":
-            # Start-up cost: `completion` loads this module but not tfgpu.lock.conda.write.
-            from tfgpu.lock.conda.write import output_path
-
-            return {",".join(platforms) or "every platform": output_path(output, base)}  # one file for all
-        # Start-up cost: `completion` loads this module but not tfgpu.lock.pip.write.
-        from tfgpu.lock.pip.write import output_paths
-
-        return output_paths(output, [parse_platform(name) for name in platforms], base)
-
     bases = [Path.cwd(), *([project.parent] if project.parent != Path.cwd() else [])]
-    places = [expected(base) for base in bases]
+    places = [_lock_paths(mode, platforms, output, base) for base in bases]
     paths = next((found for found in places if any(path.is_file() for path in found.values())), None)
     if paths is None:
         from tfgpu.doors.controls import shown  # paths from the file system: a newline in one forges no line
@@ -175,6 +163,21 @@ def check_project(*, mode: str | None, platforms: list[str], output: str | None,
         move = f"cd {quoting.sh(there)} && " if there != Path.cwd() else ""
         result.advice = move + new_lock_command(wanted)
     return result
+
+
+def _lock_paths(mode: str, platforms: list[str], output: str | None, base: Path) -> dict[str, Path]:
+    """{platform label: path} of the locks ``lock`` writes in ``base`` for ``mode`` (conda: one
+    file for every platform)."""
+    if mode == "conda":
+        # Start-up cost: `completion` loads this module but not tfgpu.lock.conda.write.
+        from tfgpu.lock.conda.write import output_path
+
+        return {",".join(platforms) or "every platform": output_path(output, base)}
+    # Start-up cost: `completion` loads this module but not tfgpu.lock.pip.write.
+    from tfgpu.lock.pip.write import output_paths
+    from tfgpu.lock.platforms import parse_platform
+
+    return output_paths(output, [parse_platform(name) for name in platforms], base)
 
 
 NOTHING_INSTALLED = "Nothing was installed."

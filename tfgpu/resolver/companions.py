@@ -147,9 +147,24 @@ def _satisfiable(name: str, specs: tuple[str, ...]) -> bool:
     return any(all(r.contains(v) for r in ranges) for v in versions().get(name, ()))
 
 
-def check(tf, tf_pythons: tuple[str, ...], python: str | None, combo: tuple[Row, ...]) -> dict:
-    """The verdict for TensorFlow ``tf`` (a ``tables.Release``) with the rows of ``combo``:
-    ``{"conflicts": [...], "pythons": [...], "stacks": [...], "single": bool}``."""
+@record
+class Verdict:
+    """What :func:`check` decides for one combination: the conflicts (why it cannot install, empty
+    when it can), the Python versions with wheels on every side, each side's CUDA stack (TensorFlow's
+    first), and whether they all share one stack."""
+
+    conflicts: list[str]
+    pythons: list[str]
+    stacks: list[str]
+    single: bool
+
+    @property
+    def fits_one_stack(self) -> bool:
+        return not self.conflicts and self.single
+
+
+def check(tf, tf_pythons: tuple[str, ...], python: str | None, combo: tuple[Row, ...]) -> Verdict:
+    """The verdict for TensorFlow ``tf`` (a ``tables.Release``) with the rows of ``combo``."""
     tf_label = f"TF {tf.version}"
     conflicts = []
     pythons = [p for p in tf_pythons if all(p in row.python for row in combo)]
@@ -170,7 +185,7 @@ def check(tf, tf_pythons: tuple[str, ...], python: str | None, combo: tuple[Row,
     conflicts += [why for name, specs in sorted(pins.items()) if len(specs) > 1 and (why := _meet(name, specs))]
     stacks = [tf_stack(tf)]
     stacks += [row.stack for row in combo]
-    return {"conflicts": conflicts, "pythons": pythons, "stacks": stacks, "single": len(set(stacks)) == 1}
+    return Verdict(conflicts, pythons, stacks, len(set(stacks)) == 1)
 
 
 def tf_stack(tf) -> str:
@@ -248,11 +263,11 @@ def coplan(
         candidates.append(runnable)
     pinned_python = python if python_given else None
     verdicts = [(combo, check(tf, tf_pythons, pinned_python, combo)) for combo in combos(candidates)]
-    single = next((cv for cv in verdicts if not cv[1]["conflicts"] and cv[1]["single"]), None)
-    double = next((cv for cv in verdicts if not cv[1]["conflicts"] and not cv[1]["single"]), None)
+    single = next((cv for cv in verdicts if cv[1].fits_one_stack), None)
+    double = next((cv for cv in verdicts if not cv[1].conflicts and not cv[1].single), None)
     chosen = single or double
     newest = verdicts[0]
-    single_stack = chosen is not None and chosen[1]["single"]
+    single_stack = chosen is not None and chosen[1].single
 
     def runs(row: Row) -> bool:
         return not companion_fit.why_not(companion_fit.for_os(row, os), driver, ccs)
@@ -263,16 +278,16 @@ def coplan(
         raise ImpossibleError(
             "companion-conflict",
             f"TF {tf.version} and {', '.join(r.label for r in combo)} cannot share one environment: "
-            + "; ".join(verdict["conflicts"])
+            + "; ".join(verdict.conflicts)
             + ("" if len(verdicts) == 1 else " (and no other version the --with specs admit fits either)"),
             ways,
         )
     combo, verdict = chosen
-    dists, paths = colliding(tf, combo) if not verdict["single"] else ((), ())
-    reasons = [f"TF {tf.version} installs CUDA {_major(verdict['stacks'][0])} from PyPI ({tf.cuda_extra or 'pins'})."]
-    for row, stack in zip(combo, verdict["stacks"][1:], strict=True):
+    dists, paths = colliding(tf, combo) if not verdict.single else ((), ())
+    reasons = [f"TF {tf.version} installs CUDA {_major(verdict.stacks[0])} from PyPI ({tf.cuda_extra or 'pins'})."]
+    for row, stack in zip(combo, verdict.stacks[1:], strict=True):
         reasons.append(f"{row.label} installs CUDA {_major(stack)} (its wheels' nvidia-* requirements).")
-    if verdict["single"]:
+    if verdict.single:
         reasons.append("One CUDA stack: every nvidia-* library both name has a published version both accept.")
     else:
         reasons.append(
@@ -281,7 +296,7 @@ def coplan(
             + " — whichever unpacks last wins."
         )
     if newest[0] != combo:
-        why = "; ".join(newest[1]["conflicts"]) or "it needs a second CUDA stack"
+        why = "; ".join(newest[1].conflicts) or "it needs a second CUDA stack"
         reasons.append(f"Not {', '.join(r.label for r in newest[0])}: {why}.")
     reasons += skipped
     reasons += [runs_reason(r, driver, ccs) for r in combo]
@@ -302,17 +317,17 @@ def coplan(
             )
             for r in combo
         ),
-        outcome="single-stack" if verdict["single"] else "two-stacks",
-        two_stacks=not verdict["single"],
-        stacks=tuple(verdict["stacks"]),
-        pythons=tuple(verdict["pythons"]),
+        outcome="single-stack" if verdict.single else "two-stacks",
+        two_stacks=not verdict.single,
+        stacks=tuple(verdict.stacks),
+        pythons=tuple(verdict.pythons),
         colliding=dists,
         colliding_paths=paths,
         shared_pins=tuple(
             f"{name}{spec}" for row in combo for name, spec in sorted(row.pins.items()) if name in tf.and_cuda and spec
         ),
         reasons=tuple(reasons),
-        ways_forward=tuple(ways) if not verdict["single"] else (),
+        ways_forward=tuple(ways) if not verdict.single else (),
         gpu_ccs=tuple(ccs),
     )
 
@@ -369,9 +384,7 @@ def ways_forward(tf, tf_pythons, python, asked, chosen, others, runs=lambda row:
     ways = []
     # only versions that run on the target's driver and GPU are offered
     relaxed = [[r for r in matching(framework, None, "") if runs(r)] for framework, _, _, _ in asked]
-    shared = [
-        c for c in combos(relaxed) if (v := check(tf, tf_pythons, python, c)) and not v["conflicts"] and v["single"]
-    ]
+    shared = [c for c in combos(relaxed) if check(tf, tf_pythons, python, c).fits_one_stack]
     if shared:
         listed = ", ".join(" + ".join(r.label for r in c) for c in shared[:4])
         first = " ".join(f"--with '{r.requirement}'" for r in shared[0])
@@ -383,9 +396,7 @@ def ways_forward(tf, tf_pythons, python, asked, chosen, others, runs=lambda row:
             continue
         pythons = other.wheels[LINUX].python
         fits = [combo, *(c for c in combos(relaxed) if c != combo)]
-        found = next(
-            (c for c in fits if (v := check(other, pythons, python, c)) and not v["conflicts"] and v["single"]), None
-        )
+        found = next((c for c in fits if check(other, pythons, python, c).fits_one_stack), None)
         if found is not None:
             flags = " ".join(f"--with '{r.requirement}'" for r in found)
             ways.append(
@@ -397,7 +408,7 @@ def ways_forward(tf, tf_pythons, python, asked, chosen, others, runs=lambda row:
         f"Separate environments side by side: `tfgpu-install create --tf {tf.version}` for TensorFlow, and "
         f"another venv for {', '.join(r.requirement for r in combo)}; each keeps its own CUDA stack."
     )
-    if not verdict["conflicts"] and not verdict["single"]:
+    if not verdict.conflicts and not verdict.single:
         dists, _ = colliding(tf, combo)
         ways.append(
             "One env with two CUDA stacks (the plan says two_stacks: true): "

@@ -59,7 +59,7 @@ def driver_need(cuda: str, os: str) -> DriverNeed | None:
     if not own:
         return None
     facts = tables.cuda_facts()
-    floor = facts["mvc"].get(parse(cuda).major)
+    floor = facts.mvc.get(parse(cuda).major)
     floor_value = getattr(floor, column, "") if floor else ""
     source = toolkit.source
     if floor_value and driver_key(floor_value) < driver_key(own):
@@ -73,11 +73,11 @@ def driver_need(cuda: str, os: str) -> DriverNeed | None:
         minimum = own
         rule = f"CUDA {cuda} needs the driver its toolkit shipped with, >= {own}."
     # WSL2: the floor TF's docs gave for builds of this CUDA major, from the docs of their time.
-    wsl = facts["wsl2_driver"].get(parse(cuda).major, {})
-    if os == "wsl2" and wsl.get("min_driver") and driver_key(wsl["min_driver"]) > driver_key(minimum):
-        minimum = wsl["min_driver"]
+    wsl = facts.wsl2_driver.get(parse(cuda).major)
+    if os == "wsl2" and wsl is not None and wsl.min_driver and driver_key(wsl.min_driver) > driver_key(minimum):
+        minimum = wsl.min_driver
         rule += f" WSL2 needs a Windows driver >= {minimum}."
-        source = tuple(dict.fromkeys(source + tuple(wsl.get("source", ()))))
+        source = tuple(dict.fromkeys(source + wsl.source))
     return DriverNeed(cuda=cuda, minimum=minimum, toolkit_minimum=own, rule=rule, source=source)
 
 

@@ -122,8 +122,8 @@ def _driver(ev: Evaluation, warnings: list[Notice], reasons: list[str]) -> None:
         return
     reasons.append(need.rule)
     assert ev.cuda is not None  # a driver need is found only for a CUDA
-    wsl = tables.cuda_facts()["wsl2_driver"].get(int(ev.cuda.split(".")[0]), {})
-    if target.os == "wsl2" and (not wsl or ev.release.version not in Range(wsl.get("docs_cover", ""))):
+    wsl = tables.cuda_facts().wsl2_driver.get(int(ev.cuda.split(".")[0]))
+    if target.os == "wsl2" and (wsl is None or ev.release.version not in Range(wsl.docs_cover)):
         warnings.append(
             Notice(
                 "unverified-data",

@@ -281,8 +281,28 @@ def toolkits() -> tuple[Toolkit, ...]:
     )
 
 
+@record
+class Wsl2Driver:
+    """The Windows driver TensorFlow's docs asked for inside WSL2, for builds of one CUDA major
+    (``docs_cover``: the releases whose docs of the time speak of WSL2 at all; empty: every one)."""
+
+    cuda_major: int
+    min_driver: str = ""
+    docs_cover: str = ""
+    source: tuple[str, ...] = ()
+
+
+@record
+class CudaFacts:
+    """The rest of ``cuda.toml``, by CUDA major: the minor-version-compatibility floors and the
+    WSL2 driver minimums."""
+
+    mvc: dict[int, MvcFloor]
+    wsl2_driver: dict[int, Wsl2Driver]
+
+
 @derived
-def cuda_facts() -> dict:
+def cuda_facts() -> CudaFacts:
     """The rest of ``cuda.toml``: MVC floors and the WSL2 minimum."""
     data = load_toml("cuda.toml")
     floors = {
@@ -296,8 +316,16 @@ def cuda_facts() -> dict:
         for row in data.get("mvc", [])
         if row.get("mvc", True)
     }
-    wsl2_driver = {int(row["cuda_major"]): row for row in data.get("wsl2_driver", [])}
-    return {"mvc": floors, "wsl2": data.get("wsl2", {}), "wsl2_driver": wsl2_driver}
+    wsl2_driver = {
+        int(row["cuda_major"]): Wsl2Driver(
+            cuda_major=int(row["cuda_major"]),
+            min_driver=row.get("min_driver", ""),
+            docs_cover=row.get("docs_cover", ""),
+            source=_tuple(row, "source"),
+        )
+        for row in data.get("wsl2_driver", [])
+    }
+    return CudaFacts(floors, wsl2_driver)
 
 
 @derived

@@ -88,14 +88,15 @@ def make_dirs(path, root=None):
     os.makedirs(path, exist_ok=True)
 
 
-for name, members in (("tfgpu", {}), ("tfgpu.envs", {}),
+for name, members in (("tfgpu", {}), ("tfgpu.envs", {}), ("tfgpu.doors", {}),
                       ("tfgpu.envs.writes", {"read_own": read_own, "put_text": put_text, "put_link": put_link,
                                              "make_dirs": make_dirs}),
                       ("tfgpu.doors.untrusted", {"package_text": lambda *parts: templates[parts[-1]]})):
     stand_in = types.ModuleType(name)
     stand_in.__dict__.update(members)
     sys.modules[name] = stand_in
-vars(sys.modules["tfgpu"]).update(envs=sys.modules["tfgpu.envs"], untrusted=sys.modules["tfgpu.doors.untrusted"])
+vars(sys.modules["tfgpu"]).update(envs=sys.modules["tfgpu.envs"], doors=sys.modules["tfgpu.doors"])
+vars(sys.modules["tfgpu.doors"]).update(untrusted=sys.modules["tfgpu.doors.untrusted"])
 vars(sys.modules["tfgpu.envs"]).update(writes=sys.modules["tfgpu.envs.writes"])
 module = types.ModuleType("tfgpu_activation")
 sys.modules[module.__name__] = module

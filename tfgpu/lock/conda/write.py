@@ -155,12 +155,10 @@ class Written:
     packages: int
     sha256: str
 
-    def summary(self) -> dict:
-        return {"path": self.path, "platforms": list(self.platforms), "packages": self.packages, "sha256": self.sha256}
-
     def to_dict(self) -> dict:
-        """The ``lock --json`` document (contract): ``{"lock": summary}``."""
-        return {"lock": self.summary()}
+        """The ``lock --json`` document (contract): ``{"lock": {path, platforms, packages, sha256}}``."""
+        lock = {"path": self.path, "platforms": list(self.platforms), "packages": self.packages, "sha256": self.sha256}
+        return {"lock": lock}
 
     def notes(self) -> list[str]:
         """What ``lock`` shows a person."""
