@@ -23,11 +23,8 @@ from tfgpu.process.interrupts import leave
 from tfgpu.process.runner import Runner
 from tfgpu.progress import Reporter
 from tfgpu.records import factory, record
+from tfgpu.results import Removed
 from tfgpu.verify import run_verify
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from tfgpu.results import Removed
 
 
 @record(frozen=False)
