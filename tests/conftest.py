@@ -162,6 +162,47 @@ def _name_loopback() -> None:
 _name_loopback()  # for code called directly, module and session fixtures included
 
 
+def _parse_the_tables_once() -> None:
+    """The shipped tables parsed and validated once per test process, not once per command.
+
+    The tool keeps its parse of the tables in a cache file under TFGPU_CACHE_DIR; most tests give it
+    a fresh cache directory and run commands in this process (``run_tool``, the hostile tests'
+    ``cli``), each of which forgets the tables first, so every such command parsed and validated the
+    same shipped bytes again: about 140 ms of CPU each, over a third of what those tests cost. Here
+    the first parse of a set of tables (keyed as the tool keys its cache file: each shipped table's
+    size, times and inode, each TFGPU_DATA_DIR overlay table's bytes) is kept, and a later command
+    whose cache misses gets a copy of it and writes its cache file as the tool would; the reading,
+    rejecting and writing of cache files are the tool's own. A parse that fails is not kept (each
+    bad overlay is refused afresh), nor one made with a schema or parser a test has replaced;
+    tests/test_data_tables.py validates the shipped tables themselves."""
+    import marshal
+
+    from tfgpu import data
+    from tfgpu.data import schema
+
+    parse_all, validate, kept = data._parse_all, schema.validate, {}
+
+    def parse_once(overlay=None):
+        if overlay is None:
+            overlay = data._overlay(set(data._shipped_files()))
+        if schema.validate is not validate or data.parse is not parse:
+            return parse_all(overlay)
+        key = data._cache_file(overlay).name
+        if key not in kept:
+            tables = parse_all(overlay)
+            kept[key] = {name: marshal.dumps(table) for name, table in tables.items()}
+            return tables
+        tables = {name: marshal.loads(table) for name, table in kept[key].items()}  # a copy a test may change
+        data._write_cache(data._cache_file(overlay), tables)
+        return tables
+
+    parse = data.parse
+    data._parse_all = parse_once
+
+
+_parse_the_tables_once()
+
+
 @pytest.fixture(autouse=True)
 def _named_loopback():
     """Code called directly (not through the command line, which names the hosts at start-up)

@@ -10,8 +10,9 @@ code is absent (doctor never imports it).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+import wheelhouse
 
 from tfgpu.envs import activation
 
@@ -35,13 +36,11 @@ RUNPATH_FULL = ["cuda_runtime", "cublas", "cudnn", "cufft", "cusolver", "cuspars
 
 
 def compile_library(path: Path, soname: str, source: str = "", runpath: str = "") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
     symbol = "tfgpu_test_" + "".join(c if c.isalnum() else "_" for c in soname)
-    argv = ["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(path), "-x", "c", "-"]
+    options = ["-shared", "-fPIC", f"-Wl,-soname,{soname}"]
     if runpath:
-        argv.insert(4, f"-Wl,-rpath,{runpath},--enable-new-dtags")
-    subprocess.run(argv, input=f"int {symbol}(void) {{ return 1; }}\n{source}", text=True, check=True)
-    return path
+        options.append(f"-Wl,-rpath,{runpath},--enable-new-dtags")
+    return wheelhouse.gcc(path, options, f"int {symbol}(void) {{ return 1; }}\n{source}")
 
 
 def cuda_source(soname: str, cudart: int, cudnn: int) -> str:

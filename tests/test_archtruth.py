@@ -2,7 +2,8 @@
 10.x/12.x), whether kernels and XLA can run, from arch_support.toml; the plan stops on cannot-run
 before any download, with ranked ways forward, and --allow-unsupported-gpu goes on with a warning.
 
-Real components: the shipped tables, the real resolver and the real CLI in a subprocess. No GPU
+Real components: the shipped tables, the real resolver and the real CLI (its ``main``, in the test's
+process: tests/conftest.py's ``run_tool``). No GPU
 here: the answers are what the wheels' fatbins and the cited reports say, not a run on Blackwell.
 """
 
@@ -17,6 +18,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
+from conftest import run_tool
 
 from tfgpu.data import load
 from tfgpu.errors import ImpossibleError
@@ -34,7 +36,7 @@ TARGET = ["--os", "linux", "--arch", "x86_64", "--driver", "580.65.06", "--no-de
 
 def tfgpu(*argv: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, COLUMNS="200", TFGPU_ENVS_DIR="/nonexistent/tfgpu-test-envs")
-    return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, env=env)
+    return run_tool(*argv, env=env)  # the CLI's main in this process: what it decides, not a start-up
 
 
 def test_the_table_is_what_the_script_generates_now():

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+
+from conftest import run_tool
 
 CONTRACT_KEYS = {
     "tensorflow",
@@ -26,7 +27,7 @@ TARGET = ["--os", "linux", "--arch", "x86_64", "--no-detect"]
 def tfgpu(*argv: str, envs_dir: str = "/nonexistent/tfgpu-test-envs") -> subprocess.CompletedProcess:
     # An envs dir of its own: a dry run's default --name must not meet the user's real envs.
     env = dict(os.environ, COLUMNS="200", TFGPU_ENVS_DIR=envs_dir)
-    return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, env=env)
+    return run_tool(*argv, env=env)  # the CLI's main in this process (tests/conftest.py)
 
 
 def test_plan_json_is_one_document_with_the_contract_keys():

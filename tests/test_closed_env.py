@@ -54,13 +54,11 @@ ORIGIN = (
 
 
 def gcc(path: Path, soname: str, source: str = "", runpath: str = "") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    argv = ["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(path), "-x", "c", "-", "-ldl"]
+    options = ["-shared", "-fPIC", f"-Wl,-soname,{soname}"]
     if runpath:
-        argv.insert(4, f"-Wl,-rpath,{runpath},--enable-new-dtags")
+        options.append(f"-Wl,-rpath,{runpath},--enable-new-dtags")
     symbol = "tfgpu_test_" + "".join(c if c.isalnum() else "_" for c in soname)
-    subprocess.run(argv, input=f"int {symbol}(void) {{ return 1; }}\n{source}", text=True, check=True)
-    return path
+    return wheelhouse.gcc(path, options, f"int {symbol}(void) {{ return 1; }}\n{source}", ("-ldl",))
 
 
 def _replace(directory: Path, dist: str, version: str, files: dict[str, bytes]) -> None:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 import struct
-import subprocess
-import sys
 import tomllib
 from importlib.resources import files
 
 import pytest
+from conftest import run_tool
 
 from tfgpu.datasource import build_facts
 from tfgpu.errors import ImpossibleError
@@ -109,13 +108,7 @@ def test_min_driver_is_the_highest_any_stack_needs():
 
 def plan_json(*argv: str) -> tuple[int, dict]:
     env = {**os.environ, "COLUMNS": "200", "TFGPU_PROJECT_FILE": "none"}
-    done = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "plan", *argv, "--json", *LINUX],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    done = run_tool("plan", *argv, "--json", *LINUX, env=env)  # the CLI's main in this process
     return done.returncode, json.loads(done.stdout)
 
 

@@ -10,6 +10,7 @@ that contract. This reads every ``UsageError/ImpossibleError/OperationError("cod
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from tfgpu import errors
@@ -17,12 +18,15 @@ from tfgpu import errors
 EXIT = {"UsageError": 2, "ImpossibleError": 3, "OperationError": 1, "CommandNotFoundError": 127}
 
 
-def _sources():
+@functools.cache
+def _sources() -> tuple:
+    """Every module of the package, parsed once for the file's tests (they only read the trees)."""
     import tfgpu
 
     package = Path(tfgpu.__file__).resolve().parent
-    for path in sorted(package.rglob("*.py")):
-        yield package, path, ast.parse(path.read_text(), filename=str(path))
+    return tuple(
+        (package, path, ast.parse(path.read_text(), filename=str(path))) for path in sorted(package.rglob("*.py"))
+    )
 
 
 def raised_codes() -> dict[str, dict[int, list[str]]]:

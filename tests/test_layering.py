@@ -6,6 +6,7 @@ backend reading lock files, one folder per lock format that uses no other format
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,14 @@ import pytest
 import tfgpu
 
 ROOT = Path(tfgpu.__file__).parent
+
+
+@functools.cache
+def parsed(path: Path) -> ast.AST:
+    """A module's tree, parsed once for the file's tests (each walks the whole package; none changes a tree)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 # Code that runs inside the *target* env's Python (or is embedded into a generated script), not in
 # the tool's process: it cannot import tfgpu, so it starts its own children.
 IN_TARGET_ENV = {
@@ -41,7 +50,7 @@ def modules() -> dict[str, Path]:
 def imports(path: Path, known: set[str]) -> set[str]:
     """The tfgpu modules ``path`` imports (``from tfgpu.x import y`` names tfgpu.x.y when that is a module)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name.startswith("tfgpu")}
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tfgpu") and node.level == 0:
@@ -219,7 +228,7 @@ def test_child_processes_start_only_in_the_door():
         relative = path.relative_to(ROOT).as_posix()
         if relative == "process/runner.py" or relative in IN_TARGET_ENV or relative.startswith(TEMPLATE_DIRS):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Import) and any(a.name in ("subprocess", "multiprocessing") for a in node.names):
                 offenders.append(relative)
             elif isinstance(node, ast.ImportFrom) and node.module in ("subprocess", "multiprocessing"):
@@ -244,7 +253,7 @@ def test_rattlers_asynchronous_work_runs_only_in_the_engine_process():
         relative = path.relative_to(ROOT).as_posix()
         if relative == "engines/rattler_child.py" or relative.startswith(TEMPLATE_DIRS):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if (
                 isinstance(node, ast.ImportFrom)
                 and node.module
@@ -461,7 +470,7 @@ def test_the_door_check_lets_writes_through(source):
 
 def _imported_names(path: Path) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -495,7 +504,7 @@ def test_every_option_is_defined_once():
     completion command's shell): a command lists options, it never defines one."""
     offenders = []
     for path in sorted((ROOT / "cli").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -582,7 +591,7 @@ def test_only_the_which_env_module_turns_a_name_into_an_existing_env():
         relative = path.relative_to(ROOT).as_posix()
         if relative == "envs/which.py" or relative.startswith(TEMPLATE_DIRS):
             continue
-        for function, name in _calls_by_function(ast.parse(path.read_text(encoding="utf-8"))):
+        for function, name in _calls_by_function(parsed(path)):
             if name in NAME_TO_PATH and (relative, function) not in PLACES_A_NEW_ENV:
                 offenders.append(f"{relative}: {function}() calls {name}()")
     assert sorted(set(offenders)) == []
@@ -601,7 +610,7 @@ def test_only_the_console_reporter_draws_in_place():
         relative = path.relative_to(ROOT).as_posix()
         if relative in ("cli/render/live.py", "cli/render/bars.py") or relative.startswith(TEMPLATE_DIRS):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom) and node.module in LIVE_DISPLAYS:
                 offenders.append(f"{relative}: from {node.module} import")
             elif isinstance(node, ast.Import):

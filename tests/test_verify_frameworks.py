@@ -126,13 +126,7 @@ VERSIONED = {
 
 def versioned_library(path: Path, soname: str, version: int) -> None:
     """A real shared object with ``soname`` whose version call answers ``version``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(path), "-x", "c", "-"],
-        input=VERSIONED[soname].format(version) + "\n",
-        text=True,
-        check=True,
-    )
+    wheelhouse.gcc(path, ["-shared", "-fPIC", f"-Wl,-soname,{soname}"], VERSIONED[soname].format(version) + "\n")
 
 
 def cuda_set(site: Path, suffix: str, cudnn: tuple[str, int], nccl: tuple[str, int]) -> None:

@@ -38,17 +38,34 @@ def have_compiler() -> bool:
     return shutil.which("gcc") is not None
 
 
+_COMPILED: dict[tuple[tuple[str, ...], str, tuple[str, ...]], bytes] = {}
+
+
+def gcc(path: Path, options: list[str], source: str, libraries: tuple[str, ...] = ()) -> Path:
+    """``gcc <options> -o path -x c - <libraries>`` on ``source``: a real gcc-built library. The same
+    command and source give the same library, so gcc runs once for each in a test process and later
+    calls write a copy of its bytes to ``path`` (a new file, as the linker makes one): the suite
+    builds thousands of stand-in libraries from a few dozen sources, at about 30 ms of CPU a gcc.
+    Neither ``options`` nor ``libraries`` may name a file whose contents the build reads (a version
+    script, a library of the test's own): such builds run gcc themselves."""
+    key = (tuple(options), source, tuple(libraries))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if key not in _COMPILED:
+        argv = ["gcc", *options, "-o", str(path), "-x", "c", "-", *libraries]
+        subprocess.run(argv, input=source, text=True, check=True)
+        _COMPILED[key] = path.read_bytes()
+        return path
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o777)  # the linker's mode, less the umask
+    with os.fdopen(fd, "wb") as out:
+        out.write(_COMPILED[key])
+    return path
+
+
 def shared_library(path: Path, soname: str) -> Path:
     """A real, loadable ELF shared object with ``soname``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     symbol = "tfgpu_test_" + "".join(c if c.isalnum() else "_" for c in soname)
-    subprocess.run(
-        ["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(path), "-x", "c", "-"],
-        input=f"int {symbol}(void) {{ return 1; }}\n",
-        text=True,
-        check=True,
-    )
-    return path
+    return gcc(path, ["-shared", "-fPIC", f"-Wl,-soname,{soname}"], f"int {symbol}(void) {{ return 1; }}\n")
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -163,10 +180,5 @@ def fake_libcuda(directory: Path, cuda: int) -> Path:
         f"int cuDriverGetVersion(int *version) {{ *version = {cuda}; return 0; }}\n"
         "int cuInit(unsigned int flags) { return 0; }\n"
     )
-    subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(directory / "libcuda.so.1"), "-x", "c", "-"],
-        input=source,
-        text=True,
-        check=True,
-    )
+    gcc(directory / "libcuda.so.1", ["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1"], source)
     return directory
