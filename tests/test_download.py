@@ -115,3 +115,22 @@ def test_refuses_plain_http_and_unverifiable_files(tmp_path):
         download.fetch("https://example.com/cuda.run", tmp_path)
     assert caught.value.code == "unverified-download"
     assert not any(tmp_path.iterdir())
+
+
+def test_reading_a_checksum_loads_no_http_or_tls_module(tmp_path):
+    """Bundles and conda archives are checked offline: file_digest must not pay for urllib, http.client
+    and ssl, which only a download needs (they load with the transport, inside the download)."""
+    import subprocess
+    import sys
+
+    sample = tmp_path / "sample.bin"
+    sample.write_bytes(b"x" * 1024)
+    program = (
+        "import sys\n"
+        "from tfgpu.engines.download import file_digest\n"
+        f"file_digest({str(sample)!r})\n"
+        "print(sorted(m for m in ('http.client', 'ssl', 'urllib.request') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

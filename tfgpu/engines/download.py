@@ -24,7 +24,6 @@ import stat
 import time
 from pathlib import Path
 
-from tfgpu.datasource import transport
 from tfgpu.doors import trees, untrusted, urls
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
 
@@ -297,6 +296,8 @@ class Transfer:
 
     def _attempt(self) -> str:
         """One request; "" when the whole file is in ``part``, else what went wrong."""
+        # Start-up cost: as in run(): file_digest reads offline without the HTTP and TLS modules.
+        from tfgpu.datasource import transport
 
         have = _part_size(self.part)
         headers = {"Range": f"bytes={have}-"} if have else {}
