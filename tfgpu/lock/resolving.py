@@ -60,10 +60,12 @@ def compile_pins(
     index: str | None = None,
     refresh: bool = False,
     with_pylock: bool = True,
+    meanwhile=None,
 ) -> tuple[str, str]:
     """Resolve ``requirements`` for ``platform``/``python``: (requirements body with hashes, pylock.toml).
     ``index``: the index to resolve against (default :func:`index_url`); ``refresh``: no cached answers;
-    ``with_pylock``: also the PEP 751 file (else "" for it)."""
+    ``with_pylock``: also the PEP 751 file (else "" for it); ``meanwhile``: the caller's work that
+    needs no pins, done while uv resolves (``tfgpu.process.runner.Runner.run``)."""
     index = index or index_url()
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req_in = Path(tmp) / "requirements.in"
@@ -77,7 +79,9 @@ def compile_pins(
         }
         env = {name: "" for name in INDEX_VARIABLES}
         result = runner.run(
-            compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", refresh=refresh, **common), env=env
+            compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", refresh=refresh, **common),
+            env=env,
+            meanwhile=meanwhile,
         )
         if result.returncode != 0:
             raise _compile_failed(result, requirements, platform, python, runner.log_path)

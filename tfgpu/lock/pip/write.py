@@ -134,10 +134,17 @@ def write_locks(targets: list[tuple[Platform, Resolution, bool]], output: str | 
         output_dir(path.parent, output or str(path))
     rendered = []
     for platform, resolution, cpu_only in targets:
-        if reporter is not None:
-            reporter.note(f"locking TF {resolution.tensorflow} for {platform.name}, Python {resolution.python}")
+        said = f"locking TF {resolution.tensorflow} for {platform.name}, Python {resolution.python}"
         body, pylock = compile_pins(
-            list(resolution.packages.pip), platform, resolution.python, runner=runner, uv=uv, cache_dir=cache
+            list(resolution.packages.pip),
+            platform,
+            resolution.python,
+            runner=runner,
+            uv=uv,
+            cache_dir=cache,
+            # Said while uv resolves: a reporter made at its first use (the CLI's) loads its
+            # renderers then, not before uv starts.
+            meanwhile=None if reporter is None else lambda said=said: reporter.note(said),
         )
         meta = lockfile.make_meta(resolution, platform, cpu_only=cpu_only)
         path = paths[platform.name]
