@@ -445,7 +445,10 @@ def test_a_pylock_from_a_cache_behind_the_index_is_not_kept(tmp_path):
         log_path = tmp_path / "lock.log"
 
         def __init__(self, cached_requirements):
-            self.cached_requirements, self.asked = cached_requirements, []
+            self.cached_requirements, self.asked, self.logged = cached_requirements, [], []
+
+        def log(self, text):
+            self.logged.append(text)
 
         def run(self, argv, env=None, meanwhile=None):
             offline, pylock = "--offline" in argv, "pylock.toml" in argv
@@ -476,6 +479,7 @@ def test_a_pylock_from_a_cache_behind_the_index_is_not_kept(tmp_path):
     behind_runner = Runner(behind)
     assert lock(behind_runner) == (fresh, after)
     assert behind_runner.asked[-1] == ("pylock", "offline") and len(behind_runner.asked) == 4
+    assert any("behind the index" in line for line in behind_runner.logged)
 
 
 def test_a_pylock_the_cache_cannot_answer_is_asked_of_the_index(tmp_path, monkeypatch):

@@ -99,6 +99,8 @@ def compile_pins(
         if with_pylock and cached and cached[0] is not None and cached[0][0] == fresh:
             pylock = cached[0][1]  # the cache held the index's answer for every pinned version
         elif with_pylock:
+            if cached and cached[0] is not None:
+                runner.log("uv's cache was behind the index: the pylock.toml is resolved after the index's answer.")
             output = Path(tmp) / "pylock.toml"
             pylock = _pylock_of(
                 body,
@@ -132,10 +134,13 @@ def _from_the_cache(uv: str, req_in: Path, where: Path, common: dict, runner, en
     it reads fresh too."""
     where.mkdir()
     requirements, pylock = where / "requirements.txt", where / "pylock.toml"
-    if runner.run(compile_for_target(uv, req_in, requirements, offline=True, **common), env=env).returncode:
-        return None
-    if runner.run(compile_for_target(uv, req_in, pylock, pylock=True, offline=True, **common), env=env).returncode:
-        return None
+    for argv in (
+        compile_for_target(uv, req_in, requirements, offline=True, **common),
+        compile_for_target(uv, req_in, pylock, pylock=True, offline=True, **common),
+    ):
+        if runner.run(argv, env=env).returncode:
+            runner.log("uv's cache cannot answer alone (above): the pylock.toml is resolved after the index's answer.")
+            return None
     try:
         return (
             untrusted.read_text(requirements, untrusted.PIP_LOCK),
