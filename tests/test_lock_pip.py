@@ -427,6 +427,35 @@ def test_a_lock_asked_again_runs_no_uv_after_the_index_answers(tmp_path, env):
     assert pins and all(f'name = "{name}"\nversion = "{version}"' in pylock for name, version in pins.items())
 
 
+_LOADED_AT_UV = """
+import json, sys
+from tfgpu.process import runner
+
+def run(self, argv, **kwargs):
+    print(json.dumps(sorted(name for name in ("rich", "rattler", "tfgpu.lock.pip.lockfile") if name in sys.modules)))
+    sys.exit(0)
+
+runner.Runner.run = run
+from tfgpu import cli
+cli.main(sys.argv[1:])
+"""
+
+
+def test_a_lock_starts_uv_before_loading_its_renderers_and_the_install_engine(tmp_path, env):
+    """uv's run against the index is most of a lock's time, so it starts first: rich (the
+    renderers), rattler (the install engine) and the lock format load while it runs, not before.
+    A fresh interpreter, as a user's; the runner stands in for uv only to say what was loaded."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED_AT_UV, "lock", *TARGET, "--platform", "linux-64", "-o", str(tmp_path / "a.txt")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+
+
 def test_a_pylock_from_a_cache_behind_the_index_is_not_kept(tmp_path):
     """The pylock resolved from uv's cache while the index is asked is kept only where the cache's
     hashed requirements are byte for byte the index's: a cache one file behind (a wheel uploaded
