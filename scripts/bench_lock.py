@@ -8,7 +8,7 @@ Needs PyPI (``--index URL``: another index, such as the tests' local one, which 
 --python 3.12 --platform linux-64 --no-detect``, a new process each run); the anchor is the uv
 command the lock's requirements body comes from, run by hand: ``uv pip compile --generate-hashes``
 of the requirements the lock records, for the same Python, platform and index, from the same uv
-cache. One untimed run of each warms the cache; then they alternate (a busy minute of this shared
+cache. The tool's modules are compiled to bytecode first, as an installed tool's are. One untimed run of each warms the cache; then they alternate (a busy minute of this shared
 machine weighs on both alike), and the median and best of ``--runs`` are printed with their ratio
 (target <= 1.2x). The tool's uv cache is its own under a temporary directory (``--cache DIR`` to
 keep one between runs), so the user's caches are neither used nor changed.
@@ -85,9 +85,24 @@ def run_uv(argv: list[str], env: dict) -> float:
     return time.perf_counter() - started
 
 
+def compiled(env: dict) -> None:
+    """The tool as pip installs it: every module's bytecode beside it. A checkout run under
+    ``PYTHONDONTWRITEBYTECODE=1`` (as CI and this machine's shells set it) has none, and each timed
+    run would compile all its modules again (about 0.15 s here): the compiler timed, not the lock."""
+    where = subprocess.run(
+        [sys.executable, "-c", "import tfgpu, os; print(os.path.dirname(tfgpu.__file__))"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout.strip()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", where], capture_output=True, env=env, check=True)
+
+
 def bench_lock(runs: int, tf: str, python: str, env: dict, cache: Path) -> None:
     from tfgpu.process.childenv import INDEX_VARIABLES
 
+    compiled(env)
     with tempfile.TemporaryDirectory(prefix="bench-lock-") as tmp:
         out = Path(tmp) / "tf.txt"
         tool("lock", *selectors(tf, python), "-o", str(out), env=env)  # warms uv's cache

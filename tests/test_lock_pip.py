@@ -404,21 +404,111 @@ def test_the_tools_source_checkout_is_found_from_the_package():
         assert source_checkout() is None
 
 
-def test_the_pylock_is_resolved_from_the_answers_the_requirements_run_fetched(tmp_path, env):
-    """A lock asks the index once: uv resolves the hashed requirements, then the pylock.toml from
-    the answers that run left in its cache (``--offline``); side by side, the two runs asked every
-    page twice and a lock took 1.5x uv's own time. Both files pin the same versions."""
+def test_a_lock_asked_again_runs_no_uv_after_the_index_answers(tmp_path, env):
+    """A lock asks the index once. While uv asks it, the hashed requirements and the pylock.toml are
+    resolved from uv's cache alone (``--offline``); where those requirements are what the index
+    answered, the pylock is kept and no uv runs after the index's answer. A first lock (a cold
+    cache) resolves the pylock from the answers its own run fetched. Both files pin the same versions."""
     path = tmp_path / "team.txt"
-    done = run_tool("lock", *TARGET, "--platform", "linux-64", "-o", str(path), env=env)
-    assert done.returncode == 0, done.stderr
-    [log] = Path(env["TFGPU_LOG_DIR"]).glob("lock-*.log")
+    logs = Path(env["TFGPU_LOG_DIR"])
+    for _ in ("first", "again"):
+        for log in logs.glob("lock-*.log"):
+            log.unlink()
+        done = run_tool("lock", *TARGET, "--platform", "linux-64", "-o", str(path), env=env)
+        assert done.returncode == 0, done.stderr
+    [log] = logs.glob("lock-*.log")
     commands = [line for line in log.read_text().splitlines() if line.startswith("$ ")]
-    assert len(commands) == 2, commands  # the requirements, then the pylock: no retry against the index
+    assert len(commands) == 3, commands  # the index's run and the cache's two: no pylock run after them
     assert "--generate-hashes" in commands[0] and "--offline" not in commands[0]
-    assert "--format pylock.toml" in commands[1] and "--offline" in commands[1]
+    assert "--generate-hashes" in commands[1] and "--offline" in commands[1]
+    assert "--format pylock.toml" in commands[2] and "--offline" in commands[2]
     pylock = (tmp_path / "pylock.linux-64.toml").read_text()
     pins = pip_lock.read(path).pins()
     assert pins and all(f'name = "{name}"\nversion = "{version}"' in pylock for name, version in pins.items())
+
+
+_LOADED_AT_UV = """
+import json, sys
+from tfgpu.process import runner
+
+def run(self, argv, **kwargs):
+    print(json.dumps(sorted(name for name in ("rich", "rattler", "tfgpu.lock.pip.lockfile") if name in sys.modules)))
+    sys.exit(0)
+
+runner.Runner.run = run
+from tfgpu import cli
+cli.main(sys.argv[1:])
+"""
+
+
+def test_a_lock_starts_uv_before_loading_its_renderers_and_the_install_engine(tmp_path, env):
+    """uv's run against the index is most of a lock's time, so it starts first: rich (the
+    renderers), rattler (the install engine) and the lock format load while it runs, not before.
+    A fresh interpreter, as a user's; the runner stands in for uv only to say what was loaded."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED_AT_UV, "lock", *TARGET, "--platform", "linux-64", "-o", str(tmp_path / "a.txt")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+
+
+def test_a_pylock_from_a_cache_behind_the_index_is_not_kept(tmp_path):
+    """The pylock resolved from uv's cache while the index is asked is kept only where the cache's
+    hashed requirements are byte for byte the index's: a cache one file behind (a wheel uploaded
+    since) gives way to a pylock resolved after the index's answer. The runner stands in for uv:
+    which answer a live index gives mid-run is no test's to order."""
+    from tfgpu.doors.requirements import requirement
+    from tfgpu.lock import resolving
+    from tfgpu.lock.platforms import PLATFORMS
+
+    fresh = "absl-py==2.5.1 \\\n    --hash=sha256:" + "1" * 64 + " \\\n    --hash=sha256:" + "2" * 64 + "\n"
+    behind = "absl-py==2.5.1 \\\n    --hash=sha256:" + "1" * 64 + "\n"
+    from_cache = '[[packages]]\nname = "absl-py"\nversion = "2.5.1"\n# the cache\'s\n'
+    after = '[[packages]]\nname = "absl-py"\nversion = "2.5.1"\n# after the index\n'
+
+    class Runner:
+        log_path = tmp_path / "lock.log"
+
+        def __init__(self, cached_requirements):
+            self.cached_requirements, self.asked, self.logged = cached_requirements, [], []
+
+        def log(self, text):
+            self.logged.append(text)
+
+        def run(self, argv, env=None, meanwhile=None):
+            offline, pylock = "--offline" in argv, "pylock.toml" in argv
+            self.asked.append(("pylock" if pylock else "hashes", "offline" if offline else "online"))
+            if meanwhile is not None:
+                meanwhile()
+            output = Path(argv[argv.index("-o") + 1])
+            if pylock:
+                output.write_text(from_cache if "cached" in str(output) else after)
+            else:
+                output.write_text(self.cached_requirements if offline else fresh)
+            return type("Done", (), {"returncode": 0, "output": ""})()
+
+    def lock(runner):
+        return resolving.compile_pins(
+            [requirement("absl-py", what="a test's requirement")],
+            PLATFORMS["linux-64"],
+            "3.12",
+            runner=runner,
+            uv="uv",
+            cache_dir=tmp_path / "uv",
+            index=resolving.DEFAULT_INDEX,
+        )
+
+    level = Runner(fresh)
+    assert lock(level) == (fresh, from_cache)
+    assert level.asked == [("hashes", "online"), ("hashes", "offline"), ("pylock", "offline")]
+    behind_runner = Runner(behind)
+    assert lock(behind_runner) == (fresh, after)
+    assert behind_runner.asked[-1] == ("pylock", "offline") and len(behind_runner.asked) == 4
+    assert any("behind the index" in line for line in behind_runner.logged)
 
 
 def test_a_pylock_the_cache_cannot_answer_is_asked_of_the_index(tmp_path, monkeypatch):

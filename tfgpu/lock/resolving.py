@@ -60,10 +60,12 @@ def compile_pins(
     index: str | None = None,
     refresh: bool = False,
     with_pylock: bool = True,
+    meanwhile=None,
 ) -> tuple[str, str]:
     """Resolve ``requirements`` for ``platform``/``python``: (requirements body with hashes, pylock.toml).
     ``index``: the index to resolve against (default :func:`index_url`); ``refresh``: no cached answers;
-    ``with_pylock``: also the PEP 751 file (else "" for it)."""
+    ``with_pylock``: also the PEP 751 file (else "" for it); ``meanwhile``: the caller's work that
+    needs no pins, done while uv resolves (``tfgpu.process.runner.Runner.run``)."""
     index = index or index_url()
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as tmp:
         req_in = Path(tmp) / "requirements.in"
@@ -76,16 +78,29 @@ def compile_pins(
             "only_binary": only_binary,
         }
         env = {name: "" for name in INDEX_VARIABLES}
+        cached: list[tuple[str, str] | None] = []
+
+        def while_the_index_answers() -> None:
+            if meanwhile is not None:
+                meanwhile()
+            if with_pylock and not refresh:
+                cached.append(_from_the_cache(uv, req_in, Path(tmp) / "cached", common, runner, env))
+
         result = runner.run(
-            compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", refresh=refresh, **common), env=env
+            compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", refresh=refresh, **common),
+            env=env,
+            meanwhile=while_the_index_answers,
         )
         if result.returncode != 0:
             raise _compile_failed(result, requirements, platform, python, runner.log_path)
-        body = untrusted.read_text(Path(tmp) / "requirements.txt", untrusted.PIP_LOCK).replace(
-            str(req_in), "requirements.in"
-        )
+        fresh = untrusted.read_text(Path(tmp) / "requirements.txt", untrusted.PIP_LOCK)
+        body = fresh.replace(str(req_in), "requirements.in")
         pylock = ""
-        if with_pylock:
+        if with_pylock and cached and cached[0] is not None and cached[0][0] == fresh:
+            pylock = cached[0][1]  # the cache held the index's answer for every pinned version
+        elif with_pylock:
+            if cached and cached[0] is not None:
+                runner.log("uv's cache was behind the index: the pylock.toml is resolved after the index's answer.")
             output = Path(tmp) / "pylock.toml"
             pylock = _pylock_of(
                 body,
@@ -107,9 +122,38 @@ def compile_pins(
     return body, pylock
 
 
+def _from_the_cache(uv: str, req_in: Path, where: Path, common: dict, runner, env: dict) -> tuple[str, str] | None:
+    """(hashed requirements, pylock.toml) resolved by uv from its cache alone (``--offline``), in
+    that order, while the index is asked for the same requirements: a lock asked again costs one
+    round of requests and no uv run after it. None where the cache cannot answer (a first lock).
+
+    The pylock is kept only where these requirements are byte for byte what the index answered
+    (:func:`compile_pins`): the same versions and the hash of every file of each, so the file lists
+    the pylock was made from are the index's. The index's run only ever replaces cached answers by
+    fresher ones, and the pylock is resolved after these requirements: an answer they read fresh,
+    it reads fresh too."""
+    where.mkdir()
+    requirements, pylock = where / "requirements.txt", where / "pylock.toml"
+    for argv in (
+        compile_for_target(uv, req_in, requirements, offline=True, **common),
+        compile_for_target(uv, req_in, pylock, pylock=True, offline=True, **common),
+    ):
+        if runner.run(argv, env=env).returncode:
+            runner.log("uv's cache cannot answer alone (above): the pylock.toml is resolved after the index's answer.")
+            return None
+    try:
+        return (
+            untrusted.read_text(requirements, untrusted.PIP_LOCK),
+            untrusted.read_text(pylock, untrusted.PIP_LOCK),
+        )
+    except untrusted.Unreadable:
+        return None
+
+
 def _pylock_of(body: str, offline: tuple, online: tuple, output: Path, runner, env: dict, failure) -> str:
-    """The PEP 751 file of the same resolution as ``body``: resolved by uv (``offline``) from the
-    index answers the requirements' run has just put in its cache: no second round of requests,
+    """The PEP 751 file of the same resolution as ``body``, where the cache could not answer while
+    the index was asked (:func:`_from_the_cache`): resolved by uv (``offline``) from the index
+    answers the requirements' run has just put in its cache: no second round of requests,
     which made a lock 1.5x uv's own time when both ran side by side on a busy machine. Asked of the
     index again (``online``) where the cache cannot answer or answers other versions (another uv
     run changed it meanwhile); ``failure(result)``: the error to raise when that fails too. The two

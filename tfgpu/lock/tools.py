@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from tfgpu.cache import uv_cache
 from tfgpu.engines.uv import find_uv
-from tfgpu.installers.engine import uv_missing
 from tfgpu.process.runner import Runner
 
 
@@ -13,6 +12,9 @@ def tools(operation: str):
     """(runner, uv binary, uv cache dir) for a lock or bundle operation; the log names ``operation``."""
     uv = find_uv()
     if uv is None:
+        # Start-up cost: a lock starts uv first; tfgpu.installers.engine (rattler with it) is for installing.
+        from tfgpu.installers.engine import uv_missing
+
         raise uv_missing("Locking")
     runner, chosen = Runner.for_operation(operation), uv_cache(uv)
     runner.log(f"uv cache: {chosen.path} ({chosen.why})")

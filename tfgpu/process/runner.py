@@ -181,6 +181,7 @@ class Runner:
         clean: bool = True,
         quiet: bool = False,
         screen: Callable[[str], None] | None = None,
+        meanwhile: Callable[[], object] | None = None,
     ) -> Completed:
         """Run ``argv``; stdout and stderr merged, streamed line by line to ``on_line``.
 
@@ -194,6 +195,8 @@ class Runner:
         half-written in its cache removed (said on the interrupt: ``tfgpu.process.interrupts.tell``), and the
         interrupt propagates. A uv command that downloads and falls below the floor on progress is
         stopped: return code 124, ``stalled`` saying why.
+        ``meanwhile``: the tool's own work that needs no answer from the child, done while it runs
+        (its output waits in the pipe); an interrupt or error there stops and reaps the child too.
         """
         # Start-up cost: `doctor` loads this module but not shlex, subprocess.
         import shlex
@@ -277,6 +280,8 @@ class Runner:
                     child.stdin.close()
                 except BrokenPipeError:
                     pass
+            if meanwhile is not None:
+                meanwhile()
             if terminal is not None and screen is not None:  # a terminal is opened only for a screen
                 read_terminal(terminal[0], screen, Printed(lines, on_line))
             else:
@@ -407,12 +412,6 @@ class Runner:
         return 128 - returncode if returncode < 0 else returncode
 
 
-def _text(value) -> str:
-    if value is None:
-        return ""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
 def _kill(child: subprocess.Popen) -> None:
     with contextlib.suppress(OSError):
         child.kill()
@@ -485,6 +484,8 @@ class RecordingRunner(Runner):
         return Completed(argv, 0, "")
 
     def run(self, argv, **kwargs) -> Completed:  # noqa: D102 - see Runner.run
+        if kwargs.get("meanwhile"):
+            kwargs["meanwhile"]()
         done = self._answer(tuple(str(a) for a in argv))
         if kwargs.get("on_line"):
             for line in done.output.splitlines():

@@ -9,6 +9,7 @@ from tfgpu import lock, results
 from tfgpu.cli.commands.plan import host_of
 from tfgpu.cli.output import render
 from tfgpu.errors import UsageError
+from tfgpu.progress import Reporter
 from tfgpu.project import Project
 from tfgpu.settings import Settings
 
@@ -23,12 +24,44 @@ def needs_platforms(settings: Settings) -> None:
         )
 
 
+class Deferred(Reporter):
+    """The console reporter, made when something is first reported: a pip lock reports only once
+    uv is resolving, so the renderers (rich) load while uv works instead of before it starts."""
+
+    def __init__(self) -> None:
+        self._reporter: Reporter | None = None
+
+    def _made(self) -> Reporter:
+        if self._reporter is None:
+            self._reporter = render().ConsoleReporter()
+        return self._reporter
+
+    def step(self, index, total, title):
+        self._made().step(index, total, title)
+
+    def output(self, line):
+        self._made().output(line)
+
+    def done(self, index, total, title, seconds):
+        self._made().done(index, total, title, seconds)
+
+    def note(self, message):
+        self._made().note(message)
+
+    def transfer(self, label, done, total):
+        self._made().transfer(label, done, total)
+
+    def close(self):
+        if self._reporter is not None:
+            self._reporter.close()
+
+
 def cmd_lock(settings: Settings) -> results.Result:
     """``lock``: one hashed lock per --platform (pip), or one conda-lock.yml for all (conda)."""
     if settings.check:
         return lock_check(settings)
     needs_platforms(settings)
-    reporter = render().ConsoleReporter()
+    reporter = Deferred()
     try:
         written = lock.write(
             mode=settings.selectors.mode,

@@ -16,7 +16,6 @@ from tfgpu.doors import untrusted
 from tfgpu.doors.controls import shown
 from tfgpu.doors.paths import output_dir, write_outputs
 from tfgpu.errors import ImpossibleError
-from tfgpu.lock.pip import lockfile
 from tfgpu.lock.platforms import Platform
 from tfgpu.lock.resolving import compile_pins
 from tfgpu.lock.tools import tools
@@ -123,6 +122,17 @@ def _refuse_anothers_pylock(lock: Path, pylock: Path, body: str) -> None:
     )
 
 
+def _while_uv_resolves(reporter, said: str) -> None:
+    """What a lock does while uv resolves rather than before uv starts: it says what is being locked
+    (a reporter made at its first use, as the CLI's is, loads its renderers then) and loads the lock
+    format (packaging's requirement parser with it)."""
+    # Start-up cost: the lock format is needed only once uv has answered.
+    from tfgpu.lock.pip import lockfile  # noqa: F401
+
+    if reporter is not None:
+        reporter.note(said)
+
+
 def write_locks(targets: list[tuple[Platform, Resolution, bool]], output: str | None, reporter=None) -> PipLocks:
     """Lock each ``(platform, resolution, cpu_only)``; returns what was written.
 
@@ -134,11 +144,19 @@ def write_locks(targets: list[tuple[Platform, Resolution, bool]], output: str | 
         output_dir(path.parent, output or str(path))
     rendered = []
     for platform, resolution, cpu_only in targets:
-        if reporter is not None:
-            reporter.note(f"locking TF {resolution.tensorflow} for {platform.name}, Python {resolution.python}")
+        said = f"locking TF {resolution.tensorflow} for {platform.name}, Python {resolution.python}"
         body, pylock = compile_pins(
-            list(resolution.packages.pip), platform, resolution.python, runner=runner, uv=uv, cache_dir=cache
+            list(resolution.packages.pip),
+            platform,
+            resolution.python,
+            runner=runner,
+            uv=uv,
+            cache_dir=cache,
+            meanwhile=lambda said=said: _while_uv_resolves(reporter, said),
         )
+        # Start-up cost: loaded while uv resolved (_while_uv_resolves), not before uv started.
+        from tfgpu.lock.pip import lockfile
+
         meta = lockfile.make_meta(resolution, platform, cpu_only=cpu_only)
         path = paths[platform.name]
         rendered.append((platform, path, lockfile.render(meta, body, str(path)), pylock))
