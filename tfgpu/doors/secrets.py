@@ -106,6 +106,8 @@ def _split(url: str) -> tuple[str, str, str, str, str]:
 
 def _decoded(text: str) -> str:
     """``text`` percent-decoded, as a server reads a path segment or a query key (``%74`` is ``t``)."""
+    if "%" not in text:  # nothing encoded: no pattern compiled for every path segment of a plain URL
+        return text
     return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
 
 
@@ -137,7 +139,9 @@ def forms(url: str) -> list[str]:
     if "@" in authority:
         found.append("userinfo")
     # The fragment too: an OAuth-style ``#access_token=`` is a credential wherever it is written.
-    if any(_is_credential_key(part) for part in re.split(r"[&;]", query[1:]) + re.split(r"[&;]", fragment[1:])):
+    # An empty query or fragment holds no key (an empty key is no credential's): not split at all.
+    given = [part for part in (query[1:], fragment[1:]) if part]
+    if any(_is_credential_key(pair) for part in given for pair in re.split(r"[&;]", part)):
         found.append("query")
     return found
 
