@@ -207,10 +207,11 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
     except untrusted.Unreadable:
         return None
     head = len(_MAGIC) + 32
-    if len(blob) <= head or not blob.startswith(_MAGIC) or _digest(blob[head:]).digest() != blob[len(_MAGIC) : head]:
+    body = memoryview(blob)[head:]  # not a copy: half a megabyte, its pages touched anew on each run
+    if len(blob) <= head or not blob.startswith(_MAGIC) or _digest(body).digest() != blob[len(_MAGIC) : head]:
         return None
     try:
-        value = marshal.loads(blob[head:])
+        value = marshal.loads(body)
     except (ValueError, EOFError, TypeError):
         return None
     if not isinstance(value, dict) or set(value) != names or not all(isinstance(v, bytes) for v in value.values()):
