@@ -234,7 +234,8 @@ def redact(text: str, environ=None) -> str:
         return text
     # Each pattern runs only where the text holds a character it cannot match without (a step's
     # output is judged afresh before the next): a plan's JSON, with no ``@`` and no query, is not
-    # scanned by the userinfo patterns, whose backtracking cost more than the rest of the redaction.
+    # scanned by the userinfo patterns (compiling them and backtracking over its 8 kB cost 6.7M
+    # instructions, as much as the rest of its redaction).
     if "@" in text:
         text = re.sub(_LOOSE_USERINFO, lambda match: match.group(1) + MASK + "@", text)
     if ":/" in text or ":\\" in text:
