@@ -122,6 +122,10 @@ def _install(cls: Any, names: tuple[str, ...], defaults: dict, frozen: bool, hid
     def __init__(self, *args, **kwargs):
         if not kwargs and len(args) == count:  # the tables' rows: hundreds a command, all positional
             vars(self).update(zip(names, args, strict=True))
+        elif not args and len(kwargs) == count and known.issuperset(kwargs):
+            # Every field by name (a release's wheels, replace()): nothing to fill in or refuse, so
+            # not _values' walk; in field order, as _values sets them.
+            vars(self).update({name: kwargs[name] for name in names})
         else:
             vars(self).update(_values(args, kwargs))
         if post_init is not None:

@@ -33,10 +33,14 @@ from tfgpu.errors import UsageError
 
 MAX_TABLE_BYTES = untrusted.DATA_TABLE.limit
 # Raised when what parsing checks changes: a cache written without a check is then parsed afresh.
-_MAGIC = b"TFGPU-TABLES-5\n"
+_MAGIC = b"TFGPU-TABLES-6\n"
+_APART = {"arch_support.toml": ("fatbin",)}
+"""Top-level keys the cache also keeps on their own, beside their whole table, for a command that
+reads only them: a plan reads arch_support.toml's ten ``[[fatbin]]`` rows (3 kB) and not its
+``[[arch]]`` answers (190 kB, 5.4M instructions and 700 kB of memory to decode)."""
 
 
-def _digest(data: bytes = b""):
+def _digest(data: bytes | memoryview = b""):
     """A 32-byte BLAKE2b hash object. ``_blake2`` is what ``hashlib`` serves it from; importing it
     alone spares every command that reads a table ``hashlib``'s OpenSSL set-up: 11.0M instructions
     against 0.3M (callgrind; a bare ``python -c pass`` is 39M), a twentieth of ``plan``."""
@@ -54,6 +58,16 @@ def load(name: str) -> dict:
     if isinstance(table, bytes):  # from the cache, each table kept apart: a command decodes what it reads
         table = tables[name] = marshal.loads(table)
     return table
+
+
+def load_part(name: str, key: str, default=None):
+    """``load(name).get(key, default)``, decoding only that key where the cache keeps it apart
+    (:data:`_APART`) and the whole table has not been decoded already."""
+    tables = _tables()
+    part = tables.get(f"{name}:{key}")
+    if isinstance(part, bytes) and isinstance(tables[name], bytes):
+        return marshal.loads(part).get(key, default)
+    return load(name).get(key, default)
 
 
 _DERIVED: list = []
@@ -207,13 +221,19 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
     except untrusted.Unreadable:
         return None
     head = len(_MAGIC) + 32
-    if len(blob) <= head or not blob.startswith(_MAGIC) or _digest(blob[head:]).digest() != blob[len(_MAGIC) : head]:
+    body = memoryview(blob)[head:]  # not a copy: half a megabyte, its pages touched anew on each run
+    if len(blob) <= head or not blob.startswith(_MAGIC) or _digest(body).digest() != blob[len(_MAGIC) : head]:
         return None
     try:
-        value = marshal.loads(blob[head:])
+        value = marshal.loads(body)
     except (ValueError, EOFError, TypeError):
         return None
-    if not isinstance(value, dict) or set(value) != names or not all(isinstance(v, bytes) for v in value.values()):
+    apart = {f"{name}:{key}" for name, keys in _APART.items() if name in names for key in keys}
+    if (
+        not isinstance(value, dict)
+        or set(value) != names | apart
+        or not all(isinstance(v, bytes) for v in value.values())
+    ):
         return None
     return value
 
@@ -226,7 +246,12 @@ def _write_cache(path: Path, parsed: dict) -> None:
 
     # Start-up cost: `plan` loads this module but not tfgpu.doors.trees (only a write needs it).
 
-    payload = marshal.dumps({name: marshal.dumps(table) for name, table in parsed.items()})
+    blobs = {name: marshal.dumps(table) for name, table in parsed.items()}
+    for name, keys in _APART.items():
+        for key in keys if name in parsed else ():
+            # {key: value} (or {} where the table has none): load_part answers its default then
+            blobs[f"{name}:{key}"] = marshal.dumps({key: parsed[name][key]} if key in parsed[name] else {})
+    payload = marshal.dumps(blobs)
     try:
         tag_cache(path.parent.parent)  # a cache root made now is tagged as the tool's (cache prune|clean)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -20,8 +20,11 @@ request before running them. Some characters make what is seen differ from what 
 
 Every module that cleans, escapes or refuses such characters takes them from here, so the set is
 widened in one place; :func:`shown` is how any layer puts untrusted text into a message. This module
-imports only ``re`` (every layer may use it), and builds no pattern until asked: ``plan`` imports
-:mod:`tfgpu.doors.requirements`, which checks with the set alone.
+imports only ``re`` (every layer may use it), and builds nothing until asked: neither the set of its
+6,292 characters (:data:`CHARACTERS`, made on first use: 10.5M instructions, a quarter of a bare
+``python -c pass``) nor a pattern. Text that is all ASCII, what nearly every check meets, is judged
+without either: among ASCII characters, :data:`RANGES` holds exactly those ``str.isprintable``
+refuses (C0 and DEL).
 """
 
 from __future__ import annotations
@@ -52,13 +55,29 @@ RANGES = (
 )
 """Inclusive code point ranges."""
 
-CHARACTERS = frozenset(chr(code) for low, high in RANGES for code in range(low, high + 1))
-"""Every character of :data:`RANGES`."""
+CHARACTERS: frozenset[str]
+"""Every character of :data:`RANGES` (made on first use: :func:`__getattr__`)."""
+
+
+def _characters() -> frozenset[str]:
+    made = globals().get("CHARACTERS")
+    if made is None:
+        made = frozenset(chr(code) for low, high in RANGES for code in range(low, high + 1))
+        globals()["CHARACTERS"] = made  # one set a process: later reads find the module's attribute
+    return made
+
+
+def __getattr__(name: str) -> frozenset[str]:
+    if name == "CHARACTERS":
+        return _characters()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def has_control(text: str) -> bool:
     """Whether ``text`` holds one of :data:`CHARACTERS`."""
-    return not CHARACTERS.isdisjoint(text)
+    if text.isascii():
+        return not text.isprintable()  # an ASCII character is in RANGES exactly when it is not printable
+    return not _characters().isdisjoint(text)
 
 
 def character_class(keep: str = "") -> str:
@@ -76,7 +95,7 @@ _CLASSES: dict[str, str] = {}
 
 
 def _build_class(keep: str) -> str:
-    codes = sorted(ord(char) for char in CHARACTERS - set(keep))
+    codes = sorted(ord(char) for char in _characters() - set(keep))
     parts, start = [], None
     for index, code in enumerate(codes):
         if start is None:
@@ -114,9 +133,14 @@ def _escaped(match: re.Match[str]) -> str:
 def shown(text: object) -> str:
     """``text`` (a name, a path, a line read from disk) as it may reach a terminal or a message: every
     control character escaped, newlines and tabs included, so it stays one line of plain characters."""
-    return _pattern("").sub(_escaped, str(text))
+    text = str(text)
+    if not has_control(text):  # nothing to escape: no pattern built (a plan's messages, its paths)
+        return text
+    return _pattern("").sub(_escaped, text)
 
 
 def defused(text: str) -> str:
     """``text`` with every control character but newline and tab escaped (the tool's own layout)."""
+    if not has_control(text):
+        return text
     return _pattern("\n\t").sub(_escaped, text)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from tfgpu.doors.controls import CHARACTERS as _CONTROL
+from tfgpu.doors import controls
 from tfgpu.errors import UsageError
 from tfgpu.versions import Range
 
@@ -34,17 +34,25 @@ _NAME_FLAGS = re.IGNORECASE | re.ASCII
 _CONDA_NAME = r"[a-z0-9_][a-z0-9_.-]*"
 _CONDA_VERSION = r"[0-9A-Za-z.*+_!=<>~,|]+"
 _CONDA_BUILD = r"[A-Za-z0-9_.*]+"
-# tfgpu.doors.controls' set (C0, DEL, C1, line separators, bidirectional controls, the BOM) is checked as
-# a set, not a pattern, as each compiled pattern costs every ``plan`` its compilation.
+# tfgpu.doors.controls' set (C0, DEL, C1, line separators, bidirectional controls, the BOM) is checked
+# through controls.has_control, not a pattern, as each compiled pattern costs every ``plan`` its
+# compilation, and without building the set for ASCII text (every requirement the tables hold).
+
+
+def __getattr__(name: str) -> frozenset[str]:
+    """``_CONTROL``: the set this door checks with, controls' own (built when first read)."""
+    if name == "_CONTROL":
+        return controls.CHARACTERS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _has_control(text: str) -> bool:
-    return any(char in _CONTROL for char in text)
+    return controls.has_control(text)
 
 
 def _unsafe(text: str) -> bool:
     """Whitespace (what ``\\s`` matches: ``str.isspace``) or a control character."""
-    return any(char in _CONTROL or char.isspace() for char in text)
+    return controls.has_control(text) or any(char.isspace() for char in text)
 
 
 _SPEC = r"(?:==|!=|<=|>=|~=|<|>)[0-9][0-9A-Za-z.*+!_-]*"

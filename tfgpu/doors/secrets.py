@@ -51,13 +51,15 @@ QUERY_KEYS = frozenset(
 )
 """Query keys whose value is a credential (compared lower-case)."""
 
+# The patterns are kept as text and compiled on first use (``re``'s own cache): compiling them all
+# cost every command that imports this door (``plan`` does, to redact its output) 9.7M instructions,
+# a quarter of a bare ``python -c pass``.
+
 # Any other key that names a credential, as servers and signed-URL schemes spell them: NVIDIA's
 # download links carry ``?t=<jwt>``, S3 and CDNs ``X-Amz-Signature``/``sig``, others ``auth``, ``key``,
 # ``pwd``, ``client_secret``, ``id_token``. A key that merely looks like one is masked too: showing
 # ``***`` for a harmless value costs less than printing a password the list did not know.
-_CREDENTIAL_KEY = re.compile(
-    r"t|sig|key|auth|pwd|passwd|pass|jwt|.*(token|secret|passw|api[-_]?key|credential|signature|auth).*"
-)
+_CREDENTIAL_KEY = r"t|sig|key|auth|pwd|passwd|pass|jwt|.*(token|secret|passw|api[-_]?key|credential|signature|auth).*"
 
 # A URL inside text: a scheme, then everything up to whitespace, a quote or a bracket. The slashes
 # after the scheme are read as a browser and WHATWG-style parsers read them: ``http:/u:p@host`` and
@@ -65,25 +67,22 @@ _CREDENTIAL_KEY = re.compile(
 # A scheme is short; bounding it keeps every search linear in a megabyte of text without one.
 _SCHEME = r"[A-Za-z][A-Za-z0-9+.-]{0,31}:[/\\]{1,8}"
 _SCHEME_GROUP = "(" + _SCHEME + ")"
-_URL = re.compile(_SCHEME + r"[^\s'\"<>`]+")
+_URL = _SCHEME + r"[^\s'\"<>`]+"
 # Names of variables whose value is a credential: the engines' own and the common conventions.
-_VARIABLE = re.compile(
+_VARIABLE = (
     r"(CONDA_TOKEN|ANACONDA_API_TOKEN|ANACONDA_TOKEN|UV_INDEX_.+_(USERNAME|PASSWORD)"
-    r"|.*_(TOKEN|PASSWORD|PASSWD|SECRET|API_KEY|APIKEY|AUTH))",
-    re.IGNORECASE,
-)
+    r"|.*_(TOKEN|PASSWORD|PASSWD|SECRET|API_KEY|APIKEY|AUTH))"
+)  # matched with re.IGNORECASE
 # ``user:password@host`` written without a scheme (``--insecure-host u:p@mirror``, a channel
 # ``u:p@host/chan``): refused as a host or a channel, but the password is the user's all the same.
-_BARE_USERINFO = re.compile(
-    r"(?<![A-Za-z0-9+.\-:/\\@*])[^\s'\"<>`@/\\:]{1,256}:[^\s'\"<>`@/\\]{1,256}@(?=[A-Za-z0-9\[])"
-)
+_BARE_USERINFO = r"(?<![A-Za-z0-9+.\-:/\\@*])[^\s'\"<>`@/\\:]{1,256}:[^\s'\"<>`@/\\]{1,256}@(?=[A-Za-z0-9\[])"
 # The userinfo of a URL whose password holds a character that ends a URL in text (a quote, a space,
 # ``<``): the URL pattern stops there and would leave the rest of the password, or all of it, shown.
 # Everything from the scheme's slashes to the last ``@`` before the path is the userinfo.
-_LOOSE_USERINFO = re.compile(_SCHEME_GROUP + r"[^/\\?#\r\n]{0,256}@")
+_LOOSE_USERINFO = _SCHEME_GROUP + r"[^/\\?#\r\n]{0,256}@"
 # A query pair cut off its URL (``… /simple ?token=<t>`` in a child's or a user's log): masked
 # the same as in a URL when its key names a credential.
-_BARE_PAIR = re.compile(r"([?&;#])([A-Za-z0-9_.%+-]+=)([^\s&;#'\"<>`]+)")
+_BARE_PAIR = r"([?&;#])([A-Za-z0-9_.%+-]+=)([^\s&;#'\"<>`]+)"
 _SHORTEST = 8
 """A variable's value shorter than this is not looked for in text: a short value (``user``, ``enabled``)
 would mask, or refuse, ordinary words; a real token or password is longer."""
@@ -107,6 +106,8 @@ def _split(url: str) -> tuple[str, str, str, str, str]:
 
 def _decoded(text: str) -> str:
     """``text`` percent-decoded, as a server reads a path segment or a query key (``%74`` is ``t``)."""
+    if "%" not in text:  # nothing encoded: no pattern compiled for every path segment of a plain URL
+        return text
     return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
 
 
@@ -114,7 +115,7 @@ def _is_credential_key(part: str) -> bool:
     """``part`` (``key=value`` of a query) has a credential's key, read as a server reads it
     (percent-decoded: ``%74oken`` is ``token``)."""
     key = _decoded(part.split("=", 1)[0]).strip().lower()
-    return key in QUERY_KEYS or _CREDENTIAL_KEY.fullmatch(key) is not None
+    return key in QUERY_KEYS or re.fullmatch(_CREDENTIAL_KEY, key) is not None
 
 
 def _token_index(segments: list[str]) -> int | None:
@@ -138,7 +139,9 @@ def forms(url: str) -> list[str]:
     if "@" in authority:
         found.append("userinfo")
     # The fragment too: an OAuth-style ``#access_token=`` is a credential wherever it is written.
-    if any(_is_credential_key(part) for part in re.split(r"[&;]", query[1:]) + re.split(r"[&;]", fragment[1:])):
+    # An empty query or fragment holds no key (an empty key is no credential's): not split at all.
+    given = [part for part in (query[1:], fragment[1:]) if part]
+    if any(_is_credential_key(pair) for part in given for pair in re.split(r"[&;]", part)):
         found.append("query")
     return found
 
@@ -208,7 +211,11 @@ def _without_keys(part: str, mark: str, mask: str | None) -> str:
 def _variable_values(environ=None) -> list[str]:
     environ = os.environ if environ is None else environ
     return sorted(
-        {value for name, value in environ.items() if _VARIABLE.fullmatch(name) and len(value) >= _SHORTEST},
+        {
+            value
+            for name, value in environ.items()
+            if re.fullmatch(_VARIABLE, name, re.IGNORECASE) and len(value) >= _SHORTEST
+        },
         key=len,
         reverse=True,
     )
@@ -217,7 +224,7 @@ def _variable_values(environ=None) -> list[str]:
 def stripped(text: str) -> str:
     """``text`` (a record the tool keeps, such as an env's marker) with every URL in it without its
     credential (:func:`strip`): the engine's own authentication supplies it when the URL is used."""
-    return _URL.sub(lambda match: strip(match.group(0)), text)
+    return re.sub(_URL, lambda match: strip(match.group(0)), text)
 
 
 def redact(text: str, environ=None) -> str:
@@ -225,12 +232,22 @@ def redact(text: str, environ=None) -> str:
     credential variable set (``CONDA_TOKEN``, ``UV_INDEX_*_PASSWORD`` ...) replaced by ``***``."""
     if not isinstance(text, str):
         return text
-    text = _LOOSE_USERINFO.sub(lambda match: match.group(1) + MASK + "@", text)
-    text = _URL.sub(lambda match: masked(match.group(0)), text)
-    text = _BARE_USERINFO.sub(MASK + "@", text)
-    text = _BARE_PAIR.sub(
-        lambda m: m.group(1) + m.group(2) + (MASK if _is_credential_key(m.group(2)) else m.group(3)), text
-    )
+    # Each pattern runs only where the text holds a character it cannot match without (a step's
+    # output is judged afresh before the next): a plan's JSON, with no ``@`` and no query, is not
+    # scanned by the userinfo patterns (compiling them and backtracking over its 8 kB cost 6.7M
+    # instructions, as much as the rest of its redaction).
+    if "@" in text:
+        text = re.sub(_LOOSE_USERINFO, lambda match: match.group(1) + MASK + "@", text)
+    if ":/" in text or ":\\" in text:
+        text = re.sub(_URL, lambda match: masked(match.group(0)), text)
+    if "@" in text:
+        text = re.sub(_BARE_USERINFO, MASK + "@", text)
+    if "=" in text and ("?" in text or "&" in text or ";" in text or "#" in text):
+        text = re.sub(
+            _BARE_PAIR,
+            lambda m: m.group(1) + m.group(2) + (MASK if _is_credential_key(m.group(2)) else m.group(3)),
+            text,
+        )
     for value in _variable_values(environ):
         text = text.replace(value, MASK)
     return text
@@ -239,10 +256,10 @@ def redact(text: str, environ=None) -> str:
 def found_in(text: str, environ=None) -> list[str]:
     """What in ``text`` is a credential, each shown masked: the URLs with one (as :func:`masked`
     shows them) and ``the value of NAME`` for a credential variable whose value is there."""
-    found = [masked(match.group(0)) for match in _URL.finditer(text) if forms(match.group(0))]
+    found = [masked(match.group(0)) for match in re.finditer(_URL, text) if forms(match.group(0))]
     environ = os.environ if environ is None else environ
     for name, value in sorted(environ.items()):
-        if _VARIABLE.fullmatch(name) and len(value) >= _SHORTEST and value in text:
+        if re.fullmatch(_VARIABLE, name, re.IGNORECASE) and len(value) >= _SHORTEST and value in text:
             found.append(f"the value of {name}")
     return found
 

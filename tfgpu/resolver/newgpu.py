@@ -22,7 +22,7 @@ def ptx_table() -> dict:
 
 @derived
 def _fatbin_rows() -> dict[str, dict]:
-    return {row["tensorflow"]: row for row in tables.load_toml("arch_support.toml").get("fatbin", [])}
+    return {row["tensorflow"]: row for row in tables.load_toml_part("arch_support.toml", "fatbin", [])}
 
 
 def wheel_ptx(release: tables.Release, wheel: tables.Wheel) -> tuple[tuple[str, ...], str, str]:

@@ -8,7 +8,7 @@ the other files are curated from shared/reference/compat-facts.md.
 from __future__ import annotations
 
 from tfgpu import data
-from tfgpu.data import derived, load
+from tfgpu.data import derived, load, load_part
 from tfgpu.records import record
 from tfgpu.versions import PlainVersion, Range, parse
 
@@ -18,6 +18,12 @@ PLATFORMS = ("linux_x86_64", "linux_aarch64", "windows_x86_64", "macos_x86_64", 
 def load_toml(name: str) -> dict:
     """One data table, parsed and validated by ``tfgpu.data`` (which may cache; this module only reads)."""
     return load(name)
+
+
+def load_toml_part(name: str, key: str, default=None):
+    """One top-level key of a data table, without decoding the rest where the cache keeps it apart
+    (``tfgpu.data.load_part``)."""
+    return load_part(name, key, default)
 
 
 @record

@@ -1,0 +1,104 @@
+"""What a command's start-up leaves out, and that leaving it out changes no answer.
+
+``plan --json`` is held to a few times a bare interpreter start (``scripts/bench_plan.py``): the
+doors build their big sets and patterns only when first asked, the table cache decodes only the part
+of a table a plan reads, and the console script keeps its start-up out of the cycle collector's
+walks. Each test here holds one of those to the answer the slow way gives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tfgpu import data
+from tfgpu.doors import controls
+
+
+def _python(code: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TFGPU_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    env.pop("TFGPU_DATA_DIR", None)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_ascii_check_agrees_with_the_set_for_every_character():
+    """has_control judges ASCII text without the set: for every code point, alone and inside ASCII
+    text, it answers what the set answers."""
+    characters = controls.CHARACTERS
+    for code in range(0x110000):
+        char = chr(code)
+        assert controls.has_control(char) == (char in characters), hex(code)
+    for char in ("\x00", "\t", "\n", "\x1f", "\x7f", "\x9f", "\u202e", "\ufeff", "\U000e0041", "a", "é"):
+        assert controls.has_control(f"plain {char} text") == (char in characters)
+    assert not controls.has_control("")
+
+
+def test_shown_and_defused_return_text_without_controls_as_it_is():
+    for text in ("tensorflow==2.21.0", "/tmp/a b/é", "", "naïve\u00a0name"):
+        assert controls.shown(text) == text and controls.defused(text) == text
+    assert controls.shown("a\nb\u202e") == "a\\nb\\u202e" and controls.defused("a\nb\x1b") == "a\nb\\x1b"
+
+
+def test_importing_the_doors_builds_no_set_and_compiles_no_pattern(tmp_path):
+    done = _python(
+        "import json, re\n"
+        "from tfgpu.doors import controls, requirements, secrets\n"
+        "patterns = [name for module in (controls, requirements, secrets)\n"
+        "            for name, value in vars(module).items() if isinstance(value, re.Pattern)]\n"
+        "built = 'CHARACTERS' in vars(controls)\n"
+        "requirements._CONTROL\n"  # read: built now, and the door's set is controls' own
+        "print(json.dumps([patterns, built, requirements._CONTROL is controls.CHARACTERS]))\n",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [[], False, True]
+
+
+def test_the_console_script_runs_its_command_with_the_collector_on(tmp_path):
+    """entry() pauses the collector for the start-up only: the command (a long create, a repair)
+    runs with it on, over what the command makes; main() called in-process leaves it as it is."""
+    done = _python(
+        "import gc, json, sys\n"
+        "import tfgpu.cli.commands.plan as plan\n"
+        "seen = []\n"
+        "real = plan.cmd_plan\n"
+        "def watched(settings):\n"
+        "    seen.append([gc.isenabled(), gc.get_freeze_count() > 0])\n"
+        "    return real(settings)\n"
+        "plan.cmd_plan = watched\n"
+        "from tfgpu.cli import entry, main\n"
+        "gc.unfreeze()\n"
+        "main(['plan', '--tf', '2.21', '--json', '--no-detect'])\n"
+        "sys.stderr.write(json.dumps(seen) + '\\n')\n"
+        "sys.argv[1:] = ['plan', '--tf', '2.21', '--json', '--no-detect']\n"
+        "try:\n"
+        "    entry()\n"
+        "finally:\n"
+        "    sys.stderr.write(json.dumps(seen) + '\\n')\n",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    in_process, whole = (json.loads(line) for line in done.stderr.strip().splitlines()[-2:])
+    assert in_process == [[True, False]]
+    assert whole == [[True, False], [True, True]]
+
+
+def test_a_part_kept_apart_reads_as_the_whole_tables_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TFGPU_DATA_DIR", raising=False)
+    try:
+        for _run in ("parsed", "cached"):  # the first run writes the cache the second reads
+            data.clear()
+            (name, keys), *_ = data._APART.items()
+            for key in keys:
+                part = data.load_part(name, key)
+                assert part is not None and part == data.load(name)[key]
+                assert data.load_part(name, key) == part  # also once the whole table is decoded
+            assert data.load_part(name, "no-such-key", "default") == "default"
+        assert isinstance(data._tables()[f"{name}:{keys[0]}"], bytes)  # read from the cache
+    finally:
+        data.clear()
