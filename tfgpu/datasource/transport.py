@@ -405,7 +405,7 @@ class _Watchdog:
         if self.expired:
             raise Failure("the deadline passed while the answer was read", expired=True)
         if self.headless:
-            raise Failure(f"no status line and headers within {self.headless:g} s")
+            raise Failure(f"no status line and headers within {self.headless:g} s (the deadline for an answer's head)")
 
     def stop(self) -> None:
         self.headed()
