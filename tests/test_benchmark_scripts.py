@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 import wheelhouse
 
+import tfgpu
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 HANG = 900
@@ -149,8 +151,9 @@ def test_measure_disk_prints_what_an_env_shares_with_the_caches(tmp_path):
 def test_measure_bytecode_prints_files_compiled_and_reused(tmp_path):
     # Two copies of one package's sources, other inodes and times: what two uv cache entries hold.
     first, second = tmp_path / "first", tmp_path / "second"
-    shutil.copytree(ROOT / "tfgpu" / "resolver", first / "resolver", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "tfgpu" / "resolver", second / "resolver", ignore=shutil.ignore_patterns("__pycache__"))
+    sources = Path(tfgpu.__file__).parent / "resolver"  # the package under test (checkout or wheel)
+    shutil.copytree(sources, first / "resolver", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(sources, second / "resolver", ignore=shutil.ignore_patterns("__pycache__"))
     out = run_script("measure_bytecode.py", "--first", str(first), "--second", str(second), env=tool_env(tmp_path))
     assert re.search(r"\d+ compiled", out) and re.search(r"\d+ reused", out), out
 
