@@ -8,11 +8,11 @@ page, and an anchor that is the slug of one of the target page's headings.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+import scriptmodule
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
@@ -22,10 +22,7 @@ SCRIPT = re.compile(r"\bscripts/[A-Za-z0-9_./-]+\.(?:py|sh)\b")
 
 
 def _gen_docs():
-    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scriptmodule.load("gen_docs")
 
 
 def _prose(text: str) -> str:
@@ -155,10 +152,7 @@ def test_the_exit_code_page_lists_every_registered_code():
 
 
 def _gen_test_map():
-    spec = importlib.util.spec_from_file_location("gen_test_map", ROOT / "scripts" / "gen_test_map.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scriptmodule.load("gen_test_map")
 
 
 def test_the_module_to_tests_map_is_current():

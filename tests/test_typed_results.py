@@ -5,13 +5,12 @@ parsed table, a mapping of names to values) stays a dict, each named below with 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+import scriptmodule
 
 import tfgpu
 from tfgpu.records import is_record
-
-ROOT = Path(__file__).resolve().parent.parent
 
 DATA_BY_NATURE = {
     "tfgpu/cache/survey.py:unpacked_twice": "wheel name -> bytes of its extra copies",
@@ -34,10 +33,7 @@ TYPED_ELSEWHERE = (
 
 
 def _public_dict_returning() -> list[str]:
-    spec = importlib.util.spec_from_file_location("house_counts", ROOT / "scripts" / "house_counts.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = scriptmodule.load("house_counts")
     # The package under test: the checkout's, or the installed wheel's when the tests run outside it.
     return module.counts(Path(tfgpu.__file__).parent)["public_dict_returning"]
 

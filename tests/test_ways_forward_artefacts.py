@@ -8,33 +8,18 @@ PyPI's JSON API): NVIDIA's and PyPI's servers themselves are the boundary that c
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 import tomllib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
-from pathlib import Path
 
 import pytest
+import scriptmodule
 
 from tfgpu.resolver import archtruth, tables
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _script():
-    if "check_artefacts" in sys.modules:
-        return sys.modules["check_artefacts"]
-    spec = importlib.util.spec_from_file_location("check_artefacts", ROOT / "scripts" / "check_artefacts.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["check_artefacts"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-check_artefacts = _script()
+check_artefacts = scriptmodule.load("check_artefacts")
 
 
 def test_every_artefact_the_advice_names_has_a_recorded_check():

@@ -7,16 +7,14 @@ registry and the index are real servers on 127.0.0.1."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 import time
 import tomllib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
+import scriptmodule
 from hangguard import hang_guard
 
 from tfgpu.data import schema
@@ -24,21 +22,10 @@ from tfgpu.datasource import transport
 from tfgpu.doors import urls
 from tfgpu.doors.controls import has_control
 
-ROOT = Path(__file__).resolve().parents[2]
 TAG = "25.02-tf2-py3"
 
 
-def _script():
-    if "check_artefacts" in sys.modules:
-        return sys.modules["check_artefacts"]
-    spec = importlib.util.spec_from_file_location("check_artefacts", ROOT / "scripts" / "check_artefacts.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["check_artefacts"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-check_artefacts = _script()
+check_artefacts = scriptmodule.load("check_artefacts")
 
 
 class Hostile(BaseHTTPRequestHandler):
