@@ -325,3 +325,56 @@ def test_every_shipped_signature_pattern_passes_the_runaway_check():
     from tfgpu.resolver.tables import load_toml
 
     assert [row["id"] for row in load_toml("log_signatures.toml")["signature"] if pattern_problem(row["pattern"])] == []
+
+
+# -- the parsed-data cache: an entry inside that does not decode -----------------------------------
+# The digest covers the cache's outer form; each table (and arch_support.toml's [[fatbin]] part) is
+# decoded only when a command reads it. An entry whose bytes lie about their lengths, or that decodes
+# to no table at all, under a right digest, was a traceback from `plan`: it is a miss instead, every
+# table parsed afresh and the cache rewritten.
+
+
+@pytest.mark.parametrize(
+    "entry, bytes_",
+    [
+        ("arch_support.toml:fatbin", b"\xff\xff not marshal"),
+        ("arch_support.toml:fatbin", marshal.dumps([1, 2])),
+        ("tensorflow.toml", b"\x00 not marshal"),
+        ("tensorflow.toml", marshal.dumps([])),
+        ("cuda.toml", None),  # the entry cut to half its length
+    ],
+)
+def test_a_cache_entry_that_does_not_decode_is_parsed_afresh(cli, sandbox, entry, bytes_):
+    from tfgpu.data import _MAGIC, _digest
+
+    args = ("plan", "--tf", "2.21", "--json", "--os", "linux", "--driver", "580.65", "--gpu-cc", "9.0")
+    cold = cli(*args)
+    assert cold.code == 0, cold.out
+    (cached,) = (sandbox / "cache" / "data").glob("tables-*.bin")
+    good = cached.read_bytes()
+    tables = marshal.loads(good[len(_MAGIC) + 32 :])
+    tables[entry] = tables[entry][: len(tables[entry]) // 2] if bytes_ is None else bytes_
+    payload = marshal.dumps(tables)
+    cached.write_bytes(_MAGIC + _digest(payload).digest() + payload)
+    from tfgpu import data
+
+    data.clear()
+    warm = no_traceback(cli, *args)
+    assert (warm.code, warm.out) == (cold.code, cold.out)
+    assert cached.read_bytes() == good  # rewritten
+
+
+def test_a_cache_that_cannot_be_put_in_place_leaves_no_copy_behind(cli, sandbox):
+    """A directory where the cache file goes: each run parsed the tables and left its half-megabyte
+    temporary copy beside it, one more on every run."""
+    first = cli("plan", "--tf", "2.21", "--no-detect", "--json")
+    assert first.code == 0, first.out
+    (cached,) = (sandbox / "cache" / "data").glob("tables-*.bin")
+    cached.unlink()
+    cached.mkdir()
+    from tfgpu import data
+
+    for _ in range(2):
+        data.clear()
+        assert no_traceback(cli, "plan", "--tf", "2.21", "--no-detect", "--json").code == 0
+    assert sorted(p.name for p in cached.parent.iterdir()) == [cached.name]

@@ -56,8 +56,24 @@ def load(name: str) -> dict:
     tables = _tables()
     table = tables[name]
     if isinstance(table, bytes):  # from the cache, each table kept apart: a command decodes what it reads
-        table = tables[name] = marshal.loads(table)
+        table = tables[name] = _decode(tables, name)
     return table
+
+
+def _decode(tables: dict, key: str) -> dict:
+    """The cached entry ``key`` decoded. The cache's digest covers the outer form only; an inner entry
+    that does not decode to a dict (bytes that lie about their lengths, a cut copied whole and
+    re-summed) makes the whole cache a miss: every table is parsed afresh, into ``tables`` itself,
+    and the cache rewritten. Its types beyond that are not walked (the trust in :func:`_read_cache`)."""
+    try:
+        value = marshal.loads(tables[key])
+    except (ValueError, EOFError, TypeError):
+        value = None
+    if isinstance(value, dict):
+        return value
+    tables.clear()
+    tables.update(_parse_all())
+    return tables[key.partition(":")[0]]
 
 
 def load_part(name: str, key: str, default=None):
@@ -66,7 +82,7 @@ def load_part(name: str, key: str, default=None):
     tables = _tables()
     part = tables.get(f"{name}:{key}")
     if isinstance(part, bytes) and isinstance(tables[name], bytes):
-        return marshal.loads(part).get(key, default)
+        return _decode(tables, f"{name}:{key}").get(key, default)
     return load(name).get(key, default)
 
 
@@ -259,8 +275,11 @@ def _write_cache(path: Path, parsed: dict) -> None:
             path.parent.chmod(0o700)  # made by an earlier version under a umask of 002
         partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError:
+        return  # a read-only cache only costs the parse next time
+    try:
         with os.fdopen(fd, "wb") as out:
             out.write(_MAGIC + _digest(payload).digest() + payload)
         trees.replace(partial, path)
-    except OSError:
-        pass  # a read-only cache only costs the parse next time
+    except OSError:  # a full disk, a directory where the cache goes: no copy left behind on each run
+        trees.unlink(partial, strict=False)
