@@ -378,3 +378,16 @@ def test_a_cache_that_cannot_be_put_in_place_leaves_no_copy_behind(cli, sandbox)
         data.clear()
         assert no_traceback(cli, "plan", "--tf", "2.21", "--no-detect", "--json").code == 0
     assert sorted(p.name for p in cached.parent.iterdir()) == [cached.name]
+
+
+def test_a_link_where_the_cache_directory_goes_is_not_written_through(cli, sandbox, tmp_path):
+    """``<cache>/data`` a link to another directory: the cache is never read through it, and was
+    written through it all the same, the directory it named closed to 0700 and a file put in it."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    elsewhere.chmod(0o755)
+    (sandbox / "cache").mkdir(exist_ok=True)
+    (sandbox / "cache" / "data").symlink_to(elsewhere)
+    done = no_traceback(cli, "plan", "--tf", "2.21", "--no-detect", "--json")
+    assert done.code == 0, done.out
+    assert (elsewhere.stat().st_mode & 0o777, list(elsewhere.iterdir())) == (0o755, [])

@@ -268,18 +268,35 @@ def _write_cache(path: Path, parsed: dict) -> None:
             # {key: value} (or {} where the table has none): load_part answers its default then
             blobs[f"{name}:{key}"] = marshal.dumps({key: parsed[name][key]} if key in parsed[name] else {})
     payload = marshal.dumps(blobs)
+    if os.open not in os.supports_dir_fd:
+        return  # no directory to hold open (Windows): the cache is only ever read on POSIX
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         tag_cache(path.parent.parent)  # a cache root made now is tagged as the tool's (cache prune|clean)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if path.parent.stat().st_mode & 0o077:
-            path.parent.chmod(0o700)  # made by an earlier version under a umask of 002
-        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        # The directory itself, never through a link (as _read_cache opens it): a link planted there
+        # would have the tool close up, and write into, a directory it does not own.
+        directory = os.open(path.parent, flags)
     except OSError:
         return  # a read-only cache only costs the parse next time
+    partial = f".{path.name}.{os.getpid()}.tmp"
+    try:
+        info = os.fstat(directory)
+        if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+            return  # another's directory: never read as this user's cache, so not written either
+        if info.st_mode & 0o077:
+            os.fchmod(directory, 0o700)  # made by an earlier version under a umask of 002
+        fd = os.open(
+            partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600, dir_fd=directory
+        )
+    except OSError:
+        os.close(directory)
+        return
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(_MAGIC + _digest(payload).digest() + payload)
-        trees.replace(partial, path)
+        trees.replace(partial, path.name, at=directory, target_at=directory)
     except OSError:  # a full disk, a directory where the cache goes: no copy left behind on each run
-        trees.unlink(partial, strict=False)
+        trees.unlink(partial, at=directory, strict=False)
+    finally:
+        os.close(directory)
