@@ -270,14 +270,13 @@ def _write_cache(path: Path, parsed: dict) -> None:
     payload = marshal.dumps(blobs)
     if os.open not in os.supports_dir_fd:
         return  # no directory to hold open (Windows): the cache is only ever read on POSIX
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         tag_cache(path.parent.parent)  # a cache root made now is tagged as the tool's (cache prune|clean)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # The directory itself, never through a link (as _read_cache opens it): a link planted there
         # would have the tool close up, and write into, a directory it does not own.
-        directory = os.open(path.parent, flags)
-    except OSError:
+        directory = untrusted.open_directory(path.parent, untrusted.CACHE)
+    except (OSError, untrusted.Unreadable):
         return  # a read-only cache only costs the parse next time
     partial = f".{path.name}.{os.getpid()}.tmp"
     try:
