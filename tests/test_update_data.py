@@ -12,13 +12,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tomllib
 from importlib.resources import files
 from pathlib import Path
 
-import pypifixture
 import pytest
+import recordedpypi
+from conftest import run_tool
 
 SHIPPED = files("tfgpu.data").joinpath("tensorflow.toml").read_text("utf-8")
 TARGET = ["--os", "linux", "--arch", "x86_64", "--no-detect"]
@@ -46,12 +46,13 @@ def env(tmp_path) -> dict[str, str]:
 
 
 def tfgpu(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, env=env)
+    """The tool in this process (``run_tool``): these tests are about what it plans and writes."""
+    return run_tool(*argv, env=env)
 
 
 @pytest.fixture(scope="module")
 def index_url():
-    with pypifixture.serve() as url:
+    with recordedpypi.serve() as url:
         yield url
 
 

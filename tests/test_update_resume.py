@@ -6,6 +6,10 @@ real wheels built here (METADATA, torch/version.py, torch/cuda/__init__.py), rea
 requests as PyPI's. A fault is injected after N requests (every later answer is 403, which is not
 retried), then a second run against a healthy server (and an empty cache, so that anything it
 fetched again would show in the server's log) resumes.
+
+The runs are in this process (``run_tool``): what is proved is what a run writes and what the
+next run fetches, not the process boundary; tests/hostile/test_hostile_update_wheels.py keeps two
+``update-data`` processes racing for the overlay.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tomllib
 import zipfile
 from pathlib import Path
 
 import pypifixture
 import pytest
+import recordedpypi
+from conftest import run_tool
 from test_update_data import SHIPPED, without
 
 TORCH = ("9.0.0", "9.1.0", "9.2.0")
@@ -71,7 +76,7 @@ def index_url(tmp_path):
     (folder / "nvidia-cublas-cu12.json").write_text(
         json.dumps({"info": {"name": "nvidia-cublas-cu12"}, "releases": {"12.8.4.1": [entry(cublas, 1000)]}})
     )
-    running = pypifixture.serve(folder)
+    running = recordedpypi.serve(folder)
     base = running.handler
 
     class Faulty(base):
@@ -111,13 +116,7 @@ def make_env(root: Path, name: str) -> dict[str, str]:
 
 
 def update(env: dict[str, str], url: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tfgpu", "update-data", "--index", url, "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,  # a hang guard only
-    )
+    return run_tool("update-data", "--index", url, "--json", env=env)
 
 
 def overlay(env: dict[str, str], name: str) -> dict:
@@ -155,12 +154,7 @@ def test_a_failure_after_the_tensorflow_release_keeps_it_and_the_next_run_resume
     assert "403" in error["message"] and any("again" in a for a in error["alternatives"])
     assert tf_versions(env) == ["2.22.0rc0"] and torch_versions(env) == []
     # what is written is usable at once
-    plan = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "plan", "--tf", "2.22.0rc0", "--json", "--os", "linux", "--no-detect"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    plan = run_tool("plan", "--tf", "2.22.0rc0", "--json", "--os", "linux", "--no-detect", env=env)
     assert json.loads(plan.stdout)["tensorflow"] == "2.22.0rc0"
 
     handler.fail_after = None

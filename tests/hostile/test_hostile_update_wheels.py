@@ -3,6 +3,9 @@ carry a crafted ``torch/cuda/__init__.py`` or ``torch/version.py``: megabytes lo
 parser's depth, or code that would write a file if it ran. update-data never runs them, keeps no
 row it could not validate, and ``plan`` afterwards reads what it left; two runs at once leave an
 overlay ``plan`` reads.
+
+update-data and plan run in this process (``run_tool``: the crafted code would run here just the
+same if it were ever run); the two runs at once stay two processes, since they race for the overlay.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import test_update_resume as resume
+from conftest import run_tool
 from test_update_resume import index_url, make_env, update  # noqa: F401 - index_url: the fixture
 
 PWNED = Path("/tmp") / "tfgpu-hostile-update-wheels-PWNED"
@@ -56,13 +60,7 @@ def crafted(request, monkeypatch):
 
 
 def plan_reads(env) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tfgpu", "plan", "--json", "--os", "linux", "--no-detect", "--with", "torch"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    return run_tool("plan", "--json", "--os", "linux", "--no-detect", "--with", "torch", env=env)
 
 
 def test_crafted_torch_sources_are_never_run_and_plan_reads_what_is_left(crafted, index_url, tmp_path):  # noqa: F811
