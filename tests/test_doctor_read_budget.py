@@ -4,9 +4,10 @@ symbols, names spread 64 KiB apart over a 1 GiB sparse string table, and 4,000 D
 same way) costs doctor, repair --dry-run and the load hook's planning a few pages, and each says the
 file was not fully read instead of taking it silently for no library.
 
-The envs are real venvs filled by real uv from local wheels (tests/repairhelpers.py); the commands
-run as processes of their own, with a timeout that only catches a hang (the unbounded reader took
-over 30 s a read of this file).
+The envs are real venvs filled by real uv from local wheels (tests/repairhelpers.py), the crafted
+one built once for the module (doctor, repair --dry-run and the planning only read it); the
+commands run in this process (``run_tool``: the reads are the subject, not the process) under a
+guard that only catches a hang (the unbounded reader took over 30 s a read of this file).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from pathlib import Path
 import pytest
 import repairhelpers as rh
 import wheelhouse
-from conftest import run_process
+from conftest import run_tool
 from craftedelf import crafted_library
+from hangguard import hang_guard
 from test_two_stacks import CURAND12, CURAND13, site_of, stack_wheels
 
 from tfgpu.doctor import elf, ownership
@@ -32,12 +34,20 @@ HANG = 60
 FRAMEWORK = ownership.FRAMEWORK_LIBRARY
 
 
-@pytest.fixture
-def crafted_env(tmp_path, repair_wheels, uv_cache) -> Path:
+def run(*argv: str, env: dict[str, str]):
+    """The tool in this process, failing the test should it hang."""
+    with hang_guard(" ".join(argv[:1]), HANG):
+        return run_tool(*argv, env=env)
+
+
+@pytest.fixture(scope="module")
+def crafted_env(tmp_path_factory, repair_wheels, uv_cache) -> Path:
     """The env of ``uv pip install tensorflow nvidia-curand-cu12 nvidia-curand`` (two CUDA stacks)
-    whose CUDA 13 cuRAND and TensorFlow's framework library are crafted."""
+    whose CUDA 13 cuRAND and TensorFlow's framework library are crafted; its wheels lie next to it
+    in ``wheels``. Shared by the module's tests, which only read it."""
     if not wheelhouse.have_compiler():
         pytest.skip("gcc is needed to build the test shared libraries")
+    tmp_path = tmp_path_factory.mktemp("crafted")
     wheels = tmp_path / "wheels"
     shutil.copytree(repair_wheels, wheels)
     stack_wheels(wheels)
@@ -56,7 +66,7 @@ def crafted_env(tmp_path, repair_wheels, uv_cache) -> Path:
 
 
 def test_doctor_on_an_env_holding_crafted_libraries_finishes_and_names_them(crafted_env, tool_env):
-    done = run_process("doctor", "--prefix", str(crafted_env), "--json", env=tool_env, timeout=HANG)
+    done = run("doctor", "--prefix", str(crafted_env), "--json", env=tool_env)
     report = json.loads(done.stdout)
     [finding] = [f for f in report["findings"] if f["id"] == "env.library-reads"]
     assert finding["status"] == "warn" and "not fully read" in finding["title"]
@@ -64,12 +74,12 @@ def test_doctor_on_an_env_holding_crafted_libraries_finishes_and_names_them(craf
     assert line.startswith(str(Path(site_of(crafted_env).relative_to(crafted_env)) / CURAND13[2]) + ": not fully read")
     assert "dynamic section" in line and f"{elf.DYNAMIC_BUDGET:,} bytes" in line
     assert "readelf" in finding["fix"]
-    text = run_process("doctor", "--prefix", str(crafted_env), env=tool_env, timeout=HANG)
+    text = run("doctor", "--prefix", str(crafted_env), env=tool_env)
     assert "env.library-reads" in text.stdout and "Traceback" not in text.stdout + text.stderr
 
 
-def test_repair_dry_run_on_an_env_holding_crafted_libraries_finishes_and_says_so(crafted_env, tool_env, tmp_path):
-    wheels = tmp_path / "wheels"
+def test_repair_dry_run_on_an_env_holding_crafted_libraries_finishes_and_says_so(crafted_env, tool_env):
+    wheels = crafted_env.parent / "wheels"
     argv = (
         "repair",
         "--prefix",
@@ -80,13 +90,13 @@ def test_repair_dry_run_on_an_env_holding_crafted_libraries_finishes_and_says_so
         "--offline",
         "--dry-run",
     )
-    done = run_process(*argv, "--json", env=tool_env, timeout=HANG)
+    done = run(*argv, "--json", env=tool_env)
     assert done.returncode == 0, done.stderr
     unread = json.loads(done.stdout)["plan"]["not_fully_read"]
     site = str(Path(site_of(crafted_env).relative_to(crafted_env)))
     assert [line.split(": ")[0] for line in unread] == [f"{site}/{CURAND13[2]}", f"{site}/{FRAMEWORK}"]
     assert "symbol table" in unread[1]
-    shown = run_process(*argv, env=tool_env, timeout=HANG)
+    shown = run(*argv, env=tool_env)
     assert shown.returncode == 0 and "not fully read" in shown.stderr and "Traceback" not in shown.stderr
 
 
@@ -136,10 +146,18 @@ def test_names_spread_through_a_huge_string_table_stop_at_the_files_share(tmp_pa
     assert budget.spent <= elf.FILE_BUDGET
 
 
-def test_a_symbol_table_claiming_more_symbols_than_are_read_is_refused_before_it_is_read(tmp_path):
+@pytest.fixture(scope="module")
+def many_symbols(tmp_path_factory) -> Path:
+    """A framework library (50 MB) whose symbol table claims more symbols than are read; built once,
+    only read by the tests that take it."""
     if not wheelhouse.have_compiler():
         pytest.skip("gcc is needed to build the test shared library")
-    path = crafted_library(tmp_path / "libx.so.1", "libx.so.1", symbols=elf.SYMBOL_LIMIT + 1, needed=0)
+    path = tmp_path_factory.mktemp("many-symbols") / "lib" / FRAMEWORK
+    return crafted_library(path, "libtensorflow_framework.so.2", symbols=elf.SYMBOL_LIMIT + 1, needed=0)
+
+
+def test_a_symbol_table_claiming_more_symbols_than_are_read_is_refused_before_it_is_read(many_symbols):
+    path = many_symbols
     budget = elf.Budget()
     with open(path, "rb") as stream:
         image = elf.Image.of_stream(stream, path.stat().st_size, str(path), budget)
@@ -149,7 +167,7 @@ def test_a_symbol_table_claiming_more_symbols_than_are_read_is_refused_before_it
 
 
 def test_create_of_a_two_stack_env_whose_framework_library_is_crafted_says_it_was_not_fully_read(
-    tmp_path, local_wheels, tool_env
+    tmp_path, local_wheels, tool_env, many_symbols
 ):
     """The load hook's planning at create reads TensorFlow's framework library's symbol table (which
     CUDA APIs it re-exports); a crafted one (50 MB, more symbols than are read) is refused by its
@@ -160,9 +178,7 @@ def test_create_of_a_two_stack_env_whose_framework_library_is_crafted_says_it_wa
         local_wheels, tmp_path / "wheels", "nvidia-nccl-cu12==2.32.3", "nvidia-nccl-cu13==2.32.3"
     )
     stack_wheels(wheels)
-    crafted = crafted_library(
-        tmp_path / "lib" / FRAMEWORK, "libtensorflow_framework.so.2", symbols=elf.SYMBOL_LIMIT + 1, needed=0
-    )
+    crafted = many_symbols
     (tensorflow,) = wheels.glob("tensorflow-2.21.0-*.whl")
     with zipfile.ZipFile(tensorflow) as wheel:
         requires = [
@@ -175,7 +191,7 @@ def test_create_of_a_two_stack_env_whose_framework_library_is_crafted_says_it_wa
     wheelhouse.wheel(wheels, "tensorflow", "2.21.0", {**files, FRAMEWORK: crafted.read_bytes()}, requires, ["and-cuda"])
     prefix = tmp_path / "env"
     argv = ("create", *TARGET, "--prefix", str(prefix), "--find-links", str(wheels), "--offline", "--no-verify")
-    done = run_process(*argv, "--json", env=tool_env, timeout=HANG)
+    done = run(*argv, "--json", env=tool_env)
     assert done.returncode == 0, done.stderr
     site = site_of(prefix).relative_to(prefix)
     [note] = [n for n in json.loads(done.stdout)["notes"] if "not fully read" in n]
