@@ -9,16 +9,32 @@ so a test sees only its own requests.
 from __future__ import annotations
 
 import functools
+import tarfile
 from pathlib import Path
 
 import pypifixture
 
 
 @functools.cache
+def images() -> dict[str, dict]:
+    """:func:`pypifixture.load_images` (shared: do not change it)."""
+    return pypifixture.load_images()
+
+
+@functools.cache
 def recordings() -> tuple[dict, dict]:
     """``(ranges, members)`` as :func:`pypifixture.serve` loads them (shared: do not change them)."""
-    handler = pypifixture.serve().handler
-    return handler.ranges, handler.members
+    ranges: dict[str, list[tuple[int, int, bytes]]] = {}
+    with tarfile.open(pypifixture.FIXTURE / "ranges.tar.xz") as tar:
+        for member in tar.getmembers():
+            filename, span = member.name.split("/")
+            start, end = map(int, span.split("-"))
+            ranges.setdefault(filename, []).append((start, end, tar.extractfile(member).read()))
+    members = {
+        wheel: (image["data_start"], pypifixture.deflate_image(image["pieces"], image["inflated_size"]))
+        for wheel, image in images().items()
+    }
+    return ranges, members
 
 
 def serve(index_dir: Path | None = None):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pypifixture
 import pytest
+import recordedpypi
 
 from tfgpu.datasource import wheel_facts
 
@@ -42,8 +43,11 @@ fatbin = _load_script("fatbin")
 
 @pytest.fixture(scope="module")
 def server():
-    with pypifixture.serve() as url:
-        yield url, pypifixture.RecordedIndex
+    """The recorded index and the handler class that answers it (whose ``requests`` log is this
+    server's own)."""
+    running = recordedpypi.serve()
+    with running as url:
+        yield url, running.handler
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +239,14 @@ def test_change_summary_counts_fields():
 
 @pytest.fixture(scope="module")
 def images():
-    return pypifixture.load_images()
+    return recordedpypi.images()
+
+
+@pytest.fixture(scope="module")
+def streams():
+    """Each recorded wheel's GPU library as the deflate stream the recorded index serves (built by
+    :func:`pypifixture.deflate_image` once per process)."""
+    return {wheel: stream for wheel, (_, stream) in recordedpypi.recordings()[1].items()}
 
 
 def test_the_recorded_image_is_all_the_parser_reads(images):
@@ -257,9 +268,9 @@ def test_tf_notation_marks_the_archs_that_carry_ptx(images):
     )
 
 
-def test_inflating_reader_over_a_synthetic_stream(images):
+def test_inflating_reader_over_a_synthetic_stream(images, streams):
     image = images["tensorflow_gpu-2.0.0-cp37-cp37m-win_amd64.whl"]
-    stream = pypifixture.deflate_image(image["pieces"], image["inflated_size"])
+    stream = streams["tensorflow_gpu-2.0.0-cp37-cp37m-win_amd64.whl"]
     chunks = (stream[i : i + fatbin.CHUNK] for i in range(0, len(stream), fatbin.CHUNK))
     assert fatbin.scan(fatbin.InflatingReader(chunks)) == image["found"]
 
