@@ -66,10 +66,17 @@ class Tables:
         self.directory = directory
         self.text = {name: (directory / name).read_text(encoding="utf-8") for name, _, _ in TABLES.values()}
         self.sources = tomllib.loads((directory / "sources.toml").read_text(encoding="utf-8"))["sources"]
+        self._parsed: dict[str, tuple[str, dict[str, dict]]] = {}
 
     def rows(self, table: str) -> dict[str, dict]:
+        """The table's rows by file name, parsed once per text: asked once per manifest file,
+        parsing the whole table each time cost seconds a run (read them, do not change them)."""
         name, array, key = TABLES[table]
-        return {row[key]: row for row in tomllib.loads(self.text[name])[array] if row.get(key)}
+        text = self.text[name]
+        parsed = self._parsed.get(name)
+        if parsed is None or parsed[0] != text:
+            parsed = self._parsed[name] = (text, {row[key]: row for row in tomllib.loads(text)[array] if row.get(key)})
+        return parsed[1]
 
     def source_for(self, origin: str) -> str:
         """The sources.toml key whose ``fixture`` is a file of this name ("" if none)."""

@@ -1,10 +1,16 @@
 """scripts/regen_nvidia_data.py against the manifest copies in tests/fixtures/nvidia/: the shipped
 runfile and cuDNN rows agree with them (the independent check against primary sources run on every
-release), the script regenerates those rows exactly, and it fails loudly on a difference."""
+release), the script regenerates those rows exactly, and it fails loudly on a difference.
+
+The script's ``main`` runs in this process (its output captured, its exit code what ``main``
+returns or argparse exits with); one test runs it as the command a maintainer types, which is all
+its ``if __name__ == "__main__"`` adds."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import re
 import shutil
 import subprocess
@@ -14,6 +20,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
+import scriptmodule
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "regen_nvidia_data.py"
@@ -24,7 +31,23 @@ SOURCES = tomllib.loads((DATA / "sources.toml").read_text(encoding="utf-8"))["so
 FIXTURE_KEYS = {key: entry for key, entry in SOURCES.items() if entry.get("fixture")}
 
 
+scriptmodule.load("nvidia_manifests")  # what the script imports by its bare name, from its own directory
+SCRIPT_MODULE = scriptmodule.load("regen_nvidia_data")
+
+
 def regen(*args: str | Path, data: Path = DATA) -> subprocess.CompletedProcess:
+    """The script's ``main`` in this process, as :func:`regen_process` would run it."""
+    argv = ["--data", str(data), *map(str, args)]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = SCRIPT_MODULE.main(argv)
+        except SystemExit as exit:  # argparse's usage errors
+            code = exit.code if isinstance(exit.code, int) else 1
+    return subprocess.CompletedProcess([str(SCRIPT), *argv], code, out.getvalue(), err.getvalue())
+
+
+def regen_process(*args: str | Path, data: Path = DATA) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(SCRIPT), "--data", str(data), *map(str, args)], capture_output=True, text=True, timeout=120
     )
@@ -99,7 +122,7 @@ def test_manifests_that_contradict_each_other_are_an_error(tmp_path):
     sha256 = re.search(r'"sha256": "([0-9a-f]{64})"', original.read_text().split("cuda11", 1)[1]).group(1)
     forged = tmp_path / "redistrib_8.6.0.json"
     forged.write_text(original.read_text().replace(sha256, "f" * 64))
-    done = regen("--check", forged, FIXTURES / "spack-cudnn-versions.py.txt")
+    done = regen_process("--check", forged, FIXTURES / "spack-cudnn-versions.py.txt")  # the command itself
     assert done.returncode == 2 and "manifests disagree on sha256" in done.stderr
 
 
