@@ -98,8 +98,15 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("command", list(COMMANDS))
-@pytest.mark.parametrize("case", list(HOSTILE_ROWS))
+# Each hostile row is its own check of the table's schema, which every command passes through
+# when the table is read, before it does anything else: each row is read by one of the commands in
+# turn (every command meets several rows), not by all three.
+ROW_AND_COMMAND = [(case, list(COMMANDS)[i % len(COMMANDS)]) for i, case in enumerate(HOSTILE_ROWS)]
+
+
+@pytest.mark.parametrize(
+    "case, command", ROW_AND_COMMAND, ids=[f"{case}-{command}" for case, command in ROW_AND_COMMAND]
+)
 def test_a_hostile_overlay_row_is_bad_data_before_anything_runs(cli, sandbox, overlay, case, command):
     env = overlay("tensorflow.toml", HOSTILE_ROWS[case])
     before = snapshot(sandbox)
