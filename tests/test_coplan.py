@@ -2,8 +2,10 @@
 
 Each case's outcome is first pinned to the facts it rests on, read from the shipped tables (the
 rows scripts/regen_companion_data.py and scripts/regen_tf_data.py wrote from PyPI), so a table
-that changes under a case fails where the fact moved, not in the decision. The CLI runs as users
-run it (a subprocess); the network tests re-read PyPI and ask a real ``uv pip compile``.
+that changes under a case fails where the fact moved, not in the decision. The CLI runs in this
+process (``conftest.run_tool``: argv, environment, exit code and output as ``python -m tfgpu`` has
+them; what is tested is the planning, not the process); the network tests run it as a process of
+its own, re-read PyPI and ask a real ``uv pip compile``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 import tomllib
 from importlib.resources import files
 
+import conftest
 import pytest
 from conftest import suite_cache
 
@@ -44,11 +47,10 @@ def plan(tf_spec: str, *specs: str, python: str | None = None):
     )
 
 
-def run_tool(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "TFGPU_PROJECT_FILE": os.environ.get("TFGPU_PROJECT_FILE", "none")}
-    return subprocess.run(
-        [sys.executable, "-m", "tfgpu", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
-    )
+def run_tool(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The tool in this process, with no project file unless ``env`` names one."""
+    wanted = {"COLUMNS": "200", "TFGPU_PROJECT_FILE": os.environ.get("TFGPU_PROJECT_FILE", "none"), **(env or {})}
+    return conftest.run_tool(*args, env={**os.environ, **wanted})
 
 
 def test_tf_2_21_with_torch_2_15_is_two_stacks_naming_the_shared_libraries():
@@ -212,23 +214,11 @@ def test_one_set_commands_refuse_a_two_stack_plan_create_keeps_it_and_all_carry_
 def test_the_project_file_takes_with(tmp_path):
     (tmp_path / "tfgpu.toml").write_text('tf = "2.20"\nwith = ["torch==2.10.0"]\n')
     env_file = str(tmp_path / "tfgpu.toml")
-    done = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "plan", *TARGET, "--json"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TFGPU_PROJECT_FILE": env_file},
-        timeout=120,
-    )
+    done = run_tool("plan", *TARGET, "--json", env={"TFGPU_PROJECT_FILE": env_file})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["companions"] == ["torch==2.10.0"]
     (tmp_path / "tfgpu.toml").write_text('tf = "2.20"\nwith = ["tensorflow"]\n')
-    bad = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "plan", *TARGET],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TFGPU_PROJECT_FILE": env_file},
-        timeout=120,
-    )
+    bad = run_tool("plan", *TARGET, env={"TFGPU_PROJECT_FILE": env_file})
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
