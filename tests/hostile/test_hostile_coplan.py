@@ -284,7 +284,9 @@ def here(cli):
 
     def run(*argv: str, env: dict[str, str] | None = None):
         with hang_guard(" ".join(argv[:2])):
-            return no_traceback(cli, *argv, env=env)
+            done = no_traceback(cli, *argv, env=env)
+        assert "Traceback" not in done.err, done.err  # one a thread of the tool printed
+        return done
 
     return run
 
