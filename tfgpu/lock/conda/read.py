@@ -12,7 +12,8 @@ from conda_lock.lockfile import Lockfile, LockfileV1, lockfile_v1_to_v2
 from tfgpu.doors import secrets, untrusted
 from tfgpu.doors.urls import checked, filename, parse
 from tfgpu.errors import ImpossibleError, UsageError
-from tfgpu.lock.conda.write import FORMAT, model_digest
+from tfgpu.lock.conda.write import DIGEST, FORMAT, model_digest
+from tfgpu.lock.recorded import Recorded
 from tfgpu.lock.selectors import check_record
 from tfgpu.records import record
 
@@ -31,10 +32,13 @@ class CondaLock:
     custom: dict
 
     @property
-    def meta(self) -> dict:
-        return {"sha256": self.custom["tfgpu_packages_sha256"], "tool_version": self.custom.get("tfgpu_tool_version")}
+    def sha256(self) -> str:
+        """The lock's checksum over its channels, platforms, resolutions and package entries."""
+        return self.custom[DIGEST]
 
-    def resolution(self, platform: str) -> dict:
+    def resolution(self, platform: str) -> Recorded:
+        """What the lock records about ``platform``'s resolution, checked (``platform-not-in-lock``
+        when it locks no such platform)."""
         key = f"tfgpu_resolution.{platform}"
         if key not in self.custom:
             raise ImpossibleError(
@@ -51,7 +55,7 @@ class CondaLock:
             for item in untrusted.expect(recorded.get(name), list, kind, source, f"{key}'s {name!r}"):
                 untrusted.expect(item, str, kind, source, f"an item of {key}'s {name!r}")
 
-        return check_record(recorded, path=self.path, mode="conda")
+        return check_record(recorded, path=self.path, mode="conda", cpu_only=recorded["cpu_only"])
 
     def channels(self) -> tuple[str, ...]:
         """The recorded channels, each through the URL door (a bundle's is a local file:// channel)."""
@@ -96,7 +100,7 @@ def read(path: Path) -> CondaLock:
                 "A lock written by conda-lock itself installs with `conda-lock install`.",
             ],
         )
-    if model_digest(lockfile) != custom.get("tfgpu_packages_sha256"):
+    if model_digest(lockfile) != custom.get(DIGEST):
         raise UsageError(
             "lock-modified",
             f"{path} was edited after it was written: its channels, platforms or "
