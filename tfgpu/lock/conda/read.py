@@ -48,8 +48,11 @@ class CondaLock:
             )
         source, kind = str(self.path), untrusted.CONDA_LOCK
         recorded = untrusted.expect(untrusted.parse_json(self.custom[key], kind, source), dict, kind, source, key)
-        for name in ("tensorflow", "package", "python", "mode", "os", "arch", "virtual_cuda"):
+        for name in ("tensorflow", "package", "python", "mode", "os", "arch"):
             untrusted.expect(recorded.get(name), str, kind, source, f"{key}'s {name!r}")
+        # None: the platform was solved without __cuda (CPU-only, or Apple silicon's Metal), as written.
+        if "virtual_cuda" not in recorded or recorded["virtual_cuda"] is not None:
+            untrusted.expect(recorded.get("virtual_cuda"), str, kind, source, f"{key}'s 'virtual_cuda'")
         untrusted.expect(recorded.get("cpu_only"), bool, kind, source, f"{key}'s 'cpu_only'")
         for name in ("requirements", "conda_specs"):
             for item in untrusted.expect(recorded.get(name), list, kind, source, f"{key}'s {name!r}"):
