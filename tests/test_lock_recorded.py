@@ -94,3 +94,35 @@ def test_a_conda_record_of_another_shape_is_refused(changes, code):
     with pytest.raises(TfgpuError) as refused:
         _conda_lock_with(**changes).resolution("linux-64")
     assert refused.value.code == code
+
+
+@pytest.mark.parametrize(
+    ("flags", "platforms"), [((), ("linux-64", "osx-arm64")), (("--allow-cpu",), ("linux-64", "linux-aarch64"))]
+)
+def test_the_tools_own_conda_lock_with_a_platform_without_cuda_is_checked(
+    tmp_path, lock_channel, lock_index, flags, platforms
+):
+    """For real: rattler against tests/condachannel.py's channel, uv against a local index. A platform
+    solved without ``__cuda`` (Metal, or CPU-only) records none; ``lock --check`` reads it and finds it current."""
+    import os
+    import sys
+
+    from conftest import run_tool
+
+    env = dict(
+        os.environ,
+        TFGPU_INDEX_URL=lock_index,
+        TFGPU_CACHE_DIR=str(tmp_path / "cache"),
+        TFGPU_LOG_DIR=str(tmp_path / "logs"),
+        HOME=str(tmp_path),
+    )
+    path = tmp_path / "conda-lock.yml"
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    argv = ["lock", "--tf", "2.13", "--mode", "conda", "--python", python, "--no-detect"]
+    argv += ["--channel", str(lock_channel), "-o", str(path), *flags]
+    made = run_tool(*argv, *(f for name in platforms for f in ("--platform", name)), env=env)
+    assert made.returncode == 0, made.stderr
+    done = run_tool("lock", "--check", str(path), "--json", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["current"] and report["platforms"] == list(platforms)
