@@ -136,7 +136,7 @@ def test_a_stale_lock_of_an_unchanged_target_gets_its_own_command(tmp_path, env,
     from tfgpu.lock.pip import lockfile
 
     found = Check(path, "pip", ["linux-64"], "2.21.0", "3.11")
-    found.regenerate = lockfile.regenerate_command(lockfile.read(path).meta, str(path))
+    found.regenerate = lockfile.regenerate_command(lockfile.read(path).header, str(path))
     found.add("package", "linux-64: numpy 2.0 -> 2.1")
     assert advise(found, {"project": str(project), "source": "the project file"}) == found.regenerate
     assert "--tf 2.21.0" in found.regenerate and "--python 3.11" in found.regenerate

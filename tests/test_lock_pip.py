@@ -53,7 +53,7 @@ def test_lock_records_the_resolution_hashes_and_how_to_regenerate(lock_file, env
     lock = pip_lock.read(lock_file)
     assert lock.meta["format"] == pip_lock.FORMAT and lock.meta["platform"] == "linux-64"
     r = lock.resolution
-    assert (r["tensorflow"], r["python"], r["cuda"], r["cudnn"], r["min_driver"]) == (
+    assert (r.tensorflow, r.python, r.cuda, r.cudnn, r.min_driver) == (
         "2.21.0",
         "3.11",
         "12.5",
@@ -101,7 +101,7 @@ def test_several_platforms_get_one_file_each_and_cpu_only_is_said(tmp_path, env)
     assert Path(locks["linux-aarch64"]["path"]).name == "team.linux-aarch64.txt"
     assert (tmp_path / "pylock.linux-aarch64.toml").is_file()
     cpu = pip_lock.read(tmp_path / "team.linux-aarch64.txt")
-    assert cpu.meta["cpu_only"] and cpu.resolution["accelerator"] == "cpu" and "nvidia-cudnn-cu12" not in cpu.pins()
+    assert cpu.meta["cpu_only"] and cpu.resolution.accelerator == "cpu" and "nvidia-cudnn-cu12" not in cpu.pins()
     assert "CPU only" in (tmp_path / "team.linux-aarch64.txt").read_text().splitlines()[1]
 
 

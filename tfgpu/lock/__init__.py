@@ -249,29 +249,28 @@ def for_export(path: str | Path, selectors, platforms: tuple[str, ...] = ()):
 
         platform = choose_platform(lock.path, list(lock.lockfile.metadata.platforms), platforms)
         recorded = lock.resolution(platform)
-        cpu_only, python = recorded["cpu_only"], recorded["python"]
         conda = conda_pins(lock.path, lock.packages(platform, "conda"))
         requirements = pip_requirements(lock, platform)
     else:
         # Start-up cost: `completion` loads this module but not tfgpu.lock.pip.install.
         from tfgpu.lock.pip.install import lock_resolution
 
-        platform = choose_platform(lock.path, [lock.meta["platform"]], platforms)
-        recorded, cpu_only, python = lock.resolution, lock.meta["cpu_only"], lock.meta["python"]
+        platform = choose_platform(lock.path, [lock.header.platform], platforms)
+        recorded = lock.resolution
         conda, requirements = (), lock.body
     check_hashed(lock.path, requirements)
-    if cpu_only:
+    if recorded.cpu_only:
         raise ImpossibleError(
             "lock-cpu-only",
             f"{lock.path} locks a CPU-only environment for {platform}; the exports build GPU environments.",
             ["Install it with plain pip: pip install --require-hashes -r LOCK (a pip lock), or `conda-lock install`."],
         )
     mode = "conda" if conda or _conda_file(lock.path) else "pip"
-    check_selectors(recorded, mode=mode, python=python, platform=platform, selectors=selectors, path=lock.path)
+    check_selectors(recorded, mode=mode, python=recorded.python, platform=platform, selectors=selectors, path=lock.path)
     if mode == "conda":
         resolution = resolve(
             make_request(
-                tf=recorded["tensorflow"], mode="conda", python=python, os=recorded["os"], arch=recorded["arch"]
+                tf=recorded.tensorflow, mode="conda", python=recorded.python, os=recorded.os, arch=recorded.arch
             ),
             None,
         )

@@ -10,6 +10,7 @@ import re
 from tfgpu.doors.requirements import name_problem
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, host_platform
+from tfgpu.lock.recorded import Recorded
 from tfgpu.resolver.request import (
     OSES,
     parse_arch,
@@ -31,11 +32,12 @@ _WHEEL_ARCH = re.compile(r"(?:sm|compute)_[1-9][0-9]{1,2}", re.ASCII)
 """A recorded compute capability as the wheel lists it (``tfgpu.resolver.gpu.Arch.parse`` reads it)."""
 
 
-def check_record(recorded: dict, *, path, mode: str) -> dict:
-    """A lock's recorded resolution, every field parsed by the parsers that parse the user's own
-    selectors (``lock-malformed``, exit 2, otherwise). Both lock readers call this before any
-    field is used: a checksum proves nothing (anyone can recompute it), and these fields become
-    ``uv venv --python X``, ``--python-version X`` and file names (the bytecode store's marker)."""
+def check_record(recorded: dict, *, path, mode: str, cpu_only: bool) -> Recorded:
+    """A lock's recorded resolution as a :class:`Recorded`, every field parsed first by the parsers
+    that parse the user's own selectors (``lock-malformed``, exit 2, otherwise). Both lock readers
+    call this before any field is used: a checksum proves nothing (anyone can recompute it), and
+    these fields become ``uv venv --python X``, ``--python-version X`` and file names (the bytecode
+    store's marker). ``cpu_only``: the record's (a pip lock keeps it in its header)."""
 
     def refuse(key: str, why: str):
         return UsageError(
@@ -95,10 +97,10 @@ def check_record(recorded: dict, *, path, mode: str) -> dict:
                     "(a lock records each --with companion as name==version, e.g. torch==2.10.0).",
                     ["Regenerate the lock with `tfgpu-install lock`; a lock's record is never edited by hand."],
                 )
-    return recorded
+    return Recorded.from_file(recorded, cpu_only=cpu_only)
 
 
-def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, selectors, path) -> None:
+def check_selectors(recorded: Recorded, *, mode: str, python: str, platform: str, selectors, path) -> None:
     """Selectors given with --from-lock/--from-bundle must agree with the lock (UsageError, exit 2);
     the same rule for pip and conda locks: ``--tf`` as a version, a series or a PEP 440 range,
     ``--python``/``--os``/``--arch`` as the lock has them, ``--driver``/``--gpu-cc`` never (the lock
@@ -106,8 +108,8 @@ def check_selectors(recorded: dict, *, mode: str, python: str, platform: str, se
     target = PLATFORMS[platform]
     problems = []
     tf = parse_tf_spec(selectors.tf)
-    if tf is not None and not tf_agrees(tf, recorded["tensorflow"]):
-        problems.append(f"--tf {tf} (the lock has TensorFlow {recorded['tensorflow']})")
+    if tf is not None and not tf_agrees(tf, recorded.tensorflow):
+        problems.append(f"--tf {tf} (the lock has TensorFlow {recorded.tensorflow})")
     if selectors.mode and selectors.mode.lower() != mode:
         problems.append(f"--mode {selectors.mode} (the lock is a {mode} lock)")
     wanted = parse_python(selectors.python)
@@ -144,8 +146,8 @@ def tf_agrees(spec: str, locked: str) -> bool:
 def check_platform(lock) -> None:
     """The lock must be a GPU lock for this machine's platform (ImpossibleError, exit 3)."""
     here = host_platform()
-    name = lock.meta["platform"]
-    if lock.meta.get("cpu_only"):
+    name = lock.header.platform
+    if lock.header.cpu_only:
         raise ImpossibleError(
             "lock-cpu-only",
             f"{lock.path} is a CPU-only lock (locked with --allow-cpu for {name}); "

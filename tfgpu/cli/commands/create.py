@@ -48,7 +48,7 @@ def cmd_create(settings: Settings) -> results.Result:
                 from_bundle=settings.from_bundle,
                 reporter=reporter,
             )
-            pinned = {"lock": str(found.path), "lock_sha256": found.meta["sha256"], "bundle": settings.from_bundle}
+            pinned = {"lock": str(found.path), "lock_sha256": found.sha256, "bundle": settings.from_bundle}
         else:
             resolution, host = resolve(settings)
             source = Source()

@@ -44,6 +44,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type che
 if TYPE_CHECKING:
     from typing import Any
 
+    from tfgpu.lock.recorded import Recorded
+
 LOCK = "conda-lock.yml"
 
 
@@ -91,13 +93,13 @@ def copy_package(url: str, sha256: str, dest: Path, reporter=None) -> Path:
     return target
 
 
-def readme(recorded: dict, platform: str, conda: int, wheels: int) -> str:
+def readme(recorded: Recorded, platform: str, conda: int, wheels: int) -> str:
     """The conda bundle's README.md."""
     return f"""# Offline TensorFlow bundle, conda mode (tfgpu-install {__version__})
 
-TensorFlow {recorded["tensorflow"]} with CUDA {recorded["cuda"]} and cuDNN {recorded["cudnn"]} (conda packages)
-for {platform}, Python {recorded["python"]}. The target needs an NVIDIA driver >= {recorded["min_driver"]},
-a Python {recorded["python"]} to run the tool, and no network or conda installation.
+TensorFlow {recorded.tensorflow} with CUDA {recorded.cuda} and cuDNN {recorded.cudnn} (conda packages)
+for {platform}, Python {recorded.python}. The target needs an NVIDIA driver >= {recorded.min_driver},
+a Python {recorded.python} to run the tool, and no network or conda installation.
 
 ## Install
 

@@ -45,13 +45,15 @@ def build(resolution, platform: Platform, out: Path, *, reporter=None) -> Built:
         only_binary=True,
     )
     lock_name = f"tfgpu-lock.{platform.name}.txt"
-    meta = lockfile.make_meta(resolution, platform, cpu_only=False)
-    write_output(out / lock_name, lockfile.render(meta, body, lock_name))
+    header = lockfile.make_header(resolution, platform, cpu_only=False)
+    write_output(out / lock_name, lockfile.render(header.to_dict(), body, lock_name))
     write_output(out / f"pylock.{platform.name}.toml", pylock)
     wheels = wheels_from_pylock(pylock, platform, resolution.python)
     say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
     collect(wheels, out / "wheels", reporter)
-    tool_files = add_tool_and_installer(out, resolution, platform, readme(meta, lock_name, len(wheels)), say, reporter)
+    tool_files = add_tool_and_installer(
+        out, resolution, platform, readme(header, lock_name, len(wheels)), say, reporter
+    )
     files: dict[str, dict[str, Any]] = {
         f"wheels/{w.filename}": {"sha256": w.sha256, "size": (out / "wheels" / w.filename).stat().st_size}
         for w in wheels
@@ -73,7 +75,7 @@ def build(resolution, platform: Platform, out: Path, *, reporter=None) -> Built:
         "python": resolution.python,
         "tensorflow": resolution.tensorflow,
         "lock": lock_name,
-        "lock_sha256": lockfile.read(out / lock_name).meta["sha256"],
+        "lock_sha256": lockfile.read(out / lock_name).sha256,
         "files": files,
     }
     write_output(out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -94,13 +96,13 @@ def build(resolution, platform: Platform, out: Path, *, reporter=None) -> Built:
     return built
 
 
-def readme(meta: dict, lock_name: str, wheels: int) -> str:
+def readme(header: lockfile.PipHeader, lock_name: str, wheels: int) -> str:
     """A pip bundle's README.md."""
-    r = meta["resolution"]
+    r = header.resolution
     return f"""# Offline TensorFlow bundle (tfgpu-install {__version__})
 
-TensorFlow {r["tensorflow"]} with CUDA {r["cuda"]} and cuDNN {r["cudnn"]} (pip wheels) for {meta["platform"]},
-Python {meta["python"]}. The target needs an NVIDIA driver >= {r["min_driver"]}, Python {meta["python"]}
+TensorFlow {r.tensorflow} with CUDA {r.cuda} and cuDNN {r.cudnn} (pip wheels) for {header.platform},
+Python {r.python}. The target needs an NVIDIA driver >= {r.min_driver}, Python {r.python}
 and no network (`install.sh` uses the bundle's own uv, so Python's `venv`/`ensurepip` are not needed).
 
 ## Install
@@ -108,10 +110,10 @@ and no network (`install.sh` uses the bundle's own uv, so Python's `venv`/`ensur
     ./install.sh /path/to/env            # makes a venv for tfgpu-install from tool/, then:
     tfgpu-install create --from-bundle . --prefix /path/to/env
 
-`install.sh` takes Python from `TFGPU_PYTHON`, else `python{meta["python"]}`, else `python3`, running
+`install.sh` takes Python from `TFGPU_PYTHON`, else `python{r.python}`, else `python3`, running
 each one first (a broken shim is passed over, a wrong version named, one that does not answer in
 `TFGPU_PYTHON_TIMEOUT` seconds, default 60, given up on); it keeps
-tfgpu-install in `~/.local/share/tfgpu-install/tool-{__version__}-py{meta["python"]}` (`TFGPU_TOOL_ENV` overrides).
+tfgpu-install in `~/.local/share/tfgpu-install/tool-{__version__}-py{r.python}` (`TFGPU_TOOL_ENV` overrides).
 Extra arguments go to `create` (for example `--no-verify`, `--force`, `--jupyter`).
 
 Every file is checked against `bundle.json` before anything is installed; a missing or damaged
@@ -122,10 +124,10 @@ every wheel checked against its sha256, and the environment is set up and verifi
 ## Contents
 
 - `{lock_name}`: the lock (`pip install --require-hashes -r {lock_name}` also accepts it);
-  `pylock.{meta["platform"]}.toml` is the same resolution in PEP 751 form.
+  `pylock.{header.platform}.toml` is the same resolution in PEP 751 form.
 - `wheels/`: the {wheels} wheels the lock names.
 - `tool/`: tfgpu-install and its dependencies.
 - `bundle.json`: every file's sha256 and size.
 
-Regenerate: `{lockfile.regenerate_command(meta, "DIR").replace(" lock ", " bundle ").replace(" --no-detect", "")}`
+Regenerate: `{lockfile.regenerate_command(header, "DIR").replace(" lock ", " bundle ").replace(" --no-detect", "")}`
 """

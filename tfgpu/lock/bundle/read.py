@@ -134,7 +134,7 @@ def prepare(directory: str, options, selectors, reporter=None):
     if manifest.get("mode") == "conda" or lock_path.suffix in (".yml", ".yaml"):
         return _prepare_conda_bundle(manifest, lock_path, options, selectors, directory)
     lock = lockfile.read(lock_path)
-    if lock.meta["sha256"] != manifest.get("lock_sha256"):
+    if lock.sha256 != manifest.get("lock_sha256"):
         raise ImpossibleError(
             "bundle-corrupt",
             f"The lock in {directory} is not the one the bundle was built with.",
@@ -153,7 +153,7 @@ def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors, d
             ["Drop --channel."],
         )
     prepared = conda_install.prepare(lock_path, options, selectors, bundle_dir=lock_path.parent)
-    if prepared[3].meta["sha256"] != manifest.get("lock_sha256"):
+    if prepared[3].sha256 != manifest.get("lock_sha256"):
         raise ImpossibleError(
             "bundle-corrupt",
             f"The lock in {directory} is not the one the bundle was built with.",

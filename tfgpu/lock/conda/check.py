@@ -13,6 +13,7 @@ from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.lock.check import Check, input_changes, package_changes, target_today
 from tfgpu.lock.conda import write
 from tfgpu.lock.platforms import parse_platform
+from tfgpu.lock.recorded import Recorded
 from tfgpu.lock.tools import tools
 
 
@@ -23,7 +24,7 @@ def check(lock, reporter=None) -> Check:
     platforms = list(metadata.platforms)
     channels = list(lock.channels())
     first = lock.resolution(platforms[0])
-    found = Check(Path(lock.path), "conda", platforms, first["tensorflow"], first["python"])
+    found = Check(Path(lock.path), "conda", platforms, first.tensorflow, first.python)
     found.regenerate = regenerate_command(lock.path, platforms, channels, first)
     runner, uv, _ = tools("lock-check")
     for name in platforms:
@@ -31,24 +32,24 @@ def check(lock, reporter=None) -> Check:
         platform = parse_platform(name)
         old_inputs = {
             "format": write.FORMAT,
-            "specs": recorded["conda_specs"],
-            "pip": recorded["requirements"],
+            "specs": list(recorded.conda_specs),
+            "pip": list(recorded.requirements),
             "channels": channels,
-            "cuda": recorded["virtual_cuda"],
+            "cuda": recorded.virtual_cuda,
             "glibc": rattler.GLIBC if name.startswith("linux") else None,
         }
         try:
             # A locked conda spec of tensorflow itself: the lock took conda-forge's build, and is checked as such.
             source = (
-                "conda-forge" if any(str(spec).split()[0] == "tensorflow" for spec in recorded["conda_specs"]) else None
+                "conda-forge" if any(str(spec).split()[0] == "tensorflow" for spec in recorded.conda_specs) else None
             )
             _, resolution, cpu_only = target_today(
-                recorded["tensorflow"], "conda", recorded["python"], recorded["os"], name, recorded["cpu_only"], source
+                recorded.tensorflow, "conda", recorded.python, recorded.os, name, recorded.cpu_only, source
             )
         except (ImpossibleError, OperationError) as error:
             found.add(
                 "inputs",
-                f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for {name}: {error.message}",
+                f"this tfgpu-install no longer resolves TF {recorded.tensorflow} for {name}: {error.message}",
                 code=error.code,
             )
             continue
@@ -62,7 +63,7 @@ def check(lock, reporter=None) -> Check:
             runner=runner,
             uv=uv,
             cache=cache_root(),
-            cuda=recorded["virtual_cuda"],
+            cuda=recorded.virtual_cuda,
         )
         if write.inputs_digest(inputs) != metadata.content_hash.get(name):
             input_changes(found, old_inputs, dict(inputs))
@@ -81,9 +82,9 @@ def check(lock, reporter=None) -> Check:
     return found
 
 
-def regenerate_command(path, platforms: list[str], channels: list[str], recorded: dict) -> str:
+def regenerate_command(path, platforms: list[str], channels: list[str], recorded: Recorded) -> str:
     """The command that writes this conda lock again, for the same target (``--no-detect``: the host plays no part)."""
-    argv = ["tfgpu-install", "lock", "--tf", recorded["tensorflow"], "--mode", "conda", "--python", recorded["python"]]
-    argv += ["--os", recorded["os"], *(f for name in platforms for f in ("--platform", name))]
+    argv = ["tfgpu-install", "lock", "--tf", recorded.tensorflow, "--mode", "conda", "--python", recorded.python]
+    argv += ["--os", recorded.os, *(f for name in platforms for f in ("--platform", name))]
     argv += [*(f for channel in channels for f in ("--channel", channel)), "--no-detect"]
-    return quoting.sh_join([*argv, *(("--allow-cpu",) if recorded["cpu_only"] else ()), "-o", str(path)])
+    return quoting.sh_join([*argv, *(("--allow-cpu",) if recorded.cpu_only else ()), "-o", str(path)])

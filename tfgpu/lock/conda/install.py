@@ -57,7 +57,7 @@ def prepare(path: Path, options, selectors=None, bundle_dir: Path | None = None)
     here = host_platform()
     platform = here.name if here else "linux-64"
     recorded = lock.resolution(platform)
-    if recorded["cpu_only"]:
+    if recorded.cpu_only:
         raise ImpossibleError(
             "lock-cpu-only",
             f"{path} locks a CPU-only environment for {platform}; tfgpu-install builds GPU environments.",
@@ -66,15 +66,13 @@ def prepare(path: Path, options, selectors=None, bundle_dir: Path | None = None)
     check_selectors(
         recorded,
         mode="conda",
-        python=recorded["python"],
+        python=recorded.python,
         platform=platform,
         selectors=selectors or Selectors(),
         path=path,
     )
     resolution = resolve(
-        make_request(
-            tf=recorded["tensorflow"], mode="conda", python=recorded["python"], os=recorded["os"], arch=recorded["arch"]
-        ),
+        make_request(tf=recorded.tensorflow, mode="conda", python=recorded.python, os=recorded.os, arch=recorded.arch),
         None,
     )
     if bundle_dir:
@@ -95,7 +93,7 @@ def prepare(path: Path, options, selectors=None, bundle_dir: Path | None = None)
         conda=conda,
         channels=lock.channels(),
         bundle=bundle_dir,
-        label=f"{path} sha256:{lock.meta['sha256']}",
+        label=f"{path} sha256:{lock.sha256}",
         lock_path=str(path),
     )
     return resolution, options, source, lock

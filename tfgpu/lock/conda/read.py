@@ -12,7 +12,8 @@ from conda_lock.lockfile import Lockfile, LockfileV1, lockfile_v1_to_v2
 from tfgpu.doors import secrets, untrusted
 from tfgpu.doors.urls import checked, filename, parse
 from tfgpu.errors import ImpossibleError, UsageError
-from tfgpu.lock.conda.write import FORMAT, model_digest
+from tfgpu.lock.conda.write import DIGEST, FORMAT, model_digest
+from tfgpu.lock.recorded import Recorded
 from tfgpu.lock.selectors import check_record
 from tfgpu.records import record
 
@@ -31,10 +32,13 @@ class CondaLock:
     custom: dict
 
     @property
-    def meta(self) -> dict:
-        return {"sha256": self.custom["tfgpu_packages_sha256"], "tool_version": self.custom.get("tfgpu_tool_version")}
+    def sha256(self) -> str:
+        """The lock's checksum over its channels, platforms, resolutions and package entries."""
+        return self.custom[DIGEST]
 
-    def resolution(self, platform: str) -> dict:
+    def resolution(self, platform: str) -> Recorded:
+        """What the lock records about ``platform``'s resolution, checked (``platform-not-in-lock``
+        when it locks no such platform)."""
         key = f"tfgpu_resolution.{platform}"
         if key not in self.custom:
             raise ImpossibleError(
@@ -44,14 +48,17 @@ class CondaLock:
             )
         source, kind = str(self.path), untrusted.CONDA_LOCK
         recorded = untrusted.expect(untrusted.parse_json(self.custom[key], kind, source), dict, kind, source, key)
-        for name in ("tensorflow", "package", "python", "mode", "os", "arch", "virtual_cuda"):
+        for name in ("tensorflow", "package", "python", "mode", "os", "arch"):
             untrusted.expect(recorded.get(name), str, kind, source, f"{key}'s {name!r}")
+        # None: the platform was solved without __cuda (CPU-only, or Apple silicon's Metal), as written.
+        if "virtual_cuda" not in recorded or recorded["virtual_cuda"] is not None:
+            untrusted.expect(recorded.get("virtual_cuda"), str, kind, source, f"{key}'s 'virtual_cuda'")
         untrusted.expect(recorded.get("cpu_only"), bool, kind, source, f"{key}'s 'cpu_only'")
         for name in ("requirements", "conda_specs"):
             for item in untrusted.expect(recorded.get(name), list, kind, source, f"{key}'s {name!r}"):
                 untrusted.expect(item, str, kind, source, f"an item of {key}'s {name!r}")
 
-        return check_record(recorded, path=self.path, mode="conda")
+        return check_record(recorded, path=self.path, mode="conda", cpu_only=recorded["cpu_only"])
 
     def channels(self) -> tuple[str, ...]:
         """The recorded channels, each through the URL door (a bundle's is a local file:// channel)."""
@@ -96,7 +103,7 @@ def read(path: Path) -> CondaLock:
                 "A lock written by conda-lock itself installs with `conda-lock install`.",
             ],
         )
-    if model_digest(lockfile) != custom.get("tfgpu_packages_sha256"):
+    if model_digest(lockfile) != custom.get(DIGEST):
         raise UsageError(
             "lock-modified",
             f"{path} was edited after it was written: its channels, platforms or "

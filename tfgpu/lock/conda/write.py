@@ -32,6 +32,7 @@ from tfgpu.doors.quoting import one_line
 from tfgpu.engines import rattler
 from tfgpu.engines.channels import channel_urls, check_channels
 from tfgpu.errors import ImpossibleError
+from tfgpu.lock.recorded import planned
 from tfgpu.lock.resolving import compile_pylock
 from tfgpu.lock.tools import tools
 from tfgpu.records import record
@@ -244,31 +245,14 @@ def write(targets, output: str | None, *, channels: list[str], runner, uv: str, 
             raise
         packages += entries
         content_hash[platform.name] = _inputs_digest(inputs)
-        recorded = resolution.to_dict()
-        custom[f"tfgpu_resolution.{platform.name}"] = json.dumps(
-            {
-                key: recorded[key]
-                for key in (
-                    "tensorflow",
-                    "package",
-                    "python",
-                    "mode",
-                    "os",
-                    "arch",
-                    "cuda",
-                    "cudnn",
-                    "min_driver",
-                    "accelerator",
-                )
-            }
-            | {
-                "virtual_cuda": inputs["cuda"],
-                "cpu_only": cpu_only,
-                "requirements": inputs["pip"],
-                "conda_specs": inputs["specs"],
-            },
-            sort_keys=True,
+        recorded = planned(
+            resolution,
+            cpu_only=cpu_only,
+            requirements=inputs["pip"],
+            virtual_cuda=inputs["cuda"],
+            conda_specs=inputs["specs"],
         )
+        custom[f"tfgpu_resolution.{platform.name}"] = json.dumps(recorded.to_dict(), sort_keys=True)
     recorded_channels = [secrets.strip(c) for c in channels]  # the credential comes from the engine's auth
     custom[DIGEST] = lock_digest(recorded_channels, [p.name for p, _, _ in targets], custom, _dict_rows(packages))
     # No time_metadata (optional in conda-lock's format): the same inputs give the same bytes, and

@@ -18,45 +18,45 @@ from tfgpu.lock.tools import tools
 
 def check(lock, reporter=None) -> Check:
     """Whether a pip lock (read and checked by :func:`tfgpu.lock.pip.lockfile.read`) is current."""
-    meta, recorded = lock.meta, lock.meta["resolution"]
-    found = Check(Path(lock.path), "pip", [meta["platform"]], recorded["tensorflow"], meta["python"])
-    found.regenerate = lockfile.regenerate_command(meta, str(lock.path))
-    platform = parse_platform(meta["platform"])
-    requirements = [canonical(text, what=f"The lock {lock.path}") for text in recorded["requirements"]]
-    old = lockfile.lock_inputs(requirements, meta["python"], meta["python_platform"], meta["index"])
+    header, recorded = lock.header, lock.resolution
+    found = Check(Path(lock.path), "pip", [header.platform], recorded.tensorflow, header.python)
+    found.regenerate = lockfile.regenerate_command(header, str(lock.path))
+    platform = parse_platform(header.platform)
+    requirements = [canonical(text, what=f"The lock {lock.path}") for text in recorded.requirements]
+    old = lockfile.lock_inputs(requirements, header.python, header.python_platform, header.index)
     try:
         _, resolution, _ = target_today(
-            recorded["tensorflow"],
+            recorded.tensorflow,
             "pip",
-            meta["python"],
-            recorded["os"],
+            header.python,
+            recorded.os,
             platform.name,
-            meta["cpu_only"],
-            companions=tuple(recorded.get("companions", ())),
+            header.cpu_only,
+            companions=recorded.companions,
         )
-        new = lockfile.lock_inputs(list(resolution.packages.pip), resolution.python, platform.uv, meta["index"])
-        if lockfile.inputs_digest(new) != meta["inputs_sha256"]:
+        new = lockfile.lock_inputs(list(resolution.packages.pip), resolution.python, platform.uv, header.index)
+        if lockfile.inputs_digest(new) != header.inputs_sha256:
             input_changes(found, old, new)
     # Only "no longer resolves" is a change; a record the parsers refuse (UsageError) ends the check.
     except (ImpossibleError, OperationError) as error:
         found.add(
             "inputs",
-            f"this tfgpu-install no longer resolves TF {recorded['tensorflow']} for {platform.name}: {error.message}",
+            f"this tfgpu-install no longer resolves TF {recorded.tensorflow} for {platform.name}: {error.message}",
             code=error.code,
         )
     if reporter is not None:
         reporter.note(
-            f"re-resolving {len(old['requirements'])} requirements for {platform.name} against {meta['index']}"
+            f"re-resolving {len(old['requirements'])} requirements for {platform.name} against {header.index}"
         )
     runner, uv, cache = tools("lock-check")
     body, _ = compile_pins(
         old["requirements"],
         platform,
-        meta["python"],
+        header.python,
         runner=runner,
         uv=uv,
         cache_dir=cache,
-        index=meta["index"],
+        index=header.index,
         refresh=True,
         with_pylock=False,
     )

@@ -16,11 +16,12 @@ from tfgpu.resolver.model import Packages, Resolution
 def prepare(lock, options, selectors, bundle: Path | None = None):
     """(resolution, options, source, lock) for a pip lock read by ``tfgpu.lock.pip.lockfile.read``;
     ``bundle``: the bundle directory it came from (its wheels are the only source)."""
+    header = lock.header
     check_selectors(
         lock.resolution,
         mode="pip",
-        python=lock.meta["python"],
-        platform=lock.meta["platform"],
+        python=header.python,
+        platform=header.platform,
         selectors=selectors,
         path=lock.path,
     )
@@ -28,9 +29,9 @@ def prepare(lock, options, selectors, bundle: Path | None = None):
     source = Source(
         kind="bundle" if bundle else "lock",
         requirements=lock.body,
-        index=lock.meta.get("index", ""),
+        index=header.index,
         bundle=bundle,
-        label=f"{lock.path} sha256:{lock.meta['sha256']}",
+        label=f"{lock.path} sha256:{header.sha256}",
         lock_path=str(lock.path),
     )
     return lock_resolution(lock), options, source, lock
@@ -39,25 +40,25 @@ def prepare(lock, options, selectors, bundle: Path | None = None):
 def lock_resolution(lock) -> Resolution:
     """The :class:`Resolution` a lock recorded (nothing is re-resolved)."""
     r = lock.resolution
-    where = f"the lock {lock.path} (sha256 {lock.meta['sha256']}, tfgpu-install {lock.meta['tool_version']})"
+    where = f"the lock {lock.path} (sha256 {lock.sha256}, tfgpu-install {lock.header.tool_version})"
     return Resolution(
-        tensorflow=r["tensorflow"],
-        package=r["package"],
-        python=r["python"],
+        tensorflow=r.tensorflow,
+        package=r.package,
+        python=r.python,
         mode="pip",
-        os=r["os"],
-        arch=r["arch"],
-        platform=r["platform"],
-        accelerator=r["accelerator"],
-        cuda=r["cuda"],
-        cuda_build=r["cuda_build"],
-        cudnn=r["cudnn"],
-        min_driver=r["min_driver"],
-        toolkit_driver=r["toolkit_driver"],
+        os=r.os,
+        arch=r.arch,
+        platform=r.platform,
+        accelerator=r.accelerator,
+        cuda=r.cuda,
+        cuda_build=r.cuda_build,
+        cudnn=r.cudnn,
+        min_driver=r.min_driver,
+        toolkit_driver=r.toolkit_driver,
         driver=None,
-        compute_capabilities=tuple(r["compute_capabilities"]),
+        compute_capabilities=r.compute_capabilities,
         packages=Packages(
-            pip=tuple(canonical(text, what=f"The lock {lock.path}") for text in r["requirements"]),
+            pip=tuple(canonical(text, what=f"The lock {lock.path}") for text in r.requirements),
             notes=(f"Exactly as pinned in {where}.",),
         ),
         modes={},

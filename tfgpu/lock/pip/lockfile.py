@@ -25,6 +25,7 @@ from tfgpu.doors.requirements import problem
 from tfgpu.doors.urls import checked
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, Platform
+from tfgpu.lock.recorded import Recorded, planned
 from tfgpu.lock.resolving import index_url
 from tfgpu.lock.selectors import check_record
 from tfgpu.records import record
@@ -52,16 +53,72 @@ _RESOLUTION_KEYS = (
 
 
 @record
+class PipHeader:
+    """A pip lock's header record (its ``# tfgpu-lock:`` line): how the lock was made and the
+    resolution it records. Made by :func:`make_header` when a lock is written and by :func:`read`
+    from a file it has checked; :meth:`to_dict` is the line's form."""
+
+    tool_version: str
+    platform: str
+    """The lock's platform (``linux-64``)."""
+    python_platform: str
+    """uv's ``--python-platform`` it was resolved for (``x86_64-manylinux_2_28``)."""
+    index: str
+    """The index it was resolved against, canonical (what uv is handed)."""
+    inputs_sha256: str
+    resolution: Recorded
+    sha256: str = ""
+    """The record's own checksum over it and the body (empty until :func:`render` signs it)."""
+
+    @property
+    def python(self) -> str:
+        return self.resolution.python
+
+    @property
+    def cpu_only(self) -> bool:
+        return self.resolution.cpu_only
+
+    def to_dict(self) -> dict:
+        """The record as the file holds it (with ``sha256`` once signed)."""
+        meta = {
+            "format": FORMAT,
+            "tool": "tfgpu-install",
+            "tool_version": self.tool_version,
+            "mode": "pip",
+            "platform": self.platform,
+            "python_platform": self.python_platform,
+            "python": self.python,
+            "index": self.index,
+            "cpu_only": self.cpu_only,
+            "resolution": self.resolution.to_dict(),
+            "inputs_sha256": self.inputs_sha256,
+        }
+        if self.sha256:
+            meta["sha256"] = self.sha256
+        return meta
+
+
+@record
 class PipLock:
     """A lock read back and checked: its recorded header and the requirements below it."""
 
-    meta: dict
+    header: PipHeader
     body: str
     path: Path | None = None
 
     @property
-    def resolution(self) -> dict:
-        return self.meta["resolution"]
+    def resolution(self) -> Recorded:
+        return self.header.resolution
+
+    @property
+    def sha256(self) -> str:
+        return self.header.sha256
+
+    @property
+    def meta(self) -> dict:
+        """The header as the file holds it, a fresh copy: what a test edits and :func:`render`s again
+        to forge a lock (the tool itself reads :attr:`header`)."""
+        return self.header.to_dict()
 
     def pins(self) -> dict[str, str]:
         """``{name: version}`` of every locked distribution."""
@@ -74,28 +131,19 @@ def pins(body: str) -> dict[str, str]:
     return {name.lower().replace("_", "-"): version for name, version in found}
 
 
-def make_meta(resolution, platform: Platform, *, cpu_only: bool, index: str | None = None) -> dict:
-    """The header record of a lock, without its ``sha256`` (added by :func:`render`)."""
+def make_header(resolution, platform: Platform, *, cpu_only: bool, index: str | None = None) -> PipHeader:
+    """The header record of a lock, without its ``sha256`` (added by :func:`render`); with --with,
+    its companions, which `lock --check` and the regenerate command plan again."""
     requirements = list(resolution.packages.pip)
-    recorded = {key: getattr(resolution, key) for key in _RESOLUTION_KEYS}
-    recorded["compute_capabilities"] = list(resolution.compute_capabilities)
-    recorded["requirements"] = requirements
-    if resolution.companions:  # --with: `lock --check` and the regenerate command plan them again
-        recorded["companions"] = list(resolution.companions)
     index = index or index_url()
-    return {
-        "format": FORMAT,
-        "tool": "tfgpu-install",
-        "tool_version": __version__,
-        "mode": "pip",
-        "platform": platform.name,
-        "python_platform": platform.uv,
-        "python": resolution.python,
-        "index": index,
-        "cpu_only": cpu_only,
-        "resolution": recorded,
-        "inputs_sha256": inputs_digest(lock_inputs(requirements, resolution.python, platform.uv, index)),
-    }
+    return PipHeader(
+        tool_version=__version__,
+        platform=platform.name,
+        python_platform=platform.uv,
+        index=index,
+        inputs_sha256=inputs_digest(lock_inputs(requirements, resolution.python, platform.uv, index)),
+        resolution=planned(resolution, cpu_only=cpu_only, requirements=requirements),
+    )
 
 
 def lock_inputs(requirements: Sequence[str], python: str, python_platform: str, index: str) -> dict:
@@ -114,8 +162,14 @@ def inputs_digest(inputs: dict) -> str:
     return _sha256(_canonical(inputs))
 
 
-def regenerate_command(meta: dict, output: str) -> str:
+def regenerate_command(header: PipHeader, output: str) -> str:
     """The exact command that writes this lock again (``--no-detect``: the host plays no part)."""
+    return _regenerate(header.to_dict(), output)
+
+
+def _regenerate(meta: dict, output: str) -> str:
+    """:func:`regenerate_command` from the header's file form: the one :func:`render` writes, or
+    that of a lock :func:`read` refuses (KeyError, TypeError where it lacks what the command needs)."""
     argv = [
         "tfgpu-install",
         "lock",
@@ -139,7 +193,8 @@ def regenerate_command(meta: dict, output: str) -> str:
 
 
 def render(meta: dict, body: str, output: str) -> str:
-    """The whole lock file: the header (human lines, then the record line) and the body."""
+    """The whole lock file: the header (human lines, then the record line) and the body. ``meta``:
+    the header's file form (:meth:`PipHeader.to_dict`), written as given and signed here."""
     record = dict(meta)
     record["sha256"] = _digest(meta, body)
     r = meta["resolution"]
@@ -159,7 +214,7 @@ def render(meta: dict, body: str, output: str) -> str:
         f"{what}.",
         f"# Install:    tfgpu-install create --from-lock {name} --prefix ENV",
         f"#   or plain: pip install --require-hashes -r {name}   (then the CUDA library paths are yours to set)",
-        f"# Regenerate: {regenerate_command(meta, name)}",
+        f"# Regenerate: {_regenerate(meta, name)}",
         MARK + _canonical(record),
     ]
     return "\n".join(lines) + "\n" + body
@@ -189,7 +244,7 @@ def read(path: Path, text: str | None = None) -> PipLock:
         )
     if meta.get("format") != FORMAT or meta.get("mode") != "pip":
         try:
-            again = "Or regenerate it with this version: " + regenerate_command(meta, str(path))
+            again = "Or regenerate it with this version: " + _regenerate(meta, str(path))
         except (KeyError, TypeError):
             again = "Or regenerate it with `tfgpu-install lock`."
         raise ImpossibleError(
@@ -199,29 +254,36 @@ def read(path: Path, text: str | None = None) -> PipLock:
             f"locks of format {FORMAT}.",
             [f"Install tfgpu-install {meta.get('tool_version', '?')} to use this lock as it is.", again],
         )
-    _check_shape(meta, path)
-    recorded = meta.pop("sha256", None)
+    recorded = _check_shape(meta, path)
+    signed = meta.pop("sha256", None)
     actual = _digest(meta, body)
-    if recorded != actual:
+    if signed != actual:
         raise UsageError(
             "lock-modified",
             f"{path} was changed after tfgpu-install wrote it (edited or truncated): its recorded sha256 is "
-            f"{recorded}, its content hashes to {actual}.",
+            f"{signed}, its content hashes to {actual}.",
             [
-                "Restore the file from version control, or regenerate it: " + regenerate_command(meta, str(path)),
+                "Restore the file from version control, or regenerate it: " + _regenerate(meta, str(path)),
                 "Pins are changed by regenerating the lock, never by editing it.",
             ],
         )
-    meta["sha256"] = recorded
     check_body(body, path)
-    if "index" in meta:
-        meta["index"] = check_index(meta["index"], path)  # canonical: what uv is handed
-    return PipLock(meta=meta, body=body, path=path)
+    header = PipHeader(
+        tool_version=meta["tool_version"],
+        platform=meta["platform"],
+        python_platform=meta["python_platform"],
+        index=check_index(meta["index"], path),  # canonical: what uv is handed
+        inputs_sha256=meta["inputs_sha256"],
+        resolution=recorded,
+        sha256=actual,
+    )
+    return PipLock(header=header, body=body, path=path)
 
 
-def _check_shape(meta: dict, path) -> None:
+def _check_shape(meta: dict, path) -> Recorded:
     """The record's fields are of the types this version writes (a record with the right checksum
-    may still hold a list where a string goes: anyone can recompute the checksum)."""
+    may still hold a list where a string goes: anyone can recompute the checksum); its resolution,
+    parsed by ``check_record``."""
     kind, source = untrusted.PIP_LOCK_SHAPE, str(path)
     for key in ("platform", "python_platform", "python", "index", "inputs_sha256", "tool_version"):
         untrusted.expect(meta.get(key), str, kind, source, f"the record's {key!r}")
@@ -239,14 +301,15 @@ def _check_shape(meta: dict, path) -> None:
         for item in untrusted.expect(recorded.get(key, default), list, kind, source, f"the resolution's {key!r}"):
             untrusted.expect(item, str, kind, source, f"an item of the resolution's {key!r}")
 
-    check_record(recorded, path=path, mode="pip")
-    if meta["python"] != recorded["python"] or meta["python_platform"] not in {p.uv for p in PLATFORMS.values()}:
+    found = check_record(recorded, path=path, mode="pip", cpu_only=meta["cpu_only"])
+    if meta["python"] != found.python or meta["python_platform"] not in {p.uv for p in PLATFORMS.values()}:
         raise UsageError(
             "lock-malformed",
             f"{path}: the record's python {meta['python'][:40]!r} and python_platform "
             f"{meta['python_platform'][:40]!r} are not its resolution's Python and a known platform.",
             ["Regenerate the lock with `tfgpu-install lock`."],
         )
+    return found
 
 
 # What a lock body may hold: uv's hashed output and nothing else. A checksum proves a lock was not
@@ -288,10 +351,10 @@ def check_body(body: str, path) -> None:
         )
 
 
-def check_index(index, path) -> str | None:
+def check_index(index: str, path) -> str:
     """The index a lock records passes the URL door (``bad-url``, ``insecure-url``) before anything reads it."""
 
-    return None if index is None else checked(index, f"{path}: the recorded index")
+    return checked(index, f"{path}: the recorded index")
 
 
 def _canonical(value) -> str:

@@ -23,6 +23,7 @@ from tfgpu.records import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
 if TYPE_CHECKING:
+    from tfgpu.lock.pip.lockfile import PipHeader
     from tfgpu.resolver.model import Resolution
 
 
@@ -33,7 +34,7 @@ class Written:
     platform: str
     path: Path
     pylock: Path
-    meta: dict
+    header: PipHeader
     pins: dict[str, str]
 
     def to_dict(self) -> dict:
@@ -41,19 +42,19 @@ class Written:
             "platform": self.platform,
             "path": str(self.path),
             "pylock": str(self.pylock),
-            "tensorflow": self.meta["resolution"]["tensorflow"],
-            "python": self.meta["python"],
-            "cpu_only": self.meta["cpu_only"],
+            "tensorflow": self.header.resolution.tensorflow,
+            "python": self.header.python,
+            "cpu_only": self.header.cpu_only,
             "packages": len(self.pins),
-            "sha256": self.meta["sha256"],
+            "sha256": self.header.sha256,
         }
 
     def note(self) -> str:
         """The line ``lock`` shows for it."""
-        kind = "CPU-only" if self.meta["cpu_only"] else f"CUDA {self.meta['resolution']['cuda']}"
+        kind = "CPU-only" if self.header.cpu_only else f"CUDA {self.header.resolution.cuda}"
         return (
-            f"{self.platform}: {self.path} ({len(self.pins)} packages, TF {self.meta['resolution']['tensorflow']}, "
-            f"{kind}, Python {self.meta['python']}); PEP 751: {self.pylock.name}"
+            f"{self.platform}: {self.path} ({len(self.pins)} packages, TF {self.header.resolution.tensorflow}, "
+            f"{kind}, Python {self.header.python}); PEP 751: {self.pylock.name}"
         )
 
 
@@ -157,9 +158,9 @@ def write_locks(targets: list[tuple[Platform, Resolution, bool]], output: str | 
         # Start-up cost: loaded while uv resolved (_while_uv_resolves), not before uv started.
         from tfgpu.lock.pip import lockfile
 
-        meta = lockfile.make_meta(resolution, platform, cpu_only=cpu_only)
+        header = lockfile.make_header(resolution, platform, cpu_only=cpu_only)
         path = paths[platform.name]
-        rendered.append((platform, path, lockfile.render(meta, body, str(path)), pylock))
+        rendered.append((platform, path, lockfile.render(header.to_dict(), body, str(path)), pylock))
     files = []
     for platform, path, _, pylock in rendered:
         _refuse_anothers_pylock(path, path.with_name(f"pylock.{platform.name}.toml"), pylock)
@@ -172,5 +173,5 @@ def write_locks(targets: list[tuple[Platform, Resolution, bool]], output: str | 
     for platform, path, text, _ in rendered:
         pylock_path = path.with_name(f"pylock.{platform.name}.toml")
         lock = lockfile.read(path, text)
-        written.append(Written(platform.name, path, pylock_path, lock.meta, lock.pins()))
+        written.append(Written(platform.name, path, pylock_path, lock.header, lock.pins()))
     return PipLocks(tuple(written))
