@@ -427,33 +427,73 @@ def test_a_lock_asked_again_runs_no_uv_after_the_index_answers(tmp_path, env):
     assert pins and all(f'name = "{name}"\nversion = "{version}"' in pylock for name, version in pins.items())
 
 
+_NOT_BEFORE_UV = (
+    "rich",
+    "rattler",
+    "tfgpu.lock.pip.lockfile",
+    "packaging",
+    "logging",
+    "typing",
+    "datetime",
+    "difflib",
+    "platform",
+    "secrets",
+    "hmac",
+)
+"""What a pip lock loads only once uv is running (or never): the renderers, the install engine, the
+lock format with packaging's parsers; packaging's wheel tags (logging, platform) are a bundle's;
+``typing``, ``datetime`` and the stdlib ``secrets`` (hmac, hashlib) were loaded for a record's type,
+a log's time stamp and a random name, which cost nothing without them."""
+
 _LOADED_AT_UV = """
-import json, sys
+import json, re, sys
 from tfgpu.process import runner
 
 def run(self, argv, **kwargs):
-    print(json.dumps(sorted(name for name in ("rich", "rattler", "tfgpu.lock.pip.lockfile") if name in sys.modules)))
+    loaded = sorted(name for name in sys.argv[1].split(",") if name in sys.modules)
+    controls = sys.modules["tfgpu.doors.controls"]
+    compiled = sorted(
+        f"{name}.{attribute}" for name, module in list(sys.modules.items()) if name.startswith("tfgpu.")
+        for attribute, value in vars(module).items() if isinstance(value, re.Pattern)
+    )
+    print(json.dumps([loaded, "CHARACTERS" in vars(controls), compiled]))
     sys.exit(0)
 
 runner.Runner.run = run
 from tfgpu import cli
-cli.main(sys.argv[1:])
+cli.main(sys.argv[2:])
 """
+
+_COMPILED_AT_UV = {
+    "tfgpu.cache.uvdir._UV_ENTRY",
+    "tfgpu.envs.location.NAME",
+    "tfgpu.lock.resolving._LOCAL",
+    "tfgpu.lock.resolving._PIN",
+}
+"""The tool's patterns compiled when uv starts: small ones a lock reads (or a module's public name).
+uv's output readers, the prefix check and the URL door's control check are compiled or built when
+first used, which a lock that succeeds never does."""
 
 
 def test_a_lock_starts_uv_before_loading_its_renderers_and_the_install_engine(tmp_path, env):
     """uv's run against the index is most of a lock's time, so it starts first: rich (the
-    renderers), rattler (the install engine) and the lock format load while it runs, not before.
-    A fresh interpreter, as a user's; the runner stands in for uv only to say what was loaded."""
-    done = subprocess.run(
-        [sys.executable, "-c", _LOADED_AT_UV, "lock", *TARGET, "--platform", "linux-64", "-o", str(tmp_path / "a.txt")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
+    renderers), rattler (the install engine) and the lock format load while it runs, not before;
+    what only a failure or a bundle reads is not built at all (the set of control characters, the
+    patterns that read uv's failures). A fresh interpreter, as a user's, locking against PyPI as a
+    user does (a named index is asked once before uv starts, through the HTTP transport); the runner
+    stands in for uv only to say what was loaded, so nothing reaches the network."""
+    env = {name: value for name, value in env.items() if name != "TFGPU_INDEX_URL"}
+    env["TFGPU_CACHE_DIR"] = str(tmp_path / "cache")  # a fresh one, this test's to fill and read
+    argv = [sys.executable, "-c", _LOADED_AT_UV, ",".join(_NOT_BEFORE_UV), "lock", *TARGET, "--platform", "linux-64"]
+    for _run in ("first", "cached"):  # the first run parses the tables and writes the parsed-data cache
+        done = subprocess.run(
+            [*argv, "-o", str(tmp_path / "a.txt")], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+    loaded, controls_built, compiled = json.loads(done.stdout)
+    assert loaded == []
+    assert not controls_built
+    assert set(compiled) <= _COMPILED_AT_UV, sorted(set(compiled) - _COMPILED_AT_UV)
 
 
 def test_a_pylock_from_a_cache_behind_the_index_is_not_kept(tmp_path):
@@ -509,6 +549,59 @@ def test_a_pylock_from_a_cache_behind_the_index_is_not_kept(tmp_path):
     assert lock(behind_runner) == (fresh, after)
     assert behind_runner.asked[-1] == ("pylock", "offline") and len(behind_runner.asked) == 4
     assert any("behind the index" in line for line in behind_runner.logged)
+
+
+def test_the_callers_work_is_done_while_the_index_and_the_cache_both_answer(tmp_path):
+    """While uv asks the index, uv's cache is asked at once, and the caller's own work (loading
+    the renderers and the lock format) is done while both run: none of the three waits for another.
+    Where the cache's run cannot start, the caller's work is still done, once. The runner stands in
+    for uv, to record what runs while what."""
+    from tfgpu.doors.requirements import requirement
+    from tfgpu.lock import resolving
+    from tfgpu.lock.platforms import PLATFORMS
+
+    body = "absl-py==2.5.1 \\\n    --hash=sha256:" + "1" * 64 + "\n"
+    pylock = '[[packages]]\nname = "absl-py"\nversion = "2.5.1"\n'
+
+    class Runner:
+        log_path = tmp_path / "lock.log"
+
+        def __init__(self, cache_starts=True):
+            self.running, self.seen, self.cache_starts = [], [], cache_starts
+
+        def log(self, text):
+            pass
+
+        def run(self, argv, env=None, meanwhile=None):
+            kind = ("cache" if "--offline" in argv else "index") + (" pylock" if "pylock.toml" in argv else "")
+            if kind == "cache" and not self.cache_starts:
+                return type("Done", (), {"returncode": 127, "output": "could not start"})()
+            self.running.append(kind)
+            if meanwhile is not None:
+                meanwhile()
+            output = Path(argv[argv.index("-o") + 1])
+            output.write_text(pylock if "pylock.toml" in argv else body)
+            self.running.remove(kind)
+            return type("Done", (), {"returncode": 0, "output": ""})()
+
+    def lock(runner):
+        return resolving.compile_pins(
+            [requirement("absl-py", what="a test's requirement")],
+            PLATFORMS["linux-64"],
+            "3.12",
+            runner=runner,
+            uv="uv",
+            cache_dir=tmp_path / "uv",
+            index=resolving.DEFAULT_INDEX,
+            meanwhile=lambda: runner.seen.append(sorted(runner.running)),
+        )
+
+    both = Runner()
+    assert lock(both) == (body, pylock)
+    assert both.seen == [["cache", "index"]]
+    alone = Runner(cache_starts=False)
+    assert lock(alone)[0] == body
+    assert alone.seen == [["index"]]
 
 
 def test_a_pylock_the_cache_cannot_answer_is_asked_of_the_index(tmp_path, monkeypatch):

@@ -262,11 +262,8 @@ def write_outputs(files, below: Path | None = None) -> None:
 def _fresh(at: int, name: str) -> tuple[str, int]:
     """A temporary file made exclusively in the open directory ``at`` beside ``name`` (as
     ``mkstemp`` makes one: no planted name or link is followed): its name and a descriptor."""
-    # Start-up cost: `plan --json --no-detect` loads this module but not secrets.
-    import secrets as random
-
     while True:
-        partial = f".{name}.{random.token_hex(4)}.tmp"
+        partial = f".{name}.{os.urandom(4).hex()}.tmp"  # secrets.token_hex(4), without importing hmac and hashlib
         try:
             return partial, os.open(
                 partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=at

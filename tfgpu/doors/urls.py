@@ -31,8 +31,7 @@ import re
 from pathlib import Path
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
-from tfgpu.doors import secrets
-from tfgpu.doors.controls import CHARACTERS as CONTROLS
+from tfgpu.doors import controls, secrets
 from tfgpu.errors import UsageError
 from tfgpu.records import record
 
@@ -106,11 +105,14 @@ def parse(url: str, what: str, *, allow_file: bool = False, transport: bool = Tr
     project file's channel, checked against the rule once the run's trusted hosts are known)."""
     if not isinstance(url, str):
         raise _bad(what, url, "it is not a string")
-    for char in url:
-        if char == "\\":
-            raise _bad(what, url, "it holds a backslash, which engines read as the end of the host")
-        if char.isspace() or char in CONTROLS:
-            raise _bad(what, url, "it holds whitespace or a control character")
+    # The set of controls is built only for a URL that is not ASCII (controls.has_control); the
+    # first offending character says why, as the loop finds it.
+    if "\\" in url or controls.has_control(url) or any(char.isspace() for char in url):
+        for char in url:
+            if char == "\\":
+                raise _bad(what, url, "it holds a backslash, which engines read as the end of the host")
+            if char.isspace() or controls.has_control(char):
+                raise _bad(what, url, "it holds whitespace or a control character")
     match = re.match(_SCHEME, url)
     if not match:
         raise _bad(what, url, "it does not start with https:// (or http://)")
@@ -253,8 +255,9 @@ def shown(url, limit: int = 200) -> str:
         url = secrets.redact(url)
     # Not printable (spaces but " ") or one of tfgpu.doors.controls: a variation selector or a Hangul
     # filler is "printable" to Python, and shows as nothing.
+    hidden = controls.CHARACTERS if isinstance(url, str) and not url.isascii() else ()  # ASCII: isprintable says
     text = (
-        "".join(c if c.isprintable() and c not in CONTROLS else ascii(c)[1:-1] for c in url)
+        "".join(c if c.isprintable() and c not in hidden else ascii(c)[1:-1] for c in url)
         if isinstance(url, str)
         else repr(url)
     )

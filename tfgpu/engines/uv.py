@@ -17,43 +17,48 @@ import re
 import shutil
 import stat
 import sys
+from functools import cache
 from pathlib import Path
-from typing import NamedTuple
 
 from tfgpu.doors import untrusted
 from tfgpu.doors.controls import character_class
 from tfgpu.doors.urls import checked, is_local, parse
 from tfgpu.errors import OperationError, UsageError
 from tfgpu.process.childenv import INDEX_VARIABLES  # the one list: checked for every child, blanked for a lock's run
+from tfgpu.records import record
 
-_PROBLEM_LINES = re.compile(
+# The patterns that read uv's output are compiled when first used (functools.cache): a lock starts
+# uv right after this module loads, and only a failure reads them.
+_PROBLEM_LINES = (
     r"(error|No solution found|not found|Because|hint|Failed|unsatisfiable|"
-    r"Could not|ERROR|No matching distribution|Hash mismatch|do not match the hashes)",
-    re.I,
+    r"Could not|ERROR|No matching distribution|Hash mismatch|do not match the hashes)"
 )
 # A failure to reach the index at all: uv's connection errors. ("Failed to fetch" and "error sending
 # request" also head HTTP 404s and hash mismatches, so they are not signs of a missing network.)
-_NO_NETWORK = re.compile(
+_NO_NETWORK = (
     r"(dns error|error resolving DNS|failed to lookup address|Name or service not known|"
     r"Temporary failure in name resolution|Network is unreachable|Connection refused|"
-    r"Could not connect|tcp connect error|operation timed out|connection timed out)",
-    re.I,
+    r"Could not connect|tcp connect error|operation timed out|connection timed out)"
 )
 # A package that --offline could not find: neither in --find-links nor in uv's cache.
-_NOT_OFFLINE = re.compile(
+_NOT_OFFLINE = (
     r"(No solution found|there is no version of|not found in the provided package locations|"
-    r"network connectivity is disabled|network was disabled|not found in the cache)",
-    re.I,
+    r"network connectivity is disabled|network was disabled|not found in the cache)"
 )
 
 
 # An index that answered a resolve and failed the install a moment later: a server error or a
 # connection cut mid-transfer (uv's own retries spent), as a mirror or CDN between two states gives.
-_TRANSIENT = re.compile(
+_TRANSIENT = (
     r"(status code:? 5\d\d|\b50[0234] (?:Internal|Bad Gateway|Service|Gateway)|connection reset|"
-    r"connection closed before|error decoding response body|unexpected EOF|request or response body error)",
-    re.I,
+    r"connection closed before|error decoding response body|unexpected EOF|request or response body error)"
 )
+
+
+@cache
+def _pattern(source: str) -> re.Pattern[str]:
+    """One of the patterns above, compiled (case-insensitive) when first used."""
+    return re.compile(source, re.I)
 
 
 def _canonical(requirement: str) -> str:
@@ -72,7 +77,7 @@ def looks_transient(output: str, pins: list[str]) -> tuple[str, list[str]] | Non
         return f"the index offered {', '.join(gone)} to the resolve and not to the install", [
             req.partition("==")[0] for req in gone
         ]
-    if _NO_NETWORK.search(output) or _TRANSIENT.search(output):
+    if _pattern(_NO_NETWORK).search(output) or _pattern(_TRANSIENT).search(output):
         return "the index answered the resolve and then failed the install", []
     return None
 
@@ -181,15 +186,19 @@ def tries(sources: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
 # Requires-Dist may be any length, a version anything): a match starts only where a name does, each
 # part has a length cap, and no part holds a control character (tfgpu.doors.controls), so a 40,000-character
 # name costs no quadratic search (it took 36 s) and no escape sequence reaches the message.
-_CONTROL = character_class()[1:-1]
-_REQ = (
-    rf"(?<![A-Za-z0-9._-])[A-Za-z0-9][A-Za-z0-9._-]{{0,200}}(?:\[[^\]{_CONTROL}]{{0,200}}\])?"
-    rf"(?:(?:==|>=|<=|~=|!=|<|>)[^\s,{_CONTROL}]{{1,100}})?"
-)
-_LACKING = re.compile(
-    rf"there is no version of (?P<version>{_REQ})|(?P<req>{_REQ}) (?:was not found in the provided package "
-    r"locations|was not found in the cache|needs to be downloaded from a registry)"
-)
+@cache
+def _lacking() -> re.Pattern[str]:
+    """The pattern :func:`lacking` reads with, built when first used: the control set it leaves out
+    is tfgpu.doors.controls' whole set, which a lock that never fails never builds."""
+    control = character_class()[1:-1]
+    req = (
+        rf"(?<![A-Za-z0-9._-])[A-Za-z0-9][A-Za-z0-9._-]{{0,200}}(?:\[[^\]{control}]{{0,200}}\])?"
+        rf"(?:(?:==|>=|<=|~=|!=|<|>)[^\s,{control}]{{1,100}})?"
+    )
+    return re.compile(
+        rf"there is no version of (?P<version>{req})|(?P<req>{req}) (?:was not found in the provided package "
+        r"locations|was not found in the cache|needs to be downloaded from a registry)"
+    )
 
 
 def lacking(output: str) -> list[str]:
@@ -197,7 +206,7 @@ def lacking(output: str) -> list[str]:
     cache (``third``, ``dep==2.0``, ``cryptography>=45.0.1``), in the order it names them. uv stops
     at the first conflict, so this may be fewer than are missing."""
     found: list[str] = []
-    for match in _LACKING.finditer(output):
+    for match in _lacking().finditer(output):
         requirement = match.group("version") or match.group("req")
         if requirement not in found:
             found.append(requirement)
@@ -424,7 +433,8 @@ def exact_pins(lock_text: str) -> list[str]:
     ]
 
 
-class RunFailure(NamedTuple):
+@record
+class RunFailure:  # a record, not a NamedTuple: a lock starts uv without importing typing
     """What a failed command says, as facts: which command, its exit status, the lines that name
     the problem (else the output's tail), and two readings of uv's output. What they mean for the
     user (what to do) is the mode installer's to say (``tfgpu.installers.failures.install_failed``)."""
@@ -446,11 +456,11 @@ def run_failure(argv, done, location=None) -> RunFailure:
     if location is not None and location.staging != location.prefix:
         output = output.replace(str(location.staging), str(location.prefix))
     lines = [line for line in output.splitlines() if not line.startswith("Using Python ")]
-    problem = [line.strip() for line in lines if _PROBLEM_LINES.search(line)][:8]
+    problem = [line.strip() for line in lines if _pattern(_PROBLEM_LINES).search(line)][:8]
     return RunFailure(
         command=f"{Path(argv[0]).name} {' '.join(argv[1:3])}",
         returncode=done.returncode,
         detail="\n".join(problem) if problem else "\n".join(lines[-12:]),
-        unreachable=bool(_NO_NETWORK.search(output)),
-        not_found=bool(_NOT_OFFLINE.search(output)),
+        unreachable=bool(_pattern(_NO_NETWORK).search(output)),
+        not_found=bool(_pattern(_NOT_OFFLINE).search(output)),
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
+from functools import cache
 from pathlib import Path
 
 from tfgpu.doors import untrusted
@@ -22,9 +22,14 @@ from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.records import factory, record
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_UNSAFE = re.compile(r'["$`\\!]|' + character_class())
-"""What a prefix may not hold: shell text activation scripts put in double quotes would expand, and
-the characters no generated file or terminal shows as themselves (tfgpu.doors.controls)."""
+
+
+@cache
+def _unsafe() -> re.Pattern[str]:
+    """What a prefix may not hold: shell text activation scripts put in double quotes would expand, and
+    the characters no generated file or terminal shows as themselves (tfgpu.doors.controls). Built
+    when first used: a lock imports this module (through the cache's) and never checks a prefix."""
+    return re.compile(r'["$`\\!]|' + character_class())
 
 
 @record
@@ -39,7 +44,7 @@ class Location:
     in_place: bool = False
     """Built at the final path (``staging == prefix``): for engines whose envs cannot be moved
     (conda, mamba, micromamba). An old env is moved aside first and put back on failure."""
-    id: str = factory(lambda: secrets.token_hex(16))
+    id: str = factory(lambda: os.urandom(16).hex())  # secrets.token_hex without importing it (hmac, hashlib)
     """This build's identity, written into its marker (and its Jupyter kernel's name)."""
 
     @property
@@ -88,7 +93,7 @@ def check_path_text(text: str, flag: str = "--prefix") -> str:
             f"{flag} {text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8.",
             ["Use a path whose name is UTF-8 text."],
         ) from None
-    bad = _UNSAFE.search(text)
+    bad = _unsafe().search(text)
     if bad:
         shown = repr(bad.group(0))
         raise UsageError(

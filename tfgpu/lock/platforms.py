@@ -7,13 +7,8 @@ machine say the same thing): ``linux-64``, ``linux-aarch64``, ``win-64``, ``osx-
 
 from __future__ import annotations
 
-import difflib
-import platform as stdlib_platform
 import sys
 from functools import cached_property
-
-from packaging import tags
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from tfgpu.errors import UsageError
 from tfgpu.records import record
@@ -50,11 +45,18 @@ class Platform:
             )
             return (*many, *legacy)
         if self.os == "macos":
+            # Start-up cost: a lock starts uv knowing only the platform's names; packaging's tags
+            # (logging, sysconfig and platform with them) are for a bundle's wheels.
+            from packaging import tags
+
             return tuple(tags.mac_platforms(_MACOS, "arm64" if self.arch == "aarch64" else "x86_64"))
         return ("win_amd64",)
 
     def wheel_rank(self, filename: str, python: str) -> int | None:
         """How good a wheel is for this platform and Python (lower is better); None if it does not run."""
+        # Start-up cost: as in wheel_platforms, only a bundle ranks wheels.
+        from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
         try:
             wheel_tags = parse_wheel_filename(filename)[3]
         except InvalidWheelFilename:
@@ -83,6 +85,9 @@ def _tag_ranks(platform: Platform, python: str) -> dict:
     if key not in _RANKS:
         version = tuple(int(part) for part in python.split("."))
         interpreter = f"cp{version[0]}{version[1]}"
+        # Start-up cost: as in Platform.wheel_platforms, only a bundle ranks wheels.
+        from packaging import tags
+
         ordered = [
             *tags.cpython_tags(version, platforms=platform.wheel_platforms),
             *tags.compatible_tags(version, interpreter, platform.wheel_platforms),
@@ -96,6 +101,8 @@ def parse_platform(value: str) -> Platform:
     name = value.strip().lower()
     if name in PLATFORMS:
         return PLATFORMS[name]
+    import difflib  # Start-up cost: only a name that is not a platform needs a near one.
+
     close = difflib.get_close_matches(name, list(PLATFORMS), n=1)
     hint = [f"Did you mean --platform {close[0]}?"] if close else []
     raise UsageError(
@@ -107,6 +114,8 @@ def parse_platform(value: str) -> Platform:
 
 def host_platform() -> Platform | None:
     """The platform of the machine this runs on, if it is one of :data:`PLATFORMS`."""
+    import platform as stdlib_platform  # Start-up cost: a lock for a named platform never asks this machine's.
+
     machine = stdlib_platform.machine().lower()
     arch = {"amd64": "x86_64", "x86_64": "x86_64", "arm64": "aarch64", "aarch64": "aarch64"}.get(machine)
     system = {"linux": "linux", "win32": "windows", "darwin": "macos"}.get(sys.platform)

@@ -80,11 +80,20 @@ def compile_pins(
         env = {name: "" for name in INDEX_VARIABLES}
         cached: list[tuple[str, str] | None] = []
 
-        def while_the_index_answers() -> None:
+        said: list[bool] = []
+
+        def callers_work() -> None:
+            said.append(True)
             if meanwhile is not None:
                 meanwhile()
+
+        def while_the_index_answers() -> None:
+            # uv's cache is asked first, and the caller's work is done while it answers: all three are
+            # done before the index's answer comes, and none waits for another.
             if with_pylock and not refresh:
-                cached.append(_from_the_cache(uv, req_in, Path(tmp) / "cached", common, runner, env))
+                cached.append(_from_the_cache(uv, req_in, Path(tmp) / "cached", common, runner, env, callers_work))
+            if not said:  # no cache run, or one that could not start
+                callers_work()
 
         result = runner.run(
             compile_for_target(uv, req_in, Path(tmp) / "requirements.txt", refresh=refresh, **common),
@@ -122,10 +131,13 @@ def compile_pins(
     return body, pylock
 
 
-def _from_the_cache(uv: str, req_in: Path, where: Path, common: dict, runner, env: dict) -> tuple[str, str] | None:
+def _from_the_cache(
+    uv: str, req_in: Path, where: Path, common: dict, runner, env: dict, meanwhile=None
+) -> tuple[str, str] | None:
     """(hashed requirements, pylock.toml) resolved by uv from its cache alone (``--offline``), in
     that order, while the index is asked for the same requirements: a lock asked again costs one
     round of requests and no uv run after it. None where the cache cannot answer (a first lock).
+    ``meanwhile``: work done while the first of them runs (``tfgpu.process.runner.Runner.run``).
 
     The pylock is kept only where these requirements are byte for byte what the index answered
     (:func:`compile_pins`): the same versions and the hash of every file of each, so the file lists
@@ -134,11 +146,11 @@ def _from_the_cache(uv: str, req_in: Path, where: Path, common: dict, runner, en
     it reads fresh too."""
     where.mkdir()
     requirements, pylock = where / "requirements.txt", where / "pylock.toml"
-    for argv in (
-        compile_for_target(uv, req_in, requirements, offline=True, **common),
-        compile_for_target(uv, req_in, pylock, pylock=True, offline=True, **common),
+    for argv, alongside in (
+        (compile_for_target(uv, req_in, requirements, offline=True, **common), meanwhile),
+        (compile_for_target(uv, req_in, pylock, pylock=True, offline=True, **common), None),
     ):
-        if runner.run(argv, env=env).returncode:
+        if runner.run(argv, env=env, meanwhile=alongside).returncode:
             runner.log("uv's cache cannot answer alone (above): the pylock.toml is resolved after the index's answer.")
             return None
     try:

@@ -105,10 +105,7 @@ def open_log(operation: str) -> tuple[Path | None, str]:
     """A new log file for ``operation`` (``create-tf2.21``) in the log directory; when that cannot
     be written (a read-only home), one in the temporary directory; else none. Returns the path and
     a note for the user ("" when the log is where docs/configuration.md says)."""
-    # Start-up cost: `doctor` loads this module but not datetime.
-    from datetime import datetime
-
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    stamp = time.strftime("%Y%m%d-%H%M%S")  # local time, as datetime.now() gives, without importing datetime
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in operation)[:80]
     try:
         directory = log_dir()

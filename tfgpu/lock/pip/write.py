@@ -126,7 +126,7 @@ def _refuse_anothers_pylock(lock: Path, pylock: Path, body: str) -> None:
 def _while_uv_resolves(reporter, said: str) -> None:
     """What a lock does while uv resolves rather than before uv starts: it says what is being locked
     (a reporter made at its first use, as the CLI's is, loads its renderers then) and loads the lock
-    format (packaging's requirement parser with it)."""
+    format."""
     # Start-up cost: the lock format is needed only once uv has answered.
     from tfgpu.lock.pip import lockfile  # noqa: F401
 
