@@ -195,13 +195,24 @@ def _parse_the_tables_once() -> None:
     whose cache misses gets a copy of it and writes its cache file as the tool would; the reading,
     rejecting and writing of cache files are the tool's own. A parse that fails is not kept (each
     bad overlay is refused afresh), nor one made with a schema or parser a test has replaced;
-    tests/test_data_tables.py validates the shipped tables themselves."""
+    tests/test_data_tables.py validates the shipped tables themselves.
+
+    A set not seen yet (an overlay of one table, good or bad) parses only what it does not share
+    with one seen before: each table's parse is kept by its name, bytes and path, so the shipped
+    tables beside an overlay are not parsed again for each overlay a test writes (the tool's
+    ``parse`` still runs on every table it has not met, the overlay's included)."""
     import marshal
 
     from tfgpu import data
     from tfgpu.data import schema
 
-    parse_all, validate, kept = data._parse_all, schema.validate, {}
+    parse_all, validate, kept, kept_tables = data._parse_all, schema.validate, {}, {}
+
+    def parse_table_once(name: str, raw: bytes, where: str):
+        key = (name, raw, where)
+        if key not in kept_tables:
+            kept_tables[key] = marshal.dumps(parse(name, raw, where))
+        return marshal.loads(kept_tables[key])  # a copy a test may change
 
     def parse_once(overlay=None):
         if overlay is None:
@@ -210,7 +221,11 @@ def _parse_the_tables_once() -> None:
             return parse_all(overlay)
         key = data._cache_file(overlay).name
         if key not in kept:
-            tables = parse_all(overlay)
+            data.parse = parse_table_once
+            try:
+                tables = parse_all(overlay)
+            finally:
+                data.parse = parse
             kept[key] = {name: marshal.dumps(table) for name, table in tables.items()}
             return tables
         tables = {name: marshal.loads(table) for name, table in kept[key].items()}  # a copy a test may change
