@@ -6,50 +6,12 @@ backend reading lock files, one folder per lock format that uses no other format
 from __future__ import annotations
 
 import ast
-import functools
 from pathlib import Path
 
 import pytest
-
-import tfgpu
-
-ROOT = Path(tfgpu.__file__).parent
-
-
-# Each check below reads every module of the package: the sources are read, parsed and walked once
-# for the file's tests, which only read the trees (none changes one), not once per check.
-
-
-@functools.cache
-def text(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
-
-
-@functools.cache
-def tree(source: str) -> ast.AST:
-    return ast.parse(source)
-
-
-@functools.cache
-def nodes(source: str) -> tuple[ast.AST, ...]:
-    """Every node of ``source``'s tree, in ``ast.walk``'s order."""
-    return tuple(ast.walk(tree(source)))
-
-
-@functools.cache
-def parents(source: str) -> dict[ast.AST, ast.AST]:
-    return {child: node for node in nodes(source) for child in ast.iter_child_nodes(node)}
-
-
-def walked(path: Path) -> tuple[ast.AST, ...]:
-    """Every node of a module's tree."""
-    return nodes(text(path))
-
-
-@functools.cache
-def package_files() -> tuple[Path, ...]:
-    return tuple(sorted(ROOT.rglob("*.py")))
-
+from packagesource import PACKAGE as ROOT
+from packagesource import modules as package_files
+from packagesource import nodes, parents, text, walked
 
 # Code that runs inside the *target* env's Python (or is embedded into a generated script), not in
 # the tool's process: it cannot import tfgpu, so it starts its own children.
