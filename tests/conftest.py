@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import atexit
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -153,6 +155,25 @@ def pytest_report_header(config) -> list[str]:
     return systemprograms.header([p for p in systemprograms.PROGRAMS if not systemprograms.present(p)])
 
 
+def _keep_bytecode() -> None:
+    """The suite's test modules and the tool's own, compiled once and kept, not on every run.
+
+    Where PYTHONDONTWRITEBYTECODE is set (this machine's shells set it, to keep ``__pycache__`` out
+    of checkouts), every pytest process compiled the tool from source and, worse, ran pytest's
+    assertion rewriting over every test module again: about 6 s of CPU per process, paid by each
+    xdist worker, before the first test ran. The compiled files go under TFGPU_TEST_CACHE/bytecode
+    (PYTHONPYCACHEPREFIX's layout), never beside the sources, for this process only: the
+    environment the tool and its children see is left as it was (a test of what a child writes
+    meets the same PYTHONDONTWRITEBYTECODE as before). A prefix the user set is kept; a run that
+    writes bytecode anyway (no PYTHONDONTWRITEBYTECODE) is left to do it as always."""
+    if sys.dont_write_bytecode and not sys.pycache_prefix:
+        sys.pycache_prefix = str(suite_cache("bytecode"))
+        sys.dont_write_bytecode = False
+
+
+_keep_bytecode()
+
+
 def _name_loopback() -> None:
     from tfgpu.doors import urls
 
@@ -174,13 +195,24 @@ def _parse_the_tables_once() -> None:
     whose cache misses gets a copy of it and writes its cache file as the tool would; the reading,
     rejecting and writing of cache files are the tool's own. A parse that fails is not kept (each
     bad overlay is refused afresh), nor one made with a schema or parser a test has replaced;
-    tests/test_data_tables.py validates the shipped tables themselves."""
+    tests/test_data_tables.py validates the shipped tables themselves.
+
+    A set not seen yet (an overlay of one table, good or bad) parses only what it does not share
+    with one seen before: each table's parse is kept by its name, bytes and path, so the shipped
+    tables beside an overlay are not parsed again for each overlay a test writes (the tool's
+    ``parse`` still runs on every table it has not met, the overlay's included)."""
     import marshal
 
     from tfgpu import data
     from tfgpu.data import schema
 
-    parse_all, validate, kept = data._parse_all, schema.validate, {}
+    parse_all, validate, kept, kept_tables = data._parse_all, schema.validate, {}, {}
+
+    def parse_table_once(name: str, raw: bytes, where: str):
+        key = (name, raw, where)
+        if key not in kept_tables:
+            kept_tables[key] = marshal.dumps(parse(name, raw, where))
+        return marshal.loads(kept_tables[key])  # a copy a test may change
 
     def parse_once(overlay=None):
         if overlay is None:
@@ -189,7 +221,11 @@ def _parse_the_tables_once() -> None:
             return parse_all(overlay)
         key = data._cache_file(overlay).name
         if key not in kept:
-            tables = parse_all(overlay)
+            data.parse = parse_table_once
+            try:
+                tables = parse_all(overlay)
+            finally:
+                data.parse = parse
             kept[key] = {name: marshal.dumps(table) for name, table in tables.items()}
             return tables
         tables = {name: marshal.loads(table) for name, table in kept[key].items()}  # a copy a test may change
@@ -212,12 +248,44 @@ def _named_loopback():
     _name_loopback()
 
 
+_BUILDERS = ("conftest.py", "wheelhouse.py", "condachannel.py", "localindex.py", "repairhelpers.py")
+
+
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """``build(directory)``'s result, built once for the whole run: under xdist, by the first worker
+    that asks, into a directory beside the workers' own, and read by every other worker as it is
+    (the suite's session fixtures are read-only: a test that changes one works on a copy). Each
+    worker built its own before, the same bytes with the same gcc and rattler runs.
+
+    The directory is named by ``name`` and a digest of the sources that build it (this file and the
+    helpers it calls, the interpreter's version), so a stale tree is never taken for a current
+    one; a file lock makes the other workers wait for the first one's build, which is recorded
+    as done only once it is whole. Without xdist it is the session's own temporary directory,
+    as before."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build(tmp_path_factory.mktemp(name))
+    digest = hashlib.sha256(sys.version.encode())
+    for helper in _BUILDERS:
+        digest.update((Path(__file__).parent / helper).read_bytes())
+    place = tmp_path_factory.getbasetemp().parent / "built-once" / f"{name}-{digest.hexdigest()[:16]}"
+    place.parent.mkdir(parents=True, exist_ok=True)
+    done = place.with_name(place.name + ".done")  # the built directory, relative to place
+    with open(place.with_name(place.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also by a worker that dies
+        if not done.is_file():
+            shutil.rmtree(place, ignore_errors=True)  # what a worker that failed half-way left
+            place.mkdir()
+            built = build(place)
+            done.write_text(str(Path(built).absolute().relative_to(place.absolute())))
+    return place / done.read_text()
+
+
 @pytest.fixture(scope="session")
 def local_wheels(tmp_path_factory) -> Path:
     """A find-links directory standing in for PyPI (see tests/wheelhouse.py)."""
     if not wheelhouse.have_compiler():
         pytest.skip("gcc is needed to build the test shared libraries")
-    return wheelhouse.tensorflow_wheelhouse(tmp_path_factory.mktemp("wheels"))
+    return built_once(tmp_path_factory, "wheels", wheelhouse.tensorflow_wheelhouse)
 
 
 @pytest.fixture(scope="session")
@@ -226,7 +294,9 @@ def no_gpu_wheels(tmp_path_factory) -> Path:
     ``verify`` meets on a machine without a driver (see ``wheelhouse.NO_GPU_TENSORFLOW``)."""
     if not wheelhouse.have_compiler():
         pytest.skip("gcc is needed to build the test shared libraries")
-    return wheelhouse.tensorflow_wheelhouse(tmp_path_factory.mktemp("no-gpu-wheels"), no_gpu=True)
+    return built_once(
+        tmp_path_factory, "no-gpu-wheels", lambda directory: wheelhouse.tensorflow_wheelhouse(directory, no_gpu=True)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -253,8 +323,8 @@ def index_url(local_wheels, tmp_path_factory):
     """A real PEP 503 index on 127.0.0.1 serving the local wheelhouse (tests/localindex.py)."""
     import localindex
 
-    root = localindex.build_index(local_wheels, tmp_path_factory.mktemp("index"))
-    with localindex.Server(root) as url:
+    root = built_once(tmp_path_factory, "index", lambda directory: localindex.build_index(local_wheels, directory))
+    with localindex.Server(root) as url:  # each worker serves it: a server lives as long as its process
         yield url
 
 
@@ -268,10 +338,14 @@ def lock_env(tool_env, index_url) -> dict[str, str]:
 def lock_channel(tmp_path_factory) -> Path:
     """A local conda channel (tests/condachannel.py) for conda locks and bundles: TF 2.13/2.16 on linux-64,
     plus a Python for linux-aarch64/osx-arm64 and a TF 2.10 set for linux-64/win-64."""
-    import condachannel
-
     if not wheelhouse.have_compiler():
         pytest.skip("gcc is needed to build the test shared libraries")
+    return built_once(tmp_path_factory, "lock-channel", _lock_channel)
+
+
+def _lock_channel(directory: Path) -> Path:
+    import condachannel
+
     packages = condachannel.default_packages()
     version = ".".join(str(part) for part in sys.version_info[:3])
     for subdir in ("linux-aarch64", "osx-arm64"):  # a Python to lock CPU-only / metal platforms with
@@ -297,7 +371,7 @@ def lock_channel(tmp_path_factory) -> Path:
                 files=metadata_only,
             ),
         ]
-    return condachannel.build_channel(tmp_path_factory.mktemp("lock-channel"), packages)
+    return condachannel.build_channel(directory, packages)
 
 
 @pytest.fixture(scope="session")
@@ -305,7 +379,15 @@ def lock_index(tmp_path_factory):
     """A local PEP 503 index (tests/localindex.py) with stub tensorflow/numpy-stub wheels for conda locks."""
     import localindex
 
-    wheels = tmp_path_factory.mktemp("lock-wheels")
+    root = built_once(tmp_path_factory, "lock-index", _lock_index)
+    with localindex.Server(root) as url:
+        yield url
+
+
+def _lock_index(directory: Path) -> Path:
+    import localindex
+
+    wheels = directory / "wheels"
     for version in ("2.10.1", "2.13.1", "2.16.1"):
         wheelhouse.wheel(
             wheels,
@@ -316,22 +398,23 @@ def lock_index(tmp_path_factory):
         )
     wheelhouse.wheel(wheels, "tensorflow-metal", "1.0.0", {"tensorflow_metal/__init__.py": b""})
     wheelhouse.wheel(wheels, "numpy-stub", "1.2.3", {"numpy_stub/__init__.py": b""})
-    root = localindex.build_index(wheels, tmp_path_factory.mktemp("lock-index"))
-    with localindex.Server(root) as url:
-        yield url
+    return localindex.build_index(wheels, directory / "index")
 
 
 @pytest.fixture(scope="session")
 def repair_wheels(tmp_path_factory) -> Path:
     """TensorFlow 2.21.0 (a CUDA build) and every CUDA wheel its resolution names, plus an old cuDNN
     (tests/repairhelpers.py): what users' own envs are made from in the repair tests."""
+    if not wheelhouse.have_compiler():
+        pytest.skip("gcc is needed to build the test shared libraries")
+    return built_once(tmp_path_factory, "repair-wheels", _repair_wheels)
+
+
+def _repair_wheels(directory: Path) -> Path:
     import repairhelpers
 
     from tfgpu.resolver import make_request, resolve
 
-    if not wheelhouse.have_compiler():
-        pytest.skip("gcc is needed to build the test shared libraries")
-    directory = tmp_path_factory.mktemp("repair-wheels")
     repairhelpers.tensorflow_wheel(directory, "2.21.0", cuda=True)
     resolution = resolve(
         make_request(tf="2.21.0", mode="pip", python=f"{sys.version_info[0]}.{sys.version_info[1]}"), None
@@ -344,9 +427,11 @@ def cpu_wheels(tmp_path_factory) -> Path:
     """A CPU-only TensorFlow 2.21.0 wheel (build_info says is_cuda_build False)."""
     import repairhelpers
 
-    directory = tmp_path_factory.mktemp("cpu-wheels")
-    repairhelpers.tensorflow_wheel(directory, "2.21.0", cuda=False)
-    return directory
+    def build(directory: Path) -> Path:
+        repairhelpers.tensorflow_wheel(directory, "2.21.0", cuda=False)
+        return directory
+
+    return built_once(tmp_path_factory, "cpu-wheels", build)
 
 
 def run_tool(*argv: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -8,8 +8,8 @@ import ast
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
+import packagesource
 import pytest
 
 import tfgpu
@@ -146,13 +146,13 @@ SPELLED = re.compile(r"\\x1f|\\x9f|\\x7f|\\u202e|\\u2066|\\ufeff|\\u2028|[\x1f\x
 
 
 def test_no_module_spells_its_own_set():
-    root = Path(tfgpu.__file__).parent
+    root = packagesource.PACKAGE
     offenders = []
-    for path in sorted(root.rglob("*.py")):
+    for path in packagesource.modules():
         relative = path.relative_to(root).as_posix()
         if relative in ("doors/controls.py", "envs/activation.py") or relative.startswith("envs/templates/"):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in packagesource.walked(path):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and SPELLED.search(node.value):
                 offenders.append(f"{relative}:{node.lineno}")
     assert offenders == []

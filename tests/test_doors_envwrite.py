@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import packagesource
 import pytest
 
 import tfgpu
@@ -64,7 +65,7 @@ def _writes_a_file(node: ast.Call) -> bool:
 
 def bypasses(path: Path) -> list[str]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    for node in packagesource.nodes(path.read_text(encoding="utf-8")):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
@@ -138,8 +139,7 @@ AROUND_THE_DOOR = {
 def name_changes(source: str) -> list[str]:
     """Each call in ``source`` that deletes, renames or links a name without ``tfgpu.doors.trees``."""
     found = []
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
+    for node in packagesource.nodes(source):
         if isinstance(node, ast.ImportFrom) and node.module in ("os", "shutil"):
             for alias in node.names:
                 if (node.module, alias.name) in NAME_CHANGES:
@@ -164,11 +164,11 @@ def test_names_change_only_through_the_primitives():
     renames or links a name itself: the primitives never follow a link at the name they change, and
     work relative to an open directory where the caller holds one."""
     offenders = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in packagesource.modules():
         relative = path.relative_to(PACKAGE).as_posix()
         if relative == NAME_DOOR or relative in AROUND_THE_DOOR:
             continue
-        found = name_changes(path.read_text(encoding="utf-8"))
+        found = name_changes(packagesource.text(path))
         if found:
             offenders[relative] = found
     assert offenders == {}
@@ -177,7 +177,7 @@ def test_names_change_only_through_the_primitives():
 def test_each_module_let_around_the_door_still_changes_names():
     """An entry in :data:`AROUND_THE_DOOR` that no longer needs it goes, so the list stays true."""
     for relative in AROUND_THE_DOOR:
-        assert name_changes((PACKAGE / relative).read_text(encoding="utf-8")), relative
+        assert name_changes(packagesource.text(PACKAGE / relative)), relative
 
 
 @pytest.mark.parametrize(

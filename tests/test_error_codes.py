@@ -10,29 +10,23 @@ that contract. This reads every ``UsageError/ImpossibleError/OperationError("cod
 from __future__ import annotations
 
 import ast
-import functools
-from pathlib import Path
+
+from packagesource import PACKAGE, modules, walked
 
 from tfgpu import errors
 
 EXIT = {"UsageError": 2, "ImpossibleError": 3, "OperationError": 1, "CommandNotFoundError": 127}
 
 
-@functools.cache
 def _sources() -> tuple:
-    """Every module of the package, parsed once for the file's tests (they only read the trees)."""
-    import tfgpu
-
-    package = Path(tfgpu.__file__).resolve().parent
-    return tuple(
-        (package, path, ast.parse(path.read_text(), filename=str(path))) for path in sorted(package.rglob("*.py"))
-    )
+    """Every module of the package with its nodes (tests/packagesource.py: read and walked once)."""
+    return tuple((PACKAGE, path, walked(path)) for path in modules())
 
 
 def raised_codes() -> dict[str, dict[int, list[str]]]:
     codes: dict[str, dict[int, list[str]]] = {}
-    for package, path, tree in _sources():
-        for node in ast.walk(tree):
+    for package, path, found in _sources():
+        for node in found:
             if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant):
                 continue
             name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
@@ -61,10 +55,10 @@ def test_every_registered_code_is_one_the_tool_can_raise():
     """A code raised from data (the resolver's reasons, the GPU check's report) is a string in the
     source; one found nowhere outside the registry is a code the tool no longer has."""
     strings = set()
-    for _package, path, tree in _sources():
+    for _package, path, found in _sources():
         if path.name == "errors.py" and path.parent.name == "tfgpu":
             continue
-        strings |= {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)}
+        strings |= {node.value for node in found if isinstance(node, ast.Constant)}
     strings |= {"no-gpu"}  # the GPU check's fallback, spelled in an expression with the report's code
     stale = sorted(code for code in [*errors.CODES, *errors.VERIFY_CODES] if code not in strings)
     assert stale == []

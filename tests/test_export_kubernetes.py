@@ -4,6 +4,7 @@ worker's TF_CONFIG built by its real shell command from the pod's index."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 
@@ -21,10 +22,19 @@ def documents(tf: str, mode: str) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(out["tfgpu-job.yaml"]) if doc]
 
 
+@functools.cache
+def _schema(read, filename: str, desired_version: str):
+    return read(filename, desired_version)
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("tf", VERSIONS)
-def test_every_manifest_validates_against_the_kubernetes_schemas(tf, mode):
+def test_every_manifest_validates_against_the_kubernetes_schemas(tf, mode, monkeypatch):
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    # The validator reads its bundled schema files (megabytes of JSON) again for every document: read
+    # once for the file's cases, the same files, used as they are (a validation only reads them).
+    read = kubernetes_validate.utils.schema_contents
+    monkeypatch.setattr(kubernetes_validate.utils, "schema_contents", lambda *args: _schema(read, *args))
     try:
         docs = documents(tf, mode)
     except Exception as error:  # TF 2.16 system mode: no nvidia/cuda image (the Dockerfile export says so)

@@ -6,21 +6,12 @@ backend reading lock files, one folder per lock format that uses no other format
 from __future__ import annotations
 
 import ast
-import functools
 from pathlib import Path
 
 import pytest
-
-import tfgpu
-
-ROOT = Path(tfgpu.__file__).parent
-
-
-@functools.cache
-def parsed(path: Path) -> ast.AST:
-    """A module's tree, parsed once for the file's tests (each walks the whole package; none changes a tree)."""
-    return ast.parse(path.read_text(encoding="utf-8"))
-
+from packagesource import PACKAGE as ROOT
+from packagesource import modules as package_files
+from packagesource import nodes, parents, text, walked
 
 # Code that runs inside the *target* env's Python (or is embedded into a generated script), not in
 # the tool's process: it cannot import tfgpu, so it starts its own children.
@@ -38,7 +29,7 @@ TEMPLATE_DIRS = ("envs/templates/", "export/templates/")
 
 def modules() -> dict[str, Path]:
     found = {}
-    for path in ROOT.rglob("*.py"):
+    for path in package_files():
         relative = path.relative_to(ROOT).as_posix()
         if relative.startswith(TEMPLATE_DIRS):
             continue
@@ -50,7 +41,7 @@ def modules() -> dict[str, Path]:
 def imports(path: Path, known: set[str]) -> set[str]:
     """The tfgpu modules ``path`` imports (``from tfgpu.x import y`` names tfgpu.x.y when that is a module)."""
     found = set()
-    for node in ast.walk(parsed(path)):
+    for node in walked(path):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name.startswith("tfgpu")}
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tfgpu") and node.level == 0:
@@ -183,7 +174,7 @@ def test_the_cli_calls_only_the_lock_faces_and_decides_nothing_by_mode(graph):
     functions = {
         node.name: node
         for path in (ROOT / "cli" / "commands").glob("*.py")
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in walked(path)
         if isinstance(node, ast.FunctionDef)
     }
     for name in ("cmd_lock", "lock_check", "cmd_bundle"):
@@ -224,11 +215,11 @@ def test_the_resolver_imports_no_engine_backend_or_process_door(graph):
 
 def test_child_processes_start_only_in_the_door():
     offenders = []
-    for path in ROOT.rglob("*.py"):
+    for path in package_files():
         relative = path.relative_to(ROOT).as_posix()
         if relative == "process/runner.py" or relative in IN_TARGET_ENV or relative.startswith(TEMPLATE_DIRS):
             continue
-        for node in ast.walk(parsed(path)):
+        for node in walked(path):
             if isinstance(node, ast.Import) and any(a.name in ("subprocess", "multiprocessing") for a in node.names):
                 offenders.append(relative)
             elif isinstance(node, ast.ImportFrom) and node.module in ("subprocess", "multiprocessing"):
@@ -249,11 +240,11 @@ def test_rattlers_asynchronous_work_runs_only_in_the_engine_process():
     the tool builds rattler's plain records only."""
     asynchronous = {"solve", "install", "Gateway", "SourceConfig", "index_fs"}
     offenders = []
-    for path in ROOT.rglob("*.py"):
+    for path in package_files():
         relative = path.relative_to(ROOT).as_posix()
         if relative == "engines/rattler_child.py" or relative.startswith(TEMPLATE_DIRS):
             continue
-        for node in ast.walk(parsed(path)):
+        for node in walked(path):
             if (
                 isinstance(node, ast.ImportFrom)
                 and node.module
@@ -275,10 +266,7 @@ are about 500 of its lines."""
 
 
 def test_no_module_over_the_line_limit():
-    sizes = {
-        path.relative_to(ROOT).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
-        for path in ROOT.rglob("*.py")
-    }
+    sizes = {path.relative_to(ROOT).as_posix(): len(text(path).splitlines()) for path in package_files()}
     assert {name: size for name, size in sizes.items() if size > MODULE_LINES} == {}
 
 
@@ -328,10 +316,10 @@ def _strings(node: ast.AST, assigned: dict[str, list[ast.AST]]) -> list[str] | N
     return strings
 
 
-def _assignments(tree: ast.AST) -> dict[str, list[ast.AST]]:
+def _assignments(source: str) -> dict[str, list[ast.AST]]:
     """name -> every value assigned to it in the module (tuple assignments paired element-wise)."""
     found: dict[str, list[ast.AST]] = {}
-    for node in ast.walk(tree):
+    for node in nodes(source):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 pairs = [(target, node.value)]
@@ -352,10 +340,9 @@ def _reads(mode: ast.AST | None, assigned) -> bool:
 
 def reads_around_the_door(source: str) -> list[str]:
     """Each call in ``source`` that reads a file or parses a document without tfgpu.doors.untrusted."""
-    tree = ast.parse(source)
-    assigned = _assignments(tree)
+    assigned = _assignments(source)
     found = []
-    for node in ast.walk(tree):
+    for node in nodes(source):
         if not isinstance(node, ast.Call):
             continue
         func, where = node.func, f"line {node.lineno}"
@@ -414,11 +401,11 @@ def reads_around_the_door(source: str) -> list[str]:
 
 def test_untrusted_files_are_read_only_through_the_door():
     offenders = {}
-    for path in ROOT.rglob("*.py"):
+    for path in package_files():
         relative = path.relative_to(ROOT).as_posix()
         if relative == "doors/untrusted.py" or relative in IN_TARGET_ENV or relative.startswith(TEMPLATE_DIRS):
             continue
-        found = reads_around_the_door(path.read_text(encoding="utf-8"))
+        found = reads_around_the_door(text(path))
         if found:
             offenders[relative] = found
     assert offenders == {}
@@ -470,7 +457,7 @@ def test_the_door_check_lets_writes_through(source):
 
 def _imported_names(path: Path) -> set[str]:
     found = set()
-    for node in ast.walk(parsed(path)):
+    for node in walked(path):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -504,7 +491,7 @@ def test_every_option_is_defined_once():
     completion command's shell): a command lists options, it never defines one."""
     offenders = []
     for path in sorted((ROOT / "cli").glob("*.py")):
-        for node in ast.walk(parsed(path)):
+        for node in walked(path):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
@@ -546,7 +533,7 @@ def test_json_documents_are_written_in_one_place():
     for path in sorted((ROOT / "cli").glob("*.py")):
         if path.name in ("output.py", "__init__.py"):
             continue
-        if "json.dumps" in path.read_text(encoding="utf-8"):
+        if "json.dumps" in text(path):
             offenders.append(path.name)
     assert offenders == []
 
@@ -569,29 +556,28 @@ PLACES_A_NEW_ENV = {
 }
 
 
-def _calls_by_function(tree: ast.AST):
+def _calls_by_function(source: str):
     """(enclosing function, called name) for every call of a plain or dotted name."""
-
-    def walk(node: ast.AST, function: str):
-        for child in ast.iter_child_nodes(node):
-            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
-            if isinstance(child, ast.Call):
-                func = child.func
-                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-                if name:
-                    yield function, name
-            yield from walk(child, inner)
-
-    yield from walk(tree, "<module>")
+    above = parents(source)
+    for node in nodes(source):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name:
+            up = above.get(node)
+            while up is not None and not isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef):
+                up = above.get(up)
+            yield ("<module>" if up is None else up.name), name
 
 
 def test_only_the_which_env_module_turns_a_name_into_an_existing_env():
     offenders = []
-    for path in ROOT.rglob("*.py"):
+    for path in package_files():
         relative = path.relative_to(ROOT).as_posix()
         if relative == "envs/which.py" or relative.startswith(TEMPLATE_DIRS):
             continue
-        for function, name in _calls_by_function(parsed(path)):
+        for function, name in _calls_by_function(text(path)):
             if name in NAME_TO_PATH and (relative, function) not in PLACES_A_NEW_ENV:
                 offenders.append(f"{relative}: {function}() calls {name}()")
     assert sorted(set(offenders)) == []
@@ -606,11 +592,11 @@ def test_only_the_console_reporter_draws_in_place():
     to the width. Another module with a rich live display, progress bar, status or spinner (or a
     console's ``.status()``) would go around that."""
     offenders = []
-    for path in ROOT.rglob("*.py"):
+    for path in package_files():
         relative = path.relative_to(ROOT).as_posix()
         if relative in ("cli/render/live.py", "cli/render/bars.py") or relative.startswith(TEMPLATE_DIRS):
             continue
-        for node in ast.walk(parsed(path)):
+        for node in walked(path):
             if isinstance(node, ast.ImportFrom) and node.module in LIVE_DISPLAYS:
                 offenders.append(f"{relative}: from {node.module} import")
             elif isinstance(node, ast.Import):
@@ -756,7 +742,7 @@ def library_reads_around_the_door(source: str) -> list[str]:
     """Each use in ``source`` of the ELF reader's entry points (``elf.parse_dynamic``, ``Image`` …),
     or of the ELF magic, which would parse a library without the run's byte budget."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes(source):
         if isinstance(node, ast.Attribute) and node.attr in _LIBRARY_READERS:
             if isinstance(node.value, ast.Name) and node.value.id == "elf":
                 found.append(f"line {node.lineno}: elf.{node.attr}")
@@ -773,11 +759,11 @@ def test_libraries_are_read_only_through_the_runs_budgeted_reader():
     keeps what was not fully read for the command to say: a reader that went around it would read
     a crafted library unbounded, or take it silently for no library."""
     offenders = {}
-    for path in ROOT.rglob("*.py"):
+    for path in package_files():
         relative = path.relative_to(ROOT).as_posix()
         if relative in ("doctor/elf.py", "doctor/reads.py") or relative in IN_TARGET_ENV:
             continue
-        found = library_reads_around_the_door(path.read_text(encoding="utf-8"))
+        found = library_reads_around_the_door(text(path))
         if found:
             offenders[relative] = found
     assert offenders == {}
@@ -809,7 +795,7 @@ def http_imports(source: str) -> list[str]:
         return any(name == lib or name.startswith(lib + ".") for lib in HTTP_LIBRARIES)
 
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes(source):
         names = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -828,15 +814,15 @@ def test_only_the_transport_imports_an_http_library():
     """Redirects, deadlines, retries, proxies and certificates are decided once, in the transport:
     a module that opened its own connection would follow a redirect the URL door never saw."""
     offenders = {}
-    for path in ROOT.rglob("*.py"):
+    for path in package_files():
         relative = path.relative_to(ROOT).as_posix()
         if relative == TRANSPORT or relative.startswith(TEMPLATE_DIRS):
             continue
-        found = http_imports(path.read_text(encoding="utf-8"))
+        found = http_imports(text(path))
         if found:
             offenders[relative] = found
     assert offenders == {}
-    assert http_imports((ROOT / TRANSPORT).read_text(encoding="utf-8"))  # the check sees the transport's own
+    assert http_imports(text(ROOT / TRANSPORT))  # the check sees the transport's own
 
 
 @pytest.mark.parametrize(
@@ -891,37 +877,37 @@ be imported comes back as that operation's answer (``{"error": ...}``), as every
 
 def function_level_imports_without_a_reason(source: str) -> list[str]:
     lines = source.split("\n")
-    tree = ast.parse(source)
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    above = parents(source)
     found = []
-    for function in ast.walk(tree):
-        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+    for node in nodes(source):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
             continue
-        for node in ast.walk(function):
-            if not isinstance(node, ast.Import | ast.ImportFrom):
-                continue
-            first = node.lineno - 1  # the first import line of the group this one belongs to
-            while first > 0 and lines[first - 1].strip().startswith(("from ", "import ")):
-                first -= 1
-            said = "#" in lines[node.lineno - 1] or (first > 0 and lines[first - 1].strip().startswith("#"))
-            up, guarded = node, False
-            while up in parents and not guarded:
-                up = parents[up]
-                guarded = isinstance(up, ast.Try) and any(
-                    "ImportError" in ast.unparse(handler.type or ast.Name("BaseException")) for handler in up.handlers
-                )
-            if not (said or guarded):
-                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        enclosing = [above[node]]  # every node above the import, up to the module
+        while enclosing[-1] in above:
+            enclosing.append(above[enclosing[-1]])
+        if not any(isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef) for up in enclosing):
+            continue  # at module level (or in a class body): where imports sit
+        first = node.lineno - 1  # the first import line of the group this one belongs to
+        while first > 0 and lines[first - 1].strip().startswith(("from ", "import ")):
+            first -= 1
+        said = "#" in lines[node.lineno - 1] or (first > 0 and lines[first - 1].strip().startswith("#"))
+        guarded = any(
+            isinstance(up, ast.Try)
+            and any("ImportError" in ast.unparse(handler.type or ast.Name("BaseException")) for handler in up.handlers)
+            for up in enclosing
+        )
+        if not (said or guarded):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
     return found
 
 
 def test_imports_sit_at_the_top_unless_a_comment_says_why():
     offenders = {}
-    for path in sorted(ROOT.rglob("*.py")):
+    for path in package_files():
         relative = path.relative_to(ROOT).as_posix()
         if relative in RUN_ELSEWHERE or relative.startswith(TEMPLATE_DIRS):
             continue
-        found = function_level_imports_without_a_reason(path.read_text(encoding="utf-8"))
+        found = function_level_imports_without_a_reason(text(path))
         if found:
             offenders[relative] = found
     assert offenders == {}
@@ -937,11 +923,11 @@ def test_no_private_module_of_the_interpreter_is_imported():
     only the record helper (``_collections._tuplegetter``) and the table cache's digest (``_blake2``,
     whose reason ``tfgpu.data._digest`` gives in numbers) do."""
     offenders = []
-    for path in sorted(ROOT.rglob("*.py")):
+    for path in package_files():
         relative = path.relative_to(ROOT).as_posix()
         if relative in ("records.py", "data/__init__.py"):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in walked(path):
             names = (
                 [alias.name for alias in node.names]
                 if isinstance(node, ast.Import)

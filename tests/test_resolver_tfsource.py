@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
+from conftest import run_tool
 
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.resolver import make_request, resolve, tables
@@ -102,13 +102,9 @@ def test_the_engine_only_translates_the_decision():
 
 
 def tool(*argv: str) -> subprocess.CompletedProcess:
+    """The command line in this process (``run_tool``): the decision is the subject, not a process."""
     env = dict(os.environ, COLUMNS="200", TFGPU_ENVS_DIR="/nonexistent/tfgpu-test-envs")
-    return subprocess.run(
-        [sys.executable, "-m", "tfgpu", *argv, "--no-detect", "--os", "linux", "--arch", "x86_64"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    return run_tool(*argv, "--no-detect", "--os", "linux", "--arch", "x86_64", env=env)
 
 
 def test_plan_shows_the_source_in_text_and_json():

@@ -10,10 +10,10 @@ import json
 import re
 from pathlib import Path
 
+import packagesource
 import pytest
 from conftest import run_tool
 
-import tfgpu
 from tfgpu.engines import uv as engine
 
 CACHE = Path("/cache")
@@ -58,12 +58,12 @@ def test_every_command_the_engine_builds_names_its_interpreter(tmp_path):
 
 
 def test_no_uv_command_is_put_together_anywhere_else():
-    root = Path(tfgpu.__file__).parent
+    root = packagesource.PACKAGE
     offenders = []
-    for path in root.rglob("*.py"):
+    for path in packagesource.modules():
         if path.name == "uv.py" and path.parent.name == "engines":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in packagesource.walked(path):
             if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) >= 2:
                 first, second = node.elts[0], node.elts[1]
                 named_uv = (isinstance(first, ast.Name) and first.id == "uv") or (

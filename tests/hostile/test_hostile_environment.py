@@ -163,7 +163,13 @@ def test_the_cache_is_private_under_a_permissive_umask(cli, sandbox):
     assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
 
 
-ENCODINGS = ["latin-1", "ascii"]
+ENCODINGS = [
+    # The command line makes its streams replace what they cannot encode, whatever the encoding:
+    # ASCII, the narrowest, holds that in the fast tier; latin-1 takes the same branch with more
+    # characters it can write, and runs in the full one.
+    pytest.param("latin-1", marks=pytest.mark.slow),
+    "ascii",
+]
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)

@@ -10,12 +10,10 @@ import re
 import subprocess
 import sys
 from importlib.resources import files
-from pathlib import Path
 
+import packagesource
 import pytest
 import yaml
-
-import tfgpu
 
 from .conftest import changed, snapshot
 
@@ -343,7 +341,7 @@ def shell_quoting(source: str) -> list[str]:
     """Each use in ``source`` of a shell quoter other than the door's: a call, an alias
     (``q = shlex.quote``) or an import of the function itself."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in packagesource.nodes(source):
         if isinstance(node, ast.ImportFrom) and node.module in ("shlex", "pipes"):
             found += [
                 f"line {node.lineno}: from {node.module} import {a.name}"
@@ -361,18 +359,18 @@ def test_shell_words_are_written_only_through_the_quoting_door():
     user is told to paste through ``tfgpu.doors.quoting``, never ``shlex`` directly: the door writes
     a ``$`` so that shellcheck passes the script, and a fish word as fish reads it (``shlex.quote``'s
     single quotes end early in fish at a backslash)."""
-    package = Path(tfgpu.__file__).resolve().parent
+    package = packagesource.PACKAGE
     offenders = {}
-    for path in sorted(package.rglob("*.py")):
+    for path in packagesource.modules():
         relative = path.relative_to(package).as_posix()
         if relative == QUOTING_DOOR or relative in QUOTES_FOR_ITSELF:
             continue
-        found = shell_quoting(path.read_text(encoding="utf-8"))
+        found = shell_quoting(packagesource.text(path))
         if found:
             offenders[relative] = found
     assert offenders == {}
     for relative in QUOTES_FOR_ITSELF:  # an entry that no longer needs it goes
-        assert shell_quoting((package / relative).read_text(encoding="utf-8")), relative
+        assert shell_quoting(packagesource.text(package / relative)), relative
 
 
 @pytest.mark.parametrize(

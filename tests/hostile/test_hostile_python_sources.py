@@ -11,8 +11,8 @@ The envs are tests/envtree.py's layout with gcc-built libraries; the crafted fil
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
+import packagesource
 import pytest
 import wheelhouse
 from envtree import make_env
@@ -54,12 +54,12 @@ def test_doctor_reads_crafted_python_source_as_saying_nothing(tmp_path, which, c
 def test_python_source_is_parsed_only_through_the_door():
     """Outside tfgpu/doors/pysource.py, nothing calls ``ast.parse`` or ``ast.literal_eval``: a parse that goes
     around the door meets MemoryError and RecursionError with no one to catch them."""
-    root = Path(__file__).resolve().parents[2] / "tfgpu"
+    root = packagesource.PACKAGE
     offenders = []
-    for path in root.rglob("*.py"):
+    for path in packagesource.modules():
         if path.relative_to(root).as_posix() == "doors/pysource.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in packagesource.walked(path):
             if (
                 isinstance(node, ast.Attribute)
                 and node.attr in ("parse", "literal_eval")

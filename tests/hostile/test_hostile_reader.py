@@ -147,13 +147,9 @@ def _bundle(sandbox: Path) -> None:
 
 
 def _warm_cache(sandbox: Path) -> None:
-    """Run plan once so the parsed-data cache exists; the hostile file then replaces it."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "plan", "--tf", "2.21", "--no-detect", "--json"],
-        cwd=sandbox,
-        capture_output=True,
-        timeout=60,
-    )
+    """Run plan once so the parsed-data cache exists (in this process: the tool writes the file as
+    a process of its own would); the hostile file then replaces it."""
+    done = run_tool("plan", "--tf", "2.21", "--no-detect", "--json")
     assert done.returncode == 0, done.stderr
     (cached,) = (sandbox / "cache" / "data").glob("tables-*.bin")
     (sandbox / "cache-path").write_text(str(cached.relative_to(sandbox)))
