@@ -333,9 +333,26 @@ def test_rattlers_package_downloads_become_one_transfer(capsys):
 
 @pytest.fixture(scope="module")
 def pip_venv(tmp_path_factory) -> Path:
-    """A venv with the pip its Python bundles (``python -m venv``), as ``--engine pip`` makes it."""
+    """A venv with the pip its Python bundles, as ``--engine pip`` makes it (``python -m venv``).
+
+    ``python -m venv`` has that pip install itself from the bundled wheel (ensurepip), seconds of
+    CPU; here the venv is made without it and the same wheel is unpacked into it and compiled, which
+    is the same pip in the same place. A Python without the bundled wheel (Debian's keep it
+    elsewhere) gets ``python -m venv`` whole."""
+    import compileall
+    import ensurepip
+    import zipfile
+
     venv = tmp_path_factory.mktemp("pip-venv") / "v"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    bundled = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
+    if not bundled:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        return venv
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    with zipfile.ZipFile(bundled[-1]) as wheel:
+        wheel.extractall(site)
+    assert compileall.compile_dir(site / "pip", quiet=1)  # as pip compiles what it installs
     return venv
 
 

@@ -1,8 +1,9 @@
 """``remove``: what it deletes, said as it goes; an interrupted remove says what is left and where,
 and ``list`` shows it with the command that frees it; an env a ``run`` holds is not removed.
 
-Real envs built from the local wheel directory, the real command line (in a process of its own where
-a signal or a second command must reach it)."""
+A real env built from the local wheel directory once, each test deleting a copy of it put back where
+it was built (tests/builtenvs.py); the real command line (in a process of its own where a signal or a
+second command must reach it)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import builtenvs
 import pytest
 from conftest import run_process, run_tool
 
@@ -20,21 +22,45 @@ TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
 FILLER = 3000
 
 
+@pytest.fixture(scope="module")
+def envs_dir(tmp_path_factory) -> Path:
+    """The envs directory of this module's tests: the kept env was built there, so a copy put back
+    there is the env a build there leaves, byte for byte (its marker names the path)."""
+    return tmp_path_factory.mktemp("envs")
+
+
 @pytest.fixture
-def named_env(local_wheels, tool_env) -> Path:
-    """An env built with --name, with some thousands of extra files (a real env has tens of thousands)."""
+def tool_env(tool_env, envs_dir) -> dict[str, str]:
+    """conftest's ``tool_env`` with this module's envs directory, emptied of what the test before left."""
+    builtenvs.clear(envs_dir)
+    return {**tool_env, "TFGPU_ENVS_DIR": str(envs_dir)}
+
+
+@pytest.fixture(scope="module")
+def kept_env(local_wheels, uv_cache, envs_dir, tmp_path_factory) -> Path:
+    """An env built with --name by the real command line, with some thousands of extra files (a real
+    env has tens of thousands), kept aside once (tests/builtenvs.py): each test deletes a copy."""
+    logs = tmp_path_factory.mktemp("build-logs")
+    env = {**os.environ, "TFGPU_CACHE_DIR": str(uv_cache), "TFGPU_LOG_DIR": str(logs), "TFGPU_ENVS_DIR": str(envs_dir)}
     done = run_tool(
         "create", *TARGET, "--name", "doomed", "--find-links", str(local_wheels), "--offline", "--no-verify",
-        env=tool_env,
+        env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    prefix = Path(tool_env["TFGPU_ENVS_DIR"]) / "doomed"
+    prefix = envs_dir / "doomed"
     site = next(prefix.glob("lib/python3*/site-packages"))
     for index in range(FILLER):
         folder = site / "filler" / f"d{index // 100}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"f{index}.py").write_text("x = 1\n" * 20)
-    return prefix
+    assert os.listdir(envs_dir) == ["doomed"]  # the build left nothing else beside it
+    return builtenvs.keep(prefix, tmp_path_factory.mktemp("kept") / "doomed")
+
+
+@pytest.fixture
+def named_env(kept_env, tool_env) -> Path:
+    """The kept env back where it was built (hard links: these tests only delete its files)."""
+    return builtenvs.restore(kept_env, Path(tool_env["TFGPU_ENVS_DIR"]) / "doomed", link=True)
 
 
 def test_remove_says_the_files_and_bytes_it_deletes_and_json_stays_json(named_env, tool_env):
