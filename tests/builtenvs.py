@@ -58,3 +58,18 @@ def relocated(kept: Path, built_at: Path, prefix: Path) -> Path:
     left = [str(p) for p in prefix.rglob("*") if p.is_file() and not p.is_symlink() and old in p.read_bytes()]
     assert not left, f"files of the copy still name {built_at}: {left}"
     return prefix
+
+
+def create_named(name: str, wheels: Path, uv_cache: Path, envs_dir: Path, logs: Path) -> Path:
+    """``create --name NAME`` by the real command line (in this process), pip mode from the local
+    wheel directory, offline and unchecked: the env in ``envs_dir``. Nothing else is left beside it."""
+    from conftest import run_tool
+
+    env = {**os.environ, "TFGPU_CACHE_DIR": str(uv_cache), "TFGPU_LOG_DIR": str(logs), "TFGPU_ENVS_DIR": str(envs_dir)}
+    done = run_tool(
+        "create", "--tf", "2.21", "--mode", "pip", "--python", "3.11", "--name", name,
+        "--find-links", str(wheels), "--offline", "--no-verify", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert os.listdir(envs_dir) == [name], os.listdir(envs_dir)
+    return envs_dir / name

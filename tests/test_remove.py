@@ -40,20 +40,12 @@ def tool_env(tool_env, envs_dir) -> dict[str, str]:
 def kept_env(local_wheels, uv_cache, envs_dir, tmp_path_factory) -> Path:
     """An env built with --name by the real command line, with some thousands of extra files (a real
     env has tens of thousands), kept aside once (tests/builtenvs.py): each test deletes a copy."""
-    logs = tmp_path_factory.mktemp("build-logs")
-    env = {**os.environ, "TFGPU_CACHE_DIR": str(uv_cache), "TFGPU_LOG_DIR": str(logs), "TFGPU_ENVS_DIR": str(envs_dir)}
-    done = run_tool(
-        "create", *TARGET, "--name", "doomed", "--find-links", str(local_wheels), "--offline", "--no-verify",
-        env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    prefix = envs_dir / "doomed"
+    prefix = builtenvs.create_named("doomed", local_wheels, uv_cache, envs_dir, tmp_path_factory.mktemp("logs"))
     site = next(prefix.glob("lib/python3*/site-packages"))
     for index in range(FILLER):
         folder = site / "filler" / f"d{index // 100}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"f{index}.py").write_text("x = 1\n" * 20)
-    assert os.listdir(envs_dir) == ["doomed"]  # the build left nothing else beside it
     return builtenvs.keep(prefix, tmp_path_factory.mktemp("kept") / "doomed")
 
 

@@ -4,7 +4,8 @@ left by another program. The hold cannot be taken on it, so nothing can tell whe
 use: ``run`` must not start unheld and ``remove`` must not delete an env a program may be using. Both
 refuse, name the entry and the way forward, and leave the env and the entry's target as they were.
 
-Real components: a real env built from the local wheel directory, the real command line."""
+Real components: a real env built from the local wheel directory (once; each test gets a copy put
+back where it was built, tests/builtenvs.py), the real command line."""
 
 from __future__ import annotations
 
@@ -13,20 +14,36 @@ import subprocess
 import sys
 from pathlib import Path
 
+import builtenvs
 import pytest
 from conftest import run_tool
 
-TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
+
+@pytest.fixture(scope="module")
+def envs_dir(tmp_path_factory) -> Path:
+    """The envs directory of this module's tests: the kept env was built there, so a copy put back
+    there is the env a build there leaves, byte for byte (its marker names the path)."""
+    return tmp_path_factory.mktemp("envs")
 
 
 @pytest.fixture
-def held_env(local_wheels, tool_env) -> Path:
-    done = run_tool(
-        "create", *TARGET, "--name", "held", "--find-links", str(local_wheels), "--offline", "--no-verify",
-        env=tool_env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return Path(tool_env["TFGPU_ENVS_DIR"]) / "held"
+def tool_env(tool_env, envs_dir) -> dict[str, str]:
+    """conftest's ``tool_env`` with this module's envs directory, emptied of what the test before left."""
+    builtenvs.clear(envs_dir)
+    return {**tool_env, "TFGPU_ENVS_DIR": str(envs_dir)}
+
+
+@pytest.fixture(scope="module")
+def kept_env(local_wheels, uv_cache, envs_dir, tmp_path_factory) -> Path:
+    """A real env built once by ``create --name held`` and kept aside (tests/builtenvs.py)."""
+    built = builtenvs.create_named("held", local_wheels, uv_cache, envs_dir, tmp_path_factory.mktemp("logs"))
+    return builtenvs.keep(built, tmp_path_factory.mktemp("kept") / "held")
+
+
+@pytest.fixture
+def held_env(kept_env, tool_env) -> Path:
+    """The kept env back where it was built (hard links: these tests write into none of its files)."""
+    return builtenvs.restore(kept_env, Path(tool_env["TFGPU_ENVS_DIR"]) / "held", link=True)
 
 
 def _plant(kind: str, hold: Path, tmp_path: Path) -> Path:
