@@ -49,10 +49,15 @@ def kept_env(local_wheels, uv_cache, envs_dir, tmp_path_factory) -> Path:
     env has tens of thousands), kept aside once (tests/builtenvs.py): each test deletes a copy."""
     prefix = builtenvs.create_named("doomed", local_wheels, uv_cache, envs_dir, tmp_path_factory.mktemp("logs"))
     site = next(prefix.glob("lib/python3*/site-packages"))
-    for index in range(FILLER):
+    one = site / "filler" / "one.py"
+    one.parent.mkdir()
+    one.write_text("x = 1\n" * 20)
+    for index in range(
+        FILLER
+    ):  # links to one file, as uv links an env's files to its cache: a file each to count and delete
         folder = site / "filler" / f"d{index // 100}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"f{index}.py").write_text("x = 1\n" * 20)
+        folder.mkdir(exist_ok=True)
+        os.link(one, folder / f"f{index}.py")
     return builtenvs.keep(prefix, tmp_path_factory.mktemp("kept") / "doomed")
 
 
