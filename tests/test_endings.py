@@ -51,9 +51,38 @@ def create(prefix: Path, wheels: Path, env: dict, *extra: str) -> subprocess.Com
     )
 
 
-def test_create_without_a_driver_ends_with_exit_0_and_one_notice(tmp_path, no_gpu_wheels, tool_env):
-    prefix = tmp_path / "env"
-    done = create(prefix, no_gpu_wheels, tool_env)
+@pytest.fixture(scope="module")
+def module_tool_env(uv_cache, tmp_path_factory) -> dict[str, str]:
+    """conftest's ``tool_env`` (its own logs, envs and Jupyter directories, 160 columns) for the
+    builds this module's tests share."""
+    root = tmp_path_factory.mktemp("shared-builds")
+    return {
+        **os.environ,
+        "TFGPU_CACHE_DIR": str(uv_cache),
+        "TFGPU_LOG_DIR": str(root / "logs"),
+        "TFGPU_ENVS_DIR": str(root / "envs"),
+        "JUPYTER_DATA_DIR": str(root / "jupyter"),
+        "COLUMNS": "160",
+    }
+
+
+@pytest.fixture(scope="module")
+def built_by_path(no_gpu_wheels, module_tool_env, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One plain ``create --prefix`` (what it printed, and the env), shared by the tests that only
+    read them."""
+    prefix = tmp_path_factory.mktemp("by-path") / "env"
+    return prefix, create(prefix, no_gpu_wheels, module_tool_env)
+
+
+@pytest.fixture(scope="module")
+def built_unverified(no_gpu_wheels, module_tool_env, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One ``create --no-verify`` (what it printed, and the env), shared by the tests that only read them."""
+    prefix = tmp_path_factory.mktemp("unverified") / "env"
+    return prefix, create(prefix, no_gpu_wheels, module_tool_env, "--no-verify")
+
+
+def test_create_without_a_driver_ends_with_exit_0_and_one_notice(built_by_path):
+    prefix, done = built_by_path
     assert done.returncode == 0, done.stderr
     said = done.stdout + done.stderr
     assert said.count(REASON) == 1 and said.count("libcuda.so.1") == 1, said
@@ -93,7 +122,7 @@ def test_a_named_env_is_checked_by_name(no_gpu_wheels, tool_env):
     assert json.loads(done.stdout)["not_verified"]["check_with"] == "tfgpu-install verify --name gpuless"
 
 
-def test_the_closing_lines_name_the_tools_verbs_and_they_work(tmp_path, no_gpu_wheels, tool_env):
+def test_the_closing_lines_name_the_tools_verbs_and_they_work(no_gpu_wheels, tool_env, built_by_path):
     """A named env is entered by name (``shell``, ``activate``, ``run``), with the source line too;
     the ``run`` line printed, with its example command swapped for a probe, runs in the env."""
     done = run_tool(
@@ -111,8 +140,8 @@ def test_the_closing_lines_name_the_tools_verbs_and_they_work(tmp_path, no_gpu_w
     ran = run_process(*argv, env=tool_env)  # run hands the command its own stdout: a process of its own
     assert ran.returncode == 0 and ran.stdout.strip() == str(prefix), ran.stderr
     # An env given by path is named by path: its name (the directory's) could find another env.
-    other = create(tmp_path / "elsewhere", no_gpu_wheels, tool_env)
-    assert f"tfgpu-install shell --prefix {tmp_path / 'elsewhere'}" in other.stdout, other.stdout
+    elsewhere, other = built_by_path
+    assert f"tfgpu-install shell --prefix {elsewhere}" in other.stdout, other.stdout
 
 
 def test_require_gpu_makes_it_a_failure_and_keeps_the_env(tmp_path, no_gpu_wheels, tool_env):
@@ -137,9 +166,8 @@ def test_require_gpu_and_no_verify_contradict(tmp_path, tool_env):
     assert not (tmp_path / "env").exists()
 
 
-def test_no_verify_shows_each_note_once(tmp_path, no_gpu_wheels, tool_env):
-    prefix = tmp_path / "env"
-    done = create(prefix, no_gpu_wheels, tool_env, "--no-verify")
+def test_no_verify_shows_each_note_once(tmp_path, no_gpu_wheels, tool_env, built_unverified):
+    prefix, done = built_unverified
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(PRELOADED) == 1, done.stdout
     assert f"not verified (--no-verify): `tfgpu-install verify --prefix {prefix}` checks the GPU" in done.stdout
@@ -164,9 +192,9 @@ def test_a_driver_that_is_here_and_fails_stays_exit_1_and_says_why_once(tmp_path
     assert (prefix / "bin" / "python").exists()
 
 
-def test_verify_says_the_reason_once(tmp_path, no_gpu_wheels, tool_env):
-    prefix = tmp_path / "env"
-    assert create(prefix, no_gpu_wheels, tool_env, "--no-verify").returncode == 0
+def test_verify_says_the_reason_once(tool_env, built_unverified):
+    prefix, built = built_unverified
+    assert built.returncode == 0
     done = run_tool("verify", "--prefix", str(prefix), env=tool_env)
     assert done.returncode == 1 and "error: no-driver" in done.stderr
     assert (done.stdout + done.stderr).count("libcuda.so.1 cannot be loaded") == 1
