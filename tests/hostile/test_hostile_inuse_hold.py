@@ -18,6 +18,7 @@ import builtenvs
 import pytest
 import toolbytecode
 from conftest import run_tool
+from hangguard import hang_guard
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -72,10 +73,8 @@ def _plant(kind: str, hold: Path, tmp_path: Path) -> Path:
 def test_a_foreign_entry_at_the_hold_stops_run_and_remove(held_env, tool_env, tmp_path, kind):
     hold = held_env.parent / ".held.tfgpu-inuse"
     victim = _plant(kind, hold, tmp_path)
-    ran = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "run", "--name", "held", "--", "true"],
-        env=tool_env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    with hang_guard(f"run with a {kind} at the hold"):  # refused before any program starts: in this process
+        ran = run_tool("run", "--name", "held", "--", "true", env=tool_env)
     assert ran.returncode == 1, ran.stderr
     assert "hold-not-a-file" in ran.stderr and str(hold) in ran.stderr and "Traceback" not in ran.stderr
     refused = run_tool("remove", "--name", "held", env=tool_env)
