@@ -20,6 +20,8 @@ import os
 import shutil
 from pathlib import Path
 
+from conftest import run_tool
+
 
 def clear(directory: Path) -> None:
     """Everything in ``directory`` deleted (what an earlier test left there: an env, a hold file, a
@@ -63,8 +65,6 @@ def relocated(kept: Path, built_at: Path, prefix: Path) -> Path:
 def create_named(name: str, wheels: Path, uv_cache: Path, envs_dir: Path, logs: Path) -> Path:
     """``create --name NAME`` by the real command line (in this process), pip mode from the local
     wheel directory, offline and unchecked: the env in ``envs_dir``. Nothing else is left beside it."""
-    from conftest import run_tool
-
     env = {**os.environ, "TFGPU_CACHE_DIR": str(uv_cache), "TFGPU_LOG_DIR": str(logs), "TFGPU_ENVS_DIR": str(envs_dir)}
     done = run_tool(
         "create", "--tf", "2.21", "--mode", "pip", "--python", "3.11", "--name", name,

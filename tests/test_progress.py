@@ -5,6 +5,8 @@ clock where pace matters; nothing here waits ten seconds."""
 
 from __future__ import annotations
 
+import compileall
+import ensurepip
 import hashlib
 import io
 import os
@@ -12,6 +14,7 @@ import pty
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -355,10 +358,6 @@ def pip_venv(tmp_path_factory) -> Path:
     CPU; here the venv is made without it and the same wheel is unpacked into it and compiled, which
     is the same pip in the same place. A Python without the bundled wheel (Debian's keep it
     elsewhere) gets ``python -m venv`` whole."""
-    import compileall
-    import ensurepip
-    import zipfile
-
     venv = tmp_path_factory.mktemp("pip-venv") / "v"
     bundled = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
     if not bundled:
