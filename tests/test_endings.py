@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import builtenvs
 import pytest
 import repairhelpers as rh
 import toolbytecode
@@ -247,6 +248,20 @@ def no_gpu_repair_wheels(repair_wheels, tmp_path_factory) -> Path:
     return directory
 
 
+@pytest.fixture(scope="module")
+def kept_user_env(no_gpu_repair_wheels, tmp_path_factory) -> tuple[Path, Path]:
+    """A user's own env of the GPU-less repair wheels (``uv venv`` + ``uv pip install tensorflow``,
+    real uv), built once and kept (tests/builtenvs.py), and where it was built."""
+    built = rh.user_venv(tmp_path_factory.mktemp("user-env") / "env", no_gpu_repair_wheels, "tensorflow==2.21.0")
+    return builtenvs.keep(built, tmp_path_factory.mktemp("kept") / "env"), built
+
+
+@pytest.fixture
+def user_env(kept_user_env, tmp_path) -> Path:
+    """The kept user env, copied to the test's own directory for its repair."""
+    return builtenvs.relocated(*kept_user_env, tmp_path / "env")
+
+
 def repair(prefix: Path, wheels: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
     return run_tool(
         "repair", "--prefix", str(prefix), "--find-links", str(wheels), "--offline", "--yes", *extra, env=env
@@ -254,9 +269,9 @@ def repair(prefix: Path, wheels: Path, env: dict, *extra: str) -> subprocess.Com
 
 
 def test_repair_without_a_driver_says_what_it_did_that_it_is_kept_and_how_to_undo(
-    tmp_path, no_gpu_repair_wheels, tool_env
+    no_gpu_repair_wheels, tool_env, user_env
 ):
-    prefix = rh.user_venv(tmp_path / "env", no_gpu_repair_wheels, "tensorflow==2.21.0")
+    prefix = user_env
     done = repair(prefix, no_gpu_repair_wheels, tool_env)
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -273,8 +288,8 @@ def test_repair_without_a_driver_says_what_it_did_that_it_is_kept_and_how_to_und
     assert undone.returncode == 0, undone.stderr
 
 
-def test_repair_json_and_require_gpu(tmp_path, no_gpu_repair_wheels, tool_env):
-    prefix = rh.user_venv(tmp_path / "env", no_gpu_repair_wheels, "tensorflow==2.21.0")
+def test_repair_json_and_require_gpu(no_gpu_repair_wheels, tool_env, user_env):
+    prefix = user_env
     done = repair(prefix, no_gpu_repair_wheels, tool_env, "--require-gpu", "--json")
     assert done.returncode == 1
     document = json.loads(done.stdout)
@@ -403,11 +418,11 @@ def test_from_lock_and_a_bundles_install_sh_end_the_same_way(tmp_path, no_gpu_in
 
 
 def test_a_repair_whose_check_fails_with_a_driver_here_still_says_what_it_kept(
-    tmp_path, no_gpu_repair_wheels, tool_env
+    tmp_path, no_gpu_repair_wheels, tool_env, user_env
 ):
     """A driver here that is too old (the fake libcuda.so.1): exit 1, and the repair's report
     (what was added and written, that it is kept, the undo command) comes before the error."""
-    prefix = rh.user_venv(tmp_path / "env", no_gpu_repair_wheels, "tensorflow==2.21.0")
+    prefix = user_env
     env = tool_env | {"LD_LIBRARY_PATH": str(wheelhouse.fake_libcuda(tmp_path / "driver", 11020))}
     done = repair(prefix, no_gpu_repair_wheels, env)
     assert done.returncode == 1 and "error: driver-too-old" in done.stderr, done.stderr
