@@ -19,8 +19,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import builtenvs
 import pytest
 import repairhelpers as rh
+import toolbytecode
 import wheelhouse
 from conftest import run_process, run_tool
 
@@ -29,6 +31,12 @@ from tfgpu.detect import probe
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
 REASON = "no NVIDIA driver on this machine"
 PRELOADED = "CUDA libraries preloaded"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tool_bytecode():
+    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
+    toolbytecode.compile_once()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -44,9 +52,38 @@ def create(prefix: Path, wheels: Path, env: dict, *extra: str) -> subprocess.Com
     )
 
 
-def test_create_without_a_driver_ends_with_exit_0_and_one_notice(tmp_path, no_gpu_wheels, tool_env):
-    prefix = tmp_path / "env"
-    done = create(prefix, no_gpu_wheels, tool_env)
+@pytest.fixture(scope="module")
+def module_tool_env(uv_cache, tmp_path_factory) -> dict[str, str]:
+    """conftest's ``tool_env`` (its own logs, envs and Jupyter directories, 160 columns) for the
+    builds this module's tests share."""
+    root = tmp_path_factory.mktemp("shared-builds")
+    return {
+        **os.environ,
+        "TFGPU_CACHE_DIR": str(uv_cache),
+        "TFGPU_LOG_DIR": str(root / "logs"),
+        "TFGPU_ENVS_DIR": str(root / "envs"),
+        "JUPYTER_DATA_DIR": str(root / "jupyter"),
+        "COLUMNS": "160",
+    }
+
+
+@pytest.fixture(scope="module")
+def built_by_path(no_gpu_wheels, module_tool_env, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One plain ``create --prefix`` (what it printed, and the env), shared by the tests that only
+    read them."""
+    prefix = tmp_path_factory.mktemp("by-path") / "env"
+    return prefix, create(prefix, no_gpu_wheels, module_tool_env)
+
+
+@pytest.fixture(scope="module")
+def built_unverified(no_gpu_wheels, module_tool_env, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One ``create --no-verify`` (what it printed, and the env), shared by the tests that only read them."""
+    prefix = tmp_path_factory.mktemp("unverified") / "env"
+    return prefix, create(prefix, no_gpu_wheels, module_tool_env, "--no-verify")
+
+
+def test_create_without_a_driver_ends_with_exit_0_and_one_notice(built_by_path):
+    prefix, done = built_by_path
     assert done.returncode == 0, done.stderr
     said = done.stdout + done.stderr
     assert said.count(REASON) == 1 and said.count("libcuda.so.1") == 1, said
@@ -86,7 +123,7 @@ def test_a_named_env_is_checked_by_name(no_gpu_wheels, tool_env):
     assert json.loads(done.stdout)["not_verified"]["check_with"] == "tfgpu-install verify --name gpuless"
 
 
-def test_the_closing_lines_name_the_tools_verbs_and_they_work(tmp_path, no_gpu_wheels, tool_env):
+def test_the_closing_lines_name_the_tools_verbs_and_they_work(no_gpu_wheels, tool_env, built_by_path):
     """A named env is entered by name (``shell``, ``activate``, ``run``), with the source line too;
     the ``run`` line printed, with its example command swapped for a probe, runs in the env."""
     done = run_tool(
@@ -104,8 +141,8 @@ def test_the_closing_lines_name_the_tools_verbs_and_they_work(tmp_path, no_gpu_w
     ran = run_process(*argv, env=tool_env)  # run hands the command its own stdout: a process of its own
     assert ran.returncode == 0 and ran.stdout.strip() == str(prefix), ran.stderr
     # An env given by path is named by path: its name (the directory's) could find another env.
-    other = create(tmp_path / "elsewhere", no_gpu_wheels, tool_env)
-    assert f"tfgpu-install shell --prefix {tmp_path / 'elsewhere'}" in other.stdout, other.stdout
+    elsewhere, other = built_by_path
+    assert f"tfgpu-install shell --prefix {elsewhere}" in other.stdout, other.stdout
 
 
 def test_require_gpu_makes_it_a_failure_and_keeps_the_env(tmp_path, no_gpu_wheels, tool_env):
@@ -130,9 +167,8 @@ def test_require_gpu_and_no_verify_contradict(tmp_path, tool_env):
     assert not (tmp_path / "env").exists()
 
 
-def test_no_verify_shows_each_note_once(tmp_path, no_gpu_wheels, tool_env):
-    prefix = tmp_path / "env"
-    done = create(prefix, no_gpu_wheels, tool_env, "--no-verify")
+def test_no_verify_shows_each_note_once(tmp_path, no_gpu_wheels, tool_env, built_unverified):
+    prefix, done = built_unverified
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(PRELOADED) == 1, done.stdout
     assert f"not verified (--no-verify): `tfgpu-install verify --prefix {prefix}` checks the GPU" in done.stdout
@@ -157,9 +193,9 @@ def test_a_driver_that_is_here_and_fails_stays_exit_1_and_says_why_once(tmp_path
     assert (prefix / "bin" / "python").exists()
 
 
-def test_verify_says_the_reason_once(tmp_path, no_gpu_wheels, tool_env):
-    prefix = tmp_path / "env"
-    assert create(prefix, no_gpu_wheels, tool_env, "--no-verify").returncode == 0
+def test_verify_says_the_reason_once(tool_env, built_unverified):
+    prefix, built = built_unverified
+    assert built.returncode == 0
     done = run_tool("verify", "--prefix", str(prefix), env=tool_env)
     assert done.returncode == 1 and "error: no-driver" in done.stderr
     assert (done.stdout + done.stderr).count("libcuda.so.1 cannot be loaded") == 1
@@ -212,6 +248,20 @@ def no_gpu_repair_wheels(repair_wheels, tmp_path_factory) -> Path:
     return directory
 
 
+@pytest.fixture(scope="module")
+def kept_user_env(no_gpu_repair_wheels, tmp_path_factory) -> tuple[Path, Path]:
+    """A user's own env of the GPU-less repair wheels (``uv venv`` + ``uv pip install tensorflow``,
+    real uv), built once and kept (tests/builtenvs.py), and where it was built."""
+    built = rh.user_venv(tmp_path_factory.mktemp("user-env") / "env", no_gpu_repair_wheels, "tensorflow==2.21.0")
+    return builtenvs.keep(built, tmp_path_factory.mktemp("kept") / "env"), built
+
+
+@pytest.fixture
+def user_env(kept_user_env, tmp_path) -> Path:
+    """The kept user env, copied to the test's own directory for its repair."""
+    return builtenvs.relocated(*kept_user_env, tmp_path / "env")
+
+
 def repair(prefix: Path, wheels: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
     return run_tool(
         "repair", "--prefix", str(prefix), "--find-links", str(wheels), "--offline", "--yes", *extra, env=env
@@ -219,9 +269,9 @@ def repair(prefix: Path, wheels: Path, env: dict, *extra: str) -> subprocess.Com
 
 
 def test_repair_without_a_driver_says_what_it_did_that_it_is_kept_and_how_to_undo(
-    tmp_path, no_gpu_repair_wheels, tool_env
+    no_gpu_repair_wheels, tool_env, user_env
 ):
-    prefix = rh.user_venv(tmp_path / "env", no_gpu_repair_wheels, "tensorflow==2.21.0")
+    prefix = user_env
     done = repair(prefix, no_gpu_repair_wheels, tool_env)
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -238,8 +288,8 @@ def test_repair_without_a_driver_says_what_it_did_that_it_is_kept_and_how_to_und
     assert undone.returncode == 0, undone.stderr
 
 
-def test_repair_json_and_require_gpu(tmp_path, no_gpu_repair_wheels, tool_env):
-    prefix = rh.user_venv(tmp_path / "env", no_gpu_repair_wheels, "tensorflow==2.21.0")
+def test_repair_json_and_require_gpu(no_gpu_repair_wheels, tool_env, user_env):
+    prefix = user_env
     done = repair(prefix, no_gpu_repair_wheels, tool_env, "--require-gpu", "--json")
     assert done.returncode == 1
     document = json.loads(done.stdout)
@@ -368,11 +418,11 @@ def test_from_lock_and_a_bundles_install_sh_end_the_same_way(tmp_path, no_gpu_in
 
 
 def test_a_repair_whose_check_fails_with_a_driver_here_still_says_what_it_kept(
-    tmp_path, no_gpu_repair_wheels, tool_env
+    tmp_path, no_gpu_repair_wheels, tool_env, user_env
 ):
     """A driver here that is too old (the fake libcuda.so.1): exit 1, and the repair's report
     (what was added and written, that it is kept, the undo command) comes before the error."""
-    prefix = rh.user_venv(tmp_path / "env", no_gpu_repair_wheels, "tensorflow==2.21.0")
+    prefix = user_env
     env = tool_env | {"LD_LIBRARY_PATH": str(wheelhouse.fake_libcuda(tmp_path / "driver", 11020))}
     done = repair(prefix, no_gpu_repair_wheels, env)
     assert done.returncode == 1 and "error: driver-too-old" in done.stderr, done.stderr

@@ -5,6 +5,8 @@ clock where pace matters; nothing here waits ten seconds."""
 
 from __future__ import annotations
 
+import compileall
+import ensurepip
 import hashlib
 import io
 import os
@@ -12,9 +14,11 @@ import pty
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
+import toolbytecode
 import wheelhouse
 from localindex import Server, build_index
 
@@ -26,6 +30,12 @@ from tfgpu.process.runner import Runner
 from tfgpu.progress import Combined, RecordingReporter
 
 MIB = 1 << 20
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tool_bytecode():
+    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
+    toolbytecode.compile_once()
 
 
 def served_file(root: Path, name: str, size: int) -> tuple[Path, str]:
@@ -216,21 +226,30 @@ def test_on_a_terminal_a_download_is_a_bar_with_a_total_and_nothing_is_glued_to_
         assert before(plain, text) in ("\n", "\r"), (text, plain[plain.index(text) - 80 : plain.index(text)])
 
 
-def test_a_uv_install_from_a_local_index_reports_the_wheels_bytes(tmp_path):
+@pytest.fixture(scope="module")
+def big_index(tmp_path_factory) -> tuple[Path, Path]:
+    """Two wheels of 3 MiB of random (incompressible) bytes each, ``bigpkg`` and ``otherpkg``, and
+    a PEP 503 tree of them to serve: built once, the installs only read them."""
+    top = tmp_path_factory.mktemp("big-wheels")
+    wheels = top / "wheels"
+    for name in ("bigpkg", "otherpkg"):
+        wheelhouse.wheel(wheels, name, "1.0", {f"{name}/data.bin": os.urandom(3 * MIB)})
+    build_index(wheels, top / "root")
+    return wheels, top / "root"
+
+
+def test_a_uv_install_from_a_local_index_reports_the_wheels_bytes(tmp_path, big_index):
     """A real ``uv pip install`` on a pseudo-terminal; the index drips, so uv draws its bars."""
     uv = uv_engine.find_uv()
     if uv is None:
         pytest.skip("uv is not installed")
-    wheels = tmp_path / "wheels"
-    for name in ("bigpkg", "otherpkg"):
-        wheelhouse.wheel(wheels, name, "1.0", {f"{name}/data.bin": os.urandom(3 * MIB)})
-    build_index(wheels, tmp_path / "root")
+    wheels, root = big_index
     runner = Runner()
     assert runner.run([uv, "venv", str(tmp_path / "v"), "--python", sys.executable, "--no-config"]).returncode == 0
     reporter = RecordingReporter()
     watch = UvProgress(reporter)
     printed = []
-    with Server(tmp_path / "root", drip=0.003) as url:
+    with Server(root, drip=0.003) as url:
         argv = uv_engine.install(
             uv,
             str(tmp_path / "v" / "bin" / "python"),
@@ -333,22 +352,32 @@ def test_rattlers_package_downloads_become_one_transfer(capsys):
 
 @pytest.fixture(scope="module")
 def pip_venv(tmp_path_factory) -> Path:
-    """A venv with the pip its Python bundles (``python -m venv``), as ``--engine pip`` makes it."""
+    """A venv with the pip its Python bundles, as ``--engine pip`` makes it (``python -m venv``).
+
+    ``python -m venv`` has that pip install itself from the bundled wheel (ensurepip), seconds of
+    CPU; here the venv is made without it and the same wheel is unpacked into it and compiled, which
+    is the same pip in the same place. A Python without the bundled wheel (Debian's keep it
+    elsewhere) gets ``python -m venv`` whole."""
     venv = tmp_path_factory.mktemp("pip-venv") / "v"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    bundled = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("pip-*.whl"))
+    if not bundled:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        return venv
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    with zipfile.ZipFile(bundled[-1]) as wheel:
+        wheel.extractall(site)
+    assert compileall.compile_dir(site / "pip", quiet=1)  # as pip compiles what it installs
     return venv
 
 
-def test_a_pip_install_from_a_slow_index_reports_each_wheels_bytes(tmp_path, pip_venv):
+def test_a_pip_install_from_a_slow_index_reports_each_wheels_bytes(pip_venv, big_index):
     """A real pip (the one ``python -m venv`` bundles) on a pseudo-terminal, as ``--engine pip``
     runs it; the index drips, so pip draws its bar, read back as each wheel's bytes of its size."""
     from tfgpu.engines.pip_progress import PipProgress
     from tfgpu.engines.pip_progress import draws_progress as pip_draws
 
-    wheels = tmp_path / "wheels"
-    for name in ("bigpkg", "otherpkg"):
-        wheelhouse.wheel(wheels, name, "1.0", {f"{name}/data.bin": os.urandom(3 * MIB)})
-    build_index(wheels, tmp_path / "root")
+    wheels, root = big_index
     reporter = RecordingReporter()
     watch = PipProgress(reporter)
     argv = [
@@ -356,7 +385,7 @@ def test_a_pip_install_from_a_slow_index_reports_each_wheels_bytes(tmp_path, pip
         *("-m", "pip", "install", "--force-reinstall", "--disable-pip-version-check", "--no-cache-dir", "--isolated"),
     ]
     assert pip_draws(argv)
-    with Server(tmp_path / "root", drip=0.002) as url:
+    with Server(root, drip=0.002) as url:
         done = Runner().run([*argv, "--index-url", url, "bigpkg", "otherpkg"], screen=watch.feed)
     assert done.returncode == 0, done.output
     watch.finish()
@@ -400,18 +429,17 @@ def test_only_pip_installs_are_read_as_pips():
     assert not pip_draws(["/x/uv", "pip", "install"])
 
 
-def test_piped_a_pip_download_ends_with_a_plain_line_of_its_bytes(tmp_path, pip_venv, capsys):
+def test_piped_a_pip_download_ends_with_a_plain_line_of_its_bytes(pip_venv, big_index, capsys):
     """What a log of ``--engine pip`` reads: a line per wheel with its bytes of its size (real pip,
     a dripping local index, the tool's console reporter on a pipe)."""
     from tfgpu.engines.pip_progress import PipProgress
 
-    wheelhouse.wheel(tmp_path / "wheels", "bigpkg", "1.0", {"bigpkg/data.bin": os.urandom(3 * MIB)})
-    build_index(tmp_path / "wheels", tmp_path / "root")
+    _, root = big_index
     reporter = live.ConsoleReporter()
     reporter.step(1, 1, "Install TensorFlow with pip")
     watch = PipProgress(reporter)
     python = str(pip_venv / "bin" / "python")
-    with Server(tmp_path / "root", drip=0.002) as url:
+    with Server(root, drip=0.002) as url:
         argv = [
             python,
             "-m",

@@ -1,8 +1,9 @@
 """``remove``: what it deletes, said as it goes; an interrupted remove says what is left and where,
 and ``list`` shows it with the command that frees it; an env a ``run`` holds is not removed.
 
-Real envs built from the local wheel directory, the real command line (in a process of its own where
-a signal or a second command must reach it)."""
+A real env built from the local wheel directory once, each test deleting a copy of it put back where
+it was built (tests/builtenvs.py); the real command line (in a process of its own where a signal or a
+second command must reach it)."""
 
 from __future__ import annotations
 
@@ -13,28 +14,57 @@ import sys
 import time
 from pathlib import Path
 
+import builtenvs
 import pytest
+import toolbytecode
 from conftest import run_process, run_tool
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
 FILLER = 3000
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _tool_bytecode():
+    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
+    toolbytecode.compile_once()
+
+
+@pytest.fixture(scope="module")
+def envs_dir(tmp_path_factory) -> Path:
+    """The envs directory of this module's tests: the kept env was built there, so a copy put back
+    there is the env a build there leaves, byte for byte (its marker names the path)."""
+    return tmp_path_factory.mktemp("envs")
+
+
 @pytest.fixture
-def named_env(local_wheels, tool_env) -> Path:
-    """An env built with --name, with some thousands of extra files (a real env has tens of thousands)."""
-    done = run_tool(
-        "create", *TARGET, "--name", "doomed", "--find-links", str(local_wheels), "--offline", "--no-verify",
-        env=tool_env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    prefix = Path(tool_env["TFGPU_ENVS_DIR"]) / "doomed"
+def tool_env(tool_env, envs_dir) -> dict[str, str]:
+    """conftest's ``tool_env`` with this module's envs directory, emptied of what the test before left."""
+    builtenvs.clear(envs_dir)
+    return {**tool_env, "TFGPU_ENVS_DIR": str(envs_dir)}
+
+
+@pytest.fixture(scope="module")
+def kept_env(local_wheels, uv_cache, envs_dir, tmp_path_factory) -> Path:
+    """An env built with --name by the real command line, with some thousands of extra files (a real
+    env has tens of thousands), kept aside once (tests/builtenvs.py): each test deletes a copy."""
+    prefix = builtenvs.create_named("doomed", local_wheels, uv_cache, envs_dir, tmp_path_factory.mktemp("logs"))
     site = next(prefix.glob("lib/python3*/site-packages"))
-    for index in range(FILLER):
+    one = site / "filler" / "one.py"
+    one.parent.mkdir()
+    one.write_text("x = 1\n" * 20)
+    for index in range(
+        FILLER
+    ):  # links to one file, as uv links an env's files to its cache: a file each to count and delete
         folder = site / "filler" / f"d{index // 100}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"f{index}.py").write_text("x = 1\n" * 20)
-    return prefix
+        folder.mkdir(exist_ok=True)
+        os.link(one, folder / f"f{index}.py")
+    return builtenvs.keep(prefix, tmp_path_factory.mktemp("kept") / "doomed")
+
+
+@pytest.fixture
+def named_env(kept_env, tool_env) -> Path:
+    """The kept env back where it was built (hard links: these tests only delete its files)."""
+    return builtenvs.restore(kept_env, Path(tool_env["TFGPU_ENVS_DIR"]) / "doomed", link=True)
 
 
 def test_remove_says_the_files_and_bytes_it_deletes_and_json_stays_json(named_env, tool_env):

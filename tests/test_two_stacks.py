@@ -67,12 +67,26 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture
-def mixed_env(tmp_path) -> Path:
-    wheels = stack_wheels(tmp_path / "wheels")
+@pytest.fixture(scope="module")
+def stack_wheelhouse(tmp_path_factory) -> Path:
+    """``stack_wheels`` built once for the module (gcc); a test that adds wheels copies them."""
+    return stack_wheels(tmp_path_factory.mktemp("stack-wheels"))
+
+
+def with_stack_wheels(directory: Path, stack_wheelhouse: Path) -> Path:
+    """``directory`` (made if need be) holding the stack wheels too."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for wheel in stack_wheelhouse.glob("*.whl"):
+        shutil.copy2(wheel, directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def mixed_env(stack_wheelhouse, tmp_path_factory) -> Path:
+    """Both stacks' NCCL and cuRAND in one env (real uv), built once: the tests that use it only read it."""
     return rh.user_venv(
-        tmp_path / "env",
-        wheels,
+        tmp_path_factory.mktemp("mixed") / "env",
+        stack_wheelhouse,
         "nvidia-nccl-cu12==2.32.3",
         "nvidia-nccl-cu13==2.32.3",
         f"{CURAND12[0]}=={CURAND12[1]}",
@@ -115,16 +129,17 @@ def test_doctor_fails_on_the_lost_file_and_warns_of_the_shared_soname(mixed_env)
     assert any(CURAND13[2] in e and CURAND12[2] in e for e in found["mixed.sonames"].evidence)
 
 
-def test_one_stack_gives_no_mixed_finding(tmp_path):
-    wheels = stack_wheels(tmp_path / "wheels")
-    prefix = rh.user_venv(tmp_path / "env", wheels, "nvidia-nccl-cu12==2.32.3", f"{CURAND12[0]}=={CURAND12[1]}")
+def test_one_stack_gives_no_mixed_finding(tmp_path, stack_wheelhouse):
+    prefix = rh.user_venv(
+        tmp_path / "env", stack_wheelhouse, "nvidia-nccl-cu12==2.32.3", f"{CURAND12[0]}=={CURAND12[1]}"
+    )
     report = run_doctor(root=prefix, host=no_gpu_host(), environ={})
     assert not [f for f in report.findings if f.id.startswith("mixed.")]
     assert ownership.other_stack_first(site_of(prefix)) == ()
 
 
-def test_python_and_numpy_outside_a_frameworks_range_fail(tmp_path):
-    wheels = stack_wheels(tmp_path / "wheels")
+def test_python_and_numpy_outside_a_frameworks_range_fail(tmp_path, stack_wheelhouse):
+    wheels = with_stack_wheels(tmp_path / "wheels", stack_wheelhouse)
     wheelhouse.wheel(wheels, "numpy", "2.3.0", {"numpy/__init__.py": b""})
     wheelhouse.wheel(
         wheels,
@@ -154,7 +169,7 @@ HOOK_ORDER = "import tensorflow, _tfgpu_cuda_hook, json\nprint(json.dumps(_tfgpu
 
 
 def test_repair_adds_a_hook_that_loads_the_other_stacks_sonames_first_and_touches_none_of_its_files(
-    tmp_path, repair_wheels, tool_env
+    tmp_path, repair_wheels, tool_env, stack_wheelhouse
 ):
     """The env a user has after ``uv pip install tensorflow[and-cuda] torch``: TensorFlow's cuRAND
     for CUDA 12 and torch's for CUDA 13. repair writes the load hook; it loads CUDA 13's
@@ -162,7 +177,7 @@ def test_repair_adds_a_hook_that_loads_the_other_stacks_sonames_first_and_touche
     ``--undo`` restores the env."""
     wheels = tmp_path / "wheels"
     shutil.copytree(repair_wheels, wheels)
-    stack_wheels(wheels)
+    with_stack_wheels(wheels, stack_wheelhouse)
     prefix = rh.user_venv(
         tmp_path / "env", wheels, "tensorflow==2.21.0", f"{CURAND12[0]}=={CURAND12[1]}", f"{CURAND13[0]}=={CURAND13[1]}"
     )
@@ -273,7 +288,9 @@ def create(prefix: Path, wheels: Path, env: dict) -> subprocess.CompletedProcess
                     "--no-verify", "--json", env=env)  # fmt: skip
 
 
-def test_create_installs_tensorflows_stack_apart_so_no_file_is_owned_twice(tmp_path, local_wheels, tool_env):
+def test_create_installs_tensorflows_stack_apart_so_no_file_is_owned_twice(
+    tmp_path, local_wheels, tool_env, stack_wheelhouse
+):
     """The resolution holds NCCL for CUDA 12 (TensorFlow's) and for CUDA 13 (another framework's):
     both own nvidia/nccl/lib/libnccl.so.2. TensorFlow's CUDA 12 wheels go to lib/tfgpu/cuda12, the
     rest to site-packages; the load hook loads CUDA 13's libnccl.so.2 first, then TensorFlow's own
@@ -281,7 +298,7 @@ def test_create_installs_tensorflows_stack_apart_so_no_file_is_owned_twice(tmp_p
     wheels = tensorflow_also_requiring(
         local_wheels, tmp_path / "wheels", "nvidia-nccl-cu12==2.32.3", "nvidia-nccl-cu13==2.32.3"
     )
-    stack_wheels(wheels)
+    with_stack_wheels(wheels, stack_wheelhouse)
     prefix = tmp_path / "env"
     done = create(prefix, wheels, tool_env)
     assert done.returncode == 0, done.stderr

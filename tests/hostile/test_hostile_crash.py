@@ -15,12 +15,63 @@ import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import builtenvs
 import pytest
+import toolbytecode
+from conftest import run_tool
 from hangguard import hang_guard
 
 from tfgpu.envs import marker, txn
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tool_bytecode():
+    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
+    toolbytecode.compile_once()
+
+
+@pytest.fixture(scope="module")
+def module_tmp(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("crash")
+
+
+@pytest.fixture
+def tmp_path(module_tmp) -> Path:
+    """One temporary directory for every test of this module, emptied before each, so the sandbox
+    (tests/hostile/conftest.py) and the env in it are at the same path in each: the env
+    ``kept_env`` built there, put back, is the env a build there leaves, byte for byte."""
+    builtenvs.clear(module_tmp)
+    return module_tmp
+
+
+@pytest.fixture(scope="module")
+def kept_env(module_tmp, local_wheels, uv_cache, tmp_path_factory) -> Path:
+    """``sandbox/env`` as the ``build`` fixture makes it (the real command line, uv, offline), made
+    once and kept aside (tests/builtenvs.py)."""
+    sandbox = module_tmp / "sandbox"
+    env = {
+        **os.environ,
+        "TFGPU_CACHE_DIR": str(uv_cache),
+        "TFGPU_LOG_DIR": str(sandbox / "logs"),
+        "TFGPU_ENVS_DIR": str(sandbox / "envs"),
+        "JUPYTER_DATA_DIR": str(sandbox / "jupyter"),
+    }
+    env.pop("TFGPU_DATA_DIR", None)
+    done = run_tool(
+        "create", "--tf", "2.21", "--mode", "pip", "--python", PY, "--prefix", str(sandbox / "env"),
+        "--find-links", str(local_wheels), "--offline", "--no-verify", "--json", env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return builtenvs.keep(sandbox / "env", tmp_path_factory.mktemp("kept") / "env")
+
+
+@pytest.fixture
+def built(kept_env, sandbox) -> Path:
+    """``sandbox/env``, built: a copy of the kept env put back where it was built (files copied,
+    not linked: some tests rewrite its marker)."""
+    return builtenvs.restore(kept_env, sandbox / "env", link=False)
 
 
 class SlowWheels(SimpleHTTPRequestHandler):
@@ -148,8 +199,7 @@ def test_sigkill_during_create_leaves_nothing_running_and_the_next_run_recovers(
     assert "left by an interrupted build" in done.err and siblings(prefix) == []
 
 
-def test_an_interrupted_remove_is_finished_by_the_next_remove(cli, build, sandbox):
-    assert build(sandbox / "env").code == 0
+def test_an_interrupted_remove_is_finished_by_the_next_remove(cli, sandbox, built):
     removing = txn.removing_of(sandbox / "env")
     os.rename(sandbox / "env", removing)  # what a SIGKILL right after remove's first step leaves
     for path in sorted(removing.rglob("*.py"))[:50]:
@@ -159,15 +209,13 @@ def test_an_interrupted_remove_is_finished_by_the_next_remove(cli, build, sandbo
     assert siblings(sandbox / "env") == [] and not (sandbox / "env").exists()
 
 
-def test_an_interrupted_remove_is_finished_by_the_next_create(cli, build, sandbox):
-    assert build(sandbox / "env").code == 0
+def test_an_interrupted_remove_is_finished_by_the_next_create(cli, build, sandbox, built):
     os.rename(sandbox / "env", txn.removing_of(sandbox / "env"))
     assert build(sandbox / "env").code == 0
     assert siblings(sandbox / "env") == [] and marker.proof(sandbox / "env")
 
 
-def test_a_kill_between_the_commit_renames_puts_the_old_env_back(cli, build, sandbox):
-    assert build(sandbox / "env").code == 0
+def test_a_kill_between_the_commit_renames_puts_the_old_env_back(cli, build, sandbox, built):
     old_id = marker.proof(sandbox / "env")["id"]
     os.rename(sandbox / "env", txn.old_of(sandbox / "env"))  # --force moved the old env aside, then died
     staging = txn.staging_of(sandbox / "env")
@@ -178,8 +226,7 @@ def test_a_kill_between_the_commit_renames_puts_the_old_env_back(cli, build, san
     assert marker.proof(sandbox / "env")["id"] == old_id and siblings(sandbox / "env") == []
 
 
-def test_a_leftover_old_env_beside_a_finished_commit_is_deleted(cli, build, sandbox):
-    assert build(sandbox / "env").code == 0
+def test_a_leftover_old_env_beside_a_finished_commit_is_deleted(cli, build, sandbox, built):
     assert build(sandbox / "other").code == 0
     # the old env of a --force that was killed after the new one was in place
     os.rename(sandbox / "other", txn.old_of(sandbox / "env"))
@@ -190,8 +237,7 @@ def test_a_leftover_old_env_beside_a_finished_commit_is_deleted(cli, build, sand
     assert siblings(sandbox / "env") == []
 
 
-def test_an_interrupted_in_place_build_is_undone(cli, build, sandbox):
-    assert build(sandbox / "env").code == 0
+def test_an_interrupted_in_place_build_is_undone(cli, sandbox, built):
     os.rename(sandbox / "env", txn.old_of(sandbox / "env"))
     half = sandbox / "env"
     (half / "conda-meta").mkdir(parents=True)
@@ -208,8 +254,7 @@ def test_an_interrupted_in_place_build_is_undone(cli, build, sandbox):
 
 
 @pytest.mark.parametrize("command", ["create", "remove"])
-def test_a_second_run_on_a_busy_target_fails_at_once(cli, build, sandbox, command):
-    assert build(sandbox / "env").code == 0
+def test_a_second_run_on_a_busy_target_fails_at_once(cli, build, sandbox, command, built):
     # The lock is held by this very process until the block ends: a run that waited for it would
     # never end, so "at once" is "ends at all", under a guard that catches the wait.
     with txn.TargetLock(sandbox / "env"), hang_guard(f"{command} on a target whose lock is held"):

@@ -17,6 +17,7 @@ import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
+import builtenvs
 import pytest
 import repairhelpers as rh
 import wheelhouse
@@ -26,10 +27,19 @@ from hostile.conftest import changed, snapshot
 QUIET = ("--no-detect", "--yes", "--no-verify")
 
 
+@pytest.fixture(scope="module")
+def kept_user_env(repair_wheels, tmp_path_factory) -> tuple[Path, Path]:
+    """A user's own env (``uv venv`` + ``uv pip install tensorflow``, real uv), built once and kept
+    (tests/builtenvs.py), and where it was built."""
+    built = rh.user_venv(tmp_path_factory.mktemp("user-env") / "env", repair_wheels, "tensorflow==2.21.0")
+    return builtenvs.keep(built, tmp_path_factory.mktemp("kept") / "env"), built
+
+
 @pytest.fixture
-def user_env(sandbox, repair_wheels, uv_cache, monkeypatch) -> Path:
+def user_env(sandbox, kept_user_env, uv_cache, monkeypatch) -> Path:
+    """The kept user env, copied into the sandbox for the test to attack and repair."""
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(uv_cache))
-    return rh.user_venv(sandbox / "env", repair_wheels, "tensorflow==2.21.0")
+    return builtenvs.relocated(*kept_user_env, sandbox / "env")
 
 
 def site_of(env: Path) -> Path:

@@ -4,7 +4,8 @@ left by another program. The hold cannot be taken on it, so nothing can tell whe
 use: ``run`` must not start unheld and ``remove`` must not delete an env a program may be using. Both
 refuse, name the entry and the way forward, and leave the env and the entry's target as they were.
 
-Real components: a real env built from the local wheel directory, the real command line."""
+Real components: a real env built from the local wheel directory (once; each test gets a copy put
+back where it was built, tests/builtenvs.py), the real command line."""
 
 from __future__ import annotations
 
@@ -13,20 +14,44 @@ import subprocess
 import sys
 from pathlib import Path
 
+import builtenvs
 import pytest
+import toolbytecode
 from conftest import run_tool
+from hangguard import hang_guard
 
-TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
+
+@pytest.fixture(scope="module", autouse=True)
+def _tool_bytecode():
+    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
+    toolbytecode.compile_once()
+
+
+@pytest.fixture(scope="module")
+def envs_dir(tmp_path_factory) -> Path:
+    """The envs directory of this module's tests: the kept env was built there, so a copy put back
+    there is the env a build there leaves, byte for byte (its marker names the path)."""
+    return tmp_path_factory.mktemp("envs")
 
 
 @pytest.fixture
-def held_env(local_wheels, tool_env) -> Path:
-    done = run_tool(
-        "create", *TARGET, "--name", "held", "--find-links", str(local_wheels), "--offline", "--no-verify",
-        env=tool_env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return Path(tool_env["TFGPU_ENVS_DIR"]) / "held"
+def tool_env(tool_env, envs_dir) -> dict[str, str]:
+    """conftest's ``tool_env`` with this module's envs directory, emptied of what the test before left."""
+    builtenvs.clear(envs_dir)
+    return {**tool_env, "TFGPU_ENVS_DIR": str(envs_dir)}
+
+
+@pytest.fixture(scope="module")
+def kept_env(local_wheels, uv_cache, envs_dir, tmp_path_factory) -> Path:
+    """A real env built once by ``create --name held`` and kept aside (tests/builtenvs.py)."""
+    built = builtenvs.create_named("held", local_wheels, uv_cache, envs_dir, tmp_path_factory.mktemp("logs"))
+    return builtenvs.keep(built, tmp_path_factory.mktemp("kept") / "held")
+
+
+@pytest.fixture
+def held_env(kept_env, tool_env) -> Path:
+    """The kept env back where it was built (hard links: these tests write into none of its files)."""
+    return builtenvs.restore(kept_env, Path(tool_env["TFGPU_ENVS_DIR"]) / "held", link=True)
 
 
 def _plant(kind: str, hold: Path, tmp_path: Path) -> Path:
@@ -48,10 +73,8 @@ def _plant(kind: str, hold: Path, tmp_path: Path) -> Path:
 def test_a_foreign_entry_at_the_hold_stops_run_and_remove(held_env, tool_env, tmp_path, kind):
     hold = held_env.parent / ".held.tfgpu-inuse"
     victim = _plant(kind, hold, tmp_path)
-    ran = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "run", "--name", "held", "--", "true"],
-        env=tool_env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    with hang_guard(f"run with a {kind} at the hold"):  # refused before any program starts: in this process
+        ran = run_tool("run", "--name", "held", "--", "true", env=tool_env)
     assert ran.returncode == 1, ran.stderr
     assert "hold-not-a-file" in ran.stderr and str(hold) in ran.stderr and "Traceback" not in ran.stderr
     refused = run_tool("remove", "--name", "held", env=tool_env)

@@ -4,7 +4,8 @@ decides whether a release runs on a new GPU architecture.
 
 The env's RECORDs, METADATA and libraries are text and bytes anyone who can install a wheel into the
 env wrote; the load hook loads, with RTLD_GLOBAL, whatever the ownership reader hands it. Real files,
-real gcc-built shared objects, real venvs made by uv, the real CLI.
+real gcc-built shared objects, real venvs made by uv (once; each test attacks a copy of its own,
+tests/builtenvs.py), the real CLI.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import builtenvs
 import pytest
 import repairhelpers as rh
 import wheelhouse
+from conftest import run_tool
 from hangguard import hang_guard
 
 from tfgpu.doctor import elf, ownership
@@ -49,22 +52,40 @@ def add_rows(site: Path, dist_prefix: str, *rows: str) -> None:
             stream.write(f"{row},,\n")
 
 
-@pytest.fixture
-def two_stack_env(tmp_path, repair_wheels):
+@pytest.fixture(scope="module")
+def two_stack_kept(repair_wheels, tmp_path_factory):
     """The env of ``uv pip install tensorflow nvidia-cuda-runtime-cu12 nvidia-cuda-runtime`` (CUDA 13,
-    merged tree), and outside it a real libcudart.so.12 an attacker would like loaded first."""
+    merged tree), built once by real uv and kept (tests/builtenvs.py); the wheels it came from; and
+    outside it a real libcudart.so.12 an attacker would like loaded first."""
     need_gcc()
-    wheels, libs = tmp_path / "wheels", tmp_path / "libs"
+    top = tmp_path_factory.mktemp("two-stacks")
+    wheels, libs = top / "wheels", top / "libs"
     shutil.copytree(repair_wheels, wheels)
     cudart12 = wheelhouse.shared_library(libs / "12" / "libcudart.so.12", "libcudart.so.12").read_bytes()
     cudart13 = wheelhouse.shared_library(libs / "13" / "libcudart.so.13", "libcudart.so.13").read_bytes()
     wheelhouse.wheel(wheels, "nvidia-cuda-runtime-cu12", "12.9.79", {CUDART12: cudart12})
     wheelhouse.wheel(wheels, "nvidia-cuda-runtime", "13.0.96", {CUDART13: cudart13})
-    prefix = rh.user_venv(
-        tmp_path / "env", wheels, "tensorflow==2.21.0", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime"
-    )
-    evil = wheelhouse.shared_library(tmp_path / "outside" / "libcudart.so.12", "libcudart.so.12")
-    return prefix, wheels, evil
+    built = rh.user_venv(top / "env", wheels, "tensorflow==2.21.0", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")
+    evil = wheelhouse.shared_library(top / "outside" / "libcudart.so.12", "libcudart.so.12")
+    return builtenvs.keep(built, top / "kept" / "env"), built, wheels, evil
+
+
+@pytest.fixture
+def two_stack_env(two_stack_kept, tmp_path):
+    """A copy of the kept two-stack env of the test's own (its files are changed), with the wheels
+    and the outside library."""
+    kept, built_at, wheels, evil = two_stack_kept
+    return builtenvs.relocated(kept, built_at, tmp_path / "env"), wheels, evil
+
+
+def doctor(prefix: Path, what: str):
+    """``doctor --prefix PREFIX --json`` by the real command line in this process (an exception
+    escaping the tool fails the test: the traceback it would print), under a guard that only
+    catches a hang."""
+    with hang_guard(f"doctor of an env whose {what}"):
+        done = run_tool("doctor", "--prefix", str(prefix), "--json")
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    return done
 
 
 def escapes(site: Path, evil: Path) -> dict[str, str]:
@@ -86,8 +107,6 @@ def test_a_record_row_leading_out_of_the_env_never_reaches_the_load_hook(two_sta
     SONAME, so before the fix the reader called it a collision and `repair` wrote the outside path into
     the load hook's OTHER_FIRST: importing tensorflow then loaded it RTLD_GLOBAL. Must hold: neither
     doctor nor the hook's list names it; after `repair`, importing tensorflow loads nothing outside the env."""
-    from conftest import run_tool
-
     prefix, wheels, evil = two_stack_env
     site = site_of(prefix)
     row = escapes(site, evil)[how]
@@ -151,13 +170,7 @@ def test_odd_record_rows_are_read_around_not_a_traceback(two_stack_env, rows):
     dist = next(d for d in ownership.distributions(site) if d.name == "nvidia-cuda-runtime")
     assert CUDART13 in dist.files and "nvidia/cu13/lib/after.txt" in dist.files
     assert set(ownership.stacks(ownership.distributions(site))) == {12, 13}
-    done = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    done = doctor(prefix, "RECORD rows are odd")
     assert any(f["id"] == "mixed.sonames" for f in json.loads(done.stdout)["findings"]), done.stdout[-1000:]
 
 
@@ -270,13 +283,7 @@ def test_a_library_row_that_is_no_regular_file_is_skipped(two_stack_env, tmp_pat
         if what != "huge-sparse":
             shared = {item.path: item for item in ownership.shared_files(site)}
             assert shared["nvidia/cu13/lib/libcudart.so.12"].on_disk is None
-    done = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert "Traceback" not in done.stderr, done.stderr[-2000:]  # and it ended: the 300 s timeout guards the hang
+    doctor(prefix, f"library row is a {what}")  # and it ended: the guard catches the hang
 
 
 # --- the architecture data ------------------------------------------------------------------------
@@ -377,13 +384,7 @@ def test_a_cuda_major_of_thousands_of_digits_is_no_stack_and_no_traceback(two_st
     ownership.other_stack_first(site)
     pins = [f"nvidia-cudnn-cu{digits}==9.1", f"cuda-toolkit=={digits}.0", f"jax-cuda{digits}-plugin==0.7"]
     assert stacks.stacks_of_pins(pins) == {}
-    done = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    doctor(prefix, "CUDA major has thousands of digits")
 
 
 @pytest.mark.parametrize("setting", ["0", "off", "OFF", "false", "no", " 0 "])
@@ -461,11 +462,5 @@ def test_a_framework_metadata_asking_for_a_version_of_thousands_of_digits_is_no_
     (site / "numpy-2.0.0.dist-info").mkdir()
     metadata = next(site.glob("tensorflow-*.dist-info")) / "METADATA"
     metadata.write_text(metadata.read_text() + f"Requires-Dist: numpy>=1.{digits}\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    done = doctor(prefix, "framework metadata asks for thousands of digits")
     assert any(f["id"] == "mixed.python-numpy" for f in json.loads(done.stdout)["findings"]), done.stdout[-1500:]
