@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import toolbytecode
 import wheelhouse
 
 # Where the suite keeps what is worth keeping between runs (docs/maintainers/tests.md): one directory,
@@ -172,6 +173,7 @@ def _keep_bytecode() -> None:
 
 
 _keep_bytecode()
+toolbytecode.compile_once()  # for every `python -m tfgpu` a test starts (tests/toolbytecode.py)
 
 
 def _name_loopback() -> None:

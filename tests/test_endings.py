@@ -22,7 +22,6 @@ from pathlib import Path
 import builtenvs
 import pytest
 import repairhelpers as rh
-import toolbytecode
 import wheelhouse
 from conftest import run_process, run_tool
 
@@ -31,12 +30,6 @@ from tfgpu.detect import probe
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
 REASON = "no NVIDIA driver on this machine"
 PRELOADED = "CUDA libraries preloaded"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tool_bytecode():
-    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
-    toolbytecode.compile_once()
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -21,19 +21,12 @@ import time
 from pathlib import Path
 
 import pytest
-import toolbytecode
 from conftest import run_tool
 
 from tfgpu.doors.paths import write_outputs
 
 EXPORT = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect")
 LOCK = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect", "--platform", "linux-64")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tool_bytecode():
-    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
-    toolbytecode.compile_once()
 
 
 def script(out: Path, *more: str, tf: str = "2.21", env=None):

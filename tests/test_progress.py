@@ -18,7 +18,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import toolbytecode
 import wheelhouse
 from localindex import Server, build_index
 
@@ -30,12 +29,6 @@ from tfgpu.process.runner import Runner
 from tfgpu.progress import Combined, RecordingReporter
 
 MIB = 1 << 20
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tool_bytecode():
-    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
-    toolbytecode.compile_once()
 
 
 def served_file(root: Path, name: str, size: int) -> tuple[Path, str]:

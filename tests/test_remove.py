@@ -16,17 +16,10 @@ from pathlib import Path
 
 import builtenvs
 import pytest
-import toolbytecode
 from conftest import run_process, run_tool
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
 FILLER = 3000
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tool_bytecode():
-    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
-    toolbytecode.compile_once()
 
 
 @pytest.fixture(scope="module")

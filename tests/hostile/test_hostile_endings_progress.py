@@ -22,18 +22,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import toolbytecode
 from conftest import run_process, run_tool
 
 from tfgpu.detect import probe
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tool_bytecode():
-    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
-    toolbytecode.compile_once()
 
 
 def _no_driver_here():

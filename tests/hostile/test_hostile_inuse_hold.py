@@ -16,15 +16,8 @@ from pathlib import Path
 
 import builtenvs
 import pytest
-import toolbytecode
 from conftest import run_tool
 from hangguard import hang_guard
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tool_bytecode():
-    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
-    toolbytecode.compile_once()
 
 
 @pytest.fixture(scope="module")

@@ -18,19 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
-import toolbytecode
 from conftest import run_tool
 
 from tfgpu.process import childwatch, interrupts
 from tfgpu.process.runner import Runner
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tool_bytecode():
-    """The tool runs as processes of its own here: its modules compiled once (tests/toolbytecode.py)."""
-    toolbytecode.compile_once()
 
 
 @pytest.fixture
