@@ -15,6 +15,7 @@ import sys
 
 from tfgpu import data
 from tfgpu.doors import controls
+from tfgpu.resolver import tables
 
 
 def _python(code: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
@@ -102,3 +103,42 @@ def test_a_part_kept_apart_reads_as_the_whole_tables_key(tmp_path, monkeypatch):
         assert isinstance(data._tables()[f"{name}:{keys[0]}"], bytes)  # read from the cache
     finally:
         data.clear()
+
+
+def test_a_release_s_wheels_read_as_the_dict_of_its_rows(tmp_path, monkeypatch):
+    """Each release's wheels, made as they are read, are the Wheels its rows make: by key, in the
+    rows' order, equal to (and shown as) the dict of them, every shipped release."""
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TFGPU_DATA_DIR", raising=False)
+    data.clear()
+    try:
+        rows = {row["version"]: row for row in data.load("tensorflow.toml")["release"]}
+        for release in tables.releases():
+            row = rows.get(str(release.version))
+            if row is None:  # a version written differently in the table (2.0 for 2.0.0): found by value
+                row = next(r for r in rows.values() if tables.parse(r["version"]) == release.version)
+            whole = {key: tables.wheel_from_row(wheel) for key, wheel in row.get("wheels", {}).items()}
+            assert release.wheels == whole and whole == release.wheels
+            assert list(release.wheels) == list(whole) and len(release.wheels) == len(whole)
+            assert repr(release.wheels) == repr(whole)
+            assert all(release.wheels[key] is release.wheels[key] for key in whole)  # made once
+            assert release.wheels.get("no-such-platform") is None and "no-such-platform" not in release.wheels
+    finally:
+        data.clear()
+
+
+def test_a_plan_makes_the_wheels_of_the_releases_it_reads_only(tmp_path):
+    done = _python(
+        "import contextlib, io, json\n"
+        "from tfgpu.cli import main\n"
+        "from tfgpu.resolver import tables\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['plan', '--tf', '2.21', '--json', '--no-detect', '--driver', '580.65', '--gpu-cc', '9.0'])\n"
+        "made = {str(r.version): sorted(r.wheels._made) for r in tables.releases() if r.wheels._made}\n"
+        "print(json.dumps([made, sum(len(r.wheels) for r in tables.releases())]))\n",
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    made, every = json.loads(done.stdout)
+    assert list(made) == ["2.21.0"] and made["2.21.0"] == ["linux_x86_64"]
+    assert every > 200  # what building each release's wheels up front made

@@ -7,6 +7,8 @@ the other files are curated from shared/reference/compat-facts.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 from tfgpu import data
 from tfgpu.data import derived, load, load_part
 from tfgpu.records import record
@@ -71,7 +73,8 @@ class Release:
     gpu_package: str
     numpy: str
     and_cuda: dict[str, str]
-    wheels: dict[str, Wheel]
+    wheels: Mapping[str, Wheel]
+    """By wheel platform (``linux_x86_64``); from the tables, a :class:`Wheels`."""
     source: tuple[str, ...]
     prerelease: bool = False
     cuda_extra: str = ""
@@ -180,25 +183,59 @@ def _tuple(row: dict, key: str) -> tuple[str, ...]:
     return tuple(row.get(key, ()))
 
 
+class Wheels(Mapping[str, Wheel]):
+    """A release's ``[release.wheels.*]`` rows by platform, each made a :class:`Wheel` when first
+    read. A plan reads one or two wheels of the release it chooses (and the ones it rejects on the
+    way), not the 245 of every release: building them all up front was 10M instructions of a
+    ``plan --json`` (callgrind; a bare ``python -c pass`` is 39M). Read-only, equal to a dict of the
+    same Wheels."""
+
+    __slots__ = ("_rows", "_made")
+
+    def __init__(self, rows: Mapping[str, dict]) -> None:
+        self._rows = rows
+        self._made: dict[str, Wheel] = {}
+
+    def __getitem__(self, platform: str) -> Wheel:
+        made = self._made.get(platform)
+        if made is None:
+            made = self._made[platform] = wheel_from_row(self._rows[platform])
+        return made
+
+    def __contains__(self, platform: object) -> bool:
+        return platform in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+
+def wheel_from_row(w: dict) -> Wheel:
+    """One ``[release.wheels.<platform>]`` table as a Wheel."""
+    return Wheel(
+        python=_tuple(w, "python"),
+        platform_tag=w.get("platform_tag", ""),
+        cuda_build=bool(w.get("cuda_build", False)),
+        cuda=w.get("cuda", ""),
+        cudnn=w.get("cudnn", ""),
+        compute_capabilities=_tuple(w, "compute_capabilities"),
+        shim_for=w.get("shim_for", ""),
+        file=w.get("wheel", ""),
+        cudnn_compiled=w.get("cudnn_compiled", ""),
+        ptx_isa=w.get("ptx_isa", ""),
+        source=_tuple(w, "source"),
+        unverified=_tuple(w, "unverified"),
+    )
+
+
 def release_from_row(row: dict, origin: str = "shipped") -> Release:
-    """One ``[[release]]`` row of tensorflow.toml (or of the update overlay) as a Release."""
-    wheels = {
-        key: Wheel(
-            python=_tuple(w, "python"),
-            platform_tag=w.get("platform_tag", ""),
-            cuda_build=bool(w.get("cuda_build", False)),
-            cuda=w.get("cuda", ""),
-            cudnn=w.get("cudnn", ""),
-            compute_capabilities=_tuple(w, "compute_capabilities"),
-            shim_for=w.get("shim_for", ""),
-            file=w.get("wheel", ""),
-            cudnn_compiled=w.get("cudnn_compiled", ""),
-            ptx_isa=w.get("ptx_isa", ""),
-            source=_tuple(w, "source"),
-            unverified=_tuple(w, "unverified"),
-        )
-        for key, w in row.get("wheels", {}).items()
-    }
+    """One ``[[release]]`` row of tensorflow.toml (or of the update overlay) as a Release (its wheels
+    made as they are read: :class:`Wheels`)."""
     and_cuda = dict(row.get("and_cuda", {}))
     return Release(
         version=parse(row["version"]),
@@ -207,7 +244,7 @@ def release_from_row(row: dict, origin: str = "shipped") -> Release:
         gpu_package=row.get("gpu_package", "tensorflow"),
         numpy=row.get("numpy", ""),
         and_cuda=and_cuda,
-        wheels=wheels,
+        wheels=Wheels(row.get("wheels", {})),
         source=_tuple(row, "source"),
         prerelease=bool(row.get("prerelease", False)),
         cuda_extra=row.get("cuda_extra", "and-cuda" if and_cuda else ""),
