@@ -666,6 +666,7 @@ PLAN_MAY_IMPORT = {
             "newgpu",
             "notices",
             "packages",
+            "releases",
             "request",
             "tables",
             "target",
@@ -676,6 +677,9 @@ PLAN_MAY_IMPORT = {
 }
 """With ``--no-detect``; detection adds ``tfgpu.detect.*`` (and, where a driver answers, what reads it)."""
 PLAN_NEEDS_NOT = {
+    "pathlib",
+    "urllib",
+    "ipaddress",
     "tfgpu.doors.urls",
     "tfgpu.process.runner",
     "tfgpu.data.schema",
@@ -706,7 +710,8 @@ PLAN_NEEDS_NOT = {
     "pynvml",
     "uv",
 }
-"""Heavy modules a plan does not use: ``dataclasses`` and ``typing`` (and the ``inspect``/``ast``
+"""Heavy modules a plan does not use: ``pathlib`` (and the ``urllib.parse`` and ``ipaddress`` it
+imports; a plan's few paths are text, read through ``os.path``), ``dataclasses`` and ``typing`` (and the ``inspect``/``ast``
 they bring; the records are ``tfgpu.records``'), ``packaging`` (the tables' plain versions and
 ranges are read by ``tfgpu.versions``), ``hashlib`` (the cache digest comes from ``_blake2``), child
 processes, the

@@ -11,7 +11,6 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from tfgpu.errors import UsageError
 from tfgpu.records import fields
@@ -99,7 +98,7 @@ def _project(given: dict):
     from tfgpu import project
 
     explicit = given.get("project")
-    found = project.load(Path(explicit).expanduser().absolute() if explicit else None, explicit=bool(explicit))
+    found = project.load(project.absolute(explicit) if explicit else None, explicit=bool(explicit))
     return found, tuple(() if explicit else project.refused)
 
 
