@@ -19,7 +19,7 @@ import sys
 from tfgpu.cli import inputs, output
 from tfgpu.cli.commands import handler
 from tfgpu.cli.output import note, show
-from tfgpu.cli.parser import COMMANDS, build_parser, with_default_command
+from tfgpu.cli.parser import parse, with_default_command
 from tfgpu.doors.paths import write_failure
 from tfgpu.doors.secrets import redact
 from tfgpu.errors import TfgpuError, UsageError
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None, *, whole_process: bool = False) -> int:
     want_json = "--json" in argv
     try:
         argv = with_default_command(argv)
-        settings = inputs.build(build_parser(argv[0] if argv[0] in COMMANDS else None).parse_args(argv))
+        settings = inputs.build(parse(argv))
         inputs.trust(settings)
         for line in settings.notes:
             note(line)  # stderr, also under --json

@@ -71,6 +71,8 @@ class Parser(argparse.ArgumentParser):
 
     commands: argparse._SubParsersAction[Parser]
     """The top level's: each command's own parser (set by :func:`build_parser`)."""
+    command: str | None = None
+    """A command's parser made alone (:func:`command_parser`): the command's name."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", Formatter)
@@ -97,7 +99,7 @@ class Parser(argparse.ArgumentParser):
 
         argv = getattr(self, "argv", [])
         commands = getattr(self, "commands", None)
-        command = argv[0] if argv and commands is not None and argv[0] in commands.choices else None
+        command = self.command or (argv[0] if argv and commands is not None and argv[0] in commands.choices else None)
         if command in INTERPRETER_COMMANDS and any(
             word == "--python" or word.startswith("--python=") for word in words
         ):
@@ -108,7 +110,7 @@ class Parser(argparse.ArgumentParser):
                 "an interpreter with --interpreter PATH.",
                 [f"`tfgpu-install {command} --interpreter ./env/bin/python`"],
             )
-        owner = self if command is None or commands is None else commands.choices[command]
+        owner = self if command is None or commands is None else commands.choices[command]  # self: made alone
         others = {}
         if command is not None:
             # The other commands, to say which of them takes an option given to the wrong one.
@@ -277,10 +279,9 @@ GRAMMAR = {
 """Each command: its help line (listed by ``--help``) and what adds its options, in ``COMMANDS``' order."""
 
 
-def build_parser(command: str | None = None) -> Parser:
-    """The whole grammar (``--help``, completion, the tests that walk it), or with ``command`` the
-    part one run parses: the top level and that command. Each sub-parser costs about a
-    millisecond to build, more than all of ``plan``'s own parsing."""
+def build_parser() -> Parser:
+    """The whole grammar: the top level and every command's parser (``--help``, ``--version``,
+    completion, the docs, the answer to a word no parser took, the tests that walk it)."""
     parser = Parser(
         prog="tfgpu-install",
         description="Get TensorFlow running on NVIDIA GPUs. The bare form is `create`: "
@@ -293,10 +294,29 @@ def build_parser(command: str | None = None) -> Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     parser.commands = sub  # each command's own parser, for the answer to a word none of them took
     for name in COMMANDS:
-        if command is None or name == command:
-            help_text, fill = GRAMMAR[name]
-            fill(sub.add_parser(name, help=help_text, description=help_text, epilog=epilog(name)))
+        help_text, fill = GRAMMAR[name]
+        fill(sub.add_parser(name, help=help_text, description=help_text, epilog=epilog(name)))
     return parser
+
+
+def command_parser(command: str) -> Parser:
+    """``command``'s parser alone, the one :func:`build_parser` makes for it (the same prog, help and
+    options: a test holds them equal), which a run parses the words after the command with. The top
+    level (its usage text, the sub-parser action and the other commands) is half of what building
+    a command's parser costs, and a run that names its command never reads it."""
+    help_text, fill = GRAMMAR[command]
+    parser = Parser(prog=f"tfgpu-install {command}", description=help_text, epilog=epilog(command))
+    parser.command = command
+    fill(parser)
+    return parser
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """``argv`` (its command first, as :func:`with_default_command` leaves it) parsed: by the command's
+    own parser where a command is named, else (``--help``, ``--version``) by the whole grammar."""
+    if argv and argv[0] in COMMANDS:
+        return command_parser(argv[0]).parse_args(argv[1:], argparse.Namespace(command=argv[0]))
+    return build_parser().parse_args(argv)
 
 
 def with_default_command(argv: list[str]) -> list[str]:
