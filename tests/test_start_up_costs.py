@@ -21,6 +21,7 @@ from tfgpu.resolver import tables
 def _python(code: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TFGPU_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
     env.pop("TFGPU_DATA_DIR", None)
+    env.pop("TFGPU_INSECURE_HOSTS", None)  # the suite names its loopback server; a plain run names none
     return subprocess.run(
         [sys.executable, "-c", code, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
@@ -142,3 +143,131 @@ def test_a_plan_makes_the_wheels_of_the_releases_it_reads_only(tmp_path):
     made, every = json.loads(done.stdout)
     assert list(made) == ["2.21.0"] and made["2.21.0"] == ["linux_x86_64"]
     assert every > 200  # what building each release's wheels up front made
+
+
+def _actions(parser) -> list:
+    """What a parser takes, as argparse holds it (the ``type`` checkers are made afresh per parser,
+    so they are compared by name)."""
+    return [
+        (
+            action.option_strings,
+            action.dest,
+            action.nargs,
+            action.const,
+            action.default,
+            getattr(action.type, "__qualname__", action.type),
+            action.choices,
+            action.required,
+            action.help,
+            action.metavar,
+            type(action).__name__,
+        )
+        for action in parser._actions
+    ] + [
+        ([action.dest for action in group._group_actions], group.required)
+        for group in parser._mutually_exclusive_groups
+    ]
+
+
+def test_each_command_s_parser_made_alone_is_the_whole_grammar_s():
+    """A run builds its command's parser alone (``command_parser``); ``--help``, completion and the
+    docs read the whole grammar (``build_parser``). Each command's two parsers take the same options
+    and print the same help, at any width."""
+    from tfgpu.cli.parser import COMMANDS, build_parser, command_parser
+
+    whole = build_parser().commands.choices
+    assert list(whole) == list(COMMANDS)
+    for name in COMMANDS:
+        alone = command_parser(name)
+        assert (alone.prog, alone.description, alone.epilog) == (
+            whole[name].prog,
+            whole[name].description,
+            whole[name].epilog,
+        )
+        assert _actions(alone) == _actions(whole[name]), name
+        for columns in ("60", "100", "200"):
+            os.environ["COLUMNS"] = columns
+            try:
+                assert alone.format_help() == whole[name].format_help(), (name, columns)
+            finally:
+                del os.environ["COLUMNS"]
+
+
+_RUNS = [
+    "plan --tf 2.21 --json --os linux --driver 580.65 --gpu-cc 9.0",
+    "plan --tf=2.13 --mode conda --with torch --with jax[cuda12] --no-project",
+    "create --tf 2.21 --mode pip --name tf -y --dry-run",
+    "lock --tf 2.21 --platform linux-64 --platform osx-arm64 -o lock.txt --check",
+    "lock --check",
+    "script --tf 2.21 --format slurm -o out --force",
+    "doctor --interpreter /usr/bin/python3 --json",
+    "verify -p ./env --bench --workers 2",
+    "matrix --all --json",
+    "cache prune --dry-run",
+    "run -n tf -- python -c pass",
+    "activate --name tf --shell fish",
+    "completion zsh",
+    "repair --prefix ./venv --undo --forget-journal",
+    "--tf 2.13 --mode conda",
+]
+_REFUSED = [
+    "plan --jsonn",
+    "plan --platform linux-64 --json",
+    "plan --tf 2.21 --tf-source pipy",
+    "plan stray words",
+    "plan --name tf --prefix ./env",
+    "doctor --python /usr/bin/python3",
+    "repair --python=3.11",
+    "cache prnue",
+    "completion tcsh",
+    "remove",
+    "run --name tf --prefix p",
+    "verify --workers many",
+    "plan --tf",
+    "plan --js",
+    "plan --json -- --tf",
+]
+
+
+def test_a_run_parses_as_the_whole_grammar_does():
+    """Every command line, parsed by its command's parser alone, gives the namespace the whole grammar
+    gives; every refused one the same error, "did you mean" and the option's other commands included."""
+    import shlex
+
+    from tfgpu.cli.parser import build_parser, parse, with_default_command
+    from tfgpu.errors import UsageError
+
+    for line in _RUNS:
+        argv = with_default_command(shlex.split(line))
+        assert vars(parse(argv)) == vars(build_parser().parse_args(argv)), line
+        assert list(vars(parse(argv))) == list(vars(build_parser().parse_args(argv))), line
+    for line in _REFUSED:
+        argv = with_default_command(shlex.split(line))
+        answers = []
+        for run in (parse, build_parser().parse_args):
+            try:
+                run(argv)
+            except UsageError as error:
+                answers.append(error.to_dict())
+        assert len(answers) == 2 and answers[0] == answers[1], line
+
+
+def test_a_plan_given_its_target_imports_no_driver_reader_and_no_suggestions(tmp_path):
+    """``--driver`` and ``--gpu-cc`` given: the driver's readers are not imported (nothing reads the
+    driver), nor the "did you mean" module (nothing was mistyped)."""
+    for _run in ("first", "cached"):  # the first run parses the tables and writes the cache
+        done = _python(
+            "import contextlib, io, json, sys\n"
+            "from tfgpu.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    code = main(['plan', '--tf', '2.21', '--json', '--os', 'linux', '--driver', '580.65', '--gpu-cc', '9.0'])\n"
+            "print(json.dumps([code, sorted(sys.modules)]))\n",
+            tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+    code, loaded = json.loads(done.stdout)
+    assert code == 0 and "tfgpu.detect" in loaded
+    assert [
+        name for name in ("tfgpu.detect.driver", "tfgpu.detect.nvidia_smi", "tfgpu.cli.typos") if name in loaded
+    ] == []
+    assert [name for name in ("pathlib", "urllib.parse", "ipaddress") if name in loaded] == []
