@@ -271,3 +271,72 @@ def test_a_plan_given_its_target_imports_no_driver_reader_and_no_suggestions(tmp
         name for name in ("tfgpu.detect.driver", "tfgpu.detect.nvidia_smi", "tfgpu.cli.typos") if name in loaded
     ] == []
     assert [name for name in ("pathlib", "urllib.parse", "ipaddress") if name in loaded] == []
+
+
+def _argparse_values(argv: list[str]) -> dict:
+    from tfgpu.cli.parser import build_parser
+
+    return vars(build_parser().parse_args(argv))
+
+
+def test_the_quick_reading_gives_argparse_s_namespace_or_leaves_the_line_to_it():
+    """``tfgpu.cli.grammar.quick`` reads a run's options without argparse: what it reads is argparse's
+    namespace, key for key and in argparse's order; what it does not read (every refused line, and
+    forms such as ``--``, ``-h`` or a value that starts with ``-``) it leaves to argparse."""
+    import shlex
+
+    from tfgpu.cli.grammar import quick, with_default_command
+
+    read = 0
+    for line in _RUNS:
+        argv = with_default_command(shlex.split(line))
+        values = quick(argv)
+        if values is not None:
+            read += 1
+            assert list(values.items()) == list(_argparse_values(argv).items()), line
+    assert read >= 10  # the common forms are read quickly
+    for line in [*_REFUSED, "plan -h", "plan --help", "plan --tf -1", "plan --json=yes", "lock --check x.txt"]:
+        assert quick(with_default_command(shlex.split(line))) is None, line
+
+
+def test_every_option_of_every_command_is_read_as_argparse_reads_it():
+    """Each option each command takes, alone, twice, and in both spellings (``--flag value``,
+    ``--flag=value``) with a value of its kind: the quick reading is argparse's, or it declines."""
+    from tfgpu.cli.grammar import COMMANDS, _options, quick
+    from tfgpu.cli.parser import build_parser
+    from tfgpu.errors import UsageError
+
+    def sample(keywords: dict) -> str:
+        if "choices" in keywords:
+            return str(list(keywords["choices"])[-1])
+        return "3" if keywords.get("type") is int else "2.21"
+
+    checked = 0
+    for command in COMMANDS:
+        options = _options(command)
+        if options is None:  # a positional word: argparse reads it
+            assert quick([command]) is None
+            continue
+        parser = build_parser().commands.choices[command]
+        for action in parser._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            keywords = next(k for dest, k, _group in options[0] if dest == action.dest)
+            flag = action.option_strings[-1]
+            lines = (
+                [[flag], [flag, flag]]
+                if action.nargs == 0
+                else [[flag, sample(keywords)], [f"{flag}={sample(keywords)}"], [flag, "a", flag, "b"], [flag]]
+            )
+            for words in lines:
+                argv = [command, *words]
+                values = quick(argv)
+                try:
+                    expected = _argparse_values(argv)
+                except UsageError:
+                    assert values is None, argv
+                    continue
+                if values is not None:
+                    checked += 1
+                    assert list(values.items()) == list(expected.items()), argv
+    assert checked > 100
