@@ -340,3 +340,49 @@ def test_every_option_of_every_command_is_read_as_argparse_reads_it():
                     checked += 1
                     assert list(values.items()) == list(expected.items()), argv
     assert checked > 100
+
+
+def test_a_credential_variable_is_told_as_its_pattern_tells_it():
+    """The secrets door looks for a credential variable's value in what is printed; an ASCII name
+    without a credential word is not run through the pattern. For every name here (this process's
+    environment, the engines' own, any case, names whose characters ``re`` folds to ASCII ones, and
+    every ASCII name of up to three of the pattern's letters and ``_`` around a credential word) the
+    answer is the pattern's."""
+    import itertools
+    import re
+
+    from tfgpu.doors import secrets
+
+    names = [
+        *os.environ,
+        "CONDA_TOKEN",
+        "conda_token",
+        "Anaconda_Api_Token",
+        "UV_INDEX_MIRROR_USERNAME",
+        "uv_index_x_password",
+        "UV_INDEX__PASSWORD",
+        "GITHUB_TOKEN",
+        "MY_SECRET",
+        "DB_PASSWD",
+        "X_API_KEY",
+        "X_APIKEY",
+        "X_AUTH",
+        "AUTH",
+        "TOKEN",
+        "_TOKEN",
+        "TOKEN_X",
+        "HOME",
+        "PATH",
+        "X_\u017fECRET",  # ſ folds to s
+        "X_TO\u212aEN",  # the Kelvin sign folds to k
+        "X_AP\u0131KEY",  # dotless i
+        "X_\u0130UTH",
+        "",
+    ]
+    letters = "AKNOTSUE_x"
+    for word in ("TOKEN", "SECRET", "AUTH", "PASSWORD"):
+        for size in range(3):
+            for head in itertools.product(letters, repeat=size):
+                names += ["".join(head) + word, "".join(head) + "_" + word.lower(), word + "".join(head)]
+    for name in names:
+        assert secrets._is_credential_variable(name) == bool(re.fullmatch(secrets._VARIABLE, name, re.IGNORECASE)), name
