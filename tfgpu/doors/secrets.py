@@ -238,6 +238,32 @@ def stripped(text: str) -> str:
     return re.sub(_URL, lambda match: strip(match.group(0)), text)
 
 
+def _each_url(text: str, rewrite) -> str:
+    """``re.sub(_URL, rewrite, text)``, with the pattern tried only where a URL can start: within a
+    scheme's length (:data:`_SCHEME`: at most 32 characters, none of them ``:``) before a ``:/`` or
+    ``:\\``. A URL's scheme ends at the first ``:`` after its start, and that ``:`` is followed by a
+    slash, so the leftmost URL from any point starts in the window before the first such ``:``
+    whose window holds one, which this tries start by start, as the whole-text search would. Run over
+    the whole text, the pattern tries a scheme at every letter: 3.2M instructions (callgrind) for a
+    plan's 8 kB JSON with two URLs, which every ``--json`` document is redacted through."""
+    pattern = re.compile(_URL)  # re's own cache: compiled once
+    found, start, look = [], 0, 0
+    while True:
+        colon = min((at for at in (text.find(":/", look), text.find(":\\", look)) if at != -1), default=-1)
+        if colon == -1:
+            break
+        match = next(
+            (m for at in range(max(start, colon - 32), colon) if (m := pattern.match(text, at)) is not None), None
+        )
+        if match is None:
+            look = colon + 1
+            continue
+        found += [text[start : match.start()], rewrite(match)]
+        start = look = match.end()
+    found.append(text[start:])
+    return "".join(found)
+
+
 def redact(text: str, environ=None) -> str:
     """``text`` for display or a log: every URL's credential shown as ``***`` and the value of every
     credential variable set (``CONDA_TOKEN``, ``UV_INDEX_*_PASSWORD`` ...) replaced by ``***``."""
@@ -250,7 +276,7 @@ def redact(text: str, environ=None) -> str:
     if "@" in text:
         text = re.sub(_LOOSE_USERINFO, lambda match: match.group(1) + MASK + "@", text)
     if ":/" in text or ":\\" in text:
-        text = re.sub(_URL, lambda match: masked(match.group(0)), text)
+        text = _each_url(text, lambda match: masked(match.group(0)))
     if "@" in text:
         text = re.sub(_BARE_USERINFO, MASK + "@", text)
     if "=" in text and ("?" in text or "&" in text or ";" in text or "#" in text):
