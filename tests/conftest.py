@@ -221,7 +221,7 @@ def _parse_the_tables_once() -> None:
             overlay = data._overlay(set(data._shipped_files()))
         if schema.validate is not validate or data.parse is not parse:
             return parse_all(overlay)
-        key = data._cache_file(overlay).name
+        key = os.path.basename(data._cache_file(overlay))
         if key not in kept:
             data.parse = parse_table_once
             try:

@@ -499,7 +499,7 @@ def test_every_option_is_defined_once():
                 and path.name != "options.py"
             ):
                 first = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
-                if (path.name, first) not in (("parser.py", "--version"), ("parser.py", "shell")):
+                if (path.name, first) not in (("parser.py", "--version"), ("grammar.py", "shell")):
                     offenders.append(f"{path.name}:{node.lineno} {first}")
     assert offenders == []
 
@@ -628,8 +628,7 @@ PLAN_MAY_IMPORT = {
     "tfgpu.cli",
     "tfgpu.cli.commands",
     "tfgpu.cli.commands.plan",
-    "tfgpu.cli.parser",
-    "tfgpu.cli.examples",  # the help's examples: data, in the parser it builds
+    "tfgpu.cli.grammar",  # which command takes which option, read without argparse
     "tfgpu.cli.output",
     "tfgpu.cli.options",
     "tfgpu.cli.inputs",
@@ -652,6 +651,7 @@ PLAN_MAY_IMPORT = {
             "newgpu",
             "notices",
             "packages",
+            "releases",
             "request",
             "tables",
             "target",
@@ -662,6 +662,12 @@ PLAN_MAY_IMPORT = {
 }
 """With ``--no-detect``; detection adds ``tfgpu.detect.*`` (and, where a driver answers, what reads it)."""
 PLAN_NEEDS_NOT = {
+    "argparse",
+    "gettext",
+    "tfgpu.cli.parser",
+    "pathlib",
+    "urllib",
+    "ipaddress",
     "tfgpu.doors.urls",
     "tfgpu.process.runner",
     "tfgpu.data.schema",
@@ -692,7 +698,9 @@ PLAN_NEEDS_NOT = {
     "pynvml",
     "uv",
 }
-"""Heavy modules a plan does not use: ``dataclasses`` and ``typing`` (and the ``inspect``/``ast``
+"""Heavy modules a plan does not use: ``argparse`` (with ``gettext``; its options are read by
+``tfgpu.cli.grammar.quick``, argparse answering only what that leaves to it), ``pathlib`` (and the ``urllib.parse`` and ``ipaddress`` it
+imports; a plan's few paths are text, read through ``os.path``), ``dataclasses`` and ``typing`` (and the ``inspect``/``ast``
 they bring; the records are ``tfgpu.records``'), ``packaging`` (the tables' plain versions and
 ranges are read by ``tfgpu.versions``), ``hashlib`` (the cache digest comes from ``_blake2``), child
 processes, the

@@ -261,20 +261,23 @@ def test_no_printed_line_ends_in_an_ellipsis():
     ],
 )
 def test_a_run_builds_only_its_command_and_reads_the_same(argv):
-    """One run builds the top level and its own command only; it must read argv exactly as the
-    whole grammar does, and refuse what the whole grammar refuses with the same words."""
-    from tfgpu.cli.parser import build_parser
+    """One run builds its own command's parser only (or reads the line without argparse,
+    ``tfgpu.cli.grammar.quick``); it must read argv exactly as the whole grammar does, and refuse
+    what the whole grammar refuses with the same words."""
+    from tfgpu.cli.grammar import quick
+    from tfgpu.cli.parser import build_parser, parse
     from tfgpu.errors import UsageError
 
-    one, whole = build_parser(argv[0]), build_parser()
-    assert list(one._subparsers._group_actions[0].choices) == [argv[0]]
-    assert vars(one.parse_args(argv)) == vars(whole.parse_args(argv))
+    whole = build_parser()
+    assert vars(parse(argv)) == vars(whole.parse_args(argv))
+    assert quick(argv) in (None, vars(whole.parse_args(argv)))
     refused = []
-    for parser in (one, whole):
+    for run in (parse, whole.parse_args):
         with pytest.raises(UsageError) as error:
-            parser.parse_args([*argv, "--no-such-option"])
+            run([*argv, "--no-such-option"])
         refused.append(error.value.message)
     assert refused[0] == refused[1]
+    assert quick([*argv, "--no-such-option"]) is None
 
 
 @pytest.mark.parametrize("columns", [None, "100", "0", "-3", "wide", "40"])

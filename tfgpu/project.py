@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from tfgpu.doors import untrusted
 from tfgpu.doors.paths import user_path
@@ -61,7 +60,7 @@ KEYS = {  # key in the file -> (the argparse destination of its flag, the TOML t
 class Project:
     """A project file that applies: where it is, and its values by flag destination."""
 
-    path: Path
+    path: str
     values: dict = factory(dict)
 
     def supplied(self, given: dict) -> dict:
@@ -91,38 +90,50 @@ def _show(value) -> str:
     return ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else value
 
 
-def find(start: Path | None = None) -> Path | None:
+def find(start: str | None = None) -> str | None:
     """The project file for ``start`` (default: the current directory), or None."""
     named = os.environ.get(ENVIRONMENT)
     if named:
         if named.lower() == "none":
             return None
-
-        return Path(user_path(named, ENVIRONMENT)).expanduser().absolute()
-    here = (start or Path.cwd()).absolute()
+        return absolute(user_path(named, ENVIRONMENT))
+    here = os.path.abspath(start or os.getcwd())
     refused.clear()
-    for directory in (here, *here.parents):
-        own = directory / FILE
-        pyproject = directory / "pyproject.toml"
-        problem = _not_ours(directory, (own, pyproject))
+    while True:
+        own = os.path.join(here, FILE)
+        pyproject = os.path.join(here, "pyproject.toml")
+        problem = _not_ours(here, (own, pyproject))
         if problem:
             refused.append(f"{problem}: it is not used (pass --project FILE to use a file anyway).")
             return None
-        shared = pyproject.is_file() and _declares_tool_table(pyproject)
-        if pyproject.is_file() and not shared:
+        shared = os.path.isfile(pyproject) and _declares_tool_table(pyproject)
+        if os.path.isfile(pyproject) and not shared:
             refused.extend(_near_misses(pyproject))
-        if own.is_file() and shared:
+        if os.path.isfile(own) and shared:
             raise UsageError(
                 "bad-project-file",
-                f"{directory} has both {FILE} and a [tool.tfgpu] table in "
+                f"{here} has both {FILE} and a [tool.tfgpu] table in "
                 "pyproject.toml: tfgpu-install does not guess which one is meant.",
                 [f"Keep one of the two (delete {own}, or the [tool.tfgpu] table)."],
             )
-        if own.is_file():
+        if os.path.isfile(own):
             return own
         if shared:
             return pyproject
-    return None
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def absolute(path: str) -> str:
+    """``path`` (a ``--project`` or ``TFGPU_PROJECT_FILE`` value) with ``~`` expanded, made absolute
+    as ``pathlib`` writes it (``Path(path).expanduser().absolute()``), the form messages name it by."""
+    # Start-up cost: pathlib (see tfgpu.doors.paths._as_path), for a file named by the user only;
+    # the walk from the current directory reads its paths as text.
+    from pathlib import Path
+
+    return str(Path(path).expanduser().absolute())
 
 
 refused: list[str] = []
@@ -130,7 +141,7 @@ refused: list[str] = []
 sentence each, for the command line to show as a note (stderr, also under --json)."""
 
 
-def _not_ours(directory: Path, candidates: tuple[Path, ...]) -> str | None:
+def _not_ours(directory: str, candidates: tuple[str, ...]) -> str | None:
     """Why the walk must not take a project file from ``directory``, or None. Like git's
     ``safe.directory``: in a shared directory (``/tmp``, a scratch volume) another user could plant
     one that picks the mode, channels and insecure hosts of this user's next ``create``. A file (and
@@ -140,15 +151,15 @@ def _not_ours(directory: Path, candidates: tuple[Path, ...]) -> str | None:
         return None
     trusted = {os.geteuid(), 0}
     try:
-        mode = directory.stat().st_mode
+        mode = os.stat(directory).st_mode
     except OSError:
         return None
     if mode & 0o002 and not mode & 0o1000:
-        found = [path for path in candidates if path.is_file()]
+        found = [path for path in candidates if os.path.isfile(path)]
         return f"{found[0]} is in {directory}, which anyone may write to" if found else None
     for path in candidates:
         try:
-            owners = {path.lstat().st_uid, path.stat().st_uid}
+            owners = {os.lstat(path).st_uid, os.stat(path).st_uid}
         except OSError:
             continue
         if not owners <= trusted:
@@ -156,7 +167,7 @@ def _not_ours(directory: Path, candidates: tuple[Path, ...]) -> str | None:
     return None
 
 
-def _declares_tool_table(pyproject: Path) -> bool:
+def _declares_tool_table(pyproject: str) -> bool:
     text = untrusted.read_text(pyproject, untrusted.PROJECT, errors="replace")
     if "tfgpu" not in text:
         return False
@@ -175,7 +186,7 @@ def _near(name: str) -> bool:
     return name != "tfgpu" and re.sub(r"[-_. ]", "", name.lower()).startswith("tfgpu")
 
 
-def _near_misses(pyproject: Path) -> list[str]:
+def _near_misses(pyproject: str) -> list[str]:
     """One note per [tool.X] table of ``pyproject`` that looks meant for tfgpu-install and is not
     read: settings that silently do not apply are worse than an error the user can fix."""
     text = untrusted.read_text(pyproject, untrusted.PROJECT, errors="replace")
@@ -198,13 +209,13 @@ def _near_misses(pyproject: Path) -> list[str]:
     ]
 
 
-def load(path: Path | None = None, *, explicit: bool = False) -> Project | None:
+def load(path: str | None = None, *, explicit: bool = False) -> Project | None:
     """Read and check the project file at ``path`` (default: :func:`find`'s); None when there is none."""
     path = path or find()
     if path is None:
         return None
     document = untrusted.load_toml(path, untrusted.PROJECT)
-    if path.name == "pyproject.toml":
+    if os.path.basename(path) == "pyproject.toml":
         tool = untrusted.expect(document.get("tool", {}), dict, untrusted.PROJECT, str(path), "[tool]")
         table = tool.get("tfgpu")
         prefix = "tool.tfgpu."
@@ -229,7 +240,7 @@ def _cut(value) -> str:
     return shown if len(shown) <= 80 else f"{shown[:80]} ({len(shown):,} characters; the first 80 shown)"
 
 
-def _bad(path: Path, key: str, problem: str, ways: list[str] | None = None) -> UsageError:
+def _bad(path: str, key: str, problem: str, ways: list[str] | None = None) -> UsageError:
     return UsageError(
         "bad-project-file",
         f"{path}: {key} {problem}.",
@@ -237,7 +248,7 @@ def _bad(path: Path, key: str, problem: str, ways: list[str] | None = None) -> U
     )
 
 
-def _checked(path: Path, prefix: str, table: dict) -> dict:
+def _checked(path: str, prefix: str, table: dict) -> dict:
     # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.lock.platforms, tfgpu.doors.urls.
     from tfgpu.doors.urls import host_name, parse
     from tfgpu.lock.platforms import parse_platform

@@ -1,6 +1,7 @@
 """The command line, the tool's front door: parse, build the settings, run, show, return an exit code.
 
-``options`` defines every option once, ``parser`` says which command takes which, ``inputs``
+``options`` defines every option once, ``grammar`` says which command takes which (and reads a
+run's options; ``parser``'s argparse answers the rest), ``inputs``
 builds the one frozen ``tfgpu.settings.Settings`` of a run (options, project file, environment),
 ``commands`` is the command table (each command's module, imported only when that command runs:
 the start-up budget's one seam) whose functions return a typed result, and ``output`` shows a result
@@ -15,11 +16,12 @@ import errno
 import gc
 import json
 import sys
+from types import SimpleNamespace
 
 from tfgpu.cli import inputs, output
 from tfgpu.cli.commands import handler
+from tfgpu.cli.grammar import quick, with_default_command
 from tfgpu.cli.output import note, show
-from tfgpu.cli.parser import COMMANDS, build_parser, with_default_command
 from tfgpu.doors.paths import write_failure
 from tfgpu.doors.secrets import redact
 from tfgpu.errors import TfgpuError, UsageError
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None, *, whole_process: bool = False) -> int:
     want_json = "--json" in argv
     try:
         argv = with_default_command(argv)
-        settings = inputs.build(build_parser(argv[0] if argv[0] in COMMANDS else None).parse_args(argv))
+        settings = inputs.build(_parsed(argv))
         inputs.trust(settings)
         for line in settings.notes:
             note(line)  # stderr, also under --json
@@ -89,6 +91,19 @@ def main(argv: list[str] | None = None, *, whole_process: bool = False) -> int:
         sys.stderr.write(f"Interrupted ({'SIGINT' if signum == 2 else stop}): {what}\n")
         sys.stderr.writelines(f"  {line}\n" for line in cleaned)
         return 128 + signum
+
+
+def _parsed(argv: list[str]):
+    """The parsed command line: read quickly where its form allows (``tfgpu.cli.grammar.quick``),
+    else by argparse, which answers ``--help``, ``--version`` and every mistake."""
+    values = quick(argv)
+    if values is not None:
+        return SimpleNamespace(**values)
+    # Start-up cost: argparse and a command's parser (16M instructions; a bare start is 39M), only
+    # for what the quick reading leaves to it.
+    from tfgpu.cli.parser import parse
+
+    return parse(argv)
 
 
 def _report(error: TfgpuError, want_json: bool) -> int:

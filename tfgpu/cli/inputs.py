@@ -7,15 +7,18 @@ reads the variables that stand in for options.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from tfgpu.errors import UsageError
 from tfgpu.records import fields
 from tfgpu.settings import Selectors, Settings
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    import argparse
+    from types import SimpleNamespace
 
 READS_PROJECT = ("plan", "create", "lock", "bundle", "script")
 """The commands a project file applies to (the ones that resolve a target)."""
@@ -30,7 +33,7 @@ _NEGATED = {"no_detect": "detect", "no_verify": "verify"}
 _LISTS = ("platforms", "channels", "insecure_hosts", "command_argv")
 
 
-def build(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Settings:
+def build(args: argparse.Namespace | SimpleNamespace, environ: Mapping[str, str] = os.environ) -> Settings:
     """The settings of this run: flags, then the project file, then defaults."""
     given = vars(args)
     command = given.get("command") or "create"
@@ -99,7 +102,7 @@ def _project(given: dict):
     from tfgpu import project
 
     explicit = given.get("project")
-    found = project.load(Path(explicit).expanduser().absolute() if explicit else None, explicit=bool(explicit))
+    found = project.load(project.absolute(explicit) if explicit else None, explicit=bool(explicit))
     return found, tuple(() if explicit else project.refused)
 
 

@@ -1,4 +1,6 @@
-"""The command line's grammar: every command and the options it takes (``tfgpu.cli.options``).
+"""The command line's argparse parsers, built from the grammar (``tfgpu.cli.grammar``: every command
+and the options it takes, ``tfgpu.cli.options``). They answer ``--help``, ``--version``, completion,
+the docs and every mistake; a run whose line ``tfgpu.cli.grammar.quick`` reads never imports them.
 
 A test walks this parser and fails on any option without help. The parsed namespace never leaves
 ``tfgpu.cli``: ``tfgpu.cli.inputs`` turns it into the one frozen ``tfgpu.settings.Settings``.
@@ -12,32 +14,11 @@ import sys
 
 from tfgpu import __version__
 from tfgpu.cli.examples import epilog
-from tfgpu.cli.options import SHELLS, add, add_exclusive
+from tfgpu.cli.grammar import COMMANDS, GRAMMAR, INTERPRETER_COMMANDS, with_default_command
 from tfgpu.errors import UsageError
 
-COMMANDS = (
-    "create",
-    "plan",
-    "lock",
-    "bundle",
-    "script",
-    "doctor",
-    "verify",
-    "matrix",
-    "update-data",
-    "remove",
-    "repair",
-    "list",
-    "completion",
-    "cache",
-    "run",
-    "activate",
-    "shell",
-)
-
-
-INTERPRETER_COMMANDS = ("doctor", "repair")
-"""The commands that take an interpreter path (``--interpreter``); ``--python`` is a version elsewhere."""
+__all__ = ["COMMANDS", "GRAMMAR", "INTERPRETER_COMMANDS", "with_default_command"]
+"""The grammar itself is ``tfgpu.cli.grammar``'s (read without argparse); these are here for its readers."""
 
 
 def _columns() -> int:
@@ -71,6 +52,8 @@ class Parser(argparse.ArgumentParser):
 
     commands: argparse._SubParsersAction[Parser]
     """The top level's: each command's own parser (set by :func:`build_parser`)."""
+    command: str | None = None
+    """A command's parser made alone (:func:`command_parser`): the command's name."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", Formatter)
@@ -97,7 +80,7 @@ class Parser(argparse.ArgumentParser):
 
         argv = getattr(self, "argv", [])
         commands = getattr(self, "commands", None)
-        command = argv[0] if argv and commands is not None and argv[0] in commands.choices else None
+        command = self.command or (argv[0] if argv and commands is not None and argv[0] in commands.choices else None)
         if command in INTERPRETER_COMMANDS and any(
             word == "--python" or word.startswith("--python=") for word in words
         ):
@@ -108,7 +91,7 @@ class Parser(argparse.ArgumentParser):
                 "an interpreter with --interpreter PATH.",
                 [f"`tfgpu-install {command} --interpreter ./env/bin/python`"],
             )
-        owner = self if command is None or commands is None else commands.choices[command]
+        owner = self if command is None or commands is None else commands.choices[command]  # self: made alone
         others = {}
         if command is not None:
             # The other commands, to say which of them takes an option given to the wrong one.
@@ -140,147 +123,9 @@ class Parser(argparse.ArgumentParser):
 HELP_LINE = "Run `tfgpu-install --help` for the commands and the options they share."
 
 
-def _selectors(parser: argparse.ArgumentParser, modes: str = "pip, conda or system") -> None:
-    group = parser.add_argument_group("what to resolve (values describe the target machine)")
-    add(group, "tf", "mode", "python", fill={"modes": modes})
-    add(group, "os", "arch", "driver", "gpu_cc", "allow_unsupported_gpu", "pre", "tf_source", "companions", "no_detect")
-    add_exclusive(group, "project", "no_project")
-    add(parser, "json")
-
-
-def _create(create: argparse.ArgumentParser) -> None:
-    _selectors(create)
-    add_exclusive(create, "name", "prefix")
-    add(create, "engine", "channel", "find_links", "insecure_host", "offline")
-    add_exclusive(create, "from_lock", "from_bundle")
-    add(create, "jupyter", "dry_run", "force", "yes", "no_verify", "require_gpu")
-
-
-def _plan(plan: argparse.ArgumentParser) -> None:
-    _selectors(plan)
-    add(plan, "channel")
-
-
-def _lock(lock: argparse.ArgumentParser) -> None:
-    _selectors(lock, modes="pip or conda")
-    add(lock, "platform", "output", "allow_cpu", "check", "channel", "insecure_host")
-
-
-def _bundle(bundle: argparse.ArgumentParser) -> None:
-    _selectors(bundle, modes="pip or conda")
-    add(bundle, "platform")
-    add(bundle, "output", required=True)
-    add(bundle, "channel", "insecure_host")
-
-
-def _script(script: argparse.ArgumentParser) -> None:
-    _selectors(script)
-    add(script, "format", required=True)
-    add(script, "output", "from_lock", "platform", "channel")
-    add(script, "force", fill={"force": "replace files in -o DIR that tfgpu-install did not write (refused otherwise)"})
-
-
-def _doctor(doctor: argparse.ArgumentParser) -> None:
-    add_exclusive(doctor, "name", "prefix", "interpreter")
-    add(doctor, "log", "json")
-
-
-def _verify(verify: argparse.ArgumentParser) -> None:
-    add_exclusive(verify, "name", "prefix")
-    add(verify, "bench", "workers", "companions", "json")
-
-
-def _remove(remove: argparse.ArgumentParser) -> None:
-    add_exclusive(remove, "name", "prefix", required=True)
-    add(remove, "json")
-
-
-def _repair(repair: argparse.ArgumentParser) -> None:
-    add_exclusive(repair, "name", "prefix", "interpreter")
-    add(
-        repair,
-        "undo",
-        "forget_journal",
-        "allow_changes",
-        "dry_run",
-        "yes",
-        "driver",
-        "gpu_cc",
-        "companions",
-        "no_detect",
-        "find_links",
-        "offline",
-        "channel",
-        "insecure_host",
-        "no_verify",
-        "require_gpu",
-        "json",
-    )
-
-
-def _completion(completion: argparse.ArgumentParser) -> None:
-    completion.add_argument("shell", choices=SHELLS, help="bash, zsh or fish")
-
-
-def _cache(cache: argparse.ArgumentParser) -> None:
-    add(cache, "cache_action")
-    add(cache, "dry_run", "json")
-
-
-def _run(run: argparse.ArgumentParser) -> None:
-    add_exclusive(run, "name", "prefix", required=True)
-    add(run, "command_argv")
-
-
-def _activate(activate: argparse.ArgumentParser) -> None:
-    add_exclusive(activate, "name", "prefix", required=True)
-    add(activate, "shell")
-
-
-def _shell(shell: argparse.ArgumentParser) -> None:
-    add_exclusive(shell, "name", "prefix", required=True)
-
-
-GRAMMAR = {
-    "create": ("build an environment (the default command)", _create),
-    "plan": ("print the resolution: versions, packages, reasons", _plan),
-    "lock": ("write a lockfile for a team", _lock),
-    "bundle": ("write an offline bundle", _bundle),
-    "script": ("export a provisioning script", _script),
-    "doctor": ("explain what is broken and how to fix it (default: the active env)", _doctor),
-    "verify": ("prove the GPU works inside an environment (default: the active env)", _verify),
-    "matrix": ("every TensorFlow release and what it needs", lambda matrix: add(matrix, "all", "json")),
-    "update-data": (
-        "fetch TensorFlow releases published since this tool's data",
-        lambda update: add(update, "offline", "index", "insecure_host", "json"),
-    ),
-    "remove": ("delete an environment tfgpu-install created", _remove),
-    "repair": (
-        "make an existing env's TensorFlow find the GPU, in place (undoable; default: the active env)",
-        _repair,
-    ),
-    "list": (
-        "the environments tfgpu-install built, with TF, CUDA, mode and health",
-        lambda env: add(env, "names", "json"),
-    ),
-    "completion": ('print a shell completion script: eval "$(tfgpu-install completion bash)"', _completion),
-    "cache": ("see the cache by kind, prune it, or clean it", _cache),
-    # An env is always named (as for remove): with one active, its commands already run in it, and
-    # a default would hide, in a script or a cron job, which env a command ran in.
-    "run": ("run one command in an environment, as its activation would (its exit code is the tool's)", _run),
-    "activate": (
-        'print the lines that activate an env in your shell: eval "$(tfgpu-install activate -n N)"',
-        _activate,
-    ),
-    "shell": ("start your $SHELL inside an environment (exit leaves it; its exit code is the tool's)", _shell),
-}
-"""Each command: its help line (listed by ``--help``) and what adds its options, in ``COMMANDS``' order."""
-
-
-def build_parser(command: str | None = None) -> Parser:
-    """The whole grammar (``--help``, completion, the tests that walk it), or with ``command`` the
-    part one run parses: the top level and that command. Each sub-parser costs about a
-    millisecond to build, more than all of ``plan``'s own parsing."""
+def build_parser() -> Parser:
+    """The whole grammar: the top level and every command's parser (``--help``, ``--version``,
+    completion, the docs, the answer to a word no parser took, the tests that walk it)."""
     parser = Parser(
         prog="tfgpu-install",
         description="Get TensorFlow running on NVIDIA GPUs. The bare form is `create`: "
@@ -293,37 +138,26 @@ def build_parser(command: str | None = None) -> Parser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     parser.commands = sub  # each command's own parser, for the answer to a word none of them took
     for name in COMMANDS:
-        if command is None or name == command:
-            help_text, fill = GRAMMAR[name]
-            fill(sub.add_parser(name, help=help_text, description=help_text, epilog=epilog(name)))
+        help_text, fill = GRAMMAR[name]
+        fill(sub.add_parser(name, help=help_text, description=help_text, epilog=epilog(name)))
     return parser
 
 
-def with_default_command(argv: list[str]) -> list[str]:
-    """``tfgpu-install --tf 2.13 --mode conda`` means ``tfgpu-install create --tf 2.13 --mode conda``."""
-    if not argv or argv == ["--json"]:
-        raise UsageError(
-            "missing-command",
-            "Say what to do: no command and no --tf were given.",
-            [
-                "`tfgpu-install plan` shows what this machine can run.",
-                "`tfgpu-install --tf 2.21 --mode pip --name tf2.21` builds an environment.",
-                "`tfgpu-install --help` lists every command.",
-            ],
-        )
-    if argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
-        return argv
-    if not argv[0].startswith("-"):
-        # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.cli.typos.
-        from tfgpu.cli.typos import closest
+def command_parser(command: str) -> Parser:
+    """``command``'s parser alone, the one :func:`build_parser` makes for it (the same prog, help and
+    options: a test holds them equal), which a run parses the words after the command with. The top
+    level (its usage text, the sub-parser action and the other commands) is half of what building
+    a command's parser costs, and a run that names its command never reads it."""
+    help_text, fill = GRAMMAR[command]
+    parser = Parser(prog=f"tfgpu-install {command}", description=help_text, epilog=epilog(command))
+    parser.command = command
+    fill(parser)
+    return parser
 
-        near = closest(argv[0], COMMANDS)
-        raise UsageError(
-            "unknown-command",
-            f"{argv[0]!r} is not a tfgpu-install command." + (f" Did you mean {near}?" if near else ""),
-            [
-                *([f"`tfgpu-install {near} --help` shows what {near} does and takes."] if near else []),
-                f"Commands: {', '.join(COMMANDS)}; or the bare form `tfgpu-install --tf 2.13 --mode conda`.",
-            ],
-        )
-    return ["create", *argv]
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """``argv`` (its command first, as :func:`with_default_command` leaves it) parsed: by the command's
+    own parser where a command is named, else (``--help``, ``--version``) by the whole grammar."""
+    if argv and argv[0] in COMMANDS:
+        return command_parser(argv[0]).parse_args(argv[1:], argparse.Namespace(command=argv[0]))
+    return build_parser().parse_args(argv)

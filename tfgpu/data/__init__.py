@@ -25,11 +25,14 @@ import marshal
 import os
 import sys
 from functools import cache
-from pathlib import Path
 
 from tfgpu.doors import untrusted
-from tfgpu.doors.paths import cache_root, tag_cache, user_path
+from tfgpu.doors.paths import cache_root_text, tag_cache, user_path
 from tfgpu.errors import UsageError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MAX_TABLE_BYTES = untrusted.DATA_TABLE.limit
 # Raised when what parsing checks changes: a cache written without a check is then parsed afresh.
@@ -108,13 +111,13 @@ def shipped_names() -> list[str]:
     return sorted(_shipped_files())
 
 
-def _shipped_files() -> dict[str, Path | None]:
+def _shipped_files() -> dict[str, str | None]:
     """{name: path} of the shipped tables; the path is None where the package is not a directory
     on disk (a zip), and the bytes are then read through ``importlib.resources``. Listing the
     directory directly spares every command the import of ``importlib.resources`` (and zipfile)."""
-    here = Path(__file__).parent
-    if here.is_dir():
-        return {entry.name: here / entry.name for entry in os.scandir(here) if entry.name.endswith(".toml")}
+    here = os.path.dirname(__file__)
+    if os.path.isdir(here):
+        return {entry.name: entry.path for entry in os.scandir(here) if entry.name.endswith(".toml")}
     # Start-up cost: `plan --json --no-detect` loads this module but not importlib.resources.
     from importlib.resources import files
 
@@ -135,7 +138,7 @@ def _sources(overlay: dict[str, tuple[bytes, str]] | None = None) -> tuple[dict[
     return sources, where
 
 
-def _cache_file(overlay: dict[str, tuple[bytes, str]], shipped: dict[str, Path | None] | None = None) -> Path:
+def _cache_file(overlay: dict[str, tuple[bytes, str]], shipped: dict[str, str | None] | None = None) -> str:
     """The cache of these sources: named by the digest of each overlay table's bytes and, for a
     shipped table (part of the installed package, like its code), of its size, modification and
     change times and inode, as Python keys its bytecode cache: reading and hashing every shipped
@@ -150,7 +153,7 @@ def _cache_file(overlay: dict[str, tuple[bytes, str]], shipped: dict[str, Path |
             info = os.stat(path)
             part = f"stat:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}".encode()
         key.update(name.encode() + b"\0" + part + b"\0")
-    return _cache_dir() / f"tables-{key.hexdigest()[:32]}-py{sys.hexversion:x}.bin"
+    return os.path.join(_cache_dir(), f"tables-{key.hexdigest()[:32]}-py{sys.hexversion:x}.bin")
 
 
 @cache
@@ -192,6 +195,9 @@ def _overlay(shipped: set[str]) -> dict[str, tuple[bytes, str]]:
     override = os.environ.get("TFGPU_DATA_DIR")
     if not override:
         return {}
+    # Start-up cost: pathlib (see tfgpu.doors.paths._as_path) for a TFGPU_DATA_DIR overlay only.
+    from pathlib import Path
+
     directory = Path(user_path(override, "TFGPU_DATA_DIR"))
     if not directory.is_dir():
         raise UsageError(
@@ -214,15 +220,17 @@ def _overlay(shipped: set[str]) -> dict[str, tuple[bytes, str]]:
 def parsed_cache_file() -> Path:
     """The parse cache this run's tables would be read from (``cache prune`` keeps it, and removes
     the others: each was written for tables that have since changed)."""
-    return _cache_file(_overlay(set(_shipped_files())))
+    # Start-up cost: pathlib (see tfgpu.doors.paths._as_path); a command reads the cache as text.
+    from pathlib import Path
+
+    return Path(_cache_file(_overlay(set(_shipped_files()))))
 
 
-def _cache_dir() -> Path:
+def _cache_dir() -> str:
+    return os.path.join(cache_root_text(), "data")
 
-    return cache_root() / "data"
 
-
-def _read_cache(path: Path, names: set[str]) -> dict | None:
+def _read_cache(path: str, names: set[str]) -> dict | None:
     """The tables of the cache at ``path`` ({name: the table's own marshal bytes, decoded by
     :func:`load` when a command first reads it}), or None: absent, damaged, or possibly not the tool's.
 
@@ -254,7 +262,7 @@ def _read_cache(path: Path, names: set[str]) -> dict | None:
     return value
 
 
-def _write_cache(path: Path, parsed: dict) -> None:
+def _write_cache(path: str, parsed: dict) -> None:
     """Written for this user alone (directory 0700, file 0600, whatever the umask), which is what
     :func:`_read_cache` asks of it."""
     # Start-up cost: `plan` loads this module but not tfgpu.doors.trees (only a write needs it).
@@ -270,15 +278,16 @@ def _write_cache(path: Path, parsed: dict) -> None:
     payload = marshal.dumps(blobs)
     if os.open not in os.supports_dir_fd:
         return  # no directory to hold open (Windows): the cache is only ever read on POSIX
+    parent, name = os.path.split(path)
     try:
-        tag_cache(path.parent.parent)  # a cache root made now is tagged as the tool's (cache prune|clean)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tag_cache(os.path.dirname(parent))  # a cache root made now is tagged as the tool's (cache prune|clean)
+        os.makedirs(parent, mode=0o700, exist_ok=True)
         # The directory itself, never through a link (as _read_cache opens it): a link planted there
         # would have the tool close up, and write into, a directory it does not own.
-        directory = untrusted.open_directory(path.parent, untrusted.CACHE)
+        directory = untrusted.open_directory(parent, untrusted.CACHE)
     except (OSError, untrusted.Unreadable):
         return  # a read-only cache only costs the parse next time
-    partial = f".{path.name}.{os.getpid()}.tmp"
+    partial = f".{name}.{os.getpid()}.tmp"
     try:
         info = os.fstat(directory)
         if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
@@ -294,7 +303,7 @@ def _write_cache(path: Path, parsed: dict) -> None:
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(_MAGIC + _digest(payload).digest() + payload)
-        trees.replace(partial, path.name, at=directory, target_at=directory)
+        trees.replace(partial, name, at=directory, target_at=directory)
     except OSError:  # a full disk, a directory where the cache goes: no copy left behind on each run
         trees.unlink(partial, at=directory, strict=False)
     finally:

@@ -8,9 +8,11 @@ reading a table: nothing here fetches (``tfgpu.datasource.update`` does, on requ
 
 from __future__ import annotations
 
+import os
+
 from tfgpu.data import derived, parse
 from tfgpu.doors import untrusted
-from tfgpu.doors.paths import data_dir
+from tfgpu.doors.paths import data_dir_text
 from tfgpu.errors import OperationError, UsageError
 
 UPDATES_FILE = "tensorflow-updates.toml"
@@ -23,14 +25,14 @@ def updates() -> dict:
     """The overlay, parsed and checked against tensorflow.toml's schema (it was fetched from the
     network, so it is held to the same rules as a shipped table); {} when there is none."""
 
-    return load(data_dir() / UPDATES_FILE)
+    return load(os.path.join(data_dir_text(), UPDATES_FILE))
 
 
 @derived
 def companion_updates() -> dict:
     """The torch/JAX overlay, parsed and checked against companions.toml's schema; {} when none."""
 
-    return load_companions(data_dir() / COMPANION_UPDATES_FILE)
+    return load_companions(os.path.join(data_dir_text(), COMPANION_UPDATES_FILE))
 
 
 def load_companions(path) -> dict:
@@ -40,7 +42,7 @@ def load_companions(path) -> dict:
 def load(path, table: str = "tensorflow.toml") -> dict:
     """The overlay at ``path``, parsed and checked ({} when there is none): what :func:`updates`
     reads, and what ``update-data`` checks a new overlay with before it renames it into place."""
-    if not (path.exists() or path.is_symlink()):
+    if not os.path.lexists(path):
         return {}
     raw = untrusted.read_bytes(path, untrusted.OVERLAY)
     try:

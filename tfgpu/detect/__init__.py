@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tfgpu.detect.conda import find_conda
-from tfgpu.detect.driver import detect_driver
 from tfgpu.detect.host import CondaExe, DriverInfo, DriverReading, Gpu, Host, Toolkit
 from tfgpu.detect.platform_facts import WSL_LIB, detect_os, detect_platform, normalize_arch
 from tfgpu.detect.system import System
@@ -43,6 +42,10 @@ def probe(system: System | None = None, *, given: Mapping[str, object] | None = 
         driver_info, gpus = None, ()
         notes.append("The NVIDIA driver and the GPUs were not probed: --driver and --gpu-cc were given.")
     else:
+        # Start-up cost: a plan given --driver and --gpu-cc loads this package but not the driver's
+        # readers (tfgpu.detect.driver, tfgpu.detect.nvidia_smi).
+        from tfgpu.detect.driver import detect_driver
+
         driver = detect_driver(system, facts.os)
         driver_info, gpus = driver.info, driver.gpus
         notes += [*driver.notes, *_toolkit_notes(toolkits, driver.info)]

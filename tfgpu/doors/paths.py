@@ -7,10 +7,13 @@ import errno
 import os
 import stat
 import sys
-from pathlib import Path
 
 from tfgpu.doors import secrets
 from tfgpu.errors import ImpossibleError, OperationError, UsageError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from pathlib import Path
 
 NAME_MAX = 255
 """Bytes in one path component: what Linux, macOS and Windows file systems take."""
@@ -73,16 +76,31 @@ def _variable(name: str) -> str | None:
 
 def cache_root() -> Path:
     """Caches: parsed tables, uv's package cache. ``TFGPU_CACHE_DIR`` overrides."""
+    return _as_path(cache_root_text())
+
+
+def cache_root_text() -> str:
+    """:func:`cache_root` as text, for a command that reads its tables' cache and makes no other
+    path (``plan``: see :func:`_as_path`)."""
     override = _variable("TFGPU_CACHE_DIR")
     if override:
-        return Path(override)
+        return override
     linux = _xdg_home("XDG_CACHE_HOME", "~/.cache")
     if linux is not None:
-        return linux / "tfgpu-install"
+        return os.path.join(linux, "tfgpu-install")
     # Start-up cost: `plan --json --no-detect` loads this module but not platformdirs.
     from platformdirs import user_cache_dir
 
-    return Path(user_cache_dir("tfgpu-install"))
+    return str(user_cache_dir("tfgpu-install"))
+
+
+def _as_path(text: str) -> Path:
+    """``text`` as a ``pathlib.Path``, for the callers that join and make directories with one."""
+    # Start-up cost: pathlib (with the urllib.parse and ipaddress it imports) is 16M instructions
+    # (callgrind; a bare `python -c pass` is 39M); `plan` reads its few paths as text, through os.path.
+    from pathlib import Path
+
+    return Path(text)
 
 
 CACHE_TAG = (
@@ -94,13 +112,13 @@ CACHE_TAG = (
 act only on a directory that has it (a directory's names alone prove nothing)."""
 
 
-def tag_cache(root: Path | None = None) -> None:
+def tag_cache(root: str | Path | None = None) -> None:
     """Write the tag at the top of the cache (``root``: the cache root) when the tool makes that
     directory (it is not there, or empty): a directory that already holds something is not claimed
     (``TFGPU_CACHE_DIR`` pointed at a project; ``cache prune|clean`` adopt an untagged cache of an
     earlier version by its content). Quietly nothing where it cannot be written."""
-    root = cache_root() if root is None else root
-    tag = root / "CACHEDIR.TAG"
+    root = cache_root_text() if root is None else os.fspath(root)
+    tag = os.path.join(root, "CACHEDIR.TAG")
     try:
         if any(os.scandir(root)):
             return
@@ -109,7 +127,7 @@ def tag_cache(root: Path | None = None) -> None:
     except OSError:
         return
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        os.makedirs(root, exist_ok=True)
         fd = os.open(tag, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
         with os.fdopen(fd, "w") as out:
             out.write(CACHE_TAG)
@@ -131,19 +149,24 @@ def is_tagged(root: Path) -> bool:
 def data_dir() -> Path:
     """The user's own data: release rows fetched by ``tfgpu-install update-data``.
     ``TFGPU_USER_DATA_DIR`` overrides (tests, CI)."""
+    return _as_path(data_dir_text())
+
+
+def data_dir_text() -> str:
+    """:func:`data_dir` as text (``plan`` reads the release overlay there: see :func:`_as_path`)."""
     override = _variable("TFGPU_USER_DATA_DIR")
     if override:
-        return Path(override)
+        return override
     linux = _xdg_home("XDG_DATA_HOME", "~/.local/share")
     if linux is not None:
-        return linux / "tfgpu-install" / "data"
+        return os.path.join(linux, "tfgpu-install", "data")
     # Start-up cost: `plan --json --no-detect` loads this module but not platformdirs.
     from platformdirs import user_data_dir
 
-    return Path(user_data_dir("tfgpu-install")) / "data"
+    return os.path.join(user_data_dir("tfgpu-install"), "data")
 
 
-def _xdg_home(variable: str, default: str) -> Path | None:
+def _xdg_home(variable: str, default: str) -> str | None:
     """On Linux, the XDG base directory platformdirs gives: ``$variable`` when it is an absolute
     path, else ``default`` under an absolute ``$HOME``; None elsewhere or when HOME is not absolute
     (platformdirs then decides). Every command reads the cache dir and platformdirs' import (with
@@ -152,21 +175,21 @@ def _xdg_home(variable: str, default: str) -> Path | None:
         return None
     value = os.environ.get(variable, "")
     if os.path.isabs(value):
-        return Path(value)
+        return value
     if not os.path.isabs(os.environ.get("HOME", "")):
         return None
-    return Path(os.path.expanduser(default))
+    return os.path.expanduser(default)
 
 
 def log_dir() -> Path:
     """One log file per operation, with every command and its whole output."""
     override = _variable("TFGPU_LOG_DIR")
     if override:
-        return Path(override)
+        return _as_path(override)
     # Start-up cost: `plan --json --no-detect` loads this module but not platformdirs.
     from platformdirs import user_log_dir
 
-    return Path(user_log_dir("tfgpu-install"))
+    return _as_path(user_log_dir("tfgpu-install"))
 
 
 def output_dir(directory: Path, output: str) -> Path:

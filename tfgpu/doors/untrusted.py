@@ -23,7 +23,6 @@ import json
 import os
 import stat
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from tfgpu.doors.controls import shown
 from tfgpu.doors.owner import only_mine
@@ -31,7 +30,8 @@ from tfgpu.errors import ImpossibleError, OperationError, TfgpuError, UsageError
 from tfgpu.records import record
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the paths callers give may be Paths; this door reads them as os.PathLike
+    from pathlib import Path
     from typing import Any
 
 KiB, MiB = 1024, 1024 * 1024
