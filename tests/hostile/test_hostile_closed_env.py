@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import builtenvs
 import pytest
 import repairhelpers as rh
 from conftest import run_tool
@@ -94,7 +95,7 @@ def test_a_provider_linking_out_of_the_env_is_never_linked_to(tmp_path, closed_w
     env (a user 'fixed' it by hand). Must hold: repair writes no libnvrtc.so link that resolves out
     of the env (the caller would load the outside copy through the env's own link), nothing
     outside the env changes, and the run ends without a traceback."""
-    prefix = rh.user_venv(
+    prefix = builtenvs.user_venv(
         tmp_path / "env",
         closed_wheels,
         "tensorflow==2.21.0",
@@ -170,7 +171,7 @@ def closed_env(tmp_path_factory, closed_wheels) -> Path:  # noqa: F811
 
 
 def _env(tmp_path: Path, wheels: Path) -> Path:
-    return rh.user_venv(
+    return builtenvs.user_venv(
         tmp_path / "env",
         wheels,
         "tensorflow==2.21.0",

@@ -17,6 +17,7 @@ import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import builtenvs
 import pytest
 import repairhelpers as rh
 
@@ -31,7 +32,7 @@ def user_env(sandbox, repair_wheels, uv_cache, monkeypatch) -> Path:
     # Every uv here (the user's own `uv pip install`s and the tool's) uses a cache under tmp, never
     # the user's ~/.cache/uv: the same directory as the tool's own uv cache, so it is reused.
     monkeypatch.setenv("UV_CACHE_DIR", str(uv_cache / "uv"))
-    return rh.user_venv(sandbox / "env", repair_wheels, "tensorflow==2.21.0")
+    return builtenvs.user_venv(sandbox / "env", repair_wheels, "tensorflow==2.21.0")
 
 
 def repaired(cli, user_env, repair_wheels) -> dict:
