@@ -15,11 +15,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import tablememo
 import wheelhouse
 from conftest import run_tool
 from fakenvidia import Faults, serve_fake_nvidia
 
-from tfgpu import cli
+from tfgpu import cli, data
 from tfgpu.engines import nvidia as vendor
 from tfgpu.installers import system_toolkit
 from tfgpu.resolver import make_request, resolve, tables
@@ -29,6 +30,13 @@ pytestmark = pytest.mark.skipif(not wheelhouse.have_compiler(), reason="gcc buil
 CUDA, CUDNN = "11.8.0", "8.6.0.163"
 TARGET = ("--tf", "2.13", "--mode", "system", "--python", "3.11", "--driver", "999.99")
 MAPS = "import json\nprint(json.dumps([l.split()[-1] for l in open('/proc/self/maps') if 'libcud' in l]))\n"
+
+
+@pytest.fixture(autouse=True)
+def _tables_parsed_once(monkeypatch):
+    """Most commands here read a data overlay of their test's own: each table is parsed once
+    for the process all the same (tests/tablememo.py)."""
+    monkeypatch.setattr(data, "parse", tablememo.parse_once)
 
 
 def clear_tables() -> None:

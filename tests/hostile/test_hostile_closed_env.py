@@ -17,12 +17,21 @@ from pathlib import Path
 import builtenvs
 import pytest
 import repairhelpers as rh
+import tablememo
 from conftest import run_tool
 from test_closed_env import CALLER_RUNPATH, ORIGIN, SHIM, closed_wheels, gcc  # noqa: F401 - a fixture
 
 import tfgpu.verify
+from tfgpu import data
 
 PROBE = Path(tfgpu.verify.__file__).parent / "probe_libs.py"
+
+
+@pytest.fixture(autouse=True)
+def _tables_parsed_once(monkeypatch):
+    """Most commands here read a data overlay of their test's own: each table is parsed once
+    for the process all the same (tests/tablememo.py)."""
+    monkeypatch.setattr(data, "parse", tablememo.parse_once)
 
 
 def _no_ld_path() -> dict[str, str]:
