@@ -39,9 +39,9 @@ def user_env(sandbox, repair_wheels, uv_cache, monkeypatch) -> Path:
 
 @pytest.fixture(scope="module")
 def _repaired_once(tmp_path_factory, repair_wheels, uv_cache) -> tuple[Path, Path]:
-    """A user env repaired for real (``repaired``), and a copy of it as it was then. The journal
-    names the env's path, so the tests given it work on it where it was repaired, restored from
-    the copy first."""
+    """A user env repaired for real, once for the module, and a copy of it as the repair left it.
+    The journal names the env's path, so each test given it works on it where it was repaired,
+    restored from the copy first (an untouched restored env repairs and undoes as the original)."""
     home = tmp_path_factory.mktemp("repaired")
     prefix, pristine = home / "env", home / "pristine"
     env = dict(os.environ, TFGPU_CACHE_DIR=str(uv_cache), UV_CACHE_DIR=str(uv_cache / "uv"))
