@@ -347,7 +347,7 @@ def test_env_names_are_completed_after_name_and_stay_data(shell, tmp_path, verbs
         (envs / name).mkdir()
         (envs / name / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (envs / "not-an-env").mkdir()
-    assert run_process("list", "--names", env=verbs_env).stdout == "team-conda\ntf2.13\ntf2.21\n"
+    assert run_tool("list", "--names", env=verbs_env).stdout == "team-conda\ntf2.13\ntf2.21\n"
     assert json.loads(run_tool("list", "--names", "--json", env=verbs_env).stdout) == {
         "names": ["team-conda", "tf2.13", "tf2.21"]
     }
