@@ -12,15 +12,53 @@ real command line), then kept aside whole; each test gets its own copy to attack
 * :func:`relocated` copies a plain ``uv venv`` (an env the tool did not build) to another path:
   ``uv venv`` writes its path into the activation scripts only, and those bytes are rewritten, so
   the copy is what ``uv venv`` would have written there (no file of the copy names the old path).
+* :func:`user_venv` is ``repairhelpers.user_venv`` (a user's own venv for repair and closed-env
+  tests) built once per wheel directory, requirements and name into a template beside the wheels,
+  each env asked for a :func:`relocated` copy of it. The copy is the env uv would have built there,
+  file for file and byte for byte, but for uv's ``*.dist-info/uv_cache.json`` (which cache entry a
+  wheel came from: the template's), which ``repairhelpers.snapshot`` leaves out too;
+  tests/test_closed_env.py holds that. A path uv would quote differently from the template's
+  (anything but letters, digits and ``_./+-``) is built for real.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
+import sys
 from pathlib import Path
 
+import repairhelpers as rh
 from conftest import run_tool
+
+_PLAIN = re.compile(r"[A-Za-z0-9_./+-]+")
+
+
+def _plain(path: Path) -> bool:
+    return path.is_absolute() and bool(_PLAIN.fullmatch(str(path))) and os.path.realpath(path) == str(path)
+
+
+def _template_key(wheels: Path, requirements: tuple[str, ...], name: str) -> str:
+    listing = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in wheels.glob("*.whl"))
+    text = repr((str(wheels), listing, requirements, name, sys.executable))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def user_venv(prefix: Path, wheels: Path, *requirements: str, env: dict | None = None) -> Path:
+    """``repairhelpers.user_venv(prefix, wheels, *requirements, env=env)``, copied from a template
+    where it can be (see the module docstring)."""
+    prefix = Path(prefix)
+    template = wheels.with_name(f"{wheels.name}-user-venvs") / _template_key(wheels, requirements, prefix.name)
+    built = template / prefix.name
+    if not (_plain(prefix) and _plain(built)):
+        return rh.user_venv(prefix, wheels, *requirements, env=env)
+    if not (template / "complete").exists():
+        shutil.rmtree(template, ignore_errors=True)
+        rh.user_venv(built, wheels, *requirements, env=env)
+        (template / "complete").write_text("")
+    return relocated(built, built, prefix)
 
 
 def clear(directory: Path) -> None:

@@ -25,6 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import builtenvs
 import pytest
 import repairhelpers as rh
 import wheelhouse
@@ -127,15 +128,18 @@ def nvrtc_origin(prefix: Path, system: Path | None, env: dict) -> str:
 
 
 def doctor(prefix: Path, system: Path | None, env: dict) -> dict[str, dict]:
+    """doctor's findings, in a namespace whose loader reads the staged ld.so.cache; without one, in
+    this process (the loader's view comes from doctor's probe, a process of its own that gets
+    ``env`` as a child of the tool always does)."""
     argv = [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--json"]
-    done = in_system(system, argv, env) if system else subprocess.run(argv, capture_output=True, text=True, env=env)
+    done = in_system(system, argv, env) if system else run_tool(*argv[3:], env=env)
     assert done.stdout, done.stderr
     return {f["id"]: f for f in json.loads(done.stdout)["findings"]}
 
 
 def user_env(tmp_path: Path, wheels: Path) -> Path:
     """A user's `pip install tensorflow[and-cuda]`-style env: TF and its cuDNN, NVRTC, cuRAND, nothing else."""
-    return rh.user_venv(
+    return builtenvs.user_venv(
         tmp_path / "env",
         wheels,
         "tensorflow==2.21.0",
@@ -143,6 +147,18 @@ def user_env(tmp_path: Path, wheels: Path) -> Path:
         "nvidia-cuda-nvrtc-cu12==12.5.83",
         "nvidia-curand-cu12==10.3.7.78",
     )
+
+
+def test_a_copied_user_env_is_the_env_uv_builds_there(tmp_path, closed_wheels):
+    """tests/builtenvs.py hands out copies of one built user env: each is what uv builds at that
+    path, every file, link and mode the same (uv's own cache notes aside, as rh.snapshot has them)."""
+    requirements = ("tensorflow==2.21.0", "nvidia-curand-cu12==10.3.7.78")
+    fresh = rh.snapshot(rh.user_venv(tmp_path / "fresh" / "env", closed_wheels, *requirements))
+    shutil.rmtree(tmp_path / "fresh")
+    builtenvs.user_venv(tmp_path / "elsewhere" / "env", closed_wheels, *requirements)  # the template is built
+    copied = builtenvs.user_venv(tmp_path / "fresh" / "env", closed_wheels, *requirements)
+    assert rh.snapshot(copied) == fresh
+    assert f"VIRTUAL_ENV='{copied}'" in (copied / "bin" / "activate").read_text()
 
 
 def repair(prefix: Path, wheels: Path, tool_env: dict, *extra: str) -> subprocess.CompletedProcess:

@@ -8,6 +8,7 @@ directory, offline; nothing is faked.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -32,9 +33,39 @@ LOCKING = ("lock/",)
 """Locks solve with rattler too, to write a lock, not to install: their solve is theirs."""
 
 
-def _engine_calls(path: Path) -> list[str]:
-    """``module.function`` calls (and imports) of :data:`INSTALLS` in ``path``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+@functools.cache
+def _package_facts() -> tuple[dict[str, list[str]], dict[object, tuple[str, ...]], set[tuple[str, str]]]:
+    """What the checks of this file read from the package's modules, each module parsed once for
+    all of them (parsing the package is most of what they cost; the trees are not kept): its
+    :func:`_engine_calls` by module, every constant a call takes as its first argument (either
+    branch of a conditional one) with the places of those calls, and the ``tfgpu.engines`` names
+    that ``repair/`` imports."""
+    calls: dict[str, list[str]] = {}
+    constants: dict[object, list[str]] = {}
+    repair_imports: set[tuple[str, str]] = set()
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls[relative] = _engine_calls(path, tree)
+        for node in ast.walk(tree):
+            if relative.startswith("repair/"):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tfgpu.engines"):
+                    repair_imports |= {(node.module, a.name) for a in node.names}
+                elif isinstance(node, ast.Import):
+                    repair_imports |= {(a.name, "") for a in node.names if a.name.startswith("tfgpu.engines")}
+            if not (isinstance(node, ast.Call) and node.args):
+                continue
+            first = node.args[0]
+            codes = [first] if isinstance(first, ast.Constant) else []
+            codes += [first.body, first.orelse] if isinstance(first, ast.IfExp) else []
+            for value in {c.value for c in codes if isinstance(c, ast.Constant)}:
+                constants.setdefault(value, []).append(f"{relative}:{node.lineno}")
+    return calls, {value: tuple(places) for value, places in constants.items()}, repair_imports
+
+
+def _engine_calls(path: Path, tree: ast.Module | None = None) -> list[str]:
+    """``module.function`` calls (and imports) of :data:`INSTALLS` in ``path`` (parsed as ``tree``)."""
+    tree = tree or ast.parse(path.read_text(encoding="utf-8"))
     bound: dict[str, str] = {}
     found = []
     for node in ast.walk(tree):
@@ -54,11 +85,9 @@ def _engine_calls(path: Path) -> list[str]:
 
 def test_packages_go_into_envs_only_through_the_engine_layer():
     offenders = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        relative = path.relative_to(ROOT).as_posix()
+    for relative, calls in _package_facts()[0].items():
         if relative.startswith("engines/") or relative == ENGINE:
             continue
-        calls = _engine_calls(path)
         if relative.startswith(LOCKING):
             calls = [c for c in calls if c != "tfgpu.engines.rattler.solve"]
         if calls:
@@ -95,17 +124,7 @@ def test_create_and_repair_hold_the_same_engines():
 
 def _errors_built(code: str) -> list[str]:
     """Where a ``TfgpuError`` with ``code`` is constructed (``SomeError("code", ...)``)."""
-    found = []
-    for path in sorted(ROOT.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not (isinstance(node, ast.Call) and node.args):
-                continue
-            first = node.args[0]
-            codes = [first] if isinstance(first, ast.Constant) else []
-            codes += [first.body, first.orelse] if isinstance(first, ast.IfExp) else []
-            if any(isinstance(c, ast.Constant) and c.value == code for c in codes):
-                found.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno}")
-    return found
+    return list(_package_facts()[1].get(code, ()))
 
 
 @pytest.mark.parametrize(
@@ -179,11 +198,5 @@ def test_the_uv_engine_refuses_to_move_a_held_package_and_changes_nothing(engine
 def test_repair_reaches_the_engines_only_through_the_install_layer():
     """repair/ names no engine module but to check a --find-links path (``find_links_source``)."""
     allowed = {("tfgpu.engines.uv", "find_links_source")}
-    found = set()
-    for path in sorted((ROOT / "repair").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tfgpu.engines"):
-                found |= {(node.module, a.name) for a in node.names}
-            elif isinstance(node, ast.Import):
-                found |= {(a.name, "") for a in node.names if a.name.startswith("tfgpu.engines")}
+    found = _package_facts()[2]
     assert found <= allowed, found - allowed

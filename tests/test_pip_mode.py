@@ -48,8 +48,36 @@ def create(prefix: Path, local_wheels: Path, env: dict, *extra: str) -> subproce
     )
 
 
+@pytest.fixture(scope="module")
+def first_build(tmp_path_factory, local_wheels, uv_cache) -> tuple[Path, subprocess.CompletedProcess]:
+    """One env built by ``create --json`` (and what the command said), for every test here that
+    only reads an env: building one costs far more than any of those tests. A test that changes
+    its env builds its own (``built_env``) or works on a copy."""
+    home = tmp_path_factory.mktemp("pip-env")
+    env = dict(os.environ)
+    env.update(
+        TFGPU_CACHE_DIR=str(uv_cache),
+        TFGPU_LOG_DIR=str(home / "logs"),
+        TFGPU_ENVS_DIR=str(home / "envs"),
+        JUPYTER_DATA_DIR=str(home / "jupyter"),
+        COLUMNS="160",
+    )
+    prefix = home / "env"
+    return prefix, create(prefix, local_wheels, env, "--json")
+
+
+@pytest.fixture
+def shared_env(first_build) -> Path:
+    """The env of ``first_build``, for a test that only reads it."""
+    prefix, done = first_build
+    assert done.returncode == 0, done.stderr
+    return prefix
+
+
 @pytest.fixture
 def built_env(tmp_path, local_wheels, tool_env) -> Path:
+    """An env of the test's own, where the test changes it in place (its marker names its path, so
+    a copy of the shared env would not be the tool's env there)."""
     prefix = tmp_path / "env"
     done = create(prefix, local_wheels, tool_env)
     assert done.returncode == 0, done.stderr
@@ -60,9 +88,8 @@ def leftovers(prefix: Path) -> list[str]:
     return sorted(p.name for p in prefix.parent.iterdir() if p.name.startswith(f".{prefix.name}."))
 
 
-def test_create_builds_a_complete_env_and_nothing_else(tmp_path, local_wheels, tool_env):
-    prefix = tmp_path / "env"
-    done = create(prefix, local_wheels, tool_env, "--json")
+def test_create_builds_a_complete_env_and_nothing_else(first_build):
+    prefix, done = first_build
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["installed"]["tensorflow"] == "2.21.0"
@@ -74,11 +101,11 @@ def test_create_builds_a_complete_env_and_nothing_else(tmp_path, local_wheels, t
     assert (prefix / "bin" / "ptxas").resolve().is_file()
 
 
-def test_unactivated_python_preloads_the_envs_own_libraries(built_env):
+def test_unactivated_python_preloads_the_envs_own_libraries(shared_env):
     """An IDE/cron/systemd start: the env's Python by absolute path, nothing activated."""
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "XLA_FLAGS", "VIRTUAL_ENV")}
     done = subprocess.run(
-        [str(built_env / "bin" / "python"), "-c", "import tensorflow\n" + MAPS + "print(os.environ['XLA_FLAGS'])"],
+        [str(shared_env / "bin" / "python"), "-c", "import tensorflow\n" + MAPS + "print(os.environ['XLA_FLAGS'])"],
         capture_output=True,
         text=True,
         env=env,
@@ -87,13 +114,13 @@ def test_unactivated_python_preloads_the_envs_own_libraries(built_env):
     paths, xla = done.stdout.splitlines()
     loaded = json.loads(paths)
     assert {Path(p).name for p in loaded} == STUB_LIBS
-    assert all(p.startswith(str(built_env)) for p in loaded)
-    assert xla == f"--xla_gpu_cuda_data_dir={built_env}/lib/python3.11/site-packages/nvidia/cuda_nvcc"
+    assert all(p.startswith(str(shared_env)) for p in loaded)
+    assert xla == f"--xla_gpu_cuda_data_dir={shared_env}/lib/python3.11/site-packages/nvidia/cuda_nvcc"
 
 
-def test_python_starts_without_tensorflow_load_nothing(built_env):
+def test_python_starts_without_tensorflow_load_nothing(shared_env):
     done = subprocess.run(
-        [str(built_env / "bin" / "python"), "-c", "import sys\n" + MAPS + "print('ctypes' in sys.modules)"],
+        [str(shared_env / "bin" / "python"), "-c", "import sys\n" + MAPS + "print('ctypes' in sys.modules)"],
         capture_output=True,
         text=True,
     )
@@ -101,9 +128,9 @@ def test_python_starts_without_tensorflow_load_nothing(built_env):
     assert json.loads(paths) == [] and ctypes_loaded == "False"
 
 
-def test_preload_can_be_switched_off(built_env):
+def test_preload_can_be_switched_off(shared_env):
     done = subprocess.run(
-        [str(built_env / "bin" / "python"), "-c", "import tensorflow\n" + MAPS],
+        [str(shared_env / "bin" / "python"), "-c", "import tensorflow\n" + MAPS],
         capture_output=True,
         text=True,
         env={**os.environ, "TFGPU_NO_PRELOAD": "1"},
@@ -139,18 +166,18 @@ EXPECTED_AFTER = {"unset": ("<unset>", "<unset>"), "empty": ("", ""), "set": ("/
 
 @pytest.mark.parametrize("state", STATES)
 @pytest.mark.parametrize("shell", shells())
-def test_activated_shell_puts_env_libraries_first_and_deactivate_restores_exactly(built_env, shell, state):
+def test_activated_shell_puts_env_libraries_first_and_deactivate_restores_exactly(shared_env, shell, state):
     sh_setup, fish_setup = STATES[state]
     define = (
         f"function soname_check; {SONAME_CHECK}; end" if shell == "fish" else f"soname_check () {{ {SONAME_CHECK}; }}"
     )
     script = (
-        define + "\n" + SHELL_SCRIPT[shell].format(setup=fish_setup if shell == "fish" else sh_setup, env=built_env)
+        define + "\n" + SHELL_SCRIPT[shell].format(setup=fish_setup if shell == "fish" else sh_setup, env=shared_env)
     )
     done = subprocess.run([shell, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     out = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
-    site = f"{built_env}/lib/python3.11/site-packages"
+    site = f"{shared_env}/lib/python3.11/site-packages"
     first = out["LD"].split(":")[0]
     assert first == f"{site}/nvidia/nvjitlink/lib"
     assert f"{site}/nvidia/cusolver/lib" in out["LD"].split(":")
@@ -158,22 +185,24 @@ def test_activated_shell_puts_env_libraries_first_and_deactivate_restores_exactl
         assert out["LD"].endswith(":/opt/a:/opt/b")
         assert out["XLA"].startswith("--xla_dump_to=/tmp/x ")
     assert out["XLA"].endswith(f"--xla_gpu_cuda_data_dir={site}/nvidia/cuda_nvcc")
-    assert out["PTXAS"] == f"{built_env}/bin/ptxas"
+    assert out["PTXAS"] == f"{shared_env}/bin/ptxas"
     assert out["SONAME"] == f"{site}/nvidia/cusolver/lib/libcusolver.so.11"
     assert (out["AFTER_LD"], out["AFTER_XLA"]) == EXPECTED_AFTER[state]
 
 
 @pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck is not installed")
-def test_activation_script_passes_shellcheck(built_env):
+def test_activation_script_passes_shellcheck(shared_env):
     done = subprocess.run(
-        ["shellcheck", "-s", "bash", str(built_env / "etc" / "tfgpu" / "activate.sh")], capture_output=True, text=True
+        ["shellcheck", "-s", "bash", str(shared_env / "etc" / "tfgpu" / "activate.sh")], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout
 
 
-def test_a_moved_env_still_finds_its_own_libraries(built_env, tmp_path):
+def test_a_moved_env_still_finds_its_own_libraries(shared_env, tmp_path):
+    """A copy at another path is the env moved there: nothing in it may name the old place (which
+    still exists here, so every path is checked to be under the new one)."""
     moved = tmp_path / "moved"
-    built_env.rename(moved)
+    shutil.copytree(shared_env, moved, symlinks=True)
     done = subprocess.run(
         [str(moved / "bin" / "python"), "-c", "import tensorflow\n" + MAPS], capture_output=True, text=True
     )
@@ -474,14 +503,14 @@ def test_name_puts_the_env_in_the_envs_directory(local_wheels, tool_env):
     assert run_tool("remove", "--name", "team-tf", env=tool_env).returncode == 0
 
 
-def test_verify_without_tensorflow_is_a_clear_failure(built_env, tool_env, tmp_path):
+def test_verify_without_tensorflow_is_a_clear_failure(shared_env, tool_env, tmp_path):
     """The stand-in tensorflow has no sysconfig: verify must fail with a reason, not a traceback.
     (A driver that fails, tests/fakenvidia.py, so the check imports TensorFlow: with none at all,
     verify says no-driver first.)"""
     import fakenvidia
 
     tool_env = tool_env | {"PATH": f"{fakenvidia.driver_that_fails(tmp_path / 'driver')}:{tool_env['PATH']}"}
-    done = run_tool("verify", "--prefix", str(built_env), "--json", env=tool_env)
+    done = run_tool("verify", "--prefix", str(shared_env), "--json", env=tool_env)
     assert done.returncode == 1
     assert json.loads(done.stdout)["error"]["code"] in ("verify-crashed", "tensorflow-import-failed")
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import builtenvs
 import pytest
 import repairhelpers as rh
 from conftest import run_tool
@@ -35,7 +36,7 @@ def loaded_libraries(prefix: Path) -> list[str]:
 
 
 def test_plain_env_is_repaired_then_repair_is_a_no_op_then_undo_restores_every_byte(tmp_path, repair_wheels, tool_env):
-    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
+    prefix = builtenvs.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
     before, frozen = rh.snapshot(prefix), rh.freeze(prefix)
 
     done = repair(prefix, repair_wheels, tool_env, "--json")
@@ -74,7 +75,7 @@ def test_offline_repair_installs_from_the_wheel_directory_where_uvs_cache_rememb
     cudnn = next(version for dist, version, _ in wheelhouse.CUDA_WHEELS if dist == "nvidia-cudnn-cu12")
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
     url = remembered_index(tmp_path, tmp_path / "cache" / "uv", "nvidia-cudnn-cu12", cudnn, python)
-    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
+    prefix = builtenvs.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
     env = {**tool_env, "TFGPU_CACHE_DIR": str(tmp_path / "cache"), "UV_DEFAULT_INDEX": url}
     done = repair(prefix, repair_wheels, env, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -93,7 +94,7 @@ def test_offline_repair_missing_a_wheel_names_it_and_calls_it_no_conflict(tmp_pa
     shutil.copytree(repair_wheels, wheels)
     for wheel in wheels.glob("nvidia_cusolver_cu12-*.whl"):
         wheel.unlink()
-    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
+    prefix = builtenvs.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
     before = rh.snapshot(prefix)
     done = repair(prefix, wheels, {**tool_env, "TFGPU_CACHE_DIR": str(tmp_path / "cache")}, "--json")
     assert done.returncode == 1, done.stdout + done.stderr
@@ -108,7 +109,7 @@ def test_a_second_repair_reports_what_it_did_and_undo_still_goes_back_before_the
 ):
     """The journal keeps every repair since the first (undo goes back before it), but a report says
     what its own run did: the second repair of an env only rewrites the load hook it lost."""
-    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
+    prefix = builtenvs.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
     frozen = rh.freeze(prefix)
     first = repair(prefix, repair_wheels, tool_env, "--json")
     assert first.returncode == 0, first.stdout + first.stderr
@@ -127,7 +128,7 @@ def test_a_second_repair_reports_what_it_did_and_undo_still_goes_back_before_the
 
 
 def test_dry_run_changes_nothing_and_names_every_change(tmp_path, repair_wheels, tool_env):
-    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
+    prefix = builtenvs.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
     before = rh.snapshot(prefix)
     done = run_tool("repair", "--prefix", str(prefix), "--dry-run", "--no-detect", env=tool_env)
     assert done.returncode == 0, done.stderr
@@ -137,7 +138,9 @@ def test_dry_run_changes_nothing_and_names_every_change(tmp_path, repair_wheels,
 
 
 def test_an_old_cudnn_is_changed_only_when_allowed_and_undo_puts_it_back(tmp_path, repair_wheels, tool_env):
-    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0", f"nvidia-cudnn-cu12=={rh.OLD_CUDNN}")
+    prefix = builtenvs.user_venv(
+        tmp_path / "env", repair_wheels, "tensorflow==2.21.0", f"nvidia-cudnn-cu12=={rh.OLD_CUDNN}"
+    )
     before = rh.snapshot(prefix)
     refused = repair(prefix, repair_wheels, tool_env, "--json")
     assert refused.returncode == 3
@@ -161,7 +164,7 @@ def test_an_old_cudnn_is_changed_only_when_allowed_and_undo_puts_it_back(tmp_pat
 
 def test_a_failed_install_leaves_the_env_as_it_was(tmp_path, repair_wheels, tool_env):
     """The wheelhouse lacks the CUDA wheels: uv fails, nothing is left behind, not even the journal."""
-    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
+    prefix = builtenvs.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
     before = rh.snapshot(prefix)
     empty = tmp_path / "no-wheels"
     empty.mkdir()
@@ -171,7 +174,7 @@ def test_a_failed_install_leaves_the_env_as_it_was(tmp_path, repair_wheels, tool
 
 
 def test_a_cpu_only_build_is_refused_with_the_way_forward(tmp_path, cpu_wheels, tool_env):
-    prefix = rh.user_venv(tmp_path / "env", cpu_wheels, "tensorflow==2.21.0")
+    prefix = builtenvs.user_venv(tmp_path / "env", cpu_wheels, "tensorflow==2.21.0")
     done = repair(prefix, cpu_wheels, tool_env, "--json")
     assert done.returncode == 3
     error = json.loads(done.stdout)["error"]
@@ -205,14 +208,14 @@ def test_the_system_python_is_refused(tool_env, tmp_path):
 
 
 def test_without_a_terminal_repair_needs_yes(tmp_path, repair_wheels, tool_env):
-    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
+    prefix = builtenvs.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
     done = run_tool("repair", "--prefix", str(prefix), "--no-detect", "--json", env=tool_env)
     assert done.returncode == 2
     assert json.loads(done.stdout)["error"]["code"] == "repair-needs-yes"
 
 
 def test_undo_without_a_repair_says_so(tmp_path, repair_wheels, tool_env):
-    prefix = rh.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
+    prefix = builtenvs.user_venv(tmp_path / "env", repair_wheels, "tensorflow==2.21.0")
     done = run_tool("repair", "--undo", "--prefix", str(prefix), "--json", env=tool_env)
     assert done.returncode == 3
     assert json.loads(done.stdout)["error"]["code"] == "nothing-to-undo"

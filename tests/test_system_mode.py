@@ -44,8 +44,26 @@ def tf213_wheels(tmp_path_factory) -> Path:
     return directory
 
 
+@pytest.fixture(scope="module")
+def _shared_fake(tmp_path_factory):
+    server = serve_fake_nvidia(tmp_path_factory.mktemp("fake-nvidia"), cuda=CUDA, cudnn=CUDNN)
+    yield server
+    server.close()
+
+
 @pytest.fixture
-def fake(tmp_path):
+def fake(_shared_fake):
+    """The stand-in for NVIDIA's servers, for a test that only downloads from it: one for the
+    module (its data overlay is then the same bytes for every test, parsed once), its log of
+    requests emptied for the test."""
+    _shared_fake.requests.clear()
+    yield _shared_fake
+    _shared_fake.requests.clear()
+
+
+@pytest.fixture
+def own_fake(tmp_path):
+    """A stand-in of the test's own, for a test that changes what it serves or its overlay."""
     server = serve_fake_nvidia(tmp_path, cuda=CUDA, cudnn=CUDNN)
     yield server
     server.close()
@@ -68,17 +86,27 @@ def env_for(tmp_path, uv_cache):
     return make
 
 
-@pytest.fixture
-def in_process(monkeypatch, env_for, fake, tmp_path):
-    """cli.main in this process, with the fake server's data and system paths under tmp_path."""
-    for key, value in env_for(fake).items():
+def _in_process(monkeypatch, env_for, server, tmp_path):
+    for key, value in env_for(server).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(system_toolkit, "SYSTEM_PREFIX", tmp_path / "usr" / "local")
     monkeypatch.setattr(system_toolkit, "ETC", tmp_path / "etc")
     monkeypatch.setattr(system_toolkit, "LDCONFIG", ("true",))
     clear_tables()
-    yield fake
+    yield server
     clear_tables()
+
+
+@pytest.fixture
+def in_process(monkeypatch, env_for, fake, tmp_path):
+    """cli.main in this process, with the fake server's data and system paths under tmp_path."""
+    yield from _in_process(monkeypatch, env_for, fake, tmp_path)
+
+
+@pytest.fixture
+def in_process_own(monkeypatch, env_for, own_fake, tmp_path):
+    """``in_process`` with a stand-in of the test's own (``own_fake``)."""
+    yield from _in_process(monkeypatch, env_for, own_fake, tmp_path)
 
 
 def create(prefix: Path, wheels: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
@@ -234,7 +262,8 @@ def test_root_install_writes_system_files_and_a_second_env_reuses_the_toolkit(
     assert code == 0 and len(in_process.requests) == served
 
 
-def test_corrupt_archive_is_refused_and_nothing_is_installed(tmp_path, fake, env_for, tf213_wheels):
+def test_corrupt_archive_is_refused_and_nothing_is_installed(tmp_path, own_fake, env_for, tf213_wheels):
+    fake = own_fake
     fake.faults.corrupt, fake.faults.only = True, "cudnn"
     prefix = tmp_path / "env"
     done = create(prefix, tf213_wheels, env_for(fake), "--json")
@@ -398,8 +427,9 @@ def test_cudnn_archive_table_is_well_formed():
     assert cudnn_archive_for("12.5", "10.0") is None
 
 
-def test_offline_uses_files_copied_into_the_cache(tmp_path, in_process, capsys, tf213_wheels):
+def test_offline_uses_files_copied_into_the_cache(tmp_path, in_process_own, capsys, tf213_wheels):
     """Air-gapped: NVIDIA's URL is not reachable; the archive copied into the cache is verified and used."""
+    in_process = in_process_own
     overlay = in_process.overlay_dir / "cudnn_archives.toml"
     overlay.write_text(overlay.read_text().replace(in_process.base_url, "https://nvidia.invalid/cudnn"))
     clear_tables()

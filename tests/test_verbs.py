@@ -59,9 +59,8 @@ def conda_prefix(prefix: Path) -> Path:
     return prefix
 
 
-@pytest.fixture
-def verbs_env(tmp_path) -> dict[str, str]:
-    """The tool's directories under tmp_path, and a ``tfgpu-install`` on PATH (for the shells)."""
+def tool_environment(tmp_path: Path) -> dict[str, str]:
+    """The tool's directories under ``tmp_path``, and a ``tfgpu-install`` on PATH (for the shells)."""
     bin_dir = tmp_path / "tool-bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "tfgpu-install"
@@ -81,8 +80,28 @@ def verbs_env(tmp_path) -> dict[str, str]:
 
 
 @pytest.fixture
-def venv(verbs_env) -> Path:
-    return tool_venv(Path(verbs_env["TFGPU_ENVS_DIR"]) / "tf2.21")
+def verbs_env(tmp_path) -> dict[str, str]:
+    """``tool_environment`` of the test's own, for a test that makes its own envs."""
+    return tool_environment(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def _shared_envs(tmp_path_factory) -> Path:
+    """One envs dir holding the venv ``tf2.21`` and a directory that is no env (``plain-dir``):
+    what every test using ``venv`` needs, and only reads (``run`` and ``shell`` hold the env while
+    the command runs, and leave nothing behind)."""
+    envs = Path(tool_environment(tmp_path_factory.mktemp("verbs"))["TFGPU_ENVS_DIR"])
+    tool_venv(envs / "tf2.21")
+    (envs / "plain-dir").mkdir()
+    return envs
+
+
+@pytest.fixture
+def venv(_shared_envs, verbs_env) -> Path:
+    """The shared venv ``tf2.21``; ``verbs_env`` names its envs dir (the test's other directories
+    stay its own: its logs, its cache)."""
+    verbs_env["TFGPU_ENVS_DIR"] = str(_shared_envs)
+    return _shared_envs / "tf2.21"
 
 
 def environment(text: str) -> dict[str, str]:
@@ -225,8 +244,9 @@ def test_a_conda_prefix_that_needs_quoting_is_activated_quoted(shell, tmp_path, 
     ],
 )
 def test_run_refuses_with_a_reason(venv, verbs_env, argv, status, code):
-    (Path(verbs_env["TFGPU_ENVS_DIR"]) / "plain-dir").mkdir()
-    done = run_process(*argv, env=verbs_env)
+    """Each refusal comes before anything is started (the command is looked up on the activated
+    PATH, not run), so the tool runs in this process; its exit code is ``cli.main``'s."""
+    done = run_tool(*argv, env=verbs_env)
     assert done.returncode == status and f"error: {code}" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
 
@@ -256,9 +276,10 @@ def test_activate_prints_what_the_shell_evaluates(shell, tmp_path, verbs_env):
 
 
 def test_activate_needs_a_shell_it_knows(venv, verbs_env):
-    done = run_process("activate", "--name", "tf2.21", env=verbs_env | {"SHELL": "/bin/tcsh"})
+    """``activate`` only prints lines (the shells evaluating them are the tests above): in this process."""
+    done = run_tool("activate", "--name", "tf2.21", env=verbs_env | {"SHELL": "/bin/tcsh"})
     assert done.returncode == 2 and "error: unknown-shell" in done.stderr and "--shell" in done.stderr
-    fish = run_process("activate", "--name", "tf2.21", env=verbs_env | {"SHELL": "/usr/bin/fish"})
+    fish = run_tool("activate", "--name", "tf2.21", env=verbs_env | {"SHELL": "/usr/bin/fish"})
     assert fish.stdout == f'source "{venv}/bin/activate.fish"\n'
 
 
@@ -326,7 +347,7 @@ def test_env_names_are_completed_after_name_and_stay_data(shell, tmp_path, verbs
         (envs / name).mkdir()
         (envs / name / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (envs / "not-an-env").mkdir()
-    assert run_process("list", "--names", env=verbs_env).stdout == "team-conda\ntf2.13\ntf2.21\n"
+    assert run_tool("list", "--names", env=verbs_env).stdout == "team-conda\ntf2.13\ntf2.21\n"
     assert json.loads(run_tool("list", "--names", "--json", env=verbs_env).stdout) == {
         "names": ["team-conda", "tf2.13", "tf2.21"]
     }

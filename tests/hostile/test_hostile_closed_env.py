@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import builtenvs
 import pytest
 import repairhelpers as rh
 from conftest import run_tool
@@ -94,7 +95,7 @@ def test_a_provider_linking_out_of_the_env_is_never_linked_to(tmp_path, closed_w
     env (a user 'fixed' it by hand). Must hold: repair writes no libnvrtc.so link that resolves out
     of the env (the caller would load the outside copy through the env's own link), nothing
     outside the env changes, and the run ends without a traceback."""
-    prefix = rh.user_venv(
+    prefix = builtenvs.user_venv(
         tmp_path / "env",
         closed_wheels,
         "tensorflow==2.21.0",
@@ -155,8 +156,22 @@ def _overlay(directory: Path, *rows: dict) -> Path:
     return directory
 
 
+def _doctor(prefix: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``doctor --prefix <prefix> --json`` in this process, with ``env`` as its whole environment.
+    The loader's view is what these tests are about, and doctor reads it from a probe process of
+    its own, which gets ``env`` (LD_LIBRARY_PATH included) as a child of the tool always does; the
+    tool's own interpreter loads nothing the answer depends on, so it need not be a new one."""
+    return run_tool("doctor", "--prefix", str(prefix), "--json", env=env)
+
+
+@pytest.fixture(scope="module")
+def closed_env(tmp_path_factory, closed_wheels) -> Path:  # noqa: F811
+    """One user env (``_env``) for the tests that only name it."""
+    return _env(tmp_path_factory.mktemp("closed-env"), closed_wheels)
+
+
 def _env(tmp_path: Path, wheels: Path) -> Path:
-    return rh.user_venv(
+    return builtenvs.user_venv(
         tmp_path / "env",
         wheels,
         "tensorflow==2.21.0",
@@ -449,12 +464,7 @@ def test_a_layout_naming_a_wide_directory_does_not_make_the_system_the_envs(tmp_
     layout.parent.mkdir(parents=True, exist_ok=True)
     layout.write_text(json.dumps({"lib_dirs": named}))
     env = {**_no_ld_path(), "LD_LIBRARY_PATH": str(system)}
-    done = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    done = _doctor(prefix, env)
     assert "Traceback" not in done.stderr, done.stderr
     findings = {f["id"]: f for f in json.loads(done.stdout)["findings"]}
     assert findings["libs.closed"]["status"] == "fail", findings["libs.closed"]
@@ -496,12 +506,7 @@ def test_doctor_reads_a_semicolon_in_ld_library_path_as_the_loader_does(tmp_path
         env=env,
     )
     assert real.stdout.strip() == str(nvrtc), real.stderr
-    done = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    done = _doctor(prefix, env)
     assert "Traceback" not in done.stderr, done.stderr
     findings = {f["id"]: f for f in json.loads(done.stdout)["findings"]}
     assert findings["libs.curand"]["status"] == "fail", findings["libs.curand"]
@@ -524,10 +529,11 @@ def test_doctor_reads_a_semicolon_in_ld_library_path_as_the_loader_does(tmp_path
     ],
     ids=["slashes", "dotdot", "nul", "caller-path", "colon-in-entry", "newline"],
 )
-def test_hostile_overlay_rows_are_bad_data(tmp_path, closed_wheels, row):  # noqa: F811
+def test_hostile_overlay_rows_are_bad_data(tmp_path, closed_env, row):
     """Attack: a TFGPU_DATA_DIR overlay whose [[dlopened]] row has a name with slashes, '..', a NUL,
     a caller that is a path, or a RUNPATH entry with ':' or a newline. Must hold: every command
-    that reads the rows refuses the overlay as bad-data (exit 2) naming the file, no traceback."""
+    that reads the rows refuses the overlay as bad-data (exit 2) naming the file, no traceback.
+    The env is only named (the overlay is refused before it is read): one env serves every row."""
     overlay = tmp_path / "data"
     overlay.mkdir()
     from importlib.resources import files
@@ -538,13 +544,7 @@ def test_hostile_overlay_rows_are_bad_data(tmp_path, closed_wheels, row):  # noq
         f'runpath = {json.dumps(row["runpath"])}\nwheel = "x"\nfound = "x"\nsource = []\n'
     )
     (overlay / "sonames.toml").write_text(text, encoding="utf-8")
-    prefix = _env(tmp_path, closed_wheels)
-    done = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(prefix), "--json"],
-        capture_output=True,
-        text=True,
-        env={**_no_ld_path(), "TFGPU_DATA_DIR": str(overlay)},
-    )
+    done = _doctor(closed_env, {**_no_ld_path(), "TFGPU_DATA_DIR": str(overlay)})
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 2, done.stdout + done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "bad-data"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,8 +18,10 @@ import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import builtenvs
 import pytest
 import repairhelpers as rh
+from conftest import run_tool
 
 from hostile.conftest import changed, snapshot
 
@@ -31,13 +34,45 @@ def user_env(sandbox, repair_wheels, uv_cache, monkeypatch) -> Path:
     # Every uv here (the user's own `uv pip install`s and the tool's) uses a cache under tmp, never
     # the user's ~/.cache/uv: the same directory as the tool's own uv cache, so it is reused.
     monkeypatch.setenv("UV_CACHE_DIR", str(uv_cache / "uv"))
-    return rh.user_venv(sandbox / "env", repair_wheels, "tensorflow==2.21.0")
+    return builtenvs.user_venv(sandbox / "env", repair_wheels, "tensorflow==2.21.0")
 
 
-def repaired(cli, user_env, repair_wheels) -> dict:
-    done = cli("repair", "--prefix", str(user_env), "--find-links", str(repair_wheels), "--offline", *QUIET, "--json")
-    assert done.code == 0, done.out + done.err
-    return json.loads((user_env / "etc" / "tfgpu" / "repair.json").read_text())
+@pytest.fixture(scope="module")
+def _repaired_once(tmp_path_factory, repair_wheels, uv_cache) -> tuple[Path, Path]:
+    """A user env repaired for real, once for the module, and a copy of it as the repair left it.
+    The journal names the env's path, so each test given it works on it where it was repaired,
+    restored from the copy first (an untouched restored env repairs and undoes as the original)."""
+    home = tmp_path_factory.mktemp("repaired")
+    prefix, pristine = home / "env", home / "pristine"
+    env = dict(os.environ, TFGPU_CACHE_DIR=str(uv_cache), UV_CACHE_DIR=str(uv_cache / "uv"))
+    env.update(TFGPU_LOG_DIR=str(home / "logs"), TFGPU_ENVS_DIR=str(home / "envs"), COLUMNS="160")
+    builtenvs.user_venv(prefix, repair_wheels, "tensorflow==2.21.0", env=env)
+    done = run_tool(
+        "repair", "--prefix", str(prefix), "--find-links", str(repair_wheels), "--offline", *QUIET, "--json", env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    shutil.copytree(prefix, pristine, symlinks=True)
+    return prefix, pristine
+
+
+@pytest.fixture
+def repaired_env(_repaired_once, sandbox) -> Path:
+    """The env of ``_repaired_once`` as the repair left it, for a test that attacks its journal
+    (repair itself is tests/test_repair.py's). It lives outside the sandbox: compare
+    :func:`state`, which takes both in."""
+    prefix, pristine = _repaired_once
+    shutil.rmtree(prefix, ignore_errors=True)
+    shutil.copytree(pristine, prefix, symlinks=True)
+    return prefix
+
+
+def state(sandbox: Path, env: Path) -> dict[str, tuple]:
+    """The sandbox's snapshot and the env's (each path under ``env/``)."""
+    return {**snapshot(sandbox), **{f"env/{path}": facts for path, facts in snapshot(env).items()}}
+
+
+def journal_of(prefix: Path) -> dict:
+    return json.loads((prefix / "etc" / "tfgpu" / "repair.json").read_text())
 
 
 def write_journal(user_env: Path, journal: dict) -> None:
@@ -78,19 +113,18 @@ def write_journal(user_env: Path, journal: dict) -> None:
         pytest.param(lambda j: j | {"written": {"my-notes.txt": "0" * 64}}, id="written-without-a-state-before"),
     ],
 )
-def test_a_tampered_journal_is_refused_and_nothing_changes(cli, sandbox, user_env, repair_wheels, tamper):
-    journal = repaired(cli, user_env, repair_wheels)
-    write_journal(user_env, tamper(journal))
-    before = snapshot(sandbox)
+def test_a_tampered_journal_is_refused_and_nothing_changes(cli, sandbox, repaired_env, repair_wheels, tamper):
+    write_journal(repaired_env, tamper(journal_of(repaired_env)))
+    before = state(sandbox, repaired_env)
     for argv in (("repair", "--undo"), ("repair", *QUIET, "--offline", "--find-links", str(repair_wheels))):
-        done = cli(*argv, "--prefix", str(user_env), "--json")
+        done = cli(*argv, "--prefix", str(repaired_env), "--json")
         assert (done.code, done.error) == (3, "repair-journal-foreign"), done.out
-    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+    assert changed(before, state(sandbox, repaired_env), allowed=("logs", "cache")) == []
 
 
 @pytest.mark.parametrize("damage", ["truncated", "huge", "symlink", "directory"])
-def test_a_damaged_journal_is_refused_not_taken_for_no_repair(cli, sandbox, user_env, repair_wheels, damage):
-    repaired(cli, user_env, repair_wheels)
+def test_a_damaged_journal_is_refused_not_taken_for_no_repair(cli, sandbox, repaired_env, repair_wheels, damage):
+    user_env = repaired_env
     path = user_env / "etc" / "tfgpu" / "repair.json"
     text = path.read_text()
     if damage == "truncated":
@@ -105,10 +139,10 @@ def test_a_damaged_journal_is_refused_not_taken_for_no_repair(cli, sandbox, user
     else:
         path.unlink()
         path.mkdir()
-    before = snapshot(sandbox)
+    before = state(sandbox, user_env)
     done = cli("repair", "--prefix", str(user_env), *QUIET, "--offline", "--find-links", str(repair_wheels), "--json")
     assert (done.code, done.error) == (3, "repair-journal-foreign"), done.out
-    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+    assert changed(before, state(sandbox, user_env), allowed=("logs", "cache")) == []
 
 
 def test_a_directory_linking_out_of_the_env_stops_the_repair_before_it_writes_there(
@@ -295,31 +329,32 @@ def test_a_remove_during_a_repair_is_turned_away_and_neither_corrupts_the_env(sa
     assert rh.snapshot(user_env) == before
 
 
-def test_undo_never_takes_out_what_the_repair_did_not_add(cli, sandbox, user_env, repair_wheels):
+def test_undo_never_takes_out_what_the_repair_did_not_add(cli, sandbox, repaired_env):
     """A journal of this env with no ``written`` map, listing TensorFlow (there before the repair)
     as added with no RECORD digest and a user's file as absent before: refused as a whole, so
     neither the package nor the file goes."""
-    journal = repaired(cli, user_env, repair_wheels)
+    user_env = repaired_env
+    journal = journal_of(user_env)
     notes = user_env / "my-notes.txt"
     notes.write_text("the user's own file\n")
     journal.pop("written")
     journal["files"]["my-notes.txt"] = None
     journal["added"].append({"name": "tensorflow", "version": journal["before"]["tensorflow"], "record": None})
     write_journal(user_env, journal)
-    before = snapshot(sandbox)
+    before = state(sandbox, user_env)
     done = cli("repair", "--undo", "--prefix", str(user_env), "--json")
     assert (done.code, done.error) == (3, "repair-journal-foreign"), done.out
     assert "--forget-journal" in " ".join(json.loads(done.out)["error"]["alternatives"])
-    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+    assert changed(before, state(sandbox, user_env), allowed=("logs", "cache")) == []
     assert notes.exists() and list(next(user_env.glob("lib/python3*/site-packages")).glob("tensorflow-*.dist-info"))
 
 
-def test_forgetting_a_journal_twice_in_one_second_keeps_both(cli, user_env, repair_wheels, monkeypatch):
+def test_forgetting_a_journal_twice_in_one_second_keeps_both(cli, repaired_env, monkeypatch):
     """Both journals set aside in the same second are kept (the name's second is not unique)."""
     import tfgpu.repair.journal as journal_module
 
     monkeypatch.setattr(journal_module.time, "strftime", lambda fmt, *a: "20260101T000000")
-    repaired(cli, user_env, repair_wheels)
+    user_env = repaired_env
     journal = user_env / "etc" / "tfgpu" / "repair.json"
     for text in ("{ first damaged journal", "{ second damaged journal"):
         journal.write_text(text)
