@@ -138,12 +138,10 @@ def test_a_lock_given_by_name_takes_the_project_s_advice_too(tmp_path, env, monk
     assert _advice(done.stdout) == "tfgpu-install lock -o team.txt"
 
 
-def test_selectors_on_the_command_line_give_the_exact_command(tmp_path, env, monkeypatch):
+def test_selectors_on_the_command_line_give_the_exact_command(tmp_path, env, monkeypatch, locked):
     monkeypatch.chdir(tmp_path)
     env = env | {"TFGPU_PROJECT_FILE": "none"}
-    assert (
-        run_tool("lock", "--tf", "2.21", "--python", "3.11", "--platform", "linux-64", *LOCK, env=env).returncode == 0
-    )
+    locked(tmp_path)  # the lock of --tf 2.21 --python 3.11 --platform linux-64, as PROJECT's is
     done = run_tool("lock", "--check", "tfgpu-lock.linux-64.txt", "--python", "3.12", env=env)
     assert done.returncode == 1
     assert (
