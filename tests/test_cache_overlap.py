@@ -244,7 +244,7 @@ def test_env_removal_deletes_a_chain_thousands_of_directories_deep(deep):
     assert not top.exists()
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    chain(scratch, 1500, "leaf")  # past Python's recursion limit (1,000), as the chain above
+    chain(scratch, 1100, "leaf")  # past Python's recursion limit (1,000), as the chain above
     writes.discard_tree(scratch)
     assert not scratch.exists()
 
