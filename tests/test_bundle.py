@@ -26,9 +26,21 @@ def env(lock_env) -> dict[str, str]:
     return lock_env
 
 
-@pytest.fixture
-def bundle(tmp_path, env) -> Path:
-    out = tmp_path / "bundle"
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, uv_cache, index_url) -> Path:
+    """The bundle, built once for the module by the real tool, as ``lock_env`` has it run."""
+    base = tmp_path_factory.mktemp("pip-bundle")
+    env = dict(
+        os.environ,
+        TFGPU_CACHE_DIR=str(uv_cache),
+        TFGPU_LOG_DIR=str(base / "logs"),
+        TFGPU_ENVS_DIR=str(base / "envs"),
+        JUPYTER_DATA_DIR=str(base / "jupyter"),
+        COLUMNS="160",
+        TFGPU_INDEX_URL=index_url,
+        TFGPU_BUNDLE_TOOL="0",
+    )
+    out = base / "bundle"
     done = run_tool("bundle", *TARGET, "-o", str(out), "--json", env=env)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
@@ -46,6 +58,12 @@ def bundle(tmp_path, env) -> Path:
         "mb",
     ]
     return out
+
+
+@pytest.fixture
+def bundle(tmp_path, built) -> Path:
+    """The module's bundle, copied (not linked: tests damage its files) for the test to use or break."""
+    return Path(shutil.copytree(built, tmp_path / "bundle"))
 
 
 def offline(env: dict) -> dict:

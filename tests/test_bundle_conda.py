@@ -212,6 +212,9 @@ def test_install_sh_passes_shellcheck(bundle):
     assert done.returncode == 0, done.stdout
 
 
+@pytest.mark.slow  # install.sh is one script for every mode (lock/bundle/files.py): the fast tier holds
+# it handing over to the tool on PATH (test_bundle.py::test_install_sh_builds_the_env_offline) and
+# the conda bundle installing offline (test_create_from_the_bundle_alone_reproduces_the_lock)
 def test_install_sh_builds_the_conda_env_from_the_bundle_alone(tmp_path, bundle, env):
     """Without tool wheels in the bundle (TFGPU_BUNDLE_TOOL=0) install.sh uses the tfgpu-install on PATH."""
     bindir = tmp_path / "bin"

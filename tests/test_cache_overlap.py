@@ -5,8 +5,8 @@ puts the envs where a clean deletes every file and ``uv cache clean`` empties th
 whole; so both commands are refused before anything is removed (``tfgpu.cache.guard``), for every
 kind, and the env's tree hashes the same after. The envs are real: a venv made by Python's
 ``venv``, the layout and real ELF libraries of tests/envtree.py, the tool's activation and a
-marker written for its real path. uv is the real one. A chain of directories 3,000 deep is cleaned
-without recursion.
+marker written for its real path. uv is the real one. A chain of directories deeper than Python's
+recursion limit and PATH_MAX (``DEEP``) is cleaned without recursion.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,12 @@ def test_the_users_uv_cache_holding_an_env_is_not_pruned(tmp_path, tool_env, env
     assert tree(users / "archive-v0" / "mine") == before
 
 
+DEEP = 2100
+"""Levels of a deep chain: past Python's recursion limit (1,000 frames) and, at two bytes a level
+(``d/``), past PATH_MAX (4,096 bytes): no walk by recursion or by path reaches its bottom. Deeper
+costs a system call or two a level and proves nothing more."""
+
+
 def chain(top: Path, depth: int, leaf: str, every: int | None = None, mode: int | None = None) -> None:
     """``top/d/d/…`` ``depth`` levels deep (past PATH_MAX: made one level at a time from an open
     directory), a file ``leaf`` at the bottom and every ``every`` levels; ``mode`` for the last one."""
@@ -203,20 +210,31 @@ def chain(top: Path, depth: int, leaf: str, every: int | None = None, mode: int 
         os.close(fd)
 
 
+SHM = Path("/dev/shm")
+
+
 @pytest.fixture
 def deep(tmp_path):
-    """``tmp_path``, deleted whatever happens (pytest's own clean-up recurses once per level)."""
+    """A directory of the test's own for a deep chain, deleted whatever happens (pytest's own
+    clean-up recurses once per level). In memory (``/dev/shm``) where the system has it: each level
+    is a directory made and removed, which costs a journalled disk file system ten to twenty times
+    the system time; what the chains prove (no recursion, no path past PATH_MAX, a directory made
+    writable on the way) holds on any file system. Else ``tmp_path``."""
     from tfgpu.doors import trees
 
-    yield tmp_path
-    trees.delete(tmp_path)
+    memory = SHM.is_dir() and os.access(SHM, os.W_OK | os.X_OK)
+    directory = Path(tempfile.mkdtemp(prefix="tfgpu-deep-", dir=SHM)) if memory else tmp_path
+    try:
+        yield directory
+    finally:
+        trees.delete(directory)
 
 
 def test_clean_empties_a_chain_thousands_of_directories_deep(deep, tool_env):
     tmp_path = deep
     cache = tmp_path / "cache"
     filled_cache(cache)
-    chain(cache / "downloads", 3000, "cudnn.tar.xz", every=1000)
+    chain(cache / "downloads", DEEP, "cudnn.tar.xz", every=1000)
     env = {**tool_env, "TFGPU_CACHE_DIR": str(cache), "TFGPU_UV_CACHE": "own"}
     pruned = run_tool("cache", "prune", "--json", env=env)
     assert pruned.returncode == 0, pruned.stderr[-2000:]
@@ -233,12 +251,12 @@ def test_env_removal_deletes_a_chain_thousands_of_directories_deep(deep):
     tmp_path = deep
     top = tmp_path / "tree"
     top.mkdir()
-    chain(top, 3000, "leaf", mode=0o500)  # read-only at the bottom: made writable on the way, as before
+    chain(top, DEEP, "leaf", mode=0o500)  # read-only at the bottom: made writable on the way, as before
     writes.remove_tree(top)
     assert not top.exists()
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    chain(scratch, 1500, "leaf")  # past Python's recursion limit (1,000), as the 3,000 above
+    chain(scratch, 1100, "leaf")  # past Python's recursion limit (1,000), as the chain above
     writes.discard_tree(scratch)
     assert not scratch.exists()
 
@@ -268,7 +286,7 @@ def test_an_env_deeper_than_a_path_can_name_is_found(deep, tool_env):
     """The search for envs opens each directory from the one above: no depth hides one."""
     cache = deep / "cache"
     filled_cache(cache)
-    chain(cache / "pyc", 2100, "pyvenv.cfg")  # a venv's mark at the bottom, past PATH_MAX (4,096 bytes)
+    chain(cache / "pyc", DEEP, "pyvenv.cfg")  # a venv's mark at the bottom, past PATH_MAX (4,096 bytes)
     env = {**tool_env, "TFGPU_CACHE_DIR": str(cache), "TFGPU_UV_CACHE": "own"}
     done = run_tool("cache", "clean", "--json", env=env)
     assert done.returncode == 3 and "pyvenv.cfg" in json.loads(done.stdout)["error"]["message"]

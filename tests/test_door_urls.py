@@ -7,6 +7,7 @@ door fails here, not in a user's hands.
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -40,18 +41,37 @@ NO_FETCH = {"verify/multiworker.py"}
 DOOR_CALLS = {"checked", "join", "parse", "redirect"}
 
 
+WORDS = ("urllib", *SPLITTERS, "requests", "httpx", "aiohttp", "socket", "http", "is_secure", "is_loopback")
+"""Every name the tests below look for is spelled in a module that imports, calls or names it (an
+import of ``http.client`` holds ``http``, ``urllib.parse`` and ``urllib3`` hold ``urllib``)."""
+
+
 def sources() -> dict[str, ast.Module]:
+    """Every module's tree. One whose text spells none of :data:`WORDS` cannot hold what these tests
+    look for, and stands as an empty tree (parsing the whole package cost a second of CPU; four
+    fifths of it is such modules); the door, the clients and the handers are always parsed."""
     found = {}
     for path in sorted(ROOT.rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()
-        if not relative.startswith(TEMPLATE_DIRS):
-            found[relative] = ast.parse(path.read_text(encoding="utf-8"))
+        if relative.startswith(TEMPLATE_DIRS):
+            continue
+        text = path.read_text(encoding="utf-8")
+        named = relative == DOOR or relative in CLIENTS or relative in HANDERS or any(w in text for w in WORDS)
+        found[relative] = ast.parse(text) if named else ast.Module(body=[], type_ignores=[])
     return found
 
 
+@cache
+def nodes(tree: ast.Module) -> list[ast.AST]:
+    """Every node of ``tree``, walked once for all the tests that look at it (a walk of the whole
+    package costs more than the checks)."""
+    return list(ast.walk(tree))
+
+
+@cache
 def imported(tree: ast.Module) -> set[str]:
     names = set()
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -60,8 +80,9 @@ def imported(tree: ast.Module) -> set[str]:
     return names
 
 
+@cache
 def called(tree: ast.Module) -> list[ast.Call]:
-    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    return [node for node in nodes(tree) if isinstance(node, ast.Call)]
 
 
 def name_of(call: ast.Call) -> str:
@@ -73,7 +94,7 @@ def door_calls(tree: ast.Module) -> set[str]:
     """The door's functions this module calls (``urls.checked(...)``, or ``checked`` imported from it)."""
     from_door = {
         alias.asname or alias.name
-        for node in ast.walk(tree)
+        for node in nodes(tree)
         if isinstance(node, ast.ImportFrom) and node.module == "tfgpu.doors.urls"
         for alias in node.names
     }
@@ -88,8 +109,10 @@ def door_calls(tree: ast.Module) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def tree() -> dict[str, ast.Module]:
-    return sources()
+def tree():
+    yield sources()
+    for walked in (nodes, imported, called):  # the package's trees are not kept past the module
+        walked.cache_clear()
 
 
 def test_only_the_door_splits_urls(tree):
@@ -138,14 +161,14 @@ def test_each_http_client_sends_urls_and_redirects_through_the_door(tree, client
     )
     followers = [
         node
-        for node in ast.walk(module)
+        for node in nodes(module)
         if isinstance(node, ast.ClassDef)
         and any(getattr(base, "attr", "") == "HTTPRedirectHandler" for base in node.bases)
     ]
     assert followers == [], f"{client}: urllib follows redirects by itself, unseen by the door"
     processors = [
         node
-        for node in ast.walk(module)
+        for node in nodes(module)
         if isinstance(node, ast.ClassDef)
         and any(getattr(base, "attr", "") == "HTTPErrorProcessor" for base in node.bases)
     ]
@@ -163,7 +186,7 @@ def test_the_transport_rule_has_no_second_entry(tree):
         f"{relative}:{getattr(node, 'lineno', '?')}"
         for relative, module in tree.items()
         if relative != DOOR
-        for node in ast.walk(module)
+        for node in nodes(module)
         if isinstance(node, (ast.Name, ast.Attribute, ast.alias))
         and (getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None))
         in ("is_secure", "is_loopback")

@@ -8,6 +8,8 @@ report ``changed=0``. The machine has no GPU, so the run sets ``tfgpu_require_dr
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -16,10 +18,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import shellchecked
 import wheelhouse
-from exporthelpers import MODES, fake_nvidia, need, render, shellcheck, tensorflow_wheel_dir
+from exporthelpers import MODES, fake_nvidia, need, render, tensorflow_wheel_dir
 
-from tfgpu import export
+from tfgpu import cli, export
 
 
 def write(tmp_path: Path, tf: str, mode: str, python: str | None = None) -> Path:
@@ -64,9 +67,39 @@ def recap(output: str) -> dict[str, int]:
     return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", line)}
 
 
+@pytest.fixture(scope="module")
+def syntax_checked(tmp_path_factory) -> tuple[dict[str, Path], subprocess.CompletedProcess]:
+    """Each mode's playbook, and ONE ``ansible-playbook --syntax-check`` of all three with both
+    inventories of each (``inventory.ini`` and ``inventory.example.ini``): ansible checks each
+    playbook and parses each inventory in turn and names the file it fails on, so one start of
+    ansible (a second of CPU) holds what a start per playbook and inventory did."""
+    tmp_path = tmp_path_factory.mktemp("ansible-syntax")
+    outs = {}
+    for mode in MODES:  # as the CLI writes them, with the inventory ``write`` adds
+        (tmp_path / mode).mkdir()
+        outs[mode] = tmp_path / mode / "playbook"
+        argv = ["script", "--tf", "2.21", "--mode", mode, *shellchecked.TARGET, "--format", "ansible"]
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert cli.main([*argv, "-o", str(outs[mode])]) == 0
+        (outs[mode] / "inventory.ini").write_text(
+            f"[gpu]\nlocalhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+        )
+    inventories = [arg for mode in MODES for name in ("inventory.ini", "inventory.example.ini")
+                   for arg in ("-i", str(outs[mode] / name))]  # fmt: skip
+    done = subprocess.run(
+        [need("ansible-playbook"), *inventories, "--syntax-check", *(str(outs[m] / "playbook.yml") for m in MODES)],
+        capture_output=True,
+        text=True,
+        env=ansible_env(tmp_path),
+        timeout=900,
+    )
+    return outs, done
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_playbook_passes_syntax_check_and_carries_a_clean_script(mode, tmp_path):
-    out = write(tmp_path, "2.21", mode)
+def test_playbook_passes_syntax_check_and_carries_a_clean_script(mode, tmp_path, syntax_checked):
+    outs, done = syntax_checked
+    out = outs[mode]
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
         ".tfgpu-export.json",  # what the export wrote, so a later one knows its own files from the user's
         "README.md",
@@ -75,11 +108,11 @@ def test_playbook_passes_syntax_check_and_carries_a_clean_script(mode, tmp_path)
         "inventory.ini",
         "playbook.yml",
     ]
-    done = playbook(out, ansible_env(tmp_path), "--syntax-check")
     assert done.returncode == 0, done.stdout + done.stderr
-    done = playbook(out, ansible_env(tmp_path), "-i", "inventory.example.ini", "--syntax-check")
-    assert done.returncode == 0, done.stdout + done.stderr
-    check = shellcheck((out / "files" / "install-tf.sh").read_text(), tmp_path)
+    assert f"playbook: {out / 'playbook.yml'}" in done.stdout, done.stdout
+    script = (out / "files" / "install-tf.sh").read_text()
+    assert script == shellchecked.bash_script("2.21", mode)  # the bash export's bytes, checked once
+    check = shellchecked.check(script, tmp_path)
     assert check.stdout == ""
     assert os.access(out / "files" / "install-tf.sh", os.X_OK)
     modules = set(

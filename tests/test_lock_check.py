@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import localindex
@@ -126,7 +125,9 @@ def test_an_edited_lock_is_an_error_not_a_stale_lock(lock_file, env):
     assert done.returncode == 2 and "error: lock-modified" in done.stderr
 
 
-def test_a_conda_lock_is_checked_platform_by_platform(tmp_path, lock_channel, lock_index):
+def test_a_conda_lock_is_checked_platform_by_platform(tmp_path, tmp_path_factory, lock_channel, lock_index):
+    import madelocks
+
     env = dict(
         os.environ,
         TFGPU_INDEX_URL=lock_index,
@@ -134,26 +135,8 @@ def test_a_conda_lock_is_checked_platform_by_platform(tmp_path, lock_channel, lo
         TFGPU_LOG_DIR=str(tmp_path / "logs"),
         HOME=str(tmp_path),
     )
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    path = tmp_path / "conda-lock.yml"
-    made = run_tool(
-        "lock",
-        "--tf",
-        "2.13",
-        "--mode",
-        "conda",
-        "--python",
-        python,
-        "--no-detect",
-        "--channel",
-        str(lock_channel),
-        "--platform",
-        "linux-64",
-        "-o",
-        str(path),
-        env=env,
-    )
-    assert made.returncode == 0, made.stderr
+    # The real lock, made once a session (tests/madelocks.py): the check is the subject here.
+    path = madelocks.conda_lock(tmp_path_factory, tmp_path / "conda-lock.yml", lock_channel, lock_index)
     done = run_tool("lock", "--check", str(path), "--json", env=env)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

@@ -33,6 +33,33 @@ def env(index, tmp_path) -> dict:
     return found
 
 
+@pytest.fixture(scope="module")
+def project_lock(index, tmp_path_factory) -> Path:
+    """The lock ``tfgpu-install lock`` writes for PROJECT, made once for the module: the same bytes
+    in any directory (the lock names no directory of its own). Tests that check a lock copy it in
+    (``locked``); the tests of what ``lock`` writes for a project still run it."""
+    directory = tmp_path_factory.mktemp("project-lock")
+    _project(directory, PROJECT)
+    env = dict(os.environ, TFGPU_INDEX_URL=index, TFGPU_CACHE_DIR=str(directory / "cache"))
+    env["TFGPU_LOG_DIR"] = str(directory / "logs")
+    env.pop("TFGPU_PROJECT_FILE", None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(directory)
+        made = run_tool("lock", *LOCK, env=env)
+    assert made.returncode == 0, made.stderr
+    return directory / "tfgpu-lock.linux-64.txt"
+
+
+@pytest.fixture
+def locked(project_lock):
+    """``locked(directory)``: PROJECT's lock, as ``lock`` wrote it, copied into ``directory``."""
+
+    def place(directory: Path) -> None:
+        shutil.copyfile(project_lock, directory / project_lock.name)
+
+    return place
+
+
 def _project(directory: Path, text: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "tfgpu.toml"
@@ -74,12 +101,12 @@ def test_the_project_s_locks_are_found_and_checked(kind, tmp_path, env, monkeypa
     assert report["missing"] == []
 
 
-def test_after_the_project_changes_the_advice_writes_the_new_lock(tmp_path, env, monkeypatch):
+def test_after_the_project_changes_the_advice_writes_the_new_lock(tmp_path, env, monkeypatch, locked):
     """The project moves to another Python: the lock's own command would write the old target again;
     the advice is `tfgpu-install lock`, and running it makes the check pass."""
     project = _project(tmp_path, PROJECT)
     monkeypatch.chdir(tmp_path)
-    assert run_tool("lock", *LOCK, env=env).returncode == 0
+    locked(tmp_path)
     old_header = (tmp_path / "tfgpu-lock.linux-64.txt").read_text()
     project.write_text(PROJECT.replace('"3.11"', '"3.12"'))
     done = run_tool("lock", "--check", env=env)
@@ -113,12 +140,10 @@ def test_a_lock_given_by_name_takes_the_project_s_advice_too(tmp_path, env, monk
     assert _advice(done.stdout) == "tfgpu-install lock -o team.txt"
 
 
-def test_selectors_on_the_command_line_give_the_exact_command(tmp_path, env, monkeypatch):
+def test_selectors_on_the_command_line_give_the_exact_command(tmp_path, env, monkeypatch, locked):
     monkeypatch.chdir(tmp_path)
     env = env | {"TFGPU_PROJECT_FILE": "none"}
-    assert (
-        run_tool("lock", "--tf", "2.21", "--python", "3.11", "--platform", "linux-64", *LOCK, env=env).returncode == 0
-    )
+    locked(tmp_path)  # the lock of --tf 2.21 --python 3.11 --platform linux-64, as PROJECT's is
     done = run_tool("lock", "--check", "tfgpu-lock.linux-64.txt", "--python", "3.12", env=env)
     assert done.returncode == 1
     assert (
@@ -144,10 +169,10 @@ def test_a_stale_lock_of_an_unchanged_target_gets_its_own_command(tmp_path, env,
     assert "--tf 2.21.0" in found.regenerate and "--python 3.11" in found.regenerate
 
 
-def test_a_missing_platform_lock_is_not_current(tmp_path, env, monkeypatch):
+def test_a_missing_platform_lock_is_not_current(tmp_path, env, monkeypatch, locked):
     project = _project(tmp_path, PROJECT)
     monkeypatch.chdir(tmp_path)
-    assert run_tool("lock", *LOCK, env=env).returncode == 0
+    locked(tmp_path)
     project.write_text(PROJECT.replace('["linux-64"]', '["linux-64", "linux-aarch64"]'))
     done = run_tool("lock", "--check", env=env)
     assert done.returncode == 1, done.stderr
@@ -159,10 +184,10 @@ def test_a_missing_platform_lock_is_not_current(tmp_path, env, monkeypatch):
     assert report["missing"] == [{"platform": "linux-aarch64", "lock": str(tmp_path / "tfgpu-lock.linux-aarch64.txt")}]
 
 
-def test_locks_beside_the_project_are_found_from_a_subdirectory(tmp_path, env, monkeypatch):
+def test_locks_beside_the_project_are_found_from_a_subdirectory(tmp_path, env, monkeypatch, locked):
     project = _project(tmp_path / "team", PROJECT)
     monkeypatch.chdir(project.parent)
-    assert run_tool("lock", *LOCK, env=env).returncode == 0
+    locked(project.parent)
     (project.parent / "src").mkdir()
     monkeypatch.chdir(project.parent / "src")
     assert run_tool("lock", "--check", env=env).returncode == 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import localindex
@@ -117,17 +116,12 @@ def test_an_install_refused_for_the_same_lock_still_says_it(pip_env, tmp_path):
         assert not (tmp_path / name).exists()
 
 
-def test_no_conda_lock_check_failure_says_nothing_was_installed(tmp_path, lock_channel, lock_index):
+def test_no_conda_lock_check_failure_says_nothing_was_installed(tmp_path, tmp_path_factory, lock_channel, lock_index):
+    import madelocks
+
     env = dict(os.environ, TFGPU_INDEX_URL=lock_index, TFGPU_CACHE_DIR=str(tmp_path / "cache"), HOME=str(tmp_path))
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    path = tmp_path / "conda-lock.yml"
-    made = run_tool(
-        "lock",
-        *("--tf", "2.13", "--mode", "conda", "--python", python, "--no-detect", "--channel", str(lock_channel)),
-        *("--platform", "linux-64", "-o", str(path)),
-        env=env,
-    )
-    assert made.returncode == 0, made.stderr
+    # The real lock, made once a session (tests/madelocks.py): its checks are the subject here.
+    path = madelocks.conda_lock(tmp_path_factory, tmp_path / "conda-lock.yml", lock_channel, lock_index)
     text = path.read_text()
     broken = {
         "corrupt.yml": "version: 1\nmetadata: {}\npackage: 3\n",

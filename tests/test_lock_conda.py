@@ -62,6 +62,17 @@ def lock(tmp_path, channel, env, *extra, tf="2.13", platforms=("linux-64",), pyt
     return run_tool(*argv, env=env), out
 
 
+@pytest.fixture
+def default_lock(tmp_path, tmp_path_factory, channel, index) -> Path:
+    """The default lock (TF 2.13, linux-64), made once a session by the real tool (tests/madelocks.py)
+    and copied here: the tests that read, install or edit it are not about making it (what a lock
+    run says and writes is held by ``test_what_a_conda_lock_run_says_it_wrote``, other targets and
+    options by the tests that lock them)."""
+    import madelocks
+
+    return madelocks.conda_lock(tmp_path_factory, tmp_path / "conda-lock.yml", channel, index)
+
+
 def parsed(path: Path):
     from conda_lock.lockfile import parse_conda_lock_file
 
@@ -86,9 +97,8 @@ def test_what_a_conda_lock_run_says_it_wrote(tmp_path, channel, env):
     ) in said
 
 
-def test_conda_locks_own_parser_reads_it_and_its_cli_renders_it(tmp_path, channel, env):
-    done, out = lock(tmp_path, channel, env)
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_conda_locks_own_parser_reads_it_and_its_cli_renders_it(tmp_path, env, default_lock):
+    out = default_lock
     lockfile = parsed(out)
     conda = {p.name: p for p in lockfile.package if p.manager == "conda"}
     pip = {p.name: p for p in lockfile.package if p.manager == "pip"}
@@ -140,14 +150,13 @@ def test_tf_source_conda_forge_locks_tensorflow_from_the_channel_and_nothing_fro
     assert checked.returncode == 0 and json.loads(checked.stdout)["current"], checked.stdout + checked.stderr
 
 
-def test_conda_locks_own_models_and_writer_agree_with_our_file(tmp_path, channel, env):
+def test_conda_locks_own_models_and_writer_agree_with_our_file(tmp_path, env, default_lock):
     """Written directly in conda-lock's v1 format (importing conda-lock costs ~2 s): its parser reads
     the file into its models, its own writer writes those models again, and the result reads back
     equal — field for field, metadata included (package order aside)."""
     from conda_lock.lockfile import write_conda_lock_file
 
-    done, out = lock(tmp_path, channel, env)
-    assert done.returncode == 0, done.stderr
+    out = default_lock
     ours = parsed(out)
     again = tmp_path / "rewritten.yml"
     write_conda_lock_file(ours, again, metadata_choices=set())
@@ -162,11 +171,11 @@ def test_conda_locks_own_models_and_writer_agree_with_our_file(tmp_path, channel
     assert len(ours.package) == out.read_text().count("\n- name: ")
 
 
-def test_a_lock_made_without_a_gpu_targets_the_requested_cuda(tmp_path, channel, env):
+def test_a_lock_made_without_a_gpu_targets_the_requested_cuda(tmp_path, channel, env, default_lock):
     """No driver here: __cuda is the build's CUDA (11.8; 12.3 for TF 2.16.1), or the --driver's — never a default."""
-    done, out = lock(tmp_path, channel, env)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(parsed(out).metadata.custom_metadata["tfgpu_resolution.linux-64"])["virtual_cuda"] == "11.8"
+    assert (
+        json.loads(parsed(default_lock).metadata.custom_metadata["tfgpu_resolution.linux-64"])["virtual_cuda"] == "11.8"
+    )
     done, out = lock(tmp_path, channel, env, "--driver", "535.104.05", tf="2.16.1")
     assert done.returncode == 0, done.stderr
     lockfile = parsed(out)
@@ -174,9 +183,8 @@ def test_a_lock_made_without_a_gpu_targets_the_requested_cuda(tmp_path, channel,
     assert {p.name: p.version for p in lockfile.package}["cuda-version"] == "12.3"
 
 
-def test_create_from_the_lock_reproduces_exactly_the_locked_set(tmp_path, channel, env):
-    done, out = lock(tmp_path, channel, env)
-    assert done.returncode == 0, done.stderr
+def test_create_from_the_lock_reproduces_exactly_the_locked_set(tmp_path, env, default_lock):
+    out = default_lock
     prefix = tmp_path / "env"
     done = run_tool("create", "--from-lock", str(out), "--prefix", str(prefix), "--no-verify", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -191,9 +199,8 @@ def test_create_from_the_lock_reproduces_exactly_the_locked_set(tmp_path, channe
     assert (prefix / "etc" / "conda" / "activate.d" / "tfgpu-cuda.sh").is_file()
 
 
-def test_an_edited_lock_is_refused_before_anything_is_installed(tmp_path, channel, env):
-    done, out = lock(tmp_path, channel, env)
-    assert done.returncode == 0, done.stderr
+def test_an_edited_lock_is_refused_before_anything_is_installed(tmp_path, env, default_lock):
+    out = default_lock
     text = out.read_text()
     sha = next(p.hash.sha256 for p in parsed(out).package if p.name == "cudnn")
     out.write_text(text.replace(sha, "ab" * 32))
@@ -203,14 +210,13 @@ def test_an_edited_lock_is_refused_before_anything_is_installed(tmp_path, channe
     assert not (tmp_path / "env").exists()
 
 
-def test_a_tampered_hash_with_a_forged_checksum_is_caught_against_the_channel(tmp_path, channel, env):
+def test_a_tampered_hash_with_a_forged_checksum_is_caught_against_the_channel(tmp_path, env, default_lock):
     """Edit a package's sha256 and recompute the lock's own checksum: the channel's record disagrees."""
     from conda_lock.lockfile import write_conda_lock_file
 
     from tfgpu.lock.conda.write import model_digest
 
-    done, out = lock(tmp_path, channel, env)
-    assert done.returncode == 0, done.stderr
+    out = default_lock
     lockfile = parsed(out)
     for package in lockfile.package:
         if package.name == "cudatoolkit":
@@ -224,9 +230,8 @@ def test_a_tampered_hash_with_a_forged_checksum_is_caught_against_the_channel(tm
     assert not [p for p in tmp_path.iterdir() if ".tfgpu-" in p.name]
 
 
-def test_a_truncated_lock_and_another_tools_lock_are_refused(tmp_path, channel, env):
-    done, out = lock(tmp_path, channel, env)
-    assert done.returncode == 0, done.stderr
+def test_a_truncated_lock_and_another_tools_lock_are_refused(tmp_path, env, default_lock):
+    out = default_lock
     text = out.read_text()
     out.write_text(text[: len(text) // 2])
     done = run_tool("create", "--from-lock", str(out), "--prefix", str(tmp_path / "env"), "--json", env=env)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,12 +29,34 @@ def env(lock_env) -> dict[str, str]:
     return lock_env
 
 
-@pytest.fixture
-def lock_file(tmp_path, env) -> Path:
-    path = tmp_path / "team.txt"
+@pytest.fixture(scope="module")
+def made_lock(tmp_path_factory, uv_cache, index_url) -> Path:
+    """The linux-64 lock, written once for the module by the real tool, as ``lock_env`` has it run."""
+    base = tmp_path_factory.mktemp("pip-lock")
+    env = dict(
+        os.environ,
+        TFGPU_CACHE_DIR=str(uv_cache),
+        TFGPU_LOG_DIR=str(base / "logs"),
+        TFGPU_ENVS_DIR=str(base / "envs"),
+        JUPYTER_DATA_DIR=str(base / "jupyter"),
+        COLUMNS="160",
+        TFGPU_INDEX_URL=index_url,
+        TFGPU_BUNDLE_TOOL="0",
+    )
+    path = base / "team.txt"
     done = run_tool("lock", *TARGET, "--platform", "linux-64", "-o", str(path), env=env)
     assert done.returncode == 0, done.stderr
     return path
+
+
+@pytest.fixture
+def lock_file(tmp_path, made_lock) -> Path:
+    """A copy of the module's lock and the pylock.toml written beside it, for the test to read or edit
+    (the lock names no directory of its own; what ``lock`` writes and says is held by the tests that
+    run it)."""
+    for made in (made_lock, made_lock.with_name("pylock.linux-64.toml")):
+        shutil.copyfile(made, tmp_path / made.name)
+    return tmp_path / made_lock.name
 
 
 def resign(path: Path, edit) -> None:

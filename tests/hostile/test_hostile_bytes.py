@@ -120,8 +120,10 @@ def test_a_replaced_package_is_refused_through_a_conda_lock(cli, sandbox, channe
 
 @pytest.fixture(scope="module")
 def conda_bundle(tmp_path_factory, lock_channel, lock_index) -> Path:
+    """A real conda bundle, built by the tool (in this process: the cases are about reading it)."""
     import os
-    import subprocess
+
+    from conftest import run_tool
 
     root = tmp_path_factory.mktemp("hostile-conda-bundle")
     env = dict(
@@ -131,28 +133,9 @@ def conda_bundle(tmp_path_factory, lock_channel, lock_index) -> Path:
         TFGPU_LOG_DIR=str(root / "logs"),
         TFGPU_BUNDLE_TOOL="0",
     )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tfgpu",
-            "bundle",
-            "--tf",
-            "2.13",
-            "--mode",
-            "conda",
-            "--python",
-            PY,
-            "--no-detect",
-            "--platform",
-            "linux-64",
-            "--channel",
-            str(lock_channel),
-            "-o",
-            str(root / "bundle"),
-        ],
-        capture_output=True,
-        text=True,
+    done = run_tool(
+        *("bundle", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--platform", "linux-64"),
+        *("--channel", str(lock_channel), "-o", str(root / "bundle")),
         env=env,
     )
     assert done.returncode == 0, done.stderr

@@ -2,12 +2,12 @@
 exports cannot parse, a lock whose file name carries terminal escapes, a lock rewritten while it is
 read, a conda lock whose PyPI URL names an environment variable pip expands or that names one
 package file twice, a pip lock pin without hashes, two runs of a conda export sharing one download
-directory, and an interpreter candidate that never answers. Real files, the real CLI, real bash."""
+directory, and an interpreter candidate that never answers. Real files, the real CLI (run in this
+process: the cases are about what it writes, not about its process), real bash."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -35,23 +35,23 @@ def _forge_with(path: Path, **resolution) -> None:
     path.write_text(pip_lock.render(meta, lock.body, str(path)), encoding="utf-8")
 
 
-def test_a_recorded_compute_capability_the_exports_cannot_parse_is_malformed_not_a_traceback(tool, sandbox):
+def test_a_recorded_compute_capability_the_exports_cannot_parse_is_malformed_not_a_traceback(cli, sandbox):
     """The record's compute_capabilities were checked as a user's --gpu-cc (``8.0`` passes), but the
     Kubernetes export reads them as a wheel lists them (``sm_80``) and crashed with a ValueError
     traceback. A lock is data: a record in another form is ``lock-malformed`` (exit 2), nothing written."""
     lock = sandbox / "team.txt"
     _forge_with(lock, compute_capabilities=["8.0"])
     out = sandbox / "kube"
-    done = tool("script", "--format", "kubernetes", "--from-lock", str(lock), "-o", str(out), "--json")
+    done = cli("script", "--format", "kubernetes", "--from-lock", str(lock), "-o", str(out), "--json")
     assert done.code == 2, done.out + done.err
     assert json.loads(done.out)["error"]["code"] == "lock-malformed"
     assert not out.exists()
     _forge_with(lock, compute_capabilities=["sm_80", "compute_90"])  # the wheel's form still exports
-    done = tool("script", "--format", "kubernetes", "--from-lock", str(lock), "-o", str(out))
+    done = cli("script", "--format", "kubernetes", "--from-lock", str(lock), "-o", str(out))
     assert done.code == 0, done.err
 
 
-def test_a_lock_name_with_terminal_escapes_reaches_no_export_raw(tool, sandbox):
+def test_a_lock_name_with_terminal_escapes_reaches_no_export_raw(cli, sandbox):
     """A lock file named with an escape sequence and a carriage return: the header's comments were
     cleaned, but the bash script's ``LOCK_NAME='...'`` carried the bytes raw, so ``cat install.sh``
     (or the script's own "pinned: ..." line on the target) would run them in the reviewer's terminal
@@ -60,7 +60,7 @@ def test_a_lock_name_with_terminal_escapes_reaches_no_export_raw(tool, sandbox):
     forged_pip_lock(lock)
     for fmt in ("bash", "slurm", "ansible", "cloud-init"):
         out = sandbox / fmt
-        done = tool("script", "--format", fmt, "--from-lock", str(lock), "-o", str(out))
+        done = cli("script", "--format", fmt, "--from-lock", str(lock), "-o", str(out))
         assert done.code == 0, done.err
         for written in [out] if out.is_file() else [p for p in out.rglob("*") if p.is_file()]:
             data = written.read_bytes()
@@ -130,30 +130,38 @@ def test_install_sh_gives_up_on_an_interpreter_that_hangs(tmp_path):
     assert f"{hanging}: did not answer within 2 seconds" in done.stderr
 
 
-@pytest.fixture
-def conda_lock(tmp_path, lock_channel, lock_index):
-    """A real conda lock (TF 2.13 from the local channel served over HTTP on the loopback, its PyPI
-    part from the local index): what an export accepts."""
-    from conftest import run_tool
+@pytest.fixture(scope="module")
+def served_channel(lock_channel):
+    """The local channel served over HTTP on the loopback for the module: the exported scripts
+    download from it."""
     from test_export_fromlock import _serve
 
-    httpd = _serve(lock_channel)  # served for the whole test: the exported scripts download from it
+    httpd = _serve(lock_channel)
     try:
-        env = {**os.environ, "TFGPU_INDEX_URL": lock_index, "TFGPU_CACHE_DIR": str(tmp_path / "cache")}
-        env.update(TFGPU_LOG_DIR=str(tmp_path / "logs"), TFGPU_INSECURE_HOSTS="127.0.0.1")
-        path = tmp_path / "conda-lock.yml"
-        channel = f"http://127.0.0.1:{httpd.server_address[1]}"
-        argv = ["lock", "--tf", "2.13", "--mode", "conda", "--python", WANT, "--no-detect"]
-        argv += ["--channel", channel, "--platform", "linux-64", "--allow-cpu", "-o", str(path)]
-        made = run_tool(*argv, env=env)
-        assert made.returncode == 0, made.stdout + made.stderr
-        yield path
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
         httpd.shutdown()
         httpd.server_close()
 
 
-def test_a_conda_locks_pypi_url_naming_an_environment_variable_is_refused(tool, sandbox, conda_lock):
+@pytest.fixture
+def conda_lock(tmp_path, tmp_path_factory, served_channel, lock_index):
+    """A real conda lock (TF 2.13 from the local channel served over HTTP on the loopback, its PyPI
+    part from the local index): what an export accepts. Made once a session, each case edits its
+    own copy (tests/madelocks.py)."""
+    import madelocks
+
+    return madelocks.conda_lock(
+        tmp_path_factory,
+        tmp_path / "conda-lock.yml",
+        served_channel,
+        lock_index,
+        "--allow-cpu",
+        env={"TFGPU_INSECURE_HOSTS": "127.0.0.1"},
+    )
+
+
+def test_a_conda_locks_pypi_url_naming_an_environment_variable_is_refused(cli, sandbox, conda_lock):
     """pip (and uv) expand ``${NAME}`` in a requirements file. A conda lock whose PyPI entry's URL
     holds ``${AWS_SECRET_ACCESS_KEY}`` (checksum recomputed: anyone can) passed the URL door, so the
     exported script's ``pip install --require-hashes`` would send the target's secret to the lock's
@@ -173,7 +181,7 @@ def test_a_conda_locks_pypi_url_naming_an_environment_variable_is_refused(tool, 
     assert "${AWS_SECRET_ACCESS_KEY}" in conda_lock.read_text()
     out = sandbox / "install.sh"
     insecure = {"TFGPU_INSECURE_HOSTS": "127.0.0.1"}
-    done = tool("script", "--format", "bash", "--from-lock", str(conda_lock), "-o", str(out), "--json", env=insecure)
+    done = cli("script", "--format", "bash", "--from-lock", str(conda_lock), "-o", str(out), "--json", env=insecure)
     assert done.code == 2 and json.loads(done.out)["error"]["code"] == "lock-has-options", done.out + done.err
     assert not out.exists()
 
@@ -222,7 +230,7 @@ def test_two_runs_of_a_conda_lock_script_sharing_the_downloads_each_install_the_
     assert not list(downloads.glob("*.part*"))
 
 
-def test_a_conda_lock_naming_one_package_file_twice_is_refused(tool, sandbox, conda_lock):
+def test_a_conda_lock_naming_one_package_file_twice_is_refused(cli, sandbox, conda_lock):
     """Two conda entries whose URLs end in the same file name (another directory of the same channel,
     noarch/ beside linux-64/, another sha256; checksum recomputed): the bash export downloads each to
     its file name, so the second replaced the first after the first was checked, and conda got the
@@ -239,12 +247,12 @@ def test_a_conda_lock_naming_one_package_file_twice_is_refused(tool, sandbox, co
     write_conda_lock_file(lockfile, conda_lock, metadata_choices=set())
     out = sandbox / "install.sh"
     insecure = {"TFGPU_INSECURE_HOSTS": "127.0.0.1"}
-    done = tool("script", "--format", "bash", "--from-lock", str(conda_lock), "-o", str(out), "--json", env=insecure)
+    done = cli("script", "--format", "bash", "--from-lock", str(conda_lock), "-o", str(out), "--json", env=insecure)
     assert done.code == 2 and json.loads(done.out)["error"]["code"] == "lock-has-options", done.out + done.err
     assert "appear under two URLs" in done.out and not out.exists()
 
 
-def test_a_pip_lock_pin_without_a_hash_is_refused_at_export_not_on_the_target(tool, sandbox):
+def test_a_pip_lock_pin_without_a_hash_is_refused_at_export_not_on_the_target(cli, sandbox):
     """A lock whose pin has no --hash line (checksum recomputed) passed: the export's header said
     every file is checked against its sha256, and only pip's --require-hashes on the target, after
     review and shipping, refused the whole install, with the hint that a mirror had changed a file.
@@ -257,6 +265,6 @@ def test_a_pip_lock_pin_without_a_hash_is_refused_at_export_not_on_the_target(to
     meta = {key: value for key, value in read.meta.items() if key != "sha256"}
     lock.write_text(pip_lock.render(meta, read.body + "numpy==1.26.4\n", str(lock)), encoding="utf-8")
     out = sandbox / "install.sh"
-    done = tool("script", "--format", "bash", "--from-lock", str(lock), "-o", str(out), "--json")
+    done = cli("script", "--format", "bash", "--from-lock", str(lock), "-o", str(out), "--json")
     assert done.code == 2 and json.loads(done.out)["error"]["code"] == "lock-has-options", done.out + done.err
     assert "numpy==1.26.4" in done.out and not out.exists()

@@ -8,33 +8,20 @@ one, made from tests/condachannel.py's channel; the checksum is recomputed as an
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
 from .conftest import changed, snapshot
 
-PY = f"{sys.version_info.major}.{sys.version_info.minor}"
-
 
 @pytest.fixture
-def conda_lock(tmp_path, lock_channel, lock_index, monkeypatch):
-    from conftest import run_tool
+def conda_lock(tmp_path, tmp_path_factory, lock_channel, lock_index, monkeypatch):
+    """The real lock, made once a session and copied here (tests/madelocks.py): each case edits its own."""
+    import madelocks
 
-    env = {
-        "TFGPU_INDEX_URL": lock_index,
-        "TFGPU_CACHE_DIR": str(tmp_path / "cache"),
-        "TFGPU_LOG_DIR": str(tmp_path / "logs"),
-    }
-    path = tmp_path / "conda-lock.yml"
-    made = run_tool(
-        "lock", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--channel", str(lock_channel),
-        "--platform", "linux-64", "-o", str(path), env={**os.environ, **env},
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
+    path = madelocks.conda_lock(tmp_path_factory, tmp_path / "conda-lock.yml", lock_channel, lock_index)
+    monkeypatch.setenv("TFGPU_INDEX_URL", lock_index)
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TFGPU_LOG_DIR", str(tmp_path / "logs"))
     return path
 
 

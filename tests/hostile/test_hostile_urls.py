@@ -82,14 +82,15 @@ def without_reaching_out(run, *argv, **kwargs):
             reached.append(address)
         return real_connect_ex(self, address)
 
-    def popen(argv, *args, **kwargs):
-        started.append(argv)
-        return real_popen(argv, *args, **kwargs)
+    class Popen(real_popen):  # a class, as subprocess.Popen is: a module first imported now may write Popen[bytes]
+        def __init__(self, argv, *args, **kwargs):
+            started.append(argv)
+            super().__init__(argv, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(socket.socket, "connect", connect)
         patch.setattr(socket.socket, "connect_ex", connect_ex)
-        patch.setattr(subprocess, "Popen", popen)
+        patch.setattr(subprocess, "Popen", Popen)
         with hang_guard(" ".join(argv)):
             done = run(*argv, **kwargs)
     assert reached == [], f"the tool connected to {reached} before refusing"
@@ -250,35 +251,14 @@ def test_an_overlay_download_url_goes_through_the_door(cli, sandbox, tmp_path, m
 
 
 @pytest.fixture
-def conda_lock(tmp_path, lock_channel, lock_index, monkeypatch):
-    from conftest import run_tool
+def conda_lock(tmp_path, tmp_path_factory, lock_channel, lock_index, monkeypatch):
+    """The real lock, made once a session and copied here (tests/madelocks.py): each case edits its own."""
+    import madelocks
 
-    env = {
-        "TFGPU_INDEX_URL": lock_index,
-        "TFGPU_CACHE_DIR": str(tmp_path / "cache"),
-        "TFGPU_LOG_DIR": str(tmp_path / "logs"),
-    }
-    path = tmp_path / "conda-lock.yml"
-    made = run_tool(
-        "lock",
-        "--tf",
-        "2.13",
-        "--mode",
-        "conda",
-        "--python",
-        PY,
-        "--no-detect",
-        "--channel",
-        str(lock_channel),
-        "--platform",
-        "linux-64",
-        "-o",
-        str(path),
-        env={**__import__("os").environ, **env},
-    )
-    assert made.returncode == 0, made.stderr
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
+    path = madelocks.conda_lock(tmp_path_factory, tmp_path / "conda-lock.yml", lock_channel, lock_index)
+    monkeypatch.setenv("TFGPU_INDEX_URL", lock_index)
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TFGPU_LOG_DIR", str(tmp_path / "logs"))
     return path
 
 
@@ -377,7 +357,42 @@ def test_the_data_fetcher_refuses_a_redirect_naming_its_target(redirecting, tmp_
     assert _Redirecting.seen == ["/pypi/tensorflow/json"]
 
 
-def test_update_data_refuses_wheel_urls_an_index_points_elsewhere(tmp_path, monkeypatch, cli, sandbox):
+@pytest.fixture(scope="module")
+def recorded_pypi():
+    """The recorded PyPI of tests/pypifixture.py (its request handler), started once for the module,
+    answering its project documents only: these cases end before any wheel's bytes are asked for
+    (a request for them gets 416 and shows), and building the recorded wheel images cost more CPU
+    than a case's own work. A case may point it at an index directory of its own."""
+    import pypifixture
+
+    handler = type(
+        "Handler",
+        (pypifixture.RecordedIndex,),
+        {"ranges": {}, "members": {}, "index_dir": pypifixture.FIXTURE / "index", "requests": []},
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    server.url = f"http://127.0.0.1:{server.server_address[1]}/pypi"
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def pypi(recorded_pypi):
+    """The recorded PyPI, serving the recorded index unless the case points it elsewhere
+    (``pypi.RequestHandlerClass.index_dir``); no wheel was asked for."""
+    import pypifixture
+
+    yield recorded_pypi
+    handler = recorded_pypi.RequestHandlerClass
+    handler.index_dir = pypifixture.FIXTURE / "index"
+    assert not [path for path in handler.requests if path.startswith("/files/")], handler.requests
+
+
+def test_update_data_refuses_wheel_urls_an_index_points_elsewhere(tmp_path, monkeypatch, cli, sandbox, pypi):
     """An index on loopback whose answer lists its wheels on plain HTTP elsewhere: refused before any fetch."""
     import json
     import shutil
@@ -398,20 +413,17 @@ def test_update_data_refuses_wheel_urls_an_index_points_elsewhere(tmp_path, monk
         for entry in files:
             entry["url"] = "http://10.9.9.9/files/" + entry["filename"]
     (index / "tensorflow.json").write_text(json.dumps(document))
-    with pypifixture.serve(index) as url:
-        done = without_reaching_out(cli, "update-data", "--index", url, "--json")
+    pypi.RequestHandlerClass.index_dir = index
+    done = without_reaching_out(cli, "update-data", "--index", pypi.url, "--json")
     assert (done.code, done.error) == (2, "insecure-url"), done.out
     assert "10.9.9.9" in done.out
 
 
-def test_loopback_needs_naming_too(cli, sandbox, unnamed):
-    import pypifixture
-
-    with pypifixture.serve() as url:
-        refused = without_reaching_out(cli, "update-data", "--index", url, "--json")
-        assert (refused.code, refused.error) == (2, "insecure-url"), refused.out
-        assert "--insecure-host 127.0.0.1" in refused.out
-        allowed = cli("update-data", "--index", url, "--insecure-host", "127.0.0.1", "--json")
+def test_loopback_needs_naming_too(cli, sandbox, unnamed, pypi):
+    refused = without_reaching_out(cli, "update-data", "--index", pypi.url, "--json")
+    assert (refused.code, refused.error) == (2, "insecure-url"), refused.out
+    assert "--insecure-host 127.0.0.1" in refused.out
+    allowed = cli("update-data", "--index", pypi.url, "--insecure-host", "127.0.0.1", "--json")
     assert allowed.error != "insecure-url" and allowed.code in (0, 1), allowed.out
 
 

@@ -103,7 +103,9 @@ class Kind:
 
 def _files(root: Path):
     """(path, stat) of every regular file under ``root`` and the symbolic links met, never followed."""
-    files, links, stack = [], [], [root]
+    # Directories wait as strings: a Path per directory parses its whole path again, which cost
+    # seconds (quadratic in the depth) on a chain a few thousand directories deep.
+    files, links, stack = [], [], [os.fspath(root)]
     while stack:
         directory = stack.pop()
         try:
@@ -118,7 +120,7 @@ def _files(root: Path):
             if stat.S_ISLNK(info.st_mode):
                 links.append(Path(entry.path))
             elif stat.S_ISDIR(info.st_mode):
-                stack.append(Path(entry.path))
+                stack.append(entry.path)
             elif stat.S_ISREG(info.st_mode):
                 files.append((Path(entry.path), info))
     return files, links
@@ -127,19 +129,24 @@ def _files(root: Path):
 def held_outside(root: Path) -> set[tuple[int, int]]:
     """The files under ``root`` that have a hard link outside it (an env's): the store's own names
     for one file (the bytecode store keeps a file under two keys) do not count."""
-    files, _ = _files(root)
+    return _outside(_files(root)[0])
+
+
+def _outside(files) -> set[tuple[int, int]]:
     names: dict[tuple[int, int], int] = {}
     for _, info in files:
         names[(info.st_dev, info.st_ino)] = names.get((info.st_dev, info.st_ino), 0) + 1
     return {(info.st_dev, info.st_ino) for _, info in files if info.st_nlink > names[(info.st_dev, info.st_ino)]}
 
 
-def usage(root: Path, keep=None) -> Usage:
+def usage(root: Path, keep=None, walked=None) -> Usage:
     """The files under ``root``, each inode once, symbolic links not followed (``keep``: a test of
-    a path; the files it accepts are counted, as a prune would leave the others)."""
+    a path; the files it accepts are counted, as a prune would leave the others; ``walked``: what
+    :func:`_files` found under ``root``, so that a second count walks no tree again)."""
     found, seen = Usage(), set()
-    files, found.links_out = _files(root)
-    outside = held_outside(root) if files else set()
+    files, links = _files(root) if walked is None else walked
+    found.links_out = list(links)
+    outside = _outside(files) if files else set()
     for path, info in files:
         key = (info.st_dev, info.st_ino)
         if key in seen or (keep is not None and not keep(path, info)):
@@ -229,16 +236,18 @@ def survey(root: Path, uv_cache) -> list[Kind]:
     kinds = []
     for kind in KINDS:
         path = root / kind
-        note = ""
+        note, walked = "", None
         if path.is_symlink():
             found = Usage(links_out=[path])
             note = f"a link to {os.readlink(path)}: not the tool's, left alone"  # shown escaped by the renderer
         else:
-            found = usage(path)
+            # One walk for both counts: a tree a few thousand directories deep took seconds a walk.
+            walked = _files(path)
+            found = usage(path, walked=walked)
         test = prunable(kind, path)
         frees = None if kind == "uv" else 0
         if test is not None and not path.is_symlink():
-            removed = usage(path, keep=test)
+            removed = usage(path, keep=test, walked=walked)
             frees = removed.frees
         twice = unpacked_twice(path) if kind == "uv" and not path.is_symlink() else {}
         kinds.append(Kind(kind, path, found, prune_frees=frees, note=note, twice=twice))

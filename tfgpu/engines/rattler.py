@@ -26,32 +26,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rattler import (
-    BuildString,
-    GenericVirtualPackage,
-    PackageName,
-    PackageRecord,
-    RepoDataRecord,
-    Version,
-    VirtualPackage,
-)
-
 from tfgpu.doors import secrets, trees, untrusted
 from tfgpu.doors.requirements import match_spec
 from tfgpu.doors.urls import local_path
 from tfgpu.engines.channels import CONDA_FORGE, channel_urls, check_channels, check_local_indexes  # noqa: F401
 from tfgpu.engines.download import file_digest
+from tfgpu.engines.rattler_wire import BYTES, GLIBC, MACOS, PROGRESS, records_from_json, virtual_packages  # noqa: F401
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.process.runner import Runner
 from tfgpu.resolver.drivers import cuda_for_driver
-
-GLIBC = "2.28"
-"""The glibc a lock for linux-* assumes (the floor the pip side locks for: manylinux_2_28)."""
-MACOS = "14.0"
-PROGRESS = "progress: "
-"""The prefix of the engine process's lines that are passed on to the reporter."""
-BYTES = "bytes "
-"""After :data:`PROGRESS`: ``bytes DONE TOTAL`` (TOTAL ``-`` when unknown), the package downloads so far."""
 
 
 def transfer_of(line: str) -> tuple[int, int | None] | None:
@@ -89,30 +72,6 @@ def conda_specs(resolution, cpu_only: bool = False) -> tuple[list[str], list[str
     if cpu_only or not specs:
         return [match_spec(f"python {resolution.python}.*", what="The env's Python")], pip
     return specs, pip
-
-
-def virtual_packages(platform: str, cuda: str | None, *, this_host: bool):
-    """The virtual packages of the machine an env is for: ``__cuda`` from the plan; the rest
-    detected on this host (``this_host``), or the stated floors of ``platform`` (a lock for
-    another machine: ``__glibc`` 2.28, ``__osx`` 14.0)."""
-
-    def virtual(name: str, version: str) -> GenericVirtualPackage:
-        return GenericVirtualPackage(PackageName(name), Version(version), BuildString("0"))
-
-    if this_host:
-        found = [p.into_generic() for p in VirtualPackage.detect()]
-        found = [p for p in found if p.name.normalized != "__cuda"]
-    else:
-        found = [virtual("__archspec", "1")]
-        if platform.startswith("linux"):
-            found += [virtual("__unix", "0"), virtual("__linux", "5.10"), virtual("__glibc", GLIBC)]
-        elif platform.startswith("osx"):
-            found += [virtual("__unix", "0"), virtual("__osx", MACOS)]
-        else:
-            found.append(virtual("__win", "0"))
-    if cuda:
-        found.append(virtual("__cuda", cuda))
-    return found
 
 
 def solve(
@@ -313,21 +272,6 @@ def _engine(operation: str, what: str, request: dict, runner=None, reporter=None
 def _records(answer: dict) -> list:
     with tempfile.TemporaryDirectory(prefix="tfgpu-rattler-") as scratch:
         return records_from_json(answer["records"], Path(scratch))
-
-
-def records_from_json(rows: list[dict], scratch: Path) -> list:
-    """rattler's repodata records from their JSON (the engine's answers and requests): rattler reads
-    a record from an ``index.json``-like file, and takes its checksums and size apart."""
-    records = []
-    for number, row in enumerate(rows):
-        path = scratch / f"record-{number}.json"
-        path.write_text(json.dumps(row), encoding="utf-8")
-        package = PackageRecord.from_index_json(
-            path, size=row.get("size"), sha256=row.get("sha256"), md5=row.get("md5")
-        )
-        url = str(row["url"])
-        records.append(RepoDataRecord(package, row.get("fn") or url.rsplit("/", 1)[-1], url, row.get("channel") or ""))
-    return records
 
 
 def install(

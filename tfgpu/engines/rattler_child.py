@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from tfgpu.doors import trees, untrusted
-from tfgpu.engines.rattler import BYTES, PROGRESS
+from tfgpu.engines.rattler_wire import BYTES, PROGRESS
 
 
 def _say(text: str) -> None:
@@ -52,7 +52,7 @@ def _gateway(repodata_cache: str, offline: bool):
 def _solve(request: dict, scratch: Path) -> list:
     from rattler import Channel, solve
 
-    from tfgpu.engines.rattler import records_from_json, virtual_packages
+    from tfgpu.engines.rattler_wire import records_from_json, virtual_packages
 
     virtual = virtual_packages(request["platform"], request["cuda"], this_host=request["this_host"])
     pinned = records_from_json(request.get("pinned") or [], scratch)
@@ -84,7 +84,7 @@ def _query(request: dict, scratch: Path) -> list:
 def _install(request: dict, scratch: Path) -> list:
     from rattler import install
 
-    from tfgpu.engines.rattler import records_from_json
+    from tfgpu.engines.rattler_wire import records_from_json
 
     records = records_from_json(request["records"], scratch)
     keep = set(request["keep"]) if request.get("keep") is not None else None
