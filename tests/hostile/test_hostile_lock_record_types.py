@@ -59,7 +59,7 @@ def test_a_pip_lock_whose_record_holds_a_list_field_of_another_type_is_refused(c
 
 
 @pytest.mark.parametrize("key", ["compute_capabilities", "companions", "conda_specs"])
-@pytest.mark.parametrize("value", [5, False, {"sm_80": 1}], ids=repr)
+@pytest.mark.parametrize("value", [5, False, {"sm_80": 1}, [""], ["x\n--channel evil"]], ids=repr)
 def test_a_conda_record_holding_a_list_field_of_another_type_is_refused(key, value):
     """The record alone (the reader's check is pure): what the real lock below goes through."""
     from test_lock_recorded import _conda_lock_with
@@ -71,12 +71,14 @@ def test_a_conda_record_holding_a_list_field_of_another_type_is_refused(key, val
     assert refused.value.code in ("lock-malformed", "lock-corrupt")
 
 
-def test_a_real_conda_lock_whose_record_holds_a_number_for_a_list_is_refused(
-    tool, sandbox, lock_channel, lock_index, tmp_path
+@pytest.mark.parametrize(("key", "value"), [("compute_capabilities", 5), ("conda_specs", ["python 3.10.*", " "])])
+def test_a_real_conda_lock_whose_record_holds_a_hostile_list_is_refused(
+    tool, sandbox, lock_channel, lock_index, key, value
 ):
     """For real: a conda lock written by the tool, its record given ``compute_capabilities: 5`` (a
-    pip field the conda reader does not look at) and signed again; ``lock --check``, ``create
-    --from-lock --dry-run`` and ``script --from-lock`` each refuse it, nothing written, no traceback."""
+    pip field the conda reader does not look at) or a blank conda spec (``lock --check`` reads each
+    spec's first word), and signed again; ``lock --check``, ``create --from-lock --dry-run`` and
+    ``script --from-lock`` each refuse it, nothing written, no traceback."""
     import sys
 
     from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
@@ -95,7 +97,7 @@ def test_a_real_conda_lock_whose_record_holds_a_number_for_a_list_is_refused(
     lockfile = parse_conda_lock_file(path)
     custom = lockfile.metadata.custom_metadata
     entry = json.loads(custom["tfgpu_resolution.linux-64"])
-    custom["tfgpu_resolution.linux-64"] = json.dumps(entry | {"compute_capabilities": 5})
+    custom["tfgpu_resolution.linux-64"] = json.dumps(entry | {key: value})
     custom["tfgpu_packages_sha256"] = model_digest(lockfile)
     write_conda_lock_file(lockfile, path, metadata_choices=set())
     out = sandbox / "install.sh"
@@ -107,6 +109,6 @@ def test_a_real_conda_lock_whose_record_holds_a_number_for_a_list_is_refused(
     ):
         done = tool(*argv, "--json", env=env)
         assert (done.code, done.error) == (2, "lock-malformed"), done.out + done.err
-        assert "compute_capabilities" in json.loads(done.out)["error"]["message"]
+        assert key in json.loads(done.out)["error"]["message"]
     assert not out.exists()
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from tfgpu.doors.requirements import name_problem
+from tfgpu.doors.requirements import name_problem, spec_problem
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, host_platform
 from tfgpu.lock.recorded import Recorded
@@ -82,6 +82,10 @@ def check_record(recorded: dict, *, path, mode: str, cpu_only: bool) -> Recorded
         items = recorded.get(key, None if key != "requirements" else ...)
         if items is not None and not (isinstance(items, list) and all(isinstance(item, str) for item in items)):
             raise refuse(key, "a list of text")
+    # A conda lock's specs are read back (`lock --check` looks for tensorflow's among them by its
+    # first word): each is what the tool writes, a match spec through the requirement door.
+    if any(spec_problem(spec) for spec in recorded.get("conda_specs") or ()):
+        raise refuse("conda_specs", "a list of conda match specs (name version build)")
     for cc in recorded.get("compute_capabilities") or ():
         try:
             # the wheel's own form (sm_80, compute_90), the one every reader of the record parses
