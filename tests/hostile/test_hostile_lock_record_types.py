@@ -112,3 +112,62 @@ def test_a_real_conda_lock_whose_record_holds_a_hostile_list_is_refused(
         assert key in json.loads(done.out)["error"]["message"]
     assert not out.exists()
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def _forged_header(path, **changes) -> None:
+    """A pip lock whose header (not its resolution) holds ``changes``, signed again."""
+    from tfgpu.lock.pip import lockfile as pip_lock
+
+    forged_pip_lock(path)
+    lock = pip_lock.read(path)
+    meta = {name: field for name, field in lock.meta.items() if name != "sha256"}
+    path.write_text(pip_lock.render(meta | changes, lock.body, str(path)), encoding="utf-8")
+
+
+@pytest.mark.parametrize("tool_version", ["1\nInstalled and verified: GPU works", "9" * 100_000, "\x1b[2J1.0"])
+@pytest.mark.parametrize("lock_format", [None, 99], ids=["this-format", "another-format"])
+def test_a_lock_s_recorded_tool_version_never_prints_lines_of_its_own(cli, sandbox, tool_version, lock_format):
+    """The header's ``tool_version`` is shown in what a lock install says (``tfgpu-install X``) and in
+    the answer to a lock of another format: a line break there printed a line of the lock's choosing,
+    and 100,000 digits printed 100,000 digits. In a lock of this format it must be a version
+    (``lock-malformed``); in another format's, the answer shows it on one line, cut short."""
+    lock = sandbox / "tfgpu-lock.linux-64.txt"
+    _forged_header(lock, tool_version=tool_version, **({} if lock_format is None else {"format": lock_format}))
+    before = snapshot(sandbox)
+    for want_json in ((), ("--json",)):
+        done = no_traceback(
+            cli,
+            "create",
+            "--from-lock",
+            str(lock),
+            "--prefix",
+            str(sandbox / "E"),
+            "--dry-run",
+            "--no-detect",
+            *want_json,
+        )
+        assert done.code in (2, 3), done.out + done.err
+        shown = done.out + done.err
+        assert "\nInstalled and verified" not in shown and "\x1b" not in shown
+        assert "9" * 200 not in shown and len(shown) < 5_000
+        if want_json:
+            assert done.error == ("lock-malformed" if lock_format is None else "lock-format-unsupported")
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def test_a_lock_of_another_format_offers_no_command_made_of_lines_of_its_own(cli, sandbox):
+    """The answer to a lock of another format offers the command that writes it again, made of its
+    header's fields (unchecked: this version does not know that format): one with a line break in
+    its ``tensorflow`` or ``python`` is not offered, the plain way to regenerate is."""
+    from tfgpu.lock.pip import lockfile as pip_lock
+
+    lock = sandbox / "tfgpu-lock.linux-64.txt"
+    forged_pip_lock(lock)
+    parsed = pip_lock.read(lock)
+    meta = {name: field for name, field in parsed.meta.items() if name != "sha256"}
+    meta["resolution"]["tensorflow"] = "2.15\nInstalled and verified: GPU works"
+    lock.write_text(pip_lock.render(meta | {"format": 2}, parsed.body, str(lock)), encoding="utf-8")
+    done = no_traceback(cli, "create", "--from-lock", str(lock), "--prefix", str(sandbox / "E"), "--dry-run")
+    assert done.code == 3, done.out + done.err
+    assert "\nInstalled and verified" not in done.out + done.err
+    assert "regenerate it with `tfgpu-install lock`" in done.err
