@@ -64,6 +64,17 @@ class Parser(argparse.ArgumentParser):
         self.argv = list(args) if args is not None else []
         return super().parse_known_args(args, namespace)
 
+    def _get_values(self, action, arg_strings):  # noqa: D102 - argparse hook
+        # `--tf=--`: an option's value that is `--` itself. Python before 3.13 drops that `--` as
+        # if it ended the options, leaving a list where every reader of the option expects text
+        # (a traceback from `--format=--`, `--name=--`, ...); 3.13 keeps it, and so does the quick
+        # reading (tfgpu.cli.grammar.quick), so argparse reads it as 3.13 does on every Python.
+        if action.option_strings and action.nargs in (None, "?") and arg_strings == ["--"]:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+            return value
+        return super()._get_values(action, arg_strings)
+
     def parse_args(self, args=None, namespace=None):  # noqa: D102 - unknown words get their own answer
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from tfgpu.doors.requirements import name_problem
+from tfgpu.doors.requirements import name_problem, spec_problem
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, host_platform
 from tfgpu.lock.recorded import Recorded
@@ -30,6 +30,8 @@ _PINNED = re.compile(r"==[0-9][0-9A-Za-z.+!_-]*", re.ASCII)
 """One exact release (``==2.10.0``): no range, no wildcard, no arbitrary equality (``===``)."""
 _WHEEL_ARCH = re.compile(r"(?:sm|compute)_[1-9][0-9]{1,2}", re.ASCII)
 """A recorded compute capability as the wheel lists it (``tfgpu.resolver.gpu.Arch.parse`` reads it)."""
+_LISTS = ("requirements", "compute_capabilities", "companions", "conda_specs")
+"""The record's fields that are lists of text (``requirements`` always there, the others optional)."""
 
 
 def check_record(recorded: dict, *, path, mode: str, cpu_only: bool) -> Recorded:
@@ -73,6 +75,17 @@ def check_record(recorded: dict, *, path, mode: str, cpu_only: bool) -> Recorded
         parsed(key, lambda v: v if _COMPONENT.fullmatch(v) else None, "a version (e.g. 12.2)", optional=True)
     for key in ("min_driver", "toolkit_driver"):
         parsed(key, parse_driver, "an NVIDIA driver version", optional=True)
+    # Each reader checks the lists its own format writes, but a lock may carry the other format's
+    # (a pip lock's conda_specs, a conda lock's compute_capabilities): the record is built from all
+    # four, so each is a list of text here, whichever lock holds it, or absent.
+    for key in _LISTS:
+        items = recorded.get(key, None if key != "requirements" else ...)
+        if items is not None and not (isinstance(items, list) and all(isinstance(item, str) for item in items)):
+            raise refuse(key, "a list of text")
+    # A conda lock's specs are read back (`lock --check` looks for tensorflow's among them by its
+    # first word): each is what the tool writes, a match spec through the requirement door.
+    if any(spec_problem(spec) for spec in recorded.get("conda_specs") or ()):
+        raise refuse("conda_specs", "a list of conda match specs (name version build)")
     for cc in recorded.get("compute_capabilities") or ():
         try:
             # the wheel's own form (sm_80, compute_90), the one every reader of the record parses

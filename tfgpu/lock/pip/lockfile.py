@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tfgpu import __version__
 from tfgpu.doors import quoting, untrusted
+from tfgpu.doors.controls import shown
 from tfgpu.doors.quoting import one_line
 from tfgpu.doors.requirements import problem
 from tfgpu.doors.urls import checked
@@ -32,6 +33,8 @@ from tfgpu.versions import version
 FORMAT = 1
 """The lock format this tool writes and reads; bumped when the header's meaning changes."""
 MARK = "# tfgpu-lock: "
+_TOOL_VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}", re.ASCII)
+"""The version of tfgpu-install a header says wrote it, as a version is written (``0.1.0``, ``1.2.0.dev3+g1a2b``)."""
 _RESOLUTION_KEYS = (
     "tensorflow",
     "package",
@@ -241,16 +244,24 @@ def read(path: Path, text: str | None = None) -> PipLock:
             ],
         )
     if meta.get("format") != FORMAT or meta.get("mode") != "pip":
+        # The header's own words, from a format this version may not know: each shown on one line and
+        # cut short, so a lock never prints lines of its choosing (or megabytes) into the answer.
+        said = {key: shown(str(meta.get(key, "?"))[:40]) for key in ("tool_version", "format", "mode")}
+        again = "Or regenerate it with `tfgpu-install lock`."
         try:
-            again = "Or regenerate it with this version: " + _regenerate(meta, str(path))
+            command = _regenerate(meta, str(path))
         except (KeyError, TypeError):
-            again = "Or regenerate it with `tfgpu-install lock`."
+            command = ""
+        # The command is made of the header's fields, which this version has not checked: only a
+        # short one-line command is offered (a field's line break would print a line of its own).
+        if command and shown(command) == command and len(command) <= 1_000:
+            again = "Or regenerate it with this version: " + command
         raise ImpossibleError(
             "lock-format-unsupported",
-            f"{path} was written by tfgpu-install {meta.get('tool_version', '?')} in lock format "
-            f"{meta.get('format')!r} ({meta.get('mode', '?')} mode); this tfgpu-install {__version__} reads pip "
+            f"{path} was written by tfgpu-install {said['tool_version']} in lock format "
+            f"{said['format']} ({said['mode']} mode); this tfgpu-install {__version__} reads pip "
             f"locks of format {FORMAT}.",
-            [f"Install tfgpu-install {meta.get('tool_version', '?')} to use this lock as it is.", again],
+            [f"Install tfgpu-install {said['tool_version']} to use this lock as it is.", again],
         )
     recorded = _check_shape(meta, path)
     signed = meta.pop("sha256", None)
@@ -286,6 +297,13 @@ def _check_shape(meta: dict, path) -> Recorded:
     for key in ("platform", "python_platform", "python", "index", "inputs_sha256", "tool_version"):
         untrusted.expect(meta.get(key), str, kind, source, f"the record's {key!r}")
     untrusted.expect(meta.get("cpu_only"), bool, kind, source, "the record's 'cpu_only'")
+    if not _TOOL_VERSION.fullmatch(meta["tool_version"]):
+        # What a lock install says it came from (`tfgpu-install X`): a version, never lines of text.
+        raise UsageError(
+            "lock-malformed",
+            f"{path}: the record's tool_version {shown(meta['tool_version'][:40])!r} is not a version.",
+            ["Regenerate the lock with `tfgpu-install lock`; a lock's record is never edited by hand."],
+        )
     if meta["platform"] not in PLATFORMS:
         untrusted.expect(None, str, kind, source, f"the record's platform {meta['platform']!r}")
     recorded = untrusted.expect(meta.get("resolution"), dict, kind, source, "the record's 'resolution'")
