@@ -306,18 +306,25 @@ def uv_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("uv-cache")
 
 
+def tool_environ(base: Path, uv_cache: Path, **extra: str) -> dict[str, str]:
+    """Environment for running tfgpu-install: ``uv_cache`` as its cache, its logs, envs dir and
+    Jupyter dir under ``base``, 160 columns; ``extra`` on top. What ``tool_env`` gives a test, and
+    what a module-scoped build (an env, a lock, a bundle made once for a module) runs under."""
+    return {
+        **os.environ,
+        "TFGPU_CACHE_DIR": str(uv_cache),
+        "TFGPU_LOG_DIR": str(base / "logs"),
+        "TFGPU_ENVS_DIR": str(base / "envs"),
+        "JUPYTER_DATA_DIR": str(base / "jupyter"),
+        "COLUMNS": "160",
+        **extra,
+    }
+
+
 @pytest.fixture
 def tool_env(tmp_path, uv_cache) -> dict[str, str]:
     """Environment for running tfgpu-install: its own cache, logs, envs dir and Jupyter dir."""
-    env = dict(os.environ)
-    env.update(
-        TFGPU_CACHE_DIR=str(uv_cache),
-        TFGPU_LOG_DIR=str(tmp_path / "logs"),
-        TFGPU_ENVS_DIR=str(tmp_path / "envs"),
-        JUPYTER_DATA_DIR=str(tmp_path / "jupyter"),
-        COLUMNS="160",
-    )
-    return env
+    return tool_environ(tmp_path, uv_cache)
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_tool
+from conftest import run_tool, tool_environ
 from test_lock_pip import leftovers
 
 from tfgpu.lock.pip import lockfile as pip_lock
@@ -30,16 +30,7 @@ def env(lock_env) -> dict[str, str]:
 def built(tmp_path_factory, uv_cache, index_url) -> Path:
     """The bundle, built once for the module by the real tool, as ``lock_env`` has it run."""
     base = tmp_path_factory.mktemp("pip-bundle")
-    env = dict(
-        os.environ,
-        TFGPU_CACHE_DIR=str(uv_cache),
-        TFGPU_LOG_DIR=str(base / "logs"),
-        TFGPU_ENVS_DIR=str(base / "envs"),
-        JUPYTER_DATA_DIR=str(base / "jupyter"),
-        COLUMNS="160",
-        TFGPU_INDEX_URL=index_url,
-        TFGPU_BUNDLE_TOOL="0",
-    )
+    env = tool_environ(base, uv_cache, TFGPU_INDEX_URL=index_url, TFGPU_BUNDLE_TOOL="0")
     out = base / "bundle"
     done = run_tool("bundle", *TARGET, "-o", str(out), "--json", env=env)
     assert done.returncode == 0, done.stderr

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_tool
+from conftest import run_tool, tool_environ
 
 from tfgpu.lock.pip import lockfile as pip_lock
 from tfgpu.lock.platforms import PLATFORMS
@@ -33,16 +33,7 @@ def env(lock_env) -> dict[str, str]:
 def made_lock(tmp_path_factory, uv_cache, index_url) -> Path:
     """The linux-64 lock, written once for the module by the real tool, as ``lock_env`` has it run."""
     base = tmp_path_factory.mktemp("pip-lock")
-    env = dict(
-        os.environ,
-        TFGPU_CACHE_DIR=str(uv_cache),
-        TFGPU_LOG_DIR=str(base / "logs"),
-        TFGPU_ENVS_DIR=str(base / "envs"),
-        JUPYTER_DATA_DIR=str(base / "jupyter"),
-        COLUMNS="160",
-        TFGPU_INDEX_URL=index_url,
-        TFGPU_BUNDLE_TOOL="0",
-    )
+    env = tool_environ(base, uv_cache, TFGPU_INDEX_URL=index_url, TFGPU_BUNDLE_TOOL="0")
     path = base / "team.txt"
     done = run_tool("lock", *TARGET, "--platform", "linux-64", "-o", str(path), env=env)
     assert done.returncode == 0, done.stderr

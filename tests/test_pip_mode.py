@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_process, run_tool, shells
+from conftest import run_process, run_tool, shells, tool_environ
 from localindex import remembered_index
 
 TARGET = ("--tf", "2.21", "--mode", "pip", "--python", "3.11")
@@ -54,14 +54,7 @@ def first_build(tmp_path_factory, local_wheels, uv_cache) -> tuple[Path, subproc
     only reads an env: building one costs far more than any of those tests. A test that changes
     its env builds its own (``built_env``) or works on a copy."""
     home = tmp_path_factory.mktemp("pip-env")
-    env = dict(os.environ)
-    env.update(
-        TFGPU_CACHE_DIR=str(uv_cache),
-        TFGPU_LOG_DIR=str(home / "logs"),
-        TFGPU_ENVS_DIR=str(home / "envs"),
-        JUPYTER_DATA_DIR=str(home / "jupyter"),
-        COLUMNS="160",
-    )
+    env = tool_environ(home, uv_cache)
     prefix = home / "env"
     return prefix, create(prefix, local_wheels, env, "--json")
 

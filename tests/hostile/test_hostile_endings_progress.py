@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_process, run_tool
+from conftest import run_process, run_tool, tool_environ
 
 from tfgpu.detect import probe
 
@@ -36,16 +36,7 @@ def _no_driver_here():
 
 
 def _env(sandbox: Path, uv_cache: Path, **extra) -> dict:
-    env = dict(os.environ)
-    env.update(
-        TFGPU_CACHE_DIR=str(uv_cache),
-        TFGPU_LOG_DIR=str(sandbox / "logs"),
-        TFGPU_ENVS_DIR=str(sandbox / "envs"),
-        JUPYTER_DATA_DIR=str(sandbox / "jupyter"),
-        COLUMNS="160",
-    )
-    env.update(extra)
-    return env
+    return tool_environ(sandbox, uv_cache, **extra)
 
 
 def test_no_driver_notice_quotes_a_hostile_prefix(sandbox, no_gpu_wheels, uv_cache):
