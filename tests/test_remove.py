@@ -40,6 +40,7 @@ def tool_env(tool_env, envs_dir) -> dict[str, str]:
 def kept_env(local_wheels, uv_cache, envs_dir, tmp_path_factory) -> Path:
     """An env built with --name by the real command line, with some thousands of extra files (a real
     env has tens of thousands), kept aside once (tests/builtenvs.py): each test deletes a copy."""
+    builtenvs.clear(envs_dir)  # what a test before the first that asks for it left there
     prefix = builtenvs.create_named("doomed", local_wheels, uv_cache, envs_dir, tmp_path_factory.mktemp("logs"))
     site = next(prefix.glob("lib/python3*/site-packages"))
     one = site / "filler" / "one.py"

@@ -42,7 +42,10 @@ def tmp_path(module_tmp) -> Path:
 @pytest.fixture(scope="module")
 def kept_env(module_tmp, local_wheels, uv_cache, tmp_path_factory) -> Path:
     """``sandbox/env`` as the ``build`` fixture makes it (the real command line, uv, offline), made
-    once and kept aside (tests/builtenvs.py)."""
+    once and kept aside (tests/builtenvs.py). The module's directory is emptied first: a test
+    before the first that asks for this env (the slow ones, run in the same process) may have left
+    an env at that path."""
+    builtenvs.clear(module_tmp)
     sandbox = module_tmp / "sandbox"
     env = {
         **os.environ,

@@ -37,6 +37,7 @@ def tool_env(tool_env, envs_dir) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def kept_env(local_wheels, uv_cache, envs_dir, tmp_path_factory) -> Path:
     """A real env built once by ``create --name held`` and kept aside (tests/builtenvs.py)."""
+    builtenvs.clear(envs_dir)  # what a test before the first that asks for it left there
     built = builtenvs.create_named("held", local_wheels, uv_cache, envs_dir, tmp_path_factory.mktemp("logs"))
     return builtenvs.keep(built, tmp_path_factory.mktemp("kept") / "held")
 
