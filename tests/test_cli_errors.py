@@ -185,6 +185,16 @@ def test_a_typo_is_answered_with_the_word_meant(argv, meant, help_line):
     assert meant in error["message"] and any(help_line in line for line in error["alternatives"])
 
 
+def test_each_unknown_word_is_answered_once_and_named_when_there_are_several():
+    done = tfgpu("plan", "--tf", "2.21", "--drvier", "1", "--drvier", "2", "--drvier=3")
+    assert done.returncode == 2
+    assert done.stderr.count("Did you mean --driver?") == 1, done.stderr
+    done = tfgpu("plan", "--tf", "2.21", "--drvier", "1", "--jsn", "--drvier", "2")
+    assert done.returncode == 2
+    assert done.stderr.count("--drvier: did you mean --driver?") == 1, done.stderr
+    assert done.stderr.count("--jsn: did you mean --json?") == 1, done.stderr
+
+
 def test_a_word_far_from_every_option_gets_no_guess():
     done = tfgpu("plan", "--frobnicate")
     assert done.returncode == 2

@@ -41,16 +41,19 @@ def unknown_options(words: list[str], parser: argparse.ArgumentParser, others: d
     """One sentence per unknown word of ``words`` that can be answered: the option of ``parser``
     it looks like, or the commands that take it as written (``others``: command name → parser)."""
     taken = option_strings(parser)
-    answers = []
+    names = []
     for word in words:
         if not word.startswith("-") or word in ("-", "--"):
             continue  # a value of the unknown option, or a stray positional word
         name = word.split("=", 1)[0]
-        if name in taken:
-            continue  # a known option given a value it does not take (a flag given "=x")
+        if name not in taken and name not in names:  # a known option here was given a value it does not take
+            names.append(name)  # each word answered once, however often it was given
+    answers = []
+    for name in names:
         near = closest(name, taken)
         if near is not None:
-            answers.append(f"Did you mean {near}?")
+            # Two misspellings answered at once name the word each answer is for.
+            answers.append(f"Did you mean {near}?" if len(names) == 1 else f"{name}: did you mean {near}?")
             continue
         owners = [command for command, other in others.items() if name in option_strings(other)]
         if owners:
