@@ -81,12 +81,18 @@ def _conda_lock_with(**changes) -> CondaLock:
 @pytest.mark.parametrize(
     ("changes", "code"),
     [
-        ({"virtual_cuda": ...}, "lock-corrupt"),  # left out: a record this tool never writes
-        ({"virtual_cuda": ["12.2"]}, "lock-corrupt"),
-        ({"virtual_cuda": 12.2}, "lock-corrupt"),
+        # One code for a record field of the wrong type or form, in a conda lock as in a pip lock.
+        ({"virtual_cuda": ...}, "lock-malformed"),  # left out: a record this tool never writes
+        ({"virtual_cuda": ["12.2"]}, "lock-malformed"),
+        ({"virtual_cuda": 12.2}, "lock-malformed"),
         ({"virtual_cuda": "12.2/../x"}, "lock-malformed"),
-        ({"cpu_only": "no"}, "lock-corrupt"),
-        ({"conda_specs": "python 3.10.*"}, "lock-corrupt"),
+        ({"cpu_only": "no"}, "lock-malformed"),
+        ({"cpu_only": ...}, "lock-malformed"),
+        ({"conda_specs": "python 3.10.*"}, "lock-malformed"),
+        ({"conda_specs": None}, "lock-malformed"),
+        ({"conda_specs": ...}, "lock-malformed"),
+        ({"requirements": None}, "lock-malformed"),
+        ({"tensorflow": 2.13}, "lock-malformed"),
         ({"tensorflow": "2.13.1; rm -rf /"}, "lock-malformed"),
     ],
 )

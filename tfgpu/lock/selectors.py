@@ -34,12 +34,13 @@ _LISTS = ("requirements", "compute_capabilities", "companions", "conda_specs")
 """The record's fields that are lists of text (``requirements`` always there, the others optional)."""
 
 
-def check_record(recorded: dict, *, path, mode: str, cpu_only: bool) -> Recorded:
+def check_record(recorded: dict, *, path, mode: str, cpu_only: object, conda_keys: tuple[str, ...] = ()) -> Recorded:
     """A lock's recorded resolution as a :class:`Recorded`, every field parsed first by the parsers
     that parse the user's own selectors (``lock-malformed``, exit 2, otherwise). Both lock readers
     call this before any field is used: a checksum proves nothing (anyone can recompute it), and
     these fields become ``uv venv --python X``, ``--python-version X`` and file names (the bytecode
-    store's marker). ``cpu_only``: the record's (a pip lock keeps it in its header)."""
+    store's marker). ``cpu_only``: the record's (a pip lock keeps it in its header).
+    ``conda_keys``: the fields a conda lock's record always holds, even when null."""
 
     def refuse(key: str, why: str):
         return UsageError(
@@ -59,6 +60,11 @@ def check_record(recorded: dict, *, path, mode: str, cpu_only: bool) -> Recorded
         if not ok:
             raise refuse(key, why)
 
+    if not isinstance(cpu_only, bool):
+        raise refuse("cpu_only", "true or false")
+    for key in conda_keys:
+        if key not in recorded:
+            raise refuse(key, "there (a conda lock records it, null when it has none)")
     parsed(
         "tensorflow",
         lambda v: v if parse_tf_spec(v) == v and is_canonical_release(v) else None,
@@ -79,8 +85,11 @@ def check_record(recorded: dict, *, path, mode: str, cpu_only: bool) -> Recorded
     # (a pip lock's conda_specs, a conda lock's compute_capabilities): the record is built from all
     # four, so each is a list of text here, whichever lock holds it, or absent.
     for key in _LISTS:
-        items = recorded.get(key, None if key != "requirements" else ...)
-        if items is not None and not (isinstance(items, list) and all(isinstance(item, str) for item in items)):
+        required = key == "requirements" or key in conda_keys
+        items = recorded.get(key)
+        if (items is not None or required) and not (
+            isinstance(items, list) and all(isinstance(item, str) for item in items)
+        ):
             raise refuse(key, "a list of text")
     # A conda lock's specs are read back (`lock --check` looks for tensorflow's among them by its
     # first word): each is what the tool writes, a match spec through the requirement door.

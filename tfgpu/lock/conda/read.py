@@ -48,17 +48,16 @@ class CondaLock:
             )
         source, kind = str(self.path), untrusted.CONDA_LOCK
         recorded = untrusted.expect(untrusted.parse_json(self.custom[key], kind, source), dict, kind, source, key)
-        for name in ("tensorflow", "package", "python", "mode", "os", "arch"):
-            untrusted.expect(recorded.get(name), str, kind, source, f"{key}'s {name!r}")
-        # None: the platform was solved without __cuda (CPU-only, or Apple silicon's Metal), as written.
-        if "virtual_cuda" not in recorded or recorded["virtual_cuda"] is not None:
-            untrusted.expect(recorded.get("virtual_cuda"), str, kind, source, f"{key}'s 'virtual_cuda'")
-        untrusted.expect(recorded.get("cpu_only"), bool, kind, source, f"{key}'s 'cpu_only'")
-        for name in ("requirements", "conda_specs"):
-            for item in untrusted.expect(recorded.get(name), list, kind, source, f"{key}'s {name!r}"):
-                untrusted.expect(item, str, kind, source, f"an item of {key}'s {name!r}")
-
-        return check_record(recorded, path=self.path, mode="conda", cpu_only=recorded["cpu_only"])
+        # Each field's type and form is checked where a pip lock's are (``lock-malformed``, exit 2,
+        # for either lock), with the fields only a conda lock's record holds: ``virtual_cuda``
+        # (null for a platform solved without __cuda: CPU-only, or Apple silicon's Metal) and its specs.
+        return check_record(
+            recorded,
+            path=self.path,
+            mode="conda",
+            cpu_only=recorded.get("cpu_only"),
+            conda_keys=("virtual_cuda", "conda_specs"),
+        )
 
     def channels(self) -> tuple[str, ...]:
         """The recorded channels, each through the URL door (a bundle's is a local file:// channel)."""
