@@ -243,8 +243,6 @@ def write_outputs(files, below: Path | None = None) -> None:
     # Start-up cost: `plan` loads this module but not tfgpu.doors.trees (only a write needs it).
     from tfgpu.doors import trees
 
-    # Start-up cost: `plan` loads this module but not tfgpu.doors.trees (only a write needs it).
-
     files = [
         (path, content.encode("utf-8") if isinstance(content, str) else content, mode) for path, content, mode in files
     ]
