@@ -5,6 +5,7 @@ lock, staging, commit, rollback, the marker) is the real code."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,10 @@ def test_steps_run_in_order_through_the_runner_with_their_environment(tmp_path, 
     assert runner.calls == [("/bin/first", str(staging)), ("/bin/second",)]
     assert [event[3] for event in reporter.events if event[0] == "step"] == [s.title for s in result.steps]
     assert (tmp_path / "env" / "req.in").read_text() == "x==1\n"
-    assert marker.proof(tmp_path / "env")["id"] == result.location.id
+    found = marker.proof(tmp_path / "env")
+    assert found.id == result.location.id
+    # The marker the installers' step wrote reads back as the record, and the record as those bytes.
+    assert json.dumps(found.to_dict(), indent=2) + "\n" == (tmp_path / "env" / marker.NAME).read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["env"]
 
 

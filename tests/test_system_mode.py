@@ -202,6 +202,9 @@ def test_user_prefix_install_works_and_a_rerun_is_a_noop(tmp_path, fake, env_for
     assert again.returncode == 0, again.stderr
     assert "Already in place" in again.stdout
     assert len(fake.requests) == requests and (prefix / "tfgpu-env.json").stat().st_mtime_ns == stamp
+    # what it reports installed is what the marker recorded: the first run's
+    again = create(prefix, tf213_wheels, env, "--json")
+    assert json.loads(again.stdout)["installed"] == json.loads(done.stdout)["installed"]
 
 
 def test_dry_run_lists_every_command_and_touches_nothing(tmp_path, in_process, capsys):

@@ -212,14 +212,14 @@ def test_an_interrupted_remove_is_finished_by_the_next_create(cli, build, sandbo
 
 
 def test_a_kill_between_the_commit_renames_puts_the_old_env_back(cli, build, sandbox, built):
-    old_id = marker.proof(sandbox / "env")["id"]
+    old_id = marker.proof(sandbox / "env").id
     os.rename(sandbox / "env", txn.old_of(sandbox / "env"))  # --force moved the old env aside, then died
     staging = txn.staging_of(sandbox / "env")
     staging.mkdir()
     (staging / txn.STAGING_RECORD).write_text(json.dumps({"target": os.path.realpath(sandbox / "env")}))
     done = build(sandbox / "env")  # no --force: the old env is back, so this is env-exists
     assert (done.code, done.error) == (3, "env-exists")
-    assert marker.proof(sandbox / "env")["id"] == old_id and siblings(sandbox / "env") == []
+    assert marker.proof(sandbox / "env").id == old_id and siblings(sandbox / "env") == []
 
 
 def test_a_leftover_old_env_beside_a_finished_commit_is_deleted(cli, build, sandbox, built):

@@ -353,13 +353,15 @@ def test_a_marker_naming_an_apart_directory_out_of_the_env_is_not_read(tmp_path,
     from types import SimpleNamespace
 
     from tfgpu.doctor import mixed_checks
+    from tfgpu.envs import marker
 
     prefix = tmp_path / "a" / "b" / "env"
     prefix.mkdir(parents=True)
     outside = tmp_path / "a" / "outside"
     (outside / "x-1.dist-info").mkdir(parents=True)
     (outside / "x-1.dist-info" / "RECORD").write_text("libsecret.so.1,sha256=AAAA,1\n")
-    env = SimpleNamespace(marker={"cuda_apart": {"dir": where}}, root=prefix, tf_version="2.21.0")
+    (prefix / marker.NAME).write_text(json.dumps({"cuda_apart": {"dir": where}}))
+    env = SimpleNamespace(marker=marker.read(prefix), root=prefix, tf_version="2.21.0")
     [finding] = mixed_checks.apart(env)
     assert finding.status == "fail" and "marker" in finding.title and where[:40] in finding.title
     assert not any("x 1" in line for line in finding.evidence)

@@ -58,7 +58,7 @@ def cuda_build(env, host) -> list[Finding]:
                 "tf.installed",
                 "TensorFlow is not installed in this environment",
                 f"tfgpu-install create --force --prefix {env.root} --tf latest"
-                if env.marker
+                if env.marker is not None and env.marker.present  # a marker of {} says nothing
                 else f"tfgpu-install create --prefix {env.root.parent / (env.root.name + '-tf')} --tf latest",
                 where,
             )

@@ -19,6 +19,7 @@ from tfgpu.datasource.wheel_facts import parse_cuda_config, parse_cudnn_version
 from tfgpu.doctor.reads import RunReads
 from tfgpu.doors import pysource, untrusted
 from tfgpu.envs import marker
+from tfgpu.envs.marker import Marker
 from tfgpu.errors import ImpossibleError
 from tfgpu.process.runner import Runner
 from tfgpu.records import factory, record
@@ -46,7 +47,7 @@ class EnvFacts:
     runpath: tuple[str, ...] = ()
     hook: Path | None = None
     activation: Path | None = None
-    marker: dict | None = None
+    marker: Marker | None = None
     build_sources: dict = factory(dict)
     """Which file each build fact came from (``cuda_version`` -> ``.../cuda_config.h``)."""
     cudnn_compiled: str | None = None

@@ -56,19 +56,19 @@ def check(env) -> list[Finding]:
 def apart(env) -> list[Finding]:
     """An env built with TensorFlow's CUDA wheels apart (the marker's ``cuda_apart``): that directory's
     distributions are there and their libraries hold the bytes their RECORDs list."""
-    record = (env.marker or {}).get("cuda_apart")
-    if not isinstance(record, dict) or not isinstance(record.get("dir"), str):
+    kept = env.marker.apart_dir if env.marker is not None else None
+    if kept is None:
         return []
     # The marker is the env's file: its dir is only ever stacks.APART, never a path out of the env.
-    if not re.fullmatch(r"lib/tfgpu/cuda[0-9]{1,3}", record["dir"]):
+    if not re.fullmatch(r"lib/tfgpu/cuda[0-9]{1,3}", kept):
         return [
             fail(
                 "mixed.apart",
-                f"The env's marker names {record['dir'][:100]!r} as where TensorFlow's CUDA wheels are kept apart",
+                f"The env's marker names {kept[:100]!r} as where TensorFlow's CUDA wheels are kept apart",
                 f"Rebuild the env: tfgpu-install create --force --prefix {env.root} --tf {env.tf_version or 'latest'}",
             )
         ]
-    where = env.root / record["dir"]
+    where = env.root / kept
     dists = ownership.distributions(where) if where.is_dir() else []
     reads, changed, unchecked = _reads(env), [], []
     for dist in dists:
@@ -86,7 +86,7 @@ def apart(env) -> list[Finding]:
         return [
             fail(
                 "mixed.apart",
-                f"TensorFlow's CUDA wheels in {record['dir']} are missing or changed",
+                f"TensorFlow's CUDA wheels in {kept} are missing or changed",
                 f"Rebuild the env with the same frameworks: tfgpu-install create --force --prefix {env.root} --tf "
                 f"{env.tf_version or 'latest'} (plus the other framework, as it was created)",
                 *_capped(changed),
@@ -97,14 +97,14 @@ def apart(env) -> list[Finding]:
         return [
             warn(
                 "mixed.apart",
-                f"{len(unchecked)} of TensorFlow's CUDA libraries in {record['dir']} were not checked",
+                f"{len(unchecked)} of TensorFlow's CUDA libraries in {kept} were not checked",
                 f"Check them by hand (`sha256sum`) against their RECORD, or rebuild the env: tfgpu-install create "
                 f"--force --prefix {env.root} --tf {env.tf_version or 'latest'}",
                 *_capped(unchecked),
                 *evidence,
             )
         ]
-    return [ok("mixed.apart", f"TensorFlow's CUDA wheels are kept apart in {record['dir']}", *evidence)]
+    return [ok("mixed.apart", f"TensorFlow's CUDA wheels are kept apart in {kept}", *evidence)]
 
 
 def _stacks_line(stacks: dict[int, list[str]]) -> str:

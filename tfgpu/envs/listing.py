@@ -16,10 +16,14 @@ from pathlib import Path
 from tfgpu.envs.location import NAME
 from tfgpu.envs.which import search_dirs
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from tfgpu.envs.marker import Marker
+
 TF_DISTRIBUTIONS = ("tensorflow", "tensorflow_cpu", "tensorflow_gpu", "tensorflow_macos")
 
 
-def health(prefix: Path, recorded: dict) -> list[str]:
+def health(prefix: Path, recorded: Marker) -> list[str]:
     """What is wrong with the env at ``prefix`` on a cheap look (empty: it looks whole); a part this
     user cannot read (permissions) is said as a problem, not raised."""
     try:
@@ -28,7 +32,7 @@ def health(prefix: Path, recorded: dict) -> list[str]:
         return [f"cannot be read by this user ({error.strerror or error}: {error.filename})"]
 
 
-def _health(prefix: Path, recorded: dict) -> list[str]:
+def _health(prefix: Path, recorded: Marker) -> list[str]:
     problems = []
     python = prefix / "bin" / "python"
     if not python.exists():  # exists() follows the link: a venv whose base interpreter is gone fails too
@@ -37,7 +41,7 @@ def _health(prefix: Path, recorded: dict) -> list[str]:
             if not python.is_symlink()
             else f"bin/python points to {os.readlink(python)}, which is gone"
         )
-    wanted = recorded.get("tensorflow")
+    wanted = recorded.tensorflow
     if wanted:
         found = installed_tensorflow(prefix)
         if not found:
@@ -84,15 +88,15 @@ def list_envs(dirs: list[Path] | None = None) -> list[dict]:
                 {
                     "name": prefix.name,
                     "prefix": str(prefix),
-                    "mode": recorded.get("mode"),
-                    "tensorflow": recorded.get("tensorflow"),
-                    "python": recorded.get("python"),
-                    "cuda": recorded.get("cuda"),
-                    "cudnn": recorded.get("cudnn"),
-                    "engine": recorded.get("engine"),
-                    "created": recorded.get("created"),
-                    "tool_version": recorded.get("tool_version"),
-                    "from_lock": recorded.get("from_lock"),
+                    "mode": recorded.mode,
+                    "tensorflow": recorded.tensorflow,
+                    "python": recorded.python,
+                    "cuda": recorded.cuda,
+                    "cudnn": recorded.cudnn,
+                    "engine": recorded.engine,
+                    "created": recorded.created,
+                    "tool_version": recorded.tool_version,
+                    "from_lock": recorded.from_lock,
                     "healthy": not problems,
                     "problems": problems,
                 }
@@ -121,8 +125,8 @@ def leftovers(dirs: list[Path] | None = None) -> list[dict]:
                 if path.is_symlink() or not path.is_dir():
                     continue
                 recorded = marker.read(path)
-                prefix = recorded.get("prefix") if isinstance(recorded, dict) else None
-                if not isinstance(prefix, str) or txn.removing_of(Path(prefix)) != path:
+                prefix = recorded.prefix if recorded is not None else None
+                if prefix is None or txn.removing_of(Path(prefix)) != path:
                     continue
                 if marker.proof(path, prefix) is None:
                     continue

@@ -195,8 +195,8 @@ def finish_removal(directory: Path, made_for: Path, progress=None) -> bool:
             return False
         trees.remove_dir(directory, strict=True)
         return True
-    for kernel in marker.kernels(found):
-        jupyter.unregister(kernel, found["id"])
+    for kernel in found.kernels:
+        jupyter.unregister(kernel, found.id or "")  # proof() holds a valid id
     delete_counted(directory, marker.NAME, progress)
     trees.unlink(directory / marker.NAME)
     trees.remove_dir(directory, strict=True)
@@ -241,7 +241,7 @@ def recover(final: Path, progress=None) -> list[str]:
         if record is None or record.get("target") != target or not isinstance(record.get("id"), str):
             raise foreign_leftover(journal, "the record of an interrupted in-place build")
         built = marker.proof(final) if is_real_dir(final) else None
-        if built is None or built.get("id") != record["id"]:
+        if built is None or built.id != record["id"]:
             if is_real_dir(final):
                 # The journal beside the target is no proof (anyone who can write there can write
                 # one): only the token the build put inside the directory it made itself is.
@@ -342,7 +342,7 @@ def committed(location) -> bool:
     if location.in_place and (journal_of(final).exists() or journal_of(final).is_symlink()):
         return False
     found = marker.proof(final) if is_real_dir(final) else None
-    return found is not None and found.get("id") == location.id
+    return found is not None and found.id == location.id
 
 
 def rollback(location) -> None:
@@ -354,7 +354,7 @@ def rollback(location) -> None:
                 drop_staging(location.staging)
             return
         built = marker.proof(location.prefix) if is_real_dir(location.prefix) else None
-        if is_real_dir(location.prefix) and (built is None or built.get("id") == location.id):
+        if is_real_dir(location.prefix) and (built is None or built.id == location.id):
             writes.remove_tree(location.prefix)  # the half-built env of this very run
         if old_of(location.prefix).exists() and not location.prefix.exists():
             trees.replace(old_of(location.prefix), location.prefix)

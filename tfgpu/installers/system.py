@@ -232,20 +232,20 @@ class SystemBackend(Backend):
         expected = tk.expected_marker(list(self.items.values()))
         if (
             found is None
-            or found.get("mode") != "system"
-            or found.get("tensorflow") != self.resolution.tensorflow
-            or found.get("python") != self.resolution.python
-            or found.get("toolkit_files") != expected
+            or found.mode != "system"
+            or found.tensorflow != self.resolution.tensorflow
+            or found.python != self.resolution.python
+            or found.toolkit_files != expected
             or not (path / "bin" / "python").exists()
         ):
             return None
-        toolkit = Path(found.get("toolkit", ""))
+        toolkit = Path(found.toolkit or "")
         if not toolkit.is_absolute() or tk.read_toolkit_marker(toolkit) != expected:
             return None
         note = (
             f"Already in place: {path} and the CUDA toolkit in {toolkit} were built from the same files; nothing to do."
         )
-        return Outcome(prefix=path, python=path / "bin" / "python", installed=found.get("installed", {}), notes=[note])
+        return Outcome(prefix=path, python=path / "bin" / "python", installed=found.installed or {}, notes=[note])
 
 
 def _toolkit_activation(step: Step, context: Context) -> None:
