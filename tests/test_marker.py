@@ -15,7 +15,7 @@ import pytest
 
 import tfgpu
 from tfgpu.envs import marker
-from tfgpu.records import is_record
+from tfgpu.records import fields, is_record
 
 ENV_ID = "0123456789abcdef0123456789abcdef"
 
@@ -121,6 +121,10 @@ def test_a_field_of_the_wrong_type_reads_as_missing_and_the_rest_is_kept(tmp_pat
     assert found.kernels == ["ok-name"] and found.apart_dir is None and found.created is None
     assert found.extra == {"future_field": {"kept": [1, 2]}, "extra": "a file's own key of that name"}
     assert found.to_dict() == {key: value for key, value in document.items() if key not in wrong}
+
+
+def test_the_record_has_one_attribute_for_each_field_the_reader_checks():
+    assert set(fields(marker.Marker)) - {"extra", "present"} == set(marker._FIELDS)
 
 
 @pytest.mark.parametrize("text", ["[1]", '"tfgpu-install"', "{", "", "null"])

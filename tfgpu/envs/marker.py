@@ -70,7 +70,8 @@ _FIELDS = {
     "cpu_only": (bool, type(None)),
 }
 """The type of each field the tool writes; a field of another type (a hand-edited or damaged
-marker: ``"tensorflow": ["2.21.0"]``) reads as missing, so no reader meets a type it does not expect."""
+marker: ``"tensorflow": ["2.21.0"]``) reads as missing, so no reader meets a type it does not expect.
+Each is an attribute of :class:`Marker`; a field not named here is kept in its ``extra``."""
 
 
 @record
