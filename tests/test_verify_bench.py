@@ -136,6 +136,10 @@ import json, statistics, sys, time
 sys.path.insert(0, sys.argv[1])
 import tensorflow as tf
 import matmul_bench
+# One thread each: on a two-core machine that other work shares, a two-thread matmul runs at half
+# speed whenever one core is taken, and the two measurements below are minutes apart.
+tf.config.threading.set_intra_op_parallelism_threads(1)
+tf.config.threading.set_inter_op_parallelism_threads(1)
 n = 512
 ours = matmul_bench.rate(tf, "/CPU:0", n, tf.float32, warm_seconds=0.5, rounds=7, per_round=20, round_seconds=0.5)
 with tf.device("/CPU:0"):
@@ -148,15 +152,18 @@ with tf.device("/CPU:0"):
         for _ in range(40):
             c = tf.matmul(a, b).numpy()
         rates.append(2 * n ** 3 * 40 / (time.perf_counter() - started) / 1e12)
-print(json.dumps({"ours": ours, "reference": statistics.median(rates)}))
+print(json.dumps({"ours": ours, "reference": statistics.median(rates), "reference_best": max(rates)}))
 """
 
 
 @pytest.mark.network
 @pytest.mark.slow
 def test_real_tensorflow_on_the_cpu_agrees_with_a_long_reference_loop(real_tf_env):
-    """Real TensorFlow (tensorflow-cpu from PyPI): the bench's median against 20 rounds x 40 calls after
-    100 warm-up calls, each call read back in full (on a CPU the copy is free, so this is the plain way)."""
+    """Real TensorFlow (tensorflow-cpu from PyPI): the bench's figures against 20 rounds x 40 calls after
+    100 warm-up calls, each call read back in full (on a CPU the copy is free, so this is the plain way).
+    The best rounds are compared: each is what the machine gives when nothing else runs, where a
+    median moves with whatever shares the cores (a busy minute once put the bench's median at twice
+    the reference's, its best round equal to it)."""
     import json
     import os
     import subprocess
@@ -170,7 +177,7 @@ def test_real_tensorflow_on_the_cpu_agrees_with_a_long_reference_loop(real_tf_en
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    ours, reference = result["ours"]["median"], result["reference"]
+    ours, reference = result["ours"]["max"], result["reference_best"]
     assert abs(ours - reference) / reference < 0.3, result
 
 
