@@ -171,3 +171,39 @@ def test_a_lock_of_another_format_offers_no_command_made_of_lines_of_its_own(cli
     assert done.code == 3, done.out + done.err
     assert "\nInstalled and verified" not in done.out + done.err
     assert "regenerate it with `tfgpu-install lock`" in done.err
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"min_driver": None}, {"min_driver": ""}, {"cuda": None}, {"cudnn": ""}, {"accelerator": None}],
+    ids=repr,
+)
+def test_a_cuda_lock_whose_record_lacks_its_cuda_facts_is_refused(cli, sandbox, changes):
+    """A CUDA lock's record without its driver floor, CUDA or cuDNN (or without an accelerator at
+    all, which this format always records) passed the reader's check: ``script --format bash``
+    wrote "needs NVIDIA driver >= None" and ``MIN_DRIVER=None``, the Dockerfile answered
+    ``bad-data`` naming no lock, and an install "pip mode builds Linux environments; this plan is
+    for linux". Every command that reads the lock says ``lock-malformed`` naming the field."""
+    from tfgpu.lock.pip import lockfile as pip_lock
+
+    lock = sandbox / "tfgpu-lock.linux-64.txt"
+    forged_pip_lock(lock)
+    parsed = pip_lock.read(lock)
+    meta = {name: field for name, field in parsed.meta.items() if name != "sha256"}
+    meta["resolution"] = meta["resolution"] | changes
+    lock.write_text(pip_lock.render(meta, parsed.body, str(lock)), encoding="utf-8")
+    out = sandbox / "out"
+    out.mkdir()
+    before = snapshot(sandbox)
+    for argv in (
+        ("create", "--from-lock", str(lock), "--prefix", str(sandbox / "E"), "--dry-run", "--no-detect"),
+        *(
+            ("script", "--format", kind, "--from-lock", str(lock), "-o", str(out / name))
+            for kind, name in (("bash", "install.sh"), ("dockerfile", "Dockerfile"), ("kubernetes", "k8s"))
+        ),
+    ):
+        done = no_traceback(cli, *argv, "--json")
+        assert (done.code, done.error) == (2, "lock-malformed"), done.out + done.err
+        assert next(iter(changes)) in json.loads(done.out)["error"]["message"]
+    assert list(out.iterdir()) == []
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
