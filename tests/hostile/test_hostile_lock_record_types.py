@@ -207,3 +207,29 @@ def test_a_cuda_lock_whose_record_lacks_its_cuda_facts_is_refused(cli, sandbox, 
         assert next(iter(changes)) in json.loads(done.out)["error"]["message"]
     assert list(out.iterdir()) == []
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"format": True}, {"inputs_sha256": ""}, {"inputs_sha256": "x\x1b[2J"}, {"inputs_sha256": "9" * 100_000}],
+    ids=["format-true", "inputs-empty", "inputs-escape", "inputs-huge"],
+)
+def test_a_pip_lock_header_field_of_the_wrong_form_is_refused(cli, sandbox, changes):
+    """``"format": true`` read as format 1 (``True == 1``) and any text was taken as the inputs'
+    sha256 (``lock --check`` compares it): each is ``lock-malformed`` naming the field, for every
+    command that reads the lock, nothing written."""
+    lock = sandbox / "tfgpu-lock.linux-64.txt"
+    _forged_header(lock, **changes)
+    out = sandbox / "install.sh"
+    before = snapshot(sandbox)
+    for argv in (
+        ("lock", "--check", str(lock)),
+        ("create", "--from-lock", str(lock), "--prefix", str(sandbox / "E"), "--dry-run", "--no-detect"),
+        ("script", "--format", "bash", "--from-lock", str(lock), "-o", str(out)),
+    ):
+        done = no_traceback(cli, *argv, "--json")
+        assert (done.code, done.error) == (2, "lock-malformed"), done.out + done.err
+        message = json.loads(done.out)["error"]["message"]
+        assert next(iter(changes)) in message and "\x1b" not in message and len(message) < 1_000
+    assert not out.exists()
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
