@@ -233,3 +233,41 @@ def test_a_pip_lock_header_field_of_the_wrong_form_is_refused(cli, sandbox, chan
         assert next(iter(changes)) in message and "\x1b" not in message and len(message) < 1_000
     assert not out.exists()
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+@pytest.mark.parametrize("said", ["2\x1b[31m\nInstalled and verified: GPU works", "9" * 100_000], ids=["lines", "huge"])
+def test_a_conda_lock_s_format_never_prints_lines_of_its_own(tool, sandbox, lock_channel, lock_index, said):
+    """A conda lock's ``tfgpu_format`` is shown in the answer to a lock of another format, as a pip
+    lock's header is: a line break there printed a line of the lock's choosing ("Installed and
+    verified"), 100,000 digits printed 100,000 digits. Shown escaped, on one line, cut short."""
+    import sys
+
+    from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
+
+    from tfgpu.lock.conda.write import model_digest
+
+    env = {"TFGPU_INDEX_URL": lock_index, "TFGPU_INSECURE_HOSTS": "127.0.0.1"}
+    path = sandbox / "conda-lock.yml"
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    made = tool(
+        *("lock", "--tf", "2.13", "--mode", "conda", "--python", python, "--no-detect"),
+        *("--channel", str(lock_channel), "--platform", "linux-64", "-o", str(path)),
+        env=env,
+    )
+    assert made.code == 0, made.err
+    lockfile = parse_conda_lock_file(path)
+    lockfile.metadata.custom_metadata["tfgpu_format"] = said
+    lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = model_digest(lockfile)
+    write_conda_lock_file(lockfile, path, metadata_choices=set())
+    before = snapshot(sandbox)
+    for argv in (
+        ("lock", "--check", str(path)),
+        ("create", "--from-lock", str(path), "--prefix", str(sandbox / "E"), "--dry-run", "--no-detect"),
+    ):
+        for want_json in ((), ("--json",)):
+            done = tool(*argv, *want_json, env=env)
+            assert done.code == 3, done.out + done.err
+            shown = json.loads(done.out)["error"]["message"] if want_json else done.out + done.err
+            assert "\nInstalled and verified" not in shown and "\x1b" not in shown
+            assert "9" * 200 not in shown and len(shown) < 5_000
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
