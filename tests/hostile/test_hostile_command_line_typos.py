@@ -57,3 +57,12 @@ def test_a_plain_typo_is_still_answered_in_full(cli):
     assert done.code == 2
     assert "unrecognized arguments: --pythn=3.11 --mod pip." in done.err
     assert "--pythn: did you mean --python? --mod: did you mean --mode?" in done.err
+
+
+@pytest.mark.parametrize("option", ["--mode", "--os", "--arch"])
+def test_a_huge_value_of_a_fixed_choice_makes_a_short_answer(cli, option):
+    """``--mode`` given 100,000 characters echoed them all back (``bad-option-value``)."""
+    done = no_traceback(cli, "plan", "--json", "--no-detect", option, "p\x1b" * 50_000)
+    assert done.code == 2, (done.out + done.err)[:500]
+    message = json.loads(done.out)["error"]["message"]
+    assert len(message) < 500 and "\x1b" not in message, message[:500]
