@@ -43,3 +43,20 @@ def test_a_marker_text_field_far_longer_than_the_tool_writes_reads_as_missing(bu
         json.loads(doctor.stdout)
     finally:
         marker.write_text(kept)
+
+
+@pytest.mark.parametrize("prefix", [["/elsewhere"], 5, None, {"path": "/elsewhere"}], ids=repr)
+def test_a_marker_whose_prefix_is_not_a_path_is_said_to_record_none(built, prefix):
+    """``--force`` and ``remove`` said the env "was made for None" when the marker's prefix was a
+    list, a number or null: it records no path, and says so; the env is left alone."""
+    path, env = built
+    marker = path / "tfgpu-env.json"
+    kept = marker.read_text()
+    try:
+        marker.write_text(json.dumps(json.loads(kept) | {"prefix": prefix}))
+        done = run_tool("remove", "--name", "long", env=env)
+        assert done.returncode == 3, done.stderr
+        assert "records no path it was made for" in done.stderr and "None" not in done.stderr
+        assert marker.exists()
+    finally:
+        marker.write_text(kept)

@@ -209,6 +209,8 @@ def why_not(directory: Path) -> str:
         # A marker without the field is format 1's; one that holds null says so.
         said = found.marker_format if "marker_format" in found.present else 1
         return f"its {NAME} is from an older tfgpu-install that did not record ownership (format {said})"
+    if found.prefix is None:  # none there, or one of the wrong type: it names no place, not "None"
+        return f"its {NAME} records no path it was made for"
     if found.prefix != os.path.realpath(directory):
         return f"its {NAME} was made for {found.prefix!r}, not for this directory (copied or moved?)"
     return f"its {NAME} has no valid id"
