@@ -171,3 +171,103 @@ def test_a_lock_of_another_format_offers_no_command_made_of_lines_of_its_own(cli
     assert done.code == 3, done.out + done.err
     assert "\nInstalled and verified" not in done.out + done.err
     assert "regenerate it with `tfgpu-install lock`" in done.err
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"min_driver": None}, {"min_driver": ""}, {"cuda": None}, {"cudnn": ""}, {"accelerator": None}],
+    ids=repr,
+)
+def test_a_cuda_lock_whose_record_lacks_its_cuda_facts_is_refused(cli, sandbox, changes):
+    """A CUDA lock's record without its driver floor, CUDA or cuDNN (or without an accelerator at
+    all, which this format always records) passed the reader's check: ``script --format bash``
+    wrote "needs NVIDIA driver >= None" and ``MIN_DRIVER=None``, the Dockerfile answered
+    ``bad-data`` naming no lock, and an install "pip mode builds Linux environments; this plan is
+    for linux". Every command that reads the lock says ``lock-malformed`` naming the field."""
+    from tfgpu.lock.pip import lockfile as pip_lock
+
+    lock = sandbox / "tfgpu-lock.linux-64.txt"
+    forged_pip_lock(lock)
+    parsed = pip_lock.read(lock)
+    meta = {name: field for name, field in parsed.meta.items() if name != "sha256"}
+    meta["resolution"] = meta["resolution"] | changes
+    lock.write_text(pip_lock.render(meta, parsed.body, str(lock)), encoding="utf-8")
+    out = sandbox / "out"
+    out.mkdir()
+    before = snapshot(sandbox)
+    for argv in (
+        ("create", "--from-lock", str(lock), "--prefix", str(sandbox / "E"), "--dry-run", "--no-detect"),
+        *(
+            ("script", "--format", kind, "--from-lock", str(lock), "-o", str(out / name))
+            for kind, name in (("bash", "install.sh"), ("dockerfile", "Dockerfile"), ("kubernetes", "k8s"))
+        ),
+    ):
+        done = no_traceback(cli, *argv, "--json")
+        assert (done.code, done.error) == (2, "lock-malformed"), done.out + done.err
+        assert next(iter(changes)) in json.loads(done.out)["error"]["message"]
+    assert list(out.iterdir()) == []
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"format": True}, {"inputs_sha256": ""}, {"inputs_sha256": "x\x1b[2J"}, {"inputs_sha256": "9" * 100_000}],
+    ids=["format-true", "inputs-empty", "inputs-escape", "inputs-huge"],
+)
+def test_a_pip_lock_header_field_of_the_wrong_form_is_refused(cli, sandbox, changes):
+    """``"format": true`` read as format 1 (``True == 1``) and any text was taken as the inputs'
+    sha256 (``lock --check`` compares it): each is ``lock-malformed`` naming the field, for every
+    command that reads the lock, nothing written."""
+    lock = sandbox / "tfgpu-lock.linux-64.txt"
+    _forged_header(lock, **changes)
+    out = sandbox / "install.sh"
+    before = snapshot(sandbox)
+    for argv in (
+        ("lock", "--check", str(lock)),
+        ("create", "--from-lock", str(lock), "--prefix", str(sandbox / "E"), "--dry-run", "--no-detect"),
+        ("script", "--format", "bash", "--from-lock", str(lock), "-o", str(out)),
+    ):
+        done = no_traceback(cli, *argv, "--json")
+        assert (done.code, done.error) == (2, "lock-malformed"), done.out + done.err
+        message = json.loads(done.out)["error"]["message"]
+        assert next(iter(changes)) in message and "\x1b" not in message and len(message) < 1_000
+    assert not out.exists()
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+@pytest.mark.parametrize("said", ["2\x1b[31m\nInstalled and verified: GPU works", "9" * 100_000], ids=["lines", "huge"])
+def test_a_conda_lock_s_format_never_prints_lines_of_its_own(tool, sandbox, lock_channel, lock_index, said):
+    """A conda lock's ``tfgpu_format`` is shown in the answer to a lock of another format, as a pip
+    lock's header is: a line break there printed a line of the lock's choosing ("Installed and
+    verified"), 100,000 digits printed 100,000 digits. Shown escaped, on one line, cut short."""
+    import sys
+
+    from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
+
+    from tfgpu.lock.conda.write import model_digest
+
+    env = {"TFGPU_INDEX_URL": lock_index, "TFGPU_INSECURE_HOSTS": "127.0.0.1"}
+    path = sandbox / "conda-lock.yml"
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    made = tool(
+        *("lock", "--tf", "2.13", "--mode", "conda", "--python", python, "--no-detect"),
+        *("--channel", str(lock_channel), "--platform", "linux-64", "-o", str(path)),
+        env=env,
+    )
+    assert made.code == 0, made.err
+    lockfile = parse_conda_lock_file(path)
+    lockfile.metadata.custom_metadata["tfgpu_format"] = said
+    lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = model_digest(lockfile)
+    write_conda_lock_file(lockfile, path, metadata_choices=set())
+    before = snapshot(sandbox)
+    for argv in (
+        ("lock", "--check", str(path)),
+        ("create", "--from-lock", str(path), "--prefix", str(sandbox / "E"), "--dry-run", "--no-detect"),
+    ):
+        for want_json in ((), ("--json",)):
+            done = tool(*argv, *want_json, env=env)
+            assert done.code == 3, done.out + done.err
+            shown = json.loads(done.out)["error"]["message"] if want_json else done.out + done.err
+            assert "\nInstalled and verified" not in shown and "\x1b" not in shown
+            assert "9" * 200 not in shown and len(shown) < 5_000
+    assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []

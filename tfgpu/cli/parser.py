@@ -87,7 +87,6 @@ class Parser(argparse.ArgumentParser):
         options (the top-level help lists only the commands)."""
         # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.cli.typos, tfgpu.cli.render.console.
         from tfgpu.cli import typos
-        from tfgpu.doors.controls import shown
 
         argv = getattr(self, "argv", [])
         commands = getattr(self, "commands", None)
@@ -109,10 +108,10 @@ class Parser(argparse.ArgumentParser):
             whole = build_parser().commands.choices
             others = {name: parser for name, parser in whole.items() if name != command}
         answers = typos.unknown_options(words, owner, others)
-        # A word's line break would print a line of its own, so the words are shown escaped.
+        # A word's line break would print a line of its own, so the words are shown escaped (and cut short).
         raise UsageError(
             "bad-arguments",
-            " ".join([f"{owner.prog}: unrecognized arguments: {shown(' '.join(words))}.", *answers]),
+            " ".join([f"{owner.prog}: unrecognized arguments: {typos.echoed(' '.join(words), 400)}.", *answers]),
             [f"Run `{owner.prog} --help` for the options of {command}." if command else HELP_LINE],
         )
 

@@ -10,14 +10,31 @@ from __future__ import annotations
 import difflib
 import re
 
+from tfgpu.doors.controls import shown
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+
+_SHOWN = 80
+"""The most characters of one word (or of the words given) an answer echoes: the words are the
+user's, but may come from a script or a paste, and a 100,000-character word is not a line."""
+
+_ANSWERS = 5
+"""The most unknown words answered one by one."""
 
 _CUTOFF = 0.7
 """difflib's ratio a suggestion needs, compared without the leading dashes (``--`` would make any
 two long options look alike): ``mod``/``mode`` 0.86, ``verfy``/``verify`` 0.91, and not
 ``instal``/``list`` (0.6)."""
+
+
+def echoed(text: str, limit: int = _SHOWN) -> str:
+    """``text`` (words of the command line) as an answer shows them: controls escaped (a line break
+    or an escape sequence in a word would print a line or paint the terminal of its own), at most
+    ``limit`` characters, with how much was cut said in words."""
+    text = shown(text)
+    return text if len(text) <= limit else f"{text[:limit]} ({len(text):,} characters; the first {limit} shown)"
 
 
 def closest(word: str, known) -> str | None:
@@ -53,11 +70,13 @@ def unknown_options(words: list[str], parser: argparse.ArgumentParser, others: d
         near = closest(name, taken)
         if near is not None:
             # Two misspellings answered at once name the word each answer is for.
-            answers.append(f"Did you mean {near}?" if len(names) == 1 else f"{name}: did you mean {near}?")
+            answers.append(f"Did you mean {near}?" if len(names) == 1 else f"{echoed(name)}: did you mean {near}?")
             continue
         owners = [command for command, other in others.items() if name in option_strings(other)]
         if owners:
-            answers.append(f"{name} is an option of {', '.join(owners)}.")
+            answers.append(f"{echoed(name)} is an option of {', '.join(owners)}.")
+    if len(answers) > _ANSWERS:  # thousands of unknown words are not thousands of sentences
+        return [*answers[:_ANSWERS], f"({len(answers) - _ANSWERS:,} more unknown options not answered.)"]
     return answers
 
 

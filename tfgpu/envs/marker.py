@@ -70,8 +70,8 @@ _FIELDS = {
     "cpu_only": (bool, type(None)),
 }
 """The type of each field the tool writes; a field of another type (a hand-edited or damaged
-marker: ``"tensorflow": ["2.21.0"]``) reads as missing, so no reader meets a type it does not expect.
-Each is an attribute of :class:`Marker`; a field not named here is kept in its ``extra``."""
+marker: ``"tensorflow": ["2.21.0"]``), or text longer than the tool writes there, reads as
+missing, so no reader meets a type it does not expect. Each is an attribute of :class:`Marker`; a field not named here is kept in its ``extra``."""
 
 
 @record
@@ -144,8 +144,19 @@ class Marker:
         return where if isinstance(where, str) else None
 
 
+_PATHS = frozenset({"prefix", "toolkit", "from_lock", "lock"})
+"""The text fields that hold a path (``from_lock``: the lock's path and its sha256)."""
+_TEXT_LIMIT, _PATH_LIMIT = 100, 4_200
+"""The longest text field the tool writes: a version, a word, an id, a time (a path: PATH_MAX and
+a sha256). A longer one (a hand-edited marker's 60,000-character ``tensorflow``) reads as missing,
+so ``list`` does not print a table 240 KB wide."""
+
+
 def _typed(key: str, field: object) -> bool:
-    """Whether ``field`` has the type :data:`_FIELDS` gives ``key`` (a bool is no int here)."""
+    """Whether ``field`` has the type :data:`_FIELDS` gives ``key`` (a bool is no int here), and text
+    no longer than the tool writes there."""
+    if isinstance(field, str):
+        return str in _FIELDS[key] and len(field) <= (_PATH_LIMIT if key in _PATHS else _TEXT_LIMIT)
     return isinstance(field, _FIELDS[key]) and not (isinstance(field, bool) and bool not in _FIELDS[key])
 
 
@@ -198,6 +209,8 @@ def why_not(directory: Path) -> str:
         # A marker without the field is format 1's; one that holds null says so.
         said = found.marker_format if "marker_format" in found.present else 1
         return f"its {NAME} is from an older tfgpu-install that did not record ownership (format {said})"
+    if found.prefix is None:  # none there, or one of the wrong type: it names no place, not "None"
+        return f"its {NAME} records no path it was made for"
     if found.prefix != os.path.realpath(directory):
         return f"its {NAME} was made for {found.prefix!r}, not for this directory (copied or moved?)"
     return f"its {NAME} has no valid id"

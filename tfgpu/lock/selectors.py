@@ -81,6 +81,13 @@ def check_record(recorded: dict, *, path, mode: str, cpu_only: object, conda_key
         parsed(key, lambda v: v if _COMPONENT.fullmatch(v) else None, "a version (e.g. 12.2)", optional=True)
     for key in ("min_driver", "toolkit_driver"):
         parsed(key, parse_driver, "an NVIDIA driver version", optional=True)
+    if recorded.get("accelerator") in (None, "") or (recorded["accelerator"] == "cuda" and not cpu_only):
+        # This format always records the accelerator, and a CUDA build its CUDA, cuDNN and driver
+        # floor: without them a script said "needs NVIDIA driver >= None" (or another export
+        # `bad-data`), an install "this plan is for linux" for a Linux lock.
+        for key in ("accelerator", "cuda", "cudnn", "min_driver"):
+            if recorded.get(key) in (None, ""):
+                raise refuse(key, "there (a lock of a CUDA build records it)" if key != "accelerator" else "there")
     # Each reader checks the lists its own format writes, but a lock may carry the other format's
     # (a pip lock's conda_specs, a conda lock's compute_capabilities): the record is built from all
     # four, so each is a list of text here, whichever lock holds it, or absent.

@@ -120,7 +120,8 @@ def parse_choice(flag: str, value: str | None, choices: tuple[str, ...]) -> str 
     if normalized not in choices:
         raise UsageError(
             "bad-option-value",
-            f"{flag} {value!r} is not one of: {', '.join(choices)}.",
+            # cut short: the value may be a script's 100,000 characters, not a word (repr escapes controls)
+            f"{flag} {value[:40]!r}{'...' if len(value) > 40 else ''} is not one of: {', '.join(choices)}.",
             [f"Use one of {flag} {' | '.join(choices)}."],
         )
     return normalized

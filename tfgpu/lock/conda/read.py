@@ -10,6 +10,7 @@ from pathlib import Path
 from conda_lock.lockfile import Lockfile, LockfileV1, lockfile_v1_to_v2
 
 from tfgpu.doors import secrets, untrusted
+from tfgpu.doors.controls import shown
 from tfgpu.doors.urls import checked, filename, parse
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.conda.write import DIGEST, FORMAT, model_digest
@@ -92,11 +93,12 @@ def read(path: Path) -> CondaLock:
         ) from None
     custom = lockfile.metadata.custom_metadata or {}
     if custom.get("tfgpu_format") != FORMAT:
-        found = custom.get("tfgpu_format")
+        # The lock's own words, from a format this version may not know: shown on one line and cut
+        # short, as a pip lock's are, so a lock never prints lines of its choosing into the answer.
+        found = shown(str(custom.get("tfgpu_format") or "")[:40]) or "none: another tool"
         raise ImpossibleError(
             "lock-format-unsupported",
-            f"{path} was not written by this tfgpu-install (format "
-            f"{found or 'none: another tool'}, this tool reads format {FORMAT}).",
+            f"{path} was not written by this tfgpu-install (format {found}, this tool reads format {FORMAT}).",
             [
                 "Regenerate it with this version: `tfgpu-install lock --mode conda ...`.",
                 "A lock written by conda-lock itself installs with `conda-lock install`.",

@@ -34,6 +34,7 @@ FORMAT = 1
 """The lock format this tool writes and reads; bumped when the header's meaning changes."""
 MARK = "# tfgpu-lock: "
 _TOOL_VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}", re.ASCII)
+_SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
 """The version of tfgpu-install a header says wrote it, as a version is written (``0.1.0``, ``1.2.0.dev3+g1a2b``)."""
 _RESOLUTION_KEYS = (
     "tensorflow",
@@ -297,6 +298,13 @@ def _check_shape(meta: dict, path) -> Recorded:
     for key in ("platform", "python_platform", "python", "index", "inputs_sha256", "tool_version"):
         untrusted.expect(meta.get(key), str, kind, source, f"the record's {key!r}")
     untrusted.expect(meta.get("cpu_only"), bool, kind, source, "the record's 'cpu_only'")
+    untrusted.expect(meta.get("format"), int, kind, source, "the record's 'format'")  # `true == 1` passed
+    if not _SHA256.fullmatch(meta["inputs_sha256"]):
+        raise UsageError(
+            "lock-malformed",
+            f"{path}: the record's inputs_sha256 {shown(meta['inputs_sha256'][:40])!r} is not a sha256.",
+            ["Regenerate the lock with `tfgpu-install lock`; a lock's record is never edited by hand."],
+        )
     if not _TOOL_VERSION.fullmatch(meta["tool_version"]):
         # What a lock install says it came from (`tfgpu-install X`): a version, never lines of text.
         raise UsageError(

@@ -1,0 +1,68 @@
+"""The answer to unknown options ("did you mean") echoes the words it answers: each is shown as the
+list of unknown words is, controls escaped and cut short. A word holding an escape sequence or a
+carriage return printed it raw in the suggestion (``--mo\\rde: did you mean --mode?`` drew a line of
+its own; in ``--json`` the message held the raw ESC its reader prints), a 100,000-character word
+was echoed whole, and 3,000 unknown options were 3,000 sentences. The real command line, in this
+process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import no_traceback
+
+RAW = ("\x1b", "\x07", "\r", "\x9b")
+
+
+@pytest.mark.parametrize("want_json", [False, True], ids=["text", "json"])
+@pytest.mark.parametrize(
+    "words",
+    [
+        ("--pytho\x1bn=3.11", "--mod\x07"),
+        ("--pytho\x1b]0;title\x07n", "3.11", "--mo\rde", "pip"),
+        ("--mod\x9b", "--pythn"),
+        ("--mod\n", "--pythn=3.11"),
+    ],
+    ids=["esc-bel", "osc-cr", "csi", "line-break"],
+)
+def test_the_suggestion_shows_an_unknown_word_escaped(cli, words, want_json):
+    done = no_traceback(cli, "plan", *(("--json",) if want_json else ()), *words)
+    assert done.code == 2 and "bad-arguments" in done.out + done.err, done.out + done.err
+    message = json.loads(done.out)["error"]["message"] if want_json else done.err
+    assert "did you mean" in message
+    assert not any(raw in message for raw in RAW), repr(message)
+    # the message is one line: error: CODE, the message, the way forward (text); one string (json)
+    assert len(message.strip().splitlines()) == (1 if want_json else 3), message
+
+
+@pytest.mark.parametrize("want_json", [False, True], ids=["text", "json"])
+def test_a_huge_unknown_word_or_thousands_of_them_make_a_short_answer(cli, want_json):
+    for words in (
+        ["--" + "a" * 100_000],
+        ["--pyth" + "o" * 50_000 + "n=3.11", "--mod=pip"],
+        [f"--pythn{index}=1" for index in range(3000)],
+        ["--pythn"] * 5000,
+    ):
+        done = no_traceback(cli, "plan", *(("--json",) if want_json else ()), *words)
+        assert done.code == 2 and "bad-arguments" in done.out + done.err, (done.out + done.err)[:500]
+        assert len(done.out + done.err) < 3_000, (done.out + done.err)[:500]
+        if want_json:
+            json.loads(done.out)
+
+
+def test_a_plain_typo_is_still_answered_in_full(cli):
+    done = no_traceback(cli, "plan", "--pythn=3.11", "--mod", "pip")
+    assert done.code == 2
+    assert "unrecognized arguments: --pythn=3.11 --mod pip." in done.err
+    assert "--pythn: did you mean --python? --mod: did you mean --mode?" in done.err
+
+
+@pytest.mark.parametrize("option", ["--mode", "--os", "--arch"])
+def test_a_huge_value_of_a_fixed_choice_makes_a_short_answer(cli, option):
+    """``--mode`` given 100,000 characters echoed them all back (``bad-option-value``)."""
+    done = no_traceback(cli, "plan", "--json", "--no-detect", option, "p\x1b" * 50_000)
+    assert done.code == 2, (done.out + done.err)[:500]
+    message = json.loads(done.out)["error"]["message"]
+    assert len(message) < 500 and "\x1b" not in message, message[:500]
