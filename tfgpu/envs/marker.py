@@ -71,7 +71,8 @@ _FIELDS = {
 }
 """The type of each field the tool writes; a field of another type (a hand-edited or damaged
 marker: ``"tensorflow": ["2.21.0"]``), or text longer than the tool writes there, reads as
-missing, so no reader meets a type it does not expect. Each is an attribute of :class:`Marker`; a field not named here is kept in its ``extra``."""
+missing, so no reader meets a type it does not expect. Each is an attribute of :class:`Marker`; a
+field not named here is kept in its ``extra``."""
 
 
 @record

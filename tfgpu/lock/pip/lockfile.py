@@ -34,8 +34,9 @@ FORMAT = 1
 """The lock format this tool writes and reads; bumped when the header's meaning changes."""
 MARK = "# tfgpu-lock: "
 _TOOL_VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}", re.ASCII)
-_SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
 """The version of tfgpu-install a header says wrote it, as a version is written (``0.1.0``, ``1.2.0.dev3+g1a2b``)."""
+_SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
+"""A checksum as the header records it (``inputs_sha256``): 64 lowercase hex digits."""
 _RESOLUTION_KEYS = (
     "tensorflow",
     "package",
