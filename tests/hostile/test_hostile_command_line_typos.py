@@ -66,3 +66,12 @@ def test_a_huge_value_of_a_fixed_choice_makes_a_short_answer(cli, option):
     assert done.code == 2, (done.out + done.err)[:500]
     message = json.loads(done.out)["error"]["message"]
     assert len(message) < 500 and "\x1b" not in message, message[:500]
+
+
+def test_a_huge_engine_makes_a_short_answer(cli):
+    """``--engine`` is checked after parsing (not by argparse's choices): the same short answer as ``--mode``."""
+    argv = ("create", "--tf", "2.21", "--mode", "pip", "--dry-run", "--no-detect", "--engine")
+    done = no_traceback(cli, *argv, "q\x1b" * 50_000, "--json")
+    assert done.code == 2, (done.out + done.err)[:500]
+    message = json.loads(done.out)["error"]["message"]
+    assert len(message) < 500 and "\x1b" not in message and "--engine" in message, message[:500]

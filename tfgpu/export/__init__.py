@@ -76,7 +76,8 @@ def render(resolution, fmt: str, pins=None) -> Export:
         return Export("kubernetes", render_kubernetes(resolution, pins), directory=True)
     raise UsageError(
         "bad-option-value",
-        f"--format {fmt!r} is not one of: {', '.join(FORMATS)}.",
+        # cut short, as parse_choice does: the value may be thousands of characters, not a word
+        f"--format {fmt[:40]!r}{'...' if len(fmt) > 40 else ''} is not one of: {', '.join(FORMATS)}.",
         [f"Use one of: {', '.join(FORMATS)}."],
     )
 

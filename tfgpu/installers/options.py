@@ -63,7 +63,8 @@ def build_options(
         if engine not in ENGINES:
             raise UsageError(
                 "bad-option-value",
-                f"--engine {engine!r} is not one of: {', '.join(ENGINES)}.",
+                # cut short, as parse_choice does: the value may be thousands of characters, not a word
+                f"--engine {engine[:40]!r}{'...' if len(engine) > 40 else ''} is not one of: {', '.join(ENGINES)}.",
                 ["Use --engine uv or pip for --mode pip, rattler/conda/mamba/micromamba for --mode conda."],
             )
         if ENGINES[engine] != mode and mode != "system":
