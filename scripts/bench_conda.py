@@ -35,7 +35,7 @@ def main() -> int:
     import condachannel
     import wheelhouse
 
-    from tfgpu.engines import rattler as rattler_engine
+    from tfgpu.engines import rattler_engine as rattler_engine
     from tfgpu.resolver import make_request, resolve
 
     py = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -174,7 +174,7 @@ DOOR_CALLS = {
     ("cli/output.py", "_text"): "redact",
     ("cli/__init__.py", "_report"): "redact",  # a --json error
     ("envs/marker.py", "write"): "stripped",  # an env's record
-    ("engines/rattler.py", "write_records"): "stripped",  # an env's record of its conda packages
+    ("engines/rattler_engine.py", "write_records"): "stripped",  # an env's record of its conda packages
     ("doors/urls.py", "shown"): "redact",  # a URL in any message
     ("lock/conda/write.py", "write"): "strip",  # a lock's channels
     ("lock/conda/write.py", "lock_platform"): "strip",  # a lock's package URLs and inputs

@@ -20,7 +20,7 @@ DOOR = "doors/urls.py"
 # The tool's one HTTP transport: the only module that may open a connection.
 CLIENTS = {"datasource/transport.py": "urllib"}
 # Modules that make the URLs handed to an engine (uv on its command line; rattler's channels, which
-# engines/channels.py makes for engines/rattler.py).
+# engines/channels.py makes for engines/rattler_engine.py).
 HANDERS = ("engines/uv.py", "engines/channels.py")
 SPLITTERS = {
     "urlsplit",

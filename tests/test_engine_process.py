@@ -1,6 +1,6 @@
 """The conda engine's process (``tfgpu.engines.rattler_child``) is started for every solve, query
 and install: it loads rattler and what it shares with the tool (``tfgpu.engines.rattler_wire``),
-never the face that starts it (``tfgpu.engines.rattler``) with its channel checks, HTTP transport,
+never the face that starts it (``tfgpu.engines.rattler_engine``) with its channel checks, HTTP transport,
 resolver and process machinery, which cost each start a tenth of a second of CPU for nothing.
 A fresh interpreter, as the engine's process is."""
 
@@ -10,7 +10,13 @@ import json
 import subprocess
 import sys
 
-MACHINERY = ("tfgpu.engines.rattler", "tfgpu.engines.channels", "tfgpu.datasource", "tfgpu.resolver", "tfgpu.process")
+MACHINERY = (
+    "tfgpu.engines.rattler_engine",
+    "tfgpu.engines.channels",
+    "tfgpu.datasource",
+    "tfgpu.resolver",
+    "tfgpu.process",
+)
 
 
 def test_the_engine_process_loads_none_of_the_tools_machinery():

@@ -26,7 +26,7 @@ ROOT = Path(tfgpu.__file__).parent
 ENGINE = "installers/engine.py"
 INSTALLS = {
     "tfgpu.engines.uv": {"install", "uninstall", "venv", "compile_hashed", "inventory"},
-    "tfgpu.engines.rattler": {"install", "locked_records", "solve"},
+    "tfgpu.engines.rattler_engine": {"install", "locked_records", "solve"},
 }
 """What puts packages into an env (or solves what goes in): only the engine layer calls these."""
 LOCKING = ("lock/",)
@@ -89,7 +89,7 @@ def test_packages_go_into_envs_only_through_the_engine_layer():
         if relative.startswith("engines/") or relative == ENGINE:
             continue
         if relative.startswith(LOCKING):
-            calls = [c for c in calls if c != "tfgpu.engines.rattler.solve"]
+            calls = [c for c in calls if c != "tfgpu.engines.rattler_engine.solve"]
         if calls:
             offenders[relative] = calls
     assert offenders == {}
@@ -99,12 +99,12 @@ def test_the_engine_check_sees_each_way_around(tmp_path):
     source = tmp_path / "m.py"
     for text in (
         "from tfgpu.engines import uv as u\nu.install('uv', 'py', 'r')\n",
-        "from tfgpu.engines import rattler\nrattler.install([], 'a', 'b')\n",
+        "from tfgpu.engines import rattler_engine as rattler\nrattler.install([], 'a', 'b')\n",
         "from tfgpu.engines.uv import uninstall\n",
-        "import tfgpu.engines.rattler\n",  # bound as tfgpu: a dotted call is not looked at, and none is here
+        "import tfgpu.engines.rattler_engine\n",  # bound as tfgpu: a dotted call is not looked at, and none is here
     ):
         source.write_text(text)
-        assert bool(_engine_calls(source)) is ("import tfgpu.engines.rattler\n" != text), text
+        assert bool(_engine_calls(source)) is ("import tfgpu.engines.rattler_engine\n" != text), text
 
 
 def test_create_and_repair_hold_the_same_engines():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu.engines import rattler
+from tfgpu.engines import rattler_engine
 from tfgpu.errors import TfgpuError
 from tfgpu.lock.conda.read import CondaLock
 from tfgpu.lock.recorded import Recorded, planned
@@ -37,8 +37,8 @@ def _recorded(mode: str, tf: str, python: str, platforms, companions) -> list[tu
     for platform, resolution, cpu_only in targets:
         requirements = list(resolution.packages.pip)
         if mode == "conda":
-            cuda = None if cpu_only or resolution.accelerator != "cuda" else rattler.virtual_cuda(resolution)
-            specs, _ = rattler.conda_specs(resolution, cpu_only=cpu_only)
+            cuda = None if cpu_only or resolution.accelerator != "cuda" else rattler_engine.virtual_cuda(resolution)
+            specs, _ = rattler_engine.conda_specs(resolution, cpu_only=cpu_only)
             record = planned(
                 resolution, cpu_only=cpu_only, requirements=requirements, virtual_cuda=cuda, conda_specs=specs
             )

@@ -324,7 +324,7 @@ def test_rattlers_package_downloads_become_one_transfer(capsys):
     """The engine process sums its downloads (rattler's installer callbacks) into one line the tool
     reads; py-rattler calls these hooks itself, fed here by hand (no conda channel to reach)."""
     from tfgpu.engines import rattler_child
-    from tfgpu.engines.rattler import PROGRESS, transfer_of
+    from tfgpu.engines.rattler_engine import PROGRESS, transfer_of
 
     progress = rattler_child._Progress(2)
     first, second = progress.on_download_start(0), progress.on_download_start(1)

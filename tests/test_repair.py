@@ -229,7 +229,7 @@ def conda_prefix(tmp_path, lock_channel, local_wheels):
 
     from rattler import install
 
-    from tfgpu.engines import rattler as rattler_engine
+    from tfgpu.engines import rattler_engine as rattler_engine
 
     prefix = tmp_path / "conda-env"
     version = ".".join(str(p) for p in sys.version_info[:2])

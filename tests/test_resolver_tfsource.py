@@ -94,7 +94,7 @@ def test_tf_source_outside_conda_mode_and_an_unknown_source_are_usage_errors():
 
 
 def test_the_engine_only_translates_the_decision():
-    from tfgpu.engines.rattler import conda_specs
+    from tfgpu.engines.rattler_engine import conda_specs
 
     for source in ("pypi", "conda-forge"):
         resolution = conda(tf="2.13", tf_source=source)

@@ -483,9 +483,11 @@ def test_wheels_over_plain_http_are_refused_for_create_and_repair(cli, sandbox, 
 
 def test_a_named_loopback_channel_passes_the_transport_rule():
     from tfgpu.doors import urls
-    from tfgpu.engines import rattler
+    from tfgpu.engines import rattler_engine
 
-    assert rattler.channel_urls(("http://127.0.0.1:8000/ch/", "https://conda.anaconda.org/x", "file:///srv/ch")) == [
+    assert rattler_engine.channel_urls(
+        ("http://127.0.0.1:8000/ch/", "https://conda.anaconda.org/x", "file:///srv/ch")
+    ) == [
         "http://127.0.0.1:8000/ch",
         "https://conda.anaconda.org/x",
         "file:///srv/ch",

@@ -121,17 +121,17 @@ def test_a_failed_conda_create_leaves_a_log_naming_the_solve_and_the_error(cli, 
 def test_an_engine_that_dies_is_engine_crashed_naming_the_operation_and_the_log(sandbox, monkeypatch):
     """The engine's process killed by a signal (as the native crash did): a clean OperationError
     naming the operation, the signal and the log, which holds the attempt."""
-    from tfgpu.engines import rattler
+    from tfgpu.engines import rattler_engine
     from tfgpu.errors import OperationError
     from tfgpu.process.runner import Runner
 
     crashing = sandbox / "python"
     crashing.write_text("#!/bin/sh\necho 'engine starting'\nkill -ABRT $$\n")
     crashing.chmod(0o755)
-    monkeypatch.setattr(rattler.sys, "executable", str(crashing))
+    monkeypatch.setattr(rattler_engine.sys, "executable", str(crashing))
     runner = Runner(sandbox / "crash.log")
     with pytest.raises(OperationError) as raised:
-        rattler.solve(
+        rattler_engine.solve(
             ["python 3.11.*"],
             ["https://conda.anaconda.org/conda-forge"],
             platform="linux-64",

@@ -1,7 +1,7 @@
 """Conda channels as the engine will read them: ``--channel`` values (names, paths, URLs) made into
 URLs through the URL door, and the checks a channel passes before rattler's child reads it (a local
 index that is a FIFO would block the child for ever; a plain-HTTP channel that redirects where the
-door refuses would be followed by rattler unseen). ``tfgpu.engines.rattler`` re-exports these.
+door refuses would be followed by rattler unseen). ``tfgpu.engines.rattler_engine`` re-exports these.
 """
 
 from __future__ import annotations

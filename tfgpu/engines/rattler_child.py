@@ -4,7 +4,7 @@ install, index a channel directory.
 py-rattler runs that work on native (tokio) threads that can outlive the Python interpreter: a
 failed fetch leaves tasks behind which, at interpreter exit, take the GIL from a finalising
 runtime and abort the process (SIGABRT or SIGSEGV after the error was printed). So the tool never
-runs them in its own process. ``tfgpu.engines.rattler`` starts this module through the one door for
+runs them in its own process. ``tfgpu.engines.rattler_engine`` starts this module through the one door for
 child processes (``tfgpu.process.runner.Runner``) with one request as JSON on stdin; this process says what it
 attempts (the runner's log keeps it), prints progress and the error text on stdout, writes its
 answer as JSON to the file the request names, and ends with ``os._exit`` — so it never finalises

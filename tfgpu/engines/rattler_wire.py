@@ -1,7 +1,7 @@
 """What the tool and its rattler process (``tfgpu.engines.rattler_child``) both read: the prefixes of
 the process's progress lines, the virtual packages of a target, and rattler's records from their JSON.
 
-Apart from ``tfgpu.engines.rattler`` so that the engine process, started for every solve, query and
+Apart from ``tfgpu.engines.rattler_engine`` so that the engine process, started for every solve, query and
 install, loads rattler and this alone: not the channel checks, the HTTP transport, the resolver and
 the process machinery the tool uses to start it, which it never runs (a tenth of a second of CPU at
 each start). Plain records only: everything asynchronous stays in the engine process.

@@ -18,7 +18,7 @@ from tfgpu.doors import untrusted
 from tfgpu.doors.paths import cache_root
 from tfgpu.doors.quoting import sh
 from tfgpu.doors.requirements import lines
-from tfgpu.engines import rattler
+from tfgpu.engines import rattler_engine
 from tfgpu.engines import uv as uv_engine
 from tfgpu.envs import activation, marker, txn, writes
 from tfgpu.envs.conda_envs import conda_envs_dir, find_engine, register_env
@@ -94,7 +94,7 @@ class CondaBackend(Backend):
                     ),
                 ]
         else:
-            specs, pip = rattler.conda_specs(resolution)
+            specs, pip = rattler_engine.conda_specs(resolution)
             pip += [IPYKERNEL] if options.jupyter else []
             steps = self._solved_packages(resolution, root, specs, options)
             sources = uv_engine.sources(options.find_links, options.offline)
@@ -136,7 +136,7 @@ class CondaBackend(Backend):
                 payload={
                     "mode": "conda",
                     "engine": self.engine,
-                    "virtual_cuda": rattler.virtual_cuda(resolution),
+                    "virtual_cuda": rattler_engine.virtual_cuda(resolution),
                     "channels": list(options.channels),
                     "tf_source": resolution.tensorflow_source,
                     "lock": source.lock_path or None,
@@ -157,8 +157,8 @@ class CondaBackend(Backend):
         return steps
 
     def _solved_packages(self, resolution, root: Path, specs: list[str], options: Options) -> list[Step]:
-        channels = rattler.channel_urls(options.channels)
-        cuda = rattler.virtual_cuda(resolution)
+        channels = rattler_engine.channel_urls(options.channels)
+        cuda = rattler_engine.virtual_cuda(resolution)
         if self.engine == "rattler":
             return [
                 Step(
@@ -245,7 +245,7 @@ class CondaBackend(Backend):
             offline=context.options.offline,
             runner=context.runner,
         )
-        rattler.write_records(records, location.staging / SOLVED)
+        rattler_engine.write_records(records, location.staging / SOLVED)
         writes.delete(location.staging / "CACHEDIR.TAG")  # rattler's; backup tools skip tagged dirs
 
 
@@ -289,7 +289,7 @@ def make_backend(resolution, options: Options, source: Source | None = None) -> 
             ],
         )
 
-    rattler.check_channels(rattler.channel_urls(options.channels))
+    rattler_engine.check_channels(rattler_engine.channel_urls(options.channels))
     engine = options.engine or "rattler"
     if source is not None and source.locked and engine != "rattler":
         raise ImpossibleError(

@@ -9,7 +9,7 @@ that already exists: what an install will add (journalled before anything change
 with everything the env holds kept as it is, and the undo. The errors these raise are built here,
 once (``uv-missing``, the repair's ``install-failed``/``repair-conflict``/``undo-failed``).
 
-The engines' own modules (``tfgpu.engines.uv``, ``tfgpu.engines.rattler``) only build commands
+The engines' own modules (``tfgpu.engines.uv``, ``tfgpu.engines.rattler_engine``) only build commands
 and talk to the executables; which cache, which sources, which pins is decided here.
 """
 
@@ -26,7 +26,7 @@ from rattler import PrefixRecord
 from tfgpu.cache import uv_cache
 from tfgpu.doors import requirements as req
 from tfgpu.doors.paths import cache_root
-from tfgpu.engines import rattler
+from tfgpu.engines import rattler_engine
 from tfgpu.engines import uv as uv_engine
 from tfgpu.engines.uv_progress import UvProgress
 from tfgpu.envs import writes
@@ -309,7 +309,7 @@ class RattlerEngine(PackageEngine):
     def solve(self, specs: list[str], channels: list[str], *, cuda: str | None, offline: bool, **more) -> list:
         """rattler's solve for this machine's linux-64 (``more``: ``pinned``, ``runner``)."""
 
-        return rattler.solve(
+        return rattler_engine.solve(
             specs,
             channels,
             platform="linux-64",
@@ -323,7 +323,7 @@ class RattlerEngine(PackageEngine):
     def locked(self, packages, channels: list[str], *, offline: bool, local_channel: str | None, runner) -> list:
         """The locked records, read from their channels and checked against the lock."""
 
-        return rattler.locked_records(
+        return rattler_engine.locked_records(
             packages,
             channels,
             platform="linux-64",
@@ -336,7 +336,7 @@ class RattlerEngine(PackageEngine):
     def link(self, records: list, staging: Path, final: Path, *, reporter, offline: bool, **more) -> None:
         """Link ``records`` into ``staging`` (``final`` embedded in files; ``more``: ``keep``, ``runner``)."""
 
-        rattler.install(
+        rattler_engine.install(
             records, staging, final, package_cache=self.packages, reporter=reporter, offline=offline, **more
         )
 
@@ -418,8 +418,8 @@ def engine_for(
     cache ``tfgpu.cache.uv_cache`` chooses (written into ``runner``'s log); ``needs``: what
     ``uv-missing`` says needs uv."""
     if manager == "conda":
-        cuda = rattler.virtual_cuda(resolution) if resolution is not None else ""
-        urls = rattler.channel_urls(tuple(channels))
+        cuda = rattler_engine.virtual_cuda(resolution) if resolution is not None else ""
+        urls = rattler_engine.channel_urls(tuple(channels))
         return RattlerEngine(cache_root(), prefix=prefix, channels=urls, cuda=cuda, offline=offline)
     engine = UvEngine.found(needs, python=python, runner=runner, find_links=find_links, offline=offline)
     runner.log(engine.cache_note)

@@ -75,8 +75,8 @@ def build_options(
             )
     check_channels_for(mode, channels)
     if channels:  # through the URL door now, named by where they came from (a flag, a project file)
-        # Start-up cost: `completion` loads this module but not tfgpu.engines.rattler.
-        from tfgpu.engines.rattler import channel_urls
+        # Start-up cost: `completion` loads this module but not tfgpu.engines.rattler_engine.
+        from tfgpu.engines.rattler_engine import channel_urls
 
         channel_urls(tuple(channels), channel_from)
     find_links = uv_engine.find_links_source(find_links)

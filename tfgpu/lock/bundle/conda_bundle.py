@@ -23,7 +23,7 @@ from pathlib import Path
 from tfgpu import __version__
 from tfgpu.doors import secrets, trees, urls
 from tfgpu.doors.paths import cache_root, write_output
-from tfgpu.engines import rattler
+from tfgpu.engines import rattler_engine
 from tfgpu.engines.download import fetch
 from tfgpu.errors import OperationError
 from tfgpu.lock.bundle.files import digest
@@ -157,7 +157,7 @@ def build(resolution, platform, out: Path, *, channels=(), channel_from: str = "
             trees.unlink(stale)
     for subdir in ("noarch", platform.name):
         (out / "channel" / subdir).mkdir(parents=True, exist_ok=True)
-    rattler.index_channel(out / "channel", runner)
+    rattler_engine.index_channel(out / "channel", runner)
     wheels = [Wheel(file_name(p.url), p.url, p.hash.sha256, 0) for p in lock.packages(platform.name, "pip")]
     say(f"collecting {len(wheels)} wheels into {out / 'wheels'}")
     collect(wheels, out / "wheels", reporter)

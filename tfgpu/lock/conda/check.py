@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tfgpu.doors import quoting
 from tfgpu.doors.paths import cache_root
-from tfgpu.engines import rattler
+from tfgpu.engines import rattler_engine
 from tfgpu.errors import ImpossibleError, OperationError
 from tfgpu.lock.check import Check, input_changes, package_changes, target_today
 from tfgpu.lock.conda import write
@@ -36,7 +36,7 @@ def check(lock, reporter=None) -> Check:
             "pip": list(recorded.requirements),
             "channels": channels,
             "cuda": recorded.virtual_cuda,
-            "glibc": rattler.GLIBC if name.startswith("linux") else None,
+            "glibc": rattler_engine.GLIBC if name.startswith("linux") else None,
         }
         try:
             # A locked conda spec of tensorflow itself: the lock took conda-forge's build, and is checked as such.

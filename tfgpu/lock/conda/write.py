@@ -29,7 +29,7 @@ from tfgpu import __version__
 from tfgpu.doors import secrets, untrusted
 from tfgpu.doors.paths import cache_root, output_dir, write_output
 from tfgpu.doors.quoting import one_line
-from tfgpu.engines import rattler
+from tfgpu.engines import rattler_engine
 from tfgpu.engines.channels import channel_urls, check_channels
 from tfgpu.errors import ImpossibleError
 from tfgpu.lock.recorded import planned
@@ -290,11 +290,11 @@ def lock_platform(
     """One platform's package entries (conda, then pip) and the inputs they were solved from (what
     ``content_hash`` digests). ``cuda``: the ``__cuda`` to solve with (default: the resolution's)."""
     if cuda is _DRIVER_CUDA:
-        cuda = None if cpu_only or resolution.accelerator != "cuda" else rattler.virtual_cuda(resolution)
-    specs, _ = rattler.conda_specs(resolution, cpu_only=cpu_only)
+        cuda = None if cpu_only or resolution.accelerator != "cuda" else rattler_engine.virtual_cuda(resolution)
+    specs, _ = rattler_engine.conda_specs(resolution, cpu_only=cpu_only)
     if reporter is not None:
         reporter.note(f"solving {platform.name}: {' | '.join(specs)} (__cuda={cuda or 'none'})")
-    records = rattler.solve(
+    records = rattler_engine.solve(
         specs,
         channels,
         platform=platform.name,
@@ -339,7 +339,7 @@ def lock_platform(
         "pip": pip,
         "channels": [secrets.strip(c) for c in channels],
         "cuda": cuda,
-        "glibc": rattler.GLIBC if platform.name.startswith("linux") else None,
+        "glibc": rattler_engine.GLIBC if platform.name.startswith("linux") else None,
     }
     return entries, inputs
 
