@@ -63,8 +63,10 @@ def unknown_options(words: list[str], parser: argparse.ArgumentParser, others: d
         if not word.startswith("-") or word in ("-", "--"):
             continue  # a value of the unknown option, or a stray positional word
         name = word.split("=", 1)[0]
-        if name not in taken and name not in names:  # a known option here was given a value it does not take
-            names.append(name)  # each word answered once, however often it was given
+        # A known option here was given a value it does not take (a flag given "=x"): no misspelling.
+        # Each other word is answered once, however often it was given.
+        if name not in taken and name not in names:
+            names.append(name)
     answers = []
     for name in names:
         near = closest(name, taken)
