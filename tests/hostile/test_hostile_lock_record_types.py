@@ -73,33 +73,19 @@ def test_a_conda_record_holding_a_list_field_of_another_type_is_refused(key, val
 
 @pytest.mark.parametrize(("key", "value"), [("compute_capabilities", 5), ("conda_specs", ["python 3.10.*", " "])])
 def test_a_real_conda_lock_whose_record_holds_a_hostile_list_is_refused(
-    tool, sandbox, lock_channel, lock_index, key, value
+    tool, sandbox, lock_channel, lock_index, tmp_path_factory, key, value
 ):
     """For real: a conda lock written by the tool, its record given ``compute_capabilities: 5`` (a
     pip field the conda reader does not look at) or a blank conda spec (``lock --check`` reads each
     spec's first word), and signed again; ``lock --check``, ``create --from-lock --dry-run`` and
     ``script --from-lock`` each refuse it, nothing written, no traceback."""
-    import sys
-
-    from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
-
-    from tfgpu.lock.conda.write import model_digest
-
     env = {"TFGPU_INDEX_URL": lock_index, "TFGPU_INSECURE_HOSTS": "127.0.0.1"}
     path = sandbox / "conda-lock.yml"
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    made = tool(
-        *("lock", "--tf", "2.13", "--mode", "conda", "--python", python, "--no-detect"),
-        *("--channel", str(lock_channel), "--platform", "linux-64", "-o", str(path)),
-        env=env,
-    )
-    assert made.code == 0, made.err
-    lockfile = parse_conda_lock_file(path)
-    custom = lockfile.metadata.custom_metadata
-    entry = json.loads(custom["tfgpu_resolution.linux-64"])
-    custom["tfgpu_resolution.linux-64"] = json.dumps(entry | {key: value})
-    custom["tfgpu_packages_sha256"] = model_digest(lockfile)
-    write_conda_lock_file(lockfile, path, metadata_choices=set())
+
+    def hostile(custom: dict) -> None:
+        custom["tfgpu_resolution.linux-64"] = json.dumps(json.loads(custom["tfgpu_resolution.linux-64"]) | {key: value})
+
+    _resigned_conda_lock(tmp_path_factory, path, lock_channel, lock_index, hostile)
     out = sandbox / "install.sh"
     before = snapshot(sandbox)
     for argv in (
@@ -112,6 +98,22 @@ def test_a_real_conda_lock_whose_record_holds_a_hostile_list_is_refused(
         assert key in json.loads(done.out)["error"]["message"]
     assert not out.exists()
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
+
+
+def _resigned_conda_lock(factory, path, channel, index, edit) -> None:
+    """A real conda lock of TF 2.13 for linux-64 (tests/madelocks.py: made once a session) at
+    ``path``, its ``custom_metadata`` changed by ``edit`` and its checksum computed again, as an
+    attacker who can edit the file would."""
+    import madelocks
+    from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
+
+    from tfgpu.lock.conda.write import model_digest
+
+    madelocks.conda_lock(factory, path, channel, index)
+    lockfile = parse_conda_lock_file(path)
+    edit(lockfile.metadata.custom_metadata)
+    lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = model_digest(lockfile)
+    write_conda_lock_file(lockfile, path, metadata_choices=set())
 
 
 def _forged_header(path, **changes) -> None:
@@ -236,29 +238,17 @@ def test_a_pip_lock_header_field_of_the_wrong_form_is_refused(cli, sandbox, chan
 
 
 @pytest.mark.parametrize("said", ["2\x1b[31m\nInstalled and verified: GPU works", "9" * 100_000], ids=["lines", "huge"])
-def test_a_conda_lock_s_format_never_prints_lines_of_its_own(tool, sandbox, lock_channel, lock_index, said):
+def test_a_conda_lock_s_format_never_prints_lines_of_its_own(
+    tool, sandbox, lock_channel, lock_index, tmp_path_factory, said
+):
     """A conda lock's ``tfgpu_format`` is shown in the answer to a lock of another format, as a pip
     lock's header is: a line break there printed a line of the lock's choosing ("Installed and
     verified"), 100,000 digits printed 100,000 digits. Shown escaped, on one line, cut short."""
-    import sys
-
-    from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
-
-    from tfgpu.lock.conda.write import model_digest
-
     env = {"TFGPU_INDEX_URL": lock_index, "TFGPU_INSECURE_HOSTS": "127.0.0.1"}
     path = sandbox / "conda-lock.yml"
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    made = tool(
-        *("lock", "--tf", "2.13", "--mode", "conda", "--python", python, "--no-detect"),
-        *("--channel", str(lock_channel), "--platform", "linux-64", "-o", str(path)),
-        env=env,
+    _resigned_conda_lock(
+        tmp_path_factory, path, lock_channel, lock_index, lambda custom: custom.update(tfgpu_format=said)
     )
-    assert made.code == 0, made.err
-    lockfile = parse_conda_lock_file(path)
-    lockfile.metadata.custom_metadata["tfgpu_format"] = said
-    lockfile.metadata.custom_metadata["tfgpu_packages_sha256"] = model_digest(lockfile)
-    write_conda_lock_file(lockfile, path, metadata_choices=set())
     before = snapshot(sandbox)
     for argv in (
         ("lock", "--check", str(path)),
