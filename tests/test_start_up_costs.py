@@ -77,16 +77,44 @@ def test_the_console_script_runs_its_command_with_the_collector_on(tmp_path):
         "main(['plan', '--tf', '2.21', '--json', '--no-detect'])\n"
         "sys.stderr.write(json.dumps(seen) + '\\n')\n"
         "sys.argv[1:] = ['plan', '--tf', '2.21', '--json', '--no-detect']\n"
-        "try:\n"
-        "    entry()\n"
-        "finally:\n"
-        "    sys.stderr.write(json.dumps(seen) + '\\n')\n",
+        "import atexit\n"
+        "atexit.register(lambda: sys.stderr.write(json.dumps(seen) + '\\n'))  # entry() ends the process\n"
+        "entry()\n",
         tmp_path,
     )
     assert done.returncode == 0, done.stderr
     in_process, whole = (json.loads(line) for line in done.stderr.strip().splitlines()[-2:])
     assert in_process == [[True, False]]
     assert whole == [[True, False], [True, True]]
+
+
+def test_the_console_script_ends_as_the_interpreter_would_without_its_teardown(tmp_path):
+    """entry() ends the process after the exit handlers and a flush of the streams, without the
+    interpreter's teardown: every exit handler runs once and in its order (one registered before
+    the tool was imported too: a sitecustomize's, coverage's), a large piped output arrives whole,
+    the exit code is the command's (3: a release that does not exist), and a thread still running
+    is joined by the interpreter's own exit (its last line is printed)."""
+    script = (
+        "import atexit, sys, threading, time\n"
+        "atexit.register(lambda: sys.stderr.write('early handler\\n'))\n"
+        "from tfgpu.cli import entry\n"
+        "atexit.register(lambda: sys.stderr.write('late handler\\n'))\n"
+        "if sys.argv[1] == 'thread':\n"
+        "    threading.Thread(target=lambda: (time.sleep(0.3), sys.stderr.write('thread done\\n'))).start()\n"
+        "sys.argv[1:] = sys.argv[2:]\n"
+        "entry()\n"
+    )
+    matrix = _python(script, tmp_path, "-", "matrix", "--json")
+    assert matrix.returncode == 0, matrix.stderr
+    assert len(matrix.stdout) > 10_000 and json.loads(matrix.stdout)  # whole, through a pipe
+    assert matrix.stderr.count("late handler") == 1 and matrix.stderr.count("early handler") == 1
+    assert matrix.stderr.index("late handler") < matrix.stderr.index("early handler")  # their order
+    impossible = _python(script, tmp_path, "-", "plan", "--tf", "1.99", "--no-detect")
+    assert impossible.returncode == 3, impossible.stderr
+    assert impossible.stderr.count("early handler") == 1
+    waited = _python(script, tmp_path, "thread", "plan", "--tf", "2.21", "--json", "--no-detect")
+    assert waited.returncode == 0, waited.stderr
+    assert "thread done" in waited.stderr and waited.stderr.count("early handler") == 1
 
 
 def test_a_part_kept_apart_reads_as_the_whole_tables_key(tmp_path, monkeypatch):
@@ -388,7 +416,7 @@ def test_a_credential_variable_is_told_as_its_pattern_tells_it():
         assert secrets._is_credential_variable(name) == bool(re.fullmatch(secrets._VARIABLE, name, re.IGNORECASE)), name
 
 
-def test_the_url_scan_of_redaction_finds_what_the_whole_text_search_finds():
+def test_the_url_scan_finds_what_the_whole_text_search_finds():
     """Redaction tries the URL pattern only within a scheme's length before a ``:/`` or ``:\\``; over
     texts built to be hard (schemes of 31 to 34 characters, colons without slashes, URLs back to
     back, quotes and Unicode spaces between them, credentials in every form) every rewrite is the
@@ -430,6 +458,10 @@ def test_the_url_scan_of_redaction_finds_what_the_whole_text_search_finds():
         "\\",
         "@",
         "?token=abc",
+        "--hash=sha256:0a1b2c3d4e5f60718293a4b5c6d7e8f9",  # a lock's hashes: letters a scheme may start with
+        "+",
+        ".",
+        "-",
     ]
     chooser = random.Random(20261206)
     texts = [open(__file__, encoding="utf-8").read(), *pieces]
@@ -440,3 +472,7 @@ def test_the_url_scan_of_redaction_finds_what_the_whole_text_search_finds():
         assert secrets._each_url(text, lambda match: f"[{match.group(0)}]") == re.sub(
             secrets._URL, lambda match: f"[{match.group(0)}]", text
         ), repr(text)
+        # The two doors built on the same scan: a written file's check and a kept record's strip.
+        everywhere = [match.group(0) for match in re.finditer(secrets._URL, text)]
+        assert secrets.found_in(text, {}) == [secrets.masked(url) for url in everywhere if secrets.forms(url)]
+        assert secrets.stripped(text) == re.sub(secrets._URL, lambda match: secrets.strip(match.group(0)), text)

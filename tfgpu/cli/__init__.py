@@ -12,9 +12,11 @@ operation failed; 2 malformed input; 3 well-formed but impossible; 128+N a signa
 
 from __future__ import annotations
 
+import atexit
 import errno
 import gc
 import json
+import os
 import sys
 from types import SimpleNamespace
 
@@ -131,4 +133,25 @@ def entry() -> None:
     """Console-script entry point: the process's one run (in-process callers, the tests among them,
     call :func:`main`, which leaves their collector as it is)."""
     gc.disable()  # until _started: start-up makes no garbage worth the walks
-    sys.exit(main(whole_process=True))
+    _exit(main(whole_process=True))
+
+
+def _exit(code: int) -> None:
+    """End the process as the interpreter would, less its teardown. After the exit handlers and the
+    flush of stdout and stderr, the interpreter's exit frees every module, class and table one by
+    one: 13-25 ms of a lock or a plan (the lock's 275 modules; ``python -c pass`` is 11 ms whole),
+    spent on memory the kernel takes back at once. So the exit handlers run here (every one, in
+    their order: a ``sitecustomize``'s, coverage's), the streams are flushed, and the process ends
+    (``os._exit``, as ``tfgpu.engines.rattler_child`` and multiprocessing's children end). A thread
+    still running, or a stream that cannot be flushed (a closed pipe, a full disk), takes the
+    interpreter's own exit instead, which joins the thread and says what it always said."""
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        sys.exit(code)
+    atexit._run_exitfuncs()  # clears them: sys.exit below does not run them twice
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(code)
+    os._exit(code & 0xFF)

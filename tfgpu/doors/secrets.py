@@ -68,6 +68,8 @@ _CREDENTIAL_KEY = r"t|sig|key|auth|pwd|passwd|pass|jwt|.*(token|secret|passw|api
 _SCHEME = r"[A-Za-z][A-Za-z0-9+.-]{0,31}:[/\\]{1,8}"
 _SCHEME_GROUP = "(" + _SCHEME + ")"
 _URL = _SCHEME + r"[^\s'\"<>`]+"
+_SCHEME_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")  # _SCHEME's first class
+_SCHEME_CHARACTERS = _SCHEME_FIRST | frozenset("0123456789+.-")  # and the class after it
 # Names of variables whose value is a credential: the engines' own and the common conventions.
 _VARIABLE = (
     r"(CONDA_TOKEN|ANACONDA_API_TOKEN|ANACONDA_TOKEN|UV_INDEX_.+_(USERNAME|PASSWORD)"
@@ -235,7 +237,7 @@ def _variable_values(environ=None) -> list[str]:
 def stripped(text: str) -> str:
     """``text`` (a record the tool keeps, such as an env's marker) with every URL in it without its
     credential (:func:`strip`): the engine's own authentication supplies it when the URL is used."""
-    return re.sub(_URL, lambda match: strip(match.group(0)), text)
+    return _each_url(text, lambda match: strip(match.group(0)))
 
 
 def _each_url(text: str, rewrite) -> str:
@@ -245,15 +247,31 @@ def _each_url(text: str, rewrite) -> str:
     slash, so the leftmost URL from any point starts in the window before the first such ``:``
     whose window holds one, which this tries start by start, as the whole-text search would. Run over
     the whole text, the pattern tries a scheme at every letter: 3.2M instructions (callgrind) for a
-    plan's 8 kB JSON with two URLs, which every ``--json`` document is redacted through."""
+    plan's 8 kB JSON with two URLs, which every ``--json`` document is redacted through, and 32M
+    for a pip lock and its pylock (every hex digit of 800 hashes a letter to try), which every
+    written file is checked through (:func:`found_in`)."""
     pattern = re.compile(_URL)  # re's own cache: compiled once
     found, start, look = [], 0, 0
+    marks = {":/": text.find(":/"), ":\\": text.find(":\\")}  # each mark's next place at or after `look`
     while True:
-        colon = min((at for at in (text.find(":/", look), text.find(":\\", look)) if at != -1), default=-1)
+        for mark, at in marks.items():
+            if at != -1 and at < look:
+                marks[mark] = text.find(mark, look)
+        colon = min((at for at in marks.values() if at != -1), default=-1)
         if colon == -1:
             break
+        # Only a start inside the run of scheme characters that ends at the colon can reach it
+        # (any other stops at a character no scheme holds), so the tries begin at that run's start.
+        first = colon
+        while first > max(start, colon - 32) and text[first - 1] in _SCHEME_CHARACTERS:
+            first -= 1
         match = next(
-            (m for at in range(max(start, colon - 32), colon) if (m := pattern.match(text, at)) is not None), None
+            (
+                m
+                for at in range(first, colon)
+                if text[at] in _SCHEME_FIRST and (m := pattern.match(text, at)) is not None
+            ),
+            None,
         )
         if match is None:
             look = colon + 1
@@ -293,7 +311,9 @@ def redact(text: str, environ=None) -> str:
 def found_in(text: str, environ=None) -> list[str]:
     """What in ``text`` is a credential, each shown masked: the URLs with one (as :func:`masked`
     shows them) and ``the value of NAME`` for a credential variable whose value is there."""
-    found = [masked(match.group(0)) for match in re.finditer(_URL, text) if forms(match.group(0))]
+    urls: list[str] = []
+    _each_url(text, lambda match: urls.append(match.group(0)) or "")  # the scan redact uses: see there
+    found = [masked(url) for url in urls if forms(url)]
     environ = os.environ if environ is None else environ
     for name, value in sorted(environ.items()):
         if _is_credential_variable(name) and len(value) >= _SHORTEST and value in text:

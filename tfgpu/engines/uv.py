@@ -84,6 +84,13 @@ def looks_transient(output: str, pins: list[str]) -> tuple[str, list[str]] | Non
 
 def find_uv() -> str | None:
     """The uv binary shipped by the ``uv`` package, else one on PATH."""
+    if sys.prefix != sys.base_prefix and os.name == "posix":
+        # In a venv (pipx's, or the user's) the uv package's first place is the venv's bin/, which
+        # it finds through sysconfig's install schemes: 11M instructions a lock spends before uv
+        # starts. The same first place, looked at directly; anywhere else, the package's whole search.
+        beside = os.path.join(sys.prefix, "bin", "uv")
+        if os.path.isfile(beside) and os.access(beside, os.X_OK):
+            return beside
     try:
         from uv import find_uv_bin
 
