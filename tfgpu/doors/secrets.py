@@ -312,7 +312,12 @@ def found_in(text: str, environ=None) -> list[str]:
     """What in ``text`` is a credential, each shown masked: the URLs with one (as :func:`masked`
     shows them) and ``the value of NAME`` for a credential variable whose value is there."""
     urls: list[str] = []
-    _each_url(text, lambda match: urls.append(match.group(0)) or "")  # the scan redact uses: see there
+
+    def kept(match) -> str:
+        urls.append(match.group(0))
+        return ""
+
+    _each_url(text, kept)  # the scan redact uses: see there
     found = [masked(url) for url in urls if forms(url)]
     environ = os.environ if environ is None else environ
     for name, value in sorted(environ.items()):
