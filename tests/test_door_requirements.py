@@ -126,3 +126,15 @@ def test_the_quick_rendering_is_packagings(text):
             requirements.canonical(text, what="t")
     else:
         assert requirements.canonical(text, what="t") == full
+
+
+def test_a_name_of_thousands_of_characters_is_no_name():
+    """A distribution name is bounded (PEP 508 sets no bound; PyPI's are well under 100): one of
+    thousands, from a forged lock or a --package, is refused and never echoed whole."""
+    from tfgpu.doors.requirements import NAME_LIMIT, name_problem
+
+    assert name_problem("a" * NAME_LIMIT) is None
+    for name in ("a" * (NAME_LIMIT + 1), "tensorflow" * 500):
+        why = name_problem(name)
+        assert why is not None and len(why) < 120
+        assert requirements.problem(f"{name}==1.0") is not None

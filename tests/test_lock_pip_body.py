@@ -71,6 +71,9 @@ LINES = [
     "ä==1.0",
     "a==1.0 \\ \\",
     "a" * 300 + "==1.0",
+    "a" * 200 + "==1.0",  # the longest name taken (tfgpu.doors.requirements.NAME_LIMIT)
+    "a" * 201 + "==1.0",  # one more: refused by both readings, never echoed whole
+    "a" * 5000 + "==1.0",
     "",
 ]
 

@@ -132,3 +132,19 @@ def test_the_tools_own_conda_lock_with_a_platform_without_cuda_is_checked(
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["current"] and report["platforms"] == list(platforms)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"tensorflow": "2.13.1"', "[]", '"2.13"', "", "{" * 100_000, "x" * (2 * 1024 * 1024)],
+    ids=["cut-short", "a-list", "a-string", "empty", "deep", "huge"],
+)
+def test_a_conda_record_that_is_no_json_table_is_malformed_as_a_pip_header_is(text):
+    """A conda lock that parsed, whose record for a platform is not a JSON table (cut short, another
+    JSON type, nested past the limit, megabytes): malformed input (exit 2), as a pip lock's header
+    line that does not parse is, and said on one line."""
+    lock = CondaLock(path=Path("conda-lock.yml"), lockfile=None, custom={"tfgpu_resolution.linux-64": text})
+    with pytest.raises(TfgpuError) as refused:
+        lock.resolution("linux-64")
+    assert (refused.value.code, refused.value.exit_code) == ("lock-malformed", 2)
+    assert "\n" not in refused.value.message and len(refused.value.message) < 1_000

@@ -121,10 +121,11 @@ def test_a_field_of_the_wrong_type_reads_as_missing_and_the_rest_is_kept(tmp_pat
     assert found.kernels == ["ok-name"] and found.apart_dir is None and found.created is None
     assert found.extra == {"future_field": {"kept": [1, 2]}, "extra": "a file's own key of that name"}
     assert found.to_dict() == {key: value for key, value in document.items() if key not in wrong}
+    assert found.mistyped == wrong
 
 
 def test_the_record_has_one_attribute_for_each_field_the_reader_checks():
-    assert set(fields(marker.Marker)) - {"extra", "present"} == set(marker._FIELDS)
+    assert set(fields(marker.Marker)) - {"extra", "present", "mistyped"} == set(marker._FIELDS)
 
 
 @pytest.mark.parametrize("text", ["[1]", '"tfgpu-install"', "{", "", "null"])
@@ -139,6 +140,17 @@ def test_why_not_tells_a_marker_without_a_format_from_one_that_holds_null(tmp_pa
     assert marker.why_not(tmp_path).endswith("(format 1)")
     (tmp_path / marker.NAME).write_text(json.dumps({"tool": "tfgpu-install", "marker_format": None}))
     assert marker.why_not(tmp_path).endswith("(format None)")
+
+
+@pytest.mark.parametrize("value", ["2", True, [2], 2.0, {"format": 2}])
+def test_why_not_names_a_format_of_the_wrong_type_as_such_not_as_format_1(tmp_path, value):
+    (tmp_path / marker.NAME).write_text(json.dumps({"tool": "tfgpu-install", "marker_format": value}))
+    assert marker.why_not(tmp_path) == f"its {marker.NAME} holds a marker_format that is not a number (edited by hand?)"
+
+
+def test_why_not_names_a_newer_format_as_newer(tmp_path):
+    (tmp_path / marker.NAME).write_text(json.dumps({"tool": "tfgpu-install", "marker_format": marker.FORMAT + 1}))
+    assert "from a newer tfgpu-install" in marker.why_not(tmp_path)
 
 
 def _calls_reading_the_marker_file(path: Path) -> list[str]:

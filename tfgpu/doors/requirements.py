@@ -124,10 +124,18 @@ def _refuse(what: str, text: object, why: str) -> UsageError:
     )
 
 
+NAME_LIMIT = 200
+"""The longest distribution name taken. PEP 508 sets none; PyPI's longest names are well under
+100 characters, and a name of thousands (a forged lock's, say) would otherwise be echoed whole into
+every answer that names the package."""
+
+
 def name_problem(text: object) -> str | None:
     """Why ``text`` is not a distribution name, or None if it is one."""
     if not isinstance(text, str):
         return "it is not text"
+    if len(text) > NAME_LIMIT:
+        return f"a name is at most {NAME_LIMIT} characters (this one has {len(text):,})"
     if text.startswith("-"):
         return "it starts with '-', so an installer would read it as an option"
     if _unsafe(text):

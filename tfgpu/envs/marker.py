@@ -122,6 +122,9 @@ class Marker:
     present: tuple[str, ...] = ()
     """The fields the file holds (of the right type), in its order: what :meth:`to_dict` writes
     back, and which of the None fields the file holds as ``null``."""
+    mistyped: tuple[str, ...] = ()
+    """The fields the file holds with another type (or longer) than the tool writes: read as
+    missing, and named as they are by :func:`why_not`."""
 
     def to_dict(self) -> dict:
         """The marker as its file holds it (less fields of the wrong type), in the file's order."""
@@ -179,6 +182,7 @@ def read(prefix: Path) -> Marker | None:
         **typed,
         extra={key: field for key, field in kept.items() if key not in _FIELDS},
         present=tuple(kept),
+        mistyped=tuple(key for key in value if key not in kept),
     )
 
 
@@ -207,8 +211,12 @@ def why_not(directory: Path) -> str:
     if found.tool != "tfgpu-install":
         return f"its {NAME} was not written by tfgpu-install"
     if found.marker_format != FORMAT:
+        if "marker_format" in found.mistyped:  # not a number: no version of the tool wrote it
+            return f"its {NAME} holds a marker_format that is not a number (edited by hand?)"
         # A marker without the field is format 1's; one that holds null says so.
         said = found.marker_format if "marker_format" in found.present else 1
+        if isinstance(said, int) and said > FORMAT:
+            return f"its {NAME} is from a newer tfgpu-install (format {said}; this one reads format {FORMAT})"
         return f"its {NAME} is from an older tfgpu-install that did not record ownership (format {said})"
     if found.prefix is None:  # none there, or one of the wrong type: it names no place, not "None"
         return f"its {NAME} records no path it was made for"

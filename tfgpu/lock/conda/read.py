@@ -47,7 +47,7 @@ class CondaLock:
                 f"{self.path} has no {platform} environment (it locks {', '.join(self.lockfile.metadata.platforms)}).",
                 [f"Regenerate it with --platform {platform}."],
             )
-        source, kind = str(self.path), untrusted.CONDA_LOCK
+        source, kind = str(self.path), untrusted.CONDA_LOCK_RECORD
         recorded = untrusted.expect(untrusted.parse_json(self.custom[key], kind, source), dict, kind, source, key)
         # Each field's type and form is checked where a pip lock's are (``lock-malformed``, exit 2,
         # for either lock), with the fields only a conda lock's record holds: ``virtual_cuda``

@@ -20,7 +20,7 @@ from tfgpu import __version__
 from tfgpu.doors import quoting, untrusted
 from tfgpu.doors.controls import shown
 from tfgpu.doors.quoting import one_line
-from tfgpu.doors.requirements import problem
+from tfgpu.doors.requirements import NAME_LIMIT, problem
 from tfgpu.doors.urls import checked
 from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.platforms import PLATFORMS, Platform
@@ -350,7 +350,7 @@ _HASH = re.compile(r"\s+--hash=sha256:[0-9a-f]{64}( \\)?")
 # full parse. Two parses of each of a TF lock's 44 pins were half of what a lock did after uv's answer,
 # and loading packaging's parser (with its markers, wheel tags, logging and typing) ~20 ms of CPU.
 _PLAIN_PIN = re.compile(
-    r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?=="
+    rf"[A-Za-z0-9](?:[A-Za-z0-9._-]{{0,{NAME_LIMIT - 2}}}[A-Za-z0-9])?=="
     r"[0-9]{1,8}(?:\.[0-9]{1,8}){0,4}(?:(?:a|b|rc)[0-9]{1,3})?(?:\.post[0-9]{1,3})?(?:\.dev[0-9]{1,3})?",
     re.ASCII,
 )
