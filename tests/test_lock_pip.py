@@ -656,3 +656,19 @@ def test_a_pylock_the_cache_cannot_answer_is_asked_of_the_index(tmp_path, monkey
     with pytest.raises(OperationError) as raised:
         resolving._pylock_of(body, ("offline",), ("online",), output, Runner([(0, other), (0, other)]), {}, refuse)
     assert raised.value.code == "lock-failed" and "different versions" in str(raised.value)
+
+
+def test_the_local_location_check_finds_what_the_whole_pattern_finds():
+    """The words looked for first are in every match of the pattern: texts around each of them (and
+    a real lock's shape, hashes and URLs, with none) get the pattern's own answer."""
+    import random
+
+    from tfgpu.lock import resolving
+
+    pieces = [*resolving._LOCAL_WORDS, "x/tmp/", "-/home/", "/opt", "file", "127.0.0.", "local", "host", " ", "\n"]
+    pieces += ["--hash=sha256:" + "0a" * 32, "https://files.pythonhosted.org/packages/ab/cd/x.whl", "absl-py==2.3.1"]
+    chooser = random.Random(20261206)
+    for _ in range(3000):
+        text = "".join(chooser.choice(pieces) for _ in range(chooser.randrange(1, 12)))
+        found, whole = resolving._local_location(text), resolving._LOCAL.search(text)
+        assert (found and found.span()) == (whole and whole.span()), repr(text)

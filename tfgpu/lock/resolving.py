@@ -26,6 +26,14 @@ if TYPE_CHECKING:
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 _LOCAL = re.compile(r"file:|(?<![\w.-])/(?:opt|tmp|home|root|work|var)/|127\.0\.0\.1|localhost")
+_LOCAL_WORDS = ("file:", "/opt/", "/tmp/", "/home/", "/root/", "/work/", "/var/", "127.0.0.1", "localhost")
+"""What every match of :data:`_LOCAL` holds. A pattern with no fixed start is tried at every place of
+a lock's 100 kB (3 ms of the time after uv answers); these words are looked for directly."""
+
+
+def _local_location(text: str) -> re.Match | None:
+    """The first machine-local location in ``text`` (:data:`_LOCAL`), or None."""
+    return _LOCAL.search(text) if any(word in text for word in _LOCAL_WORDS) else None
 
 
 def index_url() -> str:
@@ -122,7 +130,7 @@ def compile_pins(
             )
     if index == DEFAULT_INDEX:
         for text in (body, pylock):
-            if local := _LOCAL.search(text):
+            if local := _local_location(text):
                 raise OperationError(
                     "lock-has-local-paths",
                     f"The lock would record a machine-local location ({local.group(0)!r}); it was not written.",
@@ -236,7 +244,7 @@ def compile_pylock(
         if result.returncode != 0:
             raise _compile_failed(result, requirements, platform, python, runner.log_path)
         pylock = untrusted.read_text(Path(tmp) / "pylock.toml", untrusted.PIP_LOCK)
-    if index == DEFAULT_INDEX and (local := _LOCAL.search(pylock)):
+    if index == DEFAULT_INDEX and (local := _local_location(pylock)):
         raise OperationError(
             "lock-has-local-paths",
             f"The lock would record a machine-local location ({local.group(0)!r}); it was not written.",
