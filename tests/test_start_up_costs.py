@@ -8,6 +8,7 @@ walks. Each test here holds one of those to the answer the slow way gives.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -234,17 +235,17 @@ def test_a_run_parses_as_the_whole_grammar_does():
     gives; every refused one the same error, "did you mean" and the option's other commands included."""
     import shlex
 
-    from tfgpu.cli.parser import build_parser, parse, with_default_command
+    from tfgpu.cli.parser import parse, with_default_command
     from tfgpu.errors import UsageError
 
     for line in _RUNS:
         argv = with_default_command(shlex.split(line))
-        assert vars(parse(argv)) == vars(build_parser().parse_args(argv)), line
-        assert list(vars(parse(argv))) == list(vars(build_parser().parse_args(argv))), line
+        assert vars(parse(argv)) == _argparse_values(argv), line
+        assert list(vars(parse(argv))) == list(_argparse_values(argv)), line
     for line in _REFUSED:
         argv = with_default_command(shlex.split(line))
         answers = []
-        for run in (parse, build_parser().parse_args):
+        for run in (parse, _whole_grammar().parse_args):
             try:
                 run(argv)
             except UsageError as error:
@@ -273,10 +274,19 @@ def test_a_plan_given_its_target_imports_no_driver_reader_and_no_suggestions(tmp
     assert [name for name in ("pathlib", "urllib.parse", "ipaddress") if name in loaded] == []
 
 
-def _argparse_values(argv: list[str]) -> dict:
+@functools.cache
+def _whole_grammar():
+    """``build_parser()``, built once for this module (some 5 ms a build; the walk below parses
+    hundreds of lines). argparse keeps nothing of one parse for the next: each ``parse_args`` starts
+    from a new namespace, and the one thing ``Parser`` keeps (``argv``, for its error) is set anew
+    by each parse, so a line parsed by this parser reads as it would by a new one."""
     from tfgpu.cli.parser import build_parser
 
-    return vars(build_parser().parse_args(argv))
+    return build_parser()
+
+
+def _argparse_values(argv: list[str]) -> dict:
+    return vars(_whole_grammar().parse_args(argv))
 
 
 def test_the_quick_reading_gives_argparse_s_namespace_or_leaves_the_line_to_it():
@@ -303,7 +313,6 @@ def test_every_option_of_every_command_is_read_as_argparse_reads_it():
     """Each option each command takes, alone, twice, and in both spellings (``--flag value``,
     ``--flag=value``) with a value of its kind: the quick reading is argparse's, or it declines."""
     from tfgpu.cli.grammar import COMMANDS, _options, quick
-    from tfgpu.cli.parser import build_parser
     from tfgpu.errors import UsageError
 
     def sample(keywords: dict) -> str:
@@ -317,7 +326,7 @@ def test_every_option_of_every_command_is_read_as_argparse_reads_it():
         if options is None:  # a positional word: argparse reads it
             assert quick([command]) is None
             continue
-        parser = build_parser().commands.choices[command]
+        parser = _whole_grammar().commands.choices[command]
         for action in parser._actions:
             if not action.option_strings or action.dest == "help":
                 continue
