@@ -253,6 +253,29 @@ def test_a_run_parses_as_the_whole_grammar_does():
         assert len(answers) == 2 and answers[0] == answers[1], line
 
 
+def test_installing_a_pip_bundle_loads_no_conda_lock(tmp_path):
+    """``create --from-bundle`` loads the bundle reader, which reads pip and conda bundles alike;
+    conda-lock (some 0.6 CPU-s to import, more than the rest of a pip bundle's install) is loaded
+    for a conda bundle only. A bundle directory without its bundle.json stops the run right after
+    the reader is loaded (exit 3, bundle-incomplete): what it loaded by then is what every pip
+    bundle's install loads."""
+    done = _python(
+        "import contextlib, io, json, sys\n"
+        "from tfgpu.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    code = main(['create', '--from-bundle', sys.argv[1], '--prefix', sys.argv[2], '--json'])\n"
+        "print(json.dumps([code, json.loads(out.getvalue())['error']['code'], sorted(sys.modules)]))\n",
+        tmp_path,
+        str(tmp_path / "bundle"),
+        str(tmp_path / "env"),
+    )
+    assert done.returncode == 0, done.stderr
+    code, error, loaded = json.loads(done.stdout)
+    assert (code, error) == (3, "bundle-incomplete")
+    assert "tfgpu.lock.bundle.read" in loaded and "tfgpu.lock.pip.install" in loaded
+    assert [name for name in loaded if name.split(".")[0] == "conda_lock" or name.startswith("tfgpu.lock.conda")] == []
+
+
 def test_a_plan_given_its_target_imports_no_driver_reader_and_no_suggestions(tmp_path):
     """``--driver`` and ``--gpu-cc`` given: the driver's readers are not imported (nothing reads the
     driver), nor the "did you mean" module (nothing was mistyped)."""
