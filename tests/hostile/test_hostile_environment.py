@@ -192,7 +192,7 @@ def a_later_run(sandbox, parsed_tables):
     """The sandbox's cache (TFGPU_CACHE_DIR) as every run after a machine's first finds it: the
     tables' parse is there, so the tool process reads it instead of parsing the tables again
     (some 0.15 CPU-s a process). What the tests that take this are about (a locale, what a log
-    holds) is not the tables' parse; the first run, which parses them, is held under a hostile
+    holds, an argument's raw bytes) is not the tables' parse; the first run, which parses them, is held under a hostile
     locale by ``test_any_locale_works[plan-*]``."""
     shutil.copytree(parsed_tables, sandbox / "cache", symlinks=True)
 
