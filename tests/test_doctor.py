@@ -13,6 +13,7 @@ import sys
 import pypifixture
 import pytest
 import wheelhouse
+from conftest import run_tool
 from envtree import RUNPATH_2_16_1, RUNPATH_2_21, RUNPATH_FULL, make_env
 
 from tfgpu.detect import probe
@@ -302,15 +303,12 @@ def test_doctor_cli_json_schema_and_exit_codes(tmp_path, tool_env):
     assert set(document["findings"][0]) == {"id", "title", "status", "evidence", "fix"}
     assert done.returncode == (0 if document["ok"] else 1)
     assert done.returncode == 1  # no driver on this machine: driver.present fails
-    human = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(env)], capture_output=True, text=True, env=tool_env
-    )
+    # The text report's lines: the command in this process (its exit code is held above, by the process).
+    human = run_tool("doctor", "--prefix", str(env), env=tool_env)
     assert "✗ fail driver.present" in human.stdout and "fix:" in human.stdout
 
 
 def test_doctor_interpreter_flag_reads_the_same_env(tmp_path, local_wheels, tool_env):
-    from conftest import run_tool
-
     prefix = tmp_path / "real-env"
     assert (
         run_tool(
