@@ -295,7 +295,13 @@ def fake_engine(tmp_path):
     return bindir
 
 
-@pytest.mark.parametrize("engine", ["conda", "mamba", "micromamba"])
+# The three engines take one branch of the installer (the same argv, asserted below; only the executable
+# found on PATH differs): conda holds it in the fast tier (and mamba, with the same argv, is driven there by
+# test_external_engine_failure_restores_the_old_env); mamba and micromamba run here in the full tier.
+@pytest.mark.parametrize(
+    "engine",
+    ["conda", pytest.param("mamba", marks=pytest.mark.slow), pytest.param("micromamba", marks=pytest.mark.slow)],
+)
 def test_external_engines_get_the_right_command(tmp_path, channel, tf_wheels, fake_engine, engine):
     log = tmp_path / "argv.json"
     env = dict(
