@@ -68,10 +68,24 @@ def _replace(directory: Path, dist: str, version: str, files: dict[str, bytes]) 
     wheelhouse.wheel(directory, dist, version, files)
 
 
+_CLOSED_WHEELS: dict[Path, Path] = {}
+"""``closed_wheels`` by the ``repair_wheels`` it was made from: one directory for the test process."""
+
+
 @pytest.fixture(scope="module")
 def closed_wheels(repair_wheels, tmp_path_factory) -> Path:
-    """repair_wheels with a cuDNN whose libcudnn_graph.so.9 dlopens libnvrtc.so, a real NVRTC and cuRAND."""
-    directory = tmp_path_factory.mktemp("closed-wheels")
+    """repair_wheels with a cuDNN whose libcudnn_graph.so.9 dlopens libnvrtc.so, a real NVRTC and cuRAND.
+
+    Made once per test process and shared by every module that takes this fixture (also
+    tests/hostile/test_hostile_closed_env.py): each only reads it, as the wheel directory of an
+    install, so the user env built from it is one template for all of them (tests/builtenvs.py),
+    not a ``uv venv`` and ``uv pip install`` again for each module."""
+    if repair_wheels not in _CLOSED_WHEELS:
+        _CLOSED_WHEELS[repair_wheels] = _closed_wheels(repair_wheels, tmp_path_factory.mktemp("closed-wheels"))
+    return _CLOSED_WHEELS[repair_wheels]
+
+
+def _closed_wheels(repair_wheels: Path, directory: Path) -> Path:
     for wheel in repair_wheels.glob("*.whl"):
         shutil.copy(wheel, directory)
     libs = directory / ".libs"

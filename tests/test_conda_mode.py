@@ -26,10 +26,12 @@ DRIVER = "535.104.05"  # a CUDA 12.2 driver: __cuda=12.2
 
 
 @pytest.fixture(scope="session")
-def channel(tmp_path_factory) -> Path:
-    if not wheelhouse.have_compiler():
-        pytest.skip("gcc is needed to build the test shared libraries")
-    return condachannel.build_channel(tmp_path_factory.mktemp("channel"), condachannel.default_packages())
+def channel(lock_channel) -> Path:
+    """The suite's local conda channel (conftest's ``lock_channel``, built once for the whole run):
+    ``condachannel.default_packages()``, which solves this module's TF 2.13 and 2.16.1 specs, and
+    beside them only what a solve for linux-64 with this Python never takes (a Python 3.10 and the
+    CUDA 11.2 set of TF 2.10; other platforms' Pythons). Each test only reads it."""
+    return lock_channel
 
 
 @pytest.fixture(scope="session")
@@ -293,7 +295,13 @@ def fake_engine(tmp_path):
     return bindir
 
 
-@pytest.mark.parametrize("engine", ["conda", "mamba", "micromamba"])
+# The three engines take one branch of the installer (the same argv, asserted below; only the executable
+# found on PATH differs): conda holds it in the fast tier (and mamba, with the same argv, is driven there by
+# test_external_engine_failure_restores_the_old_env); mamba and micromamba run here in the full tier.
+@pytest.mark.parametrize(
+    "engine",
+    ["conda", pytest.param("mamba", marks=pytest.mark.slow), pytest.param("micromamba", marks=pytest.mark.slow)],
+)
 def test_external_engines_get_the_right_command(tmp_path, channel, tf_wheels, fake_engine, engine):
     log = tmp_path / "argv.json"
     env = dict(

@@ -5,6 +5,7 @@ driver come from tfgpu.detect's RecordedSystem with outputs recorded on real mac
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import sys
 import pypifixture
 import pytest
 import wheelhouse
+from conftest import run_tool
 from envtree import RUNPATH_2_16_1, RUNPATH_2_21, RUNPATH_FULL, make_env
 
 from tfgpu.detect import probe
@@ -188,10 +190,18 @@ def test_gpu_architecture_against_the_wheel(tmp_path, cc, status):
         assert "CUDA_CACHE_MAXSIZE" in finding.fix
 
 
+@functools.cache
+def _tf_2_22_members():
+    """TF 2.22.0rc0's wheel members, read once for the module from the recorded ranges (a walk of the
+    wheel's some 50,000 entries, 0.3 CPU-s). A named tuple of text and entries: nothing in it can
+    change, so every test reads the same answer."""
+    return pypifixture.recorded_members("tensorflow-2.22.0rc0-cp314-cp314-manylinux_2_27_x86_64.whl")
+
+
 def _tf_2_22_env(root, cudnn_version: int):
     """An env laid out like TF 2.22.0rc0's wheel: its recorded build_info.py (is_cuda_build only) and
     the two headers, at the paths the wheel installs them."""
-    members = pypifixture.recorded_members("tensorflow-2.22.0rc0-cp314-cp314-manylinux_2_27_x86_64.whl")
+    members = _tf_2_22_members()
     env = make_env(root, tf_version="2.22.0rc0", python="3.12", cudnn_version=cudnn_version)
     tf = env / "lib" / "python3.12" / "site-packages" / "tensorflow"
     (tf / "python" / "platform" / "build_info.py").write_text(members.build_info)
@@ -293,15 +303,12 @@ def test_doctor_cli_json_schema_and_exit_codes(tmp_path, tool_env):
     assert set(document["findings"][0]) == {"id", "title", "status", "evidence", "fix"}
     assert done.returncode == (0 if document["ok"] else 1)
     assert done.returncode == 1  # no driver on this machine: driver.present fails
-    human = subprocess.run(
-        [sys.executable, "-m", "tfgpu", "doctor", "--prefix", str(env)], capture_output=True, text=True, env=tool_env
-    )
+    # The text report's lines: the command in this process (its exit code is held above, by the process).
+    human = run_tool("doctor", "--prefix", str(env), env=tool_env)
     assert "✗ fail driver.present" in human.stdout and "fix:" in human.stdout
 
 
 def test_doctor_interpreter_flag_reads_the_same_env(tmp_path, local_wheels, tool_env):
-    from conftest import run_tool
-
     prefix = tmp_path / "real-env"
     assert (
         run_tool(

@@ -8,6 +8,7 @@ walks. Each test here holds one of those to the answer the slow way gives.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -262,22 +263,45 @@ def test_a_run_parses_as_the_whole_grammar_does():
     gives; every refused one the same error, "did you mean" and the option's other commands included."""
     import shlex
 
-    from tfgpu.cli.parser import build_parser, parse, with_default_command
+    from tfgpu.cli.parser import parse, with_default_command
     from tfgpu.errors import UsageError
 
     for line in _RUNS:
         argv = with_default_command(shlex.split(line))
-        assert vars(parse(argv)) == vars(build_parser().parse_args(argv)), line
-        assert list(vars(parse(argv))) == list(vars(build_parser().parse_args(argv))), line
+        assert vars(parse(argv)) == _argparse_values(argv), line
+        assert list(vars(parse(argv))) == list(_argparse_values(argv)), line
     for line in _REFUSED:
         argv = with_default_command(shlex.split(line))
         answers = []
-        for run in (parse, build_parser().parse_args):
+        for run in (parse, _whole_grammar().parse_args):
             try:
                 run(argv)
             except UsageError as error:
                 answers.append(error.to_dict())
         assert len(answers) == 2 and answers[0] == answers[1], line
+
+
+def test_installing_a_pip_bundle_loads_no_conda_lock(tmp_path):
+    """``create --from-bundle`` loads the bundle reader, which reads pip and conda bundles alike;
+    conda-lock (some 0.6 CPU-s to import, more than the rest of a pip bundle's install) is loaded
+    for a conda bundle only. A bundle directory without its bundle.json stops the run right after
+    the reader is loaded (exit 3, bundle-incomplete): what it loaded by then is what every pip
+    bundle's install loads."""
+    done = _python(
+        "import contextlib, io, json, sys\n"
+        "from tfgpu.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    code = main(['create', '--from-bundle', sys.argv[1], '--prefix', sys.argv[2], '--json'])\n"
+        "print(json.dumps([code, json.loads(out.getvalue())['error']['code'], sorted(sys.modules)]))\n",
+        tmp_path,
+        str(tmp_path / "bundle"),
+        str(tmp_path / "env"),
+    )
+    assert done.returncode == 0, done.stderr
+    code, error, loaded = json.loads(done.stdout)
+    assert (code, error) == (3, "bundle-incomplete")
+    assert "tfgpu.lock.bundle.read" in loaded and "tfgpu.lock.pip.install" in loaded
+    assert [name for name in loaded if name.split(".")[0] == "conda_lock" or name.startswith("tfgpu.lock.conda")] == []
 
 
 def test_a_plan_given_its_target_imports_no_driver_reader_and_no_suggestions(tmp_path):
@@ -301,10 +325,19 @@ def test_a_plan_given_its_target_imports_no_driver_reader_and_no_suggestions(tmp
     assert [name for name in ("pathlib", "urllib.parse", "ipaddress") if name in loaded] == []
 
 
-def _argparse_values(argv: list[str]) -> dict:
+@functools.cache
+def _whole_grammar():
+    """``build_parser()``, built once for this module (some 5 ms a build; the walk below parses
+    hundreds of lines). argparse keeps nothing of one parse for the next: each ``parse_args`` starts
+    from a new namespace, and the one thing ``Parser`` keeps (``argv``, for its error) is set anew
+    by each parse, so a line parsed by this parser reads as it would by a new one."""
     from tfgpu.cli.parser import build_parser
 
-    return vars(build_parser().parse_args(argv))
+    return build_parser()
+
+
+def _argparse_values(argv: list[str]) -> dict:
+    return vars(_whole_grammar().parse_args(argv))
 
 
 def test_the_quick_reading_gives_argparse_s_namespace_or_leaves_the_line_to_it():
@@ -331,7 +364,6 @@ def test_every_option_of_every_command_is_read_as_argparse_reads_it():
     """Each option each command takes, alone, twice, and in both spellings (``--flag value``,
     ``--flag=value``) with a value of its kind: the quick reading is argparse's, or it declines."""
     from tfgpu.cli.grammar import COMMANDS, _options, quick
-    from tfgpu.cli.parser import build_parser
     from tfgpu.errors import UsageError
 
     def sample(keywords: dict) -> str:
@@ -345,7 +377,7 @@ def test_every_option_of_every_command_is_read_as_argparse_reads_it():
         if options is None:  # a positional word: argparse reads it
             assert quick([command]) is None
             continue
-        parser = build_parser().commands.choices[command]
+        parser = _whole_grammar().commands.choices[command]
         for action in parser._actions:
             if not action.option_strings or action.dest == "help":
                 continue

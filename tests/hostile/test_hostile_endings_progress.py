@@ -60,7 +60,12 @@ def test_no_driver_notice_quotes_a_hostile_prefix(sandbox, no_gpu_wheels, uv_cac
     assert shlex.split(command) == ["tfgpu-install", "verify", "--prefix", str(prefix)], command
 
 
+@pytest.mark.slow
 def test_no_driver_notice_in_json_quotes_a_hostile_prefix(sandbox, no_gpu_wheels, uv_cache):
+    """In the full tier: ``--json``'s ``check_with`` is the one command string the text notice
+    prints (``tfgpu.cli.endings.check_command``), held for a hostile prefix in the fast tier by
+    ``test_no_driver_notice_quotes_a_hostile_prefix``, and its place in the JSON document by
+    tests/test_endings.py's ``test_create_json_says_verified_false_and_why``."""
     import json
 
     _no_driver_here()

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from .conftest import changed, snapshot
+from .test_hostile_environment import a_later_run, parsed_tables  # noqa: F401 - fixtures
 
 UNSAFE_PREFIXES = {
     "command-substitution": "x/$(touch PWNED)",
@@ -55,7 +56,7 @@ def test_unsafe_prefix_text_is_refused_before_anything_runs(cli, sandbox, text, 
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []
 
 
-def test_a_prefix_that_is_not_utf8_is_refused(tool, sandbox):
+def test_a_prefix_that_is_not_utf8_is_refused(tool, sandbox, a_later_run):  # noqa: F811 - a fixture
     raw = os.fsencode(str(sandbox)) + b"/caf\xe9"
     done = subprocess.run(
         [sys.executable, "-m", "tfgpu", "create", "--tf", "2.21", "--prefix", raw, "--no-verify", "--json"],

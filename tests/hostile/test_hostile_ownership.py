@@ -3,19 +3,82 @@ or replaced, and outside it only the tool's own kernels under the Jupyter kernel
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
 import sys
+from pathlib import Path
 
+import builtenvs
 import pytest
+from conftest import run_tool
 
 from tfgpu.envs import jupyter, marker
 
-from .conftest import changed, no_traceback, snapshot
+from .conftest import Result, changed, no_traceback, snapshot
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@pytest.fixture(scope="module")
+def module_tmp(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("ownership")
+
+
+@pytest.fixture
+def tmp_path(module_tmp) -> Path:
+    """One temporary directory for every test of this module, emptied before each, so the sandbox
+    (tests/hostile/conftest.py) and ``sandbox/env`` in it are at the same path in each: the env
+    ``kept_env`` built there, put back, is the env a build there leaves, byte for byte (its marker
+    names that path, which is what these tests attack)."""
+    builtenvs.clear(module_tmp)
+    return module_tmp
+
+
+@pytest.fixture(scope="module")
+def kept_env(module_tmp, local_wheels, uv_cache, tmp_path_factory) -> tuple[Path, Result]:
+    """``sandbox/env`` as the ``build`` fixture makes it (the real command line, uv, offline, run in
+    the sandbox with its directories), made once and kept aside (tests/builtenvs.py), with what the
+    build said. The module's directory is emptied first: a test before the first that asks for this
+    env (the slow ones, run in the same process) may have left an env at that path."""
+    builtenvs.clear(module_tmp)
+    sandbox = module_tmp / "sandbox"
+    sandbox.mkdir()
+    env = {
+        **os.environ,
+        "TFGPU_CACHE_DIR": str(uv_cache),
+        "TFGPU_LOG_DIR": str(sandbox / "logs"),
+        "TFGPU_ENVS_DIR": str(sandbox / "envs"),
+        "JUPYTER_DATA_DIR": str(sandbox / "jupyter"),
+        "COLUMNS": "160",
+    }
+    env.pop("TFGPU_DATA_DIR", None)
+    with contextlib.chdir(sandbox):
+        done = run_tool(
+            "create", "--tf", "2.21", "--mode", "pip", "--python", PY, "--prefix", str(sandbox / "env"),
+            "--find-links", str(local_wheels), "--offline", "--no-verify", "--json", env=env,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    kept = builtenvs.keep(sandbox / "env", tmp_path_factory.mktemp("kept") / "env")
+    return kept, Result(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture
+def build(build, kept_env, sandbox):
+    """The hostile suite's ``build``; ``sandbox/env`` without extra options is the kept env put back
+    where it was built (files copied, not linked: some tests rewrite its marker), with what its
+    build said. Any other prefix is built for real."""
+
+    def make(prefix: Path | str, *extra: str) -> Result:
+        if Path(prefix) != sandbox / "env" or extra:
+            return build(prefix, *extra)
+        kept, said = kept_env
+        builtenvs.restore(kept, sandbox / "env", link=False)
+        return said
+
+    return make
 
 
 def precious(directory):
@@ -170,8 +233,9 @@ def test_names_are_checked_by_every_command(cli, sandbox, name, command):
 
 
 def test_symlinked_prefix_is_refused_by_create_force_and_remove(cli, build, sandbox, local_wheels):
-    assert build(sandbox / "real").code == 0
-    (sandbox / "link").symlink_to(sandbox / "real")
+    """The link leads to a real env the tool built (``sandbox/env``): the refusal is the link's."""
+    assert build(sandbox / "env").code == 0
+    (sandbox / "link").symlink_to(sandbox / "env")
     before = snapshot(sandbox)
     done = cli(
         "create",
@@ -188,7 +252,7 @@ def test_symlinked_prefix_is_refused_by_create_force_and_remove(cli, build, sand
         "--offline",
         "--json",
     )
-    assert (done.code, done.error) == (3, "prefix-is-symlink") and str(sandbox / "real") in done.out
+    assert (done.code, done.error) == (3, "prefix-is-symlink") and str(sandbox / "env") in done.out
     done = cli("remove", "--prefix", str(sandbox / "link"), "--json")
     assert (done.code, done.error) == (3, "prefix-is-symlink")
     assert changed(before, snapshot(sandbox), allowed=("logs", "cache")) == []

@@ -66,7 +66,11 @@ _STOP_BEFORE_THE_RECORD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+# SIGTERM and SIGHUP raise the one exception through the one handler (tfgpu.process.interrupts), SIGINT
+# another. Each window's test keeps one of the two in the fast tier and runs the other in the full one,
+# crosswise, so both signals reach the tool's handler in the fast tier: here SIGTERM holds the branch
+# (and SIGINT the other); test_a_signal_as_the_env_lands_in_place_keeps_it_and_says_so keeps SIGHUP.
+@pytest.mark.parametrize("signame", ["SIGTERM", pytest.param("SIGHUP", marks=pytest.mark.slow), "SIGINT"])
 def test_a_signal_between_the_staging_directory_and_its_record_rolls_back(tmp_path, tool_env, local_wheels, signame):
     hook = tmp_path / "hook"
     hook.mkdir()
@@ -118,7 +122,8 @@ _STOP_AS_THE_ENV_LANDS = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+# SIGHUP holds the SIGTERM/SIGHUP branch here in the fast tier, SIGTERM runs in the full one (see above).
+@pytest.mark.parametrize("signame", [pytest.param("SIGTERM", marks=pytest.mark.slow), "SIGHUP", "SIGINT"])
 def test_a_signal_as_the_env_lands_in_place_keeps_it_and_says_so(tmp_path, tool_env, local_wheels, signame):
     hook = tmp_path / "hook"
     hook.mkdir()

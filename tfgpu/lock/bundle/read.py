@@ -16,7 +16,6 @@ from tfgpu.errors import ImpossibleError, UsageError
 from tfgpu.lock.bundle.files import digest
 from tfgpu.lock.bundle.steps import FORMAT as BUNDLE_FORMAT
 from tfgpu.lock.bundle.steps import MANIFEST
-from tfgpu.lock.conda import install as conda_install
 from tfgpu.lock.pip import install as pip_install
 from tfgpu.lock.pip import lockfile
 from tfgpu.records import replace
@@ -152,6 +151,9 @@ def _prepare_conda_bundle(manifest: dict, lock_path: Path, options, selectors, d
             "--channel does not go with --from-bundle: the bundle's own channel/ is the only source.",
             ["Drop --channel."],
         )
+    # Start-up cost: a pip bundle's install loads this module but not conda-lock (some 0.4 CPU-s to import).
+    from tfgpu.lock.conda import install as conda_install
+
     prepared = conda_install.prepare(lock_path, options, selectors, bundle_dir=lock_path.parent)
     if prepared[3].sha256 != manifest.get("lock_sha256"):
         raise ImpossibleError(
