@@ -92,11 +92,6 @@ CONDA_LOCK = Kind(
     64 * MiB,
     lambda m: ImpossibleError("lock-corrupt", m, _advice("Regenerate it with `tfgpu-install lock --mode conda`.")),
 )
-CONDA_LOCK_RECORD = Kind(  # in a lock that parsed: malformed (exit 2), as a pip lock's header line
-    "the conda lock's recorded resolution",
-    1 * MiB,
-    lambda m: UsageError("lock-malformed", m, _advice("Regenerate it with `tfgpu-install lock --mode conda`.")),
-)
 BUNDLE = Kind("bundle.json", 16 * MiB, None)
 """A bundle's manifest: the caller says ``bundle-incomplete`` (an interrupted ``bundle`` leaves none)."""
 PROJECT = Kind(

@@ -23,6 +23,15 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+_RECORD = untrusted.Kind(
+    "the conda lock's recorded resolution",
+    1024 * 1024,
+    lambda m: UsageError("lock-malformed", m, ["Regenerate it with `tfgpu-install lock --mode conda`."]),
+)
+"""A platform's record in a conda lock that parsed: one that is not a JSON table is malformed input
+(exit 2), as a pip lock's header line that does not parse is."""
+
+
 @record
 class CondaLock:
     """A conda-lock.yml read back and checked."""
@@ -47,7 +56,7 @@ class CondaLock:
                 f"{self.path} has no {platform} environment (it locks {', '.join(self.lockfile.metadata.platforms)}).",
                 [f"Regenerate it with --platform {platform}."],
             )
-        source, kind = str(self.path), untrusted.CONDA_LOCK_RECORD
+        source, kind = str(self.path), _RECORD
         recorded = untrusted.expect(untrusted.parse_json(self.custom[key], kind, source), dict, kind, source, key)
         # Each field's type and form is checked where a pip lock's are (``lock-malformed``, exit 2,
         # for either lock), with the fields only a conda lock's record holds: ``virtual_cuda``
