@@ -139,7 +139,7 @@ def entry() -> None:
 def _exit(code: int) -> None:
     """End the process as the interpreter would, less its teardown. After the exit handlers and the
     flush of stdout and stderr, the interpreter's exit frees every module, class and table one by
-    one: 13-25 ms of a lock or a plan (the lock's 275 modules; ``python -c pass`` is 11 ms whole),
+    one: 13-30 ms of a lock (its 275 modules; ``python -c pass`` is 11 ms whole),
     spent on memory the kernel takes back at once. So the exit handlers run here (every one, in
     their order: a ``sitecustomize``'s, coverage's), the streams are flushed, and the process ends
     (``os._exit``, as ``tfgpu.engines.rattler_child`` and multiprocessing's children end). A thread
@@ -150,8 +150,9 @@ def _exit(code: int) -> None:
         sys.exit(code)
     atexit._run_exitfuncs()  # clears them: sys.exit below does not run them twice
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # None under pythonw, or when the embedder closed it
+                stream.flush()
+    except (OSError, ValueError, AttributeError):  # a closed pipe, a full disk; a stand-in without flush
         sys.exit(code)
     os._exit(code & 0xFF)
