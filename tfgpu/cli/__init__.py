@@ -59,6 +59,11 @@ def main(argv: list[str] | None = None, *, whole_process: bool = False) -> int:
             _started()
         return show(settings, run(settings))
     except OSError as error:
+        if error.errno == errno.EPIPE:
+            # The reader of stdout left (``| head -1``): nothing more can reach it. Ended as the text
+            # output ends then (rich's console: exit 1, nothing said), not by a traceback.
+            _stdout_gone()
+            return 1
         # A path derived from one the user gave (a lock beside -o, a platform's file name, a bundle's
         # member) can still be too long for the file system; any stat() anywhere then raises
         # ENAMETOOLONG. It is the same bad input as an over-long option, so it gets the same answer.
@@ -110,12 +115,31 @@ def _parsed(argv: list[str]):
 
 def _report(error: TfgpuError, want_json: bool) -> int:
     if want_json:
-        sys.stdout.write(redact(json.dumps(error.to_dict(), indent=2)) + "\n")
-    else:
-        # output.render, not a bare `render`: importing tfgpu.cli.render.* binds that name in this
-        # package's namespace to the subpackage.
-        output.render().error(error)
+        try:
+            sys.stdout.write(redact(json.dumps(error.to_dict(), indent=2)) + "\n")
+            sys.stdout.flush()
+            return error.exit_code
+        except OSError:
+            # stdout cannot take the document (a full disk, a closed pipe: often what failed the
+            # command itself): the error is said on stderr instead, as without --json.
+            _stdout_gone()
+    # output.render, not a bare `render`: importing tfgpu.cli.render.* binds that name in this
+    # package's namespace to the subpackage.
+    output.render().error(error)
     return error.exit_code
+
+
+def _stdout_gone() -> None:
+    """stdout refused a write: what is still buffered for it goes to /dev/null instead, so the flush
+    at the process's exit does not fail again (an interpreter whose last flush fails exits 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a replaced stdout (a test's capture) has no file
+        pass
 
 
 def _started() -> None:
