@@ -44,6 +44,16 @@ def test_the_door_finds_the_credential_in_an_odd_spelling(url):
         assert SECRET not in shown
 
 
+@pytest.mark.parametrize("url", SPELLINGS)
+def test_a_json_document_holding_an_odd_spelled_credential_is_masked(url):
+    """A ``--json`` document is redacted as written, each backslash doubled by its escaping."""
+    import json
+
+    document = json.dumps({"message": f"refused: {url}"})
+    assert secrets.found_in(document)
+    assert SECRET not in secrets.redact(document)
+
+
 def test_stripping_a_backslashed_token_keeps_the_rest_as_written():
     stripped_url = secrets.strip("http://h\\t\\TOKEN99\\chan\\x")  # noqa: B005 (the door's strip)
     assert stripped_url == "http://h\\chan\\x"
@@ -58,6 +68,17 @@ def test_plan_never_prints_an_odd_spelled_credential(cli, sandbox, url, json):
         *(["--json"] if json else []), env=INSECURE,
     )  # fmt: skip
     assert done.code in (0, 2), done.out + done.err
+    assert SECRET not in _everything(sandbox, done)
+
+
+@pytest.mark.parametrize("json", [False, True])
+def test_an_unknown_option_echoing_a_backslashed_token_never_shows_it(cli, sandbox, json):
+    """``plan`` takes no --find-links: the refusal quotes the argument, in a ``--json`` document too."""
+    done = cli(
+        "plan", "--tf", "2.13", "--mode", "pip", "--python", PY, "--no-detect",
+        "--find-links", SPELLINGS[0], *(["--json"] if json else []),
+    )  # fmt: skip
+    assert done.code == 2, done.out + done.err
     assert SECRET not in _everything(sandbox, done)
 
 

@@ -126,9 +126,10 @@ def _is_credential_key(part: str) -> bool:
     return False
 
 
-_SEPARATOR = r"[/\\]"
+_SEPARATOR = r"/|\\+"
 """What ends a path segment: a slash, or a backslash, which WHATWG parsers read as one
-(``http://host\\t\\<token>\\chan`` is ``http://host/t/<token>/chan`` to them)."""
+(``http://host\\t\\<token>\\chan`` is ``http://host/t/<token>/chan`` to them). A run of
+backslashes is one: a ``--json`` document, which is redacted as written, doubles each."""
 
 
 def _token_index(segments: list[str]) -> int | None:
@@ -197,7 +198,7 @@ def _without_tokens(path: str, mask: str | None) -> str:
     """``path`` with every token segment (``/t/<a>/t/<b>/`` holds two) masked, or dropped with its
     ``t`` (``mask`` None), each separator kept as written. One walk over the segments: a path of
     thousands of ``/t/<x>`` pairs costs what its length does."""
-    pieces = re.split("(" + _SEPARATOR + ")", path)
+    pieces = re.split(f"({_SEPARATOR})", path)
     words, separators = pieces[0::2], pieces[1::2]
     kept, index = [words[0]], 1
     while index < len(words):
