@@ -82,6 +82,27 @@ def test_an_unknown_option_echoing_a_backslashed_token_never_shows_it(cli, sandb
     assert SECRET not in _everything(sandbox, done)
 
 
+ESCAPED = [
+    f"http://u:{SECRET}\u00e9@127.0.0.1:9/wh",
+    f'http://u:{SECRET}"x@127.0.0.1:9/wh',
+    f"http://u:{SECRET}\tx@127.0.0.1:9/wh",
+    f"http://u:SEC\\{SECRET}@127.0.0.1:9/wh",
+]
+"""Passwords holding a character that output escapes: ``--json`` writes ``\\u00e9``, ``\\"`` and
+``\\t``, and a refusal shows a tab as ``\\t``; a backslash is the password's to Python's urllib."""
+
+
+@pytest.mark.parametrize("url", ESCAPED, ids=["non-ascii", "quote", "tab", "backslash"])
+@pytest.mark.parametrize("json", [False, True])
+def test_a_password_shown_escaped_is_never_printed(cli, sandbox, url, json):
+    done = cli(
+        "plan", "--tf", "2.13", "--mode", "pip", "--python", PY, "--no-detect",
+        "--find-links", url, *(["--json"] if json else []),
+    )  # fmt: skip
+    assert done.code == 2, done.out + done.err
+    assert SECRET not in _everything(sandbox, done)
+
+
 def test_a_url_of_many_token_segments_is_read_in_linear_time():
     """A hang guard, not a timing: the old walk copied the rest of the path at every token, so
     400 kB of ``/t/<x>`` took minutes; this one takes well under a second."""

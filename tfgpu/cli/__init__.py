@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import errno
 import gc
-import json
 import os
 import sys
 from types import SimpleNamespace
@@ -25,7 +24,7 @@ from tfgpu.cli.commands import handler
 from tfgpu.cli.grammar import quick, with_default_command
 from tfgpu.cli.output import note, show
 from tfgpu.doors.paths import write_failure
-from tfgpu.doors.secrets import redact
+from tfgpu.doors.secrets import redacted_json
 from tfgpu.errors import TfgpuError, UsageError
 from tfgpu.process.interrupts import install_signal_handlers, left
 
@@ -116,7 +115,7 @@ def _parsed(argv: list[str]):
 def _report(error: TfgpuError, want_json: bool) -> int:
     if want_json:
         try:
-            sys.stdout.write(redact(json.dumps(error.to_dict(), indent=2)) + "\n")
+            sys.stdout.write(redacted_json(error.to_dict()) + "\n")
             sys.stdout.flush()
             return error.exit_code
         except OSError:

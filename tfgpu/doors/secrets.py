@@ -38,6 +38,7 @@ engines read them themselves.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -79,11 +80,13 @@ _VARIABLE = (
 # ``u:p@host/chan``): refused as a host or a channel, but the password is the user's all the same.
 # After a slash too: ``http ://u:p@host`` or ``//u:p@host`` (no scheme the URL pattern knows) is
 # quoted whole by the message refusing it.
-_BARE_USERINFO = r"(?<![A-Za-z0-9+.\-:@*])[^\s'\"<>`@/\\:]{1,256}:[^\s'\"<>`@/\\]{1,256}@(?=[A-Za-z0-9\[])"
+_BARE_USERINFO = r"(?<![A-Za-z0-9+.\-:@*])[^\s'\"<>`@/\\:]{1,256}:[^\s'\"<>`@/]{1,256}@(?=[A-Za-z0-9\[])"
 # The userinfo of a URL whose password holds a character that ends a URL in text (a quote, a space,
 # ``<``): the URL pattern stops there and would leave the rest of the password, or all of it, shown.
-# Everything from the scheme's slashes to the last ``@`` before the path is the userinfo.
-_LOOSE_USERINFO = _SCHEME_GROUP + r"[^/\\?#\r\n]{0,256}@"
+# Everything from the scheme's slashes to the last ``@`` before the path is the userinfo, a
+# backslash included: Python's urllib (pip's) reads one as the password's, and text that shows a
+# character escaped (``\t``, a ``--json`` document's ``\u00e9`` and ``\"``) writes one there.
+_LOOSE_USERINFO = _SCHEME_GROUP + r"[^/?#\r\n]{0,256}@"
 # A query pair cut off its URL (``… /simple ?token=<t>`` in a child's or a user's log): masked
 # the same as in a URL when its key names a credential.
 _BARE_PAIR = r"([?&;#])([A-Za-z0-9_.%+-]+=)([^\s&;#'\"<>`]+)"
@@ -325,6 +328,23 @@ def redact(text: str, environ=None) -> str:
     for value in _variable_values(environ):
         text = text.replace(value, MASK)
     return text
+
+
+def redacted_json(document) -> str:
+    """``document`` as the indented JSON text ``--json`` prints, every string in it :func:`redact`-ed
+    before it is escaped (a password's ``é`` or ``"`` is ``\\u00e9`` or ``\\"`` in the text, which no
+    pattern reads as a URL's), and the text redacted again as a whole."""
+
+    def each(value):
+        if isinstance(value, str):
+            return redact(value)
+        if isinstance(value, dict):
+            return {each(key) if isinstance(key, str) else key: each(field) for key, field in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [each(field) for field in value]
+        return value
+
+    return redact(json.dumps(each(document), indent=2))
 
 
 def found_in(text: str, environ=None) -> list[str]:
