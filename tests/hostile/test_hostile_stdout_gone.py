@@ -56,3 +56,29 @@ def test_a_json_document_to_a_reader_that_left_ends_without_a_traceback(sandbox,
         os.close(write)
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert returncode == code, err
+
+
+CLOSED = [
+    (("matrix",), 0),
+    (("matrix", "--json"), 0),
+    (("list",), 0),
+    (("cache", "--json"), 2),
+]
+
+
+@pytest.mark.parametrize("closing", ["2>&-", ">&-"], ids=["stderr", "stdout"])
+@pytest.mark.parametrize(("argv", "code"), CLOSED, ids=lambda v: v if isinstance(v, str) else None)
+def test_a_stream_closed_before_the_start_keeps_the_exit_code(sandbox, closing, argv, code):
+    """``tfgpu-install ... 2>&-`` (or ``>&-``): Python starts with that stream None. The command's
+    own exit code still comes back (a None stderr failed the flush at the exit: 1 for a success),
+    and the open stream gets what it always gets."""
+    done = subprocess.run(
+        ["sh", "-c", f'exec "$@" {closing}', "sh", sys.executable, "-m", "tfgpu", *argv],
+        capture_output=True,
+        cwd=sandbox,
+        timeout=300,
+    )
+    assert done.returncode == code, done.stderr
+    assert b"Traceback" not in done.stderr + done.stdout
+    if closing == "2>&-" and code == 0:
+        assert done.stdout.strip(), "the output was lost"

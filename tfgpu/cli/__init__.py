@@ -30,7 +30,14 @@ from tfgpu.process.interrupts import install_signal_handlers, left
 
 
 def _tolerant_streams() -> None:
-    """A terminal or pipe in any locale: what it cannot show becomes a replacement character."""
+    """A terminal or pipe in any locale: what it cannot show becomes a replacement character. A
+    stream closed before the start (``>&-``, ``2>&-``: Python makes it None) is /dev/null's: nothing
+    can read what goes there, and every write and the flush at the exit still work (a None stderr
+    failed that flush, a None stdout the first write: exit 1, or a traceback, for a command that
+    succeeded)."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (the process's to its end)
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)  # a TextIOWrapper's; a replaced stream may lack it
         try:
