@@ -170,9 +170,9 @@ DOOR_CALLS = {
     ("doors/paths.py", "write_outputs"): "refuse_in",  # every -o file: locks, exports, bundles (write_output too)
     ("process/runner.py", "log"): "redact",  # the run's log
     ("cli/render/console.py", "_defused_item"): "redact",  # everything rich prints
-    ("cli/output.py", "show"): "redact",  # --json documents
+    ("cli/output.py", "show"): "redacted_json",  # --json documents
     ("cli/output.py", "_text"): "redact",
-    ("cli/__init__.py", "_report"): "redact",  # a --json error
+    ("cli/__init__.py", "_report"): "redacted_json",  # a --json error
     ("envs/marker.py", "write"): "stripped",  # an env's record
     ("engines/rattler_engine.py", "write_records"): "stripped",  # an env's record of its conda packages
     ("doors/urls.py", "shown"): "redact",  # a URL in any message

@@ -15,7 +15,6 @@ from __future__ import annotations
 import atexit
 import errno
 import gc
-import json
 import os
 import sys
 from types import SimpleNamespace
@@ -25,13 +24,20 @@ from tfgpu.cli.commands import handler
 from tfgpu.cli.grammar import quick, with_default_command
 from tfgpu.cli.output import note, show
 from tfgpu.doors.paths import write_failure
-from tfgpu.doors.secrets import redact
+from tfgpu.doors.secrets import redacted_json
 from tfgpu.errors import TfgpuError, UsageError
 from tfgpu.process.interrupts import install_signal_handlers, left
 
 
 def _tolerant_streams() -> None:
-    """A terminal or pipe in any locale: what it cannot show becomes a replacement character."""
+    """A terminal or pipe in any locale: what it cannot show becomes a replacement character. A
+    stream closed before the start (``>&-``, ``2>&-``: Python makes it None) is /dev/null's: nothing
+    can read what goes there, and every write and the flush at the exit still work (a None stderr
+    failed that flush, a None stdout the first write: exit 1, or a traceback, for a command that
+    succeeded)."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (the process's to its end)
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)  # a TextIOWrapper's; a replaced stream may lack it
         try:
@@ -59,6 +65,11 @@ def main(argv: list[str] | None = None, *, whole_process: bool = False) -> int:
             _started()
         return show(settings, run(settings))
     except OSError as error:
+        if error.errno == errno.EPIPE:
+            # The reader of stdout left (``| head -1``): nothing more can reach it. Ended as the text
+            # output ends then (rich's console: exit 1, nothing said), not by a traceback.
+            _stdout_gone()
+            return 1
         # A path derived from one the user gave (a lock beside -o, a platform's file name, a bundle's
         # member) can still be too long for the file system; any stat() anywhere then raises
         # ENAMETOOLONG. It is the same bad input as an over-long option, so it gets the same answer.
@@ -110,12 +121,31 @@ def _parsed(argv: list[str]):
 
 def _report(error: TfgpuError, want_json: bool) -> int:
     if want_json:
-        sys.stdout.write(redact(json.dumps(error.to_dict(), indent=2)) + "\n")
-    else:
-        # output.render, not a bare `render`: importing tfgpu.cli.render.* binds that name in this
-        # package's namespace to the subpackage.
-        output.render().error(error)
+        try:
+            sys.stdout.write(redacted_json(error.to_dict()) + "\n")
+            sys.stdout.flush()
+            return error.exit_code
+        except OSError:
+            # stdout cannot take the document (a full disk, a closed pipe: often what failed the
+            # command itself): the error is said on stderr instead, as without --json.
+            _stdout_gone()
+    # output.render, not a bare `render`: importing tfgpu.cli.render.* binds that name in this
+    # package's namespace to the subpackage.
+    output.render().error(error)
     return error.exit_code
+
+
+def _stdout_gone() -> None:
+    """stdout refused a write: what is still buffered for it goes to /dev/null instead, so the flush
+    at the process's exit does not fail again (an interpreter whose last flush fails exits 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a replaced stdout (a test's capture) has no file
+        pass
 
 
 def _started() -> None:

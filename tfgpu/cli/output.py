@@ -7,11 +7,10 @@ result's own ``to_dict()``.
 
 from __future__ import annotations
 
-import json
 import sys
 
 from tfgpu import results
-from tfgpu.doors.secrets import redact
+from tfgpu.doors.secrets import redact, redacted_json
 from tfgpu.settings import Settings
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
@@ -42,7 +41,7 @@ def note(message: str) -> None:
 def show(settings: Settings, result: results.Result) -> int:
     """Show ``result`` and return its exit code."""
     if settings.json:
-        sys.stdout.write(redact(json.dumps(result.to_dict(), indent=2)) + "\n")
+        sys.stdout.write(redacted_json(result.to_dict()) + "\n")
     else:
         _TEXT[type(result)](result)
     return result.exit_code

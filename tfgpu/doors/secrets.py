@@ -38,6 +38,7 @@ engines read them themselves.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -77,11 +78,15 @@ _VARIABLE = (
 )  # matched with re.IGNORECASE
 # ``user:password@host`` written without a scheme (``--insecure-host u:p@mirror``, a channel
 # ``u:p@host/chan``): refused as a host or a channel, but the password is the user's all the same.
-_BARE_USERINFO = r"(?<![A-Za-z0-9+.\-:/\\@*])[^\s'\"<>`@/\\:]{1,256}:[^\s'\"<>`@/\\]{1,256}@(?=[A-Za-z0-9\[])"
+# After a slash too: ``http ://u:p@host`` or ``//u:p@host`` (no scheme the URL pattern knows) is
+# quoted whole by the message refusing it.
+_BARE_USERINFO = r"(?<![A-Za-z0-9+.\-:@*])[^\s'\"<>`@/\\:]{1,256}:[^\s'\"<>`@/]{1,256}@(?=[A-Za-z0-9\[])"
 # The userinfo of a URL whose password holds a character that ends a URL in text (a quote, a space,
 # ``<``): the URL pattern stops there and would leave the rest of the password, or all of it, shown.
-# Everything from the scheme's slashes to the last ``@`` before the path is the userinfo.
-_LOOSE_USERINFO = _SCHEME_GROUP + r"[^/\\?#\r\n]{0,256}@"
+# Everything from the scheme's slashes to the last ``@`` before the path is the userinfo, a
+# backslash included: Python's urllib (pip's) reads one as the password's, and text that shows a
+# character escaped (``\t``, a ``--json`` document's ``\u00e9`` and ``\"``) writes one there.
+_LOOSE_USERINFO = _SCHEME_GROUP + r"[^/?#\r\n]{0,256}@"
 # A query pair cut off its URL (``… /simple ?token=<t>`` in a child's or a user's log): masked
 # the same as in a URL when its key names a credential.
 _BARE_PAIR = r"([?&;#])([A-Za-z0-9_.%+-]+=)([^\s&;#'\"<>`]+)"
@@ -115,9 +120,19 @@ def _decoded(text: str) -> str:
 
 def _is_credential_key(part: str) -> bool:
     """``part`` (``key=value`` of a query) has a credential's key, read as a server reads it
-    (percent-decoded: ``%74oken`` is ``token``)."""
-    key = _decoded(part.split("=", 1)[0]).strip().lower()
-    return key in QUERY_KEYS or re.fullmatch(_CREDENTIAL_KEY, key) is not None
+    (percent-decoded: ``%74oken`` is ``token``). A value holding ``?key=`` (``?a=1?token=<t>``) is
+    read as a server that splits on every ``?`` reads it: the whole value is then the credential's."""
+    for piece in part.split("?"):
+        key = _decoded(piece.split("=", 1)[0]).strip().lower()
+        if key in QUERY_KEYS or re.fullmatch(_CREDENTIAL_KEY, key) is not None:
+            return True
+    return False
+
+
+_SEPARATOR = r"/|\\+"
+"""What ends a path segment: a slash, or a backslash, which WHATWG parsers read as one
+(``http://host\\t\\<token>\\chan`` is ``http://host/t/<token>/chan`` to them). A run of
+backslashes is one: a ``--json`` document, which is redacted as written, doubles each."""
 
 
 def _token_index(segments: list[str]) -> int | None:
@@ -136,7 +151,7 @@ def forms(url: str) -> list[str]:
         return []
     _, authority, path, query, fragment = _split(url)
     found = []
-    if _token_index(path.split("/")) is not None:
+    if _token_index(re.split(_SEPARATOR, path)) is not None:
         found.append("conda-token")
     if "@" in authority:
         found.append("userinfo")
@@ -178,19 +193,26 @@ def _rewrite(url: str, mask: str | None) -> str:
     if "@" in authority:
         host = authority.rsplit("@", 1)[1]
         authority = f"{mask}@{host}" if mask else host
-    segments = path.split("/")
-    start = 1
-    # Every token segment, not the first only: ``/t/<a>/t/<b>/`` holds two.
-    while (index := _token_index(segments[start - 1 :])) is not None:
-        index += start - 1
-        if mask:
-            segments[index + 1] = mask
-            start = index + 2
-        else:
-            del segments[index : index + 2]
-            start = index
-    path = "/".join(segments)
+    path = _without_tokens(path, mask)
     return scheme + authority + path + _without_keys(query, "?", mask) + _without_keys(fragment, "#", mask)
+
+
+def _without_tokens(path: str, mask: str | None) -> str:
+    """``path`` with every token segment (``/t/<a>/t/<b>/`` holds two) masked, or dropped with its
+    ``t`` (``mask`` None), each separator kept as written. One walk over the segments: a path of
+    thousands of ``/t/<x>`` pairs costs what its length does."""
+    pieces = re.split(f"({_SEPARATOR})", path)
+    words, separators = pieces[0::2], pieces[1::2]
+    kept, index = [words[0]], 1
+    while index < len(words):
+        if index < len(words) - 1 and _decoded(words[index]).lower() == "t" and words[index + 1]:
+            if mask:
+                kept += [separators[index - 1], words[index], separators[index], mask]
+            index += 2
+            continue
+        kept += [separators[index - 1], words[index]]
+        index += 1
+    return "".join(kept)
 
 
 def _without_keys(part: str, mark: str, mask: str | None) -> str:
@@ -300,12 +322,29 @@ def redact(text: str, environ=None) -> str:
     if "=" in text and ("?" in text or "&" in text or ";" in text or "#" in text):
         text = re.sub(
             _BARE_PAIR,
-            lambda m: m.group(1) + m.group(2) + (MASK if _is_credential_key(m.group(2)) else m.group(3)),
+            lambda m: m.group(1) + m.group(2) + (MASK if _is_credential_key(m.group(2) + m.group(3)) else m.group(3)),
             text,
         )
     for value in _variable_values(environ):
         text = text.replace(value, MASK)
     return text
+
+
+def redacted_json(document) -> str:
+    """``document`` as the indented JSON text ``--json`` prints, every string in it :func:`redact`-ed
+    before it is escaped (a password's ``é`` or ``"`` is ``\\u00e9`` or ``\\"`` in the text, which no
+    pattern reads as a URL's), and the text redacted again as a whole."""
+
+    def each(value):
+        if isinstance(value, str):
+            return redact(value)
+        if isinstance(value, dict):
+            return {each(key) if isinstance(key, str) else key: each(field) for key, field in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [each(field) for field in value]
+        return value
+
+    return redact(json.dumps(each(document), indent=2))
 
 
 def found_in(text: str, environ=None) -> list[str]:
