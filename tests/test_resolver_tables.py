@@ -4,14 +4,17 @@ No expected value here is typed by hand: each test derives it from tfgpu/data, s
 the data is a new test case.
 
 Each release's install-mode options (``pip_option``, ``conda_option``, ``system_option``: pure
-functions of the release, platform, Python and CUDA build) are worked out once per module, not
+functions of the release, platform, Python and CUDA build) and each CUDA build's driver need
+(``driver_need``, of the build and the OS) are worked out once per module, not
 again for each of the hundreds of ``resolve`` calls here: a refusal scans every release for the
 newest that fits, so each such case evaluated the same eighty releases' options anew, about three
 quarters of this module's CPU. Every option is still the real function's answer for its inputs
-(``_mode_options_once``); tests/test_resolver.py and tests/test_plan_*.py run them uncached.
+(``_mode_options_once``); tests/test_resolve_cases.py and tests/test_conda_mode.py run them uncached.
 """
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 from packaging.version import Version
@@ -28,12 +31,13 @@ IDS = [str(r.version) for r in LINUX_GPU]
 
 @pytest.fixture(autouse=True, scope="module")
 def _mode_options_once():
-    """The resolver's mode options computed once per distinct input for this module's tests (the
-    module docstring says why). A release is matched by identity and kept alive beside its answer,
+    """The resolver's mode options and driver needs computed once per distinct input for this
+    module's tests (the module docstring says why). A release is matched by identity and kept alive beside its answer,
     so an answer is never handed to another release object; the tables are the shipped ones here."""
     with pytest.MonkeyPatch.context() as patch:
         for name in ("pip_option", "conda_option", "system_option"):
             patch.setattr(evaluate, name, _once(getattr(evaluate, name)))
+        patch.setattr(evaluate, "driver_need", functools.cache(evaluate.driver_need))  # its inputs: two strings
         yield
 
 
