@@ -4,8 +4,9 @@ No expected value here is typed by hand: each test derives it from tfgpu/data, s
 the data is a new test case.
 
 Each release's install-mode options (``pip_option``, ``conda_option``, ``system_option``: pure
-functions of the release, platform, Python and CUDA build) and each CUDA build's driver need
-(``driver_need``, of the build and the OS) are worked out once per module, not
+functions of the release, platform, Python and CUDA build), each CUDA build's driver need
+(``driver_need``, of the build and the OS) and each release's TensorFlow source
+(``tfsource.choose``) are worked out once per module, not
 again for each of the hundreds of ``resolve`` calls here: a refusal scans every release for the
 newest that fits, so each such case evaluated the same eighty releases' options anew, about three
 quarters of this module's CPU. Every option is still the real function's answer for its inputs
@@ -31,13 +32,17 @@ IDS = [str(r.version) for r in LINUX_GPU]
 
 @pytest.fixture(autouse=True, scope="module")
 def _mode_options_once():
-    """The resolver's mode options and driver needs computed once per distinct input for this
-    module's tests (the module docstring says why). A release is matched by identity and kept alive beside its answer,
-    so an answer is never handed to another release object; the tables are the shipped ones here."""
+    """The resolver's mode options, driver needs and sources computed once per distinct input for
+    this module's tests (the module docstring says why). A release is matched by identity and kept
+    alive beside its answer, so an answer is never handed to another release object; the tables
+    are the shipped ones here."""
     with pytest.MonkeyPatch.context() as patch:
         for name in ("pip_option", "conda_option", "system_option"):
             patch.setattr(evaluate, name, _once(getattr(evaluate, name)))
-        patch.setattr(evaluate, "driver_need", functools.cache(evaluate.driver_need))  # its inputs: two strings
+        # Their inputs are strings: a driver need by CUDA build and OS, TensorFlow's source by the wish,
+        # release, platform, Python and mode.
+        for name in ("driver_need", "choose_source"):
+            patch.setattr(evaluate, name, functools.cache(getattr(evaluate, name)))
         yield
 
 
