@@ -6,11 +6,11 @@ the data is a new test case.
 Each release's install-mode options (``pip_option``, ``conda_option``, ``system_option``: pure
 functions of the release, platform, Python and CUDA build), each CUDA build's driver need
 (``driver_need``, of the build and the OS) and each release's TensorFlow source
-(``tfsource.choose``) are worked out once per module, not
-again for each of the hundreds of ``resolve`` calls here: a refusal scans every release for the
-newest that fits, so each such case evaluated the same eighty releases' options anew, about three
-quarters of this module's CPU. Every option is still the real function's answer for its inputs
-(``_mode_options_once``); tests/test_resolve_cases.py and tests/test_conda_mode.py run them uncached.
+(``tfsource.choose``) are worked out once per module, not again for each of the hundreds of
+``resolve`` calls here: a refusal scans every release for the newest that fits, so each such case
+evaluated the same eighty releases' options anew, about three quarters of this module's CPU. Every
+option is still the real function's answer for its inputs (``_mode_options_once``);
+tests/test_resolve_cases.py and tests/test_conda_mode.py run them uncached.
 """
 
 from __future__ import annotations
