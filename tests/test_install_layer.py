@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import packagesource
 import pytest
 import wheelhouse
 
@@ -35,19 +36,20 @@ LOCKING = ("lock/",)
 
 @functools.cache
 def _package_facts() -> tuple[dict[str, list[str]], dict[object, tuple[str, ...]], set[tuple[str, str]]]:
-    """What the checks of this file read from the package's modules, each module parsed once for
-    all of them (parsing the package is most of what they cost; the trees are not kept): its
+    """What the checks of this file read from the package's modules, each module's nodes read
+    from tests/packagesource.py (parsed and walked once per test process for every test that reads
+    the package's source, which is most of what these checks cost): its
     :func:`_engine_calls` by module, every constant a call takes as its first argument (either
     branch of a conditional one) with the places of those calls, and the ``tfgpu.engines`` names
     that ``repair/`` imports."""
     calls: dict[str, list[str]] = {}
     constants: dict[object, list[str]] = {}
     repair_imports: set[tuple[str, str]] = set()
-    for path in sorted(ROOT.rglob("*.py")):
-        relative = path.relative_to(ROOT).as_posix()
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        calls[relative] = _engine_calls(path, tree)
-        for node in ast.walk(tree):
+    for path in packagesource.modules():
+        relative = path.relative_to(packagesource.PACKAGE).as_posix()
+        nodes = packagesource.walked(path)
+        calls[relative] = _engine_calls(nodes)
+        for node in nodes:
             if relative.startswith("repair/"):
                 if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tfgpu.engines"):
                     repair_imports |= {(node.module, a.name) for a in node.names}
@@ -63,19 +65,19 @@ def _package_facts() -> tuple[dict[str, list[str]], dict[object, tuple[str, ...]
     return calls, {value: tuple(places) for value, places in constants.items()}, repair_imports
 
 
-def _engine_calls(path: Path, tree: ast.Module | None = None) -> list[str]:
-    """``module.function`` calls (and imports) of :data:`INSTALLS` in ``path`` (parsed as ``tree``)."""
-    tree = tree or ast.parse(path.read_text(encoding="utf-8"))
+def _engine_calls(nodes: tuple[ast.AST, ...]) -> list[str]:
+    """``module.function`` calls (and imports) of :data:`INSTALLS` among a module's ``nodes``
+    (``packagesource.nodes`` of its text)."""
     bound: dict[str, str] = {}
     found = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module == "tfgpu.engines":
             bound |= {a.asname or a.name: f"tfgpu.engines.{a.name}" for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module in INSTALLS:
             found += [f"{node.module}.{a.name}" for a in node.names if a.name in INSTALLS[node.module]]
         elif isinstance(node, ast.Import):
             bound |= {a.asname or a.name: a.name for a in node.names if a.name in INSTALLS}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
             module = bound[node.value.id]
             if node.attr in INSTALLS.get(module, ()):
@@ -95,16 +97,14 @@ def test_packages_go_into_envs_only_through_the_engine_layer():
     assert offenders == {}
 
 
-def test_the_engine_check_sees_each_way_around(tmp_path):
-    source = tmp_path / "m.py"
+def test_the_engine_check_sees_each_way_around():
     for text in (
         "from tfgpu.engines import uv as u\nu.install('uv', 'py', 'r')\n",
         "from tfgpu.engines import rattler_engine as rattler\nrattler.install([], 'a', 'b')\n",
         "from tfgpu.engines.uv import uninstall\n",
         "import tfgpu.engines.rattler_engine\n",  # bound as tfgpu: a dotted call is not looked at, and none is here
     ):
-        source.write_text(text)
-        assert bool(_engine_calls(source)) is ("import tfgpu.engines.rattler_engine\n" != text), text
+        assert bool(_engine_calls(packagesource.nodes(text))) is ("import tfgpu.engines.rattler_engine\n" != text), text
 
 
 def test_create_and_repair_hold_the_same_engines():

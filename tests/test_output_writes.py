@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_tool
+from test_cache_overlap import chain, deep  # noqa: F401 - deep: a fixture
 
 from tfgpu.doors.paths import write_outputs
 
@@ -214,11 +215,13 @@ def test_two_bundles_at_once_end_cleanly_and_leave_one_bundle(tmp_path, lock_env
         os.close(fd)
 
 
-def test_a_bundle_directory_thousands_of_levels_deep_is_walked_without_recursion(tmp_path):
-    """Both walks of a bundle (before it is resumed, before it is installed from) are iterative."""
-    from test_cache_overlap import chain
-
+def test_a_bundle_directory_thousands_of_levels_deep_is_walked_without_recursion(deep):  # noqa: F811 - a fixture
+    """Both walks of a bundle (before it is resumed, before it is installed from) are iterative.
+    The chain is made in memory where the system allows (tests/test_cache_overlap.py's ``deep``: a
+    level made and removed on a journalled disk costs ten to twenty times the system time)."""
     from tfgpu.doors import trees
+
+    tmp_path = deep
     from tfgpu.lock.bundle import read, steps
 
     try:

@@ -2,21 +2,62 @@
 
 No expected value here is typed by hand: each test derives it from tfgpu/data, so a new row in
 the data is a new test case.
+
+Each release's install-mode options (``pip_option``, ``conda_option``, ``system_option``: pure
+functions of the release, platform, Python and CUDA build), each CUDA build's driver need
+(``driver_need``, of the build and the OS) and each release's TensorFlow source
+(``tfsource.choose``) are worked out once per module, not again for each of the hundreds of
+``resolve`` calls here: a refusal scans every release for the newest that fits, so each such case
+evaluated the same eighty releases' options anew, about three quarters of this module's CPU. Every
+option is still the real function's answer for its inputs (``_mode_options_once``);
+tests/test_resolve_cases.py and tests/test_conda_mode.py run them uncached.
 """
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 from packaging.version import Version
 
 from tfgpu.errors import ImpossibleError
-from tfgpu.resolver import make_request, resolve, tables
+from tfgpu.resolver import evaluate, make_request, resolve, tables
 from tfgpu.resolver.drivers import driver_need
 from tfgpu.resolver.gpu import lowest_cc
 
 RELEASES = tables.releases()
 LINUX_GPU = [r for r in RELEASES if r.wheels.get("linux_x86_64") and r.wheels["linux_x86_64"].cuda_build]
 IDS = [str(r.version) for r in LINUX_GPU]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _mode_options_once():
+    """The resolver's mode options, driver needs and sources computed once per distinct input for
+    this module's tests (the module docstring says why). A release is matched by identity and kept
+    alive beside its answer, so an answer is never handed to another release object; the tables
+    are the shipped ones here."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("pip_option", "conda_option", "system_option"):
+            patch.setattr(evaluate, name, _once(getattr(evaluate, name)))
+        # Their inputs are strings: a driver need by CUDA build and OS, TensorFlow's source by the wish,
+        # release, platform, Python and mode.
+        for name in ("driver_need", "choose_source"):
+            patch.setattr(evaluate, name, functools.cache(getattr(evaluate, name)))
+        yield
+
+
+def _once(function):
+    answers: dict = {}
+
+    def cached(release, *rest):
+        key = (id(release), *(id(r) if r is not None and not isinstance(r, str) else r for r in rest))
+        if key not in answers:
+            answers[key] = (release, rest, function(release, *rest))
+        kept_release, kept_rest, answer = answers[key]
+        assert kept_release is release and kept_rest == rest
+        return answer
+
+    return cached
 
 
 def linux(release, **extra):

@@ -132,13 +132,21 @@ def torch_versions(env) -> list[str]:
     return sorted(r["version"] for r in overlay(env, "companions-updates.toml").get("release", []))
 
 
+_BEFORE_TORCH: list[int] = []
+"""The count :func:`requests_before_torch` found, kept for the module's other tests: every test's
+server serves the same files, so a healthy run asks the same requests in the same order."""
+
+
 def requests_before_torch(index_url, tmp_path) -> int:
-    """How many requests a healthy run makes before it asks for the torch release list."""
-    url, handler = index_url
-    handler.requests.clear()
-    done = update(make_env(tmp_path / "probe", "probe"), url)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return handler.requests.index("/pypi/torch/json")
+    """How many requests a healthy run makes before it asks for the torch release list (a healthy
+    run of its own, the first time a test of this module asks)."""
+    if not _BEFORE_TORCH:
+        url, handler = index_url
+        handler.requests.clear()
+        done = update(make_env(tmp_path / "probe", "probe"), url)
+        assert done.returncode == 0, done.stdout + done.stderr
+        _BEFORE_TORCH.append(handler.requests.index("/pypi/torch/json"))
+    return _BEFORE_TORCH[0]
 
 
 def test_a_failure_after_the_tensorflow_release_keeps_it_and_the_next_run_resumes(index_url, tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -51,7 +52,8 @@ class Surface:
     """hazard -> (exit code, error code); "" where the tool goes on without the file (exit as given)."""
     content: dict[str, str | bytes] = field(default_factory=dict)
     """hazard -> what the file holds (deep, aliases, not-utf8, wrong-types)."""
-    setup: Callable[[Path], None] | None = None
+    setup: Callable[[Path, pytest.FixtureRequest], None] | None = None
+    """What the surface needs in the sandbox first (given the test's request, for a fixture)."""
     env: dict[str, str] = field(default_factory=dict)
     """Variables naming paths in the sandbox ("" unsets the variable)."""
 
@@ -120,9 +122,19 @@ def every(outcome: tuple[int, str], *, but: dict | None = None) -> dict[str, tup
     return {hazard: outcome for hazard in HAZARDS if hazard != "aliases"} | (but or {})
 
 
-def _journal_env(sandbox: Path) -> None:
-    """A real venv (repair asks its interpreter) that seems to hold TensorFlow."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(sandbox / "V")], check=True, timeout=60)
+@pytest.fixture(scope="module")
+def venv_template(tmp_path_factory) -> Path:
+    """A real venv made by Python's ``venv`` once for the module (each is an interpreter start), copied
+    where a case needs one."""
+    prefix = tmp_path_factory.mktemp("venv-template") / "V"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=60)
+    return prefix
+
+
+def _journal_env(sandbox: Path, request: pytest.FixtureRequest) -> None:
+    """A real venv (repair asks its interpreter) that seems to hold TensorFlow: a copy of the
+    module's, which runs as a venv made in place (its interpreter finds its prefix by where it is)."""
+    shutil.copytree(request.getfixturevalue("venv_template"), sandbox / "V", symlinks=True)
     site = next((sandbox / "V" / "lib").glob("python3*/site-packages"))
     info = site / "tensorflow-2.21.0.dist-info"
     info.mkdir()
@@ -130,23 +142,23 @@ def _journal_env(sandbox: Path) -> None:
     (sandbox / "V" / "etc" / "tfgpu").mkdir(parents=True)
 
 
-def _listed_env(sandbox: Path) -> None:
+def _listed_env(sandbox: Path, _request) -> None:
     fake_env(sandbox / "envs" / "V")
 
 
-def _marker_env(sandbox: Path) -> None:
+def _marker_env(sandbox: Path, _request) -> None:
     fake_env(sandbox / "M")
 
 
-def _staging(sandbox: Path) -> None:
+def _staging(sandbox: Path, _request) -> None:
     (sandbox / ".S.tfgpu-staging").mkdir()
 
 
-def _bundle(sandbox: Path) -> None:
+def _bundle(sandbox: Path, _request) -> None:
     (sandbox / "B").mkdir()
 
 
-def _warm_cache(sandbox: Path) -> None:
+def _warm_cache(sandbox: Path, _request) -> None:
     """Run plan once so the parsed-data cache exists (in this process: the tool writes the file as
     a process of its own would); the hostile file then replaces it."""
     done = run_tool("plan", "--tf", "2.21", "--no-detect", "--json")
@@ -222,7 +234,7 @@ SURFACES = [
         ("plan", "--tf", "2.21", "--no-detect"),
         every((2, "bad-data")),
         toml_content('release = "2.21"\n'),
-        lambda s: (s / "D").mkdir(),
+        lambda s, _request: (s / "D").mkdir(),
         {"TFGPU_DATA_DIR": "D"},
     ),
     Surface(
@@ -231,7 +243,7 @@ SURFACES = [
         ("plan", "--tf", "2.21", "--no-detect"),
         every((1, "data-overlay-corrupt")),
         toml_content('release = "2.21"\n'),
-        lambda s: (s / "U").mkdir(),
+        lambda s, _request: (s / "U").mkdir(),
         {"TFGPU_USER_DATA_DIR": "U"},
     ),
     Surface(
@@ -326,9 +338,9 @@ def run_guarded(argv, env: dict[str, str], seconds: int = 20) -> subprocess.Comp
 
 
 @pytest.mark.parametrize(("surface", "hazard"), CASES)
-def test_a_hostile_file_is_refused_promptly_with_its_code(sandbox, surface, hazard):
+def test_a_hostile_file_is_refused_promptly_with_its_code(sandbox, surface, hazard, request):
     if surface.setup:
-        surface.setup(sandbox)
+        surface.setup(sandbox, request)
     _place(sandbox, surface, hazard)
     before = snapshot(sandbox)
     env = {**os.environ, **{k: str(sandbox / v) for k, v in surface.env.items() if v}}
