@@ -377,13 +377,9 @@ def no_gpu_index(no_gpu_wheels, tmp_path_factory):
 LOCKED = ("--tf", "2.21", "--mode", "pip", "--python", "3.11", "--no-detect", "--platform", "linux-64")
 
 
-def test_a_create_from_a_lock_ends_the_same_way(tmp_path, no_gpu_index, tool_env):
-    """``create --from-lock`` ends as a resolved create does: built, verified False, no driver here.
-    A bundle's ``create --from-bundle`` takes the same branch of the create command (its lock is
-    read where a lock's is) and so the same ending; its install.sh, which hands ``create
-    --from-bundle`` the options it is given (tests/test_bundle.py's
-    ``test_install_sh_builds_the_env_offline``), is run end to end in the full tier by
-    ``test_from_lock_and_a_bundles_install_sh_end_the_same_way``."""
+def _locked_create_ends_without_a_driver(tmp_path, no_gpu_index, tool_env) -> dict:
+    """A lock, then ``create --from-lock`` from it: built, not verified (no driver here). Returns
+    the environment the two commands ran with."""
     env = tool_env | {"TFGPU_INDEX_URL": no_gpu_index, "TFGPU_BUNDLE_TOOL": "0"}
     lock = tmp_path / "tfgpu-lock.txt"
     assert run_tool("lock", *LOCKED, "-o", str(lock), env=env).returncode == 0
@@ -391,6 +387,17 @@ def test_a_create_from_a_lock_ends_the_same_way(tmp_path, no_gpu_index, tool_env
     done = run_tool("create", "--from-lock", str(lock), "--prefix", str(tmp_path / "locked"), "--json", env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["not_verified"]["code"] == "no-driver-here"
+    return env
+
+
+def test_a_create_from_a_lock_ends_the_same_way(tmp_path, no_gpu_index, tool_env):
+    """``create --from-lock`` ends as a resolved create does: built, verified False, no driver here.
+    A bundle's ``create --from-bundle`` takes the same branch of the create command (its lock is
+    read where a lock's is) and so the same ending; its install.sh, which hands ``create
+    --from-bundle`` the options it is given (tests/test_bundle.py's
+    ``test_install_sh_builds_the_env_offline``), is run end to end in the full tier by
+    ``test_from_lock_and_a_bundles_install_sh_end_the_same_way``."""
+    _locked_create_ends_without_a_driver(tmp_path, no_gpu_index, tool_env)
 
 
 @pytest.mark.slow
@@ -400,13 +407,7 @@ def test_from_lock_and_a_bundles_install_sh_end_the_same_way(tmp_path, no_gpu_in
     fast tier holds its parts in ``test_a_create_from_a_lock_ends_the_same_way`` (the ending of a
     locked create) and tests/test_bundle.py's ``test_install_sh_builds_the_env_offline``
     (install.sh runs ``create --from-bundle`` with its options)."""
-    env = tool_env | {"TFGPU_INDEX_URL": no_gpu_index, "TFGPU_BUNDLE_TOOL": "0"}
-    lock = tmp_path / "tfgpu-lock.txt"
-    assert run_tool("lock", *LOCKED, "-o", str(lock), env=env).returncode == 0
-    [lock] = tmp_path.glob("tfgpu-lock*")
-    done = run_tool("create", "--from-lock", str(lock), "--prefix", str(tmp_path / "locked"), "--json", env=env)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["not_verified"]["code"] == "no-driver-here"
+    env = _locked_create_ends_without_a_driver(tmp_path, no_gpu_index, tool_env)
 
     bundle = tmp_path / "bundle"
     assert run_tool("bundle", *LOCKED, "-o", str(bundle), env=env).returncode == 0, "bundle"

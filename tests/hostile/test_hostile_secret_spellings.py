@@ -15,6 +15,8 @@ import pytest
 
 from tfgpu.doors import secrets
 
+from .test_hostile_secrets import _everything  # the same sandbox-wide search for the secret
+
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 SECRET = "SECRETPW42"
 INSECURE = {"TFGPU_INSECURE_HOSTS": "127.0.0.1"}
@@ -29,11 +31,6 @@ NO_SCHEME = [
     f"http ://u:{SECRET}@127.0.0.1:9/chan",
     f"h\tttp://u:{SECRET}@127.0.0.1:9/chan",
 ]
-
-
-def _everything(sandbox, done) -> str:
-    files = [p for p in sandbox.rglob("*") if p.is_file()]
-    return done.out + done.err + "".join(p.read_text(errors="replace") for p in files)
 
 
 @pytest.mark.parametrize("url", SPELLINGS)
