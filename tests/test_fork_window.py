@@ -1,11 +1,13 @@
-"""A signal that lands while the tool forks a child is handled once the child is supervised: the
+"""A signal that lands while the tool starts a child is handled once the child is supervised: the
 child is stopped and reaped before the interrupt goes on (to a rollback that deletes what the child
 writes into).
 
-The signal is delivered deterministically inside the fork window: the child itself, between ``fork``
-and ``exec`` (the hook ``tfgpu.process.runner`` runs there), sends it to the tool, whose signals are held
-across the fork, so it arrives at the very moment the held signals are let in. Real processes
-throughout; a test script in a process of its own, so the signals reach a tool and not pytest.
+The signal is delivered deterministically inside the window, on both ways a child is started
+(``tfgpu.process.spawning``): with ``vfork`` through setpriv, the tool sends it to itself the moment
+``subprocess`` has the child and before it hands it over; with ``fork`` and the ``preexec_fn``
+(where setpriv cannot be used), the child itself sends it between ``fork`` and ``exec``, while the
+tool is still inside ``subprocess``. Real processes throughout; a test script in a process of its
+own, so the signals reach a tool and not pytest.
 """
 
 from __future__ import annotations
@@ -16,21 +18,37 @@ import sys
 import pytest
 
 SCRIPT = r"""
-import os, signal, sys, time
-from tfgpu.process import runner as proc
+import os, signal, subprocess, sys, time
+from tfgpu.process import runner as proc, spawning
 from tfgpu.process.interrupts import install_signal_handlers
 
 install_signal_handlers()
-method, signum, rounds, pids = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-original = proc._die_with_parent
+way, method, signum, rounds, pids = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 
-def inside_the_fork():  # in the child, before exec: the tool is still in Popen, its signals held
-    with open(pids, "a") as out:
-        out.write(f"{os.getpid()}\n")
-    os.kill(os.getppid(), signum)
-    original()
+if way == "fork":
+    spawning._found["wrapper"] = None  # no setpriv: the preexec_fn sets the death signal
+    original = spawning._die_with_parent
 
-proc._die_with_parent = inside_the_fork
+    def inside_the_fork():  # in the child, before exec: the tool is still in Popen, its signals held
+        with open(pids, "a") as out:
+            out.write(f"{os.getpid()}\n")
+        os.kill(os.getppid(), signum)
+        original()
+
+    spawning._die_with_parent = inside_the_fork
+else:
+    assert spawning._wrapper(), "no setpriv with --pdeathsig here"
+    original_init = subprocess.Popen.__init__
+
+    def init(self, *args, **options):  # the child started, not yet handed to the tool
+        original_init(self, *args, **options)
+        assert options["preexec_fn"] is None and args[0][0] == spawning._wrapper(), args
+        with open(pids, "a") as out:
+            out.write(f"{self.pid}\n")
+        os.kill(os.getpid(), signum)
+
+    subprocess.Popen.__init__ = init
+
 runner = proc.Runner(None)
 argv = ["sleep", "30"]
 start = {
@@ -59,10 +77,11 @@ print(f"stopped {stopped} of {rounds}")
 
 @pytest.mark.parametrize("method", ["run", "run-on-a-terminal", "capture", "start", "attached"])
 @pytest.mark.parametrize("signum", [15, 2], ids=["sigterm", "sigint"])
-def test_a_signal_during_the_fork_stops_and_reaps_the_child_first(tmp_path, method, signum):
+@pytest.mark.parametrize("way", ["vfork", "fork"])
+def test_a_signal_during_the_fork_stops_and_reaps_the_child_first(tmp_path, way, method, signum):
     rounds = 25
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, method, str(signum), str(rounds), str(tmp_path / "pids")],
+        [sys.executable, "-c", SCRIPT, way, method, str(signum), str(rounds), str(tmp_path / "pids")],
         capture_output=True,
         text=True,
         timeout=120,  # a hang guard: each round takes milliseconds
@@ -73,8 +92,9 @@ def test_a_signal_during_the_fork_stops_and_reaps_the_child_first(tmp_path, meth
 
 CREATE = r"""
 import os, signal, subprocess, sys
-from tfgpu.process import runner as proc
+from tfgpu.process import spawning as proc
 
+proc._found["wrapper"] = None  # the fork, so that the child can send the signal before its exec
 forking = []
 original_init, original_hook = subprocess.Popen.__init__, proc._die_with_parent
 

@@ -7,8 +7,9 @@ env are started through it too). It never raises for a failing command: the call
 
 Signals: ``cli.main`` turns SIGTERM and SIGHUP into :class:`Interrupted` (``tfgpu.process.interrupts``),
 so ``timeout``, ``systemd stop`` and a closed terminal roll back exactly like Ctrl-C. A running
-child is stopped first (SIGINT, then SIGKILL), and every child asks the kernel to be killed when
-the tool dies (``PR_SET_PDEATHSIG``), so a SIGKILLed run leaves no uv still writing into its
+child is stopped first (SIGINT, then SIGKILL), and every child is started so that the kernel kills
+it when the tool dies (``PR_SET_PDEATHSIG``, without forking the tool's memory: ``tfgpu.process.spawning``),
+so a SIGKILLed run leaves no uv still writing into its
 staging directory. Every child is started with those signals held (``tfgpu.process.signalmask.supervised``):
 one that lands during the fork is handled once the child is in hand, so the child is stopped and
 reaped before anything rolls back. A stopped uv's half-written cache entries are removed, and uv's
@@ -20,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +29,7 @@ from pathlib import Path
 from tfgpu.doors import secrets
 from tfgpu.doors.paths import log_dir
 from tfgpu.errors import TfgpuError
-from tfgpu.process import childpipes
+from tfgpu.process import childpipes, spawning
 from tfgpu.process.childenv import clean_environment, without_plain_proxy
 from tfgpu.process.interrupts import Interrupted, tell
 from tfgpu.process.signalmask import SIGNALS, shielded, supervised  # noqa: F401 - shielded: the door's, for callers
@@ -78,27 +78,6 @@ class Completed:
     @property
     def ok(self) -> bool:
         return self.returncode == 0
-
-
-_PRCTL = None
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # the parent held them across the fork
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _prepare_prctl() -> None:
-    """Look prctl up before any fork (the child must not load libraries)."""
-    global _PRCTL
-    if _PRCTL is None and sys.platform.startswith("linux"):
-        try:
-            import ctypes  # Start-up cost: 7.0M instructions, paid by a run that forks a child only.
-
-            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-        except (OSError, AttributeError):
-            pass
 
 
 def open_log(operation: str) -> tuple[Path | None, str]:
@@ -204,8 +183,9 @@ class Runner:
             self.log(f"$ {shlex.join(argv)}")
         base = clean_environment(os.environ) if clean else without_plain_proxy(os.environ)
         started = time.monotonic()
-        _prepare_prctl()
         terminal = None
+        # The pseudo-terminal is the tool's, so the tool says what it is (a dumb or missing TERM
+        # would keep the child from drawing at all).
         if screen is not None:
             # Start-up cost: `doctor` loads this module but not tfgpu.process.pseudoterminal.
             from tfgpu.process.pseudoterminal import Printed, open_terminal, read_terminal
@@ -226,22 +206,22 @@ class Runner:
                 count = f"{len(removed)} temporary entr{'y' if len(removed) == 1 else 'ies'}"
                 tell(stop, f"Removed what the stopped uv left half-written in its cache {scratch.cache} ({count}).")
 
+        child_env = {**base, **self.extra_env, **(env or {}), **({"TERM": "xterm"} if terminal else {})}
+        program, preexec = spawning.how(argv, child_env, cwd)
         try:
             child = supervised(
                 lambda: subprocess.Popen(
-                    argv,
+                    program,
                     stdout=subprocess.PIPE if terminal is None else terminal[1],
                     stderr=subprocess.STDOUT if terminal is None else terminal[1],
                     stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                    # The pseudo-terminal is the tool's, so the tool says what it is (a dumb or
-                    # missing TERM would keep the child from drawing at all).
-                    env={**base, **self.extra_env, **(env or {}), **({"TERM": "xterm"} if terminal else {})},
+                    env=child_env,
                     cwd=cwd,
                     text=True,
                     encoding="utf-8",
                     errors="replace",
                     bufsize=1,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=preexec,
                 ),
                 interrupted,
             )
@@ -328,17 +308,18 @@ class Runner:
 
         argv = tuple(str(a) for a in argv)
         base = clean_environment(os.environ) if clean else without_plain_proxy(os.environ)
-        _prepare_prctl()
         started = time.monotonic()
+        child_env = {**base, **self.extra_env, **(env or {})}
+        program, preexec = spawning.how(argv, child_env, None)
         try:
             child = supervised(
                 lambda: subprocess.Popen(
-                    argv,
+                    program,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    env={**base, **self.extra_env, **(env or {})},
+                    env=child_env,
                     stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=preexec,
                     # Its own process group: a probe that starts a child of its own (a wrapper
                     # script, an interpreter that forks) is stopped whole when its time is up.
                     start_new_session=True,
@@ -368,15 +349,11 @@ class Runner:
         # Start-up cost: `doctor` loads this module but not subprocess.
         import subprocess
 
-        _prepare_prctl()
         base = clean_environment(os.environ) if clean else without_plain_proxy(os.environ)
+        child_env = {**base, **self.extra_env, **(env or {})}
+        program, preexec = spawning.how([str(a) for a in argv], child_env, popen.get("cwd"))
         return supervised(
-            lambda: subprocess.Popen(
-                [str(a) for a in argv],
-                env={**base, **self.extra_env, **(env or {})},
-                preexec_fn=_die_with_parent,
-                **popen,
-            ),
+            lambda: subprocess.Popen(program, env=child_env, preexec_fn=preexec, **popen),
             _end,
         )
 
@@ -391,10 +368,10 @@ class Runner:
         import subprocess
 
         argv = tuple(str(a) for a in argv)
-        _prepare_prctl()
         # A signal during the fork: the child is asked to end as the signal would have asked it, and
         # waited for, before the tool stops too.
-        child = supervised(lambda: subprocess.Popen(argv, env=dict(env), preexec_fn=_die_with_parent), _stop)
+        program, preexec = spawning.how(argv, env, None)
+        child = supervised(lambda: subprocess.Popen(program, env=dict(env), preexec_fn=preexec), _stop)
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             while True:

@@ -1,0 +1,166 @@
+"""How a child is started so that the kernel kills it when the tool dies, without copying the tool.
+
+``PR_SET_PDEATHSIG`` (the child is killed when the tool dies, even by SIGKILL: no uv writes on
+into a staging directory the tool no longer owns) must be set by the child itself, between fork
+and exec. Python runs code there only through ``subprocess``'s ``preexec_fn``, and that makes it
+``fork`` rather than ``vfork``: every page table of the tool is copied and each page it touches
+afterwards faults, about 3 ms of CPU a child from a 50 MB process and 12-15 ms from a 300 MB one,
+against 0.6 ms with ``vfork``; and CPython documents ``preexec_fn`` as unsafe while other threads
+run (https://docs.python.org/3/library/subprocess.html#subprocess.Popen, "preexec_fn").
+
+So, where util-linux's ``setpriv`` can set it (``--pdeathsig``, util-linux 2.33 and later: Debian
+10, Ubuntu 20.04, RHEL 9), a child is started as ``setpriv --pdeathsig KILL -- PROGRAM ARGS`` with
+no ``preexec_fn``, and ``subprocess`` uses ``vfork``. ``setpriv`` is taken from ``/usr/bin`` or
+``/bin`` only, never from ``PATH``: it starts every child. It is used only for a program found here
+as the kernel will run it (:func:`_runnable`: the first of ``PATH``'s candidates, as ``subprocess``
+tries them, that is a regular executable file holding an ELF image of this machine's kind or a
+``#!`` line naming one): anything else is started as before, so a missing, broken or odd program
+fails exactly as ``subprocess`` reports it ("could not start"), never as setpriv's exit 127. The
+child then sees the program's path as its ``argv[0]`` (``/usr/bin/uv`` where it was asked for as
+``uv``), as it would have been found.
+
+Everywhere else (no such setpriv, macOS, the signals held in this thread by
+``tfgpu.process.signalmask.shielded``) the child runs :func:`_die_with_parent` between fork and exec.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import sys
+from collections.abc import Callable, Mapping, Sequence
+
+from tfgpu.doors import untrusted
+from tfgpu.process.signalmask import SIGNALS
+
+SETPRIV = ("/usr/bin/setpriv", "/bin/setpriv")
+_SETPRIV = untrusted.Kind("setpriv", 16 * 1024 * 1024, None)
+_EXECUTABLE = untrusted.Kind("a program to run", 1 << 40, None)
+_HEAD = 256  # Linux reads a #! line up to 256 bytes (BINPRM_BUF_SIZE)
+
+_found: dict[str, object] = {}
+"""What this process looked up once: ``wrapper`` (setpriv's path or None), ``native`` (the image
+kind of this interpreter: :func:`_image_kind`), ``prctl``."""
+
+
+def how(
+    argv: Sequence[str], env: Mapping[str, str], cwd: os.PathLike | str | None
+) -> tuple[list[str], Callable | None]:
+    """What to hand ``subprocess.Popen`` for ``argv``: the argv to run and its ``preexec_fn``."""
+    wrapper = _wrapper()
+    if wrapper is not None and not _held_here():
+        program = _runnable(argv[0], env, cwd)
+        if program is not None:
+            return [wrapper, "--pdeathsig", "KILL", "--", program, *argv[1:]], None
+    _prepare_prctl()
+    return list(argv), _die_with_parent
+
+
+def _wrapper() -> str | None:
+    """``/usr/bin/setpriv`` (or ``/bin/setpriv``) where it has ``--pdeathsig``; looked up once.
+
+    Its support is read from the program itself (the option's name is in its table of options)
+    rather than from a run of ``setpriv --help``: a child more for every command."""
+    if "wrapper" not in _found:
+        _found["wrapper"] = None
+        if sys.platform.startswith("linux"):
+            for path in SETPRIV:
+                try:
+                    if os.access(path, os.X_OK) and b"pdeathsig" in untrusted.read_bytes(path, _SETPRIV):
+                        _found["wrapper"] = path
+                        break
+                except untrusted.Unreadable:
+                    continue
+    return _found["wrapper"]  # type: ignore[return-value]
+
+
+def _held_here() -> bool:
+    """Whether SIGINT, SIGTERM or SIGHUP is blocked in this thread (``shielded``, or a parent that
+    started the tool so): a vforked child would keep them blocked through exec."""
+    try:
+        return bool(signal.pthread_sigmask(signal.SIG_BLOCK, ()) & set(SIGNALS))
+    except (AttributeError, OSError, ValueError):
+        return True
+
+
+def _runnable(name: str, env: Mapping[str, str], cwd: os.PathLike | str | None) -> str | None:
+    """The path ``subprocess`` would run for ``name`` where the exec will certainly succeed, else
+    None (start it the ordinary way, and let ``subprocess`` report what it finds)."""
+    if "/" in name:
+        candidates = [name]
+    else:
+        # subprocess tries each directory of the child's PATH in turn and runs the first that execs
+        candidates = [os.path.join(directory, name) for directory in os.get_exec_path(dict(env))]
+    for candidate in candidates:
+        if "/" not in candidate:
+            return None  # an empty PATH entry: setpriv would search PATH itself
+        where = os.path.join(cwd, candidate) if cwd is not None else candidate
+        try:
+            info = os.stat(where)
+        except (OSError, ValueError):
+            continue  # as subprocess: not there, try the next
+        if not stat.S_ISREG(info.st_mode) or not os.access(where, os.X_OK):
+            return None  # subprocess would try the next; setpriv would not: the ordinary way decides
+        return candidate if _execs(where) else None
+    return None
+
+
+def _execs(path: str) -> bool:
+    """Whether the kernel runs ``path``: an image of this interpreter's kind, or a ``#!`` line naming
+    one by its absolute path (a script run by a script is left to the ordinary way)."""
+    try:
+        head = untrusted.read_head(path, _EXECUTABLE, _HEAD)
+    except untrusted.Unreadable:
+        return False
+    if _native(head):
+        return True
+    if not head.startswith(b"#!"):
+        return False  # the kernel refuses it (ENOEXEC); setpriv's execvp would hand it to /bin/sh
+    line = head[2:].split(b"\n", 1)[0] if b"\n" in head else b""
+    interpreter = line.strip().split(None, 1)[0] if line.strip() else b""
+    if not interpreter.startswith(b"/"):
+        return False
+    where = os.fsdecode(interpreter)
+    try:
+        if not stat.S_ISREG(os.stat(where).st_mode) or not os.access(where, os.X_OK):
+            return False
+        return _native(untrusted.read_head(where, _EXECUTABLE, _HEAD))
+    except (OSError, ValueError, untrusted.Unreadable):
+        return False
+
+
+def _native(head: bytes) -> bool:
+    """Whether a file's first bytes are an executable image of this interpreter's own kind."""
+    if "native" not in _found:
+        try:
+            _found["native"] = _image_kind(untrusted.read_head("/proc/self/exe", _EXECUTABLE, _HEAD))
+        except untrusted.Unreadable:
+            _found["native"] = None
+    return _found["native"] is not None and _image_kind(head) == _found["native"]
+
+
+def _image_kind(head: bytes) -> bytes | None:
+    """An ELF header's identification (magic, class, byte order) and machine: what the kernel
+    checks before it runs an image (any other is ``ENOEXEC``, which setpriv would hand to /bin/sh)."""
+    return head[:6] + head[18:20] if len(head) >= 20 else None
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # held in this thread (shielded) when it forked
+    prctl = _found.get("prctl")
+    if callable(prctl):
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _prepare_prctl() -> None:
+    """Look prctl up before any fork (the child must not load libraries)."""
+    if "prctl" not in _found:
+        _found["prctl"] = None
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes  # Start-up cost: 7.0M instructions, paid where setpriv cannot be used.
+
+                _found["prctl"] = ctypes.CDLL(None, use_errno=True).prctl
+            except (OSError, AttributeError):
+                pass
