@@ -47,6 +47,13 @@ def _state(pid: int) -> str:
     return ""
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return b""
+
+
 TOOL = r"""
 import sys, time
 from tfgpu.process import runner, spawning
@@ -62,6 +69,11 @@ def test_a_child_dies_with_the_tool_killed_by_sigkill(way):
     tool = subprocess.Popen([sys.executable, "-c", TOOL, way], stdout=subprocess.PIPE, text=True)
     try:
         child = int(tool.stdout.readline())
+        # setpriv sets the death signal before it runs the program (a SIGKILL within that half
+        # millisecond leaves the child, as one between fork and the preexec_fn's prctl does).
+        deadline = time.monotonic() + 30  # a hang guard
+        while b"sleep" not in _cmdline(child) and time.monotonic() < deadline:
+            time.sleep(0.005)
         assert _state(child) in ("S", "R")
     finally:
         tool.kill()

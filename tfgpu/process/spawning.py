@@ -17,7 +17,9 @@ tries them, that is a regular executable file holding an ELF image of this machi
 ``#!`` line naming one): anything else is started as before, so a missing, broken or odd program
 fails exactly as ``subprocess`` reports it ("could not start"), never as setpriv's exit 127. The
 child then sees the program's path as its ``argv[0]`` (``/usr/bin/uv`` where it was asked for as
-``uv``), as it would have been found.
+``uv``), as it would have been found. The death signal is set as setpriv starts, half a millisecond
+after ``subprocess`` returns the child: a SIGKILL of the tool inside that window leaves the child
+running, as one between ``fork`` and the ``preexec_fn``'s ``prctl`` does on the other way.
 
 Everywhere else (no such setpriv, macOS, the signals held in this thread by
 ``tfgpu.process.signalmask.shielded``) the child runs :func:`_die_with_parent` between fork and exec.
