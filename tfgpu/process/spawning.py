@@ -21,9 +21,10 @@ child then sees the program's path as its ``argv[0]`` (``/usr/bin/uv`` where it 
 after ``subprocess`` returns the child: a SIGKILL of the tool inside that window leaves the child
 running, as one between ``fork`` and the ``preexec_fn``'s ``prctl`` does on the other way.
 
-Everywhere else (no such setpriv, macOS, the signals held in this thread by
-``tfgpu.process.signalmask.shielded``) the child runs :func:`_die_with_parent` between fork and exec.
-"""
+Everywhere else on Linux (no such setpriv, or the signals held in this thread by
+``tfgpu.process.signalmask.shielded``) the child runs :func:`_die_with_parent` between fork and
+exec. macOS has no death signal: a child there is started with nothing run between fork and exec,
+unless the signals are held (then they are let in before the exec)."""
 
 from __future__ import annotations
 
@@ -50,8 +51,11 @@ def how(
     argv: Sequence[str], env: Mapping[str, str], cwd: os.PathLike | str | None
 ) -> tuple[list[str], Callable | None]:
     """What to hand ``subprocess.Popen`` for ``argv``: the argv to run and its ``preexec_fn``."""
+    held = _held_here()
+    if not held and not sys.platform.startswith("linux"):
+        return list(argv), None  # no death signal to set, no signal to let in: nothing to run in the child
     wrapper = _wrapper()
-    if wrapper is not None and not _held_here():
+    if wrapper is not None and not held:
         program = _runnable(argv[0], env, cwd)
         if program is not None:
             return [wrapper, "--pdeathsig", "KILL", "--", program, *argv[1:]], None
