@@ -22,6 +22,9 @@ COMMANDS = [
     (("list", "--json"), 1, "disk-full"),
     (("plan", "--tf", "2.13", "--mode", "conda", "--python", PY, "--no-detect", "--json"), 1, "disk-full"),
     (("cache", "--json"), 2, "bad-arguments"),
+    (("--help",), 1, "disk-full"),  # argparse's answers: it drops a write that fails
+    (("--version",), 1, "disk-full"),
+    (("plan", "--help"), 1, "disk-full"),
 ]
 
 

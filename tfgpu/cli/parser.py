@@ -115,6 +115,13 @@ class Parser(argparse.ArgumentParser):
             [f"Run `{owner.prog} --help` for the options of {command}." if command else HELP_LINE],
         )
 
+    def _print_message(self, message: str, file=None) -> None:  # argparse's one writer (--help, --version)
+        # argparse drops a write that fails: a --help to a full disk or to a reader that left would
+        # end as a silent success. Raised, it ends as every other write that fails (tfgpu.cli.main).
+        if message:
+            (file or sys.stderr).write(message)
+            (file or sys.stderr).flush()
+
     def error(self, message: str):  # noqa: D102 - argparse hook
         # Start-up cost: `plan --json --no-detect` loads this module but not tfgpu.cli.typos, tfgpu.cli.render.console.
         from tfgpu.cli import typos
