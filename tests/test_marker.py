@@ -139,7 +139,19 @@ def test_why_not_tells_a_marker_without_a_format_from_one_that_holds_null(tmp_pa
     (tmp_path / marker.NAME).write_text(json.dumps({"tool": "tfgpu-install"}))
     assert marker.why_not(tmp_path).endswith("(format 1)")
     (tmp_path / marker.NAME).write_text(json.dumps({"tool": "tfgpu-install", "marker_format": None}))
-    assert marker.why_not(tmp_path).endswith("(format None)")
+    assert (
+        marker.why_not(tmp_path)
+        == f"its {marker.NAME} holds marker_format null, which no tfgpu-install wrote (edited by hand?)"
+    )
+
+
+@pytest.mark.parametrize("value", [0, -1, -(10**30)])
+def test_why_not_names_a_format_below_the_first_as_never_written_not_as_older(tmp_path, value):
+    (tmp_path / marker.NAME).write_text(json.dumps({"tool": "tfgpu-install", "marker_format": value}))
+    assert (
+        marker.why_not(tmp_path)
+        == f"its {marker.NAME} holds marker_format {value}, which no tfgpu-install wrote (edited by hand?)"
+    )
 
 
 @pytest.mark.parametrize("value", ["2", True, [2], 2.0, {"format": 2}])
