@@ -90,3 +90,14 @@ def test_plan_names_the_channels_it_reads_not_conda_forge(capsys):
     code = cli.main(["plan", *TARGET])
     out = capsys.readouterr().out
     assert code == 0 and any(line.startswith("conda-forge ") for line in out.splitlines())
+
+
+@pytest.mark.parametrize("export", [False, True])
+def test_a_channel_that_begins_with_two_slashes_is_a_url_without_its_scheme_not_a_path(export):
+    """``//user:password@host/chan`` is a URL whose scheme was left out, not the local path POSIX
+    would read (shown as ``file:////user%3Apassword%40host/chan``, the password in it)."""
+    with pytest.raises(UsageError) as refused:
+        planned(("//user:s3cret@host/chan",), export=export)
+    assert refused.value.code == "bad-url"
+    assert "s3cret" not in refused.value.message + "".join(refused.value.alternatives)
+    assert "//***@host/chan" in refused.value.message

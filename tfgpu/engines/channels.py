@@ -27,7 +27,9 @@ def channel_urls(channels: tuple[str, ...], what: str = "--channel") -> list[str
     ``what``: where the channels came from, for the URL door's messages (a project file's key)."""
     urls = []
     for channel in channels or (CONDA_FORGE,):
-        if "://" in channel or "\\" in channel:
+        if "://" in channel or "\\" in channel or channel.startswith("//"):
+            # A channel beginning "//" is a URL without its scheme (maybe with a user:password@),
+            # not the local path POSIX would read: the door refuses it, the password hidden.
             # repodata.json carries the packages' checksums: read over plain HTTP from a host not
             # named, a forged one vouches for forged packages (tfgpu.doors.urls).
             urls.append(_url(checked(channel, what, allow_file=True).rstrip("/"), channel, what))
@@ -46,7 +48,9 @@ def planned(channels: tuple[str, ...], what: str = "--channel", *, export: bool 
     on this machine, and an export runs on another one that never sees it (``tfgpu.export.target``)."""
     words = []
     for channel in channels or (DEFAULT,):
-        local = channel.startswith(("/", ".", "~")) or channel.lower().startswith("file:")
+        local = (
+            channel.startswith(("/", ".", "~")) and not channel.startswith("//") or channel.lower().startswith("file:")
+        )
         if export and local:
             raise UsageError(
                 "export-local-channel",
@@ -58,7 +62,7 @@ def planned(channels: tuple[str, ...], what: str = "--channel", *, export: bool 
                     "Or name the URL the targets reach the same channel at: --channel https://mirror.example/conda-forge.",
                 ],
             )
-        if "://" in channel or "\\" in channel or local:
+        if "://" in channel or "\\" in channel or channel.startswith("//") or local:
             url = channel_urls((channel,), what)[0]
             if export and _token(url):
                 raise UsageError(
