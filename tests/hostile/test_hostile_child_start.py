@@ -1,0 +1,191 @@
+"""Hostile starts of a child (``tfgpu.process.spawning``, ``tfgpu.process.signalmask``): programs
+the kernel refuses in ways a header check misses, an argv too long, signals landing while the
+tool swaps its handlers, signals the tool's own parent left blocked. On both ways of starting a
+child (setpriv with ``vfork``, ``fork`` with a ``preexec_fn``) a program that cannot start must be
+reported as ``subprocess`` reports it, and never be handed to ``/bin/sh`` by setpriv's ``execvp``.
+Real processes throughout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfgpu.process import spawning
+from tfgpu.process.runner import Runner
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's death signal")
+
+HAS_SETPRIV = spawning._wrapper() is not None
+TRUE = Path(shutil.which("true")).read_bytes()
+
+
+@pytest.fixture(params=["vfork", "fork"])
+def way(request, monkeypatch):
+    if request.param == "vfork" and not HAS_SETPRIV:
+        pytest.skip("no setpriv with --pdeathsig on this machine")
+    if request.param == "fork":
+        monkeypatch.setitem(spawning._found, "wrapper", None)
+    return request.param
+
+
+def _program(tmp_path: Path, name: str, data: bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(data)
+    path.chmod(0o755)
+    return str(path)
+
+
+def _as_subprocess_says(argv: list[str]) -> None:
+    """The runner reports ``argv`` as plain ``subprocess`` does: started or not, and the same error."""
+    env = {"PATH": os.environ["PATH"]}
+    try:
+        plain = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
+        said = None
+    except OSError as error:
+        plain, said = None, str(error)
+    runner = Runner(None)
+    for done in (runner.capture(argv, env=env), runner.run(argv, env=env)):
+        if said is not None:
+            assert (done.started, done.returncode) == (False, 127), done
+            assert f"could not start {argv[0]}: {said}" in done.stderr + done.output, done
+        else:
+            assert (done.started, done.returncode, done.stdout) == (True, plain.returncode, plain.stdout), done
+
+
+def _interpreter(elf: bytes) -> bytes:
+    start = elf.index(b"/lib")
+    return elf[start : elf.index(b"\0", start)]
+
+
+def test_a_crlf_shebang_fails_as_subprocess_says(tmp_path, way):
+    # The kernel ends the interpreter's name at a space, tab or newline only: "/bin/sh\r" is missing.
+    _as_subprocess_says([_program(tmp_path, "crlf", b"#!/bin/sh\r\necho hi\r\n")])
+
+
+def test_a_shebang_with_a_vertical_tab_fails_as_subprocess_says(tmp_path, way):
+    _as_subprocess_says([_program(tmp_path, "vt", b"#!/bin/sh\x0b-e\necho hi\n")])
+
+
+def test_a_program_whose_loader_is_missing_fails_as_subprocess_says(tmp_path, way):
+    # A binary built for another system (a musl or Nix build): a native header, a loader not here.
+    loader = _interpreter(TRUE)
+    missing = loader[:-1] + (b"X" if loader[-1:] != b"X" else b"Y")
+    _as_subprocess_says([_program(tmp_path, "foreign-loader", TRUE.replace(loader, missing))])
+
+
+def test_a_script_whose_interpreter_has_a_missing_loader_fails_as_subprocess_says(tmp_path, way):
+    loader = _interpreter(TRUE)
+    broken = _program(tmp_path, "broken-interp", TRUE.replace(loader, loader[:-1] + b"X"))
+    _as_subprocess_says([_program(tmp_path, "script", f"#!{broken}\n".encode())])
+
+
+def test_a_truncated_program_is_never_run_by_the_shell(tmp_path, way):
+    # A half-downloaded binary: its header is whole, its program headers are not. The kernel
+    # refuses it; setpriv's execvp would hand what it refused to /bin/sh as a script.
+    _as_subprocess_says([_program(tmp_path, "half", TRUE[:300])])
+
+
+def test_an_object_file_is_never_run_by_the_shell(tmp_path, way):
+    relocatable = TRUE[:16] + (1).to_bytes(2, "little" if TRUE[5] == 1 else "big") + TRUE[18:]  # ET_REL
+    pwned = tmp_path / "PWNED"
+    body = relocatable + f"\ntouch {pwned}\n".encode()
+    _as_subprocess_says([_program(tmp_path, "object", body)])
+    assert not pwned.exists()
+
+
+def test_a_program_being_written_fails_as_subprocess_says(tmp_path, way, request):
+    if way == "vfork":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="a file open for writing (ETXTBSY) is not seen before the exec: setpriv's 126"))
+    path = _program(tmp_path, "busy", TRUE)
+    with open(path, "r+b"):
+        _as_subprocess_says([path])
+
+
+def test_a_program_removed_between_the_check_and_the_exec_fails_as_subprocess_says(tmp_path, way, monkeypatch, request):
+    if way == "vfork":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="the program checked is not held: one removed before the exec is setpriv's 127"))
+    path = _program(tmp_path, "gone", TRUE)
+    how = spawning.how
+
+    def then_removed(argv, env, cwd):
+        answer = how(argv, env, cwd)
+        os.unlink(path)
+        return answer
+
+    monkeypatch.setattr(spawning, "how", then_removed)
+    done = Runner(None).capture([path])
+    assert (done.started, done.returncode) == (False, 127), done
+    assert done.stderr == f"could not start {path}: [Errno 2] No such file or directory: '{path}'"
+
+
+def test_an_argv_too_long_names_the_program_not_setpriv(way):
+    argv = ["true", *(["x" * 100_000] * 30)]
+    try:
+        subprocess.run(argv)
+    except OSError as error:
+        said = str(error)
+    for done in (Runner(None).capture(argv), Runner(None).run(argv)):
+        assert (done.started, done.returncode) == (False, 127)
+        assert done.stderr + done.output == f"could not start true: {said}"
+
+
+BLOCKED = r"""
+import signal, sys
+from tfgpu.process import spawning
+from tfgpu.process.runner import Runner
+if sys.argv[1] == "fork":
+    spawning._found["wrapper"] = None
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGQUIT})  # as a parent may hand it over
+print(Runner(None).capture(["grep", "SigBlk", "/proc/self/status"]).output.split()[1])
+"""
+
+
+def test_a_child_gets_no_signal_the_tools_parent_left_blocked(way):
+    done = subprocess.run([sys.executable, "-c", BLOCKED, way], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "0" * 16, done.stdout + done.stderr
+
+
+SWAP = r"""
+import os, signal, sys
+from tfgpu.process import signalmask, spawning
+from tfgpu.process.interrupts import install_signal_handlers
+from tfgpu.process.runner import Runner
+
+install_signal_handlers()
+if sys.argv[1] == "fork":
+    spawning._found["wrapper"] = None
+phase = sys.argv[2]
+original = {s: signal.getsignal(s) for s in signalmask.SIGNALS}
+real_signal = signal.signal
+fired = []
+
+def swap(signum, handler):  # a SIGTERM the moment one handler is swapped (or put back) and not the next
+    answer = real_signal(signum, handler)
+    holding = getattr(handler, "__name__", "") == "note"
+    if signum == signal.SIGINT and not fired and holding == (phase == "hold"):
+        fired.append(1)
+        os.kill(os.getpid(), signal.SIGTERM if phase == "hold" else signal.SIGINT)
+    return answer
+
+signal.signal = swap
+try:
+    Runner(None).capture(["true"])
+except BaseException as error:
+    print("interrupted", type(error).__name__)
+signal.signal = real_signal
+left = [s for s in signalmask.SIGNALS if signal.getsignal(s) != original[s]]
+print("left swapped:", left)
+"""
+
+
+@pytest.mark.parametrize("phase", ["hold", "let-in"])
+def test_a_signal_while_the_handlers_are_swapped_leaves_none_swapped(phase, way):
+    done = subprocess.run([sys.executable, "-c", SWAP, way, phase], capture_output=True, text=True, timeout=60)
+    assert "interrupted" in done.stdout, done.stdout + done.stderr
+    assert "left swapped: []" in done.stdout, done.stdout + done.stderr
