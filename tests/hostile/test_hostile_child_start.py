@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -101,7 +100,11 @@ def test_an_object_file_is_never_run_by_the_shell(tmp_path, way):
 
 def test_a_program_being_written_fails_as_subprocess_says(tmp_path, way, request):
     if way == "vfork":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="a file open for writing (ETXTBSY) is not seen before the exec: setpriv's 126"))
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True, reason="a file open for writing (ETXTBSY) is not seen before the exec: setpriv's 126"
+            )
+        )
     path = _program(tmp_path, "busy", TRUE)
     with open(path, "r+b"):
         _as_subprocess_says([path])
@@ -109,7 +112,11 @@ def test_a_program_being_written_fails_as_subprocess_says(tmp_path, way, request
 
 def test_a_program_removed_between_the_check_and_the_exec_fails_as_subprocess_says(tmp_path, way, monkeypatch, request):
     if way == "vfork":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the program checked is not held: one removed before the exec is setpriv's 127"))
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True, reason="the program checked is not held: one removed before the exec is setpriv's 127"
+            )
+        )
     path = _program(tmp_path, "gone", TRUE)
     how = spawning.how
 
