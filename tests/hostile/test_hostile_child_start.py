@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,70 @@ def test_a_signal_while_the_handlers_are_swapped_leaves_none_swapped(phase, way)
     done = subprocess.run([sys.executable, "-c", SWAP, way, phase], capture_output=True, text=True, timeout=60)
     assert "interrupted" in done.stdout, done.stdout + done.stderr
     assert "left swapped: []" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_start_with_a_bytes_cwd_runs_as_subprocess_runs_it(tmp_path, way):
+    # subprocess takes a cwd as bytes (a path that is not UTF-8); the check must not crash on it.
+    child = Runner(None).start(["pwd"], cwd=os.fsencode(tmp_path), stdout=subprocess.PIPE, text=True)
+    out, _ = child.communicate(timeout=30)
+    assert (child.returncode, out) == (0, f"{tmp_path}\n")
+
+
+def test_an_argv_that_just_fits_runs_as_it_runs_under_subprocess(way):
+    # The longest argv the kernel takes from subprocess must start through the runner too: setpriv's
+    # own words and the program's whole path must not push it over.
+    from tfgpu.process.childenv import clean_environment
+
+    env = clean_environment(os.environ)
+    taken = sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 + 8 for k, v in env.items())
+    fill = ["x" * 100_000] * ((os.sysconf("SC_ARG_MAX") - taken - 50_000) // 100_009)
+
+    def fits(size: int) -> bool:
+        try:
+            subprocess.run(["true", *fill, "y" * size], env=env, check=True)
+            return True
+        except OSError:
+            return False
+
+    low, high = 0, 120_000
+    if not fits(low) or fits(high):
+        pytest.skip("the boundary is not where the argument limit says")
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    done = Runner(None).capture(["true", *fill, "y" * low])
+    assert (done.started, done.returncode) == (True, 0), done
+
+
+ORPHAN = r"""
+import os, signal, sys, time
+from tfgpu.process import runner, spawning
+spawning._found["wrapper"] = None
+original = spawning._die_with_parent
+
+def late():  # the tool is SIGKILLed after the fork, before the child sets its death signal
+    with open(sys.argv[1], "w") as out:
+        out.write(str(os.getpid()))
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(0.3)
+    original()
+
+spawning._die_with_parent = late
+runner.Runner(None).start(["sleep", "30"])
+time.sleep(60)
+"""
+
+
+def test_a_child_whose_tool_died_before_its_death_signal_was_set_dies_too(tmp_path):
+    pid_file = tmp_path / "pid"
+    tool = subprocess.run([sys.executable, "-c", ORPHAN, str(pid_file)], timeout=60)
+    assert tool.returncode == -signal.SIGKILL
+    child = int(pid_file.read_text())
+    time.sleep(1.0)  # the child has set its death signal and exec'd sleep by now, or died
+    try:
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        state = [line for line in Path(f"/proc/{child}/status").read_text().splitlines() if line.startswith("State:")]
+    except OSError:
+        return
+    os.kill(child, signal.SIGKILL)
+    assert state and state[0].split()[1] == "Z", f"child {child} ({cmdline!r}) outlived the tool"

@@ -19,7 +19,9 @@ fails exactly as ``subprocess`` reports it ("could not start"), never as setpriv
 child then sees the program's path as its ``argv[0]`` (``/usr/bin/uv`` where it was asked for as
 ``uv``), as it would have been found. The death signal is set as setpriv starts, half a millisecond
 after ``subprocess`` returns the child: a SIGKILL of the tool inside that window leaves the child
-running, as one between ``fork`` and the ``preexec_fn``'s ``prctl`` does on the other way.
+running (setpriv does not look whether its parent is still there; the ``preexec_fn`` of the other
+way does, after its ``prctl``). An argv near the kernel's limit is started the other way too
+(setpriv's words would push it over).
 
 Everywhere else on Linux (no such setpriv, or the signals held in this thread by
 ``tfgpu.process.signalmask.shielded``) the child runs :func:`_die_with_parent` between fork and
@@ -43,7 +45,8 @@ _HEAD = 256  # Linux reads a #! line up to 256 bytes (BINPRM_BUF_SIZE)
 
 _found: dict[str, object] = {}
 """What this process looked up once: ``wrapper`` (setpriv's path or None), ``native`` (the image
-kind of this interpreter: :func:`_image_kind`), ``prctl``."""
+kind of this interpreter: :func:`_image_kind`), ``prctl``; and ``parent``, the pid a child started
+with :func:`_die_with_parent` must still have as its parent once its death signal is set."""
 
 
 def how(
@@ -54,12 +57,33 @@ def how(
     if not held and not sys.platform.startswith("linux"):
         return list(argv), None  # no death signal to set, no signal to let in: nothing to run in the child
     wrapper = _wrapper()
-    if wrapper is not None and not held:
+    if wrapper is not None and not held and _fits(argv, env):
         program = _runnable(argv[0], env, cwd)
         if program is not None:
             return [wrapper, "--pdeathsig", "KILL", "--", program, *argv[1:]], None
     _prepare_prctl()
+    _found["parent"] = os.getpid()
     return list(argv), _die_with_parent
+
+
+_ROOM = 64 * 1024  # setpriv's own words and the program's whole path, with room to spare
+
+
+def _fits(argv: Sequence[str], env: Mapping[str, str]) -> bool:
+    """Whether ``argv`` and ``env`` leave the kernel's argument limit room for setpriv's additions:
+    an argv that just fits under ``subprocess`` must not fail through setpriv (``E2BIG``)."""
+    try:
+        limit = os.sysconf("SC_ARG_MAX")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if limit <= 0:
+        return False
+    size = 0
+    for text in (*argv, *(f"{key}={value}" for key, value in env.items())):
+        size += len(os.fsencode(text)) + 1 + 8  # the string, its NUL, its pointer
+        if size + _ROOM > limit:
+            return False
+    return True
 
 
 def _wrapper() -> str | None:
@@ -101,7 +125,7 @@ def _runnable(name: str, env: Mapping[str, str], cwd: os.PathLike | str | None) 
     for candidate in candidates:
         if "/" not in candidate:
             return None  # an empty PATH entry: setpriv would search PATH itself
-        where = os.path.join(cwd, candidate) if cwd is not None else candidate
+        where = os.path.join(os.fsdecode(cwd), candidate) if cwd is not None else candidate  # str, bytes or a path
         try:
             info = os.stat(where)
         except (OSError, ValueError):
@@ -217,6 +241,10 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     prctl = _found.get("prctl")
     if callable(prctl):
         prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        # A tool that died between the fork and here sends no death signal (this child has a new
+        # parent already): end as it would have ended us.
+        if os.getppid() != _found.get("parent"):
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _prepare_prctl() -> None:
