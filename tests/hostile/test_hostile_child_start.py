@@ -42,21 +42,25 @@ def _program(tmp_path: Path, name: str, data: bytes) -> str:
     return str(path)
 
 
-def _as_subprocess_says(argv: list[str]) -> None:
+def _as_subprocess_says(argv: list[str], env: dict | None = None, cwd: Path | None = None) -> None:
     """The runner reports ``argv`` as plain ``subprocess`` does: started or not, and the same error."""
-    env = {"PATH": os.environ["PATH"]}
+    env = {"PATH": os.environ["PATH"]} if env is None else env
     try:
-        plain = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
+        plain = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=30)
         said = None
     except OSError as error:
         plain, said = None, str(error)
     runner = Runner(None)
-    for done in (runner.capture(argv, env=env), runner.run(argv, env=env)):
+    for done in (
+        runner.capture(argv, env=env) if cwd is None else runner.run(argv, env=env, cwd=cwd),
+        runner.run(argv, env=env, cwd=cwd),
+    ):
         if said is not None:
             assert (done.started, done.returncode) == (False, 127), done
             assert f"could not start {argv[0]}: {said}" in done.stderr + done.output, done
-        else:
-            assert (done.started, done.returncode, done.stdout) == (True, plain.returncode, plain.stdout), done
+        else:  # run() merges stderr into its output, capture() keeps it apart
+            said_out = plain.stdout + plain.stderr if done.stderr == "" and plain.stderr else plain.stdout
+            assert (done.started, done.returncode, done.stdout) == (True, plain.returncode, said_out), done
 
 
 def _interpreter(elf: bytes) -> bytes:
@@ -265,3 +269,43 @@ def test_a_child_whose_tool_died_before_its_death_signal_was_set_dies_too(tmp_pa
         return
     os.kill(child, signal.SIGKILL)
     assert state and state[0].split()[1] == "Z", f"child {child} ({cmdline!r}) outlived the tool"
+
+
+ODD_LINES = {
+    "args": b"#!/bin/sh -e\necho ran\n",
+    "tabs": b"#!\t/bin/sh\t-e\necho ran\n",
+    "spaces": b"#!   /bin/sh   \necho ran\n",
+    "no newline in 256 bytes": b"#!/bin/sh " + b"x" * 300 + b"\necho ran\n",
+    "no newline at all": b"#!/bin/sh",
+    "a NUL in the name": b"#!/bin/sh\0junk\necho ran\n",
+    "a trailing carriage return on an argument": b"#!/bin/sh -e\r\necho ran\n",
+}
+
+
+@pytest.mark.parametrize("line", list(ODD_LINES), ids=list(ODD_LINES))
+def test_an_odd_shebang_line_starts_or_fails_as_subprocess_says(tmp_path, way, line):
+    _as_subprocess_says([_program(tmp_path, "odd", ODD_LINES[line])])
+
+
+def test_odd_paths_find_the_program_subprocess_finds(tmp_path, way):
+    script = b'#!/bin/sh\necho found "$0"\n'
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "dir").mkdir()
+    _program(tmp_path / "bin", "prog", script)
+    _program(tmp_path / "bin", "-prog", script)  # setpriv must not read it as an option of its own
+    os.symlink(tmp_path / "bin" / "prog", tmp_path / "dir" / "link")
+    os.symlink(tmp_path / "loop", tmp_path / "loop")
+    weird = os.fsdecode(b"/tmp/\xff\xfe-not-utf8")
+    for path in (
+        "bin",
+        ".:bin",
+        "::bin",
+        f"{tmp_path}/loop:{tmp_path}/bin",
+        f"{weird}:{tmp_path}/bin",
+        ":".join(["/nonexistent"] * 10_000 + [f"{tmp_path}/bin"]),
+    ):
+        _as_subprocess_says(["prog"], {"PATH": path}, cwd=tmp_path)
+    _as_subprocess_says(["link"], {"PATH": f"{tmp_path}/dir"})
+    _as_subprocess_says(["sh", "-c", "echo ran"], {})  # no PATH: the default one, both ways
+    _as_subprocess_says(["./bin/prog"], {}, cwd=tmp_path)
+    _as_subprocess_says(["-prog"], {"PATH": f"{tmp_path}/bin"})
