@@ -309,3 +309,30 @@ def test_odd_paths_find_the_program_subprocess_finds(tmp_path, way):
     _as_subprocess_says(["sh", "-c", "echo ran"], {})  # no PATH: the default one, both ways
     _as_subprocess_says(["./bin/prog"], {}, cwd=tmp_path)
     _as_subprocess_says(["-prog"], {"PATH": f"{tmp_path}/bin"})
+
+
+@pytest.mark.xfail(strict=True, reason="a setpriv whose own libraries are missing is not seen before it starts a child")
+def test_a_setpriv_that_cannot_run_is_not_used(tmp_path, monkeypatch):
+    # A trimmed image: setpriv is there, a library it needs is not. Every child would fail as 127.
+    if not HAS_SETPRIV:
+        pytest.skip("no setpriv with --pdeathsig on this machine")
+    data = Path(spawning._wrapper()).read_bytes()
+    if b"libcap-ng.so.0" not in data:
+        pytest.skip("this setpriv does not need libcap-ng")
+    broken = _program(tmp_path, "setpriv", data.replace(b"libcap-ng.so.0", b"libcap-nX.so.0"))
+    monkeypatch.setattr(spawning, "SETPRIV", (broken,))
+    monkeypatch.delitem(spawning._found, "wrapper")
+    done = Runner(None).capture(["echo", "hi"])
+    assert (done.started, done.returncode, done.stdout) == (True, 0, "hi\n"), done
+
+
+def test_a_setpriv_with_a_missing_loader_is_not_used(tmp_path, monkeypatch):
+    if not HAS_SETPRIV:
+        pytest.skip("no setpriv with --pdeathsig on this machine")
+    data = Path(spawning._wrapper()).read_bytes()
+    loader = _interpreter(data)
+    broken = _program(tmp_path, "setpriv", data.replace(loader, loader[:-1] + b"X"))
+    monkeypatch.setattr(spawning, "SETPRIV", (broken,))
+    monkeypatch.delitem(spawning._found, "wrapper")
+    done = Runner(None).capture(["echo", "hi"])
+    assert (done.started, done.returncode, done.stdout) == (True, 0, "hi\n"), done

@@ -19,6 +19,7 @@ downloads are held to the tool's floor on progress (``tfgpu.process.childwatch``
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import tempfile
@@ -399,15 +400,15 @@ class Runner:
 def _as_asked(
     argv: Sequence[str], program: list[str], start: Callable[[], subprocess.Popen]
 ) -> Callable[[], subprocess.Popen]:
-    """``start``, whose failure to start names the program asked for (``argv[0]``), as
-    ``subprocess`` names it, never the setpriv that ``program`` starts it through (an argv too long
-    for the kernel fails setpriv's own exec)."""
+    """``start``, whose argv too long for the kernel names the program asked for (``argv[0]``), as
+    ``subprocess`` names it, not the setpriv that ``program`` starts it through (whose own exec
+    fails). Any other failure of setpriv's exec is setpriv's, and says so."""
 
     def started() -> subprocess.Popen:
         try:
             return start()
         except OSError as error:
-            if error.filename == program[0] and program[0] != argv[0]:
+            if error.errno == errno.E2BIG and error.filename == program[0] and program[0] != argv[0]:
                 error.filename = argv[0]
             raise
 

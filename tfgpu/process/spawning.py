@@ -96,7 +96,14 @@ def _wrapper() -> str | None:
         if sys.platform.startswith("linux"):
             for path in SETPRIV:
                 try:
-                    if os.access(path, os.X_OK) and b"pdeathsig" in untrusted.read_bytes(path, _SETPRIV):
+                    # The kernel must run it too (its loader there, of this machine's kind): a
+                    # setpriv it refuses would fail every child.
+                    if (
+                        os.access(path, os.X_OK)
+                        and b"pdeathsig" in untrusted.read_bytes(path, _SETPRIV)
+                        and _native(untrusted.read_head(path, _SETPRIV, _HEAD))
+                        and _loads(path, untrusted.read_head(path, _SETPRIV, _HEAD), loader=True)
+                    ):
                         _found["wrapper"] = path
                         break
                 except untrusted.Unreadable:
