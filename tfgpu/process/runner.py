@@ -19,6 +19,7 @@ downloads are held to the tool's floor on progress (``tfgpu.process.childwatch``
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import tempfile
@@ -210,18 +211,22 @@ class Runner:
         program, preexec = spawning.how(argv, child_env, cwd)
         try:
             child = supervised(
-                lambda: subprocess.Popen(
+                _as_asked(
+                    argv,
                     program,
-                    stdout=subprocess.PIPE if terminal is None else terminal[1],
-                    stderr=subprocess.STDOUT if terminal is None else terminal[1],
-                    stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                    env=child_env,
-                    cwd=cwd,
-                    text=True,
-                    encoding="utf-8",
-                    errors="replace",
-                    bufsize=1,
-                    preexec_fn=preexec,
+                    lambda: subprocess.Popen(
+                        program,
+                        stdout=subprocess.PIPE if terminal is None else terminal[1],
+                        stderr=subprocess.STDOUT if terminal is None else terminal[1],
+                        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                        env=child_env,
+                        cwd=cwd,
+                        text=True,
+                        encoding="utf-8",
+                        errors="replace",
+                        bufsize=1,
+                        preexec_fn=preexec,
+                    ),
                 ),
                 interrupted,
             )
@@ -313,16 +318,20 @@ class Runner:
         program, preexec = spawning.how(argv, child_env, None)
         try:
             child = supervised(
-                lambda: subprocess.Popen(
+                _as_asked(
+                    argv,
                     program,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env=child_env,
-                    stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                    preexec_fn=preexec,
-                    # Its own process group: a probe that starts a child of its own (a wrapper
-                    # script, an interpreter that forks) is stopped whole when its time is up.
-                    start_new_session=True,
+                    lambda: subprocess.Popen(
+                        program,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        env=child_env,
+                        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                        preexec_fn=preexec,
+                        # Its own process group: a probe that starts a child of its own (a wrapper
+                        # script, an interpreter that forks) is stopped whole when its time is up.
+                        start_new_session=True,
+                    ),
                 ),
                 _end_group,
             )
@@ -353,7 +362,7 @@ class Runner:
         child_env = {**base, **self.extra_env, **(env or {})}
         program, preexec = spawning.how([str(a) for a in argv], child_env, popen.get("cwd"))
         return supervised(
-            lambda: subprocess.Popen(program, env=child_env, preexec_fn=preexec, **popen),
+            _as_asked(argv, program, lambda: subprocess.Popen(program, env=child_env, preexec_fn=preexec, **popen)),
             _end,
         )
 
@@ -371,7 +380,9 @@ class Runner:
         # A signal during the fork: the child is asked to end as the signal would have asked it, and
         # waited for, before the tool stops too.
         program, preexec = spawning.how(argv, env, None)
-        child = supervised(lambda: subprocess.Popen(program, env=dict(env), preexec_fn=preexec), _stop)
+        child = supervised(
+            _as_asked(argv, program, lambda: subprocess.Popen(program, env=dict(env), preexec_fn=preexec)), _stop
+        )
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             while True:
@@ -384,6 +395,24 @@ class Runner:
         finally:
             signal.signal(signal.SIGINT, old)
         return 128 - returncode if returncode < 0 else returncode
+
+
+def _as_asked(
+    argv: Sequence[str], program: list[str], start: Callable[[], subprocess.Popen]
+) -> Callable[[], subprocess.Popen]:
+    """``start``, whose argv too long for the kernel names the program asked for (``argv[0]``), as
+    ``subprocess`` names it, not the setpriv that ``program`` starts it through (whose own exec
+    fails). Any other failure of setpriv's exec is setpriv's, and says so."""
+
+    def started() -> subprocess.Popen:
+        try:
+            return start()
+        except OSError as error:
+            if error.errno == errno.E2BIG and error.filename == program[0] and program[0] != argv[0]:
+                error.filename = argv[0]
+            raise
+
+    return started
 
 
 def _kill(child: subprocess.Popen) -> None:

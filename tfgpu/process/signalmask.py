@@ -59,24 +59,51 @@ def supervised(start: Callable, stop: Callable):
 
 def _hold(caught: list[int]) -> dict:
     """Replace the signals' handlers by one that notes them in ``caught``; returns the handlers
-    replaced. An ignored signal stays ignored, and one whose handler is not Python's is left."""
+    replaced. An ignored signal stays ignored, and one whose handler is not Python's is left.
+
+    The swap itself runs with the signals blocked in the kernel (no child is being started then):
+    a handler run between two swaps would raise out of here and leave the ones swapped noting
+    every later signal into a list nobody reads."""
 
     def note(signum, _frame) -> None:
         caught.append(signum)
 
     held: dict = {}
-    try:
-        for signum in SIGNALS:
-            handler = signal.getsignal(signum)
-            if handler is None or handler == signal.SIG_IGN:
-                continue
-            signal.signal(signum, note)
-            held[signum] = handler
-    except (ValueError, OSError):  # not the main thread: signals are handled in the main thread
-        for signum, handler in held.items():
-            signal.signal(signum, handler)
-        return {}
+    with _blocked():
+        try:
+            for signum in SIGNALS:
+                handler = signal.getsignal(signum)
+                if handler is None or handler == signal.SIG_IGN:
+                    continue
+                signal.signal(signum, note)
+                held[signum] = handler
+        except (ValueError, OSError):  # not the main thread: signals are handled in the main thread
+            _put_back(held)
+            return {}
+        except BaseException:
+            _put_back(held)
+            raise
     return held
+
+
+def _put_back(held: dict) -> None:
+    for signum, handler in held.items():
+        signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _blocked() -> Iterator[None]:
+    """SIGINT/SIGTERM/SIGHUP blocked in this thread for a few lines; one that came meanwhile is
+    delivered (its handler run) as they are let in."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _let_in(held: dict, caught: list[int], stop: Callable[[], None]) -> None:
@@ -84,15 +111,12 @@ def _let_in(held: dict, caught: list[int], stop: Callable[[], None]) -> None:
     a default action, once ``stop()`` has stopped the child)."""
     if not held:
         return
-    try:
-        # Runs now, while held, the handler of a signal that came during the last bytecodes:
-        # pthread_sigmask checks for signals as it returns (an empty set changes no mask).
-        signal.pthread_sigmask(signal.SIG_BLOCK, ())
-    except (AttributeError, OSError, ValueError):
-        pass
-    finally:
-        for signum, handler in held.items():
-            signal.signal(signum, handler)
+    # Blocking runs now, while held, the handler of a signal that came during the last bytecodes
+    # (pthread_sigmask checks for signals as it returns); the handlers are then put back with the
+    # signals blocked in the kernel, so none runs half-way through (it would leave the rest noting
+    # into a list nobody reads). One that comes meanwhile meets its own handler as they are let in.
+    with _blocked():
+        _put_back(held)
     if not caught:
         return
     signum = caught[0]

@@ -19,7 +19,9 @@ fails exactly as ``subprocess`` reports it ("could not start"), never as setpriv
 child then sees the program's path as its ``argv[0]`` (``/usr/bin/uv`` where it was asked for as
 ``uv``), as it would have been found. The death signal is set as setpriv starts, half a millisecond
 after ``subprocess`` returns the child: a SIGKILL of the tool inside that window leaves the child
-running, as one between ``fork`` and the ``preexec_fn``'s ``prctl`` does on the other way.
+running (setpriv does not look whether its parent is still there; the ``preexec_fn`` of the other
+way does, after its ``prctl``). An argv near the kernel's limit is started the other way too
+(setpriv's words would push it over).
 
 Everywhere else on Linux (no such setpriv, or the signals held in this thread by
 ``tfgpu.process.signalmask.shielded``) the child runs :func:`_die_with_parent` between fork and
@@ -35,7 +37,6 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from tfgpu.doors import untrusted
-from tfgpu.process.signalmask import SIGNALS
 
 SETPRIV = ("/usr/bin/setpriv", "/bin/setpriv")
 _SETPRIV = untrusted.Kind("setpriv", 16 * 1024 * 1024, None)
@@ -44,7 +45,8 @@ _HEAD = 256  # Linux reads a #! line up to 256 bytes (BINPRM_BUF_SIZE)
 
 _found: dict[str, object] = {}
 """What this process looked up once: ``wrapper`` (setpriv's path or None), ``native`` (the image
-kind of this interpreter: :func:`_image_kind`), ``prctl``."""
+kind of this interpreter: :func:`_image_kind`), ``prctl``; and ``parent``, the pid a child started
+with :func:`_die_with_parent` must still have as its parent once its death signal is set."""
 
 
 def how(
@@ -55,12 +57,33 @@ def how(
     if not held and not sys.platform.startswith("linux"):
         return list(argv), None  # no death signal to set, no signal to let in: nothing to run in the child
     wrapper = _wrapper()
-    if wrapper is not None and not held:
+    if wrapper is not None and not held and _fits(argv, env):
         program = _runnable(argv[0], env, cwd)
         if program is not None:
             return [wrapper, "--pdeathsig", "KILL", "--", program, *argv[1:]], None
     _prepare_prctl()
+    _found["parent"] = os.getpid()
     return list(argv), _die_with_parent
+
+
+_ROOM = 64 * 1024  # setpriv's own words and the program's whole path, with room to spare
+
+
+def _fits(argv: Sequence[str], env: Mapping[str, str]) -> bool:
+    """Whether ``argv`` and ``env`` leave the kernel's argument limit room for setpriv's additions:
+    an argv that just fits under ``subprocess`` must not fail through setpriv (``E2BIG``)."""
+    try:
+        limit = os.sysconf("SC_ARG_MAX")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if limit <= 0:
+        return False
+    size = 0
+    for text in (*argv, *(f"{key}={value}" for key, value in env.items())):
+        size += len(os.fsencode(text)) + 1 + 8  # the string, its NUL, its pointer
+        if size + _ROOM > limit:
+            return False
+    return True
 
 
 def _wrapper() -> str | None:
@@ -73,7 +96,14 @@ def _wrapper() -> str | None:
         if sys.platform.startswith("linux"):
             for path in SETPRIV:
                 try:
-                    if os.access(path, os.X_OK) and b"pdeathsig" in untrusted.read_bytes(path, _SETPRIV):
+                    # The kernel must run it too (its loader there, of this machine's kind): a
+                    # setpriv it refuses would fail every child.
+                    if (
+                        os.access(path, os.X_OK)
+                        and b"pdeathsig" in untrusted.read_bytes(path, _SETPRIV)
+                        and _native(untrusted.read_head(path, _SETPRIV, _HEAD))
+                        and _loads(path, untrusted.read_head(path, _SETPRIV, _HEAD), loader=True)
+                    ):
                         _found["wrapper"] = path
                         break
                 except untrusted.Unreadable:
@@ -85,7 +115,8 @@ def _held_here() -> bool:
     """Whether SIGINT, SIGTERM or SIGHUP is blocked in this thread (``shielded``, or a parent that
     started the tool so): a vforked child would keep them blocked through exec."""
     try:
-        return bool(signal.pthread_sigmask(signal.SIG_BLOCK, ()) & set(SIGNALS))
+        # Any signal: one the tool's own parent left blocked would be kept by the child too.
+        return bool(signal.pthread_sigmask(signal.SIG_BLOCK, ()))
     except (AttributeError, OSError, ValueError):
         return True
 
@@ -101,7 +132,7 @@ def _runnable(name: str, env: Mapping[str, str], cwd: os.PathLike | str | None) 
     for candidate in candidates:
         if "/" not in candidate:
             return None  # an empty PATH entry: setpriv would search PATH itself
-        where = os.path.join(cwd, candidate) if cwd is not None else candidate
+        where = os.path.join(os.fsdecode(cwd), candidate) if cwd is not None else candidate  # str, bytes or a path
         try:
             info = os.stat(where)
         except (OSError, ValueError):
@@ -113,25 +144,83 @@ def _runnable(name: str, env: Mapping[str, str], cwd: os.PathLike | str | None) 
 
 
 def _execs(path: str) -> bool:
-    """Whether the kernel runs ``path``: an image of this interpreter's kind, or a ``#!`` line naming
-    one by its absolute path (a script run by a script is left to the ordinary way)."""
+    """Whether the kernel runs ``path``: an image of this interpreter's kind that it will load, or a
+    ``#!`` line naming one by its absolute path (a script run by a script is left to the ordinary way).
+
+    Whatever the kernel refuses here setpriv reports as its own exit 126/127, and one it refuses as
+    not an image (``ENOEXEC``: an object file, a binary cut short) setpriv's ``execvp`` hands to
+    ``/bin/sh`` to run as a script; so an image is read as far as the kernel reads it before it
+    commits to the exec (its program headers, the loader they name)."""
     try:
         head = untrusted.read_head(path, _EXECUTABLE, _HEAD)
     except untrusted.Unreadable:
         return False
     if _native(head):
-        return True
-    if not head.startswith(b"#!"):
+        return _loads(path, head, loader=True)
+    if not head.startswith(b"#!") or b"\n" not in head:
         return False  # the kernel refuses it (ENOEXEC); setpriv's execvp would hand it to /bin/sh
-    line = head[2:].split(b"\n", 1)[0] if b"\n" in head else b""
-    interpreter = line.strip().split(None, 1)[0] if line.strip() else b""
-    if not interpreter.startswith(b"/"):
+    # The kernel ends the interpreter's name at a space or a tab (or the line's end) only: a
+    # carriage return (a script saved with CRLF), vertical tab or form feed is part of the name.
+    line = head[2:].split(b"\n", 1)[0].lstrip(b" \t")
+    interpreter = line.replace(b"\t", b" ").split(b" ", 1)[0]
+    if not interpreter.startswith(b"/") or any(blank in interpreter for blank in (b"\r", b"\x0b", b"\x0c")):
         return False
     where = os.fsdecode(interpreter)
     try:
         if not stat.S_ISREG(os.stat(where).st_mode) or not os.access(where, os.X_OK):
             return False
-        return _native(untrusted.read_head(where, _EXECUTABLE, _HEAD))
+        start = untrusted.read_head(where, _EXECUTABLE, _HEAD)
+        return _native(start) and _loads(where, start, loader=True)
+    except (OSError, ValueError, untrusted.Unreadable):
+        return False
+
+
+_PAGE = 4096  # the most program headers the kernel reads (ELF_MIN_ALIGN)
+_PATH_MAX = 4096
+
+
+def _loads(path: str, head: bytes, *, loader: bool) -> bool:
+    """Whether the kernel gets past an image's headers (``head``: its first bytes, of this machine's
+    kind): an executable or shared object, whole program headers, and (``loader``) the loader its
+    ``PT_INTERP`` names present, of this machine's kind and as loadable. Anything else fails the
+    exec (``ENOEXEC``, ``EIO``, ``ENOENT``)."""
+    wide, order = head[4] == 2, ("little" if head[5] == 1 else "big")
+
+    def number(data: bytes, at: int, size: int) -> int:
+        return int.from_bytes(data[at : at + size], order)
+
+    if len(head) < (64 if wide else 52) or number(head, 16, 2) not in (2, 3):  # ET_EXEC, ET_DYN
+        return False
+    offset = number(head, 32, 8) if wide else number(head, 28, 4)
+    entry, count = (number(head, 54, 2), number(head, 56, 2)) if wide else (number(head, 42, 2), number(head, 44, 2))
+    if entry != (56 if wide else 32) or not 0 < entry * count <= _PAGE or offset > 16 * _PAGE:
+        return False
+    try:
+        size = os.stat(path).st_size
+        headers = untrusted.read_head(path, _EXECUTABLE, offset + entry * count)
+        if len(headers) < offset + entry * count or size < offset + entry * count:
+            return False  # cut short: the kernel's read of its program headers fails
+        if not loader:
+            return True
+        for at in range(offset, offset + entry * count, entry):
+            if number(headers, at, 4) != 3:  # PT_INTERP
+                continue
+            where, length = (
+                (number(headers, at + 8, 8), number(headers, at + 32, 8))
+                if wide
+                else (number(headers, at + 4, 4), number(headers, at + 16, 4))
+            )
+            if not 2 <= length <= _PATH_MAX or where > 16 * _PAGE:
+                return False
+            text = untrusted.read_head(path, _EXECUTABLE, where + length)[where:]
+            if len(text) != length or not text.endswith(b"\0") or not text.startswith(b"/"):
+                return False
+            name = os.fsdecode(text[:-1])
+            if not stat.S_ISREG(os.stat(name).st_mode) or not os.access(name, os.X_OK):
+                return False
+            start = untrusted.read_head(name, _EXECUTABLE, _HEAD)
+            return _native(start) and _loads(name, start, loader=False)
+        return True  # a static image: no loader to find
     except (OSError, ValueError, untrusted.Unreadable):
         return False
 
@@ -153,10 +242,16 @@ def _image_kind(head: bytes) -> bytes | None:
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # held in this thread (shielded) when it forked
+    # Held in this thread (shielded) when it forked, or left blocked by the tool's own parent: a
+    # program starts with none blocked.
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
     prctl = _found.get("prctl")
     if callable(prctl):
         prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        # A tool that died between the fork and here sends no death signal (this child has a new
+        # parent already): end as it would have ended us.
+        if os.getppid() != _found.get("parent"):
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _prepare_prctl() -> None:
