@@ -184,10 +184,10 @@ def _loads(path: str, head: bytes, *, loader: bool) -> bool:
     kind): an executable or shared object, whole program headers, and (``loader``) the loader its
     ``PT_INTERP`` names present, of this machine's kind and as loadable. Anything else fails the
     exec (``ENOEXEC``, ``EIO``, ``ENOENT``)."""
-    wide, order = head[4] == 2, ("little" if head[5] == 1 else "big")
+    wide, little = head[4] == 2, head[5] == 1
 
     def number(data: bytes, at: int, size: int) -> int:
-        return int.from_bytes(data[at : at + size], order)
+        return int.from_bytes(data[at : at + size], "little" if little else "big")
 
     if len(head) < (64 if wide else 52) or number(head, 16, 2) not in (2, 3):  # ET_EXEC, ET_DYN
         return False
