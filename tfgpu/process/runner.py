@@ -19,7 +19,6 @@ downloads are held to the tool's floor on progress (``tfgpu.process.childwatch``
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
 import tempfile
@@ -215,7 +214,7 @@ class Runner:
         program, preexec = spawning.how(argv, child_env, cwd)
         try:
             child = supervised(
-                _as_asked(
+                spawning.as_asked(
                     argv,
                     program,
                     lambda: subprocess.Popen(
@@ -327,7 +326,7 @@ class Runner:
         program, preexec = spawning.how(argv, child_env, None)
         try:
             child = supervised(
-                _as_asked(
+                spawning.as_asked(
                     argv,
                     program,
                     lambda: subprocess.Popen(
@@ -371,7 +370,9 @@ class Runner:
         child_env = {**base, **self.extra_env, **(env or {})}
         program, preexec = spawning.how([str(a) for a in argv], child_env, popen.get("cwd"))
         return supervised(
-            _as_asked(argv, program, lambda: subprocess.Popen(program, env=child_env, preexec_fn=preexec, **popen)),
+            spawning.as_asked(
+                argv, program, lambda: subprocess.Popen(program, env=child_env, preexec_fn=preexec, **popen)
+            ),
             _end,
         )
 
@@ -390,7 +391,8 @@ class Runner:
         # waited for, before the tool stops too.
         program, preexec = spawning.how(argv, env, None)
         child = supervised(
-            _as_asked(argv, program, lambda: subprocess.Popen(program, env=dict(env), preexec_fn=preexec)), _stop
+            spawning.as_asked(argv, program, lambda: subprocess.Popen(program, env=dict(env), preexec_fn=preexec)),
+            _stop,
         )
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
@@ -404,24 +406,6 @@ class Runner:
         finally:
             signal.signal(signal.SIGINT, old)
         return 128 - returncode if returncode < 0 else returncode
-
-
-def _as_asked(
-    argv: Sequence[str], program: list[str], start: Callable[[], subprocess.Popen]
-) -> Callable[[], subprocess.Popen]:
-    """``start``, whose argv too long for the kernel names the program asked for (``argv[0]``), as
-    ``subprocess`` names it, not the setpriv that ``program`` starts it through (whose own exec
-    fails). Any other failure of setpriv's exec is setpriv's, and says so."""
-
-    def started() -> subprocess.Popen:
-        try:
-            return start()
-        except OSError as error:
-            if error.errno == errno.E2BIG and error.filename == program[0] and program[0] != argv[0]:
-                error.filename = argv[0]
-            raise
-
-    return started
 
 
 def _kill(child: subprocess.Popen) -> None:

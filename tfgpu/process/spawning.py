@@ -30,6 +30,7 @@ unless the signals are held (then they are let in before the exec)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import stat
@@ -37,6 +38,12 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from tfgpu.doors import untrusted
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: type checkers treat it alike
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    Started = TypeVar("Started")
 
 SETPRIV = ("/usr/bin/setpriv", "/bin/setpriv")
 _SETPRIV = untrusted.Kind("setpriv", 16 * 1024 * 1024, None)
@@ -265,3 +272,19 @@ def _prepare_prctl() -> None:
                 _found["prctl"] = ctypes.CDLL(None, use_errno=True).prctl
             except (OSError, AttributeError):
                 pass
+
+
+def as_asked(argv: Sequence[str], program: list[str], start: Callable[[], Started]) -> Callable[[], Started]:
+    """``start``, whose argv too long for the kernel names the program asked for (``argv[0]``), as
+    ``subprocess`` names it, not the setpriv that ``program`` starts it through (whose own exec
+    fails). Any other failure of setpriv's exec is setpriv's, and says so."""
+
+    def started() -> Started:
+        try:
+            return start()
+        except OSError as error:
+            if error.errno == errno.E2BIG and error.filename == program[0] and program[0] != argv[0]:
+                error.filename = argv[0]
+            raise
+
+    return started
