@@ -221,22 +221,3 @@ def test_a_child_started_from_another_thread_runs_and_dies_with_that_thread(way)
     thread.start()
     thread.join(30)
     assert [(a.started, a.returncode, a.output) for a in answers] == [(True, 0, "from a thread\n")]
-
-
-def test_a_background_child_runs_at_a_lower_priority_and_its_threads_too(way):
-    """``background``: a lock's questions to uv's cache yield the CPU to its question to the index.
-    Set as the child starts, before it starts threads, so its threads inherit it."""
-    probe = [
-        sys.executable,
-        "-c",
-        "import os, threading\n"
-        "seen = []\n"
-        "t = threading.Thread(target=lambda: seen.append(os.getpriority(os.PRIO_PROCESS, 0)))\n"
-        "t.start(); t.join()\n"
-        "print(os.getpriority(os.PRIO_PROCESS, 0), seen[0])",
-    ]
-    base = os.getpriority(os.PRIO_PROCESS, 0)
-    runner = Runner(None)
-    assert runner.run(probe).output.split() == [str(base), str(base)]
-    lower = str(min(base + 10, 19))
-    assert runner.run(probe, background=True).output.split() == [lower, lower]

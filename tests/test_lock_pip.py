@@ -533,7 +533,7 @@ def test_a_pylock_from_a_cache_behind_the_index_is_not_kept(tmp_path):
         def log(self, text):
             self.logged.append(text)
 
-        def run(self, argv, env=None, meanwhile=None, background=False):
+        def run(self, argv, env=None, meanwhile=None):
             offline, pylock = "--offline" in argv, "pylock.toml" in argv
             self.asked.append(("pylock" if pylock else "hashes", "offline" if offline else "online"))
             if meanwhile is not None:
@@ -586,10 +586,8 @@ def test_the_callers_work_is_done_while_the_index_and_the_cache_both_answer(tmp_
         def log(self, text):
             pass
 
-        def run(self, argv, env=None, meanwhile=None, background=False):
+        def run(self, argv, env=None, meanwhile=None):
             kind = ("cache" if "--offline" in argv else "index") + (" pylock" if "pylock.toml" in argv else "")
-            # The cache's runs beside the index's yield the CPU to it: the lock waits for the index.
-            assert background == ("index" in self.running), (kind, background, self.running)
             if kind == "cache" and not self.cache_starts:
                 return type("Done", (), {"returncode": 127, "output": "could not start"})()
             self.running.append(kind)

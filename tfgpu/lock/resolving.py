@@ -158,7 +158,7 @@ def _from_the_cache(
         (compile_for_target(uv, req_in, requirements, offline=True, **common), meanwhile),
         (compile_for_target(uv, req_in, pylock, pylock=True, offline=True, **common), None),
     ):
-        if runner.run(argv, env=env, meanwhile=alongside, background=True).returncode:
+        if runner.run(argv, env=env, meanwhile=alongside).returncode:
             runner.log("uv's cache cannot answer alone (above): the pylock.toml is resolved after the index's answer.")
             return None
     try:

@@ -158,7 +158,6 @@ class Runner:
         quiet: bool = False,
         screen: Callable[[str], None] | None = None,
         meanwhile: Callable[[], object] | None = None,
-        background: bool = False,
     ) -> Completed:
         """Run ``argv``; stdout and stderr merged, streamed line by line to ``on_line``.
 
@@ -174,9 +173,6 @@ class Runner:
         stopped: return code 124, ``stalled`` saying why.
         ``meanwhile``: the tool's own work that needs no answer from the child, done while it runs
         (its output waits in the pipe); an interrupt or error there stops and reaps the child too.
-        ``background``: work that may wait for the CPU: the child runs at a lower priority (nice 10),
-        so a child the tool waits for meanwhile (a lock's question to the index, while uv's cache is
-        asked the same) is not slowed by it on a machine with few cores.
         """
         # Start-up cost: `doctor` loads this module but not shlex, subprocess.
         import shlex
@@ -258,11 +254,6 @@ class Runner:
                 timer = threading.Timer(timeout, _kill, (child,))
                 timer.daemon = True
                 timer.start()
-            if background:
-                # Set before the program starts its threads (it is still being exec'd through
-                # setpriv, or was just forked), which then inherit it.
-                with contextlib.suppress(OSError, AttributeError):
-                    os.setpriority(os.PRIO_PROCESS, child.pid, min(os.getpriority(os.PRIO_PROCESS, 0) + 10, 19))
             floor = Floor.start(argv, child, _kill)
             if input is not None:
                 try:
