@@ -140,6 +140,8 @@ def _runnable(name: str, env: Mapping[str, str], cwd: os.PathLike | str | None) 
         if "/" not in candidate:
             return None  # an empty PATH entry: setpriv would search PATH itself
         where = os.path.join(os.fsdecode(cwd), candidate) if cwd is not None else candidate  # str, bytes or a path
+        if _through_proc(where):
+            return None  # names another file (or none) from setpriv than here: the ordinary way decides
         try:
             info = os.stat(where)
         except (OSError, ValueError):
@@ -181,8 +183,8 @@ def _through_proc(path: str) -> bool:
                 return True
             if stat.S_ISLNK(info.st_mode):
                 links += 1
-                if links > 40:  # ELOOP for the kernel too
-                    return True
+                if links > 40:  # ELOOP for the kernel too, short of procfs
+                    return False
                 target = os.readlink(step)
                 parts.extend([part for part in target.split("/") if part not in ("", ".")][::-1])
                 if target.startswith("/"):
@@ -190,7 +192,7 @@ def _through_proc(path: str) -> bool:
                 continue
             here = step
     except (OSError, ValueError):
-        return True  # unsure: the ordinary way decides
+        return False  # missing (or looping) short of procfs: so it is for the child too
     return False
 
 
