@@ -205,18 +205,16 @@ def _busy(path: str) -> bool:
     except ImportError:
         return False
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
-        return False
-    try:
+        stream = untrusted.open_stream(path, _EXECUTABLE)
+    except untrusted.Unreadable:
+        return False  # not readable here: the kernel's exec needs no read, and is left to decide
+    with stream:
         try:
-            fcntl.fcntl(descriptor, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+            fcntl.fcntl(stream.fileno(), fcntl.F_SETLEASE, fcntl.F_RDLCK)
         except OSError as error:
             return error.errno in (errno.EAGAIN, errno.EBUSY)
-        fcntl.fcntl(descriptor, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        fcntl.fcntl(stream.fileno(), fcntl.F_SETLEASE, fcntl.F_UNLCK)
         return False
-    finally:
-        os.close(descriptor)
 
 
 def _execs(path: str) -> bool:
