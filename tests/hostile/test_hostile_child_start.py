@@ -104,13 +104,7 @@ def test_an_object_file_is_never_run_by_the_shell(tmp_path, way):
     assert not pwned.exists()
 
 
-def test_a_program_being_written_fails_as_subprocess_says(tmp_path, way, request):
-    if way == "vfork":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True, reason="a file open for writing (ETXTBSY) is not seen before the exec: setpriv's 126"
-            )
-        )
+def test_a_program_being_written_fails_as_subprocess_says(tmp_path, way):
     path = _program(tmp_path, "busy", TRUE)
     with open(path, "r+b"):
         _as_subprocess_says([path])

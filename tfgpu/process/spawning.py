@@ -140,14 +140,81 @@ def _runnable(name: str, env: Mapping[str, str], cwd: os.PathLike | str | None) 
         if "/" not in candidate:
             return None  # an empty PATH entry: setpriv would search PATH itself
         where = os.path.join(os.fsdecode(cwd), candidate) if cwd is not None else candidate  # str, bytes or a path
+        if _through_proc(where):
+            return None  # names another file (or none) from setpriv than here: the ordinary way decides
         try:
             info = os.stat(where)
         except (OSError, ValueError):
             continue  # as subprocess: not there, try the next
         if not stat.S_ISREG(info.st_mode) or not os.access(where, os.X_OK):
             return None  # subprocess would try the next; setpriv would not: the ordinary way decides
-        return candidate if _execs(where) else None
+        return candidate if _settled(where) and _execs(where) else None
     return None
+
+
+def _settled(path: str) -> bool:
+    """Whether ``path`` is, for the exec from setpriv, the file found here: not reached through
+    procfs (``/proc/self/exe``, ``/dev/fd/N``, ``/proc/self/fd/N`` name the process that resolves
+    them: setpriv, whose descriptors are the child's), and not open for writing anywhere (the
+    kernel refuses it, ``ETXTBSY``, and setpriv would report that as its own exit 126)."""
+    return not _through_proc(path) and not _busy(path)
+
+
+def _through_proc(path: str) -> bool:
+    """Whether resolving ``path`` (its links followed as the kernel follows them) enters procfs."""
+    try:
+        proc = os.stat("/proc").st_dev
+    except OSError:
+        return False  # no procfs: nothing resolves per process
+    parts = [part for part in path.split("/") if part not in ("", ".")][::-1]
+    links = 0
+    try:
+        here = "/" if path.startswith("/") else os.getcwd()  # always a path with its links resolved
+        if os.lstat(here).st_dev == proc:
+            return True
+        while parts:
+            part = parts.pop()
+            if part == "..":
+                here = os.path.dirname(here)
+                continue
+            step = os.path.join(here, part)
+            info = os.lstat(step)
+            if info.st_dev == proc:
+                return True
+            if stat.S_ISLNK(info.st_mode):
+                links += 1
+                if links > 40:  # ELOOP for the kernel too, short of procfs
+                    return False
+                target = os.readlink(step)
+                parts.extend([part for part in target.split("/") if part not in ("", ".")][::-1])
+                if target.startswith("/"):
+                    here = "/"
+                continue
+            here = step
+    except (OSError, ValueError):
+        return False  # missing (or looping) short of procfs: so it is for the child too
+    return False
+
+
+def _busy(path: str) -> bool:
+    """Whether ``path`` is open for writing (by any process): a read lease is refused then. Where
+    no lease can be taken (another's file without ``CAP_LEASE``, a filesystem without leases) it
+    is taken as not busy."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    try:
+        stream = untrusted.open_stream(path, _EXECUTABLE)
+    except untrusted.Unreadable:
+        return False  # not readable here: the kernel's exec needs no read, and is left to decide
+    with stream:
+        try:
+            fcntl.fcntl(stream.fileno(), fcntl.F_SETLEASE, fcntl.F_RDLCK)
+        except OSError as error:
+            return error.errno in (errno.EAGAIN, errno.EBUSY)
+        fcntl.fcntl(stream.fileno(), fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        return False
 
 
 def _execs(path: str) -> bool:
@@ -174,7 +241,7 @@ def _execs(path: str) -> bool:
         return False
     where = os.fsdecode(interpreter)
     try:
-        if not stat.S_ISREG(os.stat(where).st_mode) or not os.access(where, os.X_OK):
+        if not stat.S_ISREG(os.stat(where).st_mode) or not os.access(where, os.X_OK) or not _settled(where):
             return False
         start = untrusted.read_head(where, _EXECUTABLE, _HEAD)
         return _native(start) and _loads(where, start, loader=True)
@@ -223,7 +290,7 @@ def _loads(path: str, head: bytes, *, loader: bool) -> bool:
             if len(text) != length or not text.endswith(b"\0") or not text.startswith(b"/"):
                 return False
             name = os.fsdecode(text[:-1])
-            if not stat.S_ISREG(os.stat(name).st_mode) or not os.access(name, os.X_OK):
+            if not stat.S_ISREG(os.stat(name).st_mode) or not os.access(name, os.X_OK) or not _settled(name):
                 return False
             start = untrusted.read_head(name, _EXECUTABLE, _HEAD)
             return _native(start) and _loads(name, start, loader=False)
