@@ -13,8 +13,9 @@ So, where util-linux's ``setpriv`` can set it (``--pdeathsig``, util-linux 2.33 
 no ``preexec_fn``, and ``subprocess`` uses ``vfork``. ``setpriv`` is taken from ``/usr/bin`` or
 ``/bin`` only, never from ``PATH``: it starts every child. It is used only for a program found here
 as the kernel will run it (:func:`_runnable`: the first of ``PATH``'s candidates, as ``subprocess``
-tries them, that is a regular executable file holding an ELF image of this machine's kind or a
-``#!`` line naming one): anything else is started as before, so a missing, broken or odd program
+tries them, that is a regular executable file holding an ELF image of this machine's kind, read
+as far as the kernel reads it, or a ``#!`` line naming one; not reached through procfs, whose names
+mean setpriv there, and not open for writing): anything else is started as before, so a missing, broken or odd program
 fails exactly as ``subprocess`` reports it ("could not start"), never as setpriv's exit 127. The
 child then sees the program's path as its ``argv[0]`` (``/usr/bin/uv`` where it was asked for as
 ``uv``), as it would have been found. The death signal is set as setpriv starts, half a millisecond
@@ -105,12 +106,8 @@ def _wrapper() -> str | None:
                 try:
                     # The kernel must run it too (its loader there, of this machine's kind): a
                     # setpriv it refuses would fail every child.
-                    if (
-                        os.access(path, os.X_OK)
-                        and b"pdeathsig" in untrusted.read_bytes(path, _SETPRIV)
-                        and _native(untrusted.read_head(path, _SETPRIV, _HEAD))
-                        and _loads(path, untrusted.read_head(path, _SETPRIV, _HEAD), loader=True)
-                    ):
+                    image = untrusted.read_bytes(path, _SETPRIV) if os.access(path, os.X_OK) else b""
+                    if b"pdeathsig" in image and _native(image[:_HEAD]) and _loads(path, image[:_HEAD], loader=True):
                         _found["wrapper"] = path
                         break
                 except untrusted.Unreadable:
@@ -119,10 +116,9 @@ def _wrapper() -> str | None:
 
 
 def _held_here() -> bool:
-    """Whether SIGINT, SIGTERM or SIGHUP is blocked in this thread (``shielded``, or a parent that
-    started the tool so): a vforked child would keep them blocked through exec."""
+    """Whether any signal is blocked in this thread (SIGINT, SIGTERM and SIGHUP by ``shielded``,
+    any by a parent that started the tool so): a vforked child would keep it blocked through exec."""
     try:
-        # Any signal: one the tool's own parent left blocked would be kept by the child too.
         return bool(signal.pthread_sigmask(signal.SIG_BLOCK, ()))
     except (AttributeError, OSError, ValueError):
         return True
