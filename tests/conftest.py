@@ -149,6 +149,20 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.skip(reason=problem))
 
 
+@pytest.fixture(params=["vfork", "fork"])
+def way(request, monkeypatch):
+    """A child-start test on both ways the runner starts a child (``tfgpu.process.spawning``):
+    through setpriv with ``vfork`` (skipped where no setpriv with ``--pdeathsig`` is here), and
+    with ``fork`` and the ``preexec_fn``, as where there is none."""
+    from tfgpu.process import spawning
+
+    if request.param == "vfork" and spawning._wrapper() is None:
+        pytest.skip("no setpriv with --pdeathsig on this machine")
+    if request.param == "fork":
+        monkeypatch.setitem(spawning._found, "wrapper", None)
+    return request.param
+
+
 def pytest_report_header(config) -> list[str]:
     """Up front, the system programs whose absence turns tests into skips, and how to install them."""
     import systemprograms

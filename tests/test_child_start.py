@@ -26,16 +26,6 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 HAS_SETPRIV = spawning._wrapper() is not None
 
 
-@pytest.fixture(params=["vfork", "fork"])
-def way(request, monkeypatch):
-    """Each test on both ways of starting a child."""
-    if request.param == "vfork" and not HAS_SETPRIV:
-        pytest.skip("no setpriv with --pdeathsig on this machine")
-    if request.param == "fork":
-        monkeypatch.setitem(spawning._found, "wrapper", None)
-    return request.param
-
-
 def _state(pid: int) -> str:
     """The process's state letter; "" once it is gone (a zombie, "Z", is dead but not reaped)."""
     try:

@@ -145,7 +145,13 @@ def test_why_not_tells_a_marker_without_a_format_from_one_that_holds_null(tmp_pa
     )
 
 
-@pytest.mark.parametrize("value", [0, -1, -(10**30)])
+def test_why_not_shows_a_huge_format_cut_short(tmp_path):
+    (tmp_path / marker.NAME).write_text('{"tool": "tfgpu-install", "marker_format": -' + "9" * 4000 + "}")
+    said = marker.why_not(tmp_path)
+    assert len(said) < 150 and "(4001 characters)" in said and "no tfgpu-install wrote" in said
+
+
+@pytest.mark.parametrize("value", [0, -1, -(10**18)])
 def test_why_not_names_a_format_below_the_first_as_never_written_not_as_older(tmp_path, value):
     (tmp_path / marker.NAME).write_text(json.dumps({"tool": "tfgpu-install", "marker_format": value}))
     assert (

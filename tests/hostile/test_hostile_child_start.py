@@ -26,15 +26,6 @@ HAS_SETPRIV = spawning._wrapper() is not None
 TRUE = Path(shutil.which("true")).read_bytes()
 
 
-@pytest.fixture(params=["vfork", "fork"])
-def way(request, monkeypatch):
-    if request.param == "vfork" and not HAS_SETPRIV:
-        pytest.skip("no setpriv with --pdeathsig on this machine")
-    if request.param == "fork":
-        monkeypatch.setitem(spawning._found, "wrapper", None)
-    return request.param
-
-
 def _program(tmp_path: Path, name: str, data: bytes) -> str:
     path = tmp_path / name
     path.write_bytes(data)

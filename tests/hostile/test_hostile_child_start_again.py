@@ -25,41 +25,30 @@ TRUE = Path(shutil.which("true")).read_bytes()
 ENV = {"PATH": os.environ["PATH"]}
 
 
-@pytest.fixture(params=["vfork", "fork"])
-def way(request, monkeypatch):
-    if request.param == "vfork" and spawning._wrapper() is None:
-        pytest.skip("no setpriv with --pdeathsig on this machine")
-    if request.param == "fork":
-        monkeypatch.setitem(spawning._found, "wrapper", None)
-    return request.param
+def _busy_program(tmp_path):
+    return _program(tmp_path, "busy", TRUE), None
 
 
-def test_a_program_still_open_for_writing_fails_as_subprocess_says(tmp_path, way):
-    # A program being written (copied into place, a download not yet closed): the kernel refuses
-    # it (ETXTBSY). Through setpriv that was setpriv's exit 126, reported as the program's own.
-    program = _program(tmp_path, "busy", TRUE)
-    writer = os.open(program, os.O_WRONLY)
-    try:
-        _as_subprocess_says([program])
-    finally:
-        os.close(writer)
+def _busy_script(tmp_path):
+    return _program(tmp_path, "busy.sh", b"#!/bin/sh\necho hi\n"), None
 
 
-def test_a_script_still_open_for_writing_fails_as_subprocess_says(tmp_path, way):
-    program = _program(tmp_path, "busy.sh", b"#!/bin/sh\necho hi\n")
-    writer = os.open(program, os.O_WRONLY | os.O_APPEND)
-    try:
-        _as_subprocess_says([program])
-    finally:
-        os.close(writer)
-
-
-def test_a_script_whose_interpreter_is_open_for_writing_fails_as_subprocess_says(tmp_path, way):
+def _busy_interpreter(tmp_path):
     interpreter = _program(tmp_path, "sh", Path("/bin/sh").resolve().read_bytes())
-    script = _program(tmp_path, "s", f"#!{interpreter}\necho hi\n".encode())
-    writer = os.open(interpreter, os.O_WRONLY)
+    return _program(tmp_path, "s", f"#!{interpreter}\necho hi\n".encode()), interpreter
+
+
+@pytest.mark.parametrize(
+    "made", [_busy_program, _busy_script, _busy_interpreter], ids=["program", "script", "interpreter"]
+)
+def test_a_file_still_open_for_writing_fails_as_subprocess_says(tmp_path, way, made):
+    # A program, script or interpreter being written (copied into place, a download not yet
+    # closed): the kernel refuses it (ETXTBSY). Through setpriv that was setpriv's exit 126,
+    # reported as the program's own.
+    program, interpreter = made(tmp_path)
+    writer = os.open(interpreter or program, os.O_WRONLY | os.O_APPEND)
     try:
-        _as_subprocess_says([script])
+        _as_subprocess_says([program])
     finally:
         os.close(writer)
 

@@ -218,7 +218,11 @@ def why_not(directory: Path) -> str:
         if isinstance(said, int) and said > FORMAT:
             return f"its {NAME} is from a newer tfgpu-install (format {said}; this one reads format {FORMAT})"
         if not isinstance(said, int) or said < 1:  # formats start at 1 (a marker without the field)
-            return f"its {NAME} holds marker_format {json.dumps(said)}, which no tfgpu-install wrote (edited by hand?)"
+            value = json.dumps(said)
+            value = (
+                value if len(value) <= 24 else f"{value[:20]}... ({len(value)} characters)"
+            )  # the file holds up to 64 KiB
+            return f"its {NAME} holds marker_format {value}, which no tfgpu-install wrote (edited by hand?)"
         return f"its {NAME} is from an older tfgpu-install that did not record ownership (format {said})"
     if found.prefix is None:  # none there, or one of the wrong type: it names no place, not "None"
         return f"its {NAME} records no path it was made for"

@@ -69,7 +69,7 @@ def _hold(caught: list[int]) -> dict:
         caught.append(signum)
 
     held: dict = {}
-    with _blocked():
+    with shielded():
         try:
             for signum in SIGNALS:
                 handler = signal.getsignal(signum)
@@ -91,21 +91,6 @@ def _put_back(held: dict) -> None:
         signal.signal(signum, handler)
 
 
-@contextlib.contextmanager
-def _blocked() -> Iterator[None]:
-    """SIGINT/SIGTERM/SIGHUP blocked in this thread for a few lines; one that came meanwhile is
-    delivered (its handler run) as they are let in."""
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-    except (AttributeError, OSError, ValueError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def _let_in(held: dict, caught: list[int], stop: Callable[[], None]) -> None:
     """Put the handlers back, and hand a signal noted meanwhile to the one it would have met (for
     a default action, once ``stop()`` has stopped the child)."""
@@ -115,7 +100,7 @@ def _let_in(held: dict, caught: list[int], stop: Callable[[], None]) -> None:
     # (pthread_sigmask checks for signals as it returns); the handlers are then put back with the
     # signals blocked in the kernel, so none runs half-way through (it would leave the rest noting
     # into a list nobody reads). One that comes meanwhile meets its own handler as they are let in.
-    with _blocked():
+    with shielded():
         _put_back(held)
     if not caught:
         return
