@@ -106,6 +106,31 @@ def test_every_output_file_holding_a_credential_is_refused_and_not_written(tmp_p
     assert write_output(tmp_path / "ok", "https://h.example/chan\n").read_text() == "https://h.example/chan\n"
 
 
+@pytest.mark.parametrize("ending", ['"', "'", "\\", "<", "`", '\\"'])
+def test_a_file_holding_a_password_the_url_pattern_stops_in_is_refused(tmp_path, ending):
+    """A password holding a character that ends a URL in text: what redact masks, the file door
+    refuses, and the password is in neither the message nor the directory."""
+    from tfgpu.doors.paths import write_output
+
+    text = f"index = https://me:pa{ending}ss9@mirror.example/simple\n"
+    assert "ss9" not in secrets.redact(text)
+    assert secrets.found_in(text) == ["https://***@"]
+    with pytest.raises(UsageError) as refused:
+        write_output(tmp_path / "out.toml", text)
+    assert "ss9" not in refused.value.message and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["see https://pypi.org and write to me@example.com", "https://pypi.org, me@example.com", "https://h/simple me@x"],
+)
+def test_prose_with_an_address_after_a_url_is_written(tmp_path, text):
+    from tfgpu.doors.paths import write_output
+
+    assert secrets.found_in(text) == []
+    assert write_output(tmp_path / "notes.txt", text).read_text() == text
+
+
 def test_the_runs_log_is_redacted(tmp_path):
     from tfgpu.process.runner import Runner
 
