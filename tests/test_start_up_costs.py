@@ -506,5 +506,7 @@ def test_the_url_scan_finds_what_the_whole_text_search_finds():
         ), repr(text)
         # The two doors built on the same scan: a written file's check and a kept record's strip.
         everywhere = [match.group(0) for match in re.finditer(secrets._URL, text)]
-        assert secrets.found_in(text, {}) == [secrets.masked(url) for url in everywhere if secrets.forms(url)]
+        # (what it finds outside those URLs, after them: tests/hostile/test_hostile_secrets_found_in.py)
+        with_credential = [secrets.masked(url) for url in everywhere if secrets.forms(url)]
+        assert secrets.found_in(text, {})[: len(with_credential)] == with_credential
         assert secrets.stripped(text) == re.sub(secrets._URL, lambda match: secrets.strip(match.group(0)), text)

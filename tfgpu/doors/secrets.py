@@ -79,14 +79,27 @@ _VARIABLE = (
 # ``user:password@host`` written without a scheme (``--insecure-host u:p@mirror``, a channel
 # ``u:p@host/chan``): refused as a host or a channel, but the password is the user's all the same.
 # After a slash too: ``http ://u:p@host`` or ``//u:p@host`` (no scheme the URL pattern knows) is
-# quoted whole by the message refusing it.
-_BARE_USERINFO = r"(?<![A-Za-z0-9+.\-:@*])[^\s'\"<>`@/\\:]{1,256}:[^\s'\"<>`@/]{1,256}@(?=[A-Za-z0-9\[])"
+# quoted whole by the message refusing it. An image and its digest (``nvidia/cuda:12.5@sha256:…``
+# in a Dockerfile) is no userinfo; nor does a start follow a character a userinfo holds, so a
+# megabyte of them is not tried at every place.
+_BARE_USERINFO = (
+    r"(?<![A-Za-z0-9+.\-:@*_%~!$])[^\s'\"<>`@/\\:]{1,256}:[^\s'\"<>`@/]{1,256}@(?=[A-Za-z0-9\[])(?!sha(?:256|384|512):)"
+)
 # The userinfo of a URL whose password holds a character that ends a URL in text (a quote, a space,
 # ``<``): the URL pattern stops there and would leave the rest of the password, or all of it, shown.
 # Everything from the scheme's slashes to the last ``@`` before the path is the userinfo, a
 # backslash included: Python's urllib (pip's) reads one as the password's, and text that shows a
 # character escaped (``\t``, a ``--json`` document's ``\u00e9`` and ``\"``) writes one there.
-_LOOSE_USERINFO = _SCHEME_GROUP + r"[^/?#\r\n]{0,256}@"
+# The userinfo may not begin with a slash: the scheme's run of slashes is all of it, so a start is
+# tried once per slash count that ends the run, not once per count times 256 characters.
+_LOOSE_USERINFO = _SCHEME_GROUP + r"(?![/\\])[^/?#\r\n]{0,256}@"
+# A special scheme as WHATWG parsers read it (rattler's ``url`` crate, browsers): any run of slashes
+# and backslashes after ``https:``, or none, is skipped, and the authority runs to the next ``/``,
+# ``\``, ``?`` or ``#``; an ``@`` in it ends a userinfo. ``https:u:p@host``, ``https:%2F%2Fu:p@host``
+# and a tenth slash all send ``p``. (The file door's: the display masks these by its other patterns.)
+_SPECIAL_USERINFO = r"(?<![A-Za-z0-9+.\-])((?i:https?|wss?|ftp):[/\\]*)[^/\\?#\s'\"<>`]{1,256}@"
+# A URL without its scheme (``//u:p@host/simple``, an ``--index-url`` some tools accept).
+_SLASHED_USERINFO = r"(?<![/\\:])(//)[^/\\?#\s'\"<>`@:]{1,256}:[^/\\?#\s'\"<>`]{0,256}@"
 # A query pair cut off its URL (``… /simple ?token=<t>`` in a child's or a user's log): masked
 # the same as in a URL when its key names a credential.
 _BARE_PAIR = r"([?&;#])([A-Za-z0-9_.%+-]+=)([^\s&;#'\"<>`]+)"
@@ -144,6 +157,21 @@ def _token_index(segments: list[str]) -> int | None:
     return None
 
 
+_SSH_SCHEMES = ("ssh", "git+ssh", "svn+ssh", "hg+ssh", "sftp")
+_DIGEST_HOST = r"sha(?:256|384|512):[0-9a-fA-F]{32,}"
+
+
+def _named_not_secret(scheme: str, authority: str) -> bool:
+    """An ``@`` in ``authority`` that names no secret: an SSH user alone (``git+ssh://git@github.com``:
+    SSH authenticates by key, and ``git`` is every user's name there; ``user:password@`` still
+    counts), or an image and its digest (``docker://ubuntu:22.04@sha256:…``), outside the schemes a
+    browser or an index client sends a userinfo with."""
+    userinfo, _, host = authority.rpartition("@")
+    if scheme in _SSH_SCHEMES:
+        return ":" not in userinfo
+    return scheme not in ("http", "https", "ws", "wss", "ftp", "file") and re.fullmatch(_DIGEST_HOST, host) is not None
+
+
 def forms(url: str) -> list[str]:
     """The credential forms ``url`` holds: ``"conda-token"`` (``/t/<token>/``), ``"userinfo"``
     (``user:password@``), ``"query"`` (``?token=`` and the like); empty when it holds none."""
@@ -153,7 +181,7 @@ def forms(url: str) -> list[str]:
     found = []
     if _token_index(re.split(_SEPARATOR, path)) is not None:
         found.append("conda-token")
-    if "@" in authority:
+    if "@" in authority and not _named_not_secret(url[: url.index(":")].lower(), authority):
         found.append("userinfo")
     # The fragment too: an OAuth-style ``#access_token=`` is a credential wherever it is written.
     # An empty query or fragment holds no key (an empty key is no credential's): not split at all.
@@ -356,30 +384,80 @@ def redacted_json(document) -> str:
 
 def found_in(text: str, environ=None) -> list[str]:
     """What in ``text`` is a credential, each shown masked: the URLs with one (as :func:`masked`
-    shows them) and ``the value of NAME`` for a credential variable whose value is there."""
-    urls: list[str] = []
+    shows them), the userinfo and query pairs the display masks outside a URL it reads whole
+    (:func:`_outside_urls`), and ``the value of NAME`` for a credential variable whose value is there."""
+    urls: list[tuple[int, int, str]] = []
 
     def kept(match) -> str:
-        urls.append(match.group(0))
+        if forms(match.group(0)):
+            urls.append((match.start(), match.end(), match.group(0)))
         return ""
 
     _each_url(text, kept)  # the scan redact uses: see there
-    found = [masked(url) for url in urls if forms(url)]
-    if "@" in text:
-        # A password holding a quote, a backslash or a ``<`` ends the URL pattern's match before its
-        # ``@``, so the URL read above carries no credential: redact masks such a userinfo (the loose
-        # pattern), and what it masks is found here too. One with a blank in it is left to redact
-        # (the URL door refuses both): in a written file, "https://host and mail me@x" is prose.
-        for match in re.finditer(_LOOSE_USERINFO, text):
-            userinfo = match.group(0)[len(match.group(1)) : -1]
-            shown = match.group(1) + MASK + "@"
-            if userinfo and not any(blank in userinfo for blank in " \t\v\f") and shown not in found:
-                if not any(url.startswith(match.group(0)) for url in urls if forms(url)):
-                    found.append(shown)
+    found = [masked(url) for _, _, url in urls]
+    seen = set(found)
+    for shown in _outside_urls(text, urls):
+        if shown not in seen:  # each once: a file may hold thousands
+            seen.add(shown)
+            found.append(shown)
     environ = os.environ if environ is None else environ
     for name, value in sorted(environ.items()):
         if _is_credential_variable(name) and len(value) >= _SHORTEST and value in text:
             found.append(f"the value of {name}")
+    return found
+
+
+def _outside_urls(text: str, urls: list[tuple[int, int, str]]) -> list[str]:
+    """The credentials in ``text`` that no URL of ``urls`` (``(start, end, url)`` with a credential, in
+    order) holds: what the display masks by its other patterns, which a file may not hold either.
+
+    * A userinfo the URL pattern stops inside (a password holding a quote, a backslash, ``<``): the
+      display's loose pattern. A password with a space in it is not one here (``https://pypi.org and
+      mail me@example.com`` is prose in a file; the URL door refuses a blank in a URL anyway), but a
+      ``/t/<token>/`` after its ``@`` is; nor is a "user" holding a quote (compact JSON:
+      ``"https://x.org","author":"me@x.org"``), a tab is no blank (WHATWG drops tabs from a URL).
+    * A special scheme's userinfo as WHATWG reads it, and one of a URL without its scheme (``//``).
+    * A query or fragment pair naming a credential, cut off its URL.
+
+    Linear in ``text``: each check runs only where its mark (``@``, ``=``) is, and the text after a
+    loose userinfo is read for a token once however many userinfos end before it."""
+
+    def inside(at: int, walked: list[int]) -> bool:
+        """Whether ``at`` lies in one of ``urls``; each pass asks in order, so it walks them once."""
+        while walked[0] < len(urls) and urls[walked[0]][1] <= at:
+            walked[0] += 1
+        return walked[0] < len(urls) and urls[walked[0]][0] <= at
+
+    found: list[str] = []
+    if "@" in text:
+        read_until, walked = 0, [0]
+        for match in re.finditer(_LOOSE_USERINFO, text):
+            if inside(match.start(), walked):
+                continue
+            scheme, userinfo = match.group(1), match.group(0)[len(match.group(1)) : -1]
+            user, colon, password = userinfo.partition(":")
+            host = re.compile(r"[^/\\?#\s'\"<>`]{0,256}").match(text, match.end())
+            named = _named_not_secret(
+                scheme[: scheme.index(":")].lower(), f"{userinfo}@{host.group(0) if host else ''}"
+            )
+            if colon and not named and not any(mark in user for mark in " '\"<>`") and " " not in password:
+                found.append(scheme + MASK + "@")
+            if match.end() >= read_until:  # the URL after the @, to its first blank: a token in its path
+                after = re.match(r"[^\s'\"<>`]{0,4096}", text[match.end() : match.end() + 4096])
+                read_until = match.end() + (after.end() if after else 0)
+                rest = scheme + text[match.end() : read_until]
+                if any(form != "userinfo" for form in forms(rest)):
+                    found.append(masked(rest))
+        for pattern in (_SPECIAL_USERINFO, _SLASHED_USERINFO):
+            walked = [0]
+            for match in re.finditer(pattern, text):
+                if not inside(match.start(1), walked):
+                    found.append(match.group(1) + MASK + "@")
+    if "=" in text and ("?" in text or "&" in text or ";" in text or "#" in text):
+        walked = [0]
+        for match in re.finditer(_BARE_PAIR, text):
+            if not inside(match.start(), walked) and _is_credential_key(match.group(2) + match.group(3)):
+                found.append(match.group(1) + match.group(2) + MASK)
     return found
 
 
