@@ -60,7 +60,9 @@ QUERY_KEYS = frozenset(
 # download links carry ``?t=<jwt>``, S3 and CDNs ``X-Amz-Signature``/``sig``, others ``auth``, ``key``,
 # ``pwd``, ``client_secret``, ``id_token``. A key that merely looks like one is masked too: showing
 # ``***`` for a harmless value costs less than printing a password the list did not know.
-_CREDENTIAL_KEY = r"t|sig|key|auth|pwd|passwd|pass|jwt|.*(token|secret|passw|api[-_]?key|credential|signature|auth).*"
+_CREDENTIAL_KEY = (
+    r"t|sig|key|auth|pwd|passwd|pass|jwt|.*(token|secret|passw|api[-_]?key|credential|signature|auth(?!or)).*"
+)
 
 # A URL inside text: a scheme, then everything up to whitespace, a quote or a bracket. The slashes
 # after the scheme are read as a browser and WHATWG-style parsers read them: ``http:/u:p@host`` and
@@ -93,10 +95,9 @@ _BARE_USERINFO = (
 # The userinfo may not begin with a slash: the scheme's run of slashes is all of it, so a start is
 # tried once per slash count that ends the run, not once per count times 256 characters.
 _LOOSE_USERINFO = _SCHEME_GROUP + r"(?![/\\])[^/?#\r\n]{0,256}@"
-# A special scheme as WHATWG parsers read it (rattler's ``url`` crate, browsers): any run of slashes
-# and backslashes after ``https:``, or none, is skipped, and the authority runs to the next ``/``,
-# ``\``, ``?`` or ``#``; an ``@`` in it ends a userinfo. ``https:u:p@host``, ``https:%2F%2Fu:p@host``
-# and a tenth slash all send ``p``. (The file door's: the display masks these by its other patterns.)
+# A special scheme as WHATWG parsers (rattler's ``url`` crate) read it: any run of slashes after it,
+# or none, is skipped, and an ``@`` before the next ``/\?#`` ends a userinfo: ``https:u:p@host``,
+# ``https:%2F%2Fu:p@host`` and a tenth slash all send ``p``. (The file door's: redact masks them too.)
 _SPECIAL_USERINFO = r"(?<![A-Za-z0-9+.\-])((?i:https?|wss?|ftp):[/\\]*)[^/\\?#\s'\"<>`]{1,256}@"
 # A URL without its scheme (``//u:p@host/simple``, an ``--index-url`` some tools accept).
 _SLASHED_USERINFO = r"(?<![/\\:])(//)[^/\\?#\s'\"<>`@:]{1,256}:[^/\\?#\s'\"<>`]{0,256}@"
@@ -159,17 +160,19 @@ def _token_index(segments: list[str]) -> int | None:
 
 _SSH_SCHEMES = ("ssh", "git+ssh", "svn+ssh", "hg+ssh", "sftp")
 _DIGEST_HOST = r"sha(?:256|384|512):[0-9a-fA-F]{32,}"
+# Container image transports (skopeo's, podman's): ``docker://name:tag@sha256:…`` names an image.
+_IMAGE_SCHEMES = ("docker", "oci", "docker-archive", "oci-archive", "docker-daemon", "containers-storage")
 
 
 def _named_not_secret(scheme: str, authority: str) -> bool:
     """An ``@`` in ``authority`` that names no secret: an SSH user alone (``git+ssh://git@github.com``:
     SSH authenticates by key, and ``git`` is every user's name there; ``user:password@`` still
-    counts), or an image and its digest (``docker://ubuntu:22.04@sha256:…``), outside the schemes a
-    browser or an index client sends a userinfo with."""
+    counts), or an image and its digest under a container transport (``docker://ubuntu:22.04@sha256:…``;
+    ``git+https://u:p@sha256:…`` is a password all the same)."""
     userinfo, _, host = authority.rpartition("@")
     if scheme in _SSH_SCHEMES:
         return ":" not in userinfo
-    return scheme not in ("http", "https", "ws", "wss", "ftp", "file") and re.fullmatch(_DIGEST_HOST, host) is not None
+    return scheme in _IMAGE_SCHEMES and re.fullmatch(_DIGEST_HOST, host) is not None
 
 
 def forms(url: str) -> list[str]:
@@ -411,19 +414,17 @@ def _outside_urls(text: str, urls: list[tuple[int, int, str]]) -> list[str]:
     """The credentials in ``text`` that no URL of ``urls`` (``(start, end, url)`` with a credential, in
     order) holds: what the display masks by its other patterns, which a file may not hold either.
 
-    * A userinfo the URL pattern stops inside (a password holding a quote, a backslash, ``<``): the
-      display's loose pattern. A password with a space in it is not one here (``https://pypi.org and
-      mail me@example.com`` is prose in a file; the URL door refuses a blank in a URL anyway), but a
-      ``/t/<token>/`` after its ``@`` is; nor is a "user" holding a quote (compact JSON:
-      ``"https://x.org","author":"me@x.org"``), a tab is no blank (WHATWG drops tabs from a URL).
+    * A userinfo the URL pattern stops inside (a password holding a quote, a backslash, ``<``; a
+      token user holding a backslash, which urllib reads whole). Not one with a space in its password
+      (``https://pypi.org and mail me@example.com`` is prose; the URL door refuses a blank anyway), but
+      a ``/t/<token>/`` after its ``@`` is; nor a compact JSON "user" (``"https://x.org","a":"me@x"``),
+      a drive's (``C:\\…;D:\\…@types``), a file URL's. A tab is no blank (WHATWG drops tabs).
     * A special scheme's userinfo as WHATWG reads it, and one of a URL without its scheme (``//``).
     * A query or fragment pair naming a credential, cut off its URL.
 
-    Linear in ``text``: each check runs only where its mark (``@``, ``=``) is, and the text after a
-    loose userinfo is read for a token once however many userinfos end before it."""
+    Linear in ``text``: the text after a loose userinfo is read once however many userinfos end in it."""
 
-    def inside(at: int, walked: list[int]) -> bool:
-        """Whether ``at`` lies in one of ``urls``; each pass asks in order, so it walks them once."""
+    def inside(at: int, walked: list[int]) -> bool:  # in one of `urls`? asked in order: walked once a pass
         while walked[0] < len(urls) and urls[walked[0]][1] <= at:
             walked[0] += 1
         return walked[0] < len(urls) and urls[walked[0]][0] <= at
@@ -435,16 +436,24 @@ def _outside_urls(text: str, urls: list[tuple[int, int, str]]) -> list[str]:
             if inside(match.start(), walked):
                 continue
             scheme, userinfo = match.group(1), match.group(0)[len(match.group(1)) : -1]
+            name = scheme[: scheme.index(":")].lower()
+            if len(name) == 1 or name == "file":  # a drive (C:\\…;D:\\…\\@types), a path: no userinfo
+                continue
             user, colon, password = userinfo.partition(":")
-            host = re.compile(r"[^/\\?#\s'\"<>`]{0,256}").match(text, match.end())
-            named = _named_not_secret(
-                scheme[: scheme.index(":")].lower(), f"{userinfo}@{host.group(0) if host else ''}"
-            )
-            if colon and not named and not any(mark in user for mark in " '\"<>`") and " " not in password:
+            cut = re.compile(r"[/\\?#\s'\"<>`]").search(text, match.end(), match.end() + 256)
+            host = text[match.end() : cut.start() if cut else match.end() + 256]
+            named = _named_not_secret(name, f"{userinfo}@{host}")
+            # A user of compact JSON's ("https://x.org","author":"me@x.org") is no user; a token alone
+            # as the user counts where urllib reads it so (``https://CORP\TOKEN@host``).
+            json_like = any(mark in user for mark in ('",', '":', "',", "':"))
+            # (Not an escaped line break or tab: ``"https://x.org\nme@x.org"`` in a JSON string.)
+            special = name in ("http", "https", "ws", "wss", "ftp")
+            token_user = not colon and special and re.search(r"\\(?![nrt])", userinfo) is not None
+            if (colon or token_user) and not named and not json_like and " " not in password:
                 found.append(scheme + MASK + "@")
             if match.end() >= read_until:  # the URL after the @, to its first blank: a token in its path
-                after = re.match(r"[^\s'\"<>`]{0,4096}", text[match.end() : match.end() + 4096])
-                read_until = match.end() + (after.end() if after else 0)
+                blank = re.compile(r"[\s'\"<>`]").search(text, match.end())
+                read_until = blank.start() if blank else len(text)
                 rest = scheme + text[match.end() : read_until]
                 if any(form != "userinfo" for form in forms(rest)):
                     found.append(masked(rest))
