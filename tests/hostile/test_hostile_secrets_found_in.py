@@ -144,3 +144,11 @@ QUARTER_MEGABYTES = {
 @pytest.mark.parametrize("function", [secrets.redact, secrets.found_in], ids=["redact", "found_in"])
 def test_a_quarter_megabyte_is_read_in_linear_time(function, text):
     _hang_guard(function, text)
+
+
+def test_the_refusal_of_a_megabyte_long_url_is_a_short_message(tmp_path):
+    text = "https://u:p w@conda.example/" + "p" * 1_000_000 + f"/t/{PW}/chan\n"
+    with pytest.raises(UsageError) as refused:
+        paths.write_output(tmp_path / "out.txt", text)
+    assert len(refused.value.message) < 1000 and PW not in refused.value.message
+    assert list(tmp_path.iterdir()) == []

@@ -437,16 +437,15 @@ def _outside_urls(text: str, urls: list[tuple[int, int, str]]) -> list[str]:
                 continue
             scheme, userinfo = match.group(1), match.group(0)[len(match.group(1)) : -1]
             name = scheme[: scheme.index(":")].lower()
-            if len(name) == 1 or name == "file":  # a drive (C:\\…;D:\\…\\@types), a path: no userinfo
+            if len(name) == 1 or name == "file":  # a drive (C:\…;D:\…\@types), a path: no userinfo
                 continue
             user, colon, password = userinfo.partition(":")
             cut = re.compile(r"[/\\?#\s'\"<>`]").search(text, match.end(), match.end() + 256)
             host = text[match.end() : cut.start() if cut else match.end() + 256]
             named = _named_not_secret(name, f"{userinfo}@{host}")
-            # A user of compact JSON's ("https://x.org","author":"me@x.org") is no user; a token alone
-            # as the user counts where urllib reads it so (``https://CORP\TOKEN@host``).
-            json_like = any(mark in user for mark in ('",', '":', "',", "':"))
-            # (Not an escaped line break or tab: ``"https://x.org\nme@x.org"`` in a JSON string.)
+            json_like = any(mark in user for mark in ('",', '":', "',", "':"))  # "https://x.org","a":"me@x"
+            # A token user counts where urllib reads it whole (``https://CORP\TOKEN@host``), not after
+            # an escaped line break or tab (``"https://x.org\nme@x.org"`` in JSON text).
             special = name in ("http", "https", "ws", "wss", "ftp")
             token_user = not colon and special and re.search(r"\\(?![nrt])", userinfo) is not None
             if (colon or token_user) and not named and not json_like and " " not in password:
@@ -484,7 +483,8 @@ def refuse_in(text: str, where: str, code: str = "secret-in-output") -> None:
     if found:
         raise UsageError(
             code,
-            f"{where} would hold a credential ({'; '.join(found[:3])}); nothing was written there.",
+            f"{where} would hold a credential ({'; '.join(shown[:200] for shown in found[:3])}); nothing "
+            "was written there.",
             [
                 "Give the URL without its credential (no /t/<token>/, user:password@ or ?token=) and let "
                 f"{WHERE_FROM}.",
