@@ -1,10 +1,8 @@
 """found_in (the file door's check) against redact (what is shown), a second outside attack on the
 fixed door: whatever redact hides as a credential also stops ``write_output``; text holding no
-credential is still written; neither takes super-linear time on a megabyte; neither raises."""
+credential is still written; neither raises."""
 
 from __future__ import annotations
-
-import signal
 
 import pytest
 
@@ -98,46 +96,15 @@ def test_found_in_lets_text_without_a_credential_through_again(text):
     assert secrets.found_in(text, environ={}) == []
 
 
-@pytest.mark.xfail(strict=True, reason="by design: any /t/<segment>/ path is read as an anaconda.org token")
-def test_a_url_into_a_directory_named_t_is_written():
-    # A repository directory named t (Perl-style test directories) is no anaconda.org token; the
-    # door cannot tell it from one, and refuses rather than write a token.
-    assert secrets.found_in("https://github.com/org/repo/tree/main/t/tests", environ={}) == []
+def test_a_url_into_a_directory_named_t_is_refused_as_a_token():
+    # By design: a repository directory named t (Perl-style tests) reads as /t/<token>/, which the
+    # door cannot tell from an anaconda.org token; it refuses rather than write one.
+    assert secrets.found_in("https://github.com/org/repo/tree/main/t/tests", environ={}) != []
 
 
-def _hang_guard(function, text):
-    """``function(text)`` under a 10 s alarm (a hang guard, not a timing threshold)."""
-
-    def hung(signum, frame):
-        raise AssertionError(f"{function.__name__} took over 10 s on {len(text):,} characters")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(10)
-    try:
-        return function(text, environ={})
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-QUARTER_MEGABYTES = {
-    # redact's bare userinfo pattern starts at every character its lookbehind does not exclude
-    # (a comma, a bracket, "=") and reads 256 + 256 characters from each: 1.4-2.4 CPU-s a megabyte
-    # here, against 0.1 s for found_in on the same text.
-    "commas_then_an_at": "," * 250_000 + "@",
-    "equals_signs_then_an_at": "=" * 250_000 + "@",
-    "comma_runs_around_colons": ("," * 200 + ":" + "," * 250) * 555 + "@",
-    # a loose userinfo whose URL after the @ is read to its first blank
-    "loose_userinfos_with_long_hosts": ("https://a b:c@" + "h" * 4000 + " ") * 62,
-}
-
-
-@pytest.mark.parametrize("text", QUARTER_MEGABYTES.values(), ids=QUARTER_MEGABYTES.keys())
-@pytest.mark.parametrize("function", [secrets.redact, secrets.found_in], ids=["redact", "found_in"])
-def test_a_quarter_megabyte_is_read_in_linear_time(function, text):
-    _hang_guard(function, text)
-
-
+# Slow but linear, so not kept as tests (they would pass either way): redact's bare-userinfo pattern
+# starts at every comma, bracket or "=" and reads 256 + 256 characters from each, 1.4-2.4 CPU-s for a
+# megabyte of "," or "=" runs against 0.06 s for found_in; a loose userinfo's long host is read once.
 NO_RAISE = [
     "",
     "@",
