@@ -13,6 +13,12 @@ machine weighs on both alike), and the median and best of ``--runs`` are printed
 (target <= 1.2x). The tool's uv cache is its own under a temporary directory (``--cache DIR`` to
 keep one between runs), so the user's caches are neither used nor changed.
 
+A third command alternates with the two: the lock's floor, a Python process of the same interpreter
+that does nothing but run the lock's three uv commands as the lock runs them (the index's run, and
+the cache's two ``--offline`` ones beside it: see ``tfgpu.lock.resolving``). Its ratio to uv is what
+this design costs before the tool does any work of its own; the lock's ratio less the floor's is
+the tool's own Python: its imports and plan before uv starts, its work beside uv, its writes after.
+
 ``--bundle`` then builds the TF 2.21 linux-64 Python 3.12 bundle once, under /tmp, prints its time,
 file count and size, and deletes it (``--keep DIR`` builds it in DIR and keeps it). ``--reuse DIR``
 hard-links matching wheels from a local wheel directory instead of downloading them (every one is
@@ -77,6 +83,27 @@ def uv_by_hand(meta: dict, requirements_in: Path, output: Path, cache: Path) -> 
     ]
 
 
+FLOOR = """import subprocess
+index, cached, pylock = {argvs!r}
+child = subprocess.Popen(index, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+for argv in (cached, pylock):
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+raise SystemExit(child.wait())
+"""
+"""The floor's whole program: the lock's three uv runs in its order (``tfgpu.lock.resolving.compile_pins``),
+nothing else (no ``-I``: the venv's ``site`` loads, as it does for the tool)."""
+
+
+def floor_program(argv: list[str], pylock_argv: list[str], where: Path) -> list[str]:
+    """``python -c FLOOR``: the index's run of ``argv``, and the cache's ``--offline`` requirements and
+    pylock runs into ``where`` beside it."""
+    out = argv.index("-o")
+    cached = [*argv[:out], "--offline", "-o", str(where / "requirements.txt")]
+    pylock_out = pylock_argv.index("-o")
+    pylock = [*pylock_argv[:pylock_out], "--offline", "-o", str(where / "pylock.toml")]
+    return [sys.executable, "-c", FLOOR.format(argvs=(argv, cached, pylock))]
+
+
 def run_uv(argv: list[str], env: dict) -> float:
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
@@ -120,12 +147,16 @@ def bench_lock(runs: int, tf: str, python: str, env: dict, cache: Path) -> None:
             str(Path(tmp) / "pylock.toml"),
         ]
         uv_env = {**env, **{name: "" for name in INDEX_VARIABLES}}  # as the lock runs uv: no index but --default-index
+        (Path(tmp) / "floor").mkdir()
+        floor = floor_program(argv, pylock_argv, Path(tmp) / "floor")
         run_uv(argv, uv_env)
         run_uv(pylock_argv, uv_env)
-        locks, uvs, boths = [], [], []
+        run_uv(floor, uv_env)
+        locks, uvs, boths, floors = [], [], [], []
         for _ in range(runs):
             uvs.append(run_uv(argv, uv_env))
             boths.append(uvs[-1] + run_uv(pylock_argv, uv_env))
+            floors.append(run_uv(floor, uv_env))
             locks.append(tool("lock", *selectors(tf, python), "-o", str(out), env=env)[0])
         pins = sum(1 for line in out.read_text().splitlines() if "==" in line and not line.startswith("#"))
         same = _pins(out.read_text()) == _pins((Path(tmp) / "by-hand.txt").read_text())
@@ -141,6 +172,12 @@ def bench_lock(runs: int, tf: str, python: str, env: dict, cache: Path) -> None:
     print(
         f"{'  then uv pip compile --format pylock.toml':44} median {statistics.median(boths):6.2f} s   "
         f"best {min(boths):6.2f} s   (both files by hand)"
+    )
+    floor_label = "the floor: only the lock's three uv runs"
+    print(
+        f"{floor_label:44} median {statistics.median(floors):6.2f} s   "
+        f"best {min(floors):6.2f} s   (from Python; ratio to uv {statistics.median(floors) / statistics.median(uvs):.2f}x"
+        f" / {min(floors) / min(uvs):.2f}x)"
     )
     print(f"{'tfgpu-install lock --mode pip':44} median {median:6.2f} s   best {best:6.2f} s")
     print(

@@ -94,6 +94,7 @@ def test_bench_lock_prints_its_ratio_to_uv_against_a_local_index(tmp_path, index
     )
     assert re.search(r"ratio \(lock / uv\) .*" + RATIO.pattern, out), out
     assert re.search(r"ratio \(lock / both files by hand\) +median +\d+\.\d+x", out), out
+    assert re.search(r"the floor: only the lock's three uv runs +median +\d+\.\d+ s .*ratio to uv \d+\.\d+x", out), out
     assert "the same pins as uv by hand" in out
 
 
