@@ -49,8 +49,8 @@ def test_shown_and_defused_return_text_without_controls_as_it_is():
 def test_importing_the_doors_builds_no_set_and_compiles_no_pattern(tmp_path):
     done = _python(
         "import json, re\n"
-        "from tfgpu.doors import controls, requirements, secrets\n"
-        "patterns = [name for module in (controls, requirements, secrets)\n"
+        "from tfgpu.doors import controls, quoting, requirements, secrets\n"
+        "patterns = [name for module in (controls, quoting, requirements, secrets)\n"
         "            for name, value in vars(module).items() if isinstance(value, re.Pattern)]\n"
         "built = 'CHARACTERS' in vars(controls)\n"
         "requirements._CONTROL\n"  # read: built now, and the door's set is controls' own

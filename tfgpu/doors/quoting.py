@@ -20,16 +20,19 @@ import textwrap
 from tfgpu.doors.controls import character_class
 from tfgpu.errors import UsageError
 
-_CONTROLS = character_class()
-_CONTROL = re.compile(_CONTROLS + "+")
-"""What never reaches a generated file as itself (tfgpu.doors.controls): line breaks, C0 and C1 controls,
-the bidirectional controls that reorder what a reviewer sees, the BOM."""
+
+def _controls() -> str:
+    """The character class of what never reaches a generated file as itself (tfgpu.doors.controls):
+    line breaks, C0 and C1 controls, the bidirectional controls that reorder what a reviewer sees,
+    the BOM. Built when first asked for, as the other doors' sets are: every command that shows a
+    result imports this module (``sh`` for the commands it offers), and most write no file."""
+    return character_class()
 
 
 def one_line(text) -> str:
     """``text`` with every line break and control character (bidirectional controls included)
     turned into one space."""
-    return _CONTROL.sub(" ", str(text)).strip()
+    return re.sub(_controls() + "+", " ", str(text)).strip()
 
 
 COMMENT_WIDTH = 100
@@ -123,7 +126,7 @@ def single_line(value, what: str) -> str:
     lines: a newline inside a quoted word would start a new instruction; a bidirectional control
     makes the line read otherwise than it runs); else ``bad-data``."""
     text = str(value)
-    if _CONTROL.search(text):
+    if re.search(_controls(), text):
         raise UsageError(
             "bad-data",
             f"{what} {text!r} contains a line break or control character, which cannot go "
@@ -172,7 +175,7 @@ def tcl_string(value) -> str:
             return "\\" + char
         return f"\\u{ord(char):04x}" if ord(char) < 0x10000 else f"\\U{ord(char):08x}"
 
-    return '"' + re.sub(r'[\\"$\[\]{}]|' + _CONTROLS, escape, str(value)) + '"'
+    return '"' + re.sub(r'[\\"$\[\]{}]|' + _controls(), escape, str(value)) + '"'
 
 
 def lua_string(value) -> str:
@@ -186,7 +189,7 @@ def lua_string(value) -> str:
         raw = char.encode("utf-8", "surrogateescape" if "\udc80" <= char <= "\udcff" else "surrogatepass")
         return "\\" + char if char in '\\"' else "".join(f"\\{byte:03d}" for byte in raw)
 
-    return '"' + re.sub(r'[\\"]|' + _CONTROLS, escape, str(value)) + '"'
+    return '"' + re.sub(r'[\\"]|' + _controls(), escape, str(value)) + '"'
 
 
 def def_file(text: str) -> str:
