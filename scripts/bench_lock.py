@@ -4,8 +4,9 @@ of the same requirement in the same run; and one offline bundle build.
     python scripts/bench_lock.py [--runs 7] [--tf 2.21] [--python 3.12] [--index URL] [--cache DIR]
                                  [--bundle] [--reuse DIR] [--keep DIR]
 
-Needs PyPI (``--index URL``: another index, such as the tests' local one, which needs no network). The lock is timed as the whole command (``python -m tfgpu lock --tf 2.21 --mode pip
---python 3.12 --platform linux-64 --no-detect``, a new process each run); the anchor is the uv
+Needs PyPI (``--index URL``: another index, such as the tests' local one, which needs no network). The lock is timed as the whole command (``tfgpu-install lock --tf 2.21 --mode pip
+--python 3.12 --platform linux-64 --no-detect``, the console script beside this interpreter, else
+``python -m tfgpu``; a new process each run); the anchor is the uv
 command the lock's requirements body comes from, run by hand: ``uv pip compile --generate-hashes``
 of the requirements the lock records, for the same Python, platform and index, from the same uv
 cache. The tool's modules are compiled to bytecode first, as an installed tool's are. One untimed run of each warms the cache; then they alternate (a busy minute of this shared
@@ -45,9 +46,19 @@ def selectors(tf: str, python: str = "3.12") -> list[str]:
     return ["--tf", tf, "--mode", "pip", "--python", python, "--platform", "linux-64", "--no-detect"]
 
 
+def tool_argv() -> list[str]:
+    """The installed console script beside this interpreter, as a user runs it (and as
+    ``bench_plan.py`` and ``bench_doctor.py`` time it), else ``python -m tfgpu``."""
+    script = Path(sys.executable).with_name("tfgpu-install")
+    if script.is_file():
+        return [str(script)]
+    found = shutil.which("tfgpu-install")
+    return [found] if found else [sys.executable, "-m", "tfgpu"]
+
+
 def tool(*argv: str, env: dict) -> tuple[float, subprocess.CompletedProcess]:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "tfgpu", *argv], capture_output=True, text=True, env=env)
+    done = subprocess.run([*tool_argv(), *argv], capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"`tfgpu-install {' '.join(argv)}` failed ({done.returncode}):\n{done.stdout}{done.stderr[-3000:]}")
